@@ -1,0 +1,79 @@
+"""One small exception hierarchy; each adapter maps it to exit codes / statuses in one place."""
+
+from __future__ import annotations
+
+
+class DshMemoryError(Exception):
+    """Base class for every error this project raises on purpose."""
+
+    exit_code = 1
+    http_status = 500
+
+
+class UserInputError(DshMemoryError):
+    """Bad input from a user or a client (CLI args, RPC bodies, tool arguments)."""
+
+    exit_code = 2
+    http_status = 400
+
+
+class NotFoundError(DshMemoryError):
+    """A named thing (session, file) does not exist."""
+
+    exit_code = 3
+    http_status = 404
+
+
+class PathGuardError(UserInputError):
+    """A path tried to leave the memory root or reach a hidden/forbidden file."""
+
+    http_status = 403
+
+
+class SessionReadError(DshMemoryError):
+    """A session log could not be read. Always names the file and the reason."""
+
+    def __init__(self, path: object, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class ConfigError(DshMemoryError):
+    """Settings are missing or invalid; the message says how to fix it."""
+
+    exit_code = 4
+
+
+class LLMError(DshMemoryError):
+    """Base for model-call failures."""
+
+    http_status = 502
+
+
+class LLMTransientError(LLMError):
+    """Worth retrying: 429, 5xx, timeouts, connection resets. `retry_after` in seconds if known."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LLMFatalError(LLMError):
+    """Not worth retrying: auth, bad request, unknown model."""
+
+
+class LLMTruncatedError(LLMError):
+    """The model stopped at max_tokens (finish_reason == "length"). `partial` holds what arrived."""
+
+    def __init__(self, message: str, partial: object = None):
+        super().__init__(message)
+        self.partial = partial
+
+
+class LLMOutputError(LLMError):
+    """The model answered, but not with the structure we asked for."""
+
+
+class NoModelRouteError(ConfigError):
+    """No model endpoint is configured (and no local model is available)."""

@@ -1,0 +1,64 @@
+"""The LLM seam. One protocol, implemented by the OpenAI-compatible HTTP client
+(`openai_compat.py`) and the in-process llama.cpp provider (`local.py`).
+
+Errors are classified once, by the implementation, into the `dsh_memory.errors` LLM classes:
+`LLMTransientError` (retry), `LLMFatalError` (do not retry), `LLMTruncatedError`
+(finish_reason == "length"; `.partial` holds the Completion that arrived).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+
+class ToolSpec(BaseModel):
+    """A function the model must call. `parameters` is a JSON schema (object)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ToolCall(BaseModel):
+    name: str
+    arguments: dict[str, Any]  # parsed; a call whose arguments do not parse is an LLMOutputError
+    raw_arguments: str = ""
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Completion(BaseModel):
+    text: str = ""  # visible text content (may be empty when a tool was called)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""  # the model that answered
+    provider: str = ""  # "openai" / "local" / …
+    reasoning_effort: str = ""  # the effort actually applied ("" = provider default)
+    notes: list[str] = Field(default_factory=list)  # e.g. "effort 'max' unsupported → default"
+
+
+@runtime_checkable
+class LLM(Protocol):
+    provider: str
+    model: str
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tool: ToolSpec | None = None,
+        max_tokens: int = 4096,
+        reasoning_effort: str = "",
+        temperature: float | None = None,
+    ) -> Completion:
+        """Send chat messages; when `tool` is given, force a call to it (tool_choice).
+
+        Raises LLMTransientError / LLMFatalError / LLMTruncatedError / LLMOutputError.
+        """
+        ...
