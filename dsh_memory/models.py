@@ -75,6 +75,8 @@ class Session(BaseModel):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     is_root: bool = True
+    # False for non-interactive runs (e.g. `codex exec`): skipped by default.
+    interactive: bool = True
     parent_id: str | None = None
     title: str | None = None
     format_version: int | None = None
@@ -94,8 +96,8 @@ class Session(BaseModel):
 
     @property
     def extractable(self) -> bool:
-        """A root session with at least one human prompt (the default pipeline's filter)."""
-        return self.is_root and any(e.kind is EventKind.HUMAN for e in self.events)
+        """An interactive root session with at least one human prompt (the default filter)."""
+        return self.is_root and self.interactive and any(e.kind is EventKind.HUMAN for e in self.events)
 
     def events_after(self, watermark: int) -> list[Event]:
         return [e for e in self.events if e.seq > watermark]

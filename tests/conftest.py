@@ -21,3 +21,36 @@ def fixtures_dir() -> Path:
 @pytest.fixture(scope="session")
 def expected(fixtures_dir: Path) -> dict:
     return json.loads((fixtures_dir / "expected.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory):
+    """One real Prefect server for the whole test session; the test process points at it.
+
+    Use this fixture in every test that runs a flow. It sets PREFECT_API_URL for this process
+    (and children started afterwards) and turns flow heartbeats off.
+    """
+    import os
+
+    from dsh_memory.testing.prefect_server import PrefectServer
+
+    home = tmp_path_factory.mktemp("prefect-home")
+    server = PrefectServer(home).start()
+    old = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "PREFECT_HOME")}
+    os.environ["PREFECT_API_URL"] = server.api_url
+    os.environ["PREFECT_HOME"] = str(home / "client")
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url, PREFECT_HOME: str(home / "client")}):
+        try:
+            yield server.api_url
+        finally:
+            from prefect.logging.handlers import APILogHandler
+
+            APILogHandler.flush()  # deliver queued run logs before the server goes away
+            server.stop()
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
