@@ -1,0 +1,156 @@
+"""Shared line reading for the JSONL session readers (Codex rollouts, Claude Code transcripts).
+
+`read_jsonl(path)` returns every complete line that parses as a JSON object, keyed by its 0-based
+line index (the record's `seq`). Bad lines (invalid UTF-8, not JSON, not an object) are skipped
+with a warning naming the file and line; an incomplete last line (no trailing newline and not
+parseable) is dropped. `.zst`/`.zstd` files are decompressed frame by frame; a torn last frame
+keeps whatever complete lines it produced.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dsh_memory.errors import SessionReadError
+
+ZSTD_SUFFIXES = (".zst", ".zstd")
+UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+
+
+@dataclass
+class JsonlFile:
+    path: Path
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    last_seq: int = -1  # index of the last complete line (parsed or not)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _decompress_zstd(path: Path, data: bytes, warnings: list[str]) -> bytes:
+    """Decode concatenated zstd frames; keep the decoded prefix of a torn or corrupt tail."""
+    import zstandard
+
+    out: list[bytes] = []
+    rest = data
+    frame = 0
+    while rest:
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            out.append(dobj.decompress(rest))
+        except zstandard.ZstdError as exc:
+            warnings.append(f"{path}: zstd frame {frame} is corrupt ({exc}); kept the data before it")
+            break
+        if not dobj.eof:
+            warnings.append(f"{path}: zstd frame {frame} is truncated (torn tail); kept its complete lines")
+            break
+        rest = dobj.unused_data
+        frame += 1
+    return b"".join(out)
+
+
+def read_jsonl(path: Path) -> JsonlFile:
+    """Read a JSONL (optionally zstd) file. Raises SessionReadError if nothing usable is in it."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SessionReadError(path, f"cannot read file: {exc.strerror or exc}") from exc
+    if not data:
+        raise SessionReadError(path, "empty file")
+    result = JsonlFile(path=path)
+    if path.name.endswith(ZSTD_SUFFIXES):
+        data = _decompress_zstd(path, data, result.warnings)
+        if not data:
+            raise SessionReadError(path, "zstd data decodes to nothing (" + "; ".join(result.warnings) + ")")
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the data ends with a newline
+    for index, raw in enumerate(lines):
+        result.last_seq = index
+        obj = _parse(path, index, raw, result.warnings)
+        if obj is not None:
+            result.records.append((index, obj))
+    if tail.strip():
+        try:
+            obj = json.loads(tail.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            obj = None
+        if isinstance(obj, dict):  # complete record, the writer just omitted the final newline
+            result.last_seq = len(lines)
+            result.records.append((len(lines), obj))
+        else:
+            result.warnings.append(f"{path}: line {len(lines) + 1}: dropped incomplete last line")
+    if not result.records:
+        reason = "no readable JSON records"
+        if result.warnings:
+            reason += f" ({len(result.warnings)} bad lines)"
+        raise SessionReadError(path, reason)
+    return result
+
+
+def _parse(path: Path, index: int, raw: bytes, warnings: list[str]) -> dict[str, Any] | None:
+    if not raw.strip():
+        return None
+    where = f"{path}: line {index + 1}"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        warnings.append(f"{where}: skipped line: invalid UTF-8")
+        return None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        warnings.append(f"{where}: skipped line: not valid JSON")
+        return None
+    if not isinstance(obj, dict):
+        warnings.append(f"{where}: skipped line: not a JSON object")
+        return None
+    return obj
+
+
+def parse_time(value: Any) -> datetime | None:
+    """ISO-8601 timestamp (with `Z`) or epoch seconds/ms → aware datetime; None if unusable."""
+    from datetime import timezone
+
+    if isinstance(value, str) and value:
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        secs = value / 1000 if value > 1e11 else value
+        try:
+            return datetime.fromtimestamp(secs, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+def short_title(text: str | None, limit: int = 60) -> str | None:
+    """First line of a prompt, whitespace collapsed, cut on a word boundary."""
+    if not text:
+        return None
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = re.sub(r"\s+", " ", line).strip()
+    if not line:
+        return None
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0] or line[:limit]
+    return cut.rstrip(" ,.;:") + "…"
+
+
+def parse_json_maybe(value: Any) -> Any:
+    """Tool arguments: parsed JSON when the string is a JSON object/array, else the raw value."""
+    if isinstance(value, str):
+        s = value.strip()
+        if s[:1] in ("{", "["):
+            try:
+                return json.loads(s)
+            except ValueError:
+                return value
+    return value
