@@ -1,0 +1,395 @@
+"""The one real LLM client: OpenAI-compatible chat completions over httpx.
+
+Works against DeepSeek (default), OpenAI, Ollama, vLLM and llama.cpp server. The base URL may
+or may not end in `/v1`; the client POSTs `{base_url}/chat/completions` as given.
+
+Structured output: with `tool`, the request carries `tools=[…]` and a forced `tool_choice`;
+the answer's `tool_calls[0].function.arguments` is parsed as JSON. Models that answer in text
+instead are parsed leniently (`parse.extract_json_object`). With a tool, `complete()` returns a
+Completion with exactly one parsed tool call or raises.
+
+Reasoning effort on the wire (resolved once per client, see `_Caps`):
+- DeepSeek (host *.deepseek.com, or `flavor="deepseek"`): `off` → `thinking:{type:disabled}`;
+  `low|high|max` → `thinking:{type:enabled}` + `reasoning_effort`. DeepSeek's thinking mode
+  rejects a forced `tool_choice` (HTTP 400), so the tool is forced only when thinking is known
+  to be off (effort `off`, or the non-thinking alias `deepseek-chat`); otherwise tools are sent
+  with the default `auto` choice and the text fallback covers a model that does not call it.
+- OpenAI and everything else: `reasoning_effort: <id>`, only for models known (OpenAI o-series,
+  gpt-5) or reported by GET /models metadata to support it.
+- "" sends nothing (provider default). Unsupported values degrade to the default, with a note.
+Any endpoint that answers 400 mentioning `tool_choice` is retried once without it (remembered).
+
+Errors are classified here, in `_http_error` / `_transport_error`, and nowhere else.
+The API key lives only in the Authorization header: never in a message, a note or a repr.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic import SecretStr
+
+from dsh_memory.errors import (
+    LLMError,
+    LLMFatalError,
+    LLMOutputError,
+    LLMTransientError,
+    LLMTruncatedError,
+)
+from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage
+from dsh_memory.llm.parse import extract_json_object, loads_lenient, loads_truncated
+
+DEEPSEEK_EFFORTS = ("off", "low", "high", "max")
+OPENAI_EFFORTS = ("minimal", "low", "medium", "high")
+# Requested id → closest id of the family (DeepSeek's own documented mapping; OpenAI by analogy).
+_ALIASES = {
+    "deepseek": {"minimal": "low", "medium": "high", "xhigh": "high", "ultra": "max", "none": "off"},
+    "openai": {"off": "minimal", "none": "minimal", "max": "high", "xhigh": "high", "ultra": "high"},
+}
+_OPENAI_REASONING = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+_METADATA_TIMEOUT_SECONDS = 5.0
+_MESSAGE_CHARS = 500
+
+
+@dataclass
+class _Caps:
+    """What this client's model accepts; resolved once (table, then optional GET /models)."""
+
+    family: str  # "deepseek" | "openai" | "generic"
+    efforts: tuple[str, ...] = ()
+    thinking_default: bool = False  # DeepSeek: thinking on unless disabled (blocks forced tool_choice)
+    notes: list[str] = field(default_factory=list)
+
+
+def _table_caps(flavor: str, model: str) -> _Caps | None:
+    m = model.lower()
+    if flavor == "deepseek":
+        if m == "deepseek-chat":  # legacy non-thinking alias
+            return _Caps("deepseek", ("off",), thinking_default=False)
+        if m == "deepseek-reasoner":  # legacy always-thinking alias: no effort control
+            return _Caps("deepseek", (), thinking_default=True)
+        return _Caps("deepseek", DEEPSEEK_EFFORTS, thinking_default=True)
+    if flavor == "openai":
+        return _Caps("openai", OPENAI_EFFORTS if _OPENAI_REASONING.match(m) else ())
+    return None  # generic: ask the endpoint's metadata
+
+
+def _metadata_efforts(entry: dict) -> tuple[str, ...] | None:
+    """Effort ids a GET /models entry reports, in any of the shapes seen in the wild."""
+    reasoning = entry.get("reasoning")
+    if isinstance(reasoning, dict) and isinstance(reasoning.get("efforts"), list):
+        ids = [e.get("id") if isinstance(e, dict) else e for e in reasoning["efforts"]]
+        return tuple(str(i) for i in ids if i)
+    for key in ("supported_reasoning_efforts", "reasoning_efforts"):
+        if isinstance(entry.get(key), list):
+            return tuple(str(i) for i in entry[key] if i)
+    params = entry.get("supported_parameters")
+    if isinstance(params, list) and ("reasoning_effort" in params or "reasoning" in params):
+        return OPENAI_EFFORTS
+    return None
+
+
+def _provider_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:_MESSAGE_CHARS]
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail") or err.get("msg") or err
+        else:
+            msg = err
+        return str(msg)[:_MESSAGE_CHARS]
+    return str(body)[:_MESSAGE_CHARS]
+
+
+def retry_after_seconds(headers: httpx.Headers) -> float | None:
+    """Retry-After as seconds (delta-seconds or HTTP date), or retry-after-ms; None if absent/bad."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class OpenAICompatLLM:
+    """`LLM` over an OpenAI-compatible `/chat/completions`. Safe to share across threads."""
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: SecretStr | str | None = None,
+        *,
+        timeout_seconds: float = 120.0,
+        max_connections: int = 32,
+        flavor: str | None = None,
+        metadata_lookup: bool = True,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        host = (urlsplit(self.base_url).hostname or "").lower()
+        if flavor is None:
+            flavor = "deepseek" if host.endswith("deepseek.com") else "openai" if host.endswith("openai.com") else "generic"
+        if flavor not in ("deepseek", "openai", "generic"):
+            raise ValueError(f"unknown flavor {flavor!r} (deepseek, openai, generic)")
+        self.flavor = flavor
+        self.timeout_seconds = timeout_seconds
+        self._key = api_key if isinstance(api_key, SecretStr) or api_key is None else SecretStr(api_key)
+        self._metadata_lookup = metadata_lookup
+        self._caps: _Caps | None = None
+        self._lock = threading.Lock()
+        self._force_tool_choice = True  # turned off once an endpoint rejects a forced choice
+        headers = {"Accept": "application/json", "User-Agent": "dsh-memory"}
+        if self._key is not None and self._key.get_secret_value():
+            headers["Authorization"] = f"Bearer {self._key.get_secret_value()}"
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(timeout_seconds),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+
+    def __repr__(self) -> str:  # no key, ever
+        return f"OpenAICompatLLM(base_url={self.base_url!r}, model={self.model!r}, flavor={self.flavor!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> "OpenAICompatLLM":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- errors (the one place) ------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        key = self._key.get_secret_value() if self._key is not None else ""
+        return text.replace(key, "***") if key and len(key) >= 4 else text
+
+    def _http_error(self, response: httpx.Response) -> LLMError:
+        status = response.status_code
+        msg = self._scrub(f"HTTP {status} from {self.base_url} (model {self.model}): {_provider_message(response)}")
+        if status in (408, 409, 425, 429) or status >= 500:
+            return LLMTransientError(msg, retry_after=retry_after_seconds(response.headers))
+        return LLMFatalError(msg)
+
+    def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
+        kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
+        return LLMTransientError(self._scrub(f"{kind} calling {self.base_url} ({type(exc).__name__}: {exc})"))
+
+    def _post(self, url: str, body: dict) -> httpx.Response:
+        try:
+            return self._client.post(url, json=body)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc) from None
+
+    # -- capabilities ------------------------------------------------------------------------
+
+    def capabilities(self) -> _Caps:
+        """Resolve (once) which efforts the model accepts. Never raises."""
+        with self._lock:
+            if self._caps is None:
+                self._caps = _table_caps(self.flavor, self.model) or self._lookup_caps()
+            return self._caps
+
+    def _lookup_caps(self) -> _Caps:
+        caps = _Caps("generic")
+        if not self._metadata_lookup:
+            return caps
+        try:
+            r = self._client.get(f"{self.base_url}/models", timeout=min(_METADATA_TIMEOUT_SECONDS, self.timeout_seconds))
+            r.raise_for_status()
+            data = r.json()
+            entries = data.get("data", []) if isinstance(data, dict) else data
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict) and entry.get("id") == self.model:
+                    caps.efforts = _metadata_efforts(entry) or ()
+                    break
+        except Exception as exc:  # metadata is advisory: it never fails a call
+            caps.notes.append(self._scrub(f"model metadata unavailable ({type(exc).__name__})"))
+        return caps
+
+    def resolve_effort(self, requested: str) -> tuple[str, list[str]]:
+        """(effort to apply or "" for the provider default, notes). Never raises."""
+        requested = (requested or "").strip().lower()
+        if not requested:
+            return "", []
+        caps = self.capabilities()
+        effort = requested
+        notes = list(caps.notes)
+        if effort not in caps.efforts:
+            alias = _ALIASES.get(caps.family if caps.family != "generic" else "openai", {}).get(effort)
+            if alias and alias in caps.efforts:
+                notes.append(f"effort {requested!r} mapped to {alias!r}")
+                effort = alias
+        if effort not in caps.efforts:
+            supported = "/".join(caps.efforts) or "none"
+            notes.append(f"effort {requested!r} unsupported by {self.model} (supported: {supported}) → provider default")
+            return "", notes
+        return effort, notes
+
+    # -- the call ----------------------------------------------------------------------------
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tool: ToolSpec | None = None,
+        max_tokens: int = 4096,
+        reasoning_effort: str = "",
+        temperature: float | None = None,
+    ) -> Completion:
+        effort, notes = self.resolve_effort(reasoning_effort)
+        caps = self.capabilities() if (effort or self.flavor == "deepseek") else _Caps(self.flavor)
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "stream": False}
+        if temperature is not None:
+            body["temperature"] = temperature
+        thinking = caps.thinking_default
+        if effort and caps.family == "deepseek":
+            thinking = effort != "off"
+            body["thinking"] = {"type": "enabled" if thinking else "disabled"}
+            if thinking:
+                body["reasoning_effort"] = effort
+        elif effort:
+            body["reasoning_effort"] = effort
+        if tool is not None:
+            body["tools"] = [{"type": "function", "function": tool.model_dump()}]
+            if thinking:
+                notes.append("tool_choice not forced: DeepSeek thinking mode rejects it")
+            elif self._force_tool_choice:
+                body["tool_choice"] = {"type": "function", "function": {"name": tool.name}}
+        url = f"{self.base_url}/chat/completions"
+        response = self._post(url, body)
+        if response.status_code == 400 and "tool_choice" in body and "tool_choice" in response.text:
+            self._force_tool_choice = False  # remembered for this client
+            body.pop("tool_choice")
+            notes.append("endpoint rejected forced tool_choice; retried with auto")
+            response = self._post(url, body)
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        return self._parse(response, tool, effort, notes)
+
+    def _parse(self, response: httpx.Response, tool: ToolSpec | None, effort: str, notes: list[str]) -> Completion:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise LLMTransientError(f"malformed response from {self.base_url}: not a chat completion") from None
+        usage = data.get("usage") or {}
+        completion = Completion(
+            text=message.get("content") or "",
+            finish_reason=choice.get("finish_reason"),
+            usage=Usage(
+                input_tokens=int(usage.get("prompt_tokens") or 0),
+                output_tokens=int(usage.get("completion_tokens") or 0),
+            ),
+            model=data.get("model") or self.model,
+            provider=self.provider,
+            reasoning_effort=effort,
+            notes=notes,
+        )
+        truncated = completion.finish_reason == "length"
+        raw_calls = message.get("tool_calls") or []
+        fn = (raw_calls[0].get("function") or {}) if raw_calls and isinstance(raw_calls[0], dict) else {}
+        if truncated:
+            self._fill_partial(completion, fn, tool)
+            raise LLMTruncatedError(
+                f"{self.model} stopped at max_tokens ({completion.usage.output_tokens} output tokens)",
+                partial=completion,
+            )
+        if completion.finish_reason == "insufficient_system_resource":
+            raise LLMTransientError(f"{self.model}: provider reported insufficient_system_resource")
+        if completion.finish_reason == "content_filter":
+            raise self._output_error(f"{self.model}: answer withheld by the provider's content filter", completion)
+        if tool is None:
+            return completion
+        call = self._tool_call(fn, tool, completion)
+        if call is None:
+            what = "unparseable tool arguments" if fn else "no tool call"
+            raise self._output_error(f"{self.model} answered with {what} and no JSON fallback for {tool.name}", completion)
+        completion.tool_calls = [call]
+        return completion
+
+    @staticmethod
+    def _output_error(message: str, completion: Completion) -> LLMOutputError:
+        exc = LLMOutputError(message)
+        exc.completion = completion  # type: ignore[attr-defined]  # for run logs (redact first)
+        return exc
+
+    def _tool_call(self, fn: dict, tool: ToolSpec, completion: Completion) -> ToolCall | None:
+        name = fn.get("name") or tool.name
+        raw = fn.get("arguments")
+        if isinstance(raw, dict):  # some servers (older Ollama) send an object
+            return ToolCall(name=name, arguments=raw, raw_arguments="")
+        if isinstance(raw, str) and raw.strip():
+            try:
+                args = loads_lenient(raw)
+            except ValueError:
+                args = extract_json_object(raw)
+            if isinstance(args, dict):
+                return ToolCall(name=name, arguments=args, raw_arguments=raw)
+        args = _text_fallback(completion.text, tool)
+        if args is None:
+            return None
+        completion.notes.append("tool arguments recovered from text content")
+        return ToolCall(name=tool.name, arguments=args, raw_arguments="")
+
+    @staticmethod
+    def _fill_partial(completion: Completion, fn: dict, tool: ToolSpec | None) -> None:
+        raw = fn.get("arguments")
+        if isinstance(raw, str) and raw.strip():
+            try:
+                args = loads_truncated(raw)
+                completion.notes.append("truncated tool arguments closed leniently")
+            except ValueError:
+                args = None
+                completion.notes.append("truncated tool arguments unparseable (see raw_arguments)")
+            name = fn.get("name") or (tool.name if tool else "")
+            completion.tool_calls = [ToolCall(name=name, arguments=args if isinstance(args, dict) else {}, raw_arguments=raw)]
+        elif tool is not None and completion.text:
+            args = _text_fallback(completion.text, tool)
+            if args is not None:
+                completion.tool_calls = [ToolCall(name=tool.name, arguments=args, raw_arguments="")]
+
+
+def _text_fallback(text: str, tool: ToolSpec) -> dict | None:
+    """Tool arguments from a text answer: prefer an object with every required field."""
+    if not text:
+        return None
+    required = set(tool.parameters.get("required") or [])
+
+    def unwrap(obj: dict) -> dict:
+        inner = obj.get("arguments", obj.get("parameters"))
+        if obj.get("name") == tool.name and isinstance(inner, dict):
+            return inner
+        return obj
+
+    found = extract_json_object(text, accept=lambda o: required <= set(unwrap(o)))
+    if found is None and not required:
+        found = extract_json_object(text)
+    return unwrap(found) if found is not None else None

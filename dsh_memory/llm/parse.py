@@ -1,0 +1,215 @@
+"""Lenient JSON recovery for model output, shared by every provider.
+
+Models that ignore the tool channel (or whose tool arguments are slightly off) still tend to
+emit JSON: inside a ```json fence, after a sentence of prose, with a trailing comma, with raw
+newlines inside strings, or cut off at max_tokens. These helpers recover what can be recovered
+and return None (never a guess) when nothing parses.
+
+- `loads_lenient(text)`: `json.loads` plus repairs (raw control characters in strings,
+  trailing commas, // and /* */ comments, invalid backslash escapes, a leading BOM).
+- `extract_json_object(text)`: the first JSON object found in fenced blocks, then in prose.
+- `close_truncated_json(text)`: close the open strings/arrays/objects of a cut-off document.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable, Iterator
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_VALID_ESCAPES = set('"\\/bfnrtu')
+_MAX_CANDIDATES = 64  # object starts tried in prose before giving up
+
+
+def _repair(text: str) -> str:
+    """One pass outside/inside strings: drop comments and trailing commas, fix bad escapes."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    in_str = False
+    while i < n:
+        c = text[i]
+        if in_str:
+            if c == "\\":
+                nxt = text[i + 1] if i + 1 < n else ""
+                if nxt in _VALID_ESCAPES and nxt:
+                    out.append(c + nxt)
+                    i += 2
+                    continue
+                out.append("\\\\")  # a lone backslash becomes a literal one
+                i += 1
+                continue
+            if c == '"':
+                in_str = False
+            out.append(c)
+            i += 1
+            continue
+        if c == '"':
+            in_str = True
+            out.append(c)
+            i += 1
+        elif c == "/" and text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif c == "/" and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif c == ",":
+            j = i + 1
+            while j < n and text[j] in " \t\r\n":
+                j += 1
+            if j < n and text[j] in "}]":
+                i += 1  # trailing comma
+            else:
+                out.append(c)
+                i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def loads_lenient(text: str) -> Any:
+    """Parse JSON tolerantly. Raises ValueError when even the repaired text does not parse."""
+    if not isinstance(text, str):
+        raise ValueError("not a string")
+    s = text.strip().lstrip("\ufeff")
+    try:
+        return json.loads(s, strict=False)  # strict=False: raw newlines/tabs inside strings
+    except ValueError:
+        pass
+    try:
+        return json.loads(_repair(s), strict=False)
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON even after repair: {exc}") from None
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    """Index just past the bracket that closes text[start] ('{' or '['), honouring strings."""
+    depth = 0
+    in_str = esc = False
+    for i in range(start, len(text)):
+        c = text[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+def _objects_in(text: str) -> Iterator[dict]:
+    """Every JSON object in `text`: the whole text, then balanced {...} spans left to right."""
+    try:
+        whole = loads_lenient(text)
+        if isinstance(whole, dict):
+            yield whole
+    except ValueError:
+        pass
+    pos, tried = 0, 0
+    while tried < _MAX_CANDIDATES:
+        start = text.find("{", pos)
+        if start < 0:
+            return
+        tried += 1
+        end = _balanced_end(text, start)
+        if end is None:
+            pos = start + 1
+            continue
+        try:
+            obj = loads_lenient(text[start:end])
+        except ValueError:
+            pos = start + 1
+            continue
+        if isinstance(obj, dict):
+            yield obj
+        pos = end
+
+
+def iter_json_objects(text: str) -> Iterator[dict]:
+    """JSON objects in model text, best candidates first: fenced blocks (json-tagged first), then prose."""
+    if not text:
+        return
+    fences = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    ordered = [body for tag, body in fences if tag == "json"] + [body for tag, body in fences if tag != "json"]
+    for body in ordered:
+        yield from _objects_in(body)
+    yield from _objects_in(text)
+
+
+def extract_json_object(text: str, accept: Callable[[dict], bool] | None = None) -> dict | None:
+    """The first JSON object in `text` (fenced ```json blocks first, then prose) that `accept` likes.
+
+    Returns None when there is none; never raises on bad input.
+    """
+    try:
+        for obj in iter_json_objects(text or ""):
+            if accept is None or accept(obj):
+                return obj
+    except RecursionError:
+        return None
+    return None
+
+
+def close_truncated_json(text: str) -> str:
+    """Best-effort completion of a JSON document cut off mid-way (finish_reason == "length").
+
+    Closes an open string, drops a dangling key / separator, then closes open arrays/objects.
+    The result may still not parse; callers try `loads_lenient` on it.
+    """
+    stack: list[str] = []
+    in_str = esc = False
+    for c in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "{[":
+            stack.append("}" if c == "{" else "]")
+        elif c in "}]" and stack:
+            stack.pop()
+    s = text
+    if in_str:
+        if esc:
+            s = s[:-1]
+        s += '"'
+    s = s.rstrip()
+    # A dangling `"key"` or `"key":` inside an object, or a trailing comma, cannot be completed.
+    if stack and stack[-1] == "}":
+        s = re.sub(r',?\s*"(?:[^"\\]|\\.)*"\s*:?\s*$', "", s) if _ends_with_key(s) else s
+    s = re.sub(r"[,:]\s*$", "", s)
+    return s + "".join(reversed(stack))
+
+
+def _ends_with_key(s: str) -> bool:
+    """True when the text ends in an object key (`{"a": 1, "b"` or `{"b":`), not a value."""
+    m = re.search(r'"(?:[^"\\]|\\.)*"\s*:?\s*$', s)
+    if not m:
+        return False
+    if s.rstrip().endswith(":"):
+        return True
+    before = s[: m.start()].rstrip()
+    return before.endswith(",") or before.endswith("{")
+
+
+def loads_truncated(text: str) -> Any:
+    """`loads_lenient` on a possibly cut-off document; raises ValueError when nothing parses."""
+    try:
+        return loads_lenient(text)
+    except ValueError:
+        return loads_lenient(close_truncated_json(text.strip()))
