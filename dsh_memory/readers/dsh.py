@@ -1,0 +1,276 @@
+"""DSH (DeepSeek Harness) session reader.
+
+Layout: `$DSH_HOME/sessions/<project>/<encoded session id>/session[.vN].jsonl[.zstd]`
+(reference/dsh-session-format.md sections 1-3). `discover` only lists directories and stats the
+picked file; `load` reads one file, validates its header and hands the body to `dsh_records`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import zstandard
+
+from dsh_memory.errors import SessionReadError
+from dsh_memory.models import Session, SessionRef
+from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime, parse_body
+
+GENERATION_RE = re.compile(r"^session(?:\.v(\d+))?\.jsonl(?:\.zstd)?$")
+KNOWN_MAX_VERSION = 4
+MAX_SAFE_INTEGER = 2**53 - 1
+_ESCAPE_RUN = re.compile(r"(?:~[0-9A-Fa-f]{4})+")
+_ZSTD_READ_CHUNK = 1 << 16
+
+
+# --- discovery (stat/listdir only) -------------------------------------------------------------
+
+
+def decode_segment(name: str) -> str:
+    """Invert DSH `encodeSegment`: every `~XXXX` is one UTF-16 code unit (hex)."""
+    if "~" not in name:
+        return name
+
+    def repl(m: re.Match[str]) -> str:
+        units = bytes.fromhex("".join(m.group(0)[i + 1 : i + 5] for i in range(0, len(m.group(0)), 5)))
+        return units.decode("utf-16-be", errors="surrogatepass")
+
+    return _ESCAPE_RUN.sub(repl, name)
+
+
+def _scandir(path: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _session_ref(session_dir: os.DirEntry[str]) -> SessionRef | None:
+    best: os.DirEntry[str] | None = None
+    best_key: tuple[int, bool] = (-1, False)
+    others: list[str] = []
+    for entry in _scandir(session_dir.path):
+        name = entry.name
+        if not name.startswith("session") or not _is_file(entry):
+            continue
+        m = GENERATION_RE.match(name)
+        if m is None:  # decoys such as session.v5.jsonl.bak
+            others.append(entry.path)
+            continue
+        key = (int(m.group(1) or 0), name.endswith(".zstd"))
+        if best is None or key > best_key:
+            if best is not None:
+                others.append(best.path)
+            best, best_key = entry, key
+        else:
+            others.append(entry.path)
+    if best is None:
+        return None
+    try:
+        st = best.stat()
+    except OSError:
+        return None
+    return SessionRef.model_construct(
+        id=decode_segment(session_dir.name),
+        source="dsh",
+        path=Path(best.path),
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        ignored=[Path(p) for p in sorted(others)],
+        hint_root=None,
+    )
+
+
+def discover(root: Path) -> list[SessionRef]:
+    """One ref per session directory under `root` (= `$DSH_HOME/sessions`), highest generation."""
+    refs: list[SessionRef] = []
+    for project in _scandir(os.fspath(root)):
+        if not _is_dir(project):
+            continue
+        for session_dir in _scandir(project.path):
+            if _is_dir(session_dir):
+                ref = _session_ref(session_dir)
+                if ref is not None:
+                    refs.append(ref)
+    refs.sort(key=lambda r: r.path)
+    return refs
+
+
+# --- physical decoding -------------------------------------------------------------------------
+
+
+def _decode_zstd(path: Path, data: bytes, warn: Warnings) -> bytes:
+    """Concatenated independent zstd frames -> bytes of every complete frame (torn tail dropped)."""
+    dctx = zstandard.ZstdDecompressor()
+    view = memoryview(data)
+    pos, frames, out = 0, 0, []
+    pending = b""
+    while pending or pos < len(data):
+        dobj = dctx.decompressobj()
+        parts: list[bytes] = []
+        buf, pending = pending, b""
+        complete = False
+        while True:
+            if buf:
+                try:
+                    parts.append(dobj.decompress(buf))
+                except zstandard.ZstdError as exc:
+                    if frames == 0:
+                        raise SessionReadError(path, f"not a valid zstd stream: {exc}") from exc
+                    warn.add(f"zstd frame {frames + 1} is corrupt ({exc}); it and everything after it dropped")
+                    return b"".join(out)
+                if dobj.eof:
+                    pending = dobj.unused_data
+                    complete = True
+                    break
+            if pos >= len(data):
+                break
+            buf = bytes(view[pos : pos + _ZSTD_READ_CHUNK])
+            pos += _ZSTD_READ_CHUNK
+        if not complete:
+            if frames == 0:
+                raise SessionReadError(path, "no complete zstd frame (torn or truncated file)")
+            warn.add(f"torn zstd tail: incomplete last frame dropped (frame {frames + 1})")
+            break
+        out.append(b"".join(parts))
+        frames += 1
+    return b"".join(out)
+
+
+def _split_lines(data: bytes, warn: Warnings) -> list[bytes]:
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the data ends with a newline
+    if tail.strip():
+        warn.add(f"incomplete last line dropped ({len(tail)} bytes, no trailing newline)", len(lines) + 1)
+    return lines
+
+
+# --- header ------------------------------------------------------------------------------------
+
+
+def _describe(value: object) -> str:
+    kind = {str: "a string", bool: "a boolean", float: "a number", list: "a list", dict: "an object"}
+    return f"{kind.get(type(value), type(value).__name__)} ({str(value)[:40]!r})"
+
+
+def _parse_header(path: Path, raw: bytes) -> dict:
+    try:
+        header = json.loads(raw.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
+        raise SessionReadError(path, "invalid header (line 1): not JSON") from None
+    if not isinstance(header, dict):
+        raise SessionReadError(path, "invalid header (line 1): not a JSON object")
+    problems = []
+    if header.get("type") != "session":
+        problems.append(f"type is {str(header.get('type'))[:40]!r}, expected 'session'")
+    sid = header.get("id")
+    if sid is None:
+        problems.append("missing id")
+    elif not isinstance(sid, str) or not sid:
+        problems.append(f"id is {_describe(sid)}, expected a non-empty string")
+    version = header.get("version")
+    if version is None:
+        problems.append("missing version")
+    elif not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        problems.append(f"version is {_describe(version)}, expected an integer >= 0")
+    created = header.get("createdAt")
+    if isinstance(created, float) and created.is_integer():
+        created = int(created)
+    if created is None:
+        problems.append("missing createdAt")
+    elif (not isinstance(created, int) or isinstance(created, bool) or not 0 <= created <= MAX_SAFE_INTEGER
+          or ms_to_datetime(created) is None):  # fmt: skip
+        problems.append(f"createdAt is not epoch ms: {_describe(created)}")
+    if problems:
+        raise SessionReadError(path, "invalid header (line 1): " + "; ".join(problems))
+    header["createdAt"] = created
+    return header
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+# --- load --------------------------------------------------------------------------------------
+
+
+def load(ref: SessionRef) -> Session:
+    """Read one DSH session log. Raises SessionReadError (naming the file) when unreadable."""
+    path = Path(ref.path)
+    warn = Warnings(str(path))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SessionReadError(path, f"cannot read file: {exc.strerror or exc}") from exc
+    if not data:
+        raise SessionReadError(path, "empty file (no header line)")
+    if path.name.endswith(".zstd"):
+        data = _decode_zstd(path, data, warn)
+    lines = _split_lines(data, warn)
+    if not lines or not lines[0].strip():
+        raise SessionReadError(path, "no complete header line")
+    header = _parse_header(path, lines[0])
+    version: int = header["version"]
+    meta: dict = {"format_version": version}
+    if version > KNOWN_MAX_VERSION:
+        warn.add(f"unknown format version {version} (newest known is {KNOWN_MAX_VERSION}); read best-effort")
+        meta["unknown_version"] = True
+
+    body = parse_body(
+        ((i, raw) for i, raw in enumerate(lines[1:], start=2)),
+        version=version,
+        seed_length=_opt_int(header.get("seedLength")),
+        is_seeded=header.get("isSeeded") if isinstance(header.get("isSeeded"), bool) else None,
+        warn=warn,
+    )
+    origin = _opt_str(header.get("origin"))
+    depth = _opt_int(header.get("delegationDepth")) or 0
+    session_id: str = header["id"]
+    if ref.id and ref.id != session_id:
+        warn.add(f"header id {session_id!r} differs from the directory name {ref.id!r}; using the header")
+    updated = ms_to_datetime(body.max_time_ms) or ms_to_datetime(ref.mtime_ns / 1e6)
+    meta.update(
+        origin=origin,
+        delegation_depth=depth,
+        event_count=body.event_count,
+        turns=body.turns,
+        compactions=body.compactions,
+    )
+    return Session(
+        id=session_id,
+        source="dsh",
+        path=path,
+        cwd=_opt_str(header.get("cwd")),
+        created_at=ms_to_datetime(header["createdAt"]),
+        updated_at=updated,
+        is_root=not (origin == "subagent" or depth > 0),
+        parent_id=_opt_str(header.get("parentSession")),
+        title=body.title,
+        format_version=version,
+        events=body.events,
+        last_seq=body.last_seq,
+        inherited_cut=body.inherited_cut,
+        warnings=warn.result(),
+        meta=meta,
+    )
