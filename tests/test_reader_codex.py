@@ -1,0 +1,355 @@
+"""Codex rollout reader: fixture facts from expected.json plus synthetic edge cases in tmp_path."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from dsh_memory import readers
+from dsh_memory.errors import SessionReadError
+from dsh_memory.models import EventKind, Session, SessionRef
+from dsh_memory.readers import codex
+from dsh_memory.settings import SourceRoots
+
+SID = "01a20000-0000-7000-8000-000000000001"
+NAME = f"rollout-2026-11-01T10-00-00-{SID}.jsonl"
+
+
+def _codex_entries(expected: dict) -> dict[str, dict]:
+    entries = {k: v for k, v in expected.items() if k.startswith("codex/")}
+    assert len(entries) == 3, "expected.json should describe three Codex rollouts"
+    return entries
+
+
+def _rendered(session: Session) -> list[str]:
+    """Every string an Event carries that could reach a transcript."""
+    out = []
+    for e in session.events:
+        out.append(e.text)
+        if e.arguments is not None:
+            out.append(e.arguments if isinstance(e.arguments, str) else json.dumps(e.arguments, ensure_ascii=False))
+        if e.label:
+            out.append(e.label)
+    return out
+
+
+def _line(typ: str, payload: dict, ts: str = "2026-11-01T17:00:00.000Z") -> str:
+    return json.dumps({"timestamp": ts, "type": typ, "payload": payload})
+
+
+def _meta(source="cli", sid=SID, **extra) -> str:
+    return _line("session_meta", {"id": sid, "session_id": sid, "timestamp": "2026-11-01T17:00:00.000Z",
+                                  "cwd": "/home/bob/proj", "source": source, "originator": "codex_cli_rs", **extra})
+
+
+def _user(*texts: str) -> str:
+    return _line("response_item", {"type": "message", "role": "user",
+                                   "content": [{"type": "input_text", "text": t} for t in texts]})
+
+
+def _assistant(text: str) -> str:
+    return _line("response_item", {"type": "message", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": text}]})
+
+
+def _write(folder: Path, lines: list[str], name: str = NAME, trailing_newline: bool = True) -> Path:
+    day = folder / "2026" / "11" / "01"
+    day.mkdir(parents=True, exist_ok=True)
+    path = day / name
+    path.write_text("\n".join(lines) + ("\n" if trailing_newline else ""), encoding="utf-8")
+    return path
+
+
+def _ref(path: Path, sid: str = SID) -> SessionRef:
+    st = path.stat()
+    return SessionRef(id=sid, source="codex", path=path, size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+
+# ------------------------------------------------------------------ fixtures (expected.json)
+
+
+def test_fixture_rollouts_match_expected_facts(fixtures_dir: Path, expected: dict):
+    refs = codex.discover(fixtures_dir / "codex" / "sessions")
+    by_path = {r.path.relative_to(fixtures_dir).as_posix(): r for r in refs}
+    entries = _codex_entries(expected)
+    assert set(by_path) == set(entries), "every Codex fixture rollout is discovered, nothing else"
+
+    for key, exp in entries.items():
+        ref = by_path[key]
+        assert ref.source == "codex" and ref.id == exp["session_id"], key
+        assert ref.size == (fixtures_dir / key).stat().st_size
+        s = readers.load(ref)  # through the dispatcher
+        assert s.id == exp["session_id"] and s.source == "codex", key
+        assert s.cwd == exp["cwd"], key
+        assert s.is_root is exp["is_root"], key
+        assert s.interactive is (exp["source"] != "exec"), key
+        assert s.meta["source"] == exp["source"], key
+        assert s.created_at == datetime.fromisoformat(exp["session_meta_timestamp"].replace("Z", "+00:00")), key
+        assert s.warnings == [], key
+        assert s.last_seq == exp["lines"] - 1, key
+
+        humans = [e.text for e in s.human_prompts]
+        assert len(humans) == exp["human_prompts"], key
+        assert humans == exp["human_prompt_texts"], key
+        assert humans[0] == exp["first_human_prompt"], key
+        assert s.title and exp["first_human_prompt"].startswith(s.title.rstrip("…")), key
+
+        calls = [e for e in s.events if e.kind is EventKind.TOOL_CALL]
+        assert len(calls) == exp["tool_calls"], key
+        assert sorted({c.tool_name for c in calls}) == sorted(exp["tool_names"]), key
+        assert sum(c.tool_name == "apply_patch" for c in calls) == exp["custom_tool_calls"], key
+        assert all(isinstance(c.arguments, dict) for c in calls if c.tool_name == "exec_command"), key
+        results = [e for e in s.events if e.kind is EventKind.TOOL_RESULT]
+        assert len(results) == len(calls) and not any(r.is_error for r in results), key
+        assert {r.tool_call_id for r in results} == {c.tool_call_id for c in calls}, key
+
+        assistants = [e for e in s.events if e.kind is EventKind.ASSISTANT]
+        assert assistants[-1].text == exp["last_assistant_text"], key
+
+        rendered = _rendered(s)
+        blob = "\n".join(rendered)
+        for item in exp["must_not_render"]:
+            assert item["text"] not in blob, (key, item)
+        for stripped in exp["strip_from_user_messages"]:
+            assert stripped not in blob, (key, stripped)
+        for kept in exp["keep_but_not_human"]:
+            assert all(kept not in h for h in humans), (key, kept)
+            assert kept not in blob, "injected context is a marker only"
+        for prompt in exp["human_prompt_texts"]:
+            assert sum(r.count(prompt) for r in rendered) == 1, (key, prompt)
+
+        ctx = [e for e in s.events if e.kind is EventKind.CONTEXT]
+        assert len(ctx) == 1 and ctx[0].text == "" and ctx[0].label == "agents_md+environment_context", key
+        assert all(e.text == "" for e in s.events if e.kind is EventKind.REASONING), key
+        seqs = [e.seq for e in s.events]
+        assert seqs == sorted(seqs) and seqs[-1] <= s.last_seq, key
+        assert s.extractable is exp["should_extract"], key
+
+
+def test_turns_follow_task_started(fixtures_dir: Path, expected: dict):
+    key = next(k for k, v in _codex_entries(expected).items() if v["human_prompts"] == 2)
+    s = codex.load(_ref(fixtures_dir / key, expected[key]["session_id"]))
+    assert [e.turn for e in s.human_prompts] == [1, 2]
+    assert {e.turn for e in s.events if e.kind is EventKind.TOOL_CALL} == {1, 2}
+
+
+# ------------------------------------------------------------------ discovery
+
+
+def test_discover_is_stat_only_and_skips_odd_entries(tmp_path: Path):
+    root = tmp_path / "sessions"
+    # Content is garbage: discovery must not care (it never opens files).
+    _write(root, ["not json at all"])
+    day = root / "2026" / "11" / "01"
+    (day / "rollout-notes.txt").write_text("x")
+    (day / "rollout-2026-11-01T10-00-00-not-a-uuid.jsonl").write_text("{}\n")
+    (day / f"rollout-2026-11-01T10-00-00-{SID[:-1]}2.jsonl").mkdir()  # a directory with a rollout name
+    (day / f"rollout-2026-11-01T11-00-00-{SID[:-1]}3.jsonl").symlink_to(tmp_path / "missing")  # dangling
+    (root / "stray.jsonl").write_text("{}\n")
+
+    refs = codex.discover(root)
+    assert [r.id for r in refs] == [SID]
+    assert refs[0].path == day / NAME and refs[0].size == len("not json at all\n")
+    assert refs[0].mtime_ns == (day / NAME).stat().st_mtime_ns
+    assert codex.discover(tmp_path / "does-not-exist") == []
+
+
+def test_discover_prefers_plain_file_over_zst_twin(tmp_path: Path):
+    root = tmp_path / "sessions"
+    plain = _write(root, [_meta(), _user("hi")])
+    twin = plain.with_name(plain.name + ".zst")
+    twin.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
+    (ref,) = codex.discover(root)
+    assert ref.path == plain and ref.ignored == [twin]
+
+
+def test_codex_home_is_honoured(tmp_path: Path):
+    home = tmp_path / "home"
+    _write(home / ".codex" / "sessions", [_meta(sid="01a20000-0000-7000-8000-00000000dead"), _user("decoy")],
+           name="rollout-2026-11-01T10-00-00-01a20000-0000-7000-8000-00000000dead.jsonl")
+    codex_home = tmp_path / "elsewhere"
+    path = _write(codex_home / "sessions", [_meta(), _user("real")])
+
+    roots = SourceRoots.from_env({"HOME": str(home), "CODEX_HOME": str(codex_home)})
+    refs = readers.discover(roots, sources=["codex"])
+    assert [(r.id, r.path) for r in refs] == [(SID, path)]
+    assert readers.load(refs[0]).human_prompts[0].text == "real"
+    # Without CODEX_HOME the default ~/.codex is used.
+    default = readers.discover(SourceRoots.from_env({"HOME": str(home)}), sources=["codex"])
+    assert [r.id for r in default] == ["01a20000-0000-7000-8000-00000000dead"]
+
+
+# ------------------------------------------------------------------ load: damage
+
+
+def test_bad_lines_are_skipped_with_warnings(tmp_path: Path):
+    path = _write(tmp_path, [_meta(), _user("first prompt"), "{not json", "[1, 2]", _assistant("answer")])
+    with path.open("ab") as fh:
+        fh.write(b'{"timestamp":"x","type":"event_msg","payload":{"type":"agent_message","message":"\xff\xfe"}}\n')
+        fh.write((_user("second prompt") + "\n").encode())
+        fh.write(b'{"timestamp":"2026-11-01T17:00:09Z","type":"response_item","payload":{"type":"mess')  # torn
+    s = codex.load(_ref(path))
+    assert [e.text for e in s.human_prompts] == ["first prompt", "second prompt"]
+    assert [e.seq for e in s.human_prompts] == [1, 6]
+    assert s.last_seq == 6  # the torn line 7 does not count
+    assert len(s.warnings) == 4
+    assert all(str(path) in w for w in s.warnings)
+    assert any("line 3" in w and "not valid JSON" in w for w in s.warnings)
+    assert any("line 4" in w and "not a JSON object" in w for w in s.warnings)
+    assert any("line 6" in w and "UTF-8" in w for w in s.warnings)
+    assert any("line 8" in w and "incomplete" in w for w in s.warnings)
+
+
+def test_complete_last_line_without_newline_is_kept(tmp_path: Path):
+    path = _write(tmp_path, [_meta(), _user("only prompt")], trailing_newline=False)
+    s = codex.load(_ref(path))
+    assert s.last_seq == 1 and [e.text for e in s.human_prompts] == ["only prompt"] and s.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(b"", "empty file"), (b"garbage\n\xff\n", "no readable JSON records"),
+     ((_user("no meta") + "\n").encode(), "no session_meta")],
+)
+def test_unreadable_files_raise_session_read_error(tmp_path: Path, content: bytes, reason: str):
+    path = tmp_path / NAME
+    path.write_bytes(content)
+    with pytest.raises(SessionReadError) as info:
+        codex.load(_ref(path))
+    assert info.value.path == str(path) and reason in info.value.reason
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_raises_session_read_error(tmp_path: Path):
+    path = tmp_path / NAME
+    ref = SessionRef(id=SID, source="codex", path=path, size=0, mtime_ns=0)
+    with pytest.raises(SessionReadError, match="cannot read"):
+        codex.load(ref)
+
+
+def test_zstd_multi_frame_with_torn_tail(tmp_path: Path):
+    lines = [_meta(), _user("frame one prompt"), _assistant("one"), _user("frame two prompt"), _assistant("two")]
+    cctx = zstandard.ZstdCompressor()
+    f1 = cctx.compress(("\n".join(lines[:3]) + "\n").encode())
+    f2 = cctx.compress(("\n".join(lines[3:]) + "\n").encode())
+    f3 = cctx.compress(("\n".join([_user("lost prompt"), _assistant("lost")] * 20) + "\n").encode())
+    path = tmp_path / (NAME + ".zst")
+    path.write_bytes(f1 + f2 + f3[: len(f3) // 2])
+    s = codex.load(_ref(path))
+    texts = [e.text for e in s.human_prompts]
+    assert texts[:2] == ["frame one prompt", "frame two prompt"]
+    assert all(t == "lost prompt" for t in texts[2:])  # complete lines of the torn frame are still valid
+    assert any("truncated" in w and str(path) in w for w in s.warnings)
+    assert s.last_seq >= 4
+
+
+def test_corrupt_zstd_raises(tmp_path: Path):
+    path = tmp_path / (NAME + ".zst")
+    path.write_bytes(b"definitely not zstd data")
+    with pytest.raises(SessionReadError, match="zstd"):
+        codex.load(_ref(path))
+
+
+# ------------------------------------------------------------------ load: semantics
+
+
+def test_injected_parts_stripped_and_mixed_messages_keep_human_text(tmp_path: Path):
+    agents = "# AGENTS.md instructions for /home/bob/proj\n\n<INSTRUCTIONS>\nUse tabs.\n</INSTRUCTIONS>"
+    skill = "<skill>\n<name>deploy</name>\nRun make deploy.\n</skill>"
+    env = "<environment_context>\n  <cwd>/home/bob/proj</cwd>\n</environment_context>"
+    path = _write(tmp_path, [
+        _meta(),
+        _user(agents, env),
+        _user(skill),
+        _user(skill, "Deploy the staging branch please."),
+        _user("<SKILL>caps</SKILL>\nAnd check the logs."),
+    ])
+    s = codex.load(_ref(path))
+    assert [e.text for e in s.human_prompts] == ["Deploy the staging branch please.", "And check the logs."]
+    ctx = [e for e in s.events if e.kind is EventKind.CONTEXT]
+    assert [(c.label, c.text) for c in ctx] == [("agents_md+environment_context", ""), ("skill", "")]
+    blob = "\n".join(_rendered(s))
+    for injected in ("Use tabs.", "Run make deploy.", "<skill>", "<environment_context>", "caps"):
+        assert injected not in blob
+    assert s.title == "Deploy the staging branch please."
+
+
+def test_reasoning_and_developer_text_never_kept(tmp_path: Path):
+    path = _write(tmp_path, [
+        _meta(),
+        _line("response_item", {"type": "message", "role": "developer",
+                                "content": [{"type": "input_text", "text": "DEVELOPER-SECRET"}]}),
+        _user("go"),
+        _line("response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": "THINK-SUM"}],
+                                "content": [{"type": "reasoning_text", "text": "THINK-RAW"}],
+                                "encrypted_content": "gAAAAABxyz"}),
+        _line("event_msg", {"type": "agent_reasoning", "text": "THINK-SUM"}),
+        _line("event_msg", {"type": "user_message", "message": "go"}),
+        _assistant("done"),
+    ])
+    s = codex.load(_ref(path))
+    blob = "\n".join(_rendered(s))
+    for secret in ("DEVELOPER-SECRET", "THINK-SUM", "THINK-RAW", "gAAAAAB"):
+        assert secret not in blob
+    assert [e.kind for e in s.events] == [EventKind.HUMAN, EventKind.REASONING, EventKind.ASSISTANT]
+    assert len(s.human_prompts) == 1  # the event_msg duplicate is not a second prompt
+
+
+def test_tool_errors_and_compaction(tmp_path: Path):
+    path = _write(tmp_path, [
+        _meta(),
+        _user("run the tests"),
+        _line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c1",
+                                "arguments": '{"cmd": "pytest"}'}),
+        _line("response_item", {"type": "function_call_output", "call_id": "c1",
+                                "output": "Chunk ID: 1\nWall time: 1 seconds\nProcess exited with code 2\nOutput:\nboom"}),
+        _line("response_item", {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin"}),
+        _line("response_item", {"type": "custom_tool_call_output", "call_id": "c2",
+                                "output": json.dumps({"output": "patch failed", "metadata": {"exit_code": 1}})}),
+        _line("response_item", {"type": "function_call", "name": "shell", "call_id": "c3", "arguments": "not json"}),
+        _line("response_item", {"type": "function_call_output", "call_id": "c3",
+                                "output": {"content": "denied", "success": False}}),
+        _line("compacted", {"message": "SUMMARY-TEXT"}),
+        _line("response_item", {"type": "compaction", "encrypted_content": "gAAAAABc"}),
+        _line("event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+    ])
+    s = codex.load(_ref(path))
+    results = [e for e in s.events if e.kind is EventKind.TOOL_RESULT]
+    assert [(r.tool_name, r.is_error) for r in results] == [("exec_command", True), ("apply_patch", True), ("shell", True)]
+    assert results[1].text == "patch failed"
+    calls = [e for e in s.events if e.kind is EventKind.TOOL_CALL]
+    assert calls[0].arguments == {"cmd": "pytest"} and calls[1].arguments == "*** Begin" and calls[2].arguments == "not json"
+    comp = [e for e in s.events if e.kind is EventKind.COMPACTION]
+    assert len(comp) == 1 and comp[0].seq == 8 and comp[0].text == ""
+    assert "SUMMARY-TEXT" not in "\n".join(_rendered(s))
+    status = [e for e in s.events if e.kind is EventKind.STATUS]
+    assert [e.label for e in status] == ["aborted:interrupted"]
+
+
+@pytest.mark.parametrize(
+    ("source", "is_root", "interactive", "parent"),
+    [
+        ("cli", True, True, None),
+        ("vscode", True, True, None),
+        ({"custom": "atlas"}, True, True, None),
+        ("exec", True, False, None),
+        ("mcp", True, False, None),
+        ({"subagent": "review"}, False, True, None),
+        ({"subagent": {"thread_spawn": {"parent_thread_id": "01a2-parent", "depth": 1}}}, False, True, "01a2-parent"),
+    ],
+)
+def test_session_source_flags(tmp_path: Path, source, is_root, interactive, parent):
+    path = _write(tmp_path, [_meta(source=source), _user("do it")])
+    s = codex.load(_ref(path))
+    assert (s.is_root, s.interactive, s.parent_id) == (is_root, interactive, parent)
+    assert s.extractable is (is_root and interactive)
+
+
+def test_id_mismatch_is_a_warning_and_filename_id_wins(tmp_path: Path):
+    path = _write(tmp_path, [_meta(sid="01a20000-0000-7000-8000-0000000000ff"), _user("x")])
+    s = codex.load(_ref(path))
+    assert s.id == SID and any("differs" in w for w in s.warnings)
