@@ -1,0 +1,334 @@
+"""OpenAICompatLLM against the fake OpenAI-compatible server, over real loopback HTTP."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from pydantic import SecretStr
+
+from dsh_memory.errors import (
+    LLMFatalError,
+    LLMOutputError,
+    LLMTransientError,
+    LLMTruncatedError,
+    NoModelRouteError,
+)
+from dsh_memory.llm.base import LLM, ToolSpec
+from dsh_memory.llm.factory import make_llm, phase_options
+from dsh_memory.llm.openai_compat import OpenAICompatLLM
+from dsh_memory.settings import ModelRoute
+from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+
+KEY = "sk-test-SECRET-0123456789abcdef"
+MSGS = [{"role": "system", "content": "extract"}, {"role": "user", "content": "transcript"}]
+SAVE = ToolSpec(
+    name="memory_save",
+    description="Save one rollout's memory",
+    parameters={
+        "type": "object",
+        "properties": {"raw_memory": {"type": "string"}, "rollout_slug": {"type": "string"}},
+        "required": ["raw_memory", "rollout_slug"],
+    },
+)
+ARGS = {"raw_memory": "- user prefers uv\n- tests: pytest -q", "rollout_slug": "uv-setup"}
+
+
+@pytest.fixture
+def srv():
+    with FakeOpenAIServer() as s:
+        yield s
+
+
+@pytest.fixture
+def llm(srv):
+    with OpenAICompatLLM(srv.base_url, "fake-model", KEY, timeout_seconds=5) as client:
+        yield client
+
+
+def test_is_an_llm(llm):
+    assert isinstance(llm, LLM)
+    assert KEY not in repr(llm)
+
+
+def test_forced_tool_call_round_trip(srv, llm):
+    srv.script(Reply.tool(ARGS, prompt_tokens=120, completion_tokens=33))
+    c = llm.complete(MSGS, tool=SAVE, max_tokens=777)
+    assert c.tool_calls[0].name == "memory_save"
+    assert c.tool_calls[0].arguments == ARGS
+    assert c.finish_reason == "tool_calls"
+    assert (c.usage.input_tokens, c.usage.output_tokens) == (120, 33)
+    assert c.model == "fake-model" and c.provider == "openai" and c.reasoning_effort == ""
+    [req] = srv.requests
+    assert req["messages"] == MSGS and req["max_tokens"] == 777
+    assert req["tools"] == [{"type": "function", "function": SAVE.model_dump()}]
+    assert req["tool_choice"] == {"type": "function", "function": {"name": "memory_save"}}
+    assert "reasoning_effort" not in req and "thinking" not in req and "temperature" not in req
+    assert srv.paths == ["/v1/chat/completions"]
+    assert srv.request_headers[0]["authorization"] == f"Bearer {KEY}"
+    assert KEY not in json.dumps(srv.requests)  # the key travels only in the header
+
+
+def test_plain_completion_without_tool(srv, llm):
+    srv.script(Reply.text("hello", model="served-model"))
+    c = llm.complete(MSGS, temperature=0.2)
+    assert c.text == "hello" and c.tool_calls == [] and c.model == "served-model"
+    assert srv.requests[0]["temperature"] == 0.2 and "tools" not in srv.requests[0]
+
+
+def test_base_url_without_v1(srv):
+    srv.script(Reply.tool(ARGS))
+    with OpenAICompatLLM(srv.root_url + "/", "fake-model") as client:  # DeepSeek-style, trailing slash
+        assert client.complete(MSGS, tool=SAVE).tool_calls[0].arguments == ARGS
+    assert srv.paths == ["/chat/completions"]
+    assert "authorization" not in srv.request_headers[0]  # no key configured → no header
+
+
+def test_text_fallback_fenced_json(srv, llm):
+    srv.script(Reply.text('I will not use tools.\n```json\n{"raw_memory": "a\nb", "rollout_slug": "s",}\n```'))
+    c = llm.complete(MSGS, tool=SAVE)
+    assert c.tool_calls[0].arguments == {"raw_memory": "a\nb", "rollout_slug": "s"}
+    assert any("recovered from text" in n for n in c.notes)
+
+
+def test_text_fallback_prose_json_and_wrapper(srv, llm):
+    srv.script(
+        Reply.text('Note {this}. Result: {"raw_memory": "x {y}", "rollout_slug": "z"} hope it helps'),
+        Reply.text('{"name": "memory_save", "arguments": {"raw_memory": "w", "rollout_slug": "v"}}'),
+    )
+    assert llm.complete(MSGS, tool=SAVE).tool_calls[0].arguments == {"raw_memory": "x {y}", "rollout_slug": "z"}
+    assert llm.complete(MSGS, tool=SAVE).tool_calls[0].arguments == {"raw_memory": "w", "rollout_slug": "v"}
+
+
+def test_lenient_tool_arguments(srv, llm):
+    srv.script(Reply.raw_tool('{"raw_memory": "line1\nline2", "rollout_slug": "s",}'))
+    c = llm.complete(MSGS, tool=SAVE)
+    assert c.tool_calls[0].arguments == {"raw_memory": "line1\nline2", "rollout_slug": "s"}
+
+
+def test_malformed_arguments_without_fallback_is_output_error(srv, llm):
+    srv.script(Reply.raw_tool('{"raw_memory": "x", "rollout_slug": '), Reply.text("I cannot comply."))
+    with pytest.raises(LLMOutputError) as ei:
+        llm.complete(MSGS, tool=SAVE)
+    assert "unparseable" in str(ei.value) and ei.value.completion.finish_reason == "tool_calls"
+    with pytest.raises(LLMOutputError, match="no tool call"):
+        llm.complete(MSGS, tool=SAVE)
+
+
+def test_malformed_arguments_rescued_by_text(srv, llm):
+    srv.script(Reply.raw_tool("{broken", content='{"raw_memory": "r", "rollout_slug": "s"}'))
+    assert llm.complete(MSGS, tool=SAVE).tool_calls[0].arguments == {"raw_memory": "r", "rollout_slug": "s"}
+
+
+def test_429_with_retry_after_seconds_and_date(srv, llm):
+    srv.script(Reply.error(429, retry_after=7), Reply.error(429, retry_after="Wed, 21 Oct 2015 07:28:00 GMT"))
+    with pytest.raises(LLMTransientError) as ei:
+        llm.complete(MSGS, tool=SAVE)
+    assert ei.value.retry_after == 7.0 and "429" in str(ei.value)
+    with pytest.raises(LLMTransientError) as ei:
+        llm.complete(MSGS, tool=SAVE)
+    assert ei.value.retry_after == 0.0  # a date in the past → retry now
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_server_errors_are_transient(srv, llm, status):
+    srv.script(Reply.error(status, body="upstream exploded"))
+    with pytest.raises(LLMTransientError) as ei:
+        llm.complete(MSGS)
+    assert ei.value.retry_after is None and "upstream exploded" in str(ei.value)
+
+
+def test_timeout_is_transient(srv):
+    srv.script(Reply.tool(ARGS, delay_seconds=2.0))
+    with OpenAICompatLLM(srv.base_url, "fake-model", KEY, timeout_seconds=0.3) as client:
+        t0 = time.monotonic()
+        with pytest.raises(LLMTransientError, match="timeout"):
+            client.complete(MSGS, tool=SAVE)
+        assert time.monotonic() - t0 < 1.5
+
+
+def test_connection_drop_is_transient(srv, llm):
+    srv.script(Reply.drop())
+    with pytest.raises(LLMTransientError, match="connection error"):
+        llm.complete(MSGS, tool=SAVE)
+    srv.script(Reply.tool(ARGS))  # the pool recovers
+    assert llm.complete(MSGS, tool=SAVE).tool_calls[0].arguments == ARGS
+
+
+def test_connection_refused_is_transient(srv):
+    url = srv.base_url
+    srv.stop()
+    with OpenAICompatLLM(url, "fake-model", KEY, timeout_seconds=2) as client:
+        with pytest.raises(LLMTransientError) as ei:
+            client.complete(MSGS)
+    assert KEY not in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    "status, message",
+    [
+        (401, f"Incorrect API key provided: {KEY}"),  # providers sometimes echo the key
+        (403, "forbidden"),
+        (400, "This model's maximum context length is 65536 tokens"),
+        (404, "Model Not Exist"),
+        (422, "unprocessable"),
+    ],
+)
+def test_client_errors_are_fatal_and_never_show_the_key(srv, llm, status, message):
+    srv.script(Reply.error(status, {"error": {"message": message, "type": "invalid_request_error"}}))
+    with pytest.raises(LLMFatalError) as ei:
+        llm.complete(MSGS, tool=SAVE)
+    text = str(ei.value) + repr(ei.value)
+    assert str(status) in text and KEY not in text
+    assert message.replace(KEY, "***")[:20] in text
+
+
+def test_truncation_keeps_partial(srv, llm):
+    srv.script(Reply.truncated('{"raw_memory": "- a\\n- b', completion_tokens=4096))
+    with pytest.raises(LLMTruncatedError) as ei:
+        llm.complete(MSGS, tool=SAVE)
+    partial = ei.value.partial
+    assert partial.finish_reason == "length" and partial.usage.output_tokens == 4096
+    assert partial.tool_calls[0].arguments == {"raw_memory": "- a\n- b"}
+    assert partial.tool_calls[0].raw_arguments.startswith('{"raw_memory"')
+
+
+def test_truncated_text_answer(srv, llm):
+    srv.script(Reply.truncated(content="Once upon a"))
+    with pytest.raises(LLMTruncatedError) as ei:
+        llm.complete(MSGS)
+    assert ei.value.partial.text == "Once upon a" and ei.value.partial.tool_calls == []
+
+
+def test_rejected_forced_tool_choice_is_retried_once_with_auto(srv, llm):
+    srv.script(Reply.error(400, {"error": {"message": "Thinking mode does not support this tool_choice"}}), Reply.tool(ARGS), Reply.tool(ARGS))
+    c = llm.complete(MSGS, tool=SAVE)
+    assert c.tool_calls[0].arguments == ARGS and any("tool_choice" in n for n in c.notes)
+    llm.complete(MSGS, tool=SAVE)
+    reqs = srv.requests
+    assert "tool_choice" in reqs[0] and "tool_choice" not in reqs[1] and "tool_choice" not in reqs[2]
+
+
+# -- reasoning effort ---------------------------------------------------------------------------
+
+
+def test_effort_from_metadata_is_applied_and_resolved_once(srv):
+    srv.models = [{"id": "fake-model", "reasoning": {"efforts": [{"id": "low"}, {"id": "high"}]}}]
+    with OpenAICompatLLM(srv.base_url, "fake-model") as client:
+        c = client.complete(MSGS, reasoning_effort="high")
+        client.complete(MSGS, reasoning_effort="low")
+    assert c.reasoning_effort == "high" and c.notes == []
+    assert [r["reasoning_effort"] for r in srv.requests] == ["high", "low"]
+    assert srv.models_calls == 1
+
+
+def test_unsupported_effort_degrades_with_note(srv):
+    srv.models = ["fake-model"]  # no effort metadata
+    with OpenAICompatLLM(srv.base_url, "fake-model") as client:
+        c = client.complete(MSGS, tool=SAVE, reasoning_effort="max")
+    assert c.reasoning_effort == "" and "reasoning_effort" not in srv.requests[0]
+    assert any("unsupported" in n and "'max'" in n for n in c.notes)
+
+
+@pytest.mark.parametrize("failure", [Reply.error(500), Reply.drop(), Reply.error(404)])
+def test_metadata_failure_never_fails_the_call(srv, failure):
+    srv.models_reply = failure
+    with OpenAICompatLLM(srv.base_url, "fake-model") as client:
+        c = client.complete(MSGS, tool=SAVE, reasoning_effort="high")
+    assert c.tool_calls and c.reasoning_effort == ""
+    assert any("metadata unavailable" in n for n in c.notes)
+
+
+def test_no_effort_means_no_metadata_lookup(srv, llm):
+    llm.complete(MSGS)
+    assert srv.models_calls == 0
+
+
+def test_deepseek_wire_format(srv):
+    with OpenAICompatLLM(srv.root_url, "deepseek-v4-flash", KEY, flavor="deepseek") as client:
+        hi = client.complete(MSGS, tool=SAVE, reasoning_effort="max")
+        off = client.complete(MSGS, tool=SAVE, reasoning_effort="off")
+        dflt = client.complete(MSGS, tool=SAVE)
+        mapped = client.complete(MSGS, reasoning_effort="medium")
+        bogus = client.complete(MSGS, reasoning_effort="turbo")
+    r = srv.requests
+    assert r[0]["thinking"] == {"type": "enabled"} and r[0]["reasoning_effort"] == "max"
+    assert "tool_choice" not in r[0] and r[0]["tools"]  # thinking mode rejects a forced choice
+    assert hi.reasoning_effort == "max" and any("not forced" in n for n in hi.notes)
+    assert r[1]["thinking"] == {"type": "disabled"} and "reasoning_effort" not in r[1]
+    assert r[1]["tool_choice"]["function"]["name"] == "memory_save" and off.reasoning_effort == "off"
+    assert "thinking" not in r[2] and "tool_choice" not in r[2] and dflt.reasoning_effort == ""
+    assert r[3]["reasoning_effort"] == "high" and mapped.reasoning_effort == "high"
+    assert "thinking" not in r[4] and bogus.reasoning_effort == "" and any("unsupported" in n for n in bogus.notes)
+    assert srv.models_calls == 0  # DeepSeek efforts come from the table
+
+
+def test_deepseek_detected_by_host_and_legacy_chat_alias():
+    client = OpenAICompatLLM("https://api.deepseek.com", "deepseek-chat", "k")
+    assert client.flavor == "deepseek"
+    assert client.resolve_effort("off") == ("off", [])
+    effort, notes = client.resolve_effort("high")
+    assert effort == "" and "unsupported" in notes[0]
+    client.close()
+
+
+def test_openai_flavor_table():
+    with OpenAICompatLLM("https://api.openai.com/v1", "o4-mini", "k") as client:
+        assert client.flavor == "openai"
+        assert client.resolve_effort("high") == ("high", [])
+        assert client.resolve_effort("max")[0] == "high"
+        assert client.resolve_effort("") == ("", [])
+    with OpenAICompatLLM("https://api.openai.com/v1", "gpt-4o", "k") as client:
+        assert client.resolve_effort("low")[0] == ""
+
+
+# -- concurrency -------------------------------------------------------------------------------
+
+
+def test_concurrent_slow_requests_share_one_client(srv):
+    srv.latency_seconds = 0.5
+    with OpenAICompatLLM(srv.base_url, "fake-model", timeout_seconds=10) as client:
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: client.complete(MSGS, tool=SAVE), range(16)))
+        elapsed = time.monotonic() - t0
+    assert len(results) == 16 and all(r.tool_calls for r in results)
+    assert srv.max_in_flight == 8
+    assert elapsed < 3.0  # 2 waves of 0.5 s, not 16 × 0.5 s
+
+
+# -- factory -----------------------------------------------------------------------------------
+
+
+def test_make_llm_without_key_names_the_env_vars():
+    route = ModelRoute.from_env({})
+    with pytest.raises(NoModelRouteError) as ei:
+        make_llm(route, "phase1")
+    msg = str(ei.value)
+    for var in ("DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY", "DSH_MEMORY_BASE_URL", "DSH_MEMORY_MODEL"):
+        assert var in msg
+
+
+def test_make_llm_routes_per_phase(srv):
+    env = {"DSH_MEMORY_BASE_URL": srv.base_url, "DEEPSEEK_API_KEY": KEY}
+    route = ModelRoute.from_env(env, phase2_model="big-model", phase2_reasoning_effort="high")
+    llm1, llm2 = make_llm(route, "phase1"), make_llm(route, "phase2")
+    assert isinstance(llm1, OpenAICompatLLM) and llm1.model == "deepseek-chat" and llm2.model == "big-model"
+    assert phase_options(route, "phase2") == {"max_tokens": 32768, "reasoning_effort": "high"}
+    srv.script(Reply.tool(ARGS))
+    assert llm2.complete(MSGS, tool=SAVE, **phase_options(route, "phase2")).tool_calls[0].arguments == ARGS
+    assert srv.requests[0]["model"] == "big-model"
+    with pytest.raises(ValueError):
+        make_llm(route, "phase3")
+
+
+def test_make_llm_local_provider_reports_reason():
+    route = ModelRoute(provider="local", api_key=SecretStr(KEY))
+    try:
+        llm = make_llm(route, "phase1")
+    except NoModelRouteError as exc:
+        assert "local" in str(exc) and KEY not in str(exc)
+    else:  # the local module exists in this tree: it produced an LLM
+        assert isinstance(llm, LLM)
