@@ -1,0 +1,427 @@
+"""Bookkeeping state in SQLite at `<memory root>/.state/state.sqlite3`.
+
+Claims per session (running | done | noop | failed, with backoff, parking and a `last_seq`
+watermark), pipeline globals, user overrides, read-path usage and retired summaries.
+
+WAL mode, a busy timeout, one connection per thread (and per process after fork), and every
+mutation inside `BEGIN IMMEDIATE … COMMIT`, so threads and processes serialize on SQLite's own
+lock, which the kernel releases when a process dies. Schema changes are ordered `MIGRATIONS`;
+the applied count is `PRAGMA user_version`. All datetimes are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+from dsh_memory.errors import ConfigError
+
+STATUSES = ("running", "done", "noop", "failed")
+STALE_ERROR = "process died (stale running claim)"
+MAX_ERROR_CHARS = 4000
+
+# Ordered, append-only. Never edit a shipped entry: add a new one.
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
+    # v1: claims, pipeline globals, overrides
+    """
+    CREATE TABLE claims (
+        session_id TEXT PRIMARY KEY,
+        status TEXT NOT NULL CHECK (status IN ('running','done','noop','failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_retry_at TEXT,
+        last_seq INTEGER NOT NULL DEFAULT -1,
+        parts INTEGER NOT NULL DEFAULT 0,
+        updated_at TEXT NOT NULL,
+        started_at TEXT,
+        last_checked_at TEXT,
+        error TEXT,
+        slug TEXT,
+        source TEXT,
+        path TEXT
+    );
+    CREATE TABLE pipeline (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        last_phase1_at TEXT,
+        last_phase2_at TEXT,
+        phase2_error TEXT,
+        phase2_failures INTEGER NOT NULL DEFAULT 0,
+        pending_consolidation INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO pipeline (id) VALUES (1);
+    CREATE TABLE overrides (
+        session_id TEXT PRIMARY KEY,
+        value TEXT NOT NULL CHECK (value IN ('include','exclude'))
+    );
+    """,
+    # v2: forgetting input (read-path usage) and retired summaries
+    """
+    CREATE TABLE usage (path_key TEXT PRIMARY KEY, count INTEGER NOT NULL, last_at TEXT NOT NULL);
+    CREATE TABLE retired (slug TEXT PRIMARY KEY, retired_at TEXT NOT NULL);
+    """,
+    # v3: token usage / model per claim, parking, last phase-2 outcome
+    """
+    ALTER TABLE claims ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE claims ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE claims ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    ALTER TABLE claims ADD COLUMN provider TEXT NOT NULL DEFAULT '';
+    ALTER TABLE claims ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE pipeline ADD COLUMN last_phase2_outcome TEXT;
+    CREATE INDEX claims_status ON claims (status);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _utc(dt: datetime) -> datetime:
+    if not isinstance(dt, datetime):
+        raise TypeError(f"expected a datetime, got {type(dt).__name__}")
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise ValueError("naive datetime: pass a timezone-aware UTC datetime")
+    return dt.astimezone(timezone.utc)
+
+
+def _ts(dt: datetime | None) -> str | None:
+    return None if dt is None else _utc(dt).isoformat(timespec="microseconds")
+
+
+def _dt(s: str | None) -> datetime | None:
+    if not s:
+        return None
+    d = datetime.fromisoformat(s)
+    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d.astimezone(timezone.utc)
+
+
+def _clean_error(error: object) -> str:
+    text = str(error)[:MAX_ERROR_CHARS]
+    try:
+        from dsh_memory.redact import redact  # lazy; errors can quote request bodies
+    except ImportError:  # pragma: no cover - redact ships with the package
+        return text
+    return redact(text)
+
+
+def apply_migrations(conn: sqlite3.Connection, migrations: list | None = None, target: int | None = None) -> int:
+    """Apply pending migrations in order, all inside one IMMEDIATE transaction. Returns version."""
+    migrations = MIGRATIONS if migrations is None else migrations
+    target = len(migrations) if target is None else target
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(migrations):
+            raise ConfigError(
+                f"state database schema v{version} is newer than this dsh-memory (v{len(migrations)}): upgrade dsh-memory"
+            )
+        for i in range(version, target):
+            step = migrations[i]
+            if callable(step):
+                step(conn)
+            else:
+                for stmt in (s.strip() for s in step.split(";")):
+                    if stmt:
+                        conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version = {i + 1}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return max(version, target)
+
+
+def connect(db_path: Path, timeout_s: float = 30.0) -> sqlite3.Connection:
+    db_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(db_path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+@dataclass
+class Claim:
+    session_id: str
+    status: str  # 'running' | 'done' | 'noop' | 'failed'
+    attempts: int
+    next_retry_at: datetime | None
+    last_seq: int  # watermark: highest seq already extracted; -1 = none
+    parts: int
+    updated_at: datetime
+    started_at: datetime | None
+    last_checked_at: datetime | None
+    error: str | None
+    slug: str | None
+    source: str | None
+    path: str | None
+    input_tokens: int
+    output_tokens: int
+    model: str
+    provider: str
+    parked: bool
+
+    @property
+    def has_watermark(self) -> bool:
+        return self.last_seq >= 0
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> "Claim":
+        return cls(
+            session_id=r["session_id"], status=r["status"], attempts=r["attempts"],
+            next_retry_at=_dt(r["next_retry_at"]), last_seq=r["last_seq"], parts=r["parts"],
+            updated_at=_dt(r["updated_at"]), started_at=_dt(r["started_at"]),
+            last_checked_at=_dt(r["last_checked_at"]), error=r["error"], slug=r["slug"],
+            source=r["source"], path=r["path"], input_tokens=r["input_tokens"],
+            output_tokens=r["output_tokens"], model=r["model"], provider=r["provider"],
+            parked=bool(r["parked"]),
+        )
+
+
+@dataclass
+class PipelineMeta:
+    last_phase1_at: datetime | None
+    last_phase2_at: datetime | None
+    phase2_error: str | None
+    phase2_failures: int  # consecutive
+    pending_consolidation: bool
+    last_phase2_outcome: str | None
+
+
+class StateStore:
+    def __init__(self, memory_root: Path | str, timeout_s: float = 30.0):
+        self.memory_root = Path(memory_root).expanduser()
+        self.db_path = self.memory_root / ".state" / "state.sqlite3"
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._migrated = False
+
+    # -- connections / transactions ---------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = connect(self.db_path, self.timeout_s)
+            if not self._migrated:
+                apply_migrations(conn)
+                self._migrated = True
+            self._local.conn, self._local.pid = conn, os.getpid()
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for c in conns:
+            try:
+                c.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
+
+    def schema_version(self) -> int:
+        return self._conn().execute("PRAGMA user_version").fetchone()[0]
+
+    # -- claims ---------------------------------------------------------------------------------
+    def get_claim(self, session_id: str) -> Claim | None:
+        row = self._conn().execute("SELECT * FROM claims WHERE session_id = ?", (session_id,)).fetchone()
+        return None if row is None else Claim.from_row(row)
+
+    def claims(self) -> dict[str, Claim]:
+        rows = self._conn().execute("SELECT * FROM claims ORDER BY session_id").fetchall()
+        return {r["session_id"]: Claim.from_row(r) for r in rows}
+
+    @staticmethod
+    def _get(conn: sqlite3.Connection, session_id: str) -> Claim | None:
+        row = conn.execute("SELECT * FROM claims WHERE session_id = ?", (session_id,)).fetchone()
+        return None if row is None else Claim.from_row(row)
+
+    def try_start(self, session_id: str, now: datetime, stale_after_s: float = 1800,
+                  source: str | None = None, path: str | None = None) -> bool:
+        """Mark running unless a fresh running claim exists. Keeps last_seq/parts/attempts."""
+        ts = _ts(now)
+        with self._tx() as conn:
+            c = self._get(conn, session_id)
+            if c is not None and c.status == "running" and c.started_at is not None:
+                if (_utc(now) - c.started_at).total_seconds() < stale_after_s:
+                    return False
+            if c is None:
+                conn.execute(
+                    "INSERT INTO claims (session_id, status, updated_at, started_at, source, path)"
+                    " VALUES (?, 'running', ?, ?, ?, ?)", (session_id, ts, ts, source, path))
+            else:
+                conn.execute(
+                    "UPDATE claims SET status='running', updated_at=?, started_at=?,"
+                    " source=COALESCE(?, source), path=COALESCE(?, path) WHERE session_id=?",
+                    (ts, ts, source, path, session_id))
+            return True
+
+    def finish(self, session_id: str, status: str, last_seq: int, now: datetime, slug: str | None = None,
+               parts_inc: int = 0, usage: dict | None = None, model: str = "", provider: str = "",
+               source: str | None = None, path: str | None = None) -> Claim:
+        """done|noop: reset attempts/backoff/error, set the watermark, add token usage (totals).
+        'done' also sets pending_consolidation in the same transaction."""
+        if status not in ("done", "noop"):
+            raise ValueError(f"finish() status must be 'done' or 'noop', not {status!r}")
+        ts = _ts(now)
+        usage = usage or {}
+        it, ot = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO claims (session_id, status, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT(session_id) DO NOTHING", (session_id, status, ts))
+            conn.execute(
+                "UPDATE claims SET status=?, attempts=0, next_retry_at=NULL, parked=0, error=NULL,"
+                " last_seq=?, parts=parts+?, updated_at=?, last_checked_at=?, slug=COALESCE(?, slug),"
+                " input_tokens=input_tokens+?, output_tokens=output_tokens+?,"
+                " model=CASE WHEN ?='' THEN model ELSE ? END, provider=CASE WHEN ?='' THEN provider ELSE ? END,"
+                " source=COALESCE(?, source), path=COALESCE(?, path) WHERE session_id=?",
+                (status, int(last_seq), int(parts_inc), ts, ts, slug, it, ot, model, model, provider,
+                 provider, source, path, session_id))
+            if status == "done":
+                conn.execute("UPDATE pipeline SET pending_consolidation=1 WHERE id=1")
+            return self._get(conn, session_id)
+
+    def fail(self, session_id: str, error: object, now: datetime, retry_base_s: float, retry_limit: int,
+             jitter: float = 0.1) -> Claim:
+        """attempts+1; next retry at now + base * 2**(attempts-1) * (1 + U[0, jitter));
+        parked (no next retry) once attempts >= retry_limit."""
+        ts = _ts(now)
+        with self._tx() as conn:
+            c = self._get(conn, session_id)
+            attempts = (c.attempts if c else 0) + 1
+            parked = attempts >= retry_limit
+            delay = retry_base_s * 2 ** (attempts - 1) * (1 + random.uniform(0, jitter) if jitter else 1)
+            nxt = None if parked else _ts(_utc(now) + timedelta(seconds=delay))
+            conn.execute(
+                "INSERT INTO claims (session_id, status, updated_at) VALUES (?, 'failed', ?)"
+                " ON CONFLICT(session_id) DO NOTHING", (session_id, ts))
+            conn.execute(
+                "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
+                " updated_at=? WHERE session_id=?",
+                (attempts, nxt, int(parked), _clean_error(error), ts, session_id))
+            return self._get(conn, session_id)
+
+    def touch_checked(self, session_id: str, now: datetime) -> None:
+        with self._tx() as conn:
+            conn.execute("UPDATE claims SET last_checked_at=? WHERE session_id=?", (_ts(now), session_id))
+
+    def recover_stale(self, now: datetime, stale_after_s: float = 1800, retry_limit: int | None = None) -> list[str]:
+        """Running claims started longer than stale_after_s ago become failed (attempts+1, due now;
+        parked when retry_limit is given and reached). Returns their session ids."""
+        now = _utc(now)
+        recovered: list[str] = []
+        with self._tx() as conn:
+            for r in conn.execute("SELECT * FROM claims WHERE status='running'").fetchall():
+                c = Claim.from_row(r)
+                if c.started_at is not None and (now - c.started_at).total_seconds() < stale_after_s:
+                    continue
+                attempts = c.attempts + 1
+                parked = retry_limit is not None and attempts >= retry_limit
+                conn.execute(
+                    "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
+                    " updated_at=? WHERE session_id=?",
+                    (attempts, None if parked else _ts(now), int(parked), STALE_ERROR, _ts(now), c.session_id))
+                recovered.append(c.session_id)
+        return recovered
+
+    def forget(self, session_id: str) -> bool:
+        with self._tx() as conn:
+            return conn.execute("DELETE FROM claims WHERE session_id=?", (session_id,)).rowcount > 0
+
+    def baseline(self, session_id: str, last_seq: int, now: datetime) -> Claim:
+        """Give a legacy claim (already consolidated, no watermark) its watermark without
+        re-extracting. A missing claim is recorded as done at that watermark."""
+        ts = _ts(now)
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO claims (session_id, status, updated_at) VALUES (?, 'done', ?)"
+                " ON CONFLICT(session_id) DO NOTHING", (session_id, ts))
+            conn.execute("UPDATE claims SET last_seq=?, last_checked_at=?, updated_at=? WHERE session_id=?",
+                         (int(last_seq), ts, ts, session_id))
+            return self._get(conn, session_id)
+
+    # -- pipeline globals -------------------------------------------------------------------
+    def get_meta(self) -> PipelineMeta:
+        r = self._conn().execute("SELECT * FROM pipeline WHERE id=1").fetchone()
+        return PipelineMeta(
+            last_phase1_at=_dt(r["last_phase1_at"]), last_phase2_at=_dt(r["last_phase2_at"]),
+            phase2_error=r["phase2_error"], phase2_failures=r["phase2_failures"],
+            pending_consolidation=bool(r["pending_consolidation"]), last_phase2_outcome=r["last_phase2_outcome"],
+        )
+
+    def _set_meta(self, sql: str, params: tuple) -> None:
+        with self._tx() as conn:
+            conn.execute(f"UPDATE pipeline SET {sql} WHERE id=1", params)
+
+    def set_phase1_ran(self, now: datetime) -> None:
+        self._set_meta("last_phase1_at=?", (_ts(now),))
+
+    def set_pending(self, pending: bool) -> None:
+        self._set_meta("pending_consolidation=?", (int(bool(pending)),))
+
+    def record_phase2_success(self, now: datetime, outcome: str = "consolidated") -> None:
+        self._set_meta("last_phase2_at=?, phase2_error=NULL, phase2_failures=0, pending_consolidation=0,"
+                       " last_phase2_outcome=?", (_ts(now), outcome))
+
+    def record_phase2_failure(self, error: object, now: datetime) -> None:
+        """Consecutive failures +1; pending is kept; last_phase2_at (the last success) is kept."""
+        _utc(now)
+        self._set_meta("phase2_error=?, phase2_failures=phase2_failures+1, last_phase2_outcome='error'",
+                       (_clean_error(error),))
+
+    def record_phase2_outcome(self, outcome: str) -> None:
+        """E.g. 'skipped: cooldown'. Changes nothing else."""
+        self._set_meta("last_phase2_outcome=?", (outcome,))
+
+    # -- overrides --------------------------------------------------------------------------
+    def set_override(self, session_id: str, value: str | None) -> None:
+        if value not in ("include", "exclude", None):
+            raise ValueError(f"override must be 'include', 'exclude' or None, not {value!r}")
+        with self._tx() as conn:
+            if value is None:
+                conn.execute("DELETE FROM overrides WHERE session_id=?", (session_id,))
+            else:
+                conn.execute("INSERT INTO overrides (session_id, value) VALUES (?, ?)"
+                             " ON CONFLICT(session_id) DO UPDATE SET value=excluded.value", (session_id, value))
+
+    def overrides(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self._conn().execute("SELECT session_id, value FROM overrides")}
+
+    # -- usage (forgetting input) and retired summaries -------------------------------------
+    def record_usage(self, path_key: str, now: datetime) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT INTO usage (path_key, count, last_at) VALUES (?, 1, ?) ON CONFLICT(path_key)"
+                         " DO UPDATE SET count=count+1, last_at=MAX(last_at, excluded.last_at)", (path_key, _ts(now)))
+
+    def usage(self) -> dict[str, tuple[int, datetime]]:
+        return {r[0]: (r[1], _dt(r[2])) for r in self._conn().execute("SELECT path_key, count, last_at FROM usage")}
+
+    def mark_retired(self, slug: str, now: datetime) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT INTO retired (slug, retired_at) VALUES (?, ?)"
+                         " ON CONFLICT(slug) DO UPDATE SET retired_at=excluded.retired_at", (slug, _ts(now)))
+
+    def unmark_retired(self, slug: str) -> None:
+        with self._tx() as conn:
+            conn.execute("DELETE FROM retired WHERE slug=?", (slug,))
+
+    def retired(self) -> dict[str, datetime]:
+        return {r[0]: _dt(r[1]) for r in self._conn().execute("SELECT slug, retired_at FROM retired")}
