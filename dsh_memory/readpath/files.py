@@ -1,0 +1,162 @@
+"""list, read, add and delete-file: the file-shaped read-path operations."""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from datetime import datetime
+from typing import Any
+
+from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
+from dsh_memory.readpath._common import (
+    decode_cursor,
+    encode_cursor,
+    fingerprint,
+    guard,
+    record_usage,
+    rel_of,
+    root_of,
+    validate,
+)
+from dsh_memory.readpath.models import (
+    MAX_READ_CHARS,
+    AddRequest,
+    AddResult,
+    DeleteRequest,
+    DeleteResult,
+    Entry,
+    ListRequest,
+    ListResult,
+    ReadRequest,
+    ReadResult,
+)
+
+STATE_DIR_NAME = ".state"
+RETIRED_DIR_NAME = ".retired"
+
+# delete-file never removes what the pipeline owns or what forgetting only retires.
+PROTECTED_FILES = frozenset({"MEMORY.md", "memory_summary.md", "raw_memories.md", "raw_memories.archive.md"})
+
+
+def _lstat(path, rel: str) -> os.stat_result:
+    try:
+        return path.lstat()
+    except FileNotFoundError:
+        raise NotFoundError(f"no such file or directory in memory: {rel or '.'}") from None
+    except NotADirectoryError:
+        raise NotFoundError(f"not a directory on the way to: {rel}") from None
+
+
+def list_dir(store: Any, path: str = "", cursor: str | None = None, max_results: int = 200) -> ListResult:
+    """Shallow, sorted listing of one directory; paginated. Hides `.state`, temp files and
+    symlinks (dot entries other than rollout_summaries/.retired)."""
+    req = validate(ListRequest, path=path or "", cursor=cursor, max_results=max_results)
+    target = guard(store, req.path)
+    rel = rel_of(store, target)
+    st = _lstat(target, rel)
+    if stat_mod.S_ISREG(st.st_mode):
+        entries = [Entry(path=rel, type="file", size=st.st_size)]
+    elif stat_mod.S_ISDIR(st.st_mode):
+        entries = []
+        for e in sorted(os.scandir(target), key=lambda e: e.name):
+            # hidden: .state (bookkeeping), writer temp files; .retired stays discoverable
+            if e.is_symlink() or (e.name.startswith(".") and e.name != RETIRED_DIR_NAME):
+                continue
+            child = f"{rel}/{e.name}" if rel else e.name
+            if e.is_dir(follow_symlinks=False):
+                entries.append(Entry(path=child, type="directory"))
+            elif e.is_file(follow_symlinks=False):
+                entries.append(Entry(path=child, type="file", size=e.stat(follow_symlinks=False).st_size))
+    else:
+        raise UserInputError(f"not a file or directory: {rel}")
+    fp = fingerprint("list", rel, req.max_results)
+    start = decode_cursor(req.cursor, fp)
+    page = entries[start : start + req.max_results]
+    more = start + req.max_results < len(entries)
+    return ListResult(
+        path=rel,
+        entries=page,
+        next_cursor=encode_cursor(start + req.max_results, fp) if more else None,
+        truncated=more,
+    )
+
+
+def read(
+    store: Any,
+    path: str,
+    line_offset: int = 0,
+    max_lines: int = 400,
+    *,
+    state: Any = None,
+    now: datetime | None = None,
+) -> ReadResult:
+    """A slice of one file by lines (1-based numbers in the result), capped at MAX_READ_CHARS.
+
+    Returning content of an active rollout summary records usage (forgetting input)."""
+    req = validate(ReadRequest, path=path, line_offset=line_offset, max_lines=max_lines)
+    target = guard(store, req.path)
+    rel = rel_of(store, target)
+    st = _lstat(target, rel)
+    if stat_mod.S_ISDIR(st.st_mode):
+        raise UserInputError(f"{rel or '.'} is a directory; use list")
+    if not stat_mod.S_ISREG(st.st_mode):
+        raise UserInputError(f"not a regular file: {rel}")
+    text = target.read_bytes().decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    total = len(lines)
+    if req.line_offset > 0 and req.line_offset >= total:
+        raise UserInputError(f"line_offset {req.line_offset} is past the end of {rel} ({total} lines)")
+    chunk: list[str] = []
+    size = 0
+    cut = False
+    for line in lines[req.line_offset : req.line_offset + req.max_lines]:
+        if size + len(line) + 1 > MAX_READ_CHARS:
+            if not chunk:  # a single giant line: return its head rather than nothing
+                chunk.append(line[: MAX_READ_CHARS - 1])
+            cut = True
+            break
+        chunk.append(line)
+        size += len(line) + 1
+    start = req.line_offset + 1
+    end = req.line_offset + len(chunk)
+    more = end < total
+    if chunk:
+        record_usage(store, [rel], state=state, now=now)
+    return ReadResult(
+        path=rel,
+        start_line=start,
+        end_line=end,
+        total_lines=total,
+        content="\n".join(chunk),
+        truncated=more or cut,
+        next_offset=end if more else None,
+    )
+
+
+def add(store: Any, note: str, title: str | None = None, *, now: datetime | None = None) -> AddResult:
+    """Write one new ad hoc note (never overwrites). The only write an agent gets."""
+    req = validate(AddRequest, note=note, title=title)
+    kwargs: dict[str, Any] = {"title": req.title}
+    if now is not None:
+        kwargs["now"] = now
+    rel = store.add_note(req.note, **kwargs)
+    return AddResult(path=str(rel))
+
+
+def delete_file(store: Any, path: str) -> DeleteResult:
+    """Delete one file (settings-page vault). Refuses pipeline files and retired summaries."""
+    req = validate(DeleteRequest, path=path)
+    target = guard(store, req.path)
+    rel = rel_of(store, target)
+    parts = rel.split("/")
+    if rel.lower() in {f.lower() for f in PROTECTED_FILES}:  # case-insensitive file systems too
+        raise PathGuardError(f"{rel} is maintained by the pipeline and cannot be deleted")
+    if len(parts) >= 2 and parts[0].lower() == "rollout_summaries" and parts[1].lower() == RETIRED_DIR_NAME:
+        raise PathGuardError("retired summaries are an archive and cannot be deleted")
+    if rel == "" or target == root_of(store):
+        raise PathGuardError("refusing to delete the memory root")
+    st = _lstat(target, rel)
+    if not stat_mod.S_ISREG(st.st_mode):
+        raise UserInputError(f"{rel} is not a regular file (directories are never deleted)")
+    target.unlink()
+    return DeleteResult(path=rel, deleted=True)

@@ -1,0 +1,144 @@
+"""Pydantic models in and out of the read path. Adapters validate with the *Request models
+(unknown fields refused) and serialize the result models; nothing else crosses the boundary."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SearchMode = Literal["any", "all_on_same_line", "all_within_lines", "ranked"]
+
+DEFAULT_LIST_RESULTS = 200
+MAX_LIST_RESULTS = 2000
+DEFAULT_READ_LINES = 400
+MAX_READ_LINES = 5000
+MAX_READ_CHARS = 64_000  # ≈ 16–20k tokens: one read never floods a context window
+DEFAULT_SEARCH_RESULTS = 50
+MAX_SEARCH_RESULTS = 500
+MAX_NOTE_CHARS = 20_000
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ListRequest(_Request):
+    path: str = Field("", description="Directory (or file) relative to the memory root; '' is the root")
+    cursor: str | None = Field(None, description="Opaque cursor from a previous page's next_cursor")
+    max_results: int = Field(DEFAULT_LIST_RESULTS, ge=1, le=MAX_LIST_RESULTS)
+
+
+class ReadRequest(_Request):
+    path: str = Field(description="File relative to the memory root, e.g. MEMORY.md")
+    line_offset: int = Field(0, ge=0, description="Lines to skip; the slice starts at line line_offset+1")
+    max_lines: int = Field(DEFAULT_READ_LINES, ge=1, le=MAX_READ_LINES)
+
+
+class SearchRequest(_Request):
+    queries: list[str] = Field(min_length=1, max_length=16, description="Substrings (or keywords for ranked)")
+    mode: SearchMode = "any"
+    within_lines: int = Field(5, ge=1, le=200, description="Window size for all_within_lines")
+    case_sensitive: bool = False
+    normalized: bool = Field(False, description="Ignore punctuation/spacing: foo-bar ≈ foo_bar ≈ foo bar")
+    context_lines: int = Field(0, ge=0, le=20)
+    path_prefix: str | None = Field(None, description="Only search under this file or directory")
+    cursor: str | None = None
+    max_results: int = Field(DEFAULT_SEARCH_RESULTS, ge=1, le=MAX_SEARCH_RESULTS)
+
+    @field_validator("queries")
+    @classmethod
+    def _non_empty(cls, v: list[str]) -> list[str]:
+        if any(not q.strip() for q in v):
+            raise ValueError("every query must contain a non-blank character")
+        if any("\x00" in q for q in v):
+            raise ValueError("queries must not contain NUL")
+        return v
+
+
+class AddRequest(_Request):
+    note: str = Field(min_length=1, max_length=MAX_NOTE_CHARS, description="What to remember, in plain words")
+    title: str | None = Field(None, max_length=120, description="Short title (used in the file name)")
+
+    @field_validator("note")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("note must not be blank")
+        return v
+
+
+class DeleteRequest(_Request):
+    path: str
+
+
+class Summary(BaseModel):
+    path: str = "memory_summary.md"
+    content: str = Field(description="memory_summary.md, capped at max_chars ('' when memory is empty)")
+    truncated: bool = False
+    chars: int = Field(0, description="Length of the full file content before capping")
+    empty: bool = True
+    instructions: str = Field(description="How an agent should use memory (when, citations, staleness)")
+    memory_root: str = ""
+
+    def injection(self) -> str:
+        """The whole block a session-start hook injects; '' when there is no memory yet."""
+        from dsh_memory.readpath.summary import render_injection
+
+        return render_injection(self)
+
+
+class Entry(BaseModel):
+    path: str
+    type: Literal["file", "directory"]
+    size: int | None = None
+
+
+class ListResult(BaseModel):
+    path: str
+    entries: list[Entry]
+    next_cursor: str | None = None
+    truncated: bool = False
+
+
+class ReadResult(BaseModel):
+    path: str
+    start_line: int = Field(description="1-based number of the first returned line")
+    end_line: int = Field(description="1-based number of the last returned line (start_line-1 if none)")
+    total_lines: int
+    content: str
+    truncated: bool = Field(description="More lines follow, or the size cap cut the slice")
+    next_offset: int | None = Field(None, description="line_offset to pass to continue reading")
+
+
+class SearchMatch(BaseModel):
+    path: str
+    start_line: int = Field(description="First line of content (1-based); cite as path:start_line-end_line")
+    end_line: int
+    match_line: int = Field(description="Line where the match (or window) starts")
+    match_end_line: int = Field(description="Line where the match (or window) ends")
+    content: str
+    matched_queries: list[str] = Field(default_factory=list)
+    score: float | None = Field(None, description="ranked mode: BM25 relevance (higher is better)")
+
+    @property
+    def citation(self) -> str:
+        return f"{self.path}:{self.match_line}-{self.match_end_line}"
+
+
+class SearchResult(BaseModel):
+    queries: list[str]
+    mode: SearchMode
+    path_prefix: str | None = None
+    matches: list[SearchMatch]
+    next_cursor: str | None = None
+    truncated: bool = False
+
+
+class AddResult(BaseModel):
+    path: str = Field(description="Path of the new note relative to the memory root")
+
+
+class DeleteResult(BaseModel):
+    path: str
+    deleted: bool

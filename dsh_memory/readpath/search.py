@@ -1,0 +1,180 @@
+"""search(): line-based substring modes, plus `ranked` (SQLite FTS5 BM25, see index.py).
+
+Every match carries path + line range so an agent can cite `path:start-end`. Hits in active
+rollout summaries are recorded as usage (one record per file per call)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Callable
+
+from dsh_memory.readpath._common import (
+    decode_cursor,
+    encode_cursor,
+    files_under,
+    fingerprint,
+    guard,
+    read_text,
+    record_usage,
+    rel_of,
+    validate,
+)
+from dsh_memory.readpath.models import SearchMatch, SearchRequest, SearchResult
+
+_NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def _normalize(s: str) -> str:
+    """Drop everything that is not a letter or digit: foo-bar, foo_bar, 'foo bar' → foobar."""
+    return _NON_ALNUM.sub("", s)
+
+
+def _prepare(req: SearchRequest) -> tuple[list[str], Callable[[str], str]]:
+    """Folded queries and the matching fold for text (case, punctuation)."""
+    if req.normalized:
+        fold = (lambda s: _normalize(s)) if req.case_sensitive else (lambda s: _normalize(s).casefold())
+    else:
+        fold = (lambda s: s) if req.case_sensitive else (lambda s: s.casefold())
+    folded = [fold(q) for q in req.queries]
+    from dsh_memory.errors import UserInputError
+
+    if any(not q for q in folded):
+        raise UserInputError("a query has no letters or digits left after normalization")
+    return folded, fold
+
+
+def _line_hits(lines: list[str], folded: list[str], fold: Callable[[str], str]) -> list[set[int]]:
+    out = []
+    for line in lines:
+        f = fold(line)
+        out.append({i for i, q in enumerate(folded) if q in f})
+    return out
+
+
+def _windows(hits: list[set[int]], nq: int, n: int) -> list[tuple[int, int, set[int]]]:
+    """Windows starting at a matching line, ≤ n lines long, that cover every query; windows
+    that strictly contain another window are dropped (the tightest evidence wins)."""
+    wins: list[tuple[int, int, set[int]]] = []
+    total = len(hits)
+    for i, h in enumerate(hits):
+        if not h:
+            continue
+        seen: set[int] = set()
+        for j in range(i, min(total, i + n)):
+            seen |= hits[j]
+            if len(seen) == nq:
+                wins.append((i, j, seen))
+                break
+    kept: list[tuple[int, int, set[int]]] = []
+    min_end_after = None  # smallest end among windows starting later
+    for i, j, seen in reversed(wins):
+        if min_end_after is not None and min_end_after <= j:
+            continue  # contains a later, tighter window
+        kept.append((i, j, seen))
+        min_end_after = j if min_end_after is None else min(min_end_after, j)
+    kept.reverse()
+    return kept
+
+
+def _file_matches(rel: str, text: str, req: SearchRequest, folded: list[str], fold) -> list[SearchMatch]:
+    whole = fold(text)
+    nq = len(folded)
+    present = [q in whole for q in folded]
+    if req.mode == "any" and not any(present):
+        return []
+    if req.mode != "any" and not all(present):
+        return []
+    lines = text.splitlines()
+    hits = _line_hits(lines, folded, fold)
+    spans: list[tuple[int, int, set[int]]]
+    if req.mode == "any":
+        spans = [(i, i, h) for i, h in enumerate(hits) if h]
+    elif req.mode == "all_on_same_line":
+        spans = [(i, i, h) for i, h in enumerate(hits) if len(h) == nq]
+    else:
+        spans = _windows(hits, nq, req.within_lines)
+    out = []
+    c = req.context_lines
+    for i, j, h in spans:
+        a, b = max(0, i - c), min(len(lines) - 1, j + c)
+        out.append(
+            SearchMatch(
+                path=rel,
+                start_line=a + 1,
+                end_line=b + 1,
+                match_line=i + 1,
+                match_end_line=j + 1,
+                content="\n".join(lines[a : b + 1]),
+                matched_queries=[req.queries[k] for k in sorted(h)],
+            )
+        )
+    return out
+
+
+def _line_search(store: Any, req: SearchRequest) -> list[SearchMatch]:
+    folded, fold = _prepare(req)
+    matches: list[SearchMatch] = []
+    for rel, path, st in files_under(store, req.path_prefix):
+        text = read_text(path, st)
+        if text is None:  # not UTF-8: skipped, never half-decoded into false hits
+            continue
+        matches.extend(_file_matches(rel, text, req, folded, fold))
+    return matches
+
+
+def search(
+    store: Any,
+    queries: list[str],
+    mode: str = "any",
+    within_lines: int = 5,
+    case_sensitive: bool = False,
+    normalized: bool = False,
+    context_lines: int = 0,
+    path_prefix: str | None = None,
+    cursor: str | None = None,
+    max_results: int = 50,
+    *,
+    state: Any = None,
+    now: datetime | None = None,
+) -> SearchResult:
+    """Search the memory. Line modes: `any` (a line with any query), `all_on_same_line`,
+    `all_within_lines` (all queries inside a window of `within_lines`); results sorted by path
+    and line. `ranked`: BM25 over sections, best first (stemmed words; CJK by bigrams)."""
+    if isinstance(queries, str):
+        queries = [queries]
+    req = validate(
+        SearchRequest,
+        queries=queries,
+        mode=mode,
+        within_lines=within_lines,
+        case_sensitive=case_sensitive,
+        normalized=normalized,
+        context_lines=context_lines,
+        path_prefix=path_prefix,
+        cursor=cursor,
+        max_results=max_results,
+    )
+    prefix = None
+    if req.path_prefix and req.path_prefix.strip() not in ("", ".", "./"):
+        prefix = rel_of(store, guard(store, req.path_prefix))  # guard before anything else
+        req.path_prefix = prefix
+    fp = fingerprint("search", req.model_dump(exclude={"cursor"}))
+    start = decode_cursor(req.cursor, fp)
+    if req.mode == "ranked":
+        from dsh_memory.readpath.index import ranked_search
+
+        page, more = ranked_search(store, req.queries, prefix, start, req.max_results)
+    else:
+        matches = _line_search(store, req)
+        page = matches[start : start + req.max_results]
+        more = start + req.max_results < len(matches)
+    record_usage(store, [m.path for m in page], state=state, now=now)
+    return SearchResult(
+        queries=req.queries,
+        mode=req.mode,
+        path_prefix=prefix,
+        matches=page,
+        next_cursor=encode_cursor(start + req.max_results, fp) if more else None,
+        truncated=more,
+    )

@@ -1,0 +1,107 @@
+"""summary(): memory_summary.md, capped and cached, plus our own usage instructions.
+
+The summary is navigation, injected into every session; details stay in MEMORY.md and the
+rollout summaries, fetched on demand with the tools. Injection is never "usage"."""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+import threading
+from typing import Any
+
+from dsh_memory.readpath._common import root_of
+from dsh_memory.readpath.models import Summary
+
+BEGIN = "===== MEMORY SUMMARY (dsh-memory) BEGINS ====="
+END = "===== MEMORY SUMMARY ENDS ====="
+CUT_MARK = "\n\n[… summary shortened here: {n} characters omitted; open memory_summary.md for all …]\n\n"
+
+_cache: dict[tuple, tuple[str, bool, int]] = {}
+_cache_lock = threading.Lock()
+
+
+def instructions(memory_root: str = "") -> str:
+    """How an agent uses long-term memory. Our own words; kept short on purpose."""
+    where = f" Files live under `{memory_root}`." if memory_root else ""
+    return f"""## Long-term memory (dsh-memory)
+
+You have notes distilled from earlier sessions: user preferences, project facts, procedures that
+worked, and mistakes to avoid. The summary below is an index, not the whole memory.{where}
+
+When to look: before non-trivial work that touches a repo, path, tool or topic named in the
+summary; when the user refers to earlier work ("like last time", "as before"); when you are
+unsure about a convention; and again after two failed attempts at the same problem. Skip memory
+for self-contained requests (a quick conversion, a one-off command, small talk).
+
+How to look (keep it to a few calls):
+1. Pick keywords from the summary and run `memory_search` (mode `ranked` for topics, `any` for
+   exact identifiers). MEMORY.md is the main handbook; rollout_summaries/ hold per-session recaps;
+   skills/ hold promoted procedures.
+2. Open only what the hits point at with `memory_read` (a line range, not whole folders).
+3. Stop when nothing relevant turns up: absence of memory is not evidence.
+The summary is already shown here; do not open memory_summary.md again.
+
+Memory can be stale. It describes the past: files move, versions change, decisions get
+reversed. Check anything you act on against the current code, configuration or the user's words;
+the present always wins. When an answer rests on memory you could not verify, say so.
+
+Cite what you used: `path:start-end` with the path relative to the memory root and the line
+numbers the tools returned, e.g. `MEMORY.md:12-18` or `rollout_summaries/<slug>.md:3-9`.
+
+Only write memory when the user explicitly asks you to remember, forget or correct something:
+call `memory_add` with one short note. Never edit memory files directly; notes are merged into
+memory by the next consolidation."""
+
+
+def _cap(text: str, max_chars: int) -> tuple[str, bool]:
+    if len(text) <= max_chars:
+        return text, False
+    # keep head and tail (the index's end often lists the newest topics), cut on line breaks
+    budget = max(0, max_chars - len(CUT_MARK) - 12)
+    head_len, tail_len = budget * 2 // 3, budget // 3
+    head = text[:head_len]
+    head = head[: head.rfind("\n")] if "\n" in head else head
+    tail = text[len(text) - tail_len :] if tail_len else ""
+    tail = tail[tail.find("\n") + 1 :] if "\n" in tail else tail
+    omitted = len(text) - len(head) - len(tail)
+    return head + CUT_MARK.format(n=omitted) + tail, True
+
+
+def summary(store: Any, max_chars: int = 10_000) -> Summary:
+    """memory_summary.md capped at `max_chars`; cached by file identity. Empty memory → empty."""
+    root = str(root_of(store))
+    path = root_of(store) / "memory_summary.md"
+    text, truncated, chars = "", False, 0
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    if st is not None and stat_mod.S_ISREG(st.st_mode):
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, max_chars)
+        with _cache_lock:
+            hit = _cache.get(key)
+        if hit is None:
+            full = path.read_bytes().decode("utf-8", errors="replace").strip()
+            capped, cut = _cap(full, max_chars)
+            hit = (capped, cut, len(full))
+            with _cache_lock:
+                if len(_cache) > 64:
+                    _cache.clear()
+                _cache[key] = hit
+        text, truncated, chars = hit
+    return Summary(
+        content=text,
+        truncated=truncated,
+        chars=chars,
+        empty=not text.strip(),
+        instructions=instructions(root),
+        memory_root=root,
+    )
+
+
+def render_injection(s: Summary) -> str:
+    """Instructions + the summary between markers. No memory yet → '' (inject nothing)."""
+    if s.empty:
+        return ""
+    return f"{s.instructions}\n\n{BEGIN}\n{s.content}\n{END}\n"
