@@ -1,0 +1,279 @@
+"""Claude Code transcript reader: fixture facts from expected.json plus synthetic edge cases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsh_memory import readers
+from dsh_memory.errors import SessionReadError
+from dsh_memory.models import EventKind, Session, SessionRef
+from dsh_memory.readers import claude
+from dsh_memory.settings import SourceRoots
+
+SID = "5b7d9f1a-2c4e-4a6b-8d0f-1a3c5e7a9b2d"
+CWD = "/home/bob/my-proj"
+
+
+def _claude_entries(expected: dict) -> dict[str, dict]:
+    entries = {k: v for k, v in expected.items() if k.startswith("claude-code/")}
+    assert len(entries) == 3, "expected.json should describe three Claude Code transcripts"
+    return entries
+
+
+def _rendered(session: Session) -> list[str]:
+    out = []
+    for e in session.events:
+        out.append(e.text)
+        if e.arguments is not None:
+            out.append(e.arguments if isinstance(e.arguments, str) else json.dumps(e.arguments, ensure_ascii=False))
+        if e.label:
+            out.append(e.label)
+    return out
+
+
+def _ref(path: Path, sid: str = SID) -> SessionRef:
+    st = path.stat()
+    return SessionRef(id=sid, source="claude", path=path, size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+
+def _rec(typ: str, n: int, **fields) -> str:
+    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": CWD, "sessionId": SID,
+            "version": "2.0.31", "type": typ, "uuid": f"u-{n}", "timestamp": f"2026-11-02T10:00:{n:02d}.000Z"}
+    base.update(fields)
+    return json.dumps(base)
+
+
+def _user(n: int, content, **fields) -> str:
+    return _rec("user", n, message={"role": "user", "content": content}, **fields)
+
+
+def _assistant(n: int, mid: str, *blocks: dict, **fields) -> str:
+    return _rec("assistant", n, message={"id": mid, "role": "assistant", "content": list(blocks)}, **fields)
+
+
+def _write(folder: Path, lines: list[str], name: str = f"{SID}.jsonl", newline: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("\n".join(lines) + ("\n" if newline else ""), encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------ fixtures (expected.json)
+
+
+def test_fixture_transcripts_match_expected_facts(fixtures_dir: Path, expected: dict):
+    projects = fixtures_dir / "claude-code" / "projects"
+    refs = claude.discover(projects)
+    by_path = {r.path.relative_to(fixtures_dir).as_posix(): r for r in refs}
+    entries = _claude_entries(expected)
+    should_discover = {k for k, v in entries.items() if v["expected_outcome"] != "skip-sidechain"}
+    assert set(by_path) == should_discover, "only main transcripts are sessions; subagent files are excluded"
+
+    for key, exp in entries.items():
+        path = fixtures_dir / key
+        ref = by_path.get(key) or SessionRef(id=path.stem, source="claude", path=path, size=0, mtime_ns=0)
+        s = readers.load(ref)
+        if key in by_path:
+            assert s.id == ref.id == exp["session_id"], key
+            assert [p.relative_to(fixtures_dir).as_posix() for p in ref.ignored] == exp.get("subagent_files", []), key
+        else:  # a sidechain file names its parent's session
+            assert s.parent_id == exp["session_id"], key
+        assert s.meta["session_id"] == exp["session_id"], key
+        assert s.source == "claude" and s.cwd == exp["cwd"], key
+        assert s.is_root is exp["is_root"], key
+        assert s.last_seq == exp["records"] - 1 and s.warnings == [], key
+
+        humans = [e.text for e in s.human_prompts]
+        assert len(humans) == exp["human_prompts"], key
+        assert humans == exp["human_prompt_texts"], key
+        assert (humans[0] if humans else None) == exp["first_human_prompt"], key
+
+        calls = [e for e in s.events if e.kind is EventKind.TOOL_CALL]
+        assert len(calls) == exp["tool_calls"], key
+        assert sorted({c.tool_name for c in calls}) == sorted(exp["tool_names"]), key
+        assert all(isinstance(c.arguments, dict) and c.tool_call_id for c in calls), key
+        results = [e for e in s.events if e.kind is EventKind.TOOL_RESULT]
+        assert {r.tool_call_id for r in results} == {c.tool_call_id for c in calls}, key
+        assert all(r.tool_name for r in results) and not any(r.is_error for r in results), key
+
+        rendered = _rendered(s)
+        blob = "\n".join(rendered)
+        for item in exp["must_not_render"]:
+            assert item["text"] not in blob, (key, item)
+        for prompt in exp["human_prompt_texts"]:
+            assert sum(r.count(prompt) for r in rendered) == 1, (key, prompt)
+        for e in s.events:
+            if e.kind in (EventKind.CONTEXT, EventKind.REASONING, EventKind.COMPACTION):
+                assert e.text == "", (key, e)
+        if exp.get("last_assistant_text"):
+            assert [e.text for e in s.events if e.kind is EventKind.ASSISTANT][-1] == exp["last_assistant_text"]
+        if "summary_title" in exp:
+            assert s.title == exp["summary_title"], key
+        if "compact_boundaries" in exp:
+            assert sum(e.kind is EventKind.COMPACTION for e in s.events) == exp["compact_boundaries"], key
+        for command in exp.get("slash_commands", []):
+            assert any(e.label == f"slash_command:{command}" for e in s.events), (key, command)
+        seqs = [e.seq for e in s.events]
+        assert seqs == sorted(seqs), key
+        assert s.extractable is exp["should_extract"], key
+
+
+def test_split_assistant_response_and_thinking_marker(fixtures_dir: Path, expected: dict):
+    key = next(k for k, v in _claude_entries(expected).items() if v["is_root"])
+    s = claude.load(_ref(fixtures_dir / key, expected[key]["session_id"]))
+    # Lines 4-6 of the fixture are one API response (thinking, text, tool_use) sharing message.id.
+    first_response = [e for e in s.events if e.seq in (3, 4, 5)]
+    assert [e.kind for e in first_response] == [EventKind.REASONING, EventKind.ASSISTANT, EventKind.TOOL_CALL]
+    assert first_response[0].text == ""
+    assert [e.turn for e in s.human_prompts] == [1, 2]
+    assert s.created_at is not None and s.updated_at is not None and s.created_at < s.updated_at
+
+
+# ------------------------------------------------------------------ discovery
+
+
+def test_discover_is_stat_only_and_skips_odd_entries(tmp_path: Path):
+    projects = tmp_path / "projects"
+    proj = projects / "-home-bob-my-proj"
+    _write(proj, ["this is not json"])  # discovery never opens files
+    _write(proj, ["{}"], name="agent-1a2b3c4d.jsonl")  # legacy sidechain file
+    _write(proj / SID / "subagents", ["{}"], name="agent-9f8e7d6c.jsonl")  # new-layout subagent
+    _write(proj, ["{}"], name="notes.jsonl")
+    _write(proj, ["{}"], name=f"{SID}.jsonl.bak")
+    (proj / "6c8e0a2b-3d5f-4b7c-9e1a-2b4d6f8a0c3e.jsonl").mkdir()  # a directory named like a session
+    (proj / "7d9f1b3c-4e6a-4c8d-8f2b-3c5e7a9b1d4f.jsonl").symlink_to(tmp_path / "missing")
+    (projects / "stray.jsonl").write_text("{}\n")  # file at the top level
+
+    refs = claude.discover(projects)
+    assert [r.id for r in refs] == [SID]
+    assert refs[0].source == "claude" and refs[0].size == len("this is not json\n")
+    assert refs[0].ignored == [proj / SID / "subagents" / "agent-9f8e7d6c.jsonl"]
+    assert claude.discover(tmp_path / "nope") == []
+
+
+def test_claude_config_dir_is_honoured(tmp_path: Path):
+    home = tmp_path / "home"
+    _write(home / ".claude" / "projects" / "-decoy", [_user(1, "decoy prompt")],
+           name="0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e.jsonl")
+    config = tmp_path / "cfg"
+    path = _write(config / "projects" / "-home-bob-my-proj", [_user(1, "real prompt")])
+
+    refs = readers.discover(SourceRoots.from_env({"HOME": str(home), "CLAUDE_CONFIG_DIR": str(config)}),
+                            sources=["claude"])
+    assert [(r.id, r.path) for r in refs] == [(SID, path)]
+    assert [e.text for e in readers.load(refs[0]).human_prompts] == ["real prompt"]
+    default = readers.discover(SourceRoots.from_env({"HOME": str(home)}), sources=["claude"])
+    assert [r.id for r in default] == ["0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e"]
+
+
+# ------------------------------------------------------------------ load: damage
+
+
+def test_bad_lines_are_skipped_with_warnings(tmp_path: Path):
+    path = _write(tmp_path / "p", [_user(1, "first prompt"), "{oops", '"a string"'])
+    with path.open("ab") as fh:
+        fh.write(b'{"type":"user","message":{"role":"user","content":"\xc3\x28"}}\n')
+        fh.write((_user(5, "second prompt") + "\n").encode())
+        fh.write(b'{"type":"assistant","message":{"id":"m9","content":[{"type":"te')
+    s = claude.load(_ref(path))
+    assert [e.text for e in s.human_prompts] == ["first prompt", "second prompt"]
+    assert [e.seq for e in s.human_prompts] == [0, 4]
+    assert s.last_seq == 4
+    assert len(s.warnings) == 4 and all(str(path) in w for w in s.warnings)
+    assert any("line 2" in w and "JSON" in w for w in s.warnings)
+    assert any("line 3" in w and "not a JSON object" in w for w in s.warnings)
+    assert any("line 4" in w and "UTF-8" in w for w in s.warnings)
+    assert any("line 6" in w and "incomplete" in w for w in s.warnings)
+
+
+@pytest.mark.parametrize(("content", "reason"), [(b"", "empty file"), (b"\xff\xfe\nnope\n", "no readable JSON")])
+def test_unreadable_files_raise_session_read_error(tmp_path: Path, content: bytes, reason: str):
+    path = tmp_path / f"{SID}.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(SessionReadError) as info:
+        claude.load(_ref(path))
+    assert info.value.path == str(path) and reason in info.value.reason
+
+
+def test_summary_only_file_is_readable_but_not_extractable(tmp_path: Path):
+    path = _write(tmp_path / "p", [json.dumps({"type": "summary", "summary": "Old work", "leafUuid": "x"})])
+    s = claude.load(_ref(path))
+    assert s.events == [] and s.title == "Old work" and not s.extractable
+
+
+# ------------------------------------------------------------------ load: semantics
+
+
+def test_cwd_comes_from_records_not_directory_name(tmp_path: Path):
+    path = _write(tmp_path / "-home-bob-my-proj", [_user(1, "hello")])  # dir name decodes ambiguously
+    s = claude.load(_ref(path))
+    assert s.cwd == CWD == "/home/bob/my-proj"
+    assert s.title == "hello"
+
+
+def test_user_record_kinds(tmp_path: Path):
+    path = _write(tmp_path / "p", [
+        _user(1, [{"type": "text", "text": "What is in this screenshot?"},
+                  {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}}]),
+        _user(2, "<system-reminder>REMINDER-TEXT</system-reminder>"),
+        _user(3, "<bash-input>ls</bash-input>"),
+        _user(4, [{"type": "text", "text": "[Request interrupted by user for tool use]"}]),
+        _user(5, "META-TEXT", isMeta=True),
+        _assistant(6, "m1", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "false"}}),
+        _user(7, [{"type": "tool_result", "tool_use_id": "t1", "content": "exit 1", "is_error": True},
+                  {"type": "text", "text": "HOOK-FEEDBACK"}]),
+        _assistant(8, "m2", {"type": "redacted_thinking", "data": "REDACTED"}, {"type": "text", "text": "ok"}),
+    ])
+    s = claude.load(_ref(path))
+    kinds = [(e.kind, e.label) for e in s.events]
+    assert kinds == [
+        (EventKind.HUMAN, None), (EventKind.CONTEXT, "system_reminder"), (EventKind.CONTEXT, "bash_input"),
+        (EventKind.STATUS, "interrupted"), (EventKind.CONTEXT, "meta"), (EventKind.TOOL_CALL, None),
+        (EventKind.TOOL_RESULT, None), (EventKind.CONTEXT, "tool_result_attachment"),
+        (EventKind.REASONING, None), (EventKind.ASSISTANT, None),
+    ]
+    assert s.human_prompts[0].images == 1 and s.human_prompts[0].text == "What is in this screenshot?"
+    result = s.events[6]
+    assert result.is_error and result.tool_name == "Bash" and result.text == "exit 1"
+    blob = "\n".join(_rendered(s))
+    for hidden in ("REMINDER-TEXT", "META-TEXT", "HOOK-FEEDBACK", "REDACTED", "iVBOR"):
+        assert hidden not in blob
+
+
+def test_replayed_blocks_of_one_response_are_not_duplicated(tmp_path: Path):
+    text = {"type": "text", "text": "Looking now."}
+    tool = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.py"}}
+    path = _write(tmp_path / "p", [
+        _user(1, "read a.py"),
+        _assistant(2, "m1", text),
+        _assistant(3, "m1", text, tool),  # a later line of the same response repeats the text block
+    ])
+    s = claude.load(_ref(path))
+    assert [e.kind for e in s.events] == [EventKind.HUMAN, EventKind.ASSISTANT, EventKind.TOOL_CALL]
+
+
+def test_sidechain_records_inside_a_main_transcript_are_dropped(tmp_path: Path):
+    path = _write(tmp_path / "p", [
+        _user(1, "main prompt"),
+        _user(2, "SUBAGENT-TASK", isSidechain=True),
+        _assistant(3, "m1", {"type": "text", "text": "SUBAGENT-ANSWER"}, isSidechain=True),
+        _assistant(4, "m2", {"type": "text", "text": "main answer"}),
+    ])
+    s = claude.load(_ref(path))
+    assert s.is_root and [e.text for e in s.events] == ["main prompt", "main answer"]
+
+
+def test_title_prefers_summary_of_this_file_then_prompt(tmp_path: Path):
+    lines = [
+        json.dumps({"type": "summary", "summary": "Other branch", "leafUuid": "elsewhere"}),
+        json.dumps({"type": "summary", "summary": "This branch", "leafUuid": "u-2"}),
+        _user(1, "prompt"),
+        _assistant(2, "m1", {"type": "text", "text": "answer"}),
+    ]
+    assert claude.load(_ref(_write(tmp_path / "a", lines))).title == "This branch"
+    long_prompt = "Refactor the invoice exporter so that every format shares one writer " * 2
+    s = claude.load(_ref(_write(tmp_path / "b", [_user(1, long_prompt)])))
+    assert s.title.endswith("…") and len(s.title) <= 61 and long_prompt.startswith(s.title[:-1])
