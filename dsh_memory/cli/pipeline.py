@@ -1,0 +1,117 @@
+"""`extract`, `run` and `demo`: run the pipeline flows in-process with a progress bar."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dsh_memory.cli._common import emit_json, run
+
+
+def _prefect_env() -> None:
+    # The first ephemeral start migrates a fresh database (~30 s here): allow for it.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _with_progress(fn, label: str, quiet: bool):
+    from dsh_memory import progress
+
+    if quiet:
+        return fn()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), transient=True) as bar:
+        task_id = bar.add_task("", total=None)
+
+        def listener(phase: str, n: int, total: int, name: str) -> None:
+            bar.update(task_id, advance=n, total=total or None, description=name[:12])
+
+        progress.add_listener(listener)
+        try:
+            return fn()
+        finally:
+            progress.remove_listener(listener)
+
+
+def _print_phase1(summary: dict, dry_run: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if summary.get("skipped_no_route"):
+        console.print(f"[yellow]Phase 1 skipped:[/] {summary.get('error')}")
+        return
+    if dry_run:
+        table = Table("session", "source", "action", "reason", title="Phase 1 plan (dry run)")
+        for d in summary["decisions"]:
+            table.add_row(d["session"][:13], d["source"], d["action"], d["reason"])
+        console.print(table)
+        return
+    if summary["outcomes"]:
+        table = Table("session", "source", "outcome", "slug", "tokens in/out", "error", title="Phase 1")
+        for o in summary["outcomes"]:
+            table.add_row(o["session"][:13], o["source"], o["outcome"], o["slug"],
+                          f"{o['tokens_in']}/{o['tokens_out']}", o["error"][:60])
+        console.print(table)
+    else:
+        console.print(f"Phase 1: nothing to extract ({summary['discovered']} sessions discovered; "
+                      "use --dry-run to see why each was skipped)")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("extract")
+    def extract_cmd(
+        sessions: Optional[list[str]] = typer.Argument(None, help="Session ids to extract (default: none; see --all)."),
+        all_: bool = typer.Option(False, "--all", help="Extract every ready candidate session."),
+        backfill: bool = typer.Option(False, "--backfill", help="Ignore the age limit (backfill history)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="List what would be extracted and why others are skipped."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    ) -> None:
+        """Phase 1: extract rollout summaries and raw memories from finished sessions."""
+        if not sessions and not all_:
+            typer.echo("error: give one or more SESSION ids, or --all", err=True)
+            raise typer.Exit(2)
+        _prefect_env()
+
+        def go():
+            from flows.extract import extract_flow
+
+            return extract_flow(session_ids=list(sessions) if sessions else None, backfill=backfill,
+                                dry_run=dry_run, respect_idle=not sessions)
+
+        summary = run(lambda: _with_progress(go, "extracting", as_json or dry_run))
+        if summary.get("unknown_ids"):
+            typer.echo(f"error: unknown session id(s): {', '.join(summary['unknown_ids'])}", err=True)
+        if as_json:
+            emit_json(summary)
+        else:
+            _print_phase1(summary, dry_run)
+        if summary.get("unknown_ids"):
+            raise typer.Exit(3)
+
+    @app.command("run")
+    def run_cmd(
+        backfill: bool = typer.Option(False, "--backfill", help="Ignore the age limit in Phase 1."),
+        force: bool = typer.Option(False, "--force", help="Consolidate even inside the cooldown / failure pause."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    ) -> None:
+        """Catch-up: Phase 1 over every candidate, then Phase 2 when pending."""
+        _prefect_env()
+
+        def go():
+            from flows.catch_up import catch_up_flow
+
+            return catch_up_flow(backfill=backfill, force_consolidation=force)
+
+        result = run(lambda: _with_progress(go, "catch-up", as_json))
+        if as_json:
+            emit_json(result)
+            return
+        _print_phase1(result["phase1"], False)
+        p2 = result.get("phase2") or {}
+        typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))

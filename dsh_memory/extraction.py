@@ -1,0 +1,182 @@
+"""Phase 1 work for one session, as plain functions (Prefect tasks wrap them in tasks/extract.py).
+
+prepare  : render → redact → budget the transcript for a Decision
+call     : model → parse `memory_save` (tool call, or lenient text fallback) → redact output
+apply    : no-op gate → rollout summary file → raw memory block → claim done/noop
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel
+
+from dsh_memory.errors import LLMOutputError
+from dsh_memory.llm.base import LLM, Completion
+from dsh_memory.prompts import phase1
+from dsh_memory.selection import Decision
+
+
+class ExtractionOutput(BaseModel):
+    """What the model produced for one session (already redacted)."""
+
+    raw_memory: str = ""
+    rollout_summary: str = ""
+    rollout_slug: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    provider: str = ""
+    reasoning_effort: str = ""
+    notes: list[str] = []
+    transcript_tokens: int = 0
+
+    @property
+    def is_noop(self) -> bool:
+        return not self.raw_memory.strip() or not self.rollout_summary.strip()
+
+
+@dataclass
+class Outcome:
+    """One row of the Phase 1 batch table (no transcript, no secrets)."""
+
+    session: str
+    source: str
+    outcome: str  # extracted | noop | failed | skipped | unreadable
+    part: int = 1
+    slug: str = ""
+    tokens_in: int = 0
+    tokens_out: int = 0
+    error: str = ""
+    reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "source": self.source,
+            "outcome": self.outcome,
+            "part": self.part,
+            "slug": self.slug,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "error": self.error,
+        }
+
+
+def prepare_transcript(decision: Decision, budget_tokens: int):
+    """The budgeted, redacted transcript for a decision (delta when it has a watermark)."""
+    from dsh_memory.render import render_transcript
+
+    since = decision.watermark if decision.watermark >= 0 else None
+    return render_transcript(decision.session, budget_tokens=budget_tokens, since_seq=since)
+
+
+def call_model(
+    llm: LLM,
+    transcript_text: str,
+    *,
+    cwd: str | None,
+    source: str,
+    delta_watermark: int | None,
+    max_tokens: int,
+    reasoning_effort: str,
+) -> ExtractionOutput:
+    """One extraction call. Raises the LLM error classes; returns redacted fields."""
+    messages = phase1.build_messages(transcript_text, cwd=cwd, source=source, delta_watermark=delta_watermark)
+    completion = llm.complete(
+        messages, tool=phase1.MEMORY_SAVE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
+    )
+    return parse_completion(completion)
+
+
+def parse_completion(completion: Completion) -> ExtractionOutput:
+    from dsh_memory.llm.parse import extract_json_object
+    from dsh_memory.redact import redact
+
+    args: dict[str, Any] | None = None
+    for call in completion.tool_calls:
+        if call.name == phase1.MEMORY_SAVE_TOOL.name:
+            args = call.arguments
+            break
+    if args is None and completion.text:
+        args = extract_json_object(completion.text)
+    if not isinstance(args, dict):
+        raise LLMOutputError("model did not call memory_save and its text holds no usable JSON object")
+    fields = {}
+    for key in ("raw_memory", "rollout_summary", "rollout_slug"):
+        value = args.get(key, "")
+        if value is None:
+            value = ""
+        if isinstance(value, list):  # small models sometimes return bullet lists
+            value = "\n".join(f"- {v}" if not str(v).lstrip().startswith("-") else str(v) for v in value)
+        if not isinstance(value, str):
+            raise LLMOutputError(f"memory_save.{key} must be a string, got {type(value).__name__}")
+        fields[key] = redact(value.strip())
+    missing = [k for k in ("raw_memory", "rollout_summary") if k not in args]
+    if missing:
+        raise LLMOutputError(f"memory_save is missing {', '.join(missing)}")
+    return ExtractionOutput(
+        **fields,
+        input_tokens=completion.usage.input_tokens,
+        output_tokens=completion.usage.output_tokens,
+        model=completion.model,
+        provider=completion.provider,
+        reasoning_effort=completion.reasoning_effort,
+        notes=list(completion.notes),
+    )
+
+
+def apply_output(store, state, decision: Decision, output: ExtractionOutput, now: datetime | None = None) -> Outcome:
+    """Write files for one successful extraction and close its claim. Idempotent per (session, part)."""
+    from dsh_memory.store import RawBlock, slugify
+
+    now = now or datetime.now(timezone.utc)
+    session = decision.session
+    ref = decision.ref
+    usage = {"input_tokens": output.input_tokens, "output_tokens": output.output_tokens}
+    base = Outcome(session=ref.id, source=ref.source, outcome="noop", part=decision.part,
+                   tokens_in=output.input_tokens, tokens_out=output.output_tokens)
+    if output.is_noop:
+        state.finish(ref.id, "noop", session.last_seq, now, usage=usage, model=output.model, provider=output.provider)
+        return base
+
+    slug = decision.base_slug or slugify(output.rollout_slug) or slugify(session.title or "") or f"session-{ref.id[:8]}"
+    slug = slugify(slug) or f"session-{ref.id[:8]}"
+    if decision.part > 1:
+        slug = f"{slug[:70]}-part{decision.part}"
+    provenance = {
+        "session_id": ref.id,
+        "source": ref.source,
+        "cwd": session.cwd or "",
+        "path": str(ref.path),
+        "updated_at": (session.updated_at or ref.updated_at).isoformat(),
+        "part": decision.part,
+        "extracted_at": now.isoformat(),
+        "model": output.model,
+        "provider": output.provider,
+    }
+    if decision.watermark >= 0:
+        provenance["since_seq"] = decision.watermark
+    final_slug = store.write_rollout_summary(slug, provenance, output.rollout_summary)
+    block_id = f"{ref.id}#{decision.part}"
+    if block_id not in {b.id for b in store.read_raw_blocks()}:
+        store.append_raw(
+            RawBlock(
+                id=block_id,
+                session_id=ref.id,
+                slug=final_slug,
+                source=ref.source,
+                cwd=session.cwd,
+                updated_at=provenance["updated_at"],
+                body=output.raw_memory,
+            )
+        )
+    first_slug = decision.base_slug or final_slug
+    state.finish(ref.id, "done", session.last_seq, now, slug=first_slug, parts_inc=1, usage=usage,
+                 model=output.model, provider=output.provider)
+    base.outcome = "extracted"
+    base.slug = final_slug
+    return base

@@ -1,0 +1,138 @@
+"""Phase 1 candidate selection: which sessions to extract now, and why the others wait.
+
+Pure logic over discovery refs, claims and settings. Cheap checks (stat-derived times, claims)
+come first; a session log is read only when its file changed since the last look.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable
+
+from dsh_memory.errors import SessionReadError
+from dsh_memory.models import Session, SessionRef
+from dsh_memory.settings import MemorySettings
+
+EXTRACT = "extract"
+SKIP = "skip"
+BASELINE = "baseline"  # legacy done claim without watermark: record the watermark only
+UNREADABLE = "unreadable"  # the log cannot be read: that claim fails alone
+
+
+@dataclass
+class Decision:
+    ref: SessionRef
+    action: str
+    reason: str
+    watermark: int = -1  # extract events with seq > watermark
+    part: int = 1
+    session: Session | None = field(default=None, repr=False)
+    base_slug: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "session": self.ref.id,
+            "source": self.ref.source,
+            "action": self.action,
+            "reason": self.reason,
+            "watermark": self.watermark,
+            "part": self.part,
+        }
+
+
+def _age(now: datetime, t: datetime) -> float:
+    return (now - t).total_seconds()
+
+
+def plan(
+    refs: Iterable[SessionRef],
+    claims: dict[str, Any],
+    settings: MemorySettings,
+    now: datetime,
+    *,
+    load: Callable[[SessionRef], Session],
+    only_ids: set[str] | None = None,
+    backfill: bool = False,
+    respect_idle: bool = True,
+    overrides: dict[str, str] | None = None,
+    include_exec: bool | None = None,
+) -> list[Decision]:
+    """One Decision per discovered session (restricted to `only_ids` when given)."""
+    overrides = overrides or {}
+    include_exec = settings.include_codex_exec if include_exec is None else include_exec
+    out: list[Decision] = []
+    max_age = timedelta(days=settings.max_rollout_age_days)
+    for ref in refs:
+        if only_ids is not None and ref.id not in only_ids:
+            continue
+        out.append(_decide(ref, claims.get(ref.id), settings, now, load, backfill, respect_idle,
+                           overrides.get(ref.id), include_exec, max_age))
+    return out
+
+
+def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, max_age) -> Decision:
+    if override == "exclude":
+        return Decision(ref, SKIP, "excluded by override")
+    updated = ref.updated_at
+    if not backfill and settings.max_rollout_age_days and now - updated > max_age:
+        return Decision(ref, SKIP, f"older than {settings.max_rollout_age_days} days (use --backfill)")
+    if respect_idle and _age(now, updated) < settings.idle_seconds:
+        return Decision(ref, SKIP, f"active: last write {int(_age(now, updated))}s ago (< idle {settings.idle_seconds}s)")
+
+    watermark, part, base_slug = -1, 1, None
+    if claim is not None:
+        status = claim.status
+        if status == "running" and claim.started_at and _age(now, claim.started_at) < settings.stale_claim_seconds:
+            return Decision(ref, SKIP, "being extracted by another run")
+        if status == "failed":
+            if claim.parked:
+                return Decision(ref, SKIP, f"parked after {claim.attempts} failed attempts")
+            if claim.next_retry_at and claim.next_retry_at > now:
+                return Decision(ref, SKIP, f"retry backoff until {claim.next_retry_at.isoformat(timespec='seconds')}")
+        if status in ("done", "noop"):
+            legacy = claim.last_seq is None or claim.last_seq < 0
+            if legacy and status == "done":
+                sess, err = _load(ref, load)
+                if err:
+                    return err
+                return Decision(ref, BASELINE, "legacy done claim: baseline the watermark", watermark=sess.last_seq, session=sess)
+            if not legacy:
+                if claim.updated_at and updated <= claim.updated_at:
+                    return Decision(ref, SKIP, "up to date")
+                checked = claim.last_checked_at or claim.updated_at
+                if checked and _age(now, checked) < settings.recheck_interval_seconds:
+                    return Decision(ref, SKIP, "rechecked recently")
+                watermark = claim.last_seq
+                part = (claim.parts or 1) + 1
+                base_slug = claim.slug
+        elif status in ("failed", "running") and claim.last_seq is not None and claim.last_seq >= 0:
+            # A previous part succeeded before this failure: continue from its watermark.
+            watermark, part, base_slug = claim.last_seq, (claim.parts or 0) + 1, claim.slug
+
+    sess, err = _load(ref, load)
+    if err:
+        return err
+    if not sess.is_root:
+        return Decision(ref, SKIP, "subagent session (its parent's log covers it)", session=sess)
+    if not sess.interactive and not include_exec and override != "include":
+        return Decision(ref, SKIP, "non-interactive session (codex exec)", session=sess)
+    if not sess.human_prompts:
+        return Decision(ref, SKIP, "no human prompt", session=sess)
+    if watermark >= 0:
+        new = len(sess.events_after(watermark))
+        if new < settings.min_delta_events:
+            return Decision(ref, SKIP, f"grew by {new} events (< {settings.min_delta_events})", watermark=watermark, session=sess)
+        return Decision(ref, EXTRACT, f"grew by {new} events since seq {watermark}", watermark=watermark,
+                        part=part, session=sess, base_slug=base_slug)
+    reason = "retry after failure" if claim is not None and claim.status == "failed" else "never processed"
+    if claim is not None and claim.status == "noop" and (claim.last_seq is None or claim.last_seq < 0):
+        reason = "legacy noop claim: one full re-extraction"
+    return Decision(ref, EXTRACT, reason, watermark=-1, part=part, session=sess, base_slug=base_slug)
+
+
+def _load(ref: SessionRef, load) -> tuple[Session | None, Decision | None]:
+    try:
+        return load(ref), None
+    except SessionReadError as exc:
+        return None, Decision(ref, UNREADABLE, f"unreadable: {exc.reason}")

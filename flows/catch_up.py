@@ -1,0 +1,23 @@
+"""Catch-up flow: Phase 1 over every candidate, then Phase 2 when consolidation is pending.
+
+Run it:   dsh-memory run   (or the `catch-up` deployment: hourly + once at stack start)
+Writes:   everything Phase 1 and Phase 2 write (see flows/extract.py, flows/consolidate.py).
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+
+from flows.consolidate import consolidate_flow
+from flows.extract import extract_flow
+
+
+@flow(name="catch-up")
+def catch_up_flow(backfill: bool = False, force_consolidation: bool = False) -> dict:
+    log = get_run_logger()
+    phase1 = extract_flow(backfill=backfill)
+    if phase1.get("skipped_no_route"):
+        log.warning("no model route: nothing extracted, consolidation not attempted")
+        return {"phase1": phase1, "phase2": {"outcome": "skipped", "reason": "no model route"}}
+    phase2 = consolidate_flow(force=force_consolidation)
+    return {"phase1": phase1, "phase2": phase2}

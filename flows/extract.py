@@ -1,0 +1,134 @@
+"""Phase 1 flow: extract every ready root session into a rollout summary + raw memory.
+
+Run it:   dsh-memory extract [SESSION…] [--all] [--backfill] [--dry-run]
+          or the `extract-session` / `catch-up` deployments (prefect.yaml).
+Writes:   <memory root>/rollout_summaries/<slug>.md, raw_memories.md (appended),
+          .state/state.sqlite3 (claims, watermarks, pending flag), and a table artifact
+          `phase1-batch` per run in the Prefect run history (session, outcome, tokens, slug, error).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_table_artifact
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from dsh_memory import progress
+from dsh_memory.errors import NoModelRouteError
+from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
+from dsh_memory.settings_loader import load_settings
+from dsh_memory.state import StateStore
+from tasks.discover import discover_sessions
+from tasks.extract import ensure_global_limit, extract_session, llm_extract, results_storage_path
+from tasks.select import plan_extractions
+
+
+def _model_for(route):
+    from dsh_memory.llm.factory import make_llm, phase_options
+
+    return make_llm(route, "phase1"), phase_options(route, "phase1")
+
+
+@flow(name="extract", log_prints=False)
+def extract_flow(
+    session_ids: list[str] | None = None,
+    backfill: bool = False,
+    dry_run: bool = False,
+    respect_idle: bool = True,
+) -> dict:
+    """Phase 1 over the given sessions (or every candidate). Returns a summary dict."""
+    log = get_run_logger()
+    settings, route = load_settings()
+    state = StateStore(settings.memory_root)
+    now = datetime.now(timezone.utc)
+    recovered = state.recover_stale(now, settings.stale_claim_seconds)
+    if recovered:
+        log.warning("recovered %d stale running claims as failed: %s", len(recovered), ", ".join(recovered))
+
+    refs = discover_sessions(settings)
+    decisions = plan_extractions(refs, settings, now, session_ids, backfill, respect_idle)
+    todo = [d for d in decisions if d.action == EXTRACT]
+    summary: dict = {
+        "discovered": len(refs),
+        "candidates": len(todo),
+        "decisions": [d.row() for d in decisions],
+        "outcomes": [],
+        "skipped_no_route": False,
+    }
+    if session_ids:
+        known = {r.id for r in refs}
+        summary["unknown_ids"] = [s for s in session_ids if s not in known]
+    if dry_run:
+        return summary
+
+    for d in decisions:
+        if d.action == UNREADABLE:
+            state.fail(d.ref.id, d.reason, now, settings.retry_base_seconds, settings.retry_limit)
+            summary["outcomes"].append({"session": d.ref.id, "source": d.ref.source, "outcome": "unreadable",
+                                        "part": d.part, "slug": "", "tokens_in": 0, "tokens_out": 0, "error": d.reason})
+        elif d.action == BASELINE:
+            state.baseline(d.ref.id, d.watermark, now)
+        elif d.watermark >= 0 and d.session is not None and d.action != EXTRACT and "grew by" in d.reason:
+            state.touch_checked(d.ref.id, now)
+
+    if todo:
+        try:
+            llm, opts = _model_for(route)
+        except NoModelRouteError as exc:
+            log.warning("Phase 1 skipped: %s", exc)
+            summary["skipped_no_route"] = True
+            summary["error"] = str(exc)
+            _publish(summary)
+            return summary
+        use_limit = ensure_global_limit(settings.concurrency)
+        storage = results_storage_path(settings)
+        from prefect.filesystems import LocalFileSystem
+
+        cached_llm = llm_extract.with_options(result_storage=LocalFileSystem(basepath=storage))
+        runner = ThreadPoolTaskRunner(max_workers=settings.concurrency)
+        log.info("extracting %d sessions with %s/%s (concurrency %d)", len(todo), llm.provider, llm.model,
+                 settings.concurrency)
+        with runner:
+            futures = [
+                runner.submit(
+                    extract_session,
+                    parameters=dict(
+                        decision=d, llm=llm, settings=settings, max_tokens=opts["max_tokens"],
+                        reasoning_effort=opts["reasoning_effort"],
+                        budget_tokens=settings.transcript_budget_tokens,
+                        progress_total=len(todo), use_global_limit=use_limit, llm_task=cached_llm,
+                    ),
+                )
+                for d in todo
+            ]
+            outcomes = [f.result() for f in futures]
+        summary["outcomes"].extend(o.row() for o in outcomes)
+        summary["provider"], summary["model"] = llm.provider, llm.model
+        if any(o.outcome == "extracted" for o in outcomes):
+            state.set_pending(True)
+    state.set_phase1_ran(now)
+    _publish(summary)
+    counts = _counts(summary)
+    log.info("Phase 1 done: %s", ", ".join(f"{k}={v}" for k, v in counts.items()) or "nothing to do")
+    summary["counts"] = counts
+    return summary
+
+
+def _counts(summary: dict) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in summary["outcomes"]:
+        counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+    return counts
+
+
+def _publish(summary: dict) -> None:
+    rows = summary["outcomes"] or [{"session": "-", "source": "-", "outcome": "nothing to extract", "part": 0,
+                                    "slug": "", "tokens_in": 0, "tokens_out": 0, "error": summary.get("error", "")}]
+    create_table_artifact(
+        key="phase1-batch",
+        table=rows,
+        description=f"Phase 1 batch: {summary['candidates']} candidates of {summary['discovered']} sessions"
+        + (f" via {summary.get('provider')}/{summary.get('model')}" if summary.get("model") else ""),
+    )

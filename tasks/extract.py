@@ -1,0 +1,198 @@
+"""Phase 1 tasks: one model call (retried, cached, globally limited) and one session end to end.
+
+Policy lives in the decorators:
+- `llm_extract` retries transient model errors only (429/5xx/timeouts), with exponential
+  backoff and jitter; its cache key is (session, watermark, target seq, prompt version,
+  provider, model, budget), so a re-run after a crash never pays twice for one extraction.
+- when a Prefect server is reachable, every model call holds a slot of the global
+  concurrency limit `dsh-memory-llm`, shared by all runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timedelta, timezone
+
+from prefect import task
+from prefect.tasks import exponential_backoff
+
+from dsh_memory import progress
+from dsh_memory.errors import LLMTransientError, LLMTruncatedError
+from dsh_memory.extraction import ExtractionOutput, Outcome, apply_output, call_model, prepare_transcript
+from dsh_memory.llm.base import LLM
+from dsh_memory.prompts import phase1
+from dsh_memory.redact import redact
+from dsh_memory.selection import Decision
+from dsh_memory.settings import MemorySettings
+from dsh_memory.state import StateStore
+from dsh_memory.store import MemoryStore
+
+GLOBAL_LLM_LIMIT = "dsh-memory-llm"
+MAX_RETRY_AFTER_SECONDS = 120.0
+
+
+def _transient_only(task, task_run, state) -> bool:
+    """Retry only transient model errors; honour a longer Retry-After before the next try."""
+    try:
+        state.result()
+    except LLMTransientError as exc:
+        if exc.retry_after:
+            time.sleep(min(float(exc.retry_after), MAX_RETRY_AFTER_SECONDS))
+        return True
+    except Exception:
+        return False
+    return False
+
+
+def _cache_key(context, parameters) -> str:
+    p = parameters
+    return ":".join(
+        str(x)
+        for x in (
+            "p1",
+            p["session_id"],
+            p["watermark"],
+            p["to_seq"],
+            phase1.PROMPT_VERSION,
+            p["provider"],
+            p["model"],
+            p["budget_tokens"],
+        )
+    )
+
+
+def server_reachable() -> bool:
+    """A real Prefect server (not ephemeral mode) is configured: its leases protect limits."""
+    from prefect.settings import PREFECT_API_URL
+
+    return bool(PREFECT_API_URL.value())
+
+
+@task(
+    name="llm-extract",
+    retries=3,
+    retry_delay_seconds=exponential_backoff(backoff_factor=5),
+    retry_jitter_factor=0.5,
+    retry_condition_fn=_transient_only,
+    cache_key_fn=_cache_key,
+    cache_expiration=timedelta(days=30),
+    persist_result=True,
+    log_prints=False,
+)
+def llm_extract(
+    llm: LLM,
+    transcript_text: str,
+    *,
+    session_id: str,
+    watermark: int,
+    to_seq: int,
+    provider: str,
+    model: str,
+    budget_tokens: int,
+    cwd: str | None,
+    source: str,
+    max_tokens: int,
+    reasoning_effort: str,
+    use_global_limit: bool = False,
+) -> ExtractionOutput:
+    kwargs = dict(
+        cwd=cwd,
+        source=source,
+        delta_watermark=watermark if watermark >= 0 else None,
+        max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort,
+    )
+    if use_global_limit:
+        from prefect.concurrency.sync import concurrency
+
+        with concurrency(GLOBAL_LLM_LIMIT, occupy=1, strict=False):
+            return call_model(llm, transcript_text, **kwargs)
+    return call_model(llm, transcript_text, **kwargs)
+
+
+def _short_error(exc: BaseException) -> str:
+    msg = f"{type(exc).__name__}: {exc}"
+    return redact(msg)[:300]
+
+
+@task(name="extract-session", task_run_name="extract-{decision.ref.id}")
+def extract_session(
+    decision: Decision,
+    llm: LLM,
+    settings: MemorySettings,
+    max_tokens: int,
+    reasoning_effort: str,
+    budget_tokens: int,
+    progress_total: int = 0,
+    use_global_limit: bool = False,
+    llm_task=None,
+) -> Outcome:
+    """Claim → render/redact/budget → model → no-op gate → files → claim done/noop (or failed)."""
+    from prefect import get_run_logger
+
+    log = get_run_logger()
+    store = MemoryStore(settings.memory_root)
+    state = StateStore(settings.memory_root)
+    ref = decision.ref
+    now = datetime.now(timezone.utc)
+    if not state.try_start(ref.id, now, stale_after_s=settings.stale_claim_seconds):
+        return Outcome(ref.id, ref.source, "skipped", decision.part, reason="claimed by another run")
+    budget = budget_tokens
+    call = llm_task or llm_extract
+    try:
+        for attempt in (1, 2):
+            transcript = prepare_transcript(decision, budget)
+            try:
+                output = call(
+                    llm,
+                    transcript.text,
+                    session_id=ref.id,
+                    watermark=decision.watermark,
+                    to_seq=decision.session.last_seq,
+                    provider=getattr(llm, "provider", ""),
+                    model=getattr(llm, "model", ""),
+                    budget_tokens=budget,
+                    cwd=decision.session.cwd,
+                    source=ref.source,
+                    max_tokens=max_tokens,
+                    reasoning_effort=reasoning_effort,
+                    use_global_limit=use_global_limit,
+                )
+                break
+            except LLMTruncatedError:
+                if attempt == 2:
+                    raise
+                budget = max(500, budget // 2)
+                log.warning("session %s: output truncated; retrying once with budget %d", ref.id, budget)
+        outcome = apply_output(store, state, decision, output, datetime.now(timezone.utc))
+        log.info("session %s → %s %s", ref.id, outcome.outcome, outcome.slug)
+        return outcome
+    except Exception as exc:  # isolate: this session's claim fails, the batch goes on
+        err = _short_error(exc)
+        claim = state.fail(ref.id, err, datetime.now(timezone.utc), settings.retry_base_seconds, settings.retry_limit)
+        log.error("session %s failed (attempt %d%s): %s", ref.id, claim.attempts,
+                  ", parked" if claim.parked else "", err)
+        return Outcome(ref.id, ref.source, "failed", decision.part, error=err)
+    finally:
+        progress.report("phase1", 1, progress_total, ref.id)
+
+
+def ensure_global_limit(limit: int) -> bool:
+    """Create or resize the global LLM concurrency limit on the server. False when unavailable."""
+    if not server_reachable():
+        return False
+    try:
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            client.upsert_global_concurrency_limit_by_name(GLOBAL_LLM_LIMIT, limit)
+        return True
+    except Exception:
+        return False
+
+
+def results_storage_path(settings: MemorySettings) -> str:
+    path = settings.memory_root / ".state" / "prefect-results"
+    os.makedirs(path, exist_ok=True)
+    return str(path)

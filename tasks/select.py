@@ -1,0 +1,35 @@
+"""Task: decide which sessions Phase 1 extracts now, and why the others wait."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from prefect import task
+
+from dsh_memory import readers, selection
+from dsh_memory.models import SessionRef
+from dsh_memory.settings import MemorySettings
+from dsh_memory.state import StateStore
+
+
+@task(name="plan-extractions")
+def plan_extractions(
+    refs: list[SessionRef],
+    settings: MemorySettings,
+    now: datetime,
+    only_ids: list[str] | None = None,
+    backfill: bool = False,
+    respect_idle: bool = True,
+) -> list[selection.Decision]:
+    state = StateStore(settings.memory_root)
+    return selection.plan(
+        refs,
+        state.claims(),
+        settings,
+        now,
+        load=readers.load,
+        only_ids=set(only_ids) if only_ids is not None else None,
+        backfill=backfill,
+        respect_idle=respect_idle,
+        overrides=state.overrides(),
+    )
