@@ -89,7 +89,7 @@ def _walk(folder: Path, depth: int, found: dict[str, list[tuple[Path, os.stat_re
 
 def load(ref: SessionRef) -> Session:
     f = read_jsonl(ref.path)
-    meta_seq, meta = _session_meta(f.records)
+    _, meta = _session_meta(f.records)
     if meta is None:
         raise SessionReadError(ref.path, "no session_meta record")
     session = Session(id=ref.id, source="codex", path=ref.path, last_seq=f.last_seq, warnings=f.warnings)
