@@ -443,7 +443,7 @@ class MemoryStore:
         out: list[RolloutSummaryInfo] = []
         if not self.rollout_dir.is_dir() or self.rollout_dir.is_symlink():
             return out
-        for entry in sorted(os.scandir(self.rollout_dir), key=lambda e: e.name):
+        for entry in sorted(os.scandir(self.rollout_dir), key=lambda e: e.name[:-3]):
             name = entry.name
             if not name.endswith(".md") or not SLUG_RE.fullmatch(name[:-3]) or not entry.is_file(follow_symlinks=False):
                 continue

@@ -1,0 +1,361 @@
+"""MemoryStore on real files: path guard, atomic writes (incl. SIGKILL mid-loop), raw memories,
+rollout summaries, ad hoc notes. Multi-process tests start real child interpreters."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from dsh_memory.errors import PathGuardError, UserInputError
+from dsh_memory.store import SLUG_RE, MemoryStore, RawBlock, parse_raw_blocks, slugify
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_KEY = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    s = MemoryStore(tmp_path / "memories")
+    s.ensure_layout()
+    return s
+
+
+def _child(code: str, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+# -- layout ------------------------------------------------------------------------------------
+def test_layout_paths(store: MemoryStore):
+    r = store.root
+    assert store.summary_path == r / "memory_summary.md"
+    assert store.memory_md_path == r / "MEMORY.md"
+    assert store.raw_path == r / "raw_memories.md"
+    assert store.raw_archive_path == r / "raw_memories.archive.md"
+    assert store.rollout_dir == r / "rollout_summaries"
+    assert store.retired_dir == r / "rollout_summaries" / ".retired"
+    assert store.skills_dir == r / "skills"
+    assert store.notes_dir == r / "extensions" / "ad_hoc" / "notes"
+    assert store.notes_archive_dir == r / "extensions" / "ad_hoc" / "archive"
+    assert store.state_dir == r / ".state"
+    for d in (store.rollout_dir, store.retired_dir, store.skills_dir, store.notes_dir,
+              store.notes_archive_dir, store.state_dir):
+        assert d.is_dir()
+
+
+# -- path guard --------------------------------------------------------------------------------
+@pytest.fixture
+def hostile_links(store: MemoryStore, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("outside")
+    os.symlink(outside / "secret.txt", store.root / "link.md")
+    os.symlink(outside, store.root / "linkdir")
+    os.symlink(outside, store.skills_dir / "evil")
+
+
+@pytest.mark.parametrize("rel", [
+    "", ".", "./", "../x", "a/../../x", "a/..", "/etc/passwd", "a\x00b", "..\\x", "a\\..\\..\\x",
+    "link.md", "linkdir/secret.txt", "linkdir", "skills/evil/SKILL.md",
+    ".state/state.sqlite3", ".state", "./.state/raw.lock", ".STATE/x", "C:/x",
+])
+def test_path_guard_refuses(store: MemoryStore, hostile_links: None, rel: str):
+    with pytest.raises(PathGuardError):
+        store.resolve(rel)
+    with pytest.raises(PathGuardError):
+        store.atomic_write(rel, "x")
+    with pytest.raises(PathGuardError):
+        store.read_text(rel)
+    assert (store.root.parent / "outside" / "secret.txt").read_text() == "outside"
+
+
+def test_path_guard_is_a_user_input_error(store: MemoryStore):
+    with pytest.raises(UserInputError, match=r"\.\."):
+        store.resolve("../x")
+
+
+@pytest.mark.parametrize("rel, expected", [
+    ("MEMORY.md", "MEMORY.md"),
+    ("./MEMORY.md", "MEMORY.md"),
+    ("rollout_summaries/a.md", "rollout_summaries/a.md"),
+    ("rollout_summaries//./a.md", "rollout_summaries/a.md"),
+    ("skills/x/SKILL.md", "skills/x/SKILL.md"),
+    ("new/dir/file.md", "new/dir/file.md"),
+    ("state/x.md", "state/x.md"),
+    ("notes..md", "notes..md"),
+])
+def test_path_guard_accepts(store: MemoryStore, hostile_links: None, rel: str, expected: str):
+    p = store.resolve(rel)
+    assert p == store.root / expected
+    store.atomic_write(rel, "ok\n")
+    assert store.read_text(rel) == "ok\n"
+
+
+# -- atomic writes -----------------------------------------------------------------------------
+def _temp_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_atomic_write_roundtrip_no_temp_files(store: MemoryStore):
+    text = "line one\r\nline two\n\tünïcödé\n"
+    path = store.atomic_write("deep/nested/file.md", text)
+    assert path == store.root / "deep/nested/file.md"
+    assert store.read_text("deep/nested/file.md") == text
+    store.atomic_write("deep/nested/file.md", "replaced")
+    assert path.read_text() == "replaced"
+    assert _temp_files(store.root) == []
+
+
+def test_atomic_write_redacts_secrets(store: MemoryStore):
+    path = store.atomic_write("MEMORY.md", f"use key {FAKE_KEY} for the API\n")
+    on_disk = path.read_bytes()
+    assert FAKE_KEY.encode() not in on_disk
+    assert b"use key" in on_disk and b"for the API" in on_disk
+
+
+def test_atomic_write_survives_sigkill(store: MemoryStore):
+    a, b = "A" * 300_000 + "\nend-A\n", "B" * 500_000 + "\nend-B\n"
+    store.atomic_write("big.md", a)
+    child = _child("""
+        import sys
+        from pathlib import Path
+        from dsh_memory.store import MemoryStore
+        s = MemoryStore(Path(sys.argv[1]))
+        a, b = "A" * 300_000 + "\\nend-A\\n", "B" * 500_000 + "\\nend-B\\n"
+        print("ready", flush=True)
+        i = 0
+        while True:
+            s.atomic_write("big.md", a if i % 2 else b)
+            i += 1
+    """, str(store.root))
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        seen: set[str] = set()
+        reads = 0
+        deadline = time.monotonic() + 60  # loop bound only; nothing asserts on timing
+        # Read while the child rewrites: every read must be complete, old or new.
+        while (len(seen) < 2 or reads < 100) and time.monotonic() < deadline:
+            content = (store.root / "big.md").read_text()
+            assert content in (a, b), f"torn read: {len(content)} chars"
+            seen.add(content[0])
+            reads += 1
+        assert seen == {"A", "B"}  # the child really was rewriting the file
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == -signal.SIGKILL
+    assert (store.root / "big.md").read_text() in (a, b)
+    # A kill mid-write may leave a temp file behind, but never a visible .md other than ours.
+    assert sorted(p.name for p in store.root.glob("*.md")) == ["big.md"]
+
+
+# -- raw memories ------------------------------------------------------------------------------
+HOSTILE_BODIES = [
+    "plain body",
+    "",
+    "\n\nleading and trailing newlines\n\n",
+    'looks like a marker:\n<!-- dsh-memory:raw {"id":"evil","len":0} -->\nafter',
+    "## heading\n# Raw Memories\n---\n-->\n<!--",
+    "windows\r\nline\rendings\r\n",
+    "unicode ✓ 日本語 \u2028 sep \x00 nul \x1b[31m",
+    "x" * 100_000,
+]
+
+
+def test_raw_roundtrip_hostile_bodies(store: MemoryStore):
+    blocks = [
+        RawBlock(id=f"id-{i}", session_id=f"sess-{i}", slug=f"slug-{i}", source="codex",
+                 cwd=None if i % 2 else f"/home/u/p{i} -->\n<!-- x", updated_at=f"2026-02-0{i % 9 + 1}T00:00:00+00:00",
+                 body=body)
+        for i, body in enumerate(HOSTILE_BODIES)
+    ]
+    for b in blocks:
+        assert store.append_raw(b) == b.id
+    text = store.raw_path.read_text(encoding="utf-8")
+    assert text.startswith("# Raw Memories\n")
+    assert "## slug-0 · sess-0" in text  # human-readable heading per block
+    assert store.read_raw_blocks() == blocks
+    # an injected marker inside a body never becomes its own block
+    assert [b.id for b in store.read_raw_blocks()] == [f"id-{i}" for i in range(len(HOSTILE_BODIES))]
+
+
+def test_raw_append_redacts_and_is_idempotent(store: MemoryStore):
+    b = RawBlock(id="", session_id="s", slug="Some Slug", source="dsh", cwd="/w",
+                 updated_at="2026-01-01T00:00:00+00:00", body=f"token {FAKE_KEY}")
+    id1 = store.append_raw(b)
+    id2 = store.append_raw(b)
+    assert id1 == id2 and id1
+    (got,) = store.read_raw_blocks()
+    assert FAKE_KEY not in got.body and got.body.startswith("token ")
+    assert got.slug == "some-slug"
+    assert FAKE_KEY not in store.raw_path.read_text()
+
+
+def test_raw_hand_edited_body_still_parses():
+    text = ('# Raw Memories\n\n## a · s\n<!-- dsh-memory:raw {"id":"a","len":3,"session_id":"s","sha":"0"} -->\n'
+            'edited by hand, longer now\n\n## b · t\n<!-- dsh-memory:raw {"id":"b","len":2,"session_id":"t"} -->\nok\n')
+    blocks = parse_raw_blocks(text)
+    assert [(b.id, b.body) for b in blocks] == [("a", "edited by hand, longer now"), ("b", "ok")]
+
+
+def test_raw_concurrent_append_from_processes(store: MemoryStore):
+    n_procs, per_proc = 4, 15
+    code = """
+        import sys
+        from pathlib import Path
+        from dsh_memory.store import MemoryStore, RawBlock
+        s = MemoryStore(Path(sys.argv[1]))
+        w = sys.argv[2]
+        for i in range(int(sys.argv[3])):
+            s.append_raw(RawBlock(id=f"{w}-{i}", session_id=w, slug=f"s-{w}", source="dsh", cwd=None,
+                                  updated_at="2026-01-01", body=f"body {w} {i}\\n" * 20))
+    """
+    procs = [_child(code, str(store.root), f"w{k}", str(per_proc)) for k in range(n_procs)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    ids = [b.id for b in store.read_raw_blocks()]
+    assert sorted(ids) == sorted(f"w{k}-{i}" for k in range(n_procs) for i in range(per_proc))
+    for b in store.read_raw_blocks():
+        w, i = b.id.split("-")
+        assert b.body == f"body {w} {i}\n" * 20
+
+
+def test_archive_moves_only_given_ids(store: MemoryStore):
+    def blk(i: int) -> RawBlock:
+        return RawBlock(id=f"b{i}", session_id=f"s{i}", slug=f"x{i}", source="claude", cwd="/c",
+                        updated_at="2026-01-01", body=f"body {i}")
+
+    for i in range(5):
+        store.append_raw(blk(i))
+    assert store.archive_raw_blocks({"b1", "b3", "nope"}) == 2
+    store.append_raw(blk(5))  # Phase 1 keeps appending
+    assert [b.id for b in store.read_raw_blocks()] == ["b0", "b2", "b4", "b5"]
+    assert [b.id for b in store.read_raw_archive_blocks()] == ["b1", "b3"]
+    assert store.archive_raw_blocks({"b0"}) == 1
+    assert store.archive_raw_blocks({"b0"}) == 0
+    assert store.archive_raw_blocks(set()) == 0
+    archived = store.read_raw_archive_blocks()
+    assert [b.id for b in archived] == ["b1", "b3", "b0"]  # appended at the end
+    assert archived[-1] == blk(0)
+    assert store.raw_archive_path.read_text().startswith("# Raw Memories (archive)\n")
+
+
+# -- rollout summaries -------------------------------------------------------------------------
+@pytest.mark.parametrize("text", [
+    "Fix the Build!", "../../etc/passwd", "", "---", "日本語", "a" * 300, "UPPER_case.md", "-x-", "x\x00y/z",
+])
+def test_slugify_always_valid(text: str):
+    s = slugify(text)
+    assert SLUG_RE.fullmatch(s), s
+    assert slugify(s) == s
+
+
+def test_slugify_examples():
+    assert slugify("Fix the Build!") == "fix-the-build"
+    assert slugify("../../etc/passwd") == "etc-passwd"
+    assert slugify("Café déjà vu") == "cafe-deja-vu"
+
+
+def _prov(session: str, part: int = 1, **kw) -> dict:
+    return {"session_id": session, "source": "codex", "cwd": "/home/u/proj", "path": "/logs/x.jsonl",
+            "updated_at": "2026-01-01T00:00:00+00:00", "part": part, "extracted_at": "2026-01-02T00:00:00+00:00",
+            "model": "deepseek-chat", "provider": "deepseek", **kw}
+
+
+def test_rollout_summary_provenance_roundtrip(store: MemoryStore):
+    prov = _prov("s1", cwd='/weird: "dir"\n---\nsession_id: forged')
+    slug = store.write_rollout_summary("Fix the Build", prov, f"# Recap\n\nused {FAKE_KEY}\n")
+    assert slug == "fix-the-build"
+    (info,) = store.list_rollout_summaries()
+    assert info.slug == slug and info.rel == "rollout_summaries/fix-the-build.md"
+    assert info.provenance == prov
+    assert info.mtime.tzinfo is not None
+    text = (store.rollout_dir / "fix-the-build.md").read_text()
+    assert text.startswith("---\nsession_id: s1\n")
+    assert FAKE_KEY not in text and "# Recap" in text
+    fields, body = store.read_rollout_summary(slug)
+    assert fields == prov and body.strip().startswith("# Recap")
+
+
+def test_rollout_slug_uniqueness(store: MemoryStore):
+    assert store.write_rollout_summary("fix", _prov("s1"), "one") == "fix"
+    assert store.write_rollout_summary("fix", _prov("s2"), "two") == "fix-2"
+    assert store.write_rollout_summary("fix", _prov("s1", part=2), "one p2") == "fix-3"
+    assert store.write_rollout_summary("FIX", _prov("s1"), "one again") == "fix"  # same session+part: rewrite
+    assert store.write_rollout_summary("fix", _prov("s2"), "two again") == "fix-2"
+    long = "x" * 100
+    assert store.write_rollout_summary(long, _prov("a"), "a") == "x" * 80
+    second = store.write_rollout_summary(long, _prov("b"), "b")
+    assert second == "x" * 78 + "-2" and SLUG_RE.fullmatch(second)
+    assert [i.slug for i in store.list_rollout_summaries()] == sorted(["fix", "fix-2", "fix-3", "x" * 80, second])
+    assert "one again" in (store.rollout_dir / "fix.md").read_text()
+    assert _temp_files(store.root) == []
+
+
+def test_retire_summary(store: MemoryStore):
+    store.write_rollout_summary("old", _prov("s1"), "old recap")
+    store.write_rollout_summary("keep", _prov("s2"), "kept")
+    assert store.retire_summary("old") is True
+    assert store.retire_summary("old") is False  # missing: no error
+    assert store.retire_summary("../MEMORY") is False
+    assert store.retire_summary("never-existed") is False
+    assert store.retired_slugs() == ["old"]
+    assert [i.slug for i in store.list_rollout_summaries()] == ["keep"]
+    assert "old recap" in (store.retired_dir / "old.md").read_text()
+    # a new session cannot take a retired slug (it would collide in .retired/ later)
+    assert store.write_rollout_summary("old", _prov("s3"), "new") == "old-2"
+
+
+# -- ad hoc notes ------------------------------------------------------------------------------
+def test_notes_never_overwrite(store: MemoryStore):
+    now = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+    rels = [store.add_note(f"note {i}", title="Same Title", now=now) for i in range(3)]
+    assert rels[0] == "extensions/ad_hoc/notes/20260304T050607Z-same-title.md"
+    assert len(set(rels)) == 3
+    assert store.list_notes() == sorted(rels)
+    for i, rel in enumerate(rels):
+        assert f"note {i}" in store.read_text(rel)
+    # a file that appears under the next name is not clobbered either
+    (store.notes_dir / "20260304T050607Z-same-title-4.md").write_text("someone else's")
+    rel5 = store.add_note("five", title="Same Title", now=now)
+    assert rel5.endswith("-same-title-5.md")
+    assert (store.notes_dir / "20260304T050607Z-same-title-4.md").read_text() == "someone else's"
+    assert _temp_files(store.root) == []
+
+
+def test_note_redacts_and_rejects_empty(store: MemoryStore):
+    rel = store.add_note(f"my key is {FAKE_KEY}")
+    assert FAKE_KEY not in store.read_text(rel)
+    assert SLUG_RE.fullmatch(rel.split("Z-", 1)[1][:-3])
+    with pytest.raises(UserInputError):
+        store.add_note("   \n")
+
+
+def test_archive_notes(store: MemoryStore):
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    a = store.add_note("a", title="a", now=now)
+    b = store.add_note("b", title="b", now=now)
+    assert store.archive_notes([a]) == 1
+    assert store.list_notes() == [b]
+    assert (store.notes_archive_dir / Path(a).name).read_text().endswith("a\n")
+    a2 = store.add_note("a again", title="a", now=now)  # same name as the archived one
+    assert store.archive_notes([a2, "extensions/ad_hoc/notes/missing.md"]) == 1
+    assert sorted(p.name for p in store.notes_archive_dir.iterdir()) == [
+        "20260101T000000Z-a-2.md", "20260101T000000Z-a.md"]
+    with pytest.raises(PathGuardError):
+        store.archive_notes(["MEMORY.md"])
+    with pytest.raises(PathGuardError):
+        store.archive_notes(["../x.md"])
