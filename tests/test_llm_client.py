@@ -332,3 +332,16 @@ def test_make_llm_local_provider_reports_reason():
         assert "local" in str(exc) and KEY not in str(exc)
     else:  # the local module exists in this tree: it produced an LLM
         assert isinstance(llm, LLM)
+
+
+def test_make_llm_local_missing_model_file_is_no_route(tmp_path):
+    route = ModelRoute(provider="local", model_path=tmp_path / "absent.gguf")
+    with pytest.raises(NoModelRouteError, match="absent.gguf"):
+        make_llm(route, "phase2")
+
+
+def test_openai_reasoning_model_drops_temperature(srv):
+    with OpenAICompatLLM(srv.base_url, "o4-mini", flavor="openai") as client:
+        c = client.complete(MSGS, temperature=0.3, reasoning_effort="low")
+    assert "temperature" not in srv.requests[0] and srv.requests[0]["reasoning_effort"] == "low"
+    assert any("temperature dropped" in n for n in c.notes)

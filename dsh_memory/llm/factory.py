@@ -6,7 +6,7 @@ The caller still passes the phase's `max_tokens` and `reasoning_effort` to `comp
 
 from __future__ import annotations
 
-from dsh_memory.errors import NoModelRouteError
+from dsh_memory.errors import ConfigError, NoModelRouteError
 from dsh_memory.llm.base import LLM
 from dsh_memory.settings import ModelRoute
 
@@ -64,6 +64,11 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
         factory = getattr(local, "make_local_llm", None)
         if factory is None:
             raise NoModelRouteError("provider 'local' is unavailable: dsh_memory.llm.local has no make_local_llm")
-        return factory(route, p)
+        try:
+            return factory(route, p)
+        except NoModelRouteError:
+            raise
+        except ConfigError as exc:  # e.g. the model file is missing: for the pipeline, no route
+            raise NoModelRouteError(str(exc)) from exc
         # ---- end provider "local" ----
     raise NoModelRouteError(f"unknown provider {route.provider!r}; set DSH_MEMORY_PROVIDER to 'openai' or 'local'")

@@ -168,6 +168,7 @@ class OpenAICompatLLM:
             headers["Authorization"] = f"Bearer {self._key.get_secret_value()}"
         self._client = httpx.Client(
             headers=headers,
+            trust_env=host not in ("localhost", "127.0.0.1", "::1"),  # no proxy for loopback servers
             timeout=httpx.Timeout(timeout_seconds),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
         )
@@ -264,9 +265,12 @@ class OpenAICompatLLM:
         temperature: float | None = None,
     ) -> Completion:
         effort, notes = self.resolve_effort(reasoning_effort)
-        caps = self.capabilities() if (effort or self.flavor == "deepseek") else _Caps(self.flavor)
+        # Table lookups are free; only a generic endpoint asked for an effort costs a GET /models.
+        caps = self.capabilities() if (effort or self.flavor != "generic") else _Caps("generic")
         body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "stream": False}
-        if temperature is not None:
+        if temperature is not None and caps.family == "openai" and caps.efforts:
+            notes.append("temperature dropped: OpenAI reasoning models reject it")
+        elif temperature is not None:
             body["temperature"] = temperature
         thinking = caps.thinking_default
         if effort and caps.family == "deepseek":
