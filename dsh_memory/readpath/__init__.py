@@ -42,9 +42,11 @@ __all__ = [
 ]
 
 
-def dispatch(store: Any, method: str, params: dict[str, Any] | None, *, max_summary_chars: int = 10_000) -> Any:
+def dispatch(
+    store: Any, method: str, params: dict[str, Any] | None, *, max_summary_chars: int = 10_000, state: Any = None
+) -> Any:
     """Call one read-path operation by RPC name with a params dict (validated by its Request
-    model, unknown fields refused). Returns a pydantic model."""
+    model, unknown fields refused). Returns a pydantic model. `state` receives usage records."""
     from dsh_memory.errors import UserInputError
     from dsh_memory.readpath._common import validate
 
@@ -64,4 +66,5 @@ def dispatch(store: Any, method: str, params: dict[str, Any] | None, *, max_summ
         raise UserInputError(f"unknown method {method!r}; one of: summary, {', '.join(table)}")
     model, fn = table[method]
     req = validate(model, **params)
-    return fn(store, **req.model_dump())
+    kwargs = {"state": state} if method in ("read", "search") else {}
+    return fn(store, **req.model_dump(), **kwargs)

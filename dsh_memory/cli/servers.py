@@ -1,0 +1,46 @@
+"""`http` (loopback RPC + MCP over streamable HTTP) and `mcp` (MCP over stdio)."""
+
+from __future__ import annotations
+
+import typer
+
+from dsh_memory.cli._common import run
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("http", rich_help_panel="Serve memory")
+    def http_cmd(
+        host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback by default)"),
+        port: int = typer.Option(8765, "--port", min=0, max=65535),
+        allow_remote: bool = typer.Option(
+            False, "--allow-remote", help="Allow a non-loopback --host (no auth: put a proxy in front)"
+        ),
+        no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not serve MCP at /mcp"),
+    ) -> None:
+        """Serve POST /dsh-memory/rpc, GET /healthz and MCP at /mcp."""
+
+        def go():
+            from dsh_memory.errors import UserInputError
+            from dsh_memory.http_app import create_app, is_loopback_host
+
+            if not is_loopback_host(host) and not allow_remote:
+                raise UserInputError(f"refusing to bind {host}: not loopback (pass --allow-remote to insist)")
+            import uvicorn
+
+            extra = () if is_loopback_host(host) else (host,)
+            app = create_app(mcp=not no_mcp, allowed_hosts=extra)
+            typer.echo(f"dsh-memory: http://{host}:{port}/dsh-memory/rpc" + ("" if no_mcp else f"  (MCP at /mcp)"), err=True)
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+
+        run(go)
+
+    @app.command("mcp", rich_help_panel="Serve memory")
+    def mcp_cmd() -> None:
+        """Run the MCP server on stdio (for Claude Code, Codex, DSH…)."""
+
+        def go():
+            from dsh_memory.mcp_server import main
+
+            main()
+
+        run(go)
