@@ -1,0 +1,337 @@
+"""The read-path core against a real memory root on disk (no mocks)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+import pytest
+
+from dsh_memory import readpath as rp
+from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
+from dsh_memory.state import StateStore
+from dsh_memory.store import MemoryStore
+
+MEMORY_MD = """# Handbook
+
+## Deploys
+Use the foo-bar script for staging deploys.
+Postgres migrations: run alembic upgrade head before deploying.
+
+## Preferences
+The user prefers uv over pip.
+
+## 数据库
+数据库迁移之前必须先备份。
+"""
+
+ROLLOUT = """---
+session_id: s1
+---
+
+# Fix flaky deploy
+The foo_bar script failed on staging.
+Root cause: a stale lock file.
+We removed the lock and retried the deploy.
+"""
+
+
+@pytest.fixture()
+def store(tmp_path) -> MemoryStore:
+    s = MemoryStore(tmp_path / "mem")
+    s.ensure_layout()
+    root = s.root
+    (root / "MEMORY.md").write_text(MEMORY_MD, encoding="utf-8")
+    (root / "memory_summary.md").write_text("v1\n## Topics\n- deploys and releases\n- postgres\n")
+    (root / "rollout_summaries" / "fix-flaky-deploy.md").write_text(ROLLOUT)
+    (root / "rollout_summaries" / "other-topic.md").write_text("# Other\nNothing about it here.\n")
+    (root / "rollout_summaries" / ".retired" / "old-deploy.md").write_text("# Old\nfoo bar legacy deploy notes\n")
+    (root / "skills" / "deploy").mkdir(parents=True)
+    (root / "skills" / "deploy" / "SKILL.md").write_text("# Deploy skill\nRun the foo-bar script.\n")
+    (root / ".state" / "secret.txt").write_text("foo bar secret in state\n")
+    return s
+
+
+@pytest.fixture()
+def state(store) -> StateStore:
+    return StateStore(store.root)
+
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+
+
+# ---- summary ----------------------------------------------------------------------------
+
+
+def test_summary_caps_and_caches_by_file_identity(store):
+    s = rp.summary(store, max_chars=10_000)
+    assert s.content.startswith("v1\n## Topics") and not s.truncated and not s.empty
+    assert "path:start-end" in s.instructions and "stale" in s.instructions
+    block = s.injection()
+    assert block.index(s.instructions) < block.index("v1\n## Topics")
+
+    big = "v1\n" + "\n".join(f"- topic line {i} " + "x" * 40 for i in range(400)) + "\n- newest topic\n"
+    store.summary_path.write_text(big)
+    capped = rp.summary(store, max_chars=2000)
+    assert capped.truncated and len(capped.content) <= 2000 and capped.chars == len(big.strip())
+    assert capped.content.startswith("v1\n- topic line 0") and capped.content.endswith("- newest topic")
+    # a rewrite (new identity) is seen at once, never served stale from the cache
+    store.summary_path.write_text("v1\nchanged\n")
+    assert rp.summary(store, max_chars=2000).content == "v1\nchanged"
+
+
+def test_summary_empty_memory_is_empty_not_an_error(tmp_path):
+    s = rp.summary(MemoryStore(tmp_path / "nothing-here"), max_chars=1000)
+    assert s.empty and s.content == "" and s.injection() == ""
+
+
+# ---- list -------------------------------------------------------------------------------
+
+
+def test_list_is_shallow_sorted_hides_state_and_paginates(store):
+    os.symlink(store.root / "MEMORY.md", store.root / "link.md")
+    res = rp.list_dir(store)
+    paths = [e.path for e in res.entries]
+    assert paths == ["MEMORY.md", "extensions", "memory_summary.md", "rollout_summaries", "skills"]
+    assert {e.path: e.type for e in res.entries}["skills"] == "directory"
+    sub = rp.list_dir(store, "rollout_summaries")
+    assert [e.path for e in sub.entries] == [
+        "rollout_summaries/.retired", "rollout_summaries/fix-flaky-deploy.md", "rollout_summaries/other-topic.md"
+    ]
+    page1 = rp.list_dir(store, "", max_results=2)
+    assert page1.truncated and [e.path for e in page1.entries] == paths[:2]
+    page2 = rp.list_dir(store, "", cursor=page1.next_cursor, max_results=2)
+    page3 = rp.list_dir(store, "", cursor=page2.next_cursor, max_results=2)
+    assert [e.path for e in page2.entries + page3.entries] == paths[2:]
+    assert page3.next_cursor is None and not page3.truncated
+    with pytest.raises(UserInputError):  # a cursor from another listing
+        rp.list_dir(store, "rollout_summaries", cursor=page1.next_cursor, max_results=2)
+    with pytest.raises(UserInputError):
+        rp.list_dir(store, "", cursor="garbage!!")
+    with pytest.raises(NotFoundError):
+        rp.list_dir(store, "no-such-dir")
+
+
+# ---- read -------------------------------------------------------------------------------
+
+
+def test_read_slices_lines_one_based_with_truncation(store):
+    full = rp.read(store, "MEMORY.md")
+    assert full.start_line == 1 and full.end_line == full.total_lines == len(MEMORY_MD.splitlines())
+    assert not full.truncated and full.next_offset is None
+    part = rp.read(store, "MEMORY.md", line_offset=3, max_lines=2)
+    assert (part.start_line, part.end_line) == (4, 5)
+    assert part.content.splitlines() == MEMORY_MD.splitlines()[3:5]
+    assert part.truncated and part.next_offset == 5
+    with pytest.raises(UserInputError):
+        rp.read(store, "MEMORY.md", line_offset=999)
+    with pytest.raises(UserInputError):
+        rp.read(store, "skills")  # a directory
+    with pytest.raises(NotFoundError):
+        rp.read(store, "nope.md")
+
+
+def test_read_size_cap_sets_truncated(store):
+    (store.root / "skills" / "big.md").write_text("\n".join("y" * 1000 for _ in range(200)))
+    res = rp.read(store, "skills/big.md", max_lines=200)
+    assert res.truncated and res.end_line < 200 and len(res.content) <= 64_000
+    assert res.next_offset == res.end_line
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["../x", "../../etc/passwd", "/etc/passwd", "skills/../../x", ".state/secret.txt", ".STATE/secret.txt",
+     "a\x00b", "rollout_summaries/../.state/state.sqlite3"],
+)
+def test_path_attacks_are_refused_before_any_io(store, bad):
+    for call in (lambda: rp.read(store, bad), lambda: rp.list_dir(store, bad),
+                 lambda: rp.search(store, ["foo"], path_prefix=bad)):
+        with pytest.raises(PathGuardError):
+            call()
+
+
+def test_symlinks_inside_the_root_are_refused(store, tmp_path):
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret outside the root\n")
+    os.symlink(outside, store.root / "skills" / "evil.md")
+    os.symlink(tmp_path, store.root / "skills" / "evil-dir")
+    with pytest.raises(PathGuardError):
+        rp.read(store, "skills/evil.md")
+    with pytest.raises(PathGuardError):
+        rp.read(store, "skills/evil-dir/outside.md")
+    # search never follows them either
+    assert rp.search(store, ["secret outside"]).matches == []
+    assert rp.search(store, ["secret outside"], mode="ranked").matches == []
+
+
+def test_percent_encoded_dots_are_a_literal_name_not_traversal(store):
+    with pytest.raises(NotFoundError):
+        rp.read(store, "%2e%2e/%2e%2e/etc/passwd")
+
+
+# ---- search: line modes -----------------------------------------------------------------
+
+
+def _cites(res):
+    return [(m.path, m.match_line, m.match_end_line) for m in res.matches]
+
+
+def test_search_any_is_case_insensitive_sorted_and_skips_state_and_retired(store):
+    res = rp.search(store, ["FOO-BAR", "alembic"])
+    assert _cites(res) == [
+        ("MEMORY.md", 4, 4), ("MEMORY.md", 5, 5), ("skills/deploy/SKILL.md", 2, 2)
+    ]
+    assert res.matches[1].matched_queries == ["alembic"]
+    assert all(not m.path.startswith((".state", "rollout_summaries/.retired")) for m in res.matches)
+    assert rp.search(store, ["FOO-BAR"], case_sensitive=True).matches == []
+
+
+def test_search_normalized_ignores_punctuation(store):
+    res = rp.search(store, ["foo bar"], normalized=True)
+    assert _cites(res) == [
+        ("MEMORY.md", 4, 4), ("rollout_summaries/fix-flaky-deploy.md", 6, 6), ("skills/deploy/SKILL.md", 2, 2)
+    ]
+    assert rp.search(store, ["foo bar"]).matches == []  # plain substring: no such text
+    with pytest.raises(UserInputError):
+        rp.search(store, ["--"], normalized=True)
+
+
+def test_search_all_on_same_line_and_within_lines(store):
+    same = rp.search(store, ["staging", "script"], mode="all_on_same_line")
+    assert _cites(same) == [("MEMORY.md", 4, 4), ("rollout_summaries/fix-flaky-deploy.md", 6, 6)]
+    win = rp.search(store, ["lock file", "retried"], mode="all_within_lines", within_lines=3)
+    assert _cites(win) == [("rollout_summaries/fix-flaky-deploy.md", 7, 8)]
+    assert "stale lock file" in win.matches[0].content and "retried" in win.matches[0].content
+    too_far = rp.search(store, ["foo_bar script", "retried"], mode="all_within_lines", within_lines=2)
+    assert too_far.matches == []
+    # windows that strictly contain a tighter one are dropped
+    (store.root / "skills" / "w.md").write_text("alpha\nalpha\nbeta\n")
+    w = rp.search(store, ["alpha", "beta"], mode="all_within_lines", within_lines=5, path_prefix="skills/w.md")
+    assert _cites(w) == [("skills/w.md", 2, 3)]
+
+
+def test_search_context_lines_and_path_prefix(store):
+    res = rp.search(store, ["stale lock"], context_lines=1, path_prefix="rollout_summaries")
+    (m,) = res.matches
+    assert (m.start_line, m.match_line, m.end_line) == (6, 7, 8)
+    assert m.content.splitlines()[1] == "Root cause: a stale lock file."
+    retired = rp.search(store, ["legacy"], path_prefix="rollout_summaries/.retired")
+    assert _cites(retired) == [("rollout_summaries/.retired/old-deploy.md", 2, 2)]
+
+
+def test_search_pagination_with_opaque_cursor(store):
+    (store.root / "skills" / "many.md").write_text("\n".join(f"needle {i}" for i in range(7)))
+    seen, cursor = [], None
+    while True:
+        res = rp.search(store, ["needle"], max_results=3, cursor=cursor)
+        seen += [m.match_line for m in res.matches]
+        if not res.next_cursor:
+            break
+        assert res.truncated
+        cursor = res.next_cursor
+    assert seen == list(range(1, 8))
+    with pytest.raises(UserInputError):  # cursor bound to its query
+        rp.search(store, ["other"], max_results=3, cursor=rp.search(store, ["needle"], max_results=3).next_cursor)
+
+
+# ---- search: ranked ---------------------------------------------------------------------
+
+
+def test_ranked_bm25_stems_and_cites_lines(store):
+    res = rp.search(store, ["migration"], mode="ranked")
+    top = res.matches[0]
+    assert top.path == "MEMORY.md" and top.score is not None
+    assert top.match_line == 5 and "alembic" in top.content  # "migrations" matched via porter
+    assert top.start_line <= top.match_line <= top.match_end_line <= top.end_line
+    deploy = rp.search(store, ["stale lock deploy"], mode="ranked")
+    assert deploy.matches[0].path == "rollout_summaries/fix-flaky-deploy.md"
+    assert (store.state_dir / "search_index.sqlite3").exists()
+    assert not any(m.path.startswith("rollout_summaries/.retired") for m in deploy.matches)
+
+
+def test_ranked_cjk_substrings(store):
+    res = rp.search(store, ["迁移"], mode="ranked")
+    assert [m.path for m in res.matches] == ["MEMORY.md"] and res.matches[0].match_line == 11
+    assert rp.search(store, ["备"], mode="ranked").matches[0].match_line == 11  # single character
+    assert rp.search(store, ["移之前"], mode="ranked").matches  # across bigram boundaries
+    assert rp.search(store, ["迁徙"], mode="ranked").matches == []
+    # line modes find CJK substrings too
+    assert _cites(rp.search(store, ["必须先备份"])) == [("MEMORY.md", 11, 11)]
+
+
+def test_ranked_index_updates_incrementally(store):
+    assert rp.search(store, ["kubernetes"], mode="ranked").matches == []
+    new = store.rollout_dir / "k8s-rollout.md"
+    new.write_text("# Kubernetes rollout\nkubectl rollout restart fixed the stuck pods.\n")
+    from dsh_memory.readpath.index import refresh
+
+    res = rp.search(store, ["kubernetes"], mode="ranked")
+    assert [m.path for m in res.matches] == ["rollout_summaries/k8s-rollout.md"]
+    assert refresh(store) == {"indexed": 0, "dropped": 0}  # nothing changed since
+    new.write_text("# Helm rollout\nhelm upgrade fixed the stuck pods.\n")
+    assert rp.search(store, ["kubernetes"], mode="ranked").matches == []
+    assert rp.search(store, ["helm"], mode="ranked").matches[0].path == "rollout_summaries/k8s-rollout.md"
+    new.unlink()
+    assert rp.search(store, ["helm"], mode="ranked").matches == []
+    assert refresh(store) == {"indexed": 0, "dropped": 0}
+
+
+def test_ranked_path_prefix_and_pagination(store):
+    for i in range(5):
+        (store.notes_dir / f"n{i}.md").write_text(f"zebra note {i}\n")
+    got, cursor = [], None
+    while True:
+        res = rp.search(store, ["zebra"], mode="ranked", max_results=2, cursor=cursor,
+                        path_prefix="extensions/ad_hoc/notes")
+        got += [m.path for m in res.matches]
+        cursor = res.next_cursor
+        if not cursor:
+            break
+    assert sorted(got) == [f"extensions/ad_hoc/notes/n{i}.md" for i in range(5)]
+    assert rp.search(store, ["zebra"], mode="ranked", path_prefix="skills").matches == []
+
+
+# ---- add / delete -----------------------------------------------------------------------
+
+
+def test_add_writes_a_new_note_and_never_overwrites(store):
+    a = rp.add(store, "Always run tests with -x.", title="testing", now=NOW)
+    b = rp.add(store, "Always run tests with -x.", title="testing", now=NOW)
+    assert a.path != b.path and a.path.startswith("extensions/ad_hoc/notes/")
+    assert "Always run tests with -x." in (store.root / a.path).read_text()
+    assert rp.search(store, ["tests with -x"]).matches  # searchable right away
+    with pytest.raises(UserInputError):
+        rp.add(store, "   ")
+
+
+def test_delete_file_refuses_pipeline_files_and_retired(store):
+    for protected in ("MEMORY.md", "memory_summary.md", "raw_memories.md", "raw_memories.archive.md",
+                      "rollout_summaries/.retired/old-deploy.md", "./MEMORY.md", "skills/../MEMORY.md"):
+        with pytest.raises(PathGuardError):
+            rp.delete_file(store, protected)
+    assert (store.root / "MEMORY.md").exists() and (store.retired_dir / "old-deploy.md").exists()
+    assert rp.delete_file(store, "rollout_summaries/other-topic.md").deleted
+    assert not (store.rollout_dir / "other-topic.md").exists()
+    with pytest.raises(UserInputError):
+        rp.delete_file(store, "skills/deploy")
+
+
+# ---- usage telemetry --------------------------------------------------------------------
+
+
+def test_usage_recorded_only_for_active_rollout_summaries(store, state):
+    rp.list_dir(store, "rollout_summaries")
+    rp.summary(store).injection()
+    rp.read(store, "MEMORY.md", state=state, now=NOW)
+    rp.read(store, "skills/deploy/SKILL.md", state=state, now=NOW)
+    rp.read(store, "rollout_summaries/.retired/old-deploy.md", state=state, now=NOW)
+    rp.search(store, ["legacy"], path_prefix="rollout_summaries/.retired", state=state, now=NOW)
+    assert state.usage() == {}
+
+    rp.read(store, "rollout_summaries/./fix-flaky-deploy.md", line_offset=2, max_lines=3, state=state, now=NOW)
+    # several hits in one file within one call: one record
+    rp.search(store, ["foo_bar", "stale", "retried"], state=state, now=NOW)
+    rp.search(store, ["stale lock"], mode="ranked", state=state, now=NOW)
+    usage = state.usage()
+    assert set(usage) == {"rollout_summaries/fix-flaky-deploy.md"}
+    assert usage["rollout_summaries/fix-flaky-deploy.md"][0] == 3
