@@ -1,0 +1,112 @@
+"""`dsh-memory summary/list/read/search/add` through typer's CliRunner on a real memory root."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from dsh_memory.cli import app
+from dsh_memory.store import MemoryStore
+
+
+@pytest.fixture()
+def root(tmp_path):
+    s = MemoryStore(tmp_path / "mem")
+    s.ensure_layout()
+    (s.root / "MEMORY.md").write_text("# Handbook\nUse uv, not pip.\nRun pytest -x before pushing.\n")
+    (s.root / "memory_summary.md").write_text("v1\n- python tooling: uv, pytest\n")
+    (s.rollout_dir / "uv-setup.md").write_text("# uv setup\nuv sync installs the lockfile.\n")
+    return s.root
+
+
+@pytest.fixture()
+def cli(root):
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(app, list(args), env={"DSH_MEMORY_ROOT": str(root)})
+
+    return invoke
+
+
+def test_summary_plain_inject_and_json(cli):
+    r = cli("summary")
+    assert r.exit_code == 0 and r.stdout.strip() == "v1\n- python tooling: uv, pytest"
+    inj = cli("summary", "--inject")
+    assert inj.exit_code == 0
+    assert "Long-term memory" in inj.stdout and "- python tooling: uv, pytest" in inj.stdout
+    data = json.loads(cli("summary", "--json").stdout)
+    assert data["empty"] is False and data["injection"] == inj.stdout
+
+
+def test_summary_inject_on_empty_memory_prints_nothing(tmp_path):
+    r = CliRunner().invoke(app, ["summary", "--inject"], env={"DSH_MEMORY_ROOT": str(tmp_path / "empty")})
+    assert r.exit_code == 0 and r.stdout == ""
+
+
+def test_list_and_read(cli):
+    r = cli("list", "--json")
+    assert [e["path"] for e in json.loads(r.stdout)["entries"]] == [
+        "MEMORY.md", "extensions", "memory_summary.md", "rollout_summaries", "skills"
+    ]
+    r = cli("read", "MEMORY.md", "--offset", "1", "--max-lines", "1")
+    assert r.exit_code == 0 and r.stdout.split() == ["2", "Use", "uv,", "not", "pip."]
+    data = json.loads(cli("read", "MEMORY.md", "--json").stdout)
+    assert (data["start_line"], data["end_line"], data["truncated"]) == (1, 3, False)
+
+
+def test_search_prints_citable_ranges(cli):
+    r = cli("search", "UV", "pytest")
+    assert r.exit_code == 0
+    heads = [ln for ln in r.stdout.splitlines() if not ln.startswith((" ", ">"))]
+    assert heads == ["MEMORY.md:2-2", "MEMORY.md:3-3", "memory_summary.md:2-2",
+                     "rollout_summaries/uv-setup.md:1-1", "rollout_summaries/uv-setup.md:2-2"]
+    data = json.loads(cli("search", "lockfile installs", "--mode", "ranked", "--json").stdout)
+    assert data["matches"][0]["path"] == "rollout_summaries/uv-setup.md"
+    r = cli("search", "uv", "lockfile", "--mode", "all_within_lines", "--within-lines", "2", "--path",
+            "rollout_summaries", "--context", "1")
+    assert r.stdout.splitlines()[0] == "rollout_summaries/uv-setup.md:2-2"
+
+
+def test_add_then_search_finds_the_note(cli):
+    r = cli("add", "The staging DB is called blue-heron.", "--title", "staging db", "--json")
+    path = json.loads(r.stdout)["path"]
+    assert path.startswith("extensions/ad_hoc/notes/") and "staging-db" in path
+    found = json.loads(cli("search", "blue heron", "--normalized", "--json").stdout)
+    assert [m["path"] for m in found["matches"]] == [path]
+
+
+@pytest.mark.parametrize(
+    "args,code",
+    [
+        (["read", "../outside"], 2),
+        (["read", ".state/state.sqlite3"], 2),
+        (["read", "missing.md"], 3),
+        (["search", "x", "--mode", "fuzzy"], 2),
+        (["list", "/etc"], 2),
+        (["add", "   "], 2),
+    ],
+)
+def test_errors_map_to_exit_codes_with_a_message(cli, args, code):
+    r = cli(*args)
+    assert r.exit_code == code
+    assert r.stderr.startswith("error: ")
+
+
+def test_read_path_commands_do_not_import_prefect(root):
+    code = (
+        "import sys\n"
+        "from dsh_memory.cli import app\n"
+        "from typer.testing import CliRunner\n"
+        "r = CliRunner().invoke(app, ['search', 'uv', '--mode', 'ranked'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m == 'prefect' or m.startswith('prefect.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"DSH_MEMORY_ROOT": str(root), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
