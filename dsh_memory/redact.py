@@ -18,8 +18,9 @@ Covered (superset of the four Codex `redact_secrets` patterns: Bearer tokens, `s
   password/passwd/passphrase/secret/token/api_key/access_key/private_key/… and whose value has
   8+ characters (references such as `os.environ[…]`, `${VAR}`, `None` are left alone).
 
-Speed: one case-insensitive trigger scan decides which rules can apply; texts without any
-trigger are returned unchanged after that single scan.
+Speed: plain substring checks decide which rules can apply (texts without any trigger come
+back unchanged after one `lower()` and a few `in` tests); assignments are found from the few
+places where a secret word occurs instead of a case-insensitive scan of the whole text.
 """
 
 from __future__ import annotations
@@ -54,18 +55,6 @@ _NOT_A_VALUE = (
 )
 _TRAILING_PUNCT = ".,;:)]}>"
 
-# (kind, trigger group name, pattern, flags, replacement or None for the default marker)
-_Rule = tuple[str, str, "re.Pattern[str]", "Callable[[re.Match[str]], str] | str"]
-
-
-def _assignment_repl(m: re.Match[str]) -> str:
-    value = m.group("value")
-    stripped = value.rstrip(_TRAILING_PUNCT)
-    if len(stripped) < 8:
-        return m.group(0)
-    return m.group("lead") + _marker(_kind_for_name(m.group("name"))) + value[len(stripped):]
-
-
 def _kind_for_name(name: str) -> str:
     name = name.lower()
     if any(name.endswith(k) for k in ("password", "passwd", "pwd", "passphrase")):
@@ -93,75 +82,120 @@ def _c(p: str, flags: int = 0) -> "re.Pattern[str]":
     return re.compile(p, flags)
 
 
+# Case-insensitive words are spelled with character classes ([Bb][Ee]…): several times faster
+# than (?i) in CPython's `re`.
 # Order matters: whole blocks first, then specific token shapes, then generic assignments (whose
-# value may already have become a marker, which `_NOT_A_VALUE` skips).
-_RULES: list[_Rule] = [
-    ("pem_private_key", "pem",
-     _c(_PEM_BEGIN + r"(?:[\s\S]{0,20000}?" + _PEM_END + r"|(?:[ \t]*\r?\n[ \t]*" + _LINENO + r"(?:[A-Za-z0-9+/=]{8,}[ \t]*|[A-Za-z-]+:[^\n]*))*)"), _marker("pem_private_key")),
-    ("pem_private_key", "pem",
-     _c(r"(?m)^(?:" + _B64LINE + r")+[ \t]*" + _LINENO + _PEM_END), _marker("pem_private_key")),
-    ("aws_access_key_id", "aws",
-     _c(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])(?P<mid>[^\n]{0,80}?)"
-        r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), _aws_pair_repl),
-    ("aws_access_key_id", "aws",
-     _c(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), _marker("aws_access_key_id")),
-    ("jwt", "jwt",
-     _c(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), _marker("jwt")),
-    ("openai_key", "sk",
-     _c(r"(?<![A-Za-z0-9_-])sk-(?:(?:proj|ant|svcacct|admin)-(?:api\d\d-)?[A-Za-z0-9_-]{20,}"
-        r"|[A-Za-z0-9]{20,}[A-Za-z0-9_-]*)"), _marker("api_key")),
-    ("github_token", "gh",
-     _c(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), _marker("github_token")),
-    ("slack_token", "slack",
-     _c(r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}"), _marker("slack_token")),
-    ("bearer", "bearer",
-     _c(r"(?i)(?<![A-Za-z0-9_])(?P<lead>bearer[ \t]+)(?P<tok>[A-Za-z0-9._~+/-]{16,}=*)"), _keep_group("tok", "bearer_token")),
-    ("basic_auth", "basic",
-     _c(r"(?i)(?P<lead>authorization[\"']?\s*[:=]\s*[\"']?basic[ \t]+)(?P<tok>[A-Za-z0-9+/]{8,}=*)"),
+# value may already have become a marker, which `_NOT_A_VALUE` skips). The second field names
+# the cheap trigger (see `_triggers`) without which the rule cannot match.
+_RULES: list[tuple[str, "re.Pattern[str]", "Callable[[re.Match[str]], str] | str"]] = [
+    ("pem", _c(_PEM_BEGIN + r"(?:[\s\S]{0,20000}?" + _PEM_END + r"|(?:[ \t]*\r?\n[ \t]*" + _LINENO
+               + r"(?:[A-Za-z0-9+/=]{8,}[ \t]*|[A-Za-z-]+:[^\n]*))*)"), _marker("pem_private_key")),
+    ("pem", _c(r"(?m)^(?:" + _B64LINE + r")+[ \t]*" + _LINENO + _PEM_END), _marker("pem_private_key")),
+    ("aws", _c(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])(?P<mid>[^\n]{0,80}?)"
+               r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), _aws_pair_repl),
+    ("aws", _c(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), _marker("aws_access_key_id")),
+    ("jwt", _c(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), _marker("jwt")),
+    ("sk", _c(r"(?<![A-Za-z0-9_-])sk-(?:(?:proj|ant|svcacct|admin)-(?:api\d\d-)?[A-Za-z0-9_-]{20,}"
+              r"|[A-Za-z0-9]{20,}[A-Za-z0-9_-]*)"), _marker("api_key")),
+    ("gh", _c(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+     _marker("github_token")),
+    ("slack", _c(r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}"), _marker("slack_token")),
+    ("bearer", _c(r"(?P<lead>[Bb](?<![A-Za-z0-9_][Bb])[Ee][Aa][Rr][Ee][Rr][ \t]+)(?P<tok>[A-Za-z0-9._~+/-]{16,}=*)"),
+     _keep_group("tok", "bearer_token")),
+    ("basic", _c(r"(?P<lead>[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn][\"']?\s*[:=]\s*[\"']?[Bb][Aa][Ss][Ii][Cc][ \t]+)"
+                 r"(?P<tok>[A-Za-z0-9+/]{8,}=*)"),
      _keep_group("tok", "basic_auth")),
-    ("url_password", "url",
-     _c(r"(?<=://)(?P<user>[^\s/:@\[\]]{1,64}):(?P<tok>[^\s/@\[\]]{3,200})(?=@)"), _keep_group("tok", "password")),
-    ("assignment", "assign",
-     _c(r"(?i)(?P<lead>(?<![A-Za-z0-9])(?P<name>[A-Za-z0-9_.-]*?(?:" + _SECRET_NAMES + r"))(?![A-Za-z0-9])"
-        r"\\?[\"']?[ \t]*(?:=|:(?!//))[ \t]*\\?[\"']?)" + _NOT_A_VALUE + r"(?P<value>[^\s\"'`\\]{8,})"),
-     _assignment_repl),
+    ("url", _c(r"(?<=://)(?P<user>[^\s/:@\[\]]{1,64}):(?P<tok>[^\s/@\[\]]{3,200})(?=@)"),
+     _keep_group("tok", "password")),
 ]
 
-# One cheap scan that finds which rule families could possibly match.
-_TRIGGERS: dict[str, str] = {
-    "pem": r"PRIVATE KEY",
-    "aws": r"AKIA|ASIA",
-    "jwt": r"eyJ",
-    "sk": r"sk-",
-    "gh": r"gh[pousr]_|github_pat_",
-    "slack": r"xox[abposr]-",
-    "bearer": r"(?i:bearer)",
-    "basic": r"(?i:basic)",
-    "url": r"://[^\s/@]*:",
-    "assign": r"(?i:pass|pwd|secret|token|key)",
-}
-_TRIGGER_RE = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in _TRIGGERS.items()))
+_SECRET_KEY_RE = re.compile(r"(?i)(?:" + _SECRET_NAMES + r")$")
+_NOT_A_VALUE_RE = re.compile(_NOT_A_VALUE)
+# After a secret-looking key name: the separator, an optional quote, then the value.
+_ASSIGN_TAIL = re.compile(
+    r"\\?[\"']?[ \t]*(?:=|:(?!//))[ \t]*\\?[\"']?" + _NOT_A_VALUE + r"(?P<value>[^\s\"'`\\]{8,})"
+)
+_ROOTS = re.compile(r"key|token|secret|pass|pwd")  # run on text.lower()
+_ROOTS_ANYCASE = re.compile(r"(?i)key|token|secret|pass|pwd")  # when lower() changes the length
+_WORD_TAIL = re.compile(r"[A-Za-z0-9]*")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def _redact_assignments(text: str) -> str:
+    """`NAME=value`, `NAME: value`, `"name": "value"` where NAME ends in a secret name.
+
+    Anchored on the few places where a secret word occurs: one case-insensitive regex over the
+    whole text is ~30x slower in CPython's `re`."""
+    low = text.lower()
+    roots = _ROOTS.finditer(low) if len(low) == len(text) else _ROOTS_ANYCASE.finditer(text)
+    out: list[str] = []
+    done = 0  # text[:done] is already in `out`
+    for root in roots:
+        end = _WORD_TAIL.match(text, root.end()).end()  # type: ignore[union-attr]
+        start = root.start()
+        if start < done:
+            continue
+        while start > done and end - start < 64 and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        name = text[start:end]
+        if not _SECRET_KEY_RE.search(name):
+            continue
+        m = _ASSIGN_TAIL.match(text, end)
+        if m is None:
+            continue
+        value = m.group("value")
+        stripped = value.rstrip(_TRAILING_PUNCT)
+        if len(stripped) < 8:
+            continue
+        out.append(text[done : m.start("value")])
+        out.append(_marker(_kind_for_name(name)))
+        done = m.start("value") + len(stripped)
+    if not out:
+        return text
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _triggers(text: str) -> set[str]:
+    """Rule families that could match: plain substring checks, much cheaper than the regexes."""
+    low = text.lower()
+    found = set()
+    if "PRIVATE KEY" in text:
+        found.add("pem")
+    if "AKIA" in text or "ASIA" in text:
+        found.add("aws")
+    if "eyJ" in text:
+        found.add("jwt")
+    if "sk-" in text:
+        found.add("sk")
+    if "github_pat_" in text or any(p in text for p in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")):
+        found.add("gh")
+    if "xox" in text:
+        found.add("slack")
+    if "bearer" in low:
+        found.add("bearer")
+    if "authorization" in low:
+        found.add("basic")
+    if "://" in text:
+        found.add("url")
+    if any(w in low for w in ("key", "token", "secret", "pass", "pwd")):
+        found.add("assign")
+    return found
 
 
 def redact(text: str) -> str:
     """`text` with every recognised secret replaced by `[REDACTED:<kind>]`. Never raises on str."""
     if not text:
         return text
-    found: set[str] = set()
-    for m in _TRIGGER_RE.finditer(text):
-        found.add(m.lastgroup or "")
-        if len(found) == len(_TRIGGERS):
-            break
+    found = _triggers(text)
     if not found:
         return text
-    for _kind, trigger, pattern, repl in _RULES:
+    for trigger, pattern, repl in _RULES:
         if trigger in found:
             text = pattern.sub(repl, text)
+    if "assign" in found:
+        text = _redact_assignments(text)
     return text
-
-
-_SECRET_KEY_RE = re.compile(r"(?i)(?:" + _SECRET_NAMES + r")$")
-_NOT_A_VALUE_RE = re.compile(_NOT_A_VALUE)
 
 
 def _redact_keyed_value(key: str, value: str) -> str:
