@@ -265,7 +265,8 @@ def _header(session: Session, since_seq: int | None) -> str:
 
 def _omitted_marker(events: list[Event]) -> str:
     n = len(events)
-    return f"[… {n} event{'s' if n != 1 else ''} omitted (seq {events[0].seq}–{events[-1].seq}) …]"
+    span = f"seq {events[0].seq}" if n == 1 else f"seq {events[0].seq}–{events[-1].seq}"
+    return f"[… {n} event{'s' if n != 1 else ''} omitted ({span}) …]"
 
 
 def _assemble(r: _Renderer, header: str, level: int, keep: set[int] | None, note: str = "") -> tuple[str, int, int]:
