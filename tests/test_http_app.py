@@ -1,0 +1,208 @@
+"""The loopback HTTP app: RPC methods in-process (Starlette TestClient), the self-guard table,
+and one real uvicorn server on an ephemeral loopback port."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from dsh_memory.http_app import RPC_PATH, create_app
+from dsh_memory.settings import MemorySettings
+from dsh_memory.state import StateStore
+from dsh_memory.store import MemoryStore
+
+
+@pytest.fixture()
+def settings(tmp_path) -> MemorySettings:
+    s = MemoryStore(tmp_path / "mem")
+    s.ensure_layout()
+    (s.root / "MEMORY.md").write_text("# Handbook\nDeploy with make release.\n")
+    (s.root / "memory_summary.md").write_text("v1\n- releases\n")
+    (s.root / "raw_memories.md").write_text("# Raw Memories\n")
+    (s.rollout_dir / "release-fix.md").write_text("# Release fix\nmake release failed: missing tag.\n")
+    (s.retired_dir / "old.md").write_text("# Old\nold release notes\n")
+    return MemorySettings.from_env(env={"DSH_MEMORY_ROOT": str(s.root)})
+
+
+@pytest.fixture()
+def client(settings):
+    with TestClient(create_app(settings, mcp=False), base_url="http://127.0.0.1:8765") as c:
+        yield c
+
+
+def rpc(client, method, params=None, **kw):
+    body = {"method": method} if params is None else {"method": method, "params": params}
+    return client.post(RPC_PATH, json=body, **kw)
+
+
+def test_rpc_read_path_methods(client, settings):
+    s = rpc(client, "summary").json()["result"]
+    assert s["content"] == "v1\n- releases" and s["injection"].endswith("===== MEMORY SUMMARY ENDS =====\n")
+    entries = rpc(client, "list", {"path": "rollout_summaries"}).json()["result"]["entries"]
+    assert [e["path"] for e in entries] == ["rollout_summaries/.retired", "rollout_summaries/release-fix.md"]
+    r = rpc(client, "read", {"path": "rollout_summaries/release-fix.md", "line_offset": 1}).json()["result"]
+    assert (r["start_line"], r["content"]) == (2, "make release failed: missing tag.")
+    hits = rpc(client, "search", {"queries": ["make release"]}).json()["result"]["matches"]
+    assert [(m["path"], m["match_line"]) for m in hits] == [("MEMORY.md", 2), ("rollout_summaries/release-fix.md", 2)]
+    ranked = rpc(client, "search", {"queries": ["missing tag"], "mode": "ranked"}).json()["result"]
+    assert ranked["matches"][0]["path"] == "rollout_summaries/release-fix.md"
+    added = rpc(client, "add", {"note": "Tags are required for releases.", "title": "tags"}).json()["result"]
+    assert (settings.memory_root / added["path"]).read_text().rstrip().endswith("Tags are required for releases.")
+    # read + search of the active summary were recorded as usage (once per call)
+    assert StateStore(settings.memory_root).usage()["rollout_summaries/release-fix.md"][0] == 3
+
+
+def test_get_state_reports_flags_meta_and_claim_counts(client, settings):
+    from datetime import datetime, timezone
+
+    st = StateStore(settings.memory_root)
+    now = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    st.try_start("sess-a", now)
+    st.set_pending(True)
+    st.record_phase2_failure("model said no", now)
+    data = rpc(client, "get-state").json()["result"]
+    assert data["phase1_running"] is False and data["phase2_running"] is False
+    assert data["pending_consolidation"] is True and data["phase2_failures"] == 1
+    assert "model said no" in data["phase2_error"]
+    assert data["claims"] == {"running": 1} and data["claims_total"] == 1
+
+
+def test_get_state_sees_a_running_phase(client, settings):
+    from dsh_memory.locks import phase_lock
+
+    with phase_lock(settings.memory_root, "phase2"):
+        assert rpc(client, "get-state").json()["result"]["phase2_running"] is True
+    assert rpc(client, "get-state").json()["result"]["phase2_running"] is False
+
+
+@pytest.mark.parametrize(
+    "params,status,kind",
+    [
+        ({"path": "../etc/passwd"}, 403, "PathGuardError"),
+        ({"path": "/etc/passwd"}, 403, "PathGuardError"),
+        ({"path": ".state/state.sqlite3"}, 403, "PathGuardError"),
+        ({"path": "a\u0000b"}, 403, "PathGuardError"),
+        ({"path": "%2e%2e/%2e%2e/etc/passwd"}, 404, "NotFoundError"),
+        ({"path": "nope.md"}, 404, "NotFoundError"),
+        ({"path": "MEMORY.md", "line_offset": -1}, 400, "UserInputError"),
+        ({"path": "MEMORY.md", "bogus": 1}, 400, "UserInputError"),
+    ],
+)
+def test_rpc_errors_map_to_statuses(client, params, status, kind):
+    r = rpc(client, "read", params)
+    assert r.status_code == status and r.json()["error"]["type"] == kind
+
+
+def test_rpc_rejects_malformed_bodies(client):
+    assert rpc(client, "nope").status_code == 400
+    assert client.post(RPC_PATH, content=b"{not json", headers={"content-type": "application/json"}).status_code == 400
+    assert client.post(RPC_PATH, json=["list"]).status_code == 400
+    assert client.post(RPC_PATH, json={"method": "list", "params": [1]}).status_code == 400
+    assert client.get(RPC_PATH).status_code == 405
+
+
+@pytest.mark.parametrize(
+    "headers,status",
+    [
+        ({}, 200),
+        ({"host": "localhost:8765"}, 200),
+        ({"host": "[::1]:8765"}, 200),
+        ({"origin": "http://127.0.0.1:3000"}, 200),
+        ({"origin": "http://localhost:5173"}, 200),
+        ({"host": "evil.example:8765"}, 403),  # DNS rebinding
+        ({"host": "127.0.0.1.evil.example"}, 403),
+        ({"host": "0.0.0.0:8765"}, 403),
+        ({"origin": "https://evil.example"}, 403),
+        ({"origin": "null"}, 403),
+        ({"origin": "http://127.0.0.1.evil.example"}, 403),
+        ({"origin": "file://"}, 403),
+    ],
+)
+def test_host_and_origin_guard(client, headers, status):
+    r = client.post(RPC_PATH, json={"method": "summary"}, headers=headers)
+    assert r.status_code == status
+    h = client.get("/healthz", headers=headers)
+    assert h.status_code == status
+
+
+def test_content_type_and_body_size(client):
+    body = json.dumps({"method": "summary"}).encode()
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+        assert client.post(RPC_PATH, content=body, headers={"content-type": ctype}).status_code == 415
+    assert client.post(RPC_PATH, content=body).status_code == 415  # no content type at all
+    ok = client.post(RPC_PATH, content=body, headers={"content-type": "application/json; charset=utf-8"})
+    assert ok.status_code == 200
+    big = json.dumps({"method": "add", "params": {"note": "x" * (1024 * 1024 + 10)}}).encode()
+    assert client.post(RPC_PATH, content=big, headers={"content-type": "application/json"}).status_code == 413
+
+    def chunked():  # no Content-Length: the cap is enforced while reading
+        for _ in range(3):
+            yield b" " * (512 * 1024)
+
+    assert client.post(RPC_PATH, content=chunked(), headers={"content-type": "application/json"}).status_code == 413
+
+
+def test_delete_file_refusals_and_allowed_delete(client, settings):
+    for path in ("MEMORY.md", "memory_summary.md", "raw_memories.md", "raw_memories.archive.md",
+                 "rollout_summaries/.retired/old.md", "rollout_summaries/.retired", "../x", ".state/state.sqlite3"):
+        r = rpc(client, "delete-file", {"path": path})
+        assert r.status_code == 403, path
+    root = settings.memory_root
+    assert (root / "MEMORY.md").exists() and (root / "rollout_summaries/.retired/old.md").exists()
+    ok = rpc(client, "delete-file", {"path": "rollout_summaries/release-fix.md"})
+    assert ok.status_code == 200 and ok.json()["result"] == {"path": "rollout_summaries/release-fix.md", "deleted": True}
+    assert not (root / "rollout_summaries/release-fix.md").exists()
+    assert rpc(client, "delete-file", {"path": "rollout_summaries/release-fix.md"}).status_code == 404
+
+
+def test_extra_routes_are_mounted_behind_the_guard(settings):
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    async def hook(request):
+        return PlainTextResponse("got " + (await request.body()).decode())
+
+    app = create_app(settings, mcp=False, extra_routes=[Route("/hooks/turn-ended", hook, methods=["POST"])])
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        assert c.post("/hooks/turn-ended", json={"a": 1}).text == 'got {"a":1}'
+        assert c.post("/hooks/turn-ended", json={}, headers={"origin": "https://evil.example"}).status_code == 403
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_real_loopback_uvicorn_smoke(settings):
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                threading.Event().wait(0.05)
+        r = httpx.post(f"{base}{RPC_PATH}", json={"method": "search", "params": {"queries": ["release"]}}, timeout=10)
+        assert r.status_code == 200 and r.json()["result"]["matches"][0]["path"] == "MEMORY.md"
+        evil = httpx.post(f"{base}{RPC_PATH}", json={"method": "summary"}, headers={"Host": "evil.example"}, timeout=10)
+        assert evil.status_code == 403
+        # MCP is served on the same port (streamable HTTP)
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        m = httpx.post(f"{base}/mcp", json=init, headers={"accept": "application/json, text/event-stream"}, timeout=10)
+        assert m.status_code == 200 and '"name":"dsh-memory"' in m.text
+    finally:
+        server.should_exit = True
+        t.join(timeout=10)
