@@ -139,7 +139,13 @@ def connect(db_path: Path, timeout_s: float = 30.0) -> sqlite3.Connection:
     conn = sqlite3.connect(str(db_path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        # Switching to WAL ignores the busy timeout ("database is locked" at once when several
+        # processes create the DB together): serialize the one-time switch with a file lock.
+        from filelock import FileLock
+
+        with FileLock(str(db_path) + ".init.lock", timeout=timeout_s):
+            conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     return conn
 
