@@ -1,0 +1,100 @@
+"""`consolidate` (Phase 2 now) and `forget SESSION` (drop a session's memory inputs)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+import typer
+
+from dsh_memory.cli._common import emit_json, run
+
+
+def _prefect_env() -> None:
+    # The first ephemeral start migrates a fresh database (~30 s here): allow for it.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _print_phase2(s: dict) -> None:
+    typer.echo(f"Phase 2: {s.get('outcome')}" + (f" ({s['mode']})" if s.get("mode") else ""))
+    if s.get("error"):
+        typer.echo(f"  error: {s['error']}")
+    elif s.get("reason"):
+        typer.echo(f"  {s['reason']}")
+    inputs = s.get("inputs") or {}
+    if inputs:
+        typer.echo(f"  input: {inputs['raw_blocks']}/{inputs['raw_blocks_total']} raw blocks, "
+                   f"{inputs['notes']}/{inputs['notes_total']} notes, {inputs['summaries']} summaries "
+                   f"({inputs['forgetting_candidates']} forgetting candidates), {inputs['skills']} skills")
+    model = s.get("model") or {}
+    if model:
+        typer.echo(f"  model: {model.get('provider')}/{model.get('model')}, effort "
+                   f"{model.get('reasoning_effort') or 'provider default'}, max_tokens {model.get('max_tokens_tried')}")
+    c = s.get("changes") or {}
+    if c:
+        typer.echo(f"  wrote: {', '.join(c['files_written']) or 'nothing'}")
+        if c["skills_written"] or c["skills_removed"]:
+            typer.echo(f"  skills: +{', '.join(c['skills_written']) or '-'}  removed: {', '.join(c['skills_removed']) or '-'}")
+        for err in c["skill_errors"]:
+            typer.echo(f"  skill skipped: {err}")
+        if c["retired"]:
+            typer.echo(f"  retired: {', '.join(c['retired'])}")
+        typer.echo(f"  archived: {c['raw_archived']} raw blocks, {c['notes_archived']} notes")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("consolidate")
+    def consolidate_cmd(
+        force: bool = typer.Option(False, "--force", help="Run inside the cooldown and after repeated failures."),
+        as_json: bool = typer.Option(False, "--json", help="Print the outcome summary as JSON."),
+    ) -> None:
+        """Phase 2: fold raw memories and ad hoc notes into MEMORY.md and memory_summary.md."""
+        _prefect_env()
+
+        def go() -> dict:
+            from flows.consolidate import consolidate_flow
+
+            return consolidate_flow(force=force)
+
+        summary = run(go)
+        if as_json:
+            emit_json(summary)
+        else:
+            _print_phase2(summary)
+        if summary.get("outcome") == "error":
+            raise typer.Exit(1)
+
+    @app.command("forget")
+    def forget_cmd(
+        session: str = typer.Argument(..., help="Session id whose memory inputs to drop."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Drop a session's extraction record and retire its rollout summaries into .retired/.
+
+        Handbook content derived from it stays until the next consolidation.
+        """
+
+        def go() -> dict:
+            from dsh_memory.consolidation.apply import retire_session
+            from dsh_memory.settings_loader import load_settings
+            from dsh_memory.state import StateStore
+            from dsh_memory.store import MemoryStore
+
+            settings, _ = load_settings()
+            state = StateStore(settings.memory_root)
+            try:
+                return retire_session(MemoryStore(settings.memory_root), state, session, datetime.now(timezone.utc))
+            finally:
+                state.close()
+
+        result = run(go)
+        if as_json:
+            emit_json(result)
+            return
+        if not result["claim_dropped"] and not result["retired"]:
+            typer.echo(f"nothing known about session {session}")
+            raise typer.Exit(3)
+        typer.echo(f"forgot session {session}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "
+                   f"retired {len(result['retired'])} rollout summaries"
+                   + (f" ({', '.join(result['retired'])})" if result["retired"] else ""))

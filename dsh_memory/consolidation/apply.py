@@ -1,0 +1,314 @@
+"""Validate a `ConsolidationOutput` and write it into the memory root.
+
+Order: validate everything (pure, no filesystem call) → skills → MEMORY.md → memory_summary.md →
+retire candidates → archive consumed raw blocks → archive consumed notes. Every text write goes
+through `MemoryStore.atomic_write` (path guard + redaction + temp file/rename). A crash midway
+leaves each file either old or new, and the raw blocks/notes unconsumed (so the next run sees
+them again) — never lost.
+
+Skills: names must match `^[a-z0-9][a-z0-9-]{0,79}$`; supporting files must live under
+scripts/, templates/ or examples/ with plain path segments (no `..`, no absolute path, no NUL,
+no backslash, no hidden names). An invalid skill is skipped and reported; the rest lands.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
+from dsh_memory.consolidation.output import ConsolidationOutput
+from dsh_memory.errors import DshMemoryError
+
+SKILL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
+SKILL_SUBDIRS = ("scripts", "templates", "examples")
+_SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
+MAX_SKILL_PATH_CHARS = 200
+MAX_SKILL_DEPTH = 4
+MAX_SKILLS_PER_RUN = 20
+MAX_FILES_PER_SKILL = 20
+MAX_SKILL_MD_CHARS = 40_000
+MAX_SKILL_FILE_CHARS = 60_000
+SUMMARY_FIRST_LINE = "v1"
+
+
+class SkillError(ValueError):
+    """A skill (or one of its files) failed validation; the message says why."""
+
+
+def validate_skill_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise SkillError(f"skill name must be a string, got {type(name).__name__}")
+    if not SKILL_NAME_RE.fullmatch(name):
+        raise SkillError(f"invalid skill name {name[:100]!r} (expected {SKILL_NAME_RE.pattern})")
+    return name
+
+
+def validate_skill_file_path(path: Any) -> str:
+    """A relative path under scripts/, templates/ or examples/, made of plain segments."""
+    if not isinstance(path, str):
+        raise SkillError(f"file path must be a string, got {type(path).__name__}")
+    shown = path[:100]
+    if not path or len(path) > MAX_SKILL_PATH_CHARS:
+        raise SkillError(f"file path empty or too long: {shown!r}")
+    if "\x00" in path or "\\" in path or any(ord(c) < 32 for c in path):
+        raise SkillError(f"file path contains NUL, backslash or control characters: {shown!r}")
+    if path.startswith("/") or os.path.isabs(path) or re.match(r"^[A-Za-z]:", path):
+        raise SkillError(f"absolute file path: {shown!r}")
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise SkillError(f"file path with empty, '.' or '..' segments: {shown!r}")
+    if parts[0] not in SKILL_SUBDIRS or len(parts) < 2:
+        raise SkillError(f"file path must be under {', '.join(SKILL_SUBDIRS)}: {shown!r}")
+    if len(parts) > MAX_SKILL_DEPTH:
+        raise SkillError(f"file path nested too deep: {shown!r}")
+    bad = next((p for p in parts if not _SEGMENT_RE.fullmatch(p)), None)
+    if bad is not None:
+        raise SkillError(f"invalid path segment {bad[:60]!r} in {shown!r}")
+    return path
+
+
+@dataclass
+class ValidSkill:
+    name: str
+    skill_md: str
+    files: list[tuple[str, str]]
+
+
+def _skill_label(item: Any) -> str:
+    name = item.get("name") if isinstance(item, dict) else None
+    return name[:80] if isinstance(name, str) else "?"
+
+
+def ensure_frontmatter(name: str, skill_md: str) -> str:
+    """SKILL.md starts with YAML frontmatter whose `name` is the folder name."""
+    text = skill_md.lstrip("\ufeff")
+    if text.startswith("---\n"):
+        end = text.find("\n---", 3)
+        if end > 0:
+            head, rest = text[4:end], text[end:]
+            lines = head.split("\n")
+            idx = next((i for i, ln in enumerate(lines) if ln.startswith("name:")), None)
+            if idx is None:
+                lines.insert(0, f"name: {name}")
+            else:
+                lines[idx] = f"name: {name}"
+            if not any(ln.startswith("description:") for ln in lines):
+                lines.insert(1, f"description: {name}")
+            return "---\n" + "\n".join(lines) + rest
+    first = next((ln.strip().lstrip("#").strip() for ln in text.splitlines() if ln.strip()), name)
+    desc = re.sub(r"[\r\n\"]", " ", first)[:200]
+    return f'---\nname: {name}\ndescription: "{desc}"\n---\n\n{text}'
+
+
+def validate_skill(item: Any) -> ValidSkill:
+    """Pure validation of one `skills[]` item. Raises SkillError."""
+    if not isinstance(item, dict):
+        raise SkillError("skill entry is not an object")
+    name = validate_skill_name(item.get("name"))
+    skill_md = item.get("skill_md")
+    if not isinstance(skill_md, str) or not skill_md.strip():
+        raise SkillError(f"skill {name}: skill_md is empty")
+    if len(skill_md) > MAX_SKILL_MD_CHARS:
+        raise SkillError(f"skill {name}: SKILL.md longer than {MAX_SKILL_MD_CHARS} characters")
+    files_in = item.get("files") or []
+    if not isinstance(files_in, list):
+        raise SkillError(f"skill {name}: files is not a list")
+    if len(files_in) > MAX_FILES_PER_SKILL:
+        raise SkillError(f"skill {name}: more than {MAX_FILES_PER_SKILL} files")
+    files: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for f in files_in:
+        if not isinstance(f, dict):
+            raise SkillError(f"skill {name}: file entry is not an object")
+        path = validate_skill_file_path(f.get("path"))
+        content = f.get("content")
+        if not isinstance(content, str):
+            raise SkillError(f"skill {name}: {path} has no text content")
+        if len(content) > MAX_SKILL_FILE_CHARS:
+            raise SkillError(f"skill {name}: {path} longer than {MAX_SKILL_FILE_CHARS} characters")
+        if path.casefold() in seen:
+            raise SkillError(f"skill {name}: {path} listed twice")
+        seen.add(path.casefold())
+        files.append((path, content))
+    return ValidSkill(name=name, skill_md=ensure_frontmatter(name, skill_md), files=files)
+
+
+def ensure_summary_v1(text: str, cap: int) -> str:
+    """First line exactly `v1` (repaired when missing or decorated), whole text within `cap`."""
+    body = (text or "").lstrip("\ufeff")
+    lines = body.split("\n")
+    first_idx = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first_idx is not None and lines[first_idx].strip().strip("`*#").strip().lower() == SUMMARY_FIRST_LINE:
+        rest = "\n".join(lines[first_idx + 1:]).lstrip("\n")
+    else:
+        rest = body.strip("\n")
+    out = SUMMARY_FIRST_LINE + "\n\n" + rest.rstrip() + "\n" if rest.strip() else SUMMARY_FIRST_LINE + "\n"
+    if len(out) > cap:
+        head = out[: max(len(SUMMARY_FIRST_LINE) + 1, cap - 1)]
+        nl = head.rfind("\n")
+        head = head[: nl + 1] if nl >= len(SUMMARY_FIRST_LINE) else head
+        out = head if head.endswith("\n") else head + "\n"
+    return out
+
+
+@dataclass
+class ApplyResult:
+    files_written: list[str] = field(default_factory=list)
+    skills_written: list[str] = field(default_factory=list)
+    skills_removed: list[str] = field(default_factory=list)
+    skill_errors: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+    retire_refused: list[str] = field(default_factory=list)  # not an annotated candidate
+    retire_missing: list[str] = field(default_factory=list)
+    raw_archived: int = 0
+    notes_archived: int = 0
+    summary_repaired: bool = False
+    kept_unchanged: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _clean_slug(s: Any) -> str | None:
+    if not isinstance(s, str):
+        return None
+    s = s.strip()
+    s = s.removeprefix("rollout_summaries/")
+    s = s[:-3] if s.endswith(".md") else s
+    return s if SKILL_NAME_RE.fullmatch(s) else None
+
+
+def _is_real_dir(path: os.PathLike) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def plan_skills(output: ConsolidationOutput, result: ApplyResult) -> tuple[list[ValidSkill], list[str]]:
+    """Validate skills and removals (no filesystem access). Errors go into result.skill_errors."""
+    valid: list[ValidSkill] = []
+    for i, item in enumerate(output.skills):
+        if i >= MAX_SKILLS_PER_RUN:
+            result.skill_errors.append(f"more than {MAX_SKILLS_PER_RUN} skills in one run: the rest skipped")
+            break
+        try:
+            s = validate_skill(item)
+        except SkillError as exc:
+            result.skill_errors.append(f"{_skill_label(item)}: {exc}")
+            continue
+        if any(v.name == s.name for v in valid):
+            result.skill_errors.append(f"{s.name}: emitted twice; the first one kept")
+            continue
+        valid.append(s)
+    removals: list[str] = []
+    for name in output.remove_skills:
+        try:
+            n = validate_skill_name(name)
+        except SkillError as exc:
+            result.skill_errors.append(f"remove: {exc}")
+            continue
+        if any(v.name == n for v in valid):
+            result.skill_errors.append(f"remove {n}: also written in this run; not removed")
+        elif n not in removals:
+            removals.append(n)
+    return valid, removals
+
+
+def _write_skill(store: Any, s: ValidSkill) -> list[str]:
+    base = f"skills/{s.name}"
+    todo = [(f"{base}/SKILL.md", s.skill_md)] + [(f"{base}/{p}", c) for p, c in s.files]
+    for rel, _ in todo:  # guard every path (symlinked skills/, skills/<name>, subfolders) first
+        store.resolve(rel)
+    for rel, text in todo:
+        store.atomic_write(rel, text)
+    return [rel for rel, _ in todo]
+
+
+def _remove_skill(store: Any, name: str) -> bool:
+    path = store.resolve(f"skills/{name}")  # refuses symlinks on the way
+    if not _is_real_dir(path):
+        return False
+    shutil.rmtree(path)
+    return True
+
+
+def apply_output(store: Any, state: Any, inputs: Phase2Inputs, output: ConsolidationOutput, settings: Any,
+                 now: datetime) -> ApplyResult:
+    """Write the consolidation. Raises only for failures of the core files (MEMORY.md, summary)."""
+    result = ApplyResult()
+    skills, removals = plan_skills(output, result)
+    store.ensure_layout()
+
+    for s in skills:
+        try:
+            result.files_written += _write_skill(store, s)
+            result.skills_written.append(s.name)
+        except (DshMemoryError, OSError) as exc:
+            result.skill_errors.append(f"{s.name}: {exc}")
+    for name in removals:
+        try:
+            if _remove_skill(store, name):
+                result.skills_removed.append(name)
+            else:
+                result.skill_errors.append(f"remove {name}: no such skill")
+        except (DshMemoryError, OSError) as exc:
+            result.skill_errors.append(f"remove {name}: {exc}")
+
+    incremental = inputs.mode != INIT
+    if output.memory_md.strip() or not incremental:
+        text = output.memory_md.rstrip() + "\n"
+        store.atomic_write("MEMORY.md", text)
+        result.files_written.append("MEMORY.md")
+    else:
+        result.kept_unchanged.append("MEMORY.md")
+
+    new_summary = output.memory_summary_md if output.memory_summary_md.strip() or not incremental else inputs.summary
+    fixed = ensure_summary_v1(new_summary, settings.max_summary_chars)
+    result.summary_repaired = fixed.split("\n", 1)[0] != (new_summary or "").split("\n", 1)[0]
+    if fixed != inputs.summary or not incremental:
+        store.atomic_write("memory_summary.md", fixed)
+        result.files_written.append("memory_summary.md")
+    else:
+        result.kept_unchanged.append("memory_summary.md")
+
+    candidates = set(inputs.candidate_slugs)
+    for item in output.retire_summaries:
+        slug = _clean_slug(item)
+        if slug is None or slug not in candidates:
+            result.retire_refused.append(str(item)[:100])
+            continue
+        if slug in result.retired:
+            continue
+        if store.retire_summary(slug):
+            result.retired.append(slug)
+            state.mark_retired(slug, now)
+        else:
+            result.retire_missing.append(slug)
+
+    result.raw_archived = store.archive_raw_blocks(set(inputs.raw_ids))
+    result.notes_archived = store.archive_notes(list(inputs.note_rels))
+    return result
+
+
+def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> dict:
+    """`dsh-memory forget SESSION`: drop the extraction record and retire every rollout summary
+    (all parts) whose provenance names this session. Handbook content stays until the next
+    consolidation."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        from dsh_memory.errors import UserInputError
+
+        raise UserInputError("forget needs a session id")
+    dropped = state.forget(session_id)
+    retired: list[str] = []
+    for info in store.list_rollout_summaries():
+        if str((info.provenance or {}).get("session_id") or "") == session_id and store.retire_summary(info.slug):
+            state.mark_retired(info.slug, now)
+            retired.append(info.slug)
+    return {"session_id": session_id, "claim_dropped": bool(dropped), "retired": retired}

@@ -1,0 +1,343 @@
+"""Gather, cap and annotate everything Phase 2 feeds the model.
+
+Every part has a cap (MemorySettings: max_memory_md_chars, max_raw_chars, max_index_chars,
+max_notes_chars, max_summary_chars). Raw blocks and notes are packed whole, in order, until
+their cap is reached; only what made it into the input is consumed afterwards (`raw_ids`,
+`note_rels`), the rest waits for the next run. Rollout summaries unused for more than
+`max_unused_days` (last activity = max(usage last_at, provenance updated_at)) are annotated as
+forgetting candidates; only those may be retired by this run (`candidate_slugs`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from dsh_memory.errors import DshMemoryError
+from dsh_memory.prompts.phase2 import Section, build_messages
+
+INIT, INCREMENTAL = "INIT", "INCREMENTAL"
+SKILL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
+GIST_CHARS = 160
+SKILL_FILES_LISTED = 20
+SKILL_MD_HEAD_CHARS = 8192
+
+
+def as_utc(value: Any) -> datetime | None:
+    """datetime / ISO string / epoch seconds → aware UTC datetime; None when unusable."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    if isinstance(value, (int, float)):
+        try:
+            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+    try:
+        d = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d.astimezone(timezone.utc)
+
+
+def _date(d: datetime | None) -> str:
+    return d.date().isoformat() if d else "unknown"
+
+
+def _one_line(text: Any, limit: int = 200) -> str:
+    s = re.sub(r"\s+", " ", str(text or "")).strip()
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def cap_text(text: str, cap: int) -> tuple[str, bool]:
+    """Keep the head of `text` within `cap` characters (cut at a line end when one is near)."""
+    if len(text) <= cap:
+        return text, False
+    marker = f"\n[… cut here: {len(text) - cap} more characters not shown (input cap {cap})]\n"
+    keep = max(0, cap - len(marker))
+    head = text[:keep]
+    nl = head.rfind("\n")
+    if nl >= keep * 3 // 4:
+        head = head[: nl + 1]
+    return head + marker, True
+
+
+def pack(items: list[str], cap: int) -> tuple[list[str], bool]:
+    """Whole items in order while they fit; a first item larger than the cap is cut to fit.
+
+    Returns (rendered items, truncated). len(result) is how many items were consumed.
+    """
+    out: list[str] = []
+    used = 0
+    for i, item in enumerate(items):
+        if used + len(item) <= cap:
+            out.append(item)
+            used += len(item)
+        elif i == 0:
+            cut, _ = cap_text(item, cap)
+            return [cut], True
+        else:
+            break
+    return out, len(out) < len(items)
+
+
+@dataclass
+class IndexEntry:
+    slug: str
+    rel: str
+    session_id: str
+    cwd: str
+    updated_at: datetime | None
+    uses: int
+    last_used: datetime | None
+    last_activity: datetime | None
+    candidate: bool
+    unused_days: int | None
+    gist: str = ""
+
+    def line(self) -> str:
+        parts = [
+            f"- {self.slug}", f"file={self.rel}", f"session={self.session_id or 'unknown'}",
+            f"cwd={self.cwd or 'unknown'}", f"updated={_date(self.updated_at)}",
+            f"used={self.uses}x (last {_date(self.last_used) if self.last_used else 'never'})",
+        ]
+        if self.gist:
+            parts.append(f"gist: {self.gist}")
+        line = " · ".join(parts)
+        if self.candidate:
+            line += f" · FORGETTING CANDIDATE (no activity for {self.unused_days} days)"
+        return line + "\n"
+
+
+@dataclass
+class SkillInfo:
+    name: str
+    description: str
+    first_lines: list[str]
+    files: list[str]
+
+    def render(self) -> str:
+        out = [f"### skill {self.name}", f"description: {self.description or '(none)'}"]
+        if self.first_lines:
+            out.append("starts with: " + " / ".join(self.first_lines))
+        out.append("files: " + (", ".join(self.files) if self.files else "SKILL.md only"))
+        return "\n".join(out) + "\n\n"
+
+
+@dataclass
+class Phase2Inputs:
+    mode: str
+    today: str
+    memory_md: str  # current MEMORY.md (full text, "" when missing)
+    summary: str  # current memory_summary.md (full text)
+    raw_ids: list[str]  # raw blocks that made it into the input (consumed on success)
+    raw_total: int
+    note_rels: list[str]  # notes that made it into the input (consumed on success)
+    notes_total: int
+    index: list[IndexEntry]  # summaries shown in the input
+    summaries_total: int
+    candidate_slugs: list[str]  # annotated forgetting candidates shown in the input
+    skills: list[SkillInfo]
+    sections: list[Section]
+    budgets: dict[str, int]
+    truncated: list[str] = field(default_factory=list)
+
+    def messages(self) -> list[dict]:
+        return build_messages(mode=self.mode, today=self.today, budgets=self.budgets, sections=self.sections)
+
+    def counts(self) -> dict:
+        return {
+            "raw_blocks": len(self.raw_ids), "raw_blocks_total": self.raw_total,
+            "notes": len(self.note_rels), "notes_total": self.notes_total,
+            "summaries": len(self.index), "summaries_total": self.summaries_total,
+            "forgetting_candidates": len(self.candidate_slugs), "skills": len(self.skills),
+            "memory_md_chars": len(self.memory_md), "summary_chars": len(self.summary),
+            "input_chars": sum(len(s.body) for s in self.sections),
+            "truncated": list(self.truncated),
+        }
+
+    @property
+    def has_evidence(self) -> bool:
+        return bool(self.raw_ids or self.note_rels or self.candidate_slugs)
+
+
+def _read_optional(path: os.PathLike) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            return f.read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def _gist(body: str) -> str:
+    for ln in body.splitlines():
+        s = ln.strip().lstrip("#").strip()
+        if s:
+            return _one_line(s, GIST_CHARS)
+    return ""
+
+
+def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) -> list[IndexEntry]:
+    """Every active rollout summary with provenance, usage and its forgetting annotation."""
+    from dsh_memory.store import parse_front_matter
+
+    entries: list[IndexEntry] = []
+    for info in store.list_rollout_summaries():
+        prov = info.provenance or {}
+        count, last_used = usage.get(info.rel, (0, None))
+        last_used = as_utc(last_used)
+        updated = as_utc(prov.get("updated_at")) or as_utc(info.mtime)
+        activity = max((d for d in (last_used, updated) if d is not None), default=None)
+        unused = None if activity is None else max(0, (now - activity).days)
+        candidate = bool(max_unused_days > 0 and activity is not None and (now - activity).total_seconds()
+                         > max_unused_days * 86400)
+        text = _read_optional(store.root / info.rel) or ""
+        _, body = parse_front_matter(text)
+        entries.append(IndexEntry(
+            slug=info.slug, rel=info.rel, session_id=_one_line(prov.get("session_id"), 120),
+            cwd=_one_line(prov.get("cwd"), 200), updated_at=updated, uses=int(count or 0),
+            last_used=last_used, last_activity=activity, candidate=candidate, unused_days=unused,
+            gist=_gist(body),
+        ))
+    return entries
+
+
+def _frontmatter(text: str) -> tuple[dict[str, str], str]:
+    if not text.startswith("---"):
+        return {}, text
+    end = text.find("\n---", 3)
+    if end < 0:
+        return {}, text
+    fields: dict[str, str] = {}
+    for ln in text[3:end].splitlines():
+        k, sep, v = ln.partition(":")
+        if sep and k.strip() and not k.startswith((" ", "\t")):
+            fields[k.strip()] = v.strip().strip("\"'")
+    rest = text[end + 4:]
+    return fields, rest.split("\n", 1)[1] if "\n" in rest else ""
+
+
+def skills_inventory(skills_dir: os.PathLike) -> list[SkillInfo]:
+    """Name, description, first lines and files of every skill folder (no symlinks followed)."""
+    out: list[SkillInfo] = []
+    if not os.path.isdir(skills_dir) or os.path.islink(skills_dir):
+        return out
+    for entry in sorted(os.scandir(skills_dir), key=lambda e: e.name):
+        if not SKILL_NAME_RE.fullmatch(entry.name) or not entry.is_dir(follow_symlinks=False):
+            continue
+        skill_md = os.path.join(entry.path, "SKILL.md")
+        text = "" if os.path.islink(skill_md) else (_read_optional(skill_md) or "")
+        fields, body = _frontmatter(text[:SKILL_MD_HEAD_CHARS])
+        first = [_one_line(ln, 120) for ln in body.splitlines() if ln.strip()][:3]
+        files: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(entry.path):  # os.walk does not follow symlinks
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for fn in sorted(filenames):
+                rel = os.path.relpath(os.path.join(dirpath, fn), entry.path).replace(os.sep, "/")
+                if rel != "SKILL.md" and not fn.startswith("."):
+                    files.append(rel)
+            if len(files) >= SKILL_FILES_LISTED:
+                break
+        out.append(SkillInfo(name=entry.name, description=_one_line(fields.get("description"), 300),
+                             first_lines=first, files=files[:SKILL_FILES_LISTED]))
+    return out
+
+
+def _render_raw(i: int, b: Any) -> str:
+    head = (f"### raw block {i} · slug={_one_line(b.slug, 80) or 'unknown'} · session={_one_line(b.session_id, 120)}"
+            f" · source={_one_line(b.source, 20)} · cwd={_one_line(b.cwd, 200) or 'unknown'}"
+            f" · updated={_one_line(b.updated_at, 40) or 'unknown'}")
+    return f"{head}\n{b.body.strip()}\n\n"
+
+
+def _render_note(rel: str, text: str) -> str:
+    from dsh_memory.store import parse_front_matter
+
+    fields, body = parse_front_matter(text)
+    title = f" · title={_one_line(fields['title'], 120)}" if fields.get("title") else ""
+    return f"### note {rel} · created={_one_line(fields.get('created_at'), 40) or 'unknown'}{title}\n{body.strip()}\n\n"
+
+
+def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase2Inputs:
+    """Read the memory root and build the capped, annotated model input. Reads only."""
+    now = as_utc(now)
+    memory_md = _read_optional(store.memory_md_path)
+    summary = _read_optional(store.summary_path)
+    mode = INIT if memory_md is None or summary is None else INCREMENTAL
+    memory_md, summary = memory_md or "", summary or ""
+    truncated: list[str] = []
+
+    mem_shown, cut = cap_text(memory_md, settings.max_memory_md_chars)
+    if cut:
+        truncated.append("MEMORY.md")
+    sum_shown, cut = cap_text(summary, settings.max_summary_chars)
+    if cut:
+        truncated.append("memory_summary.md")
+
+    blocks = store.read_raw_blocks()
+    raw_items, cut = pack([_render_raw(i + 1, b) for i, b in enumerate(blocks)], settings.max_raw_chars)
+    raw_ids = [b.id for b in blocks[: len(raw_items)]]
+    if cut:
+        truncated.append("raw memories")
+
+    note_rels_all = store.list_notes()
+    note_texts = []
+    for rel in note_rels_all:
+        try:
+            note_texts.append((rel, store.read_text(rel)))
+        except (OSError, ValueError, DshMemoryError):  # vanished or unreadable: not consumed
+            continue
+    note_items, cut = pack([_render_note(rel, t) for rel, t in note_texts], settings.max_notes_chars)
+    note_rels = [rel for rel, _ in note_texts[: len(note_items)]]
+    if cut:
+        truncated.append("ad hoc notes")
+
+    entries = build_index(store, state.usage(), now, settings.max_unused_days)
+    floor = datetime.min.replace(tzinfo=timezone.utc)
+    cands = sorted((e for e in entries if e.candidate), key=lambda e: (e.last_activity or floor, e.slug))
+    fresh = sorted((e for e in entries if not e.candidate), key=lambda e: (e.last_activity or floor, e.slug),
+                   reverse=True)
+    # Candidates get at most half the index budget, so forgetting can always make progress.
+    cand_lines, cut_c = pack([e.line() for e in cands], settings.max_index_chars // 2) if cands else ([], False)
+    used = sum(len(x) for x in cand_lines)
+    fresh_lines, cut_f = pack([e.line() for e in fresh], settings.max_index_chars - used) if fresh else ([], False)
+    shown = cands[: len(cand_lines)] + fresh[: len(fresh_lines)]
+    if cut_c or cut_f:
+        truncated.append("rollout summary index")
+
+    skills = skills_inventory(store.skills_dir)
+    skill_items, cut = pack([s.render() for s in skills], settings.max_index_chars)
+    if cut:
+        truncated.append("skills inventory")
+
+    def note(n: int, total: int, what: str) -> str:
+        return f"({n} of {total} {what} shown{'; the rest waits for a later run' if n < total else ''})"
+
+    sections = [
+        Section("notes", "Ad hoc notes (the user asked to remember these; highest priority)",
+                "".join(note_items), note(len(note_rels), len(note_rels_all), "notes")),
+        Section("MEMORY.md", "Current MEMORY.md", mem_shown,
+                "(file does not exist yet)" if mode == INIT and not memory_md else ""),
+        Section("memory_summary.md", "Current memory_summary.md", sum_shown,
+                "(file does not exist yet)" if mode == INIT and not summary else ""),
+        Section("raw_memories", "New raw memories (not yet consolidated)", "".join(raw_items),
+                note(len(raw_ids), len(blocks), "raw blocks")),
+        Section("rollout_index", "Rollout summary index (forgetting candidates first)",
+                "".join(cand_lines) + "".join(fresh_lines),
+                note(len(shown), len(entries), "rollout summaries")
+                + (f" Forgetting threshold: {settings.max_unused_days} days without use." if settings.max_unused_days
+                   else " Forgetting is disabled.")),
+        Section("skills", "Skills inventory", "".join(skill_items), note(len(skill_items), len(skills), "skills")),
+    ]
+    return Phase2Inputs(
+        mode=mode, today=now.date().isoformat(), memory_md=memory_md, summary=summary,
+        raw_ids=raw_ids, raw_total=len(blocks), note_rels=note_rels, notes_total=len(note_rels_all),
+        index=shown, summaries_total=len(entries), candidate_slugs=[e.slug for e in shown if e.candidate],
+        skills=skills, sections=sections,
+        budgets={"MEMORY.md": settings.max_memory_md_chars, "memory_summary.md": settings.max_summary_chars},
+        truncated=truncated,
+    )

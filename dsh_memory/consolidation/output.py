@@ -1,0 +1,261 @@
+"""Turn what the model answered into a `ConsolidationOutput`, leniently but never by guessing.
+
+Sources, in order: the `memory_write` tool call arguments; a JSON object in the text answer;
+clearly delimited file blocks in the text (`=== MEMORY.md ===` … / `BEGIN MEMORY.md` … `END
+MEMORY.md`). A cut-off answer (finish_reason "length") is usable only when both files arrived
+complete: the field being written when the output stopped is dropped (the last, incomplete item
+of an optional list), and a cut inside `memory_md` / `memory_summary_md` makes it unusable.
+Skills stay raw dicts here; `apply.py` validates each one and skips the invalid ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_memory.errors import LLMOutputError
+
+REQUIRED = ("memory_md", "memory_summary_md")
+LISTS = ("skills", "remove_skills", "retire_summaries")
+TOOL_NAME = "memory_write"
+MAX_LIST_ITEMS = 200
+
+
+@dataclass
+class ModelReply:
+    """Plain, serializable record of one model answer (complete, cut off, or unparseable)."""
+
+    text: str = ""
+    arguments: dict | None = None  # parsed tool arguments, when the client could parse them
+    raw_arguments: str = ""  # the tool arguments as received (possibly cut off)
+    finish_reason: str | None = None
+    truncated: bool = False
+    model: str = ""
+    provider: str = ""
+    reasoning_effort: str = ""
+    notes: list[str] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    max_tokens: int = 0
+    error: str = ""  # set when the client raised LLMOutputError (the text is still kept)
+
+    @classmethod
+    def from_completion(cls, c: Any, *, max_tokens: int, truncated: bool = False, error: str = "") -> "ModelReply":
+        call = next((t for t in (getattr(c, "tool_calls", None) or []) if t.name == TOOL_NAME), None)
+        if call is None and getattr(c, "tool_calls", None):
+            call = c.tool_calls[0]
+        return cls(
+            text=c.text or "", arguments=dict(call.arguments) if call and call.arguments else None,
+            raw_arguments=(call.raw_arguments if call else "") or "", finish_reason=c.finish_reason,
+            truncated=truncated, model=c.model, provider=c.provider, reasoning_effort=c.reasoning_effort,
+            notes=list(c.notes), input_tokens=c.usage.input_tokens, output_tokens=c.usage.output_tokens,
+            max_tokens=max_tokens, error=error,
+        )
+
+    def shown_output(self) -> str:
+        """What the model produced, for run history (the caller redacts and truncates)."""
+        parts = []
+        if self.raw_arguments:
+            parts.append(self.raw_arguments)
+        elif self.arguments is not None:
+            parts.append(json.dumps(self.arguments, ensure_ascii=False, indent=1))
+        if self.text:
+            parts.append(self.text)
+        return "\n\n".join(parts)
+
+
+@dataclass
+class ConsolidationOutput:
+    memory_md: str
+    memory_summary_md: str
+    skills: list[Any] = field(default_factory=list)  # raw items, validated in apply.py
+    remove_skills: list[Any] = field(default_factory=list)
+    retire_summaries: list[Any] = field(default_factory=list)
+    source: str = "tool"  # tool | text-json | blocks (+ "-partial" when cut off)
+    dropped: list[str] = field(default_factory=list)  # what a cut-off answer lost
+
+
+def cut_key(raw: str) -> tuple[bool, str | None]:
+    """(complete, key) for a JSON object text: complete=False when it stops before its closing
+    brace; key = the top-level key whose value was being written at the cut (None when the cut
+    fell between members)."""
+    depth = 0
+    in_str = esc = False
+    state = "key"  # at depth 1: expecting a key or a value
+    buf: list[str] = []
+    pending = key = None
+    done = True
+    started = False
+    for c in raw:
+        if in_str:
+            if esc:
+                esc = False
+                buf.append(c)
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+                if depth == 1:
+                    if state == "key":
+                        pending = "".join(buf)
+                    else:
+                        done = True
+            else:
+                buf.append(c)
+            continue
+        if c == '"':
+            in_str, buf = True, []
+            if depth == 1 and state == "value":
+                done = False
+        elif c in "{[":
+            depth += 1
+            started = True
+            if depth == 2 and state == "value":
+                done = False
+        elif c in "}]":
+            depth -= 1
+            if depth == 0 and started:
+                return True, None
+            if depth == 1 and state == "value":
+                done = True
+        elif depth == 1:
+            if c == ":":
+                key, state, done = pending, "value", False
+            elif c == ",":
+                state, done = "key", True
+    if state == "value" and not done:
+        return False, key
+    return False, None
+
+
+def _as_text(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _as_list(v: Any) -> list:
+    if v is None:
+        return []
+    if isinstance(v, list):
+        return v[:MAX_LIST_ITEMS]
+    return [v]
+
+
+def from_arguments(args: dict, *, source: str, cut: str | None = None, mode: str = "INCREMENTAL") -> ConsolidationOutput:
+    """Validate the top-level shape. `cut` = the key whose value was cut off (truncated output)."""
+    if not isinstance(args, dict):
+        raise LLMOutputError("memory_write arguments are not an object")
+    if isinstance(args.get("arguments"), dict) and args.get("name") == TOOL_NAME:
+        args = args["arguments"]
+    dropped: list[str] = []
+    if cut in REQUIRED:
+        raise LLMOutputError(f"output cut off inside {cut}")
+    missing = [k for k in REQUIRED if _as_text(args.get(k)) is None]
+    if missing:
+        raise LLMOutputError(f"memory_write is missing {', '.join(missing)}")
+    out = ConsolidationOutput(
+        memory_md=args["memory_md"], memory_summary_md=args["memory_summary_md"],
+        skills=_as_list(args.get("skills")), remove_skills=_as_list(args.get("remove_skills")),
+        retire_summaries=_as_list(args.get("retire_summaries")), source=source,
+    )
+    if cut in LISTS:
+        items = getattr(out, cut)
+        if items:
+            items.pop()  # the item being written when the output stopped is incomplete
+            dropped.append(f"last item of {cut} (cut off)")
+    out.dropped = dropped
+    if mode == "INIT" and not (out.memory_md.strip() and out.memory_summary_md.strip()):
+        raise LLMOutputError("INIT needs both MEMORY.md and memory_summary.md, got an empty file")
+    return out
+
+
+_BLOCK_HEADER = re.compile(
+    r"^[ \t]*(?:={3,}|-{3,}|<{3})[ \t]*(?:(?:BEGIN|FILE:?)[ \t]+)?`?(MEMORY\.md|memory_summary\.md)`?"
+    r"[ \t]*(?:={3,}|-{3,}|>{3})[ \t]*$"
+    r"|^[ \t]*BEGIN[ \t]+`?(MEMORY\.md|memory_summary\.md)`?[ \t]*$",
+    re.M,
+)
+_BLOCK_END = re.compile(
+    r"^[ \t]*(?:(?:={3,}|-{3,}|<{3})[ \t]*)?END(?:[ \t]+`?(?:MEMORY\.md|memory_summary\.md)`?)?"
+    r"[ \t]*(?:={3,}|-{3,}|>{3})?[ \t]*$",
+    re.M,
+)
+_WRAP_FENCE = re.compile(r"\A\s*```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n```\s*\Z", re.S)
+
+
+def parse_blocks(text: str) -> tuple[dict[str, str], str | None]:
+    """({'memory_md': …, 'memory_summary_md': …}, name of the last block when it had no end)."""
+    found: dict[str, str] = {}
+    heads = list(_BLOCK_HEADER.finditer(text or ""))
+    open_last: str | None = None
+    for i, m in enumerate(heads):
+        name = m.group(1) or m.group(2)
+        key = "memory_md" if name == "MEMORY.md" else "memory_summary_md"
+        start = m.end() + 1
+        stop = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        end = _BLOCK_END.search(text, start, stop)
+        body = text[start: end.start() if end else stop]
+        if end is None and i == len(heads) - 1:
+            open_last = key
+        w = _WRAP_FENCE.match(body)
+        found.setdefault(key, (w.group(1) if w else body).strip("\n") + "\n")
+    return found, open_last
+
+
+def parse_reply(reply: ModelReply, mode: str = "INCREMENTAL") -> ConsolidationOutput:
+    """Best usable output from one reply, or LLMOutputError saying why there is none."""
+    from dsh_memory.llm.parse import extract_json_object, loads_truncated
+
+    suffix = "-partial" if reply.truncated else ""
+    errors: list[str] = []
+    # 1. Tool arguments.
+    if reply.raw_arguments.strip() or reply.arguments:
+        args, cut = reply.arguments, None
+        if reply.raw_arguments.strip():
+            complete, cut = cut_key(reply.raw_arguments.strip())
+            if not reply.truncated and complete:
+                cut = None
+            if not isinstance(args, dict) or not args:
+                try:
+                    args = loads_truncated(reply.raw_arguments)
+                except ValueError:
+                    args = None
+        if isinstance(args, dict) and args:
+            try:
+                return from_arguments(args, source="tool" + suffix, cut=cut if reply.truncated else None, mode=mode)
+            except LLMOutputError as exc:
+                errors.append(f"tool arguments: {exc}")
+        else:
+            errors.append("tool arguments: not parseable")
+    text = reply.text or ""
+    # 2. A JSON object in the text.
+    if text.strip():
+        obj = extract_json_object(text, accept=lambda o: any(k in o for k in REQUIRED) or "arguments" in o)
+        cut = None
+        if obj is None and reply.truncated and "{" in text:
+            start = text.find("{")
+            complete, cut = cut_key(text[start:])
+            try:
+                obj = loads_truncated(text[start:].rstrip().rstrip("`"))
+            except ValueError:
+                obj = None
+        if isinstance(obj, dict):
+            try:
+                return from_arguments(obj, source="text-json" + suffix, cut=cut, mode=mode)
+            except LLMOutputError as exc:
+                errors.append(f"text JSON: {exc}")
+        # 3. Delimited blocks.
+        blocks, open_last = parse_blocks(text)
+        if blocks:
+            if reply.truncated and open_last:
+                errors.append(f"text blocks: output cut off inside {open_last}")
+            else:
+                try:
+                    return from_arguments(blocks, source="blocks" + suffix, mode=mode)
+                except LLMOutputError as exc:
+                    errors.append(f"text blocks: {exc}")
+    if not errors:
+        errors.append("empty answer")
+    what = "cut off at max_tokens and unusable" if reply.truncated else "unusable"
+    raise LLMOutputError(f"consolidation output {what}: " + "; ".join(errors))

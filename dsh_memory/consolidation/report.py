@@ -1,0 +1,84 @@
+"""The run report of one Phase 2 attempt: a markdown document for Prefect run history.
+
+It carries counts, decisions and the model's answer, never a transcript: the model output is
+redacted BEFORE it is truncated (so a cut cannot leave half a key behind), and the whole
+document is redacted once more at the end.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MAX_OUTPUT_CHARS = 20_000
+ARTIFACT_KEY = "phase2-consolidation"
+
+
+def _redact(text: str) -> str:
+    from dsh_memory.redact import redact
+
+    return redact(text)
+
+
+def shown_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """Redacted, then truncated model output."""
+    clean = _redact(text or "")
+    if len(clean) > limit:
+        clean = clean[:limit] + f"\n[… {len(clean) - limit} more characters not shown]"
+    return clean
+
+
+def _cell(v: Any) -> str:
+    if v is None or v == "" or v == []:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (list, tuple)):
+        v = ", ".join(str(x) for x in v)
+    return re.sub(r"\s+", " ", str(v)).replace("|", "\\|")[:500]
+
+
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def render_markdown(summary: dict, model_output: str = "") -> str:
+    gate = summary.get("gate") or {}
+    model = summary.get("model") or {}
+    inputs = summary.get("inputs") or {}
+    changes = summary.get("changes") or {}
+    rows = [
+        ("outcome", summary.get("outcome")),
+        ("reason", summary.get("reason")),
+        ("error", summary.get("error")),
+        ("mode", summary.get("mode")),
+        ("forced", summary.get("force")),
+        ("pending flag", gate.get("pending")),
+        ("consecutive failures before run", gate.get("failures")),
+        ("last success", gate.get("last_phase2_at")),
+        ("cooldown", f"{gate.get('cooldown_seconds')} s, {gate.get('cooldown_remaining_seconds')} s remaining"
+         if gate else None),
+        ("provider / model", f"{model.get('provider') or '?'} / {model.get('model') or '?'}" if model else None),
+        ("reasoning effort", (model.get("reasoning_effort") or "provider default") if model else None),
+        ("max_tokens per attempt", model.get("max_tokens_tried")),
+        ("finish reason", model.get("finish_reason")),
+        ("tokens in / out", f"{model.get('input_tokens', 0)} / {model.get('output_tokens', 0)}" if model else None),
+        ("output parsed from", model.get("output_source")),
+        ("client notes", model.get("notes")),
+        ("prompt version", summary.get("prompt_version")),
+        ("duration", f"{summary.get('duration_seconds')} s" if summary.get("duration_seconds") is not None else None),
+    ]
+    out = [f"# Phase 2 consolidation: {_cell(summary.get('outcome'))}", "", "| field | value |", "|---|---|"]
+    out += [f"| {k} | {_cell(v)} |" for k, v in rows if v not in (None, "", [])]
+    if inputs:
+        out += ["", "## Inputs", "", "| input | count |", "|---|---|"]
+        out += [f"| {k} | {_cell(v)} |" for k, v in inputs.items()]
+    if changes:
+        out += ["", "## Changes", "", "| change | value |", "|---|---|"]
+        out += [f"| {k} | {_cell(v)} |" for k, v in changes.items()]
+    if model_output:
+        text = shown_output(model_output)
+        fence = _fence(text)
+        out += ["", f"## Model output (redacted, first {MAX_OUTPUT_CHARS} characters)", "", fence + "text", text, fence]
+    return _redact("\n".join(out) + "\n")

@@ -1,0 +1,130 @@
+"""Phase 2 tasks. One verb each; policy in the decorators.
+
+- `check_gate`: pending flag / notes / raw blocks, cooldown, failure pause → GateDecision.
+- `gather_inputs`: read the memory root into the capped, annotated model input.
+- `call_consolidation_model`: one `memory_write` call. Retries transient model errors only
+  (429/5xx/timeouts, honouring Retry-After); a cut-off answer (finish_reason "length") is
+  returned as a truncated `ModelReply`, not raised, so the flow can parse what arrived and
+  decide whether to retry with a larger max_tokens.
+- `apply_consolidation`: validate + write everything, then record the success.
+
+No task caches (NO_CACHE): Phase 2 must always see the current files.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from dsh_memory.consolidation import apply as apply_mod
+from dsh_memory.consolidation import gate as gate_mod
+from dsh_memory.consolidation import inputs as inputs_mod
+from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply
+from dsh_memory.errors import LLMOutputError, LLMTransientError, LLMTruncatedError
+from dsh_memory.llm.base import LLM
+from dsh_memory.prompts.phase2 import MEMORY_WRITE_TOOL
+from dsh_memory.redact import redact
+from dsh_memory.settings import MemorySettings
+from dsh_memory.state import StateStore
+from dsh_memory.store import MemoryStore
+
+MAX_RETRY_AFTER_SECONDS = 120.0
+
+
+def _transient_only(task, task_run, state) -> bool:
+    """Retry only transient model errors; honour a longer Retry-After before the next try."""
+    try:
+        state.result()
+    except LLMTransientError as exc:
+        if exc.retry_after:
+            time.sleep(min(float(exc.retry_after), MAX_RETRY_AFTER_SECONDS))
+        return True
+    except Exception:
+        return False
+    return False
+
+
+@task(name="phase2-check-gate", cache_policy=NO_CACHE)
+def check_gate(settings: MemorySettings, now: datetime, force: bool) -> gate_mod.GateDecision:
+    store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
+    try:
+        return gate_mod.decide(
+            state.get_meta(), notes=len(store.list_notes()), raw_blocks=len(store.read_raw_blocks()), now=now,
+            cooldown_seconds=settings.phase2_cooldown_seconds, force=force,
+        )
+    finally:
+        state.close()
+
+
+@task(name="phase2-gather-inputs", cache_policy=NO_CACHE)
+def gather_inputs(settings: MemorySettings, now: datetime) -> inputs_mod.Phase2Inputs:
+    store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
+    try:
+        inputs = inputs_mod.gather_inputs(store, state, settings, now)
+    finally:
+        state.close()
+    c = inputs.counts()
+    get_run_logger().info(
+        "mode %s: %d/%d raw blocks, %d/%d notes, %d/%d summaries (%d forgetting candidates), %d skills, "
+        "%d input chars%s", inputs.mode, c["raw_blocks"], c["raw_blocks_total"], c["notes"], c["notes_total"],
+        c["summaries"], c["summaries_total"], c["forgetting_candidates"], c["skills"], c["input_chars"],
+        f"; capped: {', '.join(inputs.truncated)}" if inputs.truncated else "",
+    )
+    return inputs
+
+
+@task(
+    name="phase2-call-model",
+    retries=3,
+    retry_delay_seconds=[5, 20, 60],
+    retry_jitter_factor=0.5,
+    retry_condition_fn=_transient_only,
+    cache_policy=NO_CACHE,
+)
+def call_consolidation_model(llm: LLM, messages: list[dict], max_tokens: int, reasoning_effort: str) -> ModelReply:
+    """One forced `memory_write` call. Raises LLMTransientError (retried) / LLMFatalError."""
+    log = get_run_logger()
+    log.info("calling %s/%s (max_tokens %d, effort %s)", llm.provider, llm.model, max_tokens,
+             reasoning_effort or "provider default")
+    try:
+        completion = llm.complete(messages, tool=MEMORY_WRITE_TOOL, max_tokens=max_tokens,
+                                  reasoning_effort=reasoning_effort)
+    except LLMTruncatedError as exc:
+        log.warning("answer cut off at max_tokens %d", max_tokens)
+        if exc.partial is None:
+            return ModelReply(truncated=True, finish_reason="length", max_tokens=max_tokens,
+                              provider=llm.provider, model=llm.model, error=str(exc))
+        return ModelReply.from_completion(exc.partial, max_tokens=max_tokens, truncated=True)
+    except LLMOutputError as exc:  # answered, but not through the tool: keep the text for fallbacks
+        completion = getattr(exc, "completion", None)
+        if completion is None:
+            raise
+        log.warning("no usable tool call (%s); trying the text fallbacks", exc)
+        return ModelReply.from_completion(completion, max_tokens=max_tokens, error=str(exc))
+    return ModelReply.from_completion(completion, max_tokens=max_tokens)
+
+
+@task(name="phase2-apply", cache_policy=NO_CACHE)
+def apply_consolidation(settings: MemorySettings, inputs: inputs_mod.Phase2Inputs, output: ConsolidationOutput,
+                        now: datetime) -> apply_mod.ApplyResult:
+    """Write the consolidation, then record the success (pending cleared, error cleared)."""
+    store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
+    log = get_run_logger()
+    try:
+        result = apply_mod.apply_output(store, state, inputs, output, settings, now)
+        state.record_phase2_success(now, gate_mod.CONSOLIDATED)
+        if inputs.raw_total > len(inputs.raw_ids):  # the input cap left blocks for the next run
+            state.set_pending(True)
+    finally:
+        state.close()
+    log.info(
+        "wrote %s; skills +%d -%d (%d errors); retired %d summaries; archived %d raw blocks, %d notes",
+        ", ".join(result.files_written) or "nothing", len(result.skills_written), len(result.skills_removed),
+        len(result.skill_errors), len(result.retired), result.raw_archived, result.notes_archived,
+    )
+    for err in result.skill_errors:
+        log.warning("skill skipped: %s", redact(err))
+    return result
