@@ -224,8 +224,11 @@ def test_bound_schema_adds_caps_and_slug_pattern_without_mutating_input():
     assert repr(original) == snapshot
     assert b["additionalProperties"] is False
     assert b["properties"]["body"]["maxLength"] <= 300
-    assert b["properties"]["rollout_slug"]["pattern"] == grammar.SLUG_PATTERN
-    assert b["properties"]["retired_slugs"]["items"]["pattern"] == grammar.SLUG_PATTERN
+    for slug in (b["properties"]["rollout_slug"], b["properties"]["retired_slugs"]["items"]):
+        assert re.fullmatch(slug["pattern"].strip("^$"), "fix-invoice-rounding")
+        assert re.fullmatch(slug["pattern"].strip("^$"), "")  # "" = nothing worth keeping
+        assert not re.fullmatch(slug["pattern"].strip("^$"), "Fix invoice")
+        assert not re.fullmatch(slug["pattern"].strip("^$"), "a" * 61)
     assert b["properties"]["retired_slugs"]["maxItems"] == grammar.DEFAULT_MAX_ITEMS
     assert "maxLength" not in b["properties"]["when"] and "maxLength" not in b["properties"]["kind"]
     tight = grammar.bound_schema({"type": "string", "maxLength": 5000}, max_tokens=100)

@@ -5,7 +5,8 @@ only tighten it:
 
 - every free string gets a `maxLength` (added, or clamped to the output budget), so the model
   must close the string and the object before `max_tokens`;
-- a property named `slug` / `*_slug` (or items of `*_slugs`) gets a bounded kebab-case pattern;
+- a property named `slug` / `*_slug` (or items of `*_slugs`) gets a bounded lowercase
+  kebab-case pattern (at most its maxLength, 60 by default);
 - arrays get a `maxItems`; objects without `additionalProperties` get `false` (no invented keys);
 - whitespace between tokens is at most one space (the converter allows newlines + 20 blanks).
 
@@ -20,9 +21,21 @@ import json
 import re
 from typing import Any
 
-# Bounded kebab-case: 1–8 words of 1–24 characters (e.g. "fix-eur-invoice-rounding").
-SLUG_PATTERN = "^[a-z0-9]{1,24}(-[a-z0-9]{1,24}){0,7}$"
-SLUG_MAX_CHARS = 8 * 25
+SLUG_MAX_CHARS = 60
+
+
+def slug_pattern(max_chars: int = SLUG_MAX_CHARS, *, allow_empty: bool = True) -> str:
+    """Lowercase kebab-case of at most `max_chars` characters (e.g. "fix-eur-invoice-rounding").
+
+    A character class with one length bound, rather than word groups: the total length stays
+    exactly bounded (a stray double hyphen is the caller's slugify's job). Empty is allowed
+    unless the schema says minLength >= 1 (tools use "" for "nothing worth keeping").
+    """
+    body = f"[a-z0-9][a-z0-9-]{{0,{max(0, max_chars - 1)}}}"
+    return f"^({body})?$" if allow_empty else f"^{body}$"
+
+
+SLUG_PATTERN = slug_pattern()
 # Worst case, not average: digits and punctuation are often one token per character (measured:
 # SmolLM2 rambling "00:00:00-00:00..." hit max_tokens with a 3 chars/token budget).
 CHARS_PER_TOKEN = 1
@@ -124,7 +137,8 @@ def bound_schema(
         if "pattern" in node:
             node["pattern"] = anchored(node["pattern"])
         elif _SLUG_NAME.search(name):
-            node["pattern"] = SLUG_PATTERN
+            limit = min(int(node.get("maxLength", SLUG_MAX_CHARS)), SLUG_MAX_CHARS, cap)
+            node["pattern"] = slug_pattern(limit, allow_empty=int(node.get("minLength", 0)) < 1)
         else:
             node["maxLength"] = min(int(node.get("maxLength", cap)), cap)
             if int(node.get("minLength", 0)) > node["maxLength"]:
