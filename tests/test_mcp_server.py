@@ -1,0 +1,93 @@
+"""The MCP server over stdio, driven by the official MCP client (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from dsh_memory.state import StateStore
+from dsh_memory.store import MemoryStore
+
+
+@pytest.fixture()
+def root(tmp_path):
+    s = MemoryStore(tmp_path / "mem")
+    s.ensure_layout()
+    (s.root / "MEMORY.md").write_text("# Handbook\nThe API gateway lives in services/gateway.\n")
+    (s.root / "memory_summary.md").write_text("v1\n- api gateway\n")
+    (s.rollout_dir / "gateway-timeouts.md").write_text(
+        "# Gateway timeouts\nRaised the gateway timeout to 30s.\nCause: slow auth service.\n"
+    )
+    return s.root
+
+
+def _params(root) -> StdioServerParameters:
+    env = {"DSH_MEMORY_ROOT": str(root), "PYTHONPATH": os.pathsep.join(sys.path)}
+    return StdioServerParameters(command=sys.executable, args=["-m", "dsh_memory.mcp_server"], env=env)
+
+
+def _structured(result) -> dict:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+def test_stdio_tools_resource_and_prompt(root):
+    async def main() -> dict:
+        out: dict = {}
+        async with Client(_params(root)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            out["tools"] = tools
+            out["list"] = _structured(await client.call_tool("memory_list", {"path": "rollout_summaries"}))
+            out["read"] = _structured(
+                await client.call_tool("memory_read", {"path": "rollout_summaries/gateway-timeouts.md", "start_line": 2, "max_lines": 1})
+            )
+            out["search"] = _structured(await client.call_tool("memory_search", {"queries": ["gateway"], "mode": "any"}))
+            out["ranked"] = _structured(
+                await client.call_tool("memory_search", {"queries": ["auth service slow"], "mode": "ranked"})
+            )
+            out["add"] = _structured(await client.call_tool("memory_add", {"note": "Gateway owner is team Falcon.", "title": "gateway owner"}))
+            out["bad"] = await client.call_tool("memory_read", {"path": "../../etc/passwd"})
+            out["missing"] = await client.call_tool("memory_read", {"path": "nope.md"})
+            res = await client.read_resource("memory://summary")
+            out["resource"] = res.contents[0].text
+            prompts = (await client.list_prompts()).prompts
+            out["prompts"] = [p.name for p in prompts]
+            out["prompt"] = await client.get_prompt("memory")
+        return out
+
+    out = anyio.run(main)
+
+    tools = out["tools"]
+    assert set(tools) == {"memory_list", "memory_read", "memory_search", "memory_add"}
+    search_schema = tools["memory_search"].input_schema
+    assert search_schema["required"] == ["queries"]
+    assert set(search_schema["properties"]) >= {"queries", "mode", "within_lines", "normalized", "context_lines", "path"}
+    assert "explicitly asks" in tools["memory_add"].description
+    assert tools["memory_read"].input_schema["properties"]["start_line"]["minimum"] == 1
+
+    assert [e["path"] for e in out["list"]["entries"]] == ["rollout_summaries/.retired", "rollout_summaries/gateway-timeouts.md"]
+    assert (out["read"]["start_line"], out["read"]["content"]) == (2, "Raised the gateway timeout to 30s.")
+    assert [(m["path"], m["match_line"]) for m in out["search"]["matches"]] == [
+        ("MEMORY.md", 2), ("memory_summary.md", 2), ("rollout_summaries/gateway-timeouts.md", 1),
+        ("rollout_summaries/gateway-timeouts.md", 2),
+    ]
+    assert out["ranked"]["matches"][0]["path"] == "rollout_summaries/gateway-timeouts.md"
+    note = out["add"]["path"]
+    assert note.startswith("extensions/ad_hoc/notes/") and "team Falcon" in (root / note).read_text()
+
+    assert out["bad"].is_error and "PathGuardError" in out["bad"].content[0].text
+    assert out["missing"].is_error and "NotFoundError" in out["missing"].content[0].text
+
+    assert "- api gateway" in out["resource"] and "path:start-end" in out["resource"]
+    assert out["prompts"] == ["memory"]
+    assert "- api gateway" in out["prompt"].messages[0].content.text
+
+    # read once + two searches hit the active rollout summary: three usage records
+    assert StateStore(root).usage()["rollout_summaries/gateway-timeouts.md"][0] == 3
