@@ -359,3 +359,13 @@ def test_archive_notes(store: MemoryStore):
         store.archive_notes(["MEMORY.md"])
     with pytest.raises(PathGuardError):
         store.archive_notes(["../x.md"])
+
+
+def test_missing_file_is_not_found(store: MemoryStore):
+    from dsh_memory.errors import NotFoundError
+
+    with pytest.raises(NotFoundError):
+        store.read_text("MEMORY.md")
+    with pytest.raises(FileNotFoundError):
+        store.read_rollout_summary("nope")
+    assert store.read_raw_blocks() == [] and store.list_notes() == [] and store.list_rollout_summaries() == []
