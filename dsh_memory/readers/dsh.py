@@ -62,11 +62,12 @@ def _is_file(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _session_ref(session_dir: os.DirEntry[str]) -> SessionRef | None:
+def _pick(session_dir: str) -> tuple[os.DirEntry[str], list[str]] | None:
+    """The highest generation file in one session directory, plus the files not picked."""
     best: os.DirEntry[str] | None = None
     best_key: tuple[int, bool] = (-1, False)
     others: list[str] = []
-    for entry in _scandir(session_dir.path):
+    for entry in _scandir(session_dir):
         name = entry.name
         if not name.startswith("session") or not _is_file(entry):
             continue
@@ -81,36 +82,40 @@ def _session_ref(session_dir: os.DirEntry[str]) -> SessionRef | None:
             best, best_key = entry, key
         else:
             others.append(entry.path)
-    if best is None:
-        return None
-    try:
-        st = best.stat()
-    except OSError:
-        return None
-    return SessionRef.model_construct(
-        id=decode_segment(session_dir.name),
-        source="dsh",
-        path=Path(best.path),
-        size=st.st_size,
-        mtime_ns=st.st_mtime_ns,
-        ignored=[Path(p) for p in sorted(others)],
-        hint_root=None,
-    )
+    return None if best is None else (best, others)
 
 
 def discover(root: Path) -> list[SessionRef]:
     """One ref per session directory under `root` (= `$DSH_HOME/sessions`), highest generation."""
-    refs: list[SessionRef] = []
+    found: list[tuple[str, str, os.stat_result, list[str]]] = []
     for project in _scandir(os.fspath(root)):
         if not _is_dir(project):
             continue
         for session_dir in _scandir(project.path):
-            if _is_dir(session_dir):
-                ref = _session_ref(session_dir)
-                if ref is not None:
-                    refs.append(ref)
-    refs.sort(key=lambda r: r.path)
-    return refs
+            if not _is_dir(session_dir):
+                continue
+            picked = _pick(session_dir.path)
+            if picked is None:
+                continue
+            try:
+                st = picked[0].stat()
+            except OSError:
+                continue
+            found.append((picked[0].path, session_dir.name, st, picked[1]))
+    found.sort(key=lambda item: item[0])
+    construct = SessionRef.model_construct  # stat-only facts we built ourselves: skip validation
+    return [
+        construct(
+            id=decode_segment(name),
+            source="dsh",
+            path=Path(path),
+            size=st.st_size,
+            mtime_ns=st.st_mtime_ns,
+            ignored=[Path(p) for p in sorted(others)] if others else [],
+            hint_root=None,
+        )
+        for path, name, st, others in found
+    ]
 
 
 # --- physical decoding -------------------------------------------------------------------------
