@@ -252,8 +252,11 @@ def _header(session: Session, since_seq: int | None) -> str:
     meta = [f"session {session.id}", f"source {session.source}"]
     if session.cwd:
         meta.append(f"cwd {session.cwd}")
-    if session.title:
-        meta.append(f'title "{_one_line(session.title, 120)}"')
+    title = (session.title or "").strip()
+    # A title that is just the head of a prompt adds nothing (and would repeat the prompt).
+    head = title.rstrip("…. ")
+    if title and not any(head in e.text for e in session.events if e.kind is EventKind.HUMAN):
+        meta.append(f'title "{_one_line(title, 120)}"')
     lines = [_FRAME, redact(" · ".join(meta))]
     if since_seq is not None:
         lines.append(
