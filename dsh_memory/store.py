@@ -221,7 +221,7 @@ class MemoryStore:
     def write_rollout_summary(self, slug: str, provenance: dict, body: str) -> str:
         """Write rollout_summaries/<slug>.md with a provenance header; returns the final slug.
         The same (session_id, part) rewrites its own file; anyone else gets `-2`, `-3`…"""
-        base = slugify(slug)
+        base = slugify(slug) or "summary"
         fields: dict = {k: provenance.get(k) for k in PROVENANCE_KEYS}
         fields.update({k: v for k, v in provenance.items() if k not in fields})
         fields = {k: (_redact(_clean_text(v)) if isinstance(v, str) else v) for k, v in fields.items()}
@@ -244,7 +244,7 @@ class MemoryStore:
 
     def read_rollout_summary(self, slug: str) -> tuple[dict, str]:
         """(provenance, body) of an active summary. MemoryFileNotFound when missing."""
-        return parse_front_matter(self.read_text(f"rollout_summaries/{slugify(slug)}.md"))
+        return parse_front_matter(self.read_text(f"rollout_summaries/{slugify(slug) or 'summary'}.md"))
 
     def list_rollout_summaries(self) -> list[RolloutSummaryInfo]:
         out: list[RolloutSummaryInfo] = []
@@ -296,7 +296,7 @@ class MemoryStore:
             raise UserInputError("a note needs some text")
         now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
         first = title or next((ln for ln in text.splitlines() if ln.strip()), "note")
-        stem = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{slugify(first)[:48].rstrip('-')}"
+        stem = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{slugify(first)[:48].rstrip('-') or 'note'}"
         fields = {"created_at": now.isoformat(), "title": _redact(_clean_text(title)) if title else None}
         content = render_front_matter(fields) + "\n" + _redact(_clean_text(text)).strip("\n") + "\n"
         n = 1

@@ -1,7 +1,7 @@
 """On-disk formats and file primitives of the memory store (used by `dsh_memory.store`).
 
 - atomic writes (temp + fsync + os.replace) and no-overwrite creates (temp + os.link)
-- `slugify`: untrusted text → `[a-z0-9][a-z0-9-]{0,79}`
+- `slugify`: untrusted text → `[a-z0-9][a-z0-9-]{0,79}` (or "" if nothing usable)
 - raw-memories blocks: a markdown heading plus an HTML-comment marker carrying the metadata and
   the body length (and a short hash), so a body may contain anything, even marker-like lines
 - YAML-like front matter for provenance headers (values JSON-quoted when not plainly safe)
@@ -106,11 +106,11 @@ def _write_new(path: Path, text: str) -> bool:
 
 
 def slugify(text: str) -> str:
-    """Untrusted text → `[a-z0-9][a-z0-9-]{0,79}`. Never empty: falls back to "memory"."""
+    """Untrusted text → `[a-z0-9][a-z0-9-]{0,79}`, or "" when nothing usable is left (so callers
+    can write `slugify(x) or fallback`)."""
     s = unicodedata.normalize("NFKD", str(text or "")).encode("ascii", "ignore").decode("ascii").lower()
     s = re.sub(r"[^a-z0-9]+", "-", s).strip("-")
-    s = s[:SLUG_MAX].rstrip("-")
-    return s or "memory"
+    return s[:SLUG_MAX].rstrip("-")
 
 
 def _with_suffix(base: str, n: int) -> str:

@@ -255,12 +255,17 @@ def test_archive_moves_only_given_ids(store: MemoryStore):
 
 # -- rollout summaries -------------------------------------------------------------------------
 @pytest.mark.parametrize("text", [
-    "Fix the Build!", "../../etc/passwd", "", "---", "日本語", "a" * 300, "UPPER_case.md", "-x-", "x\x00y/z",
+    "Fix the Build!", "../../etc/passwd", "a" * 300, "UPPER_case.md", "-x-", "x\x00y/z", "a-" * 60, "Ünïcödé 42",
 ])
 def test_slugify_always_valid(text: str):
     s = slugify(text)
     assert SLUG_RE.fullmatch(s), s
     assert slugify(s) == s
+
+
+@pytest.mark.parametrize("text", ["", "---", "日本語", "../..", None])
+def test_slugify_empty_when_nothing_usable(text):
+    assert slugify(text) == ""
 
 
 def test_slugify_examples():
@@ -296,11 +301,12 @@ def test_rollout_slug_uniqueness(store: MemoryStore):
     assert store.write_rollout_summary("fix", _prov("s1", part=2), "one p2") == "fix-3"
     assert store.write_rollout_summary("FIX", _prov("s1"), "one again") == "fix"  # same session+part: rewrite
     assert store.write_rollout_summary("fix", _prov("s2"), "two again") == "fix-2"
+    assert store.write_rollout_summary("日本語", _prov("j"), "no ascii") == "summary"  # never an empty name
     long = "x" * 100
     assert store.write_rollout_summary(long, _prov("a"), "a") == "x" * 80
     second = store.write_rollout_summary(long, _prov("b"), "b")
     assert second == "x" * 78 + "-2" and SLUG_RE.fullmatch(second)
-    assert [i.slug for i in store.list_rollout_summaries()] == sorted(["fix", "fix-2", "fix-3", "x" * 80, second])
+    assert [i.slug for i in store.list_rollout_summaries()] == sorted(["fix", "fix-2", "fix-3", "summary", "x" * 80, second])
     assert "one again" in (store.rollout_dir / "fix.md").read_text()
     assert _temp_files(store.root) == []
 
@@ -342,6 +348,7 @@ def test_note_redacts_and_rejects_empty(store: MemoryStore):
     assert SLUG_RE.fullmatch(rel.split("Z-", 1)[1][:-3])
     with pytest.raises(UserInputError):
         store.add_note("   \n")
+    assert store.add_note("日本語のメモ", now=datetime(2026, 1, 1, tzinfo=timezone.utc)).endswith("Z-note.md")
 
 
 def test_archive_notes(store: MemoryStore):
