@@ -64,7 +64,7 @@ def consolidate_flow(force: bool = False, memory_root: str | None = None) -> dic
     summary: dict = {
         "outcome": None, "reason": "", "error": None, "force": force, "mode": None,
         "memory_root": str(settings.memory_root), "prompt_version": PROMPT_VERSION,
-        "gate": None, "inputs": None, "model": None, "changes": None,
+        "gate": None, "inputs": None, "model": None, "changes": None, "flow_run_id": _flow_run_id(),
     }
     model_output = ""
     try:
@@ -136,6 +136,13 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
         finally:
             state.close()
     return "\n\n---- next attempt ----\n\n".join(outputs)
+
+
+def _flow_run_id() -> str | None:
+    from prefect.runtime import flow_run
+
+    run_id = flow_run.get_id()
+    return str(run_id) if run_id else None
 
 
 def _record_outcome(settings: MemorySettings, outcome: str) -> None:

@@ -1,0 +1,270 @@
+"""Phase 2 flow on a real Prefect server (`prefect_api`), model answers from the fake
+OpenAI-compatible server on loopback. No mocks of our own code."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from dsh_memory.locks import is_running, phase_lock
+from dsh_memory.state import StateStore
+from dsh_memory.store import MemoryStore, RawBlock
+from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+
+REPO = Path(__file__).resolve().parents[1]
+SECRET = "sk-" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2H1g0"
+NOW = datetime.now(timezone.utc)
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch, fake, prefect_api) -> Path:
+    r = tmp_path / "memories"
+    monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
+    monkeypatch.setenv("DSH_MEMORY_API_KEY", "test")
+    monkeypatch.setenv("DSH_MEMORY_MODEL", "fake-model")
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(r))
+    MemoryStore(r).ensure_layout()
+    return r
+
+
+def run_flow(**kw) -> dict:
+    from flows.consolidate import consolidate_flow
+
+    return consolidate_flow(**kw)
+
+
+def add_raw(root: Path, slug: str, body: str, session: str = "s1") -> str:
+    return MemoryStore(root).append_raw(RawBlock(id="", session_id=session, slug=slug, source="dsh",
+                                                 cwd="/work/proj", updated_at=NOW.isoformat(), body=body))
+
+
+def with_state(root: Path, fn):
+    st = StateStore(root)
+    try:
+        return fn(st)
+    finally:
+        st.close()
+
+
+def all_bytes(root: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file())
+
+
+def artifacts_of(flow_run_id: str) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["phase2-consolidation"]),
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
+
+
+def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: Path, fake: FakeOpenAIServer):
+    store = MemoryStore(root)
+    # Nothing to do yet: no pending flag, no notes, no raw blocks → no model call.
+    first = run_flow()
+    assert first["outcome"] == "skipped: nothing to consolidate" and fake.request_count == 0
+
+    add_raw(root, "fix-ci", f"- CI cache key includes the lockfile; key {SECRET}")
+    note = store.add_note("I prefer uv over pip.", title="tools")
+    with_state(root, lambda st: st.set_pending(True))
+    fake.script(Reply.tool({
+        "memory_md": f"# Task Group: proj\n- user prefers uv (note)\n- leaked {SECRET}\n",
+        "memory_summary_md": "## User preferences\n- use uv\n",  # no v1 line: repaired
+    }))
+    init = run_flow()
+    assert init["outcome"] == "consolidated" and init["mode"] == "INIT", init
+    assert init["inputs"]["raw_blocks"] == 1 and init["inputs"]["notes"] == 1
+    assert store.summary_path.read_text().startswith("v1\n\n## User preferences")
+    assert init["changes"]["summary_repaired"] is True
+    assert store.read_raw_blocks() == [] and len(store.read_raw_archive_blocks()) == 1
+    assert not (root / note).exists() and store.list_notes() == []
+    meta = with_state(root, lambda st: st.get_meta())
+    assert meta.pending_consolidation is False and meta.last_phase2_at is not None and meta.phase2_error is None
+    first_request = fake.requests[0]
+    assert first_request["tool_choice"]["function"]["name"] == "memory_write"
+    user = first_request["messages"][1]["content"]
+    assert "I prefer uv over pip." in user and "mode: INIT" in user
+
+    # Cooldown: new evidence, automatic run skips without calling the model.
+    add_raw(root, "deploy", "- deploy with make deploy", session="s2")
+    store.write_rollout_summary("old-work", {"session_id": "s-old", "cwd": "/work/proj",
+                                             "updated_at": "2020-01-01T00:00:00+00:00"}, "# Old work")
+    store.write_rollout_summary("fresh-work", {"session_id": "s-new", "cwd": "/work/proj",
+                                               "updated_at": NOW.isoformat()}, "# Fresh work")
+    cooled = run_flow()
+    assert cooled["outcome"] == "skipped: cooldown" and fake.request_count == 1
+    assert cooled["gate"]["cooldown_remaining_seconds"] > 0
+
+    fake.script(Reply.tool({
+        "memory_md": "# Task Group: proj\n- user prefers uv\n- deploy: make deploy\n",
+        "memory_summary_md": "v1\n\n## User preferences\n- use uv\n",
+        "skills": [
+            {"name": "deploy-proj", "skill_md": "---\nname: deploy-proj\ndescription: Deploy\n---\n1. make deploy\n",
+             "files": [{"path": "scripts/deploy.sh", "content": "make deploy\n"}]},
+            {"name": "../../escape", "skill_md": "x"},
+            {"name": "sneaky", "skill_md": "x", "files": [{"path": "scripts/../../../../escape.txt", "content": "x"}]},
+            {"name": "abs", "skill_md": "x", "files": [{"path": "/tmp/escape.txt", "content": "x"}]},
+        ],
+        "retire_summaries": ["old-work", "fresh-work"],
+    }))
+    inc = run_flow(force=True)
+    assert inc["outcome"] == "consolidated" and inc["mode"] == "INCREMENTAL", inc
+    second_user = fake.requests[1]["messages"][1]["content"]
+    assert "- user prefers uv (note)" in second_user  # the current MEMORY.md is in the input
+    assert "FORGETTING CANDIDATE" in second_user
+    c = inc["changes"]
+    assert c["skills_written"] == ["deploy-proj"] and len(c["skill_errors"]) == 3
+    assert sorted(p.name for p in store.skills_dir.iterdir()) == ["deploy-proj"]
+    assert sorted(p.relative_to(store.skills_dir).as_posix() for p in store.skills_dir.rglob("*") if p.is_file()) == [
+        "deploy-proj/SKILL.md", "deploy-proj/scripts/deploy.sh"]
+    assert not (root.parent / "escape.txt").exists() and not (root / "escape.txt").exists()
+    assert c["retired"] == ["old-work"] and c["retire_refused"] == ["fresh-work"]
+    assert (store.retired_dir / "old-work.md").is_file() and (store.rollout_dir / "fresh-work.md").is_file()
+
+    assert SECRET.encode() not in all_bytes(root)  # planted in a raw memory and in model output
+    arts = artifacts_of(inc["flow_run_id"])
+    assert len(arts) == 1
+    md = arts[0].data
+    assert "consolidated" in md and "INCREMENTAL" in md and "deploy-proj" in md and "openai / fake-model" in md
+    init_md = artifacts_of(init["flow_run_id"])[0].data
+    assert "[REDACTED" in init_md and SECRET not in init_md
+    assert "cooldown" in artifacts_of(cooled["flow_run_id"])[0].data
+
+
+def test_single_flight_threads_and_held_lock(root: Path, fake: FakeOpenAIServer):
+    add_raw(root, "a", "- one fact")
+    with_state(root, lambda st: st.set_pending(True))
+    # A held lock (another process/deployment run): skipped at once, no model call.
+    with phase_lock(root, "phase2"):
+        held = run_flow(force=True)
+    assert held["outcome"] == "skipped: already running" and fake.request_count == 0
+    assert artifacts_of(held["flow_run_id"])  # skips are in run history too
+
+    fake.script(Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n\nx\n"}, delay_seconds=4))
+    results: list[dict] = []
+    threads = [threading.Thread(target=lambda: results.append(run_flow(force=True))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    outcomes = sorted(r["outcome"] for r in results)
+    assert len(outcomes) == 2 and outcomes[0] == "consolidated" and outcomes[1].startswith("skipped:"), outcomes
+    assert fake.request_count == 1
+
+
+def test_killed_mid_run_leaves_files_intact_and_lock_released(root: Path, fake: FakeOpenAIServer):
+    store = MemoryStore(root)
+    store.atomic_write("MEMORY.md", "# Task Group: before\n- old fact\n")
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    add_raw(root, "a", "- new fact")
+    with_state(root, lambda st: st.set_pending(True))
+    fake.script(Reply.tool({"memory_md": "# never\n", "memory_summary_md": "v1\n\nnever\n"}, delay_seconds=60))
+    code = "from flows.consolidate import consolidate_flow; consolidate_flow(force=True)"
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=str(REPO), env=dict(os.environ),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while fake.request_count == 0 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert fake.request_count == 1, "the child never reached the model call"
+        assert is_running(root, "phase2") is True
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert is_running(root, "phase2") is False  # the kernel released the lock
+    assert store.memory_md_path.read_text() == "# Task Group: before\n- old fact\n"
+    assert store.summary_path.read_text() == "v1\n\n- before\n"
+    assert [b.body for b in store.read_raw_blocks()] == ["- new fact"]
+    assert not [p for p in root.rglob("*.tmp")]
+    fake.script(Reply.tool({"memory_md": "# Task Group: after\n- new fact\n", "memory_summary_md": "v1\n\n- after\n"},
+                           delay_seconds=0))
+    after = run_flow(force=True)
+    assert after["outcome"] == "consolidated", after
+    assert store.memory_md_path.read_text() == "# Task Group: after\n- new fact\n"
+
+
+def test_truncation_retry_then_failure_pause_and_force(root: Path, fake: FakeOpenAIServer, tmp_path: Path):
+    add_raw(root, "a", "- fact a")
+    with_state(root, lambda st: st.set_pending(True))
+    cut_in_summary = '{"memory_md": "# M\\n- a\\n", "memory_summary_md": "v1\\n\\n- partial'
+    fake.script(Reply.truncated(cut_in_summary),
+                Reply.tool({"memory_md": "# M\n- a\n", "memory_summary_md": "v1\n\n- a\n"}))
+    ok = run_flow()
+    assert ok["outcome"] == "consolidated", ok
+    assert ok["model"]["max_tokens_tried"] == [32768, 65536]
+    assert [r["max_tokens"] for r in fake.requests] == [32768, 65536]
+
+    # A second memory root: two earlier failures, then one more (cut off even at the cap).
+    other = tmp_path / "other"
+    store = MemoryStore(other)
+    store.ensure_layout()
+    add_raw(other, "b", "- fact b")
+
+    def seed(st: StateStore):
+        st.set_pending(True)
+        st.record_phase2_failure("earlier failure 1", NOW)
+        st.record_phase2_failure("earlier failure 2", NOW)
+
+    with_state(other, seed)
+    n0 = fake.request_count
+    fake.script(*[Reply.truncated(cut_in_summary) for _ in range(3)])
+    failed = run_flow(memory_root=str(other))
+    assert failed["outcome"] == "error" and "cut off" in failed["error"]
+    assert [r["max_tokens"] for r in fake.requests[n0:]] == [32768, 65536, 131072]
+    meta = with_state(other, lambda st: st.get_meta())
+    assert meta.phase2_failures == 3 and meta.pending_consolidation is True and "cut off" in meta.phase2_error
+    assert [b.body for b in store.read_raw_blocks()] == ["- fact b"] and not store.memory_md_path.exists()
+
+    paused = run_flow(memory_root=str(other))
+    assert paused["outcome"] == "skipped: paused after repeated failures" and fake.request_count == n0 + 3
+
+    fake.script(Reply.tool({"memory_md": "# M\n- b\n", "memory_summary_md": "v1\n\n- b\n"}))
+    forced = run_flow(memory_root=str(other), force=True)
+    assert forced["outcome"] == "consolidated", forced
+    meta = with_state(other, lambda st: st.get_meta())
+    assert meta.phase2_failures == 0 and meta.phase2_error is None and meta.pending_consolidation is False
+
+
+def test_cli_no_model_route_leaves_state_untouched_and_forget(root: Path, fake: FakeOpenAIServer, monkeypatch):
+    from typer.testing import CliRunner
+
+    from dsh_memory.cli import app
+
+    for k in ("DSH_MEMORY_BASE_URL", "DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    add_raw(root, "a", "- fact")
+    with_state(root, lambda st: st.set_pending(True))
+    res = CliRunner().invoke(app, ["consolidate", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout[res.stdout.index("{"):])
+    assert out["outcome"] == "skipped: no model route" and fake.request_count == 0
+    meta = with_state(root, lambda st: st.get_meta())
+    assert meta.pending_consolidation is True and meta.phase2_failures == 0 and meta.phase2_error is None
+
+    store = MemoryStore(root)
+    store.write_rollout_summary("task", {"session_id": "sess-9", "part": 1}, "# t")
+    store.write_rollout_summary("task-part2", {"session_id": "sess-9", "part": 2}, "# t2")
+    res = CliRunner().invoke(app, ["forget", "sess-9", "--json"])
+    assert res.exit_code == 0, res.output
+    assert sorted(json.loads(res.stdout)["retired"]) == ["task", "task-part2"]
+    assert sorted(store.retired_slugs()) == ["task", "task-part2"]
