@@ -13,6 +13,7 @@ import zstandard
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import EventKind, Session, SessionRef
 from dsh_memory.readers import dsh
+from dsh_memory.readers.dsh_records import expand_seq_ranges
 
 from .conftest import FIXTURES
 
@@ -351,7 +352,7 @@ def test_synthetic_cut_last_line(tmp_path):
 def test_synthetic_invalid_utf8_and_non_json_lines(tmp_path):
     lines = _lines(HEADER, _basic_events())
     lines[2] = lines[2].replace(b"please fix", b"please \xff\xfe fix")  # human prompt, seq 1
-    lines.insert(4, b"{this is not json")
+    lines.insert(4, b"{this is not json sk-FAKEsecret0123456789")
     lines.insert(5, b"[1, 2, 3]")
     p = _write(tmp_path, b"\n".join(lines) + b"\n")
     s = _load(p)
@@ -360,6 +361,7 @@ def test_synthetic_invalid_utf8_and_non_json_lines(tmp_path):
     assert s.last_seq == 6 and s.meta["event_count"] == 7
     assert any(w.startswith(f"{p}:3:") and "invalid UTF-8" in w for w in s.warnings)
     assert any(w.startswith(f"{p}:5:") and "not JSON" in w for w in s.warnings)
+    assert not any("sk-FAKE" in w for w in s.warnings)  # warnings never echo line content
     assert any(w.startswith(f"{p}:6:") and "not a JSON object" in w for w in s.warnings)
 
 
@@ -458,6 +460,21 @@ def test_injected_user_messages_keep_no_text(tmp_path):
     s = _load(_write(tmp_path, b"\n".join(_lines(HEADER, events)) + b"\n"))
     assert [(e.kind, e.label, e.text) for e in s.events] == [
         (EventKind.CONTEXT, "agent-instructions", ""), (EventKind.HUMAN, None, "hi")]  # fmt: skip
+
+
+def test_expand_seq_ranges():
+    assert expand_seq_ranges([74, 75, [5, 7], 11, [23, 25]]) == [74, 75, 5, 6, 7, 11, 23, 24, 25]
+    assert expand_seq_ranges([[3, 1], [1], "x", True, [0, 10**12], 4]) == [4]
+    assert expand_seq_ranges("nope") == []
+
+
+def test_dispatcher_routes_dsh(fixtures_dir):
+    from dsh_memory import readers
+    from dsh_memory.settings import SourceRoots
+
+    refs = readers.discover(SourceRoots(dsh_sessions=fixtures_dir / "dsh/zstd/sessions"), sources=["dsh"])
+    assert [r.id for r in refs] == ["6a9d2f4b-3e8c-4b1a-9d7f-5c2e8b4a1f06", "7b0e3a5c-4f9d-4c2b-8e1a-6d3f9c5b2a17"]
+    assert readers.load(refs[0]).last_seq == 49
 
 
 # --- discovery ---------------------------------------------------------------------------------

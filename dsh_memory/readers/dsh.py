@@ -16,7 +16,8 @@ import zstandard
 
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
-from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime, parse_body
+from dsh_memory.readers.dsh_events import parse_body
+from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime
 
 GENERATION_RE = re.compile(r"^session(?:\.v(\d+))?\.jsonl(?:\.zstd)?$")
 KNOWN_MAX_VERSION = 4
