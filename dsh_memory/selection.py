@@ -113,6 +113,9 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
     sess, err = _load(ref, load)
     if err:
         return err
+    if sess.meta.get("unknown_version") and override != "include":
+        return Decision(ref, SKIP, f"unknown log format version {sess.format_version} (read best-effort, not extracted)",
+                        session=sess)
     if not sess.is_root:
         return Decision(ref, SKIP, "subagent session (its parent's log covers it)", session=sess)
     if not sess.interactive and not include_exec and override != "include":

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-chat"
@@ -77,14 +77,27 @@ class MemorySettings(BaseModel):
     max_index_chars: int = Field(30_000, ge=1000, description="Cap on the rollout-summary index fed to Phase 2")
     max_notes_chars: int = Field(20_000, ge=500, description="Cap on ad hoc notes fed to Phase 2")
     stale_claim_seconds: int = Field(1800, ge=60, description="A running claim older than this recovers as failed")
+    llm_retry_delay_seconds: float = Field(5.0, ge=0, description="Base delay of model-call retries (exponential, jittered)")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "MemorySettings":
         e = _env(env)
         root = e.get("DSH_MEMORY_ROOT") or (dsh_home(e) / "memories")
         values: dict = {"memory_root": Path(root).expanduser(), "roots": SourceRoots.from_env(e)}
+        # Every scalar field can be overridden as DSH_MEMORY_<FIELD> (e.g. DSH_MEMORY_IDLE_SECONDS).
+        for name in cls.model_fields:
+            if name in ("memory_root", "roots"):
+                continue
+            raw = e.get(f"DSH_MEMORY_{name.upper()}")
+            if raw not in (None, ""):
+                values[name] = raw
         values.update(overrides)
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            from dsh_memory.errors import ConfigError
+
+            raise ConfigError(f"invalid dsh-memory setting from the environment: {exc}") from None
 
 
 class ModelRoute(BaseModel):

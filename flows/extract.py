@@ -21,7 +21,7 @@ from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
 from dsh_memory.settings_loader import load_settings
 from dsh_memory.state import StateStore
 from tasks.discover import discover_sessions
-from tasks.extract import ensure_global_limit, extract_session, llm_extract, results_storage_path
+from tasks.extract import ensure_global_limit, extract_session, llm_extract
 from tasks.select import plan_extractions
 
 
@@ -43,9 +43,6 @@ def extract_flow(
     settings, route = load_settings()
     state = StateStore(settings.memory_root)
     now = datetime.now(timezone.utc)
-    recovered = state.recover_stale(now, settings.stale_claim_seconds)
-    if recovered:
-        log.warning("recovered %d stale running claims as failed: %s", len(recovered), ", ".join(recovered))
 
     refs = discover_sessions(settings)
     decisions = plan_extractions(refs, settings, now, session_ids, backfill, respect_idle)
@@ -63,6 +60,18 @@ def extract_flow(
     if dry_run:
         return summary
 
+    try:
+        llm, opts = _model_for(route)
+    except NoModelRouteError as exc:  # skipped: no state is touched, retried on the next trigger
+        log.warning("Phase 1 skipped: %s", exc)
+        summary["skipped_no_route"] = True
+        summary["error"] = str(exc)
+        _publish(summary)
+        return summary
+
+    recovered = state.recover_stale(now, settings.stale_claim_seconds)
+    if recovered:
+        log.warning("recovered %d stale running claims as failed: %s", len(recovered), ", ".join(recovered))
     for d in decisions:
         if d.action == UNREADABLE:
             state.fail(d.ref.id, d.reason, now, settings.retry_base_seconds, settings.retry_limit)
@@ -74,19 +83,14 @@ def extract_flow(
             state.touch_checked(d.ref.id, now)
 
     if todo:
-        try:
-            llm, opts = _model_for(route)
-        except NoModelRouteError as exc:
-            log.warning("Phase 1 skipped: %s", exc)
-            summary["skipped_no_route"] = True
-            summary["error"] = str(exc)
-            _publish(summary)
-            return summary
         use_limit = ensure_global_limit(settings.concurrency)
-        storage = results_storage_path(settings)
-        from prefect.filesystems import LocalFileSystem
+        from prefect.tasks import exponential_backoff
 
-        cached_llm = llm_extract.with_options(result_storage=LocalFileSystem(basepath=storage))
+        # Results (redacted model output only) persist in Prefect's result storage, which is
+        # what makes the cache key hit across runs.
+        cached_llm = llm_extract.with_options(
+            retry_delay_seconds=exponential_backoff(backoff_factor=settings.llm_retry_delay_seconds),
+        )
         runner = ThreadPoolTaskRunner(max_workers=settings.concurrency)
         log.info("extracting %d sessions with %s/%s (concurrency %d)", len(todo), llm.provider, llm.model,
                  settings.concurrency)

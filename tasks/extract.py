@@ -10,11 +10,11 @@ Policy lives in the decorators:
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime, timedelta, timezone
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
 from dsh_memory import progress
@@ -51,6 +51,7 @@ def _cache_key(context, parameters) -> str:
         str(x)
         for x in (
             "p1",
+            p["cache_scope"],
             p["session_id"],
             p["watermark"],
             p["to_seq"],
@@ -95,6 +96,7 @@ def llm_extract(
     max_tokens: int,
     reasoning_effort: str,
     use_global_limit: bool = False,
+    cache_scope: str = "",
 ) -> ExtractionOutput:
     kwargs = dict(
         cwd=cwd,
@@ -116,7 +118,7 @@ def _short_error(exc: BaseException) -> str:
     return redact(msg)[:300]
 
 
-@task(name="extract-session", task_run_name="extract-{decision.ref.id}")
+@task(name="extract-session", task_run_name="extract-{decision.ref.id}", cache_policy=NO_CACHE)
 def extract_session(
     decision: Decision,
     llm: LLM,
@@ -158,6 +160,7 @@ def extract_session(
                     max_tokens=max_tokens,
                     reasoning_effort=reasoning_effort,
                     use_global_limit=use_global_limit,
+                    cache_scope=str(settings.memory_root),
                 )
                 break
             except LLMTruncatedError:
@@ -190,9 +193,3 @@ def ensure_global_limit(limit: int) -> bool:
         return True
     except Exception:
         return False
-
-
-def results_storage_path(settings: MemorySettings) -> str:
-    path = settings.memory_root / ".state" / "prefect-results"
-    os.makedirs(path, exist_ok=True)
-    return str(path)

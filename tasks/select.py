@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from dsh_memory import readers, selection
 from dsh_memory.models import SessionRef
@@ -12,7 +13,7 @@ from dsh_memory.settings import MemorySettings
 from dsh_memory.state import StateStore
 
 
-@task(name="plan-extractions")
+@task(name="plan-extractions", cache_policy=NO_CACHE)
 def plan_extractions(
     refs: list[SessionRef],
     settings: MemorySettings,

@@ -45,9 +45,9 @@ def prefect_api(tmp_path_factory):
         try:
             yield server.api_url
         finally:
-            from prefect.logging.handlers import APILogHandler
+            from prefect.logging.handlers import APILogWorker
 
-            APILogHandler.flush()  # deliver queued run logs before the server goes away
+            APILogWorker.drain_all(timeout=10)  # deliver queued run logs before the server goes away
             server.stop()
             for k, v in old.items():
                 if v is None:

@@ -1,0 +1,71 @@
+"""Helpers for flow tests: a memory pipeline environment over copies of the shared fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from dsh_memory.testing.fake_openai import Reply
+
+
+def copy_tree_aged(src: Path, dst: Path, age_seconds: float = 3600) -> Path:
+    """Copy a fixture tree and date every file `age_seconds` in the past (idle, not too old)."""
+    shutil.copytree(src, dst)
+    t = time.time() - age_seconds
+    for p in dst.rglob("*"):
+        os.utime(p, (t, t))
+    return dst
+
+
+def pipeline_env(monkeypatch, tmp_path: Path, fixtures: Path, fake_url: str, *, codex=False, claude=False) -> Path:
+    """Point every root and the model route at test locations. Returns the memory root."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    dsh = copy_tree_aged(fixtures / "dsh" / "plain", tmp_path / "dsh")
+    monkeypatch.setenv("DSH_HOME", str(dsh))
+    monkeypatch.setenv("CODEX_HOME", str(copy_tree_aged(fixtures / "codex", tmp_path / "codex") if codex else tmp_path / "none"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR",
+                       str(copy_tree_aged(fixtures / "claude-code", tmp_path / "claude") if claude else tmp_path / "none"))
+    root = tmp_path / "memories"
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(root))
+    monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake_url)
+    monkeypatch.setenv("DSH_MEMORY_API_KEY", "test-key")
+    monkeypatch.setenv("DSH_MEMORY_MODEL", "fake-model")
+    monkeypatch.setenv("DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS", "0")
+    monkeypatch.setenv("DSH_MEMORY_LLM_RETRY_DELAY_SECONDS", "0.2")
+    monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "4")
+    return root
+
+
+def user_text(request: dict) -> str:
+    return "\n".join(m.get("content") or "" for m in request.get("messages", []) if m.get("role") == "user")
+
+
+def memory_reply(request: dict) -> Reply:
+    """A plausible extraction: empty for chit-chat, otherwise facts quoting the first prompt line."""
+    text = user_text(request)
+    if "hi there" in text:
+        return Reply.tool({"raw_memory": "", "rollout_summary": "", "rollout_slug": ""})
+    marker = "\n[user] "
+    first = text.split(marker, 1)[1].strip().splitlines()[0][:120] if marker in text else "a task"
+    return Reply.tool({
+        "raw_memory": f"- The user asked: {first}\n- Tests run with `uv run pytest`.",
+        "rollout_summary": f"## Task\n{first}\n\n## Outcome\ndone",
+        "rollout_slug": "Fix: " + first[:40],
+    })
+
+
+def all_text_under(root: Path) -> str:
+    chunks = []
+    for p in root.rglob("*"):
+        if p.is_file() and ".state" not in p.parts:
+            chunks.append(p.read_text(errors="replace"))
+    return "\n".join(chunks)
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False)

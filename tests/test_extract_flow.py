@@ -1,0 +1,167 @@
+"""Phase 1 on a real Prefect server, against the fake OpenAI server, over the shared fixtures."""
+
+from __future__ import annotations
+
+import json
+import anyio
+import pytest
+
+from dsh_memory.state import StateStore
+from dsh_memory.store import MemoryStore
+from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+from tests.flow_helpers import all_text_under, dumps, memory_reply, pipeline_env, user_text
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+
+def _secrets(expected) -> list[str]:
+    out = []
+    for key, facts in expected.items():
+        if isinstance(facts, dict):
+            for s in facts.get("secrets") or []:
+                out.append(s["value"] if isinstance(s, dict) else s)
+    return [s for s in out if s]
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAIServer(handler=memory_reply) as srv:
+        yield srv
+
+
+def test_phase1_extracts_expected_fixture_sessions(monkeypatch, tmp_path, fixtures_dir, expected, fake):
+    root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+    from flows.extract import extract_flow
+
+    summary = extract_flow()
+    outcomes = {o["session"]: o["outcome"] for o in summary["outcomes"]}
+    scan = expected["_scan"]["dsh/plain/sessions"]
+    expected_ids = set(scan["extract_session_ids"])
+    # Every session that should be extracted went to the model; the chit-chat one is a no-op.
+    assert {s for s, o in outcomes.items() if o in ("extracted", "noop")} == expected_ids
+    assert outcomes["f1e2d3c4-b5a6-4978-8a9b-0c1d2e3f4a5b"] == "noop"
+    assert sum(1 for o in outcomes.values() if o == "extracted") == len(expected_ids) - 1
+    # Subagent sessions are never sent; unreadable logs fail alone.
+    assert "e4b7c9d2-3f1a-4c8e-9b6d-7a5f2e1c0d93" not in outcomes
+    unreadable_ids = {p.split("/")[-2] for p in scan["unreadable"]}
+    state = StateStore(root)
+    for sid in unreadable_ids:
+        claim = state.get_claim(sid)
+        assert claim is not None and claim.status == "failed" and "unreadable" in (claim.error or "")
+    assert len(fake.requests) == len(expected_ids)
+    # Written files: one rollout summary per extracted session, a raw block each, pending set.
+    store = MemoryStore(root)
+    summaries = store.list_rollout_summaries()
+    assert len(summaries) == len(expected_ids) - 1
+    assert {s.provenance["session_id"] for s in summaries} == expected_ids - {"f1e2d3c4-b5a6-4978-8a9b-0c1d2e3f4a5b"}
+    assert len(store.read_raw_blocks()) == len(expected_ids) - 1
+    assert state.get_meta().pending_consolidation
+    # No planted secret reached the model or the disk.
+    secrets = _secrets(expected)
+    assert secrets, "expected.json lists planted secrets"
+    sent = dumps(fake.requests)
+    disk = all_text_under(root)
+    for secret in secrets:
+        assert secret not in sent
+        assert secret not in disk
+    # The transcript is framed as data.
+    assert all("<session_transcript>" in user_text(r) for r in fake.requests)
+
+
+def test_phase1_rerun_is_idempotent_and_incremental(monkeypatch, tmp_path, fixtures_dir, fake):
+    root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+    from flows.extract import extract_flow
+
+    extract_flow()
+    first = len(fake.requests)
+    again = extract_flow()
+    assert len(fake.requests) == first, "an unchanged session must not be extracted twice"
+    assert not [o for o in again["outcomes"] if o["outcome"] == "extracted"]
+
+    # Grow one session by new human turns: a delta part is extracted with the continuation framing.
+    sid = "5e8b2d0f-3c7a-4f4e-9b6d-0a2f8c4e7d53"
+    path = next((tmp_path / "dsh").rglob(f"{sid}/session.v4.jsonl"))
+    lines = path.read_text().splitlines()
+    last_seq = json.loads(lines[-1])["seq"]
+    extra = []
+    for i in range(1, 11):
+        extra.append(json.dumps({"type": "user/message", "seq": last_seq + i, "time": 1792830600000 + i,
+                                 "data": {"id": f"m{i}", "role": "user", "content": [
+                                     {"type": "text", "text": f"follow-up question number {i}"}],
+                                          "source": {"kind": "user"}}, "surfaceOp": "append"}))
+    path.write_text("\n".join(lines + extra) + "\n")  # written now: newer than the claim
+    monkeypatch.setenv("DSH_MEMORY_RECHECK_INTERVAL_SECONDS", "0")
+    monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "0")
+    third = extract_flow()
+    extracted = [o for o in third["outcomes"] if o["outcome"] == "extracted"]
+    assert [o["session"] for o in extracted] == [sid]
+    assert extracted[0]["part"] == 2 and extracted[0]["slug"].endswith("-part2")
+    delta_request = fake.requests[-1]
+    assert "already processed" in user_text(delta_request)
+    assert "follow-up question number 10" in user_text(delta_request)
+    assert "pdfkit-lite" not in user_text(delta_request).split("<session_transcript>", 1)[1]
+    claim = StateStore(root).get_claim(sid)
+    assert claim.last_seq == last_seq + 10 and claim.parts == 2
+
+
+def test_phase1_retries_transient_errors_and_caches_results(monkeypatch, tmp_path, fixtures_dir, fake):
+    root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+    sid = "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64"
+    fake.script(Reply.error(503), Reply.error(429, retry_after=0.1))  # the first two calls fail
+    monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "1")
+    from flows.extract import extract_flow
+
+    summary = extract_flow(session_ids=[sid], respect_idle=False)
+    assert [o["outcome"] for o in summary["outcomes"]] == ["extracted"]
+    assert len(fake.requests) == 3
+
+    async def llm_task_runs():
+        from prefect.client.orchestration import get_client
+        from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+
+        async with get_client() as client:
+            runs = await client.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="llm-extract")))
+            return runs
+
+    runs = anyio.run(llm_task_runs)
+    assert any(r.run_count >= 3 for r in runs), "the retries are visible in the run history"
+
+    # A crash after the model call but before the claim closed: the re-run hits the cache.
+    StateStore(root).forget(sid)
+    for f in (root / "rollout_summaries").glob("*.md"):
+        f.unlink()
+    summary = extract_flow(session_ids=[sid], respect_idle=False)
+    assert [o["outcome"] for o in summary["outcomes"]] == ["extracted"]
+    assert len(fake.requests) == 3, "the cached extraction was reused, not paid for again"
+    assert list((root / "rollout_summaries").glob("*.md"))
+
+
+def test_phase1_failures_are_isolated_and_no_route_skips(monkeypatch, tmp_path, fixtures_dir, fake):
+    root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+    bad = "3b8f2c1e-5a7d-4e29-9c41-7d2e8f6a1b03"
+    good = "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64"
+
+    def handler(request):
+        if "test_discount_rounding" in user_text(request):
+            return Reply.raw_tool('{"raw_memory": "x", "rollout_summary": ')  # malformed
+        return memory_reply(request)
+
+    fake.handler = handler
+    from flows.extract import extract_flow
+
+    summary = extract_flow(session_ids=[bad, good], respect_idle=False)
+    outcomes = {o["session"]: o for o in summary["outcomes"]}
+    assert outcomes[bad]["outcome"] == "failed" and outcomes[good]["outcome"] == "extracted"
+    claim = StateStore(root).get_claim(bad)
+    assert claim.status == "failed" and claim.attempts == 1 and claim.next_retry_at is not None
+    assert not any(s.provenance["session_id"] == bad for s in MemoryStore(root).list_rollout_summaries())
+
+    # No model route: skipped, state untouched.
+    monkeypatch.delenv("DSH_MEMORY_BASE_URL")
+    monkeypatch.delenv("DSH_MEMORY_API_KEY")
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    before = StateStore(root).claims()
+    summary = extract_flow()
+    assert summary["skipped_no_route"] and "DSH_MEMORY_API_KEY" in summary["error"]
+    assert StateStore(root).claims().keys() == before.keys()
+    assert StateStore(root).get_claim(good).status == "done"
