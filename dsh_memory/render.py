@@ -40,7 +40,9 @@ from dsh_memory.redact import MARKER_PREFIX, redact, redact_obj
 from dsh_memory.tokens import count_tokens
 
 # (tool output chars kept, argument value chars kept) per shortening level, loosest first.
-LEVELS: tuple[tuple[int, int], ...] = ((6000, 400), (3000, 240), (1500, 160), (700, 100), (300, 60), (120, 40))
+# Level 0 applies even without a budget: ~2,000 characters (≈500 tokens) of any one tool output
+# is what a memory extractor can use; the rest is what Codex-style raw JSON pays for.
+LEVELS: tuple[tuple[int, int], ...] = ((2000, 240), (1000, 160), (500, 100), (250, 60), (120, 40))
 _MINOR = (EventKind.CONTEXT, EventKind.REASONING)
 _TAG_AT_LINE_START = re.compile(r"(?m)^(?=\[(?:user|assistant|tool|result|hidden|compaction|status|delta|note)\b|\[… )")
 _FRAME = (
