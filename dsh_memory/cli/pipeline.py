@@ -64,6 +64,8 @@ def _print_phase1(summary: dict, dry_run: bool) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    register_demo(app)
+
     @app.command("extract")
     def extract_cmd(
         sessions: Optional[list[str]] = typer.Argument(None, help="Session ids to extract (default: none; see --all)."),
@@ -115,3 +117,54 @@ def register(app: typer.Typer) -> None:
         _print_phase1(result["phase1"], False)
         p2 = result.get("phase2") or {}
         typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
+
+
+def _prepare_demo(workdir: Path) -> dict[str, str]:
+    """Copy the bundled sample sessions into `workdir` and return the environment that uses them."""
+    import shutil
+    import time
+    from importlib.resources import files
+
+    samples = Path(str(files("dsh_memory") / "samples"))
+    env = {}
+    for name, var, sub in (("dsh", "DSH_HOME", "dsh"), ("codex", "CODEX_HOME", "codex"), ("claude", "CLAUDE_CONFIG_DIR", "claude")):
+        dst = workdir / sub
+        if not dst.exists():
+            shutil.copytree(samples / sub, dst)
+            old = time.time() - 3600  # the sample sessions ended an hour ago: idle, ready to extract
+            for p in dst.rglob("*"):
+                os.utime(p, (old, old))
+        env[var] = str(dst)
+    env["DSH_MEMORY_ROOT"] = str(workdir / "memories")
+    return env
+
+
+def register_demo(app: typer.Typer) -> None:
+    @app.command("demo")
+    def demo_cmd(
+        workdir: Path = typer.Option(Path("dsh-memory-demo"), "--workdir", help="Where the sample sessions and the memory are written."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    ) -> None:
+        """Run the whole pipeline on the bundled sample sessions (DSH, Codex, Claude Code)."""
+        workdir = workdir.resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        os.environ.update(_prepare_demo(workdir))
+        _prefect_env()
+        typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
+
+        def go():
+            from flows.catch_up import catch_up_flow
+
+            return catch_up_flow(backfill=True, force_consolidation=True)
+
+        result = run(lambda: _with_progress(go, "demo", as_json))
+        if as_json:
+            emit_json(result)
+            return
+        _print_phase1(result["phase1"], False)
+        p2 = result.get("phase2") or {}
+        typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
+        summary = workdir / "memories" / "memory_summary.md"
+        if summary.exists():
+            typer.echo(f"\nInjected summary ({summary}):\n")
+            typer.echo(summary.read_text())
