@@ -104,6 +104,10 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
     try:
         inputs = gather_inputs(settings, now)
         summary.update(mode=inputs.mode, inputs=inputs.counts())
+        if not inputs.has_evidence:  # e.g. a stale pending flag: no model call for nothing
+            summary.update(outcome=gate_mod.SKIP_NOTHING, reason="no raw memories, notes or forgetting candidates")
+            _clear_pending(settings)
+            return ""
         messages = inputs.messages()
         max_tokens: int | None = min(int(opts["max_tokens"]), MAX_TOKENS_CAP)
         output: ConsolidationOutput | None = None
@@ -143,6 +147,15 @@ def _flow_run_id() -> str | None:
 
     run_id = flow_run.get_id()
     return str(run_id) if run_id else None
+
+
+def _clear_pending(settings: MemorySettings) -> None:
+    state = StateStore(settings.memory_root)
+    try:
+        state.set_pending(False)
+        state.record_phase2_outcome(gate_mod.SKIP_NOTHING)
+    finally:
+        state.close()
 
 
 def _record_outcome(settings: MemorySettings, outcome: str) -> None:

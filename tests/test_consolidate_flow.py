@@ -149,6 +149,12 @@ def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: 
 
 
 def test_single_flight_threads_and_held_lock(root: Path, fake: FakeOpenAIServer):
+    # A stale pending flag with no evidence: no model call, flag cleared.
+    with_state(root, lambda st: st.set_pending(True))
+    stale = run_flow(force=True)
+    assert stale["outcome"] == "skipped: nothing to consolidate" and fake.request_count == 0
+    assert with_state(root, lambda st: st.get_meta().pending_consolidation) is False
+
     add_raw(root, "a", "- one fact")
     with_state(root, lambda st: st.set_pending(True))
     # A held lock (another process/deployment run): skipped at once, no model call.
