@@ -1,0 +1,1 @@
+"""Turn-end notifications: validation, the Prefect event, the HTTP receiver."""

@@ -1,0 +1,290 @@
+"""Strict validation of turn-end notifications into one `TurnEnd` model.
+
+Three senders, three shapes (see reference/dsh-session-format.md §10 and codex-memories.md §5/§7):
+  * dsh    — our DSH plugin / Claude-Code hook bridge:
+             `{sessionId, turn, reason: {kind, …}, seq, header?, transcriptPath?}`
+  * codex  — Codex `notify` (JSON as the last argv argument):
+             `{type: "agent-turn-complete", thread-id, turn-id, cwd, input-messages, last-assistant-message}`
+  * claude — Claude Code hook stdin: `{session_id, transcript_path, cwd, hook_event_name, stop_hook_active}`
+
+A payload is either rejected (`PayloadError`, with an HTTP status: 413 too large, 400 otherwise)
+or accepted as a `TurnEnd`, which says whether it should trigger extraction and, if not, why.
+Transcript paths are checked *lexically* and through symlinks to lie inside the agent's
+configured root; nothing here ever opens, stats for content, or writes such a path.
+Error messages name fields and rules, never echo submitted values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+
+from dsh_memory.settings import SourceRoots
+
+MAX_BODY_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+MAX_ID_CHARS = 128
+MAX_PATH_CHARS = 4096
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,%d}$" % (MAX_ID_CHARS - 1))
+KINDS = ("dsh", "codex", "claude")
+Kind = Literal["dsh", "codex", "claude"]
+CODEX_TURN_COMPLETE = "agent-turn-complete"
+CLAUDE_TRIGGER_EVENTS = ("Stop", "SessionEnd")
+CLAUDE_KNOWN_EVENTS = ("Stop", "SubagentStop", "SessionEnd")
+
+
+class PayloadError(ValueError):
+    """The notification was refused; `status` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+class TurnEnd(BaseModel):
+    """One accepted turn-end notification, whatever the sender."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Kind
+    session_id: str = Field(description="Session / thread id (safe charset, ≤128 chars); '' only when ignored")
+    turn: Optional[Union[int, str]] = Field(None, description="DSH turn number or Codex turn-id")
+    reason: Optional[str] = Field(None, description="DSH reason kind, Codex notify type or Claude hook event")
+    seq: Optional[int] = Field(None, description="DSH seq of the turn/end event")
+    cwd: Optional[str] = None
+    transcript_path: Optional[str] = Field(None, description="Checked to lie inside the agent's root; never opened here")
+    should_trigger: bool
+    why_not: str = Field("", description="Why should_trigger is False ('' when it is True)")
+
+
+# ---------------------------------------------------------------- raw wire shapes (strict)
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow", populate_by_name=False)
+
+
+
+class _DshReason(_Strict):
+    kind: StrictStr = Field(min_length=1, max_length=64)
+
+
+class _DshHeader(_Strict):
+    id: Optional[StrictStr] = None
+    cwd: Optional[StrictStr] = Field(None, max_length=MAX_PATH_CHARS)
+    origin: Optional[StrictStr] = None
+    delegationDepth: Optional[StrictInt] = Field(None, ge=0)
+    parentSession: Optional[StrictStr] = None
+
+
+class _DshBody(_Strict):
+    sessionId: StrictStr
+    turn: StrictInt = Field(ge=0)
+    reason: _DshReason
+    seq: Optional[StrictInt] = Field(None, ge=0)
+    header: Optional[_DshHeader] = None
+    transcriptPath: Optional[StrictStr] = Field(None, max_length=MAX_PATH_CHARS)
+
+
+class _CodexBody(_Strict):
+    type: StrictStr = Field(max_length=128)
+    thread_id: StrictStr = Field(alias="thread-id")
+    turn_id: Optional[StrictStr] = Field(None, alias="turn-id", max_length=MAX_ID_CHARS)
+    cwd: Optional[StrictStr] = Field(None, max_length=MAX_PATH_CHARS)
+    input_messages: Optional[list[StrictStr]] = Field(None, alias="input-messages")
+    last_assistant_message: Optional[StrictStr] = Field(None, alias="last-assistant-message")
+
+
+class _CodexAny(_Strict):
+    type: StrictStr = Field(max_length=128)
+
+
+class _ClaudeBody(_Strict):
+    session_id: StrictStr
+    transcript_path: StrictStr = Field(max_length=MAX_PATH_CHARS)
+    hook_event_name: StrictStr = Field(max_length=128)
+    cwd: Optional[StrictStr] = Field(None, max_length=MAX_PATH_CHARS)
+    stop_hook_active: Optional[StrictBool] = None
+
+
+# ---------------------------------------------------------------- parsing
+
+def _depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Iterative nesting check (no recursion, so no RecursionError of our own)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > limit:
+                return False
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((c, depth + 1) for c in children)
+    return True
+
+
+def parse_json(body: bytes | str, max_bytes: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    """Size cap (413) before parsing, then a safe parse into a JSON object (400 otherwise)."""
+    raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+    if len(raw) > max_bytes:
+        raise PayloadError(f"body larger than {max_bytes} bytes", status=413)
+    if not raw.strip():
+        raise PayloadError("empty body")
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise PayloadError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError):
+        raise PayloadError("body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise PayloadError(f"expected a JSON object, got a JSON {type(data).__name__}")
+    if not _depth_ok(data):
+        raise PayloadError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return data
+
+
+def detect_kind(data: dict[str, Any]) -> Kind:
+    if "hook_event_name" in data or "session_id" in data or "transcript_path" in data:
+        return "claude"
+    if "thread-id" in data or "turn-id" in data or "last-assistant-message" in data or "input-messages" in data:
+        return "codex"
+    if "sessionId" in data or "transcriptPath" in data or ("turn" in data and "reason" in data):
+        return "dsh"
+    if isinstance(data.get("type"), str) and "sessionId" not in data:
+        return "codex"
+    raise PayloadError("unrecognised payload: not a DSH turn-end, Codex notify or Claude Code hook body")
+
+
+def _validation_message(kind: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False)[:8]:
+        loc = ".".join(str(p) for p in err["loc"]) or "body"
+        parts.append(f"{loc}: {err['msg']}")
+    return f"invalid {kind} payload: " + "; ".join(parts)
+
+
+def check_session_id(value: str, field: str = "session id") -> str:
+    if not SESSION_ID_RE.fullmatch(value):
+        raise PayloadError(
+            f"{field} must be 1-{MAX_ID_CHARS} characters of [A-Za-z0-9_-], starting with a letter or digit"
+        )
+    return value
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def check_transcript_path(value: str, root: Optional[os.PathLike | str], field: str) -> str:
+    """`value` must be an absolute path inside `root`, both as written (after collapsing `..`)
+    and after resolving symlinks. Returns the normalized path. Never opens the file."""
+    if root is None:
+        raise PayloadError(f"{field}: this agent's session root is not configured")
+    if "\x00" in value or not value.strip():
+        raise PayloadError(f"{field} must be a non-empty path")
+    if not os.path.isabs(value):
+        raise PayloadError(f"{field} must be an absolute path")
+    root_s = os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(root))))
+    lexical = os.path.normpath(value)
+    if not _inside(lexical, root_s) or lexical == root_s:
+        raise PayloadError(f"{field} must lie inside the configured session root")
+    if not _inside(os.path.realpath(lexical), os.path.realpath(root_s)):
+        raise PayloadError(f"{field} must lie inside the configured session root (symlink escapes it)")
+    return lexical
+
+
+def _validate_dsh(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
+    try:
+        body = _DshBody.model_validate(data)
+    except ValidationError as exc:
+        raise PayloadError(_validation_message("dsh", exc)) from None
+    sid = check_session_id(body.sessionId, "sessionId")
+    path = None
+    if body.transcriptPath is not None:
+        path = check_transcript_path(body.transcriptPath, roots.dsh_sessions, "transcriptPath")
+    header = body.header
+    why = ""
+    if header is not None and (header.origin == "subagent" or (header.delegationDepth or 0) > 0):
+        why = "subagent session (header.origin 'subagent' or delegationDepth > 0): not extracted"
+    return TurnEnd(
+        kind="dsh",
+        session_id=sid,
+        turn=body.turn,
+        reason=body.reason.kind,
+        seq=body.seq,
+        cwd=header.cwd if header is not None else None,
+        transcript_path=path,
+        should_trigger=not why,
+        why_not=why,
+    )
+
+
+def _validate_codex(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
+    try:
+        head = _CodexAny.model_validate(data)
+    except ValidationError as exc:
+        raise PayloadError(_validation_message("codex", exc)) from None
+    if head.type != CODEX_TURN_COMPLETE:
+        tid = data.get("thread-id")
+        sid = tid if isinstance(tid, str) and SESSION_ID_RE.fullmatch(tid) else ""
+        return TurnEnd(
+            kind="codex", session_id=sid, reason=head.type[:64], should_trigger=False,
+            why_not=f"Codex notify type is not {CODEX_TURN_COMPLETE!r}",
+        )
+    try:
+        body = _CodexBody.model_validate(data)
+    except ValidationError as exc:
+        raise PayloadError(_validation_message("codex", exc)) from None
+    sid = check_session_id(body.thread_id, "thread-id")
+    return TurnEnd(
+        kind="codex", session_id=sid, turn=body.turn_id, reason=body.type, cwd=body.cwd,
+        should_trigger=True,
+    )
+
+
+def _validate_claude(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
+    try:
+        body = _ClaudeBody.model_validate(data)
+    except ValidationError as exc:
+        raise PayloadError(_validation_message("claude", exc)) from None
+    sid = check_session_id(body.session_id, "session_id")
+    path = check_transcript_path(body.transcript_path, roots.claude_projects, "transcript_path")
+    event = body.hook_event_name
+    if event == "SubagentStop":
+        why = "SubagentStop: subagent turns are not extracted"
+    elif event not in CLAUDE_KNOWN_EVENTS:
+        why = "hook_event_name is not Stop, SubagentStop or SessionEnd"
+    elif body.stop_hook_active:
+        why = "stop_hook_active is true: a Stop hook already continued this turn (loop guard)"
+    else:
+        why = ""
+    return TurnEnd(
+        kind="claude", session_id=sid, reason=event[:64], cwd=body.cwd, transcript_path=path,
+        should_trigger=not why, why_not=why,
+    )
+
+
+_VALIDATORS = {"dsh": _validate_dsh, "codex": _validate_codex, "claude": _validate_claude}
+
+
+def validate_payload(data: dict[str, Any], kind: str = "auto", roots: SourceRoots | None = None) -> TurnEnd:
+    """Validate an already-parsed JSON object. `kind` is 'auto' or one of KINDS."""
+    if kind not in ("auto", *KINDS):
+        raise PayloadError(f"unknown kind {kind[:32]!r}; one of: auto, {', '.join(KINDS)}")
+    if not isinstance(data, dict):
+        raise PayloadError("expected a JSON object")
+    roots = roots if roots is not None else SourceRoots.from_env()
+    resolved = detect_kind(data) if kind == "auto" else kind
+    return _VALIDATORS[resolved](data, roots)
+
+
+def parse_turn_end(
+    body: bytes | str,
+    kind: str = "auto",
+    roots: SourceRoots | None = None,
+    max_bytes: int = MAX_BODY_BYTES,
+) -> TurnEnd:
+    """Bytes in, `TurnEnd` out, or `PayloadError` (413 / 400). The one entry point for every adapter."""
+    return validate_payload(parse_json(body, max_bytes=max_bytes), kind=kind, roots=roots)
