@@ -1,0 +1,74 @@
+"""The deployments in prefect.yaml as runner deployments for `dsh-memory serve`.
+
+prefect.yaml is the one source of truth: names, entrypoints, schedules, triggers and the
+consolidation concurrency limit are read from it; settings may override the debounce window
+(`debounce_seconds`) of the turn-end trigger.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from dsh_memory.errors import ConfigError
+
+CATCH_UP = "catch-up/catch-up"
+EXTRACT_SESSION = "extract-session/extract-session"
+CONSOLIDATE = "consolidate/consolidate"
+
+
+def prefect_yaml_path() -> Path:
+    """prefect.yaml at the project root (editable install / checkout) or inside the package."""
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[1] / "prefect.yaml", here.parent / "prefect.yaml"):
+        if candidate.is_file():
+            return candidate
+    raise ConfigError("prefect.yaml not found next to the dsh_memory package")
+
+
+def load_spec(path: Path | None = None) -> list[dict[str, Any]]:
+    import yaml
+
+    data = yaml.safe_load((path or prefect_yaml_path()).read_text())
+    deployments = data.get("deployments") or []
+    if not isinstance(deployments, list) or not deployments:
+        raise ConfigError(f"{path or prefect_yaml_path()} declares no deployments")
+    return deployments
+
+
+def import_entrypoint(entrypoint: str):
+    """`flows/extract.py:extract_flow` → the flow object (imported as a module of this project)."""
+    file_part, _, attr = entrypoint.partition(":")
+    module = file_part.removesuffix(".py").replace("/", ".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def runner_deployments(debounce_seconds: int | None = None) -> list:
+    """RunnerDeployments for `prefect.serve`, built from prefect.yaml."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig
+    from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
+
+    out = []
+    for spec in load_spec():
+        flow = import_entrypoint(spec["entrypoint"])
+        triggers = []
+        for t in spec.get("triggers") or []:
+            t = {k: v for k, v in t.items() if k != "type"}
+            if debounce_seconds is not None and t.get("posture") == "Proactive":
+                t["within"] = debounce_seconds
+            triggers.append(DeploymentEventTrigger(**t))
+        intervals = [s["interval"] for s in spec.get("schedules") or [] if "interval" in s]
+        limit = spec.get("concurrency_limit")
+        out.append(
+            flow.to_deployment(
+                name=spec["name"],
+                description=spec.get("description"),
+                tags=spec.get("tags"),
+                interval=intervals or None,
+                triggers=triggers or None,
+                concurrency_limit=ConcurrencyLimitConfig(**limit) if isinstance(limit, dict) else limit,
+                parameters=spec.get("parameters"),
+            )
+        )
+    return out

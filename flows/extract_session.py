@@ -1,0 +1,49 @@
+"""extract-session flow: Phase 1 for one session, then consolidation when pending.
+
+Started by the `extract-session` deployment's trigger: a Prefect event `dsh.turn.ended` on the
+resource `dsh.session.<id>`, debounced per session (proactive trigger: one run ~debounce after
+the last turn end). Also runnable by hand: `dsh-memory extract SESSION`.
+Writes: what flows/extract.py writes; starts the `consolidate` deployment when pending.
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+
+from flows.extract import extract_flow
+
+RESOURCE_PREFIX = "dsh.session."
+
+
+def session_id_from(resource: str) -> str:
+    """`dsh.session.<id>` (the event resource) or a bare id → the id."""
+    resource = (resource or "").strip()
+    return resource[len(RESOURCE_PREFIX):] if resource.startswith(RESOURCE_PREFIX) else resource
+
+
+@flow(name="extract-session")
+def extract_session_flow(session: str = "", consolidate: bool = True) -> dict:
+    log = get_run_logger()
+    sid = session_id_from(session)
+    if not sid:
+        log.warning("no session id in the trigger: extracting every ready session instead")
+    result = extract_flow(session_ids=[sid] if sid else None, respect_idle=not sid)
+    extracted = [o for o in result.get("outcomes", []) if o.get("outcome") == "extracted"]
+    result["consolidation_requested"] = False
+    if consolidate and extracted:
+        result["consolidation_requested"] = request_consolidation()
+    return result
+
+
+def request_consolidation() -> bool:
+    """Start the `consolidate` deployment (fire and forget) when running against a server."""
+    from prefect.deployments import run_deployment
+
+    from dsh_memory.deployments import CONSOLIDATE
+
+    try:
+        run_deployment(CONSOLIDATE, timeout=0)
+        return True
+    except Exception as exc:  # no such deployment (plain in-process run): consolidation waits
+        get_run_logger().info("consolidation not requested (%s); the schedule will pick it up", type(exc).__name__)
+        return False

@@ -1,0 +1,38 @@
+"""prefect.yaml loads, every entrypoint imports, and serve builds the same deployments."""
+
+from __future__ import annotations
+
+from dsh_memory import deployments
+
+
+def test_prefect_yaml_entrypoints_import_as_flows():
+    from prefect import Flow
+
+    specs = deployments.load_spec()
+    names = {s["name"] for s in specs}
+    assert names == {"catch-up", "extract-session", "consolidate"}
+    for spec in specs:
+        flow = deployments.import_entrypoint(spec["entrypoint"])
+        assert isinstance(flow, Flow), spec["entrypoint"]
+        assert f"{flow.name}/{spec['name']}" in (deployments.CATCH_UP, deployments.EXTRACT_SESSION,
+                                                 deployments.CONSOLIDATE)
+
+
+def test_turn_end_trigger_is_a_per_session_trailing_debounce():
+    spec = {s["name"]: s for s in deployments.load_spec()}["extract-session"]
+    (trigger,) = spec["triggers"]
+    assert trigger["posture"] == "Proactive"
+    assert trigger["after"] == trigger["expect"] == ["dsh.turn.ended"]
+    assert trigger["for_each"] == ["prefect.resource.id"]
+    assert trigger["within"] == 180
+
+
+def test_runner_deployments_apply_settings_debounce_and_consolidation_limit():
+    built = {d.name: d for d in deployments.runner_deployments(debounce_seconds=15)}
+    assert set(built) == {"catch-up", "extract-session", "consolidate"}
+    (trigger,) = built["extract-session"].triggers
+    assert trigger.within.total_seconds() == 15
+    consolidate = built["consolidate"]
+    assert consolidate.concurrency_limit == 1
+    assert consolidate.concurrency_options.collision_strategy.value == "CANCEL_NEW"
+    assert built["catch-up"].schedules and built["catch-up"].schedules[0].schedule.interval.total_seconds() == 3600
