@@ -17,7 +17,7 @@ app = typer.Typer(
 )
 
 # Command modules, in the order they appear in --help.
-_MODULES = ["sessions", "pipeline", "consolidate", "readpath", "servers", "admin"]
+_MODULES = ["sessions", "pipeline", "consolidate", "stack", "readpath", "servers", "admin", "hooks"]
 
 
 def _register() -> None:

@@ -1,1 +1,1 @@
-"""Test and benchmark helpers that are real parts (a fake OpenAI server, a Prefect server runner)."""
+"""Real parts used by tests, benchmarks and `dsh-memory serve`: a fake OpenAI server, a Prefect server runner."""

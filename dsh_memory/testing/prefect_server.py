@@ -20,6 +20,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM if the process that started it dies (even by SIGKILL)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 def server_env(home: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -36,10 +46,11 @@ def server_env(home: Path) -> dict[str, str]:
 class PrefectServer:
     """A `prefect server start` child process with its own PREFECT_HOME (SQLite)."""
 
-    def __init__(self, home: Path, port: int | None = None, ui: bool = False):
+    def __init__(self, home: Path, port: int | None = None, ui: bool = False, die_with_parent: bool = True):
         self.home = Path(home)
         self.port = port or free_port()
         self.ui = ui
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -59,6 +70,7 @@ class PrefectServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -1,0 +1,3 @@
+from dsh_memory.cli import main
+
+main()

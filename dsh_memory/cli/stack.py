@@ -1,0 +1,91 @@
+"""`serve` (the one-command local stack) and `status` (from local state + Prefect run history)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import typer
+
+from dsh_memory.cli._common import emit_json, run
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if hasattr(v, "isoformat"):
+        return v.isoformat(timespec="seconds")
+    return str(v)
+
+
+def _print_status(data: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    local, server = data["local"], data["server"]
+    console.print(f"[bold]memory root[/] {local['memory_root']}")
+    if not local.get("initialized"):
+        console.print("no pipeline state yet (nothing extracted): run `dsh-memory run` or `dsh-memory serve`")
+    else:
+        c = local["counts"]
+        console.print(
+            f"sessions: processed {c.get('done', 0)} · noop {c.get('noop', 0)} · failed {c.get('failed', 0)}"
+            f" · parked {c.get('parked', 0)} · running {c.get('running', 0)}"
+        )
+        console.print(f"phase 1 running: {local['phase1_running']}   phase 2 running: {local['phase2_running']}"
+                      f"   pending consolidation: {local['pending_consolidation']}")
+        console.print(f"last phase 1: {_fmt(local['last_phase1_at'])}   last phase 2: {_fmt(local['last_phase2_at'])}"
+                      f" ({local.get('last_phase2_outcome') or '-'})")
+        if local.get("phase2_error"):
+            console.print(f"[red]phase 2 error[/] ({local['phase2_consecutive_failures']} in a row): {local['phase2_error']}")
+        if local.get("models"):
+            console.print("models: " + ", ".join(local["models"]))
+        for f in local.get("failures", [])[:5]:
+            console.print(f"  failed {f['session'][:13]} attempts={f['attempts']}{' parked' if f['parked'] else ''}: {f['error'][:80]}")
+    if not server.get("available"):
+        console.print(f"[yellow]Prefect:[/] {server.get('reason')}")
+        return
+    console.print(f"[bold]Prefect[/] {server['api_url']}  in flight: {len(server['in_flight'])}")
+    for title, key in (("last runs", "last_runs"), ("next scheduled", "next_scheduled"), ("in flight", "in_flight")):
+        rows = server.get(key) or []
+        if not rows:
+            continue
+        table = Table("flow", "run", "state", "start/expected", "end", title=title)
+        for r in rows:
+            table.add_row(r["flow"], r["name"], r["state"] or "-", _fmt(r["start"] or r["expected_start"]), _fmt(r["end"]))
+        console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("status")
+    def status_cmd(as_json: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> None:
+        """Pipeline status: runs in flight, pending consolidation, last runs, session counts, next runs."""
+
+        def go():
+            from dsh_memory.settings_loader import load_settings
+            from dsh_memory.status import status
+
+            settings, _ = load_settings()
+            return status(settings)
+
+        data = run(go)
+        if as_json:
+            emit_json(data)
+        else:
+            _print_status(data)
+
+    @app.command("serve")
+    def serve_cmd(
+        host: str = typer.Option("127.0.0.1", "--host", help="Loopback interface for the memory API / MCP / hooks."),
+        port: int = typer.Option(8765, "--port", help="Port of the memory API / MCP / turn-end hook."),
+        prefect_port: int = typer.Option(4200, "--prefect-port", help="Port of the local Prefect server (when one is started)."),
+        no_boot: bool = typer.Option(False, "--no-boot-catch-up", help="Do not run the catch-up at start."),
+    ) -> None:
+        """Run the local stack: Prefect server (unless PREFECT_API_URL is set), deployments, HTTP app, boot catch-up."""
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+        from dsh_memory.stack import Stack
+
+        stack = Stack(host=host, port=port, prefect_port=prefect_port, boot_catch_up=not no_boot,
+                      echo=lambda m: typer.echo(m, err=True))
+        run(stack.run)

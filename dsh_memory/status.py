@@ -1,0 +1,130 @@
+"""Pipeline status: local bookkeeping plus, when a Prefect server is configured, its run history.
+
+Replaces the spec's get-state and logs/: what is in flight, what is pending, how the last runs
+ended, how many sessions are processed / noop / failed / parked, and the next scheduled runs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from dsh_memory.settings import MemorySettings
+
+FLOW_NAMES = ("extract", "extract-session", "consolidate", "catch-up")
+
+
+def local_status(settings: MemorySettings, now: datetime | None = None) -> dict[str, Any]:
+    from dsh_memory.locks import is_running
+    from dsh_memory.state import StateStore
+
+    now = now or datetime.now(timezone.utc)
+    root = settings.memory_root
+    if not (root / ".state" / "state.sqlite3").exists():
+        return {"memory_root": str(root), "initialized": False, "counts": {}, "phase1_running": False,
+                "phase2_running": False, "pending_consolidation": False}
+    state = StateStore(root)
+    claims = state.claims()
+    counts: dict[str, int] = {"done": 0, "noop": 0, "failed": 0, "parked": 0, "running": 0}
+    tokens_in = tokens_out = 0
+    failures = []
+    for c in claims.values():
+        key = "parked" if c.status == "failed" and c.parked else c.status
+        counts[key] = counts.get(key, 0) + 1
+        tokens_in += c.input_tokens or 0
+        tokens_out += c.output_tokens or 0
+        if c.status == "failed":
+            failures.append({"session": c.session_id, "attempts": c.attempts, "parked": c.parked,
+                             "next_retry_at": c.next_retry_at, "error": (c.error or "")[:200]})
+    running_claims = [
+        c.session_id for c in claims.values()
+        if c.status == "running" and c.started_at and (now - c.started_at).total_seconds() < settings.stale_claim_seconds
+    ]
+    meta = state.get_meta()
+    models = sorted({f"{c.provider}/{c.model}" for c in claims.values() if c.model})
+    return {
+        "memory_root": str(root),
+        "initialized": True,
+        "phase1_running": bool(running_claims),
+        "phase1_running_sessions": running_claims,
+        "phase2_running": is_running(root, "phase2"),
+        "pending_consolidation": bool(meta.pending_consolidation),
+        "last_phase1_at": meta.last_phase1_at,
+        "last_phase2_at": meta.last_phase2_at,
+        "last_phase2_outcome": getattr(meta, "last_phase2_outcome", None),
+        "phase2_error": meta.phase2_error,
+        "phase2_consecutive_failures": meta.phase2_failures,
+        "counts": counts,
+        "tokens": {"input": tokens_in, "output": tokens_out},
+        "models": models,
+        "failures": failures[:20],
+    }
+
+
+def server_status(limit: int = 10) -> dict[str, Any]:
+    """In-flight, recent and scheduled runs of our flows from the Prefect API (if configured)."""
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        return {"available": False, "reason": "no Prefect server configured (PREFECT_API_URL unset)"}
+    try:
+        return _query_server(url, limit)
+    except Exception as exc:
+        return {"available": False, "api_url": url, "reason": f"Prefect server unreachable: {type(exc).__name__}: {exc}"[:300]}
+
+
+def _query_server(url: str, limit: int) -> dict[str, Any]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    def row(run, flows) -> dict[str, Any]:
+        result = {
+            "flow": flows.get(run.flow_id, "?"),
+            "name": run.name,
+            "state": run.state.name if run.state else None,
+            "start": run.start_time,
+            "end": run.end_time,
+            "expected_start": run.expected_start_time,
+            "deployment_id": str(run.deployment_id) if run.deployment_id else None,
+        }
+        if run.state and run.state.is_failed():
+            result["message"] = (run.state.message or "")[:200]
+        return result
+
+    with get_client(sync_client=True) as client:
+        ours = client.read_flows(flow_filter=FlowFilter(name=FlowFilterName(any_=list(FLOW_NAMES))))
+        flows = {f.id: f.name for f in ours}
+        flow_filter = FlowFilter(name=FlowFilterName(any_=list(FLOW_NAMES)))
+
+        def runs(states, sort, n):
+            return client.read_flow_runs(
+                flow_filter=flow_filter,
+                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=states))),
+                sort=sort, limit=n)
+
+        active = runs([StateType.RUNNING, StateType.PENDING], FlowRunSort.START_TIME_DESC, 50)
+        finished = runs([StateType.COMPLETED, StateType.FAILED, StateType.CRASHED, StateType.CANCELLED],
+                        FlowRunSort.END_TIME_DESC, limit)
+        scheduled = runs([StateType.SCHEDULED], FlowRunSort.EXPECTED_START_TIME_ASC, limit)
+    return {
+        "available": True,
+        "api_url": url,
+        "in_flight": [row(r, flows) for r in active],
+        "phase1_in_flight": any(flows.get(r.flow_id) in ("extract", "extract-session", "catch-up") for r in active),
+        "phase2_in_flight": any(flows.get(r.flow_id) == "consolidate" for r in active),
+        "last_runs": [row(r, flows) for r in finished],
+        "next_scheduled": [row(r, flows) for r in scheduled],
+    }
+
+
+def status(settings: MemorySettings) -> dict[str, Any]:
+    return {"local": local_status(settings), "server": server_status()}

@@ -1,0 +1,137 @@
+"""End to end: `dsh-memory serve` on a real Prefect server, turn-end webhooks → debounced runs.
+
+20 turn-ends for 3 sessions within 10 s, debounce 15 s: exactly 3 `extract-session` runs, one
+consolidation, the memory files written, `dsh-memory status` reporting them; every child stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+from dsh_memory.testing.prefect_server import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_api")]
+
+SESSIONS = {
+    "3b8f2c1e-5a7d-4e29-9c41-7d2e8f6a1b03": "--home-alice-src-invoice-api--",
+    "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64": "--home-alice-src-invoice-api--",
+    "5e8b2d0f-3c7a-4f4e-9b6d-0a2f8c4e7d53": "--home-alice-src-invoice-api--",
+}
+
+
+def _llm(request: dict) -> Reply:
+    tool = ((request.get("tools") or [{}])[0].get("function") or {}).get("name")
+    if tool == "memory_write":
+        return Reply.tool({"memory_md": "# Memory\n\n## invoice-api\n- Use `uv run pytest`.\n",
+                           "memory_summary_md": "v1\n- invoice-api: use uv run (see MEMORY.md)\n"})
+    return Reply.tool({"raw_memory": "- The user runs tests with `uv run pytest`.",
+                       "rollout_summary": "Worked on invoice-api.", "rollout_slug": "invoice-api-work"})
+
+
+def _flow_runs(api_url: str, flow_name: str, since: datetime) -> list[dict]:
+    body = {"flows": {"name": {"any_": [flow_name]}},
+            "flow_runs": {"start_time": {"after_": since.isoformat()}}, "limit": 100}
+    r = httpx.post(f"{api_url}/flow_runs/filter", json=body, timeout=10)
+    r.raise_for_status()
+    return r.json()
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
+def test_serve_debounces_turn_ends_into_one_run_per_session(prefect_api, tmp_path, fixtures_dir):
+    dsh_home = tmp_path / "dsh"
+    for sid, project in SESSIONS.items():
+        src = fixtures_dir / "dsh" / "plain" / "sessions" / project / sid
+        shutil.copytree(src, dsh_home / "sessions" / project / sid)
+    root = tmp_path / "memories"
+    port = free_port()
+    since = datetime.now(timezone.utc)
+    with FakeOpenAIServer(handler=_llm) as fake:
+        env = dict(os.environ)
+        env.update(
+            HOME=str(tmp_path), DSH_HOME=str(dsh_home), CODEX_HOME=str(tmp_path / "none"),
+            CLAUDE_CONFIG_DIR=str(tmp_path / "none"), DSH_MEMORY_ROOT=str(root),
+            DSH_MEMORY_BASE_URL=fake.base_url, DSH_MEMORY_API_KEY="test-key", DSH_MEMORY_MODEL="fake-model",
+            DSH_MEMORY_DEBOUNCE_SECONDS="15", DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
+            PREFECT_API_URL=prefect_api, PREFECT_RUNNER_POLL_FREQUENCY="2",
+        )
+        log = open(tmp_path / "serve.log", "w")
+        proc = subprocess.Popen([sys.executable, "-m", "dsh_memory.cli", "serve", "--port", str(port),
+                                 "--no-boot-catch-up"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            hook = f"http://127.0.0.1:{port}/hooks/turn-end"
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.5)
+            else:
+                pytest.fail("serve did not come up: " + (tmp_path / "serve.log").read_text()[-3000:])
+            time.sleep(3)  # deployments and their triggers registered
+            ids = list(SESSIONS)
+            t0 = time.monotonic()
+            for i in range(20):
+                sid = ids[i % 3]
+                body = {"sessionId": sid, "turn": i // 3 + 1, "reason": {"kind": "completed"}, "seq": i,
+                        "header": {"cwd": "/home/alice/src/invoice-api", "origin": "user", "delegationDepth": 0}}
+                r = httpx.post(hook, json=body, timeout=5)
+                assert r.status_code == 202, r.text
+                time.sleep(0.4)
+            assert time.monotonic() - t0 < 10
+
+            def completed(name):
+                return [r for r in _flow_runs(prefect_api, name, since) if r["state"]["type"] == "COMPLETED"]
+
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                if len(completed("extract-session")) >= 3 and completed("consolidate"):
+                    break
+                time.sleep(2)
+            time.sleep(20)  # nothing more may arrive after the debounce
+            runs = _flow_runs(prefect_api, "extract-session", since)
+            assert len([r for r in runs if r["state"]["type"] == "COMPLETED"]) == 3, [r["state"]["type"] for r in runs]
+            assert len(runs) == 3
+            params = sorted(r["parameters"]["session"] for r in runs)
+            assert [p.removeprefix("dsh.session.") for p in params] == sorted(ids)
+            write_calls = [q for q in fake.requests if "memory_write" in json.dumps(q.get("tools"))]
+            assert len(write_calls) == 1, "exactly one consolidation reached the model"
+            assert (root / "MEMORY.md").is_file()
+            assert (root / "memory_summary.md").read_text().startswith("v1\n")
+            assert len(list((root / "rollout_summaries").glob("*.md"))) == 3
+
+            status = subprocess.run([sys.executable, "-m", "dsh_memory.cli", "status", "--json"], env=env,
+                                    capture_output=True, text=True, timeout=120)
+            assert status.returncode == 0, status.stderr
+            data = json.loads(status.stdout)
+            assert data["local"]["counts"]["done"] == 3
+            assert data["server"]["available"] is True
+            flows = {r["flow"] for r in data["server"]["last_runs"]}
+            assert {"extract-session", "consolidate"} <= flows
+        finally:
+            children = _children(proc.pid)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                pytest.fail("serve did not stop on SIGTERM")
+            log.close()
+        for child in children:
+            assert not Path(f"/proc/{child}").exists() or "zombie" in Path(f"/proc/{child}/status").read_text().lower()
