@@ -218,6 +218,11 @@ def create_app(
         settings = MemorySettings.from_env()
     ctx = RpcContext(settings)
     routes: list[BaseRoute] = rpc_routes(ctx) + list(extra_routes)
+    # --- turn-end receiver: POST /hooks/turn-end (dsh_memory/hooks/receiver.py) ---
+    from dsh_memory.hooks.receiver import turn_end_routes
+
+    routes += turn_end_routes(settings)
+    # --- end turn-end receiver ---
     mcp_server = None
     if mcp:
         from dsh_memory.mcp_server import build_server

@@ -1,0 +1,120 @@
+"""The Prefect event a turn end becomes: `dsh.turn.ended` on resource `dsh.session.<id>`.
+
+Delivered with one plain HTTP call, `POST {PREFECT_API_URL}/events` with a JSON list (the
+self-hosted server's events endpoint; webhooks are Prefect Cloud only), so the CLI hook path
+never imports prefect. `emit_with_client` is the alternative through `prefect.events.emit_event`
+for code that already runs inside Prefect.
+
+The event carries ids and small scalars only: no transcript text, no paths, no secrets. A
+deployment trigger keyed on `for_each: [prefect.resource.id]` debounces it per session.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Mapping, Optional
+
+from dsh_memory.hooks.payloads import TurnEnd
+
+EVENT_NAME = "dsh.turn.ended"
+RESOURCE_PREFIX = "dsh.session."
+
+
+class EmitError(RuntimeError):
+    """The event could not be delivered (no server, refused, timed out)."""
+
+
+def resource_id(session_id: str) -> str:
+    return f"{RESOURCE_PREFIX}{session_id}"
+
+
+def build_event(turn: TurnEnd, *, occurred: Optional[datetime] = None, event_id: Optional[uuid.UUID] = None) -> dict[str, Any]:
+    """The JSON form accepted by `POST /api/events` (prefect.server.events.schemas.events.Event)."""
+    if not turn.should_trigger or not turn.session_id:
+        raise ValueError(f"this turn end does not trigger extraction: {turn.why_not or 'no session id'}")
+    when = occurred or datetime.now(timezone.utc)
+    return {
+        "id": str(event_id or uuid.uuid4()),
+        "occurred": when.isoformat(),
+        "event": EVENT_NAME,
+        "resource": {
+            "prefect.resource.id": resource_id(turn.session_id),
+            "prefect.resource.name": f"{turn.kind} session {turn.session_id}",
+            "dsh.source": turn.kind,
+            "dsh.session.id": turn.session_id,
+        },
+        "related": [],
+        "payload": {
+            "session_id": turn.session_id,
+            "turn": turn.turn,
+            "reason": turn.reason,
+            "seq": turn.seq,
+            "source": turn.kind,
+        },
+    }
+
+
+def prefect_auth_headers(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """Auth for a protected server: PREFECT_API_AUTH_STRING (basic, self-hosted) or PREFECT_API_KEY."""
+    e = os.environ if env is None else env
+    if e.get("PREFECT_API_AUTH_STRING"):
+        token = base64.b64encode(e["PREFECT_API_AUTH_STRING"].encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+    if e.get("PREFECT_API_KEY"):
+        return {"Authorization": f"Bearer {e['PREFECT_API_KEY']}"}
+    return {}
+
+
+def prefect_api_url(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """PREFECT_API_URL from the environment (not from a Prefect profile: that needs `import prefect`)."""
+    e = os.environ if env is None else env
+    url = (e.get("PREFECT_API_URL") or "").strip()
+    return url.rstrip("/") or None
+
+
+def _is_loopback_url(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def emit_turn_end(
+    turn: TurnEnd,
+    api_url: str,
+    *,
+    timeout: float = 5.0,
+    headers: Optional[Mapping[str, str]] = None,
+    client: Any = None,
+) -> dict[str, Any]:
+    """POST the event to `{api_url}/events`. Returns the event sent; raises EmitError on failure."""
+    import httpx
+
+    event = build_event(turn)
+    url = api_url.rstrip("/") + "/events"
+    hdrs = {"Content-Type": "application/json", **(prefect_auth_headers() if headers is None else dict(headers))}
+    try:
+        if client is not None:
+            resp = client.post(url, json=[event], headers=hdrs, timeout=timeout)
+        else:
+            # proxies from the environment apply to remote servers only, never to loopback
+            with httpx.Client(timeout=timeout, trust_env=not _is_loopback_url(url)) as c:
+                resp = c.post(url, json=[event], headers=hdrs)
+    except httpx.HTTPError as exc:
+        raise EmitError(f"could not reach the Prefect API at {api_url}: {type(exc).__name__}") from None
+    if resp.status_code >= 300:
+        raise EmitError(f"Prefect API refused the event: HTTP {resp.status_code} {resp.text[:200]}")
+    return event
+
+
+def emit_with_client(turn: TurnEnd) -> Any:
+    """Same event through `prefect.events.emit_event` (uses the process's Prefect settings)."""
+    from prefect.events import emit_event
+
+    event = build_event(turn)
+    return emit_event(
+        event=event["event"], resource=event["resource"], payload=event["payload"], id=uuid.UUID(event["id"])
+    )
