@@ -1,13 +1,154 @@
 """Load the settings a flow runs with, once, at its entry.
 
-Order: saved Prefect Blocks (when `blocks/` has them saved on the server) → environment
-variables → documented defaults. Plain pydantic values are passed down to tasks.
+Precedence, field by field: a value saved in the Prefect Block named "default"
+(`dsh-memory-settings/default`, `dsh-memory-model-route/default`) > the environment
+(DSH_MEMORY_*, DSH_HOME, CODEX_HOME, CLAUDE_CONFIG_DIR, DEEPSEEK_API_KEY) > the documented
+default. A field left empty in a block follows the environment, then the default.
+
+Blocks are read only when a Prefect API is configured: PREFECT_API_URL in the environment, or
+in the active Prefect profile when prefect is already imported (flows, `dsh-memory settings`).
+Without one (ephemeral mode) nothing touches the network and prefect is not imported.
+`DSH_MEMORY_IGNORE_BLOCKS=1` skips the blocks entirely (tests, debugging: the environment then
+wins). A server that cannot be reached is logged and skipped; a saved block that does not
+validate raises ConfigError with the way to fix it. Plain pydantic values are passed down.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from dsh_memory.errors import ConfigError
 from dsh_memory.settings import MemorySettings, ModelRoute
 
+BLOCK_NAME = "default"
+IGNORE_BLOCKS_ENV = "DSH_MEMORY_IGNORE_BLOCKS"
+log = logging.getLogger("dsh_memory.settings")
 
-def load_settings() -> tuple[MemorySettings, ModelRoute]:
-    return MemorySettings.from_env(), ModelRoute.from_env()
+
+@dataclass
+class ResolvedSettings:
+    """Effective settings plus where they came from (for `dsh-memory settings show`)."""
+
+    settings: MemorySettings
+    route: ModelRoute
+    memory_block: Any = None  # MemorySettingsBlock | None
+    route_block: Any = None  # ModelRouteBlock | None
+    api_url: str | None = None
+    # Block slug → 'loaded' | 'not saved' | a reason the blocks were not consulted.
+    blocks: dict[str, str] = field(default_factory=dict)
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> tuple[MemorySettings, ModelRoute]:
+    """(MemorySettings, ModelRoute) with saved blocks > environment > defaults. Raises ConfigError."""
+    r = resolve_settings(env)
+    return r.settings, r.route
+
+
+def prefect_api_url(env: Mapping[str, str] | None = None) -> str | None:
+    """The configured Prefect API, without importing prefect when it is not imported yet."""
+    e = os.environ if env is None else env
+    url = (e.get("PREFECT_API_URL") or "").strip()
+    if url:
+        return url
+    if env is None and "prefect.settings" in sys.modules:
+        from prefect.settings import get_current_settings
+
+        return get_current_settings().api.url or None
+    return None
+
+
+def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = True) -> ResolvedSettings:
+    """Resolve both settings objects; `use_blocks=False` ignores saved blocks (env and defaults only)."""
+    e = os.environ if env is None else env
+    mem_block = route_block = None
+    url = prefect_api_url(env)
+    if not use_blocks:
+        status = "not consulted (--from-env)"
+    elif (e.get(IGNORE_BLOCKS_ENV) or "").strip().lower() in ("1", "true", "yes", "on"):
+        status = f"not consulted ({IGNORE_BLOCKS_ENV} is set)"
+    elif not url:
+        status = "not consulted (no Prefect server configured: PREFECT_API_URL is unset)"
+    else:
+        status = ""
+    blocks: dict[str, str] = {}
+    if status:
+        blocks = {slug: status for slug in ("dsh-memory-settings", "dsh-memory-model-route")}
+    else:
+        mem_block, route_block, blocks = _load_blocks(url)
+    if mem_block is not None:
+        settings = mem_block.to_settings(e)
+    else:
+        settings = MemorySettings.from_env(e)
+    if route_block is not None:
+        route = route_block.to_route(e)
+    else:
+        route = _route_from_env(e)
+    return ResolvedSettings(settings, route, mem_block, route_block, url, blocks)
+
+
+def _route_from_env(e: Mapping[str, str]) -> ModelRoute:
+    """`ModelRoute.from_env` with errors as ConfigError (no prefect import: `blocks` is not used)."""
+    from pydantic import ValidationError
+
+    try:
+        return ModelRoute.from_env(e)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors())
+        raise ConfigError(f"invalid dsh-memory model route from the environment: {problems}") from None
+
+
+def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
+    """Read the two "default" block documents; (None, None, reasons) when the server is unreachable."""
+    import httpx
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
+
+    from blocks import MemorySettingsBlock, ModelRouteBlock
+
+    found: dict[str, Any] = {}
+    status: dict[str, str] = {}
+    try:
+        with get_client(sync_client=True) as client:
+            for cls in (MemorySettingsBlock, ModelRouteBlock):
+                slug = cls.get_block_type_slug()
+                try:
+                    doc = client.read_block_document_by_name(name=BLOCK_NAME, block_type_slug=slug)
+                except ObjectNotFound:
+                    status[slug] = "not saved"
+                    continue
+                found[slug] = _validate(cls, doc.data)
+                status[slug] = "loaded"
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        reason = f"not consulted (Prefect API {url} unreachable: {type(exc).__name__})"
+        log.warning("dsh-memory settings: %s; using the environment and defaults", reason)
+        return None, None, {cls.get_block_type_slug(): reason for cls in (MemorySettingsBlock, ModelRouteBlock)}
+    except PrefectHTTPStatusError as exc:
+        raise ConfigError(
+            f"could not read the dsh-memory blocks from the Prefect API {url}: HTTP "
+            f"{exc.response.status_code}. Check PREFECT_API_URL (and PREFECT_API_KEY/PREFECT_API_AUTH_STRING), "
+            f"or set {IGNORE_BLOCKS_ENV}=1 to use the environment only"
+        ) from None
+    return found.get("dsh-memory-settings"), found.get("dsh-memory-model-route"), status
+
+
+def _validate(cls: Any, data: dict[str, Any]) -> Any:
+    """A saved block document as a validated block, or ConfigError that says how to fix it."""
+    from pydantic import ValidationError
+
+    from blocks._fields import PREFECT_DATA_KEYS, describe_errors, fix_it
+
+    slug, type_name = cls.get_block_type_slug(), cls.get_block_type_name()
+    data = {k: v for k, v in (data or {}).items() if k not in PREFECT_DATA_KEYS}
+    unknown = sorted(set(data) - set(cls.model_fields))
+    if unknown:
+        problem = f"it has fields this version does not know ({', '.join(unknown)}): it was saved by another schema"
+        raise ConfigError(fix_it(type_name, slug, BLOCK_NAME, problem))
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        secret = [n for n, f in cls.model_fields.items() if "SecretStr" in str(f.annotation)]
+        raise ConfigError(fix_it(type_name, slug, BLOCK_NAME, describe_errors(exc, secret))) from None

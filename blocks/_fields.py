@@ -1,0 +1,99 @@
+"""Helpers shared by the two blocks: mirrored fields, path checks, provenance, fix-it messages.
+
+A block field is `None` when it was left empty: the environment or the documented default
+applies. Bounds and descriptions are taken from the plain settings models so the two cannot
+drift apart (a test checks every field is mirrored).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from pydantic import BaseModel, Field
+
+OFF = "off"
+_BOUNDS = ("ge", "gt", "le", "lt", "min_length", "max_length")
+
+# Keys Prefect itself may keep in a block document's data; never a schema mismatch.
+PREFECT_DATA_KEYS = frozenset({"block_type_slug", "_block_document_id", "_block_document_name", "_is_anonymous"})
+
+
+def mirror(model: type[BaseModel], name: str, unset: str) -> Any:
+    """An optional block field with the bounds of `model.<name>` and a description saying what
+    applies when it is left empty (`unset`, e.g. "$DSH_MEMORY_IDLE_SECONDS, else 180")."""
+    src = model.model_fields[name]
+    bounds: dict[str, Any] = {}
+    for meta in src.metadata:
+        for attr in _BOUNDS:
+            value = getattr(meta, attr, None)
+            if value is not None:
+                bounds[attr] = value
+    return Field(None, description=f"{src.description}. Empty: {unset}.", **bounds)
+
+
+def default_text(model: type[BaseModel], name: str) -> str:
+    default = model.model_fields[name].default
+    return repr(default) if isinstance(default, str) else str(default)
+
+
+def check_path(value: str | None, allow_off: bool = False) -> str | None:
+    """Absolute paths (or ~) only: a relative path would depend on the worker's directory."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None  # the UI sends "" for a cleared field: treat it as unset
+    if allow_off and value.lower() == OFF:
+        return OFF
+    if not Path(value).expanduser().is_absolute():
+        hint = f", or '{OFF}' to disable this source" if allow_off else ""
+        raise ValueError(f"must be an absolute path (or start with ~){hint}")
+    return value
+
+
+def env_mapping(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if env is None else env
+
+
+def sources(
+    fields: Iterable[str],
+    block: BaseModel | None,
+    env_names: Mapping[str, tuple[str, ...]],
+    env: Mapping[str, str] | None,
+) -> dict[str, str]:
+    """Where each effective value comes from: 'block', 'env' or 'default' (block > env > default)."""
+    e = env_mapping(env)
+    out: dict[str, str] = {}
+    for name in fields:
+        if block is not None and getattr(block, name, None) is not None:
+            out[name] = "block"
+        elif any(e.get(var) for var in env_names.get(name, ())):
+            out[name] = "env"
+        else:
+            out[name] = "default"
+    return out
+
+
+def fix_it(type_name: str, slug: str, name: str, problem: str) -> str:
+    return (
+        f"the saved Prefect block '{slug}/{name}' is unusable: {problem}. Fix it in the Prefect UI "
+        f"under Blocks → {type_name} → {name}, re-save it from the environment with "
+        f"`dsh-memory settings save --from-env`, or delete it with `prefect block delete {slug}/{name}` "
+        "(the environment and the documented defaults then apply)"
+    )
+
+
+def describe_errors(exc: Any, secret_fields: Iterable[str] = ()) -> str:
+    """A pydantic ValidationError as 'field: message (got value)'; secrets are never echoed."""
+    secret = set(secret_fields)
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "value"
+        text = f"{loc}: {err.get('msg', 'invalid')}"
+        if loc.split(".")[0] not in secret and "input" in err and not isinstance(err["input"], dict):
+            got = repr(err["input"])
+            text += f" (got {got[:80]}{'…' if len(got) > 80 else ''})"
+        parts.append(text)
+    return "; ".join(parts)

@@ -1,0 +1,140 @@
+"""`MemorySettingsBlock`: the pipeline settings as a Prefect Block, editable in the UI.
+
+Precedence, field by field: a value saved in the block > the environment (DSH_MEMORY_<FIELD>,
+DSH_MEMORY_ROOT, DSH_HOME…) > the documented default. A field left empty follows the
+environment/default, so a block only pins what you set in it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Optional
+
+from prefect.blocks.core import Block
+from pydantic import Field, field_validator
+
+from blocks._fields import OFF, check_path, default_text, env_mapping, mirror, sources
+from dsh_memory.settings import MemorySettings, SourceRoots
+
+# Block field → (SourceRoots field, environment variable that moves it).
+ROOT_FIELDS: dict[str, tuple[str, str]] = {
+    "dsh_sessions_dir": ("dsh_sessions", "DSH_HOME"),
+    "codex_sessions_dir": ("codex_sessions", "CODEX_HOME"),
+    "claude_projects_dir": ("claude_projects", "CLAUDE_CONFIG_DIR"),
+}
+# Every MemorySettings field except the two structured ones is mirrored under its own name.
+SCALAR_FIELDS: tuple[str, ...] = tuple(n for n in MemorySettings.model_fields if n not in ("memory_root", "roots"))
+
+
+def _m(name: str) -> Any:
+    return mirror(MemorySettings, name, f"$DSH_MEMORY_{name.upper()}, else {default_text(MemorySettings, name)}")
+
+
+class MemorySettingsBlock(Block):
+    """Settings of the dsh-memory pipeline (extraction, consolidation, forgetting).
+
+    Leave a field empty to use its environment variable or documented default.
+    """
+
+    _block_type_name: ClassVar[str] = "dsh-memory settings"
+    _block_type_slug: ClassVar[str] = "dsh-memory-settings"
+    _description: ClassVar[str] = (
+        "Settings of the dsh-memory pipeline: memory root, session sources, idle/debounce/cooldown "
+        "times, concurrency, retries, budgets and caps. Empty fields use the DSH_MEMORY_* environment "
+        "variables or the documented defaults; values saved here win over both."
+    )
+    _code_example: ClassVar[str] = (
+        "```python\nfrom blocks import MemorySettingsBlock\n\n"
+        'settings = MemorySettingsBlock.load("default").to_settings()\n```'
+    )
+
+    memory_root: Optional[str] = Field(
+        None, description="Memory root folder (absolute or ~). Empty: $DSH_MEMORY_ROOT, else $DSH_HOME/memories."
+    )
+    dsh_sessions_dir: Optional[str] = Field(
+        None, description=f"DSH sessions folder, or '{OFF}' to skip DSH. Empty: $DSH_HOME/sessions (~/.dsh/sessions)."
+    )
+    codex_sessions_dir: Optional[str] = Field(
+        None, description=f"Codex rollouts folder, or '{OFF}' to skip Codex. Empty: $CODEX_HOME/sessions (~/.codex/sessions)."
+    )
+    claude_projects_dir: Optional[str] = Field(
+        None,
+        description=f"Claude Code transcripts folder, or '{OFF}' to skip Claude Code. "
+        "Empty: $CLAUDE_CONFIG_DIR/projects (~/.claude/projects).",
+    )
+    include_codex_exec: Optional[bool] = _m("include_codex_exec")
+    idle_seconds: Optional[int] = _m("idle_seconds")
+    debounce_seconds: Optional[int] = _m("debounce_seconds")
+    phase2_cooldown_seconds: Optional[int] = _m("phase2_cooldown_seconds")
+    concurrency: Optional[int] = _m("concurrency")
+    retry_limit: Optional[int] = _m("retry_limit")
+    retry_base_seconds: Optional[int] = _m("retry_base_seconds")
+    min_delta_events: Optional[int] = _m("min_delta_events")
+    recheck_interval_seconds: Optional[int] = _m("recheck_interval_seconds")
+    max_rollout_age_days: Optional[int] = _m("max_rollout_age_days")
+    max_unused_days: Optional[int] = _m("max_unused_days")
+    transcript_budget_tokens: Optional[int] = _m("transcript_budget_tokens")
+    max_raw_chars: Optional[int] = _m("max_raw_chars")
+    max_memory_md_chars: Optional[int] = _m("max_memory_md_chars")
+    max_summary_chars: Optional[int] = _m("max_summary_chars")
+    max_index_chars: Optional[int] = _m("max_index_chars")
+    max_notes_chars: Optional[int] = _m("max_notes_chars")
+    stale_claim_seconds: Optional[int] = _m("stale_claim_seconds")
+    llm_retry_delay_seconds: Optional[float] = _m("llm_retry_delay_seconds")
+
+    @field_validator("memory_root")
+    @classmethod
+    def _check_root(cls, v: str | None) -> str | None:
+        return check_path(v)
+
+    @field_validator("dsh_sessions_dir", "codex_sessions_dir", "claude_projects_dir")
+    @classmethod
+    def _check_source(cls, v: str | None) -> str | None:
+        return check_path(v, allow_off=True)
+
+    def to_settings(self, env: Mapping[str, str] | None = None) -> MemorySettings:
+        """The effective settings: this block's values over the environment over the defaults.
+
+        Raises ConfigError when the environment holds an invalid value.
+        """
+        e = env_mapping(env)
+        overrides: dict[str, Any] = {n: getattr(self, n) for n in SCALAR_FIELDS if getattr(self, n) is not None}
+        if self.memory_root is not None:
+            overrides["memory_root"] = Path(self.memory_root).expanduser()
+        roots: dict[str, Path | None] = {}
+        for field, (roots_field, _var) in ROOT_FIELDS.items():
+            value = getattr(self, field)
+            if value is not None:
+                roots[roots_field] = None if value == OFF else Path(value).expanduser()
+        if roots:
+            overrides["roots"] = SourceRoots.from_env(e).model_copy(update=roots)
+        return MemorySettings.from_env(e, **overrides)
+
+    @classmethod
+    def from_settings(cls, settings: MemorySettings, only: set[str] | None = None) -> "MemorySettingsBlock":
+        """A block holding `settings` (only the fields named in `only`, when given)."""
+        values = settings_values(settings)
+        return cls(**{k: v for k, v in values.items() if only is None or k in only})
+
+
+def settings_values(settings: MemorySettings) -> dict[str, Any]:
+    """`settings` flattened to block field names (paths as strings, disabled sources as 'off')."""
+    out: dict[str, Any] = {"memory_root": str(settings.memory_root)}
+    for field, (roots_field, _var) in ROOT_FIELDS.items():
+        path = getattr(settings.roots, roots_field)
+        out[field] = OFF if path is None else str(path)
+    for name in SCALAR_FIELDS:
+        out[name] = getattr(settings, name)
+    return out
+
+
+ENV_NAMES: dict[str, tuple[str, ...]] = {
+    "memory_root": ("DSH_MEMORY_ROOT", "DSH_HOME"),
+    **{field: (var,) for field, (_r, var) in ROOT_FIELDS.items()},
+    **{name: (f"DSH_MEMORY_{name.upper()}",) for name in SCALAR_FIELDS},
+}
+
+
+def settings_sources(block: MemorySettingsBlock | None, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Field → 'block' | 'env' | 'default' for the effective memory settings."""
+    return sources(MemorySettingsBlock.model_fields, block, ENV_NAMES, env)

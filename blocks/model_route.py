@@ -1,0 +1,144 @@
+"""`ModelRouteBlock`: which model answers each phase, and how; the API key as a Prefect secret.
+
+Precedence, field by field: a value saved in the block > the environment (DSH_MEMORY_BASE_URL,
+DSH_MEMORY_API_KEY/DEEPSEEK_API_KEY, DSH_MEMORY_MODEL, DSH_MEMORY_MODEL_PATH,
+DSH_MEMORY_PROVIDER) > the documented default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Mapping, Optional
+
+from prefect.blocks.core import Block
+from pydantic import Field, SecretStr, ValidationError, field_validator
+
+from blocks._fields import check_path, default_text, describe_errors, env_mapping, mirror, sources
+from dsh_memory.errors import ConfigError
+from dsh_memory.settings import DEEPSEEK_BASE_URL, DEFAULT_MODEL, ModelRoute
+
+SECRET_FIELDS = ("api_key",)
+EFFORT_PATTERN = r"^[a-z]{0,16}$"
+
+
+def _m(name: str, unset: str | None = None) -> Any:
+    return mirror(ModelRoute, name, unset or f"the default, {default_text(ModelRoute, name)}")
+
+
+class ModelRouteBlock(Block):
+    """The model endpoint and per-phase model choices of dsh-memory.
+
+    Leave a field empty to use its environment variable or documented default.
+    """
+
+    _block_type_name: ClassVar[str] = "dsh-memory model route"
+    _block_type_slug: ClassVar[str] = "dsh-memory-model-route"
+    _description: ClassVar[str] = (
+        "Model endpoint of dsh-memory: provider (OpenAI-compatible or local llama.cpp), base URL, "
+        "API key (stored as a secret), model, reasoning effort and output cap per phase. Empty fields "
+        "use the DSH_MEMORY_* environment variables or the documented defaults."
+    )
+    _code_example: ClassVar[str] = (
+        "```python\nfrom blocks import ModelRouteBlock\n\n"
+        'route = ModelRouteBlock.load("default").to_route()\n```'
+    )
+
+    provider: Optional[Literal["openai", "local"]] = Field(
+        None,
+        description="'openai' (any OpenAI-compatible endpoint) or 'local' (llama.cpp in process). "
+        "Empty: $DSH_MEMORY_PROVIDER, else 'openai'.",
+    )
+    base_url: Optional[str] = Field(
+        None,
+        pattern=r"^https?://\S+$",
+        max_length=2000,
+        description=f"OpenAI-compatible base URL (http/https). Empty: $DSH_MEMORY_BASE_URL, else {DEEPSEEK_BASE_URL}.",
+    )
+    api_key: Optional[SecretStr] = Field(
+        None,
+        description="API key, stored as a secret and never logged. Empty: $DSH_MEMORY_API_KEY, else "
+        "$DEEPSEEK_API_KEY (none needed for local servers).",
+    )
+    phase1_model: Optional[str] = Field(
+        None, min_length=1, max_length=200,
+        description=f"Model for Phase 1 extraction. Empty: $DSH_MEMORY_MODEL, else {DEFAULT_MODEL!r}.",
+    )
+    phase2_model: Optional[str] = Field(
+        None, min_length=1, max_length=200,
+        description=f"Model for Phase 2 consolidation. Empty: $DSH_MEMORY_MODEL, else {DEFAULT_MODEL!r}.",
+    )
+    phase1_reasoning_effort: Optional[str] = Field(
+        None, pattern=EFFORT_PATTERN,
+        description="Reasoning effort of Phase 1 (off/low/high/max on DeepSeek; low/medium/high on "
+        "OpenAI); checked against the model's metadata at run time. Empty: provider default.",
+    )
+    phase2_reasoning_effort: Optional[str] = Field(
+        None, pattern=EFFORT_PATTERN,
+        description="Reasoning effort of Phase 2 (off/low/high/max on DeepSeek; low/medium/high on "
+        "OpenAI); checked against the model's metadata at run time. Empty: provider default.",
+    )
+    phase1_max_tokens: Optional[int] = _m("phase1_max_tokens")
+    phase2_max_tokens: Optional[int] = _m("phase2_max_tokens")
+    timeout_seconds: Optional[float] = _m("timeout_seconds")
+    model_path: Optional[str] = Field(
+        None, description="Local GGUF model file, absolute or ~ (provider 'local'). Empty: $DSH_MEMORY_MODEL_PATH."
+    )
+    local_threads: Optional[int] = _m("local_threads")
+
+    @field_validator("model_path")
+    @classmethod
+    def _check_model_path(cls, v: str | None) -> str | None:
+        return check_path(v)
+
+    @field_validator("base_url", "phase1_model", "phase2_model")
+    @classmethod
+    def _strip(cls, v: str | None) -> str | None:
+        return (v.strip() or None) if isinstance(v, str) else v
+
+    def to_route(self, env: Mapping[str, str] | None = None) -> ModelRoute:
+        """The effective route: this block's values over the environment over the defaults."""
+        overrides: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if value is not None:
+                overrides[name] = Path(value).expanduser() if name == "model_path" else value
+        return route_from_env(env, **overrides)
+
+    @classmethod
+    def from_route(cls, route: ModelRoute, only: set[str] | None = None) -> "ModelRouteBlock":
+        """A block holding `route` (only the fields named in `only`, when given)."""
+        values = route_values(route)
+        return cls(**{k: v for k, v in values.items() if (only is None or k in only) and v is not None})
+
+
+def route_from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> ModelRoute:
+    """`ModelRoute.from_env`, with invalid environment values reported as ConfigError."""
+    try:
+        return ModelRoute.from_env(env_mapping(env), **overrides)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"invalid dsh-memory model route from the environment: {describe_errors(exc, SECRET_FIELDS)}"
+        ) from None
+
+
+def route_values(route: ModelRoute) -> dict[str, Any]:
+    """`route` flattened to block field names (the key stays a SecretStr)."""
+    out = {name: getattr(route, name) for name in ModelRoute.model_fields}
+    if out["model_path"] is not None:
+        out["model_path"] = str(out["model_path"])
+    return out
+
+
+ENV_NAMES: dict[str, tuple[str, ...]] = {
+    "provider": ("DSH_MEMORY_PROVIDER",),
+    "base_url": ("DSH_MEMORY_BASE_URL",),
+    "api_key": ("DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY"),
+    "phase1_model": ("DSH_MEMORY_MODEL",),
+    "phase2_model": ("DSH_MEMORY_MODEL",),
+    "model_path": ("DSH_MEMORY_MODEL_PATH",),
+}
+
+
+def route_sources(block: ModelRouteBlock | None, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Field → 'block' | 'env' | 'default' for the effective model route."""
+    return sources(ModelRouteBlock.model_fields, block, ENV_NAMES, env)

@@ -1,0 +1,131 @@
+"""`settings show` (effective values and where each comes from) and `settings save` (as Blocks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from dsh_memory.cli._common import emit_json, run
+
+MASK = "********"
+PRECEDENCE = "block > env > default"
+
+
+def _masked(value: Any) -> Any:
+    return None if value is None else MASK
+
+
+def _describe(resolved: Any) -> dict:
+    """Effective values (block field names) with their source; the API key only as a mask."""
+    from blocks.memory_settings import settings_sources, settings_values
+    from blocks.model_route import SECRET_FIELDS, route_sources, route_values
+
+    memory_src = settings_sources(resolved.memory_block)
+    route_src = route_sources(resolved.route_block)
+    memory = {k: {"value": v, "source": memory_src[k]} for k, v in settings_values(resolved.settings).items()}
+    route = {}
+    for k, v in route_values(resolved.route).items():
+        route[k] = {"value": _masked(v) if k in SECRET_FIELDS else v, "source": route_src[k]}
+    return {
+        "precedence": PRECEDENCE,
+        "prefect_api_url": resolved.api_url,
+        "blocks": {f"{slug}/default": status for slug, status in resolved.blocks.items()},
+        "memory": memory,
+        "model_route": route,
+    }
+
+
+def _print(data: dict) -> None:
+    typer.echo(f"precedence: {data['precedence']}    Prefect API: {data['prefect_api_url'] or '-'}")
+    for name, status in data["blocks"].items():
+        typer.echo(f"block {name}: {status}")
+    for title, key in (("memory settings", "memory"), ("model route", "model_route")):
+        typer.echo(f"\n{title}:")
+        for field, item in data[key].items():
+            value = "-" if item["value"] is None else item["value"]
+            typer.echo(f"  {field:<26} {str(value):<44} {item['source']}")
+
+
+def _save(from_env: bool, include_defaults: bool) -> dict:
+    import prefect.settings  # noqa: F401  (makes the active profile's PREFECT_API_URL visible)
+
+    from blocks import DEFAULT_BLOCK_NAME, MemorySettingsBlock, ModelRouteBlock, register_blocks
+    from blocks.memory_settings import settings_sources
+    from blocks.model_route import route_sources
+    from dsh_memory.errors import ConfigError
+    from dsh_memory.settings_loader import prefect_api_url, resolve_settings
+
+    url = prefect_api_url()
+    if not url:
+        raise ConfigError(
+            "no Prefect server configured, so there is nowhere to save blocks: start one with "
+            "`prefect server start` and set PREFECT_API_URL=http://127.0.0.1:4200/api "
+            "(until then settings come from the environment and the defaults)"
+        )
+    register_blocks()
+    r = resolve_settings(use_blocks=not from_env)
+    mem_src = settings_sources(r.memory_block)
+    route_src = route_sources(r.route_block)
+    mem_only = None if include_defaults else {k for k, s in mem_src.items() if s != "default"}
+    route_only = None if include_defaults else {k for k, s in route_src.items() if s != "default"}
+    mem_block = MemorySettingsBlock.from_settings(r.settings, only=mem_only)
+    route_block = ModelRouteBlock.from_route(r.route, only=route_only)
+    saved = {}
+    for block in (mem_block, route_block):
+        block.save(DEFAULT_BLOCK_NAME, overwrite=True)
+        fields = [k for k in type(block).model_fields if getattr(block, k) is not None]
+        saved[f"{block.get_block_type_slug()}/{DEFAULT_BLOCK_NAME}"] = fields
+    return {"prefect_api_url": url, "saved": saved}
+
+
+def register(app: typer.Typer) -> None:
+    settings_app = typer.Typer(
+        help="Show or save the settings flows run with (Prefect Blocks > environment > defaults).",
+        no_args_is_help=True,
+    )
+    app.add_typer(settings_app, name="settings", rich_help_panel="Admin")
+
+    @settings_app.command("show")
+    def show_cmd(
+        as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    ) -> None:
+        """Print the effective settings and the source of each value (block, env or default).
+
+        The API key is never printed, only whether one is set.
+        """
+
+        def go() -> dict:
+            import prefect.settings  # noqa: F401  (makes the active profile's PREFECT_API_URL visible)
+
+            from dsh_memory.settings_loader import resolve_settings
+
+            return _describe(resolve_settings())
+
+        data = run(go)
+        emit_json(data) if as_json else _print(data)
+
+    @settings_app.command("save")
+    def save_cmd(
+        from_env: bool = typer.Option(
+            False, "--from-env", help="Ignore the saved blocks: rebuild them from the environment and defaults."
+        ),
+        include_defaults: bool = typer.Option(
+            False, "--include-defaults", help="Also pin fields that are at their default (otherwise left empty)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print what was saved as JSON."),
+    ) -> None:
+        """Save the effective values as the "default" blocks (registers the block types first).
+
+        Values from the environment (and existing blocks) are pinned in the blocks; fields at
+        their default stay empty so they keep following the documented defaults. Needs a
+        Prefect server (PREFECT_API_URL).
+        """
+        result = run(lambda: _save(from_env, include_defaults))
+        if as_json:
+            emit_json(result)
+            return
+        for name, fields in result["saved"].items():
+            shown = ", ".join(f + (" (secret)" if f == "api_key" else "") for f in fields) or "no fields pinned"
+            typer.echo(f"saved {name}: {shown}")
+        typer.echo(f"on {result['prefect_api_url']}; empty fields follow the environment, then the defaults")
