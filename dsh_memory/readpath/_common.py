@@ -10,7 +10,7 @@ import os
 import stat as stat_mod
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -98,42 +98,50 @@ def is_active_rollout(rel: str) -> bool:
     return len(parts) == 2 and parts[0] == ROLLOUT_DIR and parts[1].endswith(".md") and not parts[1].startswith(".")
 
 
-def _visible_files(base: Path, recursive: bool) -> Iterator[tuple[Path, os.stat_result]]:
-    """Regular, non-hidden, non-symlink files under `base` (sorted for stable output)."""
+def _visible_files(base: str, rel_base: str, recursive: bool) -> Iterator[tuple[str, str, os.stat_result]]:
+    """(rel, abs path, lstat) of regular, non-hidden, non-symlink files under `base`, sorted by
+    name. Plain strings: this walk runs before every search, over thousands of files."""
     try:
-        entries = sorted(os.scandir(base), key=lambda e: e.name)
+        with os.scandir(base) as it:
+            entries = sorted(it, key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         return
     for entry in entries:
-        if entry.name.startswith(".") or entry.is_symlink():
+        name = entry.name
+        if name[0] == "." or entry.is_symlink():
             continue
+        rel = f"{rel_base}/{name}" if rel_base else name
         if entry.is_dir(follow_symlinks=False):
             if recursive:
-                yield from _visible_files(Path(entry.path), True)
+                yield from _visible_files(entry.path, rel, True)
         elif entry.is_file(follow_symlinks=False):
-            yield Path(entry.path), entry.stat(follow_symlinks=False)
+            yield rel, entry.path, entry.stat(follow_symlinks=False)
 
 
-def corpus(store: Any) -> Iterator[tuple[str, Path, os.stat_result]]:
-    """The searchable memory: MEMORY.md, memory_summary.md, active rollout summaries, skills/**,
-    ad hoc notes. Never .state, never .retired, never raw memories."""
-    root = root_of(store)
+CORPUS_ORDER = "MEMORY.md, memory_summary.md, rollout_summaries/*.md, skills/**, extensions/ad_hoc/notes/**"
+
+
+def corpus(store: Any) -> Iterator[tuple[str, str, os.stat_result]]:
+    """The searchable memory, in this order: MEMORY.md, memory_summary.md, active rollout
+    summaries, skills/**, ad hoc notes (by name within each). Never .state, .retired, raw memories."""
+    root = str(root_of(store))
     for name in ("MEMORY.md", "memory_summary.md"):
-        p = root / name
+        p = os.path.join(root, name)
         try:
-            st = p.lstat()
-        except FileNotFoundError:
+            st = os.lstat(p)
+        except (FileNotFoundError, NotADirectoryError):
             continue
         if stat_mod.S_ISREG(st.st_mode):
             yield name, p, st
-    for base, recursive in ((root / ROLLOUT_DIR, False), (root / "skills", True), (Path(store.notes_dir), True)):
-        for p, st in _visible_files(base, recursive):
-            if base.name == ROLLOUT_DIR and not p.name.endswith(".md"):
-                continue
-            yield rel_of(store, p), p, st
+    for rel, p, st in _visible_files(os.path.join(root, ROLLOUT_DIR), ROLLOUT_DIR, False):
+        if rel.endswith(".md"):
+            yield rel, p, st
+    notes_rel = rel_of(store, Path(store.notes_dir))
+    for rel_base in ("skills", notes_rel):
+        yield from _visible_files(os.path.join(root, rel_base), rel_base, True)
 
 
-def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, Path, os.stat_result]]:
+def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, str, os.stat_result]]:
     """Files a line search covers: the corpus, or everything visible under an explicit prefix
     (so `rollout_summaries/.retired` can be searched on purpose)."""
     if not prefix or prefix.strip() in ("", ".", "./"):
@@ -142,39 +150,58 @@ def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, Path, os.
     base = guard(store, prefix)
     try:
         st = base.lstat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise NotFoundError(f"no such file or directory in memory: {prefix}") from None
+    rel = rel_of(store, base)
     if stat_mod.S_ISREG(st.st_mode):
-        yield rel_of(store, base), base, st
+        yield rel, str(base), st
         return
-    for p, pst in _visible_files(base, True):
-        yield rel_of(store, p), p, pst
+    yield from _visible_files(str(base), rel, True)
 
 
 # ---- content cache: long-running servers avoid re-reading unchanged files -----------------
 
-_CACHE: dict[str, tuple[tuple[int, int, int], str | None]] = {}
+_CACHE: dict[str, tuple[tuple[int, int, int], dict[str, str | None]]] = {}
 _CACHE_CHARS = [0]
-_CACHE_LIMIT = 96_000_000
+_CACHE_LIMIT = 128_000_000
 
 
-def read_text(path: Path, st: os.stat_result | None = None) -> str | None:
-    """File text keyed by (ino, size, mtime_ns); None for non-UTF-8 files."""
-    st = st or path.stat()
+def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
+    st = st or os.stat(path)
     key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    hit = _CACHE.get(str(path))
+    hit = _CACHE.get(path)
     if hit and hit[0] == key:
         return hit[1]
+    with open(path, "rb") as f:
+        raw = f.read()
     try:
-        text: str | None = path.read_bytes().decode("utf-8")
+        text: str | None = raw.decode("utf-8")
     except UnicodeDecodeError:
         text = None
     if _CACHE_CHARS[0] > _CACHE_LIMIT:
         _CACHE.clear()
         _CACHE_CHARS[0] = 0
-    _CACHE[str(path)] = (key, text)
+    entry: dict[str, str | None] = {"": text}
+    _CACHE[path] = (key, entry)
     _CACHE_CHARS[0] += len(text or "")
-    return text
+    return entry
+
+
+def read_text(path: str | Path, st: os.stat_result | None = None) -> str | None:
+    """File text keyed by (ino, size, mtime_ns); None for non-UTF-8 files."""
+    return _entry(str(path), st)[""]
+
+
+def read_folded(path: str | Path, st: os.stat_result | None, kind: str, fold: Callable[[str], str]) -> tuple[str | None, str | None]:
+    """(text, fold(text)), the folded variant cached next to the text under `kind`."""
+    entry = _entry(str(path), st)
+    text = entry[""]
+    if text is None:
+        return None, None
+    if kind not in entry:
+        entry[kind] = fold(text)
+        _CACHE_CHARS[0] += len(text)
+    return text, entry[kind]
 
 
 # ---- usage telemetry ----------------------------------------------------------------------

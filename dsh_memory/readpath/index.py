@@ -8,9 +8,11 @@ query becomes a phrase of bigrams there, which matches the exact substring."""
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +111,48 @@ def _drop(conn: sqlite3.Connection, rel: str) -> None:
     conn.execute("DELETE FROM files WHERE path=?", (rel,))
 
 
-def refresh(store: Any) -> dict[str, int]:
+# Fast path: creating, deleting or atomically replacing a file (the store always writes with
+# os.replace) changes its directory's mtime. While no directory changed, the per-file stat walk
+# is skipped, but at most for FULL_SCAN_SECONDS, so in-place edits by hand are seen within that.
+FULL_SCAN_SECONDS = 5.0
+_SETTLE_NS = 1_000_000_000  # a directory modified this close to a scan is not trusted
+_scans: dict[str, tuple[float, dict[str, int]]] = {}
+
+
+def _dir_mtimes(store: Any) -> dict[str, int]:
+    root = str(root_of(store))
+    out: dict[str, int] = {}
+
+    def walk(path: str, recursive: bool) -> None:
+        try:
+            out[path] = os.lstat(path).st_mtime_ns
+            if recursive:
+                with os.scandir(path) as it:
+                    for e in it:
+                        if e.name[0] != "." and e.is_dir(follow_symlinks=False):
+                            walk(e.path, True)
+        except (FileNotFoundError, NotADirectoryError):
+            out[path] = -1
+
+    walk(root, False)
+    walk(os.path.join(root, "rollout_summaries"), False)
+    walk(os.path.join(root, "skills"), True)
+    walk(str(getattr(store, "notes_dir", os.path.join(root, "extensions", "ad_hoc", "notes"))), True)
+    return out
+
+
+def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
     """Bring the index up to date; returns counts of re-indexed and dropped files."""
     conn = _connect(store)
-    current, changed, deleted = _diff(conn, store)
-    if not changed and not deleted:
+    key = str(root_of(store))
+    dirs = _dir_mtimes(store)
+    last = _scans.get(key)
+    if not force and last and last[1] == dirs and time.monotonic() - last[0] < FULL_SCAN_SECONDS:
         return {"indexed": 0, "dropped": 0}
-    conn.execute("BEGIN IMMEDIATE")  # another process may be indexing: wait, then diff again
+    scan_ns = time.time_ns()
+    settled = all(m < scan_ns - _SETTLE_NS for m in dirs.values())
+    # diff under the write lock: another process indexing the same root waits, then sees its work
+    conn.execute("BEGIN IMMEDIATE")
     try:
         current, changed, deleted = _diff(conn, store)
         for rel in deleted:
@@ -144,6 +181,12 @@ def refresh(store: Any) -> dict[str, int]:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    if settled:
+        _scans[key] = (time.monotonic(), dirs)
+    else:
+        _scans.pop(key, None)
+    if len(changed) + len(deleted) > 200:  # a big (re)build: fold the WAL now, not in a later query
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return {"indexed": len(changed), "dropped": len(deleted)}
 
 
@@ -151,21 +194,20 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def fts_query(queries: list[str]) -> tuple[str, list[str]]:
-    """An FTS5 MATCH expression (OR of every term; BM25 rewards sections with more of them)
-    and, per term, which query it came from."""
+def fts_terms(queries: list[str]) -> list[str]:
+    """FTS5 terms for the queries: words (stemmed by porter) in any column, CJK runs as bigram
+    phrases in the `cjk` column (a single CJK character as a prefix of bigrams)."""
     parts: list[str] = []
     for q in queries:
         for tok in _WORD.findall(q):
             if _CJK_RUN.fullmatch(tok):
-                grams = _bigrams(tok) if len(tok) > 1 else []
                 if len(tok) == 1:
                     parts.append(f"cjk : {_quote(tok)}*")
                 else:
-                    parts.append(f"cjk : {_quote(' '.join(grams[:-1]))}")
+                    parts.append(f"cjk : {_quote(' '.join(_bigrams(tok)[:-1]))}")
             else:
                 parts.append(f"body : {_quote(tok)}")
-    return " OR ".join(dict.fromkeys(parts)), parts
+    return list(dict.fromkeys(parts))
 
 
 def _hit(words: list[str], low: str) -> bool:
@@ -185,28 +227,62 @@ def _focus(queries: list[str], lines: list[str], first: int) -> tuple[int, int]:
     return (hits[0], hits[-1]) if hits else (first, first + max(0, len(lines) - 1))
 
 
+def _prefix_filter(prefix: str | None) -> tuple[str, list[Any]]:
+    if not prefix:
+        return "", []
+    esc = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return (
+        " AND fts.rowid IN (SELECT id FROM sections WHERE path = ? OR path LIKE ? ESCAPE '\\')",
+        [prefix, esc.rstrip("/") + "/%"],
+    )
+
+
+def _count(conn: sqlite3.Connection, expr: str, prefix: str | None) -> int:
+    extra, args = _prefix_filter(prefix)
+    return conn.execute(f"SELECT count(*) FROM fts WHERE fts MATCH ?{extra}", [expr, *args]).fetchone()[0]
+
+
+def _ranked_rows(conn: sqlite3.Connection, expr: str, prefix: str | None, limit: int, offset: int) -> list[tuple]:
+    # rank + LIMIT inside the FTS query (a top-N sort), then join only the rows kept
+    extra, args = _prefix_filter(prefix)
+    sql = (
+        "SELECT s.path, s.start_line, s.end_line, t.score FROM "
+        f"(SELECT rowid, bm25(fts, 1.0, 1.0) AS score FROM fts WHERE fts MATCH ?{extra} "
+        "ORDER BY score, rowid LIMIT ? OFFSET ?) t JOIN sections s ON s.id = t.rowid ORDER BY t.score, t.rowid"
+    )
+    return conn.execute(sql, [expr, *args, limit, offset]).fetchall()
+
+
 def ranked_search(
     store: Any, queries: list[str], prefix: str | None, offset: int, limit: int
 ) -> tuple[list[SearchMatch], bool]:
-    expr, _ = fts_query(queries)
-    if not expr:
+    terms = fts_terms(queries)
+    if not terms:
         from dsh_memory.errors import UserInputError
 
         raise UserInputError("ranked search needs at least one word or CJK character in the queries")
     refresh(store)
     conn = _connect(store)
-    sql = (
-        "SELECT s.path, s.start_line, s.end_line, bm25(fts, 1.0, 1.0) AS score "
-        "FROM fts JOIN sections s ON s.id = fts.rowid WHERE fts MATCH ?"
-    )
-    args: list[Any] = [expr]
-    if prefix:
-        esc = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        sql += " AND (s.path = ? OR s.path LIKE ? ESCAPE '\\')"
-        args += [prefix, esc.rstrip("/") + "/%"]
-    sql += " ORDER BY score, s.path, s.start_line LIMIT ? OFFSET ?"
-    args += [limit + 1, offset]
-    rows = conn.execute(sql, args).fetchall()
+    # Two tiers, one total order: sections with every term (BM25), then sections with some
+    # terms (BM25). The first tier is small and usually fills the page on its own.
+    all_expr = " AND ".join(terms)
+    tiers = [all_expr]
+    if len(terms) > 1:
+        tiers.append(f"({' OR '.join(terms)}) NOT ({all_expr})")
+    rows: list[tuple] = []
+    want, skip = limit + 1, offset
+    for expr in tiers:
+        if want <= 0:
+            break
+        if skip:
+            n = _count(conn, expr, prefix)
+            if skip >= n:
+                skip -= n
+                continue
+        got = _ranked_rows(conn, expr, prefix, want, skip)
+        rows += got
+        want -= len(got)
+        skip = 0
     more = len(rows) > limit
     root = root_of(store)
     out = []

@@ -15,7 +15,7 @@ from dsh_memory.readpath._common import (
     files_under,
     fingerprint,
     guard,
-    read_text,
+    read_folded,
     record_usage,
     rel_of,
     validate,
@@ -44,10 +44,11 @@ def _prepare(req: SearchRequest) -> tuple[list[str], Callable[[str], str]]:
     return folded, fold
 
 
-def _line_hits(lines: list[str], folded: list[str], fold: Callable[[str], str]) -> list[set[int]]:
+def _line_hits(lines: list[str], folded: list[str], fold: Callable[[str], str] | None) -> list[set[int]]:
+    """Per line, the indexes of the queries it contains (lines already folded when fold is None)."""
     out = []
     for line in lines:
-        f = fold(line)
+        f = line if fold is None else fold(line)
         out.append({i for i, q in enumerate(folded) if q in f})
     return out
 
@@ -77,8 +78,9 @@ def _windows(hits: list[set[int]], nq: int, n: int) -> list[tuple[int, int, set[
     return kept
 
 
-def _file_matches(rel: str, text: str, req: SearchRequest, folded: list[str], fold) -> list[SearchMatch]:
-    whole = fold(text)
+def _file_matches(
+    rel: str, text: str, whole: str, req: SearchRequest, folded: list[str], fold, limit: int
+) -> list[SearchMatch]:
     nq = len(folded)
     present = [q in whole for q in folded]
     if req.mode == "any" and not any(present):
@@ -86,7 +88,11 @@ def _file_matches(rel: str, text: str, req: SearchRequest, folded: list[str], fo
     if req.mode != "any" and not all(present):
         return []
     lines = text.splitlines()
-    hits = _line_hits(lines, folded, fold)
+    if req.normalized:
+        hits = _line_hits(lines, folded, fold)
+    else:  # case folding keeps line breaks where they were: split the cached folded text
+        flines = whole.splitlines()
+        hits = _line_hits(flines, folded, None) if len(flines) == len(lines) else _line_hits(lines, folded, fold)
     spans: list[tuple[int, int, set[int]]]
     if req.mode == "any":
         spans = [(i, i, h) for i, h in enumerate(hits) if h]
@@ -96,7 +102,7 @@ def _file_matches(rel: str, text: str, req: SearchRequest, folded: list[str], fo
         spans = _windows(hits, nq, req.within_lines)
     out = []
     c = req.context_lines
-    for i, j, h in spans:
+    for i, j, h in spans[:limit]:
         a, b = max(0, i - c), min(len(lines) - 1, j + c)
         out.append(
             SearchMatch(
@@ -112,14 +118,18 @@ def _file_matches(rel: str, text: str, req: SearchRequest, folded: list[str], fo
     return out
 
 
-def _line_search(store: Any, req: SearchRequest) -> list[SearchMatch]:
+def _line_search(store: Any, req: SearchRequest, need: int) -> list[SearchMatch]:
+    """Matches in corpus order, then line order; stops once `need` matches are known."""
     folded, fold = _prepare(req)
+    kind = ("n" if req.normalized else "") + ("" if req.case_sensitive else "c")
     matches: list[SearchMatch] = []
     for rel, path, st in files_under(store, req.path_prefix):
-        text = read_text(path, st)
+        text, whole = read_folded(path, st, kind, fold)
         if text is None:  # not UTF-8: skipped, never half-decoded into false hits
             continue
-        matches.extend(_file_matches(rel, text, req, folded, fold))
+        matches.extend(_file_matches(rel, text, whole, req, folded, fold, need - len(matches)))
+        if len(matches) >= need:
+            break
     return matches
 
 
@@ -139,8 +149,8 @@ def search(
     now: datetime | None = None,
 ) -> SearchResult:
     """Search the memory. Line modes: `any` (a line with any query), `all_on_same_line`,
-    `all_within_lines` (all queries inside a window of `within_lines`); results sorted by path
-    and line. `ranked`: BM25 over sections, best first (stemmed words; CJK by bigrams)."""
+    `all_within_lines` (all queries inside a window of `within_lines`); results in corpus order
+    (MEMORY.md, memory_summary.md, rollout_summaries, skills, notes; by name) and line order. `ranked`: BM25 over sections, best first (stemmed words; CJK by bigrams)."""
     if isinstance(queries, str):
         queries = [queries]
     req = validate(
@@ -166,7 +176,7 @@ def search(
 
         page, more = ranked_search(store, req.queries, prefix, start, req.max_results)
     else:
-        matches = _line_search(store, req)
+        matches = _line_search(store, req, start + req.max_results + 1)
         page = matches[start : start + req.max_results]
         more = start + req.max_results < len(matches)
     record_usage(store, [m.path for m in page], state=state, now=now)

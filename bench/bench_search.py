@@ -1,0 +1,141 @@
+"""Search benchmark: a memory root with N rollout summaries (default 10,000).
+
+Prints line-search p50/p95 (warm, as in a long-running HTTP/MCP server, and one cold call as in
+a fresh CLI process) next to ripgrep on the same queries, ranked (FTS5 BM25) p95 (goal ≤ 50 ms),
+the initial index build, and the incremental update after one new summary.
+
+    /work/venv/bin/python bench/bench_search.py [--n 10000] [--root /tmp/dsh-bench] [--runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WORDS = (
+    "deploy staging production migration postgres alembic docker compose kubernetes helm pod "
+    "timeout retry backoff cache redis queue worker celery flaky test pytest fixture mock lint "
+    "ruff mypy typing refactor module package wheel build release tag changelog branch rebase "
+    "merge conflict review api gateway auth token session cookie cors header proxy nginx tls "
+    "certificate secret vault config env variable logging metrics tracing span latency p95 "
+    "benchmark profile memory leak gc thread async await event loop socket http grpc schema "
+    "json yaml toml parser lexer index query sqlite fts ranking embedding vector search user "
+    "prefers uv over pip always runs tests before pushing never force push main fixed failed "
+    "because stale lock file missing dependency wrong path permission denied out of memory"
+).split()
+CJK = ["数据库迁移", "部署失败", "缓存失效", "测试不稳定", "用户偏好", "超时重试", "权限不足", "内存泄漏"]
+QUERIES = [["alembic"], ["stale lock"], ["permission denied"], ["gateway", "timeout"], ["never force push"],
+           ["zzz-not-there"], ["数据库迁移"], ["p95 latency"]]
+RANKED = [["postgres migration failed"], ["flaky pytest fixture"], ["stale lock file"], ["数据库迁移"],
+          ["gateway timeout retry"], ["uv over pip"], ["memory leak gc"], ["部署"]]
+
+
+def summary_text(rng: random.Random, i: int) -> str:
+    lines = [f"---\nsession_id: s{i:05d}\ncwd: /home/u/src/proj{i % 37}\n---\n", f"# Session {i}: {' '.join(rng.sample(WORDS, 4))}"]
+    for _ in range(rng.randint(2, 4)):
+        lines.append(f"\n## {' '.join(rng.sample(WORDS, 3)).capitalize()}")
+        for _ in range(rng.randint(3, 8)):
+            s = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 16)))
+            if rng.random() < 0.08:
+                s += " " + rng.choice(CJK)
+            lines.append(f"- {s}.")
+    return "\n".join(lines) + "\n"
+
+
+def build_root(root: Path, n: int) -> None:
+    from dsh_memory.store import MemoryStore
+
+    store = MemoryStore(root)
+    store.ensure_layout()
+    rng = random.Random(42)
+    (root / "MEMORY.md").write_text("# Handbook\n" + "".join(summary_text(rng, -k) for k in range(40)))
+    (root / "memory_summary.md").write_text("v1\n" + summary_text(rng, 0)[:3000])
+    for i in range(n):
+        (store.rollout_dir / f"2026-01-{i % 28 + 1:02d}-session-{i:05d}.md").write_text(summary_text(rng, i))
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t) * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--root", type=Path, default=None)
+    ap.add_argument("--runs", type=int, default=20, help="timed repetitions per query set")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    root = args.root or Path(tempfile.mkdtemp(prefix="dsh-bench-")) / "mem"
+
+    from dsh_memory import readpath as rp
+    from dsh_memory.readpath import index
+    from dsh_memory.state import StateStore
+    from dsh_memory.store import MemoryStore
+
+    t = time.perf_counter()
+    build_root(root, args.n)
+    print(f"memory root: {root}  ({args.n} rollout summaries, generated in {time.perf_counter() - t:.1f} s)")
+    store = MemoryStore(root)
+    state = StateStore(root)
+    size_mb = sum(p.stat().st_size for p in root.rglob("*.md")) / 1e6
+    print(f"corpus: {size_mb:.1f} MB of markdown")
+
+    # line search: cold calls (nothing cached, like a fresh CLI process), then warm runs
+    cold_miss = timed(lambda: rp.search(store, ["zzz-not-there"], state=state, max_results=50))
+    from dsh_memory.readpath import _common
+
+    _common._CACHE.clear()
+    cold = timed(lambda: rp.search(store, QUERIES[0], state=state, max_results=50))
+    line_ms = [timed(lambda q=q: rp.search(store, q, state=state, max_results=50)) for _ in range(args.runs // 4 or 1) for q in QUERIES]
+    rg = shutil.which("rg")
+    rg_ms: list[float] = []
+    if rg:
+        for _ in range(args.runs // 4 or 1):
+            for q in QUERIES:
+                cmd = [rg, "-n", "-i", "-F", "--no-heading", "-g", "!.state", "-g", "!.retired"]
+                for term in q:  # 'any' mode: a line with any of the queries
+                    cmd += ["-e", term]
+                rg_ms.append(timed(lambda c=cmd: subprocess.run(c + [str(root)], capture_output=True)))
+    print(f"line search (any, 50 results): cold {cold:.0f} ms (first page), cold full scan {cold_miss:.0f} ms (no match); warm p50 {pct(line_ms, 50):.1f} ms, p95 {pct(line_ms, 95):.1f} ms")
+    if rg_ms:
+        print(f"ripgrep (same queries, -i -F):  p50 {pct(rg_ms, 50):.1f} ms, p95 {pct(rg_ms, 95):.1f} ms")
+    else:
+        print("ripgrep: not installed (apt-get install -y ripgrep)")
+
+    t = time.perf_counter()
+    stats = index.refresh(store)
+    print(f"ranked index initial build: {time.perf_counter() - t:.1f} s ({stats['indexed']} files)")
+    ranked_ms = [timed(lambda q=q: rp.search(store, q, mode="ranked", state=state, max_results=10)) for _ in range(args.runs) for q in RANKED]
+    print(f"ranked search (10 results, incl. freshness check): p50 {pct(ranked_ms, 50):.1f} ms, "
+          f"p95 {pct(ranked_ms, 95):.1f} ms (goal ≤ 50 ms)")
+    noop = [timed(lambda: index.refresh(store)) for _ in range(10)]
+    print(f"freshness check with nothing changed: p50 {statistics.median(noop):.1f} ms")
+
+    new = store.rollout_dir / "2026-02-01-brand-new.md"
+    new.write_text("# Brand new\n- quokka deployment finally worked after pinning the helm chart.\n")
+    upd = timed(lambda: index.refresh(store))
+    hit = rp.search(store, ["quokka"], mode="ranked", state=state)
+    assert hit.matches and hit.matches[0].path.endswith("brand-new.md")
+    new.unlink()
+    dele = timed(lambda: index.refresh(store))
+    print(f"index update after one new summary: {upd:.1f} ms; after one deletion: {dele:.1f} ms")
+    if not args.keep and args.root is None:
+        shutil.rmtree(root.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
