@@ -1,0 +1,412 @@
+"""Turn-end hooks: every webhook fixture through the validator, the HTTP route and `notify`,
+delivery to a recording stand-in for the Prefect events API on loopback, and one run against
+the real Prefect server proving `dsh.turn.ended` arrives."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.testclient import TestClient
+from typer.testing import CliRunner
+
+from dsh_memory.cli import app as cli_app
+from dsh_memory.hooks.events import EVENT_NAME, build_event, emit_turn_end
+from dsh_memory.hooks.payloads import (
+    MAX_BODY_BYTES,
+    PayloadError,
+    TurnEnd,
+    parse_json,
+    parse_turn_end,
+)
+from dsh_memory.hooks.receiver import HOOK_PATH, NO_SERVER, EventSender, create_receiver_app
+from dsh_memory.http_app import create_app
+from dsh_memory.settings import MemorySettings, SourceRoots
+
+# The fixtures carry the user's absolute paths; these roots make them "inside".
+ENV = {"DSH_HOME": "/home/alice/.dsh", "CLAUDE_CONFIG_DIR": "/home/alice/.claude", "CODEX_HOME": "/home/alice/.codex"}
+ROOTS = SourceRoots.from_env(ENV)
+BASE = "http://127.0.0.1:8765"
+
+
+WEBHOOK_NAMES = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "shared/fixtures/webhooks").iterdir())
+
+
+@pytest.fixture()
+def hook_env(monkeypatch):
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    for k in ("PREFECT_API_URL", "DSH_MEMORY_HOOK_SECRET"):
+        monkeypatch.delenv(k, raising=False)
+
+
+# ------------------------------------------------------------- a recording Prefect stand-in
+
+class Recorder:
+    def __init__(self):
+        self.batches: list[list[dict]] = []
+
+    @property
+    def events(self) -> list[dict]:
+        return [e for batch in self.batches for e in batch]
+
+    def app(self) -> Starlette:
+        async def events(request: Request) -> Response:
+            self.batches.append(json.loads(await request.body()))
+            return Response(status_code=204)
+
+        return Starlette(routes=[Route("/api/events", events, methods=["POST"])])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(asgi_app):
+    """A real uvicorn server on an ephemeral loopback port, in a thread."""
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(asgi_app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture()
+def fake_prefect():
+    rec = Recorder()
+    with serve(rec.app()) as url:
+        rec.api_url = url + "/api"
+        yield rec
+
+
+# ------------------------------------------------------------- validator
+
+@pytest.mark.parametrize("name", WEBHOOK_NAMES)
+def test_every_fixture_gets_its_verdict(name, fixtures_dir, expected):
+    exp = expected[f"webhooks/{name}"]
+    body = (fixtures_dir / "webhooks" / name).read_bytes()
+    if not exp["valid"]:
+        with pytest.raises(PayloadError) as err:
+            parse_turn_end(body, roots=ROOTS)
+        assert err.value.status == (413 if "bytes" in exp else 400)
+        return
+    turn = parse_turn_end(body, roots=ROOTS)
+    assert turn.should_trigger is exp["should_trigger"]
+    assert turn.session_id == exp.get("session_id", turn.session_id) != ""
+    if exp["kind"] != "unknown":
+        assert turn.kind == exp["kind"]
+        assert parse_turn_end(body, kind=exp["kind"], roots=ROOTS) == turn  # explicit kind agrees with auto
+    assert bool(turn.why_not) is not turn.should_trigger
+    for field in ("turn", "seq", "reason"):
+        if field in exp:
+            assert getattr(turn, field) == exp[field]
+
+
+def test_huge_body_is_refused_before_parsing_and_deep_nesting_does_not_crash(fixtures_dir):
+    huge = (fixtures_dir / "webhooks" / "bad-huge-body.json").read_bytes()
+    assert len(huge) > MAX_BODY_BYTES
+    with pytest.raises(PayloadError) as err:
+        parse_json(huge)
+    assert err.value.status == 413
+    with pytest.raises(PayloadError) as err:
+        parse_json(b"[" * 200_000 + b"]" * 200_000)  # far past the interpreter's recursion limit
+    assert err.value.status == 400
+    with pytest.raises(PayloadError, match="nested deeper"):
+        parse_json(json.dumps({"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}))
+
+
+def _dsh(**over) -> dict:
+    body = json.loads((Path(__file__).resolve().parents[2] / "shared/fixtures/webhooks/dsh-turn-end.json").read_text())
+    body.update(over)
+    return body
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (_dsh(transcriptPath="/home/alice/.dsh/sessions/../../../etc/passwd"), "inside"),
+        (_dsh(transcriptPath="/etc/passwd"), "inside"),
+        (_dsh(transcriptPath="sessions/x/session.v4.jsonl"), "absolute"),
+        (_dsh(transcriptPath="/home/alice/.dsh/sessions"), "inside"),  # the root itself is no transcript
+        (_dsh(transcriptPath="/home/alice/.dsh/sessions-evil/x.jsonl"), "inside"),  # prefix trick
+        (_dsh(transcriptPath="/home/alice/.dsh/sessions/x\x00.jsonl"), "non-empty path"),
+        (_dsh(sessionId="a" * 129), "sessionId"),
+        (_dsh(sessionId="a/b"), "sessionId"),
+        (_dsh(sessionId=".."), "sessionId"),
+        (_dsh(turn=True), "turn"),  # a bool is not an int
+        (_dsh(turn=-1), "turn"),
+        (_dsh(reason={"nokind": 1}), "reason.kind"),
+        (_dsh(header={"delegationDepth": "1"}), "header.delegationDepth"),
+    ],
+)
+def test_dsh_rejections(body, message):
+    with pytest.raises(PayloadError, match=message) as err:
+        parse_turn_end(json.dumps(body), roots=ROOTS)
+    assert err.value.status == 400
+
+
+def test_error_messages_never_echo_submitted_values():
+    secret = "sk-live-DO-NOT-ECHO-0123456789"
+    with pytest.raises(PayloadError) as err:
+        parse_turn_end(json.dumps(_dsh(turn=secret, transcriptPath=f"/tmp/{secret}")), roots=ROOTS)
+    assert secret not in str(err.value)
+
+
+def test_session_id_limits_and_depth_zero_header():
+    assert parse_turn_end(json.dumps(_dsh(sessionId="a" * 128)), roots=ROOTS).session_id == "a" * 128
+    t = parse_turn_end(json.dumps(_dsh(header={"delegationDepth": 2})), roots=ROOTS)
+    assert not t.should_trigger and "subagent" in t.why_not
+
+
+def test_symlink_escaping_the_root_is_refused_and_nothing_is_created(tmp_path):
+    root = tmp_path / "dsh" / "sessions"
+    root.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    roots = SourceRoots(dsh_sessions=root)
+    ok = parse_turn_end(json.dumps(_dsh(transcriptPath=str(root / "p" / "s.jsonl"))), roots=roots)
+    assert ok.transcript_path == str(root / "p" / "s.jsonl")
+    with pytest.raises(PayloadError, match="symlink"):
+        parse_turn_end(json.dumps(_dsh(transcriptPath=str(root / "link" / "s.jsonl"))), roots=roots)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["dsh", "link", "outside", "sessions"]
+    with pytest.raises(PayloadError, match="not configured"):
+        parse_turn_end(json.dumps(_dsh()), roots=SourceRoots())
+
+
+def test_claude_events_and_types():
+    base = {"session_id": "1f3b5d7e-9a2c-4e6f-8b0d-2c4e6a8f0b13", "transcript_path": "/home/alice/.claude/projects/p/s.jsonl"}
+    for event, trigger in (("Stop", True), ("SessionEnd", True), ("SubagentStop", False), ("PreToolUse", False)):
+        t = parse_turn_end(json.dumps({**base, "hook_event_name": event}), roots=ROOTS)
+        assert (t.kind, t.should_trigger, t.reason) == ("claude", trigger, event)
+    with pytest.raises(PayloadError, match="stop_hook_active"):
+        parse_turn_end(json.dumps({**base, "hook_event_name": "Stop", "stop_hook_active": 0}), roots=ROOTS)
+    with pytest.raises(PayloadError, match="unrecognised"):
+        parse_turn_end(b'{"hello": "world"}', roots=ROOTS)
+    with pytest.raises(PayloadError, match="unknown kind"):
+        parse_turn_end(json.dumps(base), kind="cursor", roots=ROOTS)
+
+
+def test_event_carries_ids_only(fixtures_dir):
+    turn = parse_turn_end((fixtures_dir / "webhooks/codex-notify.json").read_bytes(), roots=ROOTS)
+    event = build_event(turn)
+    assert event["event"] == EVENT_NAME == "dsh.turn.ended"
+    assert event["resource"]["prefect.resource.id"] == "dsh.session.01a13b2f-6147-7112-94d6-9f81b6dffce8"
+    assert event["resource"]["dsh.source"] == "codex"
+    assert all(isinstance(v, str) for v in event["resource"].values())
+    assert set(event["payload"]) == {"session_id", "turn", "reason", "seq", "source"}
+    assert "CRLF" not in json.dumps(event)  # no transcript text (input-messages / last message)
+    ignored = parse_turn_end((fixtures_dir / "webhooks/claude-stop-hook-active.json").read_bytes(), roots=ROOTS)
+    with pytest.raises(ValueError, match="loop guard"):
+        build_event(ignored)
+
+
+# ------------------------------------------------------------- HTTP route
+
+@pytest.mark.parametrize("name", WEBHOOK_NAMES)
+def test_route_answers_every_fixture(name, fixtures_dir, expected, fake_prefect):
+    exp = expected[f"webhooks/{name}"]
+    app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=None)
+    with TestClient(app, base_url=BASE) as client:
+        r = client.post(HOOK_PATH, content=(fixtures_dir / "webhooks" / name).read_bytes(),
+                        headers={"Content-Type": "application/json"})
+    assert app.state.turn_end.sender.flush(10)
+    if not exp["valid"]:
+        assert r.status_code == (413 if "bytes" in exp else 400), r.text
+        assert r.json().get("accepted", False) is False and r.json()["error"]["message"]
+        assert fake_prefect.events == []
+        return
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert (body["accepted"], body["triggered"]) == (True, exp["should_trigger"])
+    assert body["session_id"] == exp.get("session_id", body["session_id"])
+    if exp["should_trigger"]:
+        [event] = fake_prefect.events
+        assert event["resource"]["prefect.resource.id"] == f"dsh.session.{exp['session_id']}"
+    else:
+        assert body["reason"] and fake_prefect.events == []
+
+
+def test_route_guard_table(hook_env, fixtures_dir):
+    body = (fixtures_dir / "webhooks/claude-stop.json").read_bytes()
+    json_h = {"Content-Type": "application/json"}
+    app = create_receiver_app(roots=ROOTS, api_url=None, secret="s3cret")
+    with TestClient(app, base_url=BASE) as c:
+        assert c.post(HOOK_PATH, content=body, headers=json_h).status_code == 401
+        assert c.post(HOOK_PATH, content=body, headers={**json_h, "X-DSH-Memory-Secret": "wrong"}).status_code == 401
+        ok = c.post(HOOK_PATH, content=body, headers={**json_h, "X-DSH-Memory-Secret": "s3cret"})
+        assert ok.status_code == 202
+        assert ok.json() == {"accepted": True, "triggered": False, "session_id": "1f3b5d7e-9a2c-4e6f-8b0d-2c4e6a8f0b13",
+                             "kind": "claude", "reason": NO_SERVER}
+        sec = {"X-DSH-Memory-Secret": "s3cret"}
+        assert c.post(HOOK_PATH, content=body, headers={"Content-Type": "text/plain", **sec}).status_code == 415
+        assert c.post(HOOK_PATH, content=body, headers={**json_h, **sec, "Host": "evil.example"}).status_code == 403
+        assert c.post(HOOK_PATH, content=body, headers={**json_h, **sec, "Origin": "http://evil.example"}).status_code == 403
+        assert c.post(HOOK_PATH, content=body, headers={**json_h, **sec, "Origin": "null"}).status_code == 403
+        big = b'{"a": "' + b"x" * MAX_BODY_BYTES + b'"}'
+        assert c.post(HOOK_PATH, content=big, headers={**json_h, **sec}).status_code == 413
+        assert c.post(HOOK_PATH + "?kind=cursor", content=body, headers={**json_h, **sec}).status_code == 400
+        assert c.post(HOOK_PATH + "?kind=codex", content=body, headers={**json_h, **sec}).status_code == 400
+        assert c.get(HOOK_PATH).status_code == 405
+
+
+def test_create_app_mounts_the_receiver_behind_its_guard(hook_env, tmp_path, fixtures_dir, fake_prefect, monkeypatch):
+    monkeypatch.setenv("PREFECT_API_URL", fake_prefect.api_url)
+    settings = MemorySettings.from_env(env={**ENV, "DSH_MEMORY_ROOT": str(tmp_path / "mem")})
+    body = (fixtures_dir / "webhooks/dsh-turn-end.json").read_bytes()
+    with TestClient(create_app(settings, mcp=False), base_url=BASE) as c:
+        assert c.post(HOOK_PATH, content=body, headers={"Content-Type": "application/json", "Host": "evil.example"}).status_code == 403
+        r = c.post(HOOK_PATH, json=json.loads(body))
+        assert r.status_code == 202 and r.json()["triggered"] is True
+    deadline = time.monotonic() + 10
+    while not fake_prefect.events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [e["payload"]["seq"] for e in fake_prefect.events] == [49]
+
+
+def test_delivery_failure_is_logged_and_the_server_keeps_answering(fixtures_dir, caplog):
+    dead = f"http://127.0.0.1:{_free_port()}/api"  # nothing listens there
+    app = create_receiver_app(roots=ROOTS, api_url=dead, secret=None)
+    body = (fixtures_dir / "webhooks/codex-notify.json").read_bytes()
+    with TestClient(app, base_url=BASE) as c:
+        for _ in range(2):
+            r = c.post(HOOK_PATH, content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == 202 and r.json()["triggered"] is True
+        sender = app.state.turn_end.sender
+        assert sender.flush(20)
+        assert (sender.sent, sender.failed) == (0, 2) and "could not reach" in sender.last_error
+        assert c.post(HOOK_PATH, content=body, headers={"Content-Type": "application/json"}).status_code == 202
+    assert "not delivered" in caplog.text
+
+
+def test_full_queue_drops_without_blocking(fixtures_dir, fake_prefect):
+    turn = parse_turn_end((fixtures_dir / "webhooks/codex-notify.json").read_bytes(), roots=ROOTS)
+    gate = threading.Event()
+
+    def slow_emit(t, url, timeout):  # a Prefect API that hangs: the queue must stay bounded
+        gate.wait(10)
+        return emit_turn_end(t, url, timeout=timeout)
+
+    sender = EventSender(fake_prefect.api_url, maxsize=2, emit=slow_emit)
+    results = [sender.submit(turn) for _ in range(6)]
+    assert results.count(False) >= 3 and sender.dropped == results.count(False)
+    gate.set()
+    assert sender.flush(10)
+    assert sender.sent == results.count(True) == len(fake_prefect.events)
+
+
+# ------------------------------------------------------------- notify
+
+def _notify(args, input=None, env=None):
+    return CliRunner().invoke(cli_app, ["notify", *args], input=input, env=env)
+
+
+def test_notify_argv_codex_through_a_real_receiver(hook_env, fixtures_dir, fake_prefect):
+    payload = (fixtures_dir / "webhooks/codex-notify.json").read_text()
+    app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret="k")
+    with serve(app) as url:
+        r = _notify(["--kind", "codex", "--url", url + HOOK_PATH, payload], env={"DSH_MEMORY_HOOK_SECRET": "k"})
+        assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""
+        assert app.state.turn_end.sender.flush(10)
+        [event] = fake_prefect.events
+        assert event["payload"] == {"session_id": "01a13b2f-6147-7112-94d6-9f81b6dffce8",
+                                    "turn": "01a13b30-c48c-7603-9440-d00e0d6bef7f",
+                                    "reason": "agent-turn-complete", "seq": None, "source": "codex"}
+        r = _notify(["--kind", "codex", "--url", url + HOOK_PATH, payload], env={"DSH_MEMORY_HOOK_SECRET": "bad"})
+        assert r.exit_code == 0 and "HTTP 401" in r.stderr
+
+
+def test_notify_stdin_claude_direct(hook_env, fixtures_dir, fake_prefect):
+    stdin = (fixtures_dir / "webhooks/claude-stop.json").read_bytes()
+    r = _notify(["--kind", "claude", "--direct", "--api-url", fake_prefect.api_url], input=stdin)
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""
+    [event] = fake_prefect.events
+    assert event["resource"]["dsh.source"] == "claude"
+    r = _notify(["--direct"], input=stdin)  # no PREFECT_API_URL anywhere
+    assert r.exit_code == 0 and "PREFECT_API_URL" in r.stderr and len(fake_prefect.events) == 1
+
+
+@pytest.mark.parametrize(
+    "name, args, needle",
+    [
+        ("claude-stop-hook-active.json", ["--kind", "claude"], "loop guard"),
+        ("bad-claude-path-traversal.json", ["--kind", "claude"], "payload refused (400)"),
+        ("bad-deeply-nested.json", [], "payload refused (400)"),
+        ("bad-huge-body.json", [], "payload refused (413)"),
+        ("bad-empty.json", [], "empty body"),
+        ("codex-notify.json", ["--kind", "claude"], "payload refused (400)"),
+        ("dsh-turn-end.json", ["--kind", "cursor"], "unknown --kind"),
+    ],
+)
+def test_notify_never_fails_the_agent(name, args, needle, hook_env, fixtures_dir, fake_prefect):
+    stdin = (fixtures_dir / "webhooks" / name).read_bytes()
+    r = _notify([*args, "--direct", "--api-url", fake_prefect.api_url], input=stdin)
+    assert r.exit_code == 0 and r.stdout == "" and needle in r.stderr
+    assert fake_prefect.events == []
+
+
+def test_notify_unreachable_receiver_is_quick_and_exits_0(hook_env, fixtures_dir):
+    payload = (fixtures_dir / "webhooks/dsh-turn-end.json").read_text()
+    t0 = time.monotonic()
+    r = _notify(["--url", f"http://127.0.0.1:{_free_port()}{HOOK_PATH}", payload])
+    assert r.exit_code == 0 and "unreachable" in r.stderr
+    assert time.monotonic() - t0 < 5
+    assert _notify(["--quiet", "--url", f"http://127.0.0.1:{_free_port()}{HOOK_PATH}", payload]).stderr == ""
+
+
+# ------------------------------------------------------------- the real Prefect server
+
+def test_event_arrives_on_a_real_prefect_server(prefect_api, hook_env, fixtures_dir, monkeypatch):
+    from prefect.server.events.schemas.events import Event
+
+    monkeypatch.setenv("PREFECT_API_URL", prefect_api)
+    dsh = (fixtures_dir / "webhooks/dsh-turn-end.json").read_bytes()
+    Event.model_validate(build_event(parse_turn_end(dsh, roots=ROOTS)))  # the server's own schema
+    app = create_receiver_app(roots=ROOTS, secret=None)  # api_url from PREFECT_API_URL
+    with TestClient(app, base_url=BASE) as c:
+        r = c.post(HOOK_PATH, content=dsh, headers={"Content-Type": "application/json"})
+    assert r.status_code == 202 and r.json()["triggered"] is True
+    sender = app.state.turn_end.sender
+    assert sender.flush(20) and (sender.sent, sender.failed) == (1, 0), sender.last_error
+    codex = (fixtures_dir / "webhooks/codex-notify.json").read_text()
+    assert _notify(["--direct", codex]).exit_code == 0
+
+    def read_back(session_id):
+        flt = {"filter": {"event": {"name": [EVENT_NAME]}, "any_resource": {"id": [f"dsh.session.{session_id}"]}}}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            events = httpx.post(f"{prefect_api}/events/filter", json=flt, timeout=10).json()["events"]
+            if events:
+                return events
+            time.sleep(0.5)
+        return []
+
+    [ev] = read_back("6a9d2f4b-3e8c-4b1a-9d7f-5c2e8b4a1f06")
+    assert ev["payload"] == {"session_id": "6a9d2f4b-3e8c-4b1a-9d7f-5c2e8b4a1f06", "turn": 2,
+                             "reason": "completed", "seq": 49, "source": "dsh"}
+    assert ev["resource"]["dsh.source"] == "dsh"
+    [ev] = read_back("01a13b2f-6147-7112-94d6-9f81b6dffce8")
+    assert ev["payload"]["source"] == "codex"
