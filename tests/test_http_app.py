@@ -206,3 +206,12 @@ def test_real_loopback_uvicorn_smoke(settings):
     finally:
         server.should_exit = True
         t.join(timeout=10)
+
+
+def test_http_command_refuses_non_loopback_host_without_allow_remote(settings):
+    from typer.testing import CliRunner
+
+    from dsh_memory.cli import app
+
+    r = CliRunner().invoke(app, ["http", "--host", "0.0.0.0", "--port", "0"], env={"DSH_MEMORY_ROOT": str(settings.memory_root)})
+    assert r.exit_code == 2 and "--allow-remote" in r.stderr
