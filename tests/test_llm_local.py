@@ -104,6 +104,16 @@ def test_max_tokens_reached_raises_truncated_with_partial(llm):
     assert partial.text.startswith("{")
 
 
+def test_free_text_without_tool(llm):
+    msgs = [{"role": "user", "content": "Say hello."}]
+    try:
+        c = llm.complete(msgs, max_tokens=6, temperature=0)
+    except LLMTruncatedError as exc:  # 6 tokens rarely suffice; either way the text arrives
+        c = exc.partial
+        assert c.finish_reason == "length" and c.usage.output_tokens == 6
+    assert c.text.strip() and c.tool_calls == []
+
+
 def test_prompt_too_long_for_context_is_a_clear_error(llm):
     long = [{"role": "user", "content": "word " * 3000}]
     with pytest.raises(Exception, match="does not fit the local context"):
