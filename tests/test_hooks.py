@@ -25,7 +25,6 @@ from dsh_memory.hooks.events import EVENT_NAME, build_event, emit_turn_end
 from dsh_memory.hooks.payloads import (
     MAX_BODY_BYTES,
     PayloadError,
-    TurnEnd,
     parse_json,
     parse_turn_end,
 )
