@@ -209,6 +209,22 @@ def test_claude_events_and_types():
         parse_turn_end(json.dumps(base), kind="cursor", roots=ROOTS)
 
 
+def test_dsh_claude_code_hook_bridge_body():
+    """DSH's Claude-Code hook bridge sends Claude's stdin shape with a DSH transcript path."""
+    sid = "0f6c3a9e-7d21-4b5a-8e4f-1a2b3c4d5e6f"
+    body = json.dumps({"session_id": sid, "hook_event_name": "Stop", "stop_hook_active": False,
+                       "transcript_path": f"/home/alice/.dsh/sessions/--home-alice-src-invoice-api--/{sid}/session.v4.jsonl"})
+    for kind in ("auto", "dsh"):
+        t = parse_turn_end(body, kind=kind, roots=ROOTS)
+        assert (t.kind, t.session_id, t.should_trigger) == ("dsh", sid, True)
+    with pytest.raises(PayloadError, match="inside"):
+        parse_turn_end(body, kind="claude", roots=ROOTS)
+    claude_path = json.dumps({**json.loads(body), "transcript_path": "/home/alice/.claude/projects/p/s.jsonl"})
+    assert parse_turn_end(claude_path, roots=ROOTS).kind == "claude"
+    with pytest.raises(PayloadError, match="inside"):
+        parse_turn_end(claude_path, kind="dsh", roots=ROOTS)
+
+
 def test_event_carries_ids_only(fixtures_dir):
     turn = parse_turn_end((fixtures_dir / "webhooks/codex-notify.json").read_bytes(), roots=ROOTS)
     event = build_event(turn)

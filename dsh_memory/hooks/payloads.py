@@ -6,6 +6,8 @@ Three senders, three shapes (see reference/dsh-session-format.md §10 and codex-
   * codex  — Codex `notify` (JSON as the last argv argument):
              `{type: "agent-turn-complete", thread-id, turn-id, cwd, input-messages, last-assistant-message}`
   * claude — Claude Code hook stdin: `{session_id, transcript_path, cwd, hook_event_name, stop_hook_active}`
+             (DSH's Claude-Code hook bridge sends this shape too, with a transcript under
+             $DSH_HOME/sessions: it is accepted as kind 'dsh')
 
 A payload is either rejected (`PayloadError`, with an HTTP status: 413 too large, 400 otherwise)
 or accepted as a `TurnEnd`, which says whether it should trigger extraction and, if not, why.
@@ -246,13 +248,22 @@ def _validate_codex(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
     )
 
 
-def _validate_claude(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
+def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: Optional[bool] = None) -> TurnEnd:
+    """Claude Code hook stdin. DSH's Claude-Code hook bridge (@deepseek-ai/dsh-hooks-claude-code)
+    sends the same shape with a transcript under $DSH_HOME/sessions: `bridge=True` (kind 'dsh'),
+    or `None` to decide by where the transcript path points."""
     try:
         body = _ClaudeBody.model_validate(data)
     except ValidationError as exc:
         raise PayloadError(_validation_message("claude", exc)) from None
     sid = check_session_id(body.session_id, "session_id")
-    path = check_transcript_path(body.transcript_path, roots.claude_projects, "transcript_path")
+    if bridge is None:
+        dsh_root = roots.dsh_sessions
+        bridge = dsh_root is not None and os.path.isabs(body.transcript_path) and _inside(
+            os.path.normpath(body.transcript_path), os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(dsh_root))))
+        )
+    root = roots.dsh_sessions if bridge else roots.claude_projects
+    path = check_transcript_path(body.transcript_path, root, "transcript_path")
     event = body.hook_event_name
     if event == "SubagentStop":
         why = "SubagentStop: subagent turns are not extracted"
@@ -263,7 +274,7 @@ def _validate_claude(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
     else:
         why = ""
     return TurnEnd(
-        kind="claude", session_id=sid, reason=event[:64], cwd=body.cwd, transcript_path=path,
+        kind="dsh" if bridge else "claude", session_id=sid, reason=event[:64], cwd=body.cwd, transcript_path=path,
         should_trigger=not why, why_not=why,
     )
 
@@ -278,8 +289,11 @@ def validate_payload(data: dict[str, Any], kind: str = "auto", roots: SourceRoot
     if not isinstance(data, dict):
         raise PayloadError("expected a JSON object")
     roots = roots if roots is not None else SourceRoots.from_env()
-    resolved = detect_kind(data) if kind == "auto" else kind
-    return _VALIDATORS[resolved](data, roots)
+    shape = detect_kind(data)
+    if shape == "claude" and kind in ("auto", "dsh", "claude"):
+        # a Claude-Code-shaped body: Claude Code itself, or DSH's Claude-Code hook bridge
+        return _validate_claude(data, roots, bridge={"auto": None, "dsh": True, "claude": False}[kind])
+    return _VALIDATORS[shape if kind == "auto" else kind](data, roots)
 
 
 def parse_turn_end(
