@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections import Counter
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
@@ -130,27 +129,13 @@ def _error(exc: BaseException) -> JSONResponse:
     return JSONResponse({"error": {"type": "InternalError", "message": "internal error (see server log)"}}, status_code=500)
 
 
-def get_state(settings: Any, state: Any) -> dict[str, Any]:
-    """Pipeline status for the settings page: running flags, pending, last runs, claim counts."""
-    root = settings.memory_root
-    running = {}
-    for phase in ("phase1", "phase2"):
-        try:
-            from dsh_memory.locks import is_running
+def get_state(settings: Any, state: Any = None) -> dict[str, Any]:
+    """Pipeline status for the settings page: running flags, pending, last runs, claim counts.
+    One implementation (dsh_memory.status.local_status) serves the CLI `status` and this RPC."""
+    from dsh_memory.status import local_status
 
-            running[phase] = bool(is_running(root, phase))
-        except Exception:  # no marker yet / locks unavailable: unknown means "not running"
-            running[phase] = False
-    meta = state.get_meta()
-    meta_d = meta.model_dump() if hasattr(meta, "model_dump") else dict(getattr(meta, "__dict__", {}))
-    claims = state.claims()
-    items = claims.values() if isinstance(claims, dict) else claims
-    counts = Counter(getattr(c, "status", None) or (c.get("status") if isinstance(c, dict) else "unknown") for c in items)
-    out = {"memory_root": str(root), "phase1_running": running["phase1"], "phase2_running": running["phase2"]}
-    out.update({k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in meta_d.items()})
-    out["claims"] = dict(sorted(counts.items()))
-    out["claims_total"] = sum(counts.values())
-    return out
+    out = local_status(settings)
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in out.items()}
 
 
 class RpcContext:

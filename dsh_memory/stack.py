@@ -53,6 +53,9 @@ class Stack:
             self.server = PrefectServer(self.prefect_home, port=port, ui=True).start(timeout=240)
             url = self.server.api_url
             os.environ["PREFECT_API_URL"] = url  # flow-run subprocesses inherit it
+            from prefect.context import refresh_global_settings_context
+
+            refresh_global_settings_context()  # and every thread of this process sees it
         self.api_url = url
         self.echo(f"Prefect UI: {url.removesuffix('/api')}")
         return url
@@ -104,26 +107,23 @@ class Stack:
 
     # -- 4. serve ------------------------------------------------------------------------
     def run(self) -> None:
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
         from dsh_memory.deployments import runner_deployments
         from dsh_memory.settings_loader import load_settings
 
         previous = signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            url = self.start_prefect()
-            with temporary_settings(updates={PREFECT_API_URL: url}):
-                settings, _route = load_settings()
-                self.start_http(settings)
-                if self.boot_catch_up:
-                    self.schedule_boot_catch_up(settings)
-                from prefect import serve
+            self.start_prefect()
+            settings, _route = load_settings()
+            self.start_http(settings)
+            if self.boot_catch_up:
+                self.schedule_boot_catch_up(settings)
+            from prefect import serve
 
-                deployments = runner_deployments(debounce_seconds=settings.debounce_seconds)
-                self.echo(f"serving {len(deployments)} deployments: " + ", ".join(d.name for d in deployments)
-                          + f" (turn-end debounce {settings.debounce_seconds}s). Ctrl-C stops everything.")
-                serve(*deployments, print_starting_message=False)
+            deployments = runner_deployments(debounce_seconds=settings.debounce_seconds)
+            self.echo(f"serving {len(deployments)} deployments: " + ", ".join(d.name for d in deployments)
+                      + f" (turn-end debounce {settings.debounce_seconds}s). Ctrl-C stops everything.")
+            serve(*deployments, print_starting_message=False)
         except KeyboardInterrupt:
             self.echo("stopping …")
         finally:

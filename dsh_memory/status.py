@@ -22,7 +22,7 @@ def local_status(settings: MemorySettings, now: datetime | None = None) -> dict[
     root = settings.memory_root
     if not (root / ".state" / "state.sqlite3").exists():
         return {"memory_root": str(root), "initialized": False, "counts": {}, "phase1_running": False,
-                "phase2_running": False, "pending_consolidation": False}
+                "phase2_running": is_running(root, "phase2"), "pending_consolidation": False}
     state = StateStore(root)
     claims = state.claims()
     counts: dict[str, int] = {"done": 0, "noop": 0, "failed": 0, "parked": 0, "running": 0}

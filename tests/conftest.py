@@ -39,18 +39,21 @@ def prefect_api(tmp_path_factory):
     old = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "PREFECT_HOME")}
     os.environ["PREFECT_API_URL"] = server.api_url
     os.environ["PREFECT_HOME"] = str(home / "client")
-    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+    # Threads and subprocesses must see the server too, not just this context: refresh the
+    # process-global settings context from the environment.
+    from prefect.context import refresh_global_settings_context
 
-    with temporary_settings(updates={PREFECT_API_URL: server.api_url, PREFECT_HOME: str(home / "client")}):
-        try:
-            yield server.api_url
-        finally:
-            from prefect.logging.handlers import APILogWorker
+    refresh_global_settings_context()
+    try:
+        yield server.api_url
+    finally:
+        from prefect.logging.handlers import APILogWorker
 
-            APILogWorker.drain_all(timeout=10)  # deliver queued run logs before the server goes away
-            server.stop()
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        APILogWorker.drain_all(timeout=10)  # deliver queued run logs before the server goes away
+        server.stop()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        refresh_global_settings_context()

@@ -66,10 +66,14 @@ def test_get_state_reports_flags_meta_and_claim_counts(client, settings):
     st.set_pending(True)
     st.record_phase2_failure("model said no", now)
     data = rpc(client, "get-state").json()["result"]
+    # the running claim started long ago: stale, so Phase 1 is not considered in flight
     assert data["phase1_running"] is False and data["phase2_running"] is False
-    assert data["pending_consolidation"] is True and data["phase2_failures"] == 1
+    assert data["pending_consolidation"] is True and data["phase2_consecutive_failures"] == 1
     assert "model said no" in data["phase2_error"]
-    assert data["claims"] == {"running": 1} and data["claims_total"] == 1
+    assert data["counts"]["running"] == 1 and sum(data["counts"].values()) == 1
+    st.try_start("sess-b", datetime.now(timezone.utc))
+    data = rpc(client, "get-state").json()["result"]
+    assert data["phase1_running"] is True and data["phase1_running_sessions"] == ["sess-b"]
 
 
 def test_get_state_sees_a_running_phase(client, settings):

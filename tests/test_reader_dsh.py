@@ -527,31 +527,17 @@ def test_discover_skips_unreadable_directories(tmp_path):
         assert "locked" not in ids
 
 
-def test_discover_10k_sessions_fast(tmp_path):
+def test_discover_many_sessions_picks_one_generation_each(tmp_path):
+    # Speed is measured by bench/bench_ingest.py (10,000 sessions), never asserted here.
     root = tmp_path / "sessions"
-    for p in range(100):
+    for p in range(20):
         proj = root / f"--proj-{p}--"
-        for i in range(100):
+        for i in range(50):
             d = proj / f"{p:04d}-{i:04d}"
             d.mkdir(parents=True)
             (d / "session.v4.jsonl").touch()
             if i % 10 == 0:
                 (d / "session.v3.jsonl").touch()
-    def bare_walk() -> int:  # the unavoidable syscalls, to tell a loaded machine from slow code
-        n = 0
-        for proj in os.scandir(root):
-            for sdir in os.scandir(proj.path):
-                for f in os.scandir(sdir.path):
-                    n += f.name == "session.v4.jsonl" and f.stat().st_size >= 0
-        return n
-
-    best, baseline = float("inf"), float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        refs = dsh.discover(root)
-        t1 = time.perf_counter()
-        assert bare_walk() == 10_000
-        best, baseline = min(best, t1 - t0), min(baseline, time.perf_counter() - t1)
-    assert len(refs) == 10_000 and sum(len(r.ignored) for r in refs) == 1_000
-    # < 1 s on an idle machine (~0.35 s measured); on a loaded shared box allow 4x the bare walk
-    assert best < max(1.0, 4 * baseline), f"discover took {best:.2f}s (bare walk {baseline:.2f}s)"
+    refs = dsh.discover(root)
+    assert len(refs) == 1_000 and sum(len(r.ignored) for r in refs) == 100
+    assert all(r.path.name == "session.v4.jsonl" for r in refs)
