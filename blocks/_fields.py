@@ -53,6 +53,14 @@ def check_path(value: str | None, allow_off: bool = False) -> str | None:
     return value
 
 
+def expand(value: str, env: Mapping[str, str] | None = None) -> Path:
+    """`~` expanded with the HOME of `env` (as the settings' own defaults are), else the process's."""
+    home = env_mapping(env).get("HOME")
+    if home and (value == "~" or value.startswith("~/")):
+        return Path(home) / value[2:]
+    return Path(value).expanduser()
+
+
 def env_mapping(env: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if env is None else env
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Mapping, Optional
 from prefect.blocks.core import Block
 from pydantic import Field, field_validator
 
-from blocks._fields import OFF, check_path, default_text, env_mapping, mirror, sources
+from blocks._fields import OFF, check_path, default_text, env_mapping, expand, mirror, sources
 from dsh_memory.settings import MemorySettings, SourceRoots
 
 # Block field → (SourceRoots field, environment variable that moves it).
@@ -100,12 +100,12 @@ class MemorySettingsBlock(Block):
         e = env_mapping(env)
         overrides: dict[str, Any] = {n: getattr(self, n) for n in SCALAR_FIELDS if getattr(self, n) is not None}
         if self.memory_root is not None:
-            overrides["memory_root"] = Path(self.memory_root).expanduser()
+            overrides["memory_root"] = expand(self.memory_root, e)
         roots: dict[str, Path | None] = {}
         for field, (roots_field, _var) in ROOT_FIELDS.items():
             value = getattr(self, field)
             if value is not None:
-                roots[roots_field] = None if value == OFF else Path(value).expanduser()
+                roots[roots_field] = None if value == OFF else expand(value, e)
         if roots:
             overrides["roots"] = SourceRoots.from_env(e).model_copy(update=roots)
         return MemorySettings.from_env(e, **overrides)

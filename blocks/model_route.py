@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal, Mapping, Optional
 from prefect.blocks.core import Block
 from pydantic import Field, SecretStr, ValidationError, field_validator
 
-from blocks._fields import check_path, default_text, describe_errors, env_mapping, mirror, sources
+from blocks._fields import check_path, default_text, describe_errors, env_mapping, expand, mirror, sources
 from dsh_memory.errors import ConfigError
 from dsh_memory.settings import DEEPSEEK_BASE_URL, DEFAULT_MODEL, ModelRoute
 
@@ -101,7 +101,7 @@ class ModelRouteBlock(Block):
         for name in type(self).model_fields:
             value = getattr(self, name)
             if value is not None:
-                overrides[name] = Path(value).expanduser() if name == "model_path" else value
+                overrides[name] = expand(value, env) if name == "model_path" else value
         return route_from_env(env, **overrides)
 
     @classmethod

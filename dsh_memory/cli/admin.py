@@ -74,9 +74,24 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
     saved = {}
     for block in (mem_block, route_block):
         block.save(DEFAULT_BLOCK_NAME, overwrite=True)
+        _drop_unknown_keys(type(block), DEFAULT_BLOCK_NAME)
         fields = [k for k in type(block).model_fields if getattr(block, k) is not None]
         saved[f"{block.get_block_type_slug()}/{DEFAULT_BLOCK_NAME}"] = fields
     return {"prefect_api_url": url, "saved": saved}
+
+
+def _drop_unknown_keys(cls: Any, name: str) -> None:
+    """`save(overwrite=True)` merges into the old document: drop keys another schema left there."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import BlockDocumentUpdate
+
+    from blocks._fields import PREFECT_DATA_KEYS
+
+    with get_client(sync_client=True) as client:
+        doc = client.read_block_document_by_name(name, cls.get_block_type_slug())  # with secrets
+        data = {k: v for k, v in doc.data.items() if k in cls.model_fields or k in PREFECT_DATA_KEYS}
+        if data != doc.data:
+            client.update_block_document(doc.id, BlockDocumentUpdate(data=data, merge_existing_data=False))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,345 @@
+"""Settings as Prefect Blocks: mirrored fields, validation, precedence, and a real server round trip.
+
+Server tests use the session's real Prefect server (`prefect_api`) and delete the "default"
+blocks they save, so other tests keep running on the environment and defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr, ValidationError
+from typer.testing import CliRunner
+
+from dsh_memory.errors import ConfigError
+from dsh_memory.settings import MemorySettings, ModelRoute
+from dsh_memory.settings_loader import load_settings, resolve_settings
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+KEY = "sk-test-NEVER-PRINT-ME-4711"
+FIX_IT = "prefect block delete dsh-memory-settings/default"
+
+
+def _env(tmp_path: Path, api_url: str | None = None, **extra: str) -> dict[str, str]:
+    """A clean environment: only HOME (so the defaults are predictable), the API URL and `extra`."""
+    env = {"HOME": str(tmp_path)}
+    if api_url:
+        env["PREFECT_API_URL"] = api_url
+    env.update(extra)
+    return env
+
+
+def _bounds(field) -> dict:
+    out = {}
+    for meta in field.metadata:
+        for attr in ("ge", "gt", "le", "lt"):
+            if getattr(meta, attr, None) is not None:
+                out[attr] = getattr(meta, attr)
+    return out
+
+
+# ---------------------------------------------------------------- the blocks themselves (no server)
+
+
+def test_blocks_mirror_every_settings_field_with_the_same_bounds():
+    from blocks import MemorySettingsBlock, ModelRouteBlock
+
+    mem = MemorySettingsBlock.model_fields
+    for name, field in MemorySettings.model_fields.items():
+        if name == "roots":
+            continue
+        assert name in mem, f"MemorySettingsBlock lacks {name}"
+        assert _bounds(mem[name]) == _bounds(field), name
+    assert {"dsh_sessions_dir", "codex_sessions_dir", "claude_projects_dir"} <= set(mem)
+    route = ModelRouteBlock.model_fields
+    for name, field in ModelRoute.model_fields.items():
+        assert name in route, f"ModelRouteBlock lacks {name}"
+        assert _bounds(route[name]) == _bounds(field), name
+    for cls in (MemorySettingsBlock, ModelRouteBlock):
+        for name, field in cls.model_fields.items():
+            assert field.default is None, f"{cls.__name__}.{name} must be optional (empty = env/default)"
+            assert field.description and "Empty" in field.description, f"{cls.__name__}.{name} undescribed"
+    assert "SecretStr" in str(route["api_key"].annotation)
+    assert MemorySettingsBlock.get_block_type_slug() == "dsh-memory-settings"
+    assert ModelRouteBlock.get_block_type_slug() == "dsh-memory-model-route"
+
+
+@pytest.mark.parametrize(
+    "cls, field, value",
+    [
+        ("MemorySettingsBlock", "idle_seconds", -1),
+        ("MemorySettingsBlock", "debounce_seconds", 0),
+        ("MemorySettingsBlock", "phase2_cooldown_seconds", -60),
+        ("MemorySettingsBlock", "concurrency", 0),
+        ("MemorySettingsBlock", "concurrency", 65),
+        ("MemorySettingsBlock", "retry_limit", 21),
+        ("MemorySettingsBlock", "max_rollout_age_days", 3651),
+        ("MemorySettingsBlock", "max_unused_days", -1),
+        ("MemorySettingsBlock", "transcript_budget_tokens", 10),
+        ("MemorySettingsBlock", "llm_retry_delay_seconds", -0.5),
+        ("MemorySettingsBlock", "idle_seconds", "soon"),
+        ("MemorySettingsBlock", "memory_root", "relative/memories"),
+        ("MemorySettingsBlock", "codex_sessions_dir", "sessions"),
+        ("ModelRouteBlock", "provider", "anthropic"),
+        ("ModelRouteBlock", "base_url", "ftp://example.com"),
+        ("ModelRouteBlock", "timeout_seconds", 0),
+        ("ModelRouteBlock", "phase1_max_tokens", 100),
+        ("ModelRouteBlock", "phase2_max_tokens", 10**6),
+        ("ModelRouteBlock", "local_threads", 0),
+        ("ModelRouteBlock", "phase1_reasoning_effort", "HIGH; drop"),
+        ("ModelRouteBlock", "phase1_model", ""),
+        ("ModelRouteBlock", "model_path", "models/q.gguf"),
+    ],
+)
+def test_bad_values_are_rejected_naming_the_field(cls, field, value):
+    import blocks
+
+    with pytest.raises(ValidationError) as info:
+        getattr(blocks, cls)(**{field: value})
+    assert [e["loc"][0] for e in info.value.errors()] == [field]
+
+
+def test_block_values_win_over_env_over_defaults(tmp_path):
+    from blocks import MemorySettingsBlock, ModelRouteBlock
+    from blocks.memory_settings import settings_sources
+
+    env = _env(tmp_path, DSH_MEMORY_IDLE_SECONDS="42", DSH_MEMORY_CONCURRENCY="7", DSH_MEMORY_API_KEY="env-key")
+    block = MemorySettingsBlock(idle_seconds=5, codex_sessions_dir="off", claude_projects_dir="~/cc", memory_root=" ")
+    s = block.to_settings(env)
+    assert (s.idle_seconds, s.concurrency, s.retry_limit) == (5, 7, 3)  # block, env, default
+    assert s.roots.codex_sessions is None  # 'off' disables a source
+    assert s.roots.claude_projects == tmp_path / "cc"
+    assert s.roots.dsh_sessions == tmp_path / ".dsh" / "sessions"
+    assert s.memory_root == tmp_path / ".dsh" / "memories"  # a blank field is unset
+    src = settings_sources(block, env)
+    assert (src["idle_seconds"], src["concurrency"], src["retry_limit"]) == ("block", "env", "default")
+    assert MemorySettingsBlock().to_settings(env) == MemorySettings.from_env(env)  # empty block = no block
+
+    route = ModelRouteBlock(phase2_model="big", model_path="~/m.gguf").to_route(env)
+    assert route.api_key.get_secret_value() == "env-key"
+    assert (route.phase1_model, route.phase2_model) == ("deepseek-chat", "big")
+    assert route.model_path == tmp_path / "m.gguf"
+    assert ModelRouteBlock(api_key=KEY).to_route(env).api_key.get_secret_value() == KEY
+    assert KEY not in repr(ModelRouteBlock(api_key=KEY))
+
+
+def test_invalid_environment_is_a_config_error(tmp_path):
+    from blocks import MemorySettingsBlock
+
+    with pytest.raises(ConfigError, match="environment"):
+        MemorySettingsBlock(idle_seconds=5).to_settings(_env(tmp_path, DSH_MEMORY_CONCURRENCY="lots"))
+
+
+def test_without_a_server_nothing_is_imported_or_contacted(tmp_path):
+    code = (
+        "import sys, json\n"
+        "from dsh_memory.settings_loader import resolve_settings\n"
+        "r = resolve_settings()\n"
+        "print(json.dumps({'prefect': 'prefect' in sys.modules, 'idle': r.settings.idle_seconds,"
+        " 'blocks': r.blocks}))\n"
+    )
+    env = dict(_env(tmp_path, DSH_MEMORY_IDLE_SECONDS="31"), PATH=os.environ.get("PATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["prefect"] is False and data["idle"] == 31
+    assert all("PREFECT_API_URL is unset" in s for s in data["blocks"].values())
+
+
+def test_unreachable_server_falls_back_to_env_with_a_warning(tmp_path):
+    from dsh_memory.testing.prefect_server import free_port
+
+    code = (
+        "from dsh_memory.settings_loader import resolve_settings\n"
+        "r = resolve_settings(); print(r.settings.idle_seconds, r.memory_block)\n"
+    )
+    env = dict(
+        _env(tmp_path, f"http://127.0.0.1:{free_port()}/api", DSH_MEMORY_IDLE_SECONDS="33"),
+        PATH=os.environ.get("PATH", ""), PREFECT_HOME=str(tmp_path / "ph"),
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["33", "None"]
+    assert "unreachable" in out.stderr
+
+
+def test_save_without_a_server_says_how_to_configure_one(tmp_path):
+    env = dict(_env(tmp_path), PATH=os.environ.get("PATH", ""), PREFECT_HOME=str(tmp_path / "ph"))
+    out = subprocess.run([str(BIN / "dsh-memory"), "settings", "save"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == ConfigError.exit_code
+    assert "prefect server start" in out.stderr and "PREFECT_API_URL" in out.stderr
+
+
+# ---------------------------------------------------------------- on the real Prefect server
+
+
+@pytest.fixture
+def server(prefect_api, monkeypatch, tmp_path):
+    """The real server with no "default" blocks before or after; a predictable HOME, no DSH_* env."""
+    from blocks import register_blocks
+
+    for var in list(os.environ):
+        if var.startswith(("DSH_", "DEEPSEEK_")) or var in ("CODEX_HOME", "CLAUDE_CONFIG_DIR"):
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    register_blocks()
+    _delete_defaults()
+    yield prefect_api
+    _delete_defaults()
+
+
+def _delete_defaults() -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        for slug in ("dsh-memory-settings", "dsh-memory-model-route"):
+            try:
+                doc = client.read_block_document_by_name("default", slug, include_secrets=False)
+            except ObjectNotFound:
+                continue
+            client.delete_block_document(doc.id)
+
+
+def _overwrite_data(slug: str, data: dict) -> None:
+    """Replace a saved document's data as an older version or a hand edit might have left it."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import BlockDocumentUpdate
+
+    with get_client(sync_client=True) as client:
+        doc = client.read_block_document_by_name("default", slug)
+        client.update_block_document(doc.id, BlockDocumentUpdate(data=data, merge_existing_data=False))
+
+
+def _cli(*args: str) -> "object":
+    from dsh_memory.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_prefect_block_register_cli(server):
+    env = dict(os.environ, PREFECT_API_URL=server)
+    out = subprocess.run([str(BIN / "prefect"), "block", "register", "-m", "blocks"], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "dsh-memory settings" in out.stdout and "dsh-memory model route" in out.stdout
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        for slug in ("dsh-memory-settings", "dsh-memory-model-route"):
+            assert client.read_block_type_by_slug(slug).slug == slug
+
+
+def test_no_saved_block_means_env_and_defaults(server, tmp_path, monkeypatch):
+    r = resolve_settings()
+    assert r.api_url == server
+    assert set(r.blocks.values()) == {"not saved"} and r.memory_block is None and r.route_block is None
+    assert r.settings == MemorySettings.from_env() and r.settings.memory_root == tmp_path / ".dsh" / "memories"
+    assert r.route == ModelRoute.from_env()
+    monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "42")
+    assert load_settings()[0].idle_seconds == 42
+
+
+def test_save_load_round_trip(server, tmp_path, monkeypatch):
+    from blocks import MemorySettingsBlock, ModelRouteBlock
+    from prefect.client.orchestration import get_client
+
+    root = tmp_path / "mem"
+    MemorySettingsBlock(memory_root=str(root), idle_seconds=5, concurrency=2, codex_sessions_dir="off",
+                        llm_retry_delay_seconds=0.25).save("default", overwrite=True)
+    ModelRouteBlock(base_url="http://127.0.0.1:9/v1", api_key=KEY, phase1_model="m1",
+                    phase2_reasoning_effort="high").save("default", overwrite=True)
+    monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "42")  # the block wins
+    monkeypatch.setenv("DSH_MEMORY_RETRY_LIMIT", "9")  # not in the block: env applies
+
+    settings, route = load_settings()
+    assert settings.memory_root == root and settings.roots.codex_sessions is None
+    assert (settings.idle_seconds, settings.concurrency, settings.retry_limit) == (5, 2, 9)
+    assert settings.llm_retry_delay_seconds == 0.25 and settings.debounce_seconds == 180
+    assert (route.base_url, route.phase1_model, route.phase2_model) == ("http://127.0.0.1:9/v1", "m1", "deepseek-chat")
+    assert route.phase2_reasoning_effort == "high" and route.api_key.get_secret_value() == KEY
+    assert ModelRouteBlock.load("default").api_key.get_secret_value() == KEY
+    with get_client(sync_client=True) as client:  # the API hands the key out only when asked
+        doc = client.read_block_document_by_name("default", "dsh-memory-model-route", include_secrets=False)
+        assert KEY not in json.dumps(doc.data)
+
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")  # escape hatch: env and defaults only
+    settings, route = load_settings()
+    assert (settings.idle_seconds, settings.concurrency, route.api_key) == (42, 4, None)
+
+
+def test_settings_show_never_prints_the_key(server, monkeypatch):
+    monkeypatch.setenv("DSH_MEMORY_API_KEY", KEY)
+    monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "6")
+    before = _cli("settings", "show", "--json")
+    assert before.exit_code == 0, before.output
+    data = json.loads(before.output)
+    assert data["model_route"]["api_key"] == {"value": "********", "source": "env"}
+    assert data["memory"]["concurrency"] == {"value": 6, "source": "env"}
+    assert data["memory"]["idle_seconds"] == {"value": 180, "source": "default"}
+
+    saved = _cli("settings", "save")
+    assert saved.exit_code == 0, saved.output
+    assert "api_key (secret)" in saved.output and "concurrency" in saved.output
+
+    monkeypatch.delenv("DSH_MEMORY_API_KEY")
+    monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "8")
+    for args in (("settings", "show"), ("settings", "show", "--json")):
+        out = _cli(*args)
+        assert out.exit_code == 0, out.output
+        assert KEY not in out.output and KEY[:12] not in out.output
+    data = json.loads(_cli("settings", "show", "--json").output)
+    assert data["model_route"]["api_key"] == {"value": "********", "source": "block"}
+    assert data["memory"]["concurrency"] == {"value": 6, "source": "block"}  # pinned by save
+    assert data["memory"]["idle_seconds"]["source"] == "default"  # defaults stay unpinned
+    assert set(data["blocks"].values()) == {"loaded"}
+    assert load_settings()[1].api_key.get_secret_value() == KEY
+
+
+def test_a_broken_block_is_a_config_error_with_the_fix(server, monkeypatch):
+    from blocks import MemorySettingsBlock, ModelRouteBlock
+
+    MemorySettingsBlock(idle_seconds=5).save("default", overwrite=True)
+    _overwrite_data("dsh-memory-settings", {"idle_seconds": -5})
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    msg = str(info.value)
+    assert "idle_seconds" in msg and "-5" in msg and FIX_IT in msg and "Blocks → dsh-memory settings" in msg
+
+    out = _cli("settings", "show")
+    assert out.exit_code == ConfigError.exit_code and FIX_IT in out.output
+
+    _overwrite_data("dsh-memory-settings", {"idle_secs": 5})  # saved under another schema
+    with pytest.raises(ConfigError, match=r"does not know \(idle_secs\)"):
+        load_settings()
+
+    repaired = _cli("settings", "save", "--from-env")  # the documented repair
+    assert repaired.exit_code == 0, repaired.output
+    assert load_settings()[0].idle_seconds == 180
+
+    ModelRouteBlock(phase1_model="m").save("default", overwrite=True)
+    _overwrite_data("dsh-memory-model-route", {"api_key": [KEY]})
+    with pytest.raises(ConfigError, match="prefect block delete dsh-memory-model-route/default") as info:
+        load_settings()
+    assert KEY not in str(info.value) and "api_key" in str(info.value)
+
+
+def test_a_flow_loads_the_saved_block(server):
+    from blocks import MemorySettingsBlock
+    from prefect import flow
+
+    MemorySettingsBlock(idle_seconds=11, max_unused_days=0).save("default", overwrite=True)
+
+    @flow(name="settings-probe")
+    def probe() -> list[int]:
+        settings, _route = load_settings()
+        return [settings.idle_seconds, settings.max_unused_days]
+
+    assert probe() == [11, 0]
