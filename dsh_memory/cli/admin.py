@@ -132,9 +132,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Save the effective values as the "default" blocks (registers the block types first).
 
-        Values from the environment (and existing blocks) are pinned in the blocks; fields at
-        their default stay empty so they keep following the documented defaults. Needs a
-        Prefect server (PREFECT_API_URL).
+        Values from the environment and existing blocks are pinned; fields at their default stay empty.
+
+        Needs a Prefect server (PREFECT_API_URL).
         """
         result = run(lambda: _save(from_env, include_defaults))
         if as_json:
