@@ -93,7 +93,7 @@ def test_serve_debounces_turn_ends_into_one_run_per_session(prefect_api, tmp_pat
                         "header": {"cwd": "/home/alice/src/invoice-api", "origin": "user", "delegationDepth": 0}}
                 r = httpx.post(hook, json=body, timeout=5)
                 assert r.status_code == 202, r.text
-                time.sleep(0.4)
+                time.sleep(0.2)
             assert time.monotonic() - t0 < 10
 
             def completed(name):
