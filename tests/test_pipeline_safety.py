@@ -1,0 +1,111 @@
+"""Whole-pipeline safety on a real Prefect server: secrets never reach the memory root, and a
+Phase 1 process killed mid-run leaves no torn file, recovers its claims and extracts nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dsh_memory.state import StateStore
+from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+from tests.flow_helpers import pipeline_env, user_text
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+
+def _secrets(expected) -> list[str]:
+    out = []
+    for facts in expected.values():
+        if isinstance(facts, dict):
+            for s in facts.get("secrets") or []:
+                out.append(s["value"] if isinstance(s, dict) else s)
+    return [s for s in out if s]
+
+
+def _echo_everything(request: dict) -> Reply:
+    """A worst-case model: it copies whatever it was given into every field it writes."""
+    text = user_text(request)
+    tool = ((request.get("tools") or [{}])[0].get("function") or {}).get("name")
+    if tool == "memory_write":
+        return Reply.tool({"memory_md": "# Memory\n" + text[:20000], "memory_summary_md": "v1\n" + text[:3000],
+                           "skills": [{"name": "echo", "skill_md": text[:5000], "files": []}]})
+    return Reply.tool({"raw_memory": text[:3500], "rollout_summary": text[-5500:], "rollout_slug": "echo"})
+
+
+def test_no_planted_secret_anywhere_under_the_memory_root(monkeypatch, tmp_path, fixtures_dir, expected):
+    with FakeOpenAIServer(handler=_echo_everything) as fake:
+        root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url, codex=True, claude=True)
+        monkeypatch.setenv("DSH_MEMORY_PHASE2_COOLDOWN_SECONDS", "0")
+        from flows.catch_up import catch_up_flow
+
+        result = catch_up_flow(backfill=True)
+        assert result["phase2"]["outcome"] == "consolidated", result["phase2"]
+        sent = json.dumps(fake.requests, ensure_ascii=False)
+    # Search index, state DB, archives, skills: every byte under the root.
+    from dsh_memory.readpath import search
+    from dsh_memory.store import MemoryStore
+
+    search(MemoryStore(root), ["uv"], mode="ranked")  # builds the ranked index too
+    blobs = [p.read_bytes() for p in root.rglob("*") if p.is_file()]
+    assert len(blobs) > 10
+    secrets = _secrets(expected)
+    assert len(secrets) >= 5
+    for secret in secrets:
+        assert secret not in sent, "a secret reached the model"
+        needle = secret.encode()
+        assert not any(needle in b for b in blobs), f"secret {secret[:6]}… on disk"
+
+
+CHILD = r"""
+import os, sys
+from flows.extract import extract_flow
+extract_flow()
+"""
+
+
+def test_phase1_killed_mid_run_recovers_without_double_extraction(monkeypatch, tmp_path, fixtures_dir):
+    with FakeOpenAIServer(latency_seconds=1.5, handler=lambda r: Reply.tool(
+            {"raw_memory": "- a fact", "rollout_summary": "a recap", "rollout_slug": "recap"})) as fake:
+        root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+        monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "2")
+        monkeypatch.setenv("DSH_MEMORY_STALE_CLAIM_SECONDS", "3")
+        proc = subprocess.Popen([sys.executable, "-c", CHILD], env=dict(os.environ), cwd=str(Path(__file__).parents[1]),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        state = StateStore(root)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # kill it once some sessions are done and others in flight
+            claims = state.claims().values()
+            if sum(c.status == "done" for c in claims) >= 2 and any(c.status == "running" for c in claims):
+                break
+            time.sleep(0.1)
+        else:
+            proc.kill()
+            pytest.fail("the child never got going")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        done_before = {c.session_id for c in state.claims().values() if c.status == "done"}
+        orphaned = {c.session_id for c in state.claims().values() if c.status == "running"}
+        assert orphaned, "the kill landed while extractions were in flight"
+        # No torn or temporary files.
+        for p in root.rglob("*"):
+            assert not p.name.startswith(".tmp") and not p.name.endswith(".tmp"), p
+        for p in (root / "rollout_summaries").glob("*.md"):
+            assert p.read_text().startswith("---"), p
+        sent_before = len(fake.requests)
+        time.sleep(3.5)  # the orphaned running claims are now stale
+        from flows.extract import extract_flow
+
+        summary = extract_flow()
+        outcomes = {o["session"]: o["outcome"] for o in summary["outcomes"]}
+        assert orphaned <= set(outcomes), "orphaned claims were recovered and retried"
+        assert not (done_before & set(outcomes)), "a finished session was extracted twice"
+        final = StateStore(root).claims()
+        assert all(final[s].status == "done" for s in orphaned)
+        assert len(fake.requests) - sent_before == len([o for o in summary["outcomes"] if o["outcome"] != "unreadable"])
