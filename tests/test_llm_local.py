@@ -230,7 +230,7 @@ def test_bound_schema_adds_caps_and_slug_pattern_without_mutating_input():
         "kind": {"type": "string", "enum": ["a", "b"]},
     }}
     snapshot = repr(original)
-    b = grammar.bound_schema(original, max_tokens=600, max_string_chars=300)
+    b = grammar.bound_schema(original, max_tokens=4096, max_string_chars=300)
     assert repr(original) == snapshot
     assert b["additionalProperties"] is False
     assert b["properties"]["body"]["maxLength"] <= 300
@@ -252,3 +252,13 @@ def test_gbnf_has_bounded_strings_and_no_free_whitespace(smollm2_path):
     # an unsupported pattern degrades to a bounded string instead of failing the call
     odd = grammar.schema_to_gbnf({"type": "object", "properties": {"x": {"type": "string", "pattern": "^(?=a)b$"}}})
     assert "char{0," in odd
+
+
+def test_required_fields_are_not_starved_by_optional_arrays():
+    schema = {"type": "object", "required": ["memory_md"], "properties": {
+        "memory_md": {"type": "string"},
+        "skills": {"type": "array", "items": {"type": "object", "properties": {"body": {"type": "string"}}}},
+    }}
+    req, opt, _slug = grammar.string_caps(schema, 4096, max_string_chars=100_000, max_items=8)
+    assert req > 1500 and opt * 8 <= req  # one share for memory_md, one for all 8 skill bodies
+    assert req + 8 * opt <= 4096  # all strings together fit in max_tokens at 1 char/token

@@ -4,7 +4,9 @@ The grammar is derived from the *same* schema the tool declares (`ToolSpec.param
 only tighten it:
 
 - every free string gets a `maxLength` (added, or clamped to the output budget), so the model
-  must close the string and the object before `max_tokens`;
+  must close the string and the object before `max_tokens`: all strings together fit in
+  max_tokens at one character per token; each required string gets one share of the budget and
+  all optional / array-item strings together share one more;
 - a property named `slug` / `*_slug` (or items of `*_slugs`) gets a bounded lowercase
   kebab-case pattern (at most its maxLength, 60 by default);
 - arrays get a `maxItems`; objects without `additionalProperties` get `false` (no invented keys);
@@ -58,59 +60,84 @@ def _is_free_string(schema: dict[str, Any]) -> bool:
     return "string" in _types(schema)
 
 
-def _walk(schema: Any, visit, name: str = "") -> None:
-    """Call visit(node, property_name) on every sub-schema, depth first."""
+def _walk(schema: Any, visit, name: str = "", required: bool = True) -> None:
+    """Call visit(node, property_name, required) on every sub-schema, depth first. `required`:
+    reachable from the root through required properties only (not through arrays or unions)."""
     if not isinstance(schema, dict):
         return
-    visit(schema, name)
+    visit(schema, name, required)
+    needed = set(schema.get("required") or ())
     for key, sub in (schema.get("properties") or {}).items():
-        _walk(sub, visit, key)
+        _walk(sub, visit, key, required and key in needed)
     items = schema.get("items")
     if isinstance(items, dict):
-        _walk(items, visit, name[:-1] if _SLUGS_NAME.search(name) else f"{name}[]")
+        _walk(items, visit, name[:-1] if _SLUGS_NAME.search(name) else f"{name}[]", False)
     elif isinstance(items, list):
         for sub in items:
-            _walk(sub, visit, f"{name}[]")
+            _walk(sub, visit, f"{name}[]", False)
     for key in ("anyOf", "oneOf", "allOf"):
         for sub in schema.get(key) or ():
-            _walk(sub, visit, name)
+            _walk(sub, visit, name, False)
     for key in ("$defs", "definitions"):
         for sub_name, sub in (schema.get(key) or {}).items():
-            _walk(sub, visit, sub_name)
+            _walk(sub, visit, sub_name, False)
     if isinstance(schema.get("additionalProperties"), dict):
-        _walk(schema["additionalProperties"], visit, "")
+        _walk(schema["additionalProperties"], visit, "", False)
 
 
-def _string_weight(schema: Any, max_items: int) -> int:
-    """How many free strings the output can hold at most (array items multiplied by maxItems)."""
+def _string_weight(schema: Any, max_items: int, name: str = "", required: bool = True) -> tuple[int, int, int]:
+    """(required free strings, optional free strings, slug strings) the output can hold at most.
+    "Required" = reachable from the root through required properties only; array items count
+    maxItems times and are optional. Slugs have their own small bound."""
     if not isinstance(schema, dict):
-        return 0
-    weight = 1 if _is_free_string(schema) and "pattern" not in schema else 0
-    for sub in (schema.get("properties") or {}).values():
-        weight += _string_weight(sub, max_items)
+        return 0, 0, 0
+    req = opt = fixed = 0
+    if _is_free_string(schema) and "pattern" not in schema:
+        if _SLUG_NAME.search(name):
+            fixed += 1
+        elif required:
+            req += 1
+        else:
+            opt += 1
+    needed = set(schema.get("required") or ())
+    parts = [(1, _string_weight(sub, max_items, key, required and key in needed))
+             for key, sub in (schema.get("properties") or {}).items()]
     items = schema.get("items")
     if isinstance(items, dict):
-        weight += min(schema.get("maxItems", max_items), max_items) * _string_weight(items, max_items)
+        times = min(int(schema.get("maxItems", max_items)), max_items)
+        item_name = name[:-1] if _SLUGS_NAME.search(name) else ""
+        parts.append((times, _string_weight(items, max_items, item_name, False)))
     elif isinstance(items, list):
-        weight += sum(_string_weight(s, max_items) for s in items)
+        parts += [(1, _string_weight(sub, max_items, "", False)) for sub in items]
     for key in ("anyOf", "oneOf"):
-        alts = [_string_weight(s, max_items) for s in schema.get(key) or ()]
-        weight += max(alts, default=0)
-    return weight
+        alts = [_string_weight(sub, max_items, name, False) for sub in schema.get(key) or ()]
+        if alts:
+            parts.append((1, max(alts)))
+    for times, (r, o, f) in parts:
+        req, opt, fixed = req + times * r, opt + times * o, fixed + times * f
+    return req, opt, fixed
 
 
 def _skeleton_tokens(schema: dict[str, Any]) -> int:
     """Rough token cost of keys, quotes and punctuation."""
     keys: list[str] = []
-    _walk(schema, lambda node, _n: keys.extend(node.get("properties", {}) or ()))
-    return 8 + sum(len(k) + 4 for k in keys)
+    _walk(schema, lambda node, _n, _r: keys.extend(node.get("properties", {}) or ()))
+    return 8 + sum(len(k) // 2 + 4 for k in keys)
 
 
-def string_cap(schema: dict[str, Any], max_tokens: int, *, max_string_chars: int, max_items: int) -> int:
-    """Per-string character cap such that all strings together fit in `max_tokens`."""
-    budget_chars = max(0, max_tokens - _skeleton_tokens(schema)) * CHARS_PER_TOKEN
-    per_string = budget_chars // max(1, _string_weight(schema, max_items))
-    return max(MIN_STRING_CHARS, min(max_string_chars, per_string))
+def string_caps(schema: dict[str, Any], max_tokens: int, *, max_string_chars: int, max_items: int) -> tuple[int, int, int]:
+    """(cap for required strings, cap for optional / array-item strings, cap for slugs), in
+    characters, such that all strings together fit in `max_tokens`. Slugs take at most an eighth
+    of the budget; each required string gets one share of the rest and all optional strings
+    together share one more, so that a long array cannot starve the main fields."""
+    req, opt, slugs = _string_weight(schema, max_items)
+    budget = max(0, max_tokens - _skeleton_tokens(schema)) * CHARS_PER_TOKEN
+    cap_slug = min(SLUG_MAX_CHARS, max(MIN_STRING_CHARS, budget // 8 // max(1, slugs)))
+    budget -= slugs * cap_slug
+    share = budget // max(1, req + (1 if opt else 0))
+    cap_req = max(MIN_STRING_CHARS, min(max_string_chars, share))
+    cap_opt = max(MIN_STRING_CHARS, min(max_string_chars, (share if req else budget) // max(1, opt)))
+    return cap_req, cap_opt, cap_slug
 
 
 def bound_schema(
@@ -122,9 +149,10 @@ def bound_schema(
 ) -> dict[str, Any]:
     """A tightened deep copy of `schema` (see the module docstring). The input is not modified."""
     out = copy.deepcopy(schema)
-    cap = string_cap(out, max_tokens, max_string_chars=max_string_chars, max_items=max_items)
+    cap_req, cap_opt, cap_slug = string_caps(out, max_tokens, max_string_chars=max_string_chars, max_items=max_items)
 
-    def visit(node: dict[str, Any], name: str) -> None:
+    def visit(node: dict[str, Any], name: str, required: bool) -> None:
+        cap = cap_req if required else cap_opt
         types = _types(node)
         if "object" in types or "properties" in node:
             node.setdefault("additionalProperties", False)
@@ -137,7 +165,7 @@ def bound_schema(
         if "pattern" in node:
             node["pattern"] = anchored(node["pattern"])
         elif _SLUG_NAME.search(name):
-            limit = min(int(node.get("maxLength", SLUG_MAX_CHARS)), SLUG_MAX_CHARS, cap)
+            limit = min(int(node.get("maxLength", SLUG_MAX_CHARS)), cap_slug)
             node["pattern"] = slug_pattern(limit, allow_empty=int(node.get("minLength", 0)) < 1)
         else:
             node["maxLength"] = min(int(node.get("maxLength", cap)), cap)
@@ -158,7 +186,7 @@ def anchored(pattern: str) -> str:
 def _drop_patterns(schema: dict[str, Any], cap: int) -> dict[str, Any]:
     out = copy.deepcopy(schema)
 
-    def visit(node: dict[str, Any], _name: str) -> None:
+    def visit(node: dict[str, Any], _name: str, _required: bool) -> None:
         if "pattern" in node:
             del node["pattern"]
             node["maxLength"] = min(int(node.get("maxLength", cap)), cap)

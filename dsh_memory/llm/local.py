@@ -190,8 +190,11 @@ class LocalLLM:
         """The exact prompt text the model sees (chat template applied)."""
         tool_text = None
         if tool is not None:
-            tool_text = _tool_instruction(tool, grammar.bound_schema(tool.parameters, max_tokens=max_tokens))
+            tool_text = _tool_instruction(tool, self._bounded(tool, max_tokens))
         return self._apply_template(_chat_messages(messages, tool_text))
+
+    def _bounded(self, tool: ToolSpec, max_tokens: int) -> dict[str, Any]:
+        return grammar.bound_schema(tool.parameters, max_tokens=max_tokens, max_string_chars=self.max_string_chars)
 
     def _apply_template(self, messages: list[dict[str, str]]) -> str:
         binding = _runtime()
@@ -235,8 +238,7 @@ class LocalLLM:
             max_tokens = room
         gbnf = None
         if tool is not None:
-            gbnf = grammar.schema_to_gbnf(grammar.bound_schema(tool.parameters, max_tokens=max_tokens,
-                                                               max_string_chars=self.max_string_chars))
+            gbnf = grammar.schema_to_gbnf(self._bounded(tool, max_tokens))
         temp = DEFAULT_TEMPERATURE if temperature is None else float(temperature)
         with _DECODE_LOCK:
             text, n_out, hit_limit = self._generate(model, tokens, n_ctx, gbnf, max_tokens, temp)
