@@ -58,9 +58,14 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="dsh-bench-p1-"))
     make_sessions(work / "dsh", args.sessions)
-    reply = Reply.tool({"raw_memory": "- use make test", "rollout_summary": "fixed tests", "rollout_slug": "fix-tests"})
+    def reply(request: dict) -> Reply:
+        text = request["messages"][-1]["content"]
+        n = text.split("Session ", 1)[1].split(" ", 1)[0] if "Session " in text else "x"
+        return Reply.tool({"raw_memory": "- use make test", "rollout_summary": "fixed tests",
+                           "rollout_slug": f"fix-tests-{n}"})
+
     with PrefectServer(work / "prefect").start() as server, FakeOpenAIServer(
-        latency_seconds=args.latency, handler=lambda _r: reply
+        latency_seconds=args.latency, handler=reply
     ) as fake:
         os.environ.update(
             PREFECT_API_URL=server.api_url, DSH_HOME=str(work / "dsh"), CODEX_HOME=str(work / "none"),

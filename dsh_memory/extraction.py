@@ -161,19 +161,18 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
     if decision.watermark >= 0:
         provenance["since_seq"] = decision.watermark
     final_slug = store.write_rollout_summary(slug, provenance, output.rollout_summary)
-    block_id = f"{ref.id}#{decision.part}"
-    if block_id not in {b.id for b in store.read_raw_blocks()}:
-        store.append_raw(
-            RawBlock(
-                id=block_id,
-                session_id=ref.id,
-                slug=final_slug,
-                source=ref.source,
-                cwd=session.cwd,
-                updated_at=provenance["updated_at"],
-                body=output.raw_memory,
-            )
+    # append_raw replaces a block with the same id: a retried extraction never duplicates it.
+    store.append_raw(
+        RawBlock(
+            id=f"{ref.id}#{decision.part}",
+            session_id=ref.id,
+            slug=final_slug,
+            source=ref.source,
+            cwd=session.cwd,
+            updated_at=provenance["updated_at"],
+            body=output.raw_memory,
         )
+    )
     first_slug = decision.base_slug or final_slug
     state.finish(ref.id, "done", session.last_seq, now, slug=first_slug, parts_inc=1, usage=usage,
                  model=output.model, provider=output.provider)

@@ -33,7 +33,9 @@ from dsh_memory.store_format import (  # re-exported: import these from dsh_memo
     RawBlock,
     RolloutSummaryInfo,
     _clean_text,
+    _discard_temp,
     _fsync_dir,
+    _prepare_temp,
     _redact,
     _with_suffix,
     _write_atomic,
@@ -229,18 +231,27 @@ class MemoryStore:
         if isinstance(owner[1], str) and owner[1].isdigit():
             owner = (owner[0], int(owner[1]))
         text = render_front_matter(fields) + "\n" + _redact(_clean_text(body)).strip("\n") + "\n"
-        with self.lock("summaries"):
-            n = 1
-            while True:
-                cand = _with_suffix(base, n)
-                path = self.resolve(f"rollout_summaries/{cand}.md")
-                active = self._summary_owner(path)
-                retired = self._summary_owner(self.resolve(f"rollout_summaries/.retired/{cand}.md"))
-                mine = active is not None and owner[0] is not None and active == owner
-                if (active is None or mine) and retired is None:
-                    _write_atomic(path, text)
-                    return cand
-                n += 1
+        # Write and fsync outside the lock; only the name choice and the rename are serialized.
+        tmp = _prepare_temp(self.rollout_dir / f"{base}.md", text)
+        try:
+            with self.lock("summaries"):
+                n = 1
+                while True:
+                    cand = _with_suffix(base, n)
+                    path = self.resolve(f"rollout_summaries/{cand}.md")
+                    active = self._summary_owner(path)
+                    retired = self._summary_owner(self.resolve(f"rollout_summaries/.retired/{cand}.md"))
+                    mine = active is not None and owner[0] is not None and active == owner
+                    if (active is None or mine) and retired is None:
+                        os.replace(tmp, path)
+                        tmp = None
+                        break
+                    n += 1
+        finally:
+            if tmp is not None:
+                _discard_temp(tmp)
+        _fsync_dir(path.parent)
+        return cand
 
     def read_rollout_summary(self, slug: str) -> tuple[dict, str]:
         """(provenance, body) of an active summary. MemoryFileNotFound when missing."""

@@ -54,8 +54,8 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Temp file in the same directory, flush, fsync, os.replace. No redaction here."""
+def _prepare_temp(path: Path, text: str) -> str:
+    """A complete, fsynced temp file next to `path` (the slow part of an atomic write)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -63,10 +63,25 @@ def _write_atomic(path: Path, text: str) -> None:
             f.write(_clean_text(text))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException:
         with suppress(OSError):
             os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _discard_temp(tmp: str) -> None:
+    with suppress(OSError):
+        os.unlink(tmp)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Temp file in the same directory, flush, fsync, os.replace. No redaction here."""
+    tmp = _prepare_temp(path, text)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _discard_temp(tmp)
         raise
     _fsync_dir(path.parent)
 

@@ -21,7 +21,8 @@ from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
 from dsh_memory.settings_loader import load_settings
 from dsh_memory.state import StateStore
 from tasks.discover import discover_sessions
-from tasks.extract import ensure_global_limit, extract_session, llm_extract
+from dsh_memory.llm_limit import open_limit
+from tasks.extract import extract_session, llm_extract
 from tasks.select import plan_extractions
 
 
@@ -83,7 +84,7 @@ def extract_flow(
             state.touch_checked(d.ref.id, now)
 
     if todo:
-        use_limit = ensure_global_limit(settings.concurrency)
+        global_limit = open_limit(settings.concurrency)
         from prefect.tasks import exponential_backoff
 
         # Results (redacted model output only) persist in Prefect's result storage, which is
@@ -102,12 +103,16 @@ def extract_flow(
                         decision=d, llm=llm, settings=settings, max_tokens=opts["max_tokens"],
                         reasoning_effort=opts["reasoning_effort"],
                         budget_tokens=settings.transcript_budget_tokens,
-                        progress_total=len(todo), use_global_limit=use_limit, llm_task=cached_llm,
+                        progress_total=len(todo), global_limit=global_limit, llm_task=cached_llm,
                     ),
                 )
                 for d in todo
             ]
-            outcomes = [f.result() for f in futures]
+            try:
+                outcomes = [f.result() for f in futures]
+            finally:
+                if global_limit is not None:
+                    global_limit.close()
         summary["outcomes"].extend(o.row() for o in outcomes)
         summary["provider"], summary["model"] = llm.provider, llm.model
         if any(o.outcome == "extracted" for o in outcomes):

@@ -5,7 +5,7 @@ Policy lives in the decorators:
   backoff and jitter; its cache key is (session, watermark, target seq, prompt version,
   provider, model, budget), so a re-run after a crash never pays twice for one extraction.
 - when a Prefect server is reachable, every model call holds a slot of the global
-  concurrency limit `dsh-memory-llm`, shared by all runs.
+  concurrency limit `dsh-memory-llm`, shared by all runs (dsh_memory/llm_limit.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from dsh_memory.settings import MemorySettings
 from dsh_memory.state import StateStore
 from dsh_memory.store import MemoryStore
 
-GLOBAL_LLM_LIMIT = "dsh-memory-llm"
 MAX_RETRY_AFTER_SECONDS = 120.0
 
 
@@ -63,13 +62,6 @@ def _cache_key(context, parameters) -> str:
     )
 
 
-def server_reachable() -> bool:
-    """A real Prefect server (not ephemeral mode) is configured: its leases protect limits."""
-    from prefect.settings import PREFECT_API_URL
-
-    return bool(PREFECT_API_URL.value())
-
-
 @task(
     name="llm-extract",
     retries=3,
@@ -95,7 +87,7 @@ def llm_extract(
     source: str,
     max_tokens: int,
     reasoning_effort: str,
-    use_global_limit: bool = False,
+    global_limit=None,
     cache_scope: str = "",
 ) -> ExtractionOutput:
     kwargs = dict(
@@ -105,10 +97,8 @@ def llm_extract(
         max_tokens=max_tokens,
         reasoning_effort=reasoning_effort,
     )
-    if use_global_limit:
-        from prefect.concurrency.sync import concurrency
-
-        with concurrency(GLOBAL_LLM_LIMIT, occupy=1, strict=False):
+    if global_limit is not None:
+        with global_limit.slot():
             return call_model(llm, transcript_text, **kwargs)
     return call_model(llm, transcript_text, **kwargs)
 
@@ -127,7 +117,7 @@ def extract_session(
     reasoning_effort: str,
     budget_tokens: int,
     progress_total: int = 0,
-    use_global_limit: bool = False,
+    global_limit=None,
     llm_task=None,
 ) -> Outcome:
     """Claim → render/redact/budget → model → no-op gate → files → claim done/noop (or failed)."""
@@ -159,7 +149,7 @@ def extract_session(
                     source=ref.source,
                     max_tokens=max_tokens,
                     reasoning_effort=reasoning_effort,
-                    use_global_limit=use_global_limit,
+                    global_limit=global_limit,
                     cache_scope=str(settings.memory_root),
                 )
                 break
@@ -179,17 +169,3 @@ def extract_session(
         return Outcome(ref.id, ref.source, "failed", decision.part, error=err)
     finally:
         progress.report("phase1", 1, progress_total, ref.id)
-
-
-def ensure_global_limit(limit: int) -> bool:
-    """Create or resize the global LLM concurrency limit on the server. False when unavailable."""
-    if not server_reachable():
-        return False
-    try:
-        from prefect.client.orchestration import get_client
-
-        with get_client(sync_client=True) as client:
-            client.upsert_global_concurrency_limit_by_name(GLOBAL_LLM_LIMIT, limit)
-        return True
-    except Exception:
-        return False

@@ -1,0 +1,109 @@
+"""The global concurrency limit on model calls, shared by every run on a Prefect server.
+
+Every Phase 1 worker thread holds one lease-based slot of the limit `dsh-memory-llm` while it
+makes model calls, so the number of model calls in flight across all runs never exceeds the
+limit. A worker takes its slot before its first call, renews the lease while it keeps working,
+and the run returns every slot when its batch ends. Leases expire on the server, so a killed
+process never leaks a slot (unlike Prefect's slot counters in ephemeral mode).
+
+Why not `prefect.concurrency.sync.concurrency()` around each call: it opens a new API client
+(and TLS context) for every acquire and release, and on the SQLite server each acquire/release
+is a write that contends with the run's own state updates (HTTP 503 "database is locked",
+retried by the client with multi-second sleeps). Measured in bench/bench_phase1.py: 4-10x the
+ideal wall time. One slot per worker keeps the server out of the hot path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+LIMIT_NAME = "dsh-memory-llm"
+RETRY_STATUSES = (423, 503)  # limit busy / SQLite server busy: ask again soon
+
+
+class GlobalLimit:
+    def __init__(self, api_url: str, name: str = LIMIT_NAME, lease_seconds: float = 300.0,
+                 max_wait_seconds: float = 3600.0, poll_seconds: float = 0.05):
+        import httpx
+
+        self.name = name
+        self.lease_seconds = lease_seconds
+        self.max_wait_seconds = max_wait_seconds
+        self.poll_seconds = poll_seconds
+        self._http = httpx.Client(base_url=api_url.rstrip("/"), timeout=30.0)
+        self._local = threading.local()
+        self._leases: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _post(self, path: str, body: dict):
+        deadline = time.monotonic() + self.max_wait_seconds
+        delay = self.poll_seconds
+        while True:
+            r = self._http.post(path, json=body)
+            if r.status_code in RETRY_STATUSES and time.monotonic() < deadline:
+                time.sleep(delay)
+                delay = min(delay * 1.5, 1.0)
+                continue
+            return r
+
+    def _acquire(self) -> str:
+        body = {"names": [self.name], "slots": 1, "mode": "concurrency", "lease_duration": self.lease_seconds}
+        r = self._post("/v2/concurrency_limits/increment-with-lease", body)
+        r.raise_for_status()
+        lease_id = r.json()["lease_id"]
+        with self._lock:
+            self._leases.add(lease_id)
+        return lease_id
+
+    def _renew(self, lease_id: str) -> bool:
+        r = self._post(f"/v2/concurrency_limits/leases/{lease_id}/renew", {"lease_duration": self.lease_seconds})
+        return r.status_code < 300
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold this worker's slot for one model call (taken or renewed as needed)."""
+        lease_id = getattr(self._local, "lease_id", None)
+        taken_at = getattr(self._local, "taken_at", 0.0)
+        if lease_id and time.monotonic() - taken_at > self.lease_seconds / 3:
+            if not self._renew(lease_id):  # expired meanwhile: take a new one
+                with self._lock:
+                    self._leases.discard(lease_id)
+                lease_id = None
+            else:
+                self._local.taken_at = time.monotonic()
+        if not lease_id:
+            lease_id = self._acquire()
+            self._local.lease_id, self._local.taken_at = lease_id, time.monotonic()
+        yield
+
+    def close(self) -> None:
+        """Return every slot this run holds."""
+        with self._lock:
+            leases, self._leases = list(self._leases), set()
+        for lease_id in leases:
+            try:
+                self._post("/v2/concurrency_limits/decrement-with-lease", {"lease_id": lease_id})
+            except Exception:  # the lease expires on the server anyway
+                pass
+        self._http.close()
+
+
+def open_limit(limit: int, name: str = LIMIT_NAME) -> GlobalLimit | None:
+    """Create or resize the limit on the configured server and return a handle to it.
+    None in ephemeral mode (no server lease protects a slot there) or when the server refuses."""
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        return None
+    try:
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            client.upsert_global_concurrency_limit_by_name(name, limit)
+    except Exception:
+        return None
+    return GlobalLimit(url, name)
