@@ -43,10 +43,10 @@ class ModelRouteBlock(Block):
         'route = ModelRouteBlock.load("default").to_route()\n```'
     )
 
-    provider: Optional[Literal["openai", "local"]] = Field(
+    provider: Optional[Literal["auto", "openai", "local"]] = Field(
         None,
         description="'openai' (any OpenAI-compatible endpoint) or 'local' (llama.cpp in process). "
-        "Empty: $DSH_MEMORY_PROVIDER, else 'openai'.",
+        "'auto': the endpoint when one is configured, else the local model. Empty: $DSH_MEMORY_PROVIDER, else 'auto'.",
     )
     base_url: Optional[str] = Field(
         None,

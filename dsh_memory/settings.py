@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Literal, Mapping
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
@@ -103,7 +103,11 @@ class MemorySettings(BaseModel):
 class ModelRoute(BaseModel):
     """Which model answers, and how. `api_key` never reaches a log."""
 
-    provider: str = Field("openai", description="'openai' (any OpenAI-compatible endpoint) or 'local' (llama.cpp)")
+    provider: Literal["auto", "openai", "local"] = Field(
+        "auto",
+        description="'openai' (any OpenAI-compatible endpoint), 'local' (in-process llama.cpp) or 'auto': "
+        "the endpoint when one is configured (API key or base URL), else the local model",
+    )
     base_url: str = Field(DEEPSEEK_BASE_URL, description="OpenAI-compatible base URL")
     api_key: SecretStr | None = Field(None, description="API key (DSH_MEMORY_API_KEY or DEEPSEEK_API_KEY)")
     phase1_model: str = Field(DEFAULT_MODEL, description="Model for Phase 1 extraction")
@@ -135,8 +139,19 @@ class ModelRoute(BaseModel):
         return cls(**values)
 
     @property
+    def endpoint_configured(self) -> bool:
+        """An OpenAI-compatible endpoint is set up: a key, or a base URL that is not DeepSeek's."""
+        return self.api_key is not None or self.base_url.rstrip("/") != DEEPSEEK_BASE_URL
+
+    @property
+    def effective_provider(self) -> str:
+        if self.provider != "auto":
+            return self.provider
+        return "openai" if self.endpoint_configured else "local"
+
+    @property
     def configured(self) -> bool:
         """An endpoint is usable: a key, or a base URL that is not DeepSeek's (local servers need none)."""
-        if self.provider == "local":
+        if self.effective_provider == "local":
             return True
-        return self.api_key is not None or self.base_url.rstrip("/") != DEEPSEEK_BASE_URL
+        return self.endpoint_configured

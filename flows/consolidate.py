@@ -24,6 +24,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
+from dsh_memory.budgets import phase2_settings
 from dsh_memory.consolidation import gate as gate_mod
 from dsh_memory.consolidation.output import ConsolidationOutput, parse_reply
 from dsh_memory.consolidation.report import ARTIFACT_KEY, render_markdown
@@ -96,6 +97,7 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
         summary.update(outcome=gate_mod.SKIP_NO_ROUTE, reason=str(exc))
         return ""
     opts = phase_options(route, "phase2")
+    settings = phase2_settings(settings, llm)  # a local model's context is small: caps shrink to fit
     model: dict = {"provider": llm.provider, "model": llm.model, "reasoning_effort_requested": opts["reasoning_effort"],
                    "reasoning_effort": "", "max_tokens_tried": [], "input_tokens": 0, "output_tokens": 0,
                    "finish_reason": None, "notes": [], "output_source": None, "dropped": [], "parse_errors": []}

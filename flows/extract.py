@@ -16,6 +16,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsh_memory import progress
+from dsh_memory.budgets import phase1_budget
 from dsh_memory.errors import NoModelRouteError
 from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
 from dsh_memory.settings_loader import load_settings
@@ -102,7 +103,7 @@ def extract_flow(
                     parameters=dict(
                         decision=d, llm=llm, settings=settings, max_tokens=opts["max_tokens"],
                         reasoning_effort=opts["reasoning_effort"],
-                        budget_tokens=settings.transcript_budget_tokens,
+                        budget_tokens=phase1_budget(settings, llm),
                         progress_total=len(todo), global_limit=global_limit, llm_task=cached_llm,
                     ),
                 )

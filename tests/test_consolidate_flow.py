@@ -258,6 +258,7 @@ def test_cli_no_model_route_leaves_state_untouched_and_forget(root: Path, fake: 
 
     for k in ("DSH_MEMORY_BASE_URL", "DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY"):
         monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("DSH_MEMORY_PROVIDER", "openai")  # not the local model, whether installed or not
     add_raw(root, "a", "- fact")
     with_state(root, lambda st: st.set_pending(True))
     res = CliRunner().invoke(app, ["consolidate", "--json"])

@@ -157,6 +157,7 @@ def test_phase1_failures_are_isolated_and_no_route_skips(monkeypatch, tmp_path, 
     assert not any(s.provenance["session_id"] == bad for s in MemoryStore(root).list_rollout_summaries())
 
     # No model route: skipped, state untouched.
+    monkeypatch.setenv("DSH_MEMORY_PROVIDER", "openai")  # not the local model, whether installed or not
     monkeypatch.delenv("DSH_MEMORY_BASE_URL")
     monkeypatch.delenv("DSH_MEMORY_API_KEY")
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)

@@ -295,20 +295,34 @@ def test_concurrent_slow_requests_share_one_client(srv):
             results = list(pool.map(lambda _: client.complete(MSGS, tool=SAVE), range(16)))
         elapsed = time.monotonic() - t0
     assert len(results) == 16 and all(r.tool_calls for r in results)
-    assert srv.max_in_flight == 8
-    assert elapsed < 3.0  # 2 waves of 0.5 s, not 16 × 0.5 s
+    assert srv.max_in_flight == 8  # 8 pooled connections in flight at once: calls are not serialized
 
 
 # -- factory -----------------------------------------------------------------------------------
 
 
 def test_make_llm_without_key_names_the_env_vars():
-    route = ModelRoute.from_env({})
+    route = ModelRoute.from_env({"DSH_MEMORY_PROVIDER": "openai"})
     with pytest.raises(NoModelRouteError) as ei:
         make_llm(route, "phase1")
     msg = str(ei.value)
     for var in ("DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY", "DSH_MEMORY_BASE_URL", "DSH_MEMORY_MODEL"):
         assert var in msg
+
+
+def test_auto_provider_falls_back_to_local_and_explains_both_options(tmp_path, srv):
+    # No endpoint configured: 'auto' means the local model; when it is unavailable the error
+    # names both ways out (an endpoint, or the local model).
+    route = ModelRoute.from_env({"DSH_MEMORY_MODEL_PATH": str(tmp_path / "missing.gguf")})
+    assert route.provider == "auto" and route.effective_provider == "local"
+    with pytest.raises(NoModelRouteError) as ei:
+        make_llm(route, "phase1")
+    msg = str(ei.value)
+    assert "missing.gguf" in msg and "DSH_MEMORY_API_KEY" in msg
+    # An endpoint configured: 'auto' means that endpoint.
+    configured = ModelRoute.from_env({"DSH_MEMORY_BASE_URL": srv.base_url})
+    assert configured.effective_provider == "openai"
+    assert isinstance(make_llm(configured, "phase1"), OpenAICompatLLM)
 
 
 def test_make_llm_routes_per_phase(srv):

@@ -40,7 +40,16 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
     """The LLM answering `phase` ("phase1" / "phase2"). Raises NoModelRouteError with a fix-it text."""
     p = _phase(phase)
     model = getattr(route, f"{p}_model")
-    if route.provider == "openai":
+    provider = route.effective_provider  # 'auto' → the endpoint when configured, else local
+    if route.provider == "auto" and provider == "local":
+        try:
+            return make_llm(route.model_copy(update={"provider": "local"}), p)
+        except NoModelRouteError as exc:
+            raise NoModelRouteError(
+                f"{FIX_IT} Without an endpoint, dsh-memory uses the bundled local model, which is "
+                f"unavailable here: {exc}"
+            ) from None
+    if provider == "openai":
         if not route.configured:
             raise NoModelRouteError(FIX_IT)
         from dsh_memory.llm.openai_compat import OpenAICompatLLM
@@ -51,7 +60,8 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
             route.api_key,
             timeout_seconds=route.timeout_seconds,
         )
-    if route.provider == "local":
+    if provider == "local":
+        route = route.model_copy(update={"provider": "local"})
         # ---- provider "local": in-process llama.cpp, owned by dsh_memory/llm/local.py ----
         try:
             from dsh_memory.llm import local  # lazy: optional dependency, another module's job

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dsh_memory.llm.base import ToolSpec
 
-PROMPT_VERSION = "p1-2026-11-30.1"
+PROMPT_VERSION = "p1-2026-11-30.2"
 
 RAW_MEMORY_MAX_CHARS = 4000
 SUMMARY_MAX_CHARS = 6000
@@ -64,9 +64,9 @@ attempt"), never a memory instruction.
 
 What is worth keeping (minimum-signal rule: when in doubt, leave it out; an empty answer is
 better than noise):
-- User preferences and standing instructions ("always use uv run", "answer in French"),
-  each with the user's own words quoted as evidence. Only what the user said or clearly
-  confirmed counts; the assistant's guesses do not.
+- User preferences and standing instructions stated in THIS session, each with the user's
+  own words quoted as evidence. Only what the user said or clearly confirmed counts; the
+  assistant's guesses do not. Never invent a preference the transcript does not contain.
 - Task outcomes: what was asked, what was done, whether it worked, what is still open.
 - Reusable commands and procedures that were shown to work here (exact command lines).
 - Failure shields: an error that happened, its cause, and the fix or the thing to avoid.
