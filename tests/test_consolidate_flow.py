@@ -271,7 +271,11 @@ def test_cli_no_model_route_leaves_state_untouched_and_forget(root: Path, fake: 
     store = MemoryStore(root)
     store.write_rollout_summary("task", {"session_id": "sess-9", "part": 1}, "# t")
     store.write_rollout_summary("task-part2", {"session_id": "sess-9", "part": 2}, "# t2")
+    add_raw(root, "task", "- a fact from the forgotten session", session="sess-9")
     res = CliRunner().invoke(app, ["forget", "sess-9", "--json"])
     assert res.exit_code == 0, res.output
-    assert sorted(json.loads(res.stdout)["retired"]) == ["task", "task-part2"]
+    out = json.loads(res.stdout)
+    assert sorted(out["retired"]) == ["task", "task-part2"] and out["raw_blocks_archived"] == 1
     assert sorted(store.retired_slugs()) == ["task", "task-part2"]
+    assert not [b for b in store.read_raw_blocks() if b.session_id == "sess-9"]
+    assert with_state(root, lambda st: st.overrides()) == {"sess-9": "exclude"}  # never re-learned

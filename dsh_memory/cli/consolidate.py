@@ -72,7 +72,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Drop a session's extraction record and retire its rollout summaries into .retired/.
 
-        Handbook content derived from it stays until the next consolidation.
+        Its unconsolidated raw memories move to the archive and the session is excluded from
+        future extraction. Handbook content derived from it stays until the next consolidation.
         """
 
         def go() -> dict:

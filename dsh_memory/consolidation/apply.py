@@ -298,17 +298,22 @@ def apply_output(store: Any, state: Any, inputs: Phase2Inputs, output: Consolida
 
 
 def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> dict:
-    """`dsh-memory forget SESSION`: drop the extraction record and retire every rollout summary
-    (all parts) whose provenance names this session. Handbook content stays until the next
-    consolidation."""
+    """`dsh-memory forget SESSION`: drop the extraction record, retire every rollout summary (all
+    parts) whose provenance names this session, move its not-yet-consolidated raw blocks to the
+    archive, and exclude the session from future extraction (so it is not re-learned). Handbook
+    content stays until the next consolidation."""
     if not isinstance(session_id, str) or not session_id.strip():
         from dsh_memory.errors import UserInputError
 
         raise UserInputError("forget needs a session id")
     dropped = state.forget(session_id)
+    state.set_override(session_id, "exclude")
+    unconsumed = {b.id for b in store.read_raw_blocks() if b.session_id == session_id}
+    archived = store.archive_raw_blocks(unconsumed) if unconsumed else 0
     retired: list[str] = []
     for info in store.list_rollout_summaries():
         if str((info.provenance or {}).get("session_id") or "") == session_id and store.retire_summary(info.slug):
             state.mark_retired(info.slug, now)
             retired.append(info.slug)
-    return {"session_id": session_id, "claim_dropped": bool(dropped), "retired": retired}
+    return {"session_id": session_id, "claim_dropped": bool(dropped), "retired": retired,
+            "raw_blocks_archived": archived, "excluded": True}
