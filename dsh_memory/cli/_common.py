@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, Callable
 
@@ -22,3 +23,11 @@ def run(fn: Callable[[], Any]) -> Any:
     except DshMemoryError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
+
+
+def prefect_env() -> None:
+    """Environment for running flows in-process (before prefect is imported)."""
+    # The first ephemeral start migrates a fresh database (~30 s here): allow for it.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 
 import typer
 
-from dsh_memory.cli._common import emit_json, run
+from dsh_memory.cli._common import emit_json, prefect_env, run
 
 
-def _prefect_env() -> None:
-    # The first ephemeral start migrates a fresh database (~30 s here): allow for it.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 
 def _print_phase2(s: dict) -> None:
@@ -50,7 +45,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the outcome summary as JSON."),
     ) -> None:
         """Phase 2: fold raw memories and ad hoc notes into MEMORY.md and memory_summary.md."""
-        _prefect_env()
+        prefect_env()
 
         def go() -> dict:
             from flows.consolidate import consolidate_flow

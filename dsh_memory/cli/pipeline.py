@@ -8,13 +8,9 @@ from typing import Optional
 
 import typer
 
-from dsh_memory.cli._common import emit_json, run
+from dsh_memory.cli._common import emit_json, prefect_env, run
 
 
-def _prefect_env() -> None:
-    # The first ephemeral start migrates a fresh database (~30 s here): allow for it.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 
 def _with_progress(fn, label: str, quiet: bool):
@@ -78,7 +74,7 @@ def register(app: typer.Typer) -> None:
         if not sessions and not all_:
             typer.echo("error: give one or more SESSION ids, or --all", err=True)
             raise typer.Exit(2)
-        _prefect_env()
+        prefect_env()
 
         def go():
             from flows.extract import extract_flow
@@ -103,7 +99,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Catch-up: Phase 1 over every candidate, then Phase 2 when pending."""
-        _prefect_env()
+        prefect_env()
 
         def go():
             from flows.catch_up import catch_up_flow
@@ -149,7 +145,7 @@ def register_demo(app: typer.Typer) -> None:
         workdir = workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         os.environ.update(_prepare_demo(workdir))
-        _prefect_env()
+        prefect_env()
         typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
 
         def go():
