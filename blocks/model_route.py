@@ -7,7 +7,6 @@ DSH_MEMORY_PROVIDER) > the documented default.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, Optional
 
 from prefect.blocks.core import Block

@@ -15,7 +15,6 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from dsh_memory import progress
 from dsh_memory.budgets import phase1_budget
 from dsh_memory.errors import NoModelRouteError
 from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE

@@ -13,7 +13,6 @@ No task caches (NO_CACHE): Phase 2 must always see the current files.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 
 from prefect import get_run_logger, task
@@ -23,29 +22,14 @@ from dsh_memory.consolidation import apply as apply_mod
 from dsh_memory.consolidation import gate as gate_mod
 from dsh_memory.consolidation import inputs as inputs_mod
 from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply
-from dsh_memory.errors import LLMOutputError, LLMTransientError, LLMTruncatedError
+from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import LLM
 from dsh_memory.prompts.phase2 import MEMORY_WRITE_TOOL
 from dsh_memory.redact import redact
 from dsh_memory.settings import MemorySettings
 from dsh_memory.state import StateStore
 from dsh_memory.store import MemoryStore
-
-MAX_RETRY_AFTER_SECONDS = 120.0
-
-
-def _transient_only(task, task_run, state) -> bool:
-    """Retry only transient model errors; honour a longer Retry-After before the next try."""
-    try:
-        state.result()
-    except LLMTransientError as exc:
-        if exc.retry_after:
-            time.sleep(min(float(exc.retry_after), MAX_RETRY_AFTER_SECONDS))
-        return True
-    except Exception:
-        return False
-    return False
-
+from tasks._policy import transient_only
 
 @task(name="phase2-check-gate", cache_policy=NO_CACHE)
 def check_gate(settings: MemorySettings, now: datetime, force: bool) -> gate_mod.GateDecision:
@@ -81,7 +65,7 @@ def gather_inputs(settings: MemorySettings, now: datetime) -> inputs_mod.Phase2I
     retries=3,
     retry_delay_seconds=[5, 20, 60],
     retry_jitter_factor=0.5,
-    retry_condition_fn=_transient_only,
+    retry_condition_fn=transient_only,
     cache_policy=NO_CACHE,
 )
 def call_consolidation_model(llm: LLM, messages: list[dict], max_tokens: int, reasoning_effort: str) -> ModelReply:

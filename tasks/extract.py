@@ -10,7 +10,6 @@ Policy lives in the decorators:
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 
 from prefect import task
@@ -18,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
 from dsh_memory import progress
-from dsh_memory.errors import LLMTransientError, LLMTruncatedError
+from dsh_memory.errors import LLMTruncatedError
 from dsh_memory.extraction import ExtractionOutput, Outcome, apply_output, call_model, prepare_transcript
 from dsh_memory.llm.base import LLM
 from dsh_memory.prompts import phase1
@@ -27,22 +26,7 @@ from dsh_memory.selection import Decision
 from dsh_memory.settings import MemorySettings
 from dsh_memory.state import StateStore
 from dsh_memory.store import MemoryStore
-
-MAX_RETRY_AFTER_SECONDS = 120.0
-
-
-def _transient_only(task, task_run, state) -> bool:
-    """Retry only transient model errors; honour a longer Retry-After before the next try."""
-    try:
-        state.result()
-    except LLMTransientError as exc:
-        if exc.retry_after:
-            time.sleep(min(float(exc.retry_after), MAX_RETRY_AFTER_SECONDS))
-        return True
-    except Exception:
-        return False
-    return False
-
+from tasks._policy import transient_only
 
 def _cache_key(context, parameters) -> str:
     p = parameters
@@ -67,7 +51,7 @@ def _cache_key(context, parameters) -> str:
     retries=3,
     retry_delay_seconds=exponential_backoff(backoff_factor=5),
     retry_jitter_factor=0.5,
-    retry_condition_fn=_transient_only,
+    retry_condition_fn=transient_only,
     cache_key_fn=_cache_key,
     cache_expiration=timedelta(days=30),
     persist_result=True,

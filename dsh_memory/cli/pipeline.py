@@ -101,18 +101,25 @@ def register(app: typer.Typer) -> None:
         """Catch-up: Phase 1 over every candidate, then Phase 2 when pending."""
         prefect_env()
 
-        def go():
-            from flows.catch_up import catch_up_flow
+        _catch_up(backfill=backfill, force=force, label="catch-up", as_json=as_json)
 
-            return catch_up_flow(backfill=backfill, force_consolidation=force)
 
-        result = run(lambda: _with_progress(go, "catch-up", as_json))
-        if as_json:
-            emit_json(result)
-            return
-        _print_phase1(result["phase1"], False)
-        p2 = result.get("phase2") or {}
-        typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
+def _catch_up(*, backfill: bool, force: bool, label: str, as_json: bool) -> dict | None:
+    """Run the catch-up flow in-process and print its outcome; the result (None with --json)."""
+
+    def go():
+        from flows.catch_up import catch_up_flow
+
+        return catch_up_flow(backfill=backfill, force_consolidation=force)
+
+    result = run(lambda: _with_progress(go, label, as_json))
+    if as_json:
+        emit_json(result)
+        return None
+    _print_phase1(result["phase1"], False)
+    p2 = result.get("phase2") or {}
+    typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
+    return result
 
 
 def _prepare_demo(workdir: Path) -> dict[str, str]:
@@ -148,18 +155,8 @@ def register_demo(app: typer.Typer) -> None:
         prefect_env()
         typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
 
-        def go():
-            from flows.catch_up import catch_up_flow
-
-            return catch_up_flow(backfill=True, force_consolidation=True)
-
-        result = run(lambda: _with_progress(go, "demo", as_json))
-        if as_json:
-            emit_json(result)
+        if _catch_up(backfill=True, force=True, label="demo", as_json=as_json) is None:
             return
-        _print_phase1(result["phase1"], False)
-        p2 = result.get("phase2") or {}
-        typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
         summary = workdir / "memories" / "memory_summary.md"
         if summary.exists():
             typer.echo(f"\nInjected summary ({summary}):\n")
