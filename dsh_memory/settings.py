@@ -135,8 +135,19 @@ class ModelRoute(BaseModel):
             values["model_path"] = Path(e["DSH_MEMORY_MODEL_PATH"]).expanduser()
         if e.get("DSH_MEMORY_PROVIDER"):
             values["provider"] = e["DSH_MEMORY_PROVIDER"]
+        # The other scalar fields as DSH_MEMORY_<FIELD> (e.g. DSH_MEMORY_PHASE1_MAX_TOKENS).
+        for name in ("phase1_model", "phase2_model", "phase1_reasoning_effort", "phase2_reasoning_effort",
+                     "phase1_max_tokens", "phase2_max_tokens", "timeout_seconds", "local_threads"):
+            raw = e.get(f"DSH_MEMORY_{name.upper()}")
+            if raw not in (None, ""):
+                values[name] = raw
         values.update(overrides)
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            from dsh_memory.errors import ConfigError
+
+            raise ConfigError(f"invalid dsh-memory model setting from the environment: {exc}") from None
 
     @property
     def endpoint_configured(self) -> bool:

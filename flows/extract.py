@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from dsh_memory import cancel
 from dsh_memory.budgets import phase1_budget
 from dsh_memory.errors import NoModelRouteError
 from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
@@ -110,6 +111,10 @@ def extract_flow(
             ]
             try:
                 outcomes = [f.result() for f in futures]
+            except BaseException as exc:
+                if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (Prefect's TerminationSignal)
+                    cancel.CANCELLED.set()  # before the runner joins its threads: stop local decodes
+                raise
             finally:
                 if global_limit is not None:
                     global_limit.close()

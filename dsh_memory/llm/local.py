@@ -25,6 +25,7 @@ from dsh_memory.errors import ConfigError, LLMFatalError, LLMOutputError, LLMTru
 from dsh_memory.llm import grammar
 from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage
 from dsh_memory.llm.model_files import resolve_model_path
+from dsh_memory import cancel
 from dsh_memory.llm.parse import loads_lenient, loads_truncated
 
 log = logging.getLogger(__name__)
@@ -274,12 +275,14 @@ class LocalLLM:
         started = last_report = time.monotonic()
         batch = ctx.n_batch
         for i in range(0, len(tokens), batch):  # prompt in n_batch chunks
+            cancel.check()
             ctx.decode(binding.llama_batch_get_one(tokens[i : i + batch], i))
             last_report = self._report("prompt", min(i + batch, len(tokens)), len(tokens), started, last_report)
         prompt_seconds = time.monotonic() - started
         out: list[int] = []
         pos, hit_limit = len(tokens), True
         for n in range(max_tokens):
+            cancel.check()  # Ctrl-C / SIGTERM: stop between tokens
             token = sampler.sample(ctx, -1)
             if vocab.is_eog(token):
                 hit_limit = False
