@@ -39,3 +39,13 @@ def phase2_settings(settings: MemorySettings, llm) -> MemorySettings:
     update = {k: max(1000, int(getattr(settings, k) * scale)) for k in PHASE2_CAPS}
     update["max_summary_chars"] = max(500, int(settings.max_summary_chars * scale))
     return settings.model_copy(update=update)
+
+
+# A small local model decodes ~5-10 tokens/s on a laptop CPU and, given room, rambles up to the
+# grammar's string caps: bound its answers so one session (or one consolidation) takes minutes.
+LOCAL_MAX_OUTPUT_TOKENS = {"phase1": 2048, "phase2": 3072}
+
+
+def output_tokens(llm, phase: str, requested: int) -> int:
+    cap = LOCAL_MAX_OUTPUT_TOKENS.get(phase) if getattr(llm, "provider", "") == "local" else None
+    return min(requested, cap) if cap else requested

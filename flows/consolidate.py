@@ -24,7 +24,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from dsh_memory.budgets import phase2_settings
+from dsh_memory.budgets import output_tokens, phase2_settings
 from dsh_memory.consolidation import gate as gate_mod
 from dsh_memory.consolidation.output import ConsolidationOutput, parse_reply
 from dsh_memory.consolidation.report import ARTIFACT_KEY, render_markdown
@@ -111,7 +111,7 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
             _clear_pending(settings)
             return ""
         messages = inputs.messages()
-        max_tokens: int | None = min(int(opts["max_tokens"]), MAX_TOKENS_CAP)
+        max_tokens: int | None = min(output_tokens(llm, "phase2", int(opts["max_tokens"])), MAX_TOKENS_CAP)
         output: ConsolidationOutput | None = None
         while output is None:
             model["max_tokens_tried"].append(max_tokens)

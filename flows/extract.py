@@ -16,7 +16,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsh_memory import cancel
-from dsh_memory.budgets import phase1_budget
+from dsh_memory.budgets import output_tokens, phase1_budget
 from dsh_memory.errors import NoModelRouteError
 from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
 from dsh_memory.settings_loader import load_settings
@@ -101,7 +101,8 @@ def extract_flow(
                 runner.submit(
                     extract_session,
                     parameters=dict(
-                        decision=d, llm=llm, settings=settings, max_tokens=opts["max_tokens"],
+                        decision=d, llm=llm, settings=settings,
+                        max_tokens=output_tokens(llm, "phase1", opts["max_tokens"]),
                         reasoning_effort=opts["reasoning_effort"],
                         budget_tokens=phase1_budget(settings, llm),
                         progress_total=len(todo), global_limit=global_limit, llm_task=cached_llm,
