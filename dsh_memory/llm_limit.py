@@ -39,10 +39,24 @@ class GlobalLimit:
         self._lock = threading.Lock()
 
     def _post(self, path: str, body: dict):
+        """POST to the Prefect API; a busy limit/server is polled, a dropped keep-alive connection
+        (the server closes idle ones) is retried; a server that stays away is a transient error."""
+        import httpx
+
+        from dsh_memory.errors import LLMTransientError
+
         deadline = time.monotonic() + self.max_wait_seconds
         delay = self.poll_seconds
+        transport_failures = 0
         while True:
-            r = self._http.post(path, json=body)
+            try:
+                r = self._http.post(path, json=body)
+            except httpx.TransportError as exc:
+                transport_failures += 1
+                if transport_failures > 5:
+                    raise LLMTransientError(f"Prefect API unreachable for the LLM concurrency limit: {exc}") from None
+                time.sleep(0.1 * transport_failures)
+                continue
             if r.status_code in RETRY_STATUSES and time.monotonic() < deadline:
                 time.sleep(delay)
                 delay = min(delay * 1.5, 1.0)

@@ -1,0 +1,85 @@
+"""The global LLM concurrency limit on a real Prefect server: slots are held per worker, never
+more than the limit at once, returned at the end, and a dropped connection is retried."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from dsh_memory.llm_limit import LIMIT_NAME, open_limit
+
+
+
+def _active(api_url: str) -> int:
+    r = httpx.get(f"{api_url}/v2/concurrency_limits/{LIMIT_NAME}", timeout=10)
+    r.raise_for_status()
+    return r.json()["active_slots"]
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_limit_caps_concurrent_holders_and_returns_every_slot(prefect_api):
+    limit = open_limit(2)
+    assert limit is not None
+    inside, peak, lock = 0, 0, threading.Lock()
+
+    def work():
+        nonlocal inside, peak
+        for _ in range(3):
+            with limit.slot():
+                with lock:
+                    inside += 1
+                    peak = max(peak, inside)
+                time.sleep(0.05)
+                with lock:
+                    inside -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert peak <= 2 and _active(prefect_api) == 2  # one slot per worker while the run lasts
+    limit.close()
+    assert _active(prefect_api) == 0
+
+
+def test_a_dropped_connection_is_retried_not_fatal():
+    """Regression: a Prefect server closing a connection without answering failed the session."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from dsh_memory.llm_limit import GlobalLimit
+
+    calls = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            calls.append(self.path)
+            if len(calls) == 1:  # the first request: hang up without a response
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            body = b'{"lease_id": "lease-1"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        limit = GlobalLimit(f"http://127.0.0.1:{server.server_address[1]}/api")
+        with limit.slot():
+            pass
+        limit.close()
+    finally:
+        server.shutdown()
+    assert calls[:2] == ["/api/v2/concurrency_limits/increment-with-lease"] * 2
+    assert calls[-1] == "/api/v2/concurrency_limits/decrement-with-lease"
