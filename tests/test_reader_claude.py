@@ -9,9 +9,10 @@ import pytest
 
 from dsh_memory import readers
 from dsh_memory.errors import SessionReadError
-from dsh_memory.models import EventKind, Session, SessionRef
+from dsh_memory.models import EventKind, SessionRef
 from dsh_memory.readers import claude
 from dsh_memory.settings import SourceRoots
+from tests.session_helpers import event_strings
 
 SID = "5b7d9f1a-2c4e-4a6b-8d0f-1a3c5e7a9b2d"
 CWD = "/home/bob/my-proj"
@@ -23,15 +24,6 @@ def _claude_entries(expected: dict) -> dict[str, dict]:
     return entries
 
 
-def _rendered(session: Session) -> list[str]:
-    out = []
-    for e in session.events:
-        out.append(e.text)
-        if e.arguments is not None:
-            out.append(e.arguments if isinstance(e.arguments, str) else json.dumps(e.arguments, ensure_ascii=False))
-        if e.label:
-            out.append(e.label)
-    return out
 
 
 def _ref(path: Path, sid: str = SID) -> SessionRef:
@@ -99,7 +91,7 @@ def test_fixture_transcripts_match_expected_facts(fixtures_dir: Path, expected: 
         assert {r.tool_call_id for r in results} == {c.tool_call_id for c in calls}, key
         assert all(r.tool_name for r in results) and not any(r.is_error for r in results), key
 
-        rendered = _rendered(s)
+        rendered = event_strings(s)
         blob = "\n".join(rendered)
         for item in exp["must_not_render"]:
             assert item["text"] not in blob, (key, item)
@@ -238,7 +230,7 @@ def test_user_record_kinds(tmp_path: Path):
     assert s.human_prompts[0].images == 1 and s.human_prompts[0].text == "What is in this screenshot?"
     result = s.events[6]
     assert result.is_error and result.tool_name == "Bash" and result.text == "exit 1"
-    blob = "\n".join(_rendered(s))
+    blob = "\n".join(event_strings(s))
     for hidden in ("REMINDER-TEXT", "META-TEXT", "HOOK-FEEDBACK", "REDACTED", "iVBOR"):
         assert hidden not in blob
 

@@ -11,9 +11,10 @@ import zstandard
 
 from dsh_memory import readers
 from dsh_memory.errors import SessionReadError
-from dsh_memory.models import EventKind, Session, SessionRef
+from dsh_memory.models import EventKind, SessionRef
 from dsh_memory.readers import codex
 from dsh_memory.settings import SourceRoots
+from tests.session_helpers import event_strings
 
 SID = "01a20000-0000-7000-8000-000000000001"
 NAME = f"rollout-2026-11-01T10-00-00-{SID}.jsonl"
@@ -25,16 +26,6 @@ def _codex_entries(expected: dict) -> dict[str, dict]:
     return entries
 
 
-def _rendered(session: Session) -> list[str]:
-    """Every string an Event carries that could reach a transcript."""
-    out = []
-    for e in session.events:
-        out.append(e.text)
-        if e.arguments is not None:
-            out.append(e.arguments if isinstance(e.arguments, str) else json.dumps(e.arguments, ensure_ascii=False))
-        if e.label:
-            out.append(e.label)
-    return out
 
 
 def _line(typ: str, payload: dict, ts: str = "2026-11-01T17:00:00.000Z") -> str:
@@ -110,7 +101,7 @@ def test_fixture_rollouts_match_expected_facts(fixtures_dir: Path, expected: dic
         assistants = [e for e in s.events if e.kind is EventKind.ASSISTANT]
         assert assistants[-1].text == exp["last_assistant_text"], key
 
-        rendered = _rendered(s)
+        rendered = event_strings(s)
         blob = "\n".join(rendered)
         for item in exp["must_not_render"]:
             assert item["text"] not in blob, (key, item)
@@ -272,7 +263,7 @@ def test_injected_parts_stripped_and_mixed_messages_keep_human_text(tmp_path: Pa
     assert [e.text for e in s.human_prompts] == ["Deploy the staging branch please.", "And check the logs."]
     ctx = [e for e in s.events if e.kind is EventKind.CONTEXT]
     assert [(c.label, c.text) for c in ctx] == [("agents_md+environment_context", ""), ("skill", "")]
-    blob = "\n".join(_rendered(s))
+    blob = "\n".join(event_strings(s))
     for injected in ("Use tabs.", "Run make deploy.", "<skill>", "<environment_context>", "caps"):
         assert injected not in blob
     assert s.title == "Deploy the staging branch please."
@@ -292,7 +283,7 @@ def test_reasoning_and_developer_text_never_kept(tmp_path: Path):
         _assistant("done"),
     ])
     s = codex.load(_ref(path))
-    blob = "\n".join(_rendered(s))
+    blob = "\n".join(event_strings(s))
     for secret in ("DEVELOPER-SECRET", "THINK-SUM", "THINK-RAW", "gAAAAAB"):
         assert secret not in blob
     assert [e.kind for e in s.events] == [EventKind.HUMAN, EventKind.REASONING, EventKind.ASSISTANT]
@@ -325,7 +316,7 @@ def test_tool_errors_and_compaction(tmp_path: Path):
     assert calls[0].arguments == {"cmd": "pytest"} and calls[1].arguments == "*** Begin" and calls[2].arguments == "not json"
     comp = [e for e in s.events if e.kind is EventKind.COMPACTION]
     assert len(comp) == 1 and comp[0].seq == 8 and comp[0].text == ""
-    assert "SUMMARY-TEXT" not in "\n".join(_rendered(s))
+    assert "SUMMARY-TEXT" not in "\n".join(event_strings(s))
     status = [e for e in s.events if e.kind is EventKind.STATUS]
     assert [e.label for e in status] == ["aborted:interrupted"]
 
