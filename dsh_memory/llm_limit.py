@@ -2,9 +2,10 @@
 
 Every Phase 1 worker thread holds one lease-based slot of the limit `dsh-memory-llm` while it
 makes model calls, so the number of model calls in flight across all runs never exceeds the
-limit. A worker takes its slot before its first call, renews the lease while it keeps working,
-and the run returns every slot when its batch ends. Leases expire on the server, so a killed
-process never leaks a slot (unlike Prefect's slot counters in ephemeral mode).
+limit. A worker takes its slot before its first call; a background thread renews every lease
+the run holds (every lease_seconds / 3), and the run returns every slot when its batch ends.
+Leases expire on the server within `lease_seconds` (60 s, the server minimum) of a killed process, so a crash never
+leaks a slot (unlike Prefect's slot counters in ephemeral mode) nor stalls the next run long.
 
 Why not `prefect.concurrency.sync.concurrency()` around each call: it opens a new API client
 (and TLS context) for every acquire and release, and on the SQLite server each acquire/release
@@ -25,7 +26,7 @@ RETRY_STATUSES = (423, 503)  # limit busy / SQLite server busy: ask again soon
 
 
 class GlobalLimit:
-    def __init__(self, api_url: str, name: str = LIMIT_NAME, lease_seconds: float = 300.0,
+    def __init__(self, api_url: str, name: str = LIMIT_NAME, lease_seconds: float = 60.0,
                  max_wait_seconds: float = 3600.0, poll_seconds: float = 0.05):
         import httpx
 
@@ -37,6 +38,21 @@ class GlobalLimit:
         self._local = threading.local()
         self._leases: set[str] = set()
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer = threading.Thread(target=self._renew_loop, name="dsh-memory-llm-leases", daemon=True)
+        self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(self.lease_seconds / 3):
+            with self._lock:
+                leases = list(self._leases)
+            for lease_id in leases:
+                try:
+                    if not self._renew(lease_id):  # expired anyway: its worker takes a new one
+                        with self._lock:
+                            self._leases.discard(lease_id)
+                except Exception:  # transient: try again next round
+                    pass
 
     def _post(self, path: str, body: dict):
         """POST to the Prefect API; a busy limit/server is polled, a dropped keep-alive connection
@@ -78,23 +94,18 @@ class GlobalLimit:
 
     @contextmanager
     def slot(self) -> Iterator[None]:
-        """Hold this worker's slot for one model call (taken or renewed as needed)."""
+        """Hold this worker's slot for one model call (taken on first use, renewed in the background)."""
         lease_id = getattr(self._local, "lease_id", None)
-        taken_at = getattr(self._local, "taken_at", 0.0)
-        if lease_id and time.monotonic() - taken_at > self.lease_seconds / 3:
-            if not self._renew(lease_id):  # expired meanwhile: take a new one
-                with self._lock:
-                    self._leases.discard(lease_id)
-                lease_id = None
-            else:
-                self._local.taken_at = time.monotonic()
-        if not lease_id:
-            lease_id = self._acquire()
-            self._local.lease_id, self._local.taken_at = lease_id, time.monotonic()
+        with self._lock:
+            alive = lease_id in self._leases
+        if not alive:
+            self._local.lease_id = self._acquire()
         yield
 
     def close(self) -> None:
         """Return every slot this run holds."""
+        self._stop.set()
+        self._renewer.join(timeout=10)
         with self._lock:
             leases, self._leases = list(self._leases), set()
         for lease_id in leases:
