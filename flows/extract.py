@@ -18,6 +18,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from dsh_memory import cancel
 from dsh_memory.budgets import output_tokens, phase1_budget
 from dsh_memory.errors import NoModelRouteError
+from dsh_memory.extraction import Outcome
 from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
 from dsh_memory.settings_loader import load_settings
 from dsh_memory.state import StateStore
@@ -77,8 +78,7 @@ def extract_flow(
     for d in decisions:
         if d.action == UNREADABLE:
             state.fail(d.ref.id, d.reason, now, settings.retry_base_seconds, settings.retry_limit)
-            summary["outcomes"].append({"session": d.ref.id, "source": d.ref.source, "outcome": "unreadable",
-                                        "part": d.part, "slug": "", "tokens_in": 0, "tokens_out": 0, "error": d.reason})
+            summary["outcomes"].append(Outcome(d.ref.id, d.ref.source, "unreadable", d.part, error=d.reason).row())
         elif d.action == BASELINE:
             state.baseline(d.ref.id, d.watermark, now)
         elif d.watermark >= 0 and d.session is not None and d.action != EXTRACT and "grew by" in d.reason:

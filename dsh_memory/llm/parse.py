@@ -84,22 +84,30 @@ def loads_lenient(text: str) -> Any:
         raise ValueError(f"not valid JSON even after repair: {exc}") from None
 
 
+def _string_step(c: str, in_str: bool, esc: bool) -> tuple[bool, bool, bool]:
+    """Advance the JSON string state by one character: (in_str, esc, structural), where
+    `structural` means `c` stands outside any string (so brackets there count)."""
+    if in_str:
+        if esc:
+            return True, False, False
+        if c == "\\":
+            return True, True, False
+        return c != '"', False, False
+    if c == '"':
+        return True, False, False
+    return False, False, True
+
+
 def _balanced_end(text: str, start: int) -> int | None:
     """Index just past the bracket that closes text[start] ('{' or '['), honouring strings."""
     depth = 0
     in_str = esc = False
     for i in range(start, len(text)):
         c = text[i]
-        if in_str:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in "{[":
+        in_str, esc, structural = _string_step(c, in_str, esc)
+        if not structural:
+            continue
+        if c in "{[":
             depth += 1
         elif c in "}]":
             depth -= 1
@@ -170,16 +178,10 @@ def close_truncated_json(text: str) -> str:
     stack: list[str] = []
     in_str = esc = False
     for c in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in "{[":
+        in_str, esc, structural = _string_step(c, in_str, esc)
+        if not structural:
+            continue
+        if c in "{[":
             stack.append("}" if c == "{" else "]")
         elif c in "}]" and stack:
             stack.pop()
