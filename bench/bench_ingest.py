@@ -91,17 +91,23 @@ def bench_discovery(home: Path, n: int) -> None:
                     f.stat()
         floor.append(time.perf_counter() - t0)
     med = statistics.median(runs)
-    print(f"[1] discovery of {n} DSH sessions, nothing changed: median {med:.3f} s over 5 runs "
-          f"(min {min(runs):.3f}, first scan {cold:.3f} s) — goal <= 1 s: {'OK' if med <= 1 else 'MISSED'}; "
-          f"bare os.scandir+stat walk: median {statistics.median(floor):.3f} s")
+    print(
+        f"[1] discovery of {n} DSH sessions, nothing changed: median {med:.3f} s over 5 runs "
+        f"(min {min(runs):.3f}, first scan {cold:.3f} s) — goal <= 1 s: {'OK' if med <= 1 else 'MISSED'}; "
+        f"bare os.scandir+stat walk: median {statistics.median(floor):.3f} s"
+    )
 
 
 def _corpus(home: Path, sample: int) -> list[SessionRef]:
     refs: list[SessionRef] = []
     for sub in ("plain", "zstd"):
         refs += readers.discover(SourceRoots(dsh_sessions=FIXTURES / "dsh" / sub / "sessions"), ("dsh",))
-    refs += readers.discover(SourceRoots(codex_sessions=FIXTURES / "codex" / "sessions",
-                                         claude_projects=FIXTURES / "claude-code" / "projects"), ("codex", "claude"))
+    refs += readers.discover(
+        SourceRoots(
+            codex_sessions=FIXTURES / "codex" / "sessions", claude_projects=FIXTURES / "claude-code" / "projects"
+        ),
+        ("codex", "claude"),
+    )
     generated = readers.discover(SourceRoots(dsh_sessions=home / "sessions"), ("dsh",))
     step = max(1, len(generated) // max(1, sample))
     return refs + generated[::step][:sample]
@@ -133,11 +139,18 @@ def codex_style_json(session: Session) -> str:
             items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": e.text}]})
         elif e.kind is EventKind.TOOL_CALL:
             args = e.arguments if isinstance(e.arguments, str) else json.dumps(e.arguments, ensure_ascii=False)
-            items.append({"type": "function_call", "name": e.tool_name or "", "arguments": args,
-                          "call_id": e.tool_call_id or f"call_{e.seq}"})
+            items.append(
+                {
+                    "type": "function_call",
+                    "name": e.tool_name or "",
+                    "arguments": args,
+                    "call_id": e.tool_call_id or f"call_{e.seq}",
+                }
+            )
         elif e.kind is EventKind.TOOL_RESULT:
-            items.append({"type": "function_call_output", "call_id": e.tool_call_id or f"call_{e.seq}",
-                          "output": e.text})
+            items.append(
+                {"type": "function_call_output", "call_id": e.tool_call_id or f"call_{e.seq}", "output": e.text}
+            )
     return redact(json.dumps(items, ensure_ascii=False, separators=(",", ":")))
 
 
@@ -171,29 +184,40 @@ def bench_render(refs: list[SessionRef], budget: int) -> None:
     print(f"[2] {len(refs)} logs ({mb:.1f} MB of JSONL, {len(sessions)} with events), budget {budget} tokens:")
     print(f"    json.loads of every line: {t_json:.3f} s ({mb / t_json:.0f} MB/s)")
     print(f"    readers.load:             {t_load:.3f} s ({mb / t_load:.1f} MB/s)")
-    print(f"    render+redact+budget:     {t_render:.3f} s ({mb / t_render:.1f} MB/s of source log, "
-          f"{1000 * t_render / len(sessions):.1f} ms/session) — ratio vs json.loads {t_render / t_json:.1f}x "
-          f"(load+render {(t_load + t_render) / t_json:.1f}x)")
+    print(
+        f"    render+redact+budget:     {t_render:.3f} s ({mb / t_render:.1f} MB/s of source log, "
+        f"{1000 * t_render / len(sessions):.1f} ms/session) — ratio vs json.loads {t_render / t_json:.1f}x "
+        f"(load+render {(t_load + t_render) / t_json:.1f}x)"
+    )
 
     rows = []  # (ours, codex-style, session, transcript)
     missing_prompts = 0
-    for s, tr in zip(sessions, transcripts):
+    for s, tr in zip(sessions, transcripts, strict=True):
         rows.append((tr.tokens, count_tokens(codex_style_json(s)), s, tr))
         missing_prompts += sum(1 for p in s.human_prompts if p.seq >= s.inherited_cut and redact(p.text) not in tr.text)
-    print(f"[3] transcript tokens ({tokenizer_name()}) vs Codex-style filtered JSON of the same sessions "
-          f"(goal <= 0.25); human prompts missing from our transcripts: {missing_prompts}")
-    groups = [("all sessions", rows), ("large (Codex-style > 5k tokens)", [r for r in rows if r[1] > 5000]),
-              ("small (<= 5k)", [r for r in rows if r[1] <= 5000])]
+    print(
+        f"[3] transcript tokens ({tokenizer_name()}) vs Codex-style filtered JSON of the same sessions "
+        f"(goal <= 0.25); human prompts missing from our transcripts: {missing_prompts}"
+    )
+    groups = [
+        ("all sessions", rows),
+        ("large (Codex-style > 5k tokens)", [r for r in rows if r[1] > 5000]),
+        ("small (<= 5k)", [r for r in rows if r[1] <= 5000]),
+    ]
     for name, group in groups:
         if not group:
             continue
         ours, theirs = sum(r[0] for r in group), sum(r[1] for r in group)
         med = statistics.median(r[0] / r[1] for r in group if r[1])
-        print(f"    {name:32s} n={len(group):4d}: ours {ours:>9,} vs {theirs:>9,} → ratio {ours / theirs:.3f} "
-              f"({'OK' if ours / theirs <= 0.25 else 'MISSED'}), per-session median {med:.2f}")
+        print(
+            f"    {name:32s} n={len(group):4d}: ours {ours:>9,} vs {theirs:>9,} → ratio {ours / theirs:.3f} "
+            f"({'OK' if ours / theirs <= 0.25 else 'MISSED'}), per-session median {med:.2f}"
+        )
     for ours, theirs, s, tr in sorted(rows, key=lambda r: -r[1])[:1]:
-        print(f"    largest: {s.id[:8]} Codex-style {theirs:,} → ours {ours:,} ({tr.tool_outputs_shortened} outputs "
-              f"shortened, {tr.events_omitted} events omitted, all {tr.human_prompts} prompts kept)")
+        print(
+            f"    largest: {s.id[:8]} Codex-style {theirs:,} → ours {ours:,} ({tr.tool_outputs_shortened} outputs "
+            f"shortened, {tr.events_omitted} events omitted, all {tr.human_prompts} prompts kept)"
+        )
 
 
 def main() -> None:
@@ -207,8 +231,10 @@ def main() -> None:
         t0 = time.perf_counter()
         templates = _templates()
         generate(tmp / "dsh", args.sessions, templates)
-        print(f"generated {args.sessions} DSH sessions from {len(templates)} fixture templates in "
-              f"{time.perf_counter() - t0:.1f} s under {tmp}")
+        print(
+            f"generated {args.sessions} DSH sessions from {len(templates)} fixture templates in "
+            f"{time.perf_counter() - t0:.1f} s under {tmp}"
+        )
         bench_discovery(tmp / "dsh", args.sessions)
         bench_render(_corpus(tmp / "dsh", args.sample), args.budget_tokens)
     finally:

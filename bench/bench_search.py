@@ -31,14 +31,33 @@ WORDS = (
     "because stale lock file missing dependency wrong path permission denied out of memory"
 ).split()
 CJK = ["数据库迁移", "部署失败", "缓存失效", "测试不稳定", "用户偏好", "超时重试", "权限不足", "内存泄漏"]
-QUERIES = [["alembic"], ["stale lock"], ["permission denied"], ["gateway", "timeout"], ["never force push"],
-           ["zzz-not-there"], ["数据库迁移"], ["p95 latency"]]
-RANKED = [["postgres migration failed"], ["flaky pytest fixture"], ["stale lock file"], ["数据库迁移"],
-          ["gateway timeout retry"], ["uv over pip"], ["memory leak gc"], ["部署"]]
+QUERIES = [
+    ["alembic"],
+    ["stale lock"],
+    ["permission denied"],
+    ["gateway", "timeout"],
+    ["never force push"],
+    ["zzz-not-there"],
+    ["数据库迁移"],
+    ["p95 latency"],
+]
+RANKED = [
+    ["postgres migration failed"],
+    ["flaky pytest fixture"],
+    ["stale lock file"],
+    ["数据库迁移"],
+    ["gateway timeout retry"],
+    ["uv over pip"],
+    ["memory leak gc"],
+    ["部署"],
+]
 
 
 def summary_text(rng: random.Random, i: int) -> str:
-    lines = [f"---\nsession_id: s{i:05d}\ncwd: /home/u/src/proj{i % 37}\n---\n", f"# Session {i}: {' '.join(rng.sample(WORDS, 4))}"]
+    lines = [
+        f"---\nsession_id: s{i:05d}\ncwd: /home/u/src/proj{i % 37}\n---\n",
+        f"# Session {i}: {' '.join(rng.sample(WORDS, 4))}",
+    ]
     for _ in range(rng.randint(2, 4)):
         lines.append(f"\n## {' '.join(rng.sample(WORDS, 3)).capitalize()}")
         for _ in range(rng.randint(3, 8)):
@@ -100,7 +119,11 @@ def main() -> None:
 
     _common._CACHE.clear()
     cold = timed(lambda: rp.search(store, QUERIES[0], state=state, max_results=50))
-    line_ms = [timed(lambda q=q: rp.search(store, q, state=state, max_results=50)) for _ in range(args.runs // 4 or 1) for q in QUERIES]
+    line_ms = [
+        timed(lambda q=q: rp.search(store, q, state=state, max_results=50))
+        for _ in range(args.runs // 4 or 1)
+        for q in QUERIES
+    ]
     rg = shutil.which("rg")
     rg_ms: list[float] = []
     if rg:
@@ -110,7 +133,9 @@ def main() -> None:
                 for term in q:  # 'any' mode: a line with any of the queries
                     cmd += ["-e", term]
                 rg_ms.append(timed(lambda c=cmd: subprocess.run(c + [str(root)], capture_output=True)))
-    print(f"line search (any, 50 results): cold {cold:.0f} ms (first page), cold full scan {cold_miss:.0f} ms (no match); warm p50 {pct(line_ms, 50):.1f} ms, p95 {pct(line_ms, 95):.1f} ms")
+    print(
+        f"line search (any, 50 results): cold {cold:.0f} ms (first page), cold full scan {cold_miss:.0f} ms (no match); warm p50 {pct(line_ms, 50):.1f} ms, p95 {pct(line_ms, 95):.1f} ms"
+    )
     if rg_ms:
         print(f"ripgrep (same queries, -i -F):  p50 {pct(rg_ms, 50):.1f} ms, p95 {pct(rg_ms, 95):.1f} ms")
     else:
@@ -119,9 +144,15 @@ def main() -> None:
     t = time.perf_counter()
     stats = index.refresh(store)
     print(f"ranked index initial build: {time.perf_counter() - t:.1f} s ({stats['indexed']} files)")
-    ranked_ms = [timed(lambda q=q: rp.search(store, q, mode="ranked", state=state, max_results=10)) for _ in range(args.runs) for q in RANKED]
-    print(f"ranked search (10 results, incl. freshness check): p50 {pct(ranked_ms, 50):.1f} ms, "
-          f"p95 {pct(ranked_ms, 95):.1f} ms (goal ≤ 50 ms)")
+    ranked_ms = [
+        timed(lambda q=q: rp.search(store, q, mode="ranked", state=state, max_results=10))
+        for _ in range(args.runs)
+        for q in RANKED
+    ]
+    print(
+        f"ranked search (10 results, incl. freshness check): p50 {pct(ranked_ms, 50):.1f} ms, "
+        f"p95 {pct(ranked_ms, 95):.1f} ms (goal ≤ 50 ms)"
+    )
     noop = [timed(lambda: index.refresh(store)) for _ in range(10)]
     print(f"freshness check with nothing changed: p50 {statistics.median(noop):.1f} ms")
 

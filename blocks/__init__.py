@@ -1,6 +1,6 @@
 """Prefect Blocks of dsh-memory: pipeline settings and the model route (API key as a secret).
 
-Register the block types with `prefect block register -m blocks` (or `register_blocks()`,
+Register the block types with `prefect block register -m dsh_memory.blocks` (or `register_blocks()`,
 or `dsh-memory settings save`, which also saves the current values as the "default" blocks).
 Flows load the blocks named "default" once at their entry (`dsh_memory.settings_loader`);
 a field left empty in a block follows the environment, then the documented default.
@@ -8,8 +8,8 @@ a field left empty in a block follows the environment, then the documented defau
 
 from __future__ import annotations
 
-from blocks.memory_settings import MemorySettingsBlock
-from blocks.model_route import ModelRouteBlock
+from dsh_memory.blocks.memory_settings import MemorySettingsBlock
+from dsh_memory.blocks.model_route import ModelRouteBlock
 
 DEFAULT_BLOCK_NAME = "default"
 BLOCK_TYPES = (MemorySettingsBlock, ModelRouteBlock)

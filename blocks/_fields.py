@@ -8,8 +8,9 @@ drift apart (a test checks every field is mirrored).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, Field
 

@@ -7,13 +7,14 @@ environment/default, so a block only pins what you set in it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Optional
+from typing import Any, ClassVar
 
+from dsh_memory.blocks._fields import OFF, check_path, default_text, env_mapping, expand, mirror, sources
 from prefect.blocks.core import Block
 from pydantic import Field, field_validator
 
-from blocks._fields import OFF, check_path, default_text, env_mapping, expand, mirror, sources
 from dsh_memory.settings import MemorySettings, SourceRoots
 
 # Block field → (SourceRoots field, environment variable that moves it).
@@ -48,39 +49,40 @@ class MemorySettingsBlock(Block):
         'settings = MemorySettingsBlock.load("default").to_settings()\n```'
     )
 
-    memory_root: Optional[str] = Field(
+    memory_root: str | None = Field(
         None, description="Memory root folder (absolute or ~). Empty: $DSH_MEMORY_ROOT, else $DSH_HOME/memories."
     )
-    dsh_sessions_dir: Optional[str] = Field(
+    dsh_sessions_dir: str | None = Field(
         None, description=f"DSH sessions folder, or '{OFF}' to skip DSH. Empty: $DSH_HOME/sessions (~/.dsh/sessions)."
     )
-    codex_sessions_dir: Optional[str] = Field(
-        None, description=f"Codex rollouts folder, or '{OFF}' to skip Codex. Empty: $CODEX_HOME/sessions (~/.codex/sessions)."
+    codex_sessions_dir: str | None = Field(
+        None,
+        description=f"Codex rollouts folder, or '{OFF}' to skip Codex. Empty: $CODEX_HOME/sessions (~/.codex/sessions).",
     )
-    claude_projects_dir: Optional[str] = Field(
+    claude_projects_dir: str | None = Field(
         None,
         description=f"Claude Code transcripts folder, or '{OFF}' to skip Claude Code. "
         "Empty: $CLAUDE_CONFIG_DIR/projects (~/.claude/projects).",
     )
-    include_codex_exec: Optional[bool] = _m("include_codex_exec")
-    idle_seconds: Optional[int] = _m("idle_seconds")
-    debounce_seconds: Optional[int] = _m("debounce_seconds")
-    phase2_cooldown_seconds: Optional[int] = _m("phase2_cooldown_seconds")
-    concurrency: Optional[int] = _m("concurrency")
-    retry_limit: Optional[int] = _m("retry_limit")
-    retry_base_seconds: Optional[int] = _m("retry_base_seconds")
-    min_delta_events: Optional[int] = _m("min_delta_events")
-    recheck_interval_seconds: Optional[int] = _m("recheck_interval_seconds")
-    max_rollout_age_days: Optional[int] = _m("max_rollout_age_days")
-    max_unused_days: Optional[int] = _m("max_unused_days")
-    transcript_budget_tokens: Optional[int] = _m("transcript_budget_tokens")
-    max_raw_chars: Optional[int] = _m("max_raw_chars")
-    max_memory_md_chars: Optional[int] = _m("max_memory_md_chars")
-    max_summary_chars: Optional[int] = _m("max_summary_chars")
-    max_index_chars: Optional[int] = _m("max_index_chars")
-    max_notes_chars: Optional[int] = _m("max_notes_chars")
-    stale_claim_seconds: Optional[int] = _m("stale_claim_seconds")
-    llm_retry_delay_seconds: Optional[float] = _m("llm_retry_delay_seconds")
+    include_codex_exec: bool | None = _m("include_codex_exec")
+    idle_seconds: int | None = _m("idle_seconds")
+    debounce_seconds: int | None = _m("debounce_seconds")
+    phase2_cooldown_seconds: int | None = _m("phase2_cooldown_seconds")
+    concurrency: int | None = _m("concurrency")
+    retry_limit: int | None = _m("retry_limit")
+    retry_base_seconds: int | None = _m("retry_base_seconds")
+    min_delta_events: int | None = _m("min_delta_events")
+    recheck_interval_seconds: int | None = _m("recheck_interval_seconds")
+    max_rollout_age_days: int | None = _m("max_rollout_age_days")
+    max_unused_days: int | None = _m("max_unused_days")
+    transcript_budget_tokens: int | None = _m("transcript_budget_tokens")
+    max_raw_chars: int | None = _m("max_raw_chars")
+    max_memory_md_chars: int | None = _m("max_memory_md_chars")
+    max_summary_chars: int | None = _m("max_summary_chars")
+    max_index_chars: int | None = _m("max_index_chars")
+    max_notes_chars: int | None = _m("max_notes_chars")
+    stale_claim_seconds: int | None = _m("stale_claim_seconds")
+    llm_retry_delay_seconds: float | None = _m("llm_retry_delay_seconds")
 
     @field_validator("memory_root")
     @classmethod
@@ -111,7 +113,7 @@ class MemorySettingsBlock(Block):
         return MemorySettings.from_env(e, **overrides)
 
     @classmethod
-    def from_settings(cls, settings: MemorySettings, only: set[str] | None = None) -> "MemorySettingsBlock":
+    def from_settings(cls, settings: MemorySettings, only: set[str] | None = None) -> MemorySettingsBlock:
         """A block holding `settings` (only the fields named in `only`, when given)."""
         values = settings_values(settings)
         return cls(**{k: v for k, v in values.items() if only is None or k in only})

@@ -7,12 +7,13 @@ DSH_MEMORY_PROVIDER) > the documented default.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
+from dsh_memory.blocks._fields import check_path, default_text, describe_errors, env_mapping, expand, mirror, sources
 from prefect.blocks.core import Block
 from pydantic import Field, SecretStr, ValidationError, field_validator
 
-from blocks._fields import check_path, default_text, describe_errors, env_mapping, expand, mirror, sources
 from dsh_memory.errors import ConfigError
 from dsh_memory.settings import DEEPSEEK_BASE_URL, DEFAULT_MODEL, ModelRoute
 
@@ -38,51 +39,56 @@ class ModelRouteBlock(Block):
         "use the DSH_MEMORY_* environment variables or the documented defaults."
     )
     _code_example: ClassVar[str] = (
-        "```python\nfrom blocks import ModelRouteBlock\n\n"
-        'route = ModelRouteBlock.load("default").to_route()\n```'
+        '```python\nfrom blocks import ModelRouteBlock\n\nroute = ModelRouteBlock.load("default").to_route()\n```'
     )
 
-    provider: Optional[Literal["auto", "openai", "local"]] = Field(
+    provider: Literal["auto", "openai", "local"] | None = Field(
         None,
         description="'openai' (any OpenAI-compatible endpoint) or 'local' (llama.cpp in process). "
         "'auto': the endpoint when one is configured, else the local model. Empty: $DSH_MEMORY_PROVIDER, else 'auto'.",
     )
-    base_url: Optional[str] = Field(
+    base_url: str | None = Field(
         None,
         pattern=r"^https?://\S+$",
         max_length=2000,
         description=f"OpenAI-compatible base URL (http/https). Empty: $DSH_MEMORY_BASE_URL, else {DEEPSEEK_BASE_URL}.",
     )
-    api_key: Optional[SecretStr] = Field(
+    api_key: SecretStr | None = Field(
         None,
         description="API key, stored as a secret and never logged. Empty: $DSH_MEMORY_API_KEY, else "
         "$DEEPSEEK_API_KEY (none needed for local servers).",
     )
-    phase1_model: Optional[str] = Field(
-        None, min_length=1, max_length=200,
+    phase1_model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
         description=f"Model for Phase 1 extraction. Empty: $DSH_MEMORY_MODEL, else {DEFAULT_MODEL!r}.",
     )
-    phase2_model: Optional[str] = Field(
-        None, min_length=1, max_length=200,
+    phase2_model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
         description=f"Model for Phase 2 consolidation. Empty: $DSH_MEMORY_MODEL, else {DEFAULT_MODEL!r}.",
     )
-    phase1_reasoning_effort: Optional[str] = Field(
-        None, pattern=EFFORT_PATTERN,
+    phase1_reasoning_effort: str | None = Field(
+        None,
+        pattern=EFFORT_PATTERN,
         description="Reasoning effort of Phase 1 (off/low/high/max on DeepSeek; low/medium/high on "
         "OpenAI); checked against the model's metadata at run time. Empty: provider default.",
     )
-    phase2_reasoning_effort: Optional[str] = Field(
-        None, pattern=EFFORT_PATTERN,
+    phase2_reasoning_effort: str | None = Field(
+        None,
+        pattern=EFFORT_PATTERN,
         description="Reasoning effort of Phase 2 (off/low/high/max on DeepSeek; low/medium/high on "
         "OpenAI); checked against the model's metadata at run time. Empty: provider default.",
     )
-    phase1_max_tokens: Optional[int] = _m("phase1_max_tokens")
-    phase2_max_tokens: Optional[int] = _m("phase2_max_tokens")
-    timeout_seconds: Optional[float] = _m("timeout_seconds")
-    model_path: Optional[str] = Field(
+    phase1_max_tokens: int | None = _m("phase1_max_tokens")
+    phase2_max_tokens: int | None = _m("phase2_max_tokens")
+    timeout_seconds: float | None = _m("timeout_seconds")
+    model_path: str | None = Field(
         None, description="Local GGUF model file, absolute or ~ (provider 'local'). Empty: $DSH_MEMORY_MODEL_PATH."
     )
-    local_threads: Optional[int] = _m("local_threads")
+    local_threads: int | None = _m("local_threads")
 
     @field_validator("model_path")
     @classmethod
@@ -104,7 +110,7 @@ class ModelRouteBlock(Block):
         return route_from_env(env, **overrides)
 
     @classmethod
-    def from_route(cls, route: ModelRoute, only: set[str] | None = None) -> "ModelRouteBlock":
+    def from_route(cls, route: ModelRoute, only: set[str] | None = None) -> ModelRouteBlock:
         """A block holding `route` (only the fields named in `only`, when given)."""
         values = route_values(route)
         return cls(**{k: v for k, v in values.items() if (only is None or k in only) and v is not None})

@@ -38,15 +38,17 @@ def load_spec(path: Path | None = None) -> list[dict[str, Any]]:
 
 
 def import_entrypoint(entrypoint: str):
-    """`flows/extract.py:extract_flow` → the flow object (imported as a module of this project)."""
+    """`flows/extract.py:extract_flow` → the flow object, imported as `dsh_memory.flows.extract`
+    (the same module in a checkout and in an installed wheel)."""
     file_part, _, attr = entrypoint.partition(":")
     module = file_part.removesuffix(".py").replace("/", ".")
-    return getattr(importlib.import_module(module), attr)
+    return getattr(importlib.import_module(f"dsh_memory.{module}"), attr)
 
 
 def runner_deployments(debounce_seconds: int | None = None) -> list:
     """RunnerDeployments for `prefect.serve`, built from prefect.yaml."""
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
+    from prefect.deployments.runner import EntrypointType
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
 
     out = []
@@ -69,6 +71,8 @@ def runner_deployments(debounce_seconds: int | None = None) -> list:
                 triggers=triggers or None,
                 concurrency_limit=ConcurrencyLimitConfig(**limit) if isinstance(limit, dict) else limit,
                 parameters=spec.get("parameters"),
+                # Runs import `dsh_memory.flows.<name>`: the same module from a checkout or a wheel.
+                entrypoint_type=EntrypointType.MODULE_PATH,
             )
         )
     return out

@@ -8,7 +8,7 @@ apply    : no-op gate → rollout summary file → raw memory block → claim do
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -133,12 +133,18 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
     """Write files for one successful extraction and close its claim. Idempotent per (session, part)."""
     from dsh_memory.store import RawBlock, slugify
 
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     session = decision.session
     ref = decision.ref
     usage = {"input_tokens": output.input_tokens, "output_tokens": output.output_tokens}
-    base = Outcome(session=ref.id, source=ref.source, outcome="noop", part=decision.part,
-                   tokens_in=output.input_tokens, tokens_out=output.output_tokens)
+    base = Outcome(
+        session=ref.id,
+        source=ref.source,
+        outcome="noop",
+        part=decision.part,
+        tokens_in=output.input_tokens,
+        tokens_out=output.output_tokens,
+    )
     if output.is_noop:
         state.finish(ref.id, "noop", session.last_seq, now, usage=usage, model=output.model, provider=output.provider)
         return base
@@ -174,8 +180,17 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
         )
     )
     first_slug = decision.base_slug or final_slug
-    state.finish(ref.id, "done", session.last_seq, now, slug=first_slug, parts_inc=1, usage=usage,
-                 model=output.model, provider=output.provider)
+    state.finish(
+        ref.id,
+        "done",
+        session.last_seq,
+        now,
+        slug=first_slug,
+        parts_inc=1,
+        usage=usage,
+        model=output.model,
+        provider=output.provider,
+    )
     base.outcome = "extracted"
     base.slug = final_slug
     return base

@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
@@ -126,7 +127,9 @@ def _error(exc: BaseException) -> JSONResponse:
     if isinstance(exc, DshMemoryError):
         return JSONResponse({"error": {"type": type(exc).__name__, "message": str(exc)}}, status_code=exc.http_status)
     log.exception("unexpected error in RPC", exc_info=exc)
-    return JSONResponse({"error": {"type": "InternalError", "message": "internal error (see server log)"}}, status_code=500)
+    return JSONResponse(
+        {"error": {"type": "InternalError", "message": "internal error (see server log)"}}, status_code=500
+    )
 
 
 def get_state(settings: Any, state: Any = None) -> dict[str, Any]:

@@ -18,16 +18,22 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 LIMIT_NAME = "dsh-memory-llm"
 RETRY_STATUSES = (423, 503)  # limit busy / SQLite server busy: ask again soon
 
 
 class GlobalLimit:
-    def __init__(self, api_url: str, name: str = LIMIT_NAME, lease_seconds: float = 60.0,
-                 max_wait_seconds: float = 3600.0, poll_seconds: float = 0.05):
+    def __init__(
+        self,
+        api_url: str,
+        name: str = LIMIT_NAME,
+        lease_seconds: float = 60.0,
+        max_wait_seconds: float = 3600.0,
+        poll_seconds: float = 0.05,
+    ):
         import httpx
 
         self.name = name

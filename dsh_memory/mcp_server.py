@@ -8,7 +8,8 @@ errors become tool errors the model can read and act on.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, Literal, TypeVar
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -104,7 +105,9 @@ def build_server(settings: Any = None):
 
     @server.tool(name="memory_search", description=SEARCH_DESC)
     def memory_search(
-        queries: Annotated[list[str], Field(min_length=1, description="One or more queries (keywords, names, phrases)")],
+        queries: Annotated[
+            list[str], Field(min_length=1, description="One or more queries (keywords, names, phrases)")
+        ],
         mode: Annotated[
             Literal["any", "all_on_same_line", "all_within_lines", "ranked"], Field(description="Matching mode")
         ] = "any",
@@ -118,9 +121,17 @@ def build_server(settings: Any = None):
     ) -> SearchResult:
         return _call(
             lambda: rp.search(
-                store, queries, mode=mode, within_lines=within_lines, case_sensitive=case_sensitive,
-                normalized=normalized, context_lines=context_lines, path_prefix=path, cursor=cursor,
-                max_results=max_results, state=state(),
+                store,
+                queries,
+                mode=mode,
+                within_lines=within_lines,
+                case_sensitive=case_sensitive,
+                normalized=normalized,
+                context_lines=context_lines,
+                path_prefix=path,
+                cursor=cursor,
+                max_results=max_results,
+                state=state(),
             )
         )
 
@@ -133,7 +144,9 @@ def build_server(settings: Any = None):
         return {"path": res.path, "status": "saved; merged into memory at the next consolidation"}
 
     @server.resource(
-        SUMMARY_URI, name="memory_summary", mime_type="text/markdown",
+        SUMMARY_URI,
+        name="memory_summary",
+        mime_type="text/markdown",
         description="How to use memory, followed by the memory summary (empty when there is no memory yet)",
     )
     def summary_resource() -> str:

@@ -7,7 +7,7 @@ watermark: a delta is "events with seq > watermark".
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
@@ -60,9 +60,8 @@ class SessionRef(BaseModel):
 
     @property
     def updated_at(self) -> datetime:
-        from datetime import timezone
 
-        return datetime.fromtimestamp(self.mtime_ns / 1e9, tz=timezone.utc)
+        return datetime.fromtimestamp(self.mtime_ns / 1e9, tz=UTC)
 
 
 class Session(BaseModel):

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 Listener = Callable[[str, int, int, str], None]  # (phase, advanced_by, total, label)
 

@@ -26,7 +26,8 @@ places where a secret word occurs instead of a case-insensitive scan of the whol
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MARKER_PREFIX = "[REDACTED:"
 
@@ -55,6 +56,7 @@ _NOT_A_VALUE = (
 )
 _TRAILING_PUNCT = ".,;:)]}>"
 
+
 def _kind_for_name(name: str) -> str:
     name = name.lower()
     if any(name.endswith(k) for k in ("password", "passwd", "pwd", "passphrase")):
@@ -78,7 +80,7 @@ def _keep_group(group: str, kind: str) -> Callable[[re.Match[str]], str]:
     return repl
 
 
-def _c(p: str, flags: int = 0) -> "re.Pattern[str]":
+def _c(p: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(p, flags)
 
 
@@ -87,34 +89,68 @@ def _c(p: str, flags: int = 0) -> "re.Pattern[str]":
 # Order matters: whole blocks first, then specific token shapes, then generic assignments (whose
 # value may already have become a marker, which `_NOT_A_VALUE` skips). The second field names
 # the cheap trigger (see `_triggers`) without which the rule cannot match.
-_RULES: list[tuple[str, "re.Pattern[str]", "Callable[[re.Match[str]], str] | str"]] = [
-    ("pem", _c(_PEM_BEGIN + r"(?:[\s\S]{0,20000}?" + _PEM_END + r"|(?:[ \t]*\r?\n[ \t]*" + _LINENO
-               + r"(?:[A-Za-z0-9+/=]{8,}[ \t]*|[A-Za-z-]+:[^\n]*))*)"), _marker("pem_private_key")),
+_RULES: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str] | str]] = [
+    (
+        "pem",
+        _c(
+            _PEM_BEGIN
+            + r"(?:[\s\S]{0,20000}?"
+            + _PEM_END
+            + r"|(?:[ \t]*\r?\n[ \t]*"
+            + _LINENO
+            + r"(?:[A-Za-z0-9+/=]{8,}[ \t]*|[A-Za-z-]+:[^\n]*))*)"
+        ),
+        _marker("pem_private_key"),
+    ),
     ("pem", _c(r"(?m)^(?:" + _B64LINE + r")+[ \t]*" + _LINENO + _PEM_END), _marker("pem_private_key")),
-    ("aws", _c(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])(?P<mid>[^\n]{0,80}?)"
-               r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), _aws_pair_repl),
+    (
+        "aws",
+        _c(
+            r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])(?P<mid>[^\n]{0,80}?)"
+            r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+        ),
+        _aws_pair_repl,
+    ),
     ("aws", _c(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), _marker("aws_access_key_id")),
     ("jwt", _c(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), _marker("jwt")),
-    ("sk", _c(r"(?<![A-Za-z0-9_-])sk-(?:(?:proj|ant|svcacct|admin)-(?:api\d\d-)?[A-Za-z0-9_-]{20,}"
-              r"|[A-Za-z0-9]{20,}[A-Za-z0-9_-]*)"), _marker("api_key")),
-    ("gh", _c(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
-     _marker("github_token")),
+    (
+        "sk",
+        _c(
+            r"(?<![A-Za-z0-9_-])sk-(?:(?:proj|ant|svcacct|admin)-(?:api\d\d-)?[A-Za-z0-9_-]{20,}"
+            r"|[A-Za-z0-9]{20,}[A-Za-z0-9_-]*)"
+        ),
+        _marker("api_key"),
+    ),
+    (
+        "gh",
+        _c(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+        _marker("github_token"),
+    ),
     ("slack", _c(r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}"), _marker("slack_token")),
-    ("bearer", _c(r"(?P<lead>[Bb](?<![A-Za-z0-9_][Bb])[Ee][Aa][Rr][Ee][Rr][ \t]+)(?P<tok>[A-Za-z0-9._~+/-]{16,}=*)"),
-     _keep_group("tok", "bearer_token")),
-    ("basic", _c(r"(?P<lead>[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn][\"']?\s*[:=]\s*[\"']?[Bb][Aa][Ss][Ii][Cc][ \t]+)"
-                 r"(?P<tok>[A-Za-z0-9+/]{8,}=*)"),
-     _keep_group("tok", "basic_auth")),
-    ("url", _c(r"(?<=://)(?P<user>[^\s/:@\[\]]{1,64}):(?P<tok>[^\s/@\[\]]{3,200})(?=@)"),
-     _keep_group("tok", "password")),
+    (
+        "bearer",
+        _c(r"(?P<lead>[Bb](?<![A-Za-z0-9_][Bb])[Ee][Aa][Rr][Ee][Rr][ \t]+)(?P<tok>[A-Za-z0-9._~+/-]{16,}=*)"),
+        _keep_group("tok", "bearer_token"),
+    ),
+    (
+        "basic",
+        _c(
+            r"(?P<lead>[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn][\"']?\s*[:=]\s*[\"']?[Bb][Aa][Ss][Ii][Cc][ \t]+)"
+            r"(?P<tok>[A-Za-z0-9+/]{8,}=*)"
+        ),
+        _keep_group("tok", "basic_auth"),
+    ),
+    (
+        "url",
+        _c(r"(?<=://)(?P<user>[^\s/:@\[\]]{1,64}):(?P<tok>[^\s/@\[\]]{3,200})(?=@)"),
+        _keep_group("tok", "password"),
+    ),
 ]
 
 _SECRET_KEY_RE = re.compile(r"(?i)(?:" + _SECRET_NAMES + r")$")
 _NOT_A_VALUE_RE = re.compile(_NOT_A_VALUE)
 # After a secret-looking key name: the separator, an optional quote, then the value.
-_ASSIGN_TAIL = re.compile(
-    r"\\?[\"']?[ \t]*(?:=|:(?!//))[ \t]*\\?[\"']?" + _NOT_A_VALUE + r"(?P<value>[^\s\"'`\\]{8,})"
-)
+_ASSIGN_TAIL = re.compile(r"\\?[\"']?[ \t]*(?:=|:(?!//))[ \t]*\\?[\"']?" + _NOT_A_VALUE + r"(?P<value>[^\s\"'`\\]{8,})")
 _ROOTS = re.compile(r"key|token|secret|pass|pwd")  # run on text.lower()
 _ROOTS_ANYCASE = re.compile(r"(?i)key|token|secret|pass|pwd")  # when lower() changes the length
 _WORD_TAIL = re.compile(r"[A-Za-z0-9]*")

@@ -6,9 +6,10 @@ come first; a session log is read only when its file changed since the last look
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
@@ -66,8 +67,20 @@ def plan(
     for ref in refs:
         if only_ids is not None and ref.id not in only_ids:
             continue
-        out.append(_decide(ref, claims.get(ref.id), settings, now, load, backfill, respect_idle,
-                           overrides.get(ref.id), include_exec, max_age))
+        out.append(
+            _decide(
+                ref,
+                claims.get(ref.id),
+                settings,
+                now,
+                load,
+                backfill,
+                respect_idle,
+                overrides.get(ref.id),
+                include_exec,
+                max_age,
+            )
+        )
     return out
 
 
@@ -78,7 +91,9 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
     if not backfill and settings.max_rollout_age_days and now - updated > max_age:
         return Decision(ref, SKIP, f"older than {settings.max_rollout_age_days} days (use --backfill)")
     if respect_idle and _age(now, updated) < settings.idle_seconds:
-        return Decision(ref, SKIP, f"active: last write {int(_age(now, updated))}s ago (< idle {settings.idle_seconds}s)")
+        return Decision(
+            ref, SKIP, f"active: last write {int(_age(now, updated))}s ago (< idle {settings.idle_seconds}s)"
+        )
 
     watermark, part, base_slug = -1, 1, None
     if claim is not None:
@@ -96,7 +111,9 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
                 sess, err = _load(ref, load)
                 if err:
                     return err
-                return Decision(ref, BASELINE, "legacy done claim: baseline the watermark", watermark=sess.last_seq, session=sess)
+                return Decision(
+                    ref, BASELINE, "legacy done claim: baseline the watermark", watermark=sess.last_seq, session=sess
+                )
             if not legacy:
                 if claim.updated_at and updated <= claim.updated_at:
                     return Decision(ref, SKIP, "up to date")
@@ -114,8 +131,12 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
     if err:
         return err
     if sess.meta.get("unknown_version") and override != "include":
-        return Decision(ref, SKIP, f"unknown log format version {sess.format_version} (read best-effort, not extracted)",
-                        session=sess)
+        return Decision(
+            ref,
+            SKIP,
+            f"unknown log format version {sess.format_version} (read best-effort, not extracted)",
+            session=sess,
+        )
     if not sess.is_root:
         return Decision(ref, SKIP, "subagent session (its parent's log covers it)", session=sess)
     if not sess.interactive and not include_exec and override != "include":
@@ -125,9 +146,18 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
     if watermark >= 0:
         new = len(sess.events_after(watermark))
         if new < settings.min_delta_events:
-            return Decision(ref, SKIP, f"grew by {new} events (< {settings.min_delta_events})", watermark=watermark, session=sess)
-        return Decision(ref, EXTRACT, f"grew by {new} events since seq {watermark}", watermark=watermark,
-                        part=part, session=sess, base_slug=base_slug)
+            return Decision(
+                ref, SKIP, f"grew by {new} events (< {settings.min_delta_events})", watermark=watermark, session=sess
+            )
+        return Decision(
+            ref,
+            EXTRACT,
+            f"grew by {new} events since seq {watermark}",
+            watermark=watermark,
+            part=part,
+            session=sess,
+            base_slug=base_slug,
+        )
     reason = "retry after failure" if claim is not None and claim.status == "failed" else "never processed"
     if claim is not None and claim.status == "noop" and (claim.last_seq is None or claim.last_seq < 0):
         reason = "legacy noop claim: one full re-extraction"

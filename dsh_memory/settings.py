@@ -8,8 +8,9 @@ Nothing here reads the environment at import time: call `MemorySettings.from_env
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
@@ -41,12 +42,10 @@ class SourceRoots(BaseModel):
 
     dsh_sessions: Path | None = Field(None, description="DSH sessions folder ($DSH_HOME/sessions)")
     codex_sessions: Path | None = Field(None, description="Codex rollouts ($CODEX_HOME/sessions)")
-    claude_projects: Path | None = Field(
-        None, description="Claude Code transcripts ($CLAUDE_CONFIG_DIR/projects)"
-    )
+    claude_projects: Path | None = Field(None, description="Claude Code transcripts ($CLAUDE_CONFIG_DIR/projects)")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "SourceRoots":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SourceRoots:
         return cls(
             dsh_sessions=dsh_home(env) / "sessions",
             codex_sessions=codex_home(env) / "sessions",
@@ -69,7 +68,9 @@ class MemorySettings(BaseModel):
     min_delta_events: int = Field(8, ge=1, description="New rendered events needed to re-extract a grown session")
     recheck_interval_seconds: int = Field(1800, ge=0, description="Minimum gap between rechecks of a processed session")
     max_rollout_age_days: int = Field(30, ge=0, le=3650, description="Ignore sessions older than this (0 = no limit)")
-    max_unused_days: int = Field(30, ge=0, le=3650, description="Rollout summaries unused this long become forgetting candidates (0 disables)")
+    max_unused_days: int = Field(
+        30, ge=0, le=3650, description="Rollout summaries unused this long become forgetting candidates (0 disables)"
+    )
     transcript_budget_tokens: int = Field(24000, ge=500, description="Token budget of one Phase 1 transcript")
     max_raw_chars: int = Field(120_000, ge=1000, description="Cap on raw memories fed to Phase 2")
     max_memory_md_chars: int = Field(60_000, ge=1000, description="Cap on current MEMORY.md fed to Phase 2")
@@ -77,10 +78,12 @@ class MemorySettings(BaseModel):
     max_index_chars: int = Field(30_000, ge=1000, description="Cap on the rollout-summary index fed to Phase 2")
     max_notes_chars: int = Field(20_000, ge=500, description="Cap on ad hoc notes fed to Phase 2")
     stale_claim_seconds: int = Field(1800, ge=1, description="A running claim older than this recovers as failed")
-    llm_retry_delay_seconds: float = Field(5.0, ge=0, description="Base delay of model-call retries (exponential, jittered)")
+    llm_retry_delay_seconds: float = Field(
+        5.0, ge=0, description="Base delay of model-call retries (exponential, jittered)"
+    )
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "MemorySettings":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> MemorySettings:
         e = _env(env)
         root = e.get("DSH_MEMORY_ROOT") or (dsh_home(e) / "memories")
         values: dict = {"memory_root": Path(root).expanduser(), "roots": SourceRoots.from_env(e)}
@@ -121,7 +124,7 @@ class ModelRoute(BaseModel):
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "ModelRoute":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> ModelRoute:
         e = _env(env)
         values: dict = {}
         if e.get("DSH_MEMORY_BASE_URL"):
@@ -136,8 +139,16 @@ class ModelRoute(BaseModel):
         if e.get("DSH_MEMORY_PROVIDER"):
             values["provider"] = e["DSH_MEMORY_PROVIDER"]
         # The other scalar fields as DSH_MEMORY_<FIELD> (e.g. DSH_MEMORY_PHASE1_MAX_TOKENS).
-        for name in ("phase1_model", "phase2_model", "phase1_reasoning_effort", "phase2_reasoning_effort",
-                     "phase1_max_tokens", "phase2_max_tokens", "timeout_seconds", "local_threads"):
+        for name in (
+            "phase1_model",
+            "phase2_model",
+            "phase1_reasoning_effort",
+            "phase2_reasoning_effort",
+            "phase1_max_tokens",
+            "phase2_max_tokens",
+            "timeout_seconds",
+            "local_threads",
+        ):
             raw = e.get(f"DSH_MEMORY_{name.upper()}")
             if raw not in (None, ""):
                 values[name] = raw

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from dsh_memory.errors import ConfigError
 from dsh_memory.settings import MemorySettings, ModelRoute
@@ -107,7 +108,7 @@ def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 
-    from blocks import MemorySettingsBlock, ModelRouteBlock
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
 
     found: dict[str, Any] = {}
     status: dict[str, str] = {}
@@ -139,7 +140,7 @@ def _validate(cls: Any, data: dict[str, Any]) -> Any:
     """A saved block document as a validated block, or ConfigError that says how to fix it."""
     from pydantic import ValidationError
 
-    from blocks._fields import PREFECT_DATA_KEYS, describe_errors, fix_it
+    from dsh_memory.blocks._fields import PREFECT_DATA_KEYS, describe_errors, fix_it
 
     slug, type_name = cls.get_block_type_slug(), cls.get_block_type_name()
     data = {k: v for k, v in (data or {}).items() if k not in PREFECT_DATA_KEYS}

@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 log = logging.getLogger("dsh_memory.stack")
@@ -29,8 +29,15 @@ def default_prefect_home() -> Path:
 
 
 class Stack:
-    def __init__(self, host: str = "127.0.0.1", port: int = 8765, prefect_port: int = 4200,
-                 prefect_home: Path | None = None, boot_catch_up: bool = True, echo=print):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        prefect_port: int = 4200,
+        prefect_home: Path | None = None,
+        boot_catch_up: bool = True,
+        echo=print,
+    ):
         self.host, self.port, self.prefect_port = host, port, prefect_port
         self.prefect_home = prefect_home or default_prefect_home()
         self.boot_catch_up = boot_catch_up
@@ -78,8 +85,10 @@ class Stack:
             if self.http.started:
                 break
             time.sleep(0.05)
-        self.echo(f"memory API: http://{self.host}:{self.port}/dsh-memory/rpc  MCP: http://{self.host}:{self.port}/mcp"
-                  f"  turn-end hook: http://{self.host}:{self.port}/hooks/turn-end")
+        self.echo(
+            f"memory API: http://{self.host}:{self.port}/dsh-memory/rpc  MCP: http://{self.host}:{self.port}/mcp"
+            f"  turn-end hook: http://{self.host}:{self.port}/hooks/turn-end"
+        )
 
     # -- 3. boot catch-up ------------------------------------------------------------------
     def schedule_boot_catch_up(self, settings) -> None:
@@ -89,7 +98,7 @@ class Stack:
 
             meta = StateStore(settings.memory_root).get_meta()
             last = meta.last_phase1_at
-            if last and (datetime.now(timezone.utc) - last).total_seconds() < BOOT_THROTTLE_SECONDS:
+            if last and (datetime.now(UTC) - last).total_seconds() < BOOT_THROTTLE_SECONDS:
                 self.echo("boot catch-up skipped: Phase 1 ran less than a minute ago")
                 return
             from prefect.deployments import run_deployment
@@ -121,8 +130,11 @@ class Stack:
             from prefect import serve
 
             deployments = runner_deployments(debounce_seconds=settings.debounce_seconds)
-            self.echo(f"serving {len(deployments)} deployments: " + ", ".join(d.name for d in deployments)
-                      + f" (turn-end debounce {settings.debounce_seconds}s). Ctrl-C stops everything.")
+            self.echo(
+                f"serving {len(deployments)} deployments: "
+                + ", ".join(d.name for d in deployments)
+                + f" (turn-end debounce {settings.debounce_seconds}s). Ctrl-C stops everything."
+            )
             serve(*deployments, print_starting_message=False)
         except KeyboardInterrupt:
             self.echo("stopping …")

@@ -15,11 +15,11 @@ import os
 import random
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Callable, Iterator
 
 from dsh_memory.errors import ConfigError
 
@@ -84,7 +84,7 @@ def _utc(dt: datetime) -> datetime:
         raise TypeError(f"expected a datetime, got {type(dt).__name__}")
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise ValueError("naive datetime: pass a timezone-aware UTC datetime")
-    return dt.astimezone(timezone.utc)
+    return dt.astimezone(UTC)
 
 
 def _ts(dt: datetime | None) -> str | None:
@@ -95,7 +95,7 @@ def _dt(s: str | None) -> datetime | None:
     if not s:
         return None
     d = datetime.fromisoformat(s)
-    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d.astimezone(timezone.utc)
+    return d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC)
 
 
 def _clean_error(error: object) -> str:
@@ -176,14 +176,25 @@ class Claim:
         return self.last_seq >= 0
 
     @classmethod
-    def from_row(cls, r: sqlite3.Row) -> "Claim":
+    def from_row(cls, r: sqlite3.Row) -> Claim:
         return cls(
-            session_id=r["session_id"], status=r["status"], attempts=r["attempts"],
-            next_retry_at=_dt(r["next_retry_at"]), last_seq=r["last_seq"], parts=r["parts"],
-            updated_at=_dt(r["updated_at"]), started_at=_dt(r["started_at"]),
-            last_checked_at=_dt(r["last_checked_at"]), error=r["error"], slug=r["slug"],
-            source=r["source"], path=r["path"], input_tokens=r["input_tokens"],
-            output_tokens=r["output_tokens"], model=r["model"], provider=r["provider"],
+            session_id=r["session_id"],
+            status=r["status"],
+            attempts=r["attempts"],
+            next_retry_at=_dt(r["next_retry_at"]),
+            last_seq=r["last_seq"],
+            parts=r["parts"],
+            updated_at=_dt(r["updated_at"]),
+            started_at=_dt(r["started_at"]),
+            last_checked_at=_dt(r["last_checked_at"]),
+            error=r["error"],
+            slug=r["slug"],
+            source=r["source"],
+            path=r["path"],
+            input_tokens=r["input_tokens"],
+            output_tokens=r["output_tokens"],
+            model=r["model"],
+            provider=r["provider"],
             parked=bool(r["parked"]),
         )
 
@@ -259,8 +270,14 @@ class StateStore:
         row = conn.execute("SELECT * FROM claims WHERE session_id = ?", (session_id,)).fetchone()
         return None if row is None else Claim.from_row(row)
 
-    def try_start(self, session_id: str, now: datetime, stale_after_s: float = 1800,
-                  source: str | None = None, path: str | None = None) -> bool:
+    def try_start(
+        self,
+        session_id: str,
+        now: datetime,
+        stale_after_s: float = 1800,
+        source: str | None = None,
+        path: str | None = None,
+    ) -> bool:
         """Mark running unless a fresh running claim exists. Keeps last_seq/parts/attempts."""
         ts = _ts(now)
         with self._tx() as conn:
@@ -271,17 +288,31 @@ class StateStore:
             if c is None:
                 conn.execute(
                     "INSERT INTO claims (session_id, status, updated_at, started_at, source, path)"
-                    " VALUES (?, 'running', ?, ?, ?, ?)", (session_id, ts, ts, source, path))
+                    " VALUES (?, 'running', ?, ?, ?, ?)",
+                    (session_id, ts, ts, source, path),
+                )
             else:
                 conn.execute(
                     "UPDATE claims SET status='running', updated_at=?, started_at=?,"
                     " source=COALESCE(?, source), path=COALESCE(?, path) WHERE session_id=?",
-                    (ts, ts, source, path, session_id))
+                    (ts, ts, source, path, session_id),
+                )
             return True
 
-    def finish(self, session_id: str, status: str, last_seq: int, now: datetime, slug: str | None = None,
-               parts_inc: int = 0, usage: dict | None = None, model: str = "", provider: str = "",
-               source: str | None = None, path: str | None = None) -> Claim:
+    def finish(
+        self,
+        session_id: str,
+        status: str,
+        last_seq: int,
+        now: datetime,
+        slug: str | None = None,
+        parts_inc: int = 0,
+        usage: dict | None = None,
+        model: str = "",
+        provider: str = "",
+        source: str | None = None,
+        path: str | None = None,
+    ) -> Claim:
         """done|noop: reset attempts/backoff/error, set the watermark, add token usage (totals).
         'done' also sets pending_consolidation in the same transaction."""
         if status not in ("done", "noop"):
@@ -292,21 +323,40 @@ class StateStore:
         with self._tx() as conn:
             conn.execute(
                 "INSERT INTO claims (session_id, status, updated_at) VALUES (?, ?, ?)"
-                " ON CONFLICT(session_id) DO NOTHING", (session_id, status, ts))
+                " ON CONFLICT(session_id) DO NOTHING",
+                (session_id, status, ts),
+            )
             conn.execute(
                 "UPDATE claims SET status=?, attempts=0, next_retry_at=NULL, parked=0, error=NULL,"
                 " last_seq=?, parts=parts+?, updated_at=?, last_checked_at=?, slug=COALESCE(?, slug),"
                 " input_tokens=input_tokens+?, output_tokens=output_tokens+?,"
                 " model=CASE WHEN ?='' THEN model ELSE ? END, provider=CASE WHEN ?='' THEN provider ELSE ? END,"
                 " source=COALESCE(?, source), path=COALESCE(?, path) WHERE session_id=?",
-                (status, int(last_seq), int(parts_inc), ts, ts, slug, it, ot, model, model, provider,
-                 provider, source, path, session_id))
+                (
+                    status,
+                    int(last_seq),
+                    int(parts_inc),
+                    ts,
+                    ts,
+                    slug,
+                    it,
+                    ot,
+                    model,
+                    model,
+                    provider,
+                    provider,
+                    source,
+                    path,
+                    session_id,
+                ),
+            )
             if status == "done":
                 conn.execute("UPDATE pipeline SET pending_consolidation=1 WHERE id=1")
             return self._get(conn, session_id)
 
-    def fail(self, session_id: str, error: object, now: datetime, retry_base_s: float, retry_limit: int,
-             jitter: float = 0.1) -> Claim:
+    def fail(
+        self, session_id: str, error: object, now: datetime, retry_base_s: float, retry_limit: int, jitter: float = 0.1
+    ) -> Claim:
         """attempts+1; next retry at now + base * 2**(attempts-1) * (1 + U[0, jitter));
         parked (no next retry) once attempts >= retry_limit."""
         ts = _ts(now)
@@ -318,11 +368,14 @@ class StateStore:
             nxt = None if parked else _ts(_utc(now) + timedelta(seconds=delay))
             conn.execute(
                 "INSERT INTO claims (session_id, status, updated_at) VALUES (?, 'failed', ?)"
-                " ON CONFLICT(session_id) DO NOTHING", (session_id, ts))
+                " ON CONFLICT(session_id) DO NOTHING",
+                (session_id, ts),
+            )
             conn.execute(
                 "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
                 " updated_at=? WHERE session_id=?",
-                (attempts, nxt, int(parked), _clean_error(error), ts, session_id))
+                (attempts, nxt, int(parked), _clean_error(error), ts, session_id),
+            )
             return self._get(conn, session_id)
 
     def touch_checked(self, session_id: str, now: datetime) -> None:
@@ -344,7 +397,8 @@ class StateStore:
                 conn.execute(
                     "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
                     " updated_at=? WHERE session_id=?",
-                    (attempts, None if parked else _ts(now), int(parked), STALE_ERROR, _ts(now), c.session_id))
+                    (attempts, None if parked else _ts(now), int(parked), STALE_ERROR, _ts(now), c.session_id),
+                )
                 recovered.append(c.session_id)
         return recovered
 
@@ -359,18 +413,25 @@ class StateStore:
         with self._tx() as conn:
             conn.execute(
                 "INSERT INTO claims (session_id, status, updated_at) VALUES (?, 'done', ?)"
-                " ON CONFLICT(session_id) DO NOTHING", (session_id, ts))
-            conn.execute("UPDATE claims SET last_seq=?, last_checked_at=?, updated_at=? WHERE session_id=?",
-                         (int(last_seq), ts, ts, session_id))
+                " ON CONFLICT(session_id) DO NOTHING",
+                (session_id, ts),
+            )
+            conn.execute(
+                "UPDATE claims SET last_seq=?, last_checked_at=?, updated_at=? WHERE session_id=?",
+                (int(last_seq), ts, ts, session_id),
+            )
             return self._get(conn, session_id)
 
     # -- pipeline globals -------------------------------------------------------------------
     def get_meta(self) -> PipelineMeta:
         r = self._conn().execute("SELECT * FROM pipeline WHERE id=1").fetchone()
         return PipelineMeta(
-            last_phase1_at=_dt(r["last_phase1_at"]), last_phase2_at=_dt(r["last_phase2_at"]),
-            phase2_error=r["phase2_error"], phase2_failures=r["phase2_failures"],
-            pending_consolidation=bool(r["pending_consolidation"]), last_phase2_outcome=r["last_phase2_outcome"],
+            last_phase1_at=_dt(r["last_phase1_at"]),
+            last_phase2_at=_dt(r["last_phase2_at"]),
+            phase2_error=r["phase2_error"],
+            phase2_failures=r["phase2_failures"],
+            pending_consolidation=bool(r["pending_consolidation"]),
+            last_phase2_outcome=r["last_phase2_outcome"],
         )
 
     def _set_meta(self, sql: str, params: tuple) -> None:
@@ -384,14 +445,17 @@ class StateStore:
         self._set_meta("pending_consolidation=?", (int(bool(pending)),))
 
     def record_phase2_success(self, now: datetime, outcome: str = "consolidated") -> None:
-        self._set_meta("last_phase2_at=?, phase2_error=NULL, phase2_failures=0, pending_consolidation=0,"
-                       " last_phase2_outcome=?", (_ts(now), outcome))
+        self._set_meta(
+            "last_phase2_at=?, phase2_error=NULL, phase2_failures=0, pending_consolidation=0, last_phase2_outcome=?",
+            (_ts(now), outcome),
+        )
 
     def record_phase2_failure(self, error: object, now: datetime) -> None:
         """Consecutive failures +1; pending is kept; last_phase2_at (the last success) is kept."""
         _utc(now)
-        self._set_meta("phase2_error=?, phase2_failures=phase2_failures+1, last_phase2_outcome='error'",
-                       (_clean_error(error),))
+        self._set_meta(
+            "phase2_error=?, phase2_failures=phase2_failures+1, last_phase2_outcome='error'", (_clean_error(error),)
+        )
 
     def record_phase2_outcome(self, outcome: str) -> None:
         """E.g. 'skipped: cooldown'. Changes nothing else."""
@@ -405,8 +469,11 @@ class StateStore:
             if value is None:
                 conn.execute("DELETE FROM overrides WHERE session_id=?", (session_id,))
             else:
-                conn.execute("INSERT INTO overrides (session_id, value) VALUES (?, ?)"
-                             " ON CONFLICT(session_id) DO UPDATE SET value=excluded.value", (session_id, value))
+                conn.execute(
+                    "INSERT INTO overrides (session_id, value) VALUES (?, ?)"
+                    " ON CONFLICT(session_id) DO UPDATE SET value=excluded.value",
+                    (session_id, value),
+                )
 
     def overrides(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self._conn().execute("SELECT session_id, value FROM overrides")}
@@ -414,16 +481,22 @@ class StateStore:
     # -- usage (forgetting input) and retired summaries -------------------------------------
     def record_usage(self, path_key: str, now: datetime) -> None:
         with self._tx() as conn:
-            conn.execute("INSERT INTO usage (path_key, count, last_at) VALUES (?, 1, ?) ON CONFLICT(path_key)"
-                         " DO UPDATE SET count=count+1, last_at=MAX(last_at, excluded.last_at)", (path_key, _ts(now)))
+            conn.execute(
+                "INSERT INTO usage (path_key, count, last_at) VALUES (?, 1, ?) ON CONFLICT(path_key)"
+                " DO UPDATE SET count=count+1, last_at=MAX(last_at, excluded.last_at)",
+                (path_key, _ts(now)),
+            )
 
     def usage(self) -> dict[str, tuple[int, datetime]]:
         return {r[0]: (r[1], _dt(r[2])) for r in self._conn().execute("SELECT path_key, count, last_at FROM usage")}
 
     def mark_retired(self, slug: str, now: datetime) -> None:
         with self._tx() as conn:
-            conn.execute("INSERT INTO retired (slug, retired_at) VALUES (?, ?)"
-                         " ON CONFLICT(slug) DO UPDATE SET retired_at=excluded.retired_at", (slug, _ts(now)))
+            conn.execute(
+                "INSERT INTO retired (slug, retired_at) VALUES (?, ?)"
+                " ON CONFLICT(slug) DO UPDATE SET retired_at=excluded.retired_at",
+                (slug, _ts(now)),
+            )
 
     def unmark_retired(self, slug: str) -> None:
         with self._tx() as conn:

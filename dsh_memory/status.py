@@ -6,7 +6,7 @@ ended, how many sessions are processed / noop / failed / parked, and the next sc
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.settings import MemorySettings
@@ -18,11 +18,17 @@ def local_status(settings: MemorySettings, now: datetime | None = None) -> dict[
     from dsh_memory.locks import is_running
     from dsh_memory.state import StateStore
 
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     root = settings.memory_root
     if not (root / ".state" / "state.sqlite3").exists():
-        return {"memory_root": str(root), "initialized": False, "counts": {}, "phase1_running": False,
-                "phase2_running": is_running(root, "phase2"), "pending_consolidation": False}
+        return {
+            "memory_root": str(root),
+            "initialized": False,
+            "counts": {},
+            "phase1_running": False,
+            "phase2_running": is_running(root, "phase2"),
+            "pending_consolidation": False,
+        }
     state = StateStore(root)
     claims = state.claims()
     counts: dict[str, int] = {"done": 0, "noop": 0, "failed": 0, "parked": 0, "running": 0}
@@ -34,11 +40,21 @@ def local_status(settings: MemorySettings, now: datetime | None = None) -> dict[
         tokens_in += c.input_tokens or 0
         tokens_out += c.output_tokens or 0
         if c.status == "failed":
-            failures.append({"session": c.session_id, "attempts": c.attempts, "parked": c.parked,
-                             "next_retry_at": c.next_retry_at, "error": (c.error or "")[:200]})
+            failures.append(
+                {
+                    "session": c.session_id,
+                    "attempts": c.attempts,
+                    "parked": c.parked,
+                    "next_retry_at": c.next_retry_at,
+                    "error": (c.error or "")[:200],
+                }
+            )
     running_claims = [
-        c.session_id for c in claims.values()
-        if c.status == "running" and c.started_at and (now - c.started_at).total_seconds() < settings.stale_claim_seconds
+        c.session_id
+        for c in claims.values()
+        if c.status == "running"
+        and c.started_at
+        and (now - c.started_at).total_seconds() < settings.stale_claim_seconds
     ]
     meta = state.get_meta()
     models = sorted({f"{c.provider}/{c.model}" for c in claims.values() if c.model})
@@ -71,7 +87,11 @@ def server_status(limit: int = 10) -> dict[str, Any]:
     try:
         return _query_server(url, limit)
     except Exception as exc:
-        return {"available": False, "api_url": url, "reason": f"Prefect server unreachable: {type(exc).__name__}: {exc}"[:300]}
+        return {
+            "available": False,
+            "api_url": url,
+            "reason": f"Prefect server unreachable: {type(exc).__name__}: {exc}"[:300],
+        }
 
 
 def _query_server(url: str, limit: int) -> dict[str, Any]:
@@ -109,11 +129,16 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
             return client.read_flow_runs(
                 flow_filter=flow_filter,
                 flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=states))),
-                sort=sort, limit=n)
+                sort=sort,
+                limit=n,
+            )
 
         active = runs([StateType.RUNNING, StateType.PENDING], FlowRunSort.START_TIME_DESC, 50)
-        finished = runs([StateType.COMPLETED, StateType.FAILED, StateType.CRASHED, StateType.CANCELLED],
-                        FlowRunSort.END_TIME_DESC, limit)
+        finished = runs(
+            [StateType.COMPLETED, StateType.FAILED, StateType.CRASHED, StateType.CANCELLED],
+            FlowRunSort.END_TIME_DESC,
+            limit,
+        )
         scheduled = runs([StateType.SCHEDULED], FlowRunSort.EXPECTED_START_TIME_ASC, limit)
     return {
         "available": True,

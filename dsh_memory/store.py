@@ -17,10 +17,10 @@ import os
 import re
 import stat
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
 from dsh_memory.store_format import (  # re-exported: import these from dsh_memory.store
@@ -48,11 +48,22 @@ from dsh_memory.store_format import (  # re-exported: import these from dsh_memo
 )
 
 __all__ = [
-    "MemoryStore", "MemoryFileNotFound", "RawBlock", "RolloutSummaryInfo", "slugify", "parse_raw_blocks", "serialize_raw_block",
-    "parse_front_matter", "render_front_matter", "PROVENANCE_KEYS", "SLUG_RE", "SLUG_MAX", "STATE_DIRNAME",
-    "RAW_TITLE", "RAW_ARCHIVE_TITLE",
+    "MemoryStore",
+    "MemoryFileNotFound",
+    "RawBlock",
+    "RolloutSummaryInfo",
+    "slugify",
+    "parse_raw_blocks",
+    "serialize_raw_block",
+    "parse_front_matter",
+    "render_front_matter",
+    "PROVENANCE_KEYS",
+    "SLUG_RE",
+    "SLUG_MAX",
+    "STATE_DIRNAME",
+    "RAW_TITLE",
+    "RAW_ARCHIVE_TITLE",
 ]
-
 
 
 class MemoryFileNotFound(NotFoundError, FileNotFoundError):
@@ -81,8 +92,14 @@ class MemoryStore:
     state_dir = property(lambda self: self._root / STATE_DIRNAME)
 
     def ensure_layout(self) -> None:
-        for d in (self.root, self.rollout_dir, self.retired_dir, self.skills_dir, self.notes_dir,
-                  self.notes_archive_dir):
+        for d in (
+            self.root,
+            self.rollout_dir,
+            self.retired_dir,
+            self.skills_dir,
+            self.notes_dir,
+            self.notes_archive_dir,
+        ):
             d.mkdir(parents=True, exist_ok=True)
         self.state_dir.mkdir(mode=0o700, exist_ok=True)
 
@@ -172,9 +189,13 @@ class MemoryStore:
         """Append one block (redacted). An existing block with the same id is replaced in place,
         so a retried extraction never duplicates. Returns the block id."""
         clean = RawBlock(
-            id="", session_id=str(block.session_id), slug=slugify(block.slug) if block.slug else "",
-            source=str(block.source), cwd=None if block.cwd is None else _redact(_clean_text(str(block.cwd))),
-            updated_at=str(block.updated_at), body=_redact(_clean_text(block.body)),
+            id="",
+            session_id=str(block.session_id),
+            slug=slugify(block.slug) if block.slug else "",
+            source=str(block.source),
+            cwd=None if block.cwd is None else _redact(_clean_text(str(block.cwd))),
+            updated_at=str(block.updated_at),
+            body=_redact(_clean_text(block.body)),
         )
         clean.id = str(block.id) if block.id else RawBlock.make_id(clean.session_id, clean.slug, clean.body)
         with self.lock("raw"):
@@ -267,8 +288,10 @@ class MemoryStore:
                 continue
             with open(entry.path, encoding="utf-8", errors="replace", newline="") as f:
                 fields, _ = parse_front_matter(f.read(8192))
-            mtime = datetime.fromtimestamp(entry.stat(follow_symlinks=False).st_mtime, tz=timezone.utc)
-            out.append(RolloutSummaryInfo(slug=name[:-3], rel=f"rollout_summaries/{name}", provenance=fields, mtime=mtime))
+            mtime = datetime.fromtimestamp(entry.stat(follow_symlinks=False).st_mtime, tz=UTC)
+            out.append(
+                RolloutSummaryInfo(slug=name[:-3], rel=f"rollout_summaries/{name}", provenance=fields, mtime=mtime)
+            )
         return out
 
     @staticmethod
@@ -298,14 +321,17 @@ class MemoryStore:
     def retired_slugs(self) -> list[str]:
         if not self.retired_dir.is_dir():
             return []
-        return sorted(p.name[:-3] for p in self.retired_dir.iterdir()
-                      if p.name.endswith(".md") and p.is_file() and not p.is_symlink())
+        return sorted(
+            p.name[:-3]
+            for p in self.retired_dir.iterdir()
+            if p.name.endswith(".md") and p.is_file() and not p.is_symlink()
+        )
 
     # -- ad hoc notes -----------------------------------------------------------------------
     def add_note(self, text: str, title: str | None = None, now: datetime | None = None) -> str:
         if not isinstance(text, str) or not text.strip():
             raise UserInputError("a note needs some text")
-        now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        now = (now or datetime.now(UTC)).astimezone(UTC)
         first = title or next((ln for ln in text.splitlines() if ln.strip()), "note")
         stem = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{slugify(first)[:48].rstrip('-') or 'note'}"
         fields = {"created_at": now.isoformat(), "title": _redact(_clean_text(title)) if title else None}
@@ -321,8 +347,11 @@ class MemoryStore:
         d = self.notes_dir
         if not d.is_dir() or d.is_symlink():
             return []
-        return sorted(f"extensions/ad_hoc/notes/{p.name}" for p in d.iterdir()
-                      if p.name.endswith(".md") and not p.name.startswith(".") and p.is_file() and not p.is_symlink())
+        return sorted(
+            f"extensions/ad_hoc/notes/{p.name}"
+            for p in d.iterdir()
+            if p.name.endswith(".md") and not p.name.startswith(".") and p.is_file() and not p.is_symlink()
+        )
 
     def archive_notes(self, rels: list[str]) -> int:
         """Move consumed notes into extensions/ad_hoc/archive/ (never overwriting). Returns count."""

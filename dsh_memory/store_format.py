@@ -33,7 +33,6 @@ _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./:@+~,-][A-Za-z0-9_./:@+~, -]*[A-Za-z0-9
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-
 def _redact(text: str) -> str:
     from dsh_memory.redact import redact  # lazy: written by another module, fail closed if absent
 
@@ -169,8 +168,13 @@ def _marker_json(meta: dict) -> str:
 def serialize_raw_block(b: RawBlock) -> str:
     heading = re.sub(r"[\x00-\x1f\x7f]", " ", f"{b.slug} · {b.session_id}")[:200]
     meta = {
-        "id": b.id, "session_id": b.session_id, "slug": b.slug, "source": b.source, "cwd": b.cwd,
-        "updated_at": b.updated_at, "len": len(b.body),
+        "id": b.id,
+        "session_id": b.session_id,
+        "slug": b.slug,
+        "source": b.source,
+        "cwd": b.cwd,
+        "updated_at": b.updated_at,
+        "len": len(b.body),
         "sha": hashlib.sha256(b.body.encode("utf-8")).hexdigest()[:16],
     }
     return f"\n## {heading}\n<!-- dsh-memory:raw {_marker_json(meta)} -->\n{b.body}\n"
@@ -207,9 +211,13 @@ def parse_raw_blocks(text: str) -> list[RawBlock]:
             pos = end
         blocks.append(
             RawBlock(
-                id=str(meta.get("id") or ""), session_id=str(meta.get("session_id") or ""),
-                slug=str(meta.get("slug") or ""), source=str(meta.get("source") or ""),
-                cwd=meta.get("cwd"), updated_at=str(meta.get("updated_at") or ""), body=body,
+                id=str(meta.get("id") or ""),
+                session_id=str(meta.get("session_id") or ""),
+                slug=str(meta.get("slug") or ""),
+                source=str(meta.get("source") or ""),
+                cwd=meta.get("cwd"),
+                updated_at=str(meta.get("updated_at") or ""),
+                body=body,
             )
         )
     return blocks

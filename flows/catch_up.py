@@ -6,10 +6,9 @@ Writes:   everything Phase 1 and Phase 2 write (see flows/extract.py, flows/cons
 
 from __future__ import annotations
 
+from dsh_memory.flows.consolidate import consolidate_flow
+from dsh_memory.flows.extract import extract_flow
 from prefect import flow, get_run_logger
-
-from flows.consolidate import consolidate_flow
-from flows.extract import extract_flow
 
 
 @flow(name="catch-up")

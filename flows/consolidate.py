@@ -19,9 +19,10 @@ Failures: raw memories and notes stay, `phase2_error` is recorded, the pending f
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
+from dsh_memory.tasks.consolidate import apply_consolidation, call_consolidation_model, check_gate, gather_inputs
 from prefect import flow, get_run_logger
 
 from dsh_memory.budgets import output_tokens, phase2_settings
@@ -34,7 +35,6 @@ from dsh_memory.prompts.phase2 import PROMPT_VERSION
 from dsh_memory.redact import redact
 from dsh_memory.settings import MemorySettings, ModelRoute
 from dsh_memory.state import StateStore
-from tasks.consolidate import apply_consolidation, call_consolidation_model, check_gate, gather_inputs
 
 MAX_TOKENS_CAP = 131072
 LOCK_NAME = "phase2"
@@ -61,11 +61,20 @@ def consolidate_flow(force: bool = False, memory_root: str | None = None) -> dic
     log = get_run_logger()
     started = time.monotonic()
     settings, route = load_settings(memory_root)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     summary: dict = {
-        "outcome": None, "reason": "", "error": None, "force": force, "mode": None,
-        "memory_root": str(settings.memory_root), "prompt_version": PROMPT_VERSION,
-        "gate": None, "inputs": None, "model": None, "changes": None, "flow_run_id": _flow_run_id(),
+        "outcome": None,
+        "reason": "",
+        "error": None,
+        "force": force,
+        "mode": None,
+        "memory_root": str(settings.memory_root),
+        "prompt_version": PROMPT_VERSION,
+        "gate": None,
+        "inputs": None,
+        "model": None,
+        "changes": None,
+        "flow_run_id": _flow_run_id(),
     }
     model_output = ""
     try:
@@ -98,9 +107,20 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
         return ""
     opts = phase_options(route, "phase2")
     settings = phase2_settings(settings, llm)  # a local model's context is small: caps shrink to fit
-    model: dict = {"provider": llm.provider, "model": llm.model, "reasoning_effort_requested": opts["reasoning_effort"],
-                   "reasoning_effort": "", "max_tokens_tried": [], "input_tokens": 0, "output_tokens": 0,
-                   "finish_reason": None, "notes": [], "output_source": None, "dropped": [], "parse_errors": []}
+    model: dict = {
+        "provider": llm.provider,
+        "model": llm.model,
+        "reasoning_effort_requested": opts["reasoning_effort"],
+        "reasoning_effort": "",
+        "max_tokens_tried": [],
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "finish_reason": None,
+        "notes": [],
+        "output_source": None,
+        "dropped": [],
+        "parse_errors": [],
+    }
     summary["model"] = model
     outputs: list[str] = []
     try:
@@ -117,8 +137,12 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
             model["max_tokens_tried"].append(max_tokens)
             reply = call_consolidation_model(llm, messages, max_tokens, opts["reasoning_effort"])
             outputs.append(reply.shown_output())
-            model.update(provider=reply.provider or llm.provider, model=reply.model or llm.model,
-                         reasoning_effort=reply.reasoning_effort, finish_reason=reply.finish_reason)
+            model.update(
+                provider=reply.provider or llm.provider,
+                model=reply.model or llm.model,
+                reasoning_effort=reply.reasoning_effort,
+                finish_reason=reply.finish_reason,
+            )
             model["input_tokens"] += reply.input_tokens
             model["output_tokens"] += reply.output_tokens
             model["notes"] += [n for n in reply.notes if n not in model["notes"]]
@@ -138,7 +162,7 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
         summary.update(outcome="error", error=redact(error)[:2000])
         state = StateStore(settings.memory_root)
         try:
-            state.record_phase2_failure(error, datetime.now(timezone.utc))
+            state.record_phase2_failure(error, datetime.now(UTC))
         finally:
             state.close()
     return "\n\n---- next attempt ----\n\n".join(outputs)

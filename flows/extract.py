@@ -9,8 +9,11 @@ Writes:   <memory root>/rollout_summaries/<slug>.md, raw_memories.md (appended),
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from dsh_memory.tasks.discover import discover_sessions
+from dsh_memory.tasks.extract import extract_session, llm_extract
+from dsh_memory.tasks.select import plan_extractions
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -19,13 +22,10 @@ from dsh_memory import cancel
 from dsh_memory.budgets import output_tokens, phase1_budget
 from dsh_memory.errors import NoModelRouteError
 from dsh_memory.extraction import Outcome
+from dsh_memory.llm_limit import open_limit
 from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
 from dsh_memory.settings_loader import load_settings
 from dsh_memory.state import StateStore
-from tasks.discover import discover_sessions
-from dsh_memory.llm_limit import open_limit
-from tasks.extract import extract_session, llm_extract
-from tasks.select import plan_extractions
 
 
 def _model_for(route):
@@ -45,7 +45,7 @@ def extract_flow(
     log = get_run_logger()
     settings, route = load_settings()
     state = StateStore(settings.memory_root)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
 
     refs = discover_sessions(settings)
     decisions = plan_extractions(refs, settings, now, session_ids, backfill, respect_idle)
@@ -94,18 +94,27 @@ def extract_flow(
             retry_delay_seconds=exponential_backoff(backoff_factor=settings.llm_retry_delay_seconds),
         )
         runner = ThreadPoolTaskRunner(max_workers=settings.concurrency)
-        log.info("extracting %d sessions with %s/%s (concurrency %d)", len(todo), llm.provider, llm.model,
-                 settings.concurrency)
+        log.info(
+            "extracting %d sessions with %s/%s (concurrency %d)",
+            len(todo),
+            llm.provider,
+            llm.model,
+            settings.concurrency,
+        )
         with runner:
             futures = [
                 runner.submit(
                     extract_session,
                     parameters=dict(
-                        decision=d, llm=llm, settings=settings,
+                        decision=d,
+                        llm=llm,
+                        settings=settings,
                         max_tokens=output_tokens(llm, "phase1", opts["max_tokens"]),
                         reasoning_effort=opts["reasoning_effort"],
                         budget_tokens=phase1_budget(settings, llm),
-                        progress_total=len(todo), global_limit=global_limit, llm_task=cached_llm,
+                        progress_total=len(todo),
+                        global_limit=global_limit,
+                        llm_task=cached_llm,
                     ),
                 )
                 for d in todo
@@ -139,8 +148,18 @@ def _counts(summary: dict) -> dict[str, int]:
 
 
 def _publish(summary: dict) -> None:
-    rows = summary["outcomes"] or [{"session": "-", "source": "-", "outcome": "nothing to extract", "part": 0,
-                                    "slug": "", "tokens_in": 0, "tokens_out": 0, "error": summary.get("error", "")}]
+    rows = summary["outcomes"] or [
+        {
+            "session": "-",
+            "source": "-",
+            "outcome": "nothing to extract",
+            "part": 0,
+            "slug": "",
+            "tokens_in": 0,
+            "tokens_out": 0,
+            "error": summary.get("error", ""),
+        }
+    ]
     create_table_artifact(
         key="phase1-batch",
         table=rows,

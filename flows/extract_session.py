@@ -8,9 +8,8 @@ Writes: what flows/extract.py writes; starts the `consolidate` deployment when p
 
 from __future__ import annotations
 
+from dsh_memory.flows.extract import extract_flow
 from prefect import flow, get_run_logger
-
-from flows.extract import extract_flow
 
 RESOURCE_PREFIX = "dsh.session."
 
@@ -18,7 +17,7 @@ RESOURCE_PREFIX = "dsh.session."
 def session_id_from(resource: str) -> str:
     """`dsh.session.<id>` (the event resource) or a bare id → the id."""
     resource = (resource or "").strip()
-    return resource[len(RESOURCE_PREFIX):] if resource.startswith(RESOURCE_PREFIX) else resource
+    return resource[len(RESOURCE_PREFIX) :] if resource.startswith(RESOURCE_PREFIX) else resource
 
 
 @flow(name="extract-session")

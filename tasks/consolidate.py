@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from dsh_memory.tasks._policy import transient_only
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -29,15 +30,19 @@ from dsh_memory.redact import redact
 from dsh_memory.settings import MemorySettings
 from dsh_memory.state import StateStore
 from dsh_memory.store import MemoryStore
-from tasks._policy import transient_only
+
 
 @task(name="phase2-check-gate", cache_policy=NO_CACHE)
 def check_gate(settings: MemorySettings, now: datetime, force: bool) -> gate_mod.GateDecision:
     store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
     try:
         return gate_mod.decide(
-            state.get_meta(), notes=len(store.list_notes()), raw_blocks=len(store.read_raw_blocks()), now=now,
-            cooldown_seconds=settings.phase2_cooldown_seconds, force=force,
+            state.get_meta(),
+            notes=len(store.list_notes()),
+            raw_blocks=len(store.read_raw_blocks()),
+            now=now,
+            cooldown_seconds=settings.phase2_cooldown_seconds,
+            force=force,
         )
     finally:
         state.close()
@@ -53,8 +58,17 @@ def gather_inputs(settings: MemorySettings, now: datetime) -> inputs_mod.Phase2I
     c = inputs.counts()
     get_run_logger().info(
         "mode %s: %d/%d raw blocks, %d/%d notes, %d/%d summaries (%d forgetting candidates), %d skills, "
-        "%d input chars%s", inputs.mode, c["raw_blocks"], c["raw_blocks_total"], c["notes"], c["notes_total"],
-        c["summaries"], c["summaries_total"], c["forgetting_candidates"], c["skills"], c["input_chars"],
+        "%d input chars%s",
+        inputs.mode,
+        c["raw_blocks"],
+        c["raw_blocks_total"],
+        c["notes"],
+        c["notes_total"],
+        c["summaries"],
+        c["summaries_total"],
+        c["forgetting_candidates"],
+        c["skills"],
+        c["input_chars"],
         f"; capped: {', '.join(inputs.truncated)}" if inputs.truncated else "",
     )
     return inputs
@@ -71,16 +85,28 @@ def gather_inputs(settings: MemorySettings, now: datetime) -> inputs_mod.Phase2I
 def call_consolidation_model(llm: LLM, messages: list[dict], max_tokens: int, reasoning_effort: str) -> ModelReply:
     """One forced `memory_write` call. Raises LLMTransientError (retried) / LLMFatalError."""
     log = get_run_logger()
-    log.info("calling %s/%s (max_tokens %d, effort %s)", llm.provider, llm.model, max_tokens,
-             reasoning_effort or "provider default")
+    log.info(
+        "calling %s/%s (max_tokens %d, effort %s)",
+        llm.provider,
+        llm.model,
+        max_tokens,
+        reasoning_effort or "provider default",
+    )
     try:
-        completion = llm.complete(messages, tool=MEMORY_WRITE_TOOL, max_tokens=max_tokens,
-                                  reasoning_effort=reasoning_effort)
+        completion = llm.complete(
+            messages, tool=MEMORY_WRITE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
+        )
     except LLMTruncatedError as exc:
         log.warning("answer cut off at max_tokens %d", max_tokens)
         if exc.partial is None:
-            return ModelReply(truncated=True, finish_reason="length", max_tokens=max_tokens,
-                              provider=llm.provider, model=llm.model, error=str(exc))
+            return ModelReply(
+                truncated=True,
+                finish_reason="length",
+                max_tokens=max_tokens,
+                provider=llm.provider,
+                model=llm.model,
+                error=str(exc),
+            )
         return ModelReply.from_completion(exc.partial, max_tokens=max_tokens, truncated=True)
     except LLMOutputError as exc:  # answered, but not through the tool: keep the text for fallbacks
         completion = getattr(exc, "completion", None)
@@ -92,8 +118,9 @@ def call_consolidation_model(llm: LLM, messages: list[dict], max_tokens: int, re
 
 
 @task(name="phase2-apply", cache_policy=NO_CACHE)
-def apply_consolidation(settings: MemorySettings, inputs: inputs_mod.Phase2Inputs, output: ConsolidationOutput,
-                        now: datetime) -> apply_mod.ApplyResult:
+def apply_consolidation(
+    settings: MemorySettings, inputs: inputs_mod.Phase2Inputs, output: ConsolidationOutput, now: datetime
+) -> apply_mod.ApplyResult:
     """Write the consolidation, then record the success (pending cleared, error cleared)."""
     store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
     log = get_run_logger()
@@ -106,8 +133,13 @@ def apply_consolidation(settings: MemorySettings, inputs: inputs_mod.Phase2Input
         state.close()
     log.info(
         "wrote %s; skills +%d -%d (%d errors); retired %d summaries; archived %d raw blocks, %d notes",
-        ", ".join(result.files_written) or "nothing", len(result.skills_written), len(result.skills_removed),
-        len(result.skill_errors), len(result.retired), result.raw_archived, result.notes_archived,
+        ", ".join(result.files_written) or "nothing",
+        len(result.skills_written),
+        len(result.skills_removed),
+        len(result.skill_errors),
+        len(result.retired),
+        result.raw_archived,
+        result.notes_archived,
     )
     for err in result.skill_errors:
         log.warning("skill skipped: %s", redact(err))

@@ -10,8 +10,9 @@ Policy lives in the decorators:
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
+from dsh_memory.tasks._policy import transient_only
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
@@ -26,7 +27,7 @@ from dsh_memory.selection import Decision
 from dsh_memory.settings import MemorySettings
 from dsh_memory.state import StateStore
 from dsh_memory.store import MemoryStore
-from tasks._policy import transient_only
+
 
 def _cache_key(context, parameters) -> str:
     p = parameters
@@ -111,7 +112,7 @@ def extract_session(
     store = MemoryStore(settings.memory_root)
     state = StateStore(settings.memory_root)
     ref = decision.ref
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     if not state.try_start(ref.id, now, stale_after_s=settings.stale_claim_seconds):
         return Outcome(ref.id, ref.source, "skipped", decision.part, reason="claimed by another run")
     budget = budget_tokens
@@ -142,14 +143,15 @@ def extract_session(
                     raise
                 budget = max(500, budget // 2)
                 log.warning("session %s: output truncated; retrying once with budget %d", ref.id, budget)
-        outcome = apply_output(store, state, decision, output, datetime.now(timezone.utc))
+        outcome = apply_output(store, state, decision, output, datetime.now(UTC))
         log.info("session %s → %s %s", ref.id, outcome.outcome, outcome.slug)
         return outcome
     except Exception as exc:  # isolate: this session's claim fails, the batch goes on
         err = _short_error(exc)
-        claim = state.fail(ref.id, err, datetime.now(timezone.utc), settings.retry_base_seconds, settings.retry_limit)
-        log.error("session %s failed (attempt %d%s): %s", ref.id, claim.attempts,
-                  ", parked" if claim.parked else "", err)
+        claim = state.fail(ref.id, err, datetime.now(UTC), settings.retry_base_seconds, settings.retry_limit)
+        log.error(
+            "session %s failed (attempt %d%s): %s", ref.id, claim.attempts, ", parked" if claim.parked else "", err
+        )
         return Outcome(ref.id, ref.source, "failed", decision.part, error=err)
     finally:
         progress.report("phase1", 1, progress_total, ref.id)

@@ -27,9 +27,13 @@ def pipeline_env(monkeypatch, tmp_path: Path, fixtures: Path, fake_url: str, *, 
     monkeypatch.setenv("HOME", str(home))
     dsh = copy_tree_aged(fixtures / "dsh" / "plain", tmp_path / "dsh")
     monkeypatch.setenv("DSH_HOME", str(dsh))
-    monkeypatch.setenv("CODEX_HOME", str(copy_tree_aged(fixtures / "codex", tmp_path / "codex") if codex else tmp_path / "none"))
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR",
-                       str(copy_tree_aged(fixtures / "claude-code", tmp_path / "claude") if claude else tmp_path / "none"))
+    monkeypatch.setenv(
+        "CODEX_HOME", str(copy_tree_aged(fixtures / "codex", tmp_path / "codex") if codex else tmp_path / "none")
+    )
+    monkeypatch.setenv(
+        "CLAUDE_CONFIG_DIR",
+        str(copy_tree_aged(fixtures / "claude-code", tmp_path / "claude") if claude else tmp_path / "none"),
+    )
     root = tmp_path / "memories"
     monkeypatch.setenv("DSH_MEMORY_ROOT", str(root))
     monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake_url)
@@ -52,11 +56,13 @@ def memory_reply(request: dict) -> Reply:
         return Reply.tool({"raw_memory": "", "rollout_summary": "", "rollout_slug": ""})
     marker = "\n[user] "
     first = text.split(marker, 1)[1].strip().splitlines()[0][:120] if marker in text else "a task"
-    return Reply.tool({
-        "raw_memory": f"- The user asked: {first}\n- Tests run with `uv run pytest`.",
-        "rollout_summary": f"## Task\n{first}\n\n## Outcome\ndone",
-        "rollout_slug": "Fix: " + first[:40],
-    })
+    return Reply.tool(
+        {
+            "raw_memory": f"- The user asked: {first}\n- Tests run with `uv run pytest`.",
+            "rollout_summary": f"## Task\n{first}\n\n## Outcome\ndone",
+            "rollout_slug": "Fix: " + first[:40],
+        }
+    )
 
 
 def all_text_under(root: Path) -> str:

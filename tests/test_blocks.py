@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr, ValidationError
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from dsh_memory.errors import ConfigError
@@ -48,7 +48,7 @@ def _bounds(field) -> dict:
 
 
 def test_blocks_mirror_every_settings_field_with_the_same_bounds():
-    from blocks import MemorySettingsBlock, ModelRouteBlock
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
 
     mem = MemorySettingsBlock.model_fields
     for name, field in MemorySettings.model_fields.items():
@@ -106,8 +106,8 @@ def test_bad_values_are_rejected_naming_the_field(cls, field, value):
 
 
 def test_block_values_win_over_env_over_defaults(tmp_path):
-    from blocks import MemorySettingsBlock, ModelRouteBlock
-    from blocks.memory_settings import settings_sources
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
+    from dsh_memory.blocks.memory_settings import settings_sources
 
     env = _env(tmp_path, DSH_MEMORY_IDLE_SECONDS="42", DSH_MEMORY_CONCURRENCY="7", DSH_MEMORY_API_KEY="env-key")
     block = MemorySettingsBlock(idle_seconds=5, codex_sessions_dir="off", claude_projects_dir="~/cc", memory_root=" ")
@@ -130,7 +130,7 @@ def test_block_values_win_over_env_over_defaults(tmp_path):
 
 
 def test_invalid_environment_is_a_config_error(tmp_path):
-    from blocks import MemorySettingsBlock
+    from dsh_memory.blocks import MemorySettingsBlock
 
     with pytest.raises(ConfigError, match="environment"):
         MemorySettingsBlock(idle_seconds=5).to_settings(_env(tmp_path, DSH_MEMORY_CONCURRENCY="lots"))
@@ -161,7 +161,8 @@ def test_unreachable_server_falls_back_to_env_with_a_warning(tmp_path):
     )
     env = dict(
         _env(tmp_path, f"http://127.0.0.1:{free_port()}/api", DSH_MEMORY_IDLE_SECONDS="33"),
-        PATH=os.environ.get("PATH", ""), PREFECT_HOME=str(tmp_path / "ph"),
+        PATH=os.environ.get("PATH", ""),
+        PREFECT_HOME=str(tmp_path / "ph"),
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -171,8 +172,9 @@ def test_unreachable_server_falls_back_to_env_with_a_warning(tmp_path):
 
 def test_save_without_a_server_says_how_to_configure_one(tmp_path):
     env = dict(_env(tmp_path), PATH=os.environ.get("PATH", ""), PREFECT_HOME=str(tmp_path / "ph"))
-    out = subprocess.run([str(BIN / "dsh-memory"), "settings", "save"], env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [str(BIN / "dsh-memory"), "settings", "save"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == ConfigError.exit_code
     assert "prefect server start" in out.stderr and "PREFECT_API_URL" in out.stderr
 
@@ -183,7 +185,7 @@ def test_save_without_a_server_says_how_to_configure_one(tmp_path):
 @pytest.fixture
 def server(prefect_api, monkeypatch, tmp_path):
     """The real server with no "default" blocks before or after; a predictable HOME, no DSH_* env."""
-    from blocks import register_blocks
+    from dsh_memory.blocks import register_blocks
 
     for var in list(os.environ):
         if var.startswith(("DSH_", "DEEPSEEK_")) or var in ("CODEX_HOME", "CLAUDE_CONFIG_DIR"):
@@ -218,7 +220,7 @@ def _overwrite_data(slug: str, data: dict) -> None:
         client.update_block_document(doc.id, BlockDocumentUpdate(data=data, merge_existing_data=False))
 
 
-def _cli(*args: str) -> "object":
+def _cli(*args: str) -> object:
     from dsh_memory.cli import app
 
     return CliRunner().invoke(app, list(args))
@@ -226,8 +228,14 @@ def _cli(*args: str) -> "object":
 
 def test_prefect_block_register_cli(server):
     env = dict(os.environ, PREFECT_API_URL=server)
-    out = subprocess.run([str(BIN / "prefect"), "block", "register", "-m", "blocks"], env=env, cwd=REPO,
-                         capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [str(BIN / "prefect"), "block", "register", "-m", "dsh_memory.blocks"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "dsh-memory settings" in out.stdout and "dsh-memory model route" in out.stdout
     from prefect.client.orchestration import get_client
@@ -248,14 +256,16 @@ def test_no_saved_block_means_env_and_defaults(server, tmp_path, monkeypatch):
 
 
 def test_save_load_round_trip(server, tmp_path, monkeypatch):
-    from blocks import MemorySettingsBlock, ModelRouteBlock
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
     from prefect.client.orchestration import get_client
 
     root = tmp_path / "mem"
-    MemorySettingsBlock(memory_root=str(root), idle_seconds=5, concurrency=2, codex_sessions_dir="off",
-                        llm_retry_delay_seconds=0.25).save("default", overwrite=True)
-    ModelRouteBlock(base_url="http://127.0.0.1:9/v1", api_key=KEY, phase1_model="m1",
-                    phase2_reasoning_effort="high").save("default", overwrite=True)
+    MemorySettingsBlock(
+        memory_root=str(root), idle_seconds=5, concurrency=2, codex_sessions_dir="off", llm_retry_delay_seconds=0.25
+    ).save("default", overwrite=True)
+    ModelRouteBlock(
+        base_url="http://127.0.0.1:9/v1", api_key=KEY, phase1_model="m1", phase2_reasoning_effort="high"
+    ).save("default", overwrite=True)
     monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "42")  # the block wins
     monkeypatch.setenv("DSH_MEMORY_RETRY_LIMIT", "9")  # not in the block: env applies
 
@@ -304,7 +314,7 @@ def test_settings_show_never_prints_the_key(server, monkeypatch):
 
 
 def test_a_broken_block_is_a_config_error_with_the_fix(server, monkeypatch):
-    from blocks import MemorySettingsBlock, ModelRouteBlock
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
 
     MemorySettingsBlock(idle_seconds=5).save("default", overwrite=True)
     _overwrite_data("dsh-memory-settings", {"idle_seconds": -5})
@@ -332,7 +342,7 @@ def test_a_broken_block_is_a_config_error_with_the_fix(server, monkeypatch):
 
 
 def test_a_flow_loads_the_saved_block(server):
-    from blocks import MemorySettingsBlock
+    from dsh_memory.blocks import MemorySettingsBlock
     from prefect import flow
 
     MemorySettingsBlock(idle_seconds=11, max_unused_days=0).save("default", overwrite=True)

@@ -51,7 +51,11 @@ def test_summary_inject_on_empty_memory_prints_nothing(tmp_path):
 def test_list_and_read(cli):
     r = cli("list", "--json")
     assert [e["path"] for e in json.loads(r.stdout)["entries"]] == [
-        "MEMORY.md", "extensions", "memory_summary.md", "rollout_summaries", "skills"
+        "MEMORY.md",
+        "extensions",
+        "memory_summary.md",
+        "rollout_summaries",
+        "skills",
     ]
     r = cli("read", "MEMORY.md", "--offset", "1", "--max-lines", "1")
     assert r.exit_code == 0 and r.stdout.split() == ["2", "Use", "uv,", "not", "pip."]
@@ -63,12 +67,28 @@ def test_search_prints_citable_ranges(cli):
     r = cli("search", "UV", "pytest")
     assert r.exit_code == 0
     heads = [ln for ln in r.stdout.splitlines() if not ln.startswith((" ", ">"))]
-    assert heads == ["MEMORY.md:2-2", "MEMORY.md:3-3", "memory_summary.md:2-2",
-                     "rollout_summaries/uv-setup.md:1-1", "rollout_summaries/uv-setup.md:2-2"]
+    assert heads == [
+        "MEMORY.md:2-2",
+        "MEMORY.md:3-3",
+        "memory_summary.md:2-2",
+        "rollout_summaries/uv-setup.md:1-1",
+        "rollout_summaries/uv-setup.md:2-2",
+    ]
     data = json.loads(cli("search", "lockfile installs", "--mode", "ranked", "--json").stdout)
     assert data["matches"][0]["path"] == "rollout_summaries/uv-setup.md"
-    r = cli("search", "uv", "lockfile", "--mode", "all_within_lines", "--within-lines", "2", "--path",
-            "rollout_summaries", "--context", "1")
+    r = cli(
+        "search",
+        "uv",
+        "lockfile",
+        "--mode",
+        "all_within_lines",
+        "--within-lines",
+        "2",
+        "--path",
+        "rollout_summaries",
+        "--context",
+        "1",
+    )
     assert r.stdout.splitlines()[0] == "rollout_summaries/uv-setup.md:2-2"
 
 
@@ -106,7 +126,12 @@ def test_read_path_commands_do_not_import_prefect(root):
         "assert r.exit_code == 0, r.output\n"
         "print(sorted(m for m in sys.modules if m == 'prefect' or m.startswith('prefect.')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"DSH_MEMORY_ROOT": str(root), "PATH": "/usr/bin:/bin"}, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"DSH_MEMORY_ROOT": str(root), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -48,7 +48,12 @@ def test_sessions_json_lists_every_source_and_shows_unreadable_logs(env, expecte
     assert all("session.v4.jsonl" in r["error"] for r in unreadable)  # the error names the file
     n = by_id[FIXTURE_N]
     assert (n["events"] > 0, n["human_prompts"], n["last_seq"], n["root"], n["cwd"]) == (
-        True, 9, 311, True, "/home/alice/src/ledger-sync")
+        True,
+        9,
+        311,
+        True,
+        "/home/alice/src/ledger-sync",
+    )
     assert by_id["e4b7c9d2-3f1a-4c8e-9b6d-7a5f2e1c0d93"]["root"] is False  # subagent
     assert by_id["01a13eca-5d00-7c90-8636-ea7ab0e4fc9b"]["interactive"] is False  # codex exec
     acts = [r["last_activity"] for r in rows]
@@ -68,8 +73,12 @@ def test_sessions_source_filter_and_table(env):
 
 
 def test_sessions_on_empty_roots(tmp_path):
-    empty = {"HOME": str(tmp_path), "DSH_HOME": str(tmp_path / "d"), "CODEX_HOME": str(tmp_path / "c"),
-             "CLAUDE_CONFIG_DIR": str(tmp_path / "cl")}
+    empty = {
+        "HOME": str(tmp_path),
+        "DSH_HOME": str(tmp_path / "d"),
+        "CODEX_HOME": str(tmp_path / "c"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "cl"),
+    }
     res = _invoke(["sessions", "--json"], empty)
     assert res.exit_code == 0 and json.loads(res.stdout) == []
 
@@ -121,8 +130,12 @@ def test_render_follows_dsh_home_copies(fixtures_dir, tmp_path):
     src = next((fixtures_dir / "dsh" / "plain" / "sessions").glob(f"*/{FIXTURE_I}"))
     dst = tmp_path / "dsh" / "sessions" / src.parent.name / src.name
     shutil.copytree(src, dst)
-    env = {"HOME": str(tmp_path), "DSH_HOME": str(tmp_path / "dsh"), "CODEX_HOME": str(tmp_path / "none"),
-           "CLAUDE_CONFIG_DIR": str(tmp_path / "none")}
+    env = {
+        "HOME": str(tmp_path),
+        "DSH_HOME": str(tmp_path / "dsh"),
+        "CODEX_HOME": str(tmp_path / "none"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "none"),
+    }
     listed = json.loads(_invoke(["sessions", "--json"], env).stdout)
     assert [r["id"] for r in listed] == [FIXTURE_I]
     assert _invoke(["render", FIXTURE_N], env).exit_code == 3
@@ -136,7 +149,13 @@ def test_commands_do_not_import_prefect(env):
         "r = CliRunner().invoke(app, ['sessions', '--json']); assert r.exit_code == 0, r.output; "
         "print('prefect' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], env={**env, "PATH": "/usr/bin:/bin"},
-                         capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[1],
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

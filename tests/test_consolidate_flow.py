@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "sk-" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2H1g0"
-NOW = datetime.now(timezone.utc)
+NOW = datetime.now(UTC)
 
 
 @pytest.fixture
@@ -43,14 +43,17 @@ def root(tmp_path: Path, monkeypatch, fake, prefect_api) -> Path:
 
 
 def run_flow(**kw) -> dict:
-    from flows.consolidate import consolidate_flow
+    from dsh_memory.flows.consolidate import consolidate_flow
 
     return consolidate_flow(**kw)
 
 
 def add_raw(root: Path, slug: str, body: str, session: str = "s1") -> str:
-    return MemoryStore(root).append_raw(RawBlock(id="", session_id=session, slug=slug, source="dsh",
-                                                 cwd="/work/proj", updated_at=NOW.isoformat(), body=body))
+    return MemoryStore(root).append_raw(
+        RawBlock(
+            id="", session_id=session, slug=slug, source="dsh", cwd="/work/proj", updated_at=NOW.isoformat(), body=body
+        )
+    )
 
 
 def with_state(root: Path, fn):
@@ -70,9 +73,12 @@ def artifacts_of(flow_run_id: str) -> list:
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        return client.read_artifacts(artifact_filter=ArtifactFilter(
-            key=ArtifactFilterKey(any_=["phase2-consolidation"]),
-            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["phase2-consolidation"]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+            )
+        )
 
 
 def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: Path, fake: FakeOpenAIServer):
@@ -84,10 +90,14 @@ def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: 
     add_raw(root, "fix-ci", f"- CI cache key includes the lockfile; key {SECRET}")
     note = store.add_note("I prefer uv over pip.", title="tools")
     with_state(root, lambda st: st.set_pending(True))
-    fake.script(Reply.tool({
-        "memory_md": f"# Task Group: proj\n- user prefers uv (note)\n- leaked {SECRET}\n",
-        "memory_summary_md": "## User preferences\n- use uv\n",  # no v1 line: repaired
-    }))
+    fake.script(
+        Reply.tool(
+            {
+                "memory_md": f"# Task Group: proj\n- user prefers uv (note)\n- leaked {SECRET}\n",
+                "memory_summary_md": "## User preferences\n- use uv\n",  # no v1 line: repaired
+            }
+        )
+    )
     init = run_flow()
     assert init["outcome"] == "consolidated" and init["mode"] == "INIT", init
     assert init["inputs"]["raw_blocks"] == 1 and init["inputs"]["notes"] == 1
@@ -104,26 +114,41 @@ def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: 
 
     # Cooldown: new evidence, automatic run skips without calling the model.
     add_raw(root, "deploy", "- deploy with make deploy", session="s2")
-    store.write_rollout_summary("old-work", {"session_id": "s-old", "cwd": "/work/proj",
-                                             "updated_at": "2020-01-01T00:00:00+00:00"}, "# Old work")
-    store.write_rollout_summary("fresh-work", {"session_id": "s-new", "cwd": "/work/proj",
-                                               "updated_at": NOW.isoformat()}, "# Fresh work")
+    store.write_rollout_summary(
+        "old-work",
+        {"session_id": "s-old", "cwd": "/work/proj", "updated_at": "2020-01-01T00:00:00+00:00"},
+        "# Old work",
+    )
+    store.write_rollout_summary(
+        "fresh-work", {"session_id": "s-new", "cwd": "/work/proj", "updated_at": NOW.isoformat()}, "# Fresh work"
+    )
     cooled = run_flow()
     assert cooled["outcome"] == "skipped: cooldown" and fake.request_count == 1
     assert cooled["gate"]["cooldown_remaining_seconds"] > 0
 
-    fake.script(Reply.tool({
-        "memory_md": "# Task Group: proj\n- user prefers uv\n- deploy: make deploy\n",
-        "memory_summary_md": "v1\n\n## User preferences\n- use uv\n",
-        "skills": [
-            {"name": "deploy-proj", "skill_md": "---\nname: deploy-proj\ndescription: Deploy\n---\n1. make deploy\n",
-             "files": [{"path": "scripts/deploy.sh", "content": "make deploy\n"}]},
-            {"name": "../../escape", "skill_md": "x"},
-            {"name": "sneaky", "skill_md": "x", "files": [{"path": "scripts/../../../../escape.txt", "content": "x"}]},
-            {"name": "abs", "skill_md": "x", "files": [{"path": "/tmp/escape.txt", "content": "x"}]},
-        ],
-        "retire_summaries": ["old-work", "fresh-work"],
-    }))
+    fake.script(
+        Reply.tool(
+            {
+                "memory_md": "# Task Group: proj\n- user prefers uv\n- deploy: make deploy\n",
+                "memory_summary_md": "v1\n\n## User preferences\n- use uv\n",
+                "skills": [
+                    {
+                        "name": "deploy-proj",
+                        "skill_md": "---\nname: deploy-proj\ndescription: Deploy\n---\n1. make deploy\n",
+                        "files": [{"path": "scripts/deploy.sh", "content": "make deploy\n"}],
+                    },
+                    {"name": "../../escape", "skill_md": "x"},
+                    {
+                        "name": "sneaky",
+                        "skill_md": "x",
+                        "files": [{"path": "scripts/../../../../escape.txt", "content": "x"}],
+                    },
+                    {"name": "abs", "skill_md": "x", "files": [{"path": "/tmp/escape.txt", "content": "x"}]},
+                ],
+                "retire_summaries": ["old-work", "fresh-work"],
+            }
+        )
+    )
     inc = run_flow(force=True)
     assert inc["outcome"] == "consolidated" and inc["mode"] == "INCREMENTAL", inc
     second_user = fake.requests[1]["messages"][1]["content"]
@@ -133,7 +158,9 @@ def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: 
     assert c["skills_written"] == ["deploy-proj"] and len(c["skill_errors"]) == 3
     assert sorted(p.name for p in store.skills_dir.iterdir()) == ["deploy-proj"]
     assert sorted(p.relative_to(store.skills_dir).as_posix() for p in store.skills_dir.rglob("*") if p.is_file()) == [
-        "deploy-proj/SKILL.md", "deploy-proj/scripts/deploy.sh"]
+        "deploy-proj/SKILL.md",
+        "deploy-proj/scripts/deploy.sh",
+    ]
     assert not (root.parent / "escape.txt").exists() and not (root / "escape.txt").exists()
     assert c["retired"] == ["old-work"] and c["retire_refused"] == ["fresh-work"]
     assert (store.retired_dir / "old-work.md").is_file() and (store.rollout_dir / "fresh-work.md").is_file()
@@ -182,9 +209,15 @@ def test_killed_mid_run_leaves_files_intact_and_lock_released(root: Path, fake: 
     add_raw(root, "a", "- new fact")
     with_state(root, lambda st: st.set_pending(True))
     fake.script(Reply.tool({"memory_md": "# never\n", "memory_summary_md": "v1\n\nnever\n"}, delay_seconds=60))
-    code = "from flows.consolidate import consolidate_flow; consolidate_flow(force=True)"
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=str(REPO), env=dict(os.environ),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    code = "from dsh_memory.flows.consolidate import consolidate_flow; consolidate_flow(force=True)"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=str(REPO),
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while fake.request_count == 0 and proc.poll() is None and time.monotonic() < deadline:
@@ -202,8 +235,11 @@ def test_killed_mid_run_leaves_files_intact_and_lock_released(root: Path, fake: 
     assert store.summary_path.read_text() == "v1\n\n- before\n"
     assert [b.body for b in store.read_raw_blocks()] == ["- new fact"]
     assert not [p for p in root.rglob("*.tmp")]
-    fake.script(Reply.tool({"memory_md": "# Task Group: after\n- new fact\n", "memory_summary_md": "v1\n\n- after\n"},
-                           delay_seconds=0))
+    fake.script(
+        Reply.tool(
+            {"memory_md": "# Task Group: after\n- new fact\n", "memory_summary_md": "v1\n\n- after\n"}, delay_seconds=0
+        )
+    )
     after = run_flow(force=True)
     assert after["outcome"] == "consolidated", after
     assert store.memory_md_path.read_text() == "# Task Group: after\n- new fact\n"
@@ -213,8 +249,9 @@ def test_truncation_retry_then_failure_pause_and_force(root: Path, fake: FakeOpe
     add_raw(root, "a", "- fact a")
     with_state(root, lambda st: st.set_pending(True))
     cut_in_summary = '{"memory_md": "# M\\n- a\\n", "memory_summary_md": "v1\\n\\n- partial'
-    fake.script(Reply.truncated(cut_in_summary),
-                Reply.tool({"memory_md": "# M\n- a\n", "memory_summary_md": "v1\n\n- a\n"}))
+    fake.script(
+        Reply.truncated(cut_in_summary), Reply.tool({"memory_md": "# M\n- a\n", "memory_summary_md": "v1\n\n- a\n"})
+    )
     ok = run_flow()
     assert ok["outcome"] == "consolidated", ok
     assert ok["model"]["max_tokens_tried"] == [32768, 65536]
@@ -263,7 +300,7 @@ def test_cli_no_model_route_leaves_state_untouched_and_forget(root: Path, fake: 
     with_state(root, lambda st: st.set_pending(True))
     res = CliRunner().invoke(app, ["consolidate", "--json"])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.stdout[res.stdout.index("{"):])
+    out = json.loads(res.stdout[res.stdout.index("{") :])
     assert out["outcome"] == "skipped: no model route" and fake.request_count == 0
     meta = with_state(root, lambda st: st.get_meta())
     assert meta.pending_consolidation is True and meta.phase2_failures == 0 and meta.phase2_error is None

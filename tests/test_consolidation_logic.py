@@ -6,11 +6,10 @@ Everything runs against a real MemoryStore / StateStore in tmp_path.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -35,7 +34,7 @@ from dsh_memory.settings import MemorySettings
 from dsh_memory.state import StateStore
 from dsh_memory.store import MemoryStore, RawBlock
 
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SECRET = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
 
 
@@ -63,13 +62,19 @@ def settings_for(root: Path, **kw) -> MemorySettings:
 
 
 def add_raw(store: MemoryStore, slug: str, body: str, session: str = "s1", cwd: str = "/work/proj") -> str:
-    return store.append_raw(RawBlock(id="", session_id=session, slug=slug, source="dsh", cwd=cwd,
-                                     updated_at=NOW.isoformat(), body=body))
+    return store.append_raw(
+        RawBlock(id="", session_id=session, slug=slug, source="dsh", cwd=cwd, updated_at=NOW.isoformat(), body=body)
+    )
 
 
-def add_summary(store: MemoryStore, slug: str, session: str, updated: datetime, body: str = "# Recap\nDid things.") -> str:
-    return store.write_rollout_summary(slug, {"session_id": session, "source": "dsh", "cwd": "/work/proj",
-                                              "updated_at": updated.isoformat(), "part": 1}, body)
+def add_summary(
+    store: MemoryStore, slug: str, session: str, updated: datetime, body: str = "# Recap\nDid things."
+) -> str:
+    return store.write_rollout_summary(
+        slug,
+        {"session_id": session, "source": "dsh", "cwd": "/work/proj", "updated_at": updated.isoformat(), "part": 1},
+        body,
+    )
 
 
 def files_under(root: Path) -> dict[str, str]:
@@ -150,14 +155,22 @@ class Meta:
 def test_gate_nothing_cooldown_pause_and_force():
     d = gate.decide(Meta(), notes=0, raw_blocks=0, now=NOW, cooldown_seconds=3600, force=True)
     assert d.outcome == gate.SKIP_NOTHING
-    d = gate.decide(Meta(last=NOW - timedelta(minutes=10), pending=True), notes=0, raw_blocks=0, now=NOW,
-                    cooldown_seconds=3600, force=False)
+    d = gate.decide(
+        Meta(last=NOW - timedelta(minutes=10), pending=True),
+        notes=0,
+        raw_blocks=0,
+        now=NOW,
+        cooldown_seconds=3600,
+        force=False,
+    )
     assert d.outcome == gate.SKIP_COOLDOWN and d.cooldown_remaining_seconds == 3000
-    d = gate.decide(Meta(last=NOW - timedelta(minutes=10)), notes=1, raw_blocks=0, now=NOW,
-                    cooldown_seconds=3600, force=True)
+    d = gate.decide(
+        Meta(last=NOW - timedelta(minutes=10)), notes=1, raw_blocks=0, now=NOW, cooldown_seconds=3600, force=True
+    )
     assert d.run and "forced" in d.reason
-    d = gate.decide(Meta(last=NOW - timedelta(hours=2)), notes=0, raw_blocks=2, now=NOW,
-                    cooldown_seconds=3600, force=False)
+    d = gate.decide(
+        Meta(last=NOW - timedelta(hours=2)), notes=0, raw_blocks=2, now=NOW, cooldown_seconds=3600, force=False
+    )
     assert d.run and "2 raw blocks" in d.reason
     d = gate.decide(Meta(failures=3, pending=True), notes=0, raw_blocks=0, now=NOW, cooldown_seconds=0, force=False)
     assert d.outcome == gate.SKIP_PAUSED
@@ -202,7 +215,9 @@ def test_gather_inputs_init_caps_annotates_and_fences(store: MemoryStore, state:
 def test_gather_inputs_incremental_and_skill_inventory(store: MemoryStore, state: StateStore, root: Path):
     store.atomic_write("MEMORY.md", "# Task Group: proj\n- uses make\n")
     store.atomic_write("memory_summary.md", "v1\n\n## User preferences\n- terse\n")
-    store.atomic_write("skills/run-tests/SKILL.md", "---\nname: run-tests\ndescription: Run the suite\n---\n# Steps\n1. make test\n")
+    store.atomic_write(
+        "skills/run-tests/SKILL.md", "---\nname: run-tests\ndescription: Run the suite\n---\n# Steps\n1. make test\n"
+    )
     store.atomic_write("skills/run-tests/scripts/t.sh", "make test\n")
     inp = gather_inputs(store, state, settings_for(root), NOW)
     assert inp.mode == INCREMENTAL
@@ -249,7 +264,9 @@ def test_parse_text_fallbacks():
 
     text = "Here you go.\n=== MEMORY.md ===\n# MEMORY.md\n- fact\n=== memory_summary.md ===\nv1\n\n- nav\n"
     out = parse_reply(ModelReply(text=text))
-    assert out.source == "blocks" and out.memory_md == "# MEMORY.md\n- fact\n" and out.memory_summary_md.startswith("v1")
+    assert (
+        out.source == "blocks" and out.memory_md == "# MEMORY.md\n- fact\n" and out.memory_summary_md.startswith("v1")
+    )
 
     text = "BEGIN MEMORY.md\n- a\nEND MEMORY.md\nBEGIN memory_summary.md\nv1\n- b\nEND memory_summary.md\n"
     assert parse_reply(ModelReply(text=text)).memory_summary_md == "v1\n- b\n"
@@ -260,7 +277,9 @@ def test_parse_text_fallbacks():
         parse_reply(ModelReply(text="I think the memory is fine."))
     with pytest.raises(LLMOutputError, match="INIT"):
         parse_reply(ModelReply(arguments={"memory_md": "", "memory_summary_md": ""}), mode=INIT)
-    assert parse_reply(ModelReply(arguments={"memory_md": "", "memory_summary_md": ""}), mode=INCREMENTAL).memory_md == ""
+    assert (
+        parse_reply(ModelReply(arguments={"memory_md": "", "memory_summary_md": ""}), mode=INCREMENTAL).memory_md == ""
+    )
 
 
 def test_tool_schema_is_a_forced_object_with_required_files():
@@ -290,10 +309,25 @@ def test_valid_skill_paths(path):
     assert validate_skill_file_path(path) == path
 
 
-@pytest.mark.parametrize("path", [
-    "../x", "scripts/../../x", "/etc/passwd", "scripts/./a", "SKILL.md", "other/a", "scripts", "scripts/",
-    "scripts\\a", "scripts/a\x00b", "scripts/.hidden", "C:/x", "scripts//a", "scripts/a/b/c/d",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../x",
+        "scripts/../../x",
+        "/etc/passwd",
+        "scripts/./a",
+        "SKILL.md",
+        "other/a",
+        "scripts",
+        "scripts/",
+        "scripts\\a",
+        "scripts/a\x00b",
+        "scripts/.hidden",
+        "C:/x",
+        "scripts//a",
+        "scripts/a/b/c/d",
+    ],
+)
 def test_invalid_skill_paths(path):
     with pytest.raises(SkillError):
         validate_skill_file_path(path)
@@ -306,9 +340,16 @@ def test_skill_frontmatter_is_enforced():
     assert s.skill_md.startswith("---\nname: deploy\ndescription: d\n---")
 
 
-@pytest.mark.parametrize("given,first", [
-    ("v1\n\n## A\n", "v1"), ("## A\n- b\n", "v1"), ("\ufeff  v1  \n\nx", "v1"), ("**v1**\nx", "v1"), ("", "v1"),
-])
+@pytest.mark.parametrize(
+    "given,first",
+    [
+        ("v1\n\n## A\n", "v1"),
+        ("## A\n- b\n", "v1"),
+        ("\ufeff  v1  \n\nx", "v1"),
+        ("**v1**\nx", "v1"),
+        ("", "v1"),
+    ],
+)
 def test_ensure_summary_v1(given, first):
     out = ensure_summary_v1(given, 500)
     assert out.split("\n", 1)[0] == first and out.endswith("\n")
@@ -341,8 +382,11 @@ def test_apply_writes_validates_retires_and_archives(store: MemoryStore, state: 
         memory_md=f"# Task Group: proj\n- token {SECRET}\n",
         memory_summary_md="## Profile\n- Sam\n",  # v1 missing: repaired
         skills=[
-            {"name": "good-skill", "skill_md": "---\nname: good-skill\ndescription: d\n---\nok",
-             "files": [{"path": "scripts/run.sh", "content": "echo ok\n"}]},
+            {
+                "name": "good-skill",
+                "skill_md": "---\nname: good-skill\ndescription: d\n---\nok",
+                "files": [{"path": "scripts/run.sh", "content": "echo ok\n"}],
+            },
             {"name": "../evil", "skill_md": "x"},
             {"name": "evil2", "skill_md": "x", "files": [{"path": "../../../outside/pwn", "content": "x"}]},
             {"name": "evil3", "skill_md": "x", "files": [{"path": "/tmp/abs", "content": "x"}]},
@@ -387,7 +431,9 @@ def test_apply_incremental_empty_fields_keep_files(store: MemoryStore, state: St
 
 def test_retire_session_retires_all_parts(store: MemoryStore, state: StateStore):
     add_summary(store, "task", "sess-1", NOW)
-    store.write_rollout_summary("task-part2", {"session_id": "sess-1", "part": 2, "updated_at": NOW.isoformat()}, "more")
+    store.write_rollout_summary(
+        "task-part2", {"session_id": "sess-1", "part": 2, "updated_at": NOW.isoformat()}, "more"
+    )
     add_summary(store, "other", "sess-2", NOW)
     state.try_start("sess-1", NOW)
     state.finish("sess-1", "done", 10, NOW)
@@ -401,9 +447,15 @@ def test_retire_session_retires_all_parts(store: MemoryStore, state: StateStore)
 
 
 def test_report_redacts_before_truncating_and_fences_safely():
-    summary = {"outcome": "consolidated", "mode": "INIT", "force": False, "error": None,
-               "model": {"provider": "openai", "model": "m", "reasoning_effort": ""},
-               "inputs": {"raw_blocks": 2}, "changes": {"files_written": ["MEMORY.md"]}}
+    summary = {
+        "outcome": "consolidated",
+        "mode": "INIT",
+        "force": False,
+        "error": None,
+        "model": {"provider": "openai", "model": "m", "reasoning_effort": ""},
+        "inputs": {"raw_blocks": 2},
+        "changes": {"files_written": ["MEMORY.md"]},
+    }
     md = render_markdown(summary, f"text with ```` fences and {SECRET}")
     assert SECRET not in md and "[REDACTED" in md
     assert "`````text" in md and "| raw_blocks | 2 |" in md and "provider default" in md

@@ -14,8 +14,11 @@ def test_prefect_yaml_entrypoints_import_as_flows():
     for spec in specs:
         flow = deployments.import_entrypoint(spec["entrypoint"])
         assert isinstance(flow, Flow), spec["entrypoint"]
-        assert f"{flow.name}/{spec['name']}" in (deployments.CATCH_UP, deployments.EXTRACT_SESSION,
-                                                 deployments.CONSOLIDATE)
+        assert f"{flow.name}/{spec['name']}" in (
+            deployments.CATCH_UP,
+            deployments.EXTRACT_SESSION,
+            deployments.CONSOLIDATE,
+        )
 
 
 def test_turn_end_trigger_is_a_per_session_trailing_debounce():

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -34,15 +34,27 @@ SESSIONS = {
 def _llm(request: dict) -> Reply:
     tool = ((request.get("tools") or [{}])[0].get("function") or {}).get("name")
     if tool == "memory_write":
-        return Reply.tool({"memory_md": "# Memory\n\n## invoice-api\n- Use `uv run pytest`.\n",
-                           "memory_summary_md": "v1\n- invoice-api: use uv run (see MEMORY.md)\n"})
-    return Reply.tool({"raw_memory": "- The user runs tests with `uv run pytest`.",
-                       "rollout_summary": "Worked on invoice-api.", "rollout_slug": "invoice-api-work"})
+        return Reply.tool(
+            {
+                "memory_md": "# Memory\n\n## invoice-api\n- Use `uv run pytest`.\n",
+                "memory_summary_md": "v1\n- invoice-api: use uv run (see MEMORY.md)\n",
+            }
+        )
+    return Reply.tool(
+        {
+            "raw_memory": "- The user runs tests with `uv run pytest`.",
+            "rollout_summary": "Worked on invoice-api.",
+            "rollout_slug": "invoice-api-work",
+        }
+    )
 
 
 def _flow_runs(api_url: str, flow_name: str, since: datetime) -> list[dict]:
-    body = {"flows": {"name": {"any_": [flow_name]}},
-            "flow_runs": {"start_time": {"after_": since.isoformat()}}, "limit": 100}
+    body = {
+        "flows": {"name": {"any_": [flow_name]}},
+        "flow_runs": {"start_time": {"after_": since.isoformat()}},
+        "limit": 100,
+    }
     r = httpx.post(f"{api_url}/flow_runs/filter", json=body, timeout=10)
     r.raise_for_status()
     return r.json()
@@ -60,19 +72,30 @@ def test_serve_debounces_turn_ends_into_one_run_per_session(prefect_api, tmp_pat
         shutil.copytree(src, dsh_home / "sessions" / project / sid)
     root = tmp_path / "memories"
     port = free_port()
-    since = datetime.now(timezone.utc)
+    since = datetime.now(UTC)
     with FakeOpenAIServer(handler=_llm) as fake:
         env = dict(os.environ)
         env.update(
-            HOME=str(tmp_path), DSH_HOME=str(dsh_home), CODEX_HOME=str(tmp_path / "none"),
-            CLAUDE_CONFIG_DIR=str(tmp_path / "none"), DSH_MEMORY_ROOT=str(root),
-            DSH_MEMORY_BASE_URL=fake.base_url, DSH_MEMORY_API_KEY="test-key", DSH_MEMORY_MODEL="fake-model",
-            DSH_MEMORY_DEBOUNCE_SECONDS="15", DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
-            PREFECT_API_URL=prefect_api, PREFECT_RUNNER_POLL_FREQUENCY="2",
+            HOME=str(tmp_path),
+            DSH_HOME=str(dsh_home),
+            CODEX_HOME=str(tmp_path / "none"),
+            CLAUDE_CONFIG_DIR=str(tmp_path / "none"),
+            DSH_MEMORY_ROOT=str(root),
+            DSH_MEMORY_BASE_URL=fake.base_url,
+            DSH_MEMORY_API_KEY="test-key",
+            DSH_MEMORY_MODEL="fake-model",
+            DSH_MEMORY_DEBOUNCE_SECONDS="15",
+            DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
+            PREFECT_API_URL=prefect_api,
+            PREFECT_RUNNER_POLL_FREQUENCY="2",
         )
         log = open(tmp_path / "serve.log", "w")
-        proc = subprocess.Popen([sys.executable, "-m", "dsh_memory.cli", "serve", "--port", str(port),
-                                 "--no-boot-catch-up"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_memory.cli", "serve", "--port", str(port), "--no-boot-catch-up"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             hook = f"http://127.0.0.1:{port}/hooks/turn-end"
             deadline = time.monotonic() + 120
@@ -89,8 +112,13 @@ def test_serve_debounces_turn_ends_into_one_run_per_session(prefect_api, tmp_pat
             t0 = time.monotonic()
             for i in range(20):
                 sid = ids[i % 3]
-                body = {"sessionId": sid, "turn": i // 3 + 1, "reason": {"kind": "completed"}, "seq": i,
-                        "header": {"cwd": "/home/alice/src/invoice-api", "origin": "user", "delegationDepth": 0}}
+                body = {
+                    "sessionId": sid,
+                    "turn": i // 3 + 1,
+                    "reason": {"kind": "completed"},
+                    "seq": i,
+                    "header": {"cwd": "/home/alice/src/invoice-api", "origin": "user", "delegationDepth": 0},
+                }
                 r = httpx.post(hook, json=body, timeout=5)
                 assert r.status_code == 202, r.text
                 time.sleep(0.2)
@@ -116,8 +144,13 @@ def test_serve_debounces_turn_ends_into_one_run_per_session(prefect_api, tmp_pat
             assert (root / "memory_summary.md").read_text().startswith("v1\n")
             assert len(list((root / "rollout_summaries").glob("*.md"))) == 3
 
-            status = subprocess.run([sys.executable, "-m", "dsh_memory.cli", "status", "--json"], env=env,
-                                    capture_output=True, text=True, timeout=120)
+            status = subprocess.run(
+                [sys.executable, "-m", "dsh_memory.cli", "status", "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert status.returncode == 0, status.stderr
             data = json.loads(status.stdout)
             assert data["local"]["counts"]["done"] == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 import anyio
 import pytest
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("prefect_api")
 
 def _secrets(expected) -> list[str]:
     out = []
-    for key, facts in expected.items():
+    for facts in expected.values():
         if isinstance(facts, dict):
             for s in facts.get("secrets") or []:
                 out.append(s["value"] if isinstance(s, dict) else s)
@@ -31,7 +32,7 @@ def fake():
 
 def test_phase1_extracts_expected_fixture_sessions(monkeypatch, tmp_path, fixtures_dir, expected, fake):
     root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
-    from flows.extract import extract_flow
+    from dsh_memory.flows.extract import extract_flow
 
     summary = extract_flow()
     outcomes = {o["session"]: o["outcome"] for o in summary["outcomes"]}
@@ -70,7 +71,7 @@ def test_phase1_extracts_expected_fixture_sessions(monkeypatch, tmp_path, fixtur
 
 def test_phase1_rerun_is_idempotent_and_incremental(monkeypatch, tmp_path, fixtures_dir, fake):
     root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
-    from flows.extract import extract_flow
+    from dsh_memory.flows.extract import extract_flow
 
     extract_flow()
     first = len(fake.requests)
@@ -85,10 +86,22 @@ def test_phase1_rerun_is_idempotent_and_incremental(monkeypatch, tmp_path, fixtu
     last_seq = json.loads(lines[-1])["seq"]
     extra = []
     for i in range(1, 11):
-        extra.append(json.dumps({"type": "user/message", "seq": last_seq + i, "time": 1792830600000 + i,
-                                 "data": {"id": f"m{i}", "role": "user", "content": [
-                                     {"type": "text", "text": f"follow-up question number {i}"}],
-                                          "source": {"kind": "user"}}, "surfaceOp": "append"}))
+        extra.append(
+            json.dumps(
+                {
+                    "type": "user/message",
+                    "seq": last_seq + i,
+                    "time": 1792830600000 + i,
+                    "data": {
+                        "id": f"m{i}",
+                        "role": "user",
+                        "content": [{"type": "text", "text": f"follow-up question number {i}"}],
+                        "source": {"kind": "user"},
+                    },
+                    "surfaceOp": "append",
+                }
+            )
+        )
     path.write_text("\n".join(lines + extra) + "\n")  # written now: newer than the claim
     monkeypatch.setenv("DSH_MEMORY_RECHECK_INTERVAL_SECONDS", "0")
     monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "0")
@@ -109,7 +122,7 @@ def test_phase1_retries_transient_errors_and_caches_results(monkeypatch, tmp_pat
     sid = "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64"
     fake.script(Reply.error(503), Reply.error(429, retry_after=0.1))  # the first two calls fail
     monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "1")
-    from flows.extract import extract_flow
+    from dsh_memory.flows.extract import extract_flow
 
     summary = extract_flow(session_ids=[sid], respect_idle=False)
     assert [o["outcome"] for o in summary["outcomes"]] == ["extracted"]
@@ -120,7 +133,9 @@ def test_phase1_retries_transient_errors_and_caches_results(monkeypatch, tmp_pat
         from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
 
         async with get_client() as client:
-            runs = await client.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="llm-extract")))
+            runs = await client.read_task_runs(
+                task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="llm-extract"))
+            )
             return runs
 
     runs = anyio.run(llm_task_runs)
@@ -147,7 +162,7 @@ def test_phase1_failures_are_isolated_and_no_route_skips(monkeypatch, tmp_path, 
         return memory_reply(request)
 
     fake.handler = handler
-    from flows.extract import extract_flow
+    from dsh_memory.flows.extract import extract_flow
 
     summary = extract_flow(session_ids=[bad, good], respect_idle=False)
     outcomes = {o["session"]: o for o in summary["outcomes"]}

@@ -51,6 +51,7 @@ def hook_env(monkeypatch):
 
 # ------------------------------------------------------------- a recording Prefect stand-in
 
+
 class Recorder:
     def __init__(self):
         self.batches: list[list[dict]] = []
@@ -102,6 +103,7 @@ def fake_prefect():
 
 
 # ------------------------------------------------------------- validator
+
 
 @pytest.mark.parametrize("name", WEBHOOK_NAMES)
 def test_every_fixture_gets_its_verdict(name, fixtures_dir, expected):
@@ -197,7 +199,10 @@ def test_symlink_escaping_the_root_is_refused_and_nothing_is_created(tmp_path):
 
 
 def test_claude_events_and_types():
-    base = {"session_id": "1f3b5d7e-9a2c-4e6f-8b0d-2c4e6a8f0b13", "transcript_path": "/home/alice/.claude/projects/p/s.jsonl"}
+    base = {
+        "session_id": "1f3b5d7e-9a2c-4e6f-8b0d-2c4e6a8f0b13",
+        "transcript_path": "/home/alice/.claude/projects/p/s.jsonl",
+    }
     for event, trigger in (("Stop", True), ("SessionEnd", True), ("SubagentStop", False), ("PreToolUse", False)):
         t = parse_turn_end(json.dumps({**base, "hook_event_name": event}), roots=ROOTS)
         assert (t.kind, t.should_trigger, t.reason) == ("claude", trigger, event)
@@ -212,8 +217,14 @@ def test_claude_events_and_types():
 def test_dsh_claude_code_hook_bridge_body():
     """DSH's Claude-Code hook bridge sends Claude's stdin shape with a DSH transcript path."""
     sid = "0f6c3a9e-7d21-4b5a-8e4f-1a2b3c4d5e6f"
-    body = json.dumps({"session_id": sid, "hook_event_name": "Stop", "stop_hook_active": False,
-                       "transcript_path": f"/home/alice/.dsh/sessions/--home-alice-src-invoice-api--/{sid}/session.v4.jsonl"})
+    body = json.dumps(
+        {
+            "session_id": sid,
+            "hook_event_name": "Stop",
+            "stop_hook_active": False,
+            "transcript_path": f"/home/alice/.dsh/sessions/--home-alice-src-invoice-api--/{sid}/session.v4.jsonl",
+        }
+    )
     for kind in ("auto", "dsh"):
         t = parse_turn_end(body, kind=kind, roots=ROOTS)
         assert (t.kind, t.session_id, t.should_trigger) == ("dsh", sid, True)
@@ -241,13 +252,17 @@ def test_event_carries_ids_only(fixtures_dir):
 
 # ------------------------------------------------------------- HTTP route
 
+
 @pytest.mark.parametrize("name", WEBHOOK_NAMES)
 def test_route_answers_every_fixture(name, fixtures_dir, expected, fake_prefect):
     exp = expected[f"webhooks/{name}"]
     app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=None)
     with TestClient(app, base_url=BASE) as client:
-        r = client.post(HOOK_PATH, content=(fixtures_dir / "webhooks" / name).read_bytes(),
-                        headers={"Content-Type": "application/json"})
+        r = client.post(
+            HOOK_PATH,
+            content=(fixtures_dir / "webhooks" / name).read_bytes(),
+            headers={"Content-Type": "application/json"},
+        )
     assert app.state.turn_end.sender.flush(10)
     if not exp["valid"]:
         assert r.status_code == (413 if "bytes" in exp else 400), r.text
@@ -274,12 +289,20 @@ def test_route_guard_table(hook_env, fixtures_dir):
         assert c.post(HOOK_PATH, content=body, headers={**json_h, "X-DSH-Memory-Secret": "wrong"}).status_code == 401
         ok = c.post(HOOK_PATH, content=body, headers={**json_h, "X-DSH-Memory-Secret": "s3cret"})
         assert ok.status_code == 202
-        assert ok.json() == {"accepted": True, "triggered": False, "session_id": "1f3b5d7e-9a2c-4e6f-8b0d-2c4e6a8f0b13",
-                             "kind": "claude", "reason": NO_SERVER}
+        assert ok.json() == {
+            "accepted": True,
+            "triggered": False,
+            "session_id": "1f3b5d7e-9a2c-4e6f-8b0d-2c4e6a8f0b13",
+            "kind": "claude",
+            "reason": NO_SERVER,
+        }
         sec = {"X-DSH-Memory-Secret": "s3cret"}
         assert c.post(HOOK_PATH, content=body, headers={"Content-Type": "text/plain", **sec}).status_code == 415
         assert c.post(HOOK_PATH, content=body, headers={**json_h, **sec, "Host": "evil.example"}).status_code == 403
-        assert c.post(HOOK_PATH, content=body, headers={**json_h, **sec, "Origin": "http://evil.example"}).status_code == 403
+        assert (
+            c.post(HOOK_PATH, content=body, headers={**json_h, **sec, "Origin": "http://evil.example"}).status_code
+            == 403
+        )
         assert c.post(HOOK_PATH, content=body, headers={**json_h, **sec, "Origin": "null"}).status_code == 403
         big = b'{"a": "' + b"x" * MAX_BODY_BYTES + b'"}'
         assert c.post(HOOK_PATH, content=big, headers={**json_h, **sec}).status_code == 413
@@ -293,7 +316,12 @@ def test_create_app_mounts_the_receiver_behind_its_guard(hook_env, tmp_path, fix
     settings = MemorySettings.from_env(env={**ENV, "DSH_MEMORY_ROOT": str(tmp_path / "mem")})
     body = (fixtures_dir / "webhooks/dsh-turn-end.json").read_bytes()
     with TestClient(create_app(settings, mcp=False), base_url=BASE) as c:
-        assert c.post(HOOK_PATH, content=body, headers={"Content-Type": "application/json", "Host": "evil.example"}).status_code == 403
+        assert (
+            c.post(
+                HOOK_PATH, content=body, headers={"Content-Type": "application/json", "Host": "evil.example"}
+            ).status_code
+            == 403
+        )
         r = c.post(HOOK_PATH, json=json.loads(body))
         assert r.status_code == 202 and r.json()["triggered"] is True
     deadline = time.monotonic() + 10
@@ -335,6 +363,7 @@ def test_full_queue_drops_without_blocking(fixtures_dir, fake_prefect):
 
 # ------------------------------------------------------------- notify
 
+
 def _notify(args, input=None, env=None):
     return CliRunner().invoke(cli_app, ["notify", *args], input=input, env=env)
 
@@ -347,9 +376,13 @@ def test_notify_argv_codex_through_a_real_receiver(hook_env, fixtures_dir, fake_
         assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""
         assert app.state.turn_end.sender.flush(10)
         [event] = fake_prefect.events
-        assert event["payload"] == {"session_id": "01a13b2f-6147-7112-94d6-9f81b6dffce8",
-                                    "turn": "01a13b30-c48c-7603-9440-d00e0d6bef7f",
-                                    "reason": "agent-turn-complete", "seq": None, "source": "codex"}
+        assert event["payload"] == {
+            "session_id": "01a13b2f-6147-7112-94d6-9f81b6dffce8",
+            "turn": "01a13b30-c48c-7603-9440-d00e0d6bef7f",
+            "reason": "agent-turn-complete",
+            "seq": None,
+            "source": "codex",
+        }
         r = _notify(["--kind", "codex", "--url", url + HOOK_PATH, payload], env={"DSH_MEMORY_HOOK_SECRET": "bad"})
         assert r.exit_code == 0 and "HTTP 401" in r.stderr
 
@@ -394,6 +427,7 @@ def test_notify_unreachable_receiver_is_quick_and_exits_0(hook_env, fixtures_dir
 
 # ------------------------------------------------------------- the real Prefect server
 
+
 def test_event_arrives_on_a_real_prefect_server(prefect_api, hook_env, fixtures_dir, monkeypatch):
     from prefect.server.events.schemas.events import Event
 
@@ -420,8 +454,13 @@ def test_event_arrives_on_a_real_prefect_server(prefect_api, hook_env, fixtures_
         return []
 
     [ev] = read_back("6a9d2f4b-3e8c-4b1a-9d7f-5c2e8b4a1f06")
-    assert ev["payload"] == {"session_id": "6a9d2f4b-3e8c-4b1a-9d7f-5c2e8b4a1f06", "turn": 2,
-                             "reason": "completed", "seq": 49, "source": "dsh"}
+    assert ev["payload"] == {
+        "session_id": "6a9d2f4b-3e8c-4b1a-9d7f-5c2e8b4a1f06",
+        "turn": 2,
+        "reason": "completed",
+        "seq": 49,
+        "source": "dsh",
+    }
     assert ev["resource"]["dsh.source"] == "dsh"
     [ev] = read_back("01a13b2f-6147-7112-94d6-9f81b6dffce8")
     assert ev["payload"]["source"] == "codex"

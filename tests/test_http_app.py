@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from datetime import UTC
 
 import httpx
 import pytest
@@ -58,10 +59,10 @@ def test_rpc_read_path_methods(client, settings):
 
 
 def test_get_state_reports_flags_meta_and_claim_counts(client, settings):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     st = StateStore(settings.memory_root)
-    now = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 1, tzinfo=UTC)
     st.try_start("sess-a", now)
     st.set_pending(True)
     st.record_phase2_failure("model said no", now)
@@ -71,7 +72,7 @@ def test_get_state_reports_flags_meta_and_claim_counts(client, settings):
     assert data["pending_consolidation"] is True and data["phase2_consecutive_failures"] == 1
     assert "model said no" in data["phase2_error"]
     assert data["counts"]["running"] == 1 and sum(data["counts"].values()) == 1
-    st.try_start("sess-b", datetime.now(timezone.utc))
+    st.try_start("sess-b", datetime.now(UTC))
     data = rpc(client, "get-state").json()["result"]
     assert data["phase1_running"] is True and data["phase1_running_sessions"] == ["sess-b"]
 
@@ -152,14 +153,25 @@ def test_content_type_and_body_size(client):
 
 
 def test_delete_file_refusals_and_allowed_delete(client, settings):
-    for path in ("MEMORY.md", "memory_summary.md", "raw_memories.md", "raw_memories.archive.md",
-                 "rollout_summaries/.retired/old.md", "rollout_summaries/.retired", "../x", ".state/state.sqlite3"):
+    for path in (
+        "MEMORY.md",
+        "memory_summary.md",
+        "raw_memories.md",
+        "raw_memories.archive.md",
+        "rollout_summaries/.retired/old.md",
+        "rollout_summaries/.retired",
+        "../x",
+        ".state/state.sqlite3",
+    ):
         r = rpc(client, "delete-file", {"path": path})
         assert r.status_code == 403, path
     root = settings.memory_root
     assert (root / "MEMORY.md").exists() and (root / "rollout_summaries/.retired/old.md").exists()
     ok = rpc(client, "delete-file", {"path": "rollout_summaries/release-fix.md"})
-    assert ok.status_code == 200 and ok.json()["result"] == {"path": "rollout_summaries/release-fix.md", "deleted": True}
+    assert ok.status_code == 200 and ok.json()["result"] == {
+        "path": "rollout_summaries/release-fix.md",
+        "deleted": True,
+    }
     assert not (root / "rollout_summaries/release-fix.md").exists()
     assert rpc(client, "delete-file", {"path": "rollout_summaries/release-fix.md"}).status_code == 404
 
@@ -203,8 +215,16 @@ def test_real_loopback_uvicorn_smoke(settings):
         evil = httpx.post(f"{base}{RPC_PATH}", json={"method": "summary"}, headers={"Host": "evil.example"}, timeout=10)
         assert evil.status_code == 403
         # MCP is served on the same port (streamable HTTP)
-        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
         m = httpx.post(f"{base}/mcp", json=init, headers={"accept": "application/json, text/event-stream"}, timeout=10)
         assert m.status_code == 200 and '"name":"dsh-memory"' in m.text
     finally:
@@ -217,5 +237,7 @@ def test_http_command_refuses_non_loopback_host_without_allow_remote(settings):
 
     from dsh_memory.cli import app
 
-    r = CliRunner().invoke(app, ["http", "--host", "0.0.0.0", "--port", "0"], env={"DSH_MEMORY_ROOT": str(settings.memory_root)})
+    r = CliRunner().invoke(
+        app, ["http", "--host", "0.0.0.0", "--port", "0"], env={"DSH_MEMORY_ROOT": str(settings.memory_root)}
+    )
     assert r.exit_code == 2 and "--allow-remote" in r.stderr

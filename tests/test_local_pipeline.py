@@ -55,7 +55,7 @@ def _local_env(monkeypatch, tmp_path: Path, model: Path) -> Path:
 @pytest.mark.usefixtures("prefect_api")
 def test_phase1_with_the_local_model_writes_memory_files(monkeypatch, tmp_path, smollm2):
     root = _local_env(monkeypatch, tmp_path, smollm2)
-    from flows.extract import extract_flow
+    from dsh_memory.flows.extract import extract_flow
 
     summary = extract_flow(session_ids=[WEATHER], respect_idle=False)
     (outcome,) = summary["outcomes"]
@@ -75,8 +75,14 @@ CHILD = "from dsh_memory.cli import main; main()"
 def test_sigterm_stops_a_local_extraction_promptly(monkeypatch, tmp_path, smollm2):
     root = _local_env(monkeypatch, tmp_path, smollm2)
     monkeypatch.setenv("DSH_MEMORY_PHASE1_MAX_TOKENS", "4096")  # a long decode to interrupt
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, "extract", "--all", "--json"], cwd=str(REPO),
-                            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, "extract", "--all", "--json"],
+        cwd=str(REPO),
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 240
     state_db = root / ".state" / "state.sqlite3"
     while time.monotonic() < deadline and proc.poll() is None:

@@ -46,13 +46,21 @@ def test_stdio_tools_resource_and_prompt(root):
             out["tools"] = tools
             out["list"] = _structured(await client.call_tool("memory_list", {"path": "rollout_summaries"}))
             out["read"] = _structured(
-                await client.call_tool("memory_read", {"path": "rollout_summaries/gateway-timeouts.md", "start_line": 2, "max_lines": 1})
+                await client.call_tool(
+                    "memory_read", {"path": "rollout_summaries/gateway-timeouts.md", "start_line": 2, "max_lines": 1}
+                )
             )
-            out["search"] = _structured(await client.call_tool("memory_search", {"queries": ["gateway"], "mode": "any"}))
+            out["search"] = _structured(
+                await client.call_tool("memory_search", {"queries": ["gateway"], "mode": "any"})
+            )
             out["ranked"] = _structured(
                 await client.call_tool("memory_search", {"queries": ["auth service slow"], "mode": "ranked"})
             )
-            out["add"] = _structured(await client.call_tool("memory_add", {"note": "Gateway owner is team Falcon.", "title": "gateway owner"}))
+            out["add"] = _structured(
+                await client.call_tool(
+                    "memory_add", {"note": "Gateway owner is team Falcon.", "title": "gateway owner"}
+                )
+            )
             out["bad"] = await client.call_tool("memory_read", {"path": "../../etc/passwd"})
             out["missing"] = await client.call_tool("memory_read", {"path": "nope.md"})
             res = await client.read_resource("memory://summary")
@@ -68,14 +76,26 @@ def test_stdio_tools_resource_and_prompt(root):
     assert set(tools) == {"memory_list", "memory_read", "memory_search", "memory_add"}
     search_schema = tools["memory_search"].input_schema
     assert search_schema["required"] == ["queries"]
-    assert set(search_schema["properties"]) >= {"queries", "mode", "within_lines", "normalized", "context_lines", "path"}
+    assert set(search_schema["properties"]) >= {
+        "queries",
+        "mode",
+        "within_lines",
+        "normalized",
+        "context_lines",
+        "path",
+    }
     assert "explicitly asks" in tools["memory_add"].description
     assert tools["memory_read"].input_schema["properties"]["start_line"]["minimum"] == 1
 
-    assert [e["path"] for e in out["list"]["entries"]] == ["rollout_summaries/.retired", "rollout_summaries/gateway-timeouts.md"]
+    assert [e["path"] for e in out["list"]["entries"]] == [
+        "rollout_summaries/.retired",
+        "rollout_summaries/gateway-timeouts.md",
+    ]
     assert (out["read"]["start_line"], out["read"]["content"]) == (2, "Raised the gateway timeout to 30s.")
     assert [(m["path"], m["match_line"]) for m in out["search"]["matches"]] == [
-        ("MEMORY.md", 2), ("memory_summary.md", 2), ("rollout_summaries/gateway-timeouts.md", 1),
+        ("MEMORY.md", 2),
+        ("memory_summary.md", 2),
+        ("rollout_summaries/gateway-timeouts.md", 1),
         ("rollout_summaries/gateway-timeouts.md", 2),
     ]
     assert out["ranked"]["matches"][0]["path"] == "rollout_summaries/gateway-timeouts.md"

@@ -34,8 +34,13 @@ def _echo_everything(request: dict) -> Reply:
     text = user_text(request)
     tool = ((request.get("tools") or [{}])[0].get("function") or {}).get("name")
     if tool == "memory_write":
-        return Reply.tool({"memory_md": "# Memory\n" + text[:20000], "memory_summary_md": "v1\n" + text[:3000],
-                           "skills": [{"name": "echo", "skill_md": text[:5000], "files": []}]})
+        return Reply.tool(
+            {
+                "memory_md": "# Memory\n" + text[:20000],
+                "memory_summary_md": "v1\n" + text[:3000],
+                "skills": [{"name": "echo", "skill_md": text[:5000], "files": []}],
+            }
+        )
     return Reply.tool({"raw_memory": text[:3500], "rollout_summary": text[-5500:], "rollout_slug": "echo"})
 
 
@@ -43,7 +48,7 @@ def test_no_planted_secret_anywhere_under_the_memory_root(monkeypatch, tmp_path,
     with FakeOpenAIServer(handler=_echo_everything) as fake:
         root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url, codex=True, claude=True)
         monkeypatch.setenv("DSH_MEMORY_PHASE2_COOLDOWN_SECONDS", "0")
-        from flows.catch_up import catch_up_flow
+        from dsh_memory.flows.catch_up import catch_up_flow
 
         result = catch_up_flow(backfill=True)
         assert result["phase2"]["outcome"] == "consolidated", result["phase2"]
@@ -65,19 +70,26 @@ def test_no_planted_secret_anywhere_under_the_memory_root(monkeypatch, tmp_path,
 
 CHILD = r"""
 import os, sys
-from flows.extract import extract_flow
+from dsh_memory.flows.extract import extract_flow
 extract_flow()
 """
 
 
 def test_phase1_killed_mid_run_recovers_without_double_extraction(monkeypatch, tmp_path, fixtures_dir):
-    with FakeOpenAIServer(latency_seconds=1.5, handler=lambda r: Reply.tool(
-            {"raw_memory": "- a fact", "rollout_summary": "a recap", "rollout_slug": "recap"})) as fake:
+    with FakeOpenAIServer(
+        latency_seconds=1.5,
+        handler=lambda r: Reply.tool({"raw_memory": "- a fact", "rollout_summary": "a recap", "rollout_slug": "recap"}),
+    ) as fake:
         root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
         monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "2")
         monkeypatch.setenv("DSH_MEMORY_STALE_CLAIM_SECONDS", "3")
-        proc = subprocess.Popen([sys.executable, "-c", CHILD], env=dict(os.environ), cwd=str(Path(__file__).parents[1]),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD],
+            env=dict(os.environ),
+            cwd=str(Path(__file__).parents[1]),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         state = StateStore(root)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # kill it once some sessions are done and others in flight
@@ -100,7 +112,7 @@ def test_phase1_killed_mid_run_recovers_without_double_extraction(monkeypatch, t
             assert p.read_text().startswith("---"), p
         sent_before = len(fake.requests)
         time.sleep(3.5)  # the orphaned running claims are now stale
-        from flows.extract import extract_flow
+        from dsh_memory.flows.extract import extract_flow
 
         summary = extract_flow()
         outcomes = {o["session"]: o["outcome"] for o in summary["outcomes"]}

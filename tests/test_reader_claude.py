@@ -24,16 +24,23 @@ def _claude_entries(expected: dict) -> dict[str, dict]:
     return entries
 
 
-
-
 def _ref(path: Path, sid: str = SID) -> SessionRef:
     st = path.stat()
     return SessionRef(id=sid, source="claude", path=path, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
 def _rec(typ: str, n: int, **fields) -> str:
-    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": CWD, "sessionId": SID,
-            "version": "2.0.31", "type": typ, "uuid": f"u-{n}", "timestamp": f"2026-11-02T10:00:{n:02d}.000Z"}
+    base = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": CWD,
+        "sessionId": SID,
+        "version": "2.0.31",
+        "type": typ,
+        "uuid": f"u-{n}",
+        "timestamp": f"2026-11-02T10:00:{n:02d}.000Z",
+    }
     base.update(fields)
     return json.dumps(base)
 
@@ -148,13 +155,17 @@ def test_discover_is_stat_only_and_skips_odd_entries(tmp_path: Path):
 
 def test_claude_config_dir_is_honoured(tmp_path: Path):
     home = tmp_path / "home"
-    _write(home / ".claude" / "projects" / "-decoy", [_user(1, "decoy prompt")],
-           name="0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e.jsonl")
+    _write(
+        home / ".claude" / "projects" / "-decoy",
+        [_user(1, "decoy prompt")],
+        name="0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e.jsonl",
+    )
     config = tmp_path / "cfg"
     path = _write(config / "projects" / "-home-bob-my-proj", [_user(1, "real prompt")])
 
-    refs = readers.discover(SourceRoots.from_env({"HOME": str(home), "CLAUDE_CONFIG_DIR": str(config)}),
-                            sources=["claude"])
+    refs = readers.discover(
+        SourceRoots.from_env({"HOME": str(home), "CLAUDE_CONFIG_DIR": str(config)}), sources=["claude"]
+    )
     assert [(r.id, r.path) for r in refs] == [(SID, path)]
     assert [e.text for e in readers.load(refs[0]).human_prompts] == ["real prompt"]
     default = readers.discover(SourceRoots.from_env({"HOME": str(home)}), sources=["claude"])
@@ -207,25 +218,44 @@ def test_cwd_comes_from_records_not_directory_name(tmp_path: Path):
 
 
 def test_user_record_kinds(tmp_path: Path):
-    path = _write(tmp_path / "p", [
-        _user(1, [{"type": "text", "text": "What is in this screenshot?"},
-                  {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}}]),
-        _user(2, "<system-reminder>REMINDER-TEXT</system-reminder>"),
-        _user(3, "<bash-input>ls</bash-input>"),
-        _user(4, [{"type": "text", "text": "[Request interrupted by user for tool use]"}]),
-        _user(5, "META-TEXT", isMeta=True),
-        _assistant(6, "m1", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "false"}}),
-        _user(7, [{"type": "tool_result", "tool_use_id": "t1", "content": "exit 1", "is_error": True},
-                  {"type": "text", "text": "HOOK-FEEDBACK"}]),
-        _assistant(8, "m2", {"type": "redacted_thinking", "data": "REDACTED"}, {"type": "text", "text": "ok"}),
-    ])
+    path = _write(
+        tmp_path / "p",
+        [
+            _user(
+                1,
+                [
+                    {"type": "text", "text": "What is in this screenshot?"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+                ],
+            ),
+            _user(2, "<system-reminder>REMINDER-TEXT</system-reminder>"),
+            _user(3, "<bash-input>ls</bash-input>"),
+            _user(4, [{"type": "text", "text": "[Request interrupted by user for tool use]"}]),
+            _user(5, "META-TEXT", isMeta=True),
+            _assistant(6, "m1", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "false"}}),
+            _user(
+                7,
+                [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "exit 1", "is_error": True},
+                    {"type": "text", "text": "HOOK-FEEDBACK"},
+                ],
+            ),
+            _assistant(8, "m2", {"type": "redacted_thinking", "data": "REDACTED"}, {"type": "text", "text": "ok"}),
+        ],
+    )
     s = claude.load(_ref(path))
     kinds = [(e.kind, e.label) for e in s.events]
     assert kinds == [
-        (EventKind.HUMAN, None), (EventKind.CONTEXT, "system_reminder"), (EventKind.CONTEXT, "bash_input"),
-        (EventKind.STATUS, "interrupted"), (EventKind.CONTEXT, "meta"), (EventKind.TOOL_CALL, None),
-        (EventKind.TOOL_RESULT, None), (EventKind.CONTEXT, "tool_result_attachment"),
-        (EventKind.REASONING, None), (EventKind.ASSISTANT, None),
+        (EventKind.HUMAN, None),
+        (EventKind.CONTEXT, "system_reminder"),
+        (EventKind.CONTEXT, "bash_input"),
+        (EventKind.STATUS, "interrupted"),
+        (EventKind.CONTEXT, "meta"),
+        (EventKind.TOOL_CALL, None),
+        (EventKind.TOOL_RESULT, None),
+        (EventKind.CONTEXT, "tool_result_attachment"),
+        (EventKind.REASONING, None),
+        (EventKind.ASSISTANT, None),
     ]
     assert s.human_prompts[0].images == 1 and s.human_prompts[0].text == "What is in this screenshot?"
     result = s.events[6]
@@ -238,22 +268,28 @@ def test_user_record_kinds(tmp_path: Path):
 def test_replayed_blocks_of_one_response_are_not_duplicated(tmp_path: Path):
     text = {"type": "text", "text": "Looking now."}
     tool = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.py"}}
-    path = _write(tmp_path / "p", [
-        _user(1, "read a.py"),
-        _assistant(2, "m1", text),
-        _assistant(3, "m1", text, tool),  # a later line of the same response repeats the text block
-    ])
+    path = _write(
+        tmp_path / "p",
+        [
+            _user(1, "read a.py"),
+            _assistant(2, "m1", text),
+            _assistant(3, "m1", text, tool),  # a later line of the same response repeats the text block
+        ],
+    )
     s = claude.load(_ref(path))
     assert [e.kind for e in s.events] == [EventKind.HUMAN, EventKind.ASSISTANT, EventKind.TOOL_CALL]
 
 
 def test_sidechain_records_inside_a_main_transcript_are_dropped(tmp_path: Path):
-    path = _write(tmp_path / "p", [
-        _user(1, "main prompt"),
-        _user(2, "SUBAGENT-TASK", isSidechain=True),
-        _assistant(3, "m1", {"type": "text", "text": "SUBAGENT-ANSWER"}, isSidechain=True),
-        _assistant(4, "m2", {"type": "text", "text": "main answer"}),
-    ])
+    path = _write(
+        tmp_path / "p",
+        [
+            _user(1, "main prompt"),
+            _user(2, "SUBAGENT-TASK", isSidechain=True),
+            _assistant(3, "m1", {"type": "text", "text": "SUBAGENT-ANSWER"}, isSidechain=True),
+            _assistant(4, "m2", {"type": "text", "text": "main answer"}),
+        ],
+    )
     s = claude.load(_ref(path))
     assert s.is_root and [e.text for e in s.events] == ["main prompt", "main answer"]
 

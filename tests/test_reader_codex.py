@@ -26,25 +26,36 @@ def _codex_entries(expected: dict) -> dict[str, dict]:
     return entries
 
 
-
-
 def _line(typ: str, payload: dict, ts: str = "2026-11-01T17:00:00.000Z") -> str:
     return json.dumps({"timestamp": ts, "type": typ, "payload": payload})
 
 
 def _meta(source="cli", sid=SID, **extra) -> str:
-    return _line("session_meta", {"id": sid, "session_id": sid, "timestamp": "2026-11-01T17:00:00.000Z",
-                                  "cwd": "/home/bob/proj", "source": source, "originator": "codex_cli_rs", **extra})
+    return _line(
+        "session_meta",
+        {
+            "id": sid,
+            "session_id": sid,
+            "timestamp": "2026-11-01T17:00:00.000Z",
+            "cwd": "/home/bob/proj",
+            "source": source,
+            "originator": "codex_cli_rs",
+            **extra,
+        },
+    )
 
 
 def _user(*texts: str) -> str:
-    return _line("response_item", {"type": "message", "role": "user",
-                                   "content": [{"type": "input_text", "text": t} for t in texts]})
+    return _line(
+        "response_item",
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t} for t in texts]},
+    )
 
 
 def _assistant(text: str) -> str:
-    return _line("response_item", {"type": "message", "role": "assistant",
-                                   "content": [{"type": "output_text", "text": text}]})
+    return _line(
+        "response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    )
 
 
 def _write(folder: Path, lines: list[str], name: str = NAME, trailing_newline: bool = True) -> Path:
@@ -160,8 +171,11 @@ def test_discover_prefers_plain_file_over_zst_twin(tmp_path: Path):
 
 def test_codex_home_is_honoured(tmp_path: Path):
     home = tmp_path / "home"
-    _write(home / ".codex" / "sessions", [_meta(sid="01a20000-0000-7000-8000-00000000dead"), _user("decoy")],
-           name="rollout-2026-11-01T10-00-00-01a20000-0000-7000-8000-00000000dead.jsonl")
+    _write(
+        home / ".codex" / "sessions",
+        [_meta(sid="01a20000-0000-7000-8000-00000000dead"), _user("decoy")],
+        name="rollout-2026-11-01T10-00-00-01a20000-0000-7000-8000-00000000dead.jsonl",
+    )
     codex_home = tmp_path / "elsewhere"
     path = _write(codex_home / "sessions", [_meta(), _user("real")])
 
@@ -203,8 +217,11 @@ def test_complete_last_line_without_newline_is_kept(tmp_path: Path):
 
 @pytest.mark.parametrize(
     ("content", "reason"),
-    [(b"", "empty file"), (b"garbage\n\xff\n", "no readable JSON records"),
-     ((_user("no meta") + "\n").encode(), "no session_meta")],
+    [
+        (b"", "empty file"),
+        (b"garbage\n\xff\n", "no readable JSON records"),
+        ((_user("no meta") + "\n").encode(), "no session_meta"),
+    ],
 )
 def test_unreadable_files_raise_session_read_error(tmp_path: Path, content: bytes, reason: str):
     path = tmp_path / NAME
@@ -252,13 +269,16 @@ def test_injected_parts_stripped_and_mixed_messages_keep_human_text(tmp_path: Pa
     agents = "# AGENTS.md instructions for /home/bob/proj\n\n<INSTRUCTIONS>\nUse tabs.\n</INSTRUCTIONS>"
     skill = "<skill>\n<name>deploy</name>\nRun make deploy.\n</skill>"
     env = "<environment_context>\n  <cwd>/home/bob/proj</cwd>\n</environment_context>"
-    path = _write(tmp_path, [
-        _meta(),
-        _user(agents, env),
-        _user(skill),
-        _user(skill, "Deploy the staging branch please."),
-        _user("<SKILL>caps</SKILL>\nAnd check the logs."),
-    ])
+    path = _write(
+        tmp_path,
+        [
+            _meta(),
+            _user(agents, env),
+            _user(skill),
+            _user(skill, "Deploy the staging branch please."),
+            _user("<SKILL>caps</SKILL>\nAnd check the logs."),
+        ],
+    )
     s = codex.load(_ref(path))
     assert [e.text for e in s.human_prompts] == ["Deploy the staging branch please.", "And check the logs."]
     ctx = [e for e in s.events if e.kind is EventKind.CONTEXT]
@@ -270,18 +290,33 @@ def test_injected_parts_stripped_and_mixed_messages_keep_human_text(tmp_path: Pa
 
 
 def test_reasoning_and_developer_text_never_kept(tmp_path: Path):
-    path = _write(tmp_path, [
-        _meta(),
-        _line("response_item", {"type": "message", "role": "developer",
-                                "content": [{"type": "input_text", "text": "DEVELOPER-SECRET"}]}),
-        _user("go"),
-        _line("response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": "THINK-SUM"}],
-                                "content": [{"type": "reasoning_text", "text": "THINK-RAW"}],
-                                "encrypted_content": "gAAAAABxyz"}),
-        _line("event_msg", {"type": "agent_reasoning", "text": "THINK-SUM"}),
-        _line("event_msg", {"type": "user_message", "message": "go"}),
-        _assistant("done"),
-    ])
+    path = _write(
+        tmp_path,
+        [
+            _meta(),
+            _line(
+                "response_item",
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": [{"type": "input_text", "text": "DEVELOPER-SECRET"}],
+                },
+            ),
+            _user("go"),
+            _line(
+                "response_item",
+                {
+                    "type": "reasoning",
+                    "summary": [{"type": "summary_text", "text": "THINK-SUM"}],
+                    "content": [{"type": "reasoning_text", "text": "THINK-RAW"}],
+                    "encrypted_content": "gAAAAABxyz",
+                },
+            ),
+            _line("event_msg", {"type": "agent_reasoning", "text": "THINK-SUM"}),
+            _line("event_msg", {"type": "user_message", "message": "go"}),
+            _assistant("done"),
+        ],
+    )
     s = codex.load(_ref(path))
     blob = "\n".join(event_strings(s))
     for secret in ("DEVELOPER-SECRET", "THINK-SUM", "THINK-RAW", "gAAAAAB"):
@@ -291,29 +326,61 @@ def test_reasoning_and_developer_text_never_kept(tmp_path: Path):
 
 
 def test_tool_errors_and_compaction(tmp_path: Path):
-    path = _write(tmp_path, [
-        _meta(),
-        _user("run the tests"),
-        _line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c1",
-                                "arguments": '{"cmd": "pytest"}'}),
-        _line("response_item", {"type": "function_call_output", "call_id": "c1",
-                                "output": "Chunk ID: 1\nWall time: 1 seconds\nProcess exited with code 2\nOutput:\nboom"}),
-        _line("response_item", {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin"}),
-        _line("response_item", {"type": "custom_tool_call_output", "call_id": "c2",
-                                "output": json.dumps({"output": "patch failed", "metadata": {"exit_code": 1}})}),
-        _line("response_item", {"type": "function_call", "name": "shell", "call_id": "c3", "arguments": "not json"}),
-        _line("response_item", {"type": "function_call_output", "call_id": "c3",
-                                "output": {"content": "denied", "success": False}}),
-        _line("compacted", {"message": "SUMMARY-TEXT"}),
-        _line("response_item", {"type": "compaction", "encrypted_content": "gAAAAABc"}),
-        _line("event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
-    ])
+    path = _write(
+        tmp_path,
+        [
+            _meta(),
+            _user("run the tests"),
+            _line(
+                "response_item",
+                {"type": "function_call", "name": "exec_command", "call_id": "c1", "arguments": '{"cmd": "pytest"}'},
+            ),
+            _line(
+                "response_item",
+                {
+                    "type": "function_call_output",
+                    "call_id": "c1",
+                    "output": "Chunk ID: 1\nWall time: 1 seconds\nProcess exited with code 2\nOutput:\nboom",
+                },
+            ),
+            _line(
+                "response_item",
+                {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin"},
+            ),
+            _line(
+                "response_item",
+                {
+                    "type": "custom_tool_call_output",
+                    "call_id": "c2",
+                    "output": json.dumps({"output": "patch failed", "metadata": {"exit_code": 1}}),
+                },
+            ),
+            _line(
+                "response_item", {"type": "function_call", "name": "shell", "call_id": "c3", "arguments": "not json"}
+            ),
+            _line(
+                "response_item",
+                {"type": "function_call_output", "call_id": "c3", "output": {"content": "denied", "success": False}},
+            ),
+            _line("compacted", {"message": "SUMMARY-TEXT"}),
+            _line("response_item", {"type": "compaction", "encrypted_content": "gAAAAABc"}),
+            _line("event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+        ],
+    )
     s = codex.load(_ref(path))
     results = [e for e in s.events if e.kind is EventKind.TOOL_RESULT]
-    assert [(r.tool_name, r.is_error) for r in results] == [("exec_command", True), ("apply_patch", True), ("shell", True)]
+    assert [(r.tool_name, r.is_error) for r in results] == [
+        ("exec_command", True),
+        ("apply_patch", True),
+        ("shell", True),
+    ]
     assert results[1].text == "patch failed"
     calls = [e for e in s.events if e.kind is EventKind.TOOL_CALL]
-    assert calls[0].arguments == {"cmd": "pytest"} and calls[1].arguments == "*** Begin" and calls[2].arguments == "not json"
+    assert (
+        calls[0].arguments == {"cmd": "pytest"}
+        and calls[1].arguments == "*** Begin"
+        and calls[2].arguments == "not json"
+    )
     comp = [e for e in s.events if e.kind is EventKind.COMPACTION]
     assert len(comp) == 1 and comp[0].seq == 8 and comp[0].text == ""
     assert "SUMMARY-TEXT" not in "\n".join(event_strings(s))

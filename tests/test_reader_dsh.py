@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -277,15 +276,21 @@ def _assistant(seq: int, *blocks: dict) -> dict:
 def _tool_result(seq: int, call_id: str, text: str, is_error: bool = False) -> dict:
     msg = {"id": f"r{seq}", "role": "tool", "source": {"kind": "tool", "callId": call_id}, "toolCallId": call_id,
            "isError": is_error, "content": [{"type": "text", "text": text}]}  # fmt: skip
-    return _ev(seq, "tool/result", {"turn": 1, "step": 1, "message": msg}, surfaceOp="append", sourceEventSeqs=[seq - 1])
+    return _ev(
+        seq, "tool/result", {"turn": 1, "step": 1, "message": msg}, surfaceOp="append", sourceEventSeqs=[seq - 1]
+    )
 
 
 def _basic_events() -> list[dict]:
     return [
         _ev(0, "turn/start", {"turn": 1}),
         _human(1, "please fix the build"),
-        _assistant(2, {"type": "reasoning", "text": "SECRET THOUGHT"}, {"type": "text", "text": "Looking."},
-                   {"type": "tool-call", "id": "c1", "name": "bash", "arguments": '{"command": "make"}'}),  # fmt: skip
+        _assistant(
+            2,
+            {"type": "reasoning", "text": "SECRET THOUGHT"},
+            {"type": "text", "text": "Looking."},
+            {"type": "tool-call", "id": "c1", "name": "bash", "arguments": '{"command": "make"}'},
+        ),  # fmt: skip
         _ev(3, "tool/call", {"turn": 1, "step": 1, "callId": "c1", "name": "bash", "arguments": '{"command": "make"}'}),
         _tool_result(4, "c1", "build ok"),
         _assistant(5, {"type": "text", "text": "Fixed."}),
@@ -414,10 +419,18 @@ def test_v0_packed_rows_and_seed_length(tmp_path):
         _ev(3, "session/end-seed", {}),
         _ev(4, "turn/start", {"turn": 2}),
         _human(5, "own prompt"),
-        {"type": "text-chunks", "seq0": 6, "time0": 50, "data": {"turn": 2, "step": 1, "index": 0, "dt": [1, 2],
-                                                                 "texts": ["a", "b", "c"]}},  # fmt: skip
-        {"type": "tool-call-chunks", "seq0": 9, "time0": 60, "data": {"id": "c", "name": "bash", "dt": [0],
-                                                                      "args": ["{", "}"]}},  # fmt: skip
+        {
+            "type": "text-chunks",
+            "seq0": 6,
+            "time0": 50,
+            "data": {"turn": 2, "step": 1, "index": 0, "dt": [1, 2], "texts": ["a", "b", "c"]},
+        },  # fmt: skip
+        {
+            "type": "tool-call-chunks",
+            "seq0": 9,
+            "time0": 60,
+            "data": {"id": "c", "name": "bash", "dt": [0], "args": ["{", "}"]},
+        },  # fmt: skip
         _assistant(11, {"type": "text", "text": "abc"}),
         _ev(12, "turn/end", {"turn": 2, "reason": {"kind": "max-tokens"}}),
     ]

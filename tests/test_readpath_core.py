@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -57,7 +57,7 @@ def state(store) -> StateStore:
     return StateStore(store.root)
 
 
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 # ---- summary ----------------------------------------------------------------------------
@@ -96,7 +96,9 @@ def test_list_is_shallow_sorted_hides_state_and_paginates(store):
     assert {e.path: e.type for e in res.entries}["skills"] == "directory"
     sub = rp.list_dir(store, "rollout_summaries")
     assert [e.path for e in sub.entries] == [
-        "rollout_summaries/.retired", "rollout_summaries/fix-flaky-deploy.md", "rollout_summaries/other-topic.md"
+        "rollout_summaries/.retired",
+        "rollout_summaries/fix-flaky-deploy.md",
+        "rollout_summaries/other-topic.md",
     ]
     page1 = rp.list_dir(store, "", max_results=2)
     assert page1.truncated and [e.path for e in page1.entries] == paths[:2]
@@ -140,12 +142,23 @@ def test_read_size_cap_sets_truncated(store):
 
 @pytest.mark.parametrize(
     "bad",
-    ["../x", "../../etc/passwd", "/etc/passwd", "skills/../../x", ".state/secret.txt", ".STATE/secret.txt",
-     "a\x00b", "rollout_summaries/../.state/state.sqlite3"],
+    [
+        "../x",
+        "../../etc/passwd",
+        "/etc/passwd",
+        "skills/../../x",
+        ".state/secret.txt",
+        ".STATE/secret.txt",
+        "a\x00b",
+        "rollout_summaries/../.state/state.sqlite3",
+    ],
 )
 def test_path_attacks_are_refused_before_any_io(store, bad):
-    for call in (lambda: rp.read(store, bad), lambda: rp.list_dir(store, bad),
-                 lambda: rp.search(store, ["foo"], path_prefix=bad)):
+    for call in (
+        lambda: rp.read(store, bad),
+        lambda: rp.list_dir(store, bad),
+        lambda: rp.search(store, ["foo"], path_prefix=bad),
+    ):
         with pytest.raises(PathGuardError):
             call()
 
@@ -178,9 +191,7 @@ def _cites(res):
 
 def test_search_any_is_case_insensitive_sorted_and_skips_state_and_retired(store):
     res = rp.search(store, ["FOO-BAR", "alembic"])
-    assert _cites(res) == [
-        ("MEMORY.md", 4, 4), ("MEMORY.md", 5, 5), ("skills/deploy/SKILL.md", 2, 2)
-    ]
+    assert _cites(res) == [("MEMORY.md", 4, 4), ("MEMORY.md", 5, 5), ("skills/deploy/SKILL.md", 2, 2)]
     assert res.matches[1].matched_queries == ["alembic"]
     assert all(not m.path.startswith((".state", "rollout_summaries/.retired")) for m in res.matches)
     assert rp.search(store, ["FOO-BAR"], case_sensitive=True).matches == []
@@ -189,7 +200,9 @@ def test_search_any_is_case_insensitive_sorted_and_skips_state_and_retired(store
 def test_search_normalized_ignores_punctuation(store):
     res = rp.search(store, ["foo bar"], normalized=True)
     assert _cites(res) == [
-        ("MEMORY.md", 4, 4), ("rollout_summaries/fix-flaky-deploy.md", 6, 6), ("skills/deploy/SKILL.md", 2, 2)
+        ("MEMORY.md", 4, 4),
+        ("rollout_summaries/fix-flaky-deploy.md", 6, 6),
+        ("skills/deploy/SKILL.md", 2, 2),
     ]
     assert rp.search(store, ["foo bar"]).matches == []  # plain substring: no such text
     with pytest.raises(UserInputError):
@@ -281,8 +294,9 @@ def test_ranked_path_prefix_and_pagination(store):
         (store.notes_dir / f"n{i}.md").write_text(f"zebra note {i}\n")
     got, cursor = [], None
     while True:
-        res = rp.search(store, ["zebra"], mode="ranked", max_results=2, cursor=cursor,
-                        path_prefix="extensions/ad_hoc/notes")
+        res = rp.search(
+            store, ["zebra"], mode="ranked", max_results=2, cursor=cursor, path_prefix="extensions/ad_hoc/notes"
+        )
         got += [m.path for m in res.matches]
         cursor = res.next_cursor
         if not cursor:
@@ -305,8 +319,15 @@ def test_add_writes_a_new_note_and_never_overwrites(store):
 
 
 def test_delete_file_refuses_pipeline_files_and_retired(store):
-    for protected in ("MEMORY.md", "memory_summary.md", "raw_memories.md", "raw_memories.archive.md",
-                      "rollout_summaries/.retired/old-deploy.md", "./MEMORY.md", "skills/../MEMORY.md"):
+    for protected in (
+        "MEMORY.md",
+        "memory_summary.md",
+        "raw_memories.md",
+        "raw_memories.archive.md",
+        "rollout_summaries/.retired/old-deploy.md",
+        "./MEMORY.md",
+        "skills/../MEMORY.md",
+    ):
         with pytest.raises(PathGuardError):
             rp.delete_file(store, protected)
     assert (store.root / "MEMORY.md").exists() and (store.retired_dir / "old-deploy.md").exists()

@@ -30,8 +30,17 @@ def _all_strings(obj) -> list[str]:
 def test_fixture_i_secrets_are_planted_in_its_log(fixtures_dir, expected):
     planted = _planted(expected)
     assert {s["kind"] for _, s in planted} >= {
-        "openai_key", "openai_project_key", "aws_access_key_id", "aws_secret_access_key", "github_pat",
-        "slack_bot_token", "jwt", "bearer_token", "password", "api_key", "pem_private_key",
+        "openai_key",
+        "openai_project_key",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "github_pat",
+        "slack_bot_token",
+        "jwt",
+        "bearer_token",
+        "password",
+        "api_key",
+        "pem_private_key",
     }
     raw = (fixtures_dir / FIXTURE_I).read_text()
     for _, s in planted:
@@ -55,7 +64,7 @@ def test_every_planted_secret_is_removed_from_every_string_of_its_log(fixtures_d
 
 def test_redact_obj_removes_secrets_from_parsed_records(fixtures_dir, expected):
     planted = _planted(expected)
-    records = [json.loads(l) for l in (fixtures_dir / FIXTURE_I).read_text().splitlines()]
+    records = [json.loads(line) for line in (fixtures_dir / FIXTURE_I).read_text().splitlines()]
     dumped = json.dumps(redact_obj(records), ensure_ascii=False)
     for _, s in planted:
         assert s["match"] not in dumped, s["kind"]
@@ -160,9 +169,32 @@ def test_redact_obj_walks_nested_structures_and_keyed_values():
 
 _FRAGMENTS = st.sampled_from(
     [
-        "password=", "token: ", '"api_key": "', "Bearer ", "sk-", "AKIA", "eyJ", ".", "ghp_", "xoxb-",
-        "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "://u:", "@", "\n", " ", "=",
-        "[REDACTED:x]", "ABCDEFGHIJKLMNOP", "abcdefghij0123456789", "/+", "İ", "é", "\\", "'", '"',
+        "password=",
+        "token: ",
+        '"api_key": "',
+        "Bearer ",
+        "sk-",
+        "AKIA",
+        "eyJ",
+        ".",
+        "ghp_",
+        "xoxb-",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----END RSA PRIVATE KEY-----",
+        "://u:",
+        "@",
+        "\n",
+        " ",
+        "=",
+        "[REDACTED:x]",
+        "ABCDEFGHIJKLMNOP",
+        "abcdefghij0123456789",
+        "/+",
+        "İ",
+        "é",
+        "\\",
+        "'",
+        '"',
     ]
 )
 _TEXT = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=12)), max_size=25).map("".join)
@@ -177,7 +209,11 @@ def test_redact_never_raises_and_is_idempotent(text):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.recursive(st.one_of(st.none(), st.integers(), _TEXT), lambda c: st.lists(c) | st.dictionaries(_TEXT, c), max_leaves=20))
+@given(
+    st.recursive(
+        st.one_of(st.none(), st.integers(), _TEXT), lambda c: st.lists(c) | st.dictionaries(_TEXT, c), max_leaves=20
+    )
+)
 def test_redact_obj_never_raises_and_is_idempotent(obj):
     once = redact_obj(obj)
     assert redact_obj(once) == once

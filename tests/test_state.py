@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from dsh_memory.errors import ConfigError
 from dsh_memory.state import MIGRATIONS, SCHEMA_VERSION, STALE_ERROR, StateStore, apply_migrations, connect
 
 REPO = Path(__file__).resolve().parents[1]
-T0 = datetime(2026, 2, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 2, 1, 12, 0, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -46,10 +46,24 @@ def test_claim_lifecycle(st: StateStore):
     assert st.try_start("s1", T0 + timedelta(seconds=60)) is False  # fresh running claim wins
 
     t1 = T0 + timedelta(minutes=2)
-    done = st.finish("s1", "done", last_seq=41, now=t1, slug="fix-build", parts_inc=1,
-                     usage={"input_tokens": 1000, "output_tokens": 200}, model="deepseek-chat", provider="deepseek")
+    done = st.finish(
+        "s1",
+        "done",
+        last_seq=41,
+        now=t1,
+        slug="fix-build",
+        parts_inc=1,
+        usage={"input_tokens": 1000, "output_tokens": 200},
+        model="deepseek-chat",
+        provider="deepseek",
+    )
     assert (done.status, done.last_seq, done.parts, done.slug) == ("done", 41, 1, "fix-build")
-    assert (done.input_tokens, done.output_tokens, done.model, done.provider) == (1000, 200, "deepseek-chat", "deepseek")
+    assert (done.input_tokens, done.output_tokens, done.model, done.provider) == (
+        1000,
+        200,
+        "deepseek-chat",
+        "deepseek",
+    )
     assert done.updated_at == t1 and done.last_checked_at == t1 and done.updated_at.tzinfo is not None
     assert st.get_meta().pending_consolidation is True
 
@@ -59,7 +73,13 @@ def test_claim_lifecycle(st: StateStore):
     again = st.get_claim("s1")
     assert (again.status, again.last_seq, again.parts) == ("running", 41, 1)
     done2 = st.finish("s1", "done", last_seq=80, now=t2, parts_inc=1, usage={"input_tokens": 5, "output_tokens": 5})
-    assert (done2.last_seq, done2.parts, done2.slug, done2.input_tokens, done2.model) == (80, 2, "fix-build", 1005, "deepseek-chat")
+    assert (done2.last_seq, done2.parts, done2.slug, done2.input_tokens, done2.model) == (
+        80,
+        2,
+        "fix-build",
+        1005,
+        "deepseek-chat",
+    )
 
     st.set_pending(False)
     st.try_start("s2", t2)
@@ -157,9 +177,17 @@ print("WON" if won else "LOST", flush=True)
 def test_concurrent_try_start_exactly_one_process_wins(tmp_path: Path):
     root = tmp_path / "memories"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(_RACE), str(root)], env=env, text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for _ in range(5)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(_RACE), str(root)],
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(5)
+    ]
     try:
         for p in procs:  # all have opened (and maybe created/migrated) the DB concurrently
             assert p.stdout.readline().strip() == "ready"
@@ -206,8 +234,10 @@ def test_migration_from_v1_keeps_data(tmp_path: Path):
     conn = connect(db)
     assert apply_migrations(conn, target=1) == 1
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
-    conn.execute("INSERT INTO claims (session_id, status, attempts, last_seq, parts, updated_at, slug)"
-                 " VALUES ('old', 'done', 0, 55, 2, '2025-12-01T00:00:00+00:00', 'legacy-slug')")
+    conn.execute(
+        "INSERT INTO claims (session_id, status, attempts, last_seq, parts, updated_at, slug)"
+        " VALUES ('old', 'done', 0, 55, 2, '2025-12-01T00:00:00+00:00', 'legacy-slug')"
+    )
     conn.execute("UPDATE pipeline SET pending_consolidation=1, phase2_failures=2")
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "usage" not in names
@@ -251,8 +281,14 @@ def test_failed_migration_rolls_back(tmp_path: Path):
 
 def test_pipeline_meta(st: StateStore):
     m = st.get_meta()
-    assert (m.last_phase1_at, m.last_phase2_at, m.phase2_error, m.phase2_failures,
-            m.pending_consolidation, m.last_phase2_outcome) == (None, None, None, 0, False, None)
+    assert (
+        m.last_phase1_at,
+        m.last_phase2_at,
+        m.phase2_error,
+        m.phase2_failures,
+        m.pending_consolidation,
+        m.last_phase2_outcome,
+    ) == (None, None, None, 0, False, None)
     st.set_phase1_ran(T0)
     st.set_pending(True)
     st.record_phase2_failure("bad json", T0 + timedelta(minutes=1))
@@ -260,12 +296,21 @@ def test_pipeline_meta(st: StateStore):
     m = st.get_meta()
     assert m.last_phase1_at == T0 and m.last_phase2_at is None
     assert (m.phase2_error, m.phase2_failures, m.pending_consolidation, m.last_phase2_outcome) == (
-        "bad json again", 2, True, "error")
+        "bad json again",
+        2,
+        True,
+        "error",
+    )
     t = T0 + timedelta(hours=1)
     st.record_phase2_success(t)
     m = st.get_meta()
     assert (m.last_phase2_at, m.phase2_error, m.phase2_failures, m.pending_consolidation, m.last_phase2_outcome) == (
-        t, None, 0, False, "consolidated")
+        t,
+        None,
+        0,
+        False,
+        "consolidated",
+    )
     st.record_phase2_outcome("skipped: cooldown")
     assert st.get_meta().last_phase2_outcome == "skipped: cooldown"
     assert st.get_meta().last_phase2_at == t

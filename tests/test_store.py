@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -30,8 +30,13 @@ def store(tmp_path: Path) -> MemoryStore:
 
 def _child(code: str, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 # -- layout ------------------------------------------------------------------------------------
@@ -47,8 +52,14 @@ def test_layout_paths(store: MemoryStore):
     assert store.notes_dir == r / "extensions" / "ad_hoc" / "notes"
     assert store.notes_archive_dir == r / "extensions" / "ad_hoc" / "archive"
     assert store.state_dir == r / ".state"
-    for d in (store.rollout_dir, store.retired_dir, store.skills_dir, store.notes_dir,
-              store.notes_archive_dir, store.state_dir):
+    for d in (
+        store.rollout_dir,
+        store.retired_dir,
+        store.skills_dir,
+        store.notes_dir,
+        store.notes_archive_dir,
+        store.state_dir,
+    ):
         assert d.is_dir()
 
 
@@ -63,11 +74,30 @@ def hostile_links(store: MemoryStore, tmp_path: Path) -> None:
     os.symlink(outside, store.skills_dir / "evil")
 
 
-@pytest.mark.parametrize("rel", [
-    "", ".", "./", "../x", "a/../../x", "a/..", "/etc/passwd", "a\x00b", "..\\x", "a\\..\\..\\x",
-    "link.md", "linkdir/secret.txt", "linkdir", "skills/evil/SKILL.md",
-    ".state/state.sqlite3", ".state", "./.state/raw.lock", ".STATE/x", "C:/x",
-])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "",
+        ".",
+        "./",
+        "../x",
+        "a/../../x",
+        "a/..",
+        "/etc/passwd",
+        "a\x00b",
+        "..\\x",
+        "a\\..\\..\\x",
+        "link.md",
+        "linkdir/secret.txt",
+        "linkdir",
+        "skills/evil/SKILL.md",
+        ".state/state.sqlite3",
+        ".state",
+        "./.state/raw.lock",
+        ".STATE/x",
+        "C:/x",
+    ],
+)
 def test_path_guard_refuses(store: MemoryStore, hostile_links: None, rel: str):
     with pytest.raises(PathGuardError):
         store.resolve(rel)
@@ -83,16 +113,19 @@ def test_path_guard_is_a_user_input_error(store: MemoryStore):
         store.resolve("../x")
 
 
-@pytest.mark.parametrize("rel, expected", [
-    ("MEMORY.md", "MEMORY.md"),
-    ("./MEMORY.md", "MEMORY.md"),
-    ("rollout_summaries/a.md", "rollout_summaries/a.md"),
-    ("rollout_summaries//./a.md", "rollout_summaries/a.md"),
-    ("skills/x/SKILL.md", "skills/x/SKILL.md"),
-    ("new/dir/file.md", "new/dir/file.md"),
-    ("state/x.md", "state/x.md"),
-    ("notes..md", "notes..md"),
-])
+@pytest.mark.parametrize(
+    "rel, expected",
+    [
+        ("MEMORY.md", "MEMORY.md"),
+        ("./MEMORY.md", "MEMORY.md"),
+        ("rollout_summaries/a.md", "rollout_summaries/a.md"),
+        ("rollout_summaries//./a.md", "rollout_summaries/a.md"),
+        ("skills/x/SKILL.md", "skills/x/SKILL.md"),
+        ("new/dir/file.md", "new/dir/file.md"),
+        ("state/x.md", "state/x.md"),
+        ("notes..md", "notes..md"),
+    ],
+)
 def test_path_guard_accepts(store: MemoryStore, hostile_links: None, rel: str, expected: str):
     p = store.resolve(rel)
     assert p == store.root / expected
@@ -125,7 +158,8 @@ def test_atomic_write_redacts_secrets(store: MemoryStore):
 def test_atomic_write_survives_sigkill(store: MemoryStore):
     a, b = "A" * 300_000 + "\nend-A\n", "B" * 500_000 + "\nend-B\n"
     store.atomic_write("big.md", a)
-    child = _child("""
+    child = _child(
+        """
         import sys
         from pathlib import Path
         from dsh_memory.store import MemoryStore
@@ -136,7 +170,9 @@ def test_atomic_write_survives_sigkill(store: MemoryStore):
         while True:
             s.atomic_write("big.md", a if i % 2 else b)
             i += 1
-    """, str(store.root))
+    """,
+        str(store.root),
+    )
     try:
         assert child.stdout.readline().strip() == "ready"
         seen: set[str] = set()
@@ -176,9 +212,15 @@ HOSTILE_BODIES = [
 
 def test_raw_roundtrip_hostile_bodies(store: MemoryStore):
     blocks = [
-        RawBlock(id=f"id-{i}", session_id=f"sess-{i}", slug=f"slug-{i}", source="codex",
-                 cwd=None if i % 2 else f"/home/u/p{i} -->\n<!-- x", updated_at=f"2026-02-0{i % 9 + 1}T00:00:00+00:00",
-                 body=body)
+        RawBlock(
+            id=f"id-{i}",
+            session_id=f"sess-{i}",
+            slug=f"slug-{i}",
+            source="codex",
+            cwd=None if i % 2 else f"/home/u/p{i} -->\n<!-- x",
+            updated_at=f"2026-02-0{i % 9 + 1}T00:00:00+00:00",
+            body=body,
+        )
         for i, body in enumerate(HOSTILE_BODIES)
     ]
     for b in blocks:
@@ -192,8 +234,15 @@ def test_raw_roundtrip_hostile_bodies(store: MemoryStore):
 
 
 def test_raw_append_redacts_and_is_idempotent(store: MemoryStore):
-    b = RawBlock(id="", session_id="s", slug="Some Slug", source="dsh", cwd="/w",
-                 updated_at="2026-01-01T00:00:00+00:00", body=f"token {FAKE_KEY}")
+    b = RawBlock(
+        id="",
+        session_id="s",
+        slug="Some Slug",
+        source="dsh",
+        cwd="/w",
+        updated_at="2026-01-01T00:00:00+00:00",
+        body=f"token {FAKE_KEY}",
+    )
     id1 = store.append_raw(b)
     id2 = store.append_raw(b)
     assert id1 == id2 and id1
@@ -204,8 +253,10 @@ def test_raw_append_redacts_and_is_idempotent(store: MemoryStore):
 
 
 def test_raw_hand_edited_body_still_parses():
-    text = ('# Raw Memories\n\n## a · s\n<!-- dsh-memory:raw {"id":"a","len":3,"session_id":"s","sha":"0"} -->\n'
-            'edited by hand, longer now\n\n## b · t\n<!-- dsh-memory:raw {"id":"b","len":2,"session_id":"t"} -->\nok\n')
+    text = (
+        '# Raw Memories\n\n## a · s\n<!-- dsh-memory:raw {"id":"a","len":3,"session_id":"s","sha":"0"} -->\n'
+        'edited by hand, longer now\n\n## b · t\n<!-- dsh-memory:raw {"id":"b","len":2,"session_id":"t"} -->\nok\n'
+    )
     blocks = parse_raw_blocks(text)
     assert [(b.id, b.body) for b in blocks] == [("a", "edited by hand, longer now"), ("b", "ok")]
 
@@ -235,8 +286,15 @@ def test_raw_concurrent_append_from_processes(store: MemoryStore):
 
 def test_archive_moves_only_given_ids(store: MemoryStore):
     def blk(i: int) -> RawBlock:
-        return RawBlock(id=f"b{i}", session_id=f"s{i}", slug=f"x{i}", source="claude", cwd="/c",
-                        updated_at="2026-01-01", body=f"body {i}")
+        return RawBlock(
+            id=f"b{i}",
+            session_id=f"s{i}",
+            slug=f"x{i}",
+            source="claude",
+            cwd="/c",
+            updated_at="2026-01-01",
+            body=f"body {i}",
+        )
 
     for i in range(5):
         store.append_raw(blk(i))
@@ -254,9 +312,19 @@ def test_archive_moves_only_given_ids(store: MemoryStore):
 
 
 # -- rollout summaries -------------------------------------------------------------------------
-@pytest.mark.parametrize("text", [
-    "Fix the Build!", "../../etc/passwd", "a" * 300, "UPPER_case.md", "-x-", "x\x00y/z", "a-" * 60, "Ünïcödé 42",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Fix the Build!",
+        "../../etc/passwd",
+        "a" * 300,
+        "UPPER_case.md",
+        "-x-",
+        "x\x00y/z",
+        "a-" * 60,
+        "Ünïcödé 42",
+    ],
+)
 def test_slugify_always_valid(text: str):
     s = slugify(text)
     assert SLUG_RE.fullmatch(s), s
@@ -275,9 +343,18 @@ def test_slugify_examples():
 
 
 def _prov(session: str, part: int = 1, **kw) -> dict:
-    return {"session_id": session, "source": "codex", "cwd": "/home/u/proj", "path": "/logs/x.jsonl",
-            "updated_at": "2026-01-01T00:00:00+00:00", "part": part, "extracted_at": "2026-01-02T00:00:00+00:00",
-            "model": "deepseek-chat", "provider": "deepseek", **kw}
+    return {
+        "session_id": session,
+        "source": "codex",
+        "cwd": "/home/u/proj",
+        "path": "/logs/x.jsonl",
+        "updated_at": "2026-01-01T00:00:00+00:00",
+        "part": part,
+        "extracted_at": "2026-01-02T00:00:00+00:00",
+        "model": "deepseek-chat",
+        "provider": "deepseek",
+        **kw,
+    }
 
 
 def test_rollout_summary_provenance_roundtrip(store: MemoryStore):
@@ -306,7 +383,9 @@ def test_rollout_slug_uniqueness(store: MemoryStore):
     assert store.write_rollout_summary(long, _prov("a"), "a") == "x" * 80
     second = store.write_rollout_summary(long, _prov("b"), "b")
     assert second == "x" * 78 + "-2" and SLUG_RE.fullmatch(second)
-    assert [i.slug for i in store.list_rollout_summaries()] == sorted(["fix", "fix-2", "fix-3", "summary", "x" * 80, second])
+    assert [i.slug for i in store.list_rollout_summaries()] == sorted(
+        ["fix", "fix-2", "fix-3", "summary", "x" * 80, second]
+    )
     assert "one again" in (store.rollout_dir / "fix.md").read_text()
     assert _temp_files(store.root) == []
 
@@ -327,7 +406,7 @@ def test_retire_summary(store: MemoryStore):
 
 # -- ad hoc notes ------------------------------------------------------------------------------
 def test_notes_never_overwrite(store: MemoryStore):
-    now = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
     rels = [store.add_note(f"note {i}", title="Same Title", now=now) for i in range(3)]
     assert rels[0] == "extensions/ad_hoc/notes/20260304T050607Z-same-title.md"
     assert len(set(rels)) == 3
@@ -348,11 +427,11 @@ def test_note_redacts_and_rejects_empty(store: MemoryStore):
     assert SLUG_RE.fullmatch(rel.split("Z-", 1)[1][:-3])
     with pytest.raises(UserInputError):
         store.add_note("   \n")
-    assert store.add_note("日本語のメモ", now=datetime(2026, 1, 1, tzinfo=timezone.utc)).endswith("Z-note.md")
+    assert store.add_note("日本語のメモ", now=datetime(2026, 1, 1, tzinfo=UTC)).endswith("Z-note.md")
 
 
 def test_archive_notes(store: MemoryStore):
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
     a = store.add_note("a", title="a", now=now)
     b = store.add_note("b", title="b", now=now)
     assert store.archive_notes([a]) == 1
@@ -361,7 +440,9 @@ def test_archive_notes(store: MemoryStore):
     a2 = store.add_note("a again", title="a", now=now)  # same name as the archived one
     assert store.archive_notes([a2, "extensions/ad_hoc/notes/missing.md"]) == 1
     assert sorted(p.name for p in store.notes_archive_dir.iterdir()) == [
-        "20260101T000000Z-a-2.md", "20260101T000000Z-a.md"]
+        "20260101T000000Z-a-2.md",
+        "20260101T000000Z-a.md",
+    ]
     with pytest.raises(PathGuardError):
         store.archive_notes(["MEMORY.md"])
     with pytest.raises(PathGuardError):

@@ -1,7 +1,7 @@
 """Generate the README's CLI reference from `--help` (tests check it cannot drift).
 
-    python tools/cli_reference.py          # rewrite the block in README.md
-    python tools/cli_reference.py --check  # exit 1 when README.md is stale
+python tools/cli_reference.py          # rewrite the block in README.md
+python tools/cli_reference.py --check  # exit 1 when README.md is stale
 """
 
 from __future__ import annotations

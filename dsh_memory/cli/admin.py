@@ -18,8 +18,8 @@ def _masked(value: Any) -> Any:
 
 def _describe(resolved: Any) -> dict:
     """Effective values (block field names) with their source; the API key only as a mask."""
-    from blocks.memory_settings import settings_sources, settings_values
-    from blocks.model_route import SECRET_FIELDS, route_sources, route_values
+    from dsh_memory.blocks.memory_settings import settings_sources, settings_values
+    from dsh_memory.blocks.model_route import SECRET_FIELDS, route_sources, route_values
 
     memory_src = settings_sources(resolved.memory_block)
     route_src = route_sources(resolved.route_block)
@@ -50,9 +50,9 @@ def _print(data: dict) -> None:
 def _save(from_env: bool, include_defaults: bool) -> dict:
     import prefect.settings  # noqa: F401  (makes the active profile's PREFECT_API_URL visible)
 
-    from blocks import DEFAULT_BLOCK_NAME, MemorySettingsBlock, ModelRouteBlock, register_blocks
-    from blocks.memory_settings import settings_sources
-    from blocks.model_route import route_sources
+    from dsh_memory.blocks import DEFAULT_BLOCK_NAME, MemorySettingsBlock, ModelRouteBlock, register_blocks
+    from dsh_memory.blocks.memory_settings import settings_sources
+    from dsh_memory.blocks.model_route import route_sources
     from dsh_memory.errors import ConfigError
     from dsh_memory.settings_loader import prefect_api_url, resolve_settings
 
@@ -85,7 +85,7 @@ def _drop_unknown_keys(cls: Any, name: str) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import BlockDocumentUpdate
 
-    from blocks._fields import PREFECT_DATA_KEYS
+    from dsh_memory.blocks._fields import PREFECT_DATA_KEYS
 
     with get_client(sync_client=True) as client:
         doc = client.read_block_document_by_name(name, cls.get_block_type_slug())  # with secrets

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import typer
 
 from dsh_memory.cli._common import emit_json, prefect_env, run
-
-
 
 
 def _print_phase2(s: dict) -> None:
@@ -19,18 +17,24 @@ def _print_phase2(s: dict) -> None:
         typer.echo(f"  {s['reason']}")
     inputs = s.get("inputs") or {}
     if inputs:
-        typer.echo(f"  input: {inputs['raw_blocks']}/{inputs['raw_blocks_total']} raw blocks, "
-                   f"{inputs['notes']}/{inputs['notes_total']} notes, {inputs['summaries']} summaries "
-                   f"({inputs['forgetting_candidates']} forgetting candidates), {inputs['skills']} skills")
+        typer.echo(
+            f"  input: {inputs['raw_blocks']}/{inputs['raw_blocks_total']} raw blocks, "
+            f"{inputs['notes']}/{inputs['notes_total']} notes, {inputs['summaries']} summaries "
+            f"({inputs['forgetting_candidates']} forgetting candidates), {inputs['skills']} skills"
+        )
     model = s.get("model") or {}
     if model:
-        typer.echo(f"  model: {model.get('provider')}/{model.get('model')}, effort "
-                   f"{model.get('reasoning_effort') or 'provider default'}, max_tokens {model.get('max_tokens_tried')}")
+        typer.echo(
+            f"  model: {model.get('provider')}/{model.get('model')}, effort "
+            f"{model.get('reasoning_effort') or 'provider default'}, max_tokens {model.get('max_tokens_tried')}"
+        )
     c = s.get("changes") or {}
     if c:
         typer.echo(f"  wrote: {', '.join(c['files_written']) or 'nothing'}")
         if c["skills_written"] or c["skills_removed"]:
-            typer.echo(f"  skills: +{', '.join(c['skills_written']) or '-'}  removed: {', '.join(c['skills_removed']) or '-'}")
+            typer.echo(
+                f"  skills: +{', '.join(c['skills_written']) or '-'}  removed: {', '.join(c['skills_removed']) or '-'}"
+            )
         for err in c["skill_errors"]:
             typer.echo(f"  skill skipped: {err}")
         if c["retired"]:
@@ -48,7 +52,7 @@ def register(app: typer.Typer) -> None:
         prefect_env()
 
         def go() -> dict:
-            from flows.consolidate import consolidate_flow
+            from dsh_memory.flows.consolidate import consolidate_flow
 
             return consolidate_flow(force=force)
 
@@ -80,7 +84,7 @@ def register(app: typer.Typer) -> None:
             settings, _ = load_settings()
             state = StateStore(settings.memory_root)
             try:
-                return retire_session(MemoryStore(settings.memory_root), state, session, datetime.now(timezone.utc))
+                return retire_session(MemoryStore(settings.memory_root), state, session, datetime.now(UTC))
             finally:
                 state.close()
 
@@ -91,6 +95,8 @@ def register(app: typer.Typer) -> None:
         if not result["claim_dropped"] and not result["retired"]:
             typer.echo(f"nothing known about session {session}")
             raise typer.Exit(3)
-        typer.echo(f"forgot session {session}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "
-                   f"retired {len(result['retired'])} rollout summaries"
-                   + (f" ({', '.join(result['retired'])})" if result["retired"] else ""))
+        typer.echo(
+            f"forgot session {session}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "
+            f"retired {len(result['retired'])} rollout summaries"
+            + (f" ({', '.join(result['retired'])})" if result["retired"] else "")
+        )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
 
 import typer
 
@@ -24,7 +23,7 @@ def _say(message: str, quiet: bool) -> None:
         typer.echo(f"dsh-memory notify: {message}", err=True)
 
 
-def _read_payload(payload: Optional[str], max_bytes: int) -> bytes:
+def _read_payload(payload: str | None, max_bytes: int) -> bytes:
     if payload is not None:
         return payload.encode("utf-8", "surrogateescape")
     if sys.stdin is None or sys.stdin.isatty():
@@ -40,7 +39,7 @@ def notify_once(
     kind: str = "auto",
     url: str = DEFAULT_URL,
     direct: bool = False,
-    api_url: Optional[str] = None,
+    api_url: str | None = None,
     timeout: float = 3.0,
 ) -> tuple[bool, str]:
     """Validate and deliver one payload. Returns (delivered, message); never raises."""
@@ -97,7 +96,7 @@ def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float, max_bytes
 def register(app: typer.Typer) -> None:
     @app.command("notify", rich_help_panel="Triggers")
     def notify_cmd(
-        payload: Optional[str] = typer.Argument(
+        payload: str | None = typer.Argument(
             None, help="The JSON payload (Codex passes it as the last argument); read from stdin when omitted"
         ),
         kind: str = typer.Option("auto", "--kind", help="dsh | codex | claude | auto"),
@@ -105,7 +104,7 @@ def register(app: typer.Typer) -> None:
         direct: bool = typer.Option(
             False, "--direct", help="Post the Prefect event straight to PREFECT_API_URL instead of the receiver"
         ),
-        api_url: Optional[str] = typer.Option(None, "--api-url", help="Prefect API URL for --direct"),
+        api_url: str | None = typer.Option(None, "--api-url", help="Prefect API URL for --direct"),
         timeout: float = typer.Option(3.0, "--timeout", min=0.1, max=60, help="Delivery timeout in seconds"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing, even on failure"),
     ) -> None:

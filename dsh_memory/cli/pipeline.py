@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from dsh_memory.cli._common import emit_json, prefect_env, run
-
-
 
 
 def _with_progress(fn, label: str, quiet: bool):
@@ -20,8 +17,14 @@ def _with_progress(fn, label: str, quiet: bool):
         return fn()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), transient=True) as bar:
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        transient=True,
+    ) as bar:
         task_id = bar.add_task("", total=None)
 
         def listener(phase: str, n: int, total: int, name: str) -> None:
@@ -51,12 +54,20 @@ def _print_phase1(summary: dict, dry_run: bool) -> None:
     if summary["outcomes"]:
         table = Table("session", "source", "outcome", "slug", "tokens in/out", "error", title="Phase 1")
         for o in summary["outcomes"]:
-            table.add_row(o["session"][:13], o["source"], o["outcome"], o["slug"],
-                          f"{o['tokens_in']}/{o['tokens_out']}", o["error"][:60])
+            table.add_row(
+                o["session"][:13],
+                o["source"],
+                o["outcome"],
+                o["slug"],
+                f"{o['tokens_in']}/{o['tokens_out']}",
+                o["error"][:60],
+            )
         console.print(table)
     else:
-        console.print(f"Phase 1: nothing to extract ({summary['discovered']} sessions discovered; "
-                      "use --dry-run to see why each was skipped)")
+        console.print(
+            f"Phase 1: nothing to extract ({summary['discovered']} sessions discovered; "
+            "use --dry-run to see why each was skipped)"
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -64,10 +75,12 @@ def register(app: typer.Typer) -> None:
 
     @app.command("extract")
     def extract_cmd(
-        sessions: Optional[list[str]] = typer.Argument(None, help="Session ids to extract (default: none; see --all)."),
+        sessions: list[str] | None = typer.Argument(None, help="Session ids to extract (default: none; see --all)."),
         all_: bool = typer.Option(False, "--all", help="Extract every ready candidate session."),
         backfill: bool = typer.Option(False, "--backfill", help="Ignore the age limit (backfill history)."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="List what would be extracted and why others are skipped."),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="List what would be extracted and why others are skipped."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Phase 1: extract rollout summaries and raw memories from finished sessions."""
@@ -77,10 +90,14 @@ def register(app: typer.Typer) -> None:
         prefect_env()
 
         def go():
-            from flows.extract import extract_flow
+            from dsh_memory.flows.extract import extract_flow
 
-            return extract_flow(session_ids=list(sessions) if sessions else None, backfill=backfill,
-                                dry_run=dry_run, respect_idle=not sessions)
+            return extract_flow(
+                session_ids=list(sessions) if sessions else None,
+                backfill=backfill,
+                dry_run=dry_run,
+                respect_idle=not sessions,
+            )
 
         summary = run(lambda: _with_progress(go, "extracting", as_json or dry_run))
         if summary.get("unknown_ids"):
@@ -108,7 +125,7 @@ def _catch_up(*, backfill: bool, force: bool, label: str, as_json: bool) -> dict
     """Run the catch-up flow in-process and print its outcome; the result (None with --json)."""
 
     def go():
-        from flows.catch_up import catch_up_flow
+        from dsh_memory.flows.catch_up import catch_up_flow
 
         return catch_up_flow(backfill=backfill, force_consolidation=force)
 
@@ -130,7 +147,7 @@ def _prepare_demo(workdir: Path) -> dict[str, str]:
 
     samples = Path(str(files("dsh_memory") / "samples"))
     env = {}
-    for name, var, sub in (("dsh", "DSH_HOME", "dsh"), ("codex", "CODEX_HOME", "codex"), ("claude", "CLAUDE_CONFIG_DIR", "claude")):
+    for var, sub in (("DSH_HOME", "dsh"), ("CODEX_HOME", "codex"), ("CLAUDE_CONFIG_DIR", "claude")):
         dst = workdir / sub
         if not dst.exists():
             shutil.copytree(samples / sub, dst)
@@ -145,7 +162,9 @@ def _prepare_demo(workdir: Path) -> dict[str, str]:
 def register_demo(app: typer.Typer) -> None:
     @app.command("demo")
     def demo_cmd(
-        workdir: Path = typer.Option(Path("dsh-memory-demo"), "--workdir", help="Where the sample sessions and the memory are written."),
+        workdir: Path = typer.Option(
+            Path("dsh-memory-demo"), "--workdir", help="Where the sample sessions and the memory are written."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Run the whole pipeline on the bundled sample sessions (DSH, Codex, Claude Code)."""

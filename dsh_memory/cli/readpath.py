@@ -6,8 +6,6 @@ these commands stay fast enough for agent hooks (a session-start hook runs `summ
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
 from dsh_memory.cli._common import emit_json, run
@@ -34,7 +32,11 @@ def _print_match(m) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("summary", rich_help_panel="Read memory")
     def summary_cmd(
-        inject: bool = typer.Option(False, "--inject", help="Print the block a session-start hook injects (instructions + summary); nothing when memory is empty"),
+        inject: bool = typer.Option(
+            False,
+            "--inject",
+            help="Print the block a session-start hook injects (instructions + summary); nothing when memory is empty",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON"),
     ) -> None:
         """Show memory_summary.md (capped at max_summary_chars)."""
@@ -62,7 +64,7 @@ def register(app: typer.Typer) -> None:
     @app.command("list", rich_help_panel="Read memory")
     def list_cmd(
         path: str = typer.Argument("", help="Directory relative to the memory root"),
-        cursor: Optional[str] = typer.Option(None, "--cursor", help="next_cursor from the previous page"),
+        cursor: str | None = typer.Option(None, "--cursor", help="next_cursor from the previous page"),
         max_results: int = typer.Option(200, "--max-results", min=1, max=2000),
         as_json: bool = typer.Option(False, "--json", help="Print JSON"),
     ) -> None:
@@ -78,7 +80,9 @@ def register(app: typer.Typer) -> None:
                 return
             for e in res.entries:
                 size = "" if e.size is None else f"{e.size:>9}"
-                typer.echo(f"{'d' if e.type == 'directory' else 'f'} {size:>9}  {e.path}{'/' if e.type == 'directory' else ''}")
+                typer.echo(
+                    f"{'d' if e.type == 'directory' else 'f'} {size:>9}  {e.path}{'/' if e.type == 'directory' else ''}"
+                )
             if res.next_cursor:
                 typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
@@ -111,14 +115,14 @@ def register(app: typer.Typer) -> None:
 
     @app.command("search", rich_help_panel="Read memory")
     def search_cmd(
-        queries: List[str] = typer.Argument(..., help="One or more queries"),
+        queries: list[str] = typer.Argument(..., help="One or more queries"),
         mode: str = typer.Option("any", "--mode", help="any | all_on_same_line | all_within_lines | ranked"),
         within_lines: int = typer.Option(5, "--within-lines", min=1, max=200, help="Window for all_within_lines"),
         normalized: bool = typer.Option(False, "--normalized", help="Ignore punctuation: foo-bar ≈ foo_bar ≈ foo bar"),
         case_sensitive: bool = typer.Option(False, "--case-sensitive"),
         context: int = typer.Option(0, "--context", min=0, max=20, help="Lines of context around matches"),
-        path: Optional[str] = typer.Option(None, "--path", help="Only search under this file or directory"),
-        cursor: Optional[str] = typer.Option(None, "--cursor", help="next_cursor from the previous page"),
+        path: str | None = typer.Option(None, "--path", help="Only search under this file or directory"),
+        cursor: str | None = typer.Option(None, "--cursor", help="next_cursor from the previous page"),
         max_results: int = typer.Option(50, "--max-results", min=1, max=500),
         as_json: bool = typer.Option(False, "--json", help="Print JSON"),
     ) -> None:
@@ -129,8 +133,15 @@ def register(app: typer.Typer) -> None:
 
             store, _ = _store()
             res = search(
-                store, queries, mode=mode, within_lines=within_lines, case_sensitive=case_sensitive,
-                normalized=normalized, context_lines=context, path_prefix=path, cursor=cursor,
+                store,
+                queries,
+                mode=mode,
+                within_lines=within_lines,
+                case_sensitive=case_sensitive,
+                normalized=normalized,
+                context_lines=context,
+                path_prefix=path,
+                cursor=cursor,
                 max_results=max_results,
             )
             if as_json:
@@ -148,7 +159,7 @@ def register(app: typer.Typer) -> None:
     @app.command("add", rich_help_panel="Read memory")
     def add_cmd(
         text: str = typer.Argument(..., help="The note: what to remember, forget or correct"),
-        title: Optional[str] = typer.Option(None, "--title", help="Short title (used in the file name)"),
+        title: str | None = typer.Option(None, "--title", help="Short title (used in the file name)"),
         as_json: bool = typer.Option(False, "--json", help="Print JSON"),
     ) -> None:
         """Add an ad hoc note; the next consolidation merges it into memory."""

@@ -29,7 +29,12 @@ def register(app: typer.Typer) -> None:
 
             extra = () if is_loopback_host(host) else (host,)
             app = create_app(mcp=not no_mcp, allowed_hosts=extra)
-            typer.echo(f"dsh-memory: http://{host}:{port}/dsh-memory/rpc" + ("" if no_mcp else "  (MCP at /mcp)") + "  turn-end hook: /hooks/turn-end", err=True)
+            typer.echo(
+                f"dsh-memory: http://{host}:{port}/dsh-memory/rpc"
+                + ("" if no_mcp else "  (MCP at /mcp)")
+                + "  turn-end hook: /hooks/turn-end",
+                err=True,
+            )
             uvicorn.run(app, host=host, port=port, log_level="warning")
 
         run(go)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -103,8 +103,14 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
         if r["warnings"]:
             status += f" ({r['warnings']} warning{'s' if r['warnings'] != 1 else ''})"
         table.add_row(
-            r["id"], r["source"], r["cwd"] or "", "" if r["events"] is None else str(r["events"]),
-            "" if r["last_seq"] is None else str(r["last_seq"]), (r["last_activity"] or "")[:19], kind, status,
+            r["id"],
+            r["source"],
+            r["cwd"] or "",
+            "" if r["events"] is None else str(r["events"]),
+            "" if r["last_seq"] is None else str(r["last_seq"]),
+            (r["last_activity"] or "")[:19],
+            kind,
+            status,
         )
     Console(soft_wrap=False).print(table)
 
@@ -112,7 +118,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("sessions")
     def sessions_cmd(
-        source: Optional[SourceOption] = typer.Option(None, "--source", help="Only this agent's sessions."),
+        source: SourceOption | None = typer.Option(None, "--source", help="Only this agent's sessions."),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
     ) -> None:
         """List discovered sessions (DSH, Codex, Claude Code); unreadable logs show their error."""
@@ -125,8 +131,8 @@ def register(app: typer.Typer) -> None:
     @app.command("render")
     def render_cmd(
         session: str = typer.Argument(..., help="Session id (or a unique prefix of 6+ characters)."),
-        budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", help="Token budget (default: none)."),
-        since_seq: Optional[int] = typer.Option(None, "--since-seq", help="Only events with seq > N (a delta)."),
+        budget_tokens: int | None = typer.Option(None, "--budget-tokens", help="Token budget (default: none)."),
+        since_seq: int | None = typer.Option(None, "--since-seq", help="Only events with seq > N (a delta)."),
         as_json: bool = typer.Option(False, "--json", help="Print the transcript and its stats as JSON."),
     ) -> None:
         """Print the redacted transcript Phase 1 would see for SESSION."""

@@ -33,16 +33,24 @@ def _print_status(data: dict) -> None:
             f"sessions: processed {c.get('done', 0)} · noop {c.get('noop', 0)} · failed {c.get('failed', 0)}"
             f" · parked {c.get('parked', 0)} · running {c.get('running', 0)}"
         )
-        console.print(f"phase 1 running: {local['phase1_running']}   phase 2 running: {local['phase2_running']}"
-                      f"   pending consolidation: {local['pending_consolidation']}")
-        console.print(f"last phase 1: {_fmt(local['last_phase1_at'])}   last phase 2: {_fmt(local['last_phase2_at'])}"
-                      f" ({local.get('last_phase2_outcome') or '-'})")
+        console.print(
+            f"phase 1 running: {local['phase1_running']}   phase 2 running: {local['phase2_running']}"
+            f"   pending consolidation: {local['pending_consolidation']}"
+        )
+        console.print(
+            f"last phase 1: {_fmt(local['last_phase1_at'])}   last phase 2: {_fmt(local['last_phase2_at'])}"
+            f" ({local.get('last_phase2_outcome') or '-'})"
+        )
         if local.get("phase2_error"):
-            console.print(f"[red]phase 2 error[/] ({local['phase2_consecutive_failures']} in a row): {local['phase2_error']}")
+            console.print(
+                f"[red]phase 2 error[/] ({local['phase2_consecutive_failures']} in a row): {local['phase2_error']}"
+            )
         if local.get("models"):
             console.print("models: " + ", ".join(local["models"]))
         for f in local.get("failures", [])[:5]:
-            console.print(f"  failed {f['session'][:13]} attempts={f['attempts']}{' parked' if f['parked'] else ''}: {f['error'][:80]}")
+            console.print(
+                f"  failed {f['session'][:13]} attempts={f['attempts']}{' parked' if f['parked'] else ''}: {f['error'][:80]}"
+            )
     if not server.get("available"):
         console.print(f"[yellow]Prefect:[/] {server.get('reason')}")
         return
@@ -53,7 +61,9 @@ def _print_status(data: dict) -> None:
             continue
         table = Table("flow", "run", "state", "start/expected", "end", title=title)
         for r in rows:
-            table.add_row(r["flow"], r["name"], r["state"] or "-", _fmt(r["start"] or r["expected_start"]), _fmt(r["end"]))
+            table.add_row(
+                r["flow"], r["name"], r["state"] or "-", _fmt(r["start"] or r["expected_start"]), _fmt(r["end"])
+            )
         console.print(table)
 
 
@@ -79,13 +89,20 @@ def register(app: typer.Typer) -> None:
     def serve_cmd(
         host: str = typer.Option("127.0.0.1", "--host", help="Loopback interface for the memory API / MCP / hooks."),
         port: int = typer.Option(8765, "--port", help="Port of the memory API / MCP / turn-end hook."),
-        prefect_port: int = typer.Option(4200, "--prefect-port", help="Port of the local Prefect server (when one is started)."),
+        prefect_port: int = typer.Option(
+            4200, "--prefect-port", help="Port of the local Prefect server (when one is started)."
+        ),
         no_boot: bool = typer.Option(False, "--no-boot-catch-up", help="Do not run the catch-up at start."),
     ) -> None:
         """Run the local stack: Prefect server (unless PREFECT_API_URL is set), deployments, HTTP app, boot catch-up."""
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
         from dsh_memory.stack import Stack
 
-        stack = Stack(host=host, port=port, prefect_port=prefect_port, boot_catch_up=not no_boot,
-                      echo=lambda m: typer.echo(m, err=True))
+        stack = Stack(
+            host=host,
+            port=port,
+            prefect_port=prefect_port,
+            boot_catch_up=not no_boot,
+            echo=lambda m: typer.echo(m, err=True),
+        )
         run(stack.run)

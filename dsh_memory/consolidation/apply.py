@@ -145,7 +145,7 @@ def ensure_summary_v1(text: str, cap: int) -> str:
     lines = body.split("\n")
     first_idx = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if first_idx is not None and lines[first_idx].strip().strip("`*#").strip().lower() == SUMMARY_FIRST_LINE:
-        rest = "\n".join(lines[first_idx + 1:]).lstrip("\n")
+        rest = "\n".join(lines[first_idx + 1 :]).lstrip("\n")
     else:
         rest = body.strip("\n")
     out = SUMMARY_FIRST_LINE + "\n\n" + rest.rstrip() + "\n" if rest.strip() else SUMMARY_FIRST_LINE + "\n"
@@ -239,8 +239,9 @@ def _remove_skill(store: Any, name: str) -> bool:
     return True
 
 
-def apply_output(store: Any, state: Any, inputs: Phase2Inputs, output: ConsolidationOutput, settings: Any,
-                 now: datetime) -> ApplyResult:
+def apply_output(
+    store: Any, state: Any, inputs: Phase2Inputs, output: ConsolidationOutput, settings: Any, now: datetime
+) -> ApplyResult:
     """Write the consolidation. Raises only for failures of the core files (MEMORY.md, summary)."""
     result = ApplyResult()
     skills, removals = plan_skills(output, result)
@@ -315,5 +316,10 @@ def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> di
         if str((info.provenance or {}).get("session_id") or "") == session_id and store.retire_summary(info.slug):
             state.mark_retired(info.slug, now)
             retired.append(info.slug)
-    return {"session_id": session_id, "claim_dropped": bool(dropped), "retired": retired,
-            "raw_blocks_archived": archived, "excluded": True}
+    return {
+        "session_id": session_id,
+        "claim_dropped": bool(dropped),
+        "retired": retired,
+        "raw_blocks_archived": archived,
+        "excluded": True,
+    }

@@ -46,8 +46,9 @@ class GateDecision:
         return dict(self.__dict__)
 
 
-def decide(meta: Any, *, notes: int, raw_blocks: int, now: datetime, cooldown_seconds: int,
-           force: bool) -> GateDecision:
+def decide(
+    meta: Any, *, notes: int, raw_blocks: int, now: datetime, cooldown_seconds: int, force: bool
+) -> GateDecision:
     last = as_utc(getattr(meta, "last_phase2_at", None))
     failures = int(getattr(meta, "phase2_failures", 0) or 0)
     pending = bool(getattr(meta, "pending_consolidation", False))
@@ -56,19 +57,35 @@ def decide(meta: Any, *, notes: int, raw_blocks: int, now: datetime, cooldown_se
         remaining = max(0, int(cooldown_seconds - (as_utc(now) - last).total_seconds()))
 
     def d(outcome: str, reason: str) -> GateDecision:
-        return GateDecision(outcome=outcome, reason=reason, force=force, pending=pending, notes=notes,
-                            raw_blocks=raw_blocks, failures=failures,
-                            last_phase2_at=last.isoformat() if last else None,
-                            cooldown_seconds=cooldown_seconds, cooldown_remaining_seconds=remaining)
+        return GateDecision(
+            outcome=outcome,
+            reason=reason,
+            force=force,
+            pending=pending,
+            notes=notes,
+            raw_blocks=raw_blocks,
+            failures=failures,
+            last_phase2_at=last.isoformat() if last else None,
+            cooldown_seconds=cooldown_seconds,
+            cooldown_remaining_seconds=remaining,
+        )
 
     if not (pending or notes or raw_blocks):
         return d(SKIP_NOTHING, "no pending flag, no ad hoc notes, no raw memories waiting")
     if failures >= PAUSE_AFTER_FAILURES and not force:
-        return d(SKIP_PAUSED, f"{failures} consecutive failures; automatic runs are paused until a manual "
-                              f"`dsh-memory consolidate --force` succeeds")
+        return d(
+            SKIP_PAUSED,
+            f"{failures} consecutive failures; automatic runs are paused until a manual "
+            f"`dsh-memory consolidate --force` succeeds",
+        )
     if remaining > 0 and not force:
         return d(SKIP_COOLDOWN, f"last consolidation at {last.isoformat()}; next allowed in {remaining} s")
-    why = ["pending flag" if pending else "", f"{notes} ad hoc notes" if notes else "",
-           f"{raw_blocks} raw blocks" if raw_blocks else ""]
-    extra = " (forced: cooldown and pause bypassed)" if force and (remaining or failures >= PAUSE_AFTER_FAILURES) else ""
+    why = [
+        "pending flag" if pending else "",
+        f"{notes} ad hoc notes" if notes else "",
+        f"{raw_blocks} raw blocks" if raw_blocks else "",
+    ]
+    extra = (
+        " (forced: cooldown and pause bypassed)" if force and (remaining or failures >= PAUSE_AFTER_FAILURES) else ""
+    )
     return d(RUN, "work: " + ", ".join(w for w in why if w) + extra)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.errors import DshMemoryError
@@ -31,17 +31,17 @@ def as_utc(value: Any) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
-        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     if isinstance(value, (int, float)):
         try:
-            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+            return datetime.fromtimestamp(float(value), tz=UTC)
         except (OverflowError, OSError, ValueError):
             return None
     try:
         d = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d.astimezone(timezone.utc)
+    return d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC)
 
 
 def _date(d: datetime | None) -> str:
@@ -101,8 +101,11 @@ class IndexEntry:
 
     def line(self) -> str:
         parts = [
-            f"- {self.slug}", f"file={self.rel}", f"session={self.session_id or 'unknown'}",
-            f"cwd={self.cwd or 'unknown'}", f"updated={_date(self.updated_at)}",
+            f"- {self.slug}",
+            f"file={self.rel}",
+            f"session={self.session_id or 'unknown'}",
+            f"cwd={self.cwd or 'unknown'}",
+            f"updated={_date(self.updated_at)}",
             f"used={self.uses}x (last {_date(self.last_used) if self.last_used else 'never'})",
         ]
         if self.gist:
@@ -151,11 +154,16 @@ class Phase2Inputs:
 
     def counts(self) -> dict:
         return {
-            "raw_blocks": len(self.raw_ids), "raw_blocks_total": self.raw_total,
-            "notes": len(self.note_rels), "notes_total": self.notes_total,
-            "summaries": len(self.index), "summaries_total": self.summaries_total,
-            "forgetting_candidates": len(self.candidate_slugs), "skills": len(self.skills),
-            "memory_md_chars": len(self.memory_md), "summary_chars": len(self.summary),
+            "raw_blocks": len(self.raw_ids),
+            "raw_blocks_total": self.raw_total,
+            "notes": len(self.note_rels),
+            "notes_total": self.notes_total,
+            "summaries": len(self.index),
+            "summaries_total": self.summaries_total,
+            "forgetting_candidates": len(self.candidate_slugs),
+            "skills": len(self.skills),
+            "memory_md_chars": len(self.memory_md),
+            "summary_chars": len(self.summary),
             "input_chars": sum(len(s.body) for s in self.sections),
             "truncated": list(self.truncated),
         }
@@ -193,16 +201,26 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
         updated = as_utc(prov.get("updated_at")) or as_utc(info.mtime)
         activity = max((d for d in (last_used, updated) if d is not None), default=None)
         unused = None if activity is None else max(0, (now - activity).days)
-        candidate = bool(max_unused_days > 0 and activity is not None and (now - activity).total_seconds()
-                         > max_unused_days * 86400)
+        candidate = bool(
+            max_unused_days > 0 and activity is not None and (now - activity).total_seconds() > max_unused_days * 86400
+        )
         text = _read_optional(store.root / info.rel) or ""
         _, body = parse_front_matter(text)
-        entries.append(IndexEntry(
-            slug=info.slug, rel=info.rel, session_id=_one_line(prov.get("session_id"), 120),
-            cwd=_one_line(prov.get("cwd"), 200), updated_at=updated, uses=int(count or 0),
-            last_used=last_used, last_activity=activity, candidate=candidate, unused_days=unused,
-            gist=_gist(body),
-        ))
+        entries.append(
+            IndexEntry(
+                slug=info.slug,
+                rel=info.rel,
+                session_id=_one_line(prov.get("session_id"), 120),
+                cwd=_one_line(prov.get("cwd"), 200),
+                updated_at=updated,
+                uses=int(count or 0),
+                last_used=last_used,
+                last_activity=activity,
+                candidate=candidate,
+                unused_days=unused,
+                gist=_gist(body),
+            )
+        )
     return entries
 
 
@@ -217,7 +235,7 @@ def _frontmatter(text: str) -> tuple[dict[str, str], str]:
         k, sep, v = ln.partition(":")
         if sep and k.strip() and not k.startswith((" ", "\t")):
             fields[k.strip()] = v.strip().strip("\"'")
-    rest = text[end + 4:]
+    rest = text[end + 4 :]
     return fields, rest.split("\n", 1)[1] if "\n" in rest else ""
 
 
@@ -242,15 +260,23 @@ def skills_inventory(skills_dir: os.PathLike) -> list[SkillInfo]:
                     files.append(rel)
             if len(files) >= SKILL_FILES_LISTED:
                 break
-        out.append(SkillInfo(name=entry.name, description=_one_line(fields.get("description"), 300),
-                             first_lines=first, files=files[:SKILL_FILES_LISTED]))
+        out.append(
+            SkillInfo(
+                name=entry.name,
+                description=_one_line(fields.get("description"), 300),
+                first_lines=first,
+                files=files[:SKILL_FILES_LISTED],
+            )
+        )
     return out
 
 
 def _render_raw(i: int, b: Any) -> str:
-    head = (f"### raw block {i} · slug={_one_line(b.slug, 80) or 'unknown'} · session={_one_line(b.session_id, 120)}"
-            f" · source={_one_line(b.source, 20)} · cwd={_one_line(b.cwd, 200) or 'unknown'}"
-            f" · updated={_one_line(b.updated_at, 40) or 'unknown'}")
+    head = (
+        f"### raw block {i} · slug={_one_line(b.slug, 80) or 'unknown'} · session={_one_line(b.session_id, 120)}"
+        f" · source={_one_line(b.source, 20)} · cwd={_one_line(b.cwd, 200) or 'unknown'}"
+        f" · updated={_one_line(b.updated_at, 40) or 'unknown'}"
+    )
     return f"{head}\n{b.body.strip()}\n\n"
 
 
@@ -297,10 +323,11 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
         truncated.append("ad hoc notes")
 
     entries = build_index(store, state.usage(), now, settings.max_unused_days)
-    floor = datetime.min.replace(tzinfo=timezone.utc)
+    floor = datetime.min.replace(tzinfo=UTC)
     cands = sorted((e for e in entries if e.candidate), key=lambda e: (e.last_activity or floor, e.slug))
-    fresh = sorted((e for e in entries if not e.candidate), key=lambda e: (e.last_activity or floor, e.slug),
-                   reverse=True)
+    fresh = sorted(
+        (e for e in entries if not e.candidate), key=lambda e: (e.last_activity or floor, e.slug), reverse=True
+    )
     # Candidates get at most half the index budget, so forgetting can always make progress.
     cand_lines, cut_c = pack([e.line() for e in cands], settings.max_index_chars // 2) if cands else ([], False)
     used = sum(len(x) for x in cand_lines)
@@ -318,26 +345,57 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
         return f"({n} of {total} {what} shown{'; the rest waits for a later run' if n < total else ''})"
 
     sections = [
-        Section("notes", "Ad hoc notes (the user asked to remember these; highest priority)",
-                "".join(note_items), note(len(note_rels), len(note_rels_all), "notes")),
-        Section("MEMORY.md", "Current MEMORY.md", mem_shown,
-                "(file does not exist yet)" if mode == INIT and not memory_md else ""),
-        Section("memory_summary.md", "Current memory_summary.md", sum_shown,
-                "(file does not exist yet)" if mode == INIT and not summary else ""),
-        Section("raw_memories", "New raw memories (not yet consolidated)", "".join(raw_items),
-                note(len(raw_ids), len(blocks), "raw blocks")),
-        Section("rollout_index", "Rollout summary index (forgetting candidates first)",
-                "".join(cand_lines) + "".join(fresh_lines),
-                note(len(shown), len(entries), "rollout summaries")
-                + (f" Forgetting threshold: {settings.max_unused_days} days without use." if settings.max_unused_days
-                   else " Forgetting is disabled.")),
+        Section(
+            "notes",
+            "Ad hoc notes (the user asked to remember these; highest priority)",
+            "".join(note_items),
+            note(len(note_rels), len(note_rels_all), "notes"),
+        ),
+        Section(
+            "MEMORY.md",
+            "Current MEMORY.md",
+            mem_shown,
+            "(file does not exist yet)" if mode == INIT and not memory_md else "",
+        ),
+        Section(
+            "memory_summary.md",
+            "Current memory_summary.md",
+            sum_shown,
+            "(file does not exist yet)" if mode == INIT and not summary else "",
+        ),
+        Section(
+            "raw_memories",
+            "New raw memories (not yet consolidated)",
+            "".join(raw_items),
+            note(len(raw_ids), len(blocks), "raw blocks"),
+        ),
+        Section(
+            "rollout_index",
+            "Rollout summary index (forgetting candidates first)",
+            "".join(cand_lines) + "".join(fresh_lines),
+            note(len(shown), len(entries), "rollout summaries")
+            + (
+                f" Forgetting threshold: {settings.max_unused_days} days without use."
+                if settings.max_unused_days
+                else " Forgetting is disabled."
+            ),
+        ),
         Section("skills", "Skills inventory", "".join(skill_items), note(len(skill_items), len(skills), "skills")),
     ]
     return Phase2Inputs(
-        mode=mode, today=now.date().isoformat(), memory_md=memory_md, summary=summary,
-        raw_ids=raw_ids, raw_total=len(blocks), note_rels=note_rels, notes_total=len(note_rels_all),
-        index=shown, summaries_total=len(entries), candidate_slugs=[e.slug for e in shown if e.candidate],
-        skills=skills, sections=sections,
+        mode=mode,
+        today=now.date().isoformat(),
+        memory_md=memory_md,
+        summary=summary,
+        raw_ids=raw_ids,
+        raw_total=len(blocks),
+        note_rels=note_rels,
+        notes_total=len(note_rels_all),
+        index=shown,
+        summaries_total=len(entries),
+        candidate_slugs=[e.slug for e in shown if e.candidate],
+        skills=skills,
+        sections=sections,
         budgets={"MEMORY.md": settings.max_memory_md_chars, "memory_summary.md": settings.max_summary_chars},
         truncated=truncated,
     )

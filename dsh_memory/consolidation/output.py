@@ -42,16 +42,24 @@ class ModelReply:
     error: str = ""  # set when the client raised LLMOutputError (the text is still kept)
 
     @classmethod
-    def from_completion(cls, c: Any, *, max_tokens: int, truncated: bool = False, error: str = "") -> "ModelReply":
+    def from_completion(cls, c: Any, *, max_tokens: int, truncated: bool = False, error: str = "") -> ModelReply:
         call = next((t for t in (getattr(c, "tool_calls", None) or []) if t.name == TOOL_NAME), None)
         if call is None and getattr(c, "tool_calls", None):
             call = c.tool_calls[0]
         return cls(
-            text=c.text or "", arguments=dict(call.arguments) if call and call.arguments else None,
-            raw_arguments=(call.raw_arguments if call else "") or "", finish_reason=c.finish_reason,
-            truncated=truncated, model=c.model, provider=c.provider, reasoning_effort=c.reasoning_effort,
-            notes=list(c.notes), input_tokens=c.usage.input_tokens, output_tokens=c.usage.output_tokens,
-            max_tokens=max_tokens, error=error,
+            text=c.text or "",
+            arguments=dict(call.arguments) if call and call.arguments else None,
+            raw_arguments=(call.raw_arguments if call else "") or "",
+            finish_reason=c.finish_reason,
+            truncated=truncated,
+            model=c.model,
+            provider=c.provider,
+            reasoning_effort=c.reasoning_effort,
+            notes=list(c.notes),
+            input_tokens=c.usage.input_tokens,
+            output_tokens=c.usage.output_tokens,
+            max_tokens=max_tokens,
+            error=error,
         )
 
     def shown_output(self) -> str:
@@ -142,7 +150,9 @@ def _as_list(v: Any) -> list:
     return [v]
 
 
-def from_arguments(args: dict, *, source: str, cut: str | None = None, mode: str = "INCREMENTAL") -> ConsolidationOutput:
+def from_arguments(
+    args: dict, *, source: str, cut: str | None = None, mode: str = "INCREMENTAL"
+) -> ConsolidationOutput:
     """Validate the top-level shape. `cut` = the key whose value was cut off (truncated output)."""
     if not isinstance(args, dict):
         raise LLMOutputError("memory_write arguments are not an object")
@@ -155,9 +165,12 @@ def from_arguments(args: dict, *, source: str, cut: str | None = None, mode: str
     if missing:
         raise LLMOutputError(f"memory_write is missing {', '.join(missing)}")
     out = ConsolidationOutput(
-        memory_md=args["memory_md"], memory_summary_md=args["memory_summary_md"],
-        skills=_as_list(args.get("skills")), remove_skills=_as_list(args.get("remove_skills")),
-        retire_summaries=_as_list(args.get("retire_summaries")), source=source,
+        memory_md=args["memory_md"],
+        memory_summary_md=args["memory_summary_md"],
+        skills=_as_list(args.get("skills")),
+        remove_skills=_as_list(args.get("remove_skills")),
+        retire_summaries=_as_list(args.get("retire_summaries")),
+        source=source,
     )
     if cut in LISTS:
         items = getattr(out, cut)
@@ -195,7 +208,7 @@ def parse_blocks(text: str) -> tuple[dict[str, str], str | None]:
         start = m.end() + 1
         stop = heads[i + 1].start() if i + 1 < len(heads) else len(text)
         end = _BLOCK_END.search(text, start, stop)
-        body = text[start: end.start() if end else stop]
+        body = text[start : end.start() if end else stop]
         if end is None and i == len(heads) - 1:
             open_last = key
         w = _WRAP_FENCE.match(body)

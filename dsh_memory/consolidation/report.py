@@ -57,8 +57,10 @@ def render_markdown(summary: dict, model_output: str = "") -> str:
         ("pending flag", gate.get("pending")),
         ("consecutive failures before run", gate.get("failures")),
         ("last success", gate.get("last_phase2_at")),
-        ("cooldown", f"{gate.get('cooldown_seconds')} s, {gate.get('cooldown_remaining_seconds')} s remaining"
-         if gate else None),
+        (
+            "cooldown",
+            f"{gate.get('cooldown_seconds')} s, {gate.get('cooldown_remaining_seconds')} s remaining" if gate else None,
+        ),
         ("provider / model", f"{model.get('provider') or '?'} / {model.get('model') or '?'}" if model else None),
         ("reasoning effort", (model.get("reasoning_effort") or "provider default") if model else None),
         ("max_tokens per attempt", model.get("max_tokens_tried")),

@@ -14,8 +14,9 @@ from __future__ import annotations
 import base64
 import os
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from dsh_memory.hooks.payloads import TurnEnd
 
@@ -31,11 +32,13 @@ def resource_id(session_id: str) -> str:
     return f"{RESOURCE_PREFIX}{session_id}"
 
 
-def build_event(turn: TurnEnd, *, occurred: Optional[datetime] = None, event_id: Optional[uuid.UUID] = None) -> dict[str, Any]:
+def build_event(
+    turn: TurnEnd, *, occurred: datetime | None = None, event_id: uuid.UUID | None = None
+) -> dict[str, Any]:
     """The JSON form accepted by `POST /api/events` (prefect.server.events.schemas.events.Event)."""
     if not turn.should_trigger or not turn.session_id:
         raise ValueError(f"this turn end does not trigger extraction: {turn.why_not or 'no session id'}")
-    when = occurred or datetime.now(timezone.utc)
+    when = occurred or datetime.now(UTC)
     return {
         "id": str(event_id or uuid.uuid4()),
         "occurred": when.isoformat(),
@@ -57,7 +60,7 @@ def build_event(turn: TurnEnd, *, occurred: Optional[datetime] = None, event_id:
     }
 
 
-def prefect_auth_headers(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def prefect_auth_headers(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Auth for a protected server: PREFECT_API_AUTH_STRING (basic, self-hosted) or PREFECT_API_KEY."""
     e = os.environ if env is None else env
     if e.get("PREFECT_API_AUTH_STRING"):
@@ -68,7 +71,7 @@ def prefect_auth_headers(env: Optional[Mapping[str, str]] = None) -> dict[str, s
     return {}
 
 
-def prefect_api_url(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+def prefect_api_url(env: Mapping[str, str] | None = None) -> str | None:
     """PREFECT_API_URL from the environment (not from a Prefect profile: that needs `import prefect`)."""
     e = os.environ if env is None else env
     url = (e.get("PREFECT_API_URL") or "").strip()
@@ -87,7 +90,7 @@ def emit_turn_end(
     api_url: str,
     *,
     timeout: float = 5.0,
-    headers: Optional[Mapping[str, str]] = None,
+    headers: Mapping[str, str] | None = None,
     client: Any = None,
 ) -> dict[str, Any]:
     """POST the event to `{api_url}/events`. Returns the event sent; raises EmitError on failure."""

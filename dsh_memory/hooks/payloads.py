@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
@@ -31,7 +31,7 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 MAX_ID_CHARS = 128
 MAX_PATH_CHARS = 4096
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,%d}$" % (MAX_ID_CHARS - 1))
+SESSION_ID_RE = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_-]{{0,{MAX_ID_CHARS - 1}}}$")
 KINDS = ("dsh", "codex", "claude")
 Kind = Literal["dsh", "codex", "claude"]
 SECRET_HEADER = "X-DSH-Memory-Secret"  # shared-secret header, checked when SECRET_ENV is set
@@ -56,20 +56,20 @@ class TurnEnd(BaseModel):
 
     kind: Kind
     session_id: str = Field(description="Session / thread id (safe charset, ≤128 chars); '' only when ignored")
-    turn: Optional[Union[int, str]] = Field(None, description="DSH turn number or Codex turn-id")
-    reason: Optional[str] = Field(None, description="DSH reason kind, Codex notify type or Claude hook event")
-    seq: Optional[int] = Field(None, description="DSH seq of the turn/end event")
-    cwd: Optional[str] = None
-    transcript_path: Optional[str] = Field(None, description="Checked to lie inside the agent's root; never opened here")
+    turn: int | str | None = Field(None, description="DSH turn number or Codex turn-id")
+    reason: str | None = Field(None, description="DSH reason kind, Codex notify type or Claude hook event")
+    seq: int | None = Field(None, description="DSH seq of the turn/end event")
+    cwd: str | None = None
+    transcript_path: str | None = Field(None, description="Checked to lie inside the agent's root; never opened here")
     should_trigger: bool
     why_not: str = Field("", description="Why should_trigger is False ('' when it is True)")
 
 
 # ---------------------------------------------------------------- raw wire shapes (strict)
 
+
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow", populate_by_name=False)
-
 
 
 class _DshReason(_Strict):
@@ -77,29 +77,29 @@ class _DshReason(_Strict):
 
 
 class _DshHeader(_Strict):
-    id: Optional[StrictStr] = None
-    cwd: Optional[StrictStr] = Field(None, max_length=MAX_PATH_CHARS)
-    origin: Optional[StrictStr] = None
-    delegationDepth: Optional[StrictInt] = Field(None, ge=0)
-    parentSession: Optional[StrictStr] = None
+    id: StrictStr | None = None
+    cwd: StrictStr | None = Field(None, max_length=MAX_PATH_CHARS)
+    origin: StrictStr | None = None
+    delegationDepth: StrictInt | None = Field(None, ge=0)
+    parentSession: StrictStr | None = None
 
 
 class _DshBody(_Strict):
     sessionId: StrictStr
     turn: StrictInt = Field(ge=0)
     reason: _DshReason
-    seq: Optional[StrictInt] = Field(None, ge=0)
-    header: Optional[_DshHeader] = None
-    transcriptPath: Optional[StrictStr] = Field(None, max_length=MAX_PATH_CHARS)
+    seq: StrictInt | None = Field(None, ge=0)
+    header: _DshHeader | None = None
+    transcriptPath: StrictStr | None = Field(None, max_length=MAX_PATH_CHARS)
 
 
 class _CodexBody(_Strict):
     type: StrictStr = Field(max_length=128)
     thread_id: StrictStr = Field(alias="thread-id")
-    turn_id: Optional[StrictStr] = Field(None, alias="turn-id", max_length=MAX_ID_CHARS)
-    cwd: Optional[StrictStr] = Field(None, max_length=MAX_PATH_CHARS)
-    input_messages: Optional[list[StrictStr]] = Field(None, alias="input-messages")
-    last_assistant_message: Optional[StrictStr] = Field(None, alias="last-assistant-message")
+    turn_id: StrictStr | None = Field(None, alias="turn-id", max_length=MAX_ID_CHARS)
+    cwd: StrictStr | None = Field(None, max_length=MAX_PATH_CHARS)
+    input_messages: list[StrictStr] | None = Field(None, alias="input-messages")
+    last_assistant_message: StrictStr | None = Field(None, alias="last-assistant-message")
 
 
 class _CodexAny(_Strict):
@@ -110,11 +110,12 @@ class _ClaudeBody(_Strict):
     session_id: StrictStr
     transcript_path: StrictStr = Field(max_length=MAX_PATH_CHARS)
     hook_event_name: StrictStr = Field(max_length=128)
-    cwd: Optional[StrictStr] = Field(None, max_length=MAX_PATH_CHARS)
-    stop_hook_active: Optional[StrictBool] = None
+    cwd: StrictStr | None = Field(None, max_length=MAX_PATH_CHARS)
+    stop_hook_active: StrictBool | None = None
 
 
 # ---------------------------------------------------------------- parsing
+
 
 def _depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
     """Iterative nesting check (no recursion, so no RecursionError of our own)."""
@@ -181,7 +182,7 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def check_transcript_path(value: str, root: Optional[os.PathLike | str], field: str) -> str:
+def check_transcript_path(value: str, root: os.PathLike | str | None, field: str) -> str:
     """`value` must be an absolute path inside `root`, both as written (after collapsing `..`)
     and after resolving symlinks. Returns the normalized path. Never opens the file."""
     if root is None:
@@ -234,7 +235,10 @@ def _validate_codex(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
         tid = data.get("thread-id")
         sid = tid if isinstance(tid, str) and SESSION_ID_RE.fullmatch(tid) else ""
         return TurnEnd(
-            kind="codex", session_id=sid, reason=head.type[:64], should_trigger=False,
+            kind="codex",
+            session_id=sid,
+            reason=head.type[:64],
+            should_trigger=False,
             why_not=f"Codex notify type is not {CODEX_TURN_COMPLETE!r}",
         )
     try:
@@ -243,12 +247,16 @@ def _validate_codex(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
         raise PayloadError(_validation_message("codex", exc)) from None
     sid = check_session_id(body.thread_id, "thread-id")
     return TurnEnd(
-        kind="codex", session_id=sid, turn=body.turn_id, reason=body.type, cwd=body.cwd,
+        kind="codex",
+        session_id=sid,
+        turn=body.turn_id,
+        reason=body.type,
+        cwd=body.cwd,
         should_trigger=True,
     )
 
 
-def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: Optional[bool] = None) -> TurnEnd:
+def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: bool | None = None) -> TurnEnd:
     """Claude Code hook stdin. DSH's Claude-Code hook bridge (@deepseek-ai/dsh-hooks-claude-code)
     sends the same shape with a transcript under $DSH_HOME/sessions: `bridge=True` (kind 'dsh'),
     or `None` to decide by where the transcript path points."""
@@ -259,8 +267,13 @@ def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: Optional[
     sid = check_session_id(body.session_id, "session_id")
     if bridge is None:
         dsh_root = roots.dsh_sessions
-        bridge = dsh_root is not None and os.path.isabs(body.transcript_path) and _inside(
-            os.path.normpath(body.transcript_path), os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(dsh_root))))
+        bridge = (
+            dsh_root is not None
+            and os.path.isabs(body.transcript_path)
+            and _inside(
+                os.path.normpath(body.transcript_path),
+                os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(dsh_root)))),
+            )
         )
     root = roots.dsh_sessions if bridge else roots.claude_projects
     path = check_transcript_path(body.transcript_path, root, "transcript_path")
@@ -274,8 +287,13 @@ def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: Optional[
     else:
         why = ""
     return TurnEnd(
-        kind="dsh" if bridge else "claude", session_id=sid, reason=event[:64], cwd=body.cwd, transcript_path=path,
-        should_trigger=not why, why_not=why,
+        kind="dsh" if bridge else "claude",
+        session_id=sid,
+        reason=event[:64],
+        cwd=body.cwd,
+        transcript_path=path,
+        should_trigger=not why,
+        why_not=why,
     )
 
 

@@ -19,7 +19,8 @@ import logging
 import os
 import queue
 import threading
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -62,7 +63,7 @@ class EventSender:
         self._emit = emit
         self._queue: queue.Queue[TurnEnd] = queue.Queue(maxsize=maxsize)
         self._lock = threading.Lock()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self.sent = self.failed = self.dropped = 0
         self.last_error = ""
 
@@ -119,11 +120,11 @@ class TurnEndReceiver:
         self,
         settings: Any = None,
         *,
-        roots: Optional[SourceRoots] = None,
-        api_url: Optional[str] = _FROM_ENV,
-        secret: Optional[str] = _FROM_ENV,
-        sender: Optional[EventSender] = None,
-        env: Optional[Mapping[str, str]] = None,
+        roots: SourceRoots | None = None,
+        api_url: str | None = _FROM_ENV,
+        secret: str | None = _FROM_ENV,
+        sender: EventSender | None = None,
+        env: Mapping[str, str] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
     ):
         e = os.environ if env is None else env
@@ -162,7 +163,12 @@ class TurnEndReceiver:
             turn = await run_in_threadpool(parse_turn_end, body, kind, self.roots, self.max_body)
         except PayloadError as exc:
             return _refuse(exc.status, str(exc), "InvalidPayload" if exc.status == 400 else "Refused")
-        answer: dict[str, Any] = {"accepted": True, "triggered": False, "session_id": turn.session_id, "kind": turn.kind}
+        answer: dict[str, Any] = {
+            "accepted": True,
+            "triggered": False,
+            "session_id": turn.session_id,
+            "kind": turn.kind,
+        }
         if not turn.should_trigger:
             answer["reason"] = turn.why_not
         elif self.sender is None:

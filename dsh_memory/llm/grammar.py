@@ -100,8 +100,10 @@ def _string_weight(schema: Any, max_items: int, name: str = "", required: bool =
         else:
             opt += 1
     needed = set(schema.get("required") or ())
-    parts = [(1, _string_weight(sub, max_items, key, required and key in needed))
-             for key, sub in (schema.get("properties") or {}).items()]
+    parts = [
+        (1, _string_weight(sub, max_items, key, required and key in needed))
+        for key, sub in (schema.get("properties") or {}).items()
+    ]
     items = schema.get("items")
     if isinstance(items, dict):
         times = min(int(schema.get("maxItems", max_items)), max_items)
@@ -125,7 +127,9 @@ def _skeleton_tokens(schema: dict[str, Any]) -> int:
     return 8 + sum(len(k) // 2 + 4 for k in keys)
 
 
-def string_caps(schema: dict[str, Any], max_tokens: int, *, max_string_chars: int, max_items: int) -> tuple[int, int, int]:
+def string_caps(
+    schema: dict[str, Any], max_tokens: int, *, max_string_chars: int, max_items: int
+) -> tuple[int, int, int]:
     """(cap for required strings, cap for optional / array-item strings, cap for slugs), in
     characters, such that all strings together fit in `max_tokens`. Slugs take at most an eighth
     of the budget; each required string gets one share of the rest and all optional strings

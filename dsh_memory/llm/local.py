@@ -18,14 +18,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from dsh_memory import cancel
 from dsh_memory.errors import ConfigError, LLMFatalError, LLMOutputError, LLMTruncatedError
 from dsh_memory.llm import grammar
 from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage
 from dsh_memory.llm.model_files import resolve_model_path
-from dsh_memory import cancel
 from dsh_memory.llm.parse import loads_lenient, loads_truncated
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ class LocalLLM:
         self.progress = progress
 
     @classmethod
-    def from_route(cls, route, **kwargs: Any) -> "LocalLLM":
+    def from_route(cls, route, **kwargs: Any) -> LocalLLM:
         """Resolve the model file now (clear error if missing or corrupt); load it on first use."""
         return cls(resolve_model_path(route.model_path), threads=route.local_threads, **kwargs)
 
@@ -187,7 +188,9 @@ class LocalLLM:
         """Tokens of `text` for this model (loads the model)."""
         return len(_load_model(self.model_path).get_vocab().tokenize(text, add_special=False, parse_special=True))
 
-    def render_prompt(self, messages: list[dict[str, Any]], tool: ToolSpec | None = None, *, max_tokens: int = 512) -> str:
+    def render_prompt(
+        self, messages: list[dict[str, Any]], tool: ToolSpec | None = None, *, max_tokens: int = 512
+    ) -> str:
         """The exact prompt text the model sees (chat template applied)."""
         tool_text = None
         if tool is not None:
@@ -295,7 +298,11 @@ class LocalLLM:
         elapsed = time.monotonic() - started
         log.info(
             "local %s: %d prompt tokens in %.1f s, %d output tokens in %.1f s (%s)",
-            self.model, len(tokens), prompt_seconds, n_out, elapsed - prompt_seconds,
+            self.model,
+            len(tokens),
+            prompt_seconds,
+            n_out,
+            elapsed - prompt_seconds,
             "max_tokens reached" if hit_limit else "stop",
         )
         # Detokenize the whole answer at once: a multi-byte character may span two tokens.
@@ -331,9 +338,9 @@ class LocalLLM:
                 except ValueError:
                     partial = None
                     completion.notes.append("truncated tool arguments unparseable (see raw_arguments)")
-                completion.tool_calls = [ToolCall(
-                    name=tool.name, arguments=partial if isinstance(partial, dict) else {}, raw_arguments=text
-                )]
+                completion.tool_calls = [
+                    ToolCall(name=tool.name, arguments=partial if isinstance(partial, dict) else {}, raw_arguments=text)
+                ]
             raise LLMTruncatedError(
                 f"local model {self.model} stopped at max_tokens ({completion.usage.output_tokens} output tokens)",
                 partial=completion,

@@ -22,9 +22,9 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from dsh_memory.errors import ConfigError, NoModelRouteError
 

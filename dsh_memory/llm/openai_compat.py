@@ -153,7 +153,9 @@ class OpenAICompatLLM:
         self.model = model
         host = (urlsplit(self.base_url).hostname or "").lower()
         if flavor is None:
-            flavor = "deepseek" if host.endswith("deepseek.com") else "openai" if host.endswith("openai.com") else "generic"
+            flavor = (
+                "deepseek" if host.endswith("deepseek.com") else "openai" if host.endswith("openai.com") else "generic"
+            )
         if flavor not in ("deepseek", "openai", "generic"):
             raise ValueError(f"unknown flavor {flavor!r} (deepseek, openai, generic)")
         self.flavor = flavor
@@ -179,7 +181,7 @@ class OpenAICompatLLM:
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> "OpenAICompatLLM":
+    def __enter__(self) -> OpenAICompatLLM:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -222,7 +224,9 @@ class OpenAICompatLLM:
         if not self._metadata_lookup:
             return caps
         try:
-            r = self._client.get(f"{self.base_url}/models", timeout=min(_METADATA_TIMEOUT_SECONDS, self.timeout_seconds))
+            r = self._client.get(
+                f"{self.base_url}/models", timeout=min(_METADATA_TIMEOUT_SECONDS, self.timeout_seconds)
+            )
             r.raise_for_status()
             data = r.json()
             entries = data.get("data", []) if isinstance(data, dict) else data
@@ -249,7 +253,9 @@ class OpenAICompatLLM:
                 effort = alias
         if effort not in caps.efforts:
             supported = "/".join(caps.efforts) or "none"
-            notes.append(f"effort {requested!r} unsupported by {self.model} (supported: {supported}) → provider default")
+            notes.append(
+                f"effort {requested!r} unsupported by {self.model} (supported: {supported}) → provider default"
+            )
             return "", notes
         return effort, notes
 
@@ -335,7 +341,9 @@ class OpenAICompatLLM:
         call = self._tool_call(fn, tool, completion)
         if call is None:
             what = "unparseable tool arguments" if fn else "no tool call"
-            raise self._output_error(f"{self.model} answered with {what} and no JSON fallback for {tool.name}", completion)
+            raise self._output_error(
+                f"{self.model} answered with {what} and no JSON fallback for {tool.name}", completion
+            )
         completion.tool_calls = [call]
         return completion
 
@@ -374,7 +382,9 @@ class OpenAICompatLLM:
                 args = None
                 completion.notes.append("truncated tool arguments unparseable (see raw_arguments)")
             name = fn.get("name") or (tool.name if tool else "")
-            completion.tool_calls = [ToolCall(name=name, arguments=args if isinstance(args, dict) else {}, raw_arguments=raw)]
+            completion.tool_calls = [
+                ToolCall(name=name, arguments=args if isinstance(args, dict) else {}, raw_arguments=raw)
+            ]
         elif tool is not None and completion.text:
             args = _text_fallback(completion.text, tool)
             if args is not None:

@@ -41,8 +41,11 @@ MEMORY_WRITE_TOOL = ToolSpec(
                 "items": {
                     "type": "object",
                     "properties": {
-                        "name": {"type": "string", "pattern": SKILL_NAME_PATTERN,
-                                 "description": "Folder name: lowercase letters, digits, hyphens."},
+                        "name": {
+                            "type": "string",
+                            "pattern": SKILL_NAME_PATTERN,
+                            "description": "Folder name: lowercase letters, digits, hyphens.",
+                        },
                         "skill_md": {"type": "string", "description": "Full SKILL.md with YAML frontmatter."},
                         "files": {
                             "type": "array",
@@ -193,7 +196,11 @@ def render_user_message(*, mode: str, today: str, budgets: dict[str, int], secti
         lines += ["", f"## {s.title}"]
         if s.note:
             lines.append(s.note)
-        lines += [f"<<<{fence} {s.name}>>>", s.body.rstrip("\n") if s.body.strip() else "(empty)", f"<<<END {fence} {s.name}>>>"]
+        lines += [
+            f"<<<{fence} {s.name}>>>",
+            s.body.rstrip("\n") if s.body.strip() else "(empty)",
+            f"<<<END {fence} {s.name}>>>",
+        ]
     lines += ["", "Now call memory_write exactly once."]
     return "\n".join(lines) + "\n"
 

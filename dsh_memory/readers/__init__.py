@@ -8,8 +8,8 @@ Each source module exposes the same two functions:
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from dsh_memory.errors import NotFoundError
 from dsh_memory.models import SOURCES, Session, SessionRef, SourceKind

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -113,18 +113,17 @@ def _parse(path: Path, index: int, raw: bytes, warnings: list[str]) -> dict[str,
 
 def parse_time(value: Any) -> datetime | None:
     """ISO-8601 timestamp (with `Z`) or epoch seconds/ms → aware datetime; None if unusable."""
-    from datetime import timezone
 
     if isinstance(value, str) and value:
         try:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+        return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         secs = value / 1000 if value > 1e11 else value
         try:
-            return datetime.fromtimestamp(secs, tz=timezone.utc)
+            return datetime.fromtimestamp(secs, tz=UTC)
         except (OverflowError, OSError, ValueError):
             return None
     return None

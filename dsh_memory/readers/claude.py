@@ -66,8 +66,11 @@ def discover(root: Path) -> list[SessionRef]:
                 continue
             refs.append(
                 SessionRef(
-                    id=m.group("id").lower(), source="claude", path=Path(entry.path),
-                    size=st.st_size, mtime_ns=st.st_mtime_ns,
+                    id=m.group("id").lower(),
+                    source="claude",
+                    path=Path(entry.path),
+                    size=st.st_size,
+                    mtime_ns=st.st_mtime_ns,
                     ignored=_subagent_files(Path(project.path) / m.group("id") / "subagents"),
                     hint_root=True,
                 )
@@ -121,8 +124,10 @@ def load(ref: SessionRef) -> Session:
     session.created_at = min(times) if times else None
     session.updated_at = max(times) if times else ref.updated_at
     uuids = {o.get("uuid") for o in convo}
-    session.title = b.custom_title or _pick_summary(b.summaries, uuids) or short_title(
-        next((e.text for e in session.human_prompts if e.text.strip()), None)
+    session.title = (
+        b.custom_title
+        or _pick_summary(b.summaries, uuids)
+        or short_title(next((e.text for e in session.human_prompts if e.text.strip()), None))
     )
     return session
 
@@ -242,8 +247,13 @@ class _Builder:
             content = "\n".join(c.get("text", "") for c in parts if isinstance(c.get("text"), str))
         call_id = block.get("tool_use_id")
         self.add(
-            seq, EventKind.TOOL_RESULT, time, text=content if isinstance(content, str) else "",
-            is_error=block.get("is_error") is True, images=images, tool_call_id=call_id,
+            seq,
+            EventKind.TOOL_RESULT,
+            time,
+            text=content if isinstance(content, str) else "",
+            is_error=block.get("is_error") is True,
+            images=images,
+            tool_call_id=call_id,
             tool_name=self.call_names.get(call_id) if isinstance(call_id, str) else None,
         )
 
@@ -256,8 +266,14 @@ class _Builder:
         if not isinstance(content, list):
             return
         if obj.get("isApiErrorMessage"):
-            self.add(seq, EventKind.STATUS, time, label="api_error", is_error=True,
-                     text=" ".join(c.get("text", "") for c in content if isinstance(c, dict))[:500])
+            self.add(
+                seq,
+                EventKind.STATUS,
+                time,
+                label="api_error",
+                is_error=True,
+                text=" ".join(c.get("text", "") for c in content if isinstance(c, dict))[:500],
+            )
             return
         for block in content:
             if not isinstance(block, dict):
@@ -275,7 +291,13 @@ class _Builder:
                 name = block.get("name") if isinstance(block.get("name"), str) else "tool"
                 if isinstance(block.get("id"), str):
                     self.call_names[block["id"]] = name
-                self.add(seq, EventKind.TOOL_CALL, time, tool_name=name, tool_call_id=block.get("id"),
-                         arguments=block.get("input"))
+                self.add(
+                    seq,
+                    EventKind.TOOL_CALL,
+                    time,
+                    tool_name=name,
+                    tool_call_id=block.get("id"),
+                    arguments=block.get("input"),
+                )
         if message.get("stop_reason") == "max_tokens":
             self.add(seq, EventKind.STATUS, time, label="max_tokens")

@@ -56,7 +56,11 @@ def discover(root: Path) -> list[SessionRef]:
         (path, st), rest = files[0], files[1:]
         refs.append(
             SessionRef(
-                id=sid, source="codex", path=path, size=st.st_size, mtime_ns=st.st_mtime_ns,
+                id=sid,
+                source="codex",
+                path=path,
+                size=st.st_size,
+                mtime_ns=st.st_mtime_ns,
                 ignored=[p for p, _ in rest],
             )
         )
@@ -160,7 +164,7 @@ def _source_kind(source: Any) -> tuple[str, str | None]:
     if isinstance(source, str):
         return source.lower(), None
     if isinstance(source, dict) and len(source) == 1:
-        (key, value), = source.items()
+        ((key, value),) = source.items()
         detail = value if isinstance(value, str) else (next(iter(value), None) if isinstance(value, dict) else None)
         return str(key).lower(), detail
     return "unknown", None
@@ -194,7 +198,7 @@ def strip_injected(text: str) -> tuple[str, list[str]]:
             if not probe[: len(opening)].lower() == opening.lower():
                 continue
             end = re.search(re.escape(closing), probe, re.IGNORECASE) if closing else None
-            rest = probe[end.end():] if end else ""
+            rest = probe[end.end() :] if end else ""
             labels.append(label)
             changed = True
             break
@@ -302,8 +306,14 @@ class _Builder:
         call_id = p.get("call_id")
         text, is_error, images = _output_text(p.get("output"))
         self.add(
-            seq, EventKind.TOOL_RESULT, time, text=text, is_error=is_error, images=images,
-            tool_call_id=call_id, tool_name=self.call_names.get(call_id) if isinstance(call_id, str) else None,
+            seq,
+            EventKind.TOOL_RESULT,
+            time,
+            text=text,
+            is_error=is_error,
+            images=images,
+            tool_call_id=call_id,
+            tool_name=self.call_names.get(call_id) if isinstance(call_id, str) else None,
         )
 
 

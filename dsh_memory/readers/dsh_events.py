@@ -14,7 +14,8 @@ Rules (reference/dsh-session-format.md sections 5-7, fixtures/MANIFEST.md):
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from dsh_memory.models import Event, EventKind
 from dsh_memory.readers.dsh_records import (
@@ -104,8 +105,9 @@ class _Mapper:
     def _emit(self, r: Record, kind: EventKind, **kw: Any) -> None:
         turn = as_int(r.data.get("turn"))
         self.events.append(
-            Event(seq=r.seq, kind=kind, turn=turn if turn is not None else self.turn,
-                  time=ms_to_datetime(r.time), **kw)  # fmt: skip
+            Event(
+                seq=r.seq, kind=kind, turn=turn if turn is not None else self.turn, time=ms_to_datetime(r.time), **kw
+            )  # fmt: skip
         )
 
     def _one(self, r: Record) -> None:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from dsh_memory.models import Event
 
@@ -126,7 +127,7 @@ def ms_to_datetime(ms: float | None) -> datetime | None:
     if ms is None:
         return None
     try:
-        return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+        return datetime.fromtimestamp(ms / 1000.0, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None
 

@@ -35,10 +35,29 @@ from dsh_memory.readpath.search import search
 from dsh_memory.readpath.summary import instructions, render_injection, summary
 
 __all__ = [
-    "PROTECTED_FILES", "AddRequest", "AddResult", "DeleteRequest", "DeleteResult", "Entry",
-    "ListRequest", "ListResult", "ReadRequest", "ReadResult", "SearchMatch", "SearchRequest",
-    "SearchResult", "Summary", "add", "delete_file", "dispatch", "instructions", "list_dir",
-    "read", "render_injection", "search", "summary",
+    "PROTECTED_FILES",
+    "AddRequest",
+    "AddResult",
+    "DeleteRequest",
+    "DeleteResult",
+    "Entry",
+    "ListRequest",
+    "ListResult",
+    "ReadRequest",
+    "ReadResult",
+    "SearchMatch",
+    "SearchRequest",
+    "SearchResult",
+    "Summary",
+    "add",
+    "delete_file",
+    "dispatch",
+    "instructions",
+    "list_dir",
+    "read",
+    "render_injection",
+    "search",
+    "summary",
 ]
 
 

@@ -8,9 +8,10 @@ import hashlib
 import json
 import os
 import stat as stat_mod
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -192,7 +193,9 @@ def read_text(path: str | Path, st: os.stat_result | None = None) -> str | None:
     return _entry(str(path), st)[""]
 
 
-def read_folded(path: str | Path, st: os.stat_result | None, kind: str, fold: Callable[[str], str]) -> tuple[str | None, str | None]:
+def read_folded(
+    path: str | Path, st: os.stat_result | None, kind: str, fold: Callable[[str], str]
+) -> tuple[str | None, str | None]:
     """(text, fold(text)), the folded variant cached next to the text under `kind`."""
     entry = _entry(str(path), st)
     text = entry[""]
@@ -208,7 +211,7 @@ def read_folded(path: str | Path, st: os.stat_result | None, kind: str, fold: Ca
 
 
 def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def record_usage(store: Any, rels: Iterable[str], state: Any = None, now: datetime | None = None) -> list[str]:

@@ -6,8 +6,9 @@ rollout summaries are recorded as usage (one record per file per call)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from dsh_memory.readpath._common import (
     decode_cursor,

@@ -22,9 +22,10 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -45,24 +46,24 @@ class Reply:
     model: str | None = None
 
     @classmethod
-    def tool(cls, arguments: dict[str, Any], name: str | None = None, **kw: Any) -> "Reply":
+    def tool(cls, arguments: dict[str, Any], name: str | None = None, **kw: Any) -> Reply:
         return cls("tool", arguments=arguments, tool_name=name, **kw)
 
     @classmethod
-    def raw_tool(cls, raw_arguments: str, name: str | None = None, content: str = "", **kw: Any) -> "Reply":
+    def raw_tool(cls, raw_arguments: str, name: str | None = None, content: str = "", **kw: Any) -> Reply:
         return cls("raw_tool", raw_arguments=raw_arguments, tool_name=name, content=content, **kw)
 
     @classmethod
-    def text(cls, content: str, **kw: Any) -> "Reply":
+    def text(cls, content: str, **kw: Any) -> Reply:
         return cls("text", content=content, **kw)
 
     @classmethod
-    def truncated(cls, partial_arguments: str | None = None, content: str = "", **kw: Any) -> "Reply":
+    def truncated(cls, partial_arguments: str | None = None, content: str = "", **kw: Any) -> Reply:
         """finish_reason "length"; with partial tool arguments when given, else partial text."""
         return cls("truncated", raw_arguments=partial_arguments, content=content, **kw)
 
     @classmethod
-    def error(cls, status: int, body: Any = None, retry_after: str | float | None = None, **kw: Any) -> "Reply":
+    def error(cls, status: int, body: Any = None, retry_after: str | float | None = None, **kw: Any) -> Reply:
         headers = dict(kw.pop("headers", {}) or {})
         if retry_after is not None:
             headers["Retry-After"] = str(retry_after)
@@ -71,7 +72,7 @@ class Reply:
         return cls("error", status=status, body=body, headers=headers, **kw)
 
     @classmethod
-    def drop(cls, **kw: Any) -> "Reply":
+    def drop(cls, **kw: Any) -> Reply:
         """Close the connection without any response."""
         return cls("drop", **kw)
 
@@ -104,7 +105,7 @@ class FakeOpenAIServer:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         fake = self
 
         class Handler(_Handler):
@@ -129,7 +130,7 @@ class FakeOpenAIServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -216,9 +217,14 @@ class FakeOpenAIServer:
 
 def completion_body(reply: Reply, request: dict, default_model: str) -> dict:
     """The JSON body of a 200 chat completion for `reply`."""
-    forced = ((request.get("tool_choice") or {}) if isinstance(request.get("tool_choice"), dict) else {})
+    forced = (request.get("tool_choice") or {}) if isinstance(request.get("tool_choice"), dict) else {}
     tools = request.get("tools") or [{}]
-    name = reply.tool_name or (forced.get("function") or {}).get("name") or (tools[0].get("function") or {}).get("name") or "tool"
+    name = (
+        reply.tool_name
+        or (forced.get("function") or {}).get("name")
+        or (tools[0].get("function") or {}).get("name")
+        or "tool"
+    )
     message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
     finish = "stop"
     raw: str | None = None
@@ -235,7 +241,11 @@ def completion_body(reply: Reply, request: dict, default_model: str) -> dict:
         ]
         finish = "length" if reply.kind == "truncated" else "tool_calls"
     answer_chars = len(raw or "") + len(reply.content or "")
-    prompt = reply.prompt_tokens if reply.prompt_tokens is not None else max(1, len(json.dumps(request.get("messages", []))) // 4)
+    prompt = (
+        reply.prompt_tokens
+        if reply.prompt_tokens is not None
+        else max(1, len(json.dumps(request.get("messages", []))) // 4)
+    )
     completion = reply.completion_tokens if reply.completion_tokens is not None else max(1, answer_chars // 4)
     return {
         "id": "chatcmpl-fake",

@@ -57,7 +57,7 @@ class PrefectServer:
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
-    def start(self, timeout: float = 180.0) -> "PrefectServer":
+    def start(self, timeout: float = 180.0) -> PrefectServer:
         self.home.mkdir(parents=True, exist_ok=True)
         env = server_env(self.home)
         if self.ui:
@@ -75,9 +75,7 @@ class PrefectServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"prefect server exited with {self.proc.returncode}; see {self.home / 'server.log'}"
-                )
+                raise RuntimeError(f"prefect server exited with {self.proc.returncode}; see {self.home / 'server.log'}")
             try:
                 if httpx.get(f"{self.api_url}/health", timeout=2).status_code == 200:
                     return self
@@ -100,7 +98,7 @@ class PrefectServer:
         if getattr(self, "_log", None):
             self._log.close()
 
-    def __enter__(self) -> "PrefectServer":
+    def __enter__(self) -> PrefectServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
