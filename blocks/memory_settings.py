@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dsh_memory.blocks._fields import OFF, check_path, default_text, env_mapping, expand, mirror, sources
 from prefect.blocks.core import Block
 from pydantic import Field, field_validator
 
+from dsh_memory.blocks._fields import OFF, check_path, default_text, env_mapping, expand, mirror, sources
 from dsh_memory.settings import MemorySettings, SourceRoots
 
 # Block field → (SourceRoots field, environment variable that moves it).

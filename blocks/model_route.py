@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from dsh_memory.blocks._fields import check_path, default_text, describe_errors, env_mapping, expand, mirror, sources
 from prefect.blocks.core import Block
 from pydantic import Field, SecretStr, ValidationError, field_validator
 
+from dsh_memory.blocks._fields import check_path, default_text, describe_errors, env_mapping, expand, mirror, sources
 from dsh_memory.errors import ConfigError
 from dsh_memory.settings import DEEPSEEK_BASE_URL, DEFAULT_MODEL, ModelRoute
 

@@ -6,9 +6,10 @@ Writes:   everything Phase 1 and Phase 2 write (see flows/extract.py, flows/cons
 
 from __future__ import annotations
 
+from prefect import flow, get_run_logger
+
 from dsh_memory.flows.consolidate import consolidate_flow
 from dsh_memory.flows.extract import extract_flow
-from prefect import flow, get_run_logger
 
 
 @flow(name="catch-up")

@@ -22,7 +22,6 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dsh_memory.tasks.consolidate import apply_consolidation, call_consolidation_model, check_gate, gather_inputs
 from prefect import flow, get_run_logger
 
 from dsh_memory.budgets import output_tokens, phase2_settings
@@ -35,6 +34,7 @@ from dsh_memory.prompts.phase2 import PROMPT_VERSION
 from dsh_memory.redact import redact
 from dsh_memory.settings import MemorySettings, ModelRoute
 from dsh_memory.state import StateStore
+from dsh_memory.tasks.consolidate import apply_consolidation, call_consolidation_model, check_gate, gather_inputs
 
 MAX_TOKENS_CAP = 131072
 LOCK_NAME = "phase2"

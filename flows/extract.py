@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from dsh_memory.tasks.discover import discover_sessions
-from dsh_memory.tasks.extract import extract_session, llm_extract
-from dsh_memory.tasks.select import plan_extractions
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -26,6 +23,9 @@ from dsh_memory.llm_limit import open_limit
 from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
 from dsh_memory.settings_loader import load_settings
 from dsh_memory.state import StateStore
+from dsh_memory.tasks.discover import discover_sessions
+from dsh_memory.tasks.extract import extract_session, llm_extract
+from dsh_memory.tasks.select import plan_extractions
 
 
 def _model_for(route):

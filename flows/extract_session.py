@@ -8,8 +8,9 @@ Writes: what flows/extract.py writes; starts the `consolidate` deployment when p
 
 from __future__ import annotations
 
-from dsh_memory.flows.extract import extract_flow
 from prefect import flow, get_run_logger
+
+from dsh_memory.flows.extract import extract_flow
 
 RESOURCE_PREFIX = "dsh.session."
 

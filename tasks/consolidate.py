@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dsh_memory.tasks._policy import transient_only
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -30,6 +29,7 @@ from dsh_memory.redact import redact
 from dsh_memory.settings import MemorySettings
 from dsh_memory.state import StateStore
 from dsh_memory.store import MemoryStore
+from dsh_memory.tasks._policy import transient_only
 
 
 @task(name="phase2-check-gate", cache_policy=NO_CACHE)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dsh_memory.tasks._policy import transient_only
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
@@ -27,6 +26,7 @@ from dsh_memory.selection import Decision
 from dsh_memory.settings import MemorySettings
 from dsh_memory.state import StateStore
 from dsh_memory.store import MemoryStore
+from dsh_memory.tasks._policy import transient_only
 
 
 def _cache_key(context, parameters) -> str:

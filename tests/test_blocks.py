@@ -256,8 +256,9 @@ def test_no_saved_block_means_env_and_defaults(server, tmp_path, monkeypatch):
 
 
 def test_save_load_round_trip(server, tmp_path, monkeypatch):
-    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
     from prefect.client.orchestration import get_client
+
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
 
     root = tmp_path / "mem"
     MemorySettingsBlock(
@@ -342,8 +343,9 @@ def test_a_broken_block_is_a_config_error_with_the_fix(server, monkeypatch):
 
 
 def test_a_flow_loads_the_saved_block(server):
-    from dsh_memory.blocks import MemorySettingsBlock
     from prefect import flow
+
+    from dsh_memory.blocks import MemorySettingsBlock
 
     MemorySettingsBlock(idle_seconds=11, max_unused_days=0).save("default", overwrite=True)
 
