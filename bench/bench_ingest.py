@@ -2,9 +2,9 @@
 
 Run:  python bench/bench_ingest.py [--sessions 10000] [--sample 300] [--budget-tokens 24000]
 
-1. Discovery of N generated DSH sessions (clones of the shared DSH fixtures under fresh ids in a
+1. Discovery of N generated DSH sessions (clones of the DSH fixtures under fresh ids in a
    temp DSH_HOME) when nothing changed since the previous scan. Goal: <= 1 s for 10,000.
-2. Render+redact throughput of the shared fixtures plus a sample of the generated sessions,
+2. Render+redact throughput of the fixture logs (tests/fixtures/corpus) plus a sample of the generated sessions,
    compared with a plain `json.loads` of every line of the same logs (ratio = our time / theirs).
    Reading (`readers.load`) is timed separately.
 3. Tokens of our budgeted transcript vs a Codex-style phase-1 input for the same sessions: the
@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures" / "corpus"  # the in-repo fixture corpus
 
 from dsh_memory import readers  # noqa: E402
 from dsh_memory.models import EventKind, Session, SessionRef  # noqa: E402

@@ -1,26 +1,81 @@
-"""Shared test fixtures. The session-log fixtures live outside the repo at ../shared/fixtures."""
+"""Shared test fixtures.
+
+The session-log corpus (DSH/Codex/Claude Code logs, webhook bodies, `expected.json`) lives in the
+repo at `tests/fixtures/corpus/`: a snapshot of the generated corpus at `../shared/fixtures`
+(see tests/fixtures/README.md). `fixtures_dir` / `expected` always point at that snapshot.
+
+Tests that check facts against `expected.json` take `corpus` instead: it runs them once over the
+snapshot (`[repo-...]`) and once over `../shared/fixtures` (`[shared-...]`) as a conformance
+pass when that folder exists beside the repo; without it the shared variants are skipped with a
+visible reason. Nothing here reads a fixture at import time.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+CORPUS = REPO / "tests" / "fixtures" / "corpus"  # in the repo: always there
+SHARED_CORPUS = REPO.parent / "shared" / "fixtures"  # beside the repo: optional
+CORPUS_DIRS = {"repo": CORPUS, "shared": SHARED_CORPUS}
+SHARED_SKIP_REASON = "shared corpus not present at {path}: conformance pass skipped"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One fixture corpus: its folder and its parsed expected.json."""
+
+    name: str  # "repo" (the in-repo snapshot) or "shared" (../shared/fixtures)
+    dir: Path
+    expected: dict
+
+    def keys(self, prefix: str) -> list[str]:
+        return sorted(k for k in self.expected if k.startswith(prefix))
+
+    def fact(self, key: str) -> dict:
+        """expected.json entry for `key`; a key the snapshot has but this corpus lacks is drift."""
+        if key not in self.expected:
+            pytest.fail(
+                f"{key} is in the in-repo snapshot but not in the {self.name} corpus at {self.dir}: "
+                "refresh tests/fixtures/corpus (see tests/fixtures/README.md)"
+            )
+        return self.expected[key]
+
+
+@functools.cache
+def load_corpus(name: str) -> Corpus:
+    folder = CORPUS_DIRS[name]
+    return Corpus(name, folder, json.loads((folder / "expected.json").read_text()))
+
+
+def repo_keys(prefix: str) -> list[str]:
+    """expected.json keys of the in-repo snapshot starting with `prefix` (for parametrize lists)."""
+    return load_corpus("repo").keys(prefix)
+
+
+@pytest.fixture(scope="session", params=["repo", "shared"])
+def corpus(request) -> Corpus:
+    """The in-repo snapshot, then ../shared/fixtures when present (skipped with a reason if not)."""
+    if request.param == "shared" and not (SHARED_CORPUS / "expected.json").is_file():
+        pytest.skip(SHARED_SKIP_REASON.format(path=SHARED_CORPUS))
+    return load_corpus(request.param)
 
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {FIXTURES} (expected ../shared/fixtures beside the repo)")
-    return FIXTURES
+    """The in-repo corpus (flow and integration tests use this copy only)."""
+    return CORPUS
 
 
 @pytest.fixture(scope="session")
-def expected(fixtures_dir: Path) -> dict:
-    return json.loads((fixtures_dir / "expected.json").read_text())
+def expected() -> dict:
+    """expected.json of the in-repo corpus."""
+    return load_corpus("repo").expected
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Helpers for flow tests: a memory pipeline environment over copies of the shared fixtures."""
+"""Helpers for flow tests: a memory pipeline environment over copies of the in-repo fixture corpus."""
 
 from __future__ import annotations
 

@@ -20,13 +20,13 @@ FIXTURE_N = "9e2a5c8f-7b1d-4c3e-a9f6-3d5b8e1c4a29"
 
 
 @pytest.fixture
-def env(fixtures_dir, tmp_path) -> dict[str, str]:
-    """Every source root at the shared fixtures; HOME elsewhere so nothing real leaks in."""
+def env(corpus, tmp_path) -> dict[str, str]:
+    """Every source root at the fixture corpus; HOME elsewhere so nothing real leaks in."""
     return {
         "HOME": str(tmp_path / "home"),
-        "DSH_HOME": str(fixtures_dir / "dsh" / "plain"),
-        "CODEX_HOME": str(fixtures_dir / "codex"),
-        "CLAUDE_CONFIG_DIR": str(fixtures_dir / "claude-code"),
+        "DSH_HOME": str(corpus.dir / "dsh" / "plain"),
+        "CODEX_HOME": str(corpus.dir / "codex"),
+        "CLAUDE_CONFIG_DIR": str(corpus.dir / "claude-code"),
     }
 
 
@@ -34,13 +34,13 @@ def _invoke(args: list[str], env: dict[str, str]):
     return CliRunner().invoke(app, args, env=env)
 
 
-def test_sessions_json_lists_every_source_and_shows_unreadable_logs(env, expected):
+def test_sessions_json_lists_every_source_and_shows_unreadable_logs(env, corpus):
     res = _invoke(["sessions", "--json"], env)
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
     by_id = {r["id"]: r for r in rows}
     assert {r["source"] for r in rows} == {"dsh", "codex", "claude"}
-    picked = expected["_scan"]["dsh/plain/sessions"]["picked_files"]
+    picked = corpus.expected["_scan"]["dsh/plain/sessions"]["picked_files"]
     dsh_rows = [r for r in rows if r["source"] == "dsh"]
     assert len(dsh_rows) == len(picked)
     unreadable = [r for r in dsh_rows if r["error"]]
@@ -83,12 +83,12 @@ def test_sessions_on_empty_roots(tmp_path):
     assert res.exit_code == 0 and json.loads(res.stdout) == []
 
 
-def test_render_prints_the_redacted_transcript(env, expected):
+def test_render_prints_the_redacted_transcript(env, corpus):
     res = _invoke(["render", FIXTURE_I], env)
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert out.startswith("Transcript of a coding-agent session. It is DATA")
-    exp = next(v for k, v in expected.items() if FIXTURE_I in k)
+    exp = next(v for k, v in corpus.expected.items() if FIXTURE_I in k)
     for s in exp["secrets"]:
         assert s["value"] not in out and s["match"] not in out
     for text in exp["must_survive_redaction"]:
@@ -98,13 +98,13 @@ def test_render_prints_the_redacted_transcript(env, expected):
     assert "tokens" in res.stderr  # stats line goes to stderr, stdout stays clean
 
 
-def test_render_json_budget_and_prefix(env, expected):
+def test_render_json_budget_and_prefix(env, corpus):
     res = _invoke(["render", FIXTURE_N[:8], "--budget-tokens", "2000", "--json"], env)
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["session_id"] == FIXTURE_N and data["budget_tokens"] == 2000
     assert data["tokens"] <= 2000 and data["human_prompts"] == 9 and not data["prompts_exceed_budget"]
-    exp = next(v for k, v in expected.items() if FIXTURE_N in k)
+    exp = next(v for k, v in corpus.expected.items() if FIXTURE_N in k)
     for prompt in exp["must_render_once"]:
         assert data["text"].count(prompt) == 1
 

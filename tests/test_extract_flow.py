@@ -1,4 +1,4 @@
-"""Phase 1 on a real Prefect server, against the fake OpenAI server, over the shared fixtures."""
+"""Phase 1 on a real Prefect server, against the fake OpenAI server, over the in-repo fixture corpus."""
 
 from __future__ import annotations
 

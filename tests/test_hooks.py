@@ -9,7 +9,6 @@ import json
 import socket
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -32,13 +31,16 @@ from dsh_memory.hooks.receiver import HOOK_PATH, NO_SERVER, EventSender, create_
 from dsh_memory.http_app import create_app
 from dsh_memory.settings import MemorySettings, SourceRoots
 
+from .conftest import CORPUS
+
 # The fixtures carry the user's absolute paths; these roots make them "inside".
 ENV = {"DSH_HOME": "/home/alice/.dsh", "CLAUDE_CONFIG_DIR": "/home/alice/.claude", "CODEX_HOME": "/home/alice/.codex"}
 ROOTS = SourceRoots.from_env(ENV)
 BASE = "http://127.0.0.1:8765"
 
 
-WEBHOOK_NAMES = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "shared/fixtures/webhooks").iterdir())
+# The in-repo snapshot's webhook bodies (each corpus is checked against this list).
+WEBHOOK_NAMES = sorted(p.name for p in (CORPUS / "webhooks").iterdir())
 
 
 @pytest.fixture()
@@ -105,10 +107,20 @@ def fake_prefect():
 # ------------------------------------------------------------- validator
 
 
+def test_webhook_fixtures_all_have_facts(corpus):
+    names = sorted(p.name for p in (corpus.dir / "webhooks").iterdir())
+    assert names == WEBHOOK_NAMES, (
+        f"the {corpus.name} corpus at {corpus.dir} has other webhook bodies than the in-repo snapshot: "
+        "refresh tests/fixtures/corpus (see tests/fixtures/README.md)"
+    )
+    assert len(names) >= 20
+    assert sorted(k.removeprefix("webhooks/") for k in corpus.keys("webhooks/")) == names
+
+
 @pytest.mark.parametrize("name", WEBHOOK_NAMES)
-def test_every_fixture_gets_its_verdict(name, fixtures_dir, expected):
-    exp = expected[f"webhooks/{name}"]
-    body = (fixtures_dir / "webhooks" / name).read_bytes()
+def test_every_fixture_gets_its_verdict(name, corpus):
+    exp = corpus.fact(f"webhooks/{name}")
+    body = (corpus.dir / "webhooks" / name).read_bytes()
     if not exp["valid"]:
         with pytest.raises(PayloadError) as err:
             parse_turn_end(body, roots=ROOTS)
@@ -140,32 +152,33 @@ def test_huge_body_is_refused_before_parsing_and_deep_nesting_does_not_crash(fix
 
 
 def _dsh(**over) -> dict:
-    body = json.loads((Path(__file__).resolve().parents[2] / "shared/fixtures/webhooks/dsh-turn-end.json").read_text())
+    """The in-repo dsh-turn-end.json webhook body with some fields replaced (read when called)."""
+    body = json.loads((CORPUS / "webhooks" / "dsh-turn-end.json").read_text())
     body.update(over)
     return body
 
 
 @pytest.mark.parametrize(
-    "body, message",
+    "over, message",
     [
-        (_dsh(transcriptPath="/home/alice/.dsh/sessions/../../../etc/passwd"), "inside"),
-        (_dsh(transcriptPath="/etc/passwd"), "inside"),
-        (_dsh(transcriptPath="sessions/x/session.v4.jsonl"), "absolute"),
-        (_dsh(transcriptPath="/home/alice/.dsh/sessions"), "inside"),  # the root itself is no transcript
-        (_dsh(transcriptPath="/home/alice/.dsh/sessions-evil/x.jsonl"), "inside"),  # prefix trick
-        (_dsh(transcriptPath="/home/alice/.dsh/sessions/x\x00.jsonl"), "non-empty path"),
-        (_dsh(sessionId="a" * 129), "sessionId"),
-        (_dsh(sessionId="a/b"), "sessionId"),
-        (_dsh(sessionId=".."), "sessionId"),
-        (_dsh(turn=True), "turn"),  # a bool is not an int
-        (_dsh(turn=-1), "turn"),
-        (_dsh(reason={"nokind": 1}), "reason.kind"),
-        (_dsh(header={"delegationDepth": "1"}), "header.delegationDepth"),
+        ({"transcriptPath": "/home/alice/.dsh/sessions/../../../etc/passwd"}, "inside"),
+        ({"transcriptPath": "/etc/passwd"}, "inside"),
+        ({"transcriptPath": "sessions/x/session.v4.jsonl"}, "absolute"),
+        ({"transcriptPath": "/home/alice/.dsh/sessions"}, "inside"),  # the root itself is no transcript
+        ({"transcriptPath": "/home/alice/.dsh/sessions-evil/x.jsonl"}, "inside"),  # prefix trick
+        ({"transcriptPath": "/home/alice/.dsh/sessions/x\x00.jsonl"}, "non-empty path"),
+        ({"sessionId": "a" * 129}, "sessionId"),
+        ({"sessionId": "a/b"}, "sessionId"),
+        ({"sessionId": ".."}, "sessionId"),
+        ({"turn": True}, "turn"),  # a bool is not an int
+        ({"turn": -1}, "turn"),
+        ({"reason": {"nokind": 1}}, "reason.kind"),
+        ({"header": {"delegationDepth": "1"}}, "header.delegationDepth"),
     ],
 )
-def test_dsh_rejections(body, message):
+def test_dsh_rejections(over, message):
     with pytest.raises(PayloadError, match=message) as err:
-        parse_turn_end(json.dumps(body), roots=ROOTS)
+        parse_turn_end(json.dumps(_dsh(**over)), roots=ROOTS)
     assert err.value.status == 400
 
 
@@ -254,13 +267,13 @@ def test_event_carries_ids_only(fixtures_dir):
 
 
 @pytest.mark.parametrize("name", WEBHOOK_NAMES)
-def test_route_answers_every_fixture(name, fixtures_dir, expected, fake_prefect):
-    exp = expected[f"webhooks/{name}"]
+def test_route_answers_every_fixture(name, corpus, fake_prefect):
+    exp = corpus.fact(f"webhooks/{name}")
     app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=None)
     with TestClient(app, base_url=BASE) as client:
         r = client.post(
             HOOK_PATH,
-            content=(fixtures_dir / "webhooks" / name).read_bytes(),
+            content=(corpus.dir / "webhooks" / name).read_bytes(),
             headers={"Content-Type": "application/json"},
         )
     assert app.state.turn_end.sender.flush(10)

@@ -63,11 +63,12 @@ def _write(folder: Path, lines: list[str], name: str = f"{SID}.jsonl", newline: 
 # ------------------------------------------------------------------ fixtures (expected.json)
 
 
-def test_fixture_transcripts_match_expected_facts(fixtures_dir: Path, expected: dict):
+def test_fixture_transcripts_match_expected_facts(corpus):
+    fixtures_dir = corpus.dir
     projects = fixtures_dir / "claude-code" / "projects"
     refs = claude.discover(projects)
     by_path = {r.path.relative_to(fixtures_dir).as_posix(): r for r in refs}
-    entries = _claude_entries(expected)
+    entries = _claude_entries(corpus.expected)
     should_discover = {k for k, v in entries.items() if v["expected_outcome"] != "skip-sidechain"}
     assert set(by_path) == should_discover, "only main transcripts are sessions; subagent files are excluded"
 
@@ -120,9 +121,9 @@ def test_fixture_transcripts_match_expected_facts(fixtures_dir: Path, expected: 
         assert s.extractable is exp["should_extract"], key
 
 
-def test_split_assistant_response_and_thinking_marker(fixtures_dir: Path, expected: dict):
-    key = next(k for k, v in _claude_entries(expected).items() if v["is_root"])
-    s = claude.load(_ref(fixtures_dir / key, expected[key]["session_id"]))
+def test_split_assistant_response_and_thinking_marker(corpus):
+    key = next(k for k, v in _claude_entries(corpus.expected).items() if v["is_root"])
+    s = claude.load(_ref(corpus.dir / key, corpus.expected[key]["session_id"]))
     # Lines 4-6 of the fixture are one API response (thinking, text, tool_use) sharing message.id.
     first_response = [e for e in s.events if e.seq in (3, 4, 5)]
     assert [e.kind for e in first_response] == [EventKind.REASONING, EventKind.ASSISTANT, EventKind.TOOL_CALL]

@@ -74,10 +74,11 @@ def _ref(path: Path, sid: str = SID) -> SessionRef:
 # ------------------------------------------------------------------ fixtures (expected.json)
 
 
-def test_fixture_rollouts_match_expected_facts(fixtures_dir: Path, expected: dict):
+def test_fixture_rollouts_match_expected_facts(corpus):
+    fixtures_dir = corpus.dir
     refs = codex.discover(fixtures_dir / "codex" / "sessions")
     by_path = {r.path.relative_to(fixtures_dir).as_posix(): r for r in refs}
-    entries = _codex_entries(expected)
+    entries = _codex_entries(corpus.expected)
     assert set(by_path) == set(entries), "every Codex fixture rollout is discovered, nothing else"
 
     for key, exp in entries.items():
@@ -132,9 +133,9 @@ def test_fixture_rollouts_match_expected_facts(fixtures_dir: Path, expected: dic
         assert s.extractable is exp["should_extract"], key
 
 
-def test_turns_follow_task_started(fixtures_dir: Path, expected: dict):
-    key = next(k for k, v in _codex_entries(expected).items() if v["human_prompts"] == 2)
-    s = codex.load(_ref(fixtures_dir / key, expected[key]["session_id"]))
+def test_turns_follow_task_started(corpus):
+    key = next(k for k, v in _codex_entries(corpus.expected).items() if v["human_prompts"] == 2)
+    s = codex.load(_ref(corpus.dir / key, corpus.expected[key]["session_id"]))
     assert [e.turn for e in s.human_prompts] == [1, 2]
     assert {e.turn for e in s.events if e.kind is EventKind.TOOL_CALL} == {1, 2}
 

@@ -1,4 +1,5 @@
-"""DSH reader: every DSH fact in ../shared/fixtures/expected.json, plus synthetic files in tmp_path."""
+"""DSH reader: every DSH fact in the fixture corpus's expected.json (the in-repo snapshot, and
+../shared/fixtures when present), plus synthetic files in tmp_path."""
 
 from __future__ import annotations
 
@@ -14,18 +15,9 @@ from dsh_memory.models import EventKind, Session, SessionRef
 from dsh_memory.readers import dsh
 from dsh_memory.readers.dsh_records import expand_seq_ranges
 
-from .conftest import FIXTURES
+from .conftest import repo_keys
 
-
-def _dsh_keys() -> list[str]:
-    try:
-        data = json.loads((FIXTURES / "expected.json").read_text())
-    except OSError:
-        return []
-    return sorted(k for k in data if k.startswith("dsh/"))
-
-
-DSH_KEYS = _dsh_keys()
+DSH_KEYS = repo_keys("dsh/")  # the in-repo snapshot's list; each corpus is checked against it
 
 
 def _ref(path: Path) -> SessionRef:
@@ -56,13 +48,18 @@ def _rendered(s: Session) -> list[str]:
 # --- the fixture corpus --------------------------------------------------------------------------
 
 
-def test_fixture_corpus_present(expected):
-    assert len([k for k in expected if k.startswith("dsh/")]) == len(DSH_KEYS) >= 20
+def test_fixture_corpus_present(corpus):
+    assert len(DSH_KEYS) >= 20
+    assert corpus.keys("dsh/") == DSH_KEYS, (
+        f"the {corpus.name} corpus at {corpus.dir} describes other DSH fixtures than the in-repo snapshot: "
+        "refresh tests/fixtures/corpus (see tests/fixtures/README.md)"
+    )
 
 
 @pytest.mark.parametrize("root", ["dsh/plain/sessions", "dsh/zstd/sessions"])
-def test_scan_picks_highest_generation(fixtures_dir, expected, root):
-    scan = expected["_scan"][root]
+def test_scan_picks_highest_generation(corpus, root):
+    fixtures_dir = corpus.dir
+    scan = corpus.expected["_scan"][root]
     refs = dsh.discover(fixtures_dir / root)
     rel = lambda p: str(Path(p).relative_to(fixtures_dir))  # noqa: E731
     assert len(refs) == scan["session_dirs"]
@@ -88,8 +85,9 @@ def test_scan_picks_highest_generation(fixtures_dir, expected, root):
 
 
 @pytest.mark.parametrize("key", DSH_KEYS)
-def test_fixture_facts(fixtures_dir, expected, key):
-    e = expected[key]
+def test_fixture_facts(corpus, key):
+    fixtures_dir = corpus.dir
+    e = corpus.fact(key)
     path = fixtures_dir / key
     if e["format"] == "decoy":
         refs = dsh.discover(fixtures_dir / "dsh/plain/sessions")
@@ -188,10 +186,10 @@ F_TORN = "dsh/zstd/sessions/--home-alice-src-ledger-sync--/7b0e3a5c-4f9d-4c2b-8e
 F_CUT = "dsh/plain/sessions/--home-alice-src-ledger-sync--/8c1f4b6d-5a0e-4d3c-9f2b-7e4a0d6c3b28/session.v4.jsonl"
 
 
-def test_damaged_body_lines_warn_and_keep_the_rest(fixtures_dir, expected):
-    path = fixtures_dir / L_BODY
+def test_damaged_body_lines_warn_and_keep_the_rest(corpus):
+    path = corpus.dir / L_BODY
     s = _load(path)
-    expected_lines = {w["line"] for w in expected[L_BODY]["expected_warnings"]}
+    expected_lines = {w["line"] for w in corpus.fact(L_BODY)["expected_warnings"]}
     warned = {int(w.split(f"{path}:", 1)[1].split(":", 1)[0]) for w in s.warnings if w.startswith(f"{path}:")}
     # line 14 is an unknown type flagged ignorable:true -> skipped silently
     assert warned == expected_lines - {14} == {15, 16, 18}
@@ -203,25 +201,25 @@ def test_damaged_body_lines_warn_and_keep_the_rest(fixtures_dir, expected):
     assert not {12, 15} & {ev.seq for ev in s.events}
 
 
-def test_unknown_version_is_flagged_and_read_best_effort(fixtures_dir):
-    s = _load(fixtures_dir / L_VERSION)
+def test_unknown_version_is_flagged_and_read_best_effort(corpus):
+    s = _load(corpus.dir / L_VERSION)
     assert s.meta["unknown_version"] is True
     assert any("unknown format version 6" in w for w in s.warnings)
     assert [(st.seq, st.label) for st in _kind(s, EventKind.STATUS)] == [(27, "max-steps")]
     assert len(s.human_prompts) == 2
 
 
-def test_bad_header_reason_names_each_problem(fixtures_dir):
+def test_bad_header_reason_names_each_problem(corpus):
     with pytest.raises(SessionReadError) as err:
-        _load(fixtures_dir / L_HEADER)
+        _load(corpus.dir / L_HEADER)
     reason = err.value.reason
     assert "missing id" in reason and "version is a string" in reason and "createdAt is not epoch ms" in reason
     with pytest.raises(SessionReadError, match="empty file"):
-        _load(fixtures_dir / L_EMPTY)
+        _load(corpus.dir / L_EMPTY)
 
 
-def test_status_events_for_unfinished_turns(fixtures_dir):
-    s = _load(fixtures_dir / D4)
+def test_status_events_for_unfinished_turns(corpus):
+    s = _load(corpus.dir / D4)
     statuses = [(st.seq, st.turn, st.label) for st in _kind(s, EventKind.STATUS)]
     assert statuses == [(49, 2, "interrupted"), (77, 3, "aborted"), (91, 4, "error")]
     error = _kind(s, EventKind.STATUS)[-1]
@@ -232,7 +230,8 @@ def test_status_events_for_unfinished_turns(fixtures_dir):
     assert not {4, 56} & {ev.seq for ev in s.events}
 
 
-def test_torn_zstd_tail_keeps_every_complete_frame(fixtures_dir):
+def test_torn_zstd_tail_keeps_every_complete_frame(corpus):
+    fixtures_dir = corpus.dir
     torn = _load(fixtures_dir / F_TORN)
     full = _load(fixtures_dir / F)
     assert any("torn zstd tail" in w and str(fixtures_dir / F_TORN) in w for w in torn.warnings)
@@ -246,10 +245,10 @@ def test_torn_zstd_tail_keeps_every_complete_frame(fixtures_dir):
     assert strip(torn.events) == strip([ev for ev in full.events if ev.seq <= 46])
 
 
-def test_cut_last_line_is_dropped_with_warning(fixtures_dir):
-    s = _load(fixtures_dir / F_CUT)
+def test_cut_last_line_is_dropped_with_warning(corpus):
+    s = _load(corpus.dir / F_CUT)
     assert s.last_seq == 48
-    assert any("incomplete last line" in w and str(fixtures_dir / F_CUT) in w for w in s.warnings)
+    assert any("incomplete last line" in w and str(corpus.dir / F_CUT) in w for w in s.warnings)
 
 
 # --- synthetic sessions in tmp_path ------------------------------------------------------------
@@ -484,11 +483,11 @@ def test_expand_seq_ranges():
     assert expand_seq_ranges("nope") == []
 
 
-def test_dispatcher_routes_dsh(fixtures_dir):
+def test_dispatcher_routes_dsh(corpus):
     from dsh_memory import readers
     from dsh_memory.settings import SourceRoots
 
-    refs = readers.discover(SourceRoots(dsh_sessions=fixtures_dir / "dsh/zstd/sessions"), sources=["dsh"])
+    refs = readers.discover(SourceRoots(dsh_sessions=corpus.dir / "dsh/zstd/sessions"), sources=["dsh"])
     assert [r.id for r in refs] == ["6a9d2f4b-3e8c-4b1a-9d7f-5c2e8b4a1f06", "7b0e3a5c-4f9d-4c2b-8e1a-6d3f9c5b2a17"]
     assert readers.load(refs[0]).last_seq == 49
 

@@ -27,8 +27,8 @@ def _all_strings(obj) -> list[str]:
     return []
 
 
-def test_fixture_i_secrets_are_planted_in_its_log(fixtures_dir, expected):
-    planted = _planted(expected)
+def test_fixture_i_secrets_are_planted_in_its_log(corpus):
+    planted = _planted(corpus.expected)
     assert {s["kind"] for _, s in planted} >= {
         "openai_key",
         "openai_project_key",
@@ -42,18 +42,18 @@ def test_fixture_i_secrets_are_planted_in_its_log(fixtures_dir, expected):
         "api_key",
         "pem_private_key",
     }
-    raw = (fixtures_dir / FIXTURE_I).read_text()
+    raw = (corpus.dir / FIXTURE_I).read_text()
     for _, s in planted:
         assert s["match"] in raw, s["kind"]
 
 
-def test_every_planted_secret_is_removed_from_every_string_of_its_log(fixtures_dir, expected):
+def test_every_planted_secret_is_removed_from_every_string_of_its_log(corpus):
     """Each JSON string of the fixture logs (prompts, tool results, arguments…) through redact()."""
-    planted = _planted(expected)
+    planted = _planted(corpus.expected)
     files = sorted({key for key, _ in planted})
     assert FIXTURE_I in files
     for key in files:
-        for line in (fixtures_dir / key).read_text().splitlines():
+        for line in (corpus.dir / key).read_text().splitlines():
             record = json.loads(line)
             for text in _all_strings(record):
                 out = redact(text)
@@ -62,17 +62,17 @@ def test_every_planted_secret_is_removed_from_every_string_of_its_log(fixtures_d
                     assert s["match"] not in out, (s["kind"], out[:200])
 
 
-def test_redact_obj_removes_secrets_from_parsed_records(fixtures_dir, expected):
-    planted = _planted(expected)
-    records = [json.loads(line) for line in (fixtures_dir / FIXTURE_I).read_text().splitlines()]
+def test_redact_obj_removes_secrets_from_parsed_records(corpus):
+    planted = _planted(corpus.expected)
+    records = [json.loads(line) for line in (corpus.dir / FIXTURE_I).read_text().splitlines()]
     dumped = json.dumps(redact_obj(records), ensure_ascii=False)
     for _, s in planted:
         assert s["match"] not in dumped, s["kind"]
     assert "[REDACTED:" in dumped
 
 
-def test_look_alikes_survive(expected):
-    survivors = expected[FIXTURE_I]["must_survive_redaction"]
+def test_look_alikes_survive(corpus):
+    survivors = corpus.fact(FIXTURE_I)["must_survive_redaction"]
     assert survivors
     for text in survivors:
         assert redact(text) == text

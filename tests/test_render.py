@@ -190,7 +190,7 @@ def test_budgeter_properties(session, budget, since):
     assert "hunter2hunter2" not in tr.text
 
 
-# --- the shared fixtures, through the real readers ------------------------------------------
+# --- the fixture corpus (in-repo snapshot, and ../shared when present), through the real readers
 
 
 def _fixture_sessions(fixtures_dir: Path, expected: dict):
@@ -219,9 +219,9 @@ def _fixture_sessions(fixtures_dir: Path, expected: dict):
 
 
 @pytest.fixture(scope="module")
-def fixture_sessions(fixtures_dir, expected):
+def fixture_sessions(corpus):
     pytest.importorskip("dsh_memory.readers.dsh")
-    sessions = _fixture_sessions(fixtures_dir, expected)
+    sessions = _fixture_sessions(corpus.dir, corpus.expected)
     assert len(sessions) >= 15
     return sessions
 
@@ -248,8 +248,8 @@ def test_fixture_prompts_render_exactly_once(fixture_sessions):
     assert checked >= 30
 
 
-def test_no_planted_secret_in_any_fixture_transcript(fixture_sessions, expected):
-    secrets = [s for k, v in expected.items() if not k.startswith("_") for s in (v.get("secrets") or [])]
+def test_no_planted_secret_in_any_fixture_transcript(fixture_sessions, corpus):
+    secrets = [s for k, v in corpus.expected.items() if not k.startswith("_") for s in (v.get("secrets") or [])]
     assert secrets
     for budget in (None, 500):
         for key, _exp, session in fixture_sessions:
