@@ -1,6 +1,15 @@
-"""One small exception hierarchy; each adapter maps it to exit codes / statuses in one place."""
+"""One small exception hierarchy; each adapter maps it to exit codes / statuses in one place.
+
+Every class carries its CLI `exit_code`, its HTTP `http_status` and a stable string `code` (the
+`{"error": {"code": …}}` of `--json` output and of RPC error bodies). A refinement that sets no
+`code` shares its parent's (`MemoryFileNotFound` is "not_found"); a new kind of error, a direct
+subclass of DshMemoryError, gets one from its name (`AlreadyRunning` → "already_running"). The
+README's exit-code table lists every class; a test keeps it in step with this file.
+"""
 
 from __future__ import annotations
+
+import re
 
 
 class DshMemoryError(Exception):
@@ -8,6 +17,13 @@ class DshMemoryError(Exception):
 
     exit_code = 1
     http_status = 500
+    code = "error"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "code" not in cls.__dict__ and DshMemoryError in cls.__bases__:
+            name = cls.__name__.removesuffix("Error") or cls.__name__
+            cls.code = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
 class UserInputError(DshMemoryError):
@@ -15,6 +31,7 @@ class UserInputError(DshMemoryError):
 
     exit_code = 2
     http_status = 400
+    code = "user_input"
 
 
 class NotFoundError(DshMemoryError):
@@ -22,16 +39,20 @@ class NotFoundError(DshMemoryError):
 
     exit_code = 3
     http_status = 404
+    code = "not_found"
 
 
 class PathGuardError(UserInputError):
     """A path tried to leave the memory root or reach a hidden/forbidden file."""
 
     http_status = 403
+    code = "path_guard"
 
 
 class SessionReadError(DshMemoryError):
     """A session log could not be read. Always names the file and the reason."""
+
+    code = "session_read"
 
     def __init__(self, path: object, reason: str):
         self.path = str(path)
@@ -43,16 +64,29 @@ class ConfigError(DshMemoryError):
     """Settings are missing or invalid; the message says how to fix it."""
 
     exit_code = 4
+    code = "config"
+
+
+class ServiceUnavailableError(DshMemoryError):
+    """A service the command needs does not answer (the Prefect API at PREFECT_API_URL); the
+    message says how to fix it (start the server, or unset the variable)."""
+
+    exit_code = 6
+    http_status = 503
+    code = "unavailable"
 
 
 class LLMError(DshMemoryError):
     """Base for model-call failures."""
 
     http_status = 502
+    code = "llm"
 
 
 class LLMTransientError(LLMError):
     """Worth retrying: 429, 5xx, timeouts, connection resets. `retry_after` in seconds if known."""
+
+    code = "llm_transient"
 
     def __init__(self, message: str, retry_after: float | None = None):
         super().__init__(message)
@@ -62,9 +96,13 @@ class LLMTransientError(LLMError):
 class LLMFatalError(LLMError):
     """Not worth retrying: auth, bad request, unknown model."""
 
+    code = "llm_fatal"
+
 
 class LLMTruncatedError(LLMError):
     """The model stopped at max_tokens (finish_reason == "length"). `partial` holds what arrived."""
+
+    code = "llm_truncated"
 
     def __init__(self, message: str, partial: object = None):
         super().__init__(message)
@@ -74,6 +112,10 @@ class LLMTruncatedError(LLMError):
 class LLMOutputError(LLMError):
     """The model answered, but not with the structure we asked for."""
 
+    code = "llm_output"
+
 
 class NoModelRouteError(ConfigError):
     """No model endpoint is configured (and no local model is available)."""
+
+    code = "no_model_route"

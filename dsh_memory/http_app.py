@@ -51,6 +51,13 @@ def is_loopback_host(host: str, allowed: frozenset[str] = LOOPBACK_HOSTS) -> boo
     return name in allowed or name.startswith("127.") and name.replace(".", "").isdigit()
 
 
+def check_bind_host(host: str, allow_remote: bool = False, remedy: str = "pass --allow-remote to insist") -> None:
+    """THE bind check of every command that serves (`http`, `serve`): loopback only unless the
+    caller explicitly allows a remote interface. Raises UserInputError before anything starts."""
+    if not allow_remote and not is_loopback_host(host):
+        raise UserInputError(f"refusing to bind {host}: not loopback ({remedy})")
+
+
 def is_loopback_origin(origin: str) -> bool:
     try:
         parts = urlsplit(origin.strip())
@@ -125,7 +132,8 @@ async def _deny(scope: Scope, receive: Receive, send: Send, status: int, message
 def _error(exc: BaseException) -> JSONResponse:
     """THE place where errors become HTTP statuses."""
     if isinstance(exc, DshMemoryError):
-        return JSONResponse({"error": {"type": type(exc).__name__, "message": str(exc)}}, status_code=exc.http_status)
+        body = {"type": type(exc).__name__, "code": exc.code, "message": str(exc)}
+        return JSONResponse({"error": body}, status_code=exc.http_status)
     log.exception("unexpected error in RPC", exc_info=exc)
     return JSONResponse(
         {"error": {"type": "InternalError", "message": "internal error (see server log)"}}, status_code=500

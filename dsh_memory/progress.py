@@ -1,17 +1,30 @@
-"""In-process progress listeners (the CLI draws a progress bar from these; flows report).
+"""In-process progress: the pipeline reports, the CLI listens (a live bar on a terminal, plain
+lines otherwise). Nothing here imports prefect; flows stay orchestration only.
 
-`report(phase, n, total, label)` says n more items of `total` are finished.
+Two kinds of events:
+  * `report(phase, n, total, label)`: n more items of `total` are finished (tasks call it, e.g.
+    Phase 1 once per session with the session id as label);
+  * `phase_event(phase, event, detail)`: a phase "started" or "finished". `watch_flow(flow,
+    phase)` produces them from Prefect's flow state hooks, so the flows need no extra code.
+
+Phase ids: "phase1" (the `extract` flow), "phase2" (the `consolidate` flow).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 Listener = Callable[[str, int, int, str], None]  # (phase, advanced_by, total, label)
+PhaseListener = Callable[[str, str, str], None]  # (phase, "started" | "finished", detail)
+
+STARTED, FINISHED = "started", "finished"
 
 _lock = threading.Lock()
 _listeners: list[Listener] = []
+_phase_listeners: list[PhaseListener] = []
+_watched: dict[str, str] = {}  # flow name → phase id
 
 
 def add_listener(fn: Listener) -> None:
@@ -25,6 +38,17 @@ def remove_listener(fn: Listener) -> None:
             _listeners.remove(fn)
 
 
+def add_phase_listener(fn: PhaseListener) -> None:
+    with _lock:
+        _phase_listeners.append(fn)
+
+
+def remove_phase_listener(fn: PhaseListener) -> None:
+    with _lock:
+        if fn in _phase_listeners:
+            _phase_listeners.remove(fn)
+
+
 def report(phase: str, done: int, total: int, label: str = "") -> None:
     with _lock:
         listeners = list(_listeners)
@@ -33,3 +57,38 @@ def report(phase: str, done: int, total: int, label: str = "") -> None:
             fn(phase, done, total, label)
         except Exception:  # a broken progress bar must never break the pipeline
             pass
+
+
+def phase_event(phase: str, event: str, detail: str = "") -> None:
+    with _lock:
+        listeners = list(_phase_listeners)
+    for fn in listeners:
+        try:
+            fn(phase, event, detail)
+        except Exception:
+            pass
+
+
+def _flow_started(flow: Any, flow_run: Any, state: Any) -> None:
+    phase_event(_watched.get(flow.name, flow.name), STARTED, flow.name)
+
+
+def _flow_finished(flow: Any, flow_run: Any, state: Any) -> None:
+    phase_event(_watched.get(flow.name, flow.name), FINISHED, getattr(state, "name", "") or "")
+
+
+def watch_flow(flow: Any, phase: str) -> None:
+    """Report `phase` started / finished whenever `flow` (a Prefect Flow) runs in this process,
+    as a flow or a subflow: its state hooks call `phase_event`. Idempotent."""
+    with _lock:
+        _watched[flow.name] = phase
+        if _flow_started in flow.on_running_hooks:
+            return
+        flow.on_running_hooks.append(_flow_started)
+        for hooks in (
+            flow.on_completion_hooks,
+            flow.on_failure_hooks,
+            flow.on_crashed_hooks,
+            flow.on_cancellation_hooks,
+        ):
+            hooks.append(_flow_finished)

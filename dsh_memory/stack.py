@@ -2,7 +2,8 @@
 
 1. Prefect: attach to PREFECT_API_URL when set, otherwise start `prefect server start` (SQLite,
    127.0.0.1) as a child process and wait until healthy.
-2. The loopback HTTP app (RPC, MCP at /mcp, turn-end receiver at /hooks/turn-end) in a thread.
+2. The loopback HTTP app (RPC, MCP at /mcp, turn-end receiver at /hooks/turn-end) in a thread;
+   a non-loopback --host is refused before step 1 (`http_app.check_bind_host`).
 3. Boot catch-up: a few seconds after start, one `catch-up` run (throttled).
 4. Serve the prefect.yaml deployments (schedules + the debounced turn-end trigger) until
    Ctrl-C / SIGTERM; then stop everything this process started.
@@ -71,10 +72,9 @@ class Stack:
     def start_http(self, settings) -> None:
         import uvicorn
 
-        from dsh_memory.http_app import create_app, is_loopback_host
+        from dsh_memory.http_app import create_app
 
-        if not is_loopback_host(self.host):
-            raise ValueError(f"refusing to bind {self.host}: dsh-memory serves loopback only")
+        self.check()
         app = create_app(settings)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", lifespan="on")
         self.http = uvicorn.Server(config)
@@ -115,7 +115,18 @@ class Stack:
         threading.Timer(BOOT_DELAY_SECONDS, fire).start()
 
     # -- 4. serve ------------------------------------------------------------------------
+    def check(self) -> None:
+        """Refuse a configuration that cannot work before anything starts (UserInputError)."""
+        from dsh_memory.http_app import check_bind_host
+
+        check_bind_host(
+            self.host,
+            remedy="`serve` binds loopback only; for remote clients run "
+            "`dsh-memory http --allow-remote` behind an authenticating proxy",
+        )
+
     def run(self) -> None:
+        self.check()  # before anything starts (or is attached to)
         from dsh_memory.deployments import runner_deployments
         from dsh_memory.settings_loader import load_settings
 

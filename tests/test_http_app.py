@@ -96,11 +96,21 @@ def test_get_state_sees_a_running_phase(client, settings):
         ({"path": "nope.md"}, 404, "NotFoundError"),
         ({"path": "MEMORY.md", "line_offset": -1}, 400, "UserInputError"),
         ({"path": "MEMORY.md", "bogus": 1}, 400, "UserInputError"),
+        ({"path": "a" * 256}, 400, "UserInputError"),  # a name over 255 bytes, not an OSError
+        ({"path": "é" * 128}, 400, "UserInputError"),  # 128 characters, 256 bytes
+        ({"path": f"rollout_summaries/{'a' * 256}/x.md"}, 400, "UserInputError"),
     ],
 )
 def test_rpc_errors_map_to_statuses(client, params, status, kind):
     r = rpc(client, "read", params)
     assert r.status_code == status and r.json()["error"]["type"] == kind
+
+
+def test_rpc_errors_carry_the_stable_code_the_cli_prints(client):
+    r = rpc(client, "read", {"path": "x" * 300})
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "user_input" and "255 bytes" in r.json()["error"]["message"]
+    assert rpc(client, "read", {"path": "nope.md"}).json()["error"]["code"] == "not_found"
 
 
 def test_rpc_rejects_malformed_bodies(client):

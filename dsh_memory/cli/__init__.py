@@ -10,11 +10,32 @@ import typer
 
 app = typer.Typer(
     name="dsh-memory",
-    help="Long-term memory for coding agents: extract, consolidate and serve what a future agent should know.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from dsh_memory import __version__
+
+        typer.echo(f"dsh-memory {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Long-term memory for coding agents: extract, consolidate and serve what a future agent should know.
+
+    Exit codes (the same with --json): 0 ok · 1 failed · 2 bad input or usage · 3 not found ·
+    4 configuration · 5 already running · 6 Prefect API unavailable · 130 interrupted.
+    """
+
 
 # Command modules, in the order they appear in --help.
 _MODULES = ["sessions", "pipeline", "consolidate", "stack", "readpath", "servers", "admin", "hooks"]

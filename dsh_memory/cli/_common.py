@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: error → exit-code mapping in one place, JSON output."""
+"""Shared CLI plumbing: error → exit-code mapping in one place (`run`), JSON output."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
-from dsh_memory.errors import DshMemoryError
+from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
 
 
 def emit_json(data: Any) -> None:
@@ -24,9 +24,26 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def run(fn: Callable[[], Any]) -> Any:
-    """Call `fn`; turn our errors into a one-line message on stderr and the mapped exit code.
-    Ctrl-C / SIGTERM cancel in-process work (worker threads stop between model tokens)."""
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+
+def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:
+    """Report `exc` and exit with its code: one `error: …` line on stderr, or with --json
+    `{"error": {"code", "message"}}` on stdout and nothing else. Exit codes never depend on --json."""
+    if as_json:
+        emit_json({"error": {"code": exc.code, "message": str(exc)}})
+    else:
+        typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
+    """Call `fn`; THE place where failures become exit codes (README: "Exit codes").
+
+    Our errors print one line (see `fail`); so do operational failures from below us: an
+    unreachable Prefect API (ServiceUnavailableError) and file-system errors. Anything else is a
+    bug and keeps its traceback. Ctrl-C / SIGTERM cancel in-process work (worker threads stop
+    between model tokens) and exit 130."""
     import signal
 
     from dsh_memory import cancel
@@ -38,15 +55,70 @@ def run(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except DshMemoryError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        fail(exc, as_json)
     except KeyboardInterrupt:
         cancel.CANCELLED.set()
-        typer.echo("interrupted", err=True)
-        raise typer.Exit(130) from None
+        if as_json:
+            emit_json({"error": {"code": "interrupted", "message": "interrupted"}})
+        else:
+            typer.echo("interrupted", err=True)
+        raise typer.Exit(INTERRUPTED_EXIT) from None
+    except Exception as exc:
+        known = operational_error(exc)
+        if known is None:
+            raise
+        fail(known, as_json)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def operational_error(exc: BaseException) -> DshMemoryError | None:
+    """Our error for a failure of the environment rather than of our code, else None."""
+    unavailable = prefect_unavailable(exc)
+    if unavailable is not None:
+        return unavailable
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return DshMemoryError(f"{exc.strerror}{where}")
+    return None
+
+
+def prefect_unavailable(exc: BaseException) -> ServiceUnavailableError | None:
+    """A ServiceUnavailableError when `exc` (or its cause) says the configured Prefect API
+    does not answer: Prefect's "Failed to reach API" or a connection failure to that URL."""
+    from dsh_memory.settings_loader import prefect_api_url
+
+    url = (prefect_api_url() or "").rstrip("/")
+    if not url:
+        return None
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        reason = _unreachable_reason(cur, url)
+        if reason:
+            return ServiceUnavailableError(
+                f"the Prefect API at {url} does not answer ({reason}): start it "
+                "(`prefect server start`, or `dsh-memory serve`), or unset PREFECT_API_URL to run "
+                "on a temporary in-process Prefect engine"
+            )
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+def _unreachable_reason(exc: BaseException, url: str) -> str | None:
+    if isinstance(exc, RuntimeError) and str(exc).startswith("Failed to reach API at"):
+        return "connection failed"
+    httpx = sys.modules.get("httpx")
+    if httpx is not None and isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        try:
+            target = str(exc.request.url)
+        except RuntimeError:  # no request attached
+            return None
+        if target.startswith(url):
+            return type(exc).__name__
+    return None
 
 
 def _main_thread() -> bool:

@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
 
             return _describe(resolve_settings())
 
-        data = run(go)
+        data = run(go, as_json)
         emit_json(data) if as_json else _print(data)
 
     @settings_app.command("save")
@@ -136,7 +136,7 @@ def register(app: typer.Typer) -> None:
 
         Needs a Prefect server (PREFECT_API_URL).
         """
-        result = run(lambda: _save(from_env, include_defaults))
+        result = run(lambda: _save(from_env, include_defaults), as_json)
         if as_json:
             emit_json(result)
             return

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import typer
 
-from dsh_memory.cli._common import emit_json, prefect_env, run
+from dsh_memory.cli._common import emit_json, fail, prefect_env, run
+from dsh_memory.errors import DshMemoryError, NotFoundError
 
 
 def _print_phase2(s: dict) -> None:
@@ -52,17 +53,18 @@ def register(app: typer.Typer) -> None:
         prefect_env()
 
         def go() -> dict:
+            from dsh_memory.cli._progress import with_progress
             from dsh_memory.flows.consolidate import consolidate_flow
 
-            return consolidate_flow(force=force)
+            return with_progress(lambda: consolidate_flow(force=force), "consolidating", False)
 
-        summary = run(go)
+        summary = run(go, as_json)
+        if not as_json:
+            _print_phase2(summary)
+        if summary.get("outcome") == "error":  # recorded in the state; raw memories and notes stay
+            fail(DshMemoryError(f"Phase 2 failed: {summary.get('error')}"), as_json)
         if as_json:
             emit_json(summary)
-        else:
-            _print_phase2(summary)
-        if summary.get("outcome") == "error":
-            raise typer.Exit(1)
 
     @app.command("forget")
     def forget_cmd(
@@ -84,17 +86,17 @@ def register(app: typer.Typer) -> None:
             settings, _ = load_settings()
             state = StateStore(settings.memory_root)
             try:
-                return retire_session(MemoryStore(settings.memory_root), state, session, datetime.now(UTC))
+                result = retire_session(MemoryStore(settings.memory_root), state, session, datetime.now(UTC))
             finally:
                 state.close()
+            if not result["claim_dropped"] and not result["retired"]:
+                raise NotFoundError(f"nothing known about session {session}")
+            return result
 
-        result = run(go)
+        result = run(go, as_json)
         if as_json:
             emit_json(result)
             return
-        if not result["claim_dropped"] and not result["retired"]:
-            typer.echo(f"nothing known about session {session}")
-            raise typer.Exit(3)
         typer.echo(
             f"forgot session {session}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "
             f"retired {len(result['retired'])} rollout summaries"

@@ -1,40 +1,16 @@
-"""`extract`, `run` and `demo`: run the pipeline flows in-process with a progress bar."""
+"""`extract`, `run` and `demo`: run the pipeline flows in-process, showing progress on stderr."""
 
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import typer
 
-from dsh_memory.cli._common import emit_json, prefect_env, run
-
-
-def _with_progress(fn, label: str, quiet: bool):
-    from dsh_memory import progress
-
-    if quiet:
-        return fn()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        transient=True,
-    ) as bar:
-        task_id = bar.add_task("", total=None)
-
-        def listener(phase: str, n: int, total: int, name: str) -> None:
-            bar.update(task_id, advance=n, total=total or None, description=name[:12])
-
-        progress.add_listener(listener)
-        try:
-            return fn()
-        finally:
-            progress.remove_listener(listener)
+from dsh_memory.cli._common import emit_json, fail, prefect_env, run
+from dsh_memory.cli._progress import with_progress
+from dsh_memory.errors import NotFoundError, UserInputError
 
 
 def _print_phase1(summary: dict, dry_run: bool) -> None:
@@ -84,30 +60,32 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Phase 1: extract rollout summaries and raw memories from finished sessions."""
-        if not sessions and not all_:
-            typer.echo("error: give one or more SESSION ids, or --all", err=True)
-            raise typer.Exit(2)
         prefect_env()
 
         def go():
+            if not sessions and not all_:
+                raise UserInputError("give one or more SESSION ids, or --all")
             from dsh_memory.flows.extract import extract_flow
 
-            return extract_flow(
-                session_ids=list(sessions) if sessions else None,
-                backfill=backfill,
-                dry_run=dry_run,
-                respect_idle=not sessions,
+            return with_progress(
+                lambda: extract_flow(
+                    session_ids=list(sessions) if sessions else None,
+                    backfill=backfill,
+                    dry_run=dry_run,
+                    respect_idle=not sessions,
+                ),
+                "extracting",
+                dry_run,
             )
 
-        summary = run(lambda: _with_progress(go, "extracting", as_json or dry_run))
-        if summary.get("unknown_ids"):
-            typer.echo(f"error: unknown session id(s): {', '.join(summary['unknown_ids'])}", err=True)
+        summary = run(go, as_json)
+        unknown = summary.get("unknown_ids")
+        if not as_json:
+            _print_phase1(summary, dry_run)
+        if unknown:  # the known ones were processed; the exit code says some were not found
+            fail(NotFoundError(f"unknown session id(s): {', '.join(unknown)}"), as_json)
         if as_json:
             emit_json(summary)
-        else:
-            _print_phase1(summary, dry_run)
-        if summary.get("unknown_ids"):
-            raise typer.Exit(3)
 
     @app.command("run")
     def run_cmd(
@@ -121,22 +99,29 @@ def register(app: typer.Typer) -> None:
         _catch_up(backfill=backfill, force=force, label="catch-up", as_json=as_json)
 
 
-def _catch_up(*, backfill: bool, force: bool, label: str, as_json: bool) -> dict | None:
-    """Run the catch-up flow in-process and print its outcome; the result (None with --json)."""
+def _catch_up(
+    *, backfill: bool, force: bool, label: str, as_json: bool, env: dict[str, str] | None = None
+) -> dict | None:
+    """Run the catch-up flow in-process and print its outcome; the result (None with --json,
+    where `env` joins the printed result)."""
 
     def go():
         from dsh_memory.flows.catch_up import catch_up_flow
 
         return catch_up_flow(backfill=backfill, force_consolidation=force)
 
-    result = run(lambda: _with_progress(go, label, as_json))
+    result = run(lambda: with_progress(go, label, False), as_json)
     if as_json:
-        emit_json(result)
+        emit_json({**result, **({"env": env} if env else {})})
         return None
     _print_phase1(result["phase1"], False)
     p2 = result.get("phase2") or {}
     typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
     return result
+
+
+# What `status`, `search`, `summary` (memory root) and `sessions` (the agents' folders) read.
+DEMO_EXPORTS = ("DSH_MEMORY_ROOT", "DSH_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")
 
 
 def _prepare_demo(workdir: Path) -> dict[str, str]:
@@ -170,13 +155,18 @@ def register_demo(app: typer.Typer) -> None:
         """Run the whole pipeline on the bundled sample sessions (DSH, Codex, Claude Code)."""
         workdir = workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        os.environ.update(_prepare_demo(workdir))
+        env = _prepare_demo(workdir)
+        os.environ.update(env)
+        exports = {var: env[var] for var in DEMO_EXPORTS}
         prefect_env()
         typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
 
-        if _catch_up(backfill=True, force=True, label="demo", as_json=as_json) is None:
+        if _catch_up(backfill=True, force=True, label="demo", as_json=as_json, env=exports) is None:
             return
         summary = workdir / "memories" / "memory_summary.md"
         if summary.exists():
             typer.echo(f"\nInjected summary ({summary}):\n")
             typer.echo(summary.read_text())
+        typer.echo("To look at this memory (status, search, summary, sessions…), run:")
+        for var, value in exports.items():
+            typer.echo(f"export {var}={shlex.quote(value)}")

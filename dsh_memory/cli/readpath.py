@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
             else:
                 typer.echo(s.content)
 
-        run(go)
+        run(go, as_json)
 
     @app.command("list", rich_help_panel="Read memory")
     def list_cmd(
@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
             if res.next_cursor:
                 typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
-        run(go)
+        run(go, as_json)
 
     @app.command("read", rich_help_panel="Read memory")
     def read_cmd(
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
                 nxt = f" --offset {res.next_offset}" if res.next_offset is not None else ""
                 typer.echo(f"… truncated at line {res.end_line} of {res.total_lines}{nxt}", err=True)
 
-        run(go)
+        run(go, as_json)
 
     @app.command("search", rich_help_panel="Read memory")
     def search_cmd(
@@ -154,7 +154,7 @@ def register(app: typer.Typer) -> None:
             if res.next_cursor:
                 typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
-        run(go)
+        run(go, as_json)
 
     @app.command("add", rich_help_panel="Read memory")
     def add_cmd(
@@ -174,4 +174,4 @@ def register(app: typer.Typer) -> None:
             else:
                 typer.echo(res.path)
 
-        run(go)
+        run(go, as_json)

@@ -20,11 +20,9 @@ def register(app: typer.Typer) -> None:
         """Serve POST /dsh-memory/rpc, GET /healthz and MCP at /mcp."""
 
         def go():
-            from dsh_memory.errors import UserInputError
-            from dsh_memory.http_app import create_app, is_loopback_host
+            from dsh_memory.http_app import check_bind_host, create_app, is_loopback_host
 
-            if not is_loopback_host(host) and not allow_remote:
-                raise UserInputError(f"refusing to bind {host}: not loopback (pass --allow-remote to insist)")
+            check_bind_host(host, allow_remote)
             import uvicorn
 
             extra = () if is_loopback_host(host) else (host,)

@@ -22,13 +22,16 @@ class SourceOption(str, Enum):
 
 
 def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
-    """One row per discovered session log, newest activity first; unreadable ones carry `error`."""
+    """One row per discovered session log, newest activity first; unreadable ones carry `error`.
+    `state` is the session's extraction record as `status` counts it (done, noop, failed,
+    parked, running), None when the pipeline never touched it."""
     from dsh_memory import readers
     from dsh_memory.models import SOURCES
     from dsh_memory.settings import SourceRoots
 
     roots = SourceRoots.from_env()
     refs = readers.discover(roots, (source,) if source else SOURCES)
+    states = _claim_states()
     rows: list[dict[str, Any]] = []
     for ref in refs:
         row: dict[str, Any] = {
@@ -43,6 +46,7 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
             "root": ref.hint_root,
             "interactive": None,
             "extractable": None,
+            "state": states.get(ref.id),
             "title": None,
             "warnings": 0,
             "error": None,
@@ -70,6 +74,24 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+def _claim_states() -> dict[str, str]:
+    """Session id → claim state, read from the memory root's state DB the way `status` reads it
+    (same settings, `StateStore.claims()`, a failed claim past its retries counts as parked).
+    Never creates the DB: no state yet means nothing was processed."""
+    from dsh_memory.settings_loader import load_settings
+    from dsh_memory.state import StateStore
+
+    settings, _ = load_settings()
+    state = StateStore(settings.memory_root)
+    if not state.db_path.exists():
+        return {}
+    try:
+        claims = state.claims()
+    finally:
+        state.close()
+    return {sid: "parked" if c.status == "failed" and c.parked else c.status for sid, c in claims.items()}
+
+
 def render_session(session_id: str, budget_tokens: int | None, since_seq: int | None):
     """The redacted transcript of one session (exact id or unique prefix)."""
     from dsh_memory import readers
@@ -83,36 +105,84 @@ def render_session(session_id: str, budget_tokens: int | None, since_seq: int | 
     return render_transcript(readers.load(ref), budget_tokens=budget_tokens, since_seq=since_seq)
 
 
+STATE_LABELS = {"done": "processed", "noop": "processed (noop)", "failed": "failed", "parked": "parked"}
+STATE_LABELS["running"] = "running"
+
+
+MIN_STATUS_AND_CWD = 40  # columns left for status + cwd before ids are shortened
+
+
+def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
+    """Each id cut to the shortest prefix (at least `minimum` characters) that is still unique
+    among `ids`; `render` and `extract` accept such prefixes."""
+    n = minimum
+    while n < max((len(i) for i in ids), default=0) and len({i[:n] for i in ids}) < len(set(ids)):
+        n += 1
+    return {i: i[:n] for i in ids}
+
+
+def _status(r: dict[str, Any]) -> str:
+    """The status cell (rich markup)."""
+    from rich.markup import escape
+
+    if r["error"]:
+        return f"[red]unreadable: {escape(r['error'])}[/red]"
+    if r["state"]:
+        status = STATE_LABELS.get(r["state"], r["state"])
+    elif r["extractable"]:
+        status = "extractable"
+    elif r["interactive"] is False:
+        status = "non-interactive"
+    else:
+        status = "skipped" if not r["root"] else "no human prompt"
+    if r["warnings"]:
+        status += f" ({r['warnings']} warning{'s' if r['warnings'] != 1 else ''})"
+    return status
+
+
+def _tail(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
+
+
 def _print_table(rows: list[dict[str, Any]]) -> None:
+    """One line per session at any width: full ids on a wide terminal, otherwise (80 columns…)
+    the shortest unique prefixes of 8+ characters; long cells cut with "…". `--json` has
+    everything in full."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"{len(rows)} session log(s)", show_lines=False)
-    for col in ("id", "source", "cwd", "events", "last seq", "last activity", "kind", "status"):
-        table.add_column(col, overflow="fold")
+    cells = []
     for r in rows:
         kind = "?" if r["root"] is None else ("root" if r["root"] else "subagent")
-        if r["error"]:
-            status = f"[red]unreadable: {r['error']}[/red]"
-        elif r["extractable"]:
-            status = "extractable"
-        elif r["interactive"] is False:
-            status = "non-interactive"
-        else:
-            status = "skipped" if not r["root"] else "no human prompt"
-        if r["warnings"]:
-            status += f" ({r['warnings']} warning{'s' if r['warnings'] != 1 else ''})"
-        table.add_row(
-            r["id"],
-            r["source"],
-            r["cwd"] or "",
-            "" if r["events"] is None else str(r["events"]),
-            "" if r["last_seq"] is None else str(r["last_seq"]),
-            (r["last_activity"] or "")[:19],
-            kind,
-            status,
-        )
-    Console(soft_wrap=False).print(table)
+        events = "" if r["events"] is None else str(r["events"])
+        when = (r["last_activity"] or "")[:16].replace("T", " ")
+        cells.append((r["id"], r["source"], kind, events, when, _status(r), r["cwd"] or ""))
+    headers = ("id", "source", "kind", "events", "last activity", "status", "cwd")
+    console = Console(soft_wrap=False)
+    gaps = 2 * (len(headers) - 1)
+
+    def measure() -> list[int]:
+        widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
+        widths[5] = max([len(headers[5]), *(Text.from_markup(c[5]).cell_len for c in cells)])
+        return widths
+
+    widths = measure()
+    if console.width - sum(widths[:5]) - gaps < MIN_STATUS_AND_CWD:  # full ids only when they fit
+        short = short_ids([r["id"] for r in rows])
+        cells = [(short[c[0]], *c[1:]) for c in cells]
+        widths = measure()
+    # The first five columns keep their width; status, then cwd, give way (cut with "…").
+    room = console.width - sum(widths[:5]) - gaps
+    widths[5] = max(min(widths[5], room - min(widths[6], 12)), min(widths[5], 11))
+    widths[6] = max(min(room - widths[5], widths[6]), 3)
+    cells = [(*c[:6], _tail(c[6], widths[6])) for c in cells]  # a folder's end says more than its start
+    table = Table(title=f"{len(rows)} session log(s)", box=None, padding=(0, 1), pad_edge=False)
+    for header, width in zip(headers, widths, strict=True):
+        table.add_column(header, no_wrap=True, overflow="ellipsis", width=width)
+    for c in cells:
+        table.add_row(*c[:6], Text(c[6]))
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:
@@ -122,7 +192,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
     ) -> None:
         """List discovered sessions (DSH, Codex, Claude Code); unreadable logs show their error."""
-        rows = run(lambda: list_sessions(source.value if source else None))
+        rows = run(lambda: list_sessions(source.value if source else None), as_json)
         if as_json:
             emit_json(rows)
         else:
@@ -136,7 +206,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the transcript and its stats as JSON."),
     ) -> None:
         """Print the redacted transcript Phase 1 would see for SESSION."""
-        tr = run(lambda: render_session(session, budget_tokens, since_seq))
+        tr = run(lambda: render_session(session, budget_tokens, since_seq), as_json)
         if as_json:
             emit_json(tr.model_dump(mode="json"))
             return

@@ -79,7 +79,7 @@ def register(app: typer.Typer) -> None:
             settings, _ = load_settings()
             return status(settings)
 
-        data = run(go)
+        data = run(go, as_json)
         if as_json:
             emit_json(data)
         else:

@@ -79,14 +79,36 @@ def rel_of(store: Any, path: Path) -> str:
     return "" if s == "." else s
 
 
+NAME_MAX_BYTES = 255  # one file or directory name (NAME_MAX on Linux, macOS, Windows)
+PATH_MAX_BYTES = 4096  # a whole path (PATH_MAX on Linux)
+
+
+def check_name_lengths(rel: str) -> None:
+    """A path no file system can hold is bad input, not an OSError ("File name too long"):
+    every component at most 255 bytes in UTF-8, the whole path at most 4096."""
+    size = len(rel.encode("utf-8", "surrogatepass"))
+    if size > PATH_MAX_BYTES:
+        raise UserInputError(f"path is {size} bytes long in UTF-8; at most {PATH_MAX_BYTES} bytes are allowed")
+    for part in rel.split("/"):
+        n = len(part.encode("utf-8", "surrogatepass"))
+        if n > NAME_MAX_BYTES:
+            shown = part if len(part) <= 40 else part[:40] + "…"
+            raise UserInputError(
+                f"name {shown!r} is {n} bytes long in UTF-8; names (each part of a path) "
+                f"are at most {NAME_MAX_BYTES} bytes"
+            )
+
+
 def guard(store: Any, rel: str) -> Path:
-    """Every path an agent names goes through the store's guard first; '' is the root."""
+    """Every path an agent names goes through here first (length limits, then the store's
+    guard); '' is the root."""
     if rel is None:
         rel = ""
     if not isinstance(rel, str):
         raise UserInputError("path must be a string")
     if "\x00" in rel:
         raise PathGuardError("path contains a NUL byte")
+    check_name_lengths(rel)
     stripped = rel.strip()
     if stripped in ("", ".", "./"):
         return root_of(store)

@@ -1,0 +1,103 @@
+"""Pipeline progress on stderr for `extract`, `run`, `demo` and `consolidate`.
+
+On a terminal: a live bar (rich). Otherwise (logs, CI, pipes): one plain line per phase start
+and end and one per finished session, each starting with "dsh-memory: ". The flows do not know
+about any of this: tasks call `dsh_memory.progress.report`, and the phases' start/end come from
+the flows' Prefect state hooks (`progress.watch_flow`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+PHASE_NAMES = {"phase1": "phase 1", "phase2": "phase 2"}
+LINE_PREFIX = "dsh-memory: "
+
+
+def _watch_phases() -> None:
+    """Phase start/end events for the two pipeline flows (via their state hooks)."""
+    from dsh_memory import progress
+    from dsh_memory.flows.consolidate import consolidate_flow
+    from dsh_memory.flows.extract import extract_flow
+
+    progress.watch_flow(extract_flow, "phase1")
+    progress.watch_flow(consolidate_flow, "phase2")
+
+
+def with_progress(fn, label: str, quiet: bool):
+    """Run `fn` while showing pipeline progress on stderr: a live bar on a terminal, otherwise
+    one plain line per phase start / end and per finished session (logs, CI, pipes)."""
+    if quiet:
+        return fn()
+    _watch_phases()
+    if sys.stderr.isatty():
+        return _with_bar(fn, label)
+    return _with_lines(fn)
+
+
+def _with_lines(fn):
+    import threading
+
+    from dsh_memory import progress
+
+    lock = threading.Lock()
+    done: dict[str, int] = {}
+
+    def say(line: str) -> None:
+        with lock:
+            sys.stderr.write(LINE_PREFIX + line + "\n")
+            sys.stderr.flush()
+
+    def on_phase(phase: str, event: str, detail: str) -> None:
+        if event == progress.STARTED:
+            done[phase] = 0
+        say(f"{PHASE_NAMES.get(phase, phase)} {event}" + (f" ({detail})" if detail else ""))
+
+    def on_item(phase: str, n: int, total: int, name: str) -> None:
+        with lock:
+            done[phase] = done.get(phase, 0) + n
+            count = done[phase]
+        of = f"/{total}" if total else ""
+        say(f"{PHASE_NAMES.get(phase, phase)}: session {name} finished ({count}{of})")
+
+    return _listening(fn, on_item, on_phase)
+
+
+def _with_bar(fn, label: str):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dsh_memory import progress
+
+    with Progress(
+        TextColumn(label),
+        TextColumn("{task.fields[phase]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task_id = bar.add_task("", total=None, phase="")
+
+        def on_phase(phase: str, event: str, detail: str) -> None:
+            if event == progress.STARTED:
+                bar.reset(task_id, total=None, description="", phase=PHASE_NAMES.get(phase, phase))
+
+        def on_item(phase: str, n: int, total: int, name: str) -> None:
+            bar.update(task_id, advance=n, total=total or None, description=name[:12])
+
+        return _listening(fn, on_item, on_phase)
+
+
+def _listening(fn, on_item, on_phase):
+    from dsh_memory import progress
+
+    progress.add_listener(on_item)
+    progress.add_phase_listener(on_phase)
+    try:
+        return fn()
+    finally:
+        progress.remove_phase_listener(on_phase)
+        progress.remove_listener(on_item)

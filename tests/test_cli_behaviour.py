@@ -1,0 +1,383 @@
+"""The CLI behaves like a finished tool: `--version`; one-line errors with documented exit codes,
+the same with `--json` (where the error is JSON on stdout); refusals before anything starts;
+plain progress lines when not on a terminal; a demo that says how to look at what it made; a
+`sessions` table that knows what was processed and fits 80 columns.
+
+Real CLI throughout: `python -m dsh_memory.cli` in a subprocess, or typer's CliRunner for the
+quick read-path commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dsh_memory import __version__
+from dsh_memory.cli import app
+from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
+from dsh_memory.state import StateStore
+from dsh_memory.store import MemoryStore
+from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+from dsh_memory.testing.prefect_server import free_port
+from tests.flow_helpers import copy_tree_aged, memory_reply
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "dsh_memory" / "samples"
+WEATHER = "5a1d3c7e-0b2f-4e6a-9c8d-1f2e3a4b5c6d"  # a bundled DSH sample session
+SAMPLE_IDS = {
+    WEATHER,
+    "7c2e4a6b-8d0f-4b1c-a3e5-9f7d1b3c5e7a",
+    "9e4f6a8c-1b3d-4f5a-8c7e-2d4f6a8b0c1e",
+    "019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b",
+    "3c5e7a9b-1d2f-4a6c-8e0b-2d4f6a8c0e1b",
+}
+PROGRESS = "dsh-memory: "  # prefix of the plain progress lines on stderr
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without anything that points dsh-memory or Prefect elsewhere."""
+    drop = ("DSH_", "CODEX_", "CLAUDE_", "DEEPSEEK_", "PREFECT_", "COLUMNS")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(
+        HOME=str(tmp_path / "home"),
+        DSH_HOME=str(tmp_path / "no-dsh"),
+        CODEX_HOME=str(tmp_path / "no-codex"),
+        CLAUDE_CONFIG_DIR=str(tmp_path / "no-claude"),
+        DSH_MEMORY_ROOT=str(tmp_path / "mem"),
+        PREFECT_HOME=str(tmp_path / "prefect-client"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
+    env.update(extra)
+    return env
+
+
+def cli(args: list[str], env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess:
+    """`python -m dsh_memory.cli ARGS` with pipes (so: not a terminal). On timeout its whole
+    process group is killed (a server it may have started included)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsh_memory.cli", *args],
+        cwd=str(REPO),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"dsh-memory {' '.join(args)} did not finish in {timeout}s\n{err[-3000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+# ---- --version ------------------------------------------------------------------------------
+
+
+def test_version_prints_the_package_version(tmp_path):
+    r = cli(["--version"], clean_env(tmp_path), timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"dsh-memory {__version__}\n", "")
+
+
+# ---- one line and a documented exit code for operational errors ----------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["extract", "--all"], ["run"], ["consolidate"], ["consolidate", "--json"], ["run", "--json"]],
+    ids=lambda a: " ".join(a),
+)
+def test_unreachable_prefect_api_is_one_line_and_its_own_exit_code(tmp_path, args):
+    url = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
+    r = cli(args, clean_env(tmp_path, PREFECT_API_URL=url))
+    assert r.returncode == ServiceUnavailableError.exit_code == 6, r.stderr
+    assert "Traceback" not in r.stderr
+    if "--json" in args:
+        error = json.loads(r.stdout)["error"]  # stdout is exactly one JSON document
+        assert set(json.loads(r.stdout)) == {"error"} and error["code"] == "unavailable"
+        message = error["message"]
+    else:
+        assert r.stdout == ""
+        errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1, r.stderr
+        message = errors[0]
+    assert url in message and "prefect server start" in message and "unset PREFECT_API_URL" in message
+
+
+@pytest.mark.parametrize("host", ["10.0.0.1", "0.0.0.0"])
+@pytest.mark.parametrize("attach", [False, True], ids=["no-api-url", "api-url"])
+def test_serve_refuses_a_non_loopback_host_before_starting_anything(tmp_path, host, attach):
+    prefect_home = tmp_path / "serve-prefect"
+    extra = {"DSH_MEMORY_PREFECT_HOME": str(prefect_home)}
+    if attach:
+        extra["PREFECT_API_URL"] = f"http://127.0.0.1:{free_port()}/api"
+    r = cli(["serve", "--host", host, "--no-boot-catch-up"], clean_env(tmp_path, **extra), timeout=90)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"error: refusing to bind {host}: not loopback"), r.stderr
+    assert "Prefect" not in r.stderr and not prefect_home.exists()  # no server started or attached
+
+
+# ---- names over 255 bytes: a user-input error, not an OSError ------------------------------
+
+A256 = "a" * 256
+E256 = "é" * 128  # 128 characters, 256 bytes in UTF-8
+
+
+@pytest.fixture()
+def memory(tmp_path) -> Path:
+    s = MemoryStore(tmp_path / "mem")
+    s.ensure_layout()
+    (s.root / "MEMORY.md").write_text("# Handbook\nUse uv, not pip.\n")
+    return s.root
+
+
+def invoke(args: list[str], env: dict[str, str]):
+    return CliRunner().invoke(app, args, env=env)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["read", A256],
+        ["read", E256],
+        ["read", f"rollout_summaries/{A256}.md"],
+        ["read", f"x/{E256}/y.md"],
+        ["list", A256],
+        ["search", "uv", "--path", E256],
+        ["read", "/".join(["abc"] * 1400)],  # every part short, the whole path over PATH_MAX
+    ],
+    ids=["read-ascii", "read-utf8", "read-file-part", "read-middle-part", "list", "search-path", "read-long-path"],
+)
+def test_names_over_255_bytes_are_user_input_errors(memory, args):
+    r = invoke(args, {"DSH_MEMORY_ROOT": str(memory)})
+    assert not isinstance(r.exception, OSError)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("error: ") and "bytes" in r.stderr and r.stderr.count("\n") == 1
+    js = invoke([*args, "--json"], {"DSH_MEMORY_ROOT": str(memory)})
+    assert js.exit_code == 2 and json.loads(js.stdout)["error"]["code"] == "user_input"
+
+
+def test_a_255_byte_name_is_still_looked_up(memory):
+    r = invoke(["read", "é" * 127 + "a"], {"DSH_MEMORY_ROOT": str(memory)})  # 255 bytes: allowed
+    assert r.exit_code == 3 and "no such file" in r.stderr
+
+
+def test_add_with_a_long_non_ascii_title_writes_a_short_file_name(memory):
+    r = invoke(["add", "Releases need a tag.", "--title", "日" * 120, "--json"], {"DSH_MEMORY_ROOT": str(memory)})
+    assert r.exit_code == 0, r.output
+    path = json.loads(r.stdout)["path"]
+    assert len(Path(path).name.encode()) <= 255 and (memory / path).is_file()
+
+
+# ---- exit codes: one table, the same with and without --json -------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,extra,exit_code,code",
+    [
+        (["read", "missing.md"], {}, 3, "not_found"),
+        (["read", "../outside"], {}, 2, "path_guard"),
+        (["search", "x", "--mode", "fuzzy"], {}, 2, "user_input"),
+        (["summary"], {"DSH_MEMORY_CONCURRENCY": "many"}, 4, "config"),
+        (["forget", "no-such-session"], {}, 3, "not_found"),
+        (["extract"], {}, 2, "user_input"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_errors_exit_the_same_with_and_without_json(memory, args, extra, exit_code, code):
+    env = {"DSH_MEMORY_ROOT": str(memory), "DSH_MEMORY_IGNORE_BLOCKS": "1", **extra}
+    text = invoke(args, env)
+    assert text.exit_code == exit_code, text.output
+    assert text.stdout == "" and text.stderr.startswith("error: ")
+    js = invoke([*args, "--json"], env)
+    assert js.exit_code == exit_code, js.output
+    data = json.loads(js.stdout)  # nothing but the error on stdout
+    assert list(data) == ["error"] and data["error"]["code"] == code
+    assert data["error"]["message"] and data["error"]["message"] in text.stderr
+
+
+def _error_classes() -> list[type[DshMemoryError]]:
+    import dsh_memory.llm.model_files  # noqa: F401  (ModelChecksumError)
+    import dsh_memory.locks  # noqa: F401  (AlreadyRunning)
+    import dsh_memory.store  # noqa: F401  (MemoryFileNotFound)
+
+    out, todo = [], [DshMemoryError]
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def _exit_code_rows() -> dict[str, tuple[str, str]]:
+    """README "Exit codes" table: first-column label → (exit code, json code)."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            rows[cells[2].strip("`")] = (cells[0], cells[1].strip("`"))
+    return rows
+
+
+def test_readme_exit_code_table_lists_every_error_class():
+    rows = _exit_code_rows()
+    own = [cls for cls in _error_classes() if cls.__module__ == "dsh_memory.errors"]
+    for cls in _error_classes():
+        expected = (str(cls.exit_code), cls.code)
+        if cls in own or "code" in cls.__dict__ or cls.__base__ is DshMemoryError:
+            assert rows.get(cls.__name__) == expected, f"README exit-code row for {cls.__name__}"
+        else:  # a refinement elsewhere (MemoryFileNotFound…): documented by its parent's row
+            assert expected in rows.values(), f"{cls.__name__} exits {expected}, which no README row says"
+    assert rows["ok"] == ("0", "")
+    assert rows["interrupted"] == ("130", "interrupted")
+    assert rows["usage"][0] == "2"  # typer/click parse errors share UserInputError's exit code
+    codes = [cls.code for cls in own]
+    assert len(codes) == len(set(codes))  # each class of errors.py has its own stable code
+
+
+# ---- sessions: processed sessions marked, 80 columns ---------------------------------------
+
+
+def test_sessions_marks_processed_sessions_and_fits_80_columns(tmp_path):
+    root = tmp_path / "mem"
+    state = StateStore(root)
+    state.finish(WEATHER, "done", 23, datetime.now(UTC), slug="weather")
+    state.close()
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "DSH_HOME": str(SAMPLES / "dsh"),
+        "CODEX_HOME": str(SAMPLES / "codex"),
+        "CLAUDE_CONFIG_DIR": str(SAMPLES / "claude"),
+        "DSH_MEMORY_ROOT": str(root),
+        "DSH_MEMORY_IGNORE_BLOCKS": "1",
+        "COLUMNS": "80",
+    }
+    rows = {r["id"]: r for r in json.loads(invoke(["sessions", "--json"], env).stdout)}
+    assert set(rows) == SAMPLE_IDS
+    assert rows[WEATHER]["state"] == "done"
+    assert {rows[i]["state"] for i in SAMPLE_IDS - {WEATHER}} == {None}
+    table = invoke(["sessions"], env)
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, table.stdout
+    (weather,) = [line for line in lines if WEATHER[:8] in line]
+    assert "processed" in weather and "extractable" not in weather
+    others = [line for line in lines if any(i[:8] in line for i in SAMPLE_IDS - {WEATHER})]
+    assert len(others) == 4 and all("extractable" in line for line in others)
+    assert WEATHER not in table.stdout  # short ids, one line per session
+
+
+# ---- progress off a terminal, and the demo's exports (fake model, real Prefect server) -----
+
+
+def _fake_model(request: dict) -> Reply:
+    tool = ((request.get("tools") or [{}])[0].get("function") or {}).get("name")
+    if tool == "memory_write":
+        return Reply.tool(
+            {
+                "memory_md": "# Handbook\n- Tests run with `uv run pytest`.\n",
+                "memory_summary_md": "v1\n\n## Tooling\n- tests: uv run pytest (weather-cli, ledger)\n",
+            }
+        )
+    return memory_reply(request)
+
+
+@pytest.fixture()
+def fake_llm():
+    with FakeOpenAIServer(handler=_fake_model) as srv:
+        yield srv
+
+
+def pipeline_env(tmp_path: Path, api_url: str, fake_url: str, **extra: str) -> dict[str, str]:
+    return clean_env(
+        tmp_path,
+        PREFECT_API_URL=api_url,
+        DSH_MEMORY_IGNORE_BLOCKS="1",
+        DSH_MEMORY_BASE_URL=fake_url,
+        DSH_MEMORY_API_KEY="test-key",
+        DSH_MEMORY_MODEL="fake-model",
+        DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
+        DSH_MEMORY_PHASE2_COOLDOWN_SECONDS="0",
+        **extra,
+    )
+
+
+def _progress(stderr: str) -> list[str]:
+    return [line[len(PROGRESS) :] for line in stderr.splitlines() if line.startswith(PROGRESS)]
+
+
+def test_extract_and_consolidate_report_progress_lines_when_not_on_a_terminal(tmp_path, prefect_api, fake_llm):
+    env = pipeline_env(
+        tmp_path,
+        prefect_api,
+        fake_llm.base_url,
+        DSH_HOME=str(copy_tree_aged(SAMPLES / "dsh", tmp_path / "dsh")),
+        CODEX_HOME=str(copy_tree_aged(SAMPLES / "codex", tmp_path / "codex")),
+    )
+    r = cli(["extract", "--all"], env)
+    assert r.returncode == 0, r.stderr
+    lines = _progress(r.stderr)
+    assert lines[0] == "phase 1 started (extract)" and lines[-1] == "phase 1 finished (Completed)", lines
+    done = lines[1:-1]
+    assert len(done) == 4 and all(re.fullmatch(r"phase 1: session \S+ finished \([1-4]/4\)", d) for d in done)
+    assert {d.split()[3] for d in done} == SAMPLE_IDS - {"3c5e7a9b-1d2f-4a6c-8e0b-2d4f6a8c0e1b"}
+    assert "━" not in r.stderr  # no live bar off a terminal
+
+    r = cli(["consolidate", "--json"], env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["outcome"] == "consolidated"
+    assert _progress(r.stderr) == ["phase 2 started (consolidate)", "phase 2 finished (Completed)"]
+
+
+def test_demo_prints_the_exports_that_show_its_memory(tmp_path, prefect_api, fake_llm):
+    workdir = tmp_path / "demo dir's"  # a space and a quote: the exports must be shell-quoted
+    env = pipeline_env(tmp_path, prefect_api, fake_llm.base_url)
+    r = cli(["demo", "--workdir", str(workdir)], env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = _progress(r.stderr)
+    assert lines[0] == "phase 1 started (extract)" and lines[-1] == "phase 2 finished (Completed)", lines
+    assert lines.index("phase 1 finished (Completed)") + 1 == lines.index("phase 2 started (consolidate)")
+    assert sum(1 for line in lines if line.startswith("phase 1: session ")) == 5
+
+    exports = [line for line in r.stdout.splitlines() if line.startswith("export ")]
+    assert [shlex.split(line)[1].split("=", 1)[0] for line in exports] == [
+        "DSH_MEMORY_ROOT",
+        "DSH_HOME",
+        "CODEX_HOME",
+        "CLAUDE_CONFIG_DIR",
+    ]
+    assert r.stdout.rstrip().endswith(exports[-1])  # the last thing it prints
+    # A fresh shell with nothing but those lines sees the demo's memory.
+    fresh = clean_env(tmp_path, DSH_MEMORY_IGNORE_BLOCKS="1")
+    for var in ("DSH_MEMORY_ROOT", "DSH_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"):
+        fresh.pop(var)
+    script = "\n".join([*exports, 'exec "$@"'])
+
+    def shell(*args: str) -> subprocess.CompletedProcess:
+        cmd = ["bash", "-c", script, "sh", sys.executable, "-m", "dsh_memory.cli", *args]
+        return subprocess.run(cmd, cwd=str(tmp_path), env=fresh, capture_output=True, text=True, timeout=120)
+
+    status = shell("status", "--json")
+    assert status.returncode == 0, status.stderr
+    local = json.loads(status.stdout)["local"]
+    assert local["memory_root"] == str(workdir / "memories")
+    assert local["counts"]["done"] >= 1
+    found = json.loads(shell("search", "uv run pytest", "--json").stdout)
+    assert "MEMORY.md" in {m["path"] for m in found["matches"]}
+    assert "weather-cli" in shell("summary").stdout
+    sessions = json.loads(shell("sessions", "--json").stdout)
+    assert {s["id"] for s in sessions} == SAMPLE_IDS and "done" in {s["state"] for s in sessions}
