@@ -16,6 +16,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -381,3 +382,32 @@ def test_demo_prints_the_exports_that_show_its_memory(tmp_path, prefect_api, fak
     assert "weather-cli" in shell("summary").stdout
     sessions = json.loads(shell("sessions", "--json").stdout)
     assert {s["id"] for s in sessions} == SAMPLE_IDS and "done" in {s["state"] for s in sessions}
+
+
+def test_interrupt_exits_130_with_a_json_error(tmp_path, prefect_api):
+    """Ctrl-C during a model call: exit 130 and, with --json, the error as JSON on stdout."""
+    with FakeOpenAIServer(latency_seconds=5) as slow:
+        env = pipeline_env(
+            tmp_path, prefect_api, slow.base_url, DSH_HOME=str(copy_tree_aged(SAMPLES / "dsh", tmp_path / "dsh"))
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_memory.cli", "extract", "--all", "--json"],
+            cwd=str(REPO),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            while slow.request_count == 0 and proc.poll() is None:
+                time.sleep(0.1)
+            assert proc.poll() is None, "the extraction ended before it could be interrupted"
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert json.loads(out) == {"error": {"code": "interrupted", "message": "interrupted"}}
+    assert "Traceback" not in err
