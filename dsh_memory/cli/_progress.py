@@ -79,14 +79,15 @@ def _with_bar(fn, label: str):
         console=Console(stderr=True),
         transient=True,
     ) as bar:
-        task_id = bar.add_task("", total=None, phase="")
+        current = [bar.add_task("", total=None, phase="")]  # one row: the running phase
 
         def on_phase(phase: str, event: str, detail: str) -> None:
-            if event == progress.STARTED:
-                bar.reset(task_id, total=None, description="", phase=PHASE_NAMES.get(phase, phase))
+            if event == progress.STARTED:  # a fresh row: phase 2 has no per-session count
+                bar.remove_task(current[0])
+                current[0] = bar.add_task("", total=None, phase=PHASE_NAMES.get(phase, phase))
 
         def on_item(phase: str, n: int, total: int, name: str) -> None:
-            bar.update(task_id, advance=n, total=total or None, description=name[:12])
+            bar.update(current[0], advance=n, total=total or None, description=name[:12])
 
         return _listening(fn, on_item, on_phase)
 
