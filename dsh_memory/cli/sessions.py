@@ -1,7 +1,9 @@
 """`dsh-memory sessions` and `dsh-memory render`: look at what the pipeline would read.
 
-Light imports only (no prefect): discovery, readers, the renderer and rich for the table.
-Roots come from the environment (DSH_HOME, CODEX_HOME, CLAUDE_CONFIG_DIR).
+Light imports: discovery, readers, the renderer and rich for the table (prefect only when
+PREFECT_API_URL is set, to read the settings blocks the way `status` does). Roots come from the
+environment (DSH_HOME, CODEX_HOME, CLAUDE_CONFIG_DIR); each session's processing state from the
+memory root's state DB.
 """
 
 from __future__ import annotations
@@ -191,7 +193,7 @@ def register(app: typer.Typer) -> None:
         source: SourceOption | None = typer.Option(None, "--source", help="Only this agent's sessions."),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
     ) -> None:
-        """List discovered sessions (DSH, Codex, Claude Code); unreadable logs show their error."""
+        """List discovered sessions (DSH, Codex, Claude Code) and whether each was processed."""
         rows = run(lambda: list_sessions(source.value if source else None), as_json)
         if as_json:
             emit_json(rows)
