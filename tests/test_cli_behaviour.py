@@ -201,7 +201,7 @@ def test_errors_exit_the_same_with_and_without_json(memory, args, extra, exit_co
     env = {"DSH_MEMORY_ROOT": str(memory), "DSH_MEMORY_IGNORE_BLOCKS": "1", **extra}
     text = invoke(args, env)
     assert text.exit_code == exit_code, text.output
-    assert text.stdout == "" and text.stderr.startswith("error: ")
+    assert text.stdout == "" and text.stderr.startswith("error: ") and text.stderr.count("\n") == 1
     js = invoke([*args, "--json"], env)
     assert js.exit_code == exit_code, js.output
     data = json.loads(js.stdout)  # nothing but the error on stdout

@@ -30,10 +30,11 @@ INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
 def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:
     """Report `exc` and exit with its code: one `error: …` line on stderr, or with --json
     `{"error": {"code", "message"}}` on stdout and nothing else. Exit codes never depend on --json."""
+    message = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())  # one line
     if as_json:
-        emit_json({"error": {"code": exc.code, "message": str(exc)}})
+        emit_json({"error": {"code": exc.code, "message": message}})
     else:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {message}", err=True)
     raise typer.Exit(exc.exit_code)
 
 
