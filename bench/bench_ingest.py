@@ -35,10 +35,10 @@ FIXTURES = REPO / "tests" / "fixtures" / "corpus"  # the in-repo fixture corpus
 
 from dsh_memory import readers  # noqa: E402
 from dsh_memory.models import EventKind, Session, SessionRef  # noqa: E402
-from dsh_memory.redact import redact  # noqa: E402
-from dsh_memory.render import render_transcript  # noqa: E402
 from dsh_memory.settings import SourceRoots  # noqa: E402
-from dsh_memory.tokens import count_tokens, tokenizer_name  # noqa: E402
+from dsh_memory.transcript.redact import redact  # noqa: E402
+from dsh_memory.transcript.render import render_transcript  # noqa: E402
+from dsh_memory.transcript.tokens import count_tokens, tokenizer_name  # noqa: E402
 
 
 def _templates() -> list[Path]:

@@ -98,8 +98,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     args = ap.parse_args()
 
+    from dsh_memory.serve.prefect_server import PrefectServer
     from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
-    from dsh_memory.testing.prefect_server import PrefectServer
 
     work = Path(tempfile.mkdtemp(prefix="dsh-bench-p1-"))
     make_sessions(work / "dsh", args.sessions)

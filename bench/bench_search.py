@@ -69,7 +69,7 @@ def summary_text(rng: random.Random, i: int) -> str:
 
 
 def build_root(root: Path, n: int) -> None:
-    from dsh_memory.store import MemoryStore
+    from dsh_memory.storage.store import MemoryStore
 
     store = MemoryStore(root)
     store.ensure_layout()
@@ -102,8 +102,8 @@ def main() -> None:
 
     from dsh_memory import readpath as rp
     from dsh_memory.readpath import index
-    from dsh_memory.state import StateStore
-    from dsh_memory.store import MemoryStore
+    from dsh_memory.storage.state import StateStore
+    from dsh_memory.storage.store import MemoryStore
 
     t = time.perf_counter()
     build_root(root, args.n)

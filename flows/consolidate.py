@@ -24,17 +24,17 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from dsh_memory.budgets import output_tokens, phase2_settings
 from dsh_memory.consolidation import gate as gate_mod
 from dsh_memory.consolidation.output import ConsolidationOutput, parse_reply
+from dsh_memory.consolidation.prompt import PROMPT_VERSION
 from dsh_memory.consolidation.report import ARTIFACT_KEY, render_markdown
 from dsh_memory.errors import LLMOutputError, NoModelRouteError
-from dsh_memory.locks import AlreadyRunning, phase_lock
-from dsh_memory.prompts.phase2 import PROMPT_VERSION
-from dsh_memory.redact import redact
+from dsh_memory.llm.budgets import output_tokens, phase2_settings
 from dsh_memory.settings import MemorySettings, ModelRoute
-from dsh_memory.state import StateStore
+from dsh_memory.storage.locks import AlreadyRunning, phase_lock
+from dsh_memory.storage.state import StateStore
 from dsh_memory.tasks.consolidate import apply_consolidation, call_consolidation_model, check_gate, gather_inputs
+from dsh_memory.transcript.redact import redact
 
 MAX_TOKENS_CAP = 131072
 LOCK_NAME = "phase2"

@@ -16,13 +16,13 @@ from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsh_memory import cancel
-from dsh_memory.budgets import output_tokens, phase1_budget
 from dsh_memory.errors import NoModelRouteError
-from dsh_memory.extraction import Outcome
-from dsh_memory.llm_limit import open_limit
-from dsh_memory.selection import BASELINE, EXTRACT, UNREADABLE
+from dsh_memory.llm.budgets import output_tokens, phase1_budget
+from dsh_memory.llm.limit import open_limit
+from dsh_memory.phase1.extraction import Outcome
+from dsh_memory.phase1.selection import BASELINE, EXTRACT, UNREADABLE
 from dsh_memory.settings_loader import load_settings
-from dsh_memory.state import StateStore
+from dsh_memory.storage.state import StateStore
 from dsh_memory.tasks.discover import discover_sessions
 from dsh_memory.tasks.extract import extract_session, llm_extract
 from dsh_memory.tasks.select import plan_extractions

@@ -39,7 +39,7 @@ def request_consolidation() -> bool:
     """Start the `consolidate` deployment (fire and forget) when running against a server."""
     from prefect.deployments import run_deployment
 
-    from dsh_memory.deployments import CONSOLIDATE
+    from dsh_memory.serve.deployments import CONSOLIDATE
 
     try:
         run_deployment(CONSOLIDATE, timeout=0)

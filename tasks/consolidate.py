@@ -22,14 +22,14 @@ from dsh_memory.consolidation import apply as apply_mod
 from dsh_memory.consolidation import gate as gate_mod
 from dsh_memory.consolidation import inputs as inputs_mod
 from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply
+from dsh_memory.consolidation.prompt import MEMORY_WRITE_TOOL
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import LLM
-from dsh_memory.prompts.phase2 import MEMORY_WRITE_TOOL
-from dsh_memory.redact import redact
 from dsh_memory.settings import MemorySettings
-from dsh_memory.state import StateStore
-from dsh_memory.store import MemoryStore
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore
 from dsh_memory.tasks._policy import transient_only
+from dsh_memory.transcript.redact import redact
 
 
 @task(name="phase2-check-gate", cache_policy=NO_CACHE)

@@ -5,7 +5,7 @@ Policy lives in the decorators:
   backoff and jitter; its cache key is (session, watermark, target seq, prompt version,
   provider, model, budget), so a re-run after a crash never pays twice for one extraction.
 - when a Prefect server is reachable, every model call holds a slot of the global
-  concurrency limit `dsh-memory-llm`, shared by all runs (dsh_memory/llm_limit.py).
+  concurrency limit `dsh-memory-llm`, shared by all runs (dsh_memory/llm/limit.py).
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from prefect.tasks import exponential_backoff
 
 from dsh_memory import progress
 from dsh_memory.errors import LLMTruncatedError
-from dsh_memory.extraction import ExtractionOutput, Outcome, apply_output, call_model, prepare_transcript
 from dsh_memory.llm.base import LLM
-from dsh_memory.prompts import phase1
-from dsh_memory.redact import redact
-from dsh_memory.selection import Decision
+from dsh_memory.phase1 import prompt as phase1
+from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, apply_output, call_model, prepare_transcript
+from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
-from dsh_memory.state import StateStore
-from dsh_memory.store import MemoryStore
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore
 from dsh_memory.tasks._policy import transient_only
+from dsh_memory.transcript.redact import redact
 
 
 def _cache_key(context, parameters) -> str:

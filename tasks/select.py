@@ -7,10 +7,11 @@ from datetime import datetime
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from dsh_memory import readers, selection
+from dsh_memory import readers
 from dsh_memory.models import SessionRef
+from dsh_memory.phase1 import selection
 from dsh_memory.settings import MemorySettings
-from dsh_memory.state import StateStore
+from dsh_memory.storage.state import StateStore
 
 
 @task(name="plan-extractions", cache_policy=NO_CACHE)

@@ -87,7 +87,7 @@ def prefect_api(tmp_path_factory):
     """
     import os
 
-    from dsh_memory.testing.prefect_server import PrefectServer
+    from dsh_memory.serve.prefect_server import PrefectServer
 
     home = tmp_path_factory.mktemp("prefect-home")
     server = PrefectServer(home).start()

@@ -153,7 +153,7 @@ def test_without_a_server_nothing_is_imported_or_contacted(tmp_path):
 
 
 def test_unreachable_server_falls_back_to_env_with_a_warning(tmp_path):
-    from dsh_memory.testing.prefect_server import free_port
+    from dsh_memory.serve.prefect_server import free_port
 
     code = (
         "from dsh_memory.settings_loader import resolve_settings\n"

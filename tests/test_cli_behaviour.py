@@ -26,10 +26,10 @@ from typer.testing import CliRunner
 from dsh_memory import __version__
 from dsh_memory.cli import app
 from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
-from dsh_memory.state import StateStore
-from dsh_memory.store import MemoryStore
+from dsh_memory.serve.prefect_server import free_port
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
-from dsh_memory.testing.prefect_server import free_port
 from tests.flow_helpers import copy_tree_aged, memory_reply
 
 REPO = Path(__file__).resolve().parents[1]
@@ -211,8 +211,8 @@ def test_errors_exit_the_same_with_and_without_json(memory, args, extra, exit_co
 
 def _error_classes() -> list[type[DshMemoryError]]:
     import dsh_memory.llm.model_files  # noqa: F401  (ModelChecksumError)
-    import dsh_memory.locks  # noqa: F401  (AlreadyRunning)
-    import dsh_memory.store  # noqa: F401  (MemoryFileNotFound)
+    import dsh_memory.storage.locks  # noqa: F401  (AlreadyRunning)
+    import dsh_memory.storage.store  # noqa: F401  (MemoryFileNotFound)
 
     out, todo = [], [DshMemoryError]
     while todo:

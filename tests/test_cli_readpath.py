@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dsh_memory.cli import app
-from dsh_memory.store import MemoryStore
+from dsh_memory.storage.store import MemoryStore
 
 
 @pytest.fixture()

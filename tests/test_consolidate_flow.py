@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory.locks import is_running, phase_lock
-from dsh_memory.state import StateStore
-from dsh_memory.store import MemoryStore, RawBlock
+from dsh_memory.storage.locks import is_running, phase_lock
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore, RawBlock
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 
 REPO = Path(__file__).resolve().parents[1]

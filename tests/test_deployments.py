@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsh_memory import deployments
+from dsh_memory.serve import deployments
 
 
 def test_prefect_yaml_entrypoints_import_as_flows():

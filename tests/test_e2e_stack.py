@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dsh_memory.serve.prefect_server import free_port
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
-from dsh_memory.testing.prefect_server import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_api")]
 

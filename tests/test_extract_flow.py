@@ -7,8 +7,8 @@ import json
 import anyio
 import pytest
 
-from dsh_memory.state import StateStore
-from dsh_memory.store import MemoryStore
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 from tests.flow_helpers import all_text_under, dumps, memory_reply, pipeline_env, user_text
 

@@ -28,7 +28,7 @@ from dsh_memory.hooks.payloads import (
     parse_turn_end,
 )
 from dsh_memory.hooks.receiver import HOOK_PATH, NO_SERVER, EventSender, create_receiver_app
-from dsh_memory.http_app import create_app
+from dsh_memory.serve.http_app import create_app
 from dsh_memory.settings import MemorySettings, SourceRoots
 
 from .conftest import CORPUS

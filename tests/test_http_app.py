@@ -12,10 +12,10 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from dsh_memory.http_app import RPC_PATH, create_app
+from dsh_memory.serve.http_app import RPC_PATH, create_app
 from dsh_memory.settings import MemorySettings
-from dsh_memory.state import StateStore
-from dsh_memory.store import MemoryStore
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore
 
 
 @pytest.fixture()
@@ -78,7 +78,7 @@ def test_get_state_reports_flags_meta_and_claim_counts(client, settings):
 
 
 def test_get_state_sees_a_running_phase(client, settings):
-    from dsh_memory.locks import phase_lock
+    from dsh_memory.storage.locks import phase_lock
 
     with phase_lock(settings.memory_root, "phase2"):
         assert rpc(client, "get-state").json()["result"]["phase2_running"] is True

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from dsh_memory.llm_limit import LIMIT_NAME, open_limit
+from dsh_memory.llm.limit import LIMIT_NAME, open_limit
 
 
 def _active(api_url: str) -> int:
@@ -49,7 +49,7 @@ def test_a_dropped_connection_is_retried_not_fatal():
     """Regression: a Prefect server closing a connection without answering failed the session."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from dsh_memory.llm_limit import GlobalLimit
+    from dsh_memory.llm.limit import GlobalLimit
 
     calls = []
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory.state import StateStore
-from dsh_memory.store import MemoryStore
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore
 from tests.flow_helpers import copy_tree_aged
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,8 +10,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from dsh_memory.state import StateStore
-from dsh_memory.store import MemoryStore
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore
 
 
 @pytest.fixture()
@@ -28,7 +28,7 @@ def root(tmp_path):
 
 def _params(root) -> StdioServerParameters:
     env = {"DSH_MEMORY_ROOT": str(root), "PYTHONPATH": os.pathsep.join(sys.path)}
-    return StdioServerParameters(command=sys.executable, args=["-m", "dsh_memory.mcp_server"], env=env)
+    return StdioServerParameters(command=sys.executable, args=["-m", "dsh_memory.serve.mcp_server"], env=env)
 
 
 def _structured(result) -> dict:

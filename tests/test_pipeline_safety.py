@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory.state import StateStore
+from dsh_memory.storage.state import StateStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 from tests.flow_helpers import pipeline_env, user_text
 
@@ -55,7 +55,7 @@ def test_no_planted_secret_anywhere_under_the_memory_root(monkeypatch, tmp_path,
         sent = json.dumps(fake.requests, ensure_ascii=False)
     # Search index, state DB, archives, skills: every byte under the root.
     from dsh_memory.readpath import search
-    from dsh_memory.store import MemoryStore
+    from dsh_memory.storage.store import MemoryStore
 
     search(MemoryStore(root), ["uv"], mode="ranked")  # builds the ranked index too
     blobs = [p.read_bytes() for p in root.rglob("*") if p.is_file()]

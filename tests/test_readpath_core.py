@@ -9,8 +9,8 @@ import pytest
 
 from dsh_memory import readpath as rp
 from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
-from dsh_memory.state import StateStore
-from dsh_memory.store import MemoryStore
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore
 
 MEMORY_MD = """# Handbook
 

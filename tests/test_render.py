@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from dsh_memory import readers
 from dsh_memory.models import Event, EventKind, Session
-from dsh_memory.redact import redact
-from dsh_memory.render import render_transcript, shorten
 from dsh_memory.settings import SourceRoots
-from dsh_memory.tokens import count_tokens
+from dsh_memory.transcript.redact import redact
+from dsh_memory.transcript.render import render_transcript, shorten
+from dsh_memory.transcript.tokens import count_tokens
 
 K = EventKind
 FIXTURE_N = "9e2a5c8f-7b1d-4c3e-a9f6-3d5b8e1c4a29"

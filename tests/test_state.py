@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsh_memory.errors import ConfigError
-from dsh_memory.state import MIGRATIONS, SCHEMA_VERSION, STALE_ERROR, StateStore, apply_migrations, connect
+from dsh_memory.storage.state import MIGRATIONS, SCHEMA_VERSION, STALE_ERROR, StateStore, apply_migrations, connect
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 2, 1, 12, 0, 0, tzinfo=UTC)
@@ -165,7 +165,7 @@ _RACE = """
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from dsh_memory.state import StateStore
+from dsh_memory.storage.state import StateStore
 s = StateStore(Path(sys.argv[1]))
 print("ready", flush=True)
 sys.stdin.readline()

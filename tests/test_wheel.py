@@ -23,8 +23,8 @@ import httpx
 import pytest
 
 from dsh_memory import __version__
+from dsh_memory.serve.prefect_server import free_port
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
-from dsh_memory.testing.prefect_server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -76,7 +76,7 @@ def test_wheel_installs_nothing_but_dsh_memory(wheel_venv, tmp_path):
         "tops = sorted({str(f).split('/')[0] for f in md.files('dsh-memory')})\n"
         "print(json.dumps({'file': dsh_memory.__file__, 'tops': tops,\n"
         "  'stray': [m for m in ('flows', 'tasks', 'blocks') if u.find_spec(m)],\n"
-        "  'yaml': str(__import__('dsh_memory.deployments', fromlist=['x']).prefect_yaml_path())}))\n"
+        "  'yaml': str(__import__('dsh_memory.serve.deployments', fromlist=['x']).prefect_yaml_path())}))\n"
     )
     out = subprocess.run([str(py), "-c", code], cwd=tmp_path, env=_clean_env(tmp_path), capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]

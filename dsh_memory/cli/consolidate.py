@@ -80,8 +80,8 @@ def register(app: typer.Typer) -> None:
         def go() -> dict:
             from dsh_memory.consolidation.apply import retire_session
             from dsh_memory.settings_loader import load_settings
-            from dsh_memory.state import StateStore
-            from dsh_memory.store import MemoryStore
+            from dsh_memory.storage.state import StateStore
+            from dsh_memory.storage.store import MemoryStore
 
             settings, _ = load_settings()
             state = StateStore(settings.memory_root)

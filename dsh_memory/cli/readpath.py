@@ -13,7 +13,7 @@ from dsh_memory.cli._common import emit_json, run
 
 def _store():
     from dsh_memory.settings import MemorySettings
-    from dsh_memory.store import MemoryStore
+    from dsh_memory.storage.store import MemoryStore
 
     settings = MemorySettings.from_env()
     return MemoryStore(settings.memory_root), settings

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         """Serve POST /dsh-memory/rpc, GET /healthz and MCP at /mcp."""
 
         def go():
-            from dsh_memory.http_app import check_bind_host, create_app, is_loopback_host
+            from dsh_memory.serve.http_app import check_bind_host, create_app, is_loopback_host
 
             check_bind_host(host, allow_remote)
             import uvicorn
@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         """Run the MCP server on stdio (for Claude Code, Codex, DSH…)."""
 
         def go():
-            from dsh_memory.mcp_server import main
+            from dsh_memory.serve.mcp_server import main
 
             main()
 

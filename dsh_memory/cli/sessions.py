@@ -81,7 +81,7 @@ def _claim_states() -> dict[str, str]:
     (same settings, `StateStore.claims()`, a failed claim past its retries counts as parked).
     Never creates the DB: no state yet means nothing was processed."""
     from dsh_memory.settings_loader import load_settings
-    from dsh_memory.state import StateStore
+    from dsh_memory.storage.state import StateStore
 
     settings, _ = load_settings()
     state = StateStore(settings.memory_root)
@@ -98,8 +98,8 @@ def render_session(session_id: str, budget_tokens: int | None, since_seq: int | 
     """The redacted transcript of one session (exact id or unique prefix)."""
     from dsh_memory import readers
     from dsh_memory.errors import UserInputError
-    from dsh_memory.render import render_transcript
     from dsh_memory.settings import SourceRoots
+    from dsh_memory.transcript.render import render_transcript
 
     if budget_tokens is not None and budget_tokens < 1:
         raise UserInputError("--budget-tokens must be a positive number of tokens")

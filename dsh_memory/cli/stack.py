@@ -73,8 +73,8 @@ def register(app: typer.Typer) -> None:
         """Pipeline status: runs in flight, pending consolidation, last runs, session counts, next runs."""
 
         def go():
+            from dsh_memory.serve.status import status
             from dsh_memory.settings_loader import load_settings
-            from dsh_memory.status import status
 
             settings, _ = load_settings()
             return status(settings)
@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the local stack: Prefect server (unless PREFECT_API_URL is set), deployments, HTTP app, boot catch-up."""
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
-        from dsh_memory.stack import Stack
+        from dsh_memory.serve.stack import Stack
 
         stack = Stack(
             host=host,

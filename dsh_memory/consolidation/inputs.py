@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dsh_memory.consolidation.prompt import Section, build_messages
 from dsh_memory.errors import DshMemoryError
-from dsh_memory.prompts.phase2 import Section, build_messages
 
 INIT, INCREMENTAL = "INIT", "INCREMENTAL"
 SKILL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
@@ -191,7 +191,7 @@ def _gist(body: str) -> str:
 
 def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) -> list[IndexEntry]:
     """Every active rollout summary with provenance, usage and its forgetting annotation."""
-    from dsh_memory.store import parse_front_matter
+    from dsh_memory.storage.store import parse_front_matter
 
     entries: list[IndexEntry] = []
     for info in store.list_rollout_summaries():
@@ -281,7 +281,7 @@ def _render_raw(i: int, b: Any) -> str:
 
 
 def _render_note(rel: str, text: str) -> str:
-    from dsh_memory.store import parse_front_matter
+    from dsh_memory.storage.store import parse_front_matter
 
     fields, body = parse_front_matter(text)
     title = f" · title={_one_line(fields['title'], 120)}" if fields.get("title") else ""

@@ -15,7 +15,7 @@ ARTIFACT_KEY = "phase2-consolidation"
 
 
 def _redact(text: str) -> str:
-    from dsh_memory.redact import redact
+    from dsh_memory.transcript.redact import redact
 
     return redact(text)
 

@@ -1,7 +1,7 @@
 """`POST /hooks/turn-end`: validate a turn-end notification, answer 202 at once, post the
 Prefect event `dsh.turn.ended` in the background.
 
-Mounted by `dsh_memory.http_app.create_app` behind its `LoopbackGuard` (loopback Host/Origin →
+Mounted by `dsh_memory.serve.http_app.create_app` behind its `LoopbackGuard` (loopback Host/Origin →
 403, `application/json` → 415, body cap → 413). The route repeats the JSON and size checks so it
 is safe on its own too (`create_receiver_app` adds the guard for standalone use).
 
@@ -190,7 +190,7 @@ def turn_end_routes(settings: Any = None, **kwargs: Any) -> list[Route]:
 
 def create_receiver_app(settings: Any = None, **kwargs: Any) -> Starlette:
     """The receiver alone, behind the same loopback guard as the RPC app."""
-    from dsh_memory.http_app import LoopbackGuard
+    from dsh_memory.serve.http_app import LoopbackGuard
 
     receiver = TurnEndReceiver(settings, **kwargs)
     app = Starlette(routes=receiver.routes())

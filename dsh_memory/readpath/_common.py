@@ -242,7 +242,7 @@ def record_usage(store: Any, rels: Iterable[str], state: Any = None, now: dateti
     if not keys:
         return []
     if state is None:
-        from dsh_memory.state import StateStore
+        from dsh_memory.storage.state import StateStore
 
         state = StateStore(root_of(store))
     when = now or now_utc()

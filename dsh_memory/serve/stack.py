@@ -19,7 +19,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-log = logging.getLogger("dsh_memory.stack")
+log = logging.getLogger("dsh_memory.serve.stack")
 
 BOOT_DELAY_SECONDS = 5.0
 BOOT_THROTTLE_SECONDS = 60.0
@@ -54,7 +54,7 @@ class Stack:
         if url:
             self.echo(f"attaching to the Prefect server at {url}")
         else:
-            from dsh_memory.testing.prefect_server import PrefectServer, free_port
+            from dsh_memory.serve.prefect_server import PrefectServer, free_port
 
             port = self.prefect_port if _port_free(self.prefect_port) else free_port()
             self.echo(f"starting a local Prefect server (home {self.prefect_home}, port {port}) …")
@@ -72,7 +72,7 @@ class Stack:
     def start_http(self, settings) -> None:
         import uvicorn
 
-        from dsh_memory.http_app import create_app
+        from dsh_memory.serve.http_app import create_app
 
         self.check()
         app = create_app(settings)
@@ -93,8 +93,8 @@ class Stack:
     # -- 3. boot catch-up ------------------------------------------------------------------
     def schedule_boot_catch_up(self, settings) -> None:
         def fire() -> None:
-            from dsh_memory.deployments import CATCH_UP
-            from dsh_memory.state import StateStore
+            from dsh_memory.serve.deployments import CATCH_UP
+            from dsh_memory.storage.state import StateStore
 
             meta = StateStore(settings.memory_root).get_meta()
             last = meta.last_phase1_at
@@ -117,7 +117,7 @@ class Stack:
     # -- 4. serve ------------------------------------------------------------------------
     def check(self) -> None:
         """Refuse a configuration that cannot work before anything starts (UserInputError)."""
-        from dsh_memory.http_app import check_bind_host
+        from dsh_memory.serve.http_app import check_bind_host
 
         check_bind_host(
             self.host,
@@ -127,7 +127,7 @@ class Stack:
 
     def run(self) -> None:
         self.check()  # before anything starts (or is attached to)
-        from dsh_memory.deployments import runner_deployments
+        from dsh_memory.serve.deployments import runner_deployments
         from dsh_memory.settings_loader import load_settings
 
         previous = signal.getsignal(signal.SIGTERM)

@@ -36,8 +36,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from dsh_memory.models import Event, EventKind, Session
-from dsh_memory.redact import MARKER_PREFIX, redact, redact_obj
-from dsh_memory.tokens import count_tokens
+from dsh_memory.transcript.redact import MARKER_PREFIX, redact, redact_obj
+from dsh_memory.transcript.tokens import count_tokens
 
 # (tool output chars kept, argument value chars kept) per shortening level, loosest first.
 # Level 0 applies even without a budget: ~2,000 characters (≈500 tokens) of any one tool output

@@ -20,8 +20,8 @@ CONSOLIDATE = "consolidate/consolidate"
 
 def prefect_yaml_path() -> Path:
     """prefect.yaml at the project root (editable install / checkout) or inside the package."""
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[1] / "prefect.yaml", here.parent / "prefect.yaml"):
+    package = Path(__file__).resolve().parents[1]  # dsh_memory/
+    for candidate in (package.parent / "prefect.yaml", package / "prefect.yaml"):
         if candidate.is_file():
             return candidate
     raise ConfigError("prefect.yaml not found next to the dsh_memory package")

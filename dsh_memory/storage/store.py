@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
-from dsh_memory.store_format import (  # re-exported: import these from dsh_memory.store
+from dsh_memory.storage.store_format import (  # re-exported: import these from dsh_memory.storage.store
     PROVENANCE_KEYS,
     RAW_ARCHIVE_TITLE,
     RAW_TITLE,

@@ -1,6 +1,6 @@
 """The MCP server (official `mcp` SDK, v2 `MCPServer`): four tools, the summary as a resource and
-a prompt. Transports: stdio (`dsh-memory mcp`, `python -m dsh_memory.mcp_server`) and streamable
-HTTP, mounted at `/mcp` by `dsh_memory.http_app.create_app` (loopback only).
+a prompt. Transports: stdio (`dsh-memory mcp`, `python -m dsh_memory.serve.mcp_server`) and streamable
+HTTP, mounted at `/mcp` by `dsh_memory.serve.http_app.create_app` (loopback only).
 
 Translation only: each tool calls one read-path function; `_call` is the single place where our
 errors become tool errors the model can read and act on.
@@ -73,14 +73,14 @@ def build_server(settings: Any = None):
         from dsh_memory.settings import MemorySettings
 
         settings = MemorySettings.from_env()
-    from dsh_memory.store import MemoryStore
+    from dsh_memory.storage.store import MemoryStore
 
     store = MemoryStore(settings.memory_root)
     state_box: list[Any] = []
 
     def state():
         if not state_box:
-            from dsh_memory.state import StateStore
+            from dsh_memory.storage.state import StateStore
 
             state_box.append(StateStore(settings.memory_root))
         return state_box[0]

@@ -1,4 +1,4 @@
-"""On-disk formats and file primitives of the memory store (used by `dsh_memory.store`).
+"""On-disk formats and file primitives of the memory store (used by `dsh_memory.storage.store`).
 
 - atomic writes (temp + fsync + os.replace) and no-overwrite creates (temp + os.link)
 - `slugify`: untrusted text → `[a-z0-9][a-z0-9-]{0,79}` (or "" if nothing usable)
@@ -34,7 +34,7 @@ _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _redact(text: str) -> str:
-    from dsh_memory.redact import redact  # lazy: written by another module, fail closed if absent
+    from dsh_memory.transcript.redact import redact  # lazy: written by another module, fail closed if absent
 
     return redact(text)
 

@@ -142,8 +142,8 @@ def _error(exc: BaseException) -> JSONResponse:
 
 def get_state(settings: Any, state: Any = None) -> dict[str, Any]:
     """Pipeline status for the settings page: running flags, pending, last runs, claim counts.
-    One implementation (dsh_memory.status.local_status) serves the CLI `status` and this RPC."""
-    from dsh_memory.status import local_status
+    One implementation (dsh_memory.serve.status.local_status) serves the CLI `status` and this RPC."""
+    from dsh_memory.serve.status import local_status
 
     out = local_status(settings)
     return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in out.items()}
@@ -153,8 +153,8 @@ class RpcContext:
     """What the RPC handlers share: one store, one state store, the settings."""
 
     def __init__(self, settings: Any):
-        from dsh_memory.state import StateStore
-        from dsh_memory.store import MemoryStore
+        from dsh_memory.storage.state import StateStore
+        from dsh_memory.storage.store import MemoryStore
 
         self.settings = settings
         self.store = MemoryStore(settings.memory_root)
@@ -221,7 +221,7 @@ def create_app(
     # --- end turn-end receiver ---
     mcp_server = None
     if mcp:
-        from dsh_memory.mcp_server import build_server
+        from dsh_memory.serve.mcp_server import build_server
 
         mcp_server = build_server(settings)
         # the SDK's own app carries the /mcp route; its session manager runs in our lifespan

@@ -15,8 +15,8 @@ FLOW_NAMES = ("extract", "extract-session", "consolidate", "catch-up")
 
 
 def local_status(settings: MemorySettings, now: datetime | None = None) -> dict[str, Any]:
-    from dsh_memory.locks import is_running
-    from dsh_memory.state import StateStore
+    from dsh_memory.storage.locks import is_running
+    from dsh_memory.storage.state import StateStore
 
     now = now or datetime.now(UTC)
     root = settings.memory_root

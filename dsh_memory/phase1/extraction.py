@@ -15,8 +15,8 @@ from pydantic import BaseModel
 
 from dsh_memory.errors import LLMOutputError
 from dsh_memory.llm.base import LLM, Completion
-from dsh_memory.prompts import phase1
-from dsh_memory.selection import Decision
+from dsh_memory.phase1 import prompt as phase1
+from dsh_memory.phase1.selection import Decision
 
 
 class ExtractionOutput(BaseModel):
@@ -68,7 +68,7 @@ class Outcome:
 
 def prepare_transcript(decision: Decision, budget_tokens: int):
     """The budgeted, redacted transcript for a decision (delta when it has a watermark)."""
-    from dsh_memory.render import render_transcript
+    from dsh_memory.transcript.render import render_transcript
 
     since = decision.watermark if decision.watermark >= 0 else None
     return render_transcript(decision.session, budget_tokens=budget_tokens, since_seq=since)
@@ -94,7 +94,7 @@ def call_model(
 
 def parse_completion(completion: Completion) -> ExtractionOutput:
     from dsh_memory.llm.parse import extract_json_object
-    from dsh_memory.redact import redact
+    from dsh_memory.transcript.redact import redact
 
     args: dict[str, Any] | None = None
     for call in completion.tool_calls:
@@ -131,7 +131,7 @@ def parse_completion(completion: Completion) -> ExtractionOutput:
 
 def apply_output(store, state, decision: Decision, output: ExtractionOutput, now: datetime | None = None) -> Outcome:
     """Write files for one successful extraction and close its claim. Idempotent per (session, part)."""
-    from dsh_memory.store import RawBlock, slugify
+    from dsh_memory.storage.store import RawBlock, slugify
 
     now = now or datetime.now(UTC)
     session = decision.session
