@@ -50,16 +50,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> tuple[MemorySettings,
 
 
 def prefect_api_url(env: Mapping[str, str] | None = None) -> str | None:
-    """The configured Prefect API, without importing prefect when it is not imported yet."""
+    """The configured Prefect API (no trailing slash): PREFECT_API_URL, else, when prefect is
+    already imported, the active profile's. Never imports prefect (hooks and the read CLI stay fast)."""
     e = os.environ if env is None else env
     url = (e.get("PREFECT_API_URL") or "").strip()
-    if url:
-        return url
-    if env is None and "prefect.settings" in sys.modules:
+    if not url and env is None and "prefect.settings" in sys.modules:
         from prefect.settings import get_current_settings
 
-        return get_current_settings().api.url or None
-    return None
+        url = get_current_settings().api.url or ""
+    return url.rstrip("/") or None
 
 
 def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = True) -> ResolvedSettings:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 
 from dsh_memory.flows.extract import extract_flow
-
-RESOURCE_PREFIX = "dsh.session."
+from dsh_memory.hooks.events import RESOURCE_PREFIX
 
 
 def session_id_from(resource: str) -> str:

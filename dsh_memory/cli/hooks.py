@@ -53,7 +53,8 @@ def notify_once(
         if not turn.should_trigger:
             return False, f"not triggering for session {turn.session_id or '?'}: {turn.why_not}"
         if direct:
-            from dsh_memory.hooks.events import EmitError, emit_turn_end, prefect_api_url
+            from dsh_memory.hooks.events import EmitError, emit_turn_end
+            from dsh_memory.settings_loader import prefect_api_url
 
             target = (api_url or prefect_api_url() or "").rstrip("/")
             if not target:

@@ -20,7 +20,8 @@ def register(app: typer.Typer) -> None:
         """Serve POST /dsh-memory/rpc, GET /healthz and MCP at /mcp."""
 
         def go():
-            from dsh_memory.serve.http_app import check_bind_host, create_app, is_loopback_host
+            from dsh_memory.serve.guard import check_bind_host, is_loopback_host
+            from dsh_memory.serve.http_app import create_app
 
             check_bind_host(host, allow_remote)
             import uvicorn

@@ -71,13 +71,6 @@ def prefect_auth_headers(env: Mapping[str, str] | None = None) -> dict[str, str]
     return {}
 
 
-def prefect_api_url(env: Mapping[str, str] | None = None) -> str | None:
-    """PREFECT_API_URL from the environment (not from a Prefect profile: that needs `import prefect`)."""
-    e = os.environ if env is None else env
-    url = (e.get("PREFECT_API_URL") or "").strip()
-    return url.rstrip("/") or None
-
-
 def _is_loopback_url(url: str) -> bool:
     from urllib.parse import urlsplit
 

@@ -25,9 +25,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
+from dsh_memory.serve.guard import MAX_BODY_BYTES
 from dsh_memory.settings import SourceRoots
 
-MAX_BODY_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 MAX_ID_CHARS = 128
 MAX_PATH_CHARS = 4096

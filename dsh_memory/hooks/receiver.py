@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from dsh_memory.hooks.events import EmitError, emit_turn_end, prefect_api_url
+from dsh_memory.hooks.events import EmitError, emit_turn_end
 from dsh_memory.hooks.payloads import (
     KINDS,
     MAX_BODY_BYTES,
@@ -39,6 +39,7 @@ from dsh_memory.hooks.payloads import (
     parse_turn_end,
 )
 from dsh_memory.settings import SourceRoots
+from dsh_memory.settings_loader import prefect_api_url
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +191,7 @@ def turn_end_routes(settings: Any = None, **kwargs: Any) -> list[Route]:
 
 def create_receiver_app(settings: Any = None, **kwargs: Any) -> Starlette:
     """The receiver alone, behind the same loopback guard as the RPC app."""
-    from dsh_memory.serve.http_app import LoopbackGuard
+    from dsh_memory.serve.guard import LoopbackGuard
 
     receiver = TurnEndReceiver(settings, **kwargs)
     app = Starlette(routes=receiver.routes())

@@ -32,7 +32,7 @@ from dsh_memory.readpath.models import (
     Summary,
 )
 from dsh_memory.readpath.search import search
-from dsh_memory.readpath.summary import instructions, render_injection, summary
+from dsh_memory.readpath.summary import instructions, summary
 
 __all__ = [
     "PROTECTED_FILES",
@@ -55,7 +55,6 @@ __all__ = [
     "instructions",
     "list_dir",
     "read",
-    "render_injection",
     "search",
     "summary",
 ]

@@ -17,6 +17,8 @@ MAX_READ_CHARS = 64_000  # ≈ 16–20k tokens: one read never floods a context 
 DEFAULT_SEARCH_RESULTS = 50
 MAX_SEARCH_RESULTS = 500
 MAX_NOTE_CHARS = 20_000
+SUMMARY_BEGIN = "===== MEMORY SUMMARY (dsh-memory) BEGINS ====="
+SUMMARY_END = "===== MEMORY SUMMARY ENDS ====="
 
 
 class _Request(BaseModel):
@@ -82,10 +84,11 @@ class Summary(BaseModel):
     memory_root: str = ""
 
     def injection(self) -> str:
-        """The whole block a session-start hook injects; '' when there is no memory yet."""
-        from dsh_memory.readpath.summary import render_injection
-
-        return render_injection(self)
+        """The whole block a session-start hook injects: instructions + the summary between
+        markers; '' when there is no memory yet (inject nothing)."""
+        if self.empty:
+            return ""
+        return f"{self.instructions}\n\n{SUMMARY_BEGIN}\n{self.content}\n{SUMMARY_END}\n"
 
 
 class Entry(BaseModel):

@@ -13,8 +13,6 @@ from typing import Any
 from dsh_memory.readpath._common import root_of
 from dsh_memory.readpath.models import Summary
 
-BEGIN = "===== MEMORY SUMMARY (dsh-memory) BEGINS ====="
-END = "===== MEMORY SUMMARY ENDS ====="
 CUT_MARK = "\n\n[… summary shortened here: {n} characters omitted; open memory_summary.md for all …]\n\n"
 
 _cache: dict[tuple, tuple[str, bool, int]] = {}
@@ -98,10 +96,3 @@ def summary(store: Any, max_chars: int = 10_000) -> Summary:
         instructions=instructions(root),
         memory_root=root,
     )
-
-
-def render_injection(s: Summary) -> str:
-    """Instructions + the summary between markers. No memory yet → '' (inject nothing)."""
-    if s.empty:
-        return ""
-    return f"{s.instructions}\n\n{BEGIN}\n{s.content}\n{END}\n"

@@ -3,7 +3,7 @@
 1. Prefect: attach to PREFECT_API_URL when set, otherwise start `prefect server start` (SQLite,
    127.0.0.1) as a child process and wait until healthy.
 2. The loopback HTTP app (RPC, MCP at /mcp, turn-end receiver at /hooks/turn-end) in a thread;
-   a non-loopback --host is refused before step 1 (`http_app.check_bind_host`).
+   a non-loopback --host is refused before step 1 (`serve.guard.check_bind_host`).
 3. Boot catch-up: a few seconds after start, one `catch-up` run (throttled).
 4. Serve the prefect.yaml deployments (schedules + the debounced turn-end trigger) until
    Ctrl-C / SIGTERM; then stop everything this process started.
@@ -117,7 +117,7 @@ class Stack:
     # -- 4. serve ------------------------------------------------------------------------
     def check(self) -> None:
         """Refuse a configuration that cannot work before anything starts (UserInputError)."""
-        from dsh_memory.serve.http_app import check_bind_host
+        from dsh_memory.serve.guard import check_bind_host
 
         check_bind_host(
             self.host,

@@ -1,0 +1,115 @@
+"""The loopback guard every served route sits behind (RPC, MCP, turn-end hooks), and the bind
+check of every command that serves. One definition of the request-size bound, too.
+
+  * `Host` must name a loopback address (DNS rebinding) → else 403;
+  * an `Origin`, when present, must be loopback too; `Origin: null` is refused → 403;
+    requests without Origin (curl, local tools) are allowed: they already hold the machine;
+  * POST bodies must be `application/json` → else 415, and at most MAX_BODY_BYTES → else 413.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from dsh_memory.errors import UserInputError
+
+if TYPE_CHECKING:  # starlette is imported by the app that mounts the guard, not by its users
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+MAX_BODY_BYTES = 1024 * 1024  # every request body: RPC, MCP, turn-end webhooks
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _hostname(value: str) -> str:
+    """Host part of a Host header value ('127.0.0.1:8765', '[::1]:80', 'localhost')."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def is_loopback_host(host: str, allowed: frozenset[str] = LOOPBACK_HOSTS) -> bool:
+    name = _hostname(host).rstrip(".")
+    return name in allowed or name.startswith("127.") and name.replace(".", "").isdigit()
+
+
+def check_bind_host(host: str, allow_remote: bool = False, remedy: str = "pass --allow-remote to insist") -> None:
+    """THE bind check of every command that serves (`http`, `serve`): loopback only unless the
+    caller explicitly allows a remote interface. Raises UserInputError before anything starts."""
+    if not allow_remote and not is_loopback_host(host):
+        raise UserInputError(f"refusing to bind {host}: not loopback ({remedy})")
+
+
+def is_loopback_origin(origin: str) -> bool:
+    try:
+        parts = urlsplit(origin.strip())
+        host = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and host is not None and is_loopback_host(host)
+
+
+class LoopbackGuard:
+    """Pure ASGI middleware (streaming responses such as MCP's SSE pass through untouched)."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str] = (), max_body_bytes: int = MAX_BODY_BYTES):
+        self.app = app
+        self.allowed = frozenset(LOOPBACK_HOSTS | {h.lower() for h in allowed_hosts})
+        self.max_body = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = headers.get("host", "")
+        if not host or not is_loopback_host(host, self.allowed):
+            await _deny(scope, receive, send, 403, "forbidden: non-loopback Host header")
+            return
+        origin = headers.get("origin")
+        if origin is not None and not is_loopback_origin(origin):
+            await _deny(scope, receive, send, 403, "forbidden: cross-origin request")
+            return
+        if scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if ctype != "application/json":
+            await _deny(scope, receive, send, 415, "request body must be application/json")
+            return
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await _deny(scope, receive, send, 413, f"request body larger than {self.max_body} bytes")
+            return
+        # read (at most max_body bytes of) the body up front, then replay it to the app
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                await _deny(scope, receive, send, 413, f"request body larger than {self.max_body} bytes")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _deny(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+    from starlette.responses import JSONResponse
+
+    await JSONResponse({"error": {"type": "Refused", "message": message}}, status_code=status)(scope, receive, send)
