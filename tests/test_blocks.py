@@ -98,7 +98,7 @@ def test_blocks_mirror_every_settings_field_with_the_same_bounds():
     ],
 )
 def test_bad_values_are_rejected_naming_the_field(cls, field, value):
-    import blocks
+    from dsh_memory import blocks
 
     with pytest.raises(ValidationError) as info:
         getattr(blocks, cls)(**{field: value})

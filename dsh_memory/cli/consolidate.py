@@ -79,16 +79,10 @@ def register(app: typer.Typer) -> None:
 
         def go() -> dict:
             from dsh_memory.consolidation.apply import retire_session
-            from dsh_memory.settings_loader import load_settings
-            from dsh_memory.storage.state import StateStore
-            from dsh_memory.storage.store import MemoryStore
+            from dsh_memory.context import memory_context
 
-            settings, _ = load_settings()
-            state = StateStore(settings.memory_root)
-            try:
-                result = retire_session(MemoryStore(settings.memory_root), state, session, datetime.now(UTC))
-            finally:
-                state.close()
+            with memory_context() as ctx:
+                result = retire_session(ctx.store, ctx.state, session, datetime.now(UTC))
             if not result["claim_dropped"] and not result["retired"]:
                 raise NotFoundError(f"nothing known about session {session}")
             return result

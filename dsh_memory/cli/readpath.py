@@ -12,11 +12,11 @@ from dsh_memory.cli._common import emit_json, run
 
 
 def _store():
-    from dsh_memory.settings import MemorySettings
-    from dsh_memory.storage.store import MemoryStore
+    """The store and settings of THE memory context (saved block > environment > default)."""
+    from dsh_memory.context import memory_context
 
-    settings = MemorySettings.from_env()
-    return MemoryStore(settings.memory_root), settings
+    ctx = memory_context()
+    return ctx.store, ctx.settings
 
 
 def _print_match(m) -> None:

@@ -28,12 +28,12 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
     `state` is the session's extraction record as `status` counts it (done, noop, failed,
     parked, running), None when the pipeline never touched it."""
     from dsh_memory import readers
+    from dsh_memory.context import memory_context
     from dsh_memory.models import SOURCES
-    from dsh_memory.settings import SourceRoots
 
-    roots = SourceRoots.from_env()
-    refs = readers.discover(roots, (source,) if source else SOURCES)
-    states = _claim_states()
+    with memory_context() as ctx:
+        refs = readers.discover(ctx.settings.roots, (source,) if source else SOURCES)
+        states = _claim_states(ctx)
     rows: list[dict[str, Any]] = []
     for ref in refs:
         row: dict[str, Any] = {
@@ -76,34 +76,26 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def _claim_states() -> dict[str, str]:
+def _claim_states(ctx) -> dict[str, str]:
     """Session id → claim state, read from the memory root's state DB the way `status` reads it
-    (same settings, `StateStore.claims()`, a failed claim past its retries counts as parked).
+    (same context, `StateStore.claims()`, a failed claim past its retries counts as parked).
     Never creates the DB: no state yet means nothing was processed."""
-    from dsh_memory.settings_loader import load_settings
-    from dsh_memory.storage.state import StateStore
-
-    settings, _ = load_settings()
-    state = StateStore(settings.memory_root)
-    if not state.db_path.exists():
+    if not ctx.state_exists():
         return {}
-    try:
-        claims = state.claims()
-    finally:
-        state.close()
+    claims = ctx.state.claims()
     return {sid: "parked" if c.status == "failed" and c.parked else c.status for sid, c in claims.items()}
 
 
 def render_session(session_id: str, budget_tokens: int | None, since_seq: int | None):
     """The redacted transcript of one session (exact id or unique prefix)."""
     from dsh_memory import readers
+    from dsh_memory.context import memory_context
     from dsh_memory.errors import UserInputError
-    from dsh_memory.settings import SourceRoots
     from dsh_memory.transcript.render import render_transcript
 
     if budget_tokens is not None and budget_tokens < 1:
         raise UserInputError("--budget-tokens must be a positive number of tokens")
-    ref = readers.find(SourceRoots.from_env(), session_id)
+    ref = readers.find(memory_context().settings.roots, session_id)
     return render_transcript(readers.load(ref), budget_tokens=budget_tokens, since_seq=since_seq)
 
 

@@ -73,11 +73,11 @@ def register(app: typer.Typer) -> None:
         """Pipeline status: runs in flight, pending consolidation, last runs, session counts, next runs."""
 
         def go():
+            from dsh_memory.context import memory_context
             from dsh_memory.serve.status import status
-            from dsh_memory.settings_loader import load_settings
 
-            settings, _ = load_settings()
-            return status(settings)
+            with memory_context() as ctx:
+                return status(ctx)
 
         data = run(go, as_json)
         if as_json:

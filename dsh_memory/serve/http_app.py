@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from dsh_memory.context import MemoryContext, context_of
 from dsh_memory.errors import DshMemoryError, UserInputError
 from dsh_memory.serve.guard import MAX_BODY_BYTES, LoopbackGuard
 
@@ -43,31 +44,29 @@ def _error(exc: BaseException) -> JSONResponse:
     )
 
 
-def get_state(settings: Any, state: Any = None) -> dict[str, Any]:
+def get_state(ctx: MemoryContext) -> dict[str, Any]:
     """Pipeline status for the settings page: running flags, pending, last runs, claim counts.
     One implementation (dsh_memory.serve.status.local_status) serves the CLI `status` and this RPC."""
     from dsh_memory.serve.status import local_status
 
-    out = local_status(settings)
+    out = local_status(ctx)
     return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in out.items()}
 
 
 class RpcContext:
-    """What the RPC handlers share: one store, one state store, the settings."""
+    """What the RPC handlers share: the memory context (settings, store, state store)."""
 
-    def __init__(self, settings: Any):
-        from dsh_memory.storage.state import StateStore
-        from dsh_memory.storage.store import MemoryStore
-
-        self.settings = settings
-        self.store = MemoryStore(settings.memory_root)
-        self.state = StateStore(settings.memory_root)
+    def __init__(self, ctx: MemoryContext):
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self.store = ctx.store
+        self.state = ctx.state
 
     def call(self, method: str, params: dict[str, Any]) -> Any:
         if method == "get-state":
             if params:
                 raise UserInputError("get-state takes no params")
-            return get_state(self.settings, self.state)
+            return get_state(self.ctx)
         from dsh_memory.readpath import dispatch
 
         return dispatch(self.store, method, params, max_summary_chars=self.settings.max_summary_chars, state=self.state)
@@ -102,7 +101,7 @@ def rpc_routes(ctx: RpcContext) -> list[BaseRoute]:
 
 
 def create_app(
-    settings: Any = None,
+    settings: MemoryContext | Any = None,
     *,
     extra_routes: Sequence[BaseRoute] = (),
     mcp: bool = True,
@@ -110,36 +109,38 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """The loopback app. `mcp=True` also serves the MCP server (streamable HTTP) at `/mcp`.
-    `extra_routes` are mounted behind the same guard (e.g. a turn-end webhook receiver)."""
-    if settings is None:
-        from dsh_memory.settings import MemorySettings
-
-        settings = MemorySettings.from_env()
-    ctx = RpcContext(settings)
-    routes: list[BaseRoute] = rpc_routes(ctx) + list(extra_routes)
+    `extra_routes` are mounted behind the same guard (e.g. a turn-end webhook receiver).
+    `settings`: a MemoryContext, plain MemorySettings (tests), or None for `memory_context()`
+    (saved block > environment > default), shared by the RPC, the hooks and MCP."""
+    mem = context_of(settings)
+    rpc = RpcContext(mem)
+    routes: list[BaseRoute] = rpc_routes(rpc) + list(extra_routes)
     # --- turn-end receiver: POST /hooks/turn-end (dsh_memory/hooks/receiver.py) ---
     from dsh_memory.hooks.receiver import turn_end_routes
 
-    routes += turn_end_routes(settings)
+    routes += turn_end_routes(mem.settings)
     # --- end turn-end receiver ---
     mcp_server = None
     if mcp:
         from dsh_memory.serve.mcp_server import build_server
 
-        mcp_server = build_server(settings)
+        mcp_server = build_server(mem)
         # the SDK's own app carries the /mcp route; its session manager runs in our lifespan
         routes += list(mcp_server.streamable_http_app(streamable_http_path="/mcp").routes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        if mcp_server is None:
-            yield
-            return
-        async with mcp_server.session_manager.run():
-            yield
+        try:
+            if mcp_server is None:
+                yield
+                return
+            async with mcp_server.session_manager.run():
+                yield
+        finally:
+            mem.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(LoopbackGuard, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
-    app.state.rpc = ctx
+    app.state.rpc = rpc
     app.state.mcp_server = mcp_server
     return app

@@ -64,26 +64,18 @@ def _call(fn: Callable[[], T]) -> T:
 
 
 def build_server(settings: Any = None):
-    """An MCPServer bound to one memory root (settings default to the environment)."""
+    """An MCPServer bound to one memory root: a MemoryContext, plain MemorySettings, or None for
+    `memory_context()` (saved block > environment > default, like every entry point)."""
     from mcp.server.mcpserver import MCPServer
 
     from dsh_memory import readpath as rp
+    from dsh_memory.context import context_of
 
-    if settings is None:
-        from dsh_memory.settings import MemorySettings
-
-        settings = MemorySettings.from_env()
-    from dsh_memory.storage.store import MemoryStore
-
-    store = MemoryStore(settings.memory_root)
-    state_box: list[Any] = []
+    ctx = context_of(settings)
+    settings, store = ctx.settings, ctx.store
 
     def state():
-        if not state_box:
-            from dsh_memory.storage.state import StateStore
-
-            state_box.append(StateStore(settings.memory_root))
-        return state_box[0]
+        return ctx.state
 
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 

@@ -93,10 +93,11 @@ class Stack:
     # -- 3. boot catch-up ------------------------------------------------------------------
     def schedule_boot_catch_up(self, settings) -> None:
         def fire() -> None:
+            from dsh_memory.context import MemoryContext
             from dsh_memory.serve.deployments import CATCH_UP
-            from dsh_memory.storage.state import StateStore
 
-            meta = StateStore(settings.memory_root).get_meta()
+            with MemoryContext.of(settings) as ctx:
+                meta = ctx.state.get_meta()
             last = meta.last_phase1_at
             if last and (datetime.now(UTC) - last).total_seconds() < BOOT_THROTTLE_SECONDS:
                 self.echo("boot catch-up skipped: Phase 1 ran less than a minute ago")
@@ -127,15 +128,16 @@ class Stack:
 
     def run(self) -> None:
         self.check()  # before anything starts (or is attached to)
+        from dsh_memory.context import memory_context
         from dsh_memory.serve.deployments import runner_deployments
-        from dsh_memory.settings_loader import load_settings
 
         previous = signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             self.start_prefect()
-            settings, _route = load_settings()
-            self.start_http(settings)
+            ctx = memory_context()  # after attaching: a saved settings block applies
+            settings = ctx.settings
+            self.start_http(ctx)
             if self.boot_catch_up:
                 self.schedule_boot_catch_up(settings)
             from prefect import serve

@@ -9,18 +9,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_memory.settings import MemorySettings
+from dsh_memory.context import MemoryContext
 
 FLOW_NAMES = ("extract", "extract-session", "consolidate", "catch-up")
 
 
-def local_status(settings: MemorySettings, now: datetime | None = None) -> dict[str, Any]:
+def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, Any]:
     from dsh_memory.storage.locks import is_running
-    from dsh_memory.storage.state import StateStore
 
     now = now or datetime.now(UTC)
-    root = settings.memory_root
-    if not (root / ".state" / "state.sqlite3").exists():
+    settings, root = ctx.settings, ctx.memory_root
+    if not ctx.state_exists():
         return {
             "memory_root": str(root),
             "initialized": False,
@@ -29,7 +28,7 @@ def local_status(settings: MemorySettings, now: datetime | None = None) -> dict[
             "phase2_running": is_running(root, "phase2"),
             "pending_consolidation": False,
         }
-    state = StateStore(root)
+    state = ctx.state
     claims = state.claims()
     counts: dict[str, int] = {"done": 0, "noop": 0, "failed": 0, "parked": 0, "running": 0}
     tokens_in = tokens_out = 0
@@ -151,5 +150,5 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
     }
 
 
-def status(settings: MemorySettings) -> dict[str, Any]:
-    return {"local": local_status(settings), "server": server_status()}
+def status(ctx: MemoryContext) -> dict[str, Any]:
+    return {"local": local_status(ctx), "server": server_status()}

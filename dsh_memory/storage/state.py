@@ -243,7 +243,14 @@ class StateStore:
             raise
         conn.execute("COMMIT")
 
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Close every connection this store opened (any thread). Reopens lazily if used again."""
         with self._all_lock:
             conns, self._all = self._all, []
         for c in conns:
