@@ -130,3 +130,16 @@ def test_no_loose_stage_modules_at_the_package_top():
     """dsh_memory/ holds stage folders plus a handful of shared modules."""
     loose = sorted(p.stem for p in (REPO / "dsh_memory").glob("*.py") if p.stem != "__init__")
     assert loose == ["cancel", "context", "errors", "models", "progress", "settings", "settings_loader"]
+
+
+def test_readme_layout_matches_the_tree():
+    """The README's code layout names every folder of dsh_memory/ (and nothing that is gone)."""
+    import re
+
+    text = (REPO / "README.md").read_text()
+    block = text.split("<!-- layout:start -->", 1)[1].split("<!-- layout:end -->", 1)[0]
+    listed = set(re.findall(r"^  ([a-z0-9_]+)/", block, flags=re.M))
+    folders = {p.parent.name for p in (REPO / "dsh_memory").glob("*/__init__.py")} | {"samples"}
+    assert listed == folders
+    modules = {p.stem for p in (REPO / "dsh_memory").glob("*.py")} - {"__init__"}
+    assert all(f"{m}.py" in block for m in modules), sorted(m for m in modules if f"{m}.py" not in block)
