@@ -20,7 +20,7 @@ from dsh_memory.errors import NoModelRouteError
 from dsh_memory.llm.budgets import output_tokens, phase1_budget
 from dsh_memory.llm.limit import open_limit
 from dsh_memory.phase1.extraction import Outcome
-from dsh_memory.phase1.selection import BASELINE, EXTRACT, UNREADABLE
+from dsh_memory.phase1.selection import BASELINE, EXTRACT, UNREADABLE, ReasonKind
 from dsh_memory.settings_loader import load_settings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.tasks.discover import discover_sessions
@@ -81,7 +81,7 @@ def extract_flow(
             summary["outcomes"].append(Outcome(d.ref.id, d.ref.source, "unreadable", d.part, error=d.reason).row())
         elif d.action == BASELINE:
             state.baseline(d.ref.id, d.watermark, now)
-        elif d.watermark >= 0 and d.session is not None and d.action != EXTRACT and "grew by" in d.reason:
+        elif d.kind is ReasonKind.TOO_FEW_NEW_EVENTS:  # looked at, not extracted: recheck later
             state.touch_checked(d.ref.id, now)
 
     if todo:

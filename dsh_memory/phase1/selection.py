@@ -9,23 +9,54 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
 from dsh_memory.settings import MemorySettings
 
-EXTRACT = "extract"
-SKIP = "skip"
-BASELINE = "baseline"  # legacy done claim without watermark: record the watermark only
-UNREADABLE = "unreadable"  # the log cannot be read: that claim fails alone
+
+class Action(StrEnum):
+    EXTRACT = "extract"
+    SKIP = "skip"
+    BASELINE = "baseline"  # legacy done claim without watermark: record the watermark only
+    UNREADABLE = "unreadable"  # the log cannot be read: that claim fails alone
+
+
+EXTRACT, SKIP, BASELINE, UNREADABLE = Action.EXTRACT, Action.SKIP, Action.BASELINE, Action.UNREADABLE
+
+
+class ReasonKind(StrEnum):
+    """The kind of a Decision's reason: what code branches on (the reason text is for people)."""
+
+    EXCLUDED = "excluded"  # override: exclude
+    TOO_OLD = "too_old"  # older than max_rollout_age_days
+    ACTIVE = "active"  # written to within idle_seconds
+    RUNNING_ELSEWHERE = "running_elsewhere"  # a fresh running claim
+    PARKED = "parked"  # failed retry_limit times
+    BACKOFF = "backoff"  # failed, next retry not due
+    LEGACY_DONE = "legacy_done"  # done claim without watermark: baseline it
+    UP_TO_DATE = "up_to_date"  # unchanged since the claim
+    RECHECKED_RECENTLY = "rechecked_recently"  # changed, but looked at within recheck_interval
+    UNKNOWN_VERSION = "unknown_version"  # log format version we do not know
+    SUBAGENT = "subagent"  # not a root session
+    NON_INTERACTIVE = "non_interactive"  # codex exec
+    NO_HUMAN_PROMPT = "no_human_prompt"
+    TOO_FEW_NEW_EVENTS = "too_few_new_events"  # grew by fewer than min_delta_events: checked, not extracted
+    GREW = "grew"  # grew enough: extract the delta
+    RETRY_AFTER_FAILURE = "retry_after_failure"
+    NEVER_PROCESSED = "never_processed"
+    LEGACY_NOOP = "legacy_noop"  # noop claim without watermark: one full re-extraction
+    UNREADABLE = "unreadable"
 
 
 @dataclass
 class Decision:
     ref: SessionRef
-    action: str
-    reason: str
+    action: Action
+    kind: ReasonKind
+    reason: str  # the same, for people: "grew by 3 events (< 5)"
     watermark: int = -1  # extract events with seq > watermark
     part: int = 1
     session: Session | None = field(default=None, repr=False)
@@ -86,25 +117,35 @@ def plan(
 
 def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, max_age) -> Decision:
     if override == "exclude":
-        return Decision(ref, SKIP, "excluded by override")
+        return Decision(ref, SKIP, ReasonKind.EXCLUDED, "excluded by override")
     updated = ref.updated_at
     if not backfill and settings.max_rollout_age_days and now - updated > max_age:
-        return Decision(ref, SKIP, f"older than {settings.max_rollout_age_days} days (use --backfill)")
+        return Decision(
+            ref, SKIP, ReasonKind.TOO_OLD, f"older than {settings.max_rollout_age_days} days (use --backfill)"
+        )
     if respect_idle and _age(now, updated) < settings.idle_seconds:
         return Decision(
-            ref, SKIP, f"active: last write {int(_age(now, updated))}s ago (< idle {settings.idle_seconds}s)"
+            ref,
+            SKIP,
+            ReasonKind.ACTIVE,
+            f"active: last write {int(_age(now, updated))}s ago (< idle {settings.idle_seconds}s)",
         )
 
     watermark, part, base_slug = -1, 1, None
     if claim is not None:
         status = claim.status
         if status == "running" and claim.started_at and _age(now, claim.started_at) < settings.stale_claim_seconds:
-            return Decision(ref, SKIP, "being extracted by another run")
+            return Decision(ref, SKIP, ReasonKind.RUNNING_ELSEWHERE, "being extracted by another run")
         if status == "failed":
             if claim.parked:
-                return Decision(ref, SKIP, f"parked after {claim.attempts} failed attempts")
+                return Decision(ref, SKIP, ReasonKind.PARKED, f"parked after {claim.attempts} failed attempts")
             if claim.next_retry_at and claim.next_retry_at > now:
-                return Decision(ref, SKIP, f"retry backoff until {claim.next_retry_at.isoformat(timespec='seconds')}")
+                return Decision(
+                    ref,
+                    SKIP,
+                    ReasonKind.BACKOFF,
+                    f"retry backoff until {claim.next_retry_at.isoformat(timespec='seconds')}",
+                )
         if status in ("done", "noop"):
             legacy = claim.last_seq is None or claim.last_seq < 0
             if legacy and status == "done":
@@ -112,14 +153,19 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
                 if err:
                     return err
                 return Decision(
-                    ref, BASELINE, "legacy done claim: baseline the watermark", watermark=sess.last_seq, session=sess
+                    ref,
+                    BASELINE,
+                    ReasonKind.LEGACY_DONE,
+                    "legacy done claim: baseline the watermark",
+                    watermark=sess.last_seq,
+                    session=sess,
                 )
             if not legacy:
                 if claim.updated_at and updated <= claim.updated_at:
-                    return Decision(ref, SKIP, "up to date")
+                    return Decision(ref, SKIP, ReasonKind.UP_TO_DATE, "up to date")
                 checked = claim.last_checked_at or claim.updated_at
                 if checked and _age(now, checked) < settings.recheck_interval_seconds:
-                    return Decision(ref, SKIP, "rechecked recently")
+                    return Decision(ref, SKIP, ReasonKind.RECHECKED_RECENTLY, "rechecked recently")
                 watermark = claim.last_seq
                 part = (claim.parts or 1) + 1
                 base_slug = claim.slug
@@ -134,38 +180,47 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
         return Decision(
             ref,
             SKIP,
+            ReasonKind.UNKNOWN_VERSION,
             f"unknown log format version {sess.format_version} (read best-effort, not extracted)",
             session=sess,
         )
     if not sess.is_root:
-        return Decision(ref, SKIP, "subagent session (its parent's log covers it)", session=sess)
+        return Decision(ref, SKIP, ReasonKind.SUBAGENT, "subagent session (its parent's log covers it)", session=sess)
     if not sess.interactive and not include_exec and override != "include":
-        return Decision(ref, SKIP, "non-interactive session (codex exec)", session=sess)
+        return Decision(ref, SKIP, ReasonKind.NON_INTERACTIVE, "non-interactive session (codex exec)", session=sess)
     if not sess.human_prompts:
-        return Decision(ref, SKIP, "no human prompt", session=sess)
+        return Decision(ref, SKIP, ReasonKind.NO_HUMAN_PROMPT, "no human prompt", session=sess)
     if watermark >= 0:
         new = len(sess.events_after(watermark))
         if new < settings.min_delta_events:
             return Decision(
-                ref, SKIP, f"grew by {new} events (< {settings.min_delta_events})", watermark=watermark, session=sess
+                ref,
+                SKIP,
+                ReasonKind.TOO_FEW_NEW_EVENTS,
+                f"grew by {new} events (< {settings.min_delta_events})",
+                watermark=watermark,
+                session=sess,
             )
         return Decision(
             ref,
             EXTRACT,
+            ReasonKind.GREW,
             f"grew by {new} events since seq {watermark}",
             watermark=watermark,
             part=part,
             session=sess,
             base_slug=base_slug,
         )
-    reason = "retry after failure" if claim is not None and claim.status == "failed" else "never processed"
+    kind, reason = ReasonKind.NEVER_PROCESSED, "never processed"
+    if claim is not None and claim.status == "failed":
+        kind, reason = ReasonKind.RETRY_AFTER_FAILURE, "retry after failure"
     if claim is not None and claim.status == "noop" and (claim.last_seq is None or claim.last_seq < 0):
-        reason = "legacy noop claim: one full re-extraction"
-    return Decision(ref, EXTRACT, reason, watermark=-1, part=part, session=sess, base_slug=base_slug)
+        kind, reason = ReasonKind.LEGACY_NOOP, "legacy noop claim: one full re-extraction"
+    return Decision(ref, EXTRACT, kind, reason, watermark=-1, part=part, session=sess, base_slug=base_slug)
 
 
 def _load(ref: SessionRef, load) -> tuple[Session | None, Decision | None]:
     try:
         return load(ref), None
     except SessionReadError as exc:
-        return None, Decision(ref, UNREADABLE, f"unreadable: {exc.reason}")
+        return None, Decision(ref, UNREADABLE, ReasonKind.UNREADABLE, f"unreadable: {exc.reason}")
