@@ -4,7 +4,7 @@
 line index (the record's `seq`). Bad lines (invalid UTF-8, not JSON, not an object) are skipped
 with a warning naming the file and line; an incomplete last line (no trailing newline and not
 parseable) is dropped. `.zst`/`.zstd` files are decompressed frame by frame; a torn last frame
-keeps whatever complete lines it produced.
+keeps whatever complete lines it produced. Reading is bounded (readers/_input.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory.errors import SessionReadError
+from dsh_memory.readers._input import decompress_zstd, read_log_bytes
 
 ZSTD_SUFFIXES = (".zst", ".zstd")
 UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -30,40 +31,15 @@ class JsonlFile:
     warnings: list[str] = field(default_factory=list)
 
 
-def _decompress_zstd(path: Path, data: bytes, warnings: list[str]) -> bytes:
-    """Decode concatenated zstd frames; keep the decoded prefix of a torn or corrupt tail."""
-    import zstandard
-
-    out: list[bytes] = []
-    rest = data
-    frame = 0
-    while rest:
-        dobj = zstandard.ZstdDecompressor().decompressobj()
-        try:
-            out.append(dobj.decompress(rest))
-        except zstandard.ZstdError as exc:
-            warnings.append(f"{path}: zstd frame {frame} is corrupt ({exc}); kept the data before it")
-            break
-        if not dobj.eof:
-            warnings.append(f"{path}: zstd frame {frame} is truncated (torn tail); kept its complete lines")
-            break
-        rest = dobj.unused_data
-        frame += 1
-    return b"".join(out)
-
-
 def read_jsonl(path: Path) -> JsonlFile:
     """Read a JSONL (optionally zstd) file. Raises SessionReadError if nothing usable is in it."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SessionReadError(path, f"cannot read file: {exc.strerror or exc}") from exc
+    data = read_log_bytes(path)
     if not data:
         raise SessionReadError(path, "empty file")
     result = JsonlFile(path=path)
     if path.name.endswith(ZSTD_SUFFIXES):
-        data = _decompress_zstd(path, data, result.warnings)
+        data = decompress_zstd(path, data, keep_torn_tail=True, warn=lambda w: result.warnings.append(f"{path}: {w}"))
         if not data:
             raise SessionReadError(path, "zstd data decodes to nothing (" + "; ".join(result.warnings) + ")")
     lines = data.split(b"\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory.models import Event, EventKind, Session, SessionRef
+from dsh_memory.readers._input import regular_stat
 from dsh_memory.readers._jsonl import UUID_RE, parse_time, read_jsonl, short_title
 
 FILE_RE = re.compile(r"^(?P<id>" + UUID_RE + r")\.jsonl$")
@@ -58,11 +59,8 @@ def discover(root: Path) -> list[SessionRef]:
             m = FILE_RE.match(entry.name)  # agent-*.jsonl never matches: not a uuid
             if not m:
                 continue
-            try:
-                if not entry.is_file():
-                    continue
-                st = entry.stat()
-            except OSError:
+            st = regular_stat(entry)
+            if st is None:
                 continue
             refs.append(
                 SessionRef(

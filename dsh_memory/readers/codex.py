@@ -17,6 +17,7 @@ from typing import Any
 
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Event, EventKind, Session, SessionRef
+from dsh_memory.readers._input import regular_stat
 from dsh_memory.readers._jsonl import UUID_RE, parse_json_maybe, parse_time, read_jsonl, short_title
 
 FILE_RE = re.compile(
@@ -74,16 +75,16 @@ def _walk(folder: Path, depth: int, found: dict[str, list[tuple[Path, os.stat_re
     except OSError:
         return
     for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                if depth < _MAX_DEPTH:
+        m = FILE_RE.match(entry.name)
+        if not m:  # a folder (YYYY/MM/DD) to walk, or a file that is not a rollout
+            try:
+                if entry.is_dir(follow_symlinks=False) and depth < _MAX_DEPTH:
                     _walk(Path(entry.path), depth + 1, found)
-                continue
-            m = FILE_RE.match(entry.name)
-            if not m or not entry.is_file():
-                continue
-            st = entry.stat()
-        except OSError:
+            except OSError:
+                pass
+            continue
+        st = regular_stat(entry)  # named like a rollout: must be a regular file
+        if st is None:
             continue
         found.setdefault(m.group("id").lower(), []).append((Path(entry.path), st))
 

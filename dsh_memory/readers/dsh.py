@@ -12,10 +12,9 @@ import os
 import re
 from pathlib import Path
 
-import zstandard
-
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
+from dsh_memory.readers._input import decompress_zstd, read_log_bytes, regular_stat
 from dsh_memory.readers.dsh_events import parse_body
 from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime
 
@@ -23,7 +22,6 @@ GENERATION_RE = re.compile(r"^session(?:\.v(\d+))?\.jsonl(?:\.zstd)?$")
 KNOWN_MAX_VERSION = 4
 MAX_SAFE_INTEGER = 2**53 - 1
 _ESCAPE_RUN = re.compile(r"(?:~[0-9A-Fa-f]{4})+")
-_ZSTD_READ_CHUNK = 1 << 16
 
 
 # --- discovery (stat/listdir only) -------------------------------------------------------------
@@ -56,13 +54,6 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _is_file(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_file()
-    except OSError:
-        return False
-
-
 def _pick(session_dir: str) -> tuple[os.DirEntry[str], list[str]] | None:
     """The highest generation file in one session directory, plus the files not picked."""
     best: os.DirEntry[str] | None = None
@@ -70,7 +61,7 @@ def _pick(session_dir: str) -> tuple[os.DirEntry[str], list[str]] | None:
     others: list[str] = []
     for entry in _scandir(session_dir):
         name = entry.name
-        if not name.startswith("session") or not _is_file(entry):
+        if not name.startswith("session") or regular_stat(entry) is None:
             continue
         m = GENERATION_RE.match(name)
         if m is None:  # decoys such as session.v5.jsonl.bak
@@ -120,44 +111,6 @@ def discover(root: Path) -> list[SessionRef]:
 
 
 # --- physical decoding -------------------------------------------------------------------------
-
-
-def _decode_zstd(path: Path, data: bytes, warn: Warnings) -> bytes:
-    """Concatenated independent zstd frames -> bytes of every complete frame (torn tail dropped)."""
-    dctx = zstandard.ZstdDecompressor()
-    view = memoryview(data)
-    pos, frames, out = 0, 0, []
-    pending = b""
-    while pending or pos < len(data):
-        dobj = dctx.decompressobj()
-        parts: list[bytes] = []
-        buf, pending = pending, b""
-        complete = False
-        while True:
-            if buf:
-                try:
-                    parts.append(dobj.decompress(buf))
-                except zstandard.ZstdError as exc:
-                    if frames == 0:
-                        raise SessionReadError(path, f"not a valid zstd stream: {exc}") from exc
-                    warn.add(f"zstd frame {frames + 1} is corrupt ({exc}); it and everything after it dropped")
-                    return b"".join(out)
-                if dobj.eof:
-                    pending = dobj.unused_data
-                    complete = True
-                    break
-            if pos >= len(data):
-                break
-            buf = bytes(view[pos : pos + _ZSTD_READ_CHUNK])
-            pos += _ZSTD_READ_CHUNK
-        if not complete:
-            if frames == 0:
-                raise SessionReadError(path, "no complete zstd frame (torn or truncated file)")
-            warn.add(f"torn zstd tail: incomplete last frame dropped (frame {frames + 1})")
-            break
-        out.append(b"".join(parts))
-        frames += 1
-    return b"".join(out)
 
 
 def _split_lines(data: bytes, warn: Warnings) -> list[bytes]:
@@ -225,14 +178,11 @@ def load(ref: SessionRef) -> Session:
     """Read one DSH session log. Raises SessionReadError (naming the file) when unreadable."""
     path = Path(ref.path)
     warn = Warnings(str(path))
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SessionReadError(path, f"cannot read file: {exc.strerror or exc}") from exc
+    data = read_log_bytes(path)
     if not data:
         raise SessionReadError(path, "empty file (no header line)")
     if path.name.endswith(".zstd"):
-        data = _decode_zstd(path, data, warn)
+        data = decompress_zstd(path, data, keep_torn_tail=False, warn=warn.add)
     lines = _split_lines(data, warn)
     if not lines or not lines[0].strip():
         raise SessionReadError(path, "no complete header line")
