@@ -82,3 +82,39 @@ def test_a_dropped_connection_is_retried_not_fatal():
         server.shutdown()
     assert calls[:2] == ["/api/v2/concurrency_limits/increment-with-lease"] * 2
     assert calls[-1] == "/api/v2/concurrency_limits/decrement-with-lease"
+
+
+def test_a_limit_the_server_refuses_is_disabled_with_a_warning(caplog):
+    """open_limit returning None (no global limit for this run) is never silent."""
+    import logging
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    class Refuse(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def _refuse(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = b'{"detail": "forbidden"}'
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PATCH = _refuse
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/api"
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}), caplog.at_level(logging.WARNING):
+            assert open_limit(3) is None
+    finally:
+        server.shutdown()
+    (record,) = [r for r in caplog.records if LIMIT_NAME in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    message = record.getMessage()
+    assert "disabled" in message and url in message and "403" in message, message

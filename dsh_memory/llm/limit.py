@@ -16,10 +16,13 @@ ideal wall time. One slot per worker keeps the server out of the hot path.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
 
 LIMIT_NAME = "dsh-memory-llm"
 RETRY_STATUSES = (423, 503)  # limit busy / SQLite server busy: ask again soon
@@ -122,19 +125,40 @@ class GlobalLimit:
         self._http.close()
 
 
+def _logger():
+    """The run logger inside a flow/task run (so the warning is in the run history), else ours."""
+    try:
+        from prefect.logging import get_run_logger
+
+        return get_run_logger()
+    except Exception:  # not inside a run
+        return log
+
+
 def open_limit(limit: int, name: str = LIMIT_NAME) -> GlobalLimit | None:
     """Create or resize the limit on the configured server and return a handle to it.
-    None in ephemeral mode (no server lease protects a slot there) or when the server refuses."""
+    None in ephemeral mode (no server lease protects a slot there; this run's own worker count
+    still bounds its calls) or when the server refuses: then a warning says why."""
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
     if not url:
+        _logger().debug("no Prefect server configured: the global LLM limit %r is not used", name)
         return None
     try:
         from prefect.client.orchestration import get_client
 
         with get_client(sync_client=True) as client:
             client.upsert_global_concurrency_limit_by_name(name, limit)
-    except Exception:
+    except Exception as exc:
+        _logger().warning(
+            "global LLM limit %r disabled for this run (model calls bounded by this run's %d workers only): "
+            "could not create it on %s: %s: %s",
+            name,
+            limit,
+            url,
+            type(exc).__name__,
+            exc,
+        )
         return None
     return GlobalLimit(url, name)
