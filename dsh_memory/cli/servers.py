@@ -20,13 +20,13 @@ def register(app: typer.Typer) -> None:
         """Serve POST /dsh-memory/rpc, GET /healthz and MCP at /mcp."""
 
         def go():
-            from dsh_memory.serve.guard import check_bind_host, is_loopback_host
+            from dsh_memory.serve.guard import check_bind_host, is_loopback_address
             from dsh_memory.serve.http_app import create_app
 
             check_bind_host(host, allow_remote)
             import uvicorn
 
-            extra = () if is_loopback_host(host) else (host,)
+            extra = () if is_loopback_address(host) else (host,)
             app = create_app(mcp=not no_mcp, allowed_hosts=extra)
             typer.echo(
                 f"dsh-memory: http://{host}:{port}/dsh-memory/rpc"

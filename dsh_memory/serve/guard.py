@@ -9,6 +9,8 @@ check of every command that serves. One definition of the request-size bound, to
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -22,23 +24,41 @@ MAX_BODY_BYTES = 1024 * 1024  # every request body: RPC, MCP, turn-end webhooks
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
-def _hostname(value: str) -> str:
-    """Host part of a Host header value ('127.0.0.1:8765', '[::1]:80', 'localhost')."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+# A Host header is `host[:port]`: a DNS name, an IPv4 literal or a bracketed IPv6 literal. Anything
+# else (userinfo `a@b`, an unbracketed IPv6, paths, spaces, empty labels, a trailing dot) is refused.
+_HOST_HEADER = re.compile(r"^(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9-]+(?:\.[a-z0-9-]+)*))(?::[0-9]{1,5})?$")
 
 
-def is_loopback_host(host: str, allowed: frozenset[str] = LOOPBACK_HOSTS) -> bool:
-    name = _hostname(host).rstrip(".")
-    return name in allowed or name.startswith("127.") and name.replace(".", "").isdigit()
+def host_of(header: str) -> str | None:
+    """The host of a Host header value ('127.0.0.1:8765', '[::1]:80', 'localhost'), or None
+    when the value is not a well-formed `host[:port]`."""
+    m = _HOST_HEADER.match(header.strip().lower())
+    if m is None:
+        return None
+    return m["v6"] if m["v6"] is not None else m["name"]
+
+
+def is_loopback_address(name: str, allowed: frozenset[str] = LOOPBACK_HOSTS) -> bool:
+    """A bare host name or IP literal (a bind address, a URL's hostname) that is loopback."""
+    name = name.strip().lower()
+    if name in allowed:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def is_loopback_host(header: str, allowed: frozenset[str] = LOOPBACK_HOSTS) -> bool:
+    """A Host header value that names a loopback address (strictly parsed)."""
+    name = host_of(header)
+    return name is not None and is_loopback_address(name, allowed)
 
 
 def check_bind_host(host: str, allow_remote: bool = False, remedy: str = "pass --allow-remote to insist") -> None:
     """THE bind check of every command that serves (`http`, `serve`): loopback only unless the
     caller explicitly allows a remote interface. Raises UserInputError before anything starts."""
-    if not allow_remote and not is_loopback_host(host):
+    if not allow_remote and not is_loopback_address(host):
         raise UserInputError(f"refusing to bind {host}: not loopback ({remedy})")
 
 
@@ -48,7 +68,7 @@ def is_loopback_origin(origin: str) -> bool:
         host = parts.hostname
     except ValueError:
         return False
-    return parts.scheme in ("http", "https") and host is not None and is_loopback_host(host)
+    return parts.scheme in ("http", "https") and host is not None and is_loopback_address(host)
 
 
 class LoopbackGuard:
