@@ -129,8 +129,12 @@ def _main_thread() -> bool:
 
 
 def prefect_env() -> None:
-    """Environment for running flows in-process (before prefect is imported)."""
+    """Environment for running flows in-process (before prefect's settings are first read)."""
     # The first ephemeral start migrates a fresh database (~30 s here): allow for it.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if not os.environ.get("PREFECT_API_URL"):  # a temporary server: it must die with this process
+        from dsh_memory.serve.prefect_server import tether_ephemeral_server
+
+        tether_ephemeral_server()

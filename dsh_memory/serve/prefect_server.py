@@ -1,7 +1,15 @@
-"""Start and stop a real `prefect server start` on 127.0.0.1 (tests, benchmarks, e2e checks)."""
+"""Prefect servers this process starts, and how they die with it.
+
+- `PrefectServer`: a real `prefect server start` on 127.0.0.1 (`serve`, tests, benchmarks), in
+  its own session, with a parent-death signal.
+- `tether_ephemeral_server()`: Prefect's temporary in-process server (a `uvicorn` child started
+  by the first client call when PREFECT_API_URL is unset) gets a tether — a tiny watcher process
+  that stops it when this process dies, even by SIGKILL — so a killed CLI run leaves no server.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -28,6 +36,72 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except Exception:
         pass
+
+
+# The watcher: PR_SET_PDEATHSIG makes the kernel signal it when its parent (the CLI) dies; it then
+# stops the server (TERM, KILL after 5 s) if that pid still runs the same process (start time).
+_TETHER = """
+import ctypes, os, signal, sys, time
+pid, started = int(sys.argv[1]), sys.argv[2]
+def alive():
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19] == started
+    except OSError:
+        return False
+def stop(*_):
+    if alive():
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            time.sleep(0.1)
+            if not alive():
+                break
+        else:
+            os.kill(pid, signal.SIGKILL)
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+if os.getppid() != int(sys.argv[3]):
+    stop()
+while alive():
+    time.sleep(5)
+"""
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def tether(pid: int) -> subprocess.Popen | None:
+    """Stop process `pid` when this process dies (Linux; a no-op elsewhere). Returns the watcher."""
+    started = _start_time(pid)
+    if started is None:
+        return None
+    return subprocess.Popen(
+        [sys.executable, "-S", "-c", _TETHER, str(pid), started, str(os.getpid())],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def tether_ephemeral_server() -> None:
+    """Make Prefect's temporary server (started on the first API call when PREFECT_API_URL is
+    unset) die with this process. Uses Prefect's documented singleton seam: the instance under
+    `SubprocessASGIServer._instances[None]` is the one every internal call gets."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    tethered = _tethered_server_class()
+    current = SubprocessASGIServer._instances.get(None)
+    if isinstance(current, tethered) or (current is not None and current.running):
+        return
+    SubprocessASGIServer._instances.pop(None, None)
+    tethered()  # registers itself under None (SubprocessASGIServer.__new__)
 
 
 def server_env(home: Path) -> dict[str, str]:
@@ -103,3 +177,27 @@ class PrefectServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@functools.cache
+def _tethered_server_class():
+    from prefect.server.api.server import SubprocessASGIServer
+
+    class TetheredServer(SubprocessASGIServer):
+        """Prefect's ephemeral server plus a watcher that stops it if this process dies."""
+
+        def start(self, timeout: int | None = None) -> None:
+            super().start(timeout)
+            proc = self.server_process
+            if proc is not None and getattr(self, "_tether", None) is None:
+                self._tether = tether(proc.pid)
+
+        def stop(self) -> None:
+            watcher = getattr(self, "_tether", None)
+            super().stop()
+            if watcher is not None:
+                watcher.terminate()
+                watcher.wait(timeout=5)
+                self._tether = None
+
+    return TetheredServer
