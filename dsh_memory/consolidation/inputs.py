@@ -4,7 +4,7 @@ Every part has a cap (MemorySettings: max_memory_md_chars, max_raw_chars, max_in
 max_notes_chars, max_summary_chars). Raw blocks and notes are packed whole, in order, until
 their cap is reached; only what made it into the input is consumed afterwards (`raw_ids`,
 `note_rels`), the rest waits for the next run. Rollout summaries unused for more than
-`max_unused_days` (last activity = max(usage last_at, provenance updated_at)) are annotated as
+`max_unused_days` (last activity = max(usage last_at, session updated_at, extracted_at)) are annotated as
 forgetting candidates; only those may be retired by this run (`candidate_slugs`).
 """
 
@@ -199,7 +199,10 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
         count, last_used = usage.get(info.rel, (0, None))
         last_used = as_utc(last_used)
         updated = as_utc(prov.get("updated_at")) or as_utc(info.mtime)
-        activity = max((d for d in (last_used, updated) if d is not None), default=None)
+        # Freshness starts no earlier than the extraction: a backfilled summary of an old session
+        # gets a full max_unused_days to be used before it can be retired.
+        extracted = as_utc(prov.get("extracted_at"))
+        activity = max((d for d in (last_used, updated, extracted) if d is not None), default=None)
         unused = None if activity is None else max(0, (now - activity).days)
         candidate = bool(
             max_unused_days > 0 and activity is not None and (now - activity).total_seconds() > max_unused_days * 86400
