@@ -57,8 +57,11 @@ def test_list_and_read(cli):
         "rollout_summaries",
         "skills",
     ]
-    r = cli("read", "MEMORY.md", "--offset", "1", "--max-lines", "1")
+    r = cli("read", "MEMORY.md", "--start-line", "2", "--max-lines", "1")
     assert r.exit_code == 0 and r.stdout.split() == ["2", "Use", "uv,", "not", "pip."]
+    assert "more: --start-line 3" in r.stderr
+    data = json.loads(cli("read", "MEMORY.md", "--start-line", "2", "--max-lines", "1", "--json").stdout)
+    assert (data["start_line"], data["end_line"], data["next_start_line"]) == (2, 2, 3)
     data = json.loads(cli("read", "MEMORY.md", "--json").stdout)
     assert (data["start_line"], data["end_line"], data["truncated"]) == (1, 3, False)
 
@@ -86,10 +89,11 @@ def test_search_prints_citable_ranges(cli):
         "2",
         "--path",
         "rollout_summaries",
-        "--context",
+        "--context-lines",
         "1",
     )
     assert r.stdout.splitlines()[0] == "rollout_summaries/uv-setup.md:2-2"
+    assert r.stdout.splitlines()[1:] == ["      1  # uv setup", ">     2  uv sync installs the lockfile."]
 
 
 def test_add_then_search_finds_the_note(cli):

@@ -46,7 +46,7 @@ def test_rpc_read_path_methods(client, settings):
     assert s["content"] == "v1\n- releases" and s["injection"].endswith("===== MEMORY SUMMARY ENDS =====\n")
     entries = rpc(client, "list", {"path": "rollout_summaries"}).json()["result"]["entries"]
     assert [e["path"] for e in entries] == ["rollout_summaries/.retired", "rollout_summaries/release-fix.md"]
-    r = rpc(client, "read", {"path": "rollout_summaries/release-fix.md", "line_offset": 1}).json()["result"]
+    r = rpc(client, "read", {"path": "rollout_summaries/release-fix.md", "start_line": 2}).json()["result"]
     assert (r["start_line"], r["content"]) == (2, "make release failed: missing tag.")
     hits = rpc(client, "search", {"queries": ["make release"]}).json()["result"]["matches"]
     assert [(m["path"], m["match_line"]) for m in hits] == [("MEMORY.md", 2), ("rollout_summaries/release-fix.md", 2)]
@@ -94,7 +94,8 @@ def test_get_state_sees_a_running_phase(client, settings):
         ({"path": "a\u0000b"}, 403, "PathGuardError"),
         ({"path": "%2e%2e/%2e%2e/etc/passwd"}, 404, "NotFoundError"),
         ({"path": "nope.md"}, 404, "NotFoundError"),
-        ({"path": "MEMORY.md", "line_offset": -1}, 400, "UserInputError"),
+        ({"path": "MEMORY.md", "start_line": 0}, 400, "UserInputError"),
+        ({"path": "MEMORY.md", "line_offset": 1}, 400, "UserInputError"),  # the old name is refused
         ({"path": "MEMORY.md", "bogus": 1}, 400, "UserInputError"),
         ({"path": "a" * 256}, 400, "UserInputError"),  # a name over 255 bytes, not an OSError
         ({"path": "é" * 128}, 400, "UserInputError"),  # 128 characters, 256 bytes

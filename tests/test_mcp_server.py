@@ -42,8 +42,10 @@ def test_stdio_tools_resource_and_prompt(root):
     async def main() -> dict:
         out: dict = {}
         async with Client(_params(root)) as client:
+            out["server_info"] = client.server_info
             tools = {t.name: t for t in (await client.list_tools()).tools}
             out["tools"] = tools
+            out["summary"] = _structured(await client.call_tool("memory_summary", {}))
             out["list"] = _structured(await client.call_tool("memory_list", {"path": "rollout_summaries"}))
             out["read"] = _structured(
                 await client.call_tool(
@@ -53,6 +55,13 @@ def test_stdio_tools_resource_and_prompt(root):
             out["search"] = _structured(
                 await client.call_tool("memory_search", {"queries": ["gateway"], "mode": "any"})
             )
+            out["scoped"] = _structured(
+                await client.call_tool(
+                    "memory_search",
+                    {"queries": ["30s"], "path": "rollout_summaries", "context_lines": 1, "max_results": 1},
+                )
+            )
+            out["old_name"] = await client.call_tool("memory_read", {"path": "MEMORY.md", "line_offset": 1})
             out["ranked"] = _structured(
                 await client.call_tool("memory_search", {"queries": ["auth service slow"], "mode": "ranked"})
             )
@@ -72,8 +81,18 @@ def test_stdio_tools_resource_and_prompt(root):
 
     out = anyio.run(main)
 
+    from dsh_memory import __version__
+
+    assert (out["server_info"].name, out["server_info"].version) == ("dsh-memory", __version__)
     tools = out["tools"]
-    assert set(tools) == {"memory_list", "memory_read", "memory_search", "memory_add"}
+    assert set(tools) == {"memory_summary", "memory_list", "memory_read", "memory_search", "memory_add"}
+    for name, tool in tools.items():
+        hints = tool.annotations
+        assert hints is not None and hints.open_world_hint is False, name
+        if name == "memory_add":
+            assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (False, False, False)
+        else:
+            assert (hints.read_only_hint, hints.idempotent_hint) == (True, True), name
     search_schema = tools["memory_search"].input_schema
     assert search_schema["required"] == ["queries"]
     assert set(search_schema["properties"]) >= {
@@ -92,6 +111,17 @@ def test_stdio_tools_resource_and_prompt(root):
         "rollout_summaries/gateway-timeouts.md",
     ]
     assert (out["read"]["start_line"], out["read"]["content"]) == (2, "Raised the gateway timeout to 30s.")
+    assert out["read"]["next_start_line"] == 3
+    assert out["scoped"]["path"] == "rollout_summaries" and out["scoped"]["next_cursor"] is None
+    ((hit),) = out["scoped"]["matches"]
+    assert (hit["path"], hit["start_line"], hit["match_line"], hit["end_line"]) == (
+        "rollout_summaries/gateway-timeouts.md",
+        1,
+        2,
+        3,
+    )
+    assert out["old_name"].is_error and "line_offset" in out["old_name"].content[0].text
+    assert "- api gateway" in out["summary"]["result"] and "path:start-end" in out["summary"]["result"]
     assert [(m["path"], m["match_line"]) for m in out["search"]["matches"]] == [
         ("MEMORY.md", 2),
         ("memory_summary.md", 2),
@@ -109,5 +139,5 @@ def test_stdio_tools_resource_and_prompt(root):
     assert out["prompts"] == ["memory"]
     assert "- api gateway" in out["prompt"].messages[0].content.text
 
-    # read once + two searches hit the active rollout summary: three usage records
-    assert StateStore(root).usage()["rollout_summaries/gateway-timeouts.md"][0] == 3
+    # read once + three searches hit the active rollout summary: four usage records
+    assert StateStore(root).usage()["rollout_summaries/gateway-timeouts.md"][0] == 4

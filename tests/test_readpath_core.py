@@ -120,13 +120,20 @@ def test_list_is_shallow_sorted_hides_state_and_paginates(store):
 def test_read_slices_lines_one_based_with_truncation(store):
     full = rp.read(store, "MEMORY.md")
     assert full.start_line == 1 and full.end_line == full.total_lines == len(MEMORY_MD.splitlines())
-    assert not full.truncated and full.next_offset is None
-    part = rp.read(store, "MEMORY.md", line_offset=3, max_lines=2)
+    assert not full.truncated and full.next_start_line is None
+    part = rp.read(store, "MEMORY.md", start_line=4, max_lines=2)
     assert (part.start_line, part.end_line) == (4, 5)
     assert part.content.splitlines() == MEMORY_MD.splitlines()[3:5]
-    assert part.truncated and part.next_offset == 5
-    with pytest.raises(UserInputError):
-        rp.read(store, "MEMORY.md", line_offset=999)
+    assert part.truncated and part.next_start_line == 6
+    rest = rp.read(store, "MEMORY.md", start_line=part.next_start_line)  # continue where it stopped
+    assert rest.start_line == 6 and rest.content.splitlines() == MEMORY_MD.splitlines()[5:]
+    last = rp.read(store, "MEMORY.md", start_line=full.total_lines)
+    assert (last.start_line, last.end_line, last.next_start_line) == (full.total_lines, full.total_lines, None)
+    for bad in (0, full.total_lines + 1):
+        with pytest.raises(UserInputError, match="start_line"):
+            rp.read(store, "MEMORY.md", start_line=bad)
+    with pytest.raises(UserInputError, match="line_offset"):  # the old name is refused, not ignored
+        rp.read(store, "MEMORY.md", line_offset=3)
     with pytest.raises(UserInputError):
         rp.read(store, "skills")  # a directory
     with pytest.raises(NotFoundError):
@@ -137,7 +144,7 @@ def test_read_size_cap_sets_truncated(store):
     (store.root / "skills" / "big.md").write_text("\n".join("y" * 1000 for _ in range(200)))
     res = rp.read(store, "skills/big.md", max_lines=200)
     assert res.truncated and res.end_line < 200 and len(res.content) <= 64_000
-    assert res.next_offset == res.end_line
+    assert res.next_start_line == res.end_line + 1
 
 
 @pytest.mark.parametrize(
@@ -157,7 +164,7 @@ def test_path_attacks_are_refused_before_any_io(store, bad):
     for call in (
         lambda: rp.read(store, bad),
         lambda: rp.list_dir(store, bad),
-        lambda: rp.search(store, ["foo"], path_prefix=bad),
+        lambda: rp.search(store, ["foo"], path=bad),
     ):
         with pytest.raises(PathGuardError):
             call()
@@ -219,16 +226,17 @@ def test_search_all_on_same_line_and_within_lines(store):
     assert too_far.matches == []
     # windows that strictly contain a tighter one are dropped
     (store.root / "skills" / "w.md").write_text("alpha\nalpha\nbeta\n")
-    w = rp.search(store, ["alpha", "beta"], mode="all_within_lines", within_lines=5, path_prefix="skills/w.md")
+    w = rp.search(store, ["alpha", "beta"], mode="all_within_lines", within_lines=5, path="skills/w.md")
     assert _cites(w) == [("skills/w.md", 2, 3)]
 
 
-def test_search_context_lines_and_path_prefix(store):
-    res = rp.search(store, ["stale lock"], context_lines=1, path_prefix="rollout_summaries")
+def test_search_context_lines_and_path(store):
+    res = rp.search(store, ["stale lock"], context_lines=1, path="./rollout_summaries/")
+    assert res.path == "rollout_summaries"  # the scope searched, canonical
     (m,) = res.matches
     assert (m.start_line, m.match_line, m.end_line) == (6, 7, 8)
     assert m.content.splitlines()[1] == "Root cause: a stale lock file."
-    retired = rp.search(store, ["legacy"], path_prefix="rollout_summaries/.retired")
+    retired = rp.search(store, ["legacy"], path="rollout_summaries/.retired")
     assert _cites(retired) == [("rollout_summaries/.retired/old-deploy.md", 2, 2)]
 
 
@@ -289,20 +297,18 @@ def test_ranked_index_updates_incrementally(store):
     assert refresh(store) == {"indexed": 0, "dropped": 0}
 
 
-def test_ranked_path_prefix_and_pagination(store):
+def test_ranked_path_and_pagination(store):
     for i in range(5):
         (store.notes_dir / f"n{i}.md").write_text(f"zebra note {i}\n")
     got, cursor = [], None
     while True:
-        res = rp.search(
-            store, ["zebra"], mode="ranked", max_results=2, cursor=cursor, path_prefix="extensions/ad_hoc/notes"
-        )
+        res = rp.search(store, ["zebra"], mode="ranked", max_results=2, cursor=cursor, path="extensions/ad_hoc/notes")
         got += [m.path for m in res.matches]
         cursor = res.next_cursor
         if not cursor:
             break
     assert sorted(got) == [f"extensions/ad_hoc/notes/n{i}.md" for i in range(5)]
-    assert rp.search(store, ["zebra"], mode="ranked", path_prefix="skills").matches == []
+    assert rp.search(store, ["zebra"], mode="ranked", path="skills").matches == []
 
 
 # ---- add / delete -----------------------------------------------------------------------
@@ -346,10 +352,10 @@ def test_usage_recorded_only_for_active_rollout_summaries(store, state):
     rp.read(store, "MEMORY.md", state=state, now=NOW)
     rp.read(store, "skills/deploy/SKILL.md", state=state, now=NOW)
     rp.read(store, "rollout_summaries/.retired/old-deploy.md", state=state, now=NOW)
-    rp.search(store, ["legacy"], path_prefix="rollout_summaries/.retired", state=state, now=NOW)
+    rp.search(store, ["legacy"], path="rollout_summaries/.retired", state=state, now=NOW)
     assert state.usage() == {}
 
-    rp.read(store, "rollout_summaries/./fix-flaky-deploy.md", line_offset=2, max_lines=3, state=state, now=NOW)
+    rp.read(store, "rollout_summaries/./fix-flaky-deploy.md", start_line=3, max_lines=3, state=state, now=NOW)
     # several hits in one file within one call: one record
     rp.search(store, ["foo_bar", "stale", "retried"], state=state, now=NOW)
     rp.search(store, ["stale lock"], mode="ranked", state=state, now=NOW)

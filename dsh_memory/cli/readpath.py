@@ -1,14 +1,24 @@
 """`summary`, `list`, `read`, `search`, `add`: the read path on the command line.
 
-Translation only: parse arguments, call one core function, print. No prefect import here, so
-these commands stay fast enough for agent hooks (a session-start hook runs `summary --inject`).
+Translation only: parse arguments, call one core function, print. Each command's arguments and
+options are generated from its request model (`readpath.models`, via `readpath.params`): the
+same names (`--start-line`, `--context-lines`, `--path`…), defaults, bounds and help text as the
+RPC and the MCP tools. No prefect import here, so these commands stay fast enough for agent hooks
+(a session-start hook runs `summary --inject`).
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import typer
 
 from dsh_memory.cli._common import emit_json, run
+
+PANEL = "Read memory"
+_KW = inspect.Parameter.KEYWORD_ONLY
 
 
 def _store():
@@ -17,6 +27,49 @@ def _store():
 
     ctx = memory_context()
     return ctx.store, ctx.settings
+
+
+def _cli_param(p: Any, positional: bool) -> inspect.Parameter:
+    """One request-model field as a typer argument (positional) or option: default, bounds and
+    help all come from the model. Literal fields stay plain strings here so that a bad value is
+    the core's one-line error (exit 2), like every other invalid argument."""
+    default = ... if p.required else p.default
+    annotation = str if p.choices else p.annotation
+    if positional:
+        info = typer.Argument(default, help=p.description, show_default=not p.required and bool(p.default))
+    else:
+        info = typer.Option(default, p.option, min=p.ge, max=p.le, help=p.description)
+    return inspect.Parameter(p.name, _KW, default=info, annotation=annotation)
+
+
+def _flag(name: str, decl: str, help: str) -> inspect.Parameter:
+    return inspect.Parameter(name, _KW, default=typer.Option(False, decl, help=help), annotation=bool)
+
+
+def command(
+    app: typer.Typer,
+    name: str,
+    model: type,
+    *,
+    arguments: Sequence[str] = (),
+    flags: Sequence[inspect.Parameter] = (),
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register `body(as_json, **values)` as `dsh-memory <name>`: the model's fields (those in
+    `arguments` positional, the rest options), then CLI-only `flags`, then --json."""
+    from dsh_memory.readpath.params import fields, with_signature
+
+    def decorate(body: Callable[..., None]) -> Callable[..., None]:
+        params = [_cli_param(p, p.name in arguments) for p in fields(model)]
+        params += [*flags, _flag("as_json", "--json", "Print JSON")]
+
+        def cmd(**values: Any) -> None:
+            run(lambda: body(**values), values["as_json"])
+
+        with_signature(cmd, params, name=body.__name__, doc=body.__doc__)
+        app.command(name, rich_help_panel=PANEL)(cmd)
+        return body
+
+    return decorate
 
 
 def _print_match(m) -> None:
@@ -30,148 +83,92 @@ def _print_match(m) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("summary", rich_help_panel="Read memory")
-    def summary_cmd(
-        inject: bool = typer.Option(
-            False,
-            "--inject",
-            help="Print the block a session-start hook injects (instructions + summary); nothing when memory is empty",
-        ),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
-    ) -> None:
+    from dsh_memory.readpath.models import AddRequest, ListRequest, ReadRequest, SearchRequest, SummaryRequest
+
+    inject = _flag(
+        "inject",
+        "--inject",
+        "Print the block a session-start hook injects (instructions + summary); nothing when memory is empty",
+    )
+
+    @command(app, "summary", SummaryRequest, flags=[inject])
+    def summary_cmd(as_json: bool, inject: bool) -> None:
         """Show memory_summary.md (capped at max_summary_chars)."""
+        from dsh_memory.readpath import summary
 
-        def go():
-            from dsh_memory.readpath import summary
+        store, settings = _store()
+        s = summary(store, settings.max_summary_chars)
+        if as_json:
+            data = s.model_dump()
+            data["injection"] = s.injection()
+            emit_json(data)
+        elif inject:
+            text = s.injection()
+            if text:
+                typer.echo(text, nl=False)
+        elif s.empty:
+            typer.echo("(memory is empty: no memory_summary.md yet)", err=True)
+        else:
+            typer.echo(s.content)
 
-            store, settings = _store()
-            s = summary(store, settings.max_summary_chars)
-            if as_json:
-                data = s.model_dump()
-                data["injection"] = s.injection()
-                emit_json(data)
-            elif inject:
-                text = s.injection()
-                if text:
-                    typer.echo(text, nl=False)
-            elif s.empty:
-                typer.echo("(memory is empty: no memory_summary.md yet)", err=True)
-            else:
-                typer.echo(s.content)
-
-        run(go, as_json)
-
-    @app.command("list", rich_help_panel="Read memory")
-    def list_cmd(
-        path: str = typer.Argument("", help="Directory relative to the memory root"),
-        cursor: str | None = typer.Option(None, "--cursor", help="next_cursor from the previous page"),
-        max_results: int = typer.Option(200, "--max-results", min=1, max=2000),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
-    ) -> None:
+    @command(app, "list", ListRequest, arguments=["path"])
+    def list_cmd(as_json: bool, **params: Any) -> None:
         """List one directory of the memory (shallow, sorted)."""
+        from dsh_memory.readpath import list_dir
 
-        def go():
-            from dsh_memory.readpath import list_dir
+        store, _ = _store()
+        res = list_dir(store, **params)
+        if as_json:
+            emit_json(res.model_dump())
+            return
+        for e in res.entries:
+            size = "" if e.size is None else f"{e.size:>9}"
+            kind, slash = ("d", "/") if e.type == "directory" else ("f", "")
+            typer.echo(f"{kind} {size:>9}  {e.path}{slash}")
+        if res.next_cursor:
+            typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
-            store, _ = _store()
-            res = list_dir(store, path, cursor=cursor, max_results=max_results)
-            if as_json:
-                emit_json(res.model_dump())
-                return
-            for e in res.entries:
-                size = "" if e.size is None else f"{e.size:>9}"
-                typer.echo(
-                    f"{'d' if e.type == 'directory' else 'f'} {size:>9}  {e.path}{'/' if e.type == 'directory' else ''}"
-                )
-            if res.next_cursor:
-                typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
-
-        run(go, as_json)
-
-    @app.command("read", rich_help_panel="Read memory")
-    def read_cmd(
-        path: str = typer.Argument(..., help="File relative to the memory root, e.g. MEMORY.md"),
-        offset: int = typer.Option(0, "--offset", min=0, help="Lines to skip (start at line offset+1)"),
-        max_lines: int = typer.Option(400, "--max-lines", min=1, max=5000),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
-    ) -> None:
+    @command(app, "read", ReadRequest, arguments=["path"])
+    def read_cmd(as_json: bool, **params: Any) -> None:
         """Print a slice of one memory file (line-numbered)."""
+        from dsh_memory.readpath import read
 
-        def go():
-            from dsh_memory.readpath import read
+        store, _ = _store()
+        res = read(store, **params)
+        if as_json:
+            emit_json(res.model_dump())
+            return
+        for i, line in enumerate(res.content.splitlines(), start=res.start_line):
+            typer.echo(f"{i:>6}  {line}")
+        if res.truncated:
+            nxt = f"; more: --start-line {res.next_start_line}" if res.next_start_line is not None else ""
+            typer.echo(f"… truncated at line {res.end_line} of {res.total_lines}{nxt}", err=True)
 
-            store, _ = _store()
-            res = read(store, path, line_offset=offset, max_lines=max_lines)
-            if as_json:
-                emit_json(res.model_dump())
-                return
-            for i, line in enumerate(res.content.splitlines(), start=res.start_line):
-                typer.echo(f"{i:>6}  {line}")
-            if res.truncated:
-                nxt = f" --offset {res.next_offset}" if res.next_offset is not None else ""
-                typer.echo(f"… truncated at line {res.end_line} of {res.total_lines}{nxt}", err=True)
-
-        run(go, as_json)
-
-    @app.command("search", rich_help_panel="Read memory")
-    def search_cmd(
-        queries: list[str] = typer.Argument(..., help="One or more queries"),
-        mode: str = typer.Option("any", "--mode", help="any | all_on_same_line | all_within_lines | ranked"),
-        within_lines: int = typer.Option(5, "--within-lines", min=1, max=200, help="Window for all_within_lines"),
-        normalized: bool = typer.Option(False, "--normalized", help="Ignore punctuation: foo-bar ≈ foo_bar ≈ foo bar"),
-        case_sensitive: bool = typer.Option(False, "--case-sensitive"),
-        context: int = typer.Option(0, "--context", min=0, max=20, help="Lines of context around matches"),
-        path: str | None = typer.Option(None, "--path", help="Only search under this file or directory"),
-        cursor: str | None = typer.Option(None, "--cursor", help="next_cursor from the previous page"),
-        max_results: int = typer.Option(50, "--max-results", min=1, max=500),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
-    ) -> None:
+    @command(app, "search", SearchRequest, arguments=["queries"])
+    def search_cmd(as_json: bool, **params: Any) -> None:
         """Search the memory; every hit is printed as path:start-end for citation."""
+        from dsh_memory.readpath import search
 
-        def go():
-            from dsh_memory.readpath import search
+        store, _ = _store()
+        res = search(store, **params)
+        if as_json:
+            emit_json(res.model_dump())
+            return
+        if not res.matches:
+            typer.echo("no matches", err=True)
+        for m in res.matches:
+            _print_match(m)
+        if res.next_cursor:
+            typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
-            store, _ = _store()
-            res = search(
-                store,
-                queries,
-                mode=mode,
-                within_lines=within_lines,
-                case_sensitive=case_sensitive,
-                normalized=normalized,
-                context_lines=context,
-                path_prefix=path,
-                cursor=cursor,
-                max_results=max_results,
-            )
-            if as_json:
-                emit_json(res.model_dump())
-                return
-            if not res.matches:
-                typer.echo("no matches", err=True)
-            for m in res.matches:
-                _print_match(m)
-            if res.next_cursor:
-                typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
-
-        run(go, as_json)
-
-    @app.command("add", rich_help_panel="Read memory")
-    def add_cmd(
-        text: str = typer.Argument(..., help="The note: what to remember, forget or correct"),
-        title: str | None = typer.Option(None, "--title", help="Short title (used in the file name)"),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
-    ) -> None:
+    @command(app, "add", AddRequest, arguments=["note"])
+    def add_cmd(as_json: bool, **params: Any) -> None:
         """Add an ad hoc note; the next consolidation merges it into memory."""
+        from dsh_memory.readpath import add
 
-        def go():
-            from dsh_memory.readpath import add
-
-            store, _ = _store()
-            res = add(store, text, title=title)
-            if as_json:
-                emit_json(res.model_dump())
-            else:
-                typer.echo(res.path)
-
-        run(go, as_json)
+        store, _ = _store()
+        res = add(store, **params)
+        if as_json:
+            emit_json(res.model_dump())
+        else:
+            typer.echo(res.path)

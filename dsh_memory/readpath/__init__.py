@@ -1,11 +1,15 @@
 """The read path: each operation written once; CLI, HTTP RPC and MCP only translate.
 
-    summary(store, max_chars)                 memory_summary.md (capped, cached) + instructions
-    list_dir(store, path, cursor, max_results)  shallow listing, hides .state
-    read(store, path, line_offset, max_lines)   line slice, size-capped          (records usage)
-    search(store, queries, mode, …)             line modes or ranked BM25         (records usage)
-    add(store, note, title)                     one new ad hoc note (the only agent write)
-    delete_file(store, path)                    settings-page vault; refuses pipeline files
+    summary(store, max_chars)                    memory_summary.md (capped, cached) + instructions
+    list_dir(store, path, cursor, max_results)   shallow listing, hides .state
+    read(store, path, start_line, max_lines)     line slice, size-capped          (records usage)
+    search(store, queries, mode, path, …)        line modes or ranked BM25         (records usage)
+    add(store, note, title)                      one new ad hoc note (the only agent write)
+    delete_file(store, path)                     settings-page vault; refuses pipeline files
+
+Each operation's parameters are declared once, as the fields of its request model in models.py
+(OPERATIONS below maps RPC method names to them); the adapters generate their CLI options and
+MCP tool schemas from those fields (params.py).
 
 Usage (the forgetting input) is recorded only for active rollout summaries returned by read or
 surfaced by search: one record per file per call.
@@ -30,6 +34,7 @@ from dsh_memory.readpath.models import (
     SearchRequest,
     SearchResult,
     Summary,
+    SummaryRequest,
 )
 from dsh_memory.readpath.search import search
 from dsh_memory.readpath.summary import instructions, summary
@@ -49,6 +54,8 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "Summary",
+    "SummaryRequest",
+    "OPERATIONS",
     "add",
     "delete_file",
     "dispatch",
@@ -60,6 +67,17 @@ __all__ = [
 ]
 
 
+# RPC method (and CLI command) → (request model, core function). Read and search record usage.
+OPERATIONS: dict[str, tuple[type[Any], Any]] = {
+    "summary": (SummaryRequest, summary),
+    "list": (ListRequest, list_dir),
+    "read": (ReadRequest, read),
+    "search": (SearchRequest, search),
+    "add": (AddRequest, add),
+    "delete-file": (DeleteRequest, delete_file),
+}
+
+
 def dispatch(
     store: Any, method: str, params: dict[str, Any] | None, *, max_summary_chars: int = 10_000, state: Any = None
 ) -> Any:
@@ -68,21 +86,11 @@ def dispatch(
     from dsh_memory.errors import UserInputError
     from dsh_memory.readpath._common import validate
 
-    params = dict(params or {})
+    if method not in OPERATIONS:
+        raise UserInputError(f"unknown method {method!r}; one of: {', '.join(OPERATIONS)}")
+    model, fn = OPERATIONS[method]
+    req = validate(model, **(params or {}))
     if method == "summary":
-        if params:
-            raise UserInputError("summary takes no params")
         return summary(store, max_summary_chars)
-    table: dict[str, tuple[type, Any]] = {
-        "list": (ListRequest, list_dir),
-        "read": (ReadRequest, read),
-        "search": (SearchRequest, search),
-        "add": (AddRequest, add),
-        "delete-file": (DeleteRequest, delete_file),
-    }
-    if method not in table:
-        raise UserInputError(f"unknown method {method!r}; one of: summary, {', '.join(table)}")
-    model, fn = table[method]
-    req = validate(model, **params)
     kwargs = {"state": state} if method in ("read", "search") else {}
     return fn(store, **req.model_dump(), **kwargs)

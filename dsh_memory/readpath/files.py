@@ -47,10 +47,10 @@ def _lstat(path, rel: str) -> os.stat_result:
         raise NotFoundError(f"not a directory on the way to: {rel}") from None
 
 
-def list_dir(store: Any, path: str = "", cursor: str | None = None, max_results: int = 200) -> ListResult:
+def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
     """Shallow, sorted listing of one directory; paginated. Hides `.state`, temp files and
-    symlinks (dot entries other than rollout_summaries/.retired)."""
-    req = validate(ListRequest, path=path or "", cursor=cursor, max_results=max_results)
+    symlinks (dot entries other than rollout_summaries/.retired). `params`: ListRequest's fields."""
+    req = validate(ListRequest, path=path or "", **params)
     target = guard(store, req.path)
     rel = rel_of(store, target)
     st = _lstat(target, rel)
@@ -81,19 +81,12 @@ def list_dir(store: Any, path: str = "", cursor: str | None = None, max_results:
     )
 
 
-def read(
-    store: Any,
-    path: str,
-    line_offset: int = 0,
-    max_lines: int = 400,
-    *,
-    state: Any = None,
-    now: datetime | None = None,
-) -> ReadResult:
-    """A slice of one file by lines (1-based numbers in the result), capped at MAX_READ_CHARS.
+def read(store: Any, path: str, *, state: Any = None, now: datetime | None = None, **params: Any) -> ReadResult:
+    """A slice of one file from `start_line` (1-based, like every line number here), capped at
+    MAX_READ_CHARS. `params`: ReadRequest's fields.
 
     Returning content of an active rollout summary records usage (forgetting input)."""
-    req = validate(ReadRequest, path=path, line_offset=line_offset, max_lines=max_lines)
+    req = validate(ReadRequest, path=path, **params)
     target = guard(store, req.path)
     rel = rel_of(store, target)
     st = _lstat(target, rel)
@@ -104,12 +97,13 @@ def read(
     text = target.read_bytes().decode("utf-8", errors="replace")
     lines = text.splitlines()
     total = len(lines)
-    if req.line_offset > 0 and req.line_offset >= total:
-        raise UserInputError(f"line_offset {req.line_offset} is past the end of {rel} ({total} lines)")
+    first = req.start_line - 1  # index of the first returned line
+    if req.start_line > max(total, 1):
+        raise UserInputError(f"start_line {req.start_line} is past the end of {rel} ({total} lines)")
     chunk: list[str] = []
     size = 0
     cut = False
-    for line in lines[req.line_offset : req.line_offset + req.max_lines]:
+    for line in lines[first : first + req.max_lines]:
         if size + len(line) + 1 > MAX_READ_CHARS:
             if not chunk:  # a single giant line: return its head rather than nothing
                 chunk.append(line[: MAX_READ_CHARS - 1])
@@ -117,25 +111,25 @@ def read(
             break
         chunk.append(line)
         size += len(line) + 1
-    start = req.line_offset + 1
-    end = req.line_offset + len(chunk)
+    end = first + len(chunk)
     more = end < total
     if chunk:
         record_usage(store, [rel], state=state, now=now)
     return ReadResult(
         path=rel,
-        start_line=start,
+        start_line=req.start_line,
         end_line=end,
         total_lines=total,
         content="\n".join(chunk),
         truncated=more or cut,
-        next_offset=end if more else None,
+        next_start_line=end + 1 if more else None,
     )
 
 
-def add(store: Any, note: str, title: str | None = None, *, now: datetime | None = None) -> AddResult:
-    """Write one new ad hoc note (never overwrites). The only write an agent gets."""
-    req = validate(AddRequest, note=note, title=title)
+def add(store: Any, note: str, *, now: datetime | None = None, **params: Any) -> AddResult:
+    """Write one new ad hoc note (never overwrites). The only write an agent gets. `params`:
+    AddRequest's other fields (title)."""
+    req = validate(AddRequest, note=note, **params)
     kwargs: dict[str, Any] = {"title": req.title}
     if now is not None:
         kwargs["now"] = now

@@ -22,31 +22,52 @@ SUMMARY_END = "===== MEMORY SUMMARY ENDS ====="
 
 
 class _Request(BaseModel):
+    """The parameters of one read-path operation, declared once: the core validates with it, the
+    RPC passes its params through it, and the CLI options and MCP tool schemas are generated from
+    its fields (`readpath.params`). Descriptions are the help text everywhere."""
+
     model_config = ConfigDict(extra="forbid")
+
+
+class SummaryRequest(_Request):
+    """summary takes no parameters (the cap is the max_summary_chars setting)."""
 
 
 class ListRequest(_Request):
     path: str = Field("", description="Directory (or file) relative to the memory root; '' is the root")
-    cursor: str | None = Field(None, description="Opaque cursor from a previous page's next_cursor")
-    max_results: int = Field(DEFAULT_LIST_RESULTS, ge=1, le=MAX_LIST_RESULTS)
+    cursor: str | None = Field(None, description="next_cursor from the previous page, unchanged")
+    max_results: int = Field(DEFAULT_LIST_RESULTS, ge=1, le=MAX_LIST_RESULTS, description="Entries per page")
 
 
 class ReadRequest(_Request):
     path: str = Field(description="File relative to the memory root, e.g. MEMORY.md")
-    line_offset: int = Field(0, ge=0, description="Lines to skip; the slice starts at line line_offset+1")
-    max_lines: int = Field(DEFAULT_READ_LINES, ge=1, le=MAX_READ_LINES)
+    start_line: int = Field(
+        1, ge=1, description="First line to return (1-based), e.g. a search hit's start_line or next_start_line"
+    )
+    max_lines: int = Field(
+        DEFAULT_READ_LINES,
+        ge=1,
+        le=MAX_READ_LINES,
+        description=f"At most this many lines (and at most {MAX_READ_CHARS:,} characters)",
+    )
 
 
 class SearchRequest(_Request):
-    queries: list[str] = Field(min_length=1, max_length=16, description="Substrings (or keywords for ranked)")
-    mode: SearchMode = "any"
-    within_lines: int = Field(5, ge=1, le=200, description="Window size for all_within_lines")
-    case_sensitive: bool = False
-    normalized: bool = Field(False, description="Ignore punctuation/spacing: foo-bar ≈ foo_bar ≈ foo bar")
-    context_lines: int = Field(0, ge=0, le=20)
-    path_prefix: str | None = Field(None, description="Only search under this file or directory")
-    cursor: str | None = None
-    max_results: int = Field(DEFAULT_SEARCH_RESULTS, ge=1, le=MAX_SEARCH_RESULTS)
+    queries: list[str] = Field(
+        min_length=1, max_length=16, description="One or more queries: substrings, or keywords for ranked"
+    )
+    mode: SearchMode = Field(
+        "any",
+        description="any: lines with any query; all_on_same_line; all_within_lines: all queries within "
+        "within_lines lines; ranked: BM25 over sections, best first",
+    )
+    within_lines: int = Field(5, ge=1, le=200, description="Window size in lines for all_within_lines")
+    case_sensitive: bool = Field(False, description="Match case exactly (line modes)")
+    normalized: bool = Field(False, description="Ignore punctuation and spacing: foo-bar ≈ foo_bar ≈ foo bar")
+    context_lines: int = Field(0, ge=0, le=20, description="Lines of context before and after each match")
+    path: str | None = Field(None, description="Only search under this file or directory")
+    cursor: str | None = Field(None, description="next_cursor from the previous page, unchanged")
+    max_results: int = Field(DEFAULT_SEARCH_RESULTS, ge=1, le=MAX_SEARCH_RESULTS, description="Matches per page")
 
     @field_validator("queries")
     @classmethod
@@ -59,7 +80,9 @@ class SearchRequest(_Request):
 
 
 class AddRequest(_Request):
-    note: str = Field(min_length=1, max_length=MAX_NOTE_CHARS, description="What to remember, in plain words")
+    note: str = Field(
+        min_length=1, max_length=MAX_NOTE_CHARS, description="What to remember, forget or correct, in plain words"
+    )
     title: str | None = Field(None, max_length=120, description="Short title (used in the file name)")
 
     @field_validator("note")
@@ -111,7 +134,7 @@ class ReadResult(BaseModel):
     total_lines: int
     content: str
     truncated: bool = Field(description="More lines follow, or the size cap cut the slice")
-    next_offset: int | None = Field(None, description="line_offset to pass to continue reading")
+    next_start_line: int | None = Field(None, description="start_line to pass to continue reading")
 
 
 class SearchMatch(BaseModel):
@@ -132,7 +155,7 @@ class SearchMatch(BaseModel):
 class SearchResult(BaseModel):
     queries: list[str]
     mode: SearchMode
-    path_prefix: str | None = None
+    path: str | None = Field(None, description="The file or directory searched (None: the whole memory)")
     matches: list[SearchMatch]
     next_cursor: str | None = None
     truncated: bool = False

@@ -124,7 +124,7 @@ def _line_search(store: Any, req: SearchRequest, need: int) -> list[SearchMatch]
     folded, fold = _prepare(req)
     kind = ("n" if req.normalized else "") + ("" if req.case_sensitive else "c")
     matches: list[SearchMatch] = []
-    for rel, path, st in files_under(store, req.path_prefix):
+    for rel, path, st in files_under(store, req.path):
         text, whole = read_folded(path, st, kind, fold)
         if text is None:  # not UTF-8: skipped, never half-decoded into false hits
             continue
@@ -135,41 +135,20 @@ def _line_search(store: Any, req: SearchRequest, need: int) -> list[SearchMatch]
 
 
 def search(
-    store: Any,
-    queries: list[str],
-    mode: str = "any",
-    within_lines: int = 5,
-    case_sensitive: bool = False,
-    normalized: bool = False,
-    context_lines: int = 0,
-    path_prefix: str | None = None,
-    cursor: str | None = None,
-    max_results: int = 50,
-    *,
-    state: Any = None,
-    now: datetime | None = None,
+    store: Any, queries: list[str] | str, *, state: Any = None, now: datetime | None = None, **params: Any
 ) -> SearchResult:
     """Search the memory. Line modes: `any` (a line with any query), `all_on_same_line`,
     `all_within_lines` (all queries inside a window of `within_lines`); results in corpus order
-    (MEMORY.md, memory_summary.md, rollout_summaries, skills, notes; by name) and line order. `ranked`: BM25 over sections, best first (stemmed words; CJK by bigrams)."""
+    (MEMORY.md, memory_summary.md, rollout_summaries, skills, notes; by name) and line order.
+    `ranked`: BM25 over sections, best first (stemmed words; CJK by bigrams).
+    `params`: SearchRequest's other fields (mode, path, context_lines, cursor, max_results…)."""
     if isinstance(queries, str):
         queries = [queries]
-    req = validate(
-        SearchRequest,
-        queries=queries,
-        mode=mode,
-        within_lines=within_lines,
-        case_sensitive=case_sensitive,
-        normalized=normalized,
-        context_lines=context_lines,
-        path_prefix=path_prefix,
-        cursor=cursor,
-        max_results=max_results,
-    )
+    req = validate(SearchRequest, queries=queries, **params)
     prefix = None
-    if req.path_prefix and req.path_prefix.strip() not in ("", ".", "./"):
-        prefix = rel_of(store, guard(store, req.path_prefix))  # guard before anything else
-        req.path_prefix = prefix
+    if req.path and req.path.strip() not in ("", ".", "./"):
+        prefix = rel_of(store, guard(store, req.path))  # guard before anything else
+        req.path = prefix
     fp = fingerprint("search", req.model_dump(exclude={"cursor"}))
     start = decode_cursor(req.cursor, fp)
     if req.mode == "ranked":
@@ -184,7 +163,7 @@ def search(
     return SearchResult(
         queries=req.queries,
         mode=req.mode,
-        path_prefix=prefix,
+        path=prefix,
         matches=page,
         next_cursor=encode_cursor(start + req.max_results, fp) if more else None,
         truncated=more,

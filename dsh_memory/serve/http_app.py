@@ -25,12 +25,14 @@ from starlette.routing import BaseRoute, Route
 
 from dsh_memory.context import MemoryContext, context_of
 from dsh_memory.errors import DshMemoryError, UserInputError
+from dsh_memory.readpath import OPERATIONS
 from dsh_memory.serve.guard import MAX_BODY_BYTES, LoopbackGuard
 
 log = logging.getLogger(__name__)
 
 RPC_PATH = "/dsh-memory/rpc"
-RPC_METHODS = ("summary", "list", "read", "search", "add", "get-state", "delete-file")
+# the read-path operations (params validated by their request models in `dispatch`) + get-state
+RPC_METHODS = ("get-state", *OPERATIONS)
 
 
 def _error(exc: BaseException) -> JSONResponse:

@@ -1,26 +1,31 @@
-"""The MCP server (official `mcp` SDK, v2 `MCPServer`): four tools, the summary as a resource and
+"""The MCP server (official `mcp` SDK, v2 `MCPServer`): five tools, the summary as a resource and
 a prompt. Transports: stdio (`dsh-memory mcp`, `python -m dsh_memory.serve.mcp_server`) and streamable
 HTTP, mounted at `/mcp` by `dsh_memory.serve.http_app.create_app` (loopback only).
 
-Translation only: each tool calls one read-path function; `_call` is the single place where our
-errors become tool errors the model can read and act on.
+Translation only: each tool calls one read-path function; its input schema is generated from the
+operation's request model (`readpath.params`), so names, defaults, bounds and descriptions are
+the ones the CLI and the RPC use. `_call` is the single place where our errors become tool
+errors the model can read and act on.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
-
-from pydantic import Field
+from typing import Any, TypeVar
 
 from dsh_memory.errors import DshMemoryError
-from dsh_memory.readpath.models import ListResult, ReadResult, SearchResult  # tool signatures
 
 T = TypeVar("T")
 
 SERVER_NAME = "dsh-memory"
 SUMMARY_URI = "memory://summary"
 
+SUMMARY_DESC = (
+    "Load your long-term memory: how to use it, then the memory summary (an index of what you "
+    "know from earlier sessions). Call it once at the start of a task when the memory://summary "
+    "resource was not loaded; empty when there is no memory yet."
+)
 LIST_DESC = (
     "List one directory of your long-term memory (shallow, sorted). Start at '' (the root): "
     "MEMORY.md is the handbook, rollout_summaries/ holds per-session recaps, skills/ holds "
@@ -29,16 +34,18 @@ LIST_DESC = (
 )
 READ_DESC = (
     "Read lines of one memory file. Returns content with start_line/end_line (1-based) so you can "
-    "cite it as path:start-end. Use start_line from a search hit to jump to it. If truncated is "
-    "true, call again with start_line = end_line + 1. Memory may be stale: verify before acting."
+    "cite it as path:start-end. Pass a search hit's start_line as start_line to jump to it. If "
+    "truncated is true, call again with start_line = next_start_line. Memory may be stale: verify "
+    "before acting."
 )
 SEARCH_DESC = (
     "Search your long-term memory. mode='ranked' (BM25, best first; stemmed words, CJK works) for "
     "topics and questions; mode='any' (default: lines containing any query, case-insensitive "
     "substrings) for exact names, paths, error messages; 'all_on_same_line' or 'all_within_lines' "
     "(all queries within within_lines lines) to narrow down. normalized=true ignores punctuation "
-    "and spacing (foo-bar = foo_bar = foo bar). Each match has path and line range to cite "
-    "(path:match_line-match_end_line); open more with memory_read."
+    "and spacing (foo-bar = foo_bar = foo bar); path limits the search to a file or directory; "
+    "context_lines adds lines around each hit. Each match has path and line range to cite "
+    "(path:match_line-match_end_line); open more with memory_read (start_line)."
 )
 ADD_DESC = (
     "Save a note to long-term memory. Use ONLY when the user explicitly asks you to remember, "
@@ -48,8 +55,9 @@ ADD_DESC = (
 )
 INSTRUCTIONS = (
     "Long-term memory from earlier coding sessions. Read the memory://summary resource (or the "
-    "`memory` prompt) first; then memory_search / memory_read for details, citing path:start-end. "
-    "Memory may be stale: verify against the current code. Use memory_add only when asked."
+    "`memory` prompt, or call memory_summary) first; then memory_search / memory_read for details, "
+    "citing path:start-end. Memory may be stale: verify against the current code. Use memory_add "
+    "only when asked."
 )
 
 
@@ -63,11 +71,57 @@ def _call(fn: Callable[[], T]) -> T:
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
 
+def tool_parameters(model: type) -> list[inspect.Parameter]:
+    """A tool's parameters from an operation's request model: each field with its type, bounds,
+    description and default (the SDK builds the input schema from these)."""
+    from dsh_memory.readpath.params import fields
+
+    return [
+        inspect.Parameter(
+            p.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if p.required else p.default,
+            annotation=p.annotated(),
+        )
+        for p in fields(model)
+    ]
+
+
+def _annotations(*, read_only: bool) -> Any:
+    """Reads change nothing an agent can see (usage telemetry is bookkeeping); memory_add only
+    ever adds a new note: not destructive, not idempotent (a second call adds a second note)."""
+    from mcp.types import ToolAnnotations
+
+    if read_only:
+        return ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+    return ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+
+
+def make_tool(run: Callable[..., Any], name: str, model: type, description: str, returns: Any, read_only: bool):
+    """An SDK Tool for `run(**params)`: its parameters generated from `model`, and unknown
+    arguments refused like the RPC refuses them (a misspelled or retired name such as
+    line_offset must not be silently ignored); the input schema says so (additionalProperties)."""
+    from mcp.server.mcpserver.tools import Tool
+    from pydantic import ConfigDict
+
+    from dsh_memory.readpath.params import with_signature
+
+    with_signature(run, tool_parameters(model), name=name, doc=description, returns=returns)
+    tool = Tool.from_function(run, name=name, description=description, annotations=_annotations(read_only=read_only))
+    loose = tool.fn_metadata.arg_model
+    config = ConfigDict(**{**loose.model_config, "extra": "forbid"})  # type: ignore[typeddict-item]
+    strict = type(loose.__name__, (loose,), {"model_config": config, "__module__": loose.__module__})
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
+    return tool
+
+
 def build_server(settings: Any = None):
     """An MCPServer bound to one memory root: a MemoryContext, plain MemorySettings, or None for
     `memory_context()` (saved block > environment > default, like every entry point)."""
     from mcp.server.mcpserver import MCPServer
 
+    from dsh_memory import __version__
     from dsh_memory import readpath as rp
     from dsh_memory.context import context_of
 
@@ -77,63 +131,43 @@ def build_server(settings: Any = None):
     def state():
         return ctx.state
 
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    tools = []
 
-    @server.tool(name="memory_list", description=LIST_DESC)
-    def memory_list(
-        path: Annotated[str, Field(description="Directory relative to the memory root; '' for the root")] = "",
-        cursor: Annotated[str | None, Field(description="next_cursor from the previous page")] = None,
-        max_results: Annotated[int, Field(ge=1, le=2000, description="Entries per page")] = 200,
-    ) -> ListResult:
-        return _call(lambda: rp.list_dir(store, path, cursor=cursor, max_results=max_results))
+    def tool(name: str, model: type, description: str, returns: Any, *, read_only: bool = True):
+        """Declare `body(**params)` as tool `name`, its parameters generated from `model`."""
 
-    @server.tool(name="memory_read", description=READ_DESC)
-    def memory_read(
-        path: Annotated[str, Field(description="File relative to the memory root, e.g. MEMORY.md")],
-        start_line: Annotated[int, Field(ge=1, description="First line to return (1-based)")] = 1,
-        max_lines: Annotated[int, Field(ge=1, le=5000, description="At most this many lines")] = 400,
-    ) -> ReadResult:
-        return _call(lambda: rp.read(store, path, line_offset=start_line - 1, max_lines=max_lines, state=state()))
+        def decorate(body: Callable[..., Any]) -> Callable[..., Any]:
+            def run(**params: Any) -> Any:
+                return _call(lambda: body(**params))
 
-    @server.tool(name="memory_search", description=SEARCH_DESC)
-    def memory_search(
-        queries: Annotated[
-            list[str], Field(min_length=1, description="One or more queries (keywords, names, phrases)")
-        ],
-        mode: Annotated[
-            Literal["any", "all_on_same_line", "all_within_lines", "ranked"], Field(description="Matching mode")
-        ] = "any",
-        within_lines: Annotated[int, Field(ge=1, le=200, description="Window size for all_within_lines")] = 5,
-        case_sensitive: bool = False,
-        normalized: Annotated[bool, Field(description="Ignore punctuation/spacing differences")] = False,
-        context_lines: Annotated[int, Field(ge=0, le=20, description="Extra lines around each match")] = 0,
-        path: Annotated[str | None, Field(description="Only search under this file or directory")] = None,
-        cursor: Annotated[str | None, Field(description="next_cursor from the previous page")] = None,
-        max_results: Annotated[int, Field(ge=1, le=500)] = 50,
-    ) -> SearchResult:
-        return _call(
-            lambda: rp.search(
-                store,
-                queries,
-                mode=mode,
-                within_lines=within_lines,
-                case_sensitive=case_sensitive,
-                normalized=normalized,
-                context_lines=context_lines,
-                path_prefix=path,
-                cursor=cursor,
-                max_results=max_results,
-                state=state(),
-            )
-        )
+            tools.append(make_tool(run, name, model, description, returns, read_only))
+            return body
 
-    @server.tool(name="memory_add", description=ADD_DESC)
-    def memory_add(
-        note: Annotated[str, Field(min_length=1, max_length=20_000, description="The note, in plain words")],
-        title: Annotated[str | None, Field(max_length=120, description="Optional short title")] = None,
-    ) -> dict[str, str]:
-        res = _call(lambda: rp.add(store, note, title=title))
+        return decorate
+
+    @tool("memory_summary", rp.SummaryRequest, SUMMARY_DESC, str)
+    def memory_summary() -> str:
+        text = rp.summary(store, settings.max_summary_chars).injection()
+        return text or "Long-term memory is empty so far: nothing to recall yet."
+
+    @tool("memory_list", rp.ListRequest, LIST_DESC, rp.ListResult)
+    def memory_list(**params: Any) -> Any:
+        return rp.list_dir(store, **params)
+
+    @tool("memory_read", rp.ReadRequest, READ_DESC, rp.ReadResult)
+    def memory_read(**params: Any) -> Any:
+        return rp.read(store, **params, state=state())
+
+    @tool("memory_search", rp.SearchRequest, SEARCH_DESC, rp.SearchResult)
+    def memory_search(**params: Any) -> Any:
+        return rp.search(store, **params, state=state())
+
+    @tool("memory_add", rp.AddRequest, ADD_DESC, dict[str, str], read_only=False)
+    def memory_add(**params: Any) -> Any:
+        res = rp.add(store, **params)
         return {"path": res.path, "status": "saved; merged into memory at the next consolidation"}
+
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", tools=tools)
 
     @server.resource(
         SUMMARY_URI,
@@ -146,8 +180,7 @@ def build_server(settings: Any = None):
 
     @server.prompt(name="memory", description="Load long-term memory (instructions + summary) into the conversation")
     def memory_prompt() -> str:
-        text = rp.summary(store, settings.max_summary_chars).injection()
-        return text or "Long-term memory is empty so far: nothing to recall yet."
+        return memory_summary()
 
     return server
 
