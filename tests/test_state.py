@@ -171,6 +171,7 @@ print("ready", flush=True)
 sys.stdin.readline()
 won = s.try_start("contested", datetime(2026, 2, 1, tzinfo=timezone.utc))
 print("WON" if won else "LOST", flush=True)
+sys.stdin.read()  # stay alive: a claim whose owner died may be taken over (test_claims_heal.py)
 """
 
 
@@ -194,11 +195,10 @@ def test_concurrent_try_start_exactly_one_process_wins(tmp_path: Path):
         for p in procs:  # release them together
             p.stdin.write("go\n")
             p.stdin.flush()
-        results = []
+        results = [p.stdout.readline().strip() for p in procs]  # every owner still alive
         for p in procs:
-            out, err = p.communicate(timeout=120)
+            _out, err = p.communicate(timeout=120)
             assert p.returncode == 0, err
-            results.append(out.strip())
     finally:
         for p in procs:
             if p.poll() is None:

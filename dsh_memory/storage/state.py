@@ -15,198 +15,28 @@ import os
 import random
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
-from dsh_memory.errors import ConfigError
-
-STATUSES = ("running", "done", "noop", "failed")
-STALE_ERROR = "process died (stale running claim)"
-MAX_ERROR_CHARS = 4000
-
-# Ordered, append-only. Never edit a shipped entry: add a new one.
-MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
-    # v1: claims, pipeline globals, overrides
-    """
-    CREATE TABLE claims (
-        session_id TEXT PRIMARY KEY,
-        status TEXT NOT NULL CHECK (status IN ('running','done','noop','failed')),
-        attempts INTEGER NOT NULL DEFAULT 0,
-        next_retry_at TEXT,
-        last_seq INTEGER NOT NULL DEFAULT -1,
-        parts INTEGER NOT NULL DEFAULT 0,
-        updated_at TEXT NOT NULL,
-        started_at TEXT,
-        last_checked_at TEXT,
-        error TEXT,
-        slug TEXT,
-        source TEXT,
-        path TEXT
-    );
-    CREATE TABLE pipeline (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        last_phase1_at TEXT,
-        last_phase2_at TEXT,
-        phase2_error TEXT,
-        phase2_failures INTEGER NOT NULL DEFAULT 0,
-        pending_consolidation INTEGER NOT NULL DEFAULT 0
-    );
-    INSERT INTO pipeline (id) VALUES (1);
-    CREATE TABLE overrides (
-        session_id TEXT PRIMARY KEY,
-        value TEXT NOT NULL CHECK (value IN ('include','exclude'))
-    );
-    """,
-    # v2: forgetting input (read-path usage) and retired summaries
-    """
-    CREATE TABLE usage (path_key TEXT PRIMARY KEY, count INTEGER NOT NULL, last_at TEXT NOT NULL);
-    CREATE TABLE retired (slug TEXT PRIMARY KEY, retired_at TEXT NOT NULL);
-    """,
-    # v3: token usage / model per claim, parking, last phase-2 outcome
-    """
-    ALTER TABLE claims ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE claims ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE claims ADD COLUMN model TEXT NOT NULL DEFAULT '';
-    ALTER TABLE claims ADD COLUMN provider TEXT NOT NULL DEFAULT '';
-    ALTER TABLE claims ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE pipeline ADD COLUMN last_phase2_outcome TEXT;
-    CREATE INDEX claims_status ON claims (status);
-    """,
-]
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def _utc(dt: datetime) -> datetime:
-    if not isinstance(dt, datetime):
-        raise TypeError(f"expected a datetime, got {type(dt).__name__}")
-    if dt.tzinfo is None or dt.utcoffset() is None:
-        raise ValueError("naive datetime: pass a timezone-aware UTC datetime")
-    return dt.astimezone(UTC)
-
-
-def _ts(dt: datetime | None) -> str | None:
-    return None if dt is None else _utc(dt).isoformat(timespec="microseconds")
-
-
-def _dt(s: str | None) -> datetime | None:
-    if not s:
-        return None
-    d = datetime.fromisoformat(s)
-    return d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC)
-
-
-def _clean_error(error: object) -> str:
-    text = str(error)[:MAX_ERROR_CHARS]
-    try:
-        from dsh_memory.transcript.redact import redact  # lazy; errors can quote request bodies
-    except ImportError:  # pragma: no cover - redact ships with the package
-        return text
-    return redact(text)
-
-
-def apply_migrations(conn: sqlite3.Connection, migrations: list | None = None, target: int | None = None) -> int:
-    """Apply pending migrations in order, all inside one IMMEDIATE transaction. Returns version."""
-    migrations = MIGRATIONS if migrations is None else migrations
-    target = len(migrations) if target is None else target
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > len(migrations):
-            raise ConfigError(
-                f"state database schema v{version} is newer than this dsh-memory (v{len(migrations)}): upgrade dsh-memory"
-            )
-        for i in range(version, target):
-            step = migrations[i]
-            if callable(step):
-                step(conn)
-            else:
-                for stmt in (s.strip() for s in step.split(";")):
-                    if stmt:
-                        conn.execute(stmt)
-            conn.execute(f"PRAGMA user_version = {i + 1}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return max(version, target)
-
-
-def connect(db_path: Path, timeout_s: float = 30.0) -> sqlite3.Connection:
-    db_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(db_path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-        # Switching to WAL ignores the busy timeout ("database is locked" at once when several
-        # processes create the DB together): serialize the one-time switch with a file lock.
-        from filelock import FileLock
-
-        with FileLock(str(db_path) + ".init.lock", timeout=timeout_s):
-            conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    return conn
-
-
-@dataclass
-class Claim:
-    session_id: str
-    status: str  # 'running' | 'done' | 'noop' | 'failed'
-    attempts: int
-    next_retry_at: datetime | None
-    last_seq: int  # watermark: highest seq already extracted; -1 = none
-    parts: int
-    updated_at: datetime
-    started_at: datetime | None
-    last_checked_at: datetime | None
-    error: str | None
-    slug: str | None
-    source: str | None
-    path: str | None
-    input_tokens: int
-    output_tokens: int
-    model: str
-    provider: str
-    parked: bool
-
-    @property
-    def has_watermark(self) -> bool:
-        return self.last_seq >= 0
-
-    @classmethod
-    def from_row(cls, r: sqlite3.Row) -> Claim:
-        return cls(
-            session_id=r["session_id"],
-            status=r["status"],
-            attempts=r["attempts"],
-            next_retry_at=_dt(r["next_retry_at"]),
-            last_seq=r["last_seq"],
-            parts=r["parts"],
-            updated_at=_dt(r["updated_at"]),
-            started_at=_dt(r["started_at"]),
-            last_checked_at=_dt(r["last_checked_at"]),
-            error=r["error"],
-            slug=r["slug"],
-            source=r["source"],
-            path=r["path"],
-            input_tokens=r["input_tokens"],
-            output_tokens=r["output_tokens"],
-            model=r["model"],
-            provider=r["provider"],
-            parked=bool(r["parked"]),
-        )
-
-
-@dataclass
-class PipelineMeta:
-    last_phase1_at: datetime | None
-    last_phase2_at: datetime | None
-    phase2_error: str | None
-    phase2_failures: int  # consecutive
-    pending_consolidation: bool
-    last_phase2_outcome: str | None
+from dsh_memory.storage.state_schema import (  # noqa: F401 (the schema's names, re-exported)
+    DEAD_OWNER_ERROR,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    STALE_ERROR,
+    STATUSES,
+    Claim,
+    PipelineMeta,
+    _clean_error,
+    _dt,
+    _ts,
+    _utc,
+    apply_migrations,
+    connect,
+    current_owner,
+    owner_is_gone,
+)
 
 
 class StateStore:
@@ -284,27 +114,45 @@ class StateStore:
         stale_after_s: float = 1800,
         source: str | None = None,
         path: str | None = None,
+        owner: str | None = None,
     ) -> bool:
-        """Mark running unless a fresh running claim exists. Keeps last_seq/parts/attempts."""
+        """Mark running (owned by `owner`, default this process) unless a live running claim
+        exists: one renewed less than stale_after_s ago whose owner process still runs. A claim
+        whose owner is gone is taken over at once. Keeps last_seq/parts/attempts."""
         ts = _ts(now)
+        owner = owner or current_owner()
         with self._tx() as conn:
             c = self._get(conn, session_id)
             if c is not None and c.status == "running" and c.started_at is not None:
-                if (_utc(now) - c.started_at).total_seconds() < stale_after_s:
+                fresh = (_utc(now) - c.started_at).total_seconds() < stale_after_s
+                if fresh and not owner_is_gone(c.owner):
                     return False
             if c is None:
                 conn.execute(
-                    "INSERT INTO claims (session_id, status, updated_at, started_at, source, path)"
-                    " VALUES (?, 'running', ?, ?, ?, ?)",
-                    (session_id, ts, ts, source, path),
+                    "INSERT INTO claims (session_id, status, updated_at, started_at, source, path, owner)"
+                    " VALUES (?, 'running', ?, ?, ?, ?, ?)",
+                    (session_id, ts, ts, source, path, owner),
                 )
             else:
                 conn.execute(
-                    "UPDATE claims SET status='running', updated_at=?, started_at=?,"
+                    "UPDATE claims SET status='running', updated_at=?, started_at=?, owner=?,"
                     " source=COALESCE(?, source), path=COALESCE(?, path) WHERE session_id=?",
-                    (ts, ts, source, path, session_id),
+                    (ts, ts, owner, source, path, session_id),
                 )
             return True
+
+    def renew(self, session_ids: list[str], now: datetime, owner: str | None = None) -> int:
+        """A live owner renews its running claims (so a long model call never looks stale)."""
+        if not session_ids:
+            return 0
+        owner = owner or current_owner()
+        marks = ",".join("?" * len(session_ids))
+        with self._tx() as conn:
+            cur = conn.execute(
+                f"UPDATE claims SET started_at=? WHERE status='running' AND owner=? AND session_id IN ({marks})",
+                (_ts(now), owner, *session_ids),
+            )
+            return cur.rowcount
 
     def finish(
         self,
@@ -362,10 +210,19 @@ class StateStore:
             return self._get(conn, session_id)
 
     def fail(
-        self, session_id: str, error: object, now: datetime, retry_base_s: float, retry_limit: int, jitter: float = 0.1
+        self,
+        session_id: str,
+        error: object,
+        now: datetime,
+        retry_base_s: float,
+        retry_limit: int,
+        jitter: float = 0.1,
+        provider: str = "",
+        model: str = "",
     ) -> Claim:
         """attempts+1; next retry at now + base * 2**(attempts-1) * (1 + U[0, jitter));
-        parked (no next retry) once attempts >= retry_limit."""
+        parked (no next retry) once attempts >= retry_limit. `provider`/`model` name the route
+        that failed (a parked session resumes when that route works again: `unpark`)."""
         ts = _ts(now)
         with self._tx() as conn:
             c = self._get(conn, session_id)
@@ -380,31 +237,66 @@ class StateStore:
             )
             conn.execute(
                 "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
-                " updated_at=? WHERE session_id=?",
-                (attempts, nxt, int(parked), _clean_error(error), ts, session_id),
+                " updated_at=?, provider=CASE WHEN ?='' THEN provider ELSE ? END,"
+                " model=CASE WHEN ?='' THEN model ELSE ? END WHERE session_id=?",
+                (attempts, nxt, int(parked), _clean_error(error), ts, provider, provider, model, model, session_id),
             )
             return self._get(conn, session_id)
+
+    def parked(self) -> list[Claim]:
+        """Failed claims past their retries: not retried until unparked."""
+        rows = self._conn().execute("SELECT * FROM claims WHERE status='failed' AND parked=1 ORDER BY session_id")
+        return [Claim.from_row(r) for r in rows.fetchall()]
+
+    def unpark(self, now: datetime, provider: str | None = None, model: str | None = None) -> list[str]:
+        """Parked sessions become due now with a fresh retry budget. With `provider`/`model`
+        (a route that just worked), only the sessions parked on that route (or on an unknown
+        route) resume. Returns their session ids."""
+        where, args = "status='failed' AND parked=1", []
+        if provider is not None:
+            where += " AND (provider='' OR provider=?)"
+            args.append(provider)
+        if model is not None:
+            where += " AND (model='' OR model=?)"
+            args.append(model)
+        with self._tx() as conn:
+            ids = [r["session_id"] for r in conn.execute(f"SELECT session_id FROM claims WHERE {where}", args)]
+            for sid in ids:
+                conn.execute(
+                    "UPDATE claims SET parked=0, attempts=0, next_retry_at=?, updated_at=? WHERE session_id=?",
+                    (_ts(now), _ts(now), sid),
+                )
+        return ids
 
     def touch_checked(self, session_id: str, now: datetime) -> None:
         with self._tx() as conn:
             conn.execute("UPDATE claims SET last_checked_at=? WHERE session_id=?", (_ts(now), session_id))
 
     def recover_stale(self, now: datetime, stale_after_s: float = 1800, retry_limit: int | None = None) -> list[str]:
-        """Running claims started longer than stale_after_s ago become failed (attempts+1, due now;
-        parked when retry_limit is given and reached). Returns their session ids."""
+        """Running claims whose owner process is gone, or not renewed for stale_after_s, become
+        failed (attempts+1, due now; parked when retry_limit is given and reached). Returns their
+        session ids."""
         now = _utc(now)
         recovered: list[str] = []
         with self._tx() as conn:
             for r in conn.execute("SELECT * FROM claims WHERE status='running'").fetchall():
                 c = Claim.from_row(r)
-                if c.started_at is not None and (now - c.started_at).total_seconds() < stale_after_s:
+                gone = owner_is_gone(c.owner)
+                if not gone and c.started_at is not None and (now - c.started_at).total_seconds() < stale_after_s:
                     continue
                 attempts = c.attempts + 1
                 parked = retry_limit is not None and attempts >= retry_limit
                 conn.execute(
                     "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
                     " updated_at=? WHERE session_id=?",
-                    (attempts, None if parked else _ts(now), int(parked), STALE_ERROR, _ts(now), c.session_id),
+                    (
+                        attempts,
+                        None if parked else _ts(now),
+                        int(parked),
+                        DEAD_OWNER_ERROR if gone else STALE_ERROR,
+                        _ts(now),
+                        c.session_id,
+                    ),
                 )
                 recovered.append(c.session_id)
         return recovered
