@@ -29,7 +29,7 @@ from dsh_memory.consolidation.output import ConsolidationOutput, parse_reply
 from dsh_memory.consolidation.prompt import PROMPT_VERSION
 from dsh_memory.consolidation.report import ARTIFACT_KEY, render_markdown
 from dsh_memory.errors import LLMOutputError, NoModelRouteError
-from dsh_memory.llm.budgets import output_tokens, phase2_settings
+from dsh_memory.llm.factory import phase_model
 from dsh_memory.settings import MemorySettings, ModelRoute
 from dsh_memory.storage.locks import AlreadyRunning, phase_lock
 from dsh_memory.storage.state import StateStore
@@ -91,8 +91,6 @@ def consolidate_flow(force: bool = False, memory_root: str | None = None) -> dic
 
 def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, force: bool, summary: dict) -> str:
     """Everything under the lock. Fills `summary`; returns the model output for the artifact."""
-    from dsh_memory.llm.factory import make_llm, phase_options
-
     log = get_run_logger()
     decision = check_gate(settings, now, force)
     summary.update(gate=decision.as_dict(), reason=decision.reason)
@@ -101,16 +99,15 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
         _record_outcome(settings, decision.outcome)
         return ""
     try:
-        llm = make_llm(route, "phase2")
+        pm = phase_model(route, "phase2", settings)
     except NoModelRouteError as exc:  # no state change: retried on the next trigger
         summary.update(outcome=gate_mod.SKIP_NO_ROUTE, reason=str(exc))
         return ""
-    opts = phase_options(route, "phase2")
-    settings = phase2_settings(settings, llm)  # a local model's context is small: caps shrink to fit
+    settings = pm.fit(settings)  # a local model's context is small: caps shrink to fit
     model: dict = {
-        "provider": llm.provider,
-        "model": llm.model,
-        "reasoning_effort_requested": opts["reasoning_effort"],
+        "provider": pm.provider,
+        "model": pm.model,
+        "reasoning_effort_requested": pm.reasoning_effort,
         "reasoning_effort": "",
         "max_tokens_tried": [],
         "input_tokens": 0,
@@ -131,15 +128,15 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
             _clear_pending(settings)
             return ""
         messages = inputs.messages()
-        max_tokens: int | None = min(output_tokens(llm, "phase2", int(opts["max_tokens"])), MAX_TOKENS_CAP)
+        max_tokens: int | None = min(pm.max_tokens, MAX_TOKENS_CAP)
         output: ConsolidationOutput | None = None
         while output is None:
             model["max_tokens_tried"].append(max_tokens)
-            reply = call_consolidation_model(llm, messages, max_tokens, opts["reasoning_effort"])
+            reply = call_consolidation_model(pm, messages, max_tokens)
             outputs.append(reply.shown_output())
             model.update(
-                provider=reply.provider or llm.provider,
-                model=reply.model or llm.model,
+                provider=reply.provider or pm.provider,
+                model=reply.model or pm.model,
                 reasoning_effort=reply.reasoning_effort,
                 finish_reason=reply.finish_reason,
             )

@@ -17,21 +17,15 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsh_memory import cancel
 from dsh_memory.errors import NoModelRouteError
-from dsh_memory.llm.budgets import output_tokens, phase1_budget
+from dsh_memory.llm.factory import phase_model
 from dsh_memory.llm.limit import open_limit
 from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.selection import BASELINE, EXTRACT, UNREADABLE, ReasonKind
 from dsh_memory.settings_loader import load_settings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.tasks.discover import discover_sessions
-from dsh_memory.tasks.extract import extract_session, llm_extract
+from dsh_memory.tasks.extract import extract_session
 from dsh_memory.tasks.select import plan_extractions
-
-
-def _model_for(route):
-    from dsh_memory.llm.factory import make_llm, phase_options
-
-    return make_llm(route, "phase1"), phase_options(route, "phase1")
 
 
 @flow(name="extract", log_prints=False)
@@ -64,7 +58,7 @@ def extract_flow(
         return summary
 
     try:
-        llm, opts = _model_for(route)
+        model = phase_model(route, "phase1", settings)
     except NoModelRouteError as exc:  # skipped: no state is touched, retried on the next trigger
         log.warning("Phase 1 skipped: %s", exc)
         summary["skipped_no_route"] = True
@@ -86,19 +80,12 @@ def extract_flow(
 
     if todo:
         global_limit = open_limit(settings.concurrency)
-        from prefect.tasks import exponential_backoff
-
-        # Results (redacted model output only) persist in Prefect's result storage, which is
-        # what makes the cache key hit across runs.
-        cached_llm = llm_extract.with_options(
-            retry_delay_seconds=exponential_backoff(backoff_factor=settings.llm_retry_delay_seconds),
-        )
         runner = ThreadPoolTaskRunner(max_workers=settings.concurrency)
         log.info(
             "extracting %d sessions with %s/%s (concurrency %d)",
             len(todo),
-            llm.provider,
-            llm.model,
+            model.provider,
+            model.model,
             settings.concurrency,
         )
         with runner:
@@ -107,14 +94,10 @@ def extract_flow(
                     extract_session,
                     parameters=dict(
                         decision=d,
-                        llm=llm,
+                        model=model,
                         settings=settings,
-                        max_tokens=output_tokens(llm, "phase1", opts["max_tokens"]),
-                        reasoning_effort=opts["reasoning_effort"],
-                        budget_tokens=phase1_budget(settings, llm),
                         progress_total=len(todo),
                         global_limit=global_limit,
-                        llm_task=cached_llm,
                     ),
                 )
                 for d in todo
@@ -129,7 +112,7 @@ def extract_flow(
                 if global_limit is not None:
                     global_limit.close()
         summary["outcomes"].extend(o.row() for o in outcomes)
-        summary["provider"], summary["model"] = llm.provider, llm.model
+        summary["provider"], summary["model"] = model.provider, model.model
         if any(o.outcome == "extracted" for o in outcomes):
             state.set_pending(True)
     state.set_phase1_ran(now)

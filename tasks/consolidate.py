@@ -3,7 +3,8 @@
 - `check_gate`: pending flag / notes / raw blocks, cooldown, failure pause → GateDecision.
 - `gather_inputs`: read the memory root into the capped, annotated model input.
 - `call_consolidation_model`: one `memory_write` call. Retries transient model errors only
-  (429/5xx/timeouts, honouring Retry-After); a cut-off answer (finish_reason "length") is
+  (429/5xx/timeouts) after 5, 20, 60 s (jittered), never sooner than the server's Retry-After
+  (tasks/_policy.py); a cut-off answer (finish_reason "length") is
   returned as a truncated `ModelReply`, not raised, so the flow can parse what arrived and
   decide whether to retry with a larger max_tokens.
 - `apply_consolidation`: validate + write everything, then record the success.
@@ -24,11 +25,11 @@ from dsh_memory.consolidation import inputs as inputs_mod
 from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply
 from dsh_memory.consolidation.prompt import MEMORY_WRITE_TOOL
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
-from dsh_memory.llm.base import LLM
+from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
-from dsh_memory.tasks._policy import transient_only
+from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
 from dsh_memory.transcript.redact import redact
 
 
@@ -77,14 +78,15 @@ def gather_inputs(settings: MemorySettings, now: datetime) -> inputs_mod.Phase2I
 @task(
     name="phase2-call-model",
     retries=3,
-    retry_delay_seconds=[5, 20, 60],
-    retry_jitter_factor=0.5,
+    retry_delay_seconds=RetryDelays([5, 20, 60]),
+    retry_jitter_factor=RETRY_JITTER_FACTOR,
     retry_condition_fn=transient_only,
     cache_policy=NO_CACHE,
 )
-def call_consolidation_model(llm: LLM, messages: list[dict], max_tokens: int, reasoning_effort: str) -> ModelReply:
+def call_consolidation_model(model: PhaseModel, messages: list[dict], max_tokens: int) -> ModelReply:
     """One forced `memory_write` call. Raises LLMTransientError (retried) / LLMFatalError."""
     log = get_run_logger()
+    llm, reasoning_effort = model.llm, model.reasoning_effort
     log.info(
         "calling %s/%s (max_tokens %d, effort %s)",
         llm.provider,

@@ -1,9 +1,12 @@
 """Phase 1 tasks: one model call (retried, cached, globally limited) and one session end to end.
 
 Policy lives in the decorators:
-- `llm_extract` retries transient model errors only (429/5xx/timeouts), with exponential
-  backoff and jitter; its cache key is (session, watermark, target seq, prompt version,
-  provider, model, budget), so a re-run after a crash never pays twice for one extraction.
+- `llm_extract` retries transient model errors only (429/5xx/timeouts) after an exponential
+  backoff (base `settings.llm_retry_delay_seconds`, carried by the PhaseModel), jittered, and
+  never sooner than the server's Retry-After (tasks/_policy.py); its cache key is (memory root,
+  session, watermark, target seq, prompt version, provider, model, budget), so a re-run after a
+  crash never pays twice for one extraction. Results (redacted model output only) persist in
+  Prefect's result storage, which is what makes the key hit across runs.
 - when a Prefect server is reachable, every model call holds a slot of the global
   concurrency limit `dsh-memory-llm`, shared by all runs (dsh_memory/llm/limit.py).
 """
@@ -18,40 +21,39 @@ from prefect.tasks import exponential_backoff
 
 from dsh_memory import progress
 from dsh_memory.errors import LLMTruncatedError
-from dsh_memory.llm.base import LLM
+from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, apply_output, call_model, prepare_transcript
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
-from dsh_memory.tasks._policy import transient_only
+from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
 from dsh_memory.transcript.redact import redact
+
+LLM_RETRIES = 3
+
+
+def cache_key(scope: str, session_id: str, watermark: int, to_seq: int, model: PhaseModel) -> str:
+    """One extraction's identity: the same transcript slice through the same prompt and model."""
+    parts = ("p1", scope, session_id, watermark, to_seq, phase1.PROMPT_VERSION, *model.cache_key_parts)
+    return ":".join(str(x) for x in parts)
 
 
 def _cache_key(context, parameters) -> str:
     p = parameters
-    return ":".join(
-        str(x)
-        for x in (
-            "p1",
-            p["cache_scope"],
-            p["session_id"],
-            p["watermark"],
-            p["to_seq"],
-            phase1.PROMPT_VERSION,
-            p["provider"],
-            p["model"],
-            p["budget_tokens"],
-        )
-    )
+    return cache_key(p["cache_scope"], p["session_id"], p["watermark"], p["to_seq"], p["model"])
+
+
+def _retry_base_seconds(parameters: dict) -> float:
+    return parameters["model"].retry_delay_seconds
 
 
 @task(
     name="llm-extract",
-    retries=3,
-    retry_delay_seconds=exponential_backoff(backoff_factor=5),
-    retry_jitter_factor=0.5,
+    retries=LLM_RETRIES,
+    retry_delay_seconds=RetryDelays(exponential_backoff(backoff_factor=1)(LLM_RETRIES), base=_retry_base_seconds),
+    retry_jitter_factor=RETRY_JITTER_FACTOR,
     retry_condition_fn=transient_only,
     cache_key_fn=_cache_key,
     cache_expiration=timedelta(days=30),
@@ -59,19 +61,14 @@ def _cache_key(context, parameters) -> str:
     log_prints=False,
 )
 def llm_extract(
-    llm: LLM,
+    model: PhaseModel,
     transcript_text: str,
     *,
     session_id: str,
     watermark: int,
     to_seq: int,
-    provider: str,
-    model: str,
-    budget_tokens: int,
     cwd: str | None,
     source: str,
-    max_tokens: int,
-    reasoning_effort: str,
     global_limit=None,
     cache_scope: str = "",
 ) -> ExtractionOutput:
@@ -79,13 +76,13 @@ def llm_extract(
         cwd=cwd,
         source=source,
         delta_watermark=watermark if watermark >= 0 else None,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
+        max_tokens=model.max_tokens,
+        reasoning_effort=model.reasoning_effort,
     )
     if global_limit is not None:
         with global_limit.slot():
-            return call_model(llm, transcript_text, **kwargs)
-    return call_model(llm, transcript_text, **kwargs)
+            return call_model(model.llm, transcript_text, **kwargs)
+    return call_model(model.llm, transcript_text, **kwargs)
 
 
 def _short_error(exc: BaseException) -> str:
@@ -96,14 +93,10 @@ def _short_error(exc: BaseException) -> str:
 @task(name="extract-session", task_run_name="extract-{decision.ref.id}", cache_policy=NO_CACHE)
 def extract_session(
     decision: Decision,
-    llm: LLM,
+    model: PhaseModel,
     settings: MemorySettings,
-    max_tokens: int,
-    reasoning_effort: str,
-    budget_tokens: int,
     progress_total: int = 0,
     global_limit=None,
-    llm_task=None,
 ) -> Outcome:
     """Claim → render/redact/budget → model → no-op gate → files → claim done/noop (or failed)."""
     from prefect import get_run_logger
@@ -115,25 +108,18 @@ def extract_session(
     now = datetime.now(UTC)
     if not state.try_start(ref.id, now, stale_after_s=settings.stale_claim_seconds):
         return Outcome(ref.id, ref.source, "skipped", decision.part, reason="claimed by another run")
-    budget = budget_tokens
-    call = llm_task or llm_extract
     try:
         for attempt in (1, 2):
-            transcript = prepare_transcript(decision, budget)
+            transcript = prepare_transcript(decision, model.budget_tokens)
             try:
-                output = call(
-                    llm,
+                output = llm_extract(
+                    model,
                     transcript.text,
                     session_id=ref.id,
                     watermark=decision.watermark,
                     to_seq=decision.session.last_seq,
-                    provider=getattr(llm, "provider", ""),
-                    model=getattr(llm, "model", ""),
-                    budget_tokens=budget,
                     cwd=decision.session.cwd,
                     source=ref.source,
-                    max_tokens=max_tokens,
-                    reasoning_effort=reasoning_effort,
                     global_limit=global_limit,
                     cache_scope=str(settings.memory_root),
                 )
@@ -141,8 +127,8 @@ def extract_session(
             except LLMTruncatedError:
                 if attempt == 2:
                     raise
-                budget = max(500, budget // 2)
-                log.warning("session %s: output truncated; retrying once with budget %d", ref.id, budget)
+                model = model.with_budget(max(500, model.budget_tokens // 2))
+                log.warning("session %s: output truncated; retrying once with budget %d", ref.id, model.budget_tokens)
         outcome = apply_output(store, state, decision, output, datetime.now(UTC))
         log.info("session %s → %s %s", ref.id, outcome.outcome, outcome.slug)
         return outcome

@@ -1,14 +1,21 @@
-"""Build the `LLM` for one pipeline phase from a `ModelRoute`.
+"""The model that answers one pipeline phase, built once from a `ModelRoute` and the settings.
 
-The caller still passes the phase's `max_tokens` and `reasoning_effort` to `complete()`
-(`route.phase1_max_tokens`, `route.phase1_reasoning_effort`, …); `phase_options()` returns them.
+`phase_model(route, "phase1", settings)` is what the flows call: a `PhaseModel` with the LLM
+and everything its calls need (output cap, reasoning effort, input budget fitted to the model's
+context, retry base delay) and what names it in cache keys and run history (provider, model).
+`make_llm` / `phase_options` are its building blocks.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
 from dsh_memory.errors import ConfigError, NoModelRouteError
 from dsh_memory.llm.base import LLM
-from dsh_memory.settings import ModelRoute
+from dsh_memory.llm.budgets import PHASE2_CAPS, output_tokens, phase1_budget, phase2_settings
+from dsh_memory.settings import MemorySettings, ModelRoute
 
 PHASES = ("phase1", "phase2")
 
@@ -82,3 +89,59 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
             raise NoModelRouteError(str(exc)) from exc
         # ---- end provider "local" ----
     raise NoModelRouteError(f"unknown provider {route.provider!r}; set DSH_MEMORY_PROVIDER to 'openai' or 'local'")
+
+
+class PhaseModel(BaseModel):
+    """One phase's model, resolved once: pass it to the tasks instead of loose options."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    phase: Literal["phase1", "phase2"]
+    llm: LLM = Field(exclude=True, repr=False)
+    provider: str
+    model: str
+    max_tokens: int = Field(description="Output cap of one call (a local model's answers are bounded)")
+    reasoning_effort: str = Field(description="Requested effort; '' = the provider's default")
+    budget_tokens: int = Field(
+        description="Phase 1: transcript budget fitted to the model's context; Phase 2: 0 (see input_caps)"
+    )
+    input_caps: dict[str, int] = Field(
+        default_factory=dict, description="Phase 2 input caps (chars) shrunk to fit the context; {} = as configured"
+    )
+    retry_delay_seconds: float = Field(description="Base of the exponential retry backoff of model calls")
+
+    @property
+    def cache_key_parts(self) -> tuple[str, str, int]:
+        """What names this model in a cache key: a different model or budget is a different answer."""
+        return (self.provider, self.model, self.budget_tokens)
+
+    def with_budget(self, budget_tokens: int) -> PhaseModel:
+        """The same model with a smaller transcript budget (retry after a cut-off answer)."""
+        return self.model_copy(update={"budget_tokens": budget_tokens})
+
+    def fit(self, settings: MemorySettings) -> MemorySettings:
+        """`settings` with the input caps this model's context allows (unchanged for remote models)."""
+        return settings.model_copy(update=self.input_caps) if self.input_caps else settings
+
+
+def phase_model(route: ModelRoute, phase: str, settings: MemorySettings) -> PhaseModel:
+    """THE way a flow gets its model. Raises NoModelRouteError with a fix-it text."""
+    p = _phase(phase)
+    llm = make_llm(route, p)
+    opts = phase_options(route, p)
+    caps: dict[str, int] = {}
+    if p == "phase2":
+        fitted = phase2_settings(settings, llm)
+        if fitted is not settings:
+            caps = {k: getattr(fitted, k) for k in (*PHASE2_CAPS, "max_summary_chars")}
+    return PhaseModel(
+        phase=p,
+        llm=llm,
+        provider=getattr(llm, "provider", ""),
+        model=getattr(llm, "model", ""),
+        max_tokens=output_tokens(llm, p, int(opts["max_tokens"])),
+        reasoning_effort=opts["reasoning_effort"],
+        budget_tokens=phase1_budget(settings, llm) if p == "phase1" else 0,
+        input_caps=caps,
+        retry_delay_seconds=settings.llm_retry_delay_seconds,
+    )

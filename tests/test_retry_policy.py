@@ -1,0 +1,153 @@
+"""Retry policy lives on the @task decorators (tasks/_policy.py): transient errors only, an
+exponential backoff whose base comes from the settings through the task's PhaseModel, and a
+server-given Retry-After honoured by Prefect's own retry delay (the engine waits in an
+`AwaitingRetry` state), never by sleeping in the retry predicate."""
+
+from __future__ import annotations
+
+import ast
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import anyio
+import pytest
+from prefect import flow, task
+from prefect.states import Failed
+
+from dsh_memory.errors import LLMFatalError, LLMTransientError
+from dsh_memory.llm.factory import PhaseModel
+from dsh_memory.llm.openai_compat import OpenAICompatLLM
+from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
+from dsh_memory.tasks.consolidate import call_consolidation_model
+from dsh_memory.tasks.extract import extract_session, llm_extract
+from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+
+REPO = Path(__file__).resolve().parents[1]
+JITTER_LOW, JITTER_HIGH = 0.62, 1.5  # Prefect's clamped_poisson_interval range for factor 0.5
+
+
+def test_the_decorators_carry_the_policy():
+    for t in (llm_extract, call_consolidation_model):
+        assert t.retries == 3 and t.retry_condition_fn is transient_only
+        assert isinstance(t.retry_delay_seconds, RetryDelays) and t.retry_jitter_factor == RETRY_JITTER_FACTOR
+    assert list(llm_extract.retry_delay_seconds) == [1.0, 2.0, 4.0]  # × settings.llm_retry_delay_seconds
+    assert list(call_consolidation_model.retry_delay_seconds) == [5.0, 20.0, 60.0]
+
+
+def test_no_policy_is_patched_at_run_time():
+    """No `.with_options(...)` in flows/ or tasks/, and no task object passed as a parameter."""
+    calls = []
+    for path in [*(REPO / "flows").glob("*.py"), *(REPO / "tasks").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "with_options":
+                calls.append(f"{path.name}:{node.lineno}")
+    assert not calls, calls
+    import inspect
+
+    assert not [p for p in inspect.signature(extract_session.fn).parameters if p.endswith("_task")]
+
+
+def test_the_retry_predicate_never_sleeps():
+    run = SimpleNamespace(id=uuid.uuid4())
+    started = time.monotonic()
+    assert transient_only(None, run, Failed(data=LLMTransientError("429", retry_after=100)))
+    assert not transient_only(None, run, Failed(data=LLMFatalError("401")))
+    assert not transient_only(None, run, Failed(data=ValueError("a bug")))
+    assert time.monotonic() - started < 0.5
+
+
+def _awaiting_retry_delays(task_run_id) -> list[float]:
+    """Seconds each AwaitingRetry state of the task run was scheduled ahead (from run history)."""
+
+    async def read():
+        from prefect.client.orchestration import get_client
+
+        async with get_client() as client:
+            return await client.read_task_run_states(task_run_id)
+
+    states = anyio.run(read)
+    return [
+        (s.state_details.scheduled_time - s.timestamp).total_seconds()
+        for s in sorted(states, key=lambda s: s.timestamp)
+        if s.name == "AwaitingRetry"
+    ]
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_backoff_base_comes_from_the_task_parameters_and_fatal_errors_are_not_retried():
+    calls: list[float] = []
+
+    @task(
+        retries=3,
+        retry_delay_seconds=RetryDelays([1, 2, 4], base=lambda p: p["base_seconds"]),
+        retry_jitter_factor=RETRY_JITTER_FACTOR,
+        retry_condition_fn=transient_only,
+        persist_result=False,
+    )
+    def flaky(base_seconds: float, fatal: bool = False) -> int:
+        calls.append(time.monotonic())
+        if fatal:
+            raise LLMFatalError("bad request")
+        if len(calls) < 3:
+            raise LLMTransientError("busy")
+        return len(calls)
+
+    @flow
+    def run(fatal: bool):
+        return flaky(0.2, fatal=fatal, return_state=True)
+
+    state = run(False)
+    assert state.result() == 3
+    delays = _awaiting_retry_delays(state.state_details.task_run_id)
+    assert len(delays) == 2
+    for delay, scheduled in zip(delays, (0.2, 0.4), strict=True):
+        assert scheduled * JITTER_LOW <= delay <= scheduled * JITTER_HIGH + 0.05, delays
+
+    calls.clear()
+    assert run(True, return_state=True).is_failed() and len(calls) == 1
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_429_with_retry_after_is_retried_after_the_server_given_delay(tmp_path):
+    seen: list[float] = []
+
+    def handler(request):
+        seen.append(time.monotonic())
+        if len(seen) == 1:
+            return Reply.error(429, retry_after=1.5)
+        return Reply.tool({"raw_memory": "- a fact", "rollout_summary": "a recap", "rollout_slug": "recap"})
+
+    with FakeOpenAIServer(handler=handler) as fake:
+        llm = OpenAICompatLLM(fake.base_url, "fake-model", "key", metadata_lookup=False)
+        model = PhaseModel(
+            phase="phase1",
+            llm=llm,
+            provider="openai",
+            model="fake-model",
+            max_tokens=1000,
+            reasoning_effort="",
+            budget_tokens=1000,
+            retry_delay_seconds=0.01,  # the scheduled backoff alone would retry after ~10 ms
+        )
+
+        @flow
+        def one_call():
+            return llm_extract(
+                model,
+                "[user] hello",
+                session_id=str(uuid.uuid4()),
+                watermark=-1,
+                to_seq=1,
+                cwd=None,
+                source="dsh",
+                cache_scope=str(tmp_path),
+                return_state=True,
+            )
+
+        state = one_call()
+    assert state.result().raw_memory == "- a fact"
+    assert len(seen) == 2 and seen[1] - seen[0] >= 1.5, seen
+    (delay,) = _awaiting_retry_delays(state.state_details.task_run_id)
+    assert 1.5 <= delay <= 1.5 / JITTER_LOW * JITTER_HIGH + 0.05, delay  # the engine waited, not the predicate
