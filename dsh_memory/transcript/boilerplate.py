@@ -1,0 +1,43 @@
+"""Harness boilerplate inside tool results, removed by rule (not by matching a sentence).
+
+Coding agents append their own reminders to what a tool returned: Claude Code ends every `Read`
+result with a `<system-reminder>` about malware, and adds others (file shorter than the offset,
+todo nudges, hook feedback). They are not the tool's output, repeat up to dozens of times per
+session and cost tokens. The rule: a `<system-reminder>…</system-reminder>` element that stands on
+its own lines (it opens at the start of a line and closes at the end of one) is removed and
+replaced by a short marker. An element quoted inside the output itself (a file that mentions the
+tag mid-line, escaped JSON) is data and stays.
+"""
+
+from __future__ import annotations
+
+import re
+
+BOILERPLATE_TAGS = ("system-reminder",)
+MARKER = "[{tag} removed]"
+
+_ELEMENT = re.compile(
+    r"(?ms)^[ \t]*<(?P<tag>" + "|".join(re.escape(t) for t in BOILERPLATE_TAGS) + r")>.*?</(?P=tag)>[ \t]*$"
+)
+_UNCLOSED = re.compile(  # a trailing element cut off before its closing tag (a truncated result)
+    r"(?ms)^[ \t]*<(?P<tag>" + "|".join(re.escape(t) for t in BOILERPLATE_TAGS) + r")>(?:(?!</(?P=tag)>).)*\Z"
+)
+
+
+def strip_boilerplate(text: str) -> tuple[str, int]:
+    """`text` without harness boilerplate elements, each replaced by a marker; (text, removed)."""
+    if "<" not in text:
+        return text, 0
+    removed = 0
+
+    def _marker(m: re.Match) -> str:
+        nonlocal removed
+        removed += 1
+        return MARKER.format(tag=m.group("tag"))
+
+    out = _ELEMENT.sub(_marker, text)
+    out = _UNCLOSED.sub(_marker, out)
+    if not removed:
+        return text, 0
+    out = re.sub(r"\n{3,}", "\n\n", out).strip("\n")
+    return out, removed
