@@ -412,3 +412,152 @@ def test_id_mismatch_is_a_warning_and_filename_id_wins(tmp_path: Path):
     path = _write(tmp_path, [_meta(sid="01a20000-0000-7000-8000-0000000000ff"), _user("x")])
     s = codex.load(_ref(path))
     assert s.id == SID and any("differs" in w for w in s.warnings)
+
+
+# ------------------------------------------------------------------ faithful on real rollouts (issue 12)
+
+
+def _event(payload: dict, ts: str = "2026-11-01T17:00:00.000Z") -> str:
+    return _line("event_msg", payload, ts)
+
+
+def _typed(message: str, **extra) -> str:
+    return _event({"type": "user_message", "message": message, "images": [], "local_images": [], **extra})
+
+
+def _item_user(*parts: dict) -> str:
+    return _event({"type": "item_completed", "turn_id": "turn-1", "item": {"type": "UserMessage", "id": "u1",
+                   "content": list(parts)}})  # fmt: skip
+
+
+def test_prompts_recorded_only_as_event_msg_user_message(tmp_path: Path):
+    """Codex Desktop / exec rollouts: the typed prompt is an event_msg user_message only; the
+    response_item user messages hold the injected startup context."""
+    env = "<environment_context>\n  <cwd>/home/bob/proj</cwd>\n</environment_context>"
+    path = _write(
+        tmp_path,
+        [
+            _meta(source="vscode", originator="Codex Desktop"),
+            _user("<recommended_plugins>\nUse the github plugin for PRs.\n</recommended_plugins>", env),
+            _event({"type": "task_started", "turn_id": "t1"}),
+            _typed("Why does the importer drop the last row?"),
+            _assistant("Because of an off-by-one in the slice."),
+            _event({"type": "task_started", "turn_id": "t2"}),
+            _typed("Fix it and add a test."),
+            _assistant("Done."),
+        ],
+    )
+    s = codex.load(_ref(path))
+    assert [e.text for e in s.human_prompts] == ["Why does the importer drop the last row?", "Fix it and add a test."]
+    assert [e.turn for e in s.human_prompts] == [1, 2]
+    assert s.extractable
+    blob = "\n".join(event_strings(s))
+    assert "recommended_plugins" not in blob and "github plugin" not in blob
+
+
+def test_response_item_and_event_msg_of_one_prompt_are_one_prompt(tmp_path: Path):
+    agents = "# AGENTS.md instructions for /home/bob/proj\n\n<INSTRUCTIONS>\nUse tabs.\n</INSTRUCTIONS>"
+    path = _write(
+        tmp_path,
+        [
+            _meta(),
+            _user(agents, "Rename the CLI flag --out to --output."),
+            _typed("Rename the CLI flag --out to --output."),
+            _assistant("Renamed."),
+            _typed("And update the README."),  # the event first, its response item right after
+            _user("And update the README."),
+            _assistant("Updated."),
+            _typed("ctx", kind="environment_context"),  # an older event kind: injected, not typed
+        ],
+    )
+    s = codex.load(_ref(path))
+    assert [(e.text, e.seq) for e in s.human_prompts] == [
+        ("Rename the CLI flag --out to --output.", 1),
+        ("And update the README.", 4),
+    ]
+    assert [e.label for e in s.events if e.kind is EventKind.CONTEXT] == ["environment_context"]
+    assert "Use tabs." not in "\n".join(event_strings(s))
+
+
+def test_paginated_rollouts_record_turns_as_item_completed(tmp_path: Path):
+    """Codex >= 0.148 ("paginated" history): UserMessage / AgentMessage items in event_msg."""
+    path = _write(
+        tmp_path,
+        [
+            _meta(history_mode="paginated"),
+            _user("<environment_context>\n</environment_context>"),
+            _user("inspect the parser"),
+            _item_user(
+                {"type": "text", "text": "inspect the parser", "text_elements": []},
+                {"type": "image", "image_url": "data:image/png;base64,iVBOR"},
+            ),  # fmt: skip
+            _event(
+                {
+                    "type": "item_completed",
+                    "item": {
+                        "type": "AgentMessage",
+                        "id": "m1",
+                        "content": [{"type": "Text", "text": "The parser skips blank lines."}],
+                    },
+                }
+            ),  # fmt: skip
+            _item_user({"type": "text", "text": "Continue."}),
+        ],
+    )
+    s = codex.load(_ref(path))
+    assert [(e.text, e.images) for e in s.human_prompts] == [("inspect the parser", 1), ("Continue.", 0)]
+    assert [e.text for e in s.events if e.kind is EventKind.ASSISTANT] == ["The parser skips blank lines."]
+    assert "iVBOR" not in "\n".join(event_strings(s))
+
+
+def test_fork_copies_the_parent_history_which_is_cut(tmp_path: Path):
+    """A forked rollout opens with the parent's history copied in (its session_meta included), every
+    copied line stamped at the fork instant; the child's own turns follow. Like a DSH fork seed,
+    the copied prefix is inherited: never rendered, never counted."""
+    parent = "01a20000-0000-7000-8000-0000000000aa"
+    fork = "2026-11-01T18:00:00.000Z"
+    copied = [
+        _line(
+            "session_meta",
+            {"id": parent, "timestamp": "2026-11-01T17:00:00.000Z", "cwd": "/home/bob/proj", "source": "cli"},
+            fork,
+        ),  # fmt: skip
+        _line("turn_context", {"cwd": "/home/bob/proj", "model": "gpt-5"}, "2026-11-01T18:00:00.001Z"),
+        _line(
+            "response_item",
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "PARENT PROMPT"}]},
+            "2026-11-01T18:00:00.001Z",
+        ),  # fmt: skip
+        _event({"type": "user_message", "message": "PARENT PROMPT"}, "2026-11-01T18:00:00.002Z"),
+        _line(
+            "response_item",
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "PARENT ANSWER"}]},
+            "2026-11-01T18:00:00.002Z",
+        ),  # fmt: skip
+    ]
+    own = [
+        _line("turn_context", {"cwd": "/home/bob/proj", "model": "gpt-5"}, "2026-11-01T18:00:09.500Z"),
+        _line(
+            "response_item",
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "try the other approach"}]},
+            "2026-11-01T18:00:09.501Z",
+        ),  # fmt: skip
+        _event({"type": "user_message", "message": "try the other approach"}, "2026-11-01T18:00:09.502Z"),
+        _line(
+            "response_item",
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "child answer"}]},
+            "2026-11-01T18:00:15.000Z",
+        ),  # fmt: skip
+    ]
+    meta = _line("session_meta", {"id": SID, "forked_from_id": parent, "timestamp": fork, "cwd": "/home/bob/proj",
+                                  "source": "cli"}, fork)  # fmt: skip
+    path = _write(tmp_path, [meta, *copied, *own])
+    s = codex.load(_ref(path))
+    assert s.inherited_cut == 1 + len(copied)
+    assert s.parent_id == parent and s.meta["forked_from_id"] == parent
+    assert [e.text for e in s.human_prompts] == ["try the other approach"]
+    assert all(e.seq >= s.inherited_cut for e in s.events)
+    assert "PARENT" not in "\n".join(event_strings(s))
+    # Not a fork: nothing is cut, however close the timestamps.
+    plain = _write(tmp_path / "plain", [_meta(), *copied[1:], *own])
+    assert codex.load(_ref(plain)).inherited_cut == 0

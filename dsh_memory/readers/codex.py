@@ -1,10 +1,20 @@
 """Codex rollouts: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<local time>-<uuid>.jsonl[.zst]`.
 
 Each line is `{timestamp, type, payload}`; `type` is session_meta, response_item, event_msg,
-turn_context, compacted, … (see reference/codex-memories.md §5). We render response items:
-user messages minus injected parts (AGENTS.md, environment context, skills), assistant text, tool
-calls and their outputs. Developer messages and reasoning never reach an Event; event_msg records
-only mark turns, aborts and errors (their text duplicates response items).
+turn_context, compacted, … (see reference/codex-memories.md §5). We render response items: user
+messages minus injected parts (AGENTS.md, environment context, skills), assistant text, tool calls
+and their outputs. Developer messages and reasoning never reach an Event.
+
+Human prompts: what the user typed is recorded apart from what Codex sends the model, as an
+event_msg `user_message` (kind plain) or, in paginated rollouts (0.148+), an event_msg
+`item_completed` UserMessage. When a rollout has those, they are the prompts — a response_item user
+message is then the same prompt (counted once, where the model saw it) or injected context,
+whatever its text. Without them (older rollouts) the response items are the prompts, with known
+injected parts stripped. Assistant text comes from response items, else from AgentMessage items,
+else from event_msg agent_message.
+
+A fork (`forked_from_id`) opens with the parent's history copied in, every copied line stamped at
+the fork instant: that burst is inherited (`inherited_cut`), like a DSH fork seed.
 """
 
 from __future__ import annotations
@@ -41,6 +51,8 @@ INJECTED_PARTS: tuple[tuple[str, str | None, str], ...] = (
 
 _TOOL_CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 _TOOL_OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "tool_search_output"}
+_FORK_BURST_GAP_SECONDS = 1.0  # copied lines are written at once; the child's own turn comes later
+_PREFER_EARLIER = 40  # a prompt's response item and its typed-event twin are this close (lines)
 _EXIT_RE = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)", re.MULTILINE)
 
 
@@ -94,28 +106,27 @@ def _walk(folder: Path, depth: int, found: dict[str, list[tuple[Path, os.stat_re
 
 def load(ref: SessionRef) -> Session:
     f = read_jsonl(ref.path)
-    _, meta = _session_meta(f.records)
+    meta_seq, meta = _session_meta(f.records)
     if meta is None:
         raise SessionReadError(ref.path, "no session_meta record")
     session = Session(id=ref.id, source="codex", path=ref.path, last_seq=f.last_seq, warnings=f.warnings)
     _apply_meta(session, meta, ref)
+    session.inherited_cut = _fork_cut(f.records, meta_seq, meta, f.last_seq)
 
-    b = _Builder(session)
-    has_turn_markers = any(_event_type(o) in ("task_started", "turn_started") for _, o in f.records)
+    items = [it for it in _items(f.records) if it[0] >= session.inherited_cut]
+    b = _Builder(session, _Prompts(items))
+    has_turn_markers = any(
+        t == "event_msg" and p.get("type") in ("task_started", "turn_started") for _, t, p, _ in items
+    )
     last_time = None
-    for seq, obj in f.records:
-        typ = obj.get("type")
-        payload = obj.get("payload")
-        if "payload" not in obj and typ not in ("session_meta", "event_msg", "turn_context", "compacted"):
-            payload, typ = obj, "response_item"  # pre-envelope rollouts: bare response items
-        if not isinstance(payload, dict):
-            continue
-        time = parse_time(obj.get("timestamp"))
+    for seq, typ, payload, time in _items(f.records):
         last_time = time or last_time
+        if seq < session.inherited_cut:
+            continue  # copied from the parent thread
         if typ == "response_item":
             b.response_item(seq, payload, time, count_turns=not has_turn_markers)
         elif typ == "event_msg":
-            b.event_msg(seq, payload, time)
+            b.event_msg(seq, payload, time, count_turns=not has_turn_markers)
         elif typ == "compacted":
             b.compaction(seq, time, "compacted")
     session.events = b.events
@@ -124,6 +135,36 @@ def load(ref: SessionRef) -> Session:
         first = next((e.text for e in session.human_prompts if e.text.strip()), None)
         session.title = short_title(first)
     return session
+
+
+def _items(records: list[tuple[int, dict]]) -> list[tuple[int, str, dict, Any]]:
+    """(seq, line type, payload, time) of every usable line, bare pre-envelope items included."""
+    out = []
+    for seq, obj in records:
+        typ = obj.get("type")
+        payload = obj.get("payload")
+        if "payload" not in obj and typ not in ("session_meta", "event_msg", "turn_context", "compacted"):
+            payload, typ = obj, "response_item"  # pre-envelope rollouts: bare response items
+        if isinstance(payload, dict) and isinstance(typ, str):
+            out.append((seq, typ, payload, parse_time(obj.get("timestamp"))))
+    return out
+
+
+def _fork_cut(records: list[tuple[int, dict]], meta_seq: int, meta: dict, last_seq: int) -> int:
+    """First seq of a fork's own history: the end of the burst of copied lines after its meta."""
+    if not meta.get("forked_from_id"):
+        return 0
+    prev = next((parse_time(o.get("timestamp")) for q, o in records if q == meta_seq), None)
+    copied_meta = False
+    for seq, obj in records:
+        if seq <= meta_seq:
+            continue
+        t = parse_time(obj.get("timestamp"))
+        if t is not None and prev is not None and (t - prev).total_seconds() > _FORK_BURST_GAP_SECONDS:
+            return seq
+        prev = t or prev
+        copied_meta = copied_meta or obj.get("type") == "session_meta"
+    return last_seq + 1 if copied_meta else 0  # only the copy, or nothing to tell copied lines apart
 
 
 def _session_meta(records: list[tuple[int, dict]]) -> tuple[int, dict | None]:
@@ -182,11 +223,6 @@ def _find_key(value: Any, key: str) -> Any:
     return None
 
 
-def _event_type(obj: dict) -> str | None:
-    p = obj.get("payload")
-    return p.get("type") if obj.get("type") == "event_msg" and isinstance(p, dict) else None
-
-
 def strip_injected(text: str) -> tuple[str, list[str]]:
     """Remove leading injected blocks from one user text part; return (rest, labels removed)."""
     labels: list[str] = []
@@ -206,9 +242,87 @@ def strip_injected(text: str) -> tuple[str, list[str]]:
     return rest.strip(), labels
 
 
+def _same_words(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+def _user_item_parts(p: dict) -> tuple[str, list[str], int]:
+    """(kept text, injected labels, images) of a response_item user message."""
+    kept: list[str] = []
+    labels: list[str] = []
+    images = 0
+    for part in _parts(p):
+        ptype = part.get("type")
+        if ptype in ("input_text", "text") and isinstance(part.get("text"), str):
+            rest, removed = strip_injected(part["text"])
+            labels.extend(removed)
+            if rest:
+                kept.append(rest)
+        elif ptype in ("input_image", "image"):
+            images += 1
+    return "\n\n".join(kept), labels, images
+
+
+def _typed_event(p: dict) -> tuple[str, int] | None:
+    """(text, images) of an event recording what the user typed, or None for any other event."""
+    t = p.get("type")
+    if t == "user_message" and p.get("kind") in (None, "plain"):
+        message = p.get("message") if isinstance(p.get("message"), str) else ""
+        images = sum(len(p[k]) for k in ("images", "local_images") if isinstance(p.get(k), list))
+        return strip_injected(message)[0], images
+    item = p.get("item") if t == "item_completed" else None
+    if isinstance(item, dict) and item.get("type") in ("UserMessage", "userMessage"):
+        parts = (
+            [c for c in item.get("content") or [] if isinstance(c, dict)]
+            if isinstance(item.get("content"), list)
+            else []
+        )
+        texts = [c["text"] for c in parts if c.get("type") in ("text", "Text") and isinstance(c.get("text"), str)]
+        if not parts and isinstance(item.get("text"), str):
+            texts = [item["text"]]
+        images = sum(1 for c in parts if c.get("type") in ("image", "local_image", "input_image"))
+        return strip_injected("\n\n".join(texts))[0], images
+    return None
+
+
+def _agent_item_text(p: dict) -> str | None:
+    item = p.get("item") if p.get("type") == "item_completed" else None
+    if isinstance(item, dict) and item.get("type") in ("AgentMessage", "agentMessage"):
+        return _text_of(item.get("content")) or (item.get("text") if isinstance(item.get("text"), str) else "")
+    return None
+
+
+class _Prompts:
+    """Which record carries each human prompt, decided over the whole rollout before building."""
+
+    def __init__(self, items: list[tuple[int, str, dict, Any]]):
+        typed = [(q, te) for q, t, p, _ in items if t == "event_msg" and (te := _typed_event(p)) is not None]
+        users = [
+            (q, _user_item_parts(p))
+            for q, t, p, _ in items
+            if t == "response_item" and p.get("type") == "message" and p.get("role") == "user"
+        ]
+        self.authoritative = bool(typed)  # the typed events are the prompts
+        self.twin: dict[int, int] = {}  # response item seq <-> typed event seq of one prompt
+        self.images = {q: te[1] for q, te in typed}
+        for tq, (text, _) in typed:
+            best = None
+            for uq, (kept, _, _) in users:
+                if uq in self.twin or not _same_words(kept, text) or not tq - _PREFER_EARLIER <= uq <= tq + 8:
+                    continue
+                if best is None or abs(tq - uq) < abs(tq - best):
+                    best = uq
+            if best is not None:
+                self.twin[best], self.twin[tq] = tq, best
+        assistants = {p.get("type") for _, t, p, _ in items if t == "response_item" and p.get("role") == "assistant"}
+        self.response_answers = "message" in assistants
+        self.item_answers = any(t == "event_msg" and _agent_item_text(p) is not None for _, t, p, _ in items)
+
+
 class _Builder:
-    def __init__(self, session: Session):
+    def __init__(self, session: Session, prompts: _Prompts):
         self.session = session
+        self.prompts = prompts
         self.events: list[Event] = []
         self.turn: int | None = None
         self.call_names: dict[str, str] = {}
@@ -223,9 +337,29 @@ class _Builder:
             return  # `compacted` line and compaction response item describe the same event
         self.add(seq, EventKind.COMPACTION, time, label=label)
 
-    def event_msg(self, seq: int, p: dict, time) -> None:
+    def human(self, seq: int, time, text: str, images: int, count_turns: bool) -> None:
+        if count_turns:
+            self.turn = (self.turn or 0) + 1
+        self.add(seq, EventKind.HUMAN, time, text=text, images=images)
+
+    def event_msg(self, seq: int, p: dict, time, count_turns: bool = True) -> None:
         t = p.get("type")
-        if t in ("task_started", "turn_started"):
+        typed = _typed_event(p)
+        if typed is not None:
+            twin = self.prompts.twin.get(seq)
+            if twin is None or twin > seq:  # else its response item, earlier, carries the prompt
+                self.human(seq, time, typed[0], typed[1], count_turns)
+            return
+        if t == "user_message":  # an older kind (user_instructions, environment_context): injected
+            self.add(seq, EventKind.CONTEXT, time, label=str(p.get("kind") or "user_message"))
+        elif (answer := _agent_item_text(p)) is not None or t == "agent_message":
+            if answer is None:
+                answer = p.get("message") if isinstance(p.get("message"), str) else ""
+                if self.prompts.item_answers:
+                    return
+            if answer and not self.prompts.response_answers:  # else the response items hold them
+                self.add(seq, EventKind.ASSISTANT, time, text=answer)
+        elif t in ("task_started", "turn_started"):
             self.turn = (self.turn or 0) + 1
         elif t == "turn_aborted":
             self.add(seq, EventKind.STATUS, time, label=f"aborted:{p.get('reason') or 'unknown'}")
@@ -263,25 +397,15 @@ class _Builder:
                 self.add(seq, EventKind.ASSISTANT, time, text=text, label=f"agent_message:{p.get('author') or '?'}")
 
     def _user(self, seq: int, p: dict, time, count_turns: bool) -> None:
-        kept: list[str] = []
-        labels: list[str] = []
-        images = 0
-        for part in _parts(p):
-            ptype = part.get("type")
-            if ptype in ("input_text", "text") and isinstance(part.get("text"), str):
-                rest, removed = strip_injected(part["text"])
-                labels.extend(removed)
-                if rest:
-                    kept.append(rest)
-            elif ptype in ("input_image", "image"):
-                images += 1
-        if not kept and not images:
-            label = "+".join(dict.fromkeys(labels)) or "empty_user_message"
-            self.add(seq, EventKind.CONTEXT, time, label=label)
+        text, labels, images = _user_item_parts(p)
+        twin = self.prompts.twin.get(seq)
+        if self.prompts.authoritative and twin is None:  # not typed: injected, whatever its text
+            self.add(seq, EventKind.CONTEXT, time, label="+".join(dict.fromkeys(labels)) or "injected_user_message")
             return
-        if count_turns:
-            self.turn = (self.turn or 0) + 1
-        self.add(seq, EventKind.HUMAN, time, text="\n\n".join(kept), images=images)
+        if not text and not images:
+            self.add(seq, EventKind.CONTEXT, time, label="+".join(dict.fromkeys(labels)) or "empty_user_message")
+        elif twin is None or twin > seq:
+            self.human(seq, time, text, max(images, self.prompts.images.get(twin, 0)), count_turns)
 
     def _tool_call(self, seq: int, p: dict, time) -> None:
         t = p["type"]
