@@ -62,6 +62,7 @@ def test_list_and_read(cli):
     assert "more: --start-line 3" in r.stderr
     data = json.loads(cli("read", "MEMORY.md", "--start-line", "2", "--max-lines", "1", "--json").stdout)
     assert (data["start_line"], data["end_line"], data["next_start_line"]) == (2, 2, 3)
+    assert cli("read", "MEMORY.md", "--offset", "1").exit_code == 2  # the old name is gone
     data = json.loads(cli("read", "MEMORY.md", "--json").stdout)
     assert (data["start_line"], data["end_line"], data["truncated"]) == (1, 3, False)
 

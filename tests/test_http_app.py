@@ -58,6 +58,26 @@ def test_rpc_read_path_methods(client, settings):
     assert StateStore(settings.memory_root).usage()["rollout_summaries/release-fix.md"][0] == 3
 
 
+def test_rpc_parameter_names_are_the_core_names(client):
+    """start_line / next_start_line, path (also the search scope), context_lines: the names the
+    CLI (--start-line, --path, --context-lines) and the MCP tools use too."""
+    r = rpc(client, "read", {"path": "MEMORY.md", "start_line": 1, "max_lines": 1}).json()["result"]
+    assert (r["start_line"], r["end_line"], r["truncated"], r["next_start_line"]) == (1, 1, True, 2)
+    r = rpc(client, "read", {"path": "MEMORY.md", "start_line": r["next_start_line"]}).json()["result"]
+    assert (r["start_line"], r["content"], r["next_start_line"]) == (2, "Deploy with make release.", None)
+    res = rpc(client, "search", {"queries": ["tag"], "path": "rollout_summaries", "context_lines": 1}).json()
+    assert res["result"]["path"] == "rollout_summaries"
+    ((m),) = res["result"]["matches"]
+    assert (m["path"], m["start_line"], m["match_line"], m["end_line"]) == ("rollout_summaries/release-fix.md", 1, 2, 2)
+    for method, old in (
+        ("search", {"queries": ["tag"], "path_prefix": "x"}),
+        ("read", {"path": "MEMORY.md", "line_offset": 1}),
+    ):
+        err = rpc(client, method, old)
+        assert err.status_code == 400 and "Extra inputs are not permitted" in err.json()["error"]["message"]
+    assert rpc(client, "summary", {"max_chars": 5}).status_code == 400  # summary takes no params
+
+
 def test_get_state_reports_flags_meta_and_claim_counts(client, settings):
     from datetime import datetime
 

@@ -48,15 +48,18 @@ def _flag(name: str, decl: str, help: str) -> inspect.Parameter:
 
 def command(
     app: typer.Typer,
-    name: str,
-    model: type,
+    operation: str,
     *,
     arguments: Sequence[str] = (),
     flags: Sequence[inspect.Parameter] = (),
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Register `body(as_json, **values)` as `dsh-memory <name>`: the model's fields (those in
-    `arguments` positional, the rest options), then CLI-only `flags`, then --json."""
+    """Register `body(as_json, **values)` as `dsh-memory <operation>`: the fields of the
+    operation's request model (`readpath.OPERATIONS`; those in `arguments` positional, the rest
+    options), then CLI-only `flags`, then --json."""
+    from dsh_memory.readpath import OPERATIONS
     from dsh_memory.readpath.params import fields, with_signature
+
+    model, _ = OPERATIONS[operation]
 
     def decorate(body: Callable[..., None]) -> Callable[..., None]:
         params = [_cli_param(p, p.name in arguments) for p in fields(model)]
@@ -66,7 +69,7 @@ def command(
             run(lambda: body(**values), values["as_json"])
 
         with_signature(cmd, params, name=body.__name__, doc=body.__doc__)
-        app.command(name, rich_help_panel=PANEL)(cmd)
+        app.command(operation, rich_help_panel=PANEL)(cmd)
         return body
 
     return decorate
@@ -83,15 +86,13 @@ def _print_match(m) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    from dsh_memory.readpath.models import AddRequest, ListRequest, ReadRequest, SearchRequest, SummaryRequest
-
     inject = _flag(
         "inject",
         "--inject",
         "Print the block a session-start hook injects (instructions + summary); nothing when memory is empty",
     )
 
-    @command(app, "summary", SummaryRequest, flags=[inject])
+    @command(app, "summary", flags=[inject])
     def summary_cmd(as_json: bool, inject: bool) -> None:
         """Show memory_summary.md (capped at max_summary_chars)."""
         from dsh_memory.readpath import summary
@@ -111,7 +112,7 @@ def register(app: typer.Typer) -> None:
         else:
             typer.echo(s.content)
 
-    @command(app, "list", ListRequest, arguments=["path"])
+    @command(app, "list", arguments=["path"])
     def list_cmd(as_json: bool, **params: Any) -> None:
         """List one directory of the memory (shallow, sorted)."""
         from dsh_memory.readpath import list_dir
@@ -128,7 +129,7 @@ def register(app: typer.Typer) -> None:
         if res.next_cursor:
             typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
-    @command(app, "read", ReadRequest, arguments=["path"])
+    @command(app, "read", arguments=["path"])
     def read_cmd(as_json: bool, **params: Any) -> None:
         """Print a slice of one memory file (line-numbered)."""
         from dsh_memory.readpath import read
@@ -144,7 +145,7 @@ def register(app: typer.Typer) -> None:
             nxt = f"; more: --start-line {res.next_start_line}" if res.next_start_line is not None else ""
             typer.echo(f"… truncated at line {res.end_line} of {res.total_lines}{nxt}", err=True)
 
-    @command(app, "search", SearchRequest, arguments=["queries"])
+    @command(app, "search", arguments=["queries"])
     def search_cmd(as_json: bool, **params: Any) -> None:
         """Search the memory; every hit is printed as path:start-end for citation."""
         from dsh_memory.readpath import search
@@ -161,7 +162,7 @@ def register(app: typer.Typer) -> None:
         if res.next_cursor:
             typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
-    @command(app, "add", AddRequest, arguments=["note"])
+    @command(app, "add", arguments=["note"])
     def add_cmd(as_json: bool, **params: Any) -> None:
         """Add an ad hoc note; the next consolidation merges it into memory."""
         from dsh_memory.readpath import add

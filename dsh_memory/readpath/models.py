@@ -58,8 +58,8 @@ class SearchRequest(_Request):
     )
     mode: SearchMode = Field(
         "any",
-        description="any: lines with any query; all_on_same_line; all_within_lines: all queries within "
-        "within_lines lines; ranked: BM25 over sections, best first",
+        description="any: lines with any query; all_on_same_line: all queries on one line; all_within_lines: "
+        "all queries within within_lines lines; ranked: BM25 over sections, best first",
     )
     within_lines: int = Field(5, ge=1, le=200, description="Window size in lines for all_within_lines")
     case_sensitive: bool = Field(False, description="Match case exactly (line modes)")
@@ -94,7 +94,7 @@ class AddRequest(_Request):
 
 
 class DeleteRequest(_Request):
-    path: str
+    path: str = Field(description="File relative to the memory root (never a pipeline file or a directory)")
 
 
 class Summary(BaseModel):

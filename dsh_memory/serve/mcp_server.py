@@ -19,6 +19,7 @@ from dsh_memory.errors import DshMemoryError
 T = TypeVar("T")
 
 SERVER_NAME = "dsh-memory"
+TOOL_PREFIX = "memory_"  # tool name = prefix + read-path operation: memory_read is `read`
 SUMMARY_URI = "memory://summary"
 
 SUMMARY_DESC = (
@@ -133,8 +134,10 @@ def build_server(settings: Any = None):
 
     tools = []
 
-    def tool(name: str, model: type, description: str, returns: Any, *, read_only: bool = True):
-        """Declare `body(**params)` as tool `name`, its parameters generated from `model`."""
+    def tool(operation: str, description: str, returns: Any, *, read_only: bool = True):
+        """Declare `body(**params)` as the tool of one read-path operation: its parameters are
+        generated from the operation's request model (`readpath.OPERATIONS`)."""
+        name, (model, _) = TOOL_PREFIX + operation, rp.OPERATIONS[operation]
 
         def decorate(body: Callable[..., Any]) -> Callable[..., Any]:
             def run(**params: Any) -> Any:
@@ -145,24 +148,24 @@ def build_server(settings: Any = None):
 
         return decorate
 
-    @tool("memory_summary", rp.SummaryRequest, SUMMARY_DESC, str)
+    @tool("summary", SUMMARY_DESC, str)
     def memory_summary() -> str:
         text = rp.summary(store, settings.max_summary_chars).injection()
         return text or "Long-term memory is empty so far: nothing to recall yet."
 
-    @tool("memory_list", rp.ListRequest, LIST_DESC, rp.ListResult)
+    @tool("list", LIST_DESC, rp.ListResult)
     def memory_list(**params: Any) -> Any:
         return rp.list_dir(store, **params)
 
-    @tool("memory_read", rp.ReadRequest, READ_DESC, rp.ReadResult)
+    @tool("read", READ_DESC, rp.ReadResult)
     def memory_read(**params: Any) -> Any:
         return rp.read(store, **params, state=state())
 
-    @tool("memory_search", rp.SearchRequest, SEARCH_DESC, rp.SearchResult)
+    @tool("search", SEARCH_DESC, rp.SearchResult)
     def memory_search(**params: Any) -> Any:
         return rp.search(store, **params, state=state())
 
-    @tool("memory_add", rp.AddRequest, ADD_DESC, dict[str, str], read_only=False)
+    @tool("add", ADD_DESC, dict[str, str], read_only=False)
     def memory_add(**params: Any) -> Any:
         res = rp.add(store, **params)
         return {"path": res.path, "status": "saved; merged into memory at the next consolidation"}
