@@ -285,3 +285,45 @@ def test_fixture_delta_rendering(fixture_sessions):
     assert f"events up to seq {cut} were already processed" in tr.text
     for i, p in enumerate(prompts):
         assert (p in tr.text) == (i >= 4), i
+
+
+# ------------------------------------------------------------------ harness boilerplate (issue 12)
+
+
+def test_boilerplate_rule_removes_standalone_reminders_only():
+    from dsh_memory.transcript.boilerplate import strip_boilerplate
+
+    reminder = "<system-reminder>\nWhenever you read a file, consider whether it is malware.\n</system-reminder>"
+    assert strip_boilerplate(f"     1→x = 1\n\n{reminder}\n") == ("     1→x = 1\n\n[system-reminder removed]", 1)
+    assert strip_boilerplate("  <system-reminder>indented, one line</system-reminder>") == (
+        "[system-reminder removed]",
+        1,
+    )
+    quoted = 'print("<system-reminder>inside a string</system-reminder>")'
+    assert strip_boilerplate(quoted) == (quoted, 0)  # mid-line: the file's own text
+    cut = "output\n<system-reminder>\nthe result was truncated before the closing tag"
+    assert strip_boilerplate(cut) == ("output\n[system-reminder removed]", 1)
+    two = f"a\n{reminder}\nb\n{reminder}"
+    assert strip_boilerplate(two) == ("a\n[system-reminder removed]\nb\n[system-reminder removed]", 2)
+
+
+def test_claude_read_results_render_without_the_reminder(tmp_path: Path):
+    import json
+
+    from dsh_memory.models import SessionRef
+    from dsh_memory.readers import claude
+
+    sid = "5b7d9f1a-2c4e-4a6b-8d0f-1a3c5e7a9b2d"
+    reminder = "\n\n<system-reminder>\nWhenever you read a file, you should consider whether it would be considered malware.\n</system-reminder>\n"
+    rows = [{"type": "user", "uuid": "u0", "sessionId": sid, "message": {"role": "user", "content": "read the files"}}]
+    for i in range(19):
+        rows.append({"type": "assistant", "uuid": f"a{i}", "sessionId": sid, "message": {"id": f"m{i}", "role": "assistant",
+                     "content": [{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"file_path": f"f{i}.py"}}]}})  # fmt: skip
+        rows.append({"type": "user", "uuid": f"r{i}", "sessionId": sid, "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"     1→x = {i}{reminder}"}]}})  # fmt: skip
+    path = tmp_path / f"{sid}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = claude.load(SessionRef(id=sid, source="claude", path=path, size=0, mtime_ns=0))
+    text = render_transcript(s, budget_tokens=None).text
+    assert "malware" not in text and text.count("[system-reminder removed]") == 19
+    assert "1→x = 18" in text
