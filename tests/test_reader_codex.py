@@ -561,3 +561,34 @@ def test_fork_copies_the_parent_history_which_is_cut(tmp_path: Path):
     # Not a fork: nothing is cut, however close the timestamps.
     plain = _write(tmp_path / "plain", [_meta(), *copied[1:], *own])
     assert codex.load(_ref(plain)).inherited_cut == 0
+
+
+def test_rolled_back_turns_are_not_the_session(tmp_path: Path):
+    """`thread_rolled_back` (undo the last N turns): like a Claude Code rewind, those turns are gone
+    from the conversation; the prompts after it continue from the kept turns."""
+    path = _write(
+        tmp_path,
+        [
+            _meta(),
+            _event({"type": "task_started", "turn_id": "t1"}),
+            _user("Add a --dry-run flag."),
+            _typed("Add a --dry-run flag."),
+            _assistant("Added --dry-run."),
+            _event({"type": "task_started", "turn_id": "t2"}),
+            _user("ROLLED BACK PROMPT"),
+            _typed("ROLLED BACK PROMPT"),
+            _assistant("ROLLED BACK ANSWER"),
+            _event({"type": "thread_rolled_back", "num_turns": 1}),
+            _event({"type": "task_started", "turn_id": "t3"}),
+            _user("Document the flag in the README."),
+            _typed("Document the flag in the README."),
+            _assistant("Documented."),
+        ],
+    )
+    s = codex.load(_ref(path))
+    assert [(e.text, e.turn) for e in s.human_prompts] == [
+        ("Add a --dry-run flag.", 1),
+        ("Document the flag in the README.", 2),
+    ]
+    assert "ROLLED BACK" not in "\n".join(event_strings(s))
+    assert [e.label for e in s.events if e.kind is EventKind.STATUS] == ["rolled_back"]

@@ -14,7 +14,8 @@ injected parts stripped. Assistant text comes from response items, else from Age
 else from event_msg agent_message.
 
 A fork (`forked_from_id`) opens with the parent's history copied in, every copied line stamped at
-the fork instant: that burst is inherited (`inherited_cut`), like a DSH fork seed.
+the fork instant: that burst is inherited (`inherited_cut`), like a DSH fork seed. Turns undone by
+`thread_rolled_back` are dropped, like a Claude Code rewind.
 """
 
 from __future__ import annotations
@@ -367,9 +368,18 @@ class _Builder:
             msg = p.get("message") if isinstance(p.get("message"), str) else ""
             self.add(seq, EventKind.STATUS, time, label=t, text=msg, is_error=True)
         elif t == "thread_rolled_back":
+            self._roll_back(p.get("num_turns"))
             self.add(seq, EventKind.STATUS, time, label="rolled_back", text=str(p.get("num_turns") or ""))
         elif t == "context_compacted":
             self.compaction(seq, time, "context_compacted")
+
+    def _roll_back(self, num_turns: Any) -> None:
+        """The last `num_turns` turns were undone: they are no longer the conversation."""
+        if not isinstance(num_turns, int) or isinstance(num_turns, bool) or num_turns < 1 or self.turn is None:
+            return
+        keep = self.turn - num_turns
+        self.events = [e for e in self.events if e.turn is None or e.turn <= keep]
+        self.turn = keep if keep > 0 else None
 
     def response_item(self, seq: int, p: dict, time, count_turns: bool) -> None:
         t = p.get("type")
