@@ -311,7 +311,7 @@ def test_title_prefers_summary_of_this_file_then_prompt(tmp_path: Path):
 # ------------------------------------------------------------------ faithful on real transcripts (issue 12)
 
 
-def _queue(n: int, operation: str, content: str | None = None, **fields) -> str:
+def _queue(n: int, operation: str, content: str | list | None = None, **fields) -> str:
     rec = {"type": "queue-operation", "operation": operation, "timestamp": f"2026-11-02T10:01:{n:02d}.000Z"}
     rec["sessionId"] = SID
     if content is not None:
@@ -402,7 +402,7 @@ def test_queued_prompts_without_queue_contents_on_removal(tmp_path: Path):
             _user(1, "implement the epic"),
             _assistant(2, "m1", tool, parentUuid="u-1"),
             _queue(3, "enqueue", note),  # never removed in this version
-            _queue(4, "enqueue", "check again"),
+            _queue(4, "enqueue", [{"type": "text", "text": "check again"}]),  # text blocks: same prompt
             _queue(5, "remove"),
             _user(6, [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}], parentUuid="u-2"),
             _assistant(7, "m2", {"type": "text", "text": "Checked again: green."}, parentUuid="u-6"),

@@ -325,6 +325,8 @@ class _Builder:
     def _queue(self, seq: int, obj: dict, time) -> None:
         op = obj.get("operation")
         content = obj.get("content")
+        if isinstance(content, list):  # text blocks, as some writers store the queued input
+            content = "\n\n".join(c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str))
         text = content if isinstance(content, str) else None
         if op == "enqueue":
             c = _typed_line(text or "")
