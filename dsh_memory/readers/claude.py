@@ -33,6 +33,7 @@ from dsh_memory.transcript.boilerplate import strip_boilerplate
 FILE_RE = re.compile(r"^(?P<id>" + UUID_RE + r")\.jsonl$")
 
 _CONVERSATION_TYPES = ("user", "assistant")
+_TWIN_WINDOW = 12  # lines between a slash command's user wrapper and its system local_command twin
 
 
 # ---------------------------------------------------------------- discovery (stat only)
@@ -370,7 +371,9 @@ class _Builder:
         for e in humans:  # a slash command written twice (user wrapper + system local_command)
             kind, _ = self.source.get(id(e), ("", {}))
             if kind == "system_command" and any(
-                self.source.get(id(o), ("", {}))[0] == "user" and abs(o.seq - e.seq) <= 6 and o.text == e.text
+                self.source.get(id(o), ("", {}))[0] == "user"
+                and abs(o.seq - e.seq) <= _TWIN_WINDOW
+                and o.text == e.text
                 for o in humans
             ):
                 drop.add(id(e))
