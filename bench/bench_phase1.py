@@ -139,7 +139,7 @@ def main() -> None:
             summary = extract_flow()
             wall = time.perf_counter() - t0
             cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    extracted = sum(1 for o in summary["outcomes"] if o["outcome"] == "extracted")
+    extracted = len(summary.extracted)
     ideal = args.sessions * args.latency / args.concurrency
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     print(f"sessions extracted      : {extracted}/{args.sessions} (max in flight at the model: {fake.max_in_flight})")

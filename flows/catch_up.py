@@ -2,22 +2,31 @@
 
 Run it:   dsh-memory run   (or the `catch-up` deployment: hourly + once at stack start)
 Writes:   everything Phase 1 and Phase 2 write (see flows/extract.py, flows/consolidate.py).
+Returns:  a CatchUpResult: the Phase1Result and Phase 2's result (or why it was not attempted).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import flow, get_run_logger
+from pydantic import BaseModel
 
 from dsh_memory.flows.consolidate import consolidate_flow
 from dsh_memory.flows.extract import extract_flow
+from dsh_memory.phase1.result import Phase1Result
+
+
+class CatchUpResult(BaseModel):
+    phase1: Phase1Result
+    phase2: dict[str, Any]
 
 
 @flow(name="catch-up")
-def catch_up_flow(backfill: bool = False, force_consolidation: bool = False) -> dict:
+def catch_up_flow(backfill: bool = False, force_consolidation: bool = False) -> CatchUpResult:
     log = get_run_logger()
     phase1 = extract_flow(backfill=backfill)
-    if phase1.get("skipped_no_route"):
+    if phase1.skipped_no_route:
         log.warning("no model route: nothing extracted, consolidation not attempted")
-        return {"phase1": phase1, "phase2": {"outcome": "skipped", "reason": "no model route"}}
-    phase2 = consolidate_flow(force=force_consolidation)
-    return {"phase1": phase1, "phase2": phase2}
+        return CatchUpResult(phase1=phase1, phase2={"outcome": "skipped", "reason": "no model route"})
+    return CatchUpResult(phase1=phase1, phase2=consolidate_flow(force=force_consolidation))

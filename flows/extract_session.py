@@ -4,6 +4,7 @@ Started by the `extract-session` deployment's trigger: a Prefect event `dsh.turn
 resource `dsh.session.<id>`, debounced per session (proactive trigger: one run ~debounce after
 the last turn end). Also runnable by hand: `dsh-memory extract SESSION`.
 Writes: what flows/extract.py writes; starts the `consolidate` deployment when pending.
+Returns: the extract flow's Phase1Result, with `consolidation_requested` set.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from prefect import flow, get_run_logger
 
 from dsh_memory.flows.extract import extract_flow
 from dsh_memory.hooks.events import RESOURCE_PREFIX
+from dsh_memory.phase1.result import Phase1Result
 
 
 def session_id_from(resource: str) -> str:
@@ -21,16 +23,15 @@ def session_id_from(resource: str) -> str:
 
 
 @flow(name="extract-session")
-def extract_session_flow(session: str = "", consolidate: bool = True) -> dict:
+def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1Result:
     log = get_run_logger()
     sid = session_id_from(session)
     if not sid:
         log.warning("no session id in the trigger: extracting every ready session instead")
     result = extract_flow(session_ids=[sid] if sid else None, respect_idle=not sid)
-    extracted = [o for o in result.get("outcomes", []) if o.get("outcome") == "extracted"]
-    result["consolidation_requested"] = False
-    if consolidate and extracted:
-        result["consolidation_requested"] = request_consolidation()
+    result.consolidation_requested = False
+    if consolidate and result.extracted:
+        result.consolidation_requested = request_consolidation()
     return result
 
 

@@ -107,7 +107,9 @@ def extract_session(
     ref = decision.ref
     now = datetime.now(UTC)
     if not state.try_start(ref.id, now, stale_after_s=settings.stale_claim_seconds):
-        return Outcome(ref.id, ref.source, "skipped", decision.part, reason="claimed by another run")
+        return Outcome(
+            session=ref.id, source=ref.source, outcome="skipped", part=decision.part, reason="claimed by another run"
+        )
     try:
         for attempt in (1, 2):
             transcript = prepare_transcript(decision, model.budget_tokens)
@@ -138,6 +140,6 @@ def extract_session(
         log.error(
             "session %s failed (attempt %d%s): %s", ref.id, claim.attempts, ", parked" if claim.parked else "", err
         )
-        return Outcome(ref.id, ref.source, "failed", decision.part, error=err)
+        return Outcome(session=ref.id, source=ref.source, outcome="failed", part=decision.part, error=err)
     finally:
         progress.report("phase1", 1, progress_total, ref.id)

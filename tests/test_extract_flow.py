@@ -7,6 +7,7 @@ import json
 import anyio
 import pytest
 
+from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
@@ -35,7 +36,8 @@ def test_phase1_extracts_expected_fixture_sessions(monkeypatch, tmp_path, fixtur
     from dsh_memory.flows.extract import extract_flow
 
     summary = extract_flow()
-    outcomes = {o["session"]: o["outcome"] for o in summary["outcomes"]}
+    assert isinstance(summary, Phase1Result) and summary.counts == summary.count_outcomes()
+    outcomes = {o.session: o.outcome for o in summary.outcomes}
     scan = expected["_scan"]["dsh/plain/sessions"]
     expected_ids = set(scan["extract_session_ids"])
     # Every session that should be extracted went to the model; the chit-chat one is a no-op.
@@ -77,7 +79,7 @@ def test_phase1_rerun_is_idempotent_and_incremental(monkeypatch, tmp_path, fixtu
     first = len(fake.requests)
     again = extract_flow()
     assert len(fake.requests) == first, "an unchanged session must not be extracted twice"
-    assert not [o for o in again["outcomes"] if o["outcome"] == "extracted"]
+    assert not [o for o in again.outcomes if o.outcome == "extracted"]
 
     # Grow one session by new human turns: a delta part is extracted with the continuation framing.
     sid = "5e8b2d0f-3c7a-4f4e-9b6d-0a2f8c4e7d53"
@@ -106,9 +108,9 @@ def test_phase1_rerun_is_idempotent_and_incremental(monkeypatch, tmp_path, fixtu
     monkeypatch.setenv("DSH_MEMORY_RECHECK_INTERVAL_SECONDS", "0")
     monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "0")
     third = extract_flow()
-    extracted = [o for o in third["outcomes"] if o["outcome"] == "extracted"]
-    assert [o["session"] for o in extracted] == [sid]
-    assert extracted[0]["part"] == 2 and extracted[0]["slug"].endswith("-part2")
+    extracted = [o for o in third.outcomes if o.outcome == "extracted"]
+    assert [o.session for o in extracted] == [sid]
+    assert extracted[0].part == 2 and extracted[0].slug.endswith("-part2")
     delta_request = fake.requests[-1]
     assert "already processed" in user_text(delta_request)
     assert "follow-up question number 10" in user_text(delta_request)
@@ -125,7 +127,7 @@ def test_phase1_retries_transient_errors_and_caches_results(monkeypatch, tmp_pat
     from dsh_memory.flows.extract import extract_flow
 
     summary = extract_flow(session_ids=[sid], respect_idle=False)
-    assert [o["outcome"] for o in summary["outcomes"]] == ["extracted"]
+    assert [o.outcome for o in summary.outcomes] == ["extracted"]
     assert len(fake.requests) == 3
 
     async def llm_task_runs():
@@ -146,7 +148,7 @@ def test_phase1_retries_transient_errors_and_caches_results(monkeypatch, tmp_pat
     for f in (root / "rollout_summaries").glob("*.md"):
         f.unlink()
     summary = extract_flow(session_ids=[sid], respect_idle=False)
-    assert [o["outcome"] for o in summary["outcomes"]] == ["extracted"]
+    assert [o.outcome for o in summary.outcomes] == ["extracted"]
     assert len(fake.requests) == 3, "the cached extraction was reused, not paid for again"
     assert list((root / "rollout_summaries").glob("*.md"))
 
@@ -165,8 +167,8 @@ def test_phase1_failures_are_isolated_and_no_route_skips(monkeypatch, tmp_path, 
     from dsh_memory.flows.extract import extract_flow
 
     summary = extract_flow(session_ids=[bad, good], respect_idle=False)
-    outcomes = {o["session"]: o for o in summary["outcomes"]}
-    assert outcomes[bad]["outcome"] == "failed" and outcomes[good]["outcome"] == "extracted"
+    outcomes = {o.session: o for o in summary.outcomes}
+    assert outcomes[bad].outcome == "failed" and outcomes[good].outcome == "extracted"
     claim = StateStore(root).get_claim(bad)
     assert claim.status == "failed" and claim.attempts == 1 and claim.next_retry_at is not None
     assert not any(s.provenance["session_id"] == bad for s in MemoryStore(root).list_rollout_summaries())
@@ -178,6 +180,6 @@ def test_phase1_failures_are_isolated_and_no_route_skips(monkeypatch, tmp_path, 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     before = StateStore(root).claims()
     summary = extract_flow()
-    assert summary["skipped_no_route"] and "DSH_MEMORY_API_KEY" in summary["error"]
+    assert summary.skipped_no_route and "DSH_MEMORY_API_KEY" in summary.error
     assert StateStore(root).claims().keys() == before.keys()
     assert StateStore(root).get_claim(good).status == "done"

@@ -58,12 +58,12 @@ def test_phase1_with_the_local_model_writes_memory_files(monkeypatch, tmp_path, 
     from dsh_memory.flows.extract import extract_flow
 
     summary = extract_flow(session_ids=[WEATHER], respect_idle=False)
-    (outcome,) = summary["outcomes"]
-    assert outcome["outcome"] in ("extracted", "noop"), outcome
-    assert summary["provider"] == "local" and summary["model"] == smollm2.name
+    (outcome,) = summary.outcomes
+    assert outcome.outcome in ("extracted", "noop"), outcome
+    assert summary.provider == "local" and summary.model == smollm2.name
     claim = StateStore(root).get_claim(WEATHER)
     assert claim.provider == "local" and claim.model == smollm2.name and claim.status in ("done", "noop")
-    if outcome["outcome"] == "extracted":  # the grammar gave non-empty fields: files written
+    if outcome.outcome == "extracted":  # the grammar gave non-empty fields: files written
         (info,) = MemoryStore(root).list_rollout_summaries()
         assert info.provenance["provider"] == "local" and info.provenance["session_id"] == WEATHER
         assert MemoryStore(root).read_raw_blocks()[0].session_id == WEATHER

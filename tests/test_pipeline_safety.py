@@ -51,7 +51,7 @@ def test_no_planted_secret_anywhere_under_the_memory_root(monkeypatch, tmp_path,
         from dsh_memory.flows.catch_up import catch_up_flow
 
         result = catch_up_flow(backfill=True)
-        assert result["phase2"]["outcome"] == "consolidated", result["phase2"]
+        assert result.phase2["outcome"] == "consolidated", result.phase2
         sent = json.dumps(fake.requests, ensure_ascii=False)
     # Search index, state DB, archives, skills: every byte under the root.
     from dsh_memory.readpath import search
@@ -115,9 +115,9 @@ def test_phase1_killed_mid_run_recovers_without_double_extraction(monkeypatch, t
         from dsh_memory.flows.extract import extract_flow
 
         summary = extract_flow()
-        outcomes = {o["session"]: o["outcome"] for o in summary["outcomes"]}
+        outcomes = {o.session: o.outcome for o in summary.outcomes}
         assert orphaned <= set(outcomes), "orphaned claims were recovered and retried"
         assert not (done_before & set(outcomes)), "a finished session was extracted twice"
         final = StateStore(root).claims()
         assert all(final[s].status == "done" for s in orphaned)
-        assert len(fake.requests) - sent_before == len([o for o in summary["outcomes"] if o["outcome"] != "unreadable"])
+        assert len(fake.requests) - sent_before == len([o for o in summary.outcomes if o.outcome != "unreadable"])

@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
                 raise UserInputError("give one or more SESSION ids, or --all")
             from dsh_memory.flows.extract import extract_flow
 
-            return with_progress(
+            result = with_progress(
                 lambda: extract_flow(
                     session_ids=list(sessions) if sessions else None,
                     backfill=backfill,
@@ -77,6 +77,7 @@ def register(app: typer.Typer) -> None:
                 "extracting",
                 dry_run,
             )
+            return result.model_dump(mode="json")  # a Phase1Result
 
         summary = run(go, as_json)
         unknown = summary.get("unknown_ids")
@@ -108,7 +109,7 @@ def _catch_up(
     def go():
         from dsh_memory.flows.catch_up import catch_up_flow
 
-        return catch_up_flow(backfill=backfill, force_consolidation=force)
+        return catch_up_flow(backfill=backfill, force_consolidation=force).model_dump(mode="json")
 
     result = run(lambda: with_progress(go, label, False), as_json)
     if as_json:

@@ -7,11 +7,10 @@ apply    : no-op gate → rollout summary file → raw memory block → claim do
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from dsh_memory.errors import LLMOutputError
 from dsh_memory.llm.base import LLM, Completion
@@ -38,32 +37,21 @@ class ExtractionOutput(BaseModel):
         return not self.raw_memory.strip() or not self.rollout_summary.strip()
 
 
-@dataclass
-class Outcome:
-    """One row of the Phase 1 batch table (no transcript, no secrets)."""
+class Outcome(BaseModel):
+    """What happened to one session: a row of the Phase 1 batch table (no transcript, no secrets)."""
 
     session: str
     source: str
-    outcome: str  # extracted | noop | failed | skipped | unreadable
+    outcome: Literal["extracted", "noop", "failed", "skipped", "unreadable"]
     part: int = 1
     slug: str = ""
     tokens_in: int = 0
     tokens_out: int = 0
     error: str = ""
-    reason: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    reason: str = Field("", exclude=True)  # why it was skipped (logs only; not a table column)
 
     def row(self) -> dict[str, Any]:
-        return {
-            "session": self.session,
-            "source": self.source,
-            "outcome": self.outcome,
-            "part": self.part,
-            "slug": self.slug,
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "error": self.error,
-        }
+        return self.model_dump(mode="json")
 
 
 def prepare_transcript(decision: Decision, budget_tokens: int):

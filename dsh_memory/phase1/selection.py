@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
 from dsh_memory.settings import MemorySettings
@@ -62,15 +64,29 @@ class Decision:
     session: Session | None = field(default=None, repr=False)
     base_slug: str | None = None
 
-    def row(self) -> dict[str, Any]:
-        return {
-            "session": self.ref.id,
-            "source": self.ref.source,
-            "action": self.action,
-            "reason": self.reason,
-            "watermark": self.watermark,
-            "part": self.part,
-        }
+    def row(self) -> DecisionRow:
+        return DecisionRow(
+            session=self.ref.id,
+            source=self.ref.source,
+            action=self.action,
+            kind=self.kind,
+            reason=self.reason,
+            watermark=self.watermark,
+            part=self.part,
+        )
+
+
+class DecisionRow(BaseModel):
+    """A Decision without the session it read: the dry-run table row, and what bookkeeping needs."""
+
+    session: str
+    source: str
+    action: Action
+    # For the bookkeeping in this run; not a table column (nor in --json: the reason says it).
+    kind: ReasonKind | None = Field(None, exclude=True)
+    reason: str
+    watermark: int
+    part: int
 
 
 def _age(now: datetime, t: datetime) -> float:
