@@ -7,11 +7,10 @@ Returns:  a CatchUpResult: the Phase1Result and Phase 2's result (or why it was 
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import flow, get_run_logger
 from pydantic import BaseModel
 
+from dsh_memory.consolidation.result import Phase2NotRun, Phase2Result
 from dsh_memory.flows.consolidate import consolidate_flow
 from dsh_memory.flows.extract import extract_flow
 from dsh_memory.phase1.result import Phase1Result
@@ -19,7 +18,7 @@ from dsh_memory.phase1.result import Phase1Result
 
 class CatchUpResult(BaseModel):
     phase1: Phase1Result
-    phase2: dict[str, Any]
+    phase2: Phase2NotRun | Phase2Result  # this order: a reloaded {outcome, reason} is a Phase2NotRun
 
 
 @flow(name="catch-up")
@@ -28,5 +27,5 @@ def catch_up_flow(backfill: bool = False, force_consolidation: bool = False) -> 
     phase1 = extract_flow(backfill=backfill)
     if phase1.skipped_no_route:
         log.warning("no model route: nothing extracted, consolidation not attempted")
-        return CatchUpResult(phase1=phase1, phase2={"outcome": "skipped", "reason": "no model route"})
+        return CatchUpResult(phase1=phase1, phase2=Phase2NotRun(reason="no model route"))
     return CatchUpResult(phase1=phase1, phase2=consolidate_flow(force=force_consolidation))

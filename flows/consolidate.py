@@ -14,6 +14,7 @@ Writes:   MEMORY.md, memory_summary.md (first line `v1`), skills/<name>/…, mov
           the Prefect run history (mode, inputs, cooldown, redacted model output, changes).
 Failures: raw memories and notes stay, `phase2_error` is recorded, the pending flag is kept;
           a cut-off answer is retried with a doubled max_tokens (cap 131072).
+Returns:  a Phase2Result (dsh_memory/consolidation/result.py).
 """
 
 from __future__ import annotations
@@ -25,15 +26,24 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from dsh_memory.consolidation import gate as gate_mod
+from dsh_memory.consolidation.inputs import Phase2Inputs
 from dsh_memory.consolidation.output import ConsolidationOutput, parse_reply
 from dsh_memory.consolidation.prompt import PROMPT_VERSION
 from dsh_memory.consolidation.report import ARTIFACT_KEY, render_markdown
+from dsh_memory.consolidation.result import Phase2ModelReport, Phase2Result
 from dsh_memory.errors import LLMOutputError, NoModelRouteError
-from dsh_memory.llm.factory import phase_model
+from dsh_memory.llm.factory import PhaseModel, phase_model
 from dsh_memory.settings import MemorySettings, ModelRoute
 from dsh_memory.storage.locks import AlreadyRunning, phase_lock
-from dsh_memory.storage.state import StateStore
-from dsh_memory.tasks.consolidate import apply_consolidation, call_consolidation_model, check_gate, gather_inputs
+from dsh_memory.tasks.consolidate import (
+    apply_consolidation,
+    call_consolidation_model,
+    check_gate,
+    clear_pending,
+    gather_inputs,
+    record_phase2_failure,
+    record_phase2_outcome,
+)
 from dsh_memory.transcript.redact import redact
 
 MAX_TOKENS_CAP = 131072
@@ -56,113 +66,86 @@ def next_max_tokens(current: int, cap: int = MAX_TOKENS_CAP) -> int | None:
 
 
 @flow(name="consolidate", log_prints=False)
-def consolidate_flow(force: bool = False, memory_root: str | None = None) -> dict:
-    """Phase 2, single-flight. Returns an outcome summary (also published as an artifact)."""
+def consolidate_flow(force: bool = False, memory_root: str | None = None) -> Phase2Result:
+    """Phase 2, single-flight. The result is also published as an artifact."""
     log = get_run_logger()
     started = time.monotonic()
     settings, route = load_settings(memory_root)
     now = datetime.now(UTC)
-    summary: dict = {
-        "outcome": None,
-        "reason": "",
-        "error": None,
-        "force": force,
-        "mode": None,
-        "memory_root": str(settings.memory_root),
-        "prompt_version": PROMPT_VERSION,
-        "gate": None,
-        "inputs": None,
-        "model": None,
-        "changes": None,
-        "flow_run_id": _flow_run_id(),
-    }
+    result = Phase2Result(
+        force=force, memory_root=str(settings.memory_root), prompt_version=PROMPT_VERSION, flow_run_id=_flow_run_id()
+    )
     model_output = ""
     try:
         with phase_lock(settings.memory_root, LOCK_NAME):
-            model_output = _run_locked(settings, route, now, force, summary)
+            model_output = _run_locked(settings, route, now, force, result)
     except AlreadyRunning:
-        summary.update(outcome=gate_mod.SKIP_RUNNING, reason="another consolidation holds .state/phase2.lock")
-    summary["duration_seconds"] = round(time.monotonic() - started, 2)
-    _publish(summary, model_output)
-    level = log.error if str(summary["outcome"]).startswith("error") else log.info
-    level("Phase 2 %s: %s", summary["outcome"], redact(summary["error"] or summary["reason"] or ""))
-    return summary
+        result.outcome, result.reason = gate_mod.SKIP_RUNNING, "another consolidation holds .state/phase2.lock"
+    result.duration_seconds = round(time.monotonic() - started, 2)
+    _publish(result, model_output)
+    level = log.error if str(result.outcome).startswith("error") else log.info
+    level("Phase 2 %s: %s", result.outcome, redact(result.error or result.reason or ""))
+    return result
 
 
-def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, force: bool, summary: dict) -> str:
-    """Everything under the lock. Fills `summary`; returns the model output for the artifact."""
-    log = get_run_logger()
+def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, force: bool, result: Phase2Result) -> str:
+    """Everything under the lock. Fills `result`; returns the model output for the artifact."""
     decision = check_gate(settings, now, force)
-    summary.update(gate=decision.as_dict(), reason=decision.reason)
+    result.gate, result.reason = decision, decision.reason
     if not decision.run:
-        summary["outcome"] = decision.outcome
-        _record_outcome(settings, decision.outcome)
+        result.outcome = decision.outcome
+        record_phase2_outcome(settings, decision.outcome)
         return ""
     try:
-        pm = phase_model(route, "phase2", settings)
+        model = phase_model(route, "phase2", settings)
     except NoModelRouteError as exc:  # no state change: retried on the next trigger
-        summary.update(outcome=gate_mod.SKIP_NO_ROUTE, reason=str(exc))
+        result.outcome, result.reason = gate_mod.SKIP_NO_ROUTE, str(exc)
         return ""
-    settings = pm.fit(settings)  # a local model's context is small: caps shrink to fit
-    model: dict = {
-        "provider": pm.provider,
-        "model": pm.model,
-        "reasoning_effort_requested": pm.reasoning_effort,
-        "reasoning_effort": "",
-        "max_tokens_tried": [],
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "finish_reason": None,
-        "notes": [],
-        "output_source": None,
-        "dropped": [],
-        "parse_errors": [],
-    }
-    summary["model"] = model
+    settings = model.fit(settings)  # a local model's context is small: caps shrink to fit
+    result.model = Phase2ModelReport(
+        provider=model.provider, model=model.model, reasoning_effort_requested=model.reasoning_effort
+    )
     outputs: list[str] = []
     try:
         inputs = gather_inputs(settings, now)
-        summary.update(mode=inputs.mode, inputs=inputs.counts())
+        result.mode, result.inputs = inputs.mode, inputs.counts()
         if not inputs.has_evidence:  # e.g. a stale pending flag: no model call for nothing
-            summary.update(outcome=gate_mod.SKIP_NOTHING, reason="no raw memories, notes or forgetting candidates")
-            _clear_pending(settings)
+            result.outcome, result.reason = gate_mod.SKIP_NOTHING, "no raw memories, notes or forgetting candidates"
+            clear_pending(settings)
             return ""
-        messages = inputs.messages()
-        max_tokens: int | None = min(pm.max_tokens, MAX_TOKENS_CAP)
-        output: ConsolidationOutput | None = None
-        while output is None:
-            model["max_tokens_tried"].append(max_tokens)
-            reply = call_consolidation_model(pm, messages, max_tokens)
-            outputs.append(reply.shown_output())
-            model.update(
-                provider=reply.provider or pm.provider,
-                model=reply.model or pm.model,
-                reasoning_effort=reply.reasoning_effort,
-                finish_reason=reply.finish_reason,
-            )
-            model["input_tokens"] += reply.input_tokens
-            model["output_tokens"] += reply.output_tokens
-            model["notes"] += [n for n in reply.notes if n not in model["notes"]]
-            try:
-                output = parse_reply(reply, inputs.mode)
-            except LLMOutputError as exc:
-                model["parse_errors"].append(str(exc))
-                max_tokens = next_max_tokens(max_tokens) if reply.truncated else None
-                if max_tokens is None:
-                    raise
-                log.warning("answer unusable after a cut-off; retrying with max_tokens %d", max_tokens)
-        model.update(output_source=output.source, dropped=output.dropped)
-        result = apply_consolidation(settings, inputs, output, now)
-        summary.update(outcome=gate_mod.CONSOLIDATED, changes=result.as_dict())
+        output = _ask_model(model, inputs, result.model, outputs)
+        result.changes = apply_consolidation(settings, inputs, output, now)
+        result.outcome = gate_mod.CONSOLIDATED
     except Exception as exc:  # any failure: raw memories stay, error recorded, pending kept
         error = f"{type(exc).__name__}: {exc}"
-        summary.update(outcome="error", error=redact(error)[:2000])
-        state = StateStore(settings.memory_root)
-        try:
-            state.record_phase2_failure(error, datetime.now(UTC))
-        finally:
-            state.close()
+        result.outcome, result.error = "error", redact(error)[:2000]
+        record_phase2_failure(settings, error, datetime.now(UTC))
     return "\n\n---- next attempt ----\n\n".join(outputs)
+
+
+def _ask_model(
+    model: PhaseModel, inputs: Phase2Inputs, report: Phase2ModelReport, outputs: list[str]
+) -> ConsolidationOutput:
+    """Call the model until its answer parses; a cut-off answer is retried with a doubled max_tokens.
+    Each answer's text is appended to `outputs` (for the artifact)."""
+    messages = inputs.messages()
+    max_tokens: int | None = min(model.max_tokens, MAX_TOKENS_CAP)
+    while True:
+        report.max_tokens_tried.append(max_tokens)
+        reply = call_consolidation_model(model, messages, max_tokens)
+        outputs.append(reply.shown_output())
+        report.add(reply)
+        try:
+            output = parse_reply(reply, inputs.mode)
+        except LLMOutputError as exc:
+            report.parse_errors.append(str(exc))
+            max_tokens = next_max_tokens(max_tokens) if reply.truncated else None
+            if max_tokens is None:
+                raise
+            get_run_logger().warning("answer unusable after a cut-off; retrying with max_tokens %d", max_tokens)
+            continue
+        report.output_source, report.dropped = output.source, output.dropped
+        return output
 
 
 def _flow_run_id() -> str | None:
@@ -172,32 +155,15 @@ def _flow_run_id() -> str | None:
     return str(run_id) if run_id else None
 
 
-def _clear_pending(settings: MemorySettings) -> None:
-    state = StateStore(settings.memory_root)
-    try:
-        state.set_pending(False)
-        state.record_phase2_outcome(gate_mod.SKIP_NOTHING)
-    finally:
-        state.close()
-
-
-def _record_outcome(settings: MemorySettings, outcome: str) -> None:
-    state = StateStore(settings.memory_root)
-    try:
-        state.record_phase2_outcome(outcome)
-    finally:
-        state.close()
-
-
-def _publish(summary: dict, model_output: str) -> None:
+def _publish(result: Phase2Result, model_output: str) -> None:
     """One markdown artifact per attempt (skipped / error / consolidated) in run history."""
     from prefect.artifacts import create_markdown_artifact
 
     try:
         create_markdown_artifact(
             key=ARTIFACT_KEY,
-            markdown=render_markdown(summary, model_output),
-            description=f"Phase 2 consolidation: {summary['outcome']}",
+            markdown=render_markdown(result.model_dump(mode="json"), model_output),
+            description=f"Phase 2 consolidation: {result.outcome}",
         )
     except Exception as exc:  # run history is best effort; the outcome is already recorded
         get_run_logger().warning("could not publish the run artifact: %s", type(exc).__name__)

@@ -8,6 +8,8 @@
   returned as a truncated `ModelReply`, not raised, so the flow can parse what arrived and
   decide whether to retry with a larger max_tokens.
 - `apply_consolidation`: validate + write everything, then record the success.
+- `record_phase2_outcome` (a skip), `clear_pending` (nothing to consolidate after all),
+  `record_phase2_failure`: the Phase 2 bookkeeping in `.state/state.sqlite3`.
 
 No task caches (NO_CACHE): Phase 2 must always see the current files.
 """
@@ -146,3 +148,33 @@ def apply_consolidation(
     for err in result.skill_errors:
         log.warning("skill skipped: %s", redact(err))
     return result
+
+
+@task(name="phase2-record-outcome", cache_policy=NO_CACHE)
+def record_phase2_outcome(settings: MemorySettings, outcome: str) -> None:
+    state = StateStore(settings.memory_root)
+    try:
+        state.record_phase2_outcome(outcome)
+    finally:
+        state.close()
+
+
+@task(name="phase2-clear-pending", cache_policy=NO_CACHE)
+def clear_pending(settings: MemorySettings) -> None:
+    """Nothing to consolidate after all (e.g. a stale pending flag): clear it, record the skip."""
+    state = StateStore(settings.memory_root)
+    try:
+        state.set_pending(False)
+        state.record_phase2_outcome(gate_mod.SKIP_NOTHING)
+    finally:
+        state.close()
+
+
+@task(name="phase2-record-failure", cache_policy=NO_CACHE)
+def record_phase2_failure(settings: MemorySettings, error: str, now: datetime) -> None:
+    """Count the failure and keep its message (raw memories, notes and the pending flag stay)."""
+    state = StateStore(settings.memory_root)
+    try:
+        state.record_phase2_failure(error, now)
+    finally:
+        state.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_memory.consolidation.result import Phase2Result
 from dsh_memory.storage.locks import is_running, phase_lock
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore, RawBlock
@@ -42,7 +43,7 @@ def root(tmp_path: Path, monkeypatch, fake, prefect_api) -> Path:
     return r
 
 
-def run_flow(**kw) -> dict:
+def run_flow(**kw) -> Phase2Result:
     from dsh_memory.flows.consolidate import consolidate_flow
 
     return consolidate_flow(**kw)
@@ -85,7 +86,7 @@ def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: 
     store = MemoryStore(root)
     # Nothing to do yet: no pending flag, no notes, no raw blocks → no model call.
     first = run_flow()
-    assert first["outcome"] == "skipped: nothing to consolidate" and fake.request_count == 0
+    assert first.outcome == "skipped: nothing to consolidate" and fake.request_count == 0
 
     add_raw(root, "fix-ci", f"- CI cache key includes the lockfile; key {SECRET}")
     note = store.add_note("I prefer uv over pip.", title="tools")
@@ -99,10 +100,10 @@ def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: 
         )
     )
     init = run_flow()
-    assert init["outcome"] == "consolidated" and init["mode"] == "INIT", init
-    assert init["inputs"]["raw_blocks"] == 1 and init["inputs"]["notes"] == 1
+    assert init.outcome == "consolidated" and init.mode == "INIT", init
+    assert init.inputs["raw_blocks"] == 1 and init.inputs["notes"] == 1
     assert store.summary_path.read_text().startswith("v1\n\n## User preferences")
-    assert init["changes"]["summary_repaired"] is True
+    assert init.changes.summary_repaired is True
     assert store.read_raw_blocks() == [] and len(store.read_raw_archive_blocks()) == 1
     assert not (root / note).exists() and store.list_notes() == []
     meta = with_state(root, lambda st: st.get_meta())
@@ -123,8 +124,8 @@ def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: 
         "fresh-work", {"session_id": "s-new", "cwd": "/work/proj", "updated_at": NOW.isoformat()}, "# Fresh work"
     )
     cooled = run_flow()
-    assert cooled["outcome"] == "skipped: cooldown" and fake.request_count == 1
-    assert cooled["gate"]["cooldown_remaining_seconds"] > 0
+    assert cooled.outcome == "skipped: cooldown" and fake.request_count == 1
+    assert cooled.gate.cooldown_remaining_seconds > 0
 
     fake.script(
         Reply.tool(
@@ -150,36 +151,36 @@ def test_init_then_incremental_with_skills_retirement_notes_and_artifacts(root: 
         )
     )
     inc = run_flow(force=True)
-    assert inc["outcome"] == "consolidated" and inc["mode"] == "INCREMENTAL", inc
+    assert inc.outcome == "consolidated" and inc.mode == "INCREMENTAL", inc
     second_user = fake.requests[1]["messages"][1]["content"]
     assert "- user prefers uv (note)" in second_user  # the current MEMORY.md is in the input
     assert "FORGETTING CANDIDATE" in second_user
-    c = inc["changes"]
-    assert c["skills_written"] == ["deploy-proj"] and len(c["skill_errors"]) == 3
+    c = inc.changes
+    assert c.skills_written == ["deploy-proj"] and len(c.skill_errors) == 3
     assert sorted(p.name for p in store.skills_dir.iterdir()) == ["deploy-proj"]
     assert sorted(p.relative_to(store.skills_dir).as_posix() for p in store.skills_dir.rglob("*") if p.is_file()) == [
         "deploy-proj/SKILL.md",
         "deploy-proj/scripts/deploy.sh",
     ]
     assert not (root.parent / "escape.txt").exists() and not (root / "escape.txt").exists()
-    assert c["retired"] == ["old-work"] and c["retire_refused"] == ["fresh-work"]
+    assert c.retired == ["old-work"] and c.retire_refused == ["fresh-work"]
     assert (store.retired_dir / "old-work.md").is_file() and (store.rollout_dir / "fresh-work.md").is_file()
 
     assert SECRET.encode() not in all_bytes(root)  # planted in a raw memory and in model output
-    arts = artifacts_of(inc["flow_run_id"])
+    arts = artifacts_of(inc.flow_run_id)
     assert len(arts) == 1
     md = arts[0].data
     assert "consolidated" in md and "INCREMENTAL" in md and "deploy-proj" in md and "openai / fake-model" in md
-    init_md = artifacts_of(init["flow_run_id"])[0].data
+    init_md = artifacts_of(init.flow_run_id)[0].data
     assert "[REDACTED" in init_md and SECRET not in init_md
-    assert "cooldown" in artifacts_of(cooled["flow_run_id"])[0].data
+    assert "cooldown" in artifacts_of(cooled.flow_run_id)[0].data
 
 
 def test_single_flight_threads_and_held_lock(root: Path, fake: FakeOpenAIServer):
     # A stale pending flag with no evidence: no model call, flag cleared.
     with_state(root, lambda st: st.set_pending(True))
     stale = run_flow(force=True)
-    assert stale["outcome"] == "skipped: nothing to consolidate" and fake.request_count == 0
+    assert stale.outcome == "skipped: nothing to consolidate" and fake.request_count == 0
     assert with_state(root, lambda st: st.get_meta().pending_consolidation) is False
 
     add_raw(root, "a", "- one fact")
@@ -187,17 +188,17 @@ def test_single_flight_threads_and_held_lock(root: Path, fake: FakeOpenAIServer)
     # A held lock (another process/deployment run): skipped at once, no model call.
     with phase_lock(root, "phase2"):
         held = run_flow(force=True)
-    assert held["outcome"] == "skipped: already running" and fake.request_count == 0
-    assert artifacts_of(held["flow_run_id"])  # skips are in run history too
+    assert held.outcome == "skipped: already running" and fake.request_count == 0
+    assert artifacts_of(held.flow_run_id)  # skips are in run history too
 
     fake.script(Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n\nx\n"}, delay_seconds=4))
-    results: list[dict] = []
+    results: list[Phase2Result] = []
     threads = [threading.Thread(target=lambda: results.append(run_flow(force=True))) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
-    outcomes = sorted(r["outcome"] for r in results)
+    outcomes = sorted(r.outcome for r in results)
     assert len(outcomes) == 2 and outcomes[0] == "consolidated" and outcomes[1].startswith("skipped:"), outcomes
     assert fake.request_count == 1
 
@@ -241,7 +242,7 @@ def test_killed_mid_run_leaves_files_intact_and_lock_released(root: Path, fake: 
         )
     )
     after = run_flow(force=True)
-    assert after["outcome"] == "consolidated", after
+    assert after.outcome == "consolidated", after
     assert store.memory_md_path.read_text() == "# Task Group: after\n- new fact\n"
 
 
@@ -253,8 +254,8 @@ def test_truncation_retry_then_failure_pause_and_force(root: Path, fake: FakeOpe
         Reply.truncated(cut_in_summary), Reply.tool({"memory_md": "# M\n- a\n", "memory_summary_md": "v1\n\n- a\n"})
     )
     ok = run_flow()
-    assert ok["outcome"] == "consolidated", ok
-    assert ok["model"]["max_tokens_tried"] == [32768, 65536]
+    assert ok.outcome == "consolidated", ok
+    assert ok.model.max_tokens_tried == [32768, 65536]
     assert [r["max_tokens"] for r in fake.requests] == [32768, 65536]
 
     # A second memory root: two earlier failures, then one more (cut off even at the cap).
@@ -272,18 +273,18 @@ def test_truncation_retry_then_failure_pause_and_force(root: Path, fake: FakeOpe
     n0 = fake.request_count
     fake.script(*[Reply.truncated(cut_in_summary) for _ in range(3)])
     failed = run_flow(memory_root=str(other))
-    assert failed["outcome"] == "error" and "cut off" in failed["error"]
+    assert failed.outcome == "error" and "cut off" in failed.error
     assert [r["max_tokens"] for r in fake.requests[n0:]] == [32768, 65536, 131072]
     meta = with_state(other, lambda st: st.get_meta())
     assert meta.phase2_failures == 3 and meta.pending_consolidation is True and "cut off" in meta.phase2_error
     assert [b.body for b in store.read_raw_blocks()] == ["- fact b"] and not store.memory_md_path.exists()
 
     paused = run_flow(memory_root=str(other))
-    assert paused["outcome"] == "skipped: paused after repeated failures" and fake.request_count == n0 + 3
+    assert paused.outcome == "skipped: paused after repeated failures" and fake.request_count == n0 + 3
 
     fake.script(Reply.tool({"memory_md": "# M\n- b\n", "memory_summary_md": "v1\n\n- b\n"}))
     forced = run_flow(memory_root=str(other), force=True)
-    assert forced["outcome"] == "consolidated", forced
+    assert forced.outcome == "consolidated", forced
     meta = with_state(other, lambda st: st.get_meta())
     assert meta.phase2_failures == 0 and meta.phase2_error is None and meta.pending_consolidation is False
 

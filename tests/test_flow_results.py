@@ -95,3 +95,81 @@ def test_finish_phase1_sets_pending_only_after_an_extraction(tmp_path):
     assert not meta.pending_consolidation and meta.last_phase1_at == NOW
     finish_phase1.fn(settings, [Outcome(session="a", source="dsh", outcome="extracted")], NOW)
     assert StateStore(tmp_path).get_meta().pending_consolidation
+
+
+PHASE2_KEYS = [
+    "outcome",
+    "reason",
+    "error",
+    "force",
+    "mode",
+    "memory_root",
+    "prompt_version",
+    "gate",
+    "inputs",
+    "model",
+    "changes",
+    "flow_run_id",
+    "duration_seconds",
+]
+MODEL_KEYS = [
+    "provider",
+    "model",
+    "reasoning_effort_requested",
+    "reasoning_effort",
+    "max_tokens_tried",
+    "input_tokens",
+    "output_tokens",
+    "finish_reason",
+    "notes",
+    "output_source",
+    "dropped",
+    "parse_errors",
+]
+
+
+def test_phase2_json_keeps_its_shape():
+    from dsh_memory.consolidation.apply import ApplyResult
+    from dsh_memory.consolidation.gate import decide
+    from dsh_memory.consolidation.output import ModelReply
+    from dsh_memory.consolidation.result import Phase2ModelReport, Phase2NotRun, Phase2Result
+    from dsh_memory.flows.catch_up import CatchUpResult
+
+    gate = decide(None, notes=1, raw_blocks=0, now=NOW, cooldown_seconds=0, force=False)
+    report = Phase2ModelReport(provider="openai", model="m", reasoning_effort_requested="high")
+    report.add(ModelReply(provider="openai", model="m2", input_tokens=5, output_tokens=7, notes=["n"]))
+    report.add(ModelReply(input_tokens=1, output_tokens=1, notes=["n"], finish_reason="stop"))
+    result = Phase2Result(outcome="consolidated", gate=gate, model=report, changes=ApplyResult(raw_archived=2))
+    dumped = result.model_dump(mode="json")
+    assert list(dumped) == PHASE2_KEYS and list(dumped["model"]) == MODEL_KEYS
+    assert dumped["gate"] == gate.as_dict() and dumped["changes"] == ApplyResult(raw_archived=2).as_dict()
+    assert (report.model, report.input_tokens, report.output_tokens, report.notes) == ("m2", 6, 8, ["n"])
+    for serializer in (PickleSerializer(), JSONSerializer()):
+        assert serializer.loads(serializer.dumps(result)).model_dump(mode="json") == dumped
+
+    # The catch-up's "not attempted" keeps its two keys, and survives a JSON round trip as itself.
+    p1 = _result()
+    skipped = CatchUpResult(phase1=p1, phase2=Phase2NotRun(reason="no model route"))
+    assert skipped.model_dump(mode="json")["phase2"] == {"outcome": "skipped", "reason": "no model route"}
+    back = JSONSerializer().loads(JSONSerializer().dumps(skipped))
+    assert isinstance(back.phase2, Phase2NotRun)
+    assert isinstance(
+        JSONSerializer().loads(JSONSerializer().dumps(CatchUpResult(phase1=p1, phase2=result))).phase2, Phase2Result
+    )
+
+
+def test_phase2_bookkeeping_tasks(tmp_path):
+    from dsh_memory.consolidation.gate import SKIP_COOLDOWN, SKIP_NOTHING
+    from dsh_memory.tasks.consolidate import clear_pending, record_phase2_failure, record_phase2_outcome
+
+    settings = MemorySettings(memory_root=tmp_path)
+    StateStore(tmp_path).set_pending(True)
+    record_phase2_outcome.fn(settings, SKIP_COOLDOWN)
+    meta = StateStore(tmp_path).get_meta()
+    assert meta.last_phase2_outcome == SKIP_COOLDOWN and meta.pending_consolidation
+    record_phase2_failure.fn(settings, "LLMFatalError: 401", NOW)
+    meta = StateStore(tmp_path).get_meta()
+    assert meta.phase2_failures == 1 and "401" in meta.phase2_error and meta.pending_consolidation
+    clear_pending.fn(settings)
+    meta = StateStore(tmp_path).get_meta()
+    assert not meta.pending_consolidation and meta.last_phase2_outcome == SKIP_NOTHING

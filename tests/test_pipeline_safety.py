@@ -51,7 +51,7 @@ def test_no_planted_secret_anywhere_under_the_memory_root(monkeypatch, tmp_path,
         from dsh_memory.flows.catch_up import catch_up_flow
 
         result = catch_up_flow(backfill=True)
-        assert result.phase2["outcome"] == "consolidated", result.phase2
+        assert result.phase2.outcome == "consolidated", result.phase2
         sent = json.dumps(fake.requests, ensure_ascii=False)
     # Search index, state DB, archives, skills: every byte under the root.
     from dsh_memory.readpath import search

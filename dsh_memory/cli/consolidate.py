@@ -56,7 +56,8 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.cli._progress import with_progress
             from dsh_memory.flows.consolidate import consolidate_flow
 
-            return with_progress(lambda: consolidate_flow(force=force), "consolidating", False)
+            result = with_progress(lambda: consolidate_flow(force=force), "consolidating", False)
+            return result.model_dump(mode="json")  # a Phase2Result
 
         summary = run(go, as_json)
         if not as_json:
