@@ -25,7 +25,7 @@ from typing import Any
 from dsh_memory.errors import LLMTransientError
 
 MAX_RETRY_AFTER_SECONDS = 120.0
-RETRY_JITTER_FACTOR = 0.5  # the decorators' retry_jitter_factor: RetryDelays keeps Retry-After above its low end
+RETRY_JITTER_FACTOR = 0.5  # the model tasks' retry_jitter_factor
 
 _retry_after: dict[str, float] = {}  # task run id → seconds the server asked for, until the engine reads it
 _lock = threading.Lock()
@@ -45,13 +45,14 @@ def transient_only(task, task_run, state) -> bool:
     return False
 
 
-def _current_run() -> tuple[str | None, dict[str, Any]]:
+def _current_run() -> tuple[str | None, dict[str, Any], float]:
+    """(task run id, its parameters, its task's retry_jitter_factor) when inside a task run."""
     from prefect.context import TaskRunContext
 
     ctx = TaskRunContext.get()
     if ctx is None or ctx.task_run is None:
-        return None, {}
-    return str(ctx.task_run.id), ctx.parameters or {}
+        return None, {}, 0.0
+    return str(ctx.task_run.id), ctx.parameters or {}, float(ctx.task.retry_jitter_factor or 0.0)
 
 
 def _jitter_low_end(jitter_factor: float) -> float:
@@ -69,26 +70,19 @@ class RetryDelays(list):
     `delays`: the backoff per retry, in seconds (or in units of `base(parameters)` when given).
     """
 
-    def __init__(
-        self,
-        delays: Iterable[float],
-        *,
-        base: Callable[[dict[str, Any]], float] | None = None,
-        jitter_factor: float = RETRY_JITTER_FACTOR,
-    ):
+    def __init__(self, delays: Iterable[float], *, base: Callable[[dict[str, Any]], float] | None = None):
         super().__init__(float(d) for d in delays)
         self.base = base
-        self.jitter_factor = jitter_factor
 
     def __getitem__(self, index):  # type: ignore[override]
         scheduled = super().__getitem__(index)
         if isinstance(index, slice):
             return scheduled
-        run_id, parameters = _current_run()
+        run_id, parameters, jitter_factor = _current_run()
         if self.base is not None and parameters:
             scheduled *= float(self.base(parameters))
         with _lock:
             retry_after = _retry_after.pop(run_id, 0.0) if run_id else 0.0
         # The engine jitters the delay downwards by up to 1 - low end: keep Retry-After above that.
-        floor = retry_after / _jitter_low_end(self.jitter_factor) if retry_after else 0.0
+        floor = retry_after / _jitter_low_end(jitter_factor) if retry_after else 0.0
         return max(scheduled, floor)
