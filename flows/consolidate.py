@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 from prefect import flow, get_run_logger
 
@@ -51,13 +50,12 @@ LOCK_NAME = "phase2"
 
 
 def load_settings(memory_root: str | None = None) -> tuple[MemorySettings, ModelRoute]:
-    """THE settings entry point of this flow (Blocks → env → defaults, via settings_loader)."""
-    from dsh_memory.settings_loader import load_settings as load
+    """This flow's settings from THE memory context (saved block > environment > default);
+    `memory_root` (a flow parameter) overrides the root for this run."""
+    from dsh_memory.context import memory_context
 
-    settings, route = load()
-    if memory_root:
-        settings = settings.model_copy(update={"memory_root": Path(memory_root).expanduser()})
-    return settings, route
+    ctx = memory_context(memory_root=memory_root)
+    return ctx.settings, ctx.route
 
 
 def next_max_tokens(current: int, cap: int = MAX_TOKENS_CAP) -> int | None:

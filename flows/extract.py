@@ -26,6 +26,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsh_memory import cancel
+from dsh_memory.context import memory_context
 from dsh_memory.errors import NoModelRouteError
 from dsh_memory.llm.factory import PhaseModel, phase_model
 from dsh_memory.llm.limit import open_limit
@@ -33,8 +34,13 @@ from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.phase1.selection import EXTRACT, Decision
 from dsh_memory.settings import MemorySettings
-from dsh_memory.settings_loader import load_settings
-from dsh_memory.tasks.claims import finish_phase1, record_decisions, recover_stale_claims
+from dsh_memory.tasks.claims import (
+    finish_phase1,
+    record_decisions,
+    recover_stale_claims,
+    renewing_claims,
+    sweep_temp_files,
+)
 from dsh_memory.tasks.discover import discover_sessions
 from dsh_memory.tasks.extract import extract_session
 from dsh_memory.tasks.select import plan_extractions
@@ -49,7 +55,8 @@ def extract_flow(
 ) -> Phase1Result:
     """Phase 1 over the given sessions (or every candidate)."""
     log = get_run_logger()
-    settings, route = load_settings()
+    ctx = memory_context()  # settings: saved block > environment > default
+    settings, route = ctx.settings, ctx.route
     now = datetime.now(UTC)
 
     refs = discover_sessions(settings)
@@ -70,12 +77,14 @@ def extract_flow(
         _publish(result)
         return result
 
+    sweep_temp_files(settings)
     recover_stale_claims(settings, now)
     result.outcomes += record_decisions(result.decisions, settings, now)
     if todo:
-        result.outcomes += _extract_all(todo, model, settings)
+        with renewing_claims(settings, [d.ref.id for d in todo]):
+            result.outcomes += _extract_all(todo, model, settings)
         result.provider, result.model = model.provider, model.model
-    finish_phase1(settings, result.outcomes, now)
+    finish_phase1(settings, result.outcomes, now, provider=model.provider, model=model.model)
     result.counts = result.count_outcomes()
     _publish(result)
     log.info("Phase 1 done: %s", ", ".join(f"{k}={v}" for k, v in result.counts.items()) or "nothing to do")

@@ -4,42 +4,57 @@
 - `record_decisions`: what the plan means for sessions that are not extracted now: an unreadable
   log fails its claim alone, a legacy done claim gets its watermark, a session that grew too
   little is marked checked (so it is not re-read before `recheck_interval_seconds`).
-- `finish_phase1`: set the pending-consolidation flag when anything was extracted; stamp the run.
+- `finish_phase1`: set the pending-consolidation flag when anything was extracted; resume the
+  sessions parked on the route that just worked; stamp the run.
+- `sweep_temp_files`: remove temp files a killed writer left in the memory root.
+- `renewing_claims`: while sessions are extracted, their claims are renewed in the background
+  (a live owner never looks stale, however long a local model decodes).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from dsh_memory.context import MemoryContext
 from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.selection import BASELINE, UNREADABLE, DecisionRow, ReasonKind
 from dsh_memory.settings import MemorySettings
-from dsh_memory.storage.state import StateStore
 
 
 @task(name="recover-stale-claims", cache_policy=NO_CACHE)
 def recover_stale_claims(settings: MemorySettings, now: datetime) -> list[str]:
-    state = StateStore(settings.memory_root)
-    try:
-        recovered = state.recover_stale(now, settings.stale_claim_seconds)
-    finally:
-        state.close()
+    """Running claims whose owner process is gone (at once) or not renewed for
+    `stale_claim_seconds` become failed, due now."""
+    with MemoryContext.of(settings) as ctx:
+        recovered = ctx.state.recover_stale(now, settings.stale_claim_seconds)
     if recovered:
         get_run_logger().warning(
-            "recovered %d stale running claims as failed: %s", len(recovered), ", ".join(recovered)
+            "recovered %d running claims of dead or stale runs: %s", len(recovered), ", ".join(recovered)
         )
     return recovered
+
+
+@task(name="sweep-temp-files", cache_policy=NO_CACHE)
+def sweep_temp_files(settings: MemorySettings) -> list[str]:
+    with MemoryContext.of(settings) as ctx:
+        removed = ctx.store.sweep_temp_files()
+    if removed:
+        get_run_logger().warning("removed %d temp files left by a killed writer", len(removed))
+    return removed
 
 
 @task(name="record-decisions", cache_policy=NO_CACHE)
 def record_decisions(decisions: list[DecisionRow], settings: MemorySettings, now: datetime) -> list[Outcome]:
     """Bookkeeping for the sessions not extracted now. Returns an outcome per unreadable log."""
-    state = StateStore(settings.memory_root)
     outcomes = []
-    try:
+    with MemoryContext.of(settings) as ctx:
+        state = ctx.state
         for d in decisions:
             if d.action == UNREADABLE:
                 state.fail(d.session, d.reason, now, settings.retry_base_seconds, settings.retry_limit)
@@ -50,17 +65,48 @@ def record_decisions(decisions: list[DecisionRow], settings: MemorySettings, now
                 state.baseline(d.session, d.watermark, now)
             elif d.kind is ReasonKind.TOO_FEW_NEW_EVENTS:  # looked at, not extracted: recheck later
                 state.touch_checked(d.session, now)
-    finally:
-        state.close()
     return outcomes
 
 
 @task(name="finish-phase1", cache_policy=NO_CACHE)
-def finish_phase1(settings: MemorySettings, outcomes: list[Outcome], now: datetime) -> None:
-    state = StateStore(settings.memory_root)
-    try:
+def finish_phase1(
+    settings: MemorySettings, outcomes: list[Outcome], now: datetime, provider: str = "", model: str = ""
+) -> list[str]:
+    """Pending flag, run stamp, and parked sessions resumed when this route just worked.
+    Returns the resumed session ids."""
+    worked = any(o.outcome in ("extracted", "noop") for o in outcomes)
+    resumed: list[str] = []
+    with MemoryContext.of(settings) as ctx:
         if any(o.outcome == "extracted" for o in outcomes):
-            state.set_pending(True)
-        state.set_phase1_ran(now)
+            ctx.state.set_pending(True)
+        if worked and provider:
+            resumed = ctx.state.unpark(now, provider=provider, model=model)
+        ctx.state.set_phase1_ran(now)
+    if resumed:
+        get_run_logger().info(
+            "the model works again: %d parked sessions resume on the next run (%s)", len(resumed), ", ".join(resumed)
+        )
+    return resumed
+
+
+@contextmanager
+def renewing_claims(settings: MemorySettings, session_ids: list[str]) -> Iterator[None]:
+    """Renew this process's running claims on `session_ids` every stale_claim_seconds / 3."""
+    stop = threading.Event()
+    every = max(1.0, settings.stale_claim_seconds / 3)
+
+    def loop() -> None:
+        with MemoryContext.of(settings) as ctx:
+            while not stop.wait(every):
+                try:
+                    ctx.state.renew(session_ids, datetime.now(UTC))
+                except Exception:  # a busy database: try again next round
+                    continue
+
+    thread = threading.Thread(target=loop, name="dsh-memory-claim-renewal", daemon=True)
+    thread.start()
+    try:
+        yield
     finally:
-        state.close()
+        stop.set()
+        thread.join(timeout=5)

@@ -20,14 +20,13 @@ from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
 from dsh_memory import progress
+from dsh_memory.context import MemoryContext
 from dsh_memory.errors import LLMTruncatedError
 from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, apply_output, call_model, prepare_transcript
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
-from dsh_memory.storage.state import StateStore
-from dsh_memory.storage.store import MemoryStore
 from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
 from dsh_memory.transcript.redact import redact
 
@@ -102,44 +101,67 @@ def extract_session(
     from prefect import get_run_logger
 
     log = get_run_logger()
-    store = MemoryStore(settings.memory_root)
-    state = StateStore(settings.memory_root)
     ref = decision.ref
-    now = datetime.now(UTC)
-    if not state.try_start(ref.id, now, stale_after_s=settings.stale_claim_seconds):
-        return Outcome(
-            session=ref.id, source=ref.source, outcome="skipped", part=decision.part, reason="claimed by another run"
-        )
-    try:
-        for attempt in (1, 2):
-            transcript = prepare_transcript(decision, model.budget_tokens)
-            try:
-                output = llm_extract(
-                    model,
-                    transcript.text,
-                    session_id=ref.id,
-                    watermark=decision.watermark,
-                    to_seq=decision.session.last_seq,
-                    cwd=decision.session.cwd,
-                    source=ref.source,
-                    global_limit=global_limit,
-                    cache_scope=str(settings.memory_root),
-                )
-                break
-            except LLMTruncatedError:
-                if attempt == 2:
-                    raise
-                model = model.with_budget(max(500, model.budget_tokens // 2))
-                log.warning("session %s: output truncated; retrying once with budget %d", ref.id, model.budget_tokens)
-        outcome = apply_output(store, state, decision, output, datetime.now(UTC))
-        log.info("session %s → %s %s", ref.id, outcome.outcome, outcome.slug)
-        return outcome
-    except Exception as exc:  # isolate: this session's claim fails, the batch goes on
-        err = _short_error(exc)
-        claim = state.fail(ref.id, err, datetime.now(UTC), settings.retry_base_seconds, settings.retry_limit)
-        log.error(
-            "session %s failed (attempt %d%s): %s", ref.id, claim.attempts, ", parked" if claim.parked else "", err
-        )
-        return Outcome(session=ref.id, source=ref.source, outcome="failed", part=decision.part, error=err)
-    finally:
-        progress.report("phase1", 1, progress_total, ref.id)
+    with MemoryContext.of(settings) as ctx:
+        if not ctx.state.try_start(ref.id, datetime.now(UTC), stale_after_s=settings.stale_claim_seconds):
+            return Outcome(
+                session=ref.id,
+                source=ref.source,
+                outcome="skipped",
+                part=decision.part,
+                reason="claimed by another run",
+            )
+        try:
+            output = _call_with_budget_retry(decision, model, settings, global_limit, log)
+            outcome = apply_output(ctx.store, ctx.state, decision, output, datetime.now(UTC))
+            log.info("session %s → %s %s", ref.id, outcome.outcome, outcome.slug)
+            return outcome
+        except Exception as exc:  # isolate: this session's claim fails, the batch goes on
+            err = _short_error(exc)
+            claim = ctx.state.fail(
+                ref.id,
+                err,
+                datetime.now(UTC),
+                settings.retry_base_seconds,
+                settings.retry_limit,
+                provider=model.provider,
+                model=model.model,
+            )
+            log.error(
+                "session %s failed (attempt %d%s): %s", ref.id, claim.attempts, ", parked" if claim.parked else "", err
+            )
+            return Outcome(
+                session=ref.id,
+                source=ref.source,
+                outcome="failed",
+                part=decision.part,
+                error=err,
+                attempts=claim.attempts,
+                parked=claim.parked,
+            )
+        finally:
+            progress.report("phase1", 1, progress_total, ref.id)
+
+
+def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: MemorySettings, global_limit, log):
+    """The model call; a cut-off answer is retried once with half the transcript budget."""
+    ref = decision.ref
+    for attempt in (1, 2):
+        transcript = prepare_transcript(decision, model.budget_tokens)
+        try:
+            return llm_extract(
+                model,
+                transcript.text,
+                session_id=ref.id,
+                watermark=decision.watermark,
+                to_seq=decision.session.last_seq,
+                cwd=decision.session.cwd,
+                source=ref.source,
+                global_limit=global_limit,
+                cache_scope=str(settings.memory_root),
+            )
+        except LLMTruncatedError:
+            if attempt == 2:
+                raise
+            model = model.with_budget(max(500, model.budget_tokens // 2))
+            log.warning("session %s: output truncated; retrying once with budget %d", ref.id, model.budget_tokens)

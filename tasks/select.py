@@ -8,10 +8,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from dsh_memory import readers
+from dsh_memory.context import MemoryContext
 from dsh_memory.models import SessionRef
 from dsh_memory.phase1 import selection
 from dsh_memory.settings import MemorySettings
-from dsh_memory.storage.state import StateStore
 
 
 @task(name="plan-extractions", cache_policy=NO_CACHE)
@@ -23,15 +23,16 @@ def plan_extractions(
     backfill: bool = False,
     respect_idle: bool = True,
 ) -> list[selection.Decision]:
-    state = StateStore(settings.memory_root)
+    with MemoryContext.of(settings) as ctx:
+        claims, overrides = ctx.state.claims(), ctx.state.overrides()
     return selection.plan(
         refs,
-        state.claims(),
+        claims,
         settings,
         now,
         load=readers.load,
         only_ids=set(only_ids) if only_ids is not None else None,
         backfill=backfill,
         respect_idle=respect_idle,
-        overrides=state.overrides(),
+        overrides=overrides,
     )

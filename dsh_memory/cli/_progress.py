@@ -24,12 +24,41 @@ def _watch_phases() -> None:
     progress.watch_flow(consolidate_flow, "phase2")
 
 
+class _RunLogsStayInTheRunLog:
+    """Console filter for in-process runs: flow/task run records (Prefect's engine messages and
+    our tasks' own lines, tracebacks included) are in the run's log in Prefect; the console shows
+    the CLI's own lines instead (progress, one line per failed session, the summary). Any other
+    warning still reaches the console, on one line, without its traceback."""
+
+    RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+    def filter(self, record) -> bool:
+        if record.name.startswith(self.RUN_LOGGERS) and record.levelno < 50:  # CRITICAL still shows
+            return False
+        if record.exc_info or record.exc_text:  # only the console sees these records
+            record.msg, record.args = record.getMessage(), None
+            record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+def quiet_console() -> None:
+    """Install the filter on Prefect's console handler (idempotent; after Prefect set up logging)."""
+    import logging
+
+    for handler in logging.getLogger().handlers:
+        if type(handler).__name__ == "PrefectConsoleHandler" and not any(
+            isinstance(f, _RunLogsStayInTheRunLog) for f in handler.filters
+        ):
+            handler.addFilter(_RunLogsStayInTheRunLog())
+
+
 def with_progress(fn, label: str, quiet: bool):
     """Run `fn` while showing pipeline progress on stderr: a live bar on a terminal, otherwise
     one plain line per phase start / end and per finished session (logs, CI, pipes)."""
+    _watch_phases()  # imports the flows: Prefect's logging is set up from here on
+    quiet_console()
     if quiet:
         return fn()
-    _watch_phases()
     if sys.stderr.isatty():
         return _with_bar(fn, label)
     return _with_lines(fn)

@@ -28,7 +28,7 @@ def _print_phase1(summary: dict, dry_run: bool) -> None:
         console.print(table)
         return
     if summary["outcomes"]:
-        table = Table("session", "source", "outcome", "slug", "tokens in/out", "error", title="Phase 1")
+        table = Table("session", "source", "outcome", "slug", "tokens in/out", title="Phase 1")
         for o in summary["outcomes"]:
             table.add_row(
                 o["session"][:13],
@@ -36,14 +36,44 @@ def _print_phase1(summary: dict, dry_run: bool) -> None:
                 o["outcome"],
                 o["slug"],
                 f"{o['tokens_in']}/{o['tokens_out']}",
-                o["error"][:60],
             )
         console.print(table)
+        for o in summary["outcomes"]:
+            if o["outcome"] in ("failed", "unreadable"):
+                typer.echo(failure_line(o), err=True)
     else:
         console.print(
             f"Phase 1: nothing to extract ({summary['discovered']} sessions discovered; "
             "use --dry-run to see why each was skipped)"
         )
+
+
+def _unpark() -> list[str]:
+    """`extract --retry-parked`: every parked session gets a fresh retry budget, due now."""
+    from datetime import UTC, datetime
+
+    from dsh_memory.context import memory_context
+
+    with memory_context() as ctx:
+        if not ctx.state_exists():
+            return []
+        resumed = ctx.state.unpark(datetime.now(UTC))
+    if resumed:
+        typer.echo(f"dsh-memory: resumed {len(resumed)} parked sessions", err=True)
+    return resumed
+
+
+def failure_line(o: dict) -> str:
+    """One line per failed session: what, why, and how to retry (the traceback is in the run log)."""
+    sid, error = o["session"], " ".join(str(o.get("error") or "").split())[:240]
+    if o["outcome"] == "unreadable":
+        return f"failed: {sid}: unreadable log: {error}"
+    if o.get("parked"):
+        how = "parked after repeated failures; resumes when the model works again, or now: dsh-memory extract --retry-parked"
+    else:
+        how = f"retried automatically; now: dsh-memory extract {sid}"
+    attempt = f" (attempt {o['attempts']})" if o.get("attempts") else ""
+    return f"failed: {sid}{attempt}: {error} — {how}"
 
 
 def register(app: typer.Typer) -> None:
@@ -57,22 +87,34 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(
             False, "--dry-run", help="List what would be extracted and why others are skipped."
         ),
+        retry_parked: bool = typer.Option(
+            False,
+            "--retry-parked",
+            help="Resume the sessions parked after repeated failures (fresh retry budget) and extract them.",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Phase 1: extract rollout summaries and raw memories from finished sessions."""
         prefect_env()
 
         def go():
-            if not sessions and not all_:
-                raise UserInputError("give one or more SESSION ids, or --all")
+            if not sessions and not all_ and not retry_parked:
+                raise UserInputError("give one or more SESSION ids, --all, or --retry-parked")
+            ids = list(sessions) if sessions else None
+            if retry_parked and not dry_run:
+                resumed = _unpark()
+                if not sessions and not all_:
+                    ids = resumed
+                if not ids and not all_:
+                    return None  # nothing was parked
             from dsh_memory.flows.extract import extract_flow
 
             result = with_progress(
                 lambda: extract_flow(
-                    session_ids=list(sessions) if sessions else None,
+                    session_ids=ids,
                     backfill=backfill,
                     dry_run=dry_run,
-                    respect_idle=not sessions,
+                    respect_idle=not ids,
                 ),
                 "extracting",
                 dry_run,
@@ -80,6 +122,12 @@ def register(app: typer.Typer) -> None:
             return result.model_dump(mode="json")  # a Phase1Result
 
         summary = run(go, as_json)
+        if summary is None:
+            if as_json:
+                emit_json({"resumed": []})
+            else:
+                typer.echo("no parked sessions", err=True)
+            return
         unknown = summary.get("unknown_ids")
         if not as_json:
             _print_phase1(summary, dry_run)

@@ -33,6 +33,11 @@ def _print_status(data: dict) -> None:
             f"sessions: processed {c.get('done', 0)} · noop {c.get('noop', 0)} · failed {c.get('failed', 0)}"
             f" · parked {c.get('parked', 0)} · running {c.get('running', 0)}"
         )
+        if c.get("parked"):
+            console.print(
+                f"  {c['parked']} parked after repeated failures: they resume when the model works again,"
+                " or now with `dsh-memory extract --retry-parked`"
+            )
         console.print(
             f"phase 1 running: {local['phase1_running']}   phase 2 running: {local['phase2_running']}"
             f"   pending consolidation: {local['pending_consolidation']}"

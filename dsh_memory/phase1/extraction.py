@@ -49,6 +49,8 @@ class Outcome(BaseModel):
     tokens_out: int = 0
     error: str = ""
     reason: str = Field("", exclude=True)  # why it was skipped (logs only; not a table column)
+    attempts: int = 0  # failed: attempts so far
+    parked: bool = False  # failed: no automatic retry until the model works again (or --retry-parked)
 
     def row(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

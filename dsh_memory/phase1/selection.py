@@ -154,7 +154,13 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
             return Decision(ref, SKIP, ReasonKind.RUNNING_ELSEWHERE, "being extracted by another run")
         if status == "failed":
             if claim.parked:
-                return Decision(ref, SKIP, ReasonKind.PARKED, f"parked after {claim.attempts} failed attempts")
+                return Decision(
+                    ref,
+                    SKIP,
+                    ReasonKind.PARKED,
+                    f"parked after {claim.attempts} failed attempts (resumes when the model works again,"
+                    " or: dsh-memory extract --retry-parked)",
+                )
             if claim.next_retry_at and claim.next_retry_at > now:
                 return Decision(
                     ref,

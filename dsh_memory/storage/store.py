@@ -103,6 +103,31 @@ class MemoryStore:
             d.mkdir(parents=True, exist_ok=True)
         self.state_dir.mkdir(mode=0o700, exist_ok=True)
 
+    def sweep_temp_files(self, older_than_s: float = 300.0, now: float | None = None) -> list[str]:
+        """Delete the `.<name>.<random>.tmp` files an atomic write leaves when its process is
+        killed between writing and renaming. Only those older than `older_than_s` (a write in
+        flight takes milliseconds). Never follows links; `.state/` holds no such files."""
+        import re
+        import time
+
+        cutoff = (time.time() if now is None else now) - older_than_s
+        pattern = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")
+        removed: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            dirnames[:] = [d for d in dirnames if d != STATE_DIRNAME]
+            for name in filenames:
+                if not pattern.match(name):
+                    continue
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.lstat(path)
+                    if st.st_mtime < cutoff and not os.path.islink(path):
+                        os.unlink(path)
+                        removed.append(os.path.relpath(path, self.root))
+                except OSError:
+                    continue
+        return sorted(removed)
+
     # -- path guard -------------------------------------------------------------------------
     def resolve(self, rel: str) -> Path:
         """THE path guard: a relative path strictly inside the root, checked before any I/O."""
