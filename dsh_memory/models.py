@@ -57,6 +57,9 @@ class SessionRef(BaseModel):
     # generations, decoys). Informational.
     ignored: list[Path] = Field(default_factory=list)
     hint_root: bool | None = None  # known from the path alone (e.g. Claude subagent files)
+    # Another log of the same source already carries this id (a copied session folder): this one
+    # is never extracted, so it cannot overwrite that session's memory (readers.discover).
+    collision_with: Path | None = None
 
     @property
     def updated_at(self) -> datetime:

@@ -51,6 +51,7 @@ class ReasonKind(StrEnum):
     NEVER_PROCESSED = "never_processed"
     LEGACY_NOOP = "legacy_noop"  # noop claim without watermark: one full re-extraction
     UNREADABLE = "unreadable"
+    ID_COLLISION = "id_collision"  # another log of the same source has this session id
 
 
 @dataclass
@@ -134,6 +135,13 @@ def plan(
 def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, max_age) -> Decision:
     if override == "exclude":
         return Decision(ref, SKIP, ReasonKind.EXCLUDED, "excluded by override")
+    if getattr(ref, "collision_with", None) is not None:
+        return Decision(
+            ref,
+            SKIP,
+            ReasonKind.ID_COLLISION,
+            f"same session id as {ref.collision_with}: not extracted (it would overwrite that session's memory)",
+        )
     updated = ref.updated_at
     if not backfill and settings.max_rollout_age_days and now - updated > max_age:
         return Decision(

@@ -8,6 +8,7 @@ Each source module exposes the same two functions:
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -31,15 +32,64 @@ def _module(source: SourceKind):
     return importlib.import_module(_MODULES[source])
 
 
+log = logging.getLogger("dsh_memory.readers")
+
+
 def discover(roots: SourceRoots, sources: Iterable[SourceKind] = SOURCES) -> list[SessionRef]:
-    """Every session log under the configured roots (missing roots are simply empty)."""
+    """Every session log under the configured roots (missing roots are simply empty), with
+    session ids made unique (`separate_ids`)."""
     refs: list[SessionRef] = []
     for source in sources:
         root: Path | None = getattr(roots, _ROOT_FIELD[source])
         if root is None or not root.is_dir():
             continue
         refs.extend(_module(source).discover(root))
-    return refs
+    return separate_ids(refs)
+
+
+def separate_ids(refs: list[SessionRef]) -> list[SessionRef]:
+    """A session id is the key of a session's claim, summaries and raw memories, so two logs must
+    never share one. When they do (reported as a warning):
+    - in different sources (a DSH and a Claude Code session): the first in source order (DSH,
+      Codex, Claude) keeps the id, the others are namespaced as `<source>:<id>`;
+    - in the same source (a copied session folder): the first path keeps the id; the others carry
+      `collision_with` and are never extracted.
+    Deterministic (source order, then path), so a session keeps its id from run to run."""
+    groups: dict[str, list[SessionRef]] = {}
+    for ref in refs:
+        groups.setdefault(ref.id, []).append(ref)
+    if all(len(g) == 1 for g in groups.values()):
+        return refs
+    replaced: dict[int, SessionRef] = {}
+    for sid, group in groups.items():
+        if len(group) == 1:
+            continue
+        group = sorted(group, key=lambda r: (SOURCES.index(r.source), str(r.path)))
+        owners = {group[0].source: group[0]}
+        for ref in group[1:]:
+            first = owners.get(ref.source)
+            if first is not None:
+                log.warning(
+                    "%s: session id %s is already used by %s: not extracted (it would overwrite that "
+                    "session's memory); remove or rename one of the copies",
+                    ref.path,
+                    sid,
+                    first.path,
+                )
+                replaced[id(ref)] = ref.model_copy(update={"collision_with": first.path})
+            else:
+                owners[ref.source] = ref
+                log.warning(
+                    "%s: session id %s is also used by %s: this %s session is kept apart as %s:%s",
+                    ref.path,
+                    sid,
+                    group[0].path,
+                    ref.source,
+                    ref.source,
+                    sid,
+                )
+                replaced[id(ref)] = ref.model_copy(update={"id": f"{ref.source}:{sid}"})
+    return [replaced.get(id(r), r) for r in refs]
 
 
 def load(ref: SessionRef) -> Session:
