@@ -18,7 +18,18 @@ from dsh_memory.tasks.claims import finish_phase1, record_decisions
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DECISION_KEYS = ["session", "source", "action", "reason", "watermark", "part"]
-OUTCOME_KEYS = ["session", "source", "outcome", "part", "slug", "tokens_in", "tokens_out", "error", "attempts", "parked"]
+OUTCOME_KEYS = [
+    "session",
+    "source",
+    "outcome",
+    "part",
+    "slug",
+    "tokens_in",
+    "tokens_out",
+    "error",
+    "attempts",
+    "parked",
+]
 
 
 def _row(sid: str, action: Action, kind: ReasonKind | None, reason: str = "why", watermark: int = -1) -> DecisionRow:
