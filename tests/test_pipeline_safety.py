@@ -44,7 +44,7 @@ def _echo_everything(request: dict) -> Reply:
     return Reply.tool({"raw_memory": text[:3500], "rollout_summary": text[-5500:], "rollout_slug": "echo"})
 
 
-def test_no_planted_secret_anywhere_under_the_memory_root(monkeypatch, tmp_path, fixtures_dir, expected):
+def test_no_planted_secret_under_the_memory_root_nor_in_prefect(monkeypatch, tmp_path, fixtures_dir, expected):
     with FakeOpenAIServer(handler=_echo_everything) as fake:
         root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url, codex=True, claude=True)
         monkeypatch.setenv("DSH_MEMORY_PHASE2_COOLDOWN_SECONDS", "0")
@@ -62,10 +62,21 @@ def test_no_planted_secret_anywhere_under_the_memory_root(monkeypatch, tmp_path,
     assert len(blobs) > 10
     secrets = _secrets(expected)
     assert len(secrets) >= 5
+    # Prefect: the server's database (run parameters, task inputs, logs, artifacts, states) and the
+    # client's result storage and cache files — nothing unredacted is handed to Prefect either.
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)  # queued run logs reach the server first
+    prefect_home = Path(os.environ["PREFECT_HOME"]).parent
+    prefect_blobs = [p.read_bytes() for p in prefect_home.rglob("*") if p.is_file() and p.stat().st_size < 512 << 20]
+    assert any(p.name.startswith("prefect.db") for p in prefect_home.rglob("*")), "the server's database"
+    ran = result.phase1.outcomes[0].session.encode()
+    assert any(ran in b for b in prefect_blobs), "the scan sees this run's records (task run names)"
     for secret in secrets:
         assert secret not in sent, "a secret reached the model"
         needle = secret.encode()
         assert not any(needle in b for b in blobs), f"secret {secret[:6]}… on disk"
+        assert not any(needle in b for b in prefect_blobs), f"secret {secret[:6]}… in Prefect's database or storage"
 
 
 CHILD = r"""
