@@ -16,8 +16,9 @@ T0 = 1793000000000  # 2026-10-26T...Z (epoch ms)
 
 
 class Dsh:
-    def __init__(self, sid: str, cwd: str, t0: int):
+    def __init__(self, sid: str, cwd: str, t0: int, out: Path = OUT):
         self.sid, self.cwd, self.t, self.seq, self.lines, self.turn = sid, cwd, t0, 0, [], 0
+        self.out = out
         self.lines.append(
             {
                 "type": "session",
@@ -108,9 +109,83 @@ class Dsh:
 
     def write(self) -> None:
         proj = "--" + self.cwd.strip("/").replace("/", "-") + "--"
-        d = OUT / "dsh" / "sessions" / proj / self.sid
+        d = self.out / "dsh" / "sessions" / proj / self.sid
         d.mkdir(parents=True, exist_ok=True)
         (d / "session.v4.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.lines))
+
+
+class Codex:
+    """A Codex CLI rollout: response_item messages, shell function calls with exit codes."""
+
+    def __init__(self, sid: str, cwd: str, day: str, out: Path = OUT):
+        self.sid, self.cwd, self.day, self.out, self.n = sid, cwd, day, out, 0
+        self.ts = f"{day}T10:00:00.000Z"
+        meta = {"id": sid, "timestamp": self.ts, "cwd": cwd, "originator": "codex_cli_rs", "cli_version": "0.60.0"}
+        self.recs: list[dict] = [{"timestamp": self.ts, "type": "session_meta", "payload": {**meta, "source": "cli"}}]
+
+    def _item(self, payload: dict) -> None:
+        self.recs.append({"timestamp": self.ts, "type": "response_item", "payload": payload})
+
+    def user(self, text: str) -> None:
+        self._item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+
+    def say(self, text: str) -> None:
+        self._item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]})
+
+    def shell(self, command: list[str], output: str, exit_code: int = 0) -> None:
+        self.n += 1
+        cid = f"call_{self.n}"
+        self._item(
+            {"type": "function_call", "name": "shell", "call_id": cid, "arguments": json.dumps({"command": command})}
+        )
+        result = json.dumps({"output": output, "metadata": {"exit_code": exit_code}})
+        self._item({"type": "function_call_output", "call_id": cid, "output": result})
+
+    def write(self) -> None:
+        y, m, d = self.day.split("-")
+        folder = self.out / "codex" / "sessions" / y / m / d
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"rollout-{self.day}T10-00-00-{self.sid}.jsonl"
+        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in self.recs))
+
+
+class Claude:
+    """A Claude Code transcript: one parentUuid chain of user / assistant records."""
+
+    def __init__(self, sid: str, cwd: str, day: str, out: Path = OUT):
+        self.sid, self.cwd, self.day, self.out, self.n, self.parent = sid, cwd, day, out, 0, None
+        self.base = {"sessionId": sid, "cwd": cwd, "version": "2.0.14", "isSidechain": False, "userType": "external"}
+        self.recs: list[dict] = []
+
+    def _rec(self, typ: str, message: dict) -> None:
+        self.n += 1
+        uid = f"{typ[0]}{self.n}"
+        stamp = f"{self.day}T09:{self.n // 60:02d}:{self.n % 60:02d}.000Z"
+        self.recs.append(dict(self.base, type=typ, uuid=uid, parentUuid=self.parent, timestamp=stamp, message=message))
+        self.parent = uid
+
+    def user(self, text: str) -> None:
+        self._rec("user", {"role": "user", "content": text})
+
+    def say(self, text: str) -> None:
+        content = [{"type": "text", "text": text}]
+        self._rec(
+            "assistant", {"id": f"msg_{self.n}", "role": "assistant", "model": "claude-sonnet-4-5", "content": content}
+        )
+
+    def tool(self, name: str, args: dict, output: str, error: bool = False) -> None:
+        tid = f"toolu_{self.n + 1}"
+        use = [{"type": "tool_use", "id": tid, "name": name, "input": args}]
+        self._rec(
+            "assistant", {"id": f"msg_{self.n}", "role": "assistant", "model": "claude-sonnet-4-5", "content": use}
+        )
+        result = {"type": "tool_result", "tool_use_id": tid, "is_error": error, "content": output}
+        self._rec("user", {"role": "user", "content": [result]})
+
+    def write(self) -> None:
+        folder = self.out / "claude" / "projects" / self.cwd.replace("/", "-")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{self.sid}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in self.recs))
 
 
 def dsh_samples() -> None:
