@@ -55,7 +55,8 @@ def memory_reply(request: dict) -> Reply:
     if "hi there" in text:
         return Reply.tool({"raw_memory": "", "rollout_summary": "", "rollout_slug": ""})
     marker = "\n[user] "
-    first = text.split(marker, 1)[1].strip().splitlines()[0][:120] if marker in text else "a task"
+    # The whole first line: a line cut mid-sentence would be dropped by the post-processing.
+    first = text.split(marker, 1)[1].strip().splitlines()[0] if marker in text else "a task"
     return Reply.tool(
         {
             "raw_memory": f"- The user asked: {first}\n- Tests run with `uv run pytest`.",

@@ -263,6 +263,12 @@ def apply_output(
             result.skill_errors.append(f"remove {name}: {exc}")
 
     incremental = inputs.mode != INIT
+    from dsh_memory.consolidation.cleanup import clean_handbook
+
+    evidence = "\n".join(sec.body for sec in inputs.sections)
+    output.memory_md = clean_handbook(output.memory_md, evidence) if output.memory_md.strip() else ""
+    if output.memory_summary_md.strip():
+        output.memory_summary_md = clean_handbook(output.memory_summary_md, evidence) or "v1\n"
     if output.memory_md.strip() or not incremental:
         text = output.memory_md.rstrip() + "\n"
         store.atomic_write("MEMORY.md", text)

@@ -74,12 +74,36 @@ def call_model(
     max_tokens: int,
     reasoning_effort: str,
 ) -> ExtractionOutput:
-    """One extraction call. Raises the LLM error classes; returns redacted fields."""
+    """One extraction. Raises the LLM error classes; returns redacted, cleaned fields.
+
+    The no-op gate first (a trivial session costs no model call); then one `memory_save` call;
+    then the deterministic clean-up (`postprocess`)."""
+    from dsh_memory.phase1.evidence import gather
+    from dsh_memory.phase1.gate import trivial_reason
+
+    evidence = gather(transcript_text)
+    reason = trivial_reason(evidence)
+    if reason:
+        return ExtractionOutput(
+            model=getattr(llm, "model", ""), provider=getattr(llm, "provider", ""), notes=[f"no-op gate: {reason}"]
+        )
     messages = phase1.build_messages(transcript_text, cwd=cwd, source=source, delta_watermark=delta_watermark)
     completion = llm.complete(
         messages, tool=phase1.MEMORY_SAVE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
     )
-    return parse_completion(completion)
+    output = parse_completion(completion)
+    return clean_output(output, transcript_text)
+
+
+def clean_output(output: ExtractionOutput, transcript_text: str) -> ExtractionOutput:
+    """`postprocess.clean_fields` applied to an extraction (every provider's)."""
+    from dsh_memory.phase1.postprocess import clean_fields
+
+    caps = {"raw_memory": phase1.RAW_MEMORY_MAX_CHARS, "rollout_summary": phase1.SUMMARY_MAX_CHARS}
+    fields, notes = clean_fields(
+        output.model_dump(include={"raw_memory", "rollout_summary", "rollout_slug"}), transcript_text, caps
+    )
+    return output.model_copy(update={**fields, "notes": [*output.notes, *notes]})
 
 
 def parse_completion(completion: Completion) -> ExtractionOutput:

@@ -1,0 +1,53 @@
+"""Deterministic clean-up of the handbook files any Phase 2 writes (model or mechanical merge).
+
+The same line rules as Phase 1's post-processing (`phase1/postprocess.py`), minus grounding:
+boilerplate lines go, a line looping over its sentences keeps one copy of each, repeated content
+lines (headings excepted: every task group has its own) keep the first, and a line cut off
+mid-word or mid-sentence is trimmed to its last full sentence or dropped. The vocabulary that
+tells a cut word from a real one is the consolidation's input (raw memories, notes, the current
+files). Nothing is ever cut inside a line.
+"""
+
+from __future__ import annotations
+
+from dsh_memory.phase1.postprocess import (
+    BOILERPLATE,
+    WORD,
+    _near,
+    cut_reason,
+    is_content,
+    norm,
+    trim_to_sentence,
+    unloop,
+)
+
+
+def clean_handbook(text: str, vocabulary_text: str) -> str:
+    vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
+    counts: dict[str, int] = {}
+    for w in WORD.findall(text or ""):
+        counts[w.lower()] = counts.get(w.lower(), 0) + 1
+    out: list[str] = []
+    seen: list[str] = []
+    fence = False
+    for raw in (text or "").split("\n"):
+        line = raw.rstrip()
+        if line.strip().startswith("```"):
+            fence = not fence
+        if fence or line.strip().startswith("```") or not is_content(line) or line.strip() == "v1":
+            out.append(line)
+            continue
+        if BOILERPLATE.search(line):
+            continue
+        line = unloop(line)
+        if cut_reason(line, vocab, counts):
+            trimmed = trim_to_sentence(line, vocab, counts)
+            if trimmed is None:
+                continue
+            line = trimmed
+        key = norm(line)
+        if len(key) >= 12 and any(_near(key, k) for k in seen):
+            continue
+        seen.append(key)
+        out.append(line)
+    return "\n".join(out).rstrip() + "\n" if any(s.strip() for s in out) else ""

@@ -1,0 +1,311 @@
+"""Deterministic clean-up of what any model wrote for one session, checked against its transcript.
+
+Applied to every provider's `memory_save` answer (the endpoint's, the local model's, a fake's),
+line by line, in this order:
+
+1. boilerplate goes ("as an AI…", "I am a coding agent…", "here to assist you");
+2. a line that loops over its own sentences keeps one copy of each; duplicate and near-duplicate
+   lines (same words, or one line inside another) keep the first;
+3. a line cut off mid-word or mid-sentence (unbalanced backticks, a dangling "the"/"and"/comma,
+   a last word found nowhere in the transcript nor elsewhere in the answer) is trimmed back to
+   its last full sentence, or dropped;
+4. a line not grounded in the transcript goes: fewer than half of its content words occur in
+   it, or none of its `code spans` do;
+5. attribution follows the event roles: "the user ran/fixed/pinned…" when only the agent's
+   messages and tools show it becomes "the agent …"; "the user said '…'" quoting the agent
+   becomes "the agent said"; the extractor's own first person ("I fixed…") becomes "The agent";
+6. headings left without content go; the text is capped at whole lines.
+
+`clean_fields` returns the cleaned fields and notes saying what was removed (run history).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+BOILERPLATE = re.compile(
+    r"\bas an ai\b|\bi am (a|an) (coding |helpful |ai )?(agent|assistant|ai|language model)\b"
+    r"|\bi'?m (a|an) (coding |helpful |ai )?(agent|assistant|ai)\b|here to (assist|help)( you)?\b"
+    r"|\b(large )?language model\b|how can i (help|assist)|\bi (can|will) help you\b",
+    re.I,
+)
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+CODE = re.compile(r"`([^`\n]+)`")
+QUOTE = re.compile(r"\"([^\"\n]{8,})\"|“([^”\n]{8,})”")
+SENTENCE = re.compile(r"(?<=[.!?])\s+")
+HEADING = re.compile(r"^\s*#{1,6}\s")
+BULLET = re.compile(r"^(\s*(?:[-*+]|\d+[.)])\s+)")
+STOP = set(
+    """about above after again also because been before being between both could does doing down during each
+    from further have having here into just more most must once only other over same should some such than
+    that their them then there these they this those through under until very were what when where which while
+    will with would your user users agent session said says asked wants prefers preference memory future task
+    outcome note rule command commands always never""".split()
+)
+DANGLING = set("the a an and or to of with for in on at by from as is are was be that this its their your".split())
+AGENT_VERBS = (
+    "ran|run|executed|edited|fixed|pinned|removed|updated|deployed|loaded|moved|implemented|installed|modified|"
+    "changed|tagged|built|diagnosed|added|created|wrote|used|greeted|found|replaced|upgraded|downgraded"
+)
+USER_ACTS = re.compile(rf"\b([Tt]he )?[Uu]ser (has |had )?({AGENT_VERBS})\b")
+USER_SAID = re.compile(r"\b([Tt]he )?[Uu]ser (said|says|asked|stated|wrote|noted|mentioned)\b")
+FIRST_PERSON = re.compile(r"(^|(?<=[-*+]\s)|(?<=[.!?;,]\s)|(?<=:\s))I('ll|'ve|'m| )(?=\w|\s)")
+PRONOUNS = re.compile(r"\b(I|I'm|I've|I'll|I'd|my|me|myself)\b")
+MIN_GROUNDED = 0.5
+
+
+@dataclass
+class Source:
+    """The transcript, split by who said what, in the forms the checks need."""
+
+    text: str
+    user: str = ""
+    agent: str = ""  # assistant text + tool calls and results
+    words: set[str] = field(default_factory=set)
+    flat: str = ""
+
+    @classmethod
+    def of(cls, transcript_text: str) -> Source:
+        from dsh_memory.phase1.evidence import blocks
+
+        user, agent = [], []
+        for b in blocks(transcript_text):
+            (user if b.tag == "user" else agent).append(b.text)
+        from dsh_memory.phase1.evidence import gather
+
+        commands = "\n".join(c.line for c in gather(transcript_text).commands)  # list-form commands, joined
+        src = cls(transcript_text, "\n".join(user), "\n".join(agent) + "\n" + commands)
+        src.words = {w.lower() for w in WORD.findall(transcript_text)}
+        src.flat = _flat(transcript_text + "\n" + commands)
+        return src
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace('\\"', '"')).lower()
+
+
+def norm(line: str) -> str:
+    s = BULLET.sub("", line.strip()).strip()
+    return re.sub(r"\s+", " ", s).strip(" .;:!?").lower()
+
+
+def content_words(text: str) -> list[str]:
+    return [w.lower() for w in WORD.findall(text) if len(w) >= 4 and w.lower() not in STOP]
+
+
+def is_content(line: str) -> bool:
+    s = line.strip()
+    return bool(s) and not HEADING.match(s) and not s.startswith(("```", "---"))
+
+
+def _near(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    if len(short) >= 40 and short in long_:
+        return True
+    wa, wb = set(a.split()), set(b.split())
+    return min(len(wa), len(wb)) >= 6 and len(wa & wb) / len(wa | wb) >= 0.85
+
+
+def unloop(line: str) -> str:
+    """One copy of each sentence of a line (a model looping inside one line)."""
+    m = BULLET.match(line)
+    prefix, body = (m.group(1), line[m.end() :]) if m else ("", line)
+    parts = SENTENCE.split(body)
+    if len(parts) < 2:
+        return line
+    kept: list[str] = []
+    for p in parts:
+        if not any(_near(norm(p), norm(k)) for k in kept):
+            kept.append(p)
+    return prefix + " ".join(kept)
+
+
+def cut_reason(line: str, vocab: set[str], answer_words: dict[str, int]) -> str | None:
+    s = line.rstrip()
+    if s.count("`") % 2:
+        return "unbalanced backticks"
+    tail = re.sub(r"[\s*_]+$", "", s)
+    if tail.endswith((",", "(", "[", "{", "/", "=", "→", "->", " -", ":")) and not HEADING.match(s):
+        return "ends mid-sentence"
+    last = WORD.findall(tail[-40:])
+    if last and tail.endswith(last[-1]):
+        w = last[-1].lower()
+        if w in DANGLING:
+            return "ends on a dangling word"
+        if len(w) >= 3 and w not in vocab and answer_words.get(w, 0) <= 1:
+            return "ends mid-word"
+    return None
+
+
+def trim_to_sentence(line: str, vocab: set[str], answer_words: dict[str, int]) -> str | None:
+    """The line up to its last complete sentence, or None when nothing complete is left."""
+    m = BULLET.match(line)
+    prefix, body = (m.group(1), line[m.end() :]) if m else ("", line)
+    parts = SENTENCE.split(body)
+    while len(parts) > 1:
+        parts.pop()
+        candidate = prefix + " ".join(parts)
+        if len(" ".join(parts)) >= 12 and cut_reason(candidate, vocab, answer_words) is None:
+            return candidate
+    return None
+
+
+def grounded(line: str, src: Source) -> bool:
+    spans = [c.strip() for c in CODE.findall(line) if len(c.strip()) >= 3]
+    if spans and not any(_flat(c) in src.flat for c in spans):
+        return False
+    words = content_words(CODE.sub(" ", line)) + [w for c in spans for w in content_words(c)]
+    if not words:
+        return True
+    return sum(w in src.words for w in words) / len(words) >= MIN_GROUNDED
+
+
+def _share(words: list[str], text: str) -> float:
+    low = text.lower()
+    return sum(w in low for w in words) / len(words) if words else 0.0
+
+
+def attribute(line: str, src: Source) -> str:
+    """Who did or said it, from the event roles (see the module docstring)."""
+    m = USER_ACTS.search(line)
+    if m:
+        rest = content_words(CODE.sub(lambda c: c.group(1), line[m.end() :]))
+        if rest and _share(rest, src.agent) >= 0.5 and _share(rest, src.agent) > _share(rest, src.user):
+            line = _to_agent(line, m)
+    m = USER_SAID.search(line)
+    q = QUOTE.search(line, m.end()) if m else None
+    if m and q:
+        quoted = _flat(q.group(1) or q.group(2))
+        if quoted not in _flat(src.user) and quoted in _flat(src.agent):
+            line = _to_agent(line, m)
+    elif m:  # "the user said: <their words, unquoted>": quote them
+        rest = line[m.end() :].lstrip(" :")
+        if len(rest) >= 8 and _flat(rest) in _flat(src.user):
+            line = line[: m.end()] + ": " + '"' + rest.replace('"', "'") + '"'
+    if PRONOUNS.search(QUOTE.sub("", CODE.sub("", line))):
+        b = BULLET.match(line)
+        body = line[b.end() :] if b else line
+        if len(body) >= 8 and _flat(body) in _flat(src.user):  # the user's own words, unattributed
+            return (b.group(1) if b else "") + 'The user said: "' + body.replace('"', "'") + '"'
+        parts = re.split(r"(\"[^\"]*\"|`[^`]*`)", line)  # never rewrite inside quotes or code
+        line = "".join(p if p[:1] in ('"', "`") else _agent_voice(p) for p in parts)
+    return line
+
+
+def _agent_voice(text: str) -> str:
+    text = FIRST_PERSON.sub(_third_person, text)
+    text = re.sub(r"\bmyself\b", "itself", text)
+    text = re.sub(r"\b[Mm]y\b", "its", text)
+    return re.sub(r"\bme\b", "the agent", text)
+
+
+def _to_agent(line: str, m: re.Match) -> str:
+    """`line` with the word "user" of match `m` replaced by "agent" (same case)."""
+    at = line.lower().index("user", m.start())
+    word = "Agent" if line[at] == "U" else "agent"
+    return line[:at] + word + line[at + 4 :]
+
+
+def _third_person(m: re.Match) -> str:
+    start = m.start() == 0 or m.string[: m.start()].rstrip().endswith((".", "!", "?", ":", "-", "*", "+"))
+    word = {"'ll": "the agent will", "'ve": "the agent has", "'m": "the agent is", " ": "the agent "}[m.group(2)]
+    return (m.group(1) or "") + (word[0].upper() + word[1:] if start else word)
+
+
+@dataclass
+class Cleaned:
+    text: str
+    notes: list[str] = field(default_factory=list)
+
+
+def clean_text(text: str, src: Source, max_chars: int) -> Cleaned:
+    """One field (raw_memory or rollout_summary), cleaned (see the module docstring)."""
+    notes: list[str] = []
+    answer_words: dict[str, int] = {}
+    for w in WORD.findall(text or ""):
+        answer_words[w.lower()] = answer_words.get(w.lower(), 0) + 1
+    vocab = src.words
+    out: list[str] = []
+    seen: list[str] = []
+    fence = False
+    for raw in (text or "").replace("\r\n", "\n").split("\n"):
+        line = raw.rstrip()
+        if line.strip().startswith("```"):
+            fence = not fence
+            out.append(line)
+            continue
+        if fence or not is_content(line):
+            out.append(line)
+            continue
+        if BOILERPLATE.search(line):
+            notes.append("boilerplate")
+            continue
+        line = unloop(line)
+        why = cut_reason(line, vocab, answer_words)
+        if why:
+            trimmed = trim_to_sentence(line, vocab, answer_words)
+            notes.append(f"cut-off line {'trimmed' if trimmed else 'dropped'} ({why})")
+            if trimmed is None:
+                continue
+            line = trimmed
+        if not grounded(line, src):
+            notes.append("ungrounded line dropped")
+            continue
+        line = attribute(line, src)
+        key = norm(line)
+        if any(_near(key, k) for k in seen):
+            notes.append("duplicate line dropped")
+            continue
+        seen.append(key)
+        out.append(line)
+    lines = _drop_empty_headings(out)
+    return Cleaned(_cap_lines(lines, max_chars), notes)
+
+
+def _drop_empty_headings(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if HEADING.match(line.strip()):
+            level = len(line.strip()) - len(line.strip().lstrip("#"))
+            rest = lines[i + 1 :]
+            nxt = next((r for r in rest if r.strip()), "")
+            nxt_level = len(nxt.strip()) - len(nxt.strip().lstrip("#")) if HEADING.match(nxt.strip()) else 0
+            if not nxt or (nxt_level and nxt_level <= level):
+                continue
+        out.append(line)
+    text = "\n".join(out)
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n").split("\n") if text.strip() else []
+
+
+def _cap_lines(lines: list[str], max_chars: int) -> str:
+    out, used = [], 0
+    for line in lines:
+        if used + len(line) + 1 > max_chars:
+            break
+        out.append(line)
+        used += len(line) + 1
+    while out and HEADING.match(out[-1].strip() or "#"):
+        out.pop()
+    return "\n".join(out).strip()
+
+
+def clean_fields(
+    fields: dict[str, str], transcript_text: str, caps: dict[str, int]
+) -> tuple[dict[str, str], list[str]]:
+    """`fields` (raw_memory, rollout_summary, rollout_slug) cleaned against the transcript."""
+    src = Source.of(transcript_text)
+    out = dict(fields)
+    notes: list[str] = []
+    for key in ("raw_memory", "rollout_summary"):
+        c = clean_text(fields.get(key, ""), src, caps.get(key, 4000))
+        out[key] = c.text
+        counts: dict[str, int] = {}
+        for n in c.notes:
+            counts[n] = counts.get(n, 0) + 1
+        notes += [f"{key}: {n} ×{k}" if k > 1 else f"{key}: {n}" for n, k in counts.items()]
+    if not any(is_content(ln) for ln in out["raw_memory"].split("\n")):
+        out["raw_memory"] = ""  # headings only: nothing left worth keeping
+    return out, notes
