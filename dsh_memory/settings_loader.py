@@ -49,12 +49,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> tuple[MemorySettings,
     return r.settings, r.route
 
 
-def prefect_api_url(env: Mapping[str, str] | None = None) -> str | None:
-    """The configured Prefect API (no trailing slash): PREFECT_API_URL, else, when prefect is
-    already imported, the active profile's. Never imports prefect (hooks and the read CLI stay fast)."""
+def prefect_api_url(env: Mapping[str, str] | None = None, *, profile: bool = False) -> str | None:
+    """The configured Prefect API (no trailing slash): PREFECT_API_URL; with `profile`, else the
+    active Prefect profile's when prefect is already imported (flows, `settings`). Never imports
+    prefect (hooks and the read CLI stay fast)."""
     e = os.environ if env is None else env
     url = (e.get("PREFECT_API_URL") or "").strip()
-    if not url and env is None and "prefect.settings" in sys.modules:
+    if not url and profile and env is None and "prefect.settings" in sys.modules:
         from prefect.settings import get_current_settings
 
         url = get_current_settings().api.url or ""
@@ -65,7 +66,7 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
     """Resolve both settings objects; `use_blocks=False` ignores saved blocks (env and defaults only)."""
     e = os.environ if env is None else env
     mem_block = route_block = None
-    url = prefect_api_url(env)
+    url = prefect_api_url(env, profile=True)
     if not use_blocks:
         status = "not consulted (--from-env)"
     elif (e.get(IGNORE_BLOCKS_ENV) or "").strip().lower() in ("1", "true", "yes", "on"):

@@ -90,7 +90,7 @@ def prefect_unavailable(exc: BaseException) -> ServiceUnavailableError | None:
     does not answer: Prefect's "Failed to reach API" or a connection failure to that URL."""
     from dsh_memory.settings_loader import prefect_api_url
 
-    url = (prefect_api_url() or "").rstrip("/")
+    url = (prefect_api_url(profile=True) or "").rstrip("/")
     if not url:
         return None
     seen: set[int] = set()
@@ -128,12 +128,19 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def prefect_env() -> None:
-    """Environment for running flows in-process (before prefect's settings are first read)."""
+def prefect_env_defaults() -> None:
+    """Prefect's environment for this command, set before prefect's settings are first read
+    (importing prefect reads them): no prefect import, nothing started."""
     # The first ephemeral start migrates a fresh database (~30 s here): allow for it.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+def prefect_env() -> None:
+    """Environment for running flows in-process, right before the first flow runs: without a
+    Prefect API, the temporary in-process server is tethered to this process."""
+    prefect_env_defaults()
     if not os.environ.get("PREFECT_API_URL"):  # a temporary server: it must die with this process
         from dsh_memory.serve.prefect_server import tether_ephemeral_server
 

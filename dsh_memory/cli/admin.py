@@ -56,7 +56,7 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
     from dsh_memory.errors import ConfigError
     from dsh_memory.settings_loader import prefect_api_url, resolve_settings
 
-    url = prefect_api_url()
+    url = prefect_api_url(profile=True)
     if not url:
         raise ConfigError(
             "no Prefect server configured, so there is nowhere to save blocks: start one with "
