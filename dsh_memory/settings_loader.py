@@ -26,6 +26,7 @@ from dsh_memory.errors import ConfigError
 from dsh_memory.settings import MemorySettings, ModelRoute
 
 BLOCK_NAME = "default"
+BLOCK_SLUGS = ("dsh-memory-settings", "dsh-memory-model-route")  # the block types' slugs (blocks/)
 IGNORE_BLOCKS_ENV = "DSH_MEMORY_IGNORE_BLOCKS"
 log = logging.getLogger("dsh_memory.settings")
 
@@ -77,7 +78,7 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
         status = ""
     blocks: dict[str, str] = {}
     if status:
-        blocks = {slug: status for slug in ("dsh-memory-settings", "dsh-memory-model-route")}
+        blocks = {slug: status for slug in BLOCK_SLUGS}
     else:
         mem_block, route_block, blocks = _load_blocks(url)
     if mem_block is not None:
@@ -103,8 +104,17 @@ def _route_from_env(e: Mapping[str, str]) -> ModelRoute:
 
 
 def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
-    """Read the two "default" block documents; (None, None, reasons) when the server is unreachable."""
+    """Read the two "default" block documents; (None, None, reasons) when the server is unreachable.
+    Prefect is imported only when one of them is saved (to validate it as its Block class): a
+    plain HTTP query asks first, so commands that find no saved block stay fast."""
     import httpx
+
+    try:
+        saved = _saved_block_slugs(url)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        return None, None, _unreachable(url, exc)
+    if saved is not None and not saved:
+        return None, None, {slug: "not saved" for slug in BLOCK_SLUGS}
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 
@@ -124,9 +134,7 @@ def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
                 found[slug] = _validate(cls, doc.data)
                 status[slug] = "loaded"
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        reason = f"not consulted (Prefect API {url} unreachable: {type(exc).__name__})"
-        log.warning("dsh-memory settings: %s; using the environment and defaults", reason)
-        return None, None, {cls.get_block_type_slug(): reason for cls in (MemorySettingsBlock, ModelRouteBlock)}
+        return None, None, _unreachable(url, exc)
     except PrefectHTTPStatusError as exc:
         raise ConfigError(
             f"could not read the dsh-memory blocks from the Prefect API {url}: HTTP "
@@ -134,6 +142,43 @@ def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
             f"or set {IGNORE_BLOCKS_ENV}=1 to use the environment only"
         ) from None
     return found.get("dsh-memory-settings"), found.get("dsh-memory-model-route"), status
+
+
+def _unreachable(url: str, exc: BaseException) -> dict[str, str]:
+    reason = f"not consulted (Prefect API {url} unreachable: {type(exc).__name__})"
+    log.warning("dsh-memory settings: %s; using the environment and defaults", reason)
+    return {slug: reason for slug in BLOCK_SLUGS}
+
+
+def _saved_block_slugs(url: str) -> set[str] | None:
+    """Which of our "default" block documents exist, by one `POST /block_documents/filter`
+    (no prefect import); None when the answer is not usable (the caller then asks through
+    Prefect's client). Raises httpx.ConnectError / ConnectTimeout when nothing answers."""
+    import httpx
+
+    from dsh_memory.hooks.events import _is_loopback_url, prefect_auth_headers
+
+    body = {
+        "block_types": {"slug": {"any_": list(BLOCK_SLUGS)}},
+        "block_documents": {"name": {"any_": [BLOCK_NAME]}, "is_anonymous": {"eq_": False}},
+        "include_secrets": False,
+        "limit": 10,
+    }
+    try:
+        # proxies from the environment apply to remote servers only, never to loopback
+        with httpx.Client(timeout=10, trust_env=not _is_loopback_url(url)) as client:
+            resp = client.post(f"{url}/block_documents/filter", json=body, headers=prefect_auth_headers())
+    except (httpx.ConnectError, httpx.ConnectTimeout):
+        raise
+    except httpx.HTTPError:
+        return None
+    if resp.status_code != 200:
+        return None
+    try:
+        docs = resp.json()
+        return {d["block_type"]["slug"] for d in docs if d.get("name") == BLOCK_NAME}
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def _validate(cls: Any, data: dict[str, Any]) -> Any:

@@ -28,6 +28,7 @@ from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply
 from dsh_memory.consolidation.prompt import MEMORY_WRITE_TOOL
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.factory import PhaseModel
+from dsh_memory.serve import preflight
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
@@ -37,18 +38,9 @@ from dsh_memory.transcript.redact import redact
 
 @task(name="phase2-check-gate", cache_policy=NO_CACHE)
 def check_gate(settings: MemorySettings, now: datetime, force: bool) -> gate_mod.GateDecision:
-    store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
-    try:
-        return gate_mod.decide(
-            state.get_meta(),
-            notes=len(store.list_notes()),
-            raw_blocks=len(store.read_raw_blocks()),
-            now=now,
-            cooldown_seconds=settings.phase2_cooldown_seconds,
-            force=force,
-        )
-    finally:
-        state.close()
+    """`gate.decide` over the state meta, notes and raw blocks (the same gate the CLI asks before
+    it starts any flow: dsh_memory/serve/preflight.py)."""
+    return preflight.phase2_gate(settings, now, force)
 
 
 @task(name="phase2-gather-inputs", cache_policy=NO_CACHE)

@@ -7,10 +7,10 @@ from datetime import datetime
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from dsh_memory import readers
 from dsh_memory.context import MemoryContext
 from dsh_memory.models import SessionRef
 from dsh_memory.phase1 import selection
+from dsh_memory.serve import preflight
 from dsh_memory.settings import MemorySettings
 
 
@@ -23,16 +23,7 @@ def plan_extractions(
     backfill: bool = False,
     respect_idle: bool = True,
 ) -> list[selection.Decision]:
+    """`selection.plan` over the claims and overrides in the state database (the same plan the
+    CLI makes before it starts any flow: dsh_memory/serve/preflight.py)."""
     with MemoryContext.of(settings) as ctx:
-        claims, overrides = ctx.state.claims(), ctx.state.overrides()
-    return selection.plan(
-        refs,
-        claims,
-        settings,
-        now,
-        load=readers.load,
-        only_ids=set(only_ids) if only_ids is not None else None,
-        backfill=backfill,
-        respect_idle=respect_idle,
-        overrides=overrides,
-    )
+        return preflight.plan_extractions(ctx, refs, now, only_ids, backfill, respect_idle)

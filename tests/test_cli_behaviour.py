@@ -101,7 +101,9 @@ def test_version_prints_the_package_version(tmp_path):
 )
 def test_unreachable_prefect_api_is_one_line_and_its_own_exit_code(tmp_path, args):
     url = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
-    r = cli(args, clean_env(tmp_path, PREFECT_API_URL=url))
+    # Sessions to extract: with nothing to do, extract and run never reach for Prefect (test_noop.py).
+    dsh = copy_tree_aged(SAMPLES / "dsh", tmp_path / "dsh")
+    r = cli(args, clean_env(tmp_path, PREFECT_API_URL=url, DSH_HOME=str(dsh)))
     assert r.returncode == ServiceUnavailableError.exit_code == 6, r.stderr
     assert "Traceback" not in r.stderr
     if "--json" in args:

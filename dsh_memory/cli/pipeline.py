@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from dsh_memory.cli._common import emit_json, fail, prefect_env, run
+from dsh_memory.cli._common import emit_json, fail, prefect_env, prefect_env_defaults, run
 from dsh_memory.cli._progress import with_progress
 from dsh_memory.errors import NotFoundError, UserInputError
 
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Phase 1: extract rollout summaries and raw memories from finished sessions."""
-        prefect_env()
+        prefect_env_defaults()
 
         def go():
             if not sessions and not all_ and not retry_parked:
@@ -107,17 +107,19 @@ def register(app: typer.Typer) -> None:
                     ids = resumed
                 if not ids and not all_:
                     return None  # nothing was parked
+            # Decided before any Prefect engine starts: a dry run or nothing to do never starts one.
+            preview = _preview_phase1(ids, backfill=backfill, respect_idle=not ids)
+            if dry_run or not preview.has_work:
+                if not dry_run:
+                    preview.result.counts = {}  # what the flow reports when it did nothing
+                return preview.result.model_dump(mode="json")
+            prefect_env()
             from dsh_memory.flows.extract import extract_flow
 
             result = with_progress(
-                lambda: extract_flow(
-                    session_ids=ids,
-                    backfill=backfill,
-                    dry_run=dry_run,
-                    respect_idle=not ids,
-                ),
+                lambda: extract_flow(session_ids=ids, backfill=backfill, respect_idle=not ids),
                 "extracting",
-                dry_run,
+                False,
             )
             return result.model_dump(mode="json")  # a Phase1Result
 
@@ -143,8 +145,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Catch-up: Phase 1 over every candidate, then Phase 2 when pending."""
-        prefect_env()
-
+        prefect_env_defaults()
         _catch_up(backfill=backfill, force=force, label="catch-up", as_json=as_json)
 
 
@@ -152,14 +153,21 @@ def _catch_up(
     *, backfill: bool, force: bool, label: str, as_json: bool, env: dict[str, str] | None = None
 ) -> dict | None:
     """Run the catch-up flow in-process and print its outcome; the result (None with --json,
-    where `env` joins the printed result)."""
+    where `env` joins the printed result). Nothing to extract and no consolidation due: the
+    answer comes from the state database at once, without starting Prefect."""
 
     def go():
+        nothing = _nothing_to_catch_up(backfill=backfill, force=force)
+        if nothing is not None:
+            return nothing
+        prefect_env()
         from dsh_memory.flows.catch_up import catch_up_flow
 
-        return catch_up_flow(backfill=backfill, force_consolidation=force).model_dump(mode="json")
+        return with_progress(
+            lambda: catch_up_flow(backfill=backfill, force_consolidation=force).model_dump(mode="json"), label, False
+        )
 
-    result = run(lambda: with_progress(go, label, False), as_json)
+    result = run(go, as_json)
     if as_json:
         emit_json({**result, **({"env": env} if env else {})})
         return None
@@ -167,6 +175,41 @@ def _catch_up(
     p2 = result.get("phase2") or {}
     typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
     return result
+
+
+def _preview_phase1(ids: list[str] | None, *, backfill: bool, respect_idle: bool):
+    """Phase 1's plan from stat and the state database (dsh_memory/serve/preflight.py): no Prefect."""
+    from datetime import UTC, datetime
+
+    from dsh_memory.context import memory_context
+    from dsh_memory.serve import preflight
+
+    with memory_context() as ctx:
+        return preflight.preview_phase1(ctx, datetime.now(UTC), ids, backfill, respect_idle)
+
+
+def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:
+    """The catch-up's result when it would do nothing (nothing to extract, Phase 2's gate
+    closed), else None. Written like the flow's result; nothing is recorded."""
+    from datetime import UTC, datetime
+
+    from dsh_memory.consolidation.result import Phase2Result
+    from dsh_memory.context import memory_context
+    from dsh_memory.serve import preflight
+
+    now = datetime.now(UTC)
+    with memory_context() as ctx:
+        phase1 = preflight.preview_phase1(ctx, now, backfill=backfill)
+        if phase1.has_work:
+            return None
+        gate = preflight.phase2_gate(ctx.settings, now, force)
+        if gate.run:
+            return None
+        phase2 = Phase2Result(
+            outcome=gate.outcome, reason=gate.reason, force=force, memory_root=str(ctx.memory_root), gate=gate
+        )
+    phase1.result.counts = {}
+    return {"phase1": phase1.result.model_dump(mode="json"), "phase2": phase2.model_dump(mode="json")}
 
 
 # What `status`, `search`, `summary` (memory root) and `sessions` (the agents' folders) read.
@@ -207,7 +250,7 @@ def register_demo(app: typer.Typer) -> None:
         env = _prepare_demo(workdir)
         os.environ.update(env)
         exports = {var: env[var] for var in DEMO_EXPORTS}
-        prefect_env()
+        prefect_env_defaults()
         typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
 
         if _catch_up(backfill=True, force=True, label="demo", as_json=as_json, env=exports) is None:

@@ -1,0 +1,133 @@
+"""Is there anything to do? Decided from `stat` and the state database, before any Prefect engine.
+
+A pipeline command with nothing to do must not pay for Prefect (importing it costs seconds, an
+ephemeral server ten): `extract`, `run` and `demo` ask here first and start a flow only when the
+flows would do something. The decision is the flows' own:
+
+- Phase 1: stat-only discovery, then `phase1.selection.plan` with the inputs the
+  `plan-extractions` task passes (claims and overrides from the state database; a log is read
+  only when it changed since its claim) — `plan_extractions` below is that task's body.
+- Phase 2: `consolidation.gate.decide` over the state meta, the ad hoc notes and the raw blocks —
+  `phase2_gate` below is the `phase2-check-gate` task's body.
+
+Phase 1 has work when a session is to be extracted, or when the flow would write bookkeeping for
+one (an unreadable log, a legacy claim's watermark, a grown session to mark as checked, a running
+claim whose owner died). Nothing here writes, and nothing here imports prefect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from dsh_memory.phase1 import selection
+
+if TYPE_CHECKING:
+    from dsh_memory.consolidation.gate import GateDecision
+    from dsh_memory.context import MemoryContext
+    from dsh_memory.models import SessionRef
+    from dsh_memory.phase1.result import Phase1Result
+    from dsh_memory.settings import MemorySettings
+    from dsh_memory.storage.state_schema import Claim
+
+
+def plan_extractions(
+    ctx: MemoryContext,
+    refs: list[SessionRef],
+    now: datetime,
+    only_ids: list[str] | None = None,
+    backfill: bool = False,
+    respect_idle: bool = True,
+    *,
+    claims: dict[str, Claim] | None = None,
+) -> list[selection.Decision]:
+    """Phase 1's plan over discovered `refs` (the `plan-extractions` task). Never creates the
+    state database: without one every session is new."""
+    from dsh_memory import readers
+
+    if claims is None:
+        claims = ctx.state.claims() if ctx.state_exists() else {}
+    overrides = ctx.state.overrides() if ctx.state_exists() else {}
+    return selection.plan(
+        refs,
+        claims,
+        ctx.settings,
+        now,
+        load=readers.load,
+        only_ids=set(only_ids) if only_ids is not None else None,
+        backfill=backfill,
+        respect_idle=respect_idle,
+        overrides=overrides,
+    )
+
+
+def phase2_gate(settings: MemorySettings, now: datetime, force: bool) -> GateDecision:
+    """Should Phase 2 run now (the `phase2-check-gate` task)? Never creates the state database."""
+    from dsh_memory.consolidation import gate
+    from dsh_memory.storage.state import StateStore
+    from dsh_memory.storage.store import MemoryStore
+
+    store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
+    try:
+        meta = state.get_meta() if state.db_path.exists() else None  # the gate reads absent fields as unset
+        return gate.decide(
+            meta,
+            notes=len(store.list_notes()),
+            raw_blocks=len(store.read_raw_blocks()),
+            now=now,
+            cooldown_seconds=settings.phase2_cooldown_seconds,
+            force=force,
+        )
+    finally:
+        state.close()
+
+
+@dataclass
+class Phase1Preview:
+    """Phase 1 as the extract flow would see it now: its dry-run result, and whether the flow
+    would do anything (`has_work`)."""
+
+    result: Phase1Result
+    has_work: bool
+
+
+def preview_phase1(
+    ctx: MemoryContext,
+    now: datetime,
+    session_ids: list[str] | None = None,
+    backfill: bool = False,
+    respect_idle: bool = True,
+) -> Phase1Preview:
+    from dsh_memory import readers
+    from dsh_memory.phase1.result import Phase1Result
+
+    refs = readers.discover(ctx.settings.roots)
+    claims = ctx.state.claims() if ctx.state_exists() else {}
+    decisions = plan_extractions(ctx, refs, now, session_ids, backfill, respect_idle, claims=claims)
+    todo = [d for d in decisions if d.action == selection.EXTRACT]
+    result = Phase1Result(discovered=len(refs), candidates=len(todo), decisions=[d.row() for d in decisions])
+    if session_ids:
+        known = {r.id for r in refs}
+        result.unknown_ids = [s for s in session_ids if s not in known]
+    work = bool(todo) or any(_bookkeeping(d) for d in decisions) or _recoverable(claims, ctx.settings, now)
+    return Phase1Preview(result, work)
+
+
+def _bookkeeping(d: selection.Decision) -> bool:
+    """Whether the flow would record something for a session it does not extract."""
+    return d.action in (selection.UNREADABLE, selection.BASELINE) or d.kind is selection.ReasonKind.TOO_FEW_NEW_EVENTS
+
+
+def _recoverable(claims: dict[str, Claim], settings: MemorySettings, now: datetime) -> bool:
+    """A running claim the flow's `recover-stale-claims` would take over (owner dead, or stale)."""
+    from dsh_memory.storage.state_schema import owner_is_gone
+
+    for c in claims.values():
+        if c.status != "running":
+            continue
+        if owner_is_gone(c.owner) or c.started_at is None:
+            return True
+        if (now - c.started_at).total_seconds() >= settings.stale_claim_seconds:
+            return True
+    return False
