@@ -3,9 +3,13 @@
 Run it:   dsh-memory run   (or the `catch-up` deployment: hourly + once at stack start)
 Writes:   everything Phase 1 and Phase 2 write (see flows/extract.py, flows/consolidate.py).
 Returns:  a CatchUpResult: the Phase1Result and Phase 2's result (or why it was not attempted).
+Run name: `catch-up/<start time>` (UTC); Phase 1 and Phase 2 run as its `extract` and
+          `consolidate` subflows.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
 from pydantic import BaseModel
@@ -21,7 +25,12 @@ class CatchUpResult(BaseModel):
     phase2: Phase2NotRun | Phase2Result  # this order: a reloaded {outcome, reason} is a Phase2NotRun
 
 
-@flow(name="catch-up")
+def _run_name() -> str:
+    """`catch-up/<start time, UTC, to the minute>`, e.g. `catch-up/2026-05-01T09:00Z`."""
+    return f"catch-up/{datetime.now(UTC):%Y-%m-%dT%H:%MZ}"
+
+
+@flow(name="catch-up", flow_run_name=_run_name)
 def catch_up_flow(backfill: bool = False, force_consolidation: bool = False) -> CatchUpResult:
     log = get_run_logger()
     phase1 = extract_flow(backfill=backfill)

@@ -15,6 +15,8 @@ Writes:   MEMORY.md, memory_summary.md (first line `v1`), skills/<name>/…, mov
 Failures: raw memories and notes stay, `phase2_error` is recorded, the pending flag is kept;
           a cut-off answer is retried with a doubled max_tokens (cap 131072).
 Returns:  a Phase2Result (dsh_memory/consolidation/result.py).
+Run name: `consolidate/check` while the gate is asked; `consolidate/init` or
+          `consolidate/incremental` once it consolidates.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def next_max_tokens(current: int, cap: int = MAX_TOKENS_CAP) -> int | None:
     return None if current >= cap else min(cap, current * 2)
 
 
-@flow(name="consolidate", log_prints=False)
+@flow(name="consolidate", flow_run_name="consolidate/check", log_prints=False)
 def consolidate_flow(force: bool = False, memory_root: str | None = None) -> Phase2Result:
     """Phase 2, single-flight. The result is also published as an artifact."""
     log = get_run_logger()
@@ -111,6 +113,7 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
             result.outcome, result.reason = gate_mod.SKIP_NOTHING, "no raw memories, notes or forgetting candidates"
             clear_pending(settings)
             return ""
+        _name_run(f"consolidate/{str(inputs.mode).lower()}")  # was consolidate/check: it consolidates
         output = _ask_model(model, inputs, result.model, outputs)
         result.changes = apply_consolidation(settings, inputs, output, now)
         result.outcome = gate_mod.CONSOLIDATED
@@ -144,6 +147,21 @@ def _ask_model(
             continue
         report.output_source, report.dropped = output.source, output.dropped
         return output
+
+
+def _name_run(name: str) -> None:
+    """Rename this flow run once its mode is known (best effort: the name is for people)."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    run_id = flow_run.get_id()
+    if not run_id:
+        return
+    try:
+        with get_client(sync_client=True) as client:
+            client.set_flow_run_name(run_id, name)
+    except Exception as exc:
+        get_run_logger().debug("could not rename the run to %s: %s", name, type(exc).__name__)
 
 
 def _flow_run_id() -> str | None:

@@ -6,6 +6,7 @@ Writes:   <memory root>/rollout_summaries/<slug>.md, raw_memories.md (appended),
           .state/state.sqlite3 (claims, watermarks, pending flag), and a table artifact
           `phase1-batch` per run in the Prefect run history (session, outcome, tokens, slug, error).
 Returns:  a Phase1Result (dsh_memory/phase1/result.py).
+Run name: `extract/all`, `extract/<short session id>` or `extract/<n> sessions`.
 
 Per-session extraction is `runner.map(extract_session, …)` on a `ThreadPoolTaskRunner` the flow
 opens itself (Prefect documents the runner as a context manager, in `ThreadPoolTaskRunner`'s
@@ -46,7 +47,22 @@ from dsh_memory.tasks.extract import extract_session
 from dsh_memory.tasks.select import plan_extractions
 
 
-@flow(name="extract", log_prints=False)
+def short_id(session_id: str) -> str:
+    """A session id as run names show it: the first 8 characters, a `claude:` / `codex:` prefix kept."""
+    prefix, _, rest = session_id.rpartition(":")
+    return f"{prefix}:{rest[:8]}" if prefix else rest[:8]
+
+
+def _run_name() -> str:
+    """`extract/all`, `extract/<short id>` or `extract/<n> sessions` (from the run's parameters)."""
+    from prefect.runtime import flow_run
+
+    ids = flow_run.parameters.get("session_ids") or []
+    what = "all" if not ids else short_id(ids[0]) if len(ids) == 1 else f"{len(ids)} sessions"
+    return f"extract/{what}" + (" (dry run)" if flow_run.parameters.get("dry_run") else "")
+
+
+@flow(name="extract", flow_run_name=_run_name, log_prints=False)
 def extract_flow(
     session_ids: list[str] | None = None,
     backfill: bool = False,
@@ -54,6 +70,17 @@ def extract_flow(
     respect_idle: bool = True,
 ) -> Phase1Result:
     """Phase 1 over the given sessions (or every candidate)."""
+    return run_phase1(session_ids=session_ids, backfill=backfill, dry_run=dry_run, respect_idle=respect_idle)
+
+
+def run_phase1(
+    session_ids: list[str] | None = None,
+    backfill: bool = False,
+    dry_run: bool = False,
+    respect_idle: bool = True,
+) -> Phase1Result:
+    """The extract flow's body, a plain function: a flow that calls it (extract-session) shows
+    its tasks in its own run instead of a subflow's."""
     log = get_run_logger()
     ctx = memory_context()  # settings: saved block > environment > default
     settings, route = ctx.settings, ctx.route

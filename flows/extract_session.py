@@ -4,6 +4,8 @@ Started by the `extract-session` deployment's trigger: a Prefect event `dsh.turn
 resource `dsh.session.<id>`, debounced per session (proactive trigger: one run ~debounce after
 the last turn end). Also runnable by hand: `dsh-memory extract SESSION`.
 Writes: what flows/extract.py writes; starts the `consolidate` deployment when pending.
+Run name: `extract-session/<short session id>`; its tasks (discover, plan, one `extract-<id>`
+per session…) are this run's own: it runs Phase 1's body, not the extract flow as a subflow.
 Returns: the extract flow's Phase1Result, with `consolidation_requested` set.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from dsh_memory.flows.extract import extract_flow
+from dsh_memory.flows.extract import run_phase1, short_id
 from dsh_memory.hooks.events import RESOURCE_PREFIX
 from dsh_memory.phase1.result import Phase1Result
 
@@ -22,13 +24,22 @@ def session_id_from(resource: str) -> str:
     return resource[len(RESOURCE_PREFIX) :] if resource.startswith(RESOURCE_PREFIX) else resource
 
 
-@flow(name="extract-session")
+def _run_name() -> str:
+    """`extract-session/<short id>` (`extract-session/all` without one)."""
+    from prefect.runtime import flow_run
+
+    sid = session_id_from(str(flow_run.parameters.get("session") or ""))
+    return f"extract-session/{short_id(sid) if sid else 'all'}"
+
+
+@flow(name="extract-session", flow_run_name=_run_name)
 def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1Result:
     log = get_run_logger()
     sid = session_id_from(session)
     if not sid:
         log.warning("no session id in the trigger: extracting every ready session instead")
-    result = extract_flow(session_ids=[sid] if sid else None, respect_idle=not sid)
+    # Phase 1's body runs in this flow run (its tasks are this run's), not as a subflow.
+    result = run_phase1(session_ids=[sid] if sid else None, respect_idle=not sid)
     result.consolidation_requested = False
     if consolidate and result.extracted:
         result.consolidation_requested = request_consolidation()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from dsh_memory.serve import deployments
 
 
@@ -39,3 +41,17 @@ def test_runner_deployments_apply_settings_debounce_and_consolidation_limit():
     assert consolidate.concurrency_limit == 1
     assert consolidate.concurrency_options.collision_strategy.value == "CANCEL_NEW"
     assert built["catch-up"].schedules and built["catch-up"].schedules[0].schedule.interval.total_seconds() == 3600
+
+
+def test_turn_end_trigger_is_named_and_described():
+    """The automation the trigger becomes says what it is (Automations page of the UI)."""
+    spec = {s["name"]: s for s in deployments.load_spec()}["extract-session"]
+    (trigger,) = spec["triggers"]
+    assert trigger["name"] == "extract-session on turn end (debounced per session)"
+    assert "dsh.turn.ended" in trigger["description"] and "debounce" in trigger["description"]
+    built = {d.name: d for d in deployments.runner_deployments(debounce_seconds=15)}
+    (t,) = built["extract-session"].triggers
+    assert (t.name, t.description) == (trigger["name"], trigger["description"])
+    t.set_deployment_id(uuid.uuid4())
+    automation = t.as_automation()
+    assert automation.name == trigger["name"] and automation.description == trigger["description"]
