@@ -6,11 +6,12 @@ python tools/cli_reference.py --check  # exit 1 when README.md is stale
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # a script beside its helper
+from _readme_block import main, splice  # noqa: E402
+
 START, END = "<!-- cli-reference:start -->", "<!-- cli-reference:end -->"
 ENV = {"COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1", "_TYPER_FORCE_DISABLE_TERMINAL": "1"}
 
@@ -42,23 +43,8 @@ def generate() -> str:
 
 
 def render(readme: str) -> str:
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
-    if not pattern.search(readme):
-        raise SystemExit(f"{README} has no {START} … {END} block")
-    return pattern.sub(lambda _m: generate(), readme)
-
-
-def main() -> int:
-    current = README.read_text()
-    updated = render(current)
-    if "--check" in sys.argv:
-        if updated != current:
-            print("README.md CLI reference is stale: run python tools/cli_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(updated)
-    return 0
+    return splice(readme, START, END, generate)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main(render, "CLI reference", "tools/cli_reference.py"))

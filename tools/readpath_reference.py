@@ -8,12 +8,13 @@ python tools/readpath_reference.py --check  # exit 1 when README.md is stale
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # a script beside its helper
+from _readme_block import main, splice  # noqa: E402
+
 START, END = "<!-- readpath-params:start -->", "<!-- readpath-params:end -->"
 
 
@@ -79,23 +80,8 @@ def generate() -> str:
 
 
 def render(readme: str) -> str:
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
-    if not pattern.search(readme):
-        raise SystemExit(f"{README} has no {START} … {END} block")
-    return pattern.sub(lambda _m: generate(), readme)
-
-
-def main() -> int:
-    current = README.read_text()
-    updated = render(current)
-    if "--check" in sys.argv:
-        if updated != current:
-            print("README.md read-path parameters are stale: run python tools/readpath_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(updated)
-    return 0
+    return splice(readme, START, END, generate)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(render, "read-path parameters", "tools/readpath_reference.py"))
