@@ -1,14 +1,22 @@
-"""Secret redaction: every planted fixture secret goes, every benign look-alike stays."""
+"""Secret redaction: every planted fixture secret goes, every benign look-alike stays.
+
+The labelled corpus (tests/fixtures/redaction/corpus.json, all values fake) is measured here:
+each secret vanishes from `redact()` and `redact_obj()`, each look-alike survives, and recall /
+false-positive rate meet their goals. bench/bench_redact.py prints the same numbers and speed.
+"""
 
 from __future__ import annotations
 
+import collections
 import json
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_memory.transcript.redact import contains_secret, redact, redact_obj
+from dsh_memory.transcript.redact import contains_secret, looks_random, redact, redact_obj
 
 FIXTURE_I = "dsh/plain/sessions/--home-alice-src-deploy-tools--/4d7a1c9e-2b6f-4e3d-8a5c-9f1e7b3d6c42/session.v4.jsonl"
 
@@ -169,6 +177,28 @@ def test_redact_obj_walks_nested_structures_and_keyed_values():
 
 _FRAGMENTS = st.sampled_from(
     [
+        "the password is ",
+        "secret ",
+        " key: ",
+        "sha256:",
+        "commit ",
+        "\\n",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "Xk9q2LmZ8vR4tB7nW1cY5hJ3",
+        "3f2a9c1d4e5b6a7980f1e2d3c4b5a69788796a5b",
+        "hooks.slack.com/services/",
+        "redis://:",
+        "sk_live_",
+        "AIza",
+        "glpat-",
+        "hf_",
+        "npm_",
+        "AccountKey=",
+        "Authorization: token ",
+        "Cookie: a=",
+        "Q~",
+        "?sig=",
+        "-----END RSA PRIVATE KEY-----\\n",
         "password=",
         "token: ",
         '"api_key": "',
@@ -217,3 +247,190 @@ def test_redact_never_raises_and_is_idempotent(text):
 def test_redact_obj_never_raises_and_is_idempotent(obj):
     once = redact_obj(obj)
     assert redact_obj(once) == once
+
+
+# --- the labelled corpus (tests/fixtures/redaction) -----------------------------------------------
+
+CORPUS = json.loads((Path(__file__).parent / "fixtures" / "redaction" / "corpus.json").read_text())
+SECRETS = CORPUS["secrets"]
+LOOKALIKES = CORPUS["lookalikes"]
+RECALL_GOAL = 0.98
+FP_GOAL = 0.03
+_MARKER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+
+
+def leaked(text: str, secret: str, out: str) -> bool:
+    """The secret, or 12 characters of it that the text holds nowhere else, is still in `out`."""
+    if secret in out:
+        return True
+    rest = text.replace(secret, "\0")
+    w = min(len(secret), 12)
+    return any(out.count(secret[i : i + w]) > rest.count(secret[i : i + w]) for i in range(len(secret) - w + 1))
+
+
+def _record(text: str) -> dict:
+    return {"type": "tool_result", "tool": "bash", "input": {"command": text}, "content": [{"text": text}]}
+
+
+def test_corpus_covers_the_checklist():
+    shapes = {s["shape"] for s in SECRETS}
+    assert len(SECRETS) >= 60 and len(shapes) >= 40 and len(LOOKALIKES) >= 30
+    assert len(shapes) == len(SECRETS), "one shape per entry"
+    families = {s["family"] for s in SECRETS}
+    assert families >= {"cloud", "vcs", "chat", "payments", "ai", "registry", "saas", "token", "private_key"}
+    assert families >= {"url_credentials", "header", "assignment", "prose"}
+    for s in SECRETS:
+        assert s["secret"] in s["text"], s["shape"]
+
+
+@pytest.mark.parametrize("case", SECRETS, ids=[s["shape"] for s in SECRETS])
+def test_corpus_secret_vanishes(case):
+    text, secret = case["text"], case["secret"]
+    out = redact(text)
+    assert not leaked(text, secret, out), out
+    assert redact(out) == out
+    rec = _record(text)
+    assert not leaked(json.dumps(rec), secret, json.dumps(redact_obj(rec))), case["shape"]
+    line = json.dumps(rec)  # the same record as one JSON line (escaped quotes and line breaks)
+    assert not leaked(line, secret, redact(line)), case["shape"]
+
+
+@pytest.mark.parametrize("case", LOOKALIKES, ids=[k["shape"] for k in LOOKALIKES])
+def test_corpus_lookalike_survives(case):
+    text = case["text"]
+    assert redact(text) == text
+    assert redact_obj(_record(text)) == _record(text)
+
+
+def test_corpus_recall_and_false_positive_rate():
+    misses = collections.Counter(s["family"] for s in SECRETS if leaked(s["text"], s["secret"], redact(s["text"])))
+    recall = 1 - sum(misses.values()) / len(SECRETS)
+    fp_rate = sum(redact(k["text"]) != k["text"] for k in LOOKALIKES) / len(LOOKALIKES)
+    assert recall >= RECALL_GOAL, dict(misses)
+    assert fp_rate <= FP_GOAL
+
+
+def test_markers_are_whole_and_never_nested():
+    for case in SECRETS:
+        out = redact(case["text"])
+        assert out.count("[REDACTED:") == len(_MARKER.findall(out)), out
+        assert "[REDACTED:" not in "".join(m[len("[REDACTED:") :] for m in _MARKER.findall(out))
+
+
+# The shapes that reached disk, the search index and Prefect before (issue 14): each has its own test.
+FORMERLY_SURVIVING = {
+    "aws_secret_in_prose": (
+        "ok the aws secret is q7Zk2Vd9XwB0sLr4YtE8uNc3Hm6Ga1Pf5Ji+Ko/R and the region eu-west-1",
+        "q7Zk2Vd9XwB0sLr4YtE8uNc3Hm6Ga1Pf5Ji+Ko/R",
+    ),
+    "slack_webhook_url": (
+        'curl -X POST -d \'{"text":"hi"}\' https://hooks.slack.com/services/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',
+        "Qz8Kp2Lm7Vx4Rt9Wn3Yb6Hc1",
+    ),
+    "stripe_sk_live": (
+        "use sk_live_51Hx8KqL2mZ9vR4tB7nW1cY5hJ3pD6 for the dashboard",
+        "sk_live_51Hx8KqL2mZ9vR4tB7nW1cY5hJ3pD6",
+    ),
+    "stripe_rk_live": ("restricted key rk_live_7Tq2Mx9Lp4Vz8Rk3Wn6Yb1Hc5 works", "rk_live_7Tq2Mx9Lp4Vz8Rk3Wn6Yb1Hc5"),
+    "google_aiza": (
+        "Gemini works with AIzaSyD4xK9mQ2vL7pR3tB8nW1cY5hJ6gF0sE2a now",
+        "AIzaSyD4xK9mQ2vL7pR3tB8nW1cY5hJ6gF0sE2a",
+    ),
+    "redis_empty_user": ("REDIS_URL=redis://:Vx7Kq2Lm9Rt4Wn8Yb3Hc@cache.internal:6379/0", "Vx7Kq2Lm9Rt4Wn8Yb3Hc"),
+    "azure_account_key": (
+        "DefaultEndpointsProtocol=https;AccountName=demo;AccountKey=Zx8Kq2Lm9Rt4Wn7Yb3Hc1Pd6Vf5Gs0Ja2Ek8Ui3Oy7Tr1We4Qa9Sd6Fg2Hj5Kl8Zx3Cv7Bn1Mq4Pw9Es2Rd5Tf8Yg==;EndpointSuffix=core.windows.net",
+        "Zx8Kq2Lm9Rt4Wn7Yb3Hc1Pd6Vf5Gs0Ja2Ek8Ui3Oy7Tr1We4Qa9Sd6Fg2Hj5Kl8Zx3Cv7Bn1Mq4Pw9Es2Rd5Tf8Yg==",
+    ),
+    "huggingface_hf": (
+        "HF works with hf_QxKmZvRtBnWcYhJpDfGsLaEuIoTyMqPwNeRd now",
+        "hf_QxKmZvRtBnWcYhJpDfGsLaEuIoTyMqPwNeRd",
+    ),
+    "npm_token": (
+        "npm token create printed npm_Qx8Km2Zv9Rt4Bn7Wc3Yh6Jp1Df5Gs0La2Eu8I",
+        "npm_Qx8Km2Zv9Rt4Bn7Wc3Yh6Jp1Df5Gs0La2Eu8I",
+    ),
+    "gitlab_glpat": ("I pasted glpat-Qx8Km2Zv9Rt4Bn7Wc3Yh into the CI settings", "glpat-Qx8Km2Zv9Rt4Bn7Wc3Yh"),
+}
+
+
+@pytest.mark.parametrize("shape", list(FORMERLY_SURVIVING))
+def test_formerly_surviving_shape_is_redacted(shape):
+    text, secret = FORMERLY_SURVIVING[shape]
+    out = redact(text)
+    assert secret not in out and "[REDACTED:" in out, out
+    assert secret not in json.dumps(redact_obj({"text": text}))
+
+
+# --- the context rule: credential words make nearby random tokens secret ----------------------------
+
+RANDOM = "Xk9q2LmZ8vR4tB7nW1cY5hJ3pD6sF0gA"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"the api token for staging is {RANDOM}, prod differs",
+        f"{RANDOM} is my personal access token",
+        f"credentials: {RANDOM}",
+        f"Token:\n{RANDOM}",
+        f"| service | secret |\n|---|---|\n| smtp | {RANDOM} |",
+        f'{{"note": "deploy key {RANDOM}"}}',
+    ],
+)
+def test_random_token_near_a_credential_word_is_redacted(text):
+    assert RANDOM not in redact(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{RANDOM} came from the build log of the nightly run, see the token docs",  # 12 words away
+        f"{RANDOM}\nthe token docs",  # the line before
+        f"cache {RANDOM} hit",  # no credential word
+        "fix(auth): token refresh race, see commit 3f2a9c1d4e5b6a7980f1e2d3c4b5a69788796a5b",
+        "token refresh failed for request 4d7a1c9e-2b6f-4e3d-8a5c-9f1e7b3d6c42",
+        "the key fingerprint is SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8",
+        "signing key digest sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "public key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG8xK2mQ9vL7pR3tB8nW1cY5hJ6gF0sE2aZ4 me@host",
+        "see src/auth/token_refresh/TokenRefreshHandlerFactory.java for the key rotation",
+        "the password is incorrect and the token is expired",
+        "input_tokens=input_tokens+?, output_tokens=output_tokens+?",
+        "password = os.environ['DB_PASSWORD']; key = settings.api_key",
+    ],
+)
+def test_look_alikes_near_or_far_from_credential_words_survive(text):
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("The admin password is Xk9pLm2q!r — change it", "Xk9pLm2q!r"),
+        ("the root password was correct-horse-9", "correct-horse-9"),
+        ("I set the api key to `q8Rt4Wn2Yb7Hc3Pd6Vf1`", "q8Rt4Wn2Yb7Hc3Pd6Vf1"),
+    ],
+)
+def test_linking_word_after_credential_word(text, secret):
+    assert secret not in redact(text)
+
+
+def test_looks_random_separates_keys_from_identifiers():
+    for token in (
+        RANDOM,
+        "q7Zk2Vd9XwB0sLr4YtE8uNc3Hm6Ga1Pf5Ji+Ko/R",
+        "a8f3k2m9x0q7w1e5r4t6y8u2",
+        "9f86d081884c7d659a2feaa0c55ad015",
+    ):
+        assert looks_random(token), token
+    for token in (
+        "AuthTokenRefreshHandlerFactoryImpl",
+        "read_flow_run_graph_v1",
+        "IS_PYTHON_AT_LEAST_3_15",
+        "x86_64-apple-darwin17",
+        "user_profile_v2_20240501",
+        "src/auth/token_refresh/handler",
+        "4d7a1c9e-2b6f-4e3d-8a5c-9f1e7b3d6c42",
+        "00000000000000000000000",
+        "short1Xk9",
+    ):
+        assert not looks_random(token), token
