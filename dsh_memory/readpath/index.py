@@ -11,39 +11,32 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import stat as stat_mod
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from dsh_memory.readpath._common import corpus, read_text, root_of
-from dsh_memory.readpath.models import SearchMatch
+from dsh_memory.readpath._common import ROLLOUT_DIR, corpus, read_text, rel_of, root_of
+from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
+from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 INDEX_NAME = "search_index.sqlite3"
 CHUNK_MAX_LINES = 24
 SNIPPET_MAX_CHARS = 4000
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(f"[^\\W_{_CJK}]+|[{_CJK}]+", re.UNICODE)
 _HEADING = re.compile(r"^#{1,6}\s")
 
 _local = threading.local()
 
 
-def _bigrams(run: str) -> list[str]:
-    if len(run) == 1:
-        return [run]
-    return [run[i : i + 2] for i in range(len(run) - 1)] + [run[-1]]
-
-
 def cjk_shadow(text: str) -> str:
-    return " ".join(g for run in _CJK_RUN.findall(text) for g in _bigrams(run))
+    return " ".join(g for run in CJK_RUN.findall(text) for g in bigrams(run))
 
 
 def latin_body(text: str) -> str:
-    return _CJK_RUN.sub(" ", text)
+    return CJK_RUN.sub(" ", text)
 
 
 def chunks(lines: list[str]) -> list[tuple[int, int]]:
@@ -78,7 +71,8 @@ def _connect(store: Any) -> sqlite3.Connection:
             f"""
             BEGIN IMMEDIATE;
             DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS sections; DROP TABLE IF EXISTS fts;
-            CREATE TABLE files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+            CREATE TABLE files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+                               ino INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE sections(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
                                   start_line INTEGER NOT NULL, end_line INTEGER NOT NULL);
             CREATE INDEX sections_path ON sections(path);
@@ -91,17 +85,74 @@ def _connect(store: Any) -> sqlite3.Connection:
     return conn
 
 
-def _diff(conn: sqlite3.Connection, store: Any):
-    known = {p: (s, m) for p, s, m in conn.execute("SELECT path, size, mtime_ns FROM files")}
-    current = {}
+def _diff(conn: sqlite3.Connection, store: Any, quick: bool, recent_ns: int):
+    """(current {rel: (path, stat)} of the files to index, changed rels, deleted rels).
+
+    Full: every file of the corpus is stat'ed and compared by (size, mtime, inode). Quick: the
+    directories are listed without a stat per file; a file whose inode is the one indexed, and
+    that was indexed as older than `recent_ns`, is taken as unchanged (the store replaces files
+    atomically: a new file, a new inode); the others are stat'ed. Other in-place edits wait for
+    the next full diff."""
+    known = {p: (s, m, i) for p, s, m, i in conn.execute("SELECT path, size, mtime_ns, ino FROM files")}
+    current: dict[str, tuple[str, os.stat_result]] = {}
     changed = []
+    if quick:
+        listed = _listing(store)
+        for rel, (path, ino) in listed.items():
+            k = known.get(rel)
+            if k is not None and k[2] == ino and k[1] < recent_ns:
+                continue
+            try:
+                st = os.lstat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            current[rel] = (path, st)
+            if k != (st.st_size, st.st_mtime_ns, st.st_ino):
+                changed.append(rel)
+        deleted = [p for p in known if p not in listed]
+        return current, changed, deleted
     for rel, path, st in corpus(store):
-        sig = (st.st_size, st.st_mtime_ns)
         current[rel] = (path, st)
-        if known.get(rel) != sig:
+        if known.get(rel) != (st.st_size, st.st_mtime_ns, st.st_ino):
             changed.append(rel)
     deleted = [p for p in known if p not in current]
     return current, changed, deleted
+
+
+def _listing(store: Any) -> dict[str, tuple[str, int]]:
+    """The corpus (`_common.corpus`: same files, same rules) as {rel: (path, inode)}, read from
+    the directory entries alone (no stat per file)."""
+    root = str(root_of(store))
+    out: dict[str, tuple[str, int]] = {}
+    for name in ("MEMORY.md", "memory_summary.md"):
+        p = os.path.join(root, name)
+        try:
+            st = os.lstat(p)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if stat_mod.S_ISREG(st.st_mode):
+            out[name] = (p, st.st_ino)
+
+    def walk(base: str, rel_base: str, recursive: bool, md_only: bool) -> None:
+        try:
+            it = os.scandir(base)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        with it:
+            for e in it:
+                if e.name[0] == "." or e.is_symlink():
+                    continue
+                rel = f"{rel_base}/{e.name}"
+                if e.is_dir(follow_symlinks=False):
+                    if recursive:
+                        walk(e.path, rel, True, md_only)
+                elif e.is_file(follow_symlinks=False) and (not md_only or e.name.endswith(".md")):
+                    out[rel] = (e.path, e.inode())
+
+    walk(os.path.join(root, ROLLOUT_DIR), ROLLOUT_DIR, False, True)
+    for rel_base in ("skills", rel_of(store, Path(store.notes_dir))):
+        walk(os.path.join(root, rel_base), rel_base, True, False)
+    return out
 
 
 def _drop(conn: sqlite3.Connection, rel: str) -> None:
@@ -111,12 +162,14 @@ def _drop(conn: sqlite3.Connection, rel: str) -> None:
     conn.execute("DELETE FROM files WHERE path=?", (rel,))
 
 
-# Fast path: creating, deleting or atomically replacing a file (the store always writes with
-# os.replace) changes its directory's mtime. While no directory changed, the per-file stat walk
-# is skipped, but at most for FULL_SCAN_SECONDS, so in-place edits by hand are seen within that.
+# Fast paths: creating, deleting or atomically replacing a file (the store always writes with
+# os.replace) changes its directory's mtime. While no directory changed, nothing is listed;
+# when one did, a quick diff (directory entries and inodes, no stat per file) finds what is new.
+# A full diff (a stat per file) runs at most every FULL_SCAN_SECONDS, so in-place edits by hand
+# are seen within that.
 FULL_SCAN_SECONDS = 5.0
 _SETTLE_NS = 1_000_000_000  # a directory modified this close to a scan is not trusted
-_scans: dict[str, tuple[float, dict[str, int]]] = {}
+_scans: dict[str, tuple[float, dict[str, int] | None]] = {}  # root → (last full diff, trusted dir mtimes)
 
 
 def _dir_mtimes(store: Any) -> dict[str, int]:
@@ -147,21 +200,31 @@ def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
     key = str(root_of(store))
     dirs = _dir_mtimes(store)
     last = _scans.get(key)
-    if not force and last and last[1] == dirs and time.monotonic() - last[0] < FULL_SCAN_SECONDS:
-        return {"indexed": 0, "dropped": 0}
+    now = time.monotonic()
+    if force or last is None:
+        quick = False
+    else:
+        expired = now - last[0] >= FULL_SCAN_SECONDS
+        if last[1] == dirs and not expired:
+            return {"indexed": 0, "dropped": 0}
+        # a directory changed: list it quickly, even when a full diff is due (it runs next time)
+        quick = not expired or (last[1] is not None and last[1] != dirs)
     scan_ns = time.time_ns()
     settled = all(m < scan_ns - _SETTLE_NS for m in dirs.values())
     # diff under the write lock: another process indexing the same root waits, then sees its work
     conn.execute("BEGIN IMMEDIATE")
     try:
-        current, changed, deleted = _diff(conn, store)
+        current, changed, deleted = _diff(conn, store, quick, recent_ns=scan_ns - 2 * _SETTLE_NS)
         for rel in deleted:
             _drop(conn, rel)
         for rel in changed:
             path, st = current[rel]
             _drop(conn, rel)
             text = read_text(path, st)
-            conn.execute("INSERT INTO files(path, size, mtime_ns) VALUES (?,?,?)", (rel, st.st_size, st.st_mtime_ns))
+            conn.execute(
+                "INSERT INTO files(path, size, mtime_ns, ino) VALUES (?,?,?,?)",
+                (rel, st.st_size, st.st_mtime_ns, st.st_ino),
+            )
             if not text:
                 continue
             lines = text.splitlines()
@@ -181,50 +244,11 @@ def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    if settled:
-        _scans[key] = (time.monotonic(), dirs)
-    else:
-        _scans.pop(key, None)
+    # an unsettled directory may change again within its mtime's tick: list it again next time
+    _scans[key] = (last[0] if quick and last else now, dirs if settled else None)
     if len(changed) + len(deleted) > 200:  # a big (re)build: fold the WAL now, not in a later query
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return {"indexed": len(changed), "dropped": len(deleted)}
-
-
-def _quote(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
-def fts_terms(queries: list[str]) -> list[str]:
-    """FTS5 terms for the queries: words (stemmed by porter) in any column, CJK runs as bigram
-    phrases in the `cjk` column (a single CJK character as a prefix of bigrams)."""
-    parts: list[str] = []
-    for q in queries:
-        for tok in _WORD.findall(q):
-            if _CJK_RUN.fullmatch(tok):
-                if len(tok) == 1:
-                    parts.append(f"cjk : {_quote(tok)}*")
-                else:
-                    parts.append(f"cjk : {_quote(' '.join(_bigrams(tok)[:-1]))}")
-            else:
-                parts.append(f"body : {_quote(tok)}")
-    return list(dict.fromkeys(parts))
-
-
-def _hit(words: list[str], low: str) -> bool:
-    # stemmed FTS terms: "migrations" matched "migration"; approximate with a short prefix
-    return any(w in low or (len(w) > 4 and w[: max(4, len(w) - 3)] in low) for w in words)
-
-
-def _matched(queries: list[str], text: str) -> list[str]:
-    low = text.casefold()
-    return [q for q in queries if _hit([w.casefold() for w in _WORD.findall(q)], low)]
-
-
-def _focus(queries: list[str], lines: list[str], first: int) -> tuple[int, int]:
-    """Narrow a section to the lines that carry the terms (the range to cite)."""
-    words = [w.casefold() for q in queries for w in _WORD.findall(q)]
-    hits = [first + i for i, ln in enumerate(lines) if _hit(words, ln.casefold())]
-    return (hits[0], hits[-1]) if hits else (first, first + max(0, len(lines) - 1))
 
 
 def _prefix_filter(prefix: str | None) -> tuple[str, list[Any]]:
@@ -237,74 +261,79 @@ def _prefix_filter(prefix: str | None) -> tuple[str, list[Any]]:
     )
 
 
-def _count(conn: sqlite3.Connection, expr: str, prefix: str | None) -> int:
-    extra, args = _prefix_filter(prefix)
-    return conn.execute(f"SELECT count(*) FROM fts WHERE fts MATCH ?{extra}", [expr, *args]).fetchone()[0]
+def doc_freqs(conn: sqlite3.Connection, terms: list[Term]) -> tuple[int, list[int]]:
+    """The number of sections, and how many hold each term (BM25's document frequency)."""
+    n = conn.execute("SELECT count(*) FROM sections").fetchone()[0]
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_rows USING fts5vocab(main, fts, 'row')")
+    latin = [t.key for t in terms if not t.cjk]
+    df: dict[str, int] = {}
+    if latin:
+        marks = ",".join("?" * len(latin))
+        df = dict(conn.execute(f"SELECT term, doc FROM temp.fts_rows WHERE term IN ({marks})", latin).fetchall())
+    out = []
+    for t in terms:
+        if t.cjk:
+            out.append(conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (t.fts,)).fetchone()[0])
+        else:
+            out.append(df.get(t.key, 0))
+    return n, out
 
 
-def _ranked_rows(conn: sqlite3.Connection, expr: str, prefix: str | None, limit: int, offset: int) -> list[tuple]:
-    # rank + LIMIT inside the FTS query (a top-N sort), then join only the rows kept
+CANDIDATE_ROWS = 12_000  # past this many matching sections, the OR query keeps to the rarer terms
+
+
+def candidate_sections(
+    conn: sqlite3.Connection, terms: list[Term], dfs: list[int], prefix: str | None, limit: int
+) -> list[tuple[str, int, int, float]]:
+    """The `limit` sections with the best BM25 for any of the terms: (path, start, end, BM25),
+    best first.
+
+    BM25 scores every section that holds any term; words found in a large share of the memory
+    would make that slow (and say little), so when the terms match more than CANDIDATE_ROWS
+    sections, the OR keeps to the rarest terms that fit (at least one), and sections holding
+    every term come first. The common terms still count when the lines are scored."""
     extra, args = _prefix_filter(prefix)
     sql = (
-        "SELECT s.path, s.start_line, s.end_line, t.score FROM "
+        "SELECT t.rowid, s.path, s.start_line, s.end_line, -t.score FROM "
         f"(SELECT rowid, bm25(fts, 1.0, 1.0) AS score FROM fts WHERE fts MATCH ?{extra} "
-        "ORDER BY score, rowid LIMIT ? OFFSET ?) t JOIN sections s ON s.id = t.rowid ORDER BY t.score, t.rowid"
+        "ORDER BY score, rowid LIMIT ?) t JOIN sections s ON s.id = t.rowid ORDER BY t.score, t.rowid"
     )
-    return conn.execute(sql, [expr, *args, limit, offset]).fetchall()
+    exprs = [" OR ".join(t.fts for t in terms)]
+    if sum(dfs) > CANDIDATE_ROWS:
+        order = sorted(range(len(terms)), key=lambda i: dfs[i])
+        keep, rows = [order[0]], dfs[order[0]]
+        for i in order[1:]:
+            if rows + dfs[i] > CANDIDATE_ROWS:
+                break
+            keep.append(i)
+            rows += dfs[i]
+        exprs = [" OR ".join(terms[i].fts for i in sorted(keep))]
+        if len(terms) > 1:
+            exprs.insert(0, " AND ".join(t.fts for t in terms))
+    seen: dict[int, tuple[str, int, int, float]] = {}
+    for expr in exprs:
+        if len(seen) >= limit:
+            break
+        for rowid, *section in conn.execute(sql, [expr, *args, limit]):
+            seen.setdefault(rowid, tuple(section))  # type: ignore[arg-type]
+    return list(seen.values())[:limit]
 
 
-def ranked_search(
-    store: Any, queries: list[str], prefix: str | None, offset: int, limit: int
-) -> tuple[list[SearchMatch], bool]:
-    terms = fts_terms(queries)
+SECTIONS_SCANNED = 40  # sections re-read and scored line by line per query (the ranked results come from these)
+
+
+def ranked_search(store: Any, queries: list[str], prefix: str | None) -> tuple[list[Hit], dict, list[Term]]:
+    """Every line of the best sections, scored (lines.py), best first."""
+    terms = query_terms(queries)
     if not terms:
         from dsh_memory.errors import UserInputError
 
         raise UserInputError("ranked search needs at least one word or CJK character in the queries")
     refresh(store)
     conn = _connect(store)
-    # Two tiers, one total order: sections with every term (BM25), then sections with some
-    # terms (BM25). The first tier is small and usually fills the page on its own.
-    all_expr = " AND ".join(terms)
-    tiers = [all_expr]
-    if len(terms) > 1:
-        tiers.append(f"({' OR '.join(terms)}) NOT ({all_expr})")
-    rows: list[tuple] = []
-    want, skip = limit + 1, offset
-    for expr in tiers:
-        if want <= 0:
-            break
-        if skip:
-            n = _count(conn, expr, prefix)
-            if skip >= n:
-                skip -= n
-                continue
-        got = _ranked_rows(conn, expr, prefix, want, skip)
-        rows += got
-        want -= len(got)
-        skip = 0
-    more = len(rows) > limit
-    root = root_of(store)
-    out = []
-    for rel, a, b, score in rows[:limit]:
-        path = root / rel
-        try:
-            text = read_text(path) or ""
-        except FileNotFoundError:  # deleted between refresh and now
-            continue
-        lines = text.splitlines()[a - 1 : b]
-        content = "\n".join(lines)[:SNIPPET_MAX_CHARS]
-        m_a, m_b = _focus(queries, lines, a)
-        out.append(
-            SearchMatch(
-                path=rel,
-                start_line=a,
-                end_line=b,
-                match_line=m_a,
-                match_end_line=m_b,
-                content=content,
-                matched_queries=_matched(queries, content),
-                score=round(-score, 4),
-            )
-        )
-    return out, more
+    n, dfs = doc_freqs(conn, terms)
+    weights = [idf(n, df) for df in dfs]
+    rows = candidate_sections(conn, terms, dfs, prefix, SECTIONS_SCANNED)
+    sections = [Section(p, a, b, rank) for rank, (p, a, b, _) in enumerate(rows)]
+    hits, files = score_sections(store, terms, weights, sections)
+    return hits, files, terms

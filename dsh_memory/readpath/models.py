@@ -14,8 +14,13 @@ MAX_LIST_RESULTS = 2000
 DEFAULT_READ_LINES = 400
 MAX_READ_LINES = 5000
 MAX_READ_CHARS = 64_000  # ≈ 16–20k tokens: one read never floods a context window
-DEFAULT_SEARCH_RESULTS = 50
+DEFAULT_SEARCH_RESULTS = 20
 MAX_SEARCH_RESULTS = 500
+# One search page is sized for an agent's context: by default at most ≈ 8,000 characters of
+# JSON (≈ 2,000 tokens at ≈ 4 characters a token); the rest comes page by page (next_cursor).
+DEFAULT_SEARCH_CHARS = 8_000
+MAX_SEARCH_CHARS = 64_000
+CHARS_PER_TOKEN = 4
 MAX_NOTE_CHARS = 20_000
 SUMMARY_BEGIN = "===== MEMORY SUMMARY (dsh-memory) BEGINS ====="
 SUMMARY_END = "===== MEMORY SUMMARY ENDS ====="
@@ -59,7 +64,8 @@ class SearchRequest(_Request):
     mode: SearchMode = Field(
         "any",
         description="any: lines with any query; all_on_same_line: all queries on one line; all_within_lines: "
-        "all queries within within_lines lines; ranked: BM25 over sections, best first",
+        "all queries within within_lines lines; ranked: questions or keywords, the lines that answer first "
+        "(BM25 words, stemmed, stopwords dropped)",
     )
     within_lines: int = Field(5, ge=1, le=200, description="Window size in lines for all_within_lines")
     case_sensitive: bool = Field(False, description="Match case exactly (line modes)")
@@ -68,6 +74,13 @@ class SearchRequest(_Request):
     path: str | None = Field(None, description="Only search under this file or directory")
     cursor: str | None = Field(None, description="next_cursor from the previous page, unchanged")
     max_results: int = Field(DEFAULT_SEARCH_RESULTS, ge=1, le=MAX_SEARCH_RESULTS, description="Matches per page")
+    max_chars: int = Field(
+        DEFAULT_SEARCH_CHARS,
+        ge=1000,
+        le=MAX_SEARCH_CHARS,
+        description=f"At most this many characters of JSON per page (≈ {CHARS_PER_TOKEN} a token); "
+        "the matches past it come with next_cursor",
+    )
 
     @field_validator("queries")
     @classmethod
@@ -141,11 +154,11 @@ class SearchMatch(BaseModel):
     path: str
     start_line: int = Field(description="First line of content (1-based); cite as path:start_line-end_line")
     end_line: int
-    match_line: int = Field(description="Line where the match (or window) starts")
+    match_line: int = Field(description="Line where the match (or window) starts; ranked: the line that answers best")
     match_end_line: int = Field(description="Line where the match (or window) ends")
     content: str
     matched_queries: list[str] = Field(default_factory=list)
-    score: float | None = Field(None, description="ranked mode: BM25 relevance (higher is better)")
+    score: float | None = Field(None, description="ranked mode: relevance of the cited line (higher is better)")
 
     @property
     def citation(self) -> str:
@@ -157,8 +170,8 @@ class SearchResult(BaseModel):
     mode: SearchMode
     path: str | None = Field(None, description="The file or directory searched (None: the whole memory)")
     matches: list[SearchMatch]
-    next_cursor: str | None = None
-    truncated: bool = False
+    next_cursor: str | None = Field(None, description="Pass back as cursor (same other arguments) for more")
+    truncated: bool = Field(False, description="More matches follow (next_cursor)")
 
 
 class AddResult(BaseModel):

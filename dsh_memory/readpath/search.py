@@ -1,13 +1,16 @@
-"""search(): line-based substring modes, plus `ranked` (SQLite FTS5 BM25, see index.py).
+"""search(): line-based substring modes, plus `ranked` (the lines that answer first: index.py finds
+the sections, lines.py ranks their lines).
 
 Every match carries path + line range so an agent can cite `path:start-end`. Hits in active
 rollout summaries are recorded as usage (one record per file per call)."""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from dsh_memory.readpath._common import (
@@ -140,8 +143,9 @@ def search(
     """Search the memory. Line modes: `any` (a line with any query), `all_on_same_line`,
     `all_within_lines` (all queries inside a window of `within_lines`); results in corpus order
     (MEMORY.md, memory_summary.md, rollout_summaries, skills, notes; by name) and line order.
-    `ranked`: BM25 over sections, best first (stemmed words; CJK by bigrams).
-    `params`: SearchRequest's other fields (mode, path, context_lines, cursor, max_results…)."""
+    `ranked`: the lines that answer the queries best first (index.py, lines.py).
+    A page holds at most `max_results` matches and `max_chars` characters of JSON; the rest comes
+    with `next_cursor`. `params`: SearchRequest's other fields (mode, path, context_lines…)."""
     if isinstance(queries, str):
         queries = [queries]
     req = validate(SearchRequest, queries=queries, **params)
@@ -149,22 +153,57 @@ def search(
     if req.path and req.path.strip() not in ("", ".", "./"):
         prefix = rel_of(store, guard(store, req.path))  # guard before anything else
         req.path = prefix
-    fp = fingerprint("search", req.model_dump(exclude={"cursor"}))
+    # the page size may change from page to page; everything else must stay
+    fp = fingerprint("search", req.model_dump(exclude={"cursor", "max_results", "max_chars"}))
     start = decode_cursor(req.cursor, fp)
+    found: Iterator[SearchMatch]
     if req.mode == "ranked":
         from dsh_memory.readpath.index import ranked_search
+        from dsh_memory.readpath.lines import matches as line_matches
 
-        page, more = ranked_search(store, req.queries, prefix, start, req.max_results)
+        hits, files, terms = ranked_search(store, req.queries, prefix)
+        found = line_matches(hits, files, terms, req.queries, req.context_lines, skip=start)
     else:
-        matches = _line_search(store, req, start + req.max_results + 1)
-        page = matches[start : start + req.max_results]
-        more = start + req.max_results < len(matches)
+        found = islice(_line_search(store, req, start + req.max_results + 1), start, None)
+    page, more = _page(found, req, prefix)
     record_usage(store, [m.path for m in page], state=state, now=now)
     return SearchResult(
         queries=req.queries,
         mode=req.mode,
         path=prefix,
         matches=page,
-        next_cursor=encode_cursor(start + req.max_results, fp) if more else None,
+        next_cursor=encode_cursor(start + len(page), fp) if more else None,
         truncated=more,
     )
+
+
+def _page(found: Iterator[SearchMatch], req: SearchRequest, prefix: str | None) -> tuple[list[SearchMatch], bool]:
+    """Matches while they fit in max_results and max_chars (the first one always, cut to fit if
+    it must be); and whether more follow."""
+    empty = SearchResult(queries=req.queries, mode=req.mode, path=prefix, matches=[], next_cursor="x" * 64)
+    room = req.max_chars - len(empty.model_dump_json())
+    page: list[SearchMatch] = []
+    for m in found:
+        size = len(m.model_dump_json()) + 1
+        if len(page) == req.max_results or (page and size > room):
+            return page, True
+        if size > room:
+            m = _shrink(m, room)
+            size = len(m.model_dump_json()) + 1
+        page.append(m)
+        room -= size
+    return page, False
+
+
+def _shrink(m: SearchMatch, room: int) -> SearchMatch:
+    """A match too big for a page on its own: its first lines, as many as fit (the head of its
+    first line when even that one does not)."""
+    lines = m.content.split("\n")
+    over = len(m.model_dump_json()) + 1 - room
+    while len(lines) > 1 and over > 0:
+        over -= len(json.dumps(lines.pop())) - 1  # the line and its \n, as JSON escapes them
+    content = "\n".join(lines)
+    if over > 0:
+        content = content[: max(0, len(content) - over - 8)] + "…"
+    end = m.start_line + len(lines) - 1
+    return m.model_copy(update={"content": content, "end_line": end, "match_end_line": min(m.match_end_line, end)})

@@ -40,13 +40,16 @@ READ_DESC = (
     "before acting."
 )
 SEARCH_DESC = (
-    "Search your long-term memory. mode='ranked' (BM25, best first; stemmed words, CJK works) for "
-    "topics and questions; mode='any' (default: lines containing any query, case-insensitive "
-    "substrings) for exact names, paths, error messages; 'all_on_same_line' or 'all_within_lines' "
-    "(all queries within within_lines lines) to narrow down. normalized=true ignores punctuation "
-    "and spacing (foo-bar = foo_bar = foo bar); path limits the search to a file or directory; "
-    "context_lines adds lines around each hit. Each match has path and line range to cite "
-    "(path:match_line-match_end_line); open more with memory_read (start_line)."
+    "Search your long-term memory. mode='ranked' for questions and topics: ask in plain words (a "
+    "question or keywords; stopwords dropped, words stemmed, CJK works) and get the lines that answer "
+    "first, each cited as path:match_line-match_end_line (a line that asks runs on to the answer below "
+    "it). mode='any' (default: lines containing any query, case-insensitive substrings) for exact "
+    "names, paths, error messages; 'all_on_same_line' or 'all_within_lines' (all queries within "
+    "within_lines lines) to narrow down. normalized=true ignores punctuation and spacing (foo-bar = "
+    "foo_bar = foo bar); path limits the search to a file or directory; context_lines adds lines around "
+    "each hit. A call returns at most max_results matches (default 20) and max_chars characters "
+    "(default 8,000, about 2,000 tokens); truncated=true means there is more: pass next_cursor back as "
+    "cursor. Open a hit with memory_read (start_line)."
 )
 ADD_DESC = (
     "Save a note to long-term memory. Use ONLY when the user explicitly asks you to remember, "

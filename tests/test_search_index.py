@@ -1,0 +1,68 @@
+"""The ranked-search index stays fresh cheaply: a new, replaced, edited or deleted file is seen
+by the next search, mostly without a stat of every file."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dsh_memory import readpath as rp
+from dsh_memory.readpath import index
+from dsh_memory.readpath._common import corpus
+from dsh_memory.storage.store import MemoryStore
+
+
+@pytest.fixture()
+def store(tmp_path) -> MemoryStore:
+    s = MemoryStore(tmp_path / "mem")
+    s.ensure_layout()
+    (s.root / "MEMORY.md").write_text("# Handbook\n- alpha\n")
+    (s.rollout_dir / "a.md").write_text("# A\nthe quokka line\n")
+    (s.rollout_dir / "notes.txt").write_text("not markdown: not searched\n")
+    (s.rollout_dir / ".retired").mkdir(exist_ok=True)
+    (s.rollout_dir / ".retired" / "old.md").write_text("retired quokka\n")
+    (s.root / "skills" / "deploy").mkdir(parents=True)
+    (s.root / "skills" / "deploy" / "SKILL.md").write_text("# Deploy\nrun it\n")
+    (s.notes_dir / "n.md").write_text("a note\n")
+    os.symlink(s.root / "MEMORY.md", s.rollout_dir / "link.md")
+    return s
+
+
+def test_the_quick_listing_is_the_corpus(store):
+    assert set(index._listing(store)) == {rel for rel, _, _ in corpus(store)}
+
+
+def _paths(store, q):
+    return [m.path for m in rp.search(store, [q], mode="ranked").matches]
+
+
+def test_new_replaced_edited_and_deleted_files_are_seen(store, monkeypatch):
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+    full = []
+    real = index._diff
+    monkeypatch.setattr(
+        index, "_diff", lambda conn, s, quick, recent_ns: full.append(not quick) or real(conn, s, quick, recent_ns)
+    )
+    new = store.rollout_dir / "b.md"
+    new.write_text("# B\nanother quokka\n")  # a new file: its directory changed
+    assert sorted(_paths(store, "quokka")) == ["rollout_summaries/a.md", "rollout_summaries/b.md"]
+    new.write_text("# B\nnow a wombat\n")  # edited in place right away: same inode, same directory
+    assert _paths(store, "wombat") == ["rollout_summaries/b.md"]
+    tmp = store.rollout_dir / ".b.tmp"
+    tmp.write_text("# B\nreplaced by a numbat\n")
+    os.replace(tmp, new)  # the store's way: a new inode
+    assert _paths(store, "numbat") == ["rollout_summaries/b.md"] and _paths(store, "wombat") == []
+    new.unlink()
+    assert _paths(store, "numbat") == []
+    assert full and not any(full)  # all of it without a full diff (a stat of every file)
+
+
+def test_a_full_diff_still_runs_now_and_then(store, monkeypatch):
+    _paths(store, "quokka")
+    monkeypatch.setattr(index, "FULL_SCAN_SECONDS", 0.0)
+    f = store.rollout_dir / "a.md"
+    st = f.stat()
+    f.write_text("# A\nthe dingo line\n")  # in place, long after it was indexed: only a full diff sees it
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    assert _paths(store, "dingo") == ["rollout_summaries/a.md"]

@@ -1,0 +1,220 @@
+"""Ranked search finds the line (issue 17): the line that answers is the first line cited,
+question-shaped queries work, a page stays within its budget, and the cursor pages on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dsh_memory import readpath as rp
+from dsh_memory.errors import UserInputError
+from dsh_memory.readpath.models import DEFAULT_SEARCH_CHARS, MAX_SEARCH_CHARS
+from dsh_memory.readpath.terms import query_terms
+from dsh_memory.storage.store import MemoryStore
+
+SESSION = """# 2026-01-12 · ledger · settlement test fails on Mondays
+user: the settlement test is red again in CI, can you look at it?
+agent: Running make test -k settlement locally: it passes on my side.
+user: it only seems to fail on Mondays, every Monday morning the nightly run is red
+agent: The rollover computes the previous business day with date.today() in the local timezone.
+agent: On a Monday the previous business day is Friday, and the rates fixture has no Friday rows.
+user: remember that we always use the clock service for dates in ledger
+agent: Noted: in ledger, dates come from clock.utc_today(), never date.today().
+user: who reviews the rollover code?
+agent: Priya owns rollover.py; she reviews every change to it.
+user: what is the on-call rotation for the ledger pager this week?
+agent: Tomás, until Sunday.
+"""
+
+DEPLOY = """---
+session_id: s2
+---
+## Task
+The user asked the agent to deploy ledger to staging.
+
+## What happened
+- Ran `make deploy-staging`: failed (`Permission denied (publickey)`)
+- Ran `ssh-add ~/.ssh/deploy_ed25519`: ok
+- Ran `make deploy-staging`: ok
+
+## Outcome
+Staging deploys need the deploy key loaded with ssh-add first.
+"""
+
+MEMORY = """# Handbook
+
+## ledger
+- Run the tests with `make test`.
+- Production deploys are the user's: never run `make deploy-prod`.
+
+## dashboard
+- pnpm only, never npm.
+"""
+
+BACKUP = """# 2026-03-01 · ledger · 夜间备份失败
+user: 昨晚的数据库备份又失败了，帮我看一下
+agent: 备份任务 pg_dump 报错：S3 凭证已过期，上传被拒绝。
+agent: 凭证存放在 Vault 的 secret/ledger/backup 路径下。
+"""
+
+
+@pytest.fixture()
+def store(tmp_path) -> MemoryStore:
+    s = MemoryStore(tmp_path / "mem")
+    s.ensure_layout()
+    (s.root / "MEMORY.md").write_text(MEMORY, encoding="utf-8")
+    (s.rollout_dir / "conv-2026-01-12-ledger-settlement.md").write_text(SESSION, encoding="utf-8")
+    (s.rollout_dir / "2026-01-15-ledger-staging-deploy.md").write_text(DEPLOY, encoding="utf-8")
+    (s.rollout_dir / "conv-2026-03-01-backup.md").write_text(BACKUP, encoding="utf-8")
+    for i in range(12):  # look-alike sessions: the words, not the answers
+        (s.rollout_dir / f"conv-2026-02-{i + 1:02d}-other.md").write_text(
+            f"# 2026-02-{i + 1:02d} · ledger · chores\nuser: run the ledger tests please\n"
+            f"agent: make test passed, {400 + i} tests.\nuser: and deploy it\nagent: deployed build {i}.\n",
+            encoding="utf-8",
+        )
+    return s
+
+
+def _first(res) -> tuple[str, int]:
+    m = res.matches[0]
+    return m.path, m.match_line
+
+
+S = "rollout_summaries/conv-2026-01-12-ledger-settlement.md"
+
+
+D = "rollout_summaries/2026-01-15-ledger-staging-deploy.md"
+B = "rollout_summaries/conv-2026-03-01-backup.md"
+
+
+@pytest.mark.parametrize(
+    ("queries", "answer"),
+    [
+        (["What does the rollover use to compute the previous business day?"], (S, 5)),
+        (["Where do dates come from in ledger?"], (S, 8)),
+        (["Who reviews the rollover code?"], (S, 10)),  # the answer, not the line that asked
+        (["How do I load the deploy key for staging?"], (D, 13)),
+        (["Who may deploy to production?"], ("MEMORY.md", 5)),
+        (["which package manager for the dashboard?"], ("MEMORY.md", 8)),
+        (["凭证存放在哪里？"], (B, 4)),
+        (["备份任务报错是什么？"], (B, 3)),
+    ],
+)
+def test_the_answering_line_is_the_first_line_cited(store, queries, answer):
+    res = rp.search(store, queries, mode="ranked")
+    assert _first(res) == answer
+    m = res.matches[0]
+    assert m.start_line == m.match_line  # best line first: no context before it by default
+    assert m.content.splitlines()[0] == (store.root / m.path).read_text().splitlines()[m.match_line - 1]
+
+
+def test_an_asking_line_cites_the_answer_below_it(store):
+    (m, *_) = rp.search(store, ["on-call rotation for the ledger pager this week"], mode="ranked").matches
+    # the question holds every word, the answer none: the cited range runs on to the answer
+    assert (m.match_line, m.match_end_line) == (11, 12) and m.content.endswith("Tomás, until Sunday.")
+
+
+def test_headings_and_front_matter_are_context_not_hits(store):
+    res = rp.search(store, ["ledger staging deploy session"], mode="ranked", max_results=50)
+    for m in res.matches:
+        line = (store.root / m.path).read_text().splitlines()[m.match_line - 1]
+        assert not line.startswith("#") and line not in ("---", "session_id: s2")
+
+
+def test_question_shaped_queries_equal_their_keywords(store):
+    """Stopwords are dropped and words stemmed: the question, its keywords as separate queries,
+    and the keywords in another form rank the same lines."""
+    sentence = rp.search(store, ["Why did the settlement tests fail on Mondays?"], mode="ranked")
+    keywords = rp.search(store, ["settlement", "test", "failing", "Monday"], mode="ranked")
+    assert [(m.path, m.match_line) for m in sentence.matches] == [(m.path, m.match_line) for m in keywords.matches]
+    assert [t.key for t in query_terms(["What did the user say about the deploy?"])] == ["user", "sai", "deploi"]
+    assert [t.key for t in query_terms(["what is it"])] == ["what", "is", "it"]  # only stopwords: kept
+    assert sentence.matches[0].matched_queries == ["Why did the settlement tests fail on Mondays?"]
+    assert set(keywords.matches[0].matched_queries) == {"failing", "Monday"}
+
+
+def test_ranked_context_lines(store):
+    q = ["What does the rollover use to compute the previous business day?"]
+    (m, *_) = rp.search(store, q, mode="ranked", context_lines=1).matches
+    assert (m.start_line, m.match_line, m.match_end_line, m.end_line) == (4, 5, 5, 6)
+    assert len(m.content.splitlines()) == 3
+
+
+def _big_root(tmp_path, n: int = 300) -> MemoryStore:
+    s = MemoryStore(tmp_path / "big")
+    s.ensure_layout()
+    long = " ".join(["the deploy of the ledger service failed again after the migration"] * 30)
+    for i in range(n):
+        body = "\n".join(
+            f"- step {j}: deploy ledger migration {i}-{j}; {long if j % 3 == 0 else 'ok'}" for j in range(30)
+        )
+        (s.rollout_dir / f"2026-01-01-deploy-{i:04d}.md").write_text(f"# Deploy {i}\n{body}\n")
+    return s
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"mode": "ranked"},
+        {"mode": "ranked", "context_lines": 20},
+        {"mode": "any"},
+        {"mode": "any", "context_lines": 20},
+        {"mode": "all_within_lines", "within_lines": 50},
+    ],
+    ids=["ranked", "ranked-context", "any", "any-context", "within"],
+)
+def test_a_default_page_stays_within_the_budget(tmp_path, params):
+    store = _big_root(tmp_path)
+    res = rp.search(store, ["deploy", "ledger migration"], **params)
+    assert res.matches and res.truncated and res.next_cursor
+    assert len(res.model_dump_json()) <= DEFAULT_SEARCH_CHARS  # ≈ 2,000 tokens
+    # every match is still citable: its content is exactly its lines (a cut line ends with …)
+    for m in res.matches:
+        assert m.start_line <= m.match_line <= m.match_end_line <= m.end_line
+        assert len(m.content.splitlines()) == m.end_line - m.start_line + 1
+    wide = rp.search(store, ["deploy", "ledger migration"], max_chars=MAX_SEARCH_CHARS, max_results=500, **params)
+    assert len(wide.model_dump_json()) <= MAX_SEARCH_CHARS and len(wide.matches) > len(res.matches)
+
+
+def test_ranked_lines_are_cut_around_the_match(tmp_path):
+    s = MemoryStore(tmp_path / "m")
+    s.ensure_layout()
+    (s.root / "MEMORY.md").write_text("x " * 2000 + " the quokka answer " + "y " * 2000 + "\n")
+    (m,) = rp.search(s, ["quokka"], mode="ranked").matches
+    assert "quokka" in m.content and len(m.content) <= 400
+    assert m.content.startswith("…") and m.content.endswith("…")
+
+
+@pytest.mark.parametrize("mode", ["ranked", "any"])
+def test_cursor_pages_through_what_one_big_page_holds(tmp_path, mode):
+    store = _big_root(tmp_path, n=12)
+    q = ["deploy ledger migration"] if mode == "ranked" else ["migration 1"]
+    whole = rp.search(store, q, mode=mode, max_results=500, max_chars=MAX_SEARCH_CHARS)
+    seen, cursor, pages = [], None, 0
+    while True:
+        res = rp.search(store, q, mode=mode, cursor=cursor, max_results=20 + pages % 7)  # page size may change
+        seen += [(m.path, m.match_line) for m in res.matches]
+        pages += 1
+        cursor = res.next_cursor
+        assert res.truncated == bool(cursor)
+        if not cursor:
+            break
+    big = [(m.path, m.match_line) for m in whole.matches]
+    assert pages > 2 and len(seen) == len(set(seen))
+    assert seen[: len(big)] == big
+    with pytest.raises(UserInputError, match="different request"):
+        rp.search(store, ["other"], mode=mode, cursor=rp.search(store, q, mode=mode, max_results=2).next_cursor)
+
+
+def test_page_json_is_what_the_adapters_send(store):
+    """The budget is measured on the result as serialized (what MCP and the RPC return)."""
+    res = rp.search(store, ["ledger"], mode="ranked", max_chars=1000)
+    assert len(json.dumps(res.model_dump(), ensure_ascii=False, separators=(",", ":"))) <= 1000
+    assert res.truncated
+
+
+def test_several_queries_are_one_bag_of_terms(store):
+    one = rp.search(store, ["dates clock service ledger"], mode="ranked")
+    many = rp.search(store, ["dates", "clock service", "ledger"], mode="ranked")
+    assert [(m.path, m.match_line) for m in one.matches] == [(m.path, m.match_line) for m in many.matches]
