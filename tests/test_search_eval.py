@@ -42,6 +42,6 @@ def test_ranked_search_is_ahead_of_the_line_index_anchor(ev):
         keywords = ev.score(questions, [ev.product(store, ev.keywords(q.question)) for q in questions])
     for metric in ("R@10", "R@50", "Hit@1", "Line@1"):
         assert ours[metric] > base[metric], (metric, ours, base)
-    assert ours["R@10"] >= 0.85 and ours["Hit@1"] >= 0.85  # measured: 0.94 and 0.92
+    assert ours["R@10"] >= 0.85 and ours["Hit@1"] >= 0.85  # measured: 0.93 and 0.89
     assert keywords == ours  # the question or its words as separate queries: the same quality
     assert max(r.first_page_chars for r in runs) <= DEFAULT_SEARCH_CHARS

@@ -10,7 +10,7 @@ index's sections) times where the line has it, the nearest place first:
     elsewhere in the section,
       or in the file's name or title CONTEXT    (what the section or session is about)
 
-and a line that asks (ends with "?") counts ASKS of that: the line that answers is rarely the one
+and a line that only asks (one sentence ending with "?") counts ASKS of that: the line that answers is rarely the one
 that asks. Headings and front matter are context, never hits. A hit is cited as its own line
 (`match_line` = `match_end_line`, the best line first); a line that asks is cited with the line
 below it, the answer. The weights were set on bench/search_eval (a labelled set); see
@@ -38,6 +38,7 @@ LINE_MAX_CHARS = 400  # a longer line is cut (around its first term) in the retu
 
 _HEADING = re.compile(r"^\s*#{1,6}\s")
 _FRONT = re.compile(r"^---\s*$")
+_SENTENCE_END = re.compile(r"[.!?]\s|[。！？]")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,13 @@ class Hit:
 
 def idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def asks(line: str) -> bool:
+    """A line that only asks: one sentence, ending with '?' ("user: who reviews it?"), not a line
+    that says something and asks back ("I went on Friday. How about you?")."""
+    text = line.rstrip()
+    return text.endswith(("?", "？")) and not _SENTENCE_END.search(text[:-1])
 
 
 def _front_matter_end(lines: list[str]) -> int:
@@ -141,7 +149,7 @@ def score_sections(
                 score += w * sum(weights[t] for t in near - seen)
                 seen |= near
             score += CONTEXT * sum(weights[t] for t in section_terms - seen)
-            if f.lines[i].rstrip().endswith("?"):
+            if asks(f.lines[i]):
                 score *= ASKS
             hits.append(Hit(sec.path, i + 1, i + 1, score, sec.rank, own))
     hits.sort(key=lambda h: (-h.score, h.rank, h.path, h.line))
@@ -153,7 +161,7 @@ def _run_on(h: Hit, f: _File) -> None:
     nxt = h.line  # 0-based index of the next line
     if nxt >= len(f.lines) or f.context(nxt) or not f.lines[nxt].strip():
         return
-    if f.lines[h.line - 1].rstrip().endswith("?") and not f.lines[nxt].rstrip().endswith("?"):
+    if asks(f.lines[h.line - 1]) and not asks(f.lines[nxt]):
         h.end, h.terms = h.line + 1, h.terms | f.has(nxt)
 
 
