@@ -138,6 +138,9 @@ def test_serve_debounces_turn_ends_into_one_run_per_session(prefect_api, tmp_pat
             assert len(runs) == 3
             params = sorted(r["parameters"]["session"] for r in runs)
             assert [p.removeprefix("dsh.session.") for p in params] == sorted(ids)
+            assert sorted(r["name"] for r in runs) == sorted(f"extract-session/{i[:8]}" for i in ids)
+            automations = httpx.post(f"{prefect_api}/automations/filter", json={}, timeout=10).json()
+            assert "extract-session on turn end (debounced per session)" in {a["name"] for a in automations}
             write_calls = [q for q in fake.requests if "memory_write" in json.dumps(q.get("tools"))]
             assert len(write_calls) == 1, "exactly one consolidation reached the model"
             assert (root / "MEMORY.md").is_file()
@@ -168,3 +171,110 @@ def test_serve_debounces_turn_ends_into_one_run_per_session(prefect_api, tmp_pat
             log.close()
         for child in children:
             assert not Path(f"/proc/{child}").exists() or "zombie" in Path(f"/proc/{child}/status").read_text().lower()
+
+
+# ---- one stack per Prefect home -------------------------------------------------------------
+
+
+def _serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "CODEX_", "CLAUDE_", "PREFECT_API_URL"))}
+    (tmp_path / "home").mkdir(exist_ok=True)
+    env.update(
+        HOME=str(tmp_path / "home"),
+        DSH_HOME=str(tmp_path / "no-dsh"),
+        CODEX_HOME=str(tmp_path / "none"),
+        CLAUDE_CONFIG_DIR=str(tmp_path / "none"),
+        DSH_MEMORY_ROOT=str(tmp_path / "memories"),
+        DSH_MEMORY_PREFECT_HOME=str(tmp_path / "prefect-home"),
+        DSH_MEMORY_IGNORE_BLOCKS="1",
+        PREFECT_RUNNER_POLL_FREQUENCY="2",
+    )
+    env.update(extra)
+    return env
+
+
+def _dsh_memory(args: list[str], env: dict[str, str], timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dsh_memory.cli", *args], env=env, capture_output=True, text=True, timeout=timeout, **kw
+    )
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen, log_path: Path) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "serve exited: " + log_path.read_text()[-3000:]
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    pytest.fail("serve did not come up: " + log_path.read_text()[-3000:])
+
+
+def test_one_serve_per_prefect_home_and_the_cli_finds_it(prefect_api, tmp_path):
+    from dsh_memory.serve.stack_state import StackLock, lock_path, running_stack, state_path
+
+    home = tmp_path / "prefect-home"
+    port = free_port()
+    env = _serve_env(tmp_path)
+    log_path = tmp_path / "serve1.log"
+    log = open(log_path, "w")
+    # The first stack attaches to the test server (no second Prefect server to migrate).
+    first = subprocess.Popen(
+        [sys.executable, "-m", "dsh_memory.cli", "serve", "--port", str(port), "--no-boot-catch-up"],
+        env={**env, "PREFECT_API_URL": prefect_api},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_healthy(port, first, log_path)
+        deadline = time.monotonic() + 30
+        while running_stack(home) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        info = running_stack(home)
+        assert info is not None and info.pid == first.pid, state_path(home)
+        assert (info.api_url, info.http_port) == (prefect_api, port)
+
+        # A second serve on the same home — no PREFECT_API_URL, another HTTP port — refuses at
+        # once with one line saying where the first one is, and starts nothing.
+        second = _dsh_memory(["serve", "--port", str(free_port()), "--no-boot-catch-up"], env)
+        assert second.returncode == 5, second.stderr
+        (line,) = second.stderr.strip().splitlines()
+        assert line.startswith(f"error: dsh-memory serve is already running for Prefect home {home}")
+        assert f"pid {first.pid}" in line and f"memory API http://127.0.0.1:{port}" in line
+        assert not home.exists()  # no Prefect server was started on that home
+        assert first.poll() is None
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+
+        # Another process, PREFECT_API_URL unset: status finds the stack and its Prefect API.
+        status = _dsh_memory(["status", "--json"], env)
+        assert status.returncode == 0, status.stderr
+        data = json.loads(status.stdout)
+        assert data["stack"]["pid"] == first.pid and data["stack"]["http_port"] == port
+        assert data["server"]["available"] is True and data["server"]["api_url"] == prefect_api
+        text = _dsh_memory(["status"], env)
+        assert f"dsh-memory serve running (pid {first.pid}" in text.stdout
+
+        # notify without --url reaches the stack's receiver (not the default port).
+        body = {
+            "sessionId": "3b8f2c1e-5a7d-4e29-9c41-7d2e8f6a1b03",
+            "turn": 1,
+            "reason": {"kind": "completed"},
+            "seq": 1,
+            "header": {"cwd": "/home/alice/src/invoice-api", "origin": "user", "delegationDepth": 0},
+        }
+        sent = _dsh_memory(["notify", "--kind", "dsh"], env, input=json.dumps(body))
+        assert (sent.returncode, sent.stderr) == (0, ""), sent.stderr  # delivered: nothing to say
+    finally:
+        first.send_signal(signal.SIGTERM)
+        try:
+            first.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            first.kill()
+            pytest.fail("serve did not stop on SIGTERM")
+        log.close()
+    # A clean stop removes the state file and frees the home for the next serve.
+    assert not state_path(home).exists() and lock_path(home).exists()
+    with StackLock(home):
+        pass

@@ -35,6 +35,11 @@ def _root(
     Exit codes (the same with --json): 0 ok · 1 failed · 2 bad input or usage · 3 not found ·
     4 configuration · 5 already running · 6 Prefect API unavailable · 130 interrupted.
     """
+    # PREFECT_API_URL unset and `dsh-memory serve` running: every command uses the stack's
+    # Prefect API (its settings blocks, its run history, its server for flows run here).
+    from dsh_memory.serve.stack_state import use_running_stack
+
+    use_running_stack()
 
 
 # Command modules, in the order they appear in --help.

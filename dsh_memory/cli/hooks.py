@@ -2,8 +2,9 @@
 the DSH plugin / hook bridge).
 
 It reads the payload from its last argument (Codex) or stdin (Claude Code, DSH bridge),
-validates it with the receiver's own code, and delivers it to the local receiver
-(`dsh-memory http`) or straight to the Prefect API (`--direct`). It always exits 0 and prints
+validates it with the receiver's own code, and delivers it to the local receiver (the running
+`dsh-memory serve`'s, found through its state file, else `dsh-memory http` on the default port)
+or straight to the Prefect API (`--direct`; the stack's when PREFECT_API_URL is unset). It always exits 0 and prints
 nothing on stdout (a Claude Code Stop hook reads stdout/exit 2 as "keep going"): a hook must
 never block or steer the agent. Reasons go to stderr. It never imports prefect.
 """
@@ -81,7 +82,10 @@ def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float, max_bytes
         with httpx.Client(timeout=timeout, trust_env=False) as client:
             resp = client.post(url, params={"kind": kind}, content=raw, headers=headers)
     except httpx.HTTPError as exc:
-        return False, f"receiver at {url} unreachable ({type(exc).__name__}); is `dsh-memory http` running?"
+        return (
+            False,
+            f"receiver at {url} unreachable ({type(exc).__name__}); is `dsh-memory serve` (or `dsh-memory http`) running?",
+        )
     try:
         body = resp.json()
     except ValueError:
@@ -101,7 +105,11 @@ def register(app: typer.Typer) -> None:
             None, help="The JSON payload (Codex passes it as the last argument); read from stdin when omitted"
         ),
         kind: str = typer.Option("auto", "--kind", help="dsh | codex | claude | auto"),
-        url: str = typer.Option(DEFAULT_URL, "--url", help="The local receiver (`dsh-memory http`)"),
+        url: str | None = typer.Option(
+            None,
+            "--url",
+            help="The turn-end receiver; default: the running `dsh-memory serve`'s, else " + DEFAULT_URL,
+        ),
         direct: bool = typer.Option(
             False, "--direct", help="Post the Prefect event straight to PREFECT_API_URL instead of the receiver"
         ),
@@ -120,5 +128,10 @@ def register(app: typer.Typer) -> None:
         except (OSError, ValueError) as exc:
             _say(f"could not read the payload: {exc}", quiet)
             return
+        if url is None:
+            from dsh_memory.serve.stack_state import running_stack
+
+            stack = running_stack()
+            url = stack.hook_url if stack is not None else DEFAULT_URL
         ok, message = notify_once(raw, kind=kind, url=url, direct=direct, api_url=api_url, timeout=timeout)
         _say(message, quiet or ok)

@@ -56,6 +56,14 @@ def _print_status(data: dict) -> None:
             console.print(
                 f"  failed {f['session'][:13]} attempts={f['attempts']}{' parked' if f['parked'] else ''}: {f['error'][:80]}"
             )
+    stack = data.get("stack")
+    if stack:
+        console.print(
+            f"[bold]stack[/] dsh-memory serve running (pid {stack['pid']}, since {stack['started_at']}): "
+            f"Prefect UI {stack['ui_url']} · memory API {stack['http_url']}"
+        )
+    else:
+        console.print("stack: not running (`dsh-memory serve` starts it)")
     if not server.get("available"):
         console.print(f"[yellow]Prefect:[/] {server.get('reason')}")
         return
@@ -95,11 +103,17 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1", "--host", help="Loopback interface for the memory API / MCP / hooks."),
         port: int = typer.Option(8765, "--port", help="Port of the memory API / MCP / turn-end hook."),
         prefect_port: int = typer.Option(
-            4200, "--prefect-port", help="Port of the local Prefect server (when one is started)."
+            4200,
+            "--prefect-port",
+            help="Port of the local Prefect server (when one is started); a busy port is an error, never moved.",
         ),
         no_boot: bool = typer.Option(False, "--no-boot-catch-up", help="Do not run the catch-up at start."),
     ) -> None:
-        """Run the local stack: Prefect server (unless PREFECT_API_URL is set), deployments, HTTP app, boot catch-up."""
+        """Run the local stack: Prefect server (unless PREFECT_API_URL is set), deployments, HTTP app, boot catch-up.
+
+        One stack per Prefect home (DSH_MEMORY_PREFECT_HOME, default ~/.dsh-memory/prefect): a second
+        serve exits 5 and says where the running one is; other commands find it through its state file.
+        """
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
         from dsh_memory.serve.stack import Stack
 

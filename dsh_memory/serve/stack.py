@@ -1,7 +1,11 @@
 """`dsh-memory serve`: the whole local stack in one command.
 
+0. One stack per Prefect home: a kernel-released lock beside the home (a second `serve` refuses,
+   saying where the first one is) and a state file that `status`, `notify` and the CLI read
+   (serve/stack_state.py); removed on a clean stop.
 1. Prefect: attach to PREFECT_API_URL when set, otherwise start `prefect server start` (SQLite,
-   127.0.0.1) as a child process and wait until healthy.
+   127.0.0.1, a fixed port: a busy one is waited for briefly, then a clear error) as a child
+   process and wait until healthy.
 2. The loopback HTTP app (RPC, MCP at /mcp, turn-end receiver at /hooks/turn-end) in a thread;
    a non-loopback --host is refused before step 1 (`serve.guard.check_bind_host`).
 3. Boot catch-up: a few seconds after start, one `catch-up` run (throttled).
@@ -19,14 +23,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dsh_memory.errors import DshMemoryError
+from dsh_memory.serve.stack_state import StackLock, default_prefect_home, info_for_this_process, state_path
+
 log = logging.getLogger("dsh_memory.serve.stack")
 
 BOOT_DELAY_SECONDS = 5.0
 BOOT_THROTTLE_SECONDS = 60.0
-
-
-def default_prefect_home() -> Path:
-    return Path(os.environ.get("DSH_MEMORY_PREFECT_HOME") or Path.home() / ".dsh-memory" / "prefect").expanduser()
+PORT_WAIT_SECONDS = 10.0  # a port another process is about to release (a previous stack stopping)
 
 
 class Stack:
@@ -54,9 +58,10 @@ class Stack:
         if url:
             self.echo(f"attaching to the Prefect server at {url}")
         else:
-            from dsh_memory.serve.prefect_server import PrefectServer, free_port
+            from dsh_memory.serve.prefect_server import PrefectServer
 
-            port = self.prefect_port if _port_free(self.prefect_port) else free_port()
+            port = self.prefect_port  # fixed: a UI that moves is a UI nobody finds
+            wait_for_port("127.0.0.1", port, "the Prefect server", "--prefect-port")
             self.echo(f"starting a local Prefect server (home {self.prefect_home}, port {port}) …")
             self.server = PrefectServer(self.prefect_home, port=port, ui=True).start(timeout=240)
             url = self.server.api_url
@@ -75,6 +80,7 @@ class Stack:
         from dsh_memory.serve.http_app import create_app
 
         self.check()
+        wait_for_port(self.host, self.port, "the memory API", "--port")
         app = create_app(settings)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", lifespan="on")
         self.http = uvicorn.Server(config)
@@ -82,9 +88,11 @@ class Stack:
         self._http_thread = threading.Thread(target=self.http.run, name="dsh-memory-http", daemon=True)
         self._http_thread.start()
         for _ in range(200):
-            if self.http.started:
+            if self.http.started or not self._http_thread.is_alive():
                 break
             time.sleep(0.05)
+        if not self.http.started:
+            raise DshMemoryError(f"the memory API could not start on {self.host}:{self.port} (see the lines above)")
         self.echo(
             f"memory API: http://{self.host}:{self.port}/dsh-memory/rpc  MCP: http://{self.host}:{self.port}/mcp"
             f"  turn-end hook: http://{self.host}:{self.port}/hooks/turn-end"
@@ -128,6 +136,8 @@ class Stack:
 
     def run(self) -> None:
         self.check()  # before anything starts (or is attached to)
+        # One stack per Prefect home: a second serve refuses here (StackAlreadyRunning, exit 5).
+        lock = StackLock(self.prefect_home).acquire()
         from dsh_memory.context import memory_context
         from dsh_memory.serve.deployments import runner_deployments
 
@@ -138,6 +148,16 @@ class Stack:
             ctx = memory_context()  # after attaching: a saved settings block applies
             settings = ctx.settings
             self.start_http(ctx)
+            lock.publish(
+                info_for_this_process(
+                    self.prefect_home,
+                    self.api_url,
+                    self.server.port if self.server else None,
+                    self.host,
+                    self.port,
+                )
+            )
+            self.echo(f"stack state: {state_path(self.prefect_home)} (status, notify and the CLI find it there)")
             if self.boot_catch_up:
                 self.schedule_boot_catch_up(settings)
             from prefect import serve
@@ -153,6 +173,7 @@ class Stack:
             self.echo("stopping …")
         finally:
             self.stop()
+            lock.release()  # removes the state file
             signal.signal(signal.SIGTERM, previous)
 
     def stop(self) -> None:
@@ -170,12 +191,29 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _port_free(port: int) -> bool:
+def port_free(host: str, port: int) -> bool:
+    """Whether a server could listen on host:port now. Probed the way uvicorn binds (with
+    SO_REUSEADDR), so a port whose last connections linger in TIME_WAIT counts as free."""
     import socket
 
-    with socket.socket() as s:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
             return True
         except OSError:
             return False
+
+
+def wait_for_port(host: str, port: int, what: str, option: str, seconds: float = PORT_WAIT_SECONDS) -> None:
+    """Return when host:port is free; retried for `seconds` (a stack that is stopping), then a
+    clear error: the port is fixed, it never moves to a random one."""
+    deadline = time.monotonic() + seconds
+    while not port_free(host, port):
+        if time.monotonic() >= deadline:
+            raise DshMemoryError(
+                f"port {port} on {host} ({what}) is in use by another process: stop it, or choose another "
+                f"port with {option}"
+            )
+        time.sleep(0.5)

@@ -1,0 +1,192 @@
+"""One `dsh-memory serve` per Prefect home, and where it is.
+
+`serve` holds an exclusive lock on `<prefect home>.stack.lock` for as long as it runs (a `flock`,
+released by the kernel however the process dies) and writes `<prefect home>.stack.json` beside
+it: the Prefect API and UI URLs, the loopback HTTP app's port, its pid. A second `serve` on the
+same home cannot take the lock and refuses with one line that says where the running one is.
+`status`, `notify`, `settings`, the read adapters and the pipeline commands find a running stack
+through the file when PREFECT_API_URL is unset. The file is removed on a clean stop and ignored
+when its pid no longer runs the process that wrote it (a killed serve).
+
+Only the standard library: `notify` reads this on every agent turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from dsh_memory.errors import DshMemoryError
+from dsh_memory.storage.locks import AlreadyRunning
+
+PREFECT_HOME_ENV = "DSH_MEMORY_PREFECT_HOME"
+
+
+def default_prefect_home() -> Path:
+    """The Prefect home `serve` starts its server with: $DSH_MEMORY_PREFECT_HOME, or
+    ~/.dsh-memory/prefect."""
+    return Path(os.environ.get(PREFECT_HOME_ENV) or Path.home() / ".dsh-memory" / "prefect").expanduser()
+
+
+def state_path(prefect_home: Path | None = None) -> Path:
+    home = prefect_home or default_prefect_home()
+    return home.with_name(home.name + ".stack.json")
+
+
+def lock_path(prefect_home: Path | None = None) -> Path:
+    home = prefect_home or default_prefect_home()
+    return home.with_name(home.name + ".stack.lock")
+
+
+@dataclass
+class StackInfo:
+    """What a running `serve` publishes about itself."""
+
+    pid: int
+    pid_start: str  # the process's start time (/proc): a reused pid is not this stack
+    prefect_home: str
+    api_url: str  # the Prefect API the stack uses (its own server, or the one it attached to)
+    ui_url: str
+    prefect_port: int | None  # the port of the server it started (None when attached)
+    http_host: str
+    http_port: int
+    started_at: str
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.http_host}:{self.http_port}"
+
+    @property
+    def hook_url(self) -> str:
+        return f"{self.http_url}/hooks/turn-end"
+
+    def where(self) -> str:
+        return f"pid {self.pid}, Prefect UI {self.ui_url}, memory API {self.http_url}"
+
+
+class StackAlreadyRunning(AlreadyRunning):
+    """A second `serve` on a Prefect home that already has one (exit 5, like any lock holder)."""
+
+    def __init__(self, prefect_home: Path, info: StackInfo | None):
+        self.name = "serve"
+        where = f" ({info.where()})" if info else ""
+        DshMemoryError.__init__(
+            self,
+            f"dsh-memory serve is already running for Prefect home {prefect_home}{where}: use that one "
+            f"(`dsh-memory status` shows it), stop it first, or set {PREFECT_HOME_ENV} to another folder",
+        )
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of process `pid` (clock ticks since boot), None when it does not run.
+    Without /proc (not Linux): "" for any live pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except FileNotFoundError:
+        if os.path.exists("/proc/self/stat"):
+            return None  # Linux: no such process
+    except (OSError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return ""
+
+
+def read_state(prefect_home: Path | None = None) -> StackInfo | None:
+    """The state file as written, or None (absent, unreadable, another format)."""
+    try:
+        data = json.loads(state_path(prefect_home).read_text())
+        return StackInfo(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def running_stack(prefect_home: Path | None = None) -> StackInfo | None:
+    """The stack serving this Prefect home, or None: no state file, or its process is gone."""
+    info = read_state(prefect_home)
+    if info is None or process_start(info.pid) != info.pid_start:
+        return None
+    return info
+
+
+class StackLock:
+    """Held by `serve` for its whole life: `acquire()` raises StackAlreadyRunning when another
+    process holds it. `publish()` writes the state file; `release()` removes it and unlocks."""
+
+    def __init__(self, prefect_home: Path | None = None):
+        self.prefect_home = prefect_home or default_prefect_home()
+        self._lock = None
+
+    def acquire(self) -> StackLock:
+        from filelock import FileLock, Timeout
+
+        path = lock_path(self.prefect_home)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path), timeout=0, thread_local=False, preserve_lock_file=True, fallback_to_soft=False)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise StackAlreadyRunning(self.prefect_home, running_stack(self.prefect_home)) from None
+        self._lock = lock
+        return self
+
+    def publish(self, info: StackInfo) -> None:
+        """Write the state file atomically (only the lock holder writes it)."""
+        path = state_path(self.prefect_home)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(info), indent=2) + "\n")
+        os.replace(tmp, path)
+
+    def release(self) -> None:
+        if self._lock is None:
+            return
+        try:
+            info = read_state(self.prefect_home)
+            if info is not None and info.pid == os.getpid():
+                state_path(self.prefect_home).unlink(missing_ok=True)
+        finally:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> StackLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def info_for_this_process(
+    prefect_home: Path, api_url: str, prefect_port: int | None, http_host: str, http_port: int
+) -> StackInfo:
+    from datetime import UTC, datetime
+
+    pid = os.getpid()
+    return StackInfo(
+        pid=pid,
+        pid_start=process_start(pid) or "",
+        prefect_home=str(prefect_home),
+        api_url=api_url,
+        ui_url=api_url.removesuffix("/api"),
+        prefect_port=prefect_port,
+        http_host=http_host,
+        http_port=http_port,
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def use_running_stack() -> StackInfo | None:
+    """When PREFECT_API_URL is unset and a stack runs, point this process (and the flow runs
+    and Prefect clients it starts) at the stack's Prefect API. Call before prefect is imported."""
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    info = running_stack()
+    if info is not None:
+        os.environ["PREFECT_API_URL"] = info.api_url
+    return info
