@@ -188,14 +188,15 @@ def _trigger_table(lower: bool, gated: bool) -> tuple[tuple[str, tuple[int, ...]
 _FREE = _trigger_table(lower=False, gated=False)
 _LOWER = _trigger_table(lower=True, gated=False)
 assert not _trigger_table(lower=True, gated=True), "lower-case rules are never gated"
-# Gated triggers that start a run of token characters are looked up per run; the rest are tested.
+# Triggers that start a run of token characters are looked up per run (only when the text has
+# such a run); the rest are substring tests like the ungated rules' triggers.
 _RUN_START: dict[str, tuple[int, ...]] = {}
-_GATED_OTHER: list[tuple[str, tuple[int, ...]]] = []
+_OTHER: tuple[tuple[str, tuple[int, ...]], ...] = ()
 for _t, _ix in _trigger_table(lower=False, gated=True):
     if all(RULES[i].prefix for i in _ix) and RUN_TRIGGER.fullmatch(_t):
         _RUN_START[_t] = _ix
     else:
-        _GATED_OTHER.append((_t, _ix))
+        _OTHER += ((_t, _ix),)
 _RUN_START_LENGTHS = tuple(sorted({len(t) for t in _RUN_START}))
 _RUN_START_HEADS = frozenset(t[:2] for t in _RUN_START)
 _SHORT = 4096  # texts shorter than this take the fast path when nothing could match
@@ -212,16 +213,25 @@ _ANY_TRIGGER = re.compile(
 )
 
 
-def _gated_hits(text: str) -> set[int]:
-    hits = {i for t, ix in _GATED_OTHER if t in text for i in ix}
+def _run_start_hits(text: str) -> set[int]:
+    """Rules whose prefix starts a run of 16+ token characters: at the run's start, after a `-`
+    inside it (`-----BEGIN…-----sk_live_…`, `x-ghp_…`) or after an escape (`\\nghp_…`)."""
+    hits: set[int] = set()
     heads, get = _RUN_START_HEADS, _RUN_START.get
     for m in RUN.finditer(text):
-        s = m.start()
-        if text[s : s + 2] in heads:
-            for n in _RUN_START_LENGTHS:
-                ix = get(text[s : s + n])
-                if ix:
-                    hits.update(ix)
+        s, e = m.span()
+        starts = [s + 1] if s and text[s - 1] == "\\" and text[s] in "ntr" else []
+        starts.append(s)
+        d = text.find("-", s, e)
+        while d != -1:
+            starts.append(d + 1)
+            d = text.find("-", d + 1, e)
+        for p in starts:
+            if text[p : p + 2] in heads:
+                for n in _RUN_START_LENGTHS:
+                    ix = get(text[p : p + n])
+                    if ix:
+                        hits.update(ix)
     return hits
 
 
@@ -238,7 +248,33 @@ def _replace_spans(text: str, spans: list[tuple[int, int]], kind: str) -> str:
     return "".join(out)
 
 
+def _windows(rule: Rule, text: str) -> list[tuple[int, int]]:
+    """Merged spans of `rule.window` characters around each occurrence of its triggers."""
+    spans = []
+    for t in rule.triggers:
+        i = text.find(t)
+        while i != -1:
+            spans.append((max(0, i - rule.window), min(len(text), i + len(t) + rule.window)))
+            i = text.find(t, i + 1)
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
 def _apply_rule(rule: Rule, text: str, low: str) -> str:
+    if rule.window:
+        assert not rule.lower and rule.repl is None
+        found = {
+            sp
+            for lo, hi in _windows(rule, text)
+            for m in rule.pattern.finditer(text, lo, hi)
+            for sp in rule.spans(m, text)
+        }
+        return _replace_spans(text, sorted(found), rule.kind) if found else text
     if not rule.lower:
         if rule.repl is not None:
             return rule.pattern.sub(rule.repl, text)
@@ -254,11 +290,11 @@ def _apply_rule(rule: Rule, text: str, low: str) -> str:
 
 def _pem_tails(text: str) -> str:
     """Base64 lines ending in an END line whose BEGIN line was cut off: searched only in the
-    20,000 characters before each END line (a search over the whole text tries every position)."""
+    8,000 characters before each END line (a search over the whole text tries every position)."""
     spans = []
     end = text.find(PEM_END_LITERAL)
     while end != -1:
-        m = PEM_TAIL.search(text, max(0, end - 20000), end + 80)
+        m = PEM_TAIL.search(text, max(0, end - 8000), end + 80)
         if m:
             spans.append(m.span())
         end = text.find(PEM_END_LITERAL, end + 1)
@@ -267,9 +303,9 @@ def _pem_tails(text: str) -> str:
 
 def _apply_rules(text: str, low: str) -> str:
     """Each rule whose trigger occurs, in table order (`low` is `text.lower()`)."""
-    hits = {i for t, ix in _FREE if t in text for i in ix}
+    hits = {i for t, ix in _FREE + _OTHER if t in text for i in ix}
     if GATE.search(text) is not None:
-        hits.update(_gated_hits(text))
+        hits.update(_run_start_hits(text))
     hits.update(i for t, ix in _LOWER if t in low for i in ix)
     stale = False
     for i in sorted(hits):
@@ -315,7 +351,12 @@ def _redact_assignments(text: str, low: str) -> str:
             continue
         value = m.group("value")
         stripped = value.rstrip(_TRAILING_PUNCT)
-        if len(stripped) < 8 or _PLACEHOLDER.fullmatch(value) or _PLACEHOLDER.fullmatch(stripped):
+        if (
+            len(stripped) < 8
+            or MARKER_PREFIX in value
+            or _PLACEHOLDER.fullmatch(value)
+            or _PLACEHOLDER.fullmatch(stripped)
+        ):
             continue
         if WEAK_NAMES.search(name) and not _secretish(stripped):
             continue
@@ -379,6 +420,8 @@ def _tight_value_ok(text: str, start: int, ident: str, parts: list[str], m: re.M
     v = value.rstrip(_TRAILING_PUNCT)
     if MARKER_PREFIX in value or not _NOT_A_VALUE_RE.match(v) or text[m.end() : m.end() + 1] in ("(", "["):
         return False
+    if _names_digest(v):
+        return False  # "the key is sha256:…" names a digest (and stays a veto word for the window)
     code_link = m.group("link").strip() in ("=", ":")
     if code_link and _SECRET_KEY_RE.search(ident):
         return False
@@ -419,14 +462,18 @@ def _window(text: str, start: int, end: int) -> tuple[list[re.Match[str]], list[
     return before, after
 
 
+def _names_digest(word: str) -> bool:
+    """`commit`, `sha256:…`, `fix/rebase-x`: a word that speaks of digests. Random-looking words
+    never do (their letters may spell "sha" by chance), so redacting one never lifts a veto."""
+    if word.lower().strip("():,.;") in DIGEST_WORDS:
+        return True
+    return any(p in DIGEST_WORDS for p in _split_ident(word)) and not any(
+        looks_random(c.group(0)) for c in _CANDIDATE.finditer(word)
+    )
+
+
 def _window_vetoed(words: list[re.Match[str]]) -> bool:
-    for w in words:
-        word = w.group(0)
-        if word.startswith(_PUBKEY_TYPES):
-            return True
-        if any(p in DIGEST_WORDS for p in _split_ident(word)) or word.lower().strip("():,.;") in DIGEST_WORDS:
-            return True
-    return False
+    return any(w.group(0).startswith(_PUBKEY_TYPES) or _names_digest(w.group(0)) for w in words)
 
 
 def _context_spans(text: str, low: str) -> list[tuple[int, int, str]]:

@@ -48,6 +48,8 @@ class Rule:
     repl: Callable[[re.Match[str]], str] | None = None
     gated: bool = True
     prefix: bool = True  # each trigger starts the token (False: it occurs elsewhere in it or near it)
+    window: int = 0  # > 0: search only this many characters around each trigger (patterns that
+    # cannot start with a literal would otherwise test every position of the text)
 
     def spans(self, m: re.Match[str], text: str) -> Iterator[tuple[int, int]]:
         """The spans of `text` to replace for a match `m` (of `text`, or of `text.lower()`)."""
@@ -124,8 +126,9 @@ PEM_BLOCK = Rule(
     ),
     gated=False,
 )
-# Base64 lines that end in an END line (the BEGIN line was cut off). Searched only in the 20,000
-# characters before each END line that the block rule left (see redact._pem_tails).
+# Base64 lines that end in an END line (the BEGIN line was cut off). Searched only in the 8,000
+# characters before each END line that the block rule left (see redact._pem_tails): a 4096-bit RSA
+# key is about 3,300 characters of base64.
 PEM_TAIL = re.compile(r"(?:(?<=\n)|^|(?<=\\n))(?:" + _B64LINE + r")+[ \t]*" + _LINENO + _PEM_END)
 PEM_END_LITERAL = "-----END"
 
@@ -216,7 +219,13 @@ _TOKEN_RULES = [
         prefix=False,
     ),
     # Telegram bot API tokens: <bot id>:AA<33>
-    Rule("telegram_token", (":AA",), _c(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])")),
+    Rule(
+        "telegram_token",
+        (":AA",),
+        _c(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])"),
+        prefix=False,
+        window=48,
+    ),
     # Stripe secret, restricted and webhook-signing keys (publishable pk_ keys are public)
     Rule(
         "stripe_key", ("sk_live_", "sk_test_", "sk_prod_"), _c(_start("sk_") + r"(?:live|test|prod)_" + _AN + "{10,}")
@@ -248,6 +257,7 @@ _TOKEN_RULES = [
         ("Q~",),
         _c(r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"),
         gated=False,
+        window=48,
     ),
     Rule("azure_sas", ("sig=",), _c(r"sig=(?<=[?&;]sig=)(?P<tok>[A-Za-z0-9%+/=]{16,})"), group="tok", gated=False),
     # AI APIs: Hugging Face (user, org), Groq, Replicate, Perplexity, xAI, LangSmith, Tavily
@@ -274,6 +284,7 @@ _TOKEN_RULES = [
         ("mailchimp", "Mailchimp", "MailChimp", "MAILCHIMP"),
         _c(r"(?<![A-Za-z0-9_])[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9_])"),
         prefix=False,
+        window=400,
     ),
     Rule(
         "shopify_token",
@@ -344,7 +355,7 @@ _HEADER_RULES = [
         ("cookie:",),
         _c(r"cookie:[ \t]*(?P<rest>[^\n\\]*)"),
         group="rest",
-        inner=_c(r"(?P<name>[A-Za-z0-9_.-]+)=(?P<tok>[^;\s\"'\\]{16,})"),
+        inner=_c(r"(?P<name>[A-Za-z0-9_.-]+)=(?P<tok>[^;\s\"'\\\[\]]{16,})"),
         lower=True,
         gated=False,
     ),
@@ -370,12 +381,13 @@ _URL_RULES = [
 ]
 
 # Command-line credentials: curl -u user:pass, mysql -pPASS, sshpass -p PASS, .netrc password.
+# No value class here includes `[` or `]`: a later stage's marker must never become part of a value.
 _NOT_REF = r"(?!\[REDACTED|\$|%[A-Za-z_]|<[A-Za-z_])"
 _CLI_RULES = [
     Rule(
         "password",
         ("-u", "--user"),
-        _c(r"-(?<![^\s]-)(?:u|-user)(?:[ \t]+|=)[\"']?[^\s:\"'@]{1,64}:" + _NOT_REF + r"(?P<tok>[^\s\"'@]{3,200})"),
+        _c(r"-(?<![^\s]-)(?:u|-user)(?:[ \t]+|=)[\"']?[^\s:\"'@]{1,64}:" + _NOT_REF + r"(?P<tok>[^\s\"'@\[\]]{3,200})"),
         group="tok",
         gated=False,
     ),
@@ -384,7 +396,7 @@ _CLI_RULES = [
         ("mysql",),
         _c(
             _start("mysql")
-            + r"(?:dump|admin|check|import|sh)?\b[^\n|;&]*?[ \t]-p(?P<tok>(?!\[REDACTED)[^\s\"'-][^\s\"']{2,})"
+            + r"(?:dump|admin|check|import|sh)?\b[^\n|;&]*?[ \t]-p(?P<tok>[^\s\"'\[\]-][^\s\"'\[\]]{2,})"
         ),
         group="tok",
         gated=False,
@@ -392,14 +404,24 @@ _CLI_RULES = [
     Rule(
         "password",
         ("sshpass",),
-        _c(_start("sshpass") + r"[ \t]+(?:-[a-oq-zA-Z]\S*[ \t]+)*-p[ \t]*[\"']?" + _NOT_REF + r"(?P<tok>[^\s\"']{3,})"),
+        _c(
+            _start("sshpass")
+            + r"[ \t]+(?:-[a-oq-zA-Z]\S*[ \t]+)*-p[ \t]*[\"']?"
+            + _NOT_REF
+            + r"(?P<tok>[^\s\"'\[\]]{3,})"
+        ),
         group="tok",
         gated=False,
     ),
     Rule(
         "password",
         ("machine",),
-        _c(_start("machine") + r"[ \t]+\S+(?:\s+login[ \t]+\S+)?\s+password[ \t]+" + _NOT_REF + r"(?P<tok>\S{3,})"),
+        _c(
+            _start("machine")
+            + r"[ \t]+\S+(?:\s+login[ \t]+\S+)?\s+password[ \t]+"
+            + _NOT_REF
+            + r"(?P<tok>[^\s\[\]]{3,})"
+        ),
         group="tok",
         gated=False,
     ),
