@@ -256,6 +256,13 @@ def test_one_serve_per_prefect_home_and_the_cli_finds_it(prefect_api, tmp_path):
         text = _dsh_memory(["status"], env)
         assert f"dsh-memory serve running (pid {first.pid}" in text.stdout
 
+        # settings (and the read commands, through the same resolution) use the stack's Prefect API.
+        shown = _dsh_memory(
+            ["settings", "show", "--json"], {k: v for k, v in env.items() if k != "DSH_MEMORY_IGNORE_BLOCKS"}
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["prefect_api_url"] == prefect_api
+
         # notify without --url reaches the stack's receiver (not the default port).
         body = {
             "sessionId": "3b8f2c1e-5a7d-4e29-9c41-7d2e8f6a1b03",
