@@ -12,6 +12,8 @@ Writes:   MEMORY.md, memory_summary.md (first line `v1`), skills/<name>/…, mov
           raw_memories.archive.md, consumed notes to extensions/ad_hoc/archive/, bookkeeping in
           .state/state.sqlite3, and one markdown artifact `phase2-consolidation` per attempt in
           the Prefect run history (mode, inputs, cooldown, redacted model output, changes).
+Local model: the merge is mechanical (dsh_memory/consolidation/mechanical.py): no model call,
+          whole bullets, a skill per recorded procedure; any other model writes the files.
 Failures: raw memories and notes stay, `phase2_error` is recorded, the pending flag is kept;
           a cut-off answer is retried with a doubled max_tokens (cap 131072).
 Returns:  a Phase2Result (dsh_memory/consolidation/result.py).
@@ -42,6 +44,7 @@ from dsh_memory.tasks.consolidate import (
     check_gate,
     clear_pending,
     gather_inputs,
+    merge_mechanically,
     record_phase2_failure,
     record_phase2_outcome,
 )
@@ -101,7 +104,9 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
     except NoModelRouteError as exc:  # no state change: retried on the next trigger
         result.outcome, result.reason = gate_mod.SKIP_NO_ROUTE, str(exc)
         return ""
-    settings = model.fit(settings)  # a local model's context is small: caps shrink to fit
+    mechanical = model.provider == "local"  # a small local model: merge mechanically (no model call)
+    if not mechanical:
+        settings = model.fit(settings)  # a model's context may be small: caps shrink to fit
     result.model = Phase2ModelReport(
         provider=model.provider, model=model.model, reasoning_effort_requested=model.reasoning_effort
     )
@@ -114,7 +119,11 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
             clear_pending(settings)
             return ""
         _name_run(f"consolidate/{str(inputs.mode).lower()}")  # was consolidate/check: it consolidates
-        output = _ask_model(model, inputs, result.model, outputs)
+        if mechanical:
+            output = merge_mechanically(settings, inputs)
+            result.model.output_source = output.source
+        else:
+            output = _ask_model(model, inputs, result.model, outputs)
         result.changes = apply_consolidation(settings, inputs, output, now)
         result.outcome = gate_mod.CONSOLIDATED
     except Exception as exc:  # any failure: raw memories stay, error recorded, pending kept

@@ -2,6 +2,7 @@
 
 - `check_gate`: pending flag / notes / raw blocks, cooldown, failure pause → GateDecision.
 - `gather_inputs`: read the memory root into the capped, annotated model input.
+- `merge_mechanically`: the local model's Phase 2, no model call (consolidation/mechanical.py).
 - `call_consolidation_model`: one `memory_write` call. Retries transient model errors only
   (429/5xx/timeouts) after 5, 20, 60 s (jittered), never sooner than the server's Retry-After
   (tasks/_policy.py); a cut-off answer (finish_reason "length") is
@@ -111,6 +112,22 @@ def call_consolidation_model(model: PhaseModel, messages: list[dict], max_tokens
         log.warning("no usable tool call (%s); trying the text fallbacks", exc)
         return ModelReply.from_completion(completion, max_tokens=max_tokens, error=str(exc))
     return ModelReply.from_completion(completion, max_tokens=max_tokens)
+
+
+@task(name="phase2-merge-mechanically", cache_policy=NO_CACHE)
+def merge_mechanically(settings: MemorySettings, inputs: inputs_mod.Phase2Inputs) -> ConsolidationOutput:
+    """The local path: raw blocks merged into MEMORY.md by kind, skills from procedures, no model call."""
+    from dsh_memory.consolidation.mechanical import consolidate
+
+    output = consolidate(MemoryStore(settings.memory_root), inputs, settings)
+    get_run_logger().info(
+        "merged %d raw blocks mechanically: MEMORY.md %d chars, summary %d chars, %d skills",
+        len(inputs.raw_ids),
+        len(output.memory_md),
+        len(output.memory_summary_md),
+        len(output.skills),
+    )
+    return output
 
 
 @task(name="phase2-apply", cache_policy=NO_CACHE)

@@ -15,7 +15,7 @@ import pytest
 
 from dsh_memory.storage.state import StateStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
-from tests.flow_helpers import pipeline_env, user_text
+from tests.flow_helpers import memory_reply, pipeline_env, user_text
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
@@ -79,6 +79,8 @@ def test_no_planted_secret_under_the_memory_root_nor_in_prefect(monkeypatch, tmp
         assert not any(needle in b for b in prefect_blobs), f"secret {secret[:6]}… in Prefect's database or storage"
 
 
+CHIT_CHAT = "f1e2d3c4-b5a6-4978-8a9b-0c1d2e3f4a5b"  # "hi there 👋": no-op without a model call
+
 CHILD = r"""
 import os, sys
 from dsh_memory.flows.extract import extract_flow
@@ -89,7 +91,7 @@ extract_flow()
 def test_phase1_killed_mid_run_recovers_without_double_extraction(monkeypatch, tmp_path, fixtures_dir):
     with FakeOpenAIServer(
         latency_seconds=1.5,
-        handler=lambda r: Reply.tool({"raw_memory": "- a fact", "rollout_summary": "a recap", "rollout_slug": "recap"}),
+        handler=memory_reply,  # grounded in each transcript: the clean-up keeps it (a bare "a fact" is dropped)
     ) as fake:
         root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
         monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "2")
@@ -131,4 +133,6 @@ def test_phase1_killed_mid_run_recovers_without_double_extraction(monkeypatch, t
         assert not (done_before & set(outcomes)), "a finished session was extracted twice"
         final = StateStore(root).claims()
         assert all(final[s].status == "done" for s in orphaned)
-        assert len(fake.requests) - sent_before == len([o for o in summary.outcomes if o.outcome != "unreadable"])
+        # One model call per session read, except the chit-chat one the no-op gate stops first.
+        called = [o for o in summary.outcomes if o.outcome != "unreadable" and o.session != CHIT_CHAT]
+        assert len(fake.requests) - sent_before == len(called)

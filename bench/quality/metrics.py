@@ -6,7 +6,8 @@ so the pipeline is never graded by the code that cleans its output.
 - fact recall: a fact is found when one of its alternatives is found by the product's search
   (`dsh_memory.readpath.search`: one query → mode `any`; several → `all_within_lines`, 3 lines)
   in MEMORY.md, memory_summary.md or a rollout summary.
-- groundedness: share of memory bullets whose content words (≥ 4 letters, not stop words) occur
+- groundedness: share of memory bullets whose content words (≥ 4 letters, not stop words nor
+  the connective words of a memory format: "failed", "edited", "cause"…; provenance tags aside) occur
   in the source transcript at least 80 % of the time (raw memory and rollout summary bullets
   against their session; MEMORY.md, summary and skill bullets against all sessions).
 - repeated lines: per file, every extra copy of a sentence (≥ 20 characters) of a content line
@@ -36,6 +37,7 @@ STOP = set(
     user users agent agents session sessions said says asked wants wanted prefers preference preferences
     memory future task tasks outcome outcomes done work worked works note notes rule rules command
     commands keywords scope applies reuse sources source updated used uses using
+    failed edited editing again happened cause
     """.split()
 )
 DANGLING = set("the a an and or to of with for in on at by from as is are was be that this its their your".split())
@@ -52,6 +54,7 @@ USER_ACTS = re.compile(
     re.I,
 )
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
+PROVENANCE = re.compile(r"\s*\[(source|sources): [^\]]*\]\s*$")
 GOALS = {
     "fact_recall": (">=", 0.80),
     "groundedness": (">=", 0.90),
@@ -91,9 +94,10 @@ def is_content(line: str) -> bool:
 
 
 def bullets(text: str) -> list[str]:
+    """Content bullets; provenance (a `[source: slug]` tag, a rollout summary reference) is no claim."""
     out = []
     for ln in text.splitlines():
-        m = BULLET.match(ln)
+        m = BULLET.match(PROVENANCE.sub("", ln))
         if m and m.group(1).strip() and "rollout_summaries/" not in ln and "session=" not in ln:
             out.append(m.group(1).strip())
     return out
@@ -110,6 +114,7 @@ def repeated(text: str) -> list[str]:
     """Every extra copy of a sentence (≥ 20 characters) of a content line, within one file."""
     units = []
     for ln in text.splitlines():
+        ln = PROVENANCE.sub("", ln)
         if is_content(ln):
             for s in re.split(r"(?<=[.!?])\s+", ln.strip(" -*+\t")):
                 s = re.sub(r"\s+", " ", s.strip()).lower()
@@ -131,7 +136,9 @@ def cut_off(text: str, vocab: set[str]) -> list[str]:
         if s.count("`") % 2:
             out.append(s)
             continue
-        tail = re.sub(r"[\s*_]+$", "", s)
+        tail = s.rstrip()
+        if tail.endswith(("*", "_")):  # emphasis closed, or a glob (cwd=*): not a cut
+            continue
         last = WORD.findall(tail[-40:])
         if tail.endswith((",", "(", "[", "{", "/", "=", "→", "->")) or tail.endswith(" -"):
             out.append(s)

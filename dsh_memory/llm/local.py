@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -38,6 +39,13 @@ DEFAULT_OUTPUT_RESERVE = 1024
 DEFAULT_TEMPERATURE = 0.2
 MIN_OUTPUT_TOKENS = 16
 PROGRESS_EVERY_SECONDS = 10.0
+# Sampling that cannot loop: a mild repeat penalty over the last tokens, and a loop detector that
+# stops the decode when the last LOOP_MIN_CHARS characters already occurred earlier in the answer,
+# and trims the answer back to where the repetition began.
+REPEAT_PENALTY = 1.1
+REPEAT_LAST_N = 64
+LOOP_MIN_CHARS = 64
+LOOP_CHECK_EVERY = 8
 
 ProgressFn = Callable[[str, int, int], None]  # (stage "prompt"|"generate", done, total)
 
@@ -144,6 +152,22 @@ def _chat_messages(messages: list[dict[str, Any]], tool_text: str | None) -> lis
     return out
 
 
+def loop_start(text: str, min_chars: int = LOOP_MIN_CHARS) -> int | None:
+    """Where a loop began when the answer ends by repeating itself: the end of the first copy of
+    the repeated span (keep `text[:i]`), or None when the last `min_chars` characters are new."""
+    if len(text) < 2 * min_chars:
+        return None
+    tail_at = len(text) - min_chars
+    previous = text.rfind(text[tail_at:], 0, len(text) - 1)  # the nearest earlier copy: the period
+    if previous < 0:
+        return None
+    period = tail_at - previous
+    start = tail_at
+    while start - period > 0 and text[start - 1] == text[start - 1 - period]:
+        start -= 1
+    return start
+
+
 def _chatml(messages: list[dict[str, str]]) -> str:
     body = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
     return body + "<|im_start|>assistant\n"
@@ -246,6 +270,10 @@ class LocalLLM:
         temp = DEFAULT_TEMPERATURE if temperature is None else float(temperature)
         with _DECODE_LOCK:
             text, n_out, hit_limit = self._generate(model, tokens, n_ctx, gbnf, max_tokens, temp)
+        cut = loop_start(text) if not hit_limit else None
+        if cut is not None:
+            notes.append(f"loop detected: answer stopped and trimmed at character {cut} of {len(text)}")
+            text = _close(text[:cut], tool is not None)
         completion = Completion(
             text=text,
             finish_reason="length" if hit_limit else "stop",
@@ -268,6 +296,7 @@ class LocalLLM:
                 sampler.add_grammar(vocab, gbnf, "root")  # first: filters to grammar-legal tokens
             except Exception as exc:
                 raise LLMFatalError(f"llama.cpp rejected the grammar for the tool schema: {exc}") from None
+        sampler.add_penalties(REPEAT_LAST_N, REPEAT_PENALTY, 0.0, 0.0)
         if temp <= 0:
             sampler.add_greedy()
         else:
@@ -291,6 +320,9 @@ class LocalLLM:
                 hit_limit = False
                 break
             out.append(token)
+            if len(out) % LOOP_CHECK_EVERY == 0 and loop_start(vocab.detokenize(out, True, False)) is not None:
+                hit_limit = False  # stopped on purpose: complete() trims the repetition
+                break
             ctx.decode(binding.llama_batch_get_one([token], pos))
             pos += 1
             last_report = self._report("generate", n + 1, max_tokens, started, last_report)
@@ -359,6 +391,16 @@ class LocalLLM:
         completion.tool_calls = [ToolCall(name=tool.name, arguments=args, raw_arguments=text)]
         completion.text = ""
         return completion
+
+
+def _close(text: str, is_json: bool) -> str:
+    """A trimmed answer made whole again: a JSON object closed leniently (strings, brackets)."""
+    if not is_json:
+        return text
+    try:
+        return json.dumps(loads_truncated(text), ensure_ascii=False)
+    except ValueError:
+        return text
 
 
 def make_local_llm(route, phase: str = "phase1", **kwargs: Any) -> LocalLLM:

@@ -158,6 +158,7 @@ def _first_error(text: str) -> str:
 
 def _head(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("[")]
+    lines = [ln for ln in lines if ln != "(no output)"]
     return lines[-1][:120] if lines else ""
 
 

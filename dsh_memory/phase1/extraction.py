@@ -76,8 +76,9 @@ def call_model(
 ) -> ExtractionOutput:
     """One extraction. Raises the LLM error classes; returns redacted, cleaned fields.
 
-    The no-op gate first (a trivial session costs no model call); then one `memory_save` call;
-    then the deterministic clean-up (`postprocess`)."""
+    The no-op gate first (a trivial session costs no model call); then the model: a small local
+    model in short steps over the transcript's evidence (`phase1.steps`), any other in one
+    `memory_save` call; then the same deterministic clean-up for every provider (`postprocess`)."""
     from dsh_memory.phase1.evidence import gather
     from dsh_memory.phase1.gate import trivial_reason
 
@@ -87,11 +88,16 @@ def call_model(
         return ExtractionOutput(
             model=getattr(llm, "model", ""), provider=getattr(llm, "provider", ""), notes=[f"no-op gate: {reason}"]
         )
-    messages = phase1.build_messages(transcript_text, cwd=cwd, source=source, delta_watermark=delta_watermark)
-    completion = llm.complete(
-        messages, tool=phase1.MEMORY_SAVE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
-    )
-    output = parse_completion(completion)
+    if getattr(llm, "provider", "") == "local":
+        from dsh_memory.phase1.steps import extract_in_steps
+
+        output = extract_in_steps(llm, evidence, cwd=cwd, max_tokens=max_tokens)
+    else:
+        messages = phase1.build_messages(transcript_text, cwd=cwd, source=source, delta_watermark=delta_watermark)
+        completion = llm.complete(
+            messages, tool=phase1.MEMORY_SAVE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
+        )
+        output = parse_completion(completion)
     return clean_output(output, transcript_text)
 
 

@@ -1,0 +1,296 @@
+"""Phase 2 without a big model call: merge raw memories into the handbook mechanically.
+
+Used when the local model answers (flows/consolidate.py). Asking a 1.5B model to rewrite the
+whole handbook took 13 minutes and cut it off mid-word; the merge below takes well under a
+second and never cuts a bullet:
+
+- MEMORY.md is parsed into task groups (one per working directory, plus `global` for ad hoc
+  notes) and sections; each new raw block's bullets go to the section of their kind (the
+  headings Phase 1 writes, `phase1/steps.py`; bullets without a known heading go to `Notes`),
+  newest first, each with its provenance `[source: <rollout slug>]`; a bullet already there
+  (same words) only gains the new source;
+- a raw block with a procedure becomes a skill (`skills/<project>-<task>/SKILL.md`: when to
+  use, the steps, verification from the commands that worked, pitfalls from its failure
+  shields) and a `Procedures` bullet pointing at it;
+- forgetting candidates are retired: their knowledge bullets stay, their `Tasks` lines go;
+- memory_summary.md (`v1`) is rebuilt: the user's rules, the routing index (per group: keywords
+  and where to look), the skills;
+- both files are capped by whole bullets (oldest of the largest section first), never mid-line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_memory.consolidation.inputs import Phase2Inputs
+from dsh_memory.consolidation.output import ConsolidationOutput
+from dsh_memory.phase1 import steps
+
+SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
+    steps.RULES: "User preferences",
+    steps.FACTS: "Project facts",
+    steps.SHIELDS: "Failure shields",
+    steps.COMMANDS: "Reusable knowledge",
+    steps.FINDINGS: "Agent findings",
+    steps.PROCEDURE: "Procedures",
+}
+ORDER = ["User notes", *SECTIONS.values(), "Notes", "Tasks"]
+GLOBAL = "global"
+SOURCE = re.compile(r"\s*\[source: ([^\]]*)\]\s*$")
+CODE = re.compile(r"`([^`\n]+)`")
+MAX_KEYWORD_CHARS = 60
+BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+MAX_KEYWORDS = 8
+VERSION = re.compile(r"^v?\d+(\.\d+)*$")
+
+
+@dataclass
+class Group:
+    name: str
+    sections: dict[str, list[str]] = field(default_factory=dict)
+    head: list[str] = field(default_factory=list)  # scope / applies_to lines
+
+    def add(self, section: str, bullet: str, source: str = "", first: bool = True) -> None:
+        items = self.sections.setdefault(section, [])
+        text = SOURCE.sub("", bullet).strip()
+        key = _key(text)
+        for i, old in enumerate(items):
+            if _key(SOURCE.sub("", old)) == key:
+                items[i] = _with_source(old, source)
+                return
+        new = _with_source(text, source)
+        if first:
+            items.insert(0, new)
+        else:
+            items.append(new)
+
+    def render(self) -> str:
+        lines = [f"# Task Group: {self.name}"]
+        lines += self.head or [
+            f"scope: sessions in {self.name}" if self.name != GLOBAL else "scope: every project",
+            f"applies_to: cwd={self.name}; reuse_rule=this project" if self.name != GLOBAL else "applies_to: cwd=*",
+        ]
+        for name in sorted(self.sections, key=lambda s: ORDER.index(s) if s in ORDER else len(ORDER)):
+            if self.sections[name]:
+                lines += ["", f"## {name}", *self.sections[name]]
+        return "\n".join(lines)
+
+
+def _key(text: str) -> str:
+    return re.sub(r"\W+", " ", BULLET.sub("", text)).strip().lower()
+
+
+def _with_source(bullet: str, source: str) -> str:
+    m = SOURCE.search(bullet)
+    have = [s.strip() for s in m.group(1).split(",")] if m else []
+    if source and source not in have:
+        have.append(source)
+    base = SOURCE.sub("", bullet).rstrip()
+    base = base if BULLET.match(base) else f"- {base}"
+    return f"{base} [source: {', '.join(have)}]" if have else base
+
+
+def parse_memory_md(text: str) -> dict[str, Group]:
+    """Task groups of a MEMORY.md (this module's format; anything else lands in `Notes`)."""
+    groups: dict[str, Group] = {}
+    group: Group | None = None
+    section = "Notes"
+    for line in (text or "").splitlines():
+        if line.startswith("# Task Group:"):
+            name = line.split(":", 1)[1].strip() or GLOBAL
+            group = groups.setdefault(name, Group(name))
+            section = "Notes"
+        elif line.startswith("## "):
+            section = re.sub(r"^## (Task \d+: )?", "", line).strip() or "Notes"
+        elif group is None:
+            if line.strip() and not line.startswith("#"):
+                group = groups.setdefault(GLOBAL, Group(GLOBAL))
+                group.add("Notes", line.strip(), first=False)
+        elif line.startswith(("scope:", "applies_to:")) and section == "Notes" and not group.sections:
+            group.head.append(line)
+        elif line.strip():
+            group.sections.setdefault(section, []).append(line.rstrip())
+    return groups
+
+
+def split_raw(body: str) -> list[tuple[str, str, list[str]]]:
+    """(MEMORY.md section, heading text, bullets) per heading of a raw block."""
+    out: list[tuple[str, str, list[str]]] = []
+    section, heading = "Notes", ""
+    for line in (body or "").splitlines():
+        if line.startswith("#"):
+            section = next((v for k, v in SECTIONS.items() if line.startswith(k)), "Notes")
+            heading = line.lstrip("#").strip()
+            out.append((section, heading, []))
+        elif line.strip():
+            if not out:
+                out.append((section, heading, []))
+            out[-1][2].append(line.rstrip())
+    return out
+
+
+def _task_line(store: Any, block: Any) -> str:
+    from dsh_memory.storage.store import parse_front_matter
+
+    rel = f"rollout_summaries/{block.slug}.md"
+    gist = ""
+    try:
+        body = parse_front_matter(store.read_text(rel))[1]
+        lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
+        gist = next((ln for ln in lines if not ln.startswith("#")), "")[:200]
+    except Exception:  # noqa: BLE001 - a missing recap only loses its gist
+        pass
+    date = (block.updated_at or "")[:10] or "unknown"
+    line = f"- {rel} (session={block.session_id}, source={block.source}, updated={date})"
+    return f"{line}: {gist}" if gist else line
+
+
+def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | None:
+    """A skill for a raw block that holds a procedure (see the module docstring)."""
+    from dsh_memory.storage.store import slugify
+
+    proc = next(((h, b) for s, h, b in parts if s == SECTIONS[steps.PROCEDURE] and b), None)
+    if proc is None:
+        return None
+    heading, step_lines = proc
+    task = heading.split(":", 1)[1].strip() if ":" in heading else heading
+    project = (block.cwd or "").rstrip("/").rsplit("/", 1)[-1]
+    # No version numbers in the name: the next release updates the same skill.
+    words = [w for w in slugify(f"{project}-{task}").split("-") if w and not w.isdigit() and not VERSION.match(w)]
+    name = "-".join(words)[:60].rstrip("-") or slugify(block.slug)
+    verify = [b for s, _, bs in parts if s == SECTIONS[steps.COMMANDS] for b in bs]
+    pitfalls = [b for s, _, bs in parts if s == SECTIONS[steps.SHIELDS] for b in bs]
+    rules = [b for s, _, bs in parts if s == SECTIONS[steps.RULES] for b in bs]
+    desc = re.sub(r"[\r\n\"]", " ", f"{task} (in {block.cwd or 'any project'})")[:200]
+    md = [
+        "---",
+        f"name: {name}",
+        f'description: "{desc}"',
+        "---",
+        "",
+        "## When to use",
+        f"- In `{block.cwd or 'the project'}`, when asked to: {task}",
+        *rules,
+        "",
+        "## Procedure",
+        *step_lines,
+        "",
+        "## Verification",
+        *(verify or ["- The last step succeeded in the recorded session."]),
+        "",
+        "## Pitfalls",
+        *(pitfalls or ["- None recorded."]),
+        "",
+        "## Source",
+        f"- rollout_summaries/{block.slug}.md (session={block.session_id})",
+    ]
+    return {"name": name, "skill_md": "\n".join(md) + "\n", "task": task}
+
+
+def _cap(groups: dict[str, Group], limit: int) -> str:
+    """Render, dropping the oldest bullet of the largest section until it fits (whole bullets)."""
+    while True:
+        text = "\n\n".join(g.render() for g in groups.values()).strip() + "\n"
+        if len(text) <= limit:
+            return text
+        largest = max(
+            ((g, s) for g in groups.values() for s, items in g.sections.items() if items),
+            key=lambda gs: len(gs[0].sections[gs[1]]),
+            default=None,
+        )
+        if largest is None:
+            return text[: text.rfind("\n", 0, limit) + 1]
+        g, s = largest
+        g.sections[s].pop()
+
+
+def _keywords(group: Group) -> list[str]:
+    counts: dict[str, int] = {}
+    for items in group.sections.values():
+        for b in items:
+            for c in CODE.findall(SOURCE.sub("", b)):
+                if 2 <= len(c) <= MAX_KEYWORD_CHARS:
+                    counts[c] = counts.get(c, 0) + 1
+    return sorted(counts, key=lambda c: -counts[c])[:MAX_KEYWORDS]
+
+
+def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:
+    """memory_summary.md: `v1`, the user's rules, the routing index, the skills; whole lines."""
+    head = ["v1", ""]
+    routing = ["## What's in memory"]
+    for g in groups.values():
+        kw = ", ".join(f"`{k}`" for k in _keywords(g))
+        routing.append(f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""))
+    skill_lines = ["## Skills", *(f"- skills/{s['name']}/SKILL.md: {s['task']}" for s in skills)] if skills else []
+    prefs = ["## User preferences"]
+    for g in groups.values():
+        for section in ("User notes", "User preferences"):
+            for b in g.sections.get(section, []):
+                where = "" if g.name == GLOBAL else f" ({g.name})"
+                prefs.append(SOURCE.sub("", b).rstrip() + where)
+    out = head + routing + [""] + (skill_lines + [""] if skill_lines else [])
+    used = sum(len(x) + 1 for x in out)
+    if len(prefs) > 1:
+        kept = [prefs[0]]
+        for p in prefs[1:]:
+            if used + len(p) + 1 + len(prefs[0]) + 2 > cap:
+                break
+            kept.append(p)
+            used += len(p) + 1
+        if len(kept) > 1:
+            out = head + kept + [""] + out[2:]
+    text = "\n".join(out).rstrip() + "\n"
+    while len(text) > cap and "\n" in text.rstrip("\n"):
+        text = text.rstrip("\n").rsplit("\n", 1)[0] + "\n"
+    return text
+
+
+def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> ConsolidationOutput:
+    """The mechanical merge (see the module docstring) as a ConsolidationOutput for `apply`."""
+    groups = parse_memory_md(inputs.memory_md)
+    wanted = set(inputs.raw_ids)
+    skills: list[dict] = []
+    for block in [b for b in store.read_raw_blocks() if b.id in wanted]:
+        g = groups.setdefault(block.cwd or GLOBAL, Group(block.cwd or GLOBAL))
+        parts = split_raw(block.body)
+        skill = skill_from(block, parts)
+        for section, _heading, bullets in reversed(parts):
+            if section == SECTIONS[steps.PROCEDURE]:
+                if skill:
+                    g.add(section, f"- skills/{skill['name']}/SKILL.md: {skill['task']}", block.slug)
+                continue
+            for b in reversed(bullets):
+                g.add(section, b, block.slug)
+        g.add("Tasks", _task_line(store, block))
+        if skill:
+            skills.append(skill)
+    notes = groups.setdefault(GLOBAL, Group(GLOBAL)) if inputs.note_rels else None
+    for rel in inputs.note_rels:
+        try:
+            text = store.read_text(rel)
+        except Exception:  # noqa: BLE001 - a vanished note is not consumed (apply archives listed ones)
+            continue
+        body = "\n".join(ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("---", "#", "title:")))
+        if notes is not None and body.strip():
+            notes.add("User notes", "- " + " ".join(body.split())[:500], rel.rsplit("/", 1)[-1])
+    retired = list(inputs.candidate_slugs)
+    for g in groups.values():
+        g.sections["Tasks"] = [t for t in g.sections.get("Tasks", []) if not any(f"/{s}.md" in t for s in retired)]
+    if GLOBAL in groups and not any(groups[GLOBAL].sections.values()):
+        del groups[GLOBAL]
+    memory_md = _cap(groups, settings.max_memory_md_chars)
+    summary = render_summary(groups, skills + _existing_skills(inputs, skills), settings.max_summary_chars)
+    return ConsolidationOutput(
+        memory_md=memory_md,
+        memory_summary_md=summary,
+        skills=[{"name": s["name"], "skill_md": s["skill_md"]} for s in skills],
+        retire_summaries=retired,
+        source="mechanical",
+    )
+
+
+def _existing_skills(inputs: Phase2Inputs, new: list[dict]) -> list[dict]:
+    names = {s["name"] for s in new}
+    return [{"name": s.name, "task": s.description or s.name} for s in inputs.skills if s.name not in names]
