@@ -1,10 +1,12 @@
 """The ranked-search index: SQLite FTS5 (BM25, `porter unicode61`) over sections of the memory
 files, kept in `.state/search_index.sqlite3` and refreshed incrementally before each query:
-only files whose (size, mtime_ns) changed are re-indexed; deleted files are dropped.
+only files whose (size, mtime_ns, inode) changed are re-indexed; deleted files are dropped (see
+`refresh` for when the directories alone are read). It finds the SECTIONS_SCANNED best sections
+for the query terms (terms.py); lines.py then ranks every line in them.
 
 CJK text has no spaces, so unicode61 would turn a whole CJK run into one token. Each run is
 also indexed as overlapping bigrams (plus its last character) in a shadow column `cjk`; a CJK
-query becomes a phrase of bigrams there, which matches the exact substring."""
+term is a phrase of bigrams there, which matches the exact substring."""
 
 from __future__ import annotations
 

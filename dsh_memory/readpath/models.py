@@ -59,7 +59,9 @@ class ReadRequest(_Request):
 
 class SearchRequest(_Request):
     queries: list[str] = Field(
-        min_length=1, max_length=16, description="One or more queries: substrings, or keywords for ranked"
+        min_length=1,
+        max_length=16,
+        description="One or more queries: substrings (line modes), or a question or keywords (ranked)",
     )
     mode: SearchMode = Field(
         "any",
