@@ -218,3 +218,14 @@ def test_several_queries_are_one_bag_of_terms(store):
     one = rp.search(store, ["dates clock service ledger"], mode="ranked")
     many = rp.search(store, ["dates", "clock service", "ledger"], mode="ranked")
     assert [(m.path, m.match_line) for m in one.matches] == [(m.path, m.match_line) for m in many.matches]
+
+
+@pytest.mark.parametrize("mode", ["ranked", "any"])
+def test_one_huge_match_is_cut_to_the_page(tmp_path, mode):
+    s = MemoryStore(tmp_path / "m")
+    s.ensure_layout()
+    (s.root / "MEMORY.md").write_text("\n".join("数据库迁移 " * 300 for _ in range(30)), encoding="utf-8")
+    res = rp.search(s, ["数据库迁移"], mode=mode, context_lines=20, max_chars=1000)
+    (m,) = res.matches
+    assert len(res.model_dump_json()) <= 1000 and res.truncated
+    assert m.end_line == m.start_line == 1 and m.content.endswith("…")

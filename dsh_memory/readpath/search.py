@@ -6,7 +6,6 @@ rollout summaries are recorded as usage (one record per file per call)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -199,11 +198,19 @@ def _shrink(m: SearchMatch, room: int) -> SearchMatch:
     """A match too big for a page on its own: its first lines, as many as fit (the head of its
     first line when even that one does not)."""
     lines = m.content.split("\n")
-    over = len(m.model_dump_json()) + 1 - room
-    while len(lines) > 1 and over > 0:
-        over -= len(json.dumps(lines.pop())) - 1  # the line and its \n, as JSON escapes them
-    content = "\n".join(lines)
-    if over > 0:
-        content = content[: max(0, len(content) - over - 8)] + "…"
-    end = m.start_line + len(lines) - 1
-    return m.model_copy(update={"content": content, "end_line": end, "match_end_line": min(m.match_end_line, end)})
+
+    def sized(n: int, content: str) -> tuple[SearchMatch, int]:
+        end = m.start_line + n - 1
+        out = m.model_copy(update={"content": content, "end_line": end, "match_end_line": min(m.match_end_line, end)})
+        return out, len(out.model_dump_json()) + 1
+
+    n = len(lines)
+    out, size = sized(n, m.content)
+    while n > 1 and size > room:
+        n -= 1
+        out, size = sized(n, "\n".join(lines[:n]))
+    content = out.content
+    while size > room and content:
+        content = content[: max(0, len(content) - (size - room) - 1)]
+        out, size = sized(1, content + "…")
+    return out
