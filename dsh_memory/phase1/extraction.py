@@ -15,26 +15,8 @@ from pydantic import BaseModel, Field
 from dsh_memory.errors import LLMOutputError
 from dsh_memory.llm.base import LLM, Completion
 from dsh_memory.phase1 import prompt as phase1
+from dsh_memory.phase1.output import ExtractionOutput  # noqa: F401 (re-exported)
 from dsh_memory.phase1.selection import Decision
-
-
-class ExtractionOutput(BaseModel):
-    """What the model produced for one session (already redacted)."""
-
-    raw_memory: str = ""
-    rollout_summary: str = ""
-    rollout_slug: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    model: str = ""
-    provider: str = ""
-    reasoning_effort: str = ""
-    notes: list[str] = []
-    transcript_tokens: int = 0
-
-    @property
-    def is_noop(self) -> bool:
-        return not self.raw_memory.strip() or not self.rollout_summary.strip()
 
 
 class Outcome(BaseModel):

@@ -207,7 +207,7 @@ def check_recap(summary: str, src) -> str | None:
 
 def extract_in_steps(llm, ev: Evidence, *, cwd: str | None, max_tokens: int):
     """The ExtractionOutput for one non-trivial session (see the module docstring)."""
-    from dsh_memory.phase1.extraction import ExtractionOutput
+    from dsh_memory.phase1.output import ExtractionOutput
     from dsh_memory.phase1.postprocess import Source
     from dsh_memory.transcript.redact import redact
 
