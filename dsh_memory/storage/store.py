@@ -45,6 +45,7 @@ from dsh_memory.storage.store_format import (  # re-exported: import these from 
     render_front_matter,
     serialize_raw_block,
     slugify,
+    temp_writer_gone,
 )
 
 __all__ = [
@@ -105,7 +106,8 @@ class MemoryStore:
 
     def sweep_temp_files(self, older_than_s: float = 300.0, now: float | None = None) -> list[str]:
         """Delete the `.<name>.<random>.tmp` files an atomic write leaves when its process is
-        killed between writing and renaming. Only those older than `older_than_s` (a write in
+        killed between writing and renaming: at once when the name shows that its writer (a
+        process of this host) is gone, else only when older than `older_than_s` (a write in
         flight takes milliseconds). Never follows links; `.state/` holds no such files."""
         import re
         import time
@@ -121,7 +123,7 @@ class MemoryStore:
                 path = os.path.join(dirpath, name)
                 try:
                     st = os.lstat(path)
-                    if st.st_mtime < cutoff and not os.path.islink(path):
+                    if (st.st_mtime < cutoff or temp_writer_gone(name)) and not os.path.islink(path):
                         os.unlink(path)
                         removed.append(os.path.relpath(path, self.root))
                 except OSError:

@@ -1,6 +1,8 @@
 """On-disk formats and file primitives of the memory store (used by `dsh_memory.storage.store`).
 
-- atomic writes (temp + fsync + os.replace) and no-overwrite creates (temp + os.link)
+- atomic writes (temp + fsync + os.replace) and no-overwrite creates (temp + os.link); a temp
+  file's name says which process writes it (`temp_writer_gone`), so a killed writer's leftover
+  can be swept at once
 - `slugify`: untrusted text → `[a-z0-9][a-z0-9-]{0,79}` (or "" if nothing usable)
 - raw-memories blocks: a markdown heading plus an HTML-comment marker carrying the metadata and
   the body length (and a short hash), so a body may contain anything, even marker-like lines
@@ -9,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -53,10 +56,42 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+# `.<name>.w<host>_<pid>_<start>_<random>.tmp`: the writer's host (hash), pid and start time.
+_OWNED_TEMP_RE = re.compile(r"^\..+\.w([0-9a-f]{8})_(\d+)_(\d+)_[A-Za-z0-9_]+\.tmp$")
+
+
+@functools.cache
+def _host_tag() -> str:
+    import socket
+
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _temp_prefix(path: Path) -> str:
+    """`.<name>.w<host>_<pid>_<start>_`: mkstemp appends the random part and `.tmp`."""
+    from dsh_memory.storage.state_schema import _proc_start
+
+    pid = os.getpid()
+    name = path.name.encode("utf-8")[:180].decode("utf-8", "ignore")  # the temp name fits in 255 bytes
+    return f".{name}.w{_host_tag()}_{pid}_{_proc_start(pid) or 0}_"
+
+
+def temp_writer_gone(name: str) -> bool:
+    """True when `name` is a temp file written by a process of this host that no longer runs
+    (killed between writing and renaming). Unknown writers (another host, an older name) never
+    count as gone."""
+    from dsh_memory.storage.state_schema import _proc_start
+
+    m = _OWNED_TEMP_RE.match(name)
+    if m is None or m.group(1) != _host_tag() or m.group(3) == "0":
+        return False
+    return _proc_start(int(m.group(2))) != m.group(3)
+
+
 def _prepare_temp(path: Path, text: str) -> str:
     """A complete, fsynced temp file next to `path` (the slow part of an atomic write)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(_clean_text(text))
@@ -93,7 +128,7 @@ def _write_new(path: Path, text: str) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() or path.is_symlink():
         return False
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(_clean_text(text))
