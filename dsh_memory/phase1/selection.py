@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
 from dsh_memory.settings import MemorySettings
+from dsh_memory.storage.state_schema import owner_is_gone
 
 
 class Action(StrEnum):
@@ -158,7 +159,8 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
     watermark, part, base_slug = -1, 1, None
     if claim is not None:
         status = claim.status
-        if status == "running" and claim.started_at and _age(now, claim.started_at) < settings.stale_claim_seconds:
+        fresh = claim.started_at and _age(now, claim.started_at) < settings.stale_claim_seconds
+        if status == "running" and fresh and not owner_is_gone(claim.owner):  # a dead owner's: taken over now
             return Decision(ref, SKIP, ReasonKind.RUNNING_ELSEWHERE, "being extracted by another run")
         if status == "failed":
             if claim.parked:
