@@ -6,7 +6,8 @@ Policy lives in the decorators:
   never sooner than the server's Retry-After (tasks/_policy.py); its cache key is (memory root,
   session, watermark, target seq, prompt version, provider, model, budget), so a re-run after a
   crash never pays twice for one extraction. Results (redacted model output only) persist in
-  Prefect's result storage, which is what makes the key hit across runs.
+  Prefect's result storage, which is what makes the key hit across runs; they are committed as
+  soon as the call returns (an eager transaction), before the session's files are written.
 - when a Prefect server is reachable, every model call holds a slot of the global
   concurrency limit `dsh-memory-llm`, shared by all runs (dsh_memory/llm/limit.py).
 """
@@ -18,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
+from prefect.transactions import CommitMode, transaction
 
 from dsh_memory import progress
 from dsh_memory.context import MemoryContext
@@ -149,17 +151,22 @@ def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: Mem
     for attempt in (1, 2):
         transcript = prepare_transcript(decision, model.budget_tokens)
         try:
-            return llm_extract(
-                model,
-                transcript.text,
-                session_id=ref.id,
-                watermark=decision.watermark,
-                to_seq=decision.session.last_seq,
-                cwd=decision.session.cwd,
-                source=ref.source,
-                global_limit=global_limit,
-                cache_scope=str(settings.memory_root),
-            )
+            # Commit the cached answer as soon as the call returns: a task called inside a task
+            # commits with its parent by default, i.e. after this session's files are written,
+            # so a run killed while writing them paid for an answer the rerun could not reuse
+            # (and a model's new slug put a second summary beside the first).
+            with transaction(commit_mode=CommitMode.EAGER):
+                return llm_extract(
+                    model,
+                    transcript.text,
+                    session_id=ref.id,
+                    watermark=decision.watermark,
+                    to_seq=decision.session.last_seq,
+                    cwd=decision.session.cwd,
+                    source=ref.source,
+                    global_limit=global_limit,
+                    cache_scope=str(settings.memory_root),
+                )
         except LLMTruncatedError:
             if attempt == 2:
                 raise
