@@ -186,6 +186,14 @@ def _tethered_server_class():
     class TetheredServer(SubprocessASGIServer):
         """Prefect's ephemeral server plus a watcher that stops it if this process dies."""
 
+        def _run_uvicorn_command(self):  # Prefect's spawn of the server process
+            # Tethered the moment it exists: the server takes seconds to become healthy, and a
+            # kill in that window must not orphan it (it used to be tethered only once healthy).
+            proc = super()._run_uvicorn_command()
+            self._untether()  # a retry on another port replaces the process
+            self._tether = tether(proc.pid)
+            return proc
+
         def start(self, timeout: int | None = None) -> None:
             super().start(timeout)
             proc = self.server_process
@@ -193,8 +201,11 @@ def _tethered_server_class():
                 self._tether = tether(proc.pid)
 
         def stop(self) -> None:
-            watcher = getattr(self, "_tether", None)
             super().stop()
+            self._untether()
+
+        def _untether(self) -> None:
+            watcher = getattr(self, "_tether", None)
             if watcher is not None:
                 watcher.terminate()
                 watcher.wait(timeout=5)
