@@ -115,7 +115,8 @@ PEM_BLOCK = Rule(
     ("PRIVATE KEY",),
     _c(
         _PEM_BEGIN
-        + r"(?:[\s\S]{0,20000}?"
+        # up to the END line, but not across another BEGIN line (each BEGIN scans its own block only)
+        + r"(?:(?:(?!-----BEGIN)[\s\S]){0,20000}?"
         + _PEM_END
         # END line missing (cut output): the base64 lines and `Header: value` lines that follow
         + r"|(?:[ \t]*"
@@ -396,7 +397,7 @@ _CLI_RULES = [
         ("mysql",),
         _c(
             _start("mysql")
-            + r"(?:dump|admin|check|import|sh)?\b[^\n|;&]*?[ \t]-p(?P<tok>[^\s\"'\[\]-][^\s\"'\[\]]{2,})"
+            + r"(?:dump|admin|check|import|sh)?\b[^\n|;&]{0,200}?[ \t]-p(?P<tok>[^\s\"'\[\]-][^\s\"'\[\]]{2,})"
         ),
         group="tok",
         gated=False,
@@ -406,7 +407,7 @@ _CLI_RULES = [
         ("sshpass",),
         _c(
             _start("sshpass")
-            + r"[ \t]+(?:-[a-oq-zA-Z]\S*[ \t]+)*-p[ \t]*[\"']?"
+            + r"[ \t]+(?:-[a-oq-zA-Z]\S{0,64}[ \t]+){0,8}-p[ \t]*[\"']?"
             + _NOT_REF
             + r"(?P<tok>[^\s\"'\[\]]{3,})"
         ),
@@ -418,7 +419,7 @@ _CLI_RULES = [
         ("machine",),
         _c(
             _start("machine")
-            + r"[ \t]+\S+(?:\s+login[ \t]+\S+)?\s+password[ \t]+"
+            + r"[ \t]+\S{1,255}(?:\s+login[ \t]+\S{1,255})?\s+password[ \t]+"
             + _NOT_REF
             + r"(?P<tok>[^\s\[\]]{3,})"
         ),
