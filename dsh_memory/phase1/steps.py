@@ -35,7 +35,7 @@ SUMMARY_MAX_CHARS = 200
 MAX_FINDINGS = 4
 MAX_COMMANDS = 6
 MAX_STEPS_SHOWN = 12
-STEP_MAX_TOKENS = 96
+STEP_MAX_TOKENS = 224  # the grammar caps strings at 1 char per token: ≈ 170 characters of recap
 
 SUMMARY_TOOL = ToolSpec(
     name="session_recap",
@@ -121,6 +121,9 @@ def ask_recap(llm, ev: Evidence, cwd: str | None, max_tokens: int) -> tuple[str,
     summary = " ".join(str(args.get("summary") or "").split())
     if summary.count("`") % 2:  # a stray backtick: drop them all rather than the sentence
         summary = summary.replace("`", "")
+    if not summary.endswith((".", "!", '"', ")")):  # cut at the grammar's cap: keep its full sentences
+        done = re.split(r"(?<=[.!])\s+", summary)[:-1]
+        summary = " ".join(done) if done else summary
     slug = str(args.get("slug") or "").strip()
     usage = (completion.usage.input_tokens, completion.usage.output_tokens)
     return summary, slug, list(completion.notes), usage
@@ -196,7 +199,7 @@ def check_recap(summary: str, src) -> str | None:
     s = summary.strip()
     if len(s) < 20:
         return "empty or too short"
-    if not s.endswith((".", "!", ")", "`", '"')):
+    if not s.endswith((".", "!", ")", '"')):
         return "cut off"
     if BOILERPLATE.search(s) or PRONOUNS.search(s):
         return "boilerplate or first person"
