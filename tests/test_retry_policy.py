@@ -117,7 +117,13 @@ def test_a_429_with_retry_after_is_retried_after_the_server_given_delay(tmp_path
         seen.append(time.monotonic())
         if len(seen) == 1:
             return Reply.error(429, retry_after=1.5)
-        return Reply.tool({"raw_memory": "- a fact", "rollout_summary": "a recap", "rollout_slug": "recap"})
+        return Reply.tool(
+            {
+                "raw_memory": "- The user runs the tests with `make test`, not pytest.",
+                "rollout_summary": "The user asked to run the tests with `make test`, not pytest.",
+                "rollout_slug": "recap",
+            }
+        )
 
     with FakeOpenAIServer(handler=handler) as fake:
         llm = OpenAICompatLLM(fake.base_url, "fake-model", "key", metadata_lookup=False)
@@ -136,7 +142,7 @@ def test_a_429_with_retry_after_is_retried_after_the_server_given_delay(tmp_path
         def one_call():
             return llm_extract(
                 model,
-                "[user] hello",
+                "[user] Always run the tests with `make test`, not pytest.\n[assistant] Understood: `make test`.",
                 session_id=str(uuid.uuid4()),
                 watermark=-1,
                 to_seq=1,
@@ -147,7 +153,7 @@ def test_a_429_with_retry_after_is_retried_after_the_server_given_delay(tmp_path
             )
 
         state = one_call()
-    assert state.result().raw_memory == "- a fact"
+    assert "make test" in state.result().raw_memory  # a real answer, after the retry
     assert len(seen) == 2 and seen[1] - seen[0] >= 1.5, seen
     (delay,) = _awaiting_retry_delays(state.state_details.task_run_id)
     assert 1.5 <= delay <= 1.5 / JITTER_LOW * JITTER_HIGH + 0.05, delay  # the engine waited, not the predicate

@@ -25,6 +25,7 @@ import pytest
 from dsh_memory import __version__
 from dsh_memory.serve.prefect_server import free_port
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+from tests.flow_helpers import memory_reply
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -104,9 +105,7 @@ def _llm(request: dict) -> Reply:
         return Reply.tool(
             {"memory_md": "# Memory\n\n- from the wheel\n", "memory_summary_md": "v1\n- from the wheel\n"}
         )
-    return Reply.tool(
-        {"raw_memory": "- The user ships from a wheel.", "rollout_summary": "Wheel run.", "rollout_slug": "wheel-run"}
-    )
+    return memory_reply(request)  # grounded: quotes the session's first prompt
 
 
 def _completed_catch_ups(api_url: str, since: datetime) -> list[dict]:
