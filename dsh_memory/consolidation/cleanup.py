@@ -2,7 +2,7 @@
 
 The same line rules as Phase 1's post-processing (`phase1/postprocess.py`), minus grounding:
 boilerplate lines go, a line looping over its sentences keeps one copy of each, repeated content
-lines (headings excepted: every task group has its own) keep the first, and a line cut off
+lines keep the first within a task group (headings excepted; two projects may share a rule), and a line cut off
 mid-word or mid-sentence is trimmed to its last full sentence or dropped. The vocabulary that
 tells a cut word from a real one is the consolidation's input (raw memories, notes, the current
 files). Nothing is ever cut inside a line.
@@ -35,6 +35,8 @@ def clean_handbook(text: str, vocabulary_text: str) -> str:
         if line.strip().startswith("```"):
             fence = not fence
         if fence or line.strip().startswith("```") or not is_content(line) or line.strip() == "v1":
+            if line.startswith("# "):  # a new task group: the same bullet may hold in two projects
+                seen = []
             out.append(line)
             continue
         if BOILERPLATE.search(line):

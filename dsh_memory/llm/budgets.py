@@ -42,7 +42,8 @@ def phase2_settings(settings: MemorySettings, llm) -> MemorySettings:
 
 
 # A small local model decodes ~5-10 tokens/s on a laptop CPU and, given room, rambles up to the
-# grammar's string caps: bound its answers so one session (or one consolidation) takes minutes.
+# grammar's string caps: bound its answers. (Phase 1 on the local provider asks one short recap
+# step, <= 224 tokens, phase1/steps.py; its Phase 2 is a mechanical merge with no model call.)
 LOCAL_MAX_OUTPUT_TOKENS = {"phase1": 2048, "phase2": 3072}
 
 

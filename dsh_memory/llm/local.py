@@ -1,16 +1,14 @@
 """Provider "local": a GGUF model run in-process by llama.cpp (through the `cyllama` wheel).
 
 - The model file comes from `model_files.resolve_model_path` (DSH_MEMORY_MODEL_PATH, else the
-  bundled Qwen2.5-Coder-1.5B, sha256-checked). It is loaded lazily, once per file; the decoding
-  context is cached per (file, threads, context size) and reused with a cleared KV cache.
-- A forced tool call is done by grammar: the tool's JSON schema is tightened (`grammar.py`:
-  bounded strings, slug patterns) and turned into GBNF, so the output is the arguments object
-  and nothing else. It is parsed tolerantly (`parse.py`: raw newlines inside strings happen).
+  bundled, sha256-checked Qwen2.5-Coder-1.5B), loaded lazily once per file; contexts are cached
+  per (file, threads, context size) and reused with a cleared KV cache.
+- A forced tool call is done by grammar (`grammar.py`: the tool's schema tightened to GBNF), so
+  the output is the arguments object only, parsed tolerantly (`parse.py`).
+- Sampling cannot loop: repeat penalty, and a loop detector that stops and trims (`loop_start`).
 - One decode at a time per process (`_DECODE_LOCK`): two generations sharing 2 cores slow each
-  other down far more than they gain (ggml threads wait at every barrier).
-- Errors: max_tokens reached → LLMTruncatedError(partial=Completion); unparseable →
-  LLMOutputError (with `.completion`); runtime missing / model unloadable → LLMFatalError or
-  NoModelRouteError / ConfigError from model resolution.
+  other down far more than they gain. Errors: max_tokens reached → LLMTruncatedError(partial);
+  unparseable → LLMOutputError (`.completion`); runtime or model missing → LLMFatalError.
 """
 
 from __future__ import annotations
