@@ -198,3 +198,16 @@ def test_forgetting_candidates_lose_their_task_line_not_their_knowledge(tmp_path
     out = mechanical.consolidate(store, _inputs(store, memory_md=old, candidates=("old-one",)), _settings())
     assert out.retire_summaries == ["old-one"]
     assert "`make x` works." in out.memory_md and "rollout_summaries/old-one.md" not in out.memory_md
+
+
+def test_ad_hoc_notes_become_the_users_notes_first_in_the_summary(tmp_path):
+    store = MemoryStore(tmp_path)
+    store.ensure_layout()
+    rel = store.add_note("Always answer in French.\nEven in commit messages.", title="language")
+    inputs = _inputs(store)
+    inputs.note_rels = [rel]
+    out = mechanical.consolidate(store, inputs, _settings())
+    assert "# Task Group: global" in out.memory_md
+    assert "## User notes\n- Always answer in French. Even in commit messages." in out.memory_md
+    assert "created_at" not in out.memory_md
+    assert "- Always answer in French. Even in commit messages." in out.memory_summary_md

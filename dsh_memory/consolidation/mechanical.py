@@ -249,6 +249,8 @@ def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> st
 
 def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> ConsolidationOutput:
     """The mechanical merge (see the module docstring) as a ConsolidationOutput for `apply`."""
+    from dsh_memory.storage.store import parse_front_matter
+
     groups = parse_memory_md(inputs.memory_md)
     wanted = set(inputs.raw_ids)
     skills: list[dict] = []
@@ -272,7 +274,7 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
             text = store.read_text(rel)
         except Exception:  # noqa: BLE001 - a vanished note is not consumed (apply archives listed ones)
             continue
-        body = "\n".join(ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("---", "#", "title:")))
+        body = parse_front_matter(text)[1]
         if notes is not None and body.strip():
             notes.add("User notes", "- " + " ".join(body.split())[:500], rel.rsplit("/", 1)[-1])
     retired = list(inputs.candidate_slugs)
