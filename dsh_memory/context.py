@@ -9,11 +9,17 @@ the flows write *and* the root the read path serves.
         ctx.store            # MemoryStore (files under the root)
         ctx.state            # StateStore (SQLite bookkeeping), opened on first use, closed on exit
         ctx.settings, ctx.route, ctx.resolved   # values and where each came from
+
+A flow opens its context for the whole run (`with ctx.for_run():`): the tasks it calls get their
+stores through `MemoryContext.of(settings)`, which hands them that run's state store instead of
+opening another, so one run opens the state database once and closes it at its end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +32,11 @@ if TYPE_CHECKING:
     from dsh_memory.storage.store import MemoryStore
 
 
+# Contexts a flow holds open for its run, by memory root (tasks run in this process's threads).
+_RUNS: dict[Path, list[MemoryContext]] = {}
+_RUNS_LOCK = threading.Lock()
+
+
 class MemoryContext:
     """Resolved settings plus the stores of one memory root. Close it (or use `with`) to release
     the state database connections."""
@@ -34,12 +45,37 @@ class MemoryContext:
         self.resolved = resolved
         self.settings: MemorySettings = resolved.settings
         self.route: ModelRoute = resolved.route
+        self._borrowed = False
 
     @classmethod
     def of(cls, settings: MemorySettings, route: ModelRoute | None = None) -> MemoryContext:
         """A context over settings the caller already resolved (through `memory_context`, e.g.
-        `serve` handing them to the app it mounts, or a test building them by hand)."""
-        return cls(ResolvedSettings(settings, route or ModelRoute()))
+        a flow's tasks, `serve` handing them to the app it mounts, or a test). Inside a run that
+        holds its context open (`for_run`) on the same settings, the run's state store is shared:
+        closing this context then leaves it open."""
+        ctx = cls(ResolvedSettings(settings, route or ModelRoute()))
+        with _RUNS_LOCK:
+            run = next((r for r in _RUNS.get(settings.memory_root, []) if r.settings == settings), None)
+        if run is not None:
+            ctx.__dict__["state"] = run.state
+            ctx._borrowed = True
+        return ctx
+
+    @contextmanager
+    def for_run(self) -> Iterator[MemoryContext]:
+        """Hold this context open for a flow run: its tasks share its state store; closed at the end."""
+        with _RUNS_LOCK:
+            _RUNS.setdefault(self.memory_root, []).append(self)
+        try:
+            yield self
+        finally:
+            with _RUNS_LOCK:
+                runs = _RUNS.get(self.memory_root, [])
+                if self in runs:
+                    runs.remove(self)
+                if not runs:
+                    _RUNS.pop(self.memory_root, None)
+            self.close()
 
     @property
     def memory_root(self) -> Path:
@@ -65,7 +101,9 @@ class MemoryContext:
 
     def close(self) -> None:
         if "state" in self.__dict__:
-            self.__dict__.pop("state").close()
+            state = self.__dict__.pop("state")
+            if not self._borrowed:
+                state.close()
 
     def __enter__(self) -> MemoryContext:
         return self

@@ -34,6 +34,7 @@ from dsh_memory.consolidation.output import ConsolidationOutput, parse_reply
 from dsh_memory.consolidation.prompt import PROMPT_VERSION
 from dsh_memory.consolidation.report import ARTIFACT_KEY, render_markdown
 from dsh_memory.consolidation.result import Phase2ModelReport, Phase2Result
+from dsh_memory.context import MemoryContext, memory_context
 from dsh_memory.errors import LLMOutputError, NoModelRouteError
 from dsh_memory.llm.factory import PhaseModel, phase_model
 from dsh_memory.settings import MemorySettings, ModelRoute
@@ -54,15 +55,6 @@ MAX_TOKENS_CAP = 131072
 LOCK_NAME = "phase2"
 
 
-def load_settings(memory_root: str | None = None) -> tuple[MemorySettings, ModelRoute]:
-    """This flow's settings from THE memory context (saved block > environment > default);
-    `memory_root` (a flow parameter) overrides the root for this run."""
-    from dsh_memory.context import memory_context
-
-    ctx = memory_context(memory_root=memory_root)
-    return ctx.settings, ctx.route
-
-
 def next_max_tokens(current: int, cap: int = MAX_TOKENS_CAP) -> int | None:
     """The output cap for a retry after a cut-off answer, or None when already at the cap."""
     return None if current >= cap else min(cap, current * 2)
@@ -71,9 +63,16 @@ def next_max_tokens(current: int, cap: int = MAX_TOKENS_CAP) -> int | None:
 @flow(name="consolidate", flow_run_name="consolidate/check", log_prints=False)
 def consolidate_flow(force: bool = False, memory_root: str | None = None) -> Phase2Result:
     """Phase 2, single-flight. The result is also published as an artifact."""
+    # THE memory context (saved block > environment > default), held open for the run: the
+    # tasks share its state store. `memory_root` (a flow parameter) overrides the root.
+    with memory_context(memory_root=memory_root).for_run() as ctx:
+        return _phase2(ctx, force)
+
+
+def _phase2(ctx: MemoryContext, force: bool) -> Phase2Result:
     log = get_run_logger()
     started = time.monotonic()
-    settings, route = load_settings(memory_root)
+    settings, route = ctx.settings, ctx.route
     now = datetime.now(UTC)
     result = Phase2Result(
         force=force, memory_root=str(settings.memory_root), prompt_version=PROMPT_VERSION, flow_run_id=_flow_run_id()

@@ -81,8 +81,12 @@ def run_phase1(
 ) -> Phase1Result:
     """The extract flow's body, a plain function: a flow that calls it (extract-session) shows
     its tasks in its own run instead of a subflow's."""
+    with memory_context().for_run() as ctx:  # settings: saved block > environment > default
+        return _phase1(ctx, session_ids, backfill, dry_run, respect_idle)
+
+
+def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     log = get_run_logger()
-    ctx = memory_context()  # settings: saved block > environment > default
     settings, route = ctx.settings, ctx.route
     now = datetime.now(UTC)
 

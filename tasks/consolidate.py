@@ -27,11 +27,11 @@ from dsh_memory.consolidation import gate as gate_mod
 from dsh_memory.consolidation import inputs as inputs_mod
 from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply
 from dsh_memory.consolidation.prompt import MEMORY_WRITE_TOOL
+from dsh_memory.context import MemoryContext
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.serve import preflight
 from dsh_memory.settings import MemorySettings
-from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
 from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
 from dsh_memory.transcript.redact import redact
@@ -46,11 +46,9 @@ def check_gate(settings: MemorySettings, now: datetime, force: bool) -> gate_mod
 
 @task(name="phase2-gather-inputs", cache_policy=NO_CACHE)
 def gather_inputs(settings: MemorySettings, now: datetime) -> inputs_mod.Phase2Inputs:
-    store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
-    try:
+    with MemoryContext.of(settings) as ctx:
+        store, state = ctx.store, ctx.state
         inputs = inputs_mod.gather_inputs(store, state, settings, now)
-    finally:
-        state.close()
     c = inputs.counts()
     get_run_logger().info(
         "mode %s: %d/%d raw blocks, %d/%d notes, %d/%d summaries (%d forgetting candidates), %d skills, "
@@ -135,15 +133,13 @@ def apply_consolidation(
     settings: MemorySettings, inputs: inputs_mod.Phase2Inputs, output: ConsolidationOutput, now: datetime
 ) -> apply_mod.ApplyResult:
     """Write the consolidation, then record the success (pending cleared, error cleared)."""
-    store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
     log = get_run_logger()
-    try:
+    with MemoryContext.of(settings) as ctx:
+        store, state = ctx.store, ctx.state
         result = apply_mod.apply_output(store, state, inputs, output, settings, now)
         state.record_phase2_success(now, gate_mod.CONSOLIDATED)
         if inputs.raw_total > len(inputs.raw_ids):  # the input cap left blocks for the next run
             state.set_pending(True)
-    finally:
-        state.close()
     log.info(
         "wrote %s; skills +%d -%d (%d errors); retired %d summaries; archived %d raw blocks, %d notes",
         ", ".join(result.files_written) or "nothing",
@@ -161,29 +157,23 @@ def apply_consolidation(
 
 @task(name="phase2-record-outcome", cache_policy=NO_CACHE)
 def record_phase2_outcome(settings: MemorySettings, outcome: str) -> None:
-    state = StateStore(settings.memory_root)
-    try:
+    with MemoryContext.of(settings) as ctx:
+        state = ctx.state
         state.record_phase2_outcome(outcome)
-    finally:
-        state.close()
 
 
 @task(name="phase2-clear-pending", cache_policy=NO_CACHE)
 def clear_pending(settings: MemorySettings) -> None:
     """Nothing to consolidate after all (e.g. a stale pending flag): clear it, record the skip."""
-    state = StateStore(settings.memory_root)
-    try:
+    with MemoryContext.of(settings) as ctx:
+        state = ctx.state
         state.set_pending(False)
         state.record_phase2_outcome(gate_mod.SKIP_NOTHING)
-    finally:
-        state.close()
 
 
 @task(name="phase2-record-failure", cache_policy=NO_CACHE)
 def record_phase2_failure(settings: MemorySettings, error: str, now: datetime) -> None:
     """Count the failure and keep its message (raw memories, notes and the pending flag stay)."""
-    state = StateStore(settings.memory_root)
-    try:
+    with MemoryContext.of(settings) as ctx:
+        state = ctx.state
         state.record_phase2_failure(error, now)
-    finally:
-        state.close()

@@ -65,22 +65,18 @@ def plan_extractions(
 def phase2_gate(settings: MemorySettings, now: datetime, force: bool) -> GateDecision:
     """Should Phase 2 run now (the `phase2-check-gate` task)? Never creates the state database."""
     from dsh_memory.consolidation import gate
-    from dsh_memory.storage.state import StateStore
-    from dsh_memory.storage.store import MemoryStore
+    from dsh_memory.context import MemoryContext
 
-    store, state = MemoryStore(settings.memory_root), StateStore(settings.memory_root)
-    try:
-        meta = state.get_meta() if state.db_path.exists() else None  # the gate reads absent fields as unset
+    with MemoryContext.of(settings) as ctx:
+        meta = ctx.state.get_meta() if ctx.state_exists() else None  # the gate reads absent fields as unset
         return gate.decide(
             meta,
-            notes=len(store.list_notes()),
-            raw_blocks=len(store.read_raw_blocks()),
+            notes=len(ctx.store.list_notes()),
+            raw_blocks=len(ctx.store.read_raw_blocks()),
             now=now,
             cooldown_seconds=settings.phase2_cooldown_seconds,
             force=force,
         )
-    finally:
-        state.close()
 
 
 @dataclass
