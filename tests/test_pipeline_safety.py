@@ -133,6 +133,8 @@ def test_phase1_killed_mid_run_recovers_without_double_extraction(monkeypatch, t
         assert not (done_before & set(outcomes)), "a finished session was extracted twice"
         final = StateStore(root).claims()
         assert all(final[s].status == "done" for s in orphaned)
-        # One model call per session read, except the chit-chat one the no-op gate stops first.
+        # At most one model call per session read (the chit-chat one the no-op gate stops first
+        # makes none): an answer the killed run had already received is served from Prefect's
+        # persisted cache (the call runs in an eager transaction), never asked for twice.
         called = [o for o in summary.outcomes if o.outcome != "unreadable" and o.session != CHIT_CHAT]
-        assert len(fake.requests) - sent_before == len(called)
+        assert 0 < len(fake.requests) - sent_before <= len(called)
