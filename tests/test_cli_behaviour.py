@@ -63,10 +63,15 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def cli(args: list[str], env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess:
-    """`python -m dsh_memory.cli ARGS` with pipes (so: not a terminal). On timeout its whole
-    process group is killed (a server it may have started included)."""
+    """`python -m dsh_memory.cli ARGS` with pipes (so: not a terminal)."""
+    return run_argv([sys.executable, "-m", "dsh_memory.cli", *args], env, timeout, label=" ".join(args))
+
+
+def run_argv(argv: list[str], env: dict[str, str], timeout: float, label: str) -> subprocess.CompletedProcess:
+    """Run a command with pipes; on timeout its whole process group is killed (a server it may
+    have started included) and the test fails."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dsh_memory.cli", *args],
+        argv,
         cwd=str(REPO),
         env=env,
         stdout=subprocess.PIPE,
@@ -79,7 +84,7 @@ def cli(args: list[str], env: dict[str, str], timeout: float = 180) -> subproces
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"dsh-memory {' '.join(args)} did not finish in {timeout}s\n{err[-3000:]}")
+        pytest.fail(f"dsh-memory {label} did not finish in {timeout}s\n{err[-3000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

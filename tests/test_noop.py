@@ -10,8 +10,6 @@ measures).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -24,7 +22,16 @@ from dsh_memory.serve.prefect_server import free_port
 from dsh_memory.settings import SourceRoots
 from dsh_memory.storage.state import StateStore
 from tests.flow_helpers import copy_tree_aged
-from tests.test_cli_behaviour import REPO, SAMPLES, WEATHER, clean_env, cli, fake_llm, pipeline_env  # noqa: F401
+from tests.test_cli_behaviour import (  # noqa: F401
+    REPO,
+    SAMPLES,
+    WEATHER,
+    clean_env,
+    cli,
+    fake_llm,
+    pipeline_env,
+    run_argv,
+)
 
 # Runs the CLI like `python -m dsh_memory.cli`, then says on stderr whether prefect was imported.
 WRAPPER = """
@@ -38,24 +45,11 @@ main()
 
 def cli_watched(args: list[str], env: dict[str, str], timeout: float = 120) -> tuple[subprocess.CompletedProcess, bool]:
     """The CLI through WRAPPER: (result, whether prefect was imported)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WRAPPER, *args],
-        cwd=str(REPO),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"dsh-memory {' '.join(args)} did not finish in {timeout}s\n{err[-3000:]}")
+    res = run_argv([sys.executable, "-c", WRAPPER, *args], env, timeout, label=" ".join(args))
+    err = res.stderr
     marks = [line for line in err.splitlines() if line.startswith("prefect imported: ")]
     assert len(marks) == 1, err
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), marks[0].endswith("True")
+    return res, marks[0].endswith("True")
 
 
 def mark_processed(env: dict[str, str], *, but: str | None = None) -> None:
