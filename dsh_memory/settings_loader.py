@@ -15,6 +15,7 @@ validate raises ConfigError with the way to fix it. Plain pydantic values are pa
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import sys
@@ -61,6 +62,24 @@ def prefect_api_url(env: Mapping[str, str] | None = None, *, profile: bool = Fal
 
         url = get_current_settings().api.url or ""
     return url.rstrip("/") or None
+
+
+def is_loopback_url(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def prefect_auth_headers(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Auth for a protected server: PREFECT_API_AUTH_STRING (basic, self-hosted) or PREFECT_API_KEY."""
+    e = os.environ if env is None else env
+    if e.get("PREFECT_API_AUTH_STRING"):
+        token = base64.b64encode(e["PREFECT_API_AUTH_STRING"].encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+    if e.get("PREFECT_API_KEY"):
+        return {"Authorization": f"Bearer {e['PREFECT_API_KEY']}"}
+    return {}
 
 
 def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = True) -> ResolvedSettings:
@@ -156,8 +175,6 @@ def _saved_block_slugs(url: str) -> set[str] | None:
     Prefect's client). Raises httpx.ConnectError / ConnectTimeout when nothing answers."""
     import httpx
 
-    from dsh_memory.hooks.events import _is_loopback_url, prefect_auth_headers
-
     body = {
         "block_types": {"slug": {"any_": list(BLOCK_SLUGS)}},
         "block_documents": {"name": {"any_": [BLOCK_NAME]}, "is_anonymous": {"eq_": False}},
@@ -166,7 +183,7 @@ def _saved_block_slugs(url: str) -> set[str] | None:
     }
     try:
         # proxies from the environment apply to remote servers only, never to loopback
-        with httpx.Client(timeout=10, trust_env=not _is_loopback_url(url)) as client:
+        with httpx.Client(timeout=10, trust_env=not is_loopback_url(url)) as client:
             resp = client.post(f"{url}/block_documents/filter", json=body, headers=prefect_auth_headers())
     except (httpx.ConnectError, httpx.ConnectTimeout):
         raise

@@ -118,3 +118,40 @@ def test_a_limit_the_server_refuses_is_disabled_with_a_warning(caplog):
     assert record.levelno == logging.WARNING
     message = record.getMessage()
     assert "disabled" in message and url in message and "403" in message, message
+
+
+def test_the_limit_client_authenticates_like_every_other_prefect_client(monkeypatch):
+    """Every lease request carries the configured auth (PREFECT_API_AUTH_STRING → Basic)."""
+    import base64
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from dsh_memory.llm.limit import GlobalLimit
+
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append(self.headers.get("Authorization"))
+            body = b'{"lease_id": "lease-1"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    monkeypatch.setenv("PREFECT_API_AUTH_STRING", "admin:s3cret")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        limit = GlobalLimit(f"http://127.0.0.1:{server.server_address[1]}/api")
+        with limit.slot():
+            pass
+        limit.close()
+    finally:
+        server.shutdown()
+    expected = "Basic " + base64.b64encode(b"admin:s3cret").decode()
+    assert seen and all(h == expected for h in seen), seen

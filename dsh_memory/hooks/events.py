@@ -11,14 +11,13 @@ deployment trigger keyed on `for_each: [prefect.resource.id]` debounces it per s
 
 from __future__ import annotations
 
-import base64
-import os
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.hooks.payloads import TurnEnd
+from dsh_memory.settings_loader import is_loopback_url, prefect_auth_headers
 
 EVENT_NAME = "dsh.turn.ended"
 RESOURCE_PREFIX = "dsh.session."
@@ -60,24 +59,6 @@ def build_event(
     }
 
 
-def prefect_auth_headers(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Auth for a protected server: PREFECT_API_AUTH_STRING (basic, self-hosted) or PREFECT_API_KEY."""
-    e = os.environ if env is None else env
-    if e.get("PREFECT_API_AUTH_STRING"):
-        token = base64.b64encode(e["PREFECT_API_AUTH_STRING"].encode()).decode()
-        return {"Authorization": f"Basic {token}"}
-    if e.get("PREFECT_API_KEY"):
-        return {"Authorization": f"Bearer {e['PREFECT_API_KEY']}"}
-    return {}
-
-
-def _is_loopback_url(url: str) -> bool:
-    from urllib.parse import urlsplit
-
-    host = (urlsplit(url).hostname or "").lower()
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
 def emit_turn_end(
     turn: TurnEnd,
     api_url: str,
@@ -97,7 +78,7 @@ def emit_turn_end(
             resp = client.post(url, json=[event], headers=hdrs, timeout=timeout)
         else:
             # proxies from the environment apply to remote servers only, never to loopback
-            with httpx.Client(timeout=timeout, trust_env=not _is_loopback_url(url)) as c:
+            with httpx.Client(timeout=timeout, trust_env=not is_loopback_url(url)) as c:
                 resp = c.post(url, json=[event], headers=hdrs)
     except httpx.HTTPError as exc:
         raise EmitError(f"could not reach the Prefect API at {api_url}: {type(exc).__name__}") from None

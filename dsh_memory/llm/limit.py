@@ -43,7 +43,10 @@ class GlobalLimit:
         self.lease_seconds = lease_seconds
         self.max_wait_seconds = max_wait_seconds
         self.poll_seconds = poll_seconds
-        self._http = httpx.Client(base_url=api_url.rstrip("/"), timeout=30.0)
+        from dsh_memory.settings_loader import prefect_auth_headers
+
+        # Auth like every other Prefect client here (PREFECT_API_AUTH_STRING / PREFECT_API_KEY).
+        self._http = httpx.Client(base_url=api_url.rstrip("/"), timeout=30.0, headers=prefect_auth_headers())
         self._local = threading.local()
         self._leases: set[str] = set()
         self._lock = threading.Lock()
