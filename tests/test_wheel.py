@@ -119,6 +119,16 @@ def _completed_catch_ups(api_url: str, since: datetime) -> list[dict]:
     return r.json()
 
 
+def _catch_up_states(api_url: str, since: datetime) -> str:
+    """Every catch-up run since `since` with its state (for a failure message)."""
+    body = {
+        "flows": {"name": {"any_": ["catch-up"]}},
+        "flow_runs": {"expected_start_time": {"after_": since.isoformat()}},
+    }
+    runs = httpx.post(f"{api_url}/flow_runs/filter", json=body, timeout=10).json()
+    return "\ncatch-up runs: " + ", ".join(f"{r['name']}={r['state']['type']}" for r in runs)
+
+
 def test_serve_from_the_wheel_finds_its_deployments_and_runs_a_catch_up(wheel_venv, prefect_api, tmp_path):
     # The sample sessions bundled in the wheel, ended an hour ago (idle, ready to extract).
     samples = wheel_venv.glob("lib/python*/site-packages/dsh_memory/samples/dsh")
@@ -143,6 +153,7 @@ def test_serve_from_the_wheel_finds_its_deployments_and_runs_a_catch_up(wheel_ve
             DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
             PREFECT_API_URL=prefect_api,
             PREFECT_RUNNER_POLL_FREQUENCY="2",
+            DSH_MEMORY_IGNORE_BLOCKS="1",  # the shared test server may hold other tests' blocks
         )
         log_path = tmp_path / "serve.log"
         with open(log_path, "w") as log:
@@ -163,7 +174,7 @@ def test_serve_from_the_wheel_finds_its_deployments_and_runs_a_catch_up(wheel_ve
             text = log_path.read_text()
             assert proc.poll() is None, "serve exited: " + text[-3000:]
             assert "serving 3 deployments" in text, text[-3000:]
-            assert _completed_catch_ups(prefect_api, since), text[-3000:]
+            assert _completed_catch_ups(prefect_api, since), text[-3000:] + _catch_up_states(prefect_api, since)
             assert list((root / "rollout_summaries").glob("*.md")), text[-3000:]
         finally:
             proc.send_signal(signal.SIGTERM)
