@@ -129,7 +129,18 @@ def _catch_up_states(api_url: str, since: datetime) -> str:
     return "\ncatch-up runs: " + ", ".join(f"{r['name']}={r['state']['type']}" for r in runs)
 
 
-def test_serve_from_the_wheel_finds_its_deployments_and_runs_a_catch_up(wheel_venv, prefect_api, tmp_path):
+@pytest.fixture(scope="module")
+def own_prefect(tmp_path_factory):
+    """A Prefect server of this test's own: on the suite's shared server, other tests' triggers
+    and deployments of the same names would run flows in this stack (and throttle its boot)."""
+    from dsh_memory.serve.prefect_server import PrefectServer
+
+    with PrefectServer(tmp_path_factory.mktemp("wheel-prefect")) as server:
+        yield server.api_url
+
+
+def test_serve_from_the_wheel_finds_its_deployments_and_runs_a_catch_up(wheel_venv, own_prefect, tmp_path):
+    prefect_api = own_prefect
     # The sample sessions bundled in the wheel, ended an hour ago (idle, ready to extract).
     samples = wheel_venv.glob("lib/python*/site-packages/dsh_memory/samples/dsh")
     dsh_home = tmp_path / "dsh"
