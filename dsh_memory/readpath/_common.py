@@ -144,10 +144,8 @@ def _visible_files(base: str, rel_base: str, recursive: bool) -> Iterator[tuple[
 CORPUS_ORDER = "MEMORY.md, memory_summary.md, rollout_summaries/*.md, skills/**, extensions/ad_hoc/notes/**"
 
 
-def corpus(store: Any) -> Iterator[tuple[str, str, os.stat_result]]:
-    """The searchable memory, in this order: MEMORY.md, memory_summary.md, active rollout
-    summaries, skills/**, ad hoc notes (by name within each). Never .state, .retired, raw memories."""
-    root = str(root_of(store))
+def top_files(root: str) -> Iterator[tuple[str, str, os.stat_result]]:
+    """MEMORY.md and memory_summary.md at the root, when they are regular files (never a link)."""
     for name in ("MEMORY.md", "memory_summary.md"):
         p = os.path.join(root, name)
         try:
@@ -156,6 +154,13 @@ def corpus(store: Any) -> Iterator[tuple[str, str, os.stat_result]]:
             continue
         if stat_mod.S_ISREG(st.st_mode):
             yield name, p, st
+
+
+def corpus(store: Any) -> Iterator[tuple[str, str, os.stat_result]]:
+    """The searchable memory, in this order: MEMORY.md, memory_summary.md, active rollout
+    summaries, skills/**, ad hoc notes (by name within each). Never .state, .retired, raw memories."""
+    root = str(root_of(store))
+    yield from top_files(root)
     for rel, p, st in _visible_files(os.path.join(root, ROLLOUT_DIR), ROLLOUT_DIR, False):
         if rel.endswith(".md"):
             yield rel, p, st

@@ -13,13 +13,12 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-import stat as stat_mod
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from dsh_memory.readpath._common import ROLLOUT_DIR, corpus, read_text, rel_of, root_of
+from dsh_memory.readpath._common import ROLLOUT_DIR, corpus, read_text, rel_of, root_of, top_files
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
@@ -125,15 +124,7 @@ def _listing(store: Any) -> dict[str, tuple[str, int]]:
     """The corpus (`_common.corpus`: same files, same rules) as {rel: (path, inode)}, read from
     the directory entries alone (no stat per file)."""
     root = str(root_of(store))
-    out: dict[str, tuple[str, int]] = {}
-    for name in ("MEMORY.md", "memory_summary.md"):
-        p = os.path.join(root, name)
-        try:
-            st = os.lstat(p)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if stat_mod.S_ISREG(st.st_mode):
-            out[name] = (p, st.st_ino)
+    out: dict[str, tuple[str, int]] = {name: (p, st.st_ino) for name, p, st in top_files(root)}
 
     def walk(base: str, rel_base: str, recursive: bool, md_only: bool) -> None:
         try:
