@@ -20,14 +20,15 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from dsh_memory.cli import app as cli_app
-from dsh_memory.hooks.events import EVENT_NAME, build_event, emit_turn_end
+from dsh_memory.hooks.events import EVENT_NAME, build_event, post_events
+from dsh_memory.hooks.forwarder import TurnEndForwarder
 from dsh_memory.hooks.payloads import (
     MAX_BODY_BYTES,
     PayloadError,
     parse_json,
     parse_turn_end,
 )
-from dsh_memory.hooks.receiver import HOOK_PATH, NO_SERVER, EventSender, create_receiver_app
+from dsh_memory.hooks.receiver import HOOK_PATH, NO_SERVER, create_receiver_app
 from dsh_memory.serve.http_app import create_app
 from dsh_memory.settings import MemorySettings, SourceRoots
 
@@ -57,6 +58,8 @@ def hook_env(monkeypatch):
 class Recorder:
     def __init__(self):
         self.batches: list[list[dict]] = []
+        self.fail_next = 0  # answer this many POSTs with 500 (a Prefect API in trouble)
+        self.refused: list[list[dict]] = []
 
     @property
     def events(self) -> list[dict]:
@@ -64,7 +67,12 @@ class Recorder:
 
     def app(self) -> Starlette:
         async def events(request: Request) -> Response:
-            self.batches.append(json.loads(await request.body()))
+            body = json.loads(await request.body())
+            if self.fail_next > 0:
+                self.fail_next -= 1
+                self.refused.append(body)
+                return Response("database is locked", status_code=500)
+            self.batches.append(body)
             return Response(status_code=204)
 
         return Starlette(routes=[Route("/api/events", events, methods=["POST"])])
@@ -276,7 +284,7 @@ def test_route_answers_every_fixture(name, corpus, fake_prefect):
             content=(corpus.dir / "webhooks" / name).read_bytes(),
             headers={"Content-Type": "application/json"},
         )
-    assert app.state.turn_end.sender.flush(10)
+    assert app.state.turn_end.forwarder.flush(10)
     if not exp["valid"]:
         assert r.status_code == (413 if "bytes" in exp else 400), r.text
         assert r.json().get("accepted", False) is False and r.json()["error"]["message"]
@@ -343,7 +351,7 @@ def test_create_app_mounts_the_receiver_behind_its_guard(hook_env, tmp_path, fix
     assert [e["payload"]["seq"] for e in fake_prefect.events] == [49]
 
 
-def test_delivery_failure_is_logged_and_the_server_keeps_answering(fixtures_dir, caplog):
+def test_delivery_failure_is_logged_retried_and_never_reported_as_dropped(fixtures_dir, caplog):
     dead = f"http://127.0.0.1:{_free_port()}/api"  # nothing listens there
     app = create_receiver_app(roots=ROOTS, api_url=dead, secret=None)
     body = (fixtures_dir / "webhooks/codex-notify.json").read_bytes()
@@ -351,27 +359,107 @@ def test_delivery_failure_is_logged_and_the_server_keeps_answering(fixtures_dir,
         for _ in range(2):
             r = c.post(HOOK_PATH, content=body, headers={"Content-Type": "application/json"})
             assert r.status_code == 202 and r.json()["triggered"] is True
-        sender = app.state.turn_end.sender
-        assert sender.flush(20)
-        assert (sender.sent, sender.failed) == (0, 2) and "could not reach" in sender.last_error
+        fwd = app.state.turn_end.forwarder
+        assert fwd.flush(2) is False  # not delivered: still pending, not dropped
+        st = fwd.stats()
+        assert st["failed_posts"] >= 1 and st["forwarded"] == 0 and "could not reach" in st["last_error"]
+        assert (st["pending"], st["replaced"]) == (1, 1)  # the second turn end replaced the first
         assert c.post(HOOK_PATH, content=body, headers={"Content-Type": "application/json"}).status_code == 202
-    assert "not delivered" in caplog.text
+        fwd.close_timeout = 1
+    assert "will retry" in caplog.text
+    assert "not forwarded at shutdown" in caplog.text  # the app's shutdown says what it left behind
 
 
-def test_full_queue_drops_without_blocking(fixtures_dir, fake_prefect):
-    turn = parse_turn_end((fixtures_dir / "webhooks/codex-notify.json").read_bytes(), roots=ROOTS)
+def _turn(fixtures_dir, session_id: str, seq: int):
+    body = json.loads((fixtures_dir / "webhooks/dsh-turn-end.json").read_bytes())
+    body.update(sessionId=session_id, seq=seq)
+    body["header"]["id"] = session_id
+    body.pop("transcriptPath")
+    return body
+
+
+def test_a_storm_forwards_every_sessions_last_turn_end_in_few_posts(fixtures_dir, fake_prefect):
+    """1,000 turn ends for 50 sessions as fast as the route takes them: every session's LAST
+    turn end reaches Prefect, in batches (the old one-event-per-POST queue of 256 dropped most)."""
+    sessions = [f"0a0b0c0d-0000-4000-8000-{i:012d}" for i in range(50)]
+    app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=None)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        for seq in range(20):
+            for sid in sessions:
+                r = c.post(HOOK_PATH, json=_turn(fixtures_dir, sid, seq))
+                assert r.status_code == 202 and r.json()["triggered"] is True, r.text
+        fwd = app.state.turn_end.forwarder
+        assert fwd.flush(20)
+        st = fwd.stats()
+    assert (st["received"], st["refused"], st["pending"]) == (1000, 0, 0)
+    last = {}
+    for ev in fake_prefect.events:  # in the order they were posted
+        last[ev["payload"]["session_id"]] = ev["payload"]["seq"]
+    assert last == {sid: 19 for sid in sessions}
+    assert st["forwarded"] == len(fake_prefect.events) < 1000
+    assert st["posts"] == len(fake_prefect.batches) <= 300  # batches, not one POST per turn end
+
+
+def test_a_failed_post_is_retried_with_the_same_event_ids(fixtures_dir, fake_prefect, caplog):
+    fake_prefect.fail_next = 2
+    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, backoff_max_seconds=0.2)
+    turn = parse_turn_end(
+        json.dumps(_turn(fixtures_dir, "0a0b0c0d-0000-4000-8000-000000000001", 7)).encode(), roots=ROOTS
+    )
+    assert fwd.submit(turn)
+    assert fwd.flush(10), fwd.stats()
+    assert fwd.close(5)
+    [event] = fake_prefect.events
+    assert [b[0]["id"] for b in fake_prefect.refused] == [event["id"], event["id"]]
+    assert (fwd.failed_posts, fwd.posts, fwd.forwarded) == (2, 1, 1)
+    assert "HTTP 500" in caplog.text and "will retry" in caplog.text
+
+
+def test_over_capacity_is_a_clear_503_never_a_silent_drop(fixtures_dir, fake_prefect):
     gate = threading.Event()
 
-    def slow_emit(t, url, timeout):  # a Prefect API that hangs: the queue must stay bounded
+    def hanging_post(events, api_url, **kw):  # a Prefect API that hangs: pending must stay bounded
         gate.wait(10)
-        return emit_turn_end(t, url, timeout=timeout)
+        return post_events(events, api_url, **kw)
 
-    sender = EventSender(fake_prefect.api_url, maxsize=2, emit=slow_emit)
-    results = [sender.submit(turn) for _ in range(6)]
-    assert results.count(False) >= 3 and sender.dropped == results.count(False)
-    gate.set()
-    assert sender.flush(10)
-    assert sender.sent == results.count(True) == len(fake_prefect.events)
+    fwd = TurnEndForwarder(fake_prefect.api_url, max_pending=2, interval_seconds=0.05, post=hanging_post)
+    app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=None, forwarder=fwd)
+    ids = [f"0a0b0c0d-0000-4000-8000-{i:012d}" for i in range(5)]
+    with TestClient(app, base_url=BASE) as c:
+        first = c.post(HOOK_PATH, json=_turn(fixtures_dir, ids[0], 1))
+        assert first.status_code == 202
+        deadline = time.monotonic() + 5
+        while fwd.stats()["pending"] != 1 or fwd._pending:  # taken into the (hanging) POST
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        codes = [c.post(HOOK_PATH, json=_turn(fixtures_dir, sid, 1)).status_code for sid in ids[1:]]
+        assert codes == [202, 202, 503, 503]
+        over = c.post(HOOK_PATH, json=_turn(fixtures_dir, ids[4], 2))
+        assert over.status_code == 503 and int(over.headers["Retry-After"]) >= 1
+        assert over.json()["error"]["type"] == "Overloaded" and "send it again" in over.json()["error"]["message"]
+        again = c.post(HOOK_PATH, json=_turn(fixtures_dir, ids[1], 2))  # a waiting session: replaced
+        assert again.status_code == 202
+        gate.set()
+        assert fwd.flush(10)
+    last = {e["payload"]["session_id"]: e["payload"]["seq"] for e in fake_prefect.events}
+    assert last == {ids[0]: 1, ids[1]: 2, ids[2]: 1}
+    assert fwd.refused == 3
+
+
+def test_shutdown_forwards_what_is_pending(fixtures_dir, fake_prefect):
+    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=30)  # no cadence tick before the end
+    app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=None, forwarder=fwd)
+    with TestClient(app, base_url=BASE) as c:
+        for seq in range(3):
+            assert (
+                c.post(HOOK_PATH, json=_turn(fixtures_dir, "0a0b0c0d-0000-4000-8000-000000000009", seq)).status_code
+                == 202
+            )
+        assert fake_prefect.events == []
+    assert [e["payload"]["seq"] for e in fake_prefect.events] == [2]  # the app's shutdown forwarded it
+    assert not fwd.submit(
+        parse_turn_end(json.dumps(_turn(fixtures_dir, "0a0b0c0d-0000-4000-8000-000000000009", 3)).encode(), roots=ROOTS)
+    )
 
 
 # ------------------------------------------------------------- notify
@@ -387,7 +475,7 @@ def test_notify_argv_codex_through_a_real_receiver(hook_env, fixtures_dir, fake_
     with serve(app) as url:
         r = _notify(["--kind", "codex", "--url", url + HOOK_PATH, payload], env={"DSH_MEMORY_HOOK_SECRET": "k"})
         assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""
-        assert app.state.turn_end.sender.flush(10)
+        assert app.state.turn_end.forwarder.flush(10)
         [event] = fake_prefect.events
         assert event["payload"] == {
             "session_id": "01a13b2f-6147-7112-94d6-9f81b6dffce8",
@@ -397,7 +485,7 @@ def test_notify_argv_codex_through_a_real_receiver(hook_env, fixtures_dir, fake_
             "source": "codex",
         }
         r = _notify(["--kind", "codex", "--url", url + HOOK_PATH, payload], env={"DSH_MEMORY_HOOK_SECRET": "bad"})
-        assert r.exit_code == 0 and "HTTP 401" in r.stderr
+        assert r.exit_code == 1 and "HTTP 401" in r.stderr and "attempt" not in r.stderr  # refused: no retry
 
 
 def test_notify_stdin_claude_direct(hook_env, fixtures_dir, fake_prefect):
@@ -407,35 +495,76 @@ def test_notify_stdin_claude_direct(hook_env, fixtures_dir, fake_prefect):
     [event] = fake_prefect.events
     assert event["resource"]["dsh.source"] == "claude"
     r = _notify(["--direct"], input=stdin)  # no PREFECT_API_URL anywhere
-    assert r.exit_code == 0 and "PREFECT_API_URL" in r.stderr and len(fake_prefect.events) == 1
+    assert r.exit_code == 1 and "PREFECT_API_URL" in r.stderr and len(fake_prefect.events) == 1
 
 
 @pytest.mark.parametrize(
-    "name, args, needle",
+    "name, args, code, needle",
     [
-        ("claude-stop-hook-active.json", ["--kind", "claude"], "loop guard"),
-        ("bad-claude-path-traversal.json", ["--kind", "claude"], "payload refused (400)"),
-        ("bad-deeply-nested.json", [], "payload refused (400)"),
-        ("bad-huge-body.json", [], "payload refused (413)"),
-        ("bad-empty.json", [], "empty body"),
-        ("codex-notify.json", ["--kind", "claude"], "payload refused (400)"),
-        ("dsh-turn-end.json", ["--kind", "cursor"], "unknown --kind"),
+        ("claude-stop-hook-active.json", ["--kind", "claude"], 0, "loop guard"),  # deliberately ignored
+        ("bad-claude-path-traversal.json", ["--kind", "claude"], 1, "payload refused (400)"),
+        ("bad-deeply-nested.json", [], 1, "payload refused (400)"),
+        ("bad-huge-body.json", [], 1, "payload refused (413)"),
+        ("bad-empty.json", [], 1, "empty body"),
+        ("codex-notify.json", ["--kind", "claude"], 1, "payload refused (400)"),
+        ("dsh-turn-end.json", ["--kind", "cursor"], 1, "unknown --kind"),
     ],
 )
-def test_notify_never_fails_the_agent(name, args, needle, hook_env, fixtures_dir, fake_prefect):
+def test_notify_never_steers_the_agent(name, args, code, needle, hook_env, fixtures_dir, fake_prefect):
+    """Exit 0 (ignored) or 1 (refused), never 2, never stdout: a Claude Code Stop hook reads those
+    as "keep going"."""
     stdin = (fixtures_dir / "webhooks" / name).read_bytes()
     r = _notify([*args, "--direct", "--api-url", fake_prefect.api_url], input=stdin)
-    assert r.exit_code == 0 and r.stdout == "" and needle in r.stderr
+    assert r.exit_code == code and r.stdout == "" and needle in r.stderr
     assert fake_prefect.events == []
 
 
-def test_notify_unreachable_receiver_is_quick_and_exits_0(hook_env, fixtures_dir):
+def test_notify_unreachable_receiver_retries_then_exits_1(hook_env, fixtures_dir):
     payload = (fixtures_dir / "webhooks/dsh-turn-end.json").read_text()
     t0 = time.monotonic()
     r = _notify(["--url", f"http://127.0.0.1:{_free_port()}{HOOK_PATH}", payload])
-    assert r.exit_code == 0 and "unreachable" in r.stderr
-    assert time.monotonic() - t0 < 5
-    assert _notify(["--quiet", "--url", f"http://127.0.0.1:{_free_port()}{HOOK_PATH}", payload]).stderr == ""
+    assert r.exit_code == 1 and "unreachable" in r.stderr and "attempts)" in r.stderr
+    assert time.monotonic() - t0 < 5  # within --timeout (3 s)
+    quiet = _notify(["--quiet", "--url", f"http://127.0.0.1:{_free_port()}{HOOK_PATH}", payload])
+    assert (quiet.exit_code, quiet.stderr) == (1, "")
+
+
+def test_notify_direct_retries_a_failing_prefect_api(hook_env, fixtures_dir, fake_prefect):
+    fake_prefect.fail_next = 1
+    stdin = (fixtures_dir / "webhooks/claude-stop.json").read_bytes()
+    r = _notify(["--kind", "claude", "--direct", "--api-url", fake_prefect.api_url], input=stdin)
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert len(fake_prefect.refused) == 1 and len(fake_prefect.events) == 1
+    assert fake_prefect.refused[0][0]["id"] == fake_prefect.events[0]["id"]  # the same event, sent again
+
+
+def test_notify_waits_out_a_receiver_at_capacity(hook_env, fixtures_dir, fake_prefect):
+    """A receiver answering 503 (its pending sessions at the bound) is retried until it takes
+    the turn end: the hook neither drops it nor reports a success it did not get."""
+    gate = threading.Event()
+
+    def hanging_post(events, api_url, **kw):
+        gate.wait(10)
+        return post_events(events, api_url, **kw)
+
+    fwd = TurnEndForwarder(fake_prefect.api_url, max_pending=1, interval_seconds=0.05, post=hanging_post)
+    app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=None, forwarder=fwd)
+    with serve(app) as url:
+        ids = ["0a0b0c0d-0000-4000-8000-000000000001", "0a0b0c0d-0000-4000-8000-000000000002"]
+        assert httpx.post(url + HOOK_PATH, json=_turn(fixtures_dir, ids[0], 1)).status_code == 202
+        deadline = time.monotonic() + 5
+        while fwd._pending:  # taken into the hanging POST
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert (
+            httpx.post(url + HOOK_PATH, json=_turn(fixtures_dir, "0a0b0c0d-0000-4000-8000-000000000003", 1)).status_code
+            == 202
+        )
+        threading.Timer(0.6, gate.set).start()  # capacity frees up while notify retries
+        r = _notify(["--kind", "dsh", "--url", url + HOOK_PATH, json.dumps(_turn(fixtures_dir, ids[1], 5))])
+        assert (r.exit_code, r.stderr) == (0, "")
+        assert fwd.flush(10)
+    assert {e["payload"]["session_id"]: e["payload"]["seq"] for e in fake_prefect.events}[ids[1]] == 5
 
 
 # ------------------------------------------------------------- the real Prefect server
@@ -451,7 +580,7 @@ def test_event_arrives_on_a_real_prefect_server(prefect_api, hook_env, fixtures_
     with TestClient(app, base_url=BASE) as c:
         r = c.post(HOOK_PATH, content=dsh, headers={"Content-Type": "application/json"})
     assert r.status_code == 202 and r.json()["triggered"] is True
-    sender = app.state.turn_end.sender
+    sender = app.state.turn_end.forwarder
     assert sender.flush(20) and (sender.sent, sender.failed) == (1, 0), sender.last_error
     codex = (fixtures_dir / "webhooks/codex-notify.json").read_text()
     assert _notify(["--direct", codex]).exit_code == 0

@@ -4,19 +4,31 @@ the DSH plugin / hook bridge).
 It reads the payload from its last argument (Codex) or stdin (Claude Code, DSH bridge),
 validates it with the receiver's own code, and delivers it to the local receiver (the running
 `dsh-memory serve`'s, found through its state file, else `dsh-memory http` on the default port)
-or straight to the Prefect API (`--direct`; the stack's when PREFECT_API_URL is unset). It always exits 0 and prints
-nothing on stdout (a Claude Code Stop hook reads stdout/exit 2 as "keep going"): a hook must
-never block or steer the agent. Reasons go to stderr. It never imports prefect.
+or straight to the Prefect API (`--direct`; the stack's when PREFECT_API_URL is unset).
+
+Delivery is synchronous and retried with backoff (connection errors, timeouts, 5xx, a 503 from
+a receiver at capacity) within `--timeout` seconds in all. Exit 0: delivered (the receiver's 202
+means "will be forwarded"), or deliberately not triggered (a subagent turn, the loop guard).
+Exit 1: refused or not delivered — the reason on stderr. Never exit 2 and never anything on
+stdout (a Claude Code Stop hook reads those as "keep going"): a hook must not steer the agent;
+exit 1 is a non-blocking error for Claude Code and ignored by Codex. It never imports prefect.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Callable
 
 import typer
 
 DEFAULT_URL = "http://127.0.0.1:8765/hooks/turn-end"
+RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)  # between attempts, while the --timeout budget lasts
+
+
+class _Retry(Exception):
+    """A transient delivery failure: worth another attempt."""
 
 
 def _say(message: str, quiet: bool) -> None:
@@ -42,35 +54,61 @@ def notify_once(
     direct: bool = False,
     api_url: str | None = None,
     timeout: float = 3.0,
-) -> tuple[bool, str]:
-    """Validate and deliver one payload. Returns (delivered, message); never raises."""
+) -> tuple[bool | None, str]:
+    """Validate and deliver one payload. Returns (delivered, message): True delivered, None
+    deliberately not triggered, False refused or not delivered. Never raises."""
     try:
-        from dsh_memory.hooks.payloads import MAX_BODY_BYTES, PayloadError, parse_turn_end
+        from dsh_memory.hooks.payloads import PayloadError, parse_turn_end
 
         try:
             turn = parse_turn_end(raw, kind=kind)
         except PayloadError as exc:
             return False, f"payload refused ({exc.status}): {exc}"
         if not turn.should_trigger:
-            return False, f"not triggering for session {turn.session_id or '?'}: {turn.why_not}"
+            return None, f"not triggering for session {turn.session_id or '?'}: {turn.why_not}"
         if direct:
-            from dsh_memory.hooks.events import EmitError, emit_turn_end
             from dsh_memory.settings_loader import prefect_api_url
 
             target = (api_url or prefect_api_url() or "").rstrip("/")
             if not target:
                 return False, "--direct needs PREFECT_API_URL (or --api-url); nothing sent"
-            try:
-                emit_turn_end(turn, target, timeout=timeout)
-            except EmitError as exc:
-                return False, str(exc)
-            return True, f"event sent to {target} for session {turn.session_id}"
-        return _post_to_receiver(raw, turn.kind, url, timeout, MAX_BODY_BYTES)
+            from dsh_memory.hooks.events import build_event
+
+            event = build_event(turn)  # built once: a retry re-sends the same event id
+            return _with_retries(lambda left: _emit_direct(event, target, left), timeout)
+        return _with_retries(lambda left: _post_to_receiver(raw, turn.kind, url, left), timeout)
     except Exception as exc:  # a hook must never fail the agent
         return False, f"unexpected error: {type(exc).__name__}: {exc}"
 
 
-def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float, max_bytes: int) -> tuple[bool, str]:
+def _with_retries(attempt: Callable[[float], tuple[bool, str]], budget: float) -> tuple[bool, str]:
+    """`attempt(seconds left)` until it succeeds, fails for good, or the budget is spent; a
+    transient failure (`_Retry`) waits RETRY_DELAYS between attempts."""
+    deadline = time.monotonic() + budget
+    tries = 0
+    while True:
+        tries += 1
+        left = deadline - time.monotonic()
+        try:
+            return attempt(max(0.1, left))
+        except _Retry as exc:
+            delay = RETRY_DELAYS[min(tries - 1, len(RETRY_DELAYS) - 1)]
+            if time.monotonic() + delay >= deadline:
+                return False, f"{exc} (after {tries} attempt{'s' if tries > 1 else ''})"
+            time.sleep(delay)
+
+
+def _emit_direct(event: dict, target: str, timeout: float) -> tuple[bool, str]:
+    from dsh_memory.hooks.events import EmitError, post_events
+
+    try:
+        post_events([event], target, timeout=timeout)
+    except EmitError as exc:
+        raise _Retry(str(exc)) from None
+    return True, f"event sent to {target} for session {event['payload']['session_id']}"
+
+
+def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float) -> tuple[bool, str]:
     import httpx
 
     from dsh_memory.hooks.payloads import SECRET_ENV, SECRET_HEADER
@@ -82,20 +120,22 @@ def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float, max_bytes
         with httpx.Client(timeout=timeout, trust_env=False) as client:
             resp = client.post(url, params={"kind": kind}, content=raw, headers=headers)
     except httpx.HTTPError as exc:
-        return (
-            False,
-            f"receiver at {url} unreachable ({type(exc).__name__}); is `dsh-memory serve` (or `dsh-memory http`) running?",
-        )
+        raise _Retry(
+            f"receiver at {url} unreachable ({type(exc).__name__}); is `dsh-memory serve` (or `dsh-memory http`) running?"
+        ) from None
     try:
         body = resp.json()
     except ValueError:
         body = {}
     if resp.status_code != 202:
         msg = (body.get("error") or {}).get("message") if isinstance(body, dict) else None
-        return False, f"receiver answered HTTP {resp.status_code}: {msg or resp.text[:200]}"
+        message = f"receiver answered HTTP {resp.status_code}: {msg or resp.text[:200]}"
+        if resp.status_code >= 500:  # 503 at capacity, or a server error: worth another try
+            raise _Retry(message)
+        return False, message
     if not body.get("triggered"):
         return False, f"receiver accepted but did not trigger: {body.get('reason', '?')}"
-    return True, f"receiver queued the event for session {body.get('session_id')}"
+    return True, f"receiver will forward the event for session {body.get('session_id')}"
 
 
 def register(app: typer.Typer) -> None:
@@ -114,24 +154,27 @@ def register(app: typer.Typer) -> None:
             False, "--direct", help="Post the Prefect event straight to PREFECT_API_URL instead of the receiver"
         ),
         api_url: str | None = typer.Option(None, "--api-url", help="Prefect API URL for --direct"),
-        timeout: float = typer.Option(3.0, "--timeout", min=0.1, max=60, help="Delivery timeout in seconds"),
+        timeout: float = typer.Option(3.0, "--timeout", min=0.1, max=60, help="Seconds for delivery, retries included"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing, even on failure"),
     ) -> None:
-        """Report a finished agent turn (hook entry point). Always exits 0; reasons go to stderr."""
+        """Report a finished agent turn (hook entry point). Exit 0 delivered or deliberately
+        ignored, 1 refused or not delivered (retried first); reasons go to stderr."""
         if kind not in ("auto", "dsh", "codex", "claude"):
             _say(f"unknown --kind {kind!r}; one of: dsh, codex, claude, auto", quiet)
-            return
+            raise typer.Exit(1)
         from dsh_memory.hooks.payloads import MAX_BODY_BYTES
 
         try:
             raw = _read_payload(payload, MAX_BODY_BYTES)
         except (OSError, ValueError) as exc:
             _say(f"could not read the payload: {exc}", quiet)
-            return
+            raise typer.Exit(1) from None
         if url is None:
             from dsh_memory.serve.stack_state import running_stack
 
             stack = running_stack()
             url = stack.hook_url if stack is not None else DEFAULT_URL
         ok, message = notify_once(raw, kind=kind, url=url, direct=direct, api_url=api_url, timeout=timeout)
-        _say(message, quiet or ok)
+        _say(message, quiet or ok is True)
+        if ok is False:
+            raise typer.Exit(1)

@@ -1,8 +1,8 @@
 """The Prefect event a turn end becomes: `dsh.turn.ended` on resource `dsh.session.<id>`.
 
-Delivered with one plain HTTP call, `POST {PREFECT_API_URL}/events` with a JSON list (the
-self-hosted server's events endpoint; webhooks are Prefect Cloud only), so the CLI hook path
-never imports prefect. `emit_with_client` is the alternative through `prefect.events.emit_event`
+Delivered with plain HTTP, `POST {PREFECT_API_URL}/events` with a JSON list (the self-hosted
+server's events endpoint; webhooks are Prefect Cloud only), so the CLI hook path never imports
+prefect. The receiver forwards many sessions' latest turn ends in one such list (`post_events`). `emit_with_client` is the alternative through `prefect.events.emit_event`
 for code that already runs inside Prefect.
 
 The event carries ids and small scalars only: no transcript text, no paths, no secrets. A
@@ -59,6 +59,44 @@ def build_event(
     }
 
 
+def events_url(api_url: str) -> str:
+    return api_url.rstrip("/") + "/events"
+
+
+def post_events(
+    events: list[dict[str, Any]],
+    api_url: str,
+    *,
+    timeout: float = 5.0,
+    headers: Mapping[str, str] | None = None,
+    client: Any = None,
+) -> None:
+    """POST a list of events to `{api_url}/events` (one request). Raises EmitError on failure.
+    `client`: a long-lived `httpx.Client` (the receiver's); a one-shot client otherwise."""
+    import httpx
+
+    url = events_url(api_url)
+    hdrs = {"Content-Type": "application/json", **(prefect_auth_headers() if headers is None else dict(headers))}
+    try:
+        if client is not None:
+            resp = client.post(url, json=events, headers=hdrs, timeout=timeout)
+        else:
+            with new_client(url, timeout) as c:
+                resp = c.post(url, json=events, headers=hdrs)
+    except httpx.HTTPError as exc:
+        raise EmitError(f"could not reach the Prefect API at {api_url}: {type(exc).__name__}") from None
+    if resp.status_code >= 300:
+        raise EmitError(f"Prefect API refused the event: HTTP {resp.status_code} {resp.text[:200]}")
+
+
+def new_client(url: str, timeout: float) -> Any:
+    """An `httpx.Client` for the events endpoint: environment proxies apply to remote servers
+    only, never to loopback."""
+    import httpx
+
+    return httpx.Client(timeout=timeout, trust_env=not is_loopback_url(url))
+
+
 def emit_turn_end(
     turn: TurnEnd,
     api_url: str,
@@ -68,22 +106,8 @@ def emit_turn_end(
     client: Any = None,
 ) -> dict[str, Any]:
     """POST the event to `{api_url}/events`. Returns the event sent; raises EmitError on failure."""
-    import httpx
-
     event = build_event(turn)
-    url = api_url.rstrip("/") + "/events"
-    hdrs = {"Content-Type": "application/json", **(prefect_auth_headers() if headers is None else dict(headers))}
-    try:
-        if client is not None:
-            resp = client.post(url, json=[event], headers=hdrs, timeout=timeout)
-        else:
-            # proxies from the environment apply to remote servers only, never to loopback
-            with httpx.Client(timeout=timeout, trust_env=not is_loopback_url(url)) as c:
-                resp = c.post(url, json=[event], headers=hdrs)
-    except httpx.HTTPError as exc:
-        raise EmitError(f"could not reach the Prefect API at {api_url}: {type(exc).__name__}") from None
-    if resp.status_code >= 300:
-        raise EmitError(f"Prefect API refused the event: HTTP {resp.status_code} {resp.text[:200]}")
+    post_events([event], api_url, timeout=timeout, headers=headers, client=client)
     return event
 
 

@@ -1,15 +1,17 @@
-"""`POST /hooks/turn-end`: validate a turn-end notification, answer 202 at once, post the
-Prefect event `dsh.turn.ended` in the background.
+"""`POST /hooks/turn-end`: validate a turn-end notification, answer 202 at once, forward the
+Prefect event `dsh.turn.ended` in the background (hooks/forwarder.py: the latest turn end per
+session, batched at a steady cadence through one HTTP client, retried until delivered).
 
 Mounted by `dsh_memory.serve.http_app.create_app` behind its `LoopbackGuard` (loopback Host/Origin →
 403, `application/json` → 415, body cap → 413). The route repeats the JSON and size checks so it
 is safe on its own too (`create_receiver_app` adds the guard for standalone use).
 
-Statuses: 202 accepted (triggered or deliberately ignored) · 400 invalid payload, nothing changes ·
-401 missing/wrong `X-DSH-Memory-Secret` when DSH_MEMORY_HOOK_SECRET is set · 413 too large ·
-415 not JSON. Delivery happens on one daemon thread fed by a bounded queue; failures are logged
-and counted, never raised into the server. A dropped or failed event is not lost work: the
-scheduled catch-up finds the session anyway.
+Statuses: 202 accepted — `triggered: true` means "will be forwarded" (a failed POST is logged
+and retried, never silently dropped), `false` with a `reason` when deliberately ignored · 400
+invalid payload, nothing changes · 401 missing/wrong `X-DSH-Memory-Secret` when
+DSH_MEMORY_HOOK_SECRET is set · 413 too large · 415 not JSON · 503 + Retry-After when
+`max_pending` other sessions already wait for forwarding (nothing was taken: send it again).
+The app's shutdown forwards what is pending (`TurnEndReceiver.close`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import queue
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.applications import Starlette
@@ -28,14 +28,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from dsh_memory.hooks.events import EmitError, emit_turn_end
+from dsh_memory.hooks.forwarder import TurnEndForwarder, retry_after_seconds
 from dsh_memory.hooks.payloads import (
     KINDS,
     MAX_BODY_BYTES,
     SECRET_ENV,
     SECRET_HEADER,
     PayloadError,
-    TurnEnd,
     parse_turn_end,
 )
 from dsh_memory.settings import SourceRoots
@@ -48,73 +47,13 @@ NO_SERVER = "no Prefect server configured"
 _FROM_ENV: Any = object()
 
 
-class EventSender:
-    """A bounded queue drained by one lazily started daemon thread."""
-
-    def __init__(
-        self,
-        api_url: str,
-        *,
-        maxsize: int = 256,
-        timeout: float = 5.0,
-        emit: Callable[..., Any] = emit_turn_end,
-    ):
-        self.api_url = api_url
-        self.timeout = timeout
-        self._emit = emit
-        self._queue: queue.Queue[TurnEnd] = queue.Queue(maxsize=maxsize)
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self.sent = self.failed = self.dropped = 0
-        self.last_error = ""
-
-    def submit(self, turn: TurnEnd) -> bool:
-        """Queue one event; False (and counted as dropped) when the queue is full."""
-        self._ensure_thread()
-        try:
-            self._queue.put_nowait(turn)
-        except queue.Full:
-            self.dropped += 1
-            log.warning("turn-end event queue full; dropped the event for session %s", turn.session_id)
-            return False
-        return True
-
-    def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every queued event was attempted. True when drained within `timeout`."""
-        q = self._queue
-        with q.all_tasks_done:
-            return q.all_tasks_done.wait_for(lambda: q.unfinished_tasks == 0, timeout=timeout)
-
-    def _ensure_thread(self) -> None:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="dsh-turn-end-sender", daemon=True)
-                self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            turn = self._queue.get()
-            try:
-                self._emit(turn, self.api_url, timeout=self.timeout)
-                self.sent += 1
-            except EmitError as exc:
-                self.failed += 1
-                self.last_error = str(exc)
-                log.warning("turn-end event for session %s not delivered: %s", turn.session_id, exc)
-            except Exception as exc:  # never let the sender die: the server must keep answering
-                self.failed += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("unexpected error posting the turn-end event for session %s", turn.session_id)
-            finally:
-                self._queue.task_done()
-
-
-def _refuse(status: int, message: str, kind: str = "Refused") -> JSONResponse:
-    return JSONResponse({"accepted": False, "error": {"type": kind, "message": message}}, status_code=status)
+def _refuse(status: int, message: str, kind: str = "Refused", headers: dict | None = None) -> JSONResponse:
+    body = {"accepted": False, "error": {"type": kind, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 class TurnEndReceiver:
-    """Configuration + sender for the route. `api_url`/`secret` default to the environment
+    """Configuration + forwarder for the route. `api_url`/`secret` default to the environment
     (PREFECT_API_URL, DSH_MEMORY_HOOK_SECRET), read when this object is built."""
 
     def __init__(
@@ -124,7 +63,7 @@ class TurnEndReceiver:
         roots: SourceRoots | None = None,
         api_url: str | None = _FROM_ENV,
         secret: str | None = _FROM_ENV,
-        sender: EventSender | None = None,
+        forwarder: TurnEndForwarder | None = None,
         env: Mapping[str, str] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
     ):
@@ -137,9 +76,13 @@ class TurnEndReceiver:
         self.api_url = prefect_api_url(e) if api_url is _FROM_ENV else (api_url or None)
         self.secret = (e.get(SECRET_ENV) or None) if secret is _FROM_ENV else (secret or None)
         self.max_body = max_body_bytes
-        if sender is None and self.api_url:
-            sender = EventSender(self.api_url)
-        self.sender = sender
+        if forwarder is None and self.api_url:
+            forwarder = TurnEndForwarder(self.api_url)
+        self.forwarder = forwarder
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Forward what is pending (the app's shutdown). True when nothing was left behind."""
+        return self.forwarder.close(timeout) if self.forwarder is not None else True
 
     def _authorized(self, request: Request) -> bool:
         if not self.secret:
@@ -172,10 +115,17 @@ class TurnEndReceiver:
         }
         if not turn.should_trigger:
             answer["reason"] = turn.why_not
-        elif self.sender is None:
+        elif self.forwarder is None:
             answer["reason"] = NO_SERVER
-        elif not self.sender.submit(turn):
-            answer["reason"] = "event queue full; the scheduled catch-up will pick the session up"
+        elif not self.forwarder.submit(turn):
+            wait = retry_after_seconds(self.forwarder)
+            return _refuse(
+                503,
+                f"{self.forwarder.max_pending} sessions already wait to be forwarded to Prefect; nothing was "
+                f"taken, send it again in {wait} s",
+                "Overloaded",
+                headers={"Retry-After": str(wait)},
+            )
         else:
             answer["triggered"] = True
         return JSONResponse(answer, status_code=202)
@@ -184,17 +134,22 @@ class TurnEndReceiver:
         return [Route(HOOK_PATH, self.handle, methods=["POST"], name="turn_end")]
 
 
-def turn_end_routes(settings: Any = None, **kwargs: Any) -> list[Route]:
-    """The `POST /hooks/turn-end` route, configured from `settings` and the environment."""
-    return TurnEndReceiver(settings, **kwargs).routes()
-
-
 def create_receiver_app(settings: Any = None, **kwargs: Any) -> Starlette:
     """The receiver alone, behind the same loopback guard as the RPC app."""
+    import contextlib
+
     from dsh_memory.serve.guard import LoopbackGuard
 
     receiver = TurnEndReceiver(settings, **kwargs)
-    app = Starlette(routes=receiver.routes())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        try:
+            yield
+        finally:
+            await run_in_threadpool(receiver.close)
+
+    app = Starlette(routes=receiver.routes(), lifespan=lifespan)
     app.add_middleware(LoopbackGuard, max_body_bytes=receiver.max_body)
     app.state.turn_end = receiver
     return app

@@ -118,9 +118,10 @@ def create_app(
     rpc = RpcContext(mem)
     routes: list[BaseRoute] = rpc_routes(rpc) + list(extra_routes)
     # --- turn-end receiver: POST /hooks/turn-end (dsh_memory/hooks/receiver.py) ---
-    from dsh_memory.hooks.receiver import turn_end_routes
+    from dsh_memory.hooks.receiver import TurnEndReceiver
 
-    routes += turn_end_routes(mem.settings)
+    turn_end = TurnEndReceiver(mem.settings)
+    routes += turn_end.routes()
     # --- end turn-end receiver ---
     mcp_server = None
     if mcp:
@@ -139,10 +140,12 @@ def create_app(
             async with mcp_server.session_manager.run():
                 yield
         finally:
+            await run_in_threadpool(turn_end.close)  # forward the pending turn ends first
             mem.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(LoopbackGuard, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
     app.state.rpc = rpc
     app.state.mcp_server = mcp_server
+    app.state.turn_end = turn_end
     return app

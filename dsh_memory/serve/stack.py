@@ -178,9 +178,9 @@ class Stack:
 
     def stop(self) -> None:
         if self.http is not None:
-            self.http.should_exit = True
+            self.http.should_exit = True  # its shutdown forwards the pending turn ends first (≤ 10 s)
             if self._http_thread:
-                self._http_thread.join(timeout=10)
+                self._http_thread.join(timeout=20)
             self.http = None
         if self.server is not None:
             self.server.stop()

@@ -1,0 +1,221 @@
+"""The receiver's delivery: the latest turn end per session, forwarded to Prefect in batches.
+
+A storm of turn ends (many agents, many turns) must neither drop a session's last turn end nor
+cost one HTTP request per turn. Only the LAST turn end of a session matters (the trigger is a
+trailing debounce on it), so `submit` keeps one pending entry per session — a newer turn end
+replaces the older one — and one daemon thread forwards every pending entry at a steady cadence
+(`interval_seconds`) as ONE `POST {api}/events` with a JSON list, through one long-lived HTTP
+client.
+
+Guarantees:
+- `submit` True means "will be forwarded": the entry stays pending until a POST carrying it (or
+  a newer turn end of the same session) succeeds. A failed POST puts the batch back (a newer
+  entry wins), is logged with its reason and retried with exponential backoff (up to
+  `backoff_max_seconds`); a retry re-sends the same event ids.
+- Memory is bounded: at most `max_pending` distinct sessions wait. A turn end for a session that
+  already waits is always taken (it replaces); a NEW session beyond the bound is refused
+  (`submit` False → the route answers 503 with Retry-After), never accepted and then dropped.
+- `close()` (the app's shutdown) forwards what is pending, retrying until its timeout; whatever
+  is still pending then is logged as an error with its count.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_memory.hooks.events import EmitError, build_event, new_client, post_events
+from dsh_memory.hooks.payloads import TurnEnd
+
+log = logging.getLogger("dsh_memory.hooks.forwarder")
+
+
+@dataclass
+class _Entry:
+    turn: TurnEnd
+    event_id: uuid.UUID = field(default_factory=uuid.uuid4)  # kept across retries
+
+
+class TurnEndForwarder:
+    """Pending turn ends (one per session) forwarded in batches by one daemon thread."""
+
+    def __init__(
+        self,
+        api_url: str,
+        *,
+        interval_seconds: float = 0.5,
+        batch_max: int = 500,
+        max_pending: int = 10_000,
+        timeout: float = 10.0,
+        backoff_max_seconds: float = 30.0,
+        close_timeout: float = 10.0,
+        post: Callable[..., Any] = post_events,
+    ):
+        self.api_url = api_url
+        self.interval = interval_seconds
+        self.batch_max = batch_max
+        self.max_pending = max_pending
+        self.timeout = timeout
+        self.backoff_max = backoff_max_seconds
+        self.close_timeout = close_timeout
+        self._post = post
+        self._pending: dict[str, _Entry] = {}
+        self._in_flight = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._flushers = 0  # callers waiting in flush(): skip the cadence wait
+        self._client: Any = None
+        # counters (read by tests, the bench and logs)
+        self.received = self.replaced = self.refused = 0
+        self.forwarded = self.posts = self.failed_posts = 0
+        self.last_error = ""
+
+    # -- the route's side ------------------------------------------------------------------
+    def submit(self, turn: TurnEnd) -> bool:
+        """Take a turn end for forwarding. False only when `max_pending` other sessions wait
+        already (or the forwarder is closed): the caller must say so, nothing was taken."""
+        sid = turn.session_id
+        with self._cond:
+            if self._closing:
+                self.refused += 1
+                return False
+            if sid in self._pending:
+                self.replaced += 1
+                self._pending[sid] = _Entry(turn)
+            elif len(self._pending) >= self.max_pending:
+                self.refused += 1
+                return False
+            else:
+                self._pending[sid] = _Entry(turn)
+            self.received += 1
+            self._ensure_thread()
+            self._cond.notify_all()
+        return True
+
+    @property
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._pending) + self._in_flight
+
+    def stats(self) -> dict[str, Any]:
+        with self._cond:
+            return {
+                "received": self.received,
+                "replaced": self.replaced,
+                "refused": self.refused,
+                "forwarded": self.forwarded,
+                "pending": len(self._pending) + self._in_flight,
+                "posts": self.posts,
+                "failed_posts": self.failed_posts,
+                "last_error": self.last_error,
+            }
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until nothing is pending or in flight. True when that happened within `timeout`."""
+        with self._cond:
+            self._flushers += 1
+            self._cond.notify_all()  # skip the cadence wait
+            try:
+                return self._cond.wait_for(lambda: not self._pending and not self._in_flight, timeout=timeout)
+            finally:
+                self._flushers -= 1
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Forward what is pending (retrying until `timeout`, default `close_timeout`), then stop
+        the thread. Refuses new turn ends from now on. True when everything was forwarded."""
+        timeout = self.close_timeout if timeout is None else timeout
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        done = self.flush(timeout)
+        with self._cond:
+            left = len(self._pending) + self._in_flight
+            self._cond.notify_all()
+        if not done and left:
+            log.error(
+                "%d turn-end event(s) not forwarded at shutdown (%s); the scheduled catch-up will find those sessions",
+                left,
+                self.last_error or "Prefect API slow",
+            )
+        if self._thread is not None:
+            self._thread.join(timeout=max(1.0, self.timeout))
+        return done
+
+    # -- the thread ------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:  # under self._cond
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="dsh-turn-end-forwarder", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        backoff = 0.0
+        try:
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._pending or self._closing)
+                    if self._closing and not self._pending:
+                        return
+                    self._pause(backoff)
+                    batch = self._take()
+                ok = self._send(batch)
+                with self._cond:
+                    self._in_flight = 0
+                    if not ok:
+                        for sid, entry in batch:  # back in, unless a newer turn end arrived
+                            self._pending.setdefault(sid, entry)
+                    self._cond.notify_all()
+                backoff = 0.0 if ok else min(self.backoff_max, max(0.5, backoff * 2))
+        finally:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def _pause(self, backoff: float) -> None:  # under self._cond
+        """A steady cadence: turn ends arriving meanwhile join this batch (or replace their
+        session's entry). After a failure, the backoff instead (≤ 1 s while closing)."""
+        if backoff:
+            pause = min(backoff, 1.0) if self._closing else backoff
+            hurry: Callable[[], bool] = lambda: False  # noqa: E731
+        else:
+            pause = self.interval
+            hurry = lambda: self._flushers > 0 or self._closing  # noqa: E731
+        deadline = time.monotonic() + pause
+        self._cond.wait_for(lambda: hurry() or time.monotonic() >= deadline, timeout=pause)
+
+    def _take(self) -> list[tuple[str, _Entry]]:  # under self._cond
+        batch = []
+        for sid in list(self._pending)[: self.batch_max]:
+            batch.append((sid, self._pending.pop(sid)))
+        self._in_flight = len(batch)
+        return batch
+
+    def _send(self, batch: list[tuple[str, _Entry]]) -> bool:
+        if not batch:
+            return True
+        events = [build_event(entry.turn, event_id=entry.event_id) for _, entry in batch]
+        try:
+            if self._client is None:
+                self._client = new_client(self.api_url, self.timeout)
+            self._post(events, self.api_url, timeout=self.timeout, client=self._client)
+        except Exception as exc:  # never let the thread die: the server must keep answering
+            message = str(exc) if isinstance(exc, EmitError) else f"{type(exc).__name__}: {exc}"
+            with self._cond:
+                self.failed_posts += 1
+                self.last_error = message
+            log.warning("forwarding %d turn-end event(s) failed, will retry: %s", len(events), message)
+            return False
+        with self._cond:
+            self.posts += 1
+            self.forwarded += len(events)
+        return True
+
+
+def retry_after_seconds(forwarder: TurnEndForwarder) -> int:
+    """A Retry-After for a refused turn end: a few cadences, at least one second."""
+    return max(1, int(round(forwarder.interval * 4)))
