@@ -69,6 +69,7 @@ class MemorySettingsBlock(Block):
     debounce_seconds: int | None = _m("debounce_seconds")
     phase2_cooldown_seconds: int | None = _m("phase2_cooldown_seconds")
     concurrency: int | None = _m("concurrency")
+    flow_run_limit: int | None = _m("flow_run_limit")
     retry_limit: int | None = _m("retry_limit")
     retry_base_seconds: int | None = _m("retry_base_seconds")
     min_delta_events: int | None = _m("min_delta_events")

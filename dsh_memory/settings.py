@@ -63,6 +63,13 @@ class MemorySettings(BaseModel):
     debounce_seconds: int = Field(180, ge=1, description="Turn-end trigger debounce per session")
     phase2_cooldown_seconds: int = Field(6 * 3600, ge=0, description="Minimum gap between consolidations")
     concurrency: int = Field(4, ge=1, le=64, description="Parallel Phase 1 extractions")
+    flow_run_limit: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Flow runs (one process each) `serve` executes at once; more wait their turn. Sized for 2 "
+        "cores; on a work pool set the same number as its concurrency limit",
+    )
     retry_limit: int = Field(3, ge=1, le=20, description="Failed extraction attempts before a session is parked")
     retry_base_seconds: int = Field(60, ge=1, description="Backoff base for failed claims (doubles each attempt)")
     min_delta_events: int = Field(8, ge=1, description="New rendered events needed to re-extract a grown session")

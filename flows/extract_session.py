@@ -3,7 +3,8 @@
 Started by the `extract-session` deployment's trigger: a Prefect event `dsh.turn.ended` on the
 resource `dsh.session.<id>`, debounced per session (proactive trigger: one run ~debounce after
 the last turn end). Also runnable by hand: `dsh-memory extract SESSION`.
-Writes: what flows/extract.py writes; starts the `consolidate` deployment when pending.
+Writes: what flows/extract.py writes; makes sure one `consolidate` run is queued when pending
+(dsh_memory/serve/consolidation_queue.py: requests coalesce, nothing waits on Phase 2).
 Run name: `extract-session/<short session id>`; its tasks (discover, plan, one `extract-<id>`
 per session…) are this run's own: it runs Phase 1's body, not the extract flow as a subflow.
 Returns: the extract flow's Phase1Result, with `consolidation_requested` set.
@@ -47,14 +48,20 @@ def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1R
 
 
 def request_consolidation() -> bool:
-    """Start the `consolidate` deployment (fire and forget) when running against a server."""
-    from prefect.deployments import run_deployment
-
+    """One queued `consolidate` run covers every request (coalesced); True when one is queued."""
+    from dsh_memory.context import memory_context
+    from dsh_memory.serve import consolidation_queue
     from dsh_memory.serve.deployments import CONSOLIDATE
 
+    log = get_run_logger()
     try:
-        run_deployment(CONSOLIDATE, timeout=0)
-        return True
-    except Exception as exc:  # no such deployment (plain in-process run): consolidation waits
-        get_run_logger().info("consolidation not requested (%s); the schedule will pick it up", type(exc).__name__)
+        with memory_context() as ctx:
+            req = consolidation_queue.request_consolidation(ctx.settings, CONSOLIDATE)
+    except Exception as exc:  # no such deployment (plain in-process run): the schedule picks it up
+        log.info("consolidation not requested (%s); the schedule will pick it up", type(exc).__name__)
         return False
+    if req.requested:
+        log.info("consolidation %s: run %s at %s", req.reason, req.run_name, f"{req.start_at:%H:%M:%S}Z")
+    else:
+        log.info("consolidation not requested: %s", req.reason)
+    return req.requested

@@ -39,7 +39,7 @@ def test_runner_deployments_apply_settings_debounce_and_consolidation_limit():
     assert trigger.within.total_seconds() == 15
     consolidate = built["consolidate"]
     assert consolidate.concurrency_limit == 1
-    assert consolidate.concurrency_options.collision_strategy.value == "CANCEL_NEW"
+    assert consolidate.concurrency_options.collision_strategy.value == "ENQUEUE"
     assert built["catch-up"].schedules and built["catch-up"].schedules[0].schedule.interval.total_seconds() == 3600
 
 

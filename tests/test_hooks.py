@@ -580,8 +580,8 @@ def test_event_arrives_on_a_real_prefect_server(prefect_api, hook_env, fixtures_
     with TestClient(app, base_url=BASE) as c:
         r = c.post(HOOK_PATH, content=dsh, headers={"Content-Type": "application/json"})
     assert r.status_code == 202 and r.json()["triggered"] is True
-    sender = app.state.turn_end.forwarder
-    assert sender.flush(20) and (sender.sent, sender.failed) == (1, 0), sender.last_error
+    fwd = app.state.turn_end.forwarder
+    assert fwd.flush(20) and (fwd.forwarded, fwd.failed_posts) == (1, 0), fwd.last_error
     codex = (fixtures_dir / "webhooks/codex-notify.json").read_text()
     assert _notify(["--direct", codex]).exit_code == 0
 

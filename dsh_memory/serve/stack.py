@@ -10,7 +10,8 @@
    a non-loopback --host is refused before step 1 (`serve.guard.check_bind_host`).
 3. Boot catch-up: a few seconds after start, one `catch-up` run (throttled).
 4. Serve the prefect.yaml deployments (schedules + the debounced turn-end trigger) until
-   Ctrl-C / SIGTERM; then stop everything this process started.
+   Ctrl-C / SIGTERM, at most `flow_run_limit` flow runs (processes) at once; then stop
+   everything this process started.
 """
 
 from __future__ import annotations
@@ -166,9 +167,12 @@ class Stack:
             self.echo(
                 f"serving {len(deployments)} deployments: "
                 + ", ".join(d.name for d in deployments)
-                + f" (turn-end debounce {settings.debounce_seconds}s). Ctrl-C stops everything."
+                + f" (turn-end debounce {settings.debounce_seconds}s, at most {settings.flow_run_limit} flow runs"
+                " at once). Ctrl-C stops everything."
             )
-            serve(*deployments, print_starting_message=False)
+            # `limit`: the runner starts at most this many flow-run processes; the others stay
+            # scheduled until a slot frees (serve()'s own default, None, is unlimited).
+            serve(*deployments, print_starting_message=False, limit=settings.flow_run_limit)
         except KeyboardInterrupt:
             self.echo("stopping …")
         finally:
