@@ -72,8 +72,17 @@ class MemorySettings(BaseModel):
     )
     retry_limit: int = Field(3, ge=1, le=20, description="Failed extraction attempts before a session is parked")
     retry_base_seconds: int = Field(60, ge=1, description="Backoff base for failed claims (doubles each attempt)")
-    min_delta_events: int = Field(8, ge=1, description="New rendered events needed to re-extract a grown session")
-    recheck_interval_seconds: int = Field(1800, ge=0, description="Minimum gap between rechecks of a processed session")
+    min_delta_events: int = Field(
+        8,
+        ge=1,
+        description="New rendered events needed to re-extract a grown session in a scan, or a named session still "
+        "being written; a named session quiet for half the debounce needs 1",
+    )
+    recheck_interval_seconds: int = Field(
+        1800,
+        ge=0,
+        description="Minimum gap between a scan's rechecks of a processed session (a turn-end trigger is not held back)",
+    )
     max_rollout_age_days: int = Field(30, ge=0, le=3650, description="Ignore sessions older than this (0 = no limit)")
     max_unused_days: int = Field(
         30, ge=0, le=3650, description="Rollout summaries unused this long become forgetting candidates (0 disables)"

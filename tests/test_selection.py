@@ -54,7 +54,7 @@ def _claim(status: str, *, last_seq: int = -1, age_seconds: float = 7200, **kw) 
     return Claim(**{**base, **kw})
 
 
-def _decide(claim=None, session=None, ref=None, **settings):
+def _decide(claim=None, session=None, ref=None, only_ids=None, **settings):
     settings = MemorySettings(
         **{
             "memory_root": Path("/nowhere"),
@@ -72,7 +72,9 @@ def _decide(claim=None, session=None, ref=None, **settings):
             raise sess
         return sess
 
-    (d,) = plan([ref], {"s1": claim} if claim else {}, settings, NOW, load=load)
+    # As the callers do: named sessions (extract-session, `extract SESSION`) skip the idle check.
+    idle = only_ids is None
+    (d,) = plan([ref], {"s1": claim} if claim else {}, settings, NOW, load=load, only_ids=only_ids, respect_idle=idle)
     return d
 
 
@@ -113,6 +115,42 @@ def test_grown_sessions_are_told_apart_by_kind_not_text():
     assert few.action is Action.SKIP and few.kind is ReasonKind.TOO_FEW_NEW_EVENTS and few.watermark == 2
     many = _decide(claim=claim, session=_session(events=20), recheck_interval_seconds=0)
     assert many.action is Action.EXTRACT and many.kind is ReasonKind.GREW and many.part == 2
+
+
+def test_a_named_session_that_grew_is_extracted_inside_the_recheck_interval():
+    """Issue #19: one new turn on a session extracted 6 minutes earlier stayed stale — the
+    triggered run said "rechecked recently" and 4 new events were below min_delta_events."""
+    claim = _claim(
+        "done", last_seq=2, updated_at=NOW - timedelta(minutes=6), last_checked_at=NOW - timedelta(minutes=6)
+    )
+    session = _session(events=7)  # 4 new events (< min_delta_events 5)
+    quiet = _ref(age_seconds=30)  # written 30 s ago; debounce 20 s: the trigger's session went quiet
+    triggered = _decide(claim=claim, session=session, ref=quiet, only_ids={"s1"}, debounce_seconds=20)
+    assert (triggered.action, triggered.kind, triggered.watermark, triggered.part) == (
+        Action.EXTRACT,
+        ReasonKind.GREW,
+        2,
+        2,
+    )
+    # The scans keep both guards: the recheck interval, then min_delta_events.
+    scan = _decide(claim=claim, session=session, ref=quiet, debounce_seconds=20, idle_seconds=10)
+    assert (scan.action, scan.kind) == (Action.SKIP, ReasonKind.RECHECKED_RECENTLY)
+    scan = _decide(
+        claim=claim, session=session, ref=quiet, debounce_seconds=20, idle_seconds=10, recheck_interval_seconds=0
+    )
+    assert (scan.action, scan.kind) == (Action.SKIP, ReasonKind.TOO_FEW_NEW_EVENTS)
+
+
+def test_a_named_session_still_being_written_needs_min_delta_events():
+    claim = _claim("done", last_seq=2, updated_at=NOW - timedelta(minutes=6))
+    busy = _ref(age_seconds=3)  # written 3 s ago: its next turn is under way
+    few = _decide(claim=claim, session=_session(events=7), ref=busy, only_ids={"s1"}, debounce_seconds=20)
+    assert (few.action, few.kind) == (Action.SKIP, ReasonKind.TOO_FEW_NEW_EVENTS)
+    many = _decide(claim=claim, session=_session(events=9), ref=busy, only_ids={"s1"}, debounce_seconds=20)
+    assert (many.action, many.kind) == (Action.EXTRACT, ReasonKind.GREW)
+    # Nothing new at all: still up to date, named or not.
+    same = _decide(claim=_claim("done", last_seq=2, age_seconds=1), ref=_ref(age_seconds=30), only_ids={"s1"})
+    assert same.kind is ReasonKind.UP_TO_DATE
 
 
 def test_the_pipeline_never_branches_on_a_reason_text():

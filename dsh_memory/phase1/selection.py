@@ -2,6 +2,18 @@
 
 Pure logic over discovery refs, claims and settings. Cheap checks (stat-derived times, claims)
 come first; a session log is read only when its file changed since the last look.
+
+Freshness by intent. A session NAMED by the caller (`only_ids`: the turn-end trigger's
+extract-session run, `dsh-memory extract SESSION`) is an explicit request:
+- `recheck_interval_seconds` does not apply to it — the interval spaces out the catch-up scans'
+  re-reads of unchanged-looking sessions, not requests for one session that grew;
+- any growth (≥ 1 new event) is extracted once the session has gone quiet: no write for half the
+  debounce window (`quiet_seconds`; the trigger fires a full debounce after the last turn end,
+  so a finished session qualifies). `min_delta_events` still applies while the log is being
+  written — it bounds churn on active sessions, not the last turn of a finished one.
+Scans (catch-up, `extract --all`) keep both guards: a grown session waits for the recheck
+interval and for `min_delta_events` new events (its small last delta is extracted on the next
+turn-end trigger, or once it grows).
 """
 
 from __future__ import annotations
@@ -113,6 +125,7 @@ def plan(
     include_exec = settings.include_codex_exec if include_exec is None else include_exec
     out: list[Decision] = []
     max_age = timedelta(days=settings.max_rollout_age_days)
+    explicit = only_ids is not None  # named sessions: an explicit request (freshness by intent)
     for ref in refs:
         if only_ids is not None and ref.id not in only_ids:
             continue
@@ -128,12 +141,20 @@ def plan(
                 overrides.get(ref.id),
                 include_exec,
                 max_age,
+                explicit,
             )
         )
     return out
 
 
-def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, max_age) -> Decision:
+def quiet_seconds(settings: MemorySettings) -> float:
+    """How long a named session's log must be unwritten for a small delta to be extracted."""
+    return settings.debounce_seconds / 2
+
+
+def _decide(
+    ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, max_age, explicit=False
+) -> Decision:
     if override == "exclude":
         return Decision(ref, SKIP, ReasonKind.EXCLUDED, "excluded by override")
     if getattr(ref, "collision_with", None) is not None:
@@ -196,7 +217,7 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
                 if claim.updated_at and updated <= claim.updated_at:
                     return Decision(ref, SKIP, ReasonKind.UP_TO_DATE, "up to date")
                 checked = claim.last_checked_at or claim.updated_at
-                if checked and _age(now, checked) < settings.recheck_interval_seconds:
+                if not explicit and checked and _age(now, checked) < settings.recheck_interval_seconds:
                     return Decision(ref, SKIP, ReasonKind.RECHECKED_RECENTLY, "rechecked recently")
                 watermark = claim.last_seq
                 part = (claim.parts or 1) + 1
@@ -224,20 +245,23 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
         return Decision(ref, SKIP, ReasonKind.NO_HUMAN_PROMPT, "no human prompt", session=sess)
     if watermark >= 0:
         new = len(sess.events_after(watermark))
-        if new < settings.min_delta_events:
+        quiet = explicit and _age(now, updated) >= quiet_seconds(settings)
+        needed = 1 if quiet else settings.min_delta_events
+        if new < needed:
             return Decision(
                 ref,
                 SKIP,
                 ReasonKind.TOO_FEW_NEW_EVENTS,
-                f"grew by {new} events (< {settings.min_delta_events})",
+                f"grew by {new} events (< {needed})",
                 watermark=watermark,
                 session=sess,
             )
+        small = " (quiet: its last turns)" if new < settings.min_delta_events else ""
         return Decision(
             ref,
             EXTRACT,
             ReasonKind.GREW,
-            f"grew by {new} events since seq {watermark}",
+            f"grew by {new} events since seq {watermark}{small}",
             watermark=watermark,
             part=part,
             session=sess,
