@@ -1,4 +1,5 @@
-"""Phase 1 throughput: 200 generated sessions through the fake LLM at a fixed 1.0 s latency.
+"""Phase 1 throughput: 200 sessions (copies of a bundled DSH sample: tool use, a user rule) through
+the fake LLM, answering with lines quoted from each session, at a fixed 1.0 s latency.
 
 Prints wall time ÷ ideal (200 × 1.0 s / concurrency 8; goal ≤ 1.10) and client CPU seconds per
 session, measured in one run against a real `prefect server start` on 127.0.0.1.
@@ -9,86 +10,17 @@ session, measured in one run against a real `prefect server start` on 127.0.0.1.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def make_sessions(home: Path, n: int) -> None:
-    t0 = int(time.time() * 1000) - 7200_000
-    for i in range(n):
-        sid = str(uuid.UUID(int=i + 1))
-        d = home / "sessions" / "--home-bench-src-proj--" / sid
-        d.mkdir(parents=True)
-        lines = [
-            {
-                "type": "session",
-                "version": 4,
-                "id": sid,
-                "createdAt": t0,
-                "cwd": "/home/bench/src/proj",
-                "isSeeded": False,
-                "delegationDepth": 0,
-            }
-        ]
-        seq = 0
-        for turn in range(1, 4):
-            lines.append({"type": "turn/start", "seq": seq, "time": t0 + seq, "data": {"turn": turn}})
-            seq += 1
-            lines.append(
-                {
-                    "type": "user/message",
-                    "seq": seq,
-                    "time": t0 + seq,
-                    "surfaceOp": "append",
-                    "data": {
-                        "id": f"u{seq}",
-                        "role": "user",
-                        "source": {"kind": "user"},
-                        "content": [{"type": "text", "text": f"Session {i} turn {turn}: please fix test_{turn}."}],
-                    },
-                }
-            )
-            seq += 1
-            lines.append(
-                {
-                    "type": "assistant/message",
-                    "seq": seq,
-                    "time": t0 + seq,
-                    "surfaceOp": "append",
-                    "data": {
-                        "turn": turn,
-                        "step": 1,
-                        "message": {
-                            "id": f"a{seq}",
-                            "role": "assistant",
-                            "content": [{"type": "text", "text": "Fixed; `make test` passes. " * 20}],
-                            "source": {"kind": "model"},
-                        },
-                    },
-                }
-            )
-            seq += 1
-            lines.append(
-                {
-                    "type": "turn/end",
-                    "seq": seq,
-                    "time": t0 + seq,
-                    "data": {"turn": turn, "reason": {"kind": "completed"}},
-                }
-            )
-            seq += 1
-        path = d / "session.v4.jsonl"
-        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-        old = time.time() - 3600
-        os.utime(path, (old, old))
+from _sessions import clone_dsh_sample, quoting_answer  # noqa: E402
 
 
 def main() -> None:
@@ -102,14 +34,13 @@ def main() -> None:
     from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 
     work = Path(tempfile.mkdtemp(prefix="dsh-bench-p1-"))
-    make_sessions(work / "dsh", args.sessions)
+    clone_dsh_sample(work / "dsh", args.sessions, prefix="bench")
+
+    arrivals: list[float] = []  # when each model call arrived (perf_counter)
 
     def reply(request: dict) -> Reply:
-        text = request["messages"][-1]["content"]
-        n = text.split("Session ", 1)[1].split(" ", 1)[0] if "Session " in text else "x"
-        return Reply.tool(
-            {"raw_memory": "- use make test", "rollout_summary": "fixed tests", "rollout_slug": f"fix-tests-{n}"}
-        )
+        arrivals.append(time.perf_counter())
+        return Reply.tool(quoting_answer(request))
 
     with (
         PrefectServer(work / "prefect").start() as server,
@@ -140,11 +71,22 @@ def main() -> None:
             wall = time.perf_counter() - t0
             cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     extracted = len(summary.extracted)
+    if extracted != args.sessions:
+        print(f"outcomes: {summary.counts}", file=sys.stderr)
     ideal = args.sessions * args.latency / args.concurrency
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     print(f"sessions extracted      : {extracted}/{args.sessions} (max in flight at the model: {fake.max_in_flight})")
     print(f"wall time               : {wall:.1f} s   ideal {ideal:.1f} s   ratio {wall / ideal:.3f} (goal <= 1.10)")
     print(f"client CPU per session  : {cpu / args.sessions * 1000:.0f} ms")
+    if arrivals:
+        first, last = min(arrivals) - t0, max(arrivals) - t0
+        rate = (len(arrivals) - 1) / (last - first) if last > first else 0.0
+        print(
+            f"where the time goes     : first model call after {first:.2f} s; calls then arrive at "
+            f"{rate:.2f}/s (ideal {args.concurrency / args.latency:.2f}/s); "
+            f"run ends {wall - last - args.latency:.2f} s after the last answer"
+        )
+    print(f"load average            : {os.getloadavg()[0]:.1f} (1 min, {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -67,9 +66,9 @@ from dsh_memory.storage.store_format import (  # noqa: E402 (after the path set-
 )
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply  # noqa: E402
 
-SAMPLES = REPO / "dsh_memory" / "samples"
-CLONE_OF = SAMPLES / "dsh" / "sessions" / "--home-demo-src-weather-cli--" / "5a1d3c7e-0b2f-4e6a-9c8d-1f2e3a4b5c6d"
-CLONE_ID = "5a1d3c7e-0b2f-4e6a-9c8d-1f2e3a4b5c6d"
+sys.path.insert(0, str(REPO / "bench"))
+from _sessions import SAMPLES, age_all, clone_dsh_sample, quoting_answer  # noqa: E402
+
 END_LINE = "End of chaos text."  # the fake's closing line in every Phase 2 file: missing = cut
 TEMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")  # what an atomic write's temp file looks like
 MODES = ("startup", "p1-call", "p1-reply", "p1-write", "p2-call", "p2-reply", "p2-write")
@@ -85,16 +84,8 @@ def make_sessions(dst: Path, clones: int) -> None:
     with new ids and their own wording, dated an hour ago (idle, ready to extract)."""
     for sub in ("dsh", "codex", "claude"):
         shutil.copytree(SAMPLES / sub, dst / sub)
-    text = (CLONE_OF / "session.v4.jsonl").read_text()
-    for i in range(1, clones + 1):
-        sid = str(uuid.UUID(int=0xC4A05 << 64 | i))
-        folder = dst / "dsh" / "sessions" / f"--home-demo-src-chaos{i}--" / sid
-        folder.mkdir(parents=True)
-        clone = text.replace(CLONE_ID, sid).replace("weather-cli", f"chaos{i}-cli").replace("Oslo", f"Bergen{i}")
-        (folder / "session.v4.jsonl").write_text(clone)
-    old = time.time() - 3600
-    for p in dst.rglob("*"):
-        os.utime(p, (old, old))
+    clone_dsh_sample(dst / "dsh", clones, prefix="chaos")
+    age_all(dst)
 
 
 # ---- the fake model -------------------------------------------------------------------------
@@ -109,11 +100,6 @@ class Call:
     @property
     def answered(self) -> float:
         return self.arrived + self.delay
-
-
-def _user_lines(request: dict) -> list[str]:
-    text = "\n".join(m.get("content") or "" for m in request.get("messages", []) if m.get("role") == "user")
-    return [ln[len("[user] ") :].strip() for ln in text.splitlines() if ln.startswith("[user] ")]
 
 
 class ChaosModel:
@@ -145,16 +131,7 @@ class ChaosModel:
             self.calls.append(Call(time.monotonic(), tool, delay))
         if tool == "memory_write":
             return Reply.tool(_handbook(), delay_seconds=delay)
-        users = _user_lines(request) or ["a task"]
-        words = re.sub(r"[^A-Za-z0-9 ]+", " ", users[0]).split()[:5]
-        return Reply.tool(
-            {
-                "raw_memory": "\n".join(f"- {u}" for u in users[:3]),
-                "rollout_summary": f"## Task\n{users[0]}\n\n## Outcome\ndone",
-                "rollout_slug": "-".join([*words, variant]),
-            },
-            delay_seconds=delay,
-        )
+        return Reply.tool(quoting_answer(request, variant), delay_seconds=delay)
 
 
 def _handbook() -> dict:

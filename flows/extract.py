@@ -10,8 +10,9 @@ Run name: `extract/all`, `extract/<short session id>` or `extract/<n> sessions`.
 
 Per-session extraction is `runner.map(extract_session, …)` on a `ThreadPoolTaskRunner` the flow
 opens itself (Prefect documents the runner as a context manager, in `ThreadPoolTaskRunner`'s
-docstring), not the `@flow(task_runner=…)` one: its worker count is `settings.concurrency`,
-which comes from the settings Block loaded at the flow's entry, while a decorator's runner is
+docstring), not the `@flow(task_runner=…)` one: its size follows `settings.concurrency` (that many
+model slots, plus workers that prepare and write sessions meanwhile: llm/limit.py), which comes
+from the settings Block loaded at the flow's entry, while a decorator's runner is
 fixed at import time (and nothing reads settings at import). Owning the runner also orders the
 shutdown: on Ctrl-C/SIGTERM the cancel flag is set before the runner joins its threads (local
 decodes stop between tokens), and the global LLM limit's slots are returned after every worker
@@ -30,7 +31,7 @@ from dsh_memory import cancel
 from dsh_memory.context import memory_context
 from dsh_memory.errors import NoModelRouteError
 from dsh_memory.llm.factory import PhaseModel, phase_model
-from dsh_memory.llm.limit import open_limit
+from dsh_memory.llm.limit import open_limit, worker_count
 from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.phase1.selection import EXTRACT, Decision
@@ -45,6 +46,7 @@ from dsh_memory.tasks.claims import (
 from dsh_memory.tasks.discover import discover_sessions
 from dsh_memory.tasks.extract import extract_session
 from dsh_memory.tasks.select import plan_extractions
+from dsh_memory.transcript import tokens
 
 
 def short_id(session_id: str) -> str:
@@ -89,6 +91,8 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     log = get_run_logger()
     settings, route = ctx.settings, ctx.route
     now = datetime.now(UTC)
+    if not dry_run:
+        tokens.preload()  # while sessions are discovered and planned
 
     refs = discover_sessions(settings)
     decisions = plan_extractions(refs, settings, now, session_ids, backfill, respect_idle)
@@ -123,7 +127,8 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
 
 
 def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettings) -> list[Outcome]:
-    """`extract_session` mapped over the sessions, `settings.concurrency` at a time."""
+    """`extract_session` mapped over the sessions; `settings.concurrency` model calls at a time,
+    while the other workers prepare and write sessions (llm/limit.py)."""
     global_limit = open_limit(settings.concurrency)
     get_run_logger().info(
         "extracting %d sessions with %s/%s (concurrency %d)",
@@ -132,7 +137,7 @@ def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettin
         model.model,
         settings.concurrency,
     )
-    with ThreadPoolTaskRunner(max_workers=settings.concurrency) as runner:
+    with ThreadPoolTaskRunner(max_workers=worker_count(settings.concurrency)) as runner:
         futures = runner.map(
             extract_session,
             parameters=dict(
@@ -150,8 +155,7 @@ def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettin
                 cancel.CANCELLED.set()  # before the runner joins its threads: stop local decodes
             raise
         finally:
-            if global_limit is not None:
-                global_limit.close()
+            global_limit.close()
 
 
 def _publish(result: Phase1Result) -> None:

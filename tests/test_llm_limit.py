@@ -1,15 +1,20 @@
-"""The global LLM concurrency limit on a real Prefect server: slots are held per worker, never
-more than the limit at once, returned at the end, and a dropped connection is retried."""
+"""Model slots: this run's own bound (`LocalLimit`) and the global LLM concurrency limit on a real
+Prefect server: never more calls than the limit at once, leases pooled and returned at the end, a
+killed run's leases returned by the next run, a dropped connection retried."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
 import httpx
 import pytest
 
-from dsh_memory.llm.limit import LIMIT_NAME, open_limit
+from dsh_memory.llm.limit import LIMIT_NAME, LocalLimit, open_limit, worker_count
 
 
 def _active(api_url: str) -> int:
@@ -18,30 +23,80 @@ def _active(api_url: str) -> int:
     return r.json()["active_slots"]
 
 
-@pytest.mark.usefixtures("prefect_api")
-def test_limit_caps_concurrent_holders_and_returns_every_slot(prefect_api):
-    limit = open_limit(2)
-    assert limit is not None
+def _hammer(limit, threads: int, rounds: int = 3, hold: float = 0.05) -> int:
+    """`threads` workers each making `rounds` calls through `limit`; the peak of calls at once."""
     inside, peak, lock = 0, 0, threading.Lock()
 
     def work():
         nonlocal inside, peak
-        for _ in range(3):
+        for _ in range(rounds):
             with limit.slot():
                 with lock:
                     inside += 1
                     peak = max(peak, inside)
-                time.sleep(0.05)
+                time.sleep(hold)
                 with lock:
                     inside -= 1
 
-    threads = [threading.Thread(target=work) for _ in range(2)]
-    for t in threads:
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    for t in workers:
         t.start()
-    for t in threads:
+    for t in workers:
         t.join(timeout=60)
-    assert peak <= 2 and _active(prefect_api) == 2  # one slot per worker while the run lasts
+    return peak
+
+
+def test_workers_outnumber_slots_but_calls_never_exceed_them():
+    assert worker_count(8) == 12 and worker_count(1) == 2
+    assert _hammer(LocalLimit(2), threads=worker_count(2)) == 2
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_limit_caps_concurrent_calls_pools_leases_and_returns_every_slot(prefect_api):
+    limit = open_limit(2)
+    assert type(limit).__name__ == "GlobalLimit"
+    peak = _hammer(limit, threads=5)
+    assert peak == 2  # five workers, two calls at once
+    assert _active(prefect_api) == 2  # two pooled leases, reused call after call, held while the run lasts
     limit.close()
+    assert _active(prefect_api) == 0
+
+
+_HOLDER = """
+import threading, time
+from dsh_memory.llm.limit import open_limit
+limit = open_limit(2)
+entered = threading.Barrier(3)
+def hold():
+    with limit.slot():
+        entered.wait()
+        time.sleep(600)
+for _ in range(2):
+    threading.Thread(target=hold, daemon=True).start()
+entered.wait()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_killed_runs_slots_are_returned_by_the_next_run_at_once(prefect_api):
+    """Regression (#14): after a kill -9 the next run waited up to the 60 s lease for its slots."""
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        assert _active(prefect_api) == 2
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert _active(prefect_api) == 2  # the server still counts the dead run's leases
+    limit = open_limit(2)
+    try:
+        assert _active(prefect_api) == 0  # returned before this run takes any
+        with limit.slot(), limit.slot():  # both slots free for this run at once
+            assert _active(prefect_api) == 2
+    finally:
+        limit.close()
     assert _active(prefect_api) == 0
 
 
@@ -85,7 +140,7 @@ def test_a_dropped_connection_is_retried_not_fatal():
 
 
 def test_a_limit_the_server_refuses_is_disabled_with_a_warning(caplog):
-    """open_limit returning None (no global limit for this run) is never silent."""
+    """A run without the global limit (only its own slots) is never silent about it."""
     import logging
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -111,7 +166,8 @@ def test_a_limit_the_server_refuses_is_disabled_with_a_warning(caplog):
     url = f"http://127.0.0.1:{server.server_address[1]}/api"
     try:
         with temporary_settings(updates={PREFECT_API_URL: url}), caplog.at_level(logging.WARNING):
-            assert open_limit(3) is None
+            limit = open_limit(3)
+            assert type(limit) is LocalLimit and limit.size == 3
     finally:
         server.shutdown()
     (record,) = [r for r in caplog.records if LIMIT_NAME in r.getMessage()]

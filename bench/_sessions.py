@@ -1,0 +1,61 @@
+"""Session trees and a quoting fake model shared by the benches (chaos, phase 1 throughput).
+
+`clone_dsh_sample(dsh_home, n)` copies one bundled DSH sample `n` times with new ids and their
+own wording (project `weather-cli` → `<prefix><i>-cli`, Oslo → `Bergen<i>`), dated an hour ago:
+idle, ready to extract, each a real session that passes the no-op gate (tool use, a user rule).
+
+`quoting_answer(request, variant)` is what a model grounded in the session would answer to
+`memory_save`: raw memory lines quoted from the user's prompts, a summary and a slug.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "dsh_memory" / "samples"
+CLONE_ID = "5a1d3c7e-0b2f-4e6a-9c8d-1f2e3a4b5c6d"
+CLONE_OF = SAMPLES / "dsh" / "sessions" / "--home-demo-src-weather-cli--" / CLONE_ID
+
+
+def clone_dsh_sample(dsh_home: Path, n: int, prefix: str = "clone", id_tag: int = 0xC4A05) -> list[str]:
+    """`n` copies of the sample under `dsh_home/sessions`; returns their ids."""
+    text = CLONE_OF.joinpath("session.v4.jsonl").read_text()
+    ids = []
+    for i in range(1, n + 1):
+        sid = str(uuid.UUID(int=id_tag << 64 | i))
+        folder = dsh_home / "sessions" / f"--home-demo-src-{prefix}{i}--" / sid
+        folder.mkdir(parents=True)
+        clone = text.replace(CLONE_ID, sid).replace("weather-cli", f"{prefix}{i}-cli").replace("Oslo", f"Bergen{i}")
+        (folder / "session.v4.jsonl").write_text(clone)
+        ids.append(sid)
+    age_all(dsh_home)
+    return ids
+
+
+def age_all(root: Path, seconds: float = 3600) -> None:
+    """Date every file under `root` `seconds` ago (idle sessions)."""
+    old = time.time() - seconds
+    for p in root.rglob("*"):
+        os.utime(p, (old, old))
+
+
+def user_lines(request: dict) -> list[str]:
+    """The user's prompts as the rendered transcript in a Phase 1 request shows them."""
+    text = "\n".join(m.get("content") or "" for m in request.get("messages", []) if m.get("role") == "user")
+    return [ln[len("[user] ") :].strip() for ln in text.splitlines() if ln.startswith("[user] ")]
+
+
+def quoting_answer(request: dict, variant: str = "fix") -> dict:
+    """A grounded `memory_save` answer: the first user prompts quoted as raw memory lines."""
+    users = user_lines(request) or ["a task"]
+    words = re.sub(r"[^A-Za-z0-9 ]+", " ", users[0]).split()[:5]
+    return {
+        "raw_memory": "\n".join(f"- {u}" for u in users[:3]),
+        "rollout_summary": f"## Task\n{users[0]}\n\n## Outcome\ndone",
+        "rollout_slug": "-".join([*words, variant]),
+    }
