@@ -150,7 +150,7 @@ def sections(store, question: str, limit: int = 50) -> Run:
     conn = index._connect(store)
     _, dfs = index.doc_freqs(conn, terms)
     rows = index.candidate_sections(conn, terms, [0] * len(dfs), None, limit)
-    return Run(matches=[(p, a, b) for p, a, b, _ in rows])
+    return Run(matches=[(p, a, b) for _, p, a, b, _ in rows])
 
 
 # ---- the product ------------------------------------------------------------------------
@@ -166,11 +166,21 @@ def keywords(question: str) -> list[str]:
     return words[:16] or [question]
 
 
-def product(store, queries: list[str], depth: int = 50, **params) -> Run:
+def product(store, queries: list[str], depth: int = 50, semantic: bool | None = None, **params) -> Run:
     """memory_search in ranked mode with its defaults, following next_cursor until `depth` lines
-    were returned (an agent paging on)."""
+    were returned (an agent paging on). `semantic`: turn the semantic half on or off (None: the
+    default, lexical only unless DSH_MEMORY_SEMANTIC_SEARCH=1)."""
     from dsh_memory import readpath as rp
+    from dsh_memory.readpath import embedder
 
+    before, embedder.SEMANTIC = embedder.SEMANTIC, semantic
+    try:
+        return _product(rp, store, queries, depth, **params)
+    finally:
+        embedder.SEMANTIC = before
+
+
+def _product(rp, store, queries: list[str], depth: int, **params) -> Run:
     run = Run()
     cursor = None
     while True:
@@ -221,18 +231,34 @@ def table(results: dict[str, dict], n_questions: int) -> str:
     return "\n".join(rows)
 
 
+def held_out(questions: list[Question]) -> tuple[list[Question], list[Question]]:
+    """The fixed split the fusion weights were tuned on (tune_fusion.py): questions in id order,
+    every other one to tune (q01, q03, …), the rest held out."""
+    ordered = sorted(questions, key=lambda q: q.id)
+    return ordered[0::2], ordered[1::2]
+
+
 def run_all(verbose: bool = False) -> str:
+    from dsh_memory.readpath import embedder
+
     questions = load()
     with scratch_store() as store:
         anchor = LineIndex(store)
-        results = evaluate(
-            {
-                "FTS5 line index (anchor)": lambda q: anchor.search(q.question),
-                "sections as the unit (BM25, whole section)": lambda q: sections(store, q.question),
-                "memory_search ranked, the question": lambda q: product(store, [q.question]),
-                "memory_search ranked, keyword queries": lambda q: product(store, keywords(q.question)),
-            },
-            questions,
+        searchers = {
+            "FTS5 line index (anchor)": lambda q: anchor.search(q.question),
+            "sections as the unit (BM25, whole section)": lambda q: sections(store, q.question),
+            "memory_search ranked, the question": lambda q: product(store, [q.question], semantic=False),
+            "memory_search ranked, keyword queries": lambda q: product(store, keywords(q.question), semantic=False),
+        }
+        fused = "ranked + semantic (fused), the question"
+        if embedder.get() is not None:
+            searchers[fused] = lambda q: product(store, [q.question], semantic=True)
+        results = evaluate(searchers, questions)
+        _, held = held_out(questions)
+        held_results = evaluate(
+            {k: v for k, v in searchers.items() if k in ("FTS5 line index (anchor)", fused)}
+            | {"memory_search ranked (lexical only)": searchers["memory_search ranked, the question"]},
+            held,
         )
         if verbose:
             for q in questions:
@@ -240,7 +266,10 @@ def run_all(verbose: bool = False) -> str:
                 lines = run.lines()[:10]
                 got = [i for i, ln in enumerate(lines) if ln in set(q.evidence)]
                 print(q.id, q.question, "→", run.matches[:3], "evidence at", got, file=sys.stderr)
-    return table(results, len(questions))
+    out = table(results, len(questions))
+    if embedder.get() is None:
+        return out + "\nranked + semantic: not measured (the semantic extra is not installed)"
+    return out + "\n\nheld-out half (not used to tune the fusion weights)\n" + table(held_results, len(held))
 
 
 if __name__ == "__main__":

@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dsh_memory.readpath import embedder, vectors
 from dsh_memory.readpath._common import ROLLOUT_DIR, corpus, read_text, rel_of, root_of, top_files
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 INDEX_NAME = "search_index.sqlite3"
 CHUNK_MAX_LINES = 24
 SNIPPET_MAX_CHARS = 4000
@@ -74,9 +75,13 @@ def _connect(store: Any) -> sqlite3.Connection:
             DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS sections; DROP TABLE IF EXISTS fts;
             CREATE TABLE files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
                                ino INTEGER NOT NULL DEFAULT 0);
+            DROP TABLE IF EXISTS meta;
             CREATE TABLE sections(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
-                                  start_line INTEGER NOT NULL, end_line INTEGER NOT NULL);
+                                  start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+                                  slot INTEGER);  -- its row in the vector file (vectors.py), if any
             CREATE INDEX sections_path ON sections(path);
+            CREATE INDEX sections_slot ON sections(slot);
+            CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE VIRTUAL TABLE fts USING fts5(body, cjk, tokenize='porter unicode61');
             PRAGMA user_version={SCHEMA_VERSION};
             COMMIT;
@@ -187,10 +192,24 @@ def _dir_mtimes(store: Any) -> dict[str, int]:
     return out
 
 
+_embedded: set[str] = set()  # roots whose sections without a vector were looked for in this process
+
+
+def _vectors_path(store: Any) -> Path:
+    return Path(getattr(store, "state_dir", root_of(store) / ".state")) / vectors.VECTORS_NAME
+
+
+def _section_text(rel: str, section: str) -> str:
+    return rel + "\n" + section  # the rel path is searchable too: slugs carry topic words
+
+
 def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
-    """Bring the index up to date; returns counts of re-indexed and dropped files."""
+    """Bring the index (and the section vectors, with the embedder) up to date; returns counts of
+    re-indexed and dropped files."""
     conn = _connect(store)
     key = str(root_of(store))
+    emb = embedder.active()
+    backfill = emb is not None and key not in _embedded
     dirs = _dir_mtimes(store)
     last = _scans.get(key)
     now = time.monotonic()
@@ -198,18 +217,22 @@ def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
         quick = False
     else:
         expired = now - last[0] >= FULL_SCAN_SECONDS
-        if last[1] == dirs and not expired:
+        if last[1] == dirs and not expired and not backfill:
             return {"indexed": 0, "dropped": 0}
         # a directory changed: list it quickly, even when a full diff is due (it runs next time)
         quick = not expired or (last[1] is not None and last[1] != dirs)
     scan_ns = time.time_ns()
     settled = all(m < scan_ns - _SETTLE_NS for m in dirs.values())
+    vpath = _vectors_path(store)
     # diff under the write lock: another process indexing the same root waits, then sees its work
     conn.execute("BEGIN IMMEDIATE")
     try:
         current, changed, deleted = _diff(conn, store, quick, recent_ns=scan_ns - 2 * _SETTLE_NS)
+        # free rows as before the drops below (a slot they free is reused by later updates only)
+        slots = vectors.Slots(conn, vpath, emb.dim) if emb and (changed or backfill) else None
         for rel in deleted:
             _drop(conn, rel)
+        pending: list[tuple[int, str]] = []
         for rel in changed:
             path, st = current[rel]
             _drop(conn, rel)
@@ -228,15 +251,24 @@ def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
                 cur = conn.execute(
                     "INSERT INTO sections(path, start_line, end_line) VALUES (?,?,?)", (rel, a + 1, b + 1)
                 )
-                # the rel path is searchable too: slugs carry topic words
                 conn.execute(
                     "INSERT INTO fts(rowid, body, cjk) VALUES (?,?,?)",
-                    (cur.lastrowid, latin_body(rel + "\n" + section), cjk_shadow(section)),
+                    (cur.lastrowid, latin_body(_section_text(rel, section)), cjk_shadow(section)),
                 )
+                if emb:
+                    pending.append((cur.lastrowid, _section_text(rel, section)))
+        if emb and slots:
+            if backfill:
+                pending = vectors.unembedded(
+                    conn, root_of(store), emb, _section_text
+                )  # the sections just indexed included
+            vectors.store_sections(conn, vpath, emb, slots, pending)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    if backfill:
+        _embedded.add(key)
     # an unsettled directory may change again within its mtime's tick: list it again next time
     _scans[key] = (last[0] if quick and last else now, dirs if settled else None)
     if len(changed) + len(deleted) > 200:  # a big (re)build: fold the WAL now, not in a later query
@@ -244,14 +276,17 @@ def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
     return {"indexed": len(changed), "dropped": len(deleted)}
 
 
-def _prefix_filter(prefix: str | None) -> tuple[str, list[Any]]:
+def _path_condition(prefix: str | None) -> tuple[str, list[Any]]:
+    """` AND <sections in the file or folder prefix>` for a query on `sections` (and its arguments)."""
     if not prefix:
         return "", []
     esc = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return (
-        " AND fts.rowid IN (SELECT id FROM sections WHERE path = ? OR path LIKE ? ESCAPE '\\')",
-        [prefix, esc.rstrip("/") + "/%"],
-    )
+    return " AND (path = ? OR path LIKE ? ESCAPE '\\')", [prefix, esc.rstrip("/") + "/%"]
+
+
+def _prefix_filter(prefix: str | None) -> tuple[str, list[Any]]:
+    where, args = _path_condition(prefix)
+    return (f" AND fts.rowid IN (SELECT id FROM sections WHERE {where[5:]})" if where else ""), args
 
 
 def doc_freqs(conn: sqlite3.Connection, terms: list[Term]) -> tuple[int, list[int]]:
@@ -277,8 +312,8 @@ CANDIDATE_ROWS = 12_000  # past this many matching sections, the OR query keeps 
 
 def candidate_sections(
     conn: sqlite3.Connection, terms: list[Term], dfs: list[int], prefix: str | None, limit: int
-) -> list[tuple[str, int, int, float]]:
-    """The `limit` sections with the best BM25 for any of the terms: (path, start, end, BM25),
+) -> list[tuple[int, str, int, int, float]]:
+    """The `limit` sections with the best BM25 for any of the terms: (id, path, start, end, BM25),
     best first.
 
     BM25 scores every section that holds any term; words found in a large share of the memory
@@ -303,12 +338,12 @@ def candidate_sections(
         exprs = [" OR ".join(terms[i].fts for i in sorted(keep))]
         if len(terms) > 1:
             exprs.insert(0, " AND ".join(t.fts for t in terms))
-    seen: dict[int, tuple[str, int, int, float]] = {}
+    seen: dict[int, tuple[int, str, int, int, float]] = {}
     for expr in exprs:
         if len(seen) >= limit:
             break
-        for rowid, *section in conn.execute(sql, [expr, *args, limit]):
-            seen.setdefault(rowid, tuple(section))  # type: ignore[arg-type]
+        for row in conn.execute(sql, [expr, *args, limit]):
+            seen.setdefault(row[0], row)
     return list(seen.values())[:limit]
 
 
@@ -316,7 +351,8 @@ SECTIONS_SCANNED = 40  # sections re-read and scored line by line per query (the
 
 
 def ranked_search(store: Any, queries: list[str], prefix: str | None) -> tuple[list[Hit], dict, list[Term]]:
-    """Every line of the best sections, scored (lines.py), best first."""
+    """Every line of the best sections, scored (lines.py), best first; with the embedder, the
+    sections most like the question join them and the lines are ranked by both (fusion.py)."""
     terms = query_terms(queries)
     if not terms:
         from dsh_memory.errors import UserInputError
@@ -327,6 +363,14 @@ def ranked_search(store: Any, queries: list[str], prefix: str | None) -> tuple[l
     n, dfs = doc_freqs(conn, terms)
     weights = [idf(n, df) for df in dfs]
     rows = candidate_sections(conn, terms, dfs, prefix, SECTIONS_SCANNED)
-    sections = [Section(p, a, b, rank) for rank, (p, a, b, _) in enumerate(rows)]
-    hits, files = score_sections(store, terms, weights, sections)
+    emb = embedder.active()
+    if emb is None:
+        sections = [Section(p, a, b, rank) for rank, (_, p, a, b, _) in enumerate(rows)]
+        hits, files = score_sections(store, terms, weights, sections)
+        return hits, files, terms
+    from dsh_memory.readpath import fusion
+
+    hits, files = fusion.ranked(
+        store, conn, _vectors_path(store), emb, queries, terms, weights, rows, _path_condition(prefix)
+    )
     return hits, files, terms

@@ -115,9 +115,10 @@ class _File:
 
 
 def score_sections(
-    store: Any, terms: list[Term], weights: list[float], sections: list[Section]
+    store: Any, terms: list[Term], weights: list[float], sections: list[Section], every_line: bool = False
 ) -> tuple[list[Hit], dict[str, _File]]:
-    """Every non-blank, non-heading line of the sections, scored, best first; and the files read."""
+    """The non-blank, non-heading lines of the sections with a query term on or near them
+    (`every_line`: all of them), scored, best first; and the files read."""
     root = root_of(store)
     files: dict[str, _File | None] = {}
     hits: list[Hit] = []
@@ -134,13 +135,13 @@ def score_sections(
         a, b = max(0, sec.start - 1), min(len(f.lines), sec.end)
         has = [f.has(i) for i in range(a, b)]
         section_terms = f.about.union(*has)
-        if not section_terms:
+        if not section_terms and not every_line:
             continue
         empty: frozenset[int] = frozenset()
         for k, own in enumerate(has):
             i = a + k
             around = [has[k + d] if 0 <= k + d < len(has) else empty for d in (-1, 1, -2, 2)]
-            if not (own or any(around)) or f.context(i) or not f.lines[i].strip():
+            if not (every_line or own or any(around)) or f.context(i) or not f.lines[i].strip():
                 continue
             norm = (K1 + 1) / (1 + K1 * (1 - B + B * f.words(i) / AVG_WORDS))
             score = sum(weights[t] for t in own) * norm

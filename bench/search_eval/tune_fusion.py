@@ -1,0 +1,72 @@
+"""Tune the lexical + semantic fusion weights (dsh_memory/readpath/fusion.py) on one half of the
+labelled set and score them on the other half, so the reported numbers are not the ones tuned on.
+
+The split is fixed (evaluate.held_out): questions in id order, every other one (q01, q03, … tune;
+q02, q04, … held out). The search is coordinate descent over small grids, maximising the mean of R@10, Hit@1 and
+Line@1 on the tuning half (R@50 is at its ceiling). Needs the `semantic` extra.
+
+    python bench/search_eval/tune_fusion.py      # prints the weights found and both halves' scores
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1]))
+
+GRIDS = {
+    "W_LINE": [0.0, 0.25, 0.5, 1.0, 2.0],
+    "W_ABOVE": [0.0, 0.25, 0.5, 1.0],
+    "W_SECTION": [0.0, 0.25, 0.5, 1.0, 2.0],
+    "FLOOR": [0.2, 0.3, 0.4, 0.5],
+    "SEMANTIC_SECTIONS": [0, 5, 10, 20, 40],
+    "CONTENT_WORDS": [False, True],
+}
+
+
+def objective(m: dict) -> float:
+    return (m["R@10"] + m["Hit@1"] + m["Line@1"]) / 3
+
+
+def main() -> None:
+    from evaluate import LineIndex, evaluate, held_out, load, product, scratch_store, table
+
+    from dsh_memory.readpath import embedder, fusion
+
+    embedder.SEMANTIC = True
+    if embedder.get() is None:
+        sys.exit("the semantic extra is not installed (pip install 'dsh-memory[semantic]')")
+    tune, held = held_out(load())
+    with scratch_store() as store:
+
+        def fused(qs) -> dict:
+            return evaluate({"f": lambda q: product(store, [q.question])}, qs)["f"]
+
+        best = {k: getattr(fusion, k) for k in GRIDS}
+        best_score = objective(fused(tune))
+        for _ in range(2):  # two sweeps of coordinate descent
+            for name, grid in GRIDS.items():
+                for v in grid:
+                    setattr(fusion, name, v)
+                    s = objective(fused(tune))
+                    if s > best_score + 1e-9:
+                        best_score, best[name] = s, v
+                    print(f"  {name}={v}: {s:.4f} (best {best_score:.4f} with {best})", file=sys.stderr)
+                setattr(fusion, name, best[name])
+        print("tuned weights:", best)
+        anchor = LineIndex(store)
+        for label, qs in (("tuning half", tune), ("held-out half", held)):
+            embedder.SEMANTIC = False
+            lexical = evaluate({"lexical only": lambda q: product(store, [q.question])}, qs)
+            embedder.SEMANTIC = True
+            both = evaluate({"lexical + semantic (fused)": lambda q: product(store, [q.question])}, qs)
+            base = evaluate({"FTS5 line index (anchor)": lambda q: anchor.search(q.question)}, qs)
+            print(f"{label}:")
+            print(table({**base, **lexical, **both}, len(qs)))
+
+
+if __name__ == "__main__":
+    main()

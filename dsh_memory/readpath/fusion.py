@@ -1,0 +1,91 @@
+"""Lexical + semantic ranking (with the embedder, embedder.py): the sections BM25 found (index.py)
+and the SEMANTIC_SECTIONS sections whose vectors are most like the question's (vectors.py) are
+read, and every line in them gets
+
+    lexical score / the best lexical score of the query          (lines.py; 0 to 1)
+    + W_LINE    × max(0, cosine(question, the line) − FLOOR)
+    + W_ABOVE   × max(0, cosine(question, the line above) − FLOOR)   (an answer follows its question)
+    + W_SECTION × max(0, cosine(question, the section) − FLOOR)
+
+Not reciprocal-rank fusion: a static embedder is far weaker than BM25 on the keyword-heavy
+questions agents ask, so likeness mostly breaks ties between lexical hits and brings in the lines
+that say the same thing in other words. The weights were tuned on one half of bench/search_eval
+and are reported on the other half (bench/search_eval/tune_fusion.py): there it is not ahead of
+lexical-only on every metric, so it is off by default (embedder.active())."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from dsh_memory.readpath import vectors
+from dsh_memory.readpath.embedder import Embedder
+from dsh_memory.readpath.lines import Hit, Section, score_sections
+from dsh_memory.readpath.terms import LATIN_WORD, STOPWORDS, Term
+
+SEMANTIC_SECTIONS = 20  # sections found by likeness alone, read besides BM25's
+# tuned on the tuning half of bench/search_eval (bench/search_eval/tune_fusion.py): the line's own
+# likeness and its section's did not help there; the line above's did (an answer after its question)
+W_LINE = 0.0
+W_ABOVE = 1.0
+W_SECTION = 0.0
+FLOOR = 0.3
+CONTENT_WORDS = False  # embed the question without its stopwords (terms.STOPWORDS)
+
+
+def ranked(
+    store: Any,
+    conn: sqlite3.Connection,
+    vpath: Path,
+    emb: Embedder,
+    queries: list[str],
+    terms: list[Term],
+    weights: list[float],
+    rows: list[tuple[int, str, int, int, float]],
+    path_cond: tuple[str, list[Any]],
+) -> tuple[list[Hit], dict]:
+    """The lines of the lexical candidate sections (`rows`, index.candidate_sections) and of the
+    sections most like the question, scored by both, best first; and the files read."""
+    qv = emb.embed([_question(queries)])[0]
+    near = vectors.nearest(conn, vpath, qv, path_cond, SEMANTIC_SECTIONS) if SEMANTIC_SECTIONS else []
+    where: dict[int, tuple[str, int, int]] = {r[0]: (r[1], r[2], r[3]) for r in rows}
+    cos = {sid: c for sid, *_, c in near}
+    for sid, p, a, b, _ in near:
+        where.setdefault(sid, (p, a, b))
+    cos.update(vectors.cosines(conn, vpath, qv, [sid for sid in where if sid not in cos]))
+    ids = list(where)  # BM25's order, then likeness's
+    sections = [Section(*where[sid], rank) for rank, sid in enumerate(ids)]
+    hits, files = score_sections(store, terms, weights, sections, every_line=True)
+    if not hits:
+        return hits, files
+    top = max(h.score for h in hits) or 1.0
+    texts = [files[h.path].lines[h.line - 1] for h in hits]
+    above = [_above(files[h.path], h.line) for h in hits]
+    known = list(dict.fromkeys(texts + [t for t in above if t]))
+    sims = dict(zip(known, (emb.embed_lines(known) @ qv).tolist(), strict=True))
+    for h, text, up in zip(hits, texts, above, strict=True):
+        h.score = (
+            h.score / top
+            + W_LINE * max(0.0, sims[text] - FLOOR)
+            + (W_ABOVE * max(0.0, sims[up] - FLOOR) if up else 0.0)
+            + W_SECTION * max(0.0, cos.get(ids[h.rank], 0.0) - FLOOR)
+        )
+    hits.sort(key=lambda h: (-h.score, h.rank, h.path, h.line))
+    return hits, files
+
+
+def _question(queries: list[str]) -> str:
+    text = " ".join(queries)
+    if not CONTENT_WORDS:
+        return text
+    words = [w for w in LATIN_WORD.findall(text) if w.casefold() not in STOPWORDS]
+    return " ".join(words) or text
+
+
+def _above(f: Any, line: int) -> str | None:
+    """The text of the line above 1-based `line`, when it is a line of text (not a heading)."""
+    i = line - 2
+    if i < 0 or f.context(i) or not f.lines[i].strip():
+        return None
+    return f.lines[i]

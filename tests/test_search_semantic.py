@@ -1,0 +1,183 @@
+"""Ranked search's semantic half (embedder.py, vectors.py, fusion.py) on a real index over real
+files: vectors follow new, replaced, renamed and deleted files; a paraphrase that lexical search
+misses is found; nothing is downloaded; without the model, search is lexical only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dsh_memory import readpath as rp
+from dsh_memory.readpath import embedder, index, vectors
+from dsh_memory.storage.store import MemoryStore
+
+pytestmark = pytest.mark.skipif(
+    embedder.get() is None, reason="the semantic extra is not installed (.ci/run installs it)"
+)
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def semantic(monkeypatch):
+    monkeypatch.setenv(embedder.SEMANTIC_ENV, "1")
+
+
+@pytest.fixture()
+def store(tmp_path) -> MemoryStore:
+    s = MemoryStore(tmp_path / "mem")
+    s.ensure_layout()
+    (s.root / "MEMORY.md").write_text("# Handbook\n- run the linter before pushing\n- deploys go through staging\n")
+    (s.rollout_dir / "a.md").write_text(
+        "# Ledger\n- the settlement test failed on Mondays\n- we froze the clock with freezegun\n"
+    )
+    (s.rollout_dir / "car.md").write_text(
+        "# Morning\n- user: my automobile would not start this morning\n"
+        "- assistant: the battery was flat, so we jump-started it from a neighbour's\n"
+    )
+    return s
+
+
+def _slots(store) -> dict[str, list[int | None]]:
+    conn = index._connect(store)
+    out: dict[str, list[int | None]] = {}
+    for path, slot in conn.execute("SELECT path, slot FROM sections ORDER BY id"):
+        out.setdefault(path, []).append(slot)
+    return out
+
+
+def _nearest_paths(store, text: str) -> list[str]:
+    emb = embedder.get()
+    conn = index._connect(store)
+    got = vectors.nearest(conn, index._vectors_path(store), emb.embed([text])[0], ("", []), 10)
+    return [p for _, p, *_ in got]
+
+
+def test_vectors_follow_new_replaced_renamed_and_deleted_files(store, semantic):
+    index.refresh(store, force=True)
+    first = _slots(store)
+    assert set(first) == {"MEMORY.md", "rollout_summaries/a.md", "rollout_summaries/car.md"}
+    assert all(s is not None for slots in first.values() for s in slots)
+    taken = sorted(s for slots in first.values() for s in slots)
+    assert taken == list(range(len(taken)))  # one row each, no gaps
+    vfile = index._vectors_path(store)
+    assert vfile.stat().st_size == len(taken) * embedder.DIM * 4
+
+    (store.rollout_dir / "a.md").unlink()
+    index.refresh(store, force=True)
+    assert "rollout_summaries/a.md" not in _slots(store)
+    assert "rollout_summaries/a.md" not in _nearest_paths(store, "settlement test Mondays freezegun")
+
+    # the freed row is reused by a later update, not appended
+    (store.rollout_dir / "b.md").write_text("# Cache\n- redis evictions made the cache cold\n")
+    index.refresh(store, force=True)
+    assert _slots(store)["rollout_summaries/b.md"] == first["rollout_summaries/a.md"]
+    assert vfile.stat().st_size == len(taken) * embedder.DIM * 4
+    assert _nearest_paths(store, "redis cache evictions")[0] == "rollout_summaries/b.md"
+
+    os.replace(store.rollout_dir / "b.md", store.rollout_dir / "c.md")  # renamed
+    index.refresh(store, force=True)
+    slots = _slots(store)
+    assert "rollout_summaries/b.md" not in slots and slots["rollout_summaries/c.md"][0] is not None
+    assert _nearest_paths(store, "redis cache evictions")[0] == "rollout_summaries/c.md"
+
+
+def test_vectors_are_built_for_an_index_made_before_the_embedder_was_on(store, monkeypatch):
+    monkeypatch.delenv(embedder.SEMANTIC_ENV, raising=False)
+    index.refresh(store, force=True)  # lexical only: no vectors
+    assert all(s is None for slots in _slots(store).values() for s in slots)
+    assert not index._vectors_path(store).exists()
+    monkeypatch.setenv(embedder.SEMANTIC_ENV, "1")
+    monkeypatch.setattr(index, "_embedded", set())  # a fresh process
+    rp.search(store, ["battery"], mode="ranked")
+    assert all(s is not None for slots in _slots(store).values() for s in slots)
+
+
+def test_semantic_search_finds_a_paraphrase_that_lexical_search_misses(store, monkeypatch):
+    question = ["why wouldn't the vehicle's engine turn over?"]
+    monkeypatch.setenv(embedder.SEMANTIC_ENV, "0")
+    lexical = rp.search(store, question, mode="ranked")
+    assert all(m.path != "rollout_summaries/car.md" for m in lexical.matches)
+    monkeypatch.setenv(embedder.SEMANTIC_ENV, "1")
+    fused = rp.search(store, question, mode="ranked")
+    assert fused.matches[0].path == "rollout_summaries/car.md"
+    top = fused.matches[0]
+    lines = (store.rollout_dir / "car.md").read_text().splitlines()
+    assert "battery was flat" in lines[top.match_line - 1]  # the answer, cited by its line
+    assert top.content.splitlines()[top.match_line - top.start_line] == lines[top.match_line - 1]
+
+
+def test_a_damaged_model_file_is_not_loaded(tmp_path):
+    folder = embedder._folder()
+    copy = tmp_path / "wordllama"
+    for name in embedder.SHA256:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(folder / name, copy / name)
+    embedder.Embedder(copy)  # the pinned files load
+    with open(copy / embedder.WEIGHTS, "r+b") as f:
+        f.seek(4096)
+        f.write(b"\0\1\2\3")
+    with pytest.raises(ValueError, match="not the pinned file"):
+        embedder.Embedder(copy)
+
+
+def _run(parts: list[str], store_root: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, embedder.SEMANTIC_ENV: "1", **env_extra}
+    code = "\n".join(textwrap.dedent(p) for p in parts)
+    return subprocess.run(
+        [sys.executable, "-c", code, str(store_root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+
+
+_SEARCH = """
+    import sys
+    from dsh_memory import readpath as rp
+    from dsh_memory.readpath import embedder, index
+    from dsh_memory.storage.store import MemoryStore
+    store = MemoryStore(sys.argv[1])
+    res = rp.search(store, ["settlement Mondays"], mode="ranked")
+    print(embedder.active() is not None, index._vectors_path(store).exists(), res.matches[0].path)
+"""
+
+
+def test_without_the_model_search_is_lexical_only(store):
+    blocked = """
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "wordllama" or name.startswith("wordllama."):
+                    raise ModuleNotFoundError(name)
+                return None
+        sys.meta_path.insert(0, Block())
+    """
+    res = _run([blocked, _SEARCH], store.root, {})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["False", "False", "rollout_summaries/a.md"]
+    res = _run([_SEARCH], store.root, {})  # the same, with the model: vectors are written
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "True", "rollout_summaries/a.md"]
+
+
+def test_the_model_loads_with_the_network_cut(store):
+    no_network = """
+        import socket
+        def refuse(*a, **k):
+            raise OSError("network is cut in this test")
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        socket.getaddrinfo = refuse
+    """
+    res = _run([no_network, _SEARCH], store.root, {"HF_HUB_OFFLINE": "1", "HOME": str(store.root.parent)})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "True", "rollout_summaries/a.md"]
+    assert not (store.root.parent / ".cache").exists()  # no model cache either
