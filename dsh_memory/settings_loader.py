@@ -215,3 +215,30 @@ def _validate(cls: Any, data: dict[str, Any]) -> Any:
     except ValidationError as exc:
         secret = [n for n, f in cls.model_fields.items() if "SecretStr" in str(f.annotation)]
         raise ConfigError(fix_it(type_name, slug, BLOCK_NAME, describe_errors(exc, secret))) from None
+
+
+SECRET_MASK = "********"
+PRECEDENCE = "block > env > default"
+
+
+def describe_settings(resolved: ResolvedSettings) -> dict[str, Any]:
+    """Effective values (block field names) with their source (block / env / default); secrets
+    (the API key) only as a mask, never their value. `dsh-memory settings show` and the vault's
+    settings page print this."""
+    from dsh_memory.blocks.memory_settings import settings_sources, settings_values
+    from dsh_memory.blocks.model_route import SECRET_FIELDS, route_sources, route_values
+
+    memory_src = settings_sources(resolved.memory_block)
+    route_src = route_sources(resolved.route_block)
+    memory = {k: {"value": v, "source": memory_src[k]} for k, v in settings_values(resolved.settings).items()}
+    route = {}
+    for k, v in route_values(resolved.route).items():
+        masked = None if v is None else SECRET_MASK
+        route[k] = {"value": masked if k in SECRET_FIELDS else v, "source": route_src[k]}
+    return {
+        "precedence": PRECEDENCE,
+        "prefect_api_url": resolved.api_url,
+        "blocks": {f"{slug}/{BLOCK_NAME}": status for slug, status in resolved.blocks.items()},
+        "memory": memory,
+        "model_route": route,
+    }

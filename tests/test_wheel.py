@@ -187,6 +187,13 @@ def test_serve_from_the_wheel_finds_its_deployments_and_runs_a_catch_up(wheel_ve
             assert "serving 3 deployments" in text, text[-3000:]
             assert _completed_catch_ups(prefect_api, since), text[-3000:] + _catch_up_states(prefect_api, since)
             assert list((root / "rollout_summaries").glob("*.md")), text[-3000:]
+            # the vault ships in the wheel (templates, stylesheet) and `serve` serves it at /
+            assert f"memory vault: http://127.0.0.1:{port}/" in text, text[-3000:]
+            vault = httpx.get(f"http://127.0.0.1:{port}/vault/browse", timeout=30)
+            slug = next((root / "rollout_summaries").glob("*.md")).stem
+            assert vault.status_code == 200 and slug in vault.text, vault.text[-2000:]
+            css = httpx.get(f"http://127.0.0.1:{port}/vault/static/vault.css", timeout=30)
+            assert css.status_code == 200 and "--accent" in css.text
         finally:
             proc.send_signal(signal.SIGTERM)
             try:

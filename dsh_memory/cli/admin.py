@@ -8,33 +8,6 @@ import typer
 
 from dsh_memory.cli._common import emit_json, run
 
-MASK = "********"
-PRECEDENCE = "block > env > default"
-
-
-def _masked(value: Any) -> Any:
-    return None if value is None else MASK
-
-
-def _describe(resolved: Any) -> dict:
-    """Effective values (block field names) with their source; the API key only as a mask."""
-    from dsh_memory.blocks.memory_settings import settings_sources, settings_values
-    from dsh_memory.blocks.model_route import SECRET_FIELDS, route_sources, route_values
-
-    memory_src = settings_sources(resolved.memory_block)
-    route_src = route_sources(resolved.route_block)
-    memory = {k: {"value": v, "source": memory_src[k]} for k, v in settings_values(resolved.settings).items()}
-    route = {}
-    for k, v in route_values(resolved.route).items():
-        route[k] = {"value": _masked(v) if k in SECRET_FIELDS else v, "source": route_src[k]}
-    return {
-        "precedence": PRECEDENCE,
-        "prefect_api_url": resolved.api_url,
-        "blocks": {f"{slug}/default": status for slug, status in resolved.blocks.items()},
-        "memory": memory,
-        "model_route": route,
-    }
-
 
 def _print(data: dict) -> None:
     typer.echo(f"precedence: {data['precedence']}    Prefect API: {data['prefect_api_url'] or '-'}")
@@ -113,9 +86,9 @@ def register(app: typer.Typer) -> None:
         def go() -> dict:
             import prefect.settings  # noqa: F401  (makes the active profile's PREFECT_API_URL visible)
 
-            from dsh_memory.settings_loader import resolve_settings
+            from dsh_memory.settings_loader import describe_settings, resolve_settings
 
-            return _describe(resolve_settings())
+            return describe_settings(resolve_settings())
 
         data = run(go, as_json)
         emit_json(data) if as_json else _print(data)

@@ -1,4 +1,5 @@
-"""`consolidate` (Phase 2 now) and `forget SESSION` (drop a session's memory inputs)."""
+"""`consolidate` (Phase 2 now), `forget SESSION` (drop a session's memory inputs) and `restore
+NAME` (bring a retired rollout summary back)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,28 @@ def register(app: typer.Typer) -> None:
             f"retired {len(result['retired'])} rollout summaries"
             + (f" ({', '.join(result['retired'])})" if result["retired"] else "")
         )
+
+    @app.command("restore")
+    def restore_cmd(
+        name: str = typer.Argument(
+            ..., help="Name of a summary under rollout_summaries/.retired/ (with or without .md)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Move a retired rollout summary back among the active ones (undo forgetting).
+
+        The restore counts as a use, so forgetting leaves it alone for max_unused_days.
+        """
+
+        def go() -> dict:
+            from dsh_memory.consolidation.apply import restore_summary
+            from dsh_memory.context import memory_context
+
+            with memory_context() as ctx:
+                return restore_summary(ctx.store, ctx.state, name, datetime.now(UTC))
+
+        result = run(go, as_json)
+        if as_json:
+            emit_json(result)
+            return
+        typer.echo(f"restored {result['restored']} as {result['path']}")

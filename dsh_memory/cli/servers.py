@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
         ),
         no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not serve MCP at /mcp"),
     ) -> None:
-        """Serve POST /dsh-memory/rpc, GET /healthz and MCP at /mcp."""
+        """Serve the memory vault at /, POST /dsh-memory/rpc, GET /healthz and MCP at /mcp."""
 
         def go():
             from dsh_memory.serve.guard import check_bind_host, is_loopback_address
@@ -31,7 +31,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(
                 f"dsh-memory: http://{host}:{port}/dsh-memory/rpc"
                 + ("" if no_mcp else "  (MCP at /mcp)")
-                + "  turn-end hook: /hooks/turn-end",
+                + "  turn-end hook: /hooks/turn-end"
+                + f"  vault: http://{host}:{port}/",
                 err=True,
             )
             uvicorn.run(app, host=host, port=port, log_level="warning")

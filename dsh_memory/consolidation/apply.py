@@ -329,3 +329,17 @@ def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> di
         "raw_blocks_archived": archived,
         "excluded": True,
     }
+
+
+def restore_summary(store: Any, state: Any, name: str, now: datetime) -> dict:
+    """`dsh-memory restore NAME` and the vault's restore: move a retired rollout summary back
+    among the active ones, drop its retired mark, and count the restore as a use (a summary a
+    user brought back gets a full `max_unused_days` before forgetting may propose it again).
+    The next consolidation sees it in the index again. NotFoundError when nothing is retired
+    under that name."""
+    slug = store.restore_summary(name)
+    state.unmark_retired(slug)
+    state.unmark_retired(str(name).removesuffix(".md"))
+    rel = f"rollout_summaries/{slug}.md"
+    state.record_usage(rel, now)
+    return {"restored": str(name).removesuffix(".md"), "slug": slug, "path": rel}

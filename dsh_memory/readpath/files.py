@@ -81,11 +81,14 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
     )
 
 
-def read(store: Any, path: str, *, state: Any = None, now: datetime | None = None, **params: Any) -> ReadResult:
+def read(
+    store: Any, path: str, *, state: Any = None, now: datetime | None = None, usage: bool = True, **params: Any
+) -> ReadResult:
     """A slice of one file from `start_line` (1-based, like every line number here), capped at
     MAX_READ_CHARS. `params`: ReadRequest's fields.
 
-    Returning content of an active rollout summary records usage (forgetting input)."""
+    Returning content of an active rollout summary records usage (forgetting input), unless
+    `usage=False` (the vault: a person looking is not an agent using the memory)."""
     req = validate(ReadRequest, path=path, **params)
     target = guard(store, req.path)
     rel = rel_of(store, target)
@@ -113,7 +116,7 @@ def read(store: Any, path: str, *, state: Any = None, now: datetime | None = Non
         size += len(line) + 1
     end = first + len(chunk)
     more = end < total
-    if chunk:
+    if chunk and usage:
         record_usage(store, [rel], state=state, now=now)
     return ReadResult(
         path=rel,

@@ -137,7 +137,13 @@ def _line_search(store: Any, req: SearchRequest, need: int) -> list[SearchMatch]
 
 
 def search(
-    store: Any, queries: list[str] | str, *, state: Any = None, now: datetime | None = None, **params: Any
+    store: Any,
+    queries: list[str] | str,
+    *,
+    state: Any = None,
+    now: datetime | None = None,
+    usage: bool = True,
+    **params: Any,
 ) -> SearchResult:
     """Search the memory. Line modes: `any` (a line with any query), `all_on_same_line`,
     `all_within_lines` (all queries inside a window of `within_lines`); results in corpus order
@@ -165,7 +171,8 @@ def search(
     else:
         found = islice(_line_search(store, req, start + req.max_results + 1), start, None)
     page, more = _page(found, req, prefix)
-    record_usage(store, [m.path for m in page], state=state, now=now)
+    if usage:  # the vault passes False: a person searching is not an agent using the memory
+        record_usage(store, [m.path for m in page], state=state, now=now)
     return SearchResult(
         queries=req.queries,
         mode=req.mode,

@@ -76,3 +76,38 @@ def runner_deployments(debounce_seconds: int | None = None) -> list:
             )
         )
     return out
+
+
+def ui_url(api_url: str | None) -> str | None:
+    """The Prefect UI of an API address (`http://127.0.0.1:4200/api` → `http://127.0.0.1:4200`)."""
+    return api_url.rstrip("/").removesuffix("/api") if api_url else None
+
+
+def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Ask the configured Prefect server to run one of our deployments now, without waiting (what
+    the boot catch-up and the turn-end trigger do): the new flow run's id, name and UI address.
+    ServiceUnavailableError when no Prefect server is configured (nothing would run it) or it does
+    not answer; NotFoundError when the deployment is not registered (no `dsh-memory serve`)."""
+    from dsh_memory.errors import NotFoundError, ServiceUnavailableError
+    from dsh_memory.settings_loader import prefect_api_url
+
+    url = prefect_api_url(profile=True)
+    if not url:
+        raise ServiceUnavailableError(
+            "no Prefect server is configured (PREFECT_API_URL is unset), so nothing would run this: "
+            "start the stack with `dsh-memory serve`, or run it from the command line"
+        )
+    import httpx
+    from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        run = run_deployment(name, parameters=parameters or {}, timeout=0)
+    except ObjectNotFound:
+        raise NotFoundError(
+            f"the deployment {name} is not registered on {url}: `dsh-memory serve` registers it"
+        ) from None
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise ServiceUnavailableError(f"the Prefect API at {url} does not answer ({type(exc).__name__})") from None
+    ui = ui_url(url)
+    return {"id": str(run.id), "name": run.name, "deployment": name, "url": f"{ui}/runs/flow-run/{run.id}"}

@@ -4,7 +4,10 @@ check of every command that serves. One definition of the request-size bound, to
   * `Host` must name a loopback address (DNS rebinding) → else 403;
   * an `Origin`, when present, must be loopback too; `Origin: null` is refused → 403;
     requests without Origin (curl, local tools) are allowed: they already hold the machine;
-  * POST bodies must be `application/json` → else 415, and at most MAX_BODY_BYTES → else 413.
+  * POST bodies must be `application/json` → else 415, and at most MAX_BODY_BYTES → else 413;
+    under the `form_paths` prefixes (the vault's actions, HTML forms) they must be
+    `application/x-www-form-urlencoded` instead, same bound — the routes there check their own
+    CSRF token (serve/vault/csrf.py): a form is what a cross-site page can post without asking.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from dsh_memory.errors import UserInputError
 if TYPE_CHECKING:  # starlette is imported by the app that mounts the guard, not by its users
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-MAX_BODY_BYTES = 1024 * 1024  # every request body: RPC, MCP, turn-end webhooks
+MAX_BODY_BYTES = 1024 * 1024  # every request body: RPC, MCP, turn-end webhooks, vault forms
+JSON_TYPE = "application/json"
+FORM_TYPE = "application/x-www-form-urlencoded"
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -74,8 +79,15 @@ def is_loopback_origin(origin: str) -> bool:
 class LoopbackGuard:
     """Pure ASGI middleware (streaming responses such as MCP's SSE pass through untouched)."""
 
-    def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str] = (), max_body_bytes: int = MAX_BODY_BYTES):
+    def __init__(
+        self,
+        app: ASGIApp,
+        allowed_hosts: Sequence[str] = (),
+        max_body_bytes: int = MAX_BODY_BYTES,
+        form_paths: Sequence[str] = (),
+    ):
         self.app = app
+        self.form_paths = tuple(form_paths)
         self.allowed = frozenset(LOOPBACK_HOSTS | {h.lower() for h in allowed_hosts})
         self.max_body = max_body_bytes
 
@@ -96,8 +108,9 @@ class LoopbackGuard:
             await self.app(scope, receive, send)
             return
         ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if ctype != "application/json":
-            await _deny(scope, receive, send, 415, "request body must be application/json")
+        wanted = FORM_TYPE if self.form_paths and scope["path"].startswith(self.form_paths) else JSON_TYPE
+        if ctype != wanted:
+            await _deny(scope, receive, send, 415, f"request body must be {wanted}")
             return
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):

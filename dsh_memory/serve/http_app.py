@@ -1,8 +1,10 @@
 """Loopback HTTP: `POST /dsh-memory/rpc` (the read path + get-state + delete-file), `GET /healthz`,
-and optionally the MCP streamable-HTTP endpoint at `/mcp`.
+the memory vault's pages at `/` (serve/vault/), and optionally the MCP streamable-HTTP endpoint
+at `/mcp`.
 
 The app guards itself with `serve.guard.LoopbackGuard` (nothing in front of it does auth or
-CSRF): loopback Host/Origin only, JSON bodies of at most MAX_BODY_BYTES.
+CSRF): loopback Host/Origin only, JSON bodies of at most MAX_BODY_BYTES (form bodies, same bound,
+only under the vault's action prefix, whose routes check a CSRF token).
 
 Translation only: `dispatch()` runs the core; errors map to statuses in `_error()` alone.
 Other routes (turn-end webhook receiver…) plug in via `create_app(extra_routes=…)` or by
@@ -107,13 +109,15 @@ def create_app(
     *,
     extra_routes: Sequence[BaseRoute] = (),
     mcp: bool = True,
+    vault: bool = True,
     allowed_hosts: Sequence[str] = (),
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """The loopback app. `mcp=True` also serves the MCP server (streamable HTTP) at `/mcp`.
     `extra_routes` are mounted behind the same guard (e.g. a turn-end webhook receiver).
     `settings`: a MemoryContext, plain MemorySettings (tests), or None for `memory_context()`
-    (saved block > environment > default), shared by the RPC, the hooks and MCP."""
+    (saved block > environment > default), shared by the RPC, the hooks, MCP and the vault.
+    `vault=True` serves the memory vault's pages at `/`."""
     mem = context_of(settings)
     rpc = RpcContext(mem)
     routes: list[BaseRoute] = rpc_routes(rpc) + list(extra_routes)
@@ -123,6 +127,12 @@ def create_app(
     turn_end = TurnEndReceiver(mem.settings)
     routes += turn_end.routes()
     # --- end turn-end receiver ---
+    form_paths: tuple[str, ...] = ()
+    if vault:
+        from dsh_memory.serve.vault import ACTION_PREFIX, vault_routes
+
+        routes += vault_routes(mem)
+        form_paths = (ACTION_PREFIX,)
     mcp_server = None
     if mcp:
         from dsh_memory.serve.mcp_server import build_server
@@ -144,7 +154,7 @@ def create_app(
             mem.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(LoopbackGuard, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
+    app.add_middleware(LoopbackGuard, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes, form_paths=form_paths)
     app.state.rpc = rpc
     app.state.mcp_server = mcp_server
     app.state.turn_end = turn_end

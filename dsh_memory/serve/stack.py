@@ -98,6 +98,7 @@ class Stack:
             f"memory API: http://{self.host}:{self.port}/dsh-memory/rpc  MCP: http://{self.host}:{self.port}/mcp"
             f"  turn-end hook: http://{self.host}:{self.port}/hooks/turn-end"
         )
+        self.echo(f"memory vault: http://{self.host}:{self.port}/")
 
     # -- 3. boot catch-up ------------------------------------------------------------------
     def schedule_boot_catch_up(self, settings) -> None:

@@ -107,6 +107,7 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
 
     def row(run, flows) -> dict[str, Any]:
         result = {
+            "id": str(run.id),
             "flow": flows.get(run.flow_id, "?"),
             "name": run.name,
             "state": run.state.name if run.state else None,

@@ -345,6 +345,22 @@ class MemoryStore:
             _fsync_dir(self.retired_dir)
             return True
 
+    def restore_summary(self, name: str) -> str:
+        """Move `.retired/<name>.md` back among the active summaries; the slug it got (`-2`, `-3`…
+        when the name is taken). NotFoundError when there is no such retired summary."""
+        s = self._clean_slug(name)
+        src = None if s is None else self.resolve(f"rollout_summaries/.retired/{s}.md")
+        with self.lock("summaries"):
+            if src is None or not src.is_file() or src.is_symlink():
+                raise NotFoundError(f"no retired summary named {str(name)[:100]!r}")
+            n = 1
+            while (dst := self.resolve(f"rollout_summaries/{(cand := _with_suffix(s, n))}.md")).exists():
+                n += 1
+            os.replace(src, dst)
+            _fsync_dir(self.rollout_dir)
+            _fsync_dir(self.retired_dir)
+            return cand
+
     def retired_slugs(self) -> list[str]:
         if not self.retired_dir.is_dir():
             return []

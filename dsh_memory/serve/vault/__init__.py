@@ -1,0 +1,167 @@
+"""The memory vault: server-rendered pages to see, search, correct and restore what the agents
+remember, served by the loopback HTTP app at `/` (`dsh-memory serve` and `dsh-memory http`).
+
+    GET  /                     overview: the injected summary (size vs budget), MEMORY.md, counts, last runs
+    GET  /vault/browse         rollout summaries (provenance, usage), skills, notes, retired summaries
+    GET  /vault/file?path=…    one file rendered (or `view=lines` numbered), or one directory
+    GET  /vault/search?q=…     the read path's search (ranked by default); hits link to their lines
+    GET  /vault/sessions       the sessions the pipeline knows: forget, re-run extraction
+    GET  /vault/settings       effective settings and their source (block / env / default), key masked
+    POST /vault/act/<action>   a correction: first the confirm step (what it will do), then `confirm=yes`
+    GET  /vault/static/…       the stylesheet (nothing is loaded from anywhere else)
+
+Security: behind the app's LoopbackGuard (loopback Host/Origin; form bodies only under /vault/act/,
+size-bounded); every POST needs the CSRF token of its action (csrf.py); every page carries a
+Content-Security-Policy without inline script; memory content is escaped (render.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from dsh_memory.context import MemoryContext
+from dsh_memory.errors import DshMemoryError
+from dsh_memory.serve.vault import actions, pages
+from dsh_memory.serve.vault.csrf import COOKIE, FIELD, HEADERS, Csrf, cookie_args
+from dsh_memory.serve.vault.render import STATIC, environment
+
+log = logging.getLogger(__name__)
+
+ACTION_PREFIX = "/vault/act/"
+NAV = [("/", "Overview"), ("/vault/browse", "Browse"), ("/vault/search", "Search"), ("/vault/sessions", "Sessions")]
+NAV.append(("/vault/settings", "Settings"))
+
+
+class Vault:
+    def __init__(self, ctx: MemoryContext, csrf: Csrf | None = None):
+        self.ctx = ctx
+        self.csrf = csrf or Csrf()
+        self.env = environment()
+
+    def render(self, request: Request, template: str, code: int = 200, **data: Any) -> HTMLResponse:
+        nonce = request.cookies.get(COOKIE) or ""
+        fresh = not (0 < len(nonce) <= 200)
+        if fresh:
+            nonce = Csrf.new_nonce()
+        html = self.env.get_template(template).render(
+            nav=NAV,
+            here=request.url.path,
+            memory_root=str(self.ctx.memory_root),
+            csrf=lambda action: self.csrf.token(nonce, action),
+            csrf_field=FIELD,
+            **data,
+        )
+        response = HTMLResponse(html, status_code=code, headers=HEADERS)
+        if fresh:
+            response.set_cookie(**cookie_args(nonce))
+        return response
+
+    def error(self, request: Request, exc: BaseException) -> HTMLResponse:
+        if isinstance(exc, DshMemoryError):
+            return self.render(request, "error.html", exc.http_status, message=str(exc), kind=type(exc).__name__)
+        log.exception("unexpected error in the vault", exc_info=exc)
+        return self.render(request, "error.html", 500, message="internal error (see the server log)", kind="Error")
+
+    async def page(self, request: Request, template: str, gather, *args: Any) -> Response:
+        try:
+            data = await run_in_threadpool(gather, *args)
+        except Exception as exc:
+            return self.error(request, exc)
+        return self.render(request, template, **data)
+
+    # -- GET pages ---------------------------------------------------------------------------
+    async def overview(self, request: Request) -> Response:
+        return await self.page(request, "overview.html", pages.overview, self.ctx)
+
+    async def browse(self, request: Request) -> Response:
+        return await self.page(request, "browse.html", pages.browse, self.ctx)
+
+    async def file(self, request: Request) -> Response:
+        q = request.query_params
+        line = q.get("line", "")
+        return await self.page(
+            request,
+            "file.html",
+            pages.file_view,
+            self.ctx,
+            q.get("path", ""),
+            q.get("view", "rendered"),
+            int(line) if line.isdigit() and len(line) < 9 else None,
+        )
+
+    async def search(self, request: Request) -> Response:
+        q = request.query_params
+        return await self.page(
+            request,
+            "search.html",
+            pages.search_view,
+            self.ctx,
+            q.get("q", ""),
+            q.get("mode", "ranked"),
+            q.get("path") or None,
+        )
+
+    async def sessions(self, request: Request) -> Response:
+        return await self.page(request, "sessions.html", pages.sessions_view, self.ctx)
+
+    async def settings(self, request: Request) -> Response:
+        return await self.page(request, "settings.html", pages.settings_view)
+
+    # -- POST actions ------------------------------------------------------------------------
+    async def act(self, request: Request) -> Response:
+        action = request.path_params["action"]
+        try:
+            form = actions.parse_form(await request.body())
+        except DshMemoryError as exc:
+            return self.error(request, exc)
+        if not self.csrf.valid(request.cookies.get(COOKIE), action, form.get(FIELD)):
+            return self.render(
+                request,
+                "error.html",
+                403,
+                kind="Refused",
+                message="missing or invalid CSRF token: reload the page and try again "
+                "(tokens end when the server restarts)",
+            )
+        try:
+            if form.get("confirm") != "yes":
+                plan = await run_in_threadpool(actions.plan, self.ctx, action, form)
+                return self.render(request, "confirm.html", action=action, plan=plan)
+            outcome = await run_in_threadpool(actions.run, self.ctx, action, form)
+        except Exception as exc:
+            return self.error(request, exc)
+        return self.render(request, "done.html", action=action, outcome=outcome)
+
+
+def vault_routes(ctx: MemoryContext, csrf: Csrf | None = None) -> list[BaseRoute]:
+    """The vault's routes for `create_app` (which mounts them behind its LoopbackGuard, with form
+    bodies allowed under ACTION_PREFIX only)."""
+    v = Vault(ctx, csrf)
+    static = StaticFiles(directory=str(STATIC))
+
+    async def static_app(scope, receive, send):
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] += [(k.lower().encode(), val.encode()) for k, val in HEADERS.items()]
+            await send(message)
+
+        await static(scope, receive, send_with_headers)
+
+    return [
+        Route("/", v.overview, methods=["GET"]),
+        Route("/vault/browse", v.browse, methods=["GET"]),
+        Route("/vault/file", v.file, methods=["GET"]),
+        Route("/vault/search", v.search, methods=["GET"]),
+        Route("/vault/sessions", v.sessions, methods=["GET"]),
+        Route("/vault/settings", v.settings, methods=["GET"]),
+        Route(ACTION_PREFIX + "{action:str}", v.act, methods=["POST"]),
+        Mount("/vault/static", app=static_app, name="vault-static"),
+    ]

@@ -1,0 +1,182 @@
+"""What each vault page shows, gathered from the core (no HTML here): the read path for files,
+search and the summary; `serve.status` for the pipeline; the stores for inventories;
+`settings_loader.describe_settings` for the settings. Plain dicts for the templates.
+
+The vault is a person looking, not an agent using memory: its reads and searches record no usage
+(`usage=False`), so browsing never changes what forgetting proposes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from dsh_memory.context import MemoryContext
+from dsh_memory.errors import DshMemoryError, NotFoundError
+from dsh_memory.readpath import list_dir, read, search, summary
+from dsh_memory.readpath._common import is_active_rollout
+from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
+from dsh_memory.readpath.models import MAX_READ_LINES
+from dsh_memory.settings_loader import prefect_api_url
+from dsh_memory.storage.store_format import parse_front_matter
+
+NOTES_DIR = "extensions/ad_hoc/notes/"
+RETIRED_PREFIX = f"rollout_summaries/{RETIRED_DIR_NAME}/"
+PHASE1_FLOWS = ("extract", "extract-session", "catch-up")
+PROVENANCE_SHOWN = ("session_id", "source", "cwd", "updated_at", "part", "extracted_at", "model", "provider", "path")
+
+
+def _text(ctx: MemoryContext, rel: str) -> str | None:
+    try:
+        return read(ctx.store, rel, max_lines=MAX_READ_LINES, usage=False).content
+    except NotFoundError:
+        return None
+
+
+def _server() -> dict[str, Any]:
+    """The Prefect side of the status, without importing prefect when no server is configured."""
+    from dsh_memory.serve.deployments import ui_url
+
+    url = prefect_api_url(profile=True)
+    if not url:
+        return {"available": False, "reason": "no Prefect server configured (PREFECT_API_URL is unset)"}
+    from dsh_memory.serve.status import server_status
+
+    out = server_status(limit=20)
+    out["ui_url"] = ui_url(url)
+    for run in out.get("last_runs", []) + out.get("in_flight", []):
+        run["url"] = f"{out['ui_url']}/runs/flow-run/{run['id']}"
+    runs = out.get("last_runs", [])
+    out["last_phase1"] = next((r for r in runs if r["flow"] in PHASE1_FLOWS), None)
+    out["last_phase2"] = next((r for r in runs if r["flow"] == "consolidate"), None)
+    return out
+
+
+def overview(ctx: MemoryContext) -> dict[str, Any]:
+    from dsh_memory.serve.preflight import preview_phase1
+    from dsh_memory.serve.status import local_status
+
+    status = local_status(ctx)
+    counts = status.get("counts") or {}
+    try:
+        pending: int | str = preview_phase1(ctx, datetime.now(UTC)).result.candidates
+    except DshMemoryError as exc:
+        pending = f"unknown ({exc})"
+    summ = summary(ctx.store, ctx.settings.max_summary_chars)
+    return {
+        "status": status,
+        "counts": {
+            "processed": counts.get("done", 0) + counts.get("noop", 0),
+            "pending": pending,
+            "failed": counts.get("failed", 0),
+            "parked": counts.get("parked", 0),
+            "running": counts.get("running", 0),
+            "raw_waiting": len(ctx.store.read_raw_blocks()),
+            "notes_waiting": len(ctx.store.list_notes()),
+        },
+        "summary": summ,
+        "budget": ctx.settings.max_summary_chars,
+        "memory_md": _text(ctx, "MEMORY.md"),
+        "server": _server(),
+        "running": bool(status.get("phase1_running") or status.get("phase2_running")),
+        "refresh": 4 if status.get("phase1_running") or status.get("phase2_running") else None,
+    }
+
+
+def browse(ctx: MemoryContext) -> dict[str, Any]:
+    store = ctx.store
+    usage = ctx.state.usage() if ctx.state_exists() else {}
+    retired_at = ctx.state.retired() if ctx.state_exists() else {}
+    summaries = []
+    for info in store.list_rollout_summaries():
+        count, last = usage.get(info.rel, (0, None))
+        summaries.append(
+            {"path": info.rel, "slug": info.slug, "prov": info.provenance or {}, "uses": count, "last": last}
+        )
+    notes = []
+    for rel in store.list_notes():
+        fields, body = parse_front_matter(_text(ctx, rel) or "")
+        first = next((ln.strip() for ln in body.splitlines() if ln.strip()), "")
+        notes.append({"path": rel, "title": fields.get("title") or first[:120], "created": fields.get("created_at")})
+    skills = []
+    try:
+        for e in list_dir(store, "skills").entries:
+            if e.type == "directory":
+                skills.append({"name": e.path.rsplit("/", 1)[-1], "path": f"{e.path}/SKILL.md"})
+    except NotFoundError:
+        pass
+    retired = [
+        {"name": s, "path": f"{RETIRED_PREFIX}{s}.md", "retired_at": retired_at.get(s)} for s in store.retired_slugs()
+    ]
+    return {"summaries": summaries, "notes": notes, "skills": skills, "retired": retired}
+
+
+def file_view(ctx: MemoryContext, path: str, view: str = "rendered", line: int | None = None) -> dict[str, Any]:
+    """One file (rendered or numbered lines) or one directory's listing, with the actions it allows."""
+    listing = list_dir(ctx.store, path, max_results=2000)
+    rel = listing.path
+    if not (len(listing.entries) == 1 and listing.entries[0].type == "file" and listing.entries[0].path == rel):
+        return {"path": rel, "directory": True, "entries": listing.entries}
+    result = read(ctx.store, rel, max_lines=MAX_READ_LINES, usage=False)
+    fields, body = parse_front_matter(result.content) if rel.endswith(".md") else ({}, result.content)
+    session = str(fields.get("session_id") or "") if rel.startswith("rollout_summaries/") else ""
+    return {
+        "path": rel,
+        "directory": False,
+        "view": "lines" if view == "lines" else "rendered",
+        "line": line,
+        "lines": list(enumerate(result.content.splitlines(), start=1)),
+        "fields": [(k, fields[k]) for k in PROVENANCE_SHOWN if fields.get(k) not in (None, "")],
+        "body": body,
+        "truncated": result.truncated,
+        "total_lines": result.total_lines,
+        "deletable": rel.startswith(NOTES_DIR) or is_active_rollout(rel),
+        "protected": rel in PROTECTED_FILES,
+        "retired_name": rel[len(RETIRED_PREFIX) : -3]
+        if rel.startswith(RETIRED_PREFIX) and rel.endswith(".md")
+        else None,
+        "session": session,
+    }
+
+
+def search_view(ctx: MemoryContext, q: str, mode: str = "ranked", path: str | None = None) -> dict[str, Any]:
+    if not q.strip():
+        return {"q": q, "mode": mode, "path": path or "", "result": None}
+    result = search(ctx.store, [q], mode=mode, path=path or None, max_results=50, usage=False)
+    return {"q": q, "mode": mode, "path": path or "", "result": result}
+
+
+def sessions_view(ctx: MemoryContext) -> dict[str, Any]:
+    """The sessions the pipeline knows (its claims), newest first, with their summaries."""
+    if not ctx.state_exists():
+        return {"sessions": []}
+    by_session: dict[str, list[str]] = {}
+    for info in ctx.store.list_rollout_summaries():
+        sid = str((info.provenance or {}).get("session_id") or "")
+        by_session.setdefault(sid, []).append(info.rel)
+    overrides = ctx.state.overrides()
+    rows = []
+    for c in ctx.state.claims().values():
+        rows.append(
+            {
+                "id": c.session_id,
+                "status": "parked" if c.status == "failed" and c.parked else c.status,
+                "updated": c.updated_at,
+                "attempts": c.attempts,
+                "error": (c.error or "")[:300],
+                "summaries": by_session.get(c.session_id, []),
+                "excluded": overrides.get(c.session_id) == "exclude",
+            }
+        )
+    rows.sort(key=lambda r: (r["updated"] or datetime.min.replace(tzinfo=UTC), r["id"]), reverse=True)
+    return {"sessions": rows}
+
+
+def settings_view() -> dict[str, Any]:
+    from dsh_memory.serve.deployments import ui_url
+    from dsh_memory.settings_loader import describe_settings, resolve_settings
+
+    data = describe_settings(resolve_settings())
+    ui = ui_url(data["prefect_api_url"])
+    data["blocks_url"] = f"{ui}/blocks" if ui else None
+    return data

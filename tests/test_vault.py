@@ -1,0 +1,275 @@
+"""The memory vault without a browser: pages, the guard's form rules, CSRF, escaping, settings
+masking and each correction through the real core (Starlette TestClient in-process, and one real
+uvicorn on loopback). The browser tests are in test_vault_browser.py."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from dsh_memory.serve.http_app import RPC_PATH, create_app
+from dsh_memory.serve.vault.csrf import COOKIE
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore
+from tests.vault_helpers import SESSION, XSS_IMG, XSS_SCRIPT, make_memory, served, token
+
+BASE = "http://127.0.0.1:8765"
+PAGES = ["/", "/vault/browse", "/vault/search?q=release", "/vault/sessions", "/vault/settings"]
+PAGES += ["/vault/file?path=MEMORY.md", "/vault/file?path=rollout_summaries/release-fix.md", "/vault/file?path="]
+
+
+@pytest.fixture()
+def settings(tmp_path):
+    return make_memory(tmp_path)
+
+
+@pytest.fixture()
+def client(settings):
+    with TestClient(create_app(settings, mcp=False), base_url=BASE) as c:
+        yield c
+
+
+def _act(client, action, page="/vault/browse", marker="", **fields):
+    """Post one correction the way the page does: its token, the confirm step (returned first),
+    then `confirm()` posts the confirm step's form."""
+    tok = token(client.get(page).text, action, marker)
+    first = client.post(f"/vault/act/{action}", data={"csrf": tok, **fields})
+    assert first.status_code == 200 and "This will:" in first.text, first.text[-800:]
+    return first, lambda: client.post(f"/vault/act/{action}", data={"csrf": tok, "confirm": "yes", **fields})
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_every_page_renders_with_the_security_headers(client, url):
+    r = client.get(url)
+    assert r.status_code == 200, r.text[-500:]
+    csp = r.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
+    assert r.headers["x-frame-options"] == "DENY" and r.headers["x-content-type-options"] == "nosniff"
+    assert "<script" not in r.text.lower()  # the vault itself ships no script at all
+    # no external asset: the stylesheet is ours, and nothing else is loaded (no src= at all)
+    assert re.findall(r"<link[^>]*href=\"([^\"]+)\"", r.text) == ["/vault/static/vault.css"]
+    assert re.search(r"<[a-zA-Z][^>]*\ssrc=", r.text) is None
+
+
+def test_overview_shows_summary_budget_memory_md_and_counts(client, settings):
+    html = client.get("/").text
+    from dsh_memory.readpath import summary
+
+    chars = summary(MemoryStore(settings.memory_root), settings.max_summary_chars).chars
+    assert chars > 50
+    assert f"{chars} of {settings.max_summary_chars} characters" in html
+    assert "the settlement test fails on Mondays" in html and "Deploy with <code>make release</code>" in html
+    assert 'id="count-processed">1<' in html and 'id="count-notes">1<' in html
+    assert "no Prefect server configured" in html or "Prefect" in html
+
+
+def test_planted_html_in_memory_files_is_escaped_everywhere(client):
+    for url in ("/", "/vault/file?path=MEMORY.md", "/vault/file?path=MEMORY.md&view=lines", "/vault/search?q=PWNED"):
+        html = client.get(url).text
+        assert "<script>document.title" not in html and "<img src=x" not in html, url
+        assert "&lt;script&gt;document.title=" in html, url
+    rendered = client.get("/vault/file?path=MEMORY.md").text
+    assert 'href="javascript:' not in rendered  # unsafe link schemes are not links
+    # a relative link in a memory file opens the vault's reader, resolved inside the memory
+    assert 'href="/vault/file?path=rollout_summaries/release-fix.md"' in rendered
+    assert XSS_IMG.replace("<", "&lt;").split(" ")[0] in rendered and XSS_SCRIPT not in rendered
+
+
+def test_browse_shows_provenance_usage_notes_skills_and_retired(client, settings):
+    with StateStore(settings.memory_root) as st:
+        from datetime import UTC, datetime
+
+        st.record_usage("rollout_summaries/release-fix.md", datetime(2026, 11, 30, 9, 0, tzinfo=UTC))
+    html = client.get("/vault/browse").text
+    assert "release-fix" in html and "/home/dev/payments" in html and "dsh" in html
+    assert "2026-11-30 09:00 UTC" in html  # last use
+    assert "settlement flake" in html and "old-deploy" in html
+
+
+def test_reading_and_searching_in_the_vault_records_no_usage(client, settings):
+    assert client.get("/vault/file?path=rollout_summaries/release-fix.md").status_code == 200
+    assert "release-fix.md" in client.get("/vault/search?q=tag+missing").text
+    with StateStore(settings.memory_root) as st:
+        assert st.usage() == {}  # a person looking is not an agent using the memory
+
+
+def test_search_hits_link_to_their_lines(client):
+    html = client.get("/vault/search?q=why+did+make+release+fail&mode=ranked").text
+    assert "/vault/file?path=rollout_summaries/release-fix.md&amp;view=lines&amp;line=" in html
+    lines = client.get("/vault/file?path=rollout_summaries/release-fix.md&view=lines&line=3").text
+    assert 'id="L3" class="hit"' in lines
+
+
+def test_add_then_delete_a_note(client, settings):
+    store = MemoryStore(settings.memory_root)
+    before = set(store.list_notes())
+    confirm, do = _act(client, "add", note="Always run ruff before pushing.", title="ruff first")
+    assert "extensions/ad_hoc/notes/" in confirm.text and "Always run ruff before pushing." in confirm.text
+    assert set(store.list_notes()) == before  # the confirm step changed nothing
+    done = do()
+    assert done.status_code == 200 and "Added the note" in done.text
+    (new,) = set(store.list_notes()) - before
+    assert "Always run ruff" in (settings.memory_root / new).read_text()
+    confirm, do = _act(client, "delete", f"/vault/file?path={new}", path=new)
+    assert "cannot be restored" in confirm.text and (settings.memory_root / new).exists()
+    done = do()
+    assert done.status_code == 200 and not (settings.memory_root / new).exists()
+
+
+def test_delete_guard_refuses_pipeline_and_retired_files(client, settings):
+    tok = token(client.get("/vault/browse").text, "delete")
+    for path in ("MEMORY.md", "raw_memories.md", "rollout_summaries/.retired/old-deploy.md", "../x"):
+        r = client.post("/vault/act/delete", data={"csrf": tok, "confirm": "yes", "path": path})
+        assert r.status_code in (403, 404), (path, r.status_code)
+    assert (settings.memory_root / "MEMORY.md").exists()
+    assert (settings.memory_root / "rollout_summaries/.retired/old-deploy.md").exists()
+
+
+def test_restore_a_retired_summary(client, settings):
+    confirm, do = _act(client, "restore", name="old-deploy")
+    assert "rollout_summaries/.retired/old-deploy.md" in confirm.text
+    assert not (settings.memory_root / "rollout_summaries/old-deploy.md").exists()
+    done = do()
+    assert "Restored old-deploy as rollout_summaries/old-deploy.md" in done.text
+    assert (settings.memory_root / "rollout_summaries/old-deploy.md").exists()
+    with StateStore(settings.memory_root) as st:
+        assert "old-deploy" not in st.retired() and "rollout_summaries/old-deploy.md" in st.usage()
+
+
+def test_forget_a_session_from_the_sessions_page(client, settings):
+    confirm, do = _act(client, "forget", "/vault/sessions", session=SESSION)
+    assert "rollout_summaries/release-fix.md" in confirm.text and "exclude it from future extraction" in confirm.text
+    assert (settings.memory_root / "rollout_summaries/release-fix.md").exists()
+    done = do()
+    assert done.status_code == 200 and "Forgot session" in done.text
+    assert (settings.memory_root / "rollout_summaries/.retired/release-fix.md").exists()
+    with StateStore(settings.memory_root) as st:
+        assert st.overrides()[SESSION] == "exclude" and SESSION not in st.claims()
+
+
+def test_dsh_memory_http_serves_the_vault_and_says_when_no_prefect_server_would_run_a_flow(settings, tmp_path):
+    """`dsh-memory http` as a user starts it, without a Prefect server: extraction and
+    consolidation are not pretended, the page says why and offers no confirm button."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.vault_helpers import free_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DSH_MEMORY_"))}
+    env.update(
+        DSH_MEMORY_ROOT=str(settings.memory_root), PREFECT_HOME=str(tmp_path / "ph"), DSH_MEMORY_IGNORE_BLOCKS="1"
+    )
+    cmd = [sys.executable, "-m", "dsh_memory.cli", "http", "--port", str(port), "--no-mcp"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        with httpx.Client(base_url=base, timeout=20) as c:
+            assert "What the agents remember" in c.get("/").text
+            for action, page, fields in (
+                ("extract", "/vault/sessions", {"session": SESSION}),
+                ("consolidate", "/", {}),
+            ):
+                tok = token(c.get(page).text, action)
+                plan = c.post(f"/vault/act/{action}", data={"csrf": tok, **fields})
+                assert "No Prefect server is configured" in plan.text and 'id="confirm"' not in plan.text
+                forced = c.post(f"/vault/act/{action}", data={"csrf": tok, "confirm": "yes", **fields})
+                assert forced.status_code == 400 and "No Prefect server is configured" in forced.text
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=20)[0]
+    assert "dsh-memory: http://127.0.0.1" in out and "vault" in out, out
+
+
+@pytest.mark.parametrize("case", ["no token", "other action's token", "no cookie", "other cookie", "other process"])
+def test_every_post_needs_the_csrf_token_of_its_action(client, settings, case):
+    note_dir = settings.memory_root / "extensions/ad_hoc/notes"
+    before = sorted(note_dir.iterdir())
+    html = client.get("/vault/browse").text
+    data = {"note": "sneaky", "confirm": "yes", "csrf": token(html, "add")}
+    if case == "no token":
+        del data["csrf"]
+    elif case == "other action's token":
+        data["csrf"] = token(html, "restore")
+    elif case == "no cookie":
+        client.cookies.clear()
+    elif case == "other cookie":
+        client.cookies.clear()
+        client.cookies.set(COOKIE, "attacker-chosen-nonce")
+    else:  # a page of another server process (another secret) does not work here
+        with TestClient(create_app(settings, mcp=False), base_url=BASE) as other:
+            data["csrf"] = token(other.get("/vault/browse").text, "add")
+            nonce = other.cookies[COOKIE]
+        client.cookies.clear()
+        client.cookies.set(COOKIE, nonce)
+    r = client.post("/vault/act/add", data=data)
+    assert r.status_code == 403 and "CSRF" in r.text
+    assert sorted(note_dir.iterdir()) == before
+
+
+def test_guard_takes_forms_only_for_vault_actions_and_json_only_elsewhere(client):
+    tok = token(client.get("/vault/browse").text, "add")
+    # a form to the RPC is refused as before; JSON to a vault action is refused too
+    assert client.post(RPC_PATH, data={"method": "summary"}).status_code == 415
+    assert client.post("/vault/act/add", json={"csrf": tok, "note": "x"}).status_code == 415
+    assert client.post("/vault/act/add", content=b"note=x", headers={"content-type": "text/plain"}).status_code == 415
+    assert client.post(RPC_PATH, json={"method": "summary"}).status_code == 200
+    big = client.post("/vault/act/add", data={"csrf": tok, "note": "x" * (1024 * 1024 + 10)})
+    assert big.status_code == 413
+    assert client.get("/", headers={"Host": "evil.example"}).status_code == 403
+    cross = client.post("/vault/act/add", data={"csrf": tok, "note": "x"}, headers={"Origin": "https://evil.example"})
+    assert cross.status_code == 403
+    same = client.post("/vault/act/add", data={"csrf": tok, "note": "x"}, headers={"Origin": BASE})
+    assert same.status_code == 200 and "This will:" in same.text
+    dup = client.post(
+        "/vault/act/add",
+        content=f"csrf={tok}&note=a&note=b",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert dup.status_code == 400
+
+
+def test_settings_page_masks_the_key_and_names_each_source(tmp_path, monkeypatch):
+    secret = "sk-vaulttest-0123456789abcdef0123456789"
+    monkeypatch.setenv("DSH_MEMORY_API_KEY", secret)
+    monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "77")
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    settings = make_memory(tmp_path)
+    with TestClient(create_app(settings, mcp=False), base_url=BASE) as c:
+        html = c.get("/vault/settings").text
+    assert secret not in html and secret[:12] not in html
+    assert '<code>api_key</code></td><td class="path">********</td><td class="source env">env' in html
+    assert '<code>idle_seconds</code></td><td class="path">77</td><td class="source env">env' in html
+    assert "source default" in html and "DSH_MEMORY_IGNORE_BLOCKS is set" in html
+
+
+def test_vault_on_a_real_loopback_uvicorn(settings):
+    with served(create_app(settings, mcp=False)) as base:
+        with httpx.Client(base_url=base, timeout=10) as c:
+            page = c.get("/vault/browse")
+            assert page.status_code == 200 and COOKIE in page.headers["set-cookie"]
+            assert "HttpOnly" in page.headers["set-cookie"] and "SameSite=strict" in page.headers["set-cookie"]
+            tok = token(page.text, "add")
+            assert c.post("/vault/act/add", data={"note": "no token", "confirm": "yes"}).status_code == 403
+            ok = c.post("/vault/act/add", data={"csrf": tok, "note": "over real HTTP", "confirm": "yes"})
+            assert ok.status_code == 200 and "Added the note" in ok.text
+            assert c.get("/vault/static/vault.css").headers["content-type"].startswith("text/css")
+            assert c.get("/", headers={"Host": "attacker.example"}).status_code == 403
+
+
+def test_vault_can_be_left_out(settings):
+    with TestClient(create_app(settings, mcp=False, vault=False), base_url=BASE) as c:
+        assert c.get("/").status_code == 404
+        assert c.post(RPC_PATH, json={"method": "summary"}).status_code == 200
