@@ -4,8 +4,6 @@ and one real uvicorn server on an ephemeral loopback port."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
 from datetime import UTC
 
 import httpx
@@ -16,6 +14,7 @@ from dsh_memory.serve.http_app import RPC_PATH, create_app
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
+from tests.vault_helpers import served
 
 
 @pytest.fixture()
@@ -220,27 +219,8 @@ def test_extra_routes_are_mounted_behind_the_guard(settings):
         assert c.post("/hooks/turn-ended", json={}, headers={"origin": "https://evil.example"}).status_code == 403
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_real_loopback_uvicorn_smoke(settings):
-    import uvicorn
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                threading.Event().wait(0.05)
+    with served(create_app(settings)) as base:
         r = httpx.post(f"{base}{RPC_PATH}", json={"method": "search", "params": {"queries": ["release"]}}, timeout=10)
         assert r.status_code == 200 and r.json()["result"]["matches"][0]["path"] == "MEMORY.md"
         evil = httpx.post(f"{base}{RPC_PATH}", json={"method": "summary"}, headers={"Host": "evil.example"}, timeout=10)
@@ -258,9 +238,6 @@ def test_real_loopback_uvicorn_smoke(settings):
         }
         m = httpx.post(f"{base}/mcp", json=init, headers={"accept": "application/json, text/event-stream"}, timeout=10)
         assert m.status_code == 200 and '"name":"dsh-memory"' in m.text
-    finally:
-        server.should_exit = True
-        t.join(timeout=10)
 
 
 def test_http_command_refuses_non_loopback_host_without_allow_remote(settings):

@@ -14,7 +14,7 @@ from dsh_memory.serve.http_app import RPC_PATH, create_app
 from dsh_memory.serve.vault.csrf import COOKIE
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
-from tests.vault_helpers import SESSION, XSS_IMG, XSS_SCRIPT, make_memory, served, token
+from tests.vault_helpers import FLOW_ACTIONS, SESSION, XSS_IMG, XSS_SCRIPT, make_memory, plan_and_confirm, served, token
 
 BASE = "http://127.0.0.1:8765"
 PAGES = ["/", "/vault/browse", "/vault/search?q=release", "/vault/sessions", "/vault/settings"]
@@ -178,14 +178,9 @@ def test_dsh_memory_http_serves_the_vault_and_says_when_no_prefect_server_would_
                 time.sleep(0.1)
         with httpx.Client(base_url=base, timeout=20) as c:
             assert "What the agents remember" in c.get("/").text
-            for action, page, fields in (
-                ("extract", "/vault/sessions", {"session": SESSION}),
-                ("consolidate", "/", {}),
-            ):
-                tok = token(c.get(page).text, action)
-                plan = c.post(f"/vault/act/{action}", data={"csrf": tok, **fields})
+            for action, page, fields in FLOW_ACTIONS:
+                plan, forced = plan_and_confirm(c, action, page, fields)
                 assert "No Prefect server is configured" in plan.text and 'id="confirm"' not in plan.text
-                forced = c.post(f"/vault/act/{action}", data={"csrf": tok, "confirm": "yes", **fields})
                 assert forced.status_code == 400 and "No Prefect server is configured" in forced.text
     finally:
         proc.terminate()

@@ -14,7 +14,7 @@ from dsh_memory.errors import NotFoundError
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
 from tests.test_cli_behaviour import clean_env, cli
-from tests.vault_helpers import SESSION, make_memory, token
+from tests.vault_helpers import FLOW_ACTIONS, SESSION, make_memory, plan_and_confirm
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -79,14 +79,9 @@ def test_extract_and_consolidate_start_deployment_runs_on_the_prefect_server(tmp
     started: dict[str, str] = {}
     try:
         with TestClient(create_app(settings, mcp=False), base_url="http://127.0.0.1:8765") as c:
-            for action, page, fields in (
-                ("extract", "/vault/sessions", {"session": SESSION}),
-                ("consolidate", "/", {}),
-            ):
-                tok = token(c.get(page).text, action)
-                plan = c.post(f"/vault/act/{action}", data={"csrf": tok, **fields})
+            for action, page, fields in FLOW_ACTIONS:
+                plan, done = plan_and_confirm(c, action, page, fields)
                 assert 'id="confirm"' in plan.text and "No Prefect server" not in plan.text
-                done = c.post(f"/vault/act/{action}", data={"csrf": tok, "confirm": "yes", **fields})
                 assert done.status_code == 200 and "Started flow run" in done.text, done.text[-600:]
                 (run_id,) = re.findall(r'href="[^"]*/runs/flow-run/([0-9a-f-]{36})"', done.text)
                 started[action] = run_id

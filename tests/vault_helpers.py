@@ -101,3 +101,14 @@ def served(app):
     finally:
         server.should_exit = True
         t.join(timeout=10)
+
+
+# The corrections that start a flow: (action, the page that has its button, its fields).
+FLOW_ACTIONS = (("extract", "/vault/sessions", {"session": SESSION}), ("consolidate", "/", {}))
+
+
+def plan_and_confirm(client, action: str, page: str, fields: dict):
+    """Post an action's form as its page has it (the confirm step), then its confirm form."""
+    tok = token(client.get(page).text, action)
+    plan = client.post(f"/vault/act/{action}", data={"csrf": tok, **fields})
+    return plan, client.post(f"/vault/act/{action}", data={"csrf": tok, "confirm": "yes", **fields})

@@ -327,39 +327,36 @@ class MemoryStore:
         s = s[:-3] if s.endswith(".md") else s
         return s if SLUG_RE.fullmatch(s) else None
 
-    def retire_summary(self, slug: str) -> bool:
-        """Move an active summary into .retired/. False (no error) when missing or invalid."""
+    def _move_summary(self, slug: str, src_dir: str, dst_dir: str) -> str | None:
+        """Move `<src_dir>/<slug>.md` to `<dst_dir>/`, never overwriting (`-2`, `-3`… when the
+        name is taken there); the name it got, or None when there is no such summary."""
         s = self._clean_slug(slug)
         if s is None:
-            return False
+            return None
         with self.lock("summaries"):
-            src = self.resolve(f"rollout_summaries/{s}.md")
+            src = self.resolve(f"{src_dir}/{s}.md")
             if not src.is_file() or src.is_symlink():
-                return False
-            self.retired_dir.mkdir(parents=True, exist_ok=True)
+                return None
+            self.resolve(dst_dir).mkdir(parents=True, exist_ok=True)
             n = 1
-            while (dst := self.resolve(f"rollout_summaries/.retired/{_with_suffix(s, n)}.md")).exists():
+            while (dst := self.resolve(f"{dst_dir}/{(name := _with_suffix(s, n))}.md")).exists():
                 n += 1
             os.replace(src, dst)
             _fsync_dir(self.rollout_dir)
             _fsync_dir(self.retired_dir)
-            return True
+            return name
+
+    def retire_summary(self, slug: str) -> bool:
+        """Move an active summary into .retired/. False (no error) when missing or invalid."""
+        return self._move_summary(slug, "rollout_summaries", "rollout_summaries/.retired") is not None
 
     def restore_summary(self, name: str) -> str:
         """Move `.retired/<name>.md` back among the active summaries; the slug it got (`-2`, `-3`…
         when the name is taken). NotFoundError when there is no such retired summary."""
-        s = self._clean_slug(name)
-        src = None if s is None else self.resolve(f"rollout_summaries/.retired/{s}.md")
-        with self.lock("summaries"):
-            if src is None or not src.is_file() or src.is_symlink():
-                raise NotFoundError(f"no retired summary named {str(name)[:100]!r}")
-            n = 1
-            while (dst := self.resolve(f"rollout_summaries/{(cand := _with_suffix(s, n))}.md")).exists():
-                n += 1
-            os.replace(src, dst)
-            _fsync_dir(self.rollout_dir)
-            _fsync_dir(self.retired_dir)
-            return cand
+        slug = self._move_summary(name, "rollout_summaries/.retired", "rollout_summaries")
+        if slug is None:
+            raise NotFoundError(f"no retired summary named {str(name)[:100]!r}")
+        return slug
 
     def retired_slugs(self) -> list[str]:
         if not self.retired_dir.is_dir():
