@@ -87,6 +87,7 @@ def test_browse_shows_provenance_usage_notes_skills_and_retired(client, settings
     assert "release-fix" in html and "/home/dev/payments" in html and "dsh" in html
     assert "2026-11-30 09:00 UTC" in html  # last use
     assert "settlement flake" in html and "old-deploy" in html
+    assert 'href="/vault/file?path=skills/release-checklist/SKILL.md"' in html
 
 
 def test_reading_and_searching_in_the_vault_records_no_usage(client, settings):
@@ -268,3 +269,36 @@ def test_vault_can_be_left_out(settings):
     with TestClient(create_app(settings, mcp=False, vault=False), base_url=BASE) as c:
         assert c.get("/").status_code == 404
         assert c.post(RPC_PATH, json={"method": "summary"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "[x](javascript:alert(1))",
+        "[x](JaVaScRiPt:alert(1))",
+        "[x](vbscript:msgbox(1))",
+        "[x](data:text/html;base64,PHNjcmlwdD4=)",
+        "[x](//evil.example/a)",
+        "[x](java\tscript:alert(1))",
+        "<a href='https://evil.example'>x</a>",
+        "![x](https://tracker.example/pixel.png)",
+        "[x]: javascript:alert(1)\n\n[x]",
+    ],
+)
+def test_markdown_from_memory_files_makes_no_unsafe_link_or_element(source):
+    from dsh_memory.serve.vault.render import markdown
+
+    html = str(markdown(source, "MEMORY.md"))
+    assert re.search(r"<(img|script|iframe|object|embed)\b", html) is None, html
+    for href in re.findall(r'href="([^"]*)"', html):  # every link left is a safe one
+        assert href.startswith(("/vault/file?path=", "https://", "http://", "mailto:", "#")), html
+        assert "evil.example" not in href and not href.startswith("/vault/file?path=/"), html
+
+
+def test_markdown_links_inside_the_memory_open_in_the_vault():
+    from dsh_memory.serve.vault.render import markdown
+
+    html = str(markdown("[a](../MEMORY.md#releases) [b](https://docs.example/x) [c](#top)", "skills/x/SKILL.md"))
+    assert 'href="/vault/file?path=skills/MEMORY.md#releases"' in html
+    assert 'href="https://docs.example/x" rel="noopener noreferrer nofollow"' in html
+    assert 'href="#top"' in html

@@ -61,20 +61,22 @@ def test_restore_command(tmp_path):
 
 
 @pytest.mark.e2e
-def test_extract_and_consolidate_start_deployment_runs_on_the_prefect_server(tmp_path, prefect_api):
-    """With a Prefect server, the vault starts the real deployments (as `serve` registers them
-    from prefect.yaml) and links the new flow runs."""
+def test_extract_and_consolidate_start_deployment_runs_on_the_prefect_server(tmp_path, prefect_api, monkeypatch):
+    """With a Prefect server, the vault starts the real deployments (the flows and names `serve`
+    registers from prefect.yaml; here without their schedules and triggers, so nothing else on this
+    shared server starts them) and links the new flow runs."""
     import re
 
     from prefect.client.orchestration import get_client
 
-    from dsh_memory.serve.deployments import CONSOLIDATE, EXTRACT_SESSION, runner_deployments
+    from dsh_memory.serve.deployments import CONSOLIDATE, EXTRACT_SESSION, import_entrypoint, load_spec
     from dsh_memory.serve.http_app import create_app
 
-    names = {EXTRACT_SESSION.split("/")[1], CONSOLIDATE.split("/")[1]}
-    for d in runner_deployments():
-        if d.name in names:
-            d.apply()
+    deployment_ids = []
+    for spec in load_spec():
+        if f"{spec['name']}/{spec['name']}" in (EXTRACT_SESSION, CONSOLIDATE):
+            flow = import_entrypoint(spec["entrypoint"])
+            deployment_ids.append(flow.to_deployment(name=spec["name"]).apply())
     settings = make_memory(tmp_path)
     started: dict[str, str] = {}
     try:
@@ -85,6 +87,11 @@ def test_extract_and_consolidate_start_deployment_runs_on_the_prefect_server(tmp
                 assert done.status_code == 200 and "Started flow run" in done.text, done.text[-600:]
                 (run_id,) = re.findall(r'href="[^"]*/runs/flow-run/([0-9a-f-]{36})"', done.text)
                 started[action] = run_id
+            overview = c.get("/").text  # the queued runs are listed, linked to the Prefect UI
+            assert 'id="queued"' in overview and "/runs/flow-run/" in overview
+            monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")  # other tests' blocks on this server
+            settings_page = c.get("/vault/settings").text  # editing stays in Prefect's Blocks UI
+            assert f'href="{prefect_api.removesuffix("/api")}/blocks"' in settings_page
         with get_client(sync_client=True) as client:
             extract = client.read_flow_run(started["extract"])
             consolidate = client.read_flow_run(started["consolidate"])
@@ -94,6 +101,8 @@ def test_extract_and_consolidate_start_deployment_runs_on_the_prefect_server(tmp
         with get_client(sync_client=True) as client:
             for run_id in started.values():
                 client.delete_flow_run(run_id)
+            for deployment_id in deployment_ids:
+                client.delete_deployment(deployment_id)
 
 
 @pytest.mark.e2e

@@ -55,6 +55,9 @@ def make_memory(tmp: Path) -> MemorySettings:
         "# Old deploy\n\nthe old deploy script used rsync\n",
     )
     store.retire_summary("old-deploy")
+    skill = store.root / "skills" / "release-checklist"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: release-checklist\n---\n# Release checklist\n1. tag\n2. make release\n")
     store.add_note("The settlement test is flaky on Mondays: rerun it once.", title="settlement flake")
     with StateStore(store.root) as state:
         state.try_start(SESSION, now - timedelta(hours=1), source="dsh")

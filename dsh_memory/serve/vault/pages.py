@@ -44,7 +44,7 @@ def _server() -> dict[str, Any]:
 
     out = server_status(limit=20)
     out["ui_url"] = ui_url(url)
-    for run in out.get("last_runs", []) + out.get("in_flight", []):
+    for run in out.get("last_runs", []) + out.get("in_flight", []) + out.get("next_scheduled", []):
         run["url"] = f"{out['ui_url']}/runs/flow-run/{run['id']}"
     runs = out.get("last_runs", [])
     out["last_phase1"] = next((r for r in runs if r["flow"] in PHASE1_FLOWS), None)
@@ -63,6 +63,9 @@ def overview(ctx: MemoryContext) -> dict[str, Any]:
     except DshMemoryError as exc:
         pending = f"unknown ({exc})"
     summ = summary(ctx.store, ctx.settings.max_summary_chars)
+    server = _server()
+    phase2 = bool(status.get("phase2_running") or server.get("phase2_in_flight"))
+    running = bool(status.get("phase1_running") or server.get("phase1_in_flight") or phase2)
     return {
         "status": status,
         "counts": {
@@ -77,9 +80,10 @@ def overview(ctx: MemoryContext) -> dict[str, Any]:
         "summary": summ,
         "budget": ctx.settings.max_summary_chars,
         "memory_md": _text(ctx, "MEMORY.md"),
-        "server": _server(),
-        "running": bool(status.get("phase1_running") or status.get("phase2_running")),
-        "refresh": 4 if status.get("phase1_running") or status.get("phase2_running") else None,
+        "server": server,
+        "running": running,
+        "phase2_running": phase2,
+        "refresh": 4 if running else None,  # the spec's settings page polls every 4 s while in flight
     }
 
 
