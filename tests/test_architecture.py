@@ -129,7 +129,7 @@ def test_shared_constants_are_defined_once(name):
 def test_no_loose_stage_modules_at_the_package_top():
     """dsh_memory/ holds stage folders plus a handful of shared modules."""
     loose = sorted(p.stem for p in (REPO / "dsh_memory").glob("*.py") if p.stem != "__init__")
-    assert loose == ["cancel", "context", "errors", "models", "progress", "settings", "settings_loader"]
+    assert loose == ["cancel", "context", "errors", "models", "progress", "scope", "settings", "settings_loader"]
 
 
 def test_readme_layout_matches_the_tree():

@@ -71,12 +71,12 @@ def test_search_prints_citable_ranges(cli):
     r = cli("search", "UV", "pytest")
     assert r.exit_code == 0
     heads = [ln for ln in r.stdout.splitlines() if not ln.startswith((" ", ">"))]
-    assert heads == [
-        "MEMORY.md:2-2",
-        "MEMORY.md:3-3",
-        "memory_summary.md:2-2",
-        "rollout_summaries/uv-setup.md:1-1",
-        "rollout_summaries/uv-setup.md:2-2",
+    assert heads == [  # a memory root from before scopes: every hit global
+        "MEMORY.md:2-2  [global]",
+        "MEMORY.md:3-3  [global]",
+        "memory_summary.md:2-2  [global]",
+        "rollout_summaries/uv-setup.md:1-1  [global]",
+        "rollout_summaries/uv-setup.md:2-2  [global]",
     ]
     data = json.loads(cli("search", "lockfile installs", "--mode", "ranked", "--json").stdout)
     assert data["matches"][0]["path"] == "rollout_summaries/uv-setup.md"
@@ -93,7 +93,7 @@ def test_search_prints_citable_ranges(cli):
         "--context-lines",
         "1",
     )
-    assert r.stdout.splitlines()[0] == "rollout_summaries/uv-setup.md:2-2"
+    assert r.stdout.splitlines()[0] == "rollout_summaries/uv-setup.md:2-2  [global]"
     assert r.stdout.splitlines()[1:] == ["      1  # uv setup", ">     2  uv sync installs the lockfile."]
 
 

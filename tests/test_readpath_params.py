@@ -29,7 +29,7 @@ from dsh_memory.serve.mcp_server import TOOL_PREFIX, build_server, make_tool
 from dsh_memory.settings import MemorySettings
 
 REPO = Path(__file__).resolve().parents[1]
-CLI_ONLY = {"as_json", "inject"}  # --json everywhere, summary --inject
+CLI_ONLY = {"as_json", "inject", "from_hook"}  # --json everywhere, summary --inject --from-hook
 NOT_IN_CLI = {"delete-file"}  # the settings page's vault: RPC only
 NOT_IN_MCP = {"delete-file"}
 

@@ -10,6 +10,7 @@ RPC and the MCP tools. No prefect import here, so these commands stay fast enoug
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,10 +76,30 @@ def command(
     return decorate
 
 
+HOOK_STDIN_MAX_BYTES = 1_000_000
+
+
+def hook_cwd(stream: Any) -> str | None:
+    """The `cwd` of a hook's JSON payload on `stream` (bounded read); None when it has none, is
+    not JSON or is not a string: a session-start hook must never fail the session."""
+    import json
+
+    try:
+        if stream is None or stream.isatty():
+            return None
+        data = json.loads(stream.read(HOOK_STDIN_MAX_BYTES) or "null")
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    cwd = data.get("cwd") if isinstance(data, dict) else None
+    return cwd if isinstance(cwd, str) and cwd.strip() and len(cwd) <= 4096 and "\x00" not in cwd else None
+
+
 def _print_match(m) -> None:
     head = f"{m.path}:{m.match_line}-{m.match_end_line}"
     if m.score is not None:
         head += f"  (score {m.score:.2f})"
+    if m.scope:
+        head += f"  [{m.scope}]"
     typer.echo(head)
     for i, line in enumerate(m.content.splitlines(), start=m.start_line):
         mark = ">" if m.match_line <= i <= m.match_end_line else " "
@@ -92,13 +113,23 @@ def register(app: typer.Typer) -> None:
         "Print the block a session-start hook injects (instructions + summary); nothing when memory is empty",
     )
 
-    @command(app, "summary", flags=[inject])
-    def summary_cmd(as_json: bool, inject: bool) -> None:
-        """Show memory_summary.md (capped at max_summary_chars)."""
+    from_hook = _flag(
+        "from_hook",
+        "--from-hook",
+        'Take --cwd from a session-start hook\'s JSON on stdin (Claude Code sends {"cwd": …}); '
+        "unreadable input means no cwd",
+    )
+
+    @command(app, "summary", flags=[inject, from_hook])
+    def summary_cmd(as_json: bool, inject: bool, from_hook: bool, cwd: str | None) -> None:
+        """Show memory_summary.md (capped at max_summary_chars); with --cwd, the global part plus
+        that project's part."""
         from dsh_memory.readpath import summary
 
         store, settings = _store()
-        s = summary(store, settings.max_summary_chars)
+        if from_hook and cwd is None:
+            cwd = hook_cwd(sys.stdin)
+        s = summary(store, settings.max_summary_chars, cwd=cwd)
         if as_json:
             data = s.model_dump()
             data["injection"] = s.injection()
@@ -125,7 +156,7 @@ def register(app: typer.Typer) -> None:
         for e in res.entries:
             size = "" if e.size is None else f"{e.size:>9}"
             kind, slash = ("d", "/") if e.type == "directory" else ("f", "")
-            typer.echo(f"{kind} {size:>9}  {e.path}{slash}")
+            typer.echo(f"{kind} {size:>9}  {e.path}{slash}" + (f"  [{e.scope}]" if e.scope else ""))
         if res.next_cursor:
             typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 

@@ -277,7 +277,9 @@ def apply_output(
         result.kept_unchanged.append("MEMORY.md")
 
     new_summary = output.memory_summary_md if output.memory_summary_md.strip() or not incremental else inputs.summary
-    fixed = ensure_summary_v1(new_summary, settings.max_summary_chars)
+    from dsh_memory.scope import summary_file_cap
+
+    fixed = ensure_summary_v1(new_summary, summary_file_cap(new_summary, settings.max_summary_chars))
     result.summary_repaired = fixed.split("\n", 1)[0] != (new_summary or "").split("\n", 1)[0]
     if fixed != inputs.summary or not incremental:
         store.atomic_write("memory_summary.md", fixed)

@@ -122,9 +122,12 @@ class SkillInfo:
     description: str
     first_lines: list[str]
     files: list[str]
+    project: str = ""  # front matter `project:` (a project's procedure); "" is global
 
     def render(self) -> str:
         out = [f"### skill {self.name}", f"description: {self.description or '(none)'}"]
+        if self.project:
+            out.append(f"project: {self.project}")
         if self.first_lines:
             out.append("starts with: " + " / ".join(self.first_lines))
         out.append("files: " + (", ".join(self.files) if self.files else "SKILL.md only"))
@@ -269,15 +272,20 @@ def skills_inventory(skills_dir: os.PathLike) -> list[SkillInfo]:
                 description=_one_line(fields.get("description"), 300),
                 first_lines=first,
                 files=files[:SKILL_FILES_LISTED],
+                project=_one_line(fields.get("project"), 300),
             )
         )
     return out
 
 
 def _render_raw(i: int, b: Any) -> str:
+    from dsh_memory.scope import project_root
+
+    project = b.project or project_root(b.cwd) or "unknown"
     head = (
         f"### raw block {i} · slug={_one_line(b.slug, 80) or 'unknown'} · session={_one_line(b.session_id, 120)}"
         f" · source={_one_line(b.source, 20)} · cwd={_one_line(b.cwd, 200) or 'unknown'}"
+        f" · project={_one_line(project, 200)}"
         f" · updated={_one_line(b.updated_at, 40) or 'unknown'}"
     )
     return f"{head}\n{b.body.strip()}\n\n"

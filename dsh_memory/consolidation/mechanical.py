@@ -4,17 +4,21 @@ Used when the local model answers (flows/consolidate.py). Asking a 1.5B model to
 whole handbook took 13 minutes and cut it off mid-word; the merge below takes well under a
 second and never cuts a bullet:
 
-- MEMORY.md is parsed into task groups (one per working directory, plus `global` for ad hoc
-  notes) and sections; each new raw block's bullets go to the section of their kind (the
+- MEMORY.md is parsed into task groups (one per project, named by its repository root, plus
+  `global`) and sections; each new raw block's bullets go to the section of their kind (the
   headings Phase 1 writes, `phase1/steps.py`; bullets without a known heading go to `Notes`),
   newest first, each with its provenance `[source: <rollout slug>]`; a bullet already there
   (same words) only gains the new source;
+- scope (`dsh_memory.scope`): a bullet Phase 1 tagged `[scope: global]` and ad hoc notes go to
+  `global`, every other bullet to its block's project (`project`, or the root of its `cwd` for
+  blocks written before scopes); a bullet found in ≥ 2 projects moves to `global`;
 - a raw block with a procedure becomes a skill (`skills/<project>-<task>/SKILL.md`: when to
   use, the steps, verification from the commands that worked, pitfalls from its failure
   shields) and a `Procedures` bullet pointing at it;
 - forgetting candidates are retired: their knowledge bullets stay, their `Tasks` lines go;
-- memory_summary.md (`v1`) is rebuilt: the user's rules, the routing index (per group: keywords
-  and where to look), the skills;
+- memory_summary.md (`v1`) is rebuilt in parts, `# Scope: global` then one
+  `# Scope: project <root>` per project: the user's rules, the routing index (keywords and where
+  to look), the skills; the read path injects the global part plus the current project's;
 - both files are capped by whole bullets (oldest of the largest section first), never mid-line.
 """
 
@@ -27,6 +31,7 @@ from typing import Any
 from dsh_memory.consolidation.inputs import Phase2Inputs
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.phase1 import steps
+from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, is_tagged_global, project_root, untag
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
     steps.RULES: "User preferences",
@@ -37,7 +42,6 @@ SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order 
     steps.PROCEDURE: "Procedures",
 }
 ORDER = ["User notes", *SECTIONS.values(), "Notes", "Tasks"]
-GLOBAL = "global"
 SOURCE = re.compile(r"\s*\[source: ([^\]]*)\]\s*$")
 CODE = re.compile(r"`([^`\n]+)`")
 MAX_KEYWORD_CHARS = 60
@@ -69,8 +73,10 @@ class Group:
     def render(self) -> str:
         lines = [f"# Task Group: {self.name}"]
         lines += self.head or [
-            f"scope: sessions in {self.name}" if self.name != GLOBAL else "scope: every project",
-            f"applies_to: cwd={self.name}; reuse_rule=this project" if self.name != GLOBAL else "applies_to: cwd=*",
+            f"scope: project {self.name}" if self.name != GLOBAL else "scope: global (every project)",
+            f"applies_to: cwd={self.name}; reuse_rule=this project only"
+            if self.name != GLOBAL
+            else "applies_to: cwd=*; reuse_rule=every project",
         ]
         for name in sorted(self.sections, key=lambda s: ORDER.index(s) if s in ORDER else len(ORDER)):
             if self.sections[name]:
@@ -156,7 +162,8 @@ def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | No
         return None
     heading, step_lines = proc
     task = heading.split(":", 1)[1].strip() if ":" in heading else heading
-    project = (block.cwd or "").rstrip("/").rsplit("/", 1)[-1]
+    root = block.project or project_root(block.cwd) or ""
+    project = root.rstrip("/").rsplit("/", 1)[-1]
     # No version numbers in the name: the next release updates the same skill.
     words = [w for w in slugify(f"{project}-{task}").split("-") if w and not w.isdigit() and not VERSION.match(w)]
     name = "-".join(words)[:60].rstrip("-") or slugify(block.slug)
@@ -168,6 +175,7 @@ def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | No
         "---",
         f"name: {name}",
         f'description: "{desc}"',
+        *([f"project: {root}"] if root else []),
         "---",
         "",
         "## When to use",
@@ -186,7 +194,36 @@ def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | No
         "## Source",
         f"- rollout_summaries/{block.slug}.md (session={block.session_id})",
     ]
-    return {"name": name, "skill_md": "\n".join(md) + "\n", "task": task}
+    return {"name": name, "skill_md": "\n".join(md) + "\n", "task": task, "project": root or None}
+
+
+KEEP_IN_PROJECT = ("Tasks", "Procedures")
+
+
+def promote_recurring(groups: dict[str, Group]) -> int:
+    """Move every bullet found (same words) in ≥ 2 project groups to `global`, sources merged.
+    Returns how many bullets moved."""
+    seen: dict[tuple[str, str], list[tuple[Group, str]]] = {}
+    for g in groups.values():
+        if g.name == GLOBAL:
+            continue
+        for section, items in g.sections.items():
+            if section in KEEP_IN_PROJECT:
+                continue
+            for b in items:
+                seen.setdefault((section, _key(SOURCE.sub("", b))), []).append((g, b))
+    moved = 0
+    for (section, _), where in seen.items():
+        if len({g.name for g, _ in where}) < 2:
+            continue
+        target = groups.setdefault(GLOBAL, Group(GLOBAL))
+        for g, b in where:
+            g.sections[section].remove(b)
+            m = SOURCE.search(b)
+            for src in m.group(1).split(",") if m else [""]:
+                target.add(section, SOURCE.sub("", b), src.strip(), first=False)
+        moved += 1
+    return moved
 
 
 def _cap(groups: dict[str, Group], limit: int) -> str:
@@ -216,35 +253,63 @@ def _keywords(group: Group) -> list[str]:
     return sorted(counts, key=lambda c: -counts[c])[:MAX_KEYWORDS]
 
 
-def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:
-    """memory_summary.md: `v1`, the user's rules, the routing index, the skills; whole lines."""
-    head = ["v1", ""]
-    routing = ["## What's in memory"]
-    for g in groups.values():
+def _lines_within(lines: list[str], cap: int) -> list[str]:
+    """The head of `lines` (whole lines) within `cap` characters; a heading never ends it."""
+    out, used = [], 0
+    for ln in lines:
+        if used + len(ln) + 1 > cap:
+            break
+        out.append(ln)
+        used += len(ln) + 1
+    while out and (out[-1].startswith("#") or not out[-1].strip()):
+        out.pop()
+    return out
+
+
+def _part(g: Group | None, name: str, skills: list[dict], cap: int) -> list[str]:
+    """One `# Scope:` part of memory_summary.md: the user's rules, where to look, the skills."""
+    head = [f"{SUMMARY_HEADING}{'global' if name == GLOBAL else 'project ' + name}"]
+    prefs = [
+        SOURCE.sub("", b).rstrip()
+        for s in ("User notes", "User preferences")
+        for b in (g.sections.get(s, []) if g else [])
+    ]
+    routing = []
+    if g is not None:
         kw = ", ".join(f"`{k}`" for k in _keywords(g))
-        routing.append(f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""))
+        routing = [
+            "## What's in memory",
+            f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""),
+        ]
     skill_lines = ["## Skills", *(f"- skills/{s['name']}/SKILL.md: {s['task']}" for s in skills)] if skills else []
-    prefs = ["## User preferences"]
-    for g in groups.values():
-        for section in ("User notes", "User preferences"):
-            for b in g.sections.get(section, []):
-                where = "" if g.name == GLOBAL else f" ({g.name})"
-                prefs.append(SOURCE.sub("", b).rstrip() + where)
-    out = head + routing + [""] + (skill_lines + [""] if skill_lines else [])
-    used = sum(len(x) + 1 for x in out)
-    if len(prefs) > 1:
-        kept = [prefs[0]]
-        for p in prefs[1:]:
-            if used + len(p) + 1 + len(prefs[0]) + 2 > cap:
-                break
-            kept.append(p)
-            used += len(p) + 1
-        if len(kept) > 1:
-            out = head + kept + [""] + out[2:]
-    text = "\n".join(out).rstrip() + "\n"
-    while len(text) > cap and "\n" in text.rstrip("\n"):
-        text = text.rstrip("\n").rsplit("\n", 1)[0] + "\n"
-    return text
+    body = routing + skill_lines
+    rest = cap - sum(len(x) + 1 for x in head + body) - 2
+    kept = _lines_within(["## User preferences", *prefs], rest) if prefs else []
+    return _lines_within(head + kept + body, cap) if len(head + kept + body) > 1 else []
+
+
+def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:
+    """memory_summary.md: `v1`, then a `# Scope: global` part and one `# Scope: project <root>`
+    part per project (see the module docstring). The global part plus any one project part fit
+    in `cap`; whole lines."""
+
+    def skills_of(name: str) -> list[dict]:
+        return [s for s in skills if (s.get("project") or GLOBAL) == name]
+
+    projects = [n for n in groups if n != GLOBAL]
+    known = set(projects)
+    for s in skills:  # a skill of a project without bullets still routes from its part
+        if s.get("project") and s["project"] not in known:
+            s["project"] = None
+    global_cap = cap - 4 if not projects else (cap - 4) // 2
+    out = ["v1", ""]
+    part = _part(groups.get(GLOBAL), GLOBAL, skills_of(GLOBAL), global_cap)
+    out += part + [""] if part else []
+    room = cap - 4 - sum(len(x) + 1 for x in part) - 1
+    for name in projects:
+        p = _part(groups[name], name, skills_of(name), room)
+        out += p + [""] if p else []
+    return "\n".join(out).rstrip() + "\n"
 
 
 def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> ConsolidationOutput:
@@ -255,7 +320,8 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
     wanted = set(inputs.raw_ids)
     skills: list[dict] = []
     for block in [b for b in store.read_raw_blocks() if b.id in wanted]:
-        g = groups.setdefault(block.cwd or GLOBAL, Group(block.cwd or GLOBAL))
+        name = block.project or project_root(block.cwd) or GLOBAL
+        g = groups.setdefault(name, Group(name))
         parts = split_raw(block.body)
         skill = skill_from(block, parts)
         for section, _heading, bullets in reversed(parts):
@@ -264,7 +330,10 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
                     g.add(section, f"- skills/{skill['name']}/SKILL.md: {skill['task']}", block.slug)
                 continue
             for b in reversed(bullets):
-                g.add(section, b, block.slug)
+                if is_tagged_global(b):
+                    groups.setdefault(GLOBAL, Group(GLOBAL)).add(section, untag(b), block.slug)
+                else:
+                    g.add(section, b, block.slug)
         g.add("Tasks", _task_line(store, block))
         if skill:
             skills.append(skill)
@@ -280,8 +349,10 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
     retired = list(inputs.candidate_slugs)
     for g in groups.values():
         g.sections["Tasks"] = [t for t in g.sections.get("Tasks", []) if not any(f"/{s}.md" in t for s in retired)]
+    promote_recurring(groups)
     if GLOBAL in groups and not any(groups[GLOBAL].sections.values()):
         del groups[GLOBAL]
+    groups = dict(sorted(groups.items(), key=lambda kv: (kv[0] != GLOBAL, kv[0])))
     memory_md = _cap(groups, settings.max_memory_md_chars)
     summary = render_summary(groups, skills + _existing_skills(inputs, skills), settings.max_summary_chars)
     return ConsolidationOutput(
@@ -295,4 +366,8 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
 
 def _existing_skills(inputs: Phase2Inputs, new: list[dict]) -> list[dict]:
     names = {s["name"] for s in new}
-    return [{"name": s.name, "task": s.description or s.name} for s in inputs.skills if s.name not in names]
+    return [
+        {"name": s.name, "task": s.description or s.name, "project": getattr(s, "project", "") or None}
+        for s in inputs.skills
+        if s.name not in names
+    ]

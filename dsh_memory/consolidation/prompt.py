@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dsh_memory.llm.base import ToolSpec
 
-PROMPT_VERSION = "p2-2026-11-30.1"
+PROMPT_VERSION = "p2-2026-12-01.1"  # .1: project scopes (issue 18)
 
 SKILL_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,79}$"
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
@@ -99,9 +99,11 @@ sources conflict, do not silently pick one: keep both with attribution (for exam
 2026-03-02 says X; session fix-ci-cache suggested Y") and prefer the newer, explicit one.
 
 # MEMORY.md: the handbook (searched with grep, read in parts)
-- Group content by project/working directory. Each group starts with a line
-  `# Task Group: <short name>` followed by `scope: <what it covers>` and
-  `applies_to: cwd=<path or pattern>; reuse_rule=<when this applies elsewhere>`.
+- Group content by project: one group per repository root (the `project=` of the raw blocks)
+  plus one group `# Task Group: global`. Each group starts with a line
+  `# Task Group: <project root, or global>` followed by `scope: project <root>` (or
+  `scope: global (every project)`) and `applies_to: cwd=<the project root, a real path>;
+  reuse_rule=this project only` (the global group: `applies_to: cwd=*; reuse_rule=every project`).
 - Inside a group: `## Task <n>: <what was done, outcome>` entries, each listing its sources as
   `- rollout_summaries/<slug>.md (session=<id>, cwd=<path>, updated=<date>)` plus a
   `keywords:` line with exact, searchable strings (commands, error messages, file names).
@@ -111,11 +113,19 @@ sources conflict, do not silently pick one: keep both with attribution (for exam
 - Plain `-` bullets, no bold. Keep exact strings verbatim (paths, flags, error text): they are
   what future greps will look for. Newest and most useful first. No duplicates: merge.
 - Do not split one project across groups, and do not merge unrelated projects because they
-  share keywords. A preference that holds everywhere goes into a group `# Task Group: global`.
+  share keywords.
+- Scope: a raw-memory bullet ending in `[scope: global]` (the user stated it for every project)
+  goes to the global group; so does a bullet that recurs in two or more projects. Every other
+  bullet stays in its project's group: a rule the user gave in one repository must never be
+  presented as applying to another.
 
 # memory_summary.md: the navigation layer (injected into every session)
 - The first line is exactly `v1`, then a blank line. Nothing precedes it.
-- Sections: `## User profile` (a few lines), `## User preferences` (the most actionable part:
+- Then parts, each starting with a line of its own: `# Scope: global` first, then one
+  `# Scope: project <project root>` per project. An agent working in a project is shown the
+  global part plus that project's part only, so a project's preferences go in its own part.
+  The global part plus any one project part must fit the size budget.
+- Sections inside each part: `## User profile` (a few lines), `## User preferences` (the most actionable part:
   short imperative bullets), `## Tips` (cross-project knowledge worth knowing up front), and
   `## What's in memory` (a routing index: per project/cwd, topics with a few keywords and the
   MEMORY.md task group or rollout summary file to open for details).

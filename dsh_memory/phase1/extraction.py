@@ -86,12 +86,19 @@ def call_model(
 def clean_output(output: ExtractionOutput, transcript_text: str) -> ExtractionOutput:
     """`postprocess.clean_fields` applied to an extraction (every provider's)."""
     from dsh_memory.phase1.postprocess import clean_fields
+    from dsh_memory.phase1.scoping import scope_items
+    from dsh_memory.scope import untag
 
     caps = {"raw_memory": phase1.RAW_MEMORY_MAX_CHARS, "rollout_summary": phase1.SUMMARY_MAX_CHARS}
-    fields, notes = clean_fields(
-        output.model_dump(include={"raw_memory", "rollout_summary", "rollout_slug"}), transcript_text, caps
+    fields = output.model_dump(include={"raw_memory", "rollout_summary", "rollout_slug"})
+    proposed = {untag(ln).strip() for ln in fields["raw_memory"].split("\n") if untag(ln) != ln}
+    fields["raw_memory"] = "\n".join(untag(ln) for ln in fields["raw_memory"].split("\n"))  # tags are no words
+    fields, notes = clean_fields(fields, transcript_text, caps)
+    marked = "\n".join(
+        ln + " [scope: global]" if ln.strip() in proposed else ln for ln in fields["raw_memory"].split("\n")
     )
-    return output.model_copy(update={**fields, "notes": [*output.notes, *notes]})
+    fields["raw_memory"], scope_notes = scope_items(marked, transcript_text)
+    return output.model_copy(update={**fields, "notes": [*output.notes, *notes, *scope_notes]})
 
 
 def parse_completion(completion: Completion) -> ExtractionOutput:
@@ -151,6 +158,9 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
         state.finish(ref.id, "noop", session.last_seq, now, usage=usage, model=output.model, provider=output.provider)
         return base
 
+    from dsh_memory.scope import project_root
+
+    project = project_root(session.cwd)
     slug = decision.base_slug or slugify(output.rollout_slug) or slugify(session.title or "") or f"session-{ref.id[:8]}"
     slug = slugify(slug) or f"session-{ref.id[:8]}"
     if decision.part > 1:
@@ -159,6 +169,7 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
         "session_id": ref.id,
         "source": ref.source,
         "cwd": session.cwd or "",
+        "project": project or "",
         "path": str(ref.path),
         "updated_at": (session.updated_at or ref.updated_at).isoformat(),
         "part": decision.part,
@@ -177,6 +188,7 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
             slug=final_slug,
             source=ref.source,
             cwd=session.cwd,
+            project=project,
             updated_at=provenance["updated_at"],
             body=output.raw_memory,
         )

@@ -1,6 +1,7 @@
 """The read path: each operation written once; CLI, HTTP RPC and MCP only translate.
 
-    summary(store, max_chars)                    memory_summary.md (capped, cached) + instructions
+    summary(store, max_chars, cwd)               memory_summary.md (capped, cached) + instructions;
+                                                 with cwd: global + that project's part
     list_dir(store, path, cursor, max_results)   shallow listing, hides .state
     read(store, path, start_line, max_lines)     line slice, size-capped          (records usage)
     search(store, queries, mode, path, …)        line modes or ranked BM25         (records usage)
@@ -91,6 +92,6 @@ def dispatch(
     model, fn = OPERATIONS[method]
     req = validate(model, **(params or {}))
     if method == "summary":
-        return summary(store, max_summary_chars)
+        return summary(store, max_summary_chars, **req.model_dump())
     kwargs = {"state": state} if method in ("read", "search") else {}
     return fn(store, **req.model_dump(), **kwargs)

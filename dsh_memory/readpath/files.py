@@ -49,7 +49,9 @@ def _lstat(path, rel: str) -> os.stat_result:
 
 def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
     """Shallow, sorted listing of one directory; paginated. Hides `.state`, temp files and
-    symlinks (dot entries other than rollout_summaries/.retired). `params`: ListRequest's fields."""
+    symlinks (dot entries other than rollout_summaries/.retired). Files carry their scope; with
+    `cwd`, other projects' files come only with `other_projects` (after the rest).
+    `params`: ListRequest's fields."""
     req = validate(ListRequest, path=path or "", **params)
     target = guard(store, req.path)
     rel = rel_of(store, target)
@@ -69,7 +71,8 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
                 entries.append(Entry(path=child, type="file", size=e.stat(follow_symlinks=False).st_size))
     else:
         raise UserInputError(f"not a file or directory: {rel}")
-    fp = fingerprint("list", rel, req.max_results)
+    entries = _scoped(store, entries, req.cwd, req.other_projects)
+    fp = fingerprint("list", rel, req.max_results, req.cwd, req.other_projects)
     start = decode_cursor(req.cursor, fp)
     page = entries[start : start + req.max_results]
     more = start + req.max_results < len(entries)
@@ -79,6 +82,20 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
         next_cursor=encode_cursor(start + req.max_results, fp) if more else None,
         truncated=more,
     )
+
+
+def _scoped(store: Any, entries: list[Entry], cwd: str | None, other_projects: bool) -> list[Entry]:
+    """Files with their scope; with `cwd`, this project's and global entries first, the other
+    projects' files only with `other_projects`."""
+    from dsh_memory.readpath.scoping import MIXED, Where, file_scope
+
+    where = Where.of(cwd)
+    out = [e.model_copy(update={"scope": file_scope(store, e.path)}) if e.type == "file" else e for e in entries]
+    if where is None:
+        return out
+    mine = [e for e in out if e.scope in (None, MIXED) or where.sees(e.scope)]
+    kept = {id(e) for e in mine}
+    return mine + ([e for e in out if id(e) not in kept] if other_projects else [])
 
 
 def read(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -26,6 +26,21 @@ SUMMARY_BEGIN = "===== MEMORY SUMMARY (dsh-memory) BEGINS ====="
 SUMMARY_END = "===== MEMORY SUMMARY ENDS ====="
 
 
+MAX_CWD_CHARS = 4096
+# The project parameters, declared once and used by summary, list and search.
+Cwd = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_CWD_CHARS,
+        description="The asking session's working directory; its repository root is the project: "
+        "that project's memory and global memory only (null: every project, as before)",
+    ),
+]
+OtherProjects = Annotated[
+    bool, Field(description="With cwd: also return other projects' memories, after this project's and global ones")
+]
+
+
 class _Request(BaseModel):
     """The parameters of one read-path operation, declared once: the core validates with it, the
     RPC passes its params through it, and the CLI options and MCP tool schemas are generated from
@@ -35,13 +50,18 @@ class _Request(BaseModel):
 
 
 class SummaryRequest(_Request):
-    """summary takes no parameters (the cap is the max_summary_chars setting)."""
+    """summary: the global part plus the project's part of the summary, within the
+    max_summary_chars setting."""
+
+    cwd: Cwd = None
 
 
 class ListRequest(_Request):
     path: str = Field("", description="Directory (or file) relative to the memory root; '' is the root")
     cursor: str | None = Field(None, description="next_cursor from the previous page, unchanged")
     max_results: int = Field(DEFAULT_LIST_RESULTS, ge=1, le=MAX_LIST_RESULTS, description="Entries per page")
+    cwd: Cwd = None
+    other_projects: OtherProjects = False
 
 
 class ReadRequest(_Request):
@@ -84,6 +104,8 @@ class SearchRequest(_Request):
         description=f"At most this many characters of JSON per page (≈ {CHARS_PER_TOKEN} a token); "
         "the matches past it come with next_cursor",
     )
+    cwd: Cwd = None
+    other_projects: OtherProjects = False
 
     @field_validator("queries")
     @classmethod
@@ -121,6 +143,9 @@ class Summary(BaseModel):
     empty: bool = True
     instructions: str = Field(description="How an agent should use memory (when, citations, staleness)")
     memory_root: str = ""
+    project: str | None = Field(None, description="The project of cwd (None: no cwd given, every part shown)")
+    projects_shown: list[str] = Field(default_factory=list, description="Project parts included")
+    other_projects: list[str] = Field(default_factory=list, description="Projects with memories not shown")
 
     def injection(self) -> str:
         """The whole block a session-start hook injects: instructions + the summary between
@@ -130,10 +155,14 @@ class Summary(BaseModel):
         return f"{self.instructions}\n\n{SUMMARY_BEGIN}\n{self.content}\n{SUMMARY_END}\n"
 
 
+SCOPE_DESCRIPTION = "Where it applies: global, project <repository root>, or mixed (a file with parts of several)"
+
+
 class Entry(BaseModel):
     path: str
     type: Literal["file", "directory"]
     size: int | None = None
+    scope: str | None = Field(None, description=SCOPE_DESCRIPTION)
 
 
 class ListResult(BaseModel):
@@ -162,6 +191,7 @@ class SearchMatch(BaseModel):
     content: str
     matched_queries: list[str] = Field(default_factory=list)
     score: float | None = Field(None, description="ranked mode: relevance of the cited line (higher is better)")
+    scope: str | None = Field(None, description=SCOPE_DESCRIPTION)
 
     @property
     def citation(self) -> str:

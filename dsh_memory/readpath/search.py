@@ -24,6 +24,7 @@ from dsh_memory.readpath._common import (
     validate,
 )
 from dsh_memory.readpath.models import SearchMatch, SearchRequest, SearchResult
+from dsh_memory.readpath.scoping import SEARCH_SCAN_LIMIT, Where, layer
 
 _NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -149,6 +150,8 @@ def search(
     `all_within_lines` (all queries inside a window of `within_lines`); results in corpus order
     (MEMORY.md, memory_summary.md, rollout_summaries, skills, notes; by name) and line order.
     `ranked`: the lines that answer the queries best first (index.py, lines.py).
+    Every hit carries its scope; with `cwd`, this project's and global hits come first and other
+    projects' only with `other_projects` (scoping.layer, over the ranked or line order).
     A page holds at most `max_results` matches and `max_chars` characters of JSON; the rest comes
     with `next_cursor`. `params`: SearchRequest's other fields (mode, path, context_lines…)."""
     if isinstance(queries, str):
@@ -162,14 +165,20 @@ def search(
     fp = fingerprint("search", req.model_dump(exclude={"cursor", "max_results", "max_chars"}))
     start = decode_cursor(req.cursor, fp)
     found: Iterator[SearchMatch]
+    where = Where.of(req.cwd)
+    skip = 0 if where else start  # a project reorders the matches: the page is cut after that
     if req.mode == "ranked":
         from dsh_memory.readpath.index import ranked_search
         from dsh_memory.readpath.lines import matches as line_matches
 
         hits, files, terms = ranked_search(store, req.queries, prefix)
-        found = line_matches(hits, files, terms, req.queries, req.context_lines, skip=start)
+        found = line_matches(hits, files, terms, req.queries, req.context_lines, skip=skip)
     else:
-        found = islice(_line_search(store, req, start + req.max_results + 1), start, None)
+        need = SEARCH_SCAN_LIMIT if where else start + req.max_results + 1
+        found = islice(_line_search(store, req, need), skip, None)
+    found = layer(store, found, where, req.other_projects)  # every hit gets its scope
+    if where:
+        found = islice(found, start, None)
     page, more = _page(found, req, prefix)
     if usage:  # the vault passes False: a person searching is not an agent using the memory
         record_usage(store, [m.path for m in page], state=state, now=now)

@@ -15,7 +15,7 @@ from dsh_memory.readpath.models import Summary
 
 CUT_MARK = "\n\n[… summary shortened here: {n} characters omitted; open memory_summary.md for all …]\n\n"
 
-_cache: dict[tuple, tuple[str, bool, int]] = {}
+_cache: dict[tuple, tuple] = {}
 _cache_lock = threading.Lock()
 
 
@@ -66,28 +66,39 @@ def _cap(text: str, max_chars: int) -> tuple[str, bool]:
     return head + CUT_MARK.format(n=omitted) + tail, True
 
 
-def summary(store: Any, max_chars: int = 10_000) -> Summary:
-    """memory_summary.md capped at `max_chars`; cached by file identity. Empty memory → empty."""
+def summary(store: Any, max_chars: int = 10_000, cwd: str | None = None) -> Summary:
+    """memory_summary.md capped at `max_chars`; cached by file identity. Empty memory → empty.
+    With `cwd`: the global part plus that project's part within the same cap, and one line
+    naming the other projects with memories (`scoping.compose_summary`)."""
+    from dsh_memory.readpath.scoping import Where, compose_summary
+
     root = str(root_of(store))
     path = root_of(store) / "memory_summary.md"
+    where = Where.of(cwd)
     text, truncated, chars = "", False, 0
+    shown: list[str] = []
+    others: list[str] = []
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         st = None
     if st is not None and stat_mod.S_ISREG(st.st_mode):
-        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, max_chars)
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, max_chars, where)
         with _cache_lock:
             hit = _cache.get(key)
         if hit is None:
             full = path.read_bytes().decode("utf-8", errors="replace").strip()
-            capped, cut = _cap(full, max_chars)
-            hit = (capped, cut, len(full))
+            if where is None:
+                capped, cut = _cap(full, max_chars)
+                hit = (capped, cut, len(full), [], [])
+            else:
+                capped, cut, shown, others = compose_summary(full, where, max_chars)
+                hit = (capped, cut, len(full), shown, others)
             with _cache_lock:
                 if len(_cache) > 64:
                     _cache.clear()
                 _cache[key] = hit
-        text, truncated, chars = hit
+        text, truncated, chars, shown, others = hit
     return Summary(
         content=text,
         truncated=truncated,
@@ -95,4 +106,7 @@ def summary(store: Any, max_chars: int = 10_000) -> Summary:
         empty=not text.strip(),
         instructions=instructions(root),
         memory_root=root,
+        project=where.root if where else None,
+        projects_shown=list(shown),
+        other_projects=list(others),
     )

@@ -21,11 +21,13 @@ T = TypeVar("T")
 SERVER_NAME = "dsh-memory"
 TOOL_PREFIX = "memory_"  # tool name = prefix + read-path operation: memory_read is `read`
 SUMMARY_URI = "memory://summary"
+PROJECT_SUMMARY_URI = "memory://summary/{project}"
 
 SUMMARY_DESC = (
     "Load your long-term memory: how to use it, then the memory summary (an index of what you "
     "know from earlier sessions). Call it once at the start of a task when the memory://summary "
-    "resource was not loaded; empty when there is no memory yet."
+    "resource was not loaded; empty when there is no memory yet. Pass cwd (your working directory) "
+    "to get only global memory plus your project's, and the names of the other projects."
 )
 LIST_DESC = (
     "List one directory of your long-term memory (shallow, sorted). Start at '' (the root): "
@@ -120,6 +122,14 @@ def make_tool(run: Callable[..., Any], name: str, model: type, description: str,
     return tool
 
 
+def _summary_params(cwd: str) -> dict[str, Any]:
+    """The resource's project, validated like the tool's `cwd` (SummaryRequest)."""
+    from dsh_memory.readpath import SummaryRequest
+    from dsh_memory.readpath._common import validate
+
+    return validate(SummaryRequest, cwd=cwd).model_dump()
+
+
 def build_server(settings: Any = None):
     """An MCPServer bound to one memory root: a MemoryContext, plain MemorySettings, or None for
     `memory_context()` (saved block > environment > default, like every entry point)."""
@@ -152,8 +162,8 @@ def build_server(settings: Any = None):
         return decorate
 
     @tool("summary", SUMMARY_DESC, str)
-    def memory_summary() -> str:
-        text = rp.summary(store, settings.max_summary_chars).injection()
+    def memory_summary(**params: Any) -> str:
+        text = rp.summary(store, settings.max_summary_chars, **params).injection()
         return text or "Long-term memory is empty so far: nothing to recall yet."
 
     @tool("list", LIST_DESC, rp.ListResult)
@@ -183,6 +193,19 @@ def build_server(settings: Any = None):
     )
     def summary_resource() -> str:
         return rp.summary(store, settings.max_summary_chars).injection()
+
+    @server.resource(
+        PROJECT_SUMMARY_URI,
+        name="memory_summary_for_project",
+        mime_type="text/markdown",
+        description="How to use memory, then the global part of the summary plus one project's part; "
+        "{project} is the project's directory, percent-encoded (e.g. %2Fhome%2Fme%2Fsrc%2Fapp)",
+    )
+    def project_summary_resource(project: str) -> str:
+        from urllib.parse import unquote
+
+        cwd = unquote(project)
+        return _call(lambda: rp.summary(store, settings.max_summary_chars, **_summary_params(cwd)).injection())
 
     @server.prompt(name="memory", description="Load long-term memory (instructions + summary) into the conversation")
     def memory_prompt() -> str:

@@ -223,6 +223,7 @@ class MemoryStore:
             cwd=None if block.cwd is None else _redact(_clean_text(str(block.cwd))),
             updated_at=str(block.updated_at),
             body=_redact(_clean_text(block.body)),
+            project=_redact(_clean_text(str(block.project))) if block.project else None,
         )
         clean.id = str(block.id) if block.id else RawBlock.make_id(clean.session_id, clean.slug, clean.body)
         with self.lock("raw"):

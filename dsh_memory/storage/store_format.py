@@ -178,6 +178,7 @@ class RawBlock:
     cwd: str | None
     updated_at: str
     body: str
+    project: str | None = None  # the repository root of `cwd` (dsh_memory.scope); None: derive from cwd
 
     @staticmethod
     def make_id(session_id: str, slug: str, body: str) -> str:
@@ -212,6 +213,8 @@ def serialize_raw_block(b: RawBlock) -> str:
         "len": len(b.body),
         "sha": hashlib.sha256(b.body.encode("utf-8")).hexdigest()[:16],
     }
+    if b.project:
+        meta["project"] = b.project
     return f"\n## {heading}\n<!-- dsh-memory:raw {_marker_json(meta)} -->\n{b.body}\n"
 
 
@@ -253,6 +256,7 @@ def parse_raw_blocks(text: str) -> list[RawBlock]:
                 cwd=meta.get("cwd"),
                 updated_at=str(meta.get("updated_at") or ""),
                 body=body,
+                project=meta.get("project") if isinstance(meta.get("project"), str) else None,
             )
         )
     return blocks

@@ -1,0 +1,201 @@
+"""Project scope on the read path: which part of the memory an agent working in `cwd` sees first.
+
+- `scope_of(store, rel, line)`: the scope of one line of a memory file, `global` or
+  `project <root>`: MEMORY.md by its task group (`applies_to: cwd=<a real path>`, or a group
+  named by a path; `global` and groups with a pattern such as `cwd=.*` are global), the summary
+  by its `# Scope:` parts, a rollout summary by its provenance (`project`, else the root of its
+  `cwd`), a skill by its front matter `project:`; ad hoc notes are global. Parsed once per file
+  version.
+- `layer(...)`: search results with this project + global first, the other projects after them
+  only on request (`other_projects`), each hit carrying its scope; the ranking inside each
+  layer is the search's own.
+- `compose_summary(...)`: the injected summary for a project: the global part plus that
+  project's part within the same budget, and one line naming the other projects with memories.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_memory import scope as sc
+
+PROJECT = "project "
+MIXED = "mixed"
+MAX_OTHERS_NAMED = 8
+SEARCH_SCAN_LIMIT = 5000  # matches a scoped line search looks at (in-scope ones are served first)
+_APPLIES = re.compile(r"^applies_to:\s*cwd=([^;\s]+)")
+_WILD = re.compile(r"[*?\[\]{}()|^$]")
+
+_cache: dict[str, tuple[tuple[int, int, int], list[tuple[int, str]]]] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Where:
+    """The project a request comes from (`cwd` → repository root)."""
+
+    root: str
+    is_repo: bool
+
+    @classmethod
+    def of(cls, cwd: str | None) -> Where | None:
+        root, is_repo = sc.locate(cwd)
+        return cls(root, is_repo) if root else None
+
+    def sees(self, scope: str | None) -> bool:
+        """This project's and global memory (a scope that is not a project is global)."""
+        if not scope or not scope.startswith(PROJECT):
+            return True
+        return sc.matches(scope[len(PROJECT) :], self.root, self.is_repo)
+
+
+def _group_scope(name: str, head: list[str]) -> str:
+    for line in head:
+        m = _APPLIES.match(line.strip())
+        if m and os.path.isabs(m.group(1)) and not _WILD.search(m.group(1)):
+            return PROJECT + m.group(1).rstrip("/")
+    if name != sc.GLOBAL and os.path.isabs(name) and not _WILD.search(name):
+        return PROJECT + name.rstrip("/")
+    return sc.GLOBAL
+
+
+def _memory_md_spans(lines: list[str]) -> list[tuple[int, str]]:
+    """(first line number, scope) per task group; lines before the first group are global."""
+    spans: list[tuple[int, str]] = [(1, sc.GLOBAL)]
+    for i, line in enumerate(lines):
+        if line.startswith("# Task Group:"):
+            head = [ln for ln in lines[i + 1 : i + 4] if ln.startswith(("scope:", "applies_to:"))]
+            spans.append((i + 1, _group_scope(line.split(":", 1)[1].strip(), head)))
+    return spans
+
+
+def _summary_spans(lines: list[str]) -> list[tuple[int, str]]:
+    spans: list[tuple[int, str]] = [(1, sc.GLOBAL)]
+    for i, line in enumerate(lines):
+        if line.startswith(sc.SUMMARY_HEADING):
+            what = line[len(sc.SUMMARY_HEADING) :].strip()
+            is_project = what.lower().startswith(PROJECT) and what[len(PROJECT) :].strip()
+            spans.append((i + 1, PROJECT + what[len(PROJECT) :].strip().rstrip("/") if is_project else sc.GLOBAL))
+    return spans
+
+
+def _front_matter_scope(text: str) -> str:
+    from dsh_memory.storage.store import parse_front_matter
+
+    fields, _ = parse_front_matter(text[:8192])
+    project = fields.get("project")
+    if not project and "session_id" in fields:  # a rollout summary written before scopes
+        project = sc.project_root(fields.get("cwd") or "")
+    return PROJECT + str(project).rstrip("/") if project else sc.GLOBAL
+
+
+def _spans(store: Any, rel: str) -> list[tuple[int, str]]:
+    """(first line, scope) spans of one memory file, cached per file version."""
+    path = os.path.join(str(store.root), rel)
+    top = rel.split("/", 1)[0]
+    if top not in ("MEMORY.md", "memory_summary.md", "rollout_summaries", "skills"):
+        return [(1, sc.GLOBAL)]
+    if top == "skills":
+        parts = rel.split("/")
+        path = os.path.join(str(store.root), "skills", parts[1], "SKILL.md") if len(parts) > 2 else path
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return [(1, sc.GLOBAL)]
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    with _lock:
+        hit = _cache.get(path)
+    if hit and hit[0] == key:
+        return hit[1]
+    from dsh_memory.readpath._common import read_text
+
+    text = read_text(path, st) or ""
+    if top == "MEMORY.md":
+        spans = _memory_md_spans(text.splitlines())
+    elif top == "memory_summary.md":
+        spans = _summary_spans(text.splitlines())
+    else:
+        spans = [(1, _front_matter_scope(text))]
+    with _lock:
+        if len(_cache) > 4096:
+            _cache.clear()
+        _cache[path] = (key, spans)
+    return spans
+
+
+def scope_of(store: Any, rel: str, line: int = 1) -> str:
+    """`global` or `project <root>` for line `line` of memory file `rel`."""
+    found = sc.GLOBAL
+    for first, scope in _spans(store, rel):
+        if first > line:
+            break
+        found = scope
+    return found
+
+
+def file_scope(store: Any, rel: str) -> str:
+    """One file's scope; `mixed` when it holds parts of several."""
+    scopes = {s for _, s in _spans(store, rel)}
+    return scopes.pop() if len(scopes) == 1 else MIXED
+
+
+def layer(store: Any, matches: Iterable[Any], where: Where | None, other_projects: bool) -> Iterator[Any]:
+    """Every match with its `scope`; with a project: in-scope matches first, the others after
+    them only when `other_projects` (the order within each layer unchanged)."""
+    if where is None:
+        for m in matches:
+            yield m.model_copy(update={"scope": scope_of(store, m.path, m.match_line)})
+        return
+    later = []
+    for m in matches:
+        m = m.model_copy(update={"scope": scope_of(store, m.path, m.match_line)})
+        if where.sees(m.scope):
+            yield m
+        elif other_projects:
+            later.append(m)
+    yield from later
+
+
+def _trim(text: str, cap: int) -> tuple[str, bool]:
+    if len(text) <= cap:
+        return text, False
+    out, used = [], 0
+    for line in text.split("\n"):
+        if used + len(line) + 1 > cap:
+            break
+        out.append(line)
+        used += len(line) + 1
+    while out and (out[-1].startswith("#") or not out[-1].strip()):
+        out.pop()
+    return "\n".join(out), True
+
+
+def others_line(projects: list[str]) -> str:
+    if not projects:
+        return ""
+    shown = ", ".join(f"{sc.label(p)} ({p})" for p in projects[:MAX_OTHERS_NAMED])
+    more = f" and {len(projects) - MAX_OTHERS_NAMED} more" if len(projects) > MAX_OTHERS_NAMED else ""
+    return f"Other projects with memories (memory_search with other_projects=true to look there): {shown}{more}."
+
+
+def compose_summary(full: str, where: Where, max_chars: int) -> tuple[str, bool, list[str], list[str]]:
+    """(content, truncated, this project's parts, other projects) for one project."""
+    glob, parts = sc.summary_parts(full)
+    mine = sorted(p for p in parts if sc.matches(p, where.root, where.is_repo))
+    others = sorted(p for p in parts if p not in mine)
+    tail = others_line(others)
+    head = "v1\n\n"
+    project_text = "\n\n".join(f"{sc.SUMMARY_HEADING}{PROJECT}{p}\n{parts[p]}".rstrip() for p in mine)
+    global_text = f"{sc.SUMMARY_HEADING}global\n{glob}".rstrip() if glob.strip() else ""
+    avail = max(0, max_chars - len(head) - len(tail) - 4)
+    g_cap = max(avail // 2, avail - len(project_text))
+    global_text, cut_g = _trim(global_text, g_cap)
+    project_text, cut_p = _trim(project_text, max(0, avail - len(global_text)))
+    body = "\n\n".join(t for t in (global_text, project_text, tail) if t.strip())
+    content = (head + body).strip() if body.strip() else ""
+    return content, cut_g or cut_p, mine, others

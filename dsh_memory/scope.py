@@ -1,0 +1,163 @@
+"""Where a memory applies: one project (a repository root) or every project (`global`).
+
+Shared by every stage: Phase 1 tags each item, Phase 2 groups by it, the read path filters by it.
+
+- `project_root(cwd)`: the repository a session worked in. When the path exists, the nearest
+  ancestor holding `.git` (a directory, or a file for worktrees and submodules), found by walking
+  up the path as written (no `realpath`: a symlinked checkout is the path the agent used, and a
+  `.git` that is itself a symlink is ignored), at most `MAX_WALK` levels; else the cwd as
+  recorded (normalized). A session without a cwd has no project.
+- `stated_as_general(text)`: the deterministic rule that backs the model. An item is global only
+  when the user's words say so ("always", "in every repo", "everywhere", "all projects",
+  "globally", "no matter the project"…), and "always … in this repo" stays local. Phase 2 adds the
+  other way to become global: the same item recurring in ≥ 2 projects.
+- Memory items carry their scope as a tag on the line, `[scope: global]`; an untagged item belongs
+  to its session's project. Files written before scopes existed read this way too: raw blocks
+  and rollout summaries by their session's cwd, handbook lines outside any project part as global
+  (what they were: injected everywhere).
+- `matches(project, root, is_repo)`: a stored project belongs to the requested one when it is the
+  same path, or lies inside it when the request is a real repository root (a session recorded
+  in a subfolder before the repository had git). Never the other way round: a session started
+  in `$HOME` must not pull its rules into every project below it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import stat
+
+GLOBAL = "global"
+MAX_WALK = 64
+TAG = "[scope: global]"
+TAG_RE = re.compile(r"\s*\[scope:\s*global\]", re.I)
+SUMMARY_HEADING = "# Scope: "  # memory_summary.md parts: `# Scope: global`, `# Scope: project <root>`
+PROJECT_WORD = "project "
+
+_GENERAL = re.compile(
+    r"\b(always|every\s*where|globally|in\s+general|no\s+matter\s+(the|which|what)\s+(repo|project)\w*"
+    r"|(in|for|across)\s+(all|every|any|each)\s+(of\s+)?(my\s+|our\s+|the\s+)?"
+    r"(repo|repositor|project|codebase|workspace|code\s*base)\w*"
+    r"|(all|every|each)\s+(of\s+)?(my\s+|our\s+)?(repo|repositor|project|codebase)\w*)\b",
+    re.I,
+)
+_EXPLICIT = re.compile(
+    r"every\s*where|globally|\b(all|every|each|any)\s+(of\s+)?(my\s+|our\s+|the\s+)?(repo|proj)", re.I
+)
+_LOCAL = re.compile(
+    r"\b(in|for|of|inside)\s+(this|the\s+current|that)\s+(repo|repositor|project|codebase|code\s*base|package|service)\w*"
+    r"|\b(this|that)\s+(repo|repository|codebase)\b|\bhere\b|\bin\s+here\b",
+    re.I,
+)
+
+
+def stated_as_general(text: str) -> bool:
+    """True when `text` (the user's words) states a rule for every project."""
+    if not text or not _GENERAL.search(text):
+        return False
+    return bool(_EXPLICIT.search(text)) or not _LOCAL.search(text)
+
+
+def is_tagged_global(line: str) -> bool:
+    return bool(TAG_RE.search(line or ""))
+
+
+def untag(line: str) -> str:
+    return TAG_RE.sub("", line or "").rstrip()
+
+
+def tag(line: str) -> str:
+    return untag(line) + " " + TAG
+
+
+def _norm(path: str) -> str:
+    p = os.path.normpath(os.path.expanduser(path.strip()))
+    return "/" if p in ("/", "//") else p.rstrip("/")
+
+
+@functools.lru_cache(maxsize=4096)
+def _walk(path: str) -> str | None:
+    """The nearest ancestor of an existing `path` with a real `.git` (dir or file), or None."""
+    cur = path
+    for _ in range(MAX_WALK):
+        try:
+            st = os.lstat(os.path.join(cur, ".git"))
+            if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
+                return cur
+        except OSError:
+            pass
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return None
+        cur = parent
+    return None
+
+
+def locate(cwd: str | None) -> tuple[str | None, bool]:
+    """(project root, whether it is a real repository) for a session's or a request's cwd."""
+    if not cwd or not isinstance(cwd, str) or "\x00" in cwd or not cwd.strip():
+        return None, False
+    path = _norm(cwd)
+    if not os.path.isabs(path):
+        return path, False
+    try:
+        exists = stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        exists = False
+    if exists:
+        root = _walk(path)
+        if root is not None:
+            return root, True
+    return path, False
+
+
+def project_root(cwd: str | None) -> str | None:
+    """The project of a session's cwd (see the module docstring); None without a cwd."""
+    return locate(cwd)[0]
+
+
+def matches(project: str | None, root: str | None, is_repo: bool = False) -> bool:
+    """Does a stored `project` belong to the requested `root`? (see the module docstring)"""
+    if not project or not root:
+        return False
+    p, r = _norm(project), _norm(root)
+    return p == r or (is_repo and p.startswith(r.rstrip("/") + "/"))
+
+
+def label(project: str) -> str:
+    """A short name for a project: its last path component (the path itself when it has none)."""
+    name = _norm(project).rsplit("/", 1)[-1]
+    return name or project
+
+
+MAX_SUMMARY_PARTS = 200
+
+
+def summary_parts(text: str) -> tuple[str, dict[str, str]]:
+    """(global part, {project root: part}) of a memory_summary.md. Text outside any
+    `# Scope: project <root>` part (a summary written before scopes included) is global; the
+    first `v1` line belongs to neither."""
+    glob: list[str] = []
+    projects: dict[str, list[str]] = {}
+    cur = glob
+    lines = (text or "").split("\n")
+    if lines and lines[0].strip() == "v1":
+        lines = lines[1:]
+    for line in lines:
+        if line.startswith(SUMMARY_HEADING):
+            what = line[len(SUMMARY_HEADING) :].strip()
+            if what.lower().startswith(PROJECT_WORD) and what[len(PROJECT_WORD) :].strip():
+                cur = projects.setdefault(_norm(what[len(PROJECT_WORD) :]), [])
+            else:
+                cur = glob
+            continue
+        cur.append(line)
+    return "\n".join(glob).strip("\n"), {p: "\n".join(v).strip("\n") for p, v in projects.items()}
+
+
+def summary_file_cap(text: str, cap: int) -> int:
+    """The size bound of a memory_summary.md with project parts: `cap` for the global part plus
+    one project part (what is injected), times the parts (at most MAX_SUMMARY_PARTS)."""
+    n = sum(1 for ln in (text or "").split("\n") if ln.startswith(SUMMARY_HEADING + PROJECT_WORD))
+    return cap * (1 + min(n, MAX_SUMMARY_PARTS))
