@@ -2,11 +2,12 @@
 
 Shared by every stage: Phase 1 tags each item, Phase 2 groups by it, the read path filters by it.
 
-- `project_root(cwd)`: the repository a session worked in. When the path exists, the nearest
-  ancestor holding `.git` (a directory, or a file for worktrees and submodules), found by walking
-  up the path as written (no `realpath`: a symlinked checkout is the path the agent used, and a
-  `.git` that is itself a symlink is ignored), at most `MAX_WALK` levels; else the cwd as
-  recorded (normalized). A session without a cwd has no project.
+- `project_root(cwd)`: the repository a session worked in: the nearest ancestor holding `.git`
+  (a directory, or a file for worktrees and submodules), found by walking up the path as written
+  from its nearest existing folder (no `realpath`: a symlinked checkout is the path the agent
+  used, and a `.git` that is itself a symlink is ignored), at most `MAX_WALK` levels; else the cwd
+  as recorded (normalized: a session recorded on another machine keeps its own path). A session
+  without a cwd has no project.
 - `stated_as_general(text)`: the deterministic rule that backs the model. An item is global only
   when the user's words say so ("always", "in every repo", "everywhere", "all projects",
   "globally", "no matter the project"…), and "always … in this repo" stays local. Phase 2 adds the
@@ -101,15 +102,18 @@ def locate(cwd: str | None) -> tuple[str | None, bool]:
     path = _norm(cwd)
     if not os.path.isabs(path):
         return path, False
-    try:
-        exists = stat.S_ISDIR(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        exists = False
-    if exists:
-        root = _walk(path)
-        if root is not None:
-            return root, True
-    return path, False
+    base = path  # a folder that is gone (or not made yet) still lies in the repository around it
+    for _ in range(MAX_WALK):
+        try:
+            if stat.S_ISDIR(os.stat(base).st_mode):
+                break
+        except (OSError, ValueError):
+            pass
+        if os.path.dirname(base) == base:
+            return path, False
+        base = os.path.dirname(base)
+    root = _walk(base)
+    return (root, True) if root is not None else (path, False)
 
 
 def project_root(cwd: str | None) -> str | None:

@@ -151,7 +151,8 @@ def test_mechanical_merge_groups_by_project_and_kind_keeps_provenance_and_dedupe
     assert "## Notes\n- A bullet without a heading (an endpoint's raw memory). [source: slug-3]" in md
     assert "- rollout_summaries/slug-1.md (session=s1, source=dsh, updated=2026-11-01)" in md
     summary = out.memory_summary_md
-    assert summary.startswith("v1\n\n## User preferences\n") and "(/src/weather)" in summary
+    assert summary.startswith("v1\n\n# Scope: project /src/ledger\n")  # no global memory: no global part
+    assert "# Scope: project /src/weather\n## User preferences\n- The user said:" in summary
     assert "## What's in memory" in summary and "`make test`" in summary
     again = mechanical.consolidate(store, _inputs(store, memory_md=md), _settings())
     assert again.memory_md.count("Use `make test`, not pytest directly.") == 1  # incremental: merged, not doubled

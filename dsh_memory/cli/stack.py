@@ -56,6 +56,13 @@ def _print_status(data: dict) -> None:
             console.print(
                 f"  failed {f['session'][:13]} attempts={f['attempts']}{' parked' if f['parked'] else ''}: {f['error'][:80]}"
             )
+    rows = local.get("projects") or {}
+    if rows:
+        console.print("memories per project (handbook items · session recaps · raw waiting):")
+        for name, r in rows.items():
+            console.print(
+                f"  {name}: {r['handbook_items']} · {r['sessions']} · {r['pending_raw']}", markup=False, highlight=False
+            )
     stack = data.get("stack")
     if stack:
         console.print(

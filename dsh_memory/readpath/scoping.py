@@ -199,3 +199,31 @@ def compose_summary(full: str, where: Where, max_chars: int) -> tuple[str, bool,
     body = "\n\n".join(t for t in (global_text, project_text, tail) if t.strip())
     content = (head + body).strip() if body.strip() else ""
     return content, cut_g or cut_p, mine, others
+
+
+def per_project(store: Any) -> dict[str, dict[str, int]]:
+    """Memories per scope (`global` or a project root): handbook items (MEMORY.md bullets of the
+    groups in that scope), session recaps (active rollout summaries) and raw blocks awaiting
+    consolidation. What `status` (and the vault page) show."""
+    from dsh_memory.readpath._common import read_text
+
+    out: dict[str, dict[str, int]] = {}
+
+    def bump(scope: str, key: str) -> None:
+        name = scope[len(PROJECT) :] if scope.startswith(PROJECT) else sc.GLOBAL
+        row = out.setdefault(name, {"handbook_items": 0, "sessions": 0, "pending_raw": 0})
+        row[key] += 1
+
+    memory_md = os.path.join(str(store.root), "MEMORY.md")
+    if os.path.isfile(memory_md) and not os.path.islink(memory_md):
+        for i, line in enumerate((read_text(memory_md) or "").splitlines(), start=1):
+            if re.match(r"^\s*(?:[-*+]|\d+[.)])\s+", line) and not line.lstrip("-*+ ").startswith("rollout_summaries/"):
+                bump(scope_of(store, "MEMORY.md", i), "handbook_items")
+    for info in store.list_rollout_summaries():
+        bump(scope_of(store, info.rel), "sessions")
+    for block in store.read_raw_blocks():
+        bump(
+            PROJECT + (block.project or sc.project_root(block.cwd) or "") if (block.project or block.cwd) else "",
+            "pending_raw",
+        )
+    return dict(sorted(out.items(), key=lambda kv: (kv[0] != sc.GLOBAL, kv[0])))

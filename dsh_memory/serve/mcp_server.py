@@ -194,18 +194,18 @@ def build_server(settings: Any = None):
     def summary_resource() -> str:
         return rp.summary(store, settings.max_summary_chars).injection()
 
+    from mcp.server.mcpserver.resources.templates import ResourceSecurity
+
     @server.resource(
         PROJECT_SUMMARY_URI,
+        security=ResourceSecurity(reject_absolute_paths=False),  # a project is an absolute path; never opened
         name="memory_summary_for_project",
         mime_type="text/markdown",
         description="How to use memory, then the global part of the summary plus one project's part; "
         "{project} is the project's directory, percent-encoded (e.g. %2Fhome%2Fme%2Fsrc%2Fapp)",
     )
-    def project_summary_resource(project: str) -> str:
-        from urllib.parse import unquote
-
-        cwd = unquote(project)
-        return _call(lambda: rp.summary(store, settings.max_summary_chars, **_summary_params(cwd)).injection())
+    def project_summary_resource(project: str) -> str:  # the SDK has percent-decoded it
+        return _call(lambda: rp.summary(store, settings.max_summary_chars, **_summary_params(project)).injection())
 
     @server.prompt(name="memory", description="Load long-term memory (instructions + summary) into the conversation")
     def memory_prompt() -> str:

@@ -27,6 +27,7 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
             "phase1_running": False,
             "phase2_running": is_running(root, "phase2"),
             "pending_consolidation": False,
+            "projects": projects(ctx),
         }
     state = ctx.state
     claims = state.claims()
@@ -73,7 +74,18 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
         "tokens": {"input": tokens_in, "output": tokens_out},
         "models": models,
         "failures": failures[:20],
+        "projects": projects(ctx),
     }
+
+
+def projects(ctx: MemoryContext) -> dict[str, dict[str, int]]:
+    """Memories per project (`global` first): handbook items, session recaps, raw blocks waiting."""
+    from dsh_memory.readpath.scoping import per_project
+
+    try:
+        return per_project(ctx.store)
+    except (OSError, ValueError):  # a status never fails on an unreadable memory file
+        return {}
 
 
 def server_status(limit: int = 10) -> dict[str, Any]:

@@ -1,0 +1,422 @@
+"""Project-scoped memory (issue 18): a scope on every item from Phase 1 on, per-project groups in
+Phase 2, and a read path that shows an agent its project's memory plus the global one. Real
+files, real git folders, the real CLI, RPC (Starlette TestClient) and MCP server (stdio)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import anyio
+import pytest
+
+from dsh_memory import scope as sc
+from dsh_memory.consolidation import mechanical
+from dsh_memory.consolidation.inputs import INIT, Phase2Inputs, gather_inputs
+from dsh_memory.phase1 import steps
+from dsh_memory.phase1.extraction import ExtractionOutput, clean_output
+from dsh_memory.phase1.scoping import scope_items
+from dsh_memory.readpath import list_dir, search, summary
+from dsh_memory.readpath.scoping import per_project, scope_of
+from dsh_memory.storage.store import MemoryStore, RawBlock, parse_raw_blocks
+
+CAP = 1500
+
+
+# ---- where a session worked -------------------------------------------------------------------
+
+
+def test_project_root_is_the_git_top_level_walked_up_without_following_links(tmp_path):
+    repo = tmp_path / "src" / "app"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "pkg" / "deep").mkdir(parents=True)
+    assert sc.locate(str(repo / "pkg" / "deep")) == (str(repo), True)
+    assert sc.project_root(str(repo / "pkg" / "deep") + "/") == str(repo)
+    assert sc.project_root(str(repo / "pkg" / "gone" / "later")) == str(repo)  # a folder removed since
+    wt = tmp_path / "worktree"
+    wt.mkdir()
+    (wt / ".git").write_text("gitdir: /elsewhere\n")  # worktrees and submodules: .git is a file
+    assert sc.project_root(str(wt)) == str(wt)
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    os.symlink(repo / ".git", fake / ".git")  # a .git that is a link is not a repository
+    assert sc.locate(str(fake)) == (str(fake), False)
+    # no repository: the cwd as recorded (another machine's path stays that path)
+    assert sc.locate("/nonexistent/home/demo/src/ledger/") == ("/nonexistent/home/demo/src/ledger", False)
+    assert sc.project_root(None) is None and sc.project_root("") is None and sc.project_root("a\x00b") is None
+
+
+def test_matches_never_pulls_a_parent_folders_rules_into_its_projects(tmp_path):
+    assert sc.matches("/r/app", "/r/app") and sc.matches("/r/app/", "/r/app")
+    assert not sc.matches("/r/app", "/r/other") and not sc.matches("/r/app2", "/r/app", True)
+    assert sc.matches("/r/app/sub", "/r/app", is_repo=True)  # recorded in a subfolder of the repo
+    assert not sc.matches("/r/app/sub", "/r/app", is_repo=False)
+    assert not sc.matches("/home/me", "/home/me/project", is_repo=True)  # a session in $HOME
+
+
+@pytest.mark.parametrize(
+    "text, general",
+    [
+        ("I always use ruff for linting.", True),
+        ("In every repo, run the tests before pushing.", True),
+        ("I prefer tabs everywhere.", True),
+        ("Use conventional commits in all my projects.", True),
+        ("Set this globally: no emojis in commit messages.", True),
+        ("Always use pnpm in this repo.", False),
+        ("Always run make check here before committing.", False),
+        ("Everywhere, even in this repo, answer in English.", True),
+        ("Use pnpm, not npm.", False),
+        ("Never run migrations from a laptop.", False),
+        ("", False),
+    ],
+)
+def test_stated_as_general(text, general):
+    assert sc.stated_as_general(text) is general
+
+
+# ---- Phase 1: a scope on every item -----------------------------------------------------------
+
+TRANSCRIPT = """[user] Deploy the ledger service. Use pnpm, not npm. I always want answers in English, in every repo.
+[assistant] Deployed with `pnpm run deploy`.
+[user] Thanks. Never run migrations from a laptop.
+"""
+
+
+def test_items_are_global_only_when_the_users_words_say_so():
+    raw = "\n".join(
+        [
+            '- The user said: "Use pnpm, not npm." [scope: global]',  # the model's tag, not backed
+            "- Answers should be in English.",  # paraphrase: the user's sentence says every repo
+            "- Never run migrations from a laptop.",
+            "## Commands that worked",
+            "- `pnpm run deploy`",
+        ]
+    )
+    out, notes = scope_items(raw, TRANSCRIPT)
+    lines = out.split("\n")
+    assert lines[0] == '- The user said: "Use pnpm, not npm."'
+    assert lines[1] == "- Answers should be in English. [scope: global]"
+    assert lines[2] == "- Never run migrations from a laptop." and lines[4] == "- `pnpm run deploy`"
+    assert any("not backed" in n for n in notes) and any("1 item(s) global" in n for n in notes)
+
+
+def test_clean_output_scopes_every_providers_answer():
+    """The one clean-up every provider's answer goes through (endpoint, local steps, fakes)."""
+    out = clean_output(
+        ExtractionOutput(
+            raw_memory='- The user said: "I always want answers in English, in every repo." [scope: global]\n'
+            '- The user said: "Use pnpm, not npm." [scope: global]',
+            rollout_summary="Deployed the ledger service with `pnpm run deploy`.",
+            rollout_slug="deploy-ledger",
+        ),
+        TRANSCRIPT,
+    )
+    assert out.raw_memory.split("\n") == [
+        '- The user said: "I always want answers in English, in every repo." [scope: global]',
+        '- The user said: "Use pnpm, not npm."',
+    ]
+
+
+def test_raw_blocks_carry_their_project_and_old_blocks_still_parse(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    store.append_raw(_block(1, "/r/app/sub", "- a", project="/r/app"))
+    (got,) = store.read_raw_blocks()
+    assert (got.cwd, got.project) == ("/r/app/sub", "/r/app")
+    old = '# Raw Memories\n\n## s · s0\n<!-- dsh-memory:raw {"cwd":"/r/old","id":"x","len":3,"session_id":"s0"} -->\n- a\n'
+    (block,) = parse_raw_blocks(old)
+    assert block.project is None and block.body == "- a"  # before scopes: Phase 2 derives it from cwd
+
+
+# ---- Phase 2: groups per project plus global --------------------------------------------------
+
+
+def _block(n: int, cwd: str, body: str, project: str | None = None) -> RawBlock:
+    return RawBlock(
+        id=f"s{n}#1",
+        session_id=f"s{n}",
+        slug=f"slug-{n}",
+        source="dsh",
+        cwd=cwd,
+        updated_at="2026-11-01",
+        body=body,
+        project=project,
+    )
+
+
+def _inputs(store: MemoryStore, memory_md: str = "") -> Phase2Inputs:
+    ids = [b.id for b in store.read_raw_blocks()]
+    return Phase2Inputs(
+        mode=INIT,
+        today="2026-12-01",
+        memory_md=memory_md,
+        summary="",
+        raw_ids=ids,
+        raw_total=len(ids),
+        note_rels=[],
+        notes_total=0,
+        index=[],
+        summaries_total=0,
+        candidate_slugs=[],
+        skills=[],
+        sections=[],
+        budgets={},
+    )
+
+
+@pytest.fixture()
+def repos(tmp_path):
+    out = {}
+    for name in ("ledger", "weather", "infra"):
+        (tmp_path / "src" / name / ".git").mkdir(parents=True)
+        (tmp_path / "src" / name / "pkg").mkdir()
+        out[name] = str(tmp_path / "src" / name)
+    return out
+
+
+@pytest.fixture()
+def memory(tmp_path, repos):
+    """A memory root consolidated mechanically from three projects' raw blocks."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    r = steps.RULES
+    store.append_raw(
+        _block(
+            1,
+            repos["ledger"] + "/pkg",
+            f'{r}\n- The user said: "Use pnpm, not npm."\n- The user said: "Answer in English everywhere." '
+            f"[scope: global]\n{steps.COMMANDS}\n- `make check` → ok",
+            project=repos["ledger"],
+        )
+    )
+    # written before scopes: no project, Phase 2 finds it from the cwd
+    store.append_raw(
+        _block(2, repos["weather"] + "/pkg", f'{r}\n- The user said: "Never run migrations from a laptop."')
+    )
+    store.append_raw(
+        _block(
+            3,
+            repos["infra"],
+            f'{r}\n- The user said: "Tabs, not spaces."\n{steps.COMMANDS}\n- `make check` → ok',
+            project=repos["infra"],
+        )
+    )
+    out = mechanical.consolidate(
+        store, _inputs(store), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP)
+    )
+    store.atomic_write("MEMORY.md", out.memory_md)
+    store.atomic_write("memory_summary.md", out.memory_summary_md)
+    return store
+
+
+def _group(md: str, name: str) -> str:
+    return md.split(f"# Task Group: {name}\n", 1)[1].split("\n# Task Group:", 1)[0]
+
+
+def test_phase2_groups_per_project_plus_global_with_real_paths(memory, repos):
+    md = memory.read_text("MEMORY.md")
+    glob = _group(md, "global")
+    assert glob.startswith("scope: global (every project)\napplies_to: cwd=*")
+    assert '"Answer in English everywhere."' in glob  # the user stated it as general
+    assert "`make check` → ok [source: slug-1, slug-3]" in glob  # recurring in 2 projects: global
+    for name, rule in (("ledger", "pnpm"), ("weather", "migrations"), ("infra", "Tabs")):
+        g = _group(md, repos[name])
+        assert g.startswith(
+            f"scope: project {repos[name]}\napplies_to: cwd={repos[name]}; reuse_rule=this project only"
+        )
+        assert rule in g and "make check" not in g
+    assert md.count("pnpm") == 1 and "applies_to: cwd=.*" not in md
+
+
+def test_the_summary_has_a_global_part_and_one_part_per_project_each_pair_within_budget(memory, repos):
+    glob, parts = sc.summary_parts(memory.read_text("memory_summary.md"))
+    assert "English everywhere" in glob and "pnpm" not in glob
+    assert set(parts) == set(repos.values())
+    for p in parts:
+        assert len("v1\n\n# Scope: global\n" + glob + f"\n\n# Scope: project {p}\n" + parts[p]) <= CAP
+
+
+def test_phase2_model_input_names_each_blocks_project(tmp_path, repos):
+    from dsh_memory.settings import MemorySettings
+    from dsh_memory.storage.state import StateStore
+
+    store = MemoryStore(tmp_path / "mem2")
+    store.ensure_layout()
+    store.append_raw(_block(1, repos["ledger"] + "/pkg", "- Use pnpm. [scope: global]"))
+    settings = MemorySettings.from_env(env={"DSH_MEMORY_ROOT": str(store.root)})
+    inputs = gather_inputs(store, StateStore(store.root), settings, datetime.now(UTC))
+    raw = next(s.body for s in inputs.sections if s.name == "raw_memories")
+    assert f"project={repos['ledger']}" in raw and "[scope: global]" in raw
+
+
+# ---- the read path ----------------------------------------------------------------------------
+
+
+def test_summary_for_a_project_is_global_plus_that_project_and_names_the_others(memory, repos):
+    s = summary(memory, CAP, cwd=repos["ledger"] + "/pkg")
+    assert s.project == repos["ledger"] and s.projects_shown == [repos["ledger"]]
+    assert "pnpm" in s.content and "English everywhere" in s.content
+    assert "migrations" not in s.content and "Tabs" not in s.content  # no leak
+    assert "Other projects with memories" in s.content and "infra (" in s.content and "weather (" in s.content
+    assert len(s.content) <= CAP and s.injection().count("pnpm") == 1
+    elsewhere = summary(memory, CAP, cwd=str(memory.root.parent / "unrelated"))
+    assert "English everywhere" in elsewhere.content and "pnpm" not in elsewhere.content
+    assert elsewhere.projects_shown == [] and len(elsewhere.other_projects) == 3
+    everything = summary(memory, CAP)  # no cwd: today's behaviour, the whole file
+    assert everything.project is None and everything.content == memory.read_text("memory_summary.md").strip()
+
+
+def test_summary_keeps_the_budget_when_both_parts_are_large(tmp_path):
+    store = MemoryStore(tmp_path / "m")
+    store.ensure_layout()
+    big = "\n".join(f"- global rule number {i} with some words" for i in range(200))
+    proj = "\n".join(f"- project rule number {i} with some words" for i in range(200))
+    store.atomic_write("memory_summary.md", f"v1\n\n# Scope: global\n{big}\n\n# Scope: project /r/app\n{proj}\n")
+    s = summary(store, 2000, cwd="/r/app")
+    assert len(s.content) <= 2000 and s.truncated
+    assert "global rule number 0" in s.content and "project rule number 0" in s.content
+
+
+def test_a_summary_from_before_scopes_reads_as_global(tmp_path):
+    store = MemoryStore(tmp_path / "m")
+    store.ensure_layout()
+    store.atomic_write("memory_summary.md", "v1\n\n## User preferences\n- Use uv, not pip.\n")
+    s = summary(store, CAP, cwd="/anywhere")
+    assert "Use uv, not pip." in s.content and s.other_projects == []
+    assert scope_of(store, "memory_summary.md", 4) == "global"
+
+
+def test_search_with_a_cwd_serves_this_project_and_global_first_others_on_request(memory, repos):
+    queries = ["pnpm", "migrations", "Tabs", "make check"]
+    plain = search(memory, queries, mode="any", max_results=50)
+    assert all(m.scope for m in plain.matches)  # the scope on every hit, cwd or not
+    assert any(m.scope == f"project {repos['weather']}" for m in plain.matches)
+    mine = search(memory, queries, mode="any", max_results=50, cwd=repos["ledger"])
+    scopes = {m.scope for m in mine.matches}
+    assert scopes == {"global", f"project {repos['ledger']}"}
+    assert not any("migrations" in m.content or "Tabs" in m.content for m in mine.matches)
+    both = search(memory, queries, mode="any", max_results=50, cwd=repos["ledger"], other_projects=True)
+    order = [m.scope in scopes for m in both.matches]
+    assert order == sorted(order, reverse=True) and not all(order)  # this project + global, then others
+    ranked = search(memory, ["migrations laptop"], mode="ranked", cwd=repos["ledger"])
+    assert ranked.matches == []
+    ranked = search(memory, ["migrations laptop"], mode="ranked", cwd=repos["ledger"], other_projects=True)
+    assert ranked.matches and ranked.matches[0].scope == f"project {repos['weather']}"
+    page1 = search(memory, queries, mode="any", max_results=2, cwd=repos["ledger"], other_projects=True)
+    page2 = search(
+        memory, queries, mode="any", max_results=50, cwd=repos["ledger"], other_projects=True, cursor=page1.next_cursor
+    )
+    assert [m.citation for m in page1.matches + page2.matches] == [m.citation for m in both.matches]
+
+
+def test_list_with_a_cwd_hides_other_projects_recaps_unless_asked(memory, repos):
+    for n, name in enumerate(("ledger", "weather")):
+        memory.write_rollout_summary(
+            f"recap-{name}", {"session_id": f"s{n}", "cwd": repos[name] + "/pkg", "project": repos[name]}, "recap"
+        )
+    memory.write_rollout_summary("recap-old", {"session_id": "s9", "cwd": repos["weather"]}, "before scopes")
+    everything = list_dir(memory, "rollout_summaries")
+    assert {e.path: e.scope for e in everything.entries if e.type == "file"} == {
+        "rollout_summaries/recap-ledger.md": f"project {repos['ledger']}",
+        "rollout_summaries/recap-old.md": f"project {repos['weather']}",
+        "rollout_summaries/recap-weather.md": f"project {repos['weather']}",
+    }
+    mine = list_dir(memory, "rollout_summaries", cwd=repos["ledger"])
+    assert [e.path for e in mine.entries if e.type == "file"] == ["rollout_summaries/recap-ledger.md"]
+    asked = list_dir(memory, "rollout_summaries", cwd=repos["ledger"], other_projects=True)
+    assert [e.path for e in asked.entries if e.type == "file"][0] == "rollout_summaries/recap-ledger.md"
+    assert len(asked.entries) == len(everything.entries)
+    assert next(e.scope for e in list_dir(memory, "").entries if e.path == "MEMORY.md") == "mixed"
+
+
+def test_status_counts_memories_per_project(memory, repos):
+    memory.append_raw(_block(7, repos["weather"], "- waiting", project=repos["weather"]))
+    rows = per_project(memory)
+    assert list(rows)[0] == "global"
+    assert rows["global"]["handbook_items"] == 2
+    assert rows[repos["ledger"]]["handbook_items"] == 1 and rows[repos["weather"]]["pending_raw"] == 2
+
+
+# ---- the adapters: CLI (and the SessionStart hook), RPC, MCP ---------------------------------
+
+
+def _cli(memory, *args, stdin: str | None = None):
+    from typer.testing import CliRunner
+
+    from dsh_memory.cli import app
+
+    env = {"DSH_MEMORY_ROOT": str(memory.root), "DSH_MEMORY_MAX_SUMMARY_CHARS": str(CAP)}
+    return CliRunner().invoke(app, list(args), env=env, input=stdin)
+
+
+def test_cli_summary_inject_takes_the_cwd_from_the_hooks_stdin(memory, repos):
+    hook = json.dumps({"session_id": "abc", "hook_event_name": "SessionStart", "cwd": repos["weather"] + "/pkg"})
+    r = _cli(memory, "summary", "--inject", "--from-hook", stdin=hook)
+    assert r.exit_code == 0 and "migrations" in r.stdout and "pnpm" not in r.stdout
+    assert "English everywhere" in r.stdout and "ledger (" in r.stdout
+    r = _cli(memory, "summary", "--inject", "--cwd", repos["ledger"])
+    assert r.exit_code == 0 and "pnpm" in r.stdout and "migrations" not in r.stdout
+    for junk in ("not json", json.dumps({"cwd": 42}), json.dumps(["cwd"]), ""):
+        r = _cli(memory, "summary", "--inject", "--from-hook", stdin=junk)
+        assert r.exit_code == 0 and "pnpm" in r.stdout and "migrations" in r.stdout  # no cwd: today's output
+    r = _cli(memory, "search", "make check", "--cwd", repos["ledger"])
+    assert r.exit_code == 0 and "[global]" in r.stdout
+
+
+def test_hook_cwd_reads_at_most_a_bounded_payload():
+    from dsh_memory.cli.readpath import HOOK_STDIN_MAX_BYTES, hook_cwd
+
+    assert hook_cwd(io.StringIO(json.dumps({"cwd": "/r/app"}))) == "/r/app"
+    huge = io.StringIO(json.dumps({"cwd": "/r/app", "pad": "x" * HOOK_STDIN_MAX_BYTES}))
+    assert hook_cwd(huge) is None  # cut at the bound: not JSON any more, no cwd
+    assert hook_cwd(io.StringIO(json.dumps({"cwd": "a\x00b"}))) is None
+
+
+def test_rpc_summary_with_a_cwd(memory, repos):
+    from starlette.testclient import TestClient
+
+    from dsh_memory.serve.http_app import RPC_PATH, create_app
+    from dsh_memory.settings import MemorySettings
+
+    settings = MemorySettings.from_env(
+        env={"DSH_MEMORY_ROOT": str(memory.root), "DSH_MEMORY_MAX_SUMMARY_CHARS": str(CAP)}
+    )
+    with TestClient(create_app(settings, mcp=False), base_url="http://127.0.0.1:8765") as c:
+        res = c.post(RPC_PATH, json={"method": "summary", "params": {"cwd": repos["infra"]}}).json()["result"]
+        assert "Tabs" in res["injection"] and "pnpm" not in res["injection"]
+        assert res["project"] == repos["infra"] and len(res["other_projects"]) == 2
+        hits = c.post(
+            RPC_PATH, json={"method": "search", "params": {"queries": ["pnpm"], "cwd": repos["infra"]}}
+        ).json()["result"]
+        assert hits["matches"] == []
+        bad = c.post(RPC_PATH, json={"method": "summary", "params": {"cwd": "x" * 5000}})
+        assert bad.status_code == 400
+
+
+def test_mcp_summary_tool_and_project_resource(memory, repos):
+    from urllib.parse import quote
+
+    from mcp import Client, StdioServerParameters
+
+    env = {
+        "DSH_MEMORY_ROOT": str(memory.root),
+        "DSH_MEMORY_MAX_SUMMARY_CHARS": str(CAP),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "dsh_memory.serve.mcp_server"], env=env)
+
+    async def main() -> dict:
+        async with Client(params) as client:
+            tool = await client.call_tool("memory_summary", {"cwd": repos["ledger"]})
+            res = await client.read_resource(f"memory://summary/{quote(repos['weather'], safe='')}")
+            plain = await client.read_resource("memory://summary")
+            return {"tool": tool.content[0].text, "resource": res.contents[0].text, "plain": plain.contents[0].text}
+
+    out = anyio.run(main)
+    assert "pnpm" in out["tool"] and "migrations" not in out["tool"]
+    assert "migrations" in out["resource"] and "pnpm" not in out["resource"]
+    assert "pnpm" in out["plain"] and "migrations" in out["plain"]
