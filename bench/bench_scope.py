@@ -3,6 +3,7 @@ global preferences, and nothing of the other projects'?
 
     python bench/bench_scope.py                       # the local model (bundled Qwen, or DSH_MEMORY_MODEL_PATH)
     python bench/bench_scope.py --provider fake       # the scripted fake endpoint (bench/scope/fake_answers.py)
+    python bench/bench_scope.py --provider fake --naive-phase2   # … whose Phase 2 ignores scopes
     python bench/bench_scope.py --provider endpoint   # the configured endpoint (DSH_MEMORY_API_KEY …)
     options: --only N (the first N sessions), --budget CHARS (max_summary_chars), --json FILE, --keep DIR
 
@@ -38,7 +39,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_quality import peak_rss_mib, provider_env, run_pipeline  # noqa: E402
-from scope.fake_answers import fake_handler  # noqa: E402
+from scope.fake_answers import fake_handler, naive_handler  # noqa: E402
 
 SET = REPO / "bench" / "scope"
 HOMES = {"DSH_HOME": "dsh", "CODEX_HOME": "codex", "CLAUDE_CONFIG_DIR": "claude"}
@@ -120,6 +121,7 @@ def run(
     budget: int = 3000,
     workdir: Path | None = None,
     threads: int | None = None,
+    naive_phase2: bool = False,
 ) -> dict:
     labels = json.loads((SET / "labels.json").read_text())
     sessions = list(labels["sessions"])[:only] if only else list(labels["sessions"])
@@ -129,7 +131,10 @@ def run(
         labels["project_rules"] = {k: v for k, v in labels["project_rules"].items() if k in kept}
     with ExitStack() as stack:
         tmp = workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dsh-scope-")))
-        env = {**prepare(tmp, budget), **provider_env(provider, stack, fake_handler, threads)}
+        env = {
+            **prepare(tmp, budget),
+            **provider_env(provider, stack, naive_handler if naive_phase2 else fake_handler, threads),
+        }
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
@@ -145,6 +150,7 @@ def run(
                     os.environ[k] = v
     seconds = [r["seconds"] for r in done["runs"].values()]
     result.update(
+        naive_phase2=naive_phase2,
         provider=done["provider"],
         model=done["model"],
         sessions=len(sessions),
@@ -173,7 +179,8 @@ def table(r: dict) -> str:
         ("seconds per session (Phase 1)", r["seconds_per_session"], ""),
         ("Phase 2", f"{r['phase2']['outcome']} in {r['phase2']['seconds']} s", ""),
     ]
-    out = [f"bench_scope: provider {r['provider']} ({r['model']})", ""]
+    naive = ", Phase 2 ignoring scopes" if r.get("naive_phase2") else ""
+    out = [f"bench_scope: provider {r['provider']} ({r['model']}{naive})", ""]
     out += [f"{k:<58} {v!s:<24} {g}" for k, v, g in rows]
     for key in ("leaks", "search_leaks", "global_missing"):
         if r[key]:
@@ -189,13 +196,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the metrics here")
     ap.add_argument("--keep", type=Path, help="run in this folder and keep it (memory root: KEEP/memories)")
     ap.add_argument("--threads", type=int, help="llama.cpp threads for the local model")
+    ap.add_argument("--naive-phase2", action="store_true", help="fake: Phase 2 answers ignore scopes")
     args = ap.parse_args(argv)
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-    result = run(args.provider, only=args.only, budget=args.budget, workdir=args.keep, threads=args.threads)
+    result = run(
+        args.provider,
+        only=args.only,
+        budget=args.budget,
+        workdir=args.keep,
+        threads=args.threads,
+        naive_phase2=args.naive_phase2,
+    )
     print(table(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, default=str) + "\n")

@@ -165,3 +165,31 @@ def summary_file_cap(text: str, cap: int) -> int:
     one project part (what is injected), times the parts (at most MAX_SUMMARY_PARTS)."""
     n = sum(1 for ln in (text or "").split("\n") if ln.startswith(SUMMARY_HEADING + PROJECT_WORD))
     return cap * (1 + min(n, MAX_SUMMARY_PARTS))
+
+
+_APPLIES = re.compile(r"^applies_to:\s*cwd=([^;\s]+)")
+_WILD = re.compile(r"[*?\[\]{}()|^$]")
+GROUP_HEADING = "# Task Group:"
+
+
+def group_project(name: str, head: list[str]) -> str | None:
+    """The project of a MEMORY.md task group, from its `applies_to: cwd=<a real path>` line or a
+    name that is a path; None (global) for `global` and patterns such as `cwd=.*`."""
+    for line in head:
+        m = _APPLIES.match(line.strip())
+        if m and os.path.isabs(m.group(1)) and not _WILD.search(m.group(1)):
+            return _norm(m.group(1))
+    if name != GLOBAL and os.path.isabs(name) and not _WILD.search(name):
+        return _norm(name)
+    return None
+
+
+def handbook_groups(lines: list[str]) -> list[tuple[int, str | None]]:
+    """(index of the first line, project or None for global) of every MEMORY.md task group; the
+    lines before the first group are global."""
+    out: list[tuple[int, str | None]] = [(0, None)]
+    for i, line in enumerate(lines):
+        if line.startswith(GROUP_HEADING):
+            head = [ln for ln in lines[i + 1 : i + 4] if ln.startswith(("scope:", "applies_to:"))]
+            out.append((i, group_project(line.split(":", 1)[1].strip(), head)))
+    return out

@@ -420,3 +420,43 @@ def test_mcp_summary_tool_and_project_resource(memory, repos):
     assert "pnpm" in out["tool"] and "migrations" not in out["tool"]
     assert "migrations" in out["resource"] and "pnpm" not in out["resource"]
     assert "pnpm" in out["plain"] and "migrations" in out["plain"]
+
+
+def test_the_scope_guard_moves_a_models_misplaced_project_rule_to_its_part(tmp_path, repos):
+    """An endpoint model that writes one global summary: the project-only items of the raw
+    memories move to their project's part; the global item and everything else stay."""
+    from dsh_memory.consolidation.scope_guard import guard_summary, project_items
+
+    blocks = [
+        _block(
+            1, repos["ledger"], '- The user said: "Use pnpm, not npm."\n- Answer in English everywhere. [scope: global]'
+        ),
+        _block(2, repos["infra"], "- Make sure `make check` passes.", project=repos["infra"]),
+        _block(3, repos["weather"], "- Make sure `make check` passes.", project=repos["weather"]),
+    ]
+    model = (
+        "v1\n\n## User preferences\n- Use pnpm instead of npm, not npm. [source: slug-1]\n"
+        "- Answer in English everywhere.\n- Make sure `make check` passes.\n## Tips\n- Keep commits small.\n"
+    )
+    fixed, moved = guard_summary(model, project_items(blocks))
+    glob, parts = sc.summary_parts(fixed)
+    assert moved == 1 and list(parts) == [repos["ledger"]] and "pnpm" in parts[repos["ledger"]]
+    assert "pnpm" not in glob and "English everywhere" in glob and "make check" in glob and "Keep commits" in glob
+    assert guard_summary(fixed, project_items(blocks)) == (fixed, 0)  # in place: untouched
+
+
+def test_the_scope_guard_moves_a_models_misplaced_handbook_lines_to_their_group(repos):
+    from dsh_memory.consolidation.scope_guard import guard_handbook, project_items
+
+    blocks = [_block(1, repos["ledger"], '- The user said: "Use pnpm, not npm."', project=repos["ledger"])]
+    model = (
+        "# Task Group: all\napplies_to: cwd=.*\n\n## User preferences\n- Use pnpm, not npm.\n- Keep commits small.\n"
+    )
+    fixed, moved = guard_handbook(model, project_items(blocks))
+    assert moved == 1
+    assert _group(fixed, "all").count("pnpm") == 0 and "Keep commits small." in _group(fixed, "all")
+    assert _group(fixed, repos["ledger"]).startswith(
+        f"scope: project {repos['ledger']}\napplies_to: cwd={repos['ledger']};"
+    )
+    assert "- Use pnpm, not npm." in _group(fixed, repos["ledger"])
+    assert guard_handbook(fixed, project_items(blocks)) == (fixed, 0)

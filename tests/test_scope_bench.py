@@ -57,3 +57,16 @@ def test_the_metrics_see_a_leak_and_a_missing_global_rule(bench, tmp_path):
     r = bench.measure(store, labels, 3000)
     assert r["leak_rate"] == 0.5 and r["leaks"] == ["'pnpm, not npm' → b"]
     assert r["search_leak_rate"] == 0.5 and r["global_presence"] == 0.5 and r["own_recall"] == 1.0
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_phase2_model_that_ignores_scopes_is_repaired(bench, tmp_path, monkeypatch):
+    """The fake's Phase 2 writes one `applies_to: cwd=.*` group and one flat summary with every
+    rule in it; the scope guard moves the project-only rules back before the files are written."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    result = bench.run("fake", workdir=tmp_path / "run", budget=1200, naive_phase2=True)
+    print(bench.table(result))
+    assert result["phase2"]["outcome"] == "consolidated"
+    assert result["leak_rate"] == 0.0, result["leaks"]
+    assert result["search_leak_rate"] == 0.0, result["search_leaks"]
+    assert result["global_presence"] >= 0.9 and result["own_recall"] == 1.0

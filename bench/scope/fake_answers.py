@@ -5,7 +5,8 @@ becomes a bullet quoting them, and EVERY one is tagged `[scope: global]`; the de
 (`phase1/scoping.py`) must keep the project-only ones in their project. Phase 2 (`memory_write`)
 answers like a model that follows the consolidation prompt's format: one task group per
 `project=` of the raw blocks plus `global` for the tagged bullets and those found in two
-projects, and a memory_summary.md in `# Scope:` parts.
+projects, and a memory_summary.md in `# Scope:` parts. `naive_handler` (`--naive-phase2`)
+answers Phase 2 like a model that ignores scopes: one group, one summary, every bullet in it.
 """
 
 from __future__ import annotations
@@ -73,6 +74,20 @@ def phase2(request: dict) -> Reply:
         part = "global" if name == "global" else f"project {name}"
         summary += [f"# Scope: {part}", "## User preferences", *items, ""]
     return Reply.tool({"memory_md": "\n".join(md), "memory_summary_md": "\n".join(summary)})
+
+
+def naive_phase2(request: dict) -> Reply:
+    """A model that ignores scopes: one group, one summary, every bullet in it (what
+    `consolidation/scope_guard.py` must repair before the summary is written)."""
+    bullets = [ln.removesuffix(TAG) for ln in _user_text(request).splitlines() if ln.startswith('- The user said: "')]
+    bullets = list(dict.fromkeys(bullets))
+    memory = ["# Task Group: all", "scope: everything", "applies_to: cwd=.*", "", "## User preferences", *bullets]
+    summary = ["v1", "", "## User preferences", *bullets]
+    return Reply.tool({"memory_md": "\n".join(memory), "memory_summary_md": "\n".join(summary)})
+
+
+def naive_handler(request: dict) -> Reply | None:
+    return naive_phase2(request) if _tool(request) == "memory_write" else fake_handler(request)
 
 
 def fake_handler(request: dict) -> Reply | None:

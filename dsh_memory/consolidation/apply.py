@@ -169,6 +169,7 @@ class ApplyResult:
     raw_archived: int = 0
     notes_archived: int = 0
     summary_repaired: bool = False
+    scope_moved: int = 0  # project items the model put in another part (scope_guard)
     kept_unchanged: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -269,6 +270,13 @@ def apply_output(
     output.memory_md = clean_handbook(output.memory_md, evidence) if output.memory_md.strip() else ""
     if output.memory_summary_md.strip():
         output.memory_summary_md = clean_handbook(output.memory_summary_md, evidence) or "v1\n"
+    if output.source != "mechanical":  # the model's scopes, checked against the raw memories
+        from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
+
+        items = project_items([*store.read_raw_archive_blocks(), *store.read_raw_blocks()])
+        output.memory_md, moved_md = guard_handbook(output.memory_md, items)
+        output.memory_summary_md, moved_summary = guard_summary(output.memory_summary_md, items)
+        result.scope_moved = moved_md + moved_summary
     if output.memory_md.strip() or not incremental:
         text = output.memory_md.rstrip() + "\n"
         store.atomic_write("MEMORY.md", text)

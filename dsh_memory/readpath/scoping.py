@@ -28,8 +28,6 @@ PROJECT = "project "
 MIXED = "mixed"
 MAX_OTHERS_NAMED = 8
 SEARCH_SCAN_LIMIT = 5000  # matches a scoped line search looks at (in-scope ones are served first)
-_APPLIES = re.compile(r"^applies_to:\s*cwd=([^;\s]+)")
-_WILD = re.compile(r"[*?\[\]{}()|^$]")
 
 _cache: dict[str, tuple[tuple[int, int, int], list[tuple[int, str]]]] = {}
 _lock = threading.Lock()
@@ -54,24 +52,9 @@ class Where:
         return sc.matches(scope[len(PROJECT) :], self.root, self.is_repo)
 
 
-def _group_scope(name: str, head: list[str]) -> str:
-    for line in head:
-        m = _APPLIES.match(line.strip())
-        if m and os.path.isabs(m.group(1)) and not _WILD.search(m.group(1)):
-            return PROJECT + m.group(1).rstrip("/")
-    if name != sc.GLOBAL and os.path.isabs(name) and not _WILD.search(name):
-        return PROJECT + name.rstrip("/")
-    return sc.GLOBAL
-
-
 def _memory_md_spans(lines: list[str]) -> list[tuple[int, str]]:
     """(first line number, scope) per task group; lines before the first group are global."""
-    spans: list[tuple[int, str]] = [(1, sc.GLOBAL)]
-    for i, line in enumerate(lines):
-        if line.startswith("# Task Group:"):
-            head = [ln for ln in lines[i + 1 : i + 4] if ln.startswith(("scope:", "applies_to:"))]
-            spans.append((i + 1, _group_scope(line.split(":", 1)[1].strip(), head)))
-    return spans
+    return [(i + 1, PROJECT + p if p else sc.GLOBAL) for i, p in sc.handbook_groups(lines)]
 
 
 def _summary_spans(lines: list[str]) -> list[tuple[int, str]]:

@@ -1,0 +1,117 @@
+"""The deterministic rule behind a model's handbook: a project's item stays in its project.
+
+An endpoint model is asked (consolidation prompt) to write MEMORY.md in task groups per project
+and memory_summary.md in `# Scope:` parts. When it puts a line in the global group or part (or in
+another project's) that is one of the project-only items of the raw memories (untagged, seen in
+one project only), the line moves to its project's group or part (made when missing) before the
+files are written; nothing else of the model's text changes. A line is an item when
+it holds at least 80 % of the item's words (3+ letters; at least two); a line that matches items of
+several projects stays where it is. The mechanical merge writes the parts itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, is_tagged_global, project_root, summary_parts, untag
+
+WORD = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+NOISE = frozenset("the and for you with this that user said says agent".split())
+
+MIN_SHARE = 0.8
+ITEM_PREFIXES = ("- ", "* ", "+ ")
+
+
+def _words(line: str) -> frozenset[str]:
+    """The words of an item that say what it is (3+ letters, not who said it)."""
+    from dsh_memory.consolidation.mechanical import SOURCE
+
+    return frozenset(w for w in WORD.findall(untag(SOURCE.sub("", line)).lower()) if len(w) >= 3 and w not in NOISE)
+
+
+def project_items(blocks: Iterable[Any]) -> list[tuple[frozenset[str], str]]:
+    """(content words, project) of every project-only item of the raw blocks: not tagged global,
+    found in one project only."""
+    where: dict[frozenset[str], set[str]] = {}
+    for b in blocks:
+        project = b.project or project_root(b.cwd)
+        for line in (b.body or "").split("\n"):
+            if not line.lstrip().startswith(ITEM_PREFIXES):
+                continue
+            words = _words(line)
+            if len(words) >= 2:
+                where.setdefault(words, set()).add(GLOBAL if is_tagged_global(line) or not project else project)
+    return [(w, next(iter(p))) for w, p in where.items() if len(p) == 1 and GLOBAL not in p]
+
+
+def _owner(line: str, items: list[tuple[frozenset[str], str]]) -> str | None:
+    words = _words(line)
+    owners = {p for w, p in items if len(w & words) / len(w) >= MIN_SHARE}
+    return owners.pop() if len(owners) == 1 else None
+
+
+def guard_summary(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[str, int]:
+    """(summary with misplaced project items moved to their part, how many moved)."""
+    if not items or not text.strip():
+        return text, 0
+    glob, parts = summary_parts(text)
+    sections = {GLOBAL: glob.split("\n"), **{p: t.split("\n") for p, t in parts.items()}}
+    moved: dict[str, list[str]] = {}
+    for name, lines in sections.items():
+        keep = []
+        for line in lines:
+            owner = _owner(line, items) if line.lstrip().startswith(ITEM_PREFIXES) else None
+            if owner and owner != name:
+                moved.setdefault(owner, []).append(line)
+            else:
+                keep.append(line)
+        sections[name] = keep
+    if not moved:
+        return text, 0
+    for owner, lines in moved.items():
+        sections.setdefault(owner, []).extend(["## User preferences", *lines] if owner not in parts else lines)
+    out = ["v1", "", f"{SUMMARY_HEADING}global", *sections.pop(GLOBAL), ""]
+    for name, lines in sections.items():
+        out += [f"{SUMMARY_HEADING}project {name}", *lines, ""]
+    return "\n".join(out).rstrip() + "\n", sum(len(v) for v in moved.values())
+
+
+def guard_handbook(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[str, int]:
+    """(MEMORY.md with misplaced project items moved to their project's task group, how many)."""
+    from dsh_memory.scope import GROUP_HEADING, handbook_groups
+
+    if not items or not text.strip():
+        return text, 0
+    lines = text.split("\n")
+    starts = handbook_groups(lines)
+    ends = [s for s, _ in starts[1:]] + [len(lines)]
+    groups = [(p, lines[s:e]) for (s, p), e in zip(starts, ends, strict=True)]
+    moved: dict[str, list[str]] = {}
+    kept_groups = []
+    for project, body in groups:
+        keep = []
+        for line in body:
+            owner = _owner(line, items) if line.lstrip().startswith(ITEM_PREFIXES) else None
+            if owner and owner != project:
+                moved.setdefault(owner, []).append(line)
+            else:
+                keep.append(line)
+        kept_groups.append((project, keep))
+    if not moved:
+        return text, 0
+    count = sum(len(v) for v in moved.values())
+    out_groups = []
+    for project, body in kept_groups:
+        if project in moved:
+            body = [*body, *moved.pop(project)]
+        out_groups.append(body)
+    for owner, extra in moved.items():
+        head = [
+            f"{GROUP_HEADING} {owner}",
+            f"scope: project {owner}",
+            f"applies_to: cwd={owner}; reuse_rule=this project only",
+        ]
+        out_groups.append(["", *head, "", "## User preferences", *extra])
+    return "\n".join(ln for body in out_groups for ln in body).rstrip() + "\n", count
