@@ -27,7 +27,8 @@ import shutil
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,13 +53,14 @@ def load_labels(only: str | None = None) -> dict[str, dict]:
     return labels
 
 
-def prepare(workdir: Path) -> dict[str, str]:
-    """Session homes with the samples and the labelled sessions (aged an hour: idle) and the env."""
+def prepare(workdir: Path, sources: tuple[Path, ...] = (SAMPLES, SESSIONS)) -> dict[str, str]:
+    """Session homes with the sessions of `sources` (the samples and the labelled sessions; aged an
+    hour: idle) and the env."""
     env = {}
     old = time.time() - 3600
     for var, sub in HOMES.items():
         dst = workdir / sub
-        for src in (SAMPLES / sub, SESSIONS / sub):
+        for src in (s / sub for s in sources):
             if src.is_dir():
                 shutil.copytree(src, dst, dirs_exist_ok=True)
         dst.mkdir(parents=True, exist_ok=True)
@@ -139,6 +141,21 @@ def run_pipeline(session_ids: list[str]) -> dict:
     }
 
 
+@contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """`env` set in os.environ for the block, the previous values back afterwards."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def peak_rss_mib() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -159,19 +176,11 @@ def run(
     with ExitStack() as stack:
         tmp = workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dsh-quality-")))
         env = {**prepare(tmp), **provider_env(provider, stack, handler, threads)}
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        with environment(env):
             done = run_pipeline(list(labels))
             from dsh_memory.storage.store import MemoryStore
 
             result = metrics.measure(MemoryStore(Path(done["root"])), labels, done, done["roots"])
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     result["provider"], result["model"] = done["provider"], done["model"]
     result["peak_rss_mib"] = peak_rss_mib()
     return result

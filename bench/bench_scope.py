@@ -27,10 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -38,33 +36,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_quality import peak_rss_mib, provider_env, run_pipeline  # noqa: E402
+import bench_quality  # noqa: E402
+from bench_quality import environment, peak_rss_mib, provider_env, run_pipeline  # noqa: E402
 from scope.fake_answers import fake_handler, naive_handler  # noqa: E402
 
 SET = REPO / "bench" / "scope"
-HOMES = {"DSH_HOME": "dsh", "CODEX_HOME": "codex", "CLAUDE_CONFIG_DIR": "claude"}
 
 
 def prepare(workdir: Path, budget: int) -> dict[str, str]:
-    env = {}
-    old = time.time() - 3600
-    for var, sub in HOMES.items():
-        dst = workdir / sub
-        src = SET / "sessions" / sub
-        if src.is_dir():
-            shutil.copytree(src, dst, dirs_exist_ok=True)
-        dst.mkdir(parents=True, exist_ok=True)
-        for p in dst.rglob("*"):
-            os.utime(p, (old, old))
-        env[var] = str(dst)
-    env.update(
-        DSH_MEMORY_ROOT=str(workdir / "memories"),
-        DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
-        DSH_MEMORY_PHASE2_COOLDOWN_SECONDS="0",
-        DSH_MEMORY_CONCURRENCY="1",
-        DSH_MEMORY_MAX_SUMMARY_CHARS=str(budget),
-    )
-    return env
+    return {**bench_quality.prepare(workdir, (SET / "sessions",)), "DSH_MEMORY_MAX_SUMMARY_CHARS": str(budget)}
 
 
 def measure(store, labels: dict, budget: int) -> dict:
@@ -135,19 +115,11 @@ def run(
             **prepare(tmp, budget),
             **provider_env(provider, stack, naive_handler if naive_phase2 else fake_handler, threads),
         }
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        with environment(env):
             done = run_pipeline(sessions)
             from dsh_memory.storage.store import MemoryStore
 
             result = measure(MemoryStore(Path(done["root"])), labels, budget)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     seconds = [r["seconds"] for r in done["runs"].values()]
     result.update(
         naive_phase2=naive_phase2,

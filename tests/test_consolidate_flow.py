@@ -203,6 +203,9 @@ def test_single_flight_threads_and_held_lock(root: Path, fake: FakeOpenAIServer)
     assert fake.request_count == 1
 
 
+AFTER = "# Task Group: after\napplies_to: cwd=/work/proj\n- new fact\n"  # the fact in its project's group
+
+
 def test_killed_mid_run_leaves_files_intact_and_lock_released(root: Path, fake: FakeOpenAIServer):
     store = MemoryStore(root)
     store.atomic_write("MEMORY.md", "# Task Group: before\n- old fact\n")
@@ -236,14 +239,10 @@ def test_killed_mid_run_leaves_files_intact_and_lock_released(root: Path, fake: 
     assert store.summary_path.read_text() == "v1\n\n- before\n"
     assert [b.body for b in store.read_raw_blocks()] == ["- new fact"]
     assert not [p for p in root.rglob("*.tmp")]
-    fake.script(
-        Reply.tool(
-            {"memory_md": "# Task Group: after\n- new fact\n", "memory_summary_md": "v1\n\n- after\n"}, delay_seconds=0
-        )
-    )
+    fake.script(Reply.tool({"memory_md": AFTER, "memory_summary_md": "v1\n\n- after\n"}, delay_seconds=0))
     after = run_flow(force=True)
     assert after.outcome == "consolidated", after
-    assert store.memory_md_path.read_text() == "# Task Group: after\n- new fact\n"
+    assert store.memory_md_path.read_text() == AFTER
 
 
 def test_truncation_retry_then_failure_pause_and_force(root: Path, fake: FakeOpenAIServer, tmp_path: Path):

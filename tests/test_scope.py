@@ -16,13 +16,14 @@ import pytest
 
 from dsh_memory import scope as sc
 from dsh_memory.consolidation import mechanical
-from dsh_memory.consolidation.inputs import INIT, Phase2Inputs, gather_inputs
+from dsh_memory.consolidation.inputs import gather_inputs
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.extraction import ExtractionOutput, clean_output
 from dsh_memory.phase1.scoping import scope_items
 from dsh_memory.readpath import list_dir, search, summary
 from dsh_memory.readpath.scoping import per_project, scope_of
 from dsh_memory.storage.store import MemoryStore, RawBlock, parse_raw_blocks
+from tests.test_quality_local import _inputs
 
 CAP = 1500
 
@@ -145,26 +146,6 @@ def _block(n: int, cwd: str, body: str, project: str | None = None) -> RawBlock:
         updated_at="2026-11-01",
         body=body,
         project=project,
-    )
-
-
-def _inputs(store: MemoryStore, memory_md: str = "") -> Phase2Inputs:
-    ids = [b.id for b in store.read_raw_blocks()]
-    return Phase2Inputs(
-        mode=INIT,
-        today="2026-12-01",
-        memory_md=memory_md,
-        summary="",
-        raw_ids=ids,
-        raw_total=len(ids),
-        note_rels=[],
-        notes_total=0,
-        index=[],
-        summaries_total=0,
-        candidate_slugs=[],
-        skills=[],
-        sections=[],
-        budgets={},
     )
 
 

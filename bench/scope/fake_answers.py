@@ -13,21 +13,14 @@ from __future__ import annotations
 
 import re
 
+from quality.fake_answers import _tool, _user_text
+
 from dsh_memory.testing.fake_openai import Reply
 
 RULE = re.compile(r"\b(always|never|use|prefer|make sure)\b", re.I)
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 RAW_HEAD = re.compile(r"^### raw block \d+ .*· project=([^·]+?) ·")
 TAG = " [scope: global]"
-
-
-def _user_text(request: dict) -> str:
-    return "\n".join(str(m.get("content") or "") for m in request.get("messages", []) if m.get("role") == "user")
-
-
-def _tool(request: dict) -> str:
-    tools = request.get("tools") or []
-    return tools[0]["function"]["name"] if tools else ""
 
 
 def phase1(request: dict) -> Reply:

@@ -253,17 +253,11 @@ def _keywords(group: Group) -> list[str]:
     return sorted(counts, key=lambda c: -counts[c])[:MAX_KEYWORDS]
 
 
-def _lines_within(lines: list[str], cap: int) -> list[str]:
-    """The head of `lines` (whole lines) within `cap` characters; a heading never ends it."""
-    out, used = [], 0
-    for ln in lines:
-        if used + len(ln) + 1 > cap:
-            break
-        out.append(ln)
-        used += len(ln) + 1
-    while out and (out[-1].startswith("#") or not out[-1].strip()):
-        out.pop()
-    return out
+def _within(lines: list[str], cap: int) -> list[str]:
+    from dsh_memory.phase1.postprocess import cap_lines
+
+    text = cap_lines(lines, cap)
+    return text.split("\n") if text else []
 
 
 def _part(g: Group | None, name: str, skills: list[dict], cap: int) -> list[str]:
@@ -284,8 +278,8 @@ def _part(g: Group | None, name: str, skills: list[dict], cap: int) -> list[str]
     skill_lines = ["## Skills", *(f"- skills/{s['name']}/SKILL.md: {s['task']}" for s in skills)] if skills else []
     body = routing + skill_lines
     rest = cap - sum(len(x) + 1 for x in head + body) - 2
-    kept = _lines_within(["## User preferences", *prefs], rest) if prefs else []
-    return _lines_within(head + kept + body, cap) if len(head + kept + body) > 1 else []
+    kept = _within(["## User preferences", *prefs], rest) if prefs else []
+    return _within(head + kept + body, cap) if len(head + kept + body) > 1 else []
 
 
 def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:

@@ -52,27 +52,37 @@ def _owner(line: str, items: list[tuple[frozenset[str], str]]) -> str | None:
     return owners.pop() if len(owners) == 1 else None
 
 
+Groups = list[tuple[str | None, list[str]]]  # (project, or None for global; its lines)
+
+
+def _sort_out(groups: Groups, items: list[tuple[frozenset[str], str]]) -> tuple[Groups, dict[str, list[str]]]:
+    """The groups without the item lines that belong to another project, and those lines by owner."""
+    kept: Groups = []
+    moved: dict[str, list[str]] = {}
+    for where, body in groups:
+        keep = []
+        for line in body:
+            owner = _owner(line, items) if line.lstrip().startswith(ITEM_PREFIXES) else None
+            if owner and owner != where:
+                moved.setdefault(owner, []).append(line)
+            else:
+                keep.append(line)
+        kept.append((where, keep))
+    return kept, moved
+
+
 def guard_summary(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[str, int]:
     """(summary with misplaced project items moved to their part, how many moved)."""
     if not items or not text.strip():
         return text, 0
     glob, parts = summary_parts(text)
-    sections = {GLOBAL: glob.split("\n"), **{p: t.split("\n") for p, t in parts.items()}}
-    moved: dict[str, list[str]] = {}
-    for name, lines in sections.items():
-        keep = []
-        for line in lines:
-            owner = _owner(line, items) if line.lstrip().startswith(ITEM_PREFIXES) else None
-            if owner and owner != name:
-                moved.setdefault(owner, []).append(line)
-            else:
-                keep.append(line)
-        sections[name] = keep
+    kept, moved = _sort_out([(None, glob.split("\n")), *((p, t.split("\n")) for p, t in parts.items())], items)
     if not moved:
         return text, 0
+    sections = dict(kept)
     for owner, lines in moved.items():
         sections.setdefault(owner, []).extend(["## User preferences", *lines] if owner not in parts else lines)
-    out = ["v1", "", f"{SUMMARY_HEADING}global", *sections.pop(GLOBAL), ""]
+    out = ["v1", "", f"{SUMMARY_HEADING}global", *sections.pop(None), ""]
     for name, lines in sections.items():
         out += [f"{SUMMARY_HEADING}project {name}", *lines, ""]
     return "\n".join(out).rstrip() + "\n", sum(len(v) for v in moved.values())
@@ -87,31 +97,12 @@ def guard_handbook(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[
     lines = text.split("\n")
     starts = handbook_groups(lines)
     ends = [s for s, _ in starts[1:]] + [len(lines)]
-    groups = [(p, lines[s:e]) for (s, p), e in zip(starts, ends, strict=True)]
-    moved: dict[str, list[str]] = {}
-    kept_groups = []
-    for project, body in groups:
-        keep = []
-        for line in body:
-            owner = _owner(line, items) if line.lstrip().startswith(ITEM_PREFIXES) else None
-            if owner and owner != project:
-                moved.setdefault(owner, []).append(line)
-            else:
-                keep.append(line)
-        kept_groups.append((project, keep))
+    kept, moved = _sort_out([(p, lines[s:e]) for (s, p), e in zip(starts, ends, strict=True)], items)
     if not moved:
         return text, 0
     count = sum(len(v) for v in moved.values())
-    out_groups = []
-    for project, body in kept_groups:
-        if project in moved:
-            body = [*body, *moved.pop(project)]
-        out_groups.append(body)
+    out = [ln for project, body in kept for ln in [*body, *moved.pop(project, [])]]
     for owner, extra in moved.items():
-        head = [
-            f"{GROUP_HEADING} {owner}",
-            f"scope: project {owner}",
-            f"applies_to: cwd={owner}; reuse_rule=this project only",
-        ]
-        out_groups.append(["", *head, "", "## User preferences", *extra])
-    return "\n".join(ln for body in out_groups for ln in body).rstrip() + "\n", count
+        head = [f"scope: project {owner}", f"applies_to: cwd={owner}; reuse_rule=this project only"]
+        out += ["", f"{GROUP_HEADING} {owner}", *head, "", "## User preferences", *extra]
+    return "\n".join(out).rstrip() + "\n", count

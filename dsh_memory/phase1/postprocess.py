@@ -262,7 +262,7 @@ def clean_text(text: str, src: Source, max_chars: int) -> Cleaned:
         seen.append(key)
         out.append(line)
     lines = _drop_empty_headings(out)
-    return Cleaned(_cap_lines(lines, max_chars), notes)
+    return Cleaned(cap_lines(lines, max_chars), notes)
 
 
 def _drop_empty_headings(lines: list[str]) -> list[str]:
@@ -280,7 +280,8 @@ def _drop_empty_headings(lines: list[str]) -> list[str]:
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n").split("\n") if text.strip() else []
 
 
-def _cap_lines(lines: list[str], max_chars: int) -> str:
+def cap_lines(lines: list[str], max_chars: int) -> str:
+    """The head of `lines`, whole lines within `max_chars`, never ending on a heading."""
     out, used = [], 0
     for line in lines:
         if used + len(line) + 1 > max_chars:

@@ -145,17 +145,9 @@ def layer(store: Any, matches: Iterable[Any], where: Where | None, other_project
 
 
 def _trim(text: str, cap: int) -> tuple[str, bool]:
-    if len(text) <= cap:
-        return text, False
-    out, used = [], 0
-    for line in text.split("\n"):
-        if used + len(line) + 1 > cap:
-            break
-        out.append(line)
-        used += len(line) + 1
-    while out and (out[-1].startswith("#") or not out[-1].strip()):
-        out.pop()
-    return "\n".join(out), True
+    from dsh_memory.phase1.postprocess import cap_lines
+
+    return (text, False) if len(text) <= cap else (cap_lines(text.split("\n"), cap), True)
 
 
 def others_line(projects: list[str]) -> str:
