@@ -315,7 +315,18 @@ def test_list_with_a_cwd_hides_other_projects_recaps_unless_asked(memory, repos)
 
 
 def test_status_counts_memories_per_project(memory, repos):
+    from dsh_memory.context import context_of
+    from dsh_memory.serve.status import local_status
+    from dsh_memory.settings import MemorySettings
+    from dsh_memory.storage.state import StateStore
+
     memory.append_raw(_block(7, repos["weather"], "- waiting", project=repos["weather"]))
+    StateStore(memory.root).close()  # initialized, as after a first extraction
+    ctx = context_of(MemorySettings.from_env(env={"DSH_MEMORY_ROOT": str(memory.root)}))
+    try:
+        assert local_status(ctx)["projects"] == per_project(memory)
+    finally:
+        ctx.close()
     rows = per_project(memory)
     assert list(rows)[0] == "global"
     assert rows["global"]["handbook_items"] == 2

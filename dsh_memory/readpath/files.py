@@ -71,10 +71,12 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
                 entries.append(Entry(path=child, type="file", size=e.stat(follow_symlinks=False).st_size))
     else:
         raise UserInputError(f"not a file or directory: {rel}")
-    entries = _scoped(store, entries, req.cwd, req.other_projects)
+    if req.cwd:  # the project's files first: every entry's scope is needed before the page
+        entries = _scoped(store, entries, req.cwd, req.other_projects)
     fp = fingerprint("list", rel, req.max_results, req.cwd, req.other_projects)
     start = decode_cursor(req.cursor, fp)
     page = entries[start : start + req.max_results]
+    page = page if req.cwd else _scoped(store, page, None, False)  # else only the page's scopes
     more = start + req.max_results < len(entries)
     return ListResult(
         path=rel,
