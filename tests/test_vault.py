@@ -5,6 +5,7 @@ uvicorn on loopback). The browser tests are in test_vault_browser.py."""
 from __future__ import annotations
 
 import re
+import socket
 
 import httpx
 import pytest
@@ -263,6 +264,18 @@ def test_vault_on_a_real_loopback_uvicorn(settings):
             assert ok.status_code == 200 and "Added the note" in ok.text
             assert c.get("/vault/static/vault.css").headers["content-type"].startswith("text/css")
             assert c.get("/", headers={"Host": "attacker.example"}).status_code == 403
+        # a form body is allowed under /vault/act/ only: dot segments (sent raw, unnormalized) do not
+        # smuggle one to the RPC
+        host, port = base.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            body = b"method=summary"
+            sock.sendall(
+                b"POST /vault/act/../../dsh-memory/rpc HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            status_line = sock.makefile("rb").readline()
+        assert status_line.split()[1] in (b"404", b"405"), status_line
 
 
 def test_vault_can_be_left_out(settings):
