@@ -66,7 +66,7 @@ def test_vectors_follow_new_replaced_renamed_and_deleted_files(store, semantic):
     taken = sorted(s for slots in first.values() for s in slots)
     assert taken == list(range(len(taken)))  # one row each, no gaps
     vfile = index._vectors_path(store)
-    assert vfile.stat().st_size == len(taken) * embedder.DIM * 4
+    assert vfile.stat().st_size == len(taken) * vectors.DIM * 4
 
     (store.rollout_dir / "a.md").unlink()
     index.refresh(store, force=True)
@@ -77,7 +77,7 @@ def test_vectors_follow_new_replaced_renamed_and_deleted_files(store, semantic):
     (store.rollout_dir / "b.md").write_text("# Cache\n- redis evictions made the cache cold\n")
     index.refresh(store, force=True)
     assert _slots(store)["rollout_summaries/b.md"] == first["rollout_summaries/a.md"]
-    assert vfile.stat().st_size == len(taken) * embedder.DIM * 4
+    assert vfile.stat().st_size == len(taken) * vectors.DIM * 4
     assert _nearest_paths(store, "redis cache evictions")[0] == "rollout_summaries/b.md"
 
     os.replace(store.rollout_dir / "b.md", store.rollout_dir / "c.md")  # renamed

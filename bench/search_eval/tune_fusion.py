@@ -36,14 +36,13 @@ def main() -> None:
 
     from dsh_memory.readpath import embedder, fusion
 
-    embedder.SEMANTIC = True
     if embedder.get() is None:
         sys.exit("the semantic extra is not installed (pip install 'dsh-memory[semantic]')")
     tune, held = held_out(load())
     with scratch_store() as store:
 
         def fused(qs) -> dict:
-            return evaluate({"f": lambda q: product(store, [q.question])}, qs)["f"]
+            return evaluate({"f": lambda q: product(store, [q.question], semantic=True)}, qs)["f"]
 
         best = {k: getattr(fusion, k) for k in GRIDS}
         best_score = objective(fused(tune))
@@ -59,10 +58,10 @@ def main() -> None:
         print("tuned weights:", best)
         anchor = LineIndex(store)
         for label, qs in (("tuning half", tune), ("held-out half", held)):
-            embedder.SEMANTIC = False
-            lexical = evaluate({"lexical only": lambda q: product(store, [q.question])}, qs)
-            embedder.SEMANTIC = True
-            both = evaluate({"lexical + semantic (fused)": lambda q: product(store, [q.question])}, qs)
+            lexical = evaluate({"lexical only": lambda q: product(store, [q.question], semantic=False)}, qs)
+            both = evaluate(
+                {"lexical + semantic (fused)": lambda q: product(store, [q.question], semantic=True)}, qs
+            )
             base = evaluate({"FTS5 line index (anchor)": lambda q: anchor.search(q.question)}, qs)
             print(f"{label}:")
             print(table({**base, **lexical, **both}, len(qs)))

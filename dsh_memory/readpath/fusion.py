@@ -1,6 +1,6 @@
 """Lexical + semantic ranking (with the embedder, embedder.py): the sections BM25 found (index.py)
 and the SEMANTIC_SECTIONS sections whose vectors are most like the question's (vectors.py) are
-read, and every line in them gets
+read; the lines near a query term in the former and every line of the latter get
 
     lexical score / the best lexical score of the query          (lines.py; 0 to 1)
     + W_LINE    × max(0, cosine(question, the line) − FLOOR)
@@ -24,7 +24,7 @@ from dsh_memory.readpath.embedder import Embedder
 from dsh_memory.readpath.lines import Hit, Section, score_sections
 from dsh_memory.readpath.terms import LATIN_WORD, STOPWORDS, Term
 
-SEMANTIC_SECTIONS = 20  # sections found by likeness alone, read besides BM25's
+SEMANTIC_SECTIONS = 10  # sections found by likeness alone, read besides BM25's
 # tuned on the tuning half of bench/search_eval (bench/search_eval/tune_fusion.py): the line's own
 # likeness and its section's did not help there; the line above's did (an answer after its question)
 W_LINE = 0.0
@@ -53,21 +53,23 @@ def ranked(
     cos = {sid: c for sid, *_, c in near}
     for sid, p, a, b, _ in near:
         where.setdefault(sid, (p, a, b))
-    cos.update(vectors.cosines(conn, vpath, qv, [sid for sid in where if sid not in cos]))
     ids = list(where)  # BM25's order, then likeness's
-    sections = [Section(*where[sid], rank) for rank, sid in enumerate(ids)]
-    hits, files = score_sections(store, terms, weights, sections, every_line=True)
+    if W_SECTION:
+        cos.update(vectors.cosines(conn, vpath, qv, [sid for sid in ids if sid not in cos]))
+    lexical = len(rows)
+    sections = [Section(*where[sid], rank, whole=rank >= lexical) for rank, sid in enumerate(ids)]
+    hits, files = score_sections(store, terms, weights, sections)
     if not hits:
         return hits, files
     top = max(h.score for h in hits) or 1.0
-    texts = [files[h.path].lines[h.line - 1] for h in hits]
-    above = [_above(files[h.path], h.line) for h in hits]
-    known = list(dict.fromkeys(texts + [t for t in above if t]))
+    texts = [files[h.path].lines[h.line - 1] if W_LINE else None for h in hits]
+    above = [_above(files[h.path], h.line) if W_ABOVE else None for h in hits]
+    known = [t for t in dict.fromkeys(texts + above) if t]  # only what a weight uses is embedded
     sims = dict(zip(known, (emb.embed_lines(known) @ qv).tolist(), strict=True))
     for h, text, up in zip(hits, texts, above, strict=True):
         h.score = (
             h.score / top
-            + W_LINE * max(0.0, sims[text] - FLOOR)
+            + (W_LINE * max(0.0, sims[text] - FLOOR) if text else 0.0)
             + (W_ABOVE * max(0.0, sims[up] - FLOOR) if up else 0.0)
             + W_SECTION * max(0.0, cos.get(ids[h.rank], 0.0) - FLOOR)
         )

@@ -23,7 +23,7 @@ from dsh_memory.readpath._common import ROLLOUT_DIR, corpus, read_text, rel_of, 
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 INDEX_NAME = "search_index.sqlite3"
 CHUNK_MAX_LINES = 24
 SNIPPET_MAX_CHARS = 4000
@@ -75,13 +75,14 @@ def _connect(store: Any) -> sqlite3.Connection:
             DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS sections; DROP TABLE IF EXISTS fts;
             CREATE TABLE files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
                                ino INTEGER NOT NULL DEFAULT 0);
-            DROP TABLE IF EXISTS meta;
+            DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS free_slots;
             CREATE TABLE sections(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
                                   start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
                                   slot INTEGER);  -- its row in the vector file (vectors.py), if any
             CREATE INDEX sections_path ON sections(path);
             CREATE INDEX sections_slot ON sections(slot);
             CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE free_slots(slot INTEGER PRIMARY KEY);  -- rows of dropped sections
             CREATE VIRTUAL TABLE fts USING fts5(body, cjk, tokenize='porter unicode61');
             PRAGMA user_version={SCHEMA_VERSION};
             COMMIT;
@@ -154,6 +155,7 @@ def _listing(store: Any) -> dict[str, tuple[str, int]]:
 
 
 def _drop(conn: sqlite3.Connection, rel: str) -> None:
+    conn.execute("INSERT OR IGNORE INTO free_slots SELECT slot FROM sections WHERE path=? AND slot IS NOT NULL", (rel,))
     ids = [r[0] for r in conn.execute("SELECT id FROM sections WHERE path=?", (rel,))]
     conn.executemany("DELETE FROM fts WHERE rowid=?", [(i,) for i in ids])
     conn.execute("DELETE FROM sections WHERE path=?", (rel,))
@@ -229,7 +231,7 @@ def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
     try:
         current, changed, deleted = _diff(conn, store, quick, recent_ns=scan_ns - 2 * _SETTLE_NS)
         # free rows as before the drops below (a slot they free is reused by later updates only)
-        slots = vectors.Slots(conn, vpath, emb.dim) if emb and (changed or backfill) else None
+        slots = vectors.Slots(conn, vpath) if emb and (changed or backfill) else None
         for rel in deleted:
             _drop(conn, rel)
         pending: list[tuple[int, str]] = []

@@ -47,6 +47,7 @@ class Section:
     start: int  # 1-based, inclusive
     end: int
     rank: int  # the index's BM25 order (0 = best)
+    whole: bool = False  # every line is a candidate, not only those near a query term (fusion.py)
 
 
 @dataclass
@@ -115,10 +116,10 @@ class _File:
 
 
 def score_sections(
-    store: Any, terms: list[Term], weights: list[float], sections: list[Section], every_line: bool = False
+    store: Any, terms: list[Term], weights: list[float], sections: list[Section]
 ) -> tuple[list[Hit], dict[str, _File]]:
-    """The non-blank, non-heading lines of the sections with a query term on or near them
-    (`every_line`: all of them), scored, best first; and the files read."""
+    """The non-blank, non-heading lines of the sections with a query term on or near them (all
+    of them in a `whole` section), scored, best first; and the files read."""
     root = root_of(store)
     files: dict[str, _File | None] = {}
     hits: list[Hit] = []
@@ -135,13 +136,13 @@ def score_sections(
         a, b = max(0, sec.start - 1), min(len(f.lines), sec.end)
         has = [f.has(i) for i in range(a, b)]
         section_terms = f.about.union(*has)
-        if not section_terms and not every_line:
+        if not section_terms and not sec.whole:
             continue
         empty: frozenset[int] = frozenset()
         for k, own in enumerate(has):
             i = a + k
             around = [has[k + d] if 0 <= k + d < len(has) else empty for d in (-1, 1, -2, 2)]
-            if not (every_line or own or any(around)) or f.context(i) or not f.lines[i].strip():
+            if not (sec.whole or own or any(around)) or f.context(i) or not f.lines[i].strip():
                 continue
             norm = (K1 + 1) / (1 + K1 * (1 - B + B * f.words(i) / AVG_WORDS))
             score = sum(weights[t] for t in own) * norm
