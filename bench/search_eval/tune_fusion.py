@@ -59,9 +59,7 @@ def main() -> None:
         anchor = LineIndex(store)
         for label, qs in (("tuning half", tune), ("held-out half", held)):
             lexical = evaluate({"lexical only": lambda q: product(store, [q.question], semantic=False)}, qs)
-            both = evaluate(
-                {"lexical + semantic (fused)": lambda q: product(store, [q.question], semantic=True)}, qs
-            )
+            both = evaluate({"lexical + semantic (fused)": lambda q: product(store, [q.question], semantic=True)}, qs)
             base = evaluate({"FTS5 line index (anchor)": lambda q: anchor.search(q.question)}, qs)
             print(f"{label}:")
             print(table({**base, **lexical, **both}, len(qs)))
