@@ -87,6 +87,19 @@ def test_vectors_follow_new_replaced_renamed_and_deleted_files(store, semantic):
     assert _nearest_paths(store, "redis cache evictions")[0] == "rollout_summaries/c.md"
 
 
+def test_a_rebuilt_index_reuses_the_vector_file(store, semantic):
+    index.refresh(store, force=True)
+    vfile = index._vectors_path(store)
+    size = vfile.stat().st_size
+    index._connect(store).execute("PRAGMA user_version=0")  # an index from another version
+    index._local.conns.clear()  # a fresh process
+    index._embedded.clear()
+    index.refresh(store, force=True)
+    assert vfile.stat().st_size == size  # every row rewritten in place, none appended
+    assert all(s is not None for slots in _slots(store).values() for s in slots)
+    assert _nearest_paths(store, "automobile would not start, battery flat")[0] == "rollout_summaries/car.md"
+
+
 def test_vectors_are_built_for_an_index_made_before_the_embedder_was_on(store, monkeypatch):
     monkeypatch.delenv(embedder.SEMANTIC_ENV, raising=False)
     index.refresh(store, force=True)  # lexical only: no vectors

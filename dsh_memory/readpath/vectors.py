@@ -60,6 +60,8 @@ class Slots:
         except FileNotFoundError:
             rows = 0
         top = conn.execute("SELECT max(slot) FROM sections").fetchone()[0]
+        if top is None:  # no section holds a row (a new index over an old file): all rows are free
+            self._free = list(range(rows - 1, -1, -1))
         self._next = max(rows, -1 if top is None else top + 1, self._free[0] + 1 if self._free else 0)
         self.reused: list[int] = []
 
