@@ -315,3 +315,27 @@ def test_markdown_links_inside_the_memory_open_in_the_vault():
     assert 'href="/vault/file?path=skills/MEMORY.md#releases"' in html
     assert 'href="https://docs.example/x" rel="noopener noreferrer nofollow"' in html
     assert 'href="#top"' in html
+
+
+@pytest.mark.parametrize("opt_out", [False, True])
+def test_browser_tests_fail_without_chromium_unless_skipped_on_purpose(tmp_path, opt_out):
+    """CI must not go green by silently skipping the browser: no Chromium on PATH is an error;
+    only DSH_MEMORY_SKIP_BROWSER_TESTS=1 skips, and says so."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "DSH_MEMORY_SKIP_BROWSER_TESTS"}
+    env["PATH"] = str(Path(sys.executable).parent)  # python, no chromium
+    if opt_out:
+        env["DSH_MEMORY_SKIP_BROWSER_TESTS"] = "1"
+    args = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"]
+    args += ["tests/test_vault_browser.py"]
+    r = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    if opt_out:
+        # the whole module is skipped, with its reason (5: pytest collected nothing else in this run)
+        assert r.returncode in (0, 5) and "browser tests skipped: DSH_MEMORY_SKIP_BROWSER_TESTS is set" in r.stdout
+    else:
+        assert r.returncode != 0 and "no Chromium found" in r.stdout, r.stdout[-2000:]
