@@ -10,8 +10,9 @@ read; the lines near a query term in the former and every line of the latter get
 Not reciprocal-rank fusion: a static embedder is far weaker than BM25 on the keyword-heavy
 questions agents ask, so likeness mostly breaks ties between lexical hits and brings in the lines
 that say the same thing in other words. The weights were tuned on one half of bench/search_eval
-and are reported on the other half (bench/search_eval/tune_fusion.py): there it is not ahead of
-lexical-only on every metric, so it is off by default (embedder.active())."""
+and are reported on the other half (bench/search_eval/tune_fusion.py): there it is ahead of
+lexical-only on two metrics and level on the two others, and tuned the other way round it falls
+behind on two, so it is off by default (embedder.active())."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ from dsh_memory.readpath.lines import Hit, Section, score_sections
 from dsh_memory.readpath.terms import LATIN_WORD, STOPWORDS, Term
 
 SEMANTIC_SECTIONS = 10  # sections found by likeness alone, read besides BM25's
-# tuned on the tuning half of bench/search_eval (bench/search_eval/tune_fusion.py): the line's own
-# likeness and its section's did not help there; the line above's did (an answer after its question)
+# tuned on half of bench/search_eval (bench/search_eval/tune_fusion.py): the line's own likeness
+# and its section's did not help; the line above's did (an answer follows its question)
 W_LINE = 0.0
-W_ABOVE = 1.0
+W_ABOVE = 0.25
 W_SECTION = 0.0
 FLOOR = 0.3
 CONTENT_WORDS = False  # embed the question without its stopwords (terms.STOPWORDS)
