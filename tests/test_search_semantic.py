@@ -118,11 +118,13 @@ def test_semantic_search_finds_a_paraphrase_that_lexical_search_misses(store, mo
     assert all(m.path != "rollout_summaries/car.md" for m in lexical.matches)
     monkeypatch.setenv(embedder.SEMANTIC_ENV, "1")
     fused = rp.search(store, question, mode="ranked")
-    assert fused.matches[0].path == "rollout_summaries/car.md"
-    top = fused.matches[0]
+    first = fused.matches[:2]
+    assert [m.path for m in first] == ["rollout_summaries/car.md"] * 2
     lines = (store.rollout_dir / "car.md").read_text().splitlines()
-    assert "battery was flat" in lines[top.match_line - 1]  # the answer, cited by its line
-    assert top.content.splitlines()[top.match_line - top.start_line] == lines[top.match_line - 1]
+    cited = [lines[m.match_line - 1] for m in first]  # line-precise: the cited line is the content's
+    assert [m.content.splitlines()[m.match_line - m.start_line] for m in first] == cited
+    assert "automobile would not start" in cited[0]  # the same thing in other words first
+    assert "battery was flat" in cited[1]  # then the answer after it
 
 
 def test_a_damaged_model_file_is_not_loaded(tmp_path):

@@ -3,7 +3,7 @@ and the SEMANTIC_SECTIONS sections whose vectors are most like the question's (v
 read; the lines near a query term in the former and every line of the latter get
 
     lexical score / the best lexical score of the query          (lines.py; 0 to 1)
-    + W_LINE    × max(0, cosine(question, the line) − FLOOR)
+    + W_LINE    × max(0, cosine(question, the line) − FLOOR)      (+ W_UNMATCHED with no term near)
     + W_ABOVE   × max(0, cosine(question, the line above) − FLOOR)   (an answer follows its question)
     + W_SECTION × max(0, cosine(question, the section) − FLOOR)
 
@@ -31,6 +31,9 @@ SEMANTIC_SECTIONS = 10  # sections found by likeness alone, read besides BM25's
 W_LINE = 0.0
 W_ABOVE = 0.25
 W_SECTION = 0.0
+W_UNMATCHED = 0.5  # more weight of a line's own likeness when no query word is on or near it: scores the
+# same as 0 on bench/search_eval (its answers all share words with their questions), and lets a
+# line that says the same in other words be found as itself, not only as the line after a similar one
 FLOOR = 0.3
 CONTENT_WORDS = False  # embed the question without its stopwords (terms.STOPWORDS)
 
@@ -63,17 +66,21 @@ def ranked(
     if not hits:
         return hits, files
     top = max(h.score for h in hits) or 1.0
-    texts = [files[h.path].lines[h.line - 1] if W_LINE else None for h in hits]
+    own = [W_LINE or (W_UNMATCHED and not h.score) for h in hits]  # whose own likeness counts
+    texts = [files[h.path].lines[h.line - 1] if use else None for h, use in zip(hits, own, strict=True)]
     above = [_above(files[h.path], h.line) if W_ABOVE else None for h in hits]
     known = [t for t in dict.fromkeys(texts + above) if t]  # only what a weight uses is embedded
     sims = dict(zip(known, (emb.embed_lines(known) @ qv).tolist(), strict=True))
     for h, text, up in zip(hits, texts, above, strict=True):
+        like = max(0.0, sims[text] - FLOOR) if text else 0.0
         h.score = (
             h.score / top
-            + (W_LINE * max(0.0, sims[text] - FLOOR) if text else 0.0)
+            + (W_LINE if h.score else W_LINE + W_UNMATCHED) * like
             + (W_ABOVE * max(0.0, sims[up] - FLOOR) if up else 0.0)
             + W_SECTION * max(0.0, cos.get(ids[h.rank], 0.0) - FLOOR)
         )
+    # a line with no query word near it, nor likeness above FLOOR, is no hit (as without the embedder)
+    hits = [h for h in hits if h.score > 0]
     hits.sort(key=lambda h: (-h.score, h.rank, h.path, h.line))
     return hits, files
 
