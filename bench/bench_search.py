@@ -11,8 +11,9 @@
    p50/p95 (warm, as in a long-running HTTP/MCP server, and one cold call as in a fresh CLI
    process) next to ripgrep on the same queries, ranked p95 with default arguments (goal ≤ 50 ms)
    and the size of its pages (goal ≤ 8,000 characters ≈ 2,000 tokens), the initial index build,
-   and the index update after one new summary (goal ≤ 200 ms); lexical only, then with the
-   embedder on (its one-time vector build over the existing index first).
+   and the index update after one new summary (goal ≤ 200 ms); lexical only and with the
+   embedder on (its one-time vector build over the existing index), the ranked queries of the
+   two interleaved so that the machine's load weighs on both alike.
 
     python bench/bench_search.py [--n 10000] [--root /tmp/dsh-bench] [--runs 20] [--skip-eval]
 """
@@ -110,37 +111,49 @@ def cpu_timed(fn) -> tuple[float, float]:
     return (time.perf_counter() - t) * 1000, (time.process_time() - c) * 1000
 
 
-def ranked_part(store, state, runs: int) -> None:
-    """Index build (or, with the embedder, the one-time vector build over the existing index),
-    ranked p50/p95 and page size, the freshness check, and updates after one new / deleted file."""
+def ranked_part(store, state, runs: int, modes: list[bool]) -> None:
+    """Per mode (False: lexical only, True: with the embedder): the index build (with the
+    embedder, the one-time vector build over the existing index) and the updates after one new /
+    deleted file; then ranked p50/p95 and page size with the modes' queries interleaved, so a
+    change of the machine's load weighs on both alike."""
     from dsh_memory import readpath as rp
-    from dsh_memory.readpath import index
+    from dsh_memory.readpath import embedder, index
 
-    t = time.perf_counter()
-    stats = index.refresh(store, force=True)
-    what = f"{stats['indexed']} files" if stats["indexed"] else "vectors of the indexed sections"
-    print(f"index build: {time.perf_counter() - t:.1f} s ({what})")
-    ranked = [
-        cpu_timed(lambda q=q: rp.search(store, q, mode="ranked", state=state)) for _ in range(runs) for q in RANKED
-    ]
-    ranked_ms, ranked_cpu = [w for w, _ in ranked], [c for _, c in ranked]
-    sizes = [len(rp.search(store, q, mode="ranked", state=state).model_dump_json()) for q in RANKED + QUESTIONS]
-    print(
-        f"ranked search (default arguments, incl. freshness check): p50 {pct(ranked_ms, 50):.1f} ms, "
-        f"p95 {pct(ranked_ms, 95):.1f} ms (goal ≤ 50 ms), CPU p50 {pct(ranked_cpu, 50):.1f} ms, "
-        f"p95 {pct(ranked_cpu, 95):.1f} ms; page size max {max(sizes):,} characters "
-        f"(goal ≤ 8,000 ≈ 2,000 tokens)"
-    )
-    noop = [timed(lambda: index.refresh(store)) for _ in range(10)]
-    print(f"freshness check with nothing changed: p50 {statistics.median(noop):.1f} ms")
-    new = store.rollout_dir / "2026-02-01-brand-new.md"
-    new.write_text("# Brand new\n- quokka deployment finally worked after pinning the helm chart.\n")
-    upd = timed(lambda: index.refresh(store))
-    hit = rp.search(store, ["quokka"], mode="ranked", state=state)
-    assert hit.matches and hit.matches[0].path.endswith("brand-new.md")
-    new.unlink()
-    dele = timed(lambda: index.refresh(store))
-    print(f"index update after one new summary: {upd:.1f} ms (goal ≤ 200 ms); after one deletion: {dele:.1f} ms")
+    name = {False: "lexical only", True: "lexical + semantic"}
+    for on in modes:
+        embedder.SEMANTIC = on
+        t = time.perf_counter()
+        stats = index.refresh(store, force=True)
+        what = f"{stats['indexed']} files" if stats["indexed"] else "vectors of the indexed sections"
+        print(f"{name[on]}: index build {time.perf_counter() - t:.1f} s ({what})")
+        noop = [timed(lambda: index.refresh(store)) for _ in range(10)]
+        new = store.rollout_dir / "2026-02-01-brand-new.md"
+        new.write_text("# Brand new\n- quokka deployment finally worked after pinning the helm chart.\n")
+        upd = timed(lambda: index.refresh(store))
+        hit = rp.search(store, ["quokka"], mode="ranked", state=state)
+        assert hit.matches and hit.matches[0].path.endswith("brand-new.md")
+        new.unlink()
+        dele = timed(lambda: index.refresh(store))
+        print(
+            f"{name[on]}: index update after one new summary {upd:.1f} ms (goal ≤ 200 ms), after one "
+            f"deletion {dele:.1f} ms; freshness check with nothing changed p50 {statistics.median(noop):.1f} ms"
+        )
+    timings: dict[bool, list[tuple[float, float]]] = {on: [] for on in modes}
+    for _ in range(runs):
+        for q in RANKED:
+            for on in modes:
+                embedder.SEMANTIC = on
+                timings[on].append(cpu_timed(lambda q=q: rp.search(store, q, mode="ranked", state=state)))
+    for on in modes:
+        embedder.SEMANTIC = on
+        wall, cpu = [w for w, _ in timings[on]], [c for _, c in timings[on]]
+        sizes = [len(rp.search(store, q, mode="ranked", state=state).model_dump_json()) for q in RANKED + QUESTIONS]
+        print(
+            f"{name[on]}: ranked search (default arguments, incl. freshness check) p50 {pct(wall, 50):.1f} ms, "
+            f"p95 {pct(wall, 95):.1f} ms (goal ≤ 50 ms), CPU p50 {pct(cpu, 50):.1f} ms, p95 {pct(cpu, 95):.1f} ms; "
+            f"page size max {max(sizes):,} characters (goal ≤ 8,000 ≈ 2,000 tokens)"
+        )
+    embedder.SEMANTIC = None
 
 
 def main() -> None:
@@ -200,14 +213,11 @@ def main() -> None:
     else:
         print("ripgrep: not installed (apt-get install -y ripgrep)")
 
-    for label, on in (("lexical only", False), ("lexical + semantic", True)):
-        if on and embedder.get() is None:
-            print("lexical + semantic: not measured (pip install 'dsh-memory[semantic]' and requirements-semantic.txt)")
-            break
-        embedder.SEMANTIC = on
-        print(f"-- ranked search, {label}")
-        ranked_part(store, state, args.runs)
-    embedder.SEMANTIC = None
+    modes = [False, True]
+    if embedder.get() is None:
+        modes = [False]
+        print("lexical + semantic: not measured (pip install 'dsh-memory[semantic]' and requirements-semantic.txt)")
+    ranked_part(store, state, args.runs, modes)
     if not args.keep and args.root is None:
         shutil.rmtree(root.parent, ignore_errors=True)
 
