@@ -452,3 +452,15 @@ def test_the_scope_guard_moves_a_models_misplaced_handbook_lines_to_their_group(
     )
     assert "- Use pnpm, not npm." in _group(fixed, repos["ledger"])
     assert guard_handbook(fixed, project_items(blocks)) == (fixed, 0)
+
+
+@pytest.mark.parametrize(
+    "sentence", ["Use pnpm, not npm.", "Use tabs, not spaces.", "Use `uv run pytest`, not plain pytest."]
+)
+def test_use_x_not_y_is_a_rule_for_the_local_steps(sentence):
+    """The local model's Phase 1 keeps the user's rules verbatim (evidence.gather): a project-only
+    rule has to be one before it can be scoped (bench_scope's own-project recall was 0.40)."""
+    from dsh_memory.phase1.evidence import gather
+
+    ev = gather(f"[user] Fix the build. {sentence}\n[assistant] Done.\n")
+    assert ev.rules == [sentence] and sentence not in ev.user_facts

@@ -26,7 +26,8 @@ _TAG = re.compile(r"^\[(user|assistant|tool|result|hidden|compaction|status|delt
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])|\n+")
 RULE_CUE = re.compile(
     r"\b(always|never|don't|do not|only|must|should|prefer|remember|make sure|from now on|every time|"
-    r"instead of|rather than|not\s+\S+\s+directly|in this repo|need[s]? .* first)\b|,\s*not\s+`|\bnot\b\s+\w+\s*[:;]",
+    r"instead of|rather than|not\s+\S+\s+directly|in this repo|need[s]? .* first)\b|,\s*not\s+`|\bnot\b\s+\w+\s*[:;]"
+    r"|^use\b[^.!?]{1,80},\s*not\b",  # "Use pnpm, not npm."
     re.I,
 )
 PROCEDURE_CUE = re.compile(
