@@ -464,3 +464,21 @@ def test_use_x_not_y_is_a_rule_for_the_local_steps(sentence):
 
     ev = gather(f"[user] Fix the build. {sentence}\n[assistant] Done.\n")
     assert ev.rules == [sentence] and sentence not in ev.user_facts
+
+
+def test_a_handbook_from_before_scopes_stays_global_and_a_projects_skill_stays_in_its_part(tmp_path, repos):
+    """Groups an older consolidation wrote with a pattern (`cwd=.*`) were injected everywhere:
+    after the next merge their rules are still in the global part; a project's recorded
+    procedure routes from that project's part only."""
+    store = MemoryStore(tmp_path / "m")
+    store.ensure_layout()
+    old = "# Task Group: ledger\nscope: ledger work\napplies_to: cwd=.*; reuse_rule=anywhere\n\n"
+    old += "## User preferences\n- Keep answers short.\n"
+    body = f"{steps.PROCEDURE}: Cut a release.\n1. `make dist`\n2. `twine check dist/*`\n3. `git push --tags`"
+    store.append_raw(_block(1, repos["infra"], body, project=repos["infra"]))
+    out = mechanical.consolidate(
+        store, _inputs(store, memory_md=old), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP)
+    )
+    glob, parts = sc.summary_parts(out.memory_summary_md)
+    assert "Keep answers short." in glob and list(parts) == [repos["infra"]]
+    assert "skills/infra-cut-a-release/SKILL.md" in parts[repos["infra"]] and "SKILL.md" not in glob

@@ -31,7 +31,7 @@ from typing import Any
 from dsh_memory.consolidation.inputs import Phase2Inputs
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.phase1 import steps
-from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, is_tagged_global, project_root, untag
+from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project, is_tagged_global, project_root, untag
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
     steps.RULES: "User preferences",
@@ -205,7 +205,7 @@ def promote_recurring(groups: dict[str, Group]) -> int:
     Returns how many bullets moved."""
     seen: dict[tuple[str, str], list[tuple[Group, str]]] = {}
     for g in groups.values():
-        if g.name == GLOBAL:
+        if scope_of_group(g) is None:  # global already
             continue
         for section, items in g.sections.items():
             if section in KEEP_IN_PROJECT:
@@ -260,21 +260,20 @@ def _within(lines: list[str], cap: int) -> list[str]:
     return text.split("\n") if text else []
 
 
-def _part(g: Group | None, name: str, skills: list[dict], cap: int) -> list[str]:
+def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) -> list[str]:
     """One `# Scope:` part of memory_summary.md: the user's rules, where to look, the skills."""
-    head = [f"{SUMMARY_HEADING}{'global' if name == GLOBAL else 'project ' + name}"]
+    head = [f"{SUMMARY_HEADING}{'project ' + project if project else 'global'}"]
     prefs = [
         SOURCE.sub("", b).rstrip()
+        for g in gs
         for s in ("User notes", "User preferences")
-        for b in (g.sections.get(s, []) if g else [])
+        for b in g.sections.get(s, [])
     ]
     routing = []
-    if g is not None:
+    for g in gs:
         kw = ", ".join(f"`{k}`" for k in _keywords(g))
-        routing = [
-            "## What's in memory",
-            f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""),
-        ]
+        routing.append(f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""))
+    routing = ["## What's in memory", *routing] if routing else []
     skill_lines = ["## Skills", *(f"- skills/{s['name']}/SKILL.md: {s['task']}" for s in skills)] if skills else []
     body = routing + skill_lines
     rest = cap - sum(len(x) + 1 for x in head + body) - 2
@@ -282,26 +281,29 @@ def _part(g: Group | None, name: str, skills: list[dict], cap: int) -> list[str]
     return _within(head + kept + body, cap) if len(head + kept + body) > 1 else []
 
 
+def scope_of_group(g: Group) -> str | None:
+    """The project of a task group; None for `global` and for groups written before scopes whose
+    `applies_to` is a pattern (they were injected everywhere, so they stay global)."""
+    return None if g.name == GLOBAL else group_project(g.name, g.head)
+
+
 def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:
     """memory_summary.md: `v1`, then a `# Scope: global` part and one `# Scope: project <root>`
     part per project (see the module docstring). The global part plus any one project part fit
     in `cap`; whole lines."""
-
-    def skills_of(name: str) -> list[dict]:
-        return [s for s in skills if (s.get("project") or GLOBAL) == name]
-
-    projects = [n for n in groups if n != GLOBAL]
-    known = set(projects)
-    for s in skills:  # a skill of a project without bullets still routes from its part
-        if s.get("project") and s["project"] not in known:
-            s["project"] = None
+    parts: dict[str | None, list[Group]] = {None: []}
+    for g in groups.values():
+        parts.setdefault(scope_of_group(g), []).append(g)
+    for s in skills:  # a project's skill routes from its project's part, with or without bullets
+        parts.setdefault(s.get("project") or None, [])
+    projects = sorted(p for p in parts if p is not None)
     global_cap = cap - 4 if not projects else (cap - 4) // 2
     out = ["v1", ""]
-    part = _part(groups.get(GLOBAL), GLOBAL, skills_of(GLOBAL), global_cap)
+    part = _part(parts[None], None, [s for s in skills if not s.get("project")], global_cap)
     out += part + [""] if part else []
     room = cap - 4 - sum(len(x) + 1 for x in part) - 1
-    for name in projects:
-        p = _part(groups[name], name, skills_of(name), room)
+    for project in projects:
+        p = _part(parts[project], project, [s for s in skills if s.get("project") == project], room)
         out += p + [""] if p else []
     return "\n".join(out).rstrip() + "\n"
 
