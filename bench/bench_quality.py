@@ -186,6 +186,15 @@ def run(
     return result
 
 
+def cli_setup(keep: Path | None) -> None:
+    """A quiet ephemeral Prefect for a bench run from the command line; the --keep folder made."""
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if keep:
+        keep.mkdir(parents=True, exist_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--provider", choices=("local", "endpoint", "fake"), default="local")
@@ -194,11 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, help="run in this folder and keep it (memory root: KEEP/memories)")
     ap.add_argument("--threads", type=int, help="llama.cpp threads for the local model")
     args = ap.parse_args(argv)
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    if args.keep:
-        args.keep.mkdir(parents=True, exist_ok=True)
+    cli_setup(args.keep)
     result = run(args.provider, only=args.only, workdir=args.keep, threads=args.threads)
     print(metrics.table(result))
     if args.json:

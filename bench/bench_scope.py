@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -37,7 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import bench_quality  # noqa: E402
-from bench_quality import environment, peak_rss_mib, provider_env, run_pipeline  # noqa: E402
+from bench_quality import cli_setup, environment, peak_rss_mib, provider_env, run_pipeline  # noqa: E402
 from scope.fake_answers import fake_handler, naive_handler  # noqa: E402
 
 SET = REPO / "bench" / "scope"
@@ -170,11 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, help="llama.cpp threads for the local model")
     ap.add_argument("--naive-phase2", action="store_true", help="fake: Phase 2 answers ignore scopes")
     args = ap.parse_args(argv)
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    if args.keep:
-        args.keep.mkdir(parents=True, exist_ok=True)
+    cli_setup(args.keep)
     result = run(
         args.provider,
         only=args.only,

@@ -53,10 +53,11 @@ def phase2(request: dict) -> Reply:
     return Reply.tool({"memory_md": "\n".join(memory), "memory_summary_md": "\n".join(summary)})
 
 
+def answer(request: dict, on_save, on_write) -> Reply | None:
+    """`on_save(request)` for a Phase 1 call (memory_save), `on_write` for Phase 2 (memory_write)."""
+    handler = {"memory_save": on_save, "memory_write": on_write}.get(_tool(request))
+    return handler(request) if handler else None
+
+
 def fake_handler(request: dict) -> Reply | None:
-    tool = _tool(request)
-    if tool == "memory_save":
-        return phase1(request)
-    if tool == "memory_write":
-        return phase2(request)
-    return None
+    return answer(request, phase1, phase2)

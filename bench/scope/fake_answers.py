@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from quality.fake_answers import _tool, _user_text
+from quality.fake_answers import _user_text, answer
 
 from dsh_memory.testing.fake_openai import Reply
 
@@ -80,13 +80,8 @@ def naive_phase2(request: dict) -> Reply:
 
 
 def naive_handler(request: dict) -> Reply | None:
-    return naive_phase2(request) if _tool(request) == "memory_write" else fake_handler(request)
+    return answer(request, phase1, naive_phase2)
 
 
 def fake_handler(request: dict) -> Reply | None:
-    tool = _tool(request)
-    if tool == "memory_save":
-        return phase1(request)
-    if tool == "memory_write":
-        return phase2(request)
-    return None
+    return answer(request, phase1, phase2)
