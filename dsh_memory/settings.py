@@ -61,6 +61,13 @@ class MemorySettings(BaseModel):
     include_codex_exec: bool = Field(False, description="Also extract non-interactive `codex exec` runs")
     idle_seconds: int = Field(180, ge=0, description="A session must be quiet this long before extraction")
     debounce_seconds: int = Field(180, ge=1, description="Turn-end trigger debounce per session")
+    catch_up_interval_seconds: int = Field(3600, ge=60, description="Schedule of the catch-up deployment")
+    consolidate_interval_seconds: int = Field(6 * 3600, ge=60, description="Schedule of the consolidate deployment")
+    extract_on_workers: bool = Field(
+        False,
+        description="Phase 1 model calls run as extract-transcripts flow runs on the extract work pool's "
+        "workers (any machine); this host only claims, renders and writes",
+    )
     phase2_cooldown_seconds: int = Field(6 * 3600, ge=0, description="Minimum gap between consolidations")
     concurrency: int = Field(4, ge=1, le=64, description="Parallel Phase 1 extractions")
     flow_run_limit: int = Field(

@@ -17,6 +17,10 @@ fixed at import time (and nothing reads settings at import). Owning the runner a
 shutdown: on Ctrl-C/SIGTERM the cancel flag is set before the runner joins its threads (local
 decodes stop between tokens), and the global LLM limit's slots are returned after every worker
 is done.
+
+With `extract_on_workers` this flow is the single writer of a split Phase 1: it claims, renders
+and applies here, and the model calls run as `extract-transcripts-pool` runs on the extract
+pool's workers (tasks/remote.py, flows/extract_transcripts.py); no model route is needed here.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dsh_memory.llm.limit import open_limit, worker_count
 from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.phase1.selection import EXTRACT, Decision
+from dsh_memory.serve.deployments import EXTRACT_TRANSCRIPTS, POOL_SUFFIX
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks.claims import (
     finish_phase1,
@@ -45,6 +50,7 @@ from dsh_memory.tasks.claims import (
 )
 from dsh_memory.tasks.discover import discover_sessions
 from dsh_memory.tasks.extract import extract_session
+from dsh_memory.tasks.remote import apply_batch, extract_on_workers, find_extract_deployment, prepare_batch
 from dsh_memory.tasks.select import plan_extractions
 from dsh_memory.transcript import tokens
 
@@ -104,8 +110,12 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     if dry_run:
         return result
 
+    model = None  # extract_on_workers: the workers' models answer, this host needs none
     try:
-        model = phase_model(route, "phase1", settings)
+        if not settings.extract_on_workers:
+            model = phase_model(route, "phase1", settings)
+        elif todo and (why := find_extract_deployment(EXTRACT_TRANSCRIPTS + POOL_SUFFIX)):
+            raise NoModelRouteError(why)
     except NoModelRouteError as exc:  # skipped: no state is touched, retried on the next trigger
         log.warning("Phase 1 skipped: %s", exc)
         result.skipped_no_route, result.error = True, str(exc)
@@ -117,9 +127,14 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     result.outcomes += record_decisions(result.decisions, settings, now)
     if todo:
         with renewing_claims(settings, [d.ref.id for d in todo]):
-            result.outcomes += _extract_all(todo, model, settings)
-        result.provider, result.model = model.provider, model.model
-    finish_phase1(settings, result.outcomes, now, provider=model.provider, model=model.model)
+            if model is None:
+                result.outcomes += _extract_on_workers(todo, settings)
+            else:
+                result.outcomes += _extract_all(todo, model, settings)
+        if model is not None:
+            result.provider, result.model = model.provider, model.model
+    provider, model_name = (model.provider, model.model) if model else ("", "")
+    finish_phase1(settings, result.outcomes, now, provider=provider, model=model_name)
     result.counts = result.count_outcomes()
     _publish(result)
     log.info("Phase 1 done: %s", ", ".join(f"{k}={v}" for k, v in result.counts.items()) or "nothing to do")
@@ -156,6 +171,30 @@ def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettin
             raise
         finally:
             global_limit.close()
+
+
+def _extract_on_workers(todo: list[Decision], settings: MemorySettings) -> list[Outcome]:
+    """The single writer: per batch, claim and render here, extract on the extract pool's
+    workers (`extract-transcripts-pool`), apply here; `settings.concurrency` batches in flight."""
+    from dsh_memory.phase1.remote import batches
+
+    groups = batches(todo, settings.concurrency)
+    get_run_logger().info("extracting %d sessions on workers: %d extract-transcripts runs", len(todo), len(groups))
+    with ThreadPoolTaskRunner(max_workers=settings.concurrency) as runner:
+        prepared = runner.map(prepare_batch, parameters=dict(decisions=groups, settings=unmapped(settings)))
+        results = runner.map(
+            extract_on_workers,
+            parameters=dict(
+                prepared=prepared,
+                deployment=unmapped(EXTRACT_TRANSCRIPTS + POOL_SUFFIX),
+                timeout_seconds=unmapped(float(settings.stale_claim_seconds)),
+            ),
+        )
+        applied = runner.map(
+            apply_batch,
+            parameters=dict(decisions=groups, prepared=prepared, results=results, settings=unmapped(settings)),
+        )
+        return [o for outcomes in applied.result() for o in outcomes]
 
 
 def _publish(result: Phase1Result) -> None:

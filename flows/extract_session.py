@@ -51,12 +51,13 @@ def request_consolidation() -> bool:
     """One queued `consolidate` run covers every request (coalesced); True when one is queued."""
     from dsh_memory.context import memory_context
     from dsh_memory.serve import consolidation_queue
-    from dsh_memory.serve.deployments import CONSOLIDATE
+    from dsh_memory.serve.deployments import CONSOLIDATE, in_this_mode
 
     log = get_run_logger()
     try:
         with memory_context() as ctx:
-            req = consolidation_queue.request_consolidation(ctx.settings, CONSOLIDATE)
+            # A pool's run (`dsh-memory deploy`) queues the pool's consolidate, never serve's.
+            req = consolidation_queue.request_consolidation(ctx.settings, in_this_mode(CONSOLIDATE))
     except Exception as exc:  # no such deployment (plain in-process run): the schedule picks it up
         log.info("consolidation not requested (%s); the schedule will pick it up", type(exc).__name__)
         return False

@@ -12,6 +12,7 @@ visible reason. Nothing here reads a fixture at import time.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from dataclasses import dataclass
@@ -78,6 +79,37 @@ def expected() -> dict:
     return load_corpus("repo").expected
 
 
+@contextlib.contextmanager
+def _server_for_this_process(home: Path):
+    """A real `prefect server start` in `home`; this process (its threads and the subprocesses
+    it starts afterwards) points at it until the block ends, heartbeats off."""
+    import os
+
+    from prefect.context import refresh_global_settings_context
+
+    from dsh_memory.serve.prefect_server import PrefectServer
+
+    old = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "PREFECT_HOME")}
+    with PrefectServer(home) as server:
+        os.environ["PREFECT_API_URL"] = server.api_url
+        os.environ["PREFECT_HOME"] = str(home / "client")
+        # Threads and subprocesses must see the server too, not just this context: refresh the
+        # process-global settings context from the environment.
+        refresh_global_settings_context()
+        try:
+            yield server.api_url
+        finally:
+            from prefect.logging.handlers import APILogWorker
+
+            APILogWorker.drain_all(timeout=10)  # deliver queued run logs before the server goes away
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            refresh_global_settings_context()
+
+
 @pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory):
     """One real Prefect server for the whole test session; the test process points at it.
@@ -85,30 +117,13 @@ def prefect_api(tmp_path_factory):
     Use this fixture in every test that runs a flow. It sets PREFECT_API_URL for this process
     (and children started afterwards) and turns flow heartbeats off.
     """
-    import os
+    with _server_for_this_process(tmp_path_factory.mktemp("prefect-home")) as url:
+        yield url
 
-    from dsh_memory.serve.prefect_server import PrefectServer
 
-    home = tmp_path_factory.mktemp("prefect-home")
-    server = PrefectServer(home).start()
-    old = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "PREFECT_HOME")}
-    os.environ["PREFECT_API_URL"] = server.api_url
-    os.environ["PREFECT_HOME"] = str(home / "client")
-    # Threads and subprocesses must see the server too, not just this context: refresh the
-    # process-global settings context from the environment.
-    from prefect.context import refresh_global_settings_context
-
-    refresh_global_settings_context()
-    try:
-        yield server.api_url
-    finally:
-        from prefect.logging.handlers import APILogWorker
-
-        APILogWorker.drain_all(timeout=10)  # deliver queued run logs before the server goes away
-        server.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        refresh_global_settings_context()
+@pytest.fixture(scope="module")
+def own_prefect_api(tmp_path_factory):
+    """A real Prefect server of this test module alone (deployments, automations and work pools
+    it creates never meet another module's runs); the process points at it for the module."""
+    with _server_for_this_process(tmp_path_factory.mktemp("own-prefect")) as url:
+        yield url

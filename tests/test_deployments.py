@@ -12,7 +12,7 @@ def test_prefect_yaml_entrypoints_import_as_flows():
 
     specs = deployments.load_spec()
     names = {s["name"] for s in specs}
-    assert names == {"catch-up", "extract-session", "consolidate"}
+    assert names == {"catch-up", "extract-session", "consolidate", "extract-transcripts"}
     for spec in specs:
         flow = deployments.import_entrypoint(spec["entrypoint"])
         assert isinstance(flow, Flow), spec["entrypoint"]
@@ -20,7 +20,25 @@ def test_prefect_yaml_entrypoints_import_as_flows():
             deployments.CATCH_UP,
             deployments.EXTRACT_SESSION,
             deployments.CONSOLIDATE,
+            deployments.EXTRACT_TRANSCRIPTS,
         )
+    pools = {s["name"]: deployments.pool_of(s) for s in specs}
+    assert pools == {
+        "catch-up": deployments.MAIN_POOL,
+        "extract-session": deployments.MAIN_POOL,
+        "consolidate": deployments.MAIN_POOL,
+        "extract-transcripts": deployments.EXTRACT_POOL,
+    }
+
+
+def test_yaml_intervals_are_the_interval_settings_defaults():
+    """The yaml documents the defaults; the settings are what both modes apply."""
+    from dsh_memory.settings import MemorySettings
+
+    specs = {s["name"]: s for s in deployments.load_spec()}
+    for name, setting in deployments.INTERVAL_SETTINGS.items():
+        (schedule,) = specs[name]["schedules"]
+        assert schedule["interval"] == MemorySettings.model_fields[setting].default, name
 
 
 def test_turn_end_trigger_is_a_per_session_trailing_debounce():
@@ -32,15 +50,38 @@ def test_turn_end_trigger_is_a_per_session_trailing_debounce():
     assert trigger["within"] == 180
 
 
-def test_runner_deployments_apply_settings_debounce_and_consolidation_limit():
-    built = {d.name: d for d in deployments.runner_deployments(debounce_seconds=15)}
-    assert set(built) == {"catch-up", "extract-session", "consolidate"}
+def _settings(**kw):
+    from dsh_memory.settings import MemorySettings
+
+    return MemorySettings(memory_root="/tmp/unused", **kw)
+
+
+def test_runner_deployments_apply_settings_debounce_intervals_and_consolidation_limit():
+    settings = _settings(debounce_seconds=15, catch_up_interval_seconds=600, consolidate_interval_seconds=7200)
+    built = {d.name: d for d in deployments.runner_deployments(settings)}
+    assert set(built) == {"catch-up", "extract-session", "consolidate"}  # the extract pool's: workers only
     (trigger,) = built["extract-session"].triggers
     assert trigger.within.total_seconds() == 15
     consolidate = built["consolidate"]
     assert consolidate.concurrency_limit == 1
     assert consolidate.concurrency_options.collision_strategy.value == "ENQUEUE"
-    assert built["catch-up"].schedules and built["catch-up"].schedules[0].schedule.interval.total_seconds() == 3600
+    assert [s.schedule.interval.total_seconds() for s in built["catch-up"].schedules] == [600]
+    assert [s.schedule.interval.total_seconds() for s in consolidate.schedules] == [7200]
+
+
+def test_pool_deployments_never_share_serve_names_and_carry_the_result_storage():
+    env = {"PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK": "s3-bucket/x"}
+    built = deployments.pool_deployments(_settings(), {"dsh-memory": "mine"}, extract_env=env)
+    names = {d.name: pool for d, pool in built}
+    assert names == {
+        "catch-up-pool": "mine",
+        "extract-session-pool": "mine",
+        "consolidate-pool": "mine",
+        "extract-transcripts-pool": deployments.EXTRACT_POOL,
+    }
+    assert not set(names) & {d.name for d in deployments.runner_deployments(_settings())}
+    jobs = {d.name: d.job_variables for d, _ in built}
+    assert jobs["extract-transcripts-pool"] == {"env": env} and not jobs["catch-up-pool"]
 
 
 def test_turn_end_trigger_is_named_and_described():
@@ -49,7 +90,7 @@ def test_turn_end_trigger_is_named_and_described():
     (trigger,) = spec["triggers"]
     assert trigger["name"] == "extract-session on turn end (debounced per session)"
     assert "dsh.turn.ended" in trigger["description"] and "debounce" in trigger["description"]
-    built = {d.name: d for d in deployments.runner_deployments(debounce_seconds=15)}
+    built = {d.name: d for d in deployments.runner_deployments(_settings(debounce_seconds=15))}
     (t,) = built["extract-session"].triggers
     assert (t.name, t.description) == (trigger["name"], trigger["description"])
     t.set_deployment_id(uuid.uuid4())

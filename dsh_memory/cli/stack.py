@@ -132,3 +132,57 @@ def register(app: typer.Typer) -> None:
             echo=lambda m: typer.echo(m, err=True),
         )
         run(stack.run)
+
+    @app.command("deploy")
+    def deploy_cmd(
+        pool: str = typer.Option("dsh-memory", "--pool", help="Work pool of catch-up, extract-session, consolidate."),
+        extract_pool: str = typer.Option(
+            "dsh-memory-extract", "--extract-pool", help="Work pool of extract-transcripts (workers on any machine)."
+        ),
+        result_storage: str = typer.Option(
+            "",
+            "--result-storage",
+            help="Block (TYPE/NAME, e.g. s3-bucket/dsh-results) where extract workers write their results.",
+        ),
+        extract_only: bool = typer.Option(
+            False, "--extract-only", help="Only the extract pool and extract-transcripts (a `serve` host)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Deploy every prefect.yaml deployment to work pools (created when missing) as `<name>-pool`.
+
+        The worker mode, beside `serve` (never the same deployment names): settings applied (turn-end
+        debounce, catch-up and consolidate intervals, flow_run_limit as a new main pool's concurrency
+        limit); prints the `prefect worker start` commands.
+        Needs PREFECT_API_URL (or a running `serve`).
+        """
+
+        def go():
+            from dataclasses import asdict
+
+            from dsh_memory.context import memory_context
+            from dsh_memory.serve.deploy import deploy
+
+            with memory_context() as ctx:
+                settings = ctx.settings
+            report = deploy(
+                settings,
+                pool=pool,
+                extract_pool=extract_pool,
+                result_storage=result_storage or None,
+                extract_only=extract_only,
+            )
+            return asdict(report)
+
+        data = run(go, as_json)
+        if as_json:
+            emit_json(data)
+            return
+        for name in data["pools_created"]:
+            typer.echo(f"created work pool {name} (process)")
+        typer.echo(f"deployed to {data['api_url']}: " + ", ".join(data["deployments"]))
+        for note in data["notes"]:
+            typer.echo(f"note: {note}")
+        typer.echo("start the workers (beside the memory root, with its DSH_MEMORY_* environment, for dsh-memory):")
+        for cmd in data["worker_commands"]:
+            typer.echo(f"  {cmd}")

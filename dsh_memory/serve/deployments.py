@@ -1,21 +1,40 @@
-"""The deployments in prefect.yaml as runner deployments for `dsh-memory serve`.
+"""The deployments in prefect.yaml, built for either mode.
 
-prefect.yaml is the one source of truth: names, entrypoints, schedules, triggers and the
-consolidation concurrency limit are read from it; settings may override the debounce window
-(`debounce_seconds`) of the turn-end trigger.
+prefect.yaml is the one source of truth: names, entrypoints, work pools, schedules, triggers and
+the consolidation concurrency limit are read from it; the effective settings replace the turn-end
+trigger's debounce window (`debounce_seconds`) and the schedules' intervals
+(`catch_up_interval_seconds`, `consolidate_interval_seconds`).
+
+Two modes, never sharing a deployment name:
+- `serve` (one process): the deployments of the main pool under their yaml names
+  (`catch-up/catch-up`…), run by the serving process itself;
+- `deploy` (work pools): every deployment under its yaml name + `-pool` (`catch-up/catch-up-pool`…),
+  run by `prefect worker start` processes; `extract-transcripts` exists only in this mode (its
+  runs are the pure Phase 1 step, picked up by workers on any machine).
 """
 
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh_memory.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dsh_memory.settings import MemorySettings
 
 CATCH_UP = "catch-up/catch-up"
 EXTRACT_SESSION = "extract-session/extract-session"
 CONSOLIDATE = "consolidate/consolidate"
+EXTRACT_TRANSCRIPTS = "extract-transcripts/extract-transcripts"
+
+MAIN_POOL = "dsh-memory"  # deployments that need the memory root: serve runs them, or workers beside it
+EXTRACT_POOL = "dsh-memory-extract"  # the pure Phase 1 step: workers on any machine
+POOL_SUFFIX = "-pool"  # `deploy` mode's deployment names: the yaml name + this
+
+# The setting that replaces a deployment's yaml schedule interval.
+INTERVAL_SETTINGS = {"catch-up": "catch_up_interval_seconds", "consolidate": "consolidate_interval_seconds"}
 
 
 def prefect_yaml_path() -> Path:
@@ -37,6 +56,10 @@ def load_spec(path: Path | None = None) -> list[dict[str, Any]]:
     return deployments
 
 
+def pool_of(spec: dict[str, Any]) -> str:
+    return (spec.get("work_pool") or {}).get("name") or MAIN_POOL
+
+
 def import_entrypoint(entrypoint: str):
     """`flows/extract.py:extract_flow` → the flow object, imported as `dsh_memory.flows.extract`
     (the same module in a checkout and in an installed wheel)."""
@@ -45,36 +68,58 @@ def import_entrypoint(entrypoint: str):
     return getattr(importlib.import_module(f"dsh_memory.{module}"), attr)
 
 
-def runner_deployments(debounce_seconds: int | None = None) -> list:
-    """RunnerDeployments for `prefect.serve`, built from prefect.yaml."""
+def build(spec: dict[str, Any], settings: MemorySettings | None, *, suffix: str = "", job_variables=None):
+    """One yaml deployment as a RunnerDeployment named `<yaml name><suffix>`, with the settings'
+    debounce window and schedule interval applied (the yaml's values when `settings` is None)."""
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.deployments.runner import EntrypointType
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
 
+    flow = import_entrypoint(spec["entrypoint"])
+    triggers = []
+    for t in spec.get("triggers") or []:
+        t = {k: v for k, v in t.items() if k != "type"}
+        if settings is not None and t.get("posture") == "Proactive":
+            t["within"] = settings.debounce_seconds
+        triggers.append(DeploymentEventTrigger(**t))
+    intervals = [s["interval"] for s in spec.get("schedules") or [] if "interval" in s]
+    setting = INTERVAL_SETTINGS.get(spec["name"])
+    if settings is not None and setting and intervals:
+        intervals = [getattr(settings, setting)]
+    limit = spec.get("concurrency_limit")
+    return flow.to_deployment(
+        name=spec["name"] + suffix,
+        description=spec.get("description"),
+        tags=spec.get("tags"),
+        interval=intervals or None,
+        triggers=triggers or None,
+        concurrency_limit=ConcurrencyLimitConfig(**limit) if isinstance(limit, dict) else limit,
+        parameters=spec.get("parameters"),
+        job_variables=job_variables,
+        # Runs import `dsh_memory.flows.<name>`: the same module from a checkout or a wheel, so a
+        # worker needs dsh-memory installed and nothing else (no code storage, no pull steps).
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
+
+
+def runner_deployments(settings: MemorySettings | None = None) -> list:
+    """`serve`'s deployments: the main pool's, under their yaml names."""
+    return [build(spec, settings) for spec in load_spec() if pool_of(spec) == MAIN_POOL]
+
+
+def pool_deployments(
+    settings: MemorySettings, pools: dict[str, str] | None = None, extract_env: dict[str, str] | None = None
+) -> list[tuple[Any, str]]:
+    """`deploy`'s deployments as (RunnerDeployment, work pool): every yaml deployment named
+    `<name>-pool`, on its yaml pool renamed through `pools`; `extract_env` is set on the
+    extract pool's runs (e.g. the result storage block workers on other machines must use)."""
+    pools = pools or {}
     out = []
     for spec in load_spec():
-        flow = import_entrypoint(spec["entrypoint"])
-        triggers = []
-        for t in spec.get("triggers") or []:
-            t = {k: v for k, v in t.items() if k != "type"}
-            if debounce_seconds is not None and t.get("posture") == "Proactive":
-                t["within"] = debounce_seconds
-            triggers.append(DeploymentEventTrigger(**t))
-        intervals = [s["interval"] for s in spec.get("schedules") or [] if "interval" in s]
-        limit = spec.get("concurrency_limit")
-        out.append(
-            flow.to_deployment(
-                name=spec["name"],
-                description=spec.get("description"),
-                tags=spec.get("tags"),
-                interval=intervals or None,
-                triggers=triggers or None,
-                concurrency_limit=ConcurrencyLimitConfig(**limit) if isinstance(limit, dict) else limit,
-                parameters=spec.get("parameters"),
-                # Runs import `dsh_memory.flows.<name>`: the same module from a checkout or a wheel.
-                entrypoint_type=EntrypointType.MODULE_PATH,
-            )
-        )
+        pool = pool_of(spec)
+        env = extract_env if pool == EXTRACT_POOL and extract_env else None
+        deployment = build(spec, settings, suffix=POOL_SUFFIX, job_variables={"env": env} if env else None)
+        out.append((deployment, pools.get(pool, pool)))
     return out
 
 
@@ -111,3 +156,12 @@ def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, 
         raise ServiceUnavailableError(f"the Prefect API at {url} does not answer ({type(exc).__name__})") from None
     ui = ui_url(url)
     return {"id": str(run.id), "name": run.name, "deployment": name, "url": f"{ui}/runs/flow-run/{run.id}"}
+
+
+def in_this_mode(full_name: str) -> str:
+    """`consolidate/consolidate` as the running flow's mode names it: `…-pool` when this run
+    belongs to a `deploy` deployment, so a worker's run never starts one of `serve`'s."""
+    from prefect.runtime import deployment
+
+    current = deployment.name or ""
+    return full_name + POOL_SUFFIX if current.endswith(POOL_SUFFIX) else full_name

@@ -164,7 +164,7 @@ class Stack:
                 self.schedule_boot_catch_up(settings)
             from prefect import serve
 
-            deployments = runner_deployments(debounce_seconds=settings.debounce_seconds)
+            deployments = runner_deployments(settings)
             self.echo(
                 f"serving {len(deployments)} deployments: "
                 + ", ".join(d.name for d in deployments)

@@ -1,0 +1,124 @@
+"""`dsh-memory deploy`: the prefect.yaml deployments on work pools, for `prefect worker start`.
+
+1. The work pools, created when missing (process type): the main pool (`dsh-memory`: catch-up,
+   extract-session, consolidate — their workers run beside the memory root; concurrency limit
+   `flow_run_limit`, the bound `serve` applies to itself) and the extract pool
+   (`dsh-memory-extract`: the pure Phase 1 step, workers on any machine). An existing pool is
+   used as it is (a note says when its limit differs).
+2. Every deployment as `<yaml name>-pool` (never `serve`'s names) with the effective settings
+   applied: the turn-end trigger's `within` = `debounce_seconds`, the catch-up / consolidate
+   intervals; the trigger becomes a named, described automation. Applying again updates them in
+   place (same names, the automation replaced): deploying twice changes nothing.
+3. The worker commands to run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dsh_memory.errors import ConfigError, ServiceUnavailableError
+from dsh_memory.serve.deployments import EXTRACT_POOL, MAIN_POOL, pool_deployments
+from dsh_memory.settings import MemorySettings
+
+RESULT_STORAGE_ENV = "PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK"
+
+
+@dataclass
+class DeployReport:
+    api_url: str
+    pools_created: list[str] = field(default_factory=list)
+    pools: list[str] = field(default_factory=list)
+    deployments: list[str] = field(default_factory=list)  # "flow/deployment"
+    worker_commands: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def ensure_pool(client, name: str, limit: int | None = None) -> tuple[bool, int | None]:
+    """Create work pool `name` (process type, concurrency limit `limit`) unless it exists.
+    Returns (created, the pool's concurrency limit); an existing pool is left as it is."""
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists
+
+    try:
+        client.create_work_pool(WorkPoolCreate(name=name, type="process", concurrency_limit=limit))
+        return True, limit
+    except ObjectAlreadyExists:
+        return False, client.read_work_pool(name).concurrency_limit
+
+
+def check_result_storage(client, slug: str) -> None:
+    """`local-file-system/name`, `s3-bucket/name`…: a saved block, or a clear error."""
+    from prefect.exceptions import ObjectNotFound
+
+    block_type, _, name = slug.partition("/")
+    if not block_type or not name:
+        raise ConfigError(f"--result-storage {slug!r}: expected BLOCK-TYPE/NAME, e.g. local-file-system/dsh-results")
+    try:
+        client.read_block_document_by_name(name=name, block_type_slug=block_type)
+    except ObjectNotFound:
+        raise ConfigError(
+            f"--result-storage {slug!r}: no such block on this Prefect server; create it first "
+            "(README: Workers on other machines)"
+        ) from None
+
+
+def deploy(
+    settings: MemorySettings,
+    *,
+    pool: str = MAIN_POOL,
+    extract_pool: str = EXTRACT_POOL,
+    result_storage: str | None = None,
+    extract_only: bool = False,
+) -> DeployReport:
+    """Pools, then deployments (see the module doc). `extract_only`: the extract pool and
+    extract-transcripts alone — for a `serve` host whose Phase 1 extracts on workers."""
+    from prefect import get_client
+    from prefect.settings import get_current_settings
+
+    api_url = get_current_settings().api.url or ""
+    if not api_url:
+        raise ConfigError(
+            "deploy needs a Prefect server: set PREFECT_API_URL (a `prefect server start`, or the one "
+            "`dsh-memory serve` started)"
+        )
+    report = DeployReport(api_url=api_url)
+    pools = {MAIN_POOL: pool, EXTRACT_POOL: extract_pool}
+    wanted = [extract_pool] if extract_only else list(dict.fromkeys(pools.values()))
+    env = {RESULT_STORAGE_ENV: result_storage} if result_storage else None
+    try:
+        with get_client(sync_client=True) as client:
+            if result_storage:
+                check_result_storage(client, result_storage)
+            for name in wanted:
+                # The main pool runs this host's flows: the bound `serve` applies to itself
+                # (flow_run_limit). Extract workers may be many machines: no pool-wide bound.
+                limit = settings.flow_run_limit if name == pool else None
+                created, has = ensure_pool(client, name, limit)
+                if created:
+                    report.pools_created.append(name)
+                elif has != limit and limit is not None:
+                    report.notes.append(
+                        f"work pool {name} keeps its concurrency limit {has} (flow_run_limit is {limit}): "
+                        f"prefect work-pool set-concurrency-limit {name} {limit}"
+                    )
+                report.pools.append(name)
+        for deployment, work_pool in pool_deployments(settings, pools, extract_env=env):
+            if work_pool not in wanted:
+                continue
+            deployment.apply(work_pool_name=work_pool)
+            report.deployments.append(f"{deployment.flow_name}/{deployment.name}")
+    except ConfigError:
+        raise
+    except Exception as exc:
+        from httpx import HTTPError
+
+        if isinstance(exc, HTTPError | OSError):
+            raise ServiceUnavailableError(f"the Prefect API at {api_url} did not answer: {exc}") from None
+        raise
+    report.worker_commands = [f"prefect worker start --pool {p} --type process" for p in report.pools]
+    if not result_storage:
+        report.notes.append(
+            f"extract-transcripts runs keep their results in each worker's local storage: workers of "
+            f"{extract_pool} on other machines need --result-storage (README: Workers on other machines)"
+        )
+    return report

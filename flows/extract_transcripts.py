@@ -1,0 +1,74 @@
+"""extract-transcripts flow: the pure Phase 1 step, for a worker on any machine.
+
+Run by:   the `extract-transcripts-pool` deployment (`dsh-memory deploy`, work pool
+          `dsh-memory-extract`), started by the main host's writer when `extract_on_workers` is on.
+Reads:    its `jobs` parameter only — redacted, budgeted transcripts (dsh_memory/phase1/remote.py).
+          Never the memory root, the session logs or the claims: the worker may be another machine.
+Model:    this worker's own route (its saved blocks > its environment), e.g. a local model on a
+          GPU box; `concurrency` calls at a time per run. Not under the global `dsh-memory-llm`
+          limit: its slots are held per thread until a run ends, so runs of several workers
+          sharing it could each hold part of it and wait for the rest forever; the worker's
+          `--limit` (runs at a time) bounds this machine's calls instead.
+Returns:  one JobResult (as JSON) per job, persisted in the result storage this worker is given
+          (PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK, set on the deployment by `deploy --result-storage`):
+          the writer on the main host reads it from there. JSON, not pickle: a worker's answer is
+          data, never code the main host would execute.
+Run name: `extract-transcripts/<n> sessions from <first short id>`.
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger, unmapped
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from dsh_memory.flows.extract import short_id
+from dsh_memory.llm.factory import phase_model
+from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob
+from dsh_memory.settings_loader import resolve_settings
+from dsh_memory.tasks.extract import llm_extract
+from dsh_memory.transcript.redact import redact
+
+
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    jobs = flow_run.parameters.get("jobs") or []
+    first = jobs[0].get("session_id", "") if jobs and isinstance(jobs[0], dict) else ""
+    return f"extract-transcripts/{len(jobs)} sessions" + (f" from {short_id(first)}" if first else "")
+
+
+@flow(
+    name="extract-transcripts",
+    flow_run_name=_run_name,
+    persist_result=True,
+    result_serializer="json",
+    log_prints=False,
+)
+def extract_transcripts_flow(jobs: list[TranscriptJob]) -> list[dict]:
+    resolved = resolve_settings()  # settings and model route only: no memory context, no root
+    settings = resolved.settings
+    model = phase_model(resolved.route, "phase1", settings)
+    get_run_logger().info("extracting %d transcripts with %s/%s", len(jobs), model.provider, model.model)
+    with ThreadPoolTaskRunner(max_workers=settings.concurrency) as runner:
+        futures = runner.map(
+            llm_extract,
+            parameters=dict(
+                model=unmapped(model),
+                transcript_text=[j.text for j in jobs],
+                session_id=[j.session_id for j in jobs],
+                watermark=[j.watermark for j in jobs],
+                to_seq=[j.to_seq for j in jobs],
+                cwd=[j.cwd for j in jobs],
+                source=[j.source for j in jobs],
+                cache_scope=[j.cache_scope for j in jobs],
+            ),
+        )
+        answers = [f.result(raise_on_failure=False) for f in futures]
+    results = []
+    for job, answer in zip(jobs, answers, strict=True):
+        if isinstance(answer, BaseException):
+            error = redact(f"{type(answer).__name__}: {answer}")[:MAX_ERROR_CHARS]
+            results.append(JobResult(session_id=job.session_id, error=error))
+        else:
+            results.append(JobResult(session_id=job.session_id, output=answer))
+    return [r.model_dump(mode="json") for r in results]

@@ -1,0 +1,174 @@
+"""The single writer's tasks when Phase 1's model calls run on workers (`extract_on_workers`).
+
+One verb each, per batch of sessions (dsh_memory/phase1/remote.py):
+- `prepare_batch`: claim each session (the usual `try_start`), render → redact → budget its
+  transcript into a TranscriptJob; a session another run holds is skipped, one that cannot be
+  rendered fails its claim alone.
+- `extract_on_workers`: start one `extract-transcripts-pool` flow run with the jobs, wait for it,
+  read its JobResults from Prefect's result storage. Never raises: a run that fails, crashes,
+  times out or whose result cannot be read becomes an error per job (the claims fail, to be
+  retried with the usual backoff).
+- `apply_batch`: each result validated and applied with `apply_output` (files, then claim
+  done/noop), or the claim failed with the worker's error.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel
+
+from dsh_memory.context import MemoryContext
+from dsh_memory.phase1.extraction import Outcome, apply_output, prepare_transcript
+from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob, accept
+from dsh_memory.phase1.selection import Decision
+from dsh_memory.settings import MemorySettings
+from dsh_memory.transcript.redact import redact
+
+POLL_SECONDS = 1.0
+
+
+class PreparedBatch(BaseModel):
+    jobs: list[TranscriptJob]
+    outcomes: list[Outcome]  # sessions of the batch that were skipped or failed before dispatch
+
+
+def _error(exc: BaseException) -> str:
+    return redact(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
+
+
+def _failed(ctx: MemoryContext, settings: MemorySettings, d: Decision, error: str) -> Outcome:
+    claim = ctx.state.fail(d.ref.id, error, datetime.now(UTC), settings.retry_base_seconds, settings.retry_limit)
+    return Outcome(
+        session=d.ref.id,
+        source=d.ref.source,
+        outcome="failed",
+        part=d.part,
+        error=error,
+        attempts=claim.attempts,
+        parked=claim.parked,
+    )
+
+
+@task(name="prepare-batch", cache_policy=NO_CACHE)
+def prepare_batch(decisions: list[Decision], settings: MemorySettings) -> PreparedBatch:
+    jobs, outcomes = [], []
+    with MemoryContext.of(settings) as ctx:
+        for d in decisions:
+            ref = d.ref
+            if not ctx.state.try_start(ref.id, datetime.now(UTC), stale_after_s=settings.stale_claim_seconds):
+                outcomes.append(
+                    Outcome(
+                        session=ref.id,
+                        source=ref.source,
+                        outcome="skipped",
+                        part=d.part,
+                        reason="claimed by another run",
+                    )
+                )
+                continue
+            try:
+                transcript = prepare_transcript(d, settings.transcript_budget_tokens)
+            except Exception as exc:  # this session alone
+                outcomes.append(_failed(ctx, settings, d, _error(exc)))
+                continue
+            jobs.append(
+                TranscriptJob(
+                    session_id=ref.id,
+                    source=ref.source,
+                    cwd=d.session.cwd,
+                    watermark=d.watermark,
+                    to_seq=d.session.last_seq,
+                    text=transcript.text,
+                    cache_scope=str(settings.memory_root),
+                )
+            )
+    return PreparedBatch(jobs=jobs, outcomes=outcomes)
+
+
+@task(name="find-extract-deployment", cache_policy=NO_CACHE)
+def find_extract_deployment(deployment: str) -> str:
+    """ "" when `deployment` exists on the server, else why Phase 1 cannot send work to workers
+    (then nothing is claimed: the sessions wait, as without a model route)."""
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        with get_client(sync_client=True) as client:
+            client.read_deployment_by_name(deployment)
+        return ""
+    except ObjectNotFound:
+        return f"extract_on_workers is on but {deployment} is not deployed: run `dsh-memory deploy`"
+    except Exception as exc:
+        return f"extract_on_workers is on but the Prefect API did not answer ({type(exc).__name__}: {exc})"
+
+
+@task(name="extract-on-workers", cache_policy=NO_CACHE)
+def extract_on_workers(prepared: PreparedBatch, deployment: str, timeout_seconds: float) -> list[JobResult]:
+    from prefect.deployments import run_deployment
+
+    jobs = prepared.jobs
+    if not jobs:
+        return []
+    log = get_run_logger()
+    try:
+        run = run_deployment(
+            deployment,
+            parameters={"jobs": [j.model_dump(mode="json") for j in jobs]},
+            timeout=timeout_seconds,
+            poll_interval=POLL_SECONDS,
+        )
+        if not run.state or not run.state.is_final():
+            _cancel(run.id)
+            raise TimeoutError(f"no worker finished {deployment} run {run.name} within {timeout_seconds:.0f}s")
+        if not run.state.is_completed():
+            raise RuntimeError(f"{deployment} run {run.name} ended {run.state.name}: {run.state.message or ''}")
+        try:
+            answers = run.state.result()
+        except Exception as exc:
+            raise RuntimeError(
+                f"the result of {run.name} is not readable here ({type(exc).__name__}): workers must write "
+                "to a result storage this host can read (`dsh-memory deploy --result-storage`)"
+            ) from exc
+        results = [JobResult.model_validate(a) for a in answers]
+    except Exception as exc:  # every job of the batch fails; the batch next to it goes on
+        error = _error(exc)
+        log.error("%d sessions not extracted: %s", len(jobs), error)
+        return [JobResult(session_id=j.session_id, error=error) for j in jobs]
+    log.info("run %s: %d results", run.name, len(results))
+    return results
+
+
+def _cancel(flow_run_id) -> None:
+    from prefect import get_client
+    from prefect.states import Cancelling
+
+    try:
+        with get_client(sync_client=True) as client:
+            client.set_flow_run_state(flow_run_id, Cancelling(message="the writer stopped waiting"), force=True)
+    except Exception:
+        pass
+
+
+@task(name="apply-batch", cache_policy=NO_CACHE)
+def apply_batch(
+    decisions: list[Decision], prepared: PreparedBatch, results: list[JobResult], settings: MemorySettings
+) -> list[Outcome]:
+    by_id = {r.session_id: r for r in results}
+    sent = {j.session_id for j in prepared.jobs}
+    outcomes = list(prepared.outcomes)
+    with MemoryContext.of(settings) as ctx:
+        for d in decisions:
+            if d.ref.id not in sent:
+                continue
+            r = by_id.get(d.ref.id) or JobResult(session_id=d.ref.id, error="the worker returned no result for it")
+            if r.output is None:
+                outcomes.append(_failed(ctx, settings, d, r.error or "the worker returned neither output nor error"))
+                continue
+            try:
+                outcomes.append(apply_output(ctx.store, ctx.state, d, accept(r.output), datetime.now(UTC)))
+            except Exception as exc:
+                outcomes.append(_failed(ctx, settings, d, _error(exc)))
+    return outcomes

@@ -1,0 +1,160 @@
+"""`dsh-memory deploy` (issue 15): the worker mode on a real Prefect server — work pools created,
+every prefect.yaml deployment under a `-pool` name (never serve's), the settings applied, a second
+deploy changes nothing, and a real `prefect worker start` runs a deployment to completion."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dsh_memory.serve import deployments
+from dsh_memory.testing.fake_openai import FakeOpenAIServer
+from tests.flow_helpers import memory_reply, pipeline_env
+from tests.worker_helpers import REPO, running_workers, worker_env, worker_logs
+
+pytestmark = pytest.mark.usefixtures("own_prefect_api")
+
+SESSION = "3b8f2c1e-5a7d-4e29-9c41-7d2e8f6a1b03"  # a DSH fixture session with work in it
+POOL_NAMES = {"catch-up-pool", "extract-session-pool", "consolidate-pool", "extract-transcripts-pool"}
+
+
+def _server_view(pool_names=("dsh-memory", "dsh-memory-extract")):
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        pools = {p: client.read_work_pool(p) for p in pool_names}
+        deps = client.read_deployments()
+        automations = client.read_automations()
+    return pools, deps, automations
+
+
+def test_deploy_twice_creates_pools_and_pool_named_deployments_with_the_settings(monkeypatch, tmp_path):
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
+    monkeypatch.setenv("DSH_MEMORY_DEBOUNCE_SECONDS", "42")
+    monkeypatch.setenv("DSH_MEMORY_CATCH_UP_INTERVAL_SECONDS", "900")
+    monkeypatch.setenv("DSH_MEMORY_CONSOLIDATE_INTERVAL_SECONDS", "7200")
+    monkeypatch.setenv("DSH_MEMORY_FLOW_RUN_LIMIT", "3")
+    proc = subprocess.run(
+        [sys.executable, "-m", "dsh_memory.cli", "deploy"],
+        env=dict(os.environ),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "created work pool dsh-memory (process)" in proc.stdout
+    assert "prefect worker start --pool dsh-memory --type process" in proc.stdout
+    assert "prefect worker start --pool dsh-memory-extract --type process" in proc.stdout
+
+    pools, deps, automations = _server_view()
+    assert {p.type for p in pools.values()} == {"process"}
+    assert pools["dsh-memory"].concurrency_limit == 3  # flow_run_limit, as serve bounds itself
+    assert pools["dsh-memory-extract"].concurrency_limit is None  # workers on many machines
+    first = {d.name: d for d in deps}
+    assert set(first) == POOL_NAMES
+    served = {d.name for d in deployments.runner_deployments()}
+    assert served == {"catch-up", "extract-session", "consolidate"} and not served & set(first)
+    assert first["extract-transcripts-pool"].work_pool_name == "dsh-memory-extract"
+    assert {first[n].work_pool_name for n in POOL_NAMES - {"extract-transcripts-pool"}} == {"dsh-memory"}
+    intervals = {n: [s.schedule.interval.total_seconds() for s in first[n].schedules] for n in first}
+    assert intervals["catch-up-pool"] == [900] and intervals["consolidate-pool"] == [7200]
+    (automation,) = automations
+    spec = {s["name"]: s for s in deployments.load_spec()}["extract-session"]
+    (trigger,) = spec["triggers"]
+    assert automation.name == trigger["name"] and automation.description == trigger["description"]
+    assert automation.trigger.within.total_seconds() == 42  # the setting, not the yaml's 180
+    assert automation.actions[0].deployment_id == first["extract-session-pool"].id
+
+    # Deploy again (in-process this time): the same deployments, one automation, nothing new.
+    from dsh_memory.context import memory_context
+    from dsh_memory.serve.deploy import deploy
+
+    with memory_context() as ctx:
+        report = deploy(ctx.settings.model_copy(update={"flow_run_limit": 5}))
+    assert report.pools_created == []
+    assert "work pool dsh-memory keeps its concurrency limit 3 (flow_run_limit is 5)" in " ".join(report.notes)
+    pools, deps, automations = _server_view()
+    assert {d.name: d.id for d in deps} == {n: d.id for n, d in first.items()}
+    assert len(automations) == 1 and automations[0].trigger.within.total_seconds() == 42
+
+
+def test_extract_only_deploys_the_extract_pool_alone(monkeypatch, tmp_path):
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
+    from prefect import get_client
+
+    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.settings import MemorySettings
+
+    report = deploy(MemorySettings.from_env(), pool="never-made", extract_pool="gpu-boxes", extract_only=True)
+    assert report.pools_created == ["gpu-boxes"] and report.pools == ["gpu-boxes"]
+    assert report.deployments == ["extract-transcripts/extract-transcripts-pool"]
+    with get_client(sync_client=True) as client:
+        assert client.read_deployment_by_name("extract-transcripts/extract-transcripts-pool").work_pool_name == (
+            "gpu-boxes"
+        )
+        assert "never-made" not in {p.name for p in client.read_work_pools()}
+
+
+def test_deploy_without_a_prefect_server_is_one_line_and_exit_4(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(DSH_MEMORY_PREFECT_HOME=str(tmp_path / "no-stack"), PREFECT_HOME=str(tmp_path / "client"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "dsh_memory.cli", "deploy"], env=env, cwd=str(REPO), capture_output=True, text=True
+    )
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: deploy needs a Prefect server: set PREFECT_API_URL (a `prefect server start`, or the one "
+        "`dsh-memory serve` started)"
+    ]
+
+
+def test_deploy_refuses_an_unknown_result_storage_block(monkeypatch, tmp_path):
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
+    from dsh_memory.errors import ConfigError
+    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.settings import MemorySettings
+
+    with pytest.raises(ConfigError, match="no such block"):
+        deploy(MemorySettings.from_env(), result_storage="local-file-system/nope")
+
+
+def test_a_real_worker_runs_an_extract_session_pool_run(monkeypatch, tmp_path, fixtures_dir, own_prefect_api):
+    from prefect import get_client
+    from prefect.deployments import run_deployment
+
+    from dsh_memory.settings import MemorySettings
+
+    with FakeOpenAIServer(handler=memory_reply) as fake:
+        root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+        from dsh_memory.serve.deploy import deploy
+
+        deploy(MemorySettings.from_env())
+        run = run_deployment("extract-session/extract-session-pool", parameters={"session": SESSION}, timeout=0)
+        env = worker_env(dict(os.environ), own_prefect_api)
+        logs = tmp_path / "worker-logs"
+        with running_workers([("main", "dsh-memory", env)], logs):
+            deadline = time.monotonic() + 240
+            with get_client(sync_client=True) as client:
+                while time.monotonic() < deadline:
+                    state = client.read_flow_run(run.id).state
+                    if state and state.is_final():
+                        break
+                    time.sleep(1)
+                assert state and state.is_completed(), f"{state}\n{worker_logs(logs)}"
+                done = client.read_flow_run(run.id)
+                # It asked for Phase 2 in its own mode: the pool's consolidate, never serve's.
+                deps = {d.id: d.name for d in client.read_deployments()}
+                later = [r for r in client.read_flow_runs() if r.id != run.id]
+        assert done.name == "extract-session/3b8f2c1e"
+        assert any(deps.get(r.deployment_id) == "consolidate-pool" for r in later), [
+            (r.name, deps.get(r.deployment_id)) for r in later
+        ]
+    raw = (root / "raw_memories.md").read_text()
+    assert SESSION in raw
+    assert json.dumps(fake.requests).count("memory_save") >= 1

@@ -1,0 +1,173 @@
+"""Scale-out on Prefect itself (issue 15): Phase 1's pure step on workers, one writer beside the
+memory root. A real server, the two deployments `dsh-memory deploy` made, three real process
+workers on the extract pool — one of them "remote": another HOME, no DSH_MEMORY_ROOT, no session
+logs, its own model — and 300 sessions: each is extracted exactly once (one model call, one raw
+memory block, one summary, a done claim), none is lost, the results travel through a shared
+result storage block, and no planted secret reaches Prefect (parameters, results, logs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+from dsh_memory.storage.state import StateStore
+from dsh_memory.testing.fake_openai import FakeOpenAIServer
+from tests.flow_helpers import memory_reply
+from tests.worker_helpers import running_workers, worker_env, worker_logs
+
+pytestmark = pytest.mark.usefixtures("own_prefect_api")
+
+N_SESSIONS = 300
+SECRET = "ghp_" + "Zq7" * 12  # a GitHub token shape the redactor knows
+
+
+def make_sessions(dsh_home: Path, n: int) -> list[str]:
+    """n small DSH v4 sessions, one turn each, quiet for an hour; each mentions SECRET."""
+    import time
+
+    ids = []
+    t0 = int(time.time() * 1000) - 7200_000
+    old = time.time() - 3600
+    for i in range(n):
+        sid = str(uuid.UUID(int=i + 1))
+        folder = dsh_home / "sessions" / "--home-w-src-proj--" / sid
+        folder.mkdir(parents=True)
+        msg = {"id": "u1", "role": "user", "source": {"kind": "user"}}
+        msg["content"] = [{"type": "text", "text": f"Session {i}: fix test_{i} (token {SECRET})."}]
+        reply = {"id": "a2", "role": "assistant", "source": {"kind": "model"}}
+        reply["content"] = [{"type": "text", "text": f"Fixed test_{i}; `make test` passes."}]
+        lines = [
+            {"type": "session", "version": 4, "id": sid, "createdAt": t0, "cwd": "/home/w/src/proj"},
+            {"type": "turn/start", "seq": 0, "time": t0, "data": {"turn": 1}},
+            {"type": "user/message", "seq": 1, "time": t0 + 1, "surfaceOp": "append", "data": msg},
+            {
+                "type": "assistant/message",
+                "seq": 2,
+                "time": t0 + 2,
+                "surfaceOp": "append",
+                "data": {"turn": 1, "step": 1, "message": reply},
+            },
+            {"type": "turn/end", "seq": 3, "time": t0 + 3, "data": {"turn": 1, "reason": {"kind": "completed"}}},
+        ]
+        path = folder / "session.v4.jsonl"
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        os.utime(path, (old, old))
+        ids.append(sid)
+    return ids
+
+
+def _session_of(request: dict) -> str:
+    text = "\n".join(m.get("content") or "" for m in request.get("messages", []))
+    m = re.search(r"session ([0-9a-f-]{36})", text)
+    return m.group(1) if m else "?"
+
+
+def writer_env(monkeypatch, tmp_path: Path, **extra: str) -> Path:
+    """The main host: sessions under tmp/dsh, phase 1 on workers. Returns the memory root."""
+    root = tmp_path / "memories"
+    env = {
+        "DSH_HOME": str(tmp_path / "dsh"),
+        "CODEX_HOME": str(tmp_path / "none"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "none"),
+        "DSH_MEMORY_ROOT": str(root),
+        "DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS": "0",
+        "DSH_MEMORY_EXTRACT_ON_WORKERS": "1",
+    }
+    for k, v in {**env, **extra}.items():
+        monkeypatch.setenv(k, v)
+    return root
+
+
+def test_without_the_extract_deployment_phase1_waits_and_claims_nothing(monkeypatch, tmp_path):
+    """extract_on_workers on, nothing deployed (this module's server is fresh): skipped like a
+    missing model route — no claim, no state touched, the reason says what to run."""
+    make_sessions(tmp_path / "dsh", 2)
+    root = writer_env(monkeypatch, tmp_path)
+    from dsh_memory.flows.extract import extract_flow
+
+    result = extract_flow()
+    assert result.skipped_no_route and result.candidates == 2
+    assert "extract-transcripts/extract-transcripts-pool is not deployed" in result.error
+    assert "dsh-memory deploy" in result.error
+    assert not StateStore(root).claims()
+
+
+def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch, tmp_path, own_prefect_api):
+    from prefect.filesystems import LocalFileSystem
+
+    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.settings import MemorySettings
+
+    ids = make_sessions(tmp_path / "dsh", N_SESSIONS)
+    results = tmp_path / "shared-results"  # on other machines: an S3/GCS bucket or a remote fs
+    LocalFileSystem(basepath=str(results)).save("dsh-results", overwrite=True)
+    with FakeOpenAIServer(handler=memory_reply) as here, FakeOpenAIServer(handler=memory_reply) as gpu_box:
+        root = writer_env(
+            monkeypatch,
+            tmp_path,
+            HOME=str(tmp_path / "home"),
+            DSH_MEMORY_BASE_URL=here.base_url,
+            DSH_MEMORY_API_KEY="test-key",
+            DSH_MEMORY_MODEL="fake-model",
+            DSH_MEMORY_CONCURRENCY="6",  # 6 runs of 50 sessions, 2 per worker
+            DSH_MEMORY_STALE_CLAIM_SECONDS="400",  # the writer's wait for one run (a hung worker fails the test)
+            PREFECT_LOGGING_LEVEL="WARNING",
+        )
+        (tmp_path / "home").mkdir()
+        report = deploy(MemorySettings.from_env(), result_storage="local-file-system/dsh-results")
+        assert "extract-transcripts/extract-transcripts-pool" in report.deployments
+
+        remote_home = tmp_path / "gpu-box"
+        remote_home.mkdir()
+        remote = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(remote_home),
+            "PREFECT_HOME": str(remote_home / ".prefect"),
+            "DSH_MEMORY_BASE_URL": gpu_box.base_url,  # its own model
+            "DSH_MEMORY_API_KEY": "gpu-key",
+            "DSH_MEMORY_MODEL": "gpu-model",
+        }
+        local = worker_env(dict(os.environ), own_prefect_api)
+        specs = [
+            ("local-1", "dsh-memory-extract", local),
+            ("local-2", "dsh-memory-extract", local),
+            ("remote", "dsh-memory-extract", worker_env(remote, own_prefect_api)),
+        ]
+        logs = tmp_path / "worker-logs"
+        with running_workers(specs, logs):
+            from dsh_memory.flows.extract import extract_flow
+
+            result = extract_flow()
+        assert result.counts == {"extracted": N_SESSIONS}, (result.counts, worker_logs(logs))
+        calls = [_session_of(r) for r in here.requests + gpu_box.requests]
+
+    # Exactly once: one model call per session, across the three workers; none lost.
+    assert sorted(calls) == sorted(ids)
+    assert gpu_box.requests and here.requests, "the remote worker and the local ones both extracted"
+    claims = StateStore(root).claims()
+    assert {s for s, c in claims.items() if c.status == "done"} == set(ids)
+    raw = (root / "raw_memories.md").read_text()
+    assert all(raw.count(f"{sid}#1") == 1 for sid in ids)
+    summaries = list((root / "rollout_summaries").glob("*.md"))
+    assert len(summaries) == N_SESSIONS
+    models = {m for p in summaries for m in re.findall(r"model: (\S+)", p.read_text())}
+    assert {"fake-model", "gpu-model"} <= models
+    # The remote worker never touched a memory root (its own default one included).
+    assert not (remote_home / ".dsh").exists()
+    # The jobs travelled redacted: no secret in the server's database, the shared result storage,
+    # the workers' homes, nor anything written under the memory root.
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    prefect_home = Path(os.environ["PREFECT_HOME"]).parent
+    assert any(p.name.startswith("prefect.db") for p in prefect_home.rglob("*"))
+    needle = SECRET.encode()
+    for folder in (prefect_home, results, remote_home, root):
+        hits = [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
+        assert not hits, hits
+    assert list(results.rglob("*")), "the results came through the shared storage block"

@@ -1,0 +1,66 @@
+"""Real `prefect worker start` processes for tests, each in its own process group (stopped by id)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def worker_env(base: dict[str, str], api_url: str, **extra: str) -> dict[str, str]:
+    env = dict(base)
+    env.update(
+        PREFECT_API_URL=api_url,
+        PREFECT_WORKER_QUERY_SECONDS="1",  # default 10: runs would wait for the next poll
+        PREFECT_LOGGING_LEVEL="INFO",
+        **extra,
+    )
+    return env
+
+
+@contextmanager
+def running_workers(specs: list[tuple[str, str, dict[str, str]]], logs: Path, limit: int = 1) -> Iterator[list]:
+    """Start one process worker per (name, pool, env); stop them all on exit. Their output goes
+    to `logs/<name>.log` (a failing test shows it)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    procs = []
+    try:
+        for name, pool, env in specs:
+            out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 (closed with the process)
+            cmd = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", "process"]
+            cmd += ["--name", name, "--limit", str(limit)]
+            procs.append(
+                (
+                    subprocess.Popen(
+                        cmd,
+                        env=env,
+                        cwd=env.get("HOME", str(REPO)),
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    ),
+                    out,
+                )
+            )
+        yield [p for p, _ in procs]
+    finally:
+        for p, _ in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p, out in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            out.close()
+
+
+def worker_logs(logs: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(logs.glob("*.log")))
