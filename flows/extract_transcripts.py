@@ -11,8 +11,8 @@ Model:    this worker's own route (its saved blocks > its environment), e.g. a l
           `--limit` (runs at a time) bounds this machine's calls instead.
 Returns:  one JobResult (as JSON) per job, persisted in the result storage this worker is given
           (PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK, set on the deployment by `deploy --result-storage`):
-          the writer on the main host reads it from there. JSON, not pickle: a worker's answer is
-          data, never code the main host would execute.
+          the writer on the main host reads it from there, as plain JSON (tasks/remote.py
+          `read_json_result`: a record that is not JSON is refused, never unpickled).
 Run name: `extract-transcripts/<n> sessions from <first short id>`.
 """
 

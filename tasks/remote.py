@@ -126,7 +126,9 @@ def extract_on_workers(prepared: PreparedBatch, deployment: str, timeout_seconds
         if not run.state.is_completed():
             raise RuntimeError(f"{deployment} run {run.name} ended {run.state.name}: {run.state.message or ''}")
         try:
-            answers = run.state.result()
+            answers = read_json_result(run.state)
+        except RefusedResult:
+            raise
         except Exception as exc:
             raise RuntimeError(
                 f"the result of {run.name} is not readable here ({type(exc).__name__}): workers must write "
@@ -139,6 +141,47 @@ def extract_on_workers(prepared: PreparedBatch, deployment: str, timeout_seconds
         return [JobResult(session_id=j.session_id, error=error) for j in jobs]
     log.info("run %s: %d results", run.name, len(results))
     return results
+
+
+class RefusedResult(RuntimeError):
+    """A result record this writer will not decode (not JSON, too large)."""
+
+
+MAX_RESULT_BYTES = 64 << 20
+
+
+def read_json_result(state) -> object:
+    """A finished run's persisted result, parsed as plain JSON.
+
+    Not `state.result()`: that decodes with the serializer the record itself names, and the
+    record is written by a worker — a `pickle` record would run code here. So the record is
+    read from its storage block and accepted only when it says JSON, then parsed without
+    object hooks (no class is imported from it either)."""
+    import json
+    from pathlib import Path
+
+    from prefect.results import ResultRecordMetadata, resolve_result_storage
+    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH
+
+    meta = getattr(state.data, "metadata", state.data)  # a state read from the server holds the metadata
+    if not isinstance(meta, ResultRecordMetadata) or not meta.storage_key:
+        raise RuntimeError("the run persisted no result")
+    if meta.serializer.type != "json":
+        raise RefusedResult(f"refused: the run's result is serialized as {meta.serializer.type!r}, not JSON")
+    if meta.storage_block_id is not None:
+        raw = resolve_result_storage(meta.storage_block_id).read_path(meta.storage_key)
+    else:  # the default local storage: a worker on this machine, this Prefect home
+        raw = (Path(PREFECT_LOCAL_STORAGE_PATH.value()) / meta.storage_key).read_bytes()
+    if len(raw) > MAX_RESULT_BYTES:
+        raise RefusedResult(f"refused: the run's result is {len(raw)} bytes (limit {MAX_RESULT_BYTES})")
+    data = json.loads(raw)
+    if not (isinstance(data, dict) and {"metadata", "result"} <= data.keys()):
+        return data  # the payload alone (Prefect then decodes it with the server's metadata: JSON)
+    # A whole record, which Prefect would decode with the serializer it names itself.
+    if ((data.get("metadata") or {}).get("serializer") or {}).get("type") != "json":
+        raise RefusedResult("refused: the stored result record does not say JSON")
+    result = data["result"]
+    return json.loads(result) if isinstance(result, str) else result
 
 
 def _cancel(flow_run_id) -> None:

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from prefect import flow
 
 from dsh_memory.storage.state import StateStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer
@@ -171,3 +172,60 @@ def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch,
         hits = [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
         assert not hits, hits
     assert list(results.rglob("*")), "the results came through the shared storage block"
+
+
+@flow(persist_result=True, result_serializer="json")
+def _json_answer() -> list[dict]:
+    return [{"session_id": "s1", "error": "none"}]
+
+
+@flow(persist_result=True, result_serializer="pickle")
+def _pickled_answer() -> list[dict]:
+    return [{"session_id": "s1", "error": "none"}]
+
+
+class _Boom:
+    """Unpickling this touches a file: proof a record was (or was not) decoded as pickle."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_the_writer_reads_a_worker_result_as_plain_json_only(tmp_path):
+    """A result record is written by a worker: `state.result()` would decode it with whatever
+    serializer the record names (pickle runs code). The writer accepts JSON records only."""
+    import base64
+    import pickle
+
+    from prefect import get_client
+
+    from dsh_memory.tasks.remote import RefusedResult, read_json_result
+
+    def from_server(state):  # as the writer sees it: the run's state read back from the server
+        with get_client(sync_client=True) as client:
+            return client.read_flow_run(state.state_details.flow_run_id).state
+
+    ok = from_server(_json_answer(return_state=True))
+    assert read_json_result(ok) == [{"session_id": "s1", "error": "none"}]
+    with pytest.raises(RefusedResult, match="'pickle', not JSON"):
+        read_json_result(from_server(_pickled_answer(return_state=True)))
+
+    # The server says JSON, the stored record was rewritten as a pickle that runs code: refused.
+    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH
+
+    path = Path(PREFECT_LOCAL_STORAGE_PATH.value()) / ok.data.storage_key
+    assert json.loads(path.read_bytes()) == [{"session_id": "s1", "error": "none"}]  # what the worker wrote
+    marker = tmp_path / "unpickled"
+    record = {
+        "metadata": {"storage_key": ok.data.storage_key, "serializer": {"type": "pickle", "picklelib": "pickle"}},
+        "result": base64.b64encode(pickle.dumps(_Boom(marker))).decode(),
+    }
+    path.write_text(json.dumps(record))
+    with pytest.raises(RefusedResult, match="does not say JSON"):
+        read_json_result(ok)
+    assert not marker.exists()
+    ok.result()  # what Prefect's own reader does with that record: it unpickles it
+    assert marker.exists(), "Prefect's own reader ran the worker's code"
