@@ -345,7 +345,8 @@ def _cli(memory, *args, stdin: str | None = None):
     return CliRunner().invoke(app, list(args), env=env, input=stdin)
 
 
-def test_cli_summary_inject_takes_the_cwd_from_the_hooks_stdin(memory, repos):
+def test_cli_summary_inject_takes_the_cwd_from_the_hooks_stdin(memory, repos, monkeypatch):
+    monkeypatch.chdir(memory.root)
     hook = json.dumps({"session_id": "abc", "hook_event_name": "SessionStart", "cwd": repos["weather"] + "/pkg"})
     r = _cli(memory, "summary", "--inject", "--from-hook", stdin=hook)
     assert r.exit_code == 0 and "migrations" in r.stdout and "pnpm" not in r.stdout
@@ -355,6 +356,9 @@ def test_cli_summary_inject_takes_the_cwd_from_the_hooks_stdin(memory, repos):
     for junk in ("not json", json.dumps({"cwd": 42}), json.dumps(["cwd"]), ""):
         r = _cli(memory, "summary", "--inject", "--from-hook", stdin=junk)
         assert r.exit_code == 0 and "pnpm" in r.stdout and "migrations" in r.stdout  # no cwd: today's output
+    os.chdir(repos["ledger"] + "/pkg")  # `--cwd .` is where the command runs
+    r = _cli(memory, "summary", "--inject", "--cwd", ".")
+    assert r.exit_code == 0 and "pnpm" in r.stdout and "migrations" not in r.stdout
     r = _cli(memory, "search", "make check", "--cwd", repos["ledger"])
     assert r.exit_code == 0 and "[global]" in r.stdout
 

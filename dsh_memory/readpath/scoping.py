@@ -42,6 +42,9 @@ class Where:
 
     @classmethod
     def of(cls, cwd: str | None) -> Where | None:
+        """None without a cwd; a relative one (`--cwd .`) is taken from where the reader runs."""
+        if cwd and "\x00" not in cwd and not os.path.isabs(os.path.expanduser(cwd)):
+            cwd = os.path.abspath(os.path.expanduser(cwd))
         root, is_repo = sc.locate(cwd)
         return cls(root, is_repo) if root else None
 
