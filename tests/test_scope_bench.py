@@ -35,6 +35,16 @@ def test_the_scope_bench_runs_on_the_fake_endpoint(bench, tmp_path, monkeypatch)
     assert result["global_presence"] >= 0.9, result["global_missing"]
     assert result["own_recall"] == 1.0
     assert result["largest_injection_chars"] <= 1200 and result["other_projects_line"]
+    # Phase 1 wrote the project on every raw block and every recap (provenance)
+    import json
+
+    from dsh_memory.storage.store import MemoryStore
+
+    labels = json.loads((REPO / "bench" / "scope" / "labels.json").read_text())
+    want = {sid: labels["projects"][v["project"]] for sid, v in labels["sessions"].items()}
+    store = MemoryStore(tmp_path / "run" / "memories")
+    assert {b.session_id: b.project for b in store.read_raw_archive_blocks()} == want
+    assert {i.provenance["session_id"]: i.provenance["project"] for i in store.list_rollout_summaries()} == want
 
 
 def test_the_metrics_see_a_leak_and_a_missing_global_rule(bench, tmp_path):
