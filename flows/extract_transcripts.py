@@ -5,7 +5,9 @@ Run by:   the `extract-transcripts-pool` deployment (`dsh-memory deploy`, work p
 Reads:    its `jobs` parameter only — redacted, budgeted transcripts (dsh_memory/phase1/remote.py).
           Never the memory root, the session logs or the claims: the worker may be another machine.
 Model:    this worker's own route (its saved blocks > its environment), e.g. a local model on a
-          GPU box; `concurrency` calls at a time per run. Not under the global `dsh-memory-llm`
+          GPU box; `concurrency` calls at a time per run. A transcript larger than that model's
+          context (the writer renders for `transcript_budget_tokens`) is returned as an error that
+          says which budget to set, not sent. Not under the global `dsh-memory-llm`
           limit: its slots are held per thread until a run ends, so runs of several workers
           sharing it could each hold part of it and wait for the rest forever; the worker's
           `--limit` (runs at a time) bounds this machine's calls instead.
@@ -22,8 +24,9 @@ from prefect import flow, get_run_logger, unmapped
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsh_memory.flows.extract import short_id
+from dsh_memory.llm.budgets import input_tokens_available
 from dsh_memory.llm.factory import phase_model
-from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob
+from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob, too_large
 from dsh_memory.settings_loader import resolve_settings
 from dsh_memory.tasks.extract import llm_extract
 from dsh_memory.transcript.redact import redact
@@ -48,24 +51,30 @@ def extract_transcripts_flow(jobs: list[TranscriptJob]) -> list[dict]:
     resolved = resolve_settings()  # settings and model route only: no memory context, no root
     settings = resolved.settings
     model = phase_model(resolved.route, "phase1", settings)
-    get_run_logger().info("extracting %d transcripts with %s/%s", len(jobs), model.provider, model.model)
+    log = get_run_logger()
+    log.info("extracting %d transcripts with %s/%s", len(jobs), model.provider, model.model)
+    room = input_tokens_available(model.llm)
+    refused = {j.session_id: why for j in jobs if (why := too_large(j, room))}
+    if refused:
+        log.warning("%d transcripts do not fit this worker's model: %s", len(refused), next(iter(refused.values())))
+    todo = [j for j in jobs if j.session_id not in refused]
     with ThreadPoolTaskRunner(max_workers=settings.concurrency) as runner:
         futures = runner.map(
             llm_extract,
             parameters=dict(
                 model=unmapped(model),
-                transcript_text=[j.text for j in jobs],
-                session_id=[j.session_id for j in jobs],
-                watermark=[j.watermark for j in jobs],
-                to_seq=[j.to_seq for j in jobs],
-                cwd=[j.cwd for j in jobs],
-                source=[j.source for j in jobs],
-                cache_scope=[j.cache_scope for j in jobs],
+                transcript_text=[j.text for j in todo],
+                session_id=[j.session_id for j in todo],
+                watermark=[j.watermark for j in todo],
+                to_seq=[j.to_seq for j in todo],
+                cwd=[j.cwd for j in todo],
+                source=[j.source for j in todo],
+                cache_scope=[j.cache_scope for j in todo],
             ),
         )
         answers = [f.result(raise_on_failure=False) for f in futures]
-    results = []
-    for job, answer in zip(jobs, answers, strict=True):
+    results = [JobResult(session_id=sid, error=why[:MAX_ERROR_CHARS]) for sid, why in refused.items()]
+    for job, answer in zip(todo, answers, strict=True):
         if isinstance(answer, BaseException):
             error = redact(f"{type(answer).__name__}: {answer}")[:MAX_ERROR_CHARS]
             results.append(JobResult(session_id=job.session_id, error=error))

@@ -59,6 +59,23 @@ def accept(output: ExtractionOutput) -> ExtractionOutput:
     return output.model_copy(update={**fields, "notes": notes})
 
 
+def too_large(job: TranscriptJob, room: int | None) -> str:
+    """Why `job` cannot go to a model with `room` input tokens ("" when it fits or there is no
+    known bound). The writer rendered it for `transcript_budget_tokens`, not for this worker's
+    model (a small local model's context is far smaller than an API model's)."""
+    from dsh_memory.transcript.tokens import count_tokens
+
+    if room is None:
+        return ""
+    n = count_tokens(job.text)
+    if n <= room:
+        return ""
+    return (
+        f"transcript of {n} tokens does not fit this worker's model ({room} input tokens): "
+        f"set transcript_budget_tokens to at most {room} on the main host"
+    )
+
+
 def batches(items: list, runs: int) -> list[list]:
     """`items` split over about `runs` extract-transcripts runs (the writer keeps that many in
     flight), each at most MAX_BATCH_SESSIONS: a run costs a process start on its worker, so a few
