@@ -59,3 +59,73 @@ def quoting_answer(request: dict, variant: str = "fix") -> dict:
         "rollout_summary": f"## Task\n{users[0]}\n\n## Outcome\ndone",
         "rollout_slug": "-".join([*words, variant]),
     }
+
+
+class FakeModelProcess:
+    """The fake model in a process of its own, as a real endpoint is: the bench's client threads
+    do not share its interpreter lock. Answers `quoting_answer` after `latency` seconds; on exit,
+    `arrivals` (time.monotonic() of each call, comparable across processes on one host) and
+    `max_in_flight` are read back."""
+
+    def __init__(self, latency: float):
+        self.latency = latency
+        self.arrivals: list[float] = []
+        self.max_in_flight = 0
+        self.base_url = ""
+
+    def __enter__(self) -> FakeModelProcess:
+        import subprocess
+        import sys
+        import tempfile
+
+        self._stats = Path(tempfile.mkstemp(prefix="dsh-fake-model-", suffix=".json")[1])
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(self.latency), str(self._stats)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.base_url = self._proc.stdout.readline().strip()
+        if not self.base_url:
+            raise RuntimeError("the fake model process did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import json
+        import signal
+
+        self._proc.send_signal(signal.SIGTERM)
+        self._proc.wait(timeout=30)
+        stats = json.loads(self._stats.read_text() or "{}")
+        self._stats.unlink(missing_ok=True)
+        self.arrivals = stats.get("arrivals", [])
+        self.max_in_flight = stats.get("max_in_flight", 0)
+
+
+def _serve(latency: float, stats_path: str) -> None:
+    import json
+    import signal
+    import sys
+    import threading
+
+    sys.path.insert(0, str(REPO))
+    from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+
+    arrivals: list[float] = []
+    done = threading.Event()
+
+    def reply(request: dict) -> Reply:
+        arrivals.append(time.monotonic())
+        return Reply.tool(quoting_answer(request))
+
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    with FakeOpenAIServer(latency_seconds=latency, handler=reply) as fake:
+        print(fake.base_url, flush=True)
+        done.wait()
+        Path(stats_path).write_text(json.dumps({"arrivals": arrivals, "max_in_flight": fake.max_in_flight}))
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--serve"]:
+        _serve(float(sys.argv[2]), sys.argv[3])

@@ -1,5 +1,6 @@
 """Phase 1 throughput: 200 sessions (copies of a bundled DSH sample: tool use, a user rule) through
-the fake LLM, answering with lines quoted from each session, at a fixed 1.0 s latency.
+the fake LLM (a process of its own, as a real endpoint), answering with lines quoted from each
+session, at a fixed 1.0 s latency.
 
 Prints wall time ÷ ideal (200 × 1.0 s / concurrency 8; goal ≤ 1.10) and client CPU seconds per
 session, measured in one run against a real `prefect server start` on 127.0.0.1.
@@ -20,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _sessions import clone_dsh_sample, quoting_answer  # noqa: E402
+from _sessions import FakeModelProcess, clone_dsh_sample  # noqa: E402
 
 
 def main() -> None:
@@ -31,20 +32,13 @@ def main() -> None:
     args = ap.parse_args()
 
     from dsh_memory.serve.prefect_server import PrefectServer
-    from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 
     work = Path(tempfile.mkdtemp(prefix="dsh-bench-p1-"))
     clone_dsh_sample(work / "dsh", args.sessions, prefix="bench")
 
-    arrivals: list[float] = []  # when each model call arrived (perf_counter)
-
-    def reply(request: dict) -> Reply:
-        arrivals.append(time.perf_counter())
-        return Reply.tool(quoting_answer(request))
-
     with (
         PrefectServer(work / "prefect").start() as server,
-        FakeOpenAIServer(latency_seconds=args.latency, handler=reply) as fake,
+        FakeModelProcess(latency=args.latency) as fake,  # its own process, as a real endpoint
     ):
         os.environ.update(
             PREFECT_API_URL=server.api_url,
@@ -57,7 +51,7 @@ def main() -> None:
             DSH_MEMORY_MODEL="fake-model",
             DSH_MEMORY_CONCURRENCY=str(args.concurrency),
             DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
-            PREFECT_LOGGING_LEVEL="WARNING",
+            PREFECT_LOGGING_LEVEL=os.environ.get("BENCH_LOG", "WARNING"),
         )
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -66,9 +60,9 @@ def main() -> None:
 
             extract_flow(session_ids=[], dry_run=True)  # warm-up: imports, flow registration
             cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-            t0 = time.perf_counter()
+            t0 = time.monotonic()
             summary = extract_flow()
-            wall = time.perf_counter() - t0
+            wall = time.monotonic() - t0
             cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     extracted = len(summary.extracted)
     if extracted != args.sessions:
@@ -78,9 +72,9 @@ def main() -> None:
     print(f"sessions extracted      : {extracted}/{args.sessions} (max in flight at the model: {fake.max_in_flight})")
     print(f"wall time               : {wall:.1f} s   ideal {ideal:.1f} s   ratio {wall / ideal:.3f} (goal <= 1.10)")
     print(f"client CPU per session  : {cpu / args.sessions * 1000:.0f} ms")
-    if arrivals:
-        first, last = min(arrivals) - t0, max(arrivals) - t0
-        rate = (len(arrivals) - 1) / (last - first) if last > first else 0.0
+    if fake.arrivals:
+        first, last = min(fake.arrivals) - t0, max(fake.arrivals) - t0
+        rate = (len(fake.arrivals) - 1) / (last - first) if last > first else 0.0
         print(
             f"where the time goes     : first model call after {first:.2f} s; calls then arrive at "
             f"{rate:.2f}/s (ideal {args.concurrency / args.latency:.2f}/s); "
