@@ -15,7 +15,7 @@ from prefect.blocks.core import Block
 from pydantic import Field, field_validator
 
 from dsh_memory.blocks._fields import OFF, check_path, default_text, env_mapping, expand, mirror, sources
-from dsh_memory.settings import MemorySettings, SourceRoots
+from dsh_memory.settings import MemorySettings, SemanticSearch, SourceRoots
 
 # Block field → (SourceRoots field, environment variable that moves it).
 ROOT_FIELDS: dict[str, tuple[str, str]] = {
@@ -87,6 +87,7 @@ class MemorySettingsBlock(Block):
     max_notes_chars: int | None = _m("max_notes_chars")
     stale_claim_seconds: int | None = _m("stale_claim_seconds")
     llm_retry_delay_seconds: float | None = _m("llm_retry_delay_seconds")
+    semantic_search: SemanticSearch | None = _m("semantic_search")
 
     @field_validator("memory_root")
     @classmethod

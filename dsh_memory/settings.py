@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-chat"
+SemanticSearch = Literal["auto", "on", "off"]
+_SWITCH_WORDS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -104,6 +106,21 @@ class MemorySettings(BaseModel):
     llm_retry_delay_seconds: float = Field(
         5.0, ge=0, description="Base delay of model-call retries (exponential, jittered)"
     )
+    semantic_search: SemanticSearch = Field(
+        "auto",
+        description="Ranked search: 'auto' fuses lexical BM25 with a small embedding model's likeness when the "
+        "model is installed (the semantic extra), else lexical only; 'on' fails clearly without the model; "
+        "'off' is lexical only",
+    )
+
+    @field_validator("semantic_search", mode="before")
+    @classmethod
+    def _switch_words(cls, v: object) -> object:
+        """Also the usual words of a switch (DSH_MEMORY_SEMANTIC_SEARCH=1 / true / 0 / false)."""
+        if isinstance(v, str):
+            v = v.strip().lower()
+            return _SWITCH_WORDS.get(v, v)
+        return v
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> MemorySettings:

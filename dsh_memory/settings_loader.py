@@ -235,10 +235,13 @@ def describe_settings(resolved: ResolvedSettings) -> dict[str, Any]:
     for k, v in route_values(resolved.route).items():
         masked = None if v is None else SECRET_MASK
         route[k] = {"value": masked if k in SECRET_FIELDS else v, "source": route_src[k]}
+    from dsh_memory.readpath.embedder import describe
+
     return {
         "precedence": PRECEDENCE,
         "prefect_api_url": resolved.api_url,
         "blocks": {f"{slug}/{BLOCK_NAME}": status for slug, status in resolved.blocks.items()},
         "memory": memory,
         "model_route": route,
+        "ranked_search": describe(resolved.settings.semantic_search),  # what the semantic_search setting gives here
     }

@@ -1,6 +1,8 @@
 """Ranked search's semantic half (embedder.py, vectors.py, fusion.py) on a real index over real
 files: vectors follow new, replaced, renamed and deleted files; a paraphrase that lexical search
-misses is found; nothing is downloaded; without the model, search is lexical only."""
+misses is found; nothing is downloaded; the `semantic_search` setting (auto / on / off) reaches the
+search core from the memory context; without the model, 'auto' is lexical only and 'on' fails
+with one clear line."""
 
 from __future__ import annotations
 
@@ -16,16 +18,12 @@ import pytest
 from dsh_memory import readpath as rp
 from dsh_memory.readpath import embedder, index, vectors
 from dsh_memory.storage.store import MemoryStore
+from tests.semantic_helpers import BLOCK_WORDLLAMA
 
 pytestmark = pytest.mark.skipif(
     embedder.get() is None, reason="the semantic extra is not installed (.ci/run installs it)"
 )
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture()
-def semantic(monkeypatch):
-    monkeypatch.setenv(embedder.SEMANTIC_ENV, "1")
 
 
 @pytest.fixture()
@@ -58,7 +56,7 @@ def _nearest_paths(store, text: str) -> list[str]:
     return [p for _, p, *_ in got]
 
 
-def test_vectors_follow_new_replaced_renamed_and_deleted_files(store, semantic):
+def test_vectors_follow_new_replaced_renamed_and_deleted_files(store):
     index.refresh(store, force=True)
     first = _slots(store)
     assert set(first) == {"MEMORY.md", "rollout_summaries/a.md", "rollout_summaries/car.md"}
@@ -87,7 +85,7 @@ def test_vectors_follow_new_replaced_renamed_and_deleted_files(store, semantic):
     assert _nearest_paths(store, "redis cache evictions")[0] == "rollout_summaries/c.md"
 
 
-def test_a_rebuilt_index_reuses_the_vector_file(store, semantic):
+def test_a_rebuilt_index_reuses_the_vector_file(store):
     index.refresh(store, force=True)
     vfile = index._vectors_path(store)
     size = vfile.stat().st_size
@@ -101,23 +99,30 @@ def test_a_rebuilt_index_reuses_the_vector_file(store, semantic):
 
 
 def test_vectors_are_built_for_an_index_made_before_the_embedder_was_on(store, monkeypatch):
-    monkeypatch.delenv(embedder.SEMANTIC_ENV, raising=False)
-    index.refresh(store, force=True)  # lexical only: no vectors
+    index.refresh(store, force=True, semantic_search="off")  # lexical only: no vectors
     assert all(s is None for slots in _slots(store).values() for s in slots)
     assert not index._vectors_path(store).exists()
-    monkeypatch.setenv(embedder.SEMANTIC_ENV, "1")
     monkeypatch.setattr(index, "_embedded", set())  # a fresh process
-    rp.search(store, ["battery"], mode="ranked")
+    rp.search(store, ["battery"], mode="ranked")  # 'auto' (the default), the model installed
     assert all(s is not None for slots in _slots(store).values() for s in slots)
 
 
-def test_semantic_search_finds_a_paraphrase_that_lexical_search_misses(store, monkeypatch):
-    question = ["why wouldn't the vehicle's engine turn over?"]
-    monkeypatch.setenv(embedder.SEMANTIC_ENV, "0")
-    lexical = rp.search(store, question, mode="ranked")
+def test_a_file_indexed_with_semantic_search_off_gets_its_vector_when_it_is_on_again(store):
+    index.refresh(store, force=True)
+    (store.rollout_dir / "d.md").write_text("# Kettle\n- the kettle tripped the fuse in the kitchen\n")
+    rp.search(store, ["kettle"], mode="ranked", semantic_search="off")  # indexed without a vector
+    assert _slots(store)["rollout_summaries/d.md"] == [None]
+    rp.search(store, ["kettle"], mode="ranked", semantic_search="on")  # same process
+    assert _slots(store)["rollout_summaries/d.md"][0] is not None
+
+
+QUESTION = ["why wouldn't the vehicle's engine turn over?"]  # says what car.md says in other words
+
+
+def test_semantic_search_finds_a_paraphrase_that_lexical_search_misses(store):
+    lexical = rp.search(store, QUESTION, mode="ranked", semantic_search="off")
     assert all(m.path != "rollout_summaries/car.md" for m in lexical.matches)
-    monkeypatch.setenv(embedder.SEMANTIC_ENV, "1")
-    fused = rp.search(store, question, mode="ranked")
+    fused = rp.search(store, QUESTION, mode="ranked")  # 'auto', the default: fused, the model is installed
     first = fused.matches[:2]
     assert [m.path for m in first] == ["rollout_summaries/car.md"] * 2
     lines = (store.rollout_dir / "car.md").read_text().splitlines()
@@ -142,7 +147,8 @@ def test_a_damaged_model_file_is_not_loaded(tmp_path):
 
 
 def _run(parts: list[str], store_root: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
-    env = {**os.environ, embedder.SEMANTIC_ENV: "1", **env_extra}
+    env = {**os.environ, "DSH_MEMORY_IGNORE_BLOCKS": "1", **env_extra}
+    env.pop("DSH_MEMORY_SEMANTIC_SEARCH", None)
     code = "\n".join(textwrap.dedent(p) for p in parts)
     return subprocess.run(
         [sys.executable, "-c", code, str(store_root)],
@@ -160,22 +166,13 @@ _SEARCH = """
     from dsh_memory.readpath import embedder, index
     from dsh_memory.storage.store import MemoryStore
     store = MemoryStore(sys.argv[1])
-    res = rp.search(store, ["settlement Mondays"], mode="ranked")
-    print(embedder.active() is not None, index._vectors_path(store).exists(), res.matches[0].path)
+    res = rp.search(store, ["settlement Mondays"], mode="ranked")  # 'auto', the default
+    print(embedder.get() is not None, index._vectors_path(store).exists(), res.matches[0].path)
 """
 
 
 def test_without_the_model_search_is_lexical_only(store):
-    blocked = """
-        import sys
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name == "wordllama" or name.startswith("wordllama."):
-                    raise ModuleNotFoundError(name)
-                return None
-        sys.meta_path.insert(0, Block())
-    """
-    res = _run([blocked, _SEARCH], store.root, {})
+    res = _run([BLOCK_WORDLLAMA, _SEARCH], store.root, {})
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["False", "False", "rollout_summaries/a.md"]
     res = _run([_SEARCH], store.root, {})  # the same, with the model: vectors are written
@@ -196,3 +193,20 @@ def test_the_model_loads_with_the_network_cut(store):
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["True", "True", "rollout_summaries/a.md"]
     assert not (store.root.parent / ".cache").exists()  # no model cache either
+
+
+def test_a_cjk_question_is_ranked_lexically(store):
+    """The model's tokenizer does not know CJK words: an unrelated CJK question is as like a CJK
+    line as a related one (fusion.applies). A question nothing answers finds nothing, and a CJK
+    word finds only the lines that hold it, as without the embedder."""
+    (store.rollout_dir / "backup.md").write_text(
+        "# 夜间备份失败\nuser: 昨晚的数据库备份又失败了，帮我看一下\n"
+        "agent: 备份任务 pg_dump 报错：S3 凭证已过期，上传被拒绝。\n数据库迁移之前必须先备份。\n"
+    )
+    emb = embedder.get()
+    q, line = emb.embed(["午饭吃什么", "user: 昨晚的数据库备份又失败了，帮我看一下"])
+    assert float(q @ line) > 0.4  # "what's for lunch" is this like a line on a failed backup
+    assert rp.search(store, ["午饭吃什么"], mode="ranked", semantic_search="on").matches == []
+    assert rp.search(store, ["迁徙"], mode="ranked", semantic_search="on").matches == []
+    found = rp.search(store, ["迁移"], mode="ranked", semantic_search="on").matches
+    assert (found[0].path, found[0].match_line) == ("rollout_summaries/backup.md", 4)

@@ -242,6 +242,7 @@ def test_settings_page_masks_the_key_and_names_each_source(tmp_path, monkeypatch
     secret = "sk-vaulttest-0123456789abcdef0123456789"
     monkeypatch.setenv("DSH_MEMORY_API_KEY", secret)
     monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "77")
+    monkeypatch.setenv("DSH_MEMORY_SEMANTIC_SEARCH", "off")
     monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
     settings = make_memory(tmp_path)
     with TestClient(create_app(settings, mcp=False), base_url=BASE) as c:
@@ -250,6 +251,8 @@ def test_settings_page_masks_the_key_and_names_each_source(tmp_path, monkeypatch
     assert '<code>api_key</code></td><td class="path">********</td><td class="source env">env' in html
     assert '<code>idle_seconds</code></td><td class="path">77</td><td class="source env">env' in html
     assert "source default" in html and "DSH_MEMORY_IGNORE_BLOCKS is set" in html
+    assert '<code>semantic_search</code></td><td class="path">off</td><td class="source env">env' in html
+    assert "Ranked search: <b>lexical only (semantic_search is &#39;off&#39;)</b>" in html
 
 
 def test_vault_on_a_real_loopback_uvicorn(settings):

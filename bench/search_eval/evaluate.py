@@ -168,16 +168,12 @@ def keywords(question: str) -> list[str]:
 
 def product(store, queries: list[str], depth: int = 50, semantic: bool | None = None, **params) -> Run:
     """memory_search in ranked mode with its defaults, following next_cursor until `depth` lines
-    were returned (an agent paging on). `semantic`: turn the semantic half on or off (None: the
-    default, lexical only unless DSH_MEMORY_SEMANTIC_SEARCH=1)."""
+    were returned (an agent paging on). `semantic`: the semantic half on or off (None: the
+    semantic_search setting's default, 'auto': on when the embedder is installed)."""
     from dsh_memory import readpath as rp
-    from dsh_memory.readpath import embedder
 
-    before, embedder.SEMANTIC = embedder.SEMANTIC, semantic
-    try:
-        return _product(rp, store, queries, depth, **params)
-    finally:
-        embedder.SEMANTIC = before
+    mode = {None: "auto", True: "on", False: "off"}[semantic]
+    return _product(rp, store, queries, depth, semantic_search=mode, **params)
 
 
 def _product(rp, store, queries: list[str], depth: int, **params) -> Run:
@@ -247,17 +243,20 @@ def run_all(verbose: bool = False) -> str:
         searchers = {
             "FTS5 line index (anchor)": lambda q: anchor.search(q.question),
             "sections as the unit (BM25, whole section)": lambda q: sections(store, q.question),
-            "memory_search ranked, the question": lambda q: product(store, [q.question], semantic=False),
-            "memory_search ranked, keyword queries": lambda q: product(store, keywords(q.question), semantic=False),
+            "ranked, lexical only, the question": lambda q: product(store, [q.question], semantic=False),
+            "ranked, lexical only, keyword queries": lambda q: product(store, keywords(q.question), semantic=False),
         }
         fused = "ranked + semantic (fused), the question"
-        if embedder.get() is not None:
+        if embedder.get() is not None:  # semantic_search 'auto', the default, with the model installed
             searchers[fused] = lambda q: product(store, [q.question], semantic=True)
+            searchers["ranked + semantic (fused), keyword queries"] = lambda q: product(
+                store, keywords(q.question), semantic=True
+            )
         results = evaluate(searchers, questions)
         _, held = held_out(questions)
         held_results = evaluate(
             {k: v for k, v in searchers.items() if k in ("FTS5 line index (anchor)", fused)}
-            | {"memory_search ranked (lexical only)": searchers["memory_search ranked, the question"]},
+            | {"ranked, lexical only, the question": searchers["ranked, lexical only, the question"]},
             held,
         )
         if verbose:

@@ -18,6 +18,7 @@ def _print(data: dict) -> None:
         for field, item in data[key].items():
             value = "-" if item["value"] is None else item["value"]
             typer.echo(f"  {field:<26} {str(value):<44} {item['source']}")
+    typer.echo(f"\nranked search: {data['ranked_search']}")
 
 
 def _save(from_env: bool, include_defaults: bool) -> dict:

@@ -181,8 +181,8 @@ def register(app: typer.Typer) -> None:
         """Search the memory; every hit is printed as path:start-end for citation."""
         from dsh_memory.readpath import search
 
-        store, _ = _store()
-        res = search(store, **params)
+        store, settings = _store()
+        res = search(store, **params, semantic_search=settings.semantic_search)
         if as_json:
             emit_json(res.model_dump())
             return

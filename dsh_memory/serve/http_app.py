@@ -73,7 +73,14 @@ class RpcContext:
             return get_state(self.ctx)
         from dsh_memory.readpath import dispatch
 
-        return dispatch(self.store, method, params, max_summary_chars=self.settings.max_summary_chars, state=self.state)
+        return dispatch(
+            self.store,
+            method,
+            params,
+            max_summary_chars=self.settings.max_summary_chars,
+            semantic_search=self.settings.semantic_search,
+            state=self.state,
+        )
 
 
 def rpc_routes(ctx: RpcContext) -> list[BaseRoute]:

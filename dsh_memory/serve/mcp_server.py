@@ -45,7 +45,9 @@ SEARCH_DESC = (
     "Search your long-term memory. mode='ranked' for questions and topics: ask in plain words (a "
     "question or keywords; stopwords dropped, words stemmed, CJK works) and get the lines that answer "
     "first, each cited as path:match_line-match_end_line (a line that asks runs on to the answer below "
-    "it). mode='any' (default: lines containing any query, case-insensitive substrings) for exact "
+    "it); words are matched lexically and, when the server has the embedding model (its semantic_search "
+    "setting: auto by default, off for lexical only), by meaning too, so other wordings of an answer are "
+    "found. mode='any' (default: lines containing any query, case-insensitive substrings) for exact "
     "names, paths, error messages; 'all_on_same_line' or 'all_within_lines' (all queries within "
     "within_lines lines) to narrow down. normalized=true ignores punctuation and spacing (foo-bar = "
     "foo_bar = foo bar); path limits the search to a file or directory; context_lines adds lines around "
@@ -178,7 +180,7 @@ def build_server(settings: Any = None):
 
     @tool("search", SEARCH_DESC, rp.SearchResult)
     def memory_search(**params: Any) -> Any:
-        return rp.search(store, **params, state=state())
+        return rp.search(store, **params, state=state(), semantic_search=settings.semantic_search)
 
     @tool("add", ADD_DESC, dict[str, str], read_only=False)
     def memory_add(**params: Any) -> Any:

@@ -146,7 +146,15 @@ def file_view(ctx: MemoryContext, path: str, view: str = "rendered", line: int |
 def search_view(ctx: MemoryContext, q: str, mode: str = "ranked", path: str | None = None) -> dict[str, Any]:
     if not q.strip():
         return {"q": q, "mode": mode, "path": path or "", "result": None}
-    result = search(ctx.store, [q], mode=mode, path=path or None, max_results=50, usage=False)
+    result = search(
+        ctx.store,
+        [q],
+        mode=mode,
+        path=path or None,
+        max_results=50,
+        usage=False,
+        semantic_search=ctx.settings.semantic_search,
+    )
     return {"q": q, "mode": mode, "path": path or "", "result": result}
 
 
