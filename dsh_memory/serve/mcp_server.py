@@ -45,9 +45,7 @@ SEARCH_DESC = (
     "Search your long-term memory. mode='ranked' for questions and topics: ask in plain words (a "
     "question or keywords; stopwords dropped, words stemmed, CJK works) and get the lines that answer "
     "first, each cited as path:match_line-match_end_line (a line that asks runs on to the answer below "
-    "it); words are matched lexically and, when the server has the embedding model (its semantic_search "
-    "setting: auto by default, off for lexical only), by meaning too, so other wordings of an answer are "
-    "found. mode='any' (default: lines containing any query, case-insensitive substrings) for exact "
+    "it); this server ranks {ranking}. mode='any' (default: lines containing any query, case-insensitive substrings) for exact "
     "names, paths, error messages; 'all_on_same_line' or 'all_within_lines' (all queries within "
     "within_lines lines) to narrow down. normalized=true ignores punctuation and spacing (foo-bar = "
     "foo_bar = foo bar); path limits the search to a file or directory; context_lines adds lines around "
@@ -142,6 +140,7 @@ def build_server(settings: Any = None):
     from dsh_memory import __version__
     from dsh_memory import readpath as rp
     from dsh_memory.context import context_of
+    from dsh_memory.readpath import embedder
 
     ctx = context_of(settings)
     settings, store = ctx.settings, ctx.store
@@ -178,7 +177,7 @@ def build_server(settings: Any = None):
     def memory_read(**params: Any) -> Any:
         return rp.read(store, **params, state=state())
 
-    @tool("search", SEARCH_DESC, rp.SearchResult)
+    @tool("search", SEARCH_DESC.format(ranking=embedder.ranking(settings.semantic_search)), rp.SearchResult)
     def memory_search(**params: Any) -> Any:
         return rp.search(store, **params, state=state(), semantic_search=settings.semantic_search)
 
