@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_memory.transcript.redact import contains_secret, looks_random, redact, redact_obj
+from dsh_memory.transcript.redact import contains_secret, redact, redact_obj
+from dsh_memory.transcript.secret_values import looks_random
 
 FIXTURE_I = "dsh/plain/sessions/--home-alice-src-deploy-tools--/4d7a1c9e-2b6f-4e3d-8a5c-9f1e7b3d6c42/session.v4.jsonl"
 

@@ -10,11 +10,11 @@ them in, each counted once:
   `queued_command` attachment, as a `user` record (`promptSource: "queued"`), or only by the
   queue's own `remove`/`dequeue` (older versions); `popAll` took it back unsent.
 Notifications, reminders, command wrappers and output, interrupts and compaction summaries are
-context. The session is the live branch of the `parentUuid` tree (claude_records.py): rewound
-branches are dropped. Tool results arrive as user records with `tool_result` blocks, harness
-boilerplate removed (transcript/boilerplate.py); one assistant API response is split over several
-lines sharing `message.id`. Subagent transcripts (`<sessionId>/subagents/agent-*.jsonl`, legacy
-`agent-<8hex>.jsonl`) are not sessions.
+context (records → events: claude_events.py). The session is the live branch of the `parentUuid`
+tree (claude_records.py): rewound branches are dropped. Tool results arrive as user records with
+`tool_result` blocks, harness boilerplate removed (transcript/boilerplate.py); one assistant API
+response is split over several lines sharing `message.id`. Subagent transcripts
+(`<sessionId>/subagents/agent-*.jsonl`, legacy `agent-<8hex>.jsonl`) are not sessions.
 """
 
 from __future__ import annotations
@@ -24,16 +24,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dsh_memory.models import Event, EventKind, Session, SessionRef
+from dsh_memory.models import Session, SessionRef
 from dsh_memory.readers._input import regular_stat
-from dsh_memory.readers._jsonl import UUID_RE, parse_time, read_jsonl, short_title
-from dsh_memory.readers.claude_records import INTERRUPTED, TextClass, abandoned_records, classify_text
-from dsh_memory.transcript.boilerplate import strip_boilerplate
+from dsh_memory.readers._jsonl import UUID_RE, read_jsonl, short_title
+from dsh_memory.readers.claude_events import EventBuilder
+from dsh_memory.readers.claude_records import abandoned_records, opens_with_prompt
 
 FILE_RE = re.compile(r"^(?P<id>" + UUID_RE + r")\.jsonl$")
 
 _CONVERSATION_TYPES = ("user", "assistant")
-_TWIN_WINDOW = 12  # lines between a slash command's user wrapper and its system local_command twin
 
 
 # ---------------------------------------------------------------- discovery (stat only)
@@ -111,11 +110,11 @@ def load(ref: SessionRef) -> Session:
 
     records = f.records
     if not sidechain_file:
-        abandoned, anchor = abandoned_records(records, _opens_with_prompt)
+        abandoned, anchor = abandoned_records(records, opens_with_prompt)
         if abandoned:
             session.meta["abandoned_records"] = len(abandoned)
             records = [(q, o) for q, o in records if q not in abandoned and anchor.get(q) not in abandoned]
-    b = _Builder(session, skip_sidechain=not sidechain_file)
+    b = EventBuilder(session, skip_sidechain=not sidechain_file)
     for seq, obj in records:
         b.record(seq, obj)
     session.events = b.finish()
@@ -137,317 +136,3 @@ def _pick_summary(summaries: list[tuple[str, Any]], uuids: set) -> str | None:
         if leaf in uuids:
             return text
     return summaries[-1][0] if summaries else None
-
-
-def _flag_label(obj: dict) -> str | None:
-    """Why a user-role record is not the human's, from its flags alone (None: read its text)."""
-    if obj.get("isCompactSummary"):
-        return "compact_summary"
-    if obj.get("isMeta"):
-        return "meta"
-    if obj.get("isSidechain"):
-        return "subagent_prompt"
-    if obj.get("isVisibleInTranscriptOnly"):
-        return "transcript_only"
-    origin = obj.get("origin")
-    if isinstance(origin, dict) and isinstance(origin.get("kind"), str) and origin["kind"] != "human":
-        return f"origin:{origin['kind']}"
-    return None
-
-
-def _opens_with_prompt(obj: dict) -> bool:
-    """A user record carrying typed words (a rewound branch starts with one)."""
-    if obj.get("type") != "user" or _flag_label(obj) is not None:
-        return False
-    content = (obj.get("message") or {}).get("content") if isinstance(obj.get("message"), dict) else None
-    if isinstance(content, str):
-        return bool(classify_text(content).human)
-    if isinstance(content, list):
-        blocks = [c for c in content if isinstance(c, dict)]
-        if any(c.get("type") == "tool_result" for c in blocks):
-            return False
-        return any(c.get("type") == "text" and classify_text(str(c.get("text", ""))).human for c in blocks)
-    return False
-
-
-_RAW_COMMAND = re.compile(r"^(/[A-Za-z][\w:.-]*)(?:\s+(.*))?$", re.S)
-
-
-def _typed_line(text: str) -> TextClass:
-    """A queued input line as typed: `/name args` is a slash command (its arguments the prompt)."""
-    m = _RAW_COMMAND.match(text.strip())
-    if m is None:
-        return classify_text(text)
-    name, args = m.group(1), (m.group(2) or "").strip()
-    label = f"slash_command:{name}"
-    return TextClass(human=f"{name} {args}", label=label) if args else TextClass(labels=[label])
-
-
-def _same_words(a: str, b: str) -> bool:
-    return " ".join(a.split()) == " ".join(b.split())
-
-
-class _Queued:
-    """A prompt typed while the agent worked (`queue-operation` enqueue) until it leaves the queue."""
-
-    def __init__(self, seq: int, text: str, time, label: str | None):
-        self.seq, self.text, self.time, self.label = seq, text, time, label
-        self.event: Event | None = None  # emitted where it left the queue, if no record delivers it
-
-
-class _Builder:
-    """Events in file order; human prompts from every record kind, de-duplicated in `finish`."""
-
-    def __init__(self, session: Session, skip_sidechain: bool):
-        self.session = session
-        self.skip_sidechain = skip_sidechain
-        self.events: list[Event] = []
-        self.times: list = []
-        self.summaries: list[tuple[str, Any]] = []
-        self.custom_title: str | None = None
-        self.seen_blocks: set[tuple] = set()  # (message.id, block key): replays of split responses
-        self.call_names: dict[str, str] = {}
-        self.pending: list[_Queued] = []  # still in the queue
-        self.left: list[_Queued] = []  # left the queue for the model
-        self.source: dict[int, tuple[str, dict]] = {}  # id(human event) -> (record kind, record)
-
-    def add(self, seq: int, kind: EventKind, time, **kw) -> Event:
-        ev = Event(seq=seq, kind=kind, time=time, **kw)
-        self.events.append(ev)
-        return ev
-
-    def human(self, seq: int, time, text: str, kind: str, obj: dict, **kw) -> Event:
-        ev = self.add(seq, EventKind.HUMAN, time, text=text, **kw)
-        self.source[id(ev)] = (kind, obj)
-        return ev
-
-    def record(self, seq: int, obj: dict) -> None:
-        typ = obj.get("type")
-        if typ == "summary":
-            if isinstance(obj.get("summary"), str) and obj["summary"].strip():
-                self.summaries.append((obj["summary"].strip(), obj.get("leafUuid")))
-            return
-        if typ == "custom-title":
-            title = obj.get("customTitle") or obj.get("title")
-            self.custom_title = title if isinstance(title, str) and title.strip() else self.custom_title
-            return
-        time = parse_time(obj.get("timestamp"))
-        if typ in ("user", "assistant", "system"):
-            self.times.append(time)
-        if obj.get("isSidechain") is True and self.skip_sidechain:
-            return  # a subagent's records inside a main transcript: not this session's conversation
-        if typ == "user":
-            self._user(seq, obj, time)
-        elif typ == "assistant":
-            self._assistant(seq, obj, time)
-        elif typ == "system":
-            self._system(seq, obj, time)
-        elif typ == "queue-operation":
-            self._queue(seq, obj, time)
-        elif typ == "attachment":
-            self._attachment(seq, obj, time)
-        # file-history-snapshot, progress, …: nothing to render
-
-    def _system(self, seq: int, obj: dict, time) -> None:
-        if obj.get("subtype") == "compact_boundary":
-            meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
-            self.add(seq, EventKind.COMPACTION, time, label=f"compact_boundary:{meta.get('trigger') or 'unknown'}")
-        elif obj.get("subtype") == "local_command" and isinstance(obj.get("content"), str):
-            c = classify_text(obj["content"])  # often the twin of a user command record (see finish)
-            if c.human and c.label:
-                self.human(seq, time, c.human, "system_command", obj, label=c.label)
-        elif obj.get("level") == "error" or obj.get("subtype") == "api_error":
-            self.add(seq, EventKind.STATUS, time, label=str(obj.get("subtype") or "error"), is_error=True)
-
-    # ------------------------------------------------------------ typed prompts
-
-    def _text(self, seq: int, obj: dict, time, texts: list[str], images: int, kind: str) -> None:
-        """User-role texts of one record → context marker, status and/or the human prompt."""
-        flag = _flag_label(obj)
-        if flag is not None:
-            self.add(seq, EventKind.CONTEXT, time, label=flag, images=images)
-            return
-        human: list[str] = []
-        labels: list[str] = []
-        status: str | None = None
-        label: str | None = None
-        for text in texts:
-            c = classify_text(text)
-            labels.extend(c.labels)
-            status = status or c.status
-            if c.human:
-                human.append(c.human)
-                label = label or c.label
-        if labels and (human or images or status is None):
-            self.add(seq, EventKind.CONTEXT, time, label="+".join(dict.fromkeys(labels)), images=0 if human else images)
-        if status is not None:
-            self.add(seq, EventKind.STATUS, time, label=status)
-        if human or (images and not labels and status is None):
-            self.human(seq, time, "\n\n".join(human), kind, obj, images=images, label=label)
-
-    def _user(self, seq: int, obj: dict, time) -> None:
-        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-        content = message.get("content")
-        if isinstance(content, str):
-            self._text(seq, obj, time, [content], 0, "user")
-            return
-        if not isinstance(content, list):
-            return
-        blocks = [c for c in content if isinstance(c, dict)]
-        for block in blocks:
-            if block.get("type") == "tool_result":
-                self._tool_result(seq, block, time)
-        rest = [c for c in blocks if c.get("type") != "tool_result"]
-        texts = [c["text"] for c in rest if c.get("type") == "text" and isinstance(c.get("text"), str) and c["text"]]
-        images = sum(1 for c in rest if c.get("type") == "image")
-        if not texts and not images:
-            return
-        if len(rest) < len(blocks):  # text riding along with tool results: injected by the harness
-            if not _flag_label(obj) and len(texts) == 1 and INTERRUPTED.match(texts[0].strip()) and not images:
-                self.add(seq, EventKind.STATUS, time, label="interrupted")
-            else:
-                self.add(seq, EventKind.CONTEXT, time, label="tool_result_attachment", images=images)
-            return
-        self._text(seq, obj, time, texts, images, "user")
-
-    def _attachment(self, seq: int, obj: dict, time) -> None:
-        att = obj.get("attachment")
-        if not isinstance(att, dict) or att.get("type") != "queued_command" or not isinstance(att.get("prompt"), str):
-            return  # hook output, file mentions, …: not rendered
-        mode = att.get("commandMode")
-        flag = _flag_label({"origin": att.get("origin")}) or _flag_label(obj)
-        if flag is None and mode not in (None, "prompt"):
-            flag = f"queued_command:{mode}"
-        if flag is not None:
-            self.add(seq, EventKind.CONTEXT, time, label=flag)
-            return
-        self._text(seq, {}, time, [att["prompt"]], 0, "attachment")
-
-    def _queue(self, seq: int, obj: dict, time) -> None:
-        op = obj.get("operation")
-        content = obj.get("content")
-        if isinstance(content, list):  # text blocks, as some writers store the queued input
-            content = "\n\n".join(c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str))
-        text = content if isinstance(content, str) else None
-        if op == "enqueue":
-            c = _typed_line(text or "")
-            if c.human:  # notifications, bare commands and blanks ride the queue too: never a prompt
-                self.pending.append(_Queued(seq, c.human, parse_time(obj.get("timestamp")) or time, c.label))
-            return
-        if op not in ("remove", "dequeue", "popAll"):
-            return
-        item = None
-        if text is not None:
-            wanted = _typed_line(text).human
-            item = next((q for q in self.pending if _same_words(q.text, wanted)), None)
-        elif self.pending:
-            item = self.pending[0]  # no content (older versions): first in, first out
-        if item is None:
-            return
-        self.pending.remove(item)
-        if op == "popAll":
-            return  # taken back to the input box, unsent
-        self.left.append(item)
-        item.event = self.human(seq, time, item.text, "queue", obj, label=item.label)
-
-    # ------------------------------------------------------------ de-duplication, turns
-
-    def finish(self) -> list[Event]:
-        """Drop the second record of one prompt; number the turns."""
-        drop: set[int] = set()
-        humans = [e for e in self.events if e.kind is EventKind.HUMAN]
-        claimed: set[int] = set()
-        for q in self.left:  # a queued prompt delivered by a later record is that record's
-            for e in humans:
-                kind, obj = self.source.get(id(e), ("", {}))
-                if kind in ("queue", "system_command") or id(e) in claimed or e.seq <= q.seq:
-                    continue
-                if kind == "user" and obj.get("promptSource") == "typed":
-                    continue
-                if _same_words(e.text, q.text):
-                    claimed.add(id(e))
-                    drop.add(id(q.event))
-                    break
-        for e in humans:  # a slash command written twice (user wrapper + system local_command)
-            kind, _ = self.source.get(id(e), ("", {}))
-            if kind == "system_command" and any(
-                self.source.get(id(o), ("", {}))[0] == "user"
-                and abs(o.seq - e.seq) <= _TWIN_WINDOW
-                and o.text == e.text
-                for o in humans
-            ):
-                drop.add(id(e))
-        events = [e for e in self.events if id(e) not in drop]
-        turn: int | None = None
-        for e in events:
-            if e.kind is EventKind.HUMAN:
-                turn = (turn or 0) + 1
-            e.turn = turn
-        return events
-
-    # ------------------------------------------------------------ tools and answers
-
-    def _tool_result(self, seq: int, block: dict, time) -> None:
-        content = block.get("content")
-        images = 0
-        if isinstance(content, list):
-            parts = [c for c in content if isinstance(c, dict)]
-            images = sum(1 for c in parts if c.get("type") == "image")
-            content = "\n".join(c.get("text", "") for c in parts if isinstance(c.get("text"), str))
-        text, _ = strip_boilerplate(content) if isinstance(content, str) else ("", 0)
-        call_id = block.get("tool_use_id")
-        self.add(
-            seq,
-            EventKind.TOOL_RESULT,
-            time,
-            text=text,
-            is_error=block.get("is_error") is True,
-            images=images,
-            tool_call_id=call_id,
-            tool_name=self.call_names.get(call_id) if isinstance(call_id, str) else None,
-        )
-
-    def _assistant(self, seq: int, obj: dict, time) -> None:
-        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-        mid = message.get("id") or obj.get("uuid")
-        content = message.get("content")
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        if not isinstance(content, list):
-            return
-        if obj.get("isApiErrorMessage"):
-            self.add(
-                seq,
-                EventKind.STATUS,
-                time,
-                label="api_error",
-                is_error=True,
-                text=" ".join(c.get("text", "") for c in content if isinstance(c, dict))[:500],
-            )
-            return
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            btype = block.get("type")
-            key = (mid, btype, block.get("id") or block.get("text") or block.get("signature") or block.get("data"))
-            if key in self.seen_blocks:
-                continue  # the same block written again by a later line of the same response
-            self.seen_blocks.add(key)
-            if btype == "text" and isinstance(block.get("text"), str) and block["text"].strip():
-                self.add(seq, EventKind.ASSISTANT, time, text=block["text"])
-            elif btype in ("thinking", "redacted_thinking"):
-                self.add(seq, EventKind.REASONING, time)
-            elif btype in ("tool_use", "server_tool_use"):
-                name = block.get("name") if isinstance(block.get("name"), str) else "tool"
-                if isinstance(block.get("id"), str):
-                    self.call_names[block["id"]] = name
-                self.add(
-                    seq,
-                    EventKind.TOOL_CALL,
-                    time,
-                    tool_name=name,
-                    tool_call_id=block.get("id"),
-                    arguments=block.get("input"),
-                )
-        if message.get("stop_reason") == "max_tokens":
-            self.add(seq, EventKind.STATUS, time, label="max_tokens")

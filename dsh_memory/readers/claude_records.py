@@ -5,6 +5,8 @@
   command wrappers, local command output, `!` shell echoes, background task notifications,
   `<system-reminder>` and IDE context blocks. A slash command's arguments are the human's words
   (`/compact and continue with …`, `/plugin:command do X with Y`): they are kept as the prompt.
+- `flag_label`, `opens_with_prompt`, `typed_line`: a user record's flags (meta, compact summary,
+  sidechain, non-human origin), whether it opens with typed words, a queued line as typed.
 - `abandoned_records`: Claude Code rewinds (Esc Esc) by writing the new prompt as a sibling of the
   one rewound to; the transcript keeps the abandoned branch. The session is the `parentUuid`
   chain from the last message (across compaction boundaries through `logicalParentUuid`) plus
@@ -94,6 +96,50 @@ def classify_text(text: str) -> TextClass:
     if INTERRUPTED.match(rest.strip()):
         return TextClass(labels=labels, status="interrupted")
     return TextClass(human=rest, labels=labels)
+
+
+def flag_label(obj: dict) -> str | None:
+    """Why a user-role record is not the human's, from its flags alone (None: read its text)."""
+    if obj.get("isCompactSummary"):
+        return "compact_summary"
+    if obj.get("isMeta"):
+        return "meta"
+    if obj.get("isSidechain"):
+        return "subagent_prompt"
+    if obj.get("isVisibleInTranscriptOnly"):
+        return "transcript_only"
+    origin = obj.get("origin")
+    if isinstance(origin, dict) and isinstance(origin.get("kind"), str) and origin["kind"] != "human":
+        return f"origin:{origin['kind']}"
+    return None
+
+
+def opens_with_prompt(obj: dict) -> bool:
+    """A user record carrying typed words (a rewound branch starts with one)."""
+    if obj.get("type") != "user" or flag_label(obj) is not None:
+        return False
+    content = (obj.get("message") or {}).get("content") if isinstance(obj.get("message"), dict) else None
+    if isinstance(content, str):
+        return bool(classify_text(content).human)
+    if isinstance(content, list):
+        blocks = [c for c in content if isinstance(c, dict)]
+        if any(c.get("type") == "tool_result" for c in blocks):
+            return False
+        return any(c.get("type") == "text" and classify_text(str(c.get("text", ""))).human for c in blocks)
+    return False
+
+
+_RAW_COMMAND = re.compile(r"^(/[A-Za-z][\w:.-]*)(?:\s+(.*))?$", re.S)
+
+
+def typed_line(text: str) -> TextClass:
+    """A queued input line as typed: `/name args` is a slash command (its arguments the prompt)."""
+    m = _RAW_COMMAND.match(text.strip())
+    if m is None:
+        return classify_text(text)
+    name, args = m.group(1), (m.group(2) or "").strip()
+    label = f"slash_command:{name}"
+    return TextClass(human=f"{name} {args}", label=label) if args else TextClass(labels=[label])
 
 
 # ---------------------------------------------------------------- branches

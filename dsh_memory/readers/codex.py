@@ -11,7 +11,7 @@ event_msg `user_message` (kind plain) or, in paginated rollouts (0.148+), an eve
 message is then the same prompt (counted once, where the model saw it) or injected context,
 whatever its text. Without them (older rollouts) the response items are the prompts, with known
 injected parts stripped. Assistant text comes from response items, else from AgentMessage items,
-else from event_msg agent_message.
+else from event_msg agent_message. What each line kind holds is read in codex_records.py.
 
 A fork (`forked_from_id`) opens with the parent's history copied in, every copied line stamped at
 the fork instant: that burst is inherited (`inherited_cut`), like a DSH fork seed. Turns undone by
@@ -20,7 +20,6 @@ the fork instant: that burst is inherited (`inherited_cut`), like a DSH fork see
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -30,6 +29,16 @@ from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Event, EventKind, Session, SessionRef
 from dsh_memory.readers._input import regular_stat
 from dsh_memory.readers._jsonl import UUID_RE, parse_json_maybe, parse_time, read_jsonl, short_title
+from dsh_memory.readers.codex_records import (
+    agent_item_text,
+    find_key,
+    message_parts,
+    output_text,
+    source_kind,
+    text_of,
+    typed_event,
+    user_item_parts,
+)
 
 FILE_RE = re.compile(
     r"^rollout-(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2})-(?P<id>" + UUID_RE + r")\.jsonl(?P<zst>\.zst)?$"
@@ -39,22 +48,10 @@ _MAX_DEPTH = 4  # YYYY/MM/DD plus one spare level
 # Sources whose runs have no human at the keyboard (Codex itself never mines these).
 NON_INTERACTIVE_SOURCES = {"exec", "mcp", "internal"}
 
-# Injected user-message parts: (opening text, closing text or None, label). Case-insensitive.
-INJECTED_PARTS: tuple[tuple[str, str | None, str], ...] = (
-    ("# AGENTS.md instructions", "</INSTRUCTIONS>", "agents_md"),
-    ("<user_instructions>", "</user_instructions>", "agents_md"),
-    ("<environment_context>", "</environment_context>", "environment_context"),
-    ("<skill>", "</skill>", "skill"),
-    ("<subagent_notification>", "</subagent_notification>", "subagent_notification"),
-    ("<turn_aborted>", "</turn_aborted>", "turn_aborted"),
-    ("<user_shell_command>", "</user_shell_command>", "user_shell_command"),
-)
-
 _TOOL_CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 _TOOL_OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "tool_search_output"}
 _FORK_BURST_GAP_SECONDS = 1.0  # copied lines are written at once; the child's own turn comes later
 _PREFER_EARLIER = 40  # a prompt's response item and its typed-event twin are this close (lines)
-_EXIT_RE = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)", re.MULTILINE)
 
 
 # ---------------------------------------------------------------- discovery (stat only)
@@ -184,11 +181,11 @@ def _apply_meta(session: Session, meta: dict, ref: SessionRef) -> None:
     session.cwd = meta.get("cwd") if isinstance(meta.get("cwd"), str) else None
     session.created_at = parse_time(meta.get("timestamp"))
     source = meta.get("source")
-    kind, detail = _source_kind(source)
+    kind, detail = source_kind(source)
     session.meta["source"] = kind if detail is None else f"{kind}:{detail}"
     if kind == "subagent":
         session.is_root = False
-        session.parent_id = meta.get("parent_thread_id") or _find_key(source, "parent_thread_id")
+        session.parent_id = meta.get("parent_thread_id") or find_key(source, "parent_thread_id")
     elif kind in NON_INTERACTIVE_SOURCES:
         session.interactive = False
     if meta.get("forked_from_id"):
@@ -202,104 +199,17 @@ def _apply_meta(session: Session, meta: dict, ref: SessionRef) -> None:
         session.meta["git_branch"] = git["branch"]
 
 
-def _source_kind(source: Any) -> tuple[str, str | None]:
-    """`"cli"` → ("cli", None); `{"subagent": "review"}` → ("subagent", "review"); unknown → ("unknown", None)."""
-    if isinstance(source, str):
-        return source.lower(), None
-    if isinstance(source, dict) and len(source) == 1:
-        ((key, value),) = source.items()
-        detail = value if isinstance(value, str) else (next(iter(value), None) if isinstance(value, dict) else None)
-        return str(key).lower(), detail
-    return "unknown", None
-
-
-def _find_key(value: Any, key: str) -> Any:
-    if isinstance(value, dict):
-        if value.get(key):
-            return value[key]
-        for v in value.values():
-            found = _find_key(v, key)
-            if found:
-                return found
-    return None
-
-
-def strip_injected(text: str) -> tuple[str, list[str]]:
-    """Remove leading injected blocks from one user text part; return (rest, labels removed)."""
-    labels: list[str] = []
-    rest = text
-    changed = True
-    while changed:
-        changed = False
-        probe = rest.lstrip()
-        for opening, closing, label in INJECTED_PARTS:
-            if not probe[: len(opening)].lower() == opening.lower():
-                continue
-            end = re.search(re.escape(closing), probe, re.IGNORECASE) if closing else None
-            rest = probe[end.end() :] if end else ""
-            labels.append(label)
-            changed = True
-            break
-    return rest.strip(), labels
-
-
 def _same_words(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
-
-
-def _user_item_parts(p: dict) -> tuple[str, list[str], int]:
-    """(kept text, injected labels, images) of a response_item user message."""
-    kept: list[str] = []
-    labels: list[str] = []
-    images = 0
-    for part in _parts(p):
-        ptype = part.get("type")
-        if ptype in ("input_text", "text") and isinstance(part.get("text"), str):
-            rest, removed = strip_injected(part["text"])
-            labels.extend(removed)
-            if rest:
-                kept.append(rest)
-        elif ptype in ("input_image", "image"):
-            images += 1
-    return "\n\n".join(kept), labels, images
-
-
-def _typed_event(p: dict) -> tuple[str, int] | None:
-    """(text, images) of an event recording what the user typed, or None for any other event."""
-    t = p.get("type")
-    if t == "user_message" and p.get("kind") in (None, "plain"):
-        message = p.get("message") if isinstance(p.get("message"), str) else ""
-        images = sum(len(p[k]) for k in ("images", "local_images") if isinstance(p.get(k), list))
-        return strip_injected(message)[0], images
-    item = p.get("item") if t == "item_completed" else None
-    if isinstance(item, dict) and item.get("type") in ("UserMessage", "userMessage"):
-        parts = (
-            [c for c in item.get("content") or [] if isinstance(c, dict)]
-            if isinstance(item.get("content"), list)
-            else []
-        )
-        texts = [c["text"] for c in parts if c.get("type") in ("text", "Text") and isinstance(c.get("text"), str)]
-        if not parts and isinstance(item.get("text"), str):
-            texts = [item["text"]]
-        images = sum(1 for c in parts if c.get("type") in ("image", "local_image", "input_image"))
-        return strip_injected("\n\n".join(texts))[0], images
-    return None
-
-
-def _agent_item_text(p: dict) -> str | None:
-    item = p.get("item") if p.get("type") == "item_completed" else None
-    if isinstance(item, dict) and item.get("type") in ("AgentMessage", "agentMessage"):
-        return _text_of(item.get("content")) or (item.get("text") if isinstance(item.get("text"), str) else "")
-    return None
 
 
 class _Prompts:
     """Which record carries each human prompt, decided over the whole rollout before building."""
 
     def __init__(self, items: list[tuple[int, str, dict, Any]]):
-        typed = [(q, te) for q, t, p, _ in items if t == "event_msg" and (te := _typed_event(p)) is not None]
+        typed = [(q, te) for q, t, p, _ in items if t == "event_msg" and (te := typed_event(p)) is not None]
         users = [
-            (q, _user_item_parts(p))
+            (q, user_item_parts(p))
             for q, t, p, _ in items
             if t == "response_item" and p.get("type") == "message" and p.get("role") == "user"
         ]
@@ -317,7 +227,7 @@ class _Prompts:
                 self.twin[best], self.twin[tq] = tq, best
         assistants = {p.get("type") for _, t, p, _ in items if t == "response_item" and p.get("role") == "assistant"}
         self.response_answers = "message" in assistants
-        self.item_answers = any(t == "event_msg" and _agent_item_text(p) is not None for _, t, p, _ in items)
+        self.item_answers = any(t == "event_msg" and agent_item_text(p) is not None for _, t, p, _ in items)
 
 
 class _Builder:
@@ -345,7 +255,7 @@ class _Builder:
 
     def event_msg(self, seq: int, p: dict, time, count_turns: bool = True) -> None:
         t = p.get("type")
-        typed = _typed_event(p)
+        typed = typed_event(p)
         if typed is not None:
             twin = self.prompts.twin.get(seq)
             if twin is None or twin > seq:  # else its response item, earlier, carries the prompt
@@ -353,7 +263,7 @@ class _Builder:
             return
         if t == "user_message":  # an older kind (user_instructions, environment_context): injected
             self.add(seq, EventKind.CONTEXT, time, label=str(p.get("kind") or "user_message"))
-        elif (answer := _agent_item_text(p)) is not None or t == "agent_message":
+        elif (answer := agent_item_text(p)) is not None or t == "agent_message":
             if answer is None:
                 answer = p.get("message") if isinstance(p.get("message"), str) else ""
                 if self.prompts.item_answers:
@@ -388,7 +298,7 @@ class _Builder:
             if role == "user":
                 self._user(seq, p, time, count_turns)
             elif role == "assistant":
-                texts = [c.get("text", "") for c in _parts(p) if c.get("type") in ("output_text", "text")]
+                texts = [c.get("text", "") for c in message_parts(p) if c.get("type") in ("output_text", "text")]
                 text = "\n\n".join(x for x in texts if x)
                 if text:
                     self.add(seq, EventKind.ASSISTANT, time, text=text, label=p.get("phase"))
@@ -402,12 +312,12 @@ class _Builder:
         elif t in ("compaction", "context_compaction", "compaction_summary"):
             self.compaction(seq, time, t)
         elif t == "agent_message":
-            text = _text_of(p.get("content"))
+            text = text_of(p.get("content"))
             if text:
                 self.add(seq, EventKind.ASSISTANT, time, text=text, label=f"agent_message:{p.get('author') or '?'}")
 
     def _user(self, seq: int, p: dict, time, count_turns: bool) -> None:
-        text, labels, images = _user_item_parts(p)
+        text, labels, images = user_item_parts(p)
         twin = self.prompts.twin.get(seq)
         if self.prompts.authoritative and twin is None:  # not typed: injected, whatever its text
             self.add(seq, EventKind.CONTEXT, time, label="+".join(dict.fromkeys(labels)) or "injected_user_message")
@@ -439,7 +349,7 @@ class _Builder:
 
     def _tool_output(self, seq: int, p: dict, time) -> None:
         call_id = p.get("call_id")
-        text, is_error, images = _output_text(p.get("output"))
+        text, is_error, images = output_text(p.get("output"))
         self.add(
             seq,
             EventKind.TOOL_RESULT,
@@ -450,47 +360,3 @@ class _Builder:
             tool_call_id=call_id,
             tool_name=self.call_names.get(call_id) if isinstance(call_id, str) else None,
         )
-
-
-def _parts(p: dict) -> list[dict]:
-    content = p.get("content")
-    if isinstance(content, str):
-        return [{"type": "input_text", "text": content}]
-    return [c for c in content or [] if isinstance(c, dict)] if isinstance(content, list) else []
-
-
-def _text_of(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(c.get("text", "") for c in value if isinstance(c, dict) and isinstance(c.get("text"), str))
-    return ""
-
-
-def _output_text(output: Any) -> tuple[str, bool, int]:
-    """(text, is_error, images) of a tool output in any of its historical shapes."""
-    is_error = False
-    images = 0
-    if isinstance(output, dict):  # older {content, success}
-        is_error = output.get("success") is False
-        output = output.get("content", output.get("output", ""))
-    if isinstance(output, list):
-        images = sum(1 for c in output if isinstance(c, dict) and c.get("type") in ("input_image", "image"))
-        output = _text_of(output)
-    if not isinstance(output, str):
-        output = "" if output is None else json.dumps(output, ensure_ascii=False)
-    text = output
-    if text.lstrip().startswith("{"):
-        try:
-            obj = json.loads(text)
-        except ValueError:
-            obj = None
-        if isinstance(obj, dict) and isinstance(obj.get("output"), str):
-            text = obj["output"]
-            code = (obj.get("metadata") or {}).get("exit_code") if isinstance(obj.get("metadata"), dict) else None
-            if isinstance(code, int) and code != 0:
-                is_error = True
-    m = _EXIT_RE.search(text[:400])
-    if m and int(m.group(1)) != 0:
-        is_error = True
-    return text, is_error, images

@@ -128,8 +128,8 @@ PEM_BLOCK = Rule(
     gated=False,
 )
 # Base64 lines that end in an END line (the BEGIN line was cut off). Searched only in the 8,000
-# characters before each END line that the block rule left (see redact._pem_tails): a 4096-bit RSA
-# key is about 3,300 characters of base64.
+# characters before each END line that the block rule left (see redact_shapes._pem_tails): a
+# 4096-bit RSA key is about 3,300 characters of base64.
 PEM_TAIL = re.compile(r"(?:(?<=\n)|^|(?<=\\n))(?:" + _B64LINE + r")+[ \t]*" + _LINENO + _PEM_END)
 PEM_END_LITERAL = "-----END"
 
