@@ -4,7 +4,8 @@
                                                  with cwd: global + that project's part
     list_dir(store, path, cursor, max_results)   shallow listing, hides .state
     read(store, path, start_line, max_lines)     line slice, size-capped          (records usage)
-    search(store, queries, mode, path, …)        line modes or ranked BM25         (records usage)
+    search(store, queries, mode, path, …)        line modes or ranked (BM25, fused with an embedding
+                                                 model per the semantic_search setting) (records usage)
     add(store, note, title)                      one new ad hoc note (the only agent write)
     delete_file(store, path)                     settings-page vault; refuses pipeline files
 
