@@ -9,13 +9,16 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from dsh_memory.serve import deployments
 from dsh_memory.testing.fake_openai import FakeOpenAIServer
+from dsh_memory.testing.workers import running_workers, worker_env, worker_logs
 from tests.flow_helpers import memory_reply, pipeline_env
-from tests.worker_helpers import REPO, running_workers, worker_env, worker_logs
+
+REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.usefixtures("own_prefect_api")
 

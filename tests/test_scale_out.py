@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 from pathlib import Path
 
 import pytest
@@ -18,48 +17,13 @@ from prefect import flow
 
 from dsh_memory.storage.state import StateStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer
+from dsh_memory.testing.sessions import PLANTED_SECRET, make_sessions
+from dsh_memory.testing.workers import running_workers, worker_env, worker_logs
 from tests.flow_helpers import memory_reply
-from tests.worker_helpers import running_workers, worker_env, worker_logs
 
 pytestmark = pytest.mark.usefixtures("own_prefect_api")
 
 N_SESSIONS = 300
-SECRET = "ghp_" + "Zq7" * 12  # a GitHub token shape the redactor knows
-
-
-def make_sessions(dsh_home: Path, n: int) -> list[str]:
-    """n small DSH v4 sessions, one turn each, quiet for an hour; each mentions SECRET."""
-    import time
-
-    ids = []
-    t0 = int(time.time() * 1000) - 7200_000
-    old = time.time() - 3600
-    for i in range(n):
-        sid = str(uuid.UUID(int=i + 1))
-        folder = dsh_home / "sessions" / "--home-w-src-proj--" / sid
-        folder.mkdir(parents=True)
-        msg = {"id": "u1", "role": "user", "source": {"kind": "user"}}
-        msg["content"] = [{"type": "text", "text": f"Session {i}: fix test_{i} (token {SECRET})."}]
-        reply = {"id": "a2", "role": "assistant", "source": {"kind": "model"}}
-        reply["content"] = [{"type": "text", "text": f"Fixed test_{i}; `make test` passes."}]
-        lines = [
-            {"type": "session", "version": 4, "id": sid, "createdAt": t0, "cwd": "/home/w/src/proj"},
-            {"type": "turn/start", "seq": 0, "time": t0, "data": {"turn": 1}},
-            {"type": "user/message", "seq": 1, "time": t0 + 1, "surfaceOp": "append", "data": msg},
-            {
-                "type": "assistant/message",
-                "seq": 2,
-                "time": t0 + 2,
-                "surfaceOp": "append",
-                "data": {"turn": 1, "step": 1, "message": reply},
-            },
-            {"type": "turn/end", "seq": 3, "time": t0 + 3, "data": {"turn": 1, "reason": {"kind": "completed"}}},
-        ]
-        path = folder / "session.v4.jsonl"
-        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-        os.utime(path, (old, old))
-        ids.append(sid)
-    return ids
 
 
 def _session_of(request: dict) -> str:
@@ -167,7 +131,7 @@ def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch,
     APILogWorker.drain_all(timeout=10)
     prefect_home = Path(os.environ["PREFECT_HOME"]).parent
     assert any(p.name.startswith("prefect.db") for p in prefect_home.rglob("*"))
-    needle = SECRET.encode()
+    needle = PLANTED_SECRET.encode()  # in every session's log
     for folder in (prefect_home, results, remote_home, root):
         hits = [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
         assert not hits, hits

@@ -1,4 +1,5 @@
-"""Real `prefect worker start` processes for tests, each in its own process group (stopped by id)."""
+"""Real `prefect worker start` processes for tests and benches, each in its own process group
+(stopped by its id)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def worker_env(base: dict[str, str], api_url: str, **extra: str) -> dict[str, str]:
-    env = dict(base)
-    env.update(
-        PREFECT_API_URL=api_url,
-        PREFECT_WORKER_QUERY_SECONDS="1",  # default 10: runs would wait for the next poll
-        PREFECT_LOGGING_LEVEL="INFO",
-        **extra,
-    )
-    return env
+    """`base` pointed at the server at `api_url`, polling every second; `extra` overrides."""
+    env = {**base, "PREFECT_API_URL": api_url, "PREFECT_LOGGING_LEVEL": "INFO"}
+    env["PREFECT_WORKER_QUERY_SECONDS"] = "1"  # default 10: runs would wait for the next poll
+    return {**env, **extra}
 
 
 @contextmanager
@@ -40,7 +35,7 @@ def running_workers(specs: list[tuple[str, str, dict[str, str]]], logs: Path, li
                     subprocess.Popen(
                         cmd,
                         env=env,
-                        cwd=env.get("HOME", str(REPO)),
+                        cwd=env.get("HOME") or str(Path.cwd()),
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,

@@ -1,0 +1,107 @@
+"""Phase 1 on workers vs in this process: the cost of the split (issue 15).
+
+    python bench/bench_scale_out.py [--sessions 300] [--latency 0.5] [--workers 3] [--concurrency 6]
+
+One real Prefect server, the fake model answering in `--latency` seconds, generated sessions.
+Anchor, measured first in the same run: the extract flow in this process (`concurrency` model
+calls at a time). Then the same sessions into a fresh memory root with `extract_on_workers`:
+`dsh-memory deploy`'s extract-transcripts-pool on `--workers` real process workers (`--limit`
+runs at a time each, `concurrency` calls per run), results through a shared LocalFileSystem block.
+Prints both walls, their ratio, and each against its ideal (sessions x latency / parallel calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sessions", type=int, default=300)
+    ap.add_argument("--latency", type=float, default=0.5)
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--concurrency", type=int, default=6)
+    ap.add_argument("--limit", type=int, default=2, help="flow runs at a time per worker (prefect worker --limit)")
+    args = ap.parse_args()
+
+    from dsh_memory.serve.prefect_server import PrefectServer
+    from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+    from dsh_memory.testing.sessions import make_sessions
+    from dsh_memory.testing.workers import running_workers, worker_env
+
+    work = Path(tempfile.mkdtemp(prefix="dsh-bench-scale-"))
+    make_sessions(work / "dsh", args.sessions)
+
+    def reply(request: dict) -> Reply:
+        text = request["messages"][-1]["content"]
+        first = text.split("[user] ", 1)[1].splitlines()[0] if "[user] " in text else "a task"
+        return Reply.tool({"raw_memory": f"- The user asked: {first}", "rollout_summary": first, "rollout_slug": "fix"})
+
+    with (
+        PrefectServer(work / "prefect").start() as server,
+        FakeOpenAIServer(latency_seconds=args.latency, handler=reply) as fake,
+    ):
+        os.environ.update(
+            PREFECT_API_URL=server.api_url,
+            PREFECT_HOME=str(work / "client"),
+            DSH_HOME=str(work / "dsh"),
+            CODEX_HOME=str(work / "none"),
+            CLAUDE_CONFIG_DIR=str(work / "none"),
+            DSH_MEMORY_BASE_URL=fake.base_url,
+            DSH_MEMORY_API_KEY="bench",
+            DSH_MEMORY_MODEL="fake-model",
+            DSH_MEMORY_CONCURRENCY=str(args.concurrency),
+            DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
+            DSH_MEMORY_IGNORE_BLOCKS="1",
+            PREFECT_LOGGING_LEVEL="WARNING",
+        )
+        from prefect.context import refresh_global_settings_context
+
+        refresh_global_settings_context()
+        from prefect.filesystems import LocalFileSystem
+
+        from dsh_memory.flows.extract import extract_flow
+        from dsh_memory.serve.deploy import deploy
+        from dsh_memory.settings import MemorySettings
+
+        def timed(root: str) -> tuple[float, dict]:
+            os.environ["DSH_MEMORY_ROOT"] = root
+            t0 = time.perf_counter()
+            result = extract_flow()
+            return time.perf_counter() - t0, result.counts or {}
+
+        extract_flow(session_ids=[], dry_run=True)  # warm-up: imports, flow registration
+        anchor, counts_a = timed(str(work / "memories-here"))
+
+        LocalFileSystem(basepath=str(work / "results")).save("bench-results", overwrite=True)
+        deploy(MemorySettings.from_env(), result_storage="local-file-system/bench-results")
+        env = worker_env(dict(os.environ), server.api_url)  # INFO: a timeline in worker-logs/ (not printed)
+        specs = [(f"w{i}", "dsh-memory-extract", env) for i in range(args.workers)]
+        with running_workers(specs, work / "worker-logs", limit=args.limit):
+            time.sleep(5)  # the workers' first poll
+            os.environ["DSH_MEMORY_EXTRACT_ON_WORKERS"] = "1"
+            split, counts_w = timed(str(work / "memories-workers"))
+        calls = len(fake.requests)
+
+    n, lat, c = args.sessions, args.latency, args.concurrency
+    ideal_here = n * lat / c
+    ideal_workers = n * lat / (c * min(args.workers * args.limit, c))  # runs in flight x calls per run
+    print(
+        f"sessions {n}, latency {lat}s, concurrency {c}, {args.workers} workers x {args.limit} runs; model calls {calls}"
+    )
+    print(f"in this process : {anchor:6.1f} s wall  {counts_a}  ÷ ideal {ideal_here:.1f} s = {anchor / ideal_here:.2f}")
+    print(
+        f"on workers      : {split:6.1f} s wall  {counts_w}  ÷ ideal {ideal_workers:.1f} s = {split / ideal_workers:.2f}"
+    )
+    print(f"workers ÷ in-process wall: {split / anchor:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Generated DSH sessions for tests and benches: small, idle, each with a planted secret."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+PLANTED_SECRET = "ghp_" + "Zq7" * 12  # a GitHub token shape the redactor knows
+
+
+def make_sessions(dsh_home: Path, n: int) -> list[str]:
+    """n small DSH v4 sessions under `dsh_home`/sessions, one turn each, quiet for an hour; each
+    mentions PLANTED_SECRET (redaction must catch it). Returns their ids."""
+    ids = []
+    t0 = int(time.time() * 1000) - 7200_000
+    old = time.time() - 3600
+    for i in range(n):
+        sid = str(uuid.UUID(int=i + 1))
+        folder = dsh_home / "sessions" / "--home-w-src-proj--" / sid
+        folder.mkdir(parents=True)
+        msg = {"id": "u1", "role": "user", "source": {"kind": "user"}}
+        msg["content"] = [{"type": "text", "text": f"Session {i}: fix test_{i} (token {PLANTED_SECRET})."}]
+        reply = {"id": "a2", "role": "assistant", "source": {"kind": "model"}}
+        reply["content"] = [{"type": "text", "text": f"Fixed test_{i}; `make test` passes."}]
+        lines = [
+            {"type": "session", "version": 4, "id": sid, "createdAt": t0, "cwd": "/home/w/src/proj"},
+            {"type": "turn/start", "seq": 0, "time": t0, "data": {"turn": 1}},
+            {"type": "user/message", "seq": 1, "time": t0 + 1, "surfaceOp": "append", "data": msg},
+            {
+                "type": "assistant/message",
+                "seq": 2,
+                "time": t0 + 2,
+                "surfaceOp": "append",
+                "data": {"turn": 1, "step": 1, "message": reply},
+            },
+            {"type": "turn/end", "seq": 3, "time": t0 + 3, "data": {"turn": 1, "reason": {"kind": "completed"}}},
+        ]
+        path = folder / "session.v4.jsonl"
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        os.utime(path, (old, old))
+        ids.append(sid)
+    return ids
