@@ -2,7 +2,8 @@
 
     python bench/bench_scale_out.py [--sessions 300] [--latency 0.5] [--workers 3] [--concurrency 6]
 
-One real Prefect server, the fake model answering in `--latency` seconds, generated sessions.
+One real Prefect server, the fake model in its own process answering in `--latency` seconds,
+clones of a bundled DSH sample (bench/_sessions.py, as bench_phase1 uses).
 Anchor, measured first in the same run: the extract flow in this process (`concurrency` model
 calls at a time). Then the same sessions into a fresh memory root with `extract_on_workers`:
 `dsh-memory deploy`'s extract-transcripts-pool on `--workers` real process workers (`--limit`
@@ -20,6 +21,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _sessions import FakeModelProcess, clone_dsh_sample  # noqa: E402
 
 
 def main() -> None:
@@ -32,21 +36,14 @@ def main() -> None:
     args = ap.parse_args()
 
     from dsh_memory.serve.prefect_server import PrefectServer
-    from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
-    from dsh_memory.testing.sessions import make_sessions
     from dsh_memory.testing.workers import running_workers, worker_env
 
     work = Path(tempfile.mkdtemp(prefix="dsh-bench-scale-"))
-    make_sessions(work / "dsh", args.sessions)
-
-    def reply(request: dict) -> Reply:
-        text = request["messages"][-1]["content"]
-        first = text.split("[user] ", 1)[1].splitlines()[0] if "[user] " in text else "a task"
-        return Reply.tool({"raw_memory": f"- The user asked: {first}", "rollout_summary": first, "rollout_slug": "fix"})
+    clone_dsh_sample(work / "dsh", args.sessions, prefix="scale")
 
     with (
         PrefectServer(work / "prefect").start() as server,
-        FakeOpenAIServer(latency_seconds=args.latency, handler=reply) as fake,
+        FakeModelProcess(latency=args.latency) as fake,  # its own process, as a real endpoint
     ):
         os.environ.update(
             PREFECT_API_URL=server.api_url,
@@ -88,7 +85,7 @@ def main() -> None:
             time.sleep(5)  # the workers' first poll
             os.environ["DSH_MEMORY_EXTRACT_ON_WORKERS"] = "1"
             split, counts_w = timed(str(work / "memories-workers"))
-        calls = len(fake.requests)
+    calls = len(fake.arrivals)
 
     n, lat, c = args.sessions, args.latency, args.concurrency
     ideal_here = n * lat / c
