@@ -62,6 +62,44 @@ def test_limit_caps_concurrent_calls_pools_leases_and_returns_every_slot(prefect
     assert _active(prefect_api) == 0
 
 
+@pytest.mark.usefixtures("prefect_api")
+def test_runs_holding_the_limit_between_them_reuse_their_own_leases(prefect_api):
+    """Regression (#19, the storm bench): two runs held one lease each of a limit of 2; each
+    run's second call waited on the server for a NEW lease while its own first lease sat idle —
+    a deadlock until max_wait_seconds (an hour). Now a waiting call takes the idle lease."""
+    from dsh_memory.llm.limit import GlobalLimit
+
+    name = f"dsh-memory-test-{time.monotonic_ns()}"
+    httpx.post(f"{prefect_api}/v2/concurrency_limits/", json={"name": name, "limit": 2}, timeout=10).raise_for_status()
+    runs = [GlobalLimit(prefect_api, name, size=2, max_wait_seconds=8, poll_seconds=0.05) for _ in range(2)]
+    errors: list[BaseException] = []
+    calls = []
+
+    def work(limit, hold: float):
+        try:
+            with limit.slot():
+                time.sleep(hold)
+                calls.append(1)
+        except BaseException as exc:  # the failure before the fix: HTTP 423 after max_wait_seconds
+            errors.append(exc)
+
+    try:
+        for limit in runs:  # each run takes one lease: the limit is full
+            with limit.slot():
+                pass
+        threads = [threading.Thread(target=work, args=(limit, hold)) for limit in runs for hold in (0.3, 0.3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert errors == [] and len(calls) == 4
+    finally:
+        for limit in runs:
+            limit.close()
+    r = httpx.post(f"{prefect_api}/v2/concurrency_limits/filter", json={}, timeout=10).json()
+    assert {x["name"]: x["active_slots"] for x in r}[name] == 0
+
+
 _HOLDER = """
 import threading, time
 from dsh_memory.llm.limit import open_limit

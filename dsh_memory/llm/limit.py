@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -110,9 +110,10 @@ class GlobalLimit(LocalLimit):
                 except Exception:  # transient: try again next round
                     pass
 
-    def _post(self, path: str, body: dict):
+    def _post(self, path: str, body: dict, give_up: Callable[[], bool] | None = None):
         """POST to the Prefect API; a busy limit/server is polled, a dropped keep-alive connection
-        (the server closes idle ones) is retried; a server that stays away is a transient error."""
+        (the server closes idle ones) is retried; a server that stays away is a transient error.
+        Returns None when `give_up()` turns true while polling a busy limit."""
         import httpx
 
         from dsh_memory.errors import LLMTransientError
@@ -130,14 +131,18 @@ class GlobalLimit(LocalLimit):
                 time.sleep(0.1 * transport_failures)
                 continue
             if r.status_code in RETRY_STATUSES and time.monotonic() < deadline:
+                if give_up is not None and give_up():
+                    return None
                 time.sleep(delay)
                 delay = min(delay * 1.5, 1.0)
                 continue
             return r
 
-    def _acquire(self) -> str:
+    def _acquire(self, give_up: Callable[[], bool] | None = None) -> str | None:
         body = {"names": [self.name], "slots": 1, "mode": "concurrency", "lease_duration": self.lease_seconds}
-        r = self._post("/v2/concurrency_limits/increment-with-lease", body)
+        r = self._post("/v2/concurrency_limits/increment-with-lease", body, give_up)
+        if r is None:
+            return None
         r.raise_for_status()
         lease_id = r.json()["lease_id"]
         with self._lock:
@@ -162,6 +167,10 @@ class GlobalLimit(LocalLimit):
         except OSError as exc:  # only costs the next run a wait if this one is killed
             log.debug("could not record LLM leases in %s: %s", path, exc)
 
+    def _has_idle(self) -> bool:
+        with self._lock:
+            return bool(self._idle)
+
     def _renew(self, lease_id: str) -> bool:
         r = self._post(f"/v2/concurrency_limits/leases/{lease_id}/renew", {"lease_duration": self.lease_seconds})
         return r.status_code < 300
@@ -172,12 +181,16 @@ class GlobalLimit(LocalLimit):
         self._take()
         lease_id = None
         try:
-            with self._lock:
-                while self._idle and lease_id is None:
-                    candidate = self._idle.pop()
-                    lease_id = candidate if candidate in self._leases else None  # dropped when expired
-            if lease_id is None:
-                lease_id = self._acquire()
+            while lease_id is None:
+                with self._lock:
+                    while self._idle and lease_id is None:
+                        candidate = self._idle.pop()
+                        lease_id = candidate if candidate in self._leases else None  # dropped when expired
+                if lease_id is None:
+                    # While the limit is busy, a lease this run's other calls return is taken
+                    # instead: waiting on the server for a NEW one while this run's own leases
+                    # sit idle deadlocked runs that held the whole limit between them.
+                    lease_id = self._acquire(give_up=self._has_idle)
             yield
         finally:
             if lease_id is not None:
