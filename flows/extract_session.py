@@ -7,6 +7,8 @@ Writes: what flows/extract.py writes; makes sure one `consolidate` run is queued
 (dsh_memory/serve/consolidation_queue.py: requests coalesce, nothing waits on Phase 2).
 Run name: `extract-session/<short session id>`; its tasks (discover, plan, one `extract-<id>`
 per session…) are this run's own: it runs Phase 1's body, not the extract flow as a subflow.
+Due sessions: when other extract-session runs are due but wait for a runner slot, this run
+extracts their sessions too and completes those runs (dsh_memory/serve/due_runs.py).
 Returns: the extract flow's Phase1Result, with `consolidation_requested` set.
 """
 
@@ -39,12 +41,55 @@ def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1R
     sid = session_id_from(session)
     if not sid:
         log.warning("no session id in the trigger: extracting every ready session instead")
+    # Other sessions whose trigger fired and wait for a runner slot: extracted here too, their
+    # runs then completed without a process (dsh_memory/serve/due_runs.py). Read BEFORE the plan.
+    due = _due_runs() if sid else []
+    ids = [sid, *dict.fromkeys(s for s in (session_id_from(r.session) for r in due) if s != sid)] if sid else None
     # Phase 1's body runs in this flow run (its tasks are this run's), not as a subflow.
-    result = run_phase1(session_ids=[sid] if sid else None, respect_idle=not sid)
+    result = run_phase1(session_ids=ids, respect_idle=not sid)
+    if due:
+        _complete_covered(due, result)
     result.consolidation_requested = False
     if consolidate and result.extracted:
         result.consolidation_requested = request_consolidation()
     return result
+
+
+def _due_runs() -> list:
+    from prefect.runtime import flow_run
+
+    from dsh_memory.serve.due_runs import read_due_runs
+
+    try:
+        return read_due_runs(exclude_run=flow_run.get_id())
+    except Exception as exc:  # the sweep is an optimisation: without it each run does its own
+        get_run_logger().info("due extract-session runs not read (%s)", type(exc).__name__)
+        return []
+
+
+def _complete_covered(due: list, result: Phase1Result) -> None:
+    """Complete the due runs whose session this run finished (extracted, no-op, up to date)."""
+    from prefect.runtime import flow_run
+
+    from dsh_memory.phase1.selection import ReasonKind
+    from dsh_memory.serve.due_runs import complete_covered
+
+    done = {o.session for o in result.outcomes if o.outcome in ("extracted", "noop")}
+    done |= {d.session for d in result.decisions if d.kind is ReasonKind.UP_TO_DATE}
+    by_param = {r.session for r in due if session_id_from(r.session) in done}
+    try:
+        covered = complete_covered(
+            due,
+            by_param,
+            by=f"run {flow_run.get_name()}",
+            name_for=lambda s: f"extract-session/{short_id(session_id_from(s))}",
+        )
+    except Exception as exc:
+        get_run_logger().info("due runs not completed (%s); they run on their own", type(exc).__name__)
+        return
+    get_run_logger().info(
+        "also extracted %d due sessions; %d of their runs completed without a process", len(due), len(covered)
+    )
 
 
 def request_consolidation() -> bool:

@@ -368,6 +368,8 @@ def test_delivery_failure_is_logged_retried_and_never_reported_as_dropped(fixtur
         fwd.close_timeout = 1
     assert "will retry" in caplog.text
     assert "not forwarded at shutdown" in caplog.text  # the app's shutdown says what it left behind
+    fwd._thread.join(5)
+    assert not fwd._thread.is_alive()  # and stops retrying
 
 
 def _turn(fixtures_dir, session_id: str, seq: int):

@@ -48,7 +48,7 @@ class TurnEndForwarder:
         self,
         api_url: str,
         *,
-        interval_seconds: float = 0.5,
+        interval_seconds: float = 2.0,
         batch_max: int = 500,
         max_pending: int = 10_000,
         timeout: float = 10.0,
@@ -69,6 +69,7 @@ class TurnEndForwarder:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closing = False
+        self._stopped = False
         self._flushers = 0  # callers waiting in flush(): skip the cadence wait
         self._client: Any = None
         # counters (read by tests, the bench and logs)
@@ -136,6 +137,7 @@ class TurnEndForwarder:
         done = self.flush(timeout)
         with self._cond:
             left = len(self._pending) + self._in_flight
+            self._stopped = True  # the thread ends after its current attempt
             self._cond.notify_all()
         if not done and left:
             log.error(
@@ -159,9 +161,11 @@ class TurnEndForwarder:
             while True:
                 with self._cond:
                     self._cond.wait_for(lambda: self._pending or self._closing)
-                    if self._closing and not self._pending:
+                    if self._stopped or (self._closing and not self._pending):
                         return
                     self._pause(backoff)
+                    if self._stopped:
+                        return
                     batch = self._take()
                 ok = self._send(batch)
                 with self._cond:
@@ -181,7 +185,7 @@ class TurnEndForwarder:
         session's entry). After a failure, the backoff instead (≤ 1 s while closing)."""
         if backoff:
             pause = min(backoff, 1.0) if self._closing else backoff
-            hurry: Callable[[], bool] = lambda: False  # noqa: E731
+            hurry: Callable[[], bool] = lambda: self._stopped  # noqa: E731
         else:
             pause = self.interval
             hurry = lambda: self._flushers > 0 or self._closing  # noqa: E731
@@ -217,5 +221,5 @@ class TurnEndForwarder:
 
 
 def retry_after_seconds(forwarder: TurnEndForwarder) -> int:
-    """A Retry-After for a refused turn end: a few cadences, at least one second."""
-    return max(1, int(round(forwarder.interval * 4)))
+    """A Retry-After for a refused turn end: two cadences, at least one second."""
+    return max(1, int(round(forwarder.interval * 2)))

@@ -73,27 +73,14 @@ def request_consolidation(settings: MemorySettings, deployment_name: str, now: d
 
 def _queue_once(deployment_name: str, start_at: datetime) -> ConsolidationRequest:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (
-        DeploymentFilter,
-        DeploymentFilterId,
-        FlowRunFilter,
-        FlowRunFilterExpectedStartTime,
-        FlowRunFilterState,
-        FlowRunFilterStateType,
-    )
-    from prefect.client.schemas.objects import StateType
     from prefect.states import Scheduled
+
+    from dsh_memory.serve.due_runs import queued_runs
 
     with get_client(sync_client=True) as client:
         deployment = client.read_deployment_by_name(deployment_name)
-        queued = client.read_flow_runs(
-            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])),
-            flow_run_filter=FlowRunFilter(
-                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED, StateType.PENDING])),
-                expected_start_time=FlowRunFilterExpectedStartTime(before_=start_at + timedelta(seconds=SLACK_SECONDS)),
-            ),
-            limit=1,
-        )
+        before = start_at + timedelta(seconds=SLACK_SECONDS)
+        queued = queued_runs(client, deployment.id, before, ("SCHEDULED", "PENDING"), limit=1)
         if queued:
             run = queued[0]
             return ConsolidationRequest(

@@ -31,6 +31,7 @@ log = logging.getLogger("dsh_memory.serve.stack")
 
 BOOT_DELAY_SECONDS = 5.0
 BOOT_THROTTLE_SECONDS = 60.0
+RUNNER_POLL_SECONDS = 2.0  # one cheap API call per poll
 PORT_WAIT_SECONDS = 10.0  # a port another process is about to release (a previous stack stopping)
 
 
@@ -173,7 +174,10 @@ class Stack:
             )
             # `limit`: the runner starts at most this many flow-run processes; the others stay
             # scheduled until a slot frees (serve()'s own default, None, is unlimited).
-            serve(*deployments, print_starting_message=False, limit=settings.flow_run_limit)
+            # `query_seconds`: how often the runner looks for due runs (Prefect's default, 10 s,
+            # is added to every triggered run's latency) unless PREFECT_RUNNER_POLL_FREQUENCY says.
+            poll = None if os.environ.get("PREFECT_RUNNER_POLL_FREQUENCY") else RUNNER_POLL_SECONDS
+            serve(*deployments, print_starting_message=False, limit=settings.flow_run_limit, query_seconds=poll)
         except KeyboardInterrupt:
             self.echo("stopping …")
         finally:

@@ -1,0 +1,344 @@
+"""A storm of turn ends against a real `dsh-memory serve` (issue #19).
+
+N sessions × M turn ends over S seconds: each turn appends one turn to the session's DSH log,
+then POSTs its turn end to the stack's receiver. The model is the fake OpenAI-compatible server
+on loopback (`--latency` per call). Printed, with the load average next to them:
+
+- receiver latency p50/p99 (client side), answers other than 202;
+- turn ends forwarded vs sent, and sessions whose LAST turn end reached Prefect (0 dropped);
+- extract-session runs per session, consolidate runs (and how many were cancelled);
+- peak processes and peak RSS of the stack (serve and every descendant, sampled every 0.5 s);
+- per session, time from its last turn end to its rollout summary (p50/max), and to the last
+  summary of all; every session searchable through the stack's RPC at the end;
+- one new turn on K already-extracted sessions: time until its new part is searchable.
+
+The anchor, measured in the same run before the storm: ONE session, one turn end, on the idle
+stack — the same path with nothing else going on. Ratios are storm ÷ anchor.
+
+    python bench/bench_storm.py [--sessions 100] [--turns 50] [--seconds 30] [--debounce 20]
+
+Goals (100 × 50 / 30 s on 2 cores): 0 dropped, p99 < 50 ms, exactly one run per session, peak
+stack RSS ≤ 2 GB, every session searchable ≤ debounce + 30 s after its last turn end, one new
+turn searchable ≤ debounce + 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx  # noqa: E402
+from _storm_stack import Sampler, Stack  # noqa: E402
+
+PROJECT = "--home-bench-src-storm--"
+
+
+def sid(i: int) -> str:
+    return str(uuid.UUID(int=(0x5708 << 112) + i + 1))
+
+
+class Sessions:
+    """DSH session logs the storm appends to, one turn per turn end."""
+
+    def __init__(self, home: Path, n: int):
+        self.home, self.n = home, n
+        self.seq = [0] * n
+        self.turn = [0] * n
+        self.locks = [threading.Lock() for _ in range(n)]
+        t0 = int(time.time() * 1000)
+        for i in range(n):
+            d = self.path(i).parent
+            d.mkdir(parents=True)
+            head = {"type": "session", "version": 4, "id": sid(i), "createdAt": t0, "cwd": "/home/bench/src/storm"}
+            self.path(i).write_text(json.dumps({**head, "isSeeded": False, "delegationDepth": 0}) + "\n")
+
+    def path(self, i: int) -> Path:
+        return self.home / "sessions" / PROJECT / sid(i) / "session.v4.jsonl"
+
+    def append_turn(self, i: int, text: str) -> dict:
+        """Append one whole turn; returns its turn-end body."""
+        now = int(time.time() * 1000)
+        self.turn[i] += 1
+        turn, s = self.turn[i], self.seq[i]
+        # A project rule in every prompt (the no-op gate sends the session to the model) naming the
+        # session's token, which the fake model's summary repeats (grounded: the clean-up keeps it).
+        text = f"{text}: {rule(i, 'follow-up' in text)}"
+        user = {"id": f"u{s}", "role": "user", "source": {"kind": "user"}, "content": [{"type": "text", "text": text}]}
+        reply = {"id": f"a{s}", "role": "assistant", "source": {"kind": "model"}}
+        reply["content"] = [{"type": "text", "text": f"Done: {text}"}]
+        lines = [
+            {"type": "turn/start", "seq": s, "time": now, "data": {"turn": turn}},
+            {"type": "user/message", "seq": s + 1, "time": now, "surfaceOp": "append", "data": user},
+            {
+                "type": "assistant/message",
+                "seq": s + 2,
+                "time": now,
+                "surfaceOp": "append",
+                "data": {"turn": turn, "step": 1, "message": reply},
+            },
+            {"type": "turn/end", "seq": s + 3, "time": now, "data": {"turn": turn, "reason": {"kind": "completed"}}},
+        ]
+        with open(self.path(i), "a") as f:
+            f.write("".join(json.dumps(x) + "\n" for x in lines))
+        self.seq[i] = s + 4
+        header = {"cwd": "/home/bench/src/storm", "origin": "user", "delegationDepth": 0}
+        return {"sessionId": sid(i), "turn": turn, "reason": {"kind": "completed"}, "seq": s + 3, "header": header}
+
+
+def rule(i: int, follow_up: bool) -> str:
+    if follow_up:
+        return f"in followtok{i}x always run `make lint` before you push."
+    return f"in stormtok{i}x always run `make test` before you commit."
+
+
+def model_reply(request: dict):
+    """Phase 1: the session's rule, repeated (a follow-up's rule for a new part); Phase 2: a small
+    handbook."""
+    from dsh_memory.testing.fake_openai import Reply
+
+    text = json.dumps(request.get("messages"))
+    tool = ((request.get("tools") or [{}])[0].get("function") or {}).get("name")
+    if tool == "memory_write":
+        return Reply.tool({"memory_md": "# Memory\n\n- storm bench\n", "memory_summary_md": "v1\n- storm bench\n"})
+    i = int(text.split("storm session ", 1)[1].split(" ", 1)[0]) if "storm session " in text else -1
+    said = rule(i, f"followtok{i}x" in text)
+    return Reply.tool(
+        {
+            "raw_memory": f"- {said[0].upper()}{said[1:]}",
+            "rollout_summary": said.capitalize(),
+            "rollout_slug": f"storm-{i}",
+        }
+    )
+
+
+def summary_time(root: Path, i: int, part: int = 1) -> float | None:
+    """When session i's rollout summary (part `part`) was written, or None."""
+    name = f"storm-{i}.md" if part == 1 else f"storm-{i}-part{part}.md"
+    try:
+        return (root / "rollout_summaries" / name).stat().st_mtime
+    except OSError:
+        return None
+
+
+def wait_for(predicate, timeout: float, every: float = 1.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return predicate()
+
+
+def run_storm(
+    sessions: int = 100,
+    turns: int = 50,
+    seconds: float = 30.0,
+    debounce: int = 20,
+    latency: float = 0.5,
+    follow_ups: int = 3,
+    api_url: str | None = None,
+    work: Path | None = None,
+    wait_seconds: float = 900.0,
+    anchor: bool = True,
+    echo=print,
+) -> dict:
+    """Run the storm; returns every number the bench prints (the test asserts on them)."""
+    from dsh_memory.testing.fake_openai import FakeOpenAIServer
+
+    work = work or Path(tempfile.mkdtemp(prefix="dsh-bench-storm-"))
+    n = sessions + 1  # session `sessions` is the anchor
+    logs = Sessions(work / "dsh", n)
+    out: dict = {"load_before": os.getloadavg()}
+    with FakeOpenAIServer(latency_seconds=latency, handler=model_reply) as fake:
+        stack = Stack(work, fake.base_url, debounce, api_url)
+        echo(f"starting dsh-memory serve (work dir {work}) …")
+        stack.start()
+        sampler = Sampler(stack.proc.pid)
+        sampler.start()
+        hook = stack.base + "/hooks/turn-end"
+        try:
+            # -- the anchor: one session, one turn end, on the idle stack ---------------------
+            out["anchor_seconds"] = float("nan")
+            if anchor:
+                a = sessions
+                t_anchor = time.time()
+                r = httpx.post(hook, json=logs.append_turn(a, f"storm session {a} turn 1"), timeout=10)
+                assert r.status_code == 202, r.text
+                wait_for(lambda: summary_time(stack.root, a) is not None, wait_seconds)
+                out["anchor_seconds"] = (summary_time(stack.root, a) or float("nan")) - t_anchor
+                echo(f"anchor: one turn end → summary in {out['anchor_seconds']:.1f} s (debounce {debounce} s)")
+
+            # -- the storm -------------------------------------------------------------------
+            plan = sorted(
+                (j * seconds / turns + (i / sessions) * (seconds / turns), i)
+                for i in range(sessions)
+                for j in range(turns)
+            )
+            latencies: list[float] = []
+            statuses: dict[int, int] = {}
+            last_sent: dict[int, tuple[float, int]] = {}
+            t0 = time.monotonic()
+            wall0 = time.time()
+            local = threading.local()
+
+            def fire(item):
+                due, i = item
+                delay = t0 + due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                client = getattr(local, "client", None) or httpx.Client(timeout=30)
+                local.client = client
+                with logs.locks[i]:
+                    body = logs.append_turn(i, f"storm session {i} turn {logs.turn[i] + 1}")
+                    s = time.perf_counter()
+                    resp = client.post(hook, json=body)
+                    latencies.append(time.perf_counter() - s)
+                    statuses[resp.status_code] = statuses.get(resp.status_code, 0) + 1
+                    if resp.status_code == 202 and resp.json().get("triggered"):
+                        last_sent[i] = (time.time(), body["seq"])
+
+            with ThreadPoolExecutor(max_workers=16) as pool:
+                list(pool.map(fire, plan))
+            out["storm_wall"] = time.time() - wall0
+            out["load_after_storm"] = os.getloadavg()
+            out["sent"] = len(plan)
+            out["statuses"] = statuses
+            qs = statistics.quantiles(latencies, n=100)
+            out["p50_ms"], out["p99_ms"] = statistics.median(latencies) * 1000, qs[98] * 1000
+            echo(f"storm: {len(plan)} turn ends in {out['storm_wall']:.1f} s; waiting for the summaries …")
+
+            # -- every session extracted ---------------------------------------------------------
+            wait_for(lambda: all(summary_time(stack.root, i) for i in range(sessions)), wait_seconds, 2.0)
+            done = {i: summary_time(stack.root, i) for i in range(sessions)}
+            lag = [done[i] - last_sent[i][0] for i in range(sessions) if done[i] and i in last_sent]
+            out["extracted"] = sum(1 for v in done.values() if v)
+            out["lag_p50"], out["lag_max"] = (statistics.median(lag), max(lag)) if lag else (float("nan"),) * 2
+            last_turn_end = max(t for t, _ in last_sent.values())
+            out["last_summary_after_last_turn_end"] = max(v for v in done.values() if v) - last_turn_end
+            out["searchable"] = sum(stack.searchable(f"stormtok{i}x") for i in range(sessions))
+            out["load_after_extraction"] = os.getloadavg()
+
+            # -- one new turn on K extracted sessions ----------------------------------------------
+            time.sleep(max(0, debounce / 2 - 5))  # let the storm's logs age as a quiet session's would
+            fresh = []
+            for i in range(min(follow_ups, sessions)):
+                t = time.time()
+                r = httpx.post(hook, json=logs.append_turn(i, f"storm session {i} follow-up"), timeout=10)
+                assert r.status_code == 202, r.text
+                ok = wait_for(lambda i=i: stack.searchable(f"followtok{i}x"), debounce + 180, 1.0)
+                fresh.append(time.time() - t if ok else float("inf"))
+            out["fresh"] = fresh
+
+            # -- Prefect's view ----------------------------------------------------------------
+            sid_index = {sid(i): i for i in range(n)}
+            forwarded_last = 0
+            for i in range(sessions):
+                if stack.last_forwarded_seq(sid(i)) == last_sent.get(i, (0, -1))[1] + 4 * (i < follow_ups):
+                    forwarded_last += 1
+            out["last_forwarded"] = forwarded_last
+            out["events_forwarded"] = stack.events_received()
+            runs = [
+                r
+                for r in stack.runs("extract-session")
+                if r["parameters"].get("session", "").removeprefix("dsh.session.") in sid_index
+            ]
+            per: dict[int, int] = {}
+            for r in runs:
+                i = sid_index[r["parameters"]["session"].removeprefix("dsh.session.")]
+                per[i] = per.get(i, 0) + 1
+            storm_runs = [per.get(i, 0) - (1 if i < follow_ups else 0) for i in range(sessions)]
+            out["runs_per_session"] = {k: storm_runs.count(k) for k in sorted(set(storm_runs))}
+            out["run_states"] = _count(r["state"]["type"] for r in runs)
+            out["swept"] = sum(1 for r in runs if (r["state"].get("message") or "").startswith("extracted by"))
+            cons = stack.runs("consolidate")
+            out["consolidate_runs"] = _count(r["state"]["type"] for r in cons)
+        finally:
+            sampler.stop.set()
+            out["peak_procs"], out["peak_rss_gb"] = sampler.peak_procs, sampler.peak_rss / 2**30
+            out["forwarder"] = _forwarder_line(stack.log_path)
+            stack.stop()
+    out["load_end"] = os.getloadavg()
+    return out
+
+
+def _count(items) -> dict:
+    out: dict = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return out
+
+
+def _forwarder_line(log: Path) -> str:
+    lines = [x for x in log.read_text().splitlines() if "forwarding" in x or "not forwarded" in x]
+    return lines[-1] if lines else ""
+
+
+def report(o: dict, sessions: int, turns: int, seconds: float, debounce: int, echo=print) -> None:
+    load = "/".join(f"{x:.1f}" for x in o["load_before"])
+    echo(f"\n== storm: {sessions} sessions × {turns} turn ends over {seconds:.0f} s, debounce {debounce} s ==")
+    echo(
+        f"load average (1/5/15 min) before {load}; after the storm {o['load_after_storm'][0]:.1f}; "
+        f"after extraction {o['load_after_extraction'][0]:.1f}"
+    )
+    echo(
+        f"receiver latency      : p50 {o['p50_ms']:.1f} ms, p99 {o['p99_ms']:.1f} ms (goal < 50 ms); answers {o['statuses']}"
+    )
+    echo(
+        f"sent / forwarded      : {o['sent']} turn ends sent, {o['events_forwarded']} events forwarded to Prefect "
+        "(coalesced; the anchor's and follow-ups' included)"
+    )
+    echo(
+        f"sent / last forwarded : {o['sent']} sent; {o['last_forwarded']}/{sessions} sessions' LAST turn end reached Prefect "
+        f"(dropped: {sessions - o['last_forwarded']}, goal 0)"
+    )
+    echo(
+        f"runs per session      : {o['runs_per_session']} (runs → sessions; goal: all exactly 1); states {o['run_states']}, "
+        f"{o['swept']} completed by a due-session sweep (no process)"
+    )
+    echo(f"consolidate runs      : {o['consolidate_runs']}")
+    echo(f"peak stack            : {o['peak_procs']} processes, {o['peak_rss_gb']:.2f} GiB RSS (goal ≤ 2 GB)")
+    goal = debounce + 30
+    echo(
+        f"last turn end → summary: p50 {o['lag_p50']:.1f} s, max {o['lag_max']:.1f} s (goal ≤ {goal} s); "
+        f"all {o['extracted']}/{sessions} extracted, {o['searchable']}/{sessions} searchable"
+    )
+    echo(f"last summary after the last turn end: {o['last_summary_after_last_turn_end']:.1f} s")
+    echo(
+        f"anchor (1 session, idle stack): {o['anchor_seconds']:.1f} s → storm max ÷ anchor "
+        f"{o['lag_max'] / o['anchor_seconds']:.2f}, p50 ÷ anchor {o['lag_p50'] / o['anchor_seconds']:.2f}"
+    )
+    fresh = ", ".join(f"{x:.1f}" for x in o["fresh"])
+    echo(
+        f"one new turn → searchable: {fresh} s (goal ≤ {debounce + 10} s; anchor ratio "
+        f"{max(o['fresh']) / o['anchor_seconds']:.2f})"
+    )
+
+
+def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=100)
+    ap.add_argument("--turns", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--debounce", type=int, default=20)
+    ap.add_argument("--latency", type=float, default=0.5, help="fake model seconds per call")
+    ap.add_argument("--follow-ups", type=int, default=3)
+    args = ap.parse_args()
+    o = run_storm(args.sessions, args.turns, args.seconds, args.debounce, args.latency, args.follow_ups)
+    report(o, args.sessions, args.turns, args.seconds, args.debounce)
+
+
+if __name__ == "__main__":
+    main()
