@@ -36,7 +36,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from dsh_memory.serve.prefect_server import PrefectServer
-    from dsh_memory.testing.workers import running_workers, worker_env
+    from dsh_memory.testing.workers import running_workers, wait_for_workers, worker_env
 
     work = Path(tempfile.mkdtemp(prefix="dsh-bench-scale-"))
     clone_dsh_sample(work / "dsh", args.sessions, prefix="scale")
@@ -81,8 +81,8 @@ def main() -> None:
         deploy(MemorySettings.from_env(), result_storage="local-file-system/bench-results")
         env = worker_env(dict(os.environ), server.api_url)  # INFO: a timeline in worker-logs/ (not printed)
         specs = [(f"w{i}", "dsh-memory-extract", env) for i in range(args.workers)]
-        with running_workers(specs, work / "worker-logs", limit=args.limit):
-            time.sleep(5)  # the workers' first poll
+        with running_workers(specs, work / "worker-logs", limit=args.limit) as procs:
+            wait_for_workers("dsh-memory-extract", [name for name, _, _ in specs], procs)
             os.environ["DSH_MEMORY_EXTRACT_ON_WORKERS"] = "1"
             split, counts_w = timed(str(work / "memories-workers"))
     calls = len(fake.arrivals)

@@ -18,7 +18,7 @@ from prefect import flow
 from dsh_memory.storage.state import StateStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer
 from dsh_memory.testing.sessions import PLANTED_SECRET, make_sessions
-from dsh_memory.testing.workers import running_workers, worker_env, worker_logs
+from dsh_memory.testing.workers import running_workers, wait_for_workers, worker_env, worker_logs
 from tests.flow_helpers import memory_reply
 
 pytestmark = pytest.mark.usefixtures("own_prefect_api")
@@ -104,7 +104,8 @@ def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch,
             ("remote", "dsh-memory-extract", worker_env(remote, own_prefect_api)),
         ]
         logs = tmp_path / "worker-logs"
-        with running_workers(specs, logs):
+        with running_workers(specs, logs) as procs:
+            wait_for_workers("dsh-memory-extract", [name for name, _, _ in specs], procs)
             from dsh_memory.flows.extract import extract_flow
 
             result = extract_flow()

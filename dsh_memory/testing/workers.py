@@ -59,3 +59,25 @@ def running_workers(specs: list[tuple[str, str, dict[str, str]]], logs: Path, li
 
 def worker_logs(logs: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(logs.glob("*.log")))
+
+
+def wait_for_workers(pool: str, names: list[str], procs: list, timeout: float = 180.0) -> None:
+    """Return once every named worker has said hello to the server for `pool` (under load a
+    worker takes many seconds to start: runs scheduled before would all go to the first ones).
+    Raises RuntimeError when one exits or the time is up."""
+    import time
+
+    from prefect import get_client
+
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while True:
+            dead = [p.args for p in procs if p.poll() is not None]
+            if dead:
+                raise RuntimeError(f"a worker exited: {dead[0]}")
+            online = {w.name for w in client.read_workers_for_work_pool(pool)}
+            if set(names) <= online:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"workers not online after {timeout:.0f}s: {sorted(set(names) - online)}")
+            time.sleep(0.5)
