@@ -5,12 +5,11 @@ Run by:   the `extract-transcripts-pool` deployment (`dsh-memory deploy`, work p
 Reads:    its `jobs` parameter only — redacted, budgeted transcripts (dsh_memory/phase1/remote.py).
           Never the memory root, the session logs or the claims: the worker may be another machine.
 Model:    this worker's own route (its saved blocks > its environment), e.g. a local model on a
-          GPU box; `concurrency` calls at a time per run. A transcript larger than that model's
-          context (the writer renders for `transcript_budget_tokens`) is returned as an error that
-          says which budget to set, not sent. Not under the global `dsh-memory-llm`
-          limit: its slots are held per thread until a run ends, so runs of several workers
-          sharing it could each hold part of it and wait for the rest forever; the worker's
-          `--limit` (runs at a time) bounds this machine's calls instead.
+          GPU box; `concurrency` calls at a time per run, bounded by the worker's `--limit` (runs
+          at a time), not by the global `dsh-memory-llm` limit (that one bounds the main host's
+          calls to its endpoint; a worker may call another model). A transcript larger than
+          that model's context (the writer renders for `transcript_budget_tokens`) is returned
+          as an error that says which budget to set, not sent.
 Returns:  one JobResult (as JSON) per job, persisted in the result storage this worker is given
           (PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK, set on the deployment by `deploy --result-storage`):
           the writer on the main host reads it from there, as plain JSON (tasks/remote.py
