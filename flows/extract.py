@@ -50,7 +50,7 @@ from dsh_memory.tasks.claims import (
 )
 from dsh_memory.tasks.discover import discover_sessions
 from dsh_memory.tasks.extract import extract_session
-from dsh_memory.tasks.remote import apply_batch, extract_on_workers, find_extract_deployment, prepare_batch
+from dsh_memory.tasks.remote import WORKERS, apply_batch, extract_on_workers, find_extract_deployment, prepare_batch
 from dsh_memory.tasks.select import plan_extractions
 from dsh_memory.transcript import tokens
 
@@ -131,10 +131,12 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
                 result.outcomes += _extract_on_workers(todo, settings)
             else:
                 result.outcomes += _extract_all(todo, model, settings)
-        if model is not None:
-            result.provider, result.model = model.provider, model.model
-    provider, model_name = (model.provider, model.model) if model else ("", "")
-    finish_phase1(settings, result.outcomes, now, provider=provider, model=model_name)
+    # The route that answered: this host's model, or the extract pool's workers (a session parked
+    # by failing workers resumes when they work again, as one parked on a model does).
+    route = (model.provider, model.model) if model else (WORKERS, EXTRACT_TRANSCRIPTS + POOL_SUFFIX)
+    if todo:
+        result.provider, result.model = route
+    finish_phase1(settings, result.outcomes, now, provider=route[0], model=route[1])
     result.counts = result.count_outcomes()
     _publish(result)
     log.info("Phase 1 done: %s", ", ".join(f"{k}={v}" for k, v in result.counts.items()) or "nothing to do")
@@ -192,7 +194,13 @@ def _extract_on_workers(todo: list[Decision], settings: MemorySettings) -> list[
         )
         applied = runner.map(
             apply_batch,
-            parameters=dict(decisions=groups, prepared=prepared, results=results, settings=unmapped(settings)),
+            parameters=dict(
+                decisions=groups,
+                prepared=prepared,
+                results=results,
+                settings=unmapped(settings),
+                route=unmapped((WORKERS, EXTRACT_TRANSCRIPTS + POOL_SUFFIX)),
+            ),
         )
         return [o for outcomes in applied.result() for o in outcomes]
 

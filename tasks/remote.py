@@ -28,6 +28,7 @@ from dsh_memory.settings import MemorySettings
 from dsh_memory.transcript.redact import redact
 
 POLL_SECONDS = 1.0
+WORKERS = "workers"  # the provider a claim records when the extract pool's workers failed it
 
 
 class PreparedBatch(BaseModel):
@@ -39,8 +40,17 @@ def _error(exc: BaseException) -> str:
     return redact(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
 
 
-def _failed(ctx: MemoryContext, settings: MemorySettings, d: Decision, error: str) -> Outcome:
-    claim = ctx.state.fail(d.ref.id, error, datetime.now(UTC), settings.retry_base_seconds, settings.retry_limit)
+def _failed(ctx: MemoryContext, settings: MemorySettings, d: Decision, error: str, route=("", "")) -> Outcome:
+    provider, model = route
+    claim = ctx.state.fail(
+        d.ref.id,
+        error,
+        datetime.now(UTC),
+        settings.retry_base_seconds,
+        settings.retry_limit,
+        provider=provider,
+        model=model,
+    )
     return Outcome(
         session=d.ref.id,
         source=d.ref.source,
@@ -197,8 +207,14 @@ def _cancel(flow_run_id) -> None:
 
 @task(name="apply-batch", cache_policy=NO_CACHE)
 def apply_batch(
-    decisions: list[Decision], prepared: PreparedBatch, results: list[JobResult], settings: MemorySettings
+    decisions: list[Decision],
+    prepared: PreparedBatch,
+    results: list[JobResult],
+    settings: MemorySettings,
+    route: tuple[str, str] = ("", ""),
 ) -> list[Outcome]:
+    """`route`: what a worker's failure is recorded against — (WORKERS, the deployment) — so a
+    session parked by failing workers resumes when a run on the workers works again."""
     by_id = {r.session_id: r for r in results}
     sent = {j.session_id for j in prepared.jobs}
     outcomes = list(prepared.outcomes)
@@ -208,7 +224,8 @@ def apply_batch(
                 continue
             r = by_id.get(d.ref.id) or JobResult(session_id=d.ref.id, error="the worker returned no result for it")
             if r.output is None:
-                outcomes.append(_failed(ctx, settings, d, r.error or "the worker returned neither output nor error"))
+                why = r.error or "the worker returned neither output nor error"
+                outcomes.append(_failed(ctx, settings, d, why, route))
                 continue
             try:
                 outcomes.append(apply_output(ctx.store, ctx.state, d, accept(r.output), datetime.now(UTC)))

@@ -68,7 +68,8 @@ def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch,
     from dsh_memory.serve.deploy import deploy
     from dsh_memory.settings import MemorySettings
 
-    ids = make_sessions(tmp_path / "dsh", N_SESSIONS)
+    ids = make_sessions(tmp_path / "dsh", N_SESSIONS + 2)
+    parked_on_workers, parked_elsewhere = ids.pop(), ids.pop()  # not extracted now (parked)
     results = tmp_path / "shared-results"  # on other machines: an S3/GCS bucket or a remote fs
     LocalFileSystem(basepath=str(results)).save("dsh-results", overwrite=True)
     with FakeOpenAIServer(handler=memory_reply) as here, FakeOpenAIServer(handler=memory_reply) as gpu_box:
@@ -85,6 +86,16 @@ def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch,
         )
         (tmp_path / "home").mkdir()
         report = deploy(MemorySettings.from_env(), result_storage="local-file-system/dsh-results")
+        from datetime import UTC, datetime
+
+        state = StateStore(root)
+        for sid, route in (
+            (parked_on_workers, ("workers", "extract-transcripts/extract-transcripts-pool")),
+            (parked_elsewhere, ("openai", "another-model")),
+        ):
+            for _ in range(3):  # retry_limit failures: parked
+                state.fail(sid, "down", datetime.now(UTC), 60, 3, provider=route[0], model=route[1])
+        state.close()
         assert "extract-transcripts/extract-transcripts-pool" in report.deployments
 
         remote_home = tmp_path / "gpu-box"
@@ -117,6 +128,10 @@ def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch,
     assert gpu_box.requests and here.requests, "the remote worker and the local ones both extracted"
     claims = StateStore(root).claims()
     assert {s for s, c in claims.items() if c.status == "done"} == set(ids)
+    # The workers worked: the session they had parked resumes (due now), the other route's stays.
+    assert not claims[parked_on_workers].parked and claims[parked_on_workers].attempts == 0
+    assert claims[parked_elsewhere].parked
+    assert (result.provider, result.model) == ("workers", "extract-transcripts/extract-transcripts-pool")
     raw = (root / "raw_memories.md").read_text()
     assert all(raw.count(f"{sid}#1") == 1 for sid in ids)
     summaries = list((root / "rollout_summaries").glob("*.md"))
