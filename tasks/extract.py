@@ -81,8 +81,7 @@ def llm_extract(
         reasoning_effort=model.reasoning_effort,
     )
     if global_limit is not None:
-        with global_limit.slot():
-            return call_model(model.llm, transcript_text, **kwargs)
+        kwargs["slot"] = global_limit.slot  # held around the model's part of the call only
     return call_model(model.llm, transcript_text, **kwargs)
 
 

@@ -182,3 +182,30 @@ def test_phase2_files_are_cleaned_the_same_way_whoever_wrote_them():
         clean_handbook("v1\n\n## Tips\n- Run `make lint` first.\n", evidence)
         == "v1\n\n## Tips\n- Run `make lint` first.\n"
     )
+
+
+def test_the_model_slot_is_held_around_the_model_call_only():
+    """Regression: the slot (a global-limit lease) was held through the gate and the clean-up,
+    so a trivial session took one and a model call waited on another session's CPU work."""
+    from contextlib import contextmanager
+
+    held = {"now": False, "entries": 0, "calls_inside": 0}
+
+    @contextmanager
+    def slot():
+        held["now"], held["entries"] = True, held["entries"] + 1
+        try:
+            yield
+        finally:
+            held["now"] = False
+
+    class Watching(Scripted):
+        def complete(self, *a, **kw):
+            held["calls_inside"] += held["now"]
+            return super().complete(*a, **kw)
+
+    kw = dict(cwd="/home/demo", source="dsh", delta_watermark=None, max_tokens=4096, reasoning_effort="", slot=slot)
+    extraction.call_model(Watching("- hi"), HELLO, **kw)
+    assert held["entries"] == 0  # trivial: no model call, no slot
+    out = extraction.call_model(Watching("- `urllib3<2` is pinned in `requirements.txt`."), TRANSCRIPT, **kw)
+    assert held == {"now": False, "entries": 1, "calls_inside": 1} and out.raw_memory

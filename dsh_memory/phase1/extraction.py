@@ -7,6 +7,8 @@ apply    : no-op gate → rollout summary file → raw memory block → claim do
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -55,12 +57,15 @@ def call_model(
     delta_watermark: int | None,
     max_tokens: int,
     reasoning_effort: str,
+    slot: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> ExtractionOutput:
     """One extraction. Raises the LLM error classes; returns redacted, cleaned fields.
 
     The no-op gate first (a trivial session costs no model call); then the model: a small local
     model in short steps over the transcript's evidence (`phase1.steps`), any other in one
-    `memory_save` call; then the same deterministic clean-up for every provider (`postprocess`)."""
+    `memory_save` call; then the same deterministic clean-up for every provider (`postprocess`).
+    `slot()` is held around the model's part only (llm/limit.py: the run's model slots), so
+    the gate, the prompt and the clean-up of one session overlap another's model call."""
     from dsh_memory.phase1.evidence import gather
     from dsh_memory.phase1.gate import trivial_reason
 
@@ -73,12 +78,14 @@ def call_model(
     if getattr(llm, "provider", "") == "local":
         from dsh_memory.phase1.steps import extract_in_steps
 
-        output = extract_in_steps(llm, evidence, cwd=cwd, max_tokens=max_tokens)
+        with slot():
+            output = extract_in_steps(llm, evidence, cwd=cwd, max_tokens=max_tokens)
     else:
         messages = phase1.build_messages(transcript_text, cwd=cwd, source=source, delta_watermark=delta_watermark)
-        completion = llm.complete(
-            messages, tool=phase1.MEMORY_SAVE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
-        )
+        with slot():
+            completion = llm.complete(
+                messages, tool=phase1.MEMORY_SAVE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
+            )
         output = parse_completion(completion)
     return clean_output(output, transcript_text)
 
