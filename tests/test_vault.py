@@ -342,3 +342,16 @@ def test_browser_tests_fail_without_chromium_unless_skipped_on_purpose(tmp_path,
         assert r.returncode in (0, 5) and "browser tests skipped: DSH_MEMORY_SKIP_BROWSER_TESTS is set" in r.stdout
     else:
         assert r.returncode != 0 and "no Chromium found" in r.stdout, r.stdout[-2000:]
+
+
+def test_overview_shows_memories_per_project(client, settings):
+    """#18: the vault shows memories per scope, from the same count `status` prints."""
+    from dsh_memory.readpath.scoping import per_project
+
+    rows = per_project(MemoryStore(settings.memory_root))
+    assert rows, "the sample memory has items"
+    table = client.get("/").text.split('id="projects"', 1)[1].split("</table>", 1)[0]
+    for name, row in rows.items():
+        label = "global (every project)" if name == "global" else f"<code>{name}</code>"
+        cells = f"<td>{row['handbook_items']}</td><td>{row['sessions']}</td><td>{row['pending_raw']}</td>"
+        assert f"<tr><td>{label}</td>{cells}</tr>" in table, table
