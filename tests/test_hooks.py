@@ -417,6 +417,29 @@ def test_a_failed_post_is_retried_with_the_same_event_ids(fixtures_dir, fake_pre
     assert "HTTP 500" in caplog.text and "will retry" in caplog.text
 
 
+def test_a_busy_session_costs_one_event_per_gap_and_its_last_turn_end_still_goes_out(fixtures_dir, fake_prefect):
+    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, min_gap_seconds=1.0)
+    sid = "0a0b0c0d-0000-4000-8000-000000000042"
+
+    def turn(seq):
+        return parse_turn_end(json.dumps(_turn(fixtures_dir, sid, seq)).encode(), roots=ROOTS)
+
+    assert fwd.submit(turn(0))
+    deadline = time.monotonic() + 5
+    while not fake_prefect.events:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for seq in range(1, 11):  # a turn end every 50 ms, all within the gap
+        assert fwd.submit(turn(seq))
+        time.sleep(0.05)
+    deadline = time.monotonic() + 10
+    while [e["payload"]["seq"] for e in fake_prefect.events][-1:] != [10]:
+        assert time.monotonic() < deadline, fake_prefect.events
+        time.sleep(0.02)
+    assert [e["payload"]["seq"] for e in fake_prefect.events] == [0, 10]
+    assert fwd.close(5)
+
+
 def test_over_capacity_is_a_clear_503_never_a_silent_drop(fixtures_dir, fake_prefect):
     gate = threading.Event()
 

@@ -47,6 +47,13 @@ NO_SERVER = "no Prefect server configured"
 _FROM_ENV: Any = object()
 
 
+def min_gap_seconds(settings: Any) -> float:
+    """How long a session's next turn end may wait after one was forwarded: a quarter of the
+    debounce (the trigger still sees the session busy), at most 10 s; 0 without settings."""
+    debounce = getattr(settings, "debounce_seconds", None)
+    return min(10.0, debounce / 4) if debounce else 0.0
+
+
 def _refuse(status: int, message: str, kind: str = "Refused", headers: dict | None = None) -> JSONResponse:
     body = {"accepted": False, "error": {"type": kind, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -77,7 +84,7 @@ class TurnEndReceiver:
         self.secret = (e.get(SECRET_ENV) or None) if secret is _FROM_ENV else (secret or None)
         self.max_body = max_body_bytes
         if forwarder is None and self.api_url:
-            forwarder = TurnEndForwarder(self.api_url)
+            forwarder = TurnEndForwarder(self.api_url, min_gap_seconds=min_gap_seconds(settings))
         self.forwarder = forwarder
 
     def close(self, timeout: float | None = None) -> bool:
