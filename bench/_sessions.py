@@ -44,6 +44,23 @@ def age_all(root: Path, seconds: float = 3600) -> None:
         os.utime(p, (old, old))
 
 
+def bench_env(work: Path, base_url: str, concurrency: int) -> dict[str, str]:
+    """The environment of a Phase 1 bench under `work`: its DSH sessions only, the fake model at
+    `base_url`, `concurrency` model slots, sessions of any age."""
+    return dict(
+        DSH_HOME=str(work / "dsh"),
+        CODEX_HOME=str(work / "none"),
+        CLAUDE_CONFIG_DIR=str(work / "none"),
+        DSH_MEMORY_ROOT=str(work / "memories"),
+        DSH_MEMORY_BASE_URL=base_url,
+        DSH_MEMORY_API_KEY="bench",
+        DSH_MEMORY_MODEL="fake-model",
+        DSH_MEMORY_CONCURRENCY=str(concurrency),
+        DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
+        PREFECT_LOGGING_LEVEL=os.environ.get("BENCH_LOG", "WARNING"),
+    )
+
+
 def user_lines(request: dict) -> list[str]:
     """The user's prompts as the rendered transcript in a Phase 1 request shows them."""
     text = "\n".join(m.get("content") or "" for m in request.get("messages", []) if m.get("role") == "user")

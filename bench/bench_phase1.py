@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _sessions import FakeModelProcess, clone_dsh_sample  # noqa: E402
+from _sessions import FakeModelProcess, bench_env, clone_dsh_sample  # noqa: E402
 
 
 def main() -> None:
@@ -40,19 +40,7 @@ def main() -> None:
         PrefectServer(work / "prefect").start() as server,
         FakeModelProcess(latency=args.latency) as fake,  # its own process, as a real endpoint
     ):
-        os.environ.update(
-            PREFECT_API_URL=server.api_url,
-            DSH_HOME=str(work / "dsh"),
-            CODEX_HOME=str(work / "none"),
-            CLAUDE_CONFIG_DIR=str(work / "none"),
-            DSH_MEMORY_ROOT=str(work / "memories"),
-            DSH_MEMORY_BASE_URL=fake.base_url,
-            DSH_MEMORY_API_KEY="bench",
-            DSH_MEMORY_MODEL="fake-model",
-            DSH_MEMORY_CONCURRENCY=str(args.concurrency),
-            DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
-            PREFECT_LOGGING_LEVEL=os.environ.get("BENCH_LOG", "WARNING"),
-        )
+        os.environ.update(PREFECT_API_URL=server.api_url, **bench_env(work, fake.base_url, args.concurrency))
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):

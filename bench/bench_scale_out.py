@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _sessions import FakeModelProcess, clone_dsh_sample  # noqa: E402
+from _sessions import FakeModelProcess, bench_env, clone_dsh_sample  # noqa: E402
 
 
 def main() -> None:
@@ -48,16 +48,8 @@ def main() -> None:
         os.environ.update(
             PREFECT_API_URL=server.api_url,
             PREFECT_HOME=str(work / "client"),
-            DSH_HOME=str(work / "dsh"),
-            CODEX_HOME=str(work / "none"),
-            CLAUDE_CONFIG_DIR=str(work / "none"),
-            DSH_MEMORY_BASE_URL=fake.base_url,
-            DSH_MEMORY_API_KEY="bench",
-            DSH_MEMORY_MODEL="fake-model",
-            DSH_MEMORY_CONCURRENCY=str(args.concurrency),
-            DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
             DSH_MEMORY_IGNORE_BLOCKS="1",
-            PREFECT_LOGGING_LEVEL="WARNING",
+            **bench_env(work, fake.base_url, args.concurrency),  # DSH_MEMORY_ROOT: set per timed run
         )
         from prefect.context import refresh_global_settings_context
 
