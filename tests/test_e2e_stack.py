@@ -50,8 +50,11 @@ def _llm(request: dict) -> Reply:
 
 
 def _flow_runs(api_url: str, flow_name: str, since: datetime) -> list[dict]:
+    """This stack's runs of `flow_name`: serve's deployment of that name (the suite's server holds
+    other tests' deployments of the same flows)."""
     body = {
         "flows": {"name": {"any_": [flow_name]}},
+        "deployments": {"name": {"any_": [flow_name]}},
         "flow_runs": {"start_time": {"after_": since.isoformat()}},
         "limit": 100,
     }
@@ -135,7 +138,7 @@ def test_serve_debounces_turn_ends_into_one_run_per_session(prefect_api, tmp_pat
             time.sleep(20)  # nothing more may arrive after the debounce
             runs = _flow_runs(prefect_api, "extract-session", since)
             assert len([r for r in runs if r["state"]["type"] == "COMPLETED"]) == 3, [r["state"]["type"] for r in runs]
-            assert len(runs) == 3
+            assert len(runs) == 3, [(r["name"], r["state"]["type"], r["created"], r.get("deployment_id")) for r in runs]
             params = sorted(r["parameters"]["session"] for r in runs)
             assert [p.removeprefix("dsh.session.") for p in params] == sorted(ids)
             assert sorted(r["name"] for r in runs) == sorted(f"extract-session/{i[:8]}" for i in ids)
