@@ -262,7 +262,8 @@ def run_storm(
             out["runs_per_session"] = {k: storm_runs.count(k) for k in sorted(set(storm_runs))}
             out["run_states"] = _count(r["state"]["type"] for r in runs)
             out["swept"] = sum(1 for r in runs if (r["state"].get("message") or "").startswith("extracted by"))
-            cons = stack.runs("consolidate")
+            # requested runs only: the interval schedule's upcoming runs (auto-scheduled) are not requests
+            cons = [r for r in stack.runs("consolidate") if not r.get("auto_scheduled")]
             out["consolidate_runs"] = _count(r["state"]["type"] for r in cons)
         finally:
             sampler.stop.set()
