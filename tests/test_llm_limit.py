@@ -4,12 +4,14 @@ killed run's leases returned by the next run, a dropped connection retried."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -138,41 +140,61 @@ def test_a_killed_runs_slots_are_returned_by_the_next_run_at_once(prefect_api):
     assert _active(prefect_api) == 0
 
 
-def test_a_dropped_connection_is_retried_not_fatal():
-    """Regression: a Prefect server closing a connection without answering failed the session."""
+@contextmanager
+def _scripted_api(answer):
+    """A stand-in Prefect API on loopback: `answer(request)` gives (status, JSON body) for each
+    request, or None to hang up without a response. Yields the API URL."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from dsh_memory.llm.limit import GlobalLimit
-
-    calls = []
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):
             pass
 
-        def do_POST(self):
+        def _answer(self):
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            calls.append(self.path)
-            if len(calls) == 1:  # the first request: hang up without a response
+            reply = answer(self)
+            if reply is None:
                 self.close_connection = True
                 self.connection.shutdown(2)
                 return
-            body = b'{"lease_id": "lease-1"}'
-            self.send_response(200)
+            status, body = reply
+            data = json.dumps(body).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PATCH = _answer
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        limit = GlobalLimit(f"http://127.0.0.1:{server.server_address[1]}/api")
-        with limit.slot():
-            pass
-        limit.close()
+        yield f"http://127.0.0.1:{server.server_address[1]}/api"
     finally:
         server.shutdown()
+
+
+def _one_call(api_url: str) -> None:
+    """One model slot taken and returned through a GlobalLimit on `api_url`."""
+    from dsh_memory.llm.limit import GlobalLimit
+
+    limit = GlobalLimit(api_url)
+    with limit.slot():
+        pass
+    limit.close()
+
+
+def test_a_dropped_connection_is_retried_not_fatal():
+    """Regression: a Prefect server closing a connection without answering failed the session."""
+    calls = []
+
+    def answer(request):
+        calls.append(request.path)
+        return None if len(calls) == 1 else (200, {"lease_id": "lease-1"})  # the first: hang up
+
+    with _scripted_api(answer) as api_url:
+        _one_call(api_url)
     assert calls[:2] == ["/api/v2/concurrency_limits/increment-with-lease"] * 2
     assert calls[-1] == "/api/v2/concurrency_limits/decrement-with-lease"
 
@@ -180,34 +202,13 @@ def test_a_dropped_connection_is_retried_not_fatal():
 def test_a_limit_the_server_refuses_is_disabled_with_a_warning(caplog):
     """A run without the global limit (only its own slots) is never silent about it."""
     import logging
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    class Refuse(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def _refuse(self):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = b'{"detail": "forbidden"}'
-            self.send_response(403)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = do_PATCH = _refuse
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/api"
-    try:
+    with _scripted_api(lambda request: (403, {"detail": "forbidden"})) as url:
         with temporary_settings(updates={PREFECT_API_URL: url}), caplog.at_level(logging.WARNING):
             limit = open_limit(3)
             assert type(limit) is LocalLimit and limit.size == 3
-    finally:
-        server.shutdown()
     (record,) = [r for r in caplog.records if LIMIT_NAME in r.getMessage()]
     assert record.levelno == logging.WARNING
     message = record.getMessage()
@@ -217,35 +218,15 @@ def test_a_limit_the_server_refuses_is_disabled_with_a_warning(caplog):
 def test_the_limit_client_authenticates_like_every_other_prefect_client(monkeypatch):
     """Every lease request carries the configured auth (PREFECT_API_AUTH_STRING → Basic)."""
     import base64
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from dsh_memory.llm.limit import GlobalLimit
 
     seen: list[str | None] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            seen.append(self.headers.get("Authorization"))
-            body = b'{"lease_id": "lease-1"}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(request):
+        seen.append(request.headers.get("Authorization"))
+        return 200, {"lease_id": "lease-1"}
 
     monkeypatch.setenv("PREFECT_API_AUTH_STRING", "admin:s3cret")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        limit = GlobalLimit(f"http://127.0.0.1:{server.server_address[1]}/api")
-        with limit.slot():
-            pass
-        limit.close()
-    finally:
-        server.shutdown()
+    with _scripted_api(answer) as api_url:
+        _one_call(api_url)
     expected = "Basic " + base64.b64encode(b"admin:s3cret").decode()
     assert seen and all(h == expected for h in seen), seen
