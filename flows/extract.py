@@ -97,12 +97,12 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     log = get_run_logger()
     settings, route = ctx.settings, ctx.route
     now = datetime.now(UTC)
-    if not dry_run:
-        tokens.preload()  # while sessions are discovered and planned
 
     refs = discover_sessions(settings)
     decisions = plan_extractions(refs, settings, now, session_ids, backfill, respect_idle)
     todo = [d for d in decisions if d.action == EXTRACT]
+    if todo and not dry_run:
+        tokens.preload()  # while claims are recovered and the workers start
     result = Phase1Result(discovered=len(refs), candidates=len(todo), decisions=[d.row() for d in decisions])
     if session_ids:
         known = {r.id for r in refs}
