@@ -132,11 +132,26 @@ class Stack:
         return sum(c["count"] for c in r.json()) if r.status_code == 200 else -1
 
     def last_forwarded_seq(self, session_id: str) -> int | None:
+        event = self.last_turn_end_event(session_id)
+        return event["payload"]["seq"] if event else None
+
+    def last_turn_end_event(self, session_id: str) -> dict | None:
+        """The last dsh.turn.ended event Prefect holds for a session (`occurred`, `received`…)."""
         flt = {"filter": {"event": {"name": ["dsh.turn.ended"]}, "any_resource": {"id": [f"dsh.session.{session_id}"]}}}
         flt["filter"]["order"] = "DESC"
         flt["limit"] = 1
         events = httpx.post(f"{self.api_url}/events/filter", json=flt, timeout=30).json().get("events") or []
-        return events[0]["payload"]["seq"] if events else None
+        return events[0] if events else None
+
+    def events(self, name: str) -> list[dict]:
+        """Every event of this name from the last day (Prefect pages them)."""
+        body = {"filter": {"event": {"name": [name]}, "order": "ASC"}, "limit": 50}
+        page = httpx.post(f"{self.api_url}/events/filter", json=body, timeout=30).json()
+        out = list(page.get("events") or [])
+        while page.get("next_page"):
+            page = httpx.get(page["next_page"], timeout=30).json()
+            out += page.get("events") or []
+        return out
 
 
 def _free_port() -> int:

@@ -263,6 +263,7 @@ def run_storm(
             out["run_states"] = _count(r["state"]["type"] for r in runs)
             out["swept"] = sum(1 for r in runs if (r["state"].get("message") or "").startswith("extracted by"))
             # requested runs only: the interval schedule's upcoming runs (auto-scheduled) are not requests
+            out["timeline"] = timeline(stack, runs, last_sent, done, sid_index)
             cons = [r for r in stack.runs("consolidate") if not r.get("auto_scheduled")]
             out["consolidate_runs"] = _count(r["state"]["type"] for r in cons)
         finally:
@@ -272,6 +273,54 @@ def run_storm(
             stack.stop()
     out["load_end"] = os.getloadavg()
     return out
+
+
+def _ts(value: str | None) -> float | None:
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
+
+
+def timeline(stack, runs: list[dict], last_sent: dict, done: dict, sid_index: dict) -> dict:
+    """Where a session's last turn end → summary went, p50/max over sessions (s):
+    - `forward`: last turn end sent → its event received by Prefect (the receiver's coalescing);
+    - `fire`: event occurred → Prefect's trigger fired (`prefect.automation.triggered`; the
+      debounce is the floor);
+    - `act`: fired → its extract-session run created (Prefect's actions service);
+    - `start`: run created → the process that extracted it started (its own run, or the run
+      whose due-session sweep took it, named in the state message);
+    - `work`: that start → the session's summary written."""
+    by_id = {r["id"]: r for r in runs}
+    first: dict[int, dict] = {}
+    for r in runs:  # each storm session's first run (the follow-ups' come later)
+        i = sid_index[r["parameters"]["session"].removeprefix("dsh.session.")]
+        if i in last_sent and (i not in first or r["created"] < first[i]["created"]):
+            first[i] = r
+    fired: dict[int, float] = {}
+    for e in stack.events("prefect.automation.triggered"):
+        resource = ((e.get("payload") or {}).get("triggering_labels") or {}).get("prefect.resource.id", "")
+        i = sid_index.get(resource.removeprefix("dsh.session."))
+        if i is not None and i not in fired:
+            fired[i] = _ts(e["occurred"])
+    parts: dict[str, list[float]] = {k: [] for k in ("forward", "fire", "act", "start", "work")}
+    for i, r in first.items():
+        message = r["state"].get("message") or ""
+        # "extracted by run <name> (<id>) …": the run whose process did the work
+        swept_by = message.split("(", 1)[1].split(")", 1)[0] if message.startswith("extracted by run ") else ""
+        worker = by_id.get(swept_by, r)
+        created, started = _ts(r["created"]), _ts(worker.get("start_time"))
+        event = stack.last_turn_end_event(r["parameters"]["session"].removeprefix("dsh.session."))
+        if created is None or started is None or not done.get(i) or i not in fired or not event:
+            continue
+        if event["payload"].get("seq") != last_sent[i][1]:
+            event = None  # a follow-up's event: the storm's last one is not the latest any more
+        if event:
+            parts["forward"].append(_ts(event["received"]) - last_sent[i][0])
+            parts["fire"].append(fired[i] - _ts(event["occurred"]))
+        parts["act"].append(created - fired[i])
+        parts["start"].append(max(0.0, started - created))
+        parts["work"].append(done[i] - max(started, created))
+    return {k: (statistics.median(v), max(v)) for k, v in parts.items() if v}
 
 
 def _count(items) -> dict:
@@ -316,11 +365,15 @@ def report(o: dict, sessions: int, turns: int, seconds: float, debounce: int, ec
         f"all {o['extracted']}/{sessions} extracted, {o['searchable']}/{sessions} searchable"
     )
     echo(f"last summary after the last turn end: {o['last_summary_after_last_turn_end']:.1f} s")
+    steps = "; ".join(f"{k} p50 {a:.1f} s, max {b:.1f} s" for k, (a, b) in o.get("timeline", {}).items())
+    echo(f"  where it went       : {steps} (see timeline())")
     echo(
         f"anchor (1 session, idle stack): {o['anchor_seconds']:.1f} s → storm max ÷ anchor "
         f"{o['lag_max'] / o['anchor_seconds']:.2f}, p50 ÷ anchor {o['lag_p50'] / o['anchor_seconds']:.2f}"
     )
     fresh = ", ".join(f"{x:.1f}" for x in o["fresh"])
+    if not o["fresh"]:
+        return
     echo(
         f"one new turn → searchable: {fresh} s (goal ≤ {debounce + 10} s; anchor ratio "
         f"{max(o['fresh']) / o['anchor_seconds']:.2f})"

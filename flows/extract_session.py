@@ -81,7 +81,7 @@ def _complete_covered(due: list, result: Phase1Result) -> None:
         covered = complete_covered(
             due,
             by_param,
-            by=f"run {flow_run.get_name()}",
+            by=f"run {flow_run.get_name()} ({flow_run.get_id()})",  # names repeat, ids do not
             name_for=lambda s: f"extract-session/{short_id(session_id_from(s))}",
         )
     except Exception as exc:

@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 import time
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -437,6 +438,30 @@ def test_a_busy_session_costs_one_event_per_gap_and_its_last_turn_end_still_goes
         assert time.monotonic() < deadline, fake_prefect.events
         time.sleep(0.02)
     assert [e["payload"]["seq"] for e in fake_prefect.events] == [0, 10]
+    assert fwd.close(5)
+
+
+def test_a_held_back_turn_end_keeps_the_time_it_ended(fixtures_dir, fake_prefect):
+    """Prefect's debounce counts from the event's `occurred`: a turn end held back by the gap
+    (or a retry) must not go out stamped with its send time, which extracted it that much later."""
+    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, min_gap_seconds=1.5)
+    sid = "0a0b0c0d-0000-4000-8000-000000000043"
+
+    def turn(seq):
+        return parse_turn_end(json.dumps(_turn(fixtures_dir, sid, seq)).encode(), roots=ROOTS)
+
+    assert fwd.submit(turn(0))
+    assert fwd.flush(5)
+    ended = datetime.now(UTC)
+    assert fwd.submit(turn(1))  # within the gap: waits ~1.5 s for the next batch
+    deadline = time.monotonic() + 10
+    while len(fake_prefect.events) < 2:
+        assert time.monotonic() < deadline, fake_prefect.events
+        time.sleep(0.02)
+    sent = datetime.now(UTC)
+    occurred = datetime.fromisoformat(fake_prefect.events[1]["occurred"])
+    assert (sent - ended).total_seconds() > 1.0  # it was held back…
+    assert abs((occurred - ended).total_seconds()) < 0.5  # …and still says when the turn ended
     assert fwd.close(5)
 
 

@@ -8,7 +8,9 @@ replaces the older one — and one daemon thread forwards every pending entry at
 client. A session whose event went out less than `min_gap_seconds` ago waits for a later batch
 (the receiver uses a quarter of the debounce, at most 10 s): a busy session then costs Prefect
 one event per gap instead of one per turn — Prefect's trigger service fell 27-42 s behind 1 event
-per turn in the storm bench — and its last turn end still goes out, at most a gap later.
+per turn in the storm bench — and its last turn end still goes out, at most a gap later. Each
+event's `occurred` is when its turn end was received, not when it went out: the debounce counts
+from the turn end itself.
 
 Guarantees:
 - `submit` True means "will be forwarded": the entry stays pending until a POST carrying it (or
@@ -30,6 +32,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.hooks.events import EmitError, build_event, new_client, post_events
@@ -42,6 +45,10 @@ log = logging.getLogger("dsh_memory.hooks.forwarder")
 class _Entry:
     turn: TurnEnd
     event_id: uuid.UUID = field(default_factory=uuid.uuid4)  # kept across retries
+    # The event's `occurred`: when the turn ended (received here), not when its batch went out —
+    # Prefect's debounce counts from `occurred`, so a session held back by the gap or a retry
+    # is not extracted later for it.
+    received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 class TurnEndForwarder:
@@ -221,7 +228,7 @@ class TurnEndForwarder:
     def _send(self, batch: list[tuple[str, _Entry]]) -> bool:
         if not batch:
             return True
-        events = [build_event(entry.turn, event_id=entry.event_id) for _, entry in batch]
+        events = [build_event(entry.turn, occurred=entry.received_at, event_id=entry.event_id) for _, entry in batch]
         try:
             if self._client is None:
                 self._client = new_client(self.api_url, self.timeout)
