@@ -286,11 +286,9 @@ def timeline(stack, runs: list[dict], last_sent: dict, done: dict, sid_index: di
     - `forward`: last turn end sent → its event received by Prefect (the receiver's coalescing);
     - `fire`: event occurred → Prefect's trigger fired (`prefect.automation.triggered`; the
       debounce is the floor);
-    - `act`: fired → its extract-session run created (Prefect's actions service);
-    - `start`: run created → the process that extracted it started (its own run, or the run
-      whose due-session sweep took it, named in the state message);
-    - `work`: that start → the session's summary written."""
-    by_id = {r["id"]: r for r in runs}
+    - `extract`: fired → the session's summary written (a run's start, its plan, the model);
+    - `act` (off the path since runs take fired sessions): fired → the session's own run
+      created by Prefect's actions service."""
     first: dict[int, dict] = {}
     for r in runs:  # each storm session's first run (the follow-ups' come later)
         i = sid_index[r["parameters"]["session"].removeprefix("dsh.session.")]
@@ -302,24 +300,17 @@ def timeline(stack, runs: list[dict], last_sent: dict, done: dict, sid_index: di
         i = sid_index.get(resource.removeprefix("dsh.session."))
         if i is not None and i not in fired:
             fired[i] = _ts(e["occurred"])
-    parts: dict[str, list[float]] = {k: [] for k in ("forward", "fire", "act", "start", "work")}
-    for i, r in first.items():
-        message = r["state"].get("message") or ""
-        # "extracted by run <name> (<id>) …": the run whose process did the work
-        swept_by = message.split("(", 1)[1].split(")", 1)[0] if message.startswith("extracted by run ") else ""
-        worker = by_id.get(swept_by, r)
-        created, started = _ts(r["created"]), _ts(worker.get("start_time"))
-        event = stack.last_turn_end_event(r["parameters"]["session"].removeprefix("dsh.session."))
-        if created is None or started is None or not done.get(i) or i not in fired or not event:
+    parts: dict[str, list[float]] = {k: [] for k in ("forward", "fire", "extract", "act")}
+    for i in last_sent:
+        if i not in fired or not done.get(i):
             continue
-        if event["payload"].get("seq") != last_sent[i][1]:
-            event = None  # a follow-up's event: the storm's last one is not the latest any more
-        if event:
+        event = stack.last_turn_end_event(sid(i))
+        if event and event["payload"].get("seq") == last_sent[i][1]:  # not a follow-up's since
             parts["forward"].append(_ts(event["received"]) - last_sent[i][0])
             parts["fire"].append(fired[i] - _ts(event["occurred"]))
-        parts["act"].append(created - fired[i])
-        parts["start"].append(max(0.0, started - created))
-        parts["work"].append(done[i] - max(started, created))
+        parts["extract"].append(done[i] - fired[i])
+        if i in first:
+            parts["act"].append(_ts(first[i]["created"]) - fired[i])
     return {k: (statistics.median(v), max(v)) for k, v in parts.items() if v}
 
 

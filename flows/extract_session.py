@@ -7,8 +7,9 @@ Writes: what flows/extract.py writes; makes sure one `consolidate` run is queued
 (dsh_memory/serve/consolidation_queue.py: requests coalesce, nothing waits on Phase 2).
 Run name: `extract-session/<short session id>`; its tasks (discover, plan, one `extract-<id>`
 per session…) are this run's own: it runs Phase 1's body, not the extract flow as a subflow.
-Due sessions: when other extract-session runs are due but wait for a runner slot, this run
-extracts their sessions too and completes those runs (dsh_memory/serve/due_runs.py).
+Due and fired sessions: when other extract-session runs are due but wait for a runner slot, or
+the trigger fired for other sessions whose runs Prefect has not created yet, this run extracts
+those sessions too and completes the due runs (dsh_memory/serve/due_runs.py).
 Returns: the extract flow's Phase1Result, with `consolidation_requested` set.
 """
 
@@ -41,10 +42,15 @@ def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1R
     sid = session_id_from(session)
     if not sid:
         log.warning("no session id in the trigger: extracting every ready session instead")
-    # Other sessions whose trigger fired and wait for a runner slot: extracted here too, their
-    # runs then completed without a process (dsh_memory/serve/due_runs.py). Read BEFORE the plan.
+    # Other sessions whose trigger fired and whose runs wait for a runner slot (due) or for
+    # Prefect to create them (fired): extracted here too, the due runs then completed without a
+    # process (dsh_memory/serve/due_runs.py). Read BEFORE the plan.
     due = _due_runs() if sid else []
-    ids = [sid, *dict.fromkeys(s for s in (session_id_from(r.session) for r in due) if s != sid)] if sid else None
+    fired = _fired_sessions() if sid else []
+    others = [session_id_from(s) for s in [*(r.session for r in due), *fired]]
+    ids = [sid, *dict.fromkeys(s for s in others if s and s != sid)] if sid else None
+    if ids and len(ids) > 1:
+        log.info("also taking %d other sessions whose trigger fired (%d due runs)", len(ids) - 1, len(due))
     # Phase 1's body runs in this flow run (its tasks are this run's), not as a subflow.
     result = run_phase1(session_ids=ids, respect_idle=not sid)
     if due:
@@ -64,6 +70,18 @@ def _due_runs() -> list:
         return read_due_runs(exclude_run=flow_run.get_id())
     except Exception as exc:  # the sweep is an optimisation: without it each run does its own
         get_run_logger().info("due extract-session runs not read (%s)", type(exc).__name__)
+        return []
+
+
+def _fired_sessions() -> list[str]:
+    from prefect.runtime import flow_run
+
+    from dsh_memory.serve.due_runs import read_fired_sessions
+
+    try:
+        return read_fired_sessions(exclude_run=flow_run.get_id())
+    except Exception as exc:  # an optimisation, as the due runs: each run still does its own
+        get_run_logger().warning("fired sessions not read (%s: %s); each run extracts its own", type(exc).__name__, exc)
         return []
 
 

@@ -4,6 +4,7 @@ finished — never one that is not due, not its own, or already taken by a runne
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -63,3 +64,65 @@ def test_due_runs_are_read_and_only_finished_scheduled_ones_completed(monkeypatc
             for run_id in created:
                 client.delete_flow_run(run_id)
             client.delete_deployment(deployment_id)
+
+
+def _fired_event(session: str) -> dict:
+    return {
+        "id": str(uuid.uuid4()),
+        "occurred": datetime.now(UTC).isoformat(),
+        "event": "dsh.turn.ended",
+        "resource": {"prefect.resource.id": f"dsh.session.{session}"},
+        "payload": {"session_id": session, "seq": 1},
+    }
+
+
+def test_fired_sessions_are_every_firing_whose_run_has_not_run(monkeypatch, prefect_api):
+    """Prefect fires a storm's triggers at once but creates their runs one by one: a run reads the
+    firings of its deployment's trigger, so the first run takes every session whose debounce is
+    over — except one whose run already ran since its firing (a later turn waits for its own)."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Completed
+
+    from dsh_memory.hooks.events import post_events
+    from dsh_memory.serve.deployments import EXTRACT_SESSION, build, load_spec
+    from dsh_memory.serve.due_runs import read_fired_sessions
+
+    spec = next(s for s in load_spec() if s["name"] == EXTRACT_SESSION.split("/")[1])
+    spec = {**spec, "triggers": [{**t, "within": 10} for t in spec["triggers"]]}  # Prefect's minimum
+    deployment_id = build(spec, None, suffix=f"-fired-{uuid.uuid4().hex[:8]}").apply()
+    tag = uuid.uuid4().hex[:8]
+    sessions = {k: f"{tag}-{k}" for k in ("a", "b", "c", *(f"x{i}" for i in range(57)))}  # > one page of 50
+    with get_client(sync_client=True) as client:
+        try:
+            assert read_fired_sessions(exclude_run=None) == []  # not inside a deployment run
+            monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", str(deployment_id))
+            assert read_fired_sessions(exclude_run=None) == []  # nothing fired yet
+            post_events([_fired_event(s) for s in sessions.values()], prefect_api)
+            fired: list[str] = []
+            deadline = time.monotonic() + 60  # debounce 10 s, then the event persister's flush
+            while len(fired) < len(sessions) and time.monotonic() < deadline:
+                time.sleep(1)
+                fired = [s for s in read_fired_sessions(exclude_run=None) if tag in s]  # the suite's server is shared
+            assert sorted(fired) == sorted(f"dsh.session.{s}" for s in sessions.values())
+            # the trigger's own runs: c's ran since its firing, a's and b's wait
+            deadline = time.monotonic() + 60
+            while len(runs := _runs_of(client, deployment_id)) < len(sessions) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            by_session = {r.parameters["session"]: r for r in runs}
+            client.set_flow_run_state(by_session[f"dsh.session.{sessions['c']}"].id, Completed(), force=True)
+            own = by_session[f"dsh.session.{sessions['a']}"]
+            left = [s for s in read_fired_sessions(exclude_run=own.id) if tag in s]
+            assert sorted(left) == sorted(f"dsh.session.{s}" for k, s in sessions.items() if k != "c")
+            assert len(read_fired_sessions(exclude_run=own.id, limit=1)) == 1
+        finally:
+            client.delete_resource_owned_automations(f"prefect.deployment.{deployment_id}")
+            for run in _runs_of(client, deployment_id):
+                client.delete_flow_run(run.id)
+            client.delete_deployment(deployment_id)
+
+
+def _runs_of(client, deployment_id) -> list:
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    flt = DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+    return client.read_flow_runs(deployment_filter=flt, limit=200)
