@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from dsh_memory.cli import app as cli_app
-from dsh_memory.hooks.events import EVENT_NAME, build_event, post_events
+from dsh_memory.hooks.events import CLOCK_EVENT_NAME, EVENT_NAME, build_event, post_events
 from dsh_memory.hooks.forwarder import TurnEndForwarder
 from dsh_memory.hooks.payloads import (
     MAX_BODY_BYTES,
@@ -64,7 +64,12 @@ class Recorder:
 
     @property
     def events(self) -> list[dict]:
-        return [e for batch in self.batches for e in batch]
+        """The turn-end events received (a batch's clock event apart: `clock_events`)."""
+        return [e for batch in self.batches for e in batch if e["event"] != CLOCK_EVENT_NAME]
+
+    @property
+    def clock_events(self) -> list[dict]:
+        return [e for batch in self.batches for e in batch if e["event"] == CLOCK_EVENT_NAME]
 
     def app(self) -> Starlette:
         async def events(request: Request) -> Response:
@@ -462,6 +467,11 @@ def test_a_held_back_turn_end_keeps_the_time_it_ended(fixtures_dir, fake_prefect
     occurred = datetime.fromisoformat(fake_prefect.events[1]["occurred"])
     assert (sent - ended).total_seconds() > 1.0  # it was held back…
     assert abs((occurred - ended).total_seconds()) < 0.5  # …and still says when the turn ended
+    # …and its batch carries a clock event stamped when it went out: Prefect evaluates the
+    # debounce as of the newest `occurred` it saw, which would otherwise lag by the wait
+    [clock] = [e for e in fake_prefect.batches[-1] if e["event"] == CLOCK_EVENT_NAME]
+    assert abs((datetime.fromisoformat(clock["occurred"]) - sent).total_seconds()) < 0.5
+    assert clock["resource"]["prefect.resource.id"] == "dsh.receiver" and clock["payload"] == {"turn_ends": 1}
     assert fwd.close(5)
 
 

@@ -59,6 +59,24 @@ def build_event(
     }
 
 
+CLOCK_EVENT_NAME = "dsh.receiver.forwarded"
+
+
+def clock_event(forwarded: int) -> dict[str, Any]:
+    """A batch's clock mark: `occurred` now. Prefect evaluates proactive triggers (the debounce)
+    as of the newest `occurred` it has seen, shifted by how long ago it saw it; a batch of turn
+    ends held back by the coalescing (their `occurred` is when each turn ended) would set that
+    clock seconds behind and fire every debounce that much later. Matches no trigger."""
+    return {
+        "id": str(uuid.uuid4()),
+        "occurred": datetime.now(UTC).isoformat(),
+        "event": CLOCK_EVENT_NAME,
+        "resource": {"prefect.resource.id": "dsh.receiver", "prefect.resource.name": "dsh-memory turn-end receiver"},
+        "related": [],
+        "payload": {"turn_ends": forwarded},
+    }
+
+
 def events_url(api_url: str) -> str:
     return api_url.rstrip("/") + "/events"
 

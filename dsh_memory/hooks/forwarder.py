@@ -10,7 +10,8 @@ client. A session whose event went out less than `min_gap_seconds` ago waits for
 one event per gap instead of one per turn — Prefect's trigger service fell 27-42 s behind 1 event
 per turn in the storm bench — and its last turn end still goes out, at most a gap later. Each
 event's `occurred` is when its turn end was received, not when it went out: the debounce counts
-from the turn end itself.
+from the turn end itself; a batch that went out later than that also carries a clock event, so
+Prefect's trigger clock (the newest `occurred` it saw) does not lag by the wait.
 
 Guarantees:
 - `submit` True means "will be forwarded": the entry stays pending until a POST carrying it (or
@@ -35,10 +36,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_memory.hooks.events import EmitError, build_event, new_client, post_events
+from dsh_memory.hooks.events import EmitError, build_event, clock_event, new_client, post_events
 from dsh_memory.hooks.payloads import TurnEnd
 
 log = logging.getLogger("dsh_memory.hooks.forwarder")
+
+# A batch whose newest turn end is older than this also carries a clock event (events.clock_event).
+CLOCK_LAG_SECONDS = 0.25
 
 
 @dataclass
@@ -229,6 +233,9 @@ class TurnEndForwarder:
         if not batch:
             return True
         events = [build_event(entry.turn, occurred=entry.received_at, event_id=entry.event_id) for _, entry in batch]
+        newest = max(entry.received_at for _, entry in batch)
+        if (datetime.now(UTC) - newest).total_seconds() > CLOCK_LAG_SECONDS:
+            events.append(clock_event(len(events)))  # keeps Prefect's trigger clock current
         try:
             if self._client is None:
                 self._client = new_client(self.api_url, self.timeout)
@@ -242,7 +249,7 @@ class TurnEndForwarder:
             return False
         with self._cond:
             self.posts += 1
-            self.forwarded += len(events)
+            self.forwarded += len(batch)
         return True
 
 
