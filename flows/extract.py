@@ -42,6 +42,7 @@ from dsh_memory.phase1.selection import EXTRACT, Decision
 from dsh_memory.serve.deployments import EXTRACT_TRANSCRIPTS, POOL_SUFFIX
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks.claims import (
+    claim_sessions,
     finish_phase1,
     record_decisions,
     recover_stale_claims,
@@ -125,6 +126,10 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     sweep_temp_files(settings)
     recover_stale_claims(settings, now)
     result.outcomes += record_decisions(result.decisions, settings, now)
+    if todo:  # claimed up front: a run that planned the same sessions at once gets the others
+        claimed = set(claim_sessions([d.ref.id for d in todo], settings, datetime.now(UTC)))
+        result.outcomes += [Outcome.claimed_elsewhere(d) for d in todo if d.ref.id not in claimed]
+        todo = [d for d in todo if d.ref.id in claimed]
     if todo:
         with renewing_claims(settings, [d.ref.id for d in todo]):
             if model is None:
@@ -163,6 +168,7 @@ def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettin
                 settings=unmapped(settings),
                 progress_total=unmapped(len(todo)),
                 global_limit=unmapped(global_limit),
+                claimed=unmapped(True),
             ),
         )
         try:
@@ -183,7 +189,9 @@ def _extract_on_workers(todo: list[Decision], settings: MemorySettings) -> list[
     groups = batches(todo, settings.concurrency)
     get_run_logger().info("extracting %d sessions on workers: %d extract-transcripts runs", len(todo), len(groups))
     with ThreadPoolTaskRunner(max_workers=settings.concurrency) as runner:
-        prepared = runner.map(prepare_batch, parameters=dict(decisions=groups, settings=unmapped(settings)))
+        prepared = runner.map(
+            prepare_batch, parameters=dict(decisions=groups, settings=unmapped(settings), claimed=unmapped(True))
+        )
         results = runner.map(
             extract_on_workers,
             parameters=dict(

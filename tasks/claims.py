@@ -1,6 +1,7 @@
 """Phase 1 bookkeeping tasks: the claims and flags in `.state/state.sqlite3`, one verb each.
 
 - `recover_stale_claims`: running claims older than `stale_claim_seconds` (a killed run) → failed.
+- `claim_sessions`: the planned sessions claimed up front, before any is extracted.
 - `record_decisions`: what the plan means for sessions that are not extracted now: an unreadable
   log fails its claim alone, a legacy done claim gets its watermark, a session that grew too
   little is marked checked (so it is not re-read before `recheck_interval_seconds`).
@@ -38,6 +39,16 @@ def recover_stale_claims(settings: MemorySettings, now: datetime) -> list[str]:
             "recovered %d running claims of dead or stale runs: %s", len(recovered), ", ".join(recovered)
         )
     return recovered
+
+
+@task(name="claim-sessions", cache_policy=NO_CACHE)
+def claim_sessions(session_ids: list[str], settings: MemorySettings, now: datetime) -> list[str]:
+    """Claim the planned sessions before extracting any, in one transaction: the ids this run
+    got. Runs that planned the same sessions at once (a storm's triggered runs all take the
+    fired sessions) split them here instead of each queueing every one and contending for them
+    session by session."""
+    with MemoryContext.of(settings) as ctx:
+        return ctx.state.try_start_many(session_ids, now, settings.stale_claim_seconds)
 
 
 @task(name="sweep-temp-files", cache_policy=NO_CACHE)

@@ -97,21 +97,20 @@ def extract_session(
     settings: MemorySettings,
     progress_total: int = 0,
     global_limit=None,
+    claimed: bool = False,
 ) -> Outcome:
-    """Claim → render/redact/budget → model → no-op gate → files → claim done/noop (or failed)."""
+    """Claim → render/redact/budget → model → no-op gate → files → claim done/noop (or failed).
+    `claimed`: the run claimed its batch up front; the claim is taken again if still this
+    process's (another run's takeover of a stale one still wins)."""
     from prefect import get_run_logger
 
     log = get_run_logger()
     ref = decision.ref
     with MemoryContext.of(settings) as ctx:
-        if not ctx.state.try_start(ref.id, datetime.now(UTC), stale_after_s=settings.stale_claim_seconds):
-            return Outcome(
-                session=ref.id,
-                source=ref.source,
-                outcome="skipped",
-                part=decision.part,
-                reason="claimed by another run",
-            )
+        if not ctx.state.try_start(
+            ref.id, datetime.now(UTC), stale_after_s=settings.stale_claim_seconds, reclaim=claimed
+        ):
+            return Outcome.claimed_elsewhere(decision)
         try:
             output = _call_with_budget_retry(decision, model, settings, global_limit, log)
             outcome = apply_output(ctx.store, ctx.state, decision, output, datetime.now(UTC))

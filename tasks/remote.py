@@ -63,21 +63,14 @@ def _failed(ctx: MemoryContext, settings: MemorySettings, d: Decision, error: st
 
 
 @task(name="prepare-batch", cache_policy=NO_CACHE)
-def prepare_batch(decisions: list[Decision], settings: MemorySettings) -> PreparedBatch:
+def prepare_batch(decisions: list[Decision], settings: MemorySettings, claimed: bool = False) -> PreparedBatch:
     jobs, outcomes = [], []
     with MemoryContext.of(settings) as ctx:
         for d in decisions:
             ref = d.ref
-            if not ctx.state.try_start(ref.id, datetime.now(UTC), stale_after_s=settings.stale_claim_seconds):
-                outcomes.append(
-                    Outcome(
-                        session=ref.id,
-                        source=ref.source,
-                        outcome="skipped",
-                        part=d.part,
-                        reason="claimed by another run",
-                    )
-                )
+            now = datetime.now(UTC)
+            if not ctx.state.try_start(ref.id, now, stale_after_s=settings.stale_claim_seconds, reclaim=claimed):
+                outcomes.append(Outcome.claimed_elsewhere(d))
                 continue
             try:
                 transcript = prepare_transcript(d, settings.transcript_budget_tokens)

@@ -184,3 +184,29 @@ def test_phase1_failures_are_isolated_and_no_route_skips(monkeypatch, tmp_path, 
     assert summary.skipped_no_route and "DSH_MEMORY_API_KEY" in summary.error
     assert StateStore(root).claims().keys() == before.keys()
     assert StateStore(root).get_claim(good).status == "done"
+
+
+def test_a_run_claims_its_whole_batch_before_extracting_any(monkeypatch, tmp_path, fixtures_dir):
+    """Runs that planned the same sessions at once (a storm's triggered runs all take the fired
+    sessions) must split them: each used to claim session by session while extracting, so all of
+    them queued every session and contended for model slots; 4 runs × 97 sessions stalled ~12 s."""
+    seen: list[dict[str, str]] = []
+    root_box: list = []
+
+    def handler(request: dict):
+        if not seen:  # at the first model call: which claims are running already?
+            seen.append({s: c.status for s, c in StateStore(root_box[0]).claims().items()})
+        return memory_reply(request)
+
+    with FakeOpenAIServer(handler=handler) as fake:
+        root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+        root_box.append(root)
+        monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "1")
+        from dsh_memory.flows.extract import extract_flow
+
+        summary = extract_flow()
+    to_model = {o.session for o in summary.outcomes if o.outcome == "extracted"}
+    assert len(to_model) >= 3, summary.outcomes
+    running = {s for s, status in seen[0].items() if status == "running"}
+    assert to_model <= running  # every session of the batch was claimed before the first call
+    assert all(StateStore(root).get_claim(s).status == "done" for s in to_model)  # and finished

@@ -132,7 +132,8 @@ def test_phase1_killed_mid_run_recovers_without_double_extraction(monkeypatch, t
         assert orphaned <= set(outcomes), "orphaned claims were recovered and retried"
         assert not (done_before & set(outcomes)), "a finished session was extracted twice"
         final = StateStore(root).claims()
-        assert all(final[s].status == "done" for s in orphaned)
+        # finished (the chit-chat one as a no-op: the batch is claimed up front, so it can be orphaned too)
+        assert all(final[s].status in ("done", "noop") for s in orphaned), {s: final[s].status for s in orphaned}
         # At most one model call per session read (the chit-chat one the no-op gate stops first
         # makes none): an answer the killed run had already received is served from Prefect's
         # persisted cache (the call runs in an eager transaction), never asked for twice.

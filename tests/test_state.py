@@ -350,3 +350,17 @@ def test_state_survives_reopen(tmp_path: Path):
     c = b.get_claim("s")
     assert c.status == "failed" and c.next_retry_at == T0 + timedelta(seconds=30)
     b.close()
+
+
+def test_a_batch_is_claimed_in_one_go_and_split_between_runs(st: StateStore):
+    """Two runs that planned the same sessions at once: the first claims them all up front, the
+    second gets none of those (a fresh claim of a live owner wins) and the new one it alone saw."""
+    assert st.try_start_many(["a", "b", "c"], T0) == ["a", "b", "c"]
+    assert all(st.get_claim(s).status == "running" for s in "abc")
+    assert st.try_start_many(["a", "b", "c", "d"], T0 + timedelta(seconds=1)) == ["d"]
+    # the run that claimed up front takes its own claim again when it extracts the session…
+    assert st.try_start("a", T0 + timedelta(seconds=5), reclaim=True) is True
+    assert st.get_claim("a").started_at == T0 + timedelta(seconds=5)
+    # …but never a live claim of another owner, reclaim or not
+    assert st.try_start("x", T0, owner="otherhost:7:7") is True
+    assert st.try_start("x", T0 + timedelta(seconds=1), reclaim=True) is False

@@ -20,6 +20,8 @@ from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.output import ExtractionOutput  # noqa: F401 (re-exported)
 from dsh_memory.phase1.selection import Decision
 
+CLAIMED_ELSEWHERE = "claimed by another run"
+
 
 class Outcome(BaseModel):
     """What happened to one session: a row of the Phase 1 batch table (no transcript, no secrets)."""
@@ -38,6 +40,12 @@ class Outcome(BaseModel):
 
     def row(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    @classmethod
+    def claimed_elsewhere(cls, decision: Decision) -> Outcome:
+        """Skipped: another run holds the session's claim (it extracts it)."""
+        ref = decision.ref
+        return cls(session=ref.id, source=ref.source, outcome="skipped", part=decision.part, reason=CLAIMED_ELSEWHERE)
 
 
 def prepare_transcript(decision: Decision, budget_tokens: int):

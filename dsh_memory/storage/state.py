@@ -115,31 +115,45 @@ class StateStore:
         source: str | None = None,
         path: str | None = None,
         owner: str | None = None,
+        reclaim: bool = False,
     ) -> bool:
         """Mark running (owned by `owner`, default this process) unless a live running claim
         exists: one renewed less than stale_after_s ago whose owner process still runs. A claim
-        whose owner is gone is taken over at once. Keeps last_seq/parts/attempts."""
-        ts = _ts(now)
-        owner = owner or current_owner()
+        whose owner is gone is taken over at once. Keeps last_seq/parts/attempts. `reclaim`: a
+        live claim of this same owner is taken again (the run claimed its batch up front)."""
         with self._tx() as conn:
-            c = self._get(conn, session_id)
-            if c is not None and c.status == "running" and c.started_at is not None:
-                fresh = (_utc(now) - c.started_at).total_seconds() < stale_after_s
-                if fresh and not owner_is_gone(c.owner):
-                    return False
-            if c is None:
-                conn.execute(
-                    "INSERT INTO claims (session_id, status, updated_at, started_at, source, path, owner)"
-                    " VALUES (?, 'running', ?, ?, ?, ?, ?)",
-                    (session_id, ts, ts, source, path, owner),
-                )
-            else:
-                conn.execute(
-                    "UPDATE claims SET status='running', updated_at=?, started_at=?, owner=?,"
-                    " source=COALESCE(?, source), path=COALESCE(?, path) WHERE session_id=?",
-                    (ts, ts, owner, source, path, session_id),
-                )
-            return True
+            return self._start(
+                conn, session_id, _utc(now), stale_after_s, source, path, owner or current_owner(), reclaim
+            )
+
+    def try_start_many(self, session_ids: list[str], now: datetime, stale_after_s: float = 1800) -> list[str]:
+        """`try_start` for a whole batch in one transaction (this process the owner): the ids
+        claimed. A run claims what it planned before extracting any, so runs that planned the
+        same sessions at the same time split them instead of each queueing all of them."""
+        owner = current_owner()
+        with self._tx() as conn:
+            return [s for s in session_ids if self._start(conn, s, _utc(now), stale_after_s, None, None, owner, False)]
+
+    def _start(self, conn, session_id, now, stale_after_s, source, path, owner, reclaim) -> bool:
+        ts = _ts(now)
+        c = self._get(conn, session_id)
+        if c is not None and c.status == "running" and c.started_at is not None:
+            fresh = (now - c.started_at).total_seconds() < stale_after_s
+            if fresh and not owner_is_gone(c.owner) and not (reclaim and c.owner == owner):
+                return False
+        if c is None:
+            conn.execute(
+                "INSERT INTO claims (session_id, status, updated_at, started_at, source, path, owner)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?)",
+                (session_id, ts, ts, source, path, owner),
+            )
+        else:
+            conn.execute(
+                "UPDATE claims SET status='running', updated_at=?, started_at=?, owner=?,"
+                " source=COALESCE(?, source), path=COALESCE(?, path) WHERE session_id=?",
+                (ts, ts, owner, source, path, session_id),
+            )
+        return True
 
     def renew(self, session_ids: list[str], now: datetime, owner: str | None = None) -> int:
         """A live owner renews its running claims (so a long model call never looks stale)."""
