@@ -15,7 +15,7 @@ Fired sessions: Prefect fires a storm's triggers within a second but its actions
 creates their runs one by one — a minute for 100 runs while flow runs write to its database — so
 the first runs would see few due runs. A run therefore also reads the trigger's FIRINGS (the
 `prefect.automation.triggered` events of its deployment's automations, the debounce + 2 min
-back: the debounce + 2 min) and extracts those sessions too, unless a run of theirs already ran since their latest
+back) and extracts those sessions too, unless a run of theirs already ran since its latest
 firing. Their runs, created later, find the session up to date: the next run's sweep completes
 them, or they start and finish at once.
 
@@ -48,8 +48,6 @@ class DueRun:
 def queued_runs(client, deployment_id: UUID | str, before: datetime, types: tuple[str, ...], limit: int) -> list:
     """A deployment's runs in these state types expected to start by `before`, oldest first."""
     from prefect.client.schemas.filters import (
-        DeploymentFilter,
-        DeploymentFilterId,
         FlowRunFilter,
         FlowRunFilterExpectedStartTime,
         FlowRunFilterState,
@@ -59,7 +57,7 @@ def queued_runs(client, deployment_id: UUID | str, before: datetime, types: tupl
     from prefect.client.schemas.sorting import FlowRunSort
 
     return client.read_flow_runs(
-        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[UUID(str(deployment_id))])),
+        deployment_filter=_deployment(deployment_id),
         flow_run_filter=FlowRunFilter(
             state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType(t) for t in types])),
             expected_start_time=FlowRunFilterExpectedStartTime(before_=before),
@@ -134,7 +132,7 @@ def read_fired_sessions(exclude_run: UUID | str | None, limit: int = MAX_FIRED) 
             page = client.read_events_page(page.next_page)
         if not fired:
             return []
-        taken = {StateType.SCHEDULED}
+        waiting = {StateType.SCHEDULED}  # Scheduled, Late, AwaitingConcurrencySlot: not taken
         runs, offset = [], 0
         while True:  # the API pages by at most 200
             page = client.read_flow_runs(
@@ -153,7 +151,7 @@ def read_fired_sessions(exclude_run: UUID | str | None, limit: int = MAX_FIRED) 
             session in fired
             and str(run.id) != str(exclude_run)
             and run.state is not None
-            and run.state.type not in taken
+            and run.state.type not in waiting
             and run.created is not None
             and run.created >= fired[session]
         ):
