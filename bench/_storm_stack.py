@@ -131,10 +131,6 @@ class Stack:
         r = httpx.post(f"{self.api_url}/events/count-by/event", json=body, timeout=60)
         return sum(c["count"] for c in r.json()) if r.status_code == 200 else -1
 
-    def last_forwarded_seq(self, session_id: str) -> int | None:
-        event = self.last_turn_end_event(session_id)
-        return event["payload"]["seq"] if event else None
-
     def last_turn_end_event(self, session_id: str) -> dict | None:
         """The last dsh.turn.ended event Prefect holds for a session (`occurred`, `received`…)."""
         flt = {"filter": {"event": {"name": ["dsh.turn.ended"]}, "any_resource": {"id": [f"dsh.session.{session_id}"]}}}

@@ -243,9 +243,10 @@ def run_storm(
 
             # -- Prefect's view ----------------------------------------------------------------
             sid_index = {sid(i): i for i in range(n)}
+            last_events = {i: stack.last_turn_end_event(sid(i)) for i in range(sessions)}  # read once
             forwarded_last = 0
-            for i in range(sessions):
-                if stack.last_forwarded_seq(sid(i)) == last_sent.get(i, (0, -1))[1] + 4 * (i < follow_ups):
+            for i, event in last_events.items():
+                if _seq(event) == last_sent.get(i, (0, -1))[1] + 4 * (i < follow_ups):
                     forwarded_last += 1
             out["last_forwarded"] = forwarded_last
             out["events_forwarded"] = stack.events_received()
@@ -262,8 +263,8 @@ def run_storm(
             out["runs_per_session"] = {k: storm_runs.count(k) for k in sorted(set(storm_runs))}
             out["run_states"] = _count(r["state"]["type"] for r in runs)
             out["swept"] = sum(1 for r in runs if (r["state"].get("message") or "").startswith("extracted by"))
+            out["timeline"] = timeline(stack, runs, last_sent, last_events, done, sid_index)
             # requested runs only: the interval schedule's upcoming runs (auto-scheduled) are not requests
-            out["timeline"] = timeline(stack, runs, last_sent, done, sid_index)
             cons = [r for r in stack.runs("consolidate") if not r.get("auto_scheduled")]
             out["consolidate_runs"] = _count(r["state"]["type"] for r in cons)
         finally:
@@ -281,7 +282,11 @@ def _ts(value: str | None) -> float | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
 
 
-def timeline(stack, runs: list[dict], last_sent: dict, done: dict, sid_index: dict) -> dict:
+def _seq(event: dict | None) -> int | None:
+    return event["payload"].get("seq") if event else None
+
+
+def timeline(stack, runs: list[dict], last_sent: dict, last_events: dict, done: dict, sid_index: dict) -> dict:
     """Where a session's last turn end → summary went, p50/max over sessions (s):
     - `forward`: last turn end sent → its event received by Prefect (the receiver's coalescing);
     - `fire`: event occurred → Prefect's trigger fired (`prefect.automation.triggered`; the
@@ -304,8 +309,8 @@ def timeline(stack, runs: list[dict], last_sent: dict, done: dict, sid_index: di
     for i in last_sent:
         if i not in fired or not done.get(i):
             continue
-        event = stack.last_turn_end_event(sid(i))
-        if event and event["payload"].get("seq") == last_sent[i][1]:  # not a follow-up's since
+        event = last_events.get(i)
+        if event and _seq(event) == last_sent[i][1]:  # not a follow-up's since
             parts["forward"].append(_ts(event["received"]) - last_sent[i][0])
             parts["fire"].append(fired[i] - _ts(event["occurred"]))
         parts["extract"].append(done[i] - fired[i])
