@@ -130,9 +130,9 @@ class StateStore:
         """`try_start` for a whole batch in one transaction (this process the owner): the ids
         claimed. A run claims what it planned before extracting any, so runs that planned the
         same sessions at the same time split them instead of each queueing all of them."""
-        owner = current_owner()
+        owner, now = current_owner(), _utc(now)
         with self._tx() as conn:
-            return [s for s in session_ids if self._start(conn, s, _utc(now), stale_after_s, None, None, owner, False)]
+            return [s for s in session_ids if self._start(conn, s, now, stale_after_s, None, None, owner, False)]
 
     def _start(self, conn, session_id, now, stale_after_s, source, path, owner, reclaim) -> bool:
         ts = _ts(now)
