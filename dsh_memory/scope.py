@@ -5,9 +5,10 @@ Shared by every stage: Phase 1 tags each item, Phase 2 groups by it, the read pa
 - `project_root(cwd)`: the repository a session worked in: the nearest ancestor holding `.git`
   (a directory, or a file for worktrees and submodules), found by walking up the path as written
   from its nearest existing folder (no `realpath`: a symlinked checkout is the path the agent
-  used, and a `.git` that is itself a symlink is ignored), at most `MAX_WALK` levels; else the cwd
-  as recorded (normalized: a session recorded on another machine keeps its own path). A session
-  without a cwd has no project.
+  used, and a `.git` that is itself a symlink is ignored), at most `MAX_WALK` levels; a linked
+  worktree (`.git` file → `gitdir:` → `commondir`) belongs to its main repository, so every
+  worktree of one repository shares one project; else the cwd as recorded (normalized: a session
+  recorded on another machine keeps its own path). A session without a cwd has no project.
 - `stated_as_general(text)`: the deterministic rule that backs the model. An item is global only
   when the user's words say so ("always", "in every repo", "everywhere", "all projects",
   "globally", "no matter the project"…), and "always … in this repo" stays local. Phase 2 adds the
@@ -53,11 +54,24 @@ _LOCAL = re.compile(
 )
 
 
+_HABIT = re.compile(
+    r"^\W*(please\s+)?(always|never)\b|\b(i|we)\s+(always|never|usually|generally)\b|\bin\s+general\b|\bglobally\b",
+    re.I,
+)
+_PROJECT_THING = re.compile(r"`|(?<![\w~])/\w|\w/\w|\b[\w-]+\.(py|ts|tsx|js|json|md|toml|ya?ml|go|rs|sh|lock)\b")
+
+
 def stated_as_general(text: str) -> bool:
-    """True when `text` (the user's words) states a rule for every project."""
+    """True when `text` (the user's words) states a rule for every project: it says so ("in every
+    repo", "everywhere", "globally"), or it is a habit of the user's ("I always…", "Always…",
+    "Never…" as the instruction itself) that names nothing of one project (no path, file or code)
+    and no "here" / "this repo". "always" inside a task or a description ("hitting /clear always
+    creates a file") makes no global rule."""
     if not text or not _GENERAL.search(text):
         return False
-    return bool(_EXPLICIT.search(text)) or not _LOCAL.search(text)
+    if _EXPLICIT.search(text):
+        return True
+    return bool(_HABIT.search(text)) and not _LOCAL.search(text) and not _PROJECT_THING.search(text)
 
 
 def is_tagged_global(line: str) -> bool:
@@ -77,15 +91,44 @@ def _norm(path: str) -> str:
     return "/" if p in ("/", "//") else p.rstrip("/")
 
 
+def _read_small(path: str, limit: int = 4096) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(limit)
+    except OSError:
+        return ""
+
+
+def main_worktree(root: str) -> str:
+    """The main repository of a linked worktree (`git worktree add`): its `.git` file names a
+    gitdir whose `commondir` is the main repository's `.git`. A submodule (a gitdir without
+    `commondir`) or anything unreadable stays `root`."""
+    m = re.match(r"gitdir:\s*(.+)", _read_small(os.path.join(root, ".git")).strip())
+    if not m:
+        return root
+    gitdir = os.path.normpath(os.path.join(root, m.group(1).strip()))
+    common = _read_small(os.path.join(gitdir, "commondir")).strip()
+    if not common:
+        return root
+    common = os.path.normpath(os.path.join(gitdir, common))
+    main = os.path.dirname(common)
+    if os.path.basename(common) != ".git" or not os.path.isdir(common) or not os.path.isdir(main):
+        return root
+    return main
+
+
 @functools.lru_cache(maxsize=4096)
 def _walk(path: str) -> str | None:
-    """The nearest ancestor of an existing `path` with a real `.git` (dir or file), or None."""
+    """The nearest ancestor of an existing `path` with a real `.git` (dir or file), or None; a
+    linked worktree's is its main repository (`main_worktree`)."""
     cur = path
     for _ in range(MAX_WALK):
         try:
             st = os.lstat(os.path.join(cur, ".git"))
-            if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
                 return cur
+            if stat.S_ISREG(st.st_mode):
+                return main_worktree(cur)
         except OSError:
             pass
         parent = os.path.dirname(cur)

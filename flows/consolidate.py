@@ -103,7 +103,7 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
     except NoModelRouteError as exc:  # no state change: retried on the next trigger
         result.outcome, result.reason = gate_mod.SKIP_NO_ROUTE, str(exc)
         return ""
-    mechanical = model.provider == "local"  # a small local model: merge mechanically (no model call)
+    mechanical = model.writer == "evidence"  # the model writes no memory: merge mechanically
     if not mechanical:
         settings = model.fit(settings)  # a model's context may be small: caps shrink to fit
     result.model = Phase2ModelReport(

@@ -7,9 +7,9 @@ Reads:    its `jobs` parameter only — redacted, budgeted transcripts (dsh_memo
 Model:    this worker's own route (its saved blocks > its environment), e.g. a local model on a
           GPU box; `concurrency` calls at a time per run, bounded by the worker's `--limit` (runs
           at a time), not by the global `dsh-memory-llm` limit (that one bounds the main host's
-          calls to its endpoint; a worker may call another model). A transcript larger than
-          that model's context (the writer renders for `transcript_budget_tokens`) is returned
-          as an error that says which budget to set, not sent.
+          calls to its endpoint; a worker may call another model). Each job carries the session's
+          evidence and its transcript, so either writer works there: a small local model writes
+          from the evidence, however long the transcript.
 Returns:  one JobResult (as JSON) per job, persisted in the result storage this worker is given
           (PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK, set on the deployment by `deploy --result-storage`):
           the writer on the main host reads it from there, as plain JSON (tasks/remote.py
@@ -23,9 +23,9 @@ from prefect import flow, get_run_logger, unmapped
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsh_memory.flows.extract import short_id
-from dsh_memory.llm.budgets import input_tokens_available
 from dsh_memory.llm.factory import phase_model
-from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob, too_large
+from dsh_memory.phase1.extraction import Phase1Input
+from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob
 from dsh_memory.settings_loader import resolve_settings
 from dsh_memory.tasks.extract import llm_extract
 from dsh_memory.transcript.redact import redact
@@ -52,28 +52,24 @@ def extract_transcripts_flow(jobs: list[TranscriptJob]) -> list[dict]:
     model = phase_model(resolved.route, "phase1", settings)
     log = get_run_logger()
     log.info("extracting %d transcripts with %s/%s", len(jobs), model.provider, model.model)
-    room = input_tokens_available(model.llm)
-    refused = {j.session_id: why for j in jobs if (why := too_large(j, room))}
-    if refused:
-        log.warning("%d transcripts do not fit this worker's model: %s", len(refused), next(iter(refused.values())))
-    todo = [j for j in jobs if j.session_id not in refused]
+
     with ThreadPoolTaskRunner(max_workers=settings.concurrency) as runner:
         futures = runner.map(
             llm_extract,
             parameters=dict(
                 model=unmapped(model),
-                transcript_text=[j.text for j in todo],
-                session_id=[j.session_id for j in todo],
-                watermark=[j.watermark for j in todo],
-                to_seq=[j.to_seq for j in todo],
-                cwd=[j.cwd for j in todo],
-                source=[j.source for j in todo],
-                cache_scope=[j.cache_scope for j in todo],
+                material=[Phase1Input(evidence=j.evidence, transcript=j.text) for j in jobs],
+                session_id=[j.session_id for j in jobs],
+                watermark=[j.watermark for j in jobs],
+                to_seq=[j.to_seq for j in jobs],
+                cwd=[j.cwd for j in jobs],
+                source=[j.source for j in jobs],
+                cache_scope=[j.cache_scope for j in jobs],
             ),
         )
         answers = [f.result(raise_on_failure=False) for f in futures]
-    results = [JobResult(session_id=sid, error=why[:MAX_ERROR_CHARS]) for sid, why in refused.items()]
-    for job, answer in zip(todo, answers, strict=True):
+    results = []
+    for job, answer in zip(jobs, answers, strict=True):
         if isinstance(answer, BaseException):
             error = redact(f"{type(answer).__name__}: {answer}")[:MAX_ERROR_CHARS]
             results.append(JobResult(session_id=job.session_id, error=error))

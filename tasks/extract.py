@@ -26,7 +26,7 @@ from dsh_memory.context import MemoryContext
 from dsh_memory.errors import LLMTruncatedError
 from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.phase1 import prompt as phase1
-from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, apply_output, call_model, prepare_transcript
+from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, Phase1Input, apply_output, call_model, prepare_input
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
@@ -63,7 +63,7 @@ def _retry_base_seconds(parameters: dict) -> float:
 )
 def llm_extract(
     model: PhaseModel,
-    transcript_text: str,
+    material: Phase1Input,
     *,
     session_id: str,
     watermark: int,
@@ -74,6 +74,7 @@ def llm_extract(
     cache_scope: str = "",
 ) -> ExtractionOutput:
     kwargs = dict(
+        writer=model.writer,
         cwd=cwd,
         source=source,
         delta_watermark=watermark if watermark >= 0 else None,
@@ -82,7 +83,7 @@ def llm_extract(
     )
     if global_limit is not None:
         kwargs["slot"] = global_limit.slot  # held around the model's part of the call only
-    return call_model(model.llm, transcript_text, **kwargs)
+    return call_model(model.llm, material, **kwargs)
 
 
 def _short_error(exc: BaseException) -> str:
@@ -147,7 +148,7 @@ def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: Mem
     """The model call; a cut-off answer is retried once with half the transcript budget."""
     ref = decision.ref
     for attempt in (1, 2):
-        transcript = prepare_transcript(decision, model.budget_tokens)
+        material = prepare_input(decision, model.budget_tokens, model.writer)
         try:
             # Commit the cached answer as soon as the call returns: a task called inside a task
             # commits with its parent by default, i.e. after this session's files are written,
@@ -156,7 +157,7 @@ def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: Mem
             with transaction(commit_mode=CommitMode.EAGER):
                 return llm_extract(
                     model,
-                    transcript.text,
+                    material,
                     session_id=ref.id,
                     watermark=decision.watermark,
                     to_seq=decision.session.last_seq,

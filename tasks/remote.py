@@ -21,7 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel
 
 from dsh_memory.context import MemoryContext
-from dsh_memory.phase1.extraction import Outcome, apply_output, prepare_transcript
+from dsh_memory.phase1.extraction import Outcome, apply_output, prepare_input
 from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob, accept
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
@@ -73,7 +73,7 @@ def prepare_batch(decisions: list[Decision], settings: MemorySettings, claimed: 
                 outcomes.append(Outcome.claimed_elsewhere(d))
                 continue
             try:
-                transcript = prepare_transcript(d, settings.transcript_budget_tokens)
+                material = prepare_input(d, settings.transcript_budget_tokens, None)  # the worker's writer decides
             except Exception as exc:  # this session alone
                 outcomes.append(_failed(ctx, settings, d, _error(exc)))
                 continue
@@ -84,7 +84,8 @@ def prepare_batch(decisions: list[Decision], settings: MemorySettings, claimed: 
                     cwd=d.session.cwd,
                     watermark=d.watermark,
                     to_seq=d.session.last_seq,
-                    text=transcript.text,
+                    text=material.transcript,
+                    evidence=material.evidence,
                     cache_scope=str(settings.memory_root),
                 )
             )

@@ -98,7 +98,9 @@ def test_phase1_rerun_is_idempotent_and_incremental(monkeypatch, tmp_path, fixtu
                     "data": {
                         "id": f"m{i}",
                         "role": "user",
-                        "content": [{"type": "text", "text": f"follow-up question number {i}"}],
+                        "content": [
+                            {"type": "text", "text": f"follow-up question number {i} about the renderer's margins"}
+                        ],
                         "source": {"kind": "user"},
                     },
                     "surfaceOp": "append",

@@ -211,22 +211,29 @@ def test_the_writer_reads_a_worker_result_as_plain_json_only(tmp_path):
     assert marker.exists(), "Prefect's own reader ran the worker's code"
 
 
-def test_a_transcript_too_large_for_the_workers_model_comes_back_as_an_error_naming_the_budget(monkeypatch, tmp_path):
-    """The writer renders for its own transcript_budget_tokens; a worker whose model has a small
-    context (the local provider, 8192 tokens) answers "does not fit … set transcript_budget_tokens
-    to at most N" for that session instead of sending it (the model is never even loaded)."""
+def test_a_local_model_worker_writes_from_the_evidence_however_long_the_transcript(monkeypatch):
+    """A worker whose model has a small context (the local provider, 8192 tokens) is the evidence
+    writer: it reads the job's evidence, never the transcript, so a session far longer than its
+    context is extracted (it used to come back as "does not fit … set transcript_budget_tokens")."""
     from dsh_memory.flows.extract_transcripts import extract_transcripts_flow
     from dsh_memory.llm import model_files
     from dsh_memory.llm.model_files import SMOLLM2_135M
+    from dsh_memory.phase1.evidence import gather
     from dsh_memory.phase1.remote import TranscriptJob
+    from tests.session_helpers import make_session
 
     monkeypatch.setenv("DSH_MEMORY_PROVIDER", "local")
     monkeypatch.setenv("DSH_MEMORY_MODEL_PATH", str(model_files.bundled_model_path(SMOLLM2_135M)))
     monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    session = make_session(("user", "Fix the build please. Never push to main without asking."), ("assistant", "Done."))
     big = TranscriptJob(
-        session_id="s-big", source="dsh", watermark=-1, to_seq=9, text="[user] fix the build please\n" * 3000
+        session_id="s-big",
+        source="dsh",
+        watermark=-1,
+        to_seq=9,
+        text="[user] fix the build please\n" * 3000,
+        evidence=gather(session),
     )
     (result,) = extract_transcripts_flow(jobs=[big])
-    assert result["session_id"] == "s-big" and result["output"] is None
-    assert re.search(r"transcript of \d+ tokens does not fit this worker's model \(\d+ input tokens\)", result["error"])
-    assert "set transcript_budget_tokens to at most" in result["error"]
+    assert result["session_id"] == "s-big" and result["error"] == ""
+    assert "Never push to main without asking." in result["output"]["raw_memory"]

@@ -11,14 +11,16 @@ second and never cuts a bullet:
   (same words) only gains the new source;
 - scope (`dsh_memory.scope`): a bullet Phase 1 tagged `[scope: global]` and ad hoc notes go to
   `global`, every other bullet to its block's project (`project`, or the root of its `cwd` for
-  blocks written before scopes); a bullet found in ≥ 2 projects moves to `global`;
+  blocks written before scopes); a user preference found in ≥ 2 projects moves to `global`;
+- a line that is never memory (`phase1/clean.py`: omission markers, exploration commands, table
+  fragments, second person) is dropped, from new blocks and from the current MEMORY.md alike;
 - a raw block with a procedure becomes a skill (`skills/<project>-<task>/SKILL.md`: when to
   use, the steps, verification from the commands that worked, pitfalls from its failure
   shields) and a `Procedures` bullet pointing at it;
 - forgetting candidates are retired: their knowledge bullets stay, their `Tasks` lines go;
 - memory_summary.md (`v1`) is rebuilt in parts, `# Scope: global` then one
-  `# Scope: project <root>` per project: the user's rules, the routing index (keywords and where
-  to look), the skills; the read path injects the global part plus the current project's;
+  `# Scope: project <root>` per project: the user's rules, how to build and test, the routing
+  index (keywords and where to look), the skills; the read path injects the global part plus the current project's;
 - both files are capped by whole bullets (oldest of the largest section first), never mid-line.
 """
 
@@ -31,6 +33,7 @@ from typing import Any
 from dsh_memory.consolidation.inputs import Phase2Inputs
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.phase1 import steps
+from dsh_memory.phase1.clean import is_marker, why_not_memory
 from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project, is_tagged_global, project_root, untag
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
@@ -38,15 +41,17 @@ SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order 
     steps.FACTS: "Project facts",
     steps.SHIELDS: "Failure shields",
     steps.COMMANDS: "Reusable knowledge",
-    steps.FINDINGS: "Agent findings",
+    steps.FINDINGS: "Project facts",
     steps.PROCEDURE: "Procedures",
 }
-ORDER = ["User notes", *SECTIONS.values(), "Notes", "Tasks"]
+ORDER = ["User notes", *dict.fromkeys(SECTIONS.values()), "Agent findings", "Notes", "Tasks"]
+PROMOTABLE = ("User preferences",)  # what recurs across projects is the user's, not a project's
 SOURCE = re.compile(r"\s*\[source: ([^\]]*)\]\s*$")
 CODE = re.compile(r"`([^`\n]+)`")
 MAX_KEYWORD_CHARS = 60
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 MAX_KEYWORDS = 8
+MAX_SUMMARY_COMMANDS = 3
 VERSION = re.compile(r"^v?\d+(\.\d+)*$")
 
 
@@ -57,8 +62,10 @@ class Group:
     head: list[str] = field(default_factory=list)  # scope / applies_to lines
 
     def add(self, section: str, bullet: str, source: str = "", first: bool = True) -> None:
-        items = self.sections.setdefault(section, [])
         text = SOURCE.sub("", bullet).strip()
+        if section != "Tasks" and why_not_memory(text):
+            return  # never memory, whoever wrote it (phase1/clean.py)
+        items = self.sections.setdefault(section, [])
         key = _key(text)
         for i, old in enumerate(items):
             if _key(SOURCE.sub("", old)) == key:
@@ -116,7 +123,7 @@ def parse_memory_md(text: str) -> dict[str, Group]:
                 group.add("Notes", line.strip(), first=False)
         elif line.startswith(("scope:", "applies_to:")) and section == "Notes" and not group.sections:
             group.head.append(line)
-        elif line.strip():
+        elif line.strip() and not (BULLET.match(line) and section != "Tasks" and why_not_memory(line)):
             group.sections.setdefault(section, []).append(line.rstrip())
     return groups
 
@@ -197,18 +204,17 @@ def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | No
     return {"name": name, "skill_md": "\n".join(md) + "\n", "task": task, "project": root or None}
 
 
-KEEP_IN_PROJECT = ("Tasks", "Procedures")
-
-
 def promote_recurring(groups: dict[str, Group]) -> int:
-    """Move every bullet found (same words) in ≥ 2 project groups to `global`, sources merged.
-    Returns how many bullets moved."""
+    """Move every user preference found (same words) in ≥ 2 project groups to `global`, sources
+    merged: the user says it wherever they work. A command, fact or shield that two repositories
+    share stays with each (two projects built alike are still two projects). Returns how many
+    bullets moved."""
     seen: dict[tuple[str, str], list[tuple[Group, str]]] = {}
     for g in groups.values():
         if scope_of_group(g) is None:  # global already
             continue
         for section, items in g.sections.items():
-            if section in KEEP_IN_PROJECT:
+            if section not in PROMOTABLE:
                 continue
             for b in items:
                 seen.setdefault((section, _key(SOURCE.sub("", b))), []).append((g, b))
@@ -244,13 +250,25 @@ def _cap(groups: dict[str, Group], limit: int) -> str:
 
 
 def _keywords(group: Group) -> list[str]:
+    """Names to search for: the code spans of the group's facts and shields that are names (files,
+    identifiers, tools), not command lines, most cited first."""
     counts: dict[str, int] = {}
-    for items in group.sections.values():
-        for b in items:
+    for section in ("Project facts", "Agent findings", "Failure shields"):
+        for b in group.sections.get(section, []):
             for c in CODE.findall(SOURCE.sub("", b)):
-                if 2 <= len(c) <= MAX_KEYWORD_CHARS:
+                if 2 <= len(c) <= MAX_KEYWORD_CHARS and " " not in c.strip() and not is_marker(c):
                     counts[c] = counts.get(c, 0) + 1
     return sorted(counts, key=lambda c: -counts[c])[:MAX_KEYWORDS]
+
+
+def _commands(group: Group) -> list[str]:
+    """The group's build/test commands as one short line each (the injected part's how-to)."""
+    out = []
+    for b in group.sections.get("Reusable knowledge", [])[:MAX_SUMMARY_COMMANDS]:
+        spans = CODE.findall(SOURCE.sub("", b))
+        if spans:
+            out.append("- " + ", ".join(f"`{c}`" for c in spans[:4]))
+    return out
 
 
 def _within(lines: list[str], cap: int) -> list[str]:
@@ -269,13 +287,14 @@ def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) ->
         for s in ("User notes", "User preferences")
         for b in g.sections.get(s, [])
     ]
+    how = [c for g in gs for c in _commands(g)]
     routing = []
     for g in gs:
         kw = ", ".join(f"`{k}`" for k in _keywords(g))
         routing.append(f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""))
     routing = ["## What's in memory", *routing] if routing else []
     skill_lines = ["## Skills", *(f"- skills/{s['name']}/SKILL.md: {s['task']}" for s in skills)] if skills else []
-    body = routing + skill_lines
+    body = (["## Build and test", *how] if how else []) + routing + skill_lines
     rest = cap - sum(len(x) + 1 for x in head + body) - 2
     kept = _within(["## User preferences", *prefs], rest) if prefs else []
     return _within(head + kept + body, cap) if len(head + kept + body) > 1 else []

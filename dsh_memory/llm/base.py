@@ -8,7 +8,7 @@ Errors are classified once, by the implementation, into the `dsh_memory.errors` 
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -62,3 +62,16 @@ class LLM(Protocol):
         Raises LLMTransientError / LLMFatalError / LLMTruncatedError / LLMOutputError.
         """
         ...
+
+
+# Who writes the memory, chosen once with the model: "model" — the model writes it (one
+# `memory_save` call per session, its own handbook in Phase 2); "evidence" — a small model cannot,
+# so Phase 1 builds memory from the session's evidence and the model writes a recap sentence, and
+# Phase 2 merges mechanically (phase1/steps.py, consolidation/mechanical.py).
+Writer = Literal["model", "evidence"]
+
+
+def writer_for(llm: LLM) -> Writer:
+    """The in-process model is a 1.5B classifier-sized model: the evidence writer; any endpoint
+    (DeepSeek, OpenAI, a local server) writes memory itself."""
+    return "evidence" if getattr(llm, "provider", "") == "local" else "model"

@@ -41,12 +41,14 @@ def phase2_settings(settings: MemorySettings, llm) -> MemorySettings:
     return settings.model_copy(update=update)
 
 
-# A small local model decodes ~5-10 tokens/s on a laptop CPU and, given room, rambles up to the
-# grammar's string caps: bound its answers. (Phase 1 on the local provider asks one short recap
-# step, <= 224 tokens, phase1/steps.py; its Phase 2 is a mechanical merge with no model call.)
-LOCAL_MAX_OUTPUT_TOKENS = {"phase1": 2048, "phase2": 3072}
+# A small model decodes ~5-10 tokens/s on a laptop CPU and, given room, rambles up to the
+# grammar's string caps: bound its answers. (The evidence writer asks one short recap step,
+# <= 224 tokens, phase1/steps.py; its Phase 2 is a mechanical merge with no model call.)
+EVIDENCE_WRITER_MAX_OUTPUT_TOKENS = {"phase1": 2048, "phase2": 3072}
 
 
 def output_tokens(llm, phase: str, requested: int) -> int:
-    cap = LOCAL_MAX_OUTPUT_TOKENS.get(phase) if getattr(llm, "provider", "") == "local" else None
+    from dsh_memory.llm.base import writer_for
+
+    cap = EVIDENCE_WRITER_MAX_OUTPUT_TOKENS.get(phase) if writer_for(llm) == "evidence" else None
     return min(requested, cap) if cap else requested

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsh_memory.errors import ConfigError, NoModelRouteError
-from dsh_memory.llm.base import LLM
+from dsh_memory.llm.base import LLM, Writer, writer_for
 from dsh_memory.llm.budgets import PHASE2_CAPS, output_tokens, phase1_budget, phase2_settings
 from dsh_memory.settings import MemorySettings, ModelRoute
 
@@ -109,10 +109,12 @@ class PhaseModel(BaseModel):
         default_factory=dict, description="Phase 2 input caps (chars) shrunk to fit the context; {} = as configured"
     )
     retry_delay_seconds: float = Field(description="Base of the exponential retry backoff of model calls")
+    writer: Writer = Field("model", description="Who writes the memory (see `Writer`)")
 
     @property
     def cache_key_parts(self) -> tuple[str, str, int]:
-        """What names this model in a cache key: a different model or budget is a different answer."""
+        """What names this model in a cache key: a different model or budget is a different answer
+        (the writer follows from the provider)."""
         return (self.provider, self.model, self.budget_tokens)
 
     def with_budget(self, budget_tokens: int) -> PhaseModel:
@@ -144,4 +146,5 @@ def phase_model(route: ModelRoute, phase: str, settings: MemorySettings) -> Phas
         budget_tokens=phase1_budget(settings, llm) if p == "phase1" else 0,
         input_caps=caps,
         retry_delay_seconds=settings.llm_retry_delay_seconds,
+        writer=writer_for(llm),
     )

@@ -1,247 +1,368 @@
-"""What a rendered transcript says, by who said it: the checkable material of Phase 1.
+"""What a session holds that a future agent should know, read from its events.
 
-`blocks(text)` splits a transcript rendered by `dsh_memory.transcript.render` back into its
-tagged blocks (`[user]`, `[assistant]`, `[tool]`, `[result …]`, …): tags start at column 0 and
-tags inside non-human text are escaped by the renderer, so a block's role is the event's role.
-`gather(text)` then picks, deterministically and verbatim:
+The evidence writer (`phase1/steps.py`, the small local model's path) builds memory from this
+alone; every provider's no-op gate reads it too. It is read from the session's events (the
+delta after the watermark), never from the rendered transcript, so the budget's omitted middle
+and the renderer's markers never become memory. Each string is a copy of what the session
+says (redacted), picked by deterministic rules that hold for sessions we have not seen:
 
-- the user's standing rules and preferences ("always…", "never…", "use X, not Y", "only…"),
-  the user's statements of fact about the project, and the requests;
-- the commands the agent ran, with their outcome (ok / failed, first error line);
-- failure shields: a failed command, the agent's explanation, and the command that then worked;
-- the agent's findings (sentences that explain a cause or a fix) and its last word (the outcome);
-- a procedure, when the user asked for one to be remembered and several steps succeeded.
-
-Nothing here paraphrases: every string is a copy of transcript text (or a command line), so
-what is built from it is grounded by construction.
+- rules: the user's sentences that state a standing wish ("don't commit docs", "X should live
+  in Y", "use A, not B"), never questions or one-off task instructions; with the agent's
+  first plain sentence after it when that restates the rule in the project's terms;
+- commands: how the project is built, tested, linted, formatted or run (`make fast-ci`,
+  `bun run test`, `uv run pytest …`), as they succeeded; exploration (ls, cat, grep, git status…)
+  and one-off git/gh plumbing are not knowledge;
+- shields: a command that failed with an informative error, and what made it work (an edit, a
+  different command, escalated sandbox permissions), with the agent's explanation when it gave
+  one; a failure nothing fixed, or that passed on a bare rerun, is no shield;
+- facts: the agent's declarative sentences about where things live and how they behave (a code
+  span or path plus a fact cue), never its progress narration ("Let me…", "Now I…"), first or
+  second person, questions or table rows;
+- the outcome (the agent's last message) and the requests, for the recap.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
 
-_TAG = re.compile(r"^\[(user|assistant|tool|result|hidden|compaction|status|delta|note)\b([^\]]*)\](.*)$")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])|\n+")
+from pydantic import BaseModel, Field
+
+from dsh_memory.models import Event, EventKind, Session
+from dsh_memory.phase1.clean import is_marker, is_table_row, second_person
+from dsh_memory.phase1.commands import (
+    ESCALATED,
+    Command,
+    Run,
+    Shield,
+    clip,
+    commands,
+    failed,
+    informative_error,
+    is_build_command,
+    normalize_command,
+    shell_line,
+    shields,
+)
+from dsh_memory.transcript.redact import redact
+
+MAX_RULES = 6
+MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
+MAX_RECAP_FACTS = 20
+MAX_ITEM_CHARS = 260
+MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
+AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
+EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
+
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|\n+")
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+_EMPH = re.compile(r"\*\*([^*]+)\*\*")
+CODE = re.compile(r"`([^`\n]+)`")
+_PATHLIKE = re.compile(
+    r"(?<![\w/])(?:\.{0,2}/)?[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|ts|tsx|js|jsx|json|md|toml|ya?ml|go|rs|sh|css|lock|cfg|ini|env)\b"
+)
+_IDENT = re.compile(r"\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z]+[A-Z]\w+\b")
+
 RULE_CUE = re.compile(
-    r"\b(always|never|don't|do not|only|must|should|prefer|remember|make sure|from now on|every time|"
-    r"instead of|rather than|not\s+\S+\s+directly|in this repo|need[s]? .* first)\b|,\s*not\s+`|\bnot\b\s+\w+\s*[:;]"
-    r"|^use\b[^.!?]{1,80},\s*not\b",  # "Use pnpm, not npm."
+    r"(^|[:;,]\s*|\b(?:please|and|but|so|just)\s+)(don'?t|do not|never|always|avoid|stop\s+\w+ing)\b"
+    r"|\b(i|we) (?:don'?t|do not) (?:want|like|need)\b|\bdoesn'?t need|\bno need to\b|\bprefer\b"
+    r"|\bi (?:like|prefer|usually|tend) to\b|\bi'?d rather\b"
+    r"|\bshould(?:n'?t)? (?:not |never |always )?(?:live|be|use|go|stay|run|have|include|start|keep)\b"
+    r"|\bmust(?:n'?t)?\b|\bmake sure\b|\bfrom now on\b|\bevery time\b|\bwhenever\b|\binstead of\b|\brather than\b"
+    r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
+    r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b",
     re.I,
 )
-PROCEDURE_CUE = re.compile(
-    r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
+MAX_RULE_CHARS = 180  # a standing rule is said in a sentence; a longer one is a task description
+ONE_OFF = re.compile(
+    r"\b(for now|this time|right now|for this (task|pr|change|one)|in this (pr|change|task|commit)|"
+    r"today|at the moment|temporarily|first)\b",
     re.I,
 )
-FINDING_CUE = re.compile(
-    r"\b(because|cause[sd]?|since|omits?|removed|missing|instead|needs?|requires?|fall(s|ing)? back|pinned|excludes?|"
-    r"so that|works now|works|passes|fixed|succeeded|after|until|once)\b",
+TASK_VERB = re.compile(
+    r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"
+    r"move|put|set|run|try|look|find|check|investigate|research|help|show|give|explain|tell|open|commit|push|merge|"
+    r"rebase|deploy|install|test|debug|restart|continue|go|do|let|can|could|would|please)\b",
     re.I,
 )
-ERROR_LINE = re.compile(r"(error|exception|failed|fatal|denied|not found|cannot|traceback|refused)", re.I)
-EXIT_CODE = re.compile(r"\[exit code: ([1-9]\d*)\]")
-_COMMAND_ARG = re.compile(r'^(?:command|cmd)=(\[.*?\]|"(?:[^"\\]|\\.)*")', re.S)
-_FILE_ARG = re.compile(r'file_path="([^"]+)"')
-EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create"}
-PROBLEM = re.compile(
-    r"\b(crash\w*|fail\w*|error\w*|broken|doesn't work|does not work|runs? out|hangs?|times? out)\b", re.I
+SHELL_PROMPT = re.compile(r"\s(?:~\S*|/\S+)\s+[$%#]\s")  # "… ~/Projects $ ln -s …": a pasted shell session
+OBSERVATION = re.compile(r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look)\w*\b", re.I)
+STRONG_CUE = re.compile(r"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b", re.I)
+QUESTION = re.compile(
+    r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b", re.I
 )
-GREETING = re.compile(r"^(hi|hello|hey|thanks|thank you|ok|okay|cool|great|bye|good (morning|evening|night))\b", re.I)
+TASK_LEAD = re.compile(
+    r"^(ok(ay)?|yes|no|nope|hmm+|great|cool|thanks|please|lets|let's|now|then|also|and|so)\b[,.!]?\s*", re.I
+)
+PROGRESS = re.compile(
+    r"^(let me|let's|now\b|next\b|first\b|then\b|okay|ok\b|good|great|perfect|done|excellent|alright|all set|"
+    r"looking|checking|reading|running|searching|starting|continuing|found|i\b|i'm|i'll|i've|i'd|we\b|we'll|we're|"
+    r"here's|here is|this is|that's|sure|got it|understood|you're right|summary|changes|added|updated|created|"
+    r"changed|removed|fixed|implemented|refactored|moved|renamed|wrote|committed|pushed|ran|all \d+|both)\b",
+    re.I,
+)
+FIRST_PERSON = re.compile(r"\b(I|I'm|I'll|I've|I'd|me|my|mine|we|we're|we'll|we've|us|our|let me|let's)\b")
+FACT_CUE = re.compile(
+    r"\b(lives? in|lives? under|is in|are in|is at|are at|defined in|located|handled (?:by|in)|comes? from|reads?|"
+    r"loads?|uses|requires?|needs?|must|only|never|always|cannot|can't|doesn't|does not|isn't|is not|aren't|"
+    r"ignores?|fails?|because|so that|instead of|is generated|auto-generated|gitignored|not on path|expects?|"
+    r"is called|calls|runs|wraps|delegates?|mirrors?|points? to|is configured|configured in|is stored|stores?|"
+    r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|read|written|set|kept|"
+    r"registered|owned|managed|served) (?:by|in|from|at|under|via))\b",
+    re.I,
+)
+ACK = re.compile(
+    r"^(you'?re right|good (catch|point|call)|got it|understood|makes sense|fair( point)?|agreed|right|sure|ok(ay)?)"
+    r"[\s,.!:;—–-]+",
+    re.I,
+)
+CAUSE = re.compile(
+    r"\b(because|since|needs?|requires?|must|only|not|no|can'?t|cannot|doesn'?t|isn'?t|fails?|so|omits?|missing|"
+    r"removed|without|when)\b",
+    re.I,
+)
+NARRATION = re.compile(
+    r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Lets|Worth)\b"
+    r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
+)
+PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
+_LINK = re.compile(r"\[([^\]\n]+)\]\([^)\n]+\)")
 
 
-@dataclass
-class Block:
-    tag: str  # user | assistant | tool | result | hidden | …
-    text: str
-    detail: str = ""  # the tag's rest: ", error", " bash", …
-    tool: str = ""  # tool blocks: the tool name; results: the tool name in the tag
-    args: str = ""  # tool blocks: the argument summary
-
-    @property
-    def error(self) -> bool:
-        return "error" in self.detail or bool(EXIT_CODE.search(self.text))
+class Rule(BaseModel):
+    text: str  # the user's words
+    agent: str = ""  # the agent's restatement right after, when it gave one
 
 
-@dataclass
-class Command:
-    line: str  # the command as run
-    ok: bool
-    first_error: str = ""
-    result_head: str = ""
+class Evidence(BaseModel):
+    """What one session (delta) holds, copied from its events; see the module docstring."""
 
-
-@dataclass
-class Shield:
-    command: str
-    error: str
-    explanation: str = ""
-    fixed_by: str = ""  # the command or edit after which it worked
-    edited: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Evidence:
-    rules: list[str] = field(default_factory=list)  # the user's words, verbatim sentences
-    user_facts: list[str] = field(default_factory=list)
-    requests: list[str] = field(default_factory=list)
-    commands: list[Command] = field(default_factory=list)
-    edited: list[str] = field(default_factory=list)
-    shields: list[Shield] = field(default_factory=list)
-    findings: list[str] = field(default_factory=list)  # the agent's words, verbatim sentences
+    cwd: str | None = None
+    rules: list[Rule] = Field(default_factory=list)
+    commands: list[Command] = Field(default_factory=list)
+    shields: list[Shield] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list)
+    requests: list[str] = Field(default_factory=list)
+    edited: list[str] = Field(default_factory=list)
     outcome: str = ""
-    procedure: list[str] = field(default_factory=list)
-    first_prompt: str = ""
-    user_text: str = ""
-    agent_text: str = ""
+    procedure: list[str] = Field(default_factory=list)
     tool_calls: int = 0
+    user_chars: int = 0
+    first_prompt: str = ""
 
-    @property
-    def ok_commands(self) -> list[str]:
-        seen: list[str] = []
-        for c in self.commands:
-            if c.ok and c.line not in seen:
-                seen.append(c.line)
-        return seen
-
-
-def blocks(text: str) -> list[Block]:
-    """The tagged blocks of a rendered transcript (the header lines before the first tag dropped)."""
-    out: list[Block] = []
-    for line in (text or "").split("\n"):
-        m = _TAG.match(line)
-        if m:
-            tag, detail, rest = m.group(1), m.group(2), m.group(3).lstrip()
-            b = Block(tag, rest, detail)
-            if tag == "result":
-                b.tool = detail.split(",")[0].strip()
-            out.append(b)
-        elif out:
-            out[-1].text += "\n" + line
-    for b in out:
-        b.text = b.text.strip()
-        if b.tag == "tool":
-            m = re.match(r"^([^()\s]+)\((.*)\)$", b.text, re.S)
-            if m:
-                b.tool, b.args = m.group(1), m.group(2)
-    return out
+    def source_text(self) -> str:
+        """Every string the evidence holds: what the writer's clean-up checks its lines against."""
+        parts = [r.text + "\n" + r.agent for r in self.rules] + [c.line for c in self.commands]
+        parts += [f"{s.command}\n{s.error}\n{s.cause}\n{s.fix}" for s in self.shields]
+        parts += self.facts + self.requests + self.edited + self.procedure + [self.outcome, self.first_prompt]
+        return "\n".join(parts)
 
 
 def sentences(text: str) -> list[str]:
-    parts = [s.strip() for s in _SENTENCE.split(text or "")]
-    return [s for s in parts if len(s) >= 3]
+    """Sentences and list items of a message, Markdown links and emphasis made plain text."""
+    out = []
+    for s in _SENT.split(_LINK.sub(r"\1", text or "")):
+        s = _EMPH.sub(r"\1", _BULLET.sub("", s.strip().lstrip("> "))).strip().strip("*").strip()
+        if len(s) >= 3:
+            out.append(s)
+    return out
 
 
-def command_of(b: Block) -> str | None:
-    """The shell command line of a tool block, if it ran one."""
-    m = _COMMAND_ARG.match(b.args.strip())
-    if not m:
-        return None
-    try:
-        value = json.loads(m.group(1))
-    except ValueError:
-        return None
-    if isinstance(value, list):
-        parts = [str(v) for v in value]
-        if len(parts) >= 3 and parts[0] in ("bash", "sh", "zsh") and parts[1] in ("-lc", "-c"):
-            return " ".join(parts[2:])
-        return " ".join(parts)
-    return str(value).strip() or None
+def _is_rule(s: str) -> bool:
+    """A standing wish of the user: a rule cue, short, not a question, not a one-off ("for now",
+    "this time"), not a task instruction unless it says always / never / don't."""
+    if not (12 <= len(s) <= MAX_RULE_CHARS) or QUESTION.search(s) or is_marker(s) or is_table_row(s):
+        return False
+    body = TASK_LEAD.sub("", s)
+    if ONE_OFF.search(body) or not RULE_CUE.search(body):
+        return False
+    if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
+        return False  # "I don't see it in cursor": a report, not a wish
+    return not TASK_VERB.match(body) or bool(STRONG_CUE.search(body))
 
 
-def _first_error(text: str) -> str:
-    for ln in text.splitlines():
-        s = ln.strip()
-        if s and ERROR_LINE.search(s) and not s.startswith("[exit code"):
-            return s.lstrip("E ").strip()[:200]
-    return next((ln.strip()[:200] for ln in text.splitlines() if ln.strip()), "")
+def _user_text(e: Event) -> str:
+    """The user's own words of a prompt: a long paste keeps only its first lines; a slash command
+    keeps its arguments; shell-prompt lines and logs are not words."""
+    text = e.text or ""
+    if len(text) > MAX_PASTE_CHARS:
+        text = text.strip().splitlines()[0][:MAX_PASTE_CHARS]
+    lines = [SHELL_PROMPT.split(ln)[0] for ln in text.splitlines() if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln)]
+    text = "\n".join(lines)
+    return re.sub(r"^/[\w:.-]+\s*", "", text.strip())
 
 
-def _head(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("[")]
-    lines = [ln for ln in lines if ln != "(no output)"]
-    return lines[-1][:120] if lines else ""
+def _agent_restatement(text: str, rule: str) -> str:
+    """The agent's first sentence after a user's rule, when it restates it: it shares a word with
+    the rule and states something (no progress, no first or second person)."""
+    said = {w.lower() for w in re.findall(r"[A-Za-z][\w.-]{3,}", rule)}
+    for s in sentences(text)[:3]:
+        s = ACK.sub("", s).strip()
+        if len(s) < 25 or s.endswith(("?", ":")) or PROGRESS.match(s) or FIRST_PERSON.search(CODE.sub("", s)):
+            continue
+        if not said & {w.lower().strip(".`") for w in re.findall(r"[A-Za-z][\w.-]{3,}", s)}:
+            continue
+        if second_person(s) or is_table_row(s):
+            continue
+        return clip(s[0].upper() + s[1:], 200)
+    return ""
 
 
-def is_rule(sentence: str) -> bool:
-    return bool(RULE_CUE.search(sentence)) and not sentence.rstrip().endswith("?")
+def _fact_score(s: str) -> int:
+    """How much a sentence of the agent reads as a lasting fact about the project (0: not one)."""
+    plain = CODE.sub(" x ", s)
+    if not (40 <= len(s) <= 400) or s.endswith(("?", ":")) or PROGRESS.match(s) or is_table_row(s):
+        return 0
+    led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
+    if led:
+        rest = s[led.end() :]
+        return 0 if NARRATION.match(rest) or len(rest) < 20 else 2
+    if NARRATION.match(s) or TASK_VERB.match(s) or " — " in s[:60]:
+        return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
+    if FIRST_PERSON.search(plain) or second_person(s) or is_marker(s) or s.count("`") % 2:
+        return 0
+    if not FACT_CUE.search(plain):
+        return 0
+    specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
+    return (1 + min(specific, 3)) if specific else 0
 
 
-def gather(text: str) -> Evidence:
-    """Everything `gather` can copy out of one rendered transcript (see the module docstring)."""
-    ev = Evidence()
-    bl = blocks(text)
-    pending: Shield | None = None
-    last_failed: dict[str, Shield] = {}
+def _procedure_turn(text: str) -> bool:
+    return bool(
+        re.search(
+            r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
+            text,
+            re.I,
+        )
+    )
+
+
+def gather(session: Session, since_seq: int | None = None) -> Evidence:
+    """The evidence of `session`'s events after `since_seq` (all of them when None)."""
+    events = [e for e in session.events if (since_seq is None or e.seq > since_seq) and e.seq >= session.inherited_cut]
+    cwd = session.cwd
+    ev = Evidence(cwd=cwd)
+    results = {e.tool_call_id: e for e in events if e.kind is EventKind.TOOL_RESULT and e.tool_call_id}
+    runs: list[Run] = []
+    assistant: list[tuple[int, str, bool]] = []  # (seq, sentence, in a turn's last message)
+    edits: list[tuple[int, str]] = []
+    pending_rules: list[Rule] = []
     turn_ok: list[str] = []
     procedure_turn = False
-    for i, b in enumerate(bl):
-        if b.tag == "user":
-            ev.user_text += b.text + "\n"
-            ev.first_prompt = ev.first_prompt or b.text
+    last_msg: dict[int, int] = {}  # turn index -> seq of its last assistant message
+    turn = 0
+    for e in events:
+        if e.kind is EventKind.HUMAN:
+            turn += 1
+        elif e.kind is EventKind.ASSISTANT and (e.text or "").strip():
+            last_msg[turn] = e.seq
+    turn = 0
+    for i, e in enumerate(events):
+        if e.kind is EventKind.HUMAN:
+            turn += 1
             if turn_ok and procedure_turn and len(turn_ok) >= 3 and not ev.procedure:
-                ev.procedure = list(turn_ok)
-            turn_ok, procedure_turn = [], bool(PROCEDURE_CUE.search(b.text))
-            for s in sentences(b.text):
-                if (GREETING.match(s) and len(s) < 40 or len(s) < 12 and "`" not in s) and not is_rule(s):
-                    continue
-                if is_rule(s):
-                    ev.rules.append(s)
-                elif s.endswith("?") or _imperative(s) or PROBLEM.search(s):
-                    ev.requests.append(s)
-                elif "`" in s or "/" in s or re.search(r"\d", s):
-                    ev.user_facts.append(s)
-                else:
-                    ev.requests.append(s)
-        elif b.tag == "assistant":
-            ev.agent_text += b.text + "\n"
-            ev.outcome = b.text
-            explaining = pending is not None and not pending.explanation
-            for s in sentences(b.text):
-                if (FINDING_CUE.search(s) or explaining) and ("`" in s or len(s) > 40) and s not in ev.findings:
-                    ev.findings.append(s)
-                    if explaining and not pending.explanation:
-                        pending.explanation = s
-        elif b.tag == "tool":
+                ev.procedure = turn_ok[:12]
+            turn_ok, procedure_turn = [], _procedure_turn(e.text or "")
+            words = redact(_user_text(e))
+            ev.user_chars += len(words)
+            ev.first_prompt = ev.first_prompt or clip(words, 400)
+            pending_rules = []
+            for s in sentences(words):
+                if _is_rule(s):
+                    r = Rule(text=clip(TASK_LEAD.sub("", s), 220))
+                    if all(r.text != o.text for o in ev.rules):
+                        ev.rules.append(r)
+                        pending_rules.append(r)
+                elif len(s) >= 12 and len(ev.requests) < 6:
+                    ev.requests.append(clip(s, 200))
+        elif e.kind is EventKind.ASSISTANT:
+            text = redact(e.text or "")
+            if not text.strip():
+                continue
+            ev.outcome = text
+            for r in pending_rules:
+                r.agent = _agent_restatement(text, r.text)
+            pending_rules = []
+            for s in sentences(text):
+                assistant.append((e.seq, s, last_msg.get(turn) == e.seq))
+        elif e.kind is EventKind.TOOL_CALL:
             ev.tool_calls += 1
-            result = bl[i + 1] if i + 1 < len(bl) and bl[i + 1].tag == "result" else None
-            ok = result is None or not result.error
-            line = command_of(b)
-            if line is None:
-                f = _FILE_ARG.search(b.args)
-                if f and b.tool.lower() in EDIT_TOOLS:
-                    path = f.group(1)
+            name = (e.tool_name or "").lower()
+            result = results.get(e.tool_call_id) if e.tool_call_id else None
+            if result is None and i + 1 < len(events) and events[i + 1].kind is EventKind.TOOL_RESULT:
+                result = events[i + 1]
+            line = shell_line(e)
+            if line is not None:
+                line = normalize_command(redact(line), cwd)
+                bad = failed(result)
+                error = informative_error(redact(result.text or "")) if bad and result is not None else ""
+                runs.append(Run(e.seq, line, bad, error, bool(ESCALATED.search(str(e.arguments)))))
+                if not bad:
+                    turn_ok.append(f"`{line}`")
+                continue
+            if name in AGENT_TOOLS and isinstance(e.arguments, dict):
+                prompt = str(e.arguments.get("prompt") or "")
+                out = (result.text or "") if result is not None else ""
+                bad = bool(re.search(r"\b(failed|failing|errors?)\b", out[:300], re.I)) and not re.search(
+                    r"\b(passed|succeeded|all checks)\b", out[:300], re.I
+                )
+                for span in CODE.findall(prompt):
+                    cmd = normalize_command(redact(span), cwd)
+                    if is_build_command(cmd):
+                        runs.append(Run(e.seq, cmd, bad, "", False))
+                continue
+            if name in EDIT_TOOLS and isinstance(e.arguments, dict):
+                path = e.arguments.get("file_path") or e.arguments.get("path") or ""
+                if isinstance(path, str) and path:
+                    path = _relative(path, cwd)
+                    edits.append((e.seq, path))
                     if path not in ev.edited:
                         ev.edited.append(path)
-                    if pending is not None:
-                        pending.edited.append(path)
                     turn_ok.append(f"edit `{path}`")
-                continue
-            cmd = Command(line, ok, result_head=_head(result.text) if result else "")
-            if not ok and result is not None:
-                cmd.first_error = _first_error(result.text)
-                pending = Shield(line, cmd.first_error)
-                last_failed[line] = pending
-                ev.shields.append(pending)
-            elif ok:
-                turn_ok.append(f"`{line}`")
-                shield = last_failed.pop(line, None)
-                if shield is not None and not shield.fixed_by:
-                    shield.fixed_by = line
-                    if shield is pending:
-                        pending = None
-            ev.commands.append(cmd)
+            elif name == "apply_patch":
+                for path in re.findall(r"^\*\*\* (?:Update|Add) File: (.+)$", str(e.arguments), re.M):
+                    path = _relative(path.strip(), cwd)
+                    edits.append((e.seq, path))
+                    if path not in ev.edited:
+                        ev.edited.append(path)
     if turn_ok and procedure_turn and len(turn_ok) >= 3 and not ev.procedure:
-        ev.procedure = list(turn_ok)
+        ev.procedure = turn_ok[:12]
+    ev.outcome = clip(ev.outcome, 1200)
+    ev.commands = commands(runs)
+
+    def cause(failed_seq: int, worked_seq: int) -> str:
+        """The agent's first explaining sentence between a failure and the run that worked."""
+        return next(
+            (s for seq, s, _ in assistant if failed_seq < seq <= worked_seq and _fact_score(s) and CAUSE.search(s)), ""
+        )
+
+    ev.shields = shields(runs, edits, cause)
+    explained = {s.cause for s in ev.shields}
+    ev.facts = _facts([a for a in assistant if a[1] not in explained])
+    ev.rules = ev.rules[:MAX_RULES]
     return ev
 
 
-_IMPERATIVE = re.compile(
-    r"^(please\s+)?(add|fix|make|create|update|move|remove|delete|run|cut|deploy|investigate|find|look|check|"
-    r"write|change|rename|refactor|set|install|implement|also|can you|could you|why|what|how)\b",
-    re.I,
-)
+def _relative(path: str, cwd: str | None) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path
 
 
-def _imperative(s: str) -> bool:
-    return bool(_IMPERATIVE.match(s))
+def _facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
+    """The agent's best fact sentences: specific ones first, those of a turn's last message (its
+    conclusions) before its narration, one per subject."""
+    scored = []
+    for n, (_seq, s, last) in enumerate(assistant):
+        score = _fact_score(s)
+        if score:
+            scored.append((score + (1 if last else 0), n, clip(s)))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    out: list[str] = []
+    for _, _, s in scored:
+        words = set(re.findall(r"\w{4,}", s.lower()))
+        if any(len(words & set(re.findall(r"\w{4,}", o.lower()))) >= 0.6 * max(1, len(words)) for o in out):
+            continue
+        out.append(s)
+        if len(out) >= MAX_RECAP_FACTS:
+            break
+    return out

@@ -1,8 +1,12 @@
 """Phase 1 work for one session, as plain functions (Prefect tasks wrap them in tasks/extract.py).
 
-prepare  : render → redact → budget the transcript for a Decision
-call     : model → parse `memory_save` (tool call, or lenient text fallback) → redact output
-apply    : no-op gate → rollout summary file → raw memory block → claim done/noop
+prepare  : the session's evidence from its events (the no-op gate reads it) and, for a writer
+           that reads transcripts, the rendered → redacted → budgeted transcript
+call     : the writer chosen with the model (`PhaseModel.writer`):
+           "model"    — the model writes the memory: one `memory_save` call over the transcript
+           "evidence" — memory built from the evidence, the model writes a recap (phase1/steps.py)
+           then the same clean-up for both (postprocess, scoping)
+apply    : rollout summary file → raw memory block → claim done/noop
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from dsh_memory.errors import LLMOutputError
-from dsh_memory.llm.base import LLM, Completion
+from dsh_memory.llm.base import LLM, Completion, Writer
 from dsh_memory.phase1 import prompt as phase1
+from dsh_memory.phase1.evidence import Evidence
+from dsh_memory.phase1.gate import trivial_reason
 from dsh_memory.phase1.output import ExtractionOutput  # noqa: F401 (re-exported)
 from dsh_memory.phase1.selection import Decision
 
@@ -48,18 +54,37 @@ class Outcome(BaseModel):
         return cls(session=ref.id, source=ref.source, outcome="skipped", part=decision.part, reason=CLAIMED_ELSEWHERE)
 
 
-def prepare_transcript(decision: Decision, budget_tokens: int):
-    """The budgeted, redacted transcript for a decision (delta when it has a watermark)."""
+class Phase1Input(BaseModel):
+    """What a writer gets for one session: its evidence, and the transcript when it reads one."""
+
+    evidence: Evidence
+    transcript: str = ""  # rendered, redacted, budgeted ("" for the evidence writer)
+
+
+def prepare_input(decision: Decision, budget_tokens: int, writer: Writer | None) -> Phase1Input:
+    """`material_for` a decision's session (its delta when it has a watermark)."""
+    since = decision.watermark if decision.watermark >= 0 else None
+    return material_for(decision.session, since, budget_tokens, writer)
+
+
+def material_for(session, since: int | None = None, budget_tokens: int = 24000, writer: Writer | None = None):
+    """The evidence of the session's events after `since` and, unless the writer is "evidence" or
+    the gate finds nothing worth a call, its budgeted transcript (`writer` None: a worker's
+    writer decides, so both)."""
+    from dsh_memory.phase1.evidence import gather
     from dsh_memory.transcript.render import render_transcript
 
-    since = decision.watermark if decision.watermark >= 0 else None
-    return render_transcript(decision.session, budget_tokens=budget_tokens, since_seq=since)
+    material = Phase1Input(evidence=gather(session, since))
+    if writer != "evidence" and not trivial_reason(material.evidence):
+        material.transcript = render_transcript(session, budget_tokens=budget_tokens, since_seq=since).text
+    return material
 
 
 def call_model(
     llm: LLM,
-    transcript_text: str,
+    material: Phase1Input,
     *,
+    writer: Writer,
     cwd: str | None,
     source: str,
     delta_watermark: int | None,
@@ -69,33 +94,27 @@ def call_model(
 ) -> ExtractionOutput:
     """One extraction. Raises the LLM error classes; returns redacted, cleaned fields.
 
-    The no-op gate first (a trivial session costs no model call); then the model: a small local
-    model in short steps over the transcript's evidence (`phase1.steps`), any other in one
-    `memory_save` call; then the same deterministic clean-up for every provider (`postprocess`).
-    `slot()` is held around the model's part only (llm/limit.py: the run's model slots), so
-    the gate, the prompt and the clean-up of one session overlap another's model call."""
-    from dsh_memory.phase1.evidence import gather
-    from dsh_memory.phase1.gate import trivial_reason
-
-    evidence = gather(transcript_text)
-    reason = trivial_reason(evidence)
+    The no-op gate first (a trivial session costs no model call); then the writer (see the module
+    docstring); then the same deterministic clean-up for both (`postprocess`). `slot()` is held
+    around the model's part only (llm/limit.py: the run's model slots), so the gate, the prompt
+    and the clean-up of one session overlap another's model call."""
+    reason = trivial_reason(material.evidence)
     if reason:
         return ExtractionOutput(
             model=getattr(llm, "model", ""), provider=getattr(llm, "provider", ""), notes=[f"no-op gate: {reason}"]
         )
-    if getattr(llm, "provider", "") == "local":
+    if writer == "evidence":
         from dsh_memory.phase1.steps import extract_in_steps
 
         with slot():
-            output = extract_in_steps(llm, evidence, cwd=cwd, max_tokens=max_tokens)
-    else:
-        messages = phase1.build_messages(transcript_text, cwd=cwd, source=source, delta_watermark=delta_watermark)
-        with slot():
-            completion = llm.complete(
-                messages, tool=phase1.MEMORY_SAVE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
-            )
-        output = parse_completion(completion)
-    return clean_output(output, transcript_text)
+            output = extract_in_steps(llm, material.evidence, cwd=cwd, max_tokens=max_tokens)
+        return clean_output(output, material.evidence.source_text())
+    messages = phase1.build_messages(material.transcript, cwd=cwd, source=source, delta_watermark=delta_watermark)
+    with slot():
+        completion = llm.complete(
+            messages, tool=phase1.MEMORY_SAVE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
+        )
+    return clean_output(parse_completion(completion), material.transcript)
 
 
 def clean_output(output: ExtractionOutput, transcript_text: str) -> ExtractionOutput:

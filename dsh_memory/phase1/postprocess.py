@@ -14,7 +14,9 @@ line by line, in this order:
 5. attribution follows the event roles: "the user ran/fixed/pinned…" when only the agent's
    messages and tools show it becomes "the agent …"; "the user said '…'" quoting the agent
    becomes "the agent said"; the extractor's own first person ("I fixed…") becomes "The agent";
-6. headings left without content go; the text is capped at whole lines.
+6. in the raw memory, every line `clean.why_not_memory` names goes (omission markers, bare
+   exploration commands, table fragments, copy in the second person); a recap loses its markers;
+7. headings left without content go; the text is capped at whole lines.
 
 `clean_fields` returns the cleaned fields and notes saying what was removed (run history).
 """
@@ -67,14 +69,14 @@ class Source:
 
     @classmethod
     def of(cls, transcript_text: str) -> Source:
-        from dsh_memory.phase1.evidence import blocks
+        from dsh_memory.phase1.blocks import blocks, command_of
 
-        user, agent = [], []
+        user, agent, lines = [], [], []
         for b in blocks(transcript_text):
             (user if b.tag == "user" else agent).append(b.text)
-        from dsh_memory.phase1.evidence import gather
-
-        commands = "\n".join(c.line for c in gather(transcript_text).commands)  # list-form commands, joined
+            if b.tag == "tool" and (line := command_of(b)):
+                lines.append(line)
+        commands = "\n".join(lines)  # list-form commands, joined
         src = cls(transcript_text, "\n".join(user), "\n".join(agent) + "\n" + commands)
         src.words = {w.lower() for w in WORD.findall(transcript_text)}
         src.flat = _flat(transcript_text + "\n" + commands)
@@ -221,8 +223,11 @@ class Cleaned:
     notes: list[str] = field(default_factory=list)
 
 
-def clean_text(text: str, src: Source, max_chars: int) -> Cleaned:
-    """One field (raw_memory or rollout_summary), cleaned (see the module docstring)."""
+def clean_text(text: str, src: Source, max_chars: int, memory: bool = True) -> Cleaned:
+    """One field, cleaned (see the module docstring). `memory`: the raw memory, where every line
+    `clean.why_not_memory` names goes; a rollout summary (a recap) loses its markers only."""
+    from dsh_memory.phase1.clean import is_marker, why_not_memory
+
     notes: list[str] = []
     answer_words: dict[str, int] = {}
     for w in WORD.findall(text or ""):
@@ -242,6 +247,10 @@ def clean_text(text: str, src: Source, max_chars: int) -> Cleaned:
             continue
         if BOILERPLATE.search(line):
             notes.append("boilerplate")
+            continue
+        not_memory = why_not_memory(line) if memory else ("omission marker" if is_marker(line) else None)
+        if not_memory:
+            notes.append(f"{not_memory} dropped")
             continue
         line = unloop(line)
         why = cut_reason(line, vocab, answer_words)
@@ -301,7 +310,7 @@ def clean_fields(
     out = dict(fields)
     notes: list[str] = []
     for key in ("raw_memory", "rollout_summary"):
-        c = clean_text(fields.get(key, ""), src, caps.get(key, 4000))
+        c = clean_text(fields.get(key, ""), src, caps.get(key, 4000), memory=key == "raw_memory")
         out[key] = c.text
         counts: dict[str, int] = {}
         for n in c.notes:

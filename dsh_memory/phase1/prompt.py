@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dsh_memory.llm.base import ToolSpec
 
-PROMPT_VERSION = "p1-2026-12-01.3"  # .1: gate + clean-up; .2: local steps (issue 13); .3: scopes (issue 18)
+PROMPT_VERSION = "p1-2026-12-02.1"  # the evidence writer reads events; clean-up guarantees (issue 24)
 
 RAW_MEMORY_MAX_CHARS = 4000
 SUMMARY_MAX_CHARS = 6000

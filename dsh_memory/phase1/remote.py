@@ -16,6 +16,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from dsh_memory.phase1 import prompt as phase1
+from dsh_memory.phase1.evidence import Evidence
 from dsh_memory.phase1.output import ExtractionOutput
 from dsh_memory.transcript.redact import redact
 
@@ -25,7 +26,8 @@ MAX_ERROR_CHARS = 300
 
 
 class TranscriptJob(BaseModel):
-    """One session for the pure step. `text` is the rendered transcript, already redacted."""
+    """One session for the pure step. `text` is the rendered transcript, already redacted ("" when
+    the evidence shows nothing worth a model call)."""
 
     session_id: str = Field(max_length=300)
     source: str = Field(max_length=20)
@@ -33,6 +35,7 @@ class TranscriptJob(BaseModel):
     watermark: int
     to_seq: int
     text: str = Field(max_length=MAX_TRANSCRIPT_CHARS)
+    evidence: Evidence = Field(description="The session's evidence (the gate; the evidence writer)")
     cache_scope: str = Field("", max_length=4096, description="The main host's memory root: part of the cache key")
 
 
@@ -57,23 +60,6 @@ def accept(output: ExtractionOutput) -> ExtractionOutput:
     fields = {k: redact(getattr(output, k))[:cap] for k, cap in caps.items()}
     notes = [redact(n)[:300] for n in output.notes[:20]]
     return output.model_copy(update={**fields, "notes": notes})
-
-
-def too_large(job: TranscriptJob, room: int | None) -> str:
-    """Why `job` cannot go to a model with `room` input tokens ("" when it fits or there is no
-    known bound). The writer rendered it for `transcript_budget_tokens`, not for this worker's
-    model (a small local model's context is far smaller than an API model's)."""
-    from dsh_memory.transcript.tokens import count_tokens
-
-    if room is None:
-        return ""
-    n = count_tokens(job.text)
-    if n <= room:
-        return ""
-    return (
-        f"transcript of {n} tokens does not fit this worker's model ({room} input tokens): "
-        f"set transcript_budget_tokens to at most {room} on the main host"
-    )
 
 
 def batches(items: list, runs: int) -> list[list]:

@@ -22,7 +22,7 @@ MIN_SHARE = 0.5
 
 
 def _user_sentences(transcript_text: str) -> list[str]:
-    from dsh_memory.phase1.evidence import blocks, sentences
+    from dsh_memory.phase1.blocks import blocks, sentences
 
     return [s for b in blocks(transcript_text) if b.tag == "user" for s in sentences(b.text)]
 

@@ -1,15 +1,14 @@
-"""Phase 1 for a small local model: the memory is built from the transcript's evidence, the model
-only writes one short, checkable sentence.
+"""The evidence writer: memory built from the session's evidence; the model writes one sentence.
 
 A 1.5B model asked for the whole `memory_save` schema loops, invents preferences, attributes the
-agent's actions to the user and runs out of tokens mid-word. Here:
+agent's actions to the user and runs out of tokens mid-word. So, for such a model:
 
-1. `evidence.gather` copies out the user's rules and facts (verbatim, quoted), the commands and
-   their outcome, failure shields (error → the agent's explanation → what fixed it), the agent's
-   findings and last word, and a procedure when the user asked for one to be kept;
-2. one model step (`SUMMARY_TOOL`, ≈ 300 prompt tokens, ≤ 96 output tokens): a one-sentence recap
-   of the task and its outcome plus a slug, checked against the transcript (a sentence that is not
-   grounded is replaced by the user's own request);
+1. `evidence.gather` (from the session's events) picks the user's standing rules, the commands
+   that build, test and check the project, failure shields (error → cause → what fixed it), the
+   agent's facts about the project, its last word, and a procedure when the user asked for one;
+2. one model step (`SUMMARY_TOOL`, ≈ 300 prompt tokens, ≤ 224 output tokens): a one-sentence
+   recap of the task and its outcome plus a slug, checked against the evidence (a sentence that is
+   not grounded is replaced by the user's own request);
 3. the raw memory (kind headings that Phase 2 merges mechanically) and the rollout summary are
    rendered deterministically from 1 and 2.
 """
@@ -20,19 +19,17 @@ import re
 
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import ToolSpec
-from dsh_memory.phase1.evidence import Evidence, Shield
+from dsh_memory.phase1.evidence import MAX_FACTS, Command, Evidence, Rule, Shield
 
 # Headings of the raw memory; Phase 2 (consolidation/mechanical.py) groups bullets by them.
 RULES = "## Rules and preferences (the user's words)"
-FACTS = "## Project facts (the user's words)"
+FACTS = "## Project facts (the user's words)"  # written by earlier versions; Phase 2 still reads it
 SHIELDS = "## Failure shields"
 COMMANDS = "## Commands that worked"
 FINDINGS = "## Agent findings"
 PROCEDURE = "## Procedure"
-KINDS = (RULES, FACTS, SHIELDS, COMMANDS, FINDINGS, PROCEDURE)
 
 SUMMARY_MAX_CHARS = 200
-MAX_FINDINGS = 4
 MAX_COMMANDS = 6
 MAX_STEPS_SHOWN = 12
 STEP_MAX_TOKENS = 224  # the grammar caps strings at 1 char per token: ≈ 170 characters of recap
@@ -70,31 +67,13 @@ def _code(s: str) -> str:
     return f"`{s}`" if "`" not in s else _quote(s.replace("`", "'"))
 
 
-_FIRST = re.compile(r"(^|(?<=[.!?:;]\s))I('ll|'ve|'m| )")
-
-
-def third_person(sentence: str) -> str:
-    """An agent sentence with its "I" made "the agent" (it is quoted nowhere)."""
-
-    def sub(m: re.Match) -> str:
-        word = {"'ll": "the agent will", "'ve": "the agent has", "'m": "the agent is", " ": "the agent "}[m.group(2)]
-        return m.group(1) + (word[0].upper() + word[1:] if not m.group(1) else word)
-
-    s = _FIRST.sub(sub, sentence.strip())
-    s = re.sub(r"(?<=\s)I(?=\s)", "the agent", s)
-    s = re.sub(r"\bmyself\b", "itself", s)
-    s = re.sub(r"\bme\b", "the agent", s)
-    return re.sub(r"\b(my|My)\b", "its", s)
-
-
 def digest(ev: Evidence, cwd: str | None) -> str:
-    """The facts the model sees: short, all copied from the transcript."""
+    """The facts the model sees: short, all copied from the session."""
     lines = [f"Working directory: {cwd or '(unknown)'}"]
     lines += [f"- The user asked: {_quote(r)}" for r in ev.requests[:3]]
-    lines += [f"- The user said: {_quote(r)}" for r in (ev.rules + ev.user_facts)[:3]]
+    lines += [f"- The user said: {_quote(r.text)}" for r in ev.rules[:3]]
     if ev.commands:
-        shown = [f"{_code(c.line)} ({'ok' if c.ok else 'failed'})" for c in ev.commands[:MAX_COMMANDS]]
-        lines.append("- Commands run: " + ", ".join(shown))
+        lines.append("- Commands that worked: " + ", ".join(_code(c.line) for c in ev.commands))
     if ev.edited:
         lines.append("- Files edited: " + ", ".join(_code(p) for p in ev.edited[:6]))
     if ev.outcome:
@@ -131,51 +110,88 @@ def ask_recap(llm, ev: Evidence, cwd: str | None, max_tokens: int) -> tuple[str,
 
 def _shield_line(s: Shield) -> str:
     line = f"- {_code(s.command)} failed: {_code(s.error)}"
-    if s.explanation:
-        line += f". Cause (the agent): {third_person(s.explanation).rstrip('.')}"
-    if s.fixed_by:
-        after = f" after editing {', '.join(_code(p) for p in s.edited[:3])}" if s.edited else ""
-        line += f". Worked again{after}: {_code(s.fixed_by)}"
-    return line if line.endswith((".", "`", '"')) else line + "."
+    if s.cause:
+        line += f" ({s.cause.rstrip('.')})"
+    return line + f"; fixed by {s.fix}."
+
+
+def _rule_line(r: Rule) -> str:
+    line = f"- The user: {_quote(r.text)}"
+    return line + (f" — {r.agent}" if r.agent else "")
+
+
+def _where(c: Command) -> tuple[str, str]:
+    """(folder, command) of `cd DIR && command`; ("", line) otherwise."""
+    m = re.match(r"^cd\s+(\S+)\s*&&\s*(.+)$", c.line)
+    return (m.group(1), m.group(2)) if m else ("", c.line)
+
+
+def command_lines(commands: list[Command]) -> list[str]:
+    """One line for the checks that passed (`bun run test`, `bun run lint` — what to run before
+    finishing, together), one per other command; a `cd DIR &&` said apart as "(in `DIR`)"."""
+    out = []
+    checks = [_where(c) for c in commands if c.check]
+    if checks:
+        spans = [f"{_code(line)}" + (f" (in `{d}`)" if d else "") for d, line in checks]
+        out.append("- Checks that passed: " + ", ".join(spans))
+    for c in commands:
+        if not c.check:
+            d, line = _where(c)
+            out.append(
+                f"- Runs with {_code(line)}"
+                + (f" (in `{d}`)" if d else "")
+                + (f", {c.runs}× in the session" if c.runs > 1 else "")
+            )
+    return out
 
 
 def raw_memory(ev: Evidence, task: str) -> str:
     out: list[str] = []
     if ev.rules:
-        out += [RULES, *(f"- The user said: {_quote(r)}" for r in ev.rules)]
-    if ev.user_facts:
-        out += [FACTS, *(f"- The user said: {_quote(f)}" for f in ev.user_facts)]
+        out += [RULES, *(_rule_line(r) for r in ev.rules)]
+    if ev.commands:
+        out += [COMMANDS, *command_lines(ev.commands)]
     if ev.shields:
         out += [SHIELDS, *(_shield_line(s) for s in ev.shields)]
-    ok = [c for c in ev.ok_commands if not c.startswith(("cat ", "ls", "grep ", "pip show", "sed -n"))]
-    if ok:
-        heads = {c.line: c.result_head for c in ev.commands if c.ok}
-        out.append(COMMANDS)
-        for c in ok[:MAX_COMMANDS]:
-            out.append(f"- {_code(c)}" + (f" → {heads[c]}" if heads.get(c) else ""))
-    explained = {s.explanation for s in ev.shields}
-    findings = [f for f in ev.findings if f not in explained][:MAX_FINDINGS]
-    if findings:
-        out += [FINDINGS, *(f"- {third_person(f)}" for f in findings)]
+    if ev.facts:
+        out += [FINDINGS, *(f"- {f}" for f in ev.facts[:MAX_FACTS])]
     if ev.procedure:
         out.append(f"{PROCEDURE}: {task}")
         out += [f"{i}. {step}" for i, step in enumerate(ev.procedure, 1)]
     return "\n".join(out)
 
 
+def _outcome(ev: Evidence) -> str:
+    """The agent's last message as a recap: its plain sentences (no first or second person, no
+    table rows or markers), at most ~600 characters."""
+    from dsh_memory.phase1.clean import why_not_memory
+    from dsh_memory.phase1.evidence import sentences
+    from dsh_memory.phase1.postprocess import PRONOUNS
+
+    out, used = [], 0
+    for s in sentences(ev.outcome):
+        if why_not_memory(s) or PRONOUNS.search(s) or s.endswith(":") or len(s) < 12:
+            continue
+        if used + len(s) > 600:
+            break
+        out.append(s)
+        used += len(s) + 1
+    return " ".join(out)
+
+
 def rollout_summary(ev: Evidence, task: str) -> str:
-    out = ["## Task", task, "", "## What happened"]
-    steps: list[str] = []
-    for c in ev.commands:
-        step = f"- Ran {_code(c.line)}: " + ("ok" if c.ok else f"failed ({_code(c.first_error)})")
-        if c.ok and c.result_head:
-            step += f" ({c.result_head})"
-        if not steps or steps[-1] != step:
-            steps.append(step)
-    steps += [f"- edit: {_code(p)}" for p in ev.edited]
-    out += steps[:MAX_STEPS_SHOWN]
-    if ev.outcome:
-        out += ["", "## Outcome", third_person(ev.outcome.split("\n")[0][:600])]
+    out = ["## Task", task]
+    steps = [f"- Ran {_code(c.line)}: passed" for c in ev.commands]
+    steps += [f"- {_code(s.command)} failed ({_code(s.error)}); fixed by {s.fix}" for s in ev.shields]
+    steps += [f"- Edited {_code(p)}" for p in ev.edited[:MAX_STEPS_SHOWN]]
+    if steps:
+        out += ["", "## What happened", *steps[:MAX_STEPS_SHOWN]]
+    more = ev.facts[MAX_FACTS:]
+    if more:  # searchable, not injected: the facts the handbook had no room for
+        out += ["", "## Also found", *(f"- {f}" for f in more)]
+    outcome = _outcome(ev)
+    if outcome:
+        out += ["", "## Outcome", outcome]
     return "\n".join(out)
 
 
@@ -215,7 +231,7 @@ def extract_in_steps(llm, ev: Evidence, *, cwd: str | None, max_tokens: int):
     from dsh_memory.transcript.redact import redact
 
     summary, slug, notes, (tokens_in, tokens_out) = ask_recap(llm, ev, cwd, max_tokens)
-    src = Source.of(digest(ev, cwd) + "\n" + ev.user_text + ev.agent_text)
+    src = Source.of(digest(ev, cwd) + "\n" + ev.source_text())
     if not slug_ok(slug, src):
         notes.append(f"slug {slug[:60]!r} not from the transcript: made from the request")
         slug = " ".join((ev.requests or [ev.first_prompt])[0].split()[:6])

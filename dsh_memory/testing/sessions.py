@@ -13,7 +13,8 @@ PLANTED_SECRET = "ghp_" + "Zq7" * 12  # a GitHub token shape the redactor knows
 
 def make_sessions(dsh_home: Path, n: int) -> list[str]:
     """n small DSH v4 sessions under `dsh_home`/sessions, one turn each, quiet for an hour; each
-    mentions PLANTED_SECRET (redaction must catch it). Returns their ids."""
+    states a rule (so the no-op gate sends it to the model) and mentions PLANTED_SECRET
+    (redaction must catch it). Returns their ids."""
     ids = []
     t0 = int(time.time() * 1000) - 7200_000
     old = time.time() - 3600
@@ -22,7 +23,8 @@ def make_sessions(dsh_home: Path, n: int) -> list[str]:
         folder = dsh_home / "sessions" / "--home-w-src-proj--" / sid
         folder.mkdir(parents=True)
         msg = {"id": "u1", "role": "user", "source": {"kind": "user"}}
-        msg["content"] = [{"type": "text", "text": f"Session {i}: fix test_{i} (token {PLANTED_SECRET})."}]
+        text = f"Session {i}: fix test_{i} (token {PLANTED_SECRET}). Always run `make test` before committing."
+        msg["content"] = [{"type": "text", "text": text}]  # a standing rule: worth a model call
         reply = {"id": "a2", "role": "assistant", "source": {"kind": "model"}}
         reply["content"] = [{"type": "text", "text": f"Fixed test_{i}; `make test` passes."}]
         lines = [

@@ -1,0 +1,76 @@
+"""A rendered transcript read back into its tagged blocks, for checks against what a model saw.
+
+`blocks(text)` splits a transcript rendered by `dsh_memory.transcript.render` back into its
+tagged blocks (`[user]`, `[assistant]`, `[tool]`, `[result …]`, …): tags start at column 0 and
+tags inside non-human text are escaped by the renderer, so a block's role is the event's role.
+The clean-up of a model's answer (`postprocess`) and the scope rule (`scoping`) use them to tell
+who said what. Memory itself is never built from this text: the evidence writer reads the
+session's events (`phase1/evidence.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+_TAG = re.compile(r"^\[(user|assistant|tool|result|hidden|compaction|status|delta|note)\b([^\]]*)\](.*)$")
+_OMITTED = re.compile(r"^\[… .*omitted.*…\]$")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])|\n+")
+_COMMAND_ARG = re.compile(r'^(?:command|cmd)=(\[.*?\]|"(?:[^"\\]|\\.)*")', re.S)
+
+
+@dataclass
+class Block:
+    tag: str  # user | assistant | tool | result | hidden | …
+    text: str
+    detail: str = ""  # the tag's rest: ", error", " bash", …
+    tool: str = ""  # tool blocks: the tool name; results: the tool name in the tag
+    args: str = ""  # tool blocks: the argument summary
+
+
+def blocks(text: str) -> list[Block]:
+    """The tagged blocks of a rendered transcript (the header lines before the first tag and the
+    renderer's own omission markers dropped)."""
+    out: list[Block] = []
+    for line in (text or "").split("\n"):
+        m = _TAG.match(line)
+        if m:
+            tag, detail, rest = m.group(1), m.group(2), m.group(3).lstrip()
+            b = Block(tag, rest, detail)
+            if tag == "result":
+                b.tool = detail.split(",")[0].strip()
+            out.append(b)
+        elif _OMITTED.match(line.strip()):
+            out.append(Block("note", line.strip()))  # never part of the block before it
+        elif out:
+            out[-1].text += "\n" + line
+    for b in out:
+        b.text = b.text.strip()
+        if b.tag == "tool":
+            m = re.match(r"^([^()\s]+)\((.*)\)$", b.text, re.S)
+            if m:
+                b.tool, b.args = m.group(1), m.group(2)
+    return out
+
+
+def sentences(text: str) -> list[str]:
+    parts = [s.strip() for s in _SENTENCE.split(text or "")]
+    return [s for s in parts if len(s) >= 3]
+
+
+def command_of(b: Block) -> str | None:
+    """The shell command line of a tool block, if it ran one."""
+    m = _COMMAND_ARG.match(b.args.strip())
+    if not m:
+        return None
+    try:
+        value = json.loads(m.group(1))
+    except ValueError:
+        return None
+    if isinstance(value, list):
+        parts = [str(v) for v in value]
+        if len(parts) >= 3 and parts[0] in ("bash", "sh", "zsh") and parts[1] in ("-lc", "-c"):
+            return " ".join(parts[2:])
+        return " ".join(parts)
+    return str(value).strip() or None

@@ -1,0 +1,69 @@
+"""The lines that never become memory, whoever wrote them (an endpoint model, the local path).
+
+Memory an agent obeys must be knowledge. Phase 1's clean-up (`postprocess`) and Phase 2's
+writers (`consolidation/mechanical.py`, `consolidation/apply.py`) drop every line that is:
+
+- an omission or cut marker (`[… 6 events omitted …]`, `[… 63 chars omitted …]`): the renderer's
+  or a tool's placeholder, not something the session said;
+- a bare exploration command (ls, find, cat, head, tail, grep, rg, sed -n, wc, git status / log /
+  diff / show …), with or without its output: how the agent looked, not what it learned;
+- a Markdown table row or separator (`| Aspect | Metrics |`): a fragment of a table;
+- copy written to the reader ("your already-open tab", "you can now…"): a recap addressed to the
+  user, not a fact about the project.
+"""
+
+from __future__ import annotations
+
+import re
+
+MARKER = re.compile(
+    r"\[(…|\.\.\.)[^\]]*\b(omitted|truncated|elided|cut)\b|\b(chars|characters|events|lines) omitted\b|^\s*(?:[-*+]\s+)?\[…",
+    re.I,
+)
+EXPLORATION = re.compile(
+    r"^(ls|ll|find|fd|cat|bat|nl|head|tail|less|more|grep|egrep|rg|ag|sed -n|awk|wc|pwd|cd|echo|tree|stat|du|which|"
+    r"file|sort|git (status|log|diff|show|branch|blame|ls-files|rev-parse|merge-base|remote)|gh (pr|issue|run) (view|list)"
+    r"|gh api)\b"
+)
+_SPAN = re.compile(r"`([^`\n]+)`")
+_SOURCE = re.compile(r"\[source:[^\]]*\]|\[scope:[^\]]*\]")
+_TABLE = re.compile(r"^\s*(?:[-*+]\s+)?\|.*\|\s*$|^\s*(?:[-*+]\s+)?\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
+_YOU = re.compile(r"\b(you|your|yours|yourself)\b", re.I)
+_WORDS = re.compile(r"[A-Za-z]{2,}")
+
+
+def is_marker(line: str) -> bool:
+    return bool(MARKER.search(line or ""))
+
+
+def is_table_row(line: str) -> bool:
+    return bool(_TABLE.match(line or ""))
+
+
+def second_person(line: str) -> bool:
+    """Addressed to the reader, outside quotes and code (the user's quoted words may say "you")."""
+    plain = re.sub(r"\"[^\"]*\"|“[^”]*”|`[^`]*`", " ", line or "")
+    return bool(_YOU.search(plain))
+
+
+def is_exploration(line: str) -> bool:
+    """A bullet that is essentially an exploration command: once its command spans, its source
+    tag and whatever follows an arrow are taken out, at most six words are left."""
+    spans = _SPAN.findall(line or "")
+    if not any(EXPLORATION.match(s.strip()) for s in spans):
+        return False
+    rest = _SPAN.sub(" ", _SOURCE.sub(" ", (line or "").split("→")[0]))
+    return len(_WORDS.findall(rest)) <= 6
+
+
+def why_not_memory(line: str) -> str | None:
+    """Why a memory line must not be written (see the module docstring), or None."""
+    if is_marker(line):
+        return "omission marker"
+    if is_table_row(line):
+        return "table fragment"
+    if is_exploration(line):
+        return "exploration command"
+    if second_person(line):
+        return "second person"
+    return None

@@ -1,0 +1,230 @@
+"""Shell commands in a session: how the project is built and checked, and what failed and why.
+
+Used by `phase1/evidence.py`. A command is knowledge when it builds, tests, lints, formats, type
+checks or runs the project (`make fast-ci`, `bun run test`, `uv run pytest …`), as a next session
+would type it: no output redirections, no pager or `tail`, no `cd` into the session's own folder.
+Exploration (ls, cat, grep, git status…), plumbing (git, gh) and one-off scaffolding (`npx
+create-…`, `… init`) are not. A shield is a failure with an informative error that something
+then overcame (`shields`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from dsh_memory.models import Event
+from dsh_memory.phase1.clean import EXPLORATION, is_marker
+
+MAX_COMMANDS = 4
+MAX_SHIELDS = 3
+SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_terminal_cmd", "terminal", "run_command"}
+
+ERROR_WORD = re.compile(
+    r"(error|exception|failed|fatal|denied|not found|cannot|can't|no such|traceback|refused|"
+    r"not permitted|invalid|missing|undefined|unknown|expected|panic)",
+    re.I,
+)
+GENERIC_ERROR = re.compile(
+    r"^(error|failed|exit code:? ?\d+|command failed.*|process exited with code \d+|"
+    r"\(?no output\)?|error: \d+|traceback \(most recent call last\):?)$",
+    re.I,
+)
+EXIT = re.compile(r"(?:exit code|exited with code|\[exit code:)\s*(-?\d+)", re.I)
+_CODEX_HEAD = re.compile(
+    r"^(Chunk ID|Wall time|Process exited with code|Original token count|Output|Process running)\b.*$"
+)
+ESCALATED = re.compile(r"require_escalated|with_escalated_permissions|sandbox_permissions", re.I)
+
+# Commands: exploration and plumbing are not how a project is built.
+EXPLORE = re.compile(
+    r"^(ls|ll|cat|bat|nl|head|tail|less|more|find|fd|grep|egrep|rg|ag|sed|awk|wc|pwd|cd|echo|printf|tree|stat|du|df|"
+    r"which|whereis|type|file|sort|uniq|cut|diff|cmp|xargs|true|false|sleep|date|env|export|set|unset|source|\.|"
+    r"open|ps|kill|pkill|lsof|top|jq|yq|curl|wget|tee|touch|mkdir|rm|cp|mv|ln|chmod|chown|readlink|realpath|"
+    r"basename|dirname|history|clear|exit|man|tldr|code|vim|vi|nano|git|gh|glab|gt|hg|svn)\b"
+)
+BUILD = re.compile(
+    r"^(make|just|task|npm|pnpm|yarn|bun|bunx|npx|deno|node|uv|uvx|poetry|pipenv|pdm|hatch|tox|nox|pytest|py\.test|"
+    r"python3?|pip3?|mypy|ruff|black|isort|flake8|pylint|pyright|ty|cargo|rustc|go|gofmt|golangci-lint|mvn|"
+    r"gradle|\./gradlew|\./mvnw|dotnet|mix|rebar3|elixir|swift|xcodebuild|tsc|eslint|biome|prettier|jest|vitest|"
+    r"playwright|tailwindcss|docker|docker-compose|conda|mamba|bazel|cmake|ctest|ninja|meson|rake|bundle|rspec|"
+    r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit)\b"
+)
+CHECK = re.compile(
+    r"\b(test|tests|pytest|check|ci|lint|fmt|format|typecheck|type-check|mypy|ruff|clippy|vet|eslint|biome|tsc|"
+    r"verify|validate|build|compile|quality|spec|rspec|jest|vitest)\b",
+    re.I,
+)
+SCAFFOLD = re.compile(r"\b(create-[\w-]+|init|new)\b(?!-)")
+SETUP = re.compile(r"\b(install|sync|add|activate|export|config|init|setup|login|auth|--fix|fix|format|fmt|migrate)\b")
+RUNS_SOMETHING = re.compile(r"\b(run|dev|start|serve|exec|install|sync|activate|create|up)\b")
+
+
+class Command(BaseModel):
+    line: str
+    ok: bool = True
+    runs: int = 1
+    check: bool = False  # a test / lint / build / check command (vs. run / install)
+
+
+class Shield(BaseModel):
+    command: str
+    error: str
+    cause: str = ""  # the agent's explanation
+    fix: str = ""  # what made it work: a command, "editing X", "escalated sandbox permissions"
+
+
+def clip(s: str, n: int = 260) -> str:
+    """`s` on one line, at most `n` characters, cut at a word and never inside a code span."""
+    s = " ".join(s.split())
+    if len(s) <= n:
+        return s
+    cut = s[:n].rsplit(" ", 1)[0]
+    if cut.count("`") % 2:
+        cut = cut[: cut.rfind("`")].rstrip()
+    return cut.rstrip(",;:") + "…"
+
+
+def shell_line(e: Event) -> str | None:
+    """The command line of a shell tool call, or None."""
+    if (e.tool_name or "").lower() not in SHELL_TOOLS:
+        return None
+    a = e.arguments
+    value: Any = a.get("command") or a.get("cmd") if isinstance(a, dict) else a
+    if isinstance(value, list):
+        parts = [str(v) for v in value]
+        if len(parts) >= 3 and parts[0] in ("bash", "sh", "zsh") and parts[1] in ("-lc", "-c"):
+            parts = parts[2:]
+        value = " ".join(parts)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _output(text: str) -> str:
+    """A tool result without a Codex exec header (Chunk ID, Wall time, …)."""
+    lines = (text or "").splitlines()
+    while lines and (_CODEX_HEAD.match(lines[0].strip()) or not lines[0].strip()):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def failed(result: Event | None) -> bool:
+    if result is None:
+        return False
+    if result.is_error:
+        return True
+    m = EXIT.search((result.text or "")[:400])
+    return bool(m and m.group(1) != "0")
+
+
+def informative_error(text: str) -> str:
+    """The first line of an output that says what went wrong, or "" (nothing worth a shield)."""
+    for ln in _output(text).splitlines():
+        s = ln.strip().lstrip("E ").strip()
+        if not s or s.startswith(("[", "at ", "File ")) or is_marker(s) or GENERIC_ERROR.match(s):
+            continue
+        if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
+            return clip(s, 200)
+    return ""
+
+
+def normalize_command(line: str, cwd: str | None) -> str:
+    """A command as a future agent would type it: no redirections of its output, no pager or
+    `tail`, no `cd` into the session's own folder, one line."""
+    s = " ".join(line.split())
+    if cwd:
+        root = re.escape(cwd.rstrip("/"))
+        s = re.sub(rf"^cd\s+['\"]?{root}/?['\"]?\s*(&&|;)\s*", "", s)
+        s = re.sub(rf"^cd\s+['\"]?{root}/([^'\"\s]+)['\"]?", r"cd \1", s)  # a subfolder: relative
+    s = re.sub(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*$", "", s)
+    s = re.sub(r"\s+2>&1|\s+2>/dev/null|\s+>\s*/dev/null|\s*\|\|\s*true\s*$|\s*;\s*echo\b.*$", "", s)
+    return s.strip()
+
+
+def core(cmd: str) -> str:
+    """The command a line runs once `cd DIR &&` and leading VAR=value assignments are taken off."""
+    s = re.sub(r"^(cd\s+\S+\s*(&&|;)\s*)+", "", cmd)
+    return re.sub(r"^(\w+=\S*\s+)+", "", s)
+
+
+def is_build_command(cmd: str) -> bool:
+    """How a project is built, tested, checked or run, as opposed to exploring it."""
+    c = core(cmd)
+    if not c or EXPLORE.match(c) or not BUILD.match(c):
+        return False
+    if re.match(r"^(pip3?|npm|pnpm|yarn|bun) (show|list|ls|view|info|outdated|config|help|--version|-v)\b", c):
+        return False
+    if re.match(r"^python3?\s+-c\b", c) or "--help" in c or "--version" in c:
+        return False
+    return not SCAFFOLD.search(c)  # a one-off: the project it makes exists now
+
+
+def family(cmd: str) -> str:
+    """What a command runs, without its flags and arguments past the third word (`erk exec
+    setup-impl`, `bun run test`, `python app.py`): reruns with other flags are the same command."""
+    words = [w for w in core(cmd).split("|")[0].split() if not w.startswith("-")]
+    return " ".join(words[:3])
+
+
+def unpiped(cmd: str) -> str:
+    return core(cmd).split("|")[0].strip()
+
+
+class Run:
+    """One shell command run: its line, outcome and the output's informative error line."""
+
+    def __init__(self, seq: int, line: str, failed: bool, error: str, escalated: bool):
+        self.seq, self.line, self.failed, self.error, self.escalated = seq, line, failed, error, escalated
+
+
+def commands(runs: list[Run]) -> list[Command]:
+    """The build/test/check commands that succeeded, the checks first, then the most run."""
+    by: dict[str, Command] = {}
+    for r in runs:
+        if not is_build_command(r.line) or len(r.line) > 200:
+            continue
+        head = " ".join(w for w in core(r.line).split() if not w.startswith("-"))
+        c = by.setdefault(r.line, Command(line=r.line, ok=not r.failed, runs=0, check=bool(CHECK.search(head))))
+        c.runs += 1
+        c.ok = not r.failed  # its last outcome
+    ok = [c for c in by.values() if c.ok and (c.check or RUNS_SOMETHING.search(c.line) or c.runs > 1)]
+    ok.sort(key=lambda c: (not c.check, -c.runs))
+    out: list[Command] = []
+    for c in ok:
+        if not any(family(c.line) == family(o.line) and len(o.line) <= len(c.line) for o in out):
+            out.append(c)
+    return out[:MAX_COMMANDS]
+
+
+def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int, int], str]) -> list[Shield]:
+    """Failures that were overcome, one per command: an informative error, and what made the
+    command work (escalated sandbox permissions, a setup command, an edit in the project, another
+    form of the command); `cause(failed_seq, worked_seq)` is the agent's explanation in between.
+    A failure nothing fixed, or that passed on a bare rerun, is no shield."""
+    out: list[Shield] = []
+    seen: set[str] = set()
+    for i, r in enumerate(runs):
+        fam = family(r.line)
+        if not r.failed or not r.error or fam in seen or EXPLORATION.match(core(r.line)):
+            continue
+        later = next((x for x in runs[i + 1 :] if not x.failed and family(x.line) == fam), None)
+        if later is None:
+            continue  # nothing made it work: no shield
+        between = [x for x in runs[i + 1 :] if x.seq < later.seq and not x.failed and family(x.line) != fam]
+        setup = [x.line for x in between if SETUP.search(core(x.line)) and not EXPLORE.match(core(x.line))]
+        edited = [p for seq, p in edits if r.seq < seq < later.seq and not p.startswith(("/", "~"))]
+        if later.escalated and not r.escalated:
+            fix = "running it with escalated sandbox permissions"
+        elif setup:
+            fix = f"`{setup[-1]}`"
+        elif edited:
+            fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(edited[:3]))
+        elif unpiped(later.line) != unpiped(r.line):
+            fix = f"`{later.line}`"
+        else:
+            continue  # the same command passed on a bare rerun: flaky, not a shield
+        seen.add(fam)
+        out.append(Shield(command=clip(r.line, 160), error=r.error, cause=clip(cause(r.seq, later.seq), 220), fix=fix))
+    return out[:MAX_SHIELDS]

@@ -1,0 +1,203 @@
+"""Phase 1's evidence, read from a session's events (issue 24): what a next session needs is kept
+(standing rules, the commands that build and test, shields that name a failure and its fix, facts
+about the project), and what real sessions are full of is not (omission markers, exploration,
+one-off instructions, progress narration, table rows, second person). Crafted sessions in the
+shapes real Claude Code and Codex logs have; none of them is from the benchmark set."""
+
+from __future__ import annotations
+
+from dsh_memory.phase1 import steps
+from dsh_memory.phase1.clean import why_not_memory
+from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
+from tests.session_helpers import extract_with, make_session
+
+CWD = "/home/dev/src/shop"
+CODEX_FAIL = (
+    "Chunk ID: 1d7024\nWall time: 0.0000 seconds\nProcess exited with code 128\nOriginal token count: 24\nOutput:\n"
+    "fatal: Unable to create '/home/dev/src/shop/.git/index.lock': Operation not permitted\n"
+)
+CODEX_OK = "Chunk ID: 2aa1\nWall time: 0.1 seconds\nProcess exited with code 0\nOriginal token count: 3\nOutput:\n"
+
+
+def _bash(cmd: str, out: str = "", error: bool = False):
+    return ("tool", "Bash", {"command": cmd, "description": "run"}, out, error)
+
+
+def test_build_and_test_commands_are_kept_and_exploration_is_not():
+    s = make_session(
+        ("user", "The cart total is wrong for discounts, can you fix it?"),
+        _bash("ls -la src"),
+        _bash("cat package.json"),
+        _bash("rg -n discount src"),
+        _bash("git status --short"),
+        _bash("git log --oneline -20"),
+        _bash(f"cd {CWD} && bun run test 2>&1 | tail -20", "12 pass"),
+        _bash("bun run lint", "ok"),
+        _bash("cd frontend && bun run css:build", "done"),
+        ("assistant", "Fixed the discount rounding in `src/cart/total.ts`."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    lines = [c.line for c in ev.commands]
+    assert lines[:2] == ["bun run test", "bun run lint"] and "cd frontend && bun run css:build" in lines
+    raw = steps.raw_memory(ev, "x")
+    assert "- Checks that passed: `bun run test`, `bun run lint`, `bun run css:build` (in `frontend`)" in raw
+    for explore in ("ls -la", "cat package.json", "rg -n", "git status", "git log"):
+        assert explore not in raw
+
+
+def test_commands_are_normalized_as_a_next_session_would_type_them():
+    assert normalize_command(f"cd {CWD} && make test 2>&1 | tail -5", CWD) == "make test"
+    assert normalize_command(f"cd {CWD}/api && uv run pytest -q || true", CWD) == "cd api && uv run pytest -q"
+    assert is_build_command("make fast-ci") and is_build_command("FOO=1 uv run pytest tests/")
+    for not_build in ("git diff", "ls", "python -c 'print(1)'", "npx create-next-app@latest app", "pip show x"):
+        assert not is_build_command(not_build), not_build
+
+
+def test_a_shield_names_the_failure_and_what_fixed_it_or_is_not_written():
+    s = make_session(
+        ("user", "Commit the change."),
+        ("tool", "exec_command", {"cmd": "git add src/cart.ts"}, CODEX_FAIL, False),
+        (
+            "tool",
+            "exec_command",
+            {"cmd": "git add src/cart.ts", "sandbox_permissions": "require_escalated"},
+            CODEX_OK,
+            False,
+        ),
+        # a flaky test that passed on a bare rerun is no shield
+        _bash("make test", "FAILED tests/test_net.py::test_timeout - TimeoutError: read timed out", True),
+        _bash("make test", "40 passed"),
+        # a failure nothing fixed is no shield
+        _bash("make e2e", "Error: browser not found", True),
+        # a shield whose error says nothing is not written
+        _bash("make lint", "[exit code: 1]", True),
+        _bash("make lint", "ok"),
+        cwd=CWD,
+        source="codex",
+    )
+    ev = gather(s)
+    assert len(ev.shields) == 1
+    shield = ev.shields[0]
+    assert "index.lock': Operation not permitted" in shield.error and "Chunk ID" not in shield.error
+    assert shield.fix == "running it with escalated sandbox permissions"
+    line = steps.raw_memory(ev, "x").split(steps.SHIELDS)[1].strip().splitlines()[0]
+    assert line.startswith("- `git add src/cart.ts` failed: ") and line.endswith(
+        "fixed by running it with escalated sandbox permissions."
+    )
+
+
+def test_a_shield_fixed_by_an_install_or_an_edit_says_so_with_the_agents_cause():
+    s = make_session(
+        ("user", "Run the comparison script."),
+        _bash("python compare.py", "ModuleNotFoundError: No module named 'torch'", True),
+        ("assistant", "The script fails because `torch` is not installed in this environment."),
+        _bash("pip install -r requirements.txt", "Successfully installed torch"),
+        _bash("python compare.py", "done"),
+        cwd=CWD,
+    )
+    shield = gather(s).shields[0]
+    assert shield.fix == "`pip install -r requirements.txt`"
+    assert shield.cause == "The script fails because `torch` is not installed in this environment."
+
+
+def test_standing_rules_are_kept_and_one_off_instructions_are_not():
+    s = make_session(
+        (
+            "user",
+            "1. carefully review implementation\n2. revise proposal. put them in single table for better readability",
+        ),
+        ("assistant", "Here is the table."),
+        ("user", "hitting /clear always create file in same directory, fix that"),
+        ("assistant", "Done."),
+        ("user", "only build the main SKILL.md for now"),
+        ("user", "I don't want to commit the docs folder."),
+        ("assistant", "Understood — `docs/` stays out of commits; it is gitignored on purpose."),
+        ("user", "can you make permissions tighter? Never dispatch codex with full-auto."),
+        ("user", "Use pnpm, not npm."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert [r.text for r in ev.rules] == [
+        "I don't want to commit the docs folder.",
+        "Never dispatch codex with full-auto.",
+        "Use pnpm, not npm.",
+    ]
+    assert ev.rules[0].agent == "`docs/` stays out of commits; it is gitignored on purpose."
+    raw = steps.raw_memory(ev, "x")
+    for one_off in ("carefully review", "single table", "/clear always", "for now"):
+        assert one_off not in raw
+
+
+def test_facts_are_the_agents_statements_not_its_narration():
+    s = make_session(
+        ("user", "Where is the tree built?"),
+        (
+            "assistant",
+            "Let me check the frontend first. I'll read `ContextTab.tsx` next.\n"
+            "The tree is built by `buildContextTree()` in `frontend/src/lib/build-context-tree.ts`, which dedupes "
+            "entries by path.\n"
+            "| File | Role |\n|---|---|\n| `a.ts` | builds |\n"
+            "You can now open the tree in your browser at `localhost:3000`.\n"
+            "Updated `Tabs.tsx` to pass the count.\n"
+            "[… 6 events omitted (seq 87–93) …]",
+        ),
+        cwd=CWD,
+    )
+    facts = gather(s).facts
+    assert facts == [
+        "The tree is built by `buildContextTree()` in `frontend/src/lib/build-context-tree.ts`, which dedupes "
+        "entries by path."
+    ]
+
+
+def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memory_from_any_writer():
+    """The clean-up guarantee holds for a model that writes the memory too (issue 24, point 3)."""
+    from dsh_memory.llm.base import Completion, ToolCall
+
+    raw = "\n".join(
+        [
+            "## Reusable knowledge",
+            '- The user said: "[… 6 events omitted (seq 87–93) …]"',
+            "- [… 63 chars omitted …]",
+            '- `find ~/.codex/sessions -type f -name "*.json*" 2>/dev/null | head -3`',
+            "- `git log --oneline -20` → 9998469 Add trigger examples",
+            "- | Aspect | Metrics (✅ Works) |",
+            "- |---|---|",
+            "- You couldn't inspect your already-open Chrome tab.",
+            "- Verify with `bun run test` and `bun run lint` before committing.",
+        ]
+    )
+
+    class Writer:
+        provider, model = "openai", "scripted"
+
+        def complete(self, messages, *, tool=None, **kw):
+            args = {"raw_memory": raw, "rollout_summary": "## Task\nA fix.", "rollout_slug": "fix"}
+            return Completion(tool_calls=[ToolCall(name=tool.name, arguments=args)], provider="openai")
+
+    s = make_session(
+        ("user", "Verify with bun run test and bun run lint before committing."),
+        _bash("bun run test", "ok"),
+        _bash("bun run lint", "ok"),
+        ("assistant", "Both pass."),
+        cwd=CWD,
+    )
+    out = extract_with(Writer(), s)
+    kept = [ln for ln in out.raw_memory.splitlines() if ln.startswith("- ")]
+    assert kept == ["- Verify with `bun run test` and `bun run lint` before committing."]
+    for line in raw.splitlines()[1:-1]:
+        assert why_not_memory(line), line
+
+
+def test_informative_error_skips_headers_and_generic_lines():
+    assert informative_error(CODEX_FAIL).startswith("fatal: Unable to create")
+    assert informative_error("[exit code: 1]\nError\nCommand failed") == ""
+    assert informative_error("E   KeyError: 'hourly'\n1 failed") == "KeyError: 'hourly'"
+
+
+def test_a_long_pasted_prompt_gives_its_first_line_only():
+    """A pasted plan or log is material, not the user's rules: "never" inside it makes none."""
+    paste = "Implement the following plan:\n" + "\n".join(f"- never touch module {i}" for i in range(200))
+    ev = gather(make_session(("user", paste), ("assistant", "ok"), cwd=CWD))
+    assert ev.rules == [] and ev.requests == ["Implement the following plan:"]
