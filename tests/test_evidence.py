@@ -165,6 +165,7 @@ def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memo
             "- | Aspect | Metrics (✅ Works) |",
             "- |---|---|",
             "- You couldn't inspect your already-open Chrome tab.",
+            "- Always run `bun run lint` before you push.",
             "- Verify with `bun run test` and `bun run lint` before committing.",
         ]
     )
@@ -185,8 +186,11 @@ def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memo
     )
     out = extract_with(Writer(), s)
     kept = [ln for ln in out.raw_memory.splitlines() if ln.startswith("- ")]
-    assert kept == ["- Verify with `bun run test` and `bun run lint` before committing."]
-    for line in raw.splitlines()[1:-1]:
+    assert kept == [
+        "- Always run `bun run lint` before you push.",  # a rule's generic "you" is no recap
+        "- Verify with `bun run test` and `bun run lint` before committing.",
+    ]
+    for line in raw.splitlines()[1:-2]:
         assert why_not_memory(line), line
 
 

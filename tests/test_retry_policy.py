@@ -19,10 +19,12 @@ from prefect.states import Failed
 from dsh_memory.errors import LLMFatalError, LLMTransientError
 from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.llm.openai_compat import OpenAICompatLLM
+from dsh_memory.phase1.extraction import material_for
 from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
 from dsh_memory.tasks.consolidate import call_consolidation_model
 from dsh_memory.tasks.extract import extract_session, llm_extract
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+from tests.session_helpers import make_session
 
 REPO = Path(__file__).resolve().parents[1]
 JITTER_LOW, JITTER_HIGH = 0.62, 1.5  # Prefect's clamped_poisson_interval range for factor 0.5
@@ -142,7 +144,12 @@ def test_a_429_with_retry_after_is_retried_after_the_server_given_delay(tmp_path
         def one_call():
             return llm_extract(
                 model,
-                "[user] Always run the tests with `make test`, not pytest.\n[assistant] Understood: `make test`.",
+                material_for(
+                    make_session(
+                        ("user", "Always run the tests with `make test`, not pytest."),
+                        ("assistant", "Understood: `make test`."),
+                    )
+                ),
                 session_id=str(uuid.uuid4()),
                 watermark=-1,
                 to_seq=1,

@@ -262,13 +262,8 @@ def _keywords(group: Group) -> list[str]:
 
 
 def _commands(group: Group) -> list[str]:
-    """The group's build/test commands as one short line each (the injected part's how-to)."""
-    out = []
-    for b in group.sections.get("Reusable knowledge", [])[:MAX_SUMMARY_COMMANDS]:
-        spans = CODE.findall(SOURCE.sub("", b))
-        if spans:
-            out.append("- " + ", ".join(f"`{c}`" for c in spans[:4]))
-    return out
+    """The group's newest build/test lines, as written (the injected part's how-to)."""
+    return [SOURCE.sub("", b).rstrip() for b in group.sections.get("Reusable knowledge", [])[:MAX_SUMMARY_COMMANDS]]
 
 
 def _within(lines: list[str], cap: int) -> list[str]:

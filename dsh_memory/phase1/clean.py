@@ -29,6 +29,9 @@ _SPAN = re.compile(r"`([^`\n]+)`")
 _SOURCE = re.compile(r"\[source:[^\]]*\]|\[scope:[^\]]*\]")
 _TABLE = re.compile(r"^\s*(?:[-*+]\s+)?\|.*\|\s*$|^\s*(?:[-*+]\s+)?\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
 _YOU = re.compile(r"\b(you|your|yours|yourself)\b", re.I)
+_RULE_YOU = re.compile(
+    r"\b(always|never|don'?t|do not|must|should|make sure|(before|when|if|unless|after|until) you)\b", re.I
+)
 _WORDS = re.compile(r"[A-Za-z]{2,}")
 
 
@@ -41,9 +44,11 @@ def is_table_row(line: str) -> bool:
 
 
 def second_person(line: str) -> bool:
-    """Addressed to the reader, outside quotes and code (the user's quoted words may say "you")."""
+    """Addressed to the reader, outside quotes and code (the user's quoted words may say "you"):
+    a recap told to the user ("your already-open tab"), not a rule's generic "you" ("always run
+    the tests before you commit")."""
     plain = re.sub(r"\"[^\"]*\"|“[^”]*”|`[^`]*`", " ", line or "")
-    return bool(_YOU.search(plain))
+    return bool(_YOU.search(plain)) and not _RULE_YOU.search(plain)
 
 
 def is_exploration(line: str) -> bool:

@@ -54,12 +54,15 @@ BUILD = re.compile(
     r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit)\b"
 )
 CHECK = re.compile(
-    r"\b(test|tests|pytest|check|ci|lint|fmt|format|typecheck|type-check|mypy|ruff|clippy|vet|eslint|biome|tsc|"
+    r"test|\b(check|ci|lint|fmt|format|typecheck|type-check|mypy|ruff|clippy|vet|eslint|biome|tsc|"
     r"verify|validate|build|compile|quality|spec|rspec|jest|vitest)\b",
     re.I,
 )
 SCAFFOLD = re.compile(r"\b(create-[\w-]+|init|new)\b(?!-)")
 SETUP = re.compile(r"\b(install|sync|add|activate|export|config|init|setup|login|auth|--fix|fix|format|fmt|migrate)\b")
+MODIFY = re.compile(
+    r"^(sed\s+-i|perl\s+-pi|patch\b|git (apply|checkout|restore|revert)\b|\S+\s*>>?\s*\S)"
+)  # edits a file
 RUNS_SOMETHING = re.compile(r"\b(run|dev|start|serve|exec|install|sync|activate|create|up)\b")
 
 
@@ -127,6 +130,14 @@ def informative_error(text: str) -> str:
             continue
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
             return clip(s, 200)
+    lines = [ln.strip() for ln in _output(text).splitlines() if ln.strip() and not ln.strip().startswith("[")]
+    if (
+        len(lines) <= 2
+        and lines
+        and len(re.findall(r"[A-Za-z]{2,}", lines[0])) >= 3
+        and not GENERIC_ERROR.match(lines[0])
+    ):
+        return clip(lines[0], 200)  # a short output of a failed command is its message
     return ""
 
 
@@ -198,10 +209,11 @@ def commands(runs: list[Run]) -> list[Command]:
     return out[:MAX_COMMANDS]
 
 
-def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int, int], str]) -> list[Shield]:
+def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
     """Failures that were overcome, one per command: an informative error, and what made the
     command work (escalated sandbox permissions, a setup command, an edit in the project, another
-    form of the command); `cause(failed_seq, worked_seq)` is the agent's explanation in between.
+    form of the command); `cause(failed_seq, worked_seq, failure)` is the agent's explanation in
+    between of that failure (command and error).
     A failure nothing fixed, or that passed on a bare rerun, is no shield."""
     out: list[Shield] = []
     seen: set[str] = set()
@@ -210,10 +222,17 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
         if not r.failed or not r.error or fam in seen or EXPLORATION.match(core(r.line)):
             continue
         later = next((x for x in runs[i + 1 :] if not x.failed and family(x.line) == fam), None)
+        if later is None and not BUILD.match(core(r.line)):  # `ssh-add -l` then `ssh-add KEY && …`
+            tool = core(r.line).split()[:1]
+            later = next((x for x in runs[i + 1 : i + 6] if not x.failed and core(x.line).split()[:1] == tool), None)
         if later is None:
             continue  # nothing made it work: no shield
         between = [x for x in runs[i + 1 :] if x.seq < later.seq and not x.failed and family(x.line) != fam]
-        setup = [x.line for x in between if SETUP.search(core(x.line)) and not EXPLORE.match(core(x.line))]
+        setup = [
+            x.line
+            for x in between
+            if MODIFY.match(core(x.line)) or (SETUP.search(core(x.line)) and not EXPLORE.match(core(x.line)))
+        ]
         edited = [p for seq, p in edits if r.seq < seq < later.seq and not p.startswith(("/", "~"))]
         if later.escalated and not r.escalated:
             fix = "running it with escalated sandbox permissions"
@@ -226,5 +245,12 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
         else:
             continue  # the same command passed on a bare rerun: flaky, not a shield
         seen.add(fam)
-        out.append(Shield(command=clip(r.line, 160), error=r.error, cause=clip(cause(r.seq, later.seq), 220), fix=fix))
+        out.append(
+            Shield(
+                command=clip(r.line, 160),
+                error=r.error,
+                cause=clip(cause(r.seq, later.seq, f"{r.line} {r.error}"), 220),
+                fix=fix,
+            )
+        )
     return out[:MAX_SHIELDS]

@@ -63,19 +63,21 @@ _PATHLIKE = re.compile(
 _IDENT = re.compile(r"\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z]+[A-Z]\w+\b")
 
 RULE_CUE = re.compile(
-    r"(^|[:;,]\s*|\b(?:please|and|but|so|just)\s+)(don'?t|do not|never|always|avoid|stop\s+\w+ing)\b"
+    r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|must|to)\s+)"
+    r"(?:(?:in|for|on|when|with|inside)\b[^,.;:]{0,40}?\s)?(don'?t|do not|never|always|avoid|stop\s+\w+ing)\b"
     r"|\b(i|we) (?:don'?t|do not) (?:want|like|need)\b|\bdoesn'?t need|\bno need to\b|\bprefer\b"
     r"|\bi (?:like|prefer|usually|tend) to\b|\bi'?d rather\b"
     r"|\bshould(?:n'?t)? (?:not |never |always )?(?:live|be|use|go|stay|run|have|include|start|keep)\b"
     r"|\bmust(?:n'?t)?\b|\bmake sure\b|\bfrom now on\b|\bevery time\b|\bwhenever\b|\binstead of\b|\brather than\b"
     r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
-    r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b",
+    r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b"
+    r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b",
     re.I,
 )
 MAX_RULE_CHARS = 180  # a standing rule is said in a sentence; a longer one is a task description
 ONE_OFF = re.compile(
     r"\b(for now|this time|right now|for this (task|pr|change|one)|in this (pr|change|task|commit)|"
-    r"today|at the moment|temporarily|first)\b",
+    r"today|at the moment|temporarily)\b",
     re.I,
 )
 TASK_VERB = re.compile(
@@ -85,6 +87,10 @@ TASK_VERB = re.compile(
     re.I,
 )
 SHELL_PROMPT = re.compile(r"\s(?:~\S*|/\S+)\s+[$%#]\s")  # "… ~/Projects $ ln -s …": a pasted shell session
+USER_FACT = re.compile(  # "The deploy script is scripts/deploy.sh.", "Our API lives in `api/`."
+    r"^(the|our|my|this|that|its)?\s*[\w`'./ -]{1,60}?\s(is|are|lives? in|lives? under|is in|are in|runs on|uses)\s",
+    re.I,
+)
 OBSERVATION = re.compile(r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look)\w*\b", re.I)
 STRONG_CUE = re.compile(r"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b", re.I)
 QUESTION = re.compile(
@@ -100,14 +106,17 @@ PROGRESS = re.compile(
     r"changed|removed|fixed|implemented|refactored|moved|renamed|wrote|committed|pushed|ran|all \d+|both)\b",
     re.I,
 )
-FIRST_PERSON = re.compile(r"\b(I|I'm|I'll|I've|I'd|me|my|mine|we|we're|we'll|we've|us|our|let me|let's)\b")
+FIRST_PERSON = re.compile(
+    r"\b(I|I'm|I'll|I've|I'd|me|my|mine|myself|ourselves|we|we're|we'll|we've|us|our|let me|let's)\b"
+)
 FACT_CUE = re.compile(
     r"\b(lives? in|lives? under|is in|are in|is at|are at|defined in|located|handled (?:by|in)|comes? from|reads?|"
     r"loads?|uses|requires?|needs?|must|only|never|always|cannot|can't|doesn't|does not|isn't|is not|aren't|"
     r"ignores?|fails?|because|so that|instead of|is generated|auto-generated|gitignored|not on path|expects?|"
     r"is called|calls|runs|wraps|delegates?|mirrors?|points? to|is configured|configured in|is stored|stores?|"
     r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|read|written|set|kept|"
-    r"registered|owned|managed|served) (?:by|in|from|at|under|via))\b",
+    r"registered|owned|managed|served) (?:by|in|from|at|under|via)|pinned|passes with|works with|works when|"
+    r"only works|fails (?:with|when|on|if))\b",
     re.I,
 )
 ACK = re.compile(
@@ -141,6 +150,7 @@ class Evidence(BaseModel):
     commands: list[Command] = Field(default_factory=list)
     shields: list[Shield] = Field(default_factory=list)
     facts: list[str] = Field(default_factory=list)
+    user_facts: list[str] = Field(default_factory=list)  # the user's statements about the project
     requests: list[str] = Field(default_factory=list)
     edited: list[str] = Field(default_factory=list)
     outcome: str = ""
@@ -153,7 +163,8 @@ class Evidence(BaseModel):
         """Every string the evidence holds: what the writer's clean-up checks its lines against."""
         parts = [r.text + "\n" + r.agent for r in self.rules] + [c.line for c in self.commands]
         parts += [f"{s.command}\n{s.error}\n{s.cause}\n{s.fix}" for s in self.shields]
-        parts += self.facts + self.requests + self.edited + self.procedure + [self.outcome, self.first_prompt]
+        parts += self.facts + self.user_facts + self.requests + self.edited + self.procedure
+        parts += [self.outcome, self.first_prompt]
         return "\n".join(parts)
 
 
@@ -207,8 +218,9 @@ def _agent_restatement(text: str, rule: str) -> str:
     return ""
 
 
-def _fact_score(s: str) -> int:
-    """How much a sentence of the agent reads as a lasting fact about the project (0: not one)."""
+def _fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
+    """How much a sentence of the agent reads as a lasting fact about the project (0: not one):
+    a plain statement (no narration, person, table or marker) with a `cue` and something specific."""
     plain = CODE.sub(" x ", s)
     if not (40 <= len(s) <= 400) or s.endswith(("?", ":")) or PROGRESS.match(s) or is_table_row(s):
         return 0
@@ -220,7 +232,7 @@ def _fact_score(s: str) -> int:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
     if FIRST_PERSON.search(plain) or second_person(s) or is_marker(s) or s.count("`") % 2:
         return 0
-    if not FACT_CUE.search(plain):
+    if not cue.search(plain):
         return 0
     specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
     return (1 + min(specific, 3)) if specific else 0
@@ -272,6 +284,14 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     if all(r.text != o.text for o in ev.rules):
                         ev.rules.append(r)
                         pending_rules.append(r)
+                elif (
+                    USER_FACT.match(s)
+                    and not QUESTION.search(s)
+                    and len(s) <= MAX_RULE_CHARS
+                    and (CODE.search(s) or _PATHLIKE.search(s))
+                ):
+                    if s not in ev.user_facts and len(ev.user_facts) < MAX_RULES:
+                        ev.user_facts.append(clip(s, 220))
                 elif len(s) >= 12 and len(ev.requests) < 6:
                     ev.requests.append(clip(s, 200))
         elif e.kind is EventKind.ASSISTANT:
@@ -329,17 +349,31 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev.outcome = clip(ev.outcome, 1200)
     ev.commands = commands(runs)
 
-    def cause(failed_seq: int, worked_seq: int) -> str:
-        """The agent's first explaining sentence between a failure and the run that worked."""
-        return next(
-            (s for seq, s, _ in assistant if failed_seq < seq <= worked_seq and _fact_score(s) and CAUSE.search(s)), ""
-        )
+    def cause(failed_seq: int, worked_seq: int, failure: str) -> str:
+        """The agent's first sentence between a failure and the run that worked that explains it:
+        a cause cue and a word of the failing command or its error."""
+        named = _words(failure)
+        for seq, s, _ in assistant:
+            s = _impersonal(s)
+            if failed_seq < seq <= worked_seq and _fact_score(s, CAUSE) and named & _words(s):
+                return s
+        return ""
 
     ev.shields = shields(runs, edits, cause)
     explained = {s.cause for s in ev.shields}
     ev.facts = _facts([a for a in assistant if a[1] not in explained])
     ev.rules = ev.rules[:MAX_RULES]
     return ev
+
+
+def _impersonal(s: str) -> str:
+    """ "Your ssh-agent has no keys loaded" → "The ssh-agent has no keys loaded": an explanation
+    addressed to the user, said of the thing."""
+    return re.sub(r"\b[Yy]our\b", lambda m: "The" if m.group(0)[0] == "Y" else "the", s)
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z][\w-]{3,}", text)}
 
 
 def _relative(path: str, cwd: str | None) -> str:

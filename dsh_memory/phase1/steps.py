@@ -23,7 +23,7 @@ from dsh_memory.phase1.evidence import MAX_FACTS, Command, Evidence, Rule, Shiel
 
 # Headings of the raw memory; Phase 2 (consolidation/mechanical.py) groups bullets by them.
 RULES = "## Rules and preferences (the user's words)"
-FACTS = "## Project facts (the user's words)"  # written by earlier versions; Phase 2 still reads it
+FACTS = "## Project facts (the user's words)"
 SHIELDS = "## Failure shields"
 COMMANDS = "## Commands that worked"
 FINDINGS = "## Agent findings"
@@ -149,6 +149,8 @@ def raw_memory(ev: Evidence, task: str) -> str:
     out: list[str] = []
     if ev.rules:
         out += [RULES, *(_rule_line(r) for r in ev.rules)]
+    if ev.user_facts:
+        out += [FACTS, *(f"- The user: {_quote(f)}" for f in ev.user_facts)]
     if ev.commands:
         out += [COMMANDS, *command_lines(ev.commands)]
     if ev.shields:
