@@ -68,9 +68,6 @@ def command_of(b: Block) -> str | None:
         value = json.loads(m.group(1))
     except ValueError:
         return None
-    if isinstance(value, list):
-        parts = [str(v) for v in value]
-        if len(parts) >= 3 and parts[0] in ("bash", "sh", "zsh") and parts[1] in ("-lc", "-c"):
-            return " ".join(parts[2:])
-        return " ".join(parts)
-    return str(value).strip() or None
+    from dsh_memory.phase1.commands import argv_line
+
+    return argv_line(value)

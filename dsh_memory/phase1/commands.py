@@ -97,6 +97,11 @@ def shell_line(e: Event) -> str | None:
         return None
     a = e.arguments
     value: Any = a.get("command") or a.get("cmd") if isinstance(a, dict) else a
+    return argv_line(value)
+
+
+def argv_line(value: Any) -> str | None:
+    """A command as one line: a string as is, an argv list joined (a `bash -lc CMD` wrapper off)."""
     if isinstance(value, list):
         parts = [str(v) for v in value]
         if len(parts) >= 3 and parts[0] in ("bash", "sh", "zsh") and parts[1] in ("-lc", "-c"):

@@ -48,7 +48,6 @@ from dsh_memory.transcript.redact import redact
 MAX_RULES = 6
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 20
-MAX_ITEM_CHARS = 260
 MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
 AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
