@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from prefect.blocks.core import Block
 from pydantic import BaseModel, Field
 
 OFF = "off"
@@ -19,6 +20,21 @@ _BOUNDS = ("ge", "gt", "le", "lt", "min_length", "max_length")
 
 # Keys Prefect itself may keep in a block document's data; never a schema mismatch.
 PREFECT_DATA_KEYS = frozenset({"block_type_slug", "_block_document_id", "_block_document_name", "_is_anonymous"})
+
+
+class SettingsBlock(Block):
+    """Base of dsh-memory's blocks, which share their metadata's shape: Prefect derives the slug
+    from `_block_type_name` and the description from the docstring's first section; the code
+    example loads the "default" block and turns it into plain settings with `_to_plain`."""
+
+    _to_plain: ClassVar[str] = ""  # the method returning the plain settings object
+
+    @classmethod
+    def get_code_example(cls) -> str:
+        return (
+            f"```python\nfrom dsh_memory.blocks import {cls.__name__}\n\n"
+            f'{cls.__name__}.load("default").{cls._to_plain}()\n```'
+        )
 
 
 def mirror(model: type[BaseModel], name: str, unset: str) -> Any:

@@ -11,11 +11,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from prefect.blocks.core import Block
 from pydantic import Field, field_validator
 
-from dsh_memory.blocks._fields import OFF, check_path, default_text, env_mapping, expand, mirror, sources
-from dsh_memory.settings import MemorySettings, SemanticSearch, SourceRoots
+from dsh_memory.blocks._fields import (
+    OFF,
+    SettingsBlock,
+    check_path,
+    default_text,
+    env_mapping,
+    expand,
+    mirror,
+    sources,
+)
+from dsh_memory.settings import MEMORY_ENVIRONMENT, MemorySettings, SemanticSearch, SourceRoots, env_names
 
 # Block field → (SourceRoots field, environment variable that moves it).
 ROOT_FIELDS: dict[str, tuple[str, str]] = {
@@ -31,23 +39,13 @@ def _m(name: str) -> Any:
     return mirror(MemorySettings, name, f"$DSH_MEMORY_{name.upper()}, else {default_text(MemorySettings, name)}")
 
 
-class MemorySettingsBlock(Block):
-    """Settings of the dsh-memory pipeline (extraction, consolidation, forgetting).
-
-    Leave a field empty to use its environment variable or documented default.
-    """
+class MemorySettingsBlock(SettingsBlock):
+    """Settings of the dsh-memory pipeline: memory root, session sources, idle/debounce/cooldown
+    times, concurrency, retries, budgets and caps. Empty fields use the DSH_MEMORY_* environment
+    variables or the documented defaults; values saved here win over both."""
 
     _block_type_name: ClassVar[str] = "dsh-memory settings"
-    _block_type_slug: ClassVar[str] = "dsh-memory-settings"
-    _description: ClassVar[str] = (
-        "Settings of the dsh-memory pipeline: memory root, session sources, idle/debounce/cooldown "
-        "times, concurrency, retries, budgets and caps. Empty fields use the DSH_MEMORY_* environment "
-        "variables or the documented defaults; values saved here win over both."
-    )
-    _code_example: ClassVar[str] = (
-        "```python\nfrom blocks import MemorySettingsBlock\n\n"
-        'settings = MemorySettingsBlock.load("default").to_settings()\n```'
-    )
+    _to_plain: ClassVar[str] = "to_settings"
 
     memory_root: str | None = Field(
         None, description="Memory root folder (absolute or ~). Empty: $DSH_MEMORY_ROOT, else $DSH_HOME/memories."
@@ -136,9 +134,9 @@ def settings_values(settings: MemorySettings) -> dict[str, Any]:
 
 
 ENV_NAMES: dict[str, tuple[str, ...]] = {
-    "memory_root": ("DSH_MEMORY_ROOT", "DSH_HOME"),
+    **env_names(MEMORY_ENVIRONMENT),
+    "memory_root": (*env_names(MEMORY_ENVIRONMENT)["memory_root"], "DSH_HOME"),  # its default is under DSH_HOME
     **{field: (var,) for field, (_r, var) in ROOT_FIELDS.items()},
-    **{name: (f"DSH_MEMORY_{name.upper()}",) for name in SCALAR_FIELDS},
 }
 
 

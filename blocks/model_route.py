@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from prefect.blocks.core import Block
 from pydantic import Field, SecretStr, ValidationError, field_validator
 
-from dsh_memory.blocks._fields import check_path, default_text, describe_errors, env_mapping, expand, mirror, sources
+from dsh_memory.blocks._fields import (
+    SettingsBlock,
+    check_path,
+    default_text,
+    describe_errors,
+    env_mapping,
+    expand,
+    mirror,
+    sources,
+)
 from dsh_memory.errors import ConfigError
-from dsh_memory.settings import DEEPSEEK_BASE_URL, DEFAULT_MODEL, ModelRoute
+from dsh_memory.settings import DEEPSEEK_BASE_URL, DEFAULT_MODEL, ROUTE_ENVIRONMENT, ModelRoute, env_names
 
 SECRET_FIELDS = ("api_key",)
 EFFORT_PATTERN = r"^[a-z]{0,16}$"
@@ -25,22 +33,13 @@ def _m(name: str, unset: str | None = None) -> Any:
     return mirror(ModelRoute, name, unset or f"the default, {default_text(ModelRoute, name)}")
 
 
-class ModelRouteBlock(Block):
-    """The model endpoint and per-phase model choices of dsh-memory.
-
-    Leave a field empty to use its environment variable or documented default.
-    """
+class ModelRouteBlock(SettingsBlock):
+    """Model endpoint of dsh-memory: provider (OpenAI-compatible or local llama.cpp), base URL,
+    API key (stored as a secret), model, reasoning effort and output cap per phase. Empty fields
+    use the DSH_MEMORY_* environment variables or the documented defaults."""
 
     _block_type_name: ClassVar[str] = "dsh-memory model route"
-    _block_type_slug: ClassVar[str] = "dsh-memory-model-route"
-    _description: ClassVar[str] = (
-        "Model endpoint of dsh-memory: provider (OpenAI-compatible or local llama.cpp), base URL, "
-        "API key (stored as a secret), model, reasoning effort and output cap per phase. Empty fields "
-        "use the DSH_MEMORY_* environment variables or the documented defaults."
-    )
-    _code_example: ClassVar[str] = (
-        '```python\nfrom blocks import ModelRouteBlock\n\nroute = ModelRouteBlock.load("default").to_route()\n```'
-    )
+    _to_plain: ClassVar[str] = "to_route"
 
     provider: Literal["auto", "openai", "local"] | None = Field(
         None,
@@ -134,14 +133,7 @@ def route_values(route: ModelRoute) -> dict[str, Any]:
     return out
 
 
-ENV_NAMES: dict[str, tuple[str, ...]] = {
-    "provider": ("DSH_MEMORY_PROVIDER",),
-    "base_url": ("DSH_MEMORY_BASE_URL",),
-    "api_key": ("DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY"),
-    "phase1_model": ("DSH_MEMORY_MODEL",),
-    "phase2_model": ("DSH_MEMORY_MODEL",),
-    "model_path": ("DSH_MEMORY_MODEL_PATH",),
-}
+ENV_NAMES: dict[str, tuple[str, ...]] = env_names(ROUTE_ENVIRONMENT)
 
 
 def route_sources(block: ModelRouteBlock | None, env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -3,6 +3,12 @@
 These are the values every flow and task receives. `blocks/` wraps them as Prefect Blocks
 (editable in the UI); without a saved block the defaults here and the environment apply.
 Nothing here reads the environment at import time: call `MemorySettings.from_env()`.
+
+The environment's layer is read by pydantic-settings (`EnvSettingsSource`, prefix
+`DSH_MEMORY_`): every field as `DSH_MEMORY_<FIELD>`, plus the few other names its layers declare
+(`MEMORY_ENVIRONMENT`, `ROUTE_ENVIRONMENT`). It
+hands raw strings to the plain models, which validate them; `env_names()` is the one list of
+variables per field (`dsh-memory settings show` and docs/configuration.md use it).
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, create_model, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings.sources.utils import parse_env_vars
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-chat"
@@ -20,8 +28,56 @@ SemanticSearch = Literal["auto", "on", "off"]
 _SWITCH_WORDS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}
 
 
+ENV_PREFIX = "DSH_MEMORY_"
+
+
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if env is None else env
+
+
+class _EnvironmentLayer(BaseSettings):
+    """Base of the environment's layer of a settings model: raw strings, empty values ignored."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore")
+
+
+class _MappingSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping (os.environ, or a test's dict)."""
+
+    def __init__(self, layer: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._mapping = env
+        super().__init__(layer)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:  # as DotEnvSettingsSource does for its file
+        return parse_env_vars(self._mapping, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+
+def _layer(model: type[BaseModel], aliases: Mapping[str, tuple[str, ...]], skip: tuple[str, ...] = ()):
+    """The environment layer of `model`: one optional string per field, read from
+    `DSH_MEMORY_<FIELD>` or, for the fields in `aliases`, from those variables (first set wins)."""
+    fields: dict = {}
+    for name in model.model_fields:
+        if name in skip:
+            continue
+        alias = AliasChoices(*aliases[name]) if name in aliases else None
+        fields[name] = (str | None, Field(None, validation_alias=alias))
+    return create_model(f"{model.__name__}Environment", __base__=_EnvironmentLayer, **fields)
+
+
+def _environment_values(layer: type[BaseSettings], env: Mapping[str, str]) -> dict[str, str]:
+    """The fields of `layer` that `env` sets (non-empty), by field name."""
+    found = _MappingSource(layer, env)()  # keyed as the layer's input: a field's alias, else its name
+    field = {names[0]: name for name, names in env_names(layer).items()} | {name: name for name in layer.model_fields}
+    return {field[key]: value for key, value in found.items() if value is not None}
+
+
+def env_names(layer: type[BaseSettings]) -> dict[str, tuple[str, ...]]:
+    """Field → the environment variables that set it, in precedence order."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, info in layer.model_fields.items():
+        alias = info.validation_alias
+        out[name] = tuple(alias.choices) if isinstance(alias, AliasChoices) else (f"{ENV_PREFIX}{name.upper()}",)
+    return out
 
 
 def dsh_home(env: Mapping[str, str] | None = None) -> Path:
@@ -125,15 +181,9 @@ class MemorySettings(BaseModel):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> MemorySettings:
         e = _env(env)
-        root = e.get("DSH_MEMORY_ROOT") or (dsh_home(e) / "memories")
-        values: dict = {"memory_root": Path(root).expanduser(), "roots": SourceRoots.from_env(e)}
-        # Every scalar field can be overridden as DSH_MEMORY_<FIELD> (e.g. DSH_MEMORY_IDLE_SECONDS).
-        for name in cls.model_fields:
-            if name in ("memory_root", "roots"):
-                continue
-            raw = e.get(f"DSH_MEMORY_{name.upper()}")
-            if raw not in (None, ""):
-                values[name] = raw
+        values: dict = _environment_values(MEMORY_ENVIRONMENT, e)
+        root = values.get("memory_root") or (dsh_home(e) / "memories")
+        values.update(memory_root=Path(root).expanduser(), roots=SourceRoots.from_env(e))
         values.update(overrides)
         try:
             return cls(**values)
@@ -141,6 +191,11 @@ class MemorySettings(BaseModel):
             from dsh_memory.errors import ConfigError
 
             raise ConfigError(f"invalid dsh-memory setting from the environment: {exc}") from None
+
+
+# Every field but the source folders (DSH_HOME, CODEX_HOME, CLAUDE_CONFIG_DIR: SourceRoots.from_env)
+# is read as DSH_MEMORY_<FIELD>; the memory root's variable is DSH_MEMORY_ROOT.
+MEMORY_ENVIRONMENT = _layer(MemorySettings, {"memory_root": ("DSH_MEMORY_ROOT",)}, skip=("roots",))
 
 
 class ModelRoute(BaseModel):
@@ -165,33 +220,11 @@ class ModelRoute(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> ModelRoute:
-        e = _env(env)
-        values: dict = {}
-        if e.get("DSH_MEMORY_BASE_URL"):
-            values["base_url"] = e["DSH_MEMORY_BASE_URL"]
-        key = e.get("DSH_MEMORY_API_KEY") or e.get("DEEPSEEK_API_KEY")
-        if key:
-            values["api_key"] = SecretStr(key)
-        if e.get("DSH_MEMORY_MODEL"):
-            values["phase1_model"] = values["phase2_model"] = e["DSH_MEMORY_MODEL"]
-        if e.get("DSH_MEMORY_MODEL_PATH"):
-            values["model_path"] = Path(e["DSH_MEMORY_MODEL_PATH"]).expanduser()
-        if e.get("DSH_MEMORY_PROVIDER"):
-            values["provider"] = e["DSH_MEMORY_PROVIDER"]
-        # The other scalar fields as DSH_MEMORY_<FIELD> (e.g. DSH_MEMORY_PHASE1_MAX_TOKENS).
-        for name in (
-            "phase1_model",
-            "phase2_model",
-            "phase1_reasoning_effort",
-            "phase2_reasoning_effort",
-            "phase1_max_tokens",
-            "phase2_max_tokens",
-            "timeout_seconds",
-            "local_threads",
-        ):
-            raw = e.get(f"DSH_MEMORY_{name.upper()}")
-            if raw not in (None, ""):
-                values[name] = raw
+        values: dict = _environment_values(ROUTE_ENVIRONMENT, _env(env))
+        if "api_key" in values:
+            values["api_key"] = SecretStr(values["api_key"])
+        if "model_path" in values:
+            values["model_path"] = Path(values["model_path"]).expanduser()
         values.update(overrides)
         try:
             return cls(**values)
@@ -217,3 +250,15 @@ class ModelRoute(BaseModel):
         if self.effective_provider == "local":
             return True
         return self.endpoint_configured
+
+
+# Every field as DSH_MEMORY_<FIELD>; besides: the key also as DEEPSEEK_API_KEY, and one model for
+# both phases as DSH_MEMORY_MODEL (a phase's own variable wins).
+ROUTE_ENVIRONMENT = _layer(
+    ModelRoute,
+    {
+        "api_key": ("DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY"),
+        "phase1_model": ("DSH_MEMORY_PHASE1_MODEL", "DSH_MEMORY_MODEL"),
+        "phase2_model": ("DSH_MEMORY_PHASE2_MODEL", "DSH_MEMORY_MODEL"),
+    },
+)

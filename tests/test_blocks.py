@@ -6,6 +6,7 @@ blocks they save, so other tests keep running on the environment and defaults.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -127,6 +128,51 @@ def test_block_values_win_over_env_over_defaults(tmp_path):
     assert route.model_path == tmp_path / "m.gguf"
     assert ModelRouteBlock(api_key=KEY).to_route(env).api_key.get_secret_value() == KEY
     assert KEY not in repr(ModelRouteBlock(api_key=KEY))
+
+
+def test_the_environment_layer_reads_only_the_mapping_it_is_given(tmp_path, monkeypatch):
+    """pydantic-settings reads the given mapping (a test's dict), never os.environ beside it; empty
+    values are unset; a phase's own model variable wins over DSH_MEMORY_MODEL; DEEPSEEK_API_KEY is
+    the key's fallback."""
+    monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "999")
+    monkeypatch.setenv("DSH_MEMORY_PHASE1_MAX_TOKENS", "999")
+    env = _env(tmp_path, DSH_MEMORY_CONCURRENCY="", DSH_MEMORY_ROOT="~/mem", DSH_MEMORY_SEMANTIC_SEARCH="0")
+    s = MemorySettings.from_env(env)
+    assert (s.idle_seconds, s.concurrency, s.semantic_search) == (180, 4, "off")
+    assert s.memory_root == Path("~/mem").expanduser()
+    env = _env(
+        tmp_path,
+        DSH_MEMORY_MODEL="both",
+        DSH_MEMORY_PHASE2_MODEL="second",
+        DSH_MEMORY_API_KEY="",
+        DEEPSEEK_API_KEY="fallback",
+        DSH_MEMORY_LOCAL_THREADS="3",
+    )
+    route = ModelRoute.from_env(env)
+    assert (route.phase1_model, route.phase2_model, route.local_threads) == ("both", "second", 3)
+    assert route.phase1_max_tokens == 4096
+    assert route.api_key.get_secret_value() == "fallback"
+
+
+def test_settings_show_names_every_variable_the_environment_layer_reads(tmp_path):
+    """The sources `settings show` prints come from the same layer the values do."""
+    from dsh_memory.blocks.memory_settings import settings_sources
+    from dsh_memory.blocks.model_route import route_sources
+
+    env = _env(tmp_path, DSH_MEMORY_PHASE1_MAX_TOKENS="512", DSH_MEMORY_PHASE2_MODEL="m", DSH_MEMORY_ROOT="/m")
+    src = route_sources(None, env)
+    assert (src["phase1_max_tokens"], src["phase2_model"], src["phase1_model"]) == ("env", "env", "default")
+    assert settings_sources(None, env)["memory_root"] == "env"
+
+
+def test_block_metadata_comes_from_the_name_docstring_and_loader():
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
+
+    for cls, method in ((MemorySettingsBlock, "to_settings"), (ModelRouteBlock, "to_route")):
+        assert cls.get_description() == inspect.cleandoc(cls.__doc__)
+        example = cls.get_code_example()
+        assert f"from dsh_memory.blocks import {cls.__name__}" in example
+        assert f'{cls.__name__}.load("default").{method}()' in example and callable(getattr(cls, method))
 
 
 def test_invalid_environment_is_a_config_error(tmp_path):
