@@ -4,7 +4,7 @@ Every class carries its CLI `exit_code`, its HTTP `http_status` and a stable str
 `{"error": {"code": …}}` of `--json` output and of RPC error bodies). A refinement that sets no
 `code` shares its parent's (`MemoryFileNotFound` is "not_found"); a new kind of error, a direct
 subclass of DshMemoryError, gets one from its name (`AlreadyRunning` → "already_running"). The
-README's exit-code table lists every class; a test keeps it in step with this file.
+docs/cli.md's exit-code table lists every class; a test keeps it in step with this file.
 """
 
 from __future__ import annotations

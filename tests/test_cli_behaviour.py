@@ -230,8 +230,8 @@ def _error_classes() -> list[type[DshMemoryError]]:
 
 
 def _exit_code_rows() -> dict[str, tuple[str, str]]:
-    """README "Exit codes" table: first-column label → (exit code, json code)."""
-    text = (REPO / "README.md").read_text()
+    """docs/cli.md "Exit codes" table: first-column label → (exit code, json code)."""
+    text = (REPO / "docs" / "cli.md").read_text()
     section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
@@ -247,9 +247,9 @@ def test_readme_exit_code_table_lists_every_error_class():
     for cls in _error_classes():
         expected = (str(cls.exit_code), cls.code)
         if cls in own or "code" in cls.__dict__ or cls.__base__ is DshMemoryError:
-            assert rows.get(cls.__name__) == expected, f"README exit-code row for {cls.__name__}"
+            assert rows.get(cls.__name__) == expected, f"docs/cli.md exit-code row for {cls.__name__}"
         else:  # a refinement elsewhere (MemoryFileNotFound…): documented by its parent's row
-            assert expected in rows.values(), f"{cls.__name__} exits {expected}, which no README row says"
+            assert expected in rows.values(), f"{cls.__name__} exits {expected}, which no docs/cli.md row says"
     assert rows["ok"] == ("0", "")
     assert rows["interrupted"] == ("130", "interrupted")
     assert rows["usage"][0] == "2"  # typer/click parse errors share UserInputError's exit code

@@ -147,11 +147,13 @@ def test_adapters_declare_no_bound_or_default_of_their_own(path):
     assert offenders == []
 
 
-def test_readme_parameter_table_matches_the_models():
+def test_the_parameter_table_of_docs_agents_matches_the_models():
     spec = importlib.util.spec_from_file_location("readpath_reference", REPO / "tools" / "readpath_reference.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    readme = (REPO / "README.md").read_text()
-    assert tool.render(readme) == readme, "README parameter table is stale: run `python tools/readpath_reference.py`"
+    page = (REPO / "docs" / "agents.md").read_text()
+    assert tool.render(page) == page, (
+        "docs/agents.md parameter table is stale: run `python tools/readpath_reference.py`"
+    )
     for name in ("start_line", "next_start_line", "context_lines", "`path`"):
-        assert name in readme
+        assert name in page

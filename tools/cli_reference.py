@@ -1,7 +1,7 @@
-"""Generate the README's CLI reference from `--help` (tests check it cannot drift).
+"""Generate the CLI reference of docs/cli.md from `--help` (tests check it cannot drift).
 
-python tools/cli_reference.py          # rewrite the block in README.md
-python tools/cli_reference.py --check  # exit 1 when README.md is stale
+python tools/cli_reference.py          # rewrite the block in docs/cli.md
+python tools/cli_reference.py --check  # exit 1 when docs/cli.md is stale
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # a script beside its helper
-from _readme_block import main, splice  # noqa: E402
+from _doc_block import main, splice  # noqa: E402
 
 START, END = "<!-- cli-reference:start -->", "<!-- cli-reference:end -->"
 ENV = {"COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1", "_TYPER_FORCE_DISABLE_TERMINAL": "1"}
@@ -42,9 +42,9 @@ def generate() -> str:
     return "\n".join(parts)
 
 
-def render(readme: str) -> str:
-    return splice(readme, START, END, generate)
+def render(text: str) -> str:
+    return splice(text, START, END, generate)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(render, "CLI reference", "tools/cli_reference.py"))
+    raise SystemExit(main(render, "docs/cli.md", "CLI reference", "tools/cli_reference.py"))

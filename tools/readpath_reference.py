@@ -1,8 +1,8 @@
-"""Generate the README's read-path parameter table from the request models (tests check it cannot
+"""Generate the read-path parameter table of docs/agents.md from the request models (a test checks it cannot
 drift): one row per parameter, the same name over the RPC, MCP and (spelled as an option) the CLI.
 
-python tools/readpath_reference.py          # rewrite the block in README.md
-python tools/readpath_reference.py --check  # exit 1 when README.md is stale
+python tools/readpath_reference.py          # rewrite the block in docs/agents.md
+python tools/readpath_reference.py --check  # exit 1 when docs/agents.md is stale
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # a script beside its helper
-from _readme_block import main, splice  # noqa: E402
+from _doc_block import main, splice  # noqa: E402
 
 START, END = "<!-- readpath-params:start -->", "<!-- readpath-params:end -->"
 
@@ -79,9 +79,9 @@ def generate() -> str:
     return "\n".join([START, "", *rows, "", END])
 
 
-def render(readme: str) -> str:
-    return splice(readme, START, END, generate)
+def render(text: str) -> str:
+    return splice(text, START, END, generate)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(render, "read-path parameters", "tools/readpath_reference.py"))
+    raise SystemExit(main(render, "docs/agents.md", "read-path parameters", "tools/readpath_reference.py"))

@@ -39,7 +39,7 @@ def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:
 
 
 def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
-    """Call `fn`; THE place where failures become exit codes (README: "Exit codes").
+    """Call `fn`; THE place where failures become exit codes (docs/cli.md: "Exit codes").
 
     Our errors print one line (see `fail`); so do operational failures from below us: an
     unreachable Prefect API (ServiceUnavailableError) and file-system errors. Anything else is a

@@ -58,7 +58,7 @@ def check_result_storage(client, slug: str) -> None:
     except ObjectNotFound:
         raise ConfigError(
             f"--result-storage {slug!r}: no such block on this Prefect server; create it first "
-            "(README: Workers on other machines)"
+            "(docs/running.md: Workers on other machines)"
         ) from None
 
 
@@ -119,6 +119,6 @@ def deploy(
     if not result_storage:
         report.notes.append(
             f"extract-transcripts runs keep their results in each worker's local storage: workers of "
-            f"{extract_pool} on other machines need --result-storage (README: Workers on other machines)"
+            f"{extract_pool} on other machines need --result-storage (docs/running.md: Workers on other machines)"
         )
     return report

