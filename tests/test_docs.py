@@ -208,6 +208,7 @@ def test_readme_try_it_block_runs(tmp_path):
     scripted OpenAI-compatible endpoint instead of the model."""
     from dsh_memory.llm.model_files import QWEN_CODER_1_5B
     from dsh_memory.testing.fake_openai import FakeOpenAIServer
+    from tests.test_cli_behaviour import _fake_model
     from tests.test_fresh_clone import _copy_tracked
 
     block = _block("README.md", "python3 -m venv .venv && . .venv/bin/activate")
@@ -222,7 +223,7 @@ def test_readme_try_it_block_runs(tmp_path):
     (shims / "python3").write_text(PYTHON3_SHIM.format(python=sys.executable, log=log))
     (shims / "python3").chmod(stat.S_IRWXU)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PREFECT_", "PYTHON", "VIRTUAL_ENV"))}
-    with FakeOpenAIServer() as fake:
+    with FakeOpenAIServer(handler=_fake_model) as fake:
         env.update(
             PATH=f"{shims}{os.pathsep}{env['PATH']}",
             HOME=str(tmp_path),
