@@ -14,9 +14,9 @@ Shared by every stage: Phase 1 tags each item, Phase 2 groups by it, the read pa
   "globally", "no matter the project"…), and "always … in this repo" stays local. Phase 2 adds the
   other way to become global: the same item recurring in ≥ 2 projects.
 - Memory items carry their scope as a tag on the line, `[scope: global]`; an untagged item belongs
-  to its session's project. Files written before scopes existed read this way too: raw blocks
-  and rollout summaries by their session's cwd, handbook lines outside any project part as global
-  (what they were: injected everywhere).
+  to its session's project. Files without project marks read this way too: raw blocks and
+  rollout summaries by their session's cwd, handbook lines outside any project part as global
+  (injected everywhere).
 - `matches(project, root, is_repo)`: a stored project belongs to the requested one when it is the
   same path, or lies inside it when the request is a real repository root (a session recorded
   in a subfolder before the repository had git). Never the other way round: a session started
@@ -183,7 +183,7 @@ MAX_SUMMARY_PARTS = 200
 
 def summary_parts(text: str) -> tuple[str, dict[str, str]]:
     """(global part, {project root: part}) of a memory_summary.md. Text outside any
-    `# Scope: project <root>` part (a summary written before scopes included) is global; the
+    `# Scope: project <root>` part (a summary without scope parts included) is global; the
     first `v1` line belongs to neither."""
     glob: list[str] = []
     projects: dict[str, list[str]] = {}

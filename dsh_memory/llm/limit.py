@@ -16,8 +16,9 @@ the next run returns those of a process that no longer runs before it takes its 
 Why not `prefect.concurrency.sync.concurrency()` around each call: it opens a new API client
 (and TLS context) for every acquire and release, and on the SQLite server each acquire/release
 is a write that contends with the run's own state updates (HTTP 503 "database is locked",
-retried by the client with multi-second sleeps). Measured in bench/bench_phase1.py: 4-10x the
-ideal wall time. Pooled leases keep the server out of the hot path.
+retried by the client with multi-second sleeps), so model slots would sit idle while their
+calls wait on the database (bench/bench_phase1.py measures the wall time against the ideal).
+Pooled leases keep the server out of the hot path.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ Cwd = Annotated[
     Field(
         max_length=MAX_CWD_CHARS,
         description="The asking session's working directory; its repository root is the project: "
-        "that project's memory and global memory only (null: every project, as before)",
+        "that project's memory and global memory only (null: every project's memory)",
     ),
 ]
 OtherProjects = Annotated[

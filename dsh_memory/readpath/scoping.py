@@ -75,7 +75,7 @@ def _front_matter_scope(text: str) -> str:
 
     fields, _ = parse_front_matter(text[:8192])
     project = fields.get("project")
-    if not project and "session_id" in fields:  # a rollout summary written before scopes
+    if not project and "session_id" in fields:  # a rollout summary without a project field
         project = sc.project_root(fields.get("cwd") or "")
     return PROJECT + str(project).rstrip("/") if project else sc.GLOBAL
 

@@ -1,8 +1,8 @@
 """Consolidation requests coalesce: one pending flag + at most one queued `consolidate` run.
 
-Every extract-session run that extracted something asks for a consolidation. A storm of them
-used to create one `consolidate` run each (94 of them, cancelled by the deployment's
-concurrency limit; ~65 s per extract-session run spent on it). Now:
+Every extract-session run that extracted something asks for a consolidation. One `consolidate`
+run per request would, after a storm, queue one run per session — all but one cancelled by the
+deployment's concurrency limit, each costing its extract-session run time. Instead:
 
 - The pending flag in the state database (set by Phase 1) says THAT work waits; the queued run
   does all of it, however many extractions asked.

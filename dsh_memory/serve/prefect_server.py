@@ -191,7 +191,7 @@ def _tethered_server_class():
 
         def _run_uvicorn_command(self):  # Prefect's spawn of the server process
             # Tethered the moment it exists: the server takes seconds to become healthy, and a
-            # kill in that window must not orphan it (it used to be tethered only once healthy).
+            # kill in that window must not orphan it.
             proc = super()._run_uvicorn_command()
             self._untether()  # a retry on another port replaces the process
             self._tether = tether(proc.pid)
