@@ -247,6 +247,36 @@ def test_readme_try_it_block_runs(tmp_path):
     ]
 
 
+HIDE_THE_MODEL = """
+import dsh_memory.llm.model_files as mf
+mf.locate_parts = lambda model: ([], list(model.distributions))  # every wheel of the model missing
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_the_demo_without_the_model_names_the_readme_install_command(tmp_path):
+    """The README says: without the model, `dsh-memory demo` extracts nothing and names the
+    command of its second line. Run it with the model's wheels hidden and no endpoint."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(HIDE_THE_MODEL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PREFECT_", "PYTHON", "DEEPSEEK_"))}
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(site), DSH_MEMORY_IGNORE_BLOCKS="1")
+    argv = [sys.executable, "-m", "dsh_memory.cli", "demo", "--workdir", str(tmp_path / "demo")]
+    r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = " ".join((r.stdout + r.stderr).split())
+    model_line = next(
+        line
+        for line in _block("README.md", "python3 -m venv .venv && . .venv/bin/activate").splitlines()
+        if "requirements-local-model.txt" in line
+    )
+    install = model_line.split("&& ")[-1].strip()
+    assert "Phase 1 skipped" in said and f"Install it with: {install}" in said
+    assert not list((tmp_path / "demo" / "memories" / "rollout_summaries").glob("*.md"))
+
+
 # ---- every dsh-memory command shown parses -----------------------------------------------------
 
 
