@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import re
 import shlex
@@ -164,8 +165,11 @@ def test_every_shell_block_is_run_by_a_test_or_generated():
             if is_marked:
                 marked.add((_rel(page), body.splitlines()[0]))
     assert marked == set(RUN_BLOCKS)
-    for test in RUN_BLOCKS.values():
+    for (page, first_line), test in RUN_BLOCKS.items():
         assert callable(globals().get(test)), test
+        assert f"_block({page!r}, {first_line!r})".replace("'", '"') in inspect.getsource(globals()[test]), (
+            f"{test} does not take its block from {page}"
+        )
 
 
 def test_readme_test_block_is_what_ci_runs():
