@@ -42,6 +42,7 @@ SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order 
     steps.SHIELDS: "Failure shields",
     steps.COMMANDS: "Reusable knowledge",
     steps.FINDINGS: "Project facts",
+    steps.CODE_MAP: "Code map",
     steps.PROCEDURE: "Procedures",
 }
 ORDER = ["User notes", *dict.fromkeys(SECTIONS.values()), "Agent findings", "Notes", "Tasks"]
@@ -66,6 +67,13 @@ class Group:
         if section != "Tasks" and why_not_memory(text):
             return  # never memory, whoever wrote it (phase1/clean.py)
         items = self.sections.setdefault(section, [])
+        if text.startswith(LIST_LINES):  # one "Checks that passed" line per project, sessions merged
+            head = text.split(":", 1)[0]
+            for i, old in enumerate(items):
+                if SOURCE.sub("", old).startswith(head + ":"):
+                    items[i] = _with_source(_merged_list(text, SOURCE.sub("", old).rstrip()), "")
+                    items[i] = _with_source(items[i] + _source_tag(old), source)
+                    return
         key = _key(text)
         for i, old in enumerate(items):
             if _key(SOURCE.sub("", old)) == key:
@@ -89,6 +97,23 @@ class Group:
             if self.sections[name]:
                 lines += ["", f"## {name}", *self.sections[name]]
         return "\n".join(lines)
+
+
+LIST_LINES = ("- Checks that passed:",)
+_LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
+
+
+def _merged_list(new: str, old: str) -> str:
+    """`new`'s list line with the items only `old` has appended (each item once)."""
+    head, items = new.split(":", 1)
+    have = _LIST_ITEM.findall(items)
+    more = [i for i in _LIST_ITEM.findall(old.split(":", 1)[1]) if i not in have]
+    return f"{head}: " + ", ".join(have + more)
+
+
+def _source_tag(bullet: str) -> str:
+    m = SOURCE.search(bullet)
+    return f" [source: {m.group(1)}]" if m else ""
 
 
 def _key(text: str) -> str:

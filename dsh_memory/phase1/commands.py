@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from dsh_memory.models import Event
 from dsh_memory.phase1.clean import EXPLORATION, is_marker
 
-MAX_COMMANDS = 4
+MAX_COMMANDS = 6
 MAX_SHIELDS = 3
 SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_terminal_cmd", "terminal", "run_command"}
 
@@ -71,6 +71,7 @@ class Command(BaseModel):
     ok: bool = True
     runs: int = 1
     check: bool = False  # a test / lint / build / check command (vs. run / install)
+    via: str = ""  # the subagent the session ran it through, when it did
 
 
 class Shield(BaseModel):
@@ -184,6 +185,14 @@ def family(cmd: str) -> str:
     return " ".join(words[:3])
 
 
+def _same_command(a: str, b: str) -> bool:
+    """`ssh-add KEY` and `ssh-add -l` run one command (one's words lead the other's); `erk exec
+    impl-signal` and `erk exec setup-impl` are two subcommands of one tool."""
+    fa, fb = family(a).split(), family(b).split()
+    n = min(len(fa), len(fb))
+    return n > 0 and fa[:n] == fb[:n]
+
+
 def unpiped(cmd: str) -> str:
     return core(cmd).split("|")[0].strip()
 
@@ -191,8 +200,9 @@ def unpiped(cmd: str) -> str:
 class Run:
     """One shell command run: its line, outcome and the output's informative error line."""
 
-    def __init__(self, seq: int, line: str, failed: bool, error: str, escalated: bool):
+    def __init__(self, seq: int, line: str, failed: bool, error: str, escalated: bool, via: str = ""):
         self.seq, self.line, self.failed, self.error, self.escalated = seq, line, failed, error, escalated
+        self.via = via  # the subagent that ran it ("devrun"), "" when the agent ran it itself
 
 
 def commands(runs: list[Run]) -> list[Command]:
@@ -204,14 +214,16 @@ def commands(runs: list[Run]) -> list[Command]:
         head = " ".join(w for w in core(r.line).split() if not w.startswith("-"))
         c = by.setdefault(r.line, Command(line=r.line, ok=not r.failed, runs=0, check=bool(CHECK.search(head))))
         c.runs += 1
+        c.via = c.via or r.via
         c.ok = not r.failed  # its last outcome
     ok = [c for c in by.values() if c.ok and (c.check or RUNS_SOMETHING.search(c.line) or c.runs > 1)]
-    ok.sort(key=lambda c: (not c.check, -c.runs))
     out: list[Command] = []
-    for c in ok:
+    for c in sorted(ok, key=lambda c: (not c.check, -c.runs)):
         if not any(family(c.line) == family(o.line) and len(o.line) <= len(c.line) for o in out):
             out.append(c)
-    return out[:MAX_COMMANDS]
+    kept = {id(c) for c in out[:MAX_COMMANDS]}
+    first = list(by.values())  # the order the session first ran them: setup before run
+    return sorted((c for c in ok if id(c) in kept), key=lambda c: (not c.check, first.index(c)))
 
 
 def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
@@ -228,8 +240,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
             continue
         later = next((x for x in runs[i + 1 :] if not x.failed and family(x.line) == fam), None)
         if later is None and not BUILD.match(core(r.line)):  # `ssh-add -l` then `ssh-add KEY && …`
-            tool = core(r.line).split()[:1]
-            later = next((x for x in runs[i + 1 : i + 6] if not x.failed and core(x.line).split()[:1] == tool), None)
+            later = next((x for x in runs[i + 1 : i + 6] if not x.failed and _same_command(x.line, r.line)), None)
         if later is None:
             continue  # nothing made it work: no shield
         between = [x for x in runs[i + 1 :] if x.seq < later.seq and not x.failed and family(x.line) != fam]

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from dsh_memory.models import Event, EventKind, Session
 from dsh_memory.phase1.clean import is_marker, is_table_row, second_person
+from dsh_memory.phase1.codemap import Change, changes, documented, edits_of
 from dsh_memory.phase1.commands import (
     ESCALATED,
     Command,
@@ -47,12 +48,13 @@ from dsh_memory.transcript.redact import redact
 
 MAX_RULES = 6
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
-MAX_RECAP_FACTS = 20
+MAX_RECAP_FACTS = 32
 MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
 AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|\n+")
+_LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts often go on in lower case
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 _EMPH = re.compile(r"\*\*([^*]+)\*\*")
 CODE = re.compile(r"`([^`\n]+)`")
@@ -71,6 +73,13 @@ RULE_CUE = re.compile(
     r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
     r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b"
     r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b",
+    re.I,
+)
+# The user restating what they want: a correction says a standing wish louder than the first time.
+CORRECTION = re.compile(
+    r"\b(what i (?:said|meant|asked for) (?:was|is)|i (?:told|asked) you|as i said|like i said|i said to)\b"
+    r"|\bmy (?:usual )?(?:flow|workflow|process|habit) is\b|\bon every (?:machine|computer|system|platform)\b"
+    r"|\b(?:isn'?t|is not|aren'?t|are not|might not be|may not be) (?:always )?(?:available|installed) (?:on|in|everywhere)\b",
     re.I,
 )
 MAX_RULE_CHARS = 180  # a standing rule is said in a sentence; a longer one is a task description
@@ -96,7 +105,7 @@ QUESTION = re.compile(
     r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b", re.I
 )
 TASK_LEAD = re.compile(
-    r"^(ok(ay)?|yes|no|nope|hmm+|great|cool|thanks|please|lets|let's|now|then|also|and|so)\b[,.!]?\s*", re.I
+    r"^(ok(ay)?|yes|no|nope|hmm+|great|cool|thanks|please|lets|let's|now|then|also|and|so)\b[,.!:]?\s*", re.I
 )
 PROGRESS = re.compile(
     r"^(let me|let's|now\b|next\b|first\b|then\b|okay|ok\b|good|great|perfect|done|excellent|alright|all set|"
@@ -152,6 +161,9 @@ class Evidence(BaseModel):
     user_facts: list[str] = Field(default_factory=list)  # the user's statements about the project
     requests: list[str] = Field(default_factory=list)
     edited: list[str] = Field(default_factory=list)
+    changes: list[Change] = Field(default_factory=list)  # the files changed and what they define
+    documented: list[str] = Field(default_factory=list)  # commands written into CLAUDE.md, AGENTS.md…
+    agent_notes: list[str] = Field(default_factory=list)  # the agent's own saved memory notes
     outcome: str = ""
     procedure: list[str] = Field(default_factory=list)
     tool_calls: int = 0
@@ -163,6 +175,7 @@ class Evidence(BaseModel):
         parts = [r.text + "\n" + r.agent for r in self.rules] + [c.line for c in self.commands]
         parts += [f"{s.command}\n{s.error}\n{s.cause}\n{s.fix}" for s in self.shields]
         parts += self.facts + self.user_facts + self.requests + self.edited + self.procedure
+        parts += [c.path + " " + " ".join(c.symbols) for c in self.changes] + self.documented + self.agent_notes
         parts += [self.outcome, self.first_prompt]
         return "\n".join(parts)
 
@@ -180,9 +193,13 @@ def sentences(text: str) -> list[str]:
 def _is_rule(s: str) -> bool:
     """A standing wish of the user: a rule cue, short, not a question, not a one-off ("for now",
     "this time"), not a task instruction unless it says always / never / don't."""
-    if not (12 <= len(s) <= MAX_RULE_CHARS) or QUESTION.search(s) or is_marker(s) or is_table_row(s):
+    if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s):
         return False
     body = TASK_LEAD.sub("", s)
+    if CORRECTION.search(body) and not body.rstrip().endswith("?") and not ONE_OFF.search(body):
+        return bool(CODE.search(body)) or len(re.findall(r"[A-Za-z]{3,}", CORRECTION.sub("", body))) >= 6
+    if QUESTION.search(s):
+        return False
     if ONE_OFF.search(body) or not RULE_CUE.search(body):
         return False
     if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
@@ -256,6 +273,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     runs: list[Run] = []
     assistant: list[tuple[int, str, bool]] = []  # (seq, sentence, in a turn's last message)
     edits: list[tuple[int, str]] = []
+    texts: list[tuple[str, str]] = []  # (path, text written there)
     pending_rules: list[Rule] = []
     turn_ok: list[str] = []
     procedure_turn = False
@@ -277,7 +295,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             ev.user_chars += len(words)
             ev.first_prompt = ev.first_prompt or clip(words, 400)
             pending_rules = []
-            for s in sentences(words):
+            for s in (c for sent in sentences(words) for c in _LOWER_SENT.split(sent)):
                 if _is_rule(s):
                     r = Rule(text=clip(TASK_LEAD.sub("", s), 220))
                     if all(r.text != o.text for o in ev.rules):
@@ -324,29 +342,28 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 bad = bool(re.search(r"\b(failed|failing|errors?)\b", out[:300], re.I)) and not re.search(
                     r"\b(passed|succeeded|all checks)\b", out[:300], re.I
                 )
-                for span in CODE.findall(prompt):
-                    cmd = normalize_command(redact(span), cwd)
-                    if is_build_command(cmd):
-                        runs.append(Run(e.seq, cmd, bad, "", False))
+                via = str(e.arguments.get("subagent_type") or e.arguments.get("agent_type") or "")[:40]
+                for span in CODE.findall(prompt) + prompt.splitlines():
+                    cmd = normalize_command(redact(span.strip().removeprefix("$ ")), cwd)
+                    if is_build_command(cmd) and all(r.line != cmd or r.seq != e.seq for r in runs):
+                        runs.append(Run(e.seq, cmd, bad, "", False, via=via))
                 continue
-            if name in EDIT_TOOLS and isinstance(e.arguments, dict):
-                path = e.arguments.get("file_path") or e.arguments.get("path") or ""
-                if isinstance(path, str) and path:
-                    path = _relative(path, cwd)
-                    edits.append((e.seq, path))
-                    if path not in ev.edited:
-                        ev.edited.append(path)
-                    turn_ok.append(f"edit `{path}`")
-            elif name == "apply_patch":
-                for path in re.findall(r"^\*\*\* (?:Update|Add) File: (.+)$", str(e.arguments), re.M):
-                    path = _relative(path.strip(), cwd)
-                    edits.append((e.seq, path))
-                    if path not in ev.edited:
-                        ev.edited.append(path)
+            for path, written in edits_of(name, e.arguments) if name in EDIT_TOOLS else []:
+                path = _relative(path.strip(), cwd)
+                edits.append((e.seq, path))
+                texts.append((path, redact(written)))
+                if path not in ev.edited:
+                    ev.edited.append(path)
+                turn_ok.append(f"edit `{path}`")
     if turn_ok and procedure_turn and len(turn_ok) >= 3 and not ev.procedure:
         ev.procedure = turn_ok[:12]
     ev.outcome = clip(ev.outcome, 1200)
     ev.commands = commands(runs)
+    ev.changes = changes(texts, cwd)
+    documented_commands, ev.agent_notes = documented(texts, is_build_command)
+    ran = {c.line for c in ev.commands}
+    ev.documented = [clip(c, 160) for c in documented_commands if c not in ran][:MAX_RULES]
+    ev.agent_notes = [clip(n, 260) for n in ev.agent_notes[:MAX_RULES]]
 
     def cause(failed_seq: int, worked_seq: int, failure: str) -> str:
         """The agent's first sentence between a failure and the run that worked that explains it:

@@ -19,6 +19,7 @@ import re
 
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import ToolSpec
+from dsh_memory.phase1.codemap import code_map_lines
 from dsh_memory.phase1.evidence import MAX_FACTS, Command, Evidence, Rule, Shield
 
 # Headings of the raw memory; Phase 2 (consolidation/mechanical.py) groups bullets by them.
@@ -27,6 +28,7 @@ FACTS = "## Project facts (the user's words)"
 SHIELDS = "## Failure shields"
 COMMANDS = "## Commands that worked"
 FINDINGS = "## Agent findings"
+CODE_MAP = "## Code map (files the session changed)"
 PROCEDURE = "## Procedure"
 
 SUMMARY_MAX_CHARS = 200
@@ -126,37 +128,48 @@ def _where(c: Command) -> tuple[str, str]:
     return (m.group(1), m.group(2)) if m else ("", c.line)
 
 
+def _span(c: Command) -> str:
+    d, line = _where(c)
+    return _code(line) + (f" (in `{d}`)" if d else "") + (f" (through the `{c.via}` subagent)" if c.via else "")
+
+
 def command_lines(commands: list[Command]) -> list[str]:
     """One line for the checks that passed (`bun run test`, `bun run lint` — what to run before
-    finishing, together), one per other command; a `cd DIR &&` said apart as "(in `DIR`)"."""
+    finishing, together) and one for how the project was set up and run, in the order the session
+    first ran them; a `cd DIR &&` said apart as "(in `DIR`)"."""
     out = []
-    checks = [_where(c) for c in commands if c.check]
+    checks = [_span(c) for c in commands if c.check]
     if checks:
-        spans = [f"{_code(line)}" + (f" (in `{d}`)" if d else "") for d, line in checks]
-        out.append("- Checks that passed: " + ", ".join(spans))
-    for c in commands:
-        if not c.check:
-            d, line = _where(c)
-            out.append(
-                f"- Runs with {_code(line)}"
-                + (f" (in `{d}`)" if d else "")
-                + (f", {c.runs}× in the session" if c.runs > 1 else "")
-            )
+        out.append("- Checks that passed: " + ", ".join(checks))
+    runs = [_span(c) + (f" ({c.runs}×)" if c.runs > 1 else "") for c in commands if not c.check]
+    if runs:
+        out.append("- Set up and run with: " + ", then ".join(runs))
     return out
 
 
 def raw_memory(ev: Evidence, task: str) -> str:
     out: list[str] = []
-    if ev.rules:
-        out += [RULES, *(_rule_line(r) for r in ev.rules)]
+    if ev.rules or ev.agent_notes:
+        out += [
+            RULES,
+            *(_rule_line(r) for r in ev.rules),
+            *(f"- Noted for later sessions: {n}" for n in ev.agent_notes),
+        ]
     if ev.user_facts:
         out += [FACTS, *(f"- The user: {_quote(f)}" for f in ev.user_facts)]
-    if ev.commands:
+    if ev.commands or ev.documented:
         out += [COMMANDS, *command_lines(ev.commands)]
+        if ev.documented:
+            out.append(
+                "- The project's agent instructions say to run: " + ", then ".join(_code(c) for c in ev.documented)
+            )
     if ev.shields:
         out += [SHIELDS, *(_shield_line(s) for s in ev.shields)]
     if ev.facts:
         out += [FINDINGS, *(f"- {f}" for f in ev.facts[:MAX_FACTS])]
+    code_map = code_map_lines(ev.changes)
+    if code_map:
+        out += [CODE_MAP, *code_map]
     if ev.procedure:
         out.append(f"{PROCEDURE}: {task}")
         out += [f"{i}. {step}" for i, step in enumerate(ev.procedure, 1)]

@@ -1,0 +1,151 @@
+"""Where the session put things: the files it changed and the names it defined in them.
+
+A next session in the same repository asks "where does X live?" before anything else. The
+session's own edits answer it without a model: each Edit / Write / MultiEdit / NotebookEdit /
+apply_patch call names a file and carries the text written there, and the functions, classes,
+types and constants defined in that text are what the file is for. `changes` reads them from
+the tool calls' arguments (never from the rendered transcript), in order of how much each file
+was worked on; `code_map_lines` renders them as memory lines (`phase1/steps.py`).
+
+Test files and files outside the session's folder (another repository, an agent's own memory
+folder) name no place in this project and are left out of the map.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+MAX_FILES = 6
+MAX_SYMBOLS = 5
+MAX_TEXT = 200_000  # the text of one edit that is scanned for names
+
+# A definition at the start of a line, in the languages coding agents write most.
+_DEF = re.compile(
+    r"^[ \t]*(?:"
+    r"(?:async[ \t]+)?def[ \t]+(?P<py>[A-Za-z_]\w*)"  # Python
+    r"|class[ \t]+(?P<cls>[A-Za-z_]\w*)"  # Python, JS/TS, Ruby, PHP…
+    r"|(?:export[ \t]+)?(?:default[ \t]+)?(?:async[ \t]+)?function\*?[ \t]+(?P<fn>[A-Za-z_$][\w$]*)"  # JS/TS
+    r"|(?:export[ \t]+)(?:const|let|var)[ \t]+(?P<const>[A-Za-z_$][\w$]*)"  # exported JS/TS values
+    r"|(?:export[ \t]+)?(?:declare[ \t]+)?(?:interface|type|enum)[ \t]+(?P<type>[A-Za-z_$][\w$]*)"  # TS types
+    r"|func[ \t]+(?:\([^)]*\)[ \t]*)?(?P<go>[A-Za-z_]\w*)"  # Go
+    r"|type[ \t]+(?P<gotype>[A-Z]\w*)[ \t]+(?:struct|interface)"  # Go types
+    r"|(?:pub(?:\([^)]*\))?[ \t]+)?(?:async[ \t]+)?(?:fn|struct|enum|trait)[ \t]+(?P<rs>[A-Za-z_]\w*)"  # Rust
+    r"|(?:const|let)[ \t]+(?P<comp>[A-Z]\w*)[ \t]*=[ \t]*(?:\([^)]*\)|[A-Za-z_]\w*)[ \t]*=>"  # React components
+    r")",
+    re.M,
+)
+# Files an agent reads at the start of every session: what it writes there is meant to last.
+INSTRUCTION_FILE = re.compile(
+    r"(^|/)(CLAUDE|AGENTS|GEMINI|CONVENTIONS)(\.local)?\.md$|(^|/)\.cursor/rules/|(^|/)\.github/copilot-instructions\.md$"
+)
+AGENT_MEMORY_FILE = re.compile(r"(^|/)\.claude/projects/[^/]+/memory/(?!MEMORY\.md$)[^/]+\.md$")
+_FENCE = re.compile(r"^```[ \t]*(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)^```", re.M | re.S)
+_DESCRIPTION = re.compile(r"^description:[ \t]*(.+)$", re.M)
+_TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|[._-](test|spec)\.\w+$|_test\.\w+$")
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$")
+
+
+class Change(BaseModel):
+    path: str  # relative to the session's folder
+    edits: int = 0
+    symbols: list[str] = Field(default_factory=list)  # first defined first
+
+
+def symbols_in(text: str) -> list[str]:
+    """The names `text` defines (functions, classes, types, exported constants), in order; private
+    (`_x`) and dunder names last."""
+    found: list[str] = []
+    for m in _DEF.finditer(text[:MAX_TEXT]):
+        name = next(v for v in m.groupdict().values() if v)
+        if name not in found and name not in ("main", "init", "__init__", "setUp", "tearDown"):
+            found.append(name)
+    return sorted(found, key=lambda n: n.startswith("_"))
+
+
+def _written(name: str, args: dict[str, Any]) -> str:
+    """The text a file-editing tool call writes (new text only, never what it replaced)."""
+    if name in ("write", "create"):
+        return str(args.get("content") or args.get("file_text") or "")
+    if name == "multiedit":
+        return "\n".join(str(e.get("new_string") or "") for e in args.get("edits") or [] if isinstance(e, dict))
+    if name == "notebookedit":
+        return str(args.get("new_source") or "")
+    return str(args.get("new_string") or args.get("new_str") or "")
+
+
+def edits_of(name: str, arguments: Any) -> list[tuple[str, str]]:
+    """(path, text written) for each file one tool call edits; [] for other calls."""
+    name = name.lower()
+    if name == "apply_patch":
+        patch = arguments if isinstance(arguments, str) else str((arguments or {}).get("input") or arguments or "")
+        out: list[tuple[str, str]] = []
+        for line in patch.splitlines():
+            m = _PATCH_FILE.match(line)
+            if m:
+                out.append((m.group(1).strip(), ""))
+            elif out and line.startswith("+"):
+                out[-1] = (out[-1][0], out[-1][1] + line[1:] + "\n")
+        return out
+    if not isinstance(arguments, dict):
+        return []
+    path = arguments.get("file_path") or arguments.get("path") or arguments.get("notebook_path") or ""
+    return [(path, _written(name, arguments))] if isinstance(path, str) and path else []
+
+
+def changes(edits: list[tuple[str, str]], cwd: str | None) -> list[Change]:
+    """The files of this project the session changed (tests and files elsewhere left out), the most
+    edited first, each with the names it defined there."""
+    by: dict[str, Change] = {}
+    root = (cwd or "").rstrip("/")
+    for path, text in edits:
+        if path.startswith("/"):
+            if not root or not path.startswith(root + "/"):
+                continue  # another repository, an agent's memory folder, /tmp
+            path = path[len(root) + 1 :]
+        if path.startswith(("~", "..")) or _TEST_FILE.search(path):
+            continue
+        c = by.setdefault(path, Change(path=path))
+        c.edits += 1
+        for s in symbols_in(text):
+            if s not in c.symbols:
+                c.symbols.append(s)
+    ranked = sorted(by.values(), key=lambda c: (-bool(c.symbols), -c.edits))
+    return ranked[:MAX_FILES]
+
+
+def code_map_lines(changed: list[Change]) -> list[str]:
+    """One line per changed file that defines something (`path`: the names it defines), then one
+    line listing the other files changed."""
+    out = []
+    for c in changed:
+        if c.symbols:
+            names = ", ".join(f"`{s}`" for s in c.symbols[:MAX_SYMBOLS])
+            more = f" (+{len(c.symbols) - MAX_SYMBOLS} more)" if len(c.symbols) > MAX_SYMBOLS else ""
+            out.append(f"- `{c.path}` defines {names}{more}")
+    rest = [c.path for c in changed if not c.symbols]
+    if rest:
+        out.append("- Also changed: " + ", ".join(f"`{p}`" for p in rest))
+    return out
+
+
+def documented(edits: list[tuple[str, str]], is_command) -> tuple[list[str], list[str]]:
+    """What the session wrote down for later sessions: (the commands in the shell blocks it wrote
+    into an agent instruction file — CLAUDE.md, AGENTS.md, … —, the descriptions of the agent
+    memory notes it saved). `is_command` tells a build/run command from any other line."""
+    commands: list[str] = []
+    notes: list[str] = []
+    for path, text in edits:
+        if INSTRUCTION_FILE.search(path):
+            for block in _FENCE.findall(text):
+                for line in block.splitlines():
+                    line = line.strip().removeprefix("$ ").strip()
+                    if line and not line.startswith("#") and is_command(line) and line not in commands:
+                        commands.append(line)
+        elif AGENT_MEMORY_FILE.search(path):
+            m = _DESCRIPTION.search(text)
+            if m and m.group(1).strip() not in notes:
+                notes.append(m.group(1).strip().strip("\"'"))
+    return commands, notes

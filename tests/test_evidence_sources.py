@@ -1,0 +1,203 @@
+"""What the evidence writer reads besides the agent's sentences: the code the session wrote (a map
+of files and the names they define), commands run through a subagent, what the session wrote down
+for later sessions (CLAUDE.md shell blocks, the agent's own memory notes), the user's corrections,
+and one "Checks that passed" line per project however many sessions ran checks. Crafted sessions in
+the shapes Claude Code and Codex logs have; none is from the benchmark set."""
+
+from __future__ import annotations
+
+from dsh_memory.consolidation.mechanical import Group
+from dsh_memory.phase1 import steps
+from dsh_memory.phase1.codemap import changes, code_map_lines, symbols_in
+from dsh_memory.phase1.evidence import gather
+from tests.session_helpers import make_session
+
+CWD = "/home/dev/src/shop"
+
+PY = """import httpx
+
+
+class CartTotal:
+    def apply(self, items):
+        return sum(items)
+
+
+def discount_for(code: str) -> float:
+    return 0.1
+
+
+def _round(x):
+    return x
+"""
+TS = """export interface TabItem { label: string }
+export function Tabs(props: TabItem[]) { return null }
+export const countClass = (n: number) => (n ? "x" : "y")
+const Badge = (props) => null
+type Local = string
+"""
+GO = "func (s *Store) Claim(id string) error {\n\treturn nil\n}\ntype Store struct{}\n"
+
+
+def _bash(cmd: str, out: str = "", error: bool = False):
+    return ("tool", "Bash", {"command": cmd, "description": "run"}, out, error)
+
+
+def test_symbols_are_read_from_what_an_edit_writes_in_common_languages():
+    assert symbols_in(PY) == ["CartTotal", "apply", "discount_for", "_round"]
+    assert symbols_in(TS) == ["TabItem", "Tabs", "countClass", "Badge", "Local"]
+    assert symbols_in(GO) == ["Claim", "Store"]
+    assert symbols_in("just prose, no definitions\n  return x") == []
+
+
+def test_the_code_map_names_the_files_changed_and_what_they_define_and_leaves_tests_and_other_places_out():
+    s = make_session(
+        ("user", "Add a discount code to the cart total."),
+        ("tool", "Write", {"file_path": f"{CWD}/src/cart/total.py", "content": PY}, "ok", False),
+        ("tool", "Edit", {"file_path": f"{CWD}/web/Tabs.tsx", "old_string": "x", "new_string": TS}, "ok", False),
+        (
+            "tool",
+            "Edit",
+            {"file_path": f"{CWD}/web/Tabs.tsx", "old_string": "y", "new_string": "// a comment"},
+            "",
+            False,
+        ),
+        (
+            "tool",
+            "Write",
+            {"file_path": f"{CWD}/tests/test_total.py", "content": "def test_total():\n  pass\n"},
+            "",
+            False,
+        ),
+        ("tool", "Write", {"file_path": "/tmp/scratch.py", "content": "def scratch():\n  pass\n"}, "", False),
+        ("tool", "Edit", {"file_path": f"{CWD}/README.md", "old_string": "a", "new_string": "b"}, "ok", False),
+        (
+            "tool",
+            "apply_patch",
+            "*** Begin Patch\n*** Update File: server/store.go\n@@\n-old\n"
+            + "".join("+" + ln + "\n" for ln in GO.splitlines()),
+            "Done",
+            False,
+        ),
+        ("assistant", "Added the discount code."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    paths = [c.path for c in ev.changes]
+    assert paths == ["web/Tabs.tsx", "src/cart/total.py", "server/store.go", "README.md"]  # most worked on first
+    assert "tests/test_total.py" not in paths and "/tmp/scratch.py" not in paths
+    lines = code_map_lines(ev.changes)
+    assert "- `src/cart/total.py` defines `CartTotal`, `apply`, `discount_for`, `_round`" in lines
+    assert "- `server/store.go` defines `Claim`, `Store`" in lines
+    assert lines[-1] == "- Also changed: `README.md`"
+    raw = steps.raw_memory(ev, "x")
+    assert steps.CODE_MAP in raw and "scratch" not in raw and "test_total" not in raw
+
+
+def test_the_code_map_caps_files_and_names():
+    edits = [(f"{CWD}/m{i}.py", "".join(f"def f{i}_{j}():\n  pass\n" for j in range(9))) for i in range(10)]
+    changed = changes(edits, CWD)
+    assert len(changed) == 6
+    assert code_map_lines(changed)[0].endswith("`f0_4` (+4 more)")
+
+
+def test_a_command_a_subagent_ran_is_kept_with_the_subagent_that_ran_it():
+    prompt = "Run the billing tests and report results:\n\ncd /home/dev/src/shop/billing && uv run pytest tests/ -v\n"
+    s = make_session(
+        ("user", "Fix the invoice rounding."),
+        (
+            "tool",
+            "Task",
+            {"subagent_type": "runner", "description": "tests", "prompt": prompt},
+            "pytest passed: 14",
+            False,
+        ),
+        ("assistant", "Fixed."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert [(c.line, c.via, c.check) for c in ev.commands] == [
+        ("cd billing && uv run pytest tests/ -v", "runner", True)
+    ]
+    assert "- Checks that passed: `uv run pytest tests/ -v` (in `billing`) (through the `runner` subagent)" in (
+        steps.raw_memory(ev, "x")
+    )
+
+
+def test_set_up_and_run_commands_go_on_one_line_in_the_order_they_first_ran():
+    s = make_session(
+        ("user", "Get the generator running."),
+        _bash("conda create -n gen311 python=3.11 -y", "done"),
+        _bash("pip install -r requirements.txt", "Successfully installed"),
+        _bash("python generate.py", "wrote out.wav"),
+        _bash("python generate.py", "wrote out.wav"),
+        cwd=CWD,
+    )
+    lines = steps.command_lines(gather(s).commands)
+    assert lines == [
+        "- Set up and run with: `conda create -n gen311 python=3.11 -y`, then `pip install -r requirements.txt`, "
+        "then `python generate.py` (2×)"
+    ]
+
+
+def test_what_the_session_wrote_down_for_later_sessions_is_kept():
+    claude_md = "# Notes\n\n## Commands\n\n```bash\nmake setup\n# comment\nmake serve PORT=8080\nls -la\n```\n"
+    note = (
+        "---\nname: migrations by hand\ndescription: Never edit db/schema.sql by hand; run make migrate.\n"
+        "type: feedback\n---\n\nbody\n"
+    )
+    s = make_session(
+        ("user", "Document how to run it."),
+        ("tool", "Write", {"file_path": f"{CWD}/CLAUDE.md", "content": claude_md}, "ok", False),
+        (
+            "tool",
+            "Write",
+            {"file_path": "/home/dev/.claude/projects/-home-dev-src-shop/memory/feedback_schema.md", "content": note},
+            "ok",
+            False,
+        ),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.documented == ["make setup", "make serve PORT=8080"]
+    assert ev.agent_notes == ["Never edit db/schema.sql by hand; run make migrate."]
+    raw = steps.raw_memory(ev, "x")
+    assert "- The project's agent instructions say to run: `make setup`, then `make serve PORT=8080`" in raw
+    assert "- Noted for later sessions: Never edit db/schema.sql by hand; run make migrate." in raw
+    assert "ls -la" not in raw
+
+
+def test_a_users_correction_is_a_rule_and_a_bare_complaint_is_not():
+    s = make_session(
+        ("user", "Commit it."),
+        ("assistant", "Committed."),
+        ("user", "What I said was run `git add ... && git commit ...` so I only approve once."),
+        ("assistant", "Understood."),
+        ("user", "That's not what I asked you to do."),
+        ("user", "Also: `jq` might not be available on every machine."),
+        ("user", "we need a spec first. my workflow is one agent drafts the design and another reviews it"),
+        cwd=CWD,
+    )
+    rules = [r.text for r in gather(s).rules]
+    assert "What I said was run `git add ... && git commit ...` so I only approve once." in rules
+    assert "`jq` might not be available on every machine." in rules
+    assert "my workflow is one agent drafts the design and another reviews it" in rules
+    assert not any("not what I asked" in r for r in rules)
+
+
+def test_another_subcommand_of_the_same_tool_is_no_fix_for_a_failure():
+    s = make_session(
+        ("user", "Set up the plan."),
+        _bash("tool exec setup --issue 12", "TypeError: setup() got an unexpected keyword argument 'slug'", True),
+        _bash("tool exec signal started", "ok"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+
+
+def test_checks_of_several_sessions_make_one_line_per_project():
+    g = Group("/home/dev/src/shop")
+    g.add("Reusable knowledge", "- Checks that passed: `bun run test`, `bun run lint`", "one")
+    g.add("Reusable knowledge", "- Checks that passed: `bun run lint`, `bun run css:build` (in `web`)", "two")
+    assert g.sections["Reusable knowledge"] == [
+        "- Checks that passed: `bun run lint`, `bun run css:build` (in `web`), `bun run test` [source: one, two]"
+    ]
