@@ -201,3 +201,22 @@ def test_checks_of_several_sessions_make_one_line_per_project():
     assert g.sections["Reusable knowledge"] == [
         "- Checks that passed: `bun run lint`, `bun run css:build` (in `web`), `bun run test` [source: one, two]"
     ]
+
+
+def test_the_recap_keeps_what_the_turns_concluded_and_not_their_narration():
+    s = make_session(
+        ("user", "Why does the cart total drift?"),
+        ("assistant", "Let me look at `src/cart/total.py` first."),
+        _bash("make test", "12 passed"),
+        (
+            "assistant",
+            "The drift came from `round_cents` in `api/serialize.py` and `src/cart/total.py`. "
+            "I removed the second call. Now the tests pass.",
+        ),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.conclusions == ["The drift came from `round_cents` in `api/serialize.py` and `src/cart/total.py`."]
+    recap = steps.rollout_summary(ev, "x")
+    assert "## Conclusions\n- The drift came from `round_cents`" in recap
+    assert "Let me look" not in recap and "I removed" not in recap

@@ -27,7 +27,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from dsh_memory.models import Event, EventKind, Session
+from dsh_memory.models import EventKind, Session
 from dsh_memory.phase1.clean import is_marker, is_table_row, second_person
 from dsh_memory.phase1.codemap import Change, changes, documented, edits_of
 from dsh_memory.phase1.commands import (
@@ -44,69 +44,34 @@ from dsh_memory.phase1.commands import (
     shell_line,
     shields,
 )
+from dsh_memory.phase1.user_words import (
+    CODE,
+    LOWER_SENT,
+    MAX_RULE_CHARS,
+    QUESTION,
+    TASK_LEAD,
+    TASK_VERB,
+    USER_FACT,
+    is_rule,
+    user_text,
+)
 from dsh_memory.transcript.redact import redact
 
 MAX_RULES = 6
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 32
-MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
+MAX_CONCLUSION_CHARS = 2000  # the recap's share of the turns' conclusions
 AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|\n+")
-_LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts often go on in lower case
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 _EMPH = re.compile(r"\*\*([^*]+)\*\*")
-CODE = re.compile(r"`([^`\n]+)`")
 _PATHLIKE = re.compile(
     r"(?<![\w/])(?:\.{0,2}/)?[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|ts|tsx|js|jsx|json|md|toml|ya?ml|go|rs|sh|css|lock|cfg|ini|env)\b"
 )
 _IDENT = re.compile(r"\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z]+[A-Z]\w+\b")
 
-RULE_CUE = re.compile(
-    r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|must|to)\s+)"
-    r"(?:(?:in|for|on|when|with|inside)\b[^,.;:]{0,40}?\s)?(don'?t|do not|never|always|avoid|stop\s+\w+ing)\b"
-    r"|\b(i|we) (?:don'?t|do not) (?:want|like|need)\b|\bdoesn'?t need|\bno need to\b|\bprefer\b"
-    r"|\bi (?:like|prefer|usually|tend) to\b|\bi'?d rather\b"
-    r"|\bshould(?:n'?t)? (?:not |never |always )?(?:live|be|use|go|stay|run|have|include|start|keep)\b"
-    r"|\bmust(?:n'?t)?\b|\bmake sure\b|\bfrom now on\b|\bevery time\b|\bwhenever\b|\binstead of\b|\brather than\b"
-    r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
-    r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b"
-    r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b",
-    re.I,
-)
-# The user restating what they want: a correction says a standing wish louder than the first time.
-CORRECTION = re.compile(
-    r"\b(what i (?:said|meant|asked for) (?:was|is)|i (?:told|asked) you|as i said|like i said|i said to)\b"
-    r"|\bmy (?:usual )?(?:flow|workflow|process|habit) is\b|\bon every (?:machine|computer|system|platform)\b"
-    r"|\b(?:isn'?t|is not|aren'?t|are not|might not be|may not be) (?:always )?(?:available|installed) (?:on|in|everywhere)\b",
-    re.I,
-)
-MAX_RULE_CHARS = 180  # a standing rule is said in a sentence; a longer one is a task description
-ONE_OFF = re.compile(
-    r"\b(for now|this time|right now|for this (task|pr|change|one)|in this (pr|change|task|commit)|"
-    r"today|at the moment|temporarily)\b",
-    re.I,
-)
-TASK_VERB = re.compile(
-    r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"
-    r"move|put|set|run|try|look|find|check|investigate|research|help|show|give|explain|tell|open|commit|push|merge|"
-    r"rebase|deploy|install|test|debug|restart|continue|go|do|let|can|could|would|please)\b",
-    re.I,
-)
-SHELL_PROMPT = re.compile(r"\s(?:~\S*|/\S+)\s+[$%#]\s")  # "… ~/Projects $ ln -s …": a pasted shell session
-USER_FACT = re.compile(  # "The deploy script is scripts/deploy.sh.", "Our API lives in `api/`."
-    r"^(the|our|my|this|that|its)?\s*[\w`'./ -]{1,60}?\s(is|are|lives? in|lives? under|is in|are in|runs on|uses)\s",
-    re.I,
-)
-OBSERVATION = re.compile(r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look)\w*\b", re.I)
-STRONG_CUE = re.compile(r"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b", re.I)
-QUESTION = re.compile(
-    r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b", re.I
-)
-TASK_LEAD = re.compile(
-    r"^(ok(ay)?|yes|no|nope|hmm+|great|cool|thanks|please|lets|let's|now|then|also|and|so)\b[,.!:]?\s*", re.I
-)
 PROGRESS = re.compile(
     r"^(let me|let's|now\b|next\b|first\b|then\b|okay|ok\b|good|great|perfect|done|excellent|alright|all set|"
     r"looking|checking|reading|running|searching|starting|continuing|found|i\b|i'm|i'll|i've|i'd|we\b|we'll|we're|"
@@ -164,6 +129,7 @@ class Evidence(BaseModel):
     changes: list[Change] = Field(default_factory=list)  # the files changed and what they define
     documented: list[str] = Field(default_factory=list)  # commands written into CLAUDE.md, AGENTS.md…
     agent_notes: list[str] = Field(default_factory=list)  # the agent's own saved memory notes
+    conclusions: list[str] = Field(default_factory=list)  # the turns' last words that name things (the recap's)
     outcome: str = ""
     procedure: list[str] = Field(default_factory=list)
     tool_calls: int = 0
@@ -188,34 +154,6 @@ def sentences(text: str) -> list[str]:
         if len(s) >= 3:
             out.append(s)
     return out
-
-
-def _is_rule(s: str) -> bool:
-    """A standing wish of the user: a rule cue, short, not a question, not a one-off ("for now",
-    "this time"), not a task instruction unless it says always / never / don't."""
-    if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s):
-        return False
-    body = TASK_LEAD.sub("", s)
-    if CORRECTION.search(body) and not body.rstrip().endswith("?") and not ONE_OFF.search(body):
-        return bool(CODE.search(body)) or len(re.findall(r"[A-Za-z]{3,}", CORRECTION.sub("", body))) >= 6
-    if QUESTION.search(s):
-        return False
-    if ONE_OFF.search(body) or not RULE_CUE.search(body):
-        return False
-    if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
-        return False  # "I don't see it in cursor": a report, not a wish
-    return not TASK_VERB.match(body) or bool(STRONG_CUE.search(body))
-
-
-def _user_text(e: Event) -> str:
-    """The user's own words of a prompt: a long paste keeps only its first lines; a slash command
-    keeps its arguments; shell-prompt lines and logs are not words."""
-    text = e.text or ""
-    if len(text) > MAX_PASTE_CHARS:
-        text = text.strip().splitlines()[0][:MAX_PASTE_CHARS]
-    lines = [SHELL_PROMPT.split(ln)[0] for ln in text.splitlines() if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln)]
-    text = "\n".join(lines)
-    return re.sub(r"^/[\w:.-]+\s*", "", text.strip())
 
 
 def _agent_restatement(text: str, rule: str) -> str:
@@ -291,12 +229,12 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             if turn_ok and procedure_turn and len(turn_ok) >= 3 and not ev.procedure:
                 ev.procedure = turn_ok[:12]
             turn_ok, procedure_turn = [], _procedure_turn(e.text or "")
-            words = redact(_user_text(e))
+            words = redact(user_text(e))
             ev.user_chars += len(words)
             ev.first_prompt = ev.first_prompt or clip(words, 400)
             pending_rules = []
-            for s in (c for sent in sentences(words) for c in _LOWER_SENT.split(sent)):
-                if _is_rule(s):
+            for s in (c for sent in sentences(words) for c in LOWER_SENT.split(sent)):
+                if is_rule(s):
                     r = Rule(text=clip(TASK_LEAD.sub("", s), 220))
                     if all(r.text != o.text for o in ev.rules):
                         ev.rules.append(r)
@@ -378,6 +316,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev.shields = shields(runs, edits, cause)
     explained = {s.cause for s in ev.shields}
     ev.facts = _facts([a for a in assistant if a[1] not in explained])
+    ev.conclusions = _conclusions(assistant, set(ev.facts[:MAX_FACTS]))
     ev.rules = ev.rules[:MAX_RULES]
     return ev
 
@@ -416,3 +355,28 @@ def _facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
         if len(out) >= MAX_RECAP_FACTS:
             break
     return out
+
+
+def _conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[str]:
+    """What the turns concluded, for the recap (searchable, not injected): the sentences of each
+    turn's last message that name something (a code span, a path, an identifier), said of the
+    thing (no person, no narration, nothing that is never memory), the most specific first within
+    MAX_CONCLUSION_CHARS, then in session order."""
+    from dsh_memory.phase1.clean import why_not_memory
+
+    pool = []
+    for n, (_seq, s, last) in enumerate(assistant):
+        plain = CODE.sub(" x ", s)
+        if not last or not (30 <= len(s) <= 300) or s.endswith(("?", ":")) or s in kept:
+            continue
+        if FIRST_PERSON.search(plain) or re.match(r"(let me|now|next|ok(ay)?|sure|done|great|perfect)\b", s, re.I):
+            continue
+        specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
+        if specific and not why_not_memory(s) and s.count("`") % 2 == 0:
+            pool.append((specific, n, s))
+    out, used = [], 0
+    for _, n, s in sorted(pool, key=lambda t: (-t[0], t[1])):
+        if used + len(s) <= MAX_CONCLUSION_CHARS and s not in (o for _, o in out):
+            out.append((n, s))
+            used += len(s)
+    return [s for _, s in sorted(out)]

@@ -1,0 +1,93 @@
+"""The user's own words in a session: which sentences state a standing wish.
+
+Real sessions are mostly task instructions ("fix the failing test", "1. carefully review"), and
+a memory that keeps them as rules is obeyed wrongly in every later session. A sentence is a
+standing wish when it has a rule cue ("don't", "never", "X should live in Y", "use A, not B",
+"from now on") or restates one ("what I said was…", "I told you…", "my workflow is…"), is short,
+is not a question and is not a one-off ("for now", "this time"); a task instruction is a rule
+only when it also says always / never / don't. `evidence.gather` reads every prompt through
+`user_text` and `is_rule`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dsh_memory.models import Event
+from dsh_memory.phase1.clean import is_marker, is_table_row
+
+MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
+LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts often go on in lower case
+CODE = re.compile(r"`([^`\n]+)`")
+RULE_CUE = re.compile(
+    r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|must|to)\s+)"
+    r"(?:(?:in|for|on|when|with|inside)\b[^,.;:]{0,40}?\s)?(don'?t|do not|never|always|avoid|stop\s+\w+ing)\b"
+    r"|\b(i|we) (?:don'?t|do not) (?:want|like|need)\b|\bdoesn'?t need|\bno need to\b|\bprefer\b"
+    r"|\bi (?:like|prefer|usually|tend) to\b|\bi'?d rather\b"
+    r"|\bshould(?:n'?t)? (?:not |never |always )?(?:live|be|use|go|stay|run|have|include|start|keep)\b"
+    r"|\bmust(?:n'?t)?\b|\bmake sure\b|\bfrom now on\b|\bevery time\b|\bwhenever\b|\binstead of\b|\brather than\b"
+    r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
+    r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b"
+    r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b",
+    re.I,
+)
+# The user restating what they want: a correction says a standing wish louder than the first time.
+CORRECTION = re.compile(
+    r"\b(what i (?:said|meant|asked for) (?:was|is)|i (?:told|asked) you|as i said|like i said|i said to)\b"
+    r"|\bmy (?:usual )?(?:flow|workflow|process|habit) is\b|\bon every (?:machine|computer|system|platform)\b"
+    r"|\b(?:isn'?t|is not|aren'?t|are not|might not be|may not be) (?:always )?(?:available|installed) (?:on|in|everywhere)\b",
+    re.I,
+)
+MAX_RULE_CHARS = 180  # a standing rule is said in a sentence; a longer one is a task description
+ONE_OFF = re.compile(
+    r"\b(for now|this time|right now|for this (task|pr|change|one)|in this (pr|change|task|commit)|"
+    r"today|at the moment|temporarily)\b",
+    re.I,
+)
+TASK_VERB = re.compile(
+    r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"
+    r"move|put|set|run|try|look|find|check|investigate|research|help|show|give|explain|tell|open|commit|push|merge|"
+    r"rebase|deploy|install|test|debug|restart|continue|go|do|let|can|could|would|please)\b",
+    re.I,
+)
+SHELL_PROMPT = re.compile(r"\s(?:~\S*|/\S+)\s+[$%#]\s")  # "… ~/Projects $ ln -s …": a pasted shell session
+USER_FACT = re.compile(  # "The deploy script is scripts/deploy.sh.", "Our API lives in `api/`."
+    r"^(the|our|my|this|that|its)?\s*[\w`'./ -]{1,60}?\s(is|are|lives? in|lives? under|is in|are in|runs on|uses)\s",
+    re.I,
+)
+OBSERVATION = re.compile(r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look)\w*\b", re.I)
+STRONG_CUE = re.compile(r"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b", re.I)
+QUESTION = re.compile(
+    r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b", re.I
+)
+TASK_LEAD = re.compile(
+    r"^(ok(ay)?|yes|no|nope|hmm+|great|cool|thanks|please|lets|let's|now|then|also|and|so)\b[,.!:]?\s*", re.I
+)
+
+
+def is_rule(s: str) -> bool:
+    """A standing wish of the user: a rule cue, short, not a question, not a one-off ("for now",
+    "this time"), not a task instruction unless it says always / never / don't."""
+    if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s):
+        return False
+    body = TASK_LEAD.sub("", s)
+    if CORRECTION.search(body) and not body.rstrip().endswith("?") and not ONE_OFF.search(body):
+        return bool(CODE.search(body)) or len(re.findall(r"[A-Za-z]{3,}", CORRECTION.sub("", body))) >= 6
+    if QUESTION.search(s):
+        return False
+    if ONE_OFF.search(body) or not RULE_CUE.search(body):
+        return False
+    if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
+        return False  # "I don't see it in cursor": a report, not a wish
+    return not TASK_VERB.match(body) or bool(STRONG_CUE.search(body))
+
+
+def user_text(e: Event) -> str:
+    """The user's own words of a prompt: a long paste keeps only its first lines; a slash command
+    keeps its arguments; shell-prompt lines and logs are not words."""
+    text = e.text or ""
+    if len(text) > MAX_PASTE_CHARS:
+        text = text.strip().splitlines()[0][:MAX_PASTE_CHARS]
+    lines = [SHELL_PROMPT.split(ln)[0] for ln in text.splitlines() if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln)]
+    text = "\n".join(lines)
+    return re.sub(r"^/[\w:.-]+\s*", "", text.strip())
