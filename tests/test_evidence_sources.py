@@ -220,3 +220,46 @@ def test_the_recap_keeps_what_the_turns_concluded_and_not_their_narration():
     recap = steps.rollout_summary(ev, "x")
     assert "## Conclusions\n- The drift came from `round_cents`" in recap
     assert "Let me look" not in recap and "I removed" not in recap
+
+
+def test_a_failure_the_agent_explains_and_advises_on_is_a_shield_with_its_advice():
+    s = make_session(
+        ("user", "Why does `make migrate` fail?"),
+        _bash("make migrate", 'alembic: relation "orders" already exists', True),
+        (
+            "assistant",
+            "The local DB was created by `make seed` without alembic stamps. "
+            "Run `alembic stamp head` once, then `make migrate` works.",
+        ),
+        cwd=CWD,
+        source="claude",
+    )
+    ev = gather(s)
+    assert [(x.command, x.advised) for x in ev.shields] == [("make migrate", True)]
+    assert steps.raw_memory(ev, "x").splitlines()[1] == (
+        '- `make migrate` failed: `alembic: relation "orders" already exists` (The local DB was created by '
+        "`make seed` without alembic stamps); the agent's fix: Run `alembic stamp head` once, then `make migrate` works."
+    )
+
+
+def test_a_failure_with_no_advice_and_no_later_success_is_still_no_shield():
+    s = make_session(
+        ("user", "Run the e2e suite."),
+        _bash("make e2e", "Error: browser not found", True),
+        ("assistant", "The e2e suite needs a browser that is not installed here."),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+
+
+def test_a_procedure_the_user_asked_to_remember_is_in_the_recap():
+    s = make_session(
+        ("user", "Cut release 2.1.0 and remember the procedure for next time."),
+        ("tool", "Edit", {"file_path": f"{CWD}/pyproject.toml", "old_string": "2.0", "new_string": "2.1"}, "", False),
+        _bash("make dist", "built"),
+        _bash("twine check dist/*", "PASSED"),
+        _bash("git tag v2.1.0 && git push --tags", "ok"),
+        cwd=CWD,
+    )
+    recap = steps.rollout_summary(gather(s), "Cut release 2.1.0")
+    assert "## Procedure\n1. edit `pyproject.toml`\n2. `make dist`\n3. `twine check dist/*`" in recap

@@ -38,6 +38,7 @@ STOP = set(
     memory future task tasks outcome outcomes done work worked works note notes rule rules command
     commands keywords scope applies reuse sources source updated used uses using
     failed edited editing again happened cause
+    checks passed changed defines noted later instructions project subagent
     """.split()
 )
 DANGLING = set("the a an and or to of with for in on at by from as is are was be that this its their your".split())

@@ -79,6 +79,7 @@ class Shield(BaseModel):
     error: str
     cause: str = ""  # the agent's explanation
     fix: str = ""  # what made it work: a command, "editing X", "escalated sandbox permissions"
+    advised: bool = False  # the fix is the agent's advice (nothing in the session ran it)
 
 
 def clip(s: str, n: int = 260) -> str:
@@ -270,3 +271,41 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
             )
         )
     return out[:MAX_SHIELDS]
+
+
+ADVICE = re.compile(
+    r"^(?:then\s+|so\s+)?(run|use|set|add|install|pass|call|delete|remove|export|re-?run|stamp|create)\b[^.!?]*`[^`]+`",
+    re.I,
+)
+
+
+def advised(
+    runs: list[Run], messages: list[tuple[int, str, bool]], cause: Callable[[int, int, str], str], have: list[Shield]
+) -> list[Shield]:
+    """Failures nothing in the session overcame but that the agent's next words tell how to fix (an
+    imperative that names a command: "Run `alembic stamp head` once, then `make migrate` works"):
+    a shield whose fix is that advice, with the agent's explanation when it gave one."""
+    out: list[Shield] = []
+    done = {family(s.command) for s in have}
+    for i, r in enumerate(runs):
+        fam = family(r.line)
+        if not r.failed or not r.error or fam in done or EXPLORATION.match(core(r.line)):
+            continue
+        if any(not x.failed and family(x.line) == fam for x in runs[i + 1 :]):
+            continue  # it worked later: `shields` judged it
+        until = next((x.seq for x in runs[i + 1 :]), 1 << 62)
+        advice = next((s for seq, s, _ in messages if r.seq < seq < until and ADVICE.match(s)), "")
+        if not advice:
+            continue
+        done.add(fam)
+        why = cause(r.seq, until, f"{r.line} {r.error}")
+        out.append(
+            Shield(
+                command=clip(r.line, 160),
+                error=r.error,
+                cause=clip(why, 220) if why != advice else "",
+                fix=clip(advice, 220),
+                advised=True,
+            )
+        )
+    return out[: max(0, MAX_SHIELDS - len(have))]

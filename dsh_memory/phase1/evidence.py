@@ -35,6 +35,7 @@ from dsh_memory.phase1.commands import (
     Command,
     Run,
     Shield,
+    advised,
     clip,
     commands,
     failed,
@@ -314,6 +315,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
         return ""
 
     ev.shields = shields(runs, edits, cause)
+    ev.shields += advised(runs, assistant, cause, ev.shields)
     explained = {s.cause for s in ev.shields}
     ev.facts = _facts([a for a in assistant if a[1] not in explained])
     ev.conclusions = _conclusions(assistant, set(ev.facts[:MAX_FACTS]))

@@ -114,6 +114,8 @@ def _shield_line(s: Shield) -> str:
     line = f"- {_code(s.command)} failed: {_code(s.error)}"
     if s.cause:
         line += f" ({s.cause.rstrip('.')})"
+    if s.advised:
+        return line + f"; the agent's fix: {s.fix.rstrip('.')}."
     return line + f"; fixed by {s.fix}."
 
 
@@ -201,6 +203,8 @@ def rollout_summary(ev: Evidence, task: str) -> str:
     steps += [f"- Edited {_code(p)}" for p in ev.edited[:MAX_STEPS_SHOWN]]
     if steps:
         out += ["", "## What happened", *steps[:MAX_STEPS_SHOWN]]
+    if ev.procedure:  # the steps the user asked to remember, searchable with the session
+        out += ["", "## Procedure", *(f"{i}. {step}" for i, step in enumerate(ev.procedure, 1))]
     more = ev.facts[MAX_FACTS:]
     if more:  # searchable, not injected: the facts the handbook had no room for
         out += ["", "## Also found", *(f"- {f}" for f in more)]
