@@ -263,3 +263,14 @@ def test_a_procedure_the_user_asked_to_remember_is_in_the_recap():
     )
     recap = steps.rollout_summary(gather(s), "Cut release 2.1.0")
     assert "## Procedure\n1. edit `pyproject.toml`\n2. `make dist`\n3. `twine check dist/*`" in recap
+
+
+def test_an_error_that_opens_a_piped_output_is_a_failure_not_a_success_that_fixes_another():
+    s = make_session(
+        ("user", "Run the tests."),
+        _bash("wrap bun run test", "error: unrecognized subcommand 'bun'\n\nUsage: wrap [OPTIONS] <COMMAND>", True),
+        _bash("bun run lint:fix", "Fixed 1 file."),
+        _bash("wrap bun run test 2>&1 | tail -30", "error: unrecognized subcommand 'bun'\n\nUsage: wrap [OPTIONS]"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []

@@ -37,6 +37,7 @@ EXIT = re.compile(r"(?:exit code|exited with code|\[exit code:)\s*(-?\d+)", re.I
 _CODEX_HEAD = re.compile(
     r"^(Chunk ID|Wall time|Process exited with code|Original token count|Output|Process running)\b.*$"
 )
+CLI_ERROR = re.compile(r"^(error|fatal)(\[[\w-]+\])?: \S")  # `error: unrecognized subcommand 'bun'`, `fatal: …`
 ESCALATED = re.compile(r"require_escalated|with_escalated_permissions|sandbox_permissions", re.I)
 
 # Commands: exploration and plumbing are not how a project is built.
@@ -126,7 +127,11 @@ def failed(result: Event | None) -> bool:
     if result.is_error:
         return True
     m = EXIT.search((result.text or "")[:400])
-    return bool(m and m.group(1) != "0")
+    if m:
+        return m.group(1) != "0"
+    # A pipe into `tail` hides the exit code: an output that opens with the tool's own error says it.
+    first = next((ln.strip() for ln in _output(result.text or "").splitlines() if ln.strip()), "")
+    return bool(CLI_ERROR.match(first))
 
 
 def informative_error(text: str) -> str:
