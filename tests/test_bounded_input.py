@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,10 @@ import zstandard
 
 from dsh_memory import readers
 from dsh_memory.errors import SessionReadError
-from dsh_memory.readers._input import MAX_LOG_BYTES
+from dsh_memory.models import SessionRef
+from dsh_memory.readers import dsh as dsh_reader
+from dsh_memory.readers._input import MAX_LINE_BYTES, MAX_LOG_BYTES
+from dsh_memory.readers._jsonl import read_jsonl
 from dsh_memory.settings import SourceRoots
 from dsh_memory.transcript.render import MAX_EVENT_CHARS, render_transcript
 
@@ -218,3 +222,67 @@ def test_non_regular_session_files_are_skipped_with_a_warning(kind, tmp_path, ca
     for odd in (odd_claude, odd_codex, odd_dsh):
         assert str(odd) in warned, (odd, warned)
     assert "not a regular file" in warned
+
+
+# ---------------------------------------------------------------- a bounded window
+
+
+def _peak_alloc(fn) -> int:
+    """Peak bytes Python allocated while `fn()` ran (it may raise)."""
+    tracemalloc.start()
+    try:
+        fn()
+    except SessionReadError:
+        pass
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+WINDOW = 32 * 1024 * 1024
+
+
+@pytest.mark.parametrize("reader", ["dsh", "codex"])
+def test_a_zstd_bomb_is_refused_without_holding_what_it_decodes_to(reader, tmp_path):
+    if reader == "dsh":
+        path = tmp_path / "session.v4.jsonl.zstd"
+        _zstd_bomb(path, _dsh_header(), MAX_LOG_BYTES + 32 * 1024**2)
+        read = lambda: dsh_reader.load(SessionRef(id=DSH_ID, source="dsh", path=path, mtime_ns=0, size=0))  # noqa: E731
+    else:
+        path = tmp_path / f"rollout-2026-10-01T10-00-00-{CODEX_ID}.jsonl.zst"
+        _zstd_bomb(path, json.dumps({"type": "session_meta"}), MAX_LOG_BYTES + 32 * 1024**2)
+        read = lambda: read_jsonl(path)  # noqa: E731
+    with pytest.raises(SessionReadError, match="decompressed"):
+        read()
+    peak = _peak_alloc(read)
+    assert peak < WINDOW, f"peak {peak / 2**20:.0f} MiB while refusing a zstd bomb"
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_large_log_is_read_a_line_at_a_time(compressed, tmp_path):
+    """~100 MB of log data, one record in it: reading holds a line, not the file."""
+    path = tmp_path / (f"{CLAUDE_ID}.jsonl" + (".zst" if compressed else ""))
+    blank = b" " * 1023 + b"\n"
+    with open(path, "wb") as raw:
+        out = zstandard.ZstdCompressor(level=1).stream_writer(raw) if compressed else raw
+        out.write(_claude_line("keep this prompt").encode() + b"\n")
+        for _ in range(100):
+            out.write(blank * 1024)
+        out.close()
+    peak = _peak_alloc(lambda: read_jsonl(path))
+    result = read_jsonl(path)
+    assert [seq for seq, _ in result.records] == [0] and result.last_seq == 100 * 1024
+    assert peak < WINDOW, f"peak {peak / 2**20:.0f} MiB reading a 100 MB log"
+
+
+def test_a_line_over_the_line_cap_is_skipped_and_keeps_its_number(tmp_path):
+    path = tmp_path / f"{CLAUDE_ID}.jsonl"
+    with open(path, "wb") as fh:
+        fh.write(b"x" * (MAX_LINE_BYTES + 1024 * 1024) + b"\n")
+        fh.write(_claude_line("after the long line").encode() + b"\n")
+    peak = _peak_alloc(lambda: read_jsonl(path))
+    result = read_jsonl(path)
+    assert [seq for seq, _ in result.records] == [1]
+    assert any("line 1: skipped: longer than" in w for w in result.warnings), result.warnings
+    assert peak < MAX_LINE_BYTES + WINDOW, f"peak {peak / 2**20:.0f} MiB"

@@ -4,7 +4,7 @@
 line index (the record's `seq`). Bad lines (invalid UTF-8, not JSON, not an object) are skipped
 with a warning naming the file and line; an incomplete last line (no trailing newline and not
 parseable) is dropped. `.zst`/`.zstd` files are decompressed frame by frame; a torn last frame
-keeps whatever complete lines it produced. Reading is bounded (readers/_input.py).
+keeps whatever complete lines it produced. Reading is bounded, a line at a time (readers/_input.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory.errors import SessionReadError
-from dsh_memory.readers._input import decompress_zstd, read_log_bytes
+from dsh_memory.readers._input import LogLines
 
 ZSTD_SUFFIXES = (".zst", ".zstd")
 UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -34,31 +34,29 @@ class JsonlFile:
 def read_jsonl(path: Path) -> JsonlFile:
     """Read a JSONL (optionally zstd) file. Raises SessionReadError if nothing usable is in it."""
     path = Path(path)
-    data = read_log_bytes(path)
-    if not data:
-        raise SessionReadError(path, "empty file")
     result = JsonlFile(path=path)
-    if path.name.endswith(ZSTD_SUFFIXES):
-        data = decompress_zstd(path, data, keep_torn_tail=True, warn=lambda w: result.warnings.append(f"{path}: {w}"))
-        if not data:
+    zstd = path.name.endswith(ZSTD_SUFFIXES)
+    with LogLines(path, zstd=zstd, keep_torn_tail=True, warn=lambda w: result.warnings.append(f"{path}: {w}")) as log:
+        if not log.file_size:
+            raise SessionReadError(path, "empty file")
+        if not log.size:
             raise SessionReadError(path, "zstd data decodes to nothing (" + "; ".join(result.warnings) + ")")
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the data ends with a newline
-    for index, raw in enumerate(lines):
-        result.last_seq = index
-        obj = _parse(path, index, raw, result.warnings)
-        if obj is not None:
-            result.records.append((index, obj))
+        for index, raw in enumerate(log):
+            result.last_seq = index
+            obj = _parse(path, index, raw, result.warnings)
+            if obj is not None:
+                result.records.append((index, obj))
+        count, tail = log.count, log.tail
     if tail.strip():
         try:
             obj = json.loads(tail.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             obj = None
         if isinstance(obj, dict):  # complete record, the writer just omitted the final newline
-            result.last_seq = len(lines)
-            result.records.append((len(lines), obj))
+            result.last_seq = count
+            result.records.append((count, obj))
         else:
-            result.warnings.append(f"{path}: line {len(lines) + 1}: dropped incomplete last line")
+            result.warnings.append(f"{path}: line {count + 1}: dropped incomplete last line")
     if not result.records:
         reason = "no readable JSON records"
         if result.warnings:

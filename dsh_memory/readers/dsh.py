@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
-from dsh_memory.readers._input import decompress_zstd, read_log_bytes, regular_stat
+from dsh_memory.readers._input import LogLines, regular_stat
 from dsh_memory.readers.dsh_events import parse_body
 from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime
 
@@ -113,12 +113,9 @@ def discover(root: Path) -> list[SessionRef]:
 # --- physical decoding -------------------------------------------------------------------------
 
 
-def _split_lines(data: bytes, warn: Warnings) -> list[bytes]:
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the data ends with a newline
-    if tail.strip():
-        warn.add(f"incomplete last line dropped ({len(tail)} bytes, no trailing newline)", len(lines) + 1)
-    return lines
+def _warn_tail(log: LogLines, warn: Warnings) -> None:
+    if log.tail.strip():
+        warn.add(f"incomplete last line dropped ({len(log.tail)} bytes, no trailing newline)", log.count + 1)
 
 
 # --- header ------------------------------------------------------------------------------------
@@ -178,28 +175,29 @@ def load(ref: SessionRef) -> Session:
     """Read one DSH session log. Raises SessionReadError (naming the file) when unreadable."""
     path = Path(ref.path)
     warn = Warnings(str(path))
-    data = read_log_bytes(path)
-    if not data:
-        raise SessionReadError(path, "empty file (no header line)")
-    if path.name.endswith(".zstd"):
-        data = decompress_zstd(path, data, keep_torn_tail=False, warn=warn.add)
-    lines = _split_lines(data, warn)
-    if not lines or not lines[0].strip():
-        raise SessionReadError(path, "no complete header line")
-    header = _parse_header(path, lines[0])
-    version: int = header["version"]
-    meta: dict = {"format_version": version}
-    if version > KNOWN_MAX_VERSION:
-        warn.add(f"unknown format version {version} (newest known is {KNOWN_MAX_VERSION}); read best-effort")
-        meta["unknown_version"] = True
+    with LogLines(path, zstd=path.name.endswith(".zstd"), keep_torn_tail=False, warn=warn.add) as log:
+        if not log.file_size:
+            raise SessionReadError(path, "empty file (no header line)")
+        lines = iter(log)
+        first = next(lines, None)
+        if first is None or not first.strip():
+            _warn_tail(log, warn)
+            raise SessionReadError(path, "no complete header line")
+        header = _parse_header(path, first)
+        version: int = header["version"]
+        meta: dict = {"format_version": version}
+        if version > KNOWN_MAX_VERSION:
+            warn.add(f"unknown format version {version} (newest known is {KNOWN_MAX_VERSION}); read best-effort")
+            meta["unknown_version"] = True
 
-    body = parse_body(
-        ((i, raw) for i, raw in enumerate(lines[1:], start=2)),
-        version=version,
-        seed_length=_opt_int(header.get("seedLength")),
-        is_seeded=header.get("isSeeded") if isinstance(header.get("isSeeded"), bool) else None,
-        warn=warn,
-    )
+        body = parse_body(
+            enumerate(lines, start=2),
+            version=version,
+            seed_length=_opt_int(header.get("seedLength")),
+            is_seeded=header.get("isSeeded") if isinstance(header.get("isSeeded"), bool) else None,
+            warn=warn,
+        )
+        _warn_tail(log, warn)
     origin = _opt_str(header.get("origin"))
     depth = _opt_int(header.get("delegationDepth")) or 0
     session_id: str = header["id"]
