@@ -93,7 +93,11 @@ def separate_ids(refs: list[SessionRef]) -> list[SessionRef]:
 
 
 def load(ref: SessionRef) -> Session:
-    return _module(ref.source).load(ref)
+    """The session of `ref`, its private spans dropped (`transcript/private.py`): every stage reads
+    sessions through here, so none sees what the user marked `<private>`."""
+    from dsh_memory.transcript.private import without_private
+
+    return without_private(_module(ref.source).load(ref))
 
 
 def find(roots: SourceRoots, session_id: str, sources: Iterable[SourceKind] = SOURCES) -> SessionRef:

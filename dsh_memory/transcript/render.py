@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from dsh_memory.models import Event, EventKind, Session
+from dsh_memory.transcript.private import without_private
 from dsh_memory.transcript.redact import MARKER_PREFIX, redact, redact_obj
 from dsh_memory.transcript.tokens import count_tokens
 
@@ -328,6 +329,7 @@ def _assemble(r: _Renderer, header: str, level: int, keep: set[int] | None, note
 
 def render_transcript(session: Session, *, budget_tokens: int | None, since_seq: int | None = None) -> Transcript:
     """The redacted transcript of `session` (only seq > `since_seq` when given), within budget."""
+    session = without_private(session)
     events = [_bounded(e) for e in session.events if e.seq >= session.inherited_cut]
     if since_seq is not None:
         events = [e for e in events if e.seq > since_seq]
