@@ -9,7 +9,7 @@ import json
 import socket
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from dsh_memory.cli import app as cli_app
-from dsh_memory.hooks.events import CLOCK_EVENT_NAME, EVENT_NAME, build_event, post_events
+from dsh_memory.hooks.events import EVENT_NAME, build_event, post_events
 from dsh_memory.hooks.forwarder import TurnEndForwarder
 from dsh_memory.hooks.payloads import (
     MAX_BODY_BYTES,
@@ -46,9 +46,10 @@ WEBHOOK_NAMES = sorted(p.name for p in (CORPUS / "webhooks").iterdir())
 
 
 @pytest.fixture()
-def hook_env(monkeypatch):
+def hook_env(monkeypatch, tmp_path):
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "mem"))  # where `notify --direct` records
     for k in ("PREFECT_API_URL", "DSH_MEMORY_HOOK_SECRET"):
         monkeypatch.delenv(k, raising=False)
 
@@ -64,12 +65,8 @@ class Recorder:
 
     @property
     def events(self) -> list[dict]:
-        """The turn-end events received (a batch's clock event apart: `clock_events`)."""
-        return [e for batch in self.batches for e in batch if e["event"] != CLOCK_EVENT_NAME]
-
-    @property
-    def clock_events(self) -> list[dict]:
-        return [e for batch in self.batches for e in batch if e["event"] == CLOCK_EVENT_NAME]
+        """The turn-end events received, in the order they were posted."""
+        return [e for batch in self.batches for e in batch]
 
     def app(self) -> Starlette:
         async def events(request: Request) -> Response:
@@ -446,10 +443,11 @@ def test_a_busy_session_costs_one_event_per_gap_and_its_last_turn_end_still_goes
     assert fwd.close(5)
 
 
-def test_a_held_back_turn_end_keeps_the_time_it_ended(fixtures_dir, fake_prefect):
-    """Prefect's debounce counts from the event's `occurred`: a turn end held back by the gap
-    (or a retry) must not go out stamped with its send time, which extracted it that much later."""
-    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, min_gap_seconds=1.5)
+def test_a_held_back_turn_end_is_recorded_at_once_and_keeps_the_time_it_ended(fixtures_dir, fake_prefect):
+    """The debounce counts from the recorded turn end: a turn end held back by the gap (or a
+    retry) is recorded when it arrives, and its event still says when the turn ended."""
+    recorded: list[tuple[str, datetime]] = []
+    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, min_gap_seconds=1.5, record=recorded.extend)
     sid = "0a0b0c0d-0000-4000-8000-000000000043"
 
     def turn(seq):
@@ -460,6 +458,11 @@ def test_a_held_back_turn_end_keeps_the_time_it_ended(fixtures_dir, fake_prefect
     ended = datetime.now(UTC)
     assert fwd.submit(turn(1))  # within the gap: waits ~1.5 s for the next batch
     deadline = time.monotonic() + 10
+    while len(recorded) < 2:
+        assert time.monotonic() < deadline, recorded
+        time.sleep(0.01)
+    assert len(fake_prefect.events) == 1  # recorded before its event went out
+    assert abs((recorded[1][1] - ended).total_seconds()) < 0.5
     while len(fake_prefect.events) < 2:
         assert time.monotonic() < deadline, fake_prefect.events
         time.sleep(0.02)
@@ -467,12 +470,27 @@ def test_a_held_back_turn_end_keeps_the_time_it_ended(fixtures_dir, fake_prefect
     occurred = datetime.fromisoformat(fake_prefect.events[1]["occurred"])
     assert (sent - ended).total_seconds() > 1.0  # it was held back…
     assert abs((occurred - ended).total_seconds()) < 0.5  # …and still says when the turn ended
-    # …and its batch carries a clock event stamped when it went out: Prefect evaluates the
-    # debounce as of the newest `occurred` it saw, which would otherwise lag by the wait
-    [clock] = [e for e in fake_prefect.batches[-1] if e["event"] == CLOCK_EVENT_NAME]
-    assert abs((datetime.fromisoformat(clock["occurred"]) - sent).total_seconds()) < 0.5
-    assert clock["resource"]["prefect.resource.id"] == "dsh.receiver" and clock["payload"] == {"turn_ends": 1}
     assert fwd.close(5)
+    assert fwd.stats()["recorded"] == 2
+
+
+def test_a_failed_record_is_retried_and_a_newer_turn_end_wins(fixtures_dir, fake_prefect, caplog):
+    recorded: list[tuple[str, datetime]] = []
+    fails = [1]
+
+    def record(ends):
+        if fails[0]:
+            fails[0] -= 1
+            raise OSError("database is locked")
+        recorded.extend(ends)
+
+    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, record=record)
+    sid = "0a0b0c0d-0000-4000-8000-000000000044"
+    assert fwd.submit(parse_turn_end(json.dumps(_turn(fixtures_dir, sid, 1)).encode(), roots=ROOTS))
+    assert fwd.flush(10), fwd.stats()
+    assert fwd.close(5)
+    assert [s for s, _ in recorded] == [sid]
+    assert fwd.stats()["failed_records"] == 1 and "will retry" in caplog.text
 
 
 def test_over_capacity_is_a_clear_503_never_a_silent_drop(fixtures_dir, fake_prefect):
@@ -643,7 +661,13 @@ def test_event_arrives_on_a_real_prefect_server(prefect_api, hook_env, fixtures_
     fwd = app.state.turn_end.forwarder
     assert fwd.flush(20) and (fwd.forwarded, fwd.failed_posts) == (1, 0), fwd.last_error
     codex = (fixtures_dir / "webhooks/codex-notify.json").read_text()
-    assert _notify(["--direct", codex]).exit_code == 0
+    r = _notify(["--direct", codex])
+    assert (r.exit_code, r.stderr) == (0, "")
+    from dsh_memory.storage.state import StateStore
+    from dsh_memory.storage.turn_ends import TurnEnds
+
+    with StateStore(MemorySettings.from_env().memory_root) as state:  # recorded, as the receiver does
+        assert TurnEnds(state).pending() == 1
 
     def read_back(session_id):
         flt = {"filter": {"event": {"name": [EVENT_NAME]}, "any_resource": {"id": [f"dsh.session.{session_id}"]}}}
@@ -666,3 +690,27 @@ def test_event_arrives_on_a_real_prefect_server(prefect_api, hook_env, fixtures_
     assert ev["resource"]["dsh.source"] == "dsh"
     [ev] = read_back("01a13b2f-6147-7112-94d6-9f81b6dffce8")
     assert ev["payload"]["source"] == "codex"
+
+
+def test_the_receiver_records_each_sessions_newest_turn_end_in_the_state(tmp_path, fixtures_dir, fake_prefect):
+    """The debounce is data: a turn end accepted by the route is in the memory root's state
+    database (storage/turn_ends.py) once the forwarder wakes, beside its Prefect event."""
+    from dsh_memory.settings import MemorySettings
+    from dsh_memory.storage.state import StateStore
+    from dsh_memory.storage.turn_ends import TurnEnds
+
+    settings = MemorySettings(memory_root=tmp_path / "mem", roots=ROOTS, debounce_seconds=20)
+    app = create_receiver_app(settings, api_url=fake_prefect.api_url, secret=None)
+    ids = ["0a0b0c0d-0000-4000-8000-000000000051", "0a0b0c0d-0000-4000-8000-000000000052"]
+    before = datetime.now(UTC)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        for seq in range(3):
+            for sid in ids:
+                assert c.post(HOOK_PATH, json=_turn(fixtures_dir, sid, seq)).status_code == 202
+        assert app.state.turn_end.forwarder.flush(20)
+    with StateStore(settings.memory_root) as state:
+        ends = TurnEnds(state)
+        assert ends.pending() == 2 and ends.due(datetime.now(UTC), 20) == {}
+        due = ends.due(datetime.now(UTC) + timedelta(seconds=25), 20)
+    assert sorted(due) == ids and all(at >= before.timestamp() - 1 for at in due.values())
+    assert {e["payload"]["session_id"] for e in fake_prefect.events} == set(ids)

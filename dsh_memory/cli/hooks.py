@@ -4,7 +4,10 @@ the DSH plugin / hook bridge).
 It reads the payload from its last argument (Codex) or stdin (Claude Code, DSH bridge),
 validates it with the receiver's own code, and delivers it to the local receiver (the running
 `dsh-memory serve`'s, found through its state file, else `dsh-memory http` on the default port)
-or straight to the Prefect API (`--direct`; the stack's when PREFECT_API_URL is unset).
+or straight to the Prefect API (`--direct`; the stack's when PREFECT_API_URL is unset): then it
+records the turn end in the memory root's state database itself, as the receiver does
+(storage/turn_ends.py: the debounced extraction run reads it there; the memory root from the
+environment, DSH_MEMORY_ROOT / DSH_HOME).
 
 Delivery is synchronous and retried with backoff (connection errors, timeouts, 5xx, a 503 from
 a receiver at capacity) within `--timeout` seconds in all. Exit 0: delivered (the receiver's 202
@@ -75,7 +78,9 @@ def notify_once(
             from dsh_memory.hooks.events import build_event
 
             event = build_event(turn)  # built once: a retry re-sends the same event id
-            return _with_retries(lambda left: _emit_direct(event, target, left), timeout)
+            unrecorded = _record(turn.session_id)
+            ok, message = _with_retries(lambda left: _emit_direct(event, target, left), timeout)
+            return ok, message + unrecorded
         return _with_retries(lambda left: _post_to_receiver(raw, turn.kind, url, left), timeout)
     except Exception as exc:  # a hook must never fail the agent
         return False, f"unexpected error: {type(exc).__name__}: {exc}"
@@ -96,6 +101,22 @@ def _with_retries(attempt: Callable[[float], tuple[bool, str]], budget: float) -
             if time.monotonic() + delay >= deadline:
                 return False, f"{exc} (after {tries} attempt{'s' if tries > 1 else ''})"
             time.sleep(delay)
+
+
+def _record(session_id: str) -> str:
+    """Record the turn end where the debounced extraction run reads it; '' or why it was not."""
+    from datetime import UTC, datetime
+
+    try:
+        from dsh_memory.settings import MemorySettings
+        from dsh_memory.storage.state import StateStore
+        from dsh_memory.storage.turn_ends import TurnEnds
+
+        with StateStore(MemorySettings.from_env().memory_root, timeout_s=2.0) as state:
+            TurnEnds(state).record([(session_id, datetime.now(UTC))])
+        return ""
+    except Exception as exc:  # the event still goes out; the catch-up finds the session
+        return f" (turn end not recorded: {type(exc).__name__})"
 
 
 def _emit_direct(event: dict, target: str, timeout: float) -> tuple[bool, str]:

@@ -5,8 +5,9 @@ server's events endpoint; webhooks are Prefect Cloud only), so the CLI hook path
 prefect. The receiver forwards many sessions' latest turn ends in one such list (`post_events`). `emit_with_client` is the alternative through `prefect.events.emit_event`
 for code that already runs inside Prefect.
 
-The event carries ids and small scalars only: no transcript text, no paths, no secrets. A
-deployment trigger keyed on `for_each: [prefect.resource.id]` debounces it per session.
+The event carries ids and small scalars only: no transcript text, no paths, no secrets. The
+`extract-session` deployment's trigger on it wakes the debounced extraction run (prefect.yaml);
+the debounce itself is the recorded turn end (storage/turn_ends.py), not the event.
 """
 
 from __future__ import annotations
@@ -56,24 +57,6 @@ def build_event(
             "seq": turn.seq,
             "source": turn.kind,
         },
-    }
-
-
-CLOCK_EVENT_NAME = "dsh.receiver.forwarded"
-
-
-def clock_event(forwarded: int) -> dict[str, Any]:
-    """A batch's clock mark: `occurred` now. Prefect evaluates proactive triggers (the debounce)
-    as of the newest `occurred` it has seen, shifted by how long ago it saw it; a batch of turn
-    ends held back by the coalescing (their `occurred` is when each turn ended) would set that
-    clock seconds behind and fire every debounce that much later. Matches no trigger."""
-    return {
-        "id": str(uuid.uuid4()),
-        "occurred": datetime.now(UTC).isoformat(),
-        "event": CLOCK_EVENT_NAME,
-        "resource": {"prefect.resource.id": "dsh.receiver", "prefect.resource.name": "dsh-memory turn-end receiver"},
-        "related": [],
-        "payload": {"turn_ends": forwarded},
     }
 
 

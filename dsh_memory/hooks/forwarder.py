@@ -1,17 +1,19 @@
-"""The receiver's delivery: the latest turn end per session, forwarded to Prefect in batches.
+"""The receiver's delivery: each turn end recorded at once, the latest per session forwarded to
+Prefect in batches.
 
-A storm of turn ends (many agents, many turns) must neither drop a session's last turn end nor
-cost one HTTP request per turn. Only the LAST turn end of a session matters (the trigger is a
-trailing debounce on it), so `submit` keeps one pending entry per session — a newer turn end
-replaces the older one — and one daemon thread forwards every pending entry at a steady cadence
-(`interval_seconds`) as ONE `POST {api}/events` with a JSON list, through one long-lived HTTP
-client. A session whose event went out less than `min_gap_seconds` ago waits for a later batch
-(the receiver uses a quarter of the debounce, at most 10 s): a busy session then costs Prefect
-one event per gap instead of one per turn — Prefect's trigger service fell 27-42 s behind 1 event
-per turn in the storm bench — and its last turn end still goes out, at most a gap later. Each
-event's `occurred` is when its turn end was received, not when it went out: the debounce counts
-from the turn end itself; a batch that went out later than that also carries a clock event, so
-Prefect's trigger clock (the newest `occurred` it saw) does not lag by the wait.
+Recording: `record` (the receiver's: storage/turn_ends.py) gets every accepted turn end (session,
+when it was received) from the daemon thread as soon as it wakes, in one transaction per wake-up:
+the debounce counts from that record, so the request path never waits on the database. A failed
+write is logged and retried (a newer turn end of the same session wins).
+
+Forwarding: a storm of turn ends (many agents, many turns) must neither drop a session's last
+turn end nor cost one HTTP request per turn. `submit` keeps one pending entry per session — a
+newer turn end replaces the older one — and the thread forwards every pending entry at a steady
+cadence (`interval_seconds`) as ONE `POST {api}/events` with a JSON list, through one long-lived
+HTTP client. A session whose event went out less than `min_gap_seconds` ago waits for a later
+batch (the receiver uses a quarter of the debounce, at most 10 s): a busy session costs Prefect
+one event per gap instead of one per turn, and its last turn end still goes out, at most a gap
+later. Each event's `occurred` is when its turn end was received, not when it went out.
 
 Guarantees:
 - `submit` True means "will be forwarded": the entry stays pending until a POST carrying it (or
@@ -36,22 +38,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_memory.hooks.events import EmitError, build_event, clock_event, new_client, post_events
+from dsh_memory.hooks.events import EmitError, build_event, new_client, post_events
 from dsh_memory.hooks.payloads import TurnEnd
 
 log = logging.getLogger("dsh_memory.hooks.forwarder")
-
-# A batch whose newest turn end is older than this also carries a clock event (events.clock_event).
-CLOCK_LAG_SECONDS = 0.25
 
 
 @dataclass
 class _Entry:
     turn: TurnEnd
     event_id: uuid.UUID = field(default_factory=uuid.uuid4)  # kept across retries
-    # The event's `occurred`: when the turn ended (received here), not when its batch went out —
-    # Prefect's debounce counts from `occurred`, so a session held back by the gap or a retry
-    # is not extracted later for it.
+    # When the turn ended (received here), not when its batch went out: the recorded turn end
+    # and the event's `occurred`.
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -70,6 +68,7 @@ class TurnEndForwarder:
         backoff_max_seconds: float = 30.0,
         close_timeout: float = 10.0,
         post: Callable[..., Any] = post_events,
+        record: Callable[[list[tuple[str, datetime]]], Any] | None = None,
     ):
         self.api_url = api_url
         self.interval = interval_seconds
@@ -81,6 +80,9 @@ class TurnEndForwarder:
         self.backoff_max = backoff_max_seconds
         self.close_timeout = close_timeout
         self._post = post
+        self._record = record
+        self._unrecorded: dict[str, datetime] = {}  # session → newest turn end not recorded yet
+        self._record_retry_at = 0.0  # monotonic: after a failed write, when to try again
         self._pending: dict[str, _Entry] = {}
         self._in_flight = 0
         self._cond = threading.Condition()
@@ -92,6 +94,7 @@ class TurnEndForwarder:
         # counters (read by tests, the bench and logs)
         self.received = self.replaced = self.refused = 0
         self.forwarded = self.posts = self.failed_posts = 0
+        self.recorded = self.failed_records = 0
         self.last_error = ""
 
     # -- the route's side ------------------------------------------------------------------
@@ -111,6 +114,8 @@ class TurnEndForwarder:
                 return False
             else:
                 self._pending[sid] = _Entry(turn)
+            if self._record is not None:
+                self._unrecorded[sid] = self._pending[sid].received_at
             self.received += 1
             self._ensure_thread()
             self._cond.notify_all()
@@ -131,16 +136,21 @@ class TurnEndForwarder:
                 "pending": len(self._pending) + self._in_flight,
                 "posts": self.posts,
                 "failed_posts": self.failed_posts,
+                "recorded": self.recorded,
+                "failed_records": self.failed_records,
                 "last_error": self.last_error,
             }
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until nothing is pending or in flight. True when that happened within `timeout`."""
+        """Wait until nothing is unrecorded, pending or in flight. True when that happened within
+        `timeout`."""
         with self._cond:
             self._flushers += 1
             self._cond.notify_all()  # skip the cadence wait
             try:
-                return self._cond.wait_for(lambda: not self._pending and not self._in_flight, timeout=timeout)
+                return self._cond.wait_for(
+                    lambda: not self._pending and not self._in_flight and not self._unrecorded, timeout=timeout
+                )
             finally:
                 self._flushers -= 1
 
@@ -154,6 +164,7 @@ class TurnEndForwarder:
         done = self.flush(timeout)
         with self._cond:
             left = len(self._pending) + self._in_flight
+            unrecorded = len(self._unrecorded)
             self._stopped = True  # the thread ends after its current attempt
             self._cond.notify_all()
         if not done and left:
@@ -162,6 +173,8 @@ class TurnEndForwarder:
                 left,
                 self.last_error or "Prefect API slow",
             )
+        if unrecorded:
+            log.error("%d turn end(s) not recorded at shutdown (%s)", unrecorded, self.last_error)
         if self._thread is not None:
             self._thread.join(timeout=max(1.0, self.timeout))
         return done
@@ -177,7 +190,10 @@ class TurnEndForwarder:
         try:
             while True:
                 with self._cond:
-                    self._cond.wait_for(lambda: self._pending or self._closing)
+                    self._cond.wait_for(lambda: self._pending or self._closing or self._may_record(), timeout=1.0)
+                    self._record_now()
+                    if not self._pending and not self._closing:
+                        continue
                     if self._stopped or (self._closing and not self._pending):
                         return
                     self._pause(backoff)
@@ -210,7 +226,40 @@ class TurnEndForwarder:
             pause = self.interval
             hurry = lambda: self._flushers > 0 or self._closing  # noqa: E731
         deadline = time.monotonic() + pause
-        self._cond.wait_for(lambda: hurry() or time.monotonic() >= deadline, timeout=pause)
+        while not (hurry() or time.monotonic() >= deadline):
+            self._cond.wait_for(
+                lambda: hurry() or time.monotonic() >= deadline or self._may_record(),
+                timeout=max(0.0, deadline - time.monotonic()),
+            )
+            self._record_now()
+
+    def _may_record(self) -> bool:  # under self._cond
+        return bool(self._unrecorded) and time.monotonic() >= self._record_retry_at
+
+    def _record_now(self) -> None:  # under self._cond; released around the write
+        """Record every turn end taken since the last write, in one call."""
+        if not self._may_record():
+            return
+        ends, self._unrecorded = self._unrecorded, {}
+        self._cond.release()
+        try:
+            self._record(list(ends.items()))
+            error = ""
+        except Exception as exc:  # never let the thread die; retried, a newer turn end wins
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._cond.acquire()
+        if error:
+            for sid, at in ends.items():
+                if self._unrecorded.get(sid, at) <= at:
+                    self._unrecorded[sid] = at
+            self.failed_records += 1
+            self.last_error = error
+            self._record_retry_at = time.monotonic() + 1.0
+            log.warning("recording %d turn end(s) failed, will retry: %s", len(ends), error)
+        else:
+            self.recorded += len(ends)
+        self._cond.notify_all()
 
     def _take(self) -> list[tuple[str, _Entry]]:  # under self._cond
         """Up to batch_max pending entries; a session forwarded less than `min_gap` ago waits
@@ -233,9 +282,6 @@ class TurnEndForwarder:
         if not batch:
             return True
         events = [build_event(entry.turn, occurred=entry.received_at, event_id=entry.event_id) for _, entry in batch]
-        newest = max(entry.received_at for _, entry in batch)
-        if (datetime.now(UTC) - newest).total_seconds() > CLOCK_LAG_SECONDS:
-            events.append(clock_event(len(events)))  # keeps Prefect's trigger clock current
         try:
             if self._client is None:
                 self._client = new_client(self.api_url, self.timeout)

@@ -1,6 +1,8 @@
-"""`POST /hooks/turn-end`: validate a turn-end notification, answer 202 at once, forward the
-Prefect event `dsh.turn.ended` in the background (hooks/forwarder.py: the latest turn end per
-session, batched at a steady cadence through one HTTP client, retried until delivered).
+"""`POST /hooks/turn-end`: validate a turn-end notification, answer 202 at once; in the
+background, record the session's newest turn end in the state database (the debounce is data:
+storage/turn_ends.py) and forward the Prefect event `dsh.turn.ended` (hooks/forwarder.py: the
+latest turn end per session, batched at a steady cadence through one HTTP client, retried until
+delivered), which wakes the debounced extraction run.
 
 Mounted by `dsh_memory.serve.http_app.create_app` behind its `LoopbackGuard` (loopback Host/Origin →
 403, `application/json` → 415, body cap → 413). The route repeats the JSON and size checks so it
@@ -83,13 +85,31 @@ class TurnEndReceiver:
         self.api_url = prefect_api_url(e) if api_url is _FROM_ENV else (api_url or None)
         self.secret = (e.get(SECRET_ENV) or None) if secret is _FROM_ENV else (secret or None)
         self.max_body = max_body_bytes
+        self._state = None
         if forwarder is None and self.api_url:
-            forwarder = TurnEndForwarder(self.api_url, min_gap_seconds=min_gap_seconds(settings))
+            forwarder = TurnEndForwarder(
+                self.api_url, min_gap_seconds=min_gap_seconds(settings), record=self._recorder(settings)
+            )
         self.forwarder = forwarder
 
+    def _recorder(self, settings: Any):
+        """Where turn ends are recorded: the memory root's state database (None without one)."""
+        root = getattr(settings, "memory_root", None)
+        if root is None:
+            return None
+        from dsh_memory.storage.state import StateStore
+        from dsh_memory.storage.turn_ends import TurnEnds
+
+        self._state = StateStore(root)
+        return TurnEnds(self._state).record
+
     def close(self, timeout: float | None = None) -> bool:
-        """Forward what is pending (the app's shutdown). True when nothing was left behind."""
-        return self.forwarder.close(timeout) if self.forwarder is not None else True
+        """Record and forward what is pending (the app's shutdown). True when nothing was left behind."""
+        try:
+            return self.forwarder.close(timeout) if self.forwarder is not None else True
+        finally:
+            if self._state is not None:
+                self._state.close()
 
     def _authorized(self, request: Request) -> bool:
         if not self.secret:

@@ -72,6 +72,16 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     """
     ALTER TABLE claims ADD COLUMN owner TEXT;
     """,
+    # v5: the debounce as data: each session's newest turn end (epoch seconds, as received) and
+    # the newest one a debounced extraction run has handled (storage/turn_ends.py)
+    """
+    CREATE TABLE turn_ends (
+        session_id TEXT PRIMARY KEY,
+        ended_at REAL NOT NULL,
+        handled_at REAL NOT NULL DEFAULT 0
+    );
+    CREATE INDEX turn_ends_ended ON turn_ends (ended_at);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
