@@ -86,6 +86,7 @@ class MemorySettingsBlock(SettingsBlock):
     stale_claim_seconds: int | None = _m("stale_claim_seconds")
     llm_retry_delay_seconds: float | None = _m("llm_retry_delay_seconds")
     semantic_search: SemanticSearch | None = _m("semantic_search")
+    exclude_projects: list[str] | None = _m("exclude_projects")
 
     @field_validator("memory_root")
     @classmethod

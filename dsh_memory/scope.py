@@ -25,6 +25,7 @@ Shared by every stage: Phase 1 tags each item, Phase 2 groups by it, the read pa
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import os
 import re
@@ -236,3 +237,30 @@ def handbook_groups(lines: list[str]) -> list[tuple[int, str | None]]:
             head = [ln for ln in lines[i + 1 : i + 4] if ln.startswith(("scope:", "applies_to:"))]
             out.append((i, group_project(line.split(":", 1)[1].strip(), head)))
     return out
+
+
+_GLOB = re.compile(r"[*?\[]")
+
+
+def excluded_by(cwd: str | None, patterns: list[str] | tuple[str, ...]) -> str | None:
+    """The first of `patterns` (the `exclude_projects` setting) that excludes a session working in
+    `cwd`, or None. A path excludes its repository (a worktree's pattern names its main
+    repository, as `project_root` does) and every project inside it; a glob (`*`, `?`, `[`) is
+    matched against the session's project root and its cwd. A session without a cwd is never
+    excluded (nothing says where it worked)."""
+    if not patterns or not cwd:
+        return None
+    project, _ = locate(cwd)
+    seen = [p for p in (project, _norm(cwd)) if p]
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not pattern.strip():
+            continue
+        pat = _norm(pattern)
+        if _GLOB.search(pat):
+            if any(fnmatch.fnmatchcase(p, pat) or fnmatch.fnmatchcase(p, pat.rstrip("/") + "/*") for p in seen):
+                return pattern
+            continue
+        roots = {pat, project_root(pat) or pat}
+        if any(matches(p, r, is_repo=True) for p in seen for r in roots):
+            return pattern
+    return None

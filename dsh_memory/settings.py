@@ -14,6 +14,7 @@ variables per field (`dsh-memory settings show` and docs/configuration.md use it
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -168,6 +169,33 @@ class MemorySettings(BaseModel):
         "model is installed (the semantic extra), else lexical only; 'on' fails clearly without the model; "
         "'off' is lexical only",
     )
+
+    exclude_projects: list[str] = Field(
+        [],
+        description="Repositories whose sessions are never read beyond their header, extracted or sent to a model: "
+        "repository roots (a folder excludes every repository inside it) or globs such as ~/work/client-*; "
+        "in the environment a JSON list, or paths separated by commas or newlines",
+    )
+
+    @field_validator("exclude_projects", mode="before")
+    @classmethod
+    def _path_list(cls, v: object) -> object:
+        """A list as the environment gives it: a JSON array, or paths separated by commas or
+        newlines; blanks dropped (`~` is expanded where they are matched: `scope.excluded_by`)."""
+        if isinstance(v, str):
+            text = v.strip()
+            if text.startswith("["):
+                import json
+
+                try:
+                    v = json.loads(text)
+                except ValueError:
+                    raise ValueError("not a JSON list of paths") from None
+            else:
+                v = re.split(r"[,\n]", text)
+        if isinstance(v, (list, tuple)):
+            return [str(p).strip() for p in v if str(p).strip()]
+        return v
 
     @field_validator("semantic_search", mode="before")
     @classmethod

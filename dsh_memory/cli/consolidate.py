@@ -1,4 +1,5 @@
-"""`consolidate` (Phase 2 now), `forget SESSION` (drop a session's memory inputs) and `restore
+"""`consolidate` (Phase 2 now), `forget SESSION` (drop a session's memory inputs), `forget --project ROOT`
+(retire a project's memory) and `restore
 NAME` (bring a retired rollout summary back)."""
 
 from __future__ import annotations
@@ -70,20 +71,32 @@ def register(app: typer.Typer) -> None:
 
     @app.command("forget")
     def forget_cmd(
-        session: str = typer.Argument(..., help="Session id whose memory inputs to drop."),
+        session: str | None = typer.Argument(None, help="Session id whose memory inputs to drop."),
+        project: str | None = typer.Option(
+            None, "--project", metavar="ROOT", help="Retire everything this repository has in memory instead."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Drop a session's extraction record and retire its rollout summaries into .retired/.
 
         Its unconsolidated raw memories move to the archive and the session is excluded from
         future extraction. Handbook content derived from it stays until the next consolidation.
+        With --project ROOT: every rollout summary, raw block and note of that repository is
+        retired or archived, its handbook groups and summary part are cut out into one retired
+        summary, and its sessions are excluded (`dsh-memory restore NAME` brings a summary back).
         """
 
         def go() -> dict:
             from dsh_memory.consolidation.apply import retire_session
+            from dsh_memory.consolidation.forget_project import forget_project
             from dsh_memory.context import memory_context
+            from dsh_memory.errors import UserInputError
 
+            if (session is None) == (project is None):
+                raise UserInputError("forget takes a session id or --project ROOT (one of the two)")
             with memory_context() as ctx:
+                if project is not None:
+                    return forget_project(ctx.store, ctx.state, project, datetime.now(UTC))
                 result = retire_session(ctx.store, ctx.state, session, datetime.now(UTC))
             if not result["claim_dropped"] and not result["retired"]:
                 raise NotFoundError(f"nothing known about session {session}")
@@ -92,6 +105,14 @@ def register(app: typer.Typer) -> None:
         result = run(go, as_json)
         if as_json:
             emit_json(result)
+            return
+        if project is not None:
+            typer.echo(
+                f"forgot project {result['project']}: retired {len(result['retired'])} summaries"
+                + (f" ({', '.join(result['retired'])})" if result["retired"] else "")
+                + f", archived {result['raw_blocks_archived']} raw blocks and {result['notes_archived']} notes,"
+                f" excluded {len(result['sessions_excluded'])} sessions"
+            )
             return
         typer.echo(
             f"forgot session {session}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "

@@ -34,6 +34,7 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
     with memory_context() as ctx:
         refs = readers.discover(ctx.settings.roots, (source,) if source else SOURCES)
         states = _claim_states(ctx)
+        excluded = _exclusion(ctx.settings)
     rows: list[dict[str, Any]] = []
     for ref in refs:
         row: dict[str, Any] = {
@@ -53,6 +54,11 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
             "warnings": 0,
             "error": None,
         }
+        cwd = excluded(ref)
+        if cwd:  # exclude_projects: its header names where it ran, nothing more is read
+            row.update(cwd=cwd, state="excluded", extractable=False)
+            rows.append(row)
+            continue
         try:
             s = readers.load(ref)
         except Exception as exc:  # one bad log must not hide the others
@@ -76,6 +82,20 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+def _exclusion(settings):
+    """ref → its header's cwd when its project is in `exclude_projects`, else None."""
+    from dsh_memory.readers.header import session_cwd
+    from dsh_memory.scope import excluded_by
+
+    def check(ref) -> str | None:
+        if not settings.exclude_projects:
+            return None
+        cwd = session_cwd(ref)
+        return cwd if excluded_by(cwd, settings.exclude_projects) else None
+
+    return check
+
+
 def _claim_states(ctx) -> dict[str, str]:
     """Session id → claim state, read from the memory root's state DB the way `status` reads it
     (same context, `StateStore.claims()`, a failed claim past its retries counts as parked).
@@ -95,12 +115,16 @@ def render_session(session_id: str, budget_tokens: int | None, since_seq: int | 
 
     if budget_tokens is not None and budget_tokens < 1:
         raise UserInputError("--budget-tokens must be a positive number of tokens")
-    ref = readers.find(memory_context().settings.roots, session_id)
+    settings = memory_context().settings
+    ref = readers.find(settings.roots, session_id)
+    if _exclusion(settings)(ref):
+        raise UserInputError(f"session {ref.id} belongs to a project in exclude_projects: it is never read")
     return render_transcript(readers.load(ref), budget_tokens=budget_tokens, since_seq=since_seq)
 
 
 STATE_LABELS = {"done": "processed", "noop": "processed (noop)", "failed": "failed", "parked": "parked"}
 STATE_LABELS["running"] = "running"
+STATE_LABELS["excluded"] = "excluded"
 
 
 MIN_STATUS_AND_CWD = 40  # columns left for status + cwd before ids are shortened

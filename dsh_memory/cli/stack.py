@@ -56,6 +56,9 @@ def _print_status(data: dict) -> None:
             console.print(
                 f"  failed {f['session'][:13]} attempts={f['attempts']}{' parked' if f['parked'] else ''}: {f['error'][:80]}"
             )
+    excluded = local.get("excluded") or {}
+    if excluded.get("patterns"):
+        console.print(f"excluded (exclude_projects, {excluded['patterns']} patterns): {excluded['sessions']} sessions")
     rows = local.get("projects") or {}
     if rows:
         console.print("memories per project (handbook items · session recaps · raw waiting):")

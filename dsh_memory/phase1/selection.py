@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
+from dsh_memory.scope import excluded_by
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state_schema import owner_is_gone
 
@@ -119,9 +120,14 @@ def plan(
     respect_idle: bool = True,
     overrides: dict[str, str] | None = None,
     include_exec: bool | None = None,
+    header: Callable[[SessionRef], str | None] | None = None,
 ) -> list[Decision]:
-    """One Decision per discovered session (restricted to `only_ids` when given)."""
+    """One Decision per discovered session (restricted to `only_ids` when given). A session of a
+    project in `settings.exclude_projects` is skipped after reading its header alone (`header`:
+    the cwd it names, default `readers.header.session_cwd`), before anything else is looked at."""
     overrides = overrides or {}
+    if settings.exclude_projects and header is None:
+        from dsh_memory.readers.header import session_cwd as header
     include_exec = settings.include_codex_exec if include_exec is None else include_exec
     out: list[Decision] = []
     max_age = timedelta(days=settings.max_rollout_age_days)
@@ -129,6 +135,11 @@ def plan(
     for ref in refs:
         if only_ids is not None and ref.id not in only_ids:
             continue
+        if settings.exclude_projects and header is not None:
+            pattern = excluded_by(header(ref), settings.exclude_projects)
+            if pattern is not None:
+                out.append(Decision(ref, SKIP, ReasonKind.EXCLUDED, f"excluded: its project matches {pattern}"))
+                continue
         out.append(
             _decide(
                 ref,

@@ -28,6 +28,7 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
             "phase2_running": is_running(root, "phase2"),
             "pending_consolidation": False,
             "projects": projects(ctx),
+            "excluded": _excluded(ctx),
         }
     state = ctx.state
     claims = state.claims()
@@ -75,7 +76,18 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
         "models": models,
         "failures": failures[:20],
         "projects": projects(ctx),
+        "excluded": _excluded(ctx),
     }
+
+
+def _excluded(ctx: MemoryContext) -> dict[str, int]:
+    """Sessions the `exclude_projects` setting keeps out (their headers read, nothing more)."""
+    from dsh_memory.readers.header import excluded_sessions
+
+    try:
+        return excluded_sessions(ctx.settings)
+    except OSError:
+        return {"patterns": len(ctx.settings.exclude_projects), "sessions": 0}
 
 
 def projects(ctx: MemoryContext) -> dict[str, dict[str, int]]:

@@ -1,0 +1,127 @@
+"""`dsh-memory forget --project ROOT`: retire everything one project has in memory, recoverably.
+
+What the project has, and where it goes (nothing is deleted):
+- its rollout summaries (provenance `project`, else the repository of their `cwd`) → .retired/,
+  as `forget SESSION` does, and each of their sessions is excluded from future extraction;
+- its raw memory blocks not yet consolidated → raw_memories.archive.md;
+- its ad hoc and imported notes (front matter `project`) → extensions/ad_hoc/archive/;
+- its MEMORY.md task groups and its memory_summary.md part → cut out of those files and kept
+  together as one retired summary, `rollout_summaries/.retired/forgotten-<label>-handbook.md`:
+  `dsh-memory restore` brings it back among the summaries, and the next consolidation reads it.
+
+Runs under Phase 2's lock, so no consolidation rewrites the handbook meanwhile.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from dsh_memory import scope as sc
+from dsh_memory.errors import NotFoundError, UserInputError
+
+
+def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
+    """Retire every memory of the project `root` (a repository root, or a folder inside or a
+    worktree of one); NotFoundError when the project has nothing in memory."""
+    if not isinstance(root, str) or not root.strip() or "\x00" in root:
+        raise UserInputError("forget --project needs a repository root")
+    from dsh_memory.storage.locks import phase_lock
+
+    asked = sc._norm(root)
+    targets = {asked, sc.project_root(asked) or asked}
+
+    def mine(project: str | None) -> bool:
+        return any(sc.matches(project, t, is_repo=True) for t in targets)
+
+    with phase_lock(store.root, "phase2"):
+        retired, sessions = [], set()
+        for info in store.list_rollout_summaries():
+            prov = info.provenance or {}
+            if mine(prov.get("project") or sc.project_root(str(prov.get("cwd") or "")) or None):
+                if store.retire_summary(info.slug):
+                    state.mark_retired(info.slug, now)
+                    retired.append(info.slug)
+                    if prov.get("session_id"):
+                        sessions.add(str(prov["session_id"]))
+        blocks = {b.id for b in store.read_raw_blocks() if mine(b.project or sc.project_root(b.cwd))}
+        archived = store.archive_raw_blocks(blocks) if blocks else 0
+        notes = [rel for rel in store.list_notes() if mine(_note_project(store, rel))]
+        notes_archived = store.archive_notes(notes) if notes else 0
+        handbook = _cut_handbook(store, mine, now, sc.project_root(asked) or asked)
+    for sid in sessions:
+        state.set_override(sid, "exclude")
+    if not (retired or archived or notes_archived or handbook):
+        raise NotFoundError(f"nothing in memory for project {asked}")
+    if handbook:
+        retired.append(handbook)
+    return {
+        "project": sc.project_root(asked) or asked,
+        "retired": retired,
+        "raw_blocks_archived": archived,
+        "notes_archived": notes_archived,
+        "sessions_excluded": sorted(sessions),
+    }
+
+
+def _note_project(store: Any, rel: str) -> str | None:
+    from dsh_memory.storage.store import parse_front_matter
+
+    try:
+        fields, _ = parse_front_matter(store.read_text(rel)[:8192])
+    except (OSError, ValueError):
+        return None
+    project = fields.get("project")
+    return str(project) if project else None
+
+
+def _cut_handbook(store: Any, mine, now: datetime, project: str) -> str | None:
+    """Cut the project's task groups out of MEMORY.md and its part out of memory_summary.md; keep
+    them as one retired summary. Returns its slug, or None when there was nothing to cut."""
+    kept_md, cut_md = _split(store, "MEMORY.md", _memory_groups, mine)
+    kept_sum, cut_sum = _split(store, "memory_summary.md", _summary_parts, mine)
+    if not cut_md and not cut_sum:
+        return None
+    body = ["# Forgotten handbook of project " + project, ""]
+    if cut_md:
+        body += ["## From MEMORY.md", "", *cut_md, ""]
+    if cut_sum:
+        body += ["## From memory_summary.md", "", *cut_sum, ""]
+    prov = {"session_id": None, "source": "handbook", "cwd": project, "project": project}
+    prov["updated_at"] = now.isoformat()
+    slug = store.write_rollout_summary(f"forgotten-{sc.label(project)}-handbook", prov, "\n".join(body))
+    store.retire_summary(slug)
+    if cut_md:
+        store.atomic_write("MEMORY.md", "\n".join(kept_md).rstrip("\n") + "\n")
+    if cut_sum:
+        store.atomic_write("memory_summary.md", "\n".join(kept_sum).rstrip("\n") + "\n")
+    return slug
+
+
+def _memory_groups(lines: list[str]) -> list[tuple[int, str | None]]:
+    return sc.handbook_groups(lines)
+
+
+def _summary_parts(lines: list[str]) -> list[tuple[int, str | None]]:
+    out: list[tuple[int, str | None]] = [(0, None)]
+    for i, line in enumerate(lines):
+        if line.startswith(sc.SUMMARY_HEADING):
+            what = line[len(sc.SUMMARY_HEADING) :].strip()
+            is_project = what.lower().startswith(sc.PROJECT_WORD) and what[len(sc.PROJECT_WORD) :].strip()
+            out.append((i, sc._norm(what[len(sc.PROJECT_WORD) :]) if is_project else None))
+    return out
+
+
+def _split(store: Any, rel: str, spans, mine) -> tuple[list[str], list[str]]:
+    """(lines kept, lines cut) of `rel`: the spans whose project is `mine` are cut."""
+    try:
+        text = store.read_text(rel)
+    except (OSError, NotFoundError):
+        return [], []
+    lines = text.split("\n")
+    starts = spans(lines) + [(len(lines), None)]
+    kept: list[str] = []
+    cut: list[str] = []
+    for (start, project), (end, _) in zip(starts, starts[1:], strict=False):
+        (cut if project and mine(project) else kept).extend(lines[start:end])
+    return kept, cut

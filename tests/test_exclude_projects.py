@@ -1,0 +1,147 @@
+"""`exclude_projects`: an excluded repository's sessions are read no further than their header,
+never extracted and never sent to a model, next to an included one; `extract --dry-run` says
+"excluded", `status` counts them; `forget --project ROOT` retires what a project has, recoverably."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dsh_memory.cli import app
+from dsh_memory.scope import excluded_by
+from dsh_memory.settings import MemorySettings
+from dsh_memory.testing.fake_openai import FakeOpenAIServer
+from tests.test_pipeline_safety import _echo_everything
+from tests.test_private import write_claude, write_dsh
+
+NEEDLE = "Zanzibar-ledger-4471"  # only inside the excluded project's sessions
+SECRET_DSH = "00000000-0000-4000-8000-0000000e0001"
+SECRET_CLAUDE = "00000000-0000-4000-8000-0000000e0002"
+APP_DSH = "00000000-0000-4000-8000-0000000a0001"
+
+
+def _repo(path: Path) -> str:
+    path.mkdir(parents=True)
+    (path / ".git").mkdir()
+    return str(path)
+
+
+def test_the_setting_reads_lists_from_the_environment_and_the_block():
+    env = {"DSH_MEMORY_EXCLUDE_PROJECTS": "/w/secret, ~/client-*\n/w/other"}
+    assert MemorySettings.from_env(env).exclude_projects == ["/w/secret", "~/client-*", "/w/other"]
+    env = {"DSH_MEMORY_EXCLUDE_PROJECTS": '["/w/a,b", "/w/c"]'}
+    assert MemorySettings.from_env(env).exclude_projects == ["/w/a,b", "/w/c"]
+    assert MemorySettings.from_env({}).exclude_projects == []
+    from dsh_memory.blocks import MemorySettingsBlock
+
+    block = MemorySettingsBlock(exclude_projects=["/w/pinned"])
+    assert block.to_settings(env).exclude_projects == ["/w/pinned"]  # block > environment
+
+
+def test_which_sessions_a_pattern_excludes(tmp_path):
+    secret = _repo(tmp_path / "src" / "secret")
+    app_repo = _repo(tmp_path / "src" / "app")
+    worktree = tmp_path / "wt"  # a linked worktree of `secret`: the same project
+    gitdir = Path(secret) / ".git" / "worktrees" / "wt"
+    gitdir.mkdir(parents=True)
+    (gitdir / "commondir").write_text("../..\n")
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {gitdir}\n")
+    assert excluded_by(secret + "/pkg/sub", [secret]) == secret
+    assert excluded_by(str(worktree), [secret]) == secret
+    assert excluded_by(secret, [str(worktree)]) == str(worktree)  # a worktree's pattern names its repository
+    assert excluded_by(app_repo, [secret]) is None
+    assert excluded_by(app_repo, [str(tmp_path / "src" / "a*")]) is not None
+    assert excluded_by(secret, [str(tmp_path / "src")]) is not None  # a folder: every project inside it
+    assert excluded_by(None, [secret]) is None and excluded_by(secret, []) is None
+
+
+def _layout(monkeypatch, tmp_path: Path) -> tuple[Path, str, str]:
+    secret = _repo(tmp_path / "src" / "secret")
+    app_repo = _repo(tmp_path / "src" / "app")
+    prompts = [f"Fix the ledger test; {NEEDLE}. Always run `make test` before committing."]
+    write_dsh(tmp_path / "dsh", secret, SECRET_DSH, prompts)
+    write_claude(tmp_path / "claude", secret, SECRET_CLAUDE, prompts)
+    write_dsh(tmp_path / "dsh", app_repo, APP_DSH, ["Fix the login test. Always run `make test` before committing."])
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "dsh"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "none"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    root = tmp_path / "memories"
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(root))
+    monkeypatch.setenv("DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS", "0")
+    monkeypatch.setenv("DSH_MEMORY_PHASE2_COOLDOWN_SECONDS", "0")
+    monkeypatch.setenv("DSH_MEMORY_EXCLUDE_PROJECTS", secret)
+    return root, secret, app_repo
+
+
+def test_dry_run_says_excluded_and_status_counts_them(monkeypatch, tmp_path):
+    _root, secret, _app = _layout(monkeypatch, tmp_path)
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    out = CliRunner().invoke(app, ["extract", "--all", "--dry-run", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = {r["session"]: r for r in json.loads(out.stdout)["decisions"]}
+    for sid in (SECRET_DSH, SECRET_CLAUDE):
+        assert rows[sid]["action"] == "skip" and rows[sid]["reason"].startswith("excluded"), rows[sid]
+    assert rows[APP_DSH]["action"] == "extract"
+    listed = CliRunner().invoke(app, ["sessions", "--json"])
+    states = {r["id"]: r for r in json.loads(listed.stdout)}
+    assert states[SECRET_DSH]["state"] == "excluded" and states[SECRET_DSH]["title"] is None
+    assert NEEDLE not in listed.stdout
+    shown = CliRunner().invoke(app, ["render", SECRET_DSH])
+    assert shown.exit_code == 2 and "exclude_projects" in shown.output and NEEDLE not in shown.output
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_an_excluded_project_is_never_extracted_next_to_an_included_one(monkeypatch, tmp_path):
+    with FakeOpenAIServer(handler=_echo_everything) as fake:
+        root, secret, app_repo = _layout(monkeypatch, tmp_path)
+        monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
+        monkeypatch.setenv("DSH_MEMORY_API_KEY", "test-key")
+        monkeypatch.setenv("DSH_MEMORY_MODEL", "fake-model")
+        from dsh_memory.flows.catch_up import catch_up_flow
+
+        result = catch_up_flow(backfill=True)
+        assert [o.session for o in result.phase1.outcomes] == [APP_DSH]
+        assert result.phase2.outcome == "consolidated", result.phase2
+        sent = json.dumps(fake.requests, ensure_ascii=False)
+    assert "Fix the login test" in sent and NEEDLE not in sent
+    assert not any(NEEDLE.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file())
+    from dsh_memory.context import memory_context
+    from dsh_memory.serve.status import local_status
+
+    with memory_context() as ctx:
+        assert local_status(ctx)["excluded"] == {"patterns": 1, "sessions": 2}
+        assert set(ctx.state.claims()) == {APP_DSH}
+    # The included project is forgotten as a project: recoverably. A handbook in the documented shape.
+    from dsh_memory.storage.store import MemoryStore
+
+    store = MemoryStore(root)
+    store.atomic_write(
+        "MEMORY.md",
+        f"# Task Group: {app_repo}\nscope: project\napplies_to: cwd={app_repo}; reuse_rule=this project only\n"
+        "- Run `make test` before committing.\n\n# Task Group: global\nscope: global\n- Answer tersely.\n",
+    )
+    store.atomic_write(
+        "memory_summary.md", f"v1\n# Scope: global\n- Answer tersely.\n# Scope: project {app_repo}\n- make test\n"
+    )
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    out = CliRunner().invoke(app, ["forget", "--project", app_repo, "--json"])
+    assert out.exit_code == 0, out.output
+    done = json.loads(out.stdout)
+    assert done["project"] == app_repo and done["sessions_excluded"] == [APP_DSH]
+    assert store.list_rollout_summaries() == []
+    assert store.read_text("MEMORY.md") == "# Task Group: global\nscope: global\n- Answer tersely.\n"
+    assert store.read_text("memory_summary.md") == "v1\n# Scope: global\n- Answer tersely.\n"
+    kept = [s for s in done["retired"] if s.startswith("forgotten-app-handbook")]
+    assert kept and app_repo in (root / "rollout_summaries" / ".retired" / f"{kept[0]}.md").read_text()
+    back = CliRunner().invoke(app, ["restore", done["retired"][0]])
+    assert back.exit_code == 0, back.output
+    assert len(store.list_rollout_summaries()) == 1
+    again = CliRunner().invoke(app, ["forget", "--project", str(tmp_path / "nowhere")])
+    assert again.exit_code != 0 and "nothing in memory" in again.output and "Traceback" not in again.output
+    both = CliRunner().invoke(app, ["forget", APP_DSH, "--project", app_repo])
+    assert both.exit_code == 2 and "one of the two" in both.output
