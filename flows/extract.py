@@ -35,7 +35,7 @@ from dsh_memory import cancel
 from dsh_memory.context import memory_context
 from dsh_memory.errors import NoModelRouteError
 from dsh_memory.llm.factory import PhaseModel, phase_model
-from dsh_memory.llm.limit import open_limit, worker_count
+from dsh_memory.llm.limit import run_slots, worker_count
 from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.phase1.selection import EXTRACT, Decision
@@ -151,7 +151,6 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
 def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettings) -> list[Outcome]:
     """`extract_session` mapped over the sessions; `settings.concurrency` model calls at a time,
     while the other workers prepare and write sessions (llm/limit.py)."""
-    global_limit = open_limit(settings.concurrency)
     get_run_logger().info(
         "extracting %d sessions with %s/%s (concurrency %d)",
         len(todo),
@@ -159,7 +158,10 @@ def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettin
         model.model,
         settings.concurrency,
     )
-    with ThreadPoolTaskRunner(max_workers=worker_count(settings.concurrency)) as runner:
+    with (
+        run_slots(settings.concurrency),
+        ThreadPoolTaskRunner(max_workers=worker_count(settings.concurrency)) as runner,
+    ):
         futures = runner.map(
             extract_session,
             parameters=dict(
@@ -167,7 +169,6 @@ def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettin
                 model=unmapped(model),
                 settings=unmapped(settings),
                 progress_total=unmapped(len(todo)),
-                global_limit=unmapped(global_limit),
                 claimed=unmapped(True),
             ),
         )
@@ -177,8 +178,6 @@ def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettin
             if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (Prefect's TerminationSignal)
                 cancel.CANCELLED.set()  # before the runner joins its threads: stop local decodes
             raise
-        finally:
-            global_limit.close()
 
 
 def _extract_on_workers(todo: list[Decision], settings: MemorySettings) -> list[Outcome]:

@@ -8,8 +8,8 @@ Policy lives in the decorators:
   crash never pays twice for one extraction. Results (redacted model output only) persist in
   Prefect's result storage, which is what makes the key hit across runs; they are committed as
   soon as the call returns (an eager transaction), before the session's files are written.
-- when a Prefect server is reachable, every model call holds a slot of the global
-  concurrency limit `dsh-memory-llm`, shared by all runs (dsh_memory/llm/limit.py).
+- every model call holds one of the run's model slots (dsh_memory/llm/limit.py: sized by the
+  settings, taken from the global limit `dsh-memory-llm` when a Prefect server is configured).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dsh_memory import progress
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import LLMTruncatedError
 from dsh_memory.llm.factory import PhaseModel
+from dsh_memory.llm.limit import model_slot
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, Phase1Input, apply_output, call_model, prepare_input
 from dsh_memory.phase1.selection import Decision
@@ -70,20 +71,19 @@ def llm_extract(
     to_seq: int,
     cwd: str | None,
     source: str,
-    global_limit=None,
     cache_scope: str = "",
 ) -> ExtractionOutput:
-    kwargs = dict(
+    return call_model(
+        model.llm,
+        material,
         writer=model.writer,
         cwd=cwd,
         source=source,
         delta_watermark=watermark if watermark >= 0 else None,
         max_tokens=model.max_tokens,
         reasoning_effort=model.reasoning_effort,
+        slot=model_slot,  # held around the model's part of the call only
     )
-    if global_limit is not None:
-        kwargs["slot"] = global_limit.slot  # held around the model's part of the call only
-    return call_model(model.llm, material, **kwargs)
 
 
 def _short_error(exc: BaseException) -> str:
@@ -97,7 +97,6 @@ def extract_session(
     model: PhaseModel,
     settings: MemorySettings,
     progress_total: int = 0,
-    global_limit=None,
     claimed: bool = False,
 ) -> Outcome:
     """Claim → render/redact/budget → model → no-op gate → files → claim done/noop (or failed).
@@ -113,7 +112,7 @@ def extract_session(
         ):
             return Outcome.claimed_elsewhere(decision)
         try:
-            output = _call_with_budget_retry(decision, model, settings, global_limit, log)
+            output = _call_with_budget_retry(decision, model, settings, log)
             outcome = apply_output(ctx.store, ctx.state, decision, output, datetime.now(UTC))
             log.info("session %s → %s %s", ref.id, outcome.outcome, outcome.slug)
             return outcome
@@ -144,7 +143,7 @@ def extract_session(
             progress.report("phase1", 1, progress_total, ref.id)
 
 
-def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: MemorySettings, global_limit, log):
+def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: MemorySettings, log):
     """The model call; a cut-off answer is retried once with half the transcript budget."""
     ref = decision.ref
     for attempt in (1, 2):
@@ -163,7 +162,6 @@ def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: Mem
                     to_seq=decision.session.last_seq,
                     cwd=decision.session.cwd,
                     source=ref.source,
-                    global_limit=global_limit,
                     cache_scope=str(settings.memory_root),
                 )
         except LLMTruncatedError:
