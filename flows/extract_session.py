@@ -1,25 +1,39 @@
-"""extract-session flow: Phase 1 for one session, then consolidation when pending.
+"""extract-session flow: the debounced Phase 1 run, one at a time, over every quiet session.
 
-Started by the `extract-session` deployment's trigger: a Prefect event `dsh.turn.ended` on the
-resource `dsh.session.<id>`, debounced per session (proactive trigger: one run ~debounce after
-the last turn end). Also runnable by hand: `dsh-memory extract SESSION`.
-Writes: what flows/extract.py writes; makes sure one `consolidate` run is queued when pending
-(dsh_memory/serve/consolidation_queue.py: requests coalesce, nothing waits on Phase 2).
-Run name: `extract-session/<short session id>`; its tasks (discover, plan, one `extract-<id>`
-per session…) are this run's own: it runs Phase 1's body, not the extract flow as a subflow.
-Due and fired sessions: when other extract-session runs are due but wait for a runner slot, or
-the trigger fired for other sessions whose runs Prefect has not created yet, this run extracts
-those sessions too and completes the due runs (dsh_memory/serve/due_runs.py).
+The debounce is data (dsh_memory/storage/turn_ends.py): the receiver records each session's
+newest turn end. A run takes every session quiet for at least `debounce_seconds` whose newest
+turn end is not handled yet (plus `session`, when named: the vault's "extract now"), maps
+Phase 1 over them (flows/extract.py: one `extract-<id>` task run per session, `concurrency` at a
+time), marks the turn ends it saw handled, then asks Prefect for its next run at the next due
+time: a scheduled run of its own deployment whose idempotency key is that time, so asking twice
+creates one run. A turn end recorded meanwhile stays pending (newer than the one handled).
+
+Started by: the `extract-session` deployment (prefect.yaml) — its trigger on `dsh.turn.ended`
+(at most one run per half debounce: the runs it starts only find when the next one is due), its
+own scheduled runs, and its interval schedule (the backstop after a crash). The deployment runs
+one at a time (`concurrency_limit: 1`, `ENQUEUE`): a run asked for while one is in flight waits
+and then finds what is due; nothing is lost, and at most a few runs wait.
+Writes: what flows/extract.py writes; asks for one `consolidate` run when something was extracted
+and consolidation is pending (scheduled at the end of the cooldown; one run per consolidation:
+its idempotency key names the last one).
+Run name: `extract-session/due`, or `extract-session/<short session id>` when named.
 Returns: the extract flow's Phase1Result, with `consolidation_requested` set.
 """
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime, timedelta
+
 from prefect import flow, get_run_logger
 
+from dsh_memory.context import memory_context
 from dsh_memory.flows.extract import run_phase1, short_id
 from dsh_memory.hooks.events import RESOURCE_PREFIX
 from dsh_memory.phase1.result import Phase1Result
+from dsh_memory.storage.turn_ends import TurnEnds
+
+MAX_SESSIONS = 256  # per run: bounds its duration; the rest are due at once, so the next run starts
 
 
 def session_id_from(resource: str) -> str:
@@ -29,103 +43,95 @@ def session_id_from(resource: str) -> str:
 
 
 def _run_name() -> str:
-    """`extract-session/<short id>` (`extract-session/all` without one)."""
+    """`extract-session/<short id>` when a session is named, `extract-session/due` otherwise."""
     from prefect.runtime import flow_run
 
     sid = session_id_from(str(flow_run.parameters.get("session") or ""))
-    return f"extract-session/{short_id(sid) if sid else 'all'}"
+    return f"extract-session/{short_id(sid) if sid else 'due'}"
 
 
 @flow(name="extract-session", flow_run_name=_run_name)
 def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1Result:
     log = get_run_logger()
     sid = session_id_from(session)
-    if not sid:
-        log.warning("no session id in the trigger: extracting every ready session instead")
-    # Other sessions whose trigger fired and whose runs wait for a runner slot (due) or for
-    # Prefect to create them (fired): extracted here too, the due runs then completed without a
-    # process (dsh_memory/serve/due_runs.py). Read BEFORE the plan.
-    due = _due_runs() if sid else []
-    fired = _fired_sessions() if sid else []
-    others = [session_id_from(s) for s in [*(r.session for r in due), *fired]]
-    ids = [sid, *dict.fromkeys(s for s in others if s and s != sid)] if sid else None
-    if ids and len(ids) > 1:
-        log.info("also taking %d other sessions whose trigger fired (%d due runs)", len(ids) - 1, len(due))
-    # Phase 1's body runs in this flow run (its tasks are this run's), not as a subflow.
-    result = run_phase1(session_ids=ids, respect_idle=not sid)
-    if due:
-        _complete_covered(due, result)
+    with memory_context() as ctx:
+        debounce = ctx.settings.debounce_seconds
+        ends = TurnEnds(ctx.state)
+        due = ends.due(datetime.now(UTC), debounce, MAX_SESSIONS)
+        ids = list(dict.fromkeys([sid, *due] if sid else due))
+        try:
+            if ids:
+                log.info("extracting %d sessions quiet for %s s (%d named)", len(ids), debounce, int(bool(sid)))
+                # Named sessions: the request is the reason to look (no idle check, no recheck wait).
+                result = run_phase1(session_ids=ids, respect_idle=False)
+            else:
+                result = Phase1Result(discovered=0, candidates=0, decisions=[])
+        finally:
+            ends.handled(due)  # a failed session retries through its claim's backoff (catch-up)
+            ask_for_next_run(ends.next_due(debounce), debounce)
     result.consolidation_requested = False
     if consolidate and result.extracted:
         result.consolidation_requested = request_consolidation()
     return result
 
 
-def _due_runs() -> list:
-    from prefect.runtime import flow_run
+def next_run_time(due: datetime, debounce: float, now: datetime) -> datetime:
+    """When to run for a session due at `due`: the next whole second after it, plus a short
+    window (a tenth of the debounce, at most 2 s) that gathers the sessions due just after."""
+    at = max(due, now) + timedelta(seconds=min(2.0, debounce / 10))
+    return datetime.fromtimestamp(math.ceil(at.timestamp()), UTC)
 
-    from dsh_memory.serve.due_runs import read_due_runs
 
+def ask_for_next_run(due: datetime | None, debounce: float) -> str | None:
+    """A scheduled run of this run's deployment at the next due time (idempotent: the time is its
+    key). Returns its name; None when nothing is pending or this is no deployment run."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import deployment
+    from prefect.states import Scheduled
+
+    log = get_run_logger()
+    if due is None or not deployment.id:
+        return None
+    at = next_run_time(due, debounce, datetime.now(UTC))
     try:
-        return read_due_runs(exclude_run=flow_run.get_id())
-    except Exception as exc:  # the sweep is an optimisation: without it each run does its own
-        get_run_logger().info("due extract-session runs not read (%s)", type(exc).__name__)
-        return []
-
-
-def _fired_sessions() -> list[str]:
-    from prefect.runtime import flow_run
-
-    from dsh_memory.serve.due_runs import read_fired_sessions
-
-    try:
-        return read_fired_sessions(exclude_run=flow_run.get_id())
-    except Exception as exc:  # an optimisation, as the due runs: each run still does its own
-        get_run_logger().warning("fired sessions not read (%s: %s); each run extracts its own", type(exc).__name__, exc)
-        return []
-
-
-def _complete_covered(due: list, result: Phase1Result) -> None:
-    """Complete the due runs whose session this run finished (extracted, no-op, up to date)."""
-    from prefect.runtime import flow_run
-
-    from dsh_memory.phase1.selection import ReasonKind
-    from dsh_memory.serve.due_runs import complete_covered
-
-    done = {o.session for o in result.outcomes if o.outcome in ("extracted", "noop")}
-    done |= {d.session for d in result.decisions if d.kind is ReasonKind.UP_TO_DATE}
-    by_param = {r.session for r in due if session_id_from(r.session) in done}
-    try:
-        covered = complete_covered(
-            due,
-            by_param,
-            by=f"run {flow_run.get_name()} ({flow_run.get_id()})",  # names repeat, ids do not
-            name_for=lambda s: f"extract-session/{short_id(session_id_from(s))}",
-        )
-    except Exception as exc:
-        get_run_logger().info("due runs not completed (%s); they run on their own", type(exc).__name__)
-        return
-    get_run_logger().info(
-        "also extracted %d due sessions; %d of their runs completed without a process", len(due), len(covered)
-    )
+        with get_client(sync_client=True) as client:
+            run = client.create_flow_run_from_deployment(
+                deployment.id,
+                state=Scheduled(scheduled_time=at),
+                idempotency_key=f"{deployment.id}:due:{int(at.timestamp())}",
+            )
+    except Exception as exc:  # the schedule and the next turn end start a run anyway
+        log.warning("next run not scheduled (%s: %s); the schedule will start one", type(exc).__name__, exc)
+        return None
+    log.info("next run at %s: %s", f"{at:%H:%M:%S}Z", run.name)
+    return run.name
 
 
 def request_consolidation() -> bool:
-    """One queued `consolidate` run covers every request (coalesced); True when one is queued."""
-    from dsh_memory.context import memory_context
-    from dsh_memory.serve import consolidation_queue
+    """Ask for the `consolidate` run that follows the last consolidation (at the end of its
+    cooldown): one run however many extractions ask — its idempotency key names the last
+    consolidation and the failures since. True when one is asked for."""
+    from prefect.deployments import run_deployment
+
+    from dsh_memory.consolidation import gate
     from dsh_memory.serve.deployments import CONSOLIDATE, in_this_mode
 
     log = get_run_logger()
+    now = datetime.now(UTC)
+    with memory_context() as ctx:
+        meta, cooldown = ctx.state.get_meta(), ctx.settings.phase2_cooldown_seconds
+    decision = gate.decide(meta, notes=0, raw_blocks=0, now=now, cooldown_seconds=cooldown, force=False)
+    if decision.outcome == gate.SKIP_PAUSED or not decision.pending:
+        log.info("consolidation not requested: %s", decision.reason if decision.pending else "nothing pending")
+        return False
+    # A pool's run (`dsh-memory deploy`) asks for the pool's consolidate, never serve's.
+    name = in_this_mode(CONSOLIDATE)
+    start = now + timedelta(seconds=decision.cooldown_remaining_seconds)
+    key = f"{name}:after:{meta.last_phase2_at}:{meta.phase2_failures}"
     try:
-        with memory_context() as ctx:
-            # A pool's run (`dsh-memory deploy`) queues the pool's consolidate, never serve's.
-            req = consolidation_queue.request_consolidation(ctx.settings, in_this_mode(CONSOLIDATE))
+        run = run_deployment(name, scheduled_time=start, idempotency_key=key, timeout=0, as_subflow=False)
     except Exception as exc:  # no such deployment (plain in-process run): the schedule picks it up
         log.info("consolidation not requested (%s); the schedule will pick it up", type(exc).__name__)
         return False
-    if req.requested:
-        log.info("consolidation %s: run %s at %s", req.reason, req.run_name, f"{req.start_at:%H:%M:%S}Z")
-    else:
-        log.info("consolidation not requested: %s", req.reason)
-    return req.requested
+    log.info("consolidation requested: run %s at %s", run.name, f"{start:%H:%M:%S}Z")
+    return True

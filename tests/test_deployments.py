@@ -41,13 +41,18 @@ def test_yaml_intervals_are_the_interval_settings_defaults():
         assert schedule["interval"] == MemorySettings.model_fields[setting].default, name
 
 
-def test_turn_end_trigger_is_a_per_session_trailing_debounce():
+def test_one_extraction_deployment_woken_by_turn_ends_one_run_at_a_time():
+    """No per-session trigger (a process per session): one reactive trigger over every session,
+    firing at most once per half debounce, on a deployment that runs one at a time and queues
+    (never cancels) the runs asked for meanwhile, with an interval schedule as the backstop."""
     spec = {s["name"]: s for s in deployments.load_spec()}["extract-session"]
     (trigger,) = spec["triggers"]
-    assert trigger["posture"] == "Proactive"
-    assert trigger["after"] == trigger["expect"] == ["dsh.turn.ended"]
-    assert trigger["for_each"] == ["prefect.resource.id"]
-    assert trigger["within"] == 180
+    assert trigger["posture"] == "Reactive" and "for_each" not in trigger and "after" not in trigger
+    assert trigger["expect"] == ["dsh.turn.ended"] and trigger["threshold"] == 1
+    assert trigger["within"] == 90  # half the default debounce (180)
+    assert "parameters" not in trigger  # the run finds its sessions in the state, not the event
+    assert spec["concurrency_limit"] == {"limit": 1, "collision_strategy": "ENQUEUE"}
+    assert [s["interval"] for s in spec["schedules"]] == [600]
 
 
 def _settings(**kw):
@@ -61,10 +66,11 @@ def test_runner_deployments_apply_settings_debounce_intervals_and_consolidation_
     built = {d.name: d for d in deployments.runner_deployments(settings)}
     assert set(built) == {"catch-up", "extract-session", "consolidate"}  # the extract pool's: workers only
     (trigger,) = built["extract-session"].triggers
-    assert trigger.within.total_seconds() == 15
+    assert trigger.within.total_seconds() == 7  # half the debounce: it only wakes the run
+    for name in ("consolidate", "extract-session"):
+        assert built[name].concurrency_limit == 1
+        assert built[name].concurrency_options.collision_strategy.value == "ENQUEUE"
     consolidate = built["consolidate"]
-    assert consolidate.concurrency_limit == 1
-    assert consolidate.concurrency_options.collision_strategy.value == "ENQUEUE"
     assert [s.schedule.interval.total_seconds() for s in built["catch-up"].schedules] == [600]
     assert [s.schedule.interval.total_seconds() for s in consolidate.schedules] == [7200]
 
@@ -88,7 +94,7 @@ def test_turn_end_trigger_is_named_and_described():
     """The automation the trigger becomes says what it is (Automations page of the UI)."""
     spec = {s["name"]: s for s in deployments.load_spec()}["extract-session"]
     (trigger,) = spec["triggers"]
-    assert trigger["name"] == "extract-session on turn end (debounced per session)"
+    assert trigger["name"] == "extract-session on turn end (wakes the debounced run)"
     assert "dsh.turn.ended" in trigger["description"] and "debounce" in trigger["description"]
     built = {d.name: d for d in deployments.runner_deployments(_settings(debounce_seconds=15))}
     (t,) = built["extract-session"].triggers

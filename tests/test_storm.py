@@ -1,7 +1,8 @@
 """A small storm against a real `dsh-memory serve` (bench/bench_storm.py at 5 sessions × 20
 turn ends over 5 s, attached to the suite's Prefect server, the fake model on loopback): no turn
-end dropped, exactly one extract-session run per session, every session searchable, no
-consolidation run created only to be cancelled, and one new turn on an extracted session
+end dropped, each session extracted exactly once by the debounced extract-session runs (fewer
+runs than sessions, none failed), every session searchable, no consolidation run created only
+to be cancelled, and one new turn on an extracted session
 extracted and searchable (issue #19: it stayed stale, "rechecked recently"). No timing asserts:
 the bench prints the times."""
 
@@ -43,8 +44,8 @@ def test_a_small_storm_on_a_real_stack(prefect_api, tmp_path):
     )
     assert o["statuses"] == {202: sessions * 20}
     assert o["last_forwarded"] == sessions, o  # every session's LAST turn end reached Prefect
-    assert o["runs_per_session"] == {1: sessions}, o
-    assert o["run_states"] == {"COMPLETED": sessions + 1}, o  # + the follow-up's run
+    assert o["extractions_per_session"] == {1: sessions}, o  # once per quiet period
+    assert set(o["run_states"]) == {"COMPLETED"}, o
     assert (o["extracted"], o["searchable"]) == (sessions, sessions), o
     assert o["fresh"][0] != float("inf"), o  # the new turn's part became searchable
     assert "CANCELLED" not in o["consolidate_runs"], o

@@ -1,8 +1,8 @@
 """The deployments in prefect.yaml, built for either mode.
 
 prefect.yaml is the one source of truth: names, entrypoints, work pools, schedules, triggers and
-the consolidation concurrency limit are read from it; the effective settings replace the turn-end
-trigger's debounce window (`debounce_seconds`) and the schedules' intervals
+the concurrency limits are read from it; the effective settings replace the turn-end trigger's
+window (half `debounce_seconds`: it wakes the debounced run at most that often) and the schedules' intervals
 (`catch_up_interval_seconds`, `consolidate_interval_seconds`).
 
 Two modes, never sharing a deployment name:
@@ -68,6 +68,12 @@ def import_entrypoint(entrypoint: str):
     return getattr(importlib.import_module(f"dsh_memory.{module}"), attr)
 
 
+def wake_window_seconds(debounce_seconds: float) -> int:
+    """The turn-end trigger fires at most once per this: half the debounce (at least 1 s), so a
+    turn end it absorbs is still seen by the run a fired one scheduled (flows/extract_session.py)."""
+    return max(1, int(debounce_seconds // 2))
+
+
 def build(spec: dict[str, Any], settings: MemorySettings | None, *, suffix: str = "", job_variables=None):
     """One yaml deployment as a RunnerDeployment named `<yaml name><suffix>`, with the settings'
     debounce window and schedule interval applied (the yaml's values when `settings` is None)."""
@@ -79,8 +85,8 @@ def build(spec: dict[str, Any], settings: MemorySettings | None, *, suffix: str 
     triggers = []
     for t in spec.get("triggers") or []:
         t = {k: v for k, v in t.items() if k != "type"}
-        if settings is not None and t.get("posture") == "Proactive":
-            t["within"] = settings.debounce_seconds
+        if settings is not None and t.get("posture") == "Reactive":
+            t["within"] = wake_window_seconds(settings.debounce_seconds)
         triggers.append(DeploymentEventTrigger(**t))
     intervals = [s["interval"] for s in spec.get("schedules") or [] if "interval" in s]
     setting = INTERVAL_SETTINGS.get(spec["name"])

@@ -112,9 +112,6 @@ def server_env(home: Path) -> dict[str, str]:
         PREFECT_SERVER_UI_ENABLED="false",
         PREFECT_LOGGING_LEVEL="WARNING",
     )
-    # Proactive triggers (the turn-end debounce) are evaluated every 5 s by default: a session's
-    # run came up to 5 s after its debounce. Every second costs one dict lookup per trigger.
-    env.setdefault("PREFECT_SERVER_EVENTS_PROACTIVE_GRANULARITY", "PT1S")
     env.pop("PREFECT_API_URL", None)
     env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", None)  # heartbeats off (unset = none)
     return env

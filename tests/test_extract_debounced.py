@@ -1,0 +1,115 @@
+"""The debounced extraction run on a real Prefect server (flows/extract_session.py): it maps
+Phase 1 over every session quiet for the debounce (one `extract-<id>` task run each), leaves the
+others pending, asks for its next run at the next due time (one scheduled run however often it
+is asked), and asks for one consolidation however many extractions do."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dsh_memory.testing.fake_openai import FakeOpenAIServer
+from tests.flow_helpers import memory_reply, pipeline_env
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+QUIET = ["3b8f2c1e-5a7d-4e29-9c41-7d2e8f6a1b03", "5e8b2d0f-3c7a-4f4e-9b6d-0a2f8c4e7d53"]
+BUSY = "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64"
+
+
+def _ends(root):
+    from dsh_memory.storage.state import StateStore
+    from dsh_memory.storage.turn_ends import TurnEnds
+
+    return TurnEnds(StateStore(root))
+
+
+def test_a_run_extracts_every_quiet_session_and_leaves_the_busy_one_pending(monkeypatch, tmp_path, fixtures_dir):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    from dsh_memory.flows.extract_session import extract_session_flow
+
+    with FakeOpenAIServer(handler=memory_reply) as fake:
+        root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+        monkeypatch.setenv("DSH_MEMORY_DEBOUNCE_SECONDS", "20")
+        now = datetime.now(UTC)
+        ends = _ends(root)
+        ends.record([(s, now - timedelta(seconds=60)) for s in QUIET] + [(BUSY, now)])
+        state = extract_session_flow(consolidate=False, return_state=True)
+    assert state.is_completed()
+    result = state.result()
+    assert sorted(o.session for o in result.extracted) == sorted(QUIET)
+    run_id = state.state_details.flow_run_id
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(run_id)
+        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id])))
+    assert run.name == "extract-session/due"
+    names = {t.name for t in tasks}
+    assert {f"extract-{s}" for s in QUIET} <= names and f"extract-{BUSY}" not in names  # one per session
+    assert ends.pending() == 1 and ends.due(now + timedelta(seconds=25), 20) == {BUSY: now.timestamp()}
+    assert ends.next_due(20) == datetime.fromtimestamp(now.timestamp() + 20, UTC)
+    ends.state.close()
+
+
+def test_the_next_run_and_the_consolidation_are_asked_for_once(monkeypatch, tmp_path, fixtures_dir):
+    """Asked twice (two runs finding the same next due time; two extractions finding
+    consolidation pending), Prefect holds one scheduled run of each: idempotency keys."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+
+    from dsh_memory.flows.extract_session import ask_for_next_run, next_run_time, request_consolidation
+    from dsh_memory.serve.deployments import import_entrypoint, load_spec
+
+    root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, "http://127.0.0.1:9")
+    monkeypatch.setenv("DSH_MEMORY_PHASE2_COOLDOWN_SECONDS", "3600")
+    specs = {s["name"]: s for s in load_spec()}
+    ids = {
+        name: import_entrypoint(specs[name]["entrypoint"]).to_deployment(name=deployment).apply()
+        for name, deployment in (("extract-session", "extract-session-test"), ("consolidate", "consolidate"))
+    }
+    monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", str(ids["extract-session"]))
+    monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__NAME", "extract-session-test")
+    from dsh_memory.storage.state import StateStore
+
+    with StateStore(root) as state:  # consolidated 10 min ago, something extracted since
+        state.record_phase2_success(datetime.now(UTC) - timedelta(minutes=10))
+        state.set_pending(True)
+    due = datetime.now(UTC) + timedelta(minutes=5)
+
+    @flow
+    def ask_twice() -> tuple:
+        return ask_for_next_run(due, 20), ask_for_next_run(due, 20), request_consolidation(), request_consolidation()
+
+    try:
+        first, second, asked, asked_again = ask_twice()
+        assert first == second and asked and asked_again
+        with get_client(sync_client=True) as client:
+            runs = {d: client.read_flow_runs(deployment_filter=_deployment(i)) for d, i in ids.items()}
+        (run,) = runs["extract-session"]
+        assert run.state.is_scheduled() and run.name == first
+        assert run.state.state_details.scheduled_time == next_run_time(due, 20, datetime.now(UTC))
+        (consolidate,) = runs["consolidate"]  # at the end of the cooldown, not now
+        start = consolidate.state.state_details.scheduled_time
+        assert timedelta(minutes=49) < start - datetime.now(UTC) <= timedelta(minutes=50)
+    finally:
+        with get_client(sync_client=True) as client:
+            for deployment_id in ids.values():
+                for r in client.read_flow_runs(deployment_filter=_deployment(deployment_id)):
+                    client.delete_flow_run(r.id)
+            client.delete_deployment(ids["extract-session"])
+
+
+def test_the_next_run_gathers_the_sessions_due_just_after():
+    from dsh_memory.flows.extract_session import next_run_time
+
+    now = datetime(2026, 5, 1, 9, 0, 0, tzinfo=UTC)
+    assert next_run_time(now + timedelta(seconds=10.2), 20, now) == now + timedelta(seconds=13)
+    assert next_run_time(now - timedelta(seconds=30), 180, now) == now + timedelta(seconds=2)  # overdue: now
+
+
+def _deployment(deployment_id):
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    return DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
