@@ -353,5 +353,8 @@ def test_overview_shows_memories_per_project(client, settings):
     table = client.get("/").text.split('id="projects"', 1)[1].split("</table>", 1)[0]
     for name, row in rows.items():
         label = "global (every project)" if name == "global" else f"<code>{name}</code>"
-        cells = f"<td>{row['handbook_items']}</td><td>{row['sessions']}</td><td>{row['pending_raw']}</td>"
+        cells = (
+            f"<td>{row['handbook_items']}</td><td>{row['sessions']}</td><td>{row['pending_raw']}</td>"
+            f"<td>{row['stale']}</td>"
+        )
         assert f"<tr><td>{label}</td>{cells}</tr>" in table, table

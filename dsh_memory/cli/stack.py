@@ -61,10 +61,12 @@ def _print_status(data: dict) -> None:
         console.print(f"excluded (exclude_projects, {excluded['patterns']} patterns): {excluded['sessions']} sessions")
     rows = local.get("projects") or {}
     if rows:
-        console.print("memories per project (handbook items · session recaps · raw waiting):")
+        console.print("memories per project (handbook items · session recaps · raw waiting · may be stale):")
         for name, r in rows.items():
             console.print(
-                f"  {name}: {r['handbook_items']} · {r['sessions']} · {r['pending_raw']}", markup=False, highlight=False
+                f"  {name}: {r['handbook_items']} · {r['sessions']} · {r['pending_raw']} · {r.get('stale', 0)}",
+                markup=False,
+                highlight=False,
             )
     stack = data.get("stack")
     if stack:

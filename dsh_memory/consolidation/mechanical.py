@@ -317,6 +317,10 @@ def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) ->
     body = (["## Build and test", *how] if how else []) + routing + skill_lines
     rest = cap - sum(len(x) + 1 for x in head + body) - 2
     kept = _within(["## User preferences", *prefs], rest) if prefs else []
+    if prefs and len(kept) - 1 < len(prefs):  # what does not fit is named, never dropped silently
+        kept = _within(["## User preferences", *prefs], rest - 120)
+        where = ", ".join(f'"# Task Group: {g.name}"' for g in gs) or "MEMORY.md"
+        kept.append(f"- not shown here: {len(prefs) - max(0, len(kept) - 1)} more preferences (MEMORY.md {where})")
     return _within(head + kept + body, cap) if len(head + kept + body) > 1 else []
 
 
@@ -345,6 +349,15 @@ def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> st
         p = _part(parts[project], project, [s for s in skills if s.get("project") == project], room)
         out += p + [""] if p else []
     return "\n".join(out).rstrip() + "\n"
+
+
+def _note_items(fields: dict, body: str) -> list[str]:
+    """A note's handbook items: one for a note the user added; an imported memory file's own
+    bullets (at most 40), each on its own line."""
+    if not fields.get("agent"):
+        return ["- " + " ".join(body.split())[:500]]
+    bullets = [" ".join(ln.split()[1:]) for ln in body.splitlines() if re.match(r"\s*[-*+]\s+\S", ln)]
+    return ["- " + b[:300] for b in bullets[:40]] or ["- " + " ".join(body.split())[:500]]
 
 
 def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> ConsolidationOutput:
@@ -378,9 +391,12 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
             text = store.read_text(rel)
         except Exception:  # noqa: BLE001 - a vanished note is not consumed (apply archives listed ones)
             continue
-        body = parse_front_matter(text)[1]
-        if notes is not None and body.strip():
-            notes.add("User notes", "- " + " ".join(body.split())[:500], rel.rsplit("/", 1)[-1])
+        fields, body = parse_front_matter(text)
+        project = str(fields.get("project") or "") or None  # an imported note keeps its project
+        where = groups.setdefault(project, Group(project)) if project else notes
+        if where is not None and body.strip():
+            for item in _note_items(fields, body):
+                where.add("User notes", item, rel.rsplit("/", 1)[-1])
     retired = list(inputs.candidate_slugs)
     for g in groups.values():
         g.sections["Tasks"] = [t for t in g.sections.get("Tasks", []) if not any(f"/{s}.md" in t for s in retired)]

@@ -146,6 +146,7 @@ class Summary(BaseModel):
     project: str | None = Field(None, description="The project of cwd (None: no cwd given, every part shown)")
     projects_shown: list[str] = Field(default_factory=list, description="Project parts included")
     other_projects: list[str] = Field(default_factory=list, description="Projects with memories not shown")
+    stale: int = Field(0, description="Lines of the project's part flagged 'may be stale' (they cite what is gone)")
 
     def injection(self) -> str:
         """The whole block a session-start hook injects: instructions + the summary between

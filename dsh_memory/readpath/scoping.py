@@ -147,10 +147,18 @@ def layer(store: Any, matches: Iterable[Any], where: Where | None, other_project
     yield from later
 
 
-def _trim(text: str, cap: int) -> tuple[str, bool]:
+def _trim(text: str, cap: int, what: str) -> tuple[str, bool]:
+    """`text` within `cap`, whole lines; what is cut is named in one last line (how many lines of
+    which part, and how to get them), never left out silently."""
     from dsh_memory.phase1.postprocess import cap_lines
 
-    return (text, False) if len(text) <= cap else (cap_lines(text.split("\n"), cap), True)
+    if len(text) <= cap:
+        return text, False
+    lines = text.split("\n")
+    note = "- not shown here: {n} more lines of " + what + " (memory_search for them, or memory_read MEMORY.md)"
+    kept = cap_lines(lines, max(0, cap - len(note) - 8))
+    n = sum(1 for ln in lines[len(kept.split("\n")) if kept else 0 :] if ln.strip() and not ln.startswith("#"))
+    return (kept + "\n" if kept else "") + note.format(n=n), True
 
 
 def others_line(projects: list[str]) -> str:
@@ -172,8 +180,9 @@ def compose_summary(full: str, where: Where, max_chars: int) -> tuple[str, bool,
     global_text = f"{sc.SUMMARY_HEADING}global\n{glob}".rstrip() if glob.strip() else ""
     avail = max(0, max_chars - len(head) - len(tail) - 4)
     g_cap = max(avail // 2, avail - len(project_text))
-    global_text, cut_g = _trim(global_text, g_cap)
-    project_text, cut_p = _trim(project_text, max(0, avail - len(global_text)))
+    global_text, cut_g = _trim(global_text, g_cap, "the global part")
+    label = ", ".join(sc.label(p) for p in mine) or where.root
+    project_text, cut_p = _trim(project_text, max(0, avail - len(global_text)), f"project {label}")
     body = "\n\n".join(t for t in (global_text, project_text, tail) if t.strip())
     content = (head + body).strip() if body.strip() else ""
     return content, cut_g or cut_p, mine, others
@@ -181,22 +190,28 @@ def compose_summary(full: str, where: Where, max_chars: int) -> tuple[str, bool,
 
 def per_project(store: Any) -> dict[str, dict[str, int]]:
     """Memories per scope (`global` or a project root): handbook items (MEMORY.md bullets of the
-    groups in that scope), session recaps (active rollout summaries) and raw blocks awaiting
-    consolidation. What `status` (and the vault page) show."""
+    groups in that scope), session recaps (active rollout summaries), raw blocks awaiting
+    consolidation, and handbook items that may be stale (`readpath.freshness`: they cite what the
+    project's working tree, when it is on this machine, no longer has). What `status` (and the
+    vault page) show."""
     from dsh_memory.readpath._common import read_text
+    from dsh_memory.readpath.freshness import stale_reasons
 
     out: dict[str, dict[str, int]] = {}
 
-    def bump(scope: str, key: str) -> None:
+    def bump(scope: str, key: str) -> str:
         name = scope[len(PROJECT) :] if scope.startswith(PROJECT) else sc.GLOBAL
-        row = out.setdefault(name, {"handbook_items": 0, "sessions": 0, "pending_raw": 0})
+        row = out.setdefault(name, {"handbook_items": 0, "sessions": 0, "pending_raw": 0, "stale": 0})
         row[key] += 1
+        return name
 
     memory_md = os.path.join(str(store.root), "MEMORY.md")
     if os.path.isfile(memory_md) and not os.path.islink(memory_md):
         for i, line in enumerate((read_text(memory_md) or "").splitlines(), start=1):
             if re.match(r"^\s*(?:[-*+]|\d+[.)])\s+", line) and not line.lstrip("-*+ ").startswith("rollout_summaries/"):
-                bump(scope_of(store, "MEMORY.md", i), "handbook_items")
+                name = bump(scope_of(store, "MEMORY.md", i), "handbook_items")
+                if name != sc.GLOBAL and os.path.isdir(name) and stale_reasons(line, name):
+                    out[name]["stale"] += 1  # cites a file, target or script its tree no longer has
     for info in store.list_rollout_summaries():
         bump(scope_of(store, info.rel), "sessions")
     for block in store.read_raw_blocks():

@@ -13,7 +13,7 @@ from typing import Any
 from dsh_memory.readpath._common import root_of
 from dsh_memory.readpath.models import Summary
 
-CUT_MARK = "\n\n[… summary shortened here: {n} characters omitted; open memory_summary.md for all …]\n\n"
+CUT_MARK = "\n\n- not shown here: {n} lines of memory_summary.md (memory_read memory_summary.md for all)\n\n"
 
 _cache: dict[tuple, tuple] = {}
 _cache_lock = threading.Lock()
@@ -62,7 +62,7 @@ def _cap(text: str, max_chars: int) -> tuple[str, bool]:
     head = head[: head.rfind("\n")] if "\n" in head else head
     tail = text[len(text) - tail_len :] if tail_len else ""
     tail = tail[tail.find("\n") + 1 :] if "\n" in tail else tail
-    omitted = len(text) - len(head) - len(tail)
+    omitted = text[len(head) : len(text) - len(tail)].strip("\n").count("\n") + 1
     return head + CUT_MARK.format(n=omitted) + tail, True
 
 
@@ -70,6 +70,7 @@ def summary(store: Any, max_chars: int = 10_000, cwd: str | None = None) -> Summ
     """memory_summary.md capped at `max_chars`; cached by file identity. Empty memory → empty.
     With `cwd`: the global part plus that project's part within the same cap, and one line
     naming the other projects with memories (`scoping.compose_summary`)."""
+    from dsh_memory.readpath.freshness import flag_stale
     from dsh_memory.readpath.scoping import Where, compose_summary
 
     root = str(root_of(store))
@@ -99,6 +100,9 @@ def summary(store: Any, max_chars: int = 10_000, cwd: str | None = None) -> Summ
                     _cache.clear()
                 _cache[key] = hit
         text, truncated, chars, shown, others = hit
+    stale = 0
+    if where is not None and text:
+        text, stale = flag_stale(text, where.root)
     return Summary(
         content=text,
         truncated=truncated,
@@ -109,4 +113,5 @@ def summary(store: Any, max_chars: int = 10_000, cwd: str | None = None) -> Summ
         project=where.root if where else None,
         projects_shown=list(shown),
         other_projects=list(others),
+        stale=stale,
     )

@@ -1,0 +1,122 @@
+"""Is a memory line still true of the working tree? Checked when memory is injected.
+
+Memory describes the past: a file it cites may be gone, a make target renamed, a package script
+removed. Before a project's lines are injected (`summary --inject --cwd`, `memory_summary` with
+`cwd`, the MCP resource), each line's citations are checked against the project's working tree:
+
+- a relative path in a code span (`src/app/conf.toml`, `frontend/src/App.tsx`): it must exist
+  under the project root (or under the line's "(in `DIR`)" folder);
+- `make T` / `just T`: the target must still be in the Makefile / justfile;
+- `npm|pnpm|yarn|bun run S`: the script must still be in package.json.
+
+A line that cites something gone is flagged, not dropped: "(may be stale: conf/app.toml no longer
+exists)". Only stat() and the reads of a Makefile / package.json (cached by mtime), never a git
+subprocess, so a thousand lines cost a few milliseconds. When the project is not on this machine
+nothing is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+
+SPAN = re.compile(r"`([^`\n]+)`")
+IN_DIR = re.compile(r"\(in `([^`\n]+)`\)")
+RELATIVE_PATH = re.compile(r"^(?:\./)?[\w@.-]+(?:/[\w@.-]+)+/?$")  # a/b, a/b.c, a/b/ — no globs, no placeholders
+MAKE = re.compile(r"^(make|just)(?:\s+-(?![Cf]\b)[\w-]+)*\s+([\w.][\w.-]*)(?=\s|$)")  # not `make -C dir`, `make VAR=1`
+SCRIPT = re.compile(r"^(?:npm|pnpm|yarn|bun) run\s+([\w:.-]+)")
+MAKE_TARGET = re.compile(r"^([\w.-]+(?:\s+[\w.-]+)*)\s*:(?!=)", re.M)
+JUST_RECIPE = re.compile(r"^@?([\w-]+)(?:\s[^:\n]*)?:(?!=)", re.M)
+MAX_READ = 1 << 20  # a Makefile or package.json larger than this is not parsed
+
+_cache: dict[tuple[str, int, int], frozenset[str]] = {}
+_lock = threading.Lock()
+
+
+def _names(path: str, kind: str) -> frozenset[str] | None:
+    """The targets of a Makefile / justfile or the scripts of a package.json; None when absent or
+    unreadable (nothing can be said then). Cached by the file's identity."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, st.st_mtime_ns, st.st_size)
+    with _lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    if st.st_size > MAX_READ:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(MAX_READ)
+    except OSError:
+        return None
+    if kind == "package":
+        try:
+            scripts = json.loads(text).get("scripts") or {}
+        except (ValueError, AttributeError):
+            return None
+        names = frozenset(scripts) if isinstance(scripts, dict) else frozenset()
+    elif kind == "just":
+        names = frozenset(JUST_RECIPE.findall(text))
+    else:
+        names = frozenset(n for group in MAKE_TARGET.findall(text) for n in group.split())
+    with _lock:
+        if len(_cache) > 256:
+            _cache.clear()
+        _cache[key] = names
+    return names
+
+
+def stale_reasons(line: str, root: str) -> list[str]:
+    """What `line` cites that the working tree at `root` no longer has (empty: nothing known gone)."""
+    reasons: list[str] = []
+    where = IN_DIR.search(line)
+    base = os.path.join(root, where.group(1)) if where and not where.group(1).startswith(("/", "~")) else root
+    for span in SPAN.findall(line):
+        span = span.strip()
+        if where and span == where.group(1):
+            continue
+        m = MAKE.match(span)
+        if m:
+            tool, target = m.groups()
+            files = ["Makefile", "makefile", "GNUmakefile"] if tool == "make" else ["justfile", "Justfile"]
+            found = next((p for p in (os.path.join(base, f) for f in files) if os.path.isfile(p)), None)
+            names = _names(found, tool) if found else None
+            if names is not None and target not in names:
+                reasons.append(f"`{tool} {target}` is no longer in {os.path.relpath(found, root)}")
+            continue
+        m = SCRIPT.match(span)
+        if m:
+            package = os.path.join(base, "package.json")
+            names = _names(package, "package")
+            if names is not None and m.group(1) not in names:
+                reasons.append(f"script `{m.group(1)}` is no longer in {os.path.relpath(package, root)}")
+            continue
+        if RELATIVE_PATH.match(span) and ".." not in span.split("/"):
+            rel = span.removeprefix("./")
+            if not os.path.lexists(os.path.join(root, rel)) and not os.path.lexists(os.path.join(base, rel)):
+                reasons.append(f"{rel} no longer exists")
+    return reasons
+
+
+def flag_stale(text: str, root: str | None) -> tuple[str, int]:
+    """`text` (a composed summary) with every bullet of its `# Scope: project …` parts that cites
+    something gone from `root` flagged; (text, how many). The global part is not this tree's to
+    judge. Unchanged when `root` is not a folder on this machine."""
+    if not root or not os.path.isdir(root):
+        return text, 0
+    out, flagged, project = [], 0, False
+    for line in text.split("\n"):
+        if line.startswith("# Scope: "):
+            project = line.startswith("# Scope: project ")
+        bullet = project and line.lstrip().startswith(("- ", "* "))
+        reasons = stale_reasons(line, root) if bullet else []
+        if reasons:
+            flagged += 1
+            line = f"{line} (may be stale: {'; '.join(reasons[:2])})"
+        out.append(line)
+    return "\n".join(out), flagged

@@ -1,0 +1,135 @@
+"""Memory that knows when it may be stale (issue 27): at injection, a project's lines are checked
+against its working tree (a real git repository): a cited file deleted, a make target renamed, a
+package.json script removed, seen from the repository and from a worktree of it. And what does
+not fit the budget is named in the injected block, never left out silently."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from dsh_memory.readpath import summary
+from dsh_memory.readpath.freshness import stale_reasons
+from dsh_memory.storage.store import MemoryStore
+
+CAP = 6000
+
+
+def _git(*args: str, cwd) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "shop"
+    (root / "conf").mkdir(parents=True)
+    (root / "conf" / "app.toml").write_text("port = 1\n")
+    (root / "src").mkdir()
+    (root / "src" / "cart.py").write_text("def total(): ...\n")
+    (root / "Makefile").write_text("test:\n\tpytest\nlint fmt:\n\truff check .\nPY := python\n")
+    (root / "web").mkdir()
+    (root / "web" / "package.json").write_text(json.dumps({"scripts": {"build": "vite build", "lint": "biome"}}))
+    _git("init", "-q", "-b", "main", cwd=root)
+    _git("-c", "user.email=t@t", "-c", "user.name=t", "add", ".", cwd=root)
+    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init", cwd=root)
+    return root
+
+
+def _memory(tmp_path, root, project_lines: list[str]) -> MemoryStore:
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    body = "\n".join(project_lines)
+    store.atomic_write(
+        "memory_summary.md",
+        "v1\n\n# Scope: global\n## User preferences\n- Keep `conf/app.toml` out of commits everywhere.\n\n"
+        f"# Scope: project {root}\n## Build and test\n{body}\n",
+    )
+    return store
+
+
+LINES = [
+    "- Settings live in `conf/app.toml`.",
+    "- Checks that passed: `make test`, `make lint`",
+    "- Checks that passed: `bun run build` (in `web`)",
+    "- `src/cart.py` defines `total`",
+    "- Use `.entire/<id>/state.json` and `~/.cursor/skills` as documented.",
+]
+
+
+def test_nothing_is_flagged_while_the_tree_still_has_what_memory_cites(tmp_path, repo):
+    s = summary(_memory(tmp_path, repo, LINES), CAP, cwd=str(repo))
+    assert s.stale == 0 and "may be stale" not in s.content
+
+
+def test_a_deleted_file_a_renamed_target_and_a_removed_script_are_flagged(tmp_path, repo):
+    store = _memory(tmp_path, repo, LINES)
+    (repo / "conf" / "app.toml").unlink()
+    (repo / "Makefile").write_text("test:\n\tpytest\ncheck:\n\truff check .\n")
+    (repo / "web" / "package.json").write_text(json.dumps({"scripts": {"lint": "biome"}}))
+    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "rename", cwd=repo)
+    s = summary(store, CAP, cwd=str(repo / "src"))
+    lines = s.content.splitlines()
+    assert "- Settings live in `conf/app.toml`. (may be stale: conf/app.toml no longer exists)" in lines
+    assert (
+        "- Checks that passed: `make test`, `make lint` (may be stale: `make lint` is no longer in Makefile)" in lines
+    )
+    assert (
+        "- Checks that passed: `bun run build` (in `web`) (may be stale: script `build` is no longer in web/package.json)"
+        in lines
+    )
+    assert "- `src/cart.py` defines `total`" in lines  # still there
+    assert "- Keep `conf/app.toml` out of commits everywhere." in lines  # global: not this tree's to judge
+    assert s.stale == 3
+
+
+def test_a_worktree_of_the_repository_is_checked_as_its_project(tmp_path, repo):
+    store = _memory(tmp_path, repo, LINES)
+    wt = tmp_path / "shop-feature"
+    _git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
+    (repo / "src" / "cart.py").unlink()
+    s = summary(store, CAP, cwd=str(wt))
+    assert s.project == str(repo)
+    assert "- `src/cart.py` defines `total` (may be stale: src/cart.py no longer exists)" in s.content.splitlines()
+
+
+def test_a_project_that_is_not_on_this_machine_is_not_checked(tmp_path):
+    store = _memory(tmp_path, "/elsewhere/shop", LINES)
+    s = summary(store, CAP, cwd="/elsewhere/shop")
+    assert s.stale == 0 and "- Settings live in `conf/app.toml`." in s.content
+
+
+def test_what_a_line_cites_is_read_without_guessing(tmp_path, repo):
+    assert stale_reasons("- `make -j4 test`, `make PY=1`, `make -C web x`", str(repo)) == []  # no variable, no -C
+    assert stale_reasons("- `../other/file.py` and `https://x.y/z` and `a/*.py`", str(repo)) == []
+    assert stale_reasons("- `npm run deploy`", str(repo)) == []  # no package.json at the root: nothing known
+
+
+def test_what_does_not_fit_the_budget_is_named_not_dropped_silently(tmp_path, repo):
+    many = [f"- project rule number {i} with some words" for i in range(300)]
+    s = summary(_memory(tmp_path, repo, many), 2500, cwd=str(repo))
+    assert s.truncated and len(s.content) <= 2500
+    note = next(ln for ln in s.content.splitlines() if ln.startswith("- not shown here:"))
+    shown = sum(ln.startswith("- project rule number") for ln in s.content.splitlines())
+    assert (
+        note
+        == f"- not shown here: {300 - shown} more lines of project shop (memory_search for them, or memory_read MEMORY.md)"
+    )
+    whole = summary(_memory(tmp_path, repo, many), 2500)  # no cwd: the whole file, cut in the middle
+    assert "- not shown here:" in whole.content and "lines of memory_summary.md" in whole.content
+
+
+def test_status_counts_the_handbook_items_that_may_be_stale_per_project(tmp_path, repo):
+    from dsh_memory.readpath.scoping import per_project
+
+    store = _memory(tmp_path, repo, LINES)
+    store.atomic_write(
+        "MEMORY.md",
+        f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
+        "## Project facts\n- Settings live in `conf/app.toml`.\n- `src/cart.py` defines `total`\n",
+    )
+    assert per_project(store)[str(repo)]["stale"] == 0
+    (repo / "conf" / "app.toml").unlink()
+    row = per_project(store)[str(repo)]
+    assert row["handbook_items"] == 2 and row["stale"] == 1
