@@ -43,7 +43,7 @@ def _root(
 
 
 # Command modules, in the order they appear in --help.
-_MODULES = ["sessions", "pipeline", "consolidate", "stack", "readpath", "servers", "admin", "hooks"]
+_MODULES = ["sessions", "pipeline", "consolidate", "imports", "stack", "readpath", "servers", "admin", "hooks"]
 
 
 def _register() -> None:

@@ -296,6 +296,8 @@ def _render_note(rel: str, text: str) -> str:
 
     fields, body = parse_front_matter(text)
     title = f" · title={_one_line(fields['title'], 120)}" if fields.get("title") else ""
+    title += f" · project={_one_line(fields['project'], 300)}" if fields.get("project") else ""  # an imported note's
+    title += f" · imported from {fields['agent']} {_one_line(fields.get('source'), 300)}" if fields.get("agent") else ""
     return f"### note {rel} · created={_one_line(fields.get('created_at'), 40) or 'unknown'}{title}\n{body.strip()}\n\n"
 
 

@@ -95,6 +95,16 @@ def claude_folder_path(name: str) -> str | None:
     found: set[str] = set()
     budget = [MAX_CANDIDATES]
 
+    listing: dict[str, list[str]] = {}
+
+    def names(base: str) -> list[str]:  # a folder's entries, read once
+        if base not in listing:
+            try:
+                listing[base] = os.listdir(base)[:10_000]
+            except OSError:
+                listing[base] = []
+        return listing[base]
+
     def walk(i: int, base: str, seg: str) -> None:
         budget[0] -= 1
         if budget[0] < 0 or len(found) > 1:
@@ -106,7 +116,9 @@ def claude_folder_path(name: str) -> str | None:
         if seg and os.path.isdir(os.path.join(base, seg)):
             walk(i + 1, os.path.join(base, seg), parts[i])
         for sep in "-._ ":
-            walk(i + 1, base, seg + sep + parts[i])
+            longer = seg + sep + parts[i]
+            if any(n.startswith(longer) for n in names(base)):  # only names some entry starts with
+                walk(i + 1, base, longer)
 
     walk(1, "/", parts[0])
     return found.pop() if len(found) == 1 and budget[0] >= 0 else None

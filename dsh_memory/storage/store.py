@@ -369,13 +369,17 @@ class MemoryStore:
         )
 
     # -- ad hoc notes -----------------------------------------------------------------------
-    def add_note(self, text: str, title: str | None = None, now: datetime | None = None) -> str:
+    def add_note(
+        self, text: str, title: str | None = None, now: datetime | None = None, extra: dict | None = None
+    ) -> str:
+        """A new ad hoc note; `extra` adds provenance fields to its front matter (redacted)."""
         if not isinstance(text, str) or not text.strip():
             raise UserInputError("a note needs some text")
         now = (now or datetime.now(UTC)).astimezone(UTC)
         first = title or next((ln for ln in text.splitlines() if ln.strip()), "note")
         stem = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{slugify(first)[:48].rstrip('-') or 'note'}"
         fields = {"created_at": now.isoformat(), "title": _redact(_clean_text(title)) if title else None}
+        fields |= {k: _redact(_clean_text(v)) if isinstance(v, str) else v for k, v in (extra or {}).items()}
         content = render_front_matter(fields) + "\n" + _redact(_clean_text(text)).strip("\n") + "\n"
         n = 1
         while True:

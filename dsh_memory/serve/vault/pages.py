@@ -84,7 +84,19 @@ def overview(ctx: MemoryContext) -> dict[str, Any]:
         "running": running,
         "phase2_running": phase2,
         "refresh": 4 if running else None,  # the spec's settings page polls every 4 s while in flight
+        "imported": _imported(ctx),
     }
+
+
+def _imported(ctx: MemoryContext) -> list[dict[str, Any]]:
+    """What `dsh-memory import` brought in (newest first, at most 50): the manifest's entries."""
+    from dsh_memory.imports import load_manifest
+
+    try:
+        rows = list(load_manifest(ctx.store).values())
+    except DshMemoryError:
+        return []
+    return sorted(rows, key=lambda r: str(r.get("imported_at") or ""), reverse=True)[:50]
 
 
 def browse(ctx: MemoryContext) -> dict[str, Any]:

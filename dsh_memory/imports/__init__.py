@@ -1,0 +1,159 @@
+"""`dsh-memory import`: bring in what Claude Code and Codex already remember.
+
+Each imported piece (a Claude Code memory file; a Codex task group, summary or recap) becomes an
+ad hoc note under `extensions/ad_hoc/notes/`, evidence for the next consolidation like a note
+from `dsh-memory add`, with its provenance in the front matter: `agent`, `source` (the path),
+`part` (a Codex task group), `sha256`, `mtime`, `version`, `kind` and `project` (its repository
+root; none: global). Its text passes through the private-span rule and redaction like every
+other write. The sources are only read, never changed.
+
+Idempotent: `.state/imports.json` remembers each piece's sha256, so an unchanged piece is
+skipped and a changed one is imported again as the next version (`version`, `supersedes`).
+Pieces of an `exclude_projects` repository are never read (Claude Code) or never kept (a Codex
+task group). Bounds: 1 MiB a file, 5,000 files a source, 8,000 characters a note.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from dsh_memory.errors import UserInputError
+from dsh_memory.imports._common import Item
+
+Which = Literal["claude", "codex", "all"]
+MANIFEST = ".state/imports.json"
+MAX_MANIFEST_BYTES = 16 << 20
+
+
+class ImportRow(BaseModel):
+    agent: str
+    source: str
+    part: str | None = None
+    project: str | None = None
+    kind: str | None = None
+    action: Literal["import", "update", "unchanged", "skip"]
+    reason: str = ""
+    version: int | None = None
+    note: str | None = None  # the note written (or that was, for an unchanged piece)
+
+
+class ImportResult(BaseModel):
+    dry_run: bool
+    sources: dict[str, str] = Field(default_factory=dict)  # agent → folder read
+    rows: list[ImportRow] = Field(default_factory=list)
+
+    def count(self, action: str) -> int:
+        return sum(1 for r in self.rows if r.action == action)
+
+
+def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool = False, env=None) -> ImportResult:
+    """Import the memories of `which` agent(s) into `store` (see the module docstring)."""
+    from dsh_memory.imports import claude, codex
+    from dsh_memory.settings import claude_config_dir, codex_home
+
+    if which not in ("claude", "codex", "all"):
+        raise UserInputError(f"import takes claude, codex or all (got {which!r})")
+    exclude = list(settings.exclude_projects or ())
+    result = ImportResult(dry_run=dry_run)
+    pieces: list[Item] = []
+    if which in ("claude", "all"):
+        result.sources["claude"] = str(claude_config_dir(env) / "projects")
+        pieces += claude.items(claude_config_dir(env), exclude)
+    if which in ("codex", "all"):
+        result.sources["codex"] = str(codex_home(env) / "memories")
+        pieces += codex.items(codex_home(env), exclude)
+    with store.lock("imports"):
+        manifest = load_manifest(store)
+        for item in pieces:
+            result.rows.append(_one(store, manifest, item, dry_run))
+        if not dry_run and any(r.action in ("import", "update") for r in result.rows):
+            from pathlib import Path
+
+            from dsh_memory.storage.store_format import _write_atomic
+
+            path = Path(store.root) / MANIFEST  # bookkeeping: .state/ is never served
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return result
+
+
+def _one(store: Any, manifest: dict, item: Item, dry_run: bool) -> ImportRow:
+    row = ImportRow(
+        agent=item.agent,
+        source=str(item.source),
+        part=item.part,
+        project=item.project,
+        kind=item.kind,
+        action="skip",
+        reason=item.skip or "",
+    )
+    if item.skip:
+        return row
+    if not item.text.strip():
+        row.reason = "empty"
+        return row
+    known = manifest.get(item.key)
+    if known and known.get("sha256") == item.sha256:
+        row.action, row.reason, row.version, row.note = (
+            "unchanged",
+            "unchanged",
+            known.get("version"),
+            known.get("note"),
+        )
+        return row
+    row.action = "update" if known else "import"
+    row.version = int(known.get("version") or 1) + 1 if known else 1
+    row.reason = f"changed since version {row.version - 1}" if known else "new"
+    if dry_run:
+        return row
+    from dsh_memory.transcript.private import drop_private
+
+    now = datetime.now(UTC)
+    extra = {
+        "agent": item.agent,
+        "source": str(item.source),
+        "part": item.part,
+        "sha256": item.sha256,
+        "mtime": item.mtime,
+        "version": row.version,
+        "supersedes": known.get("note") if known else None,
+        "kind": item.kind,
+        "project": item.project,
+        **{k: v for k, v in item.extra.items() if v},
+    }
+    row.note = store.add_note(drop_private(item.text), title=item.title, now=now, extra=extra)
+    manifest[item.key] = {
+        "agent": item.agent,
+        "source": str(item.source),
+        "part": item.part,
+        "project": item.project,
+        "sha256": item.sha256,
+        "mtime": item.mtime,
+        "version": row.version,
+        "note": row.note,
+        "imported_at": now.isoformat(timespec="seconds"),
+    }
+    return row
+
+
+def load_manifest(store: Any) -> dict[str, dict]:
+    """What was imported, by piece (`.state/imports.json`; {} before the first import). An
+    unreadable manifest is an error, not a reason to import everything again."""
+    path = os.path.join(str(store.root), MANIFEST)
+    try:
+        if os.path.getsize(path) > MAX_MANIFEST_BYTES:
+            raise UserInputError(f"{path} is larger than {MAX_MANIFEST_BYTES >> 20} MiB: not an import manifest")
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise UserInputError(f"{path} is unreadable ({exc}): move it aside to import everything again") from None
+    if not isinstance(data, dict):
+        raise UserInputError(f"{path} is not an import manifest: move it aside to import everything again")
+    return {k: v for k, v in data.items() if isinstance(v, dict)}

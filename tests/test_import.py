@@ -1,0 +1,186 @@
+"""`dsh-memory import`: Claude Code auto memory and Codex memories, laid out as those tools write
+them in a temporary home, become scoped, redacted notes with their provenance; idempotent by
+sha256; the sources untouched; an excluded project never read; Phase 2 puts each in its
+project; the vault lists what was imported."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from dsh_memory.cli import app
+from dsh_memory.settings import MemorySettings
+from dsh_memory.storage.store import MemoryStore, parse_front_matter
+from dsh_memory.testing.sessions import PLANTED_SECRET
+
+NEEDLE = "Quetzal-payroll-8812"  # only in the excluded project's memory
+
+
+def _repo(path: Path) -> str:
+    path.mkdir(parents=True)
+    (path / ".git").mkdir()
+    return str(path)
+
+
+def _dashed(path: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in path)
+
+
+def _layout(tmp_path: Path) -> dict:
+    webapp = _repo(tmp_path / "src" / "webapp")
+    secret = _repo(tmp_path / "src" / "secret")
+    claude = tmp_path / "claude"
+    mem = claude / "projects" / _dashed(webapp) / "memory"
+    mem.mkdir(parents=True)
+    (mem / "MEMORY.md").write_text("# Memory index\n\n- [Testing](testing.md): pnpm only, run the tests first\n")
+    (mem / "testing.md").write_text(
+        "---\nname: testing\ndescription: how this repo is tested\nmetadata:\n  type: feedback\n---\n"
+        f"- Use pnpm, not npm.\n- Run `pnpm test` before pushing (token {PLANTED_SECRET}).\n"
+    )
+    hidden = claude / "projects" / _dashed(secret) / "memory"
+    hidden.mkdir(parents=True)
+    (hidden / "MEMORY.md").write_text(f"- The payroll key is {NEEDLE}.\n")
+    gone = claude / "projects" / _dashed(str(tmp_path / "moved" / "away")) / "memory"
+    gone.mkdir(parents=True)
+    (gone / "notes.md").write_text("- Something about a repository that no longer exists.\n")
+    codex = tmp_path / "codex" / "memories"
+    (codex / "rollout_summaries").mkdir(parents=True)
+    (codex / "MEMORY.md").write_text(
+        f"# Task Group: webapp\nscope: project\napplies_to: cwd={webapp}; reuse_rule=this project only\n"
+        "- Migrations run with `pnpm db:migrate`.\n\n"
+        "# Task Group: global\nscope: global\napplies_to: cwd=.*; reuse_rule=everywhere\n- Answer tersely.\n\n"
+        f"# Task Group: payroll\nscope: project\napplies_to: cwd={secret}; reuse_rule=this project only\n"
+        f"- {NEEDLE} rotates monthly.\n"
+    )
+    (codex / "memory_summary.md").write_text("## User profile\n- Prefers small commits.\n")
+    (codex / "rollout_summaries" / "2026-11-02-webapp-login.md").write_text(
+        f"thread_id: 019a\ncwd: {webapp}\n\n# Login fix\n- The login test needs `pnpm build` first.\n"
+    )
+    return {"webapp": webapp, "secret": secret, "claude": claude, "codex": tmp_path / "codex", "topic": mem}
+
+
+def _env(monkeypatch, tmp_path: Path, lay: dict) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(lay["claude"]))
+    monkeypatch.setenv("CODEX_HOME", str(lay["codex"]))
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "dsh"))
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
+    monkeypatch.setenv("DSH_MEMORY_EXCLUDE_PROJECTS", lay["secret"])
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    return tmp_path / "memories"
+
+
+def _import(*args: str) -> dict:
+    out = CliRunner().invoke(app, ["import", *args, "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+def _snapshot(*folders: Path) -> dict:
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for f in folders for p in f.rglob("*") if p.is_file()}
+
+
+def test_import_is_scoped_redacted_idempotent_and_leaves_the_sources_alone(monkeypatch, tmp_path):
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    before = _snapshot(lay["claude"], lay["codex"])
+    dry = _import("all", "--dry-run")
+    assert dry["dry_run"] and not (root / "extensions").exists() and not (root / ".state" / "imports.json").exists()
+    first = _import("all")["rows"]
+    rows = {(Path(r["source"]).parent.parent.name, Path(r["source"]).name, r["part"]): r for r in first}
+    rows = {k[1:]: r for k, r in rows.items() if lay["secret"].rsplit("/", 1)[-1] not in k[0]}
+    assert [r["action"] for r in first] == [r["action"] for r in dry["rows"]]
+    topic = rows[("testing.md", None)]
+    assert topic["action"] == "import" and topic["project"] == lay["webapp"] and topic["kind"] == "feedback"
+    assert rows[("MEMORY.md", "webapp")]["project"] == lay["webapp"]
+    assert rows[("MEMORY.md", "global")]["project"] is None and rows[("memory_summary.md", None)]["project"] is None
+    assert rows[("2026-11-02-webapp-login.md", None)]["project"] == lay["webapp"]
+    assert rows[("MEMORY.md", "payroll")]["action"] == "skip" and "excluded" in rows[("MEMORY.md", "payroll")]["reason"]
+    skipped = [r for r in first if r["action"] == "skip"]
+    assert any("no single existing path" in r["reason"] for r in skipped)  # the moved repository
+    assert any("excluded" in r["reason"] and "claude" == r["agent"] for r in skipped)
+    # Provenance, redaction, nothing of the excluded project.
+    store = MemoryStore(root)
+    fields, body = parse_front_matter(store.read_text(topic["note"]))
+    source = lay["topic"] / "testing.md"
+    assert fields["agent"] == "claude" and fields["source"] == str(source) and fields["project"] == lay["webapp"]
+    assert fields["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest() and fields["mtime"]
+    assert "Use pnpm, not npm." in body and PLANTED_SECRET not in body
+    assert not any(NEEDLE.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file())
+    assert _snapshot(lay["claude"], lay["codex"]) == before, "the sources are never modified"
+    # Idempotent; a changed file is imported again as the next version.
+    assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}
+    source.write_text(source.read_text() + "- Node 22 only.\n")
+    again = {(Path(r["source"]).name, r["part"]): r for r in _import("claude")["rows"]}
+    changed = again[("testing.md", None)]
+    assert changed["action"] == "update" and changed["version"] == 2
+    assert parse_front_matter(store.read_text(changed["note"]))[0]["supersedes"] == topic["note"]
+    assert len(store.list_notes()) == len([r for r in first if r["action"] == "import"]) + 1
+
+
+def _rows(result: dict) -> dict:
+    return {(Path(r["source"]).name, r["part"]): r for r in result["rows"]}
+
+
+def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    (lay["topic"] / "huge.md").write_bytes(b"- x\n" * (300 * 1024))  # 1.2 MiB
+    rows = _rows(_import("claude"))
+    assert rows[("huge.md", None)]["action"] == "skip" and "larger than" in rows[("huge.md", None)]["reason"]
+    out = CliRunner().invoke(app, ["import", "everything"])
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    (root / ".state" / "imports.json").write_text("{not json")
+    out = CliRunner().invoke(app, ["import", "claude"])
+    assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1 and "imports.json" in out.output
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "nowhere"))
+    (root / ".state" / "imports.json").unlink()
+    assert _import("claude")["rows"] == []  # nothing there: nothing to import, no error
+
+
+def test_the_vault_lists_what_was_imported(monkeypatch, tmp_path):
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    _import("codex")
+    from dsh_memory.serve.http_app import create_app
+
+    with TestClient(create_app(MemorySettings.from_env(), mcp=False), base_url="http://127.0.0.1:8765") as c:
+        table = c.get("/").text.split('id="imported"', 1)[1].split("</table>", 1)[0]
+    assert "2026-11-02-webapp-login.md" in table and f"<code>{lay['webapp']}</code>" in table
+    assert root.is_dir()
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_phase2_puts_imported_memory_in_its_project(monkeypatch, tmp_path):
+    """The local mechanical merge: a project's imported items go to its task group, global ones
+    to `global`."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    _import("all")
+    for var in ("DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY", "DSH_MEMORY_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DSH_MEMORY_PROVIDER", "local")
+    from dsh_memory.llm import model_files
+
+    monkeypatch.setenv("DSH_MEMORY_MODEL_PATH", str(model_files.bundled_model_path(model_files.SMOLLM2_135M)))
+    from dsh_memory.flows.consolidate import consolidate_flow
+
+    result = consolidate_flow(force=True)
+    assert result.outcome == "consolidated", result
+    from dsh_memory.scope import handbook_groups
+
+    lines = (root / "MEMORY.md").read_text().splitlines()
+    starts = handbook_groups(lines) + [(len(lines), None)]
+    where = {}
+    for (start, project), (end, _) in zip(starts, starts[1:], strict=False):
+        for line in lines[start:end]:
+            where[line.split(" [source:", 1)[0]] = project
+    assert where["- Use pnpm, not npm."] == lay["webapp"]
+    assert where["- Migrations run with `pnpm db:migrate`."] == lay["webapp"]
+    assert where["- Answer tersely."] is None
+    assert "[REDACTED:" in "\n".join(lines) and PLANTED_SECRET not in "\n".join(lines)
