@@ -203,3 +203,15 @@ def test_private_spans_stay_out_of_the_evidence_writer(monkeypatch, tmp_path):
     result = catch_up_flow(backfill=True)
     assert {o.session for o in result.phase1.outcomes} == {DSH_ID, CLAUDE_ID}
     _assert_nowhere(root)
+
+
+def test_a_note_keeps_no_private_span(tmp_path):
+    from dsh_memory.errors import UserInputError
+    from dsh_memory.storage.store import MemoryStore
+
+    store = MemoryStore(tmp_path / "mem")
+    rel = store.add_note(f"<private>{TITLE}</private> Deploys need the VPN. <private>{UNCLOSED}", title="VPN")
+    assert TITLE not in rel and not any(n in store.read_text(rel) for n in NEEDLES)
+    assert "Deploys need the VPN." in store.read_text(rel)
+    with pytest.raises(UserInputError):
+        store.add_note(f"<private>{CLOSED}</private>")

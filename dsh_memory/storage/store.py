@@ -372,7 +372,11 @@ class MemoryStore:
     def add_note(
         self, text: str, title: str | None = None, now: datetime | None = None, extra: dict | None = None
     ) -> str:
-        """A new ad hoc note; `extra` adds provenance fields to its front matter (redacted)."""
+        """A new ad hoc note, without its `<private>` spans; `extra` adds provenance fields to its
+        front matter (redacted)."""
+        from dsh_memory.transcript.private import drop_private
+
+        text, title = drop_private(text) if isinstance(text, str) else text, drop_private(title or "") or None
         if not isinstance(text, str) or not text.strip():
             raise UserInputError("a note needs some text")
         now = (now or datetime.now(UTC)).astimezone(UTC)
