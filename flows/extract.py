@@ -25,6 +25,7 @@ pool's workers (tasks/remote.py, flows/extract_transcripts.py); no model route i
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger, unmapped
@@ -37,6 +38,7 @@ from dsh_memory.errors import NoModelRouteError
 from dsh_memory.llm.factory import PhaseModel, phase_model
 from dsh_memory.llm.limit import run_slots, worker_count
 from dsh_memory.phase1.extraction import Outcome
+from dsh_memory.phase1.remote import batches
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.phase1.selection import EXTRACT, Decision
 from dsh_memory.serve.deployments import EXTRACT_TRANSCRIPTS, POOL_SUFFIX
@@ -132,10 +134,7 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
         todo = [d for d in todo if d.ref.id in claimed]
     if todo:
         with renewing_claims(settings, [d.ref.id for d in todo]):
-            if model is None:
-                result.outcomes += _extract_on_workers(todo, settings)
-            else:
-                result.outcomes += _extract_all(todo, model, settings)
+            result.outcomes += _extract(todo, model, settings)
     # The route that answered: this host's model, or the extract pool's workers (a session parked
     # by failing workers resumes when they work again, as one parked on a model does).
     route = (model.provider, model.model) if model else (WORKERS, EXTRACT_TRANSCRIPTS + POOL_SUFFIX)
@@ -148,68 +147,56 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     return result
 
 
-def _extract_all(todo: list[Decision], model: PhaseModel, settings: MemorySettings) -> list[Outcome]:
-    """`extract_session` mapped over the sessions; `settings.concurrency` model calls at a time,
-    while the other workers prepare and write sessions (llm/limit.py)."""
-    get_run_logger().info(
-        "extracting %d sessions with %s/%s (concurrency %d)",
-        len(todo),
-        model.provider,
-        model.model,
-        settings.concurrency,
-    )
-    with (
-        run_slots(settings.concurrency),
-        ThreadPoolTaskRunner(max_workers=worker_count(settings.concurrency)) as runner,
-    ):
-        futures = runner.map(
-            extract_session,
-            parameters=dict(
-                decision=todo,
-                model=unmapped(model),
-                settings=unmapped(settings),
-                progress_total=unmapped(len(todo)),
-                claimed=unmapped(True),
-            ),
-        )
+def _extract(todo: list[Decision], model: PhaseModel | None, settings: MemorySettings) -> list[Outcome]:
+    """Prepare → extract → apply for the claimed sessions, each ending in `finish`
+    (tasks/_session.py: files and claim done/noop, or the claim failed). With this host's model:
+    one `extract-session` task run per session, `settings.concurrency` model calls at a time (the
+    run's slots, llm/limit.py) while the other workers prepare and write sessions. Without
+    (`extract_on_workers`): per batch, `prepare-batch` → `extract-on-workers` (an
+    `extract-transcripts-pool` run on the extract pool's workers) → `apply-batch`."""
+    where = f"with {model.provider}/{model.model}" if model else "on workers"
+    get_run_logger().info("extracting %d sessions %s (concurrency %d)", len(todo), where, settings.concurrency)
+    slots = run_slots(settings.concurrency) if model else nullcontext()
+    with slots, ThreadPoolTaskRunner(max_workers=worker_count(settings.concurrency)) as runner:
         try:
-            return futures.result()
+            if model is not None:
+                return runner.map(
+                    extract_session,
+                    parameters=dict(
+                        decision=todo,
+                        model=unmapped(model),
+                        settings=unmapped(settings),
+                        progress_total=unmapped(len(todo)),
+                        claimed=unmapped(True),
+                    ),
+                ).result()
+            groups = batches(todo, settings.concurrency)
+            prepared = runner.map(
+                prepare_batch, parameters=dict(decisions=groups, settings=unmapped(settings), claimed=unmapped(True))
+            )
+            results = runner.map(
+                extract_on_workers,
+                parameters=dict(
+                    prepared=prepared,
+                    deployment=unmapped(EXTRACT_TRANSCRIPTS + POOL_SUFFIX),
+                    timeout_seconds=unmapped(float(settings.stale_claim_seconds)),
+                ),
+            )
+            applied = runner.map(
+                apply_batch,
+                parameters=dict(
+                    decisions=groups,
+                    prepared=prepared,
+                    results=results,
+                    settings=unmapped(settings),
+                    route=unmapped((WORKERS, EXTRACT_TRANSCRIPTS + POOL_SUFFIX)),
+                ),
+            )
+            return [o for outcomes in applied.result() for o in outcomes]
         except BaseException as exc:
             if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (Prefect's TerminationSignal)
                 cancel.CANCELLED.set()  # before the runner joins its threads: stop local decodes
             raise
-
-
-def _extract_on_workers(todo: list[Decision], settings: MemorySettings) -> list[Outcome]:
-    """The single writer: per batch, claim and render here, extract on the extract pool's
-    workers (`extract-transcripts-pool`), apply here; `settings.concurrency` batches in flight."""
-    from dsh_memory.phase1.remote import batches
-
-    groups = batches(todo, settings.concurrency)
-    get_run_logger().info("extracting %d sessions on workers: %d extract-transcripts runs", len(todo), len(groups))
-    with ThreadPoolTaskRunner(max_workers=settings.concurrency) as runner:
-        prepared = runner.map(
-            prepare_batch, parameters=dict(decisions=groups, settings=unmapped(settings), claimed=unmapped(True))
-        )
-        results = runner.map(
-            extract_on_workers,
-            parameters=dict(
-                prepared=prepared,
-                deployment=unmapped(EXTRACT_TRANSCRIPTS + POOL_SUFFIX),
-                timeout_seconds=unmapped(float(settings.stale_claim_seconds)),
-            ),
-        )
-        applied = runner.map(
-            apply_batch,
-            parameters=dict(
-                decisions=groups,
-                prepared=prepared,
-                results=results,
-                settings=unmapped(settings),
-                route=unmapped((WORKERS, EXTRACT_TRANSCRIPTS + POOL_SUFFIX)),
-            ),
-        )
-        return [o for outcomes in applied.result() for o in outcomes]
 
 
 def _publish(result: Phase1Result) -> None:

@@ -14,7 +14,7 @@ Policy lives in the decorators:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -27,11 +27,11 @@ from dsh_memory.errors import LLMTruncatedError
 from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.llm.limit import model_slot
 from dsh_memory.phase1 import prompt as phase1
-from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, Phase1Input, apply_output, call_model, prepare_input
+from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, Phase1Input, call_model, prepare_input
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
-from dsh_memory.transcript.redact import redact
+from dsh_memory.tasks._session import finish, start
 
 LLM_RETRIES = 3
 
@@ -86,11 +86,6 @@ def llm_extract(
     )
 
 
-def _short_error(exc: BaseException) -> str:
-    msg = f"{type(exc).__name__}: {exc}"
-    return redact(msg)[:300]
-
-
 @task(name="extract-session", task_run_name="extract-{decision.ref.id}", cache_policy=NO_CACHE)
 def extract_session(
     decision: Decision,
@@ -99,48 +94,21 @@ def extract_session(
     progress_total: int = 0,
     claimed: bool = False,
 ) -> Outcome:
-    """Claim → render/redact/budget → model → no-op gate → files → claim done/noop (or failed).
-    `claimed`: the run claimed its batch up front; the claim is taken again if still this
-    process's (another run's takeover of a stale one still wins)."""
+    """Claim → render/redact/budget → model → no-op gate → files → claim done/noop, or the claim
+    failed (tasks/_session.py). `claimed`: the run claimed its batch up front."""
     from prefect import get_run_logger
 
-    log = get_run_logger()
-    ref = decision.ref
     with MemoryContext.of(settings) as ctx:
-        if not ctx.state.try_start(
-            ref.id, datetime.now(UTC), stale_after_s=settings.stale_claim_seconds, reclaim=claimed
-        ):
+        if not start(ctx, settings, decision, claimed):
             return Outcome.claimed_elsewhere(decision)
         try:
-            output = _call_with_budget_retry(decision, model, settings, log)
-            outcome = apply_output(ctx.store, ctx.state, decision, output, datetime.now(UTC))
-            log.info("session %s → %s %s", ref.id, outcome.outcome, outcome.slug)
-            return outcome
-        except Exception as exc:  # isolate: this session's claim fails, the batch goes on
-            err = _short_error(exc)
-            claim = ctx.state.fail(
-                ref.id,
-                err,
-                datetime.now(UTC),
-                settings.retry_base_seconds,
-                settings.retry_limit,
-                provider=model.provider,
-                model=model.model,
-            )
-            log.error(
-                "session %s failed (attempt %d%s): %s", ref.id, claim.attempts, ", parked" if claim.parked else "", err
-            )
-            return Outcome(
-                session=ref.id,
-                source=ref.source,
-                outcome="failed",
-                part=decision.part,
-                error=err,
-                attempts=claim.attempts,
-                parked=claim.parked,
-            )
+            try:
+                answer = _call_with_budget_retry(decision, model, settings, get_run_logger())
+            except Exception as exc:  # isolate: this session's claim fails, the batch goes on
+                answer = exc
+            return finish(ctx, settings, decision, answer, (model.provider, model.model))
         finally:
-            progress.report("phase1", 1, progress_total, ref.id)
+            progress.report("phase1", 1, progress_total, decision.ref.id)
 
 
 def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: MemorySettings, log):

@@ -8,24 +8,22 @@ One verb each, per batch of sessions (dsh_memory/phase1/remote.py):
   read its JobResults from Prefect's result storage. Never raises: a run that fails, crashes,
   times out or whose result cannot be read becomes an error per job (the claims fail, to be
   retried with the usual backoff).
-- `apply_batch`: each result validated and applied with `apply_output` (files, then claim
-  done/noop), or the claim failed with the worker's error.
+- `apply_batch`: each result validated and applied, or the claim failed with the worker's error
+  — both through `finish` (tasks/_session.py), Phase 1's one end of a session in either mode.
 """
 
 from __future__ import annotations
-
-from datetime import UTC, datetime
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel
 
 from dsh_memory.context import MemoryContext
-from dsh_memory.phase1.extraction import Outcome, apply_output, prepare_input
-from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob, accept
+from dsh_memory.phase1.extraction import Outcome, prepare_input
+from dsh_memory.phase1.remote import JobResult, TranscriptJob, accept
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
-from dsh_memory.transcript.redact import redact
+from dsh_memory.tasks._session import finish, short_error, start
 
 POLL_SECONDS = 1.0
 WORKERS = "workers"  # the provider a claim records when the extract pool's workers failed it
@@ -36,47 +34,20 @@ class PreparedBatch(BaseModel):
     outcomes: list[Outcome]  # sessions of the batch that were skipped or failed before dispatch
 
 
-def _error(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
-
-
-def _failed(ctx: MemoryContext, settings: MemorySettings, d: Decision, error: str, route=("", "")) -> Outcome:
-    provider, model = route
-    claim = ctx.state.fail(
-        d.ref.id,
-        error,
-        datetime.now(UTC),
-        settings.retry_base_seconds,
-        settings.retry_limit,
-        provider=provider,
-        model=model,
-    )
-    return Outcome(
-        session=d.ref.id,
-        source=d.ref.source,
-        outcome="failed",
-        part=d.part,
-        error=error,
-        attempts=claim.attempts,
-        parked=claim.parked,
-    )
-
-
 @task(name="prepare-batch", cache_policy=NO_CACHE)
 def prepare_batch(decisions: list[Decision], settings: MemorySettings, claimed: bool = False) -> PreparedBatch:
     jobs, outcomes = [], []
     with MemoryContext.of(settings) as ctx:
         for d in decisions:
-            ref = d.ref
-            now = datetime.now(UTC)
-            if not ctx.state.try_start(ref.id, now, stale_after_s=settings.stale_claim_seconds, reclaim=claimed):
+            if not start(ctx, settings, d, claimed):
                 outcomes.append(Outcome.claimed_elsewhere(d))
                 continue
             try:
                 material = prepare_input(d, settings.transcript_budget_tokens, None)  # the worker's writer decides
             except Exception as exc:  # this session alone
-                outcomes.append(_failed(ctx, settings, d, _error(exc)))
+                outcomes.append(finish(ctx, settings, d, exc))
                 continue
+            ref = d.ref
             jobs.append(
                 TranscriptJob(
                     session_id=ref.id,
@@ -140,7 +111,7 @@ def extract_on_workers(prepared: PreparedBatch, deployment: str, timeout_seconds
             ) from exc
         results = [JobResult.model_validate(a) for a in answers]
     except Exception as exc:  # every job of the batch fails; the batch next to it goes on
-        error = _error(exc)
+        error = short_error(exc)
         log.error("%d sessions not extracted: %s", len(jobs), error)
         return [JobResult(session_id=j.session_id, error=error) for j in jobs]
     log.info("run %s: %d results", run.name, len(results))
@@ -217,12 +188,9 @@ def apply_batch(
             if d.ref.id not in sent:
                 continue
             r = by_id.get(d.ref.id) or JobResult(session_id=d.ref.id, error="the worker returned no result for it")
-            if r.output is None:
-                why = r.error or "the worker returned neither output nor error"
-                outcomes.append(_failed(ctx, settings, d, why, route))
-                continue
             try:
-                outcomes.append(apply_output(ctx.store, ctx.state, d, accept(r.output), datetime.now(UTC)))
-            except Exception as exc:
-                outcomes.append(_failed(ctx, settings, d, _error(exc)))
+                answer = accept(r.output) if r.output is not None else r.error
+            except Exception as exc:  # an answer that does not validate
+                answer = exc
+            outcomes.append(finish(ctx, settings, d, answer or "the worker returned neither output nor error", route))
     return outcomes
