@@ -215,3 +215,19 @@ def test_a_note_keeps_no_private_span(tmp_path):
     assert "Deploys need the VPN." in store.read_text(rel)
     with pytest.raises(UserInputError):
         store.add_note(f"<private>{CLOSED}</private>")
+
+
+def test_every_stage_reads_sessions_through_readers_load():
+    """The one place private spans are dropped: no module outside readers/ (and the imports of
+    other agents' memory files, which read no session) calls a per-agent reader itself."""
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    direct = re.compile(r"readers\.(dsh|codex|claude)\b|from dsh_memory\.readers import .*\b(dsh|codex|claude)\b")
+    offenders = [
+        str(p.relative_to(repo))
+        for folder in ("dsh_memory", "flows", "tasks")
+        for p in (repo / folder).rglob("*.py")
+        if "readers" not in p.parts and direct.search(p.read_text())
+    ]
+    assert offenders == []
