@@ -118,6 +118,36 @@ def main_worktree(root: str) -> str:
     return main
 
 
+def head_commit(cwd: str | None) -> str:
+    """The commit checked out in the repository around `cwd` (its worktree's own HEAD), read from
+    the `.git` files (no git subprocess); "" when there is none on this machine."""
+    base = cwd if cwd and os.path.isabs(cwd) and os.path.isdir(cwd) else None
+    for _ in range(MAX_WALK if base else 0):
+        dot = os.path.join(base, ".git")
+        if os.path.exists(dot):
+            m = re.match(r"gitdir:\s*(.+)", _read_small(dot).strip()) if os.path.isfile(dot) else None
+            gitdir = os.path.normpath(os.path.join(base, m.group(1).strip())) if m else dot
+            common = _read_small(os.path.join(gitdir, "commondir")).strip()
+            common = os.path.normpath(os.path.join(gitdir, common)) if common else gitdir
+            head = _read_small(os.path.join(gitdir, "HEAD")).strip()
+            if head.startswith("ref: "):
+                ref = head[5:].strip()
+                head = _read_small(os.path.join(common, ref)).strip() or _packed_ref(common, ref)
+            return head if re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", head) else ""
+        if os.path.dirname(base) == base:
+            break
+        base = os.path.dirname(base)
+    return ""
+
+
+def _packed_ref(common: str, ref: str) -> str:
+    for line in _read_small(os.path.join(common, "packed-refs"), 1 << 20).splitlines():
+        sha, _, name = line.partition(" ")
+        if name.strip() == ref:
+            return sha
+    return ""
+
+
 @functools.lru_cache(maxsize=4096)
 def _walk(path: str) -> str | None:
     """The nearest ancestor of an existing `path` with a real `.git` (dir or file), or None; a

@@ -133,3 +133,21 @@ def test_status_counts_the_handbook_items_that_may_be_stale_per_project(tmp_path
     (repo / "conf" / "app.toml").unlink()
     row = per_project(store)[str(repo)]
     assert row["handbook_items"] == 2 and row["stale"] == 1
+
+
+def test_the_commit_memory_was_learned_against_is_read_without_git(tmp_path, repo):
+    from dsh_memory.scope import head_commit
+
+    def rev(cwd):
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True).stdout.strip()
+
+    assert head_commit(str(repo / "src")) == rev(repo)
+    wt = tmp_path / "shop-wt"
+    _git("worktree", "add", "-q", str(wt), "-b", "wt", cwd=repo)
+    (wt / "new.txt").write_text("x")
+    _git("-c", "user.email=t@t", "-c", "user.name=t", "add", ".", cwd=wt)
+    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "wt", cwd=wt)
+    _git("pack-refs", "--all", cwd=repo)  # refs only in packed-refs now
+    assert head_commit(str(wt)) == rev(wt) != rev(repo)
+    assert head_commit(str(repo)) == rev(repo)
+    assert head_commit(str(tmp_path)) == "" and head_commit("/no/such/dir") == "" and head_commit(None) == ""

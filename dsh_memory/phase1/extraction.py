@@ -192,7 +192,7 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
         state.finish(ref.id, "noop", session.last_seq, now, usage=usage, model=output.model, provider=output.provider)
         return base
 
-    from dsh_memory.scope import project_root
+    from dsh_memory.scope import head_commit, project_root
 
     project = project_root(session.cwd)
     slug = decision.base_slug or slugify(output.rollout_slug) or slugify(session.title or "") or f"session-{ref.id[:8]}"
@@ -211,6 +211,9 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
         "model": output.model,
         "provider": output.provider,
     }
+    head = head_commit(session.cwd)
+    if head:  # what the memory was learned against (`readpath.freshness` checks the tree as it is now)
+        provenance["head"] = head
     if decision.watermark >= 0:
         provenance["since_seq"] = decision.watermark
     final_slug = store.write_rollout_summary(slug, provenance, output.rollout_summary)
