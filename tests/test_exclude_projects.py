@@ -145,3 +145,24 @@ def test_an_excluded_project_is_never_extracted_next_to_an_included_one(monkeypa
     assert again.exit_code != 0 and "nothing in memory" in again.output and "Traceback" not in again.output
     both = CliRunner().invoke(app, ["forget", APP_DSH, "--project", app_repo])
     assert both.exit_code == 2 and "one of the two" in both.output
+
+
+def test_the_header_alone_says_where_a_session_ran(tmp_path):
+    """DSH (plain and zstd), a Codex meta whose instructions come first, a Claude Code transcript
+    whose first record is longer than the header bound (read in part)."""
+    import zstandard
+
+    from dsh_memory.models import SessionRef
+    from dsh_memory.readers.header import MAX_HEAD_BYTES, session_cwd
+
+    repo = _repo(tmp_path / "src" / "my-app")
+    dsh = write_dsh(tmp_path / "dsh", repo)
+    packed = dsh.with_name("session.v4.jsonl.zstd")
+    packed.write_bytes(zstandard.ZstdCompressor().compress(dsh.read_bytes()))
+    codex = tmp_path / "rollout.jsonl"
+    meta = {"instructions": "x" * 20_000, "id": SECRET_DSH, "cwd": repo}
+    codex.write_text(json.dumps({"type": "session_meta", "payload": meta}) + "\n")
+    claude = write_claude(tmp_path / "claude", repo, prompts=["y" * (MAX_HEAD_BYTES + 10)])
+    for source, path in (("dsh", dsh), ("dsh", packed), ("codex", codex), ("claude", claude)):
+        ref = SessionRef(id="x", source=source, path=path, size=path.stat().st_size, mtime_ns=path.stat().st_mtime_ns)
+        assert session_cwd(ref) == repo, (source, path)

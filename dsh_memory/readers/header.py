@@ -28,20 +28,33 @@ MAX_CANDIDATES = 20_000  # paths tried at most
 _CWD = re.compile(rb'"cwd"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
 
 
+FIRST_READ = 8 * 1024  # most headers fit; a Codex meta with long instructions needs the rest
+_CACHE: dict[tuple[str, int, int], str | None] = {}  # (path, size, mtime) → cwd, for repeated scans
+
+
 def session_cwd(ref: SessionRef) -> str | None:
-    """The working directory a session's header names, or None."""
-    head = _head(Path(ref.path))
+    """The working directory a session's header names, or None (cached per file version)."""
+    key = (str(ref.path), ref.size, ref.mtime_ns)
+    if key not in _CACHE:
+        if len(_CACHE) > 50_000:
+            _CACHE.clear()
+        _CACHE[key] = _find_cwd(ref, FIRST_READ) or _find_cwd(ref, MAX_HEAD_BYTES, fallback=True)
+    return _CACHE[key]
+
+
+def _find_cwd(ref: SessionRef, limit: int, fallback: bool = False) -> str | None:
+    head = _head(Path(ref.path), limit)
     cwd: str | None = None
     if head:
         lines = head.split(b"\n")
-        for line in lines[:-1] if len(head) >= MAX_HEAD_BYTES else lines:
+        for n, line in enumerate(lines[:-1] if len(head) >= limit else lines):
             cwd = _line_cwd(line, ref.source)
-            if cwd or ref.source != "claude":
+            if cwd or ref.source == "dsh" or (ref.source == "codex" and n >= 4):  # DSH: the header line
                 break
-        if cwd is None and ref.source == "claude":
+        if cwd is None and ref.source == "claude" and fallback:
             m = _CWD.search(head)
             cwd = _unquote(m.group(1)) if m else None
-    if cwd is None and ref.source == "claude":
+    if cwd is None and ref.source == "claude" and fallback:
         cwd = claude_folder_path(Path(ref.path).parent.name)
     return cwd
 
@@ -67,8 +80,8 @@ def _unquote(raw: bytes) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _head(path: Path) -> bytes:
-    """The first MAX_HEAD_BYTES of a log's data (b"" when unreadable)."""
+def _head(path: Path, limit: int = MAX_HEAD_BYTES) -> bytes:
+    """The first `limit` bytes of a log's data (b"" when unreadable)."""
     try:
         with open(path, "rb") as fh:
             if not os.path.isfile(path):
@@ -77,8 +90,8 @@ def _head(path: Path) -> bytes:
                 import zstandard
 
                 reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
-                return reader.read(MAX_HEAD_BYTES)
-            return fh.read(MAX_HEAD_BYTES)
+                return reader.read(limit)
+            return fh.read(limit)
     except Exception:  # noqa: BLE001 — any unreadable head is "unknown", never a crash
         return b""
 
