@@ -120,7 +120,9 @@ def test_import_is_scoped_redacted_idempotent_and_leaves_the_sources_alone(monke
     changed = again[("testing.md", None)]
     assert changed["action"] == "update" and changed["version"] == 2
     assert parse_front_matter(store.read_text(changed["note"]))[0]["supersedes"] == topic["note"]
-    assert len(store.list_notes()) == len([r for r in first if r["action"] == "import"]) + 1
+    notes = store.list_notes()  # the replaced version waits no more: it is archived
+    assert len(notes) == len([r for r in first if r["action"] == "import"]) and topic["note"] not in notes
+    assert (root / "extensions" / "ad_hoc" / "archive" / Path(topic["note"]).name).is_file()
 
 
 def _rows(result: dict) -> dict:

@@ -8,7 +8,8 @@ root; none: global). Its text passes through the private-span rule and redaction
 other write. The sources are only read, never changed.
 
 Idempotent: `.state/imports.json` remembers each piece's sha256, so an unchanged piece is
-skipped and a changed one is imported again as the next version (`version`, `supersedes`).
+skipped and a changed one is imported again as the next version (`version`, `supersedes`); the
+version it replaces, when no consolidation has read it yet, moves to the notes' archive.
 Pieces of an `exclude_projects` repository are never read (Claude Code) or never kept (a Codex
 task group). Bounds: 1 MiB a file, 5,000 files a source, 8,000 characters a note.
 """
@@ -127,6 +128,8 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool) -> ImportRow:
         **{k: v for k, v in item.extra.items() if v},
     }
     row.note = store.add_note(drop_private(item.text), title=item.title, now=now, extra=extra)
+    if known and known.get("note") in store.list_notes():  # the version it replaces, not consolidated yet
+        store.archive_notes([known["note"]])
     manifest[item.key] = {
         "agent": item.agent,
         "source": str(item.source),
