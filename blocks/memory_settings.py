@@ -98,6 +98,13 @@ class MemorySettingsBlock(SettingsBlock):
     def _check_source(cls, v: str | None) -> str | None:
         return check_path(v, allow_off=True)
 
+    @field_validator("exclude_projects")
+    @classmethod
+    def _check_excluded(cls, v: list[str] | None) -> list[str] | None:
+        """A list the UI cleared ([] or blanks) is unset: the environment applies, as for a path."""
+        kept = [p.strip() for p in v or () if p and p.strip()]
+        return kept or None
+
     def to_settings(self, env: Mapping[str, str] | None = None) -> MemorySettings:
         """The effective settings: this block's values over the environment over the defaults.
 

@@ -39,6 +39,8 @@ def test_the_setting_reads_lists_from_the_environment_and_the_block():
 
     block = MemorySettingsBlock(exclude_projects=["/w/pinned"])
     assert block.to_settings(env).exclude_projects == ["/w/pinned"]  # block > environment
+    cleared = MemorySettingsBlock(exclude_projects=[])  # the UI's cleared list is unset, not "exclude nothing"
+    assert cleared.to_settings(env).exclude_projects == ["/w/a,b", "/w/c"]
 
 
 def test_which_sessions_a_pattern_excludes(tmp_path):
