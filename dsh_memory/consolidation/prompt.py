@@ -117,7 +117,8 @@ sources conflict, do not silently pick one: keep both with attribution (for exam
 - Scope: a raw-memory bullet ending in `[scope: global]` (the user stated it for every project)
   goes to the global group; so does a bullet that recurs in two or more projects. Every other
   bullet stays in its project's group: a rule the user gave in one repository must never be
-  presented as applying to another.
+  presented as applying to another. An ad hoc note whose header names a `project=` (memory
+  imported from another agent, with its source) belongs to that project's group too.
 
 # memory_summary.md: the navigation layer (injected into every session)
 - The first line is exactly `v1`, then a blank line. Nothing precedes it.
