@@ -14,6 +14,7 @@ Runs under Phase 2's lock, so no consolidation rewrites the handbook meanwhile.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +29,7 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
         raise UserInputError("forget --project needs a repository root")
     from dsh_memory.storage.locks import phase_lock
 
-    asked = sc._norm(root)
+    asked = sc._norm(os.path.abspath(os.path.expanduser(root.strip())))  # `.` is the current folder
     targets = {asked, sc.project_root(asked) or asked}
 
     def mine(project: str | None) -> bool:
