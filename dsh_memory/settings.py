@@ -194,7 +194,11 @@ class MemorySettings(BaseModel):
             else:
                 v = re.split(r"[,\n]", text)
         if isinstance(v, (list, tuple)):
-            return [str(p).strip() for p in v if str(p).strip()]
+            out = [str(p).strip() for p in v if str(p).strip()]
+            relative = [p for p in out if not p.startswith(("/", "~", "*", "?", "["))]
+            if relative:  # it would depend on the directory the worker runs in
+                raise ValueError(f"{relative[0]!r} is relative: give an absolute path, ~/…, or a glob")
+            return out
         return v
 
     @field_validator("semantic_search", mode="before")

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dsh_memory.cli import app
+from dsh_memory.errors import ConfigError
 from dsh_memory.scope import excluded_by
 from dsh_memory.settings import MemorySettings
 from dsh_memory.testing.fake_openai import FakeOpenAIServer
@@ -35,6 +36,8 @@ def test_the_setting_reads_lists_from_the_environment_and_the_block():
     env = {"DSH_MEMORY_EXCLUDE_PROJECTS": '["/w/a,b", "/w/c"]'}
     assert MemorySettings.from_env(env).exclude_projects == ["/w/a,b", "/w/c"]
     assert MemorySettings.from_env({}).exclude_projects == []
+    with pytest.raises(ConfigError, match="'src/app' is relative"):
+        MemorySettings.from_env({"DSH_MEMORY_EXCLUDE_PROJECTS": "/w/a,src/app"})
     from dsh_memory.blocks import MemorySettingsBlock
 
     block = MemorySettingsBlock(exclude_projects=["/w/pinned"])
