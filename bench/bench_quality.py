@@ -98,7 +98,6 @@ def provider_env(provider: str, stack: ExitStack, handler=None, threads: int | N
             "DSH_MEMORY_BASE_URL": srv.base_url,
             "DSH_MEMORY_API_KEY": "bench-key",
             "DSH_MEMORY_MODEL": "fake-model",
-            "DSH_MEMORY_LLM_RETRY_DELAY_SECONDS": "0.1",
         }
     raise SystemExit(f"unknown provider {provider!r}")
 

@@ -84,7 +84,6 @@ class MemorySettingsBlock(SettingsBlock):
     max_index_chars: int | None = _m("max_index_chars")
     max_notes_chars: int | None = _m("max_notes_chars")
     stale_claim_seconds: int | None = _m("stale_claim_seconds")
-    llm_retry_delay_seconds: float | None = _m("llm_retry_delay_seconds")
     semantic_search: SemanticSearch | None = _m("semantic_search")
     exclude_projects: list[str] | None = _m("exclude_projects")
 

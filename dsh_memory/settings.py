@@ -160,9 +160,6 @@ class MemorySettings(BaseModel):
     max_index_chars: int = Field(30_000, ge=1000, description="Cap on the rollout-summary index fed to Phase 2")
     max_notes_chars: int = Field(20_000, ge=500, description="Cap on ad hoc notes fed to Phase 2")
     stale_claim_seconds: int = Field(1800, ge=1, description="A running claim older than this recovers as failed")
-    llm_retry_delay_seconds: float = Field(
-        5.0, ge=0, description="Base delay of model-call retries (exponential, jittered)"
-    )
     semantic_search: SemanticSearch = Field(
         "auto",
         description="Ranked search: 'auto' fuses lexical BM25 with a small embedding model's likeness when the "

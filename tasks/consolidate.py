@@ -33,7 +33,7 @@ from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.serve import preflight
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.store import MemoryStore
-from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
+from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, transient_only
 from dsh_memory.transcript.redact import redact
 
 
@@ -71,7 +71,7 @@ def gather_inputs(settings: MemorySettings, now: datetime) -> inputs_mod.Phase2I
 @task(
     name="phase2-call-model",
     retries=3,
-    retry_delay_seconds=RetryDelays([5, 20, 60]),
+    retry_delay_seconds=[5, 20, 60],
     retry_jitter_factor=RETRY_JITTER_FACTOR,
     retry_condition_fn=transient_only,
     cache_policy=NO_CACHE,

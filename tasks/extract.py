@@ -1,9 +1,9 @@
 """Phase 1 tasks: one model call (retried, cached, globally limited) and one session end to end.
 
 Policy lives in the decorators:
-- `llm_extract` retries transient model errors only (429/5xx/timeouts) after an exponential
-  backoff (base `settings.llm_retry_delay_seconds`, carried by the PhaseModel), jittered, and
-  never sooner than the server's Retry-After (tasks/_policy.py); its cache key is (memory root,
+- `llm_extract` retries transient model errors only (429/5xx/timeouts) after 1, 2 and 4 s,
+  jittered, and never sooner than the server's Retry-After (tasks/_policy.py: a longer one
+  fails the session's claim, retried after the claims' backoff); its cache key is (memory root,
   session, watermark, target seq, prompt version, provider, model, budget), so a re-run after a
   crash never pays twice for one extraction. Results (redacted model output only) persist in
   Prefect's result storage, which is what makes the key hit across runs; they are committed as
@@ -30,7 +30,7 @@ from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, Phase1Input, call_model, prepare_input
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
-from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
+from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, transient_only
 from dsh_memory.tasks._session import finish, start
 
 LLM_RETRIES = 3
@@ -47,14 +47,10 @@ def _cache_key(context, parameters) -> str:
     return cache_key(p["cache_scope"], p["session_id"], p["watermark"], p["to_seq"], p["model"])
 
 
-def _retry_base_seconds(parameters: dict) -> float:
-    return parameters["model"].retry_delay_seconds
-
-
 @task(
     name="llm-extract",
     retries=LLM_RETRIES,
-    retry_delay_seconds=RetryDelays(exponential_backoff(backoff_factor=1)(LLM_RETRIES), base=_retry_base_seconds),
+    retry_delay_seconds=exponential_backoff(backoff_factor=1),  # 1, 2, 4 s
     retry_jitter_factor=RETRY_JITTER_FACTOR,
     retry_condition_fn=transient_only,
     cache_key_fn=_cache_key,

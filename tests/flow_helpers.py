@@ -40,7 +40,6 @@ def pipeline_env(monkeypatch, tmp_path: Path, fixtures: Path, fake_url: str, *, 
     monkeypatch.setenv("DSH_MEMORY_API_KEY", "test-key")
     monkeypatch.setenv("DSH_MEMORY_MODEL", "fake-model")
     monkeypatch.setenv("DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS", "0")
-    monkeypatch.setenv("DSH_MEMORY_LLM_RETRY_DELAY_SECONDS", "0.2")
     monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "4")
     return root
 

@@ -83,7 +83,7 @@ def test_blocks_mirror_every_settings_field_with_the_same_bounds():
         ("MemorySettingsBlock", "max_rollout_age_days", 3651),
         ("MemorySettingsBlock", "max_unused_days", -1),
         ("MemorySettingsBlock", "transcript_budget_tokens", 10),
-        ("MemorySettingsBlock", "llm_retry_delay_seconds", -0.5),
+        ("MemorySettingsBlock", "stale_claim_seconds", 0),
         ("MemorySettingsBlock", "idle_seconds", "soon"),
         ("MemorySettingsBlock", "memory_root", "relative/memories"),
         ("MemorySettingsBlock", "codex_sessions_dir", "sessions"),
@@ -308,7 +308,7 @@ def test_save_load_round_trip(server, tmp_path, monkeypatch):
 
     root = tmp_path / "mem"
     MemorySettingsBlock(
-        memory_root=str(root), idle_seconds=5, concurrency=2, codex_sessions_dir="off", llm_retry_delay_seconds=0.25
+        memory_root=str(root), idle_seconds=5, concurrency=2, codex_sessions_dir="off", stale_claim_seconds=77
     ).save("default", overwrite=True)
     ModelRouteBlock(
         base_url="http://127.0.0.1:9/v1", api_key=KEY, phase1_model="m1", phase2_reasoning_effort="high"
@@ -319,7 +319,7 @@ def test_save_load_round_trip(server, tmp_path, monkeypatch):
     settings, route = load_settings()
     assert settings.memory_root == root and settings.roots.codex_sessions is None
     assert (settings.idle_seconds, settings.concurrency, settings.retry_limit) == (5, 2, 9)
-    assert settings.llm_retry_delay_seconds == 0.25 and settings.debounce_seconds == 180
+    assert settings.stale_claim_seconds == 77 and settings.debounce_seconds == 180
     assert (route.base_url, route.phase1_model, route.phase2_model) == ("http://127.0.0.1:9/v1", "m1", "deepseek-chat")
     assert route.phase2_reasoning_effort == "high" and route.api_key.get_secret_value() == KEY
     assert ModelRouteBlock.load("default").api_key.get_secret_value() == KEY

@@ -30,7 +30,9 @@ class Switch:
         self.broken = True
 
     def __call__(self, request: dict) -> Reply:
-        return Reply.error(500, "upstream exploded") if self.broken else memory_reply(request)
+        # Retry-After beyond the task's retry delays: each run fails the session at once (no
+        # in-run retries), so the claims' backoff is what this test walks through.
+        return Reply.error(500, "upstream exploded", retry_after=3600) if self.broken else memory_reply(request)
 
 
 def _fail_until_parked(env: dict, root) -> None:
@@ -57,7 +59,6 @@ def setup(tmp_path, prefect_api):
             DSH_HOME=str(dsh),
             DSH_MEMORY_RETRY_LIMIT="3",
             DSH_MEMORY_RETRY_BASE_SECONDS="1",
-            DSH_MEMORY_LLM_RETRY_DELAY_SECONDS="0",
         )
         yield switch, env, tmp_path / "mem"
 

@@ -25,12 +25,12 @@ def _settings(tmp_path: Path, **kw) -> MemorySettings:
 
 
 def test_a_remote_model_keeps_the_configured_budgets(tmp_path):
-    settings = _settings(tmp_path, llm_retry_delay_seconds=0.25)
+    settings = _settings(tmp_path)
     route = ModelRoute.from_env(ENV, phase2_reasoning_effort="high")
     p1 = phase_model(route, "phase1", settings)
     assert isinstance(p1.llm, OpenAICompatLLM) and (p1.phase, p1.provider, p1.model) == ("phase1", "openai", "m1")
     assert p1.max_tokens == route.phase1_max_tokens and p1.reasoning_effort == route.phase1_reasoning_effort
-    assert p1.budget_tokens == settings.transcript_budget_tokens and p1.retry_delay_seconds == 0.25
+    assert p1.budget_tokens == settings.transcript_budget_tokens
     p2 = phase_model(route, "2", settings)
     assert p2.phase == "phase2" and p2.max_tokens == route.phase2_max_tokens and p2.reasoning_effort == "high"
     assert p2.input_caps == {} and p2.fit(settings) is settings
@@ -68,7 +68,6 @@ def _model(**kw) -> PhaseModel:
         max_tokens=4096,
         reasoning_effort="",
         budget_tokens=24000,
-        retry_delay_seconds=5.0,
     )
     return PhaseModel(**{**base, **kw})
 

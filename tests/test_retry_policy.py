@@ -1,7 +1,7 @@
-"""Retry policy lives on the @task decorators (tasks/_policy.py): transient errors only, an
-exponential backoff whose base comes from the settings through the task's PhaseModel, and a
-server-given Retry-After honoured by Prefect's own retry delay (the engine waits in an
-`AwaitingRetry` state), never by sleeping in the retry predicate."""
+"""Retry policy lives on the @task decorators in Prefect's own terms (tasks/_policy.py): retries, a
+plain list of delays, jitter, and `retry_condition_fn=transient_only` — transient errors only,
+and a server's Retry-After longer than the next delay is not retried in the run (the session's
+claim fails, to be retried after the claims' backoff); the predicate decides, it never sleeps."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dsh_memory.errors import LLMFatalError, LLMTransientError
 from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.llm.openai_compat import OpenAICompatLLM
 from dsh_memory.phase1.extraction import material_for
-from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, RetryDelays, transient_only
+from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, transient_only
 from dsh_memory.tasks.consolidate import call_consolidation_model
 from dsh_memory.tasks.extract import extract_session, llm_extract
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
@@ -30,12 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 JITTER_LOW, JITTER_HIGH = 0.62, 1.5  # Prefect's clamped_poisson_interval range for factor 0.5
 
 
-def test_the_decorators_carry_the_policy():
+def test_the_decorators_carry_the_policy_as_plain_prefect_values():
     for t in (llm_extract, call_consolidation_model):
         assert t.retries == 3 and t.retry_condition_fn is transient_only
-        assert isinstance(t.retry_delay_seconds, RetryDelays) and t.retry_jitter_factor == RETRY_JITTER_FACTOR
-    assert list(llm_extract.retry_delay_seconds) == [1.0, 2.0, 4.0]  # × settings.llm_retry_delay_seconds
-    assert list(call_consolidation_model.retry_delay_seconds) == [5.0, 20.0, 60.0]
+        assert type(t.retry_delay_seconds) is list and t.retry_jitter_factor == RETRY_JITTER_FACTOR
+    assert llm_extract.retry_delay_seconds == [1, 2, 4]
+    assert call_consolidation_model.retry_delay_seconds == [5, 20, 60]
 
 
 def test_no_policy_is_patched_at_run_time():
@@ -51,12 +51,16 @@ def test_no_policy_is_patched_at_run_time():
     assert not [p for p in inspect.signature(extract_session.fn).parameters if p.endswith("_task")]
 
 
-def test_the_retry_predicate_never_sleeps():
-    run = SimpleNamespace(id=uuid.uuid4())
+def test_the_retry_predicate_decides_without_sleeping():
+    first_retry = SimpleNamespace(id=uuid.uuid4(), run_count=1)  # the next delay: 1 s, jittered ≥ 0.62 s
     started = time.monotonic()
-    assert transient_only(None, run, Failed(data=LLMTransientError("429", retry_after=100)))
-    assert not transient_only(None, run, Failed(data=LLMFatalError("401")))
-    assert not transient_only(None, run, Failed(data=ValueError("a bug")))
+    assert transient_only(llm_extract, first_retry, Failed(data=LLMTransientError("503")))
+    assert transient_only(llm_extract, first_retry, Failed(data=LLMTransientError("429", retry_after=0.5)))
+    assert not transient_only(llm_extract, first_retry, Failed(data=LLMTransientError("429", retry_after=100)))
+    last_retry = SimpleNamespace(id=uuid.uuid4(), run_count=3)  # 4 s, jittered ≥ 2.5 s
+    assert transient_only(llm_extract, last_retry, Failed(data=LLMTransientError("429", retry_after=2)))
+    assert not transient_only(llm_extract, first_retry, Failed(data=LLMFatalError("401")))
+    assert not transient_only(llm_extract, first_retry, Failed(data=ValueError("a bug")))
     assert time.monotonic() - started < 0.5
 
 
@@ -78,17 +82,17 @@ def _awaiting_retry_delays(task_run_id) -> list[float]:
 
 
 @pytest.mark.usefixtures("prefect_api")
-def test_backoff_base_comes_from_the_task_parameters_and_fatal_errors_are_not_retried():
+def test_the_engine_waits_the_listed_delays_and_fatal_errors_are_not_retried():
     calls: list[float] = []
 
     @task(
         retries=3,
-        retry_delay_seconds=RetryDelays([1, 2, 4], base=lambda p: p["base_seconds"]),
+        retry_delay_seconds=[0.2, 0.4, 0.8],
         retry_jitter_factor=RETRY_JITTER_FACTOR,
         retry_condition_fn=transient_only,
         persist_result=False,
     )
-    def flaky(base_seconds: float, fatal: bool = False) -> int:
+    def flaky(fatal: bool = False) -> int:
         calls.append(time.monotonic())
         if fatal:
             raise LLMFatalError("bad request")
@@ -98,7 +102,7 @@ def test_backoff_base_comes_from_the_task_parameters_and_fatal_errors_are_not_re
 
     @flow
     def run(fatal: bool):
-        return flaky(0.2, fatal=fatal, return_state=True)
+        return flaky(fatal=fatal, return_state=True)
 
     state = run(False)
     assert state.result() == 3
@@ -112,13 +116,16 @@ def test_backoff_base_comes_from_the_task_parameters_and_fatal_errors_are_not_re
 
 
 @pytest.mark.usefixtures("prefect_api")
-def test_a_429_with_retry_after_is_retried_after_the_server_given_delay(tmp_path):
+@pytest.mark.parametrize("retry_after", [0.5, 30])
+def test_a_429_is_never_retried_sooner_than_its_retry_after(retry_after, tmp_path):
+    """Within the next delay (1 s, ≥ 0.62 s jittered): the engine retries after it. Longer: not
+    retried in this run — one call, the task fails (the session's claim backoff takes over)."""
     seen: list[float] = []
 
     def handler(request):
         seen.append(time.monotonic())
         if len(seen) == 1:
-            return Reply.error(429, retry_after=1.5)
+            return Reply.error(429, retry_after=retry_after)
         return Reply.tool(
             {
                 "raw_memory": "- The user runs the tests with `make test`, not pytest.",
@@ -137,7 +144,6 @@ def test_a_429_with_retry_after_is_retried_after_the_server_given_delay(tmp_path
             max_tokens=1000,
             reasoning_effort="",
             budget_tokens=1000,
-            retry_delay_seconds=0.01,  # the scheduled backoff alone would retry after ~10 ms
         )
 
         @flow
@@ -159,8 +165,13 @@ def test_a_429_with_retry_after_is_retried_after_the_server_given_delay(tmp_path
                 return_state=True,
             )
 
-        state = one_call()
-    assert "make test" in state.result().raw_memory  # a real answer, after the retry
-    assert len(seen) == 2 and seen[1] - seen[0] >= 1.5, seen
-    (delay,) = _awaiting_retry_delays(state.state_details.task_run_id)
-    assert 1.5 <= delay <= 1.5 / JITTER_LOW * JITTER_HIGH + 0.05, delay  # the engine waited, not the predicate
+        state = one_call(return_state=True)
+    task_state = state.result(raise_on_failure=False)
+    if retry_after > 1:
+        assert len(seen) == 1 and task_state.is_failed(), seen
+        assert isinstance(task_state.result(raise_on_failure=False), LLMTransientError)
+        return
+    assert "make test" in task_state.result().raw_memory  # a real answer, after the retry
+    assert len(seen) == 2 and seen[1] - seen[0] >= retry_after, seen
+    (delay,) = _awaiting_retry_delays(task_state.state_details.task_run_id)
+    assert JITTER_LOW <= delay <= JITTER_HIGH + 0.05, delay  # the engine waited, not the predicate

@@ -108,7 +108,6 @@ class PhaseModel(BaseModel):
     input_caps: dict[str, int] = Field(
         default_factory=dict, description="Phase 2 input caps (chars) shrunk to fit the context; {} = as configured"
     )
-    retry_delay_seconds: float = Field(description="Base of the exponential retry backoff of model calls")
     writer: Writer = Field("model", description="Who writes the memory (see `Writer`)")
 
     @property
@@ -145,6 +144,5 @@ def phase_model(route: ModelRoute, phase: str, settings: MemorySettings) -> Phas
         reasoning_effort=opts["reasoning_effort"],
         budget_tokens=phase1_budget(settings, llm) if p == "phase1" else 0,
         input_caps=caps,
-        retry_delay_seconds=settings.llm_retry_delay_seconds,
         writer=writer_for(llm),
     )
