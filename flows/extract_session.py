@@ -6,10 +6,11 @@ turn end is not handled yet (plus `session`, when named: the vault's "extract no
 Phase 1 over them (flows/extract.py: one `extract-<id>` task run per session, `concurrency` at a
 time), marks the turn ends it saw handled, then asks Prefect for its next run at the next due
 time: a scheduled run of its own deployment whose idempotency key is that time, so asking twice
-creates one run. A turn end recorded meanwhile stays pending (newer than the one handled).
+creates one run — or, when that is within LINGER_SECONDS, waits for it and runs another round.
+A turn end recorded meanwhile stays pending (newer than the one handled).
 
 Started by: the `extract-session` deployment (prefect.yaml) — its trigger on `dsh.turn.ended`
-(at most one run per half debounce: the runs it starts only find when the next one is due), its
+(at most one run per debounce: the runs it starts only find when the next one is due), its
 own scheduled runs, and its interval schedule (the backstop after a crash). The deployment runs
 one at a time (`concurrency_limit: 1`, `ENQUEUE`): a run asked for while one is in flight waits
 and then finds what is due; nothing is lost, and at most a few runs wait.
@@ -23,6 +24,7 @@ Returns: the extract flow's Phase1Result, with `consolidation_requested` set.
 from __future__ import annotations
 
 import math
+import time
 from datetime import UTC, datetime, timedelta
 
 from prefect import flow, get_run_logger
@@ -33,7 +35,12 @@ from dsh_memory.hooks.events import RESOURCE_PREFIX
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.storage.turn_ends import TurnEnds
 
-MAX_SESSIONS = 256  # per run: bounds its duration; the rest are due at once, so the next run starts
+MAX_SESSIONS = 256  # per round: bounds its duration; the rest are due at once, so the next round runs
+# A run whose next session is due within this (at most half the debounce) waits for it and runs
+# another round instead of asking for a new run: a run costs a process (≈ 3 s of CPU to import
+# Prefect), and one asked for while this one runs waits for its slot.
+LINGER_SECONDS = 10.0
+MAX_ROUNDS = 20  # bounds a run's duration; then it asks for its next run as usual
 
 
 def session_id_from(resource: str) -> str:
@@ -54,20 +61,27 @@ def _run_name() -> str:
 def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1Result:
     log = get_run_logger()
     sid = session_id_from(session)
+    result = Phase1Result(discovered=0, candidates=0, decisions=[])
     with memory_context() as ctx:
         debounce = ctx.settings.debounce_seconds
         ends = TurnEnds(ctx.state)
-        due = ends.due(datetime.now(UTC), debounce, MAX_SESSIONS)
-        ids = list(dict.fromkeys([sid, *due] if sid else due))
         try:
-            if ids:
-                log.info("extracting %d sessions quiet for %s s (%d named)", len(ids), debounce, int(bool(sid)))
-                # Named sessions: the request is the reason to look (no idle check, no recheck wait).
-                result = run_phase1(session_ids=ids, respect_idle=False)
-            else:
-                result = Phase1Result(discovered=0, candidates=0, decisions=[])
+            for _ in range(MAX_ROUNDS):
+                due = ends.due(datetime.now(UTC), debounce, MAX_SESSIONS)
+                ids = list(dict.fromkeys([sid, *due] if sid else due))
+                sid = ""  # a named session is extracted in the first round only
+                try:
+                    if ids:
+                        log.info("extracting %d sessions quiet for %s s", len(ids), debounce)
+                        # Named sessions: the request is the reason to look (no idle check, no recheck wait).
+                        _merge(result, run_phase1(session_ids=ids, respect_idle=False))
+                finally:
+                    ends.handled(due)  # a failed session retries through its claim's backoff (catch-up)
+                # Due soon: wait here rather than start another process (queued behind this one).
+                if (wait := _until_next(ends, debounce)) is None:
+                    break
+                time.sleep(wait)
         finally:
-            ends.handled(due)  # a failed session retries through its claim's backoff (catch-up)
             ask_for_next_run(ends.next_due(debounce), debounce)
     result.consolidation_requested = False
     if consolidate and result.extracted:
@@ -75,11 +89,36 @@ def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1R
     return result
 
 
+def _until_next(ends: TurnEnds, debounce: float) -> float | None:
+    """Seconds until the next session's run time when that is within LINGER_SECONDS (at most
+    half the debounce); None otherwise."""
+    nxt = ends.next_due(debounce)
+    if nxt is None:
+        return None
+    now = datetime.now(UTC)
+    wait = (next_run_time(nxt, debounce, now) - now).total_seconds()
+    return max(0.0, wait) if wait <= min(LINGER_SECONDS, debounce / 2) else None
+
+
+def _merge(into: Phase1Result, more: Phase1Result) -> None:
+    """One result for a run's rounds."""
+    if not into.decisions and not into.outcomes:
+        into.__dict__.update(more.__dict__)
+        return
+    into.candidates += more.candidates
+    into.decisions += more.decisions
+    into.outcomes += more.outcomes
+    into.unknown_ids = [*(into.unknown_ids or []), *(more.unknown_ids or [])] or None
+    into.counts = into.count_outcomes()
+
+
 def next_run_time(due: datetime, debounce: float, now: datetime) -> datetime:
-    """When to run for a session due at `due`: the next whole second after it, plus a short
-    window (a tenth of the debounce, at most 2 s) that gathers the sessions due just after."""
-    at = max(due, now) + timedelta(seconds=min(2.0, debounce / 10))
-    return datetime.fromtimestamp(math.ceil(at.timestamp()), UTC)
+    """When to run for a session due at `due`: after a short window (a tenth of the debounce, at
+    most 2 s, at least 1 s) that gathers the sessions due just after, on a grid of that window —
+    runs asking for nearby times ask for the same one (the same idempotency key)."""
+    window = max(1.0, min(2.0, debounce / 10))
+    at = max(due, now).timestamp() + window
+    return datetime.fromtimestamp(math.ceil(at / window) * window, UTC)
 
 
 def ask_for_next_run(due: datetime | None, debounce: float) -> str | None:

@@ -71,7 +71,7 @@ def test_deploy_twice_creates_pools_and_pool_named_deployments_with_the_settings
     spec = {s["name"]: s for s in deployments.load_spec()}["extract-session"]
     (trigger,) = spec["triggers"]
     assert automation.name == trigger["name"] and automation.description == trigger["description"]
-    assert automation.trigger.within.total_seconds() == 21  # half the setting, not the yaml's 90
+    assert automation.trigger.within.total_seconds() == 42  # the setting, not the yaml's 180
     assert automation.actions[0].deployment_id == first["extract-session-pool"].id
 
     # Deploy again (in-process this time): the same deployments, one automation, nothing new.
@@ -84,7 +84,7 @@ def test_deploy_twice_creates_pools_and_pool_named_deployments_with_the_settings
     assert "work pool dsh-memory keeps its concurrency limit 3 (flow_run_limit is 5)" in " ".join(report.notes)
     pools, deps, automations = _server_view()
     assert {d.name: d.id for d in deps} == {n: d.id for n, d in first.items()}
-    assert len(automations) == 1 and automations[0].trigger.within.total_seconds() == 21
+    assert len(automations) == 1 and automations[0].trigger.within.total_seconds() == 42
 
 
 def test_extract_only_deploys_the_extract_pool_alone(monkeypatch, tmp_path):

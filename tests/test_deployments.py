@@ -43,13 +43,13 @@ def test_yaml_intervals_are_the_interval_settings_defaults():
 
 def test_one_extraction_deployment_woken_by_turn_ends_one_run_at_a_time():
     """No per-session trigger (a process per session): one reactive trigger over every session,
-    firing at most once per half debounce, on a deployment that runs one at a time and queues
+    firing at most once per debounce, on a deployment that runs one at a time and queues
     (never cancels) the runs asked for meanwhile, with an interval schedule as the backstop."""
     spec = {s["name"]: s for s in deployments.load_spec()}["extract-session"]
     (trigger,) = spec["triggers"]
     assert trigger["posture"] == "Reactive" and "for_each" not in trigger and "after" not in trigger
     assert trigger["expect"] == ["dsh.turn.ended"] and trigger["threshold"] == 1
-    assert trigger["within"] == 90  # half the default debounce (180)
+    assert trigger["within"] == 180  # the default debounce
     assert "parameters" not in trigger  # the run finds its sessions in the state, not the event
     assert spec["concurrency_limit"] == {"limit": 1, "collision_strategy": "ENQUEUE"}
     assert [s["interval"] for s in spec["schedules"]] == [600]
@@ -66,7 +66,7 @@ def test_runner_deployments_apply_settings_debounce_intervals_and_consolidation_
     built = {d.name: d for d in deployments.runner_deployments(settings)}
     assert set(built) == {"catch-up", "extract-session", "consolidate"}  # the extract pool's: workers only
     (trigger,) = built["extract-session"].triggers
-    assert trigger.within.total_seconds() == 7  # half the debounce: it only wakes the run
+    assert trigger.within.total_seconds() == 15  # the debounce: it only wakes the run
     for name in ("consolidate", "extract-session"):
         assert built[name].concurrency_limit == 1
         assert built[name].concurrency_options.collision_strategy.value == "ENQUEUE"

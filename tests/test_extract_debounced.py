@@ -53,6 +53,22 @@ def test_a_run_extracts_every_quiet_session_and_leaves_the_busy_one_pending(monk
     ends.state.close()
 
 
+def test_a_session_due_within_seconds_is_taken_by_the_same_run(monkeypatch, tmp_path, fixtures_dir):
+    """A run waits a few seconds for the next due session rather than start another process."""
+    from dsh_memory.flows.extract_session import extract_session_flow
+
+    with FakeOpenAIServer(handler=memory_reply) as fake:
+        root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+        monkeypatch.setenv("DSH_MEMORY_DEBOUNCE_SECONDS", "20")
+        now = datetime.now(UTC)
+        ends = _ends(root)
+        ends.record([(QUIET[0], now - timedelta(seconds=60)), (QUIET[1], now - timedelta(seconds=17))])
+        result = extract_session_flow(consolidate=False)
+    assert sorted(o.session for o in result.extracted) == sorted(QUIET)
+    assert (ends.pending(), result.counts) == (0, {"extracted": 2})
+    ends.state.close()
+
+
 def test_the_next_run_and_the_consolidation_are_asked_for_once(monkeypatch, tmp_path, fixtures_dir):
     """Asked twice (two runs finding the same next due time; two extractions finding
     consolidation pending), Prefect holds one scheduled run of each: idempotency keys."""
@@ -105,8 +121,10 @@ def test_the_next_run_gathers_the_sessions_due_just_after():
     from dsh_memory.flows.extract_session import next_run_time
 
     now = datetime(2026, 5, 1, 9, 0, 0, tzinfo=UTC)
-    assert next_run_time(now + timedelta(seconds=10.2), 20, now) == now + timedelta(seconds=13)
+    assert next_run_time(now + timedelta(seconds=10.2), 20, now) == now + timedelta(seconds=14)  # 2 s grid
+    assert next_run_time(now + timedelta(seconds=11.9), 20, now) == now + timedelta(seconds=14)  # the same run
     assert next_run_time(now - timedelta(seconds=30), 180, now) == now + timedelta(seconds=2)  # overdue: now
+    assert next_run_time(now + timedelta(seconds=0.5), 5, now) == now + timedelta(seconds=2)  # 1 s at least
 
 
 def _deployment(deployment_id):

@@ -2,7 +2,7 @@
 Prefect in batches.
 
 Recording: `record` (the receiver's: storage/turn_ends.py) gets every accepted turn end (session,
-when it was received) from the daemon thread as soon as it wakes, in one transaction per wake-up:
+when it was received) from the daemon thread within RECORD_EVERY_SECONDS, in one transaction:
 the debounce counts from that record, so the request path never waits on the database. A failed
 write is logged and retried (a newer turn end of the same session wins).
 
@@ -44,6 +44,11 @@ from dsh_memory.hooks.payloads import TurnEnd
 log = logging.getLogger("dsh_memory.hooks.forwarder")
 
 
+# Turn ends arriving within this of a write wait for the next one: a storm costs a few writes a
+# second, not one per turn end (the debounce is seconds; this is its error).
+RECORD_EVERY_SECONDS = 0.2
+
+
 @dataclass
 class _Entry:
     turn: TurnEnd
@@ -82,7 +87,7 @@ class TurnEndForwarder:
         self._post = post
         self._record = record
         self._unrecorded: dict[str, datetime] = {}  # session → newest turn end not recorded yet
-        self._record_retry_at = 0.0  # monotonic: after a failed write, when to try again
+        self._record_at = 0.0  # monotonic: the next write not before (RECORD_EVERY_SECONDS, a retry)
         self._pending: dict[str, _Entry] = {}
         self._in_flight = 0
         self._cond = threading.Condition()
@@ -190,7 +195,9 @@ class TurnEndForwarder:
         try:
             while True:
                 with self._cond:
-                    self._cond.wait_for(lambda: self._pending or self._closing or self._may_record(), timeout=1.0)
+                    self._cond.wait_for(
+                        lambda: self._pending or self._closing or self._may_record(), timeout=RECORD_EVERY_SECONDS
+                    )
                     self._record_now()
                     if not self._pending and not self._closing:
                         continue
@@ -229,12 +236,12 @@ class TurnEndForwarder:
         while not (hurry() or time.monotonic() >= deadline):
             self._cond.wait_for(
                 lambda: hurry() or time.monotonic() >= deadline or self._may_record(),
-                timeout=max(0.0, deadline - time.monotonic()),
+                timeout=max(0.0, min(deadline, max(self._record_at, time.monotonic())) - time.monotonic()),
             )
             self._record_now()
 
     def _may_record(self) -> bool:  # under self._cond
-        return bool(self._unrecorded) and time.monotonic() >= self._record_retry_at
+        return bool(self._unrecorded) and time.monotonic() >= self._record_at
 
     def _record_now(self) -> None:  # under self._cond; released around the write
         """Record every turn end taken since the last write, in one call."""
@@ -255,10 +262,11 @@ class TurnEndForwarder:
                     self._unrecorded[sid] = at
             self.failed_records += 1
             self.last_error = error
-            self._record_retry_at = time.monotonic() + 1.0
+            self._record_at = time.monotonic() + 1.0
             log.warning("recording %d turn end(s) failed, will retry: %s", len(ends), error)
         else:
             self.recorded += len(ends)
+            self._record_at = time.monotonic() + RECORD_EVERY_SECONDS
         self._cond.notify_all()
 
     def _take(self) -> list[tuple[str, _Entry]]:  # under self._cond

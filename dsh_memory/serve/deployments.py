@@ -2,7 +2,7 @@
 
 prefect.yaml is the one source of truth: names, entrypoints, work pools, schedules, triggers and
 the concurrency limits are read from it; the effective settings replace the turn-end trigger's
-window (half `debounce_seconds`: it wakes the debounced run at most that often) and the schedules' intervals
+window (`debounce_seconds`: it wakes the debounced run at most that often) and the schedules' intervals
 (`catch_up_interval_seconds`, `consolidate_interval_seconds`).
 
 Two modes, never sharing a deployment name:
@@ -69,9 +69,10 @@ def import_entrypoint(entrypoint: str):
 
 
 def wake_window_seconds(debounce_seconds: float) -> int:
-    """The turn-end trigger fires at most once per this: half the debounce (at least 1 s), so a
-    turn end it absorbs is still seen by the run a fired one scheduled (flows/extract_session.py)."""
-    return max(1, int(debounce_seconds // 2))
+    """The turn-end trigger fires at most once per this: the debounce (at least 1 s). A turn end
+    it lets pass came less than a debounce after one it fired on, whose session stays pending
+    until a run at least a debounce later: that run sees it (flows/extract_session.py)."""
+    return max(1, int(debounce_seconds))
 
 
 def build(spec: dict[str, Any], settings: MemorySettings | None, *, suffix: str = "", job_variables=None):
