@@ -92,9 +92,9 @@ def test_a_killed_writers_temp_file_is_swept_at_once(tmp_path):
 # The extract flow in a process that dies (SIGKILL) right after the rollout summary is written.
 DIE_AFTER_THE_SUMMARY = r"""
 import os, signal, sys
-import dsh_memory.tasks.extract as extract_tasks
+import dsh_memory.tasks._session as session_tasks
 
-real_apply = extract_tasks.apply_output
+real_apply = session_tasks.apply_output
 
 def apply_then_die(store, state, decision, output, now=None):
     write = store.write_rollout_summary
@@ -104,7 +104,7 @@ def apply_then_die(store, state, decision, output, now=None):
     store.write_rollout_summary = write_then_die
     return real_apply(store, state, decision, output, now)
 
-extract_tasks.apply_output = apply_then_die
+session_tasks.apply_output = apply_then_die
 from dsh_memory.flows.extract import extract_flow
 extract_flow(session_ids=[sys.argv[1]])
 """
