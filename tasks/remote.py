@@ -145,10 +145,11 @@ def read_json_result(state) -> object:
         raise RefusedResult(f"refused: the run's result is serialized as {meta.serializer.type!r}, not JSON")
     if meta.storage_block_id is not None:
         raw = resolve_result_storage(meta.storage_block_id).read_path(meta.storage_key)
-    else:  # the default local storage: a worker on this machine, this Prefect home
-        raw = (Path(PREFECT_LOCAL_STORAGE_PATH.value()) / meta.storage_key).read_bytes()
+    else:  # the default local storage: a worker on this machine, this Prefect home; read no more than the cap
+        with open(Path(PREFECT_LOCAL_STORAGE_PATH.value()) / meta.storage_key, "rb") as fh:
+            raw = fh.read(MAX_RESULT_BYTES + 1)
     if len(raw) > MAX_RESULT_BYTES:
-        raise RefusedResult(f"refused: the run's result is {len(raw)} bytes (limit {MAX_RESULT_BYTES})")
+        raise RefusedResult(f"refused: the run's result is over {MAX_RESULT_BYTES} bytes")
     data = json.loads(raw)
     if not (isinstance(data, dict) and {"metadata", "result"} <= data.keys()):
         return data  # the payload alone (Prefect then decodes it with the server's metadata: JSON)

@@ -211,6 +211,30 @@ def test_the_writer_reads_a_worker_result_as_plain_json_only(tmp_path):
     assert marker.exists(), "Prefect's own reader ran the worker's code"
 
 
+def test_a_huge_local_result_is_refused_reading_no_more_than_the_cap(tmp_path):
+    """A result file far over the cap is refused after reading the cap, not the whole file."""
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from prefect.results import ResultRecordMetadata
+    from prefect.serializers import JSONSerializer
+
+    from dsh_memory.tasks.remote import MAX_RESULT_BYTES, RefusedResult, read_json_result
+
+    path = tmp_path / "huge-result"
+    with open(path, "wb") as fh:
+        fh.truncate(3 * MAX_RESULT_BYTES)  # sparse: costs nothing on disk
+    state = SimpleNamespace(data=ResultRecordMetadata(storage_key=str(path), serializer=JSONSerializer()))
+    tracemalloc.start()
+    try:
+        with pytest.raises(RefusedResult, match="over"):
+            read_json_result(state)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * MAX_RESULT_BYTES, f"peak {peak >> 20} MiB"
+
+
 def test_a_local_model_worker_writes_from_the_evidence_however_long_the_transcript(monkeypatch):
     """A worker whose model has a small context (the local provider, 8192 tokens) is the evidence
     writer: it reads the job's evidence, never the transcript, so a session far longer than its
