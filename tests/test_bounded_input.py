@@ -286,3 +286,19 @@ def test_a_line_over_the_line_cap_is_skipped_and_keeps_its_number(tmp_path):
     assert [seq for seq, _ in result.records] == [1]
     assert any("line 1: skipped: longer than" in w for w in result.warnings), result.warnings
     assert peak < MAX_LINE_BYTES + WINDOW, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_sessions_holds_one_session_at_a_time(tmp_path):
+    """`sessions` reads every log: the one it read before is let go before the next is read."""
+    project = _claude_root(tmp_path)
+    for i in range(3):
+        sid = f"{i}b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
+        line = _claude_line("x" * 2000).replace(CLAUDE_ID, sid)
+        with open(project / f"{sid}.jsonl", "w") as fh:
+            fh.write((line + "\n") * (60 * 1024 * 1024 // (len(line) + 1)))
+    one, _ = _peak_rss_kb(["sessions", "--json"], _env(tmp_path))
+    for i in range(1, 3):
+        (project / f"{i}b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d.jsonl").unlink()
+    alone, res = _peak_rss_kb(["sessions", "--json"], _env(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert one < alone * 1.3, f"three logs: {one >> 10} MB, one alone: {alone >> 10} MB"

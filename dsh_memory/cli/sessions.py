@@ -77,6 +77,7 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
                 title=s.title,
                 warnings=len(s.warnings),
             )
+            del s  # before the next log is read: one session in memory at a time
         rows.append(row)
     rows.sort(key=lambda r: (r["last_activity"] or "", r["id"]), reverse=True)
     return rows
