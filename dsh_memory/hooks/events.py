@@ -2,8 +2,7 @@
 
 Delivered with plain HTTP, `POST {PREFECT_API_URL}/events` with a JSON list (the self-hosted
 server's events endpoint; webhooks are Prefect Cloud only), so the CLI hook path never imports
-prefect. The receiver forwards many sessions' latest turn ends in one such list (`post_events`). `emit_with_client` is the alternative through `prefect.events.emit_event`
-for code that already runs inside Prefect.
+prefect. The receiver forwards many sessions' latest turn ends in one such list (`post_events`).
 
 The event carries ids and small scalars only: no transcript text, no paths, no secrets. The
 `extract-session` deployment's trigger on it wakes the debounced extraction run (prefect.yaml);
@@ -96,27 +95,3 @@ def new_client(url: str, timeout: float) -> Any:
     import httpx
 
     return httpx.Client(timeout=timeout, trust_env=not is_loopback_url(url))
-
-
-def emit_turn_end(
-    turn: TurnEnd,
-    api_url: str,
-    *,
-    timeout: float = 5.0,
-    headers: Mapping[str, str] | None = None,
-    client: Any = None,
-) -> dict[str, Any]:
-    """POST the event to `{api_url}/events`. Returns the event sent; raises EmitError on failure."""
-    event = build_event(turn)
-    post_events([event], api_url, timeout=timeout, headers=headers, client=client)
-    return event
-
-
-def emit_with_client(turn: TurnEnd) -> Any:
-    """Same event through `prefect.events.emit_event` (uses the process's Prefect settings)."""
-    from prefect.events import emit_event
-
-    event = build_event(turn)
-    return emit_event(
-        event=event["event"], resource=event["resource"], payload=event["payload"], id=uuid.UUID(event["id"])
-    )

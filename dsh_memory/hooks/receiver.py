@@ -50,8 +50,8 @@ _FROM_ENV: Any = object()
 
 
 def min_gap_seconds(settings: Any) -> float:
-    """How long a session's next turn end may wait after one was forwarded: a quarter of the
-    debounce (the trigger still sees the session busy), at most 10 s; 0 without settings."""
+    """How long a session's next event may wait after one was forwarded: a quarter of the
+    debounce, at most 10 s (the turn end itself is recorded at once); 0 without settings."""
     debounce = getattr(settings, "debounce_seconds", None)
     return min(10.0, debounce / 4) if debounce else 0.0
 

@@ -9,7 +9,7 @@
 2. The loopback HTTP app (RPC, MCP at /mcp, turn-end receiver at /hooks/turn-end) in a thread;
    a non-loopback --host is refused before step 1 (`serve.guard.check_bind_host`).
 3. Boot catch-up: a few seconds after start, one `catch-up` run (throttled).
-4. Serve the prefect.yaml deployments (schedules + the debounced turn-end trigger) until
+4. Serve the prefect.yaml deployments (schedules + the turn-end trigger that wakes the debounced run) until
    Ctrl-C / SIGTERM, at most `flow_run_limit` flow runs (processes) at once; then stop
    everything this process started.
 """
