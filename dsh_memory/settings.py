@@ -119,7 +119,9 @@ class MemorySettings(BaseModel):
     roots: SourceRoots = Field(default_factory=SourceRoots)
     include_codex_exec: bool = Field(False, description="Also extract non-interactive `codex exec` runs")
     idle_seconds: int = Field(180, ge=0, description="A session must be quiet this long before extraction")
-    debounce_seconds: int = Field(180, ge=1, description="Turn-end trigger debounce per session")
+    debounce_seconds: int = Field(
+        180, ge=1, description="A session is extracted once its newest turn end is this old (the debounce)"
+    )
     catch_up_interval_seconds: int = Field(3600, ge=60, description="Schedule of the catch-up deployment")
     consolidate_interval_seconds: int = Field(6 * 3600, ge=60, description="Schedule of the consolidate deployment")
     extract_on_workers: bool = Field(
