@@ -156,7 +156,7 @@ def _extract(todo: list[Decision], model: PhaseModel | None, settings: MemorySet
     `extract-transcripts-pool` run on the extract pool's workers) → `apply-batch`."""
     where = f"with {model.provider}/{model.model}" if model else "on workers"
     get_run_logger().info("extracting %d sessions %s (concurrency %d)", len(todo), where, settings.concurrency)
-    slots = run_slots(settings.concurrency) if model else nullcontext()
+    slots = run_slots(settings.concurrency, calls=len(todo)) if model else nullcontext()
     with slots, ThreadPoolTaskRunner(max_workers=worker_count(settings.concurrency)) as runner:
         try:
             if model is not None:

@@ -97,6 +97,20 @@ def test_a_second_run_waits_for_the_first_runs_slots():
     assert _active(name) == 0
 
 
+@pytest.mark.usefixtures("prefect_api")
+def test_a_run_takes_only_the_slots_it_has_calls_for():
+    """Two one-session runs share a limit of 2 at once; neither waits for the other."""
+    name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
+    with run_slots(2, name, calls=1):
+        assert _active(name) == 1
+        with run_slots(2, name, calls=1):
+            assert _active(name) == 2
+            assert _hammer(threads=3, rounds=1) == 1  # this run's own bound: its one call
+    assert _active(name) == 0
+    with run_slots(2, name, calls=5):  # more calls than the limit: the limit
+        assert _active(name) == 2
+
+
 @pytest.fixture()
 def refusing_api():
     """A stand-in Prefect API on loopback that answers every request 403."""

@@ -8,10 +8,12 @@ tasks of the run's map inherit (Prefect's thread-pool runner copies the context 
 
 Across runs and hosts, with a Prefect server configured, the run takes its slots from the global
 concurrency limit `dsh-memory-llm` (created or resized to `settings.concurrency`) with Prefect's
-own `concurrency()`, once for the whole run: Prefect leases and renews them, a killed run's lease
-expires on the server, and runs on every host together never call the model more often at once
-than the limit — a run that finds the slots taken waits for them. In ephemeral mode there are no
-leases (a killed process would hold its slots forever), so the bound is the run's alone.
+own `concurrency()`, once for the whole run, as many as it has calls to make (at most the
+limit): Prefect leases and renews them, so runs on every host together never call the model
+more often at once than the limit, and a run that finds too few free waits for them. A killed
+run's lease expires on the server within about a minute (until then its slots stay taken). In
+ephemeral mode there are no leases (a killed process would hold its slots forever), so the
+bound is the run's alone.
 """
 
 from __future__ import annotations
@@ -38,13 +40,15 @@ def worker_count(size: int) -> int:
 
 
 @contextmanager
-def run_slots(size: int, name: str = LIMIT_NAME) -> Iterator[None]:
-    """This run's `size` model slots, taken from the global limit `name` too when a Prefect
+def run_slots(size: int, name: str = LIMIT_NAME, *, calls: int | None = None) -> Iterator[None]:
+    """This run's model slots: `size` (the settings' concurrency), or `calls` when it has fewer
+    model calls to make, taken from the global limit `name` (sized `size`) too when a Prefect
     server is configured (see the module docstring)."""
     size = max(1, int(size))
-    token = _SLOTS.set(threading.BoundedSemaphore(size))
+    occupy = max(1, min(size, calls or size))
+    token = _SLOTS.set(threading.BoundedSemaphore(occupy))
     try:
-        with _global_slots(size, name):
+        with _global_slots(size, occupy, name):
             yield
     finally:
         _SLOTS.reset(token)
@@ -66,7 +70,7 @@ def model_slot() -> Iterator[None]:
 
 
 @contextmanager
-def _global_slots(size: int, name: str) -> Iterator[None]:
+def _global_slots(size: int, occupy: int, name: str) -> Iterator[None]:
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
@@ -90,7 +94,7 @@ def _global_slots(size: int, name: str) -> Iterator[None]:
     from prefect.concurrency.sync import concurrency
 
     with concurrency(
-        name, occupy=size, lease_duration=LEASE_SECONDS, strict=True, raise_on_lease_renewal_failure=False
+        name, occupy=occupy, lease_duration=LEASE_SECONDS, strict=True, raise_on_lease_renewal_failure=False
     ):
         yield
 
