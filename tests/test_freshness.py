@@ -151,3 +151,31 @@ def test_the_commit_memory_was_learned_against_is_read_without_git(tmp_path, rep
     assert head_commit(str(wt)) == rev(wt) != rev(repo)
     assert head_commit(str(repo)) == rev(repo)
     assert head_commit(str(tmp_path)) == "" and head_commit("/no/such/dir") == "" and head_commit(None) == ""
+
+
+def test_consolidation_sets_stale_items_aside_and_brings_them_back_never_deleting(tmp_path, repo):
+    from dsh_memory.consolidation import stale
+    from dsh_memory.consolidation.mechanical import parse_memory_md, render_summary, scope_of_group
+
+    md = (
+        f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
+        '## User preferences\n- The user: "never edit `conf/app.toml` by hand" [source: a]\n\n'
+        "## Project facts\n- Settings live in `conf/app.toml`. [source: a]\n- `src/cart.py` defines `total` [source: b]\n"
+    )
+    groups = parse_memory_md(md)
+    assert stale.set_aside(groups, scope_of_group) == 0
+    (repo / "conf" / "app.toml").unlink()
+    groups = parse_memory_md(md)
+    assert stale.set_aside(groups, scope_of_group) == 1
+    g = groups[str(repo)]
+    assert g.sections["Possibly stale"] == [
+        "- Settings live in `conf/app.toml`. (may be stale: conf/app.toml no longer exists) [source: a]"
+    ]
+    assert g.sections["Project facts"] == ["- `src/cart.py` defines `total` [source: b]"]
+    assert "never edit" in g.sections["User preferences"][0]  # the user's words stay where they are
+    assert "Settings live" not in render_summary(groups, [], 4000)  # set aside: not routed to from injection
+    (repo / "conf" / "app.toml").write_text("port = 2\n")  # back in the tree: back in the facts
+    regrouped = parse_memory_md(g.render())
+    stale.set_aside(regrouped, scope_of_group)
+    assert "- Settings live in `conf/app.toml`. [source: a]" in regrouped[str(repo)].sections["Project facts"]
+    assert not regrouped[str(repo)].sections["Possibly stale"]

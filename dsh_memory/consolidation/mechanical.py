@@ -18,6 +18,8 @@ second and never cuts a bullet:
   use, the steps, verification from the commands that worked, pitfalls from its failure
   shields) and a `Procedures` bullet pointing at it;
 - forgetting candidates are retired: their knowledge bullets stay, their `Tasks` lines go;
+- a bullet its project's working tree contradicts (a cited path, target or script gone) is set
+  aside in the group's `Possibly stale` section, not deleted (`consolidation/stale.py`);
 - memory_summary.md (`v1`) is rebuilt in parts, `# Scope: global` then one
   `# Scope: project <root>` per project: the user's rules, how to build and test, the routing
   index (keywords and where to look), the skills; the read path injects the global part plus the current project's;
@@ -30,11 +32,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsh_memory.consolidation import stale
 from dsh_memory.consolidation.inputs import Phase2Inputs
 from dsh_memory.consolidation.output import ConsolidationOutput
+from dsh_memory.consolidation.summary_md import SOURCE, render_summary, scope_of_group
 from dsh_memory.phase1 import steps
-from dsh_memory.phase1.clean import is_marker, why_not_memory
-from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project, is_tagged_global, project_root, untag
+from dsh_memory.phase1.clean import why_not_memory
+from dsh_memory.scope import GLOBAL, is_tagged_global, project_root, untag
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
     steps.RULES: "User preferences",
@@ -45,14 +49,9 @@ SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order 
     steps.CODE_MAP: "Code map",
     steps.PROCEDURE: "Procedures",
 }
-ORDER = ["User notes", *dict.fromkeys(SECTIONS.values()), "Agent findings", "Notes", "Tasks"]
+ORDER = ["User notes", *dict.fromkeys(SECTIONS.values()), "Agent findings", "Notes", stale.SECTION, "Tasks"]
 PROMOTABLE = ("User preferences",)  # what recurs across projects is the user's, not a project's
-SOURCE = re.compile(r"\s*\[source: ([^\]]*)\]\s*$")
-CODE = re.compile(r"`([^`\n]+)`")
-MAX_KEYWORD_CHARS = 60
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-MAX_KEYWORDS = 8
-MAX_SUMMARY_COMMANDS = 3
 VERSION = re.compile(r"^v?\d+(\.\d+)*$")
 
 
@@ -274,83 +273,6 @@ def _cap(groups: dict[str, Group], limit: int) -> str:
         g.sections[s].pop()
 
 
-def _keywords(group: Group) -> list[str]:
-    """Names to search for: the code spans of the group's facts and shields that are names (files,
-    identifiers, tools), not command lines, most cited first."""
-    counts: dict[str, int] = {}
-    for section in ("Project facts", "Agent findings", "Failure shields"):
-        for b in group.sections.get(section, []):
-            for c in CODE.findall(SOURCE.sub("", b)):
-                if 2 <= len(c) <= MAX_KEYWORD_CHARS and " " not in c.strip() and not is_marker(c):
-                    counts[c] = counts.get(c, 0) + 1
-    return sorted(counts, key=lambda c: -counts[c])[:MAX_KEYWORDS]
-
-
-def _commands(group: Group) -> list[str]:
-    """The group's newest build/test lines, as written (the injected part's how-to)."""
-    return [SOURCE.sub("", b).rstrip() for b in group.sections.get("Reusable knowledge", [])[:MAX_SUMMARY_COMMANDS]]
-
-
-def _within(lines: list[str], cap: int) -> list[str]:
-    from dsh_memory.phase1.postprocess import cap_lines
-
-    text = cap_lines(lines, cap)
-    return text.split("\n") if text else []
-
-
-def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) -> list[str]:
-    """One `# Scope:` part of memory_summary.md: the user's rules, where to look, the skills."""
-    head = [f"{SUMMARY_HEADING}{'project ' + project if project else 'global'}"]
-    prefs = [
-        SOURCE.sub("", b).rstrip()
-        for g in gs
-        for s in ("User notes", "User preferences")
-        for b in g.sections.get(s, [])
-    ]
-    how = [c for g in gs for c in _commands(g)]
-    routing = []
-    for g in gs:
-        kw = ", ".join(f"`{k}`" for k in _keywords(g))
-        routing.append(f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""))
-    routing = ["## What's in memory", *routing] if routing else []
-    skill_lines = ["## Skills", *(f"- skills/{s['name']}/SKILL.md: {s['task']}" for s in skills)] if skills else []
-    body = (["## Build and test", *how] if how else []) + routing + skill_lines
-    rest = cap - sum(len(x) + 1 for x in head + body) - 2
-    kept = _within(["## User preferences", *prefs], rest) if prefs else []
-    if prefs and len(kept) - 1 < len(prefs):  # what does not fit is named, never dropped silently
-        kept = _within(["## User preferences", *prefs], rest - 120)
-        where = ", ".join(f'"# Task Group: {g.name}"' for g in gs) or "MEMORY.md"
-        kept.append(f"- not shown here: {len(prefs) - max(0, len(kept) - 1)} more preferences (MEMORY.md {where})")
-    return _within(head + kept + body, cap) if len(head + kept + body) > 1 else []
-
-
-def scope_of_group(g: Group) -> str | None:
-    """The project of a task group; None for `global` and for groups written before scopes whose
-    `applies_to` is a pattern (they were injected everywhere, so they stay global)."""
-    return None if g.name == GLOBAL else group_project(g.name, g.head)
-
-
-def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:
-    """memory_summary.md: `v1`, then a `# Scope: global` part and one `# Scope: project <root>`
-    part per project (see the module docstring). The global part plus any one project part fit
-    in `cap`; whole lines."""
-    parts: dict[str | None, list[Group]] = {None: []}
-    for g in groups.values():
-        parts.setdefault(scope_of_group(g), []).append(g)
-    for s in skills:  # a project's skill routes from its project's part, with or without bullets
-        parts.setdefault(s.get("project") or None, [])
-    projects = sorted(p for p in parts if p is not None)
-    global_cap = cap - 4 if not projects else (cap - 4) // 2
-    out = ["v1", ""]
-    part = _part(parts[None], None, [s for s in skills if not s.get("project")], global_cap)
-    out += part + [""] if part else []
-    room = cap - 4 - sum(len(x) + 1 for x in part) - 1
-    for project in projects:
-        p = _part(parts[project], project, [s for s in skills if s.get("project") == project], room)
-        out += p + [""] if p else []
-    return "\n".join(out).rstrip() + "\n"
-
-
 def _note_items(fields: dict, body: str) -> list[str]:
     """A note's handbook items: one for a note the user added; an imported memory file's own
     bullets (at most 40), each on its own line."""
@@ -401,6 +323,7 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
     for g in groups.values():
         g.sections["Tasks"] = [t for t in g.sections.get("Tasks", []) if not any(f"/{s}.md" in t for s in retired)]
     promote_recurring(groups)
+    stale.set_aside(groups, scope_of_group)
     if GLOBAL in groups and not any(groups[GLOBAL].sections.values()):
         del groups[GLOBAL]
     groups = dict(sorted(groups.items(), key=lambda kv: (kv[0] != GLOBAL, kv[0])))

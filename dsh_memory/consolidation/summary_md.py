@@ -1,0 +1,100 @@
+"""memory_summary.md from the handbook's task groups (the mechanical merge's second file).
+
+`v1`, then a `# Scope: global` part and one `# Scope: project <root>` part per project, each with
+the user's rules, how to build and test, where to look (the group's keywords: the names its facts
+and shields cite) and its skills. The read path injects the global part plus the current
+project's, so the global part and any one project part fit the cap together; whole lines, and
+what does not fit is named, not dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from dsh_memory.phase1.clean import is_marker
+from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project
+
+SOURCE = re.compile(r"\s*\[source: ([^\]]*)\]\s*$")  # a bullet's provenance tag
+CODE = re.compile(r"`([^`\n]+)`")
+MAX_KEYWORD_CHARS = 60
+MAX_KEYWORDS = 8
+MAX_SUMMARY_COMMANDS = 3
+Group = Any  # consolidation.mechanical.Group: name, head, sections
+
+
+def _keywords(group: Group) -> list[str]:
+    """Names to search for: the code spans of the group's facts and shields that are names (files,
+    identifiers, tools), not command lines, most cited first."""
+    counts: dict[str, int] = {}
+    for section in ("Project facts", "Agent findings", "Failure shields"):
+        for b in group.sections.get(section, []):
+            for c in CODE.findall(SOURCE.sub("", b)):
+                if 2 <= len(c) <= MAX_KEYWORD_CHARS and " " not in c.strip() and not is_marker(c):
+                    counts[c] = counts.get(c, 0) + 1
+    return sorted(counts, key=lambda c: -counts[c])[:MAX_KEYWORDS]
+
+
+def _commands(group: Group) -> list[str]:
+    """The group's newest build/test lines, as written (the injected part's how-to)."""
+    return [SOURCE.sub("", b).rstrip() for b in group.sections.get("Reusable knowledge", [])[:MAX_SUMMARY_COMMANDS]]
+
+
+def _within(lines: list[str], cap: int) -> list[str]:
+    from dsh_memory.phase1.postprocess import cap_lines
+
+    text = cap_lines(lines, cap)
+    return text.split("\n") if text else []
+
+
+def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) -> list[str]:
+    """One `# Scope:` part of memory_summary.md: the user's rules, where to look, the skills."""
+    head = [f"{SUMMARY_HEADING}{'project ' + project if project else 'global'}"]
+    prefs = [
+        SOURCE.sub("", b).rstrip()
+        for g in gs
+        for s in ("User notes", "User preferences")
+        for b in g.sections.get(s, [])
+    ]
+    how = [c for g in gs for c in _commands(g)]
+    routing = []
+    for g in gs:
+        kw = ", ".join(f"`{k}`" for k in _keywords(g))
+        routing.append(f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""))
+    routing = ["## What's in memory", *routing] if routing else []
+    skill_lines = ["## Skills", *(f"- skills/{s['name']}/SKILL.md: {s['task']}" for s in skills)] if skills else []
+    body = (["## Build and test", *how] if how else []) + routing + skill_lines
+    rest = cap - sum(len(x) + 1 for x in head + body) - 2
+    kept = _within(["## User preferences", *prefs], rest) if prefs else []
+    if prefs and len(kept) - 1 < len(prefs):  # what does not fit is named, never dropped silently
+        kept = _within(["## User preferences", *prefs], rest - 120)
+        where = ", ".join(f'"# Task Group: {g.name}"' for g in gs) or "MEMORY.md"
+        kept.append(f"- not shown here: {len(prefs) - max(0, len(kept) - 1)} more preferences (MEMORY.md {where})")
+    return _within(head + kept + body, cap) if len(head + kept + body) > 1 else []
+
+
+def scope_of_group(g: Group) -> str | None:
+    """The project of a task group; None for `global` and for groups written before scopes whose
+    `applies_to` is a pattern (they were injected everywhere, so they stay global)."""
+    return None if g.name == GLOBAL else group_project(g.name, g.head)
+
+
+def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:
+    """memory_summary.md: `v1`, then a `# Scope: global` part and one `# Scope: project <root>`
+    part per project (see the module docstring). The global part plus any one project part fit
+    in `cap`; whole lines."""
+    parts: dict[str | None, list[Group]] = {None: []}
+    for g in groups.values():
+        parts.setdefault(scope_of_group(g), []).append(g)
+    for s in skills:  # a project's skill routes from its project's part, with or without bullets
+        parts.setdefault(s.get("project") or None, [])
+    projects = sorted(p for p in parts if p is not None)
+    global_cap = cap - 4 if not projects else (cap - 4) // 2
+    out = ["v1", ""]
+    part = _part(parts[None], None, [s for s in skills if not s.get("project")], global_cap)
+    out += part + [""] if part else []
+    room = cap - 4 - sum(len(x) + 1 for x in part) - 1
+    for project in projects:
+        p = _part(parts[project], project, [s for s in skills if s.get("project") == project], room)
+        out += p + [""] if p else []
+    return "\n".join(out).rstrip() + "\n"
