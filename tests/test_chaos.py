@@ -191,7 +191,7 @@ def test_a_run_killed_while_its_prefect_server_starts_takes_the_server_with_it(t
         deadline = time.monotonic() + 120
         while server is None and time.monotonic() < deadline and proc.poll() is None:
             kids = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
-            server = next((int(k) for k in kids if b"uvicorn" in Path(f"/proc/{k}/cmdline").read_bytes()), None)
+            server = next((int(k) for k in kids if b"uvicorn" in _cmdline(k)), None)
             time.sleep(0.05)
         assert server is not None, "no temporary Prefect server seen"
         time.sleep(0.3)  # still migrating / starting: seconds before it answers /health
@@ -235,3 +235,11 @@ def test_chaos_harness_three_trials(tmp_path):
     )
     assert result["trials"] == 3
     assert result["counts"] == dict.fromkeys(chaos.COUNTERS, 0), out.getvalue()
+
+
+def _cmdline(pid: str) -> bytes:
+    """A process's command line; b"" when it ended between listing and reading (a race, not a failure)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
