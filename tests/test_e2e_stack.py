@@ -50,13 +50,14 @@ def _llm(request: dict) -> Reply:
     )
 
 
-def _flow_runs(api_url: str, flow_name: str, since: datetime) -> list[dict]:
-    """This stack's runs of `flow_name`: serve's deployment of that name (the suite's server holds
-    other tests' deployments of the same flows)."""
+def _flow_runs(api_url: str, flow_name: str, since: datetime, after: str = "start_time") -> list[dict]:
+    """This stack's runs of `flow_name` whose `after` time (start_time, expected_start_time) is past
+    `since`: serve's deployment of that name (the suite's server holds other tests' deployments of
+    the same flows)."""
     body = {
         "flows": {"name": {"any_": [flow_name]}},
         "deployments": {"name": {"any_": [flow_name]}},
-        "flow_runs": {"start_time": {"after_": since.isoformat()}},
+        "flow_runs": {after: {"after_": since.isoformat()}},
         "limit": 100,
     }
     r = httpx.post(f"{api_url}/flow_runs/filter", json=body, timeout=10)
@@ -74,23 +75,15 @@ def _settled(api_url: str, since: datetime, deadline: float) -> list[dict]:
     interval schedule's future runs apart)."""
     while True:
         now = datetime.now(UTC).isoformat()
-        runs = [r for r in _flow_runs_created(api_url, "extract-session", since) if r["expected_start_time"] <= now]
+        runs = [
+            r
+            for r in _flow_runs(api_url, "extract-session", since, "expected_start_time")
+            if r["expected_start_time"] <= now
+        ]
         if all(r["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") for r in runs):
             return runs
         assert time.monotonic() < deadline, [(r["name"], r["state"]["type"]) for r in runs]
         time.sleep(1)
-
-
-def _flow_runs_created(api_url: str, flow_name: str, since: datetime) -> list[dict]:
-    body = {
-        "flows": {"name": {"any_": [flow_name]}},
-        "deployments": {"name": {"any_": [flow_name]}},
-        "flow_runs": {"expected_start_time": {"after_": since.isoformat()}},
-        "limit": 100,
-    }
-    r = httpx.post(f"{api_url}/flow_runs/filter", json=body, timeout=10)
-    r.raise_for_status()
-    return r.json()
 
 
 def test_serve_extracts_each_quiet_session_once_in_one_debounced_run(prefect_api, tmp_path, fixtures_dir):

@@ -6,19 +6,23 @@ delta after the watermark), never from the rendered transcript, so the budget's 
 and the renderer's markers never become memory. Each string is a copy of what the session
 says (redacted), picked by deterministic rules that hold for sessions we have not seen:
 
-- rules: the user's sentences that state a standing wish ("don't commit docs", "X should live
-  in Y", "use A, not B"), never questions or one-off task instructions; with the agent's
-  first plain sentence after it when that restates the rule in the project's terms;
+- rules: the user's sentences that state a standing wish or restate one (`phase1/user_words.py`),
+  never questions or one-off task instructions; with the agent's first plain sentence after it
+  when that restates the rule in the project's terms; and the descriptions of the memory notes
+  the agent itself saved for later sessions;
 - commands: how the project is built, tested, linted, formatted or run (`make fast-ci`,
-  `bun run test`, `uv run pytest …`), as they succeeded; exploration (ls, cat, grep, git status…)
-  and one-off git/gh plumbing are not knowledge;
+  `bun run test`, `uv run pytest …`), as they succeeded — also when a subagent ran them (named) —
+  and the shell blocks the agent wrote into CLAUDE.md / AGENTS.md; exploration (ls, cat, grep,
+  git status…) and one-off git/gh plumbing are not knowledge;
 - shields: a command that failed with an informative error, and what made it work (an edit, a
-  different command, escalated sandbox permissions), with the agent's explanation when it gave
-  one; a failure nothing fixed, or that passed on a bare rerun, is no shield;
+  different command, escalated sandbox permissions) or, when nothing in the session did, the fix
+  the agent advised; with the agent's explanation when it gave one; a failure nothing fixed or
+  advised on, or that passed on a bare rerun, is no shield;
 - facts: the agent's declarative sentences about where things live and how they behave (a code
   span or path plus a fact cue), never its progress narration ("Let me…", "Now I…"), first or
   second person, questions or table rows;
-- the outcome (the agent's last message) and the requests, for the recap.
+- the code map: the files the session changed and the names it defined there (`phase1/codemap.py`);
+- for the recap: the outcome (the agent's last message), what each turn concluded, the requests.
 """
 
 from __future__ import annotations
