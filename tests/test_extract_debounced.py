@@ -99,13 +99,19 @@ def test_the_next_run_and_the_consolidation_are_asked_for_once(monkeypatch, tmp_
         return ask_for_next_run(due, 20), ask_for_next_run(due, 20), request_consolidation(), request_consolidation()
 
     try:
+        asked_from = datetime.now(UTC)
         first, second, asked, asked_again = ask_twice()
         assert first == second and asked and asked_again
         with get_client(sync_client=True) as client:
-            # The deployments' own interval schedules add runs whenever the server's scheduler
-            # gets to them (auto_scheduled): only the runs asked for are counted.
+            # Only the runs this test asked for: the deployments' interval schedules add runs
+            # whenever the server's scheduler gets to them (auto_scheduled), and earlier tests on
+            # the suite's server asked for consolidations of the same `consolidate` deployment.
             runs = {
-                d: [r for r in client.read_flow_runs(deployment_filter=_deployment(i)) if not r.auto_scheduled]
+                d: [
+                    r
+                    for r in client.read_flow_runs(deployment_filter=_deployment(i))
+                    if not r.auto_scheduled and r.created >= asked_from
+                ]
                 for d, i in ids.items()
             }
         (run,) = runs["extract-session"]
