@@ -133,6 +133,9 @@ def summary_time(root: Path, i: int, part: int = 1) -> float | None:
         return None
 
 
+TERMINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+
+
 def wait_for(predicate, timeout: float, every: float = 1.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -251,13 +254,21 @@ def run_storm(
                     forwarded_last += 1
             out["last_forwarded"] = forwarded_last
             out["events_forwarded"] = stack.events_received()
-            # this stack's runs that were due (the interval schedule's upcoming ones apart)
-            now = _iso(time.time())
-            runs = [
-                r
-                for r in stack.runs("extract-session")
-                if started <= r["expected_start_time"] <= now and r.get("deployment_id")
-            ]
+
+            # this stack's runs that were due (the interval schedule's upcoming ones apart), once
+            # they have settled: a run woken after the last extraction (it finds nothing due) may
+            # still be queued for the deployment's one slot or running when the last session
+            # became searchable
+            def due_runs() -> list[dict]:
+                now = _iso(time.time())
+                return [
+                    r
+                    for r in stack.runs("extract-session")
+                    if started <= r["expected_start_time"] <= now and r.get("deployment_id")
+                ]
+
+            wait_for(lambda: all(r["state"]["type"] in TERMINAL for r in due_runs()), debounce + 180, 1.0)
+            runs = due_runs()
             parts = [_parts(stack.root, i) - (1 if i < follow_ups else 0) for i in range(sessions)]
             out["extractions_per_session"] = {k: parts.count(k) for k in sorted(set(parts))}
             out["runs"] = len(runs)
