@@ -70,8 +70,7 @@ class Group:
             head = text.split(":", 1)[0]
             for i, old in enumerate(items):
                 if SOURCE.sub("", old).startswith(head + ":"):
-                    items[i] = _with_source(_merged_list(text, SOURCE.sub("", old).rstrip()), "")
-                    items[i] = _with_source(items[i] + _source_tag(old), source)
+                    items[i] = _with_source(_merged_list(text, SOURCE.sub("", old).rstrip()) + _source_tag(old), source)
                     return
         key = _key(text)
         for i, old in enumerate(items):

@@ -31,7 +31,9 @@ def set_aside(groups: dict[str, Any], project_of) -> int:
         root = project_of(g)
         if not root or not os.path.isdir(root):
             continue
-        aside = g.sections.setdefault(SECTION, [])
+        earlier = g.sections.get(SECTION, [])
+        back = [b for b in earlier if not stale_reasons(_FLAG.sub("", b), root)]
+        aside = [b for b in earlier if b not in back]
         for name, items in list(g.sections.items()):
             if name in KEPT:
                 continue
@@ -44,9 +46,8 @@ def set_aside(groups: dict[str, Any], project_of) -> int:
                 else:
                     keep.append(b)
             g.sections[name] = keep
-        back = [b for b in aside if not stale_reasons(_FLAG.sub("", b), root)]
-        if back:
-            g.sections[SECTION] = [b for b in aside if b not in back]
+        g.sections[SECTION] = aside
+        if back:  # each bullet is checked once: what came back is not stale
             g.sections.setdefault(RETURNED_TO, []).extend(_FLAG.sub("", b) for b in back)
     return moved
 

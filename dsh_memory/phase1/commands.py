@@ -227,9 +227,8 @@ def commands(runs: list[Run]) -> list[Command]:
     for c in sorted(ok, key=lambda c: (not c.check, -c.runs)):
         if not any(family(c.line) == family(o.line) and len(o.line) <= len(c.line) for o in out):
             out.append(c)
-    kept = {id(c) for c in out[:MAX_COMMANDS]}
-    first = list(by.values())  # the order the session first ran them: setup before run
-    return sorted((c for c in ok if id(c) in kept), key=lambda c: (not c.check, first.index(c)))
+    first = {line: i for i, line in enumerate(by)}  # the order the session first ran them: setup before run
+    return sorted(out[:MAX_COMMANDS], key=lambda c: (not c.check, first[c.line]))
 
 
 def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:

@@ -286,10 +286,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     r"\b(passed|succeeded|all checks)\b", out[:300], re.I
                 )
                 via = str(e.arguments.get("subagent_type") or e.arguments.get("agent_type") or "")[:40]
-                for span in CODE.findall(prompt) + prompt.splitlines():
-                    cmd = normalize_command(redact(span.strip().removeprefix("$ ")), cwd)
-                    if is_build_command(cmd) and all(r.line != cmd or r.seq != e.seq for r in runs):
-                        runs.append(Run(e.seq, cmd, bad, "", False, via=via))
+                spans = CODE.findall(prompt) + prompt.splitlines()
+                cmds = dict.fromkeys(normalize_command(redact(s.strip().removeprefix("$ ")), cwd) for s in spans)
+                runs += [Run(e.seq, cmd, bad, "", False, via=via) for cmd in cmds if is_build_command(cmd)]
                 continue
             for path, written in edits_of(name, e.arguments) if name in EDIT_TOOLS else []:
                 path = _relative(path.strip(), cwd)
@@ -322,7 +321,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev.shields += advised(runs, assistant, cause, ev.shields)
     explained = {s.cause for s in ev.shields}
     ev.facts = _facts([a for a in assistant if a[1] not in explained])
-    ev.conclusions = _conclusions(assistant, set(ev.facts[:MAX_FACTS]))
+    ev.conclusions = _conclusions(assistant, set(ev.facts))  # the recap shows every fact already
     ev.rules = ev.rules[:MAX_RULES]
     return ev
 

@@ -208,10 +208,8 @@ def rollout_summary(ev: Evidence, task: str) -> str:
     more = ev.facts[MAX_FACTS:]
     if more:  # searchable, not injected: the facts the handbook had no room for
         out += ["", "## Also found", *(f"- {f}" for f in more)]
-    found = set(more)
-    conclusions = [c for c in ev.conclusions if c not in found]
-    if conclusions:  # searchable, not injected: what the turns concluded
-        out += ["", "## Conclusions", *(f"- {c}" for c in conclusions)]
+    if ev.conclusions:  # searchable, not injected: what the turns concluded (facts apart)
+        out += ["", "## Conclusions", *(f"- {c}" for c in ev.conclusions)]
     outcome = _outcome(ev)
     if outcome:
         out += ["", "## Outcome", outcome]
