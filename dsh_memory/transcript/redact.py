@@ -121,7 +121,20 @@ def _redact_assignments(text: str, low: str) -> str:
 
 # --- entry points -------------------------------------------------------------------------------
 def redact(text: str) -> str:
-    """`text` with every recognised secret replaced by `[REDACTED:<kind>]`. Never raises on str."""
+    """`text` with every recognised secret replaced by `[REDACTED:<kind>]`. Never raises on str.
+
+    Repeated until nothing changes (at most a few passes): a value cut at one secret's end can
+    leave another secret-shaped tail that only a second pass sees ("password is X…sha256:X…").
+    """
+    for _ in range(4):
+        red = _redact_once(text)
+        if red == text:
+            break
+        text = red
+    return text
+
+
+def _redact_once(text: str) -> str:
     if not text:
         return text
     low = text.lower()
