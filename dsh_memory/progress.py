@@ -13,7 +13,8 @@ Phase ids: "phase1" (the `extract` flow), "phase2" (the `consolidate` flow).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 Listener = Callable[[str, int, int, str], None]  # (phase, advanced_by, total, label)
@@ -27,46 +28,36 @@ _phase_listeners: list[PhaseListener] = []
 _watched: dict[str, str] = {}  # flow name → phase id
 
 
-def add_listener(fn: Listener) -> None:
+@contextmanager
+def listening(on_item: Listener, on_phase: PhaseListener) -> Iterator[None]:
+    """`on_item` hears every `report`, `on_phase` every `phase_event`, within the block."""
     with _lock:
-        _listeners.append(fn)
+        _listeners.append(on_item)
+        _phase_listeners.append(on_phase)
+    try:
+        yield
+    finally:
+        with _lock:
+            _listeners.remove(on_item)
+            _phase_listeners.remove(on_phase)
 
 
-def remove_listener(fn: Listener) -> None:
+def _tell(listeners: list, *args: Any) -> None:
     with _lock:
-        if fn in _listeners:
-            _listeners.remove(fn)
-
-
-def add_phase_listener(fn: PhaseListener) -> None:
-    with _lock:
-        _phase_listeners.append(fn)
-
-
-def remove_phase_listener(fn: PhaseListener) -> None:
-    with _lock:
-        if fn in _phase_listeners:
-            _phase_listeners.remove(fn)
-
-
-def report(phase: str, done: int, total: int, label: str = "") -> None:
-    with _lock:
-        listeners = list(_listeners)
+        listeners = list(listeners)
     for fn in listeners:
         try:
-            fn(phase, done, total, label)
+            fn(*args)
         except Exception:  # a broken progress bar must never break the pipeline
             pass
 
 
+def report(phase: str, done: int, total: int, label: str = "") -> None:
+    _tell(_listeners, phase, done, total, label)
+
+
 def phase_event(phase: str, event: str, detail: str = "") -> None:
-    with _lock:
-        listeners = list(_phase_listeners)
-    for fn in listeners:
-        try:
-            fn(phase, event, detail)
-        except Exception:
-            pass
+    _tell(_phase_listeners, phase, event, detail)
 
 
 def _flow_started(flow: Any, flow_run: Any, state: Any) -> None:

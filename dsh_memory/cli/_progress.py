@@ -124,10 +124,5 @@ def _with_bar(fn, label: str):
 def _listening(fn, on_item, on_phase):
     from dsh_memory import progress
 
-    progress.add_listener(on_item)
-    progress.add_phase_listener(on_phase)
-    try:
+    with progress.listening(on_item, on_phase):
         return fn()
-    finally:
-        progress.remove_phase_listener(on_phase)
-        progress.remove_listener(on_item)

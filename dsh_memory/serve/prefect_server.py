@@ -21,6 +21,8 @@ from pathlib import Path
 
 import httpx
 
+from dsh_memory.storage.state_schema import proc_start
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -68,17 +70,9 @@ while alive():
 """
 
 
-def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def tether(pid: int) -> subprocess.Popen | None:
     """Stop process `pid` when this process dies (Linux; a no-op elsewhere). Returns the watcher."""
-    started = _start_time(pid)
+    started = proc_start(pid)
     if started is None:
         return None
     return subprocess.Popen(

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.storage.locks import AlreadyRunning
+from dsh_memory.storage.state_schema import proc_start
 
 PREFECT_HOME_ENV = "DSH_MEMORY_PREFECT_HOME"
 
@@ -82,14 +83,8 @@ class StackAlreadyRunning(AlreadyRunning):
 def process_start(pid: int) -> str | None:
     """The start time of process `pid` (clock ticks since boot), None when it does not run.
     Without /proc (not Linux): "" for any live pid."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except FileNotFoundError:
-        if os.path.exists("/proc/self/stat"):
-            return None  # Linux: no such process
-    except (OSError, IndexError):
-        return None
+    if (started := proc_start(pid)) is not None or os.path.exists("/proc/self/stat"):
+        return started  # Linux
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -86,7 +86,7 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def _proc_start(pid: int) -> str | None:
+def proc_start(pid: int) -> str | None:
     """A process's start time in clock ticks since boot (Linux /proc), None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
@@ -100,7 +100,7 @@ def current_owner() -> str:
     import socket
 
     pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_proc_start(pid) or '?'}"
+    return f"{socket.gethostname()}:{pid}:{proc_start(pid) or '?'}"
 
 
 def owner_is_gone(owner: str | None) -> bool:
@@ -114,7 +114,7 @@ def owner_is_gone(owner: str | None) -> bool:
     pid, _, start = rest.partition(":")
     if host != socket.gethostname() or not pid.isdigit() or start in ("", "?"):
         return False
-    return _proc_start(int(pid)) != start
+    return proc_start(int(pid)) != start
 
 
 def _utc(dt: datetime) -> datetime:
