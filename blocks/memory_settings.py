@@ -77,6 +77,7 @@ class MemorySettingsBlock(SettingsBlock):
     recheck_interval_seconds: int | None = _m("recheck_interval_seconds")
     max_rollout_age_days: int | None = _m("max_rollout_age_days")
     max_unused_days: int | None = _m("max_unused_days")
+    stale_after_days: int | None = _m("stale_after_days")
     transcript_budget_tokens: int | None = _m("transcript_budget_tokens")
     max_raw_chars: int | None = _m("max_raw_chars")
     max_memory_md_chars: int | None = _m("max_memory_md_chars")

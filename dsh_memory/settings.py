@@ -155,6 +155,13 @@ class MemorySettings(BaseModel):
     max_unused_days: int = Field(
         30, ge=0, le=3650, description="Rollout summaries unused this long become forgetting candidates (0 disables)"
     )
+    stale_after_days: int = Field(
+        90,
+        ge=0,
+        le=3650,
+        description="An injected project line learned longer ago than this says how old it is ('learned 120 days "
+        "ago'), and status counts it; 0 turns the age notes off",
+    )
     transcript_budget_tokens: int = Field(24000, ge=500, description="Token budget of one Phase 1 transcript")
     max_raw_chars: int = Field(120_000, ge=1000, description="Cap on raw memories fed to Phase 2")
     max_memory_md_chars: int = Field(60_000, ge=1000, description="Cap on current MEMORY.md fed to Phase 2")

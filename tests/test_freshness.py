@@ -121,7 +121,7 @@ def test_what_does_not_fit_the_budget_is_named_not_dropped_silently(tmp_path, re
 
 
 def test_status_counts_the_handbook_items_that_may_be_stale_per_project(tmp_path, repo):
-    from dsh_memory.readpath.scoping import per_project
+    from dsh_memory.readpath.health import per_project
 
     store = _memory(tmp_path, repo, LINES)
     store.atomic_write(

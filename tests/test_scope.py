@@ -22,7 +22,8 @@ from dsh_memory.phase1 import steps
 from dsh_memory.phase1.extraction import ExtractionOutput, clean_output
 from dsh_memory.phase1.scoping import scope_items
 from dsh_memory.readpath import list_dir, search, summary
-from dsh_memory.readpath.scoping import per_project, scope_of
+from dsh_memory.readpath.health import per_project
+from dsh_memory.readpath.scoping import scope_of
 from dsh_memory.storage.store import MemoryStore, RawBlock, parse_raw_blocks
 from tests.test_quality_local import _inputs
 

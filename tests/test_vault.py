@@ -346,15 +346,13 @@ def test_browser_tests_fail_without_chromium_unless_skipped_on_purpose(tmp_path,
 
 def test_overview_shows_memories_per_project(client, settings):
     """#18: the vault shows memories per scope, from the same count `status` prints."""
-    from dsh_memory.readpath.scoping import per_project
+    from dsh_memory.readpath.health import per_project
 
-    rows = per_project(MemoryStore(settings.memory_root))
+    rows = per_project(MemoryStore(settings.memory_root), stale_after_days=settings.stale_after_days)
     assert rows, "the sample memory has items"
     table = client.get("/").text.split('id="projects"', 1)[1].split("</table>", 1)[0]
     for name, row in rows.items():
         label = "global (every project)" if name == "global" else f"<code>{name}</code>"
-        cells = (
-            f"<td>{row['handbook_items']}</td><td>{row['sessions']}</td><td>{row['pending_raw']}</td>"
-            f"<td>{row['stale']}</td>"
-        )
+        keys = ("handbook_items", "sessions", "pending_raw", "stale", "aged", "uses", "never_used", "left_out")
+        cells = "".join(f"<td>{row[k]}</td>" for k in keys)
         assert f"<tr><td>{label}</td>{cells}</tr>" in table, table

@@ -129,7 +129,7 @@ def register(app: typer.Typer) -> None:
         store, settings = _store()
         if from_hook and cwd is None:
             cwd = hook_cwd(sys.stdin)
-        s = summary(store, settings.max_summary_chars, cwd=cwd)
+        s = summary(store, settings.max_summary_chars, cwd=cwd, stale_after_days=settings.stale_after_days)
         if as_json:
             data = s.model_dump()
             data["injection"] = s.injection()

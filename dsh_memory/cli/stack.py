@@ -18,6 +18,35 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _print_health(console: Any, local: dict) -> None:
+    """Memories per project (`readpath.health`): items, uses, never used, may be stale, old, left out."""
+    rows = local.get("projects") or {}
+    if not rows:
+        return
+    console.print(
+        "memories per project (handbook items · session recaps · raw waiting · may be stale · "
+        "learned over stale_after_days ago · recap uses · recaps never used · left out of injection):",
+        soft_wrap=True,
+    )
+    for name, r in rows.items():
+        cells = ("handbook_items", "sessions", "pending_raw", "stale", "aged", "uses", "never_used", "left_out")
+        console.print(
+            f"  {name}: " + " · ".join(str(r.get(k, 0)) for k in cells), markup=False, highlight=False, soft_wrap=True
+        )
+    files = local.get("memory_files") or []
+    recaps = [f for f in files if f["path"].startswith("rollout_summaries/")]
+    if recaps:
+        never = [f for f in recaps if f["never_used"]]
+        console.print(
+            f"session recaps: {len(recaps)} · used {sum(f['uses'] for f in recaps)} times · never used {len(never)}"
+            f" · with items that may be stale {sum(1 for f in recaps if f['stale'])}"
+            " (per file: `dsh-memory status --json`, memory_files)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def _print_status(data: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -59,15 +88,7 @@ def _print_status(data: dict) -> None:
     excluded = local.get("excluded") or {}
     if excluded.get("patterns"):
         console.print(f"excluded (exclude_projects, {excluded['patterns']} patterns): {excluded['sessions']} sessions")
-    rows = local.get("projects") or {}
-    if rows:
-        console.print("memories per project (handbook items · session recaps · raw waiting · may be stale):")
-        for name, r in rows.items():
-            console.print(
-                f"  {name}: {r['handbook_items']} · {r['sessions']} · {r['pending_raw']} · {r.get('stale', 0)}",
-                markup=False,
-                highlight=False,
-            )
+    _print_health(console, local)
     stack = data.get("stack")
     if stack:
         console.print(

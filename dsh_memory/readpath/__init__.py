@@ -86,12 +86,13 @@ def dispatch(
     params: dict[str, Any] | None,
     *,
     max_summary_chars: int = 10_000,
+    stale_after_days: int = 0,
     semantic_search: str = "auto",
     state: Any = None,
 ) -> Any:
     """Call one read-path operation by RPC name with a params dict (validated by its Request
     model, unknown fields refused). Returns a pydantic model. `state` receives usage records;
-    `max_summary_chars` and `semantic_search` are the memory context's settings."""
+    `max_summary_chars`, `stale_after_days` and `semantic_search` are the memory context's settings."""
     from dsh_memory.errors import UserInputError
     from dsh_memory.readpath._common import validate
 
@@ -100,7 +101,7 @@ def dispatch(
     model, fn = OPERATIONS[method]
     req = validate(model, **(params or {}))
     if method == "summary":
-        return summary(store, max_summary_chars, **req.model_dump())
+        return summary(store, max_summary_chars, stale_after_days=stale_after_days, **req.model_dump())
     kwargs: dict[str, Any] = {"state": state} if method in ("read", "search") else {}
     if method == "search":
         kwargs["semantic_search"] = semantic_search

@@ -13,6 +13,9 @@ A line that cites something gone is flagged, not dropped: "(may be stale: conf/a
 exists)". Only stat() and the reads of a Makefile / package.json (cached by mtime), never a git
 subprocess, so a thousand lines cost a few milliseconds. When the project is not on this machine
 nothing is checked.
+
+A line learned more than `stale_after_days` ago (the date of its evidence, `readpath.learned`)
+says so: "(learned 120 days ago)" — old is not wrong, but worth checking.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import json
 import os
 import re
 import threading
+from datetime import date
 
 SPAN = re.compile(r"`([^`\n]+)`")
 IN_DIR = re.compile(r"\(in `([^`\n]+)`\)")
@@ -103,20 +107,37 @@ def stale_reasons(line: str, root: str) -> list[str]:
     return reasons
 
 
-def flag_stale(text: str, root: str | None) -> tuple[str, int]:
+def flag_stale(
+    text: str,
+    root: str | None,
+    dates: dict | None = None,
+    today: date | None = None,
+    stale_after_days: int = 0,
+) -> tuple[str, int, int]:
     """`text` (a composed summary) with every bullet of its `# Scope: project …` parts that cites
-    something gone from `root` flagged; (text, how many). The global part is not this tree's to
-    judge. Unchanged when `root` is not a folder on this machine."""
-    if not root or not os.path.isdir(root):
-        return text, 0
-    out, flagged, project = [], 0, False
+    something gone from `root` flagged "(may be stale: …)", and every one learned more than
+    `stale_after_days` ago (its evidence's date in `dates`, `readpath.learned`; 0: never) saying
+    how old it is; (text, how many flagged stale, how many old). The global part is not this
+    tree's to judge. Nothing is checked against the tree when `root` is not a folder here."""
+    from dsh_memory.readpath.learned import age_days
+
+    on_disk = bool(root) and os.path.isdir(root)
+    ages = bool(dates) and stale_after_days > 0 and today is not None
+    if not on_disk and not ages:
+        return text, 0, 0
+    out, flagged, old, project = [], 0, 0, False
     for line in text.split("\n"):
         if line.startswith("# Scope: "):
             project = line.startswith("# Scope: project ")
-        bullet = project and line.lstrip().startswith(("- ", "* "))
-        reasons = stale_reasons(line, root) if bullet else []
-        if reasons:
-            flagged += 1
-            line = f"{line} (may be stale: {'; '.join(reasons[:2])})"
+        if project and line.lstrip().startswith(("- ", "* ")) and not line.lstrip()[2:].startswith("not shown here:"):
+            notes = stale_reasons(line, root) if on_disk else []
+            flagged += bool(notes)
+            notes = [f"may be stale: {'; '.join(notes[:2])}"] if notes else []
+            days = age_days(line, dates, today) if ages else None
+            if days is not None and days > stale_after_days:
+                old += 1
+                notes.append(f"learned {days} days ago")
+            if notes:
+                line = f"{line} ({'; '.join(notes)})"
         out.append(line)
-    return "\n".join(out), flagged
+    return "\n".join(out), flagged, old

@@ -147,6 +147,8 @@ class Summary(BaseModel):
     projects_shown: list[str] = Field(default_factory=list, description="Project parts included")
     other_projects: list[str] = Field(default_factory=list, description="Projects with memories not shown")
     stale: int = Field(0, description="Lines of the project's part flagged 'may be stale' (they cite what is gone)")
+    aged: int = Field(0, description="Lines of the project's part learned more than stale_after_days ago")
+    left_out: int = Field(0, description="Lines named as not shown (over the budget), each part's count added up")
 
     def injection(self) -> str:
         """The whole block a session-start hook injects: instructions + the summary between

@@ -11,12 +11,13 @@
   layer is the search's own.
 - `compose_summary(...)`: the injected summary for a project: the global part plus that
   project's part within the same budget, and one line naming the other projects with memories.
+
+The counts per project that `status` shows live in `readpath.health`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -186,37 +187,3 @@ def compose_summary(full: str, where: Where, max_chars: int) -> tuple[str, bool,
     body = "\n\n".join(t for t in (global_text, project_text, tail) if t.strip())
     content = (head + body).strip() if body.strip() else ""
     return content, cut_g or cut_p, mine, others
-
-
-def per_project(store: Any) -> dict[str, dict[str, int]]:
-    """Memories per scope (`global` or a project root): handbook items (MEMORY.md bullets of the
-    groups in that scope), session recaps (active rollout summaries), raw blocks awaiting
-    consolidation, and handbook items that may be stale (`readpath.freshness`: they cite what the
-    project's working tree, when it is on this machine, no longer has). What `status` (and the
-    vault page) show."""
-    from dsh_memory.readpath._common import read_text
-    from dsh_memory.readpath.freshness import stale_reasons
-
-    out: dict[str, dict[str, int]] = {}
-
-    def bump(scope: str, key: str) -> str:
-        name = scope[len(PROJECT) :] if scope.startswith(PROJECT) else sc.GLOBAL
-        row = out.setdefault(name, {"handbook_items": 0, "sessions": 0, "pending_raw": 0, "stale": 0})
-        row[key] += 1
-        return name
-
-    memory_md = os.path.join(str(store.root), "MEMORY.md")
-    if os.path.isfile(memory_md) and not os.path.islink(memory_md):
-        for i, line in enumerate((read_text(memory_md) or "").splitlines(), start=1):
-            if re.match(r"^\s*(?:[-*+]|\d+[.)])\s+", line) and not line.lstrip("-*+ ").startswith("rollout_summaries/"):
-                name = bump(scope_of(store, "MEMORY.md", i), "handbook_items")
-                if name != sc.GLOBAL and os.path.isdir(name) and stale_reasons(line, name):
-                    out[name]["stale"] += 1  # cites a file, target or script its tree no longer has
-    for info in store.list_rollout_summaries():
-        bump(scope_of(store, info.rel), "sessions")
-    for block in store.read_raw_blocks():
-        bump(
-            PROJECT + (block.project or sc.project_root(block.cwd) or "") if (block.project or block.cwd) else "",
-            "pending_raw",
-        )
-    return dict(sorted(out.items(), key=lambda kv: (kv[0] != sc.GLOBAL, kv[0])))

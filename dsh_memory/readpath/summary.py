@@ -6,13 +6,16 @@ rollout summaries, fetched on demand with the tools. Injection is never "usage".
 from __future__ import annotations
 
 import os
+import re
 import stat as stat_mod
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.readpath._common import root_of
 from dsh_memory.readpath.models import Summary
 
+NOT_SHOWN = re.compile(r"^- not shown here: (\d+) ", re.M)
 CUT_MARK = "\n\n- not shown here: {n} lines of memory_summary.md (memory_read memory_summary.md for all)\n\n"
 
 _cache: dict[tuple, tuple] = {}
@@ -66,11 +69,26 @@ def _cap(text: str, max_chars: int) -> tuple[str, bool]:
     return head + CUT_MARK.format(n=omitted) + tail, True
 
 
-def summary(store: Any, max_chars: int = 10_000, cwd: str | None = None) -> Summary:
+def left_out(text: str) -> int:
+    """How many lines a summary names as not shown ("- not shown here: N …" lines: what the
+    injection's budget cut, and what consolidation could not fit in memory_summary.md)."""
+    return sum(int(n) for n in NOT_SHOWN.findall(text))
+
+
+def summary(
+    store: Any,
+    max_chars: int = 10_000,
+    cwd: str | None = None,
+    stale_after_days: int = 0,
+    now: datetime | None = None,
+) -> Summary:
     """memory_summary.md capped at `max_chars`; cached by file identity. Empty memory → empty.
     With `cwd`: the global part plus that project's part within the same cap, and one line
-    naming the other projects with memories (`scoping.compose_summary`)."""
+    naming the other projects with memories (`scoping.compose_summary`); the project's lines are
+    checked against its working tree and, with `stale_after_days` > 0, those learned longer ago
+    say how long (`freshness.flag_stale`)."""
     from dsh_memory.readpath.freshness import flag_stale
+    from dsh_memory.readpath.learned import learned_dates
     from dsh_memory.readpath.scoping import Where, compose_summary
 
     root = str(root_of(store))
@@ -100,9 +118,11 @@ def summary(store: Any, max_chars: int = 10_000, cwd: str | None = None) -> Summ
                     _cache.clear()
                 _cache[key] = hit
         text, truncated, chars, shown, others = hit
-    stale = 0
+    stale = aged = 0
     if where is not None and text:
-        text, stale = flag_stale(text, where.root)
+        dates = learned_dates(store) if stale_after_days > 0 else None
+        today = (now or datetime.now(UTC)).astimezone(UTC).date()
+        text, stale, aged = flag_stale(text, where.root, dates, today, stale_after_days)
     return Summary(
         content=text,
         truncated=truncated,
@@ -114,4 +134,6 @@ def summary(store: Any, max_chars: int = 10_000, cwd: str | None = None) -> Summ
         projects_shown=list(shown),
         other_projects=list(others),
         stale=stale,
+        aged=aged,
+        left_out=left_out(text),
     )

@@ -78,6 +78,7 @@ class RpcContext:
             method,
             params,
             max_summary_chars=self.settings.max_summary_chars,
+            stale_after_days=self.settings.stale_after_days,
             semantic_search=self.settings.semantic_search,
             state=self.state,
         )

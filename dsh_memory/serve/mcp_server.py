@@ -166,7 +166,9 @@ def build_server(settings: Any = None):
 
     @tool("summary", SUMMARY_DESC, str)
     def memory_summary(**params: Any) -> str:
-        text = rp.summary(store, settings.max_summary_chars, **params).injection()
+        text = rp.summary(
+            store, settings.max_summary_chars, stale_after_days=settings.stale_after_days, **params
+        ).injection()
         return text or "Long-term memory is empty so far: nothing to recall yet."
 
     @tool("list", LIST_DESC, rp.ListResult)
@@ -195,7 +197,7 @@ def build_server(settings: Any = None):
         description="How to use memory, followed by the memory summary (empty when there is no memory yet)",
     )
     def summary_resource() -> str:
-        return rp.summary(store, settings.max_summary_chars).injection()
+        return rp.summary(store, settings.max_summary_chars, stale_after_days=settings.stale_after_days).injection()
 
     from mcp.server.mcpserver.resources.templates import ResourceSecurity
 
@@ -208,7 +210,14 @@ def build_server(settings: Any = None):
         "{project} is the project's directory, percent-encoded (e.g. %2Fhome%2Fme%2Fsrc%2Fapp)",
     )
     def project_summary_resource(project: str) -> str:  # the SDK has percent-decoded it
-        return _call(lambda: rp.summary(store, settings.max_summary_chars, **_summary_params(project)).injection())
+        return _call(
+            lambda: rp.summary(
+                store,
+                settings.max_summary_chars,
+                stale_after_days=settings.stale_after_days,
+                **_summary_params(project),
+            ).injection()
+        )
 
     @server.prompt(name="memory", description="Load long-term memory (instructions + summary) into the conversation")
     def memory_prompt() -> str:

@@ -27,7 +27,7 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
             "phase1_running": False,
             "phase2_running": is_running(root, "phase2"),
             "pending_consolidation": False,
-            "projects": projects(ctx),
+            **health(ctx),
             "excluded": _excluded(ctx),
         }
     state = ctx.state
@@ -75,7 +75,7 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
         "tokens": {"input": tokens_in, "output": tokens_out},
         "models": models,
         "failures": failures[:20],
-        "projects": projects(ctx),
+        **health(ctx),
         "excluded": _excluded(ctx),
     }
 
@@ -90,14 +90,24 @@ def _excluded(ctx: MemoryContext) -> dict[str, int]:
         return {"patterns": len(ctx.settings.exclude_projects), "sessions": 0}
 
 
-def projects(ctx: MemoryContext) -> dict[str, dict[str, int]]:
-    """Memories per project (`global` first): handbook items, session recaps, raw blocks waiting."""
-    from dsh_memory.readpath.scoping import per_project
+def health(ctx: MemoryContext) -> dict[str, Any]:
+    """The memory's health (`readpath.health`): `projects` (per scope: items, uses, never used,
+    may be stale, older than stale_after_days, left out of injection), `memory_files` (per file),
+    `memory` (the totals) and `stale` (handbook items that may be stale)."""
+    from dsh_memory.readpath.health import memory_health
 
+    settings = ctx.settings
     try:
-        return per_project(ctx.store)
+        usage = ctx.state.usage() if ctx.state_exists() else {}
+        h = memory_health(ctx.store, usage, settings.max_summary_chars, settings.stale_after_days)
     except (OSError, ValueError):  # a status never fails on an unreadable memory file
-        return {}
+        return {"projects": {}, "memory_files": [], "memory": {}, "stale": 0}
+    return {
+        "projects": h["projects"],
+        "memory_files": h["memory_files"],
+        "memory": h["totals"],
+        "stale": h["totals"]["stale"],
+    }
 
 
 def server_status(limit: int = 10) -> dict[str, Any]:

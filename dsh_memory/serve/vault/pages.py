@@ -85,6 +85,7 @@ def overview(ctx: MemoryContext) -> dict[str, Any]:
         "phase2_running": phase2,
         "refresh": 4 if running else None,  # the spec's settings page polls every 4 s while in flight
         "imported": _imported(ctx),
+        "stale_after_days": ctx.settings.stale_after_days,
     }
 
 
@@ -100,14 +101,27 @@ def _imported(ctx: MemoryContext) -> list[dict[str, Any]]:
 
 
 def browse(ctx: MemoryContext) -> dict[str, Any]:
+    from dsh_memory.readpath.health import memory_health
+
     store = ctx.store
     usage = ctx.state.usage() if ctx.state_exists() else {}
     retired_at = ctx.state.retired() if ctx.state_exists() else {}
+    health = memory_health(store, usage, ctx.settings.max_summary_chars, ctx.settings.stale_after_days)
+    per_file = {f["path"]: f for f in health["memory_files"]}
     summaries = []
     for info in store.list_rollout_summaries():
         count, last = usage.get(info.rel, (0, None))
+        row = per_file.get(info.rel) or {}
         summaries.append(
-            {"path": info.rel, "slug": info.slug, "prov": info.provenance or {}, "uses": count, "last": last}
+            {
+                "path": info.rel,
+                "slug": info.slug,
+                "prov": info.provenance or {},
+                "uses": count,
+                "last": last,
+                "items": row.get("items", 0),
+                "stale": row.get("stale", 0),
+            }
         )
     notes = []
     for rel in store.list_notes():
@@ -124,7 +138,15 @@ def browse(ctx: MemoryContext) -> dict[str, Any]:
     retired = [
         {"name": s, "path": f"{RETIRED_PREFIX}{s}.md", "retired_at": retired_at.get(s)} for s in store.retired_slugs()
     ]
-    return {"summaries": summaries, "notes": notes, "skills": skills, "retired": retired}
+    handbook = [f for f in health["memory_files"] if not f["path"].startswith("rollout_summaries/")]
+    return {
+        "summaries": summaries,
+        "notes": notes,
+        "skills": skills,
+        "retired": retired,
+        "handbook": handbook,
+        "stale_after_days": ctx.settings.stale_after_days,
+    }
 
 
 def file_view(ctx: MemoryContext, path: str, view: str = "rendered", line: int | None = None) -> dict[str, Any]:

@@ -1,0 +1,168 @@
+"""How the memory is doing, per project and per memory file (issue 27, point 5).
+
+What `dsh-memory status` (and `--json`) and the vault show. Per scope (`global` or a project
+root), `per_project`:
+
+- `handbook_items`: MEMORY.md bullets of that scope's task groups (their session lines not
+  counted); `sessions`: active rollout summaries; `pending_raw`: raw blocks awaiting consolidation;
+- `stale`: handbook items citing a path, make target or package script the project's working tree
+  (when it is on this machine) no longer has (`freshness`);
+- `aged`: handbook items last learned more than `stale_after_days` ago (`learned`);
+- `uses`: search/read uses of the scope's rollout summaries (the usage the read path records —
+  only active rollout summaries count, injection never does); `never_used`: those never used;
+- `left_out`: lines of the scope's part of memory_summary.md that injection names as not shown
+  (over `max_summary_chars`, or not fitted by consolidation).
+
+Per memory file, `memory_files`: MEMORY.md and memory_summary.md (items, stale, aged, left out)
+and every rollout summary (its scope, items, uses, last use, days since its session, stale
+items). Reads files and stat()s the working trees, never git; a status never fails on one
+unreadable file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, date, datetime
+from typing import Any
+
+from dsh_memory import scope as sc
+from dsh_memory.readpath.scoping import PROJECT, Where, compose_summary, scope_of
+
+ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+COUNTS = ("handbook_items", "sessions", "pending_raw", "stale", "aged", "uses", "never_used", "left_out")
+
+
+def _name(scope: str) -> str:
+    return scope[len(PROJECT) :] if scope.startswith(PROJECT) else sc.GLOBAL
+
+
+def _is_item(line: str) -> bool:
+    return bool(ITEM.match(line)) and not line.lstrip("-*+ ").startswith(("rollout_summaries/", "not shown here:"))
+
+
+def _on_disk(name: str) -> bool:
+    return name != sc.GLOBAL and os.path.isdir(name)
+
+
+def _handbook(store: Any, rows: dict, today: date, stale_after_days: int) -> dict[str, Any]:
+    """Count MEMORY.md's items per scope into `rows`; MEMORY.md's own file row."""
+    from dsh_memory.readpath._common import read_text
+    from dsh_memory.readpath.freshness import stale_reasons
+    from dsh_memory.readpath.learned import age_days, learned_dates
+
+    row = {"path": "MEMORY.md", "scope": "mixed", "items": 0, "stale": 0, "aged": 0}
+    path = os.path.join(str(store.root), "MEMORY.md")
+    if not os.path.isfile(path) or os.path.islink(path):
+        return row
+    dates = learned_dates(store) if stale_after_days > 0 else {}
+    for i, line in enumerate((read_text(path) or "").splitlines(), start=1):
+        if not _is_item(line):
+            continue
+        name = _name(scope_of(store, "MEMORY.md", i))
+        counts = rows.setdefault(name, dict.fromkeys(COUNTS, 0))
+        counts["handbook_items"] += 1
+        row["items"] += 1
+        if _on_disk(name) and stale_reasons(line, name):
+            counts["stale"] += 1
+            row["stale"] += 1
+        days = age_days(line, dates, today) if dates else None
+        if days is not None and days > stale_after_days:
+            counts["aged"] += 1
+            row["aged"] += 1
+    return row
+
+
+def _summary_left_out(store: Any, rows: dict, max_summary_chars: int) -> dict[str, Any]:
+    """Count what injection leaves out of each scope's part into `rows`; the summary's file row."""
+    from dsh_memory.readpath._common import read_text
+    from dsh_memory.readpath.summary import NOT_SHOWN
+
+    row = {"path": "memory_summary.md", "scope": "mixed", "items": 0, "left_out": 0}
+    path = os.path.join(str(store.root), "memory_summary.md")
+    if not os.path.isfile(path) or os.path.islink(path):
+        return row
+    full = (read_text(path) or "").strip()
+    row["items"] = sum(_is_item(ln) for ln in full.splitlines())
+    _, parts = sc.summary_parts(full)
+    seen: dict[str, int] = {}
+    for where in [Where("", False), *(Where(p, True) for p in sorted(parts))]:
+        content = compose_summary(full, where, max_summary_chars)[0]
+        scope = sc.GLOBAL
+        for line in content.splitlines():
+            if line.startswith(sc.SUMMARY_HEADING):
+                what = line[len(sc.SUMMARY_HEADING) :].strip()
+                scope = what[len(PROJECT) :].rstrip("/") if what.startswith(PROJECT) else sc.GLOBAL
+            elif m := NOT_SHOWN.match(line):
+                if scope == sc.GLOBAL and where.root:
+                    continue  # the global part's cut is counted once, with the global part alone
+                seen[scope] = seen.get(scope, 0) + int(m.group(1))
+    for name, n in seen.items():
+        rows.setdefault(name, dict.fromkeys(COUNTS, 0))["left_out"] += n
+        row["left_out"] += n
+    return row
+
+
+def _rollout_row(store: Any, info: Any, usage: dict, today: date) -> dict[str, Any]:
+    from dsh_memory.readpath._common import read_text
+    from dsh_memory.readpath.freshness import stale_reasons
+    from dsh_memory.readpath.learned import _as_date
+    from dsh_memory.storage.store import parse_front_matter
+
+    scope = scope_of(store, info.rel)
+    prov = info.provenance or {}
+    count, last = usage.get(info.rel, (0, None))
+    _, body = parse_front_matter(read_text(os.path.join(str(store.root), info.rel)) or "")
+    items = [ln for ln in body.splitlines() if _is_item(ln)]
+    name, cwd = _name(scope), str(prov.get("cwd") or "")
+    stale = 0
+    if _on_disk(name):
+        here = [cwd] if cwd and cwd != name and os.path.isdir(cwd) else []
+        stale = sum(1 for ln in items if stale_reasons(ln, name) and all(stale_reasons(ln, c) for c in here))
+    learned = _as_date(prov.get("updated_at"))
+    return {
+        "path": info.rel,
+        "scope": scope,
+        "items": len(items),
+        "uses": int(count or 0),
+        "last_used": last.isoformat() if isinstance(last, datetime) else last,
+        "never_used": not count,
+        "age_days": (today - learned).days if learned else None,
+        "stale": stale,
+    }
+
+
+def memory_health(
+    store: Any,
+    usage: dict | None = None,
+    max_summary_chars: int = 10_000,
+    stale_after_days: int = 0,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """{"projects": per-scope counts (`global` first), "memory_files": per-file rows, "totals"}
+    (see the module docstring). `usage` is the state's `usage()` ({} before any use)."""
+    usage = usage or {}
+    today = (now or datetime.now(UTC)).astimezone(UTC).date()
+    rows: dict[str, dict[str, int]] = {}
+    files = [_handbook(store, rows, today, stale_after_days), _summary_left_out(store, rows, max_summary_chars)]
+    for info in store.list_rollout_summaries():
+        try:
+            f = _rollout_row(store, info, usage, today)
+        except (OSError, ValueError):
+            continue
+        files.append(f)
+        counts = rows.setdefault(_name(f["scope"]), dict.fromkeys(COUNTS, 0))
+        counts["sessions"] += 1
+        counts["uses"] += f["uses"]
+        counts["never_used"] += f["never_used"]
+    for block in store.read_raw_blocks():
+        project = block.project or (sc.project_root(block.cwd) if block.cwd else None)
+        rows.setdefault(project or sc.GLOBAL, dict.fromkeys(COUNTS, 0))["pending_raw"] += 1
+    projects = dict(sorted(rows.items(), key=lambda kv: (kv[0] != sc.GLOBAL, kv[0])))
+    totals = {k: sum(r[k] for r in projects.values()) for k in COUNTS}
+    return {"projects": projects, "memory_files": files, "totals": totals}
+
+
+def per_project(store: Any, **kwargs: Any) -> dict[str, dict[str, int]]:
+    """`memory_health(store, **kwargs)["projects"]`: the per-scope counts alone."""
+    return memory_health(store, **kwargs)["projects"]

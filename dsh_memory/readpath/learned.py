@@ -1,0 +1,139 @@
+"""When a handbook item was learned, read back from its evidence (for injection and status).
+
+Evidence (issue 27, point 1): every MEMORY.md bullet the merge writes ends in `[source: <slug>, …]`,
+the rollout summaries (or ad hoc notes) it was learned from. A rollout summary's front matter
+records its session (`session_id`), the session's date (`updated_at`) and the commit its
+repository had checked out (`head`); each group's `Tasks` lines repeat the session's date
+(`updated=YYYY-MM-DD`); a note's name starts with its creation time. An item's date is its newest
+source's: a newer session that learns it again refreshes it.
+
+`learned_dates(store)` maps every MEMORY.md bullet (its words, normalised by `item_key`) to that
+date. It is built once per MEMORY.md version (cached by file identity): the Tasks lines first,
+then the front matter of the summaries they do not name (active, else retired), then note names.
+An item whose sources cannot be read has no date and is never called old; a handbook written by
+an endpoint model without `[source: …]` tags has none.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from datetime import date
+from typing import Any
+
+SOURCE = re.compile(r"\s*\[source: ([^\]]*)\]\s*$")
+BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+FLAGS = re.compile(r" \((?:may be stale: [^)]*|learned \d+ days? ago)\)")
+TASK = re.compile(r"rollout_summaries/([\w.-]+?)\.md \([^)]*?updated=(\d{4}-\d{2}-\d{2})")
+NOTE_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})T\d{6}Z")
+ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
+WORDS = re.compile(r"\W+")
+FRONT_MATTER_CHARS = 4096
+
+_cache: dict[str, tuple[tuple[int, int, int], dict[str, date]]] = {}
+_lock = threading.Lock()
+
+
+def item_key(line: str) -> str:
+    """A bullet's words without its marker, provenance tag and our own flags, lower case: the same
+    item in MEMORY.md and in memory_summary.md (where tags are dropped) has the same key."""
+    text = FLAGS.sub("", SOURCE.sub("", BULLET.sub("", line)))
+    return WORDS.sub(" ", text).strip().lower()
+
+
+def _as_date(value: Any) -> date | None:
+    m = ISO_DATE.match(str(value or ""))
+    if not m:
+        return None
+    try:
+        return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    except ValueError:
+        return None
+
+
+def _summary_date(root: str, slug: str) -> date | None:
+    """`updated_at` from a rollout summary's front matter (active first, then retired)."""
+    from dsh_memory.storage.store import parse_front_matter
+
+    if not re.fullmatch(r"[\w.-]+", slug) or slug.startswith("."):
+        return None
+    for folder in ("rollout_summaries", "rollout_summaries/.retired"):
+        path = os.path.join(root, folder, f"{slug}.md")
+        if os.path.islink(path):
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                fields, _ = parse_front_matter(f.read(FRONT_MATTER_CHARS))
+        except OSError:
+            continue
+        found = _as_date(fields.get("updated_at")) or _as_date(fields.get("extracted_at"))
+        if found:
+            return found
+    return None
+
+
+def _source_date(root: str, source: str, tasks: dict[str, date], seen: dict[str, date | None]) -> date | None:
+    if source in tasks:
+        return tasks[source]
+    if source not in seen:
+        m = NOTE_DATE.match(source)
+        if m:
+            seen[source] = _as_date(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
+        else:
+            seen[source] = _summary_date(root, source)
+    return seen[source]
+
+
+def dates_of(text: str, root: str) -> dict[str, date]:
+    """item key → newest date among the item's sources, for a MEMORY.md `text` (see the module)."""
+    lines = text.splitlines()
+    tasks: dict[str, date] = {}
+    for line in lines:
+        m = TASK.search(line)
+        if m and (d := _as_date(m.group(2))) and d > tasks.get(m.group(1), date.min):
+            tasks[m.group(1)] = d
+    seen: dict[str, date | None] = {}
+    out: dict[str, date] = {}
+    for line in lines:
+        m = SOURCE.search(line)
+        if not m or not BULLET.match(line):
+            continue
+        found = [_source_date(root, s.strip(), tasks, seen) for s in m.group(1).split(",") if s.strip()]
+        newest = max((d for d in found if d), default=None)
+        if newest:
+            key = item_key(line)
+            if newest > out.get(key, date.min):
+                out[key] = newest
+    return out
+
+
+def learned_dates(store: Any) -> dict[str, date]:
+    """`dates_of` the store's MEMORY.md, cached by its identity; {} when there is none."""
+    root = str(store.root)
+    path = os.path.join(root, "MEMORY.md")
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return {}
+    if not os.path.isfile(path) or os.path.islink(path):
+        return {}
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    with _lock:
+        hit = _cache.get(path)
+    if hit and hit[0] == key:
+        return hit[1]
+    from dsh_memory.readpath._common import read_text
+
+    dates = dates_of(read_text(path, st) or "", root)
+    with _lock:
+        if len(_cache) > 16:
+            _cache.clear()
+        _cache[path] = (key, dates)
+    return dates
+
+
+def age_days(line: str, dates: dict[str, date], today: date) -> int | None:
+    """How many days ago `line`'s item was last learned; None when its evidence has no date."""
+    d = dates.get(item_key(line)) if dates else None
+    return None if d is None else max(0, (today - d).days)
