@@ -45,6 +45,7 @@ SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order 
     steps.FACTS: "Project facts",
     steps.SHIELDS: "Failure shields",
     steps.COMMANDS: "Reusable knowledge",
+    steps.TRIPWIRES: "Project facts",
     steps.FINDINGS: "Project facts",
     steps.CODE_MAP: "Code map",
     steps.PROCEDURE: "Procedures",

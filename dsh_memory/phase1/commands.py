@@ -10,7 +10,9 @@ then overcame (`shields`).
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -121,6 +123,22 @@ def _output(text: str) -> str:
     return "\n".join(lines)
 
 
+def _json_error(text: str) -> str | None:
+    """The error a JSON status reply reports (`{"success": false, "error": …, "message": …}`:
+    CLIs made for agents answer so, with exit code 0 under `|| true`), or None."""
+    out = _output(text).strip()
+    if not out.startswith("{") or len(out) > 8192:
+        return None
+    try:
+        reply = json.loads(out)
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or not (reply.get("success") is False or reply.get("ok") is False):
+        return None
+    said = [reply.get(k) for k in ("error_type", "error", "message")]
+    return clip(": ".join(dict.fromkeys(str(v) for v in said if isinstance(v, str) and v)), 200) or None
+
+
 def failed(result: Event | None) -> bool:
     if result is None:
         return False
@@ -129,6 +147,8 @@ def failed(result: Event | None) -> bool:
     m = EXIT.search((result.text or "")[:400])
     if m:
         return m.group(1) != "0"
+    if _json_error(result.text or ""):
+        return True
     # A pipe into `tail` hides the exit code: an output that opens with the tool's own error says it.
     first = next((ln.strip() for ln in _output(result.text or "").splitlines() if ln.strip()), "")
     return bool(CLI_ERROR.match(first))
@@ -136,6 +156,9 @@ def failed(result: Event | None) -> bool:
 
 def informative_error(text: str) -> str:
     """The first line of an output that says what went wrong, or "" (nothing worth a shield)."""
+    said = _json_error(text)
+    if said:
+        return said
     for ln in _output(text).splitlines():
         s = ln.strip().lstrip("E ").strip()
         if not s or s.startswith(("[", "at ", "File ")) or is_marker(s) or GENERIC_ERROR.match(s):
@@ -203,6 +226,52 @@ def unpiped(cmd: str) -> str:
     return core(cmd).split("|")[0].strip()
 
 
+def _words_of(cmd: str) -> list[str]:
+    try:
+        return shlex.split(core(cmd))
+    except ValueError:
+        return core(cmd).split()
+
+
+def _targets(cmd: str) -> set[str]:
+    """The issue, PR or run numbers a command acts on (`gh issue close 7839`, `--issue #8124`)."""
+    return {w.lstrip("#") for w in _words_of(cmd) if re.fullmatch(r"#?\d{3,}", w)}
+
+
+def _wrapped(a: str, b: str) -> bool:
+    """One command is the other run through a wrapper (`rtk bun run test` / `bun run test`,
+    `pytest -q` / `uv run pytest -q`): the shorter's words, two at least, end the longer's."""
+    wa, wb = unpiped(a).split(), unpiped(b).split()
+    short, long_ = sorted((wa, wb), key=len)
+    return len(short) >= 2 and len(long_) > len(short) and long_[-len(short) :] == short
+
+
+def short_args(cmd: str, n: int = 40) -> str:
+    """`cmd` with each quoted argument longer than `n` characters cut (a comment body, a query):
+    what a memory line needs is the command's shape, not its payload."""
+    quoted = re.compile(r"(\"|')([^\"'\n]{" + str(n + 1) + r",})\1")
+    return quoted.sub(lambda m: f"{m[1]}{m[2][:20].rstrip()}…{m[1]}", cmd)
+
+
+def _worked_later(runs: list[Run], i: int) -> Run | None:
+    """The run after `runs[i]` (which failed) that did what it meant to: the same command on the
+    same target (another issue's run is no fix); nearby, the same tool's other form, the command
+    with or without a wrapper, or another tool on the same issue/PR number."""
+    r, fam = runs[i], family(runs[i].line)
+    targets = _targets(r.line)
+    for x in runs[i + 1 :]:
+        if not x.failed and family(x.line) == fam and (not targets or targets & _targets(x.line)):
+            return x
+    for x in runs[i + 1 : i + 8]:
+        if x.failed or family(x.line) == fam:
+            continue
+        if not BUILD.match(core(r.line)) and _same_command(x.line, r.line):  # `ssh-add -l`, then `ssh-add KEY`
+            return x
+        if _wrapped(x.line, r.line) or (targets and targets & _targets(x.line)):
+            return x
+    return None
+
+
 class Run:
     """One shell command run: its line, outcome and the output's informative error line."""
 
@@ -243,9 +312,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
         fam = family(r.line)
         if not r.failed or not r.error or fam in seen or EXPLORATION.match(core(r.line)):
             continue
-        later = next((x for x in runs[i + 1 :] if not x.failed and family(x.line) == fam), None)
-        if later is None and not BUILD.match(core(r.line)):  # `ssh-add -l` then `ssh-add KEY && …`
-            later = next((x for x in runs[i + 1 : i + 6] if not x.failed and _same_command(x.line, r.line)), None)
+        later = _worked_later(runs, i)
         if later is None:
             continue  # nothing made it work: no shield
         between = [x for x in runs[i + 1 :] if x.seq < later.seq and not x.failed and family(x.line) != fam]
@@ -262,13 +329,13 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
         elif edited:
             fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(edited[:3]))
         elif unpiped(later.line) != unpiped(r.line):
-            fix = f"`{later.line}`"
+            fix = f"`{clip(short_args(later.line), 160)}`"
         else:
             continue  # the same command passed on a bare rerun: flaky, not a shield
         seen.add(fam)
         out.append(
             Shield(
-                command=clip(r.line, 160),
+                command=clip(short_args(r.line), 160),
                 error=r.error,
                 cause=clip(cause(r.seq, later.seq, f"{r.line} {r.error}"), 220),
                 fix=fix,
@@ -305,7 +372,7 @@ def advised(
         why = cause(r.seq, until, f"{r.line} {r.error}")
         out.append(
             Shield(
-                command=clip(r.line, 160),
+                command=clip(short_args(r.line), 160),
                 error=r.error,
                 cause=clip(why, 220) if why != advice else "",
                 fix=clip(advice, 220),

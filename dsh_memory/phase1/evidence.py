@@ -22,6 +22,8 @@ says (redacted), picked by deterministic rules that hold for sessions we have no
   span or path plus a fact cue), never its progress narration ("Let me…", "Now I…"), first or
   second person, questions or table rows;
 - the code map: the files the session changed and the names it defined there (`phase1/codemap.py`);
+- tripwires: the warnings the project's files give their readers (CRITICAL / DO NOT EDIT comments,
+  generated-file banners) in the files the session read (`phase1/tripwires.py`);
 - for the recap: the outcome (the agent's last message), what each turn concluded, the requests.
 """
 
@@ -49,6 +51,7 @@ from dsh_memory.phase1.commands import (
     shell_line,
     shields,
 )
+from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
     CODE,
     LOWER_SENT,
@@ -134,6 +137,7 @@ class Evidence(BaseModel):
     changes: list[Change] = Field(default_factory=list)  # the files changed and what they define
     documented: list[str] = Field(default_factory=list)  # commands written into CLAUDE.md, AGENTS.md…
     agent_notes: list[str] = Field(default_factory=list)  # the agent's own saved memory notes
+    tripwires: list[str] = Field(default_factory=list)  # warnings in the project's files it read
     conclusions: list[str] = Field(default_factory=list)  # the turns' last words that name things (the recap's)
     outcome: str = ""
     procedure: list[str] = Field(default_factory=list)
@@ -147,6 +151,7 @@ class Evidence(BaseModel):
         parts += [f"{s.command}\n{s.error}\n{s.cause}\n{s.fix}" for s in self.shields]
         parts += self.facts + self.user_facts + self.requests + self.edited + self.procedure
         parts += [c.path + " " + " ".join(c.symbols) for c in self.changes] + self.documented + self.agent_notes
+        parts += self.tripwires
         parts += [self.outcome, self.first_prompt]
         return "\n".join(parts)
 
@@ -217,6 +222,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     assistant: list[tuple[int, str, bool]] = []  # (seq, sentence, in a turn's last message)
     edits: list[tuple[int, str]] = []
     texts: list[tuple[str, str]] = []  # (path, text written there)
+    reads: list[tuple[str, str]] = []  # (path, what a read of it returned)
     pending_rules: list[Rule] = []
     turn_ok: list[str] = []
     procedure_turn = False
@@ -271,6 +277,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             if result is None and i + 1 < len(events) and events[i + 1].kind is EventKind.TOOL_RESULT:
                 result = events[i + 1]
             line = shell_line(e)
+            read = read_path(name, e.arguments, line)
+            if read and result is not None and not failed(result):
+                reads.append((_relative(read.strip(), cwd), result.text or ""))
             if line is not None:
                 line = normalize_command(redact(line), cwd)
                 bad = failed(result)
@@ -306,6 +315,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ran = {c.line for c in ev.commands}
     ev.documented = [clip(c, 160) for c in documented_commands if c not in ran][:MAX_RULES]
     ev.agent_notes = [clip(n, 260) for n in ev.agent_notes[:MAX_RULES]]
+    ev.tripwires = [redact(w) for w in tripwires(reads, ev.edited)]
 
     def cause(failed_seq: int, worked_seq: int, failure: str) -> str:
         """The agent's first sentence between a failure and the run that worked that explains it:

@@ -29,6 +29,7 @@ SHIELDS = "## Failure shields"
 COMMANDS = "## Commands that worked"
 FINDINGS = "## Agent findings"
 CODE_MAP = "## Code map (files the session changed)"
+TRIPWIRES = "## Warnings in the project's files"
 PROCEDURE = "## Procedure"
 
 SUMMARY_MAX_CHARS = 200
@@ -167,6 +168,8 @@ def raw_memory(ev: Evidence, task: str) -> str:
             )
     if ev.shields:
         out += [SHIELDS, *(_shield_line(s) for s in ev.shields)]
+    if ev.tripwires:
+        out += [TRIPWIRES, *(f"- {w}" for w in ev.tripwires)]
     if ev.facts:
         out += [FINDINGS, *(f"- {f}" for f in ev.facts[:MAX_FACTS])]
     code_map = code_map_lines(ev.changes)

@@ -1,0 +1,104 @@
+"""Warnings a project's own files give whoever reads them, picked from the files a session read.
+
+Developers leave tripwires for the next reader: `# CRITICAL: gh api graphql needs arrays as
+-f key[]=v`, `<!-- AUTO-GENERATED FILE - DO NOT EDIT -->` followed by how to regenerate it. The
+agent read them once; a next session needs them before it edits, not after. `tripwires` finds
+them in what read tools returned (a Read call's numbered lines, `cat` / `sed -n` / `nl` / `head`
+output): a comment that opens with a shouted marker (CRITICAL, IMPORTANT, WARNING, CAUTION, DO
+NOT EDIT), with the comment lines that continue it, and a generated-file banner in a file's first
+lines. Only files of the session's project count (not dependencies, not build output), at most
+MAX_TRIPWIRES per session, each once.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from dsh_memory.phase1.commands import clip, core
+
+MAX_TRIPWIRES = 3
+MAX_READ = 400_000  # the characters of one read that are scanned
+_NUMBERED = re.compile(r"^\s*(\d+)(?:→|\t)")  # Read's `  12→…`, `cat -n` / `nl`'s `    12\t…`
+_COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|\*+(?!\*)|<!--|--|;+)\s?(.*?)\s*(?:\*/|-->)?\s*$")
+_SHOUT = re.compile(r"^(?:\*\*)?(CRITICAL|IMPORTANT|WARNING|CAUTION|DANGER|DO NOT (?:EDIT|MODIFY|CHANGE|COMMIT))\b")
+_BANNER = re.compile(r"\b(auto-?generated|do not edit|generated (?:file|code|by|from))\b", re.I)
+_READERS = re.compile(r"^(cat|bat|nl|head|sed\s+-n)\b")
+_ELSEWHERE = re.compile(
+    r"(^|/)(node_modules|\.venv|venv|site-packages|dist|build|vendor|third_party|\.git|target|__pycache__)/"
+)
+
+
+def read_path(tool: str, arguments: object, line: str | None) -> str | None:
+    """The file a read tool call returned, or None: a Read/view call's path, or the one file a
+    `cat` / `sed -n` / `nl` / `head` command printed (not a pipeline of several)."""
+    if line is None:
+        if tool in ("read", "view", "read_file") and isinstance(arguments, dict):
+            path = arguments.get("file_path") or arguments.get("path")
+            return path if isinstance(path, str) and path else None
+        return None
+    c = core(line)
+    if not _READERS.match(c) or re.search(r"[;&]|\|\s*(?!sed\s+-n|head)\S", c):
+        return None
+    try:
+        words = shlex.split(c.split("|")[0])
+    except ValueError:
+        return None
+    files = [w for w in words[1:] if not w.startswith("-") and re.search(r"[/.]\w", w) and not re.match(r"^\d", w)]
+    return files[-1] if len(files) == 1 else None
+
+
+def _lines(text: str) -> list[tuple[int | None, str]]:
+    out = []
+    for ln in text[:MAX_READ].splitlines():
+        m = _NUMBERED.match(ln)
+        out.append((int(m.group(1)), ln[m.end() :]) if m else (None, ln))
+    return out
+
+
+def _comment(s: str) -> str | None:
+    m = _COMMENT.match(s)
+    return m.group(1).strip() if m and m.group(1).strip() else None
+
+
+def found_in(path: str, text: str) -> list[tuple[int, str]]:
+    """(rank, warning) for each tripwire in one read of `path`: rank 0 a generated-file banner or
+    a DO NOT / CRITICAL comment, 1 the others."""
+    lines = _lines(text)
+    out: list[tuple[int, str]] = []
+    for i, (num, s) in enumerate(lines):
+        body = _comment(s)
+        if body is None:
+            continue
+        head = (num or i + 1) <= 12 and _BANNER.search(body)
+        shout = _SHOUT.match(body)
+        if not (head or shout):
+            continue
+        said = [body]
+        for _, nxt in lines[i + 1 : i + 3]:  # the comment lines that go on with it
+            more = _comment(nxt)
+            if more is None or _SHOUT.match(more):
+                break
+            said.append(more)
+        rank = 0 if head or (shout and shout.group(1).upper() in ("CRITICAL", "DANGER")) or "NOT" in body[:12] else 1
+        out.append((rank, f"`{path}`: " + clip(" ".join(said).replace("**", ""), 200)))
+        if head:
+            break  # one banner per file; its shouted lines say the same
+    return out
+
+
+def tripwires(reads: list[tuple[str, str]], edited: list[str]) -> list[str]:
+    """The warnings of the project's files in `reads` ((relative path, text) in session order):
+    generated-file banners and DO NOT / CRITICAL comments first, files the session also edited
+    first within each, each warning once."""
+    pool: list[tuple[int, int, int, str]] = []
+    seen: set[str] = set()
+    for n, (path, text) in enumerate(reads):
+        if path.startswith(("/", "~")) or _ELSEWHERE.search(path):
+            continue  # not this project's file
+        for rank, w in found_in(path, text):
+            said = w.split("`: ", 1)[1]
+            if said not in seen:
+                seen.add(said)
+                pool.append((rank, 0 if path in edited else 1, n, w))
+    return [w for *_, w in sorted(pool)[:MAX_TRIPWIRES]]

@@ -1,0 +1,73 @@
+"""Failure shields from what real sessions look like: a CLI that answers `{"success": false}`
+with exit code 0, the same tool run on another issue (no fix), another tool run on the same issue
+(a workaround), a command run without the wrapper that broke it, and long quoted payloads cut
+from the lines. Crafted sessions; none is from the benchmark set."""
+
+from __future__ import annotations
+
+from dsh_memory.phase1 import steps
+from dsh_memory.phase1.evidence import gather
+from tests.session_helpers import make_session
+
+CWD = "/home/dev/src/shop"
+
+
+def _bash(cmd: str, out: str = "", error: bool = False):
+    return ("tool", "Bash", {"command": cmd}, out, error)
+
+
+def test_a_json_status_reply_with_success_false_is_a_failure_even_with_exit_code_0():
+    reply = (
+        '{\n  "success": false,\n  "error_type": "token-required",\n'
+        '  "message": "Token required. Ensure ${SHOP_TOKEN} is set in the command context."\n}'
+    )
+    s = make_session(
+        ("user", "Publish the release notes."),
+        _bash('shopctl notes publish --token="${SHOP_TOKEN}" 2>/dev/null || true', reply),
+        _bash('shopctl notes publish --token="tok-123"', '{"success": true, "id": 4}'),
+        cwd=CWD,
+    )
+    (shield,) = gather(s).shields
+    assert shield.command == 'shopctl notes publish --token="${SHOP_TOKEN}"'
+    assert shield.error == "token-required: Token required. Ensure ${SHOP_TOKEN} is set in the command context."
+    assert shield.fix == '`shopctl notes publish --token="tok-123"`'
+
+
+def test_the_same_tool_on_another_issue_is_no_fix_and_another_tool_on_the_same_issue_is():
+    body = "Consolidated into #8865 together with the other plans of this objective"
+    s = make_session(
+        ("user", "Close the replaced plans."),
+        _bash(
+            f'shopctl close-plan 7839 --comment "{body}"',
+            'Exit code 1\n{"success": false, "error": "PR #7839 not found"}',
+        ),
+        _bash(f'shopctl close-plan 7825 --comment "{body}"', '{"success": true}'),
+        ("assistant", "One failed; closing it with gh instead."),
+        _bash(f'gh issue comment 7839 --body "{body}" && gh issue close 7839', "✓ Closed issue #7839"),
+        cwd=CWD,
+    )
+    (shield,) = gather(s).shields
+    assert shield.command == 'shopctl close-plan 7839 --comment "Consolidated into #8…"'
+    assert shield.fix == '`gh issue comment 7839 --body "Consolidated into #8…" && gh issue close 7839`'
+    assert "7825" not in shield.fix
+    line = steps.raw_memory(gather(s), "x")
+    assert "gh issue close 7839" in line and "PR #7839 not found" in line
+
+
+def test_a_command_that_worked_without_its_wrapper_is_a_shield_and_a_rerun_elsewhere_is_not():
+    s = make_session(
+        ("user", "Run the tests."),
+        _bash(
+            "rtk bun run test",
+            "Exit code 2\nerror: unrecognized subcommand 'bun'\n\nUsage: rtk [OPTIONS] <COMMAND>",
+            True,
+        ),
+        _bash("bun run test", "1274 pass\n0 fail"),
+        _bash("make lint", "Exit code 2\nmake: *** No rule to make target 'lint'.  Stop.", True),
+        _bash("bun run lint", "Checked 277 files"),
+        cwd=CWD,
+    )
+    shields = gather(s).shields
+    assert [(x.command, x.error, x.fix) for x in shields] == [
+        ("rtk bun run test", "error: unrecognized subcommand 'bun'", "`bun run test`")
+    ]
