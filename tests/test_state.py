@@ -42,7 +42,7 @@ def test_claim_lifecycle(st: StateStore):
     assert st.try_start("s1", T0, source="codex", path="/logs/s1.jsonl") is True
     c = st.get_claim("s1")
     assert (c.status, c.attempts, c.last_seq, c.parts, c.started_at) == ("running", 0, -1, 0, T0)
-    assert not c.has_watermark and c.source == "codex" and c.path == "/logs/s1.jsonl"
+    assert c.last_seq < 0 and c.source == "codex" and c.path == "/logs/s1.jsonl"
     assert st.try_start("s1", T0 + timedelta(seconds=60)) is False  # fresh running claim wins
 
     t1 = T0 + timedelta(minutes=2)
@@ -151,7 +151,7 @@ def test_stale_recovery(st: StateStore):
 def test_baseline_legacy_claims(st: StateStore):
     st.finish("legacy", "done", last_seq=-1, now=T0)
     c = st.baseline("legacy", 120, T0 + timedelta(days=1))
-    assert (c.status, c.last_seq, c.has_watermark) == ("done", 120, True)
+    assert (c.status, c.last_seq) == ("done", 120)
     new = st.baseline("unknown", 7, T0)
     assert (new.status, new.last_seq) == ("done", 7)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsh_memory.errors import PathGuardError, UserInputError
-from dsh_memory.storage.store import SLUG_RE, MemoryStore, RawBlock, parse_raw_blocks, slugify
+from dsh_memory.storage.store import SLUG_RE, MemoryStore, RawBlock, parse_front_matter, parse_raw_blocks, slugify
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_KEY = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
@@ -368,7 +368,7 @@ def test_rollout_summary_provenance_roundtrip(store: MemoryStore):
     text = (store.rollout_dir / "fix-the-build.md").read_text()
     assert text.startswith("---\nsession_id: s1\n")
     assert FAKE_KEY not in text and "# Recap" in text
-    fields, body = store.read_rollout_summary(slug)
+    fields, body = parse_front_matter(store.read_text(f"rollout_summaries/{slug}.md"))
     assert fields == prov and body.strip().startswith("# Recap")
 
 
@@ -455,5 +455,5 @@ def test_missing_file_is_not_found(store: MemoryStore):
     with pytest.raises(NotFoundError):
         store.read_text("MEMORY.md")
     with pytest.raises(FileNotFoundError):
-        store.read_rollout_summary("nope")
+        store.read_text("rollout_summaries/nope.md")
     assert store.read_raw_blocks() == [] and store.list_notes() == [] and store.list_rollout_summaries() == []

@@ -37,7 +37,6 @@ Kind = Literal["dsh", "codex", "claude"]
 SECRET_HEADER = "X-DSH-Memory-Secret"  # shared-secret header, checked when SECRET_ENV is set
 SECRET_ENV = "DSH_MEMORY_HOOK_SECRET"
 CODEX_TURN_COMPLETE = "agent-turn-complete"
-CLAUDE_TRIGGER_EVENTS = ("Stop", "SessionEnd")
 CLAUDE_KNOWN_EVENTS = ("Stop", "SubagentStop", "SessionEnd")
 
 

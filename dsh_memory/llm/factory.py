@@ -68,26 +68,19 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
             timeout_seconds=route.timeout_seconds,
         )
     if provider == "local":
-        route = route.model_copy(update={"provider": "local"})
-        # ---- provider "local": in-process llama.cpp, owned by dsh_memory/llm/local.py ----
         try:
-            from dsh_memory.llm import local  # lazy: optional dependency, another module's job
+            from dsh_memory.llm.local import make_local_llm  # lazy: an optional dependency
         except Exception as exc:  # ImportError, or the binding failing to load
             raise NoModelRouteError(
                 f"provider 'local' is unavailable ({type(exc).__name__}: {exc}). Install the local-model "
                 f"extra and set DSH_MEMORY_MODEL_PATH, or use an endpoint instead. {FIX_IT}"
             ) from None
-        # Contract with local.py: `make_local_llm(route: ModelRoute, phase: str) -> LLM`.
-        factory = getattr(local, "make_local_llm", None)
-        if factory is None:
-            raise NoModelRouteError("provider 'local' is unavailable: dsh_memory.llm.local has no make_local_llm")
         try:
-            return factory(route, p)
+            return make_local_llm(route.model_copy(update={"provider": "local"}), p)
         except NoModelRouteError:
             raise
         except ConfigError as exc:  # e.g. the model file is missing: for the pipeline, no route
             raise NoModelRouteError(str(exc)) from exc
-        # ---- end provider "local" ----
     raise NoModelRouteError(f"unknown provider {route.provider!r}; set DSH_MEMORY_PROVIDER to 'openai' or 'local'")
 
 

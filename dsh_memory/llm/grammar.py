@@ -37,7 +37,6 @@ def slug_pattern(max_chars: int = SLUG_MAX_CHARS, *, allow_empty: bool = True) -
     return f"^({body})?$" if allow_empty else f"^{body}$"
 
 
-SLUG_PATTERN = slug_pattern()
 # Worst case, not average: digits and punctuation are often one token per character (measured:
 # SmolLM2 rambling "00:00:00-00:00..." hit max_tokens with a 3 chars/token budget).
 CHARS_PER_TOKEN = 1

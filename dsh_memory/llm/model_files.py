@@ -73,7 +73,6 @@ SMOLLM2_135M = BundledModel(
 )
 
 DEFAULT_MODEL = QWEN_CODER_1_5B
-BUNDLED_MODELS = {m.key: m for m in (QWEN_CODER_1_5B, SMOLLM2_135M)}
 
 
 class ModelChecksumError(ConfigError):

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from dsh_memory.errors import ConfigError
 
-STATUSES = ("running", "done", "noop", "failed")
 STALE_ERROR = "process died (stale running claim)"
 DEAD_OWNER_ERROR = "the process that claimed it is gone (reclaimed)"
 MAX_ERROR_CHARS = 4000
@@ -209,10 +208,6 @@ class Claim:
     provider: str
     parked: bool
     owner: str | None = None
-
-    @property
-    def has_watermark(self) -> bool:
-        return self.last_seq >= 0
 
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> Claim:

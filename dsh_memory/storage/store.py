@@ -302,10 +302,6 @@ class MemoryStore:
         _fsync_dir(path.parent)
         return cand
 
-    def read_rollout_summary(self, slug: str) -> tuple[dict, str]:
-        """(provenance, body) of an active summary. MemoryFileNotFound when missing."""
-        return parse_front_matter(self.read_text(f"rollout_summaries/{slugify(slug) or 'summary'}.md"))
-
     def list_rollout_summaries(self) -> list[RolloutSummaryInfo]:
         out: list[RolloutSummaryInfo] = []
         if not self.rollout_dir.is_dir() or self.rollout_dir.is_symlink():

@@ -29,11 +29,6 @@ secret value looks like, randomness included, in secret_values.py):
 Speed: plain substring checks decide which rules can apply (texts without any trigger come back
 unchanged after one `lower()` and a few `in` tests); assignments and the context rule start from
 the few places where a credential word occurs instead of scanning the whole text.
-
-detect-secrets (Yelp) was measured as an alternative on tests/fixtures/redaction (see
-bench/bench_redact.py): with its entropy plugins it flagged half of the look-alikes (SHAs,
-digests, UUIDs, public keys), without them it found a quarter of the secrets, and it scanned
-about a hundred times slower; its settings are process-global. Its families are covered here.
 """
 
 from __future__ import annotations
