@@ -71,3 +71,14 @@ def test_a_command_that_worked_without_its_wrapper_is_a_shield_and_a_rerun_elsew
     assert [(x.command, x.error, x.fix) for x in shields] == [
         ("rtk bun run test", "error: unrecognized subcommand 'bun'", "`bun run test`")
     ]
+
+
+def test_a_command_tried_in_several_forms_is_kept_once_in_its_shortest_form_with_the_folder_as_dot():
+    s = make_session(
+        ("user", "Why does the installer find only one skill?"),
+        _bash("npx -y skills@1.5.2 add https://github.com/acme/skills --dry-run", "Found 1 skill"),
+        _bash(f"npx -y skills@1.5.2 add {CWD} --list --yes", "Found 4 skills"),
+        _bash("npx -y cowsay hello", "< hello >"),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands] == ["npx -y skills@1.5.2 add . --list --yes"]

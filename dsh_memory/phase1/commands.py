@@ -178,12 +178,13 @@ def informative_error(text: str) -> str:
 
 def normalize_command(line: str, cwd: str | None) -> str:
     """A command as a future agent would type it: no redirections of its output, no pager or
-    `tail`, no `cd` into the session's own folder, one line."""
+    `tail`, no `cd` into the session's own folder (the folder as an argument is `.`), one line."""
     s = " ".join(line.split())
     if cwd:
         root = re.escape(cwd.rstrip("/"))
         s = re.sub(rf"^cd\s+['\"]?{root}/?['\"]?\s*(&&|;)\s*", "", s)
         s = re.sub(rf"^cd\s+['\"]?{root}/([^'\"\s]+)['\"]?", r"cd \1", s)  # a subfolder: relative
+        s = re.sub(rf"(?<=\s)['\"]?{root}/?['\"]?(?=\s|$)", ".", s)  # the folder itself as an argument
     s = re.sub(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*$", "", s)
     s = re.sub(r"\s+2>&1|\s+2>/dev/null|\s+>\s*/dev/null|\s*\|\|\s*true\s*$|\s*;\s*echo\b.*$", "", s)
     return s.strip()
@@ -283,21 +284,24 @@ class Run:
 def commands(runs: list[Run]) -> list[Command]:
     """The build/test/check commands that succeeded, the checks first, then the most run."""
     by: dict[str, Command] = {}
+    tries: dict[str, int] = {}  # runs per family: `… add URL --dry-run`, then `… add . --list`
     for r in runs:
         if not is_build_command(r.line) or len(r.line) > 200:
             continue
+        tries[family(r.line)] = tries.get(family(r.line), 0) + 1
         head = " ".join(w for w in core(r.line).split() if not w.startswith("-"))
         c = by.setdefault(r.line, Command(line=r.line, ok=not r.failed, runs=0, check=bool(CHECK.search(head))))
         c.runs += 1
         c.via = c.via or r.via
         c.ok = not r.failed  # its last outcome
-    ok = [c for c in by.values() if c.ok and (c.check or RUNS_SOMETHING.search(c.line) or c.runs > 1)]
-    out: list[Command] = []
+    ok = [c for c in by.values() if c.ok and (c.check or RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1)]
+    out: dict[str, Command] = {}  # family → its shortest form, in order of importance
     for c in sorted(ok, key=lambda c: (not c.check, -c.runs)):
-        if not any(family(c.line) == family(o.line) and len(o.line) <= len(c.line) for o in out):
-            out.append(c)
+        kept = out.get(family(c.line))
+        if kept is None or len(c.line) < len(kept.line):
+            out[family(c.line)] = c
     first = {line: i for i, line in enumerate(by)}  # the order the session first ran them: setup before run
-    return sorted(out[:MAX_COMMANDS], key=lambda c: (not c.check, first[c.line]))
+    return sorted(list(out.values())[:MAX_COMMANDS], key=lambda c: (not c.check, first[c.line]))
 
 
 def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
