@@ -274,3 +274,31 @@ def test_an_error_that_opens_a_piped_output_is_a_failure_not_a_success_that_fixe
         cwd=CWD,
     )
     assert gather(s).shields == []
+
+
+def test_a_file_the_session_created_ranks_above_files_it_only_edited_a_little_more():
+    """A new file is a place the next session cannot know of: it counts as two edits more."""
+    edit = lambda path, n: (
+        "tool",
+        "Edit",
+        {"file_path": f"{CWD}/{path}", "old_string": "a", "new_string": f"def f{n}():\n  pass\n"},
+        "ok",
+        False,
+    )  # noqa: E731
+    made = (
+        "tool",
+        "Write",
+        {"file_path": f"{CWD}/shop/parsing.py", "content": PY},
+        f"File created successfully at: {CWD}/shop/parsing.py",
+        False,
+    )
+    patch = "*** Begin Patch\n*** Add File: shop/rates.go\n" + "".join("+" + ln + "\n" for ln in GO.splitlines())
+    s = make_session(
+        ("user", "Split the parsing out."),
+        *[edit(f"shop/m{i}.py", k) for i in range(7) for k in range(2)],
+        made,
+        ("tool", "apply_patch", patch, "Done", False),
+        cwd=CWD,
+    )
+    paths = [c.path for c in gather(s).changes]
+    assert paths[:2] == ["shop/parsing.py", "shop/rates.go"] and len(paths) == 6

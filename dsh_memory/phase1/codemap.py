@@ -95,9 +95,20 @@ def edits_of(name: str, arguments: Any) -> list[tuple[str, str]]:
     return [(path, _written(name, arguments))] if isinstance(path, str) and path else []
 
 
-def changes(edits: list[tuple[str, str]], cwd: str | None) -> list[Change]:
+def created_by(name: str, arguments: Any, result: str) -> list[str]:
+    """The files one edit call created (a Write that says so, an apply_patch `Add File`)."""
+    if name.lower() == "apply_patch":
+        patch = arguments if isinstance(arguments, str) else str((arguments or {}).get("input") or arguments or "")
+        return re.findall(r"^\*\*\* Add File: (.+)$", patch, re.M)
+    if name.lower() in ("write", "create") and re.search(r"\bcreated\b", result[:300], re.I):
+        return [path for path, _ in edits_of(name, arguments)]
+    return []
+
+
+def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = frozenset()) -> list[Change]:
     """The files of this project the session changed (tests and files elsewhere left out), the most
-    edited first, each with the names it defined there."""
+    edited first — a file it created counts as two edits more: it is a new place the next session
+    cannot know of —, each with the names it defined there. `created` holds relative paths."""
     by: dict[str, Change] = {}
     root = (cwd or "").rstrip("/")
     for path, text in edits:
@@ -112,7 +123,7 @@ def changes(edits: list[tuple[str, str]], cwd: str | None) -> list[Change]:
         for s in symbols_in(text):
             if s not in c.symbols:
                 c.symbols.append(s)
-    ranked = sorted(by.values(), key=lambda c: (-bool(c.symbols), -c.edits))
+    ranked = sorted(by.values(), key=lambda c: (-bool(c.symbols), -(c.edits + 2 * (c.path in created))))
     return ranked[:MAX_FILES]
 
 

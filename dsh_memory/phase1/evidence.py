@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
 from dsh_memory.phase1.clean import is_marker, is_table_row, second_person
-from dsh_memory.phase1.codemap import Change, changes, documented, edits_of
+from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of
 from dsh_memory.phase1.commands import (
     ESCALATED,
     Command,
@@ -223,6 +223,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     edits: list[tuple[int, str]] = []
     texts: list[tuple[str, str]] = []  # (path, text written there)
     reads: list[tuple[str, str]] = []  # (path, what a read of it returned)
+    created: set[str] = set()  # the files the session created
     pending_rules: list[Rule] = []
     turn_ok: list[str] = []
     procedure_turn = False
@@ -299,6 +300,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 cmds = dict.fromkeys(normalize_command(redact(s.strip().removeprefix("$ ")), cwd) for s in spans)
                 runs += [Run(e.seq, cmd, bad, "", False, via=via) for cmd in cmds if is_build_command(cmd)]
                 continue
+            if name in EDIT_TOOLS:
+                made = created_by(name, e.arguments, (result.text or "") if result is not None else "")
+                created.update(_relative(p.strip(), cwd) for p in made)
             for path, written in edits_of(name, e.arguments) if name in EDIT_TOOLS else []:
                 path = _relative(path.strip(), cwd)
                 edits.append((e.seq, path))
@@ -310,7 +314,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
         ev.procedure = turn_ok[:12]
     ev.outcome = clip(ev.outcome, 1200)
     ev.commands = commands(runs)
-    ev.changes = changes(texts, cwd)
+    ev.changes = changes(texts, cwd, created)
     documented_commands, ev.agent_notes = documented(texts, is_build_command)
     ran = {c.line for c in ev.commands}
     ev.documented = [clip(c, 160) for c in documented_commands if c not in ran][:MAX_RULES]
