@@ -278,13 +278,16 @@ def test_an_error_that_opens_a_piped_output_is_a_failure_not_a_success_that_fixe
 
 def test_a_file_the_session_created_ranks_above_files_it_only_edited_a_little_more():
     """A new file is a place the next session cannot know of: it counts as two edits more."""
-    edit = lambda path, n: (
-        "tool",
-        "Edit",
-        {"file_path": f"{CWD}/{path}", "old_string": "a", "new_string": f"def f{n}():\n  pass\n"},
-        "ok",
-        False,
-    )  # noqa: E731
+
+    def edit(path, n):
+        return (
+            "tool",
+            "Edit",
+            {"file_path": f"{CWD}/{path}", "old_string": "a", "new_string": f"def f{n}():\n  pass\n"},
+            "ok",
+            False,
+        )
+
     made = (
         "tool",
         "Write",
