@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from dsh_memory.llm.parse import (
-    close_truncated_json,
     extract_json_object,
     loads_lenient,
     loads_truncated,
@@ -106,9 +103,9 @@ def test_truncated_documents_close(cut, expected):
     assert loads_truncated(cut) == expected
 
 
-def test_close_truncated_output_is_json():
-    closed = close_truncated_json('{"memory_md": "# M\\n- a", "skills": [{"name": "x", "body": "y')
-    assert json.loads(closed) == {"memory_md": "# M\n- a", "skills": [{"name": "x", "body": "y"}]}
+def test_a_truncated_document_keeps_raw_newlines_and_comments_apart():
+    cut = '{"memory_md": "# M\n- a", // the handbook\n "skills": [{"name": "x", "body": "y'
+    assert loads_truncated(cut) == {"memory_md": "# M\n- a", "skills": [{"name": "x", "body": "y"}]}
 
 
 def test_large_prose_does_not_blow_up():

@@ -8,7 +8,8 @@ and return None (never a guess) when nothing parses.
 - `loads_lenient(text)`: `json.loads` plus repairs (raw control characters in strings,
   trailing commas, // and /* */ comments, invalid backslash escapes, a leading BOM).
 - `extract_json_object(text)`: the first JSON object found in fenced blocks, then in prose.
-- `close_truncated_json(text)`: close the open strings/arrays/objects of a cut-off document.
+- `loads_truncated(text)`: the same for a document cut off at max_tokens (pydantic's partial
+  JSON parsing keeps what is complete, a cut string included).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ _MAX_CANDIDATES = 64  # object starts tried in prose before giving up
 
 
 def _repair(text: str) -> str:
-    """One pass outside/inside strings: drop comments and trailing commas, fix bad escapes."""
+    """One pass outside/inside strings: drop comments and trailing commas, fix bad escapes,
+    escape raw control characters (a backslash that ends a cut-off text is dropped)."""
     out: list[str] = []
     i, n = 0, len(text)
     in_str = False
@@ -37,12 +39,12 @@ def _repair(text: str) -> str:
                     out.append(c + nxt)
                     i += 2
                     continue
-                out.append("\\\\")  # a lone backslash becomes a literal one
+                out.append("\\\\" if nxt else "")  # a lone backslash becomes a literal one
                 i += 1
                 continue
             if c == '"':
                 in_str = False
-            out.append(c)
+            out.append(c if c >= " " else json.dumps(c)[1:-1])
             i += 1
             continue
         if c == '"':
@@ -170,49 +172,11 @@ def extract_json_object(text: str, accept: Callable[[dict], bool] | None = None)
     return None
 
 
-def close_truncated_json(text: str) -> str:
-    """Best-effort completion of a JSON document cut off mid-way (finish_reason == "length").
-
-    Closes an open string, drops a dangling key / separator, then closes open arrays/objects.
-    The result may still not parse; callers try `loads_lenient` on it.
-    """
-    stack: list[str] = []
-    in_str = esc = False
-    for c in text:
-        in_str, esc, structural = _string_step(c, in_str, esc)
-        if not structural:
-            continue
-        if c in "{[":
-            stack.append("}" if c == "{" else "]")
-        elif c in "}]" and stack:
-            stack.pop()
-    s = text
-    if in_str:
-        if esc:
-            s = s[:-1]
-        s += '"'
-    s = s.rstrip()
-    # A dangling `"key"` or `"key":` inside an object, or a trailing comma, cannot be completed.
-    if stack and stack[-1] == "}":
-        s = re.sub(r',?\s*"(?:[^"\\]|\\.)*"\s*:?\s*$', "", s) if _ends_with_key(s) else s
-    s = re.sub(r"[,:]\s*$", "", s)
-    return s + "".join(reversed(stack))
-
-
-def _ends_with_key(s: str) -> bool:
-    """True when the text ends in an object key (`{"a": 1, "b"` or `{"b":`), not a value."""
-    m = re.search(r'"(?:[^"\\]|\\.)*"\s*:?\s*$', s)
-    if not m:
-        return False
-    if s.rstrip().endswith(":"):
-        return True
-    before = s[: m.start()].rstrip()
-    return before.endswith(",") or before.endswith("{")
-
-
 def loads_truncated(text: str) -> Any:
     """`loads_lenient` on a possibly cut-off document; raises ValueError when nothing parses."""
     try:
         return loads_lenient(text)
     except ValueError:
-        return loads_lenient(close_truncated_json(text.strip()))
+        from pydantic_core import from_json
+
+        return from_json(_repair(text.strip().lstrip("\ufeff")), allow_partial="trailing-strings")
