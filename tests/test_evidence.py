@@ -165,6 +165,9 @@ def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memo
             "- | Aspect | Metrics (✅ Works) |",
             "- |---|---|",
             "- You couldn't inspect your already-open Chrome tab.",
+            "- ls ~/.cursor/skills/entire/skills # must show 4 dirs",
+            "- [medium] `git hash-object -w` makes every draft revision durable",
+            "- P1: the lock file leaks on a crash",
             "- Always run `bun run lint` before you push.",
             "- Verify with `bun run test` and `bun run lint` before committing.",
         ]

@@ -9,7 +9,8 @@ writers (`consolidation/mechanical.py`, `consolidation/apply.py`) drop every lin
   diff / show …), with or without its output: how the agent looked, not what it learned;
 - a Markdown table row or separator (`| Aspect | Metrics |`): a fragment of a table;
 - copy written to the reader ("your already-open tab", "you can now…"): a recap addressed to the
-  user, not a fact about the project.
+  user, not a fact about the project;
+- a code review's finding (`[medium] …`, `P1: …`): the state of a change under review.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ _RULE_YOU = re.compile(
 _WORDS = re.compile(r"[A-Za-z]{2,}")
 
 
+# A code review's finding ("[medium] `x` makes…", "P1: …"): the state of a change under review.
+REVIEW_FINDING = re.compile(
+    r"^\s*(?:[-*+]\s+)?(?:\[(?:low|medium|high|critical|minor|major|nit)\]|\[?P[0-3]\]?:)", re.I
+)
+
+
 def is_marker(line: str) -> bool:
     return bool(MARKER.search(line or ""))
 
@@ -51,9 +58,16 @@ def second_person(line: str) -> bool:
     return bool(_YOU.search(plain)) and not _RULE_YOU.search(plain)
 
 
+_BARE = re.compile(r"^\s*(?:[-*+]\s+)?(?=\S+\s+[-~/.]|\S+\s+\S*/)")  # a command word, then a flag or a path
+
+
 def is_exploration(line: str) -> bool:
     """A bullet that is essentially an exploration command: once its command spans, its source
-    tag and whatever follows an arrow are taken out, at most six words are left."""
+    tag and whatever follows an arrow are taken out, at most six words are left; or a bare one
+    (`ls ~/.cursor/skills # must show 4 dirs`, copied from a code block)."""
+    bare = _SOURCE.sub("", line or "")
+    if _BARE.match(bare) and EXPLORATION.match(bare.strip().lstrip("-*+ ")):
+        return True
     spans = _SPAN.findall(line or "")
     if not any(EXPLORATION.match(s.strip()) for s in spans):
         return False
@@ -71,4 +85,6 @@ def why_not_memory(line: str) -> str | None:
         return "exploration command"
     if second_person(line):
         return "second person"
+    if REVIEW_FINDING.match(line or ""):
+        return "review finding"
     return None

@@ -160,7 +160,7 @@ def sentences(text: str) -> list[str]:
     """Sentences and list items of a message, Markdown links and emphasis made plain text."""
     out = []
     for s in _SENT.split(_LINK.sub(r"\1", text or "")):
-        s = _EMPH.sub(r"\1", _BULLET.sub("", s.strip().lstrip("> "))).strip().strip("*").strip()
+        s = _EMPH.sub(r"\1", _BULLET.sub("", s.strip().lstrip("> "))).replace("**", "").strip().strip("*").strip()
         if len(s) >= 3:
             out.append(s)
     return out
