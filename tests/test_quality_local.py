@@ -128,7 +128,7 @@ def _inputs(store: MemoryStore, memory_md: str = "", candidates: tuple[str, ...]
 
 
 def _settings(memory: int = 60_000, summary: int = 10_000):
-    return SimpleNamespace(max_memory_md_chars=memory, max_summary_chars=summary)
+    return SimpleNamespace(max_memory_md_chars=memory, max_summary_chars=summary, stale_after_days=90)
 
 
 def test_mechanical_merge_groups_by_project_and_kind_keeps_provenance_and_dedupes(tmp_path):

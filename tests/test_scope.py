@@ -228,7 +228,7 @@ def memory(tmp_path, repos):
         )
     )
     out = mechanical.consolidate(
-        store, _inputs(store), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP)
+        store, _inputs(store), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
     )
     store.atomic_write("MEMORY.md", out.memory_md)
     store.atomic_write("memory_summary.md", out.memory_summary_md)
@@ -525,7 +525,9 @@ def test_a_handbook_from_before_scopes_stays_global_and_a_projects_skill_stays_i
     body = f"{steps.PROCEDURE}: Cut a release.\n1. `make dist`\n2. `twine check dist/*`\n3. `git push --tags`"
     store.append_raw(_block(1, repos["infra"], body, project=repos["infra"]))
     out = mechanical.consolidate(
-        store, _inputs(store, memory_md=old), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP)
+        store,
+        _inputs(store, memory_md=old),
+        SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90),
     )
     glob, parts = sc.summary_parts(out.memory_summary_md)
     assert "Keep answers short." in glob and list(parts) == [repos["infra"]]

@@ -5,7 +5,9 @@ max_notes_chars, max_summary_chars). Raw blocks and notes are packed whole, in o
 their cap is reached; only what made it into the input is consumed afterwards (`raw_ids`,
 `note_rels`), the rest waits for the next run. Rollout summaries unused for more than
 `max_unused_days` (last activity = max(usage last_at, session updated_at, extracted_at)) are annotated as
-forgetting candidates; only those may be retired by this run (`candidate_slugs`).
+forgetting candidates; only those may be retired by this run (`candidate_slugs`). Handbook items
+injection would flag (gone from the working tree, or older than `stale_after_days`) are listed
+in their own section (`consolidation/stale.py`); those the new MEMORY.md leaves out are archived.
 """
 
 from __future__ import annotations
@@ -151,6 +153,7 @@ class Phase2Inputs:
     sections: list[Section]
     budgets: dict[str, int]
     truncated: list[str] = field(default_factory=list)
+    flagged: list = field(default_factory=list)  # stale.Flagged: items injection flags (archived if dropped)
 
     def messages(self) -> list[dict]:
         return build_messages(mode=self.mode, today=self.today, budgets=self.budgets, sections=self.sections)
@@ -164,6 +167,7 @@ class Phase2Inputs:
             "summaries": len(self.index),
             "summaries_total": self.summaries_total,
             "forgetting_candidates": len(self.candidate_slugs),
+            "flagged_items": len(self.flagged),
             "skills": len(self.skills),
             "memory_md_chars": len(self.memory_md),
             "summary_chars": len(self.summary),
@@ -354,6 +358,10 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
     if cut:
         truncated.append("skills inventory")
 
+    from dsh_memory.consolidation import stale
+
+    flagged = stale.flagged_in(memory_md, str(store.root), now.date(), settings.stale_after_days)
+
     def note(n: int, total: int, what: str) -> str:
         return f"({n} of {total} {what} shown{'; the rest waits for a later run' if n < total else ''})"
 
@@ -394,6 +402,7 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
             ),
         ),
         Section("skills", "Skills inventory", "".join(skill_items), note(len(skill_items), len(skills), "skills")),
+        *([stale.section(flagged)] if flagged else []),
     ]
     return Phase2Inputs(
         mode=mode,
@@ -411,4 +420,5 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
         sections=sections,
         budgets={"MEMORY.md": settings.max_memory_md_chars, "memory_summary.md": settings.max_summary_chars},
         truncated=truncated,
+        flagged=flagged,
     )

@@ -19,7 +19,9 @@ second and never cuts a bullet:
   shields) and a `Procedures` bullet pointing at it;
 - forgetting candidates are retired: their knowledge bullets stay, their `Tasks` lines go;
 - a bullet its project's working tree contradicts (a cited path, target or script gone) is set
-  aside in the group's `Possibly stale` section, not deleted (`consolidation/stale.py`);
+  aside in the group's `Possibly stale` section, not deleted (`consolidation/stale.py`); one no
+  session has confirmed for `stale_after_days` is retired into MEMORY.archive.md with its reason
+  (`consolidation/archive.py`, written by apply);
 - memory_summary.md (`v1`) is rebuilt in parts, `# Scope: global` then one
   `# Scope: project <root>` per project: the user's rules, how to build and test, the routing
   index (keywords and where to look), the skills; the read path injects the global part plus the current project's;
@@ -324,6 +326,7 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
         g.sections["Tasks"] = [t for t in g.sections.get("Tasks", []) if not any(f"/{s}.md" in t for s in retired)]
     promote_recurring(groups)
     stale.set_aside(groups, scope_of_group)
+    _retire_stale(store, groups, inputs, settings)
     if GLOBAL in groups and not any(groups[GLOBAL].sections.values()):
         del groups[GLOBAL]
     groups = dict(sorted(groups.items(), key=lambda kv: (kv[0] != GLOBAL, kv[0])))
@@ -336,6 +339,19 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
         retire_summaries=retired,
         source="mechanical",
     )
+
+
+def _retire_stale(store: Any, groups: dict[str, Group], inputs: Phase2Inputs, settings: Any) -> int:
+    """Leave out the set-aside items no session confirmed for `stale_after_days` (dated by the
+    sources of the handbook as merged, new sessions included); apply archives them."""
+    from datetime import date
+
+    from dsh_memory.readpath.learned import dates_of
+
+    rendered = "\n\n".join(g.render() for g in groups.values())
+    dates = dates_of(rendered, str(store.root))
+    today = date.fromisoformat(inputs.today)
+    return stale.retire(groups, scope_of_group, dates, today, settings.stale_after_days)
 
 
 def _existing_skills(inputs: Phase2Inputs, new: list[dict]) -> list[dict]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dsh_memory.llm.base import ToolSpec
 
-PROMPT_VERSION = "p2-2026-12-01.1"  # .1: project scopes (issue 18)
+PROMPT_VERSION = "p2-2026-12-02.1"  # 12-02: flagged (stale, old) items (issue 27); 12-01.1: project scopes
 
 SKILL_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,79}$"
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
@@ -155,6 +155,15 @@ candidate, decide: if its knowledge is still useful, keep the gist in MEMORY.md 
 form; otherwise remove the entries supported only by it. List in `retire_summaries` the
 candidate slugs whose files are no longer needed. Never list a slug that is not annotated as a
 candidate, and never drop knowledge that other, fresh sources still support.
+
+# Stale items
+The section "Handbook items flagged at injection" lists MEMORY.md items whose project's working
+tree no longer has a file, make target or package script they cite ("may be stale: …"), or that
+no session has confirmed for a long time ("learned N days ago"). For each: when newer evidence
+(raw memories, notes) says what replaced it, rewrite the item from that evidence; when it is
+marked RETIRE, leave it out (dsh-memory archives what you leave out, with the reason); otherwise
+keep it, moved to its group's `## Possibly stale` section with its note. Do not drop other items
+only because they are old.
 
 # Modes
 - INIT: MEMORY.md and/or memory_summary.md do not exist yet. Build both from all the evidence.

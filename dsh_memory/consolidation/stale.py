@@ -1,26 +1,50 @@
-"""Consolidation's answer to memory the working tree contradicts: set it aside, never delete it.
+"""Consolidation's answer to memory the working tree contradicts: set it aside, refresh it or
+retire it into the archive — never delete it silently.
 
 Injection flags a line that cites a path, make target or package script its project's tree no
-longer has (`readpath.freshness`). Consolidation acts on the same check for the handbook: in each
-project group whose repository is on this machine, such a bullet leaves its section for the
-group's `Possibly stale` section, with the reason — out of what the summary injects and what its
-keywords route to, still in MEMORY.md to read, search or correct. When the tree has the cited
-thing again, the bullet goes back to `Project facts`. A newer session that learns the same thing
-anew writes a fresh bullet in its own section (the refresh); nothing is deleted here.
+longer has (`readpath.freshness`), and one learned more than `stale_after_days` ago. Consolidation
+acts on the same checks for the handbook:
+
+- `set_aside`: in each project group whose repository is on this machine, a bullet the tree
+  contradicts leaves its section for the group's `Possibly stale` section, with the reason — out
+  of what the summary injects and what its keywords route to, still in MEMORY.md to read, search
+  or correct. When the tree has the cited thing again, it goes back to `Project facts`. The same
+  item set aside twice (a newer session learned it again) is one bullet with both sources: the
+  newer evidence refreshes its date.
+- `flagged`: every project item the tree contradicts or that is old, with its note; `retire`
+  marks those that are both (no session confirmed them for `stale_after_days`). The endpoint
+  model sees them as an input section (`section`) and is asked to refresh or leave them out; the
+  mechanical merge leaves out the retire-marked ones (`retire`). Whatever flagged item the new
+  MEMORY.md no longer has goes to MEMORY.archive.md with its reason (`consolidation/archive.py`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from dsh_memory.readpath.freshness import stale_reasons
+from dsh_memory.readpath.learned import age_days, item_key
 
 SECTION = "Possibly stale"
 RETURNED_TO = "Project facts"
 KEPT = ("Tasks", "User notes", "User preferences", SECTION)  # the user's words are theirs to retire
+USERS = ("Tasks", "User notes", "User preferences")
 _FLAG = re.compile(r" \(may be stale: [^)]*\)(?= \[source:|$)")
+_SOURCE = re.compile(r" \[source: ([^\]]*)\]$")
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """A handbook item injection would flag: its project, the bullet as written, why."""
+
+    project: str
+    bullet: str
+    note: str  # "may be stale: conf/app.toml no longer exists; learned 120 days ago"
+    retire: bool  # contradicted by the tree and not confirmed for stale_after_days
 
 
 def set_aside(groups: dict[str, Any], project_of) -> int:
@@ -46,13 +70,93 @@ def set_aside(groups: dict[str, Any], project_of) -> int:
                 else:
                     keep.append(b)
             g.sections[name] = keep
-        g.sections[SECTION] = aside
+        g.sections[SECTION] = _merged(aside)
         if back:  # each bullet is checked once: what came back is not stale
             g.sections.setdefault(RETURNED_TO, []).extend(_FLAG.sub("", b) for b in back)
     return moved
+
+
+def _merged(bullets: list[str]) -> list[str]:
+    """One bullet per item (same words), the sources of its copies joined."""
+    out: dict[str, str] = {}
+    for b in bullets:
+        key = item_key(b)
+        if key not in out:
+            out[key] = b
+            continue
+        have = _SOURCE.search(out[key])
+        more = _SOURCE.search(b)
+        if more:
+            sources = [s.strip() for s in (have.group(1).split(",") if have else [])]
+            sources += [s.strip() for s in more.group(1).split(",") if s.strip() not in sources]
+            out[key] = _SOURCE.sub("", out[key]) + f" [source: {', '.join(s for s in sources if s)}]"
+    return list(out.values())
 
 
 def _flagged(bullet: str, reasons: list[str]) -> str:
     note = f" (may be stale: {'; '.join(reasons[:2])})"
     m = re.search(r" \[source: [^\]]*\]$", bullet)
     return bullet[: m.start()] + note + m.group(0) if m else bullet + note
+
+
+def flagged(groups: dict[str, Any], project_of, dates: dict, today: date, stale_after_days: int) -> list[Flagged]:
+    """The project items (not the user's own words) the tree contradicts or that were learned
+    more than `stale_after_days` ago (`dates`: `readpath.learned.dates_of`), with their notes."""
+    out: list[Flagged] = []
+    for g in groups.values():
+        root = project_of(g)
+        if not root:
+            continue
+        on_disk = os.path.isdir(root)
+        for name, items in g.sections.items():
+            if name in USERS:
+                continue
+            for b in items:
+                clean = _FLAG.sub("", b)
+                reasons = stale_reasons(clean, root) if on_disk else []
+                days = age_days(clean, dates, today) if stale_after_days > 0 else None
+                old = days is not None and days > stale_after_days
+                notes = ([f"may be stale: {'; '.join(reasons[:2])}"] if reasons else []) + (
+                    [f"learned {days} days ago"] if old else []
+                )
+                if notes:
+                    out.append(Flagged(root, b, "; ".join(notes), bool(reasons) and old))
+    return out
+
+
+def retire(groups: dict[str, Any], project_of, dates: dict, today: date, stale_after_days: int) -> int:
+    """Leave out of each group's `SECTION` the items marked `retire` (see `flagged`); apply
+    archives them. Returns how many."""
+    gone = {(f.project, f.bullet) for f in flagged(groups, project_of, dates, today, stale_after_days) if f.retire}
+    n = 0
+    for g in groups.values():
+        items = g.sections.get(SECTION)
+        if items:
+            root = project_of(g)
+            g.sections[SECTION] = [b for b in items if (root, b) not in gone]
+            n += len(items) - len(g.sections[SECTION])
+    return n
+
+
+def flagged_in(memory_md: str, root: str, today: date, stale_after_days: int) -> list[Flagged]:
+    """`flagged` for a MEMORY.md text (the memory root `root` dates its sources)."""
+    from dsh_memory.consolidation.mechanical import parse_memory_md
+    from dsh_memory.consolidation.summary_md import scope_of_group
+    from dsh_memory.readpath.learned import dates_of
+
+    if not memory_md.strip():
+        return []
+    return flagged(parse_memory_md(memory_md), scope_of_group, dates_of(memory_md, root), today, stale_after_days)
+
+
+def section(items: list[Flagged]) -> Any:
+    """The input section that shows the model the flagged items (prompt: '# Stale items')."""
+    from dsh_memory.consolidation.prompt import Section
+
+    lines = [f"- project={f.project} · {'RETIRE · ' if f.retire else ''}{f.bullet.strip()} · {f.note}" for f in items]
+    return Section(
+        "flagged",
+        "Handbook items flagged at injection (gone from the working tree, or not confirmed for a long time)",
+        "\n".join(lines) + ("\n" if lines else ""),
+        f"({len(items)} items; RETIRE: contradicted and not confirmed for a long time)",
+    )

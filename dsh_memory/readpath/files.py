@@ -35,7 +35,9 @@ STATE_DIR_NAME = ".state"
 RETIRED_DIR_NAME = ".retired"
 
 # delete-file never removes what the pipeline owns or what forgetting only retires.
-PROTECTED_FILES = frozenset({"MEMORY.md", "memory_summary.md", "raw_memories.md", "raw_memories.archive.md"})
+PROTECTED_FILES = frozenset(
+    {"MEMORY.md", "MEMORY.archive.md", "memory_summary.md", "raw_memories.md", "raw_memories.archive.md"}
+)
 
 
 def _lstat(path, rel: str) -> os.stat_result:

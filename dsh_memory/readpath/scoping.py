@@ -1,11 +1,11 @@
 """Project scope on the read path: which part of the memory an agent working in `cwd` sees first.
 
 - `scope_of(store, rel, line)`: the scope of one line of a memory file, `global` or
-  `project <root>`: MEMORY.md by its task group (`applies_to: cwd=<a real path>`, or a group
-  named by a path; `global` and groups with a pattern such as `cwd=.*` are global), the summary
-  by its `# Scope:` parts, a rollout summary by its provenance (`project`, else the root of its
-  `cwd`), a skill by its front matter `project:`; ad hoc notes are global. Parsed once per file
-  version.
+  `project <root>`: MEMORY.md (and MEMORY.archive.md) by its task group (`applies_to:
+  cwd=<a real path>`, or a group named by a path; `global` and groups with a pattern such as
+  `cwd=.*` are global), the summary by its `# Scope:` parts, a rollout summary by its provenance
+  (`project`, else the root of its `cwd`), a skill by its front matter `project:`; ad hoc notes
+  are global. Parsed once per file version.
 - `layer(...)`: search results with this project + global first, the other projects after them
   only on request (`other_projects`), each hit carrying its scope; the ranking inside each
   layer is the search's own.
@@ -85,7 +85,7 @@ def _spans(store: Any, rel: str) -> list[tuple[int, str]]:
     """(first line, scope) spans of one memory file, cached per file version."""
     path = os.path.join(str(store.root), rel)
     top = rel.split("/", 1)[0]
-    if top not in ("MEMORY.md", "memory_summary.md", "rollout_summaries", "skills"):
+    if top not in ("MEMORY.md", "MEMORY.archive.md", "memory_summary.md", "rollout_summaries", "skills"):
         return [(1, sc.GLOBAL)]
     if top == "skills":
         parts = rel.split("/")
@@ -102,7 +102,7 @@ def _spans(store: Any, rel: str) -> list[tuple[int, str]]:
     from dsh_memory.readpath._common import read_text
 
     text = read_text(path, st) or ""
-    if top == "MEMORY.md":
+    if top in ("MEMORY.md", "MEMORY.archive.md"):  # the archive keeps the handbook's task groups
         spans = _memory_md_spans(text.splitlines())
     elif top == "memory_summary.md":
         spans = _summary_spans(text.splitlines())

@@ -1,0 +1,169 @@
+"""Flagged memory fed back into consolidation (issue 27, point 3), on a real git repository and a
+real memory root: an item the working tree contradicts and no session confirmed for
+`stale_after_days` is retired into MEMORY.archive.md with its reason, by the mechanical merge and
+when a model leaves it out; a newer session that learns it again refreshes it instead; the model
+is shown what was flagged; nothing flagged is ever dropped silently."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, datetime
+
+import pytest
+
+from dsh_memory.consolidation import mechanical
+from dsh_memory.consolidation.apply import apply_output
+from dsh_memory.consolidation.inputs import gather_inputs
+from dsh_memory.consolidation.output import ConsolidationOutput
+from dsh_memory.readpath import list_dir, read, search
+from dsh_memory.readpath.scoping import scope_of
+from dsh_memory.settings import MemorySettings
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.store import MemoryStore, RawBlock
+
+NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
+OLD_ITEM = "- Settings live in `conf/app.toml`."
+
+
+def _git(*args: str, cwd) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=cwd, check=True, capture_output=True
+    )
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "shop"
+    (root / "conf").mkdir(parents=True)
+    (root / "conf" / "app.toml").write_text("port = 1\n")
+    (root / "src").mkdir()
+    (root / "src" / "cart.py").write_text("def total(): ...\n")
+    _git("init", "-q", "-b", "main", cwd=root)
+    _git("add", ".", cwd=root)
+    _git("commit", "-qm", "init", cwd=root)
+    return root
+
+
+@pytest.fixture
+def memory(tmp_path, repo):
+    """A handbook learned in July (the settings file) and November (the cart), then the settings
+    file deleted and committed."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    for slug, session, day in (("old-setup", "s-old", "2026-07-01"), ("new-fix", "s-new", "2026-11-20")):
+        store.write_rollout_summary(
+            slug,
+            {"session_id": session, "source": "codex", "cwd": str(repo), "project": str(repo), "updated_at": day},
+            "- recap\n",
+        )
+    store.atomic_write(
+        "MEMORY.md",
+        f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
+        f"## Project facts\n{OLD_ITEM} [source: old-setup]\n- `src/cart.py` defines `total` [source: new-fix]\n",
+    )
+    store.atomic_write("memory_summary.md", "v1\n")
+    (repo / "conf" / "app.toml").unlink()
+    _git("commit", "-qam", "settings move to the environment", cwd=repo)
+    state = StateStore(store.root)
+    yield store, state, MemorySettings(memory_root=store.root)
+    state.close()
+
+
+def test_the_model_is_shown_what_injection_flags(memory, repo):
+    store, state, settings = memory
+    inputs = gather_inputs(store, state, settings, NOW)
+    (item,) = inputs.flagged
+    assert item.project == str(repo) and item.retire
+    assert item.note == "may be stale: conf/app.toml no longer exists; learned 153 days ago"
+    user = inputs.messages()[1]["content"]
+    assert f"- project={repo} · RETIRE · {OLD_ITEM} [source: old-setup] · {item.note}" in user
+    assert "# Stale items" in inputs.messages()[0]["content"]
+    assert inputs.counts()["flagged_items"] == 1
+
+
+def test_the_mechanical_merge_retires_it_into_the_archive_with_its_reason(memory, repo):
+    store, state, settings = memory
+    inputs = gather_inputs(store, state, settings, NOW)
+    result = apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, NOW)
+    handbook = store.read_text("MEMORY.md")
+    assert "conf/app.toml" not in handbook and "`src/cart.py` defines `total`" in handbook
+    assert result.items_retired == 1 and "MEMORY.archive.md" in result.files_written
+    archive = store.read_text("MEMORY.archive.md")
+    assert f"# Task Group: {repo}\n" in archive and "## Retired 2026-12-01\n" in archive
+    assert (
+        f"{OLD_ITEM} (retired: may be stale: conf/app.toml no longer exists; learned 153 days ago) [source: old-setup]"
+        in archive.splitlines()
+    )
+    assert search(store, ["conf/app.toml"], cwd=str(repo)).matches == []  # retired: out of search, as .retired is
+    assert "MEMORY.archive.md" in {e.path for e in list_dir(store, "").entries}
+    text = read(store, "MEMORY.archive.md").content
+    line = 1 + next(i for i, ln in enumerate(text.splitlines()) if "conf/app.toml" in ln)
+    assert scope_of(store, "MEMORY.archive.md", line) == f"project {repo}"  # readable, in its project
+    # a second consolidation has nothing more to archive, and keeps the record
+    again = gather_inputs(store, state, settings, NOW)
+    assert (
+        again.flagged == []
+        and apply_output(
+            store, state, again, mechanical.consolidate(store, again, settings), settings, NOW
+        ).items_retired
+        == 0
+    )
+    assert store.read_text("MEMORY.archive.md") == archive
+
+
+def test_a_newer_session_that_learns_it_again_refreshes_it(memory, repo):
+    store, state, settings = memory
+    store.append_raw(
+        RawBlock(
+            id="",
+            session_id="s-today",
+            slug="today",
+            source="codex",
+            cwd=str(repo),
+            project=str(repo),
+            updated_at="2026-11-30T10:00:00+00:00",
+            body=f"## Facts\n{OLD_ITEM}\n",
+        )
+    )
+    inputs = gather_inputs(store, state, settings, NOW)
+    result = apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, NOW)
+    lines = store.read_text("MEMORY.md").splitlines()
+    stale = lines[lines.index("## Possibly stale") + 1 :]
+    (kept,) = [ln for ln in stale if "conf/app.toml" in ln]  # one item, both sources: learned anew
+    assert kept.startswith(OLD_ITEM + " (may be stale: conf/app.toml no longer exists)")
+    assert "old-setup" in kept and "today" in kept
+    assert result.items_retired == 0 and not (store.root / "MEMORY.archive.md").exists()
+
+
+def test_what_a_model_leaves_out_is_archived_what_it_keeps_is_not(memory, repo):
+    store, state, settings = memory
+    inputs = gather_inputs(store, state, settings, NOW)
+    head = f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
+    kept = ConsolidationOutput(
+        memory_md=head + f"## Possibly stale\n{OLD_ITEM} (may be stale: conf/app.toml no longer exists)\n",
+        memory_summary_md="v1\n",
+        source="tool",
+    )
+    assert apply_output(store, state, inputs, kept, settings, NOW).items_retired == 0
+    left_out = ConsolidationOutput(
+        memory_md=head + "## Project facts\n- Settings come from the environment (`APP_PORT`).\n",
+        memory_summary_md="v1\n",
+        source="tool",
+    )
+    assert apply_output(store, state, inputs, left_out, settings, NOW).items_retired == 1
+    assert f"{OLD_ITEM} (retired: may be stale:" in store.read_text("MEMORY.archive.md")
+
+
+def test_only_old_and_contradicted_is_retired(memory, repo):
+    """Old alone is said, not retired; contradicted but recently learned is set aside, not retired."""
+    store, state, settings = memory
+    (repo / "conf" / "app.toml").write_text("port = 2\n")  # back: only old now
+    inputs = gather_inputs(store, state, settings, NOW)
+    assert [(f.note, f.retire) for f in inputs.flagged] == [("learned 153 days ago", False)]
+    settings = MemorySettings(memory_root=store.root, stale_after_days=200)
+    (repo / "conf" / "app.toml").unlink()
+    inputs = gather_inputs(store, state, settings, NOW)
+    assert [f.retire for f in inputs.flagged] == [False]
+    apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, NOW)
+    assert "## Possibly stale" in store.read_text("MEMORY.md")
+    assert not (store.root / "MEMORY.archive.md").exists()
