@@ -84,14 +84,23 @@ def test_a_deleted_file_a_renamed_target_and_a_removed_script_are_flagged(tmp_pa
     assert s.stale == 3
 
 
-def test_a_worktree_of_the_repository_is_checked_as_its_project(tmp_path, repo):
+def test_a_worktree_gets_its_projects_memory_checked_against_its_own_checkout(tmp_path, repo):
+    """The memory is the main repository's; the tree is the worktree's: a file deleted on the
+    worktree's branch is gone there and still there in the main checkout, and the other way round."""
     store = _memory(tmp_path, repo, LINES)
     wt = tmp_path / "shop-feature"
     _git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
-    (repo / "src" / "cart.py").unlink()
-    s = summary(store, CAP, cwd=str(wt))
-    assert s.project == str(repo)
-    assert "- `src/cart.py` defines `total` (may be stale: src/cart.py no longer exists)" in s.content.splitlines()
+    _git("rm", "-q", "src/cart.py", cwd=wt)
+    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "drop the cart", cwd=wt)
+    flagged = "- `src/cart.py` defines `total` (may be stale: src/cart.py no longer exists)"
+    s = summary(store, CAP, cwd=str(wt / "conf"))
+    assert s.project == str(repo) and s.projects_shown == [str(repo)]
+    assert flagged in s.content.splitlines() and s.stale == 1
+    main = summary(store, CAP, cwd=str(repo))
+    assert main.stale == 0 and "- `src/cart.py` defines `total`" in main.content.splitlines()
+    (repo / "conf" / "app.toml").unlink()  # gone in the main checkout only
+    assert summary(store, CAP, cwd=str(wt)).stale == 1 and summary(store, CAP, cwd=str(repo)).stale == 1
+    assert "conf/app.toml no longer exists" not in summary(store, CAP, cwd=str(wt)).content
 
 
 def test_a_project_that_is_not_on_this_machine_is_not_checked(tmp_path):

@@ -2,7 +2,8 @@
 
 Memory describes the past: a file it cites may be gone, a make target renamed, a package script
 removed. Before a project's lines are injected (`summary --inject --cwd`, `memory_summary` with
-`cwd`, the MCP resource), each line's citations are checked against the project's working tree:
+`cwd`, the MCP resource), each line's citations are checked against the working tree the agent
+is in (a linked worktree is its own checkout, `checkout_root`):
 
 - a relative path in a code span (`src/app/conf.toml`, `frontend/src/App.tsx`): it must exist
   under the project root (or under the line's "(in `DIR`)" folder);
@@ -73,6 +74,24 @@ def _names(path: str, kind: str) -> frozenset[str] | None:
             _cache.clear()
         _cache[key] = names
     return names
+
+
+def checkout_root(cwd: str | None) -> str | None:
+    """The working tree around `cwd`: its nearest folder holding a `.git` (a directory, or the
+    file of a linked worktree). A worktree is its own tree (the memory's project is still the main
+    repository, `scope.locate`): a file deleted on another branch's checkout is not gone here.
+    None when `cwd` lies in no repository on this machine."""
+    if not cwd or "\x00" in cwd:
+        return None
+    cur = os.path.abspath(os.path.expanduser(cwd))
+    for _ in range(64):
+        if os.path.lexists(os.path.join(cur, ".git")) and os.path.isdir(cur):
+            return cur
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return None
+        cur = parent
+    return None
 
 
 def stale_reasons(line: str, root: str) -> list[str]:

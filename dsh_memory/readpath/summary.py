@@ -87,7 +87,7 @@ def summary(
     naming the other projects with memories (`scoping.compose_summary`); the project's lines are
     checked against its working tree and, with `stale_after_days` > 0, those learned longer ago
     say how long (`freshness.flag_stale`)."""
-    from dsh_memory.readpath.freshness import flag_stale
+    from dsh_memory.readpath.freshness import checkout_root, flag_stale
     from dsh_memory.readpath.learned import learned_dates
     from dsh_memory.readpath.scoping import Where, compose_summary
 
@@ -122,7 +122,8 @@ def summary(
     if where is not None and text:
         dates = learned_dates(store) if stale_after_days > 0 else None
         today = (now or datetime.now(UTC)).astimezone(UTC).date()
-        text, stale, aged = flag_stale(text, where.root, dates, today, stale_after_days)
+        tree = checkout_root(cwd) if where.is_repo else None  # a worktree's own checkout
+        text, stale, aged = flag_stale(text, tree or where.root, dates, today, stale_after_days)
     return Summary(
         content=text,
         truncated=truncated,
