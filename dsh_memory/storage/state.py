@@ -34,6 +34,7 @@ from dsh_memory.storage.state_schema import (  # noqa: F401 (the schema's names,
     apply_migrations,
     connect,
     current_owner,
+    from_row,
     owner_is_gone,
 )
 
@@ -94,8 +95,7 @@ class StateStore:
 
     # -- claims ---------------------------------------------------------------------------------
     def get_claim(self, session_id: str) -> Claim | None:
-        row = self._conn().execute("SELECT * FROM claims WHERE session_id = ?", (session_id,)).fetchone()
-        return None if row is None else Claim.from_row(row)
+        return self._get(self._conn(), session_id)
 
     def claims(self) -> dict[str, Claim]:
         rows = self._conn().execute("SELECT * FROM claims ORDER BY session_id").fetchall()
@@ -195,28 +195,14 @@ class StateStore:
                 (session_id, status, ts),
             )
             conn.execute(
-                "UPDATE claims SET status=?, attempts=0, next_retry_at=NULL, parked=0, error=NULL,"
-                " last_seq=?, parts=parts+?, updated_at=?, last_checked_at=?, slug=COALESCE(?, slug),"
-                " input_tokens=input_tokens+?, output_tokens=output_tokens+?,"
-                " model=CASE WHEN ?='' THEN model ELSE ? END, provider=CASE WHEN ?='' THEN provider ELSE ? END,"
-                " source=COALESCE(?, source), path=COALESCE(?, path) WHERE session_id=?",
-                (
-                    status,
-                    int(last_seq),
-                    int(parts_inc),
-                    ts,
-                    ts,
-                    slug,
-                    it,
-                    ot,
-                    model,
-                    model,
-                    provider,
-                    provider,
-                    source,
-                    path,
-                    session_id,
-                ),
+                "UPDATE claims SET status=:status, attempts=0, next_retry_at=NULL, parked=0, error=NULL,"
+                " last_seq=:seq, parts=parts+:parts, updated_at=:ts, last_checked_at=:ts, slug=COALESCE(:slug, slug),"
+                " input_tokens=input_tokens+:it, output_tokens=output_tokens+:ot,"
+                " model=CASE WHEN :model='' THEN model ELSE :model END,"
+                " provider=CASE WHEN :provider='' THEN provider ELSE :provider END,"
+                " source=COALESCE(:source, source), path=COALESCE(:path, path) WHERE session_id=:sid",
+                dict(status=status, seq=int(last_seq), parts=int(parts_inc), ts=ts, slug=slug, it=it, ot=ot)
+                | dict(model=model, provider=provider, source=source, path=path, sid=session_id),
             )
             if status == "done":
                 conn.execute("UPDATE pipeline SET pending_consolidation=1 WHERE id=1")
@@ -336,15 +322,8 @@ class StateStore:
 
     # -- pipeline globals -------------------------------------------------------------------
     def get_meta(self) -> PipelineMeta:
-        r = self._conn().execute("SELECT * FROM pipeline WHERE id=1").fetchone()
-        return PipelineMeta(
-            last_phase1_at=_dt(r["last_phase1_at"]),
-            last_phase2_at=_dt(r["last_phase2_at"]),
-            phase2_error=r["phase2_error"],
-            phase2_failures=r["phase2_failures"],
-            pending_consolidation=bool(r["pending_consolidation"]),
-            last_phase2_outcome=r["last_phase2_outcome"],
-        )
+        row = self._conn().execute("SELECT * FROM pipeline WHERE id=1").fetchone()
+        return from_row(PipelineMeta, row, flags=("pending_consolidation",))
 
     def _set_meta(self, sql: str, params: tuple) -> None:
         with self._tx() as conn:

@@ -211,27 +211,7 @@ class Claim:
 
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> Claim:
-        return cls(
-            session_id=r["session_id"],
-            status=r["status"],
-            attempts=r["attempts"],
-            next_retry_at=_dt(r["next_retry_at"]),
-            last_seq=r["last_seq"],
-            parts=r["parts"],
-            updated_at=_dt(r["updated_at"]),
-            started_at=_dt(r["started_at"]),
-            last_checked_at=_dt(r["last_checked_at"]),
-            error=r["error"],
-            slug=r["slug"],
-            source=r["source"],
-            path=r["path"],
-            input_tokens=r["input_tokens"],
-            output_tokens=r["output_tokens"],
-            model=r["model"],
-            provider=r["provider"],
-            parked=bool(r["parked"]),
-            owner=r["owner"],
-        )
+        return from_row(cls, r, flags=("parked",))
 
 
 @dataclass
@@ -242,3 +222,10 @@ class PipelineMeta:
     phase2_failures: int  # consecutive
     pending_consolidation: bool
     last_phase2_outcome: str | None
+
+
+def from_row(cls, r: sqlite3.Row, flags: tuple[str, ...] = ()):
+    """A record (dataclass `cls`) from its row: `*_at` columns as UTC datetimes, `flags` as bools."""
+    return cls(
+        **{k: _dt(r[k]) if k.endswith("_at") else bool(r[k]) if k in flags else r[k] for k in cls.__dataclass_fields__}
+    )
