@@ -55,15 +55,16 @@ def set_aside(groups: dict[str, Any], project_of) -> int:
         root = project_of(g)
         if not root or not os.path.isdir(root):
             continue
+        memo: dict = {}  # each Makefile / package.json read once per group
         earlier = g.sections.get(SECTION, [])
-        back = [b for b in earlier if not stale_reasons(_FLAG.sub("", b), root)]
+        back = [b for b in earlier if not stale_reasons(_FLAG.sub("", b), root, memo)]
         aside = [b for b in earlier if b not in back]
         for name, items in list(g.sections.items()):
             if name in KEPT:
                 continue
             keep = []
             for b in items:
-                reasons = stale_reasons(b, root)
+                reasons = stale_reasons(b, root, memo)
                 if reasons:
                     aside.append(_flagged(b, reasons))
                     moved += 1
@@ -107,13 +108,13 @@ def flagged(groups: dict[str, Any], project_of, dates: dict, today: date, stale_
         root = project_of(g)
         if not root:
             continue
-        on_disk = os.path.isdir(root)
+        on_disk, memo = os.path.isdir(root), {}
         for name, items in g.sections.items():
             if name in USERS:
                 continue
             for b in items:
                 clean = _FLAG.sub("", b)
-                reasons = stale_reasons(clean, root) if on_disk else []
+                reasons = stale_reasons(clean, root, memo) if on_disk else []
                 days = age_days(clean, dates, today) if stale_after_days > 0 else None
                 old = days is not None and days > stale_after_days
                 notes = ([f"may be stale: {'; '.join(reasons[:2])}"] if reasons else []) + (

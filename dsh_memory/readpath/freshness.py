@@ -34,6 +34,8 @@ MAKE = re.compile(r"^(make|just)(?:\s+-(?![Cf]\b)[\w-]+)*\s+([\w.][\w.-]*)(?=\s|
 SCRIPT = re.compile(r"^(?:npm|pnpm|yarn|bun) run\s+([\w:.-]+)")
 MAKE_TARGET = re.compile(r"^([\w.-]+(?:\s+[\w.-]+)*)\s*:(?!=)", re.M)
 JUST_RECIPE = re.compile(r"^@?([\w-]+)(?:\s[^:\n]*)?:(?!=)", re.M)
+MAKEFILES = ("Makefile", "makefile", "GNUmakefile")
+JUSTFILES = ("justfile", "Justfile")
 MAX_READ = 1 << 20  # a Makefile or package.json larger than this is not parsed
 
 _cache: dict[tuple[str, int, int], frozenset[str]] = {}
@@ -94,8 +96,25 @@ def checkout_root(cwd: str | None) -> str | None:
     return None
 
 
-def stale_reasons(line: str, root: str) -> list[str]:
-    """What `line` cites that the working tree at `root` no longer has (empty: nothing known gone)."""
+def _listed(base: str, tool: str, memo: dict) -> tuple[str | None, frozenset[str] | None]:
+    """(the Makefile / justfile / package.json under `base`, its names), once per call's `memo`."""
+    key = (base, tool)
+    if key not in memo:
+        files = MAKEFILES if tool == "make" else JUSTFILES if tool == "just" else ("package.json",)
+        found = next((p for p in (os.path.join(base, f) for f in files) if os.path.isfile(p)), None)
+        memo[key] = (found, _names(found, tool) if found else None)
+    return memo[key]
+
+
+def _rel(path: str, root: str) -> str:
+    return path[len(root) + 1 :] if path.startswith(root.rstrip("/") + "/") else os.path.relpath(path, root)
+
+
+def stale_reasons(line: str, root: str, memo: dict | None = None) -> list[str]:
+    """What `line` cites that the working tree at `root` no longer has (empty: nothing known gone).
+    `memo`: one dict shared by the calls of one check, so each Makefile / package.json is looked
+    up once per check, not once per line."""
+    memo = {} if memo is None else memo
     reasons: list[str] = []
     where = IN_DIR.search(line)
     base = os.path.join(root, where.group(1)) if where and not where.group(1).startswith(("/", "~")) else root
@@ -106,18 +125,15 @@ def stale_reasons(line: str, root: str) -> list[str]:
         m = MAKE.match(span)
         if m:
             tool, target = m.groups()
-            files = ["Makefile", "makefile", "GNUmakefile"] if tool == "make" else ["justfile", "Justfile"]
-            found = next((p for p in (os.path.join(base, f) for f in files) if os.path.isfile(p)), None)
-            names = _names(found, tool) if found else None
+            found, names = _listed(base, tool, memo)
             if names is not None and target not in names:
-                reasons.append(f"`{tool} {target}` is no longer in {os.path.relpath(found, root)}")
+                reasons.append(f"`{tool} {target}` is no longer in {_rel(found, root)}")
             continue
         m = SCRIPT.match(span)
         if m:
-            package = os.path.join(base, "package.json")
-            names = _names(package, "package")
+            package, names = _listed(base, "package", memo)
             if names is not None and m.group(1) not in names:
-                reasons.append(f"script `{m.group(1)}` is no longer in {os.path.relpath(package, root)}")
+                reasons.append(f"script `{m.group(1)}` is no longer in {_rel(package, root)}")
             continue
         if RELATIVE_PATH.match(span) and ".." not in span.split("/"):
             rel = span.removeprefix("./")
@@ -144,12 +160,12 @@ def flag_stale(
     ages = bool(dates) and stale_after_days > 0 and today is not None
     if not on_disk and not ages:
         return text, 0, 0
-    out, flagged, old, project = [], 0, 0, False
+    out, flagged, old, project, memo = [], 0, 0, False, {}
     for line in text.split("\n"):
         if line.startswith("# Scope: "):
             project = line.startswith("# Scope: project ")
         if project and line.lstrip().startswith(("- ", "* ")) and not line.lstrip()[2:].startswith("not shown here:"):
-            notes = stale_reasons(line, root) if on_disk else []
+            notes = stale_reasons(line, root, memo) if on_disk else []
             flagged += bool(notes)
             notes = [f"may be stale: {'; '.join(notes[:2])}"] if notes else []
             days = age_days(line, dates, today) if ages else None

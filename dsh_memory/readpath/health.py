@@ -56,6 +56,7 @@ def _handbook(store: Any, rows: dict, today: date, stale_after_days: int) -> dic
     if not os.path.isfile(path) or os.path.islink(path):
         return row
     dates = learned_dates(store) if stale_after_days > 0 else {}
+    memo: dict = {}  # each Makefile / package.json read once
     for i, line in enumerate((read_text(path) or "").splitlines(), start=1):
         if not _is_item(line):
             continue
@@ -63,7 +64,7 @@ def _handbook(store: Any, rows: dict, today: date, stale_after_days: int) -> dic
         counts = rows.setdefault(name, dict.fromkeys(COUNTS, 0))
         counts["handbook_items"] += 1
         row["items"] += 1
-        if _on_disk(name) and stale_reasons(line, name):
+        if _on_disk(name) and stale_reasons(line, name, memo):
             counts["stale"] += 1
             row["stale"] += 1
         days = age_days(line, dates, today) if dates else None

@@ -38,7 +38,11 @@ _lock = threading.Lock()
 def item_key(line: str) -> str:
     """A bullet's words without its marker, provenance tag and our own flags, lower case: the same
     item in MEMORY.md and in memory_summary.md (where tags are dropped) has the same key."""
-    text = FLAGS.sub("", SOURCE.sub("", BULLET.sub("", line)))
+    text = BULLET.sub("", line)
+    if "[source: " in text:
+        text = SOURCE.sub("", text)
+    if " (" in text:
+        text = FLAGS.sub("", text)
     return WORDS.sub(" ", text).strip().lower()
 
 
