@@ -43,7 +43,8 @@ def _root(
 
 
 # Command modules, in the order they appear in --help.
-_MODULES = ["sessions", "pipeline", "consolidate", "imports", "stack", "readpath", "servers", "admin", "hooks"]
+_MODULES = ["sessions", "pipeline", "replay", "consolidate", "imports", "stack", "readpath", "servers", "admin"]
+_MODULES.append("hooks")
 
 
 def _register() -> None:

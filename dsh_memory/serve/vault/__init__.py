@@ -7,6 +7,7 @@ remember, served by the loopback HTTP app at `/` (`dsh-memory serve` and `dsh-me
     GET  /vault/search?q=…     the read path's search (ranked by default); hits link to their lines
     GET  /vault/sessions       the sessions the pipeline knows: forget, re-run extraction
     GET  /vault/settings       effective settings and their source (block / env / default), key masked
+    GET  /vault/replay         the last `dsh-memory replay`: restated rules, anticipated or missed
     POST /vault/act/<action>   a correction: first the confirm step (what it will do), then `confirm=yes`
     GET  /vault/static/…       the stylesheet (nothing is loaded from anywhere else)
 
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 ACTION_PREFIX = "/vault/act/"
 NAV = [("/", "Overview"), ("/vault/browse", "Browse"), ("/vault/search", "Search"), ("/vault/sessions", "Sessions")]
-NAV.append(("/vault/settings", "Settings"))
+NAV += [("/vault/settings", "Settings"), ("/vault/replay", "Replay")]
 
 
 class Vault:
@@ -114,6 +115,11 @@ class Vault:
     async def settings(self, request: Request) -> Response:
         return await self.page(request, "settings.html", pages.settings_view)
 
+    async def replay(self, request: Request) -> Response:
+        from dsh_memory.replay.result import vault_page
+
+        return await self.page(request, "replay.html", vault_page, self.ctx.memory_root)
+
     # -- POST actions ------------------------------------------------------------------------
     async def act(self, request: Request) -> Response:
         action = request.path_params["action"]
@@ -162,6 +168,7 @@ def vault_routes(ctx: MemoryContext, csrf: Csrf | None = None) -> list[BaseRoute
         Route("/vault/search", v.search, methods=["GET"]),
         Route("/vault/sessions", v.sessions, methods=["GET"]),
         Route("/vault/settings", v.settings, methods=["GET"]),
+        Route("/vault/replay", v.replay, methods=["GET"]),
         Route(ACTION_PREFIX + "{action:str}", v.act, methods=["POST"]),
         Mount("/vault/static", app=static_app, name="vault-static"),
     ]

@@ -1,0 +1,121 @@
+"""What a replay found: the restated standing instructions, whether memory held each in time,
+the new rules, per project and in total. `--json` prints `ReplayResult` (its first three keys are
+the issue's contract: `summary`, `restated_items`, `new_rules`); the vault shows the last one,
+kept at `<memory root>/.state/replay.json` (bookkeeping: never served by the read tools)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from dsh_memory.storage.store_format import STATE_DIRNAME, _write_atomic
+
+REPORT_NAME = "replay.json"
+MAX_REPORT_BYTES = 8 * 1024 * 1024  # the vault reads it back: bounded
+
+
+class Said(BaseModel):
+    """One standing instruction as the user typed it, in one session."""
+
+    session: str
+    started: datetime | None = None
+    project: str | None = None
+    text: str
+
+
+class Restated(Said):
+    """A standing instruction of a session that restates one from an earlier session."""
+
+    earlier: Said  # its first statement
+    same_project: bool = True
+    matched_by: str = ""  # 'words' or 'meaning'
+    anticipated: bool = False  # the memory injected at this session's start held it
+    held_by: str = ""  # the injected line that held it
+
+
+class Totals(BaseModel):
+    restated: int = 0
+    anticipated: int = 0
+    missed: int = 0
+    new_rules: int = 0
+
+    def add(self, item: Restated | None = None, new_rule: bool = False) -> None:
+        if item is not None:
+            self.restated += 1
+            self.anticipated += item.anticipated
+            self.missed += not item.anticipated
+        self.new_rules += new_rule
+
+
+class ProjectTotals(Totals):
+    project: str | None = None  # None: sessions without a cwd
+    sessions: int = 0
+
+
+class ReplayResult(BaseModel):
+    summary: Totals = Field(default_factory=Totals)
+    restated_items: list[Restated] = Field(default_factory=list)
+    new_rules: list[Said] = Field(default_factory=list)
+    projects: list[ProjectTotals] = Field(default_factory=list)
+    scope: str = "all"  # 'all' or the project replayed (--cwd)
+    since: datetime | None = None
+    last: int | None = None
+    sessions: int = 0  # sessions replayed, in time order
+    extracted: int = 0  # sessions Phase 1 extracted (or found nothing in) in the temporary root
+    failed: int = 0  # sessions Phase 1 failed on: the memory after them lacks what they said
+    consolidations: int = 0  # Phase 2 runs (one before each session that restated a rule)
+    provider: str = ""
+    model: str = ""
+    matcher: str = ""
+    finished_at: datetime | None = None
+    seconds: float = 0.0
+
+    def tally(self) -> None:
+        """summary and projects from restated_items and new_rules."""
+        self.summary = Totals()
+        by_project = {p.project: p for p in self.projects}
+        for p in by_project.values():
+            p.restated = p.anticipated = p.missed = p.new_rules = 0
+        for item in self.restated_items:
+            self.summary.add(item)
+            by_project.setdefault(item.project, ProjectTotals(project=item.project)).add(item)
+        for rule in self.new_rules:
+            self.summary.add(new_rule=True)
+            by_project.setdefault(rule.project, ProjectTotals(project=rule.project)).add(new_rule=True)
+        self.projects = sorted(by_project.values(), key=lambda p: p.project or "")
+
+
+def report_path(memory_root: Path) -> Path:
+    return Path(memory_root) / STATE_DIRNAME / REPORT_NAME
+
+
+def save_report(memory_root: Path, result: ReplayResult) -> Path:
+    """Keep `result` as the last replay (atomic write; the folder private to the user)."""
+    path = report_path(memory_root)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _write_atomic(path, result.model_dump_json(indent=1))
+    return path
+
+
+def load_report(memory_root: Path) -> ReplayResult | None:
+    """The last replay, or None when there is none or it cannot be read (size-bounded)."""
+    path = report_path(memory_root)
+    try:
+        if path.stat().st_size > MAX_REPORT_BYTES:
+            return None
+        return ReplayResult.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def vault_page(memory_root: Path) -> dict:
+    """The vault's `/vault/replay` data: the last replay, its missed items first."""
+    result = load_report(memory_root)
+    if result is None:
+        return {"replay": None}
+    missed = [i for i in result.restated_items if not i.anticipated]
+    held = [i for i in result.restated_items if i.anticipated]
+    return {"replay": result, "missed": missed, "held": held}

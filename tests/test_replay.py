@@ -1,0 +1,235 @@
+"""`dsh-memory replay` on a crafted history: a rule, its restatement in other words, a new rule
+and both restated again; the real CLI, the real extract and consolidate flows on a real Prefect
+server (`prefect_api`), the model answers from the fake OpenAI-compatible server on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dsh_memory.cli import app
+from dsh_memory.readpath import embedder
+from dsh_memory.replay.result import ReplayResult, Restated, Said, load_report, report_path, save_report
+from dsh_memory.replay.rules import Matcher, standing_instructions, terms
+from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+
+RULE = "Never mock our own code in the tests."
+RULE_AGAIN = "Don't mock our own modules, the tests use the real parts."  # other words
+NEW_RULE = "Always run `make lint` before committing."
+NEW_AGAIN = "Remember: always run make lint before each commit."
+DAY_MS = 86_400_000
+
+
+def write_session(dsh_home: Path, cwd: Path, n: int, prompts: list[str], days_ago: int) -> str:
+    """A DSH v4 session in `cwd`, started `days_ago` days ago, one turn per prompt, quiet since."""
+    sid = f"00000000-0000-4000-8000-{n:012d}"
+    folder = dsh_home / "sessions" / "--replay--" / sid
+    folder.mkdir(parents=True)
+    t0 = int(time.time() * 1000) - days_ago * DAY_MS
+    lines: list[dict] = [{"type": "session", "version": 4, "id": sid, "createdAt": t0, "cwd": str(cwd)}]
+    seq = 0
+    for turn, prompt in enumerate(prompts, 1):
+        user = {"id": f"u{turn}", "role": "user", "source": {"kind": "user"}}
+        user["content"] = [{"type": "text", "text": prompt}]
+        reply = {"id": f"a{turn}", "role": "assistant", "source": {"kind": "model"}}
+        reply["content"] = [{"type": "text", "text": "Done; the build with `make` passes."}]
+        t = t0 + turn * 1000
+        lines += [
+            {"type": "turn/start", "seq": seq, "time": t, "data": {"turn": turn}},
+            {"type": "user/message", "seq": seq + 1, "time": t + 1, "surfaceOp": "append", "data": user},
+            {
+                "type": "assistant/message",
+                "seq": seq + 2,
+                "time": t + 2,
+                "surfaceOp": "append",
+                "data": {"turn": turn, "step": 1, "message": reply},
+            },
+            {
+                "type": "turn/end",
+                "seq": seq + 3,
+                "time": t + 3,
+                "data": {"turn": turn, "reason": {"kind": "completed"}},
+            },
+        ]
+        seq += 4
+    path = folder / "session.v4.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    return sid
+
+
+def _tool(request: dict) -> str:
+    return ((request.get("tools") or [{}])[0].get("function") or {}).get("name") or ""
+
+
+def _text(request: dict) -> str:
+    return "\n".join(str(m.get("content") or "") for m in request.get("messages", []))
+
+
+def answer(request: dict) -> Reply:
+    """Phase 1: the first session's memory forgets its rule; the second's keeps both rules.
+    Phase 2: the summary states what the raw memories say."""
+    text = _text(request)
+    if _tool(request) == "memory_write":
+        lines = ["- The project builds with `make`."]
+        if "mock our own code" in text:
+            lines.append("- " + RULE)
+        if "make lint" in text:
+            lines.append("- " + NEW_RULE)
+        body = "\n".join(lines) + "\n"
+        return Reply.tool({"memory_md": "# Memory\n\n" + body, "memory_summary_md": "v1\n" + body})
+    raw = "- The project builds with `make`."
+    if "make lint" in text:
+        raw += f"\n- {RULE}\n- {NEW_RULE}"
+    return Reply.tool({"raw_memory": raw, "rollout_summary": "## Task\nA fix.\n", "rollout_slug": "a fix"})
+
+
+@pytest.fixture
+def history(tmp_path: Path, monkeypatch) -> dict:
+    """Three sessions of one repository (and one of another), a live memory root with a file."""
+    proj, other = tmp_path / "proj", tmp_path / "other"
+    for p in (proj, other):
+        (p / ".git").mkdir(parents=True)
+    dsh = tmp_path / "dsh"
+    ids = [
+        write_session(dsh, proj, 1, ["Fix the failing date parser.", RULE], days_ago=3),
+        write_session(dsh, proj, 2, [f"Add the CSV export. {RULE_AGAIN}", NEW_RULE], days_ago=2),
+        write_session(dsh, proj, 3, ["Fix the export's header.", NEW_AGAIN, "I told you: " + RULE.lower()], days_ago=1),
+        write_session(dsh, other, 4, ["Fix the logo. Never use tabs in the stylesheets."], days_ago=1),
+    ]
+    live = tmp_path / "live"
+    (live / ".state").mkdir(parents=True)
+    (live / "MEMORY.md").write_text("# Memory\n\n- the live handbook\n")
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DSH_HOME", str(dsh))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "none"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(live))
+    monkeypatch.setenv("DSH_MEMORY_API_KEY", "test-key")
+    monkeypatch.setenv("DSH_MEMORY_MODEL", "fake-model")
+    monkeypatch.setenv("DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS", "0")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    return {"proj": proj, "other": other, "ids": ids, "live": live, "tmp": tmp_path / "tmp"}
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_replay_counts_restated_rules_and_whether_memory_held_them(history, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(history["tmp"]))  # where the temporary root goes
+    seen: list[Path] = []
+    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: seen.append(Path(real_mkdtemp(*a, **k))) or str(seen[-1]))
+    before = _files(history["live"])
+    with FakeOpenAIServer(handler=answer) as fake:
+        monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
+        out = CliRunner().invoke(app, ["replay", "--cwd", str(history["proj"] / "src"), "--json"])
+        tools = [_tool(r) for r in fake.requests]
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.stdout)
+    assert r["summary"] == {"restated": 3, "anticipated": 2, "missed": 1, "new_rules": 2}
+    assert r["sessions"] == 3  # the other repository's session is not replayed
+    a, b, c = history["ids"][:3]
+    missed = [i for i in r["restated_items"] if not i["anticipated"]]
+    assert [(i["session"], i["text"], i["earlier"]["session"], i["earlier"]["text"]) for i in missed] == [
+        (b, RULE_AGAIN, a, RULE)
+    ]
+    held = sorted((i["session"], i["earlier"]["text"]) for i in r["restated_items"] if i["anticipated"])
+    assert held == sorted([(c, RULE), (c, NEW_RULE)])
+    assert [(n["session"], n["text"]) for n in r["new_rules"]] == [(a, RULE), (b, NEW_RULE)]
+    # Incremental: A and B extracted once each (C needs no memory after it); a consolidation
+    # before B and before C, each only when it has raw memories to merge (the real gate).
+    assert tools.count("memory_save") == 2 and r["extracted"] == 2, tools
+    assert 1 <= r["consolidations"] == tools.count("memory_write") <= 2, (tools, r["consolidations"])
+    # The live memory is untouched but for the report; the temporary root is gone.
+    after = _files(history["live"])
+    assert after.pop(".state/replay.json")
+    assert after == before
+    replay_roots = [p for p in seen if p.name.startswith("dsh-memory-replay-")]
+    assert len(replay_roots) == 1 and not replay_roots[0].exists()
+    assert load_report(history["live"]).summary.missed == 1  # what the vault shows
+
+
+def test_replay_errors_are_one_line_with_an_exit_code(history):
+    runner = CliRunner()
+    empty = history["proj"].parent / "elsewhere"
+    empty.mkdir()
+    for args, code in (
+        (["replay", "--cwd", str(empty)], 3),  # no session there
+        (["replay", "--all", "--cwd", str(empty)], 2),
+        (["replay", "--all", "--since", "last tuesday"], 2),
+    ):
+        out = runner.invoke(app, args)
+        assert out.exit_code == code, (args, out.output)
+        assert out.output.count("\n") == 1 and out.output.startswith("error: "), out.output
+        assert "Traceback" not in out.output
+
+
+def test_standing_instructions_are_phase_1s_rules(history):
+    from dsh_memory import readers
+    from dsh_memory.settings import MemorySettings
+
+    settings = MemorySettings.from_env(os.environ)
+    refs = {r.id: r for r in readers.discover(settings.roots)}
+    session = readers.load(refs[history["ids"][2]])
+    assert standing_instructions(session) == [NEW_AGAIN, "I told you: " + RULE.lower()]  # not the task
+    assert standing_instructions(session, limit=1) == [NEW_AGAIN]
+
+
+@pytest.mark.parametrize("semantic", [False, True])
+def test_the_matcher_pairs_restatements_and_keeps_other_rules_apart(semantic):
+    emb = embedder.get() if semantic else None
+    if semantic and emb is None:
+        pytest.skip("the search embedding model is not installed")
+    m = Matcher(emb)
+    assert m.same(RULE, RULE_AGAIN) and m.same(NEW_RULE, NEW_AGAIN)
+    assert m.same("Never push to main directly.", "don't push directly to main, open a PR")
+    for a, b in (
+        (RULE, NEW_RULE),
+        ("Never push to main directly.", "Never delete the migrations folder."),
+        ("Don't commit the .env file.", "Always commit the lock file."),
+    ):
+        assert not m.same(a, b), (a, b)
+    assert terms("Always run `make lint` before committing.") == {"run", "lint", "commit"}
+    lines = ["The project builds with `make`.", "Tests never mock our own code."]
+    assert m.holder([RULE], lines) == lines[1]
+    assert m.holder([NEW_RULE], lines) == ""
+    if semantic:  # only the meaning ties these two together
+        assert m.same("don't use emojis in the UI", "no emoji in user-facing text") == "meaning"
+
+
+def test_the_last_replay_is_shown_in_the_vault(tmp_path):
+    from starlette.testclient import TestClient
+
+    from dsh_memory.serve.http_app import create_app
+    from dsh_memory.settings import MemorySettings
+
+    root = tmp_path / "mem"
+    first = Said(session="s-1", project="/w/proj", text=RULE)
+    result = ReplayResult(
+        restated_items=[Restated(session="s-2", project="/w/proj", text="<b>" + RULE_AGAIN, earlier=first)],
+        new_rules=[first],
+        sessions=2,
+    )
+    result.tally()
+    save_report(root, result)
+    assert report_path(root).is_file()
+    client = TestClient(create_app(MemorySettings(memory_root=root)), base_url="http://127.0.0.1")
+    page = client.get("/vault/replay")
+    assert page.status_code == 200
+    assert "&lt;b&gt;" + RULE_AGAIN.replace("'", "&#39;") in page.text and "<b>Please" not in page.text
+    assert "<b>1</b> missed" in page.text
+    report_path(root).write_text("{not json")
+    assert "No replay yet" in client.get("/vault/replay").text
