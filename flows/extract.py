@@ -8,19 +8,14 @@ Writes:   <memory root>/rollout_summaries/<slug>.md, raw_memories.md (appended),
 Returns:  a Phase1Result (dsh_memory/phase1/result.py).
 Run name: `extract/all`, `extract/<short session id>` or `extract/<n> sessions`.
 
-Per-session extraction is `runner.map(extract_session, …)` on a `ThreadPoolTaskRunner` the flow
-opens itself (Prefect documents the runner as a context manager, in `ThreadPoolTaskRunner`'s
-docstring), not the `@flow(task_runner=…)` one: its size follows `settings.concurrency` (that many
-model slots, plus workers that prepare and write sessions meanwhile: llm/limit.py), which comes
-from the settings Block loaded at the flow's entry, while a decorator's runner is
-fixed at import time (and nothing reads settings at import). Owning the runner also orders the
-shutdown: on Ctrl-C/SIGTERM the cancel flag is set before the runner joins its threads (local
-decodes stop between tokens), and the global LLM limit's slots are returned after every worker
-is done.
+Sessions are mapped on a `ThreadPoolTaskRunner` the flow opens itself, not a decorator's: its
+size follows `settings.concurrency` (llm/limit.py), known only once the settings are loaded, and
+owning it orders the shutdown (on Ctrl-C/SIGTERM the cancel flag is set before its threads join).
 
 With `extract_on_workers` this flow is the single writer of a split Phase 1: it claims, renders
-and applies here, and the model calls run as `extract-transcripts-pool` runs on the extract
-pool's workers (tasks/remote.py, flows/extract_transcripts.py); no model route is needed here.
+and applies here, the model calls run as `extract-transcripts-pool` runs on the extract pool's
+workers (tasks/remote.py, flows/extract_transcripts.py). Either way the run shows one
+`extract-<session id>` task run per session.
 """
 
 from __future__ import annotations
@@ -41,7 +36,6 @@ from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.remote import batches
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.phase1.selection import EXTRACT, Decision
-from dsh_memory.serve.deployments import EXTRACT_TRANSCRIPTS, POOL_SUFFIX
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks.claims import (
     claim_sessions,
@@ -53,7 +47,7 @@ from dsh_memory.tasks.claims import (
 )
 from dsh_memory.tasks.discover import discover_sessions
 from dsh_memory.tasks.extract import extract_session
-from dsh_memory.tasks.remote import WORKERS, apply_batch, extract_on_workers, find_extract_deployment, prepare_batch
+from dsh_memory.tasks.remote import DEPLOYMENT, ROUTE, extract_on_workers, find_extract_deployment
 from dsh_memory.tasks.select import plan_extractions
 from dsh_memory.transcript import tokens
 
@@ -122,7 +116,7 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     try:
         if not settings.extract_on_workers:
             model = phase_model(route, "phase1", settings)
-        elif todo and (why := find_extract_deployment(EXTRACT_TRANSCRIPTS + POOL_SUFFIX)):
+        elif todo and (why := find_extract_deployment(DEPLOYMENT)):
             raise NoModelRouteError(why)
     except NoModelRouteError as exc:  # skipped: no state is touched, retried on the next trigger
         log.warning("Phase 1 skipped: %s", exc)
@@ -142,7 +136,7 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
             result.outcomes += _extract(todo, model, settings)
     # The route that answered: this host's model, or the extract pool's workers (a session parked
     # by failing workers resumes when they work again, as one parked on a model does).
-    route = (model.provider, model.model) if model else (WORKERS, EXTRACT_TRANSCRIPTS + POOL_SUFFIX)
+    route = (model.provider, model.model) if model else ROUTE
     if todo:
         result.provider, result.model = route
     finish_phase1(settings, result.outcomes, now, provider=route[0], model=route[1])
@@ -153,51 +147,34 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
 
 
 def _extract(todo: list[Decision], model: PhaseModel | None, settings: MemorySettings) -> list[Outcome]:
-    """Prepare → extract → apply for the claimed sessions, each ending in `finish`
-    (tasks/_session.py: files and claim done/noop, or the claim failed). With this host's model:
-    one `extract-session` task run per session, `settings.concurrency` model calls at a time (the
-    run's slots, llm/limit.py) while the other workers prepare and write sessions. Without
-    (`extract_on_workers`): per batch, `prepare-batch` → `extract-on-workers` (an
-    `extract-transcripts-pool` run on the extract pool's workers) → `apply-batch`."""
+    """One `extract-<session id>` task run per claimed session, ending in `finish`
+    (tasks/_session.py: files and claim done/noop, or the claim failed). With this host's model,
+    `settings.concurrency` model calls at a time (the run's slots, llm/limit.py) while the other
+    workers prepare and write sessions. Without (`extract_on_workers`), each batch is first sent
+    by one `extract-on-workers` task run (an `extract-transcripts-pool` run on the extract pool's
+    workers) and each session's task run applies its answer."""
     where = f"with {model.provider}/{model.model}" if model else "on workers"
     get_run_logger().info("extracting %d sessions %s (concurrency %d)", len(todo), where, settings.concurrency)
     slots = run_slots(settings.concurrency, calls=len(todo)) if model else nullcontext()
     with slots, ThreadPoolTaskRunner(max_workers=worker_count(settings.concurrency)) as runner:
         try:
-            if model is not None:
-                return runner.map(
-                    extract_session,
-                    parameters=dict(
-                        decision=todo,
-                        model=unmapped(model),
-                        settings=unmapped(settings),
-                        progress_total=unmapped(len(todo)),
-                        claimed=unmapped(True),
-                    ),
-                ).result()
-            groups = batches(todo, settings.concurrency)
-            prepared = runner.map(
-                prepare_batch, parameters=dict(decisions=groups, settings=unmapped(settings), claimed=unmapped(True))
-            )
-            results = runner.map(
-                extract_on_workers,
+            sent: list = [None] * len(todo)
+            if model is None:  # submitted first: the session runs that wait on a batch queue behind it
+                groups = batches(todo, settings.concurrency)
+                params = dict(decisions=groups, settings=unmapped(settings), claimed=unmapped(True))
+                batch_runs = runner.map(extract_on_workers, parameters=params)
+                sent = [run for run, group in zip(batch_runs, groups, strict=True) for _ in group]
+            return runner.map(
+                extract_session,
                 parameters=dict(
-                    prepared=prepared,
-                    deployment=unmapped(EXTRACT_TRANSCRIPTS + POOL_SUFFIX),
-                    timeout_seconds=unmapped(float(settings.stale_claim_seconds)),
-                ),
-            )
-            applied = runner.map(
-                apply_batch,
-                parameters=dict(
-                    decisions=groups,
-                    prepared=prepared,
-                    results=results,
+                    decision=todo,
+                    model=unmapped(model),
                     settings=unmapped(settings),
-                    route=unmapped((WORKERS, EXTRACT_TRANSCRIPTS + POOL_SUFFIX)),
+                    progress_total=unmapped(len(todo)),
+                    claimed=unmapped(True),
+                    sent=sent,
                 ),
-            )
-            return [o for outcomes in applied.result() for o in outcomes]
+            ).result()
         except BaseException as exc:
             if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (Prefect's TerminationSignal)
                 cancel.CANCELLED.set()  # before the runner joins its threads: stop local decodes

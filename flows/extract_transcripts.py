@@ -4,16 +4,11 @@ Run by:   the `extract-transcripts-pool` deployment (`dsh-memory deploy`, work p
           `dsh-memory-extract`), started by the main host's writer when `extract_on_workers` is on.
 Reads:    its `jobs` parameter only — redacted, budgeted transcripts (dsh_memory/phase1/remote.py).
           Never the memory root, the session logs or the claims: the worker may be another machine.
-Model:    this worker's own route (its saved blocks > its environment), e.g. a local model on a
-          GPU box; `concurrency` calls at a time per run, bounded by the worker's `--limit` (runs
-          at a time), not by the global `dsh-memory-llm` limit (that one bounds the main host's
-          calls to its endpoint; a worker may call another model). Each job carries the session's
-          evidence and its transcript, so either writer works there: a small local model writes
-          from the evidence, however long the transcript.
+Model:    this worker's own route (its saved blocks > its environment), `concurrency` calls at
+          a time per run; not the main host's global `dsh-memory-llm` limit (another model).
+          Each job carries the session's evidence and transcript, so either writer works here.
 Returns:  one JobResult (as JSON) per job, persisted in the result storage this worker is given
-          (PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK, set on the deployment by `deploy --result-storage`):
-          the writer on the main host reads it from there, as plain JSON (tasks/remote.py
-          `read_json_result`: a record that is not JSON is refused, never unpickled).
+          (`deploy --result-storage`); the writer reads it as plain JSON (tasks/remote.py).
 Run name: `extract-transcripts/<n> sessions from <first short id>`.
 """
 

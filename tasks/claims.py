@@ -1,15 +1,7 @@
 """Phase 1 bookkeeping tasks: the claims and flags in `.state/state.sqlite3`, one verb each.
 
-- `recover_stale_claims`: running claims older than `stale_claim_seconds` (a killed run) → failed.
-- `claim_sessions`: the planned sessions claimed up front, before any is extracted.
-- `record_decisions`: what the plan means for sessions that are not extracted now: an unreadable
-  log fails its claim alone, a legacy done claim gets its watermark, a session that grew too
-  little is marked checked (so it is not re-read before `recheck_interval_seconds`).
-- `finish_phase1`: set the pending-consolidation flag when anything was extracted; resume the
-  sessions parked on the route that just worked; stamp the run.
-- `sweep_temp_files`: remove temp files a killed writer left in the memory root.
-- `renewing_claims`: while sessions are extracted, their claims are renewed in the background
-  (a live owner never looks stale, however long a local model decodes).
+`renewing_claims` renews the claims of the sessions being extracted in the background, so a live
+owner never looks stale, however long a local model decodes.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Phase 2 tasks. One verb each; policy in the decorators.
 
-- `check_gate`: pending flag / notes / raw blocks, cooldown, failure pause → GateDecision.
-- `gather_inputs`: read the memory root into the capped, annotated model input.
-- `merge_mechanically`: the local model's Phase 2, no model call (consolidation/mechanical.py).
-- `call_consolidation_model`: one `memory_write` call. Retries transient model errors only
-  (429/5xx/timeouts) after 5, 20, 60 s (jittered), never sooner than the server's Retry-After
-  (tasks/_policy.py); a cut-off answer (finish_reason "length") is
-  returned as a truncated `ModelReply`, not raised, so the flow can parse what arrived and
-  decide whether to retry with a larger max_tokens.
-- `apply_consolidation`: validate + write everything, then record the success.
-- `record_phase2_outcome` (a skip), `clear_pending` (nothing to consolidate after all),
-  `record_phase2_failure`: the Phase 2 bookkeeping in `.state/state.sqlite3`.
-
-No task caches (NO_CACHE): Phase 2 must always see the current files.
+`call_consolidation_model` retries transient model errors only (429/5xx/timeouts) after 5, 20,
+60 s (jittered), never sooner than the server's Retry-After (tasks/_policy.py); a cut-off answer
+is returned as a truncated `ModelReply`, not raised, so the flow can parse what arrived and decide
+whether to retry with a larger max_tokens. No task caches (NO_CACHE): Phase 2 must always see the
+current files.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Phase 1 tasks: one model call (retried, cached, globally limited) and one session end to end.
 
-Policy lives in the decorators:
-- `llm_extract` retries transient model errors only (429/5xx/timeouts) after 1, 2 and 4 s,
-  jittered, and never sooner than the server's Retry-After (tasks/_policy.py: a longer one
-  fails the session's claim, retried after the claims' backoff); its cache key is (memory root,
-  session, watermark, target seq, prompt version, provider, model, budget), so a re-run after a
-  crash never pays twice for one extraction. Results (redacted model output only) persist in
-  Prefect's result storage, which is what makes the key hit across runs; they are committed as
-  soon as the call returns (an eager transaction), before the session's files are written.
-- every model call holds one of the run's model slots (dsh_memory/llm/limit.py: sized by the
-  settings, taken from the global limit `dsh-memory-llm` when a Prefect server is configured).
+`llm_extract` retries transient model errors only (429/5xx/timeouts) after 1, 2 and 4 s,
+jittered, never sooner than the server's Retry-After (tasks/_policy.py). Its cache key (memory
+root, session, watermark, target seq, prompt version, provider, model, budget) hits across runs
+because its results (redacted model output) persist, committed as soon as the call returns: a
+re-run after a crash never pays twice for one extraction. Every model call holds one of the
+run's model slots (llm/limit.py).
 """
 
 from __future__ import annotations
@@ -28,10 +24,12 @@ from dsh_memory.llm.factory import PhaseModel
 from dsh_memory.llm.limit import model_slot
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, Phase1Input, call_model, prepare_input
+from dsh_memory.phase1.remote import JobResult
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, transient_only
 from dsh_memory.tasks._session import finish, start
+from dsh_memory.tasks.remote import from_workers
 
 LLM_RETRIES = 3
 
@@ -85,22 +83,27 @@ def llm_extract(
 @task(name="extract-session", task_run_name="extract-{decision.ref.id}", cache_policy=NO_CACHE)
 def extract_session(
     decision: Decision,
-    model: PhaseModel,
+    model: PhaseModel | None,
     settings: MemorySettings,
     progress_total: int = 0,
     claimed: bool = False,
+    sent: dict[str, JobResult | Outcome] | None = None,
 ) -> Outcome:
     """Claim → render/redact/budget → model → no-op gate → files → claim done/noop, or the claim
-    failed (tasks/_session.py). `claimed`: the run claimed its batch up front."""
+    failed (tasks/_session.py). `claimed`: the run claimed its sessions up front. Without a
+    `model` (`extract_on_workers`), `sent` holds the session's batch answers: its claim, render
+    and model call were its batch's (tasks/remote.py), this run applies the answer."""
     from prefect import get_run_logger
 
     with MemoryContext.of(settings) as ctx:
-        if not start(ctx, settings, decision, claimed):
-            return Outcome.claimed_elsewhere(decision)
         try:
+            if model is None:
+                return from_workers(ctx, settings, decision, sent or {})
+            if not start(ctx, settings, decision, claimed):
+                return Outcome.claimed_elsewhere(decision)
             try:
                 answer = _call_with_budget_retry(decision, model, settings, get_run_logger())
-            except Exception as exc:  # isolate: this session's claim fails, the batch goes on
+            except Exception as exc:  # isolate: this session's claim fails, the others go on
                 answer = exc
             return finish(ctx, settings, decision, answer, (model.provider, model.model))
         finally:

@@ -1,66 +1,31 @@
-"""The single writer's tasks when Phase 1's model calls run on workers (`extract_on_workers`).
+"""The single writer's side of Phase 1 when its model calls run on workers (`extract_on_workers`).
 
-One verb each, per batch of sessions (dsh_memory/phase1/remote.py):
-- `prepare_batch`: claim each session (the usual `try_start`), render → redact → budget its
-  transcript into a TranscriptJob; a session another run holds is skipped, one that cannot be
-  rendered fails its claim alone.
-- `extract_on_workers`: start one `extract-transcripts-pool` flow run with the jobs, wait for it,
-  read its JobResults from Prefect's result storage. Never raises: a run that fails, crashes,
-  times out or whose result cannot be read becomes an error per job (the claims fail, to be
-  retried with the usual backoff).
-- `apply_batch`: each result validated and applied, or the claim failed with the worker's error
-  — both through `finish` (tasks/_session.py), Phase 1's one end of a session in either mode.
+- `extract_on_workers`, one task run per batch of sessions (dsh_memory/phase1/remote.py): claim
+  each session (the usual `try_start`), render → redact → budget it into a TranscriptJob, start
+  one `extract-transcripts-pool` flow run with the jobs, wait for it and read its JobResults from
+  Prefect's result storage. Never raises: a run that fails, crashes, times out or whose result
+  cannot be read becomes an error per job.
+- `from_workers`: one session's answer, validated and applied, or its claim failed with the
+  worker's error — through `finish` (tasks/_session.py), Phase 1's one end of a session in either
+  mode; `extract_session` (tasks/extract.py) calls it, so each session keeps its own task run.
 """
 
 from __future__ import annotations
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel
 
 from dsh_memory.context import MemoryContext
 from dsh_memory.phase1.extraction import Outcome, prepare_input
 from dsh_memory.phase1.remote import JobResult, TranscriptJob, accept
 from dsh_memory.phase1.selection import Decision
+from dsh_memory.serve.deployments import EXTRACT_TRANSCRIPTS, POOL_SUFFIX
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks._session import finish, short_error, start
 
 POLL_SECONDS = 1.0
-WORKERS = "workers"  # the provider a claim records when the extract pool's workers failed it
-
-
-class PreparedBatch(BaseModel):
-    jobs: list[TranscriptJob]
-    outcomes: list[Outcome]  # sessions of the batch that were skipped or failed before dispatch
-
-
-@task(name="prepare-batch", cache_policy=NO_CACHE)
-def prepare_batch(decisions: list[Decision], settings: MemorySettings, claimed: bool = False) -> PreparedBatch:
-    jobs, outcomes = [], []
-    with MemoryContext.of(settings) as ctx:
-        for d in decisions:
-            if not start(ctx, settings, d, claimed):
-                outcomes.append(Outcome.claimed_elsewhere(d))
-                continue
-            try:
-                material = prepare_input(d, settings.transcript_budget_tokens, None)  # the worker's writer decides
-            except Exception as exc:  # this session alone
-                outcomes.append(finish(ctx, settings, d, exc))
-                continue
-            ref = d.ref
-            jobs.append(
-                TranscriptJob(
-                    session_id=ref.id,
-                    source=ref.source,
-                    cwd=d.session.cwd,
-                    watermark=d.watermark,
-                    to_seq=d.session.last_seq,
-                    text=material.transcript,
-                    evidence=material.evidence,
-                    cache_scope=str(settings.memory_root),
-                )
-            )
-    return PreparedBatch(jobs=jobs, outcomes=outcomes)
+DEPLOYMENT = EXTRACT_TRANSCRIPTS + POOL_SUFFIX
+ROUTE = ("workers", DEPLOYMENT)  # (provider, model) a claim records when the extract pool's workers failed it
 
 
 @task(name="find-extract-deployment", cache_policy=NO_CACHE)
@@ -81,25 +46,56 @@ def find_extract_deployment(deployment: str) -> str:
 
 
 @task(name="extract-on-workers", cache_policy=NO_CACHE)
-def extract_on_workers(prepared: PreparedBatch, deployment: str, timeout_seconds: float) -> list[JobResult]:
+def extract_on_workers(
+    decisions: list[Decision], settings: MemorySettings, claimed: bool = False
+) -> dict[str, JobResult | Outcome]:
+    """Session id → what `from_workers` ends the session with: the worker's JobResult, or the
+    session's Outcome when it was not sent (claimed elsewhere, or it could not be rendered)."""
+    sent: dict[str, JobResult | Outcome] = {}
+    jobs = []
+    with MemoryContext.of(settings) as ctx:
+        for d in decisions:
+            if not start(ctx, settings, d, claimed):
+                sent[d.ref.id] = Outcome.claimed_elsewhere(d)
+                continue
+            try:
+                material = prepare_input(d, settings.transcript_budget_tokens, None)  # the worker's writer decides
+            except Exception as exc:  # this session alone
+                sent[d.ref.id] = finish(ctx, settings, d, exc)
+                continue
+            jobs.append(
+                TranscriptJob(
+                    session_id=d.ref.id,
+                    source=d.ref.source,
+                    cwd=d.session.cwd,
+                    watermark=d.watermark,
+                    to_seq=d.session.last_seq,
+                    text=material.transcript,
+                    evidence=material.evidence,
+                    cache_scope=str(settings.memory_root),
+                )
+            )
+    if jobs:
+        sent.update((r.session_id, r) for r in _run_on_workers(jobs, float(settings.stale_claim_seconds)))
+    return sent
+
+
+def _run_on_workers(jobs: list[TranscriptJob], timeout_seconds: float) -> list[JobResult]:
     from prefect.deployments import run_deployment
 
-    jobs = prepared.jobs
-    if not jobs:
-        return []
     log = get_run_logger()
     try:
         run = run_deployment(
-            deployment,
+            DEPLOYMENT,
             parameters={"jobs": [j.model_dump(mode="json") for j in jobs]},
             timeout=timeout_seconds,
             poll_interval=POLL_SECONDS,
         )
         if not run.state or not run.state.is_final():
             _cancel(run.id)
-            raise TimeoutError(f"no worker finished {deployment} run {run.name} within {timeout_seconds:.0f}s")
+            raise TimeoutError(f"no worker finished {DEPLOYMENT} run {run.name} within {timeout_seconds:.0f}s")
         if not run.state.is_completed():
-            raise RuntimeError(f"{deployment} run {run.name} ended {run.state.name}: {run.state.message or ''}")
+            raise RuntimeError(f"{DEPLOYMENT} run {run.name} ended {run.state.name}: {run.state.message or ''}")
         try:
             answers = read_json_result(run.state)
         except RefusedResult:
@@ -110,7 +106,7 @@ def extract_on_workers(prepared: PreparedBatch, deployment: str, timeout_seconds
                 "to a result storage this host can read (`dsh-memory deploy --result-storage`)"
             ) from exc
         results = [JobResult.model_validate(a) for a in answers]
-    except Exception as exc:  # every job of the batch fails; the batch next to it goes on
+    except Exception as exc:  # every job of the batch fails (retried with the claims' backoff); the next batch goes on
         error = short_error(exc)
         log.error("%d sessions not extracted: %s", len(jobs), error)
         return [JobResult(session_id=j.session_id, error=error) for j in jobs]
@@ -171,27 +167,16 @@ def _cancel(flow_run_id) -> None:
         pass
 
 
-@task(name="apply-batch", cache_policy=NO_CACHE)
-def apply_batch(
-    decisions: list[Decision],
-    prepared: PreparedBatch,
-    results: list[JobResult],
-    settings: MemorySettings,
-    route: tuple[str, str] = ("", ""),
-) -> list[Outcome]:
-    """`route`: what a worker's failure is recorded against — (WORKERS, the deployment) — so a
-    session parked by failing workers resumes when a run on the workers works again."""
-    by_id = {r.session_id: r for r in results}
-    sent = {j.session_id for j in prepared.jobs}
-    outcomes = list(prepared.outcomes)
-    with MemoryContext.of(settings) as ctx:
-        for d in decisions:
-            if d.ref.id not in sent:
-                continue
-            r = by_id.get(d.ref.id) or JobResult(session_id=d.ref.id, error="the worker returned no result for it")
-            try:
-                answer = accept(r.output) if r.output is not None else r.error
-            except Exception as exc:  # an answer that does not validate
-                answer = exc
-            outcomes.append(finish(ctx, settings, d, answer or "the worker returned neither output nor error", route))
-    return outcomes
+def from_workers(
+    ctx: MemoryContext, settings: MemorySettings, decision: Decision, sent: dict[str, JobResult | Outcome]
+) -> Outcome:
+    """The session's end from its batch's answers (`extract_on_workers`). A worker's failure is
+    recorded against ROUTE, so a session parked by failing workers resumes when they work again."""
+    r = sent.get(decision.ref.id) or JobResult(session_id=decision.ref.id, error="the worker returned no result for it")
+    if isinstance(r, Outcome):
+        return r
+    try:
+        answer = accept(r.output) if r.output is not None else r.error
+    except Exception as exc:  # an answer that does not validate
+        answer = exc
+    return finish(ctx, settings, decision, answer or "the worker returned neither output nor error", ROUTE)

@@ -119,8 +119,12 @@ def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch,
             wait_for_workers("dsh-memory-extract", [name for name, _, _ in specs], procs)
             from dsh_memory.flows.extract import extract_flow
 
-            result = extract_flow()
+            state = extract_flow(return_state=True)
+        result = state.result()
         assert result.counts == {"extracted": N_SESSIONS}, (result.counts, worker_logs(logs))
+        # The run shows one task run per session, named for it, as with this host's model.
+        names = _session_task_runs(state.state_details.flow_run_id, N_SESSIONS)
+        assert sorted(names) == sorted(f"extract-{s}" for s in ids)
         calls = [_session_of(r) for r in here.requests + gpu_box.requests]
 
     # Exactly once: one model call per session, across the three workers; none lost.
@@ -152,6 +156,33 @@ def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch,
         hits = [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
         assert not hits, hits
     assert list(results.rglob("*")), "the results came through the shared storage block"
+
+
+def _session_task_runs(flow_run_id, expected: int) -> list[str]:
+    """The names of a flow run's `extract-<session>` task runs, page by page (name order), once
+    the server has recorded `expected` of them (task runs reach it as events, a moment later)."""
+    import time
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, TaskRunFilter, TaskRunFilterName
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    deadline = time.monotonic() + 60
+    with get_client(sync_client=True) as client:
+        while True:
+            names: list[str] = []
+            while page := client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="extract-")),
+                sort=TaskRunSort.NAME_ASC,
+                offset=len(names),
+                limit=200,
+            ):
+                names += [t.name for t in page]
+            names = [n for n in names if n.startswith("extract-") and not n.startswith("extract-on-workers")]
+            if len(names) >= expected or time.monotonic() > deadline:
+                return names
+            time.sleep(1)
 
 
 @flow(persist_result=True, result_serializer="json")
