@@ -100,12 +100,8 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool) -> ImportRow:
         return row
     known = manifest.get(item.key)
     if known and known.get("sha256") == item.sha256:
-        row.action, row.reason, row.version, row.note = (
-            "unchanged",
-            "unchanged",
-            known.get("version"),
-            known.get("note"),
-        )
+        row.action = row.reason = "unchanged"
+        row.version, row.note = known.get("version"), known.get("note")
         return row
     row.action = "update" if known else "import"
     row.version = int(known.get("version") or 1) + 1 if known else 1
@@ -130,14 +126,8 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool) -> ImportRow:
     row.note = store.add_note(drop_private(item.text), title=item.title, now=now, extra=extra)
     if known and known.get("note") in store.list_notes():  # the version it replaces, not consolidated yet
         store.archive_notes([known["note"]])
-    manifest[item.key] = {
-        "agent": item.agent,
-        "source": str(item.source),
-        "part": item.part,
-        "project": item.project,
-        "sha256": item.sha256,
-        "mtime": item.mtime,
-        "version": row.version,
+    kept = ("agent", "source", "part", "project", "sha256", "mtime", "version")
+    manifest[item.key] = {k: extra[k] for k in kept} | {
         "note": row.note,
         "imported_at": now.isoformat(timespec="seconds"),
     }
