@@ -180,3 +180,43 @@ def test_status_json_and_text_show_the_health(tmp_path, memory, repo):
     assert text.returncode == 0, text.stderr
     assert f"  {repo}: 3 · 2 · 0 · 1 · " in text.stdout
     assert "session recaps: 2 · used 0 times · never used 2" in text.stdout
+
+
+def test_the_session_start_hook_says_how_old_and_honours_the_setting(tmp_path, repo):
+    """`summary --inject --cwd` (what the SessionStart hook runs), today's date, the setting from
+    the environment."""
+    from datetime import timedelta
+
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    learned = (datetime.now(UTC) - timedelta(days=120)).isoformat()
+    _recap(store, "setup", "s1", learned, repo, "- recap\n")
+    group = f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
+    store.atomic_write(
+        "MEMORY.md", f"{group}## Reusable knowledge\n- Checks that passed: `make lint` [source: setup]\n"
+    )
+    store.atomic_write(
+        "memory_summary.md", f"v1\n\n# Scope: project {repo}\n## Build and test\n- Checks that passed: `make lint`\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "DSH_MEMORY_ROOT": str(store.root),
+        "DSH_MEMORY_IGNORE_BLOCKS": "1",
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+    }
+
+    def inject(**extra: str) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "dsh_memory.cli", "summary", "--inject", "--cwd", str(repo / "conf")],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    days = (datetime.now(UTC).date() - datetime.fromisoformat(learned).date()).days
+    assert f"- Checks that passed: `make lint` (learned {days} days ago)" in inject().splitlines()
+    assert "learned" not in inject(DSH_MEMORY_STALE_AFTER_DAYS="200")

@@ -167,3 +167,40 @@ def test_only_old_and_contradicted_is_retired(memory, repo):
     apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, NOW)
     assert "## Possibly stale" in store.read_text("MEMORY.md")
     assert not (store.root / "MEMORY.archive.md").exists()
+
+
+@pytest.mark.parametrize(
+    "item, change, note",
+    [
+        (
+            "- Checks that passed: `make lint`",
+            lambda repo: (repo / "Makefile").write_text("test:\n\tpytest\ncheck:\n\truff check .\n"),
+            "may be stale: `make lint` is no longer in Makefile",
+        ),
+        (
+            "- Build the front end with `npm run build` (in `web`)",
+            lambda repo: (repo / "web" / "package.json").write_text('{"scripts": {"dev": "vite"}}'),
+            "may be stale: script `build` is no longer in web/package.json",
+        ),
+    ],
+    ids=["make-target-renamed", "package-script-removed"],
+)
+def test_a_renamed_target_and_a_removed_script_are_retired_with_their_reason(memory, repo, item, change, note):
+    store, state, settings = memory
+    (repo / "Makefile").write_text("test:\n\tpytest\nlint:\n\truff check .\n")
+    (repo / "web").mkdir()
+    (repo / "web" / "package.json").write_text('{"scripts": {"build": "vite build", "dev": "vite"}}')
+    _git("add", ".", cwd=repo)
+    _git("commit", "-qm", "build files", cwd=repo)
+    head = f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
+    store.atomic_write("MEMORY.md", f"{head}## Reusable knowledge\n{item} [source: old-setup]\n")
+    assert [(f.note, f.retire) for f in gather_inputs(store, state, settings, NOW).flagged] == [
+        ("learned 153 days ago", False)  # old, but the tree still has it: said, not retired
+    ]
+    change(repo)
+    _git("commit", "-qam", "rename", cwd=repo)
+    inputs = gather_inputs(store, state, settings, NOW)
+    assert [(f.note, f.retire) for f in inputs.flagged] == [(f"{note}; learned 153 days ago", True)]
+    result = apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, NOW)
+    assert result.items_retired == 1 and item not in store.read_text("MEMORY.md")
+    assert f"{item} (retired: {note}; learned 153 days ago) [source: old-setup]" in store.read_text("MEMORY.archive.md")
