@@ -19,13 +19,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.consolidation.prompt import Section, build_messages
+from dsh_memory.consolidation.skill_inventory import SkillInfo, skills_inventory
 from dsh_memory.errors import DshMemoryError
 
 INIT, INCREMENTAL = "INIT", "INCREMENTAL"
-SKILL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
 GIST_CHARS = 160
-SKILL_FILES_LISTED = 20
-SKILL_MD_HEAD_CHARS = 8192
 
 
 def as_utc(value: Any) -> datetime | None:
@@ -116,24 +114,6 @@ class IndexEntry:
         if self.candidate:
             line += f" · FORGETTING CANDIDATE (no activity for {self.unused_days} days)"
         return line + "\n"
-
-
-@dataclass
-class SkillInfo:
-    name: str
-    description: str
-    first_lines: list[str]
-    files: list[str]
-    project: str = ""  # front matter `project:` (a project's procedure); "" is global
-
-    def render(self) -> str:
-        out = [f"### skill {self.name}", f"description: {self.description or '(none)'}"]
-        if self.project:
-            out.append(f"project: {self.project}")
-        if self.first_lines:
-            out.append("starts with: " + " / ".join(self.first_lines))
-        out.append("files: " + (", ".join(self.files) if self.files else "SKILL.md only"))
-        return "\n".join(out) + "\n\n"
 
 
 @dataclass
@@ -232,54 +212,6 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
             )
         )
     return entries
-
-
-def _frontmatter(text: str) -> tuple[dict[str, str], str]:
-    if not text.startswith("---"):
-        return {}, text
-    end = text.find("\n---", 3)
-    if end < 0:
-        return {}, text
-    fields: dict[str, str] = {}
-    for ln in text[3:end].splitlines():
-        k, sep, v = ln.partition(":")
-        if sep and k.strip() and not k.startswith((" ", "\t")):
-            fields[k.strip()] = v.strip().strip("\"'")
-    rest = text[end + 4 :]
-    return fields, rest.split("\n", 1)[1] if "\n" in rest else ""
-
-
-def skills_inventory(skills_dir: os.PathLike) -> list[SkillInfo]:
-    """Name, description, first lines and files of every skill folder (no symlinks followed)."""
-    out: list[SkillInfo] = []
-    if not os.path.isdir(skills_dir) or os.path.islink(skills_dir):
-        return out
-    for entry in sorted(os.scandir(skills_dir), key=lambda e: e.name):
-        if not SKILL_NAME_RE.fullmatch(entry.name) or not entry.is_dir(follow_symlinks=False):
-            continue
-        skill_md = os.path.join(entry.path, "SKILL.md")
-        text = "" if os.path.islink(skill_md) else (_read_optional(skill_md) or "")
-        fields, body = _frontmatter(text[:SKILL_MD_HEAD_CHARS])
-        first = [_one_line(ln, 120) for ln in body.splitlines() if ln.strip()][:3]
-        files: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(entry.path):  # os.walk does not follow symlinks
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for fn in sorted(filenames):
-                rel = os.path.relpath(os.path.join(dirpath, fn), entry.path).replace(os.sep, "/")
-                if rel != "SKILL.md" and not fn.startswith("."):
-                    files.append(rel)
-            if len(files) >= SKILL_FILES_LISTED:
-                break
-        out.append(
-            SkillInfo(
-                name=entry.name,
-                description=_one_line(fields.get("description"), 300),
-                first_lines=first,
-                files=files[:SKILL_FILES_LISTED],
-                project=_one_line(fields.get("project"), 300),
-            )
-        )
-    return out
 
 
 def _render_raw(i: int, b: Any) -> str:
