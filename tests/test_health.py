@@ -182,15 +182,14 @@ def test_status_json_and_text_show_the_health(tmp_path, memory, repo):
     assert "session recaps: 2 · used 0 times · never used 2" in text.stdout
 
 
-def test_the_session_start_hook_says_how_old_and_honours_the_setting(tmp_path, repo):
-    """`summary --inject --cwd` (what the SessionStart hook runs), today's date, the setting from
-    the environment."""
+def _aged(tmp_path, repo) -> tuple[MemoryStore, int]:
+    """A project item last learned 120 days before today (real time: the adapters use the clock)."""
     from datetime import timedelta
 
     store = MemoryStore(tmp_path / "mem")
     store.ensure_layout()
-    learned = (datetime.now(UTC) - timedelta(days=120)).isoformat()
-    _recap(store, "setup", "s1", learned, repo, "- recap\n")
+    learned = datetime.now(UTC) - timedelta(days=120)
+    _recap(store, "setup", "s1", learned.isoformat(), repo, "- recap\n")
     group = f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
     store.atomic_write(
         "MEMORY.md", f"{group}## Reusable knowledge\n- Checks that passed: `make lint` [source: setup]\n"
@@ -198,6 +197,13 @@ def test_the_session_start_hook_says_how_old_and_honours_the_setting(tmp_path, r
     store.atomic_write(
         "memory_summary.md", f"v1\n\n# Scope: project {repo}\n## Build and test\n- Checks that passed: `make lint`\n"
     )
+    return store, (datetime.now(UTC).date() - learned.date()).days
+
+
+def test_the_session_start_hook_says_how_old_and_honours_the_setting(tmp_path, repo):
+    """`summary --inject --cwd` (what the SessionStart hook runs), today's date, the setting from
+    the environment."""
+    store, days = _aged(tmp_path, repo)
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path / "home"),
@@ -217,6 +223,32 @@ def test_the_session_start_hook_says_how_old_and_honours_the_setting(tmp_path, r
         assert r.returncode == 0, r.stderr
         return r.stdout
 
-    days = (datetime.now(UTC).date() - datetime.fromisoformat(learned).date()).days
     assert f"- Checks that passed: `make lint` (learned {days} days ago)" in inject().splitlines()
     assert "learned" not in inject(DSH_MEMORY_STALE_AFTER_DAYS="200")
+
+
+def test_the_rpc_and_the_mcp_tool_say_how_old_too(tmp_path, repo):
+    import os
+
+    import anyio
+    from mcp import Client, StdioServerParameters
+    from starlette.testclient import TestClient
+
+    from dsh_memory.serve.http_app import RPC_PATH, create_app
+    from dsh_memory.settings import MemorySettings
+
+    store, days = _aged(tmp_path, repo)
+    line = f"- Checks that passed: `make lint` (learned {days} days ago)"
+    settings = MemorySettings.from_env(env={"DSH_MEMORY_ROOT": str(store.root)})
+    with TestClient(create_app(settings, mcp=False), base_url="http://127.0.0.1:8765") as client:
+        body = {"method": "summary", "params": {"cwd": str(repo)}}
+        result = client.post(RPC_PATH, json=body).json()["result"]
+    assert line in result["content"].splitlines() and result["aged"] == 1
+    env = {"DSH_MEMORY_ROOT": str(store.root), "PYTHONPATH": os.pathsep.join(sys.path)}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "dsh_memory.serve.mcp_server"], env=env)
+
+    async def main() -> str:
+        async with Client(params) as mcp:
+            return (await mcp.call_tool("memory_summary", {"cwd": str(repo)})).content[0].text
+
+    assert line in anyio.run(main).splitlines()

@@ -91,6 +91,31 @@ def test_browse_shows_provenance_usage_notes_skills_and_retired(client, settings
     assert 'href="/vault/file?path=skills/release-checklist/SKILL.md"' in html
 
 
+def test_browse_shows_each_memory_files_health(client, settings):
+    """Issue 27: per file, items and the figures `status --json` reports (memory_files)."""
+    from datetime import UTC, datetime
+
+    from dsh_memory.readpath.health import memory_health
+
+    def recap_row(html: str) -> str:
+        rows = html.split('id="summaries"', 1)[1].split("</table>", 1)[0].split("<tr>")
+        return next(r for r in rows if ">release-fix<" in r)
+
+    assert "(never used)" in recap_row(client.get("/vault/browse").text)
+    with StateStore(settings.memory_root) as st:
+        st.record_usage("rollout_summaries/release-fix.md", datetime(2026, 11, 30, 9, 0, tzinfo=UTC))
+        health = memory_health(MemoryStore(settings.memory_root), st.usage(), settings.max_summary_chars, 90)
+    files = {f["path"]: f for f in health["memory_files"]}
+    html = client.get("/vault/browse").text
+    table = html.split('id="health"', 1)[1].split("</table>", 1)[0]
+    md = files["MEMORY.md"]
+    assert f"MEMORY.md</a></td><td>{md['items']}</td><td>{md['stale']}</td><td>{md['aged']}</td><td>-</td>" in table
+    assert md["items"] > 0
+    recap = files["rollout_summaries/release-fix.md"]
+    assert "(never used)" not in recap_row(html) and not recap["never_used"]
+    assert f"<td>{recap['items']}</td>\n  <td>{recap['stale']}</td>\n  <td>1</td>" in recap_row(html)
+
+
 def test_reading_and_searching_in_the_vault_records_no_usage(client, settings):
     assert client.get("/vault/file?path=rollout_summaries/release-fix.md").status_code == 200
     assert "release-fix.md" in client.get("/vault/search?q=tag+missing").text
