@@ -88,18 +88,21 @@ def temp_writer_gone(name: str) -> bool:
     return proc_start(int(m.group(2))) != m.group(3)
 
 
+def _write_fd(fd: int, text: str) -> None:
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(_clean_text(text))
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def _prepare_temp(path: Path, text: str) -> str:
     """A complete, fsynced temp file next to `path` (the slow part of an atomic write)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(_clean_text(text))
-            f.flush()
-            os.fsync(f.fileno())
+        _write_fd(fd, text)
     except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
+        _discard_temp(tmp)
         raise
     return tmp
 
@@ -125,15 +128,10 @@ def _write_new(path: Path, text: str) -> bool:
 
     Falls back to O_CREAT|O_EXCL where hard links are unsupported. False if the name is taken.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() or path.is_symlink():
         return False
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
+    tmp = _prepare_temp(path, text)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(_clean_text(text))
-            f.flush()
-            os.fsync(f.fileno())
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -143,13 +141,9 @@ def _write_new(path: Path, text: str) -> bool:
                 xfd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError:
                 return False
-            with os.fdopen(xfd, "w", encoding="utf-8", newline="") as f:
-                f.write(_clean_text(text))
-                f.flush()
-                os.fsync(f.fileno())
+            _write_fd(xfd, text)
     finally:
-        with suppress(OSError):
-            os.unlink(tmp)
+        _discard_temp(tmp)
     _fsync_dir(path.parent)
     return True
 
