@@ -188,3 +188,26 @@ def test_consolidation_sets_stale_items_aside_and_brings_them_back_never_deletin
     stale.set_aside(regrouped, scope_of_group)
     assert "- Settings live in `conf/app.toml`. [source: a]" in regrouped[str(repo)].sections["Project facts"]
     assert not regrouped[str(repo)].sections["Possibly stale"]
+
+
+def test_consolidation_names_the_routing_and_skills_a_part_could_not_fit(tmp_path, repo):
+    """memory_summary.md as the merge writes it: a project with more skills than its part holds
+    ends in a line naming how many are not shown and where they are, never a silent cut."""
+    from dsh_memory.consolidation.mechanical import parse_memory_md, render_summary
+
+    groups = parse_memory_md(
+        f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
+        "## Reusable knowledge\n- Checks that passed: `make test` [source: a]\n"
+    )
+    skills = [
+        {"name": f"shop-step-{i}", "task": f"do step {i} of the release", "project": str(repo)} for i in range(80)
+    ]
+    text = render_summary(groups, skills, 3000)
+    assert len(text) <= 3000
+    lines = text.splitlines()
+    shown = sum(ln.startswith("- skills/") for ln in lines)
+    assert 0 < shown < 80
+    assert (
+        lines[-1]
+        == f'- not shown here: {80 - shown} more lines of this part (MEMORY.md "# Task Group: {repo}", skills/)'
+    )

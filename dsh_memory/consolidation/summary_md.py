@@ -67,10 +67,22 @@ def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) ->
     rest = cap - sum(len(x) + 1 for x in head + body) - 2
     kept = _within(["## User preferences", *prefs], rest) if prefs else []
     if prefs and len(kept) - 1 < len(prefs):  # what does not fit is named, never dropped silently
-        kept = _within(["## User preferences", *prefs], rest - 120)
-        where = ", ".join(f'"# Task Group: {g.name}"' for g in gs) or "MEMORY.md"
-        kept.append(f"- not shown here: {len(prefs) - max(0, len(kept) - 1)} more preferences (MEMORY.md {where})")
-    return _within(head + kept + body, cap) if len(head + kept + body) > 1 else []
+        note = "- not shown here: {n} more preferences" + f" (MEMORY.md {where_of(gs)})"
+        kept = _within(["## User preferences", *prefs], rest - len(note) - 8)
+        kept.append(note.replace("{n}", str(len(prefs) - max(0, len(kept) - 1))))  # a path may hold braces
+    lines = head + kept + body
+    if len(lines) <= 1:
+        return []
+    out = _within(lines, cap)
+    if len(out) < len(lines):  # routing or skills over the cap: named, never cut silently
+        note = "- not shown here: {n} more lines of this part" + f" (MEMORY.md {where_of(gs)}, skills/)"
+        out = _within(lines, cap - len(note) - 8)
+        out.append(note.replace("{n}", str(sum(1 for ln in lines[len(out) :] if ln.startswith("- ")))))
+    return out
+
+
+def where_of(gs: list[Group]) -> str:
+    return ", ".join(f'"# Task Group: {g.name}"' for g in gs) or "MEMORY.md"
 
 
 def scope_of_group(g: Group) -> str | None:
