@@ -204,3 +204,33 @@ def test_a_renamed_target_and_a_removed_script_are_retired_with_their_reason(mem
     result = apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, NOW)
     assert result.items_retired == 1 and item not in store.read_text("MEMORY.md")
     assert f"{item} (retired: {note}; learned 153 days ago) [source: old-setup]" in store.read_text("MEMORY.archive.md")
+
+
+def test_what_the_handbook_cap_drops_is_archived_too(memory, repo):
+    store, state, settings = memory
+    settings = MemorySettings(memory_root=store.root, max_memory_md_chars=1200)
+    store.append_raw(
+        RawBlock(
+            id="",
+            session_id="s-many",
+            slug="many",
+            source="codex",
+            cwd=str(repo),
+            project=str(repo),
+            updated_at="2026-11-30T10:00:00+00:00",
+            body="## Facts\n" + "".join(f"- Module `m{i}` keeps the ledger rule number {i}.\n" for i in range(40)),
+        )
+    )
+    inputs = gather_inputs(store, state, settings, NOW)
+    result = apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, NOW)
+    handbook = store.read_text("MEMORY.md")
+    assert len(handbook) <= 1200
+    kept = {i for i in range(40) if f"`m{i}` keeps" in handbook}
+    archive = store.read_text("MEMORY.archive.md")
+    capped = {
+        i
+        for i in range(40)
+        if f"`m{i}` keeps the ledger rule number {i}. (retired: over max_memory_md_chars" in archive
+    }
+    assert kept and capped and kept | capped == set(range(40)) and not kept & capped  # every item somewhere
+    assert result.items_retired >= len(capped)

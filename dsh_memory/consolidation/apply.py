@@ -170,7 +170,7 @@ class ApplyResult:
     notes_archived: int = 0
     summary_repaired: bool = False
     scope_moved: int = 0  # project items the model put in another part (scope_guard)
-    items_retired: int = 0  # flagged handbook items left out, moved to MEMORY.archive.md
+    items_retired: int = 0  # flagged (or capped) handbook items left out, moved to MEMORY.archive.md
     kept_unchanged: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -282,10 +282,10 @@ def apply_output(
         text = output.memory_md.rstrip() + "\n"
         store.atomic_write("MEMORY.md", text)
         result.files_written.append("MEMORY.md")
-        if inputs.flagged:  # a flagged item the new handbook left out is archived, never dropped silently
+        if inputs.flagged or output.archive:  # a flagged or capped item left out is archived, never lost silently
             from dsh_memory.consolidation.archive import ARCHIVE, archive_dropped
 
-            result.items_retired = archive_dropped(store, inputs.flagged, text, now)
+            result.items_retired = archive_dropped(store, [*inputs.flagged, *output.archive], text, now)
             result.files_written += [ARCHIVE] if result.items_retired else []
     else:
         result.kept_unchanged.append("MEMORY.md")

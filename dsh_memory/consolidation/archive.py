@@ -2,7 +2,8 @@
 
 An item injection flagged (`consolidation/stale.py`: its project's working tree no longer has what
 it cites, or no session confirmed it for `stale_after_days`) that the new MEMORY.md no longer has
-— retired by the mechanical merge, or left out or rewritten by the model — is appended here
+— retired by the mechanical merge, or left out or rewritten by the model — and a bullet the
+merge's `max_memory_md_chars` cap dropped (the oldest of the largest section) are appended here
 under its project's task group, in a `## Retired <date>` section, as
 `- <item> (retired: <why>) [source: …]`. Nothing flagged is ever dropped silently. The file is
 in the handbook's format, so the read path lists and reads it with each line's project scope;

@@ -25,7 +25,8 @@ second and never cuts a bullet:
 - memory_summary.md (`v1`) is rebuilt in parts, `# Scope: global` then one
   `# Scope: project <root>` per project: the user's rules, how to build and test, the routing
   index (keywords and where to look), the skills; the read path injects the global part plus the current project's;
-- both files are capped by whole bullets (oldest of the largest section first), never mid-line.
+- both files are capped by whole bullets (oldest of the largest section first), never mid-line;
+  a knowledge bullet the MEMORY.md cap drops goes to MEMORY.archive.md with the reason.
 """
 
 from __future__ import annotations
@@ -258,8 +259,9 @@ def promote_recurring(groups: dict[str, Group]) -> int:
     return moved
 
 
-def _cap(groups: dict[str, Group], limit: int) -> str:
-    """Render, dropping the oldest bullet of the largest section until it fits (whole bullets)."""
+def _cap(groups: dict[str, Group], limit: int, dropped: list | None = None) -> str:
+    """Render, dropping the oldest bullet of the largest section until it fits (whole bullets);
+    each dropped knowledge bullet is added to `dropped` (apply archives it: no silent loss)."""
     while True:
         text = "\n\n".join(g.render() for g in groups.values()).strip() + "\n"
         if len(text) <= limit:
@@ -272,7 +274,10 @@ def _cap(groups: dict[str, Group], limit: int) -> str:
         if largest is None:
             return text[: text.rfind("\n", 0, limit) + 1]
         g, s = largest
-        g.sections[s].pop()
+        bullet = g.sections[s].pop()
+        if dropped is not None and s != "Tasks":
+            note = f"over max_memory_md_chars ({limit}): the oldest of the largest section, {s}"
+            dropped.append(stale.Flagged(g.name, bullet, note, True))
 
 
 def _note_items(fields: dict, body: str) -> list[str]:
@@ -330,7 +335,8 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
     if GLOBAL in groups and not any(groups[GLOBAL].sections.values()):
         del groups[GLOBAL]
     groups = dict(sorted(groups.items(), key=lambda kv: (kv[0] != GLOBAL, kv[0])))
-    memory_md = _cap(groups, settings.max_memory_md_chars)
+    capped: list[stale.Flagged] = []
+    memory_md = _cap(groups, settings.max_memory_md_chars, capped)
     summary = render_summary(groups, skills + _existing_skills(inputs, skills), settings.max_summary_chars)
     return ConsolidationOutput(
         memory_md=memory_md,
@@ -338,6 +344,7 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
         skills=[{"name": s["name"], "skill_md": s["skill_md"]} for s in skills],
         retire_summaries=retired,
         source="mechanical",
+        archive=capped,
     )
 
 

@@ -83,6 +83,7 @@ class ConsolidationOutput:
     retire_summaries: list[Any] = field(default_factory=list)
     source: str = "tool"  # tool | text-json | blocks (+ "-partial" when cut off)
     dropped: list[str] = field(default_factory=list)  # what a cut-off answer lost
+    archive: list[Any] = field(default_factory=list)  # stale.Flagged items left out on purpose (the merge's cap)
 
 
 def cut_key(raw: str) -> tuple[bool, str | None]:
