@@ -42,6 +42,8 @@ def _print_phase2(s: dict) -> None:
             typer.echo(f"  skill skipped: {err}")
         if c["retired"]:
             typer.echo(f"  retired: {', '.join(c['retired'])}")
+        if c.get("items_retired"):
+            typer.echo(f"  handbook items retired into MEMORY.archive.md (with why): {c['items_retired']}")
         typer.echo(f"  archived: {c['raw_archived']} raw blocks, {c['notes_archived']} notes")
 
 
