@@ -106,10 +106,10 @@ def run_pipeline(session_ids: list[str]) -> dict:
     """Phase 1 per session (timed), a snapshot of the raw blocks, then Phase 2 (timed)."""
     from dsh_memory.flows.consolidate import consolidate_flow
     from dsh_memory.flows.extract import extract_flow
-    from dsh_memory.settings_loader import load_settings
+    from dsh_memory.settings_loader import resolve_settings
     from dsh_memory.storage.store import MemoryStore
 
-    settings, _ = load_settings()
+    settings = resolve_settings().settings
     store = MemoryStore(settings.memory_root)
     runs: dict[str, dict] = {}
     provider = model = ""

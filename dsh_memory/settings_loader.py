@@ -45,12 +45,6 @@ class ResolvedSettings:
     blocks: dict[str, str] = field(default_factory=dict)
 
 
-def load_settings(env: Mapping[str, str] | None = None) -> tuple[MemorySettings, ModelRoute]:
-    """(MemorySettings, ModelRoute) with saved blocks > environment > defaults. Raises ConfigError."""
-    r = resolve_settings(env)
-    return r.settings, r.route
-
-
 def prefect_api_url(env: Mapping[str, str] | None = None, *, profile: bool = False) -> str | None:
     """The configured Prefect API (no trailing slash): PREFECT_API_URL; with `profile`, else the
     active Prefect profile's when prefect is already imported (flows, `settings`). Never imports

@@ -19,7 +19,13 @@ from typer.testing import CliRunner
 
 from dsh_memory.errors import ConfigError
 from dsh_memory.settings import MemorySettings, ModelRoute
-from dsh_memory.settings_loader import load_settings, resolve_settings
+from dsh_memory.settings_loader import resolve_settings
+
+
+def load_settings():
+    r = resolve_settings()
+    return r.settings, r.route
+
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

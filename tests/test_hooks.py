@@ -29,7 +29,7 @@ from dsh_memory.hooks.payloads import (
     parse_json,
     parse_turn_end,
 )
-from dsh_memory.hooks.receiver import HOOK_PATH, NO_SERVER, create_receiver_app
+from dsh_memory.hooks.receiver import HOOK_PATH, NO_SERVER, TurnEndReceiver
 from dsh_memory.serve.http_app import create_app
 from dsh_memory.settings import MemorySettings, SourceRoots
 
@@ -39,6 +39,27 @@ from .conftest import CORPUS
 ENV = {"DSH_HOME": "/home/alice/.dsh", "CLAUDE_CONFIG_DIR": "/home/alice/.claude", "CODEX_HOME": "/home/alice/.codex"}
 ROOTS = SourceRoots.from_env(ENV)
 BASE = "http://127.0.0.1:8765"
+
+
+def create_receiver_app(settings=None, **kwargs) -> Starlette:
+    """The receiver alone, behind the same loopback guard as the app `serve` runs."""
+    from starlette.concurrency import run_in_threadpool
+
+    from dsh_memory.serve.guard import LoopbackGuard
+
+    receiver = TurnEndReceiver(settings, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        try:
+            yield
+        finally:
+            await run_in_threadpool(receiver.close)
+
+    app = Starlette(routes=receiver.routes(), lifespan=lifespan)
+    app.add_middleware(LoopbackGuard, max_body_bytes=receiver.max_body)
+    app.state.turn_end = receiver
+    return app
 
 
 # The in-repo snapshot's webhook bodies (each corpus is checked against this list).

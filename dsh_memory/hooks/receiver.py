@@ -6,7 +6,7 @@ delivered), which wakes the debounced extraction run.
 
 Mounted by `dsh_memory.serve.http_app.create_app` behind its `LoopbackGuard` (loopback Host/Origin →
 403, `application/json` → 415, body cap → 413). The route repeats the JSON and size checks so it
-is safe on its own too (`create_receiver_app` adds the guard for standalone use).
+is safe on its own too.
 
 Statuses: 202 accepted — `triggered: true` means "will be forwarded" (a failed POST is logged
 and retried, never silently dropped), `false` with a `reason` when deliberately ignored · 400
@@ -24,7 +24,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -159,24 +158,3 @@ class TurnEndReceiver:
 
     def routes(self) -> list[Route]:
         return [Route(HOOK_PATH, self.handle, methods=["POST"], name="turn_end")]
-
-
-def create_receiver_app(settings: Any = None, **kwargs: Any) -> Starlette:
-    """The receiver alone, behind the same loopback guard as the RPC app."""
-    import contextlib
-
-    from dsh_memory.serve.guard import LoopbackGuard
-
-    receiver = TurnEndReceiver(settings, **kwargs)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette):
-        try:
-            yield
-        finally:
-            await run_in_threadpool(receiver.close)
-
-    app = Starlette(routes=receiver.routes(), lifespan=lifespan)
-    app.add_middleware(LoopbackGuard, max_body_bytes=receiver.max_body)
-    app.state.turn_end = receiver
-    return app
