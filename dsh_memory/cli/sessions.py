@@ -123,9 +123,7 @@ def render_session(session_id: str, budget_tokens: int | None, since_seq: int | 
     return render_transcript(readers.load(ref), budget_tokens=budget_tokens, since_seq=since_seq)
 
 
-STATE_LABELS = {"done": "processed", "noop": "processed (noop)", "failed": "failed", "parked": "parked"}
-STATE_LABELS["running"] = "running"
-STATE_LABELS["excluded"] = "excluded"
+STATE_LABELS = {"done": "processed", "noop": "processed (noop)"}  # any other state shows as itself
 
 
 MIN_STATUS_AND_CWD = 40  # columns left for status + cwd before ids are shortened

@@ -161,12 +161,14 @@ def detect_kind(data: dict[str, Any]) -> Kind:
     raise PayloadError("unrecognised payload: not a DSH turn-end, Codex notify or Claude Code hook body")
 
 
-def _validation_message(kind: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False)[:8]:
-        loc = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{loc}: {err['msg']}")
-    return f"invalid {kind} payload: " + "; ".join(parts)
+def _parse(shape: type[_Strict], kind: str, data: dict[str, Any]) -> Any:
+    """`data` as the wire shape `shape`, or a PayloadError naming the fields (never their values)."""
+    try:
+        return shape.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)[:8]
+        parts = [f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in errors]
+        raise PayloadError(f"invalid {kind} payload: " + "; ".join(parts)) from None
 
 
 def check_session_id(value: str, field: str = "session id") -> str:
@@ -200,10 +202,7 @@ def check_transcript_path(value: str, root: os.PathLike | str | None, field: str
 
 
 def _validate_dsh(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
-    try:
-        body = _DshBody.model_validate(data)
-    except ValidationError as exc:
-        raise PayloadError(_validation_message("dsh", exc)) from None
+    body = _parse(_DshBody, "dsh", data)
     sid = check_session_id(body.sessionId, "sessionId")
     path = None
     if body.transcriptPath is not None:
@@ -226,10 +225,7 @@ def _validate_dsh(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
 
 
 def _validate_codex(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
-    try:
-        head = _CodexAny.model_validate(data)
-    except ValidationError as exc:
-        raise PayloadError(_validation_message("codex", exc)) from None
+    head = _parse(_CodexAny, "codex", data)
     if head.type != CODEX_TURN_COMPLETE:
         tid = data.get("thread-id")
         sid = tid if isinstance(tid, str) and SESSION_ID_RE.fullmatch(tid) else ""
@@ -240,10 +236,7 @@ def _validate_codex(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
             should_trigger=False,
             why_not=f"Codex notify type is not {CODEX_TURN_COMPLETE!r}",
         )
-    try:
-        body = _CodexBody.model_validate(data)
-    except ValidationError as exc:
-        raise PayloadError(_validation_message("codex", exc)) from None
+    body = _parse(_CodexBody, "codex", data)
     sid = check_session_id(body.thread_id, "thread-id")
     return TurnEnd(
         kind="codex",
@@ -259,10 +252,7 @@ def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: bool | No
     """Claude Code hook stdin. DSH's Claude-Code hook bridge (@deepseek-ai/dsh-hooks-claude-code)
     sends the same shape with a transcript under $DSH_HOME/sessions: `bridge=True` (kind 'dsh'),
     or `None` to decide by where the transcript path points."""
-    try:
-        body = _ClaudeBody.model_validate(data)
-    except ValidationError as exc:
-        raise PayloadError(_validation_message("claude", exc)) from None
+    body = _parse(_ClaudeBody, "claude", data)
     sid = check_session_id(body.session_id, "session_id")
     if bridge is None:
         dsh_root = roots.dsh_sessions
