@@ -1,10 +1,5 @@
-"""Catch-up flow: Phase 1 over every candidate, then Phase 2 when consolidation is pending.
-
-Run it:   dsh-memory run   (or the `catch-up` deployment: hourly + once at stack start)
-Writes:   everything Phase 1 and Phase 2 write (see flows/extract.py, flows/consolidate.py).
-Returns:  a CatchUpResult: the Phase1Result and Phase 2's result (or why it was not attempted).
-Run name: `catch-up/<start time>` (UTC); Phase 1 and Phase 2 run as its `extract` and
-          `consolidate` subflows.
+"""Catch-up flow: Phase 1 over every candidate, then Phase 2 when consolidation is pending, as
+its `extract` and `consolidate` subflows (docs/running.md). Returns a CatchUpResult.
 """
 
 from __future__ import annotations

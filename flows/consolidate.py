@@ -1,24 +1,11 @@
 """Phase 2 flow: consolidate raw memories, ad hoc notes and forgetting candidates into the handbook.
 
-Run it:   dsh-memory consolidate [--force] [--json]
-          or the `consolidate` deployment (prefect.yaml), after extraction when pending.
-Runs when: the pending flag is set, unconsumed ad hoc notes exist or raw blocks wait, AND the
-          cooldown (`phase2_cooldown_seconds`, default 6 h) has elapsed AND fewer than 3
-          consecutive failures happened. `force=True` bypasses the cooldown and the pause.
-Single-flight: `<root>/.state/phase2.lock` (kernel-released file lock) across threads,
-          processes and deployment runs; a second run returns "skipped: already running".
-Writes:   MEMORY.md, memory_summary.md (first line `v1`), skills/<name>/…, moves forgetting
-          candidates the model retired to rollout_summaries/.retired/, consumed raw blocks to
-          raw_memories.archive.md, consumed notes to extensions/ad_hoc/archive/, bookkeeping in
-          .state/state.sqlite3, and one markdown artifact `phase2-consolidation` per attempt in
-          the Prefect run history (mode, inputs, cooldown, redacted model output, changes).
-Local model: the merge is mechanical (dsh_memory/consolidation/mechanical.py): no model call,
-          whole bullets, a skill per recorded procedure; any other model writes the files.
-Failures: raw memories and notes stay, `phase2_error` is recorded, the pending flag is kept;
-          a cut-off answer is retried with a doubled max_tokens (cap 131072).
-Returns:  a Phase2Result (dsh_memory/consolidation/result.py).
-Run name: `consolidate/check` while the gate is asked; `consolidate/init` or
-          `consolidate/incremental` once it consolidates.
+When it runs, what it writes and how it is named: docs/running.md ("The flows"). Single-flight
+through `<root>/.state/phase2.lock` (kernel-released: a killed run never locks Phase 2 out); a
+second run returns "skipped: already running". A failure keeps the raw memories, the notes and
+the pending flag and records `phase2_error`; a cut-off answer is retried with a doubled
+max_tokens (cap MAX_TOKENS_CAP). With the local model the merge is mechanical
+(consolidation/mechanical.py). Returns a Phase2Result (consolidation/result.py).
 """
 
 from __future__ import annotations

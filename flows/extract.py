@@ -1,12 +1,7 @@
 """Phase 1 flow: extract every ready root session into a rollout summary + raw memory.
 
-Run it:   dsh-memory extract [SESSION…] [--all] [--backfill] [--dry-run]
-          or the `extract-session` / `catch-up` deployments (prefect.yaml).
-Writes:   <memory root>/rollout_summaries/<slug>.md, raw_memories.md (appended),
-          .state/state.sqlite3 (claims, watermarks, pending flag), and a table artifact
-          `phase1-batch` per run in the Prefect run history (session, outcome, tokens, slug, error).
-Returns:  a Phase1Result (dsh_memory/phase1/result.py).
-Run name: `extract/all`, `extract/<short session id>` or `extract/<n> sessions`.
+How to run it, what it writes (and its `phase1-batch` table artifact) and how it is named:
+docs/running.md ("The flows"). Returns a Phase1Result (dsh_memory/phase1/result.py).
 
 Sessions are mapped on a `ThreadPoolTaskRunner` the flow opens itself, not a decorator's: its
 size follows `settings.concurrency` (llm/limit.py), known only once the settings are loaded, and

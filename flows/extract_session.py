@@ -3,22 +3,12 @@
 The debounce is data (dsh_memory/storage/turn_ends.py): the receiver records each session's
 newest turn end. A run takes every session quiet for at least `debounce_seconds` whose newest
 turn end is not handled yet (plus `session`, when named: the vault's "extract now"), maps
-Phase 1 over them (flows/extract.py: one `extract-<id>` task run per session, `concurrency` at a
-time), marks the turn ends it saw handled, then asks Prefect for its next run at the next due
-time: a scheduled run of its own deployment whose idempotency key is that time, so asking twice
-creates one run — or, when that is within LINGER_SECONDS, waits for it and runs another round.
-A turn end recorded meanwhile stays pending (newer than the one handled).
-
-Started by: the `extract-session` deployment (prefect.yaml) — its trigger on `dsh.turn.ended`
-(at most one run per debounce: the runs it starts only find when the next one is due), its
-own scheduled runs, and its interval schedule (the backstop after a crash). The deployment runs
-one at a time (`concurrency_limit: 1`, `ENQUEUE`): a run asked for while one is in flight waits
-and then finds what is due; nothing is lost, and at most a few runs wait.
-Writes: what flows/extract.py writes; asks for one `consolidate` run when something was extracted
-and consolidation is pending (scheduled at the end of the cooldown; one run per consolidation:
-its idempotency key names the last one).
-Run name: `extract-session/due`, or `extract-session/<short session id>` when named.
-Returns: the extract flow's Phase1Result, with `consolidation_requested` set.
+Phase 1 over them (flows/extract.py), marks the turn ends it saw handled, then asks Prefect for
+its next run at the next due time: a scheduled run of its own deployment whose idempotency key
+is that time, so asking twice creates one run — or, when that is within LINGER_SECONDS, waits
+for it and runs another round. A turn end recorded meanwhile stays pending (newer than the one
+handled). What starts it, what it writes and how it is named: docs/running.md ("The debounce is
+data"). Returns the extract flow's Phase1Result, with `consolidation_requested` set.
 """
 
 from __future__ import annotations
