@@ -163,6 +163,7 @@ def test_status_json_and_text_show_the_health(tmp_path, memory, repo):
         "DSH_MEMORY_ROOT": str(memory.root),
         "DSH_MEMORY_IGNORE_BLOCKS": "1",
         "PREFECT_HOME": str(tmp_path / "prefect"),
+        "DSH_MEMORY_STALE_AFTER_DAYS": "3650",  # the CLI dates by today's clock: no item old here
     }
 
     def cli(*args: str) -> subprocess.CompletedProcess:
@@ -178,7 +179,10 @@ def test_status_json_and_text_show_the_health(tmp_path, memory, repo):
     assert {f["path"] for f in local["memory_files"]} >= {"MEMORY.md", "rollout_summaries/new-fix.md"}
     text = cli("status")
     assert text.returncode == 0, text.stderr
-    assert f"  {repo}: 3 · 2 · 0 · 1 · " in text.stdout
+    assert (
+        f"  {repo}: 3 handbook items (1 may be stale, 0 older than stale_after_days) · 2 session recaps"
+        " (0 uses, 2 never used) · 0 raw waiting · 0 lines left out of injection"
+    ) in text.stdout.splitlines()
     assert "session recaps: 2 · used 0 times · never used 2" in text.stdout
 
 

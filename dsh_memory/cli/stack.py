@@ -23,22 +23,21 @@ def _print_health(console: Any, local: dict) -> None:
     rows = local.get("projects") or {}
     if not rows:
         return
-    console.print(
-        "memories per project (handbook items · session recaps · raw waiting · may be stale · "
-        "learned over stale_after_days ago · recap uses · recaps never used · left out of injection):",
-        soft_wrap=True,
-    )
+    console.print("memories per project:")
     for name, r in rows.items():
-        cells = ("handbook_items", "sessions", "pending_raw", "stale", "aged", "uses", "never_used", "left_out")
-        console.print(
-            f"  {name}: " + " · ".join(str(r.get(k, 0)) for k in cells), markup=False, highlight=False, soft_wrap=True
+        line = (
+            f"  {name}: {r['handbook_items']} handbook items ({r.get('stale', 0)} may be stale,"
+            f" {r.get('aged', 0)} older than stale_after_days) · {r['sessions']} session recaps"
+            f" ({r.get('uses', 0)} uses, {r.get('never_used', 0)} never used) · {r['pending_raw']} raw waiting"
+            f" · {r.get('left_out', 0)} lines left out of injection"
         )
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     files = local.get("memory_files") or []
     recaps = [f for f in files if f["path"].startswith("rollout_summaries/")]
     if recaps:
-        never = [f for f in recaps if f["never_used"]]
         console.print(
-            f"session recaps: {len(recaps)} · used {sum(f['uses'] for f in recaps)} times · never used {len(never)}"
+            f"session recaps: {len(recaps)} · used {sum(f['uses'] for f in recaps)} times"
+            f" · never used {sum(1 for f in recaps if f['never_used'])}"
             f" · with items that may be stale {sum(1 for f in recaps if f['stale'])}"
             " (per file: `dsh-memory status --json`, memory_files)",
             markup=False,
