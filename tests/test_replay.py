@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -17,51 +16,13 @@ from dsh_memory.readpath import embedder
 from dsh_memory.replay.result import ReplayResult, Restated, Said, load_report, report_path, save_report
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+from dsh_memory.testing.sessions import write_session
 
 RULE = "Never mock our own code in the tests."
 RULE_AGAIN = "Don't mock our own modules, the tests use the real parts."  # other words
 NEW_RULE = "Always run `make lint` before committing."
 NEW_AGAIN = "Remember: always run make lint before each commit."
-DAY_MS = 86_400_000
-
-
-def write_session(dsh_home: Path, cwd: Path, n: int, prompts: list[str], days_ago: int) -> str:
-    """A DSH v4 session in `cwd`, started `days_ago` days ago, one turn per prompt, quiet since."""
-    sid = f"00000000-0000-4000-8000-{n:012d}"
-    folder = dsh_home / "sessions" / "--replay--" / sid
-    folder.mkdir(parents=True)
-    t0 = int(time.time() * 1000) - days_ago * DAY_MS
-    lines: list[dict] = [{"type": "session", "version": 4, "id": sid, "createdAt": t0, "cwd": str(cwd)}]
-    seq = 0
-    for turn, prompt in enumerate(prompts, 1):
-        user = {"id": f"u{turn}", "role": "user", "source": {"kind": "user"}}
-        user["content"] = [{"type": "text", "text": prompt}]
-        reply = {"id": f"a{turn}", "role": "assistant", "source": {"kind": "model"}}
-        reply["content"] = [{"type": "text", "text": "Done; the build with `make` passes."}]
-        t = t0 + turn * 1000
-        lines += [
-            {"type": "turn/start", "seq": seq, "time": t, "data": {"turn": turn}},
-            {"type": "user/message", "seq": seq + 1, "time": t + 1, "surfaceOp": "append", "data": user},
-            {
-                "type": "assistant/message",
-                "seq": seq + 2,
-                "time": t + 2,
-                "surfaceOp": "append",
-                "data": {"turn": turn, "step": 1, "message": reply},
-            },
-            {
-                "type": "turn/end",
-                "seq": seq + 3,
-                "time": t + 3,
-                "data": {"turn": turn, "reason": {"kind": "completed"}},
-            },
-        ]
-        seq += 4
-    path = folder / "session.v4.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    old = time.time() - 3600
-    os.utime(path, (old, old))
-    return sid
+REPLY = "Done; the build with `make` passes."
 
 
 def _tool(request: dict) -> str:
@@ -98,10 +59,17 @@ def history(tmp_path: Path, monkeypatch) -> dict:
         (p / ".git").mkdir(parents=True)
     dsh = tmp_path / "dsh"
     ids = [
-        write_session(dsh, proj, 1, ["Fix the failing date parser.", RULE], days_ago=3),
-        write_session(dsh, proj, 2, [f"Add the CSV export. {RULE_AGAIN}", NEW_RULE], days_ago=2),
-        write_session(dsh, proj, 3, ["Fix the export's header.", NEW_AGAIN, "I told you: " + RULE.lower()], days_ago=1),
-        write_session(dsh, other, 4, ["Fix the logo. Never use tabs in the stylesheets."], days_ago=1),
+        write_session(dsh, proj, 1, ["Fix the failing date parser.", RULE], days_ago=3, reply=REPLY),
+        write_session(dsh, proj, 2, [f"Add the CSV export. {RULE_AGAIN}", NEW_RULE], days_ago=2, reply=REPLY),
+        write_session(
+            dsh,
+            proj,
+            3,
+            ["Fix the export's header.", NEW_AGAIN, "I told you: " + RULE.lower()],
+            days_ago=1,
+            reply=REPLY,
+        ),
+        write_session(dsh, other, 4, ["Fix the logo. Never use tabs in the stylesheets."], days_ago=1, reply=REPLY),
     ]
     live = tmp_path / "live"
     (live / ".state").mkdir(parents=True)
@@ -141,6 +109,7 @@ def test_replay_counts_restated_rules_and_whether_memory_held_them(history, monk
     r = json.loads(out.stdout)
     assert r["summary"] == {"restated": 3, "anticipated": 2, "missed": 1, "new_rules": 2}
     assert r["sessions"] == 3  # the other repository's session is not replayed
+    assert [(p["project"], p["sessions"], p["missed"]) for p in r["projects"]] == [(str(history["proj"]), 3, 1)]
     a, b, c = history["ids"][:3]
     missed = [i for i in r["restated_items"] if not i["anticipated"]]
     assert [(i["session"], i["text"], i["earlier"]["session"], i["earlier"]["text"]) for i in missed] == [
@@ -200,6 +169,10 @@ def test_the_matcher_pairs_restatements_and_keeps_other_rules_apart(semantic):
         (RULE, NEW_RULE),
         ("Never push to main directly.", "Never delete the migrations folder."),
         ("Don't commit the .env file.", "Always commit the lock file."),
+        (
+            "What I said was run `git add … && git commit …` so I approve it once.",
+            "it would be great if it didn't commit",
+        ),
     ):
         assert not m.same(a, b), (a, b)
     assert terms("Always run `make lint` before committing.") == {"run", "lint", "commit"}

@@ -37,7 +37,7 @@ from pathlib import Path
 from dsh_memory import progress, readers, scope
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError, NoModelRouteError, NotFoundError
-from dsh_memory.replay.result import ReplayResult, Restated, Said, save_report
+from dsh_memory.replay.result import ProjectTotals, ReplayResult, Restated, Said, save_report
 from dsh_memory.replay.rules import Matcher, standing_instructions
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,7 @@ def replay(
         sessions=len(history),
         matcher=matcher.how,
     )
+    result.projects = [ProjectTotals(project=p) for p in dict.fromkeys(s.project for s in history)]
     _classify(history, matcher, result)
     with _memory_root(workdir) as root:
         _rebuild(history, root, settings.max_summary_chars, matcher, result)
@@ -194,10 +195,11 @@ def _rebuild(history: list[_Session], root: Path, max_chars: int, matcher: Match
                 result.provider, result.model = p1.provider or result.provider, p1.model or result.model
                 if len(batch) > relayed[0]:  # the sessions Phase 1 skipped report nothing themselves
                     progress.report(PHASE, len(batch) - relayed[0], total, "skipped")
-                p2 = consolidate_flow(force=True, memory_root=str(root))
-                if str(p2.outcome).startswith("error"):
-                    raise DshMemoryError(f"replay stopped: consolidation failed before {s.id}: {p2.error}")
-                result.consolidations += p2.outcome == "consolidated"
+                if any(o.outcome == "extracted" for o in p1.outcomes):  # else nothing new to merge
+                    p2 = consolidate_flow(force=True, memory_root=str(root))
+                    if str(p2.outcome).startswith("error"):
+                        raise DshMemoryError(f"replay stopped: consolidation failed before {s.id}: {p2.error}")
+                    result.consolidations += p2.outcome == "consolidated"
             done = i
             injected = summary(MemoryStore(root), max_chars, cwd=s.cwd).content
             lines = [_BULLET.sub("", ln).strip() for ln in injected.splitlines()]

@@ -10,7 +10,7 @@ Comparing them (`Matcher`): the same rule is said again in other words, so words
 enough and meaning alone is too loose (a small static embedding puts "use tabs in Go" next to
 "spaces, not tabs, in Python"). Two sentences state the same rule when
   * lexically: they share at least two content terms, covering ≥ 60 % of the shorter one's terms
-    (or its only term: "no mocks" ~ "never mock our code"); or
+    (or its only term, when the other is short too: "no mocks" ~ "never mock our code"); or
   * by meaning, when the search embedding model is installed (`readpath/embedder.py`): cosine
     ≥ 0.55 and at least one content term in common.
 The thresholds were set on hand-written pairs of restatements and near misses (the module's
@@ -40,7 +40,8 @@ _SHORT_STOP = set(
     use used uses using don dont didn doesn isn can cant won wont all any our its own get got let yes via per
     one how why who out off too now i'd i'm i've please again told tell said say just here there repo
     project code file files make sure want like need prefer instead rather avoid stop keep ever every time
-    thing things way also remember""".split()
+    thing things way also remember doesnt didnt isnt wont cant shouldnt wouldnt arent was ill ive im etc
+    maybe think know great kind first currently anymore aka might may""".split()
 )
 
 
@@ -88,9 +89,12 @@ def terms(text: str) -> frozenset[str]:
 
 
 def _lexical(a: frozenset[str], b: frozenset[str], base: int) -> bool:
+    """`base`: the terms the share is taken of. A one-term sentence ("no mocks") matches only a
+    short one (at most three terms) holding that term: one word in common with a long sentence
+    ("…run git add && git commit…" ~ "don't commit") is not the same rule."""
     shared = len(a & b)
     if base == 1:
-        return shared == 1
+        return shared == 1 and max(len(a), len(b)) <= 3
     return shared >= 2 and shared / base >= MIN_SHARE
 
 

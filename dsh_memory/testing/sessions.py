@@ -45,3 +45,48 @@ def make_sessions(dsh_home: Path, n: int) -> list[str]:
         os.utime(path, (old, old))
         ids.append(sid)
     return ids
+
+
+def write_session(
+    dsh_home: Path, cwd: Path | str, n: int, prompts: list[str], days_ago: float, reply: str = "Done."
+) -> str:
+    """A DSH v4 session in `cwd` started `days_ago` days ago, one turn per prompt (each answered
+    with `reply`), quiet for an hour; id `00000000-0000-4000-8000-<n>`. Returns its id. For
+    histories in time order (`dsh-memory replay`'s test and bench)."""
+    sid = f"00000000-0000-4000-8000-{n:012d}"
+    folder = dsh_home / "sessions" / "--history--" / sid
+    folder.mkdir(parents=True)
+    t0 = int((time.time() - days_ago * 86400) * 1000)
+    lines: list[dict] = [{"type": "session", "version": 4, "id": sid, "createdAt": t0, "cwd": str(cwd)}]
+    for turn, prompt in enumerate(prompts, 1):
+        seq, t = (turn - 1) * 4, t0 + turn * 1000
+        user = {
+            "id": f"u{turn}",
+            "role": "user",
+            "source": {"kind": "user"},
+            "content": [{"type": "text", "text": prompt}],
+        }
+        answer = {"id": f"a{turn}", "role": "assistant", "source": {"kind": "model"}}
+        answer["content"] = [{"type": "text", "text": reply}]
+        lines += [
+            {"type": "turn/start", "seq": seq, "time": t, "data": {"turn": turn}},
+            {"type": "user/message", "seq": seq + 1, "time": t + 1, "surfaceOp": "append", "data": user},
+            {
+                "type": "assistant/message",
+                "seq": seq + 2,
+                "time": t + 2,
+                "surfaceOp": "append",
+                "data": {"turn": turn, "step": 1, "message": answer},
+            },
+            {
+                "type": "turn/end",
+                "seq": seq + 3,
+                "time": t + 3,
+                "data": {"turn": turn, "reason": {"kind": "completed"}},
+            },
+        ]
+    path = folder / "session.v4.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    return sid
