@@ -367,7 +367,7 @@ def test_status_counts_memories_per_project(memory, repos):
     StateStore(memory.root).close()  # initialized, as after a first extraction
     ctx = context_of(MemorySettings.from_env(env={"DSH_MEMORY_ROOT": str(memory.root)}))
     try:
-        assert local_status(ctx)["projects"] == per_project(memory)
+        assert local_status(ctx)["projects"] == per_project(memory, stale_after_days=ctx.settings.stale_after_days)
     finally:
         ctx.close()
     rows = per_project(memory)
