@@ -1,20 +1,12 @@
 """`notify`: the command agents call when a turn ends (Codex `notify`, Claude Code `Stop` hook,
-the DSH plugin / hook bridge).
+the DSH plugin / hook bridge); its exit codes and retries: docs/agents.md.
 
-It reads the payload from its last argument (Codex) or stdin (Claude Code, DSH bridge),
-validates it with the receiver's own code, and delivers it to the local receiver (the running
-`dsh-memory serve`'s, found through its state file, else `dsh-memory http` on the default port)
-or straight to the Prefect API (`--direct`; the stack's when PREFECT_API_URL is unset): then it
-records the turn end in the memory root's state database itself, as the receiver does
-(storage/turn_ends.py: the debounced extraction run reads it there; the memory root from the
-environment, DSH_MEMORY_ROOT / DSH_HOME).
-
-Delivery is synchronous and retried with backoff (connection errors, timeouts, 5xx, a 503 from
-a receiver at capacity) within `--timeout` seconds in all. Exit 0: delivered (the receiver's 202
-means "will be forwarded"), or deliberately not triggered (a subagent turn, the loop guard).
-Exit 1: refused or not delivered — the reason on stderr. Never exit 2 and never anything on
-stdout (a Claude Code Stop hook reads those as "keep going"): a hook must not steer the agent;
-exit 1 is a non-blocking error for Claude Code and ignored by Codex. It never imports prefect.
+It reads the payload from its last argument (Codex) or stdin, validates it with the receiver's
+own code, and delivers it to the local receiver (the running `serve`'s, found through its state
+file, else `dsh-memory http` on the default port) or straight to the Prefect API (`--direct`):
+then it records the turn end in the memory root's state database itself, as the receiver does
+(storage/turn_ends.py). Never exit 2 and never anything on stdout: a Claude Code Stop hook reads
+those as "keep going", and a hook must not steer the agent. It never imports prefect.
 """
 
 from __future__ import annotations

@@ -1,30 +1,17 @@
 """The receiver's delivery: each turn end recorded at once, the latest per session forwarded to
-Prefect in batches.
+Prefect in batches (what a client sees: docs/agents.md, "Turn-end notifications").
 
-Recording: `record` (the receiver's: storage/turn_ends.py) gets every accepted turn end (session,
-when it was received) from the daemon thread within RECORD_EVERY_SECONDS, in one transaction:
-the debounce counts from that record, so the request path never waits on the database. A failed
-write is logged and retried (a newer turn end of the same session wins).
+Recording: the daemon thread writes every accepted turn end (session, when it was received) with
+`record` (storage/turn_ends.py) within RECORD_EVERY_SECONDS, in one transaction, so the request
+path never waits on the database; a failed write is retried (a newer turn end wins).
 
-Forwarding: a storm of turn ends (many agents, many turns) must neither drop a session's last
-turn end nor cost one HTTP request per turn. `submit` keeps one pending entry per session — a
-newer turn end replaces the older one — and the thread forwards every pending entry at a steady
-cadence (`interval_seconds`) as ONE `POST {api}/events` with a JSON list, through one long-lived
-HTTP client. A session whose event went out less than `min_gap_seconds` ago waits for a later
-batch (the receiver uses a quarter of the debounce, at most 10 s): a busy session costs Prefect
-one event per gap instead of one per turn, and its last turn end still goes out, at most a gap
-later. Each event's `occurred` is when its turn end was received, not when it went out.
-
-Guarantees:
-- `submit` True means "will be forwarded": the entry stays pending until a POST carrying it (or
-  a newer turn end of the same session) succeeds. A failed POST puts the batch back (a newer
-  entry wins), is logged with its reason and retried with exponential backoff (up to
-  `backoff_max_seconds`); a retry re-sends the same event ids.
-- Memory is bounded: at most `max_pending` distinct sessions wait. A turn end for a session that
-  already waits is always taken (it replaces); a NEW session beyond the bound is refused
-  (`submit` False → the route answers 503 with Retry-After), never accepted and then dropped.
-- `close()` (the app's shutdown) forwards what is pending, retrying until its timeout; whatever
-  is still pending then is logged as an error with its count.
+Forwarding: `submit` keeps one pending entry per session (a newer turn end replaces it); the
+thread forwards every pending entry each `interval_seconds` as ONE `POST {api}/events`, except a
+session forwarded less than `min_gap_seconds` ago, which waits for a later batch. `submit` True
+means "will be forwarded": a failed POST puts its batch back (a newer entry wins) and is retried
+with exponential backoff, re-sending the same event ids. At most `max_pending` sessions wait: a
+new one beyond that is refused (`submit` False), never accepted and then dropped. `close()`
+forwards what is pending until its timeout and logs what is left.
 """
 
 from __future__ import annotations

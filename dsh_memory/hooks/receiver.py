@@ -1,19 +1,11 @@
-"""`POST /hooks/turn-end`: validate a turn-end notification, answer 202 at once; in the
-background, record the session's newest turn end in the state database (the debounce is data:
-storage/turn_ends.py) and forward the Prefect event `dsh.turn.ended` (hooks/forwarder.py: the
-latest turn end per session, batched at a steady cadence through one HTTP client, retried until
-delivered), which wakes the debounced extraction run.
+"""`POST /hooks/turn-end`: validate a turn-end notification and answer 202 at once; the forwarder
+(hooks/forwarder.py) records the session's newest turn end in the state database and forwards
+the Prefect event `dsh.turn.ended`, which wakes the debounced extraction run. Statuses and what
+they promise: docs/agents.md ("Turn-end notifications").
 
 Mounted by `dsh_memory.serve.http_app.create_app` behind its `LoopbackGuard` (loopback Host/Origin →
-403, `application/json` → 415, body cap → 413). The route repeats the JSON and size checks so it
-is safe on its own too.
-
-Statuses: 202 accepted — `triggered: true` means "will be forwarded" (a failed POST is logged
-and retried, never silently dropped), `false` with a `reason` when deliberately ignored · 400
-invalid payload, nothing changes · 401 missing/wrong `X-DSH-Memory-Secret` when
-DSH_MEMORY_HOOK_SECRET is set · 413 too large · 415 not JSON · 503 + Retry-After when
-`max_pending` other sessions already wait for forwarding (nothing was taken: send it again).
-The app's shutdown forwards what is pending (`TurnEndReceiver.close`).
+403, `application/json` → 415, body cap → 413); the route repeats the JSON and size checks so it
+is safe on its own too. The app's shutdown forwards what is pending (`TurnEndReceiver.close`).
 """
 
 from __future__ import annotations
