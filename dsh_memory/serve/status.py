@@ -27,7 +27,7 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
             "phase1_running": False,
             "phase2_running": is_running(root, "phase2"),
             "pending_consolidation": False,
-            **health(ctx),
+            **health(ctx, now),
             "excluded": _excluded(ctx),
         }
     state = ctx.state
@@ -75,7 +75,7 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
         "tokens": {"input": tokens_in, "output": tokens_out},
         "models": models,
         "failures": failures[:20],
-        **health(ctx),
+        **health(ctx, now),
         "excluded": _excluded(ctx),
     }
 
@@ -90,7 +90,7 @@ def _excluded(ctx: MemoryContext) -> dict[str, int]:
         return {"patterns": len(ctx.settings.exclude_projects), "sessions": 0}
 
 
-def health(ctx: MemoryContext) -> dict[str, Any]:
+def health(ctx: MemoryContext, now: datetime | None = None) -> dict[str, Any]:
     """The memory's health (`readpath.health`): `projects` (per scope: items, uses, never used,
     may be stale, older than stale_after_days, left out of injection), `memory_files` (per file),
     `memory` (the totals) and `stale` (handbook items that may be stale)."""
@@ -99,7 +99,7 @@ def health(ctx: MemoryContext) -> dict[str, Any]:
     settings = ctx.settings
     try:
         usage = ctx.state.usage() if ctx.state_exists() else {}
-        h = memory_health(ctx.store, usage, settings.max_summary_chars, settings.stale_after_days)
+        h = memory_health(ctx.store, usage, settings.max_summary_chars, settings.stale_after_days, now)
     except (OSError, ValueError):  # a status never fails on an unreadable memory file
         return {"projects": {}, "memory_files": [], "memory": {}, "stale": 0}
     return {
