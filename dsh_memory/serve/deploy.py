@@ -1,15 +1,9 @@
-"""`dsh-memory deploy`: the prefect.yaml deployments on work pools, for `prefect worker start`.
+"""`dsh-memory deploy`: the prefect.yaml deployments on work pools, for `prefect worker start`
+(what it creates and why: docs/running.md, "Work pools: deploy").
 
-1. The work pools, created when missing (process type): the main pool (`dsh-memory`: catch-up,
-   extract-session, consolidate — their workers run beside the memory root; concurrency limit
-   `flow_run_limit`, the bound `serve` applies to itself) and the extract pool
-   (`dsh-memory-extract`: the pure Phase 1 step, workers on any machine). An existing pool is
-   used as it is (a note says when its limit differs).
-2. Every deployment as `<yaml name>-pool` (never `serve`'s names) with the effective settings
-   applied: the turn-end trigger's `within` = `debounce_seconds`, the catch-up / consolidate
-   intervals; the trigger becomes a named, described automation. Applying again updates them in
-   place (same names, the automation replaced): deploying twice changes nothing.
-3. The worker commands to run.
+The work pools are created when missing (process type; the main pool's concurrency limit is
+`flow_run_limit`, the bound `serve` applies to itself), then every deployment is applied as
+`<yaml name>-pool` with the effective settings: applying again updates them in place.
 """
 
 from __future__ import annotations

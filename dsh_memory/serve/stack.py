@@ -1,17 +1,13 @@
-"""`dsh-memory serve`: the whole local stack in one command.
+"""`dsh-memory serve`: the whole local stack in one command (docs/running.md, "One process").
 
-0. One stack per Prefect home: a kernel-released lock beside the home (a second `serve` refuses,
-   saying where the first one is) and a state file that `status`, `notify` and the CLI read
-   (serve/stack_state.py); removed on a clean stop.
-1. Prefect: attach to PREFECT_API_URL when set, otherwise start `prefect server start` (SQLite,
-   127.0.0.1, a fixed port: a busy one is waited for briefly, then a clear error) as a child
-   process and wait until healthy.
-2. The loopback HTTP app (RPC, MCP at /mcp, turn-end receiver at /hooks/turn-end) in a thread;
-   a non-loopback --host is refused before step 1 (`serve.guard.check_bind_host`).
+0. One stack per Prefect home: a kernel-released lock and a state file others read
+   (serve/stack_state.py).
+1. Prefect: PREFECT_API_URL when set, otherwise a child `prefect server start`.
+2. The loopback HTTP app (RPC, MCP, vault, turn-end receiver) in a thread; a non-loopback --host
+   is refused before step 1 (`serve.guard.check_bind_host`).
 3. Boot catch-up: a few seconds after start, one `catch-up` run (throttled).
-4. Serve the prefect.yaml deployments (schedules + the turn-end trigger that wakes the debounced run) until
-   Ctrl-C / SIGTERM, at most `flow_run_limit` flow runs (processes) at once; then stop
-   everything this process started.
+4. Serve the prefect.yaml deployments until Ctrl-C / SIGTERM, at most `flow_run_limit` flow runs
+   (processes) at once; then stop everything this process started.
 """
 
 from __future__ import annotations

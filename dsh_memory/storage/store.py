@@ -1,11 +1,5 @@
-"""The memory store: every file under the memory root, written atomically behind one path guard.
-
-Layout (see the spec's storage section)::
-
-    <root>/memory_summary.md  MEMORY.md  raw_memories.md  raw_memories.archive.md
-    <root>/rollout_summaries/<slug>.md   rollout_summaries/.retired/<slug>.md
-    <root>/skills/<name>/SKILL.md        extensions/ad_hoc/{notes,archive}/
-    <root>/.state/                       bookkeeping (SQLite, locks); no read tool may reach it
+"""The memory store: every file under the memory root (its layout: docs/architecture.md, "The
+memory root"), written atomically behind one path guard.
 
 Rules: every relative path goes through `resolve()` before any filesystem call; every write is
 temp file + fsync + `os.replace` in the same directory; text passes through redaction first.
