@@ -1,26 +1,16 @@
-"""Where a memory applies: one project (a repository root) or every project (`global`).
+"""Where a memory applies: one project (a repository root) or every project (`global`); the rules
+as users see them: docs/architecture.md ("Project scope").
 
 Shared by every stage: Phase 1 tags each item, Phase 2 groups by it, the read path filters by it.
-
-- `project_root(cwd)`: the repository a session worked in: the nearest ancestor holding `.git`
-  (a directory, or a file for worktrees and submodules), found by walking up the path as written
-  from its nearest existing folder (no `realpath`: a symlinked checkout is the path the agent
-  used, and a `.git` that is itself a symlink is ignored), at most `MAX_WALK` levels; a linked
-  worktree (`.git` file → `gitdir:` → `commondir`) belongs to its main repository, so every
-  worktree of one repository shares one project; else the cwd as recorded (normalized: a session
-  recorded on another machine keeps its own path). A session without a cwd has no project.
-- `stated_as_general(text)`: the deterministic rule that backs the model. An item is global only
-  when the user's words say so ("always", "in every repo", "everywhere", "all projects",
-  "globally", "no matter the project"…), and "always … in this repo" stays local. Phase 2 adds the
-  other way to become global: the same item recurring in ≥ 2 projects.
-- Memory items carry their scope as a tag on the line, `[scope: global]`; an untagged item belongs
-  to its session's project. Files without project marks read this way too: raw blocks and
-  rollout summaries by their session's cwd, handbook lines outside any project part as global
-  (injected everywhere).
+- `project_root(cwd)`: the nearest ancestor holding `.git` (a directory, or a file for worktrees
+  and submodules), walking up the path as written (no `realpath`: a symlinked checkout is the path
+  the agent used; a `.git` symlink is ignored), at most `MAX_WALK` levels; a linked worktree
+  belongs to its main repository; else the cwd as recorded. No cwd, no project.
+- `stated_as_general(text)`: the deterministic rule that backs the model: an item is global only
+  when the user's own words say so.
 - `matches(project, root, is_repo)`: a stored project belongs to the requested one when it is the
-  same path, or lies inside it when the request is a real repository root (a session recorded
-  in a subfolder before the repository had git). Never the other way round: a session started
-  in `$HOME` must not pull its rules into every project below it.
+  same path, or lies inside it when the request is a real repository root. Never the other way
+  round: a session started in `$HOME` must not pull its rules into every project below it.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""`<private>…</private>`: what the user marks private never leaves the session log.
+"""`<private>…</private>`: what the user marks private never leaves the session log
+(docs/security.md, "What the user marks private is never read").
 
-A span the user typed between `<private>` and `</private>` is dropped from every human prompt (and
-from a title, which is often the head of the first prompt) as the session is read
-(`readers.load`), so no later stage — the transcript a model reads, the evidence writer, a
-rollout summary, the handbook, a Prefect parameter, artifact, run name or log — ever holds it.
-`render_transcript` drops spans again (idempotent) for a session built some other way.
-
-Tags are matched case-insensitively and may hold spaces (`< Private >`, `</ private>`); spans
-nest (the outermost closing tag ends them); an unclosed `<private>` drops the rest of that
-message; a stray `</private>` is removed.
+`without_private` runs as a session is read (`readers.load`), so no later stage ever holds a
+private span; `render_transcript` drops spans again (idempotent) for a session built some other
+way, and notes are written without them. Tags match in any case and may hold spaces; spans nest
+(the outermost closing tag ends them); an unclosed `<private>` drops the rest of the message.
 """
 
 from __future__ import annotations
