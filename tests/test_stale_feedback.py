@@ -234,3 +234,17 @@ def test_what_the_handbook_cap_drops_is_archived_too(memory, repo):
     }
     assert kept and capped and kept | capped == set(range(40)) and not kept & capped  # every item somewhere
     assert result.items_retired >= len(capped)
+
+
+def test_the_flagged_section_has_a_cap_and_names_what_it_leaves_out():
+    from dsh_memory.consolidation.stale import Flagged, section
+
+    items = [Flagged("/p", f"- old item number {i}", "learned 200 days ago", False) for i in range(50)]
+    items.append(Flagged("/p", "- gone item", "may be stale: a/b no longer exists; learned 200 days ago", True))
+    s = section(items, 500)
+    assert len(s.body) <= 500 and s.body.startswith("- project=/p · RETIRE · - gone item")  # retire first
+    shown = s.body.count("\n")
+    assert (
+        s.note
+        == f"(51 items; RETIRE: contradicted and not confirmed for a long time; {51 - shown} more not shown (input cap))"
+    )

@@ -334,7 +334,7 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
             ),
         ),
         Section("skills", "Skills inventory", "".join(skill_items), note(len(skill_items), len(skills), "skills")),
-        *([stale.section(flagged)] if flagged else []),
+        *([stale.section(flagged, settings.max_index_chars // 2)] if flagged else []),
     ]
     return Phase2Inputs(
         mode=mode,
