@@ -129,6 +129,38 @@ def test_replay_counts_restated_rules_and_whether_memory_held_them(history, monk
     replay_roots = [p for p in seen if p.name.startswith("dsh-memory-replay-")]
     assert len(replay_roots) == 1 and not replay_roots[0].exists()
     assert load_report(history["live"]).summary.missed == 1  # what the vault shows
+    assert sorted(_tagged_runs()) == ["consolidate"] * r["consolidations"] + ["extract"] * 2
+
+
+def _tagged_runs() -> list[str]:
+    """The flows of the runs tagged as the replay's in Prefect (not the live pipeline's)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+
+    from dsh_memory.replay.core import RUN_TAG
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[RUN_TAG])))
+        names = {f.id: f.name for f in client.read_flows()}
+    return [names[run.flow_id] for run in runs]
+
+
+def test_the_text_output_puts_both_sessions_words_side_by_side(capsys):
+    from dsh_memory.cli.replay import _print
+
+    first = Said(session="s-1", project="/w/proj", text=RULE)
+    result = ReplayResult(
+        restated_items=[Restated(session="s-2", project="/w/proj", text=RULE_AGAIN, earlier=first)],
+        new_rules=[first],
+        sessions=2,
+        matcher="words only",
+    )
+    result.tally()
+    _print(result.model_dump(mode="json"))
+    out = capsys.readouterr().out.splitlines()
+    said = next(i for i, line in enumerate(out) if RULE_AGAIN in line)
+    assert "s-2" in out[said] and "first" in out[said + 1] and "s-1" in out[said + 1] and RULE in out[said + 1]
+    assert out[-1] == "Total: 1 restated, 0 anticipated, 1 missed, 1 new rules."
 
 
 def test_replay_errors_are_one_line_with_an_exit_code(history):

@@ -18,6 +18,7 @@
 4. Held in time ("anticipated"): a line of that injected summary states the rule, in the
    earlier session's words or the restatement's.
 
+Its flow runs are tagged `dsh-memory-replay` (and the extract runs named `replay/extract/…`).
 Progress: `progress.report("replay", …)` once per session the replay has dealt with (Phase 1's
 own per-session reports are relayed), so the CLI shows one bar over the whole history.
 """
@@ -37,12 +38,14 @@ from pathlib import Path
 from dsh_memory import progress, readers, scope
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError, NoModelRouteError, NotFoundError
+from dsh_memory.readers import header
 from dsh_memory.replay.result import ProjectTotals, ReplayResult, Restated, Said, save_report
-from dsh_memory.replay.rules import Matcher, standing_instructions
+from dsh_memory.replay.rules import Matcher, standing_instructions, terms
 
 log = logging.getLogger(__name__)
 
 PHASE = "replay"
+RUN_TAG = "dsh-memory-replay"  # on the replay's flow runs in Prefect: not the live pipeline's
 MAX_SESSIONS = 5000  # a history is untrusted input: bounded (use --since / --last for more)
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 
@@ -111,6 +114,8 @@ def _history(ctx: MemoryContext, where: tuple[str | None, bool] | None, since: d
             continue
         if since is not None and ref.updated_at < since:  # it ended before `since`
             continue
+        if where is not None and (head := header.session_cwd(ref)) and not _in(where, head):
+            continue  # another project's, known from its header: not read
         try:
             session = readers.load(ref)
         except (DshMemoryError, OSError, ValueError) as exc:  # Phase 1 would count it unreadable
@@ -119,7 +124,7 @@ def _history(ctx: MemoryContext, where: tuple[str | None, bool] | None, since: d
         if not session.extractable or scope.excluded_by(session.cwd, settings.exclude_projects):
             continue
         project = scope.project_root(session.cwd)
-        if where is not None and not scope.matches(project, where[0], where[1]):
+        if where is not None and not _in(where, session.cwd):
             continue
         when = _start_of(session, ref)
         if since is not None and when < since:
@@ -132,15 +137,24 @@ def _history(ctx: MemoryContext, where: tuple[str | None, bool] | None, since: d
     return sorted(out, key=lambda s: (s.started, s.id))
 
 
+def _in(where: tuple[str | None, bool], cwd: str | None) -> bool:
+    return scope.matches(scope.project_root(cwd), where[0], where[1])
+
+
 def _classify(history: list[_Session], matcher: Matcher, result: ReplayResult) -> None:
     """Each rule of each session: restated (it matches a rule of an earlier session; its first
-    statement is kept) or new."""
+    statement is kept) or new. Two rules that share no term never match, so each is compared
+    only with the earlier ones sharing a term (an index by term), not with every earlier rule."""
     earlier: list[tuple[Said, Said]] = []  # (a statement, the first statement of its rule)
+    by_term: dict[str, list[int]] = {}  # term → indexes into `earlier`
     for s in history:
         mine: list[tuple[Said, Said]] = []
         for text in s.rules:
             said = Said(session=s.id, started=s.started, project=s.project, text=text)
-            hit = next(((first, how) for e, first in earlier if (how := matcher.same(text, e.text))), None)
+            candidates = sorted({i for t in terms(text) for i in by_term.get(t, ())})
+            hit = next(
+                ((earlier[i][1], how) for i in candidates if (how := matcher.same(text, earlier[i][0].text))), None
+            )
             if hit is None:
                 result.new_rules.append(said)
                 mine.append((said, said))
@@ -150,7 +164,10 @@ def _classify(history: list[_Session], matcher: Matcher, result: ReplayResult) -
             s.restated.append(item)
             result.restated_items.append(item)
             mine.append((said, first))
-        earlier += mine
+        for said, first in mine:
+            for t in terms(said.text):
+                by_term.setdefault(t, []).append(len(earlier))
+            earlier.append((said, first))
 
 
 @contextmanager
@@ -167,6 +184,8 @@ def _memory_root(workdir: Path | None) -> Iterator[Path]:
 def _rebuild(history: list[_Session], root: Path, max_chars: int, matcher: Matcher, result: ReplayResult) -> None:
     """The memory at the start of each session that restates a rule, built incrementally in
     `root`; each of its restated rules checked against what would have been injected."""
+    from prefect import tags
+
     from dsh_memory.flows.consolidate import consolidate_flow
     from dsh_memory.flows.extract import extract_flow
     from dsh_memory.readpath.summary import summary
@@ -180,14 +199,15 @@ def _rebuild(history: list[_Session], root: Path, max_chars: int, matcher: Match
             relayed[0] += n
             progress.report(PHASE, n, total, label)
 
-    with progress.listening(relay, lambda *_: None):
+    with progress.listening(relay, lambda *_: None), tags(RUN_TAG):
         for i, s in enumerate(history):
             if not s.restated:
                 continue
             batch = [h.id for h in history[done:i]]
             if batch:
                 relayed[0] = 0
-                p1 = extract_flow(session_ids=batch, backfill=True, respect_idle=False, memory_root=str(root))
+                extract = extract_flow.with_options(flow_run_name=f"replay/extract/{len(batch)} sessions")
+                p1 = extract(session_ids=batch, backfill=True, respect_idle=False, memory_root=str(root))
                 if p1.skipped_no_route:
                     raise NoModelRouteError(p1.error or "no model route")
                 result.extracted += sum(1 for o in p1.outcomes if o.outcome in ("extracted", "noop"))
