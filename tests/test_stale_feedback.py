@@ -248,3 +248,58 @@ def test_the_flagged_section_has_a_cap_and_names_what_it_leaves_out():
         s.note
         == f"(51 items; RETIRE: contradicted and not confirmed for a long time; {51 - shown} more not shown (input cap))"
     )
+
+
+def test_the_consolidate_flow_shows_an_endpoint_model_the_flagged_items_and_archives_what_it_drops(
+    tmp_path, monkeypatch, repo, prefect_api
+):
+    """The real flow on a real Prefect server, the model answering from the fake OpenAI server."""
+    from datetime import date
+
+    from dsh_memory.flows.consolidate import consolidate_flow
+    from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
+
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    store.write_rollout_summary(
+        "old-setup",
+        {"session_id": "s-old", "source": "codex", "cwd": str(repo), "project": str(repo), "updated_at": "2026-07-01"},
+        "- recap\n",
+    )
+    head = f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
+    store.atomic_write("MEMORY.md", f"{head}## Project facts\n{OLD_ITEM} [source: old-setup]\n")
+    store.atomic_write("memory_summary.md", "v1\n")
+    store.append_raw(
+        RawBlock(
+            id="",
+            session_id="s2",
+            slug="env",
+            source="codex",
+            cwd=str(repo),
+            project=str(repo),
+            updated_at=NOW.isoformat(),
+            body="## Facts\n- The port comes from `APP_PORT`.\n",
+        )
+    )
+    (repo / "conf" / "app.toml").unlink()
+    days = (datetime.now(UTC).date() - date(2026, 7, 1)).days
+    with FakeOpenAIServer() as fake:
+        monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
+        monkeypatch.setenv("DSH_MEMORY_API_KEY", "test")
+        monkeypatch.setenv("DSH_MEMORY_MODEL", "fake-model")
+        monkeypatch.setenv("DSH_MEMORY_ROOT", str(store.root))
+        fake.script(
+            Reply.tool(
+                {
+                    "memory_md": f"{head}## Project facts\n- The port comes from `APP_PORT`.\n",
+                    "memory_summary_md": "v1\n",
+                }
+            )
+        )
+        result = consolidate_flow(force=True)
+        user = fake.requests[0]["messages"][1]["content"]
+    assert result.outcome == "consolidated", result
+    note = f"may be stale: conf/app.toml no longer exists; learned {days} days ago"
+    assert f"- project={repo} · RETIRE · {OLD_ITEM} [source: old-setup] · {note}" in user
+    assert result.inputs["flagged_items"] == 1 and result.changes.items_retired == 1
+    assert f"{OLD_ITEM} (retired: {note}) [source: old-setup]" in store.read_text("MEMORY.archive.md")
