@@ -206,10 +206,6 @@ class LocalLLM:
         """Prompt tokens a caller may send and still leave `output_reserve_tokens` for the answer."""
         return max(0, self.context_tokens - self.output_reserve_tokens)
 
-    def count_tokens(self, text: str) -> int:
-        """Tokens of `text` for this model (loads the model)."""
-        return len(_load_model(self.model_path).get_vocab().tokenize(text, add_special=False, parse_special=True))
-
     def render_prompt(
         self, messages: list[dict[str, Any]], tool: ToolSpec | None = None, *, max_tokens: int = 512
     ) -> str:
