@@ -44,8 +44,9 @@ How to look (keep it to a few calls):
 The summary is already shown here; do not open memory_summary.md again.
 
 Memory can be stale. It describes the past: files move, versions change, decisions get
-reversed. Check anything you act on against the current code, configuration or the user's words;
-the present always wins. When an answer rests on memory you could not verify, say so.
+reversed. A line ending in "(may be stale: …)" cites something your working tree no longer has;
+"(learned N days ago)" means no session has confirmed it since. Check anything you act on against
+the current code, configuration or the user's words; the present always wins. When an answer rests on memory you could not verify, say so.
 
 Cite what you used: `path:start-end` with the path relative to the memory root and the line
 numbers the tools returned, e.g. `MEMORY.md:12-18` or `rollout_summaries/<slug>.md:3-9`.
