@@ -107,6 +107,8 @@ def test_replay_counts_restated_rules_and_whether_memory_held_them(history, monk
         tools = [_tool(r) for r in fake.requests]
     assert out.exit_code == 0, out.output
     r = json.loads(out.stdout)
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("dsh-memory: replay: ")]
+    assert lines and lines[-1] == "dsh-memory: replay: 3/3 sessions", out.stderr  # progress off a terminal
     assert r["summary"] == {"restated": 3, "anticipated": 2, "missed": 1, "new_rules": 2}
     assert r["sessions"] == 3  # the other repository's session is not replayed
     assert [(p["project"], p["sessions"], p["missed"]) for p in r["projects"]] == [(str(history["proj"]), 3, 1)]
@@ -176,6 +178,8 @@ def test_replay_errors_are_one_line_with_an_exit_code(history):
         assert out.exit_code == code, (args, out.output)
         assert out.output.count("\n") == 1 and out.output.startswith("error: "), out.output
         assert "Traceback" not in out.output
+    out = runner.invoke(app, ["replay", "--cwd", str(empty), "--json"])
+    assert out.exit_code == 3 and json.loads(out.stdout)["error"]["code"] == "not_found"
 
 
 def test_standing_instructions_are_phase_1s_rules(history):
