@@ -107,7 +107,7 @@ def _summary_left_out(store: Any, rows: dict, max_summary_chars: int) -> dict[st
 def _rollout_row(store: Any, info: Any, usage: dict, today: date) -> dict[str, Any]:
     from dsh_memory.readpath._common import read_text
     from dsh_memory.readpath.freshness import stale_reasons
-    from dsh_memory.readpath.learned import _as_date
+    from dsh_memory.readpath.learned import as_date
     from dsh_memory.storage.store import parse_front_matter
 
     scope = scope_of(store, info.rel)
@@ -120,7 +120,7 @@ def _rollout_row(store: Any, info: Any, usage: dict, today: date) -> dict[str, A
     if _on_disk(name):
         here = [cwd] if cwd and cwd != name and os.path.isdir(cwd) else []
         stale = sum(1 for ln in items if stale_reasons(ln, name) and all(stale_reasons(ln, c) for c in here))
-    learned = _as_date(prov.get("updated_at"))
+    learned = as_date(prov.get("updated_at"))
     return {
         "path": info.rel,
         "scope": scope,

@@ -46,7 +46,8 @@ def item_key(line: str) -> str:
     return WORDS.sub(" ", text).strip().lower()
 
 
-def _as_date(value: Any) -> date | None:
+def as_date(value: Any) -> date | None:
+    """The date an ISO text starts with (`2026-07-01`, `2026-07-01T09:00:00+00:00`); None if none."""
     m = ISO_DATE.match(str(value or ""))
     if not m:
         return None
@@ -71,7 +72,7 @@ def _summary_date(root: str, slug: str) -> date | None:
                 fields, _ = parse_front_matter(f.read(FRONT_MATTER_CHARS))
         except OSError:
             continue
-        found = _as_date(fields.get("updated_at")) or _as_date(fields.get("extracted_at"))
+        found = as_date(fields.get("updated_at")) or as_date(fields.get("extracted_at"))
         if found:
             return found
     return None
@@ -83,7 +84,7 @@ def _source_date(root: str, source: str, tasks: dict[str, date], seen: dict[str,
     if source not in seen:
         m = NOTE_DATE.match(source)
         if m:
-            seen[source] = _as_date(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
+            seen[source] = as_date(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
         else:
             seen[source] = _summary_date(root, source)
     return seen[source]
@@ -95,7 +96,7 @@ def dates_of(text: str, root: str) -> dict[str, date]:
     tasks: dict[str, date] = {}
     for line in lines:
         m = TASK.search(line)
-        if m and (d := _as_date(m.group(2))) and d > tasks.get(m.group(1), date.min):
+        if m and (d := as_date(m.group(2))) and d > tasks.get(m.group(1), date.min):
             tasks[m.group(1)] = d
     seen: dict[str, date | None] = {}
     out: dict[str, date] = {}
