@@ -242,3 +242,15 @@ def test_the_last_replay_is_shown_in_the_vault(tmp_path):
     assert "<b>1</b> missed" in page.text
     report_path(root).write_text("{not json")
     assert "No replay yet" in client.get("/vault/replay").text
+
+
+def test_a_long_history_is_bounded_to_its_most_recent_sessions(history):
+    from dsh_memory.context import memory_context
+    from dsh_memory.replay.core import _history
+
+    with memory_context() as ctx:
+        kept, left_out = _history(ctx, None, None, limit=2)
+        every, none_left = _history(ctx, None, None)
+    assert len(every) == 4 and none_left == 0
+    assert (len(kept), left_out) == (2, 2)
+    assert [s.id for s in kept] == [s.id for s in every][-2:]  # the two that started last

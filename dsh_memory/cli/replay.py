@@ -83,6 +83,8 @@ def _print(r: dict) -> None:
         + (f", {r['failed']} failed extractions" if r["failed"] else "")
         + f"; rules compared by {r['matcher']}."
     )
+    if r["left_out"]:
+        typer.echo(f"({r['left_out']} older session logs left out: at most {r['sessions']} are replayed; see --since)")
     if len(r["projects"]) > 1:
         typer.echo("\nproject                   sessions  restated  anticipated  missed  new rules")
         for p in r["projects"]:

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 PHASE = "replay"
 RUN_TAG = "dsh-memory-replay"  # on the replay's flow runs in Prefect: not the live pipeline's
-MAX_SESSIONS = 5000  # a history is untrusted input: bounded (use --since / --last for more)
+MAX_SESSIONS = 5000  # a history is untrusted input: the most recent ones, the older left out and counted
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 
 
@@ -77,7 +77,7 @@ def replay(
     settings = ctx.settings
     matcher = Matcher(embedder.for_mode(settings.semantic_search))
     where = scope.locate(cwd) if cwd else None
-    history = _history(ctx, where, since)
+    history, left_out = _history(ctx, where, since)
     if last is not None:
         history = history[-last:] if last > 0 else []
     result = ReplayResult(
@@ -85,6 +85,7 @@ def replay(
         since=since,
         last=last,
         sessions=len(history),
+        left_out=left_out,
         matcher=matcher.how,
     )
     result.projects = [ProjectTotals(project=p) for p in dict.fromkeys(s.project for s in history)]
@@ -105,11 +106,17 @@ def _start_of(session, ref) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def _history(ctx: MemoryContext, where: tuple[str | None, bool] | None, since: datetime | None) -> list[_Session]:
-    """The sessions to replay, oldest first (see the module docstring)."""
+def _history(
+    ctx: MemoryContext, where: tuple[str | None, bool] | None, since: datetime | None, limit: int = MAX_SESSIONS
+) -> tuple[list[_Session], int]:
+    """The sessions to replay, oldest first (see the module docstring), at most the `limit` most
+    recently written (the logs are read newest first); and how many older ones that left out."""
     settings = ctx.settings
     out: list[_Session] = []
-    for ref in readers.discover(settings.roots):
+    refs = sorted(readers.discover(settings.roots), key=lambda r: r.mtime_ns, reverse=True)
+    for n, ref in enumerate(refs):
+        if len(out) >= limit:
+            return sorted(out, key=lambda s: (s.started, s.id)), len(refs) - n
         if ref.collision_with is not None or ref.hint_root is False:
             continue
         if since is not None and ref.updated_at < since:  # it ended before `since`
@@ -130,11 +137,9 @@ def _history(ctx: MemoryContext, where: tuple[str | None, bool] | None, since: d
         if since is not None and when < since:
             continue
         out.append(_Session(session.id, when, session.cwd, project, standing_instructions(session)))
-        if len(out) > MAX_SESSIONS:
-            raise DshMemoryError(f"more than {MAX_SESSIONS} sessions to replay: narrow it with --since or --last")
     if where is not None and not out:
         raise NotFoundError(f"no session to replay in {where[0]} (use --all for every project)")
-    return sorted(out, key=lambda s: (s.started, s.id))
+    return sorted(out, key=lambda s: (s.started, s.id)), 0
 
 
 def _in(where: tuple[str | None, bool], cwd: str | None) -> bool:

@@ -64,6 +64,7 @@ class ReplayResult(BaseModel):
     since: datetime | None = None
     last: int | None = None
     sessions: int = 0  # sessions replayed, in time order
+    left_out: int = 0  # older session logs beyond the bound (core.MAX_SESSIONS), not read
     extracted: int = 0  # sessions Phase 1 extracted (or found nothing in) in the temporary root
     failed: int = 0  # sessions Phase 1 failed on: the memory after them lacks what they said
     consolidations: int = 0  # Phase 2 runs (one before each session that restated a rule)
