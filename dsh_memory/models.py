@@ -53,9 +53,6 @@ class SessionRef(BaseModel):
     path: Path
     size: int
     mtime_ns: int
-    # Files of the same logical session that discovery saw but did not pick (older
-    # generations, decoys). Informational.
-    ignored: list[Path] = Field(default_factory=list)
     hint_root: bool | None = None  # known from the path alone (e.g. Claude subagent files)
     # Another log of the same source already carries this id (a copied session folder): this one
     # is never extracted, so it cannot overwrite that session's memory (readers.discover).

@@ -64,7 +64,7 @@ def test_scan_picks_highest_generation(corpus, root):
     rel = lambda p: str(Path(p).relative_to(fixtures_dir))  # noqa: E731
     assert len(refs) == scan["session_dirs"]
     assert sorted(rel(r.path) for r in refs) == sorted(scan["picked_files"])
-    assert sorted(rel(p) for r in refs for p in r.ignored) == sorted(scan["ignored_files"])
+    assert not {rel(r.path) for r in refs} & set(scan["ignored_files"])
     for r in refs:
         assert r.source == "dsh"
         assert r.id == r.path.parent.name  # fixture dirs are plain uuids
@@ -92,7 +92,6 @@ def test_fixture_facts(corpus, key):
     if e["format"] == "decoy":
         refs = dsh.discover(fixtures_dir / "dsh/plain/sessions")
         assert path not in [r.path for r in refs]
-        assert path in [p for r in refs for p in r.ignored]
         return
     if not e["header_valid"]:
         with pytest.raises(SessionReadError) as err:
@@ -507,8 +506,7 @@ def test_discover_picks_numeric_highest_and_lists_decoys(tmp_path):
     (root / "--p--" / "stray").write_text("x")  # file where a session dir is expected
     (root / "--p--" / "empty").mkdir()
     (ref,) = dsh.discover(root)
-    assert ref.path.name == "session.v10.jsonl"
-    assert sorted(p.name for p in ref.ignored) == ["session.jsonl", "session.v11.jsonl.bak", "session.v9.jsonl"]
+    assert ref.path.name == "session.v10.jsonl"  # not session.jsonl, v9, the .bak decoy or the folder v12
     assert dsh.discover(tmp_path / "missing") == []
     assert dsh.discover(root / "stray-file") == []
 
@@ -551,5 +549,5 @@ def test_discover_many_sessions_picks_one_generation_each(tmp_path):
             if i % 10 == 0:
                 (d / "session.v3.jsonl").touch()
     refs = dsh.discover(root)
-    assert len(refs) == 1_000 and sum(len(r.ignored) for r in refs) == 100
+    assert len(refs) == 1_000
     assert all(r.path.name == "session.v4.jsonl" for r in refs)

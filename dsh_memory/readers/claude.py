@@ -63,20 +63,11 @@ def discover(root: Path) -> list[SessionRef]:
                     path=Path(entry.path),
                     size=st.st_size,
                     mtime_ns=st.st_mtime_ns,
-                    ignored=_subagent_files(Path(project.path) / m.group("id") / "subagents"),
                     hint_root=True,
                 )
             )
     refs.sort(key=lambda r: str(r.path))
     return refs
-
-
-def _subagent_files(folder: Path) -> list[Path]:
-    """Subagent transcripts of a session: listed as informational `ignored` paths, never loaded."""
-    try:
-        return sorted(Path(e.path) for e in os.scandir(folder) if e.name.endswith(".jsonl"))
-    except OSError:
-        return []
 
 
 # ---------------------------------------------------------------- load

@@ -64,17 +64,8 @@ def discover(root: Path) -> list[SessionRef]:
     for sid, files in found.items():
         # Prefer the plain file (a .zst twin may still be being written), then the newest.
         files.sort(key=lambda f: (f[0].name.endswith(".jsonl"), f[1].st_mtime_ns), reverse=True)
-        (path, st), rest = files[0], files[1:]
-        refs.append(
-            SessionRef(
-                id=sid,
-                source="codex",
-                path=path,
-                size=st.st_size,
-                mtime_ns=st.st_mtime_ns,
-                ignored=[p for p, _ in rest],
-            )
-        )
+        path, st = files[0]
+        refs.append(SessionRef(id=sid, source="codex", path=path, size=st.st_size, mtime_ns=st.st_mtime_ns))
     refs.sort(key=lambda r: str(r.path))
     return refs
 

@@ -54,32 +54,27 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _pick(session_dir: str) -> tuple[os.DirEntry[str], list[str]] | None:
-    """The highest generation file in one session directory, plus the files not picked."""
+def _pick(session_dir: str) -> os.DirEntry[str] | None:
+    """The highest generation file in one session directory (decoys such as session.v5.jsonl.bak
+    and older generations are not picked)."""
     best: os.DirEntry[str] | None = None
     best_key: tuple[int, bool] = (-1, False)
-    others: list[str] = []
     for entry in _scandir(session_dir):
         name = entry.name
         if not name.startswith("session") or regular_stat(entry) is None:
             continue
         m = GENERATION_RE.match(name)
-        if m is None:  # decoys such as session.v5.jsonl.bak
-            others.append(entry.path)
+        if m is None:  # a decoy
             continue
         key = (int(m.group(1) or 0), name.endswith(".zstd"))
         if best is None or key > best_key:
-            if best is not None:
-                others.append(best.path)
             best, best_key = entry, key
-        else:
-            others.append(entry.path)
-    return None if best is None else (best, others)
+    return best
 
 
 def discover(root: Path) -> list[SessionRef]:
     """One ref per session directory under `root` (= `$DSH_HOME/sessions`), highest generation."""
-    found: list[tuple[str, str, os.stat_result, list[str]]] = []
+    found: list[tuple[str, str, os.stat_result]] = []
     for project in _scandir(os.fspath(root)):
         if not _is_dir(project):
             continue
@@ -90,10 +85,10 @@ def discover(root: Path) -> list[SessionRef]:
             if picked is None:
                 continue
             try:
-                st = picked[0].stat()
+                st = picked.stat()
             except OSError:
                 continue
-            found.append((picked[0].path, session_dir.name, st, picked[1]))
+            found.append((picked.path, session_dir.name, st))
     found.sort(key=lambda item: item[0])
     construct = SessionRef.model_construct  # stat-only facts we built ourselves: skip validation
     return [
@@ -103,10 +98,9 @@ def discover(root: Path) -> list[SessionRef]:
             path=Path(path),
             size=st.st_size,
             mtime_ns=st.st_mtime_ns,
-            ignored=[Path(p) for p in sorted(others)] if others else [],
             hint_root=None,
         )
-        for path, name, st, others in found
+        for path, name, st in found
     ]
 
 

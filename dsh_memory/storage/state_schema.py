@@ -136,12 +136,9 @@ def _dt(s: str | None) -> datetime | None:
 
 
 def _clean_error(error: object) -> str:
-    text = str(error)[:MAX_ERROR_CHARS]
-    try:
-        from dsh_memory.transcript.redact import redact  # lazy; errors can quote request bodies
-    except ImportError:  # pragma: no cover - redact ships with the package
-        return text
-    return redact(text)
+    from dsh_memory.transcript.redact import redact  # lazy; errors can quote request bodies
+
+    return redact(str(error)[:MAX_ERROR_CHARS])
 
 
 def apply_migrations(conn: sqlite3.Connection, migrations: list | None = None, target: int | None = None) -> int:
