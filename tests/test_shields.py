@@ -82,3 +82,22 @@ def test_a_command_tried_in_several_forms_is_kept_once_in_its_shortest_form_with
         cwd=CWD,
     )
     assert [c.line for c in gather(s).commands] == ["npx -y skills@1.5.2 add . --list --yes"]
+
+
+def test_a_duration_is_no_issue_number_and_a_subshell_is_not_cut_in_two():
+    s = make_session(
+        ("user", "Wait for the review."),
+        _bash(
+            "sleep 180; gh api repos/acme/shop/pulls/5/comments",
+            "<tool_use_error>Blocked: sleep 180 followed by gh api",
+            True,
+        ),
+        _bash("(sleep 180; echo checked; gh api repos/acme/shop/pulls/5/comments) 2>&1", "[]"),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.shields == []  # the second run is another command, not the same number's workaround
+    from dsh_memory.phase1.commands import normalize_command
+
+    assert normalize_command("(sleep 180; echo checked; gh api x) 2>&1", CWD) == "(sleep 180; echo checked; gh api x)"
+    assert normalize_command("make test; echo done", CWD) == "make test"

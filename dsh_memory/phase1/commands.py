@@ -186,8 +186,9 @@ def normalize_command(line: str, cwd: str | None) -> str:
         s = re.sub(rf"^cd\s+['\"]?{root}/([^'\"\s]+)['\"]?", r"cd \1", s)  # a subfolder: relative
         s = re.sub(rf"(?<=\s)['\"]?{root}/?['\"]?(?=\s|$)", ".", s)  # the folder itself as an argument
     s = re.sub(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*$", "", s)
-    s = re.sub(r"\s+2>&1|\s+2>/dev/null|\s+>\s*/dev/null|\s*\|\|\s*true\s*$|\s*;\s*echo\b.*$", "", s)
-    return s.strip()
+    s = re.sub(r"\s+2>&1|\s+2>/dev/null|\s+>\s*/dev/null|\s*\|\|\s*true\s*$", "", s)
+    cut = re.sub(r"\s*;\s*echo\b.*$", "", s)  # `…; echo "done"`, unless that cuts a `( … )` in two
+    return (cut if cut.count("(") == cut.count(")") else s).strip()
 
 
 def core(cmd: str) -> str:
@@ -236,7 +237,7 @@ def _words_of(cmd: str) -> list[str]:
 
 def _targets(cmd: str) -> set[str]:
     """The issue, PR or run numbers a command acts on (`gh issue close 7839`, `--issue #8124`)."""
-    return {w.lstrip("#") for w in _words_of(cmd) if re.fullmatch(r"#?\d{3,}", w)}
+    return {w.lstrip("#") for w in _words_of(cmd)[2:] if re.fullmatch(r"#?\d{3,}", w)}  # not `sleep 180`
 
 
 def _wrapped(a: str, b: str) -> bool:
