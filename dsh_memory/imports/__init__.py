@@ -48,9 +48,6 @@ class ImportResult(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict)  # agent → folder read
     rows: list[ImportRow] = Field(default_factory=list)
 
-    def count(self, action: str) -> int:
-        return sum(1 for r in self.rows if r.action == action)
-
 
 def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool = False, env=None) -> ImportResult:
     """Import the memories of `which` agent(s) into `store` (see the module docstring)."""
