@@ -20,10 +20,10 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from dsh_memory.flows.extract import short_id
 from dsh_memory.llm.factory import phase_model
 from dsh_memory.phase1.extraction import Phase1Input
-from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob
+from dsh_memory.phase1.remote import JobResult, TranscriptJob
 from dsh_memory.settings_loader import resolve_settings
+from dsh_memory.tasks._session import short_error
 from dsh_memory.tasks.extract import llm_extract
-from dsh_memory.transcript.redact import redact
 
 
 def _run_name() -> str:
@@ -63,11 +63,10 @@ def extract_transcripts_flow(jobs: list[TranscriptJob]) -> list[dict]:
             ),
         )
         answers = [f.result(raise_on_failure=False) for f in futures]
-    results = []
-    for job, answer in zip(jobs, answers, strict=True):
-        if isinstance(answer, BaseException):
-            error = redact(f"{type(answer).__name__}: {answer}")[:MAX_ERROR_CHARS]
-            results.append(JobResult(session_id=job.session_id, error=error))
-        else:
-            results.append(JobResult(session_id=job.session_id, output=answer))
+    results = [
+        JobResult(session_id=job.session_id, error=short_error(answer))
+        if isinstance(answer, BaseException)
+        else JobResult(session_id=job.session_id, output=answer)
+        for job, answer in zip(jobs, answers, strict=True)
+    ]
     return [r.model_dump(mode="json") for r in results]

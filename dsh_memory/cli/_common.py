@@ -46,11 +46,12 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
     bug and keeps its traceback. Ctrl-C / SIGTERM cancel in-process work (worker threads stop
     between model tokens) and exit 130."""
     import signal
+    import threading
 
     from dsh_memory import cancel
 
     previous = {}
-    if _main_thread():
+    if threading.current_thread() is threading.main_thread():  # only it may set signal handlers
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, _interrupt)
     try:
@@ -120,12 +121,6 @@ def _unreachable_reason(exc: BaseException, url: str) -> str | None:
         if target.startswith(url):
             return type(exc).__name__
     return None
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 def prefect_env_defaults() -> None:
