@@ -101,3 +101,23 @@ def test_a_duration_is_no_issue_number_and_a_subshell_is_not_cut_in_two():
 
     assert normalize_command("(sleep 180; echo checked; gh api x) 2>&1", CWD) == "(sleep 180; echo checked; gh api x)"
     assert normalize_command("make test; echo done", CWD) == "make test"
+
+
+def test_what_ran_long_after_a_failure_is_not_its_fix_and_a_hyphenated_add_sets_nothing_up():
+    s = make_session(
+        ("user", "Implement the plan."),
+        _bash('shopctl exec signal started --session-id="${SESSION}"', "Exit code 1\nerror: session id required", True),
+        *[_bash(f"shopctl add-label {n} --label done", "ok") for n in range(100, 112)],
+        _bash('shopctl exec signal ended --session-id="abc-123"', "ok"),
+        cwd=CWD,
+    )
+    (shield,) = gather(s).shields
+    assert shield.fix == '`shopctl exec signal ended --session-id="abc-123"`'
+    near = make_session(
+        ("user", "Tag it."),
+        _bash("shopctl tag v1", "Exit code 1\nerror: not logged in", True),
+        _bash("shopctl add-label 101 --label x", "ok"),
+        _bash("shopctl tag v1", "ok"),
+        cwd=CWD,
+    )
+    assert gather(near).shields == []  # add-label set nothing up: a bare rerun passed

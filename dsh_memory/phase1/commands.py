@@ -23,6 +23,7 @@ from dsh_memory.phase1.clean import EXPLORATION, is_marker
 
 MAX_COMMANDS = 6
 MAX_SHIELDS = 3
+MAX_BETWEEN = 8  # runs between a failure and the run that worked for one of them to be the fix
 SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_terminal_cmd", "terminal", "run_command"}
 
 ERROR_WORD = re.compile(
@@ -62,7 +63,9 @@ CHECK = re.compile(
     re.I,
 )
 SCAFFOLD = re.compile(r"\b(create-[\w-]+|init|new)\b(?!-)")
-SETUP = re.compile(r"\b(install|sync|add|activate|export|config|init|setup|login|auth|--fix|fix|format|fmt|migrate)\b")
+SETUP = re.compile(
+    r"(?<![\w-])(install|sync|add|activate|export|config|init|setup|login|auth|--fix|fix|format|fmt|migrate)(?![\w-])"
+)  # a word of its own: `add-plan-label` sets nothing up
 MODIFY = re.compile(
     r"^(sed\s+-i|perl\s+-pi|patch\b|git (apply|checkout|restore|revert)\b|\S+\s*>>?\s*\S)"
 )  # edits a file
@@ -321,12 +324,15 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
         if later is None:
             continue  # nothing made it work: no shield
         between = [x for x in runs[i + 1 :] if x.seq < later.seq and not x.failed and family(x.line) != fam]
+        far = len(between) > MAX_BETWEEN  # far apart: what ran or was edited in between was other work
+        if far:
+            between = []
         setup = [
             x.line
             for x in between
             if MODIFY.match(core(x.line)) or (SETUP.search(core(x.line)) and not EXPLORE.match(core(x.line)))
         ]
-        edited = [p for seq, p in edits if r.seq < seq < later.seq and not p.startswith(("/", "~"))]
+        edited = [p for seq, p in edits if r.seq < seq < later.seq and not p.startswith(("/", "~")) and not far]
         if later.escalated and not r.escalated:
             fix = "running it with escalated sandbox permissions"
         elif setup:
