@@ -107,12 +107,15 @@ def test_what_ran_long_after_a_failure_is_not_its_fix_and_a_hyphenated_add_sets_
     s = make_session(
         ("user", "Implement the plan."),
         _bash('shopctl exec signal started --session-id="${SESSION}"', "Exit code 1\nerror: session id required", True),
-        *[_bash(f"shopctl add-label {n} --label done", "ok") for n in range(100, 112)],
+        *[_bash(f"shopctl add-label {n} --label done", "ok") for n in range(100, 106)],
+        ("assistant", "The labels are not required because shopctl exec reads them lazily."),
+        *[_bash(f"shopctl add-label {n} --label done", "ok") for n in range(106, 112)],
         _bash('shopctl exec signal ended --session-id="abc-123"', "ok"),
         cwd=CWD,
     )
     (shield,) = gather(s).shields
     assert shield.fix == '`shopctl exec signal ended --session-id="abc-123"`'
+    assert shield.cause == ""  # said long after the failure, of something else
     near = make_session(
         ("user", "Tag it."),
         _bash("shopctl tag v1", "Exit code 1\nerror: not logged in", True),

@@ -348,7 +348,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
             Shield(
                 command=clip(short_args(r.line), 160),
                 error=r.error,
-                cause=clip(cause(r.seq, later.seq, f"{r.line} {r.error}"), 220),
+                cause=clip(cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}"), 220),
                 fix=fix,
             )
         )
