@@ -108,7 +108,7 @@ def test_what_ran_long_after_a_failure_is_not_its_fix_and_a_hyphenated_add_sets_
         ("user", "Implement the plan."),
         _bash('shopctl exec signal started --session-id="${SESSION}"', "Exit code 1\nerror: session id required", True),
         *[_bash(f"shopctl add-label {n} --label done", "ok") for n in range(100, 106)],
-        ("assistant", "The labels are not required because shopctl exec reads them lazily."),
+        ("assistant", "The labels are not required because `shopctl exec` reads them lazily."),
         *[_bash(f"shopctl add-label {n} --label done", "ok") for n in range(106, 112)],
         _bash('shopctl exec signal ended --session-id="abc-123"', "ok"),
         cwd=CWD,
