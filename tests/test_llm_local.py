@@ -18,7 +18,8 @@ import pytest
 from dsh_memory.errors import ConfigError, LLMTruncatedError, NoModelRouteError
 from dsh_memory.llm import grammar, local, model_files
 from dsh_memory.llm.base import Completion, ToolSpec
-from dsh_memory.llm.model_files import SMOLLM2_135M, BundledModel, ModelChecksumError
+from dsh_memory.llm.model_files import BundledModel, ModelChecksumError
+from dsh_memory.testing.models import SMOLLM2_135M
 
 SAVE = ToolSpec(
     name="memory_save",

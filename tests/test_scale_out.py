@@ -272,9 +272,9 @@ def test_a_local_model_worker_writes_from_the_evidence_however_long_the_transcri
     context is extracted (it used to come back as "does not fit … set transcript_budget_tokens")."""
     from dsh_memory.flows.extract_transcripts import extract_transcripts_flow
     from dsh_memory.llm import model_files
-    from dsh_memory.llm.model_files import SMOLLM2_135M
     from dsh_memory.phase1.evidence import gather
     from dsh_memory.phase1.remote import TranscriptJob
+    from dsh_memory.testing.models import SMOLLM2_135M
     from tests.session_helpers import make_session
 
     monkeypatch.setenv("DSH_MEMORY_PROVIDER", "local")

