@@ -385,9 +385,8 @@ def test_delivery_failure_is_logged_retried_and_never_reported_as_dropped(fixtur
             assert r.status_code == 202 and r.json()["triggered"] is True
         fwd = app.state.turn_end.forwarder
         assert fwd.flush(2) is False  # not delivered: still pending, not dropped
-        st = fwd.stats()
-        assert st["failed_posts"] >= 1 and st["forwarded"] == 0 and "could not reach" in st["last_error"]
-        assert (st["pending"], st["replaced"]) == (1, 1)  # the second turn end replaced the first
+        assert fwd.failed_posts >= 1 and fwd.forwarded == 0 and "could not reach" in fwd.last_error
+        assert (fwd.pending, fwd.replaced) == (1, 1)  # the second turn end replaced the first
         assert c.post(HOOK_PATH, content=body, headers={"Content-Type": "application/json"}).status_code == 202
         fwd.close_timeout = 1
     assert "will retry" in caplog.text
@@ -416,14 +415,14 @@ def test_a_storm_forwards_every_sessions_last_turn_end_in_few_posts(fixtures_dir
                 assert r.status_code == 202 and r.json()["triggered"] is True, r.text
         fwd = app.state.turn_end.forwarder
         assert fwd.flush(20)
-        st = fwd.stats()
-    assert (st["received"], st["refused"], st["pending"]) == (1000, 0, 0)
+        received, refused, pending, forwarded, posts = fwd.received, fwd.refused, fwd.pending, fwd.forwarded, fwd.posts
+    assert (received, refused, pending) == (1000, 0, 0)
     last = {}
     for ev in fake_prefect.events:  # in the order they were posted
         last[ev["payload"]["session_id"]] = ev["payload"]["seq"]
     assert last == {sid: 19 for sid in sessions}
-    assert st["forwarded"] == len(fake_prefect.events) < 1000
-    assert st["posts"] == len(fake_prefect.batches) <= 300  # batches, not one POST per turn end
+    assert forwarded == len(fake_prefect.events) < 1000
+    assert posts == len(fake_prefect.batches) <= 300  # batches, not one POST per turn end
 
 
 def test_a_failed_post_is_retried_with_the_same_event_ids(fixtures_dir, fake_prefect, caplog):
@@ -433,7 +432,7 @@ def test_a_failed_post_is_retried_with_the_same_event_ids(fixtures_dir, fake_pre
         json.dumps(_turn(fixtures_dir, "0a0b0c0d-0000-4000-8000-000000000001", 7)).encode(), roots=ROOTS
     )
     assert fwd.submit(turn)
-    assert fwd.flush(10), fwd.stats()
+    assert fwd.flush(10), fwd.last_error
     assert fwd.close(5)
     [event] = fake_prefect.events
     assert [b[0]["id"] for b in fake_prefect.refused] == [event["id"], event["id"]]
@@ -492,7 +491,7 @@ def test_a_held_back_turn_end_is_recorded_at_once_and_keeps_the_time_it_ended(fi
     assert (sent - ended).total_seconds() > 1.0  # it was held back…
     assert abs((occurred - ended).total_seconds()) < 0.5  # …and still says when the turn ended
     assert fwd.close(5)
-    assert fwd.stats()["recorded"] == 2
+    assert fwd.recorded == 2
 
 
 def test_a_failed_record_is_retried_and_a_newer_turn_end_wins(fixtures_dir, fake_prefect, caplog):
@@ -508,10 +507,10 @@ def test_a_failed_record_is_retried_and_a_newer_turn_end_wins(fixtures_dir, fake
     fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, record=record)
     sid = "0a0b0c0d-0000-4000-8000-000000000044"
     assert fwd.submit(parse_turn_end(json.dumps(_turn(fixtures_dir, sid, 1)).encode(), roots=ROOTS))
-    assert fwd.flush(10), fwd.stats()
+    assert fwd.flush(10), fwd.last_error
     assert fwd.close(5)
     assert [s for s, _ in recorded] == [sid]
-    assert fwd.stats()["failed_records"] == 1 and "will retry" in caplog.text
+    assert fwd.failed_records == 1 and "will retry" in caplog.text
 
 
 def test_over_capacity_is_a_clear_503_never_a_silent_drop(fixtures_dir, fake_prefect):
@@ -528,7 +527,7 @@ def test_over_capacity_is_a_clear_503_never_a_silent_drop(fixtures_dir, fake_pre
         first = c.post(HOOK_PATH, json=_turn(fixtures_dir, ids[0], 1))
         assert first.status_code == 202
         deadline = time.monotonic() + 5
-        while fwd.stats()["pending"] != 1 or fwd._pending:  # taken into the (hanging) POST
+        while fwd.pending != 1 or fwd._pending:  # taken into the (hanging) POST
             assert time.monotonic() < deadline
             time.sleep(0.01)
         codes = [c.post(HOOK_PATH, json=_turn(fixtures_dir, sid, 1)).status_code for sid in ids[1:]]

@@ -83,7 +83,7 @@ class TurnEndForwarder:
         self._stopped = False
         self._flushers = 0  # callers waiting in flush(): skip the cadence wait
         self._client: Any = None
-        # counters (read by tests, the bench and logs)
+        # counters (read by tests and logs)
         self.received = self.replaced = self.refused = 0
         self.forwarded = self.posts = self.failed_posts = 0
         self.recorded = self.failed_records = 0
@@ -117,21 +117,6 @@ class TurnEndForwarder:
     def pending(self) -> int:
         with self._cond:
             return len(self._pending) + self._in_flight
-
-    def stats(self) -> dict[str, Any]:
-        with self._cond:
-            return {
-                "received": self.received,
-                "replaced": self.replaced,
-                "refused": self.refused,
-                "forwarded": self.forwarded,
-                "pending": len(self._pending) + self._in_flight,
-                "posts": self.posts,
-                "failed_posts": self.failed_posts,
-                "recorded": self.recorded,
-                "failed_records": self.failed_records,
-                "last_error": self.last_error,
-            }
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until nothing is unrecorded, pending or in flight. True when that happened within
