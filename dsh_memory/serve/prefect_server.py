@@ -114,11 +114,10 @@ def server_env(home: Path) -> dict[str, str]:
 class PrefectServer:
     """A `prefect server start` child process with its own PREFECT_HOME (SQLite)."""
 
-    def __init__(self, home: Path, port: int | None = None, ui: bool = False, die_with_parent: bool = True):
+    def __init__(self, home: Path, port: int | None = None, ui: bool = False):
         self.home = Path(home)
         self.port = port or free_port()
         self.ui = ui
-        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -138,7 +137,7 @@ class PrefectServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent if self.die_with_parent else None,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
