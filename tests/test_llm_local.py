@@ -151,7 +151,7 @@ def test_corrupted_copy_is_refused_and_not_loaded(smollm2_path, tmp_path):
         f.seek(1_000_000)
         f.write(bytes([byte[0] ^ 0xFF]))
     with pytest.raises(ModelChecksumError, match="refusing to load"):
-        model_files.resolve_model_path(bad, expected_sha256=SMOLLM2_135M.sha256)
+        model_files.verify_model_file(bad, SMOLLM2_135M.sha256)
     assert str(bad) not in local._MODELS
     assert bad.exists()  # a user's file is never deleted
 

