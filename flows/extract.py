@@ -71,21 +71,9 @@ def extract_flow(
     memory_root: str | None = None,
 ) -> Phase1Result:
     """Phase 1 over the given sessions (or every candidate). `memory_root` overrides the root
-    for this run, as consolidate's does (`dsh-memory replay` builds memory in a temporary one)."""
-    return run_phase1(
-        session_ids=session_ids, backfill=backfill, dry_run=dry_run, respect_idle=respect_idle, memory_root=memory_root
-    )
-
-
-def run_phase1(
-    session_ids: list[str] | None = None,
-    backfill: bool = False,
-    dry_run: bool = False,
-    respect_idle: bool = True,
-    memory_root: str | None = None,
-) -> Phase1Result:
-    """The extract flow's body, a plain function: a flow that calls it (extract-session) shows
-    its tasks in its own run instead of a subflow's."""
+    for this run, as consolidate's does (`dsh-memory replay` builds memory in a temporary one).
+    A flow that runs it as `extract_flow.fn(…)` (extract-session) shows its tasks in its own run,
+    not in a subflow's."""
     with memory_context(memory_root=memory_root).for_run() as ctx:  # settings: saved block > environment > default
         return _phase1(ctx, session_ids, backfill, dry_run, respect_idle)
 

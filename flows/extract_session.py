@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from prefect import flow, get_run_logger
 
 from dsh_memory.context import memory_context
-from dsh_memory.flows.extract import run_phase1, short_id
+from dsh_memory.flows.extract import extract_flow, short_id
 from dsh_memory.hooks.events import RESOURCE_PREFIX
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.storage.turn_ends import TurnEnds
@@ -64,7 +64,7 @@ def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1R
                     if ids:
                         log.info("extracting %d sessions quiet for %s s", len(ids), debounce)
                         # Named sessions: the request is the reason to look (no idle check, no recheck wait).
-                        _merge(result, run_phase1(session_ids=ids, respect_idle=False))
+                        _merge(result, extract_flow.fn(session_ids=ids, respect_idle=False))
                 finally:
                     ends.handled(due)  # a failed session retries through its claim's backoff (catch-up)
                 # Due soon: wait here rather than start another process (queued behind this one).
