@@ -1,9 +1,5 @@
-"""Load the settings a flow runs with, once, at its entry.
-
-Precedence, field by field: a value saved in the Prefect Block named "default"
-(`dsh-memory-settings/default`, `dsh-memory-model-route/default`) > the environment
-(DSH_MEMORY_*, DSH_HOME, CODEX_HOME, CLAUDE_CONFIG_DIR, DEEPSEEK_API_KEY) > the documented
-default. A field left empty in a block follows the environment, then the default.
+"""Load the settings a flow runs with, once, at its entry: field by field, the Prefect Block
+named "default" > the environment > the default (docs/configuration.md).
 
 Blocks are read only when a Prefect API is configured: PREFECT_API_URL in the environment, or
 in the active Prefect profile when prefect is already imported (flows, `dsh-memory settings`).
