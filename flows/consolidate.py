@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
 
 from dsh_memory.consolidation import gate as gate_mod
 from dsh_memory.consolidation.inputs import Phase2Inputs
@@ -62,7 +63,10 @@ def _phase2(ctx: MemoryContext, force: bool) -> Phase2Result:
     settings, route = ctx.settings, ctx.route
     now = datetime.now(UTC)
     result = Phase2Result(
-        force=force, memory_root=str(settings.memory_root), prompt_version=PROMPT_VERSION, flow_run_id=_flow_run_id()
+        force=force,
+        memory_root=str(settings.memory_root),
+        prompt_version=PROMPT_VERSION,
+        flow_run_id=flow_run.get_id() or None,
     )
     model_output = ""
     try:
@@ -147,7 +151,6 @@ def _ask_model(
 def _name_run(name: str) -> None:
     """Rename this flow run once its mode is known (best effort: the name is for people)."""
     from prefect.client.orchestration import get_client
-    from prefect.runtime import flow_run
 
     run_id = flow_run.get_id()
     if not run_id:
@@ -157,13 +160,6 @@ def _name_run(name: str) -> None:
             client.set_flow_run_name(run_id, name)
     except Exception as exc:
         get_run_logger().debug("could not rename the run to %s: %s", name, type(exc).__name__)
-
-
-def _flow_run_id() -> str | None:
-    from prefect.runtime import flow_run
-
-    run_id = flow_run.get_id()
-    return str(run_id) if run_id else None
 
 
 def _publish(result: Phase2Result, model_output: str) -> None:
