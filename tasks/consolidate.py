@@ -41,21 +41,12 @@ def gather_inputs(settings: MemorySettings, now: datetime) -> inputs_mod.Phase2I
     with MemoryContext.of(settings) as ctx:
         store, state = ctx.store, ctx.state
         inputs = inputs_mod.gather_inputs(store, state, settings, now)
-    c = inputs.counts()
+    capped = f"; capped: {', '.join(inputs.truncated)}" if inputs.truncated else ""
     get_run_logger().info(
-        "mode %s: %d/%d raw blocks, %d/%d notes, %d/%d summaries (%d forgetting candidates), %d skills, "
-        "%d input chars%s",
-        inputs.mode,
-        c["raw_blocks"],
-        c["raw_blocks_total"],
-        c["notes"],
-        c["notes_total"],
-        c["summaries"],
-        c["summaries_total"],
-        c["forgetting_candidates"],
-        c["skills"],
-        c["input_chars"],
-        f"; capped: {', '.join(inputs.truncated)}" if inputs.truncated else "",
+        "mode %(mode)s: %(raw_blocks)d/%(raw_blocks_total)d raw blocks, %(notes)d/%(notes_total)d notes, "
+        "%(summaries)d/%(summaries_total)d summaries (%(forgetting_candidates)d forgetting candidates), "
+        "%(skills)d skills, %(input_chars)d input chars%(capped)s",
+        {**inputs.counts(), "mode": inputs.mode, "capped": capped},
     )
     return inputs
 
