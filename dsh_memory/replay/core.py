@@ -7,14 +7,16 @@
 2. The rules: each session's standing instructions (`rules.standing_instructions`, Phase 1's
    classifier). One that states again a rule of an earlier session (`rules.Matcher`) is
    *restated*; one said for the first time is a *new rule*.
-3. The memory at each session's start: only sessions that restate something need it. Before
-   each of them, the sessions that started before it and are not extracted yet go through the
-   real `extract` flow, then the real `consolidate` flow (forced), both into one temporary
-   memory root (a flow parameter: a saved settings block's root never applies); then the
-   summary that `summary --inject --cwd` would have injected there. So N sessions cost at most
-   N extractions (those after the last restatement cost none), one consolidation per session
-   that restates, and the live memory root and its state are never written — except the report
-   of the last replay (`result.save_report`, for the vault).
+3. The memory at each session's start: only sessions that restate something need it. Phase 1
+   reads one session and no memory, so the sessions before the last restatement go through one
+   real `extract` run (its own concurrency: the cost of Phase 1 for them) into a temporary
+   staging root. Then, in time order, before each session that restates something, the recaps
+   and raw memories of the sessions before it move into the temporary memory root and the real
+   `consolidate` flow (forced) merges them into what it held; then the summary that
+   `summary --inject --cwd` would have injected there. Both roots are flow parameters (a saved
+   settings block's root never applies). So N sessions cost at most one Phase 1 over them plus
+   one consolidation per session that restates; the live memory root and its state are never
+   written — except the report of the last replay (`result.save_report`, for the vault).
 4. Held in time ("anticipated"): a line of that injected summary states the rule, in the
    earlier session's words or the restatement's.
 
@@ -97,6 +99,7 @@ def replay(
         p.sessions = sum(1 for s in history if s.project == p.project)
     result.finished_at = datetime.now(UTC)
     result.seconds = round(time.monotonic() - started, 1)
+    result.phase1_seconds, result.phase2_seconds = round(result.phase1_seconds, 1), round(result.phase2_seconds, 1)
     save_report(ctx.memory_root, result)
     return result
 
@@ -187,8 +190,14 @@ def _memory_root(workdir: Path | None) -> Iterator[Path]:
 
 
 def _rebuild(history: list[_Session], root: Path, max_chars: int, matcher: Matcher, result: ReplayResult) -> None:
-    """The memory at the start of each session that restates a rule, built incrementally in
-    `root`; each of its restated rules checked against what would have been injected."""
+    """The memory at the start of each session that restates a rule, and each of its restated
+    rules checked against what would have been injected there.
+
+    Phase 1 reads one session and no memory, so its output does not depend on when it runs: the
+    sessions before the last restatement go through one `extract` run (Phase 1's own concurrency,
+    the cost of Phase 1 for them) into `<root>/../extracted`. Then, in time order, before each
+    session that restates something, the recaps and raw memories of the sessions before it are
+    moved into `root` and the `consolidate` flow merges them into what was there (incremental)."""
     from prefect import tags
 
     from dsh_memory.flows.consolidate import consolidate_flow
@@ -196,8 +205,11 @@ def _rebuild(history: list[_Session], root: Path, max_chars: int, matcher: Match
     from dsh_memory.readpath.summary import summary
     from dsh_memory.storage.store import MemoryStore
 
-    total, done = len(history), 0
-    relayed = [0]  # Phase 1's per-session reports in this batch
+    total = len(history)
+    checks = [i for i, s in enumerate(history) if s.restated]
+    needed = [h.id for h in history[: checks[-1]]] if checks else []
+    staging, memory = MemoryStore(root.parent / "extracted"), MemoryStore(root)
+    relayed = [0]  # Phase 1's per-session reports
 
     def relay(phase: str, n: int, _total: int, label: str) -> None:
         if phase == "phase1":
@@ -205,32 +217,49 @@ def _rebuild(history: list[_Session], root: Path, max_chars: int, matcher: Match
             progress.report(PHASE, n, total, label)
 
     with progress.listening(relay, lambda *_: None), tags(RUN_TAG):
-        for i, s in enumerate(history):
-            if not s.restated:
-                continue
-            batch = [h.id for h in history[done:i]]
-            if batch:
-                relayed[0] = 0
-                extract = extract_flow.with_options(flow_run_name=f"replay/extract/{len(batch)} sessions")
-                p1 = extract(session_ids=batch, backfill=True, respect_idle=False, memory_root=str(root))
-                if p1.skipped_no_route:
-                    raise NoModelRouteError(p1.error or "no model route")
-                result.extracted += sum(1 for o in p1.outcomes if o.outcome in ("extracted", "noop"))
-                result.failed += sum(1 for o in p1.outcomes if o.outcome in ("failed", "unreadable"))
-                result.provider, result.model = p1.provider or result.provider, p1.model or result.model
-                if len(batch) > relayed[0]:  # the sessions Phase 1 skipped report nothing themselves
-                    progress.report(PHASE, len(batch) - relayed[0], total, "skipped")
-                if any(o.outcome == "extracted" for o in p1.outcomes):  # else nothing new to merge
-                    p2 = consolidate_flow(force=True, memory_root=str(root))
-                    if str(p2.outcome).startswith("error"):
-                        raise DshMemoryError(f"replay stopped: consolidation failed before {s.id}: {p2.error}")
-                    result.consolidations += p2.outcome == "consolidated"
+        if needed:
+            extract = extract_flow.with_options(flow_run_name=f"replay/extract/{len(needed)} sessions")
+            t = time.monotonic()
+            p1 = extract(session_ids=needed, backfill=True, respect_idle=False, memory_root=str(staging.root))
+            result.phase1_seconds = round(time.monotonic() - t, 1)
+            if p1.skipped_no_route:
+                raise NoModelRouteError(p1.error or "no model route")
+            result.extracted = sum(1 for o in p1.outcomes if o.outcome in ("extracted", "noop"))
+            result.failed = sum(1 for o in p1.outcomes if o.outcome in ("failed", "unreadable"))
+            result.provider, result.model = p1.provider or "", p1.model or ""
+        if total > relayed[0]:  # the sessions after the last restatement (and those Phase 1 skipped)
+            progress.report(PHASE, total - relayed[0], total, "checked")
+        memory.ensure_layout()
+        blocks = staging.read_raw_blocks() if needed else []
+        recaps = staging.list_rollout_summaries() if needed else []
+        done = 0
+        for i in checks:
+            ids = {h.id for h in history[done:i]}
             done = i
-            injected = summary(MemoryStore(root), max_chars, cwd=s.cwd).content
+            if _move(staging, memory, ids, blocks, recaps):  # else nothing new to merge
+                t = time.monotonic()
+                p2 = consolidate_flow(force=True, memory_root=str(root))
+                result.phase2_seconds += time.monotonic() - t
+                if str(p2.outcome).startswith("error"):
+                    raise DshMemoryError(f"replay stopped: consolidation failed before {history[i].id}: {p2.error}")
+                result.consolidations += p2.outcome == "consolidated"
+            s = history[i]
+            injected = summary(memory, max_chars, cwd=s.cwd).content
             lines = [_BULLET.sub("", ln).strip() for ln in injected.splitlines()]
             lines = [ln for ln in lines if ln and not ln.startswith("#") and ln != "v1"]
             for item in s.restated:
                 item.held_by = matcher.holder([item.earlier.text, item.text], lines)
                 item.anticipated = bool(item.held_by)
-        if total > done:  # the sessions after the last restatement need no memory
-            progress.report(PHASE, total - done, total, "done")
+    result.phase2_seconds = round(result.phase2_seconds, 1)
+
+
+def _move(staging, memory, ids: set[str], blocks: list, recaps: list) -> int:
+    """Phase 1's output for the sessions `ids` (raw memory blocks, recaps) from `staging` into
+    `memory`, as Phase 1 would have written it there; how many raw blocks."""
+    for info in recaps:
+        if str(info.provenance.get("session_id")) in ids:
+            memory.atomic_write(info.rel, staging.read_text(info.rel))
+    moved = [b for b in blocks if b.session_id in ids]
+    for block in moved:
+        memory.append_raw(block)
+    return len(moved)

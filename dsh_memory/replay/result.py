@@ -73,6 +73,8 @@ class ReplayResult(BaseModel):
     matcher: str = ""
     finished_at: datetime | None = None
     seconds: float = 0.0
+    phase1_seconds: float = 0.0  # of which in the extract runs
+    phase2_seconds: float = 0.0  # of which in the consolidate runs
 
     def tally(self) -> None:
         """summary and projects from restated_items and new_rules."""
