@@ -179,6 +179,10 @@ def check_session_id(value: str, field: str = "session id") -> str:
     return value
 
 
+def _root_path(root: os.PathLike | str) -> str:
+    return os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(root))))
+
+
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
@@ -192,7 +196,7 @@ def check_transcript_path(value: str, root: os.PathLike | str | None, field: str
         raise PayloadError(f"{field} must be a non-empty path")
     if not os.path.isabs(value):
         raise PayloadError(f"{field} must be an absolute path")
-    root_s = os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(root))))
+    root_s = _root_path(root)
     lexical = os.path.normpath(value)
     if not _inside(lexical, root_s) or lexical == root_s:
         raise PayloadError(f"{field} must lie inside the configured session root")
@@ -256,14 +260,7 @@ def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: bool | No
     sid = check_session_id(body.session_id, "session_id")
     if bridge is None:
         dsh_root = roots.dsh_sessions
-        bridge = (
-            dsh_root is not None
-            and os.path.isabs(body.transcript_path)
-            and _inside(
-                os.path.normpath(body.transcript_path),
-                os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(dsh_root)))),
-            )
-        )
+        bridge = dsh_root is not None and _inside(os.path.normpath(body.transcript_path), _root_path(dsh_root))
     root = roots.dsh_sessions if bridge else roots.claude_projects
     path = check_transcript_path(body.transcript_path, root, "transcript_path")
     event = body.hook_event_name
