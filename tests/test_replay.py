@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -226,11 +227,12 @@ def test_the_last_replay_is_shown_in_the_vault(tmp_path):
     from dsh_memory.settings import MemorySettings
 
     root = tmp_path / "mem"
-    first = Said(session="s-1", project="/w/proj", text=RULE)
+    first = Said(session="s-1", project="/w/proj", text=RULE, started=datetime(2026, 11, 2, 9, 30, tzinfo=UTC))
     result = ReplayResult(
         restated_items=[Restated(session="s-2", project="/w/proj", text="<b>" + RULE_AGAIN, earlier=first)],
         new_rules=[first],
         sessions=2,
+        finished_at=datetime(2026, 11, 3, 8, 0, tzinfo=UTC),
     )
     result.tally()
     save_report(root, result)
@@ -240,6 +242,7 @@ def test_the_last_replay_is_shown_in_the_vault(tmp_path):
     assert page.status_code == 200
     assert "&lt;b&gt;" + RULE_AGAIN.replace("'", "&#39;") in page.text and "<b>Please" not in page.text
     assert "<b>1</b> missed" in page.text
+    assert "2026-11-03 08:00 UTC" in page.text and "2026-11-02 09:30 UTC" in page.text
     report_path(root).write_text("{not json")
     assert "No replay yet" in client.get("/vault/replay").text
 
