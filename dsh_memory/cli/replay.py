@@ -74,8 +74,6 @@ def _when(value: str | None) -> str:
 
 
 def _print(r: dict) -> None:
-    from dsh_memory.scope import label
-
     s = r["summary"]
     typer.echo(
         f"Replayed {r['sessions']} sessions ({'every project' if r['scope'] == 'all' else r['scope']}) "
@@ -86,11 +84,12 @@ def _print(r: dict) -> None:
     if r["left_out"]:
         typer.echo(f"({r['left_out']} older session logs left out: at most {r['sessions']} are replayed; see --since)")
     if len(r["projects"]) > 1:
-        typer.echo("\nproject                   sessions  restated  anticipated  missed  new rules")
+        typer.echo(f"\n{'project':<32} sessions  restated  anticipated  missed  new rules")
         for p in r["projects"]:
-            name = label(p["project"]) if p["project"] else "(no cwd)"
+            name = p["project"] or "(no cwd)"
+            name = name if len(name) <= 32 else "…" + name[-31:]  # the path's end names it
             typer.echo(
-                f"{name[:25]:<25} {p['sessions']:>8}  {p['restated']:>8}  {p['anticipated']:>11}  "
+                f"{name:<32} {p['sessions']:>8}  {p['restated']:>8}  {p['anticipated']:>11}  "
                 f"{p['missed']:>6}  {p['new_rules']:>9}"
             )
     missed = [i for i in r["restated_items"] if not i["anticipated"]]
