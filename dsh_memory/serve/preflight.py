@@ -1,18 +1,12 @@
-"""Is there anything to do? Decided from `stat` and the state database, before any Prefect engine.
+"""Is there anything to do? Decided from `stat` and the state database, before any Prefect engine
+(docs/running.md: "Nothing to do costs nothing").
 
-A pipeline command with nothing to do must not pay for Prefect (importing it costs seconds, an
-ephemeral server ten): `extract`, `run` and `demo` ask here first and start a flow only when the
-flows would do something. The decision is the flows' own:
-
-- Phase 1: stat-only discovery, then `phase1.selection.plan` with the inputs the
-  `plan-extractions` task passes (claims and overrides from the state database; a log is read
-  only when it changed since its claim) — `plan_extractions` below is that task's body.
-- Phase 2: `consolidation.gate.decide` over the state meta, the ad hoc notes and the raw blocks —
-  `phase2_gate` below is the `phase2-check-gate` task's body.
-
-Phase 1 has work when a session is to be extracted, or when the flow would write bookkeeping for
-one (an unreadable log, a legacy claim's watermark, a grown session to mark as checked, a running
-claim whose owner died). Nothing here writes, and nothing here imports prefect.
+`extract`, `run` and `demo` ask here first and start a flow only when the flows would do
+something. The decision is the flows' own: `plan_extractions` is the body of the
+`plan-extractions` task, `phase2_gate` the body of `phase2-check-gate`. Phase 1 has work when a
+session is to be extracted, or when the flow would write bookkeeping for one (an unreadable log,
+a legacy claim's watermark, a grown session to mark as checked, a running claim whose owner
+died). Nothing here writes, and nothing here imports prefect.
 """
 
 from __future__ import annotations
