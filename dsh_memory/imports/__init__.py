@@ -1,17 +1,9 @@
-"""`dsh-memory import`: bring in what Claude Code and Codex already remember.
-
-Each imported piece (a Claude Code memory file; a Codex task group, summary or recap) becomes an
-ad hoc note under `extensions/ad_hoc/notes/`, evidence for the next consolidation like a note
-from `dsh-memory add`, with its provenance in the front matter: `agent`, `source` (the path),
-`part` (a Codex task group), `sha256`, `mtime`, `version`, `kind` and `project` (its repository
-root; none: global). Its text passes through the private-span rule and redaction like every
-other write. The sources are only read, never changed.
+"""`dsh-memory import`: bring in what Claude Code and Codex already remember, as ad hoc notes with
+their provenance (what is read, how it is scoped, the bounds: docs/agents.md).
 
 Idempotent: `.state/imports.json` remembers each piece's sha256, so an unchanged piece is
-skipped and a changed one is imported again as the next version (`version`, `supersedes`); the
-version it replaces, when no consolidation has read it yet, moves to the notes' archive.
-Pieces of an `exclude_projects` repository are never read (Claude Code) or never kept (a Codex
-task group). Bounds: 1 MiB a file, 5,000 files a source, 8,000 characters a note.
+skipped and a changed one is imported again as the next version; the version it replaces, when
+no consolidation has read it yet, moves to the notes' archive. The sources are only read.
 """
 
 from __future__ import annotations
