@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -257,3 +257,7 @@ def test_a_long_history_is_bounded_to_its_most_recent_sessions(history):
     assert len(every) == 4 and none_left == 0
     assert (len(kept), left_out) == (2, 2)
     assert [s.id for s in kept] == [s.id for s in every][-2:]  # the two that started last
+    since = datetime.now(UTC) - timedelta(days=1.5)
+    with memory_context() as ctx:
+        recent, _ = _history(ctx, None, since)
+    assert [s.id for s in recent] == history["ids"][2:]  # --since: the sessions started after it
