@@ -1,19 +1,10 @@
 """From a tool's JSON schema to a GBNF grammar that a small local model cannot ramble in.
 
-The grammar is derived from the *same* schema the tool declares (`ToolSpec.parameters`); we
-only tighten it:
-
-- every free string gets a `maxLength` (added, or clamped to the output budget), so the model
-  must close the string and the object before `max_tokens`: all strings together fit in
-  max_tokens at one character per token; each required string gets one share of the budget and
-  all optional / array-item strings together share one more;
-- a property named `slug` / `*_slug` (or items of `*_slugs`) gets a bounded lowercase
-  kebab-case pattern (at most its maxLength, 60 by default);
-- arrays get a `maxItems`; objects without `additionalProperties` get `false` (no invented keys);
-- whitespace between tokens is at most one space (the converter allows newlines + 20 blanks).
-
-The GBNF text itself comes from the runtime's converter (llama.cpp's json_schema_to_grammar as
-vendored by cyllama), imported lazily.
+The grammar is derived from the *same* schema the tool declares, only tightened (bounded
+strings, slugs, arrays, no invented keys, one space between tokens) so that the model must close
+every string and the object before `max_tokens`; the rules and their numbers:
+docs/local-llm.md ("How a call runs"). The GBNF text comes from the runtime's converter,
+imported lazily.
 """
 
 from __future__ import annotations

