@@ -1,13 +1,8 @@
-"""One `dsh-memory serve` per Prefect home, and where it is.
+"""One `dsh-memory serve` per Prefect home, and where it is (docs/running.md, "One process").
 
-`serve` holds an exclusive lock on `<prefect home>.stack.lock` for as long as it runs (a `flock`,
-released by the kernel however the process dies) and writes `<prefect home>.stack.json` beside
-it: the Prefect API and UI URLs, the loopback HTTP app's port, its pid. A second `serve` on the
-same home cannot take the lock and refuses with one line that says where the running one is.
-`status`, `notify`, `settings`, the read adapters and the pipeline commands find a running stack
-through the file when PREFECT_API_URL is unset. The file is removed on a clean stop and ignored
-when its pid no longer runs the process that wrote it (a killed serve).
-
+`serve` holds a kernel-released lock on `<prefect home>.stack.lock` while it runs and writes
+`<prefect home>.stack.json` beside it; other commands find the running stack through that file
+when PREFECT_API_URL is unset, and ignore it once its pid no longer runs the process that wrote it.
 Only the standard library: `notify` reads this on every agent turn.
 """
 
