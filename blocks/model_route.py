@@ -1,8 +1,5 @@
 """`ModelRouteBlock`: which model answers each phase, and how; the API key as a Prefect secret.
-
-Precedence, field by field: a value saved in the block > the environment (DSH_MEMORY_BASE_URL,
-DSH_MEMORY_API_KEY/DEEPSEEK_API_KEY, DSH_MEMORY_MODEL, DSH_MEMORY_MODEL_PATH,
-DSH_MEMORY_PROVIDER) > the documented default.
+A field left empty follows the environment, then the default (docs/configuration.md).
 """
 
 from __future__ import annotations
