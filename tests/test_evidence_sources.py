@@ -305,3 +305,22 @@ def test_a_file_the_session_created_ranks_above_files_it_only_edited_a_little_mo
     )
     paths = [c.path for c in gather(s).changes]
     assert paths[:2] == ["shop/parsing.py", "shop/rates.go"] and len(paths) == 6
+
+
+def test_a_sentence_that_introduces_a_list_of_names_is_one_fact_and_a_proposal_is_none():
+    message = (
+        "Bumping is cheap.\n\n"
+        "The version lives in 3 files to keep in sync:\n"
+        "- `package.json`\n- `.claude-plugin/plugin.json` (plugin entry)\n- `gemini-extension.json`\n\n"
+        "So the release step would be:\n- `npm version minor`\n- `git push --tags`\n\n"
+        "What changed in the tests:\n- ran them all and they pass now\n- cleaned the fixtures up\n\n"
+        "Worktree: `/home/dev/wt/shop-tabs` (branch: `dev/tabs`)"
+    )
+    s = make_session(("user", "Do we need a version bump?"), ("assistant", message), cwd=CWD)
+    facts = gather(s).facts
+    assert (
+        "The version lives in 3 files to keep in sync: `package.json`, `.claude-plugin/plugin.json` (plugin entry), "
+        "`gemini-extension.json`" in facts
+    )
+    assert "Worktree: `/home/dev/wt/shop-tabs` (branch: `dev/tabs`)" in facts
+    assert not any("would be" in f or "cleaned the fixtures" in f for f in facts)

@@ -20,7 +20,8 @@ says (redacted), picked by deterministic rules that hold for sessions we have no
   advised on, or that passed on a bare rerun, is no shield;
 - facts: the agent's declarative sentences about where things live and how they behave (a code
   span or path plus a fact cue), never its progress narration ("Let me…", "Now I…"), first or
-  second person, questions or table rows;
+  second person, questions, proposals or table rows; a sentence that introduces a list of names,
+  with its items (`phase1/facts.py`);
 - the code map: the files the session changed and the names it defined there (`phase1/codemap.py`);
 - tripwires: the warnings the project's files give their readers (CRITICAL / DO NOT EDIT comments,
   generated-file banners) in the files the session read (`phase1/tripwires.py`);
@@ -34,7 +35,7 @@ import re
 from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
-from dsh_memory.phase1.clean import is_marker, is_table_row, second_person
+from dsh_memory.phase1.clean import is_table_row, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of
 from dsh_memory.phase1.commands import (
     ESCALATED,
@@ -51,6 +52,18 @@ from dsh_memory.phase1.commands import (
     shell_line,
     shields,
 )
+from dsh_memory.phase1.facts import (
+    _PATHLIKE,
+    ACK,
+    CAUSE,
+    FIRST_PERSON,
+    PROGRESS,
+    best_facts,
+    conclusions,
+    fact_score,
+    lead_lists,
+    sentences,
+)
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
     CODE,
@@ -58,7 +71,6 @@ from dsh_memory.phase1.user_words import (
     MAX_RULE_CHARS,
     QUESTION,
     TASK_LEAD,
-    TASK_VERB,
     USER_FACT,
     is_rule,
     user_text,
@@ -66,56 +78,8 @@ from dsh_memory.phase1.user_words import (
 from dsh_memory.transcript.redact import redact
 
 MAX_RULES = 6
-MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
-MAX_RECAP_FACTS = 32
-MAX_CONCLUSION_CHARS = 2000  # the recap's share of the turns' conclusions
 AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
-
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|\n+")
-_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
-_EMPH = re.compile(r"\*\*([^*]+)\*\*")
-_PATHLIKE = re.compile(
-    r"(?<![\w/])(?:\.{0,2}/)?[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|ts|tsx|js|jsx|json|md|toml|ya?ml|go|rs|sh|css|lock|cfg|ini|env)\b"
-)
-_IDENT = re.compile(r"\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z]+[A-Z]\w+\b")
-
-PROGRESS = re.compile(
-    r"^(let me|let's|now\b|next\b|first\b|then\b|okay|ok\b|good|great|perfect|done|excellent|alright|all set|"
-    r"looking|checking|reading|running|searching|starting|continuing|found|i\b|i'm|i'll|i've|i'd|we\b|we'll|we're|"
-    r"here's|here is|this is|that's|sure|got it|understood|you're right|summary|changes|added|updated|created|"
-    r"changed|removed|fixed|implemented|refactored|moved|renamed|wrote|committed|pushed|ran|all \d+|both)\b",
-    re.I,
-)
-FIRST_PERSON = re.compile(
-    r"\b(I|I'm|I'll|I've|I'd|me|my|mine|myself|ourselves|we|we're|we'll|we've|us|our|let me|let's)\b"
-)
-FACT_CUE = re.compile(
-    r"\b(lives? in|lives? under|is in|are in|is at|are at|defined in|located|handled (?:by|in)|comes? from|reads?|"
-    r"loads?|uses|requires?|needs?|must|only|never|always|cannot|can't|doesn't|does not|isn't|is not|aren't|"
-    r"ignores?|fails?|because|so that|instead of|is generated|auto-generated|gitignored|not on path|expects?|"
-    r"is called|calls|runs|wraps|delegates?|mirrors?|points? to|is configured|configured in|is stored|stores?|"
-    r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|read|written|set|kept|"
-    r"registered|owned|managed|served) (?:by|in|from|at|under|via)|pinned|passes with|works with|works when|"
-    r"only works|fails (?:with|when|on|if))\b",
-    re.I,
-)
-ACK = re.compile(
-    r"^(you'?re right|good (catch|point|call)|got it|understood|makes sense|fair( point)?|agreed|right|sure|ok(ay)?)"
-    r"[\s,.!:;—–-]+",
-    re.I,
-)
-CAUSE = re.compile(
-    r"\b(because|since|needs?|requires?|must|only|not|no|can'?t|cannot|doesn'?t|isn'?t|fails?|so|omits?|missing|"
-    r"removed|without|when)\b",
-    re.I,
-)
-NARRATION = re.compile(
-    r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Lets|Worth)\b"
-    r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
-)
-PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
-_LINK = re.compile(r"\[([^\]\n]+)\]\([^)\n]+\)")
 
 
 class Rule(BaseModel):
@@ -156,16 +120,6 @@ class Evidence(BaseModel):
         return "\n".join(parts)
 
 
-def sentences(text: str) -> list[str]:
-    """Sentences and list items of a message, Markdown links and emphasis made plain text."""
-    out = []
-    for s in _SENT.split(_LINK.sub(r"\1", text or "")):
-        s = _EMPH.sub(r"\1", _BULLET.sub("", s.strip().lstrip("> "))).replace("**", "").strip().strip("*").strip()
-        if len(s) >= 3:
-            out.append(s)
-    return out
-
-
 def _agent_restatement(text: str, rule: str) -> str:
     """The agent's first sentence after a user's rule, when it restates it: it shares a word with
     the rule and states something (no progress, no first or second person)."""
@@ -180,26 +134,6 @@ def _agent_restatement(text: str, rule: str) -> str:
             continue
         return clip(s[0].upper() + s[1:], 200)
     return ""
-
-
-def _fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
-    """How much a sentence of the agent reads as a lasting fact about the project (0: not one):
-    a plain statement (no narration, person, table or marker) with a `cue` and something specific."""
-    plain = CODE.sub(" x ", s)
-    if not (40 <= len(s) <= 400) or s.endswith(("?", ":")) or PROGRESS.match(s) or is_table_row(s):
-        return 0
-    led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
-    if led:
-        rest = s[led.end() :]
-        return 0 if NARRATION.match(rest) or len(rest) < 20 else 2
-    if NARRATION.match(s) or TASK_VERB.match(s) or " — " in s[:60]:
-        return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
-    if FIRST_PERSON.search(plain) or second_person(s) or is_marker(s) or s.count("`") % 2:
-        return 0
-    if not cue.search(plain):
-        return 0
-    specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
-    return (1 + min(specific, 3)) if specific else 0
 
 
 def _procedure_turn(text: str) -> bool:
@@ -269,7 +203,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             for r in pending_rules:
                 r.agent = _agent_restatement(text, r.text)
             pending_rules = []
-            for s in sentences(text):
+            for s in sentences(text) + lead_lists(text):
                 assistant.append((e.seq, s, last_msg.get(turn) == e.seq))
         elif e.kind is EventKind.TOOL_CALL:
             ev.tool_calls += 1
@@ -327,15 +261,15 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
         named = _words(failure)
         for seq, s, _ in assistant:
             s = _impersonal(s)
-            if failed_seq < seq <= worked_seq and _fact_score(s, CAUSE) and named & _words(s):
+            if failed_seq < seq <= worked_seq and fact_score(s, CAUSE) and named & _words(s):
                 return s
         return ""
 
     ev.shields = shields(runs, edits, cause)
     ev.shields += advised(runs, assistant, cause, ev.shields)
     explained = {s.cause for s in ev.shields}
-    ev.facts = _facts([a for a in assistant if a[1] not in explained])
-    ev.conclusions = _conclusions(assistant, set(ev.facts))  # the recap shows every fact already
+    ev.facts = best_facts([a for a in assistant if a[1] not in explained])
+    ev.conclusions = conclusions(assistant, set(ev.facts))  # the recap shows every fact already
     ev.rules = ev.rules[:MAX_RULES]
     return ev
 
@@ -354,48 +288,3 @@ def _relative(path: str, cwd: str | None) -> str:
     if cwd and path.startswith(cwd.rstrip("/") + "/"):
         return path[len(cwd.rstrip("/")) + 1 :]
     return path
-
-
-def _facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
-    """The agent's best fact sentences: specific ones first, those of a turn's last message (its
-    conclusions) before its narration, one per subject."""
-    scored = []
-    for n, (_seq, s, last) in enumerate(assistant):
-        score = _fact_score(s)
-        if score:
-            scored.append((score + (1 if last else 0), n, clip(s)))
-    scored.sort(key=lambda t: (-t[0], t[1]))
-    out: list[str] = []
-    for _, _, s in scored:
-        words = set(re.findall(r"\w{4,}", s.lower()))
-        if any(len(words & set(re.findall(r"\w{4,}", o.lower()))) >= 0.6 * max(1, len(words)) for o in out):
-            continue
-        out.append(s)
-        if len(out) >= MAX_RECAP_FACTS:
-            break
-    return out
-
-
-def _conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[str]:
-    """What the turns concluded, for the recap (searchable, not injected): the sentences of each
-    turn's last message that name something (a code span, a path, an identifier), said of the
-    thing (no person, no narration, nothing that is never memory), the most specific first within
-    MAX_CONCLUSION_CHARS, then in session order."""
-    from dsh_memory.phase1.clean import why_not_memory
-
-    pool = []
-    for n, (_seq, s, last) in enumerate(assistant):
-        plain = CODE.sub(" x ", s)
-        if not last or not (30 <= len(s) <= 300) or s.endswith(("?", ":")) or s in kept:
-            continue
-        if FIRST_PERSON.search(plain) or re.match(r"(let me|now|next|ok(ay)?|sure|done|great|perfect)\b", s, re.I):
-            continue
-        specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
-        if specific and not why_not_memory(s) and s.count("`") % 2 == 0:
-            pool.append((specific, n, s))
-    out, used = [], 0
-    for _, n, s in sorted(pool, key=lambda t: (-t[0], t[1])):
-        if used + len(s) <= MAX_CONCLUSION_CHARS and s not in (o for _, o in out):
-            out.append((n, s))
-            used += len(s)
-    return [s for _, s in sorted(out)]

@@ -20,7 +20,8 @@ import re
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import ToolSpec
 from dsh_memory.phase1.codemap import code_map_lines
-from dsh_memory.phase1.evidence import MAX_FACTS, Command, Evidence, Rule, Shield
+from dsh_memory.phase1.evidence import Command, Evidence, Rule, Shield
+from dsh_memory.phase1.facts import MAX_FACTS
 
 # Headings of the raw memory; Phase 2 (consolidation/mechanical.py) groups bullets by them.
 RULES = "## Rules and preferences (the user's words)"
@@ -185,7 +186,7 @@ def _outcome(ev: Evidence) -> str:
     """The agent's last message as a recap: its plain sentences (no first or second person, no
     table rows or markers), at most ~600 characters."""
     from dsh_memory.phase1.clean import why_not_memory
-    from dsh_memory.phase1.evidence import sentences
+    from dsh_memory.phase1.facts import sentences
     from dsh_memory.phase1.postprocess import PRONOUNS
 
     out, used = [], 0
@@ -220,7 +221,7 @@ def rollout_summary(ev: Evidence, task: str) -> str:
 
 
 def _fallback_task(ev: Evidence) -> str:
-    from dsh_memory.phase1.evidence import sentences
+    from dsh_memory.phase1.facts import sentences
 
     first = " ".join(sentences(ev.first_prompt)[:2])[:300] or "(no request)"
     return f"The user asked: {_quote(first)}"

@@ -1,0 +1,170 @@
+"""The agent's sentences that are facts about the project, and the turns' conclusions.
+
+`evidence.gather` hands over every sentence the agent wrote (with its turn position); these rules
+pick the ones that state something lasting about the project — a code span or path plus a fact cue
+("lives in", "is generated", "requires"), never progress narration ("Let me…", "Now I…"), first or
+second person, questions, proposals or table rows — and the turns' last words that name things.
+A sentence that introduces a list of names is read with its items as one fact.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dsh_memory.phase1.clean import is_marker, is_table_row, second_person
+from dsh_memory.phase1.commands import clip
+from dsh_memory.phase1.user_words import CODE, TASK_VERB
+
+MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
+MAX_RECAP_FACTS = 32
+MAX_CONCLUSION_CHARS = 2000  # the recap's share of the turns' conclusions
+
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|\n+")
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+_EMPH = re.compile(r"\*\*([^*]+)\*\*")
+_PATHLIKE = re.compile(
+    r"(?<![\w/])(?:\.{0,2}/)?[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|ts|tsx|js|jsx|json|md|toml|ya?ml|go|rs|sh|css|lock|cfg|ini|env)\b"
+)
+_IDENT = re.compile(r"\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z]+[A-Z]\w+\b")
+
+PROGRESS = re.compile(
+    r"^(let me|let's|now\b|next\b|first\b|then\b|okay|ok\b|good|great|perfect|done|excellent|alright|all set|"
+    r"looking|checking|reading|running|searching|starting|continuing|found|i\b|i'm|i'll|i've|i'd|we\b|we'll|we're|"
+    r"here's|here is|this is|that's|sure|got it|understood|you're right|summary|changes|added|updated|created|"
+    r"changed|removed|fixed|implemented|refactored|moved|renamed|wrote|committed|pushed|ran|all \d+|both)\b",
+    re.I,
+)
+FIRST_PERSON = re.compile(
+    r"\b(I|I'm|I'll|I've|I'd|me|my|mine|myself|ourselves|we|we're|we'll|we've|us|our|let me|let's)\b"
+)
+FACT_CUE = re.compile(
+    r"\b(lives? in|lives? under|is in|are in|is at|are at|defined in|located|handled (?:by|in)|comes? from|reads?|"
+    r"loads?|uses|requires?|needs?|must|only|never|always|cannot|can't|doesn't|does not|isn't|is not|aren't|"
+    r"ignores?|fails?|because|so that|instead of|is generated|auto-generated|gitignored|not on path|expects?|"
+    r"is called|calls|runs|wraps|delegates?|mirrors?|points? to|is configured|configured in|is stored|stores?|"
+    r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|read|written|set|kept|"
+    r"registered|owned|managed|served) (?:by|in|from|at|under|via)|pinned|passes with|works with|works when|"
+    r"only works|fails (?:with|when|on|if))\b",
+    re.I,
+)
+ACK = re.compile(
+    r"^(you'?re right|good (catch|point|call)|got it|understood|makes sense|fair( point)?|agreed|right|sure|ok(ay)?)"
+    r"[\s,.!:;—–-]+",
+    re.I,
+)
+CAUSE = re.compile(
+    r"\b(because|since|needs?|requires?|must|only|not|no|can'?t|cannot|doesn'?t|isn'?t|fails?|so|omits?|missing|"
+    r"removed|without|when)\b",
+    re.I,
+)
+NARRATION = re.compile(
+    r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Lets|Worth)\b"
+    r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
+)
+PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
+# "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
+WHERE_LED = re.compile(
+    r"^(?:worktree|branch|repo|repository|location|config|configuration|entry ?point|binary|source|docs?|"
+    r"package|module|manifest|settings|schema)s?\s*:\s*`",
+    re.I,
+)
+HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
+# A sentence that introduces a list ("Version lives in 5 files to keep in sync:") and its items.
+_LEAD_LIST = re.compile(
+    r"^(?P<lead>[^\n]{20,200}):[ \t]*\n(?P<items>(?:[ \t]*(?:[-*+]|\d+[.)])[ \t]+[^\n]{1,160}(?:\n|$)){2,10})", re.M
+)
+_LINK = re.compile(r"\[([^\]\n]+)\]\([^)\n]+\)")
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences and list items of a message, Markdown links and emphasis made plain text."""
+    out = []
+    for s in _SENT.split(_LINK.sub(r"\1", text or "")):
+        s = _EMPH.sub(r"\1", _BULLET.sub("", s.strip().lstrip("> "))).replace("**", "").strip().strip("*").strip()
+        if len(s) >= 3:
+            out.append(s)
+    return out
+
+
+def lead_lists(text: str) -> list[str]:
+    """A sentence that introduces a list, with its items, as one sentence ("Version lives in 5
+    files to keep in sync: `a.json`, `b.json`, …"): only lists whose every item names something (a
+    code span or a path) in a few words, introduced by a statement (a fact cue, not a proposal); a
+    list of prose steps is not one fact."""
+    out = []
+    for m in _LEAD_LIST.finditer(text or ""):
+        items = [_EMPH.sub(r"\1", _BULLET.sub("", ln)).strip().rstrip(".;,") for ln in m["items"].splitlines()]
+        items = [i for i in items if i]
+        lead = _EMPH.sub(r"\1", m["lead"].strip().lstrip("#").strip())
+        if not FACT_CUE.search(lead) or HYPOTHETICAL.search(lead):
+            continue  # no statement ("Auto-approve these:") or a proposal ("the step would be:")
+        if all(len(i) <= 100 and (CODE.search(i) or _PATHLIKE.search(i)) for i in items):
+            out.append(f"{lead}: " + ", ".join(items))
+    return out
+
+
+def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
+    """How much a sentence of the agent reads as a lasting fact about the project (0: not one):
+    a plain statement (no narration, person, table or marker) with a `cue` and something specific."""
+    plain = CODE.sub(" x ", s)
+    if not (40 <= len(s) <= 400) or s.endswith(("?", ":")) or PROGRESS.match(s) or is_table_row(s):
+        return 0
+    if WHERE_LED.match(s) and CODE.search(s):
+        return 2
+    led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
+    if led:
+        rest = s[led.end() :]
+        return 0 if NARRATION.match(rest) or len(rest) < 20 else 2
+    if NARRATION.match(s) or TASK_VERB.match(s) or " — " in s[:60]:
+        return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
+    if FIRST_PERSON.search(plain) or second_person(s) or is_marker(s) or s.count("`") % 2:
+        return 0
+    if not cue.search(plain):
+        return 0
+    specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
+    return (1 + min(specific, 3)) if specific else 0
+
+
+def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
+    """The agent's best fact sentences: specific ones first, those of a turn's last message (its
+    conclusions) before its narration, one per subject."""
+    scored = []
+    for n, (_seq, s, last) in enumerate(assistant):
+        score = fact_score(s)
+        if score:
+            scored.append((score + (1 if last else 0), n, clip(s)))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    out: list[str] = []
+    for _, _, s in scored:
+        words = set(re.findall(r"\w{4,}", s.lower()))
+        if any(len(words & set(re.findall(r"\w{4,}", o.lower()))) >= 0.6 * max(1, len(words)) for o in out):
+            continue
+        out.append(s)
+        if len(out) >= MAX_RECAP_FACTS:
+            break
+    return out
+
+
+def conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[str]:
+    """What the turns concluded, for the recap (searchable, not injected): the sentences of each
+    turn's last message that name something (a code span, a path, an identifier), said of the
+    thing (no person, no narration, nothing that is never memory), the most specific first within
+    MAX_CONCLUSION_CHARS, then in session order."""
+    from dsh_memory.phase1.clean import why_not_memory
+
+    pool = []
+    for n, (_seq, s, last) in enumerate(assistant):
+        plain = CODE.sub(" x ", s)
+        if not last or not (30 <= len(s) <= 300) or s.endswith(("?", ":")) or s in kept:
+            continue
+        if FIRST_PERSON.search(plain) or re.match(r"(let me|now|next|ok(ay)?|sure|done|great|perfect)\b", s, re.I):
+            continue
+        specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
+        if specific and not why_not_memory(s) and s.count("`") % 2 == 0:
+            pool.append((specific, n, s))
+    out, used = [], 0
+    for _, n, s in sorted(pool, key=lambda t: (-t[0], t[1])):
+        if used + len(s) <= MAX_CONCLUSION_CHARS and s not in (o for _, o in out):
+            out.append((n, s))
+            used += len(s)
+    return [s for _, s in sorted(out)]
