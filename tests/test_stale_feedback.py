@@ -237,7 +237,8 @@ def test_what_the_handbook_cap_drops_is_archived_too(memory, repo):
 
 
 def test_the_flagged_section_has_a_cap_and_names_what_it_leaves_out():
-    from dsh_memory.consolidation.stale import Flagged, section
+    from dsh_memory.consolidation.inputs import flagged_section as section
+    from dsh_memory.consolidation.stale import Flagged
 
     items = [Flagged("/p", f"- old item number {i}", "learned 200 days ago", False) for i in range(50)]
     items.append(Flagged("/p", "- gone item", "may be stale: a/b no longer exists; learned 200 days ago", True))

@@ -12,14 +12,15 @@ in their own section (`consolidation/stale.py`); those the new MEMORY.md leaves 
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
+from dsh_memory.consolidation import stale
 from dsh_memory.consolidation.prompt import Section, build_messages
 from dsh_memory.consolidation.skill_inventory import SkillInfo, skills_inventory
+from dsh_memory.consolidation.skill_inventory import one_line as _one_line
+from dsh_memory.consolidation.skill_inventory import read_optional as _read_optional
 from dsh_memory.errors import DshMemoryError
 
 INIT, INCREMENTAL = "INIT", "INCREMENTAL"
@@ -46,11 +47,6 @@ def as_utc(value: Any) -> datetime | None:
 
 def _date(d: datetime | None) -> str:
     return d.date().isoformat() if d else "unknown"
-
-
-def _one_line(text: Any, limit: int = 200) -> str:
-    s = re.sub(r"\s+", " ", str(text or "")).strip()
-    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 def cap_text(text: str, cap: int) -> tuple[str, bool]:
@@ -158,14 +154,6 @@ class Phase2Inputs:
     @property
     def has_evidence(self) -> bool:
         return bool(self.raw_ids or self.note_rels or self.candidate_slugs)
-
-
-def _read_optional(path: os.PathLike) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
 
 
 def _gist(body: str) -> str:
@@ -290,9 +278,7 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
     if cut:
         truncated.append("skills inventory")
 
-    from dsh_memory.consolidation import stale
-
-    flagged = stale.flagged_in(memory_md, str(store.root), now.date(), settings.stale_after_days)
+    flagged = flagged_items(memory_md, str(store.root), now.date(), settings.stale_after_days)
 
     def note(n: int, total: int, what: str) -> str:
         return f"({n} of {total} {what} shown{'; the rest waits for a later run' if n < total else ''})"
@@ -334,7 +320,7 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
             ),
         ),
         Section("skills", "Skills inventory", "".join(skill_items), note(len(skill_items), len(skills), "skills")),
-        *([stale.section(flagged, settings.max_index_chars // 2)] if flagged else []),
+        *([flagged_section(flagged, settings.max_index_chars // 2)] if flagged else []),
     ]
     return Phase2Inputs(
         mode=mode,
@@ -353,4 +339,33 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
         budgets={"MEMORY.md": settings.max_memory_md_chars, "memory_summary.md": settings.max_summary_chars},
         truncated=truncated,
         flagged=flagged,
+    )
+
+
+def flagged_items(memory_md: str, root: str, today: date, stale_after_days: int) -> list:
+    """`flagged` for a MEMORY.md text (the memory root `root` dates its sources)."""
+    from dsh_memory.consolidation.mechanical import parse_memory_md
+    from dsh_memory.consolidation.summary_md import scope_of_group
+    from dsh_memory.readpath.learned import dates_of
+
+    if not memory_md.strip():
+        return []
+    return stale.flagged(parse_memory_md(memory_md), scope_of_group, dates_of(memory_md, root), today, stale_after_days)
+
+
+def flagged_section(items: list, cap: int) -> Section:
+    """The input section that shows the model the flagged items (prompt: '# Stale items'), the
+    ones to retire first, whole lines within `cap` characters (the rest named in the note; apply
+    still archives any of them the model leaves out)."""
+    ordered = sorted(items, key=lambda f: not f.retire)
+    lines = [
+        f"- project={f.project} · {'RETIRE · ' if f.retire else ''}{f.bullet.strip()} · {f.note}\n" for f in ordered
+    ]
+    shown, _ = pack(lines, cap)
+    more = f"; {len(lines) - len(shown)} more not shown (input cap)" if len(shown) < len(lines) else ""
+    return Section(
+        "flagged",
+        "Handbook items flagged at injection (gone from the working tree, or not confirmed for a long time)",
+        "".join(shown),
+        f"({len(items)} items; RETIRE: contradicted and not confirmed for a long time{more})",
     )

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory.consolidation import stale
-from dsh_memory.consolidation.inputs import Phase2Inputs
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.summary_md import SOURCE, render_summary, scope_of_group
 from dsh_memory.phase1 import steps
@@ -289,7 +288,7 @@ def _note_items(fields: dict, body: str) -> list[str]:
     return ["- " + b[:300] for b in bullets[:40]] or ["- " + " ".join(body.split())[:500]]
 
 
-def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> ConsolidationOutput:
+def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
     """The mechanical merge (see the module docstring) as a ConsolidationOutput for `apply`."""
     from dsh_memory.storage.store import parse_front_matter
 
@@ -348,7 +347,7 @@ def consolidate(store: Any, inputs: Phase2Inputs, settings: Any) -> Consolidatio
     )
 
 
-def _retire_stale(store: Any, groups: dict[str, Group], inputs: Phase2Inputs, settings: Any) -> int:
+def _retire_stale(store: Any, groups: dict[str, Group], inputs: Any, settings: Any) -> int:
     """Leave out the set-aside items no session confirmed for `stale_after_days` (dated by the
     sources of the handbook as merged, new sessions included); apply archives them."""
     from datetime import date
@@ -361,7 +360,7 @@ def _retire_stale(store: Any, groups: dict[str, Group], inputs: Phase2Inputs, se
     return stale.retire(groups, scope_of_group, dates, today, settings.stale_after_days)
 
 
-def _existing_skills(inputs: Phase2Inputs, new: list[dict]) -> list[dict]:
+def _existing_skills(inputs: Any, new: list[dict]) -> list[dict]:
     names = {s["name"] for s in new}
     return [
         {"name": s.name, "task": s.description or s.name, "project": getattr(s, "project", "") or None}

@@ -6,10 +6,26 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 SKILL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
 SKILL_FILES_LISTED = 20
 SKILL_MD_HEAD_CHARS = 8192
+
+
+def one_line(text: Any, limit: int = 200) -> str:
+    """`text` on one line, at most `limit` characters."""
+    s = re.sub(r"\s+", " ", str(text or "")).strip()
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def read_optional(path: os.PathLike) -> str | None:
+    """A file's text, or None when it does not exist."""
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            return f.read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
 
 
 @dataclass
@@ -47,7 +63,6 @@ def _frontmatter(text: str) -> tuple[dict[str, str], str]:
 
 def skills_inventory(skills_dir: os.PathLike) -> list[SkillInfo]:
     """Name, description, first lines and files of every skill folder (no symlinks followed)."""
-    from dsh_memory.consolidation.inputs import _one_line, _read_optional
 
     out: list[SkillInfo] = []
     if not os.path.isdir(skills_dir) or os.path.islink(skills_dir):
@@ -56,9 +71,9 @@ def skills_inventory(skills_dir: os.PathLike) -> list[SkillInfo]:
         if not SKILL_NAME_RE.fullmatch(entry.name) or not entry.is_dir(follow_symlinks=False):
             continue
         skill_md = os.path.join(entry.path, "SKILL.md")
-        text = "" if os.path.islink(skill_md) else (_read_optional(skill_md) or "")
+        text = "" if os.path.islink(skill_md) else (read_optional(skill_md) or "")
         fields, body = _frontmatter(text[:SKILL_MD_HEAD_CHARS])
-        first = [_one_line(ln, 120) for ln in body.splitlines() if ln.strip()][:3]
+        first = [one_line(ln, 120) for ln in body.splitlines() if ln.strip()][:3]
         files: list[str] = []
         for dirpath, dirnames, filenames in os.walk(entry.path):  # os.walk does not follow symlinks
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -71,10 +86,10 @@ def skills_inventory(skills_dir: os.PathLike) -> list[SkillInfo]:
         out.append(
             SkillInfo(
                 name=entry.name,
-                description=_one_line(fields.get("description"), 300),
+                description=one_line(fields.get("description"), 300),
                 first_lines=first,
                 files=files[:SKILL_FILES_LISTED],
-                project=_one_line(fields.get("project"), 300),
+                project=one_line(fields.get("project"), 300),
             )
         )
     return out

@@ -137,35 +137,3 @@ def retire(groups: dict[str, Any], project_of, dates: dict, today: date, stale_a
             g.sections[SECTION] = [b for b in items if (root, b) not in gone]
             n += len(items) - len(g.sections[SECTION])
     return n
-
-
-def flagged_in(memory_md: str, root: str, today: date, stale_after_days: int) -> list[Flagged]:
-    """`flagged` for a MEMORY.md text (the memory root `root` dates its sources)."""
-    from dsh_memory.consolidation.mechanical import parse_memory_md
-    from dsh_memory.consolidation.summary_md import scope_of_group
-    from dsh_memory.readpath.learned import dates_of
-
-    if not memory_md.strip():
-        return []
-    return flagged(parse_memory_md(memory_md), scope_of_group, dates_of(memory_md, root), today, stale_after_days)
-
-
-def section(items: list[Flagged], cap: int) -> Any:
-    """The input section that shows the model the flagged items (prompt: '# Stale items'), the
-    ones to retire first, whole lines within `cap` characters (the rest named in the note; apply
-    still archives any of them the model leaves out)."""
-    from dsh_memory.consolidation.inputs import pack
-    from dsh_memory.consolidation.prompt import Section
-
-    ordered = sorted(items, key=lambda f: not f.retire)
-    lines = [
-        f"- project={f.project} · {'RETIRE · ' if f.retire else ''}{f.bullet.strip()} · {f.note}\n" for f in ordered
-    ]
-    shown, _ = pack(lines, cap)
-    more = f"; {len(lines) - len(shown)} more not shown (input cap)" if len(shown) < len(lines) else ""
-    return Section(
-        "flagged",
-        "Handbook items flagged at injection (gone from the working tree, or not confirmed for a long time)",
-        "".join(shown),
-        f"({len(items)} items; RETIRE: contradicted and not confirmed for a long time{more})",
-    )
