@@ -5,8 +5,9 @@ Developers leave tripwires for the next reader: `# CRITICAL: gh api graphql need
 agent read them once; a next session needs them before it edits, not after. `tripwires` finds
 them in what read tools returned (a Read call's numbered lines, `cat` / `sed -n` / `nl` / `head`
 output): a comment that opens with a shouted marker (CRITICAL, IMPORTANT, WARNING, CAUTION, DO
-NOT EDIT), with the comment lines that continue it, and a generated-file banner in a file's first
-lines. Only files of the session's project count (not dependencies, not build output), at most
+NOT EDIT), with the comment lines that continue it; in a file's first lines, a generated-file
+banner and a NOTE about the whole file; and the paragraph of its opening docstring that lays down
+a rule ("Don't swallow exceptions…"). Only files of the session's project count (not dependencies, not build output), at most
 MAX_TRIPWIRES per session, each once.
 """
 
@@ -22,6 +23,11 @@ MAX_READ = 400_000  # the characters of one read that are scanned
 _NUMBERED = re.compile(r"^\s*(\d+)(?:→|\t)")  # Read's `  12→…`, `cat -n` / `nl`'s `    12\t…`
 _COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|\*+(?!\*)|<!--|--|;+)\s?(.*?)\s*(?:\*/|-->)?\s*$")
 _SHOUT = re.compile(r"^(?:\*\*)?(CRITICAL|IMPORTANT|WARNING|CAUTION|DANGER|DO NOT (?:EDIT|MODIFY|CHANGE|COMMIT))\b")
+_NOTE = re.compile(r"^(NOTE)\b\s*[:!-]")
+_RULE = re.compile(  # an imperative sentence or a must: "Don't swallow…", "Callers must hold the lock"
+    r"(?:^|[.!:]\s+)(?:don'?t|do not|never|always|avoid)\b|\bmust\b|\bshould (?:not|never|always)\b", re.I
+)
+HEAD_LINES = 12  # a file's opening lines: its banner, its opening NOTE
 _BANNER = re.compile(r"\b(auto-?generated|do not edit|generated (?:file|code|by|from))\b", re.I)
 _READERS = re.compile(r"^(cat|bat|nl|head|sed\s+-n)\b")
 _ELSEWHERE = re.compile(
@@ -70,8 +76,9 @@ def found_in(path: str, text: str) -> list[tuple[int, str]]:
         body = _comment(s)
         if body is None:
             continue
-        head = (num or i + 1) <= 12 and _BANNER.search(body)
-        shout = _SHOUT.match(body)
+        top = (num or i + 1) <= HEAD_LINES
+        head = top and _BANNER.search(body)
+        shout = _SHOUT.match(body) or (top and _NOTE.match(body))  # a file's opening NOTE is about all of it
         if not (head or shout):
             continue
         said = [body]
@@ -84,7 +91,35 @@ def found_in(path: str, text: str) -> list[tuple[int, str]]:
         out.append((rank, f"`{path}`: " + clip(" ".join(said).replace("**", ""), 200)))
         if head:
             break  # one banner per file; its shouted lines say the same
+    rule = _docstring_rule(lines)
+    if rule:
+        out.append((1, f"`{path}`: " + clip(rule, 200)))
     return out
+
+
+def _docstring_rule(lines: list[tuple[int | None, str]]) -> str | None:
+    """The paragraph of a file's opening docstring that lays down a rule ("Don't swallow
+    exceptions…", "Never import …"), when the read started at the file's top."""
+    if not lines or (lines[0][0] or 1) != 1:
+        return None
+    body: list[str] = []
+    for n, (_, s) in enumerate(lines[:60]):
+        t = s.strip()
+        if not body and (not t or t.startswith(("#", "//")) or t.startswith("#!")):
+            continue
+        if not body:
+            if not t.startswith(('"""', "'''")) or n > 12:
+                return None
+            body.append(t[3:])
+            if len(t) > 3 and t.endswith(t[:3]):
+                break
+            continue
+        if t.endswith(('"""', "'''")):
+            body.append(t[:-3])
+            break
+        body.append(t)
+    paragraphs = " ".join(ln if ln else "\n" for ln in body).split("\n")
+    return next((" ".join(p.split()) for p in paragraphs if _RULE.search(p)), None)
 
 
 def tripwires(reads: list[tuple[str, str]], edited: list[str]) -> list[str]:
