@@ -124,3 +124,25 @@ def test_what_ran_long_after_a_failure_is_not_its_fix_and_a_hyphenated_add_sets_
         cwd=CWD,
     )
     assert gather(near).shields == []  # add-label set nothing up: a bare rerun passed
+
+
+def test_package_folders_do_not_make_another_command_and_instructions_or_options_are_no_facts():
+    s = make_session(
+        ("user", "Build it."),
+        _bash("go build ./cmd/shop/cli/...", ""),
+        _bash("go build ./cmd/shop/...", ""),
+        _bash("python app.py", "ok"),
+        _bash("python tools/seed.py", "ok"),
+        _bash("python app.py", "ok"),
+        _bash("python tools/seed.py", "ok"),
+        (
+            "assistant",
+            "Either hash without `-w`, or store snapshots in `tmp/` with explicit cleanup because it is safer.\n"
+            "Read the `diff` and `context` from the check response because the state is in `state.json`.\n"
+            "The snapshots live in `.shop/snapshots/` because the tree must stay clean.",
+        ),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert [c.line for c in ev.commands] == ["go build ./cmd/shop/...", "python app.py", "python tools/seed.py"]
+    assert ev.facts == ["The snapshots live in `.shop/snapshots/` because the tree must stay clean."]

@@ -212,10 +212,14 @@ def is_build_command(cmd: str) -> bool:
     return not SCAFFOLD.search(c)  # a one-off: the project it makes exists now
 
 
+_FOLDER = re.compile(r"(^|/)\.\.\.$|/$|^\.$")  # `./cmd/...`, `src/`, `.`: where, not what
+
+
 def family(cmd: str) -> str:
-    """What a command runs, without its flags and arguments past the third word (`erk exec
-    setup-impl`, `bun run test`, `python app.py`): reruns with other flags are the same command."""
-    words = [w for w in core(cmd).split("|")[0].split() if not w.startswith("-")]
+    """What a command runs, without its flags, package folders and arguments past the third word
+    (`erk exec setup-impl`, `bun run test`, `python app.py`): reruns with other flags are the same
+    command, and so are `go build ./cmd/x/...` and `go build ./cmd/x/cli/`."""
+    words = [w for w in core(cmd).split("|")[0].split() if not w.startswith("-") and not _FOLDER.search(w)]
     return " ".join(words[:3])
 
 
