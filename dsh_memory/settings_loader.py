@@ -85,31 +85,13 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
         status = "not consulted (no Prefect server configured: PREFECT_API_URL is unset)"
     else:
         status = ""
-    blocks: dict[str, str] = {}
     if status:
         blocks = {slug: status for slug in BLOCK_SLUGS}
     else:
         mem_block, route_block, blocks = _load_blocks(url)
-    if mem_block is not None:
-        settings = mem_block.to_settings(e)
-    else:
-        settings = MemorySettings.from_env(e)
-    if route_block is not None:
-        route = route_block.to_route(e)
-    else:
-        route = _route_from_env(e)
+    settings = mem_block.to_settings(e) if mem_block is not None else MemorySettings.from_env(e)
+    route = route_block.to_route(e) if route_block is not None else ModelRoute.from_env(e)
     return ResolvedSettings(settings, route, mem_block, route_block, url, blocks)
-
-
-def _route_from_env(e: Mapping[str, str]) -> ModelRoute:
-    """`ModelRoute.from_env` with errors as ConfigError (no prefect import: `blocks` is not used)."""
-    from pydantic import ValidationError
-
-    try:
-        return ModelRoute.from_env(e)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors())
-        raise ConfigError(f"invalid dsh-memory model route from the environment: {problems}") from None
 
 
 def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:

@@ -130,7 +130,7 @@ def test_what_does_not_fit_the_budget_is_named_not_dropped_silently(tmp_path, re
 
 
 def test_status_counts_the_handbook_items_that_may_be_stale_per_project(tmp_path, repo):
-    from dsh_memory.readpath.health import per_project
+    from dsh_memory.readpath.health import memory_health
 
     store = _memory(tmp_path, repo, LINES)
     store.atomic_write(
@@ -138,9 +138,9 @@ def test_status_counts_the_handbook_items_that_may_be_stale_per_project(tmp_path
         f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
         "## Project facts\n- Settings live in `conf/app.toml`.\n- `src/cart.py` defines `total`\n",
     )
-    assert per_project(store)[str(repo)]["stale"] == 0
+    assert memory_health(store)["projects"][str(repo)]["stale"] == 0
     (repo / "conf" / "app.toml").unlink()
-    row = per_project(store)[str(repo)]
+    row = memory_health(store)["projects"][str(repo)]
     assert row["handbook_items"] == 2 and row["stale"] == 1
 
 

@@ -22,7 +22,7 @@ from dsh_memory.phase1 import steps
 from dsh_memory.phase1.extraction import ExtractionOutput, clean_output
 from dsh_memory.phase1.scoping import scope_items
 from dsh_memory.readpath import list_dir, search, summary
-from dsh_memory.readpath.health import per_project
+from dsh_memory.readpath.health import memory_health
 from dsh_memory.readpath.scoping import scope_of
 from dsh_memory.storage.store import MemoryStore, RawBlock, parse_raw_blocks
 from tests.test_quality_local import _inputs
@@ -334,7 +334,7 @@ def test_search_with_a_cwd_serves_this_project_and_global_first_others_on_reques
     page2 = search(
         memory, queries, mode="any", max_results=50, cwd=repos["ledger"], other_projects=True, cursor=page1.next_cursor
     )
-    assert [m.citation for m in page1.matches + page2.matches] == [m.citation for m in both.matches]
+    assert page1.matches + page2.matches == both.matches
 
 
 def test_list_with_a_cwd_hides_other_projects_recaps_unless_asked(memory, repos):
@@ -367,10 +367,10 @@ def test_status_counts_memories_per_project(memory, repos):
     StateStore(memory.root).close()  # initialized, as after a first extraction
     ctx = context_of(MemorySettings.from_env(env={"DSH_MEMORY_ROOT": str(memory.root)}))
     try:
-        assert local_status(ctx)["projects"] == per_project(memory, stale_after_days=ctx.settings.stale_after_days)
+        assert local_status(ctx)["projects"] == memory_health(memory, stale_after_days=ctx.settings.stale_after_days)["projects"]
     finally:
         ctx.close()
-    rows = per_project(memory)
+    rows = memory_health(memory)["projects"]
     assert list(rows)[0] == "global"
     assert rows["global"]["handbook_items"] == 2
     assert rows[repos["ledger"]]["handbook_items"] == 2 and rows[repos["weather"]]["pending_raw"] == 2

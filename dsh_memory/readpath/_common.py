@@ -141,9 +141,6 @@ def _visible_files(base: str, rel_base: str, recursive: bool) -> Iterator[tuple[
             yield rel, entry.path, entry.stat(follow_symlinks=False)
 
 
-CORPUS_ORDER = "MEMORY.md, memory_summary.md, rollout_summaries/*.md, skills/**, extensions/ad_hoc/notes/**"
-
-
 def top_files(root: str) -> Iterator[tuple[str, str, os.stat_result]]:
     """MEMORY.md and memory_summary.md at the root, when they are regular files (never a link)."""
     for name in ("MEMORY.md", "memory_summary.md"):
@@ -237,10 +234,6 @@ def read_folded(
 # ---- usage telemetry ----------------------------------------------------------------------
 
 
-def now_utc() -> datetime:
-    return datetime.now(UTC)
-
-
 def record_usage(store: Any, rels: Iterable[str], state: Any = None, now: datetime | None = None) -> list[str]:
     """One usage record per active rollout summary per call. Everything else never counts."""
     keys = sorted({r for r in rels if is_active_rollout(r)})
@@ -250,7 +243,7 @@ def record_usage(store: Any, rels: Iterable[str], state: Any = None, now: dateti
         from dsh_memory.storage.state import StateStore
 
         state = StateStore(root_of(store))
-    when = now or now_utc()
+    when = now or datetime.now(UTC)
     for key in keys:
         state.record_usage(key, when)
     return keys

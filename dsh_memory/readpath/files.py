@@ -31,7 +31,6 @@ from dsh_memory.readpath.models import (
     ReadResult,
 )
 
-STATE_DIR_NAME = ".state"
 RETIRED_DIR_NAME = ".retired"
 
 # delete-file never removes what the pipeline owns or what forgetting only retires.

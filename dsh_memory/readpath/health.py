@@ -162,8 +162,3 @@ def memory_health(
     projects = dict(sorted(rows.items(), key=lambda kv: (kv[0] != sc.GLOBAL, kv[0])))
     totals = {k: sum(r[k] for r in projects.values()) for k in COUNTS}
     return {"projects": projects, "memory_files": files, "totals": totals}
-
-
-def per_project(store: Any, **kwargs: Any) -> dict[str, dict[str, int]]:
-    """`memory_health(store, **kwargs)["projects"]`: the per-scope counts alone."""
-    return memory_health(store, **kwargs)["projects"]

@@ -26,7 +26,6 @@ from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 SCHEMA_VERSION = "4"
 INDEX_NAME = "search_index.sqlite3"
 CHUNK_MAX_LINES = 24
-SNIPPET_MAX_CHARS = 4000
 
 _HEADING = re.compile(r"^#{1,6}\s")
 

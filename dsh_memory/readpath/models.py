@@ -196,10 +196,6 @@ class SearchMatch(BaseModel):
     score: float | None = Field(None, description="ranked mode: relevance of the cited line (higher is better)")
     scope: str | None = Field(None, description=SCOPE_DESCRIPTION)
 
-    @property
-    def citation(self) -> str:
-        return f"{self.path}:{self.match_line}-{self.match_end_line}"
-
 
 class SearchResult(BaseModel):
     queries: list[str]
