@@ -367,7 +367,10 @@ def test_status_counts_memories_per_project(memory, repos):
     StateStore(memory.root).close()  # initialized, as after a first extraction
     ctx = context_of(MemorySettings.from_env(env={"DSH_MEMORY_ROOT": str(memory.root)}))
     try:
-        assert local_status(ctx)["projects"] == memory_health(memory, stale_after_days=ctx.settings.stale_after_days)["projects"]
+        assert (
+            local_status(ctx)["projects"]
+            == memory_health(memory, stale_after_days=ctx.settings.stale_after_days)["projects"]
+        )
     finally:
         ctx.close()
     rows = memory_health(memory)["projects"]
