@@ -146,3 +146,17 @@ def test_package_folders_do_not_make_another_command_and_instructions_or_options
     ev = gather(s)
     assert [c.line for c in ev.commands] == ["go build ./cmd/shop/...", "python app.py", "python tools/seed.py"]
     assert ev.facts == ["The snapshots live in `.shop/snapshots/` because the tree must stay clean."]
+
+
+def test_a_guess_or_a_sentence_that_leans_on_the_one_before_is_no_fact():
+    s = make_session(
+        ("user", "Why does the plugin not load?"),
+        (
+            "assistant",
+            "The loader likely doesn't traverse `~/.cursor/plugins/local/` because of WSL.\n"
+            "These are the same primitives `Chakra` wraps because it needs no provider.\n"
+            "The manifest at `.cursor-plugin/plugin.json` points to `./skills/` for the skills.",
+        ),
+        cwd=CWD,
+    )
+    assert gather(s).facts == ["The manifest at `.cursor-plugin/plugin.json` points to `./skills/` for the skills."]

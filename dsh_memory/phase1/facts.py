@@ -41,7 +41,7 @@ FACT_CUE = re.compile(
     r"\b(lives? in|lives? under|is in|are in|is at|are at|defined in|located|handled (?:by|in)|comes? from|reads?|"
     r"loads?|uses|requires?|needs?|must|only|never|always|cannot|can't|doesn't|does not|isn't|is not|aren't|"
     r"ignores?|fails?|because|so that|instead of|is generated|auto-generated|gitignored|not on path|expects?|"
-    r"is called|calls|runs|wraps|delegates?|mirrors?|points? to|is configured|configured in|is stored|stores?|"
+    r"is called|calls|runs|wraps|delegates?|mirrors?|points? (?:to|at)|is configured|configured in|is stored|stores?|"
     r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|read|written|set|kept|"
     r"registered|owned|managed|served) (?:by|in|from|at|under|via)|pinned|passes with|works with|works when|"
     r"only works|fails (?:with|when|on|if))\b",
@@ -63,6 +63,11 @@ NARRATION = re.compile(
     r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply)\s"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
 )
+HEDGE = re.compile(
+    r"\b(likely|probably|possibly|perhaps|suspicion|suspect|might|may not|may be|worth investigating|seems|appears to)\b",
+    re.I,
+)
+DANGLING = re.compile(r"^(These|Those|They|It|Its|Both|Neither|Such)\b")  # "These are the same primitives…"
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
 WHERE_LED = re.compile(
@@ -123,6 +128,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0
     if not cue.search(plain):
         return 0
+    if cue is FACT_CUE and (HEDGE.search(plain) or DANGLING.match(s)):
+        return 0  # a guess under investigation, or a sentence that needs the one before it
     specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
     return (1 + min(specific, 3)) if specific else 0
 
