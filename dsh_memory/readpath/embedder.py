@@ -1,17 +1,9 @@
-"""The optional semantic half of ranked search: a small static embedding model, installed with
-`pip install 'dsh-memory[semantic]'` (hash-pinned: requirements-semantic.txt).
-
-The model is WordLlama `l2_supercat` at 256 dimensions (MIT, LICENSES/WordLlama-LICENSE.txt): one
-vector per token of a Llama-2 tokenizer, a text's vector is the mean of its tokens' vectors. Its
-weights (16 MB) and tokenizer ship inside the `wordllama` wheel; they are read from there by path,
-never through `wordllama.WordLlama.load` (that one looks for the tokenizer in a folder that does not
-exist and then downloads it from Hugging Face, and importing `wordllama` configures the root
-logger). Nothing is downloaded at run time: a missing file means no embedder, never a fetch.
-Runs on CPU with numpy: ~25 µs per line of text.
-
-When `wordllama` (or numpy / tokenizers / safetensors) is not installed, or its files are not the
-pinned ones, `get()` is None; whether ranked search uses the embedder is the `semantic_search`
-setting (`for_mode`): 'auto' (default) uses it when it loads, else lexical only."""
+"""The optional semantic half of ranked search: WordLlama `l2_supercat` (256 dimensions, a
+text's vector the mean of its tokens'), installed and chosen as docs/search.md (Semantic half)
+says. Its weights and tokenizer are read from the `wordllama` wheel by path and sha256-checked,
+never through `wordllama.WordLlama.load` (that one looks for the tokenizer in a folder that does
+not exist, then downloads it, and importing `wordllama` configures the root logger): a missing or
+other file means no embedder (`get()` is None), never a fetch. CPU and numpy: ~25 µs a line."""
 
 from __future__ import annotations
 

@@ -1,22 +1,10 @@
-"""Is a memory line still true of the working tree? Checked when memory is injected.
-
-Memory describes the past: a file it cites may be gone, a make target renamed, a package script
-removed. Before a project's lines are injected (`summary --inject --cwd`, `memory_summary` with
-`cwd`, the MCP resource), each line's citations are checked against the working tree the agent
-is in (a linked worktree is its own checkout, `checkout_root`):
-
-- a relative path in a code span (`src/app/conf.toml`, `frontend/src/App.tsx`): it must exist
-  under the project root (or under the line's "(in `DIR`)" folder);
-- `make T` / `just T`: the target must still be in the Makefile / justfile;
-- `npm|pnpm|yarn|bun run S`: the script must still be in package.json.
-
-A line that cites something gone is flagged, not dropped: "(may be stale: conf/app.toml no longer
-exists)". Only stat() and the reads of a Makefile / package.json (cached by mtime), never a git
-subprocess, so a thousand lines cost a few milliseconds. When the project is not on this machine
-nothing is checked.
-
-A line learned more than `stale_after_days` ago (the date of its evidence, `readpath.learned`)
-says so: "(learned 120 days ago)" — old is not wrong, but worth checking.
+"""Is a memory line still true of the working tree? Checked when a project's lines are injected
+(docs/agents.md says what the agent sees): a relative path in a code span must exist under the
+project root (or the line's "(in `DIR`)" folder), `make T` / `just T` must still be a target,
+`npm|pnpm|yarn|bun run S` a package.json script. A line that cites something gone is flagged,
+not dropped. Only stat() and reads of a Makefile / package.json (cached by mtime), never a git
+subprocess; a project not on this machine is not checked. A line learned more than
+`stale_after_days` ago (`readpath.learned`) says how long.
 """
 
 from __future__ import annotations

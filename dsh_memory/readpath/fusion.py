@@ -1,19 +1,10 @@
-"""Lexical + semantic ranking (with the embedder, embedder.py): the sections BM25 found (index.py)
-and the SEMANTIC_SECTIONS sections whose vectors are most like the question's (vectors.py) are
-read; the lines near a query term in the former and every line of the latter get
-
-    lexical score / the best lexical score of the query          (lines.py; 0 to 1)
-    + W_LINE    × max(0, cosine(question, the line) − FLOOR)      (+ W_UNMATCHED with no term near)
-    + W_ABOVE   × max(0, cosine(question, the line above) − FLOOR)   (an answer follows its question)
-    + W_SECTION × max(0, cosine(question, the section) − FLOOR)
-
-Not reciprocal-rank fusion: a static embedder is far weaker than BM25 on the keyword-heavy
-questions agents ask, so likeness mostly breaks ties between lexical hits and brings in the lines
-that say the same thing in other words. The weights were tuned on one half of bench/search_eval
-and are reported on the other half (bench/search_eval/tune_fusion.py): there it is ahead of
-lexical-only on two metrics and level on the two others; on the whole set it is ahead or level
-on every metric, so it is on by default when the model is installed (the `semantic_search`
-setting, 'auto'; embedder.for_mode). A question with CJK terms is ranked lexically (applies())."""
+"""Lexical + semantic ranking (with the embedder, embedder.py): the sections BM25 found
+(index.py) and the SEMANTIC_SECTIONS most like the question (vectors.py) are read; a line scores
+its lexical score over the query's best (lines.py) plus, above FLOOR, the weighted likeness of the
+question to the line, the line above it and its section. Not reciprocal-rank fusion: a static
+embedder is far weaker than BM25 on the keyword-heavy questions agents ask, so likeness mostly
+breaks ties and brings in lines that say the same in other words. How the weights were tuned
+(bench/search_eval/tune_fusion.py) and what they score: docs/search.md (Semantic half)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,8 @@
-"""How the memory is doing, per project and per memory file (issue 27, point 5).
-
-What `dsh-memory status` (and `--json`) and the vault show. Per scope (`global` or a project
-root), `per_project`:
-
-- `handbook_items`: MEMORY.md bullets of that scope's task groups (their session lines not
-  counted); `sessions`: active rollout summaries; `pending_raw`: raw blocks awaiting consolidation;
-- `stale`: handbook items citing a path, make target or package script the project's working tree
-  (when it is on this machine) no longer has (`freshness`);
-- `aged`: handbook items last learned more than `stale_after_days` ago (`learned`);
-- `uses`: search/read uses of the scope's rollout summaries (the usage the read path records —
-  only active rollout summaries count, injection never does); `never_used`: those never used;
-- `left_out`: lines of the scope's part of memory_summary.md that injection names as not shown
-  (over `max_summary_chars`, or not fitted by consolidation).
-
-Per memory file, `memory_files`: MEMORY.md and memory_summary.md (items, stale, aged, left out)
-and every rollout summary (its scope, items, uses, last use, days since its session, stale
-items). Reads files and stat()s the working trees, never git; a status never fails on one
+"""How the memory is doing, per project and per memory file: what `dsh-memory status` (and
+`--json`) and the vault show (docs/agents.md, docs/architecture.md: Project scope). Per scope
+(`global` or a project root) the COUNTS below; per memory file, MEMORY.md and memory_summary.md
+(items, stale, aged, left out) and every rollout summary (scope, items, uses, last use, age,
+stale items). Reads files and stat()s the working trees, never git; a status never fails on one
 unreadable file.
 """
 

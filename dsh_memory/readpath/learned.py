@@ -1,17 +1,12 @@
 """When a handbook item was learned, read back from its evidence (for injection and status).
 
-Evidence (issue 27, point 1): every MEMORY.md bullet the merge writes ends in `[source: <slug>, …]`,
-the rollout summaries (or ad hoc notes) it was learned from. A rollout summary's front matter
-records its session (`session_id`), the session's date (`updated_at`) and the commit its
-repository had checked out (`head`); each group's `Tasks` lines repeat the session's date
-(`updated=YYYY-MM-DD`); a note's name starts with its creation time. An item's date is its newest
-source's: a newer session that learns it again refreshes it.
-
-`learned_dates(store)` maps every MEMORY.md bullet (its words, normalised by `item_key`) to that
-date. It is built once per MEMORY.md version (cached by file identity): the Tasks lines first,
-then the front matter of the summaries they do not name (active, else retired), then note names.
-An item whose sources cannot be read has no date and is never called old; a handbook written by
-an endpoint model without `[source: …]` tags has none.
+Every MEMORY.md bullet the merge writes ends in `[source: <slug>, …]`; a rollout summary's front
+matter dates its session (`updated_at`), each group's `Tasks` lines repeat that date
+(`updated=YYYY-MM-DD`), and a note's name starts with its creation time. An item's date is its
+newest source's. `learned_dates(store)` maps every bullet (`item_key`) to it, built once per
+MEMORY.md version: the Tasks lines first, then the front matter of the summaries they do not name
+(active, else retired), then note names. An item with no readable source (an endpoint model's
+handbook without `[source: …]` tags) has no date and is never called old.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Ranked search, line by line: the sections the index found (index.py) are re-read and every
 line in them is scored, so the line that answers comes first and the range to cite is that line.
-
-Each query term counts once per line, with its inverse document frequency (BM25's idf over the
-index's sections) times where the line has it, the nearest place first:
-
-    on the line itself               1.0 × BM25's length factor (a short line that has it beats a long one)
-    1 / 2 lines above                NEAR_ABOVE (an answer follows its question)
-    1 / 2 lines below                NEAR_BELOW
-    elsewhere in the section,
-      or in the file's name or title CONTEXT    (what the section or session is about)
-
-and a line that only asks (one sentence ending with "?") counts ASKS of that: the line that answers is rarely the one
-that asks. Headings and front matter are context, never hits. A hit is cited as its own line
-(`match_line` = `match_end_line`, the best line first); a line that asks is cited with the line
-below it, the answer. The weights were set on bench/search_eval (a labelled set); see
-bench/bench_search.py for what they score.
+Each query term counts once per line, by its idf over the index's sections, times the weight of
+the nearest place it is found (the constants below); headings and front matter are context,
+never hits. What users read of it: docs/search.md (Ranked search); the weights were set on
+bench/search_eval (bench/bench_search.py scores them).
 """
 
 from __future__ import annotations

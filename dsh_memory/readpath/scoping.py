@@ -1,18 +1,7 @@
-"""Project scope on the read path: which part of the memory an agent working in `cwd` sees first.
-
-- `scope_of(store, rel, line)`: the scope of one line of a memory file, `global` or
-  `project <root>`: MEMORY.md (and MEMORY.archive.md) by its task group (`applies_to:
-  cwd=<a real path>`, or a group named by a path; `global` and groups with a pattern such as
-  `cwd=.*` are global), the summary by its `# Scope:` parts, a rollout summary by its provenance
-  (`project`, else the root of its `cwd`), a skill by its front matter `project:`; ad hoc notes
-  are global. Parsed once per file version.
-- `layer(...)`: search results with this project + global first, the other projects after them
-  only on request (`other_projects`), each hit carrying its scope; the ranking inside each
-  layer is the search's own.
-- `compose_summary(...)`: the injected summary for a project: the global part plus that
-  project's part within the same budget, and one line naming the other projects with memories.
-
-The counts per project that `status` shows live in `readpath.health`.
+"""Project scope on the read path (the rules: docs/architecture.md, Project scope): the scope of
+each line of a memory file (`scope_of`, parsed once per file version), search hits with this
+project's and global ones first (`layer`), and the summary injected for a project
+(`compose_summary`). The counts per project that `status` shows live in `readpath.health`.
 """
 
 from __future__ import annotations

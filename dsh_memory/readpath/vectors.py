@@ -1,13 +1,8 @@
-"""Section vectors for the semantic half of ranked search, kept next to the FTS5 index.
-
-`.state/search_vectors.f32` is a float32 matrix on disk (DIM columns). The section whose
-`sections.slot` (index.py) is n has its vector in row n. A query reads the file through a memory
-map and scores every row with one matrix-vector product. The rows hold the first DIM of the
-model's 256 dimensions (WordLlama is trained so that a prefix is an embedding too), renormalised:
-the product reads every row, so its cost is the file's size (10,000 generated rollout summaries
-make 50,000 sections: 13 MB, 0.5 ms CPU; at 128 dimensions 2.1 ms). These vectors only choose
-which sections to read; the lines are compared with the question at the full 256 (fusion.py). sqlite-vec was the other candidate: its loadable extension needs
-`sqlite3.Connection.enable_load_extension`, which many Python builds (the CI's included) lack.
+"""Section vectors for the semantic half of ranked search, kept next to the FTS5 index in
+`.state/search_vectors.f32` (docs/search.md: what it holds and costs). The section whose
+`sections.slot` (index.py) is n has its vector in row n; a query scores every row through a memory
+map with one matrix-vector product. sqlite-vec was the other candidate: its loadable extension
+needs `sqlite3.Connection.enable_load_extension`, which many Python builds (the CI's) lack.
 
 Rows are written by the index update, in its transaction, before it commits. The slot of a section
 dropped by an update goes to `free_slots` and is reused by LATER updates only (were the update
