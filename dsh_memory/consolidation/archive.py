@@ -1,14 +1,10 @@
 """MEMORY.archive.md: where handbook items consolidation took out go, with why and when.
 
-An item injection flagged (`consolidation/stale.py`: its project's working tree no longer has what
-it cites, or no session confirmed it for `stale_after_days`) that the new MEMORY.md no longer has
-— retired by the mechanical merge, or left out or rewritten by the model — and a bullet the
-merge's `max_memory_md_chars` cap dropped (the oldest of the largest section) are appended here
-under its project's task group, in a `## Retired <date>` section, as
-`- <item> (retired: <why>) [source: …]`. Nothing flagged is ever dropped silently. The file is
-in the handbook's format, so the read path lists and reads it with each line's project scope;
-like retired rollout summaries it is out of search (what was retired should not steer an
-agent), and a person can put an item back with `dsh-memory add`.
+A flagged item (`consolidation/stale.py`) the new MEMORY.md no longer has, and a bullet the
+merge's `max_memory_md_chars` cap dropped, are appended under their project's task group in a
+`## Retired <date>` section, as `- <item> (retired: <why>) [source: …]`. The file is in the
+handbook's format, so the read path lists and reads it with each line's scope; like retired
+rollout summaries it is out of search (what was retired should not steer an agent).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""`dsh-memory forget --project ROOT`: retire everything one project has in memory, recoverably.
-
-What the project has, and where it goes (nothing is deleted):
-- its rollout summaries (provenance `project`, else the repository of their `cwd`) → .retired/,
-  as `forget SESSION` does, and each of their sessions is excluded from future extraction;
-- its raw memory blocks not yet consolidated → raw_memories.archive.md;
-- its ad hoc and imported notes (front matter `project`) → extensions/ad_hoc/archive/;
-- its MEMORY.md task groups and its memory_summary.md part → cut out of those files and kept
-  together as one retired summary, `rollout_summaries/.retired/forgotten-<label>-handbook.md`:
-  `dsh-memory restore` brings it back among the summaries, and the next consolidation reads it.
-
-Runs under Phase 2's lock, so no consolidation rewrites the handbook meanwhile.
+"""`dsh-memory forget --project ROOT`: retire everything one project has in memory, recoverably
+(docs/cli.md). A rollout summary is the project's by its provenance `project`, else the
+repository of its `cwd`; the project's MEMORY.md task groups and summary part are kept together
+as one retired summary, `rollout_summaries/.retired/forgotten-<label>-handbook.md`, which
+`dsh-memory restore` brings back for the next consolidation to read. Runs under Phase 2's lock,
+so no consolidation rewrites the handbook meanwhile.
 """
 
 from __future__ import annotations

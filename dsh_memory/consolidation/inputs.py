@@ -1,13 +1,9 @@
-"""Gather, cap and annotate everything Phase 2 feeds the model.
+"""Gather, cap and annotate everything Phase 2 feeds the model (docs/running.md: what goes in).
 
-Every part has a cap (MemorySettings: max_memory_md_chars, max_raw_chars, max_index_chars,
-max_notes_chars, max_summary_chars). Raw blocks and notes are packed whole, in order, until
-their cap is reached; only what made it into the input is consumed afterwards (`raw_ids`,
-`note_rels`), the rest waits for the next run. Rollout summaries unused for more than
-`max_unused_days` (last activity = max(usage last_at, session updated_at, extracted_at)) are annotated as
-forgetting candidates; only those may be retired by this run (`candidate_slugs`). Handbook items
-injection would flag (gone from the working tree, or older than `stale_after_days`) are listed
-in their own section (`consolidation/stale.py`); those the new MEMORY.md leaves out are archived.
+Raw blocks and notes are packed whole, in order, until their cap; only what made it into the
+input is consumed afterwards (`raw_ids`, `note_rels`), the rest waits for the next run. A rollout
+summary's last activity is max(usage last_at, session updated_at, extracted_at); only the
+forgetting candidates annotated here may be retired by this run (`candidate_slugs`).
 """
 
 from __future__ import annotations

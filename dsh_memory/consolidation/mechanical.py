@@ -2,31 +2,12 @@
 
 Used when the local model answers (flows/consolidate.py). Asking a 1.5B model to rewrite the
 whole handbook took 13 minutes and cut it off mid-word; the merge below takes well under a
-second and never cuts a bullet:
-
-- MEMORY.md is parsed into task groups (one per project, named by its repository root, plus
-  `global`) and sections; each new raw block's bullets go to the section of their kind (the
-  headings Phase 1 writes, `phase1/steps.py`; bullets without a known heading go to `Notes`),
-  newest first, each with its provenance `[source: <rollout slug>]`; a bullet already there
-  (same words) only gains the new source;
-- scope (`dsh_memory.scope`): a bullet Phase 1 tagged `[scope: global]` and ad hoc notes go to
-  `global`, every other bullet to its block's project (`project`, or the root of its `cwd` for
-  blocks written before scopes); a user preference found in ≥ 2 projects moves to `global`;
-- a line that is never memory (`phase1/clean.py`: omission markers, exploration commands, table
-  fragments, second person) is dropped, from new blocks and from the current MEMORY.md alike;
-- a raw block with a procedure becomes a skill (`skills/<project>-<task>/SKILL.md`: when to
-  use, the steps, verification from the commands that worked, pitfalls from its failure
-  shields) and a `Procedures` bullet pointing at it;
-- forgetting candidates are retired: their knowledge bullets stay, their `Tasks` lines go;
-- a bullet its project's working tree contradicts (a cited path, target or script gone) is set
-  aside in the group's `Possibly stale` section, not deleted (`consolidation/stale.py`); one no
-  session has confirmed for `stale_after_days` is retired into MEMORY.archive.md with its reason
-  (`consolidation/archive.py`, written by apply);
-- memory_summary.md (`v1`) is rebuilt in parts, `# Scope: global` then one
-  `# Scope: project <root>` per project: the user's rules, how to build and test, the routing
-  index (keywords and where to look), the skills; the read path injects the global part plus the current project's;
-- both files are capped by whole bullets (oldest of the largest section first), never mid-line;
-  a knowledge bullet the MEMORY.md cap drops goes to MEMORY.archive.md with the reason.
+second and never cuts a bullet. What it does, for users: docs/local-llm.md (step 6) and
+docs/architecture.md (Project scope). Besides: a line that is never memory
+(`phase1/clean.py`) is dropped from new blocks and the current MEMORY.md alike; forgetting
+candidates lose their `Tasks` lines, not their knowledge bullets; a bullet the working tree
+contradicts is set aside, and retired when also old (`consolidation/stale.py`); a knowledge
+bullet the MEMORY.md cap drops (oldest of the largest section) goes to MEMORY.archive.md.
 """
 
 from __future__ import annotations
@@ -187,7 +168,8 @@ def _task_line(store: Any, block: Any) -> str:
 
 
 def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | None:
-    """A skill for a raw block that holds a procedure (see the module docstring)."""
+    """A skill for a raw block that holds a procedure, `skills/<project>-<task>/SKILL.md`: when to
+    use, the steps, verification from the commands that worked, pitfalls from its shields."""
     from dsh_memory.storage.store import slugify
 
     proc = next(((h, b) for s, h, b in parts if s == SECTIONS[steps.PROCEDURE] and b), None)

@@ -1,21 +1,13 @@
 """Consolidation's answer to memory the working tree contradicts: set it aside, refresh it or
-retire it into the archive — never delete it silently.
-
-Injection flags a line that cites a path, make target or package script its project's tree no
-longer has (`readpath.freshness`), and one learned more than `stale_after_days` ago. Consolidation
-acts on the same checks for the handbook:
+retire it into the archive — never delete it silently (docs/agents.md says what users see).
 
 - `set_aside`: in each project group whose repository is on this machine, a bullet the tree
-  contradicts leaves its section for the group's `Possibly stale` section, with the reason — out
-  of what the summary injects and what its keywords route to, still in MEMORY.md to read, search
-  or correct. When the tree has the cited thing again, it goes back to `Project facts`. The same
-  item set aside twice (a newer session learned it again) is one bullet with both sources: the
-  newer evidence refreshes its date.
-- `flagged`: every project item the tree contradicts or that is old, with its note; `retire`
-  marks those that are both (no session confirmed them for `stale_after_days`). The endpoint
-  model sees them as an input section (`section`) and is asked to refresh or leave them out; the
-  mechanical merge leaves out the retire-marked ones (`retire`). Whatever flagged item the new
-  MEMORY.md no longer has goes to MEMORY.archive.md with its reason (`consolidation/archive.py`).
+  contradicts (`readpath.freshness`) moves to the group's `Possibly stale` section with the
+  reason, and back to `Project facts` when the tree has the cited thing again; the same item set
+  aside twice is one bullet with both sources (the newer evidence refreshes its date).
+- `flagged`: every project item the tree contradicts or that is older than `stale_after_days`,
+  with its note; `retire` marks those that are both. The endpoint model sees them as an input
+  section (`section`); the mechanical merge leaves the retire-marked ones out (`retire`).
 """
 
 from __future__ import annotations
