@@ -1,19 +1,7 @@
 """The memory vault: server-rendered pages to see, search, correct and restore what the agents
-remember, served by the loopback HTTP app at `/` (`dsh-memory serve` and `dsh-memory http`).
-
-    GET  /                     overview: the injected summary (size vs budget), MEMORY.md, counts, last runs
-    GET  /vault/browse         rollout summaries (provenance, usage), skills, notes, retired summaries
-    GET  /vault/file?path=…    one file rendered (or `view=lines` numbered), or one directory
-    GET  /vault/search?q=…     the read path's search (ranked by default); hits link to their lines
-    GET  /vault/sessions       the sessions the pipeline knows: forget, re-run extraction
-    GET  /vault/settings       effective settings and their source (block / env / default), key masked
-    GET  /vault/replay         the last `dsh-memory replay`: restated rules, anticipated or missed
-    POST /vault/act/<action>   a correction: first the confirm step (what it will do), then `confirm=yes`
-    GET  /vault/static/…       the stylesheet (nothing is loaded from anywhere else)
-
-Security: behind the app's LoopbackGuard (loopback Host/Origin; form bodies only under /vault/act/,
-size-bounded); every POST needs the CSRF token of its action (csrf.py); every page carries a
-Content-Security-Policy without inline script; memory content is escaped (render.py).
+remember, served by the loopback HTTP app at `/` (`vault_routes` lists them; what each page shows
+and does: docs/vault.md; how it defends itself: docs/security.md, The vault). A correction is a
+POST to /vault/act/<action>: first the confirm step, then `confirm=yes`.
 """
 
 from __future__ import annotations

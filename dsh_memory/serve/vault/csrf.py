@@ -1,10 +1,7 @@
-"""CSRF tokens and the response headers of every vault page.
-
-Signed double submit: the browser holds a random nonce in an HttpOnly, SameSite=Strict cookie;
-each form carries HMAC(process secret, nonce | action). A POST is done only when the form's token
-is the one for this cookie and this action. Another site (or another local app on a loopback
-port: cookies are not port-bound) can neither read the token out of our pages (no CORS) nor
-compute one (the secret never leaves this process; a restart invalidates every page: reload).
+"""CSRF tokens (a signed double submit, docs/security.md: The vault) and the response headers of
+every vault page. Another site, or another local app on a loopback port (cookies are not
+port-bound), can neither read a token out of our pages (no CORS) nor compute one (the secret
+never leaves this process).
 """
 
 from __future__ import annotations

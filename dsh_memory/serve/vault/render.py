@@ -1,9 +1,6 @@
-"""Safe HTML out of memory files and the page templates.
-
-Memory files hold model output and session text: untrusted. Markdown goes through markdown-it-py
-in CommonMark mode with raw HTML off (`<script>` comes out as text), images off (no request to
-anywhere a model wrote down), and links restricted to http(s), mailto, in-page anchors and paths
-inside the memory (rewritten to the vault's reader). Templates are Jinja2 with autoescape on.
+"""Safe HTML out of memory files (untrusted: model output and session text) and the page
+templates; the rules are docs/security.md's (The vault). Links inside the memory are rewritten
+to the vault's reader.
 """
 
 from __future__ import annotations
