@@ -121,24 +121,23 @@ def is_active_rollout(rel: str) -> bool:
     return len(parts) == 2 and parts[0] == ROLLOUT_DIR and parts[1].endswith(".md") and not parts[1].startswith(".")
 
 
-def _visible_files(base: str, rel_base: str, recursive: bool) -> Iterator[tuple[str, str, os.stat_result]]:
-    """(rel, abs path, lstat) of regular, non-hidden, non-symlink files under `base`, sorted by
-    name. Plain strings: this walk runs before every search, over thousands of files."""
+def _entries(base: str, rel_base: str, recursive: bool) -> Iterator[tuple[str, os.DirEntry]]:
+    """(rel, directory entry) of the regular, non-hidden, non-symlink files under `base`, sorted
+    by name. Plain strings: this walk runs before every search, over thousands of files."""
     try:
         with os.scandir(base) as it:
             entries = sorted(it, key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         return
     for entry in entries:
-        name = entry.name
-        if name[0] == "." or entry.is_symlink():
+        if entry.name[0] == "." or entry.is_symlink():
             continue
-        rel = f"{rel_base}/{name}" if rel_base else name
+        rel = f"{rel_base}/{entry.name}" if rel_base else entry.name
         if entry.is_dir(follow_symlinks=False):
             if recursive:
-                yield from _visible_files(entry.path, rel, True)
+                yield from _entries(entry.path, rel, True)
         elif entry.is_file(follow_symlinks=False):
-            yield rel, entry.path, entry.stat(follow_symlinks=False)
+            yield rel, entry
 
 
 def top_files(root: str) -> Iterator[tuple[str, str, os.stat_result]]:
@@ -156,14 +155,19 @@ def top_files(root: str) -> Iterator[tuple[str, str, os.stat_result]]:
 def corpus(store: Any) -> Iterator[tuple[str, str, os.stat_result]]:
     """The searchable memory, in this order: MEMORY.md, memory_summary.md, active rollout
     summaries, skills/**, ad hoc notes (by name within each). Never .state, .retired, raw memories."""
+    yield from top_files(str(root_of(store)))
+    for rel, entry in corpus_entries(store):
+        yield rel, entry.path, entry.stat(follow_symlinks=False)
+
+
+def corpus_entries(store: Any) -> Iterator[tuple[str, os.DirEntry]]:
+    """The corpus below the root's two files, as directory entries (no stat yet)."""
     root = str(root_of(store))
-    yield from top_files(root)
-    for rel, p, st in _visible_files(os.path.join(root, ROLLOUT_DIR), ROLLOUT_DIR, False):
-        if rel.endswith(".md"):
-            yield rel, p, st
-    notes_rel = rel_of(store, Path(store.notes_dir))
-    for rel_base in ("skills", notes_rel):
-        yield from _visible_files(os.path.join(root, rel_base), rel_base, True)
+    yield from (
+        (rel, e) for rel, e in _entries(os.path.join(root, ROLLOUT_DIR), ROLLOUT_DIR, False) if rel.endswith(".md")
+    )
+    for rel_base in ("skills", rel_of(store, Path(store.notes_dir))):
+        yield from _entries(os.path.join(root, rel_base), rel_base, True)
 
 
 def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, str, os.stat_result]]:
@@ -181,7 +185,8 @@ def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, str, os.s
     if stat_mod.S_ISREG(st.st_mode):
         yield rel, str(base), st
         return
-    yield from _visible_files(str(base), rel, True)
+    for under, entry in _entries(str(base), rel, True):
+        yield under, entry.path, entry.stat(follow_symlinks=False)
 
 
 # ---- content cache: long-running servers avoid re-reading unchanged files -----------------

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory.readpath import embedder, vectors
-from dsh_memory.readpath._common import ROLLOUT_DIR, corpus, read_text, rel_of, root_of, top_files
+from dsh_memory.readpath._common import corpus, corpus_entries, read_text, root_of, top_files
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
@@ -128,29 +128,8 @@ def _diff(conn: sqlite3.Connection, store: Any, quick: bool, recent_ns: int):
 def _listing(store: Any) -> dict[str, tuple[str, int]]:
     """The corpus (`_common.corpus`: same files, same rules) as {rel: (path, inode)}, read from
     the directory entries alone (no stat per file)."""
-    root = str(root_of(store))
-    out: dict[str, tuple[str, int]] = {name: (p, st.st_ino) for name, p, st in top_files(root)}
-
-    def walk(base: str, rel_base: str, recursive: bool, md_only: bool) -> None:
-        try:
-            it = os.scandir(base)
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        with it:
-            for e in it:
-                if e.name[0] == "." or e.is_symlink():
-                    continue
-                rel = f"{rel_base}/{e.name}"
-                if e.is_dir(follow_symlinks=False):
-                    if recursive:
-                        walk(e.path, rel, True, md_only)
-                elif e.is_file(follow_symlinks=False) and (not md_only or e.name.endswith(".md")):
-                    out[rel] = (e.path, e.inode())
-
-    walk(os.path.join(root, ROLLOUT_DIR), ROLLOUT_DIR, False, True)
-    for rel_base in ("skills", rel_of(store, Path(store.notes_dir))):
-        walk(os.path.join(root, rel_base), rel_base, True, False)
-    return out
+    out = {name: (p, st.st_ino) for name, p, st in top_files(str(root_of(store)))}
+    return out | {rel: (e.path, e.inode()) for rel, e in corpus_entries(store)}
 
 
 def _drop(conn: sqlite3.Connection, rel: str) -> None:
