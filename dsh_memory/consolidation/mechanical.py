@@ -18,9 +18,10 @@ from typing import Any
 
 from dsh_memory.consolidation import stale
 from dsh_memory.consolidation.output import ConsolidationOutput
-from dsh_memory.consolidation.summary_md import SOURCE, render_summary, scope_of_group
+from dsh_memory.consolidation.summary_md import render_summary, scope_of_group
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
+from dsh_memory.readpath.learned import BULLET, SOURCE, item_key, sources_of, with_sources
 from dsh_memory.scope import GLOBAL, is_tagged_global, project_root, untag
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
@@ -35,7 +36,6 @@ SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order 
 }
 ORDER = ["User notes", *dict.fromkeys(SECTIONS.values()), "Agent findings", "Notes", stale.SECTION, "Tasks"]
 PROMOTABLE = ("User preferences",)  # what recurs across projects is the user's, not a project's
-BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 VERSION = re.compile(r"^v?\d+(\.\d+)*$")
 
 
@@ -54,11 +54,11 @@ class Group:
             head = text.split(":", 1)[0]
             for i, old in enumerate(items):
                 if SOURCE.sub("", old).startswith(head + ":"):
-                    items[i] = _with_source(_merged_list(text, SOURCE.sub("", old).rstrip()) + _source_tag(old), source)
+                    items[i] = with_sources(_merged_list(text, SOURCE.sub("", old)), [*sources_of(old), source])
                     return
-        key = _key(text)
+        key = item_key(text)
         for i, old in enumerate(items):
-            if _key(SOURCE.sub("", old)) == key:
+            if item_key(old) == key:
                 items[i] = _with_source(old, source)
                 return
         new = _with_source(text, source)
@@ -93,23 +93,8 @@ def _merged_list(new: str, old: str) -> str:
     return f"{head}: " + ", ".join(have + more)
 
 
-def _source_tag(bullet: str) -> str:
-    m = SOURCE.search(bullet)
-    return f" [source: {m.group(1)}]" if m else ""
-
-
-def _key(text: str) -> str:
-    return re.sub(r"\W+", " ", BULLET.sub("", text)).strip().lower()
-
-
 def _with_source(bullet: str, source: str) -> str:
-    m = SOURCE.search(bullet)
-    have = [s.strip() for s in m.group(1).split(",")] if m else []
-    if source and source not in have:
-        have.append(source)
-    base = SOURCE.sub("", bullet).rstrip()
-    base = base if BULLET.match(base) else f"- {base}"
-    return f"{base} [source: {', '.join(have)}]" if have else base
+    return with_sources(bullet if BULLET.match(bullet) else f"- {bullet}", [source])
 
 
 def parse_memory_md(text: str) -> dict[str, Group]:
@@ -225,7 +210,7 @@ def promote_recurring(groups: dict[str, Group]) -> int:
             if section not in PROMOTABLE:
                 continue
             for b in items:
-                seen.setdefault((section, _key(SOURCE.sub("", b))), []).append((g, b))
+                seen.setdefault((section, item_key(b)), []).append((g, b))
     moved = 0
     for (section, _), where in seen.items():
         if len({g.name for g, _ in where}) < 2:
@@ -233,9 +218,8 @@ def promote_recurring(groups: dict[str, Group]) -> int:
         target = groups.setdefault(GLOBAL, Group(GLOBAL))
         for g, b in where:
             g.sections[section].remove(b)
-            m = SOURCE.search(b)
-            for src in m.group(1).split(",") if m else [""]:
-                target.add(section, SOURCE.sub("", b), src.strip(), first=False)
+            for src in sources_of(b) or [""]:
+                target.add(section, SOURCE.sub("", b), src, first=False)
         moved += 1
     return moved
 

@@ -26,7 +26,7 @@ ITEM_PREFIXES = ("- ", "* ", "+ ")
 
 def _words(line: str) -> frozenset[str]:
     """The words of an item that say what it is (3+ letters, not who said it)."""
-    from dsh_memory.consolidation.mechanical import SOURCE
+    from dsh_memory.readpath.learned import SOURCE
 
     return frozenset(w for w in WORD.findall(untag(SOURCE.sub("", line)).lower()) if len(w) >= 3 and w not in NOISE)
 

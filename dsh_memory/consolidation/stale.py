@@ -19,14 +19,13 @@ from datetime import date
 from typing import Any
 
 from dsh_memory.readpath.freshness import stale_reasons
-from dsh_memory.readpath.learned import age_days, item_key
+from dsh_memory.readpath.learned import SOURCE, age_days, item_key, sources_of, with_sources
 
 SECTION = "Possibly stale"
 RETURNED_TO = "Project facts"
 KEPT = ("Tasks", "User notes", "User preferences", SECTION)  # the user's words are theirs to retire
 USERS = ("Tasks", "User notes", "User preferences")
 _FLAG = re.compile(r" \(may be stale: [^)]*\)(?= \[source:|$)")
-_SOURCE = re.compile(r" \[source: ([^\]]*)\]$")
 
 
 @dataclass(frozen=True)
@@ -74,21 +73,13 @@ def _merged(bullets: list[str]) -> list[str]:
     out: dict[str, str] = {}
     for b in bullets:
         key = item_key(b)
-        if key not in out:
-            out[key] = b
-            continue
-        have = _SOURCE.search(out[key])
-        more = _SOURCE.search(b)
-        if more:
-            sources = [s.strip() for s in (have.group(1).split(",") if have else [])]
-            sources += [s.strip() for s in more.group(1).split(",") if s.strip() not in sources]
-            out[key] = _SOURCE.sub("", out[key]) + f" [source: {', '.join(s for s in sources if s)}]"
+        out[key] = with_sources(out[key], sources_of(b)) if key in out else b
     return list(out.values())
 
 
 def _flagged(bullet: str, reasons: list[str]) -> str:
     note = f" (may be stale: {'; '.join(reasons[:2])})"
-    m = re.search(r" \[source: [^\]]*\]$", bullet)
+    m = SOURCE.search(bullet)
     return bullet[: m.start()] + note + m.group(0) if m else bullet + note
 
 

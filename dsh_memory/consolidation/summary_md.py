@@ -13,9 +13,9 @@ import re
 from typing import Any
 
 from dsh_memory.phase1.clean import is_marker
+from dsh_memory.readpath.learned import SOURCE
 from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project
 
-SOURCE = re.compile(r"\s*\[source: ([^\]]*)\]\s*$")  # a bullet's provenance tag
 CODE = re.compile(r"`([^`\n]+)`")
 MAX_KEYWORD_CHARS = 60
 MAX_KEYWORDS = 8

@@ -9,14 +9,13 @@ unreadable file.
 from __future__ import annotations
 
 import os
-import re
 from datetime import UTC, date, datetime
 from typing import Any
 
 from dsh_memory import scope as sc
+from dsh_memory.readpath.learned import BULLET
 from dsh_memory.readpath.scoping import PROJECT, Where, compose_summary, scope_of
 
-ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 COUNTS = ("handbook_items", "sessions", "pending_raw", "stale", "aged", "uses", "never_used", "left_out")
 
 
@@ -25,7 +24,7 @@ def _name(scope: str) -> str:
 
 
 def _is_item(line: str) -> bool:
-    return bool(ITEM.match(line)) and not line.lstrip("-*+ ").startswith(("rollout_summaries/", "not shown here:"))
+    return bool(BULLET.match(line)) and not line.lstrip("-*+ ").startswith(("rollout_summaries/", "not shown here:"))
 
 
 def _on_disk(name: str) -> bool:

@@ -41,6 +41,20 @@ def item_key(line: str) -> str:
     return WORDS.sub(" ", text).strip().lower()
 
 
+def sources_of(bullet: str) -> list[str]:
+    """The names in a bullet's `[source: …]` tag, in order."""
+    m = SOURCE.search(bullet)
+    return [s.strip() for s in m.group(1).split(",") if s.strip()] if m else []
+
+
+def with_sources(bullet: str, sources: list[str]) -> str:
+    """`bullet` with `sources` added to its `[source: …]` tag (each name once)."""
+    have = sources_of(bullet)
+    have += [s for s in dict.fromkeys(sources) if s and s not in have]
+    base = SOURCE.sub("", bullet).rstrip()
+    return f"{base} [source: {', '.join(have)}]" if have else base
+
+
 def as_date(value: Any) -> date | None:
     """The date an ISO text starts with (`2026-07-01`, `2026-07-01T09:00:00+00:00`); None if none."""
     m = ISO_DATE.match(str(value or ""))
@@ -96,10 +110,9 @@ def dates_of(text: str, root: str) -> dict[str, date]:
     seen: dict[str, date | None] = {}
     out: dict[str, date] = {}
     for line in lines:
-        m = SOURCE.search(line)
-        if not m or not BULLET.match(line):
+        if not BULLET.match(line):
             continue
-        found = [_source_date(root, s.strip(), tasks, seen) for s in m.group(1).split(",") if s.strip()]
+        found = [_source_date(root, s, tasks, seen) for s in sources_of(line)]
         newest = max((d for d in found if d), default=None)
         if newest:
             key = item_key(line)
