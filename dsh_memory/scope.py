@@ -1,16 +1,8 @@
 """Where a memory applies: one project (a repository root) or every project (`global`); the rules
-as users see them: docs/architecture.md ("Project scope").
-
-Shared by every stage: Phase 1 tags each item, Phase 2 groups by it, the read path filters by it.
-- `project_root(cwd)`: the nearest ancestor holding `.git` (a directory, or a file for worktrees
-  and submodules), walking up the path as written (no `realpath`: a symlinked checkout is the path
-  the agent used; a `.git` symlink is ignored), at most `MAX_WALK` levels; a linked worktree
-  belongs to its main repository; else the cwd as recorded. No cwd, no project.
-- `stated_as_general(text)`: the deterministic rule that backs the model: an item is global only
-  when the user's own words say so.
-- `matches(project, root, is_repo)`: a stored project belongs to the requested one when it is the
-  same path, or lies inside it when the request is a real repository root. Never the other way
-  round: a session started in `$HOME` must not pull its rules into every project below it.
+as users see them: docs/architecture.md ("Project scope"). Shared by every stage: Phase 1 tags
+each item, Phase 2 groups by it, the read path filters by it. `project_root` walks the path as
+written (no `realpath`: a symlinked checkout is the path the agent used). `matches` never goes
+upward: a session started in `$HOME` must not pull its rules into every project below it.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""Plain settings objects and their environment-variable resolution.
-
-These are the values every flow and task receives. `blocks/` wraps them as Prefect Blocks
-(editable in the UI); without a saved block the defaults here and the environment apply.
-Nothing here reads the environment at import time: call `MemorySettings.from_env()`.
-
-The environment's layer is read by pydantic-settings (`EnvSettingsSource`, prefix
-`DSH_MEMORY_`): every field as `DSH_MEMORY_<FIELD>`, plus the few other names its layers declare
-(`MEMORY_ENVIRONMENT`, `ROUTE_ENVIRONMENT`). It
-hands raw strings to the plain models, which validate them; `env_names()` is the one list of
-variables per field (`dsh-memory settings show` and docs/configuration.md use it).
+"""Plain settings objects and their environment-variable resolution (precedence and every
+variable: docs/configuration.md). `blocks/` wraps them as Prefect Blocks. Nothing here reads the
+environment at import time: call `MemorySettings.from_env()`. The environment's layer is read by
+pydantic-settings (`EnvSettingsSource`, prefix `DSH_MEMORY_`) as raw strings, which the plain
+models validate; `env_names()` is the one list of variables per field.
 """
 
 from __future__ import annotations

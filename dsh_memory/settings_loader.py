@@ -1,12 +1,8 @@
 """Load the settings a flow runs with, once, at its entry: field by field, the Prefect Block
-named "default" > the environment > the default (docs/configuration.md).
-
-Blocks are read only when a Prefect API is configured: PREFECT_API_URL in the environment, or
-in the active Prefect profile when prefect is already imported (flows, `dsh-memory settings`).
-Without one (ephemeral mode) nothing touches the network and prefect is not imported.
-`DSH_MEMORY_IGNORE_BLOCKS=1` skips the blocks entirely (tests, debugging: the environment then
-wins). A server that cannot be reached is logged and skipped; a saved block that does not
-validate raises ConfigError with the way to fix it. Plain pydantic values are passed down.
+named "default" > the environment > the default (docs/configuration.md). Blocks are read only
+when a Prefect API is configured (without one nothing touches the network and prefect is not
+imported) and not with `DSH_MEMORY_IGNORE_BLOCKS=1`. An unreachable server is logged and skipped;
+a saved block that does not validate raises ConfigError with the way to fix it.
 """
 
 from __future__ import annotations

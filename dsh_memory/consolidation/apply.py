@@ -2,13 +2,9 @@
 
 Order: validate everything (pure, no filesystem call) → skills → MEMORY.md → memory_summary.md →
 retire candidates → archive consumed raw blocks → archive consumed notes. Every text write goes
-through `MemoryStore.atomic_write` (path guard + redaction + temp file/rename). A crash midway
-leaves each file either old or new, and the raw blocks/notes unconsumed (so the next run sees
-them again) — never lost.
-
-Skills: names must match `^[a-z0-9][a-z0-9-]{0,79}$`; supporting files must live under
-scripts/, templates/ or examples/ with plain path segments (no `..`, no absolute path, no NUL,
-no backslash, no hidden names). An invalid skill is skipped and reported; the rest lands.
+through `MemoryStore.atomic_write`; a crash midway leaves each file either old or new and the raw
+blocks and notes unconsumed (the next run sees them again), never lost. An invalid skill (name,
+or a file outside scripts/, templates/, examples/) is skipped and reported; the rest lands.
 """
 
 from __future__ import annotations

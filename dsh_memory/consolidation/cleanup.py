@@ -1,11 +1,7 @@
-"""Deterministic clean-up of the handbook files any Phase 2 writes (model or mechanical merge).
-
-The same line rules as Phase 1's post-processing (`phase1/postprocess.py`), minus grounding:
-boilerplate lines go, a line looping over its sentences keeps one copy of each, repeated content
-lines keep the first within a task group (headings excepted; two projects may share a rule), and a line cut off
-mid-word or mid-sentence is trimmed to its last full sentence or dropped. The vocabulary that
-tells a cut word from a real one is the consolidation's input (raw memories, notes, the current
-files). Nothing is ever cut inside a line.
+"""Deterministic clean-up of the handbook files any Phase 2 writes (model or mechanical merge):
+Phase 1's line rules (`phase1/postprocess.py`) minus grounding, repeated lines kept once per task
+group (two projects may share a rule). The vocabulary that tells a cut word from a real one is
+the consolidation's input (raw memories, notes, the current files). Nothing is cut inside a line.
 """
 
 from __future__ import annotations

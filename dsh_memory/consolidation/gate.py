@@ -1,10 +1,7 @@
-"""Should Phase 2 run now? Pure decision over the pipeline bookkeeping.
-
-Work exists when the pending flag is set (Phase 1 sets it after a successful extraction), when
-unconsumed ad hoc notes exist, or when raw blocks wait in raw_memories.md (a Phase 1 that died
-between appending and flagging, or blocks left over by the input cap). Automatic runs respect the
-cooldown after the last success and pause after PAUSE_AFTER_FAILURES consecutive failures;
-`force` (manual runs) bypasses both, never the "nothing to do" check.
+"""Should Phase 2 run now? Pure decision over the pipeline bookkeeping (when it runs:
+docs/running.md). Raw blocks waiting count as work even without the pending flag (a Phase 1
+that died between appending and flagging, or blocks left over by the input cap); `force`
+bypasses the cooldown and the failure pause, never the "nothing to do" check.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The deterministic rule behind a model's handbook: a project's item stays in its project.
-
-An endpoint model is asked (consolidation prompt) to write MEMORY.md in task groups per project
-and memory_summary.md in `# Scope:` parts. When it puts a line in the global group or part (or in
-another project's) that is one of the project-only items of the raw memories (untagged, seen in
-one project only), the line moves to its project's group or part (made when missing) before the
-files are written; nothing else of the model's text changes. A line is an item when
-it holds at least 80 % of the item's words (3+ letters; at least two); a line that matches items of
-several projects stays where it is. The mechanical merge writes the parts itself.
+"""The deterministic rule behind a model's handbook: a project's item stays in its project
+(docs/architecture.md, Project scope). A line the model put in the global (or another project's)
+group or part that is one of the raw memories' project-only items moves to its project's group or
+part before the files are written; nothing else of the model's text changes. A line is an item
+when it holds at least MIN_SHARE of the item's words; one matching several projects' stays.
 """
 
 from __future__ import annotations

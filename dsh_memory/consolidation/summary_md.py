@@ -1,10 +1,7 @@
-"""memory_summary.md from the handbook's task groups (the mechanical merge's second file).
-
-`v1`, then a `# Scope: global` part and one `# Scope: project <root>` part per project, each with
-the user's rules, how to build and test, where to look (the group's keywords: the names its facts
-and shields cite) and its skills. The read path injects the global part plus the current
-project's, so the global part and any one project part fit the cap together; whole lines, and
-what does not fit is named, not dropped silently.
+"""memory_summary.md from the handbook's task groups (the mechanical merge's second file): `v1`,
+then a `# Scope: global` part and one `# Scope: project <root>` part per project (docs/
+architecture.md, Project scope), each with the user's rules, how to build and test, where to look
+(the names the group's facts and shields cite) and its skills; what does not fit is named.
 """
 
 from __future__ import annotations
