@@ -1,9 +1,6 @@
-"""Pipeline progress on stderr for `extract`, `run`, `demo` and `consolidate`.
-
-On a terminal: a live bar (rich). Otherwise (logs, CI, pipes): one plain line per phase start
-and end and one per finished session, each starting with "dsh-memory: ". The flows do not know
-about any of this: tasks call `dsh_memory.progress.report`, and the phases' start/end come from
-the flows' Prefect state hooks (`progress.watch_flow`).
+"""Pipeline progress on stderr for `extract`, `run`, `demo` and `consolidate`: a live bar on a
+terminal, else one "dsh-memory: " line per phase start and end and per finished session. Tasks
+call `dsh_memory.progress.report`; the phases' start and end come from the flows' state hooks.
 """
 
 from __future__ import annotations

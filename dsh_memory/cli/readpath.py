@@ -1,10 +1,6 @@
-"""`summary`, `list`, `read`, `search`, `add`: the read path on the command line.
-
-Translation only: parse arguments, call one core function, print. Each command's arguments and
-options are generated from its request model (`readpath.models`, via `readpath.params`): the
-same names (`--start-line`, `--context-lines`, `--path`…), defaults, bounds and help text as the
-RPC and the MCP tools. No prefect import here, so these commands stay fast enough for agent hooks
-(a session-start hook runs `summary --inject`).
+"""`summary`, `list`, `read`, `search`, `add`: the read path on the command line. Translation
+only; each command's arguments and options are generated from its request model (`readpath.params`).
+No prefect import here, so these commands stay fast enough for agent hooks (`summary --inject`).
 """
 
 from __future__ import annotations

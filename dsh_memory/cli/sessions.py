@@ -1,9 +1,6 @@
-"""`dsh-memory sessions` and `dsh-memory render`: look at what the pipeline would read.
-
-Light imports: discovery, readers, the renderer and rich for the table (prefect only when
-PREFECT_API_URL is set, to read the settings blocks the way `status` does). Roots come from the
-environment (DSH_HOME, CODEX_HOME, CLAUDE_CONFIG_DIR); each session's processing state from the
-memory root's state DB.
+"""`dsh-memory sessions` and `dsh-memory render`: look at what the pipeline would read. Light
+imports (discovery, readers, the renderer, rich); prefect only when PREFECT_API_URL is set, to
+read the settings blocks the way `status` does.
 """
 
 from __future__ import annotations

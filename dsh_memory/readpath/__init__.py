@@ -1,20 +1,9 @@
-"""The read path: each operation written once; CLI, HTTP RPC and MCP only translate.
-
-    summary(store, max_chars, cwd)               memory_summary.md (capped, cached) + instructions;
-                                                 with cwd: global + that project's part
-    list_dir(store, path, cursor, max_results)   shallow listing, hides .state
-    read(store, path, start_line, max_lines)     line slice, size-capped          (records usage)
-    search(store, queries, mode, path, …)        line modes or ranked (BM25, fused with an embedding
-                                                 model per the semantic_search setting) (records usage)
-    add(store, note, title)                      one new ad hoc note (the only agent write)
-    delete_file(store, path)                     settings-page vault; refuses pipeline files
-
-Each operation's parameters are declared once, as the fields of its request model in models.py
-(OPERATIONS below maps RPC method names to them); the adapters generate their CLI options and
-MCP tool schemas from those fields (params.py).
-
-Usage (the forgetting input) is recorded only for active rollout summaries returned by read or
-surfaced by search: one record per file per call.
+"""The read path: each operation written once (summary, list_dir, read, search, add, delete_file);
+CLI, HTTP RPC and MCP only translate. Each operation's parameters are declared once, as the fields
+of its request model in models.py (OPERATIONS maps RPC method names to them); the adapters
+generate their CLI options and MCP tool schemas from those fields (params.py). Usage (the
+forgetting input) is recorded only for active rollout summaries returned by read or surfaced by
+search, one record per file per call; injection never counts.
 """
 
 from __future__ import annotations

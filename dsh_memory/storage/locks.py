@@ -1,16 +1,8 @@
-"""Single-flight locks for the pipeline phases, released by the kernel.
-
-A phase lock is an exclusive `flock` on `<memory root>/.state/<phase>.lock` (the `filelock`
-package, native Unix backend only: no "soft" fallback, whose marker files survive a killed
-process). The kernel drops the lock when the holding process dies, however it dies, so a crash
-can never wedge the pipeline (unlike a Prefect concurrency slot in ephemeral mode, DESIGN.md).
-
-Each `phase_lock` call opens its own descriptor, so the lock is exclusive across threads of one
-process as well as across processes and deployment runs.
-
-    with phase_lock(root, "phase2"):   # raises AlreadyRunning at once if someone holds it
-        ...
-    is_running(root, "phase2")          # probe for get-state: True while a holder exists
+"""Single-flight locks for the pipeline phases, released by the kernel: an exclusive `flock` on
+`<memory root>/.state/<phase>.lock` (the `filelock` package, native Unix backend only: no "soft"
+fallback, whose marker files survive a killed process), so a crash can never wedge the pipeline
+(unlike a Prefect concurrency slot in ephemeral mode, DESIGN.md). Each `phase_lock` call opens its
+own descriptor: exclusive across threads of one process as well as across processes.
 """
 
 from __future__ import annotations

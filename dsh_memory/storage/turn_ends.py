@@ -1,12 +1,7 @@
-"""The debounce as data: each session's newest turn end, beside Phase 1's claims.
-
-The receiver records every turn end it accepts (session, when it was received); the debounced
-extraction run (flows/extract_session.py) takes the sessions whose newest turn end is at least
-`debounce_seconds` old and not handled yet, extracts them, marks the turn ends it saw handled,
-and asks Prefect for its next run at `next_due`. A turn end newer than the one a run handled
-keeps its session pending: nothing recorded is lost to a run that was already under way.
-
-Times are epoch seconds (REAL): one comparison per row, no parsing.
+"""The debounce as data (docs/running.md): each session's newest turn end, as the receiver
+recorded it, and the newest one a debounced extraction run (flows/extract_session.py) handled. A
+turn end newer than the one a run handled keeps its session pending: nothing recorded is lost to
+a run already under way. Times are epoch seconds (REAL): one comparison per row, no parsing.
 """
 
 from __future__ import annotations
