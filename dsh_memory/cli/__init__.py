@@ -43,21 +43,14 @@ def _root(
 
 
 # Command modules, in the order they appear in --help.
-_MODULES = ["sessions", "pipeline", "replay", "consolidate", "imports", "stack", "readpath", "servers", "admin"]
-_MODULES.append("hooks")
+_MODULES = "sessions pipeline replay consolidate imports stack readpath servers admin hooks".split()
 
 
 def _register() -> None:
     import importlib
 
     for name in _MODULES:
-        try:
-            mod = importlib.import_module(f"dsh_memory.cli.{name}")
-        except ModuleNotFoundError as exc:  # a module not written yet
-            if exc.name == f"dsh_memory.cli.{name}":
-                continue
-            raise
-        mod.register(app)
+        importlib.import_module(f"dsh_memory.cli.{name}").register(app)
 
 
 _register()
