@@ -161,7 +161,3 @@ def cjk_pieces(run: str) -> list[str]:
     parts = [p for p in _CJK_STOP.split(run) if p]
     grams = [g for p in parts if len(p) >= 2 for g in bigrams(p)[:-1]]
     return list(dict.fromkeys(grams)) or parts or [run]
-
-
-def present(term: Term, text: str, line_stem_set: frozenset[str]) -> bool:
-    return term.key in text if term.cjk else term.key in line_stem_set
