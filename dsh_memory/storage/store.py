@@ -17,11 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
-from dsh_memory.storage.store_format import (  # re-exported: import these from dsh_memory.storage.store
+from dsh_memory.storage.store_format import (  # the store's formats: import them from here
     PROVENANCE_KEYS,
     RAW_ARCHIVE_TITLE,
     RAW_TITLE,
-    SLUG_MAX,
     SLUG_RE,
     STATE_DIRNAME,
     RawBlock,
@@ -41,24 +40,6 @@ from dsh_memory.storage.store_format import (  # re-exported: import these from 
     slugify,
     temp_writer_gone,
 )
-
-__all__ = [
-    "MemoryStore",
-    "MemoryFileNotFound",
-    "RawBlock",
-    "RolloutSummaryInfo",
-    "slugify",
-    "parse_raw_blocks",
-    "serialize_raw_block",
-    "parse_front_matter",
-    "render_front_matter",
-    "PROVENANCE_KEYS",
-    "SLUG_RE",
-    "SLUG_MAX",
-    "STATE_DIRNAME",
-    "RAW_TITLE",
-    "RAW_ARCHIVE_TITLE",
-]
 
 
 class MemoryFileNotFound(NotFoundError, FileNotFoundError):
