@@ -371,9 +371,9 @@ def test_browser_tests_fail_without_chromium_unless_skipped_on_purpose(tmp_path,
 
 def test_overview_shows_memories_per_project(client, settings):
     """#18: the vault shows memories per scope, from the same count `status` prints."""
-    from dsh_memory.readpath.health import per_project
+    from dsh_memory.readpath.health import memory_health
 
-    rows = per_project(MemoryStore(settings.memory_root), stale_after_days=settings.stale_after_days)
+    rows = memory_health(MemoryStore(settings.memory_root), stale_after_days=settings.stale_after_days)["projects"]
     assert rows, "the sample memory has items"
     table = client.get("/").text.split('id="projects"', 1)[1].split("</table>", 1)[0]
     for name, row in rows.items():
