@@ -10,53 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh_memory.readpath.files import PROTECTED_FILES, add, delete_file, list_dir, read
+from dsh_memory.readpath.files import add, delete_file, list_dir, read
 from dsh_memory.readpath.models import (
     AddRequest,
-    AddResult,
     DeleteRequest,
-    DeleteResult,
-    Entry,
     ListRequest,
-    ListResult,
     ReadRequest,
-    ReadResult,
-    SearchMatch,
     SearchRequest,
-    SearchResult,
-    Summary,
     SummaryRequest,
 )
 from dsh_memory.readpath.search import search
-from dsh_memory.readpath.summary import instructions, summary
-
-__all__ = [
-    "PROTECTED_FILES",
-    "AddRequest",
-    "AddResult",
-    "DeleteRequest",
-    "DeleteResult",
-    "Entry",
-    "ListRequest",
-    "ListResult",
-    "ReadRequest",
-    "ReadResult",
-    "SearchMatch",
-    "SearchRequest",
-    "SearchResult",
-    "Summary",
-    "SummaryRequest",
-    "OPERATIONS",
-    "add",
-    "delete_file",
-    "dispatch",
-    "instructions",
-    "list_dir",
-    "read",
-    "search",
-    "summary",
-]
-
+from dsh_memory.readpath.summary import summary
 
 # RPC method (and CLI command) → (request model, core function). Read and search record usage.
 OPERATIONS: dict[str, tuple[type[Any], Any]] = {

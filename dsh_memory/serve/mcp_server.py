@@ -141,6 +141,7 @@ def build_server(settings: Any = None):
     from dsh_memory import readpath as rp
     from dsh_memory.context import context_of
     from dsh_memory.readpath import embedder
+    from dsh_memory.readpath.models import ListResult, ReadResult, SearchResult
 
     ctx = context_of(settings)
     settings, store = ctx.settings, ctx.store
@@ -171,15 +172,15 @@ def build_server(settings: Any = None):
         ).injection()
         return text or "Long-term memory is empty so far: nothing to recall yet."
 
-    @tool("list", LIST_DESC, rp.ListResult)
+    @tool("list", LIST_DESC, ListResult)
     def memory_list(**params: Any) -> Any:
         return rp.list_dir(store, **params)
 
-    @tool("read", READ_DESC, rp.ReadResult)
+    @tool("read", READ_DESC, ReadResult)
     def memory_read(**params: Any) -> Any:
         return rp.read(store, **params, state=state())
 
-    @tool("search", SEARCH_DESC.format(ranking=embedder.ranking(settings.semantic_search)), rp.SearchResult)
+    @tool("search", SEARCH_DESC.format(ranking=embedder.ranking(settings.semantic_search)), SearchResult)
     def memory_search(**params: Any) -> Any:
         return rp.search(store, **params, state=state(), semantic_search=settings.semantic_search)
 
