@@ -206,14 +206,24 @@ def summary_parts(text: str) -> tuple[str, dict[str, str]]:
         lines = lines[1:]
     for line in lines:
         if line.startswith(SUMMARY_HEADING):
-            what = line[len(SUMMARY_HEADING) :].strip()
-            if what.lower().startswith(PROJECT_WORD) and what[len(PROJECT_WORD) :].strip():
-                cur = projects.setdefault(_norm(what[len(PROJECT_WORD) :]), [])
-            else:
-                cur = glob
+            project = part_project(line)
+            cur = projects.setdefault(project, []) if project else glob
             continue
         cur.append(line)
     return "\n".join(glob).strip("\n"), {p: "\n".join(v).strip("\n") for p, v in projects.items()}
+
+
+def part_project(heading: str) -> str | None:
+    """The project root a `# Scope: project <root>` heading names; None for any other part."""
+    what = heading[len(SUMMARY_HEADING) :].strip()
+    root = what[len(PROJECT_WORD) :].strip()
+    return _norm(root) if what.lower().startswith(PROJECT_WORD) and root else None
+
+
+def summary_groups(lines: list[str]) -> list[tuple[int, str | None]]:
+    """(index of the first line, project or None for global) of every memory_summary.md part, as
+    `handbook_groups` gives them for MEMORY.md; the lines before the first part are global."""
+    return [(0, None)] + [(i, part_project(ln)) for i, ln in enumerate(lines) if ln.startswith(SUMMARY_HEADING)]
 
 
 def summary_file_cap(text: str, cap: int) -> int:

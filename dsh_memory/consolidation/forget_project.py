@@ -73,8 +73,8 @@ def _note_project(store: Any, rel: str) -> str | None:
 def _cut_handbook(store: Any, mine, now: datetime, project: str) -> str | None:
     """Cut the project's task groups out of MEMORY.md and its part out of memory_summary.md; keep
     them as one retired summary. Returns its slug, or None when there was nothing to cut."""
-    kept_md, cut_md = _split(store, "MEMORY.md", _memory_groups, mine)
-    kept_sum, cut_sum = _split(store, "memory_summary.md", _summary_parts, mine)
+    kept_md, cut_md = _split(store, "MEMORY.md", sc.handbook_groups, mine)
+    kept_sum, cut_sum = _split(store, "memory_summary.md", sc.summary_groups, mine)
     if not cut_md and not cut_sum:
         return None
     body = ["# Forgotten handbook of project " + project, ""]
@@ -91,20 +91,6 @@ def _cut_handbook(store: Any, mine, now: datetime, project: str) -> str | None:
     if cut_sum:
         store.atomic_write("memory_summary.md", "\n".join(kept_sum).rstrip("\n") + "\n")
     return slug
-
-
-def _memory_groups(lines: list[str]) -> list[tuple[int, str | None]]:
-    return sc.handbook_groups(lines)
-
-
-def _summary_parts(lines: list[str]) -> list[tuple[int, str | None]]:
-    out: list[tuple[int, str | None]] = [(0, None)]
-    for i, line in enumerate(lines):
-        if line.startswith(sc.SUMMARY_HEADING):
-            what = line[len(sc.SUMMARY_HEADING) :].strip()
-            is_project = what.lower().startswith(sc.PROJECT_WORD) and what[len(sc.PROJECT_WORD) :].strip()
-            out.append((i, sc._norm(what[len(sc.PROJECT_WORD) :]) if is_project else None))
-    return out
 
 
 def _split(store: Any, rel: str, spans, mine) -> tuple[list[str], list[str]]:

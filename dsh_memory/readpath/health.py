@@ -78,8 +78,7 @@ def _summary_left_out(store: Any, rows: dict, max_summary_chars: int) -> dict[st
         scope = sc.GLOBAL
         for line in content.splitlines():
             if line.startswith(sc.SUMMARY_HEADING):
-                what = line[len(sc.SUMMARY_HEADING) :].strip()
-                scope = what[len(PROJECT) :].rstrip("/") if what.startswith(PROJECT) else sc.GLOBAL
+                scope = sc.part_project(line) or sc.GLOBAL
             elif m := NOT_SHOWN.match(line):
                 if scope == sc.GLOBAL and where.root:
                     continue  # the global part's cut is counted once, with the global part alone

@@ -45,19 +45,10 @@ class Where:
         return sc.matches(scope[len(PROJECT) :], self.root, self.is_repo)
 
 
-def _memory_md_spans(lines: list[str]) -> list[tuple[int, str]]:
-    """(first line number, scope) per task group; lines before the first group are global."""
-    return [(i + 1, PROJECT + p if p else sc.GLOBAL) for i, p in sc.handbook_groups(lines)]
-
-
-def _summary_spans(lines: list[str]) -> list[tuple[int, str]]:
-    spans: list[tuple[int, str]] = [(1, sc.GLOBAL)]
-    for i, line in enumerate(lines):
-        if line.startswith(sc.SUMMARY_HEADING):
-            what = line[len(sc.SUMMARY_HEADING) :].strip()
-            is_project = what.lower().startswith(PROJECT) and what[len(PROJECT) :].strip()
-            spans.append((i + 1, PROJECT + what[len(PROJECT) :].strip().rstrip("/") if is_project else sc.GLOBAL))
-    return spans
+def _as_spans(groups: list[tuple[int, str | None]]) -> list[tuple[int, str]]:
+    """(first line number, scope) per task group or summary part (`scope.handbook_groups`,
+    `scope.summary_groups`)."""
+    return [(i + 1, PROJECT + p if p else sc.GLOBAL) for i, p in groups]
 
 
 def _front_matter_scope(text: str) -> str:
@@ -92,9 +83,9 @@ def _spans(store: Any, rel: str) -> list[tuple[int, str]]:
 
     text = read_text(path, st) or ""
     if top in ("MEMORY.md", "MEMORY.archive.md"):  # the archive keeps the handbook's task groups
-        spans = _memory_md_spans(text.splitlines())
+        spans = _as_spans(sc.handbook_groups(text.splitlines()))
     elif top == "memory_summary.md":
-        spans = _summary_spans(text.splitlines())
+        spans = _as_spans(sc.summary_groups(text.splitlines()))
     else:
         spans = [(1, _front_matter_scope(text))]
     with _lock:
