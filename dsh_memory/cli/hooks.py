@@ -1,12 +1,8 @@
 """`notify`: the command agents call when a turn ends (Codex `notify`, Claude Code `Stop` hook,
-the DSH plugin / hook bridge); its exit codes and retries: docs/agents.md.
-
-It reads the payload from its last argument (Codex) or stdin, validates it with the receiver's
-own code, and delivers it to the local receiver (the running `serve`'s, found through its state
-file, else `dsh-memory http` on the default port) or straight to the Prefect API (`--direct`):
-then it records the turn end in the memory root's state database itself, as the receiver does
-(storage/turn_ends.py). Never exit 2 and never anything on stdout: a Claude Code Stop hook reads
-those as "keep going", and a hook must not steer the agent. It never imports prefect.
+the DSH plugin / hook bridge); what it reads, its retries and exit codes: docs/agents.md. It
+validates with the receiver's own code and delivers to the local receiver (the running `serve`'s,
+found through its state file) or, with `--direct`, to the Prefect API after recording the turn
+end itself (storage/turn_ends.py). Never exit 2 nor stdout, and never a prefect import.
 """
 
 from __future__ import annotations

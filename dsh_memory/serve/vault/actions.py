@@ -1,4 +1,4 @@
-"""The vault's corrections: each one says what it will do (`describe`, the confirm step) and then
+"""The vault's corrections: each one says what it will do (`plan`, the confirm step) and then
 does it (`run`) by calling the same core function as the CLI:
 
     add          readpath.add                      (`dsh-memory add`)
