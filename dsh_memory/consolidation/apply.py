@@ -173,15 +173,6 @@ class ApplyResult:
         return dict(self.__dict__)
 
 
-def _clean_slug(s: Any) -> str | None:
-    if not isinstance(s, str):
-        return None
-    s = s.strip()
-    s = s.removeprefix("rollout_summaries/")
-    s = s[:-3] if s.endswith(".md") else s
-    return s if SKILL_NAME_RE.fullmatch(s) else None
-
-
 def _is_real_dir(path: os.PathLike) -> bool:
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -299,7 +290,7 @@ def apply_output(
 
     candidates = set(inputs.candidate_slugs)
     for item in output.retire_summaries:
-        slug = _clean_slug(item)
+        slug = store.clean_slug(item.strip().removeprefix("rollout_summaries/")) if isinstance(item, str) else None
         if slug is None or slug not in candidates:
             result.retire_refused.append(str(item)[:100])
             continue

@@ -139,10 +139,6 @@ def cut_key(raw: str) -> tuple[bool, str | None]:
     return False, None
 
 
-def _as_text(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
 def _as_list(v: Any) -> list:
     if v is None:
         return []
@@ -162,7 +158,7 @@ def from_arguments(
     dropped: list[str] = []
     if cut in REQUIRED:
         raise LLMOutputError(f"output cut off inside {cut}")
-    missing = [k for k in REQUIRED if _as_text(args.get(k)) is None]
+    missing = [k for k in REQUIRED if not isinstance(args.get(k), str)]
     if missing:
         raise LLMOutputError(f"memory_write is missing {', '.join(missing)}")
     out = ConsolidationOutput(

@@ -84,7 +84,6 @@ class MemoryStore:
         killed between writing and renaming: at once when the name shows that its writer (a
         process of this host) is gone, else only when older than `older_than_s` (a write in
         flight takes milliseconds). Never follows links; `.state/` holds no such files."""
-        import re
         import time
 
         cutoff = (time.time() if now is None else now) - older_than_s
@@ -294,7 +293,8 @@ class MemoryStore:
         return out
 
     @staticmethod
-    def _clean_slug(slug: str) -> str | None:
+    def clean_slug(slug: str) -> str | None:
+        """A summary's slug from its name (`.md` optional); None when it is no valid slug."""
         s = str(slug or "").strip()
         s = s[:-3] if s.endswith(".md") else s
         return s if SLUG_RE.fullmatch(s) else None
@@ -302,7 +302,7 @@ class MemoryStore:
     def _move_summary(self, slug: str, src_dir: str, dst_dir: str) -> str | None:
         """Move `<src_dir>/<slug>.md` to `<dst_dir>/`, never overwriting (`-2`, `-3`… when the
         name is taken there); the name it got, or None when there is no such summary."""
-        s = self._clean_slug(slug)
+        s = self.clean_slug(slug)
         if s is None:
             return None
         with self.lock("summaries"):
