@@ -87,6 +87,19 @@ def test_an_ungrounded_recap_sentence_is_replaced_by_the_users_request():
     assert "assist" not in out.rollout_summary and "I am" not in out.raw_memory
 
 
+def test_a_first_prompt_that_says_nothing_of_the_task_is_not_the_recaps_task():
+    s = make_session(
+        ("user", "continue"),
+        ("assistant", "Continuing."),
+        ("user", "Close the plan and implement it right here."),
+        ("tool", "Bash", {"command": "make test"}, "12 passed", False),
+        ("assistant", "Done, `make test` passes."),
+        cwd="/home/dev/src/shop",
+    )
+    out, _ = extract(s, "I am here to assist you.")
+    assert out.rollout_summary.split("\n")[1] == 'The user asked: "Close the plan and implement it right here."'
+
+
 def test_a_procedure_the_user_asked_to_keep_is_recorded_step_by_step():
     out, _ = extract(RELEASE, "The agent cut release 1.4.0 and pushed the tag.")
     assert f"{steps.PROCEDURE}: Cut release 1.4.0." in out.raw_memory

@@ -221,9 +221,13 @@ def rollout_summary(ev: Evidence, task: str) -> str:
 
 
 def _fallback_task(ev: Evidence) -> str:
+    """The recap's task when the model's sentence cannot be used: the user's first request that
+    says something ("continue", "yes, go on" say nothing of the task)."""
     from dsh_memory.phase1.facts import sentences
 
-    first = " ".join(sentences(ev.first_prompt)[:2])[:300] or "(no request)"
+    said = [ev.first_prompt, *ev.requests]
+    first = next((p for p in said if len(re.findall(r"[A-Za-z]{2,}", p)) >= 3), ev.first_prompt)
+    first = " ".join(sentences(first)[:2])[:300] or "(no request)"
     return f"The user asked: {_quote(first)}"
 
 
