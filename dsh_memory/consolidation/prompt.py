@@ -15,7 +15,6 @@ from dsh_memory.llm.base import ToolSpec
 PROMPT_VERSION = "p2-2026-12-02.1"  # 12-02: flagged (stale, old) items (issue 27); 12-01.1: project scopes
 
 SKILL_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,79}$"
-SKILL_SUBDIRS = ("scripts", "templates", "examples")
 
 MEMORY_WRITE_TOOL = ToolSpec(
     name="memory_write",

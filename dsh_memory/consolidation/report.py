@@ -10,19 +10,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dsh_memory.transcript.redact import redact
+
 MAX_OUTPUT_CHARS = 20_000
 ARTIFACT_KEY = "phase2-consolidation"
 
 
-def _redact(text: str) -> str:
-    from dsh_memory.transcript.redact import redact
-
-    return redact(text)
-
-
 def shown_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     """Redacted, then truncated model output."""
-    clean = _redact(text or "")
+    clean = redact(text or "")
     if len(clean) > limit:
         clean = clean[:limit] + f"\n[… {len(clean) - limit} more characters not shown]"
     return clean
@@ -83,4 +79,4 @@ def render_markdown(summary: dict, model_output: str = "") -> str:
         text = shown_output(model_output)
         fence = _fence(text)
         out += ["", f"## Model output (redacted, first {MAX_OUTPUT_CHARS} characters)", "", fence + "text", text, fence]
-    return _redact("\n".join(out) + "\n")
+    return redact("\n".join(out) + "\n")

@@ -37,7 +37,7 @@ _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _redact(text: str) -> str:
-    from dsh_memory.transcript.redact import redact  # lazy: written by another module, fail closed if absent
+    from dsh_memory.transcript.redact import redact  # lazy: the read-only commands never load the secret rules
 
     return redact(text)
 
