@@ -212,18 +212,15 @@ def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:
     return {"phase1": phase1.result.model_dump(mode="json"), "phase2": phase2.model_dump(mode="json")}
 
 
-# What `status`, `search`, `summary` (memory root) and `sessions` (the agents' folders) read.
-DEMO_EXPORTS = ("DSH_MEMORY_ROOT", "DSH_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")
-
-
 def _prepare_demo(workdir: Path) -> dict[str, str]:
-    """Copy the bundled sample sessions into `workdir` and return the environment that uses them."""
+    """Copy the bundled sample sessions into `workdir` and return the environment that uses them
+    (the memory root and the agents' folders: what `status`, `search`, `summary` and `sessions` read)."""
     import shutil
     import time
     from importlib.resources import files
 
     samples = Path(str(files("dsh_memory") / "samples"))
-    env = {}
+    env = {"DSH_MEMORY_ROOT": str(workdir / "memories")}
     for var, sub in (("DSH_HOME", "dsh"), ("CODEX_HOME", "codex"), ("CLAUDE_CONFIG_DIR", "claude")):
         dst = workdir / sub
         if not dst.exists():
@@ -232,7 +229,6 @@ def _prepare_demo(workdir: Path) -> dict[str, str]:
             for p in dst.rglob("*"):
                 os.utime(p, (old, old))
         env[var] = str(dst)
-    env["DSH_MEMORY_ROOT"] = str(workdir / "memories")
     return env
 
 
@@ -249,16 +245,15 @@ def register_demo(app: typer.Typer) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         env = _prepare_demo(workdir)
         os.environ.update(env)
-        exports = {var: env[var] for var in DEMO_EXPORTS}
         prefect_env_defaults()
         typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
 
-        if _catch_up(backfill=True, force=True, label="demo", as_json=as_json, env=exports) is None:
+        if _catch_up(backfill=True, force=True, label="demo", as_json=as_json, env=env) is None:
             return
         summary = workdir / "memories" / "memory_summary.md"
         if summary.exists():
             typer.echo(f"\nInjected summary ({summary}):\n")
             typer.echo(summary.read_text())
         typer.echo("To look at this memory (status, search, summary, sessions…), run:")
-        for var, value in exports.items():
+        for var, value in env.items():
             typer.echo(f"export {var}={shlex.quote(value)}")
