@@ -13,28 +13,22 @@ import pytest
 from dsh_memory.readpath import summary
 from dsh_memory.readpath.freshness import stale_reasons
 from dsh_memory.storage.store import MemoryStore
+from tests.git_helpers import git, make_repo
 
 CAP = 6000
 
 
-def _git(*args: str, cwd) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def repo(tmp_path):
-    root = tmp_path / "shop"
-    (root / "conf").mkdir(parents=True)
-    (root / "conf" / "app.toml").write_text("port = 1\n")
-    (root / "src").mkdir()
-    (root / "src" / "cart.py").write_text("def total(): ...\n")
-    (root / "Makefile").write_text("test:\n\tpytest\nlint fmt:\n\truff check .\nPY := python\n")
-    (root / "web").mkdir()
-    (root / "web" / "package.json").write_text(json.dumps({"scripts": {"build": "vite build", "lint": "biome"}}))
-    _git("init", "-q", "-b", "main", cwd=root)
-    _git("-c", "user.email=t@t", "-c", "user.name=t", "add", ".", cwd=root)
-    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init", cwd=root)
-    return root
+    return make_repo(
+        tmp_path / "shop",
+        {
+            "conf/app.toml": "port = 1\n",
+            "src/cart.py": "def total(): ...\n",
+            "Makefile": "test:\n\tpytest\nlint fmt:\n\truff check .\nPY := python\n",
+            "web/package.json": json.dumps({"scripts": {"build": "vite build", "lint": "biome"}}),
+        },
+    )
 
 
 def _memory(tmp_path, root, project_lines: list[str]) -> MemoryStore:
@@ -68,7 +62,7 @@ def test_a_deleted_file_a_renamed_target_and_a_removed_script_are_flagged(tmp_pa
     (repo / "conf" / "app.toml").unlink()
     (repo / "Makefile").write_text("test:\n\tpytest\ncheck:\n\truff check .\n")
     (repo / "web" / "package.json").write_text(json.dumps({"scripts": {"lint": "biome"}}))
-    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "rename", cwd=repo)
+    git("commit", "-qam", "rename", cwd=repo)
     s = summary(store, CAP, cwd=str(repo / "src"))
     lines = s.content.splitlines()
     assert "- Settings live in `conf/app.toml`. (may be stale: conf/app.toml no longer exists)" in lines
@@ -89,9 +83,9 @@ def test_a_worktree_gets_its_projects_memory_checked_against_its_own_checkout(tm
     worktree's branch is gone there and still there in the main checkout, and the other way round."""
     store = _memory(tmp_path, repo, LINES)
     wt = tmp_path / "shop-feature"
-    _git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
-    _git("rm", "-q", "src/cart.py", cwd=wt)
-    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "drop the cart", cwd=wt)
+    git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
+    git("rm", "-q", "src/cart.py", cwd=wt)
+    git("commit", "-qm", "drop the cart", cwd=wt)
     flagged = "- `src/cart.py` defines `total` (may be stale: src/cart.py no longer exists)"
     s = summary(store, CAP, cwd=str(wt / "conf"))
     assert s.project == str(repo) and s.projects_shown == [str(repo)]
@@ -144,7 +138,7 @@ def test_status_counts_the_handbook_items_that_may_be_stale_per_project(tmp_path
     assert row["handbook_items"] == 2 and row["stale"] == 1
 
 
-def test_the_commit_memory_was_learned_against_is_read_without_git(tmp_path, repo):
+def test_the_commit_memory_was_learned_against_is_read_withoutgit(tmp_path, repo):
     from dsh_memory.scope import head_commit
 
     def rev(cwd):
@@ -152,11 +146,11 @@ def test_the_commit_memory_was_learned_against_is_read_without_git(tmp_path, rep
 
     assert head_commit(str(repo / "src")) == rev(repo)
     wt = tmp_path / "shop-wt"
-    _git("worktree", "add", "-q", str(wt), "-b", "wt", cwd=repo)
+    git("worktree", "add", "-q", str(wt), "-b", "wt", cwd=repo)
     (wt / "new.txt").write_text("x")
-    _git("-c", "user.email=t@t", "-c", "user.name=t", "add", ".", cwd=wt)
-    _git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "wt", cwd=wt)
-    _git("pack-refs", "--all", cwd=repo)  # refs only in packed-refs now
+    git("add", ".", cwd=wt)
+    git("commit", "-qm", "wt", cwd=wt)
+    git("pack-refs", "--all", cwd=repo)  # refs only in packed-refs now
     assert head_commit(str(wt)) == rev(wt) != rev(repo)
     assert head_commit(str(repo)) == rev(repo)
     assert head_commit(str(tmp_path)) == "" and head_commit("/no/such/dir") == "" and head_commit(None) == ""

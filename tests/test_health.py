@@ -20,27 +20,18 @@ from dsh_memory.readpath.health import memory_health
 from dsh_memory.readpath.learned import dates_of, item_key
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
+from tests.git_helpers import git, make_repo
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 CAP = 6000
 
 
-def _git(*args: str, cwd) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=cwd, check=True, capture_output=True
-    )
-
-
 @pytest.fixture
 def repo(tmp_path):
-    root = tmp_path / "shop"
-    (root / "conf").mkdir(parents=True)
-    (root / "conf" / "app.toml").write_text("port = 1\n")
-    (root / "Makefile").write_text("test:\n\tpytest\nlint:\n\truff check .\n")
-    _git("init", "-q", "-b", "main", cwd=root)
-    _git("add", ".", cwd=root)
-    _git("commit", "-qm", "init", cwd=root)
-    return root
+    return make_repo(
+        tmp_path / "shop",
+        {"conf/app.toml": "port = 1\n", "Makefile": "test:\n\tpytest\nlint:\n\truff check .\n"},
+    )
 
 
 def _recap(store: MemoryStore, slug: str, session: str, updated: str, cwd, body: str) -> str:
@@ -98,7 +89,7 @@ def test_an_old_item_says_how_old_it_is_and_a_newer_session_refreshes_it(memory,
 
 def test_gone_and_old_are_said_in_one_note(memory, repo):
     (repo / "conf" / "app.toml").unlink()
-    _git("commit", "-qam", "drop the settings file", cwd=repo)
+    git("commit", "-qam", "drop the settings file", cwd=repo)
     s = summary(memory, CAP, cwd=str(repo), stale_after_days=90, now=NOW)
     assert (
         "- Settings live in `conf/app.toml`. (may be stale: conf/app.toml no longer exists; learned 153 days ago)"

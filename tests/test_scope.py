@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -25,6 +24,7 @@ from dsh_memory.readpath import list_dir, search, summary
 from dsh_memory.readpath.health import memory_health
 from dsh_memory.readpath.scoping import scope_of
 from dsh_memory.storage.store import MemoryStore, RawBlock, parse_raw_blocks
+from tests.git_helpers import git
 from tests.test_quality_local import _inputs
 
 CAP = 1500
@@ -53,21 +53,16 @@ def test_project_root_is_the_git_top_level_walked_up_without_following_links(tmp
     assert sc.project_root(None) is None and sc.project_root("") is None and sc.project_root("a\x00b") is None
 
 
-def _git(*args, cwd):
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
-
-
 def test_git_worktrees_of_one_repository_share_its_project(tmp_path):
     """Issue 24: five worktrees of one repository were five projects. A linked worktree's `.git`
     file → `gitdir:` → `commondir` leads to the main repository (real `git worktree add`)."""
     main = tmp_path / "spotter"
     main.mkdir()
-    _git("init", "-q", "-b", "main", cwd=main)
-    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init", cwd=main)
+    git("init", "-q", "-b", "main", cwd=main)
+    git("commit", "-q", "--allow-empty", "-m", "init", cwd=main)
     trees = [tmp_path / "spotter-worktrees" / f"spotter-{n}" for n in ("4te", "a0y", "gqc")]
     for i, wt in enumerate(trees):
-        _git("worktree", "add", "-q", "-b", f"b{i}", str(wt), cwd=main)
+        git("worktree", "add", "-q", "-b", f"b{i}", str(wt), cwd=main)
         (wt / "pkg").mkdir()
         assert (wt / ".git").is_file()
         assert sc.locate(str(wt / "pkg")) == (str(main), True)

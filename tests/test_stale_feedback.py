@@ -6,7 +6,6 @@ is shown what was flagged; nothing flagged is ever dropped silently."""
 
 from __future__ import annotations
 
-import subprocess
 from datetime import UTC, datetime
 
 import pytest
@@ -20,28 +19,18 @@ from dsh_memory.readpath.scoping import scope_of
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore, RawBlock
+from tests.git_helpers import git, make_repo
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 OLD_ITEM = "- Settings live in `conf/app.toml`."
 
 
-def _git(*args: str, cwd) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=cwd, check=True, capture_output=True
-    )
-
-
 @pytest.fixture
 def repo(tmp_path):
-    root = tmp_path / "shop"
-    (root / "conf").mkdir(parents=True)
-    (root / "conf" / "app.toml").write_text("port = 1\n")
-    (root / "src").mkdir()
-    (root / "src" / "cart.py").write_text("def total(): ...\n")
-    _git("init", "-q", "-b", "main", cwd=root)
-    _git("add", ".", cwd=root)
-    _git("commit", "-qm", "init", cwd=root)
-    return root
+    return make_repo(
+        tmp_path / "shop",
+        {"conf/app.toml": "port = 1\n", "src/cart.py": "def total(): ...\n"},
+    )
 
 
 @pytest.fixture
@@ -63,7 +52,7 @@ def memory(tmp_path, repo):
     )
     store.atomic_write("memory_summary.md", "v1\n")
     (repo / "conf" / "app.toml").unlink()
-    _git("commit", "-qam", "settings move to the environment", cwd=repo)
+    git("commit", "-qam", "settings move to the environment", cwd=repo)
     state = StateStore(store.root)
     yield store, state, MemorySettings(memory_root=store.root)
     state.close()
@@ -190,15 +179,15 @@ def test_a_renamed_target_and_a_removed_script_are_retired_with_their_reason(mem
     (repo / "Makefile").write_text("test:\n\tpytest\nlint:\n\truff check .\n")
     (repo / "web").mkdir()
     (repo / "web" / "package.json").write_text('{"scripts": {"build": "vite build", "dev": "vite"}}')
-    _git("add", ".", cwd=repo)
-    _git("commit", "-qm", "build files", cwd=repo)
+    git("add", ".", cwd=repo)
+    git("commit", "-qm", "build files", cwd=repo)
     head = f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
     store.atomic_write("MEMORY.md", f"{head}## Reusable knowledge\n{item} [source: old-setup]\n")
     assert [(f.note, f.retire) for f in gather_inputs(store, state, settings, NOW).flagged] == [
         ("learned 153 days ago", False)  # old, but the tree still has it: said, not retired
     ]
     change(repo)
-    _git("commit", "-qam", "rename", cwd=repo)
+    git("commit", "-qam", "rename", cwd=repo)
     inputs = gather_inputs(store, state, settings, NOW)
     assert [(f.note, f.retire) for f in inputs.flagged] == [(f"{note}; learned 153 days ago", True)]
     result = apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, NOW)
