@@ -4,6 +4,7 @@ branches on the decision's ReasonKind."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -153,7 +154,7 @@ def test_phase2_json_keeps_its_shape():
     result = Phase2Result(outcome="consolidated", gate=gate, model=report, changes=ApplyResult(raw_archived=2))
     dumped = result.model_dump(mode="json")
     assert list(dumped) == PHASE2_KEYS and list(dumped["model"]) == MODEL_KEYS
-    assert dumped["gate"] == gate.as_dict() and dumped["changes"] == ApplyResult(raw_archived=2).as_dict()
+    assert dumped["gate"] == asdict(gate) and dumped["changes"] == asdict(ApplyResult(raw_archived=2))
     assert (report.model, report.input_tokens, report.output_tokens, report.notes) == ("m2", 6, 8, ["n"])
     for serializer in (PickleSerializer(), JSONSerializer()):
         assert serializer.loads(serializer.dumps(result)).model_dump(mode="json") == dumped

@@ -169,9 +169,6 @@ class ApplyResult:
     items_retired: int = 0  # flagged (or capped) handbook items left out, moved to MEMORY.archive.md
     kept_unchanged: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
 
 def _is_real_dir(path: os.PathLike) -> bool:
     try:

@@ -39,9 +39,6 @@ class GateDecision:
     def run(self) -> bool:
         return self.outcome == RUN
 
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
 
 def decide(
     meta: Any, *, notes: int, raw_blocks: int, now: datetime, cooldown_seconds: int, force: bool
