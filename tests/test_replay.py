@@ -133,19 +133,23 @@ def test_replay_counts_restated_rules_and_whether_memory_held_them(history, monk
     assert len(replay_roots) == 1 and not replay_roots[0].exists()
     assert load_report(history["live"]).summary.missed == 1  # what the vault shows
     assert sorted(_tagged_runs()) == ["consolidate"] * r["consolidations"] + ["extract"]  # one Phase 1 run
+    from dsh_memory.serve.status import _query_server
+
+    shown = _query_server("", 200)  # status and the vault: the replay's runs are not the pipeline's
+    assert not {run["id"] for run in shown["last_runs"] + shown["in_flight"]} & set(_tagged_runs(ids=True)), shown
 
 
-def _tagged_runs() -> list[str]:
+def _tagged_runs(ids: bool = False) -> list[str]:
     """The flows of the runs tagged as the replay's in Prefect (not the live pipeline's)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
 
-    from dsh_memory.replay.core import RUN_TAG
+    from dsh_memory.replay.result import RUN_TAG
 
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[RUN_TAG])))
         names = {f.id: f.name for f in client.read_flows()}
-    return [names[run.flow_id] for run in runs]
+    return [str(run.id) if ids else names[run.flow_id] for run in runs]
 
 
 def test_the_text_output_puts_both_sessions_words_side_by_side(capsys):

@@ -41,13 +41,12 @@ from dsh_memory import progress, readers, scope
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError, NoModelRouteError, NotFoundError
 from dsh_memory.readers import header
-from dsh_memory.replay.result import ProjectTotals, ReplayResult, Restated, Said, save_report
+from dsh_memory.replay.result import RUN_TAG, ProjectTotals, ReplayResult, Restated, Said, save_report
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
 
 log = logging.getLogger(__name__)
 
 PHASE = "replay"
-RUN_TAG = "dsh-memory-replay"  # on the replay's flow runs in Prefect: not the live pipeline's
 MAX_SESSIONS = 5000  # a history is untrusted input: the most recent ones, the older left out and counted
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 

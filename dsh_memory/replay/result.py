@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from dsh_memory.storage.store_format import STATE_DIRNAME, _write_atomic
 
+RUN_TAG = "dsh-memory-replay"  # on the replay's flow runs in Prefect: not the live pipeline's
+
 REPORT_NAME = "replay.json"
 MAX_REPORT_BYTES = 8 * 1024 * 1024  # the vault reads it back: bounded
 

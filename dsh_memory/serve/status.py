@@ -139,6 +139,8 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 
+    from dsh_memory.replay.result import RUN_TAG
+
     def row(run, flows) -> dict[str, Any]:
         result = {
             "id": str(run.id),
@@ -168,11 +170,13 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
             )
 
         active = runs([StateType.RUNNING, StateType.PENDING], FlowRunSort.START_TIME_DESC, 50)
+        active = [r for r in active if RUN_TAG not in (r.tags or [])]
         finished = runs(
             [StateType.COMPLETED, StateType.FAILED, StateType.CRASHED, StateType.CANCELLED],
             FlowRunSort.END_TIME_DESC,
             limit,
         )
+        finished = [r for r in finished if RUN_TAG not in (r.tags or [])]  # a replay's runs are not the pipeline's
         scheduled = runs([StateType.SCHEDULED], FlowRunSort.EXPECTED_START_TIME_ASC, limit)
     return {
         "available": True,
