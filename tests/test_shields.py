@@ -160,3 +160,18 @@ def test_a_guess_or_a_sentence_that_leans_on_the_one_before_is_no_fact():
         cwd=CWD,
     )
     assert gather(s).facts == ["The manifest at `.cursor-plugin/plugin.json` points to `./skills/` for the skills."]
+
+
+def test_a_package_script_says_what_it_runs_as_its_tool_echoed_it():
+    s = make_session(
+        ("user", "Rebuild the styles."),
+        _bash("bun run css:build", "$ tailwindcss -i ./src/styles.css -o ./dist/output.css\nDone in 303ms."),
+        _bash("npm test", "\n> shop@1.0.0 test\n> vitest run\n\n 12 passed"),
+        _bash("make lint", "$ ruff check .\nAll checks passed!"),
+        cwd=CWD,
+    )
+    lines = steps.command_lines(gather(s).commands)
+    assert lines == [
+        "- Checks that passed: `bun run css:build` (runs `tailwindcss -i ./src/styles.css -o ./dist/output.css`), "
+        "`npm test` (runs `vitest run`), `make lint`"
+    ]

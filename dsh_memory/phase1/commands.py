@@ -78,6 +78,7 @@ class Command(BaseModel):
     runs: int = 1
     check: bool = False  # a test / lint / build / check command (vs. run / install)
     via: str = ""  # the subagent the session ran it through, when it did
+    script: str = ""  # what the package script ran, as its tool echoed it
 
 
 class Shield(BaseModel):
@@ -155,6 +156,22 @@ def failed(result: Event | None) -> bool:
     # A pipe into `tail` hides the exit code: an output that opens with the tool's own error says it.
     first = next((ln.strip() for ln in _output(result.text or "").splitlines() if ln.strip()), "")
     return bool(CLI_ERROR.match(first))
+
+
+_SCRIPT = re.compile(r"^(?:npm|pnpm|yarn|bun)(?:\s+run)?\s+[\w:.-]+\s*$")
+_ECHO = re.compile(r"^(?:\$|>)\s+(?!\S+@\S+ )(\S.{2,199})$")  # bun/yarn `$ cmd`; npm `> cmd` (not `> pkg@1.0 name`)
+
+
+def script_of(line: str, output: str) -> str:
+    """What a package script ran (`bun run css:build` → `tailwindcss -i ./src/styles.css -o …`),
+    as the package manager echoed it at the top of its output; "" for any other command."""
+    if not _SCRIPT.match(core(line)):
+        return ""
+    for ln in _output(output).splitlines()[:6]:
+        m = _ECHO.match(ln.strip())
+        if m:
+            return clip(m.group(1), 120)
+    return ""
 
 
 def informative_error(text: str) -> str:
@@ -284,9 +301,10 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
 class Run:
     """One shell command run: its line, outcome and the output's informative error line."""
 
-    def __init__(self, seq: int, line: str, failed: bool, error: str, escalated: bool, via: str = ""):
+    def __init__(self, seq: int, line: str, failed: bool, error: str, escalated: bool, via: str = "", script: str = ""):
         self.seq, self.line, self.failed, self.error, self.escalated = seq, line, failed, error, escalated
         self.via = via  # the subagent that ran it ("devrun"), "" when the agent ran it itself
+        self.script = script  # what a package script ran (`bun run css:build` → `tailwindcss -i …`)
 
 
 def commands(runs: list[Run]) -> list[Command]:
@@ -301,6 +319,7 @@ def commands(runs: list[Run]) -> list[Command]:
         c = by.setdefault(r.line, Command(line=r.line, ok=not r.failed, runs=0, check=bool(CHECK.search(head))))
         c.runs += 1
         c.via = c.via or r.via
+        c.script = c.script or r.script
         c.ok = not r.failed  # its last outcome
     ok = [c for c in by.values() if c.ok and (c.check or RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1)]
     out: dict[str, Command] = {}  # family → its shortest form, in order of importance

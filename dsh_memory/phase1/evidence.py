@@ -49,6 +49,7 @@ from dsh_memory.phase1.commands import (
     informative_error,
     is_build_command,
     normalize_command,
+    script_of,
     shell_line,
     shields,
 )
@@ -219,7 +220,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 line = normalize_command(redact(line), cwd)
                 bad = failed(result)
                 error = informative_error(redact(result.text or "")) if bad and result is not None else ""
-                runs.append(Run(e.seq, line, bad, error, bool(ESCALATED.search(str(e.arguments)))))
+                script = script_of(line, result.text or "") if result is not None and not bad else ""
+                runs.append(Run(e.seq, line, bad, error, bool(ESCALATED.search(str(e.arguments))), script=script))
                 if not bad:
                     turn_ok.append(f"`{line}`")
                 continue

@@ -134,7 +134,8 @@ def _where(c: Command) -> tuple[str, str]:
 
 def _span(c: Command) -> str:
     d, line = _where(c)
-    return _code(line) + (f" (in `{d}`)" if d else "") + (f" (through the `{c.via}` subagent)" if c.via else "")
+    what = f" (runs `{c.script}`)" if c.script else ""
+    return _code(line) + what + (f" (in `{d}`)" if d else "") + (f" (through the `{c.via}` subagent)" if c.via else "")
 
 
 def command_lines(commands: list[Command]) -> list[str]:
