@@ -41,8 +41,6 @@ from dsh_memory.phase1.commands import (
     ESCALATED,
     Command,
     Run,
-    Shield,
-    advised,
     clip,
     commands,
     failed,
@@ -51,7 +49,6 @@ from dsh_memory.phase1.commands import (
     normalize_command,
     script_of,
     shell_line,
-    shields,
 )
 from dsh_memory.phase1.facts import (
     _PATHLIKE,
@@ -65,6 +62,7 @@ from dsh_memory.phase1.facts import (
     lead_lists,
     sentences,
 )
+from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
     CODE,

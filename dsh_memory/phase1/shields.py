@@ -1,0 +1,167 @@
+"""Failure shields: a command that failed with an informative error and what then overcame it
+(escalated sandbox permissions, a setup command, an edit in the project, another form of the
+command, the command without its wrapper, another tool on the same issue or PR number), or, when
+nothing in the session did, the fix the agent advised. A failure nothing fixed or advised on, or
+that passed on a bare rerun, is no shield. Read from the runs `phase1/commands.py` collects.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from dsh_memory.phase1.clean import EXPLORATION
+from dsh_memory.phase1.commands import BUILD, EXPLORE, MODIFY, SETUP, Run, clip, core, family, unpiped
+
+MAX_SHIELDS = 3
+MAX_BETWEEN = 8  # runs between a failure and the run that worked for one of them to be the fix
+
+
+class Shield(BaseModel):
+    command: str
+    error: str
+    cause: str = ""  # the agent's explanation
+    fix: str = ""  # what made it work: a command, "editing X", "escalated sandbox permissions"
+    advised: bool = False  # the fix is the agent's advice (nothing in the session ran it)
+
+
+def _same_command(a: str, b: str) -> bool:
+    """`ssh-add KEY` and `ssh-add -l` run one command (one's words lead the other's); `erk exec
+    impl-signal` and `erk exec setup-impl` are two subcommands of one tool."""
+    fa, fb = family(a).split(), family(b).split()
+    n = min(len(fa), len(fb))
+    return n > 0 and fa[:n] == fb[:n]
+
+
+def _words_of(cmd: str) -> list[str]:
+    try:
+        return shlex.split(core(cmd))
+    except ValueError:
+        return core(cmd).split()
+
+
+def _targets(cmd: str) -> set[str]:
+    """The issue, PR or run numbers a command acts on (`gh issue close 7839`, `--issue #8124`)."""
+    return {w.lstrip("#") for w in _words_of(cmd)[2:] if re.fullmatch(r"#?\d{3,}", w)}  # not `sleep 180`
+
+
+def _wrapped(a: str, b: str) -> bool:
+    """One command is the other run through a wrapper (`rtk bun run test` / `bun run test`,
+    `pytest -q` / `uv run pytest -q`): the shorter's words, two at least, end the longer's."""
+    wa, wb = unpiped(a).split(), unpiped(b).split()
+    short, long_ = sorted((wa, wb), key=len)
+    return len(short) >= 2 and len(long_) > len(short) and long_[-len(short) :] == short
+
+
+def short_args(cmd: str, n: int = 40) -> str:
+    """`cmd` with each quoted argument longer than `n` characters cut (a comment body, a query):
+    what a memory line needs is the command's shape, not its payload."""
+    quoted = re.compile(r"(\"|')([^\"'\n]{" + str(n + 1) + r",})\1")
+    return quoted.sub(lambda m: f"{m[1]}{m[2][:20].rstrip()}…{m[1]}", cmd)
+
+
+def _worked_later(runs: list[Run], i: int) -> Run | None:
+    """The run after `runs[i]` (which failed) that did what it meant to: the same command on the
+    same target (another issue's run is no fix); nearby, the same tool's other form, the command
+    with or without a wrapper, or another tool on the same issue/PR number."""
+    r, fam = runs[i], family(runs[i].line)
+    targets = _targets(r.line)
+    for x in runs[i + 1 :]:
+        if not x.failed and family(x.line) == fam and (not targets or targets & _targets(x.line)):
+            return x
+    for x in runs[i + 1 : i + 8]:
+        if x.failed or family(x.line) == fam:
+            continue
+        if not BUILD.match(core(r.line)) and _same_command(x.line, r.line):  # `ssh-add -l`, then `ssh-add KEY`
+            return x
+        if _wrapped(x.line, r.line) or (targets and targets & _targets(x.line)):
+            return x
+    return None
+
+
+def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
+    """Failures that were overcome, one per command: an informative error, and what made the
+    command work (escalated sandbox permissions, a setup command, an edit in the project, another
+    form of the command); `cause(failed_seq, worked_seq, failure)` is the agent's explanation in
+    between of that failure (command and error).
+    A failure nothing fixed, or that passed on a bare rerun, is no shield."""
+    out: list[Shield] = []
+    seen: set[str] = set()
+    for i, r in enumerate(runs):
+        fam = family(r.line)
+        if not r.failed or not r.error or fam in seen or EXPLORATION.match(core(r.line)):
+            continue
+        later = _worked_later(runs, i)
+        if later is None:
+            continue  # nothing made it work: no shield
+        between = [x for x in runs[i + 1 :] if x.seq < later.seq and not x.failed and family(x.line) != fam]
+        far = len(between) > MAX_BETWEEN  # far apart: what ran or was edited in between was other work
+        if far:
+            between = []
+        setup = [
+            x.line
+            for x in between
+            if MODIFY.match(core(x.line)) or (SETUP.search(core(x.line)) and not EXPLORE.match(core(x.line)))
+        ]
+        edited = [p for seq, p in edits if r.seq < seq < later.seq and not p.startswith(("/", "~")) and not far]
+        if later.escalated and not r.escalated:
+            fix = "running it with escalated sandbox permissions"
+        elif setup:
+            fix = f"`{setup[-1]}`"
+        elif edited:
+            fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(edited[:3]))
+        elif unpiped(later.line) != unpiped(r.line):
+            fix = f"`{clip(short_args(later.line), 160)}`"
+        else:
+            continue  # the same command passed on a bare rerun: flaky, not a shield
+        seen.add(fam)
+        out.append(
+            Shield(
+                command=clip(short_args(r.line), 160),
+                error=r.error,
+                cause=clip(cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}"), 220),
+                fix=fix,
+            )
+        )
+    return out[:MAX_SHIELDS]
+
+
+ADVICE = re.compile(
+    r"^(?:then\s+|so\s+)?(run|use|set|add|install|pass|call|delete|remove|export|re-?run|stamp|create)\b[^.!?]*`[^`]+`",
+    re.I,
+)
+
+
+def advised(
+    runs: list[Run], messages: list[tuple[int, str, bool]], cause: Callable[[int, int, str], str], have: list[Shield]
+) -> list[Shield]:
+    """Failures nothing in the session overcame but that the agent's next words tell how to fix (an
+    imperative that names a command: "Run `alembic stamp head` once, then `make migrate` works"):
+    a shield whose fix is that advice, with the agent's explanation when it gave one."""
+    out: list[Shield] = []
+    done = {family(s.command) for s in have}
+    for i, r in enumerate(runs):
+        fam = family(r.line)
+        if not r.failed or not r.error or fam in done or EXPLORATION.match(core(r.line)):
+            continue
+        if any(not x.failed and family(x.line) == fam for x in runs[i + 1 :]):
+            continue  # it worked later: `shields` judged it
+        until = next((x.seq for x in runs[i + 1 :]), 1 << 62)
+        advice = next((s for seq, s, _ in messages if r.seq < seq < until and ADVICE.match(s)), "")
+        if not advice:
+            continue
+        done.add(fam)
+        why = cause(r.seq, until, f"{r.line} {r.error}")
+        out.append(
+            Shield(
+                command=clip(short_args(r.line), 160),
+                error=r.error,
+                cause=clip(why, 220) if why != advice else "",
+                fix=clip(advice, 220),
+                advised=True,
+            )
+        )
+    return out[: max(0, MAX_SHIELDS - len(have))]
