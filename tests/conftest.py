@@ -79,6 +79,16 @@ def expected() -> dict:
     return load_corpus("repo").expected
 
 
+def _restart_event_workers() -> None:
+    """Deliver the queued events to the server they were meant for and stop Prefect's events
+    worker: it is one per process and keeps the API URL it started with (its key does not hold
+    the URL), so after a switch of server the next event starts a worker for the new one. Without
+    this, a module's own server never saw its runs' events (task runs reach the server as events)."""
+    from prefect.events.worker import EventsWorker
+
+    EventsWorker.drain_all(timeout=10, at_exit=False)
+
+
 @contextlib.contextmanager
 def _server_for_this_process(home: Path):
     """A real `prefect server start` in `home`; this process (its threads and the subprocesses
@@ -91,6 +101,7 @@ def _server_for_this_process(home: Path):
 
     old = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "PREFECT_HOME")}
     with PrefectServer(home) as server:
+        _restart_event_workers()  # Prefect's events worker keeps the URL it started with
         os.environ["PREFECT_API_URL"] = server.api_url
         os.environ["PREFECT_HOME"] = str(home / "client")
         # Threads and subprocesses must see the server too, not just this context: refresh the
@@ -102,6 +113,7 @@ def _server_for_this_process(home: Path):
             from prefect.logging.handlers import APILogWorker
 
             APILogWorker.drain_all(timeout=10)  # deliver queued run logs before the server goes away
+            _restart_event_workers()
             for k, v in old.items():
                 if v is None:
                     os.environ.pop(k, None)
