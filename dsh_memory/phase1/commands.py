@@ -9,6 +9,7 @@ create-…`, `… init`) are not. What failed and what overcame it: `phase1/shie
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -19,6 +20,7 @@ from dsh_memory.models import Event
 from dsh_memory.phase1.clean import is_marker
 
 MAX_COMMANDS = 6
+MAX_JSON_REPLY = 8192  # a JSON status reply longer than this is output, not a status
 SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_terminal_cmd", "terminal", "run_command"}
 
 ERROR_WORD = re.compile(
@@ -117,8 +119,10 @@ def _output(text: str) -> str:
 def _json_error(text: str) -> str | None:
     """The error a JSON status reply reports (`{"success": false, "error": …, "message": …}`:
     CLIs made for agents answer so, with exit code 0 under `|| true`), or None."""
+    if len(text) > MAX_JSON_REPLY + 1024:  # with a Codex header: still too long to be one
+        return None
     out = _output(text).strip()
-    if not out.startswith("{") or len(out) > 8192:
+    if not out.startswith("{") or len(out) > MAX_JSON_REPLY:
         return None
     try:
         reply = json.loads(out)
@@ -219,6 +223,7 @@ def is_build_command(cmd: str) -> bool:
 _FOLDER = re.compile(r"(^|/)\.\.\.$|/$|^\.$")  # `./cmd/...`, `src/`, `.`: where, not what
 
 
+@functools.lru_cache(maxsize=4096)  # shields compare each failure with every later run
 def family(cmd: str) -> str:
     """What a command runs, without its flags, package folders and arguments past the third word
     (`erk exec setup-impl`, `bun run test`, `python app.py`): reruns with other flags are the same

@@ -212,11 +212,11 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 result = events[i + 1]
             line = shell_line(e)
             read = read_path(name, e.arguments, line)
-            if read and result is not None and not failed(result):
+            bad = failed(result) if line is not None or read else False
+            if read and result is not None and not bad:
                 reads.append((_relative(read.strip(), cwd), result.text or ""))
             if line is not None:
                 line = normalize_command(redact(line), cwd)
-                bad = failed(result)
                 error = informative_error(redact(result.text or "")) if bad and result is not None else ""
                 script = script_of(line, result.text or "") if result is not None and not bad else ""
                 runs.append(Run(e.seq, line, bad, error, bool(ESCALATED.search(str(e.arguments))), script=script))

@@ -20,7 +20,7 @@ MAX_RECAP_FACTS = 32
 MAX_CONCLUSION_CHARS = 2000  # the recap's share of the turns' conclusions
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|\n+")
-_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")  # a list item's marker
 _EMPH = re.compile(r"\*\*([^*]+)\*\*")
 _PATHLIKE = re.compile(
     r"(?<![\w/])(?:\.{0,2}/)?[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|ts|tsx|js|jsx|json|md|toml|ya?ml|go|rs|sh|css|lock|cfg|ini|env)\b"
@@ -87,7 +87,7 @@ def sentences(text: str) -> list[str]:
     """Sentences and list items of a message, Markdown links and emphasis made plain text."""
     out = []
     for s in _SENT.split(_LINK.sub(r"\1", text or "")):
-        s = _EMPH.sub(r"\1", _BULLET.sub("", s.strip().lstrip("> "))).replace("**", "").strip().strip("*").strip()
+        s = _EMPH.sub(r"\1", BULLET.sub("", s.strip().lstrip("> "))).replace("**", "").strip().strip("*").strip()
         if len(s) >= 3:
             out.append(s)
     return out
@@ -100,7 +100,7 @@ def lead_lists(text: str) -> list[str]:
     list of prose steps is not one fact."""
     out = []
     for m in _LEAD_LIST.finditer(text or ""):
-        items = [_EMPH.sub(r"\1", _BULLET.sub("", ln)).strip().rstrip(".;,") for ln in m["items"].splitlines()]
+        items = [_EMPH.sub(r"\1", BULLET.sub("", ln)).strip().rstrip(".;,") for ln in m["items"].splitlines()]
         items = [i for i in items if i]
         lead = _EMPH.sub(r"\1", m["lead"].strip().lstrip("#").strip())
         if not FACT_CUE.search(lead) or HYPOTHETICAL.search(lead):

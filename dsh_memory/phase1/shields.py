@@ -99,14 +99,12 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
             continue  # nothing made it work: no shield
         between = [x for x in runs[i + 1 :] if x.seq < later.seq and not x.failed and family(x.line) != fam]
         far = len(between) > MAX_BETWEEN  # far apart: what ran or was edited in between was other work
-        if far:
-            between = []
         setup = [
             x.line
-            for x in between
+            for x in ([] if far else between)
             if MODIFY.match(core(x.line)) or (SETUP.search(core(x.line)) and not EXPLORE.match(core(x.line)))
         ]
-        edited = [p for seq, p in edits if r.seq < seq < later.seq and not p.startswith(("/", "~")) and not far]
+        edited = [] if far else [p for seq, p in edits if r.seq < seq < later.seq and not p.startswith(("/", "~"))]
         if later.escalated and not r.escalated:
             fix = "running it with escalated sandbox permissions"
         elif setup:

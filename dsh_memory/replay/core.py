@@ -28,7 +28,6 @@ own per-session reports are relayed), so the CLI shows one bar over the whole hi
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from pathlib import Path
 from dsh_memory import progress, readers, scope
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError, NoModelRouteError, NotFoundError
+from dsh_memory.phase1.facts import BULLET
 from dsh_memory.readers import header
 from dsh_memory.replay.result import RUN_TAG, ProjectTotals, ReplayResult, Restated, Said, save_report
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 
 PHASE = "replay"
 MAX_SESSIONS = 5000  # a history is untrusted input: the most recent ones, the older left out and counted
-_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 
 
 @dataclass
@@ -244,7 +243,7 @@ def _rebuild(history: list[_Session], root: Path, max_chars: int, matcher: Match
                 result.consolidations += p2.outcome == "consolidated"
             s = history[i]
             injected = summary(memory, max_chars, cwd=s.cwd).content
-            lines = [_BULLET.sub("", ln).strip() for ln in injected.splitlines()]
+            lines = [BULLET.sub("", ln).strip() for ln in injected.splitlines()]
             lines = [ln for ln in lines if ln and not ln.startswith("#") and ln != "v1"]
             for item in s.restated:
                 item.held_by = matcher.holder([item.earlier.text, item.text], lines)
