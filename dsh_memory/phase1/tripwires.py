@@ -67,8 +67,8 @@ def _comment(s: str) -> str | None:
     return m.group(1).strip() if m and m.group(1).strip() else None
 
 
-def found_in(path: str, text: str) -> list[tuple[int, str]]:
-    """(rank, warning) for each tripwire in one read of `path`: rank 0 a generated-file banner or
+def found_in(text: str) -> list[tuple[int, str]]:
+    """(rank, warning) for each tripwire in one read of a file: rank 0 a generated-file banner or
     a DO NOT / CRITICAL comment, 1 the others."""
     lines = _lines(text)
     out: list[tuple[int, str]] = []
@@ -88,12 +88,12 @@ def found_in(path: str, text: str) -> list[tuple[int, str]]:
                 break
             said.append(more)
         rank = 0 if head or (shout and shout.group(1).upper() in ("CRITICAL", "DANGER")) or "NOT" in body[:12] else 1
-        out.append((rank, f"`{path}`: " + clip(" ".join(said).replace("**", ""), 200)))
+        out.append((rank, clip(" ".join(said).replace("**", ""), 200)))
         if head:
             break  # one banner per file; its shouted lines say the same
     rule = _docstring_rule(lines)
     if rule:
-        out.append((1, f"`{path}`: " + clip(rule, 200)))
+        out.append((1, clip(rule, 200)))
     return out
 
 
@@ -105,14 +105,15 @@ def _docstring_rule(lines: list[tuple[int | None, str]]) -> str | None:
     body: list[str] = []
     for n, (_, s) in enumerate(lines[:60]):
         t = s.strip()
-        if not body and (not t or t.startswith(("#", "//")) or t.startswith("#!")):
-            continue
+        if not body and (not t or t.startswith(("#", "//"))):
+            continue  # a shebang, a comment, a blank line before the docstring
         if not body:
             if not t.startswith(('"""', "'''")) or n > 12:
                 return None
-            body.append(t[3:])
-            if len(t) > 3 and t.endswith(t[:3]):
+            if len(t) >= 6 and t.endswith(t[:3]):  # a one-line docstring
+                body.append(t[3:-3])
                 break
+            body.append(t[3:])
             continue
         if t.endswith(('"""', "'''")):
             body.append(t[:-3])
@@ -131,9 +132,8 @@ def tripwires(reads: list[tuple[str, str]], edited: list[str]) -> list[str]:
     for n, (path, text) in enumerate(reads):
         if path.startswith(("/", "~")) or _ELSEWHERE.search(path):
             continue  # not this project's file
-        for rank, w in found_in(path, text):
-            said = w.split("`: ", 1)[1]
+        for rank, said in found_in(text):
             if said not in seen:
                 seen.add(said)
-                pool.append((rank, 0 if path in edited else 1, n, w))
+                pool.append((rank, 0 if path in edited else 1, n, f"`{path}`: {said}"))
     return [w for *_, w in sorted(pool)[:MAX_TRIPWIRES]]
