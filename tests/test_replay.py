@@ -247,7 +247,10 @@ def test_the_last_replay_is_shown_in_the_vault(tmp_path):
     assert "&lt;b&gt;" + RULE_AGAIN.replace("'", "&#39;") in page.text and "<b>Please" not in page.text
     assert "<b>1</b> missed" in page.text
     assert "2026-11-03 08:00 UTC" in page.text and "2026-11-02 09:30 UTC" in page.text
-    report_path(root).write_text("{not json")
+    report_path(root).write_text("{not json")  # a broken report is said, not taken for no replay
+    broken = client.get("/vault/replay").text
+    assert "replay.json cannot be read: JSONDecodeError" in broken and "No replay yet" not in broken
+    report_path(root).unlink()
     assert "No replay yet" in client.get("/vault/replay").text
 
 

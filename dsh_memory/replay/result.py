@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from dsh_memory.errors import DshMemoryError
 from dsh_memory.storage.store_format import STATE_DIRNAME, _write_atomic
 
 RUN_TAG = "dsh-memory-replay"  # on the replay's flow runs in Prefect: not the live pipeline's
@@ -106,19 +107,25 @@ def save_report(memory_root: Path, result: ReplayResult) -> Path:
 
 
 def load_report(memory_root: Path) -> ReplayResult | None:
-    """The last replay, or None when there is none or it cannot be read (size-bounded)."""
+    """The last replay, or None when there is none. A report that cannot be read (too big, not
+    JSON, not a replay's) raises DshMemoryError saying why: it is not the same as no replay."""
     path = report_path(memory_root)
     try:
         if path.stat().st_size > MAX_REPORT_BYTES:
-            return None
+            raise DshMemoryError(f"{path.name} is over {MAX_REPORT_BYTES} bytes")
         return ReplayResult.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, ValidationError):
+    except FileNotFoundError:
         return None
+    except (OSError, ValueError, ValidationError) as exc:
+        raise DshMemoryError(f"{path.name} cannot be read: {type(exc).__name__}") from exc
 
 
 def vault_page(memory_root: Path) -> dict:
     """The vault's `/vault/replay` data: the last replay, its missed items first."""
-    result = load_report(memory_root)
+    try:
+        result = load_report(memory_root)
+    except DshMemoryError as exc:
+        return {"replay": None, "error": str(exc)}
     if result is None:
         return {"replay": None}
     missed = [i for i in result.restated_items if not i.anticipated]
