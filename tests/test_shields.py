@@ -175,3 +175,14 @@ def test_a_package_script_says_what_it_runs_as_its_tool_echoed_it():
         "- Checks that passed: `bun run css:build` (runs `tailwindcss -i ./src/styles.css -o ./dist/output.css`), "
         "`npm test` (runs `vitest run`), `make lint`"
     ]
+
+
+def test_what_a_package_script_ran_is_redacted():
+    secret = "sk-live-9fQ2xT7bLm4pZr8vWc3nHy6K"
+    s = make_session(
+        ("user", "Deploy."),
+        _bash("bun run deploy", f"$ STRIPE_KEY={secret} ./scripts/deploy.sh\ndeployed"),
+        cwd=CWD,
+    )
+    (command,) = gather(s).commands
+    assert command.script.startswith("STRIPE_KEY=[REDACTED") and secret not in command.script

@@ -218,7 +218,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             if line is not None:
                 line = normalize_command(redact(line), cwd)
                 error = informative_error(redact(result.text or "")) if bad and result is not None else ""
-                script = script_of(line, result.text or "") if result is not None and not bad else ""
+                script = redact(script_of(line, result.text or "")) if result is not None and not bad else ""
                 runs.append(Run(e.seq, line, bad, error, bool(ESCALATED.search(str(e.arguments))), script=script))
                 if not bad:
                     turn_ok.append(f"`{line}`")
