@@ -151,6 +151,27 @@ def test_facts_are_the_agents_statements_not_its_narration():
     ]
 
 
+def test_code_samples_review_findings_table_cells_and_steps_the_agent_shows_are_not_its_facts():
+    """What the agent shows in a fenced block (a sample file, JSON) is not what it says of the
+    project; nor is a review finding of a draft, a table cell cut at a full stop, or a step to do."""
+    s = make_session(
+        ("user", "Design the collab context file."),
+        (
+            "assistant",
+            "The collab state is stored in `.entire/collab/state.json`, which only the CLI writes.\n"
+            "```markdown\n# - Rate limiter at src/middleware/rate-limit.ts uses Redis\n"
+            "Auth middleware at src/middleware/auth.ts uses JWT.\n```\n"
+            '```json\n{"recommendation": "The `state.json` file is read by `collab.go` on every turn."}\n```\n'
+            "[medium] `git hash-object -w` makes every draft durable in `docs/spec.md`.\n"
+            "| Agent context | Both agents read `design.md` in one call. | Each reads `a.md`. |\n"
+            "Re-read `state.json` and verify that the version is unchanged.\n"
+            "```sh\ncat state.json  # an unclosed fence runs to the end: the `x.go` file is loaded by `y.go`.",
+        ),
+        cwd=CWD,
+    )
+    assert gather(s).facts == ["The collab state is stored in `.entire/collab/state.json`, which only the CLI writes."]
+
+
 def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memory_from_any_writer():
     """The clean-up guarantee holds for a model that writes the memory too (issue 24, point 3)."""
     from dsh_memory.llm.base import Completion, ToolCall

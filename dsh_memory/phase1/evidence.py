@@ -60,6 +60,7 @@ from dsh_memory.phase1.facts import (
     conclusions,
     fact_score,
     lead_lists,
+    prose,
     sentences,
 )
 from dsh_memory.phase1.shields import Shield, advised, shields
@@ -202,7 +203,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             for r in pending_rules:
                 r.agent = _agent_restatement(text, r.text)
             pending_rules = []
-            for s in sentences(text) + lead_lists(text):
+            said = prose(text)
+            for s in sentences(said) + lead_lists(said):
                 assistant.append((e.seq, s, last_msg.get(turn) == e.seq))
         elif e.kind is EventKind.TOOL_CALL:
             ev.tool_calls += 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.clean import is_marker, is_table_row, second_person
+from dsh_memory.phase1.clean import is_table_row, why_not_memory
 from dsh_memory.phase1.commands import clip
 from dsh_memory.phase1.user_words import CODE, TASK_VERB
 
@@ -60,7 +60,8 @@ CAUSE = re.compile(
 NARRATION = re.compile(
     r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Lets|Worth|Either|Bonus)\b"
     # an instruction (a plan's or a skill's step), not a fact: "Read the `diff` from the response"
-    r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply)\s"
+    r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|"
+    r"Verify|Avoid|Consider|Fall back|Re-\w+)\s"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
 )
 HEDGE = re.compile(
@@ -81,6 +82,14 @@ _LEAD_LIST = re.compile(
     r"^(?P<lead>[^\n]{20,200}):[ \t]*\n(?P<items>(?:[ \t]*(?:[-*+]|\d+[.)])[ \t]+[^\n]{1,160}(?:\n|$)){2,10})", re.M
 )
 _LINK = re.compile(r"\[([^\]\n]+)\]\([^)\n]+\)")
+# A fenced block (closed, or open to the end of the message): code, JSON or a sample shown, not said.
+_FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
+
+
+def prose(text: str) -> str:
+    """A message without its fenced blocks: what the agent says, not the code, data or examples it
+    shows ("# - Rate limiter at src/middleware/rate-limit.ts uses Redis" in a sample file)."""
+    return _FENCED.sub("\n", text or "")
 
 
 def sentences(text: str) -> list[str]:
@@ -124,8 +133,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0 if NARRATION.match(rest) or len(rest) < 20 else 2
     if NARRATION.match(s) or TASK_VERB.match(s) or " — " in s[:60]:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
-    if FIRST_PERSON.search(plain) or second_person(s) or is_marker(s) or s.count("`") % 2:
-        return 0
+    if FIRST_PERSON.search(plain) or why_not_memory(s) or s.startswith("|") or s.count("`") % 2:
+        return 0  # a table cell cut at a full stop starts with "|" and need not end with one
     if not cue.search(plain):
         return 0
     if cue is FACT_CUE and (HEDGE.search(plain) or DANGLING.match(s)):
