@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import stat as stat_mod
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -234,6 +235,30 @@ def read_folded(
         entry[kind] = fold(text)
         _CACHE_CHARS[0] += len(text)
     return text, entry[kind]
+
+
+class FileCache:
+    """Values built from a file, reused while its (inode, size, mtime_ns) is unchanged; past
+    `limit` files it starts over. A None value is not kept."""
+
+    def __init__(self, limit: int) -> None:
+        self._items: dict[str, tuple[tuple[int, int, int], Any]] = {}
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def get(self, path: str, st: os.stat_result, build: Callable[[], Any]) -> Any:
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            hit = self._items.get(path)
+        if hit and hit[0] == key:
+            return hit[1]
+        value = build()
+        if value is not None:
+            with self._lock:
+                if len(self._items) > self._limit:
+                    self._items.clear()
+                self._items[path] = (key, value)
+        return value
 
 
 # ---- usage telemetry ----------------------------------------------------------------------

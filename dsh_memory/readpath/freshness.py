@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from datetime import date
+
+from dsh_memory.readpath._common import FileCache
 
 SPAN = re.compile(r"`([^`\n]+)`")
 IN_DIR = re.compile(r"\(in `([^`\n]+)`\)")
@@ -26,8 +27,7 @@ MAKEFILES = ("Makefile", "makefile", "GNUmakefile")
 JUSTFILES = ("justfile", "Justfile")
 MAX_READ = 1 << 20  # a Makefile or package.json larger than this is not parsed
 
-_cache: dict[tuple[str, int, int], frozenset[str]] = {}
-_lock = threading.Lock()
+_names_cache = FileCache(256)
 
 
 def _names(path: str, kind: str) -> frozenset[str] | None:
@@ -37,33 +37,24 @@ def _names(path: str, kind: str) -> frozenset[str] | None:
         st = os.stat(path)
     except OSError:
         return None
-    key = (path, st.st_mtime_ns, st.st_size)
-    with _lock:
-        hit = _cache.get(key)
-    if hit is not None:
-        return hit
-    if st.st_size > MAX_READ:
-        return None
+    return None if st.st_size > MAX_READ else _names_cache.get(path, st, lambda: _parse_names(path, kind))
+
+
+def _parse_names(path: str, kind: str) -> frozenset[str] | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read(MAX_READ)
     except OSError:
         return None
-    if kind == "package":
-        try:
-            scripts = json.loads(text).get("scripts") or {}
-        except (ValueError, AttributeError):
-            return None
-        names = frozenset(scripts) if isinstance(scripts, dict) else frozenset()
-    elif kind == "just":
-        names = frozenset(JUST_RECIPE.findall(text))
-    else:
-        names = frozenset(n for group in MAKE_TARGET.findall(text) for n in group.split())
-    with _lock:
-        if len(_cache) > 256:
-            _cache.clear()
-        _cache[key] = names
-    return names
+    if kind == "just":
+        return frozenset(JUST_RECIPE.findall(text))
+    if kind != "package":
+        return frozenset(n for group in MAKE_TARGET.findall(text) for n in group.split())
+    try:
+        scripts = json.loads(text).get("scripts") or {}
+    except (ValueError, AttributeError):
+        return None
+    return frozenset(scripts) if isinstance(scripts, dict) else frozenset()
 
 
 def checkout_root(cwd: str | None) -> str | None:

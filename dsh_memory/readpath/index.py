@@ -54,7 +54,7 @@ def chunks(lines: list[str]) -> list[tuple[int, int]]:
 
 
 def _connect(store: Any) -> sqlite3.Connection:
-    state_dir = Path(getattr(store, "state_dir", root_of(store) / ".state"))
+    state_dir = Path(store.state_dir)
     path = state_dir / INDEX_NAME
     conns = getattr(_local, "conns", None)
     if conns is None:
@@ -168,7 +168,7 @@ def _dir_mtimes(store: Any) -> dict[str, int]:
     walk(root, False)
     walk(os.path.join(root, "rollout_summaries"), False)
     walk(os.path.join(root, "skills"), True)
-    walk(str(getattr(store, "notes_dir", os.path.join(root, "extensions", "ad_hoc", "notes"))), True)
+    walk(str(store.notes_dir), True)
     return out
 
 
@@ -176,7 +176,7 @@ _embedded: set[str] = set()  # roots whose sections without a vector were looked
 
 
 def _vectors_path(store: Any) -> Path:
-    return Path(getattr(store, "state_dir", root_of(store) / ".state")) / vectors.VECTORS_NAME
+    return Path(store.state_dir) / vectors.VECTORS_NAME
 
 
 def _section_text(rel: str, section: str) -> str:
@@ -238,10 +238,8 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
                 if emb:
                     pending.append((cur.lastrowid, _section_text(rel, section)))
         if emb and slots:
-            if backfill:
-                pending = vectors.unembedded(
-                    conn, root_of(store), emb, _section_text
-                )  # the sections just indexed included
+            if backfill:  # the sections just indexed included
+                pending = vectors.unembedded(conn, root_of(store), emb, _section_text)
             vectors.store_sections(conn, vpath, emb, slots, pending)
         conn.execute("COMMIT")
     except BaseException:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from datetime import date
 from typing import Any
+
+from dsh_memory.readpath._common import FileCache, read_text
 
 SOURCE = re.compile(r"\s*\[source: ([^\]]*)\]\s*$")
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -26,8 +27,7 @@ ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
 WORDS = re.compile(r"\W+")
 FRONT_MATTER_CHARS = 4096
 
-_cache: dict[str, tuple[tuple[int, int, int], dict[str, date]]] = {}
-_lock = threading.Lock()
+_dates_cache = FileCache(16)
 
 
 def item_key(line: str) -> str:
@@ -131,19 +131,7 @@ def learned_dates(store: Any) -> dict[str, date]:
         return {}
     if not os.path.isfile(path) or os.path.islink(path):
         return {}
-    key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    with _lock:
-        hit = _cache.get(path)
-    if hit and hit[0] == key:
-        return hit[1]
-    from dsh_memory.readpath._common import read_text
-
-    dates = dates_of(read_text(path, st) or "", root)
-    with _lock:
-        if len(_cache) > 16:
-            _cache.clear()
-        _cache[path] = (key, dates)
-    return dates
+    return _dates_cache.get(path, st, lambda: dates_of(read_text(path, st) or "", root))
 
 
 def age_days(line: str, dates: dict[str, date], today: date) -> int | None:

@@ -7,20 +7,19 @@ project's and global ones first (`layer`), and the summary injected for a projec
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from dsh_memory import scope as sc
+from dsh_memory.readpath._common import FileCache, read_text
 
 PROJECT = "project "
 MIXED = "mixed"
 MAX_OTHERS_NAMED = 8
 SEARCH_SCAN_LIMIT = 5000  # matches a scoped line search looks at (in-scope ones are served first)
 
-_cache: dict[str, tuple[tuple[int, int, int], list[tuple[int, str]]]] = {}
-_lock = threading.Lock()
+_spans_cache = FileCache(4096)
 
 
 @dataclass(frozen=True)
@@ -74,25 +73,16 @@ def _spans(store: Any, rel: str) -> list[tuple[int, str]]:
         st = os.lstat(path)
     except OSError:
         return [(1, sc.GLOBAL)]
-    key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    with _lock:
-        hit = _cache.get(path)
-    if hit and hit[0] == key:
-        return hit[1]
-    from dsh_memory.readpath._common import read_text
 
-    text = read_text(path, st) or ""
-    if top in ("MEMORY.md", "MEMORY.archive.md"):  # the archive keeps the handbook's task groups
-        spans = _as_spans(sc.handbook_groups(text.splitlines()))
-    elif top == "memory_summary.md":
-        spans = _as_spans(sc.summary_groups(text.splitlines()))
-    else:
-        spans = [(1, _front_matter_scope(text))]
-    with _lock:
-        if len(_cache) > 4096:
-            _cache.clear()
-        _cache[path] = (key, spans)
-    return spans
+    def build() -> list[tuple[int, str]]:
+        text = read_text(path, st) or ""
+        if top in ("MEMORY.md", "MEMORY.archive.md"):  # the archive keeps the handbook's task groups
+            return _as_spans(sc.handbook_groups(text.splitlines()))
+        if top == "memory_summary.md":
+            return _as_spans(sc.summary_groups(text.splitlines()))
+        return [(1, _front_matter_scope(text))]
+
+    return _spans_cache.get(path, st, build)
 
 
 def scope_of(store: Any, rel: str, line: int = 1) -> str:
@@ -114,14 +104,10 @@ def file_scope(store: Any, rel: str) -> str:
 def layer(store: Any, matches: Iterable[Any], where: Where | None, other_projects: bool) -> Iterator[Any]:
     """Every match with its `scope`; with a project: in-scope matches first, the others after
     them only when `other_projects` (the order within each layer unchanged)."""
-    if where is None:
-        for m in matches:
-            yield m.model_copy(update={"scope": scope_of(store, m.path, m.match_line)})
-        return
     later = []
     for m in matches:
         m = m.model_copy(update={"scope": scope_of(store, m.path, m.match_line)})
-        if where.sees(m.scope):
+        if where is None or where.sees(m.scope):
             yield m
         elif other_projects:
             later.append(m)
