@@ -103,6 +103,31 @@ def test_a_duration_is_no_issue_number_and_a_subshell_is_not_cut_in_two():
     assert normalize_command("make test; echo done", CWD) == "make test"
 
 
+def test_a_command_refused_in_the_foreground_and_run_in_the_background_is_a_shield():
+    s = make_session(
+        ("user", "Wait for the review."),
+        _bash(
+            "sleep 180; gh api repos/acme/shop/pulls/5/comments",
+            "<tool_use_error>Blocked: sleep 180 followed by: gh api repos/acme/shop/pulls/5/comments",
+            True,
+        ),
+        (
+            "tool",
+            "Bash",
+            {"command": "(sleep 180; echo checked; gh api repos/acme/shop/pulls/5/reviews)", "run_in_background": True},
+            "Command running in background with ID: b1en6q7cs.",
+            False,
+        ),
+        cwd=CWD,
+    )
+    (shield,) = gather(s).shields
+    assert shield.command == "sleep 180; gh api repos/acme/shop/pulls/5/comments"
+    assert shield.error.startswith("Blocked: sleep 180")  # the tool's error tag left out
+    assert shield.fix == "running it in the background (the shell tool's `run_in_background`)"
+    line = steps.raw_memory(gather(s), "Wait for the review.")
+    assert "`sleep 180; gh api repos/acme/shop/pulls/5/comments` failed" in line and "in the background" in line
+
+
 def test_what_ran_long_after_a_failure_is_not_its_fix_and_a_hyphenated_add_sets_nothing_up():
     s = make_session(
         ("user", "Implement the plan."),

@@ -165,8 +165,12 @@ def script_of(line: str, output: str) -> str:
     return ""
 
 
+_TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")  # Claude Code's wrapper of a refused call's message
+
+
 def informative_error(text: str) -> str:
     """The first line of an output that says what went wrong, or "" (nothing worth a shield)."""
+    text = _TOOL_ERROR_TAG.sub("", text)
     said = _json_error(text)
     if said:
         return said
@@ -232,6 +236,11 @@ def family(cmd: str) -> str:
     return " ".join(words[:3])
 
 
+def first_command(cmd: str) -> str:
+    """The first command of a line, out of its subshell (`(sleep 180; gh api …)` → `sleep 180`)."""
+    return re.split(r"\s*(?:;|&&|\|\|?)\s*", core(cmd).lstrip("( "), maxsplit=1)[0].strip()
+
+
 def unpiped(cmd: str) -> str:
     return core(cmd).split("|")[0].strip()
 
@@ -239,8 +248,19 @@ def unpiped(cmd: str) -> str:
 class Run:
     """One shell command run: its line, outcome and the output's informative error line."""
 
-    def __init__(self, seq: int, line: str, failed: bool, error: str, escalated: bool, via: str = "", script: str = ""):
+    def __init__(
+        self,
+        seq: int,
+        line: str,
+        failed: bool,
+        error: str,
+        escalated: bool,
+        via: str = "",
+        script: str = "",
+        background: bool = False,
+    ):
         self.seq, self.line, self.failed, self.error, self.escalated = seq, line, failed, error, escalated
+        self.background = background  # the agent's tool ran it in the background (Claude Code's run_in_background)
         self.via = via  # the subagent that ran it ("devrun"), "" when the agent ran it itself
         self.script = script  # what a package script ran (`bun run css:build` → `tailwindcss -i …`)
 

@@ -1,6 +1,6 @@
 """Failure shields: a command that failed with an informative error and what then overcame it
-(escalated sandbox permissions, a setup command, an edit in the project, another form of the
-command, the command without its wrapper, another tool on the same issue or PR number), or, when
+(escalated sandbox permissions, a run in the background, a setup command, an edit in the project,
+another form of the command, the command without its wrapper, another tool on the same issue or PR number), or, when
 nothing in the session did, the fix the agent advised. A failure nothing fixed or advised on, or
 that passed on a bare rerun, is no shield. Read from the runs `phase1/commands.py` collects.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from dsh_memory.phase1.clean import EXPLORATION
-from dsh_memory.phase1.commands import BUILD, EXPLORE, MODIFY, SETUP, Run, clip, core, family, unpiped
+from dsh_memory.phase1.commands import BUILD, EXPLORE, MODIFY, SETUP, Run, clip, core, family, first_command, unpiped
 
 MAX_SHIELDS = 3
 MAX_BETWEEN = 8  # runs between a failure and the run that worked for one of them to be the fix
@@ -79,6 +79,8 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
             return x
         if _wrapped(x.line, r.line) or (targets and targets & _targets(x.line)):
             return x
+        if x.background and not r.background and first_command(x.line) == first_command(r.line):
+            return x  # refused in the foreground (`Blocked: sleep 180 …`), run in the background
     return None
 
 
@@ -107,6 +109,8 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
         edited = [] if far else [p for seq, p in edits if r.seq < seq < later.seq and not p.startswith(("/", "~"))]
         if later.escalated and not r.escalated:
             fix = "running it with escalated sandbox permissions"
+        elif later.background and not r.background:
+            fix = "running it in the background (the shell tool's `run_in_background`)"
         elif setup:
             fix = f"`{setup[-1]}`"
         elif edited:
