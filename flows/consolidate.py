@@ -57,7 +57,16 @@ def consolidate_flow(force: bool = False, memory_root: str | None = None) -> Pha
         return _phase2(ctx, force)
 
 
-def _phase2(ctx: MemoryContext, force: bool) -> Phase2Result:
+def consolidate_step(ctx: MemoryContext, force: bool = False) -> Phase2Result:
+    """Phase 2 as one step of the calling flow run: this flow's body (its tasks, gate, merge and
+    writes, its result) on a context the caller holds open (`for_run`). For the replay, which
+    consolidates before each session it checks: a flow run per consolidation costs several times
+    the local model's mechanical merge. Not its own run, so it neither renames the caller's run
+    nor publishes the `phase2-consolidation` artifact (the live pipeline's latest consolidation)."""
+    return _phase2(ctx, force, own_run=False)
+
+
+def _phase2(ctx: MemoryContext, force: bool, own_run: bool = True) -> Phase2Result:
     log = get_run_logger()
     started = time.monotonic()
     settings, route = ctx.settings, ctx.route
@@ -71,17 +80,20 @@ def _phase2(ctx: MemoryContext, force: bool) -> Phase2Result:
     model_output = ""
     try:
         with phase_lock(settings.memory_root, LOCK_NAME):
-            model_output = _run_locked(settings, route, now, force, result)
+            model_output = _run_locked(settings, route, now, force, result, own_run)
     except AlreadyRunning:
         result.outcome, result.reason = gate_mod.SKIP_RUNNING, "another consolidation holds .state/phase2.lock"
     result.duration_seconds = round(time.monotonic() - started, 2)
-    _publish(result, model_output)
+    if own_run:
+        _publish(result, model_output)
     level = log.error if str(result.outcome).startswith("error") else log.info
     level("Phase 2 %s: %s", result.outcome, redact(result.error or result.reason or ""))
     return result
 
 
-def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, force: bool, result: Phase2Result) -> str:
+def _run_locked(
+    settings: MemorySettings, route: ModelRoute, now: datetime, force: bool, result: Phase2Result, own_run: bool
+) -> str:
     """Everything under the lock. Fills `result`; returns the model output for the artifact."""
     decision = check_gate(settings, now, force)
     result.gate, result.reason = decision, decision.reason
@@ -108,7 +120,8 @@ def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, forc
             result.outcome, result.reason = gate_mod.SKIP_NOTHING, "no raw memories, notes or forgetting candidates"
             clear_pending(settings)
             return ""
-        _name_run(f"consolidate/{str(inputs.mode).lower()}")  # was consolidate/check: it consolidates
+        if own_run:
+            _name_run(f"consolidate/{str(inputs.mode).lower()}")  # was consolidate/check: it consolidates
         if mechanical:
             output = merge_mechanically(settings, inputs)
             result.model.output_source = output.source

@@ -132,15 +132,22 @@ def test_replay_counts_restated_rules_and_whether_memory_held_them(history, monk
     replay_roots = [p for p in seen if p.name.startswith("dsh-memory-replay-")]
     assert len(replay_roots) == 1 and not replay_roots[0].exists()
     assert load_report(history["live"]).summary.missed == 1  # what the vault shows
-    assert sorted(_tagged_runs()) == ["consolidate"] * r["consolidations"] + ["extract"]  # one Phase 1 run
+    # One flow run for the replay, its Phase 1 a subflow; its consolidations are the consolidate
+    # flow's tasks run as steps of it, not flow runs, and publish no phase2-consolidation artifact
+    # (the Prefect UI's latest consolidation stays the live pipeline's).
+    runs = _tagged_runs()
+    assert sorted(runs.values()) == ["extract", "replay"], runs
+    replay_run = next(i for i, name in runs.items() if name == "replay")
+    assert _task_runs(replay_run, "phase2-apply", r["consolidations"]) == r["consolidations"]
+    assert "phase2-consolidation" not in _artifact_keys(list(runs))
     from dsh_memory.serve.status import _query_server
 
     shown = _query_server("", 200)  # status and the vault: the replay's runs are not the pipeline's
-    assert not {run["id"] for run in shown["last_runs"] + shown["in_flight"]} & set(_tagged_runs(ids=True)), shown
+    assert not {run["id"] for run in shown["last_runs"] + shown["in_flight"]} & set(runs), shown
 
 
-def _tagged_runs(ids: bool = False) -> list[str]:
-    """The flows of the runs tagged as the replay's in Prefect (not the live pipeline's)."""
+def _tagged_runs() -> dict[str, str]:
+    """Flow run id → flow name, of the runs tagged as the replay's in Prefect (not the live pipeline's)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
 
@@ -149,7 +156,39 @@ def _tagged_runs(ids: bool = False) -> list[str]:
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[RUN_TAG])))
         names = {f.id: f.name for f in client.read_flows()}
-    return [str(run.id) if ids else names[run.flow_id] for run in runs]
+    return {str(run.id): names[run.flow_id] for run in runs}
+
+
+def _task_runs(flow_run_id: str, name: str, expected: int) -> int:
+    """How many task runs named `name` the flow run holds, once the server has recorded `expected`
+    of them (task runs reach it as events, a moment later; given up after a minute)."""
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, TaskRunFilter, TaskRunFilterName
+
+    deadline = time.monotonic() + 60
+    with get_client(sync_client=True) as client:
+        while True:
+            found = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_=name)),
+            )
+            n = sum(1 for t in found if t.name.rsplit("-", 1)[0] == name)
+            if n >= expected or time.monotonic() > deadline:
+                return n
+            time.sleep(0.5)
+
+
+def _artifact_keys(flow_run_ids: list[str]) -> set[str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=flow_run_ids))
+        )
+    return {a.key for a in found if a.key}
 
 
 def test_the_text_output_puts_both_sessions_words_side_by_side(capsys):

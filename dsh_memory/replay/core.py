@@ -12,15 +12,17 @@
    real `extract` run (its own concurrency: the cost of Phase 1 for them) into a temporary
    staging root. Then, in time order, before each session that restates something, the recaps
    and raw memories of the sessions before it move into the temporary memory root and the real
-   `consolidate` flow (forced) merges them into what it held; then the summary that
-   `summary --inject --cwd` would have injected there. Both roots are flow parameters (a saved
-   settings block's root never applies). So N sessions cost at most one Phase 1 over them plus
-   one consolidation per session that restates; the live memory root and its state are never
-   written — except the report of the last replay (`result.save_report`, for the vault).
+   `consolidate` flow's body (forced; a step of the replay's own flow run, `rebuild.py`) merges
+   them into what it held; then the summary that `summary --inject --cwd` would have injected
+   there. Both roots are set by the replay (a saved settings block's root never applies). So N
+   sessions cost at most one Phase 1 over them plus one consolidation per session that restates;
+   the live memory root and its state are never written — except the report of the last replay
+   (`result.save_report`, for the vault).
 4. Held in time ("anticipated"): a line of that injected summary states the rule, in the
    earlier session's words or the restatement's.
 
-Its flow runs are tagged `dsh-memory-replay` (and the extract runs named `replay/extract/…`).
+One flow run, `replay`, its extract run a subflow (named `replay/extract/…`), both tagged
+`dsh-memory-replay` (status and the vault leave them out of the pipeline's runs).
 Progress: `progress.report("replay", …)` once per session the replay has dealt with (Phase 1's
 own per-session reports are relayed), so the CLI shows one bar over the whole history.
 """
@@ -36,17 +38,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dsh_memory import progress, readers, scope
+from dsh_memory import readers, scope
 from dsh_memory.context import MemoryContext
-from dsh_memory.errors import DshMemoryError, NoModelRouteError, NotFoundError
-from dsh_memory.phase1.facts import BULLET
+from dsh_memory.errors import DshMemoryError, NotFoundError
 from dsh_memory.readers import header
-from dsh_memory.replay.result import RUN_TAG, ProjectTotals, ReplayResult, Restated, Said, save_report
+from dsh_memory.replay.rebuild import rebuild
+from dsh_memory.replay.result import ProjectTotals, ReplayResult, Restated, Said, save_report
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
 
 log = logging.getLogger(__name__)
 
-PHASE = "replay"
 MAX_SESSIONS = 5000  # a history is untrusted input: the most recent ones, the older left out and counted
 
 
@@ -91,7 +92,7 @@ def replay(
     result.projects = [ProjectTotals(project=p) for p in dict.fromkeys(s.project for s in history)]
     _classify(history, matcher, result)
     with _memory_root(workdir) as root:
-        _rebuild(history, root, settings.max_summary_chars, matcher, result)
+        rebuild(history, root, ctx, matcher, result)
     result.tally()
     for p in result.projects:
         p.sessions = sum(1 for s in history if s.project == p.project)
@@ -185,79 +186,3 @@ def _memory_root(workdir: Path | None) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="dsh-memory-replay-") as tmp:
         yield Path(tmp) / "memories"
-
-
-def _rebuild(history: list[_Session], root: Path, max_chars: int, matcher: Matcher, result: ReplayResult) -> None:
-    """The memory at the start of each session that restates a rule, and each of its restated
-    rules checked against what would have been injected there.
-
-    Phase 1 reads one session and no memory, so its output does not depend on when it runs: the
-    sessions before the last restatement go through one `extract` run (Phase 1's own concurrency,
-    the cost of Phase 1 for them) into `<root>/../extracted`. Then, in time order, before each
-    session that restates something, the recaps and raw memories of the sessions before it are
-    moved into `root` and the `consolidate` flow merges them into what was there (incremental)."""
-    from prefect import tags
-
-    from dsh_memory.flows.consolidate import consolidate_flow
-    from dsh_memory.flows.extract import extract_flow
-    from dsh_memory.readpath.summary import summary
-    from dsh_memory.storage.store import MemoryStore
-
-    total = len(history)
-    checks = [i for i, s in enumerate(history) if s.restated]
-    needed = [h.id for h in history[: checks[-1]]] if checks else []
-    staging, memory = MemoryStore(root.parent / "extracted"), MemoryStore(root)
-    relayed = [0]  # Phase 1's per-session reports
-
-    def relay(phase: str, n: int, _total: int, label: str) -> None:
-        if phase == "phase1":
-            relayed[0] += n
-            progress.report(PHASE, n, total, label)
-
-    with progress.listening(relay, lambda *_: None), tags(RUN_TAG):
-        if needed:
-            extract = extract_flow.with_options(flow_run_name=f"replay/extract/{len(needed)} sessions")
-            t = time.monotonic()
-            p1 = extract(session_ids=needed, backfill=True, respect_idle=False, memory_root=str(staging.root))
-            result.phase1_seconds = round(time.monotonic() - t, 1)
-            if p1.skipped_no_route:
-                raise NoModelRouteError(p1.error or "no model route")
-            result.extracted = sum(1 for o in p1.outcomes if o.outcome in ("extracted", "noop"))
-            result.failed = sum(1 for o in p1.outcomes if o.outcome in ("failed", "unreadable"))
-            result.provider, result.model = p1.provider or "", p1.model or ""
-        if total > relayed[0]:  # the sessions after the last restatement (and those Phase 1 skipped)
-            progress.report(PHASE, total - relayed[0], total, "checked")
-        memory.ensure_layout()
-        blocks = staging.read_raw_blocks() if needed else []
-        recaps = staging.list_rollout_summaries() if needed else []
-        done = 0
-        for i in checks:
-            ids = {h.id for h in history[done:i]}
-            done = i
-            if _move(staging, memory, ids, blocks, recaps):  # else nothing new to merge
-                t = time.monotonic()
-                p2 = consolidate_flow(force=True, memory_root=str(root))
-                result.phase2_seconds += time.monotonic() - t
-                if str(p2.outcome).startswith("error"):
-                    raise DshMemoryError(f"replay stopped: consolidation failed before {history[i].id}: {p2.error}")
-                result.consolidations += p2.outcome == "consolidated"
-            s = history[i]
-            injected = summary(memory, max_chars, cwd=s.cwd).content
-            lines = [BULLET.sub("", ln).strip() for ln in injected.splitlines()]
-            lines = [ln for ln in lines if ln and not ln.startswith("#") and ln != "v1"]
-            for item in s.restated:
-                item.held_by = matcher.holder([item.earlier.text, item.text], lines)
-                item.anticipated = bool(item.held_by)
-    result.phase2_seconds = round(result.phase2_seconds, 1)
-
-
-def _move(staging, memory, ids: set[str], blocks: list, recaps: list) -> int:
-    """Phase 1's output for the sessions `ids` (raw memory blocks, recaps) from `staging` into
-    `memory`, as Phase 1 would have written it there; how many raw blocks."""
-    for info in recaps:
-        if str(info.provenance.get("session_id")) in ids:
-            memory.atomic_write(info.rel, staging.read_text(info.rel))
-    moved = [b for b in blocks if b.session_id in ids]
-    for block in moved:
-        memory.append_raw(block)
-    return len(moved)
