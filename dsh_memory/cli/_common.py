@@ -75,6 +75,12 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
             signal.signal(sig, handler)
 
 
+def show(fn: Callable[[], Any], as_json: bool, text: Callable[[Any], None]) -> None:
+    """`run(fn)`, then print its result: as JSON with --json, else with `text`."""
+    data = run(fn, as_json)
+    emit_json(data) if as_json else text(data)
+
+
 def operational_error(exc: BaseException) -> DshMemoryError | None:
     """Our error for a failure of the environment rather than of our code, else None."""
     unavailable = prefect_unavailable(exc)

@@ -49,13 +49,11 @@ def quiet_console() -> None:
             handler.addFilter(_RunLogsStayInTheRunLog())
 
 
-def with_progress(fn, label: str, quiet: bool):
+def with_progress(fn, label: str):
     """Run `fn` while showing pipeline progress on stderr: a live bar on a terminal, otherwise
     one plain line per phase start / end and per finished session (logs, CI, pipes)."""
     _watch_phases()  # imports the flows: Prefect's logging is set up from here on
     quiet_console()
-    if quiet:
-        return fn()
     if sys.stderr.isatty():
         return _with_bar(fn, label)
     return _with_lines(fn)
@@ -86,7 +84,8 @@ def _with_lines(fn):
         of = f"/{total}" if total else ""
         say(f"{PHASE_NAMES.get(phase, phase)}: session {name} finished ({count}{of})")
 
-    return _listening(fn, on_item, on_phase)
+    with progress.listening(on_item, on_phase):
+        return fn()
 
 
 def _with_bar(fn, label: str):
@@ -115,11 +114,5 @@ def _with_bar(fn, label: str):
         def on_item(phase: str, n: int, total: int, name: str) -> None:
             bar.update(current[0], advance=n, total=total or None, description=name[:12])
 
-        return _listening(fn, on_item, on_phase)
-
-
-def _listening(fn, on_item, on_phase):
-    from dsh_memory import progress
-
-    with progress.listening(on_item, on_phase):
-        return fn()
+        with progress.listening(on_item, on_phase):
+            return fn()

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from dsh_memory.cli._common import emit_json, run
+from dsh_memory.cli._common import show
 
 
 def _print(data: dict) -> None:
@@ -19,6 +19,13 @@ def _print(data: dict) -> None:
             value = "-" if item["value"] is None else item["value"]
             typer.echo(f"  {field:<26} {str(value):<44} {item['source']}")
     typer.echo(f"\nranked search: {data['ranked_search']}")
+
+
+def _print_saved(result: dict) -> None:
+    for name, fields in result["saved"].items():
+        shown = ", ".join(f + (" (secret)" if f == "api_key" else "") for f in fields) or "no fields pinned"
+        typer.echo(f"saved {name}: {shown}")
+    typer.echo(f"on {result['prefect_api_url']}; empty fields follow the environment, then the defaults")
 
 
 def _save(from_env: bool, include_defaults: bool) -> dict:
@@ -91,8 +98,7 @@ def register(app: typer.Typer) -> None:
 
             return describe_settings(resolve_settings())
 
-        data = run(go, as_json)
-        emit_json(data) if as_json else _print(data)
+        show(go, as_json, _print)
 
     @settings_app.command("save")
     def save_cmd(
@@ -110,11 +116,4 @@ def register(app: typer.Typer) -> None:
 
         Needs a Prefect server (PREFECT_API_URL).
         """
-        result = run(lambda: _save(from_env, include_defaults), as_json)
-        if as_json:
-            emit_json(result)
-            return
-        for name, fields in result["saved"].items():
-            shown = ", ".join(f + (" (secret)" if f == "api_key" else "") for f in fields) or "no fields pinned"
-            typer.echo(f"saved {name}: {shown}")
-        typer.echo(f"on {result['prefect_api_url']}; empty fields follow the environment, then the defaults")
+        show(lambda: _save(from_env, include_defaults), as_json, _print_saved)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import typer
 
-from dsh_memory.cli._common import emit_json, fail, prefect_env, run
+from dsh_memory.cli._common import emit_json, fail, prefect_env, run, show
 from dsh_memory.errors import DshMemoryError, NotFoundError
 
 
@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.cli._progress import with_progress
             from dsh_memory.flows.consolidate import consolidate_flow
 
-            result = with_progress(lambda: consolidate_flow(force=force), "consolidating", False)
+            result = with_progress(lambda: consolidate_flow(force=force), "consolidating")
             return result.model_dump(mode="json")  # a Phase2Result
 
         summary = run(go, as_json)
@@ -141,8 +141,4 @@ def register(app: typer.Typer) -> None:
             with memory_context() as ctx:
                 return restore_summary(ctx.store, ctx.state, name, datetime.now(UTC))
 
-        result = run(go, as_json)
-        if as_json:
-            emit_json(result)
-            return
-        typer.echo(f"restored {result['restored']} as {result['path']}")
+        show(go, as_json, lambda r: typer.echo(f"restored {r['restored']} as {r['path']}"))

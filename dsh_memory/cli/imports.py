@@ -6,7 +6,7 @@ from enum import Enum
 
 import typer
 
-from dsh_memory.cli._common import emit_json, run
+from dsh_memory.cli._common import show
 
 
 class Which(str, Enum):
@@ -38,11 +38,7 @@ def register(app: typer.Typer) -> None:
             with memory_context() as ctx:
                 return run_import(ctx.store, ctx.settings, which.value, dry_run=dry_run).model_dump(mode="json")
 
-        result = run(go, as_json)
-        if as_json:
-            emit_json(result)
-            return
-        _print(result)
+        show(go, as_json, _print)
 
 
 def _print(result: dict) -> None:

@@ -117,9 +117,7 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.flows.extract import extract_flow
 
             result = with_progress(
-                lambda: extract_flow(session_ids=ids, backfill=backfill, respect_idle=not ids),
-                "extracting",
-                False,
+                lambda: extract_flow(session_ids=ids, backfill=backfill, respect_idle=not ids), "extracting"
             )
             return result.model_dump(mode="json")  # a Phase1Result
 
@@ -164,7 +162,7 @@ def _catch_up(
         from dsh_memory.flows.catch_up import catch_up_flow
 
         return with_progress(
-            lambda: catch_up_flow(backfill=backfill, force_consolidation=force).model_dump(mode="json"), label, False
+            lambda: catch_up_flow(backfill=backfill, force_consolidation=force).model_dump(mode="json"), label
         )
 
     result = run(go, as_json)

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from dsh_memory.cli._common import emit_json, run
+from dsh_memory.cli._common import emit_json, run, show
 
 
 class SourceOption(str, Enum):
@@ -206,11 +206,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
     ) -> None:
         """List discovered sessions (DSH, Codex, Claude Code) and whether each was processed."""
-        rows = run(lambda: list_sessions(source.value if source else None), as_json)
-        if as_json:
-            emit_json(rows)
-        else:
-            _print_table(rows)
+        show(lambda: list_sessions(source.value if source else None), as_json, _print_table)
 
     @app.command("render")
     def render_cmd(

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from dsh_memory.cli._common import emit_json, run
+from dsh_memory.cli._common import run, show
 
 
 def _fmt(v: Any) -> str:
@@ -112,6 +112,17 @@ def _print_status(data: dict) -> None:
         console.print(table)
 
 
+def _print_deploy(data: dict) -> None:
+    for name in data["pools_created"]:
+        typer.echo(f"created work pool {name} (process)")
+    typer.echo(f"deployed to {data['api_url']}: " + ", ".join(data["deployments"]))
+    for note in data["notes"]:
+        typer.echo(f"note: {note}")
+    typer.echo("start the workers (beside the memory root, with its DSH_MEMORY_* environment, for dsh-memory):")
+    for cmd in data["worker_commands"]:
+        typer.echo(f"  {cmd}")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status_cmd(as_json: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> None:
@@ -124,11 +135,7 @@ def register(app: typer.Typer) -> None:
             with memory_context() as ctx:
                 return status(ctx)
 
-        data = run(go, as_json)
-        if as_json:
-            emit_json(data)
-        else:
-            _print_status(data)
+        show(go, as_json, _print_status)
 
     @app.command("serve")
     def serve_cmd(
@@ -199,15 +206,4 @@ def register(app: typer.Typer) -> None:
             )
             return asdict(report)
 
-        data = run(go, as_json)
-        if as_json:
-            emit_json(data)
-            return
-        for name in data["pools_created"]:
-            typer.echo(f"created work pool {name} (process)")
-        typer.echo(f"deployed to {data['api_url']}: " + ", ".join(data["deployments"]))
-        for note in data["notes"]:
-            typer.echo(f"note: {note}")
-        typer.echo("start the workers (beside the memory root, with its DSH_MEMORY_* environment, for dsh-memory):")
-        for cmd in data["worker_commands"]:
-            typer.echo(f"  {cmd}")
+        show(go, as_json, _print_deploy)
