@@ -129,12 +129,10 @@ def create_app(
     mem = context_of(settings)
     rpc = RpcContext(mem)
     routes: list[BaseRoute] = rpc_routes(rpc) + list(extra_routes)
-    # --- turn-end receiver: POST /hooks/turn-end (dsh_memory/hooks/receiver.py) ---
     from dsh_memory.hooks.receiver import TurnEndReceiver
 
-    turn_end = TurnEndReceiver(mem.settings)
+    turn_end = TurnEndReceiver(mem.settings)  # POST /hooks/turn-end
     routes += turn_end.routes()
-    # --- end turn-end receiver ---
     form_paths: tuple[str, ...] = ()
     if vault:
         from dsh_memory.serve.vault import ACTION_PREFIX, vault_routes

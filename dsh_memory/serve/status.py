@@ -68,7 +68,7 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
         "pending_consolidation": bool(meta.pending_consolidation),
         "last_phase1_at": meta.last_phase1_at,
         "last_phase2_at": meta.last_phase2_at,
-        "last_phase2_outcome": getattr(meta, "last_phase2_outcome", None),
+        "last_phase2_outcome": meta.last_phase2_outcome,
         "phase2_error": meta.phase2_error,
         "phase2_consecutive_failures": meta.phase2_failures,
         "counts": counts,
@@ -157,26 +157,24 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
         return result
 
     with get_client(sync_client=True) as client:
-        ours = client.read_flows(flow_filter=FlowFilter(name=FlowFilterName(any_=list(FLOW_NAMES))))
-        flows = {f.id: f.name for f in ours}
         flow_filter = FlowFilter(name=FlowFilterName(any_=list(FLOW_NAMES)))
+        flows = {f.id: f.name for f in client.read_flows(flow_filter=flow_filter)}
 
         def runs(states, sort, n):
-            return client.read_flow_runs(
+            found = client.read_flow_runs(
                 flow_filter=flow_filter,
                 flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=states))),
                 sort=sort,
                 limit=n,
             )
+            return [r for r in found if RUN_TAG not in (r.tags or [])]  # a replay's runs are not the pipeline's
 
         active = runs([StateType.RUNNING, StateType.PENDING], FlowRunSort.START_TIME_DESC, 50)
-        active = [r for r in active if RUN_TAG not in (r.tags or [])]
         finished = runs(
             [StateType.COMPLETED, StateType.FAILED, StateType.CRASHED, StateType.CANCELLED],
             FlowRunSort.END_TIME_DESC,
             limit,
         )
-        finished = [r for r in finished if RUN_TAG not in (r.tags or [])]  # a replay's runs are not the pipeline's
         scheduled = runs([StateType.SCHEDULED], FlowRunSort.EXPECTED_START_TIME_ASC, limit)
     return {
         "available": True,

@@ -65,13 +65,15 @@ class Vault:
             return self.error(request, exc)
         return self.render(request, template, **data)
 
+    def plain(self, template: str, gather, *args: Any):
+        """The GET route of a page that takes nothing from its request."""
+
+        async def endpoint(request: Request) -> Response:
+            return await self.page(request, template, gather, *args)
+
+        return endpoint
+
     # -- GET pages ---------------------------------------------------------------------------
-    async def overview(self, request: Request) -> Response:
-        return await self.page(request, "overview.html", pages.overview, self.ctx)
-
-    async def browse(self, request: Request) -> Response:
-        return await self.page(request, "browse.html", pages.browse, self.ctx)
-
     async def file(self, request: Request) -> Response:
         q = request.query_params
         line = q.get("line", "")
@@ -96,12 +98,6 @@ class Vault:
             q.get("mode", "ranked"),
             q.get("path") or None,
         )
-
-    async def sessions(self, request: Request) -> Response:
-        return await self.page(request, "sessions.html", pages.sessions_view, self.ctx)
-
-    async def settings(self, request: Request) -> Response:
-        return await self.page(request, "settings.html", pages.settings_view)
 
     async def replay(self, request: Request) -> Response:
         from dsh_memory.replay.result import vault_page
@@ -150,12 +146,12 @@ def vault_routes(ctx: MemoryContext, csrf: Csrf | None = None) -> list[BaseRoute
         await static(scope, receive, send_with_headers)
 
     return [
-        Route("/", v.overview, methods=["GET"]),
-        Route("/vault/browse", v.browse, methods=["GET"]),
+        Route("/", v.plain("overview.html", pages.overview, ctx), methods=["GET"]),
+        Route("/vault/browse", v.plain("browse.html", pages.browse, ctx), methods=["GET"]),
         Route("/vault/file", v.file, methods=["GET"]),
         Route("/vault/search", v.search, methods=["GET"]),
-        Route("/vault/sessions", v.sessions, methods=["GET"]),
-        Route("/vault/settings", v.settings, methods=["GET"]),
+        Route("/vault/sessions", v.plain("sessions.html", pages.sessions_view, ctx), methods=["GET"]),
+        Route("/vault/settings", v.plain("settings.html", pages.settings_view), methods=["GET"]),
         Route("/vault/replay", v.replay, methods=["GET"]),
         Route(ACTION_PREFIX + "{action:str}", v.act, methods=["POST"]),
         Mount("/vault/static", app=static_app, name="vault-static"),
