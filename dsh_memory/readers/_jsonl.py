@@ -117,6 +117,11 @@ def short_title(text: str | None, limit: int = 60) -> str | None:
     return cut.rstrip(" ,.;:") + "…"
 
 
+def same_words(a: str, b: str) -> bool:
+    """Equal but for white space."""
+    return a.split() == b.split()
+
+
 def parse_json_maybe(value: Any) -> Any:
     """Tool arguments: parsed JSON when the string is a JSON object/array, else the raw value."""
     if isinstance(value, str):

@@ -12,15 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from dsh_memory.models import Event, EventKind, Session
-from dsh_memory.readers._jsonl import parse_time
+from dsh_memory.readers._jsonl import parse_time, same_words
 from dsh_memory.readers.claude_records import INTERRUPTED, classify_text, flag_label, typed_line
 from dsh_memory.transcript.boilerplate import strip_boilerplate
 
 _TWIN_WINDOW = 12  # lines between a slash command's user wrapper and its system local_command twin
-
-
-def _same_words(a: str, b: str) -> bool:
-    return " ".join(a.split()) == " ".join(b.split())
 
 
 class _Queued:
@@ -175,7 +171,7 @@ class EventBuilder:
         item = None
         if text is not None:
             wanted = typed_line(text).human
-            item = next((q for q in self.pending if _same_words(q.text, wanted)), None)
+            item = next((q for q in self.pending if same_words(q.text, wanted)), None)
         elif self.pending:
             item = self.pending[0]  # no content (older versions): first in, first out
         if item is None:
@@ -200,7 +196,7 @@ class EventBuilder:
                     continue
                 if kind == "user" and obj.get("promptSource") == "typed":
                     continue
-                if _same_words(e.text, q.text):
+                if same_words(e.text, q.text):
                     claimed.add(id(e))
                     drop.add(id(q.event))
                     break

@@ -28,7 +28,7 @@ from typing import Any
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Event, EventKind, Session, SessionRef
 from dsh_memory.readers._input import regular_stat
-from dsh_memory.readers._jsonl import UUID_RE, parse_json_maybe, parse_time, read_jsonl, short_title
+from dsh_memory.readers._jsonl import UUID_RE, parse_json_maybe, parse_time, read_jsonl, same_words, short_title
 from dsh_memory.readers.codex_records import (
     agent_item_text,
     find_key,
@@ -190,10 +190,6 @@ def _apply_meta(session: Session, meta: dict, ref: SessionRef) -> None:
         session.meta["git_branch"] = git["branch"]
 
 
-def _same_words(a: str, b: str) -> bool:
-    return " ".join(a.split()) == " ".join(b.split())
-
-
 class _Prompts:
     """Which record carries each human prompt, decided over the whole rollout before building."""
 
@@ -210,7 +206,7 @@ class _Prompts:
         for tq, (text, _) in typed:
             best = None
             for uq, (kept, _, _) in users:
-                if uq in self.twin or not _same_words(kept, text) or not tq - _PREFER_EARLIER <= uq <= tq + 8:
+                if uq in self.twin or not same_words(kept, text) or not tq - _PREFER_EARLIER <= uq <= tq + 8:
                     continue
                 if best is None or abs(tq - uq) < abs(tq - best):
                     best = uq
