@@ -7,19 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from dsh_memory.blocks._fields import (
     SettingsBlock,
     check_path,
     default_text,
-    describe_errors,
-    env_mapping,
     expand,
     mirror,
     sources,
 )
-from dsh_memory.errors import ConfigError
 from dsh_memory.settings import DEEPSEEK_BASE_URL, DEFAULT_MODEL, ROUTE_ENVIRONMENT, ModelRoute, env_names
 
 SECRET_FIELDS = ("api_key",)
@@ -103,23 +100,13 @@ class ModelRouteBlock(SettingsBlock):
             value = getattr(self, name)
             if value is not None:
                 overrides[name] = expand(value, env) if name == "model_path" else value
-        return route_from_env(env, **overrides)
+        return ModelRoute.from_env(env, **overrides)  # ConfigError for an invalid environment value
 
     @classmethod
     def from_route(cls, route: ModelRoute, only: set[str] | None = None) -> ModelRouteBlock:
         """A block holding `route` (only the fields named in `only`, when given)."""
         values = route_values(route)
         return cls(**{k: v for k, v in values.items() if (only is None or k in only) and v is not None})
-
-
-def route_from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> ModelRoute:
-    """`ModelRoute.from_env`, with invalid environment values reported as ConfigError."""
-    try:
-        return ModelRoute.from_env(env_mapping(env), **overrides)
-    except ValidationError as exc:
-        raise ConfigError(
-            f"invalid dsh-memory model route from the environment: {describe_errors(exc, SECRET_FIELDS)}"
-        ) from None
 
 
 def route_values(route: ModelRoute) -> dict[str, Any]:

@@ -279,9 +279,7 @@ class ModelRoute(BaseModel):
     @property
     def configured(self) -> bool:
         """An endpoint is usable: a key, or a base URL that is not DeepSeek's (local servers need none)."""
-        if self.effective_provider == "local":
-            return True
-        return self.endpoint_configured
+        return self.effective_provider == "local" or self.endpoint_configured
 
 
 # Every field as DSH_MEMORY_<FIELD>; besides: the key also as DEEPSEEK_API_KEY, and one model for
