@@ -82,22 +82,25 @@ def _read_small(path: str, limit: int = 4096) -> str:
         return ""
 
 
+def _git_dirs(base: str) -> tuple[str, str | None]:
+    """(gitdir, the common dir its `commondir` names, else None) of the `.git` at `base`: a
+    directory, or a file naming the gitdir (a linked worktree, a submodule)."""
+    dot = os.path.join(base, ".git")
+    m = re.match(r"gitdir:\s*(.+)", _read_small(dot).strip()) if os.path.isfile(dot) else None
+    gitdir = os.path.normpath(os.path.join(base, m.group(1).strip())) if m else dot
+    common = _read_small(os.path.join(gitdir, "commondir")).strip()
+    return gitdir, os.path.normpath(os.path.join(gitdir, common)) if common else None
+
+
 def main_worktree(root: str) -> str:
     """The main repository of a linked worktree (`git worktree add`): its `.git` file names a
     gitdir whose `commondir` is the main repository's `.git`. A submodule (a gitdir without
     `commondir`) or anything unreadable stays `root`."""
-    m = re.match(r"gitdir:\s*(.+)", _read_small(os.path.join(root, ".git")).strip())
-    if not m:
+    _, common = _git_dirs(root)
+    if common is None or os.path.basename(common) != ".git" or not os.path.isdir(common):
         return root
-    gitdir = os.path.normpath(os.path.join(root, m.group(1).strip()))
-    common = _read_small(os.path.join(gitdir, "commondir")).strip()
-    if not common:
-        return root
-    common = os.path.normpath(os.path.join(gitdir, common))
     main = os.path.dirname(common)
-    if os.path.basename(common) != ".git" or not os.path.isdir(common) or not os.path.isdir(main):
-        return root
-    return main
+    return main if os.path.isdir(main) else root
 
 
 def head_commit(cwd: str | None) -> str:
@@ -105,12 +108,9 @@ def head_commit(cwd: str | None) -> str:
     the `.git` files (no git subprocess); "" when there is none on this machine."""
     base = cwd if cwd and os.path.isabs(cwd) and os.path.isdir(cwd) else None
     for _ in range(MAX_WALK if base else 0):
-        dot = os.path.join(base, ".git")
-        if os.path.exists(dot):
-            m = re.match(r"gitdir:\s*(.+)", _read_small(dot).strip()) if os.path.isfile(dot) else None
-            gitdir = os.path.normpath(os.path.join(base, m.group(1).strip())) if m else dot
-            common = _read_small(os.path.join(gitdir, "commondir")).strip()
-            common = os.path.normpath(os.path.join(gitdir, common)) if common else gitdir
+        if os.path.exists(os.path.join(base, ".git")):
+            gitdir, common = _git_dirs(base)
+            common = common or gitdir
             head = _read_small(os.path.join(gitdir, "HEAD")).strip()
             if head.startswith("ref: "):
                 ref = head[5:].strip()
