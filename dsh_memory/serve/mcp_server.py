@@ -149,6 +149,12 @@ def build_server(settings: Any = None):
     def state():
         return ctx.state
 
+    def injection(**params: Any) -> str:
+        """The session-start block: instructions + summary ('' when there is no memory yet)."""
+        return rp.summary(
+            store, settings.max_summary_chars, stale_after_days=settings.stale_after_days, **params
+        ).injection()
+
     tools = []
 
     def tool(operation: str, description: str, returns: Any, *, read_only: bool = True):
@@ -167,10 +173,7 @@ def build_server(settings: Any = None):
 
     @tool("summary", SUMMARY_DESC, str)
     def memory_summary(**params: Any) -> str:
-        text = rp.summary(
-            store, settings.max_summary_chars, stale_after_days=settings.stale_after_days, **params
-        ).injection()
-        return text or "Long-term memory is empty so far: nothing to recall yet."
+        return injection(**params) or "Long-term memory is empty so far: nothing to recall yet."
 
     @tool("list", LIST_DESC, ListResult)
     def memory_list(**params: Any) -> Any:
@@ -198,7 +201,7 @@ def build_server(settings: Any = None):
         description="How to use memory, followed by the memory summary (empty when there is no memory yet)",
     )
     def summary_resource() -> str:
-        return rp.summary(store, settings.max_summary_chars, stale_after_days=settings.stale_after_days).injection()
+        return injection()
 
     from mcp.server.mcpserver.resources.templates import ResourceSecurity
 
@@ -211,14 +214,7 @@ def build_server(settings: Any = None):
         "{project} is the project's directory, percent-encoded (e.g. %2Fhome%2Fme%2Fsrc%2Fapp)",
     )
     def project_summary_resource(project: str) -> str:  # the SDK has percent-decoded it
-        return _call(
-            lambda: rp.summary(
-                store,
-                settings.max_summary_chars,
-                stale_after_days=settings.stale_after_days,
-                **_summary_params(project),
-            ).injection()
-        )
+        return _call(lambda: injection(**_summary_params(project)))
 
     @server.prompt(name="memory", description="Load long-term memory (instructions + summary) into the conversation")
     def memory_prompt() -> str:

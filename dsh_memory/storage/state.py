@@ -102,6 +102,12 @@ class StateStore:
         return {r["session_id"]: Claim.from_row(r) for r in rows}
 
     @staticmethod
+    def _ensure(conn: sqlite3.Connection, session_id: str, status: str, ts: str) -> None:
+        """A claim row for the UPDATE that follows (inserted with `status` when missing)."""
+        sql = "INSERT INTO claims (session_id, status, updated_at) VALUES (?, ?, ?) ON CONFLICT(session_id) DO NOTHING"
+        conn.execute(sql, (session_id, status, ts))
+
+    @staticmethod
     def _get(conn: sqlite3.Connection, session_id: str) -> Claim | None:
         row = conn.execute("SELECT * FROM claims WHERE session_id = ?", (session_id,)).fetchone()
         return None if row is None else Claim.from_row(row)
@@ -189,11 +195,7 @@ class StateStore:
         usage = usage or {}
         it, ot = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
         with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO claims (session_id, status, updated_at) VALUES (?, ?, ?)"
-                " ON CONFLICT(session_id) DO NOTHING",
-                (session_id, status, ts),
-            )
+            self._ensure(conn, session_id, status, ts)
             conn.execute(
                 "UPDATE claims SET status=:status, attempts=0, next_retry_at=NULL, parked=0, error=NULL,"
                 " last_seq=:seq, parts=parts+:parts, updated_at=:ts, last_checked_at=:ts, slug=COALESCE(:slug, slug),"
@@ -229,11 +231,7 @@ class StateStore:
             parked = attempts >= retry_limit
             delay = retry_base_s * 2 ** (attempts - 1) * (1 + random.uniform(0, jitter) if jitter else 1)
             nxt = None if parked else _ts(_utc(now) + timedelta(seconds=delay))
-            conn.execute(
-                "INSERT INTO claims (session_id, status, updated_at) VALUES (?, 'failed', ?)"
-                " ON CONFLICT(session_id) DO NOTHING",
-                (session_id, ts),
-            )
+            self._ensure(conn, session_id, "failed", ts)
             conn.execute(
                 "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
                 " updated_at=?, provider=CASE WHEN ?='' THEN provider ELSE ? END,"
@@ -309,11 +307,7 @@ class StateStore:
         re-extracting. A missing claim is recorded as done at that watermark."""
         ts = _ts(now)
         with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO claims (session_id, status, updated_at) VALUES (?, 'done', ?)"
-                " ON CONFLICT(session_id) DO NOTHING",
-                (session_id, ts),
-            )
+            self._ensure(conn, session_id, "done", ts)
             conn.execute(
                 "UPDATE claims SET last_seq=?, last_checked_at=?, updated_at=? WHERE session_id=?",
                 (int(last_seq), ts, ts, session_id),
