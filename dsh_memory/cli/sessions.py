@@ -100,8 +100,7 @@ def _claim_states(ctx) -> dict[str, str]:
     Never creates the DB: no state yet means nothing was processed."""
     if not ctx.state_exists():
         return {}
-    claims = ctx.state.claims()
-    return {sid: "parked" if c.status == "failed" and c.parked else c.status for sid, c in claims.items()}
+    return {sid: c.shown_status for sid, c in ctx.state.claims().items()}
 
 
 def render_session(session_id: str, budget_tokens: int | None, since_seq: int | None):

@@ -36,8 +36,7 @@ def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, A
     tokens_in = tokens_out = 0
     failures = []
     for c in claims.values():
-        key = "parked" if c.status == "failed" and c.parked else c.status
-        counts[key] = counts.get(key, 0) + 1
+        counts[c.shown_status] = counts.get(c.shown_status, 0) + 1
         tokens_in += c.input_tokens or 0
         tokens_out += c.output_tokens or 0
         if c.status == "failed":

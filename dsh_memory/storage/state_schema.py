@@ -210,6 +210,11 @@ class Claim:
     def from_row(cls, r: sqlite3.Row) -> Claim:
         return from_row(cls, r, flags=("parked",))
 
+    @property
+    def shown_status(self) -> str:
+        """The status as `status` counts it: a failed claim past its retries is 'parked'."""
+        return "parked" if self.status == "failed" and self.parked else self.status
+
 
 @dataclass
 class PipelineMeta:

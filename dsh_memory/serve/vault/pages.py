@@ -206,7 +206,7 @@ def sessions_view(ctx: MemoryContext) -> dict[str, Any]:
         rows.append(
             {
                 "id": c.session_id,
-                "status": "parked" if c.status == "failed" and c.parked else c.status,
+                "status": c.shown_status,
                 "updated": c.updated_at,
                 "attempts": c.attempts,
                 "error": (c.error or "")[:300],
