@@ -191,6 +191,47 @@ def _artifact_keys(flow_run_ids: list[str]) -> set[str]:
     return {a.key for a in found if a.key}
 
 
+@pytest.mark.parametrize("writer", ["model", "mechanical"])
+@pytest.mark.usefixtures("prefect_api")
+def test_a_replay_consolidation_writes_what_the_consolidate_flow_writes(history, tmp_path, monkeypatch, writer):
+    """The replay's consolidation step (the consolidate flow's body inside the replay's run) and
+    the consolidate flow, each on a copy of one root Phase 1 wrote: the same memory files. With
+    the model writing the memory (the fake endpoint), and merged mechanically (the local model)."""
+    import shutil
+
+    from prefect import flow
+
+    from dsh_memory.context import memory_context
+    from dsh_memory.flows.consolidate import consolidate_flow, consolidate_step
+    from dsh_memory.flows.extract import extract_flow
+
+    staged, by_flow, by_step = tmp_path / "staged", tmp_path / "by-flow", tmp_path / "by-step"
+    with FakeOpenAIServer(handler=answer) as fake:
+        monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
+        extract_flow(session_ids=history["ids"][:3], backfill=True, respect_idle=False, memory_root=str(staged))
+        if writer == "mechanical":
+            from dsh_memory.llm import model_files
+            from dsh_memory.testing.models import SMOLLM2_135M
+
+            monkeypatch.delenv("DSH_MEMORY_BASE_URL")
+            monkeypatch.setenv("DSH_MEMORY_PROVIDER", "local")
+            monkeypatch.setenv("DSH_MEMORY_MODEL_PATH", str(model_files.bundled_model_path(SMOLLM2_135M)))
+        shutil.copytree(staged, by_flow)
+        shutil.copytree(staged, by_step)
+        a = consolidate_flow(force=True, memory_root=str(by_flow))
+        with memory_context(memory_root=by_step).for_run() as ctx:
+            b = flow(name="replay-step")(lambda: consolidate_step(ctx, force=True))()
+    assert a.outcome == b.outcome == "consolidated", (a, b)
+    assert (a.model.output_source == "mechanical") == (writer == "mechanical"), a.model
+    assert (a.mode, a.inputs, a.model.output_source) == (b.mode, b.inputs, b.model.output_source)
+
+    def memory(root: Path) -> dict[str, bytes]:
+        return {k: v for k, v in _files(root).items() if not k.startswith(".state")}
+
+    assert memory(by_flow) == memory(by_step)
+    assert "mock our own code" in (by_step / "MEMORY.md").read_text()  # not two empty memories
+
+
 def test_the_text_output_puts_both_sessions_words_side_by_side(capsys):
     from dsh_memory.cli.replay import _print
 
