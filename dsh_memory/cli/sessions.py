@@ -125,10 +125,10 @@ STATE_LABELS = {"done": "processed", "noop": "processed (noop)"}  # any other st
 MIN_STATUS_AND_CWD = 40  # columns left for status + cwd before ids are shortened
 
 
-def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
-    """Each id cut to the shortest prefix (at least `minimum` characters) that is still unique
-    among `ids`; `render` and `extract` accept such prefixes."""
-    n = minimum
+def short_ids(ids: list[str]) -> dict[str, str]:
+    """Each id cut to the shortest prefix (at least 8 characters) that is still unique among
+    `ids`; `render` and `extract` accept such prefixes."""
+    n = 8
     while n < max((len(i) for i in ids), default=0) and len({i[:n] for i in ids}) < len(set(ids)):
         n += 1
     return {i: i[:n] for i in ids}

@@ -34,6 +34,7 @@ log = logging.getLogger("dsh_memory.hooks.forwarder")
 # Turn ends arriving within this of a write wait for the next one: a storm costs a few writes a
 # second, not one per turn end (the debounce is seconds; this is its error).
 RECORD_EVERY_SECONDS = 0.2
+BATCH_MAX = 500  # turn ends per POST
 
 
 @dataclass
@@ -53,24 +54,21 @@ class TurnEndForwarder:
         api_url: str,
         *,
         interval_seconds: float = 2.0,
-        batch_max: int = 500,
         max_pending: int = 10_000,
         min_gap_seconds: float = 0.0,
         timeout: float = 10.0,
         backoff_max_seconds: float = 30.0,
-        close_timeout: float = 10.0,
         post: Callable[..., Any] = post_events,
         record: Callable[[list[tuple[str, datetime]]], Any] | None = None,
     ):
         self.api_url = api_url
         self.interval = interval_seconds
-        self.batch_max = batch_max
         self.max_pending = max_pending
         self.min_gap = min_gap_seconds
         self._sent_at: dict[str, float] = {}  # session → when its last event was forwarded (within min_gap)
         self.timeout = timeout
         self.backoff_max = backoff_max_seconds
-        self.close_timeout = close_timeout
+        self.close_timeout = 10.0
         self._post = post
         self._record = record
         self._unrecorded: dict[str, datetime] = {}  # session → newest turn end not recorded yet
@@ -242,7 +240,7 @@ class TurnEndForwarder:
         self._cond.notify_all()
 
     def _take(self) -> list[tuple[str, _Entry]]:  # under self._cond
-        """Up to batch_max pending entries; a session forwarded less than `min_gap` ago waits
+        """Up to BATCH_MAX pending entries; a session forwarded less than `min_gap` ago waits
         (not when flushing or closing)."""
         now = time.monotonic()
         hold = 0.0 if self._flushers or self._closing else self.min_gap
@@ -250,7 +248,7 @@ class TurnEndForwarder:
             self._sent_at = {s: t for s, t in self._sent_at.items() if now - t < self.min_gap}
         batch = []
         for sid in list(self._pending):
-            if len(batch) >= self.batch_max:
+            if len(batch) >= BATCH_MAX:
                 break
             if hold and now - self._sent_at.get(sid, now - hold) < hold:
                 continue
