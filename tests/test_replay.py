@@ -267,6 +267,27 @@ def test_replay_errors_are_one_line_with_an_exit_code(history):
     assert out.exit_code == 3 and json.loads(out.stdout)["error"]["code"] == "not_found"
 
 
+@pytest.mark.usefixtures("prefect_api")
+def test_a_replay_without_a_model_route_stops_with_one_line_and_its_run_failed(history, monkeypatch):
+    """An error inside the replay's flow run reaches the CLI as itself (a configuration error:
+    one line, its exit code), and the run is marked failed in Prefect."""
+    from prefect.client.orchestration import get_client
+
+    from dsh_memory.errors import NoModelRouteError
+
+    monkeypatch.delenv("DSH_MEMORY_API_KEY")
+    monkeypatch.setenv("DSH_MEMORY_PROVIDER", "openai")  # an endpoint, none configured
+    before = set(_tagged_runs())
+    out = CliRunner().invoke(app, ["replay", "--cwd", str(history["proj"])])
+    assert out.exit_code == NoModelRouteError.exit_code, out.output
+    assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr
+    runs = {i: name for i, name in _tagged_runs().items() if i not in before}
+    assert sorted(runs.values()) == ["extract", "replay"], runs
+    with get_client(sync_client=True) as client:
+        states = {name: client.read_flow_run(i).state for i, name in runs.items()}
+    assert states["replay"].is_failed() and states["extract"].is_completed(), states  # Phase 1 skipped
+
+
 def test_standing_instructions_are_phase_1s_rules(history):
     from dsh_memory import readers
     from dsh_memory.settings import MemorySettings
