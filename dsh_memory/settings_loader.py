@@ -57,9 +57,9 @@ def is_loopback_url(url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def prefect_auth_headers(env: Mapping[str, str] | None = None) -> dict[str, str]:
+def prefect_auth_headers() -> dict[str, str]:
     """Auth for a protected server: PREFECT_API_AUTH_STRING (basic, self-hosted) or PREFECT_API_KEY."""
-    e = os.environ if env is None else env
+    e = os.environ
     if e.get("PREFECT_API_AUTH_STRING"):
         token = base64.b64encode(e["PREFECT_API_AUTH_STRING"].encode()).decode()
         return {"Authorization": f"Basic {token}"}

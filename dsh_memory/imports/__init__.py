@@ -41,7 +41,7 @@ class ImportResult(BaseModel):
     rows: list[ImportRow] = Field(default_factory=list)
 
 
-def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool = False, env=None) -> ImportResult:
+def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool = False) -> ImportResult:
     """Import the memories of `which` agent(s) into `store` (see the module docstring)."""
     from dsh_memory.imports import claude, codex
     from dsh_memory.settings import claude_config_dir, codex_home
@@ -52,11 +52,11 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
     result = ImportResult(dry_run=dry_run)
     pieces: list[Item] = []
     if which in ("claude", "all"):
-        result.sources["claude"] = str(claude_config_dir(env) / "projects")
-        pieces += claude.items(claude_config_dir(env), exclude)
+        result.sources["claude"] = str(claude_config_dir() / "projects")
+        pieces += claude.items(claude_config_dir(), exclude)
     if which in ("codex", "all"):
-        result.sources["codex"] = str(codex_home(env) / "memories")
-        pieces += codex.items(codex_home(env), exclude)
+        result.sources["codex"] = str(codex_home() / "memories")
+        pieces += codex.items(codex_home(), exclude)
     with store.lock("imports"):
         manifest = load_manifest(store)
         for item in pieces:

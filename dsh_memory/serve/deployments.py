@@ -46,13 +46,13 @@ def prefect_yaml_path() -> Path:
     raise ConfigError("prefect.yaml not found next to the dsh_memory package")
 
 
-def load_spec(path: Path | None = None) -> list[dict[str, Any]]:
+def load_spec() -> list[dict[str, Any]]:
     import yaml
 
-    data = yaml.safe_load((path or prefect_yaml_path()).read_text())
-    deployments = data.get("deployments") or []
+    path = prefect_yaml_path()
+    deployments = yaml.safe_load(path.read_text()).get("deployments") or []
     if not isinstance(deployments, list) or not deployments:
-        raise ConfigError(f"{path or prefect_yaml_path()} declares no deployments")
+        raise ConfigError(f"{path} declares no deployments")
     return deployments
 
 

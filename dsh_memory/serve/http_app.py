@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute, Route
 from dsh_memory.context import MemoryContext, context_of
 from dsh_memory.errors import DshMemoryError, UserInputError
 from dsh_memory.readpath import OPERATIONS
-from dsh_memory.serve.guard import MAX_BODY_BYTES, LoopbackGuard
+from dsh_memory.serve.guard import LoopbackGuard
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,6 @@ def create_app(
     mcp: bool = True,
     vault: bool = True,
     allowed_hosts: Sequence[str] = (),
-    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """The loopback app. `mcp=True` also serves the MCP server (streamable HTTP) at `/mcp`.
     `extra_routes` are mounted behind the same guard (e.g. a turn-end webhook receiver).
@@ -160,7 +159,7 @@ def create_app(
             mem.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(LoopbackGuard, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes, form_paths=form_paths)
+    app.add_middleware(LoopbackGuard, allowed_hosts=allowed_hosts, form_paths=form_paths)
     app.state.rpc = rpc
     app.state.mcp_server = mcp_server
     app.state.turn_end = turn_end

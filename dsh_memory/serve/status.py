@@ -14,10 +14,10 @@ from dsh_memory.context import MemoryContext
 FLOW_NAMES = ("extract", "extract-session", "consolidate", "catch-up")
 
 
-def local_status(ctx: MemoryContext, now: datetime | None = None) -> dict[str, Any]:
+def local_status(ctx: MemoryContext) -> dict[str, Any]:
     from dsh_memory.storage.locks import is_running
 
-    now = now or datetime.now(UTC)
+    now = datetime.now(UTC)
     settings, root = ctx.settings, ctx.memory_root
     if not ctx.state_exists():
         return {

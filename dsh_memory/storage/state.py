@@ -160,11 +160,11 @@ class StateStore:
             )
         return True
 
-    def renew(self, session_ids: list[str], now: datetime, owner: str | None = None) -> int:
-        """A live owner renews its running claims (so a long model call never looks stale)."""
+    def renew(self, session_ids: list[str], now: datetime) -> int:
+        """This process renews its running claims (so a long model call never looks stale)."""
         if not session_ids:
             return 0
-        owner = owner or current_owner()
+        owner = current_owner()
         marks = ",".join("?" * len(session_ids))
         with self._tx() as conn:
             cur = conn.execute(

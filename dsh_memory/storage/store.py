@@ -79,14 +79,14 @@ class MemoryStore:
             d.mkdir(parents=True, exist_ok=True)
         self.state_dir.mkdir(mode=0o700, exist_ok=True)
 
-    def sweep_temp_files(self, older_than_s: float = 300.0) -> list[str]:
+    def sweep_temp_files(self) -> list[str]:
         """Delete the `.<name>.<random>.tmp` files an atomic write leaves when its process is
         killed between writing and renaming: at once when the name shows that its writer (a
-        process of this host) is gone, else only when older than `older_than_s` (a write in
+        process of this host) is gone, else only when older than five minutes (a write in
         flight takes milliseconds). Never follows links; `.state/` holds no such files."""
         import time
 
-        cutoff = time.time() - older_than_s
+        cutoff = time.time() - 300
         pattern = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")
         removed: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):

@@ -29,9 +29,9 @@ NAV += [("/vault/settings", "Settings"), ("/vault/replay", "Replay")]
 
 
 class Vault:
-    def __init__(self, ctx: MemoryContext, csrf: Csrf | None = None):
+    def __init__(self, ctx: MemoryContext):
         self.ctx = ctx
-        self.csrf = csrf or Csrf()
+        self.csrf = Csrf()
         self.env = environment()
 
     def render(self, request: Request, template: str, code: int = 200, **data: Any) -> HTMLResponse:
@@ -130,10 +130,10 @@ class Vault:
         return self.render(request, "done.html", action=action, outcome=outcome)
 
 
-def vault_routes(ctx: MemoryContext, csrf: Csrf | None = None) -> list[BaseRoute]:
+def vault_routes(ctx: MemoryContext) -> list[BaseRoute]:
     """The vault's routes for `create_app` (which mounts them behind its LoopbackGuard, with form
     bodies allowed under ACTION_PREFIX only)."""
-    v = Vault(ctx, csrf)
+    v = Vault(ctx)
     static = StaticFiles(directory=str(STATIC))
 
     async def static_app(scope, receive, send):
