@@ -48,10 +48,10 @@ class Slots:
     """Free rows of the matrix, as they were when the update began (`free_slots`: rows of sections
     dropped by earlier updates), then new rows at the end."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, dim: int = DIM) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._free = [s for (s,) in conn.execute("SELECT slot FROM free_slots ORDER BY slot DESC")]
         try:
-            rows = os.path.getsize(path) // (dim * _ROW)
+            rows = os.path.getsize(path) // (DIM * _ROW)
         except FileNotFoundError:
             rows = 0
         top = conn.execute("SELECT max(slot) FROM sections").fetchone()[0]
@@ -96,20 +96,20 @@ def _dot(m: Any, qv: Any) -> Any:
     return np.einsum("ij,j->i", m, qv)
 
 
-def _matrix(path: Path, dim: int) -> Any:
+def _matrix(path: Path) -> Any:
     import numpy as np
 
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return np.zeros((0, dim), dtype=np.float32)
+        return np.zeros((0, DIM), dtype=np.float32)
     key = (st.st_ino, st.st_size)
     with _maps_lock:
         got = _maps.get(str(path))
         if got is not None and got[0] == key:
             return got[1]
-    rows = st.st_size // (dim * _ROW)
-    m = np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim)) if rows else np.zeros((0, dim), np.float32)
+    rows = st.st_size // (DIM * _ROW)
+    m = np.memmap(path, dtype=np.float32, mode="r", shape=(rows, DIM)) if rows else np.zeros((0, DIM), np.float32)
     with _maps_lock:
         _maps[str(path)] = (key, m)
     return m
@@ -123,7 +123,7 @@ def nearest(
     import numpy as np
 
     qv = cut(qv)
-    m = _matrix(path, DIM)
+    m = _matrix(path)
     where, args = prefix_sql
     if where:  # a path: score the rows of its sections only
         slots = np.array(
@@ -161,7 +161,7 @@ def cosines(conn: sqlite3.Connection, path: Path, qv: Any, ids: Iterable[int]) -
     if not ids:
         return {}
     qv = cut(qv)
-    m = _matrix(path, DIM)
+    m = _matrix(path)
     marks = ",".join("?" * len(ids))
     rows = [
         (i, s)
