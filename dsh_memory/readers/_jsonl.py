@@ -129,6 +129,6 @@ def parse_json_maybe(value: Any) -> Any:
         if s[:1] in ("{", "["):
             try:
                 return json.loads(s)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return value
     return value

@@ -13,11 +13,11 @@ Rules (reference/dsh-session-format.md sections 5-7, fixtures/MANIFEST.md):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
 from dsh_memory.models import Event, EventKind
+from dsh_memory.readers._jsonl import parse_json_maybe
 from dsh_memory.readers.dsh_records import (
     KNOWN_BLOCK_TYPES,
     Body,
@@ -53,16 +53,6 @@ def _message(data: dict) -> dict:
     if isinstance(inner, dict) and "content" not in data:
         return inner
     return data
-
-
-def _parse_arguments(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw)
-        except (ValueError, RecursionError):
-            return raw
-        return parsed if isinstance(parsed, (dict, list)) else raw
-    return raw
 
 
 def _source_kind(msg: dict) -> str:
@@ -195,7 +185,7 @@ class _Mapper:
             elif bt == "tool-call":
                 flush()
                 self._emit(r, EventKind.TOOL_CALL, tool_name=as_str(b.get("name")),
-                           tool_call_id=as_str(b.get("id")), arguments=_parse_arguments(b.get("arguments")))  # fmt: skip
+                           tool_call_id=as_str(b.get("id")), arguments=parse_json_maybe(b.get("arguments")))  # fmt: skip
         flush()
 
     def tool_result(self, r: Record) -> None:
