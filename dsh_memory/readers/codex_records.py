@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any
 
+from dsh_memory.readers._jsonl import parse_json_maybe
+
 # Injected user-message parts: (opening text, closing text or None, label). Case-insensitive.
 INJECTED_PARTS: tuple[tuple[str, str | None, str], ...] = (
     ("# AGENTS.md instructions", "</INSTRUCTIONS>", "agents_md"),
@@ -143,17 +145,12 @@ def output_text(output: Any) -> tuple[str, bool, int]:
         output = text_of(output)
     if not isinstance(output, str):
         output = "" if output is None else json.dumps(output, ensure_ascii=False)
-    text = output
-    if text.lstrip().startswith("{"):
-        try:
-            obj = json.loads(text)
-        except ValueError:
-            obj = None
-        if isinstance(obj, dict) and isinstance(obj.get("output"), str):
-            text = obj["output"]
-            code = (obj.get("metadata") or {}).get("exit_code") if isinstance(obj.get("metadata"), dict) else None
-            if isinstance(code, int) and code != 0:
-                is_error = True
+    text, obj = output, parse_json_maybe(output)
+    if isinstance(obj, dict) and isinstance(obj.get("output"), str):
+        text = obj["output"]
+        code = (obj.get("metadata") or {}).get("exit_code") if isinstance(obj.get("metadata"), dict) else None
+        if isinstance(code, int) and code != 0:
+            is_error = True
     m = _EXIT_RE.search(text[:400])
     if m and int(m.group(1)) != 0:
         is_error = True
