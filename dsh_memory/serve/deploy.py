@@ -66,6 +66,7 @@ def deploy(
 ) -> DeployReport:
     """Pools, then deployments (see the module doc). `extract_only`: the extract pool and
     extract-transcripts alone — for a `serve` host whose Phase 1 extracts on workers."""
+    from httpx import HTTPError
     from prefect import get_client
     from prefect.settings import get_current_settings
 
@@ -101,14 +102,8 @@ def deploy(
                 continue
             deployment.apply(work_pool_name=work_pool)
             report.deployments.append(f"{deployment.flow_name}/{deployment.name}")
-    except ConfigError:
-        raise
-    except Exception as exc:
-        from httpx import HTTPError
-
-        if isinstance(exc, HTTPError | OSError):
-            raise ServiceUnavailableError(f"the Prefect API at {api_url} did not answer: {exc}") from None
-        raise
+    except (HTTPError, OSError) as exc:
+        raise ServiceUnavailableError(f"the Prefect API at {api_url} did not answer: {exc}") from None
     report.worker_commands = [f"prefect worker start --pool {p} --type process" for p in report.pools]
     if not result_storage:
         report.notes.append(
