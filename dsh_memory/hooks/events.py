@@ -27,10 +27,6 @@ class EmitError(RuntimeError):
     """The event could not be delivered (no server, refused, timed out)."""
 
 
-def resource_id(session_id: str) -> str:
-    return f"{RESOURCE_PREFIX}{session_id}"
-
-
 def build_event(
     turn: TurnEnd, *, occurred: datetime | None = None, event_id: uuid.UUID | None = None
 ) -> dict[str, Any]:
@@ -43,7 +39,7 @@ def build_event(
         "occurred": when.isoformat(),
         "event": EVENT_NAME,
         "resource": {
-            "prefect.resource.id": resource_id(turn.session_id),
+            "prefect.resource.id": RESOURCE_PREFIX + turn.session_id,
             "prefect.resource.name": f"{turn.kind} session {turn.session_id}",
             "dsh.source": turn.kind,
             "dsh.session.id": turn.session_id,
@@ -59,10 +55,6 @@ def build_event(
     }
 
 
-def events_url(api_url: str) -> str:
-    return api_url.rstrip("/") + "/events"
-
-
 def post_events(
     events: list[dict[str, Any]],
     api_url: str,
@@ -75,7 +67,7 @@ def post_events(
     `client`: a long-lived `httpx.Client` (the receiver's); a one-shot client otherwise."""
     import httpx
 
-    url = events_url(api_url)
+    url = api_url.rstrip("/") + "/events"
     hdrs = {"Content-Type": "application/json", **(prefect_auth_headers() if headers is None else dict(headers))}
     try:
         if client is not None:

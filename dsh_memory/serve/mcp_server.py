@@ -124,14 +124,6 @@ def make_tool(run: Callable[..., Any], name: str, model: type, description: str,
     return tool
 
 
-def _summary_params(cwd: str) -> dict[str, Any]:
-    """The resource's project, validated like the tool's `cwd` (SummaryRequest)."""
-    from dsh_memory.readpath import SummaryRequest
-    from dsh_memory.readpath._common import validate
-
-    return validate(SummaryRequest, cwd=cwd).model_dump()
-
-
 def build_server(settings: Any = None):
     """An MCPServer bound to one memory root: a MemoryContext, plain MemorySettings, or None for
     `memory_context()` (saved block > environment > default, like every entry point)."""
@@ -141,6 +133,7 @@ def build_server(settings: Any = None):
     from dsh_memory import readpath as rp
     from dsh_memory.context import context_of
     from dsh_memory.readpath import embedder
+    from dsh_memory.readpath._common import validate
     from dsh_memory.readpath.models import ListResult, ReadResult, SearchResult
 
     ctx = context_of(settings)
@@ -214,7 +207,8 @@ def build_server(settings: Any = None):
         "{project} is the project's directory, percent-encoded (e.g. %2Fhome%2Fme%2Fsrc%2Fapp)",
     )
     def project_summary_resource(project: str) -> str:  # the SDK has percent-decoded it
-        return _call(lambda: injection(**_summary_params(project)))
+        # the project is validated like the tool's `cwd`
+        return _call(lambda: injection(**validate(rp.SummaryRequest, cwd=project).model_dump()))
 
     @server.prompt(name="memory", description="Load long-term memory (instructions + summary) into the conversation")
     def memory_prompt() -> str:
