@@ -216,6 +216,11 @@ def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memo
     ]
     for line in raw.splitlines()[1:-2]:
         assert why_not_memory(line), line
+    shield = (
+        "- `erk exec setup-impl --issue 8124` failed: `TypeError: unexpected keyword argument 'branch_slug'`; "
+        "fixed by `gh pr view 8124 --json headRefName,body`."
+    )
+    assert why_not_memory(shield) is None  # about a command that failed, not an exploration
 
 
 def test_informative_error_skips_headers_and_generic_lines():

@@ -324,3 +324,29 @@ def test_a_sentence_that_introduces_a_list_of_names_is_one_fact_and_a_proposal_i
     )
     assert "Worktree: `/home/dev/wt/shop-tabs` (branch: `dev/tabs`)" in facts
     assert not any("would be" in f or "cleaned the fixtures" in f for f in facts)
+
+
+def test_the_recaps_conclusions_survive_the_writers_clean_up():
+    """The clean-up drops a line the evidence does not hold (ungrounded): the turns' conclusions
+    are evidence too, so the recap keeps them after it, not only before."""
+    from dsh_memory.phase1.extraction import clean_output
+    from dsh_memory.phase1.output import ExtractionOutput
+
+    s = make_session(
+        ("user", "Build the TODO app."),
+        (
+            "assistant",
+            "The app is ready:\n- Organized folder structure (`components/`, `types/`, `hooks/`)\n"
+            "- `TodoItem`: one todo with its checkbox, text and delete\n"
+            "- Custom `useTodos` hook with `useReducer`\n- `localStorage` persistence across sessions",
+        ),
+        ("user", "Document it."),
+        ("assistant", "`CLAUDE.md` now documents the project's structure and commands."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert "Custom `useTodos` hook with `useReducer`" in ev.conclusions and not ev.facts
+    recap = steps.rollout_summary(ev, "The user asked: build the TODO app.")
+    out = clean_output(ExtractionOutput(raw_memory="", rollout_summary=recap, rollout_slug="todo"), ev.source_text())
+    for c in ev.conclusions:
+        assert f"- {c}" in out.rollout_summary

@@ -106,6 +106,35 @@ def test_a_procedure_the_user_asked_to_keep_is_recorded_step_by_step():
     assert "1. edit `pyproject.toml`" in out.raw_memory and "4. `git tag v1.4.0 && git push --tags`" in out.raw_memory
 
 
+def test_every_line_the_evidence_writer_renders_survives_its_clean_up():
+    """The clean-up checks lines against the evidence: the writer's own template words ("passed",
+    "fixed by", a package script's command) are no cut-off or ungrounded text, and a shield fixed by
+    reading something (`gh pr view …`) is no exploration line."""
+    s = make_session(
+        ("user", "Set up the release branch for issue 8124."),
+        (
+            "tool",
+            "bash",
+            {"command": "shopctl setup --issue 8124"},
+            "TypeError: setup() got an unexpected keyword argument 'branch_slug'",
+            True,
+        ),
+        ("tool", "bash", {"command": "gh pr view 8124 --json headRefName"}, '{"headRefName": "plnd/x"}', False),
+        ("tool", "bash", {"command": "bun run lint"}, "$ biome check --error-on-warnings\nChecked 12 files", False),
+        ("tool", "bash", {"command": "bun run test"}, "12 pass", False),
+        ("assistant", "The branch is `plnd/x`; lint and tests pass."),
+        cwd="/home/demo/src/shop",
+        source="dsh",
+    )
+    out, _ = extract(s, "The agent set up the release branch; lint and tests pass.")
+    expected = steps.rendered(extraction.material_for(s, writer="evidence").evidence)
+    for line in expected.splitlines():
+        if line.startswith("- "):
+            assert line in out.raw_memory + "\n" + out.rollout_summary, line
+    assert "fixed by `gh pr view 8124 --json headRefName`" in out.raw_memory
+    assert "(runs `biome check --error-on-warnings`)" in out.raw_memory
+
+
 def test_loop_detector_finds_where_the_repetition_began():
     head = '{"summary": "Fixed the crash. '
     text = head + "The agent ran make test and it passed again. " * 5

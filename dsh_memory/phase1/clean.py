@@ -62,14 +62,15 @@ _BARE = re.compile(r"^\s*(?:[-*+]\s+)?(?=\S+\s+[-~/.]|\S+\s+\S*/)")  # a command
 
 
 def is_exploration(line: str) -> bool:
-    """A bullet that is essentially an exploration command: once its command spans, its source
-    tag and whatever follows an arrow are taken out, at most six words are left; or a bare one
-    (`ls ~/.cursor/skills # must show 4 dirs`, copied from a code block)."""
+    """A bullet that is essentially an exploration command: its first command span is one and,
+    once its spans, its source tag and whatever follows an arrow are taken out, at most six words
+    are left; or a bare one (`ls ~/.cursor/skills # must show 4 dirs`, copied from a code block).
+    A line about another command is not (a shield fixed by `gh pr view …`)."""
     bare = _SOURCE.sub("", line or "")
     if _BARE.match(bare) and EXPLORATION.match(bare.strip().lstrip("-*+ ")):
         return True
     spans = _SPAN.findall(line or "")
-    if not any(EXPLORATION.match(s.strip()) for s in spans):
+    if not spans or not EXPLORATION.match(spans[0].strip()):
         return False
     rest = _SPAN.sub(" ", _SOURCE.sub(" ", (line or "").split("→")[0]))
     return len(_WORDS.findall(rest)) <= 6

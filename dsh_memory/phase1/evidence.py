@@ -113,7 +113,7 @@ class Evidence(BaseModel):
         """Every string the evidence holds: what the writer's clean-up checks its lines against."""
         parts = [r.text + "\n" + r.agent for r in self.rules] + [c.line for c in self.commands]
         parts += [f"{s.command}\n{s.error}\n{s.cause}\n{s.fix}" for s in self.shields]
-        parts += self.facts + self.user_facts + self.requests + self.edited + self.procedure
+        parts += self.facts + self.conclusions + self.user_facts + self.requests + self.edited + self.procedure
         parts += [c.path + " " + " ".join(c.symbols) for c in self.changes] + self.documented + self.agent_notes
         parts += self.tripwires
         parts += [self.outcome, self.first_prompt]

@@ -254,6 +254,16 @@ def check_recap(summary: str, src) -> str | None:
     return None
 
 
+def _request(ev: Evidence) -> str:
+    return (ev.requests or [ev.first_prompt[:120]])[0]
+
+
+def rendered(ev: Evidence) -> str:
+    """What this writer renders from the evidence alone (the raw memory, the recap without the
+    model's sentence): the clean-up's grounds for its own lines."""
+    return raw_memory(ev, _request(ev)) + "\n" + rollout_summary(ev, "")
+
+
 def extract_in_steps(llm, ev: Evidence, *, cwd: str | None, max_tokens: int):
     """The ExtractionOutput for one non-trivial session (see the module docstring)."""
     from dsh_memory.phase1.output import ExtractionOutput
@@ -270,7 +280,7 @@ def extract_in_steps(llm, ev: Evidence, *, cwd: str | None, max_tokens: int):
         notes.append(f"recap sentence not used ({why}): the user's request instead — {summary[:200]!r}")
         summary = _fallback_task(ev)
     return ExtractionOutput(
-        raw_memory=redact(raw_memory(ev, (ev.requests or [ev.first_prompt[:120]])[0])),
+        raw_memory=redact(raw_memory(ev, _request(ev))),
         rollout_summary=redact(rollout_summary(ev, summary)),
         rollout_slug=redact(slug),
         model=getattr(llm, "model", ""),
