@@ -6,6 +6,8 @@ codes (see `_common.run`). Heavy imports (prefect, httpx…) happen inside the c
 
 from __future__ import annotations
 
+import importlib
+
 import typer
 
 app = typer.Typer(
@@ -46,14 +48,8 @@ def _root(
 _MODULES = "sessions pipeline replay consolidate imports stack readpath servers admin hooks".split()
 
 
-def _register() -> None:
-    import importlib
-
-    for name in _MODULES:
-        importlib.import_module(f"dsh_memory.cli.{name}").register(app)
-
-
-_register()
+for _name in _MODULES:
+    importlib.import_module(f"dsh_memory.cli.{_name}").register(app)
 
 
 def main() -> None:  # console-script entry point

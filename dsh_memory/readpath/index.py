@@ -264,11 +264,6 @@ def _path_condition(prefix: str | None) -> tuple[str, list[Any]]:
     return " AND (path = ? OR path LIKE ? ESCAPE '\\')", [prefix, esc.rstrip("/") + "/%"]
 
 
-def _prefix_filter(prefix: str | None) -> tuple[str, list[Any]]:
-    where, args = _path_condition(prefix)
-    return (f" AND fts.rowid IN (SELECT id FROM sections WHERE {where[5:]})" if where else ""), args
-
-
 def doc_freqs(conn: sqlite3.Connection, terms: list[Term]) -> tuple[int, list[int]]:
     """The number of sections, and how many hold each term (BM25's document frequency)."""
     n = conn.execute("SELECT count(*) FROM sections").fetchone()[0]
@@ -300,7 +295,8 @@ def candidate_sections(
     would make that slow (and say little), so when the terms match more than CANDIDATE_ROWS
     sections, the OR keeps to the rarest terms that fit (at least one), and sections holding
     every term come first. The common terms still count when the lines are scored."""
-    extra, args = _prefix_filter(prefix)
+    where, args = _path_condition(prefix)
+    extra = f" AND fts.rowid IN (SELECT id FROM sections WHERE {where[5:]})" if where else ""
     sql = (
         "SELECT t.rowid, s.path, s.start_line, s.end_line, -t.score FROM "
         f"(SELECT rowid, bm25(fts, 1.0, 1.0) AS score FROM fts WHERE fts MATCH ?{extra} "

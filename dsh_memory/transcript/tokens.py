@@ -51,15 +51,9 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     enc = _get_encoding()
-    if enc is None:
-        return estimate_tokens(text)
+    if enc is None:  # the fallback estimate: ceil(utf-8 bytes / 3)
+        return -(-len(text.encode("utf-8", "surrogatepass")) // FALLBACK_BYTES_PER_TOKEN)
     return len(enc.encode_ordinary(text))
-
-
-def estimate_tokens(text: str) -> int:
-    """The fallback estimate: ceil(utf-8 bytes / 3)."""
-    n = len(text.encode("utf-8", "surrogatepass"))
-    return -(-n // FALLBACK_BYTES_PER_TOKEN)
 
 
 def tokenizer_name() -> str:
