@@ -115,6 +115,8 @@ def test_standing_rules_are_kept_and_one_off_instructions_are_not():
         ("assistant", "Understood — `docs/` stays out of commits; it is gitignored on purpose."),
         ("user", "can you make permissions tighter? Never dispatch codex with full-auto."),
         ("user", "Use pnpm, not npm."),
+        ("user", "That line doesn't need to change. These two tests should stay skipped."),
+        ("user", "This repo doesn't need a lockfile."),
         cwd=CWD,
     )
     ev = gather(s)
@@ -122,6 +124,7 @@ def test_standing_rules_are_kept_and_one_off_instructions_are_not():
         "I don't want to commit the docs folder.",
         "Never dispatch codex with full-auto.",
         "Use pnpm, not npm.",
+        "This repo doesn't need a lockfile.",
     ]
     assert ev.rules[0].agent == "`docs/` stays out of commits; it is gitignored on purpose."
     raw = steps.raw_memory(ev, "x")

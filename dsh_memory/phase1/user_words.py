@@ -44,6 +44,13 @@ ONE_OFF = re.compile(
     r"today|at the moment|temporarily)\b",
     re.I,
 )
+# "That line doesn't need to change": said of the thing at hand, not of how the project works
+# ("This repo doesn't need a lockfile" is a rule).
+DEICTIC = re.compile(
+    r"^(?:that|this|these|those)\s+(?!(?:repo|repository|project|codebase|workspace|team|company|package|app)s?\b)"
+    r"(?:\w+\s+){0,2}?(?:doesn'?t|does not|don'?t|do not|isn'?t|is not|aren'?t|are not|should|needs?|must)\b",
+    re.I,
+)
 TASK_VERB = re.compile(
     r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"
     r"move|put|set|run|try|look|find|check|investigate|research|help|show|give|explain|tell|open|commit|push|merge|"
@@ -75,7 +82,7 @@ def is_rule(s: str) -> bool:
         return bool(CODE.search(body)) or len(re.findall(r"[A-Za-z]{3,}", CORRECTION.sub("", body))) >= 6
     if QUESTION.search(s):
         return False
-    if ONE_OFF.search(body) or not RULE_CUE.search(body):
+    if ONE_OFF.search(body) or DEICTIC.match(body) or not RULE_CUE.search(body):
         return False
     if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
         return False  # "I don't see it in cursor": a report, not a wish
