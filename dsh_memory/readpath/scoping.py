@@ -39,9 +39,7 @@ class Where:
 
     def sees(self, scope: str | None) -> bool:
         """This project's and global memory (a scope that is not a project is global)."""
-        if not scope or not scope.startswith(PROJECT):
-            return True
-        return sc.matches(scope[len(PROJECT) :], self.root, self.is_repo)
+        return not scope or not scope.startswith(PROJECT) or sc.matches(scope[len(PROJECT) :], self.root, self.is_repo)
 
 
 def _as_spans(groups: list[tuple[int, str | None]]) -> list[tuple[int, str]]:

@@ -101,9 +101,7 @@ def read_state(prefect_home: Path | None = None) -> StackInfo | None:
 def running_stack(prefect_home: Path | None = None) -> StackInfo | None:
     """The stack serving this Prefect home, or None: no state file, or its process is gone."""
     info = read_state(prefect_home)
-    if info is None or process_start(info.pid) != info.pid_start:
-        return None
-    return info
+    return info if info is not None and process_start(info.pid) == info.pid_start else None
 
 
 class StackLock:

@@ -201,19 +201,18 @@ def sessions_view(ctx: MemoryContext) -> dict[str, Any]:
         sid = str((info.provenance or {}).get("session_id") or "")
         by_session.setdefault(sid, []).append(info.rel)
     overrides = ctx.state.overrides()
-    rows = []
-    for c in ctx.state.claims().values():
-        rows.append(
-            {
-                "id": c.session_id,
-                "status": c.shown_status,
-                "updated": c.updated_at,
-                "attempts": c.attempts,
-                "error": (c.error or "")[:300],
-                "summaries": by_session.get(c.session_id, []),
-                "excluded": overrides.get(c.session_id) == "exclude",
-            }
-        )
+    rows = [
+        {
+            "id": c.session_id,
+            "status": c.shown_status,
+            "updated": c.updated_at,
+            "attempts": c.attempts,
+            "error": (c.error or "")[:300],
+            "summaries": by_session.get(c.session_id, []),
+            "excluded": overrides.get(c.session_id) == "exclude",
+        }
+        for c in ctx.state.claims().values()
+    ]
     rows.sort(key=lambda r: (r["updated"] or datetime.min.replace(tzinfo=UTC), r["id"]), reverse=True)
     return {"sessions": rows}
 
