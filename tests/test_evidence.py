@@ -237,3 +237,16 @@ def test_a_long_pasted_prompt_gives_its_first_line_only():
     paste = "Implement the following plan:\n" + "\n".join(f"- never touch module {i}" for i in range(200))
     ev = gather(make_session(("user", paste), ("assistant", "ok"), cwd=CWD))
     assert ev.rules == [] and ev.requests == ["Implement the following plan:"]
+
+
+def test_a_log_pasted_after_the_users_words_on_their_first_line_is_not_theirs():
+    """ "…warnings in the console: Warning: … Keys should be unique …" — the warning's "should" is
+    the paste's, not a rule of the user's."""
+    paste = (
+        "Seems to work but I've plenty of warnings in the console: Warning: Encountered two children with the same "
+        "key. Keys should be unique so that components maintain their identity across updates.\n"
+        + "    at div (http://localhost:3000/chunk.js:30815:13)\n"
+        * 60
+    )
+    ev = gather(make_session(("user", paste), ("assistant", "ok"), cwd=CWD))
+    assert ev.rules == [] and ev.requests == ["Seems to work but I've plenty of warnings in the console"]

@@ -89,12 +89,19 @@ def is_rule(s: str) -> bool:
     return not TASK_VERB.match(body) or bool(STRONG_CUE.search(body))
 
 
+# "…I've plenty of warnings in the console: Warning: Encountered two children…": what follows is
+# the paste, not the user's words.
+PASTE_LEAD = re.compile(r"\b(?:console|terminal|output|logs?|errors?|warnings?|trace|get|got|see|says)\s*:\s", re.I)
+
+
 def user_text(e: Event) -> str:
     """The user's own words of a prompt: a long paste keeps only its first lines; a slash command
     keeps its arguments; shell-prompt lines and logs are not words."""
     text = e.text or ""
     if len(text) > MAX_PASTE_CHARS:
-        text = text.strip().splitlines()[0][:MAX_PASTE_CHARS]
+        first = text.strip().splitlines()[0][:MAX_PASTE_CHARS]
+        lead = PASTE_LEAD.search(first)
+        text = first[: lead.end()].rstrip(": ") if lead else first
     lines = [SHELL_PROMPT.split(ln)[0] for ln in text.splitlines() if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln)]
     text = "\n".join(lines)
     return re.sub(r"^/[\w:.-]+\s*", "", text.strip())
