@@ -77,7 +77,6 @@ class Stack:
 
         from dsh_memory.serve.http_app import create_app
 
-        self.check()
         wait_for_port(self.host, self.port, "the memory API", "--port")
         app = create_app(settings)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", lifespan="on")
@@ -123,18 +122,14 @@ class Stack:
         threading.Timer(BOOT_DELAY_SECONDS, fire).start()
 
     # -- 4. serve ------------------------------------------------------------------------
-    def check(self) -> None:
-        """Refuse a configuration that cannot work before anything starts (UserInputError)."""
+    def run(self) -> None:
         from dsh_memory.serve.guard import check_bind_host
 
-        check_bind_host(
+        check_bind_host(  # before anything starts (or is attached to): UserInputError
             self.host,
             remedy="`serve` binds loopback only; for remote clients run "
             "`dsh-memory http --allow-remote` behind an authenticating proxy",
         )
-
-    def run(self) -> None:
-        self.check()  # before anything starts (or is attached to)
         # One stack per Prefect home: a second serve refuses here (StackAlreadyRunning, exit 5).
         lock = StackLock(self.prefect_home).acquire()
         from dsh_memory.context import memory_context
