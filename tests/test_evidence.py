@@ -189,6 +189,7 @@ def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memo
             "- | Aspect | Metrics (✅ Works) |",
             "- |---|---|",
             "- You couldn't inspect your already-open Chrome tab.",
+            "- Feels concurrent to you because both are always active.",
             "- ls ~/.cursor/skills/entire/skills # must show 4 dirs",
             "- [medium] `git hash-object -w` makes every draft revision durable",
             "- P1: the lock file leaks on a crash",
@@ -230,6 +231,11 @@ def test_informative_error_skips_headers_and_generic_lines():
     assert informative_error(CODEX_FAIL).startswith("fatal: Unable to create")
     assert informative_error("[exit code: 1]\nError\nCommand failed") == ""
     assert informative_error("E   KeyError: 'hourly'\n1 failed") == "KeyError: 'hourly'"
+    biome = (
+        "Exit code 1\n$ biome check --error-on-warnings\n at src/Tab.tsx format ━━━━━━━━\n\n"
+        "  × Formatter would have printed the following content:\n  \n    358 358 │ {x}\n"
+    )
+    assert informative_error(biome) == "× Formatter would have printed the following content:"
 
 
 def test_a_long_pasted_prompt_gives_its_first_line_only():

@@ -25,7 +25,8 @@ SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_terminal_cmd
 
 ERROR_WORD = re.compile(
     r"(error|exception|failed|fatal|denied|not found|cannot|can't|no such|traceback|refused|"
-    r"not permitted|invalid|missing|undefined|unknown|expected|panic)",
+    r"not permitted|invalid|missing|undefined|unknown|expected|panic)"
+    r"|^[×✖✗✘]\s",  # a diagnostic's mark (biome, eslint, miette): "× Formatter would have printed …"
     re.I,
 )
 GENERIC_ERROR = re.compile(
@@ -176,8 +177,8 @@ def informative_error(text: str) -> str:
         return said
     for ln in _output(text).splitlines():
         s = ln.strip().lstrip("E ").strip()
-        if not s or s.startswith(("[", "at ", "File ")) or is_marker(s) or GENERIC_ERROR.match(s):
-            continue
+        if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
+            continue  # … and a package script's echo ("$ biome check --error-on-warnings")
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
             return clip(s, 200)
     lines = [ln.strip() for ln in _output(text).splitlines() if ln.strip() and not ln.strip().startswith("[")]
