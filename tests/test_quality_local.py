@@ -135,6 +135,13 @@ def test_every_line_the_evidence_writer_renders_survives_its_clean_up():
     assert "(runs `biome check --error-on-warnings`)" in out.raw_memory
 
 
+def test_a_recap_sentence_the_check_accepts_the_clean_up_keeps():
+    """Both read the same grounds: a sentence grounded by the digest the model read (its working
+    directory) lost the recap its task when the clean-up read the evidence alone."""
+    out, _ = extract(WEATHER, "The agent fixed the forecast crash in the working directory.")
+    assert out.rollout_summary.startswith("## Task\nThe agent fixed the forecast crash in the working directory.")
+
+
 def test_loop_detector_finds_where_the_repetition_began():
     head = '{"summary": "Fixed the crash. '
     text = head + "The agent ran make test and it passed again. " * 5

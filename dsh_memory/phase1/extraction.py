@@ -104,13 +104,11 @@ def call_model(
             model=getattr(llm, "model", ""), provider=getattr(llm, "provider", ""), notes=[f"no-op gate: {reason}"]
         )
     if writer == "evidence":
-        from dsh_memory.phase1.steps import extract_in_steps, rendered
+        from dsh_memory.phase1.steps import extract_in_steps, grounds
 
         with slot():
             output = extract_in_steps(llm, material.evidence, cwd=cwd, max_tokens=max_tokens)
-        # Its lines are rendered from the evidence (their template words, "passed", "fixed by",
-        # are grounded too); only the model's recap sentence is not, and `check_recap` grounds it.
-        return clean_output(output, material.evidence.source_text() + "\n" + rendered(material.evidence))
+        return clean_output(output, grounds(material.evidence, cwd))
     messages = phase1.build_messages(material.transcript, cwd=cwd, source=source, delta_watermark=delta_watermark)
     with slot():
         completion = llm.complete(

@@ -258,9 +258,16 @@ def _request(ev: Evidence) -> str:
     return (ev.requests or [ev.first_prompt[:120]])[0]
 
 
+def grounds(ev: Evidence, cwd: str | None) -> str:
+    """What this writer's lines may say: the evidence, the digest the model read, and what is
+    rendered from the evidence alone (its template words, "passed", "fixed by"). The model's recap
+    sentence is checked against it (`check_recap`) and so is every line by the clean-up, so a
+    sentence accepted here is not dropped there."""
+    return digest(ev, cwd) + "\n" + ev.source_text() + "\n" + rendered(ev)
+
+
 def rendered(ev: Evidence) -> str:
-    """What this writer renders from the evidence alone (the raw memory, the recap without the
-    model's sentence): the clean-up's grounds for its own lines."""
+    """The raw memory and the recap without the model's sentence: all this writer writes alone."""
     return raw_memory(ev, _request(ev)) + "\n" + rollout_summary(ev, "")
 
 
@@ -271,7 +278,7 @@ def extract_in_steps(llm, ev: Evidence, *, cwd: str | None, max_tokens: int):
     from dsh_memory.transcript.redact import redact
 
     summary, slug, notes, (tokens_in, tokens_out) = ask_recap(llm, ev, cwd, max_tokens)
-    src = Source.of(digest(ev, cwd) + "\n" + ev.source_text())
+    src = Source.of(grounds(ev, cwd))
     if not slug_ok(slug, src):
         notes.append(f"slug {slug[:60]!r} not from the transcript: made from the request")
         slug = " ".join((ev.requests or [ev.first_prompt])[0].split()[:6])
