@@ -342,6 +342,18 @@ def test_task_notifications_are_context_not_the_user(tmp_path: Path):
     assert "Background command" not in "\n".join(event_strings(s))
 
 
+def test_a_subagents_notification_is_context_not_the_user(tmp_path: Path):
+    note = (
+        "<agent-notification>\n<agent-id>adb9bcc</agent-id>\n<status>completed</status>\n"
+        '<summary>Agent "Investigate plan #7859" completed.</summary>\nRead the output file to retrieve the full '
+        "result.\n</agent-notification>"
+    )
+    path = _write(tmp_path / "p", [_user(1, "investigate the plans"), _user(2, note)])
+    s = claude.load(_ref(path))
+    assert [e.text for e in s.human_prompts] == ["investigate the plans"]
+    assert _kinds(s)[1:] == [(EventKind.CONTEXT, "task_notification")]
+
+
 def test_slash_command_arguments_are_the_prompt(tmp_path: Path):
     def command(name: str, args: str, message_first: bool = False) -> str:
         parts = [f"<command-name>{name}</command-name>", f"<command-message>{name[1:]}</command-message>"]

@@ -34,6 +34,7 @@ WHOLE_TAGS: dict[str, str] = {
     "user-memory-input": "memory_input",
     "user-prompt-submit-hook": "hook_output",
     "task-notification": "task_notification",
+    "agent-notification": "task_notification",  # a subagent's completion, as earlier versions wrote it
 }
 # Blocks the harness puts before (or, for reminders, after) a typed prompt in the same message.
 PREFIX_TAGS: dict[str, str] = {
