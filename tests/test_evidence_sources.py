@@ -201,6 +201,15 @@ def test_checks_of_several_sessions_make_one_line_per_project():
     assert g.sections["Reusable knowledge"] == [
         "- Checks that passed: `bun run lint`, `bun run css:build` (in `web`), `bun run test` [source: one, two]"
     ]
+    g.add(
+        "Reusable knowledge",
+        "- Checks that passed: `bun run test` (runs `bun test src/`), `bun run lint` (in `web`)",
+        "3",
+    )
+    assert g.sections["Reusable knowledge"] == [  # one command once per folder, said the longer way
+        "- Checks that passed: `bun run test` (runs `bun test src/`), `bun run lint` (in `web`), `bun run lint`, "
+        "`bun run css:build` (in `web`) [source: one, two, 3]"
+    ]
 
 
 def test_the_recap_keeps_what_the_turns_concluded_and_not_their_narration():

@@ -85,12 +85,20 @@ LIST_LINES = ("- Checks that passed:",)
 _LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
 
 
+_IN_FOLDER = re.compile(r"\(in `[^`]+`\)")
+
+
 def _merged_list(new: str, old: str) -> str:
-    """`new`'s list line with the items only `old` has appended (each item once)."""
+    """`new`'s list line with the items only `old` has appended: each command once per folder,
+    said the longer way (`bun run test` (runs `bun test src/`) over a bare `bun run test`)."""
     head, items = new.split(":", 1)
-    have = _LIST_ITEM.findall(items)
-    more = [i for i in _LIST_ITEM.findall(old.split(":", 1)[1]) if i not in have]
-    return f"{head}: " + ", ".join(have + more)
+    merged: dict[tuple[str, str], str] = {}
+    for item in _LIST_ITEM.findall(items) + _LIST_ITEM.findall(old.split(":", 1)[1]):
+        where = _IN_FOLDER.search(item)
+        key = (item.split("`")[1], where.group(0) if where else "")
+        if len(item) > len(merged.get(key, "")):
+            merged[key] = item
+    return f"{head}: " + ", ".join(merged.values())
 
 
 def _with_source(bullet: str, source: str) -> str:
