@@ -46,7 +46,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="dsh-bench-p1-"))
     clone_dsh_sample(work / "dsh", args.sessions, prefix="bench")
-    warm = clone_dsh_sample(work / "dsh", 1, prefix="warm", id_tag=0xC4A06)
+    warm = [] if args.cold else clone_dsh_sample(work / "dsh", 1, prefix="warm", id_tag=0xC4A06)
 
     with (
         PrefectServer(work / "prefect").start() as server,
