@@ -85,23 +85,13 @@ def extract_flow(
 
 
 def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
-    # This host's model is built, and the global limit upserted (llm/limit.py), while the
-    # sessions are planned: the model's HTTP client loads the CA bundle, a local model its weights.
-    local = not dry_run and not ctx.settings.extract_on_workers
-    leases = [GlobalLease(ctx.settings.concurrency)] if local else []
-    try:
-        return _phase1_run(ctx, session_ids, backfill, dry_run, respect_idle, local, leases)
-    finally:
-        for lease in leases:  # returned before the run ends (none taken: the upsert is awaited)
-            lease.join()
-
-
-def _phase1_run(ctx, session_ids, backfill, dry_run, respect_idle, local, leases) -> Phase1Result:
     log = get_run_logger()
-    lease = leases[0] if leases else None
     settings, route = ctx.settings, ctx.route
     now = datetime.now(UTC)
 
+    # This host's model is built while the sessions are planned (its HTTP client loads the CA
+    # certificates; a local model loads its weights): the start of the run waits for neither.
+    local = not dry_run and not settings.extract_on_workers
     built = in_background(phase_model, route, "phase1", settings) if local else None
     refs = discover_sessions(settings)
     decisions = plan_extractions(refs, settings, now, session_ids, backfill, respect_idle)
@@ -127,29 +117,27 @@ def _phase1_run(ctx, session_ids, backfill, dry_run, respect_idle, local, leases
         _publish(result)
         return result
 
-    # The model slots are taken while stale claims are recovered and this run's are taken, and
-    # temp files are swept meanwhile (a submitted task, done before any session is written).
-    if lease and todo:
-        lease.take(len(todo))
-    swept = sweep_temp_files.submit(settings)
-    recover_stale_claims(settings, now)
-    result.outcomes += record_decisions(result.decisions, settings, now)
-    if todo:  # claimed up front: a run that planned the same sessions at once gets the others
-        claimed = set(claim_sessions([d.ref.id for d in todo], settings, datetime.now(UTC)))
-        result.outcomes += [Outcome.claimed_elsewhere(d) for d in todo if d.ref.id not in claimed]
-        todo = [d for d in todo if d.ref.id in claimed]
-    swept.result()
-    if lease and len(todo) < lease.occupy:  # another run got some: take only what is left
-        lease.release()
-        lease = GlobalLease(settings.concurrency, calls=len(todo)) if todo else None
-        leases += [lease] if lease else []
-    if todo:
-        try:
+    # The model slots of the global limit are taken while stale claims are recovered and this
+    # run's are taken (llm/limit.py), and temp files are swept meanwhile (before any is written).
+    lease = GlobalLease(settings.concurrency, calls=len(todo)) if model and todo else None
+    try:
+        swept = sweep_temp_files.submit(settings)
+        recover_stale_claims(settings, now)
+        result.outcomes += record_decisions(result.decisions, settings, now)
+        if todo:  # claimed up front: a run that planned the same sessions at once gets the others
+            claimed = set(claim_sessions([d.ref.id for d in todo], settings, datetime.now(UTC)))
+            result.outcomes += [Outcome.claimed_elsewhere(d) for d in todo if d.ref.id not in claimed]
+            todo = [d for d in todo if d.ref.id in claimed]
+        swept.result()
+        if lease and len(todo) < lease.occupy:  # another run got some: take only what is left
+            lease.release()
+            lease = GlobalLease(settings.concurrency, calls=len(todo)) if todo else None
+        if todo:
             with renewing_claims(settings, [d.ref.id for d in todo]):
                 result.outcomes += _extract(todo, model, settings, lease)
-        finally:
-            if lease:
-                lease.release()  # returned while the run's bookkeeping is done; joined at its end
+    finally:
+        if lease:
+            lease.release()  # returned while the run's bookkeeping is done; joined at its end
     # The route that answered: this host's model, or the extract pool's workers (a session parked
     # by failing workers resumes when they work again, as one parked on a model does).
     route = (model.provider, model.model) if model else ROUTE
@@ -158,6 +146,8 @@ def _phase1_run(ctx, session_ids, backfill, dry_run, respect_idle, local, leases
     finish_phase1(settings, result.outcomes, now, provider=route[0], model=route[1])
     result.counts = result.count_outcomes()
     _publish(result)
+    if lease:
+        lease.join()
     log.info("Phase 1 done: %s", ", ".join(f"{k}={v}" for k, v in result.counts.items()) or "nothing to do")
     return result
 

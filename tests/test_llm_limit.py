@@ -129,33 +129,13 @@ def test_a_lease_taken_ahead_is_the_runs_slots_until_released():
 
 
 @pytest.mark.usefixtures("prefect_api")
-def test_a_lease_created_before_planning_takes_its_slots_once_the_calls_are_known():
-    """The flow creates its lease as it starts (the limit is upserted while it plans) and takes
-    the slots when it knows its calls; a run with nothing to do takes none."""
-    from prefect.client.orchestration import get_client
-
-    name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
-    idle = GlobalLease(3, name)
-    idle.join()  # released before take(): the limit exists, sized 3, and no slot was taken
-    with get_client(sync_client=True) as client:
-        limit = client.read_global_concurrency_limit_by_name(name)
-    assert (limit.limit, limit.active_slots) == (3, 0)
-    lease = GlobalLease(3, name)
-    lease.take(2)
-    lease.wait()
-    assert _active(name) == 2
-    lease.join()
-    assert _active(name) == 0
-
-
-@pytest.mark.usefixtures("prefect_api")
 def test_a_run_cancelled_while_its_lease_waits_stops_waiting_and_never_keeps_it():
     """Ctrl-C while another run holds the slots: wait() raises; the lease, granted later, is
     returned at once (the flow asked for its release on the way out)."""
     name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
-    first = GlobalLease(2, name, calls=2)
+    first = GlobalLease(2, name)
     first.wait()
-    second = GlobalLease(2, name, calls=2)
+    second = GlobalLease(2, name)
     cancel.CANCELLED.set()
     try:
         with pytest.raises(LLMFatalError, match="cancelled"):

@@ -16,10 +16,9 @@ ephemeral mode there are no leases (a killed process would hold its slots foreve
 bound is the run's alone.
 
 The lease costs a few round-trips to the server (the limit's upsert, the acquisition, and at the
-end the release). A flow takes it on a thread of its own (`GlobalLease`): the limit is upserted
-while the run plans, the slots are taken as soon as it knows how many calls it has (held by the
-time its claims are taken) and returned while it finishes its bookkeeping: neither waits on the
-other (bench/bench_phase1.py: the start).
+end the release). A flow takes it on a thread of its own (`GlobalLease`) as soon as it knows how
+many calls it has, so it is held by the time the run's claims are taken, and returns it while the
+run finishes its bookkeeping: neither waits on the other (bench/bench_phase1.py: the start).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -53,13 +52,11 @@ def run_slots(
     """This run's model slots: `size` (the settings' concurrency), or `calls` when it has fewer
     model calls to make, taken from the global limit `name` (sized `size`) too when a Prefect
     server is configured (see the module docstring). With a `lease` taken ahead
-    (`GlobalLease`; `calls` taken now if it was created without), its slots are the run's: this waits until it is held and, on the way out,
+    (`GlobalLease`), its slots are the run's: this waits until it is held and, on the way out,
     asks for its release without waiting for it (the flow joins it later)."""
     own = lease is None
     if lease is None:
-        lease = GlobalLease(size, name, calls=calls or size)
-    elif not lease.occupy:
-        lease.take(calls or lease.size)
+        lease = GlobalLease(size, name, calls=calls)
     token = _SLOTS.set(threading.BoundedSemaphore(lease.occupy))
     try:
         lease.wait()
@@ -72,43 +69,28 @@ def run_slots(
 
 
 class GlobalLease:
-    """The run's share of the global limit, taken on a thread of its own (the flow plans,
-    recovers and claims meanwhile) and held until `release()`.
+    """The run's share of the global limit, taken on a thread of its own from the moment this is
+    created (the flow plans, recovers and claims meanwhile) and held until `release()`.
 
-    Created with its `calls`, it takes the slots at once. Created without (the flow's start, before
-    it has planned), it creates or resizes the limit at once and takes the slots on `take(calls)`;
-    released before that, it takes none. `wait()` returns once the slots are held (at once without
-    a Prefect server, or when the limit is disabled with a warning) and raises what taking them
-    raised. `join()` waits for the release. The thread runs in a copy of the creator's context
-    (Prefect's settings, the run's logger)."""
+    `wait()` returns once the slots are held (at once without a Prefect server, or when the limit
+    is disabled with a warning) and raises what taking them raised. `join()` waits for the
+    release. The thread runs in a copy of the creator's context (Prefect's settings, the run's
+    logger)."""
 
     def __init__(self, size: int, name: str = LIMIT_NAME, *, calls: int | None = None):
         self.size = max(1, int(size))
+        self.occupy = max(1, min(self.size, calls or self.size))
         self.name = name
-        self.occupy = 0  # known on take()
-        self._known = threading.Event()
         self._held = threading.Event()
         self._released = threading.Event()
         self._error: BaseException | None = None
-        if calls is not None:
-            self.take(calls)
         run = contextvars.copy_context().run
         self._thread = threading.Thread(target=run, args=(self._hold,), name="dsh-memory-llm-lease", daemon=True)
         self._thread.start()
 
-    def take(self, calls: int) -> None:
-        """The run has `calls` model calls to make: take that many slots (at most the limit)."""
-        self.occupy = max(1, min(self.size, calls or self.size))
-        self._known.set()
-
-    def _slots(self) -> int:
-        """How many slots to take, once known; 0 when the run was released before."""
-        self._known.wait()
-        return 0 if self._released.is_set() else self.occupy
-
     def _hold(self) -> None:
         try:
-            with _global_slots(self.size, self._slots, self.name):
+            with _global_slots(self.size, self.occupy, self.name):
                 self._held.set()
                 self._released.wait()
         except BaseException as exc:  # handed to wait(): raised in the flow, as if taken there
@@ -130,9 +112,8 @@ class GlobalLease:
             raise self._error
 
     def release(self) -> None:
-        """Return the slots, or take none if not taken yet (on the lease's thread; returns at once)."""
+        """Return the slots (on the lease's thread; returns at once)."""
         self._released.set()
-        self._known.set()
 
     def join(self, timeout: float | None = 30.0) -> None:
         """Release, and wait until the slots are returned."""
@@ -156,8 +137,7 @@ def model_slot() -> Iterator[None]:
 
 
 @contextmanager
-def _global_slots(size: int, occupy: Callable[[], int], name: str) -> Iterator[None]:
-    """Create or resize the limit `name` to `size`, then hold `occupy()` of its slots (none: 0)."""
+def _global_slots(size: int, occupy: int, name: str) -> Iterator[None]:
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
@@ -178,14 +158,10 @@ def _global_slots(size: int, occupy: Callable[[], int], name: str) -> Iterator[N
         )
         yield
         return
-    slots = occupy()
-    if not slots:
-        yield
-        return
     from prefect.concurrency.sync import concurrency
 
     with concurrency(
-        name, occupy=slots, lease_duration=LEASE_SECONDS, strict=True, raise_on_lease_renewal_failure=False
+        name, occupy=occupy, lease_duration=LEASE_SECONDS, strict=True, raise_on_lease_renewal_failure=False
     ):
         yield
 
