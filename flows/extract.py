@@ -15,12 +15,8 @@ workers (tasks/remote.py, flows/extract_transcripts.py). Either way the run show
 
 from __future__ import annotations
 
-import contextvars
-import threading
-from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import UTC, datetime
-from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import create_table_artifact
@@ -30,7 +26,7 @@ from dsh_memory import cancel
 from dsh_memory.context import memory_context
 from dsh_memory.errors import NoModelRouteError
 from dsh_memory.llm.factory import PhaseModel, phase_model
-from dsh_memory.llm.limit import GlobalLease, run_slots, worker_count
+from dsh_memory.llm.limit import run_slots, worker_count
 from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.remote import batches
 from dsh_memory.phase1.result import Phase1Result
@@ -49,8 +45,6 @@ from dsh_memory.tasks.extract import extract_session
 from dsh_memory.tasks.remote import DEPLOYMENT, ROUTE, extract_on_workers, find_extract_deployment
 from dsh_memory.tasks.select import plan_extractions
 from dsh_memory.transcript import tokens
-
-T = TypeVar("T")
 
 
 def short_id(session_id: str) -> str:
@@ -89,10 +83,6 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     settings, route = ctx.settings, ctx.route
     now = datetime.now(UTC)
 
-    # This host's model is built while the sessions are planned (its HTTP client loads the CA
-    # certificates; a local model loads its weights): the start of the run waits for neither.
-    local = not dry_run and not settings.extract_on_workers
-    built = in_background(phase_model, route, "phase1", settings) if local else None
     refs = discover_sessions(settings)
     decisions = plan_extractions(refs, settings, now, session_ids, backfill, respect_idle)
     todo = [d for d in decisions if d.action == EXTRACT]
@@ -107,8 +97,8 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
 
     model = None  # extract_on_workers: the workers' models answer, this host needs none
     try:
-        if built is not None:
-            model = built()
+        if not settings.extract_on_workers:
+            model = phase_model(route, "phase1", settings)
         elif todo and (why := find_extract_deployment(DEPLOYMENT)):
             raise NoModelRouteError(why)
     except NoModelRouteError as exc:  # skipped: no state is touched, retried on the next trigger
@@ -117,27 +107,16 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
         _publish(result)
         return result
 
-    # The model slots of the global limit are taken while stale claims are recovered and this
-    # run's are taken (llm/limit.py), and temp files are swept meanwhile (before any is written).
-    lease = GlobalLease(settings.concurrency, calls=len(todo)) if model and todo else None
-    try:
-        swept = sweep_temp_files.submit(settings)
-        recover_stale_claims(settings, now)
-        result.outcomes += record_decisions(result.decisions, settings, now)
-        if todo:  # claimed up front: a run that planned the same sessions at once gets the others
-            claimed = set(claim_sessions([d.ref.id for d in todo], settings, datetime.now(UTC)))
-            result.outcomes += [Outcome.claimed_elsewhere(d) for d in todo if d.ref.id not in claimed]
-            todo = [d for d in todo if d.ref.id in claimed]
-        swept.result()
-        if lease and len(todo) < lease.occupy:  # another run got some: take only what is left
-            lease.release()
-            lease = GlobalLease(settings.concurrency, calls=len(todo)) if todo else None
-        if todo:
-            with renewing_claims(settings, [d.ref.id for d in todo]):
-                result.outcomes += _extract(todo, model, settings, lease)
-    finally:
-        if lease:
-            lease.release()  # returned while the run's bookkeeping is done; joined at its end
+    sweep_temp_files(settings)
+    recover_stale_claims(settings, now)
+    result.outcomes += record_decisions(result.decisions, settings, now)
+    if todo:  # claimed up front: a run that planned the same sessions at once gets the others
+        claimed = set(claim_sessions([d.ref.id for d in todo], settings, datetime.now(UTC)))
+        result.outcomes += [Outcome.claimed_elsewhere(d) for d in todo if d.ref.id not in claimed]
+        todo = [d for d in todo if d.ref.id in claimed]
+    if todo:
+        with renewing_claims(settings, [d.ref.id for d in todo]):
+            result.outcomes += _extract(todo, model, settings)
     # The route that answered: this host's model, or the extract pool's workers (a session parked
     # by failing workers resumes when they work again, as one parked on a model does).
     route = (model.provider, model.model) if model else ROUTE
@@ -146,25 +125,20 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     finish_phase1(settings, result.outcomes, now, provider=route[0], model=route[1])
     result.counts = result.count_outcomes()
     _publish(result)
-    if lease:
-        lease.join()
     log.info("Phase 1 done: %s", ", ".join(f"{k}={v}" for k, v in result.counts.items()) or "nothing to do")
     return result
 
 
-def _extract(
-    todo: list[Decision], model: PhaseModel | None, settings: MemorySettings, lease: GlobalLease | None = None
-) -> list[Outcome]:
+def _extract(todo: list[Decision], model: PhaseModel | None, settings: MemorySettings) -> list[Outcome]:
     """One `extract-<session id>` task run per claimed session, ending in `finish`
     (tasks/_session.py: files and claim done/noop, or the claim failed). With this host's model,
     `settings.concurrency` model calls at a time (the run's slots, llm/limit.py) while the other
-    workers prepare and write sessions (`lease`: the run's share of the global limit, taken
-    ahead). Without (`extract_on_workers`), each batch is first sent
+    workers prepare and write sessions. Without (`extract_on_workers`), each batch is first sent
     by one `extract-on-workers` task run (an `extract-transcripts-pool` run on the extract pool's
     workers) and each session's task run applies its answer."""
     where = f"with {model.provider}/{model.model}" if model else "on workers"
     get_run_logger().info("extracting %d sessions %s (concurrency %d)", len(todo), where, settings.concurrency)
-    slots = run_slots(settings.concurrency, calls=len(todo), lease=lease) if model else nullcontext()
+    slots = run_slots(settings.concurrency, calls=len(todo)) if model else nullcontext()
     with slots, ThreadPoolTaskRunner(max_workers=worker_count(settings.concurrency)) as runner:
         try:
             sent: list = [None] * len(todo)
@@ -188,30 +162,6 @@ def _extract(
             if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (Prefect's TerminationSignal)
                 cancel.CANCELLED.set()  # before the runner joins its threads: stop local decodes
             raise
-
-
-def in_background(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
-    """Start `fn(*args)` on a thread (in a copy of this context: the run's logger, Prefect's
-    settings); the returned getter waits for it and returns its value or raises its error."""
-    box: dict[str, Any] = {}
-    run = contextvars.copy_context().run
-
-    def target() -> None:
-        try:
-            box["value"] = fn(*args)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, args=(target,), name=f"dsh-memory-{fn.__name__}", daemon=True)
-    thread.start()
-
-    def get() -> T:
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-    return get
 
 
 def _publish(result: Phase1Result) -> None:

@@ -14,9 +14,7 @@ import uuid
 import pytest
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from dsh_memory import cancel
-from dsh_memory.errors import LLMFatalError
-from dsh_memory.llm.limit import LIMIT_NAME, GlobalLease, model_slot, run_slots, worker_count
+from dsh_memory.llm.limit import LIMIT_NAME, model_slot, run_slots, worker_count
 from dsh_memory.tasks.extract import extract_session, llm_extract
 
 
@@ -111,41 +109,6 @@ def test_a_run_takes_only_the_slots_it_has_calls_for():
     assert _active(name) == 0
     with run_slots(2, name, calls=5):  # more calls than the limit: the limit
         assert _active(name) == 2
-
-
-@pytest.mark.usefixtures("prefect_api")
-def test_a_lease_taken_ahead_is_the_runs_slots_until_released():
-    """A flow takes its share of the limit while it claims (GlobalLease, on a thread of its own):
-    the run's calls are bounded by it, and leaving run_slots asks for the release without
-    waiting for it; join() waits until the server has the slots back."""
-    name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
-    lease = GlobalLease(2, name, calls=5)
-    lease.wait()
-    assert _active(name) == 2
-    with run_slots(2, name, lease=lease):
-        assert _hammer(threads=5) == 2
-    lease.join()
-    assert _active(name) == 0
-
-
-@pytest.mark.usefixtures("prefect_api")
-def test_a_run_cancelled_while_its_lease_waits_stops_waiting_and_never_keeps_it():
-    """Ctrl-C while another run holds the slots: wait() raises; the lease, granted later, is
-    returned at once (the flow asked for its release on the way out)."""
-    name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
-    first = GlobalLease(2, name)
-    first.wait()
-    second = GlobalLease(2, name)
-    cancel.CANCELLED.set()
-    try:
-        with pytest.raises(LLMFatalError, match="cancelled"):
-            second.wait()
-    finally:
-        cancel.CANCELLED.clear()
-    second.release()
-    first.join()
-    second.join(timeout=60)
-    assert _active(name) == 0
 
 
 @pytest.fixture()
