@@ -107,7 +107,7 @@ def server_env(home: Path) -> dict[str, str]:
         PREFECT_LOGGING_LEVEL="WARNING",
     )
     env.pop("PREFECT_API_URL", None)
-    env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", None)  # heartbeats off (unset = none)
+    env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", None)  # the flow runs' setting (180 s by default), not the server's
     return env
 
 
