@@ -127,14 +127,15 @@ def cpu_seconds() -> float:
 
 
 def _warm_model() -> None:
-    """Load the local model once before either is timed: its load is neither's cost (the replay,
-    timed first, paid it alone, and the assembly of the bundled model into a fresh cache)."""
+    """Load the local model and run one short decode before either is timed: its load, its
+    context and its pages read in are neither's cost (the replay, timed first, paid them alone,
+    and the assembly of the bundled model into a fresh cache)."""
     from dsh_memory.llm.factory import make_llm
     from dsh_memory.settings_loader import resolve_settings
 
     llm = make_llm(resolve_settings().route, "phase1")
-    if hasattr(llm, "render_prompt"):  # the local model: rendering a prompt loads it
-        llm.render_prompt([{"role": "user", "content": "warm-up"}])
+    if hasattr(llm, "render_prompt"):  # the local model (an endpoint's warm-up is the server's)
+        llm.complete([{"role": "user", "content": "Say ok."}], max_tokens=4)
 
 
 def bench_cost(n: int, workdir: Path, model_env: dict[str, str], compare: bool = True) -> dict:
