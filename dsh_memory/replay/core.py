@@ -34,7 +34,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,22 +42,12 @@ from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError, NotFoundError
 from dsh_memory.readers import header
 from dsh_memory.replay.rebuild import rebuild
-from dsh_memory.replay.result import ProjectTotals, ReplayResult, Restated, Said, save_report
+from dsh_memory.replay.result import HistorySession, ProjectTotals, ReplayResult, Restated, Said, save_report
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
 
 log = logging.getLogger(__name__)
 
 MAX_SESSIONS = 5000  # a history is untrusted input: the most recent ones, the older left out and counted
-
-
-@dataclass
-class _Session:
-    id: str
-    started: datetime
-    cwd: str | None
-    project: str | None
-    rules: list[str] = field(default_factory=list)
-    restated: list[Restated] = field(default_factory=list)
 
 
 def replay(
@@ -110,11 +99,11 @@ def _start_of(session, ref) -> datetime:
 
 def _history(
     ctx: MemoryContext, where: tuple[str | None, bool] | None, since: datetime | None, limit: int = MAX_SESSIONS
-) -> tuple[list[_Session], int]:
+) -> tuple[list[HistorySession], int]:
     """The sessions to replay, oldest first (see the module docstring), at most the `limit` most
     recently written (the logs are read newest first); and how many older ones that left out."""
     settings = ctx.settings
-    out: list[_Session] = []
+    out: list[HistorySession] = []
     refs = sorted(readers.discover(settings.roots), key=lambda r: r.mtime_ns, reverse=True)
     for n, ref in enumerate(refs):
         if len(out) >= limit:
@@ -138,7 +127,7 @@ def _history(
         when = _start_of(session, ref)
         if since is not None and when < since:
             continue
-        out.append(_Session(session.id, when, session.cwd, project, standing_instructions(session)))
+        out.append(HistorySession(session.id, when, session.cwd, project, standing_instructions(session)))
     if where is not None and not out:
         raise NotFoundError(f"no session to replay in {where[0]} (use --all for every project)")
     return sorted(out, key=lambda s: (s.started, s.id)), 0
@@ -148,7 +137,7 @@ def _in(where: tuple[str | None, bool], cwd: str | None) -> bool:
     return scope.matches(scope.project_root(cwd), where[0], where[1])
 
 
-def _classify(history: list[_Session], matcher: Matcher, result: ReplayResult) -> None:
+def _classify(history: list[HistorySession], matcher: Matcher, result: ReplayResult) -> None:
     """Each rule of each session: restated (it matches a rule of an earlier session; its first
     statement is kept) or new. Two rules that share no term never match, so each is compared
     only with the earlier ones sharing a term (an index by term), not with every earlier rule."""

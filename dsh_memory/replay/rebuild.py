@@ -22,18 +22,19 @@ from typing import TYPE_CHECKING
 from dsh_memory import progress
 from dsh_memory.errors import DshMemoryError, NoModelRouteError
 from dsh_memory.phase1.facts import BULLET
-from dsh_memory.replay.result import RUN_TAG, ReplayResult
+from dsh_memory.replay.result import RUN_TAG, HistorySession, ReplayResult
 
 if TYPE_CHECKING:
     from dsh_memory.context import MemoryContext
-    from dsh_memory.replay.core import _Session
     from dsh_memory.replay.rules import Matcher
 
 PHASE = "replay"
 FLOW_NAME = "replay"
 
 
-def rebuild(history: list[_Session], root: Path, ctx: MemoryContext, matcher: Matcher, result: ReplayResult) -> None:
+def rebuild(
+    history: list[HistorySession], root: Path, ctx: MemoryContext, matcher: Matcher, result: ReplayResult
+) -> None:
     """Fill `result` (extracted, consolidations, each restated rule's `held_by`) for `history`,
     its memory rebuilt in `root` (temporary; `ctx`'s own root is never written). One flow run,
     named for the sessions it replays, its extract run a subflow of it."""
@@ -47,7 +48,9 @@ def rebuild(history: list[_Session], root: Path, ctx: MemoryContext, matcher: Ma
         replay_run()
 
 
-def _steps(history: list[_Session], root: Path, ctx: MemoryContext, matcher: Matcher, result: ReplayResult) -> None:
+def _steps(
+    history: list[HistorySession], root: Path, ctx: MemoryContext, matcher: Matcher, result: ReplayResult
+) -> None:
     from dsh_memory.context import MemoryContext
     from dsh_memory.flows.consolidate import consolidate_step
     from dsh_memory.flows.extract import extract_flow

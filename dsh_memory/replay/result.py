@@ -6,6 +6,7 @@ kept at `<memory root>/.state/replay.json` (bookkeeping: never served by the rea
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -37,6 +38,19 @@ class Restated(Said):
     matched_by: str = ""  # 'words' or 'meaning'
     anticipated: bool = False  # the memory injected at this session's start held it
     held_by: str = ""  # the injected line that held it
+
+
+@dataclass
+class HistorySession:
+    """One session of the replayed history: when it started, its project, its standing rules and
+    those of them that restate an earlier session's."""
+
+    id: str
+    started: datetime
+    cwd: str | None
+    project: str | None
+    rules: list[str] = field(default_factory=list)
+    restated: list[Restated] = field(default_factory=list)
 
 
 class Totals(BaseModel):
