@@ -75,7 +75,10 @@ def extract_flow(
     A flow that runs it as `extract_flow.fn(…)` (extract-session) shows its tasks in its own run,
     not in a subflow's."""
     with memory_context(memory_root=memory_root).for_run() as ctx:  # settings: saved block > environment > default
-        return _phase1(ctx, session_ids, backfill, dry_run, respect_idle)
+        result = _phase1(ctx, session_ids, backfill, dry_run, respect_idle)
+    if memory_root is None and not dry_run:  # another root's run (a replay's) is not the live memory's latest
+        create_table_artifact(key="phase1-batch", table=result.table_rows(), description=result.describe())
+    return result
 
 
 def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
@@ -104,7 +107,6 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     except NoModelRouteError as exc:  # skipped: no state is touched, retried on the next trigger
         log.warning("Phase 1 skipped: %s", exc)
         result.skipped_no_route, result.error = True, str(exc)
-        _publish(result)
         return result
 
     sweep_temp_files(settings)
@@ -124,7 +126,6 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
         result.provider, result.model = route
     finish_phase1(settings, result.outcomes, now, provider=route[0], model=route[1])
     result.counts = result.count_outcomes()
-    _publish(result)
     log.info("Phase 1 done: %s", ", ".join(f"{k}={v}" for k, v in result.counts.items()) or "nothing to do")
     return result
 
@@ -162,7 +163,3 @@ def _extract(todo: list[Decision], model: PhaseModel | None, settings: MemorySet
             if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (Prefect's TerminationSignal)
                 cancel.CANCELLED.set()  # before the runner joins its threads: stop local decodes
             raise
-
-
-def _publish(result: Phase1Result) -> None:
-    create_table_artifact(key="phase1-batch", table=result.table_rows(), description=result.describe())
