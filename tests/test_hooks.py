@@ -408,6 +408,9 @@ def test_a_storm_forwards_every_sessions_last_turn_end_in_few_posts(fixtures_dir
     turn end reaches Prefect, in batches (the old one-event-per-POST queue of 256 dropped most)."""
     sessions = [f"0a0b0c0d-0000-4000-8000-{i:012d}" for i in range(50)]
     app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=None)
+    # A cadence longer than a round of 50 posts takes on a loaded machine (≈2.5 s here): with the
+    # default 2 s, a slow round let every turn end go out alone and nothing was coalesced.
+    app.state.turn_end.forwarder.interval = 30.0
     with serve(app) as url, httpx.Client(base_url=url, timeout=10) as c:
         for seq in range(20):
             for sid in sessions:
