@@ -142,7 +142,7 @@ def test_set_up_and_run_commands_go_on_one_line_in_the_order_they_first_ran():
 def test_what_the_session_wrote_down_for_later_sessions_is_kept():
     claude_md = "# Notes\n\n## Commands\n\n```bash\nmake setup\n# comment\nmake serve PORT=8080\nls -la\n```\n"
     note = (
-        "---\nname: migrations by hand\ndescription: Never edit db/schema.sql by hand; run make migrate.\n"
+        "---\nname: Schema changes go through migrations\ndescription: Never edit db/schema.sql by hand; run make migrate.\n"
         "type: feedback\n---\n\nbody\n"
     )
     s = make_session(
@@ -159,10 +159,13 @@ def test_what_the_session_wrote_down_for_later_sessions_is_kept():
     )
     ev = gather(s)
     assert ev.documented == ["make setup", "make serve PORT=8080"]
-    assert ev.agent_notes == ["Never edit db/schema.sql by hand; run make migrate."]
+    # the note's name is its headline, said before its description
+    assert ev.agent_notes == [
+        "Schema changes go through migrations — Never edit db/schema.sql by hand; run make migrate."
+    ]
     raw = steps.raw_memory(ev, "x")
     assert "- The project's agent instructions say to run: `make setup`, then `make serve PORT=8080`" in raw
-    assert "- Noted for later sessions: Never edit db/schema.sql by hand; run make migrate." in raw
+    assert "- Noted for later sessions: Schema changes go through migrations — Never edit db/schema.sql" in raw
     assert "ls -la" not in raw
 
 

@@ -211,3 +211,73 @@ def test_what_a_package_script_ran_is_redacted():
     )
     (command,) = gather(s).commands
     assert command.script.startswith("STRIPE_KEY=[REDACTED") and secret not in command.script
+
+
+def test_an_error_line_keeps_its_first_letter_and_pytests_prefix_goes():
+    from dsh_memory.phase1.commands import informative_error
+
+    trace = 'Traceback (most recent call last):\n  File "play.py", line 9, in main\n    input("Press Enter")\n'
+    assert informative_error(trace + "EOFError: EOF when reading a line") == "EOFError: EOF when reading a line"
+    assert informative_error("Error: Cannot find module 'vite'") == "Error: Cannot find module 'vite'"
+    assert informative_error("E       EOFError: EOF when reading a line") == "EOFError: EOF when reading a line"
+
+
+def test_a_typo_fixed_by_an_edit_is_no_shield_and_an_edit_fix_says_what_it_changed():
+    """One script failed twice: a syntax error in the agent's own new code (its typo: nothing for a
+    next session) and a prompt that waits on stdin, which an edit replaced with a pause: the shield
+    names that failure and the change that fixed it."""
+    waits = '        input("\\nPress Enter for the next song...")'
+    s = make_session(
+        ("user", "Play three songs from the phrases."),
+        _bash(
+            "python play.py",
+            '  File "play.py", line 4\nSyntaxError: unexpected character after line continuation',
+            True,
+        ),
+        (
+            "tool",
+            "Edit",
+            {"file_path": f"{CWD}/play.py", "old_string": "x = '\\\\n'", "new_string": "x = '\\n'"},
+            "ok",
+            False,
+        ),
+        _bash(
+            "python play.py",
+            'Traceback (most recent call last):\n  File "play.py", line 9\nEOFError: EOF when reading a line',
+            True,
+        ),
+        ("assistant", "It works but waits for input."),
+        (
+            "tool",
+            "Edit",
+            {"file_path": f"{CWD}/play.py", "old_string": waits, "new_string": "        time.sleep(3)"},
+            "ok",
+            False,
+        ),
+        _bash("python play.py", "played 3 songs"),
+        cwd=CWD,
+    )
+    (shield,) = gather(s).shields
+    assert shield.error == "EOFError: EOF when reading a line"
+    assert shield.fix == 'editing `play.py` (`input("\\nPress Enter for the next song...")` → `time.sleep(3)`)'
+
+
+def test_a_patch_codex_ran_through_its_shell_is_an_edit_not_a_command():
+    patch = (
+        "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: src/chat.ts\n@@\n-const url = OLLAMA_URL\n"
+        "+const url = process.env.LMSTUDIO_URL\n*** End Patch\nPATCH"
+    )
+    s = make_session(
+        ("user", "Switch the chat to LM Studio."),
+        (
+            "tool",
+            "shell",
+            {"command": ["bash", "-lc", patch], "workdir": CWD},
+            "Success. Updated the following files:\nM src/chat.ts",
+            False,
+        ),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.edited == ["src/chat.ts"] and ev.commands == []
+    assert "src/chat.ts" in steps.raw_memory(ev, "x")

@@ -44,6 +44,7 @@ INSTRUCTION_FILE = re.compile(
 AGENT_MEMORY_FILE = re.compile(r"(^|/)\.claude/projects/[^/]+/memory/(?!MEMORY\.md$)[^/]+\.md$")
 _FENCE = re.compile(r"^```[ \t]*(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)^```", re.M | re.S)
 _DESCRIPTION = re.compile(r"^description:[ \t]*(.+)$", re.M)
+_NAME = re.compile(r"^name:[ \t]*(.+)$", re.M)
 _TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|[._-](test|spec)\.\w+$|_test\.\w+$")
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$")
 
@@ -93,6 +94,27 @@ def edits_of(name: str, arguments: Any) -> list[tuple[str, str]]:
         return []
     path = arguments.get("file_path") or arguments.get("path") or arguments.get("notebook_path") or ""
     return [(path, _written(name, arguments))] if isinstance(path, str) and path else []
+
+
+MAX_GIST_LINES = 3
+MAX_GIST_CHARS = 240
+
+
+def gist(arguments: Any) -> str:
+    """What a small edit changed, as a fix reads (`input("Press Enter…")` → `time.sleep(3)`): the
+    lines it took out and put in, when they are a few short ones; "" for a larger edit, whose
+    change a line of memory cannot say."""
+    if not isinstance(arguments, dict):
+        return ""
+    old = str(arguments.get("old_string") or arguments.get("old_str") or "").splitlines()
+    new = str(arguments.get("new_string") or arguments.get("new_str") or "").splitlines()
+    gone = [ln.strip() for ln in old if ln.strip() and ln not in new]
+    came = [ln.strip() for ln in new if ln.strip() and ln not in old]
+    if not came or len(gone) > MAX_GIST_LINES or len(came) > MAX_GIST_LINES:
+        return ""
+    said = "; ".join(f"`{ln}`" for ln in came)
+    out = (" ".join(f"`{ln}`" for ln in gone) + " → " + said) if gone else "added " + said
+    return out if len(out) <= MAX_GIST_CHARS and out.count("`") % 2 == 0 else ""
 
 
 def created_by(name: str, arguments: Any, result: str) -> list[str]:
@@ -157,6 +179,11 @@ def documented(edits: list[tuple[str, str]], is_command) -> tuple[list[str], lis
                         commands.append(line)
         elif AGENT_MEMORY_FILE.search(path):
             m = _DESCRIPTION.search(text)
-            if m and m.group(1).strip() not in notes:
-                notes.append(m.group(1).strip().strip("\"'"))
+            if m:  # the note's name is its headline: "X must stay cross-agent compatible — <description>"
+                said = m.group(1).strip().strip("\"'")
+                name = _NAME.search(text)
+                title = name.group(1).strip().strip("\"'") if name else ""
+                note = f"{title} — {said}" if len(title.split()) >= 3 and title.lower() not in said.lower() else said
+                if note not in notes:
+                    notes.append(note)
     return commands, notes

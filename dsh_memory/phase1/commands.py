@@ -176,7 +176,7 @@ def informative_error(text: str) -> str:
     if said:
         return said
     for ln in _output(text).splitlines():
-        s = ln.strip().lstrip("E ").strip()
+        s = re.sub(r"^E\s+", "", ln.strip())  # pytest's "E   " prefix, not the E of "EOFError"
         if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
             continue  # … and a package script's echo ("$ biome check --error-on-warnings")
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:

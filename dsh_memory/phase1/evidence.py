@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
 from dsh_memory.phase1.clean import is_table_row, second_person
-from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of
+from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist
 from dsh_memory.phase1.commands import (
     ESCALATED,
     Command,
@@ -154,7 +154,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     results = {e.tool_call_id: e for e in events if e.kind is EventKind.TOOL_RESULT and e.tool_call_id}
     runs: list[Run] = []
     assistant: list[tuple[int, str, bool]] = []  # (seq, sentence, in a turn's last message)
-    edits: list[tuple[int, str]] = []
+    edits: list[tuple[int, str, str]] = []  # (seq, path, what a small edit changed)
     texts: list[tuple[str, str]] = []  # (path, text written there)
     reads: list[tuple[str, str]] = []  # (path, what a read of it returned)
     created: set[str] = set()  # the files the session created
@@ -212,8 +212,10 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             result = results.get(e.tool_call_id) if e.tool_call_id else None
             if result is None and i + 1 < len(events) and events[i + 1].kind is EventKind.TOOL_RESULT:
                 result = events[i + 1]
-            line = shell_line(e)
-            read = read_path(name, e.arguments, line)
+            line, arguments = shell_line(e), e.arguments
+            if line is not None and line.startswith("apply_patch"):  # Codex's patch through its shell tool
+                name, line, arguments = "apply_patch", None, line
+            read = read_path(name, arguments, line)
             bad = failed(result) if line is not None or read else False
             if read and result is not None and not bad:
                 reads.append((_relative(read.strip(), cwd), result.text or ""))
@@ -240,11 +242,11 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 runs += [Run(e.seq, cmd, bad, "", False, via=via) for cmd in cmds if is_build_command(cmd)]
                 continue
             if name in EDIT_TOOLS:
-                made = created_by(name, e.arguments, (result.text or "") if result is not None else "")
+                made = created_by(name, arguments, (result.text or "") if result is not None else "")
                 created.update(_relative(p.strip(), cwd) for p in made)
-            for path, written in edits_of(name, e.arguments) if name in EDIT_TOOLS else []:
+            for path, written in edits_of(name, arguments) if name in EDIT_TOOLS else []:
                 path = _relative(path.strip(), cwd)
-                edits.append((e.seq, path))
+                edits.append((e.seq, path, redact(gist(arguments))))
                 texts.append((path, redact(written)))
                 if path not in ev.edited:
                     ev.edited.append(path)
@@ -257,7 +259,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     documented_commands, ev.agent_notes = documented(texts, is_build_command)
     ran = {c.line for c in ev.commands}
     ev.documented = [clip(c, 160) for c in documented_commands if c not in ran][:MAX_RULES]
-    ev.agent_notes = [clip(n, 260) for n in ev.agent_notes[:MAX_RULES]]
+    ev.agent_notes = [clip(n, 320) for n in ev.agent_notes[:MAX_RULES]]
     ev.tripwires = [redact(w) for w in tripwires(reads, ev.edited)]
 
     def cause(failed_seq: int, worked_seq: int, failure: str) -> str:

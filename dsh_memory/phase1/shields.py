@@ -63,6 +63,17 @@ def short_args(cmd: str, n: int = 40) -> str:
     return quoted.sub(lambda m: f"{m[1]}{m[2][:20].rstrip()}…{m[1]}", cmd)
 
 
+# Code that does not parse: the agent's own typo when an edit fixed it.
+_TYPO = re.compile(r"\b(SyntaxError|IndentationError|TabError|ParseError|Unexpected token)\b")
+
+
+def _kind(error: str) -> str:
+    """What kind of failure an error line reports (`EOFError`, `fatal`, `×`): one command that failed
+    two ways, each overcome its own way, is two shields."""
+    m = re.match(r"\W*([\w.-]+)", error)
+    return m.group(1).lower() if m else ""
+
+
 def _worked_later(runs: list[Run], i: int) -> Run | None:
     """The run after `runs[i]` (which failed) that did what it meant to: the same command on the
     same target (another issue's run is no fix); nearby, the same tool's other form, the command
@@ -84,17 +95,17 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
     return None
 
 
-def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
+def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
     """Failures that were overcome, one per command: an informative error, and what made the
     command work (escalated sandbox permissions, a setup command, an edit in the project, another
     form of the command); `cause(failed_seq, worked_seq, failure)` is the agent's explanation in
     between of that failure (command and error).
     A failure nothing fixed, or that passed on a bare rerun, is no shield."""
     out: list[Shield] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for i, r in enumerate(runs):
         fam = family(r.line)
-        if not r.failed or not r.error or fam in seen or EXPLORATION.match(core(r.line)):
+        if not r.failed or not r.error or (fam, _kind(r.error)) in seen or EXPLORATION.match(core(r.line)):
             continue
         later = _worked_later(runs, i)
         if later is None:
@@ -106,20 +117,23 @@ def shields(runs: list[Run], edits: list[tuple[int, str]], cause: Callable[[int,
             for x in ([] if far else between)
             if MODIFY.match(core(x.line)) or (SETUP.search(core(x.line)) and not EXPLORE.match(core(x.line)))
         ]
-        edited = [] if far else [p for seq, p in edits if r.seq < seq < later.seq and not p.startswith(("/", "~"))]
+        edited = [] if far else [e for e in edits if r.seq < e[0] < later.seq and not e[1].startswith(("/", "~"))]
         if later.escalated and not r.escalated:
             fix = "running it with escalated sandbox permissions"
         elif later.background and not r.background:
             fix = "running it in the background (the shell tool's `run_in_background`)"
         elif setup:
             fix = f"`{setup[-1]}`"
+        elif edited and _TYPO.search(r.error):
+            continue  # the agent's own typo, fixed where it made it: nothing for a next session
         elif edited:
-            fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(edited[:3]))
+            fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(e[1] for e in edited[:3]))
+            fix += f" ({edited[-1][2]})" if edited[-1][2] else ""  # the last edit before it worked
         elif unpiped(later.line) != unpiped(r.line):
             fix = f"`{clip(short_args(later.line), 160)}`"
         else:
             continue  # the same command passed on a bare rerun: flaky, not a shield
-        seen.add(fam)
+        seen.add((fam, _kind(r.error)))
         out.append(
             Shield(
                 command=clip(short_args(r.line), 160),
