@@ -281,3 +281,13 @@ def test_a_patch_codex_ran_through_its_shell_is_an_edit_not_a_command():
     ev = gather(s)
     assert ev.edited == ["src/chat.ts"] and ev.commands == []
     assert "src/chat.ts" in steps.raw_memory(ev, "x")
+
+
+def test_files_the_agent_calls_unrelated_to_the_work_are_a_fact_a_commit_must_leave_out():
+    s = make_session(
+        ("user", "Commit the header change."),
+        _bash("git add src/Header.tsx && git commit -m 'header'", "[main 1a2b3c4] header"),
+        ("assistant", "Committed. The worktree has unrelated changes in `README.md` and `.shop/logs/shop.log`."),
+        cwd=CWD,
+    )
+    assert gather(s).facts == ["The worktree has unrelated changes in `README.md` and `.shop/logs/shop.log`."]
