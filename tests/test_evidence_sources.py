@@ -362,3 +362,43 @@ def test_the_recaps_conclusions_survive_the_writers_clean_up():
     out = clean_output(ExtractionOutput(raw_memory="", rollout_summary=recap, rollout_slug="todo"), ev.source_text())
     for c in ev.conclusions:
         assert f"- {c}" in out.rollout_summary
+
+
+def test_what_the_session_set_out_to_do_is_in_the_recap_and_not_injected():
+    """A run cut short before any summary says what it worked on only in its task list, its plan
+    and its subagents' tasks: the recap keeps their items that name something."""
+    plan = "# Plan\n\n## Steps\n1. Add `get_list()` to `HttpClient` in real.py and fake.py\n2. Think it over\n"
+    s = make_session(
+        ("user", "Make the dashboard load faster."),
+        ("tool", "update_plan", {"plan": [{"step": "Inspect the chat handler", "status": "in_progress"}]}, "ok", False),
+        (
+            "tool",
+            "TaskCreate",
+            {"subject": "Add HTTP path", "description": "Thread http_client through PlanListService"},
+            "ok",
+            False,
+        ),
+        ("tool", "ExitPlanMode", {"plan": plan}, "ok", False),
+        (
+            "tool",
+            "Task",
+            {
+                "description": "Set up the app",
+                "prompt": "Initialize it:\n1. Run `npx create-next-app@latest todo-app`\n",
+            },
+            "done",
+            False,
+        ),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.plan == [
+        "Inspect the chat handler",
+        "Add HTTP path: Thread http_client through PlanListService",
+        "Add `get_list()` to `HttpClient` in real.py and fake.py",
+        "Subagent: Set up the app",
+        "Run `npx create-next-app@latest todo-app`",
+    ]
+    recap = steps.rollout_summary(ev, "The user asked: make it faster.")
+    assert "## Plan\n- Inspect the chat handler\n" in recap and "- Run `npx create-next-app@latest todo-app`" in recap
+    assert "Thread http_client" not in steps.raw_memory(ev, "x")  # searchable, not injected

@@ -25,6 +25,7 @@ says (redacted), picked by deterministic rules that hold for sessions we have no
 - the code map: the files the session changed and the names it defined there (`phase1/codemap.py`);
 - tripwires: the warnings the project's files give their readers (CRITICAL / DO NOT EDIT comments,
   generated-file banners) in the files the session read (`phase1/tripwires.py`);
+- the plan: the agent's task lists, plans and subagent tasks, for the recap (`phase1/plan.py`);
 - for the recap: the outcome (the agent's last message), what each turn concluded, the requests.
 """
 
@@ -63,6 +64,7 @@ from dsh_memory.phase1.facts import (
     prose,
     sentences,
 )
+from dsh_memory.phase1.plan import best_items, plan_items
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
@@ -103,6 +105,7 @@ class Evidence(BaseModel):
     agent_notes: list[str] = Field(default_factory=list)  # the agent's own saved memory notes
     tripwires: list[str] = Field(default_factory=list)  # warnings in the project's files it read
     conclusions: list[str] = Field(default_factory=list)  # the turns' last words that name things (the recap's)
+    plan: list[str] = Field(default_factory=list)  # what it set out to do: task lists, plans (the recap's)
     outcome: str = ""
     procedure: list[str] = Field(default_factory=list)
     tool_calls: int = 0
@@ -115,7 +118,7 @@ class Evidence(BaseModel):
         parts += [f"{s.command}\n{s.error}\n{s.cause}\n{s.fix}" for s in self.shields]
         parts += self.facts + self.conclusions + self.user_facts + self.requests + self.edited + self.procedure
         parts += [c.path + " " + " ".join(c.symbols) for c in self.changes] + self.documented + self.agent_notes
-        parts += self.tripwires
+        parts += self.tripwires + self.plan
         parts += [self.outcome, self.first_prompt]
         return "\n".join(parts)
 
@@ -157,6 +160,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     edits: list[tuple[int, str, str]] = []  # (seq, path, what a small edit changed)
     texts: list[tuple[str, str]] = []  # (path, text written there)
     reads: list[tuple[str, str]] = []  # (path, what a read of it returned)
+    planned: list[str] = []  # the agent's task lists, plans and subagent tasks
     created: set[str] = set()  # the files the session created
     pending_rules: list[Rule] = []
     turn_ok: list[str] = []
@@ -212,6 +216,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             result = results.get(e.tool_call_id) if e.tool_call_id else None
             if result is None and i + 1 < len(events) and events[i + 1].kind is EventKind.TOOL_RESULT:
                 result = events[i + 1]
+            planned += plan_items(name, e.arguments)
             line, arguments = shell_line(e), e.arguments
             if line is not None and line.startswith("apply_patch"):  # Codex's patch through its shell tool
                 name, line, arguments = "apply_patch", None, line
@@ -261,6 +266,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev.documented = [clip(c, 160) for c in documented_commands if c not in ran][:MAX_RULES]
     ev.agent_notes = [clip(n, 320) for n in ev.agent_notes[:MAX_RULES]]
     ev.tripwires = [redact(w) for w in tripwires(reads, ev.edited)]
+    ev.plan = [redact(p) for p in best_items(planned)]
 
     def cause(failed_seq: int, worked_seq: int, failure: str) -> str:
         """The agent's first sentence between a failure and the run that worked that explains it:

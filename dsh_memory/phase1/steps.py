@@ -213,6 +213,8 @@ def rollout_summary(ev: Evidence, task: str) -> str:
     more = ev.facts[MAX_FACTS:]
     if more:  # searchable, not injected: the facts the handbook had no room for
         out += ["", "## Also found", *(f"- {f}" for f in more)]
+    if ev.plan:  # searchable, not injected: what the session set out to do, in the agent's words
+        out += ["", "## Plan", *(f"- {p}" for p in ev.plan)]
     if ev.conclusions:  # searchable, not injected: what the turns concluded (facts apart)
         out += ["", "## Conclusions", *(f"- {c}" for c in ev.conclusions)]
     outcome = _outcome(ev)
