@@ -402,3 +402,18 @@ def test_what_the_session_set_out_to_do_is_in_the_recap_and_not_injected():
     recap = steps.rollout_summary(ev, "The user asked: make it faster.")
     assert "## Plan\n- Inspect the chat handler\n" in recap and "- Run `npx create-next-app@latest todo-app`" in recap
     assert "Thread http_client" not in steps.raw_memory(ev, "x")  # searchable, not injected
+
+
+def test_the_code_map_says_which_changed_file_uses_which():
+    loader = 'def get_system_prompt():\n    return _load("system_prompt.md")\n'
+    view = 'import { TreeView } from "./TreeView";\nexport function Panel() {}\n'
+    edits = [
+        (f"{CWD}/bot/prompts.py", loader),
+        (f"{CWD}/bot/resources/system_prompt.md", "You are the bot."),
+        (f"{CWD}/web/Panel.tsx", view),
+        (f"{CWD}/web/TreeView.tsx", "export function TreeView() {}\n"),
+    ]
+    lines = code_map_lines(changes(edits, CWD))
+    assert "- `bot/prompts.py` defines `get_system_prompt`; uses `system_prompt.md`" in lines
+    assert "- `web/Panel.tsx` defines `Panel`; uses `TreeView.tsx`" in lines
+    assert "- `web/TreeView.tsx` defines `TreeView`" in lines  # names nothing the session changed

@@ -53,6 +53,7 @@ class Change(BaseModel):
     path: str  # relative to the session's folder
     edits: int = 0
     symbols: list[str] = Field(default_factory=list)  # first defined first
+    uses: list[str] = Field(default_factory=list)  # the other changed files its new text names
 
 
 def symbols_in(text: str) -> list[str]:
@@ -145,8 +146,27 @@ def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = f
         for s in symbols_in(text):
             if s not in c.symbols:
                 c.symbols.append(s)
-    ranked = sorted(by.values(), key=lambda c: (-bool(c.symbols), -(c.edits + 2 * (c.path in created))))
-    return ranked[:MAX_FILES]
+    ranked = sorted(by.values(), key=lambda c: (-bool(c.symbols), -(c.edits + 2 * (c.path in created))))[:MAX_FILES]
+    _link(ranked, edits, root)
+    return ranked
+
+
+def _link(changed: list[Change], edits: list[tuple[str, str]], root: str) -> None:
+    """Each changed file's `uses`: the other changed files its new text names (an import of
+    `./ContextTreeView`, a `_load_prompt("erk_system_prompt.md")`): how the session's files hang
+    together, which a next session would otherwise have to grep for."""
+    names = {c.path: c.path.rsplit("/", 1)[-1] for c in changed}
+    stems = {p: n.rsplit(".", 1)[0] for p, n in names.items()}
+    for c in changed:
+        text = "\n".join(
+            w for p, w in edits if (p[len(root) + 1 :] if root and p.startswith(root + "/") else p) == c.path
+        )
+        for other, name in names.items():
+            if other == c.path or len(c.uses) >= 3:
+                continue
+            stem = stems[other]
+            if name in text or (len(stem) >= 5 and re.search(rf"(?<![\w.-]){re.escape(stem)}(?![\w-])", text)):
+                c.uses.append(name)
 
 
 def code_map_lines(changed: list[Change]) -> list[str]:
@@ -157,7 +177,8 @@ def code_map_lines(changed: list[Change]) -> list[str]:
         if c.symbols:
             names = ", ".join(f"`{s}`" for s in c.symbols[:MAX_SYMBOLS])
             more = f" (+{len(c.symbols) - MAX_SYMBOLS} more)" if len(c.symbols) > MAX_SYMBOLS else ""
-            out.append(f"- `{c.path}` defines {names}{more}")
+            uses = f"; uses {', '.join(f'`{u}`' for u in c.uses)}" if c.uses else ""
+            out.append(f"- `{c.path}` defines {names}{more}{uses}")
     rest = [c.path for c in changed if not c.symbols]
     if rest:
         out.append("- Also changed: " + ", ".join(f"`{p}`" for p in rest))
