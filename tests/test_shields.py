@@ -291,3 +291,21 @@ def test_files_the_agent_calls_unrelated_to_the_work_are_a_fact_a_commit_must_le
         cwd=CWD,
     )
     assert gather(s).facts == ["The worktree has unrelated changes in `README.md` and `.shop/logs/shop.log`."]
+
+
+def test_what_a_thing_cannot_do_outranks_a_fact_that_only_names_more():
+    from dsh_memory.phase1.facts import MAX_FACTS, best_facts
+
+    said = [
+        "Prices are stored in `db/prices.sql` and read by `pricing.py` through `PriceBook`.",
+        "Tax rules live in `conf/tax.toml`, parsed by `taxes.py` into `TaxTable`.",
+        "Shipping zones come from `data/zones.json` via `zones.py` and `ZoneMap`.",
+        "Coupons are generated in `promo/codes.py`, kept by `CouponStore` in `promo.db`.",
+        "Invoices are rendered by `invoice/render.py` with `templates/invoice.html` and `Pdf`.",
+        "Webhooks are registered in `hooks/routes.py`, signed by `Signer` with `keys/hook.pem`.",
+        "Search is served by `search/index.py` from `var/index.bin` with `Ranker`.",
+        "Emails are sent by `mail/send.py` through `SmtpPool` configured in `conf/mail.toml`.",
+    ]
+    named = [(n, s, False) for n, s in enumerate(said[:MAX_FACTS])]
+    limit = (99, "`shopctl explain` only works on committed checkpoints, not on an open session.", False)
+    assert limit[1] in best_facts([*named, limit])[:MAX_FACTS]

@@ -64,6 +64,8 @@ NARRATION = re.compile(
     r"Verify|Avoid|Consider|Fall back|Re-\w+)\s"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
 )
+# What a thing cannot do or needs: the facts that keep a next session from a wrong turn.
+LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won'?t work|requires?|must not)\b", re.I)
 HEDGE = re.compile(
     r"\b(likely|probably|possibly|perhaps|suspicion|suspect|might|may not|may be|worth investigating|seems|appears to)\b",
     re.I,
@@ -150,7 +152,8 @@ def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
     for n, (_seq, s, last) in enumerate(assistant):
         score = fact_score(s)
         if score:
-            scored.append((score + (1 if last else 0), n, clip(s)))
+            bonus = (1 if last else 0) + (2 if LIMIT.search(CODE.sub(" x ", s)) else 0)
+            scored.append((score + bonus, n, clip(s)))
     scored.sort(key=lambda t: (-t[0], t[1]))
     out: list[str] = []
     for _, _, s in scored:
