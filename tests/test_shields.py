@@ -307,5 +307,5 @@ def test_what_a_thing_cannot_do_outranks_a_fact_that_only_names_more():
         "Emails are sent by `mail/send.py` through `SmtpPool` configured in `conf/mail.toml`.",
     ]
     named = [(n, s, False) for n, s in enumerate(said[:MAX_FACTS])]
-    limit = (99, "`shopctl explain` only works on committed checkpoints, not on an open session.", False)
+    limit = (99, "`shopctl explain` only works on checkpoints committed to `var/ckpt`, not on an open session.", False)
     assert limit[1] in best_facts([*named, limit])[:MAX_FACTS]
