@@ -18,6 +18,7 @@ from dsh_memory.replay.result import ReplayResult, Restated, Said, load_report, 
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 from dsh_memory.testing.sessions import write_session
+from tests.replay_helpers import replay_env, text_of, tool_of
 
 RULE = "Never mock our own code in the tests."
 RULE_AGAIN = "Don't mock our own modules, the tests use the real parts."  # other words
@@ -26,19 +27,11 @@ NEW_AGAIN = "Remember: always run make lint before each commit."
 REPLY = "Done; the build with `make` passes."
 
 
-def _tool(request: dict) -> str:
-    return ((request.get("tools") or [{}])[0].get("function") or {}).get("name") or ""
-
-
-def _text(request: dict) -> str:
-    return "\n".join(str(m.get("content") or "") for m in request.get("messages", []))
-
-
 def answer(request: dict) -> Reply:
     """Phase 1: the first session's memory forgets its rule; the second's keeps both rules.
     Phase 2: the summary states what the raw memories say."""
-    text = _text(request)
-    if _tool(request) == "memory_write":
+    text = text_of(request)
+    if tool_of(request) == "memory_write":
         lines = ["- The project builds with `make`."]
         if "mock our own code" in text:
             lines.append("- " + RULE)
@@ -58,7 +51,8 @@ def history(tmp_path: Path, monkeypatch) -> dict:
     proj, other = tmp_path / "proj", tmp_path / "other"
     for p in (proj, other):
         (p / ".git").mkdir(parents=True)
-    dsh = tmp_path / "dsh"
+    env = replay_env(tmp_path, monkeypatch)
+    dsh = env["dsh"]
     ids = [
         write_session(dsh, proj, 1, ["Fix the failing date parser.", RULE], days_ago=3, reply=REPLY),
         write_session(dsh, proj, 2, [f"Add the CSV export. {RULE_AGAIN}", NEW_RULE], days_ago=2, reply=REPLY),
@@ -72,21 +66,7 @@ def history(tmp_path: Path, monkeypatch) -> dict:
         ),
         write_session(dsh, other, 4, ["Fix the logo. Never use tabs in the stylesheets."], days_ago=1, reply=REPLY),
     ]
-    live = tmp_path / "live"
-    (live / ".state").mkdir(parents=True)
-    (live / "MEMORY.md").write_text("# Memory\n\n- the live handbook\n")
-    (tmp_path / "home").mkdir()
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("DSH_HOME", str(dsh))
-    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "none"))
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "none"))
-    monkeypatch.setenv("DSH_MEMORY_ROOT", str(live))
-    monkeypatch.setenv("DSH_MEMORY_API_KEY", "test-key")
-    monkeypatch.setenv("DSH_MEMORY_MODEL", "fake-model")
-    monkeypatch.setenv("DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS", "0")
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    return {"proj": proj, "other": other, "ids": ids, "live": live, "tmp": tmp_path / "tmp"}
+    return {"proj": proj, "other": other, "ids": ids, "live": env["live"], "tmp": env["tmp"]}
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -105,7 +85,7 @@ def test_replay_counts_restated_rules_and_whether_memory_held_them(history, monk
     with FakeOpenAIServer(handler=answer) as fake:
         monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
         out = CliRunner().invoke(app, ["replay", "--cwd", str(history["proj"] / "src"), "--json"])
-        tools = [_tool(r) for r in fake.requests]
+        tools = [tool_of(r) for r in fake.requests]
     assert out.exit_code == 0, out.output
     r = json.loads(out.stdout)
     lines = [ln for ln in out.stderr.splitlines() if ln.startswith("dsh-memory: replay: ")]
