@@ -77,7 +77,8 @@ def _print(r: dict) -> None:
     s = r["summary"]
     typer.echo(
         f"Replayed {r['sessions']} sessions ({'every project' if r['scope'] == 'all' else r['scope']}) "
-        f"in {r['seconds']} s: {r['extracted']} extracted, {r['consolidations']} consolidations"
+        + (f"and {r['context_sessions']} of other projects for their global rules " if r["context_sessions"] else "")
+        + f"in {r['seconds']} s: {r['extracted']} extracted, {r['consolidations']} consolidations"
         + (f", {r['failed']} failed extractions" if r["failed"] else "")
         + f"; rules compared by {r['matcher']}."
     )
@@ -122,14 +123,20 @@ def register(app: typer.Typer) -> None:
     @app.command("replay")
     def replay_cmd(
         cwd: Path | None = typer.Option(
-            None, "--cwd", help="Replay this directory's project (default: the current directory's)."
+            None,
+            "--cwd",
+            help="Replay this directory's project (default: the current directory's), with other projects'"
+            " sessions that state a global rule (not reported).",
         ),
         all_: bool = typer.Option(False, "--all", help="Replay every project's sessions, in one history."),
         since: str | None = typer.Option(
             None, "--since", help="Only sessions started on or after DATE (YYYY-MM-DD); memory starts empty there."
         ),
         last: int | None = typer.Option(
-            None, "--last", min=1, help="Only the last N sessions; memory starts empty at the first of them."
+            None,
+            "--last",
+            min=1,
+            help="Only the last N sessions (of the project, with --cwd); memory starts empty at the first of them.",
         ),
         keep: Path | None = typer.Option(
             None, "--keep", help="Build the replay's memory in DIR/memories and keep it (default: a temporary folder)."
@@ -140,7 +147,8 @@ def register(app: typer.Typer) -> None:
 
         Replays your sessions in time order through the pipeline, in a temporary memory root (the
         live memory is never written), and finds the standing instructions you typed again in a
-        later session; for each, whether the memory injected at that session's start held it."""
+        later session; for each, whether the memory injected at that session's start held it.
+        With --cwd, a global rule first said in another project's session counts too."""
         prefect_env_defaults()
 
         def go() -> dict:

@@ -3,10 +3,15 @@
 1. The history: every extractable session under the configured roots (the ones Phase 1 would
    read: root, interactive, with a typed prompt, not in `exclude_projects`), of one project
    (`cwd`) or all of them, ordered by when each started; `since` / `last` narrow it (the memory
-   then starts empty at the first session kept).
+   then starts empty at the first session kept). With `cwd`, the history also holds, as
+   *context*, the other projects' sessions that state a global rule (`_global_rules`: Phase 1's
+   scoping), between the project's first and last session kept: the live pipeline injects their
+   global memory into the project's sessions. They are extracted like the others, never
+   reported; `last` counts the project's sessions only.
 2. The rules: each session's standing instructions (`rules.standing_instructions`, Phase 1's
-   classifier). One that states again a rule of an earlier session (`rules.Matcher`) is
-   *restated*; one said for the first time is a *new rule*.
+   classifier; a context session's global ones only). One that states again a rule of an
+   earlier session (`rules.Matcher`) is *restated*; one said for the first time is a *new rule*;
+   only the project's sessions' rules are counted.
 3. The memory at each session's start: only sessions that restate something need it. Phase 1
    reads one session and no memory, so the sessions before the last restatement go through one
    real `extract` run (its own concurrency: the cost of Phase 1 for them) into a temporary
@@ -40,7 +45,6 @@ from pathlib import Path
 from dsh_memory import readers, scope
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError, NotFoundError
-from dsh_memory.readers import header
 from dsh_memory.replay.rebuild import rebuild
 from dsh_memory.replay.result import HistorySession, ProjectTotals, ReplayResult, Restated, Said, save_report
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
@@ -68,23 +72,24 @@ def replay(
     matcher = Matcher(embedder.for_mode(settings.semantic_search))
     where = scope.locate(cwd) if cwd else None
     history, left_out = _history(ctx, where, since)
-    if last is not None:
-        history = history[-last:] if last > 0 else []
+    history = _window(history, last)
+    own = [s for s in history if not s.context]
     result = ReplayResult(
         scope=(where[0] or "all") if where else "all",
         since=since,
         last=last,
-        sessions=len(history),
+        sessions=len(own),
+        context_sessions=len(history) - len(own),
         left_out=left_out,
         matcher=matcher.how,
     )
-    result.projects = [ProjectTotals(project=p) for p in dict.fromkeys(s.project for s in history)]
+    result.projects = [ProjectTotals(project=p) for p in dict.fromkeys(s.project for s in own)]
     _classify(history, matcher, result)
     with _memory_root(workdir) as root:
         rebuild(history, root, ctx, matcher, result)
     result.tally()
     for p in result.projects:
-        p.sessions = sum(1 for s in history if s.project == p.project)
+        p.sessions = sum(1 for s in own if s.project == p.project)
     result.finished_at = datetime.now(UTC)
     result.seconds = round(time.monotonic() - started, 1)
     result.phase1_seconds, result.phase2_seconds = round(result.phase1_seconds, 1), round(result.phase2_seconds, 1)
@@ -100,8 +105,9 @@ def _start_of(session, ref) -> datetime:
 def _history(
     ctx: MemoryContext, where: tuple[str | None, bool] | None, since: datetime | None, limit: int = MAX_SESSIONS
 ) -> tuple[list[HistorySession], int]:
-    """The sessions to replay, oldest first (see the module docstring), at most the `limit` most
-    recently written (the logs are read newest first); and how many older ones that left out."""
+    """The sessions to replay, oldest first (see the module docstring; with `where`, the other
+    projects' sessions that state a global rule are read too, as context), at most the `limit`
+    most recently written (the logs are read newest first); and how many older ones that left out."""
     settings = ctx.settings
     out: list[HistorySession] = []
     refs = sorted(readers.discover(settings.roots), key=lambda r: r.mtime_ns, reverse=True)
@@ -112,8 +118,6 @@ def _history(
             continue
         if since is not None and ref.updated_at < since:  # it ended before `since`
             continue
-        if where is not None and (head := header.session_cwd(ref)) and not _in(where, head):
-            continue  # another project's, known from its header: not read
         try:
             session = readers.load(ref)
         except (DshMemoryError, OSError, ValueError) as exc:  # Phase 1 would count it unreadable
@@ -122,15 +126,35 @@ def _history(
         if not session.extractable or scope.excluded_by(session.cwd, settings.exclude_projects):
             continue
         project = scope.project_root(session.cwd)
-        if where is not None and not _in(where, session.cwd):
-            continue
+        context = where is not None and not _in(where, session.cwd)
+        rules = standing_instructions(session)
+        if context and not (rules := _global_rules(rules, project)):
+            continue  # another project's session: nothing of it reaches this project's memory
         when = _start_of(session, ref)
         if since is not None and when < since:
             continue
-        out.append(HistorySession(session.id, when, session.cwd, project, standing_instructions(session)))
-    if where is not None and not out:
+        out.append(HistorySession(session.id, when, session.cwd, project, rules, context=context))
+    if where is not None and all(s.context for s in out):
         raise NotFoundError(f"no session to replay in {where[0]} (use --all for every project)")
     return sorted(out, key=lambda s: (s.started, s.id)), 0
+
+
+def _global_rules(rules: list[str], project: str | None) -> list[str]:
+    """The rules of another project's session that the live pipeline injects into every project:
+    those the user stated as general (Phase 1's scoping tags their items `[scope: global]`:
+    `phase1/scoping.py`, `scope.stated_as_general`); all of them without a project (their items
+    have none to stay in)."""
+    return rules if project is None else [r for r in rules if scope.stated_as_general(r)]
+
+
+def _window(history: list[HistorySession], last: int | None) -> list[HistorySession]:
+    """`history` up to its last reported session (a context session after it reaches no memory
+    that is checked); with `last`, from the first of the last `last` reported sessions (the
+    memory starts empty there, as with `since`)."""
+    own = [i for i, s in enumerate(history) if not s.context]
+    if last is not None:
+        own = own[-last:] if last > 0 else []
+    return history[(own[0] if last is not None else 0) : own[-1] + 1] if own else []
 
 
 def _in(where: tuple[str | None, bool], cwd: str | None) -> bool:
@@ -138,8 +162,8 @@ def _in(where: tuple[str | None, bool], cwd: str | None) -> bool:
 
 
 def _classify(history: list[HistorySession], matcher: Matcher, result: ReplayResult) -> None:
-    """Each rule of each session: restated (it matches a rule of an earlier session; its first
-    statement is kept) or new. Two rules that share no term never match, so each is compared
+    """Each rule of each reported session: restated (it matches a rule of an earlier session,
+    a context session's included; its first statement is kept) or new. Two rules that share no term never match, so each is compared
     only with the earlier ones sharing a term (an index by term), not with every earlier rule."""
     earlier: list[tuple[Said, Said]] = []  # (a statement, the first statement of its rule)
     by_term: dict[str, list[int]] = {}  # term → indexes into `earlier`
@@ -151,15 +175,16 @@ def _classify(history: list[HistorySession], matcher: Matcher, result: ReplayRes
             hit = next(
                 ((earlier[i][1], how) for i in candidates if (how := matcher.same(text, earlier[i][0].text))), None
             )
+            first, how = hit or (said, "")
+            mine.append((said, first))
+            if s.context:  # another project's: an earlier statement for the project's, not counted
+                continue
             if hit is None:
                 result.new_rules.append(said)
-                mine.append((said, said))
                 continue
-            first, how = hit
             item = Restated(**said.model_dump(), earlier=first, same_project=first.project == s.project, matched_by=how)
             s.restated.append(item)
             result.restated_items.append(item)
-            mine.append((said, first))
         for said, first in mine:
             for t in terms(said.text):
                 by_term.setdefault(t, []).append(len(earlier))

@@ -43,7 +43,9 @@ class Restated(Said):
 @dataclass
 class HistorySession:
     """One session of the replayed history: when it started, its project, its standing rules and
-    those of them that restate an earlier session's."""
+    those of them that restate an earlier session's. `context`: another project's session in a
+    `--cwd` replay, kept for its global rules only (they reach the project's memory as the live
+    pipeline's global memory does); neither it nor its rules are reported."""
 
     id: str
     started: datetime
@@ -51,6 +53,7 @@ class HistorySession:
     project: str | None
     rules: list[str] = field(default_factory=list)
     restated: list[Restated] = field(default_factory=list)
+    context: bool = False
 
 
 class Totals(BaseModel):
@@ -80,7 +83,8 @@ class ReplayResult(BaseModel):
     scope: str = "all"  # 'all' or the project replayed (--cwd)
     since: datetime | None = None
     last: int | None = None
-    sessions: int = 0  # sessions replayed, in time order
+    sessions: int = 0  # sessions replayed, in time order (the project's, with --cwd)
+    context_sessions: int = 0  # other projects' sessions replayed for their global rules (--cwd), not reported
     left_out: int = 0  # older session logs beyond the bound (core.MAX_SESSIONS), not read
     extracted: int = 0  # sessions Phase 1 extracted (or found nothing in) in the temporary root
     failed: int = 0  # sessions Phase 1 failed on: the memory after them lacks what they said
