@@ -106,9 +106,10 @@ def call_model(
     if writer == "evidence":
         from dsh_memory.phase1.steps import extract_in_steps, grounds
 
+        ground = grounds(material.evidence, cwd)  # what the recap sentence and every line may say
         with slot():
-            output = extract_in_steps(llm, material.evidence, cwd=cwd, max_tokens=max_tokens)
-        return clean_output(output, grounds(material.evidence, cwd))
+            output = extract_in_steps(llm, material.evidence, ground, cwd=cwd, max_tokens=max_tokens)
+        return clean_output(output, ground)
     messages = phase1.build_messages(material.transcript, cwd=cwd, source=source, delta_watermark=delta_watermark)
     with slot():
         completion = llm.complete(

@@ -273,14 +273,15 @@ def rendered(ev: Evidence) -> str:
     return raw_memory(ev, _request(ev)) + "\n" + rollout_summary(ev, "")
 
 
-def extract_in_steps(llm, ev: Evidence, *, cwd: str | None, max_tokens: int):
-    """The ExtractionOutput for one non-trivial session (see the module docstring)."""
+def extract_in_steps(llm, ev: Evidence, ground: str, *, cwd: str | None, max_tokens: int):
+    """The ExtractionOutput for one non-trivial session (see the module docstring); `ground` is
+    `grounds(ev, cwd)`, which the caller's clean-up reads too."""
     from dsh_memory.phase1.output import ExtractionOutput
     from dsh_memory.phase1.postprocess import Source
     from dsh_memory.transcript.redact import redact
 
     summary, slug, notes, (tokens_in, tokens_out) = ask_recap(llm, ev, cwd, max_tokens)
-    src = Source.of(grounds(ev, cwd))
+    src = Source.of(ground)
     if not slug_ok(slug, src):
         notes.append(f"slug {slug[:60]!r} not from the transcript: made from the request")
         slug = " ".join((ev.requests or [ev.first_prompt])[0].split()[:6])
