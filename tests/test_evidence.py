@@ -188,6 +188,7 @@ def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memo
             "- `git log --oneline -20` → 9998469 Add trigger examples",
             "- | Aspect | Metrics (✅ Works) |",
             "- |---|---|",
+            "- | Cache | lives in `src/cache.py`.",
             "- You couldn't inspect your already-open Chrome tab.",
             "- Feels concurrent to you because both are always active.",
             "- ls ~/.cursor/skills/entire/skills # must show 4 dirs",

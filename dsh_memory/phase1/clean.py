@@ -28,7 +28,7 @@ EXPLORATION = re.compile(
 )
 _SPAN = re.compile(r"`([^`\n]+)`")
 _SOURCE = re.compile(r"\[source:[^\]]*\]|\[scope:[^\]]*\]")
-_TABLE = re.compile(r"^\s*(?:[-*+]\s+)?\|.*\|\s*$|^\s*(?:[-*+]\s+)?\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
+_TABLE = re.compile(r"^\s*(?:[-*+]\s+)?\|[^|\n]*\||^\s*(?:[-*+]\s+)?\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
 _YOU = re.compile(r"\b(you|your|yours|yourself)\b", re.I)
 _RULE_YOU = re.compile(  # a rule's generic "you": it leads with the rule, or "… before you commit"
     r"^\W*(?:always|never|don'?t|do not|must|make sure|you (?:should|must|need to|have to))\b"

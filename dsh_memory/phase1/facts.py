@@ -135,8 +135,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0 if NARRATION.match(rest) or len(rest) < 20 else 2
     if NARRATION.match(s) or TASK_VERB.match(s) or " — " in s[:60]:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
-    if FIRST_PERSON.search(plain) or why_not_memory(s) or s.startswith("|") or s.count("`") % 2:
-        return 0  # a table cell cut at a full stop starts with "|" and need not end with one
+    if FIRST_PERSON.search(plain) or why_not_memory(s) or s.count("`") % 2:
+        return 0
     if not cue.search(plain):
         return 0
     if cue is FACT_CUE and (HEDGE.search(plain) or DANGLING.match(s)):
