@@ -25,6 +25,7 @@ from dsh_memory.consolidation.result import Phase2ModelReport, Phase2Result
 from dsh_memory.context import MemoryContext, memory_context
 from dsh_memory.errors import LLMOutputError, NoModelRouteError
 from dsh_memory.llm.factory import PhaseModel, phase_model
+from dsh_memory.replay.result import in_replay_run
 from dsh_memory.settings import MemorySettings, ModelRoute
 from dsh_memory.storage.locks import AlreadyRunning, phase_lock
 from dsh_memory.tasks.consolidate import (
@@ -61,8 +62,8 @@ def consolidate_step(ctx: MemoryContext, force: bool = False) -> Phase2Result:
     """Phase 2 as one step of the calling flow run: this flow's body (its tasks, gate, merge and
     writes, its result) on a context the caller holds open (`for_run`). For the replay, which
     consolidates before each session it checks: a flow run per consolidation costs several times
-    the local model's mechanical merge. Not its own run, so it neither renames the caller's run
-    nor publishes the `phase2-consolidation` artifact (the live pipeline's latest consolidation)."""
+    the local model's mechanical merge. Not its own run, so it does not rename the caller's run;
+    in a replay's run it publishes no artifact, as the flow would not (`in_replay_run`)."""
     return _phase2(ctx, force, own_run=False)
 
 
@@ -84,7 +85,7 @@ def _phase2(ctx: MemoryContext, force: bool, own_run: bool = True) -> Phase2Resu
     except AlreadyRunning:
         result.outcome, result.reason = gate_mod.SKIP_RUNNING, "another consolidation holds .state/phase2.lock"
     result.duration_seconds = round(time.monotonic() - started, 2)
-    if own_run:
+    if not in_replay_run():  # a replay's consolidation is not the live pipeline's latest
         _publish(result, model_output)
     level = log.error if str(result.outcome).startswith("error") else log.info
     level("Phase 2 %s: %s", result.outcome, redact(result.error or result.reason or ""))

@@ -31,6 +31,7 @@ from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.remote import batches
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.phase1.selection import EXTRACT, Decision
+from dsh_memory.replay.result import in_replay_run
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks.claims import (
     claim_sessions,
@@ -76,7 +77,7 @@ def extract_flow(
     not in a subflow's."""
     with memory_context(memory_root=memory_root).for_run() as ctx:  # settings: saved block > environment > default
         result = _phase1(ctx, session_ids, backfill, dry_run, respect_idle)
-    if memory_root is None and not dry_run:  # another root's run (a replay's) is not the live memory's latest
+    if not dry_run and not in_replay_run():  # a replay's run is not the live pipeline's latest batch
         create_table_artifact(key="phase1-batch", table=result.table_rows(), description=result.describe())
     return result
 

@@ -112,6 +112,16 @@ class ReplayResult(BaseModel):
         self.projects = sorted(by_project.values(), key=lambda p: p.project or "")
 
 
+def in_replay_run() -> bool:
+    """Whether the current flow run is a replay's (tagged RUN_TAG, its subflows too). The one
+    rule that keeps the live pipeline's view clean: status and the vault leave these runs out, and
+    the flows publish no live artifact from them (`phase1-batch`, `phase2-consolidation`: the
+    Prefect UI's latest batch and consolidation stay the pipeline's)."""
+    from prefect.runtime import flow_run
+
+    return RUN_TAG in (flow_run.get_tags() or [])
+
+
 def report_path(memory_root: Path) -> Path:
     return Path(memory_root) / STATE_DIRNAME / REPORT_NAME
 
