@@ -81,7 +81,7 @@ def test_replay_counts_restated_rules_and_whether_memory_held_them(history, monk
     seen: list[Path] = []
     real_mkdtemp = tempfile.mkdtemp
     monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: seen.append(Path(real_mkdtemp(*a, **k))) or str(seen[-1]))
-    before = _files(history["live"])
+    before, runs_before = _files(history["live"]), set(_tagged_runs())  # the server is the session's
     with FakeOpenAIServer(handler=answer) as fake:
         monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
         out = CliRunner().invoke(app, ["replay", "--cwd", str(history["proj"] / "src"), "--json"])
@@ -115,7 +115,7 @@ def test_replay_counts_restated_rules_and_whether_memory_held_them(history, monk
     # One flow run for the replay, its Phase 1 a subflow; its consolidations are the consolidate
     # flow's tasks run as steps of it, not flow runs; neither publishes the live pipeline's
     # artifacts (the Prefect UI's latest Phase 1 batch and consolidation stay the pipeline's).
-    runs = _tagged_runs()
+    runs = {i: name for i, name in _tagged_runs().items() if i not in runs_before}
     assert sorted(runs.values()) == ["extract", "replay"], runs
     replay_run = next(i for i, name in runs.items() if name == "replay")
     assert _task_runs(replay_run, "phase2-apply", r["consolidations"]) == r["consolidations"]

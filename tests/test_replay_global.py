@@ -59,10 +59,6 @@ def _replay(args: list[str], monkeypatch) -> tuple[dict, list[dict]]:
     return json.loads(out.stdout), requests
 
 
-def test_the_crafted_rules_are_what_the_classifier_says():
-    assert stated_as_general(GLOBAL) and not stated_as_general(A_ONLY) and not stated_as_general(GLOBAL_AGAIN)
-
-
 @pytest.mark.usefixtures("prefect_api")
 def test_a_global_rule_of_another_project_restated_here_is_counted(tmp_path, monkeypatch):
     a, b = _projects(tmp_path)
@@ -130,7 +126,8 @@ def test_since_and_last_narrow_the_context_with_the_project(tmp_path, monkeypatc
     assert [s.id for s in _window(recent, None)] == [a2, b2]
 
 
-def test_a_session_states_the_crafted_rules(tmp_path, monkeypatch):
+def test_the_crafted_rules_are_what_phase_1_says(tmp_path, monkeypatch):
+    """Phase 1's classifier finds the rules; its scoping makes GLOBAL global, the others not."""
     from dsh_memory import readers
     from dsh_memory.settings import MemorySettings
 
@@ -139,3 +136,15 @@ def test_a_session_states_the_crafted_rules(tmp_path, monkeypatch):
     sid = write_session(dsh, a, 1, ["Fix the logo.", GLOBAL, A_ONLY], days_ago=1)
     ref = next(r for r in readers.discover(MemorySettings.from_env(os.environ).roots) if r.id == sid)
     assert standing_instructions(readers.load(ref)) == [GLOBAL, A_ONLY]
+    assert stated_as_general(GLOBAL) and not stated_as_general(A_ONLY) and not stated_as_general(GLOBAL_AGAIN)
+
+
+def test_the_text_output_says_how_many_sessions_were_context(capsys):
+    from dsh_memory.cli.replay import _print
+    from dsh_memory.replay.result import ReplayResult
+
+    result = ReplayResult(scope="/w/b", sessions=2, context_sessions=1, matcher="words only")
+    _print(result.model_dump(mode="json"))
+    assert capsys.readouterr().out.startswith(
+        "Replayed 2 sessions (/w/b) and 1 of other projects for their global rules"
+    )
