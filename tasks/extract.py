@@ -35,8 +35,10 @@ LLM_RETRIES = 3
 
 
 def cache_key(scope: str, session_id: str, watermark: int, to_seq: int, model: PhaseModel) -> str:
-    """One extraction's identity: the same transcript slice through the same prompt and model."""
-    parts = ("p1", scope, session_id, watermark, to_seq, phase1.PROMPT_VERSION, *model.cache_key_parts)
+    """One extraction's identity: the same transcript slice through the same prompt, writer code
+    and model."""
+    version = f"{phase1.PROMPT_VERSION}+{phase1.writer_digest()}"
+    parts = ("p1", scope, session_id, watermark, to_seq, version, *model.cache_key_parts)
     return ":".join(str(x) for x in parts)
 
 

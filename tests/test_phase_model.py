@@ -13,7 +13,7 @@ from dsh_memory.llm import factory
 from dsh_memory.llm.factory import PhaseModel, phase_model
 from dsh_memory.llm.local import LocalLLM
 from dsh_memory.llm.openai_compat import OpenAICompatLLM
-from dsh_memory.phase1.prompt import PROMPT_VERSION
+from dsh_memory.phase1.prompt import PROMPT_VERSION, writer_digest
 from dsh_memory.settings import MemorySettings, ModelRoute
 from dsh_memory.tasks.extract import cache_key
 
@@ -75,8 +75,7 @@ def _model(**kw) -> PhaseModel:
 def test_the_phase1_cache_key_is_built_from_the_phase_model():
     model = _model()
     key = cache_key("/mem", "sess-1", -1, 42, model)
-    # The same format as before PhaseModel existed: extractions cached by earlier runs still hit.
-    assert key == f"p1:/mem:sess-1:-1:42:{PROMPT_VERSION}:openai:m1:24000"
+    assert key == f"p1:/mem:sess-1:-1:42:{PROMPT_VERSION}+{writer_digest()}:openai:m1:24000"
     assert cache_key("/mem", "sess-1", -1, 42, _model(reasoning_effort="high", max_tokens=10)) == key
     others = {
         cache_key("/mem", "sess-1", -1, 42, _model(model="m2")),
@@ -87,3 +86,18 @@ def test_the_phase1_cache_key_is_built_from_the_phase_model():
     }
     assert key not in others and len(others) == 5
     assert model.with_budget(12000).budget_tokens == 12000 and model.budget_tokens == 24000  # frozen: a copy
+
+
+def test_the_writer_digest_changes_with_the_writers_code(tmp_path):
+    """An upgrade that changes how a session becomes memory misses the extraction cache (the
+    evidence writer's rules are code, not prompt text: a cached answer would be the old rules')."""
+    (tmp_path / "phase1").mkdir()
+    (tmp_path / "transcript").mkdir()
+    (tmp_path / "phase1" / "facts.py").write_text("MAX_FACTS = 8\n")
+    before = writer_digest.__wrapped__(tmp_path)
+    assert writer_digest.__wrapped__(tmp_path) == before  # stable
+    (tmp_path / "phase1" / "facts.py").write_text("MAX_FACTS = 9\n")
+    changed = writer_digest.__wrapped__(tmp_path)
+    assert changed != before
+    (tmp_path / "serve.py").write_text("x = 1\n")  # outside the writer: no change
+    assert writer_digest.__wrapped__(tmp_path) == changed

@@ -1,5 +1,7 @@
 """Phase 1 (per-session extraction) prompt and output schema. Versioned code: bump
-PROMPT_VERSION whenever the text or the schema changes (it is part of the extraction cache key).
+PROMPT_VERSION whenever the text or the schema changes. The extraction cache key holds it and
+`writer_digest()`, a digest of the code that turns a session into memory, so an upgraded writer
+never reuses an answer its older code wrote.
 
 Written for dsh-memory from scratch. The model only fills the `memory_save` tool arguments;
 dsh-memory writes every file itself.
@@ -7,9 +9,27 @@ dsh-memory writes every file itself.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from pathlib import Path
+
 from dsh_memory.llm.base import ToolSpec
 
 PROMPT_VERSION = "p1-2026-12-02.1"  # the evidence writer reads events; clean-up guarantees (issue 24)
+
+# The code between a session and its memory: the readers' output is the session, these make the rest.
+WRITER_CODE = ("phase1", "transcript")
+
+
+@functools.cache
+def writer_digest(root: Path = Path(__file__).resolve().parents[1], parts: tuple[str, ...] = WRITER_CODE) -> str:
+    """A short digest of the Python files under `root`/`parts` (the extraction writer's code)."""
+    h = hashlib.sha256()
+    for part in parts:
+        for f in sorted((root / part).rglob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
 
 RAW_MEMORY_MAX_CHARS = 4000
 SUMMARY_MAX_CHARS = 6000
