@@ -125,14 +125,14 @@ def _history(
             continue
         if not session.extractable or scope.excluded_by(session.cwd, settings.exclude_projects):
             continue
+        when = _start_of(session, ref)
+        if since is not None and when < since:
+            continue
         project = scope.project_root(session.cwd)
         context = where is not None and not _in(where, session.cwd)
         rules = standing_instructions(session)
         if context and not (rules := _global_rules(rules, project)):
             continue  # another project's session: nothing of it reaches this project's memory
-        when = _start_of(session, ref)
-        if since is not None and when < since:
-            continue
         out.append(HistorySession(session.id, when, session.cwd, project, rules, context=context))
     if where is not None and all(s.context for s in out):
         raise NotFoundError(f"no session to replay in {where[0]} (use --all for every project)")
