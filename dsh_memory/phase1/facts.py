@@ -17,7 +17,7 @@ from dsh_memory.phase1.user_words import CODE, TASK_VERB
 
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 32
-MAX_CONCLUSION_CHARS = 2000  # the recap's share of the turns' conclusions
+MAX_CONCLUSION_CHARS = 2600  # the recap's share of the turns' conclusions (recaps stay well under 4,000)
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|\n+")
 BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")  # a list item's marker
