@@ -151,3 +151,68 @@ def test_a_limit_the_server_refuses_is_disabled_with_a_warning(refusing_api, cap
     assert record.levelno == logging.WARNING
     message = record.getMessage()
     assert "disabled" in message and refusing_api in message and "403" in message, message
+
+
+@pytest.fixture()
+def busy_once_api(prefect_api):
+    """The session's Prefect API behind a loopback proxy that refuses the first lease request
+    with a bare 503, as the server does when its SQLite is busy (right after another run)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import httpx
+
+    upstream = prefect_api.removesuffix("/api")
+    refused: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def _answer(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path.endswith("/increment-with-lease") and not refused:
+                refused.append(self.path.rsplit("/", 1)[-1])
+                status, content, ctype = 503, b'{"exception_message": "Service Unavailable"}', "application/json"
+            else:
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                r = httpx.request(self.command, upstream + self.path, content=body, headers=headers, timeout=30)
+                status, content, ctype = r.status_code, r.content, r.headers.get("content-type", "application/json")
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/api", refused
+    finally:
+        server.shutdown()
+
+
+def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_once_api, monkeypatch):
+    """The Prefect client sends a refused request again after 2 s; the run's lease request, after
+    0.1 s: the run gets its slots without the wait, holds them and returns them. (Only the run's
+    own lease client goes through the refusing proxy; events and renewals reach the server.)"""
+    from dsh_memory.llm import limit
+
+    url, refused = busy_once_api
+    own_client = limit._client
+
+    def through_proxy():
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            return own_client()
+
+    monkeypatch.setattr(limit, "_client", through_proxy)
+    name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
+    t0 = time.monotonic()
+    with run_slots(2, name):
+        waited = time.monotonic() - t0
+        assert _active(name) == 2
+        assert _hammer(threads=4, rounds=1) == 2
+    assert _active(name) == 0
+    assert refused == ["increment-with-lease"]
+    assert waited < 1.0, waited

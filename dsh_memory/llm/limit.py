@@ -10,7 +10,12 @@ Across runs and hosts, with a Prefect server configured, the run takes its slots
 concurrency limit `dsh-memory-llm` (created or resized to `settings.concurrency`) with Prefect's
 own `concurrency()`, once for the whole run, as many as it has calls to make (at most the
 limit): Prefect leases and renews them, so runs on every host together never call the model
-more often at once than the limit, and a run that finds too few free waits for them. A killed
+more often at once than the limit, and a run that finds too few free waits for them. The run
+first asks for its lease itself, through a client that sends a request the server's busy SQLite
+refused (503) again after 0.1 s, not after the Prefect client's 2 s (`_retry_soon`): right after
+another run the first request is refused, and the run's start waited 2 s for nothing
+(bench/bench_phase1.py). A lease taken so is held as `concurrency()` holds its own (events,
+renewal, release); when the slots are taken (423), `concurrency()` waits for them. A killed
 run's lease expires on the server within about a minute (until then its slots stay taken). In
 ephemeral mode there are no leases (a killed process would hold its slots forever), so the
 bound is the run's alone.
@@ -30,6 +35,7 @@ log = logging.getLogger(__name__)
 
 LIMIT_NAME = "dsh-memory-llm"
 LEASE_SECONDS = 60.0  # the server's minimum: how long a killed run's slots stay taken
+RETRY_SOON = "0.1"  # s: when a request the server's busy database refused is sent again (`_retry_soon`)
 
 _SLOTS: ContextVar[threading.BoundedSemaphore | None] = ContextVar("dsh_memory_model_slots", default=None)
 
@@ -79,10 +85,9 @@ def _global_slots(size: int, occupy: int, name: str) -> Iterator[None]:
         yield
         return
     try:
-        from prefect.client.orchestration import get_client
-
-        with get_client(sync_client=True) as client:
+        with _client() as client:
             client.upsert_global_concurrency_limit_by_name(name, size)
+            lease = _lease_now(client, name, occupy)
     except Exception as exc:
         _logger().warning(
             "global LLM limit %r disabled for this run (model calls bounded by this run's %d slots only): "
@@ -91,12 +96,88 @@ def _global_slots(size: int, occupy: int, name: str) -> Iterator[None]:
         )
         yield
         return
+    if lease is not None:
+        with _holding(lease, occupy):
+            yield
+        return
     from prefect.concurrency.sync import concurrency
 
     with concurrency(
         name, occupy=occupy, lease_duration=LEASE_SECONDS, strict=True, raise_on_lease_renewal_failure=False
     ):
         yield
+
+
+def _client():
+    """A Prefect client whose requests refused by a busy server are retried soon (`_retry_soon`)."""
+    from prefect.client.orchestration import get_client
+
+    return get_client(sync_client=True, httpx_settings={"event_hooks": {"response": [_retry_soon]}})
+
+
+def _retry_soon(response) -> None:
+    """A 503 without Retry-After: the server's SQLite was busy. Its `increment-with-lease` reads
+    the limit, then updates it, in one transaction, which fails at once when the server's own
+    writers (a run's task runs, events, logs) commit in between, as they do right after a run;
+    retried after RETRY_SOON s instead of the Prefect client's 2 s back-off."""
+    if response.status_code == 503 and "retry-after" not in response.headers:
+        response.headers["Retry-After"] = RETRY_SOON
+
+
+def _lease_now(client, name: str, occupy: int):
+    """The lease of `occupy` slots if they are free now, else None: then Prefect's
+    `concurrency()` takes them, waiting while other runs hold them (423), as it always did."""
+    try:
+        from prefect.client.schemas.responses import ConcurrencyLimitWithLeaseResponse
+
+        _lease_parts()  # a Prefect without them: its concurrency() alone
+        response = client.increment_concurrency_slots_with_lease(
+            names=[name], slots=occupy, mode="concurrency", lease_duration=LEASE_SECONDS
+        )
+        lease = ConcurrencyLimitWithLeaseResponse.model_validate(response.json())
+    except Exception:  # 423: the limit is full; 503 after the quick retries; an unknown answer
+        return None
+    return lease if lease.limits else None
+
+
+def _lease_parts():
+    from prefect.concurrency._events import emit_concurrency_acquisition_events, emit_concurrency_release_events
+    from prefect.concurrency._leases import maintain_concurrency_lease
+    from prefect.concurrency.context import ConcurrencyContext
+
+    return (
+        emit_concurrency_acquisition_events,
+        emit_concurrency_release_events,
+        maintain_concurrency_lease,
+        ConcurrencyContext,
+    )
+
+
+@contextmanager
+def _holding(lease, occupy: int) -> Iterator[None]:
+    """A lease `_lease_now` took, held as Prefect's `concurrency()` holds the one it takes
+    (prefect/concurrency/_sync.py): its events, renewed while held, released at the end; if the
+    release fails, the run's concurrency context releases it as it exits (else it expires)."""
+    acquired_events, released_events, maintain, concurrency_context = _lease_parts()
+    ctx = concurrency_context.get()
+    if ctx is not None:
+        ctx.cleanup_lease_ids.append(lease.lease_id)
+    events = acquired_events(lease.limits, occupy)
+    try:
+        with maintain(lease.lease_id, LEASE_SECONDS, raise_on_lease_renewal_failure=False):
+            yield
+    finally:
+        try:
+            with _client() as client:
+                client.release_concurrency_slots_with_lease(lease_id=lease.lease_id)
+        except Exception as exc:
+            _logger().warning(
+                "could not release the LLM slots' lease %s: %s: %s", lease.lease_id, type(exc).__name__, exc
+            )
+        else:
+            if ctx is not None and lease.lease_id in ctx.cleanup_lease_ids:
+                ctx.cleanup_lease_ids.remove(lease.lease_id)
+        released_events(lease.limits, occupy, events)
 
 
 def _logger():
