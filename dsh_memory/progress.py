@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 Listener = Callable[[str, int, int, str], None]  # (phase, advanced_by, total, label)
@@ -46,10 +46,8 @@ def _tell(listeners: list, *args: Any) -> None:
     with _lock:
         listeners = list(listeners)
     for fn in listeners:
-        try:
+        with suppress(Exception):  # a broken progress bar must never break the pipeline
             fn(*args)
-        except Exception:  # a broken progress bar must never break the pipeline
-            pass
 
 
 def report(phase: str, done: int, total: int, label: str = "") -> None:

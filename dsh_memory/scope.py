@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import stat
+from contextlib import suppress
 
 GLOBAL = "global"
 MAX_WALK = 64
@@ -136,14 +137,12 @@ def _walk(path: str) -> str | None:
     linked worktree's is its main repository (`main_worktree`)."""
     cur = path
     for _ in range(MAX_WALK):
-        try:
+        with suppress(OSError):
             st = os.lstat(os.path.join(cur, ".git"))
             if stat.S_ISDIR(st.st_mode):
                 return cur
             if stat.S_ISREG(st.st_mode):
                 return main_worktree(cur)
-        except OSError:
-            pass
         parent = os.path.dirname(cur)
         if parent == cur:
             return None
@@ -160,11 +159,9 @@ def locate(cwd: str | None) -> tuple[str | None, bool]:
         return path, False
     base = path  # a folder that is gone (or not made yet) still lies in the repository around it
     for _ in range(MAX_WALK):
-        try:
+        with suppress(OSError, ValueError):
             if stat.S_ISDIR(os.stat(base).st_mode):
                 break
-        except (OSError, ValueError):
-            pass
         if os.path.dirname(base) == base:
             return path, False
         base = os.path.dirname(base)

@@ -13,6 +13,7 @@ bullet the MEMORY.md cap drops (oldest of the largest section) goes to MEMORY.ar
 from __future__ import annotations
 
 import re
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,12 +150,10 @@ def _task_line(store: Any, block: Any) -> str:
 
     rel = f"rollout_summaries/{block.slug}.md"
     gist = ""
-    try:
+    with suppress(Exception):  # a missing recap only loses its gist
         body = parse_front_matter(store.read_text(rel))[1]
         lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
         gist = next((ln for ln in lines if not ln.startswith("#")), "")[:200]
-    except Exception:  # noqa: BLE001 - a missing recap only loses its gist
-        pass
     date = (block.updated_at or "")[:10] or "unknown"
     line = f"- {rel} (session={block.session_id}, source={block.source}, updated={date})"
     return f"{line}: {gist}" if gist else line

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +99,8 @@ def unload_all() -> None:
     """Drop cached models and contexts (tests; freeing memory). Waits for a running decode."""
     with _DECODE_LOCK, _CACHE_LOCK:
         for obj in [*_CONTEXTS.values(), *_MODELS.values()]:
-            try:
+            with suppress(Exception):  # best effort
                 obj.close()
-            except Exception:  # noqa: BLE001 - best effort
-                pass
         _CONTEXTS.clear()
         _MODELS.clear()
 

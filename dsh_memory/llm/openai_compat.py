@@ -29,6 +29,7 @@ import email.utils
 import re
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -115,17 +116,13 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     """Retry-After as seconds (delta-seconds or HTTP date), or retry-after-ms; None if absent/bad."""
     ms = headers.get("retry-after-ms")
     if ms:
-        try:
+        with suppress(ValueError):
             return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
     value = (headers.get("retry-after") or "").strip()
     if not value:
         return None
-    try:
+    with suppress(ValueError):
         return max(0.0, float(value))
-    except ValueError:
-        pass
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from typing import Any
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -77,10 +78,8 @@ def loads_lenient(text: str) -> Any:
     if not isinstance(text, str):
         raise ValueError("not a string")
     s = text.strip().lstrip("\ufeff")
-    try:
+    with suppress(ValueError):
         return json.loads(s, strict=False)  # strict=False: raw newlines/tabs inside strings
-    except ValueError:
-        pass
     try:
         return json.loads(_repair(s), strict=False)
     except ValueError as exc:
@@ -121,12 +120,10 @@ def _balanced_end(text: str, start: int) -> int | None:
 
 def _objects_in(text: str) -> Iterator[dict]:
     """Every JSON object in `text`: the whole text, then balanced {...} spans left to right."""
-    try:
+    with suppress(ValueError):
         whole = loads_lenient(text)
         if isinstance(whole, dict):
             yield whole
-    except ValueError:
-        pass
     pos, tried = 0, 0
     while tried < _MAX_CANDIDATES:
         start = text.find("{", pos)

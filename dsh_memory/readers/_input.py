@@ -17,6 +17,7 @@ import logging
 import os
 import stat
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import BinaryIO
 
@@ -165,15 +166,13 @@ class LogLines:
         """The first `keep` decoded bytes, as `_scan` found them."""
         import zstandard
 
-        try:
+        with suppress(zstandard.ZstdError):
             for piece in _zstd_pieces(self._fh):
                 if keep <= 0:
                     return
                 if isinstance(piece, bytes):  # not a frame end or torn mark
                     yield piece[:keep]
                     keep -= len(piece)
-        except zstandard.ZstdError:
-            pass
         if keep > 0:
             raise SessionReadError(self.path, "file changed while being read")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +79,9 @@ def _walk(folder: Path, depth: int, found: dict[str, list[tuple[Path, os.stat_re
     for entry in entries:
         m = FILE_RE.match(entry.name)
         if not m:  # a folder (YYYY/MM/DD) to walk, or a file that is not a rollout
-            try:
+            with suppress(OSError):
                 if entry.is_dir(follow_symlinks=False) and depth < _MAX_DEPTH:
                     _walk(Path(entry.path), depth + 1, found)
-            except OSError:
-                pass
             continue
         st = regular_stat(entry)  # named like a rollout: must be a regular file
         if st is None:

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import httpx
@@ -32,12 +33,10 @@ def free_port() -> int:
 
 def _die_with_parent() -> None:
     """Linux: the server gets SIGTERM if the process that started it dies (even by SIGKILL)."""
-    try:
+    with suppress(Exception):
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 # The watcher: PR_SET_PDEATHSIG makes the kernel signal it when its parent (the CLI) dies; it then
@@ -143,11 +142,9 @@ class PrefectServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prefect server exited with {self.proc.returncode}; see {self.home / 'server.log'}")
-            try:
+            with suppress(httpx.HTTPError):
                 if httpx.get(f"{self.api_url}/health", timeout=2).status_code == 200:
                     return self
-            except httpx.HTTPError:
-                pass
             time.sleep(0.5)
         self.stop()
         raise TimeoutError(f"prefect server did not become healthy within {timeout:.0f}s")
@@ -158,10 +155,8 @@ class PrefectServer:
                 os.killpg(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(timeout=20)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
+                with suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         if getattr(self, "_log", None):
             self._log.close()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from dsh_memory.errors import DshMemoryError
@@ -71,11 +71,9 @@ def phase_lock(memory_root: Path | str, name: str) -> Iterator[Path]:
 
 def _note_holder(path: Path) -> None:
     """Best effort: write the holder's pid into the lock file (diagnostics only, never trusted)."""
-    try:
+    with suppress(OSError):
         with open(path, "w", encoding="ascii") as f:
             f.write(f"{os.getpid()}\n")
-    except OSError:
-        pass
 
 
 def is_running(memory_root: Path | str, name: str) -> bool:

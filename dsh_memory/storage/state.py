@@ -16,7 +16,7 @@ import random
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -84,10 +84,8 @@ class StateStore:
         with self._all_lock:
             conns, self._all = self._all, []
         for c in conns:
-            try:
+            with suppress(sqlite3.Error):
                 c.close()
-            except sqlite3.Error:
-                pass
         self._local = threading.local()
 
     def schema_version(self) -> int:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,10 +168,8 @@ def _args_summary(args: Any, cap: int) -> str:
     if isinstance(args, str):
         stripped = args.strip()
         if stripped[:1] in "{[":
-            try:
+            with suppress(ValueError):
                 args = json.loads(stripped)
-            except ValueError:
-                pass
     if args is None or args == "" or args == {}:
         return ""
     if isinstance(args, dict):

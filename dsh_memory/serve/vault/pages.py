@@ -8,6 +8,7 @@ The vault is a person looking, not an agent using memory: its reads and searches
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -129,12 +130,10 @@ def browse(ctx: MemoryContext) -> dict[str, Any]:
         first = next((ln.strip() for ln in body.splitlines() if ln.strip()), "")
         notes.append({"path": rel, "title": fields.get("title") or first[:120], "created": fields.get("created_at")})
     skills = []
-    try:
+    with suppress(NotFoundError):
         for e in list_dir(store, "skills").entries:
             if e.type == "directory":
                 skills.append({"name": e.path.rsplit("/", 1)[-1], "path": f"{e.path}/SKILL.md"})
-    except NotFoundError:
-        pass
     retired = [
         {"name": s, "path": f"{RETIRED_PREFIX}{s}.md", "retired_at": retired_at.get(s)} for s in store.retired_slugs()
     ]
