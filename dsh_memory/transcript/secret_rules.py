@@ -98,6 +98,11 @@ def _c(p: str) -> re.Pattern[str]:
     return re.compile(p)
 
 
+def _tok(kind: str, triggers: tuple[str, ...], pattern: str, lower: bool = False) -> Rule:
+    """A rule that replaces only its `tok` group, in any text (not gated)."""
+    return Rule(kind, triggers, _c(pattern), group="tok", lower=lower, gated=False)
+
+
 def _prefixed(kind: str, prefix: str, body: str, right: str = _R, triggers: tuple[str, ...] = ()) -> Rule:
     return Rule(kind, triggers or (prefix,), _c(_start(prefix) + body + right))
 
@@ -260,7 +265,7 @@ _TOKEN_RULES = [
         gated=False,
         window=48,
     ),
-    Rule("azure_sas", ("sig=",), _c(r"sig=(?<=[?&;]sig=)(?P<tok>[A-Za-z0-9%+/=]{16,})"), group="tok", gated=False),
+    _tok("azure_sas", ("sig=",), r"sig=(?<=[?&;]sig=)(?P<tok>[A-Za-z0-9%+/=]{16,})"),
     # AI APIs: Hugging Face (user, org), Groq, Replicate, Perplexity, xAI, LangSmith, Tavily
     _prefixed("huggingface_token", "hf_", "[A-Za-z]{30,}"),
     _prefixed("huggingface_token", "api_org_", "[A-Za-z]{30,}"),
@@ -322,33 +327,25 @@ _TOKEN_RULES = [
 
 # --- headers, URLs, command lines (the header patterns run on the lower-cased text) ----------
 _HEADER_RULES = [
-    Rule(
+    _tok(
         "bearer_token",
         ("bearer",),
-        _c(_start("bearer") + r"[ \t]+(?P<tok>[A-Za-z0-9._~+/-]{16,}=*)"),
-        group="tok",
+        _start("bearer") + r"[ \t]+(?P<tok>[A-Za-z0-9._~+/-]{16,}=*)",
         lower=True,
-        gated=False,
     ),
-    Rule(
+    _tok(
         "basic_auth",
         ("authorization",),
-        _c(r"authorization[\"']?\s*[:=]\s*[\"']?basic[ \t]+(?P<tok>[A-Za-z0-9+/]{8,}=*)"),
-        group="tok",
+        r"authorization[\"']?\s*[:=]\s*[\"']?basic[ \t]+(?P<tok>[A-Za-z0-9+/]{8,}=*)",
         lower=True,
-        gated=False,
     ),
     # Any other scheme (`token`, `Token`, `Bot`, `SSWS`, …) or a bare token after Authorization:
-    Rule(
+    _tok(
         "token",
         ("authorization",),
-        _c(
-            r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[A-Za-z][A-Za-z0-9-]{1,20}[ \t]+)?"
-            r"(?P<tok>(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)"
-        ),
-        group="tok",
+        r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[A-Za-z][A-Za-z0-9-]{1,20}[ \t]+)?"
+        r"(?P<tok>(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)",
         lower=True,
-        gated=False,
     ),
     # Cookie / Set-Cookie headers: every value of 16+ characters
     Rule(
@@ -364,20 +361,16 @@ _HEADER_RULES = [
 
 # Passwords inside URLs: scheme://user:password@host (the user may be empty: redis://:pw@host).
 _URL_RULES = [
-    Rule(
+    _tok(
         "password",
         ("://",),
-        _c(r"://(?P<user>[^\s/:@\[\]\\]{0,64}):(?P<tok>[^\s/@\[\]\\]{3,200})(?=@)"),
-        group="tok",
-        gated=False,
+        r"://(?P<user>[^\s/:@\[\]\\]{0,64}):(?P<tok>[^\s/@\[\]\\]{3,200})(?=@)",
     ),
     # A token as the whole user part: https://<key>@o1.ingest.sentry.io/2, https://<token>@host/repo.
-    Rule(
+    _tok(
         "token",
         ("://",),
-        _c(r"://(?P<tok>(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,200})(?=@)"),
-        group="tok",
-        gated=False,
+        r"://(?P<tok>(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,200})(?=@)",
     ),
 ]
 
@@ -385,46 +378,32 @@ _URL_RULES = [
 # No value class here includes `[` or `]`: a later stage's marker must never become part of a value.
 _NOT_REF = r"(?!\[REDACTED|\$|%[A-Za-z_]|<[A-Za-z_])"
 _CLI_RULES = [
-    Rule(
+    _tok(
         "password",
         ("-u", "--user"),
-        _c(r"-(?<![^\s]-)(?:u|-user)(?:[ \t]+|=)[\"']?[^\s:\"'@]{1,64}:" + _NOT_REF + r"(?P<tok>[^\s\"'@\[\]]{3,200})"),
-        group="tok",
-        gated=False,
+        r"-(?<![^\s]-)(?:u|-user)(?:[ \t]+|=)[\"']?[^\s:\"'@]{1,64}:" + _NOT_REF + r"(?P<tok>[^\s\"'@\[\]]{3,200})",
     ),
-    Rule(
+    _tok(
         "password",
         ("mysql",),
-        _c(
-            _start("mysql")
-            + r"(?:dump|admin|check|import|sh)?\b[^\n|;&]{0,200}?[ \t]-p(?P<tok>[^\s\"'\[\]-][^\s\"'\[\]]{2,})"
-        ),
-        group="tok",
-        gated=False,
+        _start("mysql")
+        + r"(?:dump|admin|check|import|sh)?\b[^\n|;&]{0,200}?[ \t]-p(?P<tok>[^\s\"'\[\]-][^\s\"'\[\]]{2,})",
     ),
-    Rule(
+    _tok(
         "password",
         ("sshpass",),
-        _c(
-            _start("sshpass")
-            + r"[ \t]+(?:-[a-oq-zA-Z]\S{0,64}[ \t]+){0,8}-p[ \t]*[\"']?"
-            + _NOT_REF
-            + r"(?P<tok>[^\s\"'\[\]]{3,})"
-        ),
-        group="tok",
-        gated=False,
+        _start("sshpass")
+        + r"[ \t]+(?:-[a-oq-zA-Z]\S{0,64}[ \t]+){0,8}-p[ \t]*[\"']?"
+        + _NOT_REF
+        + r"(?P<tok>[^\s\"'\[\]]{3,})",
     ),
-    Rule(
+    _tok(
         "password",
         ("machine",),
-        _c(
-            _start("machine")
-            + r"[ \t]+\S{1,255}(?:\s+login[ \t]+\S{1,255})?\s+password[ \t]+"
-            + _NOT_REF
-            + r"(?P<tok>[^\s\[\]]{3,})"
-        ),
-        group="tok",
-        gated=False,
+        _start("machine")
+        + r"[ \t]+\S{1,255}(?:\s+login[ \t]+\S{1,255})?\s+password[ \t]+"
+        + _NOT_REF
+        + r"(?P<tok>[^\s\[\]]{3,})",
     ),
 ]
 
