@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from dsh_memory.blocks._fields import (
     OFF,
@@ -88,15 +88,10 @@ class MemorySettingsBlock(SettingsBlock):
     semantic_search: SemanticSearch | None = _m("semantic_search")
     exclude_projects: list[str] | None = _m("exclude_projects")
 
-    @field_validator("memory_root")
+    @field_validator("memory_root", "dsh_sessions_dir", "codex_sessions_dir", "claude_projects_dir")
     @classmethod
-    def _check_root(cls, v: str | None) -> str | None:
-        return check_path(v)
-
-    @field_validator("dsh_sessions_dir", "codex_sessions_dir", "claude_projects_dir")
-    @classmethod
-    def _check_source(cls, v: str | None) -> str | None:
-        return check_path(v, allow_off=True)
+    def _check_path(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return check_path(v, allow_off=info.field_name != "memory_root")  # a source may be 'off'
 
     @field_validator("exclude_projects")
     @classmethod

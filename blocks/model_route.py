@@ -27,6 +27,24 @@ def _m(name: str, unset: str | None = None) -> Any:
     return mirror(ModelRoute, name, unset or f"the default, {default_text(ModelRoute, name)}")
 
 
+def _model(phase: int, what: str) -> Any:
+    return Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description=f"Model for Phase {phase} {what}. Empty: $DSH_MEMORY_MODEL, else {DEFAULT_MODEL!r}.",
+    )
+
+
+def _effort(phase: int) -> Any:
+    return Field(
+        None,
+        pattern=EFFORT_PATTERN,
+        description=f"Reasoning effort of Phase {phase} (off/low/high/max on DeepSeek; low/medium/high on "
+        "OpenAI); checked against the model's metadata at run time. Empty: provider default.",
+    )
+
+
 class ModelRouteBlock(SettingsBlock):
     """Model endpoint of dsh-memory: provider (OpenAI-compatible or local llama.cpp), base URL,
     API key (stored as a secret), model, reasoning effort and output cap per phase. Empty fields
@@ -51,30 +69,10 @@ class ModelRouteBlock(SettingsBlock):
         description="API key, stored as a secret and never logged. Empty: $DSH_MEMORY_API_KEY, else "
         "$DEEPSEEK_API_KEY (none needed for local servers).",
     )
-    phase1_model: str | None = Field(
-        None,
-        min_length=1,
-        max_length=200,
-        description=f"Model for Phase 1 extraction. Empty: $DSH_MEMORY_MODEL, else {DEFAULT_MODEL!r}.",
-    )
-    phase2_model: str | None = Field(
-        None,
-        min_length=1,
-        max_length=200,
-        description=f"Model for Phase 2 consolidation. Empty: $DSH_MEMORY_MODEL, else {DEFAULT_MODEL!r}.",
-    )
-    phase1_reasoning_effort: str | None = Field(
-        None,
-        pattern=EFFORT_PATTERN,
-        description="Reasoning effort of Phase 1 (off/low/high/max on DeepSeek; low/medium/high on "
-        "OpenAI); checked against the model's metadata at run time. Empty: provider default.",
-    )
-    phase2_reasoning_effort: str | None = Field(
-        None,
-        pattern=EFFORT_PATTERN,
-        description="Reasoning effort of Phase 2 (off/low/high/max on DeepSeek; low/medium/high on "
-        "OpenAI); checked against the model's metadata at run time. Empty: provider default.",
-    )
+    phase1_model: str | None = _model(1, "extraction")
+    phase2_model: str | None = _model(2, "consolidation")
+    phase1_reasoning_effort: str | None = _effort(1)
+    phase2_reasoning_effort: str | None = _effort(2)
     phase1_max_tokens: int | None = _m("phase1_max_tokens")
     phase2_max_tokens: int | None = _m("phase2_max_tokens")
     timeout_seconds: float | None = _m("timeout_seconds")
