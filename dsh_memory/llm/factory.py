@@ -69,14 +69,14 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
         )
     if provider == "local":
         try:
-            from dsh_memory.llm.local import make_local_llm  # lazy: an optional dependency
+            from dsh_memory.llm.local import LocalLLM  # lazy: an optional dependency
         except Exception as exc:  # ImportError, or the binding failing to load
             raise NoModelRouteError(
                 f"provider 'local' is unavailable ({type(exc).__name__}: {exc}). Install the local-model "
                 f"extra and set DSH_MEMORY_MODEL_PATH, or use an endpoint instead. {FIX_IT}"
             ) from None
         try:
-            return make_local_llm(route.model_copy(update={"provider": "local"}), p)
+            return LocalLLM.from_route(route)
         except NoModelRouteError:
             raise
         except ConfigError as exc:  # e.g. the model file is missing: for the pipeline, no route

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory import cancel
-from dsh_memory.errors import ConfigError, LLMFatalError, LLMOutputError, LLMTruncatedError
+from dsh_memory.errors import LLMFatalError, LLMOutputError, LLMTruncatedError
 from dsh_memory.llm import grammar
 from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage
 from dsh_memory.llm.model_files import resolve_model_path
@@ -390,10 +390,3 @@ def _close(text: str, is_json: bool) -> str:
         return json.dumps(loads_truncated(text), ensure_ascii=False)
     except ValueError:
         return text
-
-
-def make_local_llm(route, phase: str = "phase1", **kwargs: Any) -> LocalLLM:
-    """Factory contract for `dsh_memory.llm.factory.make_llm` (provider "local")."""
-    if route.provider != "local":
-        raise ConfigError(f"make_local_llm needs provider 'local', got {route.provider!r}")
-    return LocalLLM.from_route(route, **kwargs)
