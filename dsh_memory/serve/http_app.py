@@ -62,9 +62,6 @@ class RpcContext:
 
     def __init__(self, ctx: MemoryContext):
         self.ctx = ctx
-        self.settings = ctx.settings
-        self.store = ctx.store
-        self.state = ctx.state
 
     def call(self, method: str, params: dict[str, Any]) -> Any:
         if method == "get-state":
@@ -73,14 +70,15 @@ class RpcContext:
             return get_state(self.ctx)
         from dsh_memory.readpath import dispatch
 
+        settings = self.ctx.settings
         return dispatch(
-            self.store,
+            self.ctx.store,
             method,
             params,
-            max_summary_chars=self.settings.max_summary_chars,
-            stale_after_days=self.settings.stale_after_days,
-            semantic_search=self.settings.semantic_search,
-            state=self.state,
+            max_summary_chars=settings.max_summary_chars,
+            stale_after_days=settings.stale_after_days,
+            semantic_search=settings.semantic_search,
+            state=self.ctx.state,
         )
 
 

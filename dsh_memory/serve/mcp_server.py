@@ -139,9 +139,6 @@ def build_server(settings: Any = None):
     ctx = context_of(settings)
     settings, store = ctx.settings, ctx.store
 
-    def state():
-        return ctx.state
-
     def injection(**params: Any) -> str:
         """The session-start block: instructions + summary ('' when there is no memory yet)."""
         return rp.summary(
@@ -174,11 +171,11 @@ def build_server(settings: Any = None):
 
     @tool("read", READ_DESC, ReadResult)
     def memory_read(**params: Any) -> Any:
-        return rp.read(store, **params, state=state())
+        return rp.read(store, **params, state=ctx.state)
 
     @tool("search", SEARCH_DESC.format(ranking=embedder.ranking(settings.semantic_search)), SearchResult)
     def memory_search(**params: Any) -> Any:
-        return rp.search(store, **params, state=state(), semantic_search=settings.semantic_search)
+        return rp.search(store, **params, state=ctx.state, semantic_search=settings.semantic_search)
 
     @tool("add", ADD_DESC, dict[str, str], read_only=False)
     def memory_add(**params: Any) -> Any:
