@@ -7,13 +7,14 @@ drift apart (a test checks every field is mirrored).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from prefect.blocks.core import Block
 from pydantic import BaseModel, Field
+
+from dsh_memory.settings import env_mapping
 
 OFF = "off"
 _BOUNDS = ("ge", "gt", "le", "lt", "min_length", "max_length")
@@ -76,10 +77,6 @@ def expand(value: str, env: Mapping[str, str] | None = None) -> Path:
     if home and (value == "~" or value.startswith("~/")):
         return Path(home) / value[2:]
     return Path(value).expanduser()
-
-
-def env_mapping(env: Mapping[str, str] | None) -> Mapping[str, str]:
-    return os.environ if env is None else env
 
 
 def sources(

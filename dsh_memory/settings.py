@@ -26,7 +26,7 @@ _SWITCH_WORDS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off
 ENV_PREFIX = "DSH_MEMORY_"
 
 
-def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
+def env_mapping(env: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if env is None else env
 
 
@@ -75,19 +75,31 @@ def env_names(layer: type[BaseSettings]) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def _home(variable: str, folder: str, env: Mapping[str, str] | None) -> Path:
+    """`$variable`, else `~/<folder>` (with the HOME of `env`)."""
+    e = env_mapping(env)
+    return Path(e.get(variable) or Path(e.get("HOME", "~")) / folder).expanduser()
+
+
 def dsh_home(env: Mapping[str, str] | None = None) -> Path:
-    e = _env(env)
-    return Path(e.get("DSH_HOME") or Path(e.get("HOME", "~")) / ".dsh").expanduser()
+    return _home("DSH_HOME", ".dsh", env)
 
 
 def codex_home(env: Mapping[str, str] | None = None) -> Path:
-    e = _env(env)
-    return Path(e.get("CODEX_HOME") or Path(e.get("HOME", "~")) / ".codex").expanduser()
+    return _home("CODEX_HOME", ".codex", env)
 
 
 def claude_config_dir(env: Mapping[str, str] | None = None) -> Path:
-    e = _env(env)
-    return Path(e.get("CLAUDE_CONFIG_DIR") or Path(e.get("HOME", "~")) / ".claude").expanduser()
+    return _home("CLAUDE_CONFIG_DIR", ".claude", env)
+
+
+def _validated(model: type[BaseModel], values: dict, what: str):
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        from dsh_memory.errors import ConfigError
+
+        raise ConfigError(f"invalid dsh-memory {what} from the environment: {exc}") from None
 
 
 class SourceRoots(BaseModel):
@@ -212,17 +224,11 @@ class MemorySettings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> MemorySettings:
-        e = _env(env)
+        e = env_mapping(env)
         values: dict = _environment_values(MEMORY_ENVIRONMENT, e)
         root = values.get("memory_root") or (dsh_home(e) / "memories")
         values.update(memory_root=Path(root).expanduser(), roots=SourceRoots.from_env(e))
-        values.update(overrides)
-        try:
-            return cls(**values)
-        except ValidationError as exc:
-            from dsh_memory.errors import ConfigError
-
-            raise ConfigError(f"invalid dsh-memory setting from the environment: {exc}") from None
+        return _validated(cls, {**values, **overrides}, "setting")
 
 
 # Every field but the source folders (DSH_HOME, CODEX_HOME, CLAUDE_CONFIG_DIR: SourceRoots.from_env)
@@ -252,18 +258,12 @@ class ModelRoute(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> ModelRoute:
-        values: dict = _environment_values(ROUTE_ENVIRONMENT, _env(env))
+        values: dict = _environment_values(ROUTE_ENVIRONMENT, env_mapping(env))
         if "api_key" in values:
             values["api_key"] = SecretStr(values["api_key"])
         if "model_path" in values:
             values["model_path"] = Path(values["model_path"]).expanduser()
-        values.update(overrides)
-        try:
-            return cls(**values)
-        except ValidationError as exc:
-            from dsh_memory.errors import ConfigError
-
-            raise ConfigError(f"invalid dsh-memory model setting from the environment: {exc}") from None
+        return _validated(cls, {**values, **overrides}, "model setting")
 
     @property
     def endpoint_configured(self) -> bool:
