@@ -30,7 +30,8 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
 
     with memory_context() as ctx:
         refs = readers.discover(ctx.settings.roots, (source,) if source else SOURCES)
-        states = _claim_states(ctx)
+        # as `status` reads them; no state DB yet (never created here): nothing was processed
+        states = {sid: c.shown_status for sid, c in ctx.state.claims().items()} if ctx.state_exists() else {}
         excluded = _exclusion(ctx.settings)
     rows: list[dict[str, Any]] = []
     for ref in refs:
@@ -92,15 +93,6 @@ def _exclusion(settings):
         return cwd if excluded_by(cwd, settings.exclude_projects) else None
 
     return check
-
-
-def _claim_states(ctx) -> dict[str, str]:
-    """Session id → claim state, read from the memory root's state DB the way `status` reads it
-    (same context, `StateStore.claims()`, a failed claim past its retries counts as parked).
-    Never creates the DB: no state yet means nothing was processed."""
-    if not ctx.state_exists():
-        return {}
-    return {sid: c.shown_status for sid, c in ctx.state.claims().items()}
 
 
 def render_session(session_id: str, budget_tokens: int | None, since_seq: int | None):

@@ -30,21 +30,10 @@ class Param:
     def _bound(self, attr: str) -> Any:
         return next((getattr(m, attr) for m in self.metadata if getattr(m, attr, None) is not None), None)
 
-    @property
-    def ge(self) -> int | None:
-        return self._bound("ge")
-
-    @property
-    def le(self) -> int | None:
-        return self._bound("le")
-
-    @property
-    def min_length(self) -> int | None:
-        return self._bound("min_length")
-
-    @property
-    def max_length(self) -> int | None:
-        return self._bound("max_length")
+    ge = property(lambda self: self._bound("ge"))
+    le = property(lambda self: self._bound("le"))
+    min_length = property(lambda self: self._bound("min_length"))
+    max_length = property(lambda self: self._bound("max_length"))
 
     @property
     def choices(self) -> tuple[str, ...]:
