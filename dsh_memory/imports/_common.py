@@ -82,11 +82,6 @@ def front_matter(text: str) -> tuple[dict, str]:
     return {k: v for k, v in fields.items() if isinstance(k, str)}, body
 
 
-def one_line(value: object, cap: int = 200) -> str:
-    text = " ".join(str(value or "").split())
-    return text if len(text) <= cap else text[: cap - 1] + "…"
-
-
 def cut(text: str, source: Path) -> str:
     text = text.strip()
     if len(text) <= MAX_NOTE_CHARS:

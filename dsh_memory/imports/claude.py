@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dsh_memory import scope
-from dsh_memory.imports._common import MAX_FILES, Item, cut, front_matter, one_line, read_bounded
+from dsh_memory.consolidation.skill_inventory import one_line
+from dsh_memory.imports._common import MAX_FILES, Item, cut, front_matter, read_bounded
 
 AGENT = "claude"
 

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dsh_memory import scope
-from dsh_memory.imports._common import MAX_FILES, Item, cut, digest, one_line, read_bounded
+from dsh_memory.consolidation.skill_inventory import one_line
+from dsh_memory.imports._common import MAX_FILES, Item, cut, digest, read_bounded
 
 AGENT = "codex"
 _CWD_LINE = re.compile(r"^(?:[-*]\s*)?cwd:\s*(\S.*?)\s*$", re.M)
