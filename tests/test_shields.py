@@ -288,8 +288,14 @@ def test_files_the_agent_calls_unrelated_to_the_work_are_a_fact_a_commit_must_le
         ("user", "Commit the header change."),
         _bash("git add src/Header.tsx && git commit -m 'header'", "[main 1a2b3c4] header"),
         ("assistant", "Committed. The worktree has unrelated changes in `README.md` and `.shop/logs/shop.log`."),
+        ("user", "Open the PR."),
+        (
+            "assistant",
+            "The workspace is clean apart from the unrelated untracked tutorial file, and GitHub CLI is available.",
+        ),
         cwd=CWD,
     )
+    # the files that keep changing are a fact; a passing "unrelated" in a state report is not
     assert gather(s).facts == ["The worktree has unrelated changes in `README.md` and `.shop/logs/shop.log`."]
 
 

@@ -44,7 +44,7 @@ FACT_CUE = re.compile(
     r"is called|calls|runs|wraps|delegates?|mirrors?|points? (?:to|at)|is configured|configured in|is stored|stores?|"
     r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|read|written|set|kept|"
     r"registered|owned|managed|served) (?:by|in|from|at|under|via)|pinned|passes with|works with|works when|"
-    r"only works|fails (?:with|when|on|if)|unrelated)\b",
+    r"only works|fails (?:with|when|on|if)|unrelated (?:changes|edits|modifications|files)|(?:are|is) unrelated)\b",
     re.I,
 )
 ACK = re.compile(
