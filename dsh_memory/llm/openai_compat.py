@@ -102,14 +102,10 @@ def _provider_message(response: httpx.Response) -> str:
         body = response.json()
     except ValueError:
         return response.text.strip()[:_MESSAGE_CHARS]
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("detail") or err.get("msg") or err
-        else:
-            msg = err
-        return str(msg)[:_MESSAGE_CHARS]
-    return str(body)[:_MESSAGE_CHARS]
+    err = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(err, dict):
+        err = err.get("message") or err.get("detail") or err.get("msg") or err
+    return str(err)[:_MESSAGE_CHARS]
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:

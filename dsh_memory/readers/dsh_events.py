@@ -124,10 +124,7 @@ class _Mapper:
         if turn is None:
             turn = self.turn
         reason = r.data.get("reason")
-        if isinstance(reason, dict):
-            kind = as_str(reason.get("kind")) or "unknown"
-        else:
-            kind = as_str(reason) or "unknown"
+        kind = as_str(reason.get("kind") if isinstance(reason, dict) else reason) or "unknown"
         if turn is not None:
             self.turns[turn] = kind
         if kind == "completed":

@@ -71,9 +71,8 @@ def phase_lock(memory_root: Path | str, name: str) -> Iterator[Path]:
 
 def _note_holder(path: Path) -> None:
     """Best effort: write the holder's pid into the lock file (diagnostics only, never trusted)."""
-    with suppress(OSError):
-        with open(path, "w", encoding="ascii") as f:
-            f.write(f"{os.getpid()}\n")
+    with suppress(OSError), open(path, "w", encoding="ascii") as f:
+        f.write(f"{os.getpid()}\n")
 
 
 def is_running(memory_root: Path | str, name: str) -> bool:

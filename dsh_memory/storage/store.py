@@ -295,8 +295,7 @@ class MemoryStore:
     @staticmethod
     def clean_slug(slug: str) -> str | None:
         """A summary's slug from its name (`.md` optional); None when it is no valid slug."""
-        s = str(slug or "").strip()
-        s = s[:-3] if s.endswith(".md") else s
+        s = str(slug or "").strip().removesuffix(".md")
         return s if SLUG_RE.fullmatch(s) else None
 
     def _move_summary(self, slug: str, src_dir: str, dst_dir: str) -> str | None:
@@ -385,7 +384,7 @@ class MemoryStore:
                 if not src.is_file():
                     continue
                 self.notes_archive_dir.mkdir(parents=True, exist_ok=True)
-                stem, n = src.name[:-3] if src.name.endswith(".md") else src.name, 1
+                stem, n = src.name.removesuffix(".md"), 1
                 while (dst := self.resolve(f"extensions/ad_hoc/archive/{stem}{'' if n == 1 else f'-{n}'}.md")).exists():
                     n += 1
                 os.replace(src, dst)
