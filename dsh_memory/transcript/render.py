@@ -333,10 +333,7 @@ def render_transcript(session: Session, *, budget_tokens: int | None, since_seq:
     if since_seq is not None:
         events = [e for e in events if e.seq > since_seq]
     events.sort(key=lambda e: e.seq)
-    r = _Renderer(events)
-    header = _header(session, since_seq)
-    result = _fit(r, header, budget_tokens)
-    text, tokens, omitted, shortened, over = result
+    text, tokens, omitted, shortened, over = _fit(_Renderer(events), _header(session, since_seq), budget_tokens)
     return Transcript(
         session_id=session.id,
         source=session.source,
