@@ -180,11 +180,17 @@ def test_a_guess_or_a_sentence_that_leans_on_the_one_before_is_no_fact():
             "assistant",
             "The loader likely doesn't traverse `~/.cursor/plugins/local/` because of WSL.\n"
             "These are the same primitives `Chakra` wraps because it needs no provider.\n"
+            "This doesn't solve the gap in `state.json` but it never needs a lock.\n"
+            "After `start` or `join`, remember this session is in a collab under `.entire/collab/`.\n"
+            "This repo uses `bun` only, because `npm` breaks the lockfile.\n"
             "The manifest at `.cursor-plugin/plugin.json` points to `./skills/` for the skills.",
         ),
         cwd=CWD,
     )
-    assert gather(s).facts == ["The manifest at `.cursor-plugin/plugin.json` points to `./skills/` for the skills."]
+    assert gather(s).facts == [  # a skill's step after a condition is an instruction, not a fact
+        "This repo uses `bun` only, because `npm` breaks the lockfile.",
+        "The manifest at `.cursor-plugin/plugin.json` points to `./skills/` for the skills.",
+    ]
 
 
 def test_a_package_script_says_what_it_runs_as_its_tool_echoed_it():

@@ -62,6 +62,9 @@ NARRATION = re.compile(
     # an instruction (a plan's or a skill's step), not a fact: "Read the `diff` from the response"
     r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|"
     r"Verify|Avoid|Consider|Fall back|Re-\w+)\s"
+    # … also after a condition: "After `start` or `join`, remember this session is in a collab"
+    r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
+    r"check|set|add|skip|send)\b"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
 )
 # What a thing cannot do or needs: the facts that keep a next session from a wrong turn.
@@ -70,7 +73,10 @@ HEDGE = re.compile(
     r"\b(likely|probably|possibly|perhaps|suspicion|suspect|might|may not|may be|worth investigating|seems|appears to)\b",
     re.I,
 )
-DANGLING = re.compile(r"^(These|Those|They|It|Its|Both|Neither|Such)\b")  # "These are the same primitives…"
+DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solve the gap…"; not "This repo uses…"
+    r"^(These|Those|They|It|Its|Both|Neither|Such|This|That)\b"
+    r"(?!\s+(?:repo|repository|project|package|module|file|folder|directory|app|service|CLI|tool|script|command)\b)"
+)
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
 WHERE_LED = re.compile(
