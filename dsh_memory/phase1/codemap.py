@@ -133,6 +133,7 @@ def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = f
     edited first — a file it created counts as two edits more: it is a new place the next session
     cannot know of —, each with the names it defined there. `created` holds relative paths."""
     by: dict[str, Change] = {}
+    written: dict[str, list[str]] = {}  # path -> the texts written there, for `_link`
     root = (cwd or "").rstrip("/")
     for path, text in edits:
         if path.startswith("/"):
@@ -143,24 +144,23 @@ def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = f
             continue
         c = by.setdefault(path, Change(path=path))
         c.edits += 1
+        written.setdefault(path, []).append(text)
         for s in symbols_in(text):
             if s not in c.symbols:
                 c.symbols.append(s)
     ranked = sorted(by.values(), key=lambda c: (-bool(c.symbols), -(c.edits + 2 * (c.path in created))))[:MAX_FILES]
-    _link(ranked, edits, root)
+    _link(ranked, written)
     return ranked
 
 
-def _link(changed: list[Change], edits: list[tuple[str, str]], root: str) -> None:
-    """Each changed file's `uses`: the other changed files its new text names (an import of
-    `./ContextTreeView`, a `_load_prompt("erk_system_prompt.md")`): how the session's files hang
-    together, which a next session would otherwise have to grep for."""
+def _link(changed: list[Change], written: dict[str, list[str]]) -> None:
+    """Each changed file's `uses`: the other changed files its new text (`written`, by path) names
+    (an import of `./ContextTreeView`, a `_load_prompt("erk_system_prompt.md")`): how the
+    session's files hang together, which a next session would otherwise have to grep for."""
     names = {c.path: c.path.rsplit("/", 1)[-1] for c in changed}
     stems = {p: n.rsplit(".", 1)[0] for p, n in names.items()}
     for c in changed:
-        text = "\n".join(
-            w for p, w in edits if (p[len(root) + 1 :] if root and p.startswith(root + "/") else p) == c.path
-        )
+        text = "\n".join(written[c.path])
         for other, name in names.items():
             if other == c.path or len(c.uses) >= 3:
                 continue
