@@ -127,6 +127,12 @@ def lead_lists(text: str) -> list[str]:
     return out
 
 
+def named(s: str) -> int:
+    """How many things a sentence names: code spans, paths and file names, identifiers."""
+    plain = CODE.sub(" x ", s)
+    return len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
+
+
 def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
     """How much a sentence of the agent reads as a lasting fact about the project (0: not one):
     a plain statement (no narration, person, table or marker) with a `cue` and something specific."""
@@ -147,7 +153,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0
     if cue is FACT_CUE and (HEDGE.search(plain) or DANGLING.match(s)):
         return 0  # a guess under investigation, or a sentence that needs the one before it
-    specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
+    specific = named(s)
     return (1 + min(specific, 3)) if specific else 0
 
 
@@ -186,7 +192,7 @@ def conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[
             continue
         if FIRST_PERSON.search(plain) or re.match(r"(let me|now|next|ok(ay)?|sure|done|great|perfect)\b", s, re.I):
             continue
-        specific = len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
+        specific = named(s)
         if specific and not why_not_memory(s) and s.count("`") % 2 == 0:
             pool.append((specific, n, s))
     out, used = [], 0
