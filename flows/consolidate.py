@@ -1,11 +1,9 @@
 """Phase 2 flow: consolidate raw memories, ad hoc notes and forgetting candidates into the handbook.
 
 When it runs, what it writes and how it is named: docs/running.md ("The flows"). Single-flight
-through `<root>/.state/phase2.lock` (kernel-released: a killed run never locks Phase 2 out); a
-second run returns "skipped: already running". A failure keeps the raw memories, the notes and
-the pending flag and records `phase2_error`; a cut-off answer is retried with a doubled
-max_tokens (cap MAX_TOKENS_CAP). With the local model the merge is mechanical
-(consolidation/mechanical.py). Returns a Phase2Result (consolidation/result.py).
+through `<root>/.state/phase2.lock` (kernel-released: a killed run never locks Phase 2 out). A
+failure keeps the raw memories, the notes and the pending flag and records `phase2_error`. With
+the local model the merge is mechanical (consolidation/mechanical.py).
 """
 
 from __future__ import annotations
@@ -41,12 +39,6 @@ from dsh_memory.tasks.consolidate import (
 from dsh_memory.transcript.redact import redact
 
 MAX_TOKENS_CAP = 131072
-LOCK_NAME = "phase2"
-
-
-def next_max_tokens(current: int, cap: int = MAX_TOKENS_CAP) -> int | None:
-    """The output cap for a retry after a cut-off answer, or None when already at the cap."""
-    return None if current >= cap else min(cap, current * 2)
 
 
 @flow(name="consolidate", flow_run_name="consolidate/check", log_prints=False)
@@ -59,11 +51,9 @@ def consolidate_flow(force: bool = False, memory_root: str | None = None) -> Pha
 
 
 def consolidate_step(ctx: MemoryContext, force: bool = False) -> Phase2Result:
-    """Phase 2 as one step of the calling flow run: this flow's body (its tasks, gate, merge and
-    writes, its result) on a context the caller holds open (`for_run`). For the replay, which
-    consolidates before each session it checks: a flow run per consolidation costs several times
-    the local model's mechanical merge. Not its own run, so it does not rename the caller's run;
-    in a replay's run it publishes no artifact, as the flow would not (`in_replay_run`)."""
+    """This flow's body as a step of the calling flow run, on a context the caller holds open
+    (`for_run`): the replay consolidates before each session it checks, and a flow run each would
+    cost several times the mechanical merge. It does not rename the caller's run."""
     return _phase2(ctx, force, own_run=False)
 
 
@@ -80,7 +70,7 @@ def _phase2(ctx: MemoryContext, force: bool, own_run: bool = True) -> Phase2Resu
     )
     model_output = ""
     try:
-        with phase_lock(settings.memory_root, LOCK_NAME):
+        with phase_lock(settings.memory_root, "phase2"):
             model_output = _run_locked(settings, route, now, force, result, own_run)
     except AlreadyRunning:
         result.outcome, result.reason = gate_mod.SKIP_RUNNING, "another consolidation holds .state/phase2.lock"
@@ -143,7 +133,7 @@ def _ask_model(
     """Call the model until its answer parses; a cut-off answer is retried with a doubled max_tokens.
     Each answer's text is appended to `outputs` (for the artifact)."""
     messages = inputs.messages()
-    max_tokens: int | None = min(model.max_tokens, MAX_TOKENS_CAP)
+    max_tokens = min(model.max_tokens, MAX_TOKENS_CAP)
     while True:
         report.max_tokens_tried.append(max_tokens)
         reply = call_consolidation_model(model, messages, max_tokens)
@@ -153,9 +143,9 @@ def _ask_model(
             output = parse_reply(reply, inputs.mode)
         except LLMOutputError as exc:
             report.parse_errors.append(str(exc))
-            max_tokens = next_max_tokens(max_tokens) if reply.truncated else None
-            if max_tokens is None:
+            if not reply.truncated or max_tokens >= MAX_TOKENS_CAP:
                 raise
+            max_tokens = min(MAX_TOKENS_CAP, max_tokens * 2)
             get_run_logger().warning("answer unusable after a cut-off; retrying with max_tokens %d", max_tokens)
             continue
         report.output_source, report.dropped = output.source, output.dropped

@@ -6,11 +6,8 @@ docs/running.md ("The flows"). Returns a Phase1Result (dsh_memory/phase1/result.
 Sessions are mapped on a `ThreadPoolTaskRunner` the flow opens itself, not a decorator's: its
 size follows `settings.concurrency` (llm/limit.py), known only once the settings are loaded, and
 owning it orders the shutdown (on Ctrl-C/SIGTERM the cancel flag is set before its threads join).
-
-With `extract_on_workers` this flow is the single writer of a split Phase 1: it claims, renders
-and applies here, the model calls run as `extract-transcripts-pool` runs on the extract pool's
-workers (tasks/remote.py, flows/extract_transcripts.py). Either way the run shows one
-`extract-<session id>` task run per session.
+With `extract_on_workers` this flow stays the single writer: the model calls run on the extract
+pool's workers (tasks/remote.py, flows/extract_transcripts.py).
 """
 
 from __future__ import annotations
@@ -72,9 +69,7 @@ def extract_flow(
     memory_root: str | None = None,
 ) -> Phase1Result:
     """Phase 1 over the given sessions (or every candidate). `memory_root` overrides the root
-    for this run, as consolidate's does (`dsh-memory replay` builds memory in a temporary one).
-    A flow that runs it as `extract_flow.fn(…)` (extract-session) shows its tasks in its own run,
-    not in a subflow's."""
+    for this run (`dsh-memory replay` builds memory in a temporary one)."""
     with memory_context(memory_root=memory_root).for_run() as ctx:  # settings: saved block > environment > default
         result = _phase1(ctx, session_ids, backfill, dry_run, respect_idle)
     if not dry_run and not in_replay_run():  # a replay's run is not the live pipeline's latest batch
@@ -132,12 +127,9 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
 
 
 def _extract(todo: list[Decision], model: PhaseModel | None, settings: MemorySettings) -> list[Outcome]:
-    """One `extract-<session id>` task run per claimed session, ending in `finish`
-    (tasks/_session.py: files and claim done/noop, or the claim failed). With this host's model,
-    `settings.concurrency` model calls at a time (the run's slots, llm/limit.py) while the other
-    workers prepare and write sessions. Without (`extract_on_workers`), each batch is first sent
-    by one `extract-on-workers` task run (an `extract-transcripts-pool` run on the extract pool's
-    workers) and each session's task run applies its answer."""
+    """One `extract-<session id>` task run per claimed session. With this host's model,
+    `settings.concurrency` model calls at a time (llm/limit.py); without, each batch is first sent
+    by one `extract-on-workers` task run and each session's task run applies its answer."""
     where = f"with {model.provider}/{model.model}" if model else "on workers"
     get_run_logger().info("extracting %d sessions %s (concurrency %d)", len(todo), where, settings.concurrency)
     slots = run_slots(settings.concurrency, calls=len(todo)) if model else nullcontext()

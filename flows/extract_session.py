@@ -1,14 +1,11 @@
 """extract-session flow: the debounced Phase 1 run, one at a time, over every quiet session.
 
-The debounce is data (dsh_memory/storage/turn_ends.py): the receiver records each session's
-newest turn end. A run takes every session quiet for at least `debounce_seconds` whose newest
-turn end is not handled yet (plus `session`, when named: the vault's "extract now"), maps
-Phase 1 over them (flows/extract.py), marks the turn ends it saw handled, then asks Prefect for
-its next run at the next due time: a scheduled run of its own deployment whose idempotency key
-is that time, so asking twice creates one run — or, when that is within LINGER_SECONDS, waits
-for it and runs another round. A turn end recorded meanwhile stays pending (newer than the one
-handled). What starts it, what it writes and how it is named: docs/running.md ("The debounce is
-data"). Returns the extract flow's Phase1Result, with `consolidation_requested` set.
+The debounce is data (dsh_memory/storage/turn_ends.py): a round extracts every session quiet for
+`debounce_seconds` whose newest turn end is not handled yet (plus `session`, when named: the
+vault's "extract now") and marks those turn ends handled; then the run asks Prefect for its next
+run at the next due time (keyed by that time, so asking twice creates one run), or waits for it
+when it is within LINGER_SECONDS. What starts it, what it writes and how it is named:
+docs/running.md ("The debounce is data"). Returns a Phase1Result with `consolidation_requested`.
 """
 
 from __future__ import annotations
@@ -73,9 +70,7 @@ def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1R
                 time.sleep(wait)
         finally:
             ask_for_next_run(ends.next_due(debounce), debounce)
-    result.consolidation_requested = False
-    if consolidate and result.extracted:
-        result.consolidation_requested = request_consolidation()
+    result.consolidation_requested = bool(consolidate and result.extracted) and request_consolidation()
     return result
 
 
@@ -114,21 +109,16 @@ def next_run_time(due: datetime, debounce: float, now: datetime) -> datetime:
 def ask_for_next_run(due: datetime | None, debounce: float) -> str | None:
     """A scheduled run of this run's deployment at the next due time (idempotent: the time is its
     key). Returns its name; None when nothing is pending or this is no deployment run."""
-    from prefect.client.orchestration import get_client
+    from prefect.deployments import run_deployment
     from prefect.runtime import deployment
-    from prefect.states import Scheduled
 
     log = get_run_logger()
     if due is None or not deployment.id:
         return None
     at = next_run_time(due, debounce, datetime.now(UTC))
+    key = f"{deployment.id}:due:{int(at.timestamp())}"
     try:
-        with get_client(sync_client=True) as client:
-            run = client.create_flow_run_from_deployment(
-                deployment.id,
-                state=Scheduled(scheduled_time=at),
-                idempotency_key=f"{deployment.id}:due:{int(at.timestamp())}",
-            )
+        run = run_deployment(deployment.id, scheduled_time=at, idempotency_key=key, timeout=0, as_subflow=False)
     except Exception as exc:  # the schedule and the next turn end start a run anyway
         log.warning("next run not scheduled (%s: %s); the schedule will start one", type(exc).__name__, exc)
         return None

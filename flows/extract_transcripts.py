@@ -25,6 +25,8 @@ from dsh_memory.settings_loader import resolve_settings
 from dsh_memory.tasks._session import short_error
 from dsh_memory.tasks.extract import llm_extract
 
+KEYS = ("session_id", "watermark", "to_seq", "cwd", "source", "cache_scope")  # llm_extract's, from each job
+
 
 def _run_name() -> str:
     from prefect.runtime import flow_run
@@ -54,12 +56,7 @@ def extract_transcripts_flow(jobs: list[TranscriptJob]) -> list[dict]:
             parameters=dict(
                 model=unmapped(model),
                 material=[Phase1Input(evidence=j.evidence, transcript=j.text) for j in jobs],
-                session_id=[j.session_id for j in jobs],
-                watermark=[j.watermark for j in jobs],
-                to_seq=[j.to_seq for j in jobs],
-                cwd=[j.cwd for j in jobs],
-                source=[j.source for j in jobs],
-                cache_scope=[j.cache_scope for j in jobs],
+                **{k: [getattr(j, k) for j in jobs] for k in KEYS},
             ),
         )
         answers = [f.result(raise_on_failure=False) for f in futures]
