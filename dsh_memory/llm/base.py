@@ -12,6 +12,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from dsh_memory.errors import LLMOutputError
+from dsh_memory.llm.parse import loads_truncated
+
 
 class ToolSpec(BaseModel):
     """A function the model must call. `parameters` is a JSON schema (object)."""
@@ -62,6 +65,24 @@ class LLM(Protocol):
         Raises LLMTransientError / LLMFatalError / LLMTruncatedError / LLMOutputError.
         """
         ...
+
+
+def partial_call(name: str, raw: str, notes: list[str]) -> ToolCall:
+    """The tool call of an answer cut off at max_tokens, its arguments closed leniently."""
+    try:
+        args = loads_truncated(raw)
+        notes.append("truncated tool arguments closed leniently")
+    except ValueError:
+        args = None
+        notes.append("truncated tool arguments unparseable (see raw_arguments)")
+    return ToolCall(name=name, arguments=args if isinstance(args, dict) else {}, raw_arguments=raw)
+
+
+def output_error(message: str, completion: Completion) -> LLMOutputError:
+    """An LLMOutputError carrying the answer, for run logs (redact first)."""
+    exc = LLMOutputError(message)
+    exc.completion = completion  # type: ignore[attr-defined]
+    return exc
 
 
 # Who writes the memory, chosen once with the model: "model" — the model writes it (one

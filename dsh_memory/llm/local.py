@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory import cancel
-from dsh_memory.errors import LLMFatalError, LLMOutputError, LLMTruncatedError
+from dsh_memory.errors import LLMFatalError, LLMTruncatedError
 from dsh_memory.llm import grammar
-from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage
+from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage, output_error, partial_call
 from dsh_memory.llm.model_files import resolve_model_path
 from dsh_memory.llm.parse import loads_lenient, loads_truncated
 
@@ -253,9 +253,7 @@ class LocalLLM:
         if max_tokens > room:
             notes.append(f"max_tokens {max_tokens} clamped to {room} by the local context ({n_ctx} tokens)")
             max_tokens = room
-        gbnf = None
-        if tool is not None:
-            gbnf = grammar.schema_to_gbnf(self._bounded(tool, max_tokens))
+        gbnf = grammar.schema_to_gbnf(self._bounded(tool, max_tokens)) if tool is not None else None
         temp = DEFAULT_TEMPERATURE if temperature is None else float(temperature)
         with _DECODE_LOCK:
             text, n_out, hit_limit = self._generate(model, tokens, n_ctx, gbnf, max_tokens, temp)
@@ -343,25 +341,15 @@ class LocalLLM:
         text = completion.text
         args = None
         if tool is not None:
-            try:
+            with suppress(ValueError):
                 args = loads_lenient(text)
-            except ValueError:
-                args = None
             if isinstance(args, dict) and completion.finish_reason == "length":
                 # The grammar closed the object exactly at the limit: the answer is complete.
                 completion.finish_reason = "stop"
                 completion.notes.append("arguments completed exactly at max_tokens")
         if completion.finish_reason == "length":
             if tool is not None:
-                try:
-                    partial = loads_truncated(text)
-                    completion.notes.append("truncated tool arguments closed leniently")
-                except ValueError:
-                    partial = None
-                    completion.notes.append("truncated tool arguments unparseable (see raw_arguments)")
-                completion.tool_calls = [
-                    ToolCall(name=tool.name, arguments=partial if isinstance(partial, dict) else {}, raw_arguments=text)
-                ]
+                completion.tool_calls = [partial_call(tool.name, text, completion.notes)]
             raise LLMTruncatedError(
                 f"local model {self.model} stopped at max_tokens ({completion.usage.output_tokens} output tokens)",
                 partial=completion,
@@ -369,14 +357,10 @@ class LocalLLM:
         if tool is None:
             return completion
         if not isinstance(args, dict):
-            exc = LLMOutputError(f"local model {self.model} produced unparseable arguments for {tool.name}")
-            exc.completion = completion  # type: ignore[attr-defined]
-            raise exc
+            raise output_error(f"local model {self.model} produced unparseable arguments for {tool.name}", completion)
         missing = [k for k in tool.parameters.get("required", ()) if k not in args]
         if missing:
-            exc = LLMOutputError(f"local model {self.model}: {tool.name} arguments lack {', '.join(missing)}")
-            exc.completion = completion  # type: ignore[attr-defined]
-            raise exc
+            raise output_error(f"local model {self.model}: {tool.name} arguments lack {', '.join(missing)}", completion)
         completion.tool_calls = [ToolCall(name=tool.name, arguments=args, raw_arguments=text)]
         completion.text = ""
         return completion

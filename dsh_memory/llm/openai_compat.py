@@ -1,26 +1,19 @@
-"""The one real LLM client: OpenAI-compatible chat completions over httpx.
+"""The one real LLM client: OpenAI-compatible chat completions over httpx (DeepSeek by default,
+OpenAI, Ollama, vLLM, llama.cpp server). It POSTs `{base_url}/chat/completions` as given.
 
-Works against DeepSeek (default), OpenAI, Ollama, vLLM and llama.cpp server. The base URL may
-or may not end in `/v1`; the client POSTs `{base_url}/chat/completions` as given.
+With `tool`, the request forces a call to it (`tool_choice`) and `complete()` returns exactly
+one parsed tool call or raises; a model that answers in text is parsed leniently.
 
-Structured output: with `tool`, the request carries `tools=[…]` and a forced `tool_choice`;
-the answer's `tool_calls[0].function.arguments` is parsed as JSON. Models that answer in text
-instead are parsed leniently (`parse.extract_json_object`). With a tool, `complete()` returns a
-Completion with exactly one parsed tool call or raises.
+Reasoning effort (resolved once per client, `_Caps`): DeepSeek (host *.deepseek.com or
+`flavor="deepseek"`) gets `thinking:{type:disabled}` for `off`, else `thinking:{type:enabled}` +
+`reasoning_effort`; its thinking mode rejects a forced `tool_choice` (HTTP 400), so the tool is
+forced only when thinking is known to be off. Others get `reasoning_effort` only for models known
+(o-series, gpt-5) or reported by GET /models to support it. "" sends nothing; an unsupported value
+degrades to the provider default, with a note. An endpoint that answers 400 mentioning
+`tool_choice` is retried once without it (remembered).
 
-Reasoning effort on the wire (resolved once per client, see `_Caps`):
-- DeepSeek (host *.deepseek.com, or `flavor="deepseek"`): `off` → `thinking:{type:disabled}`;
-  `low|high|max` → `thinking:{type:enabled}` + `reasoning_effort`. DeepSeek's thinking mode
-  rejects a forced `tool_choice` (HTTP 400), so the tool is forced only when thinking is known
-  to be off (effort `off`, or the non-thinking alias `deepseek-chat`); otherwise tools are sent
-  with the default `auto` choice and the text fallback covers a model that does not call it.
-- OpenAI and everything else: `reasoning_effort: <id>`, only for models known (OpenAI o-series,
-  gpt-5) or reported by GET /models metadata to support it.
-- "" sends nothing (provider default). Unsupported values degrade to the default, with a note.
-Any endpoint that answers 400 mentioning `tool_choice` is retried once without it (remembered).
-
-Errors are classified here, in `_http_error` / `_transport_error`, and nowhere else.
-The API key lives only in the Authorization header: never in a message, a note or a repr.
+Errors are classified in `_http_error` / `_transport_error` only. The API key lives only in the
+Authorization header: never in a message, a note or a repr.
 """
 
 from __future__ import annotations
@@ -37,15 +30,9 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import SecretStr
 
-from dsh_memory.errors import (
-    LLMError,
-    LLMFatalError,
-    LLMOutputError,
-    LLMTransientError,
-    LLMTruncatedError,
-)
-from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage
-from dsh_memory.llm.parse import extract_json_object, loads_lenient, loads_truncated
+from dsh_memory.errors import LLMError, LLMFatalError, LLMTransientError, LLMTruncatedError
+from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage, output_error, partial_call
+from dsh_memory.llm.parse import extract_json_object, loads_lenient
 
 DEEPSEEK_EFFORTS = ("off", "low", "high", "max")
 OPENAI_EFFORTS = ("minimal", "low", "medium", "high")
@@ -316,11 +303,15 @@ class OpenAICompatLLM:
             reasoning_effort=effort,
             notes=notes,
         )
-        truncated = completion.finish_reason == "length"
         raw_calls = message.get("tool_calls") or []
         fn = (raw_calls[0].get("function") or {}) if raw_calls and isinstance(raw_calls[0], dict) else {}
-        if truncated:
-            self._fill_partial(completion, fn, tool)
+        if completion.finish_reason == "length":
+            raw = fn.get("arguments")
+            if isinstance(raw, str) and raw.strip():
+                name = fn.get("name") or (tool.name if tool else "")
+                completion.tool_calls = [partial_call(name, raw, completion.notes)]
+            elif tool is not None and (args := _text_fallback(completion.text, tool)) is not None:
+                completion.tool_calls = [ToolCall(name=tool.name, arguments=args)]
             raise LLMTruncatedError(
                 f"{self.model} stopped at max_tokens ({completion.usage.output_tokens} output tokens)",
                 partial=completion,
@@ -328,29 +319,21 @@ class OpenAICompatLLM:
         if completion.finish_reason == "insufficient_system_resource":
             raise LLMTransientError(f"{self.model}: provider reported insufficient_system_resource")
         if completion.finish_reason == "content_filter":
-            raise self._output_error(f"{self.model}: answer withheld by the provider's content filter", completion)
+            raise output_error(f"{self.model}: answer withheld by the provider's content filter", completion)
         if tool is None:
             return completion
         call = self._tool_call(fn, tool, completion)
         if call is None:
             what = "unparseable tool arguments" if fn else "no tool call"
-            raise self._output_error(
-                f"{self.model} answered with {what} and no JSON fallback for {tool.name}", completion
-            )
+            raise output_error(f"{self.model} answered with {what} and no JSON fallback for {tool.name}", completion)
         completion.tool_calls = [call]
         return completion
-
-    @staticmethod
-    def _output_error(message: str, completion: Completion) -> LLMOutputError:
-        exc = LLMOutputError(message)
-        exc.completion = completion  # type: ignore[attr-defined]  # for run logs (redact first)
-        return exc
 
     def _tool_call(self, fn: dict, tool: ToolSpec, completion: Completion) -> ToolCall | None:
         name = fn.get("name") or tool.name
         raw = fn.get("arguments")
         if isinstance(raw, dict):  # some servers (older Ollama) send an object
-            return ToolCall(name=name, arguments=raw, raw_arguments="")
+            return ToolCall(name=name, arguments=raw)
         if isinstance(raw, str) and raw.strip():
             try:
                 args = loads_lenient(raw)
@@ -362,26 +345,7 @@ class OpenAICompatLLM:
         if args is None:
             return None
         completion.notes.append("tool arguments recovered from text content")
-        return ToolCall(name=tool.name, arguments=args, raw_arguments="")
-
-    @staticmethod
-    def _fill_partial(completion: Completion, fn: dict, tool: ToolSpec | None) -> None:
-        raw = fn.get("arguments")
-        if isinstance(raw, str) and raw.strip():
-            try:
-                args = loads_truncated(raw)
-                completion.notes.append("truncated tool arguments closed leniently")
-            except ValueError:
-                args = None
-                completion.notes.append("truncated tool arguments unparseable (see raw_arguments)")
-            name = fn.get("name") or (tool.name if tool else "")
-            completion.tool_calls = [
-                ToolCall(name=name, arguments=args if isinstance(args, dict) else {}, raw_arguments=raw)
-            ]
-        elif tool is not None and completion.text:
-            args = _text_fallback(completion.text, tool)
-            if args is not None:
-                completion.tool_calls = [ToolCall(name=tool.name, arguments=args, raw_arguments="")]
+        return ToolCall(name=tool.name, arguments=args)
 
 
 def _text_fallback(text: str, tool: ToolSpec) -> dict | None:

@@ -86,30 +86,20 @@ def loads_lenient(text: str) -> Any:
         raise ValueError(f"not valid JSON even after repair: {exc}") from None
 
 
-def _string_step(c: str, in_str: bool, esc: bool) -> tuple[bool, bool, bool]:
-    """Advance the JSON string state by one character: (in_str, esc, structural), where
-    `structural` means `c` stands outside any string (so brackets there count)."""
-    if in_str:
-        if esc:
-            return True, False, False
-        if c == "\\":
-            return True, True, False
-        return c != '"', False, False
-    if c == '"':
-        return True, False, False
-    return False, False, True
-
-
 def _balanced_end(text: str, start: int) -> int | None:
     """Index just past the bracket that closes text[start] ('{' or '['), honouring strings."""
     depth = 0
     in_str = esc = False
     for i in range(start, len(text)):
         c = text[i]
-        in_str, esc, structural = _string_step(c, in_str, esc)
-        if not structural:
-            continue
-        if c in "{[":
+        if esc:
+            esc = False
+        elif in_str:
+            esc = c == "\\"
+            in_str = c != '"'
+        elif c == '"':
+            in_str = True
+        elif c in "{[":
             depth += 1
         elif c in "}]":
             depth -= 1
@@ -144,26 +134,17 @@ def _objects_in(text: str) -> Iterator[dict]:
         pos = end
 
 
-def iter_json_objects(text: str) -> Iterator[dict]:
-    """JSON objects in model text, best candidates first: fenced blocks (json-tagged first), then prose."""
-    if not text:
-        return
-    fences = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
-    ordered = [body for tag, body in fences if tag == "json"] + [body for tag, body in fences if tag != "json"]
-    for body in ordered:
-        yield from _objects_in(body)
-    yield from _objects_in(text)
-
-
 def extract_json_object(text: str, accept: Callable[[dict], bool] | None = None) -> dict | None:
-    """The first JSON object in `text` (fenced ```json blocks first, then prose) that `accept` likes.
-
-    Returns None when there is none; never raises on bad input.
-    """
+    """The first JSON object in `text` that `accept` likes: in fenced blocks (json-tagged first),
+    then in prose. None when there is none; never raises on bad input."""
+    text = text or ""
+    fences = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    bodies = [body for tag, body in fences if tag == "json"] + [body for tag, body in fences if tag != "json"]
     try:
-        for obj in iter_json_objects(text or ""):
-            if accept is None or accept(obj):
-                return obj
+        for body in [*bodies, text]:
+            for obj in _objects_in(body):
+                if accept is None or accept(obj):
+                    return obj
     except RecursionError:
         return None
     return None
