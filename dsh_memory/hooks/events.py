@@ -1,18 +1,13 @@
-"""The Prefect event a turn end becomes: `dsh.turn.ended` on resource `dsh.session.<id>`.
-
-Delivered with plain HTTP, `POST {PREFECT_API_URL}/events` with a JSON list (the self-hosted
-server's events endpoint; webhooks are Prefect Cloud only), so the CLI hook path never imports
-prefect. The receiver forwards many sessions' latest turn ends in one such list (`post_events`).
-
-The event carries ids and small scalars only: no transcript text, no paths, no secrets. The
-`extract-session` deployment's trigger on it wakes the debounced extraction run (prefect.yaml);
-the debounce itself is the recorded turn end (storage/turn_ends.py), not the event.
+"""The Prefect event a turn end becomes: `dsh.turn.ended` on resource `dsh.session.<id>`, with
+ids and small scalars only (no transcript text, paths or secrets). Delivered with plain HTTP,
+`POST {PREFECT_API_URL}/events` with a JSON list (the self-hosted server's events endpoint), so the
+CLI hook path never imports prefect. The `extract-session` deployment's trigger on it wakes the
+debounced extraction run (prefect.yaml).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,7 +55,6 @@ def post_events(
     api_url: str,
     *,
     timeout: float = 5.0,
-    headers: Mapping[str, str] | None = None,
     client: Any = None,
 ) -> None:
     """POST a list of events to `{api_url}/events` (one request). Raises EmitError on failure.
@@ -68,7 +62,7 @@ def post_events(
     import httpx
 
     url = api_url.rstrip("/") + "/events"
-    hdrs = {"Content-Type": "application/json", **(prefect_auth_headers() if headers is None else dict(headers))}
+    hdrs = {"Content-Type": "application/json", **prefect_auth_headers()}
     try:
         if client is not None:
             resp = client.post(url, json=events, headers=hdrs, timeout=timeout)

@@ -1,17 +1,12 @@
-"""The receiver's delivery: each turn end recorded at once, the latest per session forwarded to
-Prefect in batches (what a client sees: docs/agents.md, "Turn-end notifications").
+"""The receiver's delivery (docs/agents.md, "Turn-end notifications"), by one daemon thread:
 
-Recording: the daemon thread writes every accepted turn end (session, when it was received) with
-`record` (storage/turn_ends.py) within RECORD_EVERY_SECONDS, in one transaction, so the request
-path never waits on the database; a failed write is retried (a newer turn end wins).
-
-Forwarding: `submit` keeps one pending entry per session (a newer turn end replaces it); the
-thread forwards every pending entry each `interval_seconds` as ONE `POST {api}/events`, except a
-session forwarded less than `min_gap_seconds` ago, which waits for a later batch. `submit` True
-means "will be forwarded": a failed POST puts its batch back (a newer entry wins) and is retried
-with exponential backoff, re-sending the same event ids. At most `max_pending` sessions wait: a
-new one beyond that is refused (`submit` False), never accepted and then dropped. `close()`
-forwards what is pending until its timeout and logs what is left.
+- recording: every accepted turn end is written with `record` (storage/turn_ends.py) within
+  RECORD_EVERY_SECONDS, batched in one call, so the request path never waits on the database;
+- forwarding: one pending entry per session (a newer turn end replaces it), all forwarded each
+  `interval_seconds` as ONE `POST {api}/events`, except a session forwarded less than
+  `min_gap_seconds` ago. `submit` True means "will be forwarded": a failed POST or write is
+  retried (backoff; same event ids; a newer entry wins). Beyond `max_pending` sessions a new one
+  is refused, never accepted and then dropped.
 """
 
 from __future__ import annotations
@@ -275,8 +270,3 @@ class TurnEndForwarder:
             self.posts += 1
             self.forwarded += len(batch)
         return True
-
-
-def retry_after_seconds(forwarder: TurnEndForwarder) -> int:
-    """A Retry-After for a refused turn end: two cadences, at least one second."""
-    return max(1, int(round(forwarder.interval * 2)))

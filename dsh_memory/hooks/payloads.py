@@ -1,19 +1,15 @@
-"""Strict validation of turn-end notifications into one `TurnEnd` model.
-
-Three senders, three shapes (see reference/dsh-session-format.md §10 and codex-memories.md §5/§7):
-  * dsh    — our DSH plugin / Claude-Code hook bridge:
-             `{sessionId, turn, reason: {kind, …}, seq, header?, transcriptPath?}`
-  * codex  — Codex `notify` (JSON as the last argv argument):
-             `{type: "agent-turn-complete", thread-id, turn-id, cwd, input-messages, last-assistant-message}`
+"""Strict validation of turn-end notifications into one `TurnEnd` model. Three senders, three
+shapes (the `_*Body` models below; reference/dsh-session-format.md §10, codex-memories.md §5/§7):
+  * dsh    — our DSH plugin: `{sessionId, turn, reason: {kind, …}, seq, header?, transcriptPath?}`
+  * codex  — Codex `notify` (JSON as the last argv argument): `{type: "agent-turn-complete", thread-id, …}`
   * claude — Claude Code hook stdin: `{session_id, transcript_path, cwd, hook_event_name, stop_hook_active}`
-             (DSH's Claude-Code hook bridge sends this shape too, with a transcript under
-             $DSH_HOME/sessions: it is accepted as kind 'dsh')
+             (DSH's Claude-Code hook bridge sends it too, with a transcript under $DSH_HOME/sessions:
+             accepted as kind 'dsh')
 
-A payload is either rejected (`PayloadError`, with an HTTP status: 413 too large, 400 otherwise)
-or accepted as a `TurnEnd`, which says whether it should trigger extraction and, if not, why.
-Transcript paths are checked *lexically* and through symlinks to lie inside the agent's
-configured root; nothing here ever opens, stats for content, or writes such a path.
-Error messages name fields and rules, never echo submitted values.
+A payload is rejected (`PayloadError` with an HTTP status: 413 too large, 400 otherwise) or
+accepted as a `TurnEnd` that says whether it should trigger extraction and, if not, why.
+Transcript paths are checked lexically and through symlinks to lie inside the agent's root, never
+opened. Error messages name fields and rules, never echo submitted values.
 """
 
 from __future__ import annotations
@@ -286,25 +282,20 @@ def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: bool | No
 _VALIDATORS = {"dsh": _validate_dsh, "codex": _validate_codex, "claude": _validate_claude}
 
 
-def validate_payload(data: dict[str, Any], kind: str = "auto", roots: SourceRoots | None = None) -> TurnEnd:
-    """Validate an already-parsed JSON object. `kind` is 'auto' or one of KINDS."""
-    if kind not in ("auto", *KINDS):
-        raise PayloadError(f"unknown kind {kind[:32]!r}; one of: auto, {', '.join(KINDS)}")
-    if not isinstance(data, dict):
-        raise PayloadError("expected a JSON object")
-    roots = roots if roots is not None else SourceRoots.from_env()
-    shape = detect_kind(data)
-    if shape == "claude" and kind in ("auto", "dsh", "claude"):
-        # a Claude-Code-shaped body: Claude Code itself, or DSH's Claude-Code hook bridge
-        return _validate_claude(data, roots, bridge={"auto": None, "dsh": True, "claude": False}[kind])
-    return _VALIDATORS[shape if kind == "auto" else kind](data, roots)
-
-
 def parse_turn_end(
     body: bytes | str,
     kind: str = "auto",
     roots: SourceRoots | None = None,
     max_bytes: int = MAX_BODY_BYTES,
 ) -> TurnEnd:
-    """Bytes in, `TurnEnd` out, or `PayloadError` (413 / 400). The one entry point for every adapter."""
-    return validate_payload(parse_json(body, max_bytes=max_bytes), kind=kind, roots=roots)
+    """Bytes in, `TurnEnd` out, or `PayloadError` (413 / 400). The one entry point for every adapter.
+    `kind` is 'auto' or one of KINDS."""
+    data = parse_json(body, max_bytes=max_bytes)
+    if kind not in ("auto", *KINDS):
+        raise PayloadError(f"unknown kind {kind[:32]!r}; one of: auto, {', '.join(KINDS)}")
+    roots = roots if roots is not None else SourceRoots.from_env()
+    shape = detect_kind(data)
+    if shape == "claude" and kind in ("auto", "dsh", "claude"):
+        # a Claude-Code-shaped body: Claude Code itself, or DSH's Claude-Code hook bridge
+        return _validate_claude(data, roots, bridge={"auto": None, "dsh": True, "claude": False}[kind])
+    return _VALIDATORS[shape if kind == "auto" else kind](data, roots)

@@ -1,11 +1,7 @@
 """`POST /hooks/turn-end`: validate a turn-end notification and answer 202 at once; the forwarder
-(hooks/forwarder.py) records the session's newest turn end in the state database and forwards
-the Prefect event `dsh.turn.ended`, which wakes the debounced extraction run. Statuses and what
-they promise: docs/agents.md ("Turn-end notifications").
-
-Mounted by `dsh_memory.serve.http_app.create_app` behind its `LoopbackGuard` (loopback Host/Origin →
-403, `application/json` → 415, body cap → 413); the route repeats the JSON and size checks so it
-is safe on its own too. The app's shutdown forwards what is pending (`TurnEndReceiver.close`).
+(hooks/forwarder.py) records it and forwards the Prefect event `dsh.turn.ended`. Statuses and what
+they promise: docs/agents.md ("Turn-end notifications"). Mounted behind `LoopbackGuard`; the route
+repeats the JSON and size checks so it is safe on its own too.
 """
 
 from __future__ import annotations
@@ -13,7 +9,6 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-from collections.abc import Mapping
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -21,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from dsh_memory.hooks.forwarder import TurnEndForwarder, retry_after_seconds
+from dsh_memory.hooks.forwarder import TurnEndForwarder
 from dsh_memory.hooks.payloads import (
     KINDS,
     MAX_BODY_BYTES,
@@ -64,18 +59,15 @@ class TurnEndReceiver:
         api_url: str | None = _FROM_ENV,
         secret: str | None = _FROM_ENV,
         forwarder: TurnEndForwarder | None = None,
-        env: Mapping[str, str] | None = None,
-        max_body_bytes: int = MAX_BODY_BYTES,
     ):
-        e = os.environ if env is None else env
         if roots is None:
             roots = getattr(settings, "roots", None)
             if roots is None or all(v is None for v in roots.model_dump().values()):
-                roots = SourceRoots.from_env(e)
+                roots = SourceRoots.from_env()
         self.roots = roots
-        self.api_url = prefect_api_url(e) if api_url is _FROM_ENV else (api_url or None)
-        self.secret = (e.get(SECRET_ENV) or None) if secret is _FROM_ENV else (secret or None)
-        self.max_body = max_body_bytes
+        self.api_url = prefect_api_url() if api_url is _FROM_ENV else (api_url or None)
+        self.secret = (os.environ.get(SECRET_ENV) or None) if secret is _FROM_ENV else (secret or None)
+        self.max_body = MAX_BODY_BYTES
         self._state = None
         if forwarder is None and self.api_url:
             forwarder = TurnEndForwarder(
@@ -136,7 +128,7 @@ class TurnEndReceiver:
         elif self.forwarder is None:
             answer["reason"] = NO_SERVER
         elif not self.forwarder.submit(turn):
-            wait = retry_after_seconds(self.forwarder)
+            wait = max(1, round(self.forwarder.interval * 2))  # two cadences
             return _refuse(
                 503,
                 f"{self.forwarder.max_pending} sessions already wait to be forwarded to Prefect; nothing was "
