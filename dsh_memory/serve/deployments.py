@@ -1,16 +1,10 @@
-"""The deployments in prefect.yaml, built for either mode.
-
-prefect.yaml is the one source of truth: names, entrypoints, work pools, schedules, triggers and
-the concurrency limits are read from it; the effective settings replace the turn-end trigger's
-window (`debounce_seconds`: it wakes the debounced run at most that often) and the schedules' intervals
-(`catch_up_interval_seconds`, `consolidate_interval_seconds`).
-
-Two modes, never sharing a deployment name:
-- `serve` (one process): the deployments of the main pool under their yaml names
-  (`catch-up/catch-up`…), run by the serving process itself;
-- `deploy` (work pools): every deployment under its yaml name + `-pool` (`catch-up/catch-up-pool`…),
-  run by `prefect worker start` processes; `extract-transcripts` exists only in this mode (its
-  runs are the pure Phase 1 step, picked up by workers on any machine).
+"""The deployments in prefect.yaml (the one source of truth), with the effective settings'
+turn-end trigger window (`debounce_seconds`) and schedule intervals applied. Two modes, never
+sharing a deployment name:
+- `serve`: the main pool's deployments under their yaml names (`catch-up/catch-up`…), run by the
+  serving process itself;
+- `deploy`: every deployment as its yaml name + `-pool` (`catch-up/catch-up-pool`…), run by
+  `prefect worker start`; `extract-transcripts` (the pure Phase 1 step) exists only here.
 """
 
 from __future__ import annotations
@@ -68,13 +62,6 @@ def import_entrypoint(entrypoint: str):
     return getattr(importlib.import_module(f"dsh_memory.{module}"), attr)
 
 
-def wake_window_seconds(debounce_seconds: float) -> int:
-    """The turn-end trigger fires at most once per this: the debounce (at least 1 s). A turn end
-    it lets pass came less than a debounce after one it fired on, whose session stays pending
-    until a run at least a debounce later: that run sees it (flows/extract_session.py)."""
-    return max(1, int(debounce_seconds))
-
-
 def build(spec: dict[str, Any], settings: MemorySettings | None, *, suffix: str = "", job_variables=None):
     """One yaml deployment as a RunnerDeployment named `<yaml name><suffix>`, with the settings'
     debounce window and schedule interval applied (the yaml's values when `settings` is None)."""
@@ -87,7 +74,9 @@ def build(spec: dict[str, Any], settings: MemorySettings | None, *, suffix: str 
     for t in spec.get("triggers") or []:
         t = {k: v for k, v in t.items() if k != "type"}
         if settings is not None and t.get("posture") == "Reactive":
-            t["within"] = wake_window_seconds(settings.debounce_seconds)
+            # fires at most once per debounce: a turn end it lets pass is seen by the run that
+            # debounce later (flows/extract_session.py)
+            t["within"] = max(1, int(settings.debounce_seconds))
         triggers.append(DeploymentEventTrigger(**t))
     intervals = [s["interval"] for s in spec.get("schedules") or [] if "interval" in s]
     setting = INTERVAL_SETTINGS.get(spec["name"])
@@ -136,10 +125,9 @@ def ui_url(api_url: str | None) -> str | None:
 
 
 def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Ask the configured Prefect server to run one of our deployments now, without waiting (what
-    the boot catch-up and the turn-end trigger do): the new flow run's id, name and UI address.
-    ServiceUnavailableError when no Prefect server is configured (nothing would run it) or it does
-    not answer; NotFoundError when the deployment is not registered (no `dsh-memory serve`)."""
+    """Ask the configured Prefect server to run one of our deployments now, without waiting: the
+    new flow run's id, name and UI address. ServiceUnavailableError without a (reachable) server;
+    NotFoundError when the deployment is not registered (no `dsh-memory serve`)."""
     from dsh_memory.errors import NotFoundError, ServiceUnavailableError
     from dsh_memory.settings_loader import prefect_api_url
 

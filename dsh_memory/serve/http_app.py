@@ -1,14 +1,8 @@
 """Loopback HTTP: `POST /dsh-memory/rpc` (the read path + get-state + delete-file), `GET /healthz`,
-the memory vault's pages at `/` (serve/vault/), and optionally the MCP streamable-HTTP endpoint
-at `/mcp`.
-
-The app guards itself with `serve.guard.LoopbackGuard` (nothing in front of it does auth or
-CSRF): loopback Host/Origin only, JSON bodies of at most MAX_BODY_BYTES (form bodies, same bound,
-only under the vault's action prefix, whose routes check a CSRF token).
-
-Translation only: `dispatch()` runs the core; errors map to statuses in `_error()` alone.
-Other routes (turn-end webhook receiver…) plug in via `create_app(extra_routes=…)` or by
-building on `rpc_routes()` / `LoopbackGuard` directly.
+`POST /hooks/turn-end`, the memory vault's pages at `/` (serve/vault/), and optionally the MCP
+streamable-HTTP endpoint at `/mcp`, all behind `serve.guard.LoopbackGuard` (nothing in front of
+it does auth or CSRF). Translation only: `dispatch()` runs the core; errors map to statuses in
+`_error()` alone.
 """
 
 from __future__ import annotations
@@ -35,6 +29,7 @@ log = logging.getLogger(__name__)
 RPC_PATH = "/dsh-memory/rpc"
 # the read-path operations (params validated by their request models in `dispatch`) + get-state
 RPC_METHODS = ("get-state", *OPERATIONS)
+RPC_KEYS = {"method", "params", "id"}
 
 
 def _error(exc: BaseException) -> JSONResponse:
@@ -48,15 +43,6 @@ def _error(exc: BaseException) -> JSONResponse:
     )
 
 
-def get_state(ctx: MemoryContext) -> dict[str, Any]:
-    """Pipeline status for the settings page: running flags, pending, last runs, claim counts.
-    One implementation (dsh_memory.serve.status.local_status) serves the CLI `status` and this RPC."""
-    from dsh_memory.serve.status import local_status
-
-    out = local_status(ctx)
-    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in out.items()}
-
-
 class RpcContext:
     """What the RPC handlers share: the memory context (settings, store, state store)."""
 
@@ -67,7 +53,9 @@ class RpcContext:
         if method == "get-state":
             if params:
                 raise UserInputError("get-state takes no params")
-            return get_state(self.ctx)
+            from dsh_memory.serve.status import local_status  # the CLI `status`'s, too
+
+            return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in local_status(self.ctx).items()}
         from dsh_memory.readpath import dispatch
 
         settings = self.ctx.settings
@@ -89,10 +77,8 @@ def rpc_routes(ctx: RpcContext) -> list[BaseRoute]:
                 body = json.loads(await request.body())
             except (ValueError, UnicodeDecodeError):
                 raise UserInputError("request body is not valid JSON") from None
-            if not isinstance(body, dict) or not isinstance(body.get("method"), str):
-                raise UserInputError('body must be {"method": "...", "params": {...}}')
-            params = body.get("params") or {}
-            if not isinstance(params, dict) or set(body) - {"method", "params", "id"}:
+            params = (body.get("params") or {}) if isinstance(body, dict) else None
+            if not isinstance(params, dict) or not isinstance(body.get("method"), str) or set(body) - RPC_KEYS:
                 raise UserInputError('body must be {"method": "...", "params": {...}}')
             if body["method"] not in RPC_METHODS:
                 raise UserInputError(f"unknown method {body['method']!r}; one of: {', '.join(RPC_METHODS)}")
@@ -118,11 +104,9 @@ def create_app(
     vault: bool = True,
     allowed_hosts: Sequence[str] = (),
 ) -> Starlette:
-    """The loopback app. `mcp=True` also serves the MCP server (streamable HTTP) at `/mcp`.
-    `extra_routes` are mounted behind the same guard (e.g. a turn-end webhook receiver).
-    `settings`: a MemoryContext, plain MemorySettings (tests), or None for `memory_context()`
-    (saved block > environment > default), shared by the RPC, the hooks, MCP and the vault.
-    `vault=True` serves the memory vault's pages at `/`."""
+    """The loopback app. `settings`: a MemoryContext, plain MemorySettings (tests), or None for
+    `memory_context()`, shared by the RPC, the hooks, MCP and the vault. `extra_routes` are
+    mounted behind the same guard."""
     mem = context_of(settings)
     rpc = RpcContext(mem)
     routes: list[BaseRoute] = rpc_routes(rpc) + list(extra_routes)
@@ -147,10 +131,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         try:
-            if mcp_server is None:
-                yield
-                return
-            async with mcp_server.session_manager.run():
+            async with mcp_server.session_manager.run() if mcp_server else contextlib.nullcontext():
                 yield
         finally:
             await run_in_threadpool(turn_end.close)  # forward the pending turn ends first
@@ -158,7 +139,5 @@ def create_app(
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(LoopbackGuard, allowed_hosts=allowed_hosts, form_paths=form_paths)
-    app.state.rpc = rpc
-    app.state.mcp_server = mcp_server
     app.state.turn_end = turn_end
     return app

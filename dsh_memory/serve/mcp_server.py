@@ -1,11 +1,7 @@
 """The MCP server (official `mcp` SDK, v2 `MCPServer`): five tools, the summary as a resource and
-a prompt. Transports: stdio (`dsh-memory mcp`, `python -m dsh_memory.serve.mcp_server`) and streamable
-HTTP, mounted at `/mcp` by `dsh_memory.serve.http_app.create_app` (loopback only).
-
-Translation only: each tool calls one read-path function; its input schema is generated from the
-operation's request model (`readpath.params`), so names, defaults, bounds and descriptions are
-the ones the CLI and the RPC use. `_call` is the single place where our errors become tool
-errors the model can read and act on.
+a prompt, over stdio (`dsh-memory mcp`) or streamable HTTP at `/mcp` (`http_app.create_app`).
+Translation only: each tool calls one read-path function with the input schema of the operation's
+request model (the CLI's and the RPC's); `_call` alone turns our errors into tool errors.
 """
 
 from __future__ import annotations
@@ -79,43 +75,32 @@ def _call(fn: Callable[[], T]) -> T:
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def tool_parameters(model: type) -> list[inspect.Parameter]:
-    """A tool's parameters from an operation's request model: each field with its type, bounds,
-    description and default (the SDK builds the input schema from these)."""
-    from dsh_memory.readpath.params import fields
+def make_tool(run: Callable[..., Any], name: str, model: type, description: str, returns: Any, read_only: bool):
+    """An SDK Tool for `run(**params)`: its parameters are `model`'s fields (type, bounds,
+    description, default), and unknown arguments are refused like the RPC refuses them (a
+    misspelled or retired name such as line_offset must not be silently ignored); the input schema
+    says so (additionalProperties)."""
+    from mcp.server.mcpserver.tools import Tool
+    from mcp.types import ToolAnnotations
+    from pydantic import ConfigDict
 
-    return [
+    from dsh_memory.readpath.params import fields, with_signature
+
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [
         inspect.Parameter(
-            p.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=inspect.Parameter.empty if p.required else p.default,
-            annotation=p.annotated(),
+            p.name, kw, default=inspect.Parameter.empty if p.required else p.default, annotation=p.annotated()
         )
         for p in fields(model)
     ]
-
-
-def _annotations(*, read_only: bool) -> Any:
-    """Reads change nothing an agent can see (usage telemetry is bookkeeping); memory_add only
-    ever adds a new note: not destructive, not idempotent (a second call adds a second note)."""
-    from mcp.types import ToolAnnotations
-
+    with_signature(run, params, name=name, doc=description, returns=returns)
+    # Reads change nothing an agent can see (usage telemetry is bookkeeping); memory_add only ever
+    # adds a new note: not destructive, not idempotent (a second call adds a second note).
     if read_only:
-        return ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
-    return ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
-
-
-def make_tool(run: Callable[..., Any], name: str, model: type, description: str, returns: Any, read_only: bool):
-    """An SDK Tool for `run(**params)`: its parameters generated from `model`, and unknown
-    arguments refused like the RPC refuses them (a misspelled or retired name such as
-    line_offset must not be silently ignored); the input schema says so (additionalProperties)."""
-    from mcp.server.mcpserver.tools import Tool
-    from pydantic import ConfigDict
-
-    from dsh_memory.readpath.params import with_signature
-
-    with_signature(run, tool_parameters(model), name=name, doc=description, returns=returns)
-    tool = Tool.from_function(run, name=name, description=description, annotations=_annotations(read_only=read_only))
+        hints = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+    else:
+        hints = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+    tool = Tool.from_function(run, name=name, description=description, annotations=hints)
     loose = tool.fn_metadata.arg_model
     config = ConfigDict(**{**loose.model_config, "extra": "forbid"})  # type: ignore[typeddict-item]
     strict = type(loose.__name__, (loose,), {"model_config": config, "__module__": loose.__module__})

@@ -1,11 +1,9 @@
-"""Pipeline status: local bookkeeping plus, when a Prefect server is configured, its run history.
-
-Replaces the spec's get-state and logs/: what is in flight, what is pending, how the last runs
-ended, how many sessions are processed / noop / failed / parked, and the next scheduled runs.
-"""
+"""Pipeline status: local bookkeeping plus, when a Prefect server is configured, its run history
+(in flight, pending, the last runs, sessions per status, the next scheduled runs)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,33 +29,28 @@ def local_status(ctx: MemoryContext) -> dict[str, Any]:
             "excluded": _excluded(ctx),
         }
     state = ctx.state
-    claims = state.claims()
-    counts: dict[str, int] = {"done": 0, "noop": 0, "failed": 0, "parked": 0, "running": 0}
-    tokens_in = tokens_out = 0
-    failures = []
-    for c in claims.values():
-        counts[c.shown_status] = counts.get(c.shown_status, 0) + 1
-        tokens_in += c.input_tokens or 0
-        tokens_out += c.output_tokens or 0
-        if c.status == "failed":
-            failures.append(
-                {
-                    "session": c.session_id,
-                    "attempts": c.attempts,
-                    "parked": c.parked,
-                    "next_retry_at": c.next_retry_at,
-                    "error": (c.error or "")[:200],
-                }
-            )
+    claims = state.claims().values()
+    counts = {"done": 0, "noop": 0, "failed": 0, "parked": 0, "running": 0} | Counter(c.shown_status for c in claims)
+    failures = [
+        {
+            "session": c.session_id,
+            "attempts": c.attempts,
+            "parked": c.parked,
+            "next_retry_at": c.next_retry_at,
+            "error": (c.error or "")[:200],
+        }
+        for c in claims
+        if c.status == "failed"
+    ]
     running_claims = [
         c.session_id
-        for c in claims.values()
+        for c in claims
         if c.status == "running"
         and c.started_at
         and (now - c.started_at).total_seconds() < settings.stale_claim_seconds
     ]
     meta = state.get_meta()
-    models = sorted({f"{c.provider}/{c.model}" for c in claims.values() if c.model})
+    models = sorted({f"{c.provider}/{c.model}" for c in claims if c.model})
     return {
         "memory_root": str(root),
         "initialized": True,
@@ -71,7 +64,10 @@ def local_status(ctx: MemoryContext) -> dict[str, Any]:
         "phase2_error": meta.phase2_error,
         "phase2_consecutive_failures": meta.phase2_failures,
         "counts": counts,
-        "tokens": {"input": tokens_in, "output": tokens_out},
+        "tokens": {
+            "input": sum(c.input_tokens or 0 for c in claims),
+            "output": sum(c.output_tokens or 0 for c in claims),
+        },
         "models": models,
         "failures": failures[:20],
         **health(ctx, now),

@@ -65,44 +65,14 @@ class Vault:
             return self.error(request, exc)
         return self.render(request, template, **data)
 
-    def plain(self, template: str, gather, *args: Any):
-        """The GET route of a page that takes nothing from its request."""
+    def route(self, template: str, gather, *args: Any, query=None):
+        """The GET route of a page: `gather(*args, *query(request.query_params))`."""
 
         async def endpoint(request: Request) -> Response:
-            return await self.page(request, template, gather, *args)
+            extra = query(request.query_params) if query else ()
+            return await self.page(request, template, gather, *args, *extra)
 
         return endpoint
-
-    # -- GET pages ---------------------------------------------------------------------------
-    async def file(self, request: Request) -> Response:
-        q = request.query_params
-        line = q.get("line", "")
-        return await self.page(
-            request,
-            "file.html",
-            pages.file_view,
-            self.ctx,
-            q.get("path", ""),
-            q.get("view", "rendered"),
-            int(line) if line.isdigit() and len(line) < 9 else None,
-        )
-
-    async def search(self, request: Request) -> Response:
-        q = request.query_params
-        return await self.page(
-            request,
-            "search.html",
-            pages.search_view,
-            self.ctx,
-            q.get("q", ""),
-            q.get("mode", "ranked"),
-            q.get("path") or None,
-        )
-
-    async def replay(self, request: Request) -> Response:
-        from dsh_memory.replay.result import vault_page
-
-        return await self.page(request, "replay.html", vault_page, self.ctx.memory_root)
 
     # -- POST actions ------------------------------------------------------------------------
     async def act(self, request: Request) -> Response:
@@ -130,9 +100,20 @@ class Vault:
         return self.render(request, "done.html", action=action, outcome=outcome)
 
 
+def _file_query(q) -> tuple:
+    line = q.get("line", "")
+    return q.get("path", ""), q.get("view", "rendered"), int(line) if line.isdigit() and len(line) < 9 else None
+
+
+def _search_query(q) -> tuple:
+    return q.get("q", ""), q.get("mode", "ranked"), q.get("path") or None
+
+
 def vault_routes(ctx: MemoryContext) -> list[BaseRoute]:
     """The vault's routes for `create_app` (which mounts them behind its LoopbackGuard, with form
     bodies allowed under ACTION_PREFIX only)."""
+    from dsh_memory.replay.result import vault_page
+
     v = Vault(ctx)
     static = StaticFiles(directory=str(STATIC))
 
@@ -146,13 +127,13 @@ def vault_routes(ctx: MemoryContext) -> list[BaseRoute]:
         await static(scope, receive, send_with_headers)
 
     return [
-        Route("/", v.plain("overview.html", pages.overview, ctx), methods=["GET"]),
-        Route("/vault/browse", v.plain("browse.html", pages.browse, ctx), methods=["GET"]),
-        Route("/vault/file", v.file, methods=["GET"]),
-        Route("/vault/search", v.search, methods=["GET"]),
-        Route("/vault/sessions", v.plain("sessions.html", pages.sessions_view, ctx), methods=["GET"]),
-        Route("/vault/settings", v.plain("settings.html", pages.settings_view), methods=["GET"]),
-        Route("/vault/replay", v.replay, methods=["GET"]),
+        Route("/", v.route("overview.html", pages.overview, ctx), methods=["GET"]),
+        Route("/vault/browse", v.route("browse.html", pages.browse, ctx), methods=["GET"]),
+        Route("/vault/file", v.route("file.html", pages.file_view, ctx, query=_file_query), methods=["GET"]),
+        Route("/vault/search", v.route("search.html", pages.search_view, ctx, query=_search_query), methods=["GET"]),
+        Route("/vault/sessions", v.route("sessions.html", pages.sessions_view, ctx), methods=["GET"]),
+        Route("/vault/settings", v.route("settings.html", pages.settings_view), methods=["GET"]),
+        Route("/vault/replay", v.route("replay.html", vault_page, ctx.memory_root), methods=["GET"]),
         Route(ACTION_PREFIX + "{action:str}", v.act, methods=["POST"]),
         Mount("/vault/static", app=static_app, name="vault-static"),
     ]
