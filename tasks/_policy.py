@@ -21,12 +21,10 @@ def _shortest_wait(task, task_run) -> float:
     delays = task.retry_delay_seconds
     if isinstance(delays, list):
         delays = delays[min(max(0, task_run.run_count - 1), len(delays) - 1)] if delays else 0
-    factor = task.retry_jitter_factor
-    if not factor:
-        return float(delays or 0)
     from prefect.utilities.math import lower_clamp_multiple
 
-    return float(delays or 0) * lower_clamp_multiple(1 + factor)
+    factor, wait = task.retry_jitter_factor, float(delays or 0)
+    return wait * lower_clamp_multiple(1 + factor) if factor else wait
 
 
 def transient_only(task, task_run, state) -> bool:

@@ -39,8 +39,7 @@ def check_gate(settings: MemorySettings, now: datetime, force: bool) -> gate_mod
 @task(name="phase2-gather-inputs", cache_policy=NO_CACHE)
 def gather_inputs(settings: MemorySettings, now: datetime) -> inputs_mod.Phase2Inputs:
     with MemoryContext.of(settings) as ctx:
-        store, state = ctx.store, ctx.state
-        inputs = inputs_mod.gather_inputs(store, state, settings, now)
+        inputs = inputs_mod.gather_inputs(ctx.store, ctx.state, settings, now)
     capped = f"; capped: {', '.join(inputs.truncated)}" if inputs.truncated else ""
     get_run_logger().info(
         "mode %(mode)s: %(raw_blocks)d/%(raw_blocks_total)d raw blocks, %(notes)d/%(notes_total)d notes, "
@@ -63,13 +62,8 @@ def call_consolidation_model(model: PhaseModel, messages: list[dict], max_tokens
     """One forced `memory_write` call. Raises LLMTransientError (retried) / LLMFatalError."""
     log = get_run_logger()
     llm, reasoning_effort = model.llm, model.reasoning_effort
-    log.info(
-        "calling %s/%s (max_tokens %d, effort %s)",
-        llm.provider,
-        llm.model,
-        max_tokens,
-        reasoning_effort or "provider default",
-    )
+    effort = reasoning_effort or "provider default"
+    log.info("calling %s/%s (max_tokens %d, effort %s)", llm.provider, llm.model, max_tokens, effort)
     try:
         completion = llm.complete(
             messages, tool=MEMORY_WRITE_TOOL, max_tokens=max_tokens, reasoning_effort=reasoning_effort
@@ -141,22 +135,19 @@ def apply_consolidation(
 @task(name="phase2-record-outcome", cache_policy=NO_CACHE)
 def record_phase2_outcome(settings: MemorySettings, outcome: str) -> None:
     with MemoryContext.of(settings) as ctx:
-        state = ctx.state
-        state.record_phase2_outcome(outcome)
+        ctx.state.record_phase2_outcome(outcome)
 
 
 @task(name="phase2-clear-pending", cache_policy=NO_CACHE)
 def clear_pending(settings: MemorySettings) -> None:
     """Nothing to consolidate after all (e.g. a stale pending flag): clear it, record the skip."""
     with MemoryContext.of(settings) as ctx:
-        state = ctx.state
-        state.set_pending(False)
-        state.record_phase2_outcome(gate_mod.SKIP_NOTHING)
+        ctx.state.set_pending(False)
+        ctx.state.record_phase2_outcome(gate_mod.SKIP_NOTHING)
 
 
 @task(name="phase2-record-failure", cache_policy=NO_CACHE)
 def record_phase2_failure(settings: MemorySettings, error: str, now: datetime) -> None:
     """Count the failure and keep its message (raw memories, notes and the pending flag stay)."""
     with MemoryContext.of(settings) as ctx:
-        state = ctx.state
-        state.record_phase2_failure(error, now)
+        ctx.state.record_phase2_failure(error, now)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 from prefect.transactions import CommitMode, transaction
@@ -31,8 +31,6 @@ from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, transient_only
 from dsh_memory.tasks._session import finish, start
 from dsh_memory.tasks.remote import from_workers
 
-LLM_RETRIES = 3
-
 
 def cache_key(scope: str, session_id: str, watermark: int, to_seq: int, model: PhaseModel) -> str:
     """One extraction's identity: the same transcript slice through the same prompt, writer code
@@ -49,7 +47,7 @@ def _cache_key(context, parameters) -> str:
 
 @task(
     name="llm-extract",
-    retries=LLM_RETRIES,
+    retries=3,
     retry_delay_seconds=exponential_backoff(backoff_factor=1),  # 1, 2, 4 s
     retry_jitter_factor=RETRY_JITTER_FACTOR,
     retry_condition_fn=transient_only,
@@ -95,8 +93,6 @@ def extract_session(
     failed (tasks/_session.py). `claimed`: the run claimed its sessions up front. Without a
     `model` (`extract_on_workers`), `sent` holds the session's batch answers: its claim, render
     and model call were its batch's (tasks/remote.py), this run applies the answer."""
-    from prefect import get_run_logger
-
     with MemoryContext.of(settings) as ctx:
         try:
             if model is None:
@@ -104,7 +100,7 @@ def extract_session(
             if not start(ctx, settings, decision, claimed):
                 return Outcome.claimed_elsewhere(decision)
             try:
-                answer = _call_with_budget_retry(decision, model, settings, get_run_logger())
+                answer = _call_with_budget_retry(decision, model, settings)
             except Exception as exc:  # isolate: this session's claim fails, the others go on
                 answer = exc
             return finish(ctx, settings, decision, answer, (model.provider, model.model))
@@ -112,7 +108,7 @@ def extract_session(
             progress.report("phase1", 1, progress_total, decision.ref.id)
 
 
-def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: MemorySettings, log):
+def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: MemorySettings):
     """The model call; a cut-off answer is retried once with half the transcript budget."""
     ref = decision.ref
     for attempt in (1, 2):
@@ -137,4 +133,6 @@ def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: Mem
             if attempt == 2:
                 raise
             model = model.with_budget(max(500, model.budget_tokens // 2))
-            log.warning("session %s: output truncated; retrying once with budget %d", ref.id, model.budget_tokens)
+            get_run_logger().warning(
+                "session %s: output truncated; retrying once with budget %d", ref.id, model.budget_tokens
+            )

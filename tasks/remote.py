@@ -23,7 +23,6 @@ from dsh_memory.serve.deployments import EXTRACT_TRANSCRIPTS, POOL_SUFFIX
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks._session import finish, short_error, start
 
-POLL_SECONDS = 1.0
 DEPLOYMENT = EXTRACT_TRANSCRIPTS + POOL_SUFFIX
 ROUTE = ("workers", DEPLOYMENT)  # (provider, model) a claim records when the extract pool's workers failed it
 
@@ -89,7 +88,7 @@ def _run_on_workers(jobs: list[TranscriptJob], timeout_seconds: float) -> list[J
             DEPLOYMENT,
             parameters={"jobs": [j.model_dump(mode="json") for j in jobs]},
             timeout=timeout_seconds,
-            poll_interval=POLL_SECONDS,
+            poll_interval=1.0,
         )
         if not run.state or not run.state.is_final():
             _cancel(run.id)
