@@ -9,12 +9,17 @@ unreadable file.
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from datetime import UTC, date, datetime
 from typing import Any
 
 from dsh_memory import scope as sc
-from dsh_memory.readpath.learned import BULLET
+from dsh_memory.readpath._common import read_text
+from dsh_memory.readpath.freshness import stale_reasons
+from dsh_memory.readpath.learned import BULLET, age_days, as_date, learned_dates
 from dsh_memory.readpath.scoping import PROJECT, Where, compose_summary, scope_of
+from dsh_memory.readpath.summary import NOT_SHOWN
+from dsh_memory.storage.store import parse_front_matter
 
 COUNTS = ("handbook_items", "sessions", "pending_raw", "stale", "aged", "uses", "never_used", "left_out")
 
@@ -31,23 +36,25 @@ def _on_disk(name: str) -> bool:
     return name != sc.GLOBAL and os.path.isdir(name)
 
 
+def _text(store: Any, name: str) -> str | None:
+    """A top-level memory file's text; None when it is not a regular file."""
+    path = os.path.join(str(store.root), name)
+    return None if not os.path.isfile(path) or os.path.islink(path) else read_text(path) or ""
+
+
 def _handbook(store: Any, rows: dict, today: date, stale_after_days: int) -> dict[str, Any]:
     """Count MEMORY.md's items per scope into `rows`; MEMORY.md's own file row."""
-    from dsh_memory.readpath._common import read_text
-    from dsh_memory.readpath.freshness import stale_reasons
-    from dsh_memory.readpath.learned import age_days, learned_dates
-
     row = {"path": "MEMORY.md", "scope": "mixed", "items": 0, "stale": 0, "aged": 0}
-    path = os.path.join(str(store.root), "MEMORY.md")
-    if not os.path.isfile(path) or os.path.islink(path):
+    text = _text(store, "MEMORY.md")
+    if text is None:
         return row
     dates = learned_dates(store) if stale_after_days > 0 else {}
     memo: dict = {}  # each Makefile / package.json read once
-    for i, line in enumerate((read_text(path) or "").splitlines(), start=1):
+    for i, line in enumerate(text.splitlines(), start=1):
         if not _is_item(line):
             continue
         name = _name(scope_of(store, "MEMORY.md", i))
-        counts = rows.setdefault(name, dict.fromkeys(COUNTS, 0))
+        counts = rows[name]
         counts["handbook_items"] += 1
         row["items"] += 1
         if _on_disk(name) and stale_reasons(line, name, memo):
@@ -62,14 +69,11 @@ def _handbook(store: Any, rows: dict, today: date, stale_after_days: int) -> dic
 
 def _summary_left_out(store: Any, rows: dict, max_summary_chars: int) -> dict[str, Any]:
     """Count what injection leaves out of each scope's part into `rows`; the summary's file row."""
-    from dsh_memory.readpath._common import read_text
-    from dsh_memory.readpath.summary import NOT_SHOWN
-
     row = {"path": "memory_summary.md", "scope": "mixed", "items": 0, "left_out": 0}
-    path = os.path.join(str(store.root), "memory_summary.md")
-    if not os.path.isfile(path) or os.path.islink(path):
+    full = _text(store, "memory_summary.md")
+    if full is None:
         return row
-    full = (read_text(path) or "").strip()
+    full = full.strip()
     row["items"] = sum(_is_item(ln) for ln in full.splitlines())
     _, parts = sc.summary_parts(full)
     seen: dict[str, int] = {}
@@ -84,17 +88,12 @@ def _summary_left_out(store: Any, rows: dict, max_summary_chars: int) -> dict[st
                     continue  # the global part's cut is counted once, with the global part alone
                 seen[scope] = seen.get(scope, 0) + int(m.group(1))
     for name, n in seen.items():
-        rows.setdefault(name, dict.fromkeys(COUNTS, 0))["left_out"] += n
+        rows[name]["left_out"] += n
         row["left_out"] += n
     return row
 
 
 def _rollout_row(store: Any, info: Any, usage: dict, today: date) -> dict[str, Any]:
-    from dsh_memory.readpath._common import read_text
-    from dsh_memory.readpath.freshness import stale_reasons
-    from dsh_memory.readpath.learned import as_date
-    from dsh_memory.storage.store import parse_front_matter
-
     scope = scope_of(store, info.rel)
     prov = info.provenance or {}
     count, last = usage.get(info.rel, (0, None))
@@ -129,7 +128,7 @@ def memory_health(
     (see the module docstring). `usage` is the state's `usage()` ({} before any use)."""
     usage = usage or {}
     today = (now or datetime.now(UTC)).astimezone(UTC).date()
-    rows: dict[str, dict[str, int]] = {}
+    rows: defaultdict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNTS, 0))
     files = [_handbook(store, rows, today, stale_after_days), _summary_left_out(store, rows, max_summary_chars)]
     for info in store.list_rollout_summaries():
         try:
@@ -137,13 +136,13 @@ def memory_health(
         except (OSError, ValueError):
             continue
         files.append(f)
-        counts = rows.setdefault(_name(f["scope"]), dict.fromkeys(COUNTS, 0))
+        counts = rows[_name(f["scope"])]
         counts["sessions"] += 1
         counts["uses"] += f["uses"]
         counts["never_used"] += f["never_used"]
     for block in store.read_raw_blocks():
         project = block.project or (sc.project_root(block.cwd) if block.cwd else None)
-        rows.setdefault(project or sc.GLOBAL, dict.fromkeys(COUNTS, 0))["pending_raw"] += 1
+        rows[project or sc.GLOBAL]["pending_raw"] += 1
     projects = dict(sorted(rows.items(), key=lambda kv: (kv[0] != sc.GLOBAL, kv[0])))
     totals = {k: sum(r[k] for r in projects.values()) for k in COUNTS}
     return {"projects": projects, "memory_files": files, "totals": totals}

@@ -8,18 +8,16 @@ from __future__ import annotations
 import os
 import re
 import stat as stat_mod
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_memory.readpath._common import root_of
+from dsh_memory.readpath._common import FileCache, root_of
 from dsh_memory.readpath.models import Summary
 
 NOT_SHOWN = re.compile(r"^- not shown here: (\d+) ", re.M)
 CUT_MARK = "\n\n- not shown here: {n} lines of memory_summary.md (memory_read memory_summary.md for all)\n\n"
 
-_cache: dict[tuple, tuple] = {}
-_cache_lock = threading.Lock()
+_cache = FileCache(64)  # per file version, budget and project
 
 
 def instructions(memory_root: str = "") -> str:
@@ -95,30 +93,21 @@ def summary(
     root = str(root_of(store))
     path = root_of(store) / "memory_summary.md"
     where = Where.of(cwd)
-    text, truncated, chars = "", False, 0
-    shown: list[str] = []
-    others: list[str] = []
+    text, truncated, chars, shown, others = "", False, 0, [], []
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         st = None
     if st is not None and stat_mod.S_ISREG(st.st_mode):
-        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, max_chars, where)
-        with _cache_lock:
-            hit = _cache.get(key)
-        if hit is None:
+
+        def build() -> tuple[str, bool, int, list[str], list[str]]:
             full = path.read_bytes().decode("utf-8", errors="replace").strip()
-            if where is None:
-                capped, cut = _cap(full, max_chars)
-                hit = (capped, cut, len(full), [], [])
-            else:
-                capped, cut, shown, others = compose_summary(full, where, max_chars)
-                hit = (capped, cut, len(full), shown, others)
-            with _cache_lock:
-                if len(_cache) > 64:
-                    _cache.clear()
-                _cache[key] = hit
-        text, truncated, chars, shown, others = hit
+            content, cut, mine, rest = (
+                compose_summary(full, where, max_chars) if where else (*_cap(full, max_chars), [], [])
+            )
+            return content, cut, len(full), mine, rest
+
+        text, truncated, chars, shown, others = _cache.get(f"{path}\0{max_chars}\0{where}", st, build)
     stale = aged = 0
     if where is not None and text:
         dates = learned_dates(store) if stale_after_days > 0 else None
