@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -246,24 +247,18 @@ def unpiped(cmd: str) -> str:
     return core(cmd).split("|")[0].strip()
 
 
+@dataclass
 class Run:
     """One shell command run: its line, outcome and the output's informative error line."""
 
-    def __init__(
-        self,
-        seq: int,
-        line: str,
-        failed: bool,
-        error: str,
-        escalated: bool,
-        via: str = "",
-        script: str = "",
-        background: bool = False,
-    ):
-        self.seq, self.line, self.failed, self.error, self.escalated = seq, line, failed, error, escalated
-        self.background = background  # the agent's tool ran it in the background (Claude Code's run_in_background)
-        self.via = via  # the subagent that ran it ("devrun"), "" when the agent ran it itself
-        self.script = script  # what a package script ran (`bun run css:build` → `tailwindcss -i …`)
+    seq: int
+    line: str
+    failed: bool
+    error: str
+    escalated: bool
+    via: str = ""  # the subagent that ran it ("devrun"), "" when the agent ran it itself
+    script: str = ""  # what a package script ran (`bun run css:build` → `tailwindcss -i …`)
+    background: bool = False  # the agent's tool ran it in the background (Claude Code's run_in_background)
 
 
 def commands(runs: list[Run]) -> list[Command]:

@@ -21,10 +21,16 @@ from pydantic import BaseModel, Field
 from dsh_memory.errors import LLMOutputError
 from dsh_memory.llm.base import LLM, Completion, Writer
 from dsh_memory.phase1 import prompt as phase1
-from dsh_memory.phase1.evidence import Evidence
+from dsh_memory.phase1.evidence import Evidence, gather
 from dsh_memory.phase1.gate import trivial_reason
 from dsh_memory.phase1.output import ExtractionOutput  # noqa: F401 (re-exported)
+from dsh_memory.phase1.postprocess import clean_fields
+from dsh_memory.phase1.scoping import scope_items
 from dsh_memory.phase1.selection import Decision
+from dsh_memory.phase1.steps import extract_in_steps, grounds
+from dsh_memory.scope import head_commit, project_root, untag
+from dsh_memory.transcript.redact import redact
+from dsh_memory.transcript.render import render_transcript
 
 CLAIMED_ELSEWHERE = "claimed by another run"
 
@@ -71,9 +77,6 @@ def material_for(session, since: int | None = None, budget_tokens: int = 24000, 
     """The evidence of the session's events after `since` and, unless the writer is "evidence" or
     the gate finds nothing worth a call, its budgeted transcript (`writer` None: a worker's
     writer decides, so both)."""
-    from dsh_memory.phase1.evidence import gather
-    from dsh_memory.transcript.render import render_transcript
-
     material = Phase1Input(evidence=gather(session, since))
     if writer != "evidence" and not trivial_reason(material.evidence):
         material.transcript = render_transcript(session, budget_tokens=budget_tokens, since_seq=since).text
@@ -104,8 +107,6 @@ def call_model(
             model=getattr(llm, "model", ""), provider=getattr(llm, "provider", ""), notes=[f"no-op gate: {reason}"]
         )
     if writer == "evidence":
-        from dsh_memory.phase1.steps import extract_in_steps, grounds
-
         ground = grounds(material.evidence, cwd)  # what the recap sentence and every line may say
         with slot():
             output = extract_in_steps(llm, material.evidence, ground, cwd=cwd, max_tokens=max_tokens)
@@ -120,10 +121,6 @@ def call_model(
 
 def clean_output(output: ExtractionOutput, transcript_text: str) -> ExtractionOutput:
     """`postprocess.clean_fields` applied to an extraction (every provider's)."""
-    from dsh_memory.phase1.postprocess import clean_fields
-    from dsh_memory.phase1.scoping import scope_items
-    from dsh_memory.scope import untag
-
     caps = {"raw_memory": phase1.RAW_MEMORY_MAX_CHARS, "rollout_summary": phase1.SUMMARY_MAX_CHARS}
     fields = output.model_dump(include={"raw_memory", "rollout_summary", "rollout_slug"})
     proposed = {untag(ln).strip() for ln in fields["raw_memory"].split("\n") if untag(ln) != ln}
@@ -138,7 +135,6 @@ def clean_output(output: ExtractionOutput, transcript_text: str) -> ExtractionOu
 
 def parse_completion(completion: Completion) -> ExtractionOutput:
     from dsh_memory.llm.parse import extract_json_object
-    from dsh_memory.transcript.redact import redact
 
     args: dict[str, Any] | None = None
     for call in completion.tool_calls:
@@ -192,8 +188,6 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
     if output.is_noop:
         state.finish(ref.id, "noop", session.last_seq, now, usage=usage, model=output.model, provider=output.provider)
         return base
-
-    from dsh_memory.scope import head_commit, project_root
 
     project = project_root(session.cwd)
     slug = decision.base_slug or slugify(output.rollout_slug) or slugify(session.title or "") or f"session-{ref.id[:8]}"

@@ -183,8 +183,6 @@ def conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[
     turn's last message that name something (a code span, a path, an identifier), said of the
     thing (no person, no narration, nothing that is never memory), the most specific first within
     MAX_CONCLUSION_CHARS, then in session order."""
-    from dsh_memory.phase1.clean import why_not_memory
-
     pool = []
     for n, (_seq, s, last) in enumerate(assistant):
         plain = CODE.sub(" x ", s)

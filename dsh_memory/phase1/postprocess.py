@@ -24,7 +24,11 @@ line by line, in this order:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
+
+from dsh_memory.phase1.blocks import blocks, command_of
+from dsh_memory.phase1.clean import is_marker, why_not_memory
 
 BOILERPLATE = re.compile(
     r"\bas an ai\b|\bi am (a|an) (coding |helpful |ai )?(agent|assistant|ai|language model)\b"
@@ -69,8 +73,6 @@ class Source:
 
     @classmethod
     def of(cls, transcript_text: str) -> Source:
-        from dsh_memory.phase1.blocks import blocks, command_of
-
         user, agent, lines = [], [], []
         for b in blocks(transcript_text):
             (user if b.tag == "user" else agent).append(b.text)
@@ -226,12 +228,8 @@ class Cleaned:
 def clean_text(text: str, src: Source, max_chars: int, memory: bool = True) -> Cleaned:
     """One field, cleaned (see the module docstring). `memory`: the raw memory, where every line
     `clean.why_not_memory` names goes; a rollout summary (a recap) loses its markers only."""
-    from dsh_memory.phase1.clean import is_marker, why_not_memory
-
     notes: list[str] = []
-    answer_words: dict[str, int] = {}
-    for w in WORD.findall(text or ""):
-        answer_words[w.lower()] = answer_words.get(w.lower(), 0) + 1
+    answer_words = Counter(w.lower() for w in WORD.findall(text or ""))
     vocab = src.words
     out: list[str] = []
     seen: list[str] = []
@@ -312,9 +310,7 @@ def clean_fields(
     for key in ("raw_memory", "rollout_summary"):
         c = clean_text(fields.get(key, ""), src, caps.get(key, 4000), memory=key == "raw_memory")
         out[key] = c.text
-        counts: dict[str, int] = {}
-        for n in c.notes:
-            counts[n] = counts.get(n, 0) + 1
+        counts = Counter(c.notes)
         notes += [f"{key}: {n} ×{k}" if k > 1 else f"{key}: {n}" for n, k in counts.items()]
     if not any(is_content(ln) for ln in out["raw_memory"].split("\n")):
         out["raw_memory"] = ""  # headings only: nothing left worth keeping

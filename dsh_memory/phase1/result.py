@@ -3,6 +3,7 @@ kept by Prefect as the flow run's result)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -38,10 +39,7 @@ class Phase1Result(BaseModel):
         return [o for o in self.outcomes if o.outcome == "extracted"]
 
     def count_outcomes(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for o in self.outcomes:
-            counts[o.outcome] = counts.get(o.outcome, 0) + 1
-        return counts
+        return dict(Counter(o.outcome for o in self.outcomes))
 
     def table_rows(self) -> list[dict[str, Any]]:
         """The `phase1-batch` artifact: one row per outcome, or one saying there was nothing."""

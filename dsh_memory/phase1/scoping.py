@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import re
 
+from dsh_memory.phase1.blocks import blocks, sentences
+from dsh_memory.phase1.postprocess import content_words
 from dsh_memory.scope import is_tagged_global, stated_as_general, tag, untag
 
 QUOTED = re.compile(r"\"([^\"\n]{6,})\"|“([^”\n]{6,})”")
 ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 MIN_SHARE = 0.5
-
-
-def _user_sentences(transcript_text: str) -> list[str]:
-    from dsh_memory.phase1.blocks import blocks, sentences
-
-    return [s for b in blocks(transcript_text) if b.tag == "user" for s in sentences(b.text)]
 
 
 def _flat(s: str) -> str:
@@ -34,8 +30,6 @@ def _flat(s: str) -> str:
 def backing_words(item: str, user_sentences: list[str]) -> list[str]:
     """The user's sentences an item rests on: those it quotes, else those sharing ≥ half of its
     content words (at least two)."""
-    from dsh_memory.phase1.postprocess import content_words
-
     quotes = [_flat(a or b) for a, b in QUOTED.findall(item)]
     said = [s for s in user_sentences if any(q in _flat(s) or _flat(s) in q for q in quotes)]
     if said:
@@ -51,21 +45,17 @@ def backing_words(item: str, user_sentences: list[str]) -> list[str]:
     return out
 
 
-def is_global_item(item: str, user_sentences: list[str]) -> bool:
-    return any(stated_as_general(s) for s in backing_words(item, user_sentences))
-
-
 def scope_items(raw_memory: str, transcript_text: str) -> tuple[str, list[str]]:
     """(raw memory with `[scope: global]` on the items the user stated as general, notes)."""
     if not raw_memory.strip():
         return raw_memory, []
-    users = _user_sentences(transcript_text)
+    users = [s for b in blocks(transcript_text) if b.tag == "user" for s in sentences(b.text)]
     out, notes, tagged, refused = [], [], 0, 0
     for line in raw_memory.split("\n"):
         if not ITEM.match(line):
             out.append(untag(line) if is_tagged_global(line) else line)
             continue
-        general = is_global_item(line, users)
+        general = any(stated_as_general(s) for s in backing_words(line, users))
         if is_tagged_global(line) and not general:
             refused += 1
         tagged += general

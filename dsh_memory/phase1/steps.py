@@ -19,9 +19,13 @@ import re
 
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import ToolSpec
+from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.codemap import code_map_lines
 from dsh_memory.phase1.evidence import Command, Evidence, Rule, Shield
-from dsh_memory.phase1.facts import MAX_FACTS
+from dsh_memory.phase1.facts import MAX_FACTS, sentences
+from dsh_memory.phase1.output import ExtractionOutput
+from dsh_memory.phase1.postprocess import BOILERPLATE, PRONOUNS, Source, cut_reason, grounded
+from dsh_memory.transcript.redact import redact
 
 # Headings of the raw memory; Phase 2 (consolidation/mechanical.py) groups bullets by them.
 RULES = "## Rules and preferences (the user's words)"
@@ -186,10 +190,6 @@ def raw_memory(ev: Evidence, task: str) -> str:
 def _outcome(ev: Evidence) -> str:
     """The agent's last message as a recap: its plain sentences (no first or second person, no
     table rows or markers), at most ~600 characters."""
-    from dsh_memory.phase1.clean import why_not_memory
-    from dsh_memory.phase1.facts import sentences
-    from dsh_memory.phase1.postprocess import PRONOUNS
-
     out, used = [], 0
     for s in sentences(ev.outcome):
         if why_not_memory(s) or PRONOUNS.search(s) or s.endswith(":") or len(s) < 12:
@@ -226,8 +226,6 @@ def rollout_summary(ev: Evidence, task: str) -> str:
 def _fallback_task(ev: Evidence) -> str:
     """The recap's task when the model's sentence cannot be used: the user's first request that
     says something ("continue", "yes, go on" say nothing of the task)."""
-    from dsh_memory.phase1.facts import sentences
-
     said = [ev.first_prompt, *ev.requests]
     first = next((p for p in said if len(re.findall(r"[A-Za-z]{2,}", p)) >= 3), ev.first_prompt)
     first = " ".join(sentences(first)[:2])[:300] or "(no request)"
@@ -242,8 +240,6 @@ def slug_ok(slug: str, src) -> bool:
 
 def check_recap(summary: str, src) -> str | None:
     """Why the model's recap sentence cannot be used as is, or None."""
-    from dsh_memory.phase1.postprocess import BOILERPLATE, PRONOUNS, cut_reason, grounded
-
     s = summary.strip()
     if len(s) < 20:
         return "empty or too short"
@@ -276,10 +272,6 @@ def rendered(ev: Evidence) -> str:
 def extract_in_steps(llm, ev: Evidence, ground: str, *, cwd: str | None, max_tokens: int):
     """The ExtractionOutput for one non-trivial session (see the module docstring); `ground` is
     `grounds(ev, cwd)`, which the caller's clean-up reads too."""
-    from dsh_memory.phase1.output import ExtractionOutput
-    from dsh_memory.phase1.postprocess import Source
-    from dsh_memory.transcript.redact import redact
-
     summary, slug, notes, (tokens_in, tokens_out) = ask_recap(llm, ev, cwd, max_tokens)
     src = Source.of(ground)
     if not slug_ok(slug, src):
