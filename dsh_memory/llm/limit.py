@@ -2,23 +2,18 @@
 
 A run holds `settings.concurrency` model slots (`run_slots`): at most that many of its calls wait
 on the model at once, while more workers (`worker_count`) prepare and write other sessions, so
-the model is never idle between two calls (bench/bench_phase1.py: wall ÷ ideal). The slots are
-the run's, not a task parameter: `model_slot()` finds them in a context variable, which the
-tasks of the run's map inherit (Prefect's thread-pool runner copies the context on submit).
+the model is never idle between two calls (bench/bench_phase1.py). `model_slot()` finds the slots
+in a context variable, which the tasks of the run's map inherit (Prefect's thread-pool runner
+copies the context on submit).
 
-Across runs and hosts, with a Prefect server configured, the run takes its slots from the global
-concurrency limit `dsh-memory-llm` (created or resized to `settings.concurrency`) with Prefect's
-own `concurrency()`, once for the whole run, as many as it has calls to make (at most the
-limit): Prefect leases and renews them, so runs on every host together never call the model
-more often at once than the limit, and a run that finds too few free waits for them. The run
-first asks for its lease itself, through a client that sends a request the server's busy SQLite
-refused (503) again after 0.1 s, not after the Prefect client's 2 s (`_retry_soon`): right after
-another run the first request is refused, and the run's start waited 2 s for nothing
-(bench/bench_phase1.py). A lease taken so is held as `concurrency()` holds its own (events,
-renewal, release); when the slots are taken (423), `concurrency()` waits for them. A killed
-run's lease expires on the server within about a minute (until then its slots stay taken). In
-ephemeral mode there are no leases (a killed process would hold its slots forever), so the
-bound is the run's alone.
+With a Prefect server, the run also takes its slots, once, from the global concurrency limit
+`dsh-memory-llm` (created or resized to `settings.concurrency`), so runs on every host together
+never call the model more often at once than the limit. It asks for the lease itself through a
+client that resends a request refused by the server's busy SQLite (503) after 0.1 s instead of
+the Prefect client's 2 s (`_retry_soon`), and holds it as Prefect's `concurrency()` holds its own;
+when the slots are taken (423), `concurrency()` waits for them. A killed run's lease expires
+within about a minute. In ephemeral mode there are no leases (a killed process would hold its
+slots forever): the bound is the run's alone.
 """
 
 from __future__ import annotations
@@ -116,10 +111,9 @@ def _client():
 
 
 def _retry_soon(response) -> None:
-    """A 503 without Retry-After: the server's SQLite was busy. Its `increment-with-lease` reads
-    the limit, then updates it, in one transaction, which fails at once when the server's own
-    writers (a run's task runs, events, logs) commit in between, as they do right after a run;
-    retried after RETRY_SOON s instead of the Prefect client's 2 s back-off."""
+    """A 503 without Retry-After: the server's SQLite was busy (its `increment-with-lease`
+    transaction fails at once when the server's own writers commit in between, as right after a
+    run); sent again after RETRY_SOON s instead of the Prefect client's 2 s back-off."""
     if response.status_code == 503 and "retry-after" not in response.headers:
         response.headers["Retry-After"] = RETRY_SOON
 

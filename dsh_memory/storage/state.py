@@ -15,8 +15,7 @@ import os
 import random
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from dsh_memory.storage.state_schema import (  # noqa: F401 (the schema's names,
     connect,
     current_owner,
     from_row,
+    immediate,
     owner_is_gone,
 )
 
@@ -62,16 +62,8 @@ class StateStore:
                 self._all.append(conn)
         return conn
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self._conn())
 
     def __enter__(self) -> StateStore:
         return self
@@ -230,13 +222,18 @@ class StateStore:
             delay = retry_base_s * 2 ** (attempts - 1) * (1 + random.uniform(0, jitter) if jitter else 1)
             nxt = None if parked else _ts(_utc(now) + timedelta(seconds=delay))
             self._ensure(conn, session_id, "failed", ts)
-            conn.execute(
-                "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
-                " updated_at=?, provider=CASE WHEN ?='' THEN provider ELSE ? END,"
-                " model=CASE WHEN ?='' THEN model ELSE ? END WHERE session_id=?",
-                (attempts, nxt, int(parked), _clean_error(error), ts, provider, provider, model, model, session_id),
-            )
+            self._failed(conn, session_id, attempts, nxt, parked, _clean_error(error), ts, provider, model)
             return self._get(conn, session_id)
+
+    @staticmethod
+    def _failed(conn, session_id, attempts, next_at, parked, error, ts, provider="", model="") -> None:
+        """Mark a claim failed; `provider` / `model` ("" = keep) name the route that failed."""
+        conn.execute(
+            "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
+            " updated_at=?, provider=CASE WHEN ?='' THEN provider ELSE ? END,"
+            " model=CASE WHEN ?='' THEN model ELSE ? END WHERE session_id=?",
+            (attempts, next_at, int(parked), error, ts, provider, provider, model, model, session_id),
+        )
 
     def parked(self) -> list[Claim]:
         """Failed claims past their retries: not retried until unparked."""
@@ -256,11 +253,8 @@ class StateStore:
             args.append(model)
         with self._tx() as conn:
             ids = [r["session_id"] for r in conn.execute(f"SELECT session_id FROM claims WHERE {where}", args)]
-            for sid in ids:
-                conn.execute(
-                    "UPDATE claims SET parked=0, attempts=0, next_retry_at=?, updated_at=? WHERE session_id=?",
-                    (_ts(now), _ts(now), sid),
-                )
+            sql = f"UPDATE claims SET parked=0, attempts=0, next_retry_at=?, updated_at=? WHERE {where}"
+            conn.execute(sql, (_ts(now), _ts(now), *args))
         return ids
 
     def touch_checked(self, session_id: str, now: datetime) -> None:
@@ -279,20 +273,9 @@ class StateStore:
                 gone = owner_is_gone(c.owner)
                 if not gone and c.started_at is not None and (now - c.started_at).total_seconds() < stale_after_s:
                     continue
-                attempts = c.attempts + 1
-                parked = retry_limit is not None and attempts >= retry_limit
-                conn.execute(
-                    "UPDATE claims SET status='failed', attempts=?, next_retry_at=?, parked=?, error=?,"
-                    " updated_at=? WHERE session_id=?",
-                    (
-                        attempts,
-                        None if parked else _ts(now),
-                        int(parked),
-                        DEAD_OWNER_ERROR if gone else STALE_ERROR,
-                        _ts(now),
-                        c.session_id,
-                    ),
-                )
+                parked = retry_limit is not None and c.attempts + 1 >= retry_limit
+                error = DEAD_OWNER_ERROR if gone else STALE_ERROR
+                self._failed(conn, c.session_id, c.attempts + 1, None if parked else _ts(now), parked, error, _ts(now))
                 recovered.append(c.session_id)
         return recovered
 

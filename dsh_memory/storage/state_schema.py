@@ -7,8 +7,10 @@ Claim / PipelineMeta records, timestamps, and who owns a running claim.
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +22,7 @@ DEAD_OWNER_ERROR = "the process that claimed it is gone (reclaimed)"
 MAX_ERROR_CHARS = 4000
 
 # Ordered, append-only. Never edit a shipped entry: add a new one.
-MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
+MIGRATIONS: list[str] = [
     # v1: claims, pipeline globals, overrides
     """
     CREATE TABLE claims (
@@ -96,8 +98,6 @@ def proc_start(pid: int) -> str | None:
 
 def current_owner() -> str:
     """This process as a claim owner: `host:pid:start` (the start time tells a reused pid apart)."""
-    import socket
-
     pid = os.getpid()
     return f"{socket.gethostname()}:{pid}:{proc_start(pid) or '?'}"
 
@@ -107,8 +107,6 @@ def owner_is_gone(owner: str | None) -> bool:
     (a remote worker) or an unknown one is never declared gone: its claim ages out instead."""
     if not owner:
         return False
-    import socket
-
     host, _, rest = owner.partition(":")
     pid, _, start = rest.partition(":")
     if host != socket.gethostname() or not pid.isdigit() or start in ("", "?"):
@@ -141,30 +139,33 @@ def _clean_error(error: object) -> str:
     return redact(str(error)[:MAX_ERROR_CHARS])
 
 
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A `BEGIN IMMEDIATE … COMMIT` transaction, rolled back on any exception."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 def apply_migrations(conn: sqlite3.Connection, migrations: list | None = None, target: int | None = None) -> int:
     """Apply pending migrations in order, all inside one IMMEDIATE transaction. Returns version."""
     migrations = MIGRATIONS if migrations is None else migrations
     target = len(migrations) if target is None else target
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(conn):
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > len(migrations):
             raise ConfigError(
                 f"state database schema v{version} is newer than this dsh-memory (v{len(migrations)}): upgrade dsh-memory"
             )
         for i in range(version, target):
-            step = migrations[i]
-            if callable(step):
-                step(conn)
-            else:
-                for stmt in (s.strip() for s in step.split(";")):
-                    if stmt:
-                        conn.execute(stmt)
+            for stmt in (s.strip() for s in migrations[i].split(";")):
+                if stmt:
+                    conn.execute(stmt)
             conn.execute(f"PRAGMA user_version = {i + 1}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return max(version, target)
 
 
