@@ -153,11 +153,7 @@ def add(store: Any, note: str, *, now: datetime | None = None, **params: Any) ->
     """Write one new ad hoc note (never overwrites). The only write an agent gets. `params`:
     AddRequest's other fields (title)."""
     req = validate(AddRequest, note=note, **params)
-    kwargs: dict[str, Any] = {"title": req.title}
-    if now is not None:
-        kwargs["now"] = now
-    rel = store.add_note(req.note, **kwargs)
-    return AddResult(path=str(rel))
+    return AddResult(path=str(store.add_note(req.note, title=req.title, now=now)))
 
 
 def delete_file(store: Any, path: str) -> DeleteResult:

@@ -15,6 +15,7 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,28 +101,11 @@ def _diff(conn: sqlite3.Connection, store: Any, quick: bool, recent_ns: int):
     atomically: a new file, a new inode); the others are stat'ed. Other in-place edits wait for
     the next full diff."""
     known = {p: (s, m, i) for p, s, m, i in conn.execute("SELECT path, size, mtime_ns, ino FROM files")}
-    current: dict[str, tuple[str, os.stat_result]] = {}
-    changed = []
-    if quick:
-        listed = _listing(store)
-        for rel, (path, ino) in listed.items():
-            k = known.get(rel)
-            if k is not None and k[2] == ino and k[1] < recent_ns:
-                continue
-            try:
-                st = os.lstat(path)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            current[rel] = (path, st)
-            if k != (st.st_size, st.st_mtime_ns, st.st_ino):
-                changed.append(rel)
-        deleted = [p for p in known if p not in listed]
-        return current, changed, deleted
-    for rel, path, st in corpus(store):
-        current[rel] = (path, st)
-        if known.get(rel) != (st.st_size, st.st_mtime_ns, st.st_ino):
-            changed.append(rel)
-    deleted = [p for p in known if p not in current]
+    listed = _listing(store) if quick else {}
+    files = _unsure(listed, known, recent_ns) if quick else corpus(store)
+    current = {rel: (path, st) for rel, path, st in files}
+    changed = [rel for rel, (_, st) in current.items() if known.get(rel) != (st.st_size, st.st_mtime_ns, st.st_ino)]
+    deleted = [p for p in known if p not in (listed if quick else current)]
     return current, changed, deleted
 
 
@@ -130,6 +114,19 @@ def _listing(store: Any) -> dict[str, tuple[str, int]]:
     the directory entries alone (no stat per file)."""
     out = {name: (p, st.st_ino) for name, p, st in top_files(str(root_of(store)))}
     return out | {rel: (e.path, e.inode()) for rel, e in corpus_entries(store)}
+
+
+def _unsure(listed: dict, known: dict, recent_ns: int) -> Iterator[tuple[str, str, os.stat_result]]:
+    """(rel, path, stat) of the listed files a quick diff does not take as unchanged (`_diff`)."""
+    for rel, (path, ino) in listed.items():
+        k = known.get(rel)
+        if k is not None and k[2] == ino and k[1] < recent_ns:
+            continue
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        yield rel, path, st
 
 
 def _drop(conn: sqlite3.Connection, rel: str) -> None:

@@ -12,6 +12,7 @@ from datetime import datetime
 from itertools import islice
 from typing import Any
 
+from dsh_memory.errors import UserInputError
 from dsh_memory.readpath._common import (
     decode_cursor,
     encode_cursor,
@@ -30,20 +31,15 @@ from dsh_memory.settings import SemanticSearch
 _NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
 
 
-def _normalize(s: str) -> str:
-    """Drop everything that is not a letter or digit: foo-bar, foo_bar, 'foo bar' → foobar."""
-    return _NON_ALNUM.sub("", s)
-
-
 def _prepare(req: SearchRequest) -> tuple[list[str], Callable[[str], str]]:
     """Folded queries and the matching fold for text (case, punctuation)."""
-    if req.normalized:
-        fold = (lambda s: _normalize(s)) if req.case_sensitive else (lambda s: _normalize(s).casefold())
-    else:
-        fold = (lambda s: s) if req.case_sensitive else (lambda s: s.casefold())
-    folded = [fold(q) for q in req.queries]
-    from dsh_memory.errors import UserInputError
 
+    def fold(s: str) -> str:
+        if req.normalized:  # only letters and digits: foo-bar, foo_bar, 'foo bar' → foobar
+            s = _NON_ALNUM.sub("", s)
+        return s if req.case_sensitive else s.casefold()
+
+    folded = [fold(q) for q in req.queries]
     if any(not q for q in folded):
         raise UserInputError("a query has no letters or digits left after normalization")
     return folded, fold
@@ -148,16 +144,13 @@ def search(
     semantic_search: SemanticSearch = "auto",
     **params: Any,
 ) -> SearchResult:
-    """Search the memory. Line modes: `any` (a line with any query), `all_on_same_line`,
-    `all_within_lines` (all queries inside a window of `within_lines`); results in corpus order
-    (MEMORY.md, memory_summary.md, rollout_summaries, skills, notes; by name) and line order.
-    `ranked`: the lines that answer the queries best first (index.py, lines.py); `semantic_search` is
-    the setting (the memory context's): 'auto' fuses in the embedder's likeness when it
-    is installed, 'on' requires it, 'off' is lexical only (embedder.for_mode).
-    Every hit carries its scope; with `cwd`, this project's and global hits come first and other
-    projects' only with `other_projects` (scoping.layer, over the ranked or line order).
-    A page holds at most `max_results` matches and `max_chars` characters of JSON; the rest comes
-    with `next_cursor`. `params`: SearchRequest's other fields (mode, path, context_lines…)."""
+    """Search the memory; `params`: SearchRequest's other fields (models.py says what each does).
+    Line modes return matches in corpus order (MEMORY.md, memory_summary.md, rollout_summaries,
+    skills, notes; by name), then line order; `ranked`, the lines that answer best first (index.py,
+    lines.py), with the embedder's likeness fused in as the `semantic_search` setting says
+    (embedder.for_mode). Every hit carries its scope; with `cwd`, this project's and global hits
+    come first, other projects' only with `other_projects` (scoping.layer). A page holds at most
+    `max_results` matches and `max_chars` characters of JSON; the rest comes with `next_cursor`."""
     if isinstance(queries, str):
         queries = [queries]
     req = validate(SearchRequest, queries=queries, **params)
