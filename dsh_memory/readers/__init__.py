@@ -16,11 +16,6 @@ from dsh_memory.errors import NotFoundError
 from dsh_memory.models import SOURCES, Session, SessionRef, SourceKind
 from dsh_memory.settings import SourceRoots
 
-_MODULES: dict[SourceKind, str] = {
-    "dsh": "dsh_memory.readers.dsh",
-    "codex": "dsh_memory.readers.codex",
-    "claude": "dsh_memory.readers.claude",
-}
 _ROOT_FIELD: dict[SourceKind, str] = {
     "dsh": "dsh_sessions",
     "codex": "codex_sessions",
@@ -29,7 +24,7 @@ _ROOT_FIELD: dict[SourceKind, str] = {
 
 
 def _module(source: SourceKind):
-    return importlib.import_module(_MODULES[source])
+    return importlib.import_module(f"{__name__}.{source}")
 
 
 log = logging.getLogger("dsh_memory.readers")
@@ -58,17 +53,13 @@ def separate_ids(refs: list[SessionRef]) -> list[SessionRef]:
     groups: dict[str, list[SessionRef]] = {}
     for ref in refs:
         groups.setdefault(ref.id, []).append(ref)
-    if all(len(g) == 1 for g in groups.values()):
-        return refs
     replaced: dict[int, SessionRef] = {}
     for sid, group in groups.items():
-        if len(group) == 1:
-            continue
         group = sorted(group, key=lambda r: (SOURCES.index(r.source), str(r.path)))
         owners = {group[0].source: group[0]}
         for ref in group[1:]:
-            first = owners.get(ref.source)
-            if first is not None:
+            first = owners.setdefault(ref.source, ref)
+            if first is not ref:
                 log.warning(
                     "%s: session id %s is already used by %s: not extracted (it would overwrite that "
                     "session's memory); remove or rename one of the copies",
@@ -78,7 +69,6 @@ def separate_ids(refs: list[SessionRef]) -> list[SessionRef]:
                 )
                 replaced[id(ref)] = ref.model_copy(update={"collision_with": first.path})
             else:
-                owners[ref.source] = ref
                 log.warning(
                     "%s: session id %s is also used by %s: this %s session is kept apart as %s:%s",
                     ref.path,
