@@ -10,7 +10,6 @@ imported lazily.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from typing import Any
 
@@ -18,12 +17,9 @@ SLUG_MAX_CHARS = 60
 
 
 def slug_pattern(max_chars: int = SLUG_MAX_CHARS, *, allow_empty: bool = True) -> str:
-    """Lowercase kebab-case of at most `max_chars` characters (e.g. "fix-eur-invoice-rounding").
-
-    A character class with one length bound, rather than word groups: the total length stays
-    exactly bounded (a stray double hyphen is the caller's slugify's job). Empty is allowed
-    unless the schema says minLength >= 1 (tools use "" for "nothing worth keeping").
-    """
+    """Lowercase kebab-case of at most `max_chars` characters (e.g. "fix-eur-invoice-rounding"):
+    one character class with one length bound keeps the length exactly bounded. Empty is allowed
+    unless minLength >= 1 (tools use "" for "nothing worth keeping")."""
     body = f"[a-z0-9][a-z0-9-]{{0,{max(0, max_chars - 1)}}}"
     return f"^({body})?$" if allow_empty else f"^{body}$"
 
@@ -202,8 +198,3 @@ def schema_to_gbnf(schema: dict[str, Any]) -> str:
 
 
 _COMPACT_SPACE = re.compile(r"^space ::= .*$", re.MULTILINE)
-
-
-def compact_schema(schema: dict[str, Any]) -> str:
-    """The schema as one short JSON line, for the prompt."""
-    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)

