@@ -66,7 +66,9 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
             typer.echo("interrupted", err=True)
         raise typer.Exit(INTERRUPTED_EXIT) from None
     except Exception as exc:
-        known = operational_error(exc)
+        known = prefect_unavailable(exc)
+        if known is None and isinstance(exc, OSError) and exc.strerror:  # a failure of the environment
+            known = DshMemoryError(exc.strerror + (f": {exc.filename}" if exc.filename else ""))
         if known is None:
             raise
         fail(known, as_json)
@@ -81,23 +83,12 @@ def show(fn: Callable[[], Any], as_json: bool, text: Callable[[Any], None]) -> N
     emit_json(data) if as_json else text(data)
 
 
-def operational_error(exc: BaseException) -> DshMemoryError | None:
-    """Our error for a failure of the environment rather than of our code, else None."""
-    unavailable = prefect_unavailable(exc)
-    if unavailable is not None:
-        return unavailable
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f": {exc.filename}" if exc.filename else ""
-        return DshMemoryError(f"{exc.strerror}{where}")
-    return None
-
-
 def prefect_unavailable(exc: BaseException) -> ServiceUnavailableError | None:
     """A ServiceUnavailableError when `exc` (or its cause) says the configured Prefect API
     does not answer: Prefect's "Failed to reach API" or a connection failure to that URL."""
     from dsh_memory.settings_loader import prefect_api_url
 
-    url = (prefect_api_url(profile=True) or "").rstrip("/")
+    url = prefect_api_url(profile=True)  # without a trailing slash
     if not url:
         return None
     seen: set[int] = set()

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from typing import Literal
 
 import typer
 
 from dsh_memory.cli._common import show
 
 
-class Which(str, Enum):
-    claude = "claude"
-    codex = "codex"
-    all = "all"
-
-
 def register(app: typer.Typer) -> None:
     @app.command("import")
     def import_cmd(
-        which: Which = typer.Argument(Which.all, help="Whose memory: claude, codex or all."),
+        which: Literal["claude", "codex", "all"] = typer.Argument("all", help="Whose memory: claude, codex or all."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be imported; write nothing."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
@@ -36,7 +30,7 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.imports import run_import
 
             with memory_context() as ctx:
-                return run_import(ctx.store, ctx.settings, which.value, dry_run=dry_run).model_dump(mode="json")
+                return run_import(ctx.store, ctx.settings, which, dry_run=dry_run).model_dump(mode="json")
 
         show(go, as_json, _print)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -50,8 +51,6 @@ def _print_phase1(summary: dict, dry_run: bool) -> None:
 
 def _unpark() -> list[str]:
     """`extract --retry-parked`: every parked session gets a fresh retry budget, due now."""
-    from datetime import UTC, datetime
-
     from dsh_memory.context import memory_context
 
     with memory_context() as ctx:
@@ -77,7 +76,30 @@ def failure_line(o: dict) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    register_demo(app)
+    @app.command("demo")
+    def demo_cmd(
+        workdir: Path = typer.Option(
+            Path("dsh-memory-demo"), "--workdir", help="Where the sample sessions and the memory are written."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    ) -> None:
+        """Run the whole pipeline on the bundled sample sessions (DSH, Codex, Claude Code)."""
+        workdir = workdir.resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        env = _prepare_demo(workdir)
+        os.environ.update(env)
+        prefect_env_defaults()
+        typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
+
+        if _catch_up(backfill=True, force=True, label="demo", as_json=as_json, env=env) is None:
+            return
+        summary = workdir / "memories" / "memory_summary.md"
+        if summary.exists():
+            typer.echo(f"\nInjected summary ({summary}):\n")
+            typer.echo(summary.read_text())
+        typer.echo("To look at this memory (status, search, summary, sessions…), run:")
+        for var, value in env.items():
+            typer.echo(f"export {var}={shlex.quote(value)}")
 
     @app.command("extract")
     def extract_cmd(
@@ -98,6 +120,9 @@ def register(app: typer.Typer) -> None:
         prefect_env_defaults()
 
         def go():
+            from dsh_memory.context import memory_context
+            from dsh_memory.serve import preflight
+
             if not sessions and not all_ and not retry_parked:
                 raise UserInputError("give one or more SESSION ids, --all, or --retry-parked")
             ids = list(sessions) if sessions else None
@@ -107,8 +132,10 @@ def register(app: typer.Typer) -> None:
                     ids = resumed
                 if not ids and not all_:
                     return None  # nothing was parked
-            # Decided before any Prefect engine starts: a dry run or nothing to do never starts one.
-            preview = _preview_phase1(ids, backfill=backfill, respect_idle=not ids)
+            # Phase 1's plan from stat and the state database, before any Prefect engine starts:
+            # a dry run or nothing to do never starts one.
+            with memory_context() as ctx:
+                preview = preflight.preview_phase1(ctx, datetime.now(UTC), ids, backfill, not ids)
             if dry_run or not preview.has_work:
                 if not dry_run:
                     preview.result.counts = {}  # what the flow reports when it did nothing
@@ -175,22 +202,9 @@ def _catch_up(
     return result
 
 
-def _preview_phase1(ids: list[str] | None, *, backfill: bool, respect_idle: bool):
-    """Phase 1's plan from stat and the state database (dsh_memory/serve/preflight.py): no Prefect."""
-    from datetime import UTC, datetime
-
-    from dsh_memory.context import memory_context
-    from dsh_memory.serve import preflight
-
-    with memory_context() as ctx:
-        return preflight.preview_phase1(ctx, datetime.now(UTC), ids, backfill, respect_idle)
-
-
 def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:
     """The catch-up's result when it would do nothing (nothing to extract, Phase 2's gate
     closed), else None. Written like the flow's result; nothing is recorded."""
-    from datetime import UTC, datetime
-
     from dsh_memory.consolidation.result import Phase2Result
     from dsh_memory.context import memory_context
     from dsh_memory.serve import preflight
@@ -228,30 +242,3 @@ def _prepare_demo(workdir: Path) -> dict[str, str]:
                 os.utime(p, (old, old))
         env[var] = str(dst)
     return env
-
-
-def register_demo(app: typer.Typer) -> None:
-    @app.command("demo")
-    def demo_cmd(
-        workdir: Path = typer.Option(
-            Path("dsh-memory-demo"), "--workdir", help="Where the sample sessions and the memory are written."
-        ),
-        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
-    ) -> None:
-        """Run the whole pipeline on the bundled sample sessions (DSH, Codex, Claude Code)."""
-        workdir = workdir.resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
-        env = _prepare_demo(workdir)
-        os.environ.update(env)
-        prefect_env_defaults()
-        typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
-
-        if _catch_up(backfill=True, force=True, label="demo", as_json=as_json, env=env) is None:
-            return
-        summary = workdir / "memories" / "memory_summary.md"
-        if summary.exists():
-            typer.echo(f"\nInjected summary ({summary}):\n")
-            typer.echo(summary.read_text())
-        typer.echo("To look at this memory (status, search, summary, sessions…), run:")
-        for var, value in env.items():
-            typer.echo(f"export {var}={shlex.quote(value)}")

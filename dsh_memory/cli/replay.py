@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from dsh_memory.cli._common import emit_json, prefect_env, prefect_env_defaults, run
+from dsh_memory.cli._common import prefect_env, prefect_env_defaults, show
 from dsh_memory.errors import UserInputError
 
 MAX_SHOWN = 20  # restated / new rules listed in the text output (all of them with --json)
@@ -29,44 +29,36 @@ def parse_since(value: str | None) -> datetime | None:
 
 def _with_bar(fn):
     """Run `fn` with one bar over the replayed sessions on a terminal, plain lines otherwise."""
+    from contextlib import nullcontext
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from dsh_memory import progress
     from dsh_memory.cli._progress import LINE_PREFIX, quiet_console
     from dsh_memory.flows.extract import extract_flow  # noqa: F401 (Prefect's logging is set up from here on)
     from dsh_memory.replay.rebuild import PHASE
 
     quiet_console()
-    done = [0]
+    bar = None
     if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(
-            TextColumn("replay"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
+        columns = (TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        bar = Progress(*columns, console=Console(stderr=True), transient=True)
         task = bar.add_task("", total=None)
+    done = [0]
 
-        def on_item(phase: str, n: int, total: int, label: str) -> None:
-            if phase == PHASE:
-                bar.update(task, advance=n, total=total or None)
-    else:
-        bar = None
+    def on_item(phase: str, n: int, total: int, label: str) -> None:
+        if phase != PHASE:
+            return
+        if bar is not None:
+            bar.update(task, advance=n, total=total or None)
+            return
+        done[0] += n
+        sys.stderr.write(f"{LINE_PREFIX}replay: {done[0]}/{total} sessions\n")
+        sys.stderr.flush()
 
-        def on_item(phase: str, n: int, total: int, label: str) -> None:
-            if phase == PHASE:
-                done[0] += n
-                sys.stderr.write(f"{LINE_PREFIX}replay: {done[0]}/{total} sessions\n")
-                sys.stderr.flush()
-
-    with progress.listening(on_item, lambda *_: None):
-        if bar is None:
-            return fn()
-        with bar:
-            return fn()
+    with progress.listening(on_item, lambda *_: None), bar or nullcontext():
+        return fn()
 
 
 def _when(value: str | None) -> str:
@@ -164,8 +156,4 @@ def register(app: typer.Typer) -> None:
                 result = _with_bar(lambda: replay(ctx, cwd=where, since=when, last=last, workdir=keep))
             return result.model_dump(mode="json")
 
-        result = run(go, as_json)
-        if as_json:
-            emit_json(result)
-        else:
-            _print(result)
+        show(go, as_json, _print)

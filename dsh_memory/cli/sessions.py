@@ -6,18 +6,11 @@ read the settings blocks the way `status` does.
 from __future__ import annotations
 
 import sys
-from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 import typer
 
 from dsh_memory.cli._common import emit_json, run, show
-
-
-class SourceOption(str, Enum):
-    dsh = "dsh"
-    codex = "codex"
-    claude = "claude"
 
 
 def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
@@ -32,7 +25,6 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
         refs = readers.discover(ctx.settings.roots, (source,) if source else SOURCES)
         # as `status` reads them; no state DB yet (never created here): nothing was processed
         states = {sid: c.shown_status for sid, c in ctx.state.claims().items()} if ctx.state_exists() else {}
-        excluded = _exclusion(ctx.settings)
     rows: list[dict[str, Any]] = []
     for ref in refs:
         row: dict[str, Any] = {
@@ -52,7 +44,7 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
             "warnings": 0,
             "error": None,
         }
-        cwd = excluded(ref)
+        cwd = _excluded_cwd(ctx.settings, ref)
         if cwd:  # exclude_projects: its header names where it ran, nothing more is read
             row.update(cwd=cwd, state="excluded", extractable=False)
             rows.append(row)
@@ -81,18 +73,15 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def _exclusion(settings):
-    """ref → its header's cwd when its project is in `exclude_projects`, else None."""
+def _excluded_cwd(settings, ref) -> str | None:
+    """The header's cwd of `ref` when its project is in `exclude_projects`, else None."""
     from dsh_memory.readers.header import session_cwd
     from dsh_memory.scope import excluded_by
 
-    def check(ref) -> str | None:
-        if not settings.exclude_projects:
-            return None
-        cwd = session_cwd(ref)
-        return cwd if excluded_by(cwd, settings.exclude_projects) else None
-
-    return check
+    if not settings.exclude_projects:
+        return None
+    cwd = session_cwd(ref)
+    return cwd if excluded_by(cwd, settings.exclude_projects) else None
 
 
 def render_session(session_id: str, budget_tokens: int | None, since_seq: int | None):
@@ -106,7 +95,7 @@ def render_session(session_id: str, budget_tokens: int | None, since_seq: int | 
         raise UserInputError("--budget-tokens must be a positive number of tokens")
     settings = memory_context().settings
     ref = readers.find(settings.roots, session_id)
-    if _exclusion(settings)(ref):
+    if _excluded_cwd(settings, ref):
         raise UserInputError(f"session {ref.id} belongs to a project in exclude_projects: it is never read")
     return render_transcript(readers.load(ref), budget_tokens=budget_tokens, since_seq=since_seq)
 
@@ -193,11 +182,13 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("sessions")
     def sessions_cmd(
-        source: SourceOption | None = typer.Option(None, "--source", help="Only this agent's sessions."),
+        source: Literal["dsh", "codex", "claude"] | None = typer.Option(
+            None, "--source", help="Only this agent's sessions."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
     ) -> None:
         """List discovered sessions (DSH, Codex, Claude Code) and whether each was processed."""
-        show(lambda: list_sessions(source.value if source else None), as_json, _print_table)
+        show(lambda: list_sessions(source), as_json, _print_table)
 
     @app.command("render")
     def render_cmd(
