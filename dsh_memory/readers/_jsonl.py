@@ -1,4 +1,5 @@
-"""Shared line reading for the JSONL session readers (Codex rollouts, Claude Code transcripts).
+"""What the session readers share: JSONL reading (Codex rollouts, Claude Code transcripts), time
+stamps, titles, tool arguments, and `Events`, the event list each reader builds.
 
 `read_jsonl(path)` returns every complete line that parses as a JSON object, keyed by its 0-based
 line index (the record's `seq`). Bad lines (invalid UTF-8, not JSON, not an object) are skipped
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory.errors import SessionReadError
+from dsh_memory.models import Event, EventKind
 from dsh_memory.readers._input import LogLines
 
 ZSTD_SUFFIXES = (".zst", ".zstd")
@@ -132,3 +134,27 @@ def parse_json_maybe(value: Any) -> Any:
             except (ValueError, RecursionError):
                 return value
     return value
+
+
+class Events:
+    """A reader's transcript events in file order; a tool result carries its call's tool name."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.turn: int | None = None
+        self.call_names: dict[str, str] = {}
+
+    def add(self, seq: int, kind: EventKind, time, **kw) -> Event:
+        ev = Event(seq=seq, kind=kind, time=time, **{"turn": self.turn, **kw})
+        self.events.append(ev)
+        return ev
+
+    def tool_call(self, seq: int, time, name: str, call_id: Any, arguments: Any) -> None:
+        if isinstance(call_id, str):
+            self.call_names[call_id] = name
+        self.add(seq, EventKind.TOOL_CALL, time, tool_name=name, tool_call_id=call_id, arguments=arguments)
+
+    def tool_result(self, seq: int, time, call_id: Any, text: str, is_error: bool, images: int) -> None:
+        name = self.call_names.get(call_id) if isinstance(call_id, str) else None
+        kw = {"text": text, "is_error": is_error, "images": images, "tool_call_id": call_id, "tool_name": name}
+        self.add(seq, EventKind.TOOL_RESULT, time, **kw)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsh_memory.models import Event, EventKind, Session
-from dsh_memory.readers._jsonl import parse_time, same_words
+from dsh_memory.readers._jsonl import Events, parse_time, same_words
 from dsh_memory.readers.claude_records import INTERRUPTED, classify_text, flag_label, typed_line
 from dsh_memory.transcript.boilerplate import strip_boilerplate
 
@@ -27,26 +27,20 @@ class _Queued:
         self.event: Event | None = None  # emitted where it left the queue, if no record delivers it
 
 
-class EventBuilder:
+class EventBuilder(Events):
     """Events in file order; human prompts from every record kind, de-duplicated in `finish`."""
 
     def __init__(self, session: Session, skip_sidechain: bool):
+        super().__init__()
         self.session = session
         self.skip_sidechain = skip_sidechain
-        self.events: list[Event] = []
         self.times: list = []
         self.summaries: list[tuple[str, Any]] = []
         self.custom_title: str | None = None
         self.seen_blocks: set[tuple] = set()  # (message.id, block key): replays of split responses
-        self.call_names: dict[str, str] = {}
         self.pending: list[_Queued] = []  # still in the queue
         self.left: list[_Queued] = []  # left the queue for the model
         self.source: dict[int, tuple[str, dict]] = {}  # id(human event) -> (record kind, record)
-
-    def add(self, seq: int, kind: EventKind, time, **kw) -> Event:
-        ev = Event(seq=seq, kind=kind, time=time, **kw)
-        self.events.append(ev)
-        return ev
 
     def human(self, seq: int, time, text: str, kind: str, obj: dict, **kw) -> Event:
         ev = self.add(seq, EventKind.HUMAN, time, text=text, **kw)
@@ -227,17 +221,7 @@ class EventBuilder:
             images = sum(1 for c in parts if c.get("type") == "image")
             content = "\n".join(c.get("text", "") for c in parts if isinstance(c.get("text"), str))
         text, _ = strip_boilerplate(content) if isinstance(content, str) else ("", 0)
-        call_id = block.get("tool_use_id")
-        self.add(
-            seq,
-            EventKind.TOOL_RESULT,
-            time,
-            text=text,
-            is_error=block.get("is_error") is True,
-            images=images,
-            tool_call_id=call_id,
-            tool_name=self.call_names.get(call_id) if isinstance(call_id, str) else None,
-        )
+        self.tool_result(seq, time, block.get("tool_use_id"), text, block.get("is_error") is True, images)
 
     def _assistant(self, seq: int, obj: dict, time) -> None:
         message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
@@ -271,15 +255,6 @@ class EventBuilder:
                 self.add(seq, EventKind.REASONING, time)
             elif btype in ("tool_use", "server_tool_use"):
                 name = block.get("name") if isinstance(block.get("name"), str) else "tool"
-                if isinstance(block.get("id"), str):
-                    self.call_names[block["id"]] = name
-                self.add(
-                    seq,
-                    EventKind.TOOL_CALL,
-                    time,
-                    tool_name=name,
-                    tool_call_id=block.get("id"),
-                    arguments=block.get("input"),
-                )
+                self.tool_call(seq, time, name, block.get("id"), block.get("input"))
         if message.get("stop_reason") == "max_tokens":
             self.add(seq, EventKind.STATUS, time, label="max_tokens")

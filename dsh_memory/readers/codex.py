@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory.errors import SessionReadError
-from dsh_memory.models import Event, EventKind, Session, SessionRef
+from dsh_memory.models import EventKind, Session, SessionRef
 from dsh_memory.readers._input import regular_stat
-from dsh_memory.readers._jsonl import UUID_RE, parse_json_maybe, parse_time, read_jsonl, same_words, short_title
+from dsh_memory.readers._jsonl import UUID_RE, Events, parse_json_maybe, parse_time, read_jsonl, same_words, short_title
 from dsh_memory.readers.codex_records import (
     agent_item_text,
     find_key,
@@ -216,18 +216,11 @@ class _Prompts:
         self.item_answers = any(t == "event_msg" and agent_item_text(p) is not None for _, t, p, _ in items)
 
 
-class _Builder:
+class _Builder(Events):
     def __init__(self, session: Session, prompts: _Prompts):
+        super().__init__()
         self.session = session
         self.prompts = prompts
-        self.events: list[Event] = []
-        self.turn: int | None = None
-        self.call_names: dict[str, str] = {}
-
-    def add(self, seq: int, kind: EventKind, time, **kw) -> Event:
-        ev = Event(seq=seq, kind=kind, turn=self.turn, time=time, **kw)
-        self.events.append(ev)
-        return ev
 
     def compaction(self, seq: int, time, label: str) -> None:
         if self.events and self.events[-1].kind is EventKind.COMPACTION:
@@ -294,7 +287,7 @@ class _Builder:
         elif t in _TOOL_CALL_TYPES:
             self._tool_call(seq, p, time)
         elif t in _TOOL_OUTPUT_TYPES:
-            self._tool_output(seq, p, time)
+            self.tool_result(seq, time, p.get("call_id"), *output_text(p.get("output")))
         elif t in ("compaction", "context_compaction", "compaction_summary"):
             self.compaction(seq, time, t)
         elif t == "agent_message":
@@ -328,21 +321,4 @@ class _Builder:
             name, args = "web_search", p.get("action")
         else:
             name, args = "tool_search", p.get("arguments", p.get("query"))
-        name = name if isinstance(name, str) and name else t
-        if isinstance(call_id, str):
-            self.call_names[call_id] = name
-        self.add(seq, EventKind.TOOL_CALL, time, tool_name=name, tool_call_id=call_id, arguments=args)
-
-    def _tool_output(self, seq: int, p: dict, time) -> None:
-        call_id = p.get("call_id")
-        text, is_error, images = output_text(p.get("output"))
-        self.add(
-            seq,
-            EventKind.TOOL_RESULT,
-            time,
-            text=text,
-            is_error=is_error,
-            images=images,
-            tool_call_id=call_id,
-            tool_name=self.call_names.get(call_id) if isinstance(call_id, str) else None,
-        )
+        self.tool_call(seq, time, name if isinstance(name, str) and name else t, call_id, args)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from dsh_memory.models import Event, EventKind
-from dsh_memory.readers._jsonl import parse_json_maybe
+from dsh_memory.models import EventKind
+from dsh_memory.readers._jsonl import Events, parse_json_maybe
 from dsh_memory.readers.dsh_records import (
     KNOWN_BLOCK_TYPES,
     Body,
@@ -61,15 +61,13 @@ def _source_kind(msg: dict) -> str:
     return kind or "unknown"
 
 
-class _Mapper:
+class _Mapper(Events):
     def __init__(self, records: list[Record], cut: int, warn: Warnings):
+        super().__init__()
         self.records = records
         self.cut = cut
         self.warn = warn
-        self.events: list[Event] = []
-        self.turn: int | None = None
         self.turns: dict[int, str | None] = {}
-        self.call_names: dict[str, str] = {}
         self.compaction_turn: dict[str, Any] = {}
         self.compactions: dict[str, dict] = {}
         self.title: str | None = None
@@ -94,11 +92,7 @@ class _Mapper:
 
     def _emit(self, r: Record, kind: EventKind, **kw: Any) -> None:
         turn = as_int(r.data.get("turn"))
-        self.events.append(
-            Event(
-                seq=r.seq, kind=kind, turn=turn if turn is not None else self.turn, time=ms_to_datetime(r.time), **kw
-            )  # fmt: skip
-        )
+        self.add(r.seq, kind, ms_to_datetime(r.time), turn=self.turn if turn is None else turn, **kw)
 
     def _one(self, r: Record) -> None:
         t, d = r.type, r.data
