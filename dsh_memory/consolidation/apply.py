@@ -12,16 +12,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dsh_memory.consolidation.archive import ARCHIVE, archive_dropped
+from dsh_memory.consolidation.cleanup import clean_handbook
 from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
 from dsh_memory.consolidation.output import ConsolidationOutput
-from dsh_memory.errors import DshMemoryError
+from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
+from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE
+from dsh_memory.errors import DshMemoryError, UserInputError
+from dsh_memory.scope import summary_file_cap
 
-SKILL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
 _SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
 MAX_SKILL_PATH_CHARS = 200
@@ -74,11 +77,6 @@ class ValidSkill:
     name: str
     skill_md: str
     files: list[tuple[str, str]]
-
-
-def _skill_label(item: Any) -> str:
-    name = item.get("name") if isinstance(item, dict) else None
-    return name[:80] if isinstance(name, str) else "?"
 
 
 def ensure_frontmatter(name: str, skill_md: str) -> str:
@@ -170,13 +168,6 @@ class ApplyResult:
     kept_unchanged: list[str] = field(default_factory=list)
 
 
-def _is_real_dir(path: os.PathLike) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def plan_skills(output: ConsolidationOutput, result: ApplyResult) -> tuple[list[ValidSkill], list[str]]:
     """Validate skills and removals (no filesystem access). Errors go into result.skill_errors."""
     valid: list[ValidSkill] = []
@@ -187,7 +178,8 @@ def plan_skills(output: ConsolidationOutput, result: ApplyResult) -> tuple[list[
         try:
             s = validate_skill(item)
         except SkillError as exc:
-            result.skill_errors.append(f"{_skill_label(item)}: {exc}")
+            name = item.get("name") if isinstance(item, dict) else None
+            result.skill_errors.append(f"{name[:80] if isinstance(name, str) else '?'}: {exc}")
             continue
         if any(v.name == s.name for v in valid):
             result.skill_errors.append(f"{s.name}: emitted twice; the first one kept")
@@ -219,7 +211,7 @@ def _write_skill(store: Any, s: ValidSkill) -> list[str]:
 
 def _remove_skill(store: Any, name: str) -> bool:
     path = store.resolve(f"skills/{name}")  # refuses symlinks on the way
-    if not _is_real_dir(path):
+    if not os.path.isdir(path) or os.path.islink(path):
         return False
     shutil.rmtree(path)
     return True
@@ -249,15 +241,11 @@ def apply_output(
             result.skill_errors.append(f"remove {name}: {exc}")
 
     incremental = inputs.mode != INIT
-    from dsh_memory.consolidation.cleanup import clean_handbook
-
     evidence = "\n".join(sec.body for sec in inputs.sections)
     output.memory_md = clean_handbook(output.memory_md, evidence) if output.memory_md.strip() else ""
     if output.memory_summary_md.strip():
         output.memory_summary_md = clean_handbook(output.memory_summary_md, evidence) or "v1\n"
     if output.source != "mechanical":  # the model's scopes, checked against the raw memories
-        from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
-
         items = project_items([*store.read_raw_archive_blocks(), *store.read_raw_blocks()])
         output.memory_md, moved_md = guard_handbook(output.memory_md, items)
         output.memory_summary_md, moved_summary = guard_summary(output.memory_summary_md, items)
@@ -267,16 +255,12 @@ def apply_output(
         store.atomic_write("MEMORY.md", text)
         result.files_written.append("MEMORY.md")
         if inputs.flagged or output.archive:  # a flagged or capped item left out is archived, never lost silently
-            from dsh_memory.consolidation.archive import ARCHIVE, archive_dropped
-
             result.items_retired = archive_dropped(store, [*inputs.flagged, *output.archive], text, now)
             result.files_written += [ARCHIVE] if result.items_retired else []
     else:
         result.kept_unchanged.append("MEMORY.md")
 
     new_summary = output.memory_summary_md if output.memory_summary_md.strip() or not incremental else inputs.summary
-    from dsh_memory.scope import summary_file_cap
-
     fixed = ensure_summary_v1(new_summary, summary_file_cap(new_summary, settings.max_summary_chars))
     result.summary_repaired = fixed.split("\n", 1)[0] != (new_summary or "").split("\n", 1)[0]
     if fixed != inputs.summary or not incremental:
@@ -310,8 +294,6 @@ def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> di
     archive, and exclude the session from future extraction (so it is not re-learned). Handbook
     content stays until the next consolidation."""
     if not isinstance(session_id, str) or not session_id.strip():
-        from dsh_memory.errors import UserInputError
-
         raise UserInputError("forget needs a session id")
     dropped = state.forget(session_id)
     state.set_override(session_id, "exclude")

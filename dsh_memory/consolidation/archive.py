@@ -13,6 +13,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from dsh_memory.consolidation.mechanical import Group, parse_memory_md
 from dsh_memory.readpath.learned import BULLET, FLAGS, SOURCE, item_key
 
 ARCHIVE = "MEMORY.archive.md"
@@ -21,8 +22,6 @@ TITLE = "# Retired handbook items (kept, with why and when; see docs/agents.md)"
 
 def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: datetime) -> int:
     """Append every flagged item `new_memory_md` no longer has to the archive; how many."""
-    from dsh_memory.consolidation.mechanical import Group, parse_memory_md
-
     have = {item_key(ln) for ln in new_memory_md.splitlines() if BULLET.match(ln)}
     gone, seen = [], set()
     for f in flagged:

@@ -14,6 +14,8 @@ from typing import Any
 
 from dsh_memory import scope as sc
 from dsh_memory.errors import NotFoundError, UserInputError
+from dsh_memory.storage.locks import phase_lock
+from dsh_memory.storage.store import parse_front_matter
 
 
 def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
@@ -21,8 +23,6 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
     worktree of one); NotFoundError when the project has nothing in memory."""
     if not isinstance(root, str) or not root.strip() or "\x00" in root:
         raise UserInputError("forget --project needs a repository root")
-    from dsh_memory.storage.locks import phase_lock
-
     asked = sc._norm(os.path.abspath(os.path.expanduser(root.strip())))  # `.` is the current folder
     targets = {asked, sc.project_root(asked) or asked}
 
@@ -60,8 +60,6 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
 
 
 def _note_project(store: Any, rel: str) -> str | None:
-    from dsh_memory.storage.store import parse_front_matter
-
     try:
         fields, _ = parse_front_matter(store.read_text(rel)[:8192])
     except (OSError, ValueError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from dsh_memory.consolidation.inputs import as_utc
@@ -50,20 +51,17 @@ def decide(
     if last is not None and cooldown_seconds > 0:
         remaining = max(0, int(cooldown_seconds - (as_utc(now) - last).total_seconds()))
 
-    def d(outcome: str, reason: str) -> GateDecision:
-        return GateDecision(
-            outcome=outcome,
-            reason=reason,
-            force=force,
-            pending=pending,
-            notes=notes,
-            raw_blocks=raw_blocks,
-            failures=failures,
-            last_phase2_at=last.isoformat() if last else None,
-            cooldown_seconds=cooldown_seconds,
-            cooldown_remaining_seconds=remaining,
-        )
-
+    d = partial(
+        GateDecision,
+        force=force,
+        pending=pending,
+        notes=notes,
+        raw_blocks=raw_blocks,
+        failures=failures,
+        last_phase2_at=last.isoformat() if last else None,
+        cooldown_seconds=cooldown_seconds,
+        cooldown_remaining_seconds=remaining,
+    )
     if not (pending or notes or raw_blocks):
         return d(SKIP_NOTHING, "no pending flag, no ad hoc notes, no raw memories waiting")
     if failures >= PAUSE_AFTER_FAILURES and not force:

@@ -14,10 +14,11 @@ from typing import Any
 
 from dsh_memory.consolidation import stale
 from dsh_memory.consolidation.prompt import Section, build_messages
-from dsh_memory.consolidation.skill_inventory import SkillInfo, skills_inventory
-from dsh_memory.consolidation.skill_inventory import one_line as _one_line
-from dsh_memory.consolidation.skill_inventory import read_optional as _read_optional
+from dsh_memory.consolidation.skill_inventory import SkillInfo, one_line, read_optional, skills_inventory
 from dsh_memory.errors import DshMemoryError
+from dsh_memory.readpath.learned import dates_of
+from dsh_memory.scope import project_root
+from dsh_memory.storage.store import parse_front_matter
 
 INIT, INCREMENTAL = "INIT", "INCREMENTAL"
 GIST_CHARS = 160
@@ -156,14 +157,12 @@ def _gist(body: str) -> str:
     for ln in body.splitlines():
         s = ln.strip().lstrip("#").strip()
         if s:
-            return _one_line(s, GIST_CHARS)
+            return one_line(s, GIST_CHARS)
     return ""
 
 
 def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) -> list[IndexEntry]:
     """Every active rollout summary with provenance, usage and its forgetting annotation."""
-    from dsh_memory.storage.store import parse_front_matter
-
     entries: list[IndexEntry] = []
     for info in store.list_rollout_summaries():
         prov = info.provenance or {}
@@ -178,14 +177,14 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
         candidate = bool(
             max_unused_days > 0 and activity is not None and (now - activity).total_seconds() > max_unused_days * 86400
         )
-        text = _read_optional(store.root / info.rel) or ""
+        text = read_optional(store.root / info.rel) or ""
         _, body = parse_front_matter(text)
         entries.append(
             IndexEntry(
                 slug=info.slug,
                 rel=info.rel,
-                session_id=_one_line(prov.get("session_id"), 120),
-                cwd=_one_line(prov.get("cwd"), 200),
+                session_id=one_line(prov.get("session_id"), 120),
+                cwd=one_line(prov.get("cwd"), 200),
                 updated_at=updated,
                 uses=int(count or 0),
                 last_used=last_used,
@@ -199,49 +198,45 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
 
 
 def _render_raw(i: int, b: Any) -> str:
-    from dsh_memory.scope import project_root
-
     project = b.project or project_root(b.cwd) or "unknown"
     head = (
-        f"### raw block {i} · slug={_one_line(b.slug, 80) or 'unknown'} · session={_one_line(b.session_id, 120)}"
-        f" · source={_one_line(b.source, 20)} · cwd={_one_line(b.cwd, 200) or 'unknown'}"
-        f" · project={_one_line(project, 200)}"
-        f" · updated={_one_line(b.updated_at, 40) or 'unknown'}"
+        f"### raw block {i} · slug={one_line(b.slug, 80) or 'unknown'} · session={one_line(b.session_id, 120)}"
+        f" · source={one_line(b.source, 20)} · cwd={one_line(b.cwd, 200) or 'unknown'}"
+        f" · project={one_line(project, 200)}"
+        f" · updated={one_line(b.updated_at, 40) or 'unknown'}"
     )
     return f"{head}\n{b.body.strip()}\n\n"
 
 
 def _render_note(rel: str, text: str) -> str:
-    from dsh_memory.storage.store import parse_front_matter
-
     fields, body = parse_front_matter(text)
-    title = f" · title={_one_line(fields['title'], 120)}" if fields.get("title") else ""
-    title += f" · project={_one_line(fields['project'], 300)}" if fields.get("project") else ""  # an imported note's
-    title += f" · imported from {fields['agent']} {_one_line(fields.get('source'), 300)}" if fields.get("agent") else ""
-    return f"### note {rel} · created={_one_line(fields.get('created_at'), 40) or 'unknown'}{title}\n{body.strip()}\n\n"
+    title = f" · title={one_line(fields['title'], 120)}" if fields.get("title") else ""
+    title += f" · project={one_line(fields['project'], 300)}" if fields.get("project") else ""  # an imported note's
+    title += f" · imported from {fields['agent']} {one_line(fields.get('source'), 300)}" if fields.get("agent") else ""
+    return f"### note {rel} · created={one_line(fields.get('created_at'), 40) or 'unknown'}{title}\n{body.strip()}\n\n"
 
 
 def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase2Inputs:
     """Read the memory root and build the capped, annotated model input. Reads only."""
     now = as_utc(now)
-    memory_md = _read_optional(store.memory_md_path)
-    summary = _read_optional(store.summary_path)
+    memory_md = read_optional(store.memory_md_path)
+    summary = read_optional(store.summary_path)
     mode = INIT if memory_md is None or summary is None else INCREMENTAL
     memory_md, summary = memory_md or "", summary or ""
     truncated: list[str] = []
 
-    mem_shown, cut = cap_text(memory_md, settings.max_memory_md_chars)
-    if cut:
-        truncated.append("MEMORY.md")
-    sum_shown, cut = cap_text(summary, settings.max_summary_chars)
-    if cut:
-        truncated.append("memory_summary.md")
+    def capped(what: str, shown_and_cut: tuple) -> Any:
+        if shown_and_cut[1]:
+            truncated.append(what)
+        return shown_and_cut[0]
 
+    mem_shown = capped("MEMORY.md", cap_text(memory_md, settings.max_memory_md_chars))
+    sum_shown = capped("memory_summary.md", cap_text(summary, settings.max_summary_chars))
     blocks = store.read_raw_blocks()
-    raw_items, cut = pack([_render_raw(i + 1, b) for i, b in enumerate(blocks)], settings.max_raw_chars)
+    raw_items = capped(
+        "raw memories", pack([_render_raw(i + 1, b) for i, b in enumerate(blocks)], settings.max_raw_chars)
+    )
     raw_ids = [b.id for b in blocks[: len(raw_items)]]
-    if cut:
-        truncated.append("raw memories")
 
     note_rels_all = store.list_notes()
     note_texts = []
@@ -250,10 +245,8 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
             note_texts.append((rel, store.read_text(rel)))
         except (OSError, ValueError, DshMemoryError):  # vanished or unreadable: not consumed
             continue
-    note_items, cut = pack([_render_note(rel, t) for rel, t in note_texts], settings.max_notes_chars)
+    note_items = capped("ad hoc notes", pack([_render_note(rel, t) for rel, t in note_texts], settings.max_notes_chars))
     note_rels = [rel for rel, _ in note_texts[: len(note_items)]]
-    if cut:
-        truncated.append("ad hoc notes")
 
     entries = build_index(store, state.usage(), now, settings.max_unused_days)
     floor = datetime.min.replace(tzinfo=UTC)
@@ -262,17 +255,15 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
         (e for e in entries if not e.candidate), key=lambda e: (e.last_activity or floor, e.slug), reverse=True
     )
     # Candidates get at most half the index budget, so forgetting can always make progress.
-    cand_lines, cut_c = pack([e.line() for e in cands], settings.max_index_chars // 2) if cands else ([], False)
+    cand_lines, cut_c = pack([e.line() for e in cands], settings.max_index_chars // 2)
     used = sum(len(x) for x in cand_lines)
-    fresh_lines, cut_f = pack([e.line() for e in fresh], settings.max_index_chars - used) if fresh else ([], False)
+    fresh_lines, cut_f = pack([e.line() for e in fresh], settings.max_index_chars - used)
     shown = cands[: len(cand_lines)] + fresh[: len(fresh_lines)]
     if cut_c or cut_f:
         truncated.append("rollout summary index")
 
     skills = skills_inventory(store.skills_dir)
-    skill_items, cut = pack([s.render() for s in skills], settings.max_index_chars)
-    if cut:
-        truncated.append("skills inventory")
+    skill_items = capped("skills inventory", pack([s.render() for s in skills], settings.max_index_chars))
 
     flagged = flagged_items(memory_md, str(store.root), now.date(), settings.stale_after_days)
 
@@ -342,7 +333,6 @@ def flagged_items(memory_md: str, root: str, today: date, stale_after_days: int)
     """`flagged` for a MEMORY.md text (the memory root `root` dates its sources)."""
     from dsh_memory.consolidation.mechanical import parse_memory_md
     from dsh_memory.consolidation.summary_md import scope_of_group
-    from dsh_memory.readpath.learned import dates_of
 
     if not memory_md.strip():
         return []

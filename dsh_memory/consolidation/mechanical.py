@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from dsh_memory.consolidation import stale
@@ -22,8 +23,9 @@ from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.summary_md import render_summary, scope_of_group
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
-from dsh_memory.readpath.learned import BULLET, SOURCE, item_key, sources_of, with_sources
+from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
 from dsh_memory.scope import GLOBAL, is_tagged_global, project_root, untag
+from dsh_memory.storage.store import parse_front_matter, slugify
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
     steps.RULES: "User preferences",
@@ -146,8 +148,6 @@ def split_raw(body: str) -> list[tuple[str, str, list[str]]]:
 
 
 def _task_line(store: Any, block: Any) -> str:
-    from dsh_memory.storage.store import parse_front_matter
-
     rel = f"rollout_summaries/{block.slug}.md"
     gist = ""
     with suppress(Exception):  # a missing recap only loses its gist
@@ -162,8 +162,6 @@ def _task_line(store: Any, block: Any) -> str:
 def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | None:
     """A skill for a raw block that holds a procedure, `skills/<project>-<task>/SKILL.md`: when to
     use, the steps, verification from the commands that worked, pitfalls from its shields."""
-    from dsh_memory.storage.store import slugify
-
     proc = next(((h, b) for s, h, b in parts if s == SECTIONS[steps.PROCEDURE] and b), None)
     if proc is None:
         return None
@@ -263,8 +261,6 @@ def _note_items(fields: dict, body: str) -> list[str]:
 
 def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
     """The mechanical merge (see the module docstring) as a ConsolidationOutput for `apply`."""
-    from dsh_memory.storage.store import parse_front_matter
-
     groups = parse_memory_md(inputs.memory_md)
     wanted = set(inputs.raw_ids)
     skills: list[dict] = []
@@ -323,10 +319,6 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
 def _retire_stale(store: Any, groups: dict[str, Group], inputs: Any, settings: Any) -> int:
     """Leave out the set-aside items no session confirmed for `stale_after_days` (dated by the
     sources of the handbook as merged, new sessions included); apply archives them."""
-    from datetime import date
-
-    from dsh_memory.readpath.learned import dates_of
-
     rendered = "\n\n".join(g.render() for g in groups.values())
     dates = dates_of(rendered, str(store.root))
     today = date.fromisoformat(inputs.today)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory.errors import LLMOutputError
+from dsh_memory.llm.parse import extract_json_object, loads_truncated
 
 REQUIRED = ("memory_md", "memory_summary_md")
 LISTS = ("skills", "remove_skills", "retire_summaries")
@@ -215,8 +216,6 @@ def parse_blocks(text: str) -> tuple[dict[str, str], str | None]:
 
 def parse_reply(reply: ModelReply, mode: str = "INCREMENTAL") -> ConsolidationOutput:
     """Best usable output from one reply, or LLMOutputError saying why there is none."""
-    from dsh_memory.llm.parse import extract_json_object, loads_truncated
-
     suffix = "-partial" if reply.truncated else ""
     errors: list[str] = []
     # 1. Tool arguments.

@@ -11,7 +11,17 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, is_tagged_global, project_root, summary_parts, untag
+from dsh_memory.readpath.learned import SOURCE
+from dsh_memory.scope import (
+    GLOBAL,
+    GROUP_HEADING,
+    SUMMARY_HEADING,
+    handbook_groups,
+    is_tagged_global,
+    project_root,
+    summary_parts,
+    untag,
+)
 
 WORD = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 NOISE = frozenset("the and for you with this that user said says agent".split())
@@ -22,8 +32,6 @@ ITEM_PREFIXES = ("- ", "* ", "+ ")
 
 def _words(line: str) -> frozenset[str]:
     """The words of an item that say what it is (3+ letters, not who said it)."""
-    from dsh_memory.readpath.learned import SOURCE
-
     return frozenset(w for w in WORD.findall(untag(SOURCE.sub("", line)).lower()) if len(w) >= 3 and w not in NOISE)
 
 
@@ -86,8 +94,6 @@ def guard_summary(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[s
 
 def guard_handbook(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[str, int]:
     """(MEMORY.md with misplaced project items moved to their project's task group, how many)."""
-    from dsh_memory.scope import GROUP_HEADING, handbook_groups
-
     if not items or not text.strip():
         return text, 0
     lines = text.split("\n")

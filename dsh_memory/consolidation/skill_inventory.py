@@ -8,7 +8,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-SKILL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
+from dsh_memory.consolidation.prompt import SKILL_NAME_PATTERN
+
+SKILL_NAME_RE = re.compile(SKILL_NAME_PATTERN)
 SKILL_FILES_LISTED = 20
 SKILL_MD_HEAD_CHARS = 8192
 

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from dsh_memory.phase1.clean import is_marker
+from dsh_memory.phase1.postprocess import cap_lines
 from dsh_memory.readpath.learned import SOURCE
 from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project
 
@@ -38,8 +39,6 @@ def _commands(group: Group) -> list[str]:
 
 
 def _within(lines: list[str], cap: int) -> list[str]:
-    from dsh_memory.phase1.postprocess import cap_lines
-
     text = cap_lines(lines, cap)
     return text.split("\n") if text else []
 
