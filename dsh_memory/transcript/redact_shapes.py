@@ -111,18 +111,18 @@ def _apply_rule(rule: Rule, text: str, low: str) -> str:
         found = {
             sp
             for lo, hi in _windows(rule, text)
-            for m in rule.pattern.finditer(text, lo, hi)
+            for m in rule.regex.finditer(text, lo, hi)
             for sp in rule.spans(m, text)
         }
         return replace_spans(text, [(s, e, rule.kind) for s, e in sorted(found)]) if found else text
     if not rule.lower:
         if rule.repl is not None:
-            return rule.pattern.sub(rule.repl, text)
+            return rule.regex.sub(rule.repl, text)
         if rule.group is None:
-            return rule.pattern.sub(marker(rule.kind), text)
-        spans = [sp for m in rule.pattern.finditer(text) for sp in rule.spans(m, text)]
+            return rule.regex.sub(marker(rule.kind), text)
+        spans = [sp for m in rule.regex.finditer(text) for sp in rule.spans(m, text)]
     elif len(low) == len(text):  # the pattern runs on the lower-cased text, spans are the same
-        spans = [sp for m in rule.pattern.finditer(low) for sp in rule.spans(m, text)]
+        spans = [sp for m in rule.regex.finditer(low) for sp in rule.spans(m, text)]
     else:
         spans = [sp for m in rule.ignorecase.finditer(text) for sp in rule.spans(m, text)]
     return replace_spans(text, [(s, e, rule.kind) for s, e in spans]) if spans else text

@@ -41,7 +41,7 @@ class Rule:
 
     kind: str
     triggers: tuple[str, ...]
-    pattern: re.Pattern[str]
+    pattern: str
     group: str | None = None
     inner: re.Pattern[str] | None = None
     lower: bool = False
@@ -66,9 +66,13 @@ class Rule:
                 yield im.span("tok")
 
     @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+    @cached_property
     def ignorecase(self) -> re.Pattern[str]:
         """The pattern for texts whose `lower()` changes their length (some non-ASCII letters)."""
-        return re.compile(self.pattern.pattern, re.IGNORECASE)
+        return re.compile(self.pattern, re.IGNORECASE)
 
 
 # A text without 16 token characters in a row cannot hold a prefixed token: one fast regex search
@@ -94,17 +98,13 @@ def _start(lit: str, not_before: str = _WORDCH) -> str:
     return e + rf"(?:(?<!{not_before}{e})|(?<=\\[nrt]{e}))"
 
 
-def _c(p: str) -> re.Pattern[str]:
-    return re.compile(p)
-
-
 def _tok(kind: str, triggers: tuple[str, ...], pattern: str, lower: bool = False) -> Rule:
     """A rule that replaces only its `tok` group, in any text (not gated)."""
-    return Rule(kind, triggers, _c(pattern), group="tok", lower=lower, gated=False)
+    return Rule(kind, triggers, pattern, group="tok", lower=lower, gated=False)
 
 
-def _prefixed(kind: str, prefix: str, body: str, right: str = _R, triggers: tuple[str, ...] = ()) -> Rule:
-    return Rule(kind, triggers or (prefix,), _c(_start(prefix) + body + right))
+def _prefixed(kind: str, prefix: str, body: str, right: str = _R) -> Rule:
+    return Rule(kind, (prefix,), _start(prefix) + body + right)
 
 
 # --- private keys ----------------------------------------------------------------------------
@@ -118,18 +118,16 @@ _PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 PEM_BLOCK = Rule(
     "pem_private_key",
     ("PRIVATE KEY",),
-    _c(
-        _PEM_BEGIN
-        # up to the END line, but not across another BEGIN line (each BEGIN scans its own block only)
-        + r"(?:(?:(?!-----BEGIN)[\s\S]){0,20000}?"
-        + _PEM_END
-        # END line missing (cut output): the base64 lines and `Header: value` lines that follow
-        + r"|(?:[ \t]*"
-        + _NL
-        + r"[ \t]*"
-        + _LINENO
-        + r"(?:[A-Za-z0-9+/=]{8,}[ \t]*|[A-Za-z-]+:[^\n\\]*))*)"
-    ),
+    _PEM_BEGIN
+    # up to the END line, but not across another BEGIN line (each BEGIN scans its own block only)
+    + r"(?:(?:(?!-----BEGIN)[\s\S]){0,20000}?"
+    + _PEM_END
+    # END line missing (cut output): the base64 lines and `Header: value` lines that follow
+    + r"|(?:[ \t]*"
+    + _NL
+    + r"[ \t]*"
+    + _LINENO
+    + r"(?:[A-Za-z0-9+/=]{8,}[ \t]*|[A-Za-z-]+:[^\n\\]*))*)",
     gated=False,
 )
 # Base64 lines that end in an END line (the BEGIN line was cut off). Searched only in the 8,000
@@ -151,10 +149,10 @@ _AWS_RULES = [
     Rule(
         "aws_secret_access_key",
         ("AKIA", "ASIA", "ABIA", "ACCA"),
-        _c(_AKID + r"(?P<mid>[^\n]{0,80}?)(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+        _AKID + r"(?P<mid>[^\n]{0,80}?)(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
         repl=_aws_pair_repl,
     ),
-    Rule("aws_access_key_id", ("AKIA", "ASIA", "ABIA", "ACCA"), _c(_AKID)),
+    Rule("aws_access_key_id", ("AKIA", "ASIA", "ABIA", "ACCA"), _AKID),
 ]
 
 # --- prefixed tokens -------------------------------------------------------------------------
@@ -163,105 +161,89 @@ _HEX = "[0-9a-f]"
 
 _TOKEN_RULES = [
     # JSON Web Tokens (header.payload.signature, both JSON parts base64url of '{"')
-    Rule("jwt", ("eyJ",), _c(_start("eyJ", _TOKCH) + r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")),
+    Rule("jwt", ("eyJ",), _start("eyJ", _TOKCH) + r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
     # OpenAI, Anthropic, OpenRouter, DeepSeek, Langfuse: sk-…
     Rule(
         "api_key",
         ("sk-",),
-        _c(
-            _start("sk-", _TOKCH)
-            + r"(?:(?:proj|ant|svcacct|admin|or-v\d|lf|None)-(?:(?:api|admin)\d\d-)?[A-Za-z0-9_-]{20,}"
-            r"|[A-Za-z0-9]{20,}[A-Za-z0-9_-]*)"
-        ),
+        _start("sk-", _TOKCH)
+        + r"(?:(?:proj|ant|svcacct|admin|or-v\d|lf|None)-(?:(?:api|admin)\d\d-)?[A-Za-z0-9_-]{20,}"
+        r"|[A-Za-z0-9]{20,}[A-Za-z0-9_-]*)",
     ),
     # GitHub: classic, OAuth, user-to-server, server-to-server (app), refresh, fine-grained
     Rule(
         "github_token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-        _c(_start("g") + r"(?:h[pousr]_[A-Za-z0-9]{20,}|ithub_pat_[A-Za-z0-9_]{20,})"),
+        _start("g") + r"(?:h[pousr]_[A-Za-z0-9]{20,}|ithub_pat_[A-Za-z0-9_]{20,})",
     ),
     # GitLab: personal/project/group, deploy, runner, pipeline trigger, CI job, feed, incoming mail,
     # OAuth app secret, agent, SCIM, feature flags; runner registration tokens
     Rule(
         "gitlab_token",
         ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glft-", "glimt-", "gloas-", "glagent-", "glsoat-", "glffct-"),
-        _c(_start("gl", _TOKCH) + r"(?:pat|dt|rt|ptt|cbt|ft|imt|oas|agent|soat|ffct)-[A-Za-z0-9_.-]{20,}"),
+        _start("gl", _TOKCH) + r"(?:pat|dt|rt|ptt|cbt|ft|imt|oas|agent|soat|ffct)-[A-Za-z0-9_.-]{20,}",
     ),
     _prefixed("gitlab_token", "GR1348941", _TOKCH + "{20,}", _RD),
     # Bitbucket app passwords and Atlassian (Jira, Confluence, Bitbucket) API / access tokens
     _prefixed("bitbucket_token", "ATBB", _AN + "{32,}"),
-    Rule("atlassian_token", ("ATATT3", "ATCTT3", "ATSTT3"), _c(_start("AT") + r"[ACS]TT3[A-Za-z0-9_=-]{100,}")),
+    Rule("atlassian_token", ("ATATT3", "ATCTT3", "ATSTT3"), _start("AT") + r"[ACS]TT3[A-Za-z0-9_=-]{100,}"),
     # Slack: bot, user, workspace, refresh, config and app-level tokens; webhooks keep their host
-    Rule("slack_token", ("xox",), _c(_start("xox", _TOKCH) + r"[abposre]-[A-Za-z0-9-]{10,}")),
-    Rule("slack_token", ("xapp-",), _c(_start("xapp-", _TOKCH) + r"\d-[A-Za-z0-9-]{20,}")),
+    Rule("slack_token", ("xox",), _start("xox", _TOKCH) + r"[abposre]-[A-Za-z0-9-]{10,}"),
+    Rule("slack_token", ("xapp-",), _start("xapp-", _TOKCH) + r"\d-[A-Za-z0-9-]{20,}"),
     Rule(
         "slack_webhook",
         ("hooks.slack.com",),
-        _c(r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<tok>[A-Za-z0-9_/+-]{20,})"),
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<tok>[A-Za-z0-9_/+-]{20,})",
         group="tok",
     ),
     Rule(
         "discord_webhook",
         ("/api/webhooks/",),
-        _c(
-            r"/api/webhooks/(?:(?<=discord\.com/api/webhooks/)|(?<=discordapp\.com/api/webhooks/))"
-            r"\d+/(?P<tok>[A-Za-z0-9_-]{40,})"
-        ),
+        r"/api/webhooks/(?:(?<=discord\.com/api/webhooks/)|(?<=discordapp\.com/api/webhooks/))"
+        r"\d+/(?P<tok>[A-Za-z0-9_-]{40,})",
         group="tok",
     ),
     Rule(
         "teams_webhook",
         ("webhook.office.com",),
-        _c(r"webhook\.office\.com/webhookb2/[^\s/]+/IncomingWebhook/(?P<tok>[A-Za-z0-9]{32})"),
+        r"webhook\.office\.com/webhookb2/[^\s/]+/IncomingWebhook/(?P<tok>[A-Za-z0-9]{32})",
         group="tok",
     ),
     # Discord bot tokens: base64(user id) . timestamp . HMAC
     Rule(
         "discord_token",
         ("discord", "Discord", ".run("),
-        _c(
-            r"[MNO](?<![A-Za-z0-9_.-][MNO])[A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_.-])"
-        ),
+        r"[MNO](?<![A-Za-z0-9_.-][MNO])[A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_.-])",
         prefix=False,
     ),
     # Telegram bot API tokens: <bot id>:AA<33>
     Rule(
         "telegram_token",
         (":AA",),
-        _c(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])"),
+        r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])",
         prefix=False,
         window=48,
     ),
     # Stripe secret, restricted and webhook-signing keys (publishable pk_ keys are public)
-    Rule(
-        "stripe_key", ("sk_live_", "sk_test_", "sk_prod_"), _c(_start("sk_") + r"(?:live|test|prod)_" + _AN + "{10,}")
-    ),
-    Rule(
-        "stripe_key", ("rk_live_", "rk_test_", "rk_prod_"), _c(_start("rk_") + r"(?:live|test|prod)_" + _AN + "{10,}")
-    ),
+    Rule("stripe_key", ("sk_live_", "sk_test_", "sk_prod_"), _start("sk_") + r"(?:live|test|prod)_" + _AN + "{10,}"),
+    Rule("stripe_key", ("rk_live_", "rk_test_", "rk_prod_"), _start("rk_") + r"(?:live|test|prod)_" + _AN + "{10,}"),
     _prefixed("stripe_key", "whsec_", _AN + "{24,}"),
     # Square access tokens and OAuth secrets; Braintree/PayPal access tokens
     _prefixed("square_token", "EAAA", r"[A-Za-z0-9_-]{60}", _RD),
     Rule(
-        "square_token",
-        ("sq0atp-", "sq0csp-", "sq0idp-"),
-        _c(_start("sq0", _TOKCH) + r"(?:atp|csp|idp)-[A-Za-z0-9_-]{22,}"),
+        "square_token", ("sq0atp-", "sq0csp-", "sq0idp-"), _start("sq0", _TOKCH) + r"(?:atp|csp|idp)-[A-Za-z0-9_-]{22,}"
     ),
-    Rule(
-        "braintree_token",
-        ("access_token$",),
-        _c(r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}"),
-    ),
+    Rule("braintree_token", ("access_token$",), r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}"),
     # Google: API keys, OAuth client secrets, OAuth access and refresh tokens
     _prefixed("gcp_api_key", "AIza", r"[A-Za-z0-9_-]{35}", _RD),
     _prefixed("gcp_secret", "GOCSPX-", r"[A-Za-z0-9_-]{24,}", _RD),
-    Rule("gcp_token", ("ya29.",), _c(_start("ya29.", "[A-Za-z0-9_.-]") + r"[A-Za-z0-9_.-]{20,}")),
-    Rule("gcp_token", ("1//0",), _c(_start("1//0", "[A-Za-z0-9/]") + r"[A-Za-z0-9_-]{40,}")),
+    Rule("gcp_token", ("ya29.",), _start("ya29.", "[A-Za-z0-9_.-]") + r"[A-Za-z0-9_.-]{20,}"),
+    Rule("gcp_token", ("1//0",), _start("1//0", "[A-Za-z0-9/]") + r"[A-Za-z0-9_-]{40,}"),
     # Azure: AD (Entra) client secrets; SAS signatures (account keys are assignments)
     Rule(
         "azure_secret",
         ("Q~",),
-        _c(r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"),
+        r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
         gated=False,
         window=48,
     ),
@@ -273,7 +255,7 @@ _TOKEN_RULES = [
     _prefixed("replicate_token", "r8_", _AN + "{30,}"),
     _prefixed("perplexity_key", "pplx-", _AN + "{40,}"),
     _prefixed("xai_key", "xai-", _AN + "{60,}"),
-    Rule("langsmith_key", ("lsv2_",), _c(_start("lsv2_") + r"(?:pt|sk)_[0-9a-f]{32}_[0-9a-f]{8,12}")),
+    Rule("langsmith_key", ("lsv2_",), _start("lsv2_") + r"(?:pt|sk)_[0-9a-f]{32}_[0-9a-f]{8,12}"),
     _prefixed("tavily_key", "tvly-", r"(?:dev-|prod-)?" + _AN + "{24,}"),
     # Package registries: npm, PyPI, NuGet, Docker Hub, RubyGems
     _prefixed("npm_token", "npm_", _AN + "{36}"),
@@ -282,42 +264,36 @@ _TOKEN_RULES = [
     _prefixed("docker_token", "dckr_pat_", r"[A-Za-z0-9_-]{20,}", _RD),
     _prefixed("rubygems_key", "rubygems_", _HEX + "{48}"),
     # SaaS
-    Rule("sendgrid_key", ("SG.",), _c(_start("SG.", "[A-Za-z0-9_.-]") + r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}")),
+    Rule("sendgrid_key", ("SG.",), _start("SG.", "[A-Za-z0-9_.-]") + r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}"),
     _prefixed("twilio_key", "SK", "[0-9a-fA-F]{32}"),
     _prefixed("mailgun_key", "key-", _HEX + "{32}"),
     Rule(
         "mailchimp_key",
         ("mailchimp", "Mailchimp", "MailChimp", "MAILCHIMP"),
-        _c(r"(?<![A-Za-z0-9_])[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9_])"),
+        r"(?<![A-Za-z0-9_])[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9_])",
         prefix=False,
         window=400,
     ),
-    Rule(
-        "shopify_token",
-        ("shpat_", "shpca_", "shppa_", "shpss_"),
-        _c(_start("shp") + r"(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
-    ),
+    Rule("shopify_token", ("shpat_", "shpca_", "shppa_", "shpss_"), _start("shp") + r"(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
     _prefixed("notion_token", "ntn_", r"[0-9]{11}" + _AN + "{35}"),
     _prefixed("notion_token", "secret_", _AN + "{43}"),
-    Rule("linear_key", ("lin_api_", "lin_oauth_"), _c(_start("lin_") + r"(?:api|oauth)_[A-Za-z0-9]{40,}")),
-    Rule("sentry_token", ("sntryu_", "sntrys_"), _c(_start("sntry") + r"[us]_[A-Za-z0-9+/=_]{40,}")),
+    Rule("linear_key", ("lin_api_", "lin_oauth_"), _start("lin_") + r"(?:api|oauth)_[A-Za-z0-9]{40,}"),
+    Rule("sentry_token", ("sntryu_", "sntrys_"), _start("sntry") + r"[us]_[A-Za-z0-9+/=_]{40,}"),
     _prefixed("databricks_token", "dapi", _HEX + r"{32}(?:-\d)?"),
-    Rule("prefect_key", ("pnu_", "pnb_"), _c(_start("pn") + r"[ub]_[A-Za-z0-9]{36}")),
-    Rule("digitalocean_token", ("dop_v1_", "doo_v1_", "dor_v1_"), _c(_start("do") + r"[por]_v1_[a-f0-9]{64}")),
+    Rule("prefect_key", ("pnu_", "pnb_"), _start("pn") + r"[ub]_[A-Za-z0-9]{36}"),
+    Rule("digitalocean_token", ("dop_v1_", "doo_v1_", "dor_v1_"), _start("do") + r"[por]_v1_[a-f0-9]{64}"),
     _prefixed("heroku_key", "HRKU-", r"[A-Za-z0-9_-]{50,}", _RD),
     _prefixed("age_secret_key", "AGE-SECRET-KEY-1", "[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
-    Rule(
-        "doppler_token", ("dp.",), _c(_start("dp.", "[A-Za-z0-9_.]") + r"(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}")
-    ),
+    Rule("doppler_token", ("dp.",), _start("dp.", "[A-Za-z0-9_.]") + r"(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
     _prefixed("onepassword_token", "ops_eyJ", r"[A-Za-z0-9+/=_-]{100,}", _RD),
     _prefixed("mapbox_token", "sk.eyJ", r"[A-Za-z0-9_.-]{50,}", _RD),
     _prefixed("postman_key", "PMAK-", r"[a-f0-9]{24}-[a-f0-9]{34}", _RD),
-    Rule("terraform_token", (".atlasv1.",), _c(r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}")),
+    Rule("terraform_token", (".atlasv1.",), r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}"),
     _prefixed("pulumi_token", "pul-", _HEX + "{40}"),
     Rule(
         "grafana_token",
         ("glsa_", "glc_"),
-        _c(_start("gl") + r"(?:sa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|c_[A-Za-z0-9+/]{32,}={0,2})"),
+        _start("gl") + r"(?:sa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|c_[A-Za-z0-9+/]{32,}={0,2})",
     ),
     _prefixed("newrelic_key", "NRAK-", "[A-Z0-9]{27}"),
     _prefixed("flyio_token", "fo1_", r"[A-Za-z0-9_-]{39,}", _RD),
@@ -327,12 +303,7 @@ _TOKEN_RULES = [
 
 # --- headers, URLs, command lines (the header patterns run on the lower-cased text) ----------
 _HEADER_RULES = [
-    _tok(
-        "bearer_token",
-        ("bearer",),
-        _start("bearer") + r"[ \t]+(?P<tok>[A-Za-z0-9._~+/-]{16,}=*)",
-        lower=True,
-    ),
+    _tok("bearer_token", ("bearer",), _start("bearer") + r"[ \t]+(?P<tok>[A-Za-z0-9._~+/-]{16,}=*)", lower=True),
     _tok(
         "basic_auth",
         ("authorization",),
@@ -351,9 +322,9 @@ _HEADER_RULES = [
     Rule(
         "cookie",
         ("cookie:",),
-        _c(r"cookie:[ \t]*(?P<rest>[^\n\\]*)"),
+        r"cookie:[ \t]*(?P<rest>[^\n\\]*)",
         group="rest",
-        inner=_c(r"(?P<name>[A-Za-z0-9_.-]+)=(?P<tok>[^;\s\"'\\\[\]]{16,})"),
+        inner=re.compile(r"(?P<name>[A-Za-z0-9_.-]+)=(?P<tok>[^;\s\"'\\\[\]]{16,})"),
         lower=True,
         gated=False,
     ),
@@ -361,17 +332,9 @@ _HEADER_RULES = [
 
 # Passwords inside URLs: scheme://user:password@host (the user may be empty: redis://:pw@host).
 _URL_RULES = [
-    _tok(
-        "password",
-        ("://",),
-        r"://(?P<user>[^\s/:@\[\]\\]{0,64}):(?P<tok>[^\s/@\[\]\\]{3,200})(?=@)",
-    ),
+    _tok("password", ("://",), r"://(?P<user>[^\s/:@\[\]\\]{0,64}):(?P<tok>[^\s/@\[\]\\]{3,200})(?=@)"),
     # A token as the whole user part: https://<key>@o1.ingest.sentry.io/2, https://<token>@host/repo.
-    _tok(
-        "token",
-        ("://",),
-        r"://(?P<tok>(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,200})(?=@)",
-    ),
+    _tok("token", ("://",), r"://(?P<tok>(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,200})(?=@)"),
 ]
 
 # Command-line credentials: curl -u user:pass, mysql -pPASS, sshpass -p PASS, .netrc password.
