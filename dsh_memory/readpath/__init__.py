@@ -53,9 +53,9 @@ def dispatch(
         raise UserInputError(f"unknown method {method!r}; one of: {', '.join(OPERATIONS)}")
     model, fn = OPERATIONS[method]
     req = validate(model, **(params or {}))
-    if method == "summary":
-        return summary(store, max_summary_chars, stale_after_days=stale_after_days, **req.model_dump())
-    kwargs: dict[str, Any] = {"state": state} if method in ("read", "search") else {}
-    if method == "search":
-        kwargs["semantic_search"] = semantic_search
-    return fn(store, **req.model_dump(), **kwargs)
+    settings = {
+        "summary": {"max_chars": max_summary_chars, "stale_after_days": stale_after_days},
+        "read": {"state": state},
+        "search": {"state": state, "semantic_search": semantic_search},
+    }
+    return fn(store, **req.model_dump(), **settings.get(method, {}))

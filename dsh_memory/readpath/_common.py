@@ -172,9 +172,9 @@ def corpus_entries(store: Any) -> Iterator[tuple[str, os.DirEntry]]:
 
 
 def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, str, os.stat_result]]:
-    """Files a line search covers: the corpus, or everything visible under an explicit prefix
-    (so `rollout_summaries/.retired` can be searched on purpose)."""
-    if not prefix or prefix.strip() in ("", ".", "./"):
+    """Files a line search covers: the corpus, or everything visible under a prefix (a guarded
+    path, so `rollout_summaries/.retired` can be searched on purpose)."""
+    if not prefix:
         yield from corpus(store)
         return
     base = guard(store, prefix)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from datetime import date
 from typing import Any
 
@@ -58,10 +59,8 @@ def with_sources(bullet: str, sources: list[str]) -> str:
 def as_date(value: Any) -> date | None:
     """The date an ISO text starts with (`2026-07-01`, `2026-07-01T09:00:00+00:00`); None if none."""
     m = ISO_DATE.match(str(value or ""))
-    if not m:
-        return None
     try:
-        return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        return date(*map(int, m.groups())) if m else None
     except ValueError:
         return None
 
@@ -92,10 +91,7 @@ def _source_date(root: str, source: str, tasks: dict[str, date], seen: dict[str,
         return tasks[source]
     if source not in seen:
         m = NOTE_DATE.match(source)
-        if m:
-            seen[source] = as_date(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
-        else:
-            seen[source] = _summary_date(root, source)
+        seen[source] = as_date("-".join(m.groups())) if m else _summary_date(root, source)
     return seen[source]
 
 
@@ -129,7 +125,7 @@ def learned_dates(store: Any) -> dict[str, date]:
         st = os.lstat(path)
     except OSError:
         return {}
-    if not os.path.isfile(path) or os.path.islink(path):
+    if not stat.S_ISREG(st.st_mode):  # a link is no memory file
         return {}
     return _dates_cache.get(path, st, lambda: dates_of(read_text(path, st) or "", root))
 

@@ -154,10 +154,7 @@ def search(
     if isinstance(queries, str):
         queries = [queries]
     req = validate(SearchRequest, queries=queries, **params)
-    prefix = None
-    if req.path and req.path.strip() not in ("", ".", "./"):
-        prefix = rel_of(store, guard(store, req.path))  # guard before anything else
-        req.path = prefix
+    prefix = req.path = rel_of(store, guard(store, req.path)) or None  # guard before anything else
     # the page size may change from page to page; everything else must stay
     fp = fingerprint("search", req.model_dump(exclude={"cursor", "max_results", "max_chars"}))
     start = decode_cursor(req.cursor, fp)
