@@ -192,9 +192,9 @@ class LocalLLM:
         self.progress = progress
 
     @classmethod
-    def from_route(cls, route, **kwargs: Any) -> LocalLLM:
+    def from_route(cls, route) -> LocalLLM:
         """Resolve the model file now (clear error if missing or corrupt); load it on first use."""
-        return cls(resolve_model_path(route.model_path), threads=route.local_threads, **kwargs)
+        return cls(resolve_model_path(route.model_path), threads=route.local_threads)
 
     @property
     def max_input_tokens(self) -> int:
@@ -205,9 +205,7 @@ class LocalLLM:
         self, messages: list[dict[str, Any]], tool: ToolSpec | None = None, *, max_tokens: int = 512
     ) -> str:
         """The exact prompt text the model sees (chat template applied)."""
-        tool_text = None
-        if tool is not None:
-            tool_text = _tool_instruction(tool, self._bounded(tool, max_tokens))
+        tool_text = _tool_instruction(tool, self._bounded(tool, max_tokens)) if tool is not None else None
         return self._apply_template(_chat_messages(messages, tool_text))
 
     def _bounded(self, tool: ToolSpec, max_tokens: int) -> dict[str, Any]:

@@ -65,6 +65,11 @@ class StateStore:
     def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
         return immediate(self._conn())
 
+    def _write(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        """One statement in its own IMMEDIATE transaction."""
+        with self._tx() as conn:
+            return conn.execute(sql, params)
+
     def __enter__(self) -> StateStore:
         return self
 
@@ -156,12 +161,8 @@ class StateStore:
             return 0
         owner = current_owner()
         marks = ",".join("?" * len(session_ids))
-        with self._tx() as conn:
-            cur = conn.execute(
-                f"UPDATE claims SET started_at=? WHERE status='running' AND owner=? AND session_id IN ({marks})",
-                (_ts(now), owner, *session_ids),
-            )
-            return cur.rowcount
+        sql = f"UPDATE claims SET started_at=? WHERE status='running' AND owner=? AND session_id IN ({marks})"
+        return self._write(sql, (_ts(now), owner, *session_ids)).rowcount
 
     def finish(
         self,
@@ -258,8 +259,7 @@ class StateStore:
         return ids
 
     def touch_checked(self, session_id: str, now: datetime) -> None:
-        with self._tx() as conn:
-            conn.execute("UPDATE claims SET last_checked_at=? WHERE session_id=?", (_ts(now), session_id))
+        self._write("UPDATE claims SET last_checked_at=? WHERE session_id=?", (_ts(now), session_id))
 
     def recover_stale(self, now: datetime, stale_after_s: float = 1800, retry_limit: int | None = None) -> list[str]:
         """Running claims whose owner process is gone, or not renewed for stale_after_s, become
@@ -280,8 +280,7 @@ class StateStore:
         return recovered
 
     def forget(self, session_id: str) -> bool:
-        with self._tx() as conn:
-            return conn.execute("DELETE FROM claims WHERE session_id=?", (session_id,)).rowcount > 0
+        return self._write("DELETE FROM claims WHERE session_id=?", (session_id,)).rowcount > 0
 
     def baseline(self, session_id: str, last_seq: int, now: datetime) -> Claim:
         """Give a legacy claim (already consolidated, no watermark) its watermark without
@@ -301,8 +300,7 @@ class StateStore:
         return from_row(PipelineMeta, row, flags=("pending_consolidation",))
 
     def _set_meta(self, sql: str, params: tuple) -> None:
-        with self._tx() as conn:
-            conn.execute(f"UPDATE pipeline SET {sql} WHERE id=1", params)
+        self._write(f"UPDATE pipeline SET {sql} WHERE id=1", params)
 
     def set_phase1_ran(self, now: datetime) -> None:
         self._set_meta("last_phase1_at=?", (_ts(now),))
@@ -331,42 +329,38 @@ class StateStore:
     def set_override(self, session_id: str, value: str | None) -> None:
         if value not in ("include", "exclude", None):
             raise ValueError(f"override must be 'include', 'exclude' or None, not {value!r}")
-        with self._tx() as conn:
-            if value is None:
-                conn.execute("DELETE FROM overrides WHERE session_id=?", (session_id,))
-            else:
-                conn.execute(
-                    "INSERT INTO overrides (session_id, value) VALUES (?, ?)"
-                    " ON CONFLICT(session_id) DO UPDATE SET value=excluded.value",
-                    (session_id, value),
-                )
+        if value is None:
+            self._write("DELETE FROM overrides WHERE session_id=?", (session_id,))
+        else:
+            self._write(
+                "INSERT INTO overrides (session_id, value) VALUES (?, ?)"
+                " ON CONFLICT(session_id) DO UPDATE SET value=excluded.value",
+                (session_id, value),
+            )
 
     def overrides(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self._conn().execute("SELECT session_id, value FROM overrides")}
 
     # -- usage (forgetting input) and retired summaries -------------------------------------
     def record_usage(self, path_key: str, now: datetime) -> None:
-        with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO usage (path_key, count, last_at) VALUES (?, 1, ?) ON CONFLICT(path_key)"
-                " DO UPDATE SET count=count+1, last_at=MAX(last_at, excluded.last_at)",
-                (path_key, _ts(now)),
-            )
+        self._write(
+            "INSERT INTO usage (path_key, count, last_at) VALUES (?, 1, ?) ON CONFLICT(path_key)"
+            " DO UPDATE SET count=count+1, last_at=MAX(last_at, excluded.last_at)",
+            (path_key, _ts(now)),
+        )
 
     def usage(self) -> dict[str, tuple[int, datetime]]:
         return {r[0]: (r[1], _dt(r[2])) for r in self._conn().execute("SELECT path_key, count, last_at FROM usage")}
 
     def mark_retired(self, slug: str, now: datetime) -> None:
-        with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO retired (slug, retired_at) VALUES (?, ?)"
-                " ON CONFLICT(slug) DO UPDATE SET retired_at=excluded.retired_at",
-                (slug, _ts(now)),
-            )
+        self._write(
+            "INSERT INTO retired (slug, retired_at) VALUES (?, ?)"
+            " ON CONFLICT(slug) DO UPDATE SET retired_at=excluded.retired_at",
+            (slug, _ts(now)),
+        )
 
     def unmark_retired(self, slug: str) -> None:
-        with self._tx() as conn:
-            conn.execute("DELETE FROM retired WHERE slug=?", (slug,))
+        self._write("DELETE FROM retired WHERE slug=?", (slug,))
 
     def retired(self) -> dict[str, datetime]:
         return {r[0]: _dt(r[1]) for r in self._conn().execute("SELECT slug, retired_at FROM retired")}

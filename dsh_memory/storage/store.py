@@ -7,6 +7,7 @@ temp file + fsync + `os.replace` in the same directory; text passes through reda
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -258,18 +259,15 @@ class MemoryStore:
         tmp = _prepare_temp(self.rollout_dir / f"{base}.md", text)
         try:
             with self.lock("summaries"):
-                n = 1
-                while True:
+                for n in itertools.count(1):
                     cand = _with_suffix(base, n)
                     path = self.resolve(f"rollout_summaries/{cand}.md")
                     active = self._summary_owner(path)
                     retired = self._summary_owner(self.resolve(f"rollout_summaries/.retired/{cand}.md"))
-                    mine = active is not None and owner[0] is not None and active == owner
-                    if (active is None or mine) and retired is None:
-                        os.replace(tmp, path)
-                        tmp = None
+                    if (active is None or (owner[0] is not None and active == owner)) and retired is None:
                         break
-                    n += 1
+                os.replace(tmp, path)
+                tmp = None
         finally:
             if tmp is not None:
                 _discard_temp(tmp)
