@@ -1,35 +1,15 @@
-"""`replay()`: would memory have helped? The user's own history, replayed through the real pipeline.
+"""`replay()`: would memory have helped? The user's own history, replayed through the real pipeline
+(what users see: docs/cli.md, "Would memory have helped?").
 
-1. The history: every extractable session under the configured roots (the ones Phase 1 would
-   read: root, interactive, with a typed prompt, not in `exclude_projects`), of one project
-   (`cwd`) or all of them, ordered by when each started; `since` / `last` narrow it (the memory
-   then starts empty at the first session kept). With `cwd`, the history also holds, as
-   *context*, the other projects' sessions that state a global rule (`_global_rules`: Phase 1's
-   scoping), between the project's first and last session kept: the live pipeline injects their
-   global memory into the project's sessions. They are extracted like the others, never
-   reported; `last` counts the project's sessions only.
-2. The rules: each session's standing instructions (`rules.standing_instructions`, Phase 1's
-   classifier; a context session's global ones only). One that states again a rule of an
-   earlier session (`rules.Matcher`) is *restated*; one said for the first time is a *new rule*;
-   only the project's sessions' rules are counted.
-3. The memory at each session's start: only sessions that restate something need it. Phase 1
-   reads one session and no memory, so the sessions before the last restatement go through one
-   real `extract` run (its own concurrency: the cost of Phase 1 for them) into a temporary
-   staging root. Then, in time order, before each session that restates something, the recaps
-   and raw memories of the sessions before it move into the temporary memory root and the real
-   `consolidate` flow's body (forced; a step of the replay's own flow run, `rebuild.py`) merges
-   them into what it held; then the summary that `summary --inject --cwd` would have injected
-   there. Both roots are set by the replay (a saved settings block's root never applies). So N
-   sessions cost at most one Phase 1 over them plus one consolidation per session that restates;
-   the live memory root and its state are never written — except the report of the last replay
-   (`result.save_report`, for the vault).
-4. Held in time ("anticipated"): a line of that injected summary states the rule, in the
-   earlier session's words or the restatement's.
-
-One flow run, `replay`, its extract run a subflow (named `replay/extract/…`), both tagged
-`dsh-memory-replay` (status and the vault leave them out of the pipeline's runs).
-Progress: `progress.report("replay", …)` once per session the replay has dealt with (Phase 1's
-own per-session reports are relayed), so the CLI shows one bar over the whole history.
+1. The history (`_history`): every session Phase 1 would extract, of one project or all, oldest
+   first; `since` / `last` narrow it. With `cwd`, the other projects' sessions that state a global
+   rule are read too, as *context*: the live pipeline injects their global memory into the
+   project's sessions. They are extracted, never reported.
+2. The rules (`_classify`): each session's standing instructions (`rules.py`, Phase 1's own
+   classifier); one that says again a rule of an earlier session is *restated*, else *new*.
+3. The memory at each restating session's start, rebuilt in a temporary root (`rebuild.py`), and
+   whether the summary injected there held the rule ("anticipated"). The live memory root is
+   never written, except the last replay's report (`result.save_report`, for the vault).
 """
 
 from __future__ import annotations
@@ -129,7 +109,7 @@ def _history(
         if since is not None and when < since:
             continue
         project = scope.project_root(session.cwd)
-        context = where is not None and not _in(where, session.cwd)
+        context = where is not None and not scope.matches(project, *where)
         rules = standing_instructions(session)
         if context and not (rules := _global_rules(rules, project)):
             continue  # another project's session: nothing of it reaches this project's memory
@@ -157,14 +137,10 @@ def _window(history: list[HistorySession], last: int | None) -> list[HistorySess
     return history[(own[0] if last is not None else 0) : own[-1] + 1] if own else []
 
 
-def _in(where: tuple[str | None, bool], cwd: str | None) -> bool:
-    return scope.matches(scope.project_root(cwd), where[0], where[1])
-
-
 def _classify(history: list[HistorySession], matcher: Matcher, result: ReplayResult) -> None:
-    """Each rule of each reported session: restated (it matches a rule of an earlier session,
-    a context session's included; its first statement is kept) or new. Two rules that share no term never match, so each is compared
-    only with the earlier ones sharing a term (an index by term), not with every earlier rule."""
+    """Each rule of each reported session: restated (it matches a rule of an earlier session, a
+    context session's included; its first statement is kept) or new. Two rules that share no term
+    never match, so each is compared only with the earlier ones sharing a term (an index by term)."""
     earlier: list[tuple[Said, Said]] = []  # (a statement, the first statement of its rule)
     by_term: dict[str, list[int]] = {}  # term → indexes into `earlier`
     for s in history:

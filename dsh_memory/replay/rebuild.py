@@ -1,16 +1,11 @@
 """The replay's memory at the start of each session that restates a rule, and each restated rule
 checked against what would have been injected there: one `replay` flow run (tagged RUN_TAG).
 
-Phase 1 reads one session and no memory, so its output does not depend on when it runs: the
-sessions before the last restatement go through one `extract` run (Phase 1's own concurrency, the
-cost of Phase 1 for them) into `<root>/../extracted`. Then, in time order, before each session
-that restates something, the recaps and raw memories of the sessions before it are moved into
-`root` and the consolidate flow's body (`consolidate_step`: its tasks, its gate, its merge, its
-writes) merges them into what was there (incremental), as a step of the replay's run: a flow run
-of its own per consolidation cost more than the local model's mechanical merge (≈1.4 s against
-≈0.2 s), so a 50-session history spent a minute on the runs alone. The consolidations share one
-context over `root` (settings resolved once, one state database held open), as a flow run's tasks
-share their run's.
+Phase 1 reads one session and no memory, so the sessions before the last restatement go through
+one `extract` run into `<root>/../extracted`. Then, before each restating session, the output of
+the sessions before it moves into `root` and the consolidate flow's body (`consolidate_step`)
+merges it, as a step of this run: a flow run per consolidation cost ≈1.4 s against ≈0.2 s for the
+mechanical merge itself. The consolidations share one context over `root`.
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ if TYPE_CHECKING:
     from dsh_memory.replay.rules import Matcher
 
 PHASE = "replay"
-FLOW_NAME = "replay"
 
 
 def rebuild(
@@ -40,7 +34,7 @@ def rebuild(
     named for the sessions it replays, its extract run a subflow of it."""
     from prefect import flow, tags
 
-    @flow(name=FLOW_NAME, flow_run_name=f"replay/{len(history)} sessions", log_prints=False)
+    @flow(name="replay", flow_run_name=f"replay/{len(history)} sessions", log_prints=False)
     def replay_run() -> None:
         _steps(history, root, ctx, matcher, result)
 
