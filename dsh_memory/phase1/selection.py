@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -130,7 +131,6 @@ def plan(
         from dsh_memory.readers.header import session_cwd as header
     include_exec = settings.include_codex_exec if include_exec is None else include_exec
     out: list[Decision] = []
-    max_age = timedelta(days=settings.max_rollout_age_days)
     explicit = only_ids is not None  # named sessions: an explicit request (freshness by intent)
     for ref in refs:
         if only_ids is not None and ref.id not in only_ids:
@@ -140,21 +140,8 @@ def plan(
             if pattern is not None:
                 out.append(Decision(ref, SKIP, ReasonKind.EXCLUDED, f"excluded: its project matches {pattern}"))
                 continue
-        out.append(
-            _decide(
-                ref,
-                claims.get(ref.id),
-                settings,
-                now,
-                load,
-                backfill,
-                respect_idle,
-                overrides.get(ref.id),
-                include_exec,
-                max_age,
-                explicit,
-            )
-        )
+        claim, override = claims.get(ref.id), overrides.get(ref.id)
+        out.append(_decide(ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, explicit))
     return out
 
 
@@ -163,29 +150,21 @@ def quiet_seconds(settings: MemorySettings) -> float:
     return settings.debounce_seconds / 2
 
 
-def _decide(
-    ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, max_age, explicit=False
-) -> Decision:
+def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, explicit) -> Decision:
+    skip = partial(Decision, ref, SKIP)
     if override == "exclude":
-        return Decision(ref, SKIP, ReasonKind.EXCLUDED, "excluded by override")
+        return skip(ReasonKind.EXCLUDED, "excluded by override")
     if getattr(ref, "collision_with", None) is not None:
-        return Decision(
-            ref,
-            SKIP,
+        return skip(
             ReasonKind.ID_COLLISION,
             f"same session id as {ref.collision_with}: not extracted (it would overwrite that session's memory)",
         )
     updated = ref.updated_at
-    if not backfill and settings.max_rollout_age_days and now - updated > max_age:
-        return Decision(
-            ref, SKIP, ReasonKind.TOO_OLD, f"older than {settings.max_rollout_age_days} days (use --backfill)"
-        )
+    if not backfill and settings.max_rollout_age_days and now - updated > timedelta(days=settings.max_rollout_age_days):
+        return skip(ReasonKind.TOO_OLD, f"older than {settings.max_rollout_age_days} days (use --backfill)")
     if respect_idle and _age(now, updated) < settings.idle_seconds:
-        return Decision(
-            ref,
-            SKIP,
-            ReasonKind.ACTIVE,
-            f"active: last write {int(_age(now, updated))}s ago (< idle {settings.idle_seconds}s)",
+        return skip(
+            ReasonKind.ACTIVE, f"active: last write {int(_age(now, updated))}s ago (< idle {settings.idle_seconds}s)"
         )
 
     watermark, part, base_slug = -1, 1, None
@@ -193,22 +172,17 @@ def _decide(
         status = claim.status
         fresh = claim.started_at and _age(now, claim.started_at) < settings.stale_claim_seconds
         if status == "running" and fresh and not owner_is_gone(claim.owner):  # a dead owner's: taken over now
-            return Decision(ref, SKIP, ReasonKind.RUNNING_ELSEWHERE, "being extracted by another run")
+            return skip(ReasonKind.RUNNING_ELSEWHERE, "being extracted by another run")
         if status == "failed":
             if claim.parked:
-                return Decision(
-                    ref,
-                    SKIP,
+                return skip(
                     ReasonKind.PARKED,
                     f"parked after {claim.attempts} failed attempts (resumes when the model works again,"
                     " or: dsh-memory extract --retry-parked)",
                 )
             if claim.next_retry_at and claim.next_retry_at > now:
-                return Decision(
-                    ref,
-                    SKIP,
-                    ReasonKind.BACKOFF,
-                    f"retry backoff until {claim.next_retry_at.isoformat(timespec='seconds')}",
+                return skip(
+                    ReasonKind.BACKOFF, f"retry backoff until {claim.next_retry_at.isoformat(timespec='seconds')}"
                 )
         if status in ("done", "noop"):
             legacy = claim.last_seq is None or claim.last_seq < 0
@@ -226,10 +200,10 @@ def _decide(
                 )
             if not legacy:
                 if claim.updated_at and updated <= claim.updated_at:
-                    return Decision(ref, SKIP, ReasonKind.UP_TO_DATE, "up to date")
+                    return skip(ReasonKind.UP_TO_DATE, "up to date")
                 checked = claim.last_checked_at or claim.updated_at
                 if not explicit and checked and _age(now, checked) < settings.recheck_interval_seconds:
-                    return Decision(ref, SKIP, ReasonKind.RECHECKED_RECENTLY, "rechecked recently")
+                    return skip(ReasonKind.RECHECKED_RECENTLY, "rechecked recently")
                 watermark = claim.last_seq
                 part = (claim.parts or 1) + 1
                 base_slug = claim.slug
@@ -241,31 +215,24 @@ def _decide(
     if err:
         return err
     if sess.meta.get("unknown_version") and override != "include":
-        return Decision(
-            ref,
-            SKIP,
+        return skip(
             ReasonKind.UNKNOWN_VERSION,
             f"unknown log format version {sess.format_version} (read best-effort, not extracted)",
             session=sess,
         )
     if not sess.is_root:
-        return Decision(ref, SKIP, ReasonKind.SUBAGENT, "subagent session (its parent's log covers it)", session=sess)
+        return skip(ReasonKind.SUBAGENT, "subagent session (its parent's log covers it)", session=sess)
     if not sess.interactive and not include_exec and override != "include":
-        return Decision(ref, SKIP, ReasonKind.NON_INTERACTIVE, "non-interactive session (codex exec)", session=sess)
+        return skip(ReasonKind.NON_INTERACTIVE, "non-interactive session (codex exec)", session=sess)
     if not sess.human_prompts:
-        return Decision(ref, SKIP, ReasonKind.NO_HUMAN_PROMPT, "no human prompt", session=sess)
+        return skip(ReasonKind.NO_HUMAN_PROMPT, "no human prompt", session=sess)
     if watermark >= 0:
         new = len(sess.events_after(watermark))
         quiet = explicit and _age(now, updated) >= quiet_seconds(settings)
         needed = 1 if quiet else settings.min_delta_events
         if new < needed:
-            return Decision(
-                ref,
-                SKIP,
-                ReasonKind.TOO_FEW_NEW_EVENTS,
-                f"grew by {new} events (< {needed})",
-                watermark=watermark,
-                session=sess,
+            return skip(
+                ReasonKind.TOO_FEW_NEW_EVENTS, f"grew by {new} events (< {needed})", watermark=watermark, session=sess
             )
         small = " (quiet: its last turns)" if new < settings.min_delta_events else ""
         return Decision(
