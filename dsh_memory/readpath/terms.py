@@ -15,6 +15,7 @@ import re
 import sqlite3
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -102,25 +103,11 @@ def stems(words: list[str]) -> list[str]:
     return [_STEMS[w] for w in words]
 
 
+@lru_cache(maxsize=200_000)  # a server sees the same lines again and again
 def line_stems(text: str) -> tuple[frozenset[str], int]:
-    """The stems of one line's words, and how many words it has (cached: a server sees the same
-    lines again and again)."""
-    got = _LINES.get(text)
-    if got is None:
-        words = LATIN_WORD.findall(text.lower())
-        try:
-            st = frozenset([_STEMS[w] for w in words]) - _EMPTY
-        except KeyError:
-            st = frozenset(stems(words)) - _EMPTY
-        if len(_LINES) > _LINES_MAX:
-            _LINES.clear()
-        got = _LINES[text] = (st, len(words))
-    return got
-
-
-_LINES: dict[str, tuple[frozenset[str], int]] = {}
-_LINES_MAX = 200_000
-_EMPTY = frozenset({""})
+    """The stems of one line's words, and how many words it has."""
+    words = LATIN_WORD.findall(text.lower())
+    return frozenset(stems(words)) - {""}, len(words)
 
 
 # ---- queries ----------------------------------------------------------------------------

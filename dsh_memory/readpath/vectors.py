@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from dsh_memory.readpath._common import read_text
+from dsh_memory.readpath._common import FileCache, read_text
 from dsh_memory.readpath.embedder import Embedder
 
 VECTORS_NAME = "search_vectors.f32"
@@ -40,8 +39,7 @@ def cut(vecs: Any) -> Any:
     return v / np.where(norms == 0, 1.0, norms)
 
 
-_maps: dict[str, tuple[tuple[int, int], Any]] = {}  # path → ((inode, size), memmap)
-_maps_lock = threading.Lock()
+_maps = FileCache(16)  # path → its memmap, per file version
 
 
 class Slots:
@@ -102,17 +100,11 @@ def _matrix(path: Path) -> Any:
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        st = None
+    rows = st.st_size // (DIM * _ROW) if st else 0
+    if not rows:
         return np.zeros((0, DIM), dtype=np.float32)
-    key = (st.st_ino, st.st_size)
-    with _maps_lock:
-        got = _maps.get(str(path))
-        if got is not None and got[0] == key:
-            return got[1]
-    rows = st.st_size // (DIM * _ROW)
-    m = np.memmap(path, dtype=np.float32, mode="r", shape=(rows, DIM)) if rows else np.zeros((0, DIM), np.float32)
-    with _maps_lock:
-        _maps[str(path)] = (key, m)
-    return m
+    return _maps.get(str(path), st, lambda: np.memmap(path, dtype=np.float32, mode="r", shape=(rows, DIM)))
 
 
 def nearest(
