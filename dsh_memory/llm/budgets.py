@@ -7,6 +7,7 @@ the whole prompt fits its context window.
 
 from __future__ import annotations
 
+from dsh_memory.llm.base import writer_for
 from dsh_memory.settings import MemorySettings
 
 PROMPT_OVERHEAD_TOKENS = 1500  # system prompt + tool schema + framing, with room to spare
@@ -48,7 +49,5 @@ EVIDENCE_WRITER_MAX_OUTPUT_TOKENS = {"phase1": 2048, "phase2": 3072}
 
 
 def output_tokens(llm, phase: str, requested: int) -> int:
-    from dsh_memory.llm.base import writer_for
-
     cap = EVIDENCE_WRITER_MAX_OUTPUT_TOKENS.get(phase) if writer_for(llm) == "evidence" else None
     return min(requested, cap) if cap else requested

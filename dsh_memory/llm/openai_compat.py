@@ -125,7 +125,6 @@ class OpenAICompatLLM:
         api_key: SecretStr | str | None = None,
         *,
         timeout_seconds: float = 120.0,
-        max_connections: int = 32,
         flavor: str | None = None,
         metadata_lookup: bool = True,
     ):
@@ -152,7 +151,7 @@ class OpenAICompatLLM:
             headers=headers,
             trust_env=host not in ("localhost", "127.0.0.1", "::1"),  # no proxy for loopback servers
             timeout=httpx.Timeout(timeout_seconds),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
         )
 
     def __repr__(self) -> str:  # no key, ever

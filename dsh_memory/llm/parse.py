@@ -1,15 +1,7 @@
-"""Lenient JSON recovery for model output, shared by every provider.
-
-Models that ignore the tool channel (or whose tool arguments are slightly off) still tend to
-emit JSON: inside a ```json fence, after a sentence of prose, with a trailing comma, with raw
-newlines inside strings, or cut off at max_tokens. These helpers recover what can be recovered
-and return None (never a guess) when nothing parses.
-
-- `loads_lenient(text)`: `json.loads` plus repairs (raw control characters in strings,
-  trailing commas, // and /* */ comments, invalid backslash escapes, a leading BOM).
-- `extract_json_object(text)`: the first JSON object found in fenced blocks, then in prose.
-- `loads_truncated(text)`: the same for a document cut off at max_tokens (pydantic's partial
-  JSON parsing keeps what is complete, a cut string included).
+"""Lenient JSON recovery for model output, shared by every provider: models that ignore the tool
+channel (or get its arguments slightly wrong) still tend to emit JSON, in a ```json fence, after
+prose, with trailing commas, raw newlines in strings, or cut off at max_tokens. What cannot be
+recovered gives None or ValueError, never a guess.
 """
 
 from __future__ import annotations
@@ -74,7 +66,8 @@ def _repair(text: str) -> str:
 
 
 def loads_lenient(text: str) -> Any:
-    """Parse JSON tolerantly. Raises ValueError when even the repaired text does not parse."""
+    """`json.loads` plus repairs (raw control characters in strings, trailing commas, // and /* */
+    comments, invalid backslash escapes, a leading BOM); ValueError when even that does not parse."""
     if not isinstance(text, str):
         raise ValueError("not a string")
     s = text.strip().lstrip("\ufeff")
@@ -151,7 +144,8 @@ def extract_json_object(text: str, accept: Callable[[dict], bool] | None = None)
 
 
 def loads_truncated(text: str) -> Any:
-    """`loads_lenient` on a possibly cut-off document; raises ValueError when nothing parses."""
+    """`loads_lenient` on a document cut off at max_tokens: pydantic's partial JSON parsing keeps
+    what is complete, a cut string included. ValueError when nothing parses."""
     try:
         return loads_lenient(text)
     except ValueError:

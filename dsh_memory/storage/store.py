@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -85,8 +86,6 @@ class MemoryStore:
         killed between writing and renaming: at once when the name shows that its writer (a
         process of this host) is gone, else only when older than five minutes (a write in
         flight takes milliseconds). Never follows links; `.state/` holds no such files."""
-        import time
-
         cutoff = time.time() - 300
         pattern = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")
         removed: list[str] = []

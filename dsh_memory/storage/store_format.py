@@ -3,7 +3,6 @@
 - atomic writes (temp + fsync + os.replace) and no-overwrite creates (temp + os.link); a temp
   file's name says which process writes it (`temp_writer_gone`), so a killed writer's leftover
   can be swept at once
-- `slugify`: untrusted text → `[a-z0-9][a-z0-9-]{0,79}` (or "" if nothing usable)
 - raw-memories blocks: a markdown heading plus an HTML-comment marker carrying the metadata and
   the body length (and a short hash), so a body may contain anything, even marker-like lines
 - YAML-like front matter for provenance headers (values JSON-quoted when not plainly safe)
