@@ -203,7 +203,7 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
     vpath = _vectors_path(store)
     # diff under the write lock: another process indexing the same root waits, then sees its work
     conn.execute("BEGIN IMMEDIATE")
-    try:
+    with conn:  # commits, or rolls back on any exception
         current, changed, deleted = _diff(conn, store, quick, recent_ns=scan_ns - 2 * _SETTLE_NS)
         # free rows as before the drops below (a slot they free is reused by later updates only)
         slots = vectors.Slots(conn, vpath) if emb and (changed or backfill) else None
@@ -238,10 +238,6 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
             if backfill:  # the sections just indexed included
                 pending = vectors.unembedded(conn, root_of(store), emb, _section_text)
             vectors.store_sections(conn, vpath, emb, slots, pending)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     if backfill:
         _embedded.add(key)
     elif emb is None and (changed or deleted):  # sections indexed without vectors: look again with the embedder

@@ -83,10 +83,7 @@ def _file_matches(
     rel: str, text: str, whole: str, req: SearchRequest, folded: list[str], fold, limit: int
 ) -> list[SearchMatch]:
     nq = len(folded)
-    present = [q in whole for q in folded]
-    if req.mode == "any" and not any(present):
-        return []
-    if req.mode != "any" and not all(present):
+    if not (any if req.mode == "any" else all)(q in whole for q in folded):  # the whole file first
         return []
     lines = text.splitlines()
     if req.normalized:
