@@ -74,19 +74,18 @@ def call_consolidation_model(model: PhaseModel, messages: list[dict], max_tokens
             return ModelReply(
                 truncated=True,
                 finish_reason="length",
-                max_tokens=max_tokens,
                 provider=llm.provider,
                 model=llm.model,
                 error=str(exc),
             )
-        return ModelReply.from_completion(exc.partial, max_tokens=max_tokens, truncated=True)
+        return ModelReply.from_completion(exc.partial, truncated=True)
     except LLMOutputError as exc:  # answered, but not through the tool: keep the text for fallbacks
         completion = getattr(exc, "completion", None)
         if completion is None:
             raise
         log.warning("no usable tool call (%s); trying the text fallbacks", exc)
-        return ModelReply.from_completion(completion, max_tokens=max_tokens, error=str(exc))
-    return ModelReply.from_completion(completion, max_tokens=max_tokens)
+        return ModelReply.from_completion(completion, error=str(exc))
+    return ModelReply.from_completion(completion)
 
 
 @task(name="phase2-merge-mechanically", cache_policy=NO_CACHE)

@@ -39,14 +39,12 @@ class ModelReply:
     notes: list[str] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
-    max_tokens: int = 0
     error: str = ""  # set when the client raised LLMOutputError (the text is still kept)
 
     @classmethod
-    def from_completion(cls, c: Any, *, max_tokens: int, truncated: bool = False, error: str = "") -> ModelReply:
-        call = next((t for t in (getattr(c, "tool_calls", None) or []) if t.name == TOOL_NAME), None)
-        if call is None and getattr(c, "tool_calls", None):
-            call = c.tool_calls[0]
+    def from_completion(cls, c: Any, *, truncated: bool = False, error: str = "") -> ModelReply:
+        calls = getattr(c, "tool_calls", None) or []
+        call = next((t for t in calls if t.name == TOOL_NAME), calls[0] if calls else None)
         return cls(
             text=c.text or "",
             arguments=dict(call.arguments) if call and call.arguments else None,
@@ -59,7 +57,6 @@ class ModelReply:
             notes=list(c.notes),
             input_tokens=c.usage.input_tokens,
             output_tokens=c.usage.output_tokens,
-            max_tokens=max_tokens,
             error=error,
         )
 
@@ -156,7 +153,6 @@ def from_arguments(
         raise LLMOutputError("memory_write arguments are not an object")
     if isinstance(args.get("arguments"), dict) and args.get("name") == TOOL_NAME:
         args = args["arguments"]
-    dropped: list[str] = []
     if cut in REQUIRED:
         raise LLMOutputError(f"output cut off inside {cut}")
     missing = [k for k in REQUIRED if not isinstance(args.get(k), str)]
@@ -174,8 +170,7 @@ def from_arguments(
         items = getattr(out, cut)
         if items:
             items.pop()  # the item being written when the output stopped is incomplete
-            dropped.append(f"last item of {cut} (cut off)")
-    out.dropped = dropped
+            out.dropped.append(f"last item of {cut} (cut off)")
     if mode == "INIT" and not (out.memory_md.strip() and out.memory_summary_md.strip()):
         raise LLMOutputError("INIT needs both MEMORY.md and memory_summary.md, got an empty file")
     return out
@@ -214,56 +209,52 @@ def parse_blocks(text: str) -> tuple[dict[str, str], str | None]:
     return found, open_last
 
 
+def _partial(text: str) -> Any:
+    try:
+        return loads_truncated(text)
+    except ValueError:
+        return None
+
+
 def parse_reply(reply: ModelReply, mode: str = "INCREMENTAL") -> ConsolidationOutput:
     """Best usable output from one reply, or LLMOutputError saying why there is none."""
     suffix = "-partial" if reply.truncated else ""
     errors: list[str] = []
+
+    def attempt(what: str, args: dict, source: str, cut: str | None = None) -> ConsolidationOutput | None:
+        try:
+            return from_arguments(args, source=source + suffix, cut=cut, mode=mode)
+        except LLMOutputError as exc:
+            errors.append(f"{what}: {exc}")
+            return None
+
     # 1. Tool arguments.
-    if reply.raw_arguments.strip() or reply.arguments:
-        args, cut = reply.arguments, None
-        if reply.raw_arguments.strip():
-            complete, cut = cut_key(reply.raw_arguments.strip())
-            if not reply.truncated and complete:
-                cut = None
-            if not isinstance(args, dict) or not args:
-                try:
-                    args = loads_truncated(reply.raw_arguments)
-                except ValueError:
-                    args = None
-        if isinstance(args, dict) and args:
-            try:
-                return from_arguments(args, source="tool" + suffix, cut=cut if reply.truncated else None, mode=mode)
-            except LLMOutputError as exc:
-                errors.append(f"tool arguments: {exc}")
-        else:
+    raw = reply.raw_arguments.strip()
+    if raw or reply.arguments:
+        args = reply.arguments
+        if raw and not (isinstance(args, dict) and args):
+            args = _partial(reply.raw_arguments)
+        if not (isinstance(args, dict) and args):
             errors.append("tool arguments: not parseable")
+        elif out := attempt("tool arguments", args, "tool", cut_key(raw)[1] if raw and reply.truncated else None):
+            return out
     text = reply.text or ""
-    # 2. A JSON object in the text.
     if text.strip():
+        # 2. A JSON object in the text.
         obj = extract_json_object(text, accept=lambda o: any(k in o for k in REQUIRED) or "arguments" in o)
         cut = None
         if obj is None and reply.truncated and "{" in text:
             start = text.find("{")
-            complete, cut = cut_key(text[start:])
-            try:
-                obj = loads_truncated(text[start:].rstrip().rstrip("`"))
-            except ValueError:
-                obj = None
-        if isinstance(obj, dict):
-            try:
-                return from_arguments(obj, source="text-json" + suffix, cut=cut, mode=mode)
-            except LLMOutputError as exc:
-                errors.append(f"text JSON: {exc}")
+            cut = cut_key(text[start:])[1]
+            obj = _partial(text[start:].rstrip().rstrip("`"))
+        if isinstance(obj, dict) and (out := attempt("text JSON", obj, "text-json", cut)):
+            return out
         # 3. Delimited blocks.
         blocks, open_last = parse_blocks(text)
-        if blocks:
-            if reply.truncated and open_last:
-                errors.append(f"text blocks: output cut off inside {open_last}")
-            else:
-                try:
-                    return from_arguments(blocks, source="blocks" + suffix, mode=mode)
-                except LLMOutputError as exc:
-                    errors.append(f"text blocks: {exc}")
+        if blocks and reply.truncated and open_last:
+            errors.append(f"text blocks: output cut off inside {open_last}")
+        elif blocks and (out := attempt("text blocks", blocks, "blocks")):
+            return out
     if not errors:
         errors.append("empty answer")
     what = "cut off at max_tokens and unusable" if reply.truncated else "unusable"
