@@ -43,6 +43,22 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def scandir(path: str | os.PathLike) -> list[os.DirEntry[str]]:
+    """The entries of a folder; none when it cannot be listed."""
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def is_dir(entry: os.DirEntry[str], follow_symlinks: bool = True) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=follow_symlinks)
+    except OSError:
+        return False
+
+
 def regular_stat(entry: os.DirEntry[str]) -> os.stat_result | None:
     """The stat of a session-file candidate (symlinks followed) when it is a regular file; else
     None, with a warning naming it (FIFO, directory, socket, symlink loop, vanished)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory.errors import SessionReadError
-from dsh_memory.models import Event, EventKind
+from dsh_memory.models import Event, EventKind, Session
 from dsh_memory.readers._input import LogLines
 
 ZSTD_SUFFIXES = (".zst", ".zstd")
@@ -105,12 +105,10 @@ def parse_time(value: Any) -> datetime | None:
     return None
 
 
-def short_title(text: str | None, limit: int = 60) -> str | None:
-    """First line of a prompt, whitespace collapsed, cut on a word boundary."""
-    if not text:
-        return None
-    line = next((ln for ln in text.splitlines() if ln.strip()), "")
-    line = re.sub(r"\s+", " ", line).strip()
+def prompt_title(session: Session, limit: int = 60) -> str | None:
+    """The first line of the session's first prompt, whitespace collapsed, cut on a word boundary."""
+    text = next((e.text for e in session.human_prompts if e.text.strip()), "")
+    line = re.sub(r"\s+", " ", next((ln for ln in text.splitlines() if ln.strip()), "")).strip()
     if not line:
         return None
     if len(line) <= limit:

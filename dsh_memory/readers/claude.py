@@ -1,89 +1,51 @@
 """Claude Code transcripts: `$CLAUDE_CONFIG_DIR/projects/<encoded-cwd>/<session-uuid>.jsonl`.
 
 Records carry a top-level `type` (user, assistant, system, attachment, queue-operation, summary,
-file-history-snapshot, progress, …). Human prompts come from every record kind Claude Code writes
-them in, each counted once:
-- a `user` record with typed text (not `isMeta`, not the `isCompactSummary` continuation, not a
-  sidechain, `origin.kind` human when present) — harness blocks around the words are dropped;
-- a slash command's arguments (`user` wrapper or `system` `local_command` record; the pair is one);
-- a prompt typed while the agent worked: a `queue-operation` `enqueue`, delivered later as a
-  `queued_command` attachment, as a `user` record (`promptSource: "queued"`), or only by the
-  queue's own `remove`/`dequeue` (older versions); `popAll` took it back unsent.
-Notifications, reminders, command wrappers and output, interrupts and compaction summaries are
-context (records → events: claude_events.py). The session is the live branch of the `parentUuid`
-tree (claude_records.py): rewound branches are dropped. Tool results arrive as user records with
-`tool_result` blocks, harness boilerplate removed (transcript/boilerplate.py); one assistant API
-response is split over several lines sharing `message.id`. Subagent transcripts
-(`<sessionId>/subagents/agent-*.jsonl`, legacy `agent-<8hex>.jsonl`) are not sessions.
+file-history-snapshot, progress, …): claude_events.py maps them to events, claude_records.py
+reads what one record means. The session is the live branch of the `parentUuid` tree: rewound
+branches are dropped. Subagent transcripts (`<sessionId>/subagents/agent-*.jsonl`, legacy
+`agent-<8hex>.jsonl`) are not sessions.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from dsh_memory.models import Session, SessionRef
-from dsh_memory.readers._input import regular_stat
-from dsh_memory.readers._jsonl import UUID_RE, read_jsonl, short_title
+from dsh_memory.readers._input import is_dir, regular_stat, scandir
+from dsh_memory.readers._jsonl import UUID_RE, prompt_title, read_jsonl
 from dsh_memory.readers.claude_events import EventBuilder
 from dsh_memory.readers.claude_records import abandoned_records, opens_with_prompt
 
 FILE_RE = re.compile(r"^(?P<id>" + UUID_RE + r")\.jsonl$")
 
-_CONVERSATION_TYPES = ("user", "assistant")
-
-
-# ---------------------------------------------------------------- discovery (stat only)
-
 
 def discover(root: Path) -> list[SessionRef]:
     refs: list[SessionRef] = []
-    try:
-        projects = [e for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return refs
-    for project in projects:
-        try:
-            entries = list(os.scandir(project.path))
-        except OSError:
+    for project in scandir(root):
+        if not is_dir(project, follow_symlinks=False):
             continue
-        for entry in entries:
+        for entry in scandir(project.path):
             m = FILE_RE.match(entry.name)  # agent-*.jsonl never matches: not a uuid
-            if not m:
-                continue
-            st = regular_stat(entry)
-            if st is None:
-                continue
-            refs.append(
-                SessionRef(
-                    id=m.group("id").lower(),
-                    source="claude",
-                    path=Path(entry.path),
-                    size=st.st_size,
-                    mtime_ns=st.st_mtime_ns,
-                    hint_root=True,
-                )
-            )
+            if m and (st := regular_stat(entry)) is not None:
+                path, size, mtime = Path(entry.path), st.st_size, st.st_mtime_ns
+                sid = m.group("id").lower()
+                refs.append(SessionRef(id=sid, source="claude", path=path, size=size, mtime_ns=mtime, hint_root=True))
     refs.sort(key=lambda r: str(r.path))
     return refs
-
-
-# ---------------------------------------------------------------- load
 
 
 def load(ref: SessionRef) -> Session:
     f = read_jsonl(ref.path)
     session = Session(id=ref.id, source="claude", path=ref.path, last_seq=f.last_seq, warnings=f.warnings)
-    convo = [o for _, o in f.records if o.get("type") in _CONVERSATION_TYPES]
+    convo = [o for _, o in f.records if o.get("type") in ("user", "assistant")]
     sidechain_file = bool(convo) and all(o.get("isSidechain") is True for o in convo)
-    if sidechain_file or ref.hint_root is False or "subagents" in ref.path.parts:
-        session.is_root = False
-        sidechain_file = True
+    sidechain_file = sidechain_file or ref.hint_root is False or "subagents" in ref.path.parts
+    session.is_root = not sidechain_file
 
-    first = next((o for o in convo if isinstance(o.get("sessionId"), str)), None)
-    recorded_id = first.get("sessionId") if first else None
+    recorded_id = next((o["sessionId"] for o in convo if isinstance(o.get("sessionId"), str)), None)
     if recorded_id and not sidechain_file and recorded_id.lower() != ref.id.lower():
         session.warnings.append(f"{ref.path}: records name session {recorded_id}, the file name says {ref.id}")
     if recorded_id:
@@ -113,11 +75,7 @@ def load(ref: SessionRef) -> Session:
     session.created_at = min(times) if times else None
     session.updated_at = max(times) if times else ref.updated_at
     uuids = {o.get("uuid") for o in convo}
-    session.title = (
-        b.custom_title
-        or _pick_summary(b.summaries, uuids)
-        or short_title(next((e.text for e in session.human_prompts if e.text.strip()), None))
-    )
+    session.title = b.custom_title or _pick_summary(b.summaries, uuids) or prompt_title(session)
     return session
 
 

@@ -1,10 +1,16 @@
 """Claude Code records -> transcript `Event`s, in file order (the session is assembled in claude.py).
 
-Each record kind has its handler: user (typed prompts, tool results, interrupts), assistant (text,
-reasoning markers, tool calls; one API response split over lines sharing `message.id` is read
-once), system (compaction, slash commands, errors), queue-operation and queued_command attachments
-(prompts typed while the agent worked). `finish` drops the second record of one prompt (a queued
-prompt delivered later, a slash command written as user wrapper and system twin) and numbers turns.
+Human prompts come from every record kind Claude Code writes them in, each counted once:
+- a `user` record with typed text (not `isMeta`, not the `isCompactSummary` continuation, not a
+  sidechain, `origin.kind` human when present) — harness blocks around the words are dropped;
+- a slash command's arguments (`user` wrapper or `system` `local_command` record; the pair is one);
+- a prompt typed while the agent worked: a `queue-operation` `enqueue`, delivered later as a
+  `queued_command` attachment, as a `user` record (`promptSource: "queued"`), or only by the
+  queue's own `remove`/`dequeue` (older versions); `popAll` took it back unsent.
+Notifications, reminders, command wrappers and output, interrupts and compaction summaries are
+context. Tool results arrive as user records with `tool_result` blocks, harness boilerplate
+removed (transcript/boilerplate.py); one assistant API response is split over lines sharing
+`message.id` and is read once. `finish` drops the second record of one prompt and numbers turns.
 """
 
 from __future__ import annotations

@@ -22,14 +22,21 @@ from __future__ import annotations
 
 import os
 import re
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import EventKind, Session, SessionRef
-from dsh_memory.readers._input import regular_stat
-from dsh_memory.readers._jsonl import UUID_RE, Events, parse_json_maybe, parse_time, read_jsonl, same_words, short_title
+from dsh_memory.readers._input import is_dir, regular_stat, scandir
+from dsh_memory.readers._jsonl import (
+    UUID_RE,
+    Events,
+    parse_json_maybe,
+    parse_time,
+    prompt_title,
+    read_jsonl,
+    same_words,
+)
 from dsh_memory.readers.codex_records import (
     agent_item_text,
     find_key,
@@ -72,21 +79,13 @@ def discover(root: Path) -> list[SessionRef]:
 
 
 def _walk(folder: Path, depth: int, found: dict[str, list[tuple[Path, os.stat_result]]]) -> None:
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return
-    for entry in entries:
+    for entry in scandir(folder):
         m = FILE_RE.match(entry.name)
-        if not m:  # a folder (YYYY/MM/DD) to walk, or a file that is not a rollout
-            with suppress(OSError):
-                if entry.is_dir(follow_symlinks=False) and depth < _MAX_DEPTH:
-                    _walk(Path(entry.path), depth + 1, found)
-            continue
-        st = regular_stat(entry)  # named like a rollout: must be a regular file
-        if st is None:
-            continue
-        found.setdefault(m.group("id").lower(), []).append((Path(entry.path), st))
+        if m is None:  # a folder (YYYY/MM/DD) to walk, or a file that is not a rollout
+            if depth < _MAX_DEPTH and is_dir(entry, follow_symlinks=False):
+                _walk(Path(entry.path), depth + 1, found)
+        elif (st := regular_stat(entry)) is not None:  # named like a rollout: must be a regular file
+            found.setdefault(m.group("id").lower(), []).append((Path(entry.path), st))
 
 
 # ---------------------------------------------------------------- load
@@ -119,9 +118,7 @@ def load(ref: SessionRef) -> Session:
             b.compaction(seq, time, "compacted")
     session.events = b.events
     session.updated_at = last_time or ref.updated_at
-    if session.title is None:
-        first = next((e.text for e in session.human_prompts if e.text.strip()), None)
-        session.title = short_title(first)
+    session.title = prompt_title(session)
     return session
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
-from dsh_memory.readers._input import LogLines, regular_stat
+from dsh_memory.readers._input import LogLines, is_dir, regular_stat, scandir
 from dsh_memory.readers.dsh_events import parse_body
 from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime
 
@@ -39,27 +39,12 @@ def decode_segment(name: str) -> str:
     return _ESCAPE_RUN.sub(repl, name)
 
 
-def _scandir(path: str) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(path) as it:
-            return list(it)
-    except OSError:
-        return []
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
-
-
 def _pick(session_dir: str) -> os.DirEntry[str] | None:
     """The highest generation file in one session directory (decoys such as session.v5.jsonl.bak
     and older generations are not picked)."""
     best: os.DirEntry[str] | None = None
     best_key: tuple[int, bool] = (-1, False)
-    for entry in _scandir(session_dir):
+    for entry in scandir(session_dir):
         name = entry.name
         if not name.startswith("session") or regular_stat(entry) is None:
             continue
@@ -75,11 +60,11 @@ def _pick(session_dir: str) -> os.DirEntry[str] | None:
 def discover(root: Path) -> list[SessionRef]:
     """One ref per session directory under `root` (= `$DSH_HOME/sessions`), highest generation."""
     found: list[tuple[str, str, os.stat_result]] = []
-    for project in _scandir(os.fspath(root)):
-        if not _is_dir(project):
+    for project in scandir(os.fspath(root)):
+        if not is_dir(project):
             continue
-        for session_dir in _scandir(project.path):
-            if not _is_dir(session_dir):
+        for session_dir in scandir(project.path):
+            if not is_dir(session_dir):
                 continue
             picked = _pick(session_dir.path)
             if picked is None:
