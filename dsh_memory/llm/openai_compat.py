@@ -12,7 +12,7 @@ forced only when thinking is known to be off. Others get `reasoning_effort` only
 degrades to the provider default, with a note. An endpoint that answers 400 mentioning
 `tool_choice` is retried once without it (remembered).
 
-Errors are classified in `_http_error` / `_transport_error` only. The API key lives only in the
+Errors are classified in `_http_error` / `_post` only. The API key lives only in the
 Authorization header: never in a message, a note or a repr.
 """
 
@@ -179,15 +179,14 @@ class OpenAICompatLLM:
             return LLMTransientError(msg, retry_after=retry_after_seconds(response.headers))
         return LLMFatalError(msg)
 
-    def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
-        kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
-        return LLMTransientError(self._scrub(f"{kind} calling {self.base_url} ({type(exc).__name__}: {exc})"))
-
     def _post(self, url: str, body: dict) -> httpx.Response:
         try:
             return self._client.post(url, json=body)
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc) from None
+        except httpx.HTTPError as exc:  # no answer: transient
+            kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
+            raise LLMTransientError(
+                self._scrub(f"{kind} calling {self.base_url} ({type(exc).__name__}: {exc})")
+            ) from None
 
     # -- capabilities ------------------------------------------------------------------------
 
@@ -223,20 +222,15 @@ class OpenAICompatLLM:
         if not requested:
             return "", []
         caps = self.capabilities()
-        effort = requested
         notes = list(caps.notes)
-        if effort not in caps.efforts:
-            alias = _ALIASES.get(caps.family if caps.family != "generic" else "openai", {}).get(effort)
-            if alias and alias in caps.efforts:
-                notes.append(f"effort {requested!r} mapped to {alias!r}")
-                effort = alias
-        if effort not in caps.efforts:
-            supported = "/".join(caps.efforts) or "none"
-            notes.append(
-                f"effort {requested!r} unsupported by {self.model} (supported: {supported}) → provider default"
-            )
-            return "", notes
-        return effort, notes
+        if requested in caps.efforts:
+            return requested, notes
+        alias = _ALIASES[caps.family if caps.family != "generic" else "openai"].get(requested)
+        if alias in caps.efforts:
+            return alias, [*notes, f"effort {requested!r} mapped to {alias!r}"]
+        supported = "/".join(caps.efforts) or "none"
+        notes.append(f"effort {requested!r} unsupported by {self.model} (supported: {supported}) → provider default")
+        return "", notes
 
     # -- the call ----------------------------------------------------------------------------
 
