@@ -1,11 +1,6 @@
-"""A rendered transcript read back into its tagged blocks, for checks against what a model saw.
-
-`blocks(text)` splits a transcript rendered by `dsh_memory.transcript.render` back into its
-tagged blocks (`[user]`, `[assistant]`, `[tool]`, `[result …]`, …): tags start at column 0 and
-tags inside non-human text are escaped by the renderer, so a block's role is the event's role.
-The clean-up of a model's answer (`postprocess`) and the scope rule (`scoping`) use them to tell
-who said what. Memory itself is never built from this text: the evidence writer reads the
-session's events (`phase1/evidence.py`).
+"""A rendered transcript read back into its tagged blocks (`[user]`, `[tool]`, `[result …]`, …),
+so that the clean-up of a model's answer (`postprocess`) and the scope rule (`scoping`) can tell who
+said what: tags start at column 0 and the renderer escapes tags inside non-human text.
 """
 
 from __future__ import annotations

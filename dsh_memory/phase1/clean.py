@@ -1,16 +1,7 @@
-"""The lines that never become memory, whoever wrote them (an endpoint model, the local path).
-
-Memory an agent obeys must be knowledge. Phase 1's clean-up (`postprocess`) and Phase 2's
-writers (`consolidation/mechanical.py`, `consolidation/apply.py`) drop every line that is:
-
-- an omission or cut marker (`[… 6 events omitted …]`, `[… 63 chars omitted …]`): the renderer's
-  or a tool's placeholder, not something the session said;
-- a bare exploration command (ls, find, cat, head, tail, grep, rg, sed -n, wc, git status / log /
-  diff / show …), with or without its output: how the agent looked, not what it learned;
-- a Markdown table row or separator (`| Aspect | Metrics |`): a fragment of a table;
-- copy written to the reader ("your already-open tab", "you can now…"): a recap addressed to the
-  user, not a fact about the project;
-- a code review's finding (`[medium] …`, `P1: …`): the state of a change under review.
+"""The lines that never become memory, whoever wrote them (Phase 1's `postprocess`, Phase 2's
+writers): omission and cut markers, bare exploration commands (how the agent looked, not what it
+learned), Markdown table fragments, copy addressed to the reader ("you can now…") and code review
+findings (`[medium] …`, `P1: …`). Memory an agent obeys must be knowledge.
 """
 
 from __future__ import annotations

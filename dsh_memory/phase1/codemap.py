@@ -1,14 +1,9 @@
 """Where the session put things: the files it changed and the names it defined in them.
 
-A next session in the same repository asks "where does X live?" before anything else. The
-session's own edits answer it without a model: each Edit / Write / MultiEdit / NotebookEdit /
-apply_patch call names a file and carries the text written there, and the functions, classes,
-types and constants defined in that text are what the file is for. `changes` reads them from
-the tool calls' arguments (never from the rendered transcript), in order of how much each file
-was worked on; `code_map_lines` renders them as memory lines (`phase1/steps.py`).
-
-Test files and files outside the session's folder (another repository, an agent's own memory
-folder) name no place in this project and are left out of the map.
+A next session asks "where does X live?" before anything else, and the session's own edits answer
+it without a model: each edit tool call names a file and carries the text written there. Read from
+the tool calls' arguments (never the rendered transcript); tests and files outside the session's
+folder name no place in this project and are left out.
 """
 
 from __future__ import annotations

@@ -1,32 +1,13 @@
 """What a session holds that a future agent should know, read from its events.
 
-The evidence writer (`phase1/steps.py`, the small local model's path) builds memory from this
-alone; every provider's no-op gate reads it too. It is read from the session's events (the
-delta after the watermark), never from the rendered transcript, so the budget's omitted middle
-and the renderer's markers never become memory. Each string is a copy of what the session
-says (redacted), picked by deterministic rules that hold for sessions we have not seen:
-
-- rules: the user's sentences that state a standing wish or restate one (`phase1/user_words.py`),
-  never questions or one-off task instructions; with the agent's first plain sentence after it
-  when that restates the rule in the project's terms; and the descriptions of the memory notes
-  the agent itself saved for later sessions;
-- commands: how the project is built, tested, linted, formatted or run (`make fast-ci`,
-  `bun run test`, `uv run pytest …`), as they succeeded — also when a subagent ran them (named) —
-  and the shell blocks the agent wrote into CLAUDE.md / AGENTS.md; exploration (ls, cat, grep,
-  git status…) and one-off git/gh plumbing are not knowledge;
-- shields: a command that failed with an informative error, and what made it work (an edit, a
-  different command, escalated sandbox permissions) or, when nothing in the session did, the fix
-  the agent advised; with the agent's explanation when it gave one; a failure nothing fixed or
-  advised on, or that passed on a bare rerun, is no shield;
-- facts: the agent's declarative sentences about where things live and how they behave (a code
-  span or path plus a fact cue), never its progress narration ("Let me…", "Now I…"), first or
-  second person, questions, proposals or table rows; a sentence that introduces a list of names,
-  with its items (`phase1/facts.py`);
-- the code map: the files the session changed and the names it defined there (`phase1/codemap.py`);
-- tripwires: the warnings the project's files give their readers (CRITICAL / DO NOT EDIT comments,
-  generated-file banners) in the files the session read (`phase1/tripwires.py`);
-- the plan: the agent's task lists, plans and subagent tasks, for the recap (`phase1/plan.py`);
-- for the recap: the outcome (the agent's last message), what each turn concluded, the requests.
+The evidence writer (`phase1/steps.py`) builds memory from this alone, and every provider's no-op
+gate reads it. It is read from the session's events after the watermark, never from the rendered
+transcript, so the budget's omitted middle and the renderer's markers never become memory. Each
+string is a redacted copy of what the session says, picked by deterministic rules: the user's
+standing rules (`user_words.py`) with the agent's restatement, commands that build, test or run
+the project, also through a subagent (`commands.py`), failure shields (`shields.py`), the agent's
+facts and conclusions (`facts.py`), the code map and what the agent wrote down for later sessions
+(`codemap.py`), tripwires (`tripwires.py`), the plan (`plan.py`), the outcome and the requests.
 """
 
 from __future__ import annotations

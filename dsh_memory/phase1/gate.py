@@ -1,10 +1,6 @@
-"""The Phase 1 no-op gate: sessions with nothing durable in them produce no memory, whatever the
-writer, and cost no model call.
-
-A session is trivial when the agent used no tool, the user stated no rule, preference or project
-fact (see `evidence.gather`), and the user wrote little: a greeting, a thank-you, a general question
-answered from knowledge. Anything else goes to the writer, whose answer can still be empty.
-Deterministic and cheap: it reads the session's evidence only.
+"""The Phase 1 no-op gate: a session with nothing durable in it (no tool used, no rule, preference
+or project fact from the user, little user text: a greeting, a general question) produces no
+memory and costs no model call, whatever the writer. It reads the session's evidence only.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""What a session set out to do, in the agent's own words: its task list and its plans.
-
-Agents write their plan down as tool calls: a todo list (`TodoWrite`, `TaskCreate`, Codex's
-`update_plan`), a plan shown for approval (`ExitPlanMode`, a file under `.claude/plans/`), and the
-tasks they hand to subagents (`Task` / `Agent` prompts). A session that ends without a summary
-message (a Codex run cut short, a long subagent-driven build) says what it did nowhere else. The
-recap keeps these items (searchable, not injected): the ones that name something — a code span, a
-path, an identifier — first, each once, within MAX_PLAN_CHARS.
+"""What a session set out to do, in the agent's own words: its task lists (`TodoWrite`,
+`TaskCreate`, Codex's `update_plan`), its plans (`ExitPlanMode`, `.claude/plans/*.md`) and the
+tasks it handed to subagents. A session that ends without a summary says what it did nowhere else;
+the recap keeps these items (searchable, not injected).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Phase 1 split in two for workers on other machines (`extract_on_workers`).
-
-- the pure step (flows/extract_transcripts.py, on any worker): `TranscriptJob`s in — each a
-  session's redacted, budgeted transcript and what the model call needs to know about it — and
-  `JobResult`s out, through Prefect's result storage. It never sees the memory root, the session
-  logs or the host's claims.
-- the single writer (tasks/remote.py, beside the memory root): claims and renders the jobs,
-  starts the pure step, and applies what comes back with the usual claims.
-
-A worker's answer is untrusted input: `accept` validates it, redacts it again and caps it before
-anything is written.
+"""Phase 1 split in two for workers on other machines (`extract_on_workers`): the pure step
+(flows/extract_transcripts.py, on any worker) turns `TranscriptJob`s (a session's redacted,
+budgeted transcript and what the model call needs) into `JobResult`s, and never sees the memory
+root, the session logs or the claims; the single writer (tasks/remote.py) claims and renders the
+jobs and applies the results. A worker's answer is untrusted input: `accept` validates, redacts and
+caps it again before anything is written.
 """
 
 from __future__ import annotations

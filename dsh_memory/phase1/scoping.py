@@ -1,13 +1,9 @@
 """The scope of each item of a raw memory: the session's project unless the user said otherwise.
 
-Every provider's answer goes through `scope_items` after the clean-up (extraction.clean_output):
-
-- an item is tagged `[scope: global]` when the user's own words behind it state it as general
-  (`dsh_memory.scope.stated_as_general`): the words it quotes, when the user said them, or else
-  the user's sentences that share at least half of its content words;
-- a `[scope: global]` the model wrote is kept only when those words back it (the model proposes,
-  the rule decides: a rule the user gave for one repository never leaks into the others);
-- every other item stays with the session's project (written on the raw block, `project`).
+An item is tagged `[scope: global]` when the user's own words behind it (the words it quotes, or
+else the user's sentences sharing at least half of its content words) state it as general
+(`dsh_memory.scope.stated_as_general`). A `[scope: global]` the model wrote is kept only when those
+words back it: a rule the user gave for one repository never leaks into the others.
 """
 
 from __future__ import annotations

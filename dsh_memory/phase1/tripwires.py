@@ -1,14 +1,10 @@
 """Warnings a project's own files give whoever reads them, picked from the files a session read.
 
-Developers leave tripwires for the next reader: `# CRITICAL: gh api graphql needs arrays as
--f key[]=v`, `<!-- AUTO-GENERATED FILE - DO NOT EDIT -->` followed by how to regenerate it. The
-agent read them once; a next session needs them before it edits, not after. `tripwires` finds
-them in what read tools returned (a Read call's numbered lines, `cat` / `sed -n` / `nl` / `head`
-output): a comment that opens with a shouted marker (CRITICAL, IMPORTANT, WARNING, CAUTION, DO
-NOT EDIT), with the comment lines that continue it; in a file's first lines, a generated-file
-banner and a NOTE about the whole file; and the paragraph of its opening docstring that lays down
-a rule ("Don't swallow exceptions…"). Only files of the session's project count (not dependencies, not build output), at most
-MAX_TRIPWIRES per session, each once.
+Developers leave tripwires for the next reader (`# CRITICAL: …`, `<!-- AUTO-GENERATED FILE - DO
+NOT EDIT -->`); a next session needs them before it edits, not after. Found in what read tools
+returned (a Read call, `cat` / `sed -n` / `nl` / `head`): a comment opening with a shouted marker
+and the lines that continue it; in a file's first lines a generated-file banner or a NOTE; the
+rule paragraph of its opening docstring. Only the project's own files, at most MAX_TRIPWIRES.
 """
 
 from __future__ import annotations

