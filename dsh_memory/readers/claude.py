@@ -67,7 +67,7 @@ def load(ref: SessionRef) -> Session:
         if abandoned:
             session.meta["abandoned_records"] = len(abandoned)
             records = [(q, o) for q, o in records if q not in abandoned and anchor.get(q) not in abandoned]
-    b = EventBuilder(session, skip_sidechain=not sidechain_file)
+    b = EventBuilder(skip_sidechain=not sidechain_file)
     for seq, obj in records:
         b.record(seq, obj)
     session.events = b.finish()

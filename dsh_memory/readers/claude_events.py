@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh_memory.models import Event, EventKind, Session
+from dsh_memory.models import Event, EventKind
 from dsh_memory.readers._jsonl import Events, parse_time, same_words
 from dsh_memory.readers.claude_records import INTERRUPTED, classify_text, flag_label, typed_line
 from dsh_memory.transcript.boilerplate import strip_boilerplate
@@ -36,9 +36,8 @@ class _Queued:
 class EventBuilder(Events):
     """Events in file order; human prompts from every record kind, de-duplicated in `finish`."""
 
-    def __init__(self, session: Session, skip_sidechain: bool):
+    def __init__(self, skip_sidechain: bool):
         super().__init__()
-        self.session = session
         self.skip_sidechain = skip_sidechain
         self.times: list = []
         self.summaries: list[tuple[str, Any]] = []
@@ -90,8 +89,6 @@ class EventBuilder(Events):
                 self.human(seq, time, c.human, "system_command", obj, label=c.label)
         elif obj.get("level") == "error" or obj.get("subtype") == "api_error":
             self.add(seq, EventKind.STATUS, time, label=str(obj.get("subtype") or "error"), is_error=True)
-
-    # ------------------------------------------------------------ typed prompts
 
     def _text(self, seq: int, obj: dict, time, texts: list[str], images: int, kind: str) -> None:
         """User-role texts of one record → context marker, status and/or the human prompt."""
@@ -182,8 +179,6 @@ class EventBuilder(Events):
         self.left.append(item)
         item.event = self.human(seq, time, item.text, "queue", obj, label=item.label)
 
-    # ------------------------------------------------------------ de-duplication, turns
-
     def finish(self) -> list[Event]:
         """Drop the second record of one prompt; number the turns."""
         drop: set[int] = set()
@@ -216,8 +211,6 @@ class EventBuilder(Events):
                 turn = (turn or 0) + 1
             e.turn = turn
         return events
-
-    # ------------------------------------------------------------ tools and answers
 
     def _tool_result(self, seq: int, block: dict, time) -> None:
         content = block.get("content")

@@ -62,9 +62,6 @@ _FORK_BURST_GAP_SECONDS = 1.0  # copied lines are written at once; the child's o
 _PREFER_EARLIER = 40  # a prompt's response item and its typed-event twin are this close (lines)
 
 
-# ---------------------------------------------------------------- discovery (stat only)
-
-
 def discover(root: Path) -> list[SessionRef]:
     found: dict[str, list[tuple[Path, os.stat_result]]] = {}
     _walk(Path(root), 0, found)
@@ -88,9 +85,6 @@ def _walk(folder: Path, depth: int, found: dict[str, list[tuple[Path, os.stat_re
             found.setdefault(m.group("id").lower(), []).append((Path(entry.path), st))
 
 
-# ---------------------------------------------------------------- load
-
-
 def load(ref: SessionRef) -> Session:
     f = read_jsonl(ref.path)
     meta_seq, meta = _session_meta(f.records)
@@ -99,25 +93,18 @@ def load(ref: SessionRef) -> Session:
     session = Session(id=ref.id, source="codex", path=ref.path, last_seq=f.last_seq, warnings=f.warnings)
     _apply_meta(session, meta, ref)
     session.inherited_cut = _fork_cut(f.records, meta_seq, meta, f.last_seq)
-
-    items = [it for it in _items(f.records) if it[0] >= session.inherited_cut]
-    b = _Builder(session, _Prompts(items))
-    has_turn_markers = any(
-        t == "event_msg" and p.get("type") in ("task_started", "turn_started") for _, t, p, _ in items
-    )
-    last_time = None
-    for seq, typ, payload, time in _items(f.records):
-        last_time = time or last_time
-        if seq < session.inherited_cut:
-            continue  # copied from the parent thread
+    lines = _items(f.records)
+    items = [it for it in lines if it[0] >= session.inherited_cut]  # before it: copied from the parent
+    b = _Builder(_Prompts(items))
+    for seq, typ, payload, time in items:
         if typ == "response_item":
-            b.response_item(seq, payload, time, count_turns=not has_turn_markers)
+            b.response_item(seq, payload, time)
         elif typ == "event_msg":
-            b.event_msg(seq, payload, time, count_turns=not has_turn_markers)
+            b.event_msg(seq, payload, time)
         elif typ == "compacted":
             b.compaction(seq, time, "compacted")
     session.events = b.events
-    session.updated_at = last_time or ref.updated_at
+    session.updated_at = next((time for *_, time in reversed(lines) if time), None) or ref.updated_at
     session.title = prompt_title(session)
     return session
 
@@ -211,12 +198,13 @@ class _Prompts:
         assistants = {p.get("type") for _, t, p, _ in items if t == "response_item" and p.get("role") == "assistant"}
         self.response_answers = "message" in assistants
         self.item_answers = any(t == "event_msg" and agent_item_text(p) is not None for _, t, p, _ in items)
+        markers = ("task_started", "turn_started")
+        self.count_turns = not any(t == "event_msg" and p.get("type") in markers for _, t, p, _ in items)
 
 
 class _Builder(Events):
-    def __init__(self, session: Session, prompts: _Prompts):
+    def __init__(self, prompts: _Prompts):
         super().__init__()
-        self.session = session
         self.prompts = prompts
 
     def compaction(self, seq: int, time, label: str) -> None:
@@ -224,18 +212,18 @@ class _Builder(Events):
             return  # `compacted` line and compaction response item describe the same event
         self.add(seq, EventKind.COMPACTION, time, label=label)
 
-    def human(self, seq: int, time, text: str, images: int, count_turns: bool) -> None:
-        if count_turns:
+    def human(self, seq: int, time, text: str, images: int) -> None:
+        if self.prompts.count_turns:  # else task_started / turn_started events count them
             self.turn = (self.turn or 0) + 1
         self.add(seq, EventKind.HUMAN, time, text=text, images=images)
 
-    def event_msg(self, seq: int, p: dict, time, count_turns: bool = True) -> None:
+    def event_msg(self, seq: int, p: dict, time) -> None:
         t = p.get("type")
         typed = typed_event(p)
         if typed is not None:
             twin = self.prompts.twin.get(seq)
             if twin is None or twin > seq:  # else its response item, earlier, carries the prompt
-                self.human(seq, time, typed[0], typed[1], count_turns)
+                self.human(seq, time, *typed)
             return
         if t == "user_message":  # an older kind (user_instructions, environment_context): injected
             self.add(seq, EventKind.CONTEXT, time, label=str(p.get("kind") or "user_message"))
@@ -267,12 +255,12 @@ class _Builder(Events):
         self.events = [e for e in self.events if e.turn is None or e.turn <= keep]
         self.turn = keep if keep > 0 else None
 
-    def response_item(self, seq: int, p: dict, time, count_turns: bool) -> None:
+    def response_item(self, seq: int, p: dict, time) -> None:
         t = p.get("type")
         if t == "message":
             role = p.get("role")
             if role == "user":
-                self._user(seq, p, time, count_turns)
+                self._user(seq, p, time)
             elif role == "assistant":
                 texts = [c.get("text", "") for c in message_parts(p) if c.get("type") in ("output_text", "text")]
                 text = "\n\n".join(x for x in texts if x)
@@ -292,7 +280,7 @@ class _Builder(Events):
             if text:
                 self.add(seq, EventKind.ASSISTANT, time, text=text, label=f"agent_message:{p.get('author') or '?'}")
 
-    def _user(self, seq: int, p: dict, time, count_turns: bool) -> None:
+    def _user(self, seq: int, p: dict, time) -> None:
         text, labels, images = user_item_parts(p)
         twin = self.prompts.twin.get(seq)
         if self.prompts.authoritative and twin is None:  # not typed: injected, whatever its text
@@ -301,7 +289,7 @@ class _Builder(Events):
         if not text and not images:
             self.add(seq, EventKind.CONTEXT, time, label="+".join(dict.fromkeys(labels)) or "empty_user_message")
         elif twin is None or twin > seq:
-            self.human(seq, time, text, max(images, self.prompts.images.get(twin, 0)), count_turns)
+            self.human(seq, time, text, max(images, self.prompts.images.get(twin, 0)))
 
     def _tool_call(self, seq: int, p: dict, time) -> None:
         t = p["type"]
