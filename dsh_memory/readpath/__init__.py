@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsh_memory.errors import UserInputError
+from dsh_memory.readpath._common import validate
 from dsh_memory.readpath.files import add, delete_file, list_dir, read
 from dsh_memory.readpath.models import (
     AddRequest,
@@ -46,9 +48,6 @@ def dispatch(
     """Call one read-path operation by RPC name with a params dict (validated by its Request
     model, unknown fields refused). Returns a pydantic model. `state` receives usage records;
     `max_summary_chars`, `stale_after_days` and `semantic_search` are the memory context's settings."""
-    from dsh_memory.errors import UserInputError
-    from dsh_memory.readpath._common import validate
-
     if method not in OPERATIONS:
         raise UserInputError(f"unknown method {method!r}; one of: {', '.join(OPERATIONS)}")
     model, fn = OPERATIONS[method]

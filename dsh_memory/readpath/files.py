@@ -30,6 +30,7 @@ from dsh_memory.readpath.models import (
     ReadRequest,
     ReadResult,
 )
+from dsh_memory.readpath.scoping import MIXED, Where, file_scope
 
 RETIRED_DIR_NAME = ".retired"
 
@@ -90,8 +91,6 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
 def _scoped(store: Any, entries: list[Entry], cwd: str | None, other_projects: bool) -> list[Entry]:
     """Files with their scope; with `cwd`, this project's and global entries first, the other
     projects' files only with `other_projects`."""
-    from dsh_memory.readpath.scoping import MIXED, Where, file_scope
-
     where = Where.of(cwd)
     out = [e.model_copy(update={"scope": file_scope(store, e.path)}) if e.type == "file" else e for e in entries]
     if where is None:

@@ -15,6 +15,7 @@ import re
 from datetime import date
 
 from dsh_memory.readpath._common import FileCache
+from dsh_memory.readpath.learned import age_days
 
 SPAN = re.compile(r"`([^`\n]+)`")
 IN_DIR = re.compile(r"\(in `([^`\n]+)`\)")
@@ -133,8 +134,6 @@ def flag_stale(
     `stale_after_days` ago (its evidence's date in `dates`, `readpath.learned`; 0: never) saying
     how old it is; (text, how many flagged stale, how many old). The global part is not this
     tree's to judge. Nothing is checked against the tree when `root` is not a folder here."""
-    from dsh_memory.readpath.learned import age_days
-
     on_disk = bool(root) and os.path.isdir(root)
     ages = bool(dates) and stale_after_days > 0 and today is not None
     if not on_disk and not ages:

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dsh_memory.readpath import embedder, vectors
+from dsh_memory.errors import UserInputError
+from dsh_memory.readpath import embedder, fusion, vectors
 from dsh_memory.readpath._common import corpus, corpus_entries, read_text, root_of, top_files
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
@@ -327,8 +328,6 @@ def ranked_search(
     question join them and the lines are ranked by both (fusion.py)."""
     terms = query_terms(queries)
     if not terms:
-        from dsh_memory.errors import UserInputError
-
         raise UserInputError("ranked search needs at least one word or CJK character in the queries")
     emb = embedder.for_mode(semantic_search)
     refresh(store, semantic_search=semantic_search)
@@ -337,8 +336,6 @@ def ranked_search(
     weights = [idf(n, df) for df in dfs]
     rows = candidate_sections(conn, terms, dfs, prefix, SECTIONS_SCANNED)
     if emb is not None:
-        from dsh_memory.readpath import fusion
-
         if fusion.applies(terms):
             hits, files = fusion.ranked(
                 store, conn, _vectors_path(store), emb, queries, terms, weights, rows, _path_condition(prefix)

@@ -158,7 +158,7 @@ def search(
     found: Iterator[SearchMatch]
     where = Where.of(req.cwd)
     skip = 0 if where else start  # a project reorders the matches: the page is cut after that
-    if req.mode == "ranked":
+    if req.mode == "ranked":  # the index's modules are imported by ranked search alone
         from dsh_memory.readpath.index import ranked_search
         from dsh_memory.readpath.lines import matches as line_matches
 

@@ -12,7 +12,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.readpath._common import FileCache, root_of
+from dsh_memory.readpath.freshness import checkout_root, flag_stale
+from dsh_memory.readpath.learned import learned_dates
 from dsh_memory.readpath.models import Summary
+from dsh_memory.readpath.scoping import Where, compose_summary
 
 NOT_SHOWN = re.compile(r"^- not shown here: (\d+) ", re.M)
 CUT_MARK = "\n\n- not shown here: {n} lines of memory_summary.md (memory_read memory_summary.md for all)\n\n"
@@ -86,10 +89,6 @@ def summary(
     naming the other projects with memories (`scoping.compose_summary`); the project's lines are
     checked against its working tree and, with `stale_after_days` > 0, those learned longer ago
     say how long (`freshness.flag_stale`)."""
-    from dsh_memory.readpath.freshness import checkout_root, flag_stale
-    from dsh_memory.readpath.learned import learned_dates
-    from dsh_memory.readpath.scoping import Where, compose_summary
-
     root = str(root_of(store))
     path = root_of(store) / "memory_summary.md"
     where = Where.of(cwd)
