@@ -1,13 +1,9 @@
 """The single writer's side of Phase 1 when its model calls run on workers (`extract_on_workers`).
 
-- `extract_on_workers`, one task run per batch of sessions (dsh_memory/phase1/remote.py): claim
-  each session (the usual `try_start`), render → redact → budget it into a TranscriptJob, start
-  one `extract-transcripts-pool` flow run with the jobs, wait for it and read its JobResults from
-  Prefect's result storage. Never raises: a run that fails, crashes, times out or whose result
-  cannot be read becomes an error per job.
-- `from_workers`: one session's answer, validated and applied, or its claim failed with the
-  worker's error — through `finish` (tasks/_session.py), Phase 1's one end of a session in either
-  mode; `extract_session` (tasks/extract.py) calls it, so each session keeps its own task run.
+`extract_on_workers` (one task run per batch, dsh_memory/phase1/remote.py) claims and renders
+each session into a TranscriptJob, runs one `extract-transcripts-pool` flow with the jobs and
+reads its JobResults; it never raises (a run that fails, times out or whose result cannot be read
+becomes an error per job). `from_workers` ends one session with its answer, through `finish`.
 """
 
 from __future__ import annotations

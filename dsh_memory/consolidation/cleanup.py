@@ -6,6 +6,8 @@ the consolidation's input (raw memories, notes, the current files). Nothing is c
 
 from __future__ import annotations
 
+from collections import Counter
+
 from dsh_memory.phase1.postprocess import (
     BOILERPLATE,
     WORD,
@@ -20,9 +22,7 @@ from dsh_memory.phase1.postprocess import (
 
 def clean_handbook(text: str, vocabulary_text: str) -> str:
     vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
-    counts: dict[str, int] = {}
-    for w in WORD.findall(text or ""):
-        counts[w.lower()] = counts.get(w.lower(), 0) + 1
+    counts = Counter(w.lower() for w in WORD.findall(text or ""))
     out: list[str] = []
     seen: list[str] = []
     fence = False

@@ -328,7 +328,7 @@ def _retire_stale(store: Any, groups: dict[str, Group], inputs: Any, settings: A
 def _existing_skills(inputs: Any, new: list[dict]) -> list[dict]:
     names = {s["name"] for s in new}
     return [
-        {"name": s.name, "task": s.description or s.name, "project": getattr(s, "project", "") or None}
+        {"name": s.name, "task": s.description or s.name, "project": s.project or None}
         for s in inputs.skills
         if s.name not in names
     ]

@@ -11,10 +11,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from dsh_memory.consolidation.mechanical import Group
 from dsh_memory.readpath.learned import SOURCE
 from dsh_memory.scope import (
     GLOBAL,
-    GROUP_HEADING,
     SUMMARY_HEADING,
     handbook_groups,
     is_tagged_global,
@@ -104,7 +104,6 @@ def guard_handbook(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[
         return text, 0
     count = sum(len(v) for v in moved.values())
     out = [ln for project, body in kept for ln in [*body, *moved.pop(project, [])]]
-    for owner, extra in moved.items():
-        head = [f"scope: project {owner}", f"applies_to: cwd={owner}; reuse_rule=this project only"]
-        out += ["", f"{GROUP_HEADING} {owner}", *head, "", "## User preferences", *extra]
+    for owner, extra in moved.items():  # a project without a group yet: a new one, in the merge's format
+        out += ["", *Group(owner, {"User preferences": extra}).render().split("\n")]
     return "\n".join(out).rstrip() + "\n", count

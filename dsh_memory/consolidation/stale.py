@@ -23,8 +23,8 @@ from dsh_memory.readpath.learned import SOURCE, age_days, item_key, sources_of, 
 
 SECTION = "Possibly stale"
 RETURNED_TO = "Project facts"
-KEPT = ("Tasks", "User notes", "User preferences", SECTION)  # the user's words are theirs to retire
-USERS = ("Tasks", "User notes", "User preferences")
+USERS = ("Tasks", "User notes", "User preferences")  # the user's words are theirs to retire
+KEPT = (*USERS, SECTION)
 _FLAG = re.compile(r" \(may be stale: [^)]*\)(?= \[source:|$)")
 
 
