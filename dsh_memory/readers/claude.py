@@ -17,7 +17,7 @@ from dsh_memory.models import Session, SessionRef
 from dsh_memory.readers._input import is_dir, regular_stat, scandir
 from dsh_memory.readers._jsonl import UUID_RE, prompt_title, read_jsonl
 from dsh_memory.readers.claude_events import EventBuilder
-from dsh_memory.readers.claude_records import abandoned_records, opens_with_prompt
+from dsh_memory.readers.claude_records import abandoned_records
 
 FILE_RE = re.compile(r"^(?P<id>" + UUID_RE + r")\.jsonl$")
 
@@ -63,7 +63,7 @@ def load(ref: SessionRef) -> Session:
 
     records = f.records
     if not sidechain_file:
-        abandoned, anchor = abandoned_records(records, opens_with_prompt)
+        abandoned, anchor = abandoned_records(records)
         if abandoned:
             session.meta["abandoned_records"] = len(abandoned)
             records = [(q, o) for q, o in records if q not in abandoned and anchor.get(q) not in abandoned]

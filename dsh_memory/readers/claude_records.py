@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # A user text opening with one of these is harness output as a whole.
@@ -71,12 +70,16 @@ def slash_command(text: str) -> tuple[str, str] | None:
     return " ".join(name.split()), fields.get("command-args", "")
 
 
+def _command(name: str, args: str) -> TextClass:
+    """A slash command: its arguments are the human's words; without any it is a marker."""
+    label = f"slash_command:{name}" if name else "slash_command"
+    return TextClass(human=f"{name} {args}".strip(), label=label) if args else TextClass(labels=[label])
+
+
 def classify_text(text: str) -> TextClass:
     command = slash_command(text)
     if command is not None:
-        name, args = command
-        label = f"slash_command:{name}" if name else "slash_command"
-        return TextClass(human=f"{name} {args}".strip(), label=label) if args else TextClass(labels=[label])
+        return _command(*command)
     m = _LEADING_TAG.match(text)
     if m and m.group(1) in WHOLE_TAGS:
         return TextClass(labels=[WHOLE_TAGS[m.group(1)]])
@@ -136,14 +139,7 @@ _RAW_COMMAND = re.compile(r"^(/[A-Za-z][\w:.-]*)(?:\s+(.*))?$", re.S)
 def typed_line(text: str) -> TextClass:
     """A queued input line as typed: `/name args` is a slash command (its arguments the prompt)."""
     m = _RAW_COMMAND.match(text.strip())
-    if m is None:
-        return classify_text(text)
-    name, args = m.group(1), (m.group(2) or "").strip()
-    label = f"slash_command:{name}"
-    return TextClass(human=f"{name} {args}", label=label) if args else TextClass(labels=[label])
-
-
-# ---------------------------------------------------------------- branches
+    return classify_text(text) if m is None else _command(m.group(1), (m.group(2) or "").strip())
 
 
 def _parent(obj: dict) -> object:
@@ -151,9 +147,7 @@ def _parent(obj: dict) -> object:
     return obj.get("logicalParentUuid") if parent is None else parent
 
 
-def abandoned_records(
-    records: list[tuple[int, dict]], opens_with_prompt: Callable[[dict], bool]
-) -> tuple[set[int], dict[int, int]]:
+def abandoned_records(records: list[tuple[int, dict]]) -> tuple[set[int], dict[int, int]]:
     """(seqs of records on abandoned branches, record seq → seq of its uuid-carrying anchor).
 
     Records without a uuid (queue operations, snapshots) are anchored to the previous record
