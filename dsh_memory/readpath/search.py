@@ -45,15 +45,6 @@ def _prepare(req: SearchRequest) -> tuple[list[str], Callable[[str], str]]:
     return folded, fold
 
 
-def _line_hits(lines: list[str], folded: list[str], fold: Callable[[str], str] | None) -> list[set[int]]:
-    """Per line, the indexes of the queries it contains (lines already folded when fold is None)."""
-    out = []
-    for line in lines:
-        f = line if fold is None else fold(line)
-        out.append({i for i, q in enumerate(folded) if q in f})
-    return out
-
-
 def _windows(hits: list[set[int]], nq: int, n: int) -> list[tuple[int, int, set[int]]]:
     """Windows starting at a matching line, ≤ n lines long, that cover every query; windows
     that strictly contain another window are dropped (the tightest evidence wins)."""
@@ -86,11 +77,11 @@ def _file_matches(
     if not (any if req.mode == "any" else all)(q in whole for q in folded):  # the whole file first
         return []
     lines = text.splitlines()
-    if req.normalized:
-        hits = _line_hits(lines, folded, fold)
-    else:  # case folding keeps line breaks where they were: split the cached folded text
-        flines = whole.splitlines()
-        hits = _line_hits(flines, folded, None) if len(flines) == len(lines) else _line_hits(lines, folded, fold)
+    # case folding keeps line breaks where they were: split the cached folded text
+    flines = [] if req.normalized else whole.splitlines()
+    if len(flines) != len(lines):
+        flines = [fold(line) for line in lines]
+    hits = [{i for i, q in enumerate(folded) if q in f} for f in flines]  # per line, the queries on it
     spans: list[tuple[int, int, set[int]]]
     if req.mode == "any":
         spans = [(i, i, h) for i, h in enumerate(hits) if h]
