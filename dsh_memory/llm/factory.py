@@ -68,13 +68,8 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
             timeout_seconds=route.timeout_seconds,
         )
     if provider == "local":
-        try:
-            from dsh_memory.llm.local import LocalLLM  # lazy: an optional dependency
-        except Exception as exc:  # ImportError, or the binding failing to load
-            raise NoModelRouteError(
-                f"provider 'local' is unavailable ({type(exc).__name__}: {exc}). Install the local-model "
-                f"extra and set DSH_MEMORY_MODEL_PATH, or use an endpoint instead. {FIX_IT}"
-            ) from None
+        from dsh_memory.llm.local import LocalLLM  # its runtime loads on the first call (local._runtime)
+
         try:
             return LocalLLM.from_route(route)
         except NoModelRouteError:
