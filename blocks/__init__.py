@@ -11,14 +11,10 @@ from __future__ import annotations
 from dsh_memory.blocks.memory_settings import MemorySettingsBlock
 from dsh_memory.blocks.model_route import ModelRouteBlock
 
-DEFAULT_BLOCK_NAME = "default"
-BLOCK_TYPES = (MemorySettingsBlock, ModelRouteBlock)
-
-__all__ = ["DEFAULT_BLOCK_NAME", "BLOCK_TYPES", "MemorySettingsBlock", "ModelRouteBlock", "register_blocks"]
+__all__ = ["MemorySettingsBlock", "ModelRouteBlock", "register_blocks"]
 
 
-def register_blocks() -> list[str]:
-    """Register both block types (and their schemas) on the configured Prefect API; returns their slugs."""
-    for cls in BLOCK_TYPES:
+def register_blocks() -> None:
+    """Register both block types (and their schemas) on the configured Prefect API."""
+    for cls in (MemorySettingsBlock, ModelRouteBlock):
         cls.register_type_and_schema()
-    return [cls.get_block_type_slug() for cls in BLOCK_TYPES]

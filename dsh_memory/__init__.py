@@ -1,13 +1,9 @@
-"""dsh-memory: long-term memory for coding agents.
+"""dsh-memory: long-term memory for coding agents. Importing it reads no environment, touches
+no network and writes no file.
 
-Nothing happens at import time: no network, no environment reads, no files written.
-
-The Prefect-facing stages import as `dsh_memory.flows`, `dsh_memory.tasks` and
-`dsh_memory.blocks` everywhere. The wheel ships them inside this package (hatch
-`force-include`), so an install adds nothing but `dsh_memory` to site-packages. A source
-checkout keeps them at the repository's top level (`flows/`, `tasks/`, `blocks/`, next to
-`prefect.yaml`), and this package's search path is extended to that top level so the same
-import names work there too.
+`dsh_memory.flows`, `.tasks` and `.blocks`: the wheel ships them inside this package (hatch
+`force-include`); a source checkout keeps them at the top level next to `prefect.yaml`, so there
+this package's search path is extended to that top level.
 """
 
 from pathlib import Path as _Path

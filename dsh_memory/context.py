@@ -1,18 +1,10 @@
 """THE memory context: every entry point (flows, CLI, HTTP, MCP, `serve`, `status`) gets its
-settings, its model route and its memory root's stores from `memory_context()`.
+settings, model route and memory root's stores (`ctx.store`, `ctx.state`) from
+`memory_context()`. Settings resolve once, field by field (saved Prefect Block > environment >
+default), so a `memory_root` pinned in the block is the root the flows write *and* the read path serves.
 
-Settings resolve once, field by field: a saved Prefect Block > the environment > the default
-(`settings_loader.resolve_settings`). So a `memory_root` pinned in the settings block is the root
-the flows write *and* the root the read path serves.
-
-    with memory_context() as ctx:
-        ctx.store            # MemoryStore (files under the root)
-        ctx.state            # StateStore (SQLite bookkeeping), opened on first use, closed on exit
-        ctx.settings, ctx.route, ctx.resolved   # values and where each came from
-
-A flow opens its context for the whole run (`with ctx.for_run():`): the tasks it calls get their
-stores through `MemoryContext.of(settings)`, which hands them that run's state store instead of
-opening another, so one run opens the state database once and closes it at its end.
+A flow holds its context open for the run (`with ctx.for_run():`): the stores its tasks get through
+`MemoryContext.of(settings)` share that run's state store, so a run opens the database once.
 """
 
 from __future__ import annotations
@@ -49,10 +41,9 @@ class MemoryContext:
 
     @classmethod
     def of(cls, settings: MemorySettings, route: ModelRoute | None = None) -> MemoryContext:
-        """A context over settings the caller already resolved (through `memory_context`, e.g.
-        a flow's tasks, `serve` handing them to the app it mounts, or a test). Inside a run that
-        holds its context open (`for_run`) on the same settings, the run's state store is shared:
-        closing this context then leaves it open."""
+        """A context over settings the caller already resolved (a flow's tasks, the app `serve`
+        mounts, a test). Inside a run held open (`for_run`) on the same settings, it shares the
+        run's state store, which closing this context leaves open."""
         ctx = cls(ResolvedSettings(settings, route or ModelRoute()))
         with _RUNS_LOCK:
             run = next((r for r in _RUNS.get(settings.memory_root, []) if r.settings == settings), None)
@@ -70,11 +61,10 @@ class MemoryContext:
             yield self
         finally:
             with _RUNS_LOCK:
-                runs = _RUNS.get(self.memory_root, [])
-                if self in runs:
-                    runs.remove(self)
+                runs = _RUNS[self.memory_root]
+                runs.remove(self)
                 if not runs:
-                    _RUNS.pop(self.memory_root, None)
+                    del _RUNS[self.memory_root]
             self.close()
 
     @property

@@ -1,10 +1,7 @@
-"""One small exception hierarchy; each adapter maps it to exit codes / statuses in one place.
-
-Every class carries its CLI `exit_code`, its HTTP `http_status` and a stable string `code` (the
-`{"error": {"code": …}}` of `--json` output and of RPC error bodies). A refinement that sets no
-`code` shares its parent's (`MemoryFileNotFound` is "not_found"); a new kind of error, a direct
-subclass of DshMemoryError, gets one from its name (`AlreadyRunning` → "already_running"). The
-docs/cli.md's exit-code table lists every class; a test keeps it in step with this file.
+"""One small exception hierarchy. Every class carries its CLI `exit_code`, its HTTP `http_status`
+and a stable `code` (the `{"error": {"code": …}}` of --json and RPC bodies): a refinement that sets
+none shares its parent's, a direct subclass of DshMemoryError gets one from its name
+(`AlreadyRunning` → "already_running"). docs/cli.md's exit-code table lists every class (tested).
 """
 
 from __future__ import annotations

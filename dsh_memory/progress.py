@@ -1,13 +1,7 @@
 """In-process progress: the pipeline reports, the CLI listens (a live bar on a terminal, plain
-lines otherwise). Nothing here imports prefect; flows stay orchestration only.
-
-Two kinds of events:
-  * `report(phase, n, total, label)`: n more items of `total` are finished (tasks call it, e.g.
-    Phase 1 once per session with the session id as label);
-  * `phase_event(phase, event, detail)`: a phase "started" or "finished". `watch_flow(flow,
-    phase)` produces them from Prefect's flow state hooks, so the flows need no extra code.
-
-Phase ids: "phase1" (the `extract` flow), "phase2" (the `consolidate` flow).
+lines otherwise). Nothing here imports prefect. Tasks call `report(phase, n, total, label)` as
+items finish (Phase 1: once per session); `phase_event(phase, "started" | "finished", detail)`
+comes from the flows' state hooks (`watch_flow`). Phases: "phase1" (`extract`), "phase2" (`consolidate`).
 """
 
 from __future__ import annotations

@@ -258,9 +258,7 @@ class ModelRoute(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> ModelRoute:
-        values: dict = _environment_values(ROUTE_ENVIRONMENT, env_mapping(env))
-        if "api_key" in values:
-            values["api_key"] = SecretStr(values["api_key"])
+        values: dict = _environment_values(ROUTE_ENVIRONMENT, env_mapping(env))  # the key validates as a SecretStr
         if "model_path" in values:
             values["model_path"] = Path(values["model_path"]).expanduser()
         return _validated(cls, {**values, **overrides}, "model setting")

@@ -11,16 +11,6 @@ PHASE_NAMES = {"phase1": "phase 1", "phase2": "phase 2"}
 LINE_PREFIX = "dsh-memory: "
 
 
-def _watch_phases() -> None:
-    """Phase start/end events for the two pipeline flows (via their state hooks)."""
-    from dsh_memory import progress
-    from dsh_memory.flows.consolidate import consolidate_flow
-    from dsh_memory.flows.extract import extract_flow
-
-    progress.watch_flow(extract_flow, "phase1")
-    progress.watch_flow(consolidate_flow, "phase2")
-
-
 class _RunLogsStayInTheRunLog:
     """Console filter for in-process runs: flow/task run records (Prefect's engine messages and
     our tasks' own lines, tracebacks included) are in the run's log in Prefect; the console shows
@@ -50,9 +40,13 @@ def quiet_console() -> None:
 
 
 def with_progress(fn, label: str):
-    """Run `fn` while showing pipeline progress on stderr: a live bar on a terminal, otherwise
-    one plain line per phase start / end and per finished session (logs, CI, pipes)."""
-    _watch_phases()  # imports the flows: Prefect's logging is set up from here on
+    """Run `fn` while showing pipeline progress on stderr (lines off a terminal: logs, CI, pipes)."""
+    from dsh_memory import progress
+    from dsh_memory.flows.consolidate import consolidate_flow  # Prefect's logging is set up from here on
+    from dsh_memory.flows.extract import extract_flow
+
+    progress.watch_flow(extract_flow, "phase1")  # phase start/end events from the flows' state hooks
+    progress.watch_flow(consolidate_flow, "phase2")
     quiet_console()
     if sys.stderr.isatty():
         return _with_bar(fn, label)

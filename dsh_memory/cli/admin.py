@@ -31,11 +31,11 @@ def _print_saved(result: dict) -> None:
 def _save(from_env: bool, include_defaults: bool) -> dict:
     import prefect.settings  # noqa: F401  (makes the active profile's PREFECT_API_URL visible)
 
-    from dsh_memory.blocks import DEFAULT_BLOCK_NAME, MemorySettingsBlock, ModelRouteBlock, register_blocks
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock, register_blocks
     from dsh_memory.blocks.memory_settings import settings_sources
     from dsh_memory.blocks.model_route import route_sources
     from dsh_memory.errors import ConfigError
-    from dsh_memory.settings_loader import prefect_api_url, resolve_settings
+    from dsh_memory.settings_loader import BLOCK_NAME, prefect_api_url, resolve_settings
 
     url = prefect_api_url(profile=True)
     if not url:
@@ -46,30 +46,33 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
         )
     register_blocks()
     r = resolve_settings(use_blocks=not from_env)
-    mem_src = settings_sources(r.memory_block)
-    route_src = route_sources(r.route_block)
-    mem_only = None if include_defaults else {k for k, s in mem_src.items() if s != "default"}
-    route_only = None if include_defaults else {k for k, s in route_src.items() if s != "default"}
-    mem_block = MemorySettingsBlock.from_settings(r.settings, only=mem_only)
-    route_block = ModelRouteBlock.from_route(r.route, only=route_only)
+
+    def pinned(sources: dict[str, str]) -> set[str] | None:  # None: every field
+        return None if include_defaults else {k for k, s in sources.items() if s != "default"}
+
+    blocks = (  # both validated before either is saved
+        MemorySettingsBlock.from_settings(r.settings, only=pinned(settings_sources(r.memory_block))),
+        ModelRouteBlock.from_route(r.route, only=pinned(route_sources(r.route_block))),
+    )
     saved = {}
-    for block in (mem_block, route_block):
-        block.save(DEFAULT_BLOCK_NAME, overwrite=True)
-        _drop_unknown_keys(type(block), DEFAULT_BLOCK_NAME)
+    for block in blocks:
+        block.save(BLOCK_NAME, overwrite=True)
+        _drop_unknown_keys(type(block))
         fields = [k for k in type(block).model_fields if getattr(block, k) is not None]
-        saved[f"{block.get_block_type_slug()}/{DEFAULT_BLOCK_NAME}"] = fields
+        saved[f"{block.get_block_type_slug()}/{BLOCK_NAME}"] = fields
     return {"prefect_api_url": url, "saved": saved}
 
 
-def _drop_unknown_keys(cls: Any, name: str) -> None:
+def _drop_unknown_keys(cls: Any) -> None:
     """`save(overwrite=True)` merges into the old document: drop keys another schema left there."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import BlockDocumentUpdate
 
     from dsh_memory.blocks._fields import PREFECT_DATA_KEYS
+    from dsh_memory.settings_loader import BLOCK_NAME
 
     with get_client(sync_client=True) as client:
-        doc = client.read_block_document_by_name(name, cls.get_block_type_slug())  # with secrets
+        doc = client.read_block_document_by_name(BLOCK_NAME, cls.get_block_type_slug())  # with secrets
         data = {k: v for k, v in doc.data.items() if k in cls.model_fields or k in PREFECT_DATA_KEYS}
         if data != doc.data:
             client.update_block_document(doc.id, BlockDocumentUpdate(data=data, merge_existing_data=False))
