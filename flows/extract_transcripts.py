@@ -1,15 +1,11 @@
 """extract-transcripts flow: the pure Phase 1 step, for a worker on any machine.
 
-Run by:   the `extract-transcripts-pool` deployment (`dsh-memory deploy`, work pool
-          `dsh-memory-extract`), started by the main host's writer when `extract_on_workers` is on.
-Reads:    its `jobs` parameter only — redacted, budgeted transcripts (dsh_memory/phase1/remote.py).
-          Never the memory root, the session logs or the claims: the worker may be another machine.
-Model:    this worker's own route (its saved blocks > its environment), `concurrency` calls at
-          a time per run; not the main host's global `dsh-memory-llm` limit (another model).
-          Each job carries the session's evidence and transcript, so either writer works here.
-Returns:  one JobResult (as JSON) per job, persisted in the result storage this worker is given
-          (`deploy --result-storage`); the writer reads it as plain JSON (tasks/remote.py).
-Run name: `extract-transcripts/<n> sessions from <first short id>`.
+Run by the `extract-transcripts-pool` deployment (`dsh-memory deploy`, work pool
+`dsh-memory-extract`) when `extract_on_workers` is on. Reads its `jobs` parameter only (redacted,
+budgeted transcripts: dsh_memory/phase1/remote.py), never the memory root, the session logs or
+the claims. Calls this worker's own model route (not the main host's global limit), `concurrency`
+calls at a time. Returns one JobResult (as JSON) per job, persisted in the result storage this
+worker is given (`deploy --result-storage`); the writer reads it as plain JSON (tasks/remote.py).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Retry policy of the model-calling tasks, used in their @task decorators with Prefect's own
-`retries`, `retry_delay_seconds` (a plain list), `retry_jitter_factor` and `retry_condition_fn`.
-
-`transient_only` decides, it never sleeps: a transient model error (429, 5xx, timeouts, dropped
-connections) is retried after the task's next delay — unless the server asked for a longer wait
-(Retry-After) than that delay can be after Prefect's jitter: then the call is not retried in
-this run — the session's claim fails and is retried after the claims' backoff
-(`retry_base_seconds`, doubling), Phase 1's one failure path. Fatal errors are never retried.
+"""`retry_condition_fn` of the model-calling tasks (their @task decorators hold the rest of the
+policy). It decides, it never sleeps: a transient model error (429, 5xx, timeouts) is retried
+after the task's next delay, unless the server asked for a longer wait (Retry-After) than that
+delay can be after Prefect's jitter: then the session's claim fails and is retried after the
+claims' backoff, Phase 1's one failure path. Fatal errors are never retried.
 """
 
 from __future__ import annotations

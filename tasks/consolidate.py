@@ -1,11 +1,6 @@
-"""Phase 2 tasks. One verb each; policy in the decorators.
-
-`call_consolidation_model` retries transient model errors only (429/5xx/timeouts) after 5, 20,
-60 s (jittered), never sooner than the server's Retry-After (tasks/_policy.py); a cut-off answer
-is returned as a truncated `ModelReply`, not raised, so the flow can parse what arrived and decide
-whether to retry with a larger max_tokens. No task caches (NO_CACHE): Phase 2 must always see the
-current files.
-"""
+"""Phase 2 tasks, one verb each; policy in the decorators. No task caches: Phase 2 must always
+see the current files. A cut-off answer is returned as a truncated `ModelReply`, not raised, so
+the flow can parse what arrived and decide whether to retry with a larger max_tokens."""
 
 from __future__ import annotations
 

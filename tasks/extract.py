@@ -1,11 +1,7 @@
 """Phase 1 tasks: one model call (retried, cached, globally limited) and one session end to end.
 
-`llm_extract` retries transient model errors only (429/5xx/timeouts) after 1, 2 and 4 s,
-jittered, never sooner than the server's Retry-After (tasks/_policy.py). Its cache key (memory
-root, session, watermark, target seq, prompt version, provider, model, budget) hits across runs
-because its results (redacted model output) persist, committed as soon as the call returns: a
-re-run after a crash never pays twice for one extraction. Every model call holds one of the
-run's model slots (llm/limit.py).
+`llm_extract`'s results (redacted model output) persist, committed as soon as the call returns,
+and its cache key hits across runs: a re-run after a crash never pays twice for one extraction.
 """
 
 from __future__ import annotations
