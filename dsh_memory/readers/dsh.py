@@ -24,9 +24,6 @@ MAX_SAFE_INTEGER = 2**53 - 1
 _ESCAPE_RUN = re.compile(r"(?:~[0-9A-Fa-f]{4})+")
 
 
-# --- discovery (stat/listdir only) -------------------------------------------------------------
-
-
 def decode_segment(name: str) -> str:
     """Invert DSH `encodeSegment`: every `~XXXX` is one UTF-16 code unit (hex)."""
     if "~" not in name:
@@ -39,65 +36,40 @@ def decode_segment(name: str) -> str:
     return _ESCAPE_RUN.sub(repl, name)
 
 
-def _pick(session_dir: str) -> os.DirEntry[str] | None:
-    """The highest generation file in one session directory (decoys such as session.v5.jsonl.bak
-    and older generations are not picked)."""
-    best: os.DirEntry[str] | None = None
-    best_key: tuple[int, bool] = (-1, False)
+def _pick(session_dir: str) -> tuple[str, os.stat_result] | None:
+    """(path, stat) of the highest generation file in one session directory (decoys such as
+    session.v5.jsonl.bak and older generations are not picked)."""
+    found = []
     for entry in scandir(session_dir):
-        name = entry.name
-        if not name.startswith("session") or regular_stat(entry) is None:
+        if not entry.name.startswith("session") or (st := regular_stat(entry)) is None:
             continue
-        m = GENERATION_RE.match(name)
-        if m is None:  # a decoy
-            continue
-        key = (int(m.group(1) or 0), name.endswith(".zstd"))
-        if best is None or key > best_key:
-            best, best_key = entry, key
-    return best
+        if m := GENERATION_RE.match(entry.name):  # else a decoy
+            found.append(((int(m.group(1) or 0), entry.name.endswith(".zstd")), entry.path, st))
+    best = max(found, key=lambda f: f[0], default=None)
+    return None if best is None else best[1:]
 
 
 def discover(root: Path) -> list[SessionRef]:
     """One ref per session directory under `root` (= `$DSH_HOME/sessions`), highest generation."""
-    found: list[tuple[str, str, os.stat_result]] = []
-    for project in scandir(os.fspath(root)):
+    found: list[tuple[str, os.stat_result, str]] = []
+    for project in scandir(root):
         if not is_dir(project):
             continue
         for session_dir in scandir(project.path):
-            if not is_dir(session_dir):
-                continue
-            picked = _pick(session_dir.path)
-            if picked is None:
-                continue
-            try:
-                st = picked.stat()
-            except OSError:
-                continue
-            found.append((picked.path, session_dir.name, st))
+            picked = _pick(session_dir.path) if is_dir(session_dir) else None
+            if picked is not None:
+                found.append((*picked, session_dir.name))
     found.sort(key=lambda item: item[0])
     construct = SessionRef.model_construct  # stat-only facts we built ourselves: skip validation
     return [
-        construct(
-            id=decode_segment(name),
-            source="dsh",
-            path=Path(path),
-            size=st.st_size,
-            mtime_ns=st.st_mtime_ns,
-            hint_root=None,
-        )
-        for path, name, st in found
+        construct(id=decode_segment(name), source="dsh", path=Path(path), size=st.st_size, mtime_ns=st.st_mtime_ns)
+        for path, st, name in found
     ]
-
-
-# --- physical decoding -------------------------------------------------------------------------
 
 
 def _warn_tail(log: LogLines, warn: Warnings) -> None:
     if log.tail.strip():
         warn.add(f"incomplete last line dropped ({len(log.tail)} bytes, no trailing newline)", log.count + 1)
-
-
-# --- header ------------------------------------------------------------------------------------
 
 
 def _describe(value: object) -> str:
@@ -145,9 +117,6 @@ def _opt_str(value: object) -> str | None:
 
 def _opt_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-# --- load --------------------------------------------------------------------------------------
 
 
 def load(ref: SessionRef) -> Session:
