@@ -93,12 +93,10 @@ class TurnEndForwarder:
                 return False
             if sid in self._pending:
                 self.replaced += 1
-                self._pending[sid] = _Entry(turn)
             elif len(self._pending) >= self.max_pending:
                 self.refused += 1
                 return False
-            else:
-                self._pending[sid] = _Entry(turn)
+            self._pending[sid] = _Entry(turn)
             if self._record is not None:
                 self._unrecorded[sid] = self._pending[sid].received_at
             self.received += 1

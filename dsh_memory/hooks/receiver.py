@@ -35,13 +35,6 @@ NO_SERVER = "no Prefect server configured"
 _FROM_ENV: Any = object()
 
 
-def min_gap_seconds(settings: Any) -> float:
-    """How long a session's next event may wait after one was forwarded: a quarter of the
-    debounce, at most 10 s (the turn end itself is recorded at once); 0 without settings."""
-    debounce = getattr(settings, "debounce_seconds", None)
-    return min(10.0, debounce / 4) if debounce else 0.0
-
-
 def _refuse(status: int, message: str, kind: str = "Refused", headers: dict | None = None) -> JSONResponse:
     body = {"accepted": False, "error": {"type": kind, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -70,9 +63,11 @@ class TurnEndReceiver:
         self.max_body = MAX_BODY_BYTES
         self._state = None
         if forwarder is None and self.api_url:
-            forwarder = TurnEndForwarder(
-                self.api_url, min_gap_seconds=min_gap_seconds(settings), record=self._recorder(settings)
-            )
+            # a session's next event may wait a quarter of the debounce (at most 10 s) after one was
+            # forwarded: the turn end itself is recorded at once
+            debounce = getattr(settings, "debounce_seconds", None)
+            gap = min(10.0, debounce / 4) if debounce else 0.0
+            forwarder = TurnEndForwarder(self.api_url, min_gap_seconds=gap, record=self._recorder(settings))
         self.forwarder = forwarder
 
     def _recorder(self, settings: Any):

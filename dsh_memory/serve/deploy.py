@@ -1,9 +1,6 @@
 """`dsh-memory deploy`: the prefect.yaml deployments on work pools, for `prefect worker start`
-(what it creates and why: docs/running.md, "Work pools: deploy").
-
-The work pools are created when missing (process type; the main pool's concurrency limit is
-`flow_run_limit`, the bound `serve` applies to itself), then every deployment is applied as
-`<yaml name>-pool` with the effective settings: applying again updates them in place.
+(docs/running.md, "Work pools: deploy"): missing pools are created, then every deployment is
+applied as `<yaml name>-pool` with the effective settings (again: updated in place).
 """
 
 from __future__ import annotations
@@ -25,19 +22,6 @@ class DeployReport:
     deployments: list[str] = field(default_factory=list)  # "flow/deployment"
     worker_commands: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def ensure_pool(client, name: str, limit: int | None = None) -> tuple[bool, int | None]:
-    """Create work pool `name` (process type, concurrency limit `limit`) unless it exists.
-    Returns (created, the pool's concurrency limit); an existing pool is left as it is."""
-    from prefect.client.schemas.actions import WorkPoolCreate
-    from prefect.exceptions import ObjectAlreadyExists
-
-    try:
-        client.create_work_pool(WorkPoolCreate(name=name, type="process", concurrency_limit=limit))
-        return True, limit
-    except ObjectAlreadyExists:
-        return False, client.read_work_pool(name).concurrency_limit
 
 
 def check_result_storage(client, slug: str) -> None:
@@ -68,6 +52,8 @@ def deploy(
     extract-transcripts alone — for a `serve` host whose Phase 1 extracts on workers."""
     from httpx import HTTPError
     from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists
     from prefect.settings import get_current_settings
 
     api_url = get_current_settings().api.url or ""
@@ -88,14 +74,16 @@ def deploy(
                 # The main pool runs this host's flows: the bound `serve` applies to itself
                 # (flow_run_limit). Extract workers may be many machines: no pool-wide bound.
                 limit = settings.flow_run_limit if name == pool else None
-                created, has = ensure_pool(client, name, limit)
-                if created:
+                try:  # an existing pool is left as it is
+                    client.create_work_pool(WorkPoolCreate(name=name, type="process", concurrency_limit=limit))
                     report.pools_created.append(name)
-                elif has != limit and limit is not None:
-                    report.notes.append(
-                        f"work pool {name} keeps its concurrency limit {has} (flow_run_limit is {limit}): "
-                        f"prefect work-pool set-concurrency-limit {name} {limit}"
-                    )
+                except ObjectAlreadyExists:
+                    has = client.read_work_pool(name).concurrency_limit
+                    if has != limit and limit is not None:
+                        report.notes.append(
+                            f"work pool {name} keeps its concurrency limit {has} (flow_run_limit is {limit}): "
+                            f"prefect work-pool set-concurrency-limit {name} {limit}"
+                        )
                 report.pools.append(name)
         for deployment, work_pool in pool_deployments(settings, pools, extract_env=env):
             if work_pool not in wanted:

@@ -96,8 +96,7 @@ class LoopbackGuard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        host = headers.get("host", "")
-        if not host or not is_loopback_host(host, self.allowed):
+        if not is_loopback_host(headers.get("host", ""), self.allowed):
             await _deny(scope, receive, send, 403, "forbidden: non-loopback Host header")
             return
         origin = headers.get("origin")
@@ -130,14 +129,10 @@ class LoopbackGuard:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        replayed = False
+        body = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
         async def replay() -> dict:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-            return await receive()
+            return body.pop() if body else await receive()
 
         await self.app(scope, replay, send)
 

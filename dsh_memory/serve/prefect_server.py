@@ -1,10 +1,7 @@
-"""Prefect servers this process starts, and how they die with it.
-
-- `PrefectServer`: a real `prefect server start` on 127.0.0.1 (`serve`, tests, benchmarks), in
-  its own session, with a parent-death signal.
-- `tether_ephemeral_server()`: Prefect's temporary in-process server (a `uvicorn` child started
-  by the first client call when PREFECT_API_URL is unset) gets a tether — a tiny watcher process
-  that stops it when this process dies, even by SIGKILL — so a killed CLI run leaves no server.
+"""Prefect servers this process starts, and how they die with it (even by SIGKILL):
+`PrefectServer`, a real `prefect server start` on 127.0.0.1 with a parent-death signal, and
+`tether_ephemeral_server()`, a watcher process for Prefect's temporary server (started by the
+first client call when PREFECT_API_URL is unset), so a killed CLI run leaves no server.
 """
 
 from __future__ import annotations
@@ -97,19 +94,6 @@ def tether_ephemeral_server() -> None:
     tethered()  # registers itself under None (SubprocessASGIServer.__new__)
 
 
-def server_env(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        PREFECT_HOME=str(home),
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        PREFECT_SERVER_UI_ENABLED="false",
-        PREFECT_LOGGING_LEVEL="WARNING",
-    )
-    env.pop("PREFECT_API_URL", None)
-    env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", None)  # the flow runs' setting (180 s by default), not the server's
-    return env
-
-
 class PrefectServer:
     """A `prefect server start` child process with its own PREFECT_HOME (SQLite)."""
 
@@ -125,9 +109,17 @@ class PrefectServer:
 
     def start(self, timeout: float = 180.0) -> PrefectServer:
         self.home.mkdir(parents=True, exist_ok=True)
-        env = server_env(self.home)
-        if self.ui:
-            env["PREFECT_SERVER_UI_ENABLED"] = "true"
+        env = {
+            **os.environ,
+            "PREFECT_HOME": str(self.home),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_SERVER_UI_ENABLED": "true" if self.ui else "false",
+            "PREFECT_LOGGING_LEVEL": "WARNING",
+        }
+        env.pop("PREFECT_API_URL", None)
+        env.pop(
+            "PREFECT_FLOWS_HEARTBEAT_FREQUENCY", None
+        )  # the flow runs' setting (180 s by default), not the server's
         exe = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
         self._log = open(self.home / "server.log", "ab")
         self.proc = subprocess.Popen(
@@ -181,12 +173,6 @@ def _tethered_server_class():
             self._untether()  # a retry on another port replaces the process
             self._tether = tether(proc.pid)
             return proc
-
-        def start(self, timeout: int | None = None) -> None:
-            super().start(timeout)
-            proc = self.server_process
-            if proc is not None and getattr(self, "_tether", None) is None:
-                self._tether = tether(proc.pid)
 
         def stop(self) -> None:
             super().stop()

@@ -1,12 +1,8 @@
 """Is there anything to do? Decided from `stat` and the state database, before any Prefect engine
-(docs/running.md: "Nothing to do costs nothing").
-
-`extract`, `run` and `demo` ask here first and start a flow only when the flows would do
-something. The decision is the flows' own: `plan_extractions` is the body of the
-`plan-extractions` task, `phase2_gate` the body of `phase2-check-gate`. Phase 1 has work when a
-session is to be extracted, or when the flow would write bookkeeping for one (an unreadable log,
-a legacy claim's watermark, a grown session to mark as checked, a running claim whose owner
-died). Nothing here writes, and nothing here imports prefect.
+(docs/running.md: "Nothing to do costs nothing"): `extract`, `run` and `demo` start a flow only
+when it would do something (extract a session, or record bookkeeping for one). The decision is the
+flows' own: `plan_extractions` is the `plan-extractions` task's body, `phase2_gate`
+`phase2-check-gate`'s. Nothing here writes or imports prefect.
 """
 
 from __future__ import annotations
@@ -75,8 +71,7 @@ def phase2_gate(settings: MemorySettings, now: datetime, force: bool) -> GateDec
 
 @dataclass
 class Phase1Preview:
-    """Phase 1 as the extract flow would see it now: its dry-run result, and whether the flow
-    would do anything (`has_work`)."""
+    """Phase 1 as the extract flow would see it now (a dry run), and whether it would do anything."""
 
     result: Phase1Result
     has_work: bool

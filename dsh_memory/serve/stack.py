@@ -18,7 +18,6 @@ import signal
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.serve.stack_state import StackLock, default_prefect_home, info_for_this_process, state_path
@@ -37,12 +36,11 @@ class Stack:
         host: str = "127.0.0.1",
         port: int = 8765,
         prefect_port: int = 4200,
-        prefect_home: Path | None = None,
         boot_catch_up: bool = True,
         echo=print,
     ):
         self.host, self.port, self.prefect_port = host, port, prefect_port
-        self.prefect_home = prefect_home or default_prefect_home()
+        self.prefect_home = default_prefect_home()
         self.boot_catch_up = boot_catch_up
         self.echo = echo
         self.server = None
@@ -51,7 +49,7 @@ class Stack:
         self.api_url = ""
 
     # -- 1. Prefect ------------------------------------------------------------------------
-    def start_prefect(self) -> str:
+    def start_prefect(self) -> None:
         url = os.environ.get("PREFECT_API_URL", "")
         if url:
             self.echo(f"attaching to the Prefect server at {url}")
@@ -69,7 +67,6 @@ class Stack:
             refresh_global_settings_context()  # and every thread of this process sees it
         self.api_url = url
         self.echo(f"Prefect UI: {url.removesuffix('/api')}")
-        return url
 
     # -- 2. HTTP app -----------------------------------------------------------------------
     def start_http(self, settings) -> None:
@@ -130,8 +127,7 @@ class Stack:
             remedy="`serve` binds loopback only; for remote clients run "
             "`dsh-memory http --allow-remote` behind an authenticating proxy",
         )
-        # One stack per Prefect home: a second serve refuses here (StackAlreadyRunning, exit 5).
-        lock = StackLock(self.prefect_home).acquire()
+        lock = StackLock(self.prefect_home).acquire()  # a second serve: StackAlreadyRunning (exit 5)
         from dsh_memory.context import memory_context
         from dsh_memory.serve.deployments import runner_deployments
 
@@ -163,10 +159,8 @@ class Stack:
                 + f" (turn-end debounce {settings.debounce_seconds}s, at most {settings.flow_run_limit} flow runs"
                 " at once). Ctrl-C stops everything."
             )
-            # `limit`: the runner starts at most this many flow-run processes; the others stay
-            # scheduled until a slot frees (serve()'s own default, None, is unlimited).
-            # `query_seconds`: how often the runner looks for due runs (Prefect's default, 10 s,
-            # is added to every triggered run's latency) unless PREFECT_RUNNER_POLL_FREQUENCY says.
+            # `limit`: at most this many flow-run processes (serve()'s default is unlimited);
+            # `query_seconds`: Prefect's default (10 s) would add to every triggered run's latency.
             poll = None if os.environ.get("PREFECT_RUNNER_POLL_FREQUENCY") else RUNNER_POLL_SECONDS
             serve(*deployments, print_starting_message=False, limit=settings.flow_run_limit, query_seconds=poll)
         except KeyboardInterrupt:

@@ -9,7 +9,8 @@ from typing import Any
 
 from dsh_memory.context import MemoryContext
 
-FLOW_NAMES = ("extract", "extract-session", "consolidate", "catch-up")
+PHASE1_FLOWS = ("extract", "extract-session", "catch-up")
+FLOW_NAMES = (*PHASE1_FLOWS, "consolidate")
 
 
 def local_status(ctx: MemoryContext) -> dict[str, Any]:
@@ -175,7 +176,7 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
         "available": True,
         "api_url": url,
         "in_flight": [row(r, flows) for r in active],
-        "phase1_in_flight": any(flows.get(r.flow_id) in ("extract", "extract-session", "catch-up") for r in active),
+        "phase1_in_flight": any(flows.get(r.flow_id) in PHASE1_FLOWS for r in active),
         "phase2_in_flight": any(flows.get(r.flow_id) == "consolidate" for r in active),
         "last_runs": [row(r, flows) for r in finished],
         "next_scheduled": [row(r, flows) for r in scheduled],

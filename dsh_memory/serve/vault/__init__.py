@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.serve.vault import actions, pages
-from dsh_memory.serve.vault.csrf import COOKIE, FIELD, HEADERS, Csrf, cookie_args
+from dsh_memory.serve.vault.csrf import COOKIE, FIELD, HEADERS, Csrf
 from dsh_memory.serve.vault.render import STATIC, environment
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ class Vault:
             **data,
         )
         response = HTMLResponse(html, status_code=code, headers=HEADERS)
-        if fresh:
-            response.set_cookie(**cookie_args(nonce))
+        if fresh:  # the nonce's cookie: not readable by scripts, never sent cross-site
+            response.set_cookie(COOKIE, nonce, httponly=True, samesite="strict", path="/")
         return response
 
     def error(self, request: Request, exc: BaseException) -> HTMLResponse:
@@ -58,19 +58,16 @@ class Vault:
         log.exception("unexpected error in the vault", exc_info=exc)
         return self.render(request, "error.html", 500, message="internal error (see the server log)", kind="Error")
 
-    async def page(self, request: Request, template: str, gather, *args: Any) -> Response:
-        try:
-            data = await run_in_threadpool(gather, *args)
-        except Exception as exc:
-            return self.error(request, exc)
-        return self.render(request, template, **data)
-
     def route(self, template: str, gather, *args: Any, query=None):
-        """The GET route of a page: `gather(*args, *query(request.query_params))`."""
+        """The GET route of a page: `template` rendered with `gather(*args, *query(request.query_params))`."""
 
         async def endpoint(request: Request) -> Response:
             extra = query(request.query_params) if query else ()
-            return await self.page(request, template, gather, *args, *extra)
+            try:
+                data = await run_in_threadpool(gather, *args, *extra)
+            except Exception as exc:
+                return self.error(request, exc)
+            return self.render(request, template, **data)
 
         return endpoint
 

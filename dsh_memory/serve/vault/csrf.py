@@ -33,8 +33,8 @@ HEADERS = {
 
 
 class Csrf:
-    def __init__(self, secret: bytes | None = None):
-        self._secret = secret or secrets.token_bytes(32)
+    def __init__(self):
+        self._secret = secrets.token_bytes(32)
 
     @staticmethod
     def new_nonce() -> str:
@@ -47,8 +47,3 @@ class Csrf:
         if not nonce or not token or len(nonce) > 200 or len(token) > 200:
             return False
         return hmac.compare_digest(self.token(nonce, action), token)
-
-
-def cookie_args(nonce: str) -> dict:
-    """The cookie that carries the nonce: not readable by scripts, never sent cross-site."""
-    return {"key": COOKIE, "value": nonce, "httponly": True, "samesite": "strict", "path": "/"}

@@ -1,8 +1,5 @@
-"""What each vault page shows, gathered from the core (no HTML here): the read path for files,
-search and the summary; `serve.status` for the pipeline; the stores for inventories;
-`settings_loader.describe_settings` for the settings. Plain dicts for the templates.
-
-The vault is a person looking, not an agent using memory: its reads and searches record no usage
+"""What each vault page shows, gathered from the core as plain dicts for the templates. The vault
+is a person looking, not an agent using memory: its reads and searches record no usage
 (`usage=False`), so browsing never changes what forgetting proposes.
 """
 
@@ -23,7 +20,6 @@ from dsh_memory.storage.store_format import parse_front_matter
 
 NOTES_DIR = "extensions/ad_hoc/notes/"
 RETIRED_PREFIX = f"rollout_summaries/{RETIRED_DIR_NAME}/"
-PHASE1_FLOWS = ("extract", "extract-session", "catch-up")
 PROVENANCE_SHOWN = ("session_id", "source", "cwd", "updated_at", "part", "extracted_at", "model", "provider", "path")
 
 
@@ -41,7 +37,7 @@ def _server() -> dict[str, Any]:
     url = prefect_api_url(profile=True)
     if not url:
         return {"available": False, "reason": "no Prefect server configured (PREFECT_API_URL is unset)"}
-    from dsh_memory.serve.status import server_status
+    from dsh_memory.serve.status import PHASE1_FLOWS, server_status
 
     out = server_status(limit=20)
     out["ui_url"] = ui_url(url)
@@ -177,18 +173,13 @@ def file_view(ctx: MemoryContext, path: str, view: str = "rendered", line: int |
 
 
 def search_view(ctx: MemoryContext, q: str, mode: str = "ranked", path: str | None = None) -> dict[str, Any]:
-    if not q.strip():
-        return {"q": q, "mode": mode, "path": path or "", "result": None}
-    result = search(
-        ctx.store,
-        [q],
-        mode=mode,
-        path=path or None,
-        max_results=50,
-        usage=False,
-        semantic_search=ctx.settings.semantic_search,
-    )
-    return {"q": q, "mode": mode, "path": path or "", "result": result}
+    found = None
+    if q.strip():
+        semantic = ctx.settings.semantic_search
+        found = search(
+            ctx.store, [q], mode=mode, path=path or None, max_results=50, usage=False, semantic_search=semantic
+        )
+    return {"q": q, "mode": mode, "path": path or "", "result": found}
 
 
 def sessions_view(ctx: MemoryContext) -> dict[str, Any]:
