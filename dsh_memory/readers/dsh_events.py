@@ -50,15 +50,11 @@ def _count_images(blocks: list) -> int:
 def _message(data: dict) -> dict:
     """`user/message` data is the bare message; other surface events wrap it in `message`."""
     inner = data.get("message")
-    if isinstance(inner, dict) and "content" not in data:
-        return inner
-    return data
+    return inner if isinstance(inner, dict) and "content" not in data else data
 
 
 def _source_kind(msg: dict) -> str:
-    src = msg.get("source")
-    kind = as_str(src.get("kind")) if isinstance(src, dict) else None
-    return kind or "unknown"
+    return as_str(as_dict(msg.get("source")).get("kind")) or "unknown"
 
 
 class _Mapper(Events):

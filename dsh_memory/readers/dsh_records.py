@@ -83,7 +83,6 @@ class Record:
     data: dict
     surface_op: Any
     source_seqs: Any
-    ignorable: bool
 
 
 @dataclass
@@ -98,7 +97,7 @@ class Body:
     compactions: list[dict] = field(default_factory=list)
 
 
-# --- small defensive accessors: the body is untrusted JSON ------------------------------------
+# Small defensive accessors: the body is untrusted JSON.
 
 
 def as_dict(x: Any) -> dict:
@@ -153,9 +152,6 @@ def is_append(op: Any) -> bool:
 
 def is_replace(op: Any) -> bool:
     return isinstance(op, dict) and op.get("op") == "replace"
-
-
-# --- pass 1: lines -> records -------------------------------------------------------------------
 
 
 def decode_line(raw: bytes, line: int, warn: Warnings) -> dict | None:
@@ -220,9 +216,8 @@ def collect_records(lines: Iterable[tuple[int, bytes]], warn: Warnings, body: Bo
         t = as_num(obj.get("time"))
         if t is not None:
             max_time = t if max_time is None else max(max_time, t)
-        ignorable = obj.get("ignorable") is True
         if rtype not in KNOWN_EVENT_TYPES and not rtype.startswith(KNOWN_EVENT_PREFIXES):
-            if not ignorable:
+            if obj.get("ignorable") is not True:
                 warn.add(f"unknown event type {rtype!r} (seq {seq}), skipped", line)
             continue  # counted as a logical event, never content
         records[seq] = Record(
@@ -233,7 +228,6 @@ def collect_records(lines: Iterable[tuple[int, bytes]], warn: Warnings, body: Bo
             data=as_dict(obj.get("data")),
             surface_op=obj.get("surfaceOp"),
             source_seqs=obj.get("sourceEventSeqs"),
-            ignorable=ignorable,
         )
     body.event_count = len(seen)
     body.last_seq = max(seen) if seen else -1
