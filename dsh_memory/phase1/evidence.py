@@ -61,6 +61,10 @@ from dsh_memory.phase1.user_words import (
 from dsh_memory.transcript.redact import redact
 
 MAX_RULES = 6
+PROCEDURE_ASK = re.compile(
+    r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
+    re.I,
+)
 AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
 
@@ -120,16 +124,6 @@ def _agent_restatement(text: str, rule: str) -> str:
     return ""
 
 
-def _procedure_turn(text: str) -> bool:
-    return bool(
-        re.search(
-            r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
-            text,
-            re.I,
-        )
-    )
-
-
 def gather(session: Session, since_seq: int | None = None) -> Evidence:
     """The evidence of `session`'s events after `since_seq` (all of them when None)."""
     events = [e for e in session.events if (since_seq is None or e.seq > since_seq) and e.seq >= session.inherited_cut]
@@ -159,7 +153,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             turn += 1
             if turn_ok and procedure_turn and len(turn_ok) >= 3 and not ev.procedure:
                 ev.procedure = turn_ok[:12]
-            turn_ok, procedure_turn = [], _procedure_turn(e.text or "")
+            turn_ok, procedure_turn = [], bool(PROCEDURE_ASK.search(e.text or ""))
             words = redact(user_text(e))
             ev.user_chars += len(words)
             ev.first_prompt = ev.first_prompt or clip(words, 400)

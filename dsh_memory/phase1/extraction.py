@@ -136,20 +136,14 @@ def clean_output(output: ExtractionOutput, transcript_text: str) -> ExtractionOu
 def parse_completion(completion: Completion) -> ExtractionOutput:
     from dsh_memory.llm.parse import extract_json_object
 
-    args: dict[str, Any] | None = None
-    for call in completion.tool_calls:
-        if call.name == phase1.MEMORY_SAVE_TOOL.name:
-            args = call.arguments
-            break
+    args = next((c.arguments for c in completion.tool_calls if c.name == phase1.MEMORY_SAVE_TOOL.name), None)
     if args is None and completion.text:
         args = extract_json_object(completion.text)
     if not isinstance(args, dict):
         raise LLMOutputError("model did not call memory_save and its text holds no usable JSON object")
     fields = {}
     for key in ("raw_memory", "rollout_summary", "rollout_slug"):
-        value = args.get(key, "")
-        if value is None:
-            value = ""
+        value = "" if args.get(key) is None else args[key]
         if isinstance(value, list):  # small models sometimes return bullet lists
             value = "\n".join(f"- {v}" if not str(v).lstrip().startswith("-") else str(v) for v in value)
         if not isinstance(value, str):

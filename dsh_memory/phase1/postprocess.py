@@ -219,18 +219,11 @@ def _third_person(m: re.Match) -> str:
     return (m.group(1) or "") + (word[0].upper() + word[1:] if start else word)
 
 
-@dataclass
-class Cleaned:
-    text: str
-    notes: list[str] = field(default_factory=list)
-
-
-def clean_text(text: str, src: Source, max_chars: int, memory: bool = True) -> Cleaned:
-    """One field, cleaned (see the module docstring). `memory`: the raw memory, where every line
-    `clean.why_not_memory` names goes; a rollout summary (a recap) loses its markers only."""
+def clean_text(text: str, src: Source, max_chars: int, memory: bool) -> tuple[str, list[str]]:
+    """One field cleaned (see the module docstring), and what went. `memory`: the raw memory, where
+    every line `clean.why_not_memory` names goes; a rollout summary (a recap) loses its markers only."""
     notes: list[str] = []
     answer_words = Counter(w.lower() for w in WORD.findall(text or ""))
-    vocab = src.words
     out: list[str] = []
     seen: list[str] = []
     fence = False
@@ -238,9 +231,7 @@ def clean_text(text: str, src: Source, max_chars: int, memory: bool = True) -> C
         line = raw.rstrip()
         if line.strip().startswith("```"):
             fence = not fence
-            out.append(line)
-            continue
-        if fence or not is_content(line):
+        if fence or not is_content(line):  # a fence line is no content either
             out.append(line)
             continue
         if BOILERPLATE.search(line):
@@ -251,9 +242,9 @@ def clean_text(text: str, src: Source, max_chars: int, memory: bool = True) -> C
             notes.append(f"{not_memory} dropped")
             continue
         line = unloop(line)
-        why = cut_reason(line, vocab, answer_words)
+        why = cut_reason(line, src.words, answer_words)
         if why:
-            trimmed = trim_to_sentence(line, vocab, answer_words)
+            trimmed = trim_to_sentence(line, src.words, answer_words)
             notes.append(f"cut-off line {'trimmed' if trimmed else 'dropped'} ({why})")
             if trimmed is None:
                 continue
@@ -268,8 +259,7 @@ def clean_text(text: str, src: Source, max_chars: int, memory: bool = True) -> C
             continue
         seen.append(key)
         out.append(line)
-    lines = _drop_empty_headings(out)
-    return Cleaned(cap_lines(lines, max_chars), notes)
+    return cap_lines(_drop_empty_headings(out), max_chars), notes
 
 
 def _drop_empty_headings(lines: list[str]) -> list[str]:
@@ -308,9 +298,8 @@ def clean_fields(
     out = dict(fields)
     notes: list[str] = []
     for key in ("raw_memory", "rollout_summary"):
-        c = clean_text(fields.get(key, ""), src, caps.get(key, 4000), memory=key == "raw_memory")
-        out[key] = c.text
-        counts = Counter(c.notes)
+        out[key], dropped = clean_text(fields.get(key, ""), src, caps.get(key, 4000), memory=key == "raw_memory")
+        counts = Counter(dropped)
         notes += [f"{key}: {n} ×{k}" if k > 1 else f"{key}: {n}" for n, k in counts.items()]
     if not any(is_content(ln) for ln in out["raw_memory"].split("\n")):
         out["raw_memory"] = ""  # headings only: nothing left worth keeping

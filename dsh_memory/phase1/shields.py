@@ -36,16 +36,13 @@ def _same_command(a: str, b: str) -> bool:
     return n > 0 and fa[:n] == fb[:n]
 
 
-def _words_of(cmd: str) -> list[str]:
-    try:
-        return shlex.split(core(cmd))
-    except ValueError:
-        return core(cmd).split()
-
-
 def _targets(cmd: str) -> set[str]:
     """The issue, PR or run numbers a command acts on (`gh issue close 7839`, `--issue #8124`)."""
-    return {w.lstrip("#") for w in _words_of(cmd)[2:] if re.fullmatch(r"#?\d{3,}", w)}  # not `sleep 180`
+    try:
+        words = shlex.split(core(cmd))
+    except ValueError:
+        words = core(cmd).split()
+    return {w.lstrip("#") for w in words[2:] if re.fullmatch(r"#?\d{3,}", w)}  # not `sleep 180`
 
 
 def _wrapped(a: str, b: str) -> bool:

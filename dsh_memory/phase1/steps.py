@@ -21,7 +21,7 @@ from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import ToolSpec
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.codemap import code_map_lines
-from dsh_memory.phase1.evidence import Command, Evidence, Rule, Shield
+from dsh_memory.phase1.evidence import Command, Evidence, Shield
 from dsh_memory.phase1.facts import MAX_FACTS, sentences
 from dsh_memory.phase1.output import ExtractionOutput
 from dsh_memory.phase1.postprocess import BOILERPLATE, PRONOUNS, Source, cut_reason, grounded
@@ -125,19 +125,9 @@ def _shield_line(s: Shield) -> str:
     return line + f"; fixed by {s.fix}."
 
 
-def _rule_line(r: Rule) -> str:
-    line = f"- The user: {_quote(r.text)}"
-    return line + (f" — {r.agent}" if r.agent else "")
-
-
-def _where(c: Command) -> tuple[str, str]:
-    """(folder, command) of `cd DIR && command`; ("", line) otherwise."""
-    m = re.match(r"^cd\s+(\S+)\s*&&\s*(.+)$", c.line)
-    return (m.group(1), m.group(2)) if m else ("", c.line)
-
-
 def _span(c: Command) -> str:
-    d, line = _where(c)
+    m = re.match(r"^cd\s+(\S+)\s*&&\s*(.+)$", c.line)  # `cd DIR && command`: said apart as "(in `DIR`)"
+    d, line = (m.group(1), m.group(2)) if m else ("", c.line)
     what = f" (runs `{c.script}`)" if c.script else ""
     return _code(line) + what + (f" (in `{d}`)" if d else "") + (f" (through the `{c.via}` subagent)" if c.via else "")
 
@@ -161,7 +151,7 @@ def raw_memory(ev: Evidence, task: str) -> str:
     if ev.rules or ev.agent_notes:
         out += [
             RULES,
-            *(_rule_line(r) for r in ev.rules),
+            *(f"- The user: {_quote(r.text)}" + (f" — {r.agent}" if r.agent else "") for r in ev.rules),
             *(f"- Noted for later sessions: {n}" for n in ev.agent_notes),
         ]
     if ev.user_facts:

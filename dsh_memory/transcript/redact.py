@@ -52,13 +52,6 @@ _SHORT = 4096  # texts shorter than this take the fast path when nothing could m
 
 
 # --- stage 2: assignments ----------------------------------------------------------------------------
-def _assignment_value(text: str, name: str, end: int) -> re.Match[str] | None:
-    m = _ASSIGN_TAIL.match(text, end)
-    if m is None and name.startswith("--"):
-        m = _FLAG_TAIL.match(text, end)
-    return m
-
-
 def _redact_assignments(text: str, low: str) -> str:
     """`NAME=value`, `NAME: value`, `"name": "value"`, `--name value` where NAME ends in a secret name.
 
@@ -77,7 +70,9 @@ def _redact_assignments(text: str, low: str) -> str:
         name = text[start:end]
         if not SECRET_KEY_RE.search(name):
             continue
-        m = _assignment_value(text, name, end)
+        m = _ASSIGN_TAIL.match(text, end)
+        if m is None and name.startswith("--"):
+            m = _FLAG_TAIL.match(text, end)
         if m is None:
             continue
         value = m.group("value")
