@@ -23,7 +23,7 @@ from dsh_memory.blocks._fields import (
     mirror,
     sources,
 )
-from dsh_memory.settings import MEMORY_ENVIRONMENT, MemorySettings, SemanticSearch, SourceRoots, env_names
+from dsh_memory.settings import MEMORY_ENV_NAMES, MemorySettings, SemanticSearch, SourceRoots
 
 # Block field → (SourceRoots field, environment variable that moves it).
 ROOT_FIELDS: dict[str, tuple[str, str]] = {
@@ -137,8 +137,8 @@ def settings_values(settings: MemorySettings) -> dict[str, Any]:
 
 
 ENV_NAMES: dict[str, tuple[str, ...]] = {
-    **env_names(MEMORY_ENVIRONMENT),
-    "memory_root": (*env_names(MEMORY_ENVIRONMENT)["memory_root"], "DSH_HOME"),  # its default is under DSH_HOME
+    **MEMORY_ENV_NAMES,
+    "memory_root": (*MEMORY_ENV_NAMES["memory_root"], "DSH_HOME"),  # its default is under DSH_HOME
     **{field: (var,) for field, (_r, var) in ROOT_FIELDS.items()},
 }
 

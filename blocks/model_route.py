@@ -17,7 +17,7 @@ from dsh_memory.blocks._fields import (
     mirror,
     sources,
 )
-from dsh_memory.settings import DEEPSEEK_BASE_URL, DEFAULT_MODEL, ROUTE_ENVIRONMENT, ModelRoute, env_names
+from dsh_memory.settings import DEEPSEEK_BASE_URL, DEFAULT_MODEL, ROUTE_ENV_NAMES, ModelRoute
 
 SECRET_FIELDS = ("api_key",)
 EFFORT_PATTERN = r"^[a-z]{0,16}$"
@@ -115,9 +115,6 @@ def route_values(route: ModelRoute) -> dict[str, Any]:
     return out
 
 
-ENV_NAMES: dict[str, tuple[str, ...]] = env_names(ROUTE_ENVIRONMENT)
-
-
 def route_sources(block: ModelRouteBlock | None, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Field → 'block' | 'env' | 'default' for the effective model route."""
-    return sources(ModelRouteBlock.model_fields, block, ENV_NAMES, env)
+    return sources(ModelRouteBlock.model_fields, block, ROUTE_ENV_NAMES, env)

@@ -1,8 +1,7 @@
 """Plain settings objects and their environment-variable resolution (precedence and every
 variable: docs/configuration.md). `blocks/` wraps them as Prefect Blocks. Nothing here reads the
-environment at import time: call `MemorySettings.from_env()`. The environment's layer is read by
-pydantic-settings (`EnvSettingsSource`, prefix `DSH_MEMORY_`) as raw strings, which the plain
-models validate; `env_names()` is the one list of variables per field.
+environment at import time: call `MemorySettings.from_env()`. `MEMORY_ENV_NAMES` and
+`ROUTE_ENV_NAMES` are the one list of variables per field.
 """
 
 from __future__ import annotations
@@ -13,9 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, create_model, field_validator
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
-from pydantic_settings.sources.utils import parse_env_vars
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-chat"
@@ -30,49 +27,24 @@ def env_mapping(env: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if env is None else env
 
 
-class _EnvironmentLayer(BaseSettings):
-    """Base of the environment's layer of a settings model: raw strings, empty values ignored."""
-
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore")
-
-
-class _MappingSource(EnvSettingsSource):
-    """pydantic-settings' environment source over a given mapping (os.environ, or a test's dict)."""
-
-    def __init__(self, layer: type[BaseSettings], env: Mapping[str, str]) -> None:
-        self._mapping = env
-        super().__init__(layer)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:  # as DotEnvSettingsSource does for its file
-        return parse_env_vars(self._mapping, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+def _env_names(
+    model: type[BaseModel], aliases: Mapping[str, tuple[str, ...]], skip: tuple[str, ...] = ()
+) -> dict[str, tuple[str, ...]]:
+    """Field → the environment variables that set it, in precedence order: those in `aliases`,
+    else `DSH_MEMORY_<FIELD>`."""
+    return {n: aliases.get(n, (f"{ENV_PREFIX}{n.upper()}",)) for n in model.model_fields if n not in skip}
 
 
-def _layer(model: type[BaseModel], aliases: Mapping[str, tuple[str, ...]], skip: tuple[str, ...] = ()):
-    """The environment layer of `model`: one optional string per field, read from
-    `DSH_MEMORY_<FIELD>` or, for the fields in `aliases`, from those variables (first set wins)."""
-    fields: dict = {}
-    for name in model.model_fields:
-        if name in skip:
-            continue
-        alias = AliasChoices(*aliases[name]) if name in aliases else None
-        fields[name] = (str | None, Field(None, validation_alias=alias))
-    return create_model(f"{model.__name__}Environment", __base__=_EnvironmentLayer, **fields)
-
-
-def _environment_values(layer: type[BaseSettings], env: Mapping[str, str]) -> dict[str, str]:
-    """The fields of `layer` that `env` sets (non-empty), by field name."""
-    found = _MappingSource(layer, env)()  # keyed as the layer's input: a field's alias, else its name
-    field = {names[0]: name for name, names in env_names(layer).items()} | {name: name for name in layer.model_fields}
-    return {field[key]: value for key, value in found.items() if value is not None}
-
-
-def env_names(layer: type[BaseSettings]) -> dict[str, tuple[str, ...]]:
-    """Field → the environment variables that set it, in precedence order."""
-    out: dict[str, tuple[str, ...]] = {}
-    for name, info in layer.model_fields.items():
-        alias = info.validation_alias
-        out[name] = tuple(alias.choices) if isinstance(alias, AliasChoices) else (f"{ENV_PREFIX}{name.upper()}",)
-    return out
+def _environment_values(names: Mapping[str, tuple[str, ...]], env: Mapping[str, str]) -> dict[str, str]:
+    """The fields `env` sets, as raw strings the models validate: a field's first variable with a
+    non-empty value (variable names match in any case)."""
+    lowered = {key.lower(): value for key, value in env.items()}
+    values = {}
+    for field, variables in names.items():
+        value = next((lowered[v.lower()] for v in variables if lowered.get(v.lower())), None)
+        if value is not None:
+            values[field] = value
+    return values
 
 
 def _home(variable: str, folder: str, env: Mapping[str, str] | None) -> Path:
@@ -225,7 +197,7 @@ class MemorySettings(BaseModel):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> MemorySettings:
         e = env_mapping(env)
-        values: dict = _environment_values(MEMORY_ENVIRONMENT, e)
+        values: dict = _environment_values(MEMORY_ENV_NAMES, e)
         root = values.get("memory_root") or (dsh_home(e) / "memories")
         values.update(memory_root=Path(root).expanduser(), roots=SourceRoots.from_env(e))
         return _validated(cls, {**values, **overrides}, "setting")
@@ -233,7 +205,7 @@ class MemorySettings(BaseModel):
 
 # Every field but the source folders (DSH_HOME, CODEX_HOME, CLAUDE_CONFIG_DIR: SourceRoots.from_env)
 # is read as DSH_MEMORY_<FIELD>; the memory root's variable is DSH_MEMORY_ROOT.
-MEMORY_ENVIRONMENT = _layer(MemorySettings, {"memory_root": ("DSH_MEMORY_ROOT",)}, skip=("roots",))
+MEMORY_ENV_NAMES = _env_names(MemorySettings, {"memory_root": ("DSH_MEMORY_ROOT",)}, skip=("roots",))
 
 
 class ModelRoute(BaseModel):
@@ -258,7 +230,7 @@ class ModelRoute(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> ModelRoute:
-        values: dict = _environment_values(ROUTE_ENVIRONMENT, env_mapping(env))  # the key validates as a SecretStr
+        values: dict = _environment_values(ROUTE_ENV_NAMES, env_mapping(env))  # the key validates as a SecretStr
         if "model_path" in values:
             values["model_path"] = Path(values["model_path"]).expanduser()
         return _validated(cls, {**values, **overrides}, "model setting")
@@ -282,7 +254,7 @@ class ModelRoute(BaseModel):
 
 # Every field as DSH_MEMORY_<FIELD>; besides: the key also as DEEPSEEK_API_KEY, and one model for
 # both phases as DSH_MEMORY_MODEL (a phase's own variable wins).
-ROUTE_ENVIRONMENT = _layer(
+ROUTE_ENV_NAMES = _env_names(
     ModelRoute,
     {
         "api_key": ("DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY"),
