@@ -11,6 +11,7 @@ keeps whatever complete lines it produced. Reading is bounded, a line at a time 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,11 +51,8 @@ def read_jsonl(path: Path) -> JsonlFile:
                 result.records.append((index, obj))
         count, tail = log.count, log.tail
     if tail.strip():
-        try:
-            obj = json.loads(tail.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            obj = None
-        if isinstance(obj, dict):  # complete record, the writer just omitted the final newline
+        obj = _parse(path, count, tail, [])
+        if obj is not None:  # complete record, the writer just omitted the final newline
             result.last_seq = count
             result.records.append((count, obj))
         else:
@@ -85,6 +83,31 @@ def _parse(path: Path, index: int, raw: bytes, warnings: list[str]) -> dict[str,
         warnings.append(f"{where}: skipped line: not a JSON object")
         return None
     return obj
+
+
+# Defensive accessors: log records are untrusted JSON.
+
+
+def as_dict(x: Any) -> dict:
+    return x if isinstance(x, dict) else {}
+
+
+def as_list(x: Any) -> list:
+    return x if isinstance(x, list) else []
+
+
+def as_int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def as_num(x: Any) -> float | None:
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+        return x
+    return None
+
+
+def as_str(x: Any) -> str | None:
+    return x if isinstance(x, str) else None
 
 
 def parse_time(value: Any) -> datetime | None:

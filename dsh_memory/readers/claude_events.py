@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsh_memory.models import Event, EventKind
-from dsh_memory.readers._jsonl import Events, parse_time, same_words
+from dsh_memory.readers._jsonl import Events, as_dict, as_str, parse_time, same_words
 from dsh_memory.readers.claude_records import INTERRUPTED, classify_text, flag_label, typed_line
 from dsh_memory.transcript.boilerplate import strip_boilerplate
 
@@ -81,7 +81,7 @@ class EventBuilder(Events):
 
     def _system(self, seq: int, obj: dict, time) -> None:
         if obj.get("subtype") == "compact_boundary":
-            meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
+            meta = as_dict(obj.get("compactMetadata"))
             self.add(seq, EventKind.COMPACTION, time, label=f"compact_boundary:{meta.get('trigger') or 'unknown'}")
         elif obj.get("subtype") == "local_command" and isinstance(obj.get("content"), str):
             c = classify_text(obj["content"])  # often the twin of a user command record (see finish)
@@ -115,8 +115,7 @@ class EventBuilder(Events):
             self.human(seq, time, "\n\n".join(human), kind, obj, images=images, label=label)
 
     def _user(self, seq: int, obj: dict, time) -> None:
-        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-        content = message.get("content")
+        content = as_dict(obj.get("message")).get("content")
         if isinstance(content, str):
             self._text(seq, obj, time, [content], 0, "user")
             return
@@ -223,7 +222,7 @@ class EventBuilder(Events):
         self.tool_result(seq, time, block.get("tool_use_id"), text, block.get("is_error") is True, images)
 
     def _assistant(self, seq: int, obj: dict, time) -> None:
-        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+        message = as_dict(obj.get("message"))
         mid = message.get("id") or obj.get("uuid")
         content = message.get("content")
         if isinstance(content, str):
@@ -253,7 +252,7 @@ class EventBuilder(Events):
             elif btype in ("thinking", "redacted_thinking"):
                 self.add(seq, EventKind.REASONING, time)
             elif btype in ("tool_use", "server_tool_use"):
-                name = block.get("name") if isinstance(block.get("name"), str) else "tool"
+                name = as_str(block.get("name")) or "tool"
                 self.tool_call(seq, time, name, block.get("id"), block.get("input"))
         if message.get("stop_reason") == "max_tokens":
             self.add(seq, EventKind.STATUS, time, label="max_tokens")

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from dsh_memory.readers._jsonl import as_dict
+
 # A user text opening with one of these is harness output as a whole.
 WHOLE_TAGS: dict[str, str] = {
     "local-command-stdout": "local_command_output",
@@ -122,7 +124,7 @@ def opens_with_prompt(obj: dict) -> bool:
     """A user record carrying typed words (a rewound branch starts with one)."""
     if obj.get("type") != "user" or flag_label(obj) is not None:
         return False
-    content = (obj.get("message") or {}).get("content") if isinstance(obj.get("message"), dict) else None
+    content = as_dict(obj.get("message")).get("content")
     if isinstance(content, str):
         return bool(classify_text(content).human)
     if isinstance(content, list):

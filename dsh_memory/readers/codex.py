@@ -31,6 +31,7 @@ from dsh_memory.readers._input import is_dir, regular_stat, scandir
 from dsh_memory.readers._jsonl import (
     UUID_RE,
     Events,
+    as_str,
     parse_json_maybe,
     parse_time,
     prompt_title,
@@ -152,7 +153,7 @@ def _apply_meta(session: Session, meta: dict, ref: SessionRef) -> None:
     meta_id = meta.get("id") or meta.get("session_id")
     if isinstance(meta_id, str) and meta_id.lower() != ref.id.lower():
         session.warnings.append(f"{ref.path}: session_meta.id {meta_id} differs from the file name id {ref.id}")
-    session.cwd = meta.get("cwd") if isinstance(meta.get("cwd"), str) else None
+    session.cwd = as_str(meta.get("cwd"))
     session.created_at = parse_time(meta.get("timestamp"))
     source = meta.get("source")
     kind, detail = source_kind(source)
@@ -229,7 +230,7 @@ class _Builder(Events):
             self.add(seq, EventKind.CONTEXT, time, label=str(p.get("kind") or "user_message"))
         elif (answer := agent_item_text(p)) is not None or t == "agent_message":
             if answer is None:
-                answer = p.get("message") if isinstance(p.get("message"), str) else ""
+                answer = as_str(p.get("message")) or ""
                 if self.prompts.item_answers:
                     return
             if answer and not self.prompts.response_answers:  # else the response items hold them
@@ -239,8 +240,7 @@ class _Builder(Events):
         elif t == "turn_aborted":
             self.add(seq, EventKind.STATUS, time, label=f"aborted:{p.get('reason') or 'unknown'}")
         elif t in ("error", "stream_error"):
-            msg = p.get("message") if isinstance(p.get("message"), str) else ""
-            self.add(seq, EventKind.STATUS, time, label=t, text=msg, is_error=True)
+            self.add(seq, EventKind.STATUS, time, label=t, text=as_str(p.get("message")) or "", is_error=True)
         elif t == "thread_rolled_back":
             self._roll_back(p.get("num_turns"))
             self.add(seq, EventKind.STATUS, time, label="rolled_back", text=str(p.get("num_turns") or ""))

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from dsh_memory.readers._jsonl import parse_json_maybe
+from dsh_memory.readers._jsonl import as_dict, as_list, as_str, parse_json_maybe
 
 # Injected user-message parts: (opening text, closing text or None, label). Case-insensitive.
 INJECTED_PARTS: tuple[tuple[str, str | None, str], ...] = (
@@ -93,16 +93,11 @@ def typed_event(p: dict) -> tuple[str, int] | None:
     """(text, images) of an event recording what the user typed, or None for any other event."""
     t = p.get("type")
     if t == "user_message" and p.get("kind") in (None, "plain"):
-        message = p.get("message") if isinstance(p.get("message"), str) else ""
         images = sum(len(p[k]) for k in ("images", "local_images") if isinstance(p.get(k), list))
-        return strip_injected(message)[0], images
+        return strip_injected(as_str(p.get("message")) or "")[0], images
     item = p.get("item") if t == "item_completed" else None
     if isinstance(item, dict) and item.get("type") in ("UserMessage", "userMessage"):
-        parts = (
-            [c for c in item.get("content") or [] if isinstance(c, dict)]
-            if isinstance(item.get("content"), list)
-            else []
-        )
+        parts = [c for c in as_list(item.get("content")) if isinstance(c, dict)]
         texts = [c["text"] for c in parts if c.get("type") in ("text", "Text") and isinstance(c.get("text"), str)]
         if not parts and isinstance(item.get("text"), str):
             texts = [item["text"]]
@@ -114,7 +109,7 @@ def typed_event(p: dict) -> tuple[str, int] | None:
 def agent_item_text(p: dict) -> str | None:
     item = p.get("item") if p.get("type") == "item_completed" else None
     if isinstance(item, dict) and item.get("type") in ("AgentMessage", "agentMessage"):
-        return text_of(item.get("content")) or (item.get("text") if isinstance(item.get("text"), str) else "")
+        return text_of(item.get("content")) or (as_str(item.get("text")) or "")
     return None
 
 
@@ -148,7 +143,7 @@ def output_text(output: Any) -> tuple[str, bool, int]:
     text, obj = output, parse_json_maybe(output)
     if isinstance(obj, dict) and isinstance(obj.get("output"), str):
         text = obj["output"]
-        code = (obj.get("metadata") or {}).get("exit_code") if isinstance(obj.get("metadata"), dict) else None
+        code = as_dict(obj.get("metadata")).get("exit_code")
         if isinstance(code, int) and code != 0:
             is_error = True
     m = _EXIT_RE.search(text[:400])

@@ -17,16 +17,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from dsh_memory.models import EventKind
-from dsh_memory.readers._jsonl import Events, parse_json_maybe
+from dsh_memory.readers._jsonl import Events, as_dict, as_int, as_list, as_str, parse_json_maybe
 from dsh_memory.readers.dsh_records import (
     KNOWN_BLOCK_TYPES,
     Body,
     Record,
     Warnings,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
     collect_records,
     expand_seq_ranges,
     find_cut,

@@ -14,13 +14,13 @@ input: a record that cannot be used is skipped with a warning naming the file an
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.models import Event
+from dsh_memory.readers._jsonl import as_dict, as_int, as_list, as_num
 
 MAX_WARNINGS = 50
 MAX_EXPANDED_SEQS = 1_000_000  # a hostile file must not make us allocate billions of ints
@@ -95,31 +95,6 @@ class Body:
     title: str | None = None
     turns: list[dict] = field(default_factory=list)
     compactions: list[dict] = field(default_factory=list)
-
-
-# Small defensive accessors: the body is untrusted JSON.
-
-
-def as_dict(x: Any) -> dict:
-    return x if isinstance(x, dict) else {}
-
-
-def as_list(x: Any) -> list:
-    return x if isinstance(x, list) else []
-
-
-def as_int(x: Any) -> int | None:
-    return x if isinstance(x, int) and not isinstance(x, bool) else None
-
-
-def as_num(x: Any) -> float | None:
-    if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
-        return x
-    return None
-
-
-def as_str(x: Any) -> str | None:
-    return x if isinstance(x, str) else None
 
 
 def ms_to_datetime(ms: float | None) -> datetime | None:
