@@ -104,12 +104,11 @@ def runner_deployments(settings: MemorySettings | None = None) -> list:
 
 
 def pool_deployments(
-    settings: MemorySettings, pools: dict[str, str] | None = None, extract_env: dict[str, str] | None = None
+    settings: MemorySettings, pools: dict[str, str], extract_env: dict[str, str] | None = None
 ) -> list[tuple[Any, str]]:
     """`deploy`'s deployments as (RunnerDeployment, work pool): every yaml deployment named
     `<name>-pool`, on its yaml pool renamed through `pools`; `extract_env` is set on the
     extract pool's runs (e.g. the result storage block workers on other machines must use)."""
-    pools = pools or {}
     out = []
     for spec in load_spec():
         pool = pool_of(spec)
