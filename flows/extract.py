@@ -138,7 +138,7 @@ def _extract(todo: list[Decision], model: PhaseModel | None, settings: MemorySet
             sent: list = [None] * len(todo)
             if model is None:  # submitted first: the session runs that wait on a batch queue behind it
                 groups = batches(todo, settings.concurrency)
-                params = dict(decisions=groups, settings=unmapped(settings), claimed=unmapped(True))
+                params = dict(decisions=groups, settings=unmapped(settings))
                 batch_runs = runner.map(extract_on_workers, parameters=params)
                 sent = [run for run, group in zip(batch_runs, groups, strict=True) for _ in group]
             return runner.map(
@@ -148,7 +148,6 @@ def _extract(todo: list[Decision], model: PhaseModel | None, settings: MemorySet
                     model=unmapped(model),
                     settings=unmapped(settings),
                     progress_total=unmapped(len(todo)),
-                    claimed=unmapped(True),
                     sent=sent,
                 ),
             ).result()

@@ -82,18 +82,17 @@ def extract_session(
     model: PhaseModel | None,
     settings: MemorySettings,
     progress_total: int = 0,
-    claimed: bool = False,
     sent: dict[str, JobResult | Outcome] | None = None,
 ) -> Outcome:
     """Claim → render/redact/budget → model → no-op gate → files → claim done/noop, or the claim
-    failed (tasks/_session.py). `claimed`: the run claimed its sessions up front. Without a
-    `model` (`extract_on_workers`), `sent` holds the session's batch answers: its claim, render
-    and model call were its batch's (tasks/remote.py), this run applies the answer."""
+    failed (tasks/_session.py); the run claimed its sessions up front. Without a `model`
+    (`extract_on_workers`), `sent` holds the batch's answers (tasks/remote.py): this run applies
+    the session's."""
     with MemoryContext.of(settings) as ctx:
         try:
             if model is None:
                 return from_workers(ctx, settings, decision, sent or {})
-            if not start(ctx, settings, decision, claimed):
+            if not start(ctx, settings, decision, claimed=True):
                 return Outcome.claimed_elsewhere(decision)
             try:
                 answer = _call_with_budget_retry(decision, model, settings)

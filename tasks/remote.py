@@ -41,16 +41,14 @@ def find_extract_deployment(deployment: str) -> str:
 
 
 @task(name="extract-on-workers", cache_policy=NO_CACHE)
-def extract_on_workers(
-    decisions: list[Decision], settings: MemorySettings, claimed: bool = False
-) -> dict[str, JobResult | Outcome]:
-    """Session id → what `from_workers` ends the session with: the worker's JobResult, or the
+def extract_on_workers(decisions: list[Decision], settings: MemorySettings) -> dict[str, JobResult | Outcome]:
+    """The run claimed `decisions` up front. Session id → what `from_workers` ends the session with: the worker's JobResult, or the
     session's Outcome when it was not sent (claimed elsewhere, or it could not be rendered)."""
     sent: dict[str, JobResult | Outcome] = {}
     jobs = []
     with MemoryContext.of(settings) as ctx:
         for d in decisions:
-            if not start(ctx, settings, d, claimed):
+            if not start(ctx, settings, d, claimed=True):
                 sent[d.ref.id] = Outcome.claimed_elsewhere(d)
                 continue
             try:
