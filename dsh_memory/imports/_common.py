@@ -55,10 +55,6 @@ def read_bounded(path: Path) -> tuple[str | None, str, str]:
     return data.decode("utf-8", "replace"), hashlib.sha256(data).hexdigest(), mtime
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
-
-
 def front_matter(text: str) -> tuple[dict, str]:
     """(fields, body) of a Markdown file with YAML front matter (`---` … `---`); {} when it has
     none or it is not a mapping. `type` may sit under `metadata:`."""

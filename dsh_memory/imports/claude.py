@@ -10,23 +10,20 @@ same folder names; a folder that maps to neither is skipped, never imported as g
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from dsh_memory import scope
 from dsh_memory.consolidation.skill_inventory import one_line
 from dsh_memory.imports._common import MAX_FILES, Item, cut, front_matter, read_bounded
+from dsh_memory.readers._input import is_dir, scandir
 
 AGENT = "claude"
 
 
 def items(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
     projects = config_dir / "projects"
-    try:
-        folders = sorted((e for e in os.scandir(projects) if e.is_dir(follow_symlinks=False)), key=lambda e: e.name)
-    except OSError:
-        return
+    folders = sorted((e for e in scandir(projects) if is_dir(e, follow_symlinks=False)), key=lambda e: e.name)
     seen = 0
     for folder in folders:
         memory = Path(folder.path) / "memory"

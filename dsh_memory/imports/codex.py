@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from dsh_memory import scope
 from dsh_memory.consolidation.skill_inventory import one_line
-from dsh_memory.imports._common import MAX_FILES, Item, cut, digest, read_bounded
+from dsh_memory.imports._common import MAX_FILES, Item, cut, read_bounded
 
 AGENT = "codex"
 _CWD_LINE = re.compile(r"^(?:[-*]\s*)?cwd:\s*(\S.*?)\s*$", re.M)
@@ -75,6 +76,6 @@ def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
         if project and scope.excluded_by(project, exclude):
             item.skip = "excluded (exclude_projects)"
         else:
-            item.sha256 = digest(part)
+            item.sha256 = hashlib.sha256(part.encode("utf-8", "replace")).hexdigest()
             item.text = "Codex memory (task group)\n\n" + cut(part, path)
         yield item
