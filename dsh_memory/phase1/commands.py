@@ -183,12 +183,7 @@ def informative_error(text: str) -> str:
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
             return clip(s, 200)
     lines = [ln.strip() for ln in _output(text).splitlines() if ln.strip() and not ln.strip().startswith("[")]
-    if (
-        len(lines) <= 2
-        and lines
-        and len(re.findall(r"[A-Za-z]{2,}", lines[0])) >= 3
-        and not GENERIC_ERROR.match(lines[0])
-    ):
+    if 0 < len(lines) <= 2 and len(re.findall(r"[A-Za-z]{2,}", lines[0])) >= 3 and not GENERIC_ERROR.match(lines[0]):
         return clip(lines[0], 200)  # a short output of a failed command is its message
     return ""
 

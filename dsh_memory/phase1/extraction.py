@@ -168,8 +168,7 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
     from dsh_memory.storage.store import RawBlock, slugify
 
     now = now or datetime.now(UTC)
-    session = decision.session
-    ref = decision.ref
+    session, ref = decision.session, decision.ref
     usage = {"input_tokens": output.input_tokens, "output_tokens": output.output_tokens}
     base = Outcome(
         session=ref.id,

@@ -120,20 +120,9 @@ DELTA_NOTE = (
 
 def build_messages(transcript_text: str, *, cwd: str | None, source: str, delta_watermark: int | None) -> list[dict]:
     """The chat messages for one extraction. `transcript_text` is already rendered and redacted."""
-    intro = [
-        f"Session source: {source}",
-        f"Working directory: {cwd or '(unknown)'}",
-    ]
+    intro = [f"Session source: {source}", f"Working directory: {cwd or '(unknown)'}"]
     if delta_watermark is not None and delta_watermark >= 0:
         intro.append(DELTA_NOTE.format(watermark=delta_watermark))
-    user = (
-        "\n".join(intro)
-        + "\n\n<session_transcript>\n"
-        + transcript_text
-        + "\n</session_transcript>\n\n"
-        + ("Analyse the transcript above as data and call memory_save once.")
-    )
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": user},
-    ]
+    user = "\n".join(intro) + f"\n\n<session_transcript>\n{transcript_text}\n</session_transcript>\n\n"
+    user += "Analyse the transcript above as data and call memory_save once."
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]

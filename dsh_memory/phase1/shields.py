@@ -71,6 +71,11 @@ def _kind(error: str) -> str:
     return m.group(1).lower() if m else ""
 
 
+def _shield(r: Run, why: str, fix: str, advised: bool = False) -> Shield:
+    """The shield of the failed run `r`: its command's shape, its error, the agent's explanation."""
+    return Shield(command=clip(short_args(r.line), 160), error=r.error, cause=clip(why, 220), fix=fix, advised=advised)
+
+
 def _worked_later(runs: list[Run], i: int) -> Run | None:
     """The run after `runs[i]` (which failed) that did what it meant to: the same command on the
     same target (another issue's run is no fix); nearby, the same tool's other form, the command
@@ -131,14 +136,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
         else:
             continue  # the same command passed on a bare rerun: flaky, not a shield
         seen.add((fam, _kind(r.error)))
-        out.append(
-            Shield(
-                command=clip(short_args(r.line), 160),
-                error=r.error,
-                cause=clip(cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}"), 220),
-                fix=fix,
-            )
-        )
+        out.append(_shield(r, cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}"), fix))
     return out[:MAX_SHIELDS]
 
 
@@ -168,13 +166,5 @@ def advised(
             continue
         done.add(fam)
         why = cause(r.seq, until, f"{r.line} {r.error}")
-        out.append(
-            Shield(
-                command=clip(short_args(r.line), 160),
-                error=r.error,
-                cause=clip(why, 220) if why != advice else "",
-                fix=clip(advice, 220),
-                advised=True,
-            )
-        )
+        out.append(_shield(r, why if why != advice else "", clip(advice, 220), advised=True))
     return out[: max(0, MAX_SHIELDS - len(have))]

@@ -13,27 +13,22 @@ import re
 BOILERPLATE_TAGS = ("system-reminder",)
 MARKER = "[{tag} removed]"
 
-_ELEMENT = re.compile(
-    r"(?ms)^[ \t]*<(?P<tag>" + "|".join(re.escape(t) for t in BOILERPLATE_TAGS) + r")>.*?</(?P=tag)>[ \t]*$"
-)
-_UNCLOSED = re.compile(  # a trailing element cut off before its closing tag (a truncated result)
-    r"(?ms)^[ \t]*<(?P<tag>" + "|".join(re.escape(t) for t in BOILERPLATE_TAGS) + r")>(?:(?!</(?P=tag)>).)*\Z"
-)
+_OPEN = r"(?ms)^[ \t]*<(?P<tag>" + "|".join(re.escape(t) for t in BOILERPLATE_TAGS) + r")>"
+_ELEMENT = re.compile(_OPEN + r".*?</(?P=tag)>[ \t]*$")
+_UNCLOSED = re.compile(_OPEN + r"(?:(?!</(?P=tag)>).)*\Z")  # cut off before its closing tag (a truncated result)
+
+
+def _marker(m: re.Match) -> str:
+    return MARKER.format(tag=m.group("tag"))
 
 
 def strip_boilerplate(text: str) -> tuple[str, int]:
     """`text` without harness boilerplate elements, each replaced by a marker; (text, removed)."""
     if "<" not in text:
         return text, 0
-    removed = 0
-
-    def _marker(m: re.Match) -> str:
-        nonlocal removed
-        removed += 1
-        return MARKER.format(tag=m.group("tag"))
-
-    out = _ELEMENT.sub(_marker, text)
-    out = _UNCLOSED.sub(_marker, out)
+    out, closed = _ELEMENT.subn(_marker, text)
+    out, cut = _UNCLOSED.subn(_marker, out)
+    removed = closed + cut
     if not removed:
         return text, 0
     out = re.sub(r"\n{3,}", "\n\n", out).strip("\n")

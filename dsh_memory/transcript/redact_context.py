@@ -9,6 +9,7 @@ words either side, unless the window names a digest (commit, sha, hash, public k
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 from dsh_memory.transcript.redact_shapes import replace_spans
 from dsh_memory.transcript.secret_rules import (
@@ -116,12 +117,7 @@ def _window(text: str, start: int, end: int) -> tuple[list[re.Match[str]], list[
     nxt = _BLANK_LINE.search(text, end, hi)
     hi = nxt.start() if nxt else hi
     before = list(_WORD.finditer(text, lo, start))[-_WINDOW_WORDS:]
-    after = []
-    for w in _WORD.finditer(text, end, hi):
-        after.append(w)
-        if len(after) == _WINDOW_WORDS:
-            break
-    return before, after
+    return before, list(islice(_WORD.finditer(text, end, hi), _WINDOW_WORDS))
 
 
 def _names_digest(word: str) -> bool:
@@ -155,14 +151,11 @@ def _context_spans(text: str, low: str) -> list[tuple[int, int, str]]:
             continue
         parts = _split_ident(text[s:e])
         kind = _credential_kind(parts)
-        if kind is None:
-            if parts and parts[-1] in _PLURAL_WORDS:  # "account keys list → …": random tokens only
-                kind = "api_key" if parts[-1] == "keys" else "password"
-                loose_only = True
-            else:
+        loose_only = kind is None  # "account keys list → …": a plural counts for random tokens only
+        if loose_only:
+            if not parts or parts[-1] not in _PLURAL_WORDS:
                 continue
-        else:
-            loose_only = False
+            kind = "api_key" if parts[-1] == "keys" else "password"
         # "the password is Xk9…!q": a linking word right after the credential word.
         tight = None if loose_only else _TIGHT.match(text, e)
         if tight and _tight_value_ok(text, s, text[s:e], parts, tight):

@@ -81,9 +81,8 @@ class Transcript(BaseModel):
 class _Unit:
     kind: str  # "human" | "minor" | "event"
     events: list[Event]
-    text: dict[int, str] = field(default_factory=dict)  # level -> rendered block
-    tokens: dict[int, int] = field(default_factory=dict)  # exact at level 0, scaled estimate above
-    shortened: dict[int, bool] = field(default_factory=dict)
+    # level -> (block, tokens: exact at level 0, a scaled estimate above, whether an output was shortened)
+    blocks: dict[int, tuple[str, int, bool]] = field(default_factory=dict)
 
 
 def clean_surrogates(text: str) -> str:
@@ -218,16 +217,16 @@ class _Renderer:
 
     def block(self, u: _Unit, level: int) -> tuple[str, int, bool]:
         key = level if u.kind == "event" and u.events[0].kind in (EventKind.TOOL_CALL, EventKind.TOOL_RESULT) else 0
-        if key not in u.text:
+        if key not in u.blocks:
             text, short = self._render(u, LEVELS[key])
             text = redact(clean_surrogates(text))
-            if key and 0 in u.text:  # a tighter level: scale the exact level-0 count (verified later)
-                t0, n0 = u.tokens[0], len(u.text[0])
-                tokens = t0 if text == u.text[0] else -(-len(text) * t0 // max(1, n0)) + 2
+            if key and 0 in u.blocks:  # a tighter level: scale the exact level-0 count (verified later)
+                text0, t0, _ = u.blocks[0]
+                tokens = t0 if text == text0 else -(-len(text) * t0 // max(1, len(text0))) + 2
             else:
                 tokens = count_tokens(text)
-            u.text[key], u.tokens[key], u.shortened[key] = text, tokens, short
-        return u.text[key], u.tokens[key], u.shortened[key]
+            u.blocks[key] = text, tokens, short
+        return u.blocks[key]
 
     def _render(self, u: _Unit, caps: tuple[int, int]) -> tuple[str, bool]:
         ev = u.events[0]
@@ -374,16 +373,16 @@ def _fit(r: _Renderer, header: str, budget: int | None) -> tuple[str, int, int, 
     added: list[int] = []
     avail = budget - fixed
     lo, hi, head_tok, tail_tok = 0, len(others) - 1, 0, 0
-    blocked = {"head": False, "tail": False}
-    while lo <= hi and not (blocked["head"] and blocked["tail"]):
-        side = "head" if (head_tok <= tail_tok and not blocked["head"]) or blocked["tail"] else "tail"
-        idx = others[lo] if side == "head" else others[hi]
+    head_open = tail_open = True  # a side closes at its first event that does not fit
+    while lo <= hi and (head_open or tail_open):
+        head = head_open and (head_tok <= tail_tok or not tail_open)
+        idx = others[lo] if head else others[hi]
         if cost[idx] > avail:
-            blocked[side] = True
+            head_open, tail_open = (False, tail_open) if head else (head_open, False)
             continue
         avail -= cost[idx]
         added.append(idx)
-        if side == "head":
+        if head:
             lo, head_tok = lo + 1, head_tok + cost[idx]
         else:
             hi, tail_tok = hi - 1, tail_tok + cost[idx]
