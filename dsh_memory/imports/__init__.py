@@ -46,8 +46,6 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
     from dsh_memory.imports import claude, codex
     from dsh_memory.settings import claude_config_dir, codex_home
 
-    if which not in ("claude", "codex", "all"):
-        raise UserInputError(f"import takes claude, codex or all (got {which!r})")
     exclude = list(settings.exclude_projects or ())
     result = ImportResult(dry_run=dry_run)
     pieces: list[Item] = []

@@ -28,7 +28,6 @@ UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA
 
 @dataclass
 class JsonlFile:
-    path: Path
     records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     last_seq: int = -1  # index of the last complete line (parsed or not)
     warnings: list[str] = field(default_factory=list)
@@ -37,7 +36,7 @@ class JsonlFile:
 def read_jsonl(path: Path) -> JsonlFile:
     """Read a JSONL (optionally zstd) file. Raises SessionReadError if nothing usable is in it."""
     path = Path(path)
-    result = JsonlFile(path=path)
+    result = JsonlFile()
     zstd = path.name.endswith(ZSTD_SUFFIXES)
     with LogLines(path, zstd=zstd, keep_torn_tail=True, warn=lambda w: result.warnings.append(f"{path}: {w}")) as log:
         if not log.file_size:

@@ -33,8 +33,7 @@ def discover(root: Path) -> list[SessionRef]:
                 path, size, mtime = Path(entry.path), st.st_size, st.st_mtime_ns
                 sid = m.group("id").lower()
                 refs.append(SessionRef(id=sid, source="claude", path=path, size=size, mtime_ns=mtime, hint_root=True))
-    refs.sort(key=lambda r: str(r.path))
-    return refs
+    return sorted(refs, key=lambda r: str(r.path))
 
 
 def load(ref: SessionRef) -> Session:

@@ -69,11 +69,9 @@ def discover(root: Path) -> list[SessionRef]:
     refs: list[SessionRef] = []
     for sid, files in found.items():
         # Prefer the plain file (a .zst twin may still be being written), then the newest.
-        files.sort(key=lambda f: (f[0].name.endswith(".jsonl"), f[1].st_mtime_ns), reverse=True)
-        path, st = files[0]
+        path, st = max(files, key=lambda f: (f[0].name.endswith(".jsonl"), f[1].st_mtime_ns))
         refs.append(SessionRef(id=sid, source="codex", path=path, size=st.st_size, mtime_ns=st.st_mtime_ns))
-    refs.sort(key=lambda r: str(r.path))
-    return refs
+    return sorted(refs, key=lambda r: str(r.path))
 
 
 def _walk(folder: Path, depth: int, found: dict[str, list[tuple[Path, os.stat_result]]]) -> None:
