@@ -38,10 +38,9 @@ from dsh_memory.tasks.claims import (
     renewing_claims,
     sweep_temp_files,
 )
-from dsh_memory.tasks.discover import discover_sessions
 from dsh_memory.tasks.extract import extract_session
 from dsh_memory.tasks.remote import DEPLOYMENT, ROUTE, extract_on_workers, find_extract_deployment
-from dsh_memory.tasks.select import plan_extractions
+from dsh_memory.tasks.select import discover_sessions, plan_extractions
 from dsh_memory.transcript import tokens
 
 

@@ -1,4 +1,5 @@
-"""Task: decide which sessions Phase 1 extracts now, and why the others wait."""
+"""Tasks: find the session logs under the configured roots (stat only), and decide which ones
+Phase 1 extracts now and why the others wait."""
 
 from __future__ import annotations
 
@@ -7,11 +8,17 @@ from datetime import datetime
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from dsh_memory import readers
 from dsh_memory.context import MemoryContext
 from dsh_memory.models import SessionRef
 from dsh_memory.phase1 import selection
 from dsh_memory.serve import preflight
 from dsh_memory.settings import MemorySettings
+
+
+@task(name="discover-sessions", cache_policy=NO_CACHE)
+def discover_sessions(settings: MemorySettings) -> list[SessionRef]:
+    return readers.discover(settings.roots)
 
 
 @task(name="plan-extractions", cache_policy=NO_CACHE)
