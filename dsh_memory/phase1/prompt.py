@@ -1,10 +1,8 @@
 """Phase 1 (per-session extraction) prompt and output schema. Versioned code: bump
 PROMPT_VERSION whenever the text or the schema changes. The extraction cache key holds it and
 `writer_digest()`, a digest of the code that turns a session into memory, so an upgraded writer
-never reuses an answer its older code wrote.
-
-Written for dsh-memory from scratch. The model only fills the `memory_save` tool arguments;
-dsh-memory writes every file itself.
+never reuses an answer its older code wrote. The model only fills the `memory_save` tool
+arguments; dsh-memory writes every file itself.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Failure shields: a command that failed with an informative error and what then overcame it
-(escalated sandbox permissions, a run in the background, a setup command, an edit in the project,
-another form of the command, the command without its wrapper, another tool on the same issue or PR number), or, when
-nothing in the session did, the fix the agent advised. A failure nothing fixed or advised on, or
-that passed on a bare rerun, is no shield. Read from the runs `phase1/commands.py` collects.
+"""Failure shields: a command that failed with an informative error and what then overcame it, or,
+when nothing in the session did, the fix the agent advised. A failure nothing fixed or advised on,
+or that passed on a bare rerun, is no shield. Read from the runs `phase1/commands.py` collects.
 """
 
 from __future__ import annotations

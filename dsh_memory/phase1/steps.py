@@ -1,16 +1,11 @@
 """The evidence writer: memory built from the session's evidence; the model writes one sentence.
 
 A 1.5B model asked for the whole `memory_save` schema loops, invents preferences, attributes the
-agent's actions to the user and runs out of tokens mid-word. So, for such a model:
-
-1. `evidence.gather` (from the session's events) picks the user's standing rules, the commands
-   that build, test and check the project, failure shields (error → cause → what fixed it), the
-   agent's facts about the project, its last word, and a procedure when the user asked for one;
-2. one model step (`SUMMARY_TOOL`, ≈ 300 prompt tokens, ≤ 224 output tokens): a one-sentence
-   recap of the task and its outcome plus a slug, checked against the evidence (a sentence that is
-   not grounded is replaced by the user's own request);
-3. the raw memory (kind headings that Phase 2 merges mechanically) and the rollout summary are
-   rendered deterministically from 1 and 2.
+agent's actions to the user and runs out of tokens mid-word. So such a model only writes a
+one-sentence recap and a slug (`SUMMARY_TOOL`, ≈ 300 prompt tokens, ≤ 224 output tokens), checked
+against the evidence (a sentence that is not grounded is replaced by the user's own request); the
+raw memory (kind headings that Phase 2 merges mechanically) and the rollout summary are rendered
+deterministically from the evidence (`evidence.gather`) and that sentence.
 """
 
 from __future__ import annotations
