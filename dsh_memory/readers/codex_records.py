@@ -17,8 +17,8 @@ from typing import Any
 
 from dsh_memory.readers._jsonl import as_dict, as_list, as_str, parse_json_maybe
 
-# Injected user-message parts: (opening text, closing text or None, label). Case-insensitive.
-INJECTED_PARTS: tuple[tuple[str, str | None, str], ...] = (
+# Injected user-message parts: (opening text, closing text, label). Case-insensitive.
+INJECTED_PARTS: tuple[tuple[str, str, str], ...] = (
     ("# AGENTS.md instructions", "</INSTRUCTIONS>", "agents_md"),
     ("<user_instructions>", "</user_instructions>", "agents_md"),
     ("<environment_context>", "</environment_context>", "environment_context"),
@@ -56,19 +56,12 @@ def find_key(value: Any, key: str) -> Any:
 def strip_injected(text: str) -> tuple[str, list[str]]:
     """Remove leading injected blocks from one user text part; return (rest, labels removed)."""
     labels: list[str] = []
-    rest = text
-    changed = True
-    while changed:
-        changed = False
-        probe = rest.lstrip()
-        for opening, closing, label in INJECTED_PARTS:
-            if not probe[: len(opening)].lower() == opening.lower():
-                continue
-            end = re.search(re.escape(closing), probe, re.IGNORECASE) if closing else None
-            rest = probe[end.end() :] if end else ""
-            labels.append(label)
-            changed = True
-            break
+    rest = text.lstrip()
+    while part := next((p for p in INJECTED_PARTS if rest[: len(p[0])].lower() == p[0].lower()), None):
+        _, closing, label = part
+        end = re.search(re.escape(closing), rest, re.IGNORECASE)
+        rest = rest[end.end() :].lstrip() if end else ""
+        labels.append(label)
     return rest.strip(), labels
 
 
