@@ -100,7 +100,9 @@ class TurnEndForwarder:
             if self._record is not None:
                 self._unrecorded[sid] = self._pending[sid].received_at
             self.received += 1
-            self._ensure_thread()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dsh-turn-end-forwarder", daemon=True)
+                self._thread.start()
             self._cond.notify_all()
         return True
 
@@ -148,11 +150,6 @@ class TurnEndForwarder:
         return done
 
     # -- the thread ------------------------------------------------------------------------
-    def _ensure_thread(self) -> None:  # under self._cond
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="dsh-turn-end-forwarder", daemon=True)
-            self._thread.start()
-
     def _run(self) -> None:
         backoff = 0.0
         try:
