@@ -51,11 +51,9 @@ def _find_cwd(ref: SessionRef, limit: int, fallback: bool = False) -> str | None
             cwd = _line_cwd(line, ref.source)
             if cwd or ref.source == "dsh" or (ref.source == "codex" and n >= 4):  # DSH: the header line
                 break
-        if cwd is None and ref.source == "claude" and fallback:
-            m = _CWD.search(head)
-            cwd = _unquote(m.group(1)) if m else None
     if cwd is None and ref.source == "claude" and fallback:
-        cwd = claude_folder_path(Path(ref.path).parent.name)
+        m = _CWD.search(head)
+        cwd = (_unquote(m.group(1)) if m else None) or claude_folder_path(Path(ref.path).parent.name)
     return cwd
 
 
