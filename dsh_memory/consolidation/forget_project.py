@@ -80,8 +80,7 @@ def _cut_handbook(store: Any, mine, now: datetime, project: str) -> str | None:
         body += ["## From MEMORY.md", "", *cut_md, ""]
     if cut_sum:
         body += ["## From memory_summary.md", "", *cut_sum, ""]
-    prov = {"session_id": None, "source": "handbook", "cwd": project, "project": project}
-    prov["updated_at"] = now.isoformat()
+    prov = {"session_id": None, "source": "handbook", "cwd": project, "project": project, "updated_at": now.isoformat()}
     slug = store.write_rollout_summary(f"forgotten-{sc.label(project)}-handbook", prov, "\n".join(body))
     store.retire_summary(slug)
     if cut_md:

@@ -40,6 +40,9 @@ SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order 
 ORDER = ["User notes", *dict.fromkeys(SECTIONS.values()), "Agent findings", "Notes", stale.SECTION, "Tasks"]
 PROMOTABLE = ("User preferences",)  # what recurs across projects is the user's, not a project's
 VERSION = re.compile(r"^v?\d+(\.\d+)*$")
+LIST_LINES = ("- Checks that passed:",)  # one such line per project, the sessions' items merged
+_LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
+_IN_FOLDER = re.compile(r"\(in `[^`]+`\)")
 
 
 @dataclass
@@ -53,7 +56,7 @@ class Group:
         if section != "Tasks" and why_not_memory(text):
             return  # never memory, whoever wrote it (phase1/clean.py)
         items = self.sections.setdefault(section, [])
-        if text.startswith(LIST_LINES):  # one "Checks that passed" line per project, sessions merged
+        if text.startswith(LIST_LINES):
             head = text.split(":", 1)[0]
             for i, old in enumerate(items):
                 if SOURCE.sub("", old).startswith(head + ":"):
@@ -82,13 +85,6 @@ class Group:
             if self.sections[name]:
                 lines += ["", f"## {name}", *self.sections[name]]
         return "\n".join(lines)
-
-
-LIST_LINES = ("- Checks that passed:",)
-_LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
-
-
-_IN_FOLDER = re.compile(r"\(in `[^`]+`\)")
 
 
 def _merged_list(new: str, old: str) -> str:
