@@ -42,12 +42,7 @@ def mirror(model: type[BaseModel], name: str, unset: str) -> Any:
     """An optional block field with the bounds of `model.<name>` and a description saying what
     applies when it is left empty (`unset`, e.g. "$DSH_MEMORY_IDLE_SECONDS, else 180")."""
     src = model.model_fields[name]
-    bounds: dict[str, Any] = {}
-    for meta in src.metadata:
-        for attr in _BOUNDS:
-            value = getattr(meta, attr, None)
-            if value is not None:
-                bounds[attr] = value
+    bounds = {a: getattr(m, a) for m in src.metadata for a in _BOUNDS if getattr(m, a, None) is not None}
     return Field(None, description=f"{src.description}. Empty: {unset}.", **bounds)
 
 

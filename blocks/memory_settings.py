@@ -101,10 +101,8 @@ class MemorySettingsBlock(SettingsBlock):
         return kept or None
 
     def to_settings(self, env: Mapping[str, str] | None = None) -> MemorySettings:
-        """The effective settings: this block's values over the environment over the defaults.
-
-        Raises ConfigError when the environment holds an invalid value.
-        """
+        """The effective settings: this block's values over the environment over the defaults
+        (ConfigError for an invalid environment value)."""
         e = env_mapping(env)
         overrides: dict[str, Any] = {n: getattr(self, n) for n in SCALAR_FIELDS if getattr(self, n) is not None}
         if self.memory_root is not None:

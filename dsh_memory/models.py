@@ -60,7 +60,6 @@ class SessionRef(BaseModel):
 
     @property
     def updated_at(self) -> datetime:
-
         return datetime.fromtimestamp(self.mtime_ns / 1e9, tz=UTC)
 
 

@@ -39,12 +39,9 @@ def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:
 
 
 def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
-    """Call `fn`; THE place where failures become exit codes (docs/cli.md: "Exit codes").
-
-    Our errors print one line (see `fail`); so do operational failures from below us: an
-    unreachable Prefect API (ServiceUnavailableError) and file-system errors. Anything else is a
-    bug and keeps its traceback. Ctrl-C / SIGTERM cancel in-process work (worker threads stop
-    between model tokens) and exit 130."""
+    """Call `fn`; THE place where failures become exit codes (docs/cli.md: "Exit codes"). Our
+    errors, an unreachable Prefect API and file-system errors print one line (`fail`); anything
+    else is a bug and keeps its traceback. Ctrl-C / SIGTERM cancel in-process work and exit 130."""
     import signal
     import threading
 

@@ -1,6 +1,5 @@
-"""`consolidate` (Phase 2 now), `forget SESSION` (drop a session's memory inputs), `forget --project ROOT`
-(retire a project's memory) and `restore
-NAME` (bring a retired rollout summary back)."""
+"""`consolidate` (Phase 2 now), `forget SESSION` (drop a session's memory inputs), `forget --project
+ROOT` (retire a project's memory) and `restore NAME` (bring a retired rollout summary back)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from datetime import UTC, datetime
 import typer
 
 from dsh_memory.cli._common import emit_json, fail, prefect_env, run, show
-from dsh_memory.errors import DshMemoryError, NotFoundError
+from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
 
 
 def _print_phase2(s: dict) -> None:
@@ -92,7 +91,6 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.consolidation.apply import retire_session
             from dsh_memory.consolidation.forget_project import forget_project
             from dsh_memory.context import memory_context
-            from dsh_memory.errors import UserInputError
 
             if (session is None) == (project is None):
                 raise UserInputError("forget takes a session id or --project ROOT (one of the two)")

@@ -195,10 +195,8 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.context import memory_context
             from dsh_memory.serve.deploy import deploy
 
-            with memory_context() as ctx:
-                settings = ctx.settings
             report = deploy(
-                settings,
+                memory_context().settings,  # settings only: no store is opened
                 pool=pool,
                 extract_pool=extract_pool,
                 result_storage=result_storage or None,
