@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -259,21 +260,19 @@ class _Renderer:
 
     @staticmethod
     def _minor(events: list[Event]) -> str:
-        counts: dict[str, int] = {}
-        labels: dict[str, list[str]] = {}
+        counts: Counter[str] = Counter()
+        labels: list[str] = []  # the context events' first three labels
         images = 0
         for ev in events:
             kind = ev.kind.value if isinstance(ev.kind, EventKind) else str(ev.kind)
-            counts[kind] = counts.get(kind, 0) + 1
+            counts[kind] += 1
             images += ev.images
             if ev.label and kind == EventKind.CONTEXT.value:
                 lab = _one_line(redact(ev.label), 40)
-                if lab not in labels.setdefault(kind, []) and len(labels[kind]) < 3:
-                    labels[kind].append(lab)
-        parts = []
-        for kind, n in counts.items():
-            lab = f" ({', '.join(labels[kind])})" if labels.get(kind) else ""
-            parts.append(f"{n} {kind}{lab}")
+                if lab not in labels and len(labels) < 3:
+                    labels.append(lab)
+        said = {EventKind.CONTEXT.value: f" ({', '.join(labels)})" if labels else ""}
+        parts = [f"{n} {kind}{said.get(kind, '')}" for kind, n in counts.items()]
         return f"[hidden: {', '.join(parts)}]{_images(images)}"
 
 
