@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dsh_memory.llm.base import ToolSpec
 
-PROMPT_VERSION = "p2-2026-12-02.1"  # 12-02: flagged (stale, old) items (issue 27); 12-01.1: project scopes
+PROMPT_VERSION = "p2-2026-12-02.1"
 
 SKILL_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,79}$"
 
@@ -199,7 +199,8 @@ def data_fence(sections: list[Section]) -> str:
     return "DATA-" + h.hexdigest()[:12]
 
 
-def render_user_message(*, mode: str, today: str, budgets: dict[str, int], sections: list[Section]) -> str:
+def build_messages(*, mode: str, today: str, budgets: dict[str, int], sections: list[Section]) -> list[dict]:
+    """The system prompt, then the input sections, each in a data fence."""
     fence = data_fence(sections)
     lines = [
         f"# Consolidation input (mode: {mode}, prompt {PROMPT_VERSION}, today: {today})",
@@ -221,11 +222,4 @@ def render_user_message(*, mode: str, today: str, budgets: dict[str, int], secti
             f"<<<END {fence} {s.name}>>>",
         ]
     lines += ["", "Now call memory_write exactly once."]
-    return "\n".join(lines) + "\n"
-
-
-def build_messages(*, mode: str, today: str, budgets: dict[str, int], sections: list[Section]) -> list[dict]:
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": render_user_message(mode=mode, today=today, budgets=budgets, sections=sections)},
-    ]
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(lines) + "\n"}]

@@ -72,7 +72,6 @@ def replay(
         p.sessions = sum(1 for s in own if s.project == p.project)
     result.finished_at = datetime.now(UTC)
     result.seconds = round(time.monotonic() - started, 1)
-    result.phase1_seconds, result.phase2_seconds = round(result.phase1_seconds, 1), round(result.phase2_seconds, 1)
     save_report(ctx.memory_root, result)
     return result
 
