@@ -271,9 +271,7 @@ def excluded_by(cwd: str | None, patterns: list[str] | tuple[str, ...]) -> str |
         return None
     project, _ = locate(cwd)
     seen = [p for p in (project, _norm(cwd)) if p]
-    for pattern in patterns:
-        if not isinstance(pattern, str) or not pattern.strip():
-            continue
+    for pattern in patterns:  # validated settings: non-blank strings
         pat = _norm(pattern)
         if _GLOB.search(pat):
             if any(fnmatch.fnmatchcase(p, pat) or fnmatch.fnmatchcase(p, pat.rstrip("/") + "/*") for p in seen):
