@@ -16,14 +16,6 @@ MAX_OUTPUT_CHARS = 20_000
 ARTIFACT_KEY = "phase2-consolidation"
 
 
-def shown_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
-    """Redacted, then truncated model output."""
-    clean = redact(text or "")
-    if len(clean) > limit:
-        clean = clean[:limit] + f"\n[… {len(clean) - limit} more characters not shown]"
-    return clean
-
-
 def _cell(v: Any) -> str:
     if v is None or v == "" or v == []:
         return "—"
@@ -69,14 +61,14 @@ def render_markdown(summary: dict, model_output: str = "") -> str:
     ]
     out = [f"# Phase 2 consolidation: {_cell(summary.get('outcome'))}", "", "| field | value |", "|---|---|"]
     out += [f"| {k} | {_cell(v)} |" for k, v in rows if v not in (None, "", [])]
-    if inputs:
-        out += ["", "## Inputs", "", "| input | count |", "|---|---|"]
-        out += [f"| {k} | {_cell(v)} |" for k, v in inputs.items()]
-    if changes:
-        out += ["", "## Changes", "", "| change | value |", "|---|---|"]
-        out += [f"| {k} | {_cell(v)} |" for k, v in changes.items()]
+    for title, columns, table in (("Inputs", "input | count", inputs), ("Changes", "change | value", changes)):
+        if table:
+            out += ["", f"## {title}", "", f"| {columns} |", "|---|---|"]
+            out += [f"| {k} | {_cell(v)} |" for k, v in table.items()]
     if model_output:
-        text = shown_output(model_output)
+        text = redact(model_output)  # before the cut, so a cut cannot leave half a key behind
+        if len(text) > MAX_OUTPUT_CHARS:
+            text = text[:MAX_OUTPUT_CHARS] + f"\n[… {len(text) - MAX_OUTPUT_CHARS} more characters not shown]"
         fence = _fence(text)
         out += ["", f"## Model output (redacted, first {MAX_OUTPUT_CHARS} characters)", "", fence + "text", text, fence]
     return redact("\n".join(out) + "\n")
