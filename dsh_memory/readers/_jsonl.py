@@ -1,12 +1,5 @@
 """What the session readers share: JSONL reading (Codex rollouts, Claude Code transcripts), time
-stamps, titles, tool arguments, and `Events`, the event list each reader builds.
-
-`read_jsonl(path)` returns every complete line that parses as a JSON object, keyed by its 0-based
-line index (the record's `seq`). Bad lines (invalid UTF-8, not JSON, not an object) are skipped
-with a warning naming the file and line; an incomplete last line (no trailing newline and not
-parseable) is dropped. `.zst`/`.zstd` files are decompressed frame by frame; a torn last frame
-keeps whatever complete lines it produced. Reading is bounded, a line at a time (readers/_input.py).
-"""
+stamps, titles, tool arguments, and `Events`, the event list each reader builds."""
 
 from __future__ import annotations
 
@@ -34,7 +27,11 @@ class JsonlFile:
 
 
 def read_jsonl(path: Path) -> JsonlFile:
-    """Read a JSONL (optionally zstd) file. Raises SessionReadError if nothing usable is in it."""
+    """Every complete line of a JSONL (optionally zstd) file that parses as a JSON object, keyed by
+    its 0-based line index (the record's `seq`), read a bounded line at a time (_input.py). Bad
+    lines (invalid UTF-8, not JSON, not an object) are skipped with a warning naming the file and
+    line; an unparseable last line without its newline is dropped; a torn last zstd frame keeps
+    its complete lines. Raises SessionReadError if nothing usable is in it."""
     path = Path(path)
     result = JsonlFile()
     zstd = path.name.endswith(ZSTD_SUFFIXES)
