@@ -103,8 +103,7 @@ class Evidence(BaseModel):
         parts += [f"{s.command}\n{s.error}\n{s.cause}\n{s.fix}" for s in self.shields]
         parts += self.facts + self.conclusions + self.user_facts + self.requests + self.edited + self.procedure
         parts += [c.path + " " + " ".join(c.symbols) for c in self.changes] + self.documented + self.agent_notes
-        parts += self.tripwires + self.plan
-        parts += [self.outcome, self.first_prompt]
+        parts += [*self.tripwires, *self.plan, self.outcome, self.first_prompt]
         return "\n".join(parts)
 
 

@@ -267,8 +267,7 @@ def _drop_empty_headings(lines: list[str]) -> list[str]:
     for i, line in enumerate(lines):
         if HEADING.match(line.strip()):
             level = len(line.strip()) - len(line.strip().lstrip("#"))
-            rest = lines[i + 1 :]
-            nxt = next((r for r in rest if r.strip()), "")
+            nxt = next((r for r in lines[i + 1 :] if r.strip()), "")
             nxt_level = len(nxt.strip()) - len(nxt.strip().lstrip("#")) if HEADING.match(nxt.strip()) else 0
             if not nxt or (nxt_level and nxt_level <= level):
                 continue

@@ -97,10 +97,9 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
 
 def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
     """Failures that were overcome, one per command: an informative error, and what made the
-    command work (escalated sandbox permissions, a setup command, an edit in the project, another
-    form of the command); `cause(failed_seq, worked_seq, failure)` is the agent's explanation in
-    between of that failure (command and error).
-    A failure nothing fixed, or that passed on a bare rerun, is no shield."""
+    command work (escalated sandbox permissions, a run in the background, a setup command, an edit
+    in the project, another form of the command); `cause(failed_seq, worked_seq, failure)` is the
+    agent's explanation in between of that failure (command and error)."""
     out: list[Shield] = []
     seen: set[tuple[str, str]] = set()
     for i, r in enumerate(runs):
