@@ -116,7 +116,6 @@ def validate_skill(item: Any) -> ValidSkill:
     if len(files_in) > MAX_FILES_PER_SKILL:
         raise SkillError(f"skill {name}: more than {MAX_FILES_PER_SKILL} files")
     files: list[tuple[str, str]] = []
-    seen: set[str] = set()
     for f in files_in:
         if not isinstance(f, dict):
             raise SkillError(f"skill {name}: file entry is not an object")
@@ -126,9 +125,8 @@ def validate_skill(item: Any) -> ValidSkill:
             raise SkillError(f"skill {name}: {path} has no text content")
         if len(content) > MAX_SKILL_FILE_CHARS:
             raise SkillError(f"skill {name}: {path} longer than {MAX_SKILL_FILE_CHARS} characters")
-        if path.casefold() in seen:
+        if any(path.casefold() == p.casefold() for p, _ in files):
             raise SkillError(f"skill {name}: {path} listed twice")
-        seen.add(path.casefold())
         files.append((path, content))
     return ValidSkill(name=name, skill_md=ensure_frontmatter(name, skill_md), files=files)
 
