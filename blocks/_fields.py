@@ -31,6 +31,12 @@ class SettingsBlock(Block):
     _to_plain: ClassVar[str] = ""  # the method returning the plain settings object
 
     @classmethod
+    def holding(cls, values: Mapping[str, Any], only: set[str] | None = None) -> Any:
+        """A block holding plain `values` (`settings_values`, `route_values`): only the fields
+        named in `only`, when given."""
+        return cls(**{k: v for k, v in values.items() if (only is None or k in only) and v is not None})
+
+    @classmethod
     def get_code_example(cls) -> str:
         return (
             f"```python\nfrom dsh_memory.blocks import {cls.__name__}\n\n"

@@ -116,12 +116,6 @@ class MemorySettingsBlock(SettingsBlock):
             overrides["roots"] = SourceRoots.from_env(e).model_copy(update=roots)
         return MemorySettings.from_env(e, **overrides)
 
-    @classmethod
-    def from_settings(cls, settings: MemorySettings, only: set[str] | None = None) -> MemorySettingsBlock:
-        """A block holding `settings` (only the fields named in `only`, when given)."""
-        values = settings_values(settings)
-        return cls(**{k: v for k, v in values.items() if only is None or k in only})
-
 
 def settings_values(settings: MemorySettings) -> dict[str, Any]:
     """`settings` flattened to block field names (paths as strings, disabled sources as 'off')."""

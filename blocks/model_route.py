@@ -23,8 +23,8 @@ SECRET_FIELDS = ("api_key",)
 EFFORT_PATTERN = r"^[a-z]{0,16}$"
 
 
-def _m(name: str, unset: str | None = None) -> Any:
-    return mirror(ModelRoute, name, unset or f"the default, {default_text(ModelRoute, name)}")
+def _m(name: str) -> Any:
+    return mirror(ModelRoute, name, f"the default, {default_text(ModelRoute, name)}")
 
 
 def _model(phase: int, what: str) -> Any:
@@ -99,12 +99,6 @@ class ModelRouteBlock(SettingsBlock):
             if value is not None:
                 overrides[name] = expand(value, env) if name == "model_path" else value
         return ModelRoute.from_env(env, **overrides)  # ConfigError for an invalid environment value
-
-    @classmethod
-    def from_route(cls, route: ModelRoute, only: set[str] | None = None) -> ModelRouteBlock:
-        """A block holding `route` (only the fields named in `only`, when given)."""
-        values = route_values(route)
-        return cls(**{k: v for k, v in values.items() if (only is None or k in only) and v is not None})
 
 
 def route_values(route: ModelRoute) -> dict[str, Any]:

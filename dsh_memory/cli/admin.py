@@ -32,8 +32,8 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
     import prefect.settings  # noqa: F401  (makes the active profile's PREFECT_API_URL visible)
 
     from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock, register_blocks
-    from dsh_memory.blocks.memory_settings import settings_sources
-    from dsh_memory.blocks.model_route import route_sources
+    from dsh_memory.blocks.memory_settings import settings_sources, settings_values
+    from dsh_memory.blocks.model_route import route_sources, route_values
     from dsh_memory.errors import ConfigError
     from dsh_memory.settings_loader import BLOCK_NAME, prefect_api_url, resolve_settings
 
@@ -51,8 +51,8 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
         return None if include_defaults else {k for k, s in sources.items() if s != "default"}
 
     blocks = (  # both validated before either is saved
-        MemorySettingsBlock.from_settings(r.settings, only=pinned(settings_sources(r.memory_block))),
-        ModelRouteBlock.from_route(r.route, only=pinned(route_sources(r.route_block))),
+        MemorySettingsBlock.holding(settings_values(r.settings), only=pinned(settings_sources(r.memory_block))),
+        ModelRouteBlock.holding(route_values(r.route), only=pinned(route_sources(r.route_block))),
     )
     saved = {}
     for block in blocks:
