@@ -133,8 +133,8 @@ def _packed_ref(common: str, ref: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _walk(path: str) -> str | None:
-    """The nearest ancestor of an existing `path` with a real `.git` (dir or file), or None; a
-    linked worktree's is its main repository (`main_worktree`)."""
+    """The nearest ancestor of `path` (existing or not) with a real `.git` (dir or file), or None;
+    a linked worktree's is its main repository (`main_worktree`)."""
     cur = path
     for _ in range(MAX_WALK):
         with suppress(OSError):
@@ -157,15 +157,7 @@ def locate(cwd: str | None) -> tuple[str | None, bool]:
     path = _norm(cwd)
     if not os.path.isabs(path):
         return path, False
-    base = path  # a folder that is gone (or not made yet) still lies in the repository around it
-    for _ in range(MAX_WALK):
-        with suppress(OSError, ValueError):
-            if stat.S_ISDIR(os.stat(base).st_mode):
-                break
-        if os.path.dirname(base) == base:
-            return path, False
-        base = os.path.dirname(base)
-    root = _walk(base)
+    root = _walk(path)  # a folder that is gone (or not made yet) still lies in the repository around it
     return (root, True) if root is not None else (path, False)
 
 
