@@ -9,6 +9,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from dsh_memory.phase1.commands import argv_line
+
 _TAG = re.compile(r"^\[(user|assistant|tool|result|hidden|compaction|status|delta|note)\b([^\]]*)\](.*)$")
 _OMITTED = re.compile(r"^\[… .*omitted.*…\]$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])|\n+")
@@ -63,6 +65,4 @@ def command_of(b: Block) -> str | None:
         value = json.loads(m.group(1))
     except ValueError:
         return None
-    from dsh_memory.phase1.commands import argv_line
-
     return argv_line(value)

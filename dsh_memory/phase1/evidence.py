@@ -202,9 +202,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 line = normalize_command(redact(line), cwd)
                 error = informative_error(redact(result.text or "")) if bad and result is not None else ""
                 script = redact(script_of(line, result.text or "")) if result is not None and not bad else ""
-                args = e.arguments if isinstance(e.arguments, dict) else {}
                 escalated = bool(ESCALATED.search(str(e.arguments)))
-                background = args.get("run_in_background") is True
+                background = isinstance(e.arguments, dict) and e.arguments.get("run_in_background") is True
                 runs.append(Run(e.seq, line, bad, error, escalated, script=script, background=background))
                 if not bad:
                     turn_ok.append(f"`{line}`")

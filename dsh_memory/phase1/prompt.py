@@ -20,10 +20,10 @@ WRITER_CODE = ("phase1", "transcript")
 
 
 @functools.cache
-def writer_digest(root: Path = Path(__file__).resolve().parents[1], parts: tuple[str, ...] = WRITER_CODE) -> str:
-    """A short digest of the Python files under `root`/`parts` (the extraction writer's code)."""
+def writer_digest(root: Path = Path(__file__).resolve().parents[1]) -> str:
+    """A short digest of the Python files under `root`/WRITER_CODE (the extraction writer's code)."""
     h = hashlib.sha256()
-    for part in parts:
+    for part in WRITER_CODE:
         for f in sorted((root / part).rglob("*.py")):
             h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:12]

@@ -8,7 +8,7 @@ extract-session run, `dsh-memory extract SESSION`) is an explicit request:
 - `recheck_interval_seconds` does not apply to it — the interval spaces out the catch-up scans'
   re-reads of unchanged-looking sessions, not requests for one session that grew;
 - any growth (≥ 1 new event) is extracted once the session has gone quiet: no write for half the
-  debounce window (`quiet_seconds`; the trigger fires a full debounce after the last turn end,
+  debounce window (the trigger fires a full debounce after the last turn end,
   so a finished session qualifies). `min_delta_events` still applies while the log is being
   written — it bounds churn on active sessions, not the last turn of a finished one.
 Scans (catch-up, `extract --all`) keep both guards: a grown session waits for the recheck
@@ -145,11 +145,6 @@ def plan(
     return out
 
 
-def quiet_seconds(settings: MemorySettings) -> float:
-    """How long a named session's log must be unwritten for a small delta to be extracted."""
-    return settings.debounce_seconds / 2
-
-
 def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, explicit) -> Decision:
     skip = partial(Decision, ref, SKIP)
     if override == "exclude":
@@ -228,7 +223,7 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
         return skip(ReasonKind.NO_HUMAN_PROMPT, "no human prompt", session=sess)
     if watermark >= 0:
         new = len(sess.events_after(watermark))
-        quiet = explicit and _age(now, updated) >= quiet_seconds(settings)
+        quiet = explicit and _age(now, updated) >= settings.debounce_seconds / 2  # see the module docstring
         needed = 1 if quiet else settings.min_delta_events
         if new < needed:
             return skip(

@@ -51,11 +51,13 @@ def _wrapped(a: str, b: str) -> bool:
     return len(short) >= 2 and len(long_) > len(short) and long_[-len(short) :] == short
 
 
-def short_args(cmd: str, n: int = 40) -> str:
-    """`cmd` with each quoted argument longer than `n` characters cut (a comment body, a query):
+_LONG_QUOTED = re.compile(r"(\"|')([^\"'\n]{41,})\1")
+
+
+def short_args(cmd: str) -> str:
+    """`cmd` with each quoted argument longer than 40 characters cut (a comment body, a query):
     what a memory line needs is the command's shape, not its payload."""
-    quoted = re.compile(r"(\"|')([^\"'\n]{" + str(n + 1) + r",})\1")
-    return quoted.sub(lambda m: f"{m[1]}{m[2][:20].rstrip()}…{m[1]}", cmd)
+    return _LONG_QUOTED.sub(lambda m: f"{m[1]}{m[2][:20].rstrip()}…{m[1]}", cmd)
 
 
 # Code that does not parse: the agent's own typo when an edit fixed it.

@@ -91,13 +91,13 @@ def clean_surrogates(text: str) -> str:
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
-def cap_text(text: str, limit: int = MAX_EVENT_CHARS) -> str:
-    """At most ~`limit` characters: head and tail around an omission marker, cut on white space
-    (so a secret is never cut in half before redaction sees it)."""
+def cap_text(text: str) -> str:
+    """At most ~MAX_EVENT_CHARS characters: head and tail around an omission marker, cut on white
+    space (so a secret is never cut in half before redaction sees it)."""
     n = len(text)
-    if n <= limit:
+    if n <= MAX_EVENT_CHARS:
         return text
-    half = limit // 2
+    half = MAX_EVENT_CHARS // 2
     head_end = max(text.rfind(" ", half - 200, half), text.rfind("\n", half - 200, half))
     head_end = half if head_end <= 0 else head_end
     tail_start = text.find(" ", n - half, n - half + 200)
