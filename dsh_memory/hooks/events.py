@@ -50,13 +50,7 @@ def build_event(
     }
 
 
-def post_events(
-    events: list[dict[str, Any]],
-    api_url: str,
-    *,
-    timeout: float = 5.0,
-    client: Any = None,
-) -> None:
+def post_events(events: list[dict[str, Any]], api_url: str, *, timeout: float = 5.0, client: Any = None) -> None:
     """POST a list of events to `{api_url}/events` (one request). Raises EmitError on failure.
     `client`: a long-lived `httpx.Client` (the receiver's); a one-shot client otherwise."""
     import httpx

@@ -238,14 +238,7 @@ def _validate_codex(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
         )
     body = _parse(_CodexBody, "codex", data)
     sid = check_session_id(body.thread_id, "thread-id")
-    return TurnEnd(
-        kind="codex",
-        session_id=sid,
-        turn=body.turn_id,
-        reason=body.type,
-        cwd=body.cwd,
-        should_trigger=True,
-    )
+    return TurnEnd(kind="codex", session_id=sid, turn=body.turn_id, reason=body.type, cwd=body.cwd, should_trigger=True)
 
 
 def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: bool | None = None) -> TurnEnd:
@@ -283,10 +276,7 @@ _VALIDATORS = {"dsh": _validate_dsh, "codex": _validate_codex, "claude": _valida
 
 
 def parse_turn_end(
-    body: bytes | str,
-    kind: str = "auto",
-    roots: SourceRoots | None = None,
-    max_bytes: int = MAX_BODY_BYTES,
+    body: bytes | str, kind: str = "auto", roots: SourceRoots | None = None, max_bytes: int = MAX_BODY_BYTES
 ) -> TurnEnd:
     """Bytes in, `TurnEnd` out, or `PayloadError` (413 / 400). The one entry point for every adapter.
     `kind` is 'auto' or one of KINDS."""

@@ -17,14 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from dsh_memory.hooks.forwarder import TurnEndForwarder
-from dsh_memory.hooks.payloads import (
-    KINDS,
-    MAX_BODY_BYTES,
-    SECRET_ENV,
-    SECRET_HEADER,
-    PayloadError,
-    parse_turn_end,
-)
+from dsh_memory.hooks.payloads import KINDS, MAX_BODY_BYTES, SECRET_ENV, SECRET_HEADER, PayloadError, parse_turn_end
 from dsh_memory.settings import SourceRoots
 from dsh_memory.settings_loader import prefect_api_url
 

@@ -1,13 +1,7 @@
-"""`dsh-memory serve`: the whole local stack in one command (docs/running.md, "One process").
-
-0. One stack per Prefect home: a kernel-released lock and a state file others read
-   (serve/stack_state.py).
-1. Prefect: PREFECT_API_URL when set, otherwise a child `prefect server start`.
-2. The loopback HTTP app (RPC, MCP, vault, turn-end receiver) in a thread; a non-loopback --host
-   is refused before step 1 (`serve.guard.check_bind_host`).
-3. Boot catch-up: a few seconds after start, one `catch-up` run (throttled).
-4. Serve the prefect.yaml deployments until Ctrl-C / SIGTERM, at most `flow_run_limit` flow runs
-   (processes) at once; then stop everything this process started.
+"""`dsh-memory serve`: the whole local stack in one command (docs/running.md, "One process"), one
+per Prefect home (serve/stack_state.py): Prefect (PREFECT_API_URL, else a child `prefect server
+start`), the loopback HTTP app in a thread, a throttled boot catch-up, then the prefect.yaml
+deployments until Ctrl-C / SIGTERM, at most `flow_run_limit` flow runs at once.
 """
 
 from __future__ import annotations
@@ -140,11 +134,7 @@ class Stack:
             self.start_http(ctx)
             lock.publish(
                 info_for_this_process(
-                    self.prefect_home,
-                    self.api_url,
-                    self.server.port if self.server else None,
-                    self.host,
-                    self.port,
+                    self.prefect_home, self.api_url, self.server.port if self.server else None, self.host, self.port
                 )
             )
             self.echo(f"stack state: {state_path(self.prefect_home)} (status, notify and the CLI find it there)")

@@ -1,14 +1,6 @@
 """The vault's corrections: each one says what it will do (`plan`, the confirm step) and then
-does it (`run`) by calling the same core function as the CLI:
-
-    add          readpath.add                      (`dsh-memory add`)
-    delete       readpath.delete_file              (the RPC's delete-file: pipeline files refused)
-    forget       consolidation.apply.retire_session (`dsh-memory forget`)
-    restore      consolidation.apply.restore_summary (`dsh-memory restore`)
-    extract      serve.deployments.start_run(extract-session)  needs a Prefect server
-    consolidate  serve.deployments.start_run(consolidate)      needs a Prefect server
-
-Without a Prefect server the last two say so instead of pretending (the CLI runs them in-process).
+does it (`run`) by calling the same core function as the CLI. `extract` and `consolidate` start a
+deployment run: without a Prefect server they say so instead of pretending.
 """
 
 from __future__ import annotations
