@@ -28,6 +28,7 @@ from dsh_memory.transcript.secret_values import (
     ROOTS_ANYCASE,
     SECRET_KEY_RE,
     TRAILING_PUNCT,
+    kind_for_name,
     looks_random,
     secretish,
 )
@@ -63,14 +64,7 @@ def _split_ident(ident: str) -> list[str]:
 def _credential_kind(parts: list[str]) -> str | None:
     """The marker kind when the identifier ends in a credential word (`aws_secret_access_key`,
     `X-Auth-Token`), None otherwise (`secretName`, `token_refresh_handler`, `api_key_id`)."""
-    p = parts[-1] if parts else ""
-    if p not in CREDENTIAL_WORDS:
-        return None
-    if p.startswith(("pass", "pwd")):
-        return "password"
-    if p.startswith(("secret", "cred")):
-        return "secret"
-    return "api_key" if p.startswith(("key", "apikey")) else "token"
+    return kind_for_name(parts[-1]) if parts and parts[-1] in CREDENTIAL_WORDS else None
 
 
 def _tight_value_ok(text: str, start: int, ident: str, parts: list[str], m: re.Match[str]) -> bool:
