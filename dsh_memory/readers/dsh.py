@@ -15,6 +15,7 @@ from pathlib import Path
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
 from dsh_memory.readers._input import LogLines, is_dir, regular_stat, scandir
+from dsh_memory.readers._jsonl import as_str
 from dsh_memory.readers.dsh_events import parse_body
 from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime
 
@@ -67,11 +68,6 @@ def discover(root: Path) -> list[SessionRef]:
     ]
 
 
-def _warn_tail(log: LogLines, warn: Warnings) -> None:
-    if log.tail.strip():
-        warn.add(f"incomplete last line dropped ({len(log.tail)} bytes, no trailing newline)", log.count + 1)
-
-
 def _describe(value: object) -> str:
     kind = {str: "a string", bool: "a boolean", float: "a number", list: "a list", dict: "an object"}
     return f"{kind.get(type(value), type(value).__name__)} ({str(value)[:40]!r})"
@@ -111,10 +107,6 @@ def _parse_header(path: Path, raw: bytes) -> dict:
     return header
 
 
-def _opt_str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def _opt_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -129,7 +121,6 @@ def load(ref: SessionRef) -> Session:
         lines = iter(log)
         first = next(lines, None)
         if first is None or not first.strip():
-            _warn_tail(log, warn)
             raise SessionReadError(path, "no complete header line")
         header = _parse_header(path, first)
         version: int = header["version"]
@@ -145,8 +136,9 @@ def load(ref: SessionRef) -> Session:
             is_seeded=header.get("isSeeded") if isinstance(header.get("isSeeded"), bool) else None,
             warn=warn,
         )
-        _warn_tail(log, warn)
-    origin = _opt_str(header.get("origin"))
+        if log.tail.strip():
+            warn.add(f"incomplete last line dropped ({len(log.tail)} bytes, no trailing newline)", log.count + 1)
+    origin = as_str(header.get("origin")) or None
     depth = _opt_int(header.get("delegationDepth")) or 0
     session_id: str = header["id"]
     if ref.id and ref.id != session_id:
@@ -163,11 +155,11 @@ def load(ref: SessionRef) -> Session:
         id=session_id,
         source="dsh",
         path=path,
-        cwd=_opt_str(header.get("cwd")),
+        cwd=as_str(header.get("cwd")) or None,
         created_at=ms_to_datetime(header["createdAt"]),
         updated_at=updated,
         is_root=not (origin == "subagent" or depth > 0),
-        parent_id=_opt_str(header.get("parentSession")),
+        parent_id=as_str(header.get("parentSession")) or None,
         title=body.title,
         format_version=version,
         events=body.events,
