@@ -17,7 +17,7 @@ EXPLORATION = re.compile(
     r"file|sort|git (status|log|diff|show|branch|blame|ls-files|rev-parse|merge-base|remote)|gh (pr|issue|run) (view|list)"
     r"|gh api)\b"
 )
-_SPAN = re.compile(r"`([^`\n]+)`")
+CODE = re.compile(r"`([^`\n]+)`")  # a code span
 _SOURCE = re.compile(r"\[source:[^\]]*\]|\[scope:[^\]]*\]")
 _TABLE = re.compile(r"^\s*(?:[-*+]\s+)?\|[^|\n]*\||^\s*(?:[-*+]\s+)?\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
 _YOU = re.compile(r"\b(you|your|yours|yourself)\b", re.I)
@@ -62,10 +62,10 @@ def is_exploration(line: str) -> bool:
     bare = _SOURCE.sub("", line or "")
     if _BARE.match(bare) and EXPLORATION.match(bare.strip().lstrip("-*+ ")):
         return True
-    spans = _SPAN.findall(line or "")
+    spans = CODE.findall(line or "")
     if not spans or not EXPLORATION.match(spans[0].strip()):
         return False
-    rest = _SPAN.sub(" ", _SOURCE.sub(" ", (line or "").split("→")[0]))
+    rest = CODE.sub(" ", _SOURCE.sub(" ", (line or "").split("→")[0]))
     return len(_WORDS.findall(rest)) <= 6
 
 

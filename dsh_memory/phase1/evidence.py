@@ -17,7 +17,7 @@ import re
 from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
-from dsh_memory.phase1.clean import is_table_row, second_person
+from dsh_memory.phase1.clean import CODE, is_table_row, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist
 from dsh_memory.phase1.commands import (
     ESCALATED,
@@ -49,7 +49,6 @@ from dsh_memory.phase1.plan import best_items, plan_items
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
-    CODE,
     LOWER_SENT,
     MAX_RULE_CHARS,
     QUESTION,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.clean import is_table_row, why_not_memory
+from dsh_memory.phase1.clean import CODE, is_table_row, why_not_memory
 from dsh_memory.phase1.commands import clip
-from dsh_memory.phase1.user_words import CODE, TASK_VERB
+from dsh_memory.phase1.user_words import TASK_VERB
 
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 32

@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from dsh_memory.phase1.blocks import blocks, command_of
-from dsh_memory.phase1.clean import is_marker, why_not_memory
+from dsh_memory.phase1.clean import CODE, is_marker, why_not_memory
 
 BOILERPLATE = re.compile(
     r"\bas an ai\b|\bi am (a|an) (coding |helpful |ai )?(agent|assistant|ai|language model)\b"
@@ -37,7 +37,6 @@ BOILERPLATE = re.compile(
     re.I,
 )
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-CODE = re.compile(r"`([^`\n]+)`")
 QUOTE = re.compile(r"\"([^\"\n]{8,})\"|“([^”\n]{8,})”")
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 HEADING = re.compile(r"^\s*#{1,6}\s")

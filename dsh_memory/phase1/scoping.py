@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 
 from dsh_memory.phase1.blocks import blocks, sentences
-from dsh_memory.phase1.postprocess import content_words
+from dsh_memory.phase1.postprocess import BULLET, content_words
 from dsh_memory.scope import is_tagged_global, stated_as_general, tag, untag
 
 QUOTED = re.compile(r"\"([^\"\n]{6,})\"|“([^”\n]{6,})”")
-ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 MIN_SHARE = 0.5
 
 
@@ -48,7 +47,7 @@ def scope_items(raw_memory: str, transcript_text: str) -> tuple[str, list[str]]:
     users = [s for b in blocks(transcript_text) if b.tag == "user" for s in sentences(b.text)]
     out, notes, tagged, refused = [], [], 0, 0
     for line in raw_memory.split("\n"):
-        if not ITEM.match(line):
+        if not BULLET.match(line):
             out.append(untag(line) if is_tagged_global(line) else line)
             continue
         general = any(stated_as_general(s) for s in backing_words(line, users))

@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 
 from dsh_memory.models import Event
-from dsh_memory.phase1.clean import is_marker, is_table_row
+from dsh_memory.phase1.clean import CODE, is_marker, is_table_row
 
 MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
 LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts often go on in lower case
-CODE = re.compile(r"`([^`\n]+)`")
 RULE_CUE = re.compile(
     r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|must|to)\s+)"
     r"(?:(?:in|for|on|when|with|inside)\b[^,.;:]{0,40}?\s)?(don'?t|do not|never|always|avoid|stop\s+\w+ing)\b"
