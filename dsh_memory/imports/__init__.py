@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -57,11 +58,8 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
         pieces += codex.items(codex_home(), exclude)
     with store.lock("imports"):
         manifest = load_manifest(store)
-        for item in pieces:
-            result.rows.append(_one(store, manifest, item, dry_run))
+        result.rows = [_one(store, manifest, item, dry_run) for item in pieces]
         if not dry_run and any(r.action in ("import", "update") for r in result.rows):
-            from pathlib import Path
-
             from dsh_memory.storage.store_format import _write_atomic
 
             path = Path(store.root) / MANIFEST  # bookkeeping: .state/ is never served
