@@ -12,6 +12,7 @@ import hashlib
 from pathlib import Path
 
 from dsh_memory.llm.base import ToolSpec
+from dsh_memory.llm.grammar import SLUG_MAX_CHARS
 
 PROMPT_VERSION = "p1-2026-12-02.1"  # the evidence writer reads events; clean-up guarantees (issue 24)
 
@@ -31,7 +32,6 @@ def writer_digest(root: Path = Path(__file__).resolve().parents[1]) -> str:
 
 RAW_MEMORY_MAX_CHARS = 4000
 SUMMARY_MAX_CHARS = 6000
-SLUG_MAX_CHARS = 60
 
 MEMORY_SAVE_TOOL = ToolSpec(
     name="memory_save",

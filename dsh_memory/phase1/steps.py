@@ -33,7 +33,6 @@ TRIPWIRES = "## Warnings in the project's files"
 PROCEDURE = "## Procedure"
 
 SUMMARY_MAX_CHARS = 200
-MAX_COMMANDS = 6
 MAX_STEPS_SHOWN = 12
 STEP_MAX_TOKENS = 224  # the grammar caps strings at 1 char per token: ≈ 170 characters of recap
 
