@@ -52,7 +52,8 @@ def command(
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register `body(as_json, **values)` as `dsh-memory <operation>`: the fields of the
     operation's request model (`readpath.OPERATIONS`; those in `arguments` positional, the rest
-    options), then CLI-only `flags`, then --json."""
+    options), then CLI-only `flags`, then --json. `body` prints the text output, or with --json
+    returns what is printed as JSON."""
     from dsh_memory.readpath import OPERATIONS
     from dsh_memory.readpath.params import fields, with_signature
 
@@ -63,7 +64,9 @@ def command(
         params += [*flags, _flag("as_json", "--json", "Print JSON")]
 
         def cmd(**values: Any) -> None:
-            run(lambda: body(**values), values["as_json"])
+            data = run(lambda: body(**values), values["as_json"])
+            if values["as_json"]:
+                emit_json(data)
 
         with_signature(cmd, params, name=body.__name__, doc=body.__doc__)
         app.command(operation, rich_help_panel=PANEL)(cmd)
@@ -117,7 +120,7 @@ def register(app: typer.Typer) -> None:
     )
 
     @command(app, "summary", flags=[inject, from_hook])
-    def summary_cmd(as_json: bool, inject: bool, from_hook: bool, cwd: str | None) -> None:
+    def summary_cmd(as_json: bool, inject: bool, from_hook: bool, cwd: str | None) -> Any:
         """Show memory_summary.md (capped at max_summary_chars); with --cwd, the global part plus
         that project's part."""
         from dsh_memory.readpath import summary
@@ -127,10 +130,8 @@ def register(app: typer.Typer) -> None:
             cwd = hook_cwd(sys.stdin)
         s = summary(store, settings.max_summary_chars, cwd=cwd, stale_after_days=settings.stale_after_days)
         if as_json:
-            data = s.model_dump()
-            data["injection"] = s.injection()
-            emit_json(data)
-        elif inject:
+            return {**s.model_dump(), "injection": s.injection()}
+        if inject:
             text = s.injection()
             if text:
                 typer.echo(text, nl=False)
@@ -140,15 +141,14 @@ def register(app: typer.Typer) -> None:
             typer.echo(s.content)
 
     @command(app, "list", arguments=["path"])
-    def list_cmd(as_json: bool, **params: Any) -> None:
+    def list_cmd(as_json: bool, **params: Any) -> Any:
         """List one directory of the memory (shallow, sorted)."""
         from dsh_memory.readpath import list_dir
 
         store, _ = _store()
         res = list_dir(store, **params)
         if as_json:
-            emit_json(res.model_dump())
-            return
+            return res.model_dump()
         for e in res.entries:
             size = "" if e.size is None else f"{e.size:>9}"
             kind, slash = ("d", "/") if e.type == "directory" else ("f", "")
@@ -157,15 +157,14 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
     @command(app, "read", arguments=["path"])
-    def read_cmd(as_json: bool, **params: Any) -> None:
+    def read_cmd(as_json: bool, **params: Any) -> Any:
         """Print a slice of one memory file (line-numbered)."""
         from dsh_memory.readpath import read
 
         store, _ = _store()
         res = read(store, **params)
         if as_json:
-            emit_json(res.model_dump())
-            return
+            return res.model_dump()
         for i, line in enumerate(res.content.splitlines(), start=res.start_line):
             typer.echo(f"{i:>6}  {line}")
         if res.truncated:
@@ -173,15 +172,14 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"… truncated at line {res.end_line} of {res.total_lines}{nxt}", err=True)
 
     @command(app, "search", arguments=["queries"])
-    def search_cmd(as_json: bool, **params: Any) -> None:
+    def search_cmd(as_json: bool, **params: Any) -> Any:
         """Search the memory; every hit is printed as path:start-end for citation."""
         from dsh_memory.readpath import search
 
         store, settings = _store()
         res = search(store, **params, semantic_search=settings.semantic_search)
         if as_json:
-            emit_json(res.model_dump())
-            return
+            return res.model_dump()
         if not res.matches:
             typer.echo("no matches", err=True)
         for m in res.matches:
@@ -190,13 +188,12 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
     @command(app, "add", arguments=["note"])
-    def add_cmd(as_json: bool, **params: Any) -> None:
+    def add_cmd(as_json: bool, **params: Any) -> Any:
         """Add an ad hoc note; the next consolidation merges it into memory."""
         from dsh_memory.readpath import add
 
         store, _ = _store()
         res = add(store, **params)
         if as_json:
-            emit_json(res.model_dump())
-        else:
-            typer.echo(res.path)
+            return res.model_dump()
+        typer.echo(res.path)
