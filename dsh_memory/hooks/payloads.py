@@ -56,8 +56,11 @@ class TurnEnd(BaseModel):
     seq: int | None = Field(None, description="DSH seq of the turn/end event")
     cwd: str | None = None
     transcript_path: str | None = Field(None, description="Checked to lie inside the agent's root; never opened here")
-    should_trigger: bool
-    why_not: str = Field("", description="Why should_trigger is False ('' when it is True)")
+    why_not: str = Field("", description="Why it does not trigger extraction ('' when it does)")
+
+    @property
+    def should_trigger(self) -> bool:
+        return not self.why_not
 
 
 # ---------------------------------------------------------------- raw wire shapes (strict)
@@ -219,7 +222,6 @@ def _validate_dsh(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
         seq=body.seq,
         cwd=header.cwd if header is not None else None,
         transcript_path=path,
-        should_trigger=not why,
         why_not=why,
     )
 
@@ -233,12 +235,11 @@ def _validate_codex(data: dict[str, Any], roots: SourceRoots) -> TurnEnd:
             kind="codex",
             session_id=sid,
             reason=head.type[:64],
-            should_trigger=False,
             why_not=f"Codex notify type is not {CODEX_TURN_COMPLETE!r}",
         )
     body = _parse(_CodexBody, "codex", data)
     sid = check_session_id(body.thread_id, "thread-id")
-    return TurnEnd(kind="codex", session_id=sid, turn=body.turn_id, reason=body.type, cwd=body.cwd, should_trigger=True)
+    return TurnEnd(kind="codex", session_id=sid, turn=body.turn_id, reason=body.type, cwd=body.cwd)
 
 
 def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: bool | None = None) -> TurnEnd:
@@ -267,7 +268,6 @@ def _validate_claude(data: dict[str, Any], roots: SourceRoots, bridge: bool | No
         reason=event[:64],
         cwd=body.cwd,
         transcript_path=path,
-        should_trigger=not why,
         why_not=why,
     )
 
