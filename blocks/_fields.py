@@ -1,8 +1,6 @@
 """Helpers shared by the two blocks: mirrored fields, path checks, provenance, fix-it messages.
-
-A block field is `None` when it was left empty: the environment or the documented default
-applies. Bounds and descriptions are taken from the plain settings models so the two cannot
-drift apart (a test checks every field is mirrored).
+A field left empty is `None`; bounds and descriptions come from the plain settings models, so the
+two cannot drift apart (a test checks every field is mirrored).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""`MemorySettingsBlock`: the pipeline settings as a Prefect Block, editable in the UI.
-
-Precedence, field by field: a value saved in the block > the environment (DSH_MEMORY_<FIELD>,
-DSH_MEMORY_ROOT, DSH_HOME…) > the documented default. A field left empty follows the
-environment/default, so a block only pins what you set in it.
-"""
+"""`MemorySettingsBlock`: the pipeline settings as a Prefect Block, editable in the UI; a block
+only pins the fields set in it (block > DSH_MEMORY_<FIELD>, DSH_MEMORY_ROOT, DSH_HOME… > default)."""
 
 from __future__ import annotations
 

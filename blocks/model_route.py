@@ -1,6 +1,4 @@
-"""`ModelRouteBlock`: which model answers each phase, and how; the API key as a Prefect secret.
-A field left empty follows the environment, then the default (docs/configuration.md).
-"""
+"""`ModelRouteBlock`: which model answers each phase, and how; the API key as a Prefect secret."""
 
 from __future__ import annotations
 

@@ -36,14 +36,14 @@ def _env_names(
 
 
 def _environment_values(names: Mapping[str, tuple[str, ...]], env: Mapping[str, str]) -> dict[str, str]:
-    """The fields `env` sets, as raw strings the models validate: a field's first variable with a
-    non-empty value (variable names match in any case)."""
-    lowered = {key.lower(): value for key, value in env.items()}
+    """The fields `env` sets, as raw strings the models validate: a field's first variable that is
+    set (an empty value is unset; variable names match in any case)."""
+    present = {key.lower(): value for key, value in env.items() if value != ""}
     values = {}
     for field, variables in names.items():
-        value = next((lowered[v.lower()] for v in variables if lowered.get(v.lower())), None)
-        if value is not None:
-            values[field] = value
+        found = [present[v.lower()] for v in variables if v.lower() in present]
+        if found:
+            values[field] = found[0]
     return values
 
 
