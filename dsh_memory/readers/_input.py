@@ -17,7 +17,7 @@ import logging
 import os
 import stat
 from collections.abc import Callable, Iterator
-from contextlib import suppress
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
@@ -77,7 +77,7 @@ def _over_cap(size: int, what: str) -> str:
     return f"{what} {size / _MIB:.0f} MB exceeds the {MAX_LOG_BYTES // _MIB} MB cap per session log"
 
 
-class LogLines:
+class LogLines(AbstractContextManager):
     """The lines of one log file, read a bounded window at a time. Use as a context manager.
 
     Opening refuses what is not a regular file, a plain log over the cap, and a `.zst` log that
@@ -112,9 +112,6 @@ class LogLines:
         except BaseException:
             self._fh.close()
             raise
-
-    def __enter__(self) -> LogLines:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self._fh.close()

@@ -217,12 +217,9 @@ def find_cut(records: list[Record], version: int, seed_length: int | None, is_se
     """First seq that belongs to this session (events before it were copied from the parent)."""
     if version <= 1:
         return seed_length or 0
-    cut = None
-    for r in records:
-        if r.type == "session/end-seed" and r.data.get("inherited") is True:
-            cut = r.seq + 1
-    if cut is not None:
-        return cut
+    seeds = [r.seq for r in records if r.type == "session/end-seed" and r.data.get("inherited") is True]
+    if seeds:
+        return seeds[-1] + 1  # records are in seq order
     if seed_length:
         return seed_length
     if is_seeded is True:
