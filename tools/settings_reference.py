@@ -56,8 +56,8 @@ def _rows(block: Any, model: Any, env_names: dict[str, tuple[str, ...]], default
 def generate() -> str:
     from dsh_memory.blocks.memory_settings import ENV_NAMES as MEMORY_ENV
     from dsh_memory.blocks.memory_settings import MemorySettingsBlock
-    from dsh_memory.blocks.model_route import ENV_NAMES as ROUTE_ENV
     from dsh_memory.blocks.model_route import ModelRouteBlock
+    from dsh_memory.settings import ROUTE_ENV_NAMES as ROUTE_ENV
     from dsh_memory.settings import MemorySettings, ModelRoute
 
     memory_defaults = {
