@@ -21,8 +21,6 @@ _COMMAND_ARG = re.compile(r'^(?:command|cmd)=(\[.*?\]|"(?:[^"\\]|\\.)*")', re.S)
 class Block:
     tag: str  # user | assistant | tool | result | hidden | …
     text: str
-    detail: str = ""  # the tag's rest: ", error", " bash", …
-    tool: str = ""  # tool blocks: the tool name; results: the tool name in the tag
     args: str = ""  # tool blocks: the argument summary
 
 
@@ -33,11 +31,7 @@ def blocks(text: str) -> list[Block]:
     for line in (text or "").split("\n"):
         m = _TAG.match(line)
         if m:
-            tag, detail, rest = m.group(1), m.group(2), m.group(3).lstrip()
-            b = Block(tag, rest, detail)
-            if tag == "result":
-                b.tool = detail.split(",")[0].strip()
-            out.append(b)
+            out.append(Block(m.group(1), m.group(3).lstrip()))
         elif _OMITTED.match(line.strip()):
             out.append(Block("note", line.strip()))  # never part of the block before it
         elif out:
@@ -47,7 +41,7 @@ def blocks(text: str) -> list[Block]:
         if b.tag == "tool":
             m = re.match(r"^([^()\s]+)\((.*)\)$", b.text, re.S)
             if m:
-                b.tool, b.args = m.group(1), m.group(2)
+                b.args = m.group(2)
     return out
 
 

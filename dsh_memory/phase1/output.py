@@ -18,7 +18,6 @@ class ExtractionOutput(BaseModel):
     provider: str = ""
     reasoning_effort: str = ""
     notes: list[str] = []
-    transcript_tokens: int = 0
 
     @property
     def is_noop(self) -> bool:
