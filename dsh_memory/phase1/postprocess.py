@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dsh_memory.phase1.blocks import blocks, command_of
 from dsh_memory.phase1.clean import CODE, is_marker, why_not_memory
@@ -64,11 +64,10 @@ MIN_GROUNDED = 0.5
 class Source:
     """The transcript, split by who said what, in the forms the checks need."""
 
-    text: str
-    user: str = ""
-    agent: str = ""  # assistant text + tool calls and results
-    words: set[str] = field(default_factory=set)
-    flat: str = ""
+    user: str
+    agent: str  # assistant text + tool calls and results
+    words: set[str]  # every word of the transcript, lower-cased
+    flat: str  # the transcript and its list-form commands, white space collapsed, lower-cased
 
     @classmethod
     def of(cls, transcript_text: str) -> Source:
@@ -78,10 +77,8 @@ class Source:
             if b.tag == "tool" and (line := command_of(b)):
                 lines.append(line)
         commands = "\n".join(lines)  # list-form commands, joined
-        src = cls(transcript_text, "\n".join(user), "\n".join(agent) + "\n" + commands)
-        src.words = {w.lower() for w in WORD.findall(transcript_text)}
-        src.flat = _flat(transcript_text + "\n" + commands)
-        return src
+        words = {w.lower() for w in WORD.findall(transcript_text)}
+        return cls("\n".join(user), "\n".join(agent) + "\n" + commands, words, _flat(transcript_text + "\n" + commands))
 
 
 def _flat(text: str) -> str:
