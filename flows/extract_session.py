@@ -32,8 +32,7 @@ MAX_ROUNDS = 20  # bounds a run's duration; then it asks for its next run as usu
 
 def session_id_from(resource: str) -> str:
     """`dsh.session.<id>` (the event resource) or a bare id → the id."""
-    resource = (resource or "").strip()
-    return resource[len(RESOURCE_PREFIX) :] if resource.startswith(RESOURCE_PREFIX) else resource
+    return (resource or "").strip().removeprefix(RESOURCE_PREFIX)
 
 
 def _run_name() -> str:

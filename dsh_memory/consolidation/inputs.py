@@ -60,10 +60,8 @@ def cap_text(text: str, cap: int) -> tuple[str, bool]:
 
 
 def pack(items: list[str], cap: int) -> tuple[list[str], bool]:
-    """Whole items in order while they fit; a first item larger than the cap is cut to fit.
-
-    Returns (rendered items, truncated). len(result) is how many items were consumed.
-    """
+    """(whole items in order while they fit, truncated); a first item larger than the cap is cut
+    to fit. len(items) is how many were consumed."""
     out: list[str] = []
     used = 0
     for i, item in enumerate(items):

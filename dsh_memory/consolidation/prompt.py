@@ -10,11 +10,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from dsh_memory.consolidation.skill_inventory import SKILL_NAME_PATTERN
 from dsh_memory.llm.base import ToolSpec
 
 PROMPT_VERSION = "p2-2026-12-02.1"
-
-SKILL_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,79}$"
 
 MEMORY_WRITE_TOOL = ToolSpec(
     name="memory_write",

@@ -8,8 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_memory.consolidation.prompt import SKILL_NAME_PATTERN
-
+SKILL_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,79}$"  # the memory_write tool's too (prompt.py)
 SKILL_NAME_RE = re.compile(SKILL_NAME_PATTERN)
 SKILL_FILES_LISTED = 20
 SKILL_MD_HEAD_CHARS = 8192

@@ -88,9 +88,8 @@ def scope_of_group(g: Group) -> str | None:
 
 
 def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:
-    """memory_summary.md: `v1`, then a `# Scope: global` part and one `# Scope: project <root>`
-    part per project (see the module docstring). The global part plus any one project part fit
-    in `cap`; whole lines."""
+    """memory_summary.md (see the module docstring): the global part plus any one project part
+    fit in `cap`; whole lines."""
     parts: dict[str | None, list[Group]] = {None: []}
     for g in groups.values():
         parts.setdefault(scope_of_group(g), []).append(g)
