@@ -120,32 +120,29 @@ def plan(
     backfill: bool = False,
     respect_idle: bool = True,
     overrides: dict[str, str] | None = None,
-    include_exec: bool | None = None,
-    header: Callable[[SessionRef], str | None] | None = None,
 ) -> list[Decision]:
     """One Decision per discovered session (restricted to `only_ids` when given). A session of a
-    project in `settings.exclude_projects` is skipped after reading its header alone (`header`:
-    the cwd it names, default `readers.header.session_cwd`), before anything else is looked at."""
+    project in `settings.exclude_projects` is skipped after reading its header alone (the cwd
+    `readers.header.session_cwd` finds there), before anything else is looked at."""
     overrides = overrides or {}
-    if settings.exclude_projects and header is None:
-        from dsh_memory.readers.header import session_cwd as header
-    include_exec = settings.include_codex_exec if include_exec is None else include_exec
+    if settings.exclude_projects:
+        from dsh_memory.readers.header import session_cwd
     out: list[Decision] = []
     explicit = only_ids is not None  # named sessions: an explicit request (freshness by intent)
     for ref in refs:
         if only_ids is not None and ref.id not in only_ids:
             continue
-        if settings.exclude_projects and header is not None:
-            pattern = excluded_by(header(ref), settings.exclude_projects)
+        if settings.exclude_projects:
+            pattern = excluded_by(session_cwd(ref), settings.exclude_projects)
             if pattern is not None:
                 out.append(Decision(ref, SKIP, ReasonKind.EXCLUDED, f"excluded: its project matches {pattern}"))
                 continue
         claim, override = claims.get(ref.id), overrides.get(ref.id)
-        out.append(_decide(ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, explicit))
+        out.append(_decide(ref, claim, settings, now, load, backfill, respect_idle, override, explicit))
     return out
 
 
-def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, include_exec, explicit) -> Decision:
+def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, explicit) -> Decision:
     skip = partial(Decision, ref, SKIP)
     if override == "exclude":
         return skip(ReasonKind.EXCLUDED, "excluded by override")
@@ -217,7 +214,7 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, i
         )
     if not sess.is_root:
         return skip(ReasonKind.SUBAGENT, "subagent session (its parent's log covers it)", session=sess)
-    if not sess.interactive and not include_exec and override != "include":
+    if not sess.interactive and not settings.include_codex_exec and override != "include":
         return skip(ReasonKind.NON_INTERACTIVE, "non-interactive session (codex exec)", session=sess)
     if not sess.human_prompts:
         return skip(ReasonKind.NO_HUMAN_PROMPT, "no human prompt", session=sess)
