@@ -149,8 +149,6 @@ def from_arguments(
     args: dict, *, source: str, cut: str | None = None, mode: str = "INCREMENTAL"
 ) -> ConsolidationOutput:
     """Validate the top-level shape. `cut` = the key whose value was cut off (truncated output)."""
-    if not isinstance(args, dict):
-        raise LLMOutputError("memory_write arguments are not an object")
     if isinstance(args.get("arguments"), dict) and args.get("name") == TOOL_NAME:
         args = args["arguments"]
     if cut in REQUIRED:
