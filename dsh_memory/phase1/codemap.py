@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from dsh_memory.phase1.commands import is_build_command
+
 MAX_FILES = 6
 MAX_SYMBOLS = 5
 MAX_TEXT = 200_000  # the text of one edit that is scanned for names
@@ -180,10 +182,10 @@ def code_map_lines(changed: list[Change]) -> list[str]:
     return out
 
 
-def documented(edits: list[tuple[str, str]], is_command) -> tuple[list[str], list[str]]:
-    """What the session wrote down for later sessions: (the commands in the shell blocks it wrote
-    into an agent instruction file — CLAUDE.md, AGENTS.md, … —, the descriptions of the agent
-    memory notes it saved). `is_command` tells a build/run command from any other line."""
+def documented(edits: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """What the session wrote down for later sessions: (the build/run commands in the shell blocks
+    it wrote into an agent instruction file — CLAUDE.md, AGENTS.md, … —, the descriptions of the
+    agent memory notes it saved)."""
     commands: list[str] = []
     notes: list[str] = []
     for path, text in edits:
@@ -191,7 +193,7 @@ def documented(edits: list[tuple[str, str]], is_command) -> tuple[list[str], lis
             for block in _FENCE.findall(text):
                 for line in block.splitlines():
                     line = line.strip().removeprefix("$ ").strip()
-                    if line and not line.startswith("#") and is_command(line) and line not in commands:
+                    if line and not line.startswith("#") and is_build_command(line) and line not in commands:
                         commands.append(line)
         elif AGENT_MEMORY_FILE.search(path):
             m = _DESCRIPTION.search(text)
