@@ -1,8 +1,4 @@
-"""Phase 1 bookkeeping tasks: the claims and flags in `.state/state.sqlite3`, one verb each.
-
-`renewing_claims` renews the claims of the sessions being extracted in the background, so a live
-owner never looks stale, however long a local model decodes.
-"""
+"""Phase 1 bookkeeping tasks: the claims and flags in `.state/state.sqlite3`, one verb each."""
 
 from __future__ import annotations
 
@@ -94,7 +90,8 @@ def finish_phase1(
 
 @contextmanager
 def renewing_claims(settings: MemorySettings, session_ids: list[str]) -> Iterator[None]:
-    """Renew this process's running claims on `session_ids` every stale_claim_seconds / 3."""
+    """Renew this process's running claims on `session_ids` every stale_claim_seconds / 3, in the
+    background: a live owner never looks stale, however long a local model decodes."""
     stop = threading.Event()
     every = max(1.0, settings.stale_claim_seconds / 3)
 

@@ -1,13 +1,10 @@
 """Consolidation's answer to memory the working tree contradicts: set it aside, refresh it or
 retire it into the archive — never delete it silently (docs/agents.md says what users see).
 
-- `set_aside`: in each project group whose repository is on this machine, a bullet the tree
-  contradicts (`readpath.freshness`) moves to the group's `Possibly stale` section with the
-  reason, and back to `Project facts` when the tree has the cited thing again; the same item set
-  aside twice is one bullet with both sources (the newer evidence refreshes its date).
-- `flagged`: every project item the tree contradicts or that is older than `stale_after_days`,
-  with its note; `retire` marks those that are both. The endpoint model sees them as an input
-  section (`section`); the mechanical merge leaves the retire-marked ones out (`retire`).
+A bullet the tree contradicts (`readpath.freshness`) moves to its group's `Possibly stale`
+section, and back when the tree has the cited thing again (`set_aside`); an item both
+contradicted and older than `stale_after_days` is retired (`flagged`, `retire`). The model sees
+the flagged items as an input section; the mechanical merge leaves the retire-marked ones out.
 """
 
 from __future__ import annotations
