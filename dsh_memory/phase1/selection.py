@@ -138,7 +138,10 @@ def plan(
                 out.append(Decision(ref, SKIP, ReasonKind.EXCLUDED, f"excluded: its project matches {pattern}"))
                 continue
         claim, override = claims.get(ref.id), overrides.get(ref.id)
-        out.append(_decide(ref, claim, settings, now, load, backfill, respect_idle, override, explicit))
+        try:
+            out.append(_decide(ref, claim, settings, now, load, backfill, respect_idle, override, explicit))
+        except SessionReadError as exc:  # the log cannot be read: that claim fails alone
+            out.append(Decision(ref, UNREADABLE, ReasonKind.UNREADABLE, f"unreadable: {exc.reason}"))
     return out
 
 
@@ -179,9 +182,7 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, e
         if status in ("done", "noop"):
             legacy = claim.last_seq is None or claim.last_seq < 0
             if legacy and status == "done":
-                sess, err = _load(ref, load)
-                if err:
-                    return err
+                sess = load(ref)
                 return Decision(
                     ref,
                     BASELINE,
@@ -203,9 +204,7 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, e
             # A previous part succeeded before this failure: continue from its watermark.
             watermark, part, base_slug = claim.last_seq, (claim.parts or 0) + 1, claim.slug
 
-    sess, err = _load(ref, load)
-    if err:
-        return err
+    sess = load(ref)
     if sess.meta.get("unknown_version") and override != "include":
         return skip(
             ReasonKind.UNKNOWN_VERSION,
@@ -243,10 +242,3 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, e
     if claim is not None and claim.status == "noop" and (claim.last_seq is None or claim.last_seq < 0):
         kind, reason = ReasonKind.LEGACY_NOOP, "legacy noop claim: one full re-extraction"
     return Decision(ref, EXTRACT, kind, reason, watermark=-1, part=part, session=sess, base_slug=base_slug)
-
-
-def _load(ref: SessionRef, load) -> tuple[Session | None, Decision | None]:
-    try:
-        return load(ref), None
-    except SessionReadError as exc:
-        return None, Decision(ref, UNREADABLE, ReasonKind.UNREADABLE, f"unreadable: {exc.reason}")
