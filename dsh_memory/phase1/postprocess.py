@@ -1,7 +1,6 @@
 """Deterministic clean-up of what any model wrote for one session, checked against its transcript.
 
-Applied to every provider's `memory_save` answer (the endpoint's, the local model's, a fake's),
-line by line, in this order:
+Applied to every provider's answer, line by line, in this order:
 
 1. boilerplate goes ("as an AI…", "I am a coding agent…", "here to assist you");
 2. a line that loops over its own sentences keeps one copy of each; duplicate and near-duplicate
@@ -9,16 +8,13 @@ line by line, in this order:
 3. a line cut off mid-word or mid-sentence (unbalanced backticks, a dangling "the"/"and"/comma,
    a last word found nowhere in the transcript nor elsewhere in the answer) is trimmed back to
    its last full sentence, or dropped;
-4. a line not grounded in the transcript goes: fewer than half of its content words occur in
-   it, or none of its `code spans` do;
-5. attribution follows the event roles: "the user ran/fixed/pinned…" when only the agent's
-   messages and tools show it becomes "the agent …"; "the user said '…'" quoting the agent
-   becomes "the agent said"; the extractor's own first person ("I fixed…") becomes "The agent";
-6. in the raw memory, every line `clean.why_not_memory` names goes (omission markers, bare
-   exploration commands, table fragments, copy in the second person); a recap loses its markers;
+4. a line goes when fewer than half of its content words, or none of its `code spans`, occur in
+   the transcript;
+5. attribution follows the event roles: "the user ran/fixed…" that only the agent's messages and
+   tools show, or "the user said '…'" quoting the agent, become "the agent …"; the extractor's own
+   first person ("I fixed…") becomes "The agent";
+6. in the raw memory every line `clean.why_not_memory` names goes; a recap loses its markers;
 7. headings left without content go; the text is capped at whole lines.
-
-`clean_fields` returns the cleaned fields and notes saying what was removed (run history).
 """
 
 from __future__ import annotations
