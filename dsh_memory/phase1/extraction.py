@@ -32,8 +32,6 @@ from dsh_memory.scope import head_commit, project_root, untag
 from dsh_memory.transcript.redact import redact
 from dsh_memory.transcript.render import render_transcript
 
-CLAIMED_ELSEWHERE = "claimed by another run"
-
 
 class Outcome(BaseModel):
     """What happened to one session: a row of the Phase 1 batch table (no transcript, no secrets)."""
@@ -56,8 +54,8 @@ class Outcome(BaseModel):
     @classmethod
     def claimed_elsewhere(cls, decision: Decision) -> Outcome:
         """Skipped: another run holds the session's claim (it extracts it)."""
-        ref = decision.ref
-        return cls(session=ref.id, source=ref.source, outcome="skipped", part=decision.part, reason=CLAIMED_ELSEWHERE)
+        ref, part = decision.ref, decision.part
+        return cls(session=ref.id, source=ref.source, outcome="skipped", part=part, reason="claimed by another run")
 
 
 class Phase1Input(BaseModel):
