@@ -13,15 +13,7 @@ from typing import Any
 
 from dsh_memory.consolidation.mechanical import Group
 from dsh_memory.readpath.learned import SOURCE
-from dsh_memory.scope import (
-    GLOBAL,
-    SUMMARY_HEADING,
-    handbook_groups,
-    is_tagged_global,
-    project_root,
-    summary_parts,
-    untag,
-)
+from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, is_tagged_global, project_root, summary_parts, untag
 
 WORD = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 NOISE = frozenset("the and for you with this that user said says agent".split())
@@ -94,6 +86,8 @@ def guard_summary(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[s
 
 def guard_handbook(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[str, int]:
     """(MEMORY.md with misplaced project items moved to their project's task group, how many)."""
+    from dsh_memory.scope import handbook_groups
+
     if not items or not text.strip():
         return text, 0
     lines = text.split("\n")
