@@ -1,18 +1,12 @@
 """The standing instructions a session's user typed, and when two of them say the same thing.
 
-Finding them: every human prompt through Phase 1's own reading of the user's words
-(`phase1/user_words.py`: `user_text` keeps the typed words of a prompt, `is_rule` tells a
-standing wish — "don't use npm here", "I told you, no mocks" — from a task instruction), split
-into sentences as `phase1/evidence.gather` splits them, redacted. So replay counts exactly what
-Phase 1 would treat as a rule, no more.
-
-Comparing them (`Matcher`): the same rule is said again in other words, so words alone are not
-enough and meaning alone is too loose (a small static embedding puts "use tabs in Go" next to
-"spaces, not tabs, in Python"). Two sentences state the same rule when
-  * lexically: they share at least two content terms, covering ≥ 60 % of the shorter one's terms
-    (or its only term, when the other is short too: "no mocks" ~ "never mock our code"); or
-  * by meaning, when the search embedding model is installed (`readpath/embedder.py`): cosine
-    ≥ 0.55 and at least one content term in common.
+Finding them: Phase 1's own reading of the user's words (`phase1/user_words.py`: `is_rule` tells
+a standing wish, "don't use npm here", from a task instruction), so replay counts exactly what
+Phase 1 would treat as a rule. Comparing them (`Matcher`): words alone are not enough and meaning
+alone is too loose (a small static embedding puts "use tabs in Go" next to "spaces, not tabs, in
+Python"). Two sentences state the same rule when they share at least two content terms covering
+≥ 60 % of the shorter one's (or its only term, when the other is short too: "no mocks" ~ "never
+mock our code"), or, with the search embedding model installed, at cosine ≥ 0.55 sharing a term.
 The thresholds were set on hand-written pairs of restatements and near misses (the module's
 test), not on the benchmark.
 """
