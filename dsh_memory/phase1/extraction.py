@@ -93,12 +93,9 @@ def call_model(
     reasoning_effort: str,
     slot: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> ExtractionOutput:
-    """One extraction. Raises the LLM error classes; returns redacted, cleaned fields.
-
-    The no-op gate first (a trivial session costs no model call); then the writer (see the module
-    docstring); then the same deterministic clean-up for both (`postprocess`). `slot()` is held
-    around the model's part only (llm/limit.py: the run's model slots), so the gate, the prompt
-    and the clean-up of one session overlap another's model call."""
+    """One extraction: the no-op gate, the writer, the clean-up (see the module docstring). Raises
+    the LLM error classes. `slot()` is held around the model's part only (llm/limit.py: the run's
+    model slots), so the gate, the prompt and the clean-up of one session overlap another's call."""
     reason = trivial_reason(material.evidence)
     if reason:
         return ExtractionOutput(

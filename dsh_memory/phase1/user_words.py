@@ -1,12 +1,9 @@
 """The user's own words in a session: which sentences state a standing wish.
 
-Real sessions are mostly task instructions ("fix the failing test", "1. carefully review"), and
-a memory that keeps them as rules is obeyed wrongly in every later session. A sentence is a
-standing wish when it has a rule cue ("don't", "never", "X should live in Y", "use A, not B",
-"from now on") or restates one ("what I said was…", "I told you…", "my workflow is…"), is short,
-is not a question and is not a one-off ("for now", "this time"); a task instruction is a rule
-only when it also says always / never / don't. `evidence.gather` reads every prompt through
-`user_text` and `is_rule`.
+Real sessions are mostly task instructions ("fix the failing test"), and a memory that keeps them
+as rules is obeyed wrongly in every later session. A standing wish has a rule cue ("don't", "X
+should live in Y", "use A, not B", "from now on") or restates one ("I told you…", "my workflow
+is…"); `is_rule` says which sentences are one.
 """
 
 from __future__ import annotations
