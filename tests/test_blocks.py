@@ -137,7 +137,7 @@ def test_block_values_win_over_env_over_defaults(tmp_path):
 
 
 def test_the_environment_layer_reads_only_the_mapping_it_is_given(tmp_path, monkeypatch):
-    """pydantic-settings reads the given mapping (a test's dict), never os.environ beside it; empty
+    """The environment layer reads the given mapping (a test's dict), never os.environ beside it; empty
     values are unset; a phase's own model variable wins over DSH_MEMORY_MODEL; DEEPSEEK_API_KEY is
     the key's fallback."""
     monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "999")
