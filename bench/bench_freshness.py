@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         store, project = _setup(Path(tmp), args.items)
         dating = []
         for _ in range(args.runs):
-            learned._cache.clear()
+            learned._dates_cache.clear()
             started = time.perf_counter()
             learned.learned_dates(store)
             dating.append(time.perf_counter() - started)

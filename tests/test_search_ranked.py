@@ -242,3 +242,14 @@ def test_one_huge_match_is_cut_to_the_page(tmp_path, mode):
     (m,) = res.matches
     assert len(res.model_dump_json()) <= 1000 and res.truncated
     assert m.end_line == m.start_line == 1 and m.content.endswith("…")
+
+
+def test_stems_of_words_cached_before_the_cache_starts_over(monkeypatch):
+    """A word stemmed before the stem cache outgrew its bound and started over is still answered
+    (it raised KeyError once the cache was cleared in the same call)."""
+    from dsh_memory.readpath import terms
+
+    monkeypatch.setattr(terms, "_STEMS", {})
+    monkeypatch.setattr(terms, "_STEMS_MAX", 1)
+    assert terms.stems(["running", "tests"]) == ["run", "test"]
+    assert terms.stems(["running", "jumps"]) == ["run", "jump"]

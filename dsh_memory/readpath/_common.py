@@ -260,6 +260,10 @@ class FileCache:
                 self._items[path] = (key, value)
         return value
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
 
 # ---- usage telemetry ----------------------------------------------------------------------
 

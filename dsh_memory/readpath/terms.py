@@ -88,7 +88,8 @@ def _stemmer() -> sqlite3.Connection:
 
 def stems(words: list[str]) -> list[str]:
     """The porter stem of each lower-cased word, as the index tokenizes it (cached)."""
-    todo = list(dict.fromkeys(w for w in words if w not in _STEMS))
+    found = {w: _STEMS.get(w) for w in words}  # read before the cache may start over below
+    todo = [w for w, s in found.items() if s is None]
     if todo:
         conn = _stemmer()
         conn.executemany("INSERT INTO w(rowid, x) VALUES (?,?)", list(enumerate(todo)))
@@ -99,8 +100,8 @@ def stems(words: list[str]) -> list[str]:
         if len(_STEMS) > _STEMS_MAX:
             _STEMS.clear()
         for i, w in enumerate(todo):
-            _STEMS[w] = got.get(i, "")
-    return [_STEMS[w] for w in words]
+            found[w] = _STEMS[w] = got.get(i, "")
+    return [found[w] for w in words]
 
 
 @lru_cache(maxsize=200_000)  # a server sees the same lines again and again
