@@ -220,3 +220,66 @@ def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_once_api, m
     assert refused == ["increment-with-lease"]
     assert len(asked) == 2, asked
     assert asked[1] - asked[0] < 1.5, asked  # the client's own back-off waits at least 1.6 s
+
+
+@pytest.fixture()
+def garbled_lease_api(prefect_api):
+    """The session's Prefect API behind a loopback proxy that passes every request on but garbles
+    the answer to a granted lease request: the slots are taken at the server, the lease's `limits`
+    are not a list (an answer the run cannot parse), its `lease_id` is intact."""
+    import json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import httpx
+
+    upstream = prefect_api.removesuffix("/api")
+    garbled: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def _answer(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+            r = httpx.request(self.command, upstream + self.path, content=body, headers=headers, timeout=30)
+            content = r.content
+            if self.path.endswith("/increment-with-lease") and r.status_code == 200:
+                answer = r.json()
+                garbled.append(answer["lease_id"])
+                content = json.dumps({**answer, "limits": "garbled"}).encode()
+            self.send_response(r.status_code)
+            self.send_header("Content-Type", r.headers.get("content-type", "application/json"))
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/api", garbled
+    finally:
+        server.shutdown()
+
+
+def test_a_granted_lease_whose_answer_cannot_be_read_is_returned(garbled_lease_api, monkeypatch):
+    """The server granted the run's lease request but its answer cannot be parsed: the run gives
+    that lease back (it cannot hold it) and takes its slots through Prefect's `concurrency()`;
+    at the end every slot is free again (none left taken by the unread lease)."""
+    from dsh_memory.llm import limit
+
+    url, garbled = garbled_lease_api
+    own_client = limit._client
+
+    def through_proxy():
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            return own_client()
+
+    monkeypatch.setattr(limit, "_client", through_proxy)
+    name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
+    with run_slots(2, name, calls=1):
+        assert _active(name) == 1
+    assert len(garbled) == 1
+    assert _active(name) == 0

@@ -128,10 +128,22 @@ def _lease_now(client, name: str, occupy: int):
         response = client.increment_concurrency_slots_with_lease(
             names=[name], slots=occupy, mode="concurrency", lease_duration=LEASE_SECONDS
         )
-        lease = ConcurrencyLimitWithLeaseResponse.model_validate(response.json())
-    except Exception:  # 423: the limit is full; 503 after the quick retries; an unknown answer
+    except Exception:  # 423: the limit is full; 503 after the quick retries
         return None
-    return lease if lease.limits else None
+    try:
+        lease = ConcurrencyLimitWithLeaseResponse.model_validate(response.json())
+    except Exception:  # an answer this Prefect cannot read
+        lease = None
+    if lease is not None and lease.limits:
+        return lease
+    # The server granted slots this run cannot hold: they are given back, else concurrency() would
+    # wait for them until the lease expires. An answer without a lease id cannot be given back.
+    try:
+        lease_id = response.json()["lease_id"]
+    except Exception:
+        return None
+    _release(lease_id)
+    return None
 
 
 def _lease_parts():
@@ -161,17 +173,20 @@ def _holding(lease, occupy: int) -> Iterator[None]:
         with maintain(lease.lease_id, LEASE_SECONDS, raise_on_lease_renewal_failure=False):
             yield
     finally:
-        try:
-            with _client() as client:
-                client.release_concurrency_slots_with_lease(lease_id=lease.lease_id)
-        except Exception as exc:
-            _logger().warning(
-                "could not release the LLM slots' lease %s: %s: %s", lease.lease_id, type(exc).__name__, exc
-            )
-        else:
-            if ctx is not None and lease.lease_id in ctx.cleanup_lease_ids:
-                ctx.cleanup_lease_ids.remove(lease.lease_id)
+        if _release(lease.lease_id) and ctx is not None and lease.lease_id in ctx.cleanup_lease_ids:
+            ctx.cleanup_lease_ids.remove(lease.lease_id)
         released_events(lease.limits, occupy, events)
+
+
+def _release(lease_id) -> bool:
+    """Gives the lease's slots back; False, with a warning, if the server did not take them."""
+    try:
+        with _client() as client:
+            client.release_concurrency_slots_with_lease(lease_id=lease_id)
+    except Exception as exc:
+        _logger().warning("could not release the LLM slots' lease %s: %s: %s", lease_id, type(exc).__name__, exc)
+        return False
+    return True
 
 
 def _logger():
