@@ -1,2 +1,2 @@
 """Storage under the memory root: the memory files with atomic writes and the path guard
-(`store`, `store_format`), the SQLite bookkeeping (`state`), and kernel-released locks (`locks`)."""
+(`store`), the SQLite bookkeeping (`state`), and kernel-released locks (`locks`)."""
