@@ -47,17 +47,14 @@ def consolidate_flow(force: bool = False, memory_root: str | None = None) -> Pha
     # THE memory context (saved block > environment > default), held open for the run: the
     # tasks share its state store. `memory_root` (a flow parameter) overrides the root.
     with memory_context(memory_root=memory_root).for_run() as ctx:
-        return _phase2(ctx, force)
+        return consolidate_step(ctx, force)
 
 
 def consolidate_step(ctx: MemoryContext, force: bool = False) -> Phase2Result:
-    """This flow's body as a step of the calling flow run, on a context the caller holds open
+    """This flow's body, also a step of the calling flow run, on a context the caller holds open
     (`for_run`): the replay consolidates before each session it checks, and a flow run each would
-    cost several times the mechanical merge. It does not rename the caller's run."""
-    return _phase2(ctx, force, own_run=False)
-
-
-def _phase2(ctx: MemoryContext, force: bool, own_run: bool = True) -> Phase2Result:
+    cost several times the mechanical merge. A replay's run is neither renamed nor given the live
+    artifact (`in_replay_run`)."""
     log = get_run_logger()
     started = time.monotonic()
     settings, route = ctx.settings, ctx.route
@@ -71,7 +68,7 @@ def _phase2(ctx: MemoryContext, force: bool, own_run: bool = True) -> Phase2Resu
     model_output = ""
     try:
         with phase_lock(settings.memory_root, "phase2"):
-            model_output = _run_locked(settings, route, now, force, result, own_run)
+            model_output = _run_locked(settings, route, now, force, result)
     except AlreadyRunning:
         result.outcome, result.reason = gate_mod.SKIP_RUNNING, "another consolidation holds .state/phase2.lock"
     result.duration_seconds = round(time.monotonic() - started, 2)
@@ -82,9 +79,7 @@ def _phase2(ctx: MemoryContext, force: bool, own_run: bool = True) -> Phase2Resu
     return result
 
 
-def _run_locked(
-    settings: MemorySettings, route: ModelRoute, now: datetime, force: bool, result: Phase2Result, own_run: bool
-) -> str:
+def _run_locked(settings: MemorySettings, route: ModelRoute, now: datetime, force: bool, result: Phase2Result) -> str:
     """Everything under the lock. Fills `result`; returns the model output for the artifact."""
     decision = check_gate(settings, now, force)
     result.gate, result.reason = decision, decision.reason
@@ -111,7 +106,7 @@ def _run_locked(
             result.outcome, result.reason = gate_mod.SKIP_NOTHING, "no raw memories, notes or forgetting candidates"
             clear_pending(settings)
             return ""
-        if own_run:
+        if not in_replay_run():
             _name_run(f"consolidate/{str(inputs.mode).lower()}")  # was consolidate/check: it consolidates
         if mechanical:
             output = merge_mechanically(settings, inputs)
