@@ -65,15 +65,7 @@ def call_consolidation_model(model: PhaseModel, messages: list[dict], max_tokens
         )
     except LLMTruncatedError as exc:
         log.warning("answer cut off at max_tokens %d", max_tokens)
-        if exc.partial is None:
-            return ModelReply(
-                truncated=True,
-                finish_reason="length",
-                provider=llm.provider,
-                model=llm.model,
-                error=str(exc),
-            )
-        return ModelReply.from_completion(exc.partial, truncated=True)
+        return ModelReply.from_completion(exc.partial, truncated=True)  # both providers send what arrived
     except LLMOutputError as exc:  # answered, but not through the tool: keep the text for fallbacks
         completion = getattr(exc, "completion", None)
         if completion is None:
