@@ -183,17 +183,13 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
     }
 
 
-def stack_status() -> dict[str, Any] | None:
-    """The running `dsh-memory serve` of this Prefect home (its state file), or None."""
+def status(ctx: MemoryContext) -> dict[str, Any]:
+    """Local bookkeeping, the Prefect run history and the running `dsh-memory serve` of this
+    Prefect home (its state file; None when there is none)."""
     from dataclasses import asdict
 
     from dsh_memory.serve.stack_state import running_stack
 
-    info = running_stack()
-    if info is None:
-        return None
-    return {**asdict(info), "http_url": info.http_url, "hook_url": info.hook_url}
-
-
-def status(ctx: MemoryContext) -> dict[str, Any]:
-    return {"local": local_status(ctx), "server": server_status(), "stack": stack_status()}
+    local, server, info = local_status(ctx), server_status(), running_stack()
+    stack = None if info is None else {**asdict(info), "http_url": info.http_url, "hook_url": info.hook_url}
+    return {"local": local, "server": server, "stack": stack}
