@@ -22,7 +22,7 @@ import email.utils
 import re
 import threading
 import time
-from contextlib import suppress
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -113,7 +113,7 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-class OpenAICompatLLM:
+class OpenAICompatLLM(AbstractContextManager):
     """`LLM` over an OpenAI-compatible `/chat/completions`. Safe to share across threads."""
 
     provider = "openai"
@@ -159,9 +159,6 @@ class OpenAICompatLLM:
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> OpenAICompatLLM:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
