@@ -64,22 +64,6 @@ def decode_cursor(cursor: str | None, fp: str) -> int:
 
 # ---- paths --------------------------------------------------------------------------------
 
-
-def root_of(store: Any) -> Path:
-    return Path(store.root)
-
-
-def rel_of(store: Any, path: Path) -> str:
-    """Canonical root-relative POSIX path of an already-guarded absolute path."""
-    root = root_of(store)
-    try:
-        rel = path.relative_to(root)
-    except ValueError:
-        rel = Path(os.path.realpath(path)).relative_to(os.path.realpath(root))
-    s = rel.as_posix()
-    return "" if s == "." else s
-
-
 NAME_MAX_BYTES = 255  # one file or directory name (NAME_MAX on Linux, macOS, Windows)
 PATH_MAX_BYTES = 4096  # a whole path (PATH_MAX on Linux)
 
@@ -100,20 +84,18 @@ def check_name_lengths(rel: str) -> None:
             )
 
 
-def guard(store: Any, rel: str) -> Path:
+def guard(store: Any, rel: str | None) -> tuple[Path, str]:
     """Every path an agent names goes through here first (length limits, then the store's
-    guard); '' is the root."""
-    if rel is None:
-        rel = ""
-    if not isinstance(rel, str):
-        raise UserInputError("path must be a string")
+    guard): (the path, its canonical root-relative POSIX form); '' or None is the root ('')."""
+    rel = rel or ""
     if "\x00" in rel:
         raise PathGuardError("path contains a NUL byte")
     check_name_lengths(rel)
     stripped = rel.strip()
     if stripped in ("", ".", "./"):
-        return root_of(store)
-    return Path(store.resolve(stripped))
+        return store.root, ""
+    path = store.resolve(stripped)
+    return path, store.rel(path)
 
 
 def is_active_rollout(rel: str) -> bool:
@@ -156,37 +138,36 @@ def top_files(root: str) -> Iterator[tuple[str, str, os.stat_result]]:
 def corpus(store: Any) -> Iterator[tuple[str, str, os.stat_result]]:
     """The searchable memory, in this order: MEMORY.md, memory_summary.md, active rollout
     summaries, skills/**, ad hoc notes (by name within each). Never .state, .retired, raw memories."""
-    yield from top_files(str(root_of(store)))
+    yield from top_files(str(store.root))
     for rel, entry in corpus_entries(store):
         yield rel, entry.path, entry.stat(follow_symlinks=False)
 
 
 def corpus_entries(store: Any) -> Iterator[tuple[str, os.DirEntry]]:
     """The corpus below the root's two files, as directory entries (no stat yet)."""
-    root = str(root_of(store))
+    root = str(store.root)
     yield from (
         (rel, e) for rel, e in _entries(os.path.join(root, ROLLOUT_DIR), ROLLOUT_DIR, False) if rel.endswith(".md")
     )
-    for rel_base in ("skills", rel_of(store, Path(store.notes_dir))):
+    for rel_base in ("skills", store.rel(store.notes_dir)):
         yield from _entries(os.path.join(root, rel_base), rel_base, True)
 
 
 def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, str, os.stat_result]]:
-    """Files a line search covers: the corpus, or everything visible under a prefix (a guarded
-    path, so `rollout_summaries/.retired` can be searched on purpose)."""
+    """Files a line search covers: the corpus, or everything visible under a prefix (a path
+    `guard` has canonicalized, so `rollout_summaries/.retired` can be searched on purpose)."""
     if not prefix:
         yield from corpus(store)
         return
-    base = guard(store, prefix)
+    base = store.root / prefix
     try:
         st = base.lstat()
     except (FileNotFoundError, NotADirectoryError):
         raise NotFoundError(f"no such file or directory in memory: {prefix}") from None
-    rel = rel_of(store, base)
     if stat_mod.S_ISREG(st.st_mode):
-        yield rel, str(base), st
+        yield prefix, str(base), st
         return
-    for under, entry in _entries(str(base), rel, True):
+    for under, entry in _entries(str(base), prefix, True):
         yield under, entry.path, entry.stat(follow_symlinks=False)
 
 
@@ -276,7 +257,7 @@ def record_usage(store: Any, rels: Iterable[str], state: Any = None, now: dateti
     if state is None:
         from dsh_memory.storage.state import StateStore
 
-        state = StateStore(root_of(store))
+        state = StateStore(store.root)
     when = now or datetime.now(UTC)
     for key in keys:
         state.record_usage(key, when)

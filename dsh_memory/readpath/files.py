@@ -14,8 +14,6 @@ from dsh_memory.readpath._common import (
     fingerprint,
     guard,
     record_usage,
-    rel_of,
-    root_of,
     validate,
 )
 from dsh_memory.readpath.models import (
@@ -55,8 +53,7 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
     `cwd`, other projects' files come only with `other_projects` (after the rest).
     `params`: ListRequest's fields."""
     req = validate(ListRequest, path=path or "", **params)
-    target = guard(store, req.path)
-    rel = rel_of(store, target)
+    target, rel = guard(store, req.path)
     st = _lstat(target, rel)
     if stat_mod.S_ISREG(st.st_mode):
         entries = [Entry(path=rel, type="file", size=st.st_size)]
@@ -109,8 +106,7 @@ def read(
     Returning content of an active rollout summary records usage (forgetting input), unless
     `usage=False` (the vault: a person looking is not an agent using the memory)."""
     req = validate(ReadRequest, path=path, **params)
-    target = guard(store, req.path)
-    rel = rel_of(store, target)
+    target, rel = guard(store, req.path)
     st = _lstat(target, rel)
     if stat_mod.S_ISDIR(st.st_mode):
         raise UserInputError(f"{rel or '.'} is a directory; use list")
@@ -158,14 +154,13 @@ def add(store: Any, note: str, *, now: datetime | None = None, **params: Any) ->
 def delete_file(store: Any, path: str) -> DeleteResult:
     """Delete one file (settings-page vault). Refuses pipeline files and retired summaries."""
     req = validate(DeleteRequest, path=path)
-    target = guard(store, req.path)
-    rel = rel_of(store, target)
+    target, rel = guard(store, req.path)
     parts = rel.split("/")
     if rel.lower() in {f.lower() for f in PROTECTED_FILES}:  # case-insensitive file systems too
         raise PathGuardError(f"{rel} is maintained by the pipeline and cannot be deleted")
     if len(parts) >= 2 and parts[0].lower() == "rollout_summaries" and parts[1].lower() == RETIRED_DIR_NAME:
         raise PathGuardError("retired summaries are an archive and cannot be deleted")
-    if rel == "" or target == root_of(store):
+    if rel == "":
         raise PathGuardError("refusing to delete the memory root")
     st = _lstat(target, rel)
     if not stat_mod.S_ISREG(st.st_mode):

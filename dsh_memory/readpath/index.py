@@ -21,7 +21,7 @@ from typing import Any
 
 from dsh_memory.errors import UserInputError
 from dsh_memory.readpath import embedder, fusion, vectors
-from dsh_memory.readpath._common import corpus, corpus_entries, read_text, root_of, top_files
+from dsh_memory.readpath._common import corpus, corpus_entries, read_text, top_files
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
@@ -113,7 +113,7 @@ def _diff(conn: sqlite3.Connection, store: Any, quick: bool, recent_ns: int):
 def _listing(store: Any) -> dict[str, tuple[str, int]]:
     """The corpus (`_common.corpus`: same files, same rules) as {rel: (path, inode)}, read from
     the directory entries alone (no stat per file)."""
-    out = {name: (p, st.st_ino) for name, p, st in top_files(str(root_of(store)))}
+    out = {name: (p, st.st_ino) for name, p, st in top_files(str(store.root))}
     return out | {rel: (e.path, e.inode()) for rel, e in corpus_entries(store)}
 
 
@@ -149,7 +149,7 @@ _scans: dict[str, tuple[float, dict[str, int] | None]] = {}  # root → (last fu
 
 
 def _dir_mtimes(store: Any) -> dict[str, int]:
-    root = str(root_of(store))
+    root = str(store.root)
     out: dict[str, int] = {}
 
     def walk(path: str, recursive: bool) -> None:
@@ -185,7 +185,7 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
     """Bring the index (and the section vectors, with the embedder: the
     `semantic_search` setting) up to date; returns counts of re-indexed and dropped files."""
     conn = _connect(store)
-    key = str(root_of(store))
+    key = str(store.root)
     emb = embedder.for_mode(semantic_search)
     backfill = emb is not None and key not in _embedded
     dirs = _dir_mtimes(store)
@@ -237,7 +237,7 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
                     pending.append((cur.lastrowid, _section_text(rel, section)))
         if emb and slots:
             if backfill:  # the sections just indexed included
-                pending = vectors.unembedded(conn, root_of(store), emb, _section_text)
+                pending = vectors.unembedded(conn, store.root, emb, _section_text)
             vectors.store_sections(conn, vpath, emb, slots, pending)
     if backfill:
         _embedded.add(key)

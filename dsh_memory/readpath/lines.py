@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_memory.readpath._common import read_text, root_of
+from dsh_memory.readpath._common import read_text
 from dsh_memory.readpath.models import SearchMatch
 from dsh_memory.readpath.terms import Term, line_stems
 
@@ -109,7 +109,7 @@ def score_sections(
 ) -> tuple[list[Hit], dict[str, _File]]:
     """The non-blank, non-heading lines of the sections with a query term on or near them (all
     of them in a `whole` section), scored, best first; and the files read."""
-    root = root_of(store)
+    root = store.root
     files: dict[str, _File | None] = {}
     hits: list[Hit] = []
     for sec in sections:

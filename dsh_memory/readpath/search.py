@@ -21,7 +21,6 @@ from dsh_memory.readpath._common import (
     guard,
     read_folded,
     record_usage,
-    rel_of,
     validate,
 )
 from dsh_memory.readpath.models import SearchMatch, SearchRequest, SearchResult
@@ -142,7 +141,7 @@ def search(
     if isinstance(queries, str):
         queries = [queries]
     req = validate(SearchRequest, queries=queries, **params)
-    prefix = req.path = rel_of(store, guard(store, req.path)) or None  # guard before anything else
+    prefix = req.path = guard(store, req.path)[1] or None  # guard before anything else
     # the page size may change from page to page; everything else must stay
     fp = fingerprint("search", req.model_dump(exclude={"cursor", "max_results", "max_chars"}))
     start = decode_cursor(req.cursor, fp)

@@ -11,7 +11,7 @@ import stat as stat_mod
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_memory.readpath._common import FileCache, root_of
+from dsh_memory.readpath._common import FileCache
 from dsh_memory.readpath.freshness import checkout_root, flag_stale
 from dsh_memory.readpath.learned import learned_dates
 from dsh_memory.readpath.models import Summary
@@ -89,8 +89,8 @@ def summary(
     naming the other projects with memories (`scoping.compose_summary`); the project's lines are
     checked against its working tree and, with `stale_after_days` > 0, those learned longer ago
     say how long (`freshness.flag_stale`)."""
-    root = str(root_of(store))
-    path = root_of(store) / "memory_summary.md"
+    root = str(store.root)
+    path = store.root / "memory_summary.md"
     where = Where.of(cwd)
     text, truncated, chars, shown, others = "", False, 0, [], []
     try:
