@@ -33,6 +33,7 @@ import re
 from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel
@@ -84,6 +85,15 @@ class _Unit:
     events: list[Event]
     # level -> (block, tokens: exact at level 0, a scaled estimate above, whether an output was shortened)
     blocks: dict[int, tuple[str, int, bool]] = field(default_factory=dict)
+
+    @cached_property
+    def redacted(self) -> Any:
+        """An event's text with tag look-alikes escaped, or a tool call's arguments, redacted once
+        for every level it is rendered at."""
+        ev = self.events[0]
+        if ev.kind is EventKind.TOOL_CALL:
+            return redact_obj(ev.arguments if ev.arguments not in (None, "") else (ev.text or None))
+        return _escape_tags(redact(ev.text))
 
 
 def clean_surrogates(text: str) -> str:
@@ -181,99 +191,80 @@ def _images(n: int) -> str:
     return f" [+{n} image{'s' if n != 1 else ''}]" if n else ""
 
 
-class _Renderer:
-    def __init__(self, events: list[Event]):
-        self._red: dict[tuple[str, int], Any] = {}
-        self.units = self._group(events)
-
-    def _clean(self, ev: Event) -> str:
-        """The event's text, redacted and with tag look-alikes escaped (computed once)."""
-        key = ("text", id(ev))
-        if key not in self._red:
-            self._red[key] = _escape_tags(redact(ev.text))
-        return self._red[key]
-
-    def _redacted_args(self, ev: Event) -> Any:
-        """The event's arguments with secrets redacted (computed once per event)."""
-        key = ("args", id(ev))
-        if key not in self._red:
-            args = ev.arguments if ev.arguments not in (None, "") else (ev.text or None)
-            self._red[key] = redact_obj(args)
-        return self._red[key]
-
-    @staticmethod
-    def _group(events: list[Event]) -> list[_Unit]:
-        units: list[_Unit] = []
-        for ev in events:
-            if ev.kind is EventKind.HUMAN:
-                units.append(_Unit("human", [ev]))
-            elif ev.kind in _MINOR:
-                if units and units[-1].kind == "minor":
-                    units[-1].events.append(ev)
-                else:
-                    units.append(_Unit("minor", [ev]))
+def _group(events: list[Event]) -> list[_Unit]:
+    units: list[_Unit] = []
+    for ev in events:
+        if ev.kind is EventKind.HUMAN:
+            units.append(_Unit("human", [ev]))
+        elif ev.kind in _MINOR:
+            if units and units[-1].kind == "minor":
+                units[-1].events.append(ev)
             else:
-                units.append(_Unit("event", [ev]))
-        return units
+                units.append(_Unit("minor", [ev]))
+        else:
+            units.append(_Unit("event", [ev]))
+    return units
 
-    def block(self, u: _Unit, level: int) -> tuple[str, int, bool]:
-        key = level if u.kind == "event" and u.events[0].kind in (EventKind.TOOL_CALL, EventKind.TOOL_RESULT) else 0
-        if key not in u.blocks:
-            text, short = self._render(u, LEVELS[key])
-            text = redact(clean_surrogates(text))
-            if key and 0 in u.blocks:  # a tighter level: scale the exact level-0 count (verified later)
-                text0, t0, _ = u.blocks[0]
-                tokens = t0 if text == text0 else -(-len(text) * t0 // max(1, len(text0))) + 2
-            else:
-                tokens = count_tokens(text)
-            u.blocks[key] = text, tokens, short
-        return u.blocks[key]
 
-    def _render(self, u: _Unit, caps: tuple[int, int]) -> tuple[str, bool]:
-        ev = u.events[0]
-        if u.kind == "human":
-            return f"[user] {redact(ev.text)}{_images(ev.images)}", False
-        if u.kind == "minor":
-            return self._minor(u.events), False
-        if ev.kind is EventKind.ASSISTANT:
-            return f"[assistant] {self._clean(ev)}{_images(ev.images)}", False
-        if ev.kind is EventKind.TOOL_CALL:
-            name = _one_line(redact(ev.tool_name or "tool"), 80)
-            summary = _args_summary(self._redacted_args(ev), caps[1])
-            return f"[tool] {name}({_escape_tags(summary)})", False
-        if ev.kind is EventKind.TOOL_RESULT:
-            tag = "result" + (f" {_one_line(redact(ev.tool_name), 80)}" if ev.tool_name else "")
-            tag += ", error" if ev.is_error else ""
-            body, short = shorten(self._clean(ev), caps[0])
-            body = body or "(no output)"
-            sep = "\n" if "\n" in body else " "
-            return f"[{tag}]{sep}{body}{_images(ev.images)}", short
-        if ev.kind is EventKind.COMPACTION:
-            label = f" ({_one_line(redact(ev.label), 60)})" if ev.label else ""
-            return f"[compaction] the agent compacted its context here{label}", False
-        if ev.kind is EventKind.STATUS:
-            what = _one_line(redact(ev.label or "status"), 60)
-            turn = f"turn {ev.turn} ended: " if ev.turn is not None else ""
-            detail = f" — {_one_line(redact(ev.text), 200)}" if ev.text.strip() else ""
-            return f"[status] {turn}{what}{detail}", False
-        return self._minor([ev]), False
+def _block(u: _Unit, level: int) -> tuple[str, int, bool]:
+    key = level if u.kind == "event" and u.events[0].kind in (EventKind.TOOL_CALL, EventKind.TOOL_RESULT) else 0
+    if key not in u.blocks:
+        text, short = _render(u, LEVELS[key])
+        text = redact(clean_surrogates(text))
+        if key and 0 in u.blocks:  # a tighter level: scale the exact level-0 count (verified later)
+            text0, t0, _ = u.blocks[0]
+            tokens = t0 if text == text0 else -(-len(text) * t0 // max(1, len(text0))) + 2
+        else:
+            tokens = count_tokens(text)
+        u.blocks[key] = text, tokens, short
+    return u.blocks[key]
 
-    @staticmethod
-    def _minor(events: list[Event]) -> str:
-        counts: Counter[str] = Counter()
-        labels: list[str] = []  # the context events' first three labels
-        images = 0
-        for ev in events:
-            kind = ev.kind.value if isinstance(ev.kind, EventKind) else str(ev.kind)
-            counts[kind] += 1
-            images += ev.images
-            if ev.label and kind == EventKind.CONTEXT.value:
-                lab = _one_line(redact(ev.label), 40)
-                if lab not in labels and len(labels) < 3:
-                    labels.append(lab)
-        said = {EventKind.CONTEXT.value: f" ({', '.join(labels)})" if labels else ""}
-        parts = [f"{n} {kind}{said.get(kind, '')}" for kind, n in counts.items()]
-        return f"[hidden: {', '.join(parts)}]{_images(images)}"
+
+def _render(u: _Unit, caps: tuple[int, int]) -> tuple[str, bool]:
+    ev = u.events[0]
+    if u.kind == "human":
+        return f"[user] {redact(ev.text)}{_images(ev.images)}", False
+    if u.kind == "minor":
+        return _minor(u.events), False
+    if ev.kind is EventKind.ASSISTANT:
+        return f"[assistant] {u.redacted}{_images(ev.images)}", False
+    if ev.kind is EventKind.TOOL_CALL:
+        name = _one_line(redact(ev.tool_name or "tool"), 80)
+        summary = _args_summary(u.redacted, caps[1])
+        return f"[tool] {name}({_escape_tags(summary)})", False
+    if ev.kind is EventKind.TOOL_RESULT:
+        tag = "result" + (f" {_one_line(redact(ev.tool_name), 80)}" if ev.tool_name else "")
+        tag += ", error" if ev.is_error else ""
+        body, short = shorten(u.redacted, caps[0])
+        body = body or "(no output)"
+        sep = "\n" if "\n" in body else " "
+        return f"[{tag}]{sep}{body}{_images(ev.images)}", short
+    if ev.kind is EventKind.COMPACTION:
+        label = f" ({_one_line(redact(ev.label), 60)})" if ev.label else ""
+        return f"[compaction] the agent compacted its context here{label}", False
+    if ev.kind is EventKind.STATUS:
+        what = _one_line(redact(ev.label or "status"), 60)
+        turn = f"turn {ev.turn} ended: " if ev.turn is not None else ""
+        detail = f" — {_one_line(redact(ev.text), 200)}" if ev.text.strip() else ""
+        return f"[status] {turn}{what}{detail}", False
+    return _minor([ev]), False
+
+
+def _minor(events: list[Event]) -> str:
+    counts: Counter[str] = Counter()
+    labels: list[str] = []  # the context events' first three labels
+    images = 0
+    for ev in events:
+        kind = ev.kind.value if isinstance(ev.kind, EventKind) else str(ev.kind)
+        counts[kind] += 1
+        images += ev.images
+        if ev.label and kind == EventKind.CONTEXT.value:
+            lab = _one_line(redact(ev.label), 40)
+            if lab not in labels and len(labels) < 3:
+                labels.append(lab)
+    said = {EventKind.CONTEXT.value: f" ({', '.join(labels)})" if labels else ""}
+    parts = [f"{n} {kind}{said.get(kind, '')}" for kind, n in counts.items()]
+    return f"[hidden: {', '.join(parts)}]{_images(images)}"
 
 
 def _header(session: Session, since_seq: int | None) -> str:
@@ -300,12 +291,14 @@ def _omitted_marker(events: list[Event]) -> str:
     return f"[… {n} event{'s' if n != 1 else ''} omitted ({span}) …]"
 
 
-def _assemble(r: _Renderer, header: str, level: int, keep: set[int] | None, note: str = "") -> tuple[str, int, int]:
+def _assemble(
+    units: list[_Unit], header: str, level: int, keep: set[int] | None, note: str = ""
+) -> tuple[str, int, int]:
     """(text, events omitted, tool outputs shortened) for the kept units (None = all)."""
     parts = [header] + ([note] if note else [])
     gap: list[Event] = []
     omitted = shortened = 0
-    for i, u in enumerate(r.units):
+    for i, u in enumerate(units):
         if keep is not None and i not in keep:
             gap.extend(u.events)
             continue
@@ -313,7 +306,7 @@ def _assemble(r: _Renderer, header: str, level: int, keep: set[int] | None, note
             parts.append(_omitted_marker(gap))
             omitted += len(gap)
             gap = []
-        text, _tok, short = r.block(u, level)
+        text, _tok, short = _block(u, level)
         shortened += short
         parts.append(text)
     if gap:
@@ -331,7 +324,7 @@ def render_transcript(session: Session, *, budget_tokens: int | None, since_seq:
     if since_seq is not None:
         events = [e for e in events if e.seq > since_seq]
     events.sort(key=lambda e: e.seq)
-    text, tokens, omitted, shortened, over = _fit(_Renderer(events), _header(session, since_seq), budget_tokens)
+    text, tokens, omitted, shortened, over = _fit(_group(events), _header(session, since_seq), budget_tokens)
     return Transcript(
         session_id=session.id,
         source=session.source,
@@ -351,23 +344,23 @@ def render_transcript(session: Session, *, budget_tokens: int | None, since_seq:
     )
 
 
-def _fit(r: _Renderer, header: str, budget: int | None) -> tuple[str, int, int, int, bool]:
+def _fit(units: list[_Unit], header: str, budget: int | None) -> tuple[str, int, int, int, bool]:
     """(text, tokens, events omitted, tool outputs shortened, prompts_exceed_budget)."""
     if budget is None:
-        text, omitted, short = _assemble(r, header, 0, None)
+        text, omitted, short = _assemble(units, header, 0, None)
         return text, count_tokens(text), omitted, short, False
     header_tokens = count_tokens(header) + 1
     for level in range(len(LEVELS)):  # 1. shorten tool outputs, progressively tighter
-        estimate = header_tokens + sum(r.block(u, level)[1] + 1 for u in r.units)
+        estimate = header_tokens + sum(_block(u, level)[1] + 1 for u in units)
         if estimate <= budget:
-            text, omitted, short = _assemble(r, header, level, None)
+            text, omitted, short = _assemble(units, header, level, None)
             tokens = count_tokens(text)
             if tokens <= budget:
                 return text, tokens, omitted, short, False
     level = len(LEVELS) - 1  # 2. drop whole middle events, keep head and tail
-    humans = {i for i, u in enumerate(r.units) if u.kind == "human"}
-    others = [i for i in range(len(r.units)) if i not in humans]
-    cost = {i: r.block(r.units[i], level)[1] + 1 for i in range(len(r.units))}
+    humans = {i for i, u in enumerate(units) if u.kind == "human"}
+    others = [i for i in range(len(units)) if i not in humans]
+    cost = {i: _block(units[i], level)[1] + 1 for i in range(len(units))}
     fixed = header_tokens + sum(cost[i] for i in humans) + 16 * (len(humans) + 1)  # + gap markers
     added: list[int] = []
     avail = budget - fixed
@@ -386,7 +379,7 @@ def _fit(r: _Renderer, header: str, budget: int | None) -> tuple[str, int, int, 
         else:
             hi, tail_tok = hi - 1, tail_tok + cost[idx]
     while True:
-        text, omitted, short = _assemble(r, header, level, humans | set(added))
+        text, omitted, short = _assemble(units, header, level, humans | set(added))
         tokens = count_tokens(text)
         if tokens <= budget:
             return text, tokens, omitted, short, False
@@ -395,7 +388,7 @@ def _fit(r: _Renderer, header: str, budget: int | None) -> tuple[str, int, int, 
                 f"[note] the human prompts alone exceed the {budget}-token budget: all are kept, "
                 "everything else is omitted."
             )
-            text, omitted, short = _assemble(r, header, level, humans, note)
+            text, omitted, short = _assemble(units, header, level, humans, note)
             return text, count_tokens(text), omitted, short, True
         excess = tokens - budget  # drop the most recently added events until the excess is covered
         while added and excess > 0:
