@@ -329,8 +329,7 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
 
 def flagged_items(memory_md: str, root: str, today: date, stale_after_days: int) -> list:
     """`flagged` for a MEMORY.md text (the memory root `root` dates its sources)."""
-    from dsh_memory.consolidation.mechanical import parse_memory_md
-    from dsh_memory.consolidation.summary_md import scope_of_group
+    from dsh_memory.consolidation.mechanical import parse_memory_md, scope_of_group
 
     if not memory_md.strip():
         return []
