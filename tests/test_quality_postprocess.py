@@ -12,8 +12,7 @@ import pytest
 
 from dsh_memory.llm.base import Completion, ToolCall
 from dsh_memory.phase1 import extraction
-from dsh_memory.phase1.evidence import gather
-from dsh_memory.phase1.gate import trivial_reason
+from dsh_memory.phase1.evidence import gather, trivial_reason
 from tests.session_helpers import extract_with, make_session
 
 SESSION = make_session(

@@ -60,6 +60,7 @@ from dsh_memory.phase1.user_words import (
 from dsh_memory.transcript.redact import redact
 
 MAX_RULES = 6
+MAX_TRIVIAL_USER_CHARS = 400  # the no-op gate: more user text than this may hold something
 PROCEDURE_ASK = re.compile(
     r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
     re.I,
@@ -104,6 +105,19 @@ class Evidence(BaseModel):
         parts += [c.path + " " + " ".join(c.symbols) for c in self.changes] + self.documented + self.agent_notes
         parts += [*self.tripwires, *self.plan, self.outcome, self.first_prompt]
         return "\n".join(parts)
+
+
+def trivial_reason(evidence: Evidence) -> str | None:
+    """The no-op gate: why the session holds nothing durable (no tool used, no rule, preference or
+    project fact from the user, little user text: a greeting, a general question), or None when it
+    may. Such a session produces no memory and costs no model call, whatever the writer."""
+    if evidence.tool_calls or evidence.rules or evidence.user_facts:
+        return None
+    if evidence.user_chars > MAX_TRIVIAL_USER_CHARS:
+        return None
+    if not evidence.user_chars:
+        return "no human prompt"
+    return "no tool use and no rule or preference from the user"
 
 
 def _agent_restatement(text: str, rule: str) -> str:
