@@ -1,12 +1,9 @@
 """One small exception hierarchy. Every class carries its CLI `exit_code`, its HTTP `http_status`
-and a stable `code` (the `{"error": {"code": …}}` of --json and RPC bodies): a refinement that sets
-none shares its parent's, a direct subclass of DshMemoryError gets one from its name
-(`AlreadyRunning` → "already_running"). docs/cli.md's exit-code table lists every class (tested).
+and a stable `code` (the `{"error": {"code": …}}` of --json and RPC bodies); a refinement that sets
+none shares its parent's. docs/cli.md's exit-code table lists every class (tested).
 """
 
 from __future__ import annotations
-
-import re
 
 
 class DshMemoryError(Exception):
@@ -15,12 +12,6 @@ class DshMemoryError(Exception):
     exit_code = 1
     http_status = 500
     code = "error"
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "code" not in cls.__dict__ and DshMemoryError in cls.__bases__:
-            name = cls.__name__.removesuffix("Error") or cls.__name__
-            cls.code = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
 class UserInputError(DshMemoryError):

@@ -29,6 +29,7 @@ class AlreadyRunning(DshMemoryError):
 
     exit_code = 5
     http_status = 409
+    code = "already_running"
 
     def __init__(self, name: str):
         self.name = name
