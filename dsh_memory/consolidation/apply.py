@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dsh_memory.consolidation.archive import ARCHIVE, archive_dropped
 from dsh_memory.consolidation.cleanup import clean_handbook
 from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
+from dsh_memory.consolidation.mechanical import Group, parse_memory_md
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
 from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE
 from dsh_memory.errors import DshMemoryError, UserInputError
+from dsh_memory.readpath.learned import BULLET, FLAGS, SOURCE, item_key
 from dsh_memory.scope import summary_file_cap
 
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
@@ -34,6 +35,8 @@ MAX_FILES_PER_SKILL = 20
 MAX_SKILL_MD_CHARS = 40_000
 MAX_SKILL_FILE_CHARS = 60_000
 SUMMARY_FIRST_LINE = "v1"
+ARCHIVE = "MEMORY.archive.md"
+ARCHIVE_TITLE = "# Retired handbook items (kept, with why and when; see docs/agents.md)"
 
 
 class SkillError(ValueError):
@@ -284,6 +287,41 @@ def apply_output(
     result.raw_archived = store.archive_raw_blocks(set(inputs.raw_ids))
     result.notes_archived = store.archive_notes(list(inputs.note_rels))
     return result
+
+
+def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: datetime) -> int:
+    """Append every flagged item `new_memory_md` no longer has to MEMORY.archive.md; how many.
+
+    A flagged item (`consolidation/stale.py`) the new MEMORY.md no longer has, and a bullet the
+    merge's `max_memory_md_chars` cap dropped, go under their project's task group in a
+    `## Retired <date>` section, as `- <item> (retired: <why>) [source: …]`. The file is in the
+    handbook's format, so the read path lists and reads it with each line's scope; like retired
+    rollout summaries it is out of search (what was retired should not steer an agent)."""
+    have = {item_key(ln) for ln in new_memory_md.splitlines() if BULLET.match(ln)}
+    gone, seen = [], set()
+    for f in flagged:
+        key = item_key(f.bullet)
+        if key not in have and key not in seen:
+            gone.append(f)
+            seen.add(key)
+    if not gone:
+        return 0
+    try:
+        current = store.read_text(ARCHIVE)
+    except FileNotFoundError:
+        current = ""
+    groups = parse_memory_md(current)
+    heading = f"Retired {now.date().isoformat()}"
+    for f in gone:
+        g = groups.setdefault(f.project, Group(f.project))
+        text = FLAGS.sub("", SOURCE.sub("", f.bullet)).rstrip()
+        text = re.sub(r" \(may be stale: [^)]*\)$", "", text)
+        tag = SOURCE.search(f.bullet)
+        line = f"{text if BULLET.match(text) else '- ' + text} (retired: {f.note})"
+        g.sections.setdefault(heading, []).append(line + (f" [source: {tag.group(1)}]" if tag else ""))
+    body = "\n\n".join(g.render() for g in groups.values())
+    store.atomic_write(ARCHIVE, f"{ARCHIVE_TITLE}\n\n{body.strip()}\n")
+    return len(gone)
 
 
 def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> dict:
