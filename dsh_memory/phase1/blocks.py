@@ -14,6 +14,7 @@ from dsh_memory.phase1.commands import argv_line
 _TAG = re.compile(r"^\[(user|assistant|tool|result|hidden|compaction|status|delta|note)\b([^\]]*)\](.*)$")
 _OMITTED = re.compile(r"^\[… .*omitted.*…\]$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])|\n+")
+_CALL = re.compile(r"^[^()\s]+\((.*)\)$", re.S)  # a tool block: `name(argument summary)`
 _COMMAND_ARG = re.compile(r'^(?:command|cmd)=(\[.*?\]|"(?:[^"\\]|\\.)*")', re.S)
 
 
@@ -21,7 +22,6 @@ _COMMAND_ARG = re.compile(r'^(?:command|cmd)=(\[.*?\]|"(?:[^"\\]|\\.)*")', re.S)
 class Block:
     tag: str  # user | assistant | tool | result | hidden | …
     text: str
-    args: str = ""  # tool blocks: the argument summary
 
 
 def blocks(text: str) -> list[Block]:
@@ -38,10 +38,6 @@ def blocks(text: str) -> list[Block]:
             out[-1].text += "\n" + line
     for b in out:
         b.text = b.text.strip()
-        if b.tag == "tool":
-            m = re.match(r"^([^()\s]+)\((.*)\)$", b.text, re.S)
-            if m:
-                b.args = m.group(2)
     return out
 
 
@@ -52,7 +48,8 @@ def sentences(text: str) -> list[str]:
 
 def command_of(b: Block) -> str | None:
     """The shell command line of a tool block, if it ran one."""
-    m = _COMMAND_ARG.match(b.args.strip())
+    call = _CALL.match(b.text)
+    m = _COMMAND_ARG.match(call.group(1).strip()) if call else None
     if not m:
         return None
     try:
