@@ -123,15 +123,30 @@ def _entries(base: str, rel_base: str, recursive: bool) -> Iterator[tuple[str, o
             yield rel, entry
 
 
+def regular_file(path: str | Path) -> os.stat_result | None:
+    """The lstat of a regular file; None when there is none (missing, a link, a folder)."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st if stat_mod.S_ISREG(st.st_mode) else None
+
+
+def lstat_named(path: Path, rel: str) -> os.stat_result:
+    """The lstat of a guarded path; NotFoundError naming `rel` when it is missing."""
+    try:
+        return path.lstat()
+    except FileNotFoundError:
+        raise NotFoundError(f"no such file or directory in memory: {rel or '.'}") from None
+    except NotADirectoryError:
+        raise NotFoundError(f"not a directory on the way to: {rel}") from None
+
+
 def top_files(root: str) -> Iterator[tuple[str, str, os.stat_result]]:
     """MEMORY.md and memory_summary.md at the root, when they are regular files (never a link)."""
     for name in ("MEMORY.md", "memory_summary.md"):
         p = os.path.join(root, name)
-        try:
-            st = os.lstat(p)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if stat_mod.S_ISREG(st.st_mode):
+        if (st := regular_file(p)) is not None:
             yield name, p, st
 
 
@@ -160,10 +175,7 @@ def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, str, os.s
         yield from corpus(store)
         return
     base = store.root / prefix
-    try:
-        st = base.lstat()
-    except (FileNotFoundError, NotADirectoryError):
-        raise NotFoundError(f"no such file or directory in memory: {prefix}") from None
+    st = lstat_named(base, prefix)
     if stat_mod.S_ISREG(st.st_mode):
         yield prefix, str(base), st
         return

@@ -7,12 +7,13 @@ import stat as stat_mod
 from datetime import datetime
 from typing import Any
 
-from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
+from dsh_memory.errors import PathGuardError, UserInputError
 from dsh_memory.readpath._common import (
     decode_cursor,
     encode_cursor,
     fingerprint,
     guard,
+    lstat_named,
     record_usage,
     validate,
 )
@@ -38,15 +39,6 @@ PROTECTED_FILES = frozenset(
 )
 
 
-def _lstat(path, rel: str) -> os.stat_result:
-    try:
-        return path.lstat()
-    except FileNotFoundError:
-        raise NotFoundError(f"no such file or directory in memory: {rel or '.'}") from None
-    except NotADirectoryError:
-        raise NotFoundError(f"not a directory on the way to: {rel}") from None
-
-
 def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
     """Shallow, sorted listing of one directory; paginated. Hides `.state`, temp files and
     symlinks (dot entries other than rollout_summaries/.retired). Files carry their scope; with
@@ -54,7 +46,7 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
     `params`: ListRequest's fields."""
     req = validate(ListRequest, path=path or "", **params)
     target, rel = guard(store, req.path)
-    st = _lstat(target, rel)
+    st = lstat_named(target, rel)
     if stat_mod.S_ISREG(st.st_mode):
         entries = [Entry(path=rel, type="file", size=st.st_size)]
     elif stat_mod.S_ISDIR(st.st_mode):
@@ -107,7 +99,7 @@ def read(
     `usage=False` (the vault: a person looking is not an agent using the memory)."""
     req = validate(ReadRequest, path=path, **params)
     target, rel = guard(store, req.path)
-    st = _lstat(target, rel)
+    st = lstat_named(target, rel)
     if stat_mod.S_ISDIR(st.st_mode):
         raise UserInputError(f"{rel or '.'} is a directory; use list")
     if not stat_mod.S_ISREG(st.st_mode):
@@ -162,7 +154,7 @@ def delete_file(store: Any, path: str) -> DeleteResult:
         raise PathGuardError("retired summaries are an archive and cannot be deleted")
     if rel == "":
         raise PathGuardError("refusing to delete the memory root")
-    st = _lstat(target, rel)
+    st = lstat_named(target, rel)
     if not stat_mod.S_ISREG(st.st_mode):
         raise UserInputError(f"{rel} is not a regular file (directories are never deleted)")
     target.unlink()

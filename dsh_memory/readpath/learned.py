@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from datetime import date
 from typing import Any
 
-from dsh_memory.readpath._common import FileCache, read_text
+from dsh_memory.readpath._common import FileCache, read_text, regular_file
 
 SOURCE = re.compile(r"\s*\[source: ([^\]]*)\]\s*$")
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -121,11 +120,8 @@ def learned_dates(store: Any) -> dict[str, date]:
     """`dates_of` the store's MEMORY.md, cached by its identity; {} when there is none."""
     root = str(store.root)
     path = os.path.join(root, "MEMORY.md")
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return {}
-    if not stat.S_ISREG(st.st_mode):  # a link is no memory file
+    st = regular_file(path)
+    if st is None:  # none, or a link (no memory file)
         return {}
     return _dates_cache.get(path, st, lambda: dates_of(read_text(path, st) or "", root))
 

@@ -5,13 +5,11 @@ rollout summaries, fetched on demand with the tools. Injection is never "usage".
 
 from __future__ import annotations
 
-import os
 import re
-import stat as stat_mod
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_memory.readpath._common import FileCache
+from dsh_memory.readpath._common import FileCache, regular_file
 from dsh_memory.readpath.freshness import checkout_root, flag_stale
 from dsh_memory.readpath.learned import learned_dates
 from dsh_memory.readpath.models import Summary
@@ -93,11 +91,8 @@ def summary(
     path = store.root / "memory_summary.md"
     where = Where.of(cwd)
     text, truncated, chars, shown, others = "", False, 0, [], []
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        st = None
-    if st is not None and stat_mod.S_ISREG(st.st_mode):
+    st = regular_file(path)
+    if st is not None:
 
         def build() -> tuple[str, bool, int, list[str], list[str]]:
             full = path.read_bytes().decode("utf-8", errors="replace").strip()
