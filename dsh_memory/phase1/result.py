@@ -12,13 +12,9 @@ from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.selection import DecisionRow
 
 
-def _absent(value: Any) -> bool:
-    return value is None
-
-
 def _optional(description: str):
     """A field that only some runs have: None, and then left out of the dump (and the JSON)."""
-    return Field(None, description=description, exclude_if=_absent)
+    return Field(None, description=description, exclude_if=lambda value: value is None)
 
 
 class Phase1Result(BaseModel):
