@@ -29,7 +29,7 @@ from dsh_memory.readpath.models import (
     ReadRequest,
     ReadResult,
 )
-from dsh_memory.readpath.scoping import MIXED, Where, file_scope
+from dsh_memory.readpath.scoping import Where, file_scope, layer
 
 RETIRED_DIR_NAME = ".retired"
 
@@ -79,14 +79,12 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
 
 def _scoped(store: Any, entries: list[Entry], cwd: str | None, other_projects: bool) -> list[Entry]:
     """Files with their scope; with `cwd`, this project's and global entries first, the other
-    projects' files only with `other_projects`."""
-    where = Where.of(cwd)
-    out = [e.model_copy(update={"scope": file_scope(store, e.path)}) if e.type == "file" else e for e in entries]
-    if where is None:
-        return out
-    mine = [e for e in out if e.scope in (None, MIXED) or where.sees(e.scope)]
-    kept = {id(e) for e in mine}
-    return mine + ([e for e in out if id(e) not in kept] if other_projects else [])
+    projects' files only with `other_projects` (`scoping.layer`)."""
+
+    def scope(e: Entry) -> str | None:
+        return file_scope(store, e.path) if e.type == "file" else None
+
+    return list(layer(entries, Where.of(cwd), other_projects, scope))
 
 
 def read(

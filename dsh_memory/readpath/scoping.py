@@ -7,7 +7,7 @@ project's and global ones first (`layer`), and the summary injected for a projec
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,12 +99,14 @@ def file_scope(store: Any, rel: str) -> str:
     return scopes.pop() if len(scopes) == 1 else MIXED
 
 
-def layer(store: Any, matches: Iterable[Any], where: Where | None, other_projects: bool) -> Iterator[Any]:
-    """Every match with its `scope`; with a project: in-scope matches first, the others after
-    them only when `other_projects` (the order within each layer unchanged)."""
+def layer(
+    items: Iterable[Any], where: Where | None, other_projects: bool, scope: Callable[[Any], str | None]
+) -> Iterator[Any]:
+    """Every search match or list entry with its `scope(item)`; with a project: in-scope items
+    first, the others after them only when `other_projects` (the order within each layer unchanged)."""
     later = []
-    for m in matches:
-        m = m.model_copy(update={"scope": scope_of(store, m.path, m.match_line)})
+    for m in items:
+        m = m.model_copy(update={"scope": scope(m)})
         if where is None or where.sees(m.scope):
             yield m
         elif other_projects:

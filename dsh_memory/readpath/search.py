@@ -24,7 +24,7 @@ from dsh_memory.readpath._common import (
     validate,
 )
 from dsh_memory.readpath.models import SearchMatch, SearchRequest, SearchResult
-from dsh_memory.readpath.scoping import SEARCH_SCAN_LIMIT, Where, layer
+from dsh_memory.readpath.scoping import SEARCH_SCAN_LIMIT, Where, layer, scope_of
 from dsh_memory.settings import SemanticSearch
 
 _NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
@@ -157,7 +157,7 @@ def search(
     else:
         need = SEARCH_SCAN_LIMIT if where else start + req.max_results + 1
         found = islice(_line_search(store, req, need), skip, None)
-    found = layer(store, found, where, req.other_projects)  # every hit gets its scope
+    found = layer(found, where, req.other_projects, lambda m: scope_of(store, m.path, m.match_line))
     if where:
         found = islice(found, start, None)
     page, more = _page(found, req, prefix)
