@@ -45,7 +45,7 @@ from dsh_memory.phase1.facts import (
     prose,
     sentences,
 )
-from dsh_memory.phase1.plan import best_items, plan_items
+from dsh_memory.phase1.plan import AGENT_TOOLS, best_items, plan_items
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
@@ -65,7 +65,6 @@ PROCEDURE_ASK = re.compile(
     r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
     re.I,
 )
-AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
 
 
@@ -200,9 +199,10 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
         elif e.kind is EventKind.TOOL_CALL:
             ev.tool_calls += 1
             name = (e.tool_name or "").lower()
-            result = results.get(e.tool_call_id) if e.tool_call_id else None
+            result = results.get(e.tool_call_id)
             if result is None and i + 1 < len(events) and events[i + 1].kind is EventKind.TOOL_RESULT:
                 result = events[i + 1]
+            output = (result.text or "") if result is not None else ""
             planned += plan_items(name, e.arguments)
             line, arguments = shell_line(e), e.arguments
             if line is not None and line.startswith("apply_patch"):  # Codex's patch through its shell tool
@@ -210,11 +210,11 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             read = read_path(name, arguments, line)
             bad = failed(result) if line is not None or read else False
             if read and result is not None and not bad:
-                reads.append((_relative(read.strip(), cwd), result.text or ""))
+                reads.append((_relative(read.strip(), cwd), output))
             if line is not None:
                 line = normalize_command(redact(line), cwd)
-                error = informative_error(redact(result.text or "")) if bad and result is not None else ""
-                script = redact(script_of(line, result.text or "")) if result is not None and not bad else ""
+                error = informative_error(redact(output)) if bad else ""  # (no result: not failed)
+                script = redact(script_of(line, output)) if not bad else ""
                 escalated = bool(ESCALATED.search(str(e.arguments)))
                 background = isinstance(e.arguments, dict) and e.arguments.get("run_in_background") is True
                 runs.append(Run(e.seq, line, bad, error, escalated, script=script, background=background))
@@ -223,19 +223,18 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 continue
             if name in AGENT_TOOLS and isinstance(e.arguments, dict):
                 prompt = str(e.arguments.get("prompt") or "")
-                out = (result.text or "") if result is not None else ""
-                bad = bool(re.search(r"\b(failed|failing|errors?)\b", out[:300], re.I)) and not re.search(
-                    r"\b(passed|succeeded|all checks)\b", out[:300], re.I
+                bad = bool(re.search(r"\b(failed|failing|errors?)\b", output[:300], re.I)) and not re.search(
+                    r"\b(passed|succeeded|all checks)\b", output[:300], re.I
                 )
                 via = str(e.arguments.get("subagent_type") or e.arguments.get("agent_type") or "")[:40]
                 spans = CODE.findall(prompt) + prompt.splitlines()
                 cmds = dict.fromkeys(normalize_command(redact(s.strip().removeprefix("$ ")), cwd) for s in spans)
                 runs += [Run(e.seq, cmd, bad, "", False, via=via) for cmd in cmds if is_build_command(cmd)]
                 continue
-            if name in EDIT_TOOLS:
-                made = created_by(name, arguments, (result.text or "") if result is not None else "")
-                created.update(_relative(p.strip(), cwd) for p in made)
-            for path, written in edits_of(name, arguments) if name in EDIT_TOOLS else []:
+            if name not in EDIT_TOOLS:
+                continue
+            created.update(_relative(p.strip(), cwd) for p in created_by(name, arguments, output))
+            for path, written in edits_of(name, arguments):
                 path = _relative(path.strip(), cwd)
                 edits.append((e.seq, path, redact(gist(arguments))))
                 texts.append((path, redact(written)))

@@ -15,6 +15,7 @@ MAX_PLAN_CHARS = 900
 MAX_FROM_ONE = 3  # items taken from one plan or one subagent prompt
 TODO_TOOLS = {"todowrite", "taskcreate", "update_plan"}
 PLAN_TOOLS = {"exitplanmode"}
+AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 _PLAN_FILE = re.compile(r"(^|/)\.claude/plans/[^/]+\.md$")
 _NAMES = re.compile(r"`[^`\n]+`|[\w.-]+/[\w./-]+|\b[\w-]+\.[a-z]{1,4}\b|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b")
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ x]\]\s+)?(.{12,})$")
@@ -36,7 +37,7 @@ def plan_items(tool: str, arguments: Any) -> list[str]:
         return _named_items(str(arguments.get("plan") or ""))
     if tool == "write" and _PLAN_FILE.search(str(arguments.get("file_path") or "")):
         return _named_items(str(arguments.get("content") or ""))
-    if tool in ("task", "agent", "spawn_agent"):
+    if tool in AGENT_TOOLS:
         what = str(arguments.get("description") or "").strip()
         items = _named_items(str(arguments.get("prompt") or arguments.get("message") or ""))
         return ([f"Subagent: {what}"] if what else []) + items
