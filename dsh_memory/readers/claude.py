@@ -1,10 +1,19 @@
 """Claude Code transcripts: `$CLAUDE_CONFIG_DIR/projects/<encoded-cwd>/<session-uuid>.jsonl`.
 
 Records carry a top-level `type` (user, assistant, system, attachment, queue-operation, summary,
-file-history-snapshot, progress, …): claude_events.py maps them to events, claude_records.py
-reads what one record means. The session is the live branch of the `parentUuid` tree: rewound
-branches are dropped. Subagent transcripts (`<sessionId>/subagents/agent-*.jsonl`, legacy
+file-history-snapshot, progress, …): claude_events.py maps them to events and reads what a user
+text means. Subagent transcripts (`<sessionId>/subagents/agent-*.jsonl`, legacy
 `agent-<8hex>.jsonl`) are not sessions.
+
+The session is the live branch of the `parentUuid` tree (`abandoned_records`): Claude Code rewinds
+(Esc Esc) by writing the new prompt as a sibling of the one rewound to; the transcript keeps the
+abandoned branch. The session is the `parentUuid` chain from the last message (across compaction
+boundaries through `logicalParentUuid`) plus what hangs off it without being a rewound branch:
+parallel tool calls also branch (the second `tool_use` line hangs off the first), and a prompt
+queued during a tool call can hang off the `tool_use` it interrupted. An abandoned branch is a
+side branch that opens with a typed prompt and holds an answer to it. A parent missing from the
+file (selected lines, a boundary naming a message that was never saved) continues at the previous
+record in file order.
 """
 
 from __future__ import annotations
@@ -15,9 +24,8 @@ from typing import Any
 
 from dsh_memory.models import Session, SessionRef
 from dsh_memory.readers._input import is_dir, regular_stat, scandir
-from dsh_memory.readers._jsonl import UUID_RE, prompt_title, read_jsonl
-from dsh_memory.readers.claude_events import EventBuilder
-from dsh_memory.readers.claude_records import abandoned_records
+from dsh_memory.readers._jsonl import UUID_RE, as_dict, prompt_title, read_jsonl
+from dsh_memory.readers.claude_events import EventBuilder, classify_text, flag_label
 
 FILE_RE = re.compile(r"^(?P<id>" + UUID_RE + r")\.jsonl$")
 
@@ -84,3 +92,81 @@ def _pick_summary(summaries: list[tuple[str, Any]], uuids: set) -> str | None:
         if leaf in uuids:
             return text
     return summaries[-1][0] if summaries else None
+
+
+def opens_with_prompt(obj: dict) -> bool:
+    """A user record carrying typed words (a rewound branch starts with one)."""
+    if obj.get("type") != "user" or flag_label(obj) is not None:
+        return False
+    content = as_dict(obj.get("message")).get("content")
+    if isinstance(content, str):
+        return bool(classify_text(content).human)
+    if isinstance(content, list):
+        blocks = [c for c in content if isinstance(c, dict)]
+        if any(c.get("type") == "tool_result" for c in blocks):
+            return False
+        return any(c.get("type") == "text" and classify_text(str(c.get("text", ""))).human for c in blocks)
+    return False
+
+
+def _parent(obj: dict) -> object:
+    parent = obj.get("parentUuid")
+    return obj.get("logicalParentUuid") if parent is None else parent
+
+
+def abandoned_records(records: list[tuple[int, dict]]) -> tuple[set[int], dict[int, int]]:
+    """(seqs of records on abandoned branches, record seq → seq of its uuid-carrying anchor).
+
+    Records without a uuid (queue operations, snapshots) are anchored to the previous record
+    that has one, so they share its fate. Sidechain records are not part of the tree.
+    """
+    nodes: dict[str, tuple[int, dict]] = {}
+    order: list[str] = []
+    anchor: dict[int, int] = {}
+    last_seq: int | None = None
+    for seq, obj in records:
+        uid = obj.get("uuid")
+        if isinstance(uid, str) and uid and obj.get("isSidechain") is not True and uid not in nodes:
+            nodes[uid] = (seq, obj)
+            order.append(uid)
+            last_seq = seq
+        elif last_seq is not None:
+            anchor[seq] = last_seq
+    if not nodes:
+        return set(), anchor
+    parent: dict[str, str | None] = {}
+    children: dict[str | None, list[str]] = {}
+    previous: str | None = None
+    for uid in order:
+        p = _parent(nodes[uid][1])
+        if p is not None and (not isinstance(p, str) or p not in nodes or p == uid):
+            p = previous  # broken chain: continue at the previous record in file order
+        parent[uid] = p
+        children.setdefault(p, []).append(uid)
+        previous = uid
+    leaf = next((u for u in reversed(order) if nodes[u][1].get("type") in ("user", "assistant")), order[-1])
+    live: list[str] = []
+    seen: set[str] = set()
+    cur: str | None = leaf
+    while cur is not None and cur not in seen:
+        seen.add(cur)
+        live.append(cur)
+        cur = parent[cur]
+    abandoned: set[int] = set()
+    for u in live:  # (separate roots are not compared: a chain may restart mid-file)
+        for c in children.get(u, []):
+            if c in seen or not opens_with_prompt(nodes[c][1]):
+                continue
+            branch = _subtree(c, children)
+            if any(nodes[x][1].get("type") == "assistant" for x in branch):
+                abandoned.update(nodes[x][0] for x in branch)
+    return abandoned, anchor
+
+
+def _subtree(root: str, children: dict[str | None, list[str]]) -> list[str]:
+    out, stack = [], [root]
+    while stack:
+        x = stack.pop()
+        out.append(x)
+        stack.extend(children.get(x, []))
+    return out

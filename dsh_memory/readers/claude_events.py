@@ -11,16 +11,128 @@ Notifications, reminders, command wrappers and output, interrupts and compaction
 context. Tool results arrive as user records with `tool_result` blocks, harness boilerplate
 removed (transcript/boilerplate.py); one assistant API response is split over lines sharing
 `message.id` and is read once. `finish` drops the second record of one prompt and numbers turns.
+
+What a user-role text means (`classify_text`): the words the human typed, the harness blocks
+around them (labels only) or an interrupt. Claude Code writes many typed-looking strings itself:
+slash command wrappers, local command output, `!` shell echoes, background task notifications,
+`<system-reminder>` and IDE context blocks. A slash command's arguments are the human's words
+(`/compact and continue with …`, `/plugin:command do X with Y`): they are kept as the prompt.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory.models import Event, EventKind
 from dsh_memory.readers._jsonl import Events, as_dict, as_str, parse_time, same_words
-from dsh_memory.readers.claude_records import INTERRUPTED, classify_text, flag_label, typed_line
 from dsh_memory.transcript.boilerplate import strip_boilerplate
+
+# A user text opening with one of these is harness output as a whole.
+WHOLE_TAGS: dict[str, str] = {
+    "local-command-stdout": "local_command_output",
+    "local-command-stderr": "local_command_output",
+    "local-command-caveat": "local_command_caveat",
+    "bash-input": "bash_input",
+    "bash-stdout": "bash_output",
+    "bash-stderr": "bash_output",
+    "user-memory-input": "memory_input",
+    "user-prompt-submit-hook": "hook_output",
+    "task-notification": "task_notification",
+    "agent-notification": "task_notification",  # a subagent's completion, as earlier versions wrote it
+}
+# Blocks the harness puts before (or, for reminders, after) a typed prompt in the same message.
+PREFIX_TAGS: dict[str, str] = {
+    "system-reminder": "system_reminder",
+    "ide_opened_file": "ide_opened_file",
+    "ide_selection": "ide_selection",
+    "ide_diagnostics": "ide_diagnostics",
+}
+COMMAND_OPENERS = ("<command-name>", "<command-message>", "<command-args>")
+INTERRUPTED = re.compile(r"^\[Request interrupted by user[^\]]*\]$")
+_COMMAND_FIELD = re.compile(r"<(command-name|command-message|command-args)>(.*?)</\1>", re.S)
+_LEADING_TAG = re.compile(r"\s*<([A-Za-z][\w-]*)>")
+_TRAILING_REMINDER = re.compile(r"\s*<system-reminder>(?:(?!<system-reminder>).)*</system-reminder>\s*\Z", re.S)
+
+
+@dataclass
+class TextClass:
+    """A user-role text split into what the human typed and what the harness added."""
+
+    human: str = ""  # the typed words ("" when none)
+    labels: list[str] = field(default_factory=list)  # harness blocks (markers only)
+    status: str | None = None  # "interrupted"
+    label: str | None = None  # label of the human part: slash_command:/name
+
+
+def slash_command(text: str) -> tuple[str, str] | None:
+    """(name, arguments) of a slash command wrapper, or None when `text` is not one."""
+    if not text.lstrip().startswith(COMMAND_OPENERS):
+        return None
+    fields = {m.group(1): m.group(2).strip() for m in _COMMAND_FIELD.finditer(text)}
+    name = fields.get("command-name", "")
+    if not name and fields.get("command-message"):
+        name = "/" + fields["command-message"].lstrip("/")
+    return " ".join(name.split()), fields.get("command-args", "")
+
+
+def _command(name: str, args: str) -> TextClass:
+    """A slash command: its arguments are the human's words; without any it is a marker."""
+    label = f"slash_command:{name}" if name else "slash_command"
+    return TextClass(human=f"{name} {args}".strip(), label=label) if args else TextClass(labels=[label])
+
+
+def classify_text(text: str) -> TextClass:
+    command = slash_command(text)
+    if command is not None:
+        return _command(*command)
+    m = _LEADING_TAG.match(text)
+    if m and m.group(1) in WHOLE_TAGS:
+        return TextClass(labels=[WHOLE_TAGS[m.group(1)]])
+    labels: list[str] = []
+    rest = text
+    while (m := _LEADING_TAG.match(rest)) and m.group(1) in PREFIX_TAGS:
+        tag = m.group(1)
+        labels.append(PREFIX_TAGS[tag])
+        end = rest.find(f"</{tag}>", m.end())
+        rest = "" if end == -1 else rest[end + len(tag) + 3 :]
+    if (t := _TRAILING_REMINDER.search(rest)) is not None:
+        labels.append(PREFIX_TAGS["system-reminder"])
+        rest = rest[: t.start()]
+    if labels:
+        rest = rest.strip()
+    if not rest.strip():
+        return TextClass(labels=labels or ["empty"])
+    if INTERRUPTED.match(rest.strip()):
+        return TextClass(labels=labels, status="interrupted")
+    return TextClass(human=rest, labels=labels)
+
+
+def flag_label(obj: dict) -> str | None:
+    """Why a user-role record is not the human's, from its flags alone (None: read its text)."""
+    if obj.get("isCompactSummary"):
+        return "compact_summary"
+    if obj.get("isMeta"):
+        return "meta"
+    if obj.get("isSidechain"):
+        return "subagent_prompt"
+    if obj.get("isVisibleInTranscriptOnly"):
+        return "transcript_only"
+    origin = obj.get("origin")
+    if isinstance(origin, dict) and isinstance(origin.get("kind"), str) and origin["kind"] != "human":
+        return f"origin:{origin['kind']}"
+    return None
+
+
+_RAW_COMMAND = re.compile(r"^(/[A-Za-z][\w:.-]*)(?:\s+(.*))?$", re.S)
+
+
+def typed_line(text: str) -> TextClass:
+    """A queued input line as typed: `/name args` is a slash command (its arguments the prompt)."""
+    m = _RAW_COMMAND.match(text.strip())
+    return classify_text(text) if m is None else _command(m.group(1), (m.group(2) or "").strip())
+
 
 _TWIN_WINDOW = 12  # lines between a slash command's user wrapper and its system local_command twin
 
