@@ -141,12 +141,6 @@ def _split_ident(ident: str) -> list[str]:
     return parts
 
 
-def _credential_kind(parts: list[str]) -> str | None:
-    """The marker kind when the identifier ends in a credential word (`aws_secret_access_key`,
-    `X-Auth-Token`), None otherwise (`secretName`, `token_refresh_handler`, `api_key_id`)."""
-    return kind_for_name(parts[-1]) if parts and parts[-1] in CREDENTIAL_WORDS else None
-
-
 def _tight_value_ok(text: str, start: int, ident: str, parts: list[str], m: re.Match[str]) -> bool:
     """Passwords in prose may be words joined by separators ("correct-horse-9"); secrets and tokens
     must have digits, symbols or randomness; a bare "key"/"auth" (cache key, primary key) must be
@@ -223,12 +217,14 @@ def _redact_context(text: str, low: str) -> str:
         if _in_marker(text, s, e):
             continue
         parts = _split_ident(text[s:e])
-        kind = _credential_kind(parts)
-        loose_only = kind is None  # "account keys list → …": a plural counts for random tokens only
-        if loose_only:
-            if not parts or parts[-1] not in _PLURAL_WORDS:
-                continue
-            kind = "api_key" if parts[-1] == "keys" else "password"
+        word = parts[-1] if parts else ""
+        # The identifier ends in a credential word (`aws_secret_access_key`, `X-Auth-Token`; not
+        # `secretName`, `token_refresh_handler`, `api_key_id`), or in a plural that counts for
+        # random tokens only ("account keys list → …").
+        loose_only = word not in CREDENTIAL_WORDS
+        if loose_only and word not in _PLURAL_WORDS:
+            continue
+        kind = ("api_key" if word == "keys" else "password") if loose_only else kind_for_name(word)
         # "the password is Xk9…!q": a linking word right after the credential word.
         tight = None if loose_only else _TIGHT.match(text, e)
         if tight and _tight_value_ok(text, s, text[s:e], parts, tight):
