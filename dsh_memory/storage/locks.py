@@ -14,8 +14,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from dsh_memory.errors import DshMemoryError
+from dsh_memory.storage.store import STATE_DIRNAME
 
-STATE_DIRNAME = ".state"  # same folder as MemoryStore.state_dir
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 # A probe (`is_running`) holds the lock for a few microseconds. A real acquirer polls this long
 # before giving up, so a concurrent probe never makes a genuine run skip. Still "non-blocking"
@@ -64,16 +64,12 @@ def phase_lock(memory_root: Path | str, name: str) -> Iterator[Path]:
     except Timeout:
         raise AlreadyRunning(name) from None
     try:
-        _note_holder(path)
+        # best effort: the holder's pid in the lock file (diagnostics only, never trusted)
+        with suppress(OSError), open(path, "w", encoding="ascii") as f:
+            f.write(f"{os.getpid()}\n")
         yield path
     finally:
         lock.release()
-
-
-def _note_holder(path: Path) -> None:
-    """Best effort: write the holder's pid into the lock file (diagnostics only, never trusted)."""
-    with suppress(OSError), open(path, "w", encoding="ascii") as f:
-        f.write(f"{os.getpid()}\n")
 
 
 def is_running(memory_root: Path | str, name: str) -> bool:
