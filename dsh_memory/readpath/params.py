@@ -32,6 +32,8 @@ class Param:
 
     ge = property(lambda self: self._bound("ge"))
     le = property(lambda self: self._bound("le"))
+    min_length = property(lambda self: self._bound("min_length"))
+    max_length = property(lambda self: self._bound("max_length"))
 
     @property
     def choices(self) -> tuple[str, ...]:
