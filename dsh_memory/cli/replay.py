@@ -37,7 +37,7 @@ def _with_bar(fn):
     from dsh_memory import progress
     from dsh_memory.cli._progress import LINE_PREFIX, quiet_console
     from dsh_memory.flows.extract import extract_flow  # noqa: F401 (Prefect's logging is set up from here on)
-    from dsh_memory.replay.rebuild import PHASE
+    from dsh_memory.replay.core import PHASE
 
     quiet_console()
     bar = None
