@@ -34,6 +34,7 @@ from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import groupby
 from typing import Any
 
 from pydantic import BaseModel
@@ -296,22 +297,17 @@ def _assemble(
 ) -> tuple[str, int, int]:
     """(text, events omitted, tool outputs shortened) for the kept units (None = all)."""
     parts = [header] + ([note] if note else [])
-    gap: list[Event] = []
     omitted = shortened = 0
-    for i, u in enumerate(units):
-        if keep is not None and i not in keep:
-            gap.extend(u.events)
-            continue
-        if gap:
+    for kept, run in groupby(enumerate(units), key=lambda item: keep is None or item[0] in keep):
+        if kept:
+            for _, u in run:
+                text, _tok, short = _block(u, level)
+                shortened += short
+                parts.append(text)
+        else:  # a run of units left out: one marker
+            gap = [e for _, u in run for e in u.events]
             parts.append(_omitted_marker(gap))
             omitted += len(gap)
-            gap = []
-        text, _tok, short = _block(u, level)
-        shortened += short
-        parts.append(text)
-    if gap:
-        parts.append(_omitted_marker(gap))
-        omitted += len(gap)
     if len(parts) == 1 + bool(note):
         parts.append("[no events to show]")
     return redact("\n".join(parts)), omitted, shortened
