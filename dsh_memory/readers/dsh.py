@@ -16,8 +16,7 @@ from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
 from dsh_memory.readers._input import LogLines, is_dir, regular_stat, scandir
 from dsh_memory.readers._jsonl import as_str
-from dsh_memory.readers.dsh_events import parse_body
-from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime
+from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime, parse_body
 
 GENERATION_RE = re.compile(r"^session(?:\.v(\d+))?\.jsonl(?:\.zstd)?$")
 KNOWN_MAX_VERSION = 4
