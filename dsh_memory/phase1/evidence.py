@@ -7,12 +7,13 @@ string is a redacted copy of what the session says, picked by deterministic rule
 standing rules (`user_words.py`) with the agent's restatement, commands that build, test or run
 the project, also through a subagent (`commands.py`), failure shields (`shields.py`), the agent's
 facts and conclusions (`facts.py`), the code map and what the agent wrote down for later sessions
-(`codemap.py`), tripwires (`tripwires.py`), the plan (`plan.py`), the outcome and the requests.
+(`codemap.py`), tripwires (`tripwires.py`), the plan (below), the outcome and the requests.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -45,7 +46,6 @@ from dsh_memory.phase1.facts import (
     prose,
     sentences,
 )
-from dsh_memory.phase1.plan import AGENT_TOOLS, best_items, plan_items
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
@@ -65,6 +65,7 @@ PROCEDURE_ASK = re.compile(
     r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
     re.I,
 )
+AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
 
 
@@ -286,3 +287,70 @@ def _relative(path: str, cwd: str | None) -> str:
     if cwd and path.startswith(cwd.rstrip("/") + "/"):
         return path[len(cwd.rstrip("/")) + 1 :]
     return path
+
+
+# --- the plan -------------------------------------------------------------------------------------
+# What the session set out to do, in the agent's own words: its task lists (`TodoWrite`,
+# `TaskCreate`, Codex's `update_plan`), its plans (`ExitPlanMode`, `.claude/plans/*.md`) and the
+# tasks it handed to subagents. A session that ends without a summary says what it did nowhere
+# else; the recap keeps these items (searchable, not injected).
+MAX_PLAN_CHARS = 900
+MAX_FROM_ONE = 3  # items taken from one plan or one subagent prompt
+TODO_TOOLS = {"todowrite", "taskcreate", "update_plan"}
+PLAN_TOOLS = {"exitplanmode"}
+_PLAN_FILE = re.compile(r"(^|/)\.claude/plans/[^/]+\.md$")
+_NAMES = re.compile(r"`[^`\n]+`|[\w.-]+/[\w./-]+|\b[\w-]+\.[a-z]{1,4}\b|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ x]\]\s+)?(.{12,})$")
+
+
+def plan_items(tool: str, arguments: Any) -> list[str]:
+    """The items one tool call plans: a todo list's entries, a plan's list items that name
+    something, a subagent task's description with its prompt's first items that name something."""
+    if not isinstance(arguments, dict):
+        return []
+    if tool in TODO_TOOLS:
+        todos = arguments.get("todos") or arguments.get("plan")
+        if isinstance(todos, list):
+            said = [str(t.get("content") or t.get("step") or "") for t in todos if isinstance(t, dict)]
+            return [s.strip() for s in said if s.strip()]
+        subject, about = str(arguments.get("subject") or ""), str(arguments.get("description") or "")
+        return [f"{subject}: {about}" if subject and about else subject or about] if subject or about else []
+    if tool in PLAN_TOOLS:
+        return _named_items(str(arguments.get("plan") or ""))
+    if tool == "write" and _PLAN_FILE.search(str(arguments.get("file_path") or "")):
+        return _named_items(str(arguments.get("content") or ""))
+    if tool in AGENT_TOOLS:
+        what = str(arguments.get("description") or "").strip()
+        items = _named_items(str(arguments.get("prompt") or arguments.get("message") or ""))
+        return ([f"Subagent: {what}"] if what else []) + items
+    return []
+
+
+def _named_items(text: str) -> list[str]:
+    """A plan's list items that name something (its first MAX_FROM_ONE)."""
+    out = []
+    for line in text.splitlines():
+        m = _ITEM.match(line)
+        if m and _NAMES.search(m.group(1)):
+            out.append(m.group(1).strip().replace("**", ""))
+            if len(out) >= MAX_FROM_ONE:
+                break
+    return out
+
+
+def best_items(items: list[str]) -> list[str]:
+    """The plan's items for the recap: those naming something first, each once, within
+    MAX_PLAN_CHARS, in the session's order."""
+    seen: dict[str, int] = {}
+    for n, item in enumerate(items):
+        item = clip(" ".join(item.split()), 220)
+        if item.lower() not in (s.lower() for s in seen):
+            seen[item] = n
+    ranked = sorted(seen, key=lambda s: (not _NAMES.search(s), seen[s]))
+    out, used = [], 0
+    for item in ranked:
+        if used + len(item) > MAX_PLAN_CHARS:
+            continue
+        out.append(item)
+        used += len(item)
+    return sorted(out, key=seen.__getitem__)
