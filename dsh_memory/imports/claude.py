@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dsh_memory import scope
 from dsh_memory.consolidation.skill_inventory import one_line
-from dsh_memory.imports._common import MAX_FILES, Item, cut, front_matter, read_bounded
+from dsh_memory.imports import MAX_FILES, Item, cut, front_matter, read_bounded
 from dsh_memory.readers._input import is_dir, scandir
 
 AGENT = "claude"
