@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsh_memory.llm.budgets import output_tokens, phase1_budget, phase2_settings
+from dsh_memory.llm.factory import output_tokens, phase1_budget, phase2_settings
 from dsh_memory.llm.local import LocalLLM
 from dsh_memory.llm.openai_compat import OpenAICompatLLM
 from dsh_memory.settings import MemorySettings
