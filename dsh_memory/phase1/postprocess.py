@@ -15,16 +15,21 @@ Applied to every provider's answer, line by line, in this order:
    first person ("I fixed…") becomes "The agent";
 6. in the raw memory every line `clean.why_not_memory` names goes; a recap loses its markers;
 7. headings left without content go; the text is capped at whole lines.
+
+Who said what comes from the rendered transcript read back into its tagged blocks (`[user]`,
+`[tool]`, `[result …]`, …: `blocks`, which the scope rule in scoping.py reads too): tags start at
+column 0 and the renderer escapes tags inside non-human text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass
 
-from dsh_memory.phase1.blocks import blocks, command_of
 from dsh_memory.phase1.clean import CODE, is_marker, why_not_memory
+from dsh_memory.phase1.commands import argv_line
 
 BOILERPLATE = re.compile(
     r"\bas an ai\b|\bi am (a|an) (coding |helpful |ai )?(agent|assistant|ai|language model)\b"
@@ -54,6 +59,46 @@ USER_SAID = re.compile(r"\b([Tt]he )?[Uu]ser (said|says|asked|stated|wrote|noted
 FIRST_PERSON = re.compile(r"(^|(?<=[-*+]\s)|(?<=[.!?;,]\s)|(?<=:\s))I('ll|'ve|'m| )(?=\w|\s)")
 PRONOUNS = re.compile(r"\b(I|I'm|I've|I'll|I'd|my|me|myself)\b")
 MIN_GROUNDED = 0.5
+_TAG = re.compile(r"^\[(user|assistant|tool|result|hidden|compaction|status|delta|note)\b([^\]]*)\](.*)$")
+_OMITTED = re.compile(r"^\[… .*omitted.*…\]$")
+_CALL = re.compile(r"^[^()\s]+\((.*)\)$", re.S)  # a tool block: `name(argument summary)`
+_COMMAND_ARG = re.compile(r'^(?:command|cmd)=(\[.*?\]|"(?:[^"\\]|\\.)*")', re.S)
+
+
+@dataclass
+class Block:
+    tag: str  # user | assistant | tool | result | hidden | …
+    text: str
+
+
+def blocks(text: str) -> list[Block]:
+    """The tagged blocks of a rendered transcript (the header lines before the first tag and the
+    renderer's own omission markers dropped)."""
+    out: list[Block] = []
+    for line in (text or "").split("\n"):
+        m = _TAG.match(line)
+        if m:
+            out.append(Block(m.group(1), m.group(3).lstrip()))
+        elif _OMITTED.match(line.strip()):
+            out.append(Block("note", line.strip()))  # never part of the block before it
+        elif out:
+            out[-1].text += "\n" + line
+    for b in out:
+        b.text = b.text.strip()
+    return out
+
+
+def command_of(b: Block) -> str | None:
+    """The shell command line of a tool block, if it ran one."""
+    call = _CALL.match(b.text)
+    m = _COMMAND_ARG.match(call.group(1).strip()) if call else None
+    if not m:
+        return None
+    try:
+        value = json.loads(m.group(1))
+    except ValueError:
+        return None
+    return argv_line(value)
 
 
 @dataclass

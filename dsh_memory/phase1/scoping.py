@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.blocks import blocks, sentences
-from dsh_memory.phase1.postprocess import BULLET, content_words
+from dsh_memory.phase1.postprocess import BULLET, blocks, content_words
 from dsh_memory.scope import is_tagged_global, stated_as_general, tag, untag
 
 QUOTED = re.compile(r"\"([^\"\n]{6,})\"|“([^”\n]{6,})”")
 MIN_SHARE = 0.5
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])|\n+")
 
 
 def _flat(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip().lower()
+
+
+def _sentences(text: str) -> list[str]:
+    parts = [s.strip() for s in _SENTENCE.split(text or "")]
+    return [s for s in parts if len(s) >= 3]
 
 
 def backing_words(item: str, user_sentences: list[str]) -> list[str]:
@@ -44,7 +49,7 @@ def scope_items(raw_memory: str, transcript_text: str) -> tuple[str, list[str]]:
     """(raw memory with `[scope: global]` on the items the user stated as general, notes)."""
     if not raw_memory.strip():
         return raw_memory, []
-    users = [s for b in blocks(transcript_text) if b.tag == "user" for s in sentences(b.text)]
+    users = [s for b in blocks(transcript_text) if b.tag == "user" for s in _sentences(b.text)]
     out, notes, tagged, refused = [], [], 0, 0
     for line in raw_memory.split("\n"):
         if not BULLET.match(line):
