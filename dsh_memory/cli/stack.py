@@ -154,16 +154,9 @@ def register(app: typer.Typer) -> None:
         serve exits 5 and says where the running one is; other commands find it through its state file.
         """
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
-        from dsh_memory.serve.stack import Stack
+        from dsh_memory.serve.stack import serve_stack
 
-        stack = Stack(
-            host=host,
-            port=port,
-            prefect_port=prefect_port,
-            boot_catch_up=not no_boot,
-            echo=lambda m: typer.echo(m, err=True),
-        )
-        run(stack.run)
+        run(lambda: serve_stack(host, port, prefect_port, not no_boot, echo=lambda m: typer.echo(m, err=True)))
 
     @app.command("deploy")
     def deploy_cmd(
