@@ -160,7 +160,7 @@ def test_a_trivial_session_costs_no_model_call_and_writes_nothing():
 
 
 def test_phase2_files_are_cleaned_the_same_way_whoever_wrote_them():
-    from dsh_memory.consolidation.cleanup import clean_handbook
+    from dsh_memory.consolidation.apply import clean_handbook
 
     evidence = "- The user said: Use `make test`, not pytest directly.\n- User preferences: use `make lint`."
     memory = "\n".join(

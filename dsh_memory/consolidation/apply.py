@@ -12,17 +12,27 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dsh_memory.consolidation.cleanup import clean_handbook
 from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
 from dsh_memory.consolidation.mechanical import Group, parse_memory_md
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
 from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE
 from dsh_memory.errors import DshMemoryError, UserInputError
+from dsh_memory.phase1.postprocess import (
+    BOILERPLATE,
+    WORD,
+    _near,
+    cut_reason,
+    is_content,
+    norm,
+    trim_to_sentence,
+    unloop,
+)
 from dsh_memory.readpath.learned import BULLET, FLAGS, SOURCE, item_key
 from dsh_memory.scope import summary_file_cap
 
@@ -167,6 +177,42 @@ class ApplyResult:
     scope_moved: int = 0  # project items the model put in another part (scope_guard)
     items_retired: int = 0  # flagged (or capped) handbook items left out, moved to MEMORY.archive.md
     kept_unchanged: list[str] = field(default_factory=list)
+
+
+def clean_handbook(text: str, vocabulary_text: str) -> str:
+    """The handbook file any Phase 2 writes (model or mechanical merge), cleaned deterministically:
+    Phase 1's line rules (`phase1/postprocess.py`) minus grounding, repeated lines kept once per
+    task group (two projects may share a rule). The vocabulary that tells a cut word from a real
+    one is the consolidation's input (raw memories, notes, the current files). Nothing is cut
+    inside a line."""
+    vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
+    counts = Counter(w.lower() for w in WORD.findall(text or ""))
+    out: list[str] = []
+    seen: list[str] = []
+    fence = False
+    for raw in (text or "").split("\n"):
+        line = raw.rstrip()
+        if line.strip().startswith("```"):
+            fence = not fence
+        if fence or line.strip().startswith("```") or not is_content(line) or line.strip() == "v1":
+            if line.startswith("# "):  # a new task group: the same bullet may hold in two projects
+                seen = []
+            out.append(line)
+            continue
+        if BOILERPLATE.search(line):
+            continue
+        line = unloop(line)
+        if cut_reason(line, vocab, counts):
+            trimmed = trim_to_sentence(line, vocab, counts)
+            if trimmed is None:
+                continue
+            line = trimmed
+        key = norm(line)
+        if len(key) >= 12 and any(_near(key, k) for k in seen):
+            continue
+        seen.append(key)
+        out.append(line)
+    return "\n".join(out).rstrip() + "\n" if any(s.strip() for s in out) else ""
 
 
 def plan_skills(output: ConsolidationOutput, result: ApplyResult) -> tuple[list[ValidSkill], list[str]]:
