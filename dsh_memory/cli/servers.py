@@ -42,10 +42,6 @@ def register(app: typer.Typer) -> None:
     @app.command("mcp", rich_help_panel="Serve memory")
     def mcp_cmd() -> None:
         """Run the MCP server on stdio (for Claude Code, Codex, DSH…)."""
+        from dsh_memory.serve.mcp_server import main
 
-        def go():
-            from dsh_memory.serve.mcp_server import main
-
-            main()
-
-        run(go)
+        run(main)
