@@ -18,8 +18,7 @@ from dsh_memory.consolidation import gate as gate_mod
 from dsh_memory.consolidation.inputs import Phase2Inputs
 from dsh_memory.consolidation.output import ConsolidationOutput, parse_reply
 from dsh_memory.consolidation.prompt import PROMPT_VERSION
-from dsh_memory.consolidation.report import ARTIFACT_KEY, render_markdown
-from dsh_memory.consolidation.result import Phase2ModelReport, Phase2Result
+from dsh_memory.consolidation.result import ARTIFACT_KEY, Phase2ModelReport, Phase2Result, render_markdown
 from dsh_memory.context import MemoryContext, memory_context
 from dsh_memory.errors import LLMOutputError, NoModelRouteError
 from dsh_memory.llm.factory import PhaseModel, phase_model

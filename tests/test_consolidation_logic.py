@@ -27,7 +27,7 @@ from dsh_memory.consolidation.apply import (
 from dsh_memory.consolidation.inputs import INCREMENTAL, INIT, gather_inputs
 from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply, cut_key, parse_reply
 from dsh_memory.consolidation.prompt import MEMORY_WRITE_TOOL, PROMPT_VERSION, SYSTEM_PROMPT
-from dsh_memory.consolidation.report import render_markdown
+from dsh_memory.consolidation.result import render_markdown
 from dsh_memory.errors import LLMOutputError
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.locks import AlreadyRunning, is_running, phase_lock

@@ -1,8 +1,12 @@
 """What one Phase 2 attempt did: the consolidate flow's result (printed by the CLI, dumped by
-`--json`, rendered into the run's markdown artifact, kept by Prefect as the flow run's result)."""
+`--json`, kept by Prefect as the flow run's result), and its markdown run report for Prefect run
+history (`render_markdown`): counts, decisions and the model's answer, never a transcript; the
+model output is redacted BEFORE it is truncated (so a cut cannot leave half a key behind), and
+the whole document is redacted once more at the end."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -10,6 +14,10 @@ from pydantic import BaseModel, Field
 from dsh_memory.consolidation.apply import ApplyResult
 from dsh_memory.consolidation.gate import GateDecision
 from dsh_memory.consolidation.output import ModelReply
+from dsh_memory.transcript.redact import redact
+
+MAX_OUTPUT_CHARS = 20_000
+ARTIFACT_KEY = "phase2-consolidation"
 
 
 class Phase2ModelReport(BaseModel):
@@ -60,3 +68,61 @@ class Phase2NotRun(BaseModel):
 
     outcome: str = "skipped"
     reason: str
+
+
+def _cell(v: Any) -> str:
+    if v is None or v == "" or v == []:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (list, tuple)):
+        v = ", ".join(str(x) for x in v)
+    return re.sub(r"\s+", " ", str(v)).replace("|", "\\|")[:500]
+
+
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def render_markdown(summary: dict, model_output: str = "") -> str:
+    gate = summary.get("gate") or {}
+    model = summary.get("model") or {}
+    inputs = summary.get("inputs") or {}
+    changes = summary.get("changes") or {}
+    rows = [
+        ("outcome", summary.get("outcome")),
+        ("reason", summary.get("reason")),
+        ("error", summary.get("error")),
+        ("mode", summary.get("mode")),
+        ("forced", summary.get("force")),
+        ("pending flag", gate.get("pending")),
+        ("consecutive failures before run", gate.get("failures")),
+        ("last success", gate.get("last_phase2_at")),
+        (
+            "cooldown",
+            f"{gate.get('cooldown_seconds')} s, {gate.get('cooldown_remaining_seconds')} s remaining" if gate else None,
+        ),
+        ("provider / model", f"{model.get('provider') or '?'} / {model.get('model') or '?'}" if model else None),
+        ("reasoning effort", (model.get("reasoning_effort") or "provider default") if model else None),
+        ("max_tokens per attempt", model.get("max_tokens_tried")),
+        ("finish reason", model.get("finish_reason")),
+        ("tokens in / out", f"{model.get('input_tokens', 0)} / {model.get('output_tokens', 0)}" if model else None),
+        ("output parsed from", model.get("output_source")),
+        ("client notes", model.get("notes")),
+        ("prompt version", summary.get("prompt_version")),
+        ("duration", f"{summary.get('duration_seconds')} s" if summary.get("duration_seconds") is not None else None),
+    ]
+    out = [f"# Phase 2 consolidation: {_cell(summary.get('outcome'))}", "", "| field | value |", "|---|---|"]
+    out += [f"| {k} | {_cell(v)} |" for k, v in rows if v not in (None, "", [])]
+    for title, columns, table in (("Inputs", "input | count", inputs), ("Changes", "change | value", changes)):
+        if table:
+            out += ["", f"## {title}", "", f"| {columns} |", "|---|---|"]
+            out += [f"| {k} | {_cell(v)} |" for k, v in table.items()]
+    if model_output:
+        text = redact(model_output)  # before the cut, so a cut cannot leave half a key behind
+        if len(text) > MAX_OUTPUT_CHARS:
+            text = text[:MAX_OUTPUT_CHARS] + f"\n[… {len(text) - MAX_OUTPUT_CHARS} more characters not shown]"
+        fence = _fence(text)
+        out += ["", f"## Model output (redacted, first {MAX_OUTPUT_CHARS} characters)", "", fence + "text", text, fence]
+    return redact("\n".join(out) + "\n")
