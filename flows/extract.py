@@ -32,7 +32,9 @@ from dsh_memory.replay.result import in_replay_run
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks.claims import (
     claim_sessions,
+    discover_sessions,
     finish_phase1,
+    plan_extractions,
     record_decisions,
     recover_stale_claims,
     renewing_claims,
@@ -40,7 +42,6 @@ from dsh_memory.tasks.claims import (
 )
 from dsh_memory.tasks.extract import extract_session
 from dsh_memory.tasks.remote import DEPLOYMENT, ROUTE, extract_on_workers, find_extract_deployment
-from dsh_memory.tasks.select import discover_sessions, plan_extractions
 from dsh_memory.transcript import tokens
 
 
