@@ -388,13 +388,21 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
         g.sections["Tasks"] = [t for t in g.sections.get("Tasks", []) if not any(f"/{s}.md" in t for s in retired)]
     promote_recurring(groups)
     stale.set_aside(groups, scope_of_group)
-    _retire_stale(store, groups, inputs, settings)
+    # Leave out the set-aside items no session confirmed for `stale_after_days` (dated by the
+    # sources of the handbook as merged, new sessions included); apply archives them.
+    dates = dates_of("\n\n".join(g.render() for g in groups.values()), str(store.root))
+    stale.retire(groups, scope_of_group, dates, date.fromisoformat(inputs.today), settings.stale_after_days)
     if GLOBAL in groups and not any(groups[GLOBAL].sections.values()):
         del groups[GLOBAL]
     groups = dict(sorted(groups.items(), key=lambda kv: (kv[0] != GLOBAL, kv[0])))
     capped: list[stale.Flagged] = []
     memory_md = _cap(groups, settings.max_memory_md_chars, capped)
-    summary = render_summary(groups, skills + _existing_skills(inputs, skills), settings.max_summary_chars)
+    # the summary routes to this run's skills and to the existing ones this run does not rewrite
+    written = {s["name"] for s in skills}
+    known = [{"name": s.name, "task": s.description or s.name, "project": s.project or None} for s in inputs.skills]
+    summary = render_summary(
+        groups, skills + [s for s in known if s["name"] not in written], settings.max_summary_chars
+    )
     return ConsolidationOutput(
         memory_md=memory_md,
         memory_summary_md=summary,
@@ -403,21 +411,3 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
         source="mechanical",
         archive=capped,
     )
-
-
-def _retire_stale(store: Any, groups: dict[str, Group], inputs: Any, settings: Any) -> int:
-    """Leave out the set-aside items no session confirmed for `stale_after_days` (dated by the
-    sources of the handbook as merged, new sessions included); apply archives them."""
-    rendered = "\n\n".join(g.render() for g in groups.values())
-    dates = dates_of(rendered, str(store.root))
-    today = date.fromisoformat(inputs.today)
-    return stale.retire(groups, scope_of_group, dates, today, settings.stale_after_days)
-
-
-def _existing_skills(inputs: Any, new: list[dict]) -> list[dict]:
-    names = {s["name"] for s in new}
-    return [
-        {"name": s.name, "task": s.description or s.name, "project": s.project or None}
-        for s in inputs.skills
-        if s.name not in names
-    ]
