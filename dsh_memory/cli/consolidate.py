@@ -88,8 +88,7 @@ def register(app: typer.Typer) -> None:
         """
 
         def go() -> dict:
-            from dsh_memory.consolidation.apply import retire_session
-            from dsh_memory.consolidation.forget_project import forget_project
+            from dsh_memory.consolidation.apply import forget_project, retire_session
             from dsh_memory.context import memory_context
 
             if (session is None) == (project is None):
