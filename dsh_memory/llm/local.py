@@ -115,14 +115,6 @@ def _text_of(content: Any) -> str:
     return str(content)
 
 
-def _tool_instruction(tool: ToolSpec, schema: dict[str, Any]) -> str:
-    return (
-        f"Answer by calling the function `{tool.name}`: {tool.description.strip()}\n"
-        "Reply with only the JSON object of its arguments, matching this JSON schema:\n"
-        + json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
-    )
-
-
 def _chat_messages(messages: list[dict[str, Any]], tool_text: str | None) -> list[dict[str, str]]:
     """Plain {role, content} messages; the tool instruction is appended to the system message."""
     out: list[dict[str, str]] = []
@@ -159,11 +151,6 @@ def loop_start(text: str, min_chars: int = LOOP_MIN_CHARS) -> int | None:
     while start - period > 0 and text[start - 1] == text[start - 1 - period]:
         start -= 1
     return start
-
-
-def _chatml(messages: list[dict[str, str]]) -> str:
-    body = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-    return body + "<|im_start|>assistant\n"
 
 
 class LocalLLM:
@@ -204,24 +191,29 @@ class LocalLLM:
     def render_prompt(
         self, messages: list[dict[str, Any]], tool: ToolSpec | None = None, *, max_tokens: int = 512
     ) -> str:
-        """The exact prompt text the model sees (chat template applied)."""
-        tool_text = _tool_instruction(tool, self._bounded(tool, max_tokens)) if tool is not None else None
-        return self._apply_template(_chat_messages(messages, tool_text))
-
-    def _bounded(self, tool: ToolSpec, max_tokens: int) -> dict[str, Any]:
-        return grammar.bound_schema(tool.parameters, max_tokens=max_tokens, max_string_chars=self.max_string_chars)
-
-    def _apply_template(self, messages: list[dict[str, str]]) -> str:
-        binding = _runtime()
-        model = _load_model(self.model_path)
+        """The exact prompt text the model sees: with a `tool`, an instruction naming it and its
+        bounded schema is appended to the system message; the model's chat template applied (ChatML
+        when llama.cpp does not know it)."""
+        tool_text = None
+        if tool is not None:
+            schema = json.dumps(self._bounded(tool, max_tokens), separators=(",", ":"), ensure_ascii=False)
+            tool_text = (
+                f"Answer by calling the function `{tool.name}`: {tool.description.strip()}\n"
+                f"Reply with only the JSON object of its arguments, matching this JSON schema:\n{schema}"
+            )
+        chat = _chat_messages(messages, tool_text)
+        binding, model = _runtime(), _load_model(self.model_path)
         template = model.get_default_chat_template()
         if template:
             try:
-                chat = [binding.LlamaChatMessage(role=m["role"], content=m["content"]) for m in messages]
-                return model.chat_apply_template(template, chat, True)
+                parts = [binding.LlamaChatMessage(role=m["role"], content=m["content"]) for m in chat]
+                return model.chat_apply_template(template, parts, True)
             except Exception as exc:  # noqa: BLE001 - template unknown to llama.cpp's built-in list
                 log.debug("chat template not applicable (%s); using ChatML", exc)
-        return _chatml(messages)
+        return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in chat) + "<|im_start|>assistant\n"
+
+    def _bounded(self, tool: ToolSpec, max_tokens: int) -> dict[str, Any]:
+        return grammar.bound_schema(tool.parameters, max_tokens=max_tokens, max_string_chars=self.max_string_chars)
 
     def complete(
         self,
