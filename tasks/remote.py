@@ -8,6 +8,8 @@ becomes an error per job). `from_workers` ends one session with its answer, thro
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -153,11 +155,8 @@ def _cancel(flow_run_id) -> None:
     from prefect import get_client
     from prefect.states import Cancelling
 
-    try:
-        with get_client(sync_client=True) as client:
-            client.set_flow_run_state(flow_run_id, Cancelling(message="the writer stopped waiting"), force=True)
-    except Exception:
-        pass
+    with suppress(Exception), get_client(sync_client=True) as client:
+        client.set_flow_run_state(flow_run_id, Cancelling(message="the writer stopped waiting"), force=True)
 
 
 def from_workers(
