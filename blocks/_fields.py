@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from prefect.blocks.core import Block
 from pydantic import BaseModel, Field
 
-from dsh_memory.settings import env_mapping
+from dsh_memory.settings import env_mapping, environment_values
 
 OFF = "off"
 _BOUNDS = ("ge", "gt", "le", "lt", "min_length", "max_length")
@@ -84,16 +84,15 @@ def sources(
     env_names: Mapping[str, tuple[str, ...]],
     env: Mapping[str, str] | None,
 ) -> dict[str, str]:
-    """Where each effective value comes from: 'block', 'env' or 'default' (block > env > default)."""
-    e = env_mapping(env)
+    """Where each effective value comes from: 'block', 'env' or 'default' (block > env > default),
+    the environment read as the settings read it (`environment_values`)."""
+    from_env = environment_values(env_names, env_mapping(env))
     out: dict[str, str] = {}
     for name in fields:
         if block is not None and getattr(block, name, None) is not None:
             out[name] = "block"
-        elif any(e.get(var) for var in env_names.get(name, ())):
-            out[name] = "env"
         else:
-            out[name] = "default"
+            out[name] = "env" if name in from_env else "default"
     return out
 
 

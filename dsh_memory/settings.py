@@ -35,7 +35,7 @@ def _env_names(
     return {n: aliases.get(n, (f"{ENV_PREFIX}{n.upper()}",)) for n in model.model_fields if n not in skip}
 
 
-def _environment_values(names: Mapping[str, tuple[str, ...]], env: Mapping[str, str]) -> dict[str, str]:
+def environment_values(names: Mapping[str, tuple[str, ...]], env: Mapping[str, str]) -> dict[str, str]:
     """The fields `env` sets, as raw strings the models validate: a field's first variable that is
     set (an empty value is unset; variable names match in any case)."""
     present = {key.lower(): value for key, value in env.items() if value != ""}
@@ -197,7 +197,7 @@ class MemorySettings(BaseModel):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> MemorySettings:
         e = env_mapping(env)
-        values: dict = _environment_values(MEMORY_ENV_NAMES, e)
+        values: dict = environment_values(MEMORY_ENV_NAMES, e)
         root = values.get("memory_root") or (dsh_home(e) / "memories")
         values.update(memory_root=Path(root).expanduser(), roots=SourceRoots.from_env(e))
         return _validated(cls, {**values, **overrides}, "setting")
@@ -230,7 +230,7 @@ class ModelRoute(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> ModelRoute:
-        values: dict = _environment_values(ROUTE_ENV_NAMES, env_mapping(env))  # the key validates as a SecretStr
+        values: dict = environment_values(ROUTE_ENV_NAMES, env_mapping(env))  # the key validates as a SecretStr
         if "model_path" in values:
             values["model_path"] = Path(values["model_path"]).expanduser()
         return _validated(cls, {**values, **overrides}, "model setting")

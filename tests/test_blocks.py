@@ -171,6 +171,18 @@ def test_settings_show_names_every_variable_the_environment_layer_reads(tmp_path
     assert settings_sources(None, env)["memory_root"] == "env"
 
 
+def test_settings_show_says_env_for_a_variable_set_in_another_case(tmp_path):
+    """The environment layer matches variable names in any case, so a value a lowercase variable
+    set is reported as coming from the environment, not as the default; an empty one is unset."""
+    from dsh_memory.blocks.memory_settings import settings_sources
+    from dsh_memory.settings import MemorySettings
+
+    env = _env(tmp_path, dsh_memory_concurrency="5", DSH_MEMORY_RETRY_LIMIT="")
+    assert MemorySettings.from_env(env).concurrency == 5
+    src = settings_sources(None, env)
+    assert (src["concurrency"], src["retry_limit"]) == ("env", "default")
+
+
 def test_block_metadata_comes_from_the_name_docstring_and_loader():
     from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
 
