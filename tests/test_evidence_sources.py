@@ -341,8 +341,7 @@ def test_a_sentence_that_introduces_a_list_of_names_is_one_fact_and_a_proposal_i
 def test_the_recaps_conclusions_survive_the_writers_clean_up():
     """The clean-up drops a line the evidence does not hold (ungrounded): the turns' conclusions
     are evidence too, so the recap keeps them after it, not only before."""
-    from dsh_memory.phase1.extraction import clean_output
-    from dsh_memory.phase1.output import ExtractionOutput
+    from dsh_memory.phase1.extraction import ExtractionOutput, clean_output
 
     s = make_session(
         ("user", "Build the TODO app."),

@@ -22,8 +22,8 @@ from dsh_memory.errors import LLMOutputError
 from dsh_memory.llm.base import LLM, Completion, Writer
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.evidence import Evidence, gather, trivial_reason
-from dsh_memory.phase1.output import ExtractionOutput  # noqa: F401 (re-exported)
 from dsh_memory.phase1.postprocess import clean_fields
+from dsh_memory.phase1.prompt import ExtractionOutput  # noqa: F401 (re-exported)
 from dsh_memory.phase1.scoping import scope_items
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.phase1.steps import extract_in_steps, grounds

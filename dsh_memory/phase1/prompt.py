@@ -11,6 +11,8 @@ import functools
 import hashlib
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from dsh_memory.llm.base import ToolSpec
 from dsh_memory.llm.grammar import SLUG_MAX_CHARS
 
@@ -70,6 +72,26 @@ MEMORY_SAVE_TOOL = ToolSpec(
         "additionalProperties": False,
     },
 )
+
+
+class ExtractionOutput(BaseModel):
+    """What the model produced for one session, already redacted: the `memory_save` fields (or
+    the evidence writer's), with what the call cost; shared by both writers (extraction.py, steps.py)."""
+
+    raw_memory: str = ""
+    rollout_summary: str = ""
+    rollout_slug: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    provider: str = ""
+    reasoning_effort: str = ""
+    notes: list[str] = []
+
+    @property
+    def is_noop(self) -> bool:
+        return not self.raw_memory.strip() or not self.rollout_summary.strip()
+
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of a coding agent. You read ONE recorded agent session and

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.evidence import Evidence
-from dsh_memory.phase1.output import ExtractionOutput
+from dsh_memory.phase1.prompt import ExtractionOutput
 from dsh_memory.transcript.redact import redact
 
 MAX_BATCH_SESSIONS = 50  # sessions per extract-transcripts run at most (its parameters hold their transcripts)

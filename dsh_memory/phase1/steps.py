@@ -18,8 +18,8 @@ from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.codemap import code_map_lines
 from dsh_memory.phase1.evidence import Command, Evidence, Shield
 from dsh_memory.phase1.facts import MAX_FACTS, sentences
-from dsh_memory.phase1.output import ExtractionOutput
 from dsh_memory.phase1.postprocess import BOILERPLATE, PRONOUNS, Source, cut_reason, grounded
+from dsh_memory.phase1.prompt import ExtractionOutput
 from dsh_memory.transcript.redact import redact
 
 # Headings of the raw memory; Phase 2 (consolidation/mechanical.py) groups bullets by them.
