@@ -77,11 +77,6 @@ def replay(
     return result
 
 
-def _start_of(session, ref) -> datetime:
-    when = session.created_at or next((e.time for e in session.events if e.time), None) or ref.updated_at
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
 def _history(
     ctx: MemoryContext, where: tuple[str | None, bool] | None, since: datetime | None, limit: int = MAX_SESSIONS
 ) -> tuple[list[HistorySession], int]:
@@ -105,7 +100,8 @@ def _history(
             continue
         if not session.extractable or scope.excluded_by(session.cwd, settings.exclude_projects):
             continue
-        when = _start_of(session, ref)
+        when = session.created_at or next((e.time for e in session.events if e.time), None) or ref.updated_at
+        when = when if when.tzinfo else when.replace(tzinfo=UTC)  # the session's start
         if since is not None and when < since:
             continue
         project = scope.project_root(session.cwd)
