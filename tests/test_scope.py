@@ -19,7 +19,7 @@ from dsh_memory.consolidation import mechanical
 from dsh_memory.consolidation.inputs import gather_inputs
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.extraction import ExtractionOutput, clean_output
-from dsh_memory.phase1.scoping import scope_items
+from dsh_memory.phase1.postprocess import scope_items
 from dsh_memory.readpath import list_dir, search, summary
 from dsh_memory.readpath.health import memory_health
 from dsh_memory.readpath.scoping import scope_of

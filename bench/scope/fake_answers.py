@@ -2,9 +2,9 @@
 
 Phase 1 (`memory_save`) answers like an over-eager model: every rule-like sentence the user wrote
 becomes a bullet quoting them, and EVERY one is tagged `[scope: global]`; the deterministic rule
-(`phase1/scoping.py`) must keep the project-only ones in their project. Phase 2 (`memory_write`)
-answers like a model that follows the consolidation prompt's format: one task group per
-`project=` of the raw blocks plus `global` for the tagged bullets and those found in two
+(`phase1/postprocess.py`, `scope_items`) must keep the project-only ones in their project. Phase 2
+(`memory_write`) answers like a model that follows the consolidation prompt's format: one task
+group per `project=` of the raw blocks plus `global` for the tagged bullets and those found in two
 projects, and a memory_summary.md in `# Scope:` parts. `naive_handler` (`--naive-phase2`)
 answers Phase 2 like a model that ignores scopes: one group, one summary, every bullet in it.
 """

@@ -5,7 +5,7 @@ prepare  : the session's evidence from its events (the no-op gate reads it) and,
 call     : the writer chosen with the model (`PhaseModel.writer`):
            "model"    — the model writes the memory: one `memory_save` call over the transcript
            "evidence" — memory built from the evidence, the model writes a recap (phase1/steps.py)
-           then the same clean-up for both (postprocess, scoping)
+           then the same clean-up and scope tags for both (postprocess)
 apply    : rollout summary file → raw memory block → claim done/noop
 """
 
@@ -22,9 +22,8 @@ from dsh_memory.errors import LLMOutputError
 from dsh_memory.llm.base import LLM, Completion, Writer
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.evidence import Evidence, gather, trivial_reason
-from dsh_memory.phase1.postprocess import clean_fields
+from dsh_memory.phase1.postprocess import clean_fields, scope_items
 from dsh_memory.phase1.prompt import ExtractionOutput  # noqa: F401 (re-exported)
-from dsh_memory.phase1.scoping import scope_items
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.phase1.steps import extract_in_steps, grounds
 from dsh_memory.scope import head_commit, project_root, untag
