@@ -359,11 +359,6 @@ def _folded(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip().lower()
 
 
-def _sentences(text: str) -> list[str]:
-    parts = [s.strip() for s in _SENTENCE_OR_LINE.split(text or "")]
-    return [s for s in parts if len(s) >= 3]
-
-
 def backing_words(item: str, user_sentences: list[str]) -> list[str]:
     """The user's sentences an item rests on: those it quotes, else those sharing ≥ half of its
     content words (at least two)."""
@@ -386,7 +381,9 @@ def scope_items(raw_memory: str, transcript_text: str) -> tuple[str, list[str]]:
     """(raw memory with `[scope: global]` on the items the user stated as general, notes)."""
     if not raw_memory.strip():
         return raw_memory, []
-    users = [s for b in blocks(transcript_text) if b.tag == "user" for s in _sentences(b.text)]
+    user_blocks = [b.text for b in blocks(transcript_text) if b.tag == "user"]
+    said = [s.strip() for text in user_blocks for s in _SENTENCE_OR_LINE.split(text)]
+    users = [s for s in said if len(s) >= 3]  # the user's sentences and lines
     out, notes, tagged, refused = [], [], 0, 0
     for line in raw_memory.split("\n"):
         if not BULLET.match(line):
