@@ -256,7 +256,7 @@ def _minor(events: list[Event]) -> str:
     labels: list[str] = []  # the context events' first three labels
     images = 0
     for ev in events:
-        kind = ev.kind.value if isinstance(ev.kind, EventKind) else str(ev.kind)
+        kind = ev.kind.value
         counts[kind] += 1
         images += ev.images
         if ev.label and kind == EventKind.CONTEXT.value:
