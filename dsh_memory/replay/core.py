@@ -118,7 +118,7 @@ def _history(
 def _global_rules(rules: list[str], project: str | None) -> list[str]:
     """The rules of another project's session that the live pipeline injects into every project:
     those the user stated as general (Phase 1's scoping tags their items `[scope: global]`:
-    `phase1/scoping.py`, `scope.stated_as_general`); all of them without a project (their items
+    `phase1/postprocess.scope_items`, `scope.stated_as_general`); all of them without a project (their items
     have none to stay in)."""
     return rules if project is None else [r for r in rules if scope.stated_as_general(r)]
 
