@@ -18,12 +18,13 @@ PANEL = "Read memory"
 _KW = inspect.Parameter.KEYWORD_ONLY
 
 
-def _store():
-    """The store and settings of THE memory context (saved block > environment > default)."""
+def _core(operation: str, params: dict[str, Any]) -> Any:
+    """Run one read-path operation on THE memory context (saved block > environment > default),
+    with its settings (`readpath.call`)."""
     from dsh_memory.context import memory_context
+    from dsh_memory.readpath import call
 
-    ctx = memory_context()
-    return ctx.store, ctx.settings
+    return call(memory_context(), operation, **params)
 
 
 def _cli_param(p: Any, positional: bool) -> inspect.Parameter:
@@ -123,14 +124,11 @@ def register(app: typer.Typer) -> None:
     def summary_cmd(as_json: bool, inject: bool, from_hook: bool, cwd: str | None) -> Any:
         """Show memory_summary.md (capped at max_summary_chars); with --cwd, the global part plus
         that project's part."""
-        from dsh_memory.readpath import summary
-
-        store, settings = _store()
         if from_hook and cwd is None:
             cwd = hook_cwd(sys.stdin)
-        s = summary(store, settings.max_summary_chars, cwd=cwd, stale_after_days=settings.stale_after_days)
+        s = _core("summary", {"cwd": cwd})
         if as_json:
-            return {**s.model_dump(), "injection": s.injection()}
+            return s.model_dump()  # with the injection block
         if inject:
             text = s.injection()
             if text:
@@ -143,10 +141,7 @@ def register(app: typer.Typer) -> None:
     @command(app, "list", arguments=["path"])
     def list_cmd(as_json: bool, **params: Any) -> Any:
         """List one directory of the memory (shallow, sorted)."""
-        from dsh_memory.readpath import list_dir
-
-        store, _ = _store()
-        res = list_dir(store, **params)
+        res = _core("list", params)
         if as_json:
             return res.model_dump()
         for e in res.entries:
@@ -159,10 +154,7 @@ def register(app: typer.Typer) -> None:
     @command(app, "read", arguments=["path"])
     def read_cmd(as_json: bool, **params: Any) -> Any:
         """Print a slice of one memory file (line-numbered)."""
-        from dsh_memory.readpath import read
-
-        store, _ = _store()
-        res = read(store, **params)
+        res = _core("read", params)
         if as_json:
             return res.model_dump()
         for i, line in enumerate(res.content.splitlines(), start=res.start_line):
@@ -174,10 +166,7 @@ def register(app: typer.Typer) -> None:
     @command(app, "search", arguments=["queries"])
     def search_cmd(as_json: bool, **params: Any) -> Any:
         """Search the memory; every hit is printed as path:start-end for citation."""
-        from dsh_memory.readpath import search
-
-        store, settings = _store()
-        res = search(store, **params, semantic_search=settings.semantic_search)
+        res = _core("search", params)
         if as_json:
             return res.model_dump()
         if not res.matches:
@@ -190,10 +179,7 @@ def register(app: typer.Typer) -> None:
     @command(app, "add", arguments=["note"])
     def add_cmd(as_json: bool, **params: Any) -> Any:
         """Add an ad hoc note; the next consolidation merges it into memory."""
-        from dsh_memory.readpath import add
-
-        store, _ = _store()
-        res = add(store, **params)
+        res = _core("add", params)
         if as_json:
             return res.model_dump()
         typer.echo(res.path)

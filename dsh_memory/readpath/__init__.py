@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh_memory.errors import UserInputError
 from dsh_memory.readpath._common import validate
 from dsh_memory.readpath.files import add, delete_file, list_dir, read
 from dsh_memory.readpath.models import (
@@ -35,26 +34,21 @@ OPERATIONS: dict[str, tuple[type[Any], Any]] = {
 }
 
 
-def dispatch(
-    store: Any,
-    method: str,
-    params: dict[str, Any] | None,
-    *,
-    max_summary_chars: int = 10_000,
-    stale_after_days: int = 0,
-    semantic_search: str = "auto",
-    state: Any = None,
-) -> Any:
-    """Call one read-path operation by RPC name with a params dict (validated by its Request
-    model, unknown fields refused). Returns a pydantic model. `state` receives usage records;
-    `max_summary_chars`, `stale_after_days` and `semantic_search` are the memory context's settings."""
-    if method not in OPERATIONS:
-        raise UserInputError(f"unknown method {method!r}; one of: {', '.join(OPERATIONS)}")
-    model, fn = OPERATIONS[method]
-    req = validate(model, **(params or {}))
-    settings = {
-        "summary": {"max_chars": max_summary_chars, "stale_after_days": stale_after_days},
-        "read": {"state": state},
-        "search": {"state": state, "semantic_search": semantic_search},
+def call(ctx: Any, method: str, **params: Any) -> Any:
+    """Run one read-path operation with the memory context's settings (summary's budget and
+    staleness, search's semantic_search) and its state store (read and search record usage there).
+    `params` go to the core function as given: each validates its own request."""
+    settings = ctx.settings
+    context_params = {
+        "summary": {"max_chars": settings.max_summary_chars, "stale_after_days": settings.stale_after_days},
+        "read": {"state": ctx.state},
+        "search": {"state": ctx.state, "semantic_search": settings.semantic_search},
     }
-    return fn(store, **req.model_dump(), **settings.get(method, {}))
+    return OPERATIONS[method][1](ctx.store, **params, **context_params.get(method, {}))
+
+
+def dispatch(ctx: Any, method: str, params: dict[str, Any] | None) -> Any:
+    """Call one read-path operation by RPC name (one of OPERATIONS) with a params dict, validated
+    by its Request model first (unknown fields refused). Returns a pydantic model."""
+    model, _ = OPERATIONS[method]
+    return call(ctx, method, **validate(model, **(params or {})).model_dump())

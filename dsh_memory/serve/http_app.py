@@ -58,16 +58,7 @@ class RpcContext:
             return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in local_status(self.ctx).items()}
         from dsh_memory.readpath import dispatch
 
-        settings = self.ctx.settings
-        return dispatch(
-            self.ctx.store,
-            method,
-            params,
-            max_summary_chars=settings.max_summary_chars,
-            stale_after_days=settings.stale_after_days,
-            semantic_search=settings.semantic_search,
-            state=self.ctx.state,
-        )
+        return dispatch(self.ctx, method, params)
 
 
 def rpc_routes(ctx: RpcContext) -> list[BaseRoute]:
@@ -86,8 +77,6 @@ def rpc_routes(ctx: RpcContext) -> list[BaseRoute]:
         except Exception as exc:
             return _error(exc)
         data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
-        if body["method"] == "summary":
-            data["injection"] = result.injection()
         return JSONResponse({"result": data})
 
     async def healthz(request: Request) -> JSONResponse:

@@ -118,55 +118,44 @@ def build_server(settings: Any = None):
     from dsh_memory import readpath as rp
     from dsh_memory.context import context_of
     from dsh_memory.readpath import embedder
-    from dsh_memory.readpath._common import validate
     from dsh_memory.readpath.models import ListResult, ReadResult, SearchResult
 
     ctx = context_of(settings)
-    settings, store = ctx.settings, ctx.store
 
-    def injection(**params: Any) -> str:
-        """The session-start block: instructions + summary ('' when there is no memory yet)."""
-        return rp.summary(
-            store, settings.max_summary_chars, stale_after_days=settings.stale_after_days, **params
-        ).injection()
+    def tool(
+        operation: str,
+        description: str,
+        returns: Any,
+        shape: Callable[[Any], Any] = lambda res: res,
+        *,
+        read_only: bool = True,
+    ):
+        """The tool of one read-path operation: its parameters are generated from the operation's
+        request model (`readpath.OPERATIONS`); it runs the core function with this context's
+        settings (`readpath.call`) and returns `shape(result)`."""
 
-    tools = []
+        def run(**params: Any) -> Any:
+            return _call(lambda: shape(rp.call(ctx, operation, **params)))
 
-    def tool(operation: str, description: str, returns: Any, *, read_only: bool = True):
-        """Declare `body(**params)` as the tool of one read-path operation: its parameters are
-        generated from the operation's request model (`readpath.OPERATIONS`)."""
-        name, (model, _) = TOOL_PREFIX + operation, rp.OPERATIONS[operation]
+        model, _ = rp.OPERATIONS[operation]
+        return make_tool(run, TOOL_PREFIX + operation, model, description, returns, read_only)
 
-        def decorate(body: Callable[..., Any]) -> Callable[..., Any]:
-            def run(**params: Any) -> Any:
-                return _call(lambda: body(**params))
+    def summary_text(s: Any) -> str:
+        return s.injection() or "Long-term memory is empty so far: nothing to recall yet."
 
-            tools.append(make_tool(run, name, model, description, returns, read_only))
-            return body
-
-        return decorate
-
-    @tool("summary", SUMMARY_DESC, str)
-    def memory_summary(**params: Any) -> str:
-        return injection(**params) or "Long-term memory is empty so far: nothing to recall yet."
-
-    @tool("list", LIST_DESC, ListResult)
-    def memory_list(**params: Any) -> Any:
-        return rp.list_dir(store, **params)
-
-    @tool("read", READ_DESC, ReadResult)
-    def memory_read(**params: Any) -> Any:
-        return rp.read(store, **params, state=ctx.state)
-
-    @tool("search", SEARCH_DESC.format(ranking=embedder.ranking(settings.semantic_search)), SearchResult)
-    def memory_search(**params: Any) -> Any:
-        return rp.search(store, **params, state=ctx.state, semantic_search=settings.semantic_search)
-
-    @tool("add", ADD_DESC, dict[str, str], read_only=False)
-    def memory_add(**params: Any) -> Any:
-        res = rp.add(store, **params)
-        return {"path": res.path, "status": "saved; merged into memory at the next consolidation"}
-
+    tools = [
+        tool("summary", SUMMARY_DESC, str, summary_text),
+        tool("list", LIST_DESC, ListResult),
+        tool("read", READ_DESC, ReadResult),
+        tool("search", SEARCH_DESC.format(ranking=embedder.ranking(ctx.settings.semantic_search)), SearchResult),
+        tool(
+            "add",
+            ADD_DESC,
+            dict[str, str],
+            lambda res: {"path": res.path, "status": "saved; merged into memory at the next consolidation"},
+            read_only=False,
+        ),
+    ]
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", tools=tools)
 
     @server.resource(
@@ -176,7 +165,7 @@ def build_server(settings: Any = None):
         description="How to use memory, followed by the memory summary (empty when there is no memory yet)",
     )
     def summary_resource() -> str:
-        return injection()
+        return rp.call(ctx, "summary").injection()  # '' when there is no memory yet
 
     from mcp.server.mcpserver.resources.templates import ResourceSecurity
 
@@ -189,12 +178,12 @@ def build_server(settings: Any = None):
         "{project} is the project's directory, percent-encoded (e.g. %2Fhome%2Fme%2Fsrc%2Fapp)",
     )
     def project_summary_resource(project: str) -> str:  # the SDK has percent-decoded it
-        # the project is validated like the tool's `cwd`
-        return _call(lambda: injection(**validate(rp.SummaryRequest, cwd=project).model_dump()))
+        # the project is validated like the tool's `cwd` (the RPC's dispatch)
+        return _call(lambda: rp.dispatch(ctx, "summary", {"cwd": project}).injection())
 
     @server.prompt(name="memory", description="Load long-term memory (instructions + summary) into the conversation")
     def memory_prompt() -> str:
-        return memory_summary()
+        return summary_text(rp.call(ctx, "summary"))
 
     return server
 
