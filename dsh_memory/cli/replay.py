@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from dsh_memory.cli._common import prefect_env, prefect_env_defaults, show
+from dsh_memory.cli._common import prefect_env, show
 from dsh_memory.errors import UserInputError
 
 MAX_SHOWN = 20  # restated / new rules listed in the text output (all of them with --json)
@@ -141,7 +141,6 @@ def register(app: typer.Typer) -> None:
         live memory is never written), and finds the standing instructions you typed again in a
         later session; for each, whether the memory injected at that session's start held it.
         With --cwd, a global rule first said in another project's session counts too."""
-        prefect_env_defaults()
 
         def go() -> dict:
             from dsh_memory.context import memory_context
