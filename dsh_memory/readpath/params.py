@@ -53,20 +53,17 @@ class Param:
 
 def fields(model: type[BaseModel]) -> list[Param]:
     """The parameters of one operation, in declaration order."""
-    out = []
-    for name, info in model.model_fields.items():
-        required = info.is_required()
-        out.append(
-            Param(
-                name=name,
-                annotation=info.annotation,
-                required=required,
-                default=None if required else info.get_default(call_default_factory=True),
-                description=info.description or "",
-                metadata=tuple(info.metadata),
-            )
+    return [
+        Param(
+            name=name,
+            annotation=info.annotation,
+            required=info.is_required(),
+            default=None if info.is_required() else info.get_default(call_default_factory=True),
+            description=info.description or "",
+            metadata=tuple(info.metadata),
         )
-    return out
+        for name, info in model.model_fields.items()
+    ]
 
 
 def with_signature(
