@@ -57,7 +57,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dsh_memory.storage.store import (  # noqa: E402 (after the path set-up)
+from dsh_memory.storage.store_format import (  # noqa: E402 (after the path set-up)
     RAW_ARCHIVE_TITLE,
     RAW_TITLE,
     parse_front_matter,

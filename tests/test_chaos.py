@@ -71,12 +71,12 @@ def test_a_killed_writers_temp_file_is_swept_at_once(tmp_path):
     code = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from dsh_memory.storage.store import _prepare_temp\n"
+        "from dsh_memory.storage.store_format import _prepare_temp\n"
         "print(_prepare_temp(Path(sys.argv[1]) / 'MEMORY.md', 'half a handbook'))\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, capture_output=True, text=True)
     dead = Path(out.stdout.strip())  # its writer exited without renaming it
-    from dsh_memory.storage.store import _prepare_temp
+    from dsh_memory.storage.store_format import _prepare_temp
 
     mine = Path(_prepare_temp(tmp_path / "rollout_summaries" / "x.md", "in flight"))  # a live writer's
     legacy = tmp_path / ".raw_memories.md.abc123xy.tmp"  # no writer in its name: the age rule

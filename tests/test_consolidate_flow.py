@@ -18,7 +18,8 @@ import pytest
 from dsh_memory.consolidation.result import Phase2Result
 from dsh_memory.storage.locks import is_running, phase_lock
 from dsh_memory.storage.state import StateStore
-from dsh_memory.storage.store import MemoryStore, RawBlock
+from dsh_memory.storage.store import MemoryStore
+from dsh_memory.storage.store_format import RawBlock
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 
 REPO = Path(__file__).resolve().parents[1]

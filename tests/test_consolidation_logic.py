@@ -32,7 +32,8 @@ from dsh_memory.errors import LLMOutputError
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.locks import AlreadyRunning, is_running, phase_lock
 from dsh_memory.storage.state import StateStore
-from dsh_memory.storage.store import MemoryStore, RawBlock
+from dsh_memory.storage.store import MemoryStore
+from dsh_memory.storage.store_format import RawBlock
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SECRET = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"

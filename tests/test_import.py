@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from dsh_memory.cli import app
 from dsh_memory.settings import MemorySettings
-from dsh_memory.storage.store import MemoryStore, parse_front_matter
+from dsh_memory.storage.store import MemoryStore
+from dsh_memory.storage.store_format import parse_front_matter
 from dsh_memory.testing.sessions import PLANTED_SECRET
 
 NEEDLE = "Quetzal-payroll-8812"  # only in the excluded project's memory

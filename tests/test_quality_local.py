@@ -11,7 +11,8 @@ from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
 from dsh_memory.llm.base import Completion, ToolCall
 from dsh_memory.llm.local import loop_start
 from dsh_memory.phase1 import extraction, steps
-from dsh_memory.storage.store import MemoryStore, RawBlock
+from dsh_memory.storage.store import MemoryStore
+from dsh_memory.storage.store_format import RawBlock
 from tests.session_helpers import extract_with, make_session
 
 WEATHER = make_session(

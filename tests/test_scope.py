@@ -23,7 +23,8 @@ from dsh_memory.phase1.postprocess import scope_items
 from dsh_memory.readpath import list_dir, search, summary
 from dsh_memory.readpath.health import memory_health
 from dsh_memory.readpath.scoping import scope_of
-from dsh_memory.storage.store import MemoryStore, RawBlock, parse_raw_blocks
+from dsh_memory.storage.store import MemoryStore
+from dsh_memory.storage.store_format import RawBlock, parse_raw_blocks
 from tests.git_helpers import git
 from tests.test_quality_local import _inputs
 

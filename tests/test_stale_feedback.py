@@ -18,7 +18,8 @@ from dsh_memory.readpath import list_dir, read, search
 from dsh_memory.readpath.scoping import scope_of
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
-from dsh_memory.storage.store import MemoryStore, RawBlock
+from dsh_memory.storage.store import MemoryStore
+from dsh_memory.storage.store_format import RawBlock
 from tests.git_helpers import git, make_repo
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from dsh_memory.errors import PathGuardError, UserInputError
-from dsh_memory.storage.store import SLUG_RE, MemoryStore, RawBlock, parse_front_matter, parse_raw_blocks, slugify
+from dsh_memory.storage.store import MemoryStore
+from dsh_memory.storage.store_format import SLUG_RE, RawBlock, parse_front_matter, parse_raw_blocks, slugify
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_KEY = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
@@ -266,7 +267,8 @@ def test_raw_concurrent_append_from_processes(store: MemoryStore):
     code = """
         import sys
         from pathlib import Path
-        from dsh_memory.storage.store import MemoryStore, RawBlock
+        from dsh_memory.storage.store import MemoryStore
+        from dsh_memory.storage.store_format import RawBlock
         s = MemoryStore(Path(sys.argv[1]))
         w = sys.argv[2]
         for i in range(int(sys.argv[3])):

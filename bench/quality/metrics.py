@@ -188,7 +188,7 @@ def _read(path: Path) -> str:
 def measure(store: Any, labels: dict[str, dict], done: dict, roots: Any) -> dict:
     """All metrics for one run (`done` = bench_quality.run_pipeline's result)."""
     from dsh_memory import readers
-    from dsh_memory.storage.store import parse_front_matter
+    from dsh_memory.storage.store_format import parse_front_matter
 
     sources = {r.id: source_text(readers.load(r)) for r in readers.discover(roots) if r.id in labels}
     vocab = {sid: set(words(t)) for sid, t in sources.items()}

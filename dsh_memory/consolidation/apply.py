@@ -37,7 +37,7 @@ from dsh_memory.phase1.postprocess import (
 from dsh_memory.readpath.learned import BULLET, FLAGS, SOURCE, item_key
 from dsh_memory.scope import summary_file_cap
 from dsh_memory.storage.locks import phase_lock
-from dsh_memory.storage.store import parse_front_matter
+from dsh_memory.storage.store_format import parse_front_matter
 
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
 _SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")

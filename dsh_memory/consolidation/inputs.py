@@ -18,7 +18,7 @@ from dsh_memory.consolidation.skill_inventory import SkillInfo, one_line, read_o
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.readpath.learned import dates_of
 from dsh_memory.scope import project_root
-from dsh_memory.storage.store import parse_front_matter
+from dsh_memory.storage.store_format import parse_front_matter
 
 INIT, INCREMENTAL = "INIT", "INCREMENTAL"
 GIST_CHARS = 160

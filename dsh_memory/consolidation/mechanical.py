@@ -25,7 +25,7 @@ from dsh_memory.phase1.clean import is_marker, why_not_memory
 from dsh_memory.phase1.postprocess import cap_lines
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
 from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project, is_tagged_global, project_root, untag
-from dsh_memory.storage.store import parse_front_matter, slugify
+from dsh_memory.storage.store_format import parse_front_matter, slugify
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
     steps.RULES: "User preferences",

@@ -137,7 +137,7 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
         manifest = load_manifest(store)
         result.rows = [_one(store, manifest, item, dry_run) for item in pieces]
         if not dry_run and any(r.action in ("import", "update") for r in result.rows):
-            from dsh_memory.storage.store import _write_atomic
+            from dsh_memory.storage.store_format import _write_atomic
 
             path = Path(store.root) / MANIFEST  # bookkeeping: .state/ is never served
             path.parent.mkdir(parents=True, exist_ok=True)

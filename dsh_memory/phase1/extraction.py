@@ -158,7 +158,7 @@ def parse_completion(completion: Completion) -> ExtractionOutput:
 
 def apply_output(store, state, decision: Decision, output: ExtractionOutput, now: datetime | None = None) -> Outcome:
     """Write files for one successful extraction and close its claim. Idempotent per (session, part)."""
-    from dsh_memory.storage.store import RawBlock, slugify
+    from dsh_memory.storage.store_format import RawBlock, slugify
 
     now = now or datetime.now(UTC)
     session, ref = decision.session, decision.ref

@@ -19,7 +19,7 @@ from dsh_memory.readpath.freshness import stale_reasons
 from dsh_memory.readpath.learned import BULLET, age_days, as_date, learned_dates
 from dsh_memory.readpath.scoping import PROJECT, Where, compose_summary, scope_of
 from dsh_memory.readpath.summary import NOT_SHOWN
-from dsh_memory.storage.store import parse_front_matter
+from dsh_memory.storage.store_format import parse_front_matter
 
 COUNTS = ("handbook_items", "sessions", "pending_raw", "stale", "aged", "uses", "never_used", "left_out")
 

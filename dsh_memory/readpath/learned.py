@@ -66,7 +66,7 @@ def as_date(value: Any) -> date | None:
 
 def _summary_date(root: str, slug: str) -> date | None:
     """`updated_at` from a rollout summary's front matter (active first, then retired)."""
-    from dsh_memory.storage.store import parse_front_matter
+    from dsh_memory.storage.store_format import parse_front_matter
 
     if not re.fullmatch(r"[\w.-]+", slug) or slug.startswith("."):
         return None

@@ -49,7 +49,7 @@ def _as_spans(groups: list[tuple[int, str | None]]) -> list[tuple[int, str]]:
 
 
 def _front_matter_scope(text: str) -> str:
-    from dsh_memory.storage.store import parse_front_matter
+    from dsh_memory.storage.store_format import parse_front_matter
 
     fields, _ = parse_front_matter(text[:8192])
     project = fields.get("project")

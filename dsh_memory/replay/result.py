@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from dsh_memory.errors import DshMemoryError
-from dsh_memory.storage.store import STATE_DIRNAME, _write_atomic
+from dsh_memory.storage.store_format import STATE_DIRNAME, _write_atomic
 
 RUN_TAG = "dsh-memory-replay"  # on the replay's flow runs in Prefect: not the live pipeline's
 

@@ -1,2 +1,3 @@
 """Storage under the memory root: the memory files with atomic writes and the path guard
-(`store`), the SQLite bookkeeping (`state`), and kernel-released locks (`locks`)."""
+(`store`; their formats and write primitives: `store_format`), the SQLite bookkeeping (`state`),
+and kernel-released locks (`locks`)."""

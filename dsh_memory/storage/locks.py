@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from dsh_memory.errors import DshMemoryError
-from dsh_memory.storage.store import STATE_DIRNAME
+from dsh_memory.storage.store_format import STATE_DIRNAME
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 # A probe (`is_running`) holds the lock for a few microseconds. A real acquirer polls this long

@@ -16,7 +16,7 @@ from dsh_memory.readpath._common import is_active_rollout
 from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
 from dsh_memory.readpath.models import MAX_READ_LINES
 from dsh_memory.settings_loader import prefect_api_url
-from dsh_memory.storage.store import parse_front_matter
+from dsh_memory.storage.store_format import parse_front_matter
 
 NOTES_DIR = "extensions/ad_hoc/notes/"
 RETIRED_PREFIX = f"rollout_summaries/{RETIRED_DIR_NAME}/"
