@@ -29,7 +29,8 @@ import pytest
 
 from dsh_memory.phase1.selection import Action, ReasonKind, plan
 from dsh_memory.settings import MemorySettings
-from dsh_memory.storage.state import StateStore, owner_is_gone
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.state_schema import owner_is_gone
 from dsh_memory.storage.store import MemoryStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 from tests.flow_helpers import copy_tree_aged

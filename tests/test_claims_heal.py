@@ -8,7 +8,8 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
-from dsh_memory.storage.state import DEAD_OWNER_ERROR, StateStore, current_owner, owner_is_gone
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.state_schema import DEAD_OWNER_ERROR, current_owner, owner_is_gone
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Event, EventKind, Session, SessionRef
 from dsh_memory.phase1.selection import Action, ReasonKind, plan
 from dsh_memory.settings import MemorySettings
-from dsh_memory.storage.state import Claim
+from dsh_memory.storage.state_schema import Claim
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

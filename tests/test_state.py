@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from dsh_memory.errors import ConfigError
-from dsh_memory.storage.state import MIGRATIONS, SCHEMA_VERSION, STALE_ERROR, StateStore, apply_migrations, connect
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.state_schema import MIGRATIONS, SCHEMA_VERSION, STALE_ERROR, apply_migrations, connect
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 2, 1, 12, 0, 0, tzinfo=UTC)

@@ -31,7 +31,7 @@ from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
 from dsh_memory.scope import excluded_by
 from dsh_memory.settings import MemorySettings
-from dsh_memory.storage.state import owner_is_gone
+from dsh_memory.storage.state_schema import owner_is_gone
 
 
 class Action(StrEnum):

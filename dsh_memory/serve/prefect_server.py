@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from dsh_memory.storage.state import proc_start
+from dsh_memory.storage.state_schema import proc_start
 
 
 def free_port() -> int:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from dsh_memory.models import SessionRef
     from dsh_memory.phase1.result import Phase1Result
     from dsh_memory.settings import MemorySettings
-    from dsh_memory.storage.state import Claim
+    from dsh_memory.storage.state_schema import Claim
 
 
 def plan_extractions(
@@ -106,7 +106,7 @@ def _bookkeeping(d: selection.Decision) -> bool:
 
 def _recoverable(claims: dict[str, Claim], settings: MemorySettings, now: datetime) -> bool:
     """A running claim the flow's `recover-stale-claims` would take over (owner dead, or stale)."""
-    from dsh_memory.storage.state import owner_is_gone
+    from dsh_memory.storage.state_schema import owner_is_gone
 
     for c in claims.values():
         if c.status != "running":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.storage.locks import AlreadyRunning
-from dsh_memory.storage.state import proc_start
+from dsh_memory.storage.state_schema import proc_start
 
 PREFECT_HOME_ENV = "DSH_MEMORY_PREFECT_HOME"
 

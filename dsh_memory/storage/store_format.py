@@ -69,7 +69,7 @@ def _host_tag() -> str:
 
 def _temp_prefix(path: Path) -> str:
     """`.<name>.w<host>_<pid>_<start>_`: mkstemp appends the random part and `.tmp`."""
-    from dsh_memory.storage.state import proc_start
+    from dsh_memory.storage.state_schema import proc_start
 
     pid = os.getpid()
     name = path.name.encode("utf-8")[:180].decode("utf-8", "ignore")  # the temp name fits in 255 bytes
@@ -80,7 +80,7 @@ def temp_writer_gone(name: str) -> bool:
     """True when `name` is a temp file written by a process of this host that no longer runs
     (killed between writing and renaming). Unknown writers (another host, an older name) never
     count as gone."""
-    from dsh_memory.storage.state import proc_start
+    from dsh_memory.storage.state_schema import proc_start
 
     m = _OWNED_TEMP_RE.match(name)
     if m is None or m.group(1) != _host_tag() or m.group(3) == "0":
