@@ -19,11 +19,11 @@ from dsh_memory.consolidation.apply import (
     SkillError,
     apply_output,
     ensure_summary_v1,
-    retire_session,
     validate_skill,
     validate_skill_file_path,
     validate_skill_name,
 )
+from dsh_memory.consolidation.forget import retire_session
 from dsh_memory.consolidation.inputs import INCREMENTAL, INIT, gather_inputs
 from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply, cut_key, parse_reply
 from dsh_memory.consolidation.prompt import MEMORY_WRITE_TOOL, PROMPT_VERSION, SYSTEM_PROMPT

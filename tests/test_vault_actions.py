@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from starlette.testclient import TestClient
 
-from dsh_memory.consolidation.apply import restore_summary, retire_session
+from dsh_memory.consolidation.forget import restore_summary, retire_session
 from dsh_memory.errors import NotFoundError
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore

@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         """
 
         def go() -> dict:
-            from dsh_memory.consolidation.apply import forget_project, retire_session
+            from dsh_memory.consolidation.forget import forget_project, retire_session
             from dsh_memory.context import memory_context
 
             if (session is None) == (project is None):
@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
         """
 
         def go() -> dict:
-            from dsh_memory.consolidation.apply import restore_summary
+            from dsh_memory.consolidation.forget import restore_summary
             from dsh_memory.context import memory_context
 
             with memory_context() as ctx:

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dsh_memory import scope as sc
 from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
 from dsh_memory.consolidation.mechanical import Group, parse_memory_md
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
 from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE
-from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
+from dsh_memory.errors import DshMemoryError
 from dsh_memory.phase1.postprocess import (
     BOILERPLATE,
     WORD,
@@ -36,8 +35,6 @@ from dsh_memory.phase1.postprocess import (
 )
 from dsh_memory.readpath.learned import BULLET, FLAGS, SOURCE, item_key
 from dsh_memory.scope import summary_file_cap
-from dsh_memory.storage.locks import phase_lock
-from dsh_memory.storage.store_format import parse_front_matter
 
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
 _SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
@@ -371,134 +368,3 @@ def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: dat
     body = "\n\n".join(g.render() for g in groups.values())
     store.atomic_write(ARCHIVE, f"{ARCHIVE_TITLE}\n\n{body.strip()}\n")
     return len(gone)
-
-
-def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> dict:
-    """`dsh-memory forget SESSION`: drop the extraction record, retire every rollout summary (all
-    parts) whose provenance names this session, move its not-yet-consolidated raw blocks to the
-    archive, and exclude the session from future extraction (so it is not re-learned). Handbook
-    content stays until the next consolidation."""
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise UserInputError("forget needs a session id")
-    dropped = state.forget(session_id)
-    state.set_override(session_id, "exclude")
-    unconsumed = {b.id for b in store.read_raw_blocks() if b.session_id == session_id}
-    archived = store.archive_raw_blocks(unconsumed) if unconsumed else 0
-    retired: list[str] = []
-    for info in store.list_rollout_summaries():
-        if str((info.provenance or {}).get("session_id") or "") == session_id and store.retire_summary(info.slug):
-            state.mark_retired(info.slug, now)
-            retired.append(info.slug)
-    return {
-        "session_id": session_id,
-        "claim_dropped": bool(dropped),
-        "retired": retired,
-        "raw_blocks_archived": archived,
-        "excluded": True,
-    }
-
-
-def restore_summary(store: Any, state: Any, name: str, now: datetime) -> dict:
-    """`dsh-memory restore NAME` and the vault's restore: move a retired rollout summary back
-    among the active ones, drop its retired mark, and count the restore as a use (a summary a
-    user brought back gets a full `max_unused_days` before forgetting may propose it again).
-    The next consolidation sees it in the index again. NotFoundError when nothing is retired
-    under that name."""
-    slug = store.restore_summary(name)
-    state.unmark_retired(slug)
-    state.unmark_retired(str(name).removesuffix(".md"))
-    rel = f"rollout_summaries/{slug}.md"
-    state.record_usage(rel, now)
-    return {"restored": str(name).removesuffix(".md"), "slug": slug, "path": rel}
-
-
-def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
-    """`dsh-memory forget --project ROOT`: retire every memory of the project `root` (a repository
-    root, or a folder inside or a worktree of one), recoverably (docs/cli.md); NotFoundError when
-    the project has nothing in memory. A rollout summary is the project's by its provenance
-    `project`, else the repository of its `cwd`; the project's MEMORY.md task groups and summary
-    part are kept together as one retired summary, `rollout_summaries/.retired/forgotten-<label>-
-    handbook.md`, which `dsh-memory restore` brings back for the next consolidation to read. Runs
-    under Phase 2's lock, so no consolidation rewrites the handbook meanwhile."""
-    if not isinstance(root, str) or not root.strip() or "\x00" in root:
-        raise UserInputError("forget --project needs a repository root")
-    asked = sc._norm(os.path.abspath(os.path.expanduser(root.strip())))  # `.` is the current folder
-    targets = {asked, sc.project_root(asked) or asked}
-
-    def mine(project: str | None) -> bool:
-        return any(sc.matches(project, t, is_repo=True) for t in targets)
-
-    with phase_lock(store.root, "phase2"):
-        retired, sessions = [], set()
-        for info in store.list_rollout_summaries():
-            prov = info.provenance or {}
-            if mine(prov.get("project") or sc.project_root(str(prov.get("cwd") or "")) or None):
-                if store.retire_summary(info.slug):
-                    state.mark_retired(info.slug, now)
-                    retired.append(info.slug)
-                    if prov.get("session_id"):
-                        sessions.add(str(prov["session_id"]))
-        blocks = {b.id for b in store.read_raw_blocks() if mine(b.project or sc.project_root(b.cwd))}
-        archived = store.archive_raw_blocks(blocks) if blocks else 0
-        notes = [rel for rel in store.list_notes() if mine(_note_project(store, rel))]
-        notes_archived = store.archive_notes(notes) if notes else 0
-        handbook = _cut_handbook(store, mine, now, sc.project_root(asked) or asked)
-    for sid in sessions:
-        state.set_override(sid, "exclude")
-    if not (retired or archived or notes_archived or handbook):
-        raise NotFoundError(f"nothing in memory for project {asked}")
-    if handbook:
-        retired.append(handbook)
-    return {
-        "project": sc.project_root(asked) or asked,
-        "retired": retired,
-        "raw_blocks_archived": archived,
-        "notes_archived": notes_archived,
-        "sessions_excluded": sorted(sessions),
-    }
-
-
-def _note_project(store: Any, rel: str) -> str | None:
-    try:
-        fields, _ = parse_front_matter(store.read_text(rel)[:8192])
-    except (OSError, ValueError):
-        return None
-    project = fields.get("project")
-    return str(project) if project else None
-
-
-def _cut_handbook(store: Any, mine, now: datetime, project: str) -> str | None:
-    """Cut the project's task groups out of MEMORY.md and its part out of memory_summary.md; keep
-    them as one retired summary. Returns its slug, or None when there was nothing to cut."""
-    kept_md, cut_md = _split(store, "MEMORY.md", sc.handbook_groups, mine)
-    kept_sum, cut_sum = _split(store, "memory_summary.md", sc.summary_groups, mine)
-    if not cut_md and not cut_sum:
-        return None
-    body = ["# Forgotten handbook of project " + project, ""]
-    if cut_md:
-        body += ["## From MEMORY.md", "", *cut_md, ""]
-    if cut_sum:
-        body += ["## From memory_summary.md", "", *cut_sum, ""]
-    prov = {"session_id": None, "source": "handbook", "cwd": project, "project": project, "updated_at": now.isoformat()}
-    slug = store.write_rollout_summary(f"forgotten-{sc.label(project)}-handbook", prov, "\n".join(body))
-    store.retire_summary(slug)
-    if cut_md:
-        store.atomic_write("MEMORY.md", "\n".join(kept_md).rstrip("\n") + "\n")
-    if cut_sum:
-        store.atomic_write("memory_summary.md", "\n".join(kept_sum).rstrip("\n") + "\n")
-    return slug
-
-
-def _split(store: Any, rel: str, spans, mine) -> tuple[list[str], list[str]]:
-    """(lines kept, lines cut) of `rel`: the spans whose project is `mine` are cut."""
-    try:
-        text = store.read_text(rel)
-    except (OSError, NotFoundError):
-        return [], []
-    lines = text.split("\n")
-    starts = spans(lines) + [(len(lines), None)]
-    kept: list[str] = []
-    cut: list[str] = []
-    for (start, project), (end, _) in zip(starts, starts[1:], strict=False):
-        (cut if project and mine(project) else kept).extend(lines[start:end])
-    return kept, cut

@@ -145,7 +145,7 @@ def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
         rel = delete_file(ctx.store, p.fields["path"]).path
         return Outcome(f"Deleted {rel}.", links=[("Browse", "/vault/browse")])
     if action == "forget":
-        from dsh_memory.consolidation.apply import retire_session
+        from dsh_memory.consolidation.forget import retire_session
 
         r = retire_session(ctx.store, ctx.state, p.fields["session"], now)
         return Outcome(
@@ -158,7 +158,7 @@ def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
             [("Retired summaries", "/vault/browse#retired")],
         )
     if action == "restore":
-        from dsh_memory.consolidation.apply import restore_summary
+        from dsh_memory.consolidation.forget import restore_summary
 
         r = restore_summary(ctx.store, ctx.state, p.fields["name"], now)
         return Outcome(f"Restored {r['restored']} as {r['path']}.", links=[("Open it", reader_url(r["path"]))])
