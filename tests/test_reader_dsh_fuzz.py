@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import EventKind, Session, SessionRef
 from dsh_memory.readers import dsh
-from dsh_memory.readers.dsh_records import KNOWN_EVENT_TYPES, Warnings, parse_body
+from dsh_memory.readers.dsh_events import parse_body
+from dsh_memory.readers.dsh_records import KNOWN_EVENT_TYPES, Warnings
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HEADER = b'{"type":"session","version":4,"id":"s","createdAt":1790000000000,"isSeeded":false,"delegationDepth":0}'

@@ -2,7 +2,7 @@
 
 Layout: `$DSH_HOME/sessions/<project>/<encoded session id>/session[.vN].jsonl[.zstd]`
 (reference/dsh-session-format.md sections 1-3). `discover` only lists directories and stats the
-picked file; `load` reads one file, validates its header and hands the body to `dsh_records`.
+picked file; `load` reads one file, validates its header and hands the body to `dsh_events.parse_body`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
 from dsh_memory.readers._input import LogLines, is_dir, regular_stat, scandir
 from dsh_memory.readers._jsonl import as_str
-from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime, parse_body
+from dsh_memory.readers.dsh_events import parse_body
+from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime
 
 GENERATION_RE = re.compile(r"^session(?:\.v(\d+))?\.jsonl(?:\.zstd)?$")
 KNOWN_MAX_VERSION = 4
