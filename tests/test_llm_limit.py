@@ -10,6 +10,7 @@ import inspect
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 
 import pytest
 from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -153,17 +154,15 @@ def test_a_limit_the_server_refuses_is_disabled_with_a_warning(refusing_api, cap
     assert "disabled" in message and refusing_api in message and "403" in message, message
 
 
-@pytest.fixture()
-def busy_once_api(prefect_api):
-    """The session's Prefect API behind a loopback proxy that refuses the first lease request
-    with a bare 503, as the server does when its SQLite is busy (right after another run)."""
+@contextmanager
+def _proxy(prefect_api: str, answer):
+    """The session's Prefect API behind a loopback proxy: `answer(path, forward)` returns a
+    request's (status, body, content type), `forward()` being the server's own answer."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     import httpx
 
     upstream = prefect_api.removesuffix("/api")
-    refused: list[str] = []
-    asked: list[float] = []  # when each lease request arrived (monotonic)
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):
@@ -171,15 +170,13 @@ def busy_once_api(prefect_api):
 
         def _answer(self):
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.path.endswith("/increment-with-lease"):
-                asked.append(time.monotonic())
-            if self.path.endswith("/increment-with-lease") and not refused:
-                refused.append(self.path.rsplit("/", 1)[-1])
-                status, content, ctype = 503, b'{"exception_message": "Service Unavailable"}', "application/json"
-            else:
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+
+            def forward():
                 r = httpx.request(self.command, upstream + self.path, content=body, headers=headers, timeout=30)
-                status, content, ctype = r.status_code, r.content, r.headers.get("content-type", "application/json")
+                return r.status_code, r.content, r.headers.get("content-type", "application/json")
+
+            status, content, ctype = answer(self.path, forward)
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(content)))
@@ -191,20 +188,15 @@ def busy_once_api(prefect_api):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/api", refused, asked
+        yield f"http://127.0.0.1:{server.server_address[1]}/api"
     finally:
         server.shutdown()
 
 
-def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_once_api, monkeypatch):
-    """The Prefect client sends a refused request again after 2 s (±20% jitter: never before
-    1.6 s); the run's lease request, after 0.1 s: the run gets its slots without that wait, holds
-    them and returns them. The retry is told apart by when it reached the server, a gap the
-    back-off's floor bounds from below whatever the load (not by timing the whole call). (Only the
-    run's own lease client goes through the refusing proxy; events and renewals reach the server.)"""
+def _leases_through(monkeypatch, url: str) -> None:
+    """Only the run's own lease client goes through `url`; events and renewals reach the server."""
     from dsh_memory.llm import limit
 
-    url, refused, asked = busy_once_api
     own_client = limit._client
 
     def through_proxy():
@@ -212,6 +204,34 @@ def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_once_api, m
             return own_client()
 
     monkeypatch.setattr(limit, "_client", through_proxy)
+
+
+@pytest.fixture()
+def busy_once_api(prefect_api):
+    """A proxy that refuses the first lease request with a bare 503, as the server does when its
+    SQLite is busy (right after another run)."""
+    refused: list[str] = []
+    asked: list[float] = []  # when each lease request arrived (monotonic)
+
+    def answer(path, forward):
+        if path.endswith("/increment-with-lease"):
+            asked.append(time.monotonic())
+            if not refused:
+                refused.append(path.rsplit("/", 1)[-1])
+                return 503, b'{"exception_message": "Service Unavailable"}', "application/json"
+        return forward()
+
+    with _proxy(prefect_api, answer) as url:
+        yield url, refused, asked
+
+
+def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_once_api, monkeypatch):
+    """The Prefect client sends a refused request again after 2 s (±20% jitter: never before
+    1.6 s); the run's lease request, after 0.1 s: the run gets its slots without that wait, holds
+    them and returns them. The retry is told apart by when it reached the server, a gap the
+    back-off's floor bounds from below whatever the load (not by timing the whole call)."""
+    url, refused, asked = busy_once_api
+    _leases_through(monkeypatch, url)
     name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
     with run_slots(2, name):
         assert _active(name) == 2
@@ -224,60 +244,31 @@ def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_once_api, m
 
 @pytest.fixture()
 def garbled_lease_api(prefect_api):
-    """The session's Prefect API behind a loopback proxy that passes every request on but garbles
-    the answer to a granted lease request: the slots are taken at the server, the lease's `limits`
-    are not a list (an answer the run cannot parse), its `lease_id` is intact."""
+    """A proxy that passes every request on but garbles the answer to a granted lease request:
+    the slots are taken at the server, the lease's `limits` are not a list (an answer the run
+    cannot parse), its `lease_id` is intact."""
     import json
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    import httpx
-
-    upstream = prefect_api.removesuffix("/api")
     garbled: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
+    def answer(path, forward):
+        status, content, ctype = forward()
+        if path.endswith("/increment-with-lease") and status == 200:
+            granted = json.loads(content)
+            garbled.append(granted["lease_id"])
+            content = json.dumps({**granted, "limits": "garbled"}).encode()
+        return status, content, ctype
 
-        def _answer(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-            r = httpx.request(self.command, upstream + self.path, content=body, headers=headers, timeout=30)
-            content = r.content
-            if self.path.endswith("/increment-with-lease") and r.status_code == 200:
-                answer = r.json()
-                garbled.append(answer["lease_id"])
-                content = json.dumps({**answer, "limits": "garbled"}).encode()
-            self.send_response(r.status_code)
-            self.send_header("Content-Type", r.headers.get("content-type", "application/json"))
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/api", garbled
-    finally:
-        server.shutdown()
+    with _proxy(prefect_api, answer) as url:
+        yield url, garbled
 
 
 def test_a_granted_lease_whose_answer_cannot_be_read_is_returned(garbled_lease_api, monkeypatch):
     """The server granted the run's lease request but its answer cannot be parsed: the run gives
     that lease back (it cannot hold it) and takes its slots through Prefect's `concurrency()`;
     at the end every slot is free again (none left taken by the unread lease)."""
-    from dsh_memory.llm import limit
-
     url, garbled = garbled_lease_api
-    own_client = limit._client
-
-    def through_proxy():
-        with temporary_settings(updates={PREFECT_API_URL: url}):
-            return own_client()
-
-    monkeypatch.setattr(limit, "_client", through_proxy)
+    _leases_through(monkeypatch, url)
     name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
     with run_slots(2, name, calls=1):
         assert _active(name) == 1
