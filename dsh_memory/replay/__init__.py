@@ -1,3 +1,4 @@
 """`dsh-memory replay`: would memory have helped? (docs/cli.md). `core.replay()` is the one core
-function (the CLI and the bench call it); rules.py: the standing instructions of a session and when
-two say the same; rebuild.py: the memory at each session's start; result.py: what it found."""
+function (the CLI and the bench call it) and rebuilds the memory at each session's start;
+rules.py: the standing instructions of a session and when two say the same; result.py: what it
+found."""
