@@ -88,6 +88,16 @@ def test_summary_empty_memory_is_empty_not_an_error(tmp_path):
 # ---- list -------------------------------------------------------------------------------
 
 
+def test_a_summary_serializes_as_its_documented_fields(store):
+    """A Summary's dump and its serialization schema are its fields (with their descriptions);
+    the injection block is added by the adapters that return it (CLI --json, the RPC)."""
+    s = rp.summary(store, 10_000)
+    assert set(s.model_dump()) == set(type(s).model_fields)
+    schema = type(s).model_json_schema(mode="serialization")
+    assert set(schema["properties"]) == set(type(s).model_fields)
+    assert schema["properties"]["content"]["description"].startswith("memory_summary.md")
+
+
 def test_list_is_shallow_sorted_hides_state_and_paginates(store):
     os.symlink(store.root / "MEMORY.md", store.root / "link.md")
     res = rp.list_dir(store)

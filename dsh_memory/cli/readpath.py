@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
             cwd = hook_cwd(sys.stdin)
         s = _core("summary", {"cwd": cwd})
         if as_json:
-            return s.model_dump()  # with the injection block
+            return {**s.model_dump(), "injection": s.injection()}
         if inject:
             text = s.injection()
             if text:

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SearchMode = Literal["any", "all_on_same_line", "all_within_lines", "ranked"]
 
@@ -156,11 +156,6 @@ class Summary(BaseModel):
         if self.empty:
             return ""
         return f"{self.instructions}\n\n{SUMMARY_BEGIN}\n{self.content}\n{SUMMARY_END}\n"
-
-    @model_serializer(mode="wrap")
-    def _with_injection(self, fields: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """The fields, then the injection block: what the CLI's --json and the RPC return."""
-        return {**fields(self), "injection": self.injection()}
 
 
 SCOPE_DESCRIPTION = "Where it applies: global, project <repository root>, or mixed (a file with parts of several)"

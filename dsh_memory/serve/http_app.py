@@ -77,6 +77,8 @@ def rpc_routes(ctx: RpcContext) -> list[BaseRoute]:
         except Exception as exc:
             return _error(exc)
         data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
+        if body["method"] == "summary":
+            data["injection"] = result.injection()
         return JSONResponse({"result": data})
 
     async def healthz(request: Request) -> JSONResponse:
