@@ -23,7 +23,7 @@ from dsh_memory.llm.base import LLM, Completion, Writer
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.evidence import Evidence, gather, trivial_reason
 from dsh_memory.phase1.postprocess import clean_fields, scope_items
-from dsh_memory.phase1.prompt import ExtractionOutput  # noqa: F401 (re-exported)
+from dsh_memory.phase1.prompt import ExtractionOutput
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.phase1.steps import extract_in_steps, grounds
 from dsh_memory.scope import head_commit, project_root, untag
