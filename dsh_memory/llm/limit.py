@@ -131,7 +131,11 @@ def _lease_now(client, name: str, occupy: int):
     except Exception:  # 423: the limit is full; 503 after the quick retries
         return None
     try:
-        lease = ConcurrencyLimitWithLeaseResponse.model_validate(response.json())
+        answer = response.json()
+    except Exception:  # not JSON: no lease to hold or give back
+        return None
+    try:
+        lease = ConcurrencyLimitWithLeaseResponse.model_validate(answer)
     except Exception:  # an answer this Prefect cannot read
         lease = None
     if lease is not None and lease.limits:
@@ -139,7 +143,7 @@ def _lease_now(client, name: str, occupy: int):
     # The server granted slots this run cannot hold: they are given back, else concurrency() would
     # wait for them until the lease expires. An answer without a lease id cannot be given back.
     try:
-        lease_id = response.json()["lease_id"]
+        lease_id = answer["lease_id"]
     except Exception:
         return None
     _release(lease_id)
