@@ -257,6 +257,30 @@ def test_readme_exit_code_table_lists_every_error_class():
     assert len(codes) == len(set(codes))  # each class of errors.py has its own stable code
 
 
+@pytest.mark.parametrize("args", [["read", "MEMORY.md"], ["search", "uv"], ["list", "--json"]], ids=" ".join)
+def test_a_reader_that_went_away_is_a_quiet_exit_141(memory, tmp_path, args):
+    """`dsh-memory read MEMORY.md | head`: the pipe's reader is gone before the first write (here
+    from the start, so the write always fails), the command stops without a word: exit 141,
+    nothing on stderr (was: `error: Broken pipe`, exit 1). Output printed inside `run` (read,
+    search) and after it (list) alike."""
+    env = {**clean_env(tmp_path), "DSH_MEMORY_ROOT": str(memory), "DSH_MEMORY_IGNORE_BLOCKS": "1"}
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader went away
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "dsh_memory.cli", *args],
+            cwd=str(REPO),
+            env=env,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=180,
+        )
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
 # ---- sessions: processed sessions marked, 80 columns ---------------------------------------
 
 

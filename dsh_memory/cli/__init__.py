@@ -9,8 +9,23 @@ from __future__ import annotations
 import importlib
 
 import typer
+from typer.core import TyperGroup
+
+
+class _Commands(TyperGroup):
+    """Every command: when the reader of its output goes away, a quiet exit 141 (`_common.reader_gone`)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            from dsh_memory.cli._common import reader_gone
+
+            reader_gone()
+
 
 app = typer.Typer(
+    cls=_Commands,
     name="dsh-memory",
     no_args_is_help=True,
     add_completion=False,
@@ -34,8 +49,7 @@ def _root(
 ) -> None:
     """Long-term memory for coding agents: extract, consolidate and serve what a future agent should know.
 
-    Exit codes (the same with --json): 0 ok · 1 failed · 2 bad input or usage · 3 not found ·
-    4 configuration · 5 already running · 6 Prefect API unavailable · 130 interrupted.
+    Exit codes (the same with --json): 0 ok · 1 failed · 2 bad input or usage · 3 not found · 4 configuration · 5 already running · 6 Prefect API unavailable · 130 interrupted · 141 the output's reader went away (`| head`).
     """
     # PREFECT_API_URL unset and `dsh-memory serve` running: every command uses the stack's
     # Prefect API (its settings blocks, its run history, its server for flows run here).

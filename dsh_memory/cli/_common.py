@@ -25,6 +25,19 @@ def _interrupt(signum, frame):
 
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
+READER_GONE_EXIT = 141  # 128 + SIGPIPE, what shells report for `git log | head`
+
+
+def reader_gone() -> NoReturn:
+    """The reader of our output went away (`dsh-memory search x | head`): stop quietly, as `cat`
+    does. stdout and stderr now lead to /dev/null, so the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # a stream without a file descriptor (captured output)
+            pass
+    raise typer.Exit(READER_GONE_EXIT)
 
 
 def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:
@@ -62,6 +75,8 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
         else:
             typer.echo("interrupted", err=True)
         raise typer.Exit(INTERRUPTED_EXIT) from None
+    except BrokenPipeError:
+        raise  # not a failure: the reader of our output went away (`reader_gone`, via the app)
     except Exception as exc:
         known = prefect_unavailable(exc)
         if known is None and isinstance(exc, OSError) and exc.strerror:  # a failure of the environment
