@@ -71,20 +71,15 @@ class Group:
             if item_key(old) == key:
                 items[i] = _with_source(old, source)
                 return
-        new = _with_source(text, source)
-        if first:
-            items.insert(0, new)
-        else:
-            items.append(new)
+        items.insert(0 if first else len(items), _with_source(text, source))
 
     def render(self) -> str:
         lines = [f"# Task Group: {self.name}"]
-        lines += self.head or [
-            f"scope: project {self.name}" if self.name != GLOBAL else "scope: global (every project)",
-            f"applies_to: cwd={self.name}; reuse_rule=this project only"
-            if self.name != GLOBAL
-            else "applies_to: cwd=*; reuse_rule=every project",
-        ]
+        if self.name == GLOBAL:
+            default = ["scope: global (every project)", "applies_to: cwd=*; reuse_rule=every project"]
+        else:
+            default = [f"scope: project {self.name}", f"applies_to: cwd={self.name}; reuse_rule=this project only"]
+        lines += self.head or default
         for name in sorted(self.sections, key=lambda s: ORDER.index(s) if s in ORDER else len(ORDER)):
             if self.sections[name]:
                 lines += ["", f"## {name}", *self.sections[name]]
@@ -202,21 +197,17 @@ def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | No
     return {"name": name, "skill_md": "\n".join(md) + "\n", "task": task, "project": root or None}
 
 
-def promote_recurring(groups: dict[str, Group]) -> int:
+def promote_recurring(groups: dict[str, Group]) -> None:
     """Move every user preference found (same words) in ≥ 2 project groups to `global`, sources
     merged: the user says it wherever they work. A command, fact or shield that two repositories
-    share stays with each (two projects built alike are still two projects). Returns how many
-    bullets moved."""
+    share stays with each (two projects built alike are still two projects)."""
     seen: dict[tuple[str, str], list[tuple[Group, str]]] = {}
     for g in groups.values():
         if scope_of_group(g) is None:  # global already
             continue
-        for section, items in g.sections.items():
-            if section not in PROMOTABLE:
-                continue
-            for b in items:
+        for section in PROMOTABLE:
+            for b in g.sections.get(section, []):
                 seen.setdefault((section, item_key(b)), []).append((g, b))
-    moved = 0
     for (section, _), where in seen.items():
         if len({g.name for g, _ in where}) < 2:
             continue
@@ -225,11 +216,9 @@ def promote_recurring(groups: dict[str, Group]) -> int:
             g.sections[section].remove(b)
             for src in sources_of(b) or [""]:
                 target.add(section, SOURCE.sub("", b), src, first=False)
-        moved += 1
-    return moved
 
 
-def _cap(groups: dict[str, Group], limit: int, dropped: list | None = None) -> str:
+def _cap(groups: dict[str, Group], limit: int, dropped: list) -> str:
     """Render, dropping the oldest bullet of the largest section until it fits (whole bullets);
     each dropped knowledge bullet is added to `dropped` (apply archives it: no silent loss)."""
     while True:
@@ -245,7 +234,7 @@ def _cap(groups: dict[str, Group], limit: int, dropped: list | None = None) -> s
             return text[: text.rfind("\n", 0, limit) + 1]
         g, s = largest
         bullet = g.sections[s].pop()
-        if dropped is not None and s != "Tasks":
+        if s != "Tasks":
             note = f"over max_memory_md_chars ({limit}): the oldest of the largest section, {s}"
             dropped.append(stale.Flagged(g.name, bullet, note, True))
 
@@ -262,11 +251,6 @@ def _keywords(group: Group) -> list[str]:
     return sorted(counts, key=lambda c: -counts[c])[:MAX_KEYWORDS]
 
 
-def _commands(group: Group) -> list[str]:
-    """The group's newest build/test lines, as written (the injected part's how-to)."""
-    return [SOURCE.sub("", b).rstrip() for b in group.sections.get("Reusable knowledge", [])[:MAX_SUMMARY_COMMANDS]]
-
-
 def _within(lines: list[str], cap: int) -> list[str]:
     text = cap_lines(lines, cap)
     return text.split("\n") if text else []
@@ -281,7 +265,10 @@ def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) ->
         for s in ("User notes", "User preferences")
         for b in g.sections.get(s, [])
     ]
-    how = [c for g in gs for c in _commands(g)]
+    # each group's newest build/test lines, as written (the injected part's how-to)
+    how = [
+        SOURCE.sub("", b).rstrip() for g in gs for b in g.sections.get("Reusable knowledge", [])[:MAX_SUMMARY_COMMANDS]
+    ]
     routing = []
     for g in gs:
         kw = ", ".join(f"`{k}`" for k in _keywords(g))
