@@ -17,7 +17,7 @@ Kinds (the `<kind>` of `[REDACTED:<kind>]`) are short, lower-case, and never nes
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -35,9 +35,11 @@ class Rule:
     `group`: only this group is replaced (the rest of the match stays). `inner`: within `group`,
     each match of `inner` has its `tok` group replaced (cookie values). `lower`: triggers are
     lower-case and the pattern is written for lower-case text: it runs on `text.lower()` and the
-    spans it finds are replaced in `text`. `repl`: a replacement function instead of the marker.
+    spans it finds are replaced in `text`. `repl`: a `re.sub` template instead of the marker.
     `gated`: the rule needs 16 token characters in a row (see GATE). `prefix`: the triggers are
-    where the token starts (`ghp_`), not somewhere inside it or near it (`-us1`, `discord`)."""
+    where the token starts (`ghp_`), not somewhere inside it or near it (`-us1`, `discord`).
+    `window` > 0: only this many characters around each trigger are searched (patterns that
+    cannot start with a literal would otherwise test every position of the text)."""
 
     kind: str
     triggers: tuple[str, ...]
@@ -45,19 +47,16 @@ class Rule:
     group: str | None = None
     inner: re.Pattern[str] | None = None
     lower: bool = False
-    repl: Callable[[re.Match[str]], str] | None = None
+    repl: str | None = None
     gated: bool = True
-    prefix: bool = True  # each trigger starts the token (False: it occurs elsewhere in it or near it)
-    window: int = 0  # > 0: search only this many characters around each trigger (patterns that
-    # cannot start with a literal would otherwise test every position of the text)
+    prefix: bool = True
+    window: int = 0
 
     def spans(self, m: re.Match[str], text: str) -> Iterator[tuple[int, int]]:
-        """The spans of `text` to replace for a match `m` (of `text`, or of `text.lower()`)."""
-        if self.group is None:
-            yield m.span()
-            return
-        start, end = m.span(self.group)
-        if start < 0:
+        """The spans of `text` to replace for a match `m` (of `text`, or of `text.lower()`): its
+        `group` (group 0: the whole match), or the `tok` of each match of `inner` within it."""
+        start, end = m.span(self.group or 0)
+        if start < 0:  # the group took no part in the match
             return
         if self.inner is None:
             yield start, end
@@ -139,18 +138,13 @@ PEM_END_LITERAL = "-----END"
 # --- AWS -------------------------------------------------------------------------------------
 _AKID = _start("A", "[A-Za-z0-9]") + r"(?:KIA|SIA|BIA|CCA)[0-9A-Z]{16}(?![A-Za-z0-9])"
 
-
-def _aws_pair_repl(m: re.Match[str]) -> str:
-    return marker("aws_access_key_id") + m.group("mid") + marker("aws_secret_access_key")
-
-
 _AWS_RULES = [
     # an access key id and, on the same line, the 40-character secret access key after it
     Rule(
         "aws_secret_access_key",
         ("AKIA", "ASIA", "ABIA", "ACCA"),
         _AKID + r"(?P<mid>[^\n]{0,80}?)(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
-        repl=_aws_pair_repl,
+        repl=marker("aws_access_key_id") + r"\g<mid>" + marker("aws_secret_access_key"),
     ),
     Rule("aws_access_key_id", ("AKIA", "ASIA", "ABIA", "ACCA"), _AKID),
 ]
