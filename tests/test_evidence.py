@@ -257,3 +257,43 @@ def test_a_log_pasted_after_the_users_words_on_their_first_line_is_not_theirs():
     )
     ev = gather(make_session(("user", paste), ("assistant", "ok"), cwd=CWD))
     assert ev.rules == [] and ev.requests == ["Seems to work but I've plenty of warnings in the console"]
+
+
+def test_a_long_fact_ends_at_its_last_whole_clause_and_one_with_none_is_not_kept():
+    aside = (
+        "The root manifest `.shop-plugin/plugin.json` is read first and points at the skills in "
+        "`./plugins/shop/skills/`, but `plugins/shop/` is where the actual plugin lives (it has its own "
+        "`.shop-plugin/plugin.json` with a `name`, a `version` and a `skills` entry that the loader reads first "
+        "whenever both manifests exist in one checkout)."
+    )
+    unbroken = (
+        "The loader reads `conf/loader.toml` and every `conf/*.d/*.toml` fragment in lexical order and merges "
+        "them key by key with later files winning over earlier ones and arrays replaced rather than appended "
+        "and tables merged recursively and environment overrides from `SHOP_*` applied last of all before the "
+        "schema check runs"
+    )
+    s = make_session(("user", "Why does the plugin not load?"), ("assistant", f"{aside}\n{unbroken}."), cwd=CWD)
+    assert gather(s).facts == [
+        "The root manifest `.shop-plugin/plugin.json` is read first and points at the skills in "
+        "`./plugins/shop/skills/`, but `plugins/shop/` is where the actual plugin lives."
+    ]  # the aside goes whole, and a sentence with no clause to end at is not cut mid-thought
+
+
+def test_the_worktrees_state_at_that_moment_is_no_fact_but_what_it_breaks_and_how_things_work_are():
+    said = [
+        "The `legacy/` directory is fully gone, all 4 modules are at `src/`, and there are no leftover conflict markers.",
+        "Git-clone installs pull the commit; `.shop-plugin/plugin.json` now points at `./skills/`, so discovery works.",
+        "The `shop-bot` package only exists on the `feat/bot` branch and hasn't been merged to `main`.",
+        "The `git clone` flow for the editor will now work because skills live at the top-level `skills/` path.",
+        "`SHOP.md` is fully deleted, but `shop-extension.json` still declares `SHOP.md` as its context file, so the "
+        "CLI will fail to load.",
+        "Permissions live in the skill's `allowed-tools` frontmatter, which the CLI reads at start.",
+        "Version lives in 3 files to keep in sync:\n- `plugin.json`\n- `marketplace.json`\n- `package.json`",
+    ]
+    s = make_session(("user", "Flatten the layout."), ("assistant", "\n\n".join(said)), cwd=CWD)
+    assert sorted(gather(s).facts) == [
+        "Permissions live in the skill's `allowed-tools` frontmatter, which the CLI reads at start.",
+        "Version lives in 3 files to keep in sync: `plugin.json`, `marketplace.json`, `package.json`",
+        "`SHOP.md` is fully deleted, but `shop-extension.json` still declares `SHOP.md` as its context file, so the "
+        "CLI will fail to load.",
+    ]

@@ -1,7 +1,7 @@
 """Failure shields from what real sessions look like: a CLI that answers `{"success": false}`
 with exit code 0, the same tool run on another issue (no fix), another tool run on the same issue
-(a workaround), a command run without the wrapper that broke it, and long quoted payloads cut
-from the lines. Crafted sessions; none is from the benchmark set."""
+(a workaround), a command run without the wrapper that broke it, long prose payloads said as "…"
+and commands never cut. Crafted sessions; none is from the benchmark set."""
 
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ def test_the_same_tool_on_another_issue_is_no_fix_and_another_tool_on_the_same_i
         cwd=CWD,
     )
     (shield,) = gather(s).shields
-    assert shield.command == 'shopctl close-plan 7839 --comment "Consolidated into #8…"'
-    assert shield.fix == '`gh issue comment 7839 --body "Consolidated into #8…" && gh issue close 7839`'
+    # a prose payload (a comment body) is said as "…": the command's shape, never half its text
+    assert shield.command == 'shopctl close-plan 7839 --comment "…"'
+    assert shield.fix == '`gh issue comment 7839 --body "…" && gh issue close 7839`'
     assert "7825" not in shield.fix
     line = steps.raw_memory(gather(s), "x")
     assert "gh issue close 7839" in line and "PR #7839 not found" in line
@@ -321,3 +322,29 @@ def test_what_a_thing_cannot_do_outranks_a_fact_that_only_names_more():
     named = [(n, s, False) for n, s in enumerate(said[:MAX_FACTS])]
     limit = (99, "`shopctl explain` only works on checkpoints committed to `var/ckpt`, not on an open session.", False)
     assert limit[1] in best_facts([*named, limit])[:MAX_FACTS]
+
+
+def test_a_fix_command_is_shown_whole_with_its_query_and_one_too_long_to_show_makes_no_shield():
+    query = "{branch: .headRefName, body_length: (.body | length)}"
+    s = make_session(
+        ("user", "Set up the plan for issue 8124."),
+        _bash(
+            "shopctl setup-plan --issue 8124", "TypeError: setup_plan() got an unexpected keyword argument 'slug'", True
+        ),
+        _bash(f"gh pr view 8124 --json headRefName,body --jq '{query}'", '{"branch": "plan-8124", "body_length": 4}'),
+        cwd=CWD,
+    )
+    (shield,) = gather(s).shields
+    assert shield.fix == f"`gh pr view 8124 --json headRefName,body --jq '{query}'`"  # as typed, not cut
+    assert "…" not in steps.raw_memory(gather(s), "x")
+
+    long_fix = "gh pr view 8124 --json " + ",".join(f"field{n}" for n in range(40))
+    s = make_session(
+        ("user", "Set up the plan for issue 8124."),
+        _bash(
+            "shopctl setup-plan --issue 8124", "TypeError: setup_plan() got an unexpected keyword argument 'slug'", True
+        ),
+        _bash(long_fix, "{}"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []  # a fix that cannot be shown whole is not written half

@@ -125,3 +125,17 @@ def test_a_files_opening_note_and_its_docstring_rule_are_tripwires_a_description
         "`shop/gateway.py`: Error handling: API calls should let exceptions bubble by default. "
         "Don't swallow exceptions and return None or False.",
     ]
+
+
+def test_a_long_warning_ends_at_its_last_whole_sentence_never_mid_word():
+    rule = (
+        "Error handling: API calls should let exceptions bubble by default. Callers are responsible for "
+        "handling failures where they can act on them. Don't swallow exceptions and return None, False or "
+        "an empty default value from a gateway method, since the caller then cannot tell a miss from an outage."
+    )
+    gateway = f'     1→"""{rule}"""\n     2→import httpx\n'
+    s = make_session(("user", "Why does it raise?"), _read(f"{CWD}/shop/gateway.py", gateway), cwd=CWD)
+    assert gather(s).tripwires == [
+        "`shop/gateway.py`: Error handling: API calls should let exceptions bubble by default. Callers are "
+        "responsible for handling failures where they can act on them."
+    ]

@@ -1,7 +1,8 @@
 """The lines that never become memory, whoever wrote them (Phase 1's `postprocess`, Phase 2's
 writers): omission and cut markers, bare exploration commands (how the agent looked, not what it
 learned), Markdown table fragments, copy addressed to the reader ("you can now…") and code review
-findings (`[medium] …`, `P1: …`). Memory an agent obeys must be knowledge.
+findings (`[medium] …`, `P1: …`). Memory an agent obeys must be knowledge, and said whole: a
+sentence too long for its bound ends at a clause, never mid-thought (`clip_prose`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,30 @@ def is_exploration(line: str) -> bool:
         return False
     rest = CODE.sub(" ", _SOURCE.sub(" ", (line or "").split("→")[0]))
     return len(_WORDS.findall(rest)) <= 6
+
+
+# Where a sentence may end early and still say a whole thing: after a sentence, at "; " or a dash,
+# or before an aside in parentheses.
+_CLAUSE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|;\s+|\s+[—–]\s+|\s+(?=\()")
+
+
+def clip_prose(s: str, n: int, least: int = 40) -> str:
+    """`s` on one line within `n` characters, said whole: as it is when it fits, else up to its
+    last sentence or clause end (". ", "; ", " — ", before a parenthesis) outside code spans, quotes
+    and parentheses that keeps at least `least` characters; "" when none does (half a sentence
+    is no memory: "the plugin lives (it has its own…" says half a thing)."""
+    s = " ".join((s or "").split())
+    if len(s) <= n:
+        return s
+    head = ""
+    for m in _CLAUSE_END.finditer(s, 0, n + 1):
+        cut = s[: m.start()].rstrip(" ,;:—–-")
+        if len(cut) < least or cut.count("`") % 2 or cut.count('"') % 2 or cut.count("(") != cut.count(")"):
+            continue
+        head = cut
+    if not head:
+        return ""
+    return head if head.endswith((".", "!", "?")) else head + "."
 
 
 def why_not_memory(line: str) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
-from dsh_memory.phase1.clean import CODE, is_table_row, second_person
+from dsh_memory.phase1.clean import CODE, clip_prose, is_table_row, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist
 from dsh_memory.phase1.commands import (
     ESCALATED,
@@ -132,7 +132,7 @@ def _agent_restatement(text: str, rule: str) -> str:
             continue
         if second_person(s) or is_table_row(s):
             continue
-        return clip(s[0].upper() + s[1:], 200)
+        return clip_prose(s[0].upper() + s[1:], 200)
     return ""
 
 
@@ -249,8 +249,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev.changes = changes(texts, cwd, created)
     documented_commands, ev.agent_notes = documented(texts)
     ran = {c.line for c in ev.commands}
-    ev.documented = [clip(c, 160) for c in documented_commands if c not in ran][:MAX_RULES]
-    ev.agent_notes = [clip(n, 320) for n in ev.agent_notes[:MAX_RULES]]
+    ev.documented = [c for c in documented_commands if c not in ran and len(c) <= 160][:MAX_RULES]  # whole
+    ev.agent_notes = [n for n in (clip_prose(n, 320) for n in ev.agent_notes[:MAX_RULES]) if n]
     ev.tripwires = [redact(w) for w in tripwires(reads, ev.edited)]
     ev.plan = [redact(p) for p in best_items(planned)]
 

@@ -2,8 +2,9 @@
 
 `evidence.gather` hands over every sentence the agent wrote (with its turn position); these rules
 pick the ones that state something lasting about the project — a code span or path plus a fact cue
-("lives in", "is generated", "requires"), never progress narration ("Let me…", "Now I…"), first or
-second person, questions, proposals or table rows — and the turns' last words that name things.
+("lives in", "is generated", "requires"), never progress narration ("Let me…", "Now I…") or the
+worktree's state at that moment ("`old/` is fully gone", "X now points at Y"), first or second
+person, questions, proposals or table rows — and the turns' last words that name things.
 A sentence that introduces a list of names is read with its items as one fact.
 """
 
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.clean import CODE, is_table_row, why_not_memory
-from dsh_memory.phase1.commands import clip
+from dsh_memory.phase1.clean import CODE, clip_prose, is_table_row, why_not_memory
 from dsh_memory.phase1.user_words import TASK_VERB
 
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 32
 MAX_CONCLUSION_CHARS = 2600  # the recap's share of the turns' conclusions (recaps stay well under 4,000)
+MAX_FACT_CHARS = 260  # a longer fact ends at its last clause that fits (`clean.clip_prose`)
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|\n+")
 BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")  # a list item's marker
@@ -84,6 +85,22 @@ WHERE_LED = re.compile(
     r"package|module|manifest|settings|schema)s?\s*:\s*`",
     re.I,
 )
+# The state of the worktree or the task at that moment, false in the next session: "`plugins/` is
+# fully gone", "no leftover conflict markers", "X now points at Y", "hasn't been merged to main",
+# "the tests now pass". (A state that says what it breaks is kept: "`A` is deleted but `B` still
+# loads it — B fails".)
+STATE = re.compile(
+    r"\b(?:is|are) (?:now |fully |completely |all )*gone\b|\b(?:is|are) (?:now|fully|completely) "
+    r"(?:deleted|removed|in place|done|resolved|fixed|merged|committed|pushed|staged)\b"
+    r"|\bno (?:leftover|remaining|more)\b|\bleftover\b|\bconflict markers?\b"
+    r"|\b(?:has|have)(?:n'?t| not)(?: yet)? been (?:merged|pushed|committed|released|deployed)\b"
+    r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
+    r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
+    r"|\bnow (?:points?|works?|passes|pass|builds?|compiles?|loads?|resolves?|lands?|shows?|appears?|succeeds?)\b"
+    r"|\bwill now\b|\b(?:tests?|checks?|builds?|CI|suite) (?:now |all |both )*(?:pass(?:es)?|green|succeeds?)\b",
+    re.I,
+)
+BREAKS = re.compile(r"\b(fails?|failing|will fail|breaks?|crash(?:es)?|errors? (?:out|with))\b", re.I)
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
 # A sentence that introduces a list ("Version lives in 5 files to keep in sync:") and its items.
 _LEAD_LIST = re.compile(
@@ -153,19 +170,23 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0
     if cue is FACT_CUE and (HEDGE.search(plain) or DANGLING.match(s)):
         return 0  # a guess under investigation, or a sentence that needs the one before it
+    if cue is FACT_CUE and STATE.search(plain) and not (LIMIT.search(plain) or BREAKS.search(plain)):
+        return 0  # how the worktree stood at that moment, not how the project works
     specific = named(s)
     return (1 + min(specific, 3)) if specific else 0
 
 
 def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
     """The agent's best fact sentences: specific ones first, those of a turn's last message (its
-    conclusions) before its narration, one per subject."""
+    conclusions) before its narration, one per subject; a long one up to its last whole clause
+    within MAX_FACT_CHARS, or not at all."""
     scored = []
     for n, (_seq, s, last) in enumerate(assistant):
         score = fact_score(s)
-        if score:
+        whole = clip_prose(s, MAX_FACT_CHARS) if score else ""
+        if whole and (len(s) <= MAX_FACT_CHARS or fact_score(whole)):  # what is left of a long one is a fact
             bonus = (1 if last else 0) + (2 if LIMIT.search(CODE.sub(" x ", s)) else 0)
-            scored.append((score + bonus, n, clip(s)))
+            scored.append((score + bonus, n, whole))
     scored.sort(key=lambda t: (-t[0], t[1]))
     out: list[str] = []
     for _, _, s in scored:

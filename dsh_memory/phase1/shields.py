@@ -1,6 +1,8 @@
 """Failure shields: a command that failed with an informative error and what then overcame it, or,
 when nothing in the session did, the fix the agent advised. A failure nothing fixed or advised on,
 or that passed on a bare rerun, is no shield. Read from the runs `phase1/commands.py` collects.
+A shield's commands are shown whole (`shown`): a next session copies them, and a command cut short
+is a wrong one; the error text, only quoted, is what gets cut.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from dsh_memory.phase1.clean import EXPLORATION
-from dsh_memory.phase1.commands import BUILD, EXPLORE, MODIFY, SETUP, Run, clip, core, family, first_command, unpiped
+from dsh_memory.phase1.clean import CODE, EXPLORATION, clip_prose
+from dsh_memory.phase1.commands import BUILD, EXPLORE, MODIFY, SETUP, Run, core, family, first_command, unpiped
 
 MAX_SHIELDS = 3
 MAX_BETWEEN = 8  # runs between a failure and the run that worked for one of them to be the fix
@@ -51,13 +53,18 @@ def _wrapped(a: str, b: str) -> bool:
     return len(short) >= 2 and len(long_) > len(short) and long_[-len(short) :] == short
 
 
+MAX_COMMAND_CHARS = 200  # a shield's command and fix are shown whole within this, or no shield
 _LONG_QUOTED = re.compile(r"(\"|')([^\"'\n]{41,})\1")
+_CODE_CHARS = re.compile(r"[{}\[\]|$=\\<>]|\.\w")  # a query or an expression, not prose
 
 
-def short_args(cmd: str) -> str:
-    """`cmd` with each quoted argument longer than 40 characters cut (a comment body, a query):
-    what a memory line needs is the command's shape, not its payload."""
-    return _LONG_QUOTED.sub(lambda m: f"{m[1]}{m[2][:20].rstrip()}…{m[1]}", cmd)
+def shown(cmd: str) -> str:
+    """`cmd` as a shield says it, whole: a long quoted prose argument (a comment body, a commit
+    message) becomes `"…"`, its shape being what a next session needs, while a query or an
+    expression (`--jq '{branch: .headRefName}'`) stays as typed; "" when it is still longer than
+    MAX_COMMAND_CHARS (a command cut short is a wrong command to copy)."""
+    s = _LONG_QUOTED.sub(lambda m: m[0] if _CODE_CHARS.search(m[2]) else f"{m[1]}…{m[1]}", " ".join(cmd.split()))
+    return s if len(s) <= MAX_COMMAND_CHARS else ""
 
 
 # Code that does not parse: the agent's own typo when an edit fixed it.
@@ -71,9 +78,13 @@ def _kind(error: str) -> str:
     return m.group(1).lower() if m else ""
 
 
-def _shield(r: Run, why: str, fix: str, advised: bool = False) -> Shield:
-    """The shield of the failed run `r`: its command's shape, its error, the agent's explanation."""
-    return Shield(command=clip(short_args(r.line), 160), error=r.error, cause=clip(why, 220), fix=fix, advised=advised)
+def _shield(r: Run, why: str, fix: str, advised: bool = False) -> Shield | None:
+    """The shield of the failed run `r`: its command (`shown`), its error, the agent's explanation
+    up to its last whole clause; None when the command or the fix cannot be shown whole."""
+    command = shown(r.line)
+    if not command or not fix:
+        return None
+    return Shield(command=command, error=r.error, cause=clip_prose(why, 220), fix=fix, advised=advised)
 
 
 def _worked_later(runs: list[Run], i: int) -> Run | None:
@@ -124,18 +135,20 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
         elif later.background and not r.background:
             fix = "running it in the background (the shell tool's `run_in_background`)"
         elif setup:
-            fix = f"`{setup[-1]}`"
+            fix = f"`{shown(setup[-1])}`" if shown(setup[-1]) else ""
         elif edited and _TYPO.search(r.error):
             continue  # the agent's own typo, fixed where it made it: nothing for a next session
         elif edited:
             fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(e[1] for e in edited[:3]))
             fix += f" ({edited[-1][2]})" if edited[-1][2] else ""  # the last edit before it worked
         elif unpiped(later.line) != unpiped(r.line):
-            fix = f"`{clip(short_args(later.line), 160)}`"
+            fix = f"`{shown(later.line)}`" if shown(later.line) else ""
         else:
             continue  # the same command passed on a bare rerun: flaky, not a shield
-        seen.add((fam, _kind(r.error)))
-        out.append(_shield(r, cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}"), fix))
+        shield = _shield(r, cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}"), fix)
+        if shield is not None:
+            seen.add((fam, _kind(r.error)))
+            out.append(shield)
     return out[:MAX_SHIELDS]
 
 
@@ -160,10 +173,13 @@ def advised(
         if any(not x.failed and family(x.line) == fam for x in runs[i + 1 :]):
             continue  # it worked later: `shields` judged it
         until = next((x.seq for x in runs[i + 1 :]), 1 << 62)
-        advice = next((s for seq, s, _ in messages if r.seq < seq < until and ADVICE.match(s)), "")
-        if not advice:
-            continue
-        done.add(fam)
+        said = next((s for seq, s, _ in messages if r.seq < seq < until and ADVICE.match(s)), "")
+        advice = clip_prose(said, 220)
+        if not CODE.search(advice):
+            continue  # no advice, or none left whole within the bound
         why = cause(r.seq, until, f"{r.line} {r.error}")
-        out.append(_shield(r, why if why != advice else "", clip(advice, 220), advised=True))
+        shield = _shield(r, why if why != said else "", advice, advised=True)
+        if shield is not None:
+            done.add(fam)
+            out.append(shield)
     return out[: max(0, MAX_SHIELDS - len(have))]

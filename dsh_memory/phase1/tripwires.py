@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 import shlex
 
-from dsh_memory.phase1.commands import clip, core
+from dsh_memory.phase1.clean import clip_prose
+from dsh_memory.phase1.commands import core
 
 MAX_TRIPWIRES = 3
+MAX_WARNING_CHARS = 200  # a longer warning ends at its last whole clause (`clean.clip_prose`) …
+MAX_UNBROKEN_CHARS = 300  # … or, a comment with none (no full stop), is kept whole up to this
 MAX_READ = 400_000  # the characters of one read that are scanned
 _NUMBERED = re.compile(r"^\s*(\d+)(?:→|\t)")  # Read's `  12→…`, `cat -n` / `nl`'s `    12\t…`
 _COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|\*+(?!\*)|<!--|--|;+)\s?(.*?)\s*(?:\*/|-->)?\s*$")
@@ -84,13 +87,20 @@ def found_in(text: str) -> list[tuple[int, str]]:
                 break
             said.append(more)
         rank = 0 if head or (shout and shout.group(1).upper() in ("CRITICAL", "DANGER")) or "NOT" in body[:12] else 1
-        out.append((rank, clip(" ".join(said).replace("**", ""), 200)))
+        warning = _whole(" ".join(said).replace("**", ""))
+        if warning:
+            out.append((rank, warning))
         if head:
             break  # one banner per file; its shouted lines say the same
     rule = _docstring_rule(lines)
-    if rule:
-        out.append((1, clip(rule, 200)))
+    if rule and _whole(rule):
+        out.append((1, _whole(rule)))
     return out
+
+
+def _whole(warning: str) -> str:
+    """A warning said whole within the bounds, or "" (half a warning is no warning)."""
+    return clip_prose(warning, MAX_WARNING_CHARS) or clip_prose(warning, MAX_UNBROKEN_CHARS)
 
 
 def _docstring_rule(lines: list[tuple[int | None, str]]) -> str | None:
