@@ -206,9 +206,7 @@ def grounded(line: str, src: Source) -> bool:
     if spans and not any(_flat(c) in src.flat for c in spans):
         return False
     words = content_words(CODE.sub(" ", line)) + [w for c in spans for w in content_words(c)]
-    if not words:
-        return True
-    return sum(w in src.words for w in words) / len(words) >= MIN_GROUNDED
+    return not words or sum(w in src.words for w in words) / len(words) >= MIN_GROUNDED
 
 
 def _share(words: list[str], text: str) -> float:
@@ -381,8 +379,7 @@ def scope_items(raw_memory: str, transcript_text: str) -> tuple[str, list[str]]:
     """(raw memory with `[scope: global]` on the items the user stated as general, notes)."""
     if not raw_memory.strip():
         return raw_memory, []
-    user_blocks = [b.text for b in blocks(transcript_text) if b.tag == "user"]
-    said = [s.strip() for text in user_blocks for s in _SENTENCE_OR_LINE.split(text)]
+    said = [s.strip() for b in blocks(transcript_text) if b.tag == "user" for s in _SENTENCE_OR_LINE.split(b.text)]
     users = [s for s in said if len(s) >= 3]  # the user's sentences and lines
     out, notes, tagged, refused = [], [], 0, 0
     for line in raw_memory.split("\n"):
