@@ -289,11 +289,10 @@ class _Builder(Events):
     def _user(self, seq: int, p: dict, time) -> None:
         text, labels, images = user_item_parts(p)
         twin = self.prompts.twin.get(seq)
-        if self.prompts.authoritative and twin is None:  # not typed: injected, whatever its text
-            self.add(seq, EventKind.CONTEXT, time, label="+".join(dict.fromkeys(labels)) or "injected_user_message")
-            return
-        if not text and not images:
-            self.add(seq, EventKind.CONTEXT, time, label="+".join(dict.fromkeys(labels)) or "empty_user_message")
+        injected = self.prompts.authoritative and twin is None  # not typed: injected, whatever its text
+        if injected or (not text and not images):
+            fallback = "injected_user_message" if injected else "empty_user_message"
+            self.add(seq, EventKind.CONTEXT, time, label="+".join(dict.fromkeys(labels)) or fallback)
         elif twin is None or twin > seq:
             self.human(seq, time, text, max(images, self.prompts.images.get(twin, 0)))
 
@@ -306,11 +305,9 @@ class _Builder(Events):
                 name = f"{p['namespace']}.{name}"
         elif t == "custom_tool_call":
             name, args = p.get("name"), parse_json_maybe(p.get("input"))
-        elif t == "local_shell_call":
-            name, args = "local_shell", p.get("action")
-        elif t == "web_search_call":
-            name, args = "web_search", p.get("action")
-        else:
+        elif t in ("local_shell_call", "web_search_call"):
+            name, args = t.removesuffix("_call"), p.get("action")
+        else:  # tool_search_call
             name, args = "tool_search", p.get("arguments", p.get("query"))
         self.tool_call(seq, time, name if isinstance(name, str) and name else t, call_id, args)
 
