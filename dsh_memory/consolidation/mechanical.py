@@ -358,16 +358,15 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
         g.add("Tasks", _task_line(store, block))
         if skill:
             skills.append(skill)
-    notes = groups.setdefault(GLOBAL, Group(GLOBAL)) if inputs.note_rels else None
     for rel in inputs.note_rels:
         try:
             text = store.read_text(rel)
         except Exception:  # noqa: BLE001 - a vanished note is not consumed (apply archives listed ones)
             continue
         fields, body = parse_front_matter(text)
-        project = str(fields.get("project") or "") or None  # an imported note keeps its project
-        where = groups.setdefault(project, Group(project)) if project else notes
-        if where is not None and body.strip():
+        name = str(fields.get("project") or "") or GLOBAL  # an imported note keeps its project
+        where = groups.setdefault(name, Group(name))
+        if body.strip():
             for item in _note_items(fields, body):
                 where.add("User notes", item, rel.rsplit("/", 1)[-1])
     retired = list(inputs.candidate_slugs)
