@@ -130,12 +130,14 @@ def test_a_files_opening_note_and_its_docstring_rule_are_tripwires_a_description
 def test_a_long_warning_ends_at_its_last_whole_sentence_never_mid_word():
     rule = (
         "Error handling: API calls should let exceptions bubble by default. Callers are responsible for "
-        "handling failures where they can act on them. Don't swallow exceptions and return None, False or "
-        "an empty default value from a gateway method, since the caller then cannot tell a miss from an outage."
+        "handling failures appropriately. Don't swallow exceptions and return None/False/default values - this "
+        "masks real errors. A gateway method that returns a default value instead leaves the caller unable to "
+        "tell a miss from an outage, which is what the retry layer needs to know."
     )
     gateway = f'     1→"""{rule}"""\n     2→import httpx\n'
     s = make_session(("user", "Why does it raise?"), _read(f"{CWD}/shop/gateway.py", gateway), cwd=CWD)
-    assert gather(s).tripwires == [
+    assert gather(s).tripwires == [  # the rule's sentences whole, the explanation after them gone
         "`shop/gateway.py`: Error handling: API calls should let exceptions bubble by default. Callers are "
-        "responsible for handling failures where they can act on them."
+        "responsible for handling failures appropriately. Don't swallow exceptions and return "
+        "None/False/default values - this masks real errors."
     ]

@@ -16,8 +16,7 @@ from dsh_memory.phase1.clean import clip_prose
 from dsh_memory.phase1.commands import core
 
 MAX_TRIPWIRES = 3
-MAX_WARNING_CHARS = 200  # a longer warning ends at its last whole clause (`clean.clip_prose`) …
-MAX_UNBROKEN_CHARS = 300  # … or, a comment with none (no full stop), is kept whole up to this
+MAX_WARNING_CHARS = 300  # a rule paragraph's few sentences; a longer one ends at its last whole clause
 MAX_READ = 400_000  # the characters of one read that are scanned
 _NUMBERED = re.compile(r"^\s*(\d+)(?:→|\t)")  # Read's `  12→…`, `cat -n` / `nl`'s `    12\t…`
 _COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|\*+(?!\*)|<!--|--|;+)\s?(.*?)\s*(?:\*/|-->)?\s*$")
@@ -87,20 +86,16 @@ def found_in(text: str) -> list[tuple[int, str]]:
                 break
             said.append(more)
         rank = 0 if head or (shout and shout.group(1).upper() in ("CRITICAL", "DANGER")) or "NOT" in body[:12] else 1
-        warning = _whole(" ".join(said).replace("**", ""))
+        warning = clip_prose(" ".join(said).replace("**", ""), MAX_WARNING_CHARS)
         if warning:
             out.append((rank, warning))
         if head:
             break  # one banner per file; its shouted lines say the same
     rule = _docstring_rule(lines)
-    if rule and _whole(rule):
-        out.append((1, _whole(rule)))
+    rule = clip_prose(rule or "", MAX_WARNING_CHARS)  # whole, or none: half a rule is no rule
+    if rule:
+        out.append((1, rule))
     return out
-
-
-def _whole(warning: str) -> str:
-    """A warning said whole within the bounds, or "" (half a warning is no warning)."""
-    return clip_prose(warning, MAX_WARNING_CHARS) or clip_prose(warning, MAX_UNBROKEN_CHARS)
 
 
 def _docstring_rule(lines: list[tuple[int | None, str]]) -> str | None:
