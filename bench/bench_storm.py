@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import statistics
 import sys
 import tempfile
@@ -44,6 +45,7 @@ import httpx  # noqa: E402
 from _storm_stack import Sampler, Stack  # noqa: E402
 
 PROJECT = "--home-bench-src-storm--"
+SENDERS = 16  # threads sending turn ends at once
 
 
 def sid(i: int) -> str:
@@ -194,6 +196,12 @@ def run_storm(
             latencies: list[float] = []
             statuses: dict[int, int] = {}
             last_sent: dict[int, tuple[float, int]] = {}
+            # One HTTP client per sender thread, made before the clock starts: building one loads the
+            # CA bundle, which would stall the other senders' timed requests (the bench's own GIL).
+            made = [httpx.Client(timeout=30) for _ in range(SENDERS)]
+            clients: queue.SimpleQueue = queue.SimpleQueue()
+            for client in made:
+                clients.put(client)
             t0 = time.monotonic()
             wall0 = time.time()
             local = threading.local()
@@ -203,7 +211,7 @@ def run_storm(
                 delay = t0 + due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                client = getattr(local, "client", None) or httpx.Client(timeout=30)
+                client = getattr(local, "client", None) or clients.get_nowait()
                 local.client = client
                 with logs.locks[i]:
                     body = logs.append_turn(i, f"storm session {i} turn {logs.turn[i] + 1}")
@@ -214,8 +222,10 @@ def run_storm(
                     if resp.status_code == 202 and resp.json().get("triggered"):
                         last_sent[i] = (time.time(), body["seq"])
 
-            with ThreadPoolExecutor(max_workers=16) as pool:
+            with ThreadPoolExecutor(max_workers=SENDERS) as pool:
                 list(pool.map(fire, plan))
+            for client in made:
+                client.close()
             out["storm_wall"] = time.time() - wall0
             out["load_after_storm"] = os.getloadavg()
             out["sent"] = len(plan)
