@@ -9,6 +9,7 @@ from __future__ import annotations
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
+from dsh_memory.phase1.user_words import is_rule
 from tests.session_helpers import extract_with, make_session
 
 CWD = "/home/dev/src/shop"
@@ -130,6 +131,35 @@ def test_standing_rules_are_kept_and_one_off_instructions_are_not():
     raw = steps.raw_memory(ev, "x")
     for one_off in ("carefully review", "single table", "/clear always", "for now"):
         assert one_off not in raw
+
+
+def test_proposals_remarks_and_reactions_about_the_work_at_hand_are_not_rules():
+    """Said of the thing being built ("I think we should make the banner blue", "the flag will
+    break the parser", "I told you the three bullets went in the intro"), a sentence is a choice for
+    this task; a future agent would obey it everywhere. Rules said the same way stay."""
+    gone = [
+        "On the settings page, I think we should use a softer grey.",
+        "maybe we don't need to add the alias",
+        "Perhaps you could drop the second column.",
+        "the flag will cause trouble with the parser",
+        "This breaks the footer layout.",
+        "I tried the new layout and don't like it.",
+        "I told you that the three bullets under the intro heading went in the changelog.",
+    ]
+    kept = [
+        "I think we should always squash commits before merging.",
+        "maybe we don't need mocks in this repo",
+        "Committing the build folder will break the deploy.",
+        "It will break CI if you push without running the formatter.",
+        "the flag will cause trouble, so don't pass it to the parser.",
+        "I don't like it when you reformat files I didn't touch.",
+        "I told you that the changelog entries must be in the past tense.",
+        "As I said, the fixtures should stay out of the main test folder.",
+        "Use pnpm, not npm.",
+    ]
+    assert [s for s in gone + kept if is_rule(s)] == kept
+    rules = gather(make_session(*(("user", t) for t in gone + kept[:4]), cwd=CWD)).rules
+    assert [r.text for r in rules] == kept[:4]
 
 
 def test_facts_are_the_agents_statements_not_its_narration():

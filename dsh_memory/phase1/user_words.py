@@ -47,6 +47,28 @@ DEICTIC = re.compile(
     r"(?:\w+\s+){0,2}?(?:doesn'?t|does not|don'?t|do not|isn'?t|is not|aren'?t|are not|should|needs?|must)\b",
     re.I,
 )
+# "I think we should use green here", "maybe we don't need the flag": a proposal for the work at
+# hand. A hedged rule that says its reach ("I think we should always squash") stays one.
+HEDGE = re.compile(
+    r"\b(?:i think|i guess|i feel like|maybe|perhaps|probably),?\s+(?:\w+\s+){0,2}?"
+    r"(?:should|could|can|might|needs?|don'?t|do not|shouldn'?t)\b",
+    re.I,
+)
+REACH = re.compile(
+    r"\b(?:always|never|from now on|every time|whenever|everywhere|in general|going forward"
+    r"|in (?:this|every|any|all) (?:repo|repository|project|codebase)s?)\b",
+    re.I,
+)
+# "The name will cause issues": what the thing at hand would do, said of it, not of a practice
+# ("committing lockfiles breaks CI", "`npm` breaks the lockfile", "it breaks CI if you …" stay).
+REMARK = re.compile(r"^(?:the|this|that|it|these|those)\b[^,.;:`]{0,25}?\s(?:will (?:cause|break)|breaks)\b", re.I)
+CONDITION = re.compile(r"\b(?:if|when|unless|because|whenever)\b", re.I)
+# "I tested it and don't like it": a reaction to the thing at hand, with nothing to follow.
+REACTION = re.compile(r"\b(?:don'?t|do not) (?:like|want|need) (?:it|this|that|these|those|them)\s*[.!]*$", re.I)
+# "I told you the two lines belonged to another skill": a correction that reports how things were
+# in this task's work, not a wish ("I told you: never mock our code" and "what I said was run …" are).
+PAST = re.compile(r"\b(?:was|were|had|did|went|\w{3,}ed)\b", re.I)
+WISH = re.compile(r"\b(?:should|must|need|needs|want|wants|always|never|don'?t|do not|use|is|are|am)\b", re.I)
 TASK_VERB = re.compile(
     r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"
     r"move|put|set|run|try|look|find|check|investigate|research|help|show|give|explain|tell|open|commit|push|merge|"
@@ -70,16 +92,24 @@ TASK_LEAD = re.compile(
 
 def is_rule(s: str) -> bool:
     """A standing wish of the user: a rule cue, short, not a question, not a one-off ("for now",
-    "this time"), not a task instruction unless it says always / never / don't."""
+    "this time"), not a proposal or a remark about the work at hand ("I think we should…", "the name
+    will cause issues"), not a task instruction unless it says always / never / don't."""
     if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s):
         return False
     body = TASK_LEAD.sub("", s)
     if CORRECTION.search(body) and not body.rstrip().endswith("?") and not ONE_OFF.search(body):
-        return bool(CODE.search(body)) or len(re.findall(r"[A-Za-z]{3,}", CORRECTION.sub("", body))) >= 6
+        said = CORRECTION.sub("", body)
+        if CODE.search(body):
+            return True
+        return len(re.findall(r"[A-Za-z]{3,}", said)) >= 6 and not (PAST.search(said) and not WISH.search(said))
     if QUESTION.search(s):
         return False
     if ONE_OFF.search(body) or DEICTIC.match(body) or not RULE_CUE.search(body):
         return False
+    if (HEDGE.search(body) and not REACH.search(body)) or REACTION.search(body):
+        return False  # a proposal for the work at hand, or a reaction to it
+    if REMARK.match(body) and not CONDITION.search(body) and not RULE_CUE.search(REMARK.sub("", body)):
+        return False  # what the change at hand would do, no rule
     if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
         return False  # "I don't see it in cursor": a report, not a wish
     return not TASK_VERB.match(body) or bool(STRONG_CUE.search(body))
