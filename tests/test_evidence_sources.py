@@ -139,6 +139,21 @@ def test_set_up_and_run_commands_go_on_one_line_in_the_order_they_first_ran():
     ]
 
 
+def test_a_run_that_failed_until_the_setup_ran_comes_after_the_setup():
+    """The sequence a next session follows is the order the commands first worked: `python
+    train.py` failed before `pip install` had run, so it comes after it (it came first)."""
+    s = make_session(
+        ("user", "Get the trainer running."),
+        _bash("python train.py", "ModuleNotFoundError: No module named 'torch'", error=True),
+        _bash("pip install -r requirements.txt", "Successfully installed torch"),
+        _bash("python train.py", "epoch 1 loss 0.3"),
+        cwd=CWD,
+    )
+    assert steps.command_lines(gather(s).commands) == [
+        "- Set up and run with: `pip install -r requirements.txt`, then `python train.py` (2×)"
+    ]
+
+
 def test_what_the_session_wrote_down_for_later_sessions_is_kept():
     claude_md = "# Notes\n\n## Commands\n\n```bash\nmake setup\n# comment\nmake serve PORT=8080\nls -la\n```\n"
     note = (

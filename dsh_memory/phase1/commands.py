@@ -260,6 +260,7 @@ def commands(runs: list[Run]) -> list[Command]:
     """The build/test/check commands that succeeded, the checks first, then the most run."""
     by: dict[str, Command] = {}
     tries: dict[str, int] = {}  # runs per family: `… add URL --dry-run`, then `… add . --list`
+    worked: dict[str, int] = {}  # the order the commands first succeeded: setup before what needs it
     for r in runs:
         if not is_build_command(r.line) or len(r.line) > 200:
             continue
@@ -270,11 +271,12 @@ def commands(runs: list[Run]) -> list[Command]:
         c.via = c.via or r.via
         c.script = c.script or r.script
         c.ok = not r.failed  # its last outcome
+        if c.ok:
+            worked.setdefault(r.line, len(worked))
     ok = [c for c in by.values() if c.ok and (c.check or RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1)]
     out: dict[str, Command] = {}  # family → its shortest form, in order of importance
     for c in sorted(ok, key=lambda c: (not c.check, -c.runs)):
         kept = out.get(family(c.line))
         if kept is None or len(c.line) < len(kept.line):
             out[family(c.line)] = c
-    first = {line: i for i, line in enumerate(by)}  # the order the session first ran them: setup before run
-    return sorted(list(out.values())[:MAX_COMMANDS], key=lambda c: (not c.check, first[c.line]))
+    return sorted(list(out.values())[:MAX_COMMANDS], key=lambda c: (not c.check, worked[c.line]))

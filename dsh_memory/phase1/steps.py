@@ -128,8 +128,9 @@ def _span(c: Command) -> str:
 
 def command_lines(commands: list[Command]) -> list[str]:
     """One line for the checks that passed (`bun run test`, `bun run lint` — what to run before
-    finishing, together) and one for how the project was set up and run, in the order the session
-    first ran them; a `cd DIR &&` said apart as "(in `DIR`)"."""
+    finishing, together) and one for how the project was set up and run, in the order they first
+    worked (a run that failed until a setup step had run comes after it); a `cd DIR &&` said apart
+    as "(in `DIR`)"."""
     out = []
     checks = [_span(c) for c in commands if c.check]
     if checks:
