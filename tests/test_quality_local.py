@@ -204,6 +204,25 @@ def test_mechanical_merge_groups_by_project_and_kind_keeps_provenance_and_dedupe
     assert again.memory_md.count("Use `make test`, not pytest directly.") == 1  # incremental: merged, not doubled
 
 
+def test_a_task_line_says_its_recap_whole_or_says_it_was_cut(tmp_path):
+    """The task index gives each recap's first line within 200 characters: up to its last whole
+    sentence, else cut at a word with a visible "…" and its quote closed (was: cut mid-word)."""
+    store = MemoryStore(tmp_path)
+    store.ensure_layout()
+    asked = 'The user asked: "' + "can the exporter write one file per tenant and keep the old layout " * 4 + 'working"'
+    told = "The agent moved the exporter to one file per tenant. " + "It kept the old layout behind a flag. " * 5
+    for n, recap in ((1, asked), (2, told)):
+        store.append_raw(_block(n, "/src/export", f'{steps.RULES}\n- The user said: "Keep exports per tenant."'))
+        store.write_rollout_summary(f"slug-{n}", {"session_id": f"s{n}", "part": 1}, recap)
+    md = mechanical.consolidate(store, _inputs(store), _settings()).memory_md
+    lines = {n: next(ln for ln in md.splitlines() if ln.startswith(f"- rollout_summaries/slug-{n}.md")) for n in (1, 2)}
+    gist1 = lines[1].split("): ", 1)[1]
+    said = gist1.removesuffix('…"')
+    assert len(gist1) <= 200 and said != gist1 and asked.startswith(said) and asked[len(said)] == " "  # a whole word
+    gist2 = lines[2].split("): ", 1)[1]
+    assert gist2.endswith("behind a flag.") and len(gist2) <= 200
+
+
 def test_a_recorded_procedure_becomes_a_skill(tmp_path):
     store = MemoryStore(tmp_path)
     store.ensure_layout()

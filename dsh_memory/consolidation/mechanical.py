@@ -21,7 +21,7 @@ from typing import Any
 from dsh_memory.consolidation import stale
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.phase1 import steps
-from dsh_memory.phase1.clean import is_marker, why_not_memory
+from dsh_memory.phase1.clean import clip_marked, is_marker, why_not_memory
 from dsh_memory.phase1.postprocess import cap_lines
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
 from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project, is_tagged_global, project_root, untag
@@ -148,7 +148,7 @@ def _task_line(store: Any, block: Any) -> str:
     with suppress(Exception):  # a missing recap only loses its gist
         body = parse_front_matter(store.read_text(rel))[1]
         lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
-        gist = next((ln for ln in lines if not ln.startswith("#")), "")[:200]
+        gist = clip_marked(next((ln for ln in lines if not ln.startswith("#")), ""), 200)
     date = (block.updated_at or "")[:10] or "unknown"
     line = f"- {rel} (session={block.session_id}, source={block.source}, updated={date})"
     return f"{line}: {gist}" if gist else line

@@ -94,6 +94,17 @@ def clip_prose(s: str, n: int, least: int = 40) -> str:
     return head if head.endswith((".", "!", "?")) else head + "."
 
 
+def clip_marked(s: str, n: int) -> str:
+    """`s` within `n` characters for a line that must say something (an index line's gist): whole
+    or up to a clause end (`clip_prose`), else cut at a word with a visible "…", an open quote
+    closed after it — never half a sentence that does not say it was cut."""
+    whole = clip_prose(s, n)
+    if whole:
+        return whole
+    cut = " ".join(s.split())[: n - 2].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
+    return cut + '"' if cut.count('"') % 2 else cut
+
+
 def why_not_memory(line: str) -> str | None:
     """Why a memory line must not be written (see the module docstring), or None."""
     if is_marker(line):
