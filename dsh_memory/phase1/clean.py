@@ -2,7 +2,8 @@
 writers): omission and cut markers, bare exploration commands (how the agent looked, not what it
 learned), Markdown table fragments, copy addressed to the reader ("you can now…") and code review
 findings (`[medium] …`, `P1: …`). Memory an agent obeys must be knowledge, and said whole: a
-sentence too long for its bound ends at a clause, never mid-thought (`clip_prose`).
+sentence too long for its bound ends at a clause, never mid-thought (`clip_prose`); a line that
+must be cut says so (`clip`: at a word, outside code spans, with a visible "…").
 """
 
 from __future__ import annotations
@@ -70,6 +71,17 @@ def is_exploration(line: str) -> bool:
     return len(_WORDS.findall(rest)) <= 6
 
 
+def clip(s: str, n: int = 260) -> str:
+    """`s` on one line, at most `n` characters, cut at a word and never inside a code span."""
+    s = " ".join(s.split())
+    if len(s) <= n:
+        return s
+    cut = s[:n].rsplit(" ", 1)[0]
+    if cut.count("`") % 2:
+        cut = cut[: cut.rfind("`")].rstrip()
+    return cut.rstrip(",;:") + "…"
+
+
 # Where a sentence may end early and still say a whole thing: after a sentence, at "; " or a dash,
 # or before an aside in parentheses.
 _CLAUSE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|;\s+|\s+[—–]\s+|\s+(?=\()")
@@ -96,12 +108,12 @@ def clip_prose(s: str, n: int, least: int = 40) -> str:
 
 def clip_marked(s: str, n: int) -> str:
     """`s` within `n` characters for a line that must say something (an index line's gist): whole
-    or up to a clause end (`clip_prose`), else cut at a word with a visible "…", an open quote
-    closed after it — never half a sentence that does not say it was cut."""
+    or up to a clause end (`clip_prose`), else `clip`ped with its visible "…", an open quote closed
+    after it — never half a sentence that does not say it was cut."""
     whole = clip_prose(s, n)
     if whole:
         return whole
-    cut = " ".join(s.split())[: n - 2].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
+    cut = clip(s, n - 2)
     return cut + '"' if cut.count('"') % 2 else cut
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from dsh_memory.models import Event
-from dsh_memory.phase1.clean import is_marker
+from dsh_memory.phase1.clean import clip, is_marker
 
 MAX_COMMANDS = 6
 MAX_JSON_REPLY = 8192  # a JSON status reply longer than this is output, not a status
@@ -78,17 +78,6 @@ class Command(BaseModel):
     check: bool = False  # a test / lint / build / check command (vs. run / install)
     via: str = ""  # the subagent the session ran it through, when it did
     script: str = ""  # what the package script ran, as its tool echoed it
-
-
-def clip(s: str, n: int = 260) -> str:
-    """`s` on one line, at most `n` characters, cut at a word and never inside a code span."""
-    s = " ".join(s.split())
-    if len(s) <= n:
-        return s
-    cut = s[:n].rsplit(" ", 1)[0]
-    if cut.count("`") % 2:
-        cut = cut[: cut.rfind("`")].rstrip()
-    return cut.rstrip(",;:") + "…"
 
 
 def shell_line(e: Event) -> str | None:

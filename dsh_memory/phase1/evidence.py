@@ -18,13 +18,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
-from dsh_memory.phase1.clean import CODE, clip_prose, is_table_row, second_person
+from dsh_memory.phase1.clean import CODE, clip, clip_prose, is_table_row, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist
 from dsh_memory.phase1.commands import (
     ESCALATED,
     Command,
     Run,
-    clip,
     commands,
     failed,
     informative_error,

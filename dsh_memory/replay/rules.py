@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from dsh_memory.models import EventKind, Session
-from dsh_memory.phase1.commands import clip
+from dsh_memory.phase1.clean import clip
 from dsh_memory.phase1.facts import sentences
 from dsh_memory.phase1.postprocess import STOP
 from dsh_memory.phase1.user_words import LOWER_SENT, TASK_LEAD, is_rule, user_text
