@@ -67,6 +67,12 @@ def shown(cmd: str) -> str:
     return s if len(s) <= MAX_COMMAND_CHARS else ""
 
 
+def _run_fix(cmd: str) -> str:
+    """A fix that is a command: `shown` in a code span, or "" when it cannot be shown whole."""
+    said = shown(cmd)
+    return f"`{said}`" if said else ""
+
+
 # Code that does not parse: the agent's own typo when an edit fixed it.
 _TYPO = re.compile(r"\b(SyntaxError|IndentationError|TabError|ParseError|Unexpected token)\b")
 
@@ -135,14 +141,14 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
         elif later.background and not r.background:
             fix = "running it in the background (the shell tool's `run_in_background`)"
         elif setup:
-            fix = f"`{shown(setup[-1])}`" if shown(setup[-1]) else ""
+            fix = _run_fix(setup[-1])
         elif edited and _TYPO.search(r.error):
             continue  # the agent's own typo, fixed where it made it: nothing for a next session
         elif edited:
             fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(e[1] for e in edited[:3]))
             fix += f" ({edited[-1][2]})" if edited[-1][2] else ""  # the last edit before it worked
         elif unpiped(later.line) != unpiped(r.line):
-            fix = f"`{shown(later.line)}`" if shown(later.line) else ""
+            fix = _run_fix(later.line)
         else:
             continue  # the same command passed on a bare rerun: flaky, not a shield
         shield = _shield(r, cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}"), fix)
