@@ -2,8 +2,9 @@
 
 `extract_on_workers` (one task run per batch, dsh_memory/phase1/remote.py) claims and renders
 each session into a TranscriptJob, runs one `extract-transcripts-pool` flow with the jobs and
-reads its JobResults; it never raises (a run that fails, times out or whose result cannot be read
-becomes an error per job). `from_workers` ends one session with its answer, through `finish`.
+reads its JobResults (`run-extract-pool`, which sends a batch again when its run crashed, e.g. a
+worker could not submit it); it never raises (a run that fails, times out or whose result cannot
+be read becomes an error per job). `from_workers` ends one session with its answer, through `finish`.
 """
 
 from __future__ import annotations
@@ -76,37 +77,67 @@ def extract_on_workers(decisions: list[Decision], settings: MemorySettings) -> d
 
 
 def _run_on_workers(jobs: list[TranscriptJob], timeout_seconds: float) -> list[JobResult]:
-    from prefect.deployments import run_deployment
-
     log = get_run_logger()
     try:
-        run = run_deployment(
-            DEPLOYMENT,
-            parameters={"jobs": [j.model_dump(mode="json") for j in jobs]},
-            timeout=timeout_seconds,
-            poll_interval=1.0,
-        )
-        if not run.state or not run.state.is_final():
-            _cancel(run.id)
-            raise TimeoutError(f"no worker finished {DEPLOYMENT} run {run.name} within {timeout_seconds:.0f}s")
-        if not run.state.is_completed():
-            raise RuntimeError(f"{DEPLOYMENT} run {run.name} ended {run.state.name}: {run.state.message or ''}")
-        try:
-            answers = read_json_result(run.state)
-        except RefusedResult:
-            raise
-        except Exception as exc:
-            raise RuntimeError(
-                f"the result of {run.name} is not readable here ({type(exc).__name__}): workers must write "
-                "to a result storage this host can read (`dsh-memory deploy --result-storage`)"
-            ) from exc
-        results = [JobResult.model_validate(a) for a in answers]
+        results = run_extract_pool(jobs, timeout_seconds)
     except Exception as exc:  # every job of the batch fails (retried with the claims' backoff); the next batch goes on
         error = short_error(exc)
         log.error("%d sessions not extracted: %s", len(jobs), error)
         return [JobResult(session_id=j.session_id, error=error) for j in jobs]
-    log.info("run %s: %d results", run.name, len(results))
     return results
+
+
+class PoolRunCrashed(RuntimeError):
+    """The pool's run ended Crashed: its infrastructure failed it (a worker could not submit it, e.g.
+    on a server 503; its process died). Sending the batch again is safe: the writer applies once."""
+
+
+def _crashed_only(task, task_run, state) -> bool:
+    try:
+        state.result()
+    except PoolRunCrashed:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+@task(
+    name="run-extract-pool",
+    cache_policy=NO_CACHE,
+    retries=2,
+    retry_delay_seconds=[2, 10],
+    retry_jitter_factor=0.5,
+    retry_condition_fn=_crashed_only,
+)
+def run_extract_pool(jobs: list[TranscriptJob], timeout_seconds: float) -> list[JobResult]:
+    """One `extract-transcripts-pool` run for `jobs`, waited for up to `timeout_seconds`, and its
+    JobResults. A run that crashed is sent again (twice at most); any other end raises."""
+    from prefect.deployments import run_deployment
+
+    run = run_deployment(
+        DEPLOYMENT,
+        parameters={"jobs": [j.model_dump(mode="json") for j in jobs]},
+        timeout=timeout_seconds,
+        poll_interval=1.0,
+    )
+    if not run.state or not run.state.is_final():
+        _cancel(run.id)
+        raise TimeoutError(f"no worker finished {DEPLOYMENT} run {run.name} within {timeout_seconds:.0f}s")
+    if not run.state.is_completed():
+        why = f"{DEPLOYMENT} run {run.name} ended {run.state.name}: {run.state.message or ''}"
+        raise PoolRunCrashed(why) if run.state.is_crashed() else RuntimeError(why)
+    try:
+        answers = read_json_result(run.state)
+    except RefusedResult:
+        raise
+    except Exception as exc:
+        raise RuntimeError(
+            f"the result of {run.name} is not readable here ({type(exc).__name__}): workers must write "
+            "to a result storage this host can read (`dsh-memory deploy --result-storage`)"
+        ) from exc
+    get_run_logger().info("run %s: %d results", run.name, len(answers))
+    return [JobResult.model_validate(a) for a in answers]
 
 
 class RefusedResult(RuntimeError):

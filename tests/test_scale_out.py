@@ -292,3 +292,64 @@ def test_a_local_model_worker_writes_from_the_evidence_however_long_the_transcri
     (result,) = extract_transcripts_flow(jobs=[big])
     assert result["session_id"] == "s-big" and result["error"] == ""
     assert "Never push to main without asking." in result["output"]["raw_memory"]
+
+
+def test_a_batch_whose_run_crashed_is_sent_again_in_the_same_run(monkeypatch, tmp_path, own_prefect_api):
+    """A worker that cannot start a run (the server answered 503 while it submitted it, as a busy
+    SQLite server does) proposes it Crashed: the writer sends that batch again within its Phase 1
+    run, so every session is extracted now, once, instead of failing until a later run."""
+    import threading
+    import time
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.states import Crashed
+
+    from dsh_memory.flows.extract import extract_flow
+    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.settings import MemorySettings
+    from dsh_memory.tasks.remote import DEPLOYMENT
+
+    ids = make_sessions(tmp_path / "dsh", 3)
+    with FakeOpenAIServer(handler=memory_reply) as model:
+        root = writer_env(
+            monkeypatch,
+            tmp_path,
+            HOME=str(tmp_path / "home"),
+            DSH_MEMORY_BASE_URL=model.base_url,
+            DSH_MEMORY_API_KEY="test-key",
+            DSH_MEMORY_MODEL="fake-model",
+            DSH_MEMORY_CONCURRENCY="1",  # one batch, one run
+            DSH_MEMORY_STALE_CLAIM_SECONDS="400",
+        )
+        (tmp_path / "home").mkdir()
+        deploy(MemorySettings.from_env())
+        with get_client(sync_client=True) as client:
+            deployment = client.read_deployment_by_name(DEPLOYMENT).id
+            only_ours = DeploymentFilter(id=DeploymentFilterId(any_=[deployment]))
+            before = {r.id for r in client.read_flow_runs(deployment_filter=only_ours)}  # this module's others
+
+            def new_runs() -> list:
+                return [r for r in client.read_flow_runs(deployment_filter=only_ours) if r.id not in before]
+
+            finished: dict = {}
+            writer = threading.Thread(target=lambda: finished.update(state=extract_flow(return_state=True)))
+            writer.start()
+            deadline = time.monotonic() + 120
+            while not (runs := new_runs()):
+                assert time.monotonic() < deadline and writer.is_alive(), "the writer sent no run"
+                time.sleep(0.2)
+            # No worker is running yet: the run waits in the pool, and a worker failing to submit it crashes it.
+            client.set_flow_run_state(
+                runs[0].id, Crashed(message="Failed to submit flow run to infrastructure: 503"), force=True
+            )
+            local = worker_env(dict(os.environ), own_prefect_api)
+            with running_workers([("local", "dsh-memory-extract", local)], tmp_path / "worker-logs"):
+                writer.join(timeout=600)
+            assert not writer.is_alive()
+            states = sorted(r.state.type.value for r in new_runs())
+        result = finished["state"].result()
+        assert result.counts == {"extracted": 3}, (result.counts, worker_logs(tmp_path / "worker-logs"))
+        assert sorted(_session_of(r) for r in model.requests) == sorted(ids)  # once each
+    assert states == ["COMPLETED", "CRASHED"]
+    assert {s for s, c in StateStore(root).claims().items() if c.status == "done"} == set(ids)
