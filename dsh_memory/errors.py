@@ -56,8 +56,8 @@ class ConfigError(DshMemoryError):
 
 
 class ServiceUnavailableError(DshMemoryError):
-    """A service the command needs does not answer (the Prefect API at PREFECT_API_URL); the
-    message says how to fix it (start the server, or unset the variable)."""
+    """A service the command needs does not answer (the Prefect API at PREFECT_API_URL) or cannot
+    start (the temporary Prefect server without a home); the message says how to fix it."""
 
     exit_code = 6
     http_status = 503

@@ -123,6 +123,25 @@ def test_unreachable_prefect_api_is_one_line_and_its_own_exit_code(tmp_path, arg
     assert url in message and "prefect server start" in message and "unset PREFECT_API_URL" in message
 
 
+@pytest.mark.parametrize("args", [["extract", "--all"], ["consolidate", "--json"], ["demo"]], ids=lambda a: " ".join(a))
+def test_a_prefect_home_that_cannot_be_made_is_one_line_at_once(tmp_path, args):
+    """No PREFECT_API_URL and HOME pointing nowhere: Prefect cannot make its home, so its temporary
+    server never starts. Said in one line with exit 6 at once, not after Prefect's whole startup
+    timeout (180 s) and a traceback."""
+    dsh = copy_tree_aged(SAMPLES / "dsh", tmp_path / "dsh")
+    env = clean_env(tmp_path, HOME=str(tmp_path / "gone" / "home"), DSH_HOME=str(dsh))
+    del env["PREFECT_HOME"]
+    if args == ["demo"]:
+        args = ["demo", "--workdir", str(tmp_path / "demo")]
+    r = cli(args, env, timeout=150)
+    assert r.returncode == ServiceUnavailableError.exit_code, r.stderr
+    assert "Traceback" not in r.stderr and "Failed to create the Prefect home" not in r.stderr
+    home = tmp_path / "gone" / "home" / ".prefect"
+    message = json.loads(r.stdout)["error"]["message"] if "--json" in args else r.stderr.splitlines()[-1]
+    assert str(home) in message and "PREFECT_HOME" in message, r.stderr
+    assert not (tmp_path / "gone").exists()
+
+
 @pytest.mark.parametrize("host", ["10.0.0.1", "0.0.0.0"])
 @pytest.mark.parametrize("attach", [False, True], ids=["no-api-url", "api-url"])
 def test_serve_refuses_a_non_loopback_host_before_starting_anything(tmp_path, host, attach):

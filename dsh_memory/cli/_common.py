@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -139,6 +141,8 @@ def prefect_env_defaults() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Said once, in one line, by prefect_env when the temporary server needs that home.
+    warnings.filterwarnings("ignore", message="Failed to create the Prefect home directory")
 
 
 def prefect_env() -> None:
@@ -146,6 +150,26 @@ def prefect_env() -> None:
     Prefect API, the temporary in-process server is tethered to this process."""
     prefect_env_defaults()
     if not os.environ.get("PREFECT_API_URL"):  # a temporary server: it must die with this process
+        _writable_prefect_home()
         from dsh_memory.serve.prefect_server import tether_ephemeral_server
 
         tether_ephemeral_server()
+
+
+def _writable_prefect_home() -> None:
+    """The temporary server keeps its database in Prefect's home: when that cannot be made (HOME
+    points nowhere, a read-only disk) it never starts, and Prefect waits its whole startup timeout
+    before a traceback. Say so at once, in one line (exit 6)."""
+    from prefect.settings import get_current_settings
+
+    home = Path(get_current_settings().home).expanduser()
+    try:
+        home.mkdir(exist_ok=True)  # as Prefect does: a parent that does not exist is a wrong HOME
+        if not os.access(home, os.W_OK | os.X_OK):
+            raise PermissionError("not writable")
+    except OSError as exc:
+        raise ServiceUnavailableError(
+            f"Prefect cannot keep its temporary server's database in {home} "
+            f"({exc.strerror or exc}): set PREFECT_HOME (or HOME) to a writable directory, or "
+            "PREFECT_API_URL to a running Prefect server"
+        ) from None

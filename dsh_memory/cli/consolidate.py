@@ -53,9 +53,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the outcome summary as JSON."),
     ) -> None:
         """Phase 2: fold raw memories and ad hoc notes into MEMORY.md and memory_summary.md."""
-        prefect_env()
 
         def go() -> dict:
+            prefect_env()
             from dsh_memory.cli._progress import with_progress
             from dsh_memory.flows.consolidate import consolidate_flow
 
