@@ -327,3 +327,20 @@ def test_the_worktrees_state_at_that_moment_is_no_fact_but_what_it_breaks_and_ho
         "`SHOP.md` is fully deleted, but `shop-extension.json` still declares `SHOP.md` as its context file, so the "
         "CLI will fail to load.",
     ]
+
+
+def test_a_naming_scheme_with_a_placeholder_is_a_standing_convention():
+    """"name it aie[xxx] with [xxx] being the python version" is how the user names such things,
+    every time; a literal name ("name it report.md") is this task's. A scheme said of "it" keeps the
+    sentence before, which says what "it" is."""
+    kept = [
+        "name it aie[xxx] with [xxx] being the python version, e.g. 311 for python 3.11",
+        "call branches feat/<ticket>-<slug>",
+        "prefix every migration with <yyyymmdd>_ so they sort.",
+    ]
+    gone = ["name it report.md", "call it v2 for now", "name the branch fix-login"]
+    assert [s for s in gone + kept if is_rule(s)] == kept
+    ev = gather(make_session(("user", f"create a conda environment to run this. {kept[0]}"), cwd=CWD))
+    assert [r.text for r in ev.rules] == [f"create a conda environment to run this. {kept[0]}"]
+    ev = gather(make_session(("user", "Which env should I use? name it env-<python version>"), cwd=CWD))
+    assert [r.text for r in ev.rules] == ["name it env-<python version>"]  # a question says nothing of "it"

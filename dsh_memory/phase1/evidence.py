@@ -48,6 +48,7 @@ from dsh_memory.phase1.facts import (
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
+    BACK_REFERENCE,
     LOWER_SENT,
     MAX_RULE_CHARS,
     QUESTION,
@@ -169,8 +170,12 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             ev.user_chars += len(words)
             ev.first_prompt = ev.first_prompt or clip(words, 400)
             pending_rules = []
-            for s in (c for sent in sentences(words) for c in LOWER_SENT.split(sent)):
+            said = [c for sent in sentences(words) for c in LOWER_SENT.split(sent)]
+            for n, s in enumerate(said):
                 if is_rule(s):
+                    before = said[n - 1] if n else ""
+                    if BACK_REFERENCE.match(TASK_LEAD.sub("", s)) and before and not QUESTION.search(before):
+                        s = f"{before} {s}"  # what "it" is
                     r = Rule(text=clip(TASK_LEAD.sub("", s), 220))
                     if all(r.text != o.text for o in ev.rules):
                         ev.rules.append(r)

@@ -24,9 +24,13 @@ RULE_CUE = re.compile(
     r"|\bmust(?:n'?t)?\b|\bmake sure\b|\bfrom now on\b|\bevery time\b|\bwhenever\b|\binstead of\b|\brather than\b"
     r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
     r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b"
-    r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b",
+    r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b"
+    # A naming scheme, a placeholder in it: "name it aie[xxx], [xxx] the python version", "call branches feat/<ticket>"
+    r"|^(?:name|call|prefix|suffix)\s+(?:it|them|(?:each|every|all|the)\s+\w+|\w+s)\s+[^.!?]{0,40}?[\[<{][\w .-]{1,24}[\]>}]",
     re.I,
 )
+# "name it …", "put them …": the sentence before says what "it" is ("create a conda environment").
+BACK_REFERENCE = re.compile(r"^\w+\s+(?:it|them)\b", re.I)
 # The user restating what they want: a correction says a standing wish louder than the first time.
 CORRECTION = re.compile(
     r"\b(what i (?:said|meant|asked for) (?:was|is)|i (?:told|asked) you|as i said|like i said|i said to)\b"
