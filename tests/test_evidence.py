@@ -330,7 +330,7 @@ def test_the_worktrees_state_at_that_moment_is_no_fact_but_what_it_breaks_and_ho
 
 
 def test_a_naming_scheme_with_a_placeholder_is_a_standing_convention():
-    """"name it aie[xxx] with [xxx] being the python version" is how the user names such things,
+    """ "name it aie[xxx] with [xxx] being the python version" is how the user names such things,
     every time; a literal name ("name it report.md") is this task's. A scheme said of "it" keeps the
     sentence before, which says what "it" is."""
     kept = [
