@@ -9,7 +9,7 @@ from __future__ import annotations
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
-from dsh_memory.phase1.user_words import is_rule
+from dsh_memory.phase1.user_words import is_rule, with_context
 from tests.session_helpers import extract_with, make_session
 
 CWD = "/home/dev/src/shop"
@@ -329,10 +329,10 @@ def test_the_worktrees_state_at_that_moment_is_no_fact_but_what_it_breaks_and_ho
     ]
 
 
-def test_a_naming_scheme_with_a_placeholder_is_a_standing_convention():
+def test_a_naming_scheme_is_a_convention_and_a_rule_said_of_the_sentence_before_keeps_it():
     """ "name it aie[xxx] with [xxx] being the python version" is how the user names such things,
-    every time; a literal name ("name it report.md") is this task's. A scheme said of "it" keeps the
-    sentence before, which says what "it" is."""
+    every time; a literal name ("name it report.md") is this task's. A rule said of "it", or a
+    fragment ("only exactly whats needed"), keeps the sentence before, which says what it is of."""
     kept = [
         "name it aie[xxx] with [xxx] being the python version, e.g. 311 for python 3.11",
         "call branches feat/<ticket>-<slug>",
@@ -342,5 +342,7 @@ def test_a_naming_scheme_with_a_placeholder_is_a_standing_convention():
     assert [s for s in gone + kept if is_rule(s)] == kept
     ev = gather(make_session(("user", f"create a conda environment to run this. {kept[0]}"), cwd=CWD))
     assert [r.text for r in ev.rules] == [f"create a conda environment to run this. {kept[0]}"]
-    ev = gather(make_session(("user", "Which env should I use? name it env-<python version>"), cwd=CWD))
-    assert [r.text for r in ev.rules] == ["name it env-<python version>"]  # a question says nothing of "it"
+    ev = gather(make_session(("user", "can you make permissions tighter. only exactly whats needed"), cwd=CWD))
+    assert [r.text for r in ev.rules] == ["can you make permissions tighter. only exactly whats needed"]
+    said = ["Use pnpm, not npm.", "Never dispatch codex with full-auto.", "name it `env-311`, not env"]
+    assert [with_context(["Fix the build.", s], 1) for s in said] == said  # each says what it is of

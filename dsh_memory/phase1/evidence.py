@@ -48,14 +48,13 @@ from dsh_memory.phase1.facts import (
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
-    BACK_REFERENCE,
     LOWER_SENT,
     MAX_RULE_CHARS,
     QUESTION,
-    TASK_LEAD,
     USER_FACT,
     is_rule,
     user_text,
+    with_context,
 )
 from dsh_memory.transcript.redact import redact
 
@@ -173,10 +172,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             said = [c for sent in sentences(words) for c in LOWER_SENT.split(sent)]
             for n, s in enumerate(said):
                 if is_rule(s):
-                    before = said[n - 1] if n else ""
-                    if BACK_REFERENCE.match(TASK_LEAD.sub("", s)) and before and not QUESTION.search(before):
-                        s = f"{before} {s}"  # what "it" is
-                    r = Rule(text=clip(TASK_LEAD.sub("", s), 220))
+                    r = Rule(text=clip(with_context(said, n), 220))
                     if all(r.text != o.text for o in ev.rules):
                         ev.rules.append(r)
                         pending_rules.append(r)

@@ -29,8 +29,10 @@ RULE_CUE = re.compile(
     r"|^(?:name|call|prefix|suffix)\s+(?:it|them|(?:each|every|all|the)\s+\w+|\w+s)\s+[^.!?]{0,40}?[\[<{][\w .-]{1,24}[\]>}]",
     re.I,
 )
-# "name it …", "put them …": the sentence before says what "it" is ("create a conda environment").
-BACK_REFERENCE = re.compile(r"^\w+\s+(?:it|them)\b", re.I)
+# "name it …", "put them …", "only exactly what's needed": a rule said of what the sentence before
+# names ("create a conda environment.", "can you make permissions tighter?").
+NEEDS_BEFORE = re.compile(r"^\w+\s+(?:it|them)\b|^(?:only|just|not|no|nothing|none|exactly)\b(?:\W+\w+){0,3}\W*$", re.I)
+MAX_BEFORE_CHARS = 120
 # The user restating what they want: a correction says a standing wish louder than the first time.
 CORRECTION = re.compile(
     r"\b(what i (?:said|meant|asked for) (?:was|is)|i (?:told|asked) you|as i said|like i said|i said to)\b"
@@ -117,6 +119,16 @@ def is_rule(s: str) -> bool:
     if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
         return False  # "I don't see it in cursor": a report, not a wish
     return not TASK_VERB.match(body) or bool(STRONG_CUE.search(body))
+
+
+def with_context(said: list[str], n: int) -> str:
+    """The user's rule `said[n]`, after the sentence before it when the rule needs it to be
+    understood (`NEEDS_BEFORE`) and it is short; without its lead ("ok, …")."""
+    rule = TASK_LEAD.sub("", said[n])
+    before = TASK_LEAD.sub("", said[n - 1]) if n else ""
+    if before and len(before) <= MAX_BEFORE_CHARS and NEEDS_BEFORE.match(rule) and not CODE.search(rule):
+        return f"{before} {rule}"
+    return rule
 
 
 # "…I've plenty of warnings in the console: Warning: Encountered two children…": what follows is
