@@ -186,7 +186,8 @@ def test_facts_are_the_agents_statements_not_its_narration():
 
 def test_code_samples_review_findings_table_cells_and_steps_the_agent_shows_are_not_its_facts():
     """What the agent shows in a fenced block (a sample file, JSON) is not what it says of the
-    project; nor is a review finding of a draft, a table cell cut at a full stop, or a step to do."""
+    project; nor is a review finding of a draft, a table cell cut at a full stop, a step to do, or a
+    list item whose lead it does not carry ("Codex: uses `--yolo`…")."""
     s = make_session(
         ("user", "Design the collab context file."),
         (
@@ -198,6 +199,9 @@ def test_code_samples_review_findings_table_cells_and_steps_the_agent_shows_are_
             "[medium] `git hash-object -w` makes every draft durable in `docs/spec.md`.\n"
             "| Agent context | Both agents read `design.md` in one call. | Each reads `a.md`. |\n"
             "Re-read `state.json` and verify that the version is unchanged.\n"
+            "Codex: uses `--approval-mode full-auto` when dispatched via `dispatch.sh`.\n"
+            "Everything else: manual trigger (the user runs `/collab check`).\n"
+            "Document two modes: path-scoped (`paths: [...]`) and always (`alwaysApply: true`).\n"
             "```sh\ncat state.json  # an unclosed fence runs to the end: the `x.go` file is loaded by `y.go`.",
         ),
         cwd=CWD,
