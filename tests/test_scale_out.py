@@ -48,6 +48,23 @@ def writer_env(monkeypatch, tmp_path: Path, **extra: str) -> Path:
     return root
 
 
+def model_writer_env(monkeypatch, tmp_path: Path, base_url: str, concurrency: int, **extra: str) -> Path:
+    """`writer_env` with a HOME of its own and a model at `base_url`; Phase 1 sends `concurrency`
+    runs of work and waits up to 400 s for each (a hung worker fails the test)."""
+    (tmp_path / "home").mkdir()
+    return writer_env(
+        monkeypatch,
+        tmp_path,
+        HOME=str(tmp_path / "home"),
+        DSH_MEMORY_BASE_URL=base_url,
+        DSH_MEMORY_API_KEY="test-key",
+        DSH_MEMORY_MODEL="fake-model",
+        DSH_MEMORY_CONCURRENCY=str(concurrency),
+        DSH_MEMORY_STALE_CLAIM_SECONDS="400",
+        **extra,
+    )
+
+
 def test_without_the_extract_deployment_phase1_waits_and_claims_nothing(monkeypatch, tmp_path):
     """extract_on_workers on, nothing deployed (this module's server is fresh): skipped like a
     missing model route — no claim, no state touched, the reason says what to run."""
@@ -73,18 +90,8 @@ def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch,
     results = tmp_path / "shared-results"  # on other machines: an S3/GCS bucket or a remote fs
     LocalFileSystem(basepath=str(results)).save("dsh-results", overwrite=True)
     with FakeOpenAIServer(handler=memory_reply) as here, FakeOpenAIServer(handler=memory_reply) as gpu_box:
-        root = writer_env(
-            monkeypatch,
-            tmp_path,
-            HOME=str(tmp_path / "home"),
-            DSH_MEMORY_BASE_URL=here.base_url,
-            DSH_MEMORY_API_KEY="test-key",
-            DSH_MEMORY_MODEL="fake-model",
-            DSH_MEMORY_CONCURRENCY="6",  # 6 runs of 50 sessions, 2 per worker
-            DSH_MEMORY_STALE_CLAIM_SECONDS="400",  # the writer's wait for one run (a hung worker fails the test)
-            PREFECT_LOGGING_LEVEL="WARNING",
-        )
-        (tmp_path / "home").mkdir()
+        # 6 runs of 50 sessions, 2 per worker
+        root = model_writer_env(monkeypatch, tmp_path, here.base_url, 6, PREFECT_LOGGING_LEVEL="WARNING")
         report = deploy(MemorySettings.from_env(), result_storage="local-file-system/dsh-results")
         from datetime import UTC, datetime
 
@@ -312,17 +319,7 @@ def test_a_batch_whose_run_crashed_is_sent_again_in_the_same_run(monkeypatch, tm
 
     ids = make_sessions(tmp_path / "dsh", 3)
     with FakeOpenAIServer(handler=memory_reply) as model:
-        root = writer_env(
-            monkeypatch,
-            tmp_path,
-            HOME=str(tmp_path / "home"),
-            DSH_MEMORY_BASE_URL=model.base_url,
-            DSH_MEMORY_API_KEY="test-key",
-            DSH_MEMORY_MODEL="fake-model",
-            DSH_MEMORY_CONCURRENCY="1",  # one batch, one run
-            DSH_MEMORY_STALE_CLAIM_SECONDS="400",
-        )
-        (tmp_path / "home").mkdir()
+        root = model_writer_env(monkeypatch, tmp_path, model.base_url, 1)  # one batch, one run
         deploy(MemorySettings.from_env())
         with get_client(sync_client=True) as client:
             deployment = client.read_deployment_by_name(DEPLOYMENT).id
