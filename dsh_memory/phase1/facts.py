@@ -62,7 +62,7 @@ NARRATION = re.compile(
     r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Lets|Worth|Either|Bonus)\b"
     # an instruction (a plan's or a skill's step), not a fact: "Read the `diff` from the response"
     r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|"
-    r"Verify|Avoid|Consider|Fall back|Document|Mention|Describe|Include|Re-\w+)\s"
+    r"Verify|Avoid|Consider|Fall back|Re-\w+)\s"
     # … also after a condition: "After `start` or `join`, remember this session is in a collab"
     r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
     r"check|set|add|skip|send)\b"
