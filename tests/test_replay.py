@@ -279,6 +279,20 @@ def test_standing_instructions_are_phase_1s_rules(history):
     assert standing_instructions(session, limit=1) == [NEW_AGAIN]
 
 
+def test_replay_reads_a_rule_with_the_sentence_it_needs_as_phase_1_keeps_it():
+    """Replay counts the rules Phase 1 keeps, as Phase 1 says them: a fragment after its sentence."""
+    from dsh_memory.phase1.evidence import gather
+    from tests.session_helpers import make_session
+
+    session = make_session(
+        ("user", "can you make permissions tighter. only exactly whats needed"),
+        ("user", "Use pnpm, not npm."),
+        cwd="/home/dev/src/shop",
+    )
+    kept = ["can you make permissions tighter. only exactly whats needed", "Use pnpm, not npm."]
+    assert standing_instructions(session) == [r.text for r in gather(session).rules] == kept
+
+
 @pytest.mark.parametrize("semantic", [False, True])
 def test_the_matcher_pairs_restatements_and_keeps_other_rules_apart(semantic):
     emb = embedder.get() if semantic else None

@@ -52,9 +52,8 @@ from dsh_memory.phase1.user_words import (
     MAX_RULE_CHARS,
     QUESTION,
     USER_FACT,
-    is_rule,
+    rule_text,
     user_text,
-    with_context,
 )
 from dsh_memory.transcript.redact import redact
 
@@ -169,10 +168,10 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             ev.user_chars += len(words)
             ev.first_prompt = ev.first_prompt or clip(words, 400)
             pending_rules = []
-            said = [c for sent in sentences(words) for c in LOWER_SENT.split(sent)]
-            for n, s in enumerate(said):
-                if is_rule(s):
-                    r = Rule(text=clip(with_context(said, n), 220))
+            prompt = [c for sent in sentences(words) for c in LOWER_SENT.split(sent)]
+            for n, s in enumerate(prompt):
+                if text := rule_text(prompt, n):
+                    r = Rule(text=text)
                     if all(r.text != o.text for o in ev.rules):
                         ev.rules.append(r)
                         pending_rules.append(r)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from dsh_memory.models import Event
-from dsh_memory.phase1.clean import CODE, is_marker, is_table_row
+from dsh_memory.phase1.clean import CODE, clip, is_marker, is_table_row
 
 MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
 LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts often go on in lower case
@@ -41,6 +41,7 @@ CORRECTION = re.compile(
     re.I,
 )
 MAX_RULE_CHARS = 180  # a standing rule is said in a sentence; a longer one is a task description
+RULE_TEXT_CHARS = 220  # a kept rule, with the sentence before it when it needs one
 ONE_OFF = re.compile(
     r"\b(for now|this time|right now|for this (task|pr|change|one)|in this (pr|change|task|commit)|"
     r"today|at the moment|temporarily)\b",
@@ -119,6 +120,12 @@ def is_rule(s: str) -> bool:
     if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
         return False  # "I don't see it in cursor": a report, not a wish
     return not TASK_VERB.match(body) or bool(STRONG_CUE.search(body))
+
+
+def rule_text(said: list[str], n: int) -> str:
+    """The rule the prompt's sentence `said[n]` states, as memory keeps it (`with_context`, clipped
+    to RULE_TEXT_CHARS), or "" when it states none (`is_rule`). Phase 1 and replay read rules here."""
+    return clip(with_context(said, n), RULE_TEXT_CHARS) if is_rule(said[n]) else ""
 
 
 def with_context(said: list[str], n: int) -> str:

@@ -1,14 +1,14 @@
 """The standing instructions a session's user typed, and when two of them say the same thing.
 
-Finding them: Phase 1's own reading of the user's words (`phase1/user_words.py`: `is_rule` tells
-a standing wish, "don't use npm here", from a task instruction), so replay counts exactly what
-Phase 1 would treat as a rule. Comparing them (`Matcher`): words alone are not enough and meaning
-alone is too loose (a small static embedding puts "use tabs in Go" next to "spaces, not tabs, in
-Python"). Two sentences state the same rule when they share at least two content terms covering
-≥ 60 % of the shorter one's (or its only term, when the other is short too: "no mocks" ~ "never
-mock our code"), or, with the search embedding model installed, at cosine ≥ 0.55 sharing a term.
-The thresholds were set on hand-written pairs of restatements and near misses (the module's
-test), not on the benchmark.
+Finding them: Phase 1's own reading of the user's words (`phase1/user_words.rule_text`: `is_rule`
+tells a standing wish, "don't use npm here", from a task instruction, said with the sentence it
+needs), so replay counts exactly what Phase 1 would keep as a rule. Comparing them (`Matcher`):
+words alone are not enough and meaning alone is too loose (a small static embedding puts "use tabs
+in Go" next to "spaces, not tabs, in Python"). Two sentences state the same rule when they share at
+least two content terms covering ≥ 60 % of the shorter one's (or its only term, when the other is
+short too: "no mocks" ~ "never mock our code"), or, with the search embedding model installed, at
+cosine ≥ 0.55 sharing a term. The thresholds were set on hand-written pairs of restatements and
+near misses (the module's test), not on the benchmark.
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ import re
 from typing import Any
 
 from dsh_memory.models import EventKind, Session
-from dsh_memory.phase1.clean import clip
 from dsh_memory.phase1.facts import sentences
 from dsh_memory.phase1.postprocess import STOP
-from dsh_memory.phase1.user_words import LOWER_SENT, TASK_LEAD, is_rule, user_text
+from dsh_memory.phase1.user_words import LOWER_SENT, rule_text, user_text
 from dsh_memory.transcript.redact import redact
 
 MAX_RULES_PER_SESSION = 50  # a session is untrusted input: its rules are bounded
-MAX_RULE_CHARS = 220  # as Phase 1 clips a rule
 MIN_SHARE = 0.6
 MIN_COSINE = 0.55
 
@@ -46,13 +44,13 @@ def standing_instructions(session: Session, limit: int = MAX_RULES_PER_SESSION) 
         if e.kind is not EventKind.HUMAN or e.seq < session.inherited_cut:
             continue
         words = redact(user_text(e))
-        for s in (c for sent in sentences(words) for c in LOWER_SENT.split(sent)):
-            if is_rule(s):
-                text = clip(TASK_LEAD.sub("", s), MAX_RULE_CHARS)
-                if text not in out:
-                    out.append(text)
-                    if len(out) >= limit:
-                        return out
+        prompt = [c for sent in sentences(words) for c in LOWER_SENT.split(sent)]
+        for n in range(len(prompt)):
+            text = rule_text(prompt, n)
+            if text and text not in out:
+                out.append(text)
+                if len(out) >= limit:
+                    return out
     return out
 
 
