@@ -2,7 +2,8 @@
 policy). It decides, it never sleeps: a transient model error (429, 5xx, timeouts) is retried
 after the task's next delay, unless the server asked for a longer wait (Retry-After) than that
 delay can be after Prefect's jitter: then the session's claim fails and is retried after the
-claims' backoff, Phase 1's one failure path. Fatal errors are never retried.
+claims' backoff, Phase 1's one failure path. Fatal errors are never retried. `raised` (what a
+failed state raised) also serves tasks/remote.py's condition: a crashed pool run only.
 """
 
 from __future__ import annotations
@@ -24,12 +25,18 @@ def _shortest_wait(task, task_run) -> float:
     return wait * lower_clamp_multiple(1 + factor) if factor else wait
 
 
-def transient_only(task, task_run, state) -> bool:
-    """Retry transient model errors whose Retry-After (if any) the next delay covers. Never sleeps."""
+def raised(state) -> Exception | None:
+    """What a task run's failed `state` raised (its result re-raises it), or None."""
     try:
         state.result()
-    except LLMTransientError as exc:
-        return not exc.retry_after or float(exc.retry_after) <= _shortest_wait(task, task_run)
-    except Exception:
+    except Exception as exc:
+        return exc
+    return None
+
+
+def transient_only(task, task_run, state) -> bool:
+    """Retry transient model errors whose Retry-After (if any) the next delay covers. Never sleeps."""
+    exc = raised(state)
+    if not isinstance(exc, LLMTransientError):
         return False
-    return False
+    return not exc.retry_after or float(exc.retry_after) <= _shortest_wait(task, task_run)

@@ -20,6 +20,7 @@ from dsh_memory.phase1.remote import JobResult, TranscriptJob, accept
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.serve.deployments import EXTRACT_TRANSCRIPTS, POOL_SUFFIX
 from dsh_memory.settings import MemorySettings
+from dsh_memory.tasks._policy import raised
 from dsh_memory.tasks._session import finish, short_error, start
 
 DEPLOYMENT = EXTRACT_TRANSCRIPTS + POOL_SUFFIX
@@ -93,13 +94,7 @@ class PoolRunCrashed(RuntimeError):
 
 
 def _crashed_only(task, task_run, state) -> bool:
-    try:
-        state.result()
-    except PoolRunCrashed:
-        return True
-    except Exception:
-        return False
-    return False
+    return isinstance(raised(state), PoolRunCrashed)
 
 
 @task(
