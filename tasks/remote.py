@@ -93,8 +93,22 @@ class PoolRunCrashed(RuntimeError):
     on a server 503; its process died). Sending the batch again is safe: the writer applies once."""
 
 
-def _crashed_only(task, task_run, state) -> bool:
-    return isinstance(raised(state), PoolRunCrashed)
+def sent_again(exc: BaseException | None) -> bool:
+    """Whether a batch whose `run-extract-pool` raised `exc` is sent again: its run crashed, or the
+    busy server refused (503) the task run `run_deployment` links it to, which it asks for before
+    it creates the flow run — so nothing was sent. Any other error could follow a run in flight."""
+    if isinstance(exc, PoolRunCrashed):
+        return True
+    response, request = getattr(exc, "response", None), getattr(exc, "request", None)
+    return (
+        getattr(response, "status_code", None) == 503
+        and getattr(request, "method", "") == "POST"
+        and str(getattr(request, "url", "")).rstrip("/").endswith("/task_runs")
+    )
+
+
+def _sent_again(task, task_run, state) -> bool:
+    return sent_again(raised(state))
 
 
 @task(
@@ -103,11 +117,11 @@ def _crashed_only(task, task_run, state) -> bool:
     retries=2,
     retry_delay_seconds=[2, 10],
     retry_jitter_factor=0.5,
-    retry_condition_fn=_crashed_only,
+    retry_condition_fn=_sent_again,
 )
 def run_extract_pool(jobs: list[TranscriptJob], timeout_seconds: float) -> list[JobResult]:
     """One `extract-transcripts-pool` run for `jobs`, waited for up to `timeout_seconds`, and its
-    JobResults. A run that crashed is sent again (twice at most); any other end raises."""
+    JobResults. Sent again (twice at most) when `sent_again` says so; any other end raises."""
     from prefect.deployments import run_deployment
 
     run = run_deployment(

@@ -350,3 +350,25 @@ def test_a_batch_whose_run_crashed_is_sent_again_in_the_same_run(monkeypatch, tm
         assert sorted(_session_of(r) for r in model.requests) == sorted(ids)  # once each
     assert states == ["COMPLETED", "CRASHED"]
     assert {s for s, c in StateStore(root).claims().items() if c.status == "done"} == set(ids)
+
+
+def test_a_batch_is_sent_again_only_when_nothing_of_it_can_be_in_flight():
+    """A crashed run, or a 503 on the task run `run_deployment` creates before its flow run (seen in
+    CI: the server's SQLite busy), is sent again; a 503 anywhere else may follow a created run."""
+    import httpx
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    from dsh_memory.tasks.remote import PoolRunCrashed, sent_again
+
+    def refused(method: str, path: str, status: int = 503) -> PrefectHTTPStatusError:
+        request = httpx.Request(method, f"http://127.0.0.1:4200/api{path}")
+        response = httpx.Response(status, request=request)
+        return PrefectHTTPStatusError.from_httpx_error(
+            httpx.HTTPStatusError("refused", request=request, response=response)
+        )
+
+    assert sent_again(PoolRunCrashed("crashed")) and sent_again(refused("POST", "/task_runs/"))
+    assert not sent_again(refused("POST", "/deployments/1/create_flow_run"))
+    assert not sent_again(refused("GET", "/flow_runs/1"))
+    assert not sent_again(refused("POST", "/task_runs/", 500))
+    assert not sent_again(RuntimeError("extract-transcripts run x ended Failed")) and not sent_again(None)
