@@ -30,7 +30,6 @@ class Embedder:
     """Unit-length float32 vectors for texts (the mean of their token vectors)."""
 
     model_id = MODEL_ID
-    dim = DIM
 
     def __init__(self, folder: Path) -> None:
         import numpy as np

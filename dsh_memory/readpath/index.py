@@ -335,12 +335,10 @@ def ranked_search(
     n, dfs = doc_freqs(conn, terms)
     weights = [idf(n, df) for df in dfs]
     rows = candidate_sections(conn, terms, dfs, prefix, SECTIONS_SCANNED)
-    if emb is not None:
-        if fusion.applies(terms):
-            hits, files = fusion.ranked(
-                store, conn, _vectors_path(store), emb, queries, terms, weights, rows, _path_condition(prefix)
-            )
-            return hits, files, terms
-    sections = [Section(p, a, b, rank) for rank, (_, p, a, b, _) in enumerate(rows)]
-    hits, files = score_sections(store, terms, weights, sections)
+    if emb is not None and fusion.applies(terms):
+        vpath = _vectors_path(store)
+        hits, files = fusion.ranked(store, conn, vpath, emb, queries, terms, weights, rows, _path_condition(prefix))
+    else:
+        sections = [Section(p, a, b, rank) for rank, (_, p, a, b, _) in enumerate(rows)]
+        hits, files = score_sections(store, terms, weights, sections)
     return hits, files, terms

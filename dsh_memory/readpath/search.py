@@ -7,7 +7,7 @@ rollout summaries are recorded as usage (one record per file per call)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from itertools import islice
 from typing import Any
@@ -28,20 +28,6 @@ from dsh_memory.readpath.scoping import SEARCH_SCAN_LIMIT, Where, layer, scope_o
 from dsh_memory.settings import SemanticSearch
 
 _NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
-
-
-def _prepare(req: SearchRequest) -> tuple[list[str], Callable[[str], str]]:
-    """Folded queries and the matching fold for text (case, punctuation)."""
-
-    def fold(s: str) -> str:
-        if req.normalized:  # only letters and digits: foo-bar, foo_bar, 'foo bar' → foobar
-            s = _NON_ALNUM.sub("", s)
-        return s if req.case_sensitive else s.casefold()
-
-    folded = [fold(q) for q in req.queries]
-    if any(not q for q in folded):
-        raise UserInputError("a query has no letters or digits left after normalization")
-    return folded, fold
 
 
 def _windows(hits: list[set[int]], nq: int, n: int) -> list[tuple[int, int, set[int]]]:
@@ -107,8 +93,17 @@ def _file_matches(
 
 
 def _line_search(store: Any, req: SearchRequest, need: int) -> list[SearchMatch]:
-    """Matches in corpus order, then line order; stops once `need` matches are known."""
-    folded, fold = _prepare(req)
+    """Matches in corpus order, then line order; stops once `need` matches are known. Queries
+    and text are compared folded alike (case, punctuation)."""
+
+    def fold(s: str) -> str:
+        if req.normalized:  # only letters and digits: foo-bar, foo_bar, 'foo bar' → foobar
+            s = _NON_ALNUM.sub("", s)
+        return s if req.case_sensitive else s.casefold()
+
+    folded = [fold(q) for q in req.queries]
+    if any(not q for q in folded):
+        raise UserInputError("a query has no letters or digits left after normalization")
     kind = ("n" if req.normalized else "") + ("" if req.case_sensitive else "c")
     matches: list[SearchMatch] = []
     for rel, path, st in files_under(store, req.path):

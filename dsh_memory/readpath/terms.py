@@ -119,7 +119,10 @@ def query_terms(queries: list[str]) -> list[Term]:
     unless the queries have nothing else (a search for "where" still searches)."""
     words = [(qi, t) for qi, q in enumerate(queries) for t in WORD.findall(q)]
     content = [(qi, t) for qi, t in words if CJK_RUN.fullmatch(t) or t.lower() not in STOPWORDS] or words
-    pieces = [(qi, p, True) if CJK_RUN.fullmatch(t) else (qi, t, False) for qi, t in content for p in _split(t)]
+    pieces = []  # (query, piece, is CJK): a CJK run may split into several terms (cjk_pieces)
+    for qi, t in content:
+        cjk = bool(CJK_RUN.fullmatch(t))
+        pieces += [(qi, p, cjk) for p in (cjk_pieces(t) if cjk else [t])]
     latin_stems = iter(stems([p.lower() for _, p, cjk in pieces if not cjk]))
     by_key: dict[str, tuple[bool, str, set[int]]] = {}
     for qi, p, cjk in pieces:
@@ -134,10 +137,6 @@ def query_terms(queries: list[str]) -> list[Term]:
             fts = f"body : {_quote(word)}"  # FTS5 stems the word as it stemmed the indexed text
         out.append(Term(key=key, cjk=cjk, fts=fts, queries=tuple(sorted(qs))))
     return out
-
-
-def _split(tok: str) -> list[str]:
-    return cjk_pieces(tok) if CJK_RUN.fullmatch(tok) else [tok]
 
 
 def cjk_pieces(run: str) -> list[str]:

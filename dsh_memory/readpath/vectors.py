@@ -150,19 +150,10 @@ def nearest(
 def cosines(conn: sqlite3.Connection, path: Path, qv: Any, ids: Iterable[int]) -> dict[int, float]:
     """{section id: cosine with the query vector} for the sections that have a vector."""
     ids = list(ids)
-    if not ids:
-        return {}
-    qv = cut(qv)
     m = _matrix(path)
-    marks = ",".join("?" * len(ids))
-    rows = [
-        (i, s)
-        for i, s in conn.execute(f"SELECT id, slot FROM sections WHERE slot IS NOT NULL AND id IN ({marks})", ids)
-    ]
-    rows = [(i, s) for i, s in rows if s < len(m)]
-    if not rows:
-        return {}
-    scores = _dot(m[[s for _, s in rows]], qv)
+    sql = f"SELECT id, slot FROM sections WHERE slot IS NOT NULL AND id IN ({','.join('?' * len(ids))})"
+    rows = [(i, s) for i, s in conn.execute(sql, ids) if s < len(m)]
+    scores = _dot(m[[s for _, s in rows]], cut(qv))
     return {i: float(c) for (i, _), c in zip(rows, scores, strict=True)}
 
 
