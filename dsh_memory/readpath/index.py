@@ -207,7 +207,7 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
     with conn:  # commits, or rolls back on any exception
         current, changed, deleted = _diff(conn, store, quick, recent_ns=scan_ns - 2 * _SETTLE_NS)
         # free rows as before the drops below (a slot they free is reused by later updates only)
-        slots = vectors.Slots(conn, vpath) if emb and (changed or backfill) else None
+        slots = vectors.free_rows(conn, vpath) if emb and (changed or backfill) else None
         for rel in deleted:
             _drop(conn, rel)
         pending: list[tuple[int, str]] = []

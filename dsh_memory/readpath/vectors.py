@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, count, islice
 from pathlib import Path
 from typing import Any
 
@@ -42,39 +43,29 @@ def cut(vecs: Any) -> Any:
 _maps = FileCache(16)  # path → its memmap, per file version
 
 
-class Slots:
-    """Free rows of the matrix, as they were when the update began (`free_slots`: rows of sections
-    dropped by earlier updates), then new rows at the end."""
-
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self._free = [s for (s,) in conn.execute("SELECT slot FROM free_slots ORDER BY slot DESC")]
-        try:
-            rows = os.path.getsize(path) // (DIM * _ROW)
-        except FileNotFoundError:
-            rows = 0
-        top = conn.execute("SELECT max(slot) FROM sections").fetchone()[0]
-        if top is None:  # no section holds a row (a new index over an old file): all rows are free
-            self._free = list(range(rows - 1, -1, -1))
-        self._next = max(rows, -1 if top is None else top + 1, self._free[0] + 1 if self._free else 0)
-        self.reused: list[int] = []
-
-    def take(self) -> int:
-        if self._free:
-            s = self._free.pop()
-            self.reused.append(s)
-            return s
-        s, self._next = self._next, self._next + 1
-        return s
+def free_rows(conn: sqlite3.Connection, path: Path) -> Iterator[int]:
+    """The rows an update writes, in order: the free rows as they were when it began (`free_slots`:
+    rows of sections dropped by earlier updates), lowest first, then new rows at the end."""
+    free = [s for (s,) in conn.execute("SELECT slot FROM free_slots ORDER BY slot")]
+    try:
+        rows = os.path.getsize(path) // (DIM * _ROW)
+    except FileNotFoundError:
+        rows = 0
+    top = conn.execute("SELECT max(slot) FROM sections").fetchone()[0]
+    if top is None:  # no section holds a row (a new index over an old file): all rows are free
+        free = list(range(rows))
+    return chain(free, count(max(rows, -1 if top is None else top + 1, free[-1] + 1 if free else 0)))
 
 
 def store_sections(
-    conn: sqlite3.Connection, path: Path, emb: Embedder, slots: Slots, items: list[tuple[int, str]]
+    conn: sqlite3.Connection, path: Path, emb: Embedder, rows: Iterator[int], items: list[tuple[int, str]]
 ) -> None:
-    """Embed (section id, text) pairs, write their rows and record their slots."""
+    """Embed (section id, text) pairs, write them to the next `rows` (`free_rows`) and record
+    their slots."""
     if not items:
         return
     vecs = cut(emb.embed([text for _, text in items])).astype("float32")
-    taken = [slots.take() for _ in items]
+    taken = list(islice(rows, len(items)))
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:  # no fsync: like the index (synchronous=NORMAL), vectors lost to a power cut are rebuilt
         for slot, vec in zip(taken, vecs, strict=True):
@@ -82,8 +73,8 @@ def store_sections(
     finally:
         os.close(fd)
     conn.executemany("UPDATE sections SET slot=? WHERE id=?", [(s, i) for s, (i, _) in zip(taken, items, strict=True)])
-    conn.executemany("DELETE FROM free_slots WHERE slot=?", [(s,) for s in slots.reused])
-    slots.reused.clear()
+    # held now; a new row at the end was never free (free_rows starts them past every free one)
+    conn.executemany("DELETE FROM free_slots WHERE slot=?", [(s,) for s in taken])
 
 
 def _dot(m: Any, qv: Any) -> Any:
