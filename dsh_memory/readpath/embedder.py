@@ -67,18 +67,16 @@ class Embedder:
     def embed_lines(self, lines: list[str]) -> Any:
         """embed(), with the vectors of lines seen before taken from memory."""
         with self._lock:
-            missing = list(dict.fromkeys(t for t in lines if t not in self._cache))
-        if missing:
-            vecs = self.embed(missing)
+            known = {t: self._cache[t] for t in lines if t in self._cache}
+        missing = [t for t in dict.fromkeys(lines) if t not in known]
+        if missing:  # kept here too: another thread may clear the cache meanwhile
+            known.update(zip(missing, self.embed(missing), strict=True))
             with self._lock:
                 if len(self._cache) + len(missing) > CACHE_LINES:
                     self._cache.clear()
-                self._cache.update(zip(missing, vecs, strict=True))
-        with self._lock:
-            rows = [self._cache.get(t) for t in lines]
-        if any(r is None for r in rows):  # evicted by another thread meanwhile
-            return self.embed(lines)
-        return self._np.stack(rows) if rows else self._np.zeros((0, DIM), dtype=self._np.float32)
+                self._cache.update((t, known[t]) for t in missing)
+        np = self._np
+        return np.stack([known[t] for t in lines]) if lines else np.zeros((0, DIM), dtype=np.float32)
 
 
 def _folder() -> Path | None:

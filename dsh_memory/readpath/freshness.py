@@ -102,23 +102,19 @@ def stale_reasons(line: str, root: str, memo: dict | None = None) -> list[str]:
         span = span.strip()
         if where and span == where.group(1):
             continue
-        m = MAKE.match(span)
-        if m:
-            tool, target = m.groups()
-            found, names = _listed(base, tool, memo)
-            if names is not None and target not in names:
-                reasons.append(f"`{tool} {target}` is no longer in {_rel(found, root)}")
+        if m := MAKE.match(span):  # a make / just target, or a package.json script below
+            tool, name, cited = m[1], m[2], f"`{m[1]} {m[2]}`"
+        elif m := SCRIPT.match(span):
+            tool, name, cited = "package", m[1], f"script `{m[1]}`"
+        else:
+            if RELATIVE_PATH.match(span) and ".." not in span.split("/"):
+                rel = span.removeprefix("./")
+                if not os.path.lexists(os.path.join(root, rel)) and not os.path.lexists(os.path.join(base, rel)):
+                    reasons.append(f"{rel} no longer exists")
             continue
-        m = SCRIPT.match(span)
-        if m:
-            package, names = _listed(base, "package", memo)
-            if names is not None and m.group(1) not in names:
-                reasons.append(f"script `{m.group(1)}` is no longer in {_rel(package, root)}")
-            continue
-        if RELATIVE_PATH.match(span) and ".." not in span.split("/"):
-            rel = span.removeprefix("./")
-            if not os.path.lexists(os.path.join(root, rel)) and not os.path.lexists(os.path.join(base, rel)):
-                reasons.append(f"{rel} no longer exists")
+        found, names = _listed(base, tool, memo)
+        if names is not None and name not in names:
+            reasons.append(f"{cited} is no longer in {_rel(found, root)}")
     return reasons
 
 

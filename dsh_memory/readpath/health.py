@@ -76,7 +76,6 @@ def _summary_left_out(store: Any, rows: dict, max_summary_chars: int) -> dict[st
     full = full.strip()
     row["items"] = sum(_is_item(ln) for ln in full.splitlines())
     _, parts = sc.summary_parts(full)
-    seen: dict[str, int] = {}
     for where in [Where("", False), *(Where(p, True) for p in sorted(parts))]:
         content = compose_summary(full, where, max_summary_chars)[0]
         scope = sc.GLOBAL
@@ -86,10 +85,8 @@ def _summary_left_out(store: Any, rows: dict, max_summary_chars: int) -> dict[st
             elif m := NOT_SHOWN.match(line):
                 if scope == sc.GLOBAL and where.root:
                     continue  # the global part's cut is counted once, with the global part alone
-                seen[scope] = seen.get(scope, 0) + int(m.group(1))
-    for name, n in seen.items():
-        rows[name]["left_out"] += n
-        row["left_out"] += n
+                rows[scope]["left_out"] += int(m.group(1))
+                row["left_out"] += int(m.group(1))
     return row
 
 
