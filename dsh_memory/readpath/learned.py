@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import date
+from functools import cache
 from typing import Any
 
 from dsh_memory.readpath._common import FileCache, read_text, regular_file
@@ -85,15 +86,6 @@ def _summary_date(root: str, slug: str) -> date | None:
     return None
 
 
-def _source_date(root: str, source: str, tasks: dict[str, date], seen: dict[str, date | None]) -> date | None:
-    if source in tasks:
-        return tasks[source]
-    if source not in seen:
-        m = NOTE_DATE.match(source)
-        seen[source] = as_date("-".join(m.groups())) if m else _summary_date(root, source)
-    return seen[source]
-
-
 def dates_of(text: str, root: str) -> dict[str, date]:
     """item key → newest date among the item's sources, for a MEMORY.md `text` (see the module)."""
     lines = text.splitlines()
@@ -102,12 +94,19 @@ def dates_of(text: str, root: str) -> dict[str, date]:
         m = TASK.search(line)
         if m and (d := as_date(m.group(2))) and d > tasks.get(m.group(1), date.min):
             tasks[m.group(1)] = d
-    seen: dict[str, date | None] = {}
+
+    @cache  # a source several items name is looked up once
+    def source_date(source: str) -> date | None:
+        if source in tasks:
+            return tasks[source]
+        m = NOTE_DATE.match(source)
+        return as_date("-".join(m.groups())) if m else _summary_date(root, source)
+
     out: dict[str, date] = {}
     for line in lines:
         if not BULLET.match(line):
             continue
-        found = [_source_date(root, s, tasks, seen) for s in sources_of(line)]
+        found = [source_date(s) for s in sources_of(line)]
         newest = max((d for d in found if d), default=None)
         if newest:
             key = item_key(line)
