@@ -25,16 +25,12 @@ GIST_CHARS = 160
 
 
 def as_utc(value: Any) -> datetime | None:
-    """datetime / ISO string / epoch seconds → aware UTC datetime; None when unusable."""
+    """datetime / ISO string (a state row, a front matter field) → aware UTC datetime; None when
+    unusable."""
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    if isinstance(value, (int, float)):
-        try:
-            return datetime.fromtimestamp(float(value), tz=UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
     try:
         d = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
     except ValueError:
@@ -78,33 +74,12 @@ def pack(items: list[str], cap: int) -> tuple[list[str], bool]:
 
 @dataclass
 class IndexEntry:
+    """One active rollout summary in the index: `line` is what the model is shown."""
+
     slug: str
-    rel: str
-    session_id: str
-    cwd: str
-    updated_at: datetime | None
-    uses: int
-    last_used: datetime | None
     last_activity: datetime | None
     candidate: bool
-    unused_days: int | None
-    gist: str = ""
-
-    def line(self) -> str:
-        parts = [
-            f"- {self.slug}",
-            f"file={self.rel}",
-            f"session={self.session_id or 'unknown'}",
-            f"cwd={self.cwd or 'unknown'}",
-            f"updated={_date(self.updated_at)}",
-            f"used={self.uses}x (last {_date(self.last_used) if self.last_used else 'never'})",
-        ]
-        if self.gist:
-            parts.append(f"gist: {self.gist}")
-        line = " · ".join(parts)
-        if self.candidate:
-            line += f" · FORGETTING CANDIDATE (no activity for {self.unused_days} days)"
-        return line + "\n"
+    line: str
 
 
 @dataclass
@@ -175,23 +150,21 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
         candidate = bool(
             max_unused_days > 0 and activity is not None and (now - activity).total_seconds() > max_unused_days * 86400
         )
-        text = read_optional(store.root / info.rel) or ""
-        _, body = parse_front_matter(text)
-        entries.append(
-            IndexEntry(
-                slug=info.slug,
-                rel=info.rel,
-                session_id=one_line(prov.get("session_id"), 120),
-                cwd=one_line(prov.get("cwd"), 200),
-                updated_at=updated,
-                uses=int(count or 0),
-                last_used=last_used,
-                last_activity=activity,
-                candidate=candidate,
-                unused_days=unused,
-                gist=_gist(body),
-            )
-        )
+        _, body = parse_front_matter(read_optional(store.root / info.rel) or "")
+        parts = [
+            f"- {info.slug}",
+            f"file={info.rel}",
+            f"session={one_line(prov.get('session_id'), 120) or 'unknown'}",
+            f"cwd={one_line(prov.get('cwd'), 200) or 'unknown'}",
+            f"updated={_date(updated)}",
+            f"used={int(count or 0)}x (last {_date(last_used) if last_used else 'never'})",
+        ]
+        if gist := _gist(body):
+            parts.append(f"gist: {gist}")
+        line = " · ".join(parts)
+        if candidate:
+            line += f" · FORGETTING CANDIDATE (no activity for {unused} days)"
+        entries.append(IndexEntry(info.slug, activity, candidate, line + "\n"))
     return entries
 
 
@@ -253,9 +226,9 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
         (e for e in entries if not e.candidate), key=lambda e: (e.last_activity or floor, e.slug), reverse=True
     )
     # Candidates get at most half the index budget, so forgetting can always make progress.
-    cand_lines, cut_c = pack([e.line() for e in cands], settings.max_index_chars // 2)
+    cand_lines, cut_c = pack([e.line for e in cands], settings.max_index_chars // 2)
     used = sum(len(x) for x in cand_lines)
-    fresh_lines, cut_f = pack([e.line() for e in fresh], settings.max_index_chars - used)
+    fresh_lines, cut_f = pack([e.line for e in fresh], settings.max_index_chars - used)
     shown = cands[: len(cand_lines)] + fresh[: len(fresh_lines)]
     if cut_c or cut_f:
         truncated.append("rollout summary index")
