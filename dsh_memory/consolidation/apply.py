@@ -154,11 +154,9 @@ def ensure_summary_v1(text: str, cap: int) -> str:
     else:
         rest = body.strip("\n")
     out = SUMMARY_FIRST_LINE + "\n\n" + rest.rstrip() + "\n" if rest.strip() else SUMMARY_FIRST_LINE + "\n"
-    if len(out) > cap:
+    if len(out) > cap:  # whole lines; the head always keeps the `v1` line and its newline
         head = out[: max(len(SUMMARY_FIRST_LINE) + 1, cap - 1)]
-        nl = head.rfind("\n")
-        head = head[: nl + 1] if nl >= len(SUMMARY_FIRST_LINE) else head
-        out = head if head.endswith("\n") else head + "\n"
+        out = head[: head.rfind("\n") + 1]
     return out
 
 
@@ -246,24 +244,6 @@ def plan_skills(output: ConsolidationOutput, result: ApplyResult) -> tuple[list[
     return valid, removals
 
 
-def _write_skill(store: Any, s: ValidSkill) -> list[str]:
-    base = f"skills/{s.name}"
-    todo = [(f"{base}/SKILL.md", s.skill_md)] + [(f"{base}/{p}", c) for p, c in s.files]
-    for rel, _ in todo:  # guard every path (symlinked skills/, skills/<name>, subfolders) first
-        store.resolve(rel)
-    for rel, text in todo:
-        store.atomic_write(rel, text)
-    return [rel for rel, _ in todo]
-
-
-def _remove_skill(store: Any, name: str) -> bool:
-    path = store.resolve(f"skills/{name}")  # refuses symlinks on the way
-    if not os.path.isdir(path) or os.path.islink(path):
-        return False
-    shutil.rmtree(path)
-    return True
-
-
 def apply_output(
     store: Any, state: Any, inputs: Phase2Inputs, output: ConsolidationOutput, settings: Any, now: datetime
 ) -> ApplyResult:
@@ -273,14 +253,21 @@ def apply_output(
     store.ensure_layout()
 
     for s in skills:
+        todo = [(f"skills/{s.name}/SKILL.md", s.skill_md)] + [(f"skills/{s.name}/{p}", c) for p, c in s.files]
         try:
-            result.files_written += _write_skill(store, s)
+            for rel, _ in todo:  # guard every path (symlinked skills/, skills/<name>, subfolders) first
+                store.resolve(rel)
+            for rel, text in todo:
+                store.atomic_write(rel, text)
+            result.files_written += [rel for rel, _ in todo]
             result.skills_written.append(s.name)
         except (DshMemoryError, OSError) as exc:
             result.skill_errors.append(f"{s.name}: {exc}")
     for name in removals:
         try:
-            if _remove_skill(store, name):
+            path = store.resolve(f"skills/{name}")  # refuses symlinks on the way
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
                 result.skills_removed.append(name)
             else:
                 result.skill_errors.append(f"remove {name}: no such skill")

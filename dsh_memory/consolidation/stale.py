@@ -105,15 +105,12 @@ def flagged(groups: dict[str, Any], project_of, dates: dict, today: date, stale_
     return out
 
 
-def retire(groups: dict[str, Any], project_of, dates: dict, today: date, stale_after_days: int) -> int:
+def retire(groups: dict[str, Any], project_of, dates: dict, today: date, stale_after_days: int) -> None:
     """Leave out of each group's `SECTION` the items marked `retire` (see `flagged`); apply
-    archives them. Returns how many."""
+    archives them."""
     gone = {(f.project, f.bullet) for f in flagged(groups, project_of, dates, today, stale_after_days) if f.retire}
-    n = 0
     for g in groups.values():
         items = g.sections.get(SECTION)
         if items:
             root = project_of(g)
             g.sections[SECTION] = [b for b in items if (root, b) not in gone]
-            n += len(items) - len(g.sections[SECTION])
-    return n
