@@ -146,7 +146,6 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
         # gets a full max_unused_days to be used before it can be retired.
         extracted = as_utc(prov.get("extracted_at"))
         activity = max((d for d in (last_used, updated, extracted) if d is not None), default=None)
-        unused = None if activity is None else max(0, (now - activity).days)
         candidate = bool(
             max_unused_days > 0 and activity is not None and (now - activity).total_seconds() > max_unused_days * 86400
         )
@@ -163,7 +162,7 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
             parts.append(f"gist: {gist}")
         line = " · ".join(parts)
         if candidate:
-            line += f" · FORGETTING CANDIDATE (no activity for {unused} days)"
+            line += f" · FORGETTING CANDIDATE (no activity for {(now - activity).days} days)"
         entries.append(IndexEntry(info.slug, activity, candidate, line + "\n"))
     return entries
 
