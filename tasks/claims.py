@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 
 from prefect import get_run_logger, task
@@ -123,10 +123,8 @@ def renewing_claims(settings: MemorySettings, session_ids: list[str]) -> Iterato
     def loop() -> None:
         with MemoryContext.of(settings) as ctx:
             while not stop.wait(every):
-                try:
+                with suppress(Exception):  # a busy database: try again next round
                     ctx.state.renew(session_ids, datetime.now(UTC))
-                except Exception:  # a busy database: try again next round
-                    continue
 
     thread = threading.Thread(target=loop, name="dsh-memory-claim-renewal", daemon=True)
     thread.start()

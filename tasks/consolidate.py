@@ -12,6 +12,7 @@ from prefect.cache_policies import NO_CACHE
 from dsh_memory.consolidation import apply as apply_mod
 from dsh_memory.consolidation import gate as gate_mod
 from dsh_memory.consolidation import inputs as inputs_mod
+from dsh_memory.consolidation import mechanical
 from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply
 from dsh_memory.consolidation.prompt import MEMORY_WRITE_TOOL
 from dsh_memory.context import MemoryContext
@@ -78,9 +79,7 @@ def call_consolidation_model(model: PhaseModel, messages: list[dict], max_tokens
 @task(name="phase2-merge-mechanically", cache_policy=NO_CACHE)
 def merge_mechanically(settings: MemorySettings, inputs: inputs_mod.Phase2Inputs) -> ConsolidationOutput:
     """The local path: raw blocks merged into MEMORY.md by kind, skills from procedures, no model call."""
-    from dsh_memory.consolidation.mechanical import consolidate
-
-    output = consolidate(MemoryStore(settings.memory_root), inputs, settings)
+    output = mechanical.consolidate(MemoryStore(settings.memory_root), inputs, settings)
     get_run_logger().info(
         "merged %d raw blocks mechanically: MEMORY.md %d chars, summary %d chars, %d skills",
         len(inputs.raw_ids),
