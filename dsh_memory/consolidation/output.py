@@ -84,38 +84,26 @@ class ConsolidationOutput:
     archive: list[Any] = field(default_factory=list)  # stale.Flagged items left out on purpose (the merge's cap)
 
 
+_JSON_TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)("?)|[{}\[\]:,]', re.S)  # a string (maybe cut off) or a delimiter
+_ESCAPED = re.compile(r"\\(.)", re.S)
+
+
 def cut_key(raw: str) -> tuple[bool, str | None]:
     """(complete, key) for a JSON object text: complete=False when it stops before its closing
     brace; key = the top-level key whose value was being written at the cut (None when the cut
     fell between members)."""
     depth = 0
-    in_str = esc = False
     state = "key"  # at depth 1: expecting a key or a value
-    buf: list[str] = []
     pending = key = None
     done = True
     started = False
-    for c in raw:
-        if in_str:
-            if esc:
-                esc = False
-                buf.append(c)
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-                if depth == 1:
-                    if state == "key":
-                        pending = "".join(buf)
-                    else:
-                        done = True
-            else:
-                buf.append(c)
-            continue
-        if c == '"':
-            in_str, buf = True, []
+    for m in _JSON_TOKEN.finditer(raw):
+        c = m.group(0)
+        if c[0] == '"':
             if depth == 1 and state == "value":
-                done = False
+                done = bool(m.group(2))  # a value string is written once it is closed
+            elif depth == 1 and m.group(2):
+                pending = _ESCAPED.sub(r"\1", m.group(1))
         elif c in "{[":
             depth += 1
             started = True
@@ -130,11 +118,9 @@ def cut_key(raw: str) -> tuple[bool, str | None]:
         elif depth == 1:
             if c == ":":
                 key, state, done = pending, "value", False
-            elif c == ",":
+            else:  # ","
                 state, done = "key", True
-    if state == "value" and not done:
-        return False, key
-    return False, None
+    return False, (key if state == "value" and not done else None)
 
 
 def _as_list(v: Any) -> list:
