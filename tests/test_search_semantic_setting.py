@@ -74,13 +74,13 @@ def _cited(matches) -> list[str]:
 def test_http_mcp_and_vault_search_with_the_memory_contexts_setting(store, setting):
     from mcp import Client
 
-    from dsh_memory.serve.http_app import RpcContext
+    from dsh_memory.serve.http_app import rpc_call
     from dsh_memory.serve.mcp_server import build_server
     from dsh_memory.serve.vault.pages import search_view
 
     ctx = MemoryContext.of(MemorySettings(memory_root=store.root, semantic_search=setting))
     params = {"queries": [PARAPHRASE], "mode": "ranked"}
-    http = _cited(RpcContext(ctx).call("search", dict(params)).matches)
+    http = _cited(rpc_call(ctx, "search", dict(params)).matches)
     vault = _cited(search_view(ctx, PARAPHRASE)["result"].matches)
 
     async def mcp_search() -> tuple[list[str], str]:

@@ -43,48 +43,17 @@ def _error(exc: BaseException) -> JSONResponse:
     )
 
 
-class RpcContext:
-    """What the RPC handlers share: the memory context (settings, store, state store)."""
+def rpc_call(ctx: MemoryContext, method: str, params: dict[str, Any]) -> Any:
+    """One RPC method on the memory context (settings, store, state store)."""
+    if method == "get-state":
+        if params:
+            raise UserInputError("get-state takes no params")
+        from dsh_memory.serve.status import local_status  # the CLI `status`'s, too
 
-    def __init__(self, ctx: MemoryContext):
-        self.ctx = ctx
+        return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in local_status(ctx).items()}
+    from dsh_memory.readpath import dispatch
 
-    def call(self, method: str, params: dict[str, Any]) -> Any:
-        if method == "get-state":
-            if params:
-                raise UserInputError("get-state takes no params")
-            from dsh_memory.serve.status import local_status  # the CLI `status`'s, too
-
-            return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in local_status(self.ctx).items()}
-        from dsh_memory.readpath import dispatch
-
-        return dispatch(self.ctx, method, params)
-
-
-def rpc_routes(ctx: RpcContext) -> list[BaseRoute]:
-    async def rpc(request: Request) -> JSONResponse:
-        try:
-            try:
-                body = json.loads(await request.body())
-            except (ValueError, UnicodeDecodeError):
-                raise UserInputError("request body is not valid JSON") from None
-            params = (body.get("params") or {}) if isinstance(body, dict) else None
-            if not isinstance(params, dict) or not isinstance(body.get("method"), str) or set(body) - RPC_KEYS:
-                raise UserInputError('body must be {"method": "...", "params": {...}}')
-            if body["method"] not in RPC_METHODS:
-                raise UserInputError(f"unknown method {body['method']!r}; one of: {', '.join(RPC_METHODS)}")
-            result = await run_in_threadpool(ctx.call, body["method"], params)
-        except Exception as exc:
-            return _error(exc)
-        data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
-        if body["method"] == "summary":
-            data["injection"] = result.injection()
-        return JSONResponse({"result": data})
-
-    async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True})
-
-    return [Route(RPC_PATH, rpc, methods=["POST"]), Route("/healthz", healthz, methods=["GET"])]
+    return dispatch(ctx, method, params)
 
 
 def create_app(
@@ -99,8 +68,31 @@ def create_app(
     `memory_context()`, shared by the RPC, the hooks, MCP and the vault. `extra_routes` are
     mounted behind the same guard."""
     mem = context_of(settings)
-    rpc = RpcContext(mem)
-    routes: list[BaseRoute] = rpc_routes(rpc) + list(extra_routes)
+
+    async def rpc(request: Request) -> JSONResponse:
+        try:
+            try:
+                body = json.loads(await request.body())
+            except (ValueError, UnicodeDecodeError):
+                raise UserInputError("request body is not valid JSON") from None
+            params = (body.get("params") or {}) if isinstance(body, dict) else None
+            if not isinstance(params, dict) or not isinstance(body.get("method"), str) or set(body) - RPC_KEYS:
+                raise UserInputError('body must be {"method": "...", "params": {...}}')
+            if body["method"] not in RPC_METHODS:
+                raise UserInputError(f"unknown method {body['method']!r}; one of: {', '.join(RPC_METHODS)}")
+            result = await run_in_threadpool(rpc_call, mem, body["method"], params)
+        except Exception as exc:
+            return _error(exc)
+        data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
+        if body["method"] == "summary":
+            data["injection"] = result.injection()
+        return JSONResponse({"result": data})
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    routes: list[BaseRoute] = [Route(RPC_PATH, rpc, methods=["POST"]), Route("/healthz", healthz, methods=["GET"])]
+    routes += extra_routes
     from dsh_memory.hooks.receiver import TurnEndReceiver
 
     turn_end = TurnEndReceiver(mem.settings)  # POST /hooks/turn-end
