@@ -55,23 +55,20 @@ class TurnEndReceiver:
         self.max_body = MAX_BODY_BYTES
         self._state = None
         if forwarder is None and self.api_url:
+            # turn ends are recorded in the memory root's state database (not without a memory root)
+            record = None
+            if getattr(settings, "memory_root", None) is not None:
+                from dsh_memory.storage.state import StateStore
+                from dsh_memory.storage.turn_ends import TurnEnds
+
+                self._state = StateStore(settings.memory_root)
+                record = TurnEnds(self._state).record
             # a session's next event may wait a quarter of the debounce (at most 10 s) after one was
             # forwarded: the turn end itself is recorded at once
             debounce = getattr(settings, "debounce_seconds", None)
             gap = min(10.0, debounce / 4) if debounce else 0.0
-            forwarder = TurnEndForwarder(self.api_url, min_gap_seconds=gap, record=self._recorder(settings))
+            forwarder = TurnEndForwarder(self.api_url, min_gap_seconds=gap, record=record)
         self.forwarder = forwarder
-
-    def _recorder(self, settings: Any):
-        """Where turn ends are recorded: the memory root's state database (None without one)."""
-        root = getattr(settings, "memory_root", None)
-        if root is None:
-            return None
-        from dsh_memory.storage.state import StateStore
-        from dsh_memory.storage.turn_ends import TurnEnds
-
-        self._state = StateStore(root)
-        return TurnEnds(self._state).record
 
     def close(self, timeout: float | None = None) -> bool:
         """Record and forward what is pending (the app's shutdown). True when nothing was left behind."""
