@@ -57,7 +57,7 @@ def main() -> None:
         from prefect.filesystems import LocalFileSystem
 
         from dsh_memory.flows.extract import extract_flow
-        from dsh_memory.serve.deploy import deploy
+        from dsh_memory.serve.deployments import deploy
         from dsh_memory.settings import MemorySettings
 
         def timed(root: str) -> tuple[float, dict]:

@@ -76,7 +76,7 @@ def test_deploy_twice_creates_pools_and_pool_named_deployments_with_the_settings
 
     # Deploy again (in-process this time): the same deployments, one automation, nothing new.
     from dsh_memory.context import memory_context
-    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.serve.deployments import deploy
 
     with memory_context() as ctx:
         report = deploy(ctx.settings.model_copy(update={"flow_run_limit": 5}))
@@ -91,7 +91,7 @@ def test_extract_only_deploys_the_extract_pool_alone(monkeypatch, tmp_path):
     monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
     from prefect import get_client
 
-    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.serve.deployments import deploy
     from dsh_memory.settings import MemorySettings
 
     report = deploy(MemorySettings.from_env(), pool="never-made", extract_pool="gpu-boxes", extract_only=True)
@@ -120,7 +120,7 @@ def test_deploy_without_a_prefect_server_is_one_line_and_exit_4(tmp_path):
 def test_deploy_refuses_an_unknown_result_storage_block(monkeypatch, tmp_path):
     monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
     from dsh_memory.errors import ConfigError
-    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.serve.deployments import deploy
     from dsh_memory.settings import MemorySettings
 
     with pytest.raises(ConfigError, match="no such block"):
@@ -135,7 +135,7 @@ def test_a_real_worker_runs_an_extract_session_pool_run(monkeypatch, tmp_path, f
 
     with FakeOpenAIServer(handler=memory_reply) as fake:
         root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
-        from dsh_memory.serve.deploy import deploy
+        from dsh_memory.serve.deployments import deploy
 
         deploy(MemorySettings.from_env())
         run = run_deployment("extract-session/extract-session-pool", parameters={"session": SESSION}, timeout=0)

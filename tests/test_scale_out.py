@@ -82,7 +82,7 @@ def test_without_the_extract_deployment_phase1_waits_and_claims_nothing(monkeypa
 def test_three_workers_one_remote_extract_300_sessions_exactly_once(monkeypatch, tmp_path, own_prefect_api):
     from prefect.filesystems import LocalFileSystem
 
-    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.serve.deployments import deploy
     from dsh_memory.settings import MemorySettings
 
     ids = make_sessions(tmp_path / "dsh", N_SESSIONS + 2)
@@ -313,7 +313,7 @@ def test_a_batch_whose_run_crashed_is_sent_again_in_the_same_run(monkeypatch, tm
     from prefect.states import Crashed
 
     from dsh_memory.flows.extract import extract_flow
-    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.serve.deployments import deploy
     from dsh_memory.settings import MemorySettings
     from dsh_memory.tasks.remote import DEPLOYMENT
 

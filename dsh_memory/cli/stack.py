@@ -186,7 +186,7 @@ def register(app: typer.Typer) -> None:
             from dataclasses import asdict
 
             from dsh_memory.context import memory_context
-            from dsh_memory.serve.deploy import deploy
+            from dsh_memory.serve.deployments import deploy
 
             report = deploy(
                 memory_context().settings,  # settings only: no store is opened
