@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from dsh_memory.serve.http_app import RPC_PATH, create_app
-from dsh_memory.serve.vault.csrf import COOKIE
+from dsh_memory.serve.vault import COOKIE
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
 from tests.vault_helpers import FLOW_ACTIONS, SESSION, XSS_IMG, XSS_SCRIPT, make_memory, plan_and_confirm, served, token

@@ -7,7 +7,7 @@ check of every command that serves. One definition of the request-size bound, to
   * POST bodies must be `application/json` → else 415, and at most MAX_BODY_BYTES → else 413;
     under the `form_paths` prefixes (the vault's actions, HTML forms) they must be
     `application/x-www-form-urlencoded` instead, same bound — the routes there check their own
-    CSRF token (serve/vault/csrf.py): a form is what a cross-site page can post without asking.
+    CSRF token (serve/vault/): a form is what a cross-site page can post without asking.
 """
 
 from __future__ import annotations

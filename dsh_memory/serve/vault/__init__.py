@@ -1,12 +1,18 @@
 """The memory vault: server-rendered pages to see, search, correct and restore what the agents
 remember, served by the loopback HTTP app at `/` (`vault_routes` lists them; what each page shows
 and does: docs/vault.md; how it defends itself: docs/security.md, The vault). A correction is a
-POST to /vault/act/<action>: first the confirm step, then `confirm=yes`.
+POST to /vault/act/<action>: first the confirm step, then `confirm=yes`, with a CSRF token (a
+signed double submit): another site, or another local app on a loopback port (cookies are not
+port-bound), can neither read a token out of our pages (no CORS) nor compute one (the secret never
+leaves this process).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
+import secrets
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -18,7 +24,6 @@ from starlette.staticfiles import StaticFiles
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.serve.vault import actions, pages
-from dsh_memory.serve.vault.csrf import COOKIE, FIELD, HEADERS, Csrf
 from dsh_memory.serve.vault.render import STATIC, environment
 
 log = logging.getLogger(__name__)
@@ -27,23 +32,52 @@ ACTION_PREFIX = "/vault/act/"
 NAV = [("/", "Overview"), ("/vault/browse", "Browse"), ("/vault/search", "Search"), ("/vault/sessions", "Sessions")]
 NAV += [("/vault/settings", "Settings"), ("/vault/replay", "Replay")]
 
+COOKIE = "dsh_memory_vault"
+FIELD = "csrf"
+NONCE_BYTES = 32
+
+# Nothing inline, nothing from elsewhere: styles and (no) scripts from this server only.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    # not no-referrer: under it Chromium sends `Origin: null` with the pages' own form posts,
+    # which the guard (rightly) refuses; same-origin still sends nothing to other sites.
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
 
 class Vault:
     def __init__(self, ctx: MemoryContext):
         self.ctx = ctx
-        self.csrf = Csrf()
+        self.secret = secrets.token_bytes(32)  # signs the CSRF tokens; never leaves this process
         self.env = environment()
+
+    def csrf_token(self, nonce: str, action: str) -> str:
+        return hmac.new(self.secret, f"{nonce}|{action}".encode(), hashlib.sha256).hexdigest()
+
+    def csrf_valid(self, nonce: str | None, action: str, token: str | None) -> bool:
+        if not nonce or not token or len(nonce) > 200 or len(token) > 200:
+            return False
+        return hmac.compare_digest(self.csrf_token(nonce, action), token)
 
     def render(self, request: Request, template: str, code: int = 200, **data: Any) -> HTMLResponse:
         nonce = request.cookies.get(COOKIE) or ""
         fresh = not (0 < len(nonce) <= 200)
         if fresh:
-            nonce = Csrf.new_nonce()
+            nonce = secrets.token_urlsafe(NONCE_BYTES)
         html = self.env.get_template(template).render(
             nav=NAV,
             here=request.url.path,
             memory_root=str(self.ctx.memory_root),
-            csrf=lambda action: self.csrf.token(nonce, action),
+            csrf=lambda action: self.csrf_token(nonce, action),
             csrf_field=FIELD,
             **data,
         )
@@ -78,7 +112,7 @@ class Vault:
             form = actions.parse_form(await request.body())
         except DshMemoryError as exc:
             return self.error(request, exc)
-        if not self.csrf.valid(request.cookies.get(COOKIE), action, form.get(FIELD)):
+        if not self.csrf_valid(request.cookies.get(COOKIE), action, form.get(FIELD)):
             return self.render(
                 request,
                 "error.html",
