@@ -22,15 +22,13 @@ class EmitError(RuntimeError):
     """The event could not be delivered (no server, refused, timed out)."""
 
 
-def build_event(
-    turn: TurnEnd, *, occurred: datetime | None = None, event_id: uuid.UUID | None = None
-) -> dict[str, Any]:
+def build_event(turn: TurnEnd, *, occurred: datetime | None = None) -> dict[str, Any]:
     """The JSON form accepted by `POST /api/events` (prefect.server.events.schemas.events.Event)."""
     if not turn.should_trigger or not turn.session_id:
         raise ValueError(f"this turn end does not trigger extraction: {turn.why_not or 'no session id'}")
     when = occurred or datetime.now(UTC)
     return {
-        "id": str(event_id or uuid.uuid4()),
+        "id": str(uuid.uuid4()),
         "occurred": when.isoformat(),
         "event": EVENT_NAME,
         "resource": {

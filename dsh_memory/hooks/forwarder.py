@@ -14,9 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,15 +28,6 @@ log = logging.getLogger("dsh_memory.hooks.forwarder")
 # second, not one per turn end (the debounce is seconds; this is its error).
 RECORD_EVERY_SECONDS = 0.2
 BATCH_MAX = 500  # turn ends per POST
-
-
-@dataclass
-class _Entry:
-    turn: TurnEnd
-    event_id: uuid.UUID = field(default_factory=uuid.uuid4)  # kept across retries
-    # When the turn ended (received here), not when its batch went out: the recorded turn end
-    # and the event's `occurred`.
-    received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 class TurnEndForwarder:
@@ -68,7 +57,7 @@ class TurnEndForwarder:
         self._record = record
         self._unrecorded: dict[str, datetime] = {}  # session → newest turn end not recorded yet
         self._record_at = 0.0  # monotonic: the next write not before (RECORD_EVERY_SECONDS, a retry)
-        self._pending: dict[str, _Entry] = {}
+        self._pending: dict[str, dict[str, Any]] = {}  # session → its event (id kept across retries)
         self._in_flight = 0
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -96,9 +85,12 @@ class TurnEndForwarder:
             elif len(self._pending) >= self.max_pending:
                 self.refused += 1
                 return False
-            self._pending[sid] = _Entry(turn)
+            # when the turn ended (received here), not when its batch goes out: the recorded turn
+            # end and the event's `occurred`
+            received_at = datetime.now(UTC)
+            self._pending[sid] = build_event(turn, occurred=received_at)
             if self._record is not None:
-                self._unrecorded[sid] = self._pending[sid].received_at
+                self._unrecorded[sid] = received_at
             self.received += 1
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="dsh-turn-end-forwarder", daemon=True)
@@ -174,8 +166,8 @@ class TurnEndForwarder:
                         sent = time.monotonic()
                         self._sent_at.update((sid, sent) for sid, _ in batch)
                     if not ok:
-                        for sid, entry in batch:  # back in, unless a newer turn end arrived
-                            self._pending.setdefault(sid, entry)
+                        for sid, event in batch:  # back in, unless a newer turn end arrived
+                            self._pending.setdefault(sid, event)
                     self._cond.notify_all()
                 backoff = 0.0 if ok else min(self.backoff_max, max(0.5, backoff * 2))
         finally:
@@ -229,7 +221,7 @@ class TurnEndForwarder:
             self._record_at = time.monotonic() + RECORD_EVERY_SECONDS
         self._cond.notify_all()
 
-    def _take(self) -> list[tuple[str, _Entry]]:  # under self._cond
+    def _take(self) -> list[tuple[str, dict[str, Any]]]:  # under self._cond
         """Up to BATCH_MAX pending entries; a session forwarded less than `min_gap` ago waits
         (not when flushing or closing)."""
         now = time.monotonic()
@@ -246,10 +238,10 @@ class TurnEndForwarder:
         self._in_flight = len(batch)
         return batch
 
-    def _send(self, batch: list[tuple[str, _Entry]]) -> bool:
+    def _send(self, batch: list[tuple[str, dict[str, Any]]]) -> bool:
         if not batch:
             return True
-        events = [build_event(entry.turn, occurred=entry.received_at, event_id=entry.event_id) for _, entry in batch]
+        events = [event for _, event in batch]
         try:
             if self._client is None:
                 self._client = new_client(self.api_url, self.timeout)
