@@ -117,9 +117,8 @@ class PrefectServer:
             "PREFECT_LOGGING_LEVEL": "WARNING",
         }
         env.pop("PREFECT_API_URL", None)
-        env.pop(
-            "PREFECT_FLOWS_HEARTBEAT_FREQUENCY", None
-        )  # the flow runs' setting (180 s by default), not the server's
+        # the flow runs' setting (180 s by default), not the server's
+        env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", None)
         exe = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
         self._log = open(self.home / "server.log", "ab")
         self.proc = subprocess.Popen(
