@@ -3,7 +3,7 @@
 `extract_on_workers` (one task run per batch, dsh_memory/phase1/remote.py) claims and renders
 each session into a TranscriptJob, runs one `extract-transcripts-pool` flow with the jobs and
 reads its JobResults (`run-extract-pool`, which sends a batch again when its run crashed, e.g. a
-worker could not submit it); it never raises (a run that fails, times out or whose result cannot
+worker could not submit it, or the Prefect API failed on the way); it never raises (a run that fails, times out or whose result cannot
 be read becomes an error per job). `from_workers` ends one session with its answer, through `finish`.
 """
 
@@ -95,20 +95,38 @@ class PoolRunCrashed(RuntimeError):
 
 def sent_again(exc: BaseException | None) -> bool:
     """Whether a batch whose `run-extract-pool` raised `exc` is sent again: its run crashed, or the
-    busy server refused (503) the task run `run_deployment` links it to, which it asks for before
-    it creates the flow run — so nothing was sent. Any other error could follow a run in flight."""
-    if isinstance(exc, PoolRunCrashed):
+    Prefect API failed on the way (a 5xx or 429 after the client's own retries, a connection that
+    broke). Sent again, the batch finds the run it may have created by its idempotency key
+    (`_pool_key`), so no session reaches the model twice; a run that failed or timed out is not."""
+    import httpx
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    if isinstance(exc, PoolRunCrashed | httpx.TransportError):
         return True
-    response, request = getattr(exc, "response", None), getattr(exc, "request", None)
-    return (
-        getattr(response, "status_code", None) == 503
-        and getattr(request, "method", "") == "POST"
-        and str(getattr(request, "url", "")).rstrip("/").endswith("/task_runs")
-    )
+    status = exc.response.status_code if isinstance(exc, PrefectHTTPStatusError) else 0
+    return status >= 500 or status == 429
 
 
 def _sent_again(task, task_run, state) -> bool:
     return sent_again(raised(state))
+
+
+def _pool_key() -> str:
+    """The idempotency key of this task run's pool run: its task run id, chained past each run of
+    it that crashed (`<id>:<crashed run id>`). A try after an API error gets back the run the last
+    try created; a try after a crash, a new run."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterIdempotencyKey
+    from prefect.context import TaskRunContext
+
+    first = key = str(TaskRunContext.get().task_run.id)
+    with get_client(sync_client=True) as client:
+        while True:
+            keyed = FlowRunFilter(idempotency_key=FlowRunFilterIdempotencyKey(any_=[key]))
+            crashed = [r for r in client.read_flow_runs(flow_run_filter=keyed) if r.state and r.state.is_crashed()]
+            if not crashed:
+                return key
+            key = f"{first}:{crashed[0].id}"
 
 
 @task(
@@ -129,6 +147,7 @@ def run_extract_pool(jobs: list[TranscriptJob], timeout_seconds: float) -> list[
         parameters={"jobs": [j.model_dump(mode="json") for j in jobs]},
         timeout=timeout_seconds,
         poll_interval=1.0,
+        idempotency_key=_pool_key(),
     )
     if not run.state or not run.state.is_final():
         _cancel(run.id)

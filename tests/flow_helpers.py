@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from dsh_memory.testing.fake_openai import Reply
@@ -75,3 +77,42 @@ def all_text_under(root: Path) -> str:
 
 def dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False)
+
+
+@contextmanager
+def prefect_proxy(prefect_api: str, answer):
+    """A Prefect API behind a loopback proxy: `answer(path, forward)` returns a
+    request's (status, body, content type), `forward()` being the server's own answer."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import httpx
+
+    upstream = prefect_api.removesuffix("/api")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def _answer(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+
+            def forward():
+                r = httpx.request(self.command, upstream + self.path, content=body, headers=headers, timeout=30)
+                return r.status_code, r.content, r.headers.get("content-type", "application/json")
+
+            status, content, ctype = answer(self.path, forward)
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/api"
+    finally:
+        server.shutdown()

@@ -10,13 +10,13 @@ import inspect
 import threading
 import time
 import uuid
-from contextlib import contextmanager
 
 import pytest
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from dsh_memory.llm.limit import LIMIT_NAME, model_slot, run_slots, worker_count
 from dsh_memory.tasks.extract import extract_session, llm_extract
+from tests.flow_helpers import prefect_proxy
 
 
 def _active(name: str) -> int:
@@ -154,45 +154,6 @@ def test_a_limit_the_server_refuses_is_disabled_with_a_warning(refusing_api, cap
     assert "disabled" in message and refusing_api in message and "403" in message, message
 
 
-@contextmanager
-def _proxy(prefect_api: str, answer):
-    """The session's Prefect API behind a loopback proxy: `answer(path, forward)` returns a
-    request's (status, body, content type), `forward()` being the server's own answer."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    import httpx
-
-    upstream = prefect_api.removesuffix("/api")
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def _answer(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-
-            def forward():
-                r = httpx.request(self.command, upstream + self.path, content=body, headers=headers, timeout=30)
-                return r.status_code, r.content, r.headers.get("content-type", "application/json")
-
-            status, content, ctype = answer(self.path, forward)
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/api"
-    finally:
-        server.shutdown()
-
-
 def _leases_through(monkeypatch, url: str) -> None:
     """Only the run's own lease client goes through `url`; events and renewals reach the server."""
     from dsh_memory.llm import limit
@@ -221,7 +182,7 @@ def busy_once_api(prefect_api):
                 return 503, b'{"exception_message": "Service Unavailable"}', "application/json"
         return forward()
 
-    with _proxy(prefect_api, answer) as url:
+    with prefect_proxy(prefect_api, answer) as url:
         yield url, refused, asked
 
 
@@ -259,7 +220,7 @@ def garbled_lease_api(prefect_api):
             content = json.dumps({**granted, "limits": "garbled"}).encode()
         return status, content, ctype
 
-    with _proxy(prefect_api, answer) as url:
+    with prefect_proxy(prefect_api, answer) as url:
         yield url, garbled
 
 

@@ -19,7 +19,7 @@ from dsh_memory.storage.state import StateStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer
 from dsh_memory.testing.sessions import PLANTED_SECRET, make_sessions
 from dsh_memory.testing.workers import running_workers, wait_for_workers, worker_env, worker_logs
-from tests.flow_helpers import memory_reply
+from tests.flow_helpers import memory_reply, prefect_proxy
 
 pytestmark = pytest.mark.usefixtures("own_prefect_api")
 
@@ -352,9 +352,59 @@ def test_a_batch_whose_run_crashed_is_sent_again_in_the_same_run(monkeypatch, tm
     assert {s for s, c in StateStore(root).claims().items() if c.status == "done"} == set(ids)
 
 
-def test_a_batch_is_sent_again_only_when_nothing_of_it_can_be_in_flight():
-    """A crashed run, or a 503 on the task run `run_deployment` creates before its flow run (seen in
-    CI: the server's SQLite busy), is sent again; a 503 anywhere else may follow a created run."""
+def test_a_batch_whose_api_call_failed_after_its_run_was_created_gets_that_run_back(
+    monkeypatch, tmp_path, own_prefect_api
+):
+    """The busy server refuses (503, past the client's retries) the writer's first read of the pool
+    run it has just created: the batch is sent again and, by its idempotency key, finds that same
+    run instead of creating a second one, so each session reaches the model once."""
+    import threading
+
+    from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    from dsh_memory.flows.extract import extract_flow
+    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.settings import MemorySettings
+
+    created: list[str] = []  # the pool runs the writer created
+    refused: list[str] = []
+
+    def answer(path: str, forward):
+        status, content, ctype = forward()
+        if path.endswith("/create_flow_run") and status < 300:
+            created.append(json.loads(content)["id"])
+        elif created and path.rstrip("/").endswith(f"/flow_runs/{created[0]}") and not refused:
+            refused.append(path)
+            return 503, b'{"exception_message": "Service Unavailable"}', "application/json"
+        return status, content, ctype
+
+    ids = make_sessions(tmp_path / "dsh", 3)
+    with FakeOpenAIServer(handler=memory_reply) as model, prefect_proxy(own_prefect_api, answer) as proxy:
+        root = model_writer_env(monkeypatch, tmp_path, model.base_url, 1)  # one batch, one run
+        deploy(MemorySettings.from_env())
+        finished: dict = {}
+
+        def writer() -> None:
+            with temporary_settings(updates={PREFECT_API_URL: proxy, PREFECT_CLIENT_MAX_RETRIES: 0}):
+                finished.update(state=extract_flow(return_state=True))
+
+        local = worker_env(dict(os.environ), own_prefect_api)
+        with running_workers([("local", "dsh-memory-extract", local)], tmp_path / "worker-logs"):
+            thread = threading.Thread(target=writer)
+            thread.start()
+            thread.join(timeout=600)
+        assert not thread.is_alive()
+        result = finished["state"].result()
+        assert refused, "the proxy refused no read of the pool run"
+        assert result.counts == {"extracted": 3}, (result.counts, worker_logs(tmp_path / "worker-logs"))
+        assert sorted(_session_of(r) for r in model.requests) == sorted(ids)  # once each
+    assert len(set(created)) == 1, created  # the try after the 503 got the same run back
+    assert {s for s, c in StateStore(root).claims().items() if c.status == "done"} == set(ids)
+
+
+def test_a_batch_is_sent_again_after_a_crash_or_an_api_failure_only():
+    """A crashed run or a failed Prefect API call (5xx or 429 past the client's retries, a broken
+    connection) sends the batch again; a run that failed, or a client error (4xx), does not."""
     import httpx
     from prefect.exceptions import PrefectHTTPStatusError
 
@@ -368,7 +418,9 @@ def test_a_batch_is_sent_again_only_when_nothing_of_it_can_be_in_flight():
         )
 
     assert sent_again(PoolRunCrashed("crashed")) and sent_again(refused("POST", "/task_runs/"))
-    assert not sent_again(refused("POST", "/deployments/1/create_flow_run"))
-    assert not sent_again(refused("GET", "/flow_runs/1"))
-    assert not sent_again(refused("POST", "/task_runs/", 500))
+    assert sent_again(refused("POST", "/deployments/1/create_flow_run"))
+    assert sent_again(refused("GET", "/flow_runs/1")) and sent_again(refused("GET", "/flow_runs/1", 429))
+    assert sent_again(httpx.ConnectError("refused"))
+    assert not sent_again(refused("GET", "/flow_runs/1", 404))
     assert not sent_again(RuntimeError("extract-transcripts run x ended Failed")) and not sent_again(None)
+    assert not sent_again(TimeoutError("no worker finished the run"))
