@@ -516,6 +516,27 @@ def test_a_failed_record_is_retried_and_a_newer_turn_end_wins(fixtures_dir, fake
     assert fwd.failed_records == 1 and "will retry" in caplog.text
 
 
+def test_close_records_a_turn_end_whose_first_write_failed_before_it_stops(fixtures_dir, fake_prefect, caplog):
+    """Shutdown right after a failed write (its retry due 1 s later, the event already sent): close
+    waits for the retry instead of stopping the thread with the turn end unrecorded."""
+    recorded: list[tuple[str, datetime]] = []
+    failed = threading.Event()
+
+    def record(ends):
+        if not failed.is_set():
+            failed.set()
+            raise OSError("database is locked")
+        recorded.extend(ends)
+
+    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, record=record)
+    sid = "0a0b0c0d-0000-4000-8000-000000000045"
+    assert fwd.submit(parse_turn_end(json.dumps(_turn(fixtures_dir, sid, 1)).encode(), roots=ROOTS))
+    assert failed.wait(10)
+    assert fwd.close(30), fwd.last_error
+    assert [s for s, _ in recorded] == [sid]
+    assert "not recorded at shutdown" not in caplog.text
+
+
 def test_over_capacity_is_a_clear_503_never_a_silent_drop(fixtures_dir, fake_prefect):
     gate = threading.Event()
 

@@ -148,13 +148,14 @@ class TurnEndForwarder:
             while True:
                 with self._cond:
                     self._cond.wait_for(
-                        lambda: self._pending or self._closing or self._may_record(), timeout=RECORD_EVERY_SECONDS
+                        lambda: self._pending or self._stopped or self._may_record() or self._done_closing(),
+                        timeout=RECORD_EVERY_SECONDS,
                     )
                     self._record_now()
-                    if not self._pending and not self._closing:
-                        continue
-                    if self._stopped or (self._closing and not self._pending):
+                    if self._stopped or self._done_closing():
                         return
+                    if not self._pending:  # turn ends still to record (a write to retry) wait for their time
+                        continue
                     self._pause(backoff)
                     if self._stopped:
                         return
@@ -191,6 +192,9 @@ class TurnEndForwarder:
                 timeout=max(0.0, min(deadline, max(self._record_at, time.monotonic())) - time.monotonic()),
             )
             self._record_now()
+
+    def _done_closing(self) -> bool:  # under self._cond
+        return self._closing and not self._pending and not self._unrecorded
 
     def _may_record(self) -> bool:  # under self._cond
         return bool(self._unrecorded) and time.monotonic() >= self._record_at
