@@ -4,6 +4,23 @@ their provenance (what is read, how it is scoped, the bounds: docs/agents.md).
 Idempotent: `.state/imports.json` remembers each piece's sha256, so an unchanged piece is
 skipped and a changed one is imported again as the next version; the version it replaces, when
 no consolidation has read it yet, moves to the notes' archive. The sources are only read.
+
+Claude Code auto memory: `$CLAUDE_CONFIG_DIR/projects/<project>/memory/` (default `~/.claude`).
+A `MEMORY.md` index (one line per memory, loaded at session start) plus topic files, each with
+YAML front matter (`name`, `description`, `type`: user, feedback, project, reference; `type` may
+sit under `metadata:`). The project folder is the repository root with every character other
+than a letter or digit replaced by `-`: it maps back to the repository when exactly one existing
+directory fits (`readers.header.claude_folder_path`), else through the `cwd` a transcript in the
+same folder names; a folder that maps to neither is skipped, never imported as global.
+
+Codex memories: `$CODEX_HOME/memories/` (default `~/.codex`).
+- `MEMORY.md`: the handbook, in task groups (`# Task Group: <name>`, then `scope:` and
+  `applies_to: cwd=<repository root>; reuse_rule=…` lines). Each group is imported on its own and
+  keeps its `applies_to`: a group for one repository is that project's, a pattern (`cwd=.*`) or
+  `global` is global (`scope.group_project`). Text before the first group is global.
+- `memory_summary.md`: what Codex injects at session start: global.
+- `rollout_summaries/*.md`: one recap per session; its `cwd:` line (front matter or a leading
+  `key: value` line) places it in that repository.
 """
 
 from __future__ import annotations
@@ -11,7 +28,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +38,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from dsh_memory import scope
+from dsh_memory.consolidation.skill_inventory import one_line
 from dsh_memory.errors import UserInputError
+from dsh_memory.readers._input import is_dir, scandir
 
 Which = Literal["claude", "codex", "all"]
 MANIFEST = ".state/imports.json"
@@ -28,6 +50,7 @@ MAX_FILE_BYTES = 1 << 20  # a memory file larger than 1 MiB is not imported
 MAX_FILES = 5000  # files looked at in one run, over every source
 MAX_NOTE_CHARS = 8000  # what one imported note keeps (the rest stays in its source)
 MAX_FRONT_MATTER = 8192
+_CWD_LINE = re.compile(r"^(?:[-*]\s*)?cwd:\s*(\S.*?)\s*$", re.M)  # a Codex recap's repository
 
 
 @dataclass
@@ -68,6 +91,17 @@ def read_bounded(path: Path) -> tuple[str | None, str, str]:
         return None, "", f"larger than {MAX_FILE_BYTES // 1024} KiB"
     mtime = datetime.fromtimestamp(st.st_mtime, tz=UTC).isoformat(timespec="seconds")
     return data.decode("utf-8", "replace"), hashlib.sha256(data).hexdigest(), mtime
+
+
+def _read(item: Item) -> str | None:
+    """The text of `item.source` (`read_bounded`), its sha256 and mtime noted on `item`; None,
+    with `item.skip` saying why, when it cannot be imported."""
+    text, sha, mtime = read_bounded(item.source)
+    if text is None:
+        item.skip = mtime  # the reason
+    else:
+        item.sha256, item.mtime = sha, mtime
+    return text
 
 
 def front_matter(text: str) -> tuple[dict, str]:
@@ -121,7 +155,6 @@ class ImportResult(BaseModel):
 
 def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool = False) -> ImportResult:
     """Import the memories of `which` agent(s) into `store` (see the module docstring)."""
-    from dsh_memory.imports import claude, codex
     from dsh_memory.settings import claude_config_dir, codex_home
 
     exclude = list(settings.exclude_projects or ())
@@ -129,10 +162,10 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
     pieces: list[Item] = []
     if which in ("claude", "all"):
         result.sources["claude"] = str(claude_config_dir() / "projects")
-        pieces += claude.items(claude_config_dir(), exclude)
+        pieces += claude_items(claude_config_dir(), exclude)
     if which in ("codex", "all"):
         result.sources["codex"] = str(codex_home() / "memories")
-        pieces += codex.items(codex_home(), exclude)
+        pieces += codex_items(codex_home(), exclude)
     with store.lock("imports"):
         manifest = load_manifest(store)
         result.rows = [_one(store, manifest, item, dry_run) for item in pieces]
@@ -212,3 +245,126 @@ def load_manifest(store: Any) -> dict[str, dict]:
     if not isinstance(data, dict):
         raise UserInputError(f"{path} is not an import manifest: move it aside to import everything again")
     return {k: v for k, v in data.items() if isinstance(v, dict)}
+
+
+# -- Claude Code auto memory (see the module docstring) ----------------------------------------
+
+
+def claude_items(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
+    projects = config_dir / "projects"
+    folders = sorted((e for e in scandir(projects) if is_dir(e, follow_symlinks=False)), key=lambda e: e.name)
+    seen = 0
+    for folder in folders:
+        memory = Path(folder.path) / "memory"
+        if not memory.is_dir() or memory.is_symlink():
+            continue
+        files = sorted(p for p in memory.iterdir() if p.suffix == ".md" and not p.name.startswith("."))
+        cwd = _folder_cwd(Path(folder.path))
+        project = scope.project_root(cwd) if cwd else None
+        for path in files:
+            seen += 1
+            if seen > MAX_FILES:
+                return
+            item = Item("claude", path, project=project)
+            if cwd is None:
+                item.skip = f"cannot tell which repository the folder {folder.name} is (no single existing path fits)"
+            elif scope.excluded_by(cwd, exclude):
+                item.skip = "excluded (exclude_projects)"
+            else:
+                _claude_fill(item)
+            yield item
+
+
+def _claude_fill(item: Item) -> None:
+    text = _read(item)
+    if text is None:
+        return
+    fields, body = front_matter(text)
+    if item.source.name == "MEMORY.md":
+        item.kind, item.title = "index", f"Claude Code memory index of {scope.label(item.project or '')}"
+    else:
+        item.kind = one_line(fields.get("type"), 40) or "topic"
+        item.title = one_line(fields.get("name"), 120) or item.source.stem
+    head = f"Claude Code auto memory ({item.kind})"
+    if fields.get("description"):
+        head += ": " + one_line(fields["description"], 300)
+    item.text = head + "\n\n" + cut(body, item.source)
+    item.extra = {"claude_name": one_line(fields.get("name"), 120) or None}
+
+
+def _folder_cwd(folder: Path) -> str | None:
+    """The directory a Claude Code project folder stands for (see the module docstring)."""
+    from dsh_memory.models import SessionRef
+    from dsh_memory.readers.header import claude_folder_path, session_cwd
+
+    found = claude_folder_path(folder.name)
+    if found:
+        return found
+    try:
+        logs = sorted((p for p in folder.glob("*.jsonl") if p.is_file()), key=lambda p: -p.stat().st_mtime)[:5]
+    except OSError:
+        return None
+    for log in logs:
+        ref = SessionRef(id=log.stem, source="claude", path=log, size=0, mtime_ns=0)
+        cwd = session_cwd(ref)
+        if cwd and "".join(c if c.isalnum() else "-" for c in cwd) == folder.name:
+            return cwd
+    return None
+
+
+# -- Codex memories (see the module docstring) -------------------------------------------------
+
+
+def codex_items(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
+    root = codex_home / "memories"
+    if not root.is_dir() or root.is_symlink():
+        return
+    yield from _handbook(root / "MEMORY.md", exclude)
+    summary = root / "memory_summary.md"
+    if summary.exists():
+        yield _codex_file(Item("codex", summary, kind="summary", title="Codex memory summary"))
+    rollouts = root / "rollout_summaries"
+    if rollouts.is_dir() and not rollouts.is_symlink():
+        for n, path in enumerate(sorted(p for p in rollouts.iterdir() if p.suffix == ".md")):
+            if n >= MAX_FILES:
+                return
+            item = _codex_file(Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}"))
+            m = _CWD_LINE.search(item.text[:4000]) if item.text else None
+            cwd = m.group(1).strip("'\"") if m else None
+            item.project = scope.project_root(cwd) if cwd else None
+            if cwd and scope.excluded_by(cwd, exclude):
+                item.skip, item.text = "excluded (exclude_projects)", ""
+            yield item
+
+
+def _codex_file(item: Item) -> Item:
+    text = _read(item)
+    if text is not None:
+        item.text = f"Codex memory ({item.kind})\n\n" + cut(text, item.source)
+    return item
+
+
+def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
+    if not path.exists():
+        return
+    whole = Item("codex", path, kind="handbook")
+    text = _read(whole)
+    if text is None:
+        yield whole
+        return
+    lines = text.split("\n")
+    starts = scope.handbook_groups(lines) + [(len(lines), None)]
+    for (start, project), (end, _) in zip(starts, starts[1:], strict=False):
+        part = "\n".join(lines[start:end]).strip()
+        if not part:
+            continue
+        heading = lines[start] if lines[start].startswith(scope.GROUP_HEADING) else ""
+        name = one_line(heading.split(":", 1)[1], 120) if heading else "(before the first task group)"
+        item = Item("codex", path, part=name, project=project, kind="task_group", mtime=whole.mtime)
+        item.title = f"Codex task group {name}"
+        if project and scope.excluded_by(project, exclude):
+            item.skip = "excluded (exclude_projects)"
+        else:
+            item.sha256 = hashlib.sha256(part.encode("utf-8", "replace")).hexdigest()
+            item.text = "Codex memory (task group)\n\n" + cut(part, path)
+        yield item
