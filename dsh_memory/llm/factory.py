@@ -52,14 +52,6 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
     p = _phase(phase)
     model = getattr(route, f"{p}_model")
     provider = route.effective_provider  # 'auto' → the endpoint when configured, else local
-    if route.provider == "auto" and provider == "local":
-        try:
-            return make_llm(route.model_copy(update={"provider": "local"}), p)
-        except NoModelRouteError as exc:
-            raise NoModelRouteError(
-                f"{FIX_IT} Without an endpoint, dsh-memory uses the bundled local model, which is "
-                f"unavailable here: {exc}"
-            ) from None
     if provider == "openai":
         if not route.configured:
             raise NoModelRouteError(FIX_IT)
@@ -76,9 +68,14 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
 
         try:
             return LocalLLM.from_route(route)
-        except NoModelRouteError:
-            raise
         except ConfigError as exc:  # e.g. the model file is missing: for the pipeline, no route
+            if route.provider == "auto":
+                raise NoModelRouteError(
+                    f"{FIX_IT} Without an endpoint, dsh-memory uses the bundled local model, which is "
+                    f"unavailable here: {exc}"
+                ) from None
+            if isinstance(exc, NoModelRouteError):
+                raise
             raise NoModelRouteError(str(exc)) from exc
     raise NoModelRouteError(f"unknown provider {route.provider!r}; set DSH_MEMORY_PROVIDER to 'openai' or 'local'")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 
 from dsh_memory import cancel
@@ -134,19 +134,14 @@ def _lease_now(client, name: str, occupy: int):
         answer = response.json()
     except Exception:  # not JSON: no lease to hold or give back
         return None
-    try:
+    with suppress(Exception):  # an answer this Prefect cannot read: given back below
         lease = ConcurrencyLimitWithLeaseResponse.model_validate(answer)
-    except Exception:  # an answer this Prefect cannot read
-        lease = None
-    if lease is not None and lease.limits:
-        return lease
+        if lease.limits:
+            return lease
     # The server granted slots this run cannot hold: they are given back, else concurrency() would
     # wait for them until the lease expires. An answer without a lease id cannot be given back.
-    try:
-        lease_id = answer["lease_id"]
-    except Exception:
-        return None
-    _release(lease_id)
+    if isinstance(answer, dict) and "lease_id" in answer:
+        _release(answer["lease_id"])
     return None
 
 

@@ -105,22 +105,16 @@ def unload_all() -> None:
         _MODELS.clear()
 
 
-def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content)
-
-
 def _chat_messages(messages: list[dict[str, Any]], tool_text: str | None) -> list[dict[str, str]]:
     """Plain {role, content} messages; the tool instruction is appended to the system message."""
     out: list[dict[str, str]] = []
     for m in messages:
         role = str(m.get("role") or "user")
-        text = _text_of(m.get("content"))
+        content = m.get("content")
+        if isinstance(content, list):  # OpenAI content parts
+            text = "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+        else:
+            text = "" if content is None else str(content)
         for call in m.get("tool_calls") or ():
             fn = call.get("function", {}) if isinstance(call, dict) else {}
             text += f"\n[called {fn.get('name', '?')}({fn.get('arguments', '')})]"
@@ -250,7 +244,10 @@ class LocalLLM:
         cut = loop_start(text) if not hit_limit else None
         if cut is not None:
             notes.append(f"loop detected: answer stopped and trimmed at character {cut} of {len(text)}")
-            text = _close(text[:cut], tool is not None)
+            text = text[:cut]
+            if tool is not None:  # a trimmed JSON answer is made whole again, closed leniently
+                with suppress(ValueError):
+                    text = json.dumps(loads_truncated(text), ensure_ascii=False)
         completion = Completion(
             text=text,
             finish_reason="length" if hit_limit else "stop",
@@ -354,13 +351,3 @@ class LocalLLM:
         completion.tool_calls = [ToolCall(name=tool.name, arguments=args, raw_arguments=text)]
         completion.text = ""
         return completion
-
-
-def _close(text: str, is_json: bool) -> str:
-    """A trimmed answer made whole again: a JSON object closed leniently (strings, brackets)."""
-    if not is_json:
-        return text
-    try:
-        return json.dumps(loads_truncated(text), ensure_ascii=False)
-    except ValueError:
-        return text
