@@ -15,15 +15,6 @@ from typing import Any
 
 SLUG_MAX_CHARS = 60
 
-
-def slug_pattern(max_chars: int = SLUG_MAX_CHARS, *, allow_empty: bool = True) -> str:
-    """Lowercase kebab-case of at most `max_chars` characters (e.g. "fix-eur-invoice-rounding"):
-    one character class with one length bound keeps the length exactly bounded. Empty is allowed
-    unless minLength >= 1 (tools use "" for "nothing worth keeping")."""
-    body = f"[a-z0-9][a-z0-9-]{{0,{max(0, max_chars - 1)}}}"
-    return f"^({body})?$" if allow_empty else f"^{body}$"
-
-
 # Worst case, not average: digits and punctuation are often one token per character (measured:
 # SmolLM2 rambling "00:00:00-00:00..." hit max_tokens with a 3 chars/token budget).
 CHARS_PER_TOKEN = 1
@@ -106,13 +97,6 @@ def _string_weight(schema: Any, max_items: int, name: str = "", required: bool =
     return req, opt, fixed
 
 
-def _skeleton_tokens(schema: dict[str, Any]) -> int:
-    """Rough token cost of keys, quotes and punctuation."""
-    keys: list[str] = []
-    _walk(schema, lambda node, _n, _r: keys.extend(node.get("properties", {}) or ()))
-    return 8 + sum(len(k) // 2 + 4 for k in keys)
-
-
 def string_caps(
     schema: dict[str, Any], max_tokens: int, *, max_string_chars: int, max_items: int
 ) -> tuple[int, int, int]:
@@ -121,7 +105,10 @@ def string_caps(
     of the budget; each required string gets one share of the rest and all optional strings
     together share one more, so that a long array cannot starve the main fields."""
     req, opt, slugs = _string_weight(schema, max_items)
-    budget = max(0, max_tokens - _skeleton_tokens(schema)) * CHARS_PER_TOKEN
+    keys: list[str] = []
+    _walk(schema, lambda node, _n, _r: keys.extend(node.get("properties", {}) or ()))
+    skeleton = 8 + sum(len(k) // 2 + 4 for k in keys)  # rough token cost of keys, quotes and punctuation
+    budget = max(0, max_tokens - skeleton) * CHARS_PER_TOKEN
     cap_slug = min(SLUG_MAX_CHARS, max(MIN_STRING_CHARS, budget // 8 // max(1, slugs)))
     budget -= slugs * cap_slug
     share = budget // max(1, req + (1 if opt else 0))
@@ -152,11 +139,17 @@ def bound_schema(
                 node["minItems"] = node["maxItems"]
         if not _is_free_string(node):
             return
-        if "pattern" in node:
-            node["pattern"] = anchored(node["pattern"])
+        if "pattern" in node:  # the converter wants `^...$`: an unanchored pattern is wrapped in a group
+            pattern = node["pattern"]
+            if not (pattern.startswith("^") and pattern.endswith("$")):
+                node["pattern"] = f"^({pattern.lstrip('^').rstrip('$')})$"
         elif _SLUG_NAME.search(name):
+            # Lowercase kebab-case (e.g. "fix-eur-invoice-rounding"): one character class with one
+            # length bound keeps the length exactly bounded. Empty is allowed unless minLength >= 1
+            # (tools use "" for "nothing worth keeping").
             limit = min(int(node.get("maxLength", SLUG_MAX_CHARS)), cap_slug)
-            node["pattern"] = slug_pattern(limit, allow_empty=int(node.get("minLength", 0)) < 1)
+            body = f"[a-z0-9][a-z0-9-]{{0,{max(0, limit - 1)}}}"
+            node["pattern"] = f"^({body})?$" if int(node.get("minLength", 0)) < 1 else f"^{body}$"
         else:
             node["maxLength"] = min(int(node.get("maxLength", cap)), cap)
             if int(node.get("minLength", 0)) > node["maxLength"]:
@@ -164,13 +157,6 @@ def bound_schema(
 
     _walk(out, visit)
     return out
-
-
-def anchored(pattern: str) -> str:
-    """The converter wants `^...$`; wrap an unanchored pattern in a group."""
-    if pattern.startswith("^") and pattern.endswith("$"):
-        return pattern
-    return f"^({pattern.lstrip('^').rstrip('$')})$"
 
 
 def _drop_patterns(schema: dict[str, Any], cap: int) -> dict[str, Any]:
