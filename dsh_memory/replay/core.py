@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -64,13 +65,11 @@ def replay(
         left_out=left_out,
         matcher=matcher.how,
     )
-    result.projects = [ProjectTotals(project=p) for p in dict.fromkeys(s.project for s in own)]
+    result.projects = [ProjectTotals(project=p, sessions=n) for p, n in Counter(s.project for s in own).items()]
     _classify(history, matcher, result)
     with _memory_root(workdir) as root:
         rebuild(history, root, ctx, matcher, result)
     result.tally()
-    for p in result.projects:
-        p.sessions = sum(1 for s in own if s.project == p.project)
     result.finished_at = datetime.now(UTC)
     result.seconds = round(time.monotonic() - started, 1)
     save_report(ctx.memory_root, result)
@@ -107,20 +106,17 @@ def _history(
         project = scope.project_root(session.cwd)
         context = where is not None and not scope.matches(project, *where)
         rules = standing_instructions(session)
-        if context and not (rules := _global_rules(rules, project)):
+        if context and project is not None:
+            # Another project's rules reach this one's memory when the user stated them as general
+            # (Phase 1's scoping tags their items `[scope: global]`: `phase1/postprocess.scope_items`,
+            # `scope.stated_as_general`); all of them without a project (their items have none to stay in).
+            rules = [r for r in rules if scope.stated_as_general(r)]
+        if context and not rules:
             continue  # another project's session: nothing of it reaches this project's memory
         out.append(HistorySession(session.id, when, session.cwd, project, rules, context=context))
     if where is not None and all(s.context for s in out):
         raise NotFoundError(f"no session to replay in {where[0]} (use --all for every project)")
     return sorted(out, key=lambda s: (s.started, s.id)), 0
-
-
-def _global_rules(rules: list[str], project: str | None) -> list[str]:
-    """The rules of another project's session that the live pipeline injects into every project:
-    those the user stated as general (Phase 1's scoping tags their items `[scope: global]`:
-    `phase1/postprocess.scope_items`, `scope.stated_as_general`); all of them without a project (their items
-    have none to stay in)."""
-    return rules if project is None else [r for r in rules if scope.stated_as_general(r)]
 
 
 def _window(history: list[HistorySession], last: int | None) -> list[HistorySession]:

@@ -100,9 +100,7 @@ class ReplayResult(BaseModel):
     def tally(self) -> None:
         """summary and projects from restated_items and new_rules."""
         self.summary = Totals()
-        by_project = {p.project: p for p in self.projects}
-        for p in by_project.values():
-            p.restated = p.anticipated = p.missed = p.new_rules = 0
+        by_project = {p.project: ProjectTotals(project=p.project, sessions=p.sessions) for p in self.projects}
         for item in self.restated_items:
             self.summary.add(item)
             by_project.setdefault(item.project, ProjectTotals(project=item.project)).add(item)
