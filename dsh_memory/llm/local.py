@@ -248,6 +248,14 @@ class LocalLLM:
             if tool is not None:  # a trimmed JSON answer is made whole again, closed leniently
                 with suppress(ValueError):
                     text = json.dumps(loads_truncated(text), ensure_ascii=False)
+        args = None
+        if tool is not None:
+            with suppress(ValueError):
+                args = loads_lenient(text)
+            if isinstance(args, dict) and hit_limit:
+                # The grammar closed the object exactly at the limit: the answer is complete.
+                hit_limit = False
+                notes.append("arguments completed exactly at max_tokens")
         completion = Completion(
             text=text,
             finish_reason="length" if hit_limit else "stop",
@@ -256,7 +264,23 @@ class LocalLLM:
             provider=self.provider,
             notes=notes,
         )
-        return self._finish(completion, tool)
+        if hit_limit:
+            if tool is not None:
+                completion.tool_calls = [partial_call(tool.name, text, completion.notes)]
+            raise LLMTruncatedError(
+                f"local model {self.model} stopped at max_tokens ({completion.usage.output_tokens} output tokens)",
+                partial=completion,
+            )
+        if tool is None:
+            return completion
+        if not isinstance(args, dict):
+            raise output_error(f"local model {self.model} produced unparseable arguments for {tool.name}", completion)
+        missing = [k for k in tool.parameters.get("required", ()) if k not in args]
+        if missing:
+            raise output_error(f"local model {self.model}: {tool.name} arguments lack {', '.join(missing)}", completion)
+        completion.tool_calls = [ToolCall(name=tool.name, arguments=args, raw_arguments=text)]
+        completion.text = ""
+        return completion
 
     def _generate(self, model, tokens: list[int], n_ctx: int, gbnf: str | None, max_tokens: int, temp: float):
         """Decode the prompt, then sample up to max_tokens. Returns (text, n_generated, hit_limit)."""
@@ -323,31 +347,3 @@ class LocalLLM:
             log.info("local %s: %s %d/%d tokens after %.0f s", self.model, stage, done, total, now - started)
             return now
         return last
-
-    def _finish(self, completion: Completion, tool: ToolSpec | None) -> Completion:
-        text = completion.text
-        args = None
-        if tool is not None:
-            with suppress(ValueError):
-                args = loads_lenient(text)
-            if isinstance(args, dict) and completion.finish_reason == "length":
-                # The grammar closed the object exactly at the limit: the answer is complete.
-                completion.finish_reason = "stop"
-                completion.notes.append("arguments completed exactly at max_tokens")
-        if completion.finish_reason == "length":
-            if tool is not None:
-                completion.tool_calls = [partial_call(tool.name, text, completion.notes)]
-            raise LLMTruncatedError(
-                f"local model {self.model} stopped at max_tokens ({completion.usage.output_tokens} output tokens)",
-                partial=completion,
-            )
-        if tool is None:
-            return completion
-        if not isinstance(args, dict):
-            raise output_error(f"local model {self.model} produced unparseable arguments for {tool.name}", completion)
-        missing = [k for k in tool.parameters.get("required", ()) if k not in args]
-        if missing:
-            raise output_error(f"local model {self.model}: {tool.name} arguments lack {', '.join(missing)}", completion)
-        completion.tool_calls = [ToolCall(name=tool.name, arguments=args, raw_arguments=text)]
-        completion.text = ""
-        return completion
