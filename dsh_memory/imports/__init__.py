@@ -74,34 +74,27 @@ class Item:
         return f"{self.agent}:{self.source}" + (f"#{self.part}" if self.part else "")
 
 
-def read_bounded(path: Path) -> tuple[str | None, str, str]:
-    """(text or None, sha256, mtime) of a regular file (no symlink) of at most MAX_FILE_BYTES; a
-    reason instead of the text when it cannot be imported."""
-    try:
-        st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return None, "", "not a regular file"
-        if st.st_size > MAX_FILE_BYTES:
-            return None, "", f"larger than {MAX_FILE_BYTES // 1024} KiB ({st.st_size} bytes)"
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        return None, "", f"cannot read: {exc.strerror or exc}"
-    if len(data) > MAX_FILE_BYTES:
-        return None, "", f"larger than {MAX_FILE_BYTES // 1024} KiB"
-    mtime = datetime.fromtimestamp(st.st_mtime, tz=UTC).isoformat(timespec="seconds")
-    return data.decode("utf-8", "replace"), hashlib.sha256(data).hexdigest(), mtime
-
-
 def _read(item: Item) -> str | None:
-    """The text of `item.source` (`read_bounded`), its sha256 and mtime noted on `item`; None,
-    with `item.skip` saying why, when it cannot be imported."""
-    text, sha, mtime = read_bounded(item.source)
-    if text is None:
-        item.skip = mtime  # the reason
-    else:
-        item.sha256, item.mtime = sha, mtime
-    return text
+    """The text of `item.source`, a regular file (no symlink) of at most MAX_FILE_BYTES, its
+    sha256 and mtime noted on `item`; None, with `item.skip` saying why, when it cannot be imported."""
+    try:
+        st = os.lstat(item.source)
+        if not stat.S_ISREG(st.st_mode):
+            item.skip = "not a regular file"
+        elif st.st_size > MAX_FILE_BYTES:
+            item.skip = f"larger than {MAX_FILE_BYTES // 1024} KiB ({st.st_size} bytes)"
+        else:
+            with open(item.source, "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:
+                item.skip = f"larger than {MAX_FILE_BYTES // 1024} KiB"
+    except OSError as exc:
+        item.skip = f"cannot read: {exc.strerror or exc}"
+    if item.skip:
+        return None
+    item.sha256 = hashlib.sha256(data).hexdigest()
+    item.mtime = datetime.fromtimestamp(st.st_mtime, tz=UTC).isoformat(timespec="seconds")
+    return data.decode("utf-8", "replace")
 
 
 def front_matter(text: str) -> tuple[dict, str]:
