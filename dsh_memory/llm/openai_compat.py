@@ -84,17 +84,6 @@ def _metadata_efforts(entry: dict) -> tuple[str, ...] | None:
     return None
 
 
-def _provider_message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text.strip()[:_MESSAGE_CHARS]
-    err = body.get("error", body) if isinstance(body, dict) else body
-    if isinstance(err, dict):
-        err = err.get("message") or err.get("detail") or err.get("msg") or err
-    return str(err)[:_MESSAGE_CHARS]
-
-
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
     """Retry-After as seconds (delta-seconds or HTTP date), or retry-after-ms; None if absent/bad."""
     ms = headers.get("retry-after-ms")
@@ -171,7 +160,14 @@ class OpenAICompatLLM(AbstractContextManager):
 
     def _http_error(self, response: httpx.Response) -> LLMError:
         status = response.status_code
-        msg = self._scrub(f"HTTP {status} from {self.base_url} (model {self.model}): {_provider_message(response)}")
+        try:  # the provider's own message, from its usual JSON shapes
+            err = response.json()
+        except ValueError:
+            err = response.text.strip()
+        err = err.get("error", err) if isinstance(err, dict) else err
+        if isinstance(err, dict):
+            err = err.get("message") or err.get("detail") or err.get("msg") or err
+        msg = self._scrub(f"HTTP {status} from {self.base_url} (model {self.model}): {str(err)[:_MESSAGE_CHARS]}")
         if status in (408, 409, 425, 429) or status >= 500:
             return LLMTransientError(msg, retry_after=retry_after_seconds(response.headers))
         return LLMFatalError(msg)
