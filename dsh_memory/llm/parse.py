@@ -107,23 +107,20 @@ def _objects_in(text: str) -> Iterator[dict]:
         whole = loads_lenient(text)
         if isinstance(whole, dict):
             yield whole
-    pos, tried = 0, 0
-    while tried < _MAX_CANDIDATES:
+    pos = 0
+    for _ in range(_MAX_CANDIDATES):
         start = text.find("{", pos)
         if start < 0:
             return
-        tried += 1
         end = _balanced_end(text, start)
+        pos = start + 1
         if end is None:
-            pos = start + 1
             continue
-        try:
+        try:  # a span that parses is an object: it starts with "{" (also after _repair)
             obj = loads_lenient(text[start:end])
         except ValueError:
-            pos = start + 1
             continue
-        if isinstance(obj, dict):
-            yield obj
+        yield obj
         pos = end
 
 
