@@ -17,52 +17,29 @@ _VALID_ESCAPES = set('"\\/bfnrtu')
 _MAX_CANDIDATES = 64  # object starts tried in prose before giving up
 
 
+# What _repair rewrites, left to right: a string (to its closing quote, or the end of a cut-off
+# text), a // or /* */ comment, a comma before a closing bracket (trailing).
+_REPAIRED = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|//[^\n]*|/\*.*?(?:\*/|\Z)|,(?=[ \t\r\n]*[}\]])', re.DOTALL)
+# Inside a string: a backslash with what follows it (nothing at the end), or a raw control character.
+_IN_STRING = re.compile(r"\\(.?)|[\x00-\x1f]", re.DOTALL)
+
+
 def _repair(text: str) -> str:
     """One pass outside/inside strings: drop comments and trailing commas, fix bad escapes,
     escape raw control characters (a backslash that ends a cut-off text is dropped)."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    in_str = False
-    while i < n:
-        c = text[i]
-        if in_str:
-            if c == "\\":
-                nxt = text[i + 1] if i + 1 < n else ""
-                if nxt in _VALID_ESCAPES and nxt:
-                    out.append(c + nxt)
-                    i += 2
-                    continue
-                out.append("\\\\" if nxt else "")  # a lone backslash becomes a literal one
-                i += 1
-                continue
-            if c == '"':
-                in_str = False
-            out.append(c if c >= " " else json.dumps(c)[1:-1])
-            i += 1
-            continue
-        if c == '"':
-            in_str = True
-            out.append(c)
-            i += 1
-        elif c == "/" and text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif c == "/" and text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-        elif c == ",":
-            j = i + 1
-            while j < n and text[j] in " \t\r\n":
-                j += 1
-            if j < n and text[j] in "}]":
-                i += 1  # trailing comma
-            else:
-                out.append(c)
-                i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    return _REPAIRED.sub(lambda m: _IN_STRING.sub(_string_char, m[0]) if m[0][0] == '"' else "", text)
+
+
+def _string_char(m: re.Match[str]) -> str:
+    escaped = m[1]
+    if escaped is None:  # a raw control character
+        return json.dumps(m[0])[1:-1]
+    if not escaped:  # a backslash that ends a cut-off text
+        return ""
+    if escaped in _VALID_ESCAPES:
+        return m[0]
+    # a lone backslash becomes a literal one; what followed it is a string character of its own
+    return "\\\\" + (json.dumps(escaped)[1:-1] if escaped < " " else escaped)
 
 
 def loads_lenient(text: str) -> Any:
