@@ -17,9 +17,12 @@ _VALID_ESCAPES = set('"\\/bfnrtu')
 _MAX_CANDIDATES = 64  # object starts tried in prose before giving up
 
 
-# What _repair rewrites, left to right: a string (to its closing quote, or the end of a cut-off
-# text), a // or /* */ comment, a comma before a closing bracket (trailing).
-_REPAIRED = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|//[^\n]*|/\*.*?(?:\*/|\Z)|,(?=[ \t\r\n]*[}\]])', re.DOTALL)
+# A JSON string: to its closing quote, or to the end of a cut-off text.
+_STRING = r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)'
+# What _repair rewrites, left to right: a string, a // or /* */ comment, a comma before a closing
+# bracket (trailing).
+_REPAIRED = re.compile(_STRING + r"|//[^\n]*|/\*.*?(?:\*/|\Z)|,(?=[ \t\r\n]*[}\]])", re.DOTALL)
+_BRACKET = re.compile(_STRING + r"|[{}\[\]]", re.DOTALL)  # a bracket, outside strings
 # Inside a string: a backslash with what follows it (nothing at the end), or a raw control character.
 _IN_STRING = re.compile(r"\\(.?)|[\x00-\x1f]", re.DOTALL)
 
@@ -59,22 +62,13 @@ def loads_lenient(text: str) -> Any:
 def _balanced_end(text: str, start: int) -> int | None:
     """Index just past the bracket that closes text[start] ('{' or '['), honouring strings."""
     depth = 0
-    in_str = esc = False
-    for i in range(start, len(text)):
-        c = text[i]
-        if esc:
-            esc = False
-        elif in_str:
-            esc = c == "\\"
-            in_str = c != '"'
-        elif c == '"':
-            in_str = True
-        elif c in "{[":
+    for m in _BRACKET.finditer(text, start):
+        if m[0] in ("{", "["):
             depth += 1
-        elif c in "}]":
+        elif m[0] in ("}", "]"):
             depth -= 1
             if depth == 0:
-                return i + 1
+                return m.end()
     return None
 
 
