@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 
 from dsh_memory import cancel
@@ -70,15 +70,13 @@ def model_slot() -> Iterator[None]:
         slots.release()
 
 
-@contextmanager
-def _global_slots(size: int, occupy: int, name: str) -> Iterator[None]:
+def _global_slots(size: int, occupy: int, name: str) -> AbstractContextManager:
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
     if not url:
         _logger().debug("no Prefect server configured: the global LLM limit %r is not used", name)
-        yield
-        return
+        return nullcontext()
     try:
         with _client() as client:
             client.upsert_global_concurrency_limit_by_name(name, size)
@@ -89,18 +87,14 @@ def _global_slots(size: int, occupy: int, name: str) -> Iterator[None]:
             "could not create it on %s: %s: %s",
             *(name, size, url, type(exc).__name__, exc),
         )
-        yield
-        return
+        return nullcontext()
     if lease is not None:
-        with _holding(lease, occupy):
-            yield
-        return
+        return _holding(lease, occupy)
     from prefect.concurrency.sync import concurrency
 
-    with concurrency(
+    return concurrency(
         name, occupy=occupy, lease_duration=LEASE_SECONDS, strict=True, raise_on_lease_renewal_failure=False
-    ):
-        yield
+    )
 
 
 def _client():
