@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,33 +91,24 @@ def verify_model_file(path: Path, sha256: str, *, size: int | None = None, delet
 # -- locating files inside installed wheels without importing them -----------------------------
 
 
-def _dist_member(dist_name: str, pattern: re.Pattern[str]) -> Path | None:
-    """The installed file of distribution `dist_name` whose RECORD path matches `pattern`."""
+def _installed_files(dist_name: str) -> Iterator[tuple[str, Path]]:
+    """(path inside the distribution, file) of the installed distribution `dist_name`: from its
+    RECORD, then (the fallback) under the package's folder found by find_spec, which does not
+    execute the package."""
     try:
         dist = importlib.metadata.distribution(dist_name)
     except importlib.metadata.PackageNotFoundError:
-        return None
-    for f in dist.files or ():
-        if pattern.search(f.as_posix()):
-            p = Path(dist.locate_file(f))
-            if p.is_file():
-                return p
-    return None
-
-
-def _spec_member(dist_name: str, pattern: re.Pattern[str]) -> Path | None:
-    """Fallback: the package's folder via find_spec (which does not execute the package)."""
+        dist = None
+    for f in (dist.files or ()) if dist else ():
+        yield f.as_posix(), Path(dist.locate_file(f))
     mod = dist_name.replace("-", "_")
     try:
         spec = importlib.util.find_spec(mod)
     except (ImportError, ValueError):
-        return None
+        return
     for base in (spec.submodule_search_locations or ()) if spec else ():
         for p in sorted(Path(base).rglob("*")):
-            rel = f"{mod}/{p.relative_to(base).as_posix()}"
-            if p.is_file() and pattern.search(rel):
-                return p
-    return None
+            yield f"{mod}/{p.relative_to(base).as_posix()}", p
 
 
 def locate_parts(model: BundledModel) -> tuple[list[Path], list[str]]:
@@ -126,7 +117,7 @@ def locate_parts(model: BundledModel) -> tuple[list[Path], list[str]]:
     missing: list[str] = []
     for i, dist_name in enumerate(model.distributions, start=1):
         pattern = re.compile(model.member_pattern.replace("{i}", str(i)))
-        path = _dist_member(dist_name, pattern) or _spec_member(dist_name, pattern)
+        path = next((p for rel, p in _installed_files(dist_name) if pattern.search(rel) and p.is_file()), None)
         if path is None:
             missing.append(dist_name)
         else:
