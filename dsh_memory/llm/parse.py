@@ -30,7 +30,11 @@ _IN_STRING = re.compile(r"\\(.?)|[\x00-\x1f]", re.DOTALL)
 def _repair(text: str) -> str:
     """One pass outside/inside strings: drop comments and trailing commas, fix bad escapes,
     escape raw control characters (a backslash that ends a cut-off text is dropped)."""
-    return _REPAIRED.sub(lambda m: _IN_STRING.sub(_string_char, m[0]) if m[0][0] == '"' else "", text)
+
+    def repaired(m: re.Match[str]) -> str:  # a string with its characters fixed; a comment or comma dropped
+        return _IN_STRING.sub(_string_char, m[0]) if m[0].startswith('"') else ""
+
+    return _REPAIRED.sub(repaired, text)
 
 
 def _string_char(m: re.Match[str]) -> str:
