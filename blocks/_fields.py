@@ -1,4 +1,4 @@
-"""Helpers shared by the two blocks: mirrored fields, path checks, provenance, fix-it messages.
+"""Helpers shared by the two blocks: mirrored fields, path checks, provenance.
 A field left empty is `None`; bounds and descriptions come from the plain settings models, so the
 two cannot drift apart (a test checks every field is mirrored).
 """
@@ -94,26 +94,3 @@ def sources(
         else:
             out[name] = "env" if name in from_env else "default"
     return out
-
-
-def fix_it(type_name: str, slug: str, name: str, problem: str) -> str:
-    return (
-        f"the saved Prefect block '{slug}/{name}' is unusable: {problem}. Fix it in the Prefect UI "
-        f"under Blocks → {type_name} → {name}, re-save it from the environment with "
-        f"`dsh-memory settings save --from-env`, or delete it with `prefect block delete {slug}/{name}` "
-        "(the environment and the documented defaults then apply)"
-    )
-
-
-def describe_errors(exc: Any, secret_fields: Iterable[str] = ()) -> str:
-    """A pydantic ValidationError as 'field: message (got value)'; secrets are never echoed."""
-    secret = set(secret_fields)
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "value"
-        text = f"{loc}: {err.get('msg', 'invalid')}"
-        if loc.split(".")[0] not in secret and "input" in err and not isinstance(err["input"], dict):
-            got = repr(err["input"])
-            text += f" (got {got[:80]}{'…' if len(got) > 80 else ''})"
-        parts.append(text)
-    return "; ".join(parts)

@@ -170,22 +170,37 @@ def _saved_block_slugs(url: str) -> set[str] | None:
 
 
 def _validate(cls: Any, data: dict[str, Any]) -> Any:
-    """A saved block document as a validated block, or ConfigError that says how to fix it."""
+    """A saved block document as a validated block, or ConfigError that says what is wrong
+    ('field: message (got value)', secrets never echoed) and how to fix it."""
     from pydantic import ValidationError
 
-    from dsh_memory.blocks._fields import PREFECT_DATA_KEYS, describe_errors, fix_it
+    from dsh_memory.blocks._fields import PREFECT_DATA_KEYS
 
-    slug, type_name = cls.get_block_type_slug(), cls.get_block_type_name()
+    slug = cls.get_block_type_slug()
     data = {k: v for k, v in (data or {}).items() if k not in PREFECT_DATA_KEYS}
     unknown = sorted(set(data) - set(cls.model_fields))
     if unknown:
         problem = f"it has fields this version does not know ({', '.join(unknown)}): it was saved by another schema"
-        raise ConfigError(fix_it(type_name, slug, BLOCK_NAME, problem))
-    try:
-        return cls.model_validate(data)
-    except ValidationError as exc:
-        secret = [n for n, f in cls.model_fields.items() if "SecretStr" in str(f.annotation)]
-        raise ConfigError(fix_it(type_name, slug, BLOCK_NAME, describe_errors(exc, secret))) from None
+    else:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            secret = {n for n, f in cls.model_fields.items() if "SecretStr" in str(f.annotation)}
+            parts = []
+            for err in exc.errors():
+                loc = ".".join(str(p) for p in err.get("loc", ())) or "value"
+                text = f"{loc}: {err.get('msg', 'invalid')}"
+                if loc.split(".")[0] not in secret and "input" in err and not isinstance(err["input"], dict):
+                    got = repr(err["input"])
+                    text += f" (got {got[:80]}{'…' if len(got) > 80 else ''})"
+                parts.append(text)
+            problem = "; ".join(parts)
+    raise ConfigError(
+        f"the saved Prefect block '{slug}/{BLOCK_NAME}' is unusable: {problem}. Fix it in the Prefect UI "
+        f"under Blocks → {cls.get_block_type_name()} → {BLOCK_NAME}, re-save it from the environment with "
+        f"`dsh-memory settings save --from-env`, or delete it with `prefect block delete {slug}/{BLOCK_NAME}` "
+        "(the environment and the documented defaults then apply)"
+    )
 
 
 SECRET_MASK = "********"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
 from dsh_memory.cli._common import show
@@ -30,8 +28,11 @@ def _print_saved(result: dict) -> None:
 
 def _save(from_env: bool, include_defaults: bool) -> dict:
     import prefect.settings  # noqa: F401  (makes the active profile's PREFECT_API_URL visible)
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import BlockDocumentUpdate
 
     from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock, register_blocks
+    from dsh_memory.blocks._fields import PREFECT_DATA_KEYS
     from dsh_memory.blocks.memory_settings import settings_sources, settings_values
     from dsh_memory.blocks.model_route import route_sources, route_values
     from dsh_memory.errors import ConfigError
@@ -56,26 +57,18 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
     )
     saved = {}
     for block in blocks:
+        cls = type(block)
         block.save(BLOCK_NAME, overwrite=True)
-        _drop_unknown_keys(type(block))
-        fields = [k for k in type(block).model_fields if getattr(block, k) is not None]
-        saved[f"{block.get_block_type_slug()}/{BLOCK_NAME}"] = fields
+        with get_client(sync_client=True) as client:  # the merged document, with secrets
+            doc = client.read_block_document_by_name(BLOCK_NAME, cls.get_block_type_slug())
+            # `save(overwrite=True)` merges into the old document: drop keys another schema left there.
+            data = {k: v for k, v in doc.data.items() if k in cls.model_fields or k in PREFECT_DATA_KEYS}
+            if data != doc.data:
+                client.update_block_document(doc.id, BlockDocumentUpdate(data=data, merge_existing_data=False))
+        saved[f"{block.get_block_type_slug()}/{BLOCK_NAME}"] = [
+            k for k in cls.model_fields if getattr(block, k) is not None
+        ]
     return {"prefect_api_url": url, "saved": saved}
-
-
-def _drop_unknown_keys(cls: Any) -> None:
-    """`save(overwrite=True)` merges into the old document: drop keys another schema left there."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.actions import BlockDocumentUpdate
-
-    from dsh_memory.blocks._fields import PREFECT_DATA_KEYS
-    from dsh_memory.settings_loader import BLOCK_NAME
-
-    with get_client(sync_client=True) as client:
-        doc = client.read_block_document_by_name(BLOCK_NAME, cls.get_block_type_slug())  # with secrets
-        data = {k: v for k, v in doc.data.items() if k in cls.model_fields or k in PREFECT_DATA_KEYS}
-        if data != doc.data:
-            client.update_block_document(doc.id, BlockDocumentUpdate(data=data, merge_existing_data=False))
 
 
 def register(app: typer.Typer) -> None:
