@@ -49,19 +49,6 @@ def _print_phase1(summary: dict, dry_run: bool) -> None:
         )
 
 
-def _unpark() -> list[str]:
-    """`extract --retry-parked`: every parked session gets a fresh retry budget, due now."""
-    from dsh_memory.context import memory_context
-
-    with memory_context() as ctx:
-        if not ctx.state_exists():
-            return []
-        resumed = ctx.state.unpark(datetime.now(UTC))
-    if resumed:
-        typer.echo(f"dsh-memory: resumed {len(resumed)} parked sessions", err=True)
-    return resumed
-
-
 def failure_line(o: dict) -> str:
     """One line per failed session: what, why, and how to retry (the traceback is in the run log)."""
     sid, error = o["session"], " ".join(str(o.get("error") or "").split())[:240]
@@ -126,8 +113,11 @@ def register(app: typer.Typer) -> None:
             if not sessions and not all_ and not retry_parked:
                 raise UserInputError("give one or more SESSION ids, --all, or --retry-parked")
             ids = list(sessions) if sessions else None
-            if retry_parked and not dry_run:
-                resumed = _unpark()
+            if retry_parked and not dry_run:  # every parked session: a fresh retry budget, due now
+                with memory_context() as ctx:
+                    resumed = ctx.state.unpark(datetime.now(UTC)) if ctx.state_exists() else []
+                if resumed:
+                    typer.echo(f"dsh-memory: resumed {len(resumed)} parked sessions", err=True)
                 if not sessions and not all_:
                     ids = resumed
                 if not ids and not all_:
