@@ -93,17 +93,6 @@ def _git_dirs(base: str) -> tuple[str, str | None]:
     return gitdir, os.path.normpath(os.path.join(gitdir, common)) if common else None
 
 
-def main_worktree(root: str) -> str:
-    """The main repository of a linked worktree (`git worktree add`): its `.git` file names a
-    gitdir whose `commondir` is the main repository's `.git`. A submodule (a gitdir without
-    `commondir`) or anything unreadable stays `root`."""
-    _, common = _git_dirs(root)
-    if common is None or os.path.basename(common) != ".git" or not os.path.isdir(common):
-        return root
-    main = os.path.dirname(common)
-    return main if os.path.isdir(main) else root
-
-
 def head_commit(cwd: str | None) -> str:
     """The commit checked out in the repository around `cwd` (its worktree's own HEAD), read from
     the `.git` files (no git subprocess); "" when there is none on this machine."""
@@ -133,8 +122,10 @@ def _packed_ref(common: str, ref: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _walk(path: str) -> str | None:
-    """The nearest ancestor of `path` (existing or not) with a real `.git` (dir or file), or None;
-    a linked worktree's is its main repository (`main_worktree`)."""
+    """The nearest ancestor of `path` (existing or not) with a real `.git` (dir or file), or None.
+    A linked worktree's (`git worktree add`) is its main repository: its `.git` file names a
+    gitdir whose `commondir` is the main repository's `.git`. A submodule (a gitdir without
+    `commondir`) or anything unreadable stays where its `.git` file is."""
     cur = path
     for _ in range(MAX_WALK):
         with suppress(OSError):
@@ -142,7 +133,11 @@ def _walk(path: str) -> str | None:
             if stat.S_ISDIR(st.st_mode):
                 return cur
             if stat.S_ISREG(st.st_mode):
-                return main_worktree(cur)
+                _, common = _git_dirs(cur)
+                main = os.path.dirname(common or "")
+                if common and os.path.basename(common) == ".git" and os.path.isdir(common) and os.path.isdir(main):
+                    return main
+                return cur
         parent = os.path.dirname(cur)
         if parent == cur:
             return None
