@@ -101,23 +101,21 @@ def register(app: typer.Typer) -> None:
                 raise NotFoundError(f"nothing known about session {session}")
             return result
 
-        result = run(go, as_json)
-        if as_json:
-            emit_json(result)
-            return
-        if project is not None:
-            typer.echo(
-                f"forgot project {result['project']}: retired {len(result['retired'])} summaries"
-                + (f" ({', '.join(result['retired'])})" if result["retired"] else "")
-                + f", archived {result['raw_blocks_archived']} raw blocks and {result['notes_archived']} notes,"
-                f" excluded {len(result['sessions_excluded'])} sessions"
-            )
-            return
-        typer.echo(
-            f"forgot session {session}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "
-            f"retired {len(result['retired'])} rollout summaries"
-            + (f" ({', '.join(result['retired'])})" if result["retired"] else "")
-        )
+        def text(result: dict) -> None:
+            retired = f" ({', '.join(result['retired'])})" if result["retired"] else ""
+            if project is not None:
+                typer.echo(
+                    f"forgot project {result['project']}: retired {len(result['retired'])} summaries{retired}, "
+                    f"archived {result['raw_blocks_archived']} raw blocks and {result['notes_archived']} notes,"
+                    f" excluded {len(result['sessions_excluded'])} sessions"
+                )
+            else:
+                typer.echo(
+                    f"forgot session {session}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "
+                    f"retired {len(result['retired'])} rollout summaries{retired}"
+                )
+
+        show(go, as_json, text)
 
     @app.command("restore")
     def restore_cmd(
