@@ -59,7 +59,7 @@ def _root(
 
 
 # Command modules, in the order they appear in --help.
-_MODULES = "sessions pipeline replay consolidate imports stack readpath servers admin hooks".split()
+_MODULES = "sessions pipeline replay consolidate stack readpath servers admin hooks".split()
 
 
 for _name in _MODULES:

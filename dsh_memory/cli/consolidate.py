@@ -1,9 +1,11 @@
 """`consolidate` (Phase 2 now), `forget SESSION` (drop a session's memory inputs), `forget --project
-ROOT` (retire a project's memory) and `restore NAME` (bring a retired rollout summary back)."""
+ROOT` (retire a project's memory), `restore NAME` (bring a retired rollout summary back) and
+`import [claude|codex|all]` (what Claude Code and Codex already remember, as notes for it)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal
 
 import typer
 
@@ -44,6 +46,22 @@ def _print_phase2(s: dict) -> None:
         if c.get("items_retired"):
             typer.echo(f"  handbook items retired into MEMORY.archive.md (with why): {c['items_retired']}")
         typer.echo(f"  archived: {c['raw_archived']} raw blocks, {c['notes_archived']} notes")
+
+
+def _print_import(result: dict) -> None:
+    for agent, folder in result["sources"].items():
+        typer.echo(f"{agent}: {folder}")
+    for r in result["rows"]:
+        where = r["source"] + (f" # {r['part']}" if r["part"] else "")
+        scope = f"project {r['project']}" if r["project"] else "global"
+        version = f" v{r['version']}" if r["version"] else ""
+        typer.echo(f"  {r['action']:<9} {where} ({scope}{version}): {r['reason']}")
+    counts = {a: sum(1 for r in result["rows"] if r["action"] == a) for a in ("import", "update", "unchanged", "skip")}
+    verb = "would import" if result["dry_run"] else "imported"
+    typer.echo(
+        f"{verb} {counts['import']} new and {counts['update']} changed, {counts['unchanged']} unchanged,"
+        f" {counts['skip']} skipped" + (" (dry run: nothing written)" if result["dry_run"] else "")
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -137,3 +155,27 @@ def register(app: typer.Typer) -> None:
                 return restore_summary(ctx.store, ctx.state, name, datetime.now(UTC))
 
         show(go, as_json, lambda r: typer.echo(f"restored {r['restored']} as {r['path']}"))
+
+    @app.command("import")
+    def import_cmd(
+        which: Literal["claude", "codex", "all"] = typer.Argument("all", help="Whose memory: claude, codex or all."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be imported; write nothing."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Import Claude Code auto memory and Codex memories as evidence for the next consolidation.
+
+        Reads $CLAUDE_CONFIG_DIR/projects/*/memory/*.md (~/.claude) and $CODEX_HOME/memories/
+        (~/.codex: MEMORY.md task groups, memory_summary.md, rollout_summaries/). Each file (each
+        Codex task group) becomes an ad hoc note with its provenance (agent, source, sha256, mtime)
+        and its project, redacted; an unchanged one is skipped, a changed one imported again as a
+        newer version. The sources are never modified. Projects in exclude_projects are skipped.
+        """
+
+        def go() -> dict:
+            from dsh_memory.context import memory_context
+            from dsh_memory.imports import run_import
+
+            with memory_context() as ctx:
+                return run_import(ctx.store, ctx.settings, which, dry_run=dry_run).model_dump(mode="json")
+
+        show(go, as_json, _print_import)
