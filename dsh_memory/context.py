@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ _RUNS: dict[Path, list[MemoryContext]] = {}
 _RUNS_LOCK = threading.Lock()
 
 
-class MemoryContext:
+class MemoryContext(AbstractContextManager["MemoryContext"]):
     """Resolved settings plus the stores of one memory root. Close it (or use `with`) to release
     the state database connections."""
 
@@ -94,9 +94,6 @@ class MemoryContext:
             state = self.__dict__.pop("state")
             if not self._borrowed:
                 state.close()
-
-    def __enter__(self) -> MemoryContext:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

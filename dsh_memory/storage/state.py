@@ -38,7 +38,7 @@ from dsh_memory.storage.state_schema import (
 )
 
 
-class StateStore:
+class StateStore(AbstractContextManager["StateStore"]):
     def __init__(self, memory_root: Path | str, timeout_s: float = 30.0):
         self.memory_root = Path(memory_root).expanduser()
         self.db_path = self.memory_root / ".state" / "state.sqlite3"
@@ -68,9 +68,6 @@ class StateStore:
         """One statement in its own IMMEDIATE transaction."""
         with self._tx() as conn:
             return conn.execute(sql, params)
-
-    def __enter__(self) -> StateStore:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
