@@ -80,26 +80,26 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
     elif not url:
         status = "not consulted (no Prefect server configured: PREFECT_API_URL is unset)"
     else:
+        import httpx
+
         status = ""
+        try:
+            mem_block, route_block, blocks = _load_blocks(url)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            status = f"not consulted (Prefect API {url} unreachable: {type(exc).__name__})"
+            log.warning("dsh-memory settings: %s; using the environment and defaults", status)
     if status:
         blocks = {slug: status for slug in BLOCK_SLUGS}
-    else:
-        mem_block, route_block, blocks = _load_blocks(url)
     settings = mem_block.to_settings(e) if mem_block is not None else MemorySettings.from_env(e)
     route = route_block.to_route(e) if route_block is not None else ModelRoute.from_env(e)
     return ResolvedSettings(settings, route, mem_block, route_block, url, blocks)
 
 
 def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
-    """Read the two "default" block documents; (None, None, reasons) when the server is unreachable.
-    Prefect is imported only when one of them is saved (to validate it as its Block class): a
-    plain HTTP query asks first, so commands that find no saved block stay fast."""
-    import httpx
-
-    try:
-        saved = _saved_block_slugs(url)
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        return None, None, _unreachable(url, exc)
+    """Read the two "default" block documents (httpx.ConnectError / ConnectTimeout when the server
+    is unreachable). Prefect is imported only when one of them is saved (to validate it as its
+    Block class): a plain HTTP query asks first, so commands that find no saved block stay fast."""
+    saved = _saved_block_slugs(url)
     if saved is not None and not saved:
         return None, None, {slug: "not saved" for slug in BLOCK_SLUGS}
     from prefect.client.orchestration import get_client
@@ -120,8 +120,6 @@ def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
                     continue
                 found[slug] = _validate(cls, doc.data)
                 status[slug] = "loaded"
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        return None, None, _unreachable(url, exc)
     except PrefectHTTPStatusError as exc:
         raise ConfigError(
             f"could not read the dsh-memory blocks from the Prefect API {url}: HTTP "
@@ -129,12 +127,6 @@ def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
             f"or set {IGNORE_BLOCKS_ENV}=1 to use the environment only"
         ) from None
     return found.get("dsh-memory-settings"), found.get("dsh-memory-model-route"), status
-
-
-def _unreachable(url: str, exc: BaseException) -> dict[str, str]:
-    reason = f"not consulted (Prefect API {url} unreachable: {type(exc).__name__})"
-    log.warning("dsh-memory settings: %s; using the environment and defaults", reason)
-    return {slug: reason for slug in BLOCK_SLUGS}
 
 
 def _saved_block_slugs(url: str) -> set[str] | None:
