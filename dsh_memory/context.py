@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from dsh_memory.storage.store import MemoryStore
 
 
-# Contexts a flow holds open for its run, by memory root (tasks run in this process's threads).
-_RUNS: dict[Path, list[MemoryContext]] = {}
+# Contexts flows hold open for their runs (tasks run in this process's threads).
+_RUNS: list[MemoryContext] = []
 _RUNS_LOCK = threading.Lock()
 
 
@@ -46,7 +46,7 @@ class MemoryContext(AbstractContextManager["MemoryContext"]):
         run's state store, which closing this context leaves open."""
         ctx = cls(ResolvedSettings(settings, route or ModelRoute()))
         with _RUNS_LOCK:
-            run = next((r for r in _RUNS.get(settings.memory_root, []) if r.settings == settings), None)
+            run = next((r for r in _RUNS if r.settings == settings), None)
         if run is not None:
             ctx.__dict__["state"] = run.state
             ctx._borrowed = True
@@ -56,15 +56,12 @@ class MemoryContext(AbstractContextManager["MemoryContext"]):
     def for_run(self) -> Iterator[MemoryContext]:
         """Hold this context open for a flow run: its tasks share its state store; closed at the end."""
         with _RUNS_LOCK:
-            _RUNS.setdefault(self.memory_root, []).append(self)
+            _RUNS.append(self)
         try:
             yield self
         finally:
             with _RUNS_LOCK:
-                runs = _RUNS[self.memory_root]
-                runs.remove(self)
-                if not runs:
-                    del _RUNS[self.memory_root]
+                _RUNS.remove(self)
             self.close()
 
     @property
