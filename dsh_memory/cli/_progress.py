@@ -9,23 +9,20 @@ import sys
 
 PHASE_NAMES = {"phase1": "phase 1", "phase2": "phase 2"}
 LINE_PREFIX = "dsh-memory: "
+RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 
-class _RunLogsStayInTheRunLog:
+def _run_logs_stay_in_the_run_log(record) -> bool:
     """Console filter for in-process runs: flow/task run records (Prefect's engine messages and
     our tasks' own lines, tracebacks included) are in the run's log in Prefect; the console shows
     the CLI's own lines instead (progress, one line per failed session, the summary). Any other
     warning still reaches the console, on one line, without its traceback."""
-
-    RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
-
-    def filter(self, record) -> bool:
-        if record.name.startswith(self.RUN_LOGGERS) and record.levelno < 50:  # CRITICAL still shows
-            return False
-        if record.exc_info or record.exc_text:  # only the console sees these records
-            record.msg, record.args = record.getMessage(), None
-            record.exc_info = record.exc_text = record.stack_info = None
-        return True
+    if record.name.startswith(RUN_LOGGERS) and record.levelno < 50:  # CRITICAL still shows
+        return False
+    if record.exc_info or record.exc_text:  # only the console sees these records
+        record.msg, record.args = record.getMessage(), None
+        record.exc_info = record.exc_text = record.stack_info = None
+    return True
 
 
 def quiet_console() -> None:
@@ -33,10 +30,8 @@ def quiet_console() -> None:
     import logging
 
     for handler in logging.getLogger().handlers:
-        if type(handler).__name__ == "PrefectConsoleHandler" and not any(
-            isinstance(f, _RunLogsStayInTheRunLog) for f in handler.filters
-        ):
-            handler.addFilter(_RunLogsStayInTheRunLog())
+        if type(handler).__name__ == "PrefectConsoleHandler" and _run_logs_stay_in_the_run_log not in handler.filters:
+            handler.addFilter(_run_logs_stay_in_the_run_log)
 
 
 def with_progress(fn, label: str):
