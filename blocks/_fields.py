@@ -87,10 +87,5 @@ def sources(
     """Where each effective value comes from: 'block', 'env' or 'default' (block > env > default),
     the environment read as the settings read it (`environment_values`)."""
     from_env = environment_values(env_names, env_mapping(env))
-    out: dict[str, str] = {}
-    for name in fields:
-        if block is not None and getattr(block, name, None) is not None:
-            out[name] = "block"
-        else:
-            out[name] = "env" if name in from_env else "default"
-    return out
+    pinned = set() if block is None else {name for name in fields if getattr(block, name) is not None}
+    return {name: "block" if name in pinned else "env" if name in from_env else "default" for name in fields}

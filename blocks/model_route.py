@@ -91,11 +91,8 @@ class ModelRouteBlock(SettingsBlock):
 
     def to_route(self, env: Mapping[str, str] | None = None) -> ModelRoute:
         """The effective route: this block's values over the environment over the defaults."""
-        overrides: dict[str, Any] = {}
-        for name in type(self).model_fields:
-            value = getattr(self, name)
-            if value is not None:
-                overrides[name] = expand(value, env) if name == "model_path" else value
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        overrides = {k: expand(v, env) if k == "model_path" else v for k, v in values.items() if v is not None}
         return ModelRoute.from_env(env, **overrides)  # ConfigError for an invalid environment value
 
 
