@@ -141,29 +141,20 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev = Evidence(cwd=cwd)
     results = {e.tool_call_id: e for e in events if e.kind is EventKind.TOOL_RESULT and e.tool_call_id}
     runs: list[Run] = []
-    assistant: list[tuple[int, str, bool]] = []  # (seq, sentence, in a turn's last message)
+    spoken: list[tuple[int, str, int]] = []  # (seq, sentence, turn) of the agent's messages
     edits: list[tuple[int, str, str]] = []  # (seq, path, what a small edit changed)
     texts: list[tuple[str, str]] = []  # (path, text written there)
     reads: list[tuple[str, str]] = []  # (path, what a read of it returned)
     planned: list[str] = []  # the agent's task lists, plans and subagent tasks
     created: set[str] = set()  # the files the session created
     pending_rules: list[Rule] = []
-    turn_ok: list[str] = []
-    procedure_turn = False
+    turns: list[tuple[bool, list[str]]] = [(False, [])]  # (asked for a procedure, its steps that worked)
     last_msg: dict[int, int] = {}  # turn index -> seq of its last assistant message
-    turn = 0
-    for e in events:
-        if e.kind is EventKind.HUMAN:
-            turn += 1
-        elif e.kind is EventKind.ASSISTANT and (e.text or "").strip():
-            last_msg[turn] = e.seq
-    turn = 0
     for i, e in enumerate(events):
+        turn = len(turns) - 1
+        turn_ok = turns[-1][1]
         if e.kind is EventKind.HUMAN:
-            turn += 1
-            if turn_ok and procedure_turn and len(turn_ok) >= 3 and not ev.procedure:
-                ev.procedure = turn_ok[:12]
-            turn_ok, procedure_turn = [], bool(PROCEDURE_ASK.search(e.text or ""))
+            turns.append((bool(PROCEDURE_ASK.search(e.text or "")), []))
             words = redact(user_text(e))
             ev.user_chars += len(words)
             ev.first_prompt = ev.first_prompt or clip(words, 400)
@@ -193,9 +184,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             for r in pending_rules:
                 r.agent = _agent_restatement(text, r.text)
             pending_rules = []
+            last_msg[turn] = e.seq
             said = prose(text)
-            for s in sentences(said) + lead_lists(said):
-                assistant.append((e.seq, s, last_msg.get(turn) == e.seq))
+            spoken += [(e.seq, s, turn) for s in sentences(said) + lead_lists(said)]
         elif e.kind is EventKind.TOOL_CALL:
             ev.tool_calls += 1
             name = (e.tool_name or "").lower()
@@ -241,8 +232,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 if path not in ev.edited:
                     ev.edited.append(path)
                 turn_ok.append(f"edit `{path}`")
-    if turn_ok and procedure_turn and len(turn_ok) >= 3 and not ev.procedure:
-        ev.procedure = turn_ok[:12]
+    ev.procedure = next((ok[:12] for asked, ok in turns if asked and len(ok) >= 3), [])
+    assistant = [(seq, s, last_msg[t] == seq) for seq, s, t in spoken]  # (seq, sentence, in a turn's last message)
     ev.outcome = clip(ev.outcome, 1200)
     ev.commands = commands(runs)
     ev.changes = changes(texts, cwd, created)
