@@ -73,19 +73,14 @@ def extract_on_workers(decisions: list[Decision], settings: MemorySettings) -> d
                 )
             )
     if jobs:
-        sent.update((r.session_id, r) for r in _run_on_workers(jobs, float(settings.stale_claim_seconds)))
+        try:
+            results = run_extract_pool(jobs, float(settings.stale_claim_seconds))
+        except Exception as exc:  # this batch fails (retried with the claims' backoff); the next goes on
+            error = short_error(exc)
+            get_run_logger().error("%d sessions not extracted: %s", len(jobs), error)
+            results = [JobResult(session_id=j.session_id, error=error) for j in jobs]
+        sent.update((r.session_id, r) for r in results)
     return sent
-
-
-def _run_on_workers(jobs: list[TranscriptJob], timeout_seconds: float) -> list[JobResult]:
-    log = get_run_logger()
-    try:
-        results = run_extract_pool(jobs, timeout_seconds)
-    except Exception as exc:  # every job of the batch fails (retried with the claims' backoff); the next batch goes on
-        error = short_error(exc)
-        log.error("%d sessions not extracted: %s", len(jobs), error)
-        return [JobResult(session_id=j.session_id, error=error) for j in jobs]
-    return results
 
 
 class PoolRunCrashed(RuntimeError):
@@ -140,7 +135,9 @@ def _pool_key() -> str:
 def run_extract_pool(jobs: list[TranscriptJob], timeout_seconds: float) -> list[JobResult]:
     """One `extract-transcripts-pool` run for `jobs`, waited for up to `timeout_seconds`, and its
     JobResults. Sent again (twice at most) when `sent_again` says so; any other end raises."""
+    from prefect import get_client
     from prefect.deployments import run_deployment
+    from prefect.states import Cancelling
 
     run = run_deployment(
         DEPLOYMENT,
@@ -150,7 +147,8 @@ def run_extract_pool(jobs: list[TranscriptJob], timeout_seconds: float) -> list[
         idempotency_key=_pool_key(),
     )
     if not run.state or not run.state.is_final():
-        _cancel(run.id)
+        with suppress(Exception), get_client(sync_client=True) as client:
+            client.set_flow_run_state(run.id, Cancelling(message="the writer stopped waiting"), force=True)
         raise TimeoutError(f"no worker finished {DEPLOYMENT} run {run.name} within {timeout_seconds:.0f}s")
     if not run.state.is_completed():
         why = f"{DEPLOYMENT} run {run.name} ended {run.state.name}: {run.state.message or ''}"
@@ -208,14 +206,6 @@ def read_json_result(state) -> object:
         raise RefusedResult("refused: the stored result record does not say JSON")
     result = data["result"]
     return json.loads(result) if isinstance(result, str) else result
-
-
-def _cancel(flow_run_id) -> None:
-    from prefect import get_client
-    from prefect.states import Cancelling
-
-    with suppress(Exception), get_client(sync_client=True) as client:
-        client.set_flow_run_state(flow_run_id, Cancelling(message="the writer stopped waiting"), force=True)
 
 
 def from_workers(

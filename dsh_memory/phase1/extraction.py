@@ -46,9 +46,6 @@ class Outcome(BaseModel):
     attempts: int = 0  # failed: attempts so far
     parked: bool = False  # failed: no automatic retry until the model works again (or --retry-parked)
 
-    def row(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
     @classmethod
     def claimed_elsewhere(cls, decision: Decision) -> Outcome:
         """Skipped: another run holds the session's claim (it extracts it)."""

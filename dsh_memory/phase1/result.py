@@ -40,9 +40,9 @@ class Phase1Result(BaseModel):
     def table_rows(self) -> list[dict[str, Any]]:
         """The `phase1-batch` artifact: one row per outcome, or one saying there was nothing."""
         if self.outcomes:
-            return [o.row() for o in self.outcomes]
-        nothing = Outcome(session="-", source="-", outcome="skipped", part=0, error=self.error or "").row()
-        return [{**nothing, "outcome": "nothing to extract"}]
+            return [o.model_dump(mode="json") for o in self.outcomes]
+        nothing = Outcome(session="-", source="-", outcome="skipped", part=0, error=self.error or "")
+        return [{**nothing.model_dump(mode="json"), "outcome": "nothing to extract"}]
 
     def describe(self) -> str:
         via = f" via {self.provider}/{self.model}" if self.model else ""
