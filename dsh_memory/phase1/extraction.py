@@ -11,6 +11,7 @@ apply    : rollout summary file → raw memory block → claim done/noop
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from dsh_memory.errors import LLMOutputError
 from dsh_memory.llm.base import LLM, Completion, Writer
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.evidence import Evidence, gather, trivial_reason
-from dsh_memory.phase1.postprocess import clean_fields, scope_items
+from dsh_memory.phase1.postprocess import Source, clean_text, is_content, scope_items
 from dsh_memory.phase1.prompt import ExtractionOutput
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.phase1.steps import extract_in_steps, grounds
@@ -110,12 +111,19 @@ def call_model(
 
 
 def clean_output(output: ExtractionOutput, transcript_text: str) -> ExtractionOutput:
-    """`postprocess.clean_fields` applied to an extraction (every provider's)."""
+    """An extraction (every provider's) cleaned against the transcript (`postprocess.clean_text`;
+    a raw memory left with headings only is empty) and its items scoped (`scope_items`)."""
+    src = Source.of(transcript_text)
     caps = {"raw_memory": phase1.RAW_MEMORY_MAX_CHARS, "rollout_summary": phase1.SUMMARY_MAX_CHARS}
-    fields = output.model_dump(include={"raw_memory", "rollout_summary", "rollout_slug"})
-    proposed = {untag(ln).strip() for ln in fields["raw_memory"].split("\n") if untag(ln) != ln}
-    fields["raw_memory"] = "\n".join(untag(ln) for ln in fields["raw_memory"].split("\n"))  # tags are no words
-    fields, notes = clean_fields(fields, transcript_text, caps)
+    lines = output.raw_memory.split("\n")
+    proposed = {untag(ln).strip() for ln in lines if untag(ln) != ln}
+    said = {"raw_memory": "\n".join(untag(ln) for ln in lines), "rollout_summary": output.rollout_summary}
+    fields, notes = {}, []
+    for key, text in said.items():  # the raw memory without its scope tags: tags are no words
+        fields[key], dropped = clean_text(text, src, caps[key], memory=key == "raw_memory")
+        notes += [f"{key}: {n} ×{k}" if k > 1 else f"{key}: {n}" for n, k in Counter(dropped).items()]
+    if not any(is_content(ln) for ln in fields["raw_memory"].split("\n")):
+        fields["raw_memory"] = ""  # headings only: nothing left worth keeping
     marked = "\n".join(
         ln + " [scope: global]" if ln.strip() in proposed else ln for ln in fields["raw_memory"].split("\n")
     )

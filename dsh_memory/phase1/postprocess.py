@@ -331,22 +331,6 @@ def cap_lines(lines: list[str], max_chars: int) -> str:
     return "\n".join(out).strip()
 
 
-def clean_fields(
-    fields: dict[str, str], transcript_text: str, caps: dict[str, int]
-) -> tuple[dict[str, str], list[str]]:
-    """`fields` (raw_memory, rollout_summary, rollout_slug) cleaned against the transcript."""
-    src = Source.of(transcript_text)
-    out = dict(fields)
-    notes: list[str] = []
-    for key in ("raw_memory", "rollout_summary"):
-        out[key], dropped = clean_text(fields.get(key, ""), src, caps.get(key, 4000), memory=key == "raw_memory")
-        counts = Counter(dropped)
-        notes += [f"{key}: {n} ×{k}" if k > 1 else f"{key}: {n}" for n, k in counts.items()]
-    if not any(is_content(ln) for ln in out["raw_memory"].split("\n")):
-        out["raw_memory"] = ""  # headings only: nothing left worth keeping
-    return out, notes
-
-
 # --- scope ---------------------------------------------------------------------------------------
 QUOTED = re.compile(r"\"([^\"\n]{6,})\"|“([^”\n]{6,})”")
 MIN_SHARE = 0.5
