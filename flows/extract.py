@@ -112,13 +112,12 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
         claimed = set(claim_sessions([d.ref.id for d in todo], settings, datetime.now(UTC)))
         result.outcomes += [Outcome.claimed_elsewhere(d) for d in todo if d.ref.id not in claimed]
         todo = [d for d in todo if d.ref.id in claimed]
-    if todo:
-        with renewing_claims(settings, [d.ref.id for d in todo]):
-            result.outcomes += _extract(todo, model, settings)
     # The route that answered: this host's model, or the extract pool's workers (a session parked
     # by failing workers resumes when they work again, as one parked on a model does).
     route = (model.provider, model.model) if model else ROUTE
     if todo:
+        with renewing_claims(settings, [d.ref.id for d in todo]):
+            result.outcomes += _extract(todo, model, settings)
         result.provider, result.model = route
     finish_phase1(settings, result.outcomes, now, provider=route[0], model=route[1])
     result.counts = result.count_outcomes()
