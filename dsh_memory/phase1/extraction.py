@@ -168,6 +168,7 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
     now = now or datetime.now(UTC)
     session, ref = decision.session, decision.ref
     usage = {"input_tokens": output.input_tokens, "output_tokens": output.output_tokens}
+    answered = dict(usage=usage, model=output.model, provider=output.provider)  # what the claim records
     base = Outcome(
         session=ref.id,
         source=ref.source,
@@ -177,7 +178,7 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
         tokens_out=output.output_tokens,
     )
     if output.is_noop:
-        state.finish(ref.id, "noop", session.last_seq, now, usage=usage, model=output.model, provider=output.provider)
+        state.finish(ref.id, "noop", session.last_seq, now, **answered)
         return base
 
     project = project_root(session.cwd)
@@ -216,18 +217,7 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
             body=output.raw_memory,
         )
     )
-    first_slug = decision.base_slug or final_slug
-    state.finish(
-        ref.id,
-        "done",
-        session.last_seq,
-        now,
-        slug=first_slug,
-        parts_inc=1,
-        usage=usage,
-        model=output.model,
-        provider=output.provider,
-    )
+    state.finish(ref.id, "done", session.last_seq, now, slug=decision.base_slug or final_slug, parts_inc=1, **answered)
     base.outcome = "extracted"
     base.slug = final_slug
     return base
