@@ -217,6 +217,7 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, e
         return skip(ReasonKind.NON_INTERACTIVE, "non-interactive session (codex exec)", session=sess)
     if not sess.human_prompts:
         return skip(ReasonKind.NO_HUMAN_PROMPT, "no human prompt", session=sess)
+    kind, reason = ReasonKind.NEVER_PROCESSED, "never processed"
     if watermark >= 0:
         new = len(sess.events_after(watermark))
         quiet = explicit and _age(now, updated) >= settings.debounce_seconds / 2  # see the module docstring
@@ -226,19 +227,9 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, e
                 ReasonKind.TOO_FEW_NEW_EVENTS, f"grew by {new} events (< {needed})", watermark=watermark, session=sess
             )
         small = " (quiet: its last turns)" if new < settings.min_delta_events else ""
-        return Decision(
-            ref,
-            EXTRACT,
-            ReasonKind.GREW,
-            f"grew by {new} events since seq {watermark}{small}",
-            watermark=watermark,
-            part=part,
-            session=sess,
-            base_slug=base_slug,
-        )
-    kind, reason = ReasonKind.NEVER_PROCESSED, "never processed"
-    if claim is not None and claim.status == "failed":
+        kind, reason = ReasonKind.GREW, f"grew by {new} events since seq {watermark}{small}"
+    elif claim is not None and claim.status == "failed":
         kind, reason = ReasonKind.RETRY_AFTER_FAILURE, "retry after failure"
-    if claim is not None and claim.status == "noop" and (claim.last_seq is None or claim.last_seq < 0):
+    elif claim is not None and claim.status == "noop" and (claim.last_seq is None or claim.last_seq < 0):
         kind, reason = ReasonKind.LEGACY_NOOP, "legacy noop claim: one full re-extraction"
-    return Decision(ref, EXTRACT, kind, reason, watermark=-1, part=part, session=sess, base_slug=base_slug)
+    return Decision(ref, EXTRACT, kind, reason, watermark=watermark, part=part, session=sess, base_slug=base_slug)
