@@ -249,7 +249,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
         a cause cue and a word of the failing command or its error."""
         named = _words(failure)
         for seq, s, _ in assistant:
-            s = _impersonal(s)
+            # Addressed to the user, said of the thing: "Your ssh-agent has…" → "The ssh-agent has…"
+            s = re.sub(r"\bYour\b", "The", re.sub(r"\byour\b", "the", s))
             if failed_seq < seq <= worked_seq and fact_score(s, CAUSE) and named & _words(s):
                 return s
         return ""
@@ -261,12 +262,6 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev.conclusions = conclusions(assistant, set(ev.facts))  # the recap shows every fact already
     ev.rules = ev.rules[:MAX_RULES]
     return ev
-
-
-def _impersonal(s: str) -> str:
-    """ "Your ssh-agent has no keys loaded" → "The ssh-agent has no keys loaded": an explanation
-    addressed to the user, said of the thing."""
-    return re.sub(r"\b[Yy]our\b", lambda m: "The" if m.group(0)[0] == "Y" else "the", s)
 
 
 def _words(text: str) -> set[str]:
