@@ -24,7 +24,7 @@ from dsh_memory.phase1.remote import JobResult
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, transient_only
-from dsh_memory.tasks.remote import finish, from_workers, start
+from dsh_memory.tasks.remote import call_keys, finish, from_workers, start
 
 
 def cache_key(scope: str, session_id: str, watermark: int, to_seq: int, model: PhaseModel) -> str:
@@ -103,7 +103,6 @@ def extract_session(
 
 def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: MemorySettings):
     """The model call; a cut-off answer is retried once with half the transcript budget."""
-    ref = decision.ref
     for attempt in (1, 2):
         material = prepare_input(decision, model.budget_tokens, model.writer)
         try:
@@ -112,20 +111,11 @@ def _call_with_budget_retry(decision: Decision, model: PhaseModel, settings: Mem
             # so a run killed while writing them paid for an answer the rerun could not reuse
             # (and a model's new slug put a second summary beside the first).
             with transaction(commit_mode=CommitMode.EAGER):
-                return llm_extract(
-                    model,
-                    material,
-                    session_id=ref.id,
-                    watermark=decision.watermark,
-                    to_seq=decision.session.last_seq,
-                    cwd=decision.session.cwd,
-                    source=ref.source,
-                    cache_scope=str(settings.memory_root),
-                )
+                return llm_extract(model, material, **call_keys(decision, settings))
         except LLMTruncatedError:
             if attempt == 2:
                 raise
             model = model.with_budget(max(500, model.budget_tokens // 2))
             get_run_logger().warning(
-                "session %s: output truncated; retrying once with budget %d", ref.id, model.budget_tokens
+                "session %s: output truncated; retrying once with budget %d", decision.ref.id, model.budget_tokens
             )

@@ -40,6 +40,21 @@ def short_error(exc: BaseException) -> str:
     return redact(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
 
 
+def call_keys(decision: Decision, settings: MemorySettings) -> dict:
+    """What `llm_extract` is told of a session besides its material, in both modes (a TranscriptJob
+    carries the same): the slice its cache key names (with the memory root), the prompt's cwd and
+    source."""
+    session, ref = decision.session, decision.ref
+    return dict(
+        session_id=ref.id,
+        source=ref.source,
+        cwd=session.cwd,
+        watermark=decision.watermark,
+        to_seq=session.last_seq,
+        cache_scope=str(settings.memory_root),
+    )
+
+
 def start(ctx: MemoryContext, settings: MemorySettings, decision: Decision, claimed: bool) -> bool:
     """Take the session's claim. `claimed`: the run claimed its batch up front; the claim is taken
     again if still this process's (another run's takeover of a stale one still wins)."""
@@ -121,18 +136,7 @@ def extract_on_workers(decisions: list[Decision], settings: MemorySettings) -> d
             except Exception as exc:  # this session alone
                 sent[d.ref.id] = finish(ctx, settings, d, exc)
                 continue
-            jobs.append(
-                TranscriptJob(
-                    session_id=d.ref.id,
-                    source=d.ref.source,
-                    cwd=d.session.cwd,
-                    watermark=d.watermark,
-                    to_seq=d.session.last_seq,
-                    text=material.transcript,
-                    evidence=material.evidence,
-                    cache_scope=str(settings.memory_root),
-                )
-            )
+            jobs.append(TranscriptJob(text=material.transcript, evidence=material.evidence, **call_keys(d, settings)))
     if jobs:
         try:
             results = run_extract_pool(jobs, float(settings.stale_claim_seconds))
