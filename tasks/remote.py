@@ -92,15 +92,7 @@ def finish(
         model=route[1],
     )
     log.error("session %s failed (attempt %d%s): %s", ref.id, claim.attempts, ", parked" if claim.parked else "", error)
-    return Outcome(
-        session=ref.id,
-        source=ref.source,
-        outcome="failed",
-        part=decision.part,
-        error=error,
-        attempts=claim.attempts,
-        parked=claim.parked,
-    )
+    return Outcome.of(decision, "failed", error=error, attempts=claim.attempts, parked=claim.parked)
 
 
 @task(name="find-extract-deployment", cache_policy=NO_CACHE)

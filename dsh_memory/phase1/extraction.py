@@ -48,10 +48,14 @@ class Outcome(BaseModel):
     parked: bool = False  # failed: no automatic retry until the model works again (or --retry-parked)
 
     @classmethod
+    def of(cls, decision: Decision, outcome: str, **fields: Any) -> Outcome:
+        """The outcome of `decision`'s session (its id, source and part)."""
+        return cls(session=decision.ref.id, source=decision.ref.source, outcome=outcome, part=decision.part, **fields)
+
+    @classmethod
     def claimed_elsewhere(cls, decision: Decision) -> Outcome:
         """Skipped: another run holds the session's claim (it extracts it)."""
-        ref, part = decision.ref, decision.part
-        return cls(session=ref.id, source=ref.source, outcome="skipped", part=part, reason="claimed by another run")
+        return cls.of(decision, "skipped", reason="claimed by another run")
 
 
 class Phase1Input(BaseModel):
@@ -169,14 +173,7 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
     session, ref = decision.session, decision.ref
     usage = {"input_tokens": output.input_tokens, "output_tokens": output.output_tokens}
     answered = dict(usage=usage, model=output.model, provider=output.provider)  # what the claim records
-    base = Outcome(
-        session=ref.id,
-        source=ref.source,
-        outcome="noop",
-        part=decision.part,
-        tokens_in=output.input_tokens,
-        tokens_out=output.output_tokens,
-    )
+    base = Outcome.of(decision, "noop", tokens_in=output.input_tokens, tokens_out=output.output_tokens)
     if output.is_noop:
         state.finish(ref.id, "noop", session.last_seq, now, **answered)
         return base
