@@ -56,11 +56,8 @@ class Change(BaseModel):
 def symbols_in(text: str) -> list[str]:
     """The names `text` defines (functions, classes, types, exported constants), in order; private
     (`_x`) and dunder names last."""
-    found: list[str] = []
-    for m in _DEF.finditer(text[:MAX_TEXT]):
-        name = next(v for v in m.groupdict().values() if v)
-        if name not in found and name not in ("main", "init", "__init__", "setUp", "tearDown"):
-            found.append(name)
+    names = dict.fromkeys(next(v for v in m.groupdict().values() if v) for m in _DEF.finditer(text[:MAX_TEXT]))
+    found = [n for n in names if n not in ("main", "init", "__init__", "setUp", "tearDown")]
     return sorted(found, key=lambda n: n.startswith("_"))
 
 
@@ -142,9 +139,7 @@ def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = f
         c = by.setdefault(path, Change(path=path))
         c.edits += 1
         written.setdefault(path, []).append(text)
-        for s in symbols_in(text):
-            if s not in c.symbols:
-                c.symbols.append(s)
+        c.symbols = list(dict.fromkeys([*c.symbols, *symbols_in(text)]))
     ranked = sorted(by.values(), key=lambda c: (-bool(c.symbols), -(c.edits + 2 * (c.path in created))))[:MAX_FILES]
     _link(ranked, written)
     return ranked

@@ -230,9 +230,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 path = _relative(path.strip(), cwd)
                 edits.append((e.seq, path, redact(gist(arguments))))
                 texts.append((path, redact(written)))
-                if path not in ev.edited:
-                    ev.edited.append(path)
                 turn_ok.append(f"edit `{path}`")
+    ev.edited = list(dict.fromkeys(path for _, path, _ in edits))
     ev.procedure = next((ok[:12] for asked, ok in turns if asked and len(ok) >= 3), [])
     assistant = [(seq, s, last_msg[t] == seq) for seq, s, t in spoken]  # (seq, sentence, in a turn's last message)
     ev.outcome = clip(ev.outcome, 1200)
