@@ -197,6 +197,5 @@ def documented(edits: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
                 name = _NAME.search(text)
                 title = name.group(1).strip().strip("\"'") if name else ""
                 note = f"{title} — {said}" if len(title.split()) >= 3 and title.lower() not in said.lower() else said
-                if note not in notes:
-                    notes.append(note)
-    return commands, notes
+                notes.append(note)
+    return commands, list(dict.fromkeys(notes))

@@ -462,13 +462,10 @@ def tripwires(reads: list[tuple[str, str]], edited: list[str]) -> list[str]:
     """The warnings of the project's files in `reads` ((relative path, text) in session order):
     generated-file banners and DO NOT / CRITICAL comments first, files the session also edited
     first within each, each warning once."""
-    pool: list[tuple[int, int, int, str]] = []
-    seen: set[str] = set()
+    pool: dict[str, tuple[int, int, int, str]] = {}  # each warning as its first read says it
     for n, (path, text) in enumerate(reads):
         if path.startswith(("/", "~")) or _ELSEWHERE.search(path):
             continue  # not this project's file
         for rank, said in found_in(text):
-            if said not in seen:
-                seen.add(said)
-                pool.append((rank, 0 if path in edited else 1, n, f"`{path}`: {said}"))
-    return [w for *_, w in sorted(pool)[:MAX_TRIPWIRES]]
+            pool.setdefault(said, (rank, 0 if path in edited else 1, n, f"`{path}`: {said}"))
+    return [w for *_, w in sorted(pool.values())[:MAX_TRIPWIRES]]
