@@ -434,6 +434,32 @@ def test_demo_prints_the_exports_that_show_its_memory(tmp_path, prefect_api, fak
     assert {s["id"] for s in sessions} == SAMPLE_IDS and "done" in {s["state"] for s in sessions}
 
 
+def test_an_interrupt_whose_clean_up_failed_still_exits_130(capsys):
+    """Ctrl-C that lands inside a lock's `with` block of Python's threading code leaves the lock
+    released, so the block's exit fails ("release unlocked lock", the interrupt as its context):
+    still exit 130 and the interrupted JSON, no traceback (seen under load in this file's test below)."""
+    import threading
+
+    import typer
+
+    from dsh_memory import cancel
+    from dsh_memory.cli._common import run
+
+    def interrupted_in_threading_code():
+        try:
+            raise KeyboardInterrupt
+        finally:
+            threading.Lock().release()
+
+    try:
+        with pytest.raises(typer.Exit) as exited:
+            run(interrupted_in_threading_code, as_json=True)
+    finally:
+        cancel.CANCELLED.clear()
+    assert exited.value.exit_code == 130
+    assert json.loads(capsys.readouterr().out) == {"error": {"code": "interrupted", "message": "interrupted"}}
+
+
 def test_interrupt_exits_130_with_a_json_error(tmp_path, prefect_api):
     """Ctrl-C during a model call: exit 130 and, with --json, the error as JSON on stdout."""
     with FakeOpenAIServer(latency_seconds=5) as slow:

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -60,8 +60,6 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
     import signal
     import threading
 
-    from dsh_memory import cancel
-
     previous = {}
     if threading.current_thread() is threading.main_thread():  # only it may set signal handlers
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -71,15 +69,12 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
     except DshMemoryError as exc:
         fail(exc, as_json)
     except KeyboardInterrupt:
-        cancel.CANCELLED.set()
-        if as_json:
-            emit_json({"error": {"code": "interrupted", "message": "interrupted"}})
-        else:
-            typer.echo("interrupted", err=True)
-        raise typer.Exit(INTERRUPTED_EXIT) from None
+        interrupted(as_json)
     except BrokenPipeError:
         raise  # not a failure: the reader of our output went away (`reader_gone`, via the app)
     except Exception as exc:
+        if _caused_by_interrupt(exc):  # Ctrl-C landed in clean-up code that then failed itself
+            interrupted(as_json)
         known = prefect_unavailable(exc)
         if known is None and isinstance(exc, OSError) and exc.strerror:  # a failure of the environment
             known = DshMemoryError(exc.strerror + (f": {exc.filename}" if exc.filename else ""))
@@ -89,6 +84,34 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def interrupted(as_json: bool) -> NoReturn:
+    """Ctrl-C / SIGTERM: cancel in-process work, say so (as JSON with --json), exit 130."""
+    from dsh_memory import cancel
+
+    cancel.CANCELLED.set()
+    if as_json:
+        emit_json({"error": {"code": "interrupted", "message": "interrupted"}})
+    else:
+        typer.echo("interrupted", err=True)
+    raise typer.Exit(INTERRUPTED_EXIT) from None
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what it was raised from or while handling, each once."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a KeyboardInterrupt unwound: e.g. Ctrl-C inside a lock's
+    `with` block of Python's threading code, whose exit then fails ("release unlocked lock")."""
+    return any(isinstance(cur, KeyboardInterrupt) for cur in _chain(exc))
 
 
 def show(fn: Callable[[], Any], as_json: bool, text: Callable[[Any], None]) -> None:
@@ -105,10 +128,7 @@ def prefect_unavailable(exc: BaseException) -> ServiceUnavailableError | None:
     url = prefect_api_url(profile=True)  # without a trailing slash
     if not url:
         return None
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
+    for cur in _chain(exc):
         reason = _unreachable_reason(cur, url)
         if reason:
             return ServiceUnavailableError(
@@ -116,7 +136,6 @@ def prefect_unavailable(exc: BaseException) -> ServiceUnavailableError | None:
                 "(`prefect server start`, or `dsh-memory serve`), or unset PREFECT_API_URL to run "
                 "on a temporary in-process Prefect engine"
             )
-        cur = cur.__cause__ or cur.__context__
     return None
 
 
