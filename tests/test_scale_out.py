@@ -363,7 +363,7 @@ def test_a_batch_whose_api_call_failed_after_its_run_was_created_gets_that_run_b
     from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
 
     from dsh_memory.flows.extract import extract_flow
-    from dsh_memory.serve.deploy import deploy
+    from dsh_memory.serve.deployments import deploy
     from dsh_memory.settings import MemorySettings
 
     created: list[str] = []  # the pool runs the writer created
