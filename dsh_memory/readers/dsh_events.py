@@ -91,21 +91,27 @@ class _Mapper(Events):
     def _one(self, r: Record) -> None:
         t, d = r.type, r.data
         if t == "session/title":  # titles apply even when inherited (latest wins)
-            title = as_str(d.get("title"))
-            if title:
-                self.title = title
+            self.title = as_str(d.get("title")) or self.title
             return
         if t == "turn/start":
             self.turn = as_int(d.get("turn"))
         if r.seq < self.cut:
             return
-        handler = _HANDLERS.get(t)
-        if handler is not None:
-            handler(self, r)
-
-    def turn_start(self, r: Record) -> None:
-        if self.turn is not None:
+        if t == "turn/start" and self.turn is not None:
             self.turns.setdefault(self.turn, None)
+        elif t == "turn/end":
+            self.turn_end(r)
+        elif t == "user/message":
+            self.user_message(r)
+        elif t == "assistant/message":
+            self.assistant_message(r)
+        elif t == "tool/result":
+            self.tool_result(r)
+        elif t == "compaction/start" and (cid := as_str(d.get("compactionId"))):
+            self.compaction_turn[cid] = d.get("turn")
+            self.compactions.setdefault(cid, {"compaction_id": cid})["compaction_start_seq"] = r.seq
+        elif t == "compaction/summary":
+            self._compaction(r, as_str(d.get("compactionId")), replace=False)
 
     def turn_end(self, r: Record) -> None:
         turn = as_int(r.data.get("turn"))
@@ -192,15 +198,6 @@ class _Mapper(Events):
         self._emit(r, EventKind.TOOL_RESULT, text=_text_of(blocks), images=_count_images(blocks),
                    tool_call_id=call_id, tool_name=self.call_names.get(call_id or ""), is_error=is_error)  # fmt: skip
 
-    def compaction_start(self, r: Record) -> None:
-        cid = as_str(r.data.get("compactionId"))
-        if cid:
-            self.compaction_turn[cid] = r.data.get("turn")
-            self.compactions.setdefault(cid, {"compaction_id": cid})["compaction_start_seq"] = r.seq
-
-    def compaction_summary(self, r: Record) -> None:
-        self._compaction(r, as_str(r.data.get("compactionId")), replace=False)
-
     def _compaction(self, r: Record, cid: str | None, replace: bool) -> None:
         key = cid or f"seq-{r.seq}"
         info = self.compactions.setdefault(key, {"compaction_id": cid})
@@ -223,17 +220,6 @@ class _Mapper(Events):
             bt = b.get("type") if isinstance(b, dict) else None
             if bt not in KNOWN_BLOCK_TYPES:
                 self.warn.add(f"unknown content block type {bt!r} in {r.type} (seq {r.seq}), skipped", r.line)
-
-
-_HANDLERS = {
-    "turn/start": _Mapper.turn_start,
-    "turn/end": _Mapper.turn_end,
-    "user/message": _Mapper.user_message,
-    "assistant/message": _Mapper.assistant_message,
-    "tool/result": _Mapper.tool_result,
-    "compaction/start": _Mapper.compaction_start,
-    "compaction/summary": _Mapper.compaction_summary,
-}
 
 
 def parse_body(lines: Iterable[tuple[int, bytes]], *, version: int, seed_length: int | None,
