@@ -26,15 +26,9 @@ _ESCAPE_RUN = re.compile(r"(?:~[0-9A-Fa-f]{4})+")
 
 
 def decode_segment(name: str) -> str:
-    """Invert DSH `encodeSegment`: every `~XXXX` is one UTF-16 code unit (hex)."""
-    if "~" not in name:
-        return name
-
-    def repl(m: re.Match[str]) -> str:
-        units = bytes.fromhex("".join(m.group(0)[i + 1 : i + 5] for i in range(0, len(m.group(0)), 5)))
-        return units.decode("utf-16-be", errors="surrogatepass")
-
-    return _ESCAPE_RUN.sub(repl, name)
+    """Invert DSH `encodeSegment`: every `~XXXX` is one UTF-16 code unit (hex); a run of them is
+    decoded as one, so that a surrogate pair becomes its character."""
+    return _ESCAPE_RUN.sub(lambda m: bytes.fromhex(m[0].replace("~", "")).decode("utf-16-be", "surrogatepass"), name)
 
 
 def _pick(session_dir: str) -> tuple[str, os.stat_result] | None:
