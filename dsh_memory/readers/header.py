@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import cache
 from pathlib import Path
 
 from dsh_memory.models import SessionRef
@@ -106,15 +107,12 @@ def claude_folder_path(name: str) -> str | None:
     found: set[str] = set()
     budget = [MAX_CANDIDATES]
 
-    listing: dict[str, list[str]] = {}
-
+    @cache
     def names(base: str) -> list[str]:  # a folder's entries, read once
-        if base not in listing:
-            try:
-                listing[base] = os.listdir(base)[:10_000]
-            except OSError:
-                listing[base] = []
-        return listing[base]
+        try:
+            return os.listdir(base)[:10_000]
+        except OSError:
+            return []
 
     def walk(i: int, base: str, seg: str) -> None:
         budget[0] -= 1
