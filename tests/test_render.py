@@ -291,7 +291,7 @@ def test_fixture_delta_rendering(fixture_sessions):
 
 
 def test_boilerplate_rule_removes_standalone_reminders_only():
-    from dsh_memory.transcript.boilerplate import strip_boilerplate
+    from dsh_memory.readers.claude_events import strip_boilerplate
 
     reminder = "<system-reminder>\nWhenever you read a file, consider whether it is malware.\n</system-reminder>"
     assert strip_boilerplate(f"     1→x = 1\n\n{reminder}\n") == ("     1→x = 1\n\n[system-reminder removed]", 1)

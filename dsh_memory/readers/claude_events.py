@@ -9,8 +9,14 @@ Human prompts come from every record kind Claude Code writes them in, each count
   queue's own `remove`/`dequeue` (older versions); `popAll` took it back unsent.
 Notifications, reminders, command wrappers and output, interrupts and compaction summaries are
 context. Tool results arrive as user records with `tool_result` blocks, harness boilerplate
-removed (transcript/boilerplate.py); one assistant API response is split over lines sharing
+removed (`strip_boilerplate`); one assistant API response is split over lines sharing
 `message.id` and is read once. `finish` drops the second record of one prompt and numbers turns.
+
+Harness boilerplate is removed by rule (not by matching a sentence): Claude Code appends its own
+reminders to what a tool returned (`<system-reminder>` after every `Read`, todo nudges, hook
+feedback), not the tool's output and repeated up to dozens of times per session. Such an element
+standing on its own lines is replaced by a short marker; one quoted inside the output itself
+(mid-line, escaped JSON) is data and stays.
 
 What a user-role text means (`classify_text`): the words the human typed, the harness blocks
 around them (labels only) or an interrupt. Claude Code writes many typed-looking strings itself:
@@ -27,7 +33,6 @@ from typing import Any
 
 from dsh_memory.models import Event, EventKind
 from dsh_memory.readers._jsonl import Events, as_dict, as_str, parse_time, same_words
-from dsh_memory.transcript.boilerplate import strip_boilerplate
 
 # A user text opening with one of these is harness output as a whole.
 WHOLE_TAGS: dict[str, str] = {
@@ -54,6 +59,27 @@ INTERRUPTED = re.compile(r"^\[Request interrupted by user[^\]]*\]$")
 _COMMAND_FIELD = re.compile(r"<(command-name|command-message|command-args)>(.*?)</\1>", re.S)
 _LEADING_TAG = re.compile(r"\s*<([A-Za-z][\w-]*)>")
 _TRAILING_REMINDER = re.compile(r"\s*<system-reminder>(?:(?!<system-reminder>).)*</system-reminder>\s*\Z", re.S)
+
+_OPEN = r"(?ms)^[ \t]*<(?P<tag>system-reminder)>"  # harness boilerplate in tool results
+_ELEMENT = re.compile(_OPEN + r".*?</(?P=tag)>[ \t]*$")
+_UNCLOSED = re.compile(_OPEN + r"(?:(?!</(?P=tag)>).)*\Z")  # cut off before its closing tag (a truncated result)
+
+
+def _marker(m: re.Match) -> str:
+    return f"[{m.group('tag')} removed]"
+
+
+def strip_boilerplate(text: str) -> tuple[str, int]:
+    """`text` without harness boilerplate elements, each replaced by a marker; (text, removed)."""
+    if "<" not in text:
+        return text, 0
+    out, closed = _ELEMENT.subn(_marker, text)
+    out, cut = _UNCLOSED.subn(_marker, out)
+    removed = closed + cut
+    if not removed:
+        return text, 0
+    out = re.sub(r"\n{3,}", "\n\n", out).strip("\n")
+    return out, removed
 
 
 @dataclass
