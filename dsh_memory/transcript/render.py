@@ -151,8 +151,6 @@ def shorten(text: str, cap: int) -> tuple[str, bool]:
     cut = _not_in_marker(text, half if cut == -1 else cut, forward=False)
     start = text.find("\n", n - half, n - int(half * 0.6))
     start = _not_in_marker(text, n - half if start == -1 else start + 1, forward=True)
-    if start <= cut:
-        return text, False
     head, tail = text[:cut].rstrip("\n"), text[start:].lstrip("\n")
     return f"{head}\n[… {start - cut} chars omitted …]\n{tail}", True
 
