@@ -109,26 +109,19 @@ def opens_with_prompt(obj: dict) -> bool:
     return False
 
 
-def _parent(obj: dict) -> object:
-    parent = obj.get("parentUuid")
-    return obj.get("logicalParentUuid") if parent is None else parent
-
-
 def abandoned_records(records: list[tuple[int, dict]]) -> tuple[set[int], dict[int, int]]:
     """(seqs of records on abandoned branches, record seq → seq of its uuid-carrying anchor).
 
     Records without a uuid (queue operations, snapshots) are anchored to the previous record
     that has one, so they share its fate. Sidechain records are not part of the tree.
     """
-    nodes: dict[str, tuple[int, dict]] = {}
-    order: list[str] = []
+    nodes: dict[str, tuple[int, dict]] = {}  # in file order
     anchor: dict[int, int] = {}
     last_seq: int | None = None
     for seq, obj in records:
         uid = obj.get("uuid")
         if isinstance(uid, str) and uid and obj.get("isSidechain") is not True and uid not in nodes:
             nodes[uid] = (seq, obj)
-            order.append(uid)
             last_seq = seq
         elif last_seq is not None:
             anchor[seq] = last_seq
@@ -137,25 +130,25 @@ def abandoned_records(records: list[tuple[int, dict]]) -> tuple[set[int], dict[i
     parent: dict[str, str | None] = {}
     children: dict[str | None, list[str]] = {}
     previous: str | None = None
-    for uid in order:
-        p = _parent(nodes[uid][1])
+    for uid, (_, obj) in nodes.items():
+        p = obj.get("parentUuid")
+        p = obj.get("logicalParentUuid") if p is None else p
         if p is not None and (not isinstance(p, str) or p not in nodes or p == uid):
             p = previous  # broken chain: continue at the previous record in file order
         parent[uid] = p
         children.setdefault(p, []).append(uid)
         previous = uid
-    leaf = next((u for u in reversed(order) if nodes[u][1].get("type") in ("user", "assistant")), order[-1])
-    live: list[str] = []
-    seen: set[str] = set()
+    # the last message, else the last node (`previous`, after the loop)
+    leaf = next((u for u in reversed(nodes) if nodes[u][1].get("type") in ("user", "assistant")), previous)
+    live: set[str] = set()
     cur: str | None = leaf
-    while cur is not None and cur not in seen:
-        seen.add(cur)
-        live.append(cur)
+    while cur is not None and cur not in live:
+        live.add(cur)
         cur = parent[cur]
     abandoned: set[int] = set()
     for u in live:  # (separate roots are not compared: a chain may restart mid-file)
         for c in children.get(u, []):
-            if c in seen or not opens_with_prompt(nodes[c][1]):
+            if c in live or not opens_with_prompt(nodes[c][1]):
                 continue
             branch = _subtree(c, children)
             if any(nodes[x][1].get("type") == "assistant" for x in branch):
