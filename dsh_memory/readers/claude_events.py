@@ -166,8 +166,8 @@ _TWIN_WINDOW = 12  # lines between a slash command's user wrapper and its system
 class _Queued:
     """A prompt typed while the agent worked (`queue-operation` enqueue) until it leaves the queue."""
 
-    def __init__(self, seq: int, text: str, time, label: str | None):
-        self.seq, self.text, self.time, self.label = seq, text, time, label
+    def __init__(self, seq: int, text: str, label: str | None):
+        self.seq, self.text, self.label = seq, text, label
         self.event: Event | None = None  # emitted where it left the queue, if no record delivers it
 
 
@@ -183,7 +183,7 @@ class EventBuilder(Events):
         self.seen_blocks: set[tuple] = set()  # (message.id, block key): replays of split responses
         self.pending: list[_Queued] = []  # still in the queue
         self.left: list[_Queued] = []  # left the queue for the model
-        self.source: dict[int, tuple[str, dict]] = {}  # id(human event) -> (record kind, record)
+        self.source: dict[int, tuple[str, dict]] = {}  # id(each human event) -> (record kind, record)
 
     def human(self, seq: int, time, text: str, kind: str, obj: dict, **kw) -> Event:
         ev = self.add(seq, EventKind.HUMAN, time, text=text, **kw)
@@ -298,7 +298,7 @@ class EventBuilder(Events):
         if op == "enqueue":
             c = typed_line(text or "")
             if c.human:  # notifications, bare commands and blanks ride the queue too: never a prompt
-                self.pending.append(_Queued(seq, c.human, parse_time(obj.get("timestamp")) or time, c.label))
+                self.pending.append(_Queued(seq, c.human, c.label))
             return
         if op not in ("remove", "dequeue", "popAll"):
             return
@@ -323,7 +323,7 @@ class EventBuilder(Events):
         claimed: set[int] = set()
         for q in self.left:  # a queued prompt delivered by a later record is that record's
             for e in humans:
-                kind, obj = self.source.get(id(e), ("", {}))
+                kind, obj = self.source[id(e)]
                 if kind in ("queue", "system_command") or id(e) in claimed or e.seq <= q.seq:
                     continue
                 if kind == "user" and obj.get("promptSource") == "typed":
@@ -333,11 +333,9 @@ class EventBuilder(Events):
                     drop.add(id(q.event))
                     break
         for e in humans:  # a slash command written twice (user wrapper + system local_command)
-            kind, _ = self.source.get(id(e), ("", {}))
+            kind, _ = self.source[id(e)]
             if kind == "system_command" and any(
-                self.source.get(id(o), ("", {}))[0] == "user"
-                and abs(o.seq - e.seq) <= _TWIN_WINDOW
-                and o.text == e.text
+                self.source[id(o)][0] == "user" and abs(o.seq - e.seq) <= _TWIN_WINDOW and o.text == e.text
                 for o in humans
             ):
                 drop.add(id(e))
