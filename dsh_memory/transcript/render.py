@@ -241,12 +241,11 @@ def _render(u: _Unit, caps: tuple[int, int]) -> tuple[str, bool]:
     if ev.kind is EventKind.COMPACTION:
         label = f" ({_one_line(redact(ev.label), 60)})" if ev.label else ""
         return f"[compaction] the agent compacted its context here{label}", False
-    if ev.kind is EventKind.STATUS:
-        what = _one_line(redact(ev.label or "status"), 60)
-        turn = f"turn {ev.turn} ended: " if ev.turn is not None else ""
-        detail = f" — {_one_line(redact(ev.text), 200)}" if ev.text.strip() else ""
-        return f"[status] {turn}{what}{detail}", False
-    return _minor([ev]), False
+    # STATUS, the one kind left: human, context and reasoning events are units of their own kinds
+    what = _one_line(redact(ev.label or "status"), 60)
+    turn = f"turn {ev.turn} ended: " if ev.turn is not None else ""
+    detail = f" — {_one_line(redact(ev.text), 200)}" if ev.text.strip() else ""
+    return f"[status] {turn}{what}{detail}", False
 
 
 def _minor(events: list[Event]) -> str:
