@@ -46,12 +46,11 @@ def session_cwd(ref: SessionRef) -> str | None:
 def _find_cwd(ref: SessionRef, limit: int, fallback: bool = False) -> str | None:
     head = _head(Path(ref.path), limit)
     cwd: str | None = None
-    if head:
-        lines = head.split(b"\n")
-        for n, line in enumerate(lines[:-1] if len(head) >= limit else lines):
-            cwd = _line_cwd(line, ref.source)
-            if cwd or ref.source == "dsh" or (ref.source == "codex" and n >= 4):  # DSH: the header line
-                break
+    lines = head.split(b"\n")  # an empty head is one empty line, which names no cwd
+    for n, line in enumerate(lines[:-1] if len(head) >= limit else lines):
+        cwd = _line_cwd(line, ref.source)
+        if cwd or ref.source == "dsh" or (ref.source == "codex" and n >= 4):  # DSH: the header line
+            break
     if cwd is None and ref.source == "claude" and fallback:
         m = _CWD.search(head)
         cwd = (_unquote(m.group(1)) if m else None) or claude_folder_path(Path(ref.path).parent.name)
