@@ -106,25 +106,19 @@ def _windows(rule: Rule, text: str) -> list[tuple[int, int]]:
 
 
 def _apply_rule(rule: Rule, text: str, low: str) -> str:
+    if rule.repl is not None:
+        return rule.regex.sub(rule.repl, text)
     if rule.window:
-        assert not rule.lower and rule.repl is None
-        found = {
-            sp
-            for lo, hi in _windows(rule, text)
-            for m in rule.regex.finditer(text, lo, hi)
-            for sp in rule.spans(m, text)
-        }
-        return replace_spans(text, [(s, e, rule.kind) for s, e in sorted(found)]) if found else text
-    if not rule.lower:
-        if rule.repl is not None:
-            return rule.regex.sub(rule.repl, text)
-        if rule.group is None:
-            return rule.regex.sub(marker(rule.kind), text)
-        spans = [sp for m in rule.regex.finditer(text) for sp in rule.spans(m, text)]
+        assert not rule.lower
+        matches = (m for lo, hi in _windows(rule, text) for m in rule.regex.finditer(text, lo, hi))
+    elif not rule.lower:
+        matches = rule.regex.finditer(text)
     elif len(low) == len(text):  # the pattern runs on the lower-cased text, spans are the same
-        spans = [sp for m in rule.regex.finditer(low) for sp in rule.spans(m, text)]
+        matches = rule.regex.finditer(low)
     else:
-        spans = [sp for m in rule.ignorecase.finditer(text) for sp in rule.spans(m, text)]
+        matches = rule.ignorecase.finditer(text)
+    # in text order, each once (windows are merged, so no match is found twice)
+    spans = sorted({sp for m in matches for sp in rule.spans(m, text)})
     return replace_spans(text, [(s, e, rule.kind) for s, e in spans]) if spans else text
 
 
