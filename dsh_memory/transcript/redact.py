@@ -27,17 +27,12 @@ from itertools import islice
 from typing import Any
 
 from dsh_memory.transcript.redact_shapes import ANY_TRIGGER, apply_rules, replace_spans
-from dsh_memory.transcript.secret_rules import (
+from dsh_memory.transcript.secret_rules import GATE, MARKER_PREFIX, marker
+from dsh_memory.transcript.secret_values import (
     CREDENTIAL_WORDS,
     DIGEST_WORDS,
-    GATE,
-    KEY_QUALIFIERS,
-    MARKER_PREFIX,
-    WEAK_NAMES,
-    marker,
-)
-from dsh_memory.transcript.secret_values import (
     HEX,
+    KEY_QUALIFIERS,
     NOT_A_VALUE,
     NOT_A_VALUE_RE,
     PIECES,
@@ -48,6 +43,7 @@ from dsh_memory.transcript.secret_values import (
     ROOTS_ANYCASE,
     SECRET_KEY_RE,
     TRAILING_PUNCT,
+    WEAK_NAMES,
     kind_for_name,
     looks_random,
     secretish,

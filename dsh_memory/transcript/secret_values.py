@@ -1,7 +1,8 @@
 """What makes a value a secret, shared by the redaction stages (transcript/redact.py).
 
-References and placeholders that are not values (`os.environ[…]`, `${VAR}`, `<your-key>`), key
-names that say their value is secret (`SECRET_KEY_RE`, `kind_for_name`), random-looking tokens
+The word lists of stages 2 and 3 (secret key names, credential words, key qualifiers, digest
+words); references and placeholders that are not values (`os.environ[…]`, `${VAR}`, `<your-key>`),
+key names that say their value is secret (`SECRET_KEY_RE`, `kind_for_name`), random-looking tokens
 (`looks_random`: Shannon entropy and short letter/digit runs) and values after a credential word
 that are not plain words, numbers, paths or references (`secretish`).
 """
@@ -12,7 +13,39 @@ import math
 import re
 from collections import Counter
 
-from dsh_memory.transcript.secret_rules import MARKER_PREFIX, SECRET_NAMES
+from dsh_memory.transcript.secret_rules import MARKER_PREFIX
+
+# --- assignments -----------------------------------------------------------------------------
+# Key names that make an assignment secret. The name must END with one of these (case
+# insensitive), so `bot_token:` and `OPENAI_API_KEY=` match but `tokenizer:` does not.
+SECRET_NAMES = (
+    r"api[_-]?key|apikey|api[_-]?token|access[_-]?key(?:[_-]?secret)?|secret(?:[_-]?access)?(?:[_-]?key)?"
+    r"|client[_-]?secret|private[_-]?key|token|password|passwd|pwd|passphrase|auth[_-]?key"
+    r"|account[_-]?key|shared[_-]?access[_-]?key|(?:^|[_.-])pass|(?:^|[_.-])auth|authorization|credentials?"
+)
+# Names that are also ordinary words (`auth: required`, `credentials: include`): their value is
+# redacted only when it looks like a secret (digits, symbols or randomness), not when it is a word.
+WEAK_NAMES = re.compile(r"(?i)(?:^|[_.-])(?:pass|auth|authorization|credentials?)$")
+
+# --- the context rule ------------------------------------------------------------------------
+# Words (whole parts of an identifier: `aws_secret_access_key` → aws, secret, access, key) that make a
+# nearby random-looking token a secret even without a known prefix. Plurals of key/token/password
+# are left out (`max_tokens`, `input_tokens` are counts); "keys" and "passwords" count for random
+# tokens only.
+CREDENTIAL_WORDS = frozenset(
+    "key apikey secret secrets token password passwd pwd passphrase credential credentials creds cred auth".split()
+)
+# A bare "key" is weak (cache key, primary key, artifact key) unless one of these qualifies it.
+KEY_QUALIFIERS = frozenset(
+    "api access secret private signing encryption license master account client deploy ssh gpg pgp"
+    " service admin root session auth webhook app bot stripe openai aws".split()
+)
+# Words that say a nearby random-looking token is a digest or an identifier, not a secret.
+DIGEST_WORDS = frozenset(
+    "commit commits sha sha1 sha256 sha512 hash hashes digest checksum integrity fingerprint public"
+    " publishable revision rev blob tree merge parent etag version cherry-pick rebase revert checkout"
+    " bisect".split()
+)
 
 # Values that are references to a secret, not the secret itself.
 NOT_A_VALUE = (
