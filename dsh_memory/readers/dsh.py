@@ -85,15 +85,14 @@ def _parse_header(path: Path, raw: bytes) -> dict:
     version = header.get("version")
     if version is None:
         problems.append("missing version")
-    elif not isinstance(version, int) or isinstance(version, bool) or version < 0:
+    elif _opt_int(version) is None:
         problems.append(f"version is {_describe(version)}, expected an integer >= 0")
     created = header.get("createdAt")
     if isinstance(created, float) and created.is_integer():
         created = int(created)
     if created is None:
         problems.append("missing createdAt")
-    elif (not isinstance(created, int) or isinstance(created, bool) or not 0 <= created <= MAX_SAFE_INTEGER
-          or ms_to_datetime(created) is None):  # fmt: skip
+    elif _opt_int(created) is None or created > MAX_SAFE_INTEGER or ms_to_datetime(created) is None:
         problems.append(f"createdAt is not epoch ms: {_describe(created)}")
     if problems:
         raise SessionReadError(path, "invalid header (line 1): " + "; ".join(problems))
