@@ -78,9 +78,8 @@ def load(ref: SessionRef) -> Session:
     for seq, obj in records:
         b.record(seq, obj)
     session.events = b.finish()
-    times = [t for t in b.times if t is not None]
-    session.created_at = min(times) if times else None
-    session.updated_at = max(times) if times else ref.updated_at
+    session.created_at = min(b.times, default=None)
+    session.updated_at = max(b.times, default=ref.updated_at)
     uuids = {o.get("uuid") for o in convo}
     session.title = b.custom_title or _pick_summary(b.summaries, uuids) or prompt_title(session)
     return session

@@ -177,7 +177,7 @@ class EventBuilder(Events):
     def __init__(self, skip_sidechain: bool):
         super().__init__()
         self.skip_sidechain = skip_sidechain
-        self.times: list = []
+        self.times: list = []  # of the conversation records that carry a time
         self.summaries: list[tuple[str, Any]] = []
         self.custom_title: str | None = None
         self.seen_blocks: set[tuple] = set()  # (message.id, block key): replays of split responses
@@ -201,7 +201,7 @@ class EventBuilder(Events):
             self.custom_title = title if isinstance(title, str) and title.strip() else self.custom_title
             return
         time = parse_time(obj.get("timestamp"))
-        if typ in ("user", "assistant", "system"):
+        if typ in ("user", "assistant", "system") and time is not None:
             self.times.append(time)
         if obj.get("isSidechain") is True and self.skip_sidechain:
             return  # a subagent's records inside a main transcript: not this session's conversation
