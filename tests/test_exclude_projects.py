@@ -171,3 +171,27 @@ def test_the_header_alone_says_where_a_session_ran(tmp_path):
     for source, path in (("dsh", dsh), ("dsh", packed), ("codex", codex), ("claude", claude)):
         ref = SessionRef(id="x", source=source, path=path, size=path.stat().st_size, mtime_ns=path.stat().st_mtime_ns)
         assert session_cwd(ref) == repo, (source, path)
+
+
+def test_a_fifo_put_in_a_logs_place_after_discovery_does_not_hang_the_header_read(tmp_path):
+    """Untrusted files: a session log swapped for a FIFO (no writer) after discovery gives no cwd
+    at once; opening it for reading used to block the run forever."""
+    import os
+    import threading
+
+    from dsh_memory.models import SessionRef
+    from dsh_memory.readers.header import session_cwd
+
+    fifo = tmp_path / "rollout.jsonl"
+    os.mkfifo(fifo)
+    ref = SessionRef(id="x", source="codex", path=fifo, size=10, mtime_ns=0)
+    found: list = []
+    reader = threading.Thread(target=lambda: found.append(session_cwd(ref)), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    try:
+        assert not reader.is_alive(), "reading the FIFO's header blocked"
+        assert found == [None]
+    finally:
+        if reader.is_alive():  # let the blocked open go (a writer appears), so the thread ends
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))

@@ -191,6 +191,15 @@ def test_bad_lines_are_skipped_with_warnings(tmp_path: Path):
     assert any("line 6" in w and "incomplete" in w for w in s.warnings)
 
 
+def test_a_record_of_an_unexpected_shape_is_a_session_read_error(tmp_path: Path):
+    """Untrusted logs: a uuid that is a dict fails that log alone, as unreadable, never a TypeError
+    that would stop Phase 1's whole run."""
+    path = _write(tmp_path / "p", [_user(1, "a prompt"), _rec("assistant", 2, uuid={"not": "a string"})])
+    with pytest.raises(SessionReadError) as info:
+        readers.load(_ref(path))
+    assert info.value.path == str(path) and "unexpected shape" in info.value.reason
+
+
 @pytest.mark.parametrize(("content", "reason"), [(b"", "empty file"), (b"\xff\xfe\nnope\n", "no readable JSON")])
 def test_unreadable_files_raise_session_read_error(tmp_path: Path, content: bytes, reason: str):
     path = tmp_path / f"{SID}.jsonl"

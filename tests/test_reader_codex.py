@@ -233,6 +233,26 @@ def test_unreadable_files_raise_session_read_error(tmp_path: Path, content: byte
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "odd",
+    [
+        _line("response_item", {"type": {"not": "a string"}}),  # a dict where the item type belongs
+        _line(  # a dict where the message's phase (a label) belongs
+            "response_item",
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}], "phase": {}},
+        ),
+    ],
+)
+def test_a_record_of_an_unexpected_shape_is_a_session_read_error(tmp_path: Path, odd: str):
+    """Untrusted logs: a record whose fields have other types than Codex writes fails that log
+    alone, as unreadable (Phase 1's selection isolates SessionReadError), never a TypeError or a
+    pydantic error that would stop the whole run."""
+    path = _write(tmp_path / "sessions", [_meta(), _user("a prompt"), odd, _assistant("done")])
+    with pytest.raises(SessionReadError) as info:
+        readers.load(_ref(path))
+    assert info.value.path == str(path) and "unexpected shape" in info.value.reason
+
+
 def test_missing_file_raises_session_read_error(tmp_path: Path):
     path = tmp_path / NAME
     ref = SessionRef(id=SID, source="codex", path=path, size=0, mtime_ns=0)

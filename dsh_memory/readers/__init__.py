@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from dsh_memory.errors import NotFoundError
+from dsh_memory.errors import NotFoundError, SessionReadError
 from dsh_memory.models import SOURCES, Session, SessionRef, SourceKind
 from dsh_memory.settings import SourceRoots
 
@@ -84,10 +84,19 @@ def separate_ids(refs: list[SessionRef]) -> list[SessionRef]:
 
 def load(ref: SessionRef) -> Session:
     """The session of `ref`, its private spans dropped (`transcript/private.py`): every stage reads
-    sessions through here, so none sees what the user marked `<private>`."""
+    sessions through here, so none sees what the user marked `<private>`. A log whose records have
+    shapes its reader does not expect (a dict where a string belongs) is a SessionReadError too,
+    so it fails alone, like any unreadable log."""
     from dsh_memory.transcript.private import without_private
 
-    return without_private(_module(ref.source).load(ref))
+    try:
+        session = _module(ref.source).load(ref)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # incl. pydantic's
+        if isinstance(exc, SessionReadError):
+            raise
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise SessionReadError(ref.path, f"a record of an unexpected shape ({type(exc).__name__}: {first})") from exc
+    return without_private(session)
 
 
 def find(roots: SourceRoots, session_id: str, sources: Iterable[SourceKind] = SOURCES) -> SessionRef:

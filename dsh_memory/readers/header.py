@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from functools import cache
 from pathlib import Path
 
@@ -80,9 +81,9 @@ def _unquote(raw: bytes) -> str | None:
 
 def _head(path: Path, limit: int = MAX_HEAD_BYTES) -> bytes:
     """The first `limit` bytes of a log's data (b"" when unreadable)."""
-    try:
-        with open(path, "rb") as fh:
-            if not os.path.isfile(path):
+    try:  # non-blocking: a FIFO put in a log's place after discovery must not hang the open
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 return b""
             if path.name.endswith((".zst", ".zstd")):
                 import zstandard
