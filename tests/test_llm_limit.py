@@ -26,35 +26,47 @@ def _active(name: str) -> int:
         return client.read_global_concurrency_limit_by_name(name).active_slots
 
 
-def _hammer(threads: int, rounds: int = 3, hold: float = 0.05) -> int:
+def _hammer(threads: int, fill: int, rounds: int = 3, hold: float = 0.05) -> int:
     """`threads` workers of this run each making `rounds` model calls; the peak of calls at once.
-    Each worker runs in a copy of this context, as Prefect's thread-pool runner does."""
-    inside, peak, lock = 0, 0, threading.Lock()
+    Each worker runs in a copy of this context, as Prefect's thread-pool runner does. `fill` is
+    the bound the test expects: a call waits inside (up to 30 s, once) until that many are inside
+    or every worker with calls left is, then holds `hold` — so the peak reaches the bound however
+    slowly threads start on a busy machine, and a call over the bound still shows as a higher peak."""
+    inside, peak, busy = 0, 0, threads  # busy: workers with calls left
+    cond, gave_up = threading.Condition(), threading.Event()
+
+    def filled() -> bool:
+        return inside >= min(fill, busy)
 
     def work():
-        nonlocal inside, peak
-        for _ in range(rounds):
+        nonlocal inside, peak, busy
+        for n in range(rounds):
             with model_slot():
-                with lock:
+                with cond:
                     inside += 1
                     peak = max(peak, inside)
+                    cond.notify_all()
+                    if not gave_up.is_set() and not cond.wait_for(filled, timeout=30):
+                        gave_up.set()  # fewer get in than expected: the peak says so, no more waiting
                 time.sleep(hold)
-                with lock:
+                with cond:
                     inside -= 1
+                    busy -= n == rounds - 1
+                    cond.notify_all()
 
     workers = [threading.Thread(target=contextvars.copy_context().run, args=(work,)) for _ in range(threads)]
     for t in workers:
         t.start()
     for t in workers:
-        t.join(timeout=60)
+        t.join(timeout=120)
     return peak
 
 
 def test_workers_outnumber_slots_but_calls_never_exceed_them():
     assert worker_count(8) == 12 and worker_count(1) == 2
     with temporary_settings(restore_defaults={PREFECT_API_URL}), run_slots(2):
-        assert _hammer(threads=worker_count(2)) == 2
-    assert _hammer(threads=3, rounds=1) == 3  # outside a run nothing is bounded
+        assert _hammer(threads=worker_count(2), fill=2) == 2
+    assert _hammer(threads=3, fill=3, rounds=1) == 3  # outside a run nothing is bounded
 
 
 def test_no_task_parameter_carries_the_bound():
@@ -67,7 +79,7 @@ def test_the_run_holds_its_slots_of_the_global_limit_and_returns_them():
     name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
     with run_slots(2, name):
         assert _active(name) == 2
-        assert _hammer(threads=5) == 2
+        assert _hammer(threads=5, fill=2) == 2
     assert _active(name) == 0
     with run_slots(3):  # the real limit is created (or resized) to the run's size
         assert _active(LIMIT_NAME) == 3
@@ -106,7 +118,7 @@ def test_a_run_takes_only_the_slots_it_has_calls_for():
         assert _active(name) == 1
         with run_slots(2, name, calls=1):
             assert _active(name) == 2
-            assert _hammer(threads=3, rounds=1) == 1  # this run's own bound: its one call
+            assert _hammer(threads=3, fill=1, rounds=1) == 1  # this run's own bound: its one call
     assert _active(name) == 0
     with run_slots(2, name, calls=5):  # more calls than the limit: the limit
         assert _active(name) == 2
@@ -147,7 +159,7 @@ def test_a_limit_the_server_refuses_is_disabled_with_a_warning(refusing_api, cap
 
     with temporary_settings(updates={PREFECT_API_URL: refusing_api}), caplog.at_level(logging.WARNING):
         with run_slots(3):
-            assert _hammer(threads=4, rounds=1) == 3
+            assert _hammer(threads=4, fill=3, rounds=1) == 3
     (record,) = [r for r in caplog.records if LIMIT_NAME in r.getMessage()]
     assert record.levelno == logging.WARNING
     message = record.getMessage()
@@ -196,7 +208,7 @@ def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_once_api, m
     name = f"dsh-memory-test-{uuid.uuid4().hex[:8]}"
     with run_slots(2, name):
         assert _active(name) == 2
-        assert _hammer(threads=4, rounds=1) == 2
+        assert _hammer(threads=4, fill=2, rounds=1) == 2
     assert _active(name) == 0
     assert refused == ["increment-with-lease"]
     assert len(asked) == 2, asked
