@@ -126,31 +126,12 @@ def test_a_run_takes_only_the_slots_it_has_calls_for():
 
 @pytest.fixture()
 def refusing_api():
-    """A stand-in Prefect API on loopback that answers every request 403."""
+    """A stand-in Prefect API on loopback that answers every request 403 (it forwards nothing)."""
     import json
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def _answer(self):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            data = json.dumps({"detail": "forbidden"}).encode()
-            self.send_response(403)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PATCH = do_PUT = _answer
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/api"
-    finally:
-        server.shutdown()
+    forbidden = json.dumps({"detail": "forbidden"}).encode()
+    with prefect_proxy("http://127.0.0.1:9/api", lambda path, forward: (403, forbidden, "application/json")) as url:
+        yield url
 
 
 def test_a_limit_the_server_refuses_is_disabled_with_a_warning(refusing_api, caplog):
