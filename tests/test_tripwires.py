@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dsh_memory.consolidation.mechanical import SECTIONS
 from dsh_memory.phase1 import steps
-from dsh_memory.phase1.evidence import found_in, gather, read_path
+from dsh_memory.phase1.evidence import gather
+from dsh_memory.phase1.tripwires import found_in, read_path
 from tests.session_helpers import make_session
 
 CWD = "/home/dev/src/shop"
