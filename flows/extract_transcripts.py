@@ -18,8 +18,8 @@ from dsh_memory.llm.factory import phase_model
 from dsh_memory.phase1.extraction import Phase1Input
 from dsh_memory.phase1.remote import JobResult, TranscriptJob
 from dsh_memory.settings_loader import resolve_settings
+from dsh_memory.tasks._session import short_error
 from dsh_memory.tasks.extract import llm_extract
-from dsh_memory.tasks.remote import short_error
 
 KEYS = ("session_id", "watermark", "to_seq", "cwd", "source", "cache_scope")  # llm_extract's, from each job
 

@@ -3,7 +3,7 @@ policy). It decides, it never sleeps: a transient model error (429, 5xx, timeout
 after the task's next delay, unless the server asked for a longer wait (Retry-After) than that
 delay can be after Prefect's jitter: then the session's claim fails and is retried after the
 claims' backoff, Phase 1's one failure path. Fatal errors are never retried. `raised` (what a
-failed state raised) also serves tasks/remote.py's condition: a crashed pool run only.
+failed state raised) also serves tasks/remote.py's condition (`sent_again`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ from dsh_memory.phase1.remote import JobResult
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks._policy import RETRY_JITTER_FACTOR, transient_only
-from dsh_memory.tasks.remote import call_keys, finish, from_workers, start
+from dsh_memory.tasks._session import call_keys, finish, start
+from dsh_memory.tasks.remote import from_workers
 
 
 def cache_key(scope: str, session_id: str, watermark: int, to_seq: int, model: PhaseModel) -> str:
@@ -84,7 +85,7 @@ def extract_session(
     sent: dict[str, JobResult | Outcome] | None = None,
 ) -> Outcome:
     """Claim → render/redact/budget → model → no-op gate → files → claim done/noop, or the claim
-    failed (tasks/remote.py `finish`); the run claimed its sessions up front. Without a `model`
+    failed (tasks/_session.py `finish`); the run claimed its sessions up front. Without a `model`
     (`extract_on_workers`), `sent` holds the batch's answers: this run applies the session's."""
     with MemoryContext.of(settings) as ctx:
         try:

@@ -1,98 +1,31 @@
-"""The two ends of one session's Phase 1, and the single writer's side of it when its model calls
-run on workers (`extract_on_workers`).
-
-`start` takes a session's claim, `finish` ends it, in both modes (this host's model, or the extract
-pool's workers) — the answer applied (files, then claim done/noop), or, when rendering, the model,
-the worker or applying failed, the claim failed against the route that answered (retried after a
-backoff, parked after `retry_limit`). This is the one failure path of Phase 1: a session's failure
-never stops the others.
+"""The single writer's side of Phase 1 when its model calls run on workers (`extract_on_workers`).
 
 `extract_on_workers` (one task run per batch, dsh_memory/phase1/remote.py) claims and renders
 each session into a TranscriptJob, runs one `extract-transcripts-pool` flow with the jobs and
 reads its JobResults (`run-extract-pool`, which sends a batch again when its run crashed, e.g. a
-worker could not submit it, or the Prefect API failed on the way); it never raises (a run that fails, times out or whose result cannot
-be read becomes an error per job). `from_workers` ends one session with its answer, through `finish`.
+worker could not submit it, or the Prefect API failed on the way); it never raises (a run that
+fails, times out or whose result cannot be read becomes an error per job). `from_workers` ends one
+session with its answer, through `finish` (tasks/_session.py).
 """
 
 from __future__ import annotations
 
 from contextlib import suppress
-from datetime import UTC, datetime
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from dsh_memory.context import MemoryContext
-from dsh_memory.phase1.extraction import ExtractionOutput, Outcome, apply_output, prepare_input
-from dsh_memory.phase1.remote import MAX_ERROR_CHARS, JobResult, TranscriptJob, accept
+from dsh_memory.phase1.extraction import Outcome, prepare_input
+from dsh_memory.phase1.remote import JobResult, TranscriptJob, accept
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.serve.deployments import EXTRACT_TRANSCRIPTS, POOL_SUFFIX
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks._policy import raised
-from dsh_memory.transcript.redact import redact
+from dsh_memory.tasks._session import call_keys, finish, short_error, start
 
 DEPLOYMENT = EXTRACT_TRANSCRIPTS + POOL_SUFFIX
 ROUTE = ("workers", DEPLOYMENT)  # (provider, model) a claim records when the extract pool's workers failed it
-
-
-def short_error(exc: BaseException) -> str:
-    """An error as a claim and the run history show it: redacted, one short line."""
-    return redact(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
-
-
-def call_keys(decision: Decision, settings: MemorySettings) -> dict:
-    """What `llm_extract` is told of a session besides its material, in both modes (a TranscriptJob
-    carries the same): the slice its cache key names (with the memory root), the prompt's cwd and
-    source."""
-    session, ref = decision.session, decision.ref
-    return dict(
-        session_id=ref.id,
-        source=ref.source,
-        cwd=session.cwd,
-        watermark=decision.watermark,
-        to_seq=session.last_seq,
-        cache_scope=str(settings.memory_root),
-    )
-
-
-def start(ctx: MemoryContext, settings: MemorySettings, decision: Decision, claimed: bool) -> bool:
-    """Take the session's claim. `claimed`: the run claimed its batch up front; the claim is taken
-    again if still this process's (another run's takeover of a stale one still wins)."""
-    return ctx.state.try_start(
-        decision.ref.id, datetime.now(UTC), stale_after_s=settings.stale_claim_seconds, reclaim=claimed
-    )
-
-
-def finish(
-    ctx: MemoryContext,
-    settings: MemorySettings,
-    decision: Decision,
-    answer: ExtractionOutput | BaseException | str,
-    route: tuple[str, str] = ("", ""),
-) -> Outcome:
-    """The session's outcome from its `answer`: an extraction (applied), or why there is none (an
-    exception, or a worker's error text), which fails its claim against `route` (provider, model)."""
-    log = get_run_logger()
-    ref = decision.ref
-    if isinstance(answer, ExtractionOutput):
-        try:
-            outcome = apply_output(ctx.store, ctx.state, decision, answer, datetime.now(UTC))
-            log.info("session %s → %s %s", ref.id, outcome.outcome, outcome.slug)
-            return outcome
-        except Exception as exc:  # this session alone
-            answer = exc
-    error = answer if isinstance(answer, str) else short_error(answer)
-    claim = ctx.state.fail(
-        ref.id,
-        error,
-        datetime.now(UTC),
-        settings.retry_base_seconds,
-        settings.retry_limit,
-        provider=route[0],
-        model=route[1],
-    )
-    log.error("session %s failed (attempt %d%s): %s", ref.id, claim.attempts, ", parked" if claim.parked else "", error)
-    return Outcome.of(decision, "failed", error=error, attempts=claim.attempts, parked=claim.parked)
 
 
 @task(name="find-extract-deployment", cache_policy=NO_CACHE)

@@ -93,7 +93,7 @@ def test_a_killed_writers_temp_file_is_swept_at_once(tmp_path):
 # The extract flow in a process that dies (SIGKILL) right after the rollout summary is written.
 DIE_AFTER_THE_SUMMARY = r"""
 import os, signal, sys
-import dsh_memory.tasks.remote as session_tasks
+import dsh_memory.tasks._session as session_tasks
 
 real_apply = session_tasks.apply_output
 

@@ -1,4 +1,4 @@
-"""One end of a session's Phase 1 for both modes (tasks/remote.py `finish`): a model error here
+"""One end of a session's Phase 1 for both modes (tasks/_session.py `finish`): a model error here
 and a worker's error text fail the session's claim the same way, against the route that
 answered, and never the batch; an answer applies and ends the claim."""
 
@@ -15,7 +15,7 @@ from dsh_memory.phase1.extraction import ExtractionOutput
 from dsh_memory.phase1.selection import Action, plan
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
-from dsh_memory.tasks.remote import finish, start
+from dsh_memory.tasks._session import finish, start
 from tests.test_selection import _ref, _session
 
 ANSWERS = {
