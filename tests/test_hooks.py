@@ -408,8 +408,8 @@ def test_a_storm_forwards_every_sessions_last_turn_end_in_few_posts(fixtures_dir
     turn end reaches Prefect, in batches (the old one-event-per-POST queue of 256 dropped most)."""
     sessions = [f"0a0b0c0d-0000-4000-8000-{i:012d}" for i in range(50)]
     app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=None)
-    # A cadence longer than a round of 50 posts takes on a loaded machine (≈2.5 s here): with the
-    # default 2 s, a slow round let every turn end go out alone and nothing was coalesced.
+    # A cadence longer than a round of 50 posts can take on a loaded machine: with the default
+    # 2 s, a slow round let every turn end go out alone and nothing was coalesced.
     app.state.turn_end.forwarder.interval = 30.0
     with serve(app) as url, httpx.Client(base_url=url, timeout=10) as c:
         for seq in range(20):
@@ -495,6 +495,41 @@ def test_a_held_back_turn_end_is_recorded_at_once_and_keeps_the_time_it_ended(fi
     assert abs((occurred - ended).total_seconds()) < 0.5  # …and still says when the turn ended
     assert fwd.close(5)
     assert fwd.recorded == 2
+
+
+def test_a_forwarder_waiting_for_its_cadence_costs_no_cpu(fixtures_dir, fake_prefect):
+    """Between batches the forwarder's thread sleeps until its next write or POST is due, with
+    and without a recorder: a turn end waiting out the cadence must not keep a core busy (nor
+    take the GIL from the event loop that answers the route), and a turn end arriving during
+    that sleep is still recorded at once."""
+    recorded: list[tuple[str, datetime]] = []
+    forwarders = [
+        TurnEndForwarder(fake_prefect.api_url, interval_seconds=30.0, record=record)
+        for record in (None, recorded.extend)
+    ]
+    for n, fwd in enumerate(forwarders):
+        sid = f"0a0b0c0d-0000-4000-8000-00000000005{n}"
+        assert fwd.submit(parse_turn_end(json.dumps(_turn(fixtures_dir, sid, 1)).encode(), roots=ROOTS))
+    deadline = time.monotonic() + 10
+    while not recorded:  # both threads are now in their 30 s cadence wait
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    window = threading.Event()
+    cpu = time.process_time()
+    window.wait(0.5)  # a measuring window, not a wait for a condition
+    busy = time.process_time() - cpu
+    assert busy < 0.1, f"{busy:.2f} s of CPU in 0.5 s while two forwarders waited"
+    assert all(fwd.pending == 1 and fwd.posts == 0 for fwd in forwarders)  # still waiting, nothing sent
+    # …yet a turn end arriving meanwhile is still recorded within RECORD_EVERY_SECONDS, not at the POST
+    assert forwarders[1].submit(parse_turn_end(json.dumps(_turn(fixtures_dir, sid, 2)).encode(), roots=ROOTS))
+    deadline = time.monotonic() + 10
+    while len(recorded) < 2:
+        assert time.monotonic() < deadline, recorded
+        time.sleep(0.01)
+    assert forwarders[1].posts == 0
+    for fwd in forwarders:
+        assert fwd.close(5)
+    assert len(fake_prefect.events) == 2
 
 
 def test_a_failed_record_is_retried_and_a_newer_turn_end_wins(fixtures_dir, fake_prefect, caplog):

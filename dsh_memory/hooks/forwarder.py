@@ -187,10 +187,11 @@ class TurnEndForwarder:
             hurry = lambda: self._flushers > 0 or self._closing  # noqa: E731
         deadline = time.monotonic() + pause
         while not (hurry() or time.monotonic() >= deadline):
-            self._cond.wait_for(
-                lambda: hurry() or time.monotonic() >= deadline or self._may_record(),
-                timeout=max(0.0, min(deadline, max(self._record_at, time.monotonic())) - time.monotonic()),
-            )
+            if not self._may_record():
+                # asleep until the deadline or the next write's time (RECORD_EVERY_SECONDS, a
+                # retry); a submit, flush or close wakes it to look again
+                wake = min(deadline, self._record_at) if self._unrecorded else deadline
+                self._cond.wait(max(0.0, wake - time.monotonic()))
             self._record_now()
 
     def _done_closing(self) -> bool:  # under self._cond
