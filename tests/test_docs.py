@@ -183,11 +183,13 @@ PYTHON3_SHIM = """#!{python}
 # python3 for the docs test: `-m venv DIR` makes the venv, then lets it import this test
 # environment's packages (a path entry, not a site dir) so that pip finds the dependencies
 # installed and downloads nothing; its pip skips the one model download (1.1 GB) and records it.
+# The venv gets no pip of its own (ensurepip: ~10 s): its `pip` runs this environment's pip,
+# which the path entry makes importable, and which installs into the venv (its sys.prefix).
 import os, subprocess, sys, sysconfig
 args = sys.argv[1:]
 if args[:2] != ["-m", "venv"]:
     os.execv(sys.executable, [sys.executable, *args])
-subprocess.run([sys.executable, *args], check=True)
+subprocess.run([sys.executable, "-m", "venv", "--without-pip", *args[2:]], check=True)
 venv = args[-1]
 py = os.path.join(venv, "bin", "python")
 site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -259,14 +261,15 @@ mf.locate_parts = lambda model: ([], list(model.distributions))  # every wheel o
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_the_demo_without_the_model_names_the_readme_install_command(tmp_path):
+def test_the_demo_without_the_model_names_the_readme_install_command(tmp_path, prefect_api):
     """The README says: without the model, `dsh-memory demo` extracts nothing and names the
-    command of its second line. Run it with the model's wheels hidden and no endpoint."""
+    command of its second line. Run it with the model's wheels hidden and no endpoint. Its flows
+    run on the session's Prefect server: the demo on its own temporary engine is the try-it test's."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(HIDE_THE_MODEL)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PREFECT_", "PYTHON", "DEEPSEEK_"))}
-    env.update(HOME=str(tmp_path), PYTHONPATH=str(site), DSH_MEMORY_IGNORE_BLOCKS="1")
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(site), DSH_MEMORY_IGNORE_BLOCKS="1", PREFECT_API_URL=prefect_api)
     argv = [sys.executable, "-m", "dsh_memory.cli", "demo", "--workdir", str(tmp_path / "demo")]
     r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
