@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -89,17 +90,15 @@ class Recorder:
         """The turn-end events received, in the order they were posted."""
         return [e for batch in self.batches for e in batch]
 
-    def app(self) -> Starlette:
-        async def events(request: Request) -> Response:
-            body = json.loads(await request.body())
-            if self.fail_next > 0:
-                self.fail_next -= 1
-                self.refused.append(body)
-                return Response("database is locked", status_code=500)
-            self.batches.append(body)
-            return Response(status_code=204)
-
-        return Starlette(routes=[Route("/api/events", events, methods=["POST"])])
+    async def post_events(self, request: Request) -> Response:
+        """`POST {api}/events`: record the batch, or refuse it while `fail_next` lasts."""
+        body = json.loads(await request.body())
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            self.refused.append(body)
+            return Response("database is locked", status_code=500)
+        self.batches.append(body)
+        return Response(status_code=204)
 
 
 def _free_port() -> int:
@@ -128,12 +127,31 @@ def serve(asgi_app):
         thread.join(10)
 
 
+@pytest.fixture(scope="module")
+def prefect_stand_in():
+    """One loopback server for the module's recording stand-ins (a uvicorn stop costs ~0.15 s,
+    once per test otherwise): each test's Recorder answers under its own prefix, and a prefix
+    whose test is over answers 404, so a forwarder left from one test never posts into another's."""
+    recorders: dict[str, Recorder] = {}
+
+    async def events(request: Request) -> Response:
+        rec = recorders.get(request.path_params["key"])
+        return Response(status_code=404) if rec is None else await rec.post_events(request)
+
+    with serve(Starlette(routes=[Route("/{key}/api/events", events, methods=["POST"])])) as url:
+        yield url, recorders
+
+
 @pytest.fixture()
-def fake_prefect():
-    rec = Recorder()
-    with serve(rec.app()) as url:
-        rec.api_url = url + "/api"
+def fake_prefect(prefect_stand_in):
+    url, recorders = prefect_stand_in
+    rec, key = Recorder(), uuid.uuid4().hex
+    rec.api_url = f"{url}/{key}/api"
+    recorders[key] = rec
+    try:
         yield rec
+    finally:
+        del recorders[key]
 
 
 # ------------------------------------------------------------- validator
