@@ -152,5 +152,5 @@ def _extract(todo: list[Decision], model: PhaseModel | None, settings: MemorySet
             ).result()
         except BaseException as exc:
             if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (Prefect's TerminationSignal)
-                cancel.CANCELLED.set()  # before the runner joins its threads: stop local decodes
+                cancel.CANCELLED.set()  # before the runner joins its threads: stop model calls in flight
             raise

@@ -460,6 +460,44 @@ def test_an_interrupt_whose_clean_up_failed_still_exits_130(capsys):
     assert json.loads(capsys.readouterr().out) == {"error": {"code": "interrupted", "message": "interrupted"}}
 
 
+def test_a_cancel_stops_the_wait_for_a_remote_model_answer():
+    """Ctrl-C / SIGTERM (cancel.CANCELLED) while a worker thread waits for a remote model's answer,
+    which no signal reaches: the call stops with LLMFatalError at once, as a local decode stops
+    between tokens, instead of holding the interrupted process until the answer or the client's
+    timeout comes (here both 10 minutes away)."""
+    import threading
+
+    from dsh_memory import cancel
+    from dsh_memory.errors import LLMFatalError
+    from dsh_memory.llm.openai_compat import OpenAICompatLLM
+
+    errors: list[Exception] = []
+    with (
+        FakeOpenAIServer(latency_seconds=600) as never,
+        OpenAICompatLLM(never.base_url, "fake-model", timeout_seconds=600) as llm,
+    ):
+
+        def call() -> None:
+            try:
+                llm.complete([{"role": "user", "content": "hi"}])
+            except Exception as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=call, daemon=True)
+        worker.start()
+        try:
+            deadline = time.monotonic() + 60
+            while never.request_count == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert never.request_count == 1 and worker.is_alive()  # waiting for the answer
+            cancel.CANCELLED.set()
+            worker.join(timeout=60)  # generous: the answer is 10 minutes away
+        finally:
+            cancel.CANCELLED.clear()
+    assert not worker.is_alive(), "the call still waits for the model's answer after the cancel"
+    assert len(errors) == 1 and isinstance(errors[0], LLMFatalError) and "cancelled" in str(errors[0]), errors
+
+
 def test_interrupt_exits_130_with_a_json_error(tmp_path, prefect_api):
     """Ctrl-C during a model call: exit 130 and, with --json, the error as JSON on stdout."""
     with FakeOpenAIServer(latency_seconds=5) as slow:

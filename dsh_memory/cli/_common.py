@@ -22,7 +22,7 @@ def emit_json(data: Any) -> None:
 def _interrupt(signum, frame):
     from dsh_memory import cancel
 
-    cancel.CANCELLED.set()  # first: worker threads stop between model tokens
+    cancel.CANCELLED.set()  # first: worker threads stop model calls in flight
     raise KeyboardInterrupt
 
 

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import SecretStr
 
+from dsh_memory import cancel
 from dsh_memory.errors import LLMError, LLMFatalError, LLMTransientError, LLMTruncatedError
 from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage, output_error, partial_call
 from dsh_memory.llm.parse import extract_json_object, loads_lenient
@@ -174,7 +175,8 @@ class OpenAICompatLLM(AbstractContextManager):
 
     def _post(self, url: str, body: dict) -> httpx.Response:
         try:
-            return self._client.post(url, json=body)
+            # Ctrl-C / SIGTERM stops the wait for the answer (a call can take minutes).
+            return cancel.interruptible(lambda: self._client.post(url, json=body))
         except httpx.HTTPError as exc:  # no answer: transient
             kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
             raise LLMTransientError(
