@@ -123,7 +123,8 @@ def classify_text(text: str) -> TextClass:
         labels.append(PREFIX_TAGS[tag])
         end = rest.find(f"</{tag}>", m.end())
         rest = "" if end == -1 else rest[end + len(tag) + 3 :]
-    if (t := _TRAILING_REMINDER.search(rest)) is not None:
+    # The literal first: the pattern's leading \s* makes re try it at every position of a long text.
+    if "<system-reminder>" in rest and (t := _TRAILING_REMINDER.search(rest)) is not None:
         labels.append(PREFIX_TAGS["system-reminder"])
         rest = rest[: t.start()]
     if labels:
