@@ -192,16 +192,32 @@ def test_single_flight_threads_and_held_lock(root: Path, fake: FakeOpenAIServer)
     assert held.outcome == "skipped: already running" and fake.request_count == 0
     assert artifacts_of(held.flow_run_id)  # skips are in run history too
 
-    fake.script(Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n\nx\n"}, delay_seconds=4))
+    # Two runs at once: the model answers the one that took the lock only after the other run has
+    # returned, so that one met the lock held during the call (and waited for nothing).
+    other_returned = threading.Event()
+    returned_first: list[bool] = []
+
+    def answer_after_the_other_run(request: dict) -> Reply:
+        returned_first.append(other_returned.wait(timeout=120))
+        return Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n\nx\n"})
+
+    fake.handler = answer_after_the_other_run
     results: list[Phase2Result] = []
-    threads = [threading.Thread(target=lambda: results.append(run_flow(force=True))) for _ in range(2)]
+
+    def one_run() -> None:
+        try:
+            results.append(run_flow(force=True))
+        finally:
+            other_returned.set()
+
+    threads = [threading.Thread(target=one_run) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
+        t.join(timeout=180)
     outcomes = sorted(r.outcome for r in results)
     assert len(outcomes) == 2 and outcomes[0] == "consolidated" and outcomes[1].startswith("skipped:"), outcomes
-    assert fake.request_count == 1
+    assert fake.request_count == 1 and returned_first == [True]  # the skip did not wait for the lock
 
 
 AFTER = "# Task Group: after\napplies_to: cwd=/work/proj\n- new fact\n"  # the fact in its project's group
