@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from datetime import UTC, datetime
 
@@ -47,32 +48,54 @@ def _fail_until_parked(env: dict, root) -> None:
     pytest.fail("the session was not parked after repeated failures")
 
 
+def _env(tmp_path, prefect_api: str, fake_url: str) -> dict:
+    dsh = copy_tree_aged(SAMPLES / "dsh", tmp_path / "dsh")
+    return pipeline_env(
+        tmp_path,
+        prefect_api,
+        fake_url,
+        DSH_HOME=str(dsh),
+        DSH_MEMORY_RETRY_LIMIT="3",
+        DSH_MEMORY_RETRY_BASE_SECONDS="1",
+    )
+
+
 @pytest.fixture()
 def setup(tmp_path, prefect_api):
     switch = Switch()
     with FakeOpenAIServer(handler=switch) as fake:
-        dsh = copy_tree_aged(SAMPLES / "dsh", tmp_path / "dsh")
-        env = pipeline_env(
-            tmp_path,
-            prefect_api,
-            fake.base_url,
-            DSH_HOME=str(dsh),
-            DSH_MEMORY_RETRY_LIMIT="3",
-            DSH_MEMORY_RETRY_BASE_SECONDS="1",
-        )
-        yield switch, env, tmp_path / "mem"
+        yield switch, _env(tmp_path, prefect_api, fake.base_url), tmp_path / "mem"
 
 
-def test_failed_sessions_are_one_line_each_then_park_and_resume(setup):
+@pytest.fixture(scope="module")
+def parked_once(tmp_path_factory, prefect_api):
+    """WEATHER failed by `extract` until parked (three CLI runs), once for the module: the
+    first run's result and the memory root it left (the claims are in its state database)."""
+    tmp_path = tmp_path_factory.mktemp("parked")
+    with FakeOpenAIServer(handler=Switch()) as fake:
+        env = _env(tmp_path, prefect_api, fake.base_url)
+        first = cli(["extract", WEATHER], env)
+        _fail_until_parked(env, tmp_path / "mem")
+    return first, tmp_path / "mem"
+
+
+@pytest.fixture()
+def parked(setup, parked_once):
+    """`setup` whose memory root is a copy of the parked one (the model still failing)."""
     switch, env, root = setup
-    r = cli(["extract", WEATHER], env)
+    first, parked_root = parked_once
+    shutil.copytree(parked_root, root)
+    return first, switch, env, root
+
+
+def test_failed_sessions_are_one_line_each_then_park_and_resume(parked):
+    r, switch, env, root = parked  # r: the first failing `extract WEATHER`
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "Task run" not in r.stderr, r.stderr
     failed = [ln for ln in r.stderr.splitlines() if ln.startswith("failed: ")]
     assert len(failed) == 1 and WEATHER in failed[0] and "HTTP 500" in failed[0], r.stderr
     assert f"dsh-memory extract {WEATHER}" in failed[0]
 
-    _fail_until_parked(env, root)
     claim = StateStore(root).get_claim(WEATHER)
     assert claim.status == "failed" and claim.parked and claim.attempts == 3
 
@@ -90,9 +113,8 @@ def test_failed_sessions_are_one_line_each_then_park_and_resume(setup):
     assert StateStore(root).get_claim(WEATHER).status == "done"
 
 
-def test_a_working_route_resumes_parked_sessions_by_itself(setup):
-    switch, env, root = setup
-    _fail_until_parked(env, root)
+def test_a_working_route_resumes_parked_sessions_by_itself(parked):
+    _, switch, env, root = parked
     assert StateStore(root).get_claim(WEATHER).parked
 
     switch.broken = False
