@@ -43,7 +43,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_sigkill_of_a_cli_run_leaves_no_prefect_server(tmp_path):
+def test_sigkill_of_a_cli_run_leaves_no_prefect_server(tmp_path, migrated_prefect_db):
+    (tmp_path / "prefect").mkdir()
+    shutil.copy(migrated_prefect_db, tmp_path / "prefect" / "prefect.db")  # no migration to wait for
     dsh = tmp_path / "dsh"
     shutil.copytree(SAMPLES, dsh)
     old = time.time() - 3600
@@ -77,7 +79,7 @@ def test_sigkill_of_a_cli_run_leaves_no_prefect_server(tmp_path):
                 if servers and fake.requests:
                     server = servers[0]
                     break
-                time.sleep(0.5)
+                time.sleep(0.1)
             assert server is not None, "no temporary Prefect server and model call seen"
             proc.send_signal(signal.SIGKILL)
             proc.wait()
