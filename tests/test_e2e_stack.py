@@ -1,8 +1,8 @@
 """End to end: `dsh-memory serve` on a real Prefect server, turn-end webhooks → debounced runs.
 
-20 turn-ends for 3 sessions within 10 s, debounce 15 s: each session extracted exactly once, by
-a few `extract-session/due` runs (not one per session), one consolidation, the memory files
-written, `dsh-memory status` reporting them; every child stopped.
+20 turn-ends for 3 sessions within two thirds of the debounce (8 s): each session extracted
+exactly once, by a few `extract-session/due` runs (not one per session), one consolidation, the
+memory files written, `dsh-memory status` reporting them; every child stopped.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_api")]
 
+# A session is due once its newest turn end is this old. The 20 turn ends (0.1 s apart) must all be
+# in within two thirds of it, so they fall in one debounce window.
+DEBOUNCE = 8
 SESSIONS = {
     "3b8f2c1e-5a7d-4e29-9c41-7d2e8f6a1b03": "--home-alice-src-invoice-api--",
     "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64": "--home-alice-src-invoice-api--",
@@ -70,6 +73,20 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in out]
 
 
+TRIGGER = "extract-session on turn end (wakes the debounced run)"
+
+
+def _wait_for_trigger(api_url: str, since: datetime, deadline: float) -> None:
+    """Return once serve has created its turn-end automation (after `since`): from then on a turn
+    end's event wakes a run (the server loads an automation as it commits it)."""
+    while True:
+        automations = httpx.post(f"{api_url}/automations/filter", json={}, timeout=10).json()
+        if any(a["name"] == TRIGGER and datetime.fromisoformat(a["created"]) >= since for a in automations):
+            return
+        assert time.monotonic() < deadline, "serve registered no turn-end trigger"
+        time.sleep(0.2)
+
+
 def _settled(api_url: str, since: datetime, deadline: float) -> list[dict]:
     """This stack's extract-session runs once none that is due is still waiting or running (the
     interval schedule's future runs apart)."""
@@ -105,7 +122,7 @@ def test_serve_extracts_each_quiet_session_once_in_one_debounced_run(prefect_api
             DSH_MEMORY_BASE_URL=fake.base_url,
             DSH_MEMORY_API_KEY="test-key",
             DSH_MEMORY_MODEL="fake-model",
-            DSH_MEMORY_DEBOUNCE_SECONDS="15",
+            DSH_MEMORY_DEBOUNCE_SECONDS=str(DEBOUNCE),
             DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS="0",
             PREFECT_API_URL=prefect_api,
             PREFECT_RUNNER_POLL_FREQUENCY="2",
@@ -128,22 +145,23 @@ def test_serve_extracts_each_quiet_session_once_in_one_debounced_run(prefect_api
                     time.sleep(0.5)
             else:
                 pytest.fail("serve did not come up: " + (tmp_path / "serve.log").read_text()[-3000:])
-            time.sleep(3)  # deployments and their triggers registered
+            _wait_for_trigger(prefect_api, since, deadline=time.monotonic() + 120)
             ids = list(SESSIONS)
             t0 = time.monotonic()
-            for i in range(20):
-                sid = ids[i % 3]
-                body = {
-                    "sessionId": sid,
-                    "turn": i // 3 + 1,
-                    "reason": {"kind": "completed"},
-                    "seq": i,
-                    "header": {"cwd": "/home/alice/src/invoice-api", "origin": "user", "delegationDepth": 0},
-                }
-                r = httpx.post(hook, json=body, timeout=5)
-                assert r.status_code == 202, r.text
-                time.sleep(0.2)
-            assert time.monotonic() - t0 < 10
+            with httpx.Client(timeout=5) as client:  # one connection: the posts' time is the receiver's
+                for i in range(20):
+                    sid = ids[i % 3]
+                    body = {
+                        "sessionId": sid,
+                        "turn": i // 3 + 1,
+                        "reason": {"kind": "completed"},
+                        "seq": i,
+                        "header": {"cwd": "/home/alice/src/invoice-api", "origin": "user", "delegationDepth": 0},
+                    }
+                    r = client.post(hook, json=body)
+                    assert r.status_code == 202, r.text
+                    time.sleep(0.1)
+            assert time.monotonic() - t0 < DEBOUNCE * 2 / 3
 
             def completed(name):
                 return [r for r in _flow_runs(prefect_api, name, since) if r["state"]["type"] == "COMPLETED"]
@@ -164,7 +182,7 @@ def test_serve_extracts_each_quiet_session_once_in_one_debounced_run(prefect_api
             assert 1 <= len(settled) <= 5, [r["name"] for r in settled]
             assert {r["name"] for r in settled} == {"extract-session/due"}
             automations = httpx.post(f"{prefect_api}/automations/filter", json={}, timeout=10).json()
-            assert "extract-session on turn end (wakes the debounced run)" in {a["name"] for a in automations}
+            assert TRIGGER in {a["name"] for a in automations}
             write_calls = [q for q in fake.requests if "memory_write" in json.dumps(q.get("tools"))]
             assert len(write_calls) == 1, "exactly one consolidation reached the model"
             assert (root / "MEMORY.md").is_file()
