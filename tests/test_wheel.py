@@ -1,9 +1,10 @@
 """The built wheel, installed with no checkout in sight: only `dsh_memory` lands in site-packages,
 and `dsh-memory serve` from that install finds its deployments and runs a boot catch-up.
 
-The fresh venv gets the wheel itself (`--no-deps`); its dependencies come from this test
-environment through a plain path entry (not a site dir, so the checkout's editable hook is not
-loaded): whatever the venv imports as `dsh_memory` is the wheel's copy.
+The fresh venv (no pip of its own: this environment's pip installs into it with `--python`) gets
+the wheel itself (`--no-deps`); its dependencies come from this test environment through a plain
+path entry (not a site dir, so the checkout's editable hook is not loaded): whatever the venv
+imports as `dsh_memory` is the wheel's copy.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def wheel_venv(tmp_path_factory) -> Path:
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = dist.glob("dsh_memory-*.whl")
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
     site = Path(
         subprocess.run(
@@ -56,7 +57,7 @@ def wheel_venv(tmp_path_factory) -> Path:
     )
     (site / "_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     inst = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index", str(wheel)],
         capture_output=True,
         text=True,
     )
@@ -181,7 +182,7 @@ def test_serve_from_the_wheel_finds_its_deployments_and_runs_a_catch_up(wheel_ve
             while time.monotonic() < deadline and proc.poll() is None:
                 if _completed_catch_ups(prefect_api, since) and list((root / "rollout_summaries").glob("*.md")):
                     break
-                time.sleep(2)
+                time.sleep(0.5)
             text = log_path.read_text()
             assert proc.poll() is None, "serve exited: " + text[-3000:]
             assert "serving 3 deployments" in text, text[-3000:]
