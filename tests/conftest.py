@@ -89,13 +89,28 @@ def _restart_event_workers() -> None:
     EventsWorker.drain_all(timeout=10, at_exit=False)
 
 
+def _global_settings_without_heartbeats() -> None:
+    """The process-global Prefect settings (read by every thread without a settings context of its
+    own) refreshed from the environment, flow-run heartbeats off. Prefect sends one every 180 s by
+    default, from a thread that sleeps in 1 s steps: each flow run's end waits up to 1 s for it.
+    No environment value can say "off" (the setting is an int >= 30, or None), hence the copy."""
+    import prefect.context
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY
+
+    prefect.context.refresh_global_settings_context()
+    current = prefect.context.GLOBAL_SETTINGS_CONTEXT
+    settings = current.settings.copy_with_update(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+    prefect.context.GLOBAL_SETTINGS_CONTEXT = prefect.context.SettingsContext(
+        profile=current.profile, settings=settings
+    )
+
+
 @contextlib.contextmanager
 def _server_for_this_process(home: Path):
     """A real `prefect server start` in `home`; this process (its threads and the subprocesses
-    it starts afterwards) points at it until the block ends, heartbeats off."""
+    it starts afterwards) points at it until the block ends; this process's flow runs send no
+    heartbeats (`_global_settings_without_heartbeats`)."""
     import os
-
-    from prefect.context import refresh_global_settings_context
 
     from dsh_memory.serve.prefect_server import PrefectServer
 
@@ -106,7 +121,7 @@ def _server_for_this_process(home: Path):
         os.environ["PREFECT_HOME"] = str(home / "client")
         # Threads and subprocesses must see the server too, not just this context: refresh the
         # process-global settings context from the environment.
-        refresh_global_settings_context()
+        _global_settings_without_heartbeats()
         try:
             yield server.api_url
         finally:
@@ -119,7 +134,7 @@ def _server_for_this_process(home: Path):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-            refresh_global_settings_context()
+            _global_settings_without_heartbeats()
 
 
 _MIGRATED_DB = pytest.StashKey[Path]()
@@ -130,7 +145,7 @@ def prefect_api(request, tmp_path_factory):
     """One real Prefect server for the whole test session; the test process points at it.
 
     Use this fixture in every test that runs a flow. It sets PREFECT_API_URL for this process
-    (and children started afterwards) and turns flow heartbeats off.
+    (and children started afterwards) and turns this process's flow heartbeats off.
     """
     home = tmp_path_factory.mktemp("prefect-home")
     with _server_for_this_process(home) as url:
