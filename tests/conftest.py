@@ -89,6 +89,34 @@ def _restart_event_workers() -> None:
     EventsWorker.drain_all(timeout=10, at_exit=False)
 
 
+@pytest.fixture(scope="session")
+def migrated_prefect_db(tmp_path_factory) -> Path:
+    """An empty Prefect database migrated to the installed Prefect's head, made once per session
+    (`prefect server database upgrade`). A server started on a copy of it skips the migrations,
+    about half of a `prefect server start` on a new SQLite file; it is the same schema a new
+    server would create, and the server still checks it and registers its block types."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    home = tmp_path_factory.mktemp("prefect-db")
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "WARNING"}
+    env.pop("PREFECT_API_URL", None)
+    exe = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
+    done = subprocess.run([exe, "server", "database", "upgrade", "-y"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return home / "prefect.db"
+
+
+def _new_prefect_home(home: Path, migrated_db: Path) -> Path:
+    """`home` (an empty folder) with a copy of the session's migrated database in it."""
+    import shutil
+
+    shutil.copyfile(migrated_db, home / "prefect.db")
+    return home
+
+
 def _global_settings_without_heartbeats() -> None:
     """The process-global Prefect settings (read by every thread without a settings context of its
     own) refreshed from the environment, flow-run heartbeats off. Prefect sends one every 180 s by
@@ -137,43 +165,22 @@ def _server_for_this_process(home: Path):
             _global_settings_without_heartbeats()
 
 
-_MIGRATED_DB = pytest.StashKey[Path]()
-
-
 @pytest.fixture(scope="session")
-def prefect_api(request, tmp_path_factory):
+def prefect_api(tmp_path_factory, migrated_prefect_db):
     """One real Prefect server for the whole test session; the test process points at it.
 
     Use this fixture in every test that runs a flow. It sets PREFECT_API_URL for this process
     (and children started afterwards) and turns this process's flow heartbeats off.
     """
-    home = tmp_path_factory.mktemp("prefect-home")
+    home = _new_prefect_home(tmp_path_factory.mktemp("prefect-home"), migrated_prefect_db)
     with _server_for_this_process(home) as url:
-        request.config.stash[_MIGRATED_DB] = _backup(home / "prefect.db", tmp_path_factory.mktemp("migrated"))
         yield url
 
 
-def _backup(db: Path, folder: Path) -> Path:
-    """A consistent copy of a SQLite database (the backup API: the server may be writing)."""
-    import sqlite3
-
-    copy = folder / db.name
-    with contextlib.closing(sqlite3.connect(db)) as src, contextlib.closing(sqlite3.connect(copy)) as dst:
-        src.backup(dst)
-    return copy
-
-
-@pytest.fixture(scope="session")
-def migrated_prefect_db(request, prefect_api) -> Path:
-    """The session server's database as it was once started (migrated, nothing run yet): copied
-    as `prefect.db` into a fresh PREFECT_HOME, Prefect's temporary server starts on it without
-    migrating a new database (~10 s), as it does on every start after a user's first."""
-    return request.config.stash[_MIGRATED_DB]
-
-
 @pytest.fixture(scope="module")
-def own_prefect_api(tmp_path_factory):
+def own_prefect_api(tmp_path_factory, migrated_prefect_db):
     """A real Prefect server of this test module alone (deployments, automations and work pools
     it creates never meet another module's runs); the process points at it for the module."""
-    with _server_for_this_process(tmp_path_factory.mktemp("own-prefect")) as url:
+    home = _new_prefect_home(tmp_path_factory.mktemp("own-prefect"), migrated_prefect_db)
+    with _server_for_this_process(home) as url:
         yield url
