@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,31 +91,30 @@ def _restart_event_workers() -> None:
 
 
 @pytest.fixture(scope="session")
-def migrated_prefect_db(tmp_path_factory) -> Path:
-    """An empty Prefect database migrated to the installed Prefect's head, made once per session
-    (`prefect server database upgrade`). A server started on a copy of it skips the migrations,
-    about half of a `prefect server start` on a new SQLite file; it is the same schema a new
-    server would create, and the server still checks it and registers its block types."""
+def new_prefect_home(tmp_path_factory) -> Callable[[Path], Path]:
+    """Makes a Prefect home (a folder, created if missing) holding a copy of an empty database
+    migrated to the installed Prefect's head once per session (`prefect server database upgrade`).
+    A server started there skips the migrations, about half of a `prefect server start` on a new
+    SQLite file; it is the same schema a new server would create, and the server still checks it
+    and registers its block types."""
     import os
     import shutil
     import subprocess
     import sys
 
-    home = tmp_path_factory.mktemp("prefect-db")
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "WARNING"}
+    db_home = tmp_path_factory.mktemp("prefect-db")
+    env = {**os.environ, "PREFECT_HOME": str(db_home), "PREFECT_LOGGING_LEVEL": "WARNING"}
     env.pop("PREFECT_API_URL", None)
     exe = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
     done = subprocess.run([exe, "server", "database", "upgrade", "-y"], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return home / "prefect.db"
 
+    def make(home: Path) -> Path:
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(db_home / "prefect.db", home / "prefect.db")
+        return home
 
-def _new_prefect_home(home: Path, migrated_db: Path) -> Path:
-    """`home` (an empty folder) with a copy of the session's migrated database in it."""
-    import shutil
-
-    shutil.copyfile(migrated_db, home / "prefect.db")
-    return home
+    return make
 
 
 def _global_settings_without_heartbeats() -> None:
@@ -166,21 +166,19 @@ def _server_for_this_process(home: Path):
 
 
 @pytest.fixture(scope="session")
-def prefect_api(tmp_path_factory, migrated_prefect_db):
+def prefect_api(tmp_path_factory, new_prefect_home):
     """One real Prefect server for the whole test session; the test process points at it.
 
     Use this fixture in every test that runs a flow. It sets PREFECT_API_URL for this process
     (and children started afterwards) and turns this process's flow heartbeats off.
     """
-    home = _new_prefect_home(tmp_path_factory.mktemp("prefect-home"), migrated_prefect_db)
-    with _server_for_this_process(home) as url:
+    with _server_for_this_process(new_prefect_home(tmp_path_factory.mktemp("prefect-home"))) as url:
         yield url
 
 
 @pytest.fixture(scope="module")
-def own_prefect_api(tmp_path_factory, migrated_prefect_db):
+def own_prefect_api(tmp_path_factory, new_prefect_home):
     """A real Prefect server of this test module alone (deployments, automations and work pools
     it creates never meet another module's runs); the process points at it for the module."""
-    home = _new_prefect_home(tmp_path_factory.mktemp("own-prefect"), migrated_prefect_db)
-    with _server_for_this_process(home) as url:
+    with _server_for_this_process(new_prefect_home(tmp_path_factory.mktemp("own-prefect"))) as url:
         yield url

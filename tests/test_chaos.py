@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -220,13 +219,12 @@ def _load_harness():
 
 
 @pytest.mark.slow
-def test_chaos_harness_three_trials(tmp_path, migrated_prefect_db):
+def test_chaos_harness_three_trials(tmp_path, new_prefect_home):
     """Three kills (at start-up, at a Phase 1 file write, just after the Phase 2 answer), each
     followed by a plain rerun: nothing torn, lost, doubled, orphaned, left behind or stuck.
     The harness's PREFECT_HOME (`work/prefect`) starts with a migrated database, so its warm-up
     run is an ordinary one instead of one that first migrates a new database."""
-    (tmp_path / "prefect").mkdir()
-    shutil.copy(migrated_prefect_db, tmp_path / "prefect" / "prefect.db")
+    new_prefect_home(tmp_path / "prefect")
     chaos = _load_harness()
     out = io.StringIO()
     result = chaos.run_chaos(

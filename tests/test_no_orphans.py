@@ -43,9 +43,8 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_sigkill_of_a_cli_run_leaves_no_prefect_server(tmp_path, migrated_prefect_db):
-    (tmp_path / "prefect").mkdir()
-    shutil.copy(migrated_prefect_db, tmp_path / "prefect" / "prefect.db")  # no migration to wait for
+def test_sigkill_of_a_cli_run_leaves_no_prefect_server(tmp_path, new_prefect_home):
+    new_prefect_home(tmp_path / "prefect")  # a migrated database: no migration to wait for
     dsh = tmp_path / "dsh"
     shutil.copytree(SAMPLES, dsh)
     old = time.time() - 3600

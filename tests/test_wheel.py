@@ -131,14 +131,12 @@ def _catch_up_states(api_url: str, since: datetime) -> str:
 
 
 @pytest.fixture(scope="module")
-def own_prefect(tmp_path_factory, migrated_prefect_db):
+def own_prefect(tmp_path_factory, new_prefect_home):
     """A Prefect server of this test's own: on the suite's shared server, other tests' triggers
     and deployments of the same names would run flows in this stack (and throttle its boot)."""
     from dsh_memory.serve.prefect_server import PrefectServer
 
-    home = tmp_path_factory.mktemp("wheel-prefect")
-    shutil.copyfile(migrated_prefect_db, home / "prefect.db")  # the session's migrated database
-    with PrefectServer(home) as server:
+    with PrefectServer(new_prefect_home(tmp_path_factory.mktemp("wheel-prefect"))) as server:
         yield server.api_url
 
 
