@@ -25,6 +25,13 @@ def check() -> None:
         raise LLMFatalError("cancelled: the process is shutting down")
 
 
+def wait(ready: Callable[[float], bool]) -> None:
+    """Blocks until `ready(timeout)` (a lock's acquire, an event's wait) says True, checking
+    CANCELLED every _POLL_SECONDS: a Ctrl-C / SIGTERM stops the wait with LLMFatalError."""
+    while not ready(_POLL_SECONDS):
+        check()
+
+
 def interruptible(call: Callable[[], T]) -> T:
     """`call()`, a blocking wait on something outside the process (a model's HTTP request, which
     no signal reaches in a worker thread), made in a daemon thread while the caller watches
@@ -43,8 +50,7 @@ def interruptible(call: Callable[[], T]) -> T:
             done.set()
 
     threading.Thread(target=target, name="dsh-memory-call", daemon=True).start()
-    while not done.wait(_POLL_SECONDS):
-        check()
+    wait(done.wait)
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]

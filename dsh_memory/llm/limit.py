@@ -62,8 +62,7 @@ def model_slot() -> Iterator[None]:
     if slots is None:
         yield
         return
-    while not slots.acquire(timeout=0.2):
-        cancel.check()  # Ctrl-C / SIGTERM: stop waiting for a slot
+    cancel.wait(lambda timeout: slots.acquire(timeout=timeout))  # Ctrl-C / SIGTERM: stop waiting
     try:
         yield
     finally:
