@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -143,10 +142,8 @@ def test_server_errors_are_transient(srv, llm, status):
 def test_timeout_is_transient(srv):
     srv.script(Reply.tool(ARGS, delay_seconds=2.0))
     with OpenAICompatLLM(srv.base_url, "fake-model", KEY, timeout_seconds=0.3) as client:
-        t0 = time.monotonic()
-        with pytest.raises(LLMTransientError, match="timeout"):
+        with pytest.raises(LLMTransientError, match="timeout"):  # not the answer, 2 s later
             client.complete(MSGS, tool=SAVE)
-        assert time.monotonic() - t0 < 1.5
 
 
 def test_connection_drop_is_transient(srv, llm):
