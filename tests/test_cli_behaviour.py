@@ -332,6 +332,37 @@ def test_sessions_marks_processed_sessions_and_fits_80_columns(tmp_path):
     assert WEATHER not in table.stdout  # short ids, one line per session
 
 
+def test_status_prints_paths_and_errors_as_they_are_on_one_line_each(tmp_path):
+    """Text from outside (a memory root's path, a session's error) is never read as rich markup:
+    `[/q]` crashed `status` with a MarkupError traceback and `[proj]` vanished from the path. Piped
+    (CliRunner, 80 columns), a line is not wrapped."""
+    root = tmp_path / "p[/q]r" / "[proj]" / "mem"
+    state = StateStore(root)
+    state.finish(WEATHER, "done", 23, datetime.now(UTC), slug="weather")
+    state.fail("s-bad", "LLMOutputError: the answer held [/x] and [bold]", datetime.now(UTC), 60, 3)
+    state.close()
+    (tmp_path / "home").mkdir()
+    env = {"HOME": str(tmp_path / "home"), "DSH_MEMORY_ROOT": str(root), "DSH_MEMORY_IGNORE_BLOCKS": "1"}
+    r = invoke(["status"], {**env, "COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert f"memory root {root}" in lines
+    assert "  failed s-bad attempts=1: LLMOutputError: the answer held [/x] and [bold]" in lines
+    assert any(line.startswith("last phase 1: ") and "last phase 2: " in line for line in lines), r.stdout
+
+
+def test_the_phase1_table_shows_what_it_is_given(capsys):
+    """The extract summary's cells (a reason holding a path, a slug) are printed, not read as markup."""
+    from dsh_memory.cli.pipeline import _print_phase1
+
+    plan = {"session": "s-1", "source": "codex", "action": "skip", "reason": "excluded by /src/[/vendor]/*"}
+    _print_phase1({"decisions": [plan]}, dry_run=True)
+    row = {"session": "s-2", "source": "dsh", "outcome": "extracted", "slug": "fix-[red]", "tokens_in": 1}
+    _print_phase1({"outcomes": [{**row, "tokens_out": 2}]}, dry_run=False)
+    out = capsys.readouterr().out
+    assert "excluded by /src/[/vendor]/*" in out and "fix-[red]" in out
+
+
 # ---- progress off a terminal, and the demo's exports (fake model, real Prefect server) -----
 
 

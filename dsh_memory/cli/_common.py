@@ -42,6 +42,15 @@ def reader_gone() -> NoReturn:
     raise typer.Exit(READER_GONE_EXIT)
 
 
+def plain_console():
+    """A rich console for command output: what it prints is never read as markup (paths, errors
+    and model text may hold `[...]`; style goes through `Text`) and a line is never wrapped at 80
+    columns when piped (a tool reading it sees one line per line)."""
+    from rich.console import Console
+
+    return Console(markup=False, highlight=False, soft_wrap=True)
+
+
 def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:
     """Report `exc` and exit with its code: one `error: …` line on stderr, or with --json
     `{"error": {"code", "message"}}` on stdout and nothing else. Exit codes never depend on --json."""

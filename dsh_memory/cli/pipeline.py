@@ -9,35 +9,30 @@ from pathlib import Path
 
 import typer
 
-from dsh_memory.cli._common import emit_json, fail, prefect_env, prefect_env_defaults, run
+from dsh_memory.cli._common import emit_json, fail, plain_console, prefect_env, prefect_env_defaults, run
 from dsh_memory.cli._progress import with_progress
 from dsh_memory.errors import NotFoundError, UserInputError
 
 
 def _print_phase1(summary: dict, dry_run: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    console = plain_console()
     if summary.get("skipped_no_route"):
-        console.print(f"[yellow]Phase 1 skipped:[/] {summary.get('error')}")
+        console.print(Text.assemble(("Phase 1 skipped:", "yellow"), f" {summary.get('error')}"))
         return
     if dry_run:
         table = Table("session", "source", "action", "reason", title="Phase 1 plan (dry run)")
         for d in summary["decisions"]:
-            table.add_row(d["session"][:13], d["source"], d["action"], d["reason"])
+            table.add_row(*map(Text, (d["session"][:13], d["source"], d["action"], d["reason"])))
         console.print(table)
         return
     if summary["outcomes"]:
         table = Table("session", "source", "outcome", "slug", "tokens in/out", title="Phase 1")
         for o in summary["outcomes"]:
-            table.add_row(
-                o["session"][:13],
-                o["source"],
-                o["outcome"],
-                o["slug"],
-                f"{o['tokens_in']}/{o['tokens_out']}",
-            )
+            cells = (o["session"][:13], o["source"], o["outcome"], o["slug"], f"{o['tokens_in']}/{o['tokens_out']}")
+            table.add_row(*map(Text, cells))
         console.print(table)
         for o in summary["outcomes"]:
             if o["outcome"] in ("failed", "unreadable"):

@@ -175,7 +175,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     for header, width in zip(headers, widths, strict=True):
         table.add_column(header, no_wrap=True, overflow="ellipsis", width=width)
     for c in cells:
-        table.add_row(*c[:6], Text(c[6]))
+        table.add_row(*map(Text, c[:5]), c[5], Text(c[6]))  # only the status cell is markup (`_status`)
     console.print(table)
 
 

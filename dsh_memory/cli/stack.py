@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from dsh_memory.cli._common import run, show
+from dsh_memory.cli._common import plain_console, run, show
 
 
 def _fmt(v: Any) -> str:
@@ -31,7 +31,7 @@ def _print_health(console: Any, local: dict) -> None:
             f" ({r.get('uses', 0)} uses, {r.get('never_used', 0)} never used) · {r['pending_raw']} raw waiting"
             f" · {r.get('left_out', 0)} lines left out of injection"
         )
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(line)
     files = local.get("memory_files") or []
     recaps = [f for f in files if f["path"].startswith("rollout_summaries/")]
     if recaps:
@@ -39,20 +39,17 @@ def _print_health(console: Any, local: dict) -> None:
             f"session recaps: {len(recaps)} · used {sum(f['uses'] for f in recaps)} times"
             f" · never used {sum(1 for f in recaps if f['never_used'])}"
             f" · with items that may be stale {sum(1 for f in recaps if f['stale'])}"
-            " (per file: `dsh-memory status --json`, memory_files)",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+            " (per file: `dsh-memory status --json`, memory_files)"
         )
 
 
 def _print_status(data: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    console = plain_console()
     local, server = data["local"], data["server"]
-    console.print(f"[bold]memory root[/] {local['memory_root']}")
+    console.print(Text.assemble(("memory root", "bold"), f" {local['memory_root']}"))
     if not local.get("initialized"):
         console.print("no pipeline state yet (nothing extracted): run `dsh-memory run` or `dsh-memory serve`")
     else:
@@ -76,7 +73,10 @@ def _print_status(data: dict) -> None:
         )
         if local.get("phase2_error"):
             console.print(
-                f"[red]phase 2 error[/] ({local['phase2_consecutive_failures']} in a row): {local['phase2_error']}"
+                Text.assemble(
+                    ("phase 2 error", "red"),
+                    f" ({local['phase2_consecutive_failures']} in a row): {local['phase2_error']}",
+                )
             )
         if local.get("models"):
             console.print("models: " + ", ".join(local["models"]))
@@ -91,24 +91,26 @@ def _print_status(data: dict) -> None:
     stack = data.get("stack")
     if stack:
         console.print(
-            f"[bold]stack[/] dsh-memory serve running (pid {stack['pid']}, since {stack['started_at']}): "
-            f"Prefect UI {stack['ui_url']} · memory API {stack['http_url']}"
+            Text.assemble(
+                ("stack", "bold"),
+                f" dsh-memory serve running (pid {stack['pid']}, since {stack['started_at']}): "
+                f"Prefect UI {stack['ui_url']} · memory API {stack['http_url']}",
+            )
         )
     else:
         console.print("stack: not running (`dsh-memory serve` starts it)")
     if not server.get("available"):
-        console.print(f"[yellow]Prefect:[/] {server.get('reason')}")
+        console.print(Text.assemble(("Prefect:", "yellow"), f" {server.get('reason')}"))
         return
-    console.print(f"[bold]Prefect[/] {server['api_url']}  in flight: {len(server['in_flight'])}")
+    console.print(Text.assemble(("Prefect", "bold"), f" {server['api_url']}  in flight: {len(server['in_flight'])}"))
     for title, key in (("last runs", "last_runs"), ("next scheduled", "next_scheduled"), ("in flight", "in_flight")):
         rows = server.get(key) or []
         if not rows:
             continue
         table = Table("flow", "run", "state", "start/expected", "end", title=title)
         for r in rows:
-            table.add_row(
-                r["flow"], r["name"], r["state"] or "-", _fmt(r["start"] or r["expected_start"]), _fmt(r["end"])
-            )
+            cells = (r["flow"], r["name"], r["state"] or "-", _fmt(r["start"] or r["expected_start"]), _fmt(r["end"]))
+            table.add_row(*map(Text, cells))
         console.print(table)
 
 
