@@ -267,6 +267,10 @@ def test_a_failure_the_agent_explains_and_advises_on_is_a_shield_with_its_advice
         '- `make migrate` failed: `alembic: relation "orders" already exists` (The local DB was created by '
         "`make seed` without alembic stamps); the agent's fix: Run `alembic stamp head` once, then `make migrate` works."
     )
+    assert (  # in the recap too: nothing in the session ran the fix, so not "fixed by"
+        '- `make migrate` failed (`alembic: relation "orders" already exists`); the agent\'s fix: Run `alembic stamp '
+        "head` once, then `make migrate` works"
+    ) in steps.rollout_summary(ev, "x").splitlines()
 
 
 def test_a_failure_with_no_advice_and_no_later_success_is_still_no_shield():

@@ -110,13 +110,16 @@ def ask_recap(llm, ev: Evidence, cwd: str | None, max_tokens: int) -> tuple[str,
     return summary, slug, list(completion.notes), usage
 
 
+def _remedy(s: Shield) -> str:
+    """What overcame the failure, or (nothing in the session did) what the agent advised."""
+    return f"the agent's fix: {s.fix.rstrip('.')}" if s.advised else f"fixed by {s.fix}"
+
+
 def _shield_line(s: Shield) -> str:
     line = f"- {_code(s.command)} failed: {_code(s.error)}"
     if s.cause:
         line += f" ({s.cause.rstrip('.')})"
-    if s.advised:
-        return line + f"; the agent's fix: {s.fix.rstrip('.')}."
-    return line + f"; fixed by {s.fix}."
+    return f"{line}; {_remedy(s)}."
 
 
 def _span(c: Command) -> str:
@@ -189,7 +192,7 @@ def _outcome(ev: Evidence) -> str:
 def rollout_summary(ev: Evidence, task: str) -> str:
     out = ["## Task", task]
     steps = [f"- Ran {_code(c.line)}: passed" for c in ev.commands]
-    steps += [f"- {_code(s.command)} failed ({_code(s.error)}); fixed by {s.fix}" for s in ev.shields]
+    steps += [f"- {_code(s.command)} failed ({_code(s.error)}); {_remedy(s)}" for s in ev.shields]
     steps += [f"- Edited {_code(p)}" for p in ev.edited[:MAX_STEPS_SHOWN]]
     if steps:
         out += ["", "## What happened", *steps[:MAX_STEPS_SHOWN]]
