@@ -351,16 +351,19 @@ def test_status_prints_paths_and_errors_as_they_are_on_one_line_each(tmp_path):
     assert any(line.startswith("last phase 1: ") and "last phase 2: " in line for line in lines), r.stdout
 
 
-def test_the_phase1_table_shows_what_it_is_given(capsys):
-    """The extract summary's cells (a reason holding a path, a slug) are printed, not read as markup."""
+def test_the_phase1_table_shows_what_it_is_given(capsys, monkeypatch):
+    """The extract summary's cells (a reason holding a path, a slug) are printed, not read as
+    markup, and piped (no COLUMNS) whole, not squeezed into 80 columns."""
     from dsh_memory.cli.pipeline import _print_phase1
 
-    plan = {"session": "s-1", "source": "codex", "action": "skip", "reason": "excluded by /src/[/vendor]/*"}
+    monkeypatch.delenv("COLUMNS", raising=False)
+    reason = "excluded by /src/[/vendor]/* (exclude_projects) " + "and a reason long enough to be cut at 80 columns"
+    plan = {"session": "s-1", "source": "codex", "action": "skip", "reason": reason}
     _print_phase1({"decisions": [plan]}, dry_run=True)
     row = {"session": "s-2", "source": "dsh", "outcome": "extracted", "slug": "fix-[red]", "tokens_in": 1}
     _print_phase1({"outcomes": [{**row, "tokens_out": 2}]}, dry_run=False)
     out = capsys.readouterr().out
-    assert "excluded by /src/[/vendor]/*" in out and "fix-[red]" in out
+    assert reason in out and "fix-[red]" in out
 
 
 # ---- progress off a terminal, and the demo's exports (fake model, real Prefect server) -----

@@ -44,11 +44,12 @@ def reader_gone() -> NoReturn:
 
 def plain_console():
     """A rich console for command output: what it prints is never read as markup (paths, errors
-    and model text may hold `[...]`; style goes through `Text`) and a line is never wrapped at 80
-    columns when piped (a tool reading it sees one line per line)."""
+    and model text may hold `[...]`; style goes through `Text`), and piped (no terminal, no
+    COLUMNS) a line is not wrapped nor a table squeezed into 80 columns ("2026-12-04T17:28:2…")."""
     from rich.console import Console
 
-    return Console(markup=False, highlight=False, soft_wrap=True)
+    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(markup=False, highlight=False, soft_wrap=True, width=1000 if piped else None)
 
 
 def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:
