@@ -276,7 +276,9 @@ def test_readme_exit_code_table_lists_every_error_class():
     assert len(codes) == len(set(codes))  # each class of errors.py has its own stable code
 
 
-@pytest.mark.parametrize("args", [["read", "MEMORY.md"], ["search", "uv"], ["list", "--json"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "args", [["read", "MEMORY.md"], ["search", "uv"], ["list", "--json"], ["status"], ["sessions"]], ids=" ".join
+)
 def test_a_reader_that_went_away_is_a_quiet_exit_141(memory, tmp_path, args):
     """`dsh-memory read MEMORY.md | head`: the pipe's reader is gone before the first write (here
     from the start, so the write always fails), the command stops without a word: exit 141,

@@ -42,14 +42,20 @@ def reader_gone() -> NoReturn:
     raise typer.Exit(READER_GONE_EXIT)
 
 
-def plain_console():
+def plain_console(fit: bool = False):
     """A rich console for command output: what it prints is never read as markup (paths, errors
-    and model text may hold `[...]`; style goes through `Text`), and piped (no terminal, no
-    COLUMNS) a line is not wrapped nor a table squeezed into 80 columns ("2026-12-04T17:28:2…")."""
+    and model text may hold `[...]`; style goes through `Text`); a reader that went away is a
+    quiet exit 141 (rich's own: exit 1); piped (no terminal, no COLUMNS) a line is not wrapped
+    nor a table squeezed into 80 columns ("2026-12-04T17:28:2…") unless `fit` asks for the
+    terminal's width (80 when piped)."""
     from rich.console import Console
 
-    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
-    return Console(markup=False, highlight=False, soft_wrap=True, width=1000 if piped else None)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            reader_gone()
+
+    piped = not fit and not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return _Console(markup=False, highlight=False, soft_wrap=not fit, width=1000 if piped else None)
 
 
 def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:

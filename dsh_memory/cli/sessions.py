@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import typer
 
-from dsh_memory.cli._common import emit_json, run, show
+from dsh_memory.cli._common import emit_json, plain_console, run, show
 
 
 def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
@@ -142,7 +142,6 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     """One line per session at any width: full ids on a wide terminal, otherwise (80 columns…)
     the shortest unique prefixes of 8+ characters; long cells cut with "…". `--json` has
     everything in full."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -153,7 +152,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
         when = (r["last_activity"] or "")[:16].replace("T", " ")
         cells.append((r["id"], r["source"], kind, events, when, _status(r), r["cwd"] or ""))
     headers = ("id", "source", "kind", "events", "last activity", "status", "cwd")
-    console = Console(soft_wrap=False)
+    console = plain_console(fit=True)
     gaps = 2 * (len(headers) - 1)
 
     def measure() -> list[int]:
@@ -175,7 +174,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     for header, width in zip(headers, widths, strict=True):
         table.add_column(header, no_wrap=True, overflow="ellipsis", width=width)
     for c in cells:
-        table.add_row(*map(Text, c[:5]), c[5], Text(c[6]))  # only the status cell is markup (`_status`)
+        table.add_row(*map(Text, c[:5]), Text.from_markup(c[5]), Text(c[6]))  # the status cell is markup
     console.print(table)
 
 
