@@ -65,13 +65,24 @@ def claude_config_dir(env: Mapping[str, str] | None = None) -> Path:
     return _home("CLAUDE_CONFIG_DIR", ".claude", env)
 
 
-def _validated(model: type[BaseModel], values: dict, what: str):
+def _validated(model: type[BaseModel], values: dict, overrides: dict, what: str, names: Mapping[str, tuple[str, ...]]):
+    """`model` from the environment's `values` and the caller's `overrides`; a bad value is one
+    ConfigError naming the variable that set it and its value (never a secret's)."""
     try:
-        return model(**values)
+        return model(**{**values, **overrides})
     except ValidationError as exc:
         from dsh_memory.errors import ConfigError
 
-        raise ConfigError(f"invalid dsh-memory {what} from the environment: {exc}") from None
+        said = []
+        for err in exc.errors(include_url=False):
+            field = str(err["loc"][0]) if err["loc"] else ""
+            by_env = field in values and field not in overrides and field in names
+            name = " or ".join(names[field]) if by_env else field
+            info = model.model_fields.get(field)
+            secret = info is not None and "SecretStr" in str(info.annotation)
+            shown = "" if secret or "input" not in err else f"={err['input']!r}"
+            said.append(f"{name}{shown}: {err['msg']}")
+        raise ConfigError(f"invalid dsh-memory {what}: " + "; ".join(said)) from None
 
 
 class SourceRoots(BaseModel):
@@ -200,7 +211,7 @@ class MemorySettings(BaseModel):
         values: dict = environment_values(MEMORY_ENV_NAMES, e)
         root = values.get("memory_root") or (dsh_home(e) / "memories")
         values.update(memory_root=Path(root).expanduser(), roots=SourceRoots.from_env(e))
-        return _validated(cls, {**values, **overrides}, "setting")
+        return _validated(cls, values, overrides, "setting", MEMORY_ENV_NAMES)
 
 
 # Every field but the source folders (DSH_HOME, CODEX_HOME, CLAUDE_CONFIG_DIR: SourceRoots.from_env)
@@ -233,7 +244,7 @@ class ModelRoute(BaseModel):
         values: dict = environment_values(ROUTE_ENV_NAMES, env_mapping(env))  # the key validates as a SecretStr
         if "model_path" in values:
             values["model_path"] = Path(values["model_path"]).expanduser()
-        return _validated(cls, {**values, **overrides}, "model setting")
+        return _validated(cls, values, overrides, "model setting", ROUTE_ENV_NAMES)
 
     @property
     def endpoint_configured(self) -> bool:

@@ -193,11 +193,25 @@ def test_block_metadata_comes_from_the_name_docstring_and_loader():
         assert f'{cls.__name__}.load("default").{method}()' in example and callable(getattr(cls, method))
 
 
-def test_invalid_environment_is_a_config_error(tmp_path):
+def test_invalid_environment_is_a_config_error_naming_the_variable(tmp_path):
+    """The variable that set the bad value and the value, each problem once, no pydantic URL; a
+    value given in code is named by its field, and a secret's value is never shown."""
     from dsh_memory.blocks import MemorySettingsBlock
+    from dsh_memory.settings import ModelRoute
 
-    with pytest.raises(ConfigError, match="environment"):
-        MemorySettingsBlock(idle_seconds=5).to_settings(_env(tmp_path, DSH_MEMORY_CONCURRENCY="lots"))
+    with pytest.raises(ConfigError) as info:
+        env = _env(tmp_path, DSH_MEMORY_CONCURRENCY="lots", DSH_MEMORY_DEBOUNCE_SECONDS="0")
+        MemorySettingsBlock(idle_seconds=5).to_settings(env)
+    assert str(info.value) == (
+        "invalid dsh-memory setting: DSH_MEMORY_DEBOUNCE_SECONDS='0': Input should be greater than or equal to 1; "
+        "DSH_MEMORY_CONCURRENCY='lots': Input should be a valid integer, unable to parse string as an integer"
+    )
+    with pytest.raises(ConfigError) as info:
+        ModelRoute.from_env(_env(tmp_path, DSH_MEMORY_TIMEOUT_SECONDS="-1"), api_key=["sk-not-shown"], local_threads=0)
+    assert str(info.value) == (
+        "invalid dsh-memory model setting: api_key: Input should be a valid string; DSH_MEMORY_TIMEOUT_SECONDS='-1': "
+        "Input should be greater than 0; local_threads=0: Input should be greater than or equal to 1"
+    )
 
 
 def test_without_a_server_nothing_is_imported_or_contacted(tmp_path):
