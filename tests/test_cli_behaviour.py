@@ -334,6 +334,23 @@ def test_sessions_marks_processed_sessions_and_fits_80_columns(tmp_path):
     assert WEATHER not in table.stdout  # short ids, one line per session
 
 
+def test_every_commands_help_is_whole_paragraphs():
+    """typer keeps a docstring's single line breaks, so at 80 columns `replay --help` and six more
+    were ragged (each docstring line wrapped again); the help is reflowed into paragraphs."""
+    from typer.main import get_command
+
+    def walk(cmd):
+        yield cmd
+        for sub in getattr(cmd, "commands", {}).values():
+            yield from walk(sub)
+
+    commands = list(walk(get_command(app)))
+    assert len(commands) > 20
+    assert [c.name for c in commands if c.help and re.search(r"[^\n]\n[^\n]", c.help)] == []
+    page = CliRunner().invoke(app, ["replay", "--help"], env={"COLUMNS": "80"}, terminal_width=80).output
+    assert " in a temporary memory root (the live memory is never written)" in " ".join(page.split())
+
+
 def test_status_prints_paths_and_errors_as_they_are_on_one_line_each(tmp_path):
     """Text from outside (a memory root's path, a session's error) is never read as rich markup:
     `[/q]` crashed `status` with a MarkupError traceback and `[proj]` vanished from the path. Piped

@@ -7,6 +7,7 @@ codes (see `_common.run`). Heavy imports (prefect, httpx…) happen inside the c
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import typer
 from typer.core import TyperGroup
@@ -62,8 +63,19 @@ def _root(
 _MODULES = "sessions pipeline replay consolidate stack readpath servers admin hooks".split()
 
 
+def _reflow(typer_app: typer.Typer) -> None:
+    """Each command's help as whole paragraphs: typer keeps a docstring's single line breaks, and a
+    terminal narrower than the docstring then wraps each line again (ragged at 80 columns)."""
+    for info in typer_app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        info.help = "\n\n".join(" ".join(p.split()) for p in doc.split("\n\n"))
+    for group in typer_app.registered_groups:
+        _reflow(group.typer_instance)
+
+
 for _name in _MODULES:
     importlib.import_module(f"dsh_memory.cli.{_name}").register(app)
+_reflow(app)
 
 
 def main() -> None:  # console-script entry point
