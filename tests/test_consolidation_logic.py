@@ -165,6 +165,7 @@ def test_gate_nothing_cooldown_pause_and_force():
         force=False,
     )
     assert d.outcome == gate.SKIP_COOLDOWN and d.cooldown_remaining_seconds == 3000
+    assert d.reason.endswith("next allowed in 50 min (`dsh-memory consolidate --force` runs it now)"), d.reason
     d = gate.decide(
         Meta(last=NOW - timedelta(minutes=10)), notes=1, raw_blocks=0, now=NOW, cooldown_seconds=3600, force=True
     )

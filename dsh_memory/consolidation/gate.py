@@ -41,6 +41,12 @@ class GateDecision:
         return self.outcome == RUN
 
 
+def _span(seconds: int) -> str:
+    """`seconds` as a person reads a wait: "5 h 50 min", "12 min", "40 s"."""
+    h, m = divmod(seconds // 60, 60)
+    return f"{h} h {m} min" if h else f"{m} min" if m else f"{seconds} s"
+
+
 def decide(
     meta: Any, *, notes: int, raw_blocks: int, now: datetime, cooldown_seconds: int, force: bool
 ) -> GateDecision:
@@ -71,7 +77,11 @@ def decide(
             f"`dsh-memory consolidate --force` succeeds",
         )
     if remaining > 0 and not force:
-        return d(SKIP_COOLDOWN, f"last consolidation at {last.isoformat()}; next allowed in {remaining} s")
+        return d(
+            SKIP_COOLDOWN,
+            f"last consolidation at {last.isoformat(timespec='seconds')}; next allowed in {_span(remaining)}"
+            " (`dsh-memory consolidate --force` runs it now)",
+        )
     why = [
         "pending flag" if pending else "",
         f"{notes} ad hoc notes" if notes else "",
