@@ -15,7 +15,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -96,13 +96,11 @@ class MemoryStore:
                 if not pattern.match(name):
                     continue
                 path = os.path.join(dirpath, name)
-                try:
+                with suppress(OSError):
                     st = os.lstat(path)
                     if (st.st_mtime < cutoff or temp_writer_gone(name)) and not os.path.islink(path):
                         os.unlink(path)
                         removed.append(os.path.relpath(path, self.root))
-                except OSError:
-                    continue
         return sorted(removed)
 
     # -- path guard -------------------------------------------------------------------------
@@ -174,15 +172,15 @@ class MemoryStore:
             yield
 
     # -- raw memories -----------------------------------------------------------------------
-    def _read_raw_file(self, path: Path) -> str:
+    def _raw_blocks(self, path: Path) -> list[RawBlock]:
         try:
             with open(path, encoding="utf-8", errors="replace", newline="") as f:
-                return f.read()
+                return parse_raw_blocks(f.read())
         except FileNotFoundError:
-            return ""
+            return []
 
     def read_raw_blocks(self) -> list[RawBlock]:
-        return parse_raw_blocks(self._read_raw_file(self.resolve("raw_memories.md")))
+        return self._raw_blocks(self.resolve("raw_memories.md"))
 
     def _write_raw(self, blocks: list[RawBlock], path: Path, title: str) -> None:
         _write_atomic(path, title + "".join(serialize_raw_block(b) for b in blocks))
@@ -203,7 +201,7 @@ class MemoryStore:
         clean.id = str(block.id) if block.id else RawBlock.make_id(clean.session_id, clean.slug, clean.body)
         with self.lock("raw"):
             path = self.resolve("raw_memories.md")
-            blocks = parse_raw_blocks(self._read_raw_file(path))
+            blocks = self._raw_blocks(path)
             idx = next((i for i, b in enumerate(blocks) if b.id == clean.id), None)
             if idx is None:
                 blocks.append(clean)
@@ -221,11 +219,11 @@ class MemoryStore:
         with self.lock("raw"):
             raw = self.resolve("raw_memories.md")
             arch = self.resolve("raw_memories.archive.md")
-            blocks = parse_raw_blocks(self._read_raw_file(raw))
+            blocks = self._raw_blocks(raw)
             moving = [b for b in blocks if b.id in ids]
             if not moving:
                 return 0
-            archived = parse_raw_blocks(self._read_raw_file(arch))
+            archived = self._raw_blocks(arch)
             seen = {b.id for b in archived}
             archived += [b for b in moving if b.id not in seen]
             self._write_raw(archived, arch, RAW_ARCHIVE_TITLE)
@@ -233,7 +231,7 @@ class MemoryStore:
             return len(moving)
 
     def read_raw_archive_blocks(self) -> list[RawBlock]:
-        return parse_raw_blocks(self._read_raw_file(self.resolve("raw_memories.archive.md")))
+        return self._raw_blocks(self.resolve("raw_memories.archive.md"))
 
     # -- rollout summaries ------------------------------------------------------------------
     def _summary_owner(self, path: Path) -> tuple[str | None, object] | None:
