@@ -7,6 +7,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,10 +36,8 @@ def reader_gone() -> NoReturn:
     does. stdout and stderr now lead to /dev/null, so the interpreter's last flush cannot fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):  # a stream without a file descriptor (captured output)
             os.dup2(devnull, stream.fileno())
-        except (OSError, ValueError):  # a stream without a file descriptor (captured output)
-            pass
     raise typer.Exit(READER_GONE_EXIT)
 
 
@@ -89,7 +88,9 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
     except BrokenPipeError:
         raise  # not a failure: the reader of our output went away (`reader_gone`, via the app)
     except Exception as exc:
-        if _caused_by_interrupt(exc):  # Ctrl-C landed in clean-up code that then failed itself
+        # Ctrl-C landed in clean-up code that then failed itself: e.g. inside a lock's `with` block
+        # of Python's threading code, whose exit then fails ("release unlocked lock").
+        if any(isinstance(cur, KeyboardInterrupt) for cur in _chain(exc)):
             interrupted(as_json)
         known = prefect_unavailable(exc)
         if known is None and isinstance(exc, OSError) and exc.strerror:  # a failure of the environment
@@ -122,12 +123,6 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(cur))
         yield cur
         cur = cur.__cause__ or cur.__context__
-
-
-def _caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether `exc` was raised while a KeyboardInterrupt unwound: e.g. Ctrl-C inside a lock's
-    `with` block of Python's threading code, whose exit then fails ("release unlocked lock")."""
-    return any(isinstance(cur, KeyboardInterrupt) for cur in _chain(exc))
 
 
 def show(fn: Callable[[], Any], as_json: bool, text: Callable[[Any], None]) -> None:
