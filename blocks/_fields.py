@@ -57,11 +57,9 @@ def default_text(model: type[BaseModel], name: str) -> str:
 
 def check_path(value: str | None, allow_off: bool = False) -> str | None:
     """Absolute paths (or ~) only: a relative path would depend on the worker's directory."""
-    if value is None:
-        return None
-    value = value.strip()
+    value = (value or "").strip()
     if not value:
-        return None  # the UI sends "" for a cleared field: treat it as unset
+        return None  # unset, or the "" the UI sends for a cleared field: treat it as unset
     if allow_off and value.lower() == OFF:
         return OFF
     if not Path(value).expanduser().is_absolute():

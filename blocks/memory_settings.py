@@ -119,9 +119,7 @@ def settings_values(settings: MemorySettings) -> dict[str, Any]:
     for field, (roots_field, _var) in ROOT_FIELDS.items():
         path = getattr(settings.roots, roots_field)
         out[field] = OFF if path is None else str(path)
-    for name in SCALAR_FIELDS:
-        out[name] = getattr(settings, name)
-    return out
+    return out | {name: getattr(settings, name) for name in SCALAR_FIELDS}
 
 
 ENV_NAMES: dict[str, tuple[str, ...]] = {
