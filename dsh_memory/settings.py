@@ -39,12 +39,8 @@ def environment_values(names: Mapping[str, tuple[str, ...]], env: Mapping[str, s
     """The fields `env` sets, as raw strings the models validate: a field's first variable that is
     set (an empty value is unset; variable names match in any case)."""
     present = {key.lower(): value for key, value in env.items() if value != ""}
-    values = {}
-    for field, variables in names.items():
-        found = [present[v.lower()] for v in variables if v.lower() in present]
-        if found:
-            values[field] = found[0]
-    return values
+    set_by = {field: [v.lower() for v in variables if v.lower() in present] for field, variables in names.items()}
+    return {field: present[found[0]] for field, found in set_by.items() if found}
 
 
 def _home(variable: str, folder: str, env: Mapping[str, str] | None) -> Path:
