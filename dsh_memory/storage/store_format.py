@@ -272,15 +272,10 @@ def parse_front_matter(text: str) -> tuple[dict, str]:
         key, sep, raw = line.partition(": ")
         if not sep or not _KEY_RE.fullmatch(key):
             continue
-        if raw == "null":
-            val: object = None
-        elif raw.startswith('"'):
-            try:
+        val: object = None if raw == "null" else raw
+        if raw.startswith('"'):
+            with suppress(ValueError):
                 val = json.loads(raw)
-            except ValueError:
-                val = raw
-        else:
-            val = raw
         if key == "part" and isinstance(val, str) and val.isdigit():
             val = int(val)
         fields[key] = val
