@@ -32,8 +32,7 @@ def _read_payload(payload: str | None, max_bytes: int) -> bytes:
         return payload.encode("utf-8", "surrogateescape")
     if sys.stdin is None or sys.stdin.isatty():
         return b""
-    stream = getattr(sys.stdin, "buffer", None)
-    data = stream.read(max_bytes + 1) if stream is not None else sys.stdin.read(max_bytes + 1)
+    data = getattr(sys.stdin, "buffer", sys.stdin).read(max_bytes + 1)  # bytes, or text without a buffer
     return data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")
 
 
