@@ -60,16 +60,14 @@ def phase_lock(memory_root: Path | str, name: str) -> Iterator[Path]:
     path = lock_path(memory_root, name)
     lock = _file_lock(path)
     try:
-        lock.acquire(timeout=PROBE_GRACE_SECONDS, poll_interval=_POLL_SECONDS)
+        held = lock.acquire(timeout=PROBE_GRACE_SECONDS, poll_interval=_POLL_SECONDS)
     except Timeout:
         raise AlreadyRunning(name) from None
-    try:
+    with held:  # released on the way out, whatever happens in the block
         # best effort: the holder's pid in the lock file (diagnostics only, never trusted)
         with suppress(OSError), open(path, "w", encoding="ascii") as f:
             f.write(f"{os.getpid()}\n")
         yield path
-    finally:
-        lock.release()
 
 
 def is_running(memory_root: Path | str, name: str) -> bool:
