@@ -265,10 +265,9 @@ class MemoryStore:
                     if (active is None or (owner[0] is not None and active == owner)) and retired is None:
                         break
                 os.replace(tmp, path)
-                tmp = None
-        finally:
-            if tmp is not None:
-                _discard_temp(tmp)
+        except BaseException:
+            _discard_temp(tmp)
+            raise
         _fsync_dir(path.parent)
         return cand
 
