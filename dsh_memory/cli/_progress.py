@@ -30,8 +30,8 @@ def quiet_console() -> None:
     import logging
 
     for handler in logging.getLogger().handlers:
-        if type(handler).__name__ == "PrefectConsoleHandler" and _run_logs_stay_in_the_run_log not in handler.filters:
-            handler.addFilter(_run_logs_stay_in_the_run_log)
+        if type(handler).__name__ == "PrefectConsoleHandler":
+            handler.addFilter(_run_logs_stay_in_the_run_log)  # once: addFilter skips a filter it holds
 
 
 def with_progress(fn, label: str):
