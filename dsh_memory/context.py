@@ -87,10 +87,9 @@ class MemoryContext(AbstractContextManager["MemoryContext"]):
         return StateStore(self.settings.memory_root).db_path.exists()
 
     def close(self) -> None:
-        if "state" in self.__dict__:
-            state = self.__dict__.pop("state")
-            if not self._borrowed:
-                state.close()
+        state = self.__dict__.pop("state", None)  # the cached_property, when it was opened
+        if state is not None and not self._borrowed:
+            state.close()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
