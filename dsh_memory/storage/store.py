@@ -350,12 +350,10 @@ class MemoryStore:
         fields = {"created_at": now.isoformat(), "title": _redact(_clean_text(title)) if title else None}
         fields |= {k: _redact(_clean_text(v)) if isinstance(v, str) else v for k, v in (extra or {}).items()}
         content = render_front_matter(fields) + "\n" + _redact(_clean_text(text)).strip("\n") + "\n"
-        n = 1
-        while True:
+        for n in itertools.count(1):  # the first name not taken: stem, stem-2, stem-3…
             rel = f"extensions/ad_hoc/notes/{stem}{'' if n == 1 else f'-{n}'}.md"
             if _write_new(self.resolve(rel), content):
                 return rel
-            n += 1
 
     def list_notes(self) -> list[str]:
         d = self.notes_dir
