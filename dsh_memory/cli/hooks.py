@@ -7,6 +7,7 @@ end itself (storage/turn_ends.py). Never exit 2 nor stdout, and never a prefect 
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -77,12 +78,9 @@ def _with_retries(attempt: Callable[[float], tuple[bool, str]], budget: float) -
     """`attempt(seconds left)` until it succeeds, fails for good, or the budget is spent; a
     transient failure (`_Retry`) waits RETRY_DELAYS between attempts."""
     deadline = time.monotonic() + budget
-    tries = 0
-    while True:
-        tries += 1
-        left = deadline - time.monotonic()
+    for tries in itertools.count(1):
         try:
-            return attempt(max(0.1, left))
+            return attempt(max(0.1, deadline - time.monotonic()))
         except _Retry as exc:
             delay = RETRY_DELAYS[min(tries - 1, len(RETRY_DELAYS) - 1)]
             if time.monotonic() + delay >= deadline:
