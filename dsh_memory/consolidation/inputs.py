@@ -29,13 +29,12 @@ def as_utc(value: Any) -> datetime | None:
     unusable."""
     if value is None or value == "":
         return None
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    try:
-        d = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC)
+    if not isinstance(value, datetime):
+        try:
+            value = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _date(d: datetime | None) -> str:
