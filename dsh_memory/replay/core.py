@@ -18,8 +18,7 @@ import logging
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -67,7 +66,10 @@ def replay(
     )
     result.projects = [ProjectTotals(project=p, sessions=n) for p, n in Counter(s.project for s in own).items()]
     _classify(history, matcher, result)
-    with _memory_root(workdir) as root:
+    where = tempfile.TemporaryDirectory(prefix="dsh-memory-replay-") if workdir is None else nullcontext(workdir)
+    with where as base:  # the memory root, removed afterwards unless in `workdir`
+        root = Path(base).expanduser() / "memories"
+        root.mkdir(parents=True, exist_ok=True)
         rebuild(history, root, ctx, matcher, result)
     result.tally()
     result.finished_at = datetime.now(UTC)
@@ -250,14 +252,3 @@ def _move(staging, memory, ids: set[str], blocks: list, recaps: list) -> int:
     for block in moved:
         memory.append_raw(block)
     return len(moved)
-
-
-@contextmanager
-def _memory_root(workdir: Path | None) -> Iterator[Path]:
-    if workdir is not None:
-        root = Path(workdir).expanduser() / "memories"
-        root.mkdir(parents=True, exist_ok=True)
-        yield root
-        return
-    with tempfile.TemporaryDirectory(prefix="dsh-memory-replay-") as tmp:
-        yield Path(tmp) / "memories"
