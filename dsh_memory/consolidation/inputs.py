@@ -9,7 +9,7 @@ forgetting candidates annotated here may be retired by this run (`candidate_slug
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.consolidation import stale
@@ -234,7 +234,10 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
     skills = skills_inventory(store.skills_dir)
     skill_items = capped("skills inventory", pack([s.render() for s in skills], settings.max_index_chars))
 
-    flagged = flagged_items(memory_md, str(store.root), now.date(), settings.stale_after_days)
+    from dsh_memory.consolidation.mechanical import parse_memory_md, scope_of_group
+
+    dates = dates_of(memory_md, str(store.root))  # the items injection flags, dated by their sources
+    flagged = stale.flagged(parse_memory_md(memory_md), scope_of_group, dates, now.date(), settings.stale_after_days)
 
     def note(n: int, total: int, what: str) -> str:
         return f"({n} of {total} {what} shown{'; the rest waits for a later run' if n < total else ''})"
@@ -296,15 +299,6 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
         truncated=truncated,
         flagged=flagged,
     )
-
-
-def flagged_items(memory_md: str, root: str, today: date, stale_after_days: int) -> list:
-    """`flagged` for a MEMORY.md text (the memory root `root` dates its sources)."""
-    from dsh_memory.consolidation.mechanical import parse_memory_md, scope_of_group
-
-    if not memory_md.strip():
-        return []
-    return stale.flagged(parse_memory_md(memory_md), scope_of_group, dates_of(memory_md, root), today, stale_after_days)
 
 
 def flagged_section(items: list, cap: int) -> Section:
