@@ -125,14 +125,6 @@ class Phase2Inputs:
         return bool(self.raw_ids or self.note_rels or self.candidate_slugs)
 
 
-def _gist(body: str) -> str:
-    for ln in body.splitlines():
-        s = ln.strip().lstrip("#").strip()
-        if s:
-            return one_line(s, GIST_CHARS)
-    return ""
-
-
 def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) -> list[IndexEntry]:
     """Every active rollout summary with provenance, usage and its forgetting annotation."""
     entries: list[IndexEntry] = []
@@ -157,8 +149,8 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
             f"updated={_date(updated)}",
             f"used={int(count or 0)}x (last {_date(last_used) if last_used else 'never'})",
         ]
-        if gist := _gist(body):
-            parts.append(f"gist: {gist}")
+        if gist := next((s for ln in body.splitlines() if (s := ln.strip().lstrip("#").strip())), ""):
+            parts.append(f"gist: {one_line(gist, GIST_CHARS)}")  # its first line, headings unmarked
         line = " · ".join(parts)
         if candidate:
             line += f" · FORGETTING CANDIDATE (no activity for {(now - activity).days} days)"
