@@ -165,8 +165,7 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
         if not dry_run and any(r.action in ("import", "update") for r in result.rows):
             from dsh_memory.storage.store_format import _write_atomic
 
-            path = Path(store.root) / MANIFEST  # bookkeeping: .state/ is never served
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path = Path(store.root) / MANIFEST  # bookkeeping: .state/ is never served (made by store.lock)
             _write_atomic(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return result
 
