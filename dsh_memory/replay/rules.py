@@ -110,12 +110,13 @@ class Matcher:
             self._vectors.update(zip(missing, self.embedder.embed(missing), strict=True))
         return float(self._vectors[a] @ self._vectors[b])
 
-    def same(self, a: str, b: str) -> str:
-        """'words' or 'meaning' when `a` and `b` state the same rule, else ''."""
+    def same(self, a: str, b: str, *, base_a: bool = False) -> str:
+        """'words' or 'meaning' when `a` and `b` state the same rule, else ''. The share is taken
+        of the shorter one's terms, or with `base_a` of `a`'s (`holder`)."""
         ta, tb = terms(a), terms(b)
         if not ta or not tb:
             return ""
-        if _lexical(ta, tb, min(len(ta), len(tb))):
+        if _lexical(ta, tb, len(ta) if base_a else min(len(ta), len(tb))):
             return "words"
         if ta & tb and self._cosine(a, b) >= MIN_COSINE:
             return "meaning"
@@ -124,10 +125,4 @@ class Matcher:
     def holder(self, rules: list[str], lines: list[str]) -> str:
         """The first of `lines` (a memory) that states one of `rules` (the same rule in its
         sayings), else ''. A line may say more than the rule: the rule's terms are the base."""
-        for line in lines:
-            tl = terms(line)
-            for rule in rules:
-                tr = terms(rule)
-                if tr and tl and (_lexical(tr, tl, len(tr)) or (tr & tl and self._cosine(rule, line) >= MIN_COSINE)):
-                    return line
-        return ""
+        return next((line for line in lines for rule in rules if self.same(rule, line, base_a=True)), "")
