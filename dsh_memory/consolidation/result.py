@@ -80,11 +80,6 @@ def _cell(v: Any) -> str:
     return re.sub(r"\s+", " ", str(v)).replace("|", "\\|")[:500]
 
 
-def _fence(text: str) -> str:
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def render_markdown(summary: dict, model_output: str = "") -> str:
     gate = summary.get("gate") or {}
     model = summary.get("model") or {}
@@ -123,6 +118,6 @@ def render_markdown(summary: dict, model_output: str = "") -> str:
         text = redact(model_output)  # before the cut, so a cut cannot leave half a key behind
         if len(text) > MAX_OUTPUT_CHARS:
             text = text[:MAX_OUTPUT_CHARS] + f"\n[… {len(text) - MAX_OUTPUT_CHARS} more characters not shown]"
-        fence = _fence(text)
+        fence = "`" * max(3, 1 + max(map(len, re.findall(r"`+", text)), default=0))  # longer than any run in it
         out += ["", f"## Model output (redacted, first {MAX_OUTPUT_CHARS} characters)", "", fence + "text", text, fence]
     return redact("\n".join(out) + "\n")
