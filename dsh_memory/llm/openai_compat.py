@@ -348,7 +348,5 @@ def _text_fallback(text: str, tool: ToolSpec) -> dict | None:
             return inner
         return obj
 
-    found = extract_json_object(text, accept=lambda o: required <= set(unwrap(o)))
-    if found is None and not required:
-        found = extract_json_object(text)
+    found = extract_json_object(text, accept=lambda o: required <= set(unwrap(o)))  # no required field: any object
     return unwrap(found) if found is not None else None
