@@ -210,11 +210,9 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
     note_rels = [rel for rel, _ in note_texts[: len(note_items)]]
 
     entries = build_index(store, state.usage(), now, settings.max_unused_days)
-    floor = datetime.min.replace(tzinfo=UTC)
-    cands = sorted((e for e in entries if e.candidate), key=lambda e: (e.last_activity or floor, e.slug))
-    fresh = sorted(
-        (e for e in entries if not e.candidate), key=lambda e: (e.last_activity or floor, e.slug), reverse=True
-    )
+    by_age = sorted(entries, key=lambda e: (e.last_activity or datetime.min.replace(tzinfo=UTC), e.slug))
+    cands = [e for e in by_age if e.candidate]  # oldest first; the fresh ones newest first (slugs are unique)
+    fresh = [e for e in reversed(by_age) if not e.candidate]
     # Candidates get at most half the index budget, so forgetting can always make progress.
     cand_lines, cut_c = pack([e.line for e in cands], settings.max_index_chars // 2)
     used = sum(len(x) for x in cand_lines)
