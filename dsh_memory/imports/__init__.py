@@ -317,9 +317,7 @@ def codex_items(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
         yield _codex_file(Item("codex", summary, kind="summary", title="Codex memory summary"))
     rollouts = root / "rollout_summaries"
     if rollouts.is_dir() and not rollouts.is_symlink():
-        for n, path in enumerate(sorted(p for p in rollouts.iterdir() if p.suffix == ".md")):
-            if n >= MAX_FILES:
-                return
+        for path in sorted(p for p in rollouts.iterdir() if p.suffix == ".md")[:MAX_FILES]:
             item = _codex_file(Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}"))
             m = _CWD_LINE.search(item.text[:4000]) if item.text else None
             cwd = m.group(1).strip("'\"") if m else None
