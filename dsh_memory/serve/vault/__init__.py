@@ -131,6 +131,15 @@ class Vault:
         return self.render(request, "done.html", action=action, outcome=outcome)
 
 
+class _Static(StaticFiles):
+    """The vault's static files, sent with the pages' headers."""
+
+    async def get_response(self, path: str, scope: Any) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(HEADERS)
+        return response
+
+
 def _file_query(q) -> tuple:
     line = q.get("line", "")
     return q.get("path", ""), q.get("view", "rendered"), int(line) if line.isdigit() and len(line) < 9 else None
@@ -146,17 +155,6 @@ def vault_routes(ctx: MemoryContext) -> list[BaseRoute]:
     from dsh_memory.replay.result import vault_page
 
     v = Vault(ctx)
-    static = StaticFiles(directory=str(STATIC))
-
-    async def static_app(scope, receive, send):
-        async def send_with_headers(message):
-            if message["type"] == "http.response.start":
-                message.setdefault("headers", [])
-                message["headers"] += [(k.lower().encode(), val.encode()) for k, val in HEADERS.items()]
-            await send(message)
-
-        await static(scope, receive, send_with_headers)
-
     return [
         Route("/", v.route("overview.html", pages.overview, ctx), methods=["GET"]),
         Route("/vault/browse", v.route("browse.html", pages.browse, ctx), methods=["GET"]),
@@ -166,5 +164,5 @@ def vault_routes(ctx: MemoryContext) -> list[BaseRoute]:
         Route("/vault/settings", v.route("settings.html", pages.settings_view), methods=["GET"]),
         Route("/vault/replay", v.route("replay.html", vault_page, ctx.memory_root), methods=["GET"]),
         Route(ACTION_PREFIX + "{action:str}", v.act, methods=["POST"]),
-        Mount("/vault/static", app=static_app, name="vault-static"),
+        Mount("/vault/static", app=_Static(directory=str(STATIC)), name="vault-static"),
     ]
