@@ -8,6 +8,7 @@ debounced extraction run (prefect.yaml).
 from __future__ import annotations
 
 import uuid
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,11 +57,8 @@ def post_events(events: list[dict[str, Any]], api_url: str, *, timeout: float = 
     url = api_url.rstrip("/") + "/events"
     hdrs = {"Content-Type": "application/json", **prefect_auth_headers()}
     try:
-        if client is not None:
-            resp = client.post(url, json=events, headers=hdrs, timeout=timeout)
-        else:
-            with new_client(url, timeout) as c:
-                resp = c.post(url, json=events, headers=hdrs)
+        with nullcontext(client) if client is not None else new_client(url, timeout) as c:
+            resp = c.post(url, json=events, headers=hdrs, timeout=timeout)
     except httpx.HTTPError as exc:
         raise EmitError(f"could not reach the Prefect API at {api_url}: {type(exc).__name__}") from None
     if resp.status_code >= 300:
