@@ -7,6 +7,7 @@ project's and global ones first (`layer`), and the summary injected for a projec
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -85,12 +86,9 @@ def _spans(store: Any, rel: str) -> list[tuple[int, str]]:
 
 def scope_of(store: Any, rel: str, line: int = 1) -> str:
     """`global` or `project <root>` for line `line` of memory file `rel`."""
-    found = sc.GLOBAL
-    for first, scope in _spans(store, rel):
-        if first > line:
-            break
-        found = scope
-    return found
+    spans = _spans(store, rel)  # sorted by first line
+    i = bisect_right(spans, line, key=lambda span: span[0])
+    return spans[i - 1][1] if i else sc.GLOBAL
 
 
 def file_scope(store: Any, rel: str) -> str:
