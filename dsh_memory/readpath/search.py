@@ -45,14 +45,12 @@ def _windows(hits: list[set[int]], nq: int, n: int) -> list[tuple[int, int, set[
                 wins.append((i, j, seen))
                 break
     kept: list[tuple[int, int, set[int]]] = []
-    min_end_after = None  # smallest end among windows starting later
+    end = total  # the smallest end among the windows starting later
     for i, j, seen in reversed(wins):
-        if min_end_after is not None and min_end_after <= j:
-            continue  # contains a later, tighter window
-        kept.append((i, j, seen))
-        min_end_after = j if min_end_after is None else min(min_end_after, j)
-    kept.reverse()
-    return kept
+        if j < end:  # else it contains a later, tighter window
+            kept.append((i, j, seen))
+            end = j
+    return kept[::-1]
 
 
 def _file_matches(
