@@ -233,13 +233,8 @@ class TurnEndForwarder:
         hold = 0.0 if self._flushers or self._closing else self.min_gap
         if self._sent_at:
             self._sent_at = {s: t for s, t in self._sent_at.items() if now - t < self.min_gap}
-        batch = []
-        for sid in list(self._pending):
-            if len(batch) >= BATCH_MAX:
-                break
-            if hold and now - self._sent_at.get(sid, now - hold) < hold:
-                continue
-            batch.append((sid, self._pending.pop(sid)))
+        ready = [s for s in self._pending if not (hold and now - self._sent_at.get(s, now - hold) < hold)]
+        batch = [(sid, self._pending.pop(sid)) for sid in ready[:BATCH_MAX]]
         self._in_flight = len(batch)
         return batch
 
