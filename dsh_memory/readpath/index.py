@@ -15,7 +15,9 @@ import re
 import sqlite3
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Iterator
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -299,12 +301,8 @@ def candidate_sections(
     exprs = [" OR ".join(t.fts for t in terms)]
     if sum(dfs) > CANDIDATE_ROWS:
         order = sorted(range(len(terms)), key=lambda i: dfs[i])
-        keep, rows = [order[0]], dfs[order[0]]
-        for i in order[1:]:
-            if rows + dfs[i] > CANDIDATE_ROWS:
-                break
-            keep.append(i)
-            rows += dfs[i]
+        fit = bisect_right(list(accumulate(dfs[i] for i in order)), CANDIDATE_ROWS)
+        keep = order[: max(1, fit)]  # the rarest terms whose sections fit, at least one
         exprs = [" OR ".join(terms[i].fts for i in sorted(keep))]
         if len(terms) > 1:
             exprs.insert(0, " AND ".join(t.fts for t in terms))
