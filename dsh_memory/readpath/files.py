@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
+from bisect import bisect_right
 from datetime import datetime
+from itertools import accumulate
 from typing import Any
 
 from dsh_memory.errors import PathGuardError, UserInputError
@@ -108,17 +110,11 @@ def read(
     first = req.start_line - 1  # index of the first returned line
     if req.start_line > max(total, 1):
         raise UserInputError(f"start_line {req.start_line} is past the end of {rel} ({total} lines)")
-    chunk: list[str] = []
-    size = 0
-    cut = False
-    for line in lines[first : first + req.max_lines]:
-        if size + len(line) + 1 > MAX_READ_CHARS:
-            if not chunk:  # a single giant line: return its head rather than nothing
-                chunk.append(line[: MAX_READ_CHARS - 1])
-            cut = True
-            break
-        chunk.append(line)
-        size += len(line) + 1
+    window = lines[first : first + req.max_lines]
+    fit = bisect_right(list(accumulate(len(line) + 1 for line in window)), MAX_READ_CHARS)  # lines within the cap
+    cut = fit < len(window)
+    # a single giant line: return its head rather than nothing
+    chunk = window[:fit] if fit or not window else [window[0][: MAX_READ_CHARS - 1]]
     end = first + len(chunk)
     more = end < total
     if chunk and usage:
