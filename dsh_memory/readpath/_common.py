@@ -28,10 +28,7 @@ def validate(model: type[M], **values: Any) -> M:
     try:
         return model(**values)
     except ValidationError as exc:
-        parts = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "request"
-            parts.append(f"{loc}: {err['msg']}")
+        parts = [f"{'.'.join(str(p) for p in err['loc']) or 'request'}: {err['msg']}" for err in exc.errors()]
         raise UserInputError("invalid arguments: " + "; ".join(parts)) from None
 
 
