@@ -269,13 +269,8 @@ def doc_freqs(conn: sqlite3.Connection, terms: list[Term]) -> tuple[int, list[in
     if latin:
         marks = ",".join("?" * len(latin))
         df = dict(conn.execute(f"SELECT term, doc FROM temp.fts_rows WHERE term IN ({marks})", latin).fetchall())
-    out = []
-    for t in terms:
-        if t.cjk:
-            out.append(conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (t.fts,)).fetchone()[0])
-        else:
-            out.append(df.get(t.key, 0))
-    return n, out
+    cjk_df = "SELECT count(*) FROM fts WHERE fts MATCH ?"
+    return n, [conn.execute(cjk_df, (t.fts,)).fetchone()[0] if t.cjk else df.get(t.key, 0) for t in terms]
 
 
 CANDIDATE_ROWS = 12_000  # past this many matching sections, the OR query keeps to the rarer terms
