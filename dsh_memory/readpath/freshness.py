@@ -13,6 +13,7 @@ import json
 import os
 import re
 from datetime import date
+from pathlib import PurePath
 
 from dsh_memory.readpath._common import FileCache
 from dsh_memory.readpath.learned import age_days
@@ -65,14 +66,10 @@ def checkout_root(cwd: str | None) -> str | None:
     None when `cwd` lies in no repository on this machine."""
     if not cwd or "\x00" in cwd:
         return None
-    cur = os.path.abspath(os.path.expanduser(cwd))
-    for _ in range(64):
-        if os.path.lexists(os.path.join(cur, ".git")) and os.path.isdir(cur):
-            return cur
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return None
-        cur = parent
+    here = os.path.abspath(os.path.expanduser(cwd))
+    for folder in [here, *map(str, PurePath(here).parents)][:64]:
+        if os.path.lexists(os.path.join(folder, ".git")) and os.path.isdir(folder):
+            return folder
     return None
 
 
