@@ -21,7 +21,7 @@ from starlette.routing import BaseRoute, Route
 
 from dsh_memory.context import MemoryContext, context_of
 from dsh_memory.errors import DshMemoryError, UserInputError
-from dsh_memory.readpath import OPERATIONS
+from dsh_memory.readpath import OPERATIONS, dispatch
 from dsh_memory.serve.guard import LoopbackGuard
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,6 @@ def rpc_call(ctx: MemoryContext, method: str, params: dict[str, Any]) -> Any:
         from dsh_memory.serve.status import local_status  # the CLI `status`'s, too
 
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in local_status(ctx).items()}
-    from dsh_memory.readpath import dispatch
-
     return dispatch(ctx, method, params)
 
 
