@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsh_memory.errors import ConfigError, ServiceUnavailableError
+from dsh_memory.errors import ConfigError, NotFoundError, ServiceUnavailableError
 
 if TYPE_CHECKING:
     from dsh_memory.settings import MemorySettings
@@ -131,7 +131,6 @@ def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, 
     """Ask the configured Prefect server to run one of our deployments now, without waiting: the
     new flow run's id, name and UI address. ServiceUnavailableError without a (reachable) server;
     NotFoundError when the deployment is not registered (no `dsh-memory serve`)."""
-    from dsh_memory.errors import NotFoundError
     from dsh_memory.settings_loader import prefect_api_url
 
     url = prefect_api_url(profile=True)

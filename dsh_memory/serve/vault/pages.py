@@ -15,7 +15,7 @@ from dsh_memory.readpath import list_dir, read, search, summary
 from dsh_memory.readpath._common import is_active_rollout
 from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
 from dsh_memory.readpath.models import MAX_READ_LINES
-from dsh_memory.settings_loader import prefect_api_url
+from dsh_memory.settings_loader import describe_settings, prefect_api_url, resolve_settings
 from dsh_memory.storage.store_format import parse_front_matter
 
 NOTES_DIR = "extensions/ad_hoc/notes/"
@@ -209,7 +209,6 @@ def sessions_view(ctx: MemoryContext) -> dict[str, Any]:
 
 def settings_view() -> dict[str, Any]:
     from dsh_memory.serve.deployments import ui_url
-    from dsh_memory.settings_loader import describe_settings, resolve_settings
 
     data = describe_settings(resolve_settings())
     ui = ui_url(data["prefect_api_url"])
