@@ -48,7 +48,7 @@ def _markdown() -> MarkdownIt:
         elif not href.startswith("#"):  # a path: relative to the file being shown, inside the memory
             target, _, fragment = href.partition("#")
             base = posixpath.dirname(env.get("path", ""))
-            rel = posixpath.normpath(posixpath.join(base, target.lstrip("/") if target.startswith("/") else target))
+            rel = posixpath.normpath(posixpath.join(base, target.lstrip("/")))
             token.attrSet("href", reader_url(rel) + (f"#{fragment}" if fragment else ""))
         return renderer.renderToken(tokens, idx, options, env)
 
