@@ -318,8 +318,6 @@ def test_the_worktrees_state_at_that_moment_is_no_fact_but_what_it_breaks_and_ho
         "Git-clone installs pull the commit; `.shop-plugin/plugin.json` now points at `./skills/`, so discovery works.",
         "The `shop-bot` package only exists on the `feat/bot` branch and hasn't been merged to `main`.",
         "The `git clone` flow for the editor will now work because skills live at the top-level `skills/` path.",
-        "The worktree has unrelated changes in `README.md` and `.shop/logs/shop.log`.",
-        "The other modified files (`.shop/settings.json`, `.husky/pre-commit`, `CartTab.tsx`) are unrelated.",
         "`SHOP.md` is fully deleted, but `shop-extension.json` still declares `SHOP.md` as its context file, so the "
         "CLI will fail to load.",
         "Permissions live in the skill's `allowed-tools` frontmatter, which the CLI reads at start.",

@@ -89,7 +89,7 @@ WHERE_LED = re.compile(
 )
 # The state of the worktree or the task at that moment, false in the next session: "`plugins/` is
 # fully gone", "no leftover conflict markers", "X now points at Y", "hasn't been merged to main",
-# "the tests now pass", "the other modified files are unrelated". (A state that says what it breaks is kept: "`A` is deleted but `B` still
+# "the tests now pass". (A state that says what it breaks is kept: "`A` is deleted but `B` still
 # loads it — B fails".)
 STATE = re.compile(
     r"\b(?:is|are) (?:now |fully |completely |all )*gone\b|\b(?:is|are) (?:now|fully|completely) "
@@ -97,8 +97,7 @@ STATE = re.compile(
     r"|\bno (?:leftover|remaining|more)\b|\bleftover\b|\bconflict markers?\b"
     r"|\b(?:has|have)(?:n'?t| not)(?: yet)? been (?:merged|pushed|committed|released|deployed)\b"
     r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
-    r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged|unrelated) (?:changes|edits|files)\b"
-    r"|\b(?:modified|changed|untracked|staged) files?\b[^.]*\bunrelated\b"
+    r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
     r"|\bnow (?:points?|works?|passes|pass|builds?|compiles?|loads?|resolves?|lands?|shows?|appears?|succeeds?)\b"
     r"|\bwill now\b|\b(?:tests?|checks?|builds?|CI|suite) (?:now |all |both )*(?:pass(?:es)?|green|succeeds?)\b",
     re.I,
