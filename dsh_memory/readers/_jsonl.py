@@ -106,6 +106,18 @@ def as_str(x: Any) -> str | None:
     return x if isinstance(x, str) else None
 
 
+def text_of(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(c.get("text", "") for c in value if isinstance(c, dict) and isinstance(c.get("text"), str))
+    return ""
+
+
+def count_images(blocks: Any) -> int:
+    return sum(1 for b in as_list(blocks) if isinstance(b, dict) and b.get("type") == "image")
+
+
 def parse_time(value: Any) -> datetime | None:
     """ISO-8601 timestamp (with `Z`) or epoch seconds/ms → aware datetime; None if unusable."""
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory.models import Event, EventKind
-from dsh_memory.readers._jsonl import Events, as_dict, as_str, parse_time, same_words
+from dsh_memory.readers._jsonl import Events, as_dict, as_str, count_images, parse_time, same_words, text_of
 
 # A user text opening with one of these is harness output as a whole.
 WHOLE_TAGS: dict[str, str] = {
@@ -350,13 +350,9 @@ class EventBuilder(Events):
 
     def _tool_result(self, seq: int, block: dict, time) -> None:
         content = block.get("content")
-        images = 0
-        if isinstance(content, list):
-            parts = [c for c in content if isinstance(c, dict)]
-            images = sum(1 for c in parts if c.get("type") == "image")
-            content = "\n".join(c.get("text", "") for c in parts if isinstance(c.get("text"), str))
-        text, _ = strip_boilerplate(content) if isinstance(content, str) else ("", 0)
-        self.tool_result(seq, time, block.get("tool_use_id"), text, block.get("is_error") is True, images)
+        text, _ = strip_boilerplate(text_of(content))
+        is_error = block.get("is_error") is True
+        self.tool_result(seq, time, block.get("tool_use_id"), text, is_error, count_images(content))
 
     def _assistant(self, seq: int, obj: dict, time) -> None:
         message = as_dict(obj.get("message"))

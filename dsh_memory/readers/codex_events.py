@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from dsh_memory.models import Event, EventKind
-from dsh_memory.readers._jsonl import Events, as_dict, as_list, as_str, parse_json_maybe, same_words
+from dsh_memory.readers._jsonl import Events, as_dict, as_list, as_str, parse_json_maybe, same_words, text_of
 
 _TOOL_CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 _TOOL_OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "tool_search_output"}
@@ -245,14 +245,6 @@ def message_parts(p: dict) -> list[dict]:
     if isinstance(content, str):
         return [{"type": "input_text", "text": content}]
     return [c for c in content or [] if isinstance(c, dict)] if isinstance(content, list) else []
-
-
-def text_of(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(c.get("text", "") for c in value if isinstance(c, dict) and isinstance(c.get("text"), str))
-    return ""
 
 
 def output_text(output: Any) -> tuple[str, bool, int]:

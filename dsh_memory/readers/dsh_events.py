@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dsh_memory.models import EventKind
-from dsh_memory.readers._jsonl import Events, as_dict, as_int, as_list, as_str, parse_json_maybe
+from dsh_memory.readers._jsonl import Events, as_dict, as_int, as_list, as_str, count_images, parse_json_maybe
 from dsh_memory.readers.dsh_records import (
     KNOWN_BLOCK_TYPES,
     Body,
@@ -39,10 +39,6 @@ COMPACT_SOURCE_KINDS = frozenset({"compact", "compact-checkpoint", "plugin:compa
 def _text_of(blocks: list) -> str:
     return "\n".join(b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"
                      and isinstance(b.get("text"), str))  # fmt: skip
-
-
-def _count_images(blocks: list) -> int:
-    return sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "image")
 
 
 def _message(data: dict) -> dict:
@@ -144,7 +140,7 @@ class _Mapper(Events):
         self._check_blocks(blocks, r)
         kind = _source_kind(msg)
         if kind == "user":
-            self._emit(r, EventKind.HUMAN, text=_text_of(blocks), images=_count_images(blocks))
+            self._emit(r, EventKind.HUMAN, text=_text_of(blocks), images=count_images(blocks))
         else:
             self._emit(r, EventKind.CONTEXT, label=kind)
 
@@ -195,7 +191,7 @@ class _Mapper(Events):
         self._check_blocks(blocks, r)
         if r.data.get("error") is not None:
             is_error = True
-        self._emit(r, EventKind.TOOL_RESULT, text=_text_of(blocks), images=_count_images(blocks),
+        self._emit(r, EventKind.TOOL_RESULT, text=_text_of(blocks), images=count_images(blocks),
                    tool_call_id=call_id, tool_name=self.call_names.get(call_id or ""), is_error=is_error)  # fmt: skip
 
     def _compaction(self, r: Record, cid: str | None, replace: bool) -> None:
