@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import groupby
@@ -40,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from dsh_memory.models import Event, EventKind, Session
+from dsh_memory.readers._jsonl import parse_json_maybe
 from dsh_memory.transcript.private import without_private
 from dsh_memory.transcript.redact import MARKER_PREFIX, redact, redact_obj
 from dsh_memory.transcript.tokens import count_tokens
@@ -174,11 +174,7 @@ def _value(v: Any, cap: int) -> str:
 
 
 def _args_summary(args: Any, cap: int) -> str:
-    if isinstance(args, str):
-        stripped = args.strip()
-        if stripped[:1] in "{[":
-            with suppress(ValueError):
-                args = json.loads(stripped)
+    args = parse_json_maybe(args)
     if args is None or args == "" or args == {}:
         return ""
     if isinstance(args, dict):
