@@ -235,17 +235,11 @@ class EventBuilder(Events):
         if flag is not None:
             self.add(seq, EventKind.CONTEXT, time, label=flag, images=images)
             return
-        human: list[str] = []
-        labels: list[str] = []
-        status: str | None = None
-        label: str | None = None
-        for text in texts:
-            c = classify_text(text)
-            labels.extend(c.labels)
-            status = status or c.status
-            if c.human:
-                human.append(c.human)
-                label = label or c.label
+        said = [classify_text(text) for text in texts]
+        labels = [lab for c in said for lab in c.labels]
+        status = next((c.status for c in said if c.status), None)
+        human = [c.human for c in said if c.human]
+        label = next((c.label for c in said if c.human and c.label), None)
         if labels and (human or images or status is None):
             self.add(seq, EventKind.CONTEXT, time, label="+".join(dict.fromkeys(labels)), images=0 if human else images)
         if status is not None:

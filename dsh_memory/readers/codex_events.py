@@ -201,19 +201,12 @@ def strip_injected(text: str) -> tuple[str, list[str]]:
 
 def user_item_parts(p: dict) -> tuple[str, list[str], int]:
     """(kept text, injected labels, images) of a response_item user message."""
-    kept: list[str] = []
-    labels: list[str] = []
-    images = 0
-    for part in message_parts(p):
-        ptype = part.get("type")
-        if ptype in ("input_text", "text") and isinstance(part.get("text"), str):
-            rest, removed = strip_injected(part["text"])
-            labels.extend(removed)
-            if rest:
-                kept.append(rest)
-        elif ptype in ("input_image", "image"):
-            images += 1
-    return "\n\n".join(kept), labels, images
+    parts = message_parts(p)
+    texts = [c["text"] for c in parts if c.get("type") in ("input_text", "text") and isinstance(c.get("text"), str)]
+    said = [strip_injected(text) for text in texts]
+    labels = [label for _, removed in said for label in removed]
+    images = sum(1 for c in parts if c.get("type") in ("input_image", "image"))
+    return "\n\n".join(rest for rest, _ in said if rest), labels, images
 
 
 def typed_event(p: dict) -> tuple[str, int] | None:
