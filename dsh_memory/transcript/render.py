@@ -245,20 +245,12 @@ def _render(u: _Unit, caps: tuple[int, int]) -> tuple[str, bool]:
 
 
 def _minor(events: list[Event]) -> str:
-    counts: Counter[str] = Counter()
-    labels: list[str] = []  # the context events' first three labels
-    images = 0
-    for ev in events:
-        kind = ev.kind.value
-        counts[kind] += 1
-        images += ev.images
-        if ev.label and kind == EventKind.CONTEXT.value:
-            lab = _one_line(redact(ev.label), 40)
-            if lab not in labels and len(labels) < 3:
-                labels.append(lab)
+    counts = Counter(ev.kind.value for ev in events)
+    context = [_one_line(redact(ev.label), 40) for ev in events if ev.label and ev.kind is EventKind.CONTEXT]
+    labels = list(dict.fromkeys(context))[:3]  # the context events' first three labels
     said = {EventKind.CONTEXT.value: f" ({', '.join(labels)})" if labels else ""}
     parts = [f"{n} {kind}{said.get(kind, '')}" for kind, n in counts.items()]
-    return f"[hidden: {', '.join(parts)}]{_images(images)}"
+    return f"[hidden: {', '.join(parts)}]{_images(sum(ev.images for ev in events))}"
 
 
 def _header(session: Session, since_seq: int | None) -> str:
