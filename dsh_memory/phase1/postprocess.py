@@ -119,14 +119,12 @@ class Source:
 
     @classmethod
     def of(cls, transcript_text: str) -> Source:
-        user, agent, lines = [], [], []
-        for b in blocks(transcript_text):
-            (user if b.tag == "user" else agent).append(b.text)
-            if b.tag == "tool" and (line := command_of(b)):
-                lines.append(line)
-        commands = "\n".join(lines)  # list-form commands, joined
+        said = blocks(transcript_text)
+        user = "\n".join(b.text for b in said if b.tag == "user")
+        agent = "\n".join(b.text for b in said if b.tag != "user")
+        commands = "\n".join(line for b in said if b.tag == "tool" and (line := command_of(b)))  # list-form commands
         words = {w.lower() for w in WORD.findall(transcript_text)}
-        return cls("\n".join(user), "\n".join(agent) + "\n" + commands, words, _flat(transcript_text + "\n" + commands))
+        return cls(user, agent + "\n" + commands, words, _flat(transcript_text + "\n" + commands))
 
 
 def _flat(text: str) -> str:
