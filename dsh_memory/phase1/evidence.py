@@ -13,6 +13,7 @@ facts and conclusions (`facts.py`), the code map and what the agent wrote down f
 from __future__ import annotations
 
 import re
+from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -312,14 +313,8 @@ def plan_items(tool: str, arguments: Any) -> list[str]:
 
 def _named_items(text: str) -> list[str]:
     """A plan's list items that name something (its first MAX_FROM_ONE)."""
-    out = []
-    for line in text.splitlines():
-        m = _ITEM.match(line)
-        if m and _NAMES.search(m.group(1)):
-            out.append(m.group(1).strip().replace("**", ""))
-            if len(out) >= MAX_FROM_ONE:
-                break
-    return out
+    items = (m.group(1) for m in map(_ITEM.match, text.splitlines()) if m and _NAMES.search(m.group(1)))
+    return [item.strip().replace("**", "") for item in islice(items, MAX_FROM_ONE)]
 
 
 def best_items(items: list[str]) -> list[str]:
