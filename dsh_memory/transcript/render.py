@@ -188,16 +188,11 @@ def _images(n: int) -> str:
 
 def _group(events: list[Event]) -> list[_Unit]:
     units: list[_Unit] = []
-    for ev in events:
-        if ev.kind is EventKind.HUMAN:
-            units.append(_Unit("human", [ev]))
-        elif ev.kind in _MINOR:
-            if units and units[-1].kind == "minor":
-                units[-1].events.append(ev)
-            else:
-                units.append(_Unit("minor", [ev]))
+    for minor, run in groupby(events, key=lambda ev: ev.kind in _MINOR):  # a run of minor events is one unit
+        if minor:
+            units.append(_Unit("minor", list(run)))
         else:
-            units.append(_Unit("event", [ev]))
+            units += [_Unit("human" if ev.kind is EventKind.HUMAN else "event", [ev]) for ev in run]
     return units
 
 
