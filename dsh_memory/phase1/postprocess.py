@@ -349,12 +349,8 @@ def backing_words(item: str, user_sentences: list[str]) -> list[str]:
     words = set(content_words(QUOTED.sub(" ", untag(item))))
     if len(words) < 2:
         return []
-    out = []
-    for s in user_sentences:
-        shared = words & set(content_words(s))
-        if len(shared) >= 2 and len(shared) / len(words) >= MIN_SHARE:
-            out.append(s)
-    return out
+    shared = [(s, len(words & set(content_words(s)))) for s in user_sentences]
+    return [s for s, n in shared if n >= 2 and n / len(words) >= MIN_SHARE]
 
 
 def scope_items(raw_memory: str, transcript_text: str) -> tuple[str, list[str]]:

@@ -53,11 +53,8 @@ def read_path(tool: str, arguments: object, line: str | None) -> str | None:
 
 
 def _lines(text: str) -> list[tuple[int | None, str]]:
-    out = []
-    for ln in text[:MAX_READ].splitlines():
-        m = _NUMBERED.match(ln)
-        out.append((int(m.group(1)), ln[m.end() :]) if m else (None, ln))
-    return out
+    numbered = [(ln, _NUMBERED.match(ln)) for ln in text[:MAX_READ].splitlines()]
+    return [(int(m.group(1)), ln[m.end() :]) if m else (None, ln) for ln, m in numbered]
 
 
 def _comment(s: str) -> str | None:
