@@ -38,15 +38,13 @@ def drop_private(text: str) -> str:
 def without_private(session: Session) -> Session:
     """`session` with every private span dropped from its human prompts and its title (the same
     object when there is none)."""
-    changed: dict[int, str] = {}
-    for i, e in enumerate(session.events):
-        if e.kind is EventKind.HUMAN:
-            text = drop_private(e.text)
-            if text != e.text:
-                changed[i] = text
+    texts = [drop_private(e.text) if e.kind is EventKind.HUMAN else e.text for e in session.events]
     title = drop_private(session.title) if session.title else session.title
-    if not changed and title == session.title:
+    if texts == [e.text for e in session.events] and title == session.title:
         return session
-    events = [e.model_copy(update={"text": changed[i]}) if i in changed else e for i, e in enumerate(session.events)]
+    events = [
+        e if text == e.text else e.model_copy(update={"text": text})
+        for e, text in zip(session.events, texts, strict=True)
+    ]
     title = " ".join(title.split()) if title else title
     return session.model_copy(update={"events": events, "title": title or None})
