@@ -81,15 +81,8 @@ class Decision:
     base_slug: str | None = None
 
     def row(self) -> DecisionRow:
-        return DecisionRow(
-            session=self.ref.id,
-            source=self.ref.source,
-            action=self.action,
-            kind=self.kind,
-            reason=self.reason,
-            watermark=self.watermark,
-            part=self.part,
-        )
+        shared = {name: getattr(self, name) for name in ("action", "kind", "reason", "watermark", "part")}
+        return DecisionRow(session=self.ref.id, source=self.ref.source, **shared)
 
 
 class DecisionRow(BaseModel):
