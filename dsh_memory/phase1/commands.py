@@ -13,6 +13,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
+from itertools import dropwhile
 from typing import Any
 
 from pydantic import BaseModel
@@ -101,10 +102,7 @@ def argv_line(value: Any) -> str | None:
 
 def _output(text: str) -> str:
     """A tool result without a Codex exec header (Chunk ID, Wall time, …)."""
-    lines = (text or "").splitlines()
-    while lines and (_CODEX_HEAD.match(lines[0].strip()) or not lines[0].strip()):
-        lines.pop(0)
-    return "\n".join(lines)
+    return "\n".join(dropwhile(lambda ln: _CODEX_HEAD.match(ln.strip()) or not ln.strip(), (text or "").splitlines()))
 
 
 def _json_error(text: str) -> str | None:
