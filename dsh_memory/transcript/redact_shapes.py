@@ -28,13 +28,9 @@ _LOWER = _trigger_table(lower=True, gated=False)
 assert not _trigger_table(lower=True, gated=True), "lower-case rules are never gated"
 # Triggers that start a run of token characters are looked up per run (only when the text has
 # such a run); the rest are substring tests like the ungated rules' triggers.
-_RUN_START: dict[str, tuple[int, ...]] = {}
-_OTHER: tuple[tuple[str, tuple[int, ...]], ...] = ()
-for _t, _ix in _trigger_table(lower=False, gated=True):
-    if all(RULES[i].prefix for i in _ix) and RUN_TRIGGER.fullmatch(_t):
-        _RUN_START[_t] = _ix
-    else:
-        _OTHER += ((_t, _ix),)
+_GATED = _trigger_table(lower=False, gated=True)
+_RUN_START = {t: ix for t, ix in _GATED if all(RULES[i].prefix for i in ix) and RUN_TRIGGER.fullmatch(t)}
+_OTHER = tuple((t, ix) for t, ix in _GATED if t not in _RUN_START)
 _SUBSTRING = _FREE + _OTHER  # tested with `in` on every text that passes the fast path
 _RUN_START_LENGTHS = tuple(sorted({len(t) for t in _RUN_START}))
 _RUN_START_HEADS = frozenset(t[:2] for t in _RUN_START)
