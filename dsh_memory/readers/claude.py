@@ -87,10 +87,7 @@ def load(ref: SessionRef) -> Session:
 
 def _pick_summary(summaries: list[tuple[str, Any]], uuids: set) -> str | None:
     """The summary labelling a leaf of this file, else the last one (it names the resumed work)."""
-    for text, leaf in reversed(summaries):
-        if leaf in uuids:
-            return text
-    return summaries[-1][0] if summaries else None
+    return next((text for text, leaf in reversed(summaries) if leaf in uuids), summaries[-1][0] if summaries else None)
 
 
 def opens_with_prompt(obj: dict) -> bool:
