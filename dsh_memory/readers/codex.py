@@ -146,10 +146,5 @@ def source_kind(source: Any) -> tuple[str, str | None]:
 
 def find_key(value: Any, key: str) -> Any:
     if isinstance(value, dict):
-        if value.get(key):
-            return value[key]
-        for v in value.values():
-            found = find_key(v, key)
-            if found:
-                return found
+        return value.get(key) or next(filter(None, (find_key(v, key) for v in value.values())), None)
     return None
