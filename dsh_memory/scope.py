@@ -113,11 +113,8 @@ def head_commit(cwd: str | None) -> str:
 
 
 def _packed_ref(common: str, ref: str) -> str:
-    for line in _read_small(os.path.join(common, "packed-refs"), 1 << 20).splitlines():
-        sha, _, name = line.partition(" ")
-        if name.strip() == ref:
-            return sha
-    return ""
+    refs = (line.partition(" ") for line in _read_small(os.path.join(common, "packed-refs"), 1 << 20).splitlines())
+    return next((sha for sha, _, name in refs if name.strip() == ref), "")
 
 
 @functools.lru_cache(maxsize=4096)
