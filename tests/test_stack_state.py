@@ -85,7 +85,13 @@ def test_a_port_in_time_wait_is_free():
     assert port_free("127.0.0.1", port)
 
 
-def test_serve_on_a_busy_prefect_port_fails_with_one_line(tmp_path):
+@pytest.mark.parametrize(
+    ("busy", "what", "option"),
+    [("--prefect-port", "the Prefect server", "--prefect-port"), ("--port", "the memory API", "--port")],
+)
+def test_serve_on_a_busy_port_fails_with_one_line_before_starting_anything(tmp_path, busy, what, option):
+    """Either port taken: one line naming it and its option, and no Prefect server started for
+    nothing (a busy memory API port was found only after the Prefect server had started)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PREFECT_API_URL"))}
     env.update(
         HOME=str(tmp_path),
@@ -97,8 +103,9 @@ def test_serve_on_a_busy_prefect_port_fails_with_one_line(tmp_path):
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
+        ports = {"--prefect-port": str(free_port()), "--port": str(free_port()), busy: str(port)}
         r = subprocess.run(
-            [sys.executable, "-m", "dsh_memory.cli", "serve", "--prefect-port", str(port), "--port", str(free_port())],
+            [sys.executable, "-m", "dsh_memory.cli", "serve", *(x for kv in ports.items() for x in kv)],
             env=env,
             capture_output=True,
             text=True,
@@ -107,8 +114,8 @@ def test_serve_on_a_busy_prefect_port_fails_with_one_line(tmp_path):
     assert r.returncode == 1, r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
     assert errors == [
-        f"error: port {port} on 127.0.0.1 (the Prefect server) is in use by another process: stop it, "
-        "or choose another port with --prefect-port"
+        f"error: port {port} on 127.0.0.1 ({what}) is in use by another process: stop it, "
+        f"or choose another port with {option}"
     ], r.stderr
-    assert "Traceback" not in r.stderr
+    assert "Traceback" not in r.stderr and "starting a local Prefect server" not in r.stdout + r.stderr
     assert not (tmp_path / "prefect-home").exists() and not stack_state.state_path(tmp_path / "prefect-home").exists()

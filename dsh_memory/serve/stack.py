@@ -44,6 +44,7 @@ def serve_stack(host: str, port: int, prefect_port: int, boot_catch_up: bool, ec
     try:
         with ExitStack() as started:
             try:
+                wait_for_port(host, port, "the memory API", "--port")  # a busy port: nothing started yet
                 api_url, server = _start_prefect(prefect_home, prefect_port, echo, started)
                 ctx = memory_context()  # after attaching: a saved settings block applies
                 settings = ctx.settings
@@ -103,7 +104,6 @@ def _start_http(host: str, port: int, ctx, echo: Callable[[str], None], started:
 
     from dsh_memory.serve.http_app import create_app
 
-    wait_for_port(host, port, "the memory API", "--port")
     config = uvicorn.Config(create_app(ctx), host=host, port=port, log_level="warning", lifespan="on")
     http = uvicorn.Server(config)
     http.install_signal_handlers = lambda: None  # the main thread owns signals
