@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -61,24 +61,34 @@ def claude_config_dir(env: Mapping[str, str] | None = None) -> Path:
     return _home("CLAUDE_CONFIG_DIR", ".claude", env)
 
 
+def problems(model: type[BaseModel], exc: ValidationError, name: Callable[[str], str | None] = lambda f: None) -> str:
+    """`model`'s ValidationError on one line: "where: message (got value)" per problem, the value
+    cut at 80 characters and never a secret's; `name(field)` may name a field otherwise (the
+    variable that set it), else its location."""
+    secret = {n for n, f in model.model_fields.items() if "SecretStr" in str(f.annotation)}
+    parts = []
+    for err in exc.errors(include_url=False):
+        field = str(err["loc"][0]) if err["loc"] else ""
+        text = f"{name(field) or '.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
+        if field not in secret and "input" in err and not isinstance(err["input"], dict):
+            got = repr(err["input"])
+            text += f" (got {got[:80]}{'…' if len(got) > 80 else ''})"
+        parts.append(text)
+    return "; ".join(parts)
+
+
 def _validated(model: type[BaseModel], values: dict, overrides: dict, what: str, names: Mapping[str, tuple[str, ...]]):
     """`model` from the environment's `values` and the caller's `overrides`; a bad value is one
-    ConfigError naming the variable that set it and its value (never a secret's)."""
+    ConfigError naming the variable that set it (`problems`)."""
     try:
         return model(**{**values, **overrides})
     except ValidationError as exc:
         from dsh_memory.errors import ConfigError
 
-        said = []
-        for err in exc.errors(include_url=False):
-            field = str(err["loc"][0]) if err["loc"] else ""
-            by_env = field in values and field not in overrides and field in names
-            name = " or ".join(names[field]) if by_env else field
-            info = model.model_fields.get(field)
-            secret = info is not None and "SecretStr" in str(info.annotation)
-            shown = "" if secret or "input" not in err else f"={err['input']!r}"
-            said.append(f"{name}{shown}: {err['msg']}")
-        raise ConfigError(f"invalid dsh-memory {what}: " + "; ".join(said)) from None
+        def variable(field: str) -> str | None:
+            return " or ".join(names[field]) if field in values and field not in overrides and field in names else None
+
+        raise ConfigError(f"invalid dsh-memory {what}: {problems(model, exc, variable)}") from None
 
 
 class SourceRoots(BaseModel):

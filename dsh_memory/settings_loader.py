@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory.errors import ConfigError
-from dsh_memory.settings import MemorySettings, ModelRoute
+from dsh_memory.settings import MemorySettings, ModelRoute, problems
 
 BLOCK_NAME = "default"
 BLOCK_SLUGS = ("dsh-memory-settings", "dsh-memory-model-route")  # the block types' slugs (blocks/)
@@ -177,16 +177,7 @@ def _validate(cls: Any, data: dict[str, Any]) -> Any:
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            secret = {n for n, f in cls.model_fields.items() if "SecretStr" in str(f.annotation)}
-            parts = []
-            for err in exc.errors():
-                loc = ".".join(str(p) for p in err.get("loc", ())) or "value"
-                text = f"{loc}: {err.get('msg', 'invalid')}"
-                if loc.split(".")[0] not in secret and "input" in err and not isinstance(err["input"], dict):
-                    got = repr(err["input"])
-                    text += f" (got {got[:80]}{'…' if len(got) > 80 else ''})"
-                parts.append(text)
-            problem = "; ".join(parts)
+            problem = problems(cls, exc)
     raise ConfigError(
         f"the saved Prefect block '{slug}/{BLOCK_NAME}' is unusable: {problem}. Fix it in the Prefect UI "
         f"under Blocks → {cls.get_block_type_name()} → {BLOCK_NAME}, re-save it from the environment with "

@@ -194,8 +194,9 @@ def test_block_metadata_comes_from_the_name_docstring_and_loader():
 
 
 def test_invalid_environment_is_a_config_error_naming_the_variable(tmp_path):
-    """The variable that set the bad value and the value, each problem once, no pydantic URL; a
-    value given in code is named by its field, and a secret's value is never shown."""
+    """The variable that set the bad value and the value (cut at 80 characters), each problem
+    once, no pydantic URL; a value given in code is named by its field; a secret's value is never
+    shown. The same wording as a broken block's (settings.problems)."""
     from dsh_memory.blocks import MemorySettingsBlock
     from dsh_memory.settings import ModelRoute
 
@@ -203,15 +204,18 @@ def test_invalid_environment_is_a_config_error_naming_the_variable(tmp_path):
         env = _env(tmp_path, DSH_MEMORY_CONCURRENCY="lots", DSH_MEMORY_DEBOUNCE_SECONDS="0")
         MemorySettingsBlock(idle_seconds=5).to_settings(env)
     assert str(info.value) == (
-        "invalid dsh-memory setting: DSH_MEMORY_DEBOUNCE_SECONDS='0': Input should be greater than or equal to 1; "
-        "DSH_MEMORY_CONCURRENCY='lots': Input should be a valid integer, unable to parse string as an integer"
+        "invalid dsh-memory setting: DSH_MEMORY_DEBOUNCE_SECONDS: Input should be greater than or equal to 1 (got "
+        "'0'); DSH_MEMORY_CONCURRENCY: Input should be a valid integer, unable to parse string as an integer (got 'lots')"
     )
     with pytest.raises(ConfigError) as info:
         ModelRoute.from_env(_env(tmp_path, DSH_MEMORY_TIMEOUT_SECONDS="-1"), api_key=["sk-not-shown"], local_threads=0)
     assert str(info.value) == (
-        "invalid dsh-memory model setting: api_key: Input should be a valid string; DSH_MEMORY_TIMEOUT_SECONDS='-1': "
-        "Input should be greater than 0; local_threads=0: Input should be greater than or equal to 1"
+        "invalid dsh-memory model setting: api_key: Input should be a valid string; DSH_MEMORY_TIMEOUT_SECONDS: "
+        "Input should be greater than 0 (got '-1'); local_threads: Input should be greater than or equal to 1 (got 0)"
     )
+    with pytest.raises(ConfigError) as info:  # a long value is shown cut
+        MemorySettingsBlock().to_settings(_env(tmp_path, DSH_MEMORY_CONCURRENCY="9" * 500))
+    assert str(info.value).endswith("(got '" + "9" * 79 + "…)")
 
 
 def test_without_a_server_nothing_is_imported_or_contacted(tmp_path):
