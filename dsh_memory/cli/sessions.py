@@ -115,12 +115,12 @@ def short_ids(ids: list[str]) -> dict[str, str]:
     return {i: i[:n] for i in ids}
 
 
-def _status(r: dict[str, Any]) -> str:
-    """The status cell (rich markup)."""
-    from rich.markup import escape
+def _status(r: dict[str, Any]):
+    """The status cell (a rich Text: an unreadable log's in red)."""
+    from rich.text import Text
 
     if r["error"]:
-        return f"[red]unreadable: {escape(r['error'])}[/red]"
+        return Text(f"unreadable: {r['error']}", style="red")
     if r["state"]:
         status = STATE_LABELS.get(r["state"], r["state"])
     elif r["extractable"]:
@@ -131,7 +131,7 @@ def _status(r: dict[str, Any]) -> str:
         status = "skipped" if not r["root"] else "no human prompt"
     if r["warnings"]:
         status += f" ({r['warnings']} warning{'s' if r['warnings'] != 1 else ''})"
-    return status
+    return Text(status)
 
 
 def _tail(text: str, width: int) -> str:
@@ -157,7 +157,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
     def measure() -> list[int]:
         widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
-        widths[5] = max([len(headers[5]), *(Text.from_markup(c[5]).cell_len for c in cells)])
+        widths[5] = max([len(headers[5]), *(c[5].cell_len for c in cells)])
         return widths
 
     widths = measure()
@@ -174,7 +174,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     for header, width in zip(headers, widths, strict=True):
         table.add_column(header, no_wrap=True, overflow="ellipsis", width=width)
     for c in cells:
-        table.add_row(*map(Text, c[:5]), Text.from_markup(c[5]), Text(c[6]))  # the status cell is markup
+        table.add_row(*map(Text, c[:5]), c[5], Text(c[6]))
     console.print(table)
 
 
