@@ -395,9 +395,12 @@ def test_cli_summary_inject_takes_the_cwd_from_the_hooks_stdin(memory, repos, mo
     assert "English everywhere" in r.stdout and "ledger (" in r.stdout
     r = _cli(memory, "summary", "--inject", "--cwd", repos["ledger"])
     assert r.exit_code == 0 and "pnpm" in r.stdout and "migrations" not in r.stdout
+    os.chdir(repos["weather"] + "/pkg")  # a hook runs in the session's project
     for junk in ("not json", json.dumps({"cwd": 42}), json.dumps(["cwd"]), ""):
         r = _cli(memory, "summary", "--inject", "--from-hook", stdin=junk)
-        assert r.exit_code == 0 and "pnpm" in r.stdout and "migrations" in r.stdout  # no cwd: today's output
+        # no cwd in the payload: the directory the hook runs in, never every project's memory
+        assert r.exit_code == 0 and "migrations" in r.stdout and "pnpm" not in r.stdout
+        assert "English everywhere" in r.stdout
     os.chdir(repos["ledger"] + "/pkg")  # `--cwd .` is where the command runs
     r = _cli(memory, "summary", "--inject", "--cwd", ".")
     assert r.exit_code == 0 and "pnpm" in r.stdout and "migrations" not in r.stdout

@@ -6,6 +6,7 @@ No prefect import here, so these commands stay fast enough for agent hooks (`sum
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -117,15 +118,15 @@ def register(app: typer.Typer) -> None:
         "from_hook",
         "--from-hook",
         'Take --cwd from a session-start hook\'s JSON on stdin (Claude Code sends {"cwd": …}); '
-        "unreadable input means no cwd",
+        "without one, the directory the hook runs in",
     )
 
     @command(app, "summary", flags=[inject, from_hook])
     def summary_cmd(as_json: bool, inject: bool, from_hook: bool, cwd: str | None) -> Any:
         """Show memory_summary.md (capped at max_summary_chars); with --cwd, the global part plus
         that project's part."""
-        if from_hook and cwd is None:
-            cwd = hook_cwd(sys.stdin)
+        if from_hook and cwd is None:  # hooks run in the session's project: never every project's part
+            cwd = hook_cwd(sys.stdin) or os.getcwd()
         s = _core("summary", {"cwd": cwd})
         if as_json:
             return {**s.model_dump(), "injection": s.injection()}
