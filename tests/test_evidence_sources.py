@@ -135,7 +135,7 @@ def test_set_up_and_run_commands_go_on_one_line_in_the_order_they_first_ran():
     lines = steps.command_lines(gather(s).commands)
     assert lines == [
         "- Set up and run with: `conda create -n gen311 python=3.11 -y`, then `pip install -r requirements.txt`, "
-        "then `python generate.py` (2×)"
+        "then `python generate.py` (ran 2×)"
     ]
 
 
@@ -150,7 +150,7 @@ def test_a_run_that_failed_until_the_setup_ran_comes_after_the_setup():
         cwd=CWD,
     )
     assert steps.command_lines(gather(s).commands) == [
-        "- Set up and run with: `pip install -r requirements.txt`, then `python train.py` (2×)"
+        "- Set up and run with: `pip install -r requirements.txt`, then `python train.py` (ran 2×)"
     ]
 
 

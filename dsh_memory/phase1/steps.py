@@ -138,7 +138,7 @@ def command_lines(commands: list[Command]) -> list[str]:
     checks = [_span(c) for c in commands if c.check]
     if checks:
         out.append("- Checks that passed: " + ", ".join(checks))
-    runs = [_span(c) + (f" ({c.runs}×)" if c.runs > 1 else "") for c in commands if not c.check]
+    runs = [_span(c) + (f" (ran {c.runs}×)" if c.runs > 1 else "") for c in commands if not c.check]
     if runs:
         out.append("- Set up and run with: " + ", then ".join(runs))
     return out
