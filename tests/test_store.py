@@ -426,6 +426,9 @@ def test_notes_never_overwrite(store: MemoryStore):
 def test_note_redacts_and_rejects_empty(store: MemoryStore):
     rel = store.add_note(f"my key is {FAKE_KEY}")
     assert FAKE_KEY not in store.read_text(rel)
+    titled = store.add_note("the deploy key", title=f"key {FAKE_KEY}")
+    for name in (rel, titled):  # not in the file name either (a slug lowercases it)
+        assert FAKE_KEY.lower() not in name.lower() and FAKE_KEY[3:].lower() not in name.lower()
     assert SLUG_RE.fullmatch(rel.split("Z-", 1)[1][:-3])
     with pytest.raises(UserInputError):
         store.add_note("   \n")

@@ -346,7 +346,8 @@ class MemoryStore:
             raise UserInputError("a note needs some text")
         now = (now or datetime.now(UTC)).astimezone(UTC)
         first = title or next((ln for ln in text.splitlines() if ln.strip()), "note")
-        stem = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{slugify(first)[:48].rstrip('-') or 'note'}"
+        # the file name is redacted too (a slug lowercases a secret past its pattern: redact first)
+        stem = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{slugify(_redact(_clean_text(first)))[:48].rstrip('-') or 'note'}"
         fields = {"created_at": now.isoformat(), "title": _redact(_clean_text(title)) if title else None}
         fields |= {k: _redact(_clean_text(v)) if isinstance(v, str) else v for k, v in (extra or {}).items()}
         content = render_front_matter(fields) + "\n" + _redact(_clean_text(text)).strip("\n") + "\n"
