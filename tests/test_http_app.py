@@ -138,6 +138,12 @@ def test_rpc_rejects_malformed_bodies(client):
     assert client.post(RPC_PATH, content=b"{not json", headers={"content-type": "application/json"}).status_code == 400
     assert client.post(RPC_PATH, json=["list"]).status_code == 400
     assert client.post(RPC_PATH, json={"method": "list", "params": [1]}).status_code == 400
+    for params in ([], 0, "", False):  # not an object, even when falsy
+        assert client.post(RPC_PATH, json={"method": "list", "params": params}).status_code == 400
+    assert client.post(RPC_PATH, json={"method": "list", "params": None}).status_code == 200
+    deep = b"[" * 100_000  # nested past the parser's recursion limit: bad input, not a 500
+    r = client.post(RPC_PATH, content=deep, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "UserInputError"
     assert client.get(RPC_PATH).status_code == 405
 
 

@@ -71,9 +71,10 @@ def create_app(
         try:
             try:
                 body = json.loads(await request.body())
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
                 raise UserInputError("request body is not valid JSON") from None
-            params = (body.get("params") or {}) if isinstance(body, dict) else None
+            params = body.get("params") if isinstance(body, dict) else []
+            params = {} if params is None else params  # null or missing: no params
             if not isinstance(params, dict) or not isinstance(body.get("method"), str) or set(body) - RPC_KEYS:
                 raise UserInputError('body must be {"method": "...", "params": {...}}')
             if body["method"] not in RPC_METHODS:
