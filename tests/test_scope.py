@@ -415,6 +415,7 @@ def test_hook_cwd_reads_at_most_a_bounded_payload():
     huge = io.StringIO(json.dumps({"cwd": "/r/app", "pad": "x" * HOOK_STDIN_MAX_BYTES}))
     assert hook_cwd(huge) is None  # cut at the bound: not JSON any more, no cwd
     assert hook_cwd(io.StringIO(json.dumps({"cwd": "a\x00b"}))) is None
+    assert hook_cwd(io.StringIO("[" * 100_000)) is None  # nested past the parser's recursion limit
 
 
 def test_rpc_summary_with_a_cwd(memory, repos):

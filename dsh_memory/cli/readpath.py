@@ -89,7 +89,7 @@ def hook_cwd(stream: Any) -> str | None:
         if stream is None or stream.isatty():
             return None
         data = json.loads(stream.read(HOOK_STDIN_MAX_BYTES) or "null")
-    except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8 (UnicodeDecodeError)
+    except (OSError, ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deep to parse
         return None
     cwd = data.get("cwd") if isinstance(data, dict) else None
     return cwd if isinstance(cwd, str) and cwd.strip() and len(cwd) <= 4096 and "\x00" not in cwd else None
