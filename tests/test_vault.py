@@ -146,6 +146,19 @@ def test_add_then_delete_a_note(client, settings):
     assert done.status_code == 200 and not (settings.memory_root / new).exists()
 
 
+def test_a_note_from_the_form_keeps_its_line_breaks_as_typed(client, settings):
+    """A browser posts a textarea's line breaks as CRLF: the note is written with LF, and a note
+    as long as the textarea allows (20,000 characters, line breaks counted once) is taken."""
+    store = MemoryStore(settings.memory_root)
+    before = set(store.list_notes())
+    typed = "step\n" * 4000  # 20,000 characters in the textarea
+    _, do = _act(client, "add", note=typed.replace("\n", "\r\n"))
+    assert do().status_code == 200
+    (new,) = set(store.list_notes()) - before
+    text = (settings.memory_root / new).read_bytes().decode()
+    assert "\r" not in text and text.endswith("step\nstep\n")
+
+
 def test_delete_guard_refuses_pipeline_and_retired_files(client, settings):
     tok = token(client.get("/vault/browse").text, "delete")
     for path in ("MEMORY.md", "raw_memories.md", "rollout_summaries/.retired/old-deploy.md", "../x"):

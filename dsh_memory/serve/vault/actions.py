@@ -185,6 +185,8 @@ def parse_form(body: bytes) -> dict[str, Any]:
         raise UserInputError("the form could not be read (not UTF-8, or too many fields)") from None
     form = {}
     for k, values in pairs.items():
+        # a browser sends every line break as CRLF: back to the text as typed (and as maxlength counted it)
+        values = [v.replace("\r\n", "\n").replace("\r", "\n") for v in values]
         if len(values) != 1 or len(values[0]) > MAX_FIELD_CHARS:
             raise UserInputError(f"form field {k[:40]!r} must appear once, at most {MAX_FIELD_CHARS} characters")
         form[k] = values[0]
