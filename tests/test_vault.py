@@ -356,6 +356,10 @@ def test_markdown_links_inside_the_memory_open_in_the_vault():
     assert 'href="/vault/file?path=skills/MEMORY.md#releases"' in html
     assert 'href="https://docs.example/x" rel="noopener noreferrer nofollow"' in html
     assert 'href="#top"' in html
+    # a name with a space or a non-ASCII letter is percent-encoded once, not twice
+    html = str(markdown("[d](<../my notes.md>) [e](résumé.md)", "skills/x/SKILL.md"))
+    assert 'href="/vault/file?path=skills/my%20notes.md"' in html
+    assert 'href="/vault/file?path=skills/x/r%C3%A9sum%C3%A9.md"' in html
 
 
 @pytest.mark.parametrize("opt_out", [False, True])

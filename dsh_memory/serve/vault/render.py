@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markdown_it import MarkdownIt
@@ -47,6 +47,7 @@ def _markdown() -> MarkdownIt:
             token.attrSet("rel", "noopener noreferrer nofollow")
         elif not href.startswith("#"):  # a path: relative to the file being shown, inside the memory
             target, _, fragment = href.partition("#")
+            target = unquote(target)  # markdown-it percent-encoded it; reader_url encodes it once
             base = posixpath.dirname(env.get("path", ""))
             rel = posixpath.normpath(posixpath.join(base, target.lstrip("/")))
             token.attrSet("href", reader_url(rel) + (f"#{fragment}" if fragment else ""))
