@@ -194,6 +194,22 @@ def test_symlinks_inside_the_root_are_refused(store, tmp_path):
     assert rp.search(store, ["secret outside"], mode="ranked").matches == []
 
 
+@pytest.mark.parametrize("linked", ["skills", "rollout_summaries", "extensions", "extensions/ad_hoc/notes"])
+def test_search_does_not_follow_a_linked_memory_folder(store, tmp_path, linked):
+    """A memory folder that is itself a symlink leads out of the root: read and list refuse it,
+    and search must not show what lies behind it either."""
+    outside = tmp_path / "outside"
+    (outside / "ad_hoc" / "notes").mkdir(parents=True)
+    for folder in (outside, outside / "ad_hoc" / "notes"):
+        (folder / "leak.md").write_text("secret outside the root\n")
+    target = store.root / linked
+    if target.is_dir():
+        os.rename(target, tmp_path / "moved-away")
+    os.symlink(outside, target)
+    assert rp.search(store, ["secret outside"]).matches == []
+    assert rp.search(store, ["secret outside"], mode="ranked").matches == []
+
+
 def test_percent_encoded_dots_are_a_literal_name_not_traversal(store):
     with pytest.raises(NotFoundError):
         rp.read(store, "%2e%2e/%2e%2e/etc/passwd")

@@ -155,14 +155,23 @@ def corpus(store: Any) -> Iterator[tuple[str, str, os.stat_result]]:
         yield rel, entry.path, entry.stat(follow_symlinks=False)
 
 
+def _linked(root: str, rel: str) -> bool:
+    """A folder of the root reached through a symlink (it leads out of the memory root)."""
+    parts = rel.split("/")
+    return any(os.path.islink(os.path.join(root, *parts[: i + 1])) for i in range(len(parts)))
+
+
 def corpus_entries(store: Any) -> Iterator[tuple[str, os.DirEntry]]:
-    """The corpus below the root's two files, as directory entries (no stat yet)."""
+    """The corpus below the root's two files, as directory entries (no stat yet); never
+    through a linked folder (the path guard refuses it too)."""
     root = str(store.root)
-    yield from (
-        (rel, e) for rel, e in _entries(os.path.join(root, ROLLOUT_DIR), ROLLOUT_DIR, False) if rel.endswith(".md")
-    )
+    if not _linked(root, ROLLOUT_DIR):
+        yield from (
+            (rel, e) for rel, e in _entries(os.path.join(root, ROLLOUT_DIR), ROLLOUT_DIR, False) if rel.endswith(".md")
+        )
     for rel_base in ("skills", store.rel(store.notes_dir)):
-        yield from _entries(os.path.join(root, rel_base), rel_base, True)
+        if not _linked(root, rel_base):
+            yield from _entries(os.path.join(root, rel_base), rel_base, True)
 
 
 def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, str, os.stat_result]]:
