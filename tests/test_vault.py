@@ -4,6 +4,7 @@ uvicorn on loopback). The browser tests are in test_vault_browser.py."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 
@@ -157,6 +158,18 @@ def test_a_note_from_the_form_keeps_its_line_breaks_as_typed(client, settings):
     (new,) = set(store.list_notes()) - before
     text = (settings.memory_root / new).read_bytes().decode()
     assert "\r" not in text and text.endswith("step\nstep\n")
+
+
+@pytest.mark.parametrize("linked,hidden", [("extensions", "settlement flake"), ("rollout_summaries", "old-deploy")])
+def test_browse_leaves_out_a_linked_memory_folder(client, settings, tmp_path, linked, hidden):
+    """A memory folder that is a symlink is refused by the path guard: the browse page lists
+    nothing through it (rather than failing on the first file it cannot read)."""
+    folder = settings.memory_root / linked
+    os.rename(folder, tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", folder)
+    page = client.get("/vault/browse")
+    assert page.status_code == 200, page.text[-500:]
+    assert hidden not in page.text
 
 
 def test_delete_guard_refuses_pipeline_and_retired_files(client, settings):

@@ -324,8 +324,15 @@ class MemoryStore:
             raise NotFoundError(f"no retired summary named {str(name)[:100]!r}")
         return slug
 
+    def _real_dir(self, path: Path) -> bool:
+        """A folder of the root reached without a symlink (what `resolve` lets through)."""
+        try:
+            return self.resolve(self.rel(path)).is_dir()
+        except PathGuardError:
+            return False
+
     def retired_slugs(self) -> list[str]:
-        if not self.retired_dir.is_dir():
+        if not self._real_dir(self.retired_dir):
             return []
         return sorted(
             p.name[:-3]
@@ -358,7 +365,7 @@ class MemoryStore:
 
     def list_notes(self) -> list[str]:
         d = self.notes_dir
-        if not d.is_dir() or d.is_symlink():
+        if not self._real_dir(d):
             return []
         return sorted(
             f"extensions/ad_hoc/notes/{p.name}"
