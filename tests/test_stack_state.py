@@ -35,6 +35,17 @@ def test_state_file_is_published_found_and_removed(tmp_path):
     StackLock(home).acquire().release()  # free again
 
 
+@pytest.mark.parametrize("host,netloc", [("127.0.0.1", "127.0.0.1:8765"), ("::1", "[::1]:8765")])
+def test_the_published_urls_are_valid_for_an_ipv6_loopback_too(tmp_path, host, netloc):
+    """`serve --host ::1`: `notify` posts to the state file's hook URL, which must be one."""
+    import httpx
+
+    info = info_for_this_process(tmp_path / "prefect", "http://127.0.0.1:4200/api", 4200, host, 8765)
+    url = httpx.URL(info.hook_url)
+    assert (url.host, url.port, url.path) == (host, 8765, "/hooks/turn-end")
+    assert info.http_url == f"http://{netloc}"
+
+
 def test_a_dead_pid_s_state_file_is_ignored(tmp_path):
     home = tmp_path / "prefect"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

@@ -26,13 +26,16 @@ def register(app: typer.Typer) -> None:
             check_bind_host(host, allow_remote)
             import uvicorn
 
+            from dsh_memory.serve.stack_state import http_url
+
             extra = () if is_loopback_address(host) else (host,)
             app = create_app(mcp=not no_mcp, allowed_hosts=extra)
+            base = http_url(host, port)
             typer.echo(
-                f"dsh-memory: http://{host}:{port}/dsh-memory/rpc"
+                f"dsh-memory: {base}/dsh-memory/rpc"
                 + ("" if no_mcp else "  (MCP at /mcp)")
                 + "  turn-end hook: /hooks/turn-end"
-                + f"  vault: http://{host}:{port}/",
+                + f"  vault: {base}/",
                 err=True,
             )
             uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_memory.errors import DshMemoryError
-from dsh_memory.serve.stack_state import StackLock, default_prefect_home, info_for_this_process, state_path
+from dsh_memory.serve.stack_state import StackLock, default_prefect_home, http_url, info_for_this_process, state_path
 
 BOOT_DELAY_SECONDS = 5.0
 BOOT_THROTTLE_SECONDS = 60.0
@@ -121,11 +121,9 @@ def _start_http(host: str, port: int, ctx, echo: Callable[[str], None], started:
         time.sleep(0.05)
     if not http.started:
         raise DshMemoryError(f"the memory API could not start on {host}:{port} (see the lines above)")
-    echo(
-        f"memory API: http://{host}:{port}/dsh-memory/rpc  MCP: http://{host}:{port}/mcp"
-        f"  turn-end hook: http://{host}:{port}/hooks/turn-end"
-    )
-    echo(f"memory vault: http://{host}:{port}/")
+    base = http_url(host, port)
+    echo(f"memory API: {base}/dsh-memory/rpc  MCP: {base}/mcp  turn-end hook: {base}/hooks/turn-end")
+    echo(f"memory vault: {base}/")
 
 
 def _schedule_boot_catch_up(settings, echo: Callable[[str], None]) -> None:

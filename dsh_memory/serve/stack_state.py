@@ -36,6 +36,11 @@ def lock_path(prefect_home: Path | None = None) -> Path:
     return home.with_name(home.name + ".stack.lock")
 
 
+def http_url(host: str, port: int) -> str:
+    """`http://host:port`, an IPv6 address in brackets (`--host ::1`)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 @dataclass
 class StackInfo:
     """What a running `serve` publishes about itself."""
@@ -52,7 +57,7 @@ class StackInfo:
 
     @property
     def http_url(self) -> str:
-        return f"http://{self.http_host}:{self.http_port}"
+        return http_url(self.http_host, self.http_port)
 
     @property
     def hook_url(self) -> str:
