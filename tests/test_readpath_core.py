@@ -210,6 +210,13 @@ def test_search_does_not_follow_a_linked_memory_folder(store, tmp_path, linked):
     assert rp.search(store, ["secret outside"], mode="ranked").matches == []
 
 
+@pytest.mark.parametrize("mode", ["any", "ranked"])
+def test_search_under_a_missing_path_says_so_in_every_mode(store, mode):
+    """A mistyped `path` is an error, not zero hits that look like an answer."""
+    with pytest.raises(NotFoundError, match="skils"):
+        rp.search(store, ["deploy"], mode=mode, path="skils")
+
+
 def test_percent_encoded_dots_are_a_literal_name_not_traversal(store):
     with pytest.raises(NotFoundError):
         rp.read(store, "%2e%2e/%2e%2e/etc/passwd")

@@ -19,6 +19,7 @@ from dsh_memory.readpath._common import (
     files_under,
     fingerprint,
     guard,
+    lstat_named,
     read_folded,
     record_usage,
     validate,
@@ -135,6 +136,8 @@ def search(
         queries = [queries]
     req = validate(SearchRequest, queries=queries, **params)
     prefix = req.path = guard(store, req.path)[1] or None  # guard before anything else
+    if prefix:  # a missing path is an error in every mode (ranked would find nothing there)
+        lstat_named(store.root / prefix, prefix)
     # the page size may change from page to page; everything else must stay
     fp = fingerprint("search", req.model_dump(exclude={"cursor", "max_results", "max_chars"}))
     start = decode_cursor(req.cursor, fp)
