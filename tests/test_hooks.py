@@ -663,6 +663,21 @@ def test_notify_argv_codex_through_a_real_receiver(hook_env, fixtures_dir, fake_
         assert r.exit_code == 1 and "HTTP 401" in r.stderr and "attempt" not in r.stderr  # refused: no retry
 
 
+def test_a_non_ascii_hook_secret_works_end_to_end(hook_env, fixtures_dir, fake_prefect):
+    """The secret is sent and compared as UTF-8 bytes: `notify` neither crashes on it nor is
+    refused, and a client sending the UTF-8 header (curl) is let in."""
+    secret = "pässwörd-€"
+    payload = (fixtures_dir / "webhooks/codex-notify.json").read_text()
+    app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url, secret=secret)
+    with serve(app) as url:
+        r = _notify(["--kind", "codex", "--url", url + HOOK_PATH, payload], env={"DSH_MEMORY_HOOK_SECRET": secret})
+        assert r.exit_code == 0 and r.stderr == "", r.stderr
+        headers = {"Content-Type": "application/json", "X-DSH-Memory-Secret": secret.encode()}
+        assert httpx.post(url + HOOK_PATH, content=payload, headers=headers).status_code == 202
+        headers["X-DSH-Memory-Secret"] = secret.encode("latin-1", "replace")
+        assert httpx.post(url + HOOK_PATH, content=payload, headers=headers).status_code == 401
+
+
 def test_notify_stdin_claude_direct(hook_env, fixtures_dir, fake_prefect):
     stdin = (fixtures_dir / "webhooks/claude-stop.json").read_bytes()
     r = _notify(["--kind", "claude", "--direct", "--api-url", fake_prefect.api_url], input=stdin)

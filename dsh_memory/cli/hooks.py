@@ -119,9 +119,9 @@ def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float) -> tuple[
 
     from dsh_memory.hooks.payloads import SECRET_ENV, SECRET_HEADER
 
-    headers = {"Content-Type": "application/json"}
-    if os.environ.get(SECRET_ENV):
-        headers[SECRET_HEADER] = os.environ[SECRET_ENV]
+    headers: dict[str, str | bytes] = {"Content-Type": "application/json"}
+    if os.environ.get(SECRET_ENV):  # as UTF-8 bytes, which the receiver compares (any secret)
+        headers[SECRET_HEADER] = os.environ[SECRET_ENV].encode("utf-8", "surrogateescape")
     try:
         with httpx.Client(timeout=timeout, trust_env=False) as client:
             resp = client.post(url, params={"kind": kind}, content=raw, headers=headers)

@@ -81,8 +81,8 @@ class TurnEndReceiver:
     def _authorized(self, request: Request) -> bool:
         if not self.secret:
             return True
-        given = request.headers.get(SECRET_HEADER, "")
-        return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.secret.encode("utf-8"))
+        given = request.headers.get(SECRET_HEADER, "").encode("latin-1")  # the header's bytes, as sent
+        return hmac.compare_digest(given, self.secret.encode("utf-8", "surrogateescape"))
 
     async def handle(self, request: Request) -> JSONResponse:
         if not self._authorized(request):
