@@ -217,6 +217,18 @@ def test_search_under_a_missing_path_says_so_in_every_mode(store, mode):
         rp.search(store, ["deploy"], mode=mode, path="skils")
 
 
+def test_search_skips_a_file_too_large_to_be_memory(store):
+    """A huge file dropped into the root is not read whole (nor indexed) by search."""
+    from dsh_memory.readpath._common import MAX_SEARCH_FILE_BYTES
+
+    line = "oversized needle line\n"
+    (store.notes_dir / "huge.md").write_text(line * (MAX_SEARCH_FILE_BYTES // len(line) + 1))
+    (store.notes_dir / "small.md").write_text(line)
+    for mode in ("any", "ranked"):
+        paths = {m.path for m in rp.search(store, ["oversized needle"], mode=mode).matches}
+        assert paths == {"extensions/ad_hoc/notes/small.md"}, mode
+
+
 def test_percent_encoded_dots_are_a_literal_name_not_traversal(store):
     with pytest.raises(NotFoundError):
         rp.read(store, "%2e%2e/%2e%2e/etc/passwd")

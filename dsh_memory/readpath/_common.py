@@ -194,6 +194,9 @@ def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, str, os.s
 _CACHE: dict[str, tuple[tuple[int, int, int], dict[str, str | None]]] = {}
 _CACHE_CHARS = [0]
 _CACHE_LIMIT = 128_000_000
+# A file larger than this is not searched: memory files are small (MEMORY.md is capped at tens of
+# KB); a huge file dropped into the root would cost the index ~25 times its size in memory.
+MAX_SEARCH_FILE_BYTES = 4 << 20
 
 
 def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
@@ -203,9 +206,9 @@ def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
     if hit and hit[0] == key:
         return hit[1]
     with open(path, "rb") as f:
-        raw = f.read()
+        raw = f.read(MAX_SEARCH_FILE_BYTES + 1)
     try:
-        text: str | None = raw.decode("utf-8")
+        text: str | None = raw.decode("utf-8") if len(raw) <= MAX_SEARCH_FILE_BYTES else None
     except UnicodeDecodeError:
         text = None
     if _CACHE_CHARS[0] > _CACHE_LIMIT:
@@ -218,7 +221,8 @@ def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
 
 
 def read_text(path: str | Path, st: os.stat_result | None = None) -> str | None:
-    """File text keyed by (ino, size, mtime_ns); None for non-UTF-8 files."""
+    """File text keyed by (ino, size, mtime_ns); None for non-UTF-8 files and files over
+    MAX_SEARCH_FILE_BYTES."""
     return _entry(str(path), st)[""]
 
 
