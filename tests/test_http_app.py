@@ -255,3 +255,24 @@ def test_http_command_refuses_non_loopback_host_without_allow_remote(settings):
         app, ["http", "--host", "0.0.0.0", "--port", "0"], env={"DSH_MEMORY_ROOT": str(settings.memory_root)}
     )
     assert r.exit_code == 2 and "--allow-remote" in r.stderr
+
+
+def test_http_command_on_a_busy_port_fails_with_one_line(settings):
+    """Like `serve`: no banner announcing a server that never starts, one line naming the port
+    and its option, exit 1 (uvicorn's own exit 3 means "not found" here)."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from dsh_memory.cli import app
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        r = CliRunner().invoke(app, ["http", "--port", str(port)], env={"DSH_MEMORY_ROOT": str(settings.memory_root)})
+    assert r.exit_code == 1, r.output
+    assert r.stderr.strip().splitlines() == [
+        f"error: port {port} on 127.0.0.1 (the memory API) is in use by another "
+        "process: stop it, or choose another port with --port"
+    ]

@@ -24,6 +24,9 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.serve.http_app import create_app
 
             check_bind_host(host, allow_remote)
+            from dsh_memory.serve.stack import wait_for_port
+
+            wait_for_port(host, port, "the memory API", "--port", seconds=0)  # busy: one line, exit 1
             import uvicorn
 
             from dsh_memory.serve.stack_state import http_url
