@@ -131,6 +131,20 @@ def test_search_hits_link_to_their_lines(client):
     assert 'id="L3" class="hit"' in lines
 
 
+def test_a_search_hit_past_a_long_files_first_part_is_shown(client, settings):
+    """A page shows at most 64,000 characters of a file: a hit below that opens around its line
+    (numbered as in the file), not at the top where it is missing."""
+    rules = [f"- rule number {i} keeps the build green always" for i in range(1, 3001)]
+    rules[2499] = "- the zebra deploy needs a signed tag"
+    (settings.memory_root / "MEMORY.md").write_text("# Handbook\n" + "\n".join(rules) + "\n")
+    found = client.get("/vault/search?q=zebra+deploy&mode=any").text
+    assert "/vault/file?path=MEMORY.md&amp;view=lines&amp;line=2501#L2501" in found
+    page = client.get("/vault/file?path=MEMORY.md&view=lines&line=2501").text
+    assert 'id="L2501" class="hit"' in page and "zebra deploy" in page
+    assert 'id="L2451"' in page and 'id="L2450"' not in page  # from 50 lines above it
+    assert "3001 lines, lines 2451–" in page
+
+
 def test_add_then_delete_a_note(client, settings):
     store = MemoryStore(settings.memory_root)
     before = set(store.list_notes())

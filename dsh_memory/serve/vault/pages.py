@@ -20,6 +20,7 @@ from dsh_memory.storage.store_format import parse_front_matter
 
 NOTES_DIR = "extensions/ad_hoc/notes/"
 RETIRED_PREFIX = f"rollout_summaries/{RETIRED_DIR_NAME}/"
+LINES_BEFORE_CITED = 50  # a cited line past a file's first part is shown with this many lines above it
 PROVENANCE_SHOWN = ("session_id", "source", "cwd", "updated_at", "part", "extracted_at", "model", "provider", "path")
 
 
@@ -150,7 +151,10 @@ def file_view(ctx: MemoryContext, path: str, view: str = "rendered", line: int |
     rel = listing.path
     if not (len(listing.entries) == 1 and listing.entries[0].type == "file" and listing.entries[0].path == rel):
         return {"path": rel, "directory": True, "entries": listing.entries}
-    result = read(ctx.store, rel, max_lines=MAX_READ_LINES, usage=False)
+    result = shown = read(ctx.store, rel, max_lines=MAX_READ_LINES, usage=False)
+    if view == "lines" and line and line > result.end_line:  # a cited line past the first part: around it
+        start = min(max(1, line - LINES_BEFORE_CITED), result.total_lines)
+        shown = read(ctx.store, rel, start_line=start, max_lines=MAX_READ_LINES, usage=False)
     fields, body = parse_front_matter(result.content) if rel.endswith(".md") else ({}, result.content)
     session = str(fields.get("session_id") or "") if rel.startswith("rollout_summaries/") else ""
     return {
@@ -158,10 +162,11 @@ def file_view(ctx: MemoryContext, path: str, view: str = "rendered", line: int |
         "directory": False,
         "view": "lines" if view == "lines" else "rendered",
         "line": line,
-        "lines": list(enumerate(result.content.splitlines(), start=1)),
+        "lines": list(enumerate(shown.content.splitlines(), start=shown.start_line)),
+        "shown": (shown.start_line, shown.end_line) if view == "lines" else (1, result.end_line),
         "fields": [(k, fields[k]) for k in PROVENANCE_SHOWN if fields.get(k) not in (None, "")],
         "body": body,
-        "truncated": result.truncated,
+        "truncated": shown.truncated or shown.start_line > 1 if view == "lines" else result.truncated,
         "total_lines": result.total_lines,
         "deletable": rel.startswith(NOTES_DIR) or is_active_rollout(rel),
         "protected": rel in PROTECTED_FILES,
