@@ -663,6 +663,16 @@ def test_notify_argv_codex_through_a_real_receiver(hook_env, fixtures_dir, fake_
         assert r.exit_code == 1 and "HTTP 401" in r.stderr and "attempt" not in r.stderr  # refused: no retry
 
 
+@pytest.mark.parametrize("args", [["--timeout", "100"], ["--timeout", "abc"], ["--bogus"], ["{}", "extra"]])
+def test_notify_usage_errors_exit_1_never_2(args):
+    """A misconfigured hook command is a failure (1), not Claude Code's "keep going" (2)."""
+    r = _notify(args, input="{}")
+    assert r.exit_code == 1 and r.stdout == "" and r.stderr.startswith("dsh-memory notify: "), r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+    quiet = _notify([*args, "--quiet"], input="{}")
+    assert quiet.exit_code == 1 and quiet.stdout == quiet.stderr == ""
+
+
 def test_a_non_ascii_hook_secret_works_end_to_end(hook_env, fixtures_dir, fake_prefect):
     """The secret is sent and compared as UTF-8 bytes: `notify` neither crashes on it nor is
     refused, and a client sending the UTF-8 header (curl) is let in."""

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 import typer
+from typer.core import TyperCommand
 
 DEFAULT_URL = "http://127.0.0.1:8765/hooks/turn-end"
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)  # between attempts, while the --timeout budget lasts
@@ -144,8 +145,23 @@ def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float) -> tuple[
     return True, f"receiver will forward the event for session {body.get('session_id')}"
 
 
+class _HookCommand(TyperCommand):
+    """A usage error (a bad option, an extra argument) exits 1 with one line, never 2: a Claude
+    Code Stop hook takes exit 2 as "keep going" and feeds stderr to the model."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        quiet = "--quiet" in args or "-q" in args  # before parsing consumes `args`
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as exc:  # click's UsageError (typer's own copy of click): exit code 2
+            if getattr(exc, "exit_code", None) != 2 or not hasattr(exc, "format_message"):
+                raise
+            _say(exc.format_message(), quiet)
+            raise typer.Exit(1) from None
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("notify", rich_help_panel="Triggers")
+    @app.command("notify", rich_help_panel="Triggers", cls=_HookCommand)
     def notify_cmd(
         payload: str | None = typer.Argument(
             None, help="The JSON payload (Codex passes it as the last argument); read from stdin when omitted"
