@@ -109,6 +109,13 @@ def test_what_a_line_cites_is_read_without_guessing(tmp_path, repo):
     assert stale_reasons("- `npm run deploy`", str(repo)) == []  # no package.json at the root: nothing known
 
 
+def test_a_package_json_too_deep_to_parse_says_nothing(tmp_path, repo):
+    """A repository's package.json nested past the JSON parser's limit (still under MAX_READ): no
+    scripts known, no RecursionError out of the session-start summary."""
+    (repo / "package.json").write_text('{"scripts": ' + "[" * 100_000 + "}")
+    assert stale_reasons("- `npm run deploy`", str(repo)) == []
+
+
 def test_what_does_not_fit_the_budget_is_named_not_dropped_silently(tmp_path, repo):
     many = [f"- project rule number {i} with some words" for i in range(300)]
     s = summary(_memory(tmp_path, repo, many), 2500, cwd=str(repo))

@@ -54,7 +54,7 @@ def _parse_names(path: str, kind: str) -> frozenset[str] | None:
         return frozenset(n for group in MAKE_TARGET.findall(text) for n in group.split())
     try:
         scripts = json.loads(text).get("scripts") or {}
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # not JSON, not an object, nested too deep
         return None
     return frozenset(scripts) if isinstance(scripts, dict) else frozenset()
 
