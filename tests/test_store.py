@@ -262,6 +262,15 @@ def test_raw_hand_edited_body_still_parses():
     assert [(b.id, b.body) for b in blocks] == [("a", "edited by hand, longer now"), ("b", "ok")]
 
 
+def test_raw_marker_nested_too_deep_is_skipped_like_any_bad_marker():
+    deep = '{"x": ' + "[" * 100_000 + "}"
+    text = (
+        f"# Raw Memories\n\n<!-- dsh-memory:raw {deep} -->\njunk\n\n## b · t\n"
+        '<!-- dsh-memory:raw {"id":"b","len":2,"session_id":"t"} -->\nok\n'
+    )
+    assert [(b.id, b.body) for b in parse_raw_blocks(text)] == [("b", "ok")]
+
+
 def test_raw_concurrent_append_from_processes(store: MemoryStore):
     n_procs, per_proc = 4, 15
     code = """

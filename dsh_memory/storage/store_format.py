@@ -211,7 +211,7 @@ def parse_raw_blocks(text: str) -> list[RawBlock]:
     while (m := _MARKER_RE.search(text, pos)) is not None:
         try:
             meta = json.loads(m.group(1))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
             pos = m.end()
             continue
         start = m.end() + 1
