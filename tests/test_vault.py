@@ -186,6 +186,16 @@ def test_browse_leaves_out_a_linked_memory_folder(client, settings, tmp_path, li
     assert hidden not in page.text
 
 
+def test_overview_with_a_linked_memory_md_shows_the_rest(client, settings, tmp_path):
+    """MEMORY.md kept elsewhere and linked in: not read (summary and search skip it too), but the
+    overview still shows everything else."""
+    handbook = settings.memory_root / "MEMORY.md"
+    os.rename(handbook, tmp_path / "dotfiles-MEMORY.md")
+    os.symlink(tmp_path / "dotfiles-MEMORY.md", handbook)
+    page = client.get("/")
+    assert page.status_code == 200 and "No MEMORY.md yet." in page.text
+
+
 def test_delete_guard_refuses_pipeline_and_retired_files(client, settings):
     tok = token(client.get("/vault/browse").text, "delete")
     for path in ("MEMORY.md", "raw_memories.md", "rollout_summaries/.retired/old-deploy.md", "../x"):

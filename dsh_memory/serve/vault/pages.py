@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.context import MemoryContext
-from dsh_memory.errors import DshMemoryError, NotFoundError
+from dsh_memory.errors import DshMemoryError, NotFoundError, PathGuardError
 from dsh_memory.readpath import list_dir, read, search, summary
 from dsh_memory.readpath._common import is_active_rollout
 from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
@@ -25,9 +25,10 @@ PROVENANCE_SHOWN = ("session_id", "source", "cwd", "updated_at", "part", "extrac
 
 
 def _text(ctx: MemoryContext, rel: str) -> str | None:
+    """The file's text; None when it is missing or a symlink (which summary and search skip too)."""
     try:
         return read(ctx.store, rel, max_lines=MAX_READ_LINES, usage=False).content
-    except NotFoundError:
+    except (NotFoundError, PathGuardError):
         return None
 
 
