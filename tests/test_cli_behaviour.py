@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -233,6 +234,31 @@ def test_errors_exit_the_same_with_and_without_json(memory, args, extra, exit_co
     data = json.loads(js.stdout)  # nothing but the error on stdout
     assert list(data) == ["error"] and data["error"]["code"] == code
     assert data["error"]["message"] and data["error"]["message"] in text.stderr
+
+
+@pytest.mark.parametrize("damage", ["not-a-database", "a-directory"])
+@pytest.mark.parametrize(
+    "args", [["status"], ["sessions"], ["search", "uv"], ["extract", "--dry-run", "--all"]], ids=" ".join
+)
+def test_a_state_database_that_cannot_be_opened_is_one_line(memory, args, damage):
+    """`.state/state.sqlite3` that is not a database, or cannot be opened (a directory there, a
+    read-only memory root): one `error:` line naming the file and exit 1, the same with --json;
+    was a sqlite3 traceback."""
+    (memory / "rollout_summaries" / "uv.md").write_text("Use uv.\n")  # a hit counts as a use
+    db = memory / ".state" / "state.sqlite3"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    if damage == "a-directory":
+        db.mkdir()
+    else:
+        db.write_bytes(b"this is not an SQLite database\n" * 200)
+    env = {"DSH_MEMORY_ROOT": str(memory), "DSH_MEMORY_IGNORE_BLOCKS": "1"}
+    text = invoke(args, env)
+    assert not isinstance(text.exception, sqlite3.Error), text.exception
+    assert text.exit_code == 1, text.output
+    assert text.stderr.startswith("error: ") and text.stderr.count("\n") == 1
+    assert str(db) in text.stderr and "DSH_MEMORY_ROOT" in text.stderr, text.stderr
+    js = invoke([*args, "--json"], env)
+    assert js.exit_code == 1 and json.loads(js.stdout)["error"]["code"] == "error", js.output
 
 
 def _error_classes() -> list[type[DshMemoryError]]:

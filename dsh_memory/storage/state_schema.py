@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dsh_memory.errors import ConfigError
+from dsh_memory.errors import ConfigError, DshMemoryError
 
 STALE_ERROR = "process died (stale running claim)"
 DEAD_OWNER_ERROR = "the process that claimed it is gone (reclaimed)"
@@ -174,10 +174,17 @@ def apply_migrations(conn: sqlite3.Connection, migrations: list | None = None, t
 
 def connect(db_path: Path, timeout_s: float = 30.0) -> sqlite3.Connection:
     db_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(db_path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+    try:
+        conn = sqlite3.connect(str(db_path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    except sqlite3.DatabaseError as exc:  # not a database, a directory, a read-only memory root
+        raise DshMemoryError(
+            f"cannot open the state database {db_path} ({exc}): the memory root (DSH_MEMORY_ROOT) "
+            "must be a writable directory, and that file dsh-memory's SQLite database"
+        ) from None
+    if mode.lower() != "wal":
         # Switching to WAL ignores the busy timeout ("database is locked" at once when several
         # processes create the DB together): serialize the one-time switch with a file lock.
         from filelock import FileLock
