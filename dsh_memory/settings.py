@@ -202,6 +202,14 @@ class MemorySettings(BaseModel):
             return out
         return v
 
+    @field_validator("memory_root")
+    @classmethod
+    def _a_folder(cls, v: Path) -> Path:
+        """A file there would be shown as the memory (`list`, `read`) or fail deep inside a command."""
+        if v.exists() and not v.is_dir():
+            raise ValueError(f"{v} is not a directory: point it at a folder (one that is missing is created)")
+        return v
+
     @field_validator("semantic_search", mode="before")
     @classmethod
     def _switch_words(cls, v: object) -> object:

@@ -261,6 +261,23 @@ def test_a_state_database_that_cannot_be_opened_is_one_line(memory, args, damage
     assert js.exit_code == 1 and json.loads(js.stdout)["error"]["code"] == "error", js.output
 
 
+@pytest.mark.parametrize(
+    "args", [["status"], ["summary"], ["list"], ["read", ""], ["search", "uv"], ["add", "a note"]], ids=" ".join
+)
+def test_a_memory_root_that_is_a_file_is_a_configuration_error(tmp_path, args):
+    """DSH_MEMORY_ROOT naming a file: exit 4 and one line naming the variable, for every command;
+    was `list`/`read ''` showing the file as the memory, `summary` "memory is empty", `status` and
+    `add` "a component of … is not a directory" as bad input (exit 2)."""
+    root = tmp_path / "memories"
+    root.write_text("Use uv, not pip.\n")
+    text = invoke(args, {"DSH_MEMORY_ROOT": str(root), "DSH_MEMORY_IGNORE_BLOCKS": "1"})
+    assert text.exit_code == 4, text.output
+    assert text.stdout == "" and text.stderr.count("\n") == 1
+    assert text.stderr.startswith("error: invalid dsh-memory setting: DSH_MEMORY_ROOT: "), text.stderr
+    assert "not a directory" in text.stderr and str(root) in text.stderr
+    assert root.read_text() == "Use uv, not pip.\n"
+
+
 def _error_classes() -> list[type[DshMemoryError]]:
     import dsh_memory.llm.model_files  # noqa: F401  (ModelChecksumError)
     import dsh_memory.storage.locks  # noqa: F401  (AlreadyRunning)
