@@ -157,6 +157,17 @@ def test_serve_refuses_a_non_loopback_host_before_starting_anything(tmp_path, ho
     assert "Prefect" not in r.stderr and not prefect_home.exists()  # no server started or attached
 
 
+@pytest.mark.parametrize("option,value", [("--port", "-1"), ("--port", "65536"), ("--prefect-port", "0")])
+def test_serve_refuses_a_port_out_of_range_before_starting_anything(tmp_path, option, value):
+    """`serve --port 99999` was an OverflowError traceback (exit 1); 0 would be a random port,
+    which `serve` never takes (its state file and `notify` need the port it names)."""
+    prefect_home = tmp_path / "serve-prefect"
+    env = clean_env(tmp_path, DSH_MEMORY_PREFECT_HOME=str(prefect_home))
+    r = cli(["serve", option, value, "--no-boot-catch-up"], env, timeout=90)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"Invalid value for '{option}'" in r.stderr and not prefect_home.exists()
+
+
 # ---- names over 255 bytes: a user-input error, not an OSError ------------------------------
 
 A256 = "a" * 256

@@ -142,10 +142,14 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_cmd(
         host: str = typer.Option("127.0.0.1", "--host", help="Loopback interface for the memory API / MCP / hooks."),
-        port: int = typer.Option(8765, "--port", help="Port of the memory API / MCP / turn-end hook."),
+        port: int = typer.Option(
+            8765, "--port", min=1, max=65535, help="Port of the memory API / MCP / turn-end hook."
+        ),
         prefect_port: int = typer.Option(
             4200,
             "--prefect-port",
+            min=1,
+            max=65535,
             help="Port of the local Prefect server (when one is started); a busy port is an error, never moved.",
         ),
         no_boot: bool = typer.Option(False, "--no-boot-catch-up", help="Do not run the catch-up at start."),
