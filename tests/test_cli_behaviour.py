@@ -168,6 +168,16 @@ def test_serve_refuses_a_port_out_of_range_before_starting_anything(tmp_path, op
     assert f"Invalid value for '{option}'" in r.stderr and not prefect_home.exists()
 
 
+def test_demo_with_a_file_as_its_workdir_is_one_line(tmp_path):
+    """`demo --workdir FILE` was a FileExistsError traceback (exit 1)."""
+    workdir = tmp_path / "not-a-folder"
+    workdir.write_text("x\n")
+    r = cli(["demo", "--workdir", str(workdir)], clean_env(tmp_path), timeout=90)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("error: --workdir ") and r.stderr.count("\n") == 1, r.stderr
+    assert str(workdir) in r.stderr and workdir.read_text() == "x\n"
+
+
 # ---- names over 255 bytes: a user-input error, not an OSError ------------------------------
 
 A256 = "a" * 256

@@ -67,8 +67,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the whole pipeline on the bundled sample sessions (DSH, Codex, Claude Code)."""
         workdir = workdir.resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
-        env = _prepare_demo(workdir)
+        env = run(lambda: _prepare_demo(workdir), as_json)
         os.environ.update(env)
         prefect_env_defaults()
         typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
@@ -216,6 +215,9 @@ def _prepare_demo(workdir: Path) -> dict[str, str]:
     import time
     from importlib.resources import files
 
+    if workdir.exists() and not workdir.is_dir():
+        raise UserInputError(f"--workdir {workdir} is not a directory: give a folder (one that is missing is created)")
+    workdir.mkdir(parents=True, exist_ok=True)
     samples = Path(str(files("dsh_memory") / "samples"))
     env = {"DSH_MEMORY_ROOT": str(workdir / "memories")}
     for var, sub in (("DSH_HOME", "dsh"), ("CODEX_HOME", "codex"), ("CLAUDE_CONFIG_DIR", "claude")):
