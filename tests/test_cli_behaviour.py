@@ -178,6 +178,24 @@ def test_demo_with_a_file_as_its_workdir_is_one_line(tmp_path):
     assert str(workdir) in r.stderr and workdir.read_text() == "x\n"
 
 
+def test_mcp_with_stdin_closed_is_one_line(tmp_path):
+    """`dsh-memory mcp <&-` (no client on stdin) was an AttributeError traceback deep in the MCP
+    library; now one line saying what the command needs, exit 2."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "dsh_memory.cli", "mcp"],
+        cwd=str(REPO),
+        env=clean_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=90,
+        preexec_fn=lambda: os.close(0),  # stdin closed, as `<&-` does
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: ") and "stdin" in proc.stderr and proc.stderr.count("\n") == 1
+
+
 # ---- names over 255 bytes: a user-input error, not an OSError ------------------------------
 
 A256 = "a" * 256

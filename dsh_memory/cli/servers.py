@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from dsh_memory.cli._common import run
+from dsh_memory.errors import UserInputError
 
 
 def register(app: typer.Typer) -> None:
@@ -48,6 +49,16 @@ def register(app: typer.Typer) -> None:
     @app.command("mcp", rich_help_panel="Serve memory")
     def mcp_cmd() -> None:
         """Run the MCP server on stdio (for Claude Code, Codex, DSH…)."""
+        import sys
+
         from dsh_memory.serve.mcp_server import main
 
-        run(main)
+        def go():
+            if sys.stdin is None or sys.stdout is None:  # `<&-` / `>&-`: no client to talk to
+                raise UserInputError(
+                    "`dsh-memory mcp` speaks MCP over stdin and stdout, and one of them is closed: "
+                    "let an MCP client start it (e.g. `claude mcp add dsh-memory -- dsh-memory mcp`)"
+                )
+            main()
+
+        run(go)
