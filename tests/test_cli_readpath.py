@@ -48,6 +48,17 @@ def test_summary_inject_on_empty_memory_prints_nothing(tmp_path):
     assert r.exit_code == 0 and r.stdout == ""
 
 
+def test_list_on_a_memory_nothing_has_written_yet_is_empty(tmp_path):
+    """A fresh install's `dsh-memory list` said "error: no such file or directory in memory: ."
+    (exit 3): the memory root is not made before the first write. It is an empty listing."""
+    env = {"DSH_MEMORY_ROOT": str(tmp_path / "fresh")}
+    r = CliRunner().invoke(app, ["list", "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["entries"] == []
+    assert CliRunner().invoke(app, ["list", "MEMORY.md"], env=env).exit_code == 3  # a path in it: not found
+    assert not (tmp_path / "fresh").exists()
+
+
 def test_list_and_read(cli):
     r = cli("list", "--json")
     assert [e["path"] for e in json.loads(r.stdout)["entries"]] == [

@@ -48,8 +48,11 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
     `params`: ListRequest's fields."""
     req = validate(ListRequest, path=path or "", **params)
     target, rel = guard(store, req.path)
-    st = lstat_named(target, rel)
-    if stat_mod.S_ISREG(st.st_mode):
+    fresh = not rel and not os.path.lexists(target)  # a memory root nothing has written yet: empty
+    st = None if fresh else lstat_named(target, rel)
+    if st is None:
+        entries = []
+    elif stat_mod.S_ISREG(st.st_mode):
         entries = [Entry(path=rel, type="file", size=st.st_size)]
     elif stat_mod.S_ISDIR(st.st_mode):
         entries = []
