@@ -108,6 +108,18 @@ def test_search_prints_citable_ranges(cli):
     assert r.stdout.splitlines()[1:] == ["      1  # uv setup", ">     2  uv sync installs the lockfile."]
 
 
+def test_ranked_search_rebuilds_a_search_index_that_is_not_a_database(cli, root):
+    """`.state/search_index.sqlite3` damaged (not an SQLite file) was a DatabaseError traceback on
+    every ranked search; the index is derived from the memory files, so it is built again."""
+    index = root / ".state" / "search_index.sqlite3"
+    index.parent.mkdir(exist_ok=True)
+    index.write_bytes(b"not an SQLite database\n" * 300)
+    r = cli("search", "lockfile installs", "--mode", "ranked", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["matches"][0]["path"] == "rollout_summaries/uv-setup.md"
+    assert index.read_bytes().startswith(b"SQLite format 3")
+
+
 def test_add_then_search_finds_the_note(cli):
     r = cli("add", "The staging DB is called blue-heron.", "--title", "staging db", "--json")
     path = json.loads(r.stdout)["path"]

@@ -21,7 +21,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from dsh_memory.errors import UserInputError
+from dsh_memory.errors import DshMemoryError, UserInputError
 from dsh_memory.readpath import embedder, fusion, vectors
 from dsh_memory.readpath._common import corpus, corpus_entries, read_text, top_files
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
@@ -57,6 +57,13 @@ def chunks(lines: list[str]) -> list[tuple[int, int]]:
     return out
 
 
+def _open(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
 def _connect(store: Any) -> sqlite3.Connection:
     state_dir = Path(store.state_dir)
     path = state_dir / INDEX_NAME
@@ -67,9 +74,18 @@ def _connect(store: Any) -> sqlite3.Connection:
     if conn is not None and path.exists():
         return conn
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    try:
+        conn = _open(path)
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) or not path.is_file():  # read-only, a directory
+            raise DshMemoryError(
+                f"cannot open the search index {path} ({exc}): the memory root (DSH_MEMORY_ROOT) "
+                "must be a writable directory"
+            ) from None
+        # Not a database: the index is derived from the memory files, so it is built again.
+        for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            stale.unlink(missing_ok=True)
+        conn = _open(path)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if str(version) != SCHEMA_VERSION:
         conn.executescript(
