@@ -186,8 +186,7 @@ def test_mcp_with_stdin_closed_is_one_line(tmp_path):
         cwd=str(REPO),
         env=clean_env(tmp_path),
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         timeout=90,
         preexec_fn=lambda: os.close(0),  # stdin closed, as `<&-` does
