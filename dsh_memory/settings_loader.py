@@ -50,6 +50,16 @@ def prefect_api_url(env: Mapping[str, str] | None = None, *, profile: bool = Fal
     return url.rstrip("/") or None
 
 
+def check_api_url(url: str | None) -> str | None:
+    """`url` unless it is set but not http(s) (`notaurl`: an httpx traceback later): ConfigError."""
+    if url and not url.lower().startswith(("http://", "https://")):
+        raise ConfigError(
+            f"PREFECT_API_URL {url!r} is not an http(s) URL: set it to a Prefect server's API "
+            "(e.g. http://127.0.0.1:4200/api), or unset it"
+        )
+    return url
+
+
 def is_loopback_url(url: str) -> bool:
     from urllib.parse import urlsplit
 
@@ -72,7 +82,7 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
     """Resolve both settings objects; `use_blocks=False` ignores saved blocks (env and defaults only)."""
     e = os.environ if env is None else env
     mem_block = route_block = None
-    url = prefect_api_url(env, profile=True)
+    url = check_api_url(prefect_api_url(env, profile=True))
     if not use_blocks:
         status = "not consulted (--from-env)"
     elif (e.get(IGNORE_BLOCKS_ENV) or "").strip().lower() in ("1", "true", "yes", "on"):

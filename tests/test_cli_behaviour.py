@@ -316,6 +316,18 @@ def test_a_memory_root_that_is_a_file_is_a_configuration_error(tmp_path, args):
     assert root.read_text() == "Use uv, not pip.\n"
 
 
+@pytest.mark.parametrize("url", ["127.0.0.1:4200/api", "ftp://127.0.0.1/api"])
+@pytest.mark.parametrize(
+    "args", [["status"], ["summary"], ["settings", "show"], ["settings", "save"], ["search", "uv"]], ids=" ".join
+)
+def test_a_prefect_api_url_that_is_not_http_is_a_configuration_error(memory, args, url):
+    """PREFECT_API_URL without http(s):// was an httpx.UnsupportedProtocol traceback from every
+    command that reads the settings; it is an invalid setting (exit 4) naming the variable."""
+    r = invoke(args, {"DSH_MEMORY_ROOT": str(memory), "PREFECT_API_URL": url})
+    assert r.exit_code == 4, r.output
+    assert r.stdout == "" and r.stderr.startswith("error: PREFECT_API_URL ") and r.stderr.count("\n") == 1
+
+
 def _error_classes() -> list[type[DshMemoryError]]:
     import dsh_memory.llm.model_files  # noqa: F401  (ModelChecksumError)
     import dsh_memory.storage.locks  # noqa: F401  (AlreadyRunning)

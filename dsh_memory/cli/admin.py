@@ -36,9 +36,9 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
     from dsh_memory.blocks.memory_settings import settings_sources, settings_values
     from dsh_memory.blocks.model_route import route_sources, route_values
     from dsh_memory.errors import ConfigError
-    from dsh_memory.settings_loader import BLOCK_NAME, prefect_api_url, resolve_settings
+    from dsh_memory.settings_loader import BLOCK_NAME, check_api_url, prefect_api_url, resolve_settings
 
-    url = prefect_api_url(profile=True)
+    url = check_api_url(prefect_api_url(profile=True))
     if not url:
         raise ConfigError(
             "no Prefect server configured, so there is nowhere to save blocks: start one with "
