@@ -109,6 +109,19 @@ def test_render_json_budget_and_prefix(env, corpus):
         assert data["text"].count(prompt) == 1
 
 
+def test_extract_takes_the_short_ids_sessions_prints(env, tmp_path):
+    """`sessions` prints ids cut to 8 characters, saying `render` and `extract` take them; `extract
+    9e2a5c8f` said "unknown session id(s)" (exit 3). A unique prefix of 6+ characters names its
+    session, as in `render`; one that names no session is still unknown."""
+    env = {**env, "DSH_MEMORY_ROOT": str(tmp_path / "mem"), "DSH_MEMORY_IGNORE_BLOCKS": "1"}
+    res = _invoke(["extract", "--dry-run", "--json", FIXTURE_N[:8]], env)
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert not data.get("unknown_ids") and [d["session"] for d in data["decisions"]] == [FIXTURE_N]
+    res = _invoke(["extract", "--dry-run", "--json", "ffffffff"], env)
+    assert res.exit_code == 3 and json.loads(res.stdout)["error"]["code"] == "not_found"
+
+
 def test_render_delta(env):
     res = _invoke(["render", FIXTURE_N, "--since-seq", "300", "--json"], env)
     data = json.loads(res.stdout)

@@ -120,6 +120,7 @@ def register(app: typer.Typer) -> None:
             # a dry run or nothing to do never starts one.
             with memory_context() as ctx:
                 preview = preflight.preview_phase1(ctx, datetime.now(UTC), ids, backfill, not ids)
+            ids = preview.session_ids  # a prefix `sessions` printed, made whole
             if dry_run or not preview.has_work:
                 if not dry_run:
                     preview.result.counts = {}  # what the flow reports when it did nothing

@@ -75,6 +75,17 @@ class Phase1Preview:
 
     result: Phase1Result
     has_work: bool
+    session_ids: list[str] | None = None  # the requested ids made whole (`whole_ids`)
+
+
+def whole_ids(session_ids: list[str], known: list[str]) -> list[str]:
+    """Each id, or the one known id it is a prefix of (6+ characters, as `sessions` prints them and
+    `render` takes them); an unknown or ambiguous one as given (reported unknown)."""
+    out = []
+    for s in session_ids:
+        found = [k for k in known if k.startswith(s)] if len(s) >= 6 and s not in known else []
+        out.append(found[0] if len(found) == 1 else s)
+    return out
 
 
 def preview_phase1(
@@ -88,6 +99,8 @@ def preview_phase1(
     from dsh_memory.phase1.result import Phase1Result
 
     refs = readers.discover(ctx.settings.roots)
+    if session_ids:
+        session_ids = whole_ids(session_ids, [r.id for r in refs])
     claims = ctx.state.claims() if ctx.state_exists() else {}
     decisions = plan_extractions(ctx, refs, now, session_ids, backfill, respect_idle, claims=claims)
     todo = [d for d in decisions if d.action == selection.EXTRACT]
@@ -96,7 +109,7 @@ def preview_phase1(
         known = {r.id for r in refs}
         result.unknown_ids = [s for s in session_ids if s not in known]
     work = bool(todo) or any(_bookkeeping(d) for d in decisions) or _recoverable(claims, ctx.settings, now)
-    return Phase1Preview(result, work)
+    return Phase1Preview(result, work, session_ids)
 
 
 def _bookkeeping(d: selection.Decision) -> bool:
