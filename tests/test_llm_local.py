@@ -230,6 +230,9 @@ def test_explicit_model_path_that_does_not_exist(tmp_path):
     not_gguf.write_text("hello")
     with pytest.raises(ConfigError, match="not a GGUF"):
         model_files.resolve_model_path(not_gguf)
+    with pytest.raises(ConfigError) as folder:  # was "which does not exist" for a folder that does
+        model_files.resolve_model_path(tmp_path)
+    assert "does not exist" not in str(folder.value) and "is a directory" in str(folder.value)
 
 
 # --- grammar derivation (pure) --------------------------------------------------------------------

