@@ -141,6 +141,17 @@ def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     (root / ".state" / "imports.json").write_text("{not json")
     out = CliRunner().invoke(app, ["import", "claude"])
     assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1 and "imports.json" in out.output
+    # a manifest edited by hand (wrong types) never ends the import in a traceback
+    (root / ".state" / "imports.json").unlink()
+    manifest = {
+        r["agent"] + ":" + r["source"]: {"sha256": "old", "version": v}
+        for r, v in zip(
+            [r for r in _import("claude")["rows"] if r["action"] == "import"], ("two", [1], None, True), strict=False
+        )
+    }
+    (root / ".state" / "imports.json").write_text(json.dumps(manifest))
+    again = [r for r in _import("claude")["rows"] if r["action"] != "skip"]
+    assert len(again) == len(manifest) and {(r["action"], r["version"]) for r in again} == {("update", 2)}
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "nowhere"))
     (root / ".state" / "imports.json").unlink()
     assert _import("claude")["rows"] == []  # nothing there: nothing to import, no error

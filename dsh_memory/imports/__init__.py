@@ -191,7 +191,9 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool) -> ImportRow:
         row.version, row.note = known.get("version"), known.get("note")
         return row
     row.action = "update" if known else "import"
-    row.version = int(known.get("version") or 1) + 1 if known else 1
+    last = known.get("version") if known else None  # a hand-edited manifest may hold anything
+    last = last if isinstance(last, int) and not isinstance(last, bool) and last > 0 else 1
+    row.version = last + 1 if known else 1
     row.reason = f"changed since version {row.version - 1}" if known else "new"
     if dry_run:
         return row
