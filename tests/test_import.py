@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,6 +159,43 @@ def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "nowhere"))
     (root / ".state" / "imports.json").unlink()
     assert _import("claude")["rows"] == []  # nothing there: nothing to import, no error
+
+
+# `dsh-memory import` in a process that dies (SIGKILL) before writing its fourth note.
+DIE_AT_THE_FOURTH_NOTE = r"""
+import os, signal, sys
+from dsh_memory.storage.store import MemoryStore
+
+real_add, written = MemoryStore.add_note, []
+
+def add_or_die(self, *args, **kwargs):
+    if len(written) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    written.append(real_add(self, *args, **kwargs))
+    return written[-1]
+
+MemoryStore.add_note = add_or_die
+from dsh_memory.cli import main
+sys.argv = ["dsh-memory", "import", "all"]
+main()
+"""
+
+
+def test_an_import_killed_half_way_imports_nothing_twice(monkeypatch, tmp_path):
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    died = subprocess.run([sys.executable, "-c", DIE_AT_THE_FOURTH_NOTE], env=env, capture_output=True, check=False)
+    assert died.returncode == -signal.SIGKILL and len(MemoryStore(root).list_notes()) == 3
+    rows = _import("all")["rows"]
+    store = MemoryStore(root)
+    sources = [
+        tuple(parse_front_matter(store.read_text(n))[0].get(k) for k in ("source", "part")) for n in store.list_notes()
+    ]
+    assert len(sources) == len(set(sources)) == len([r for r in rows if r["action"] != "skip"]), sources
+    assert [r["action"] for r in rows].count("unchanged") == 3
+    assert not (root / ".state" / "imports.json.journal").exists()
+    assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}
 
 
 def test_the_vault_lists_what_was_imported(monkeypatch, tmp_path):

@@ -3,7 +3,9 @@ their provenance (what is read, how it is scoped, the bounds: docs/agents.md).
 
 Idempotent: `.state/imports.json` remembers each piece's sha256, so an unchanged piece is
 skipped and a changed one is imported again as the next version; the version it replaces, when
-no consolidation has read it yet, moves to the notes' archive. The sources are only read.
+no consolidation has read it yet, moves to the notes' archive. Each note written is also appended
+to `.state/imports.json.journal` at once, so an import killed half-way is not imported twice: the
+next one reads the journal, rewrites the manifest and drops the journal. The sources are only read.
 
 Claude Code auto memory: `$CLAUDE_CONFIG_DIR/projects/<project>/memory/` (default `~/.claude`).
 A `MEMORY.md` index (one line per memory, loaded at session start) plus topic files, each with
@@ -31,6 +33,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +48,7 @@ from dsh_memory.readers._input import is_dir, scandir
 
 Which = Literal["claude", "codex", "all"]
 MANIFEST = ".state/imports.json"
+JOURNAL = MANIFEST + ".journal"  # one JSON line per note written since the manifest was last written
 MAX_MANIFEST_BYTES = 16 << 20
 MAX_FILE_BYTES = 1 << 20  # a memory file larger than 1 MiB is not imported
 MAX_FILES = 5000  # files looked at in one run, over every source
@@ -161,16 +165,18 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
         pieces += codex_items(codex_home(), exclude)
     with store.lock("imports"):
         manifest = load_manifest(store)
-        result.rows = [_one(store, manifest, item, dry_run) for item in pieces]
-        if not dry_run and any(r.action in ("import", "update") for r in result.rows):
+        journal = Path(store.root) / JOURNAL  # bookkeeping: .state/ is never served (made by store.lock)
+        result.rows = [_one(store, manifest, item, dry_run, journal) for item in pieces]
+        if not dry_run and (journal.exists() or any(r.action in ("import", "update") for r in result.rows)):
             from dsh_memory.storage.store_format import _write_atomic
 
-            path = Path(store.root) / MANIFEST  # bookkeeping: .state/ is never served (made by store.lock)
-            _write_atomic(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+            text = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+            _write_atomic(Path(store.root) / MANIFEST, text)
+            journal.unlink(missing_ok=True)
     return result
 
 
-def _one(store: Any, manifest: dict, item: Item, dry_run: bool) -> ImportRow:
+def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -> ImportRow:
     row = ImportRow(
         agent=item.agent,
         source=str(item.source),
@@ -220,6 +226,10 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool) -> ImportRow:
         "note": row.note,
         "imported_at": now.isoformat(timespec="seconds"),
     }
+    with open(journal, "a", encoding="utf-8") as fh:  # at once: a kill before the manifest loses nothing
+        fh.write(json.dumps({item.key: manifest[item.key]}, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
     return row
 
 
@@ -227,18 +237,31 @@ def load_manifest(store: Any) -> dict[str, dict]:
     """What was imported, by piece (`.state/imports.json`; {} before the first import). An
     unreadable manifest is an error, not a reason to import everything again."""
     path = os.path.join(str(store.root), MANIFEST)
+    data: Any = {}
     try:
         if os.path.getsize(path) > MAX_MANIFEST_BYTES:
             raise UserInputError(f"{path} is larger than {MAX_MANIFEST_BYTES >> 20} MiB: not an import manifest")
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except FileNotFoundError:
-        return {}
+        pass
     except (OSError, ValueError) as exc:
         raise UserInputError(f"{path} is unreadable ({exc}): move it aside to import everything again") from None
     if not isinstance(data, dict):
         raise UserInputError(f"{path} is not an import manifest: move it aside to import everything again")
+    data = {**data, **dict(_journal(path + ".journal"))}
     return {k: v for k, v in data.items() if isinstance(v, dict)}
+
+
+def _journal(path: str) -> list[tuple[str, Any]]:
+    """The entries an import killed before writing its manifest appended (a torn line is skipped)."""
+    out: list[tuple[str, Any]] = []
+    with suppress(OSError), open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh.read(MAX_MANIFEST_BYTES).splitlines():
+            with suppress(ValueError):
+                if isinstance(entry := json.loads(line), dict):
+                    out += entry.items()
+    return out
 
 
 # -- Claude Code auto memory (see the module docstring) ----------------------------------------
