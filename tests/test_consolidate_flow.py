@@ -262,6 +262,32 @@ def test_killed_mid_run_leaves_files_intact_and_lock_released(root: Path, fake: 
     assert store.memory_md_path.read_text() == AFTER
 
 
+def test_a_hand_edit_made_while_the_model_answers_is_not_overwritten(root: Path, fake: FakeOpenAIServer):
+    """The user edits MEMORY.md (an editor, between two keystrokes of a scheduled run) while the
+    model is consolidating the old text: the run writes nothing, the edit and the raw memories
+    stay, and the next run merges from the edited handbook."""
+    store = MemoryStore(root)
+    store.atomic_write("MEMORY.md", "# Task Group: before\n- old fact\n")
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    add_raw(root, "a", "- new fact")
+    edited = "# Task Group: before\n- old fact\n- the user's own line\n"
+
+    def edit_then_answer(request: dict) -> Reply:
+        store.memory_md_path.write_text(edited)  # in place, as an editor saves
+        return Reply.tool({"memory_md": "# never\n", "memory_summary_md": "v1\n\nnever\n"})
+
+    fake.handler = edit_then_answer
+    first = run_flow(force=True)
+    assert first.outcome == "error" and "MEMORY.md" in first.error and "changed" in first.error, first
+    assert store.memory_md_path.read_text() == edited and store.summary_path.read_text() == "v1\n\n- before\n"
+    assert [b.body for b in store.read_raw_blocks()] == ["- new fact"]
+    fake.handler = None
+    fake.script(Reply.tool({"memory_md": AFTER, "memory_summary_md": "v1\n\n- after\n"}))
+    assert run_flow(force=True).outcome == "consolidated"
+    assert "the user's own line" in json.dumps(fake.requests[-1])  # the next run read the edit
+    assert store.memory_md_path.read_text() == AFTER
+
+
 def test_truncation_retry_then_failure_pause_and_force(root: Path, fake: FakeOpenAIServer, tmp_path: Path):
     add_raw(root, "a", "- fact a")
     with_state(root, lambda st: st.set_pending(True))

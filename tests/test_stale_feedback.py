@@ -135,6 +135,7 @@ def test_what_a_model_leaves_out_is_archived_what_it_keeps_is_not(memory, repo):
         source="tool",
     )
     assert apply_output(store, state, inputs, kept, settings, NOW).items_retired == 0
+    inputs = gather_inputs(store, state, settings, NOW)  # a new run reads the handbook just written
     left_out = ConsolidationOutput(
         memory_md=head + "## Project facts\n- Settings come from the environment (`APP_PORT`).\n",
         memory_summary_md="v1\n",

@@ -21,7 +21,7 @@ from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
 from dsh_memory.consolidation.mechanical import Group, parse_memory_md
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
-from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE
+from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE, read_optional
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.phase1.postprocess import (
     BOILERPLATE,
@@ -247,7 +247,12 @@ def plan_skills(output: ConsolidationOutput, result: ApplyResult) -> tuple[list[
 def apply_output(
     store: Any, state: Any, inputs: Phase2Inputs, output: ConsolidationOutput, settings: Any, now: datetime
 ) -> ApplyResult:
-    """Write the consolidation. Raises only for failures of the core files (MEMORY.md, summary)."""
+    """Write the consolidation. Raises only for failures of the core files (MEMORY.md, summary),
+    and, writing nothing, when one of them changed since the inputs were read (edited by hand
+    while the model worked): the next run merges from the edited text."""
+    for rel, seen in (("MEMORY.md", inputs.memory_md), ("memory_summary.md", inputs.summary)):
+        if (read_optional(store.root / rel) or "") != seen:
+            raise DshMemoryError(f"{rel} changed while this consolidation ran: nothing written, the next run reads it")
     result = ApplyResult()
     skills, removals = plan_skills(output, result)
     store.ensure_layout()
