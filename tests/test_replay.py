@@ -248,6 +248,26 @@ def test_replay_errors_are_one_line_with_an_exit_code(history):
 
 
 @pytest.mark.usefixtures("prefect_api")
+def test_keep_never_builds_in_the_live_root_nor_over_a_kept_memory(history, tmp_path, monkeypatch):
+    """`--keep DIR` builds in DIR/memories, which starts empty: never the live memory root (its
+    handbook would be replaced by the replay's), nor a memory a replay kept there before."""
+    live = tmp_path / "home" / ".dsh" / "memories"
+    live.mkdir(parents=True)
+    (live / "MEMORY.md").write_text("# Memory\n\n- the live handbook\n")
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(live))
+    kept = tmp_path / "kept"
+    (kept / "memories").mkdir(parents=True)
+    (kept / "memories" / "MEMORY.md").write_text("# Memory\n\n- an earlier replay's\n")
+    with FakeOpenAIServer(handler=answer) as fake:
+        monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
+        for keep in (live.parent, kept):
+            out = CliRunner().invoke(app, ["replay", "--cwd", str(history["proj"]), "--keep", str(keep)])
+            assert out.exit_code == 2 and out.output.startswith("error: ") and out.output.count("\n") == 1, out.output
+        assert fake.request_count == 0
+    assert _files(live) == {"MEMORY.md": b"# Memory\n\n- the live handbook\n"}
+
+
+@pytest.mark.usefixtures("prefect_api")
 def test_a_replay_without_a_model_route_stops_with_one_line_and_its_run_failed(history, monkeypatch):
     """An error inside the replay's flow run reaches the CLI as itself (a configuration error:
     one line, its exit code), and the run is marked failed in Prefect."""

@@ -131,7 +131,9 @@ def register(app: typer.Typer) -> None:
             help="Only the last N sessions (of the project, with --cwd); memory starts empty at the first of them.",
         ),
         keep: Path | None = typer.Option(
-            None, "--keep", help="Build the replay's memory in DIR/memories and keep it (default: a temporary folder)."
+            None,
+            "--keep",
+            help="Build the replay's memory in DIR/memories, new or empty, and keep it (default: a temporary folder).",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from dsh_memory import progress, readers, scope
 from dsh_memory.context import MemoryContext
-from dsh_memory.errors import DshMemoryError, NoModelRouteError, NotFoundError
+from dsh_memory.errors import DshMemoryError, NoModelRouteError, NotFoundError, UserInputError
 from dsh_memory.phase1.facts import BULLET
 from dsh_memory.replay.result import RUN_TAG, HistorySession, ProjectTotals, ReplayResult, Restated, Said, save_report
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
@@ -50,6 +50,8 @@ def replay(
 
     started = time.monotonic()
     settings = ctx.settings
+    if workdir is not None:
+        _fresh(Path(workdir).expanduser(), Path(settings.memory_root).expanduser())
     matcher = Matcher(embedder.for_mode(settings.semantic_search))
     where = scope.locate(cwd) if cwd else None
     history, left_out = _history(ctx, where, since)
@@ -76,6 +78,16 @@ def replay(
     result.seconds = round(time.monotonic() - started, 1)
     save_report(ctx.memory_root, result)
     return result
+
+
+def _fresh(workdir: Path, live: Path) -> None:
+    """A kept replay builds in `workdir`/memories (and `workdir`/extracted), which start empty:
+    never the live memory root, nor a memory left there before."""
+    for path in (workdir / "memories", workdir / "extracted"):
+        if path.resolve() == live.resolve():
+            raise UserInputError(f"{path} is the live memory root: keep the replay's memory in another folder")
+        if path.is_dir() and any(path.iterdir()):
+            raise UserInputError(f"{path} already holds a memory: a replay's starts empty, keep it in a new folder")
 
 
 def _history(
