@@ -212,3 +212,33 @@ def test_a_run_claims_its_whole_batch_before_extracting_any(monkeypatch, tmp_pat
     running = {s for s, status in seen[0].items() if status == "running"}
     assert to_model <= running  # every session of the batch was claimed before the first call
     assert all(StateStore(root).get_claim(s).status == "done" for s in to_model)  # and finished
+
+
+def test_forget_while_the_session_is_being_extracted_never_lets_it_back(monkeypatch, tmp_path, fixtures_dir, fake):
+    """`forget SESSION` during that session's model call: the extraction then wrote its recap and
+    raw memory and closed its claim as done, so the forgotten session was back in memory. Forget
+    refuses while the extraction runs (exit 5) and works once it ended."""
+    from typer.testing import CliRunner
+
+    from dsh_memory.cli import app
+
+    root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+    sid = "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64"
+    during: list = []
+
+    def forget_then_answer(request: dict):
+        during.append(CliRunner().invoke(app, ["forget", sid]))
+        return memory_reply(request)
+
+    fake.handler = forget_then_answer
+    from dsh_memory.flows.extract import extract_flow
+
+    summary = extract_flow(session_ids=[sid], respect_idle=False)
+    assert [o.outcome for o in summary.outcomes] == ["extracted"] and len(during) == 1
+    assert during[0].exit_code == 5 and "being extracted" in during[0].output, during[0].output
+    after = CliRunner().invoke(app, ["forget", sid])
+    assert after.exit_code == 0, after.output
+    store = MemoryStore(root)
+    assert not [s for s in store.list_rollout_summaries() if s.provenance["session_id"] == sid]
+    assert not [b for b in store.read_raw_blocks() if b.session_id == sid]
+    assert StateStore(root).get_claim(sid) is None

@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
 
         Its unconsolidated raw memories move to the archive and the session is excluded from
         future extraction. Handbook content derived from it stays until the next consolidation.
-        With --project ROOT: every rollout summary, raw block and note of that repository is
+        Refused (exit 5) while the session is being extracted. With --project ROOT: every rollout summary, raw block and note of that repository is
         retired or archived, its handbook groups and summary part are cut out into one retired
         summary, and its sessions are excluded (`dsh-memory restore NAME` brings a summary back).
         """

@@ -11,7 +11,8 @@ from typing import Any
 
 from dsh_memory import scope as sc
 from dsh_memory.errors import NotFoundError, UserInputError
-from dsh_memory.storage.locks import phase_lock
+from dsh_memory.storage.locks import AlreadyRunning, phase_lock
+from dsh_memory.storage.state_schema import owner_is_gone
 from dsh_memory.storage.store_format import parse_front_matter
 
 
@@ -22,6 +23,11 @@ def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> di
     content stays until the next consolidation."""
     if not isinstance(session_id, str) or not session_id.strip():
         raise UserInputError("forget needs a session id")
+    claim = state.get_claim(session_id)
+    if claim is not None and claim.status == "running" and not owner_is_gone(claim.owner):
+        # its extraction would write the recap and raw memory after this, and close the claim
+        msg = f"session {session_id} is being extracted right now: forget it once that run ends"
+        raise AlreadyRunning("extract", msg)
     dropped = state.forget(session_id)
     state.set_override(session_id, "exclude")
     unconsumed = {b.id for b in store.read_raw_blocks() if b.session_id == session_id}

@@ -31,9 +31,9 @@ class AlreadyRunning(DshMemoryError):
     http_status = 409
     code = "already_running"
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, message: str | None = None):
         self.name = name
-        super().__init__(f"{name} is already running")
+        super().__init__(message or f"{name} is already running")
 
 
 def lock_path(memory_root: Path | str, name: str) -> Path:
