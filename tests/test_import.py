@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from dsh_memory.cli import app
+from dsh_memory.imports import MAX_FILES
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.store import MemoryStore
 from dsh_memory.storage.store_format import parse_front_matter
@@ -156,6 +157,10 @@ def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     (root / ".state" / "imports.json").write_text(json.dumps(manifest))
     again = [r for r in _import("claude")["rows"] if r["action"] != "skip"]
     assert len(again) == len(manifest) and {(r["action"], r["version"]) for r in again} == {("update", 2)}
+    # a 1 MiB Codex handbook of tiny task groups is bounded like a folder of files
+    groups = "".join(f"# Task Group: g{i}\n- rule {i}\n" for i in range(MAX_FILES + 1000))
+    (lay["codex"] / "memories" / "MEMORY.md").write_text(groups)
+    assert len(_import("codex", "--dry-run")["rows"]) == MAX_FILES
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "nowhere"))
     (root / ".state" / "imports.json").unlink()
     assert _import("claude")["rows"] == []  # nothing there: nothing to import, no error

@@ -28,6 +28,7 @@ Codex memories: `$CODEX_HOME/memories/` (default `~/.codex`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -51,7 +52,7 @@ MANIFEST = ".state/imports.json"
 JOURNAL = MANIFEST + ".journal"  # one JSON line per note written since the manifest was last written
 MAX_MANIFEST_BYTES = 16 << 20
 MAX_FILE_BYTES = 1 << 20  # a memory file larger than 1 MiB is not imported
-MAX_FILES = 5000  # files looked at in one run, over every source
+MAX_FILES = 5000  # files (Codex task groups) looked at in one run, per source
 MAX_NOTE_CHARS = 8000  # what one imported note keeps (the rest stays in its source)
 MAX_FRONT_MATTER = 8192
 _CWD_LINE = re.compile(r"^(?:[-*]\s*)?cwd:\s*(\S.*?)\s*$", re.M)  # a Codex recap's repository
@@ -333,6 +334,11 @@ def _folder_cwd(folder: Path) -> str | None:
 
 
 def codex_items(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
+    """At most MAX_FILES pieces: a task group counts as a file (a 1 MiB handbook holds 30,000)."""
+    return itertools.islice(_codex_pieces(codex_home, exclude), MAX_FILES)
+
+
+def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
     root = codex_home / "memories"
     if not root.is_dir() or root.is_symlink():
         return
