@@ -66,3 +66,15 @@ def test_a_full_diff_still_runs_now_and_then(store, monkeypatch):
     f.write_text("# A\nthe dingo line\n")  # in place, long after it was indexed: only a full diff sees it
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
     assert _paths(store, "dingo") == ["rollout_summaries/a.md"]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "cut"])
+def test_a_damaged_index_is_rebuilt_not_an_error(store, damage):
+    """The index is a cache of the memory files: bytes that are no database (a disk error, a
+    copy cut short) are rebuilt by the next search, never a traceback."""
+    path = store.state_dir / index.INDEX_NAME
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+    index._local.conns.pop(str(path)).close()  # as a new process would open it
+    data = path.read_bytes()
+    path.write_bytes(os.urandom(5000) if damage == "garbage" else data[: len(data) // 2])
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
