@@ -323,6 +323,8 @@ def test_a_memory_root_that_is_a_file_is_a_configuration_error(tmp_path, args):
 def test_a_prefect_api_url_that_is_not_http_is_a_configuration_error(memory, args, url):
     """PREFECT_API_URL without http(s):// was an httpx.UnsupportedProtocol traceback from every
     command that reads the settings; it is an invalid setting (exit 4) naming the variable."""
+    import prefect.settings  # noqa: F401  (first imported under the bad URL, this process would keep it)
+
     r = invoke(args, {"DSH_MEMORY_ROOT": str(memory), "PREFECT_API_URL": url})
     assert r.exit_code == 4, r.output
     assert r.stdout == "" and r.stderr.startswith("error: PREFECT_API_URL ") and r.stderr.count("\n") == 1
