@@ -145,6 +145,12 @@ def test_a_search_hit_past_a_long_files_first_part_is_shown(client, settings):
     assert "3001 lines, lines 2451–" in page
 
 
+@pytest.mark.parametrize("line", ["²", "٣", "x", "-1", "9" * 20])
+def test_a_line_that_is_not_a_number_opens_the_file_at_the_top(client, line):
+    page = client.get("/vault/file", params={"path": "MEMORY.md", "view": "lines", "line": line})
+    assert page.status_code == 200 and 'class="hit"' not in page.text
+
+
 def test_add_then_delete_a_note(client, settings):
     store = MemoryStore(settings.memory_root)
     before = set(store.list_notes())

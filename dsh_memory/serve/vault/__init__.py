@@ -142,7 +142,8 @@ class _Static(StaticFiles):
 
 def _file_query(q) -> tuple:
     line = q.get("line", "")
-    return q.get("path", ""), q.get("view", "rendered"), int(line) if line.isdigit() and len(line) < 9 else None
+    ok = line.isascii() and line.isdigit() and len(line) < 9  # not "²": a digit int() refuses
+    return q.get("path", ""), q.get("view", "rendered"), int(line) if ok else None
 
 
 def _search_query(q) -> tuple:
