@@ -271,6 +271,12 @@ def test_raw_marker_nested_too_deep_is_skipped_like_any_bad_marker():
     assert [(b.id, b.body) for b in parse_raw_blocks(text)] == [("b", "ok")]
 
 
+def test_front_matter_part_that_is_not_an_ascii_number_stays_text():
+    """A hand edit `part: ²` (a digit to str.isdigit, not to int) is read as text, not a crash."""
+    assert parse_front_matter("---\npart: ²\n---\nbody")[0] == {"part": "²"}
+    assert parse_front_matter("---\npart: 12\n---\nbody")[0] == {"part": 12}
+
+
 def test_raw_concurrent_append_from_processes(store: MemoryStore):
     n_procs, per_proc = 4, 15
     code = """

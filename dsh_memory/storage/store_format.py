@@ -276,7 +276,7 @@ def parse_front_matter(text: str) -> tuple[dict, str]:
         if raw.startswith('"'):
             with suppress(ValueError):
                 val = json.loads(raw)
-        if key == "part" and isinstance(val, str) and val.isdigit():
+        if key == "part" and isinstance(val, str) and val.isascii() and val.isdigit():  # not "²"
             val = int(val)
         fields[key] = val
     return fields, text[end + 5 :]
