@@ -229,6 +229,17 @@ def test_search_skips_a_file_too_large_to_be_memory(store):
         assert paths == {"extensions/ad_hoc/notes/small.md"}, mode
 
 
+@pytest.mark.parametrize("mode", ["any", "ranked"])
+def test_a_query_has_a_size_bound(store, mode):
+    """A pasted 14 KB stack trace as a query was searched and echoed in the result and every
+    match (pages of one hit, far past max_chars); a query over the bound is refused, in words."""
+    from dsh_memory.readpath.models import MAX_QUERY_CHARS
+
+    assert rp.search(store, ["x" * MAX_QUERY_CHARS], mode=mode).matches == []
+    with pytest.raises(UserInputError, match=f"at most {MAX_QUERY_CHARS:,} characters"):
+        rp.search(store, ["deploy", "x" * (MAX_QUERY_CHARS + 1)], mode=mode)
+
+
 def test_percent_encoded_dots_are_a_literal_name_not_traversal(store):
     with pytest.raises(NotFoundError):
         rp.read(store, "%2e%2e/%2e%2e/etc/passwd")

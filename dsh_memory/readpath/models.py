@@ -14,6 +14,7 @@ MAX_LIST_RESULTS = 2000
 DEFAULT_READ_LINES = 400
 MAX_READ_LINES = 5000
 MAX_READ_CHARS = 64_000  # ≈ 16–20k tokens: one read never floods a context window
+MAX_QUERY_CHARS = 1_000  # a question or a line of an error, not a pasted log (queries are echoed per page)
 DEFAULT_SEARCH_RESULTS = 20
 MAX_SEARCH_RESULTS = 500
 # One search page is sized for an agent's context: by default at most ≈ 8,000 characters of
@@ -81,7 +82,8 @@ class SearchRequest(_Request):
     queries: list[str] = Field(
         min_length=1,
         max_length=16,
-        description="One or more queries: substrings (line modes), or a question or keywords (ranked)",
+        description="One or more queries: substrings (line modes), or a question or keywords (ranked); "
+        f"each at most {MAX_QUERY_CHARS:,} characters",
     )
     mode: SearchMode = Field(
         "any",
@@ -114,6 +116,8 @@ class SearchRequest(_Request):
             raise ValueError("every query must contain a non-blank character")
         if any("\x00" in q for q in v):
             raise ValueError("queries must not contain NUL")
+        if any(len(q) > MAX_QUERY_CHARS for q in v):
+            raise ValueError(f"a query may have at most {MAX_QUERY_CHARS:,} characters")
         return v
 
 
