@@ -82,6 +82,15 @@ def test_cli_reference_matches_help():
         assert f"#### `dsh-memory {name}`" in page
 
 
+def test_cli_reference_has_every_command_of_a_group():
+    """`settings show` and `settings save` (options --from-env, --include-defaults, --json) were
+    missing from the page that says it has every command and option: only `settings --help` was."""
+    page = (REPO / "docs" / "cli.md").read_text()
+    for sub in ("show", "save"):
+        assert f"#### `dsh-memory settings {sub}`" in page
+    assert "--include-defaults" in page and "--from-env" in page
+
+
 def test_settings_reference_matches_the_models():
     from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
 

@@ -27,17 +27,26 @@ def _help(args: list[str]) -> str:
 
 
 def commands() -> list[str]:
+    """Every command in registration order, a group's own commands after it (`settings show`)."""
     from typer.main import get_command
 
     from dsh_memory.cli import app
 
-    return list(get_command(app).commands)  # registration order
+    def walk(group, prefix: str) -> list[str]:
+        out = []
+        for name, cmd in group.commands.items():
+            out.append(prefix + name)
+            if hasattr(cmd, "commands"):
+                out += walk(cmd, f"{prefix}{name} ")
+        return out
+
+    return walk(get_command(app), "")
 
 
 def generate() -> str:
     parts = [START, "", "```text", "$ dsh-memory --help", _help([]), "```"]
     for name in commands():
-        parts += ["", f"#### `dsh-memory {name}`", "", "```text", _help([name]), "```"]
+        parts += ["", f"#### `dsh-memory {name}`", "", "```text", _help(name.split()), "```"]
     parts += ["", END]
     return "\n".join(parts)
 
