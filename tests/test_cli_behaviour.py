@@ -542,6 +542,21 @@ def test_extract_and_consolidate_report_progress_lines_when_not_on_a_terminal(tm
     assert _progress(r.stderr) == ["phase 2 started (consolidate)", "phase 2 finished (Completed)"]
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_run_with_a_failed_consolidation_exits_1_and_says_why(tmp_path, prefect_api, as_json):
+    """`run` whose Phase 2 failed exited 0 with "Phase 2: error (work: 1 ad hoc notes…)": the
+    work, not the failure, which `consolidate` reports (exit 1, `Phase 2 failed: …`)."""
+    with FakeOpenAIServer(handler=lambda request: Reply.error(400)) as refusing:
+        env = pipeline_env(tmp_path, prefect_api, refusing.base_url)
+        assert cli(["add", "Makefiles use tabs."], env).returncode == 0  # something to consolidate
+        r = cli(["run", *(["--json"] if as_json else [])], env)
+    assert r.returncode == 1, r.stderr
+    if as_json:
+        assert json.loads(r.stdout)["error"]["message"].startswith("Phase 2 failed: ")
+    else:
+        assert r.stderr.splitlines()[-1].startswith("error: Phase 2 failed: ") and "400" in r.stderr, r.stderr
+
+
 def test_demo_prints_the_exports_that_show_its_memory(tmp_path, prefect_api, fake_llm):
     workdir = tmp_path / "demo dir's"  # a space and a quote: the exports must be shell-quoted
     env = pipeline_env(tmp_path, prefect_api, fake_llm.base_url)

@@ -11,7 +11,7 @@ import typer
 
 from dsh_memory.cli._common import emit_json, fail, plain_console, prefect_env, prefect_env_defaults, run
 from dsh_memory.cli._progress import with_progress
-from dsh_memory.errors import NotFoundError, UserInputError
+from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
 
 
 def _print_phase1(summary: dict, dry_run: bool) -> None:
@@ -178,12 +178,15 @@ def _catch_up(
         )
 
     result = run(go, as_json)
+    p2 = result.get("phase2") or {}
+    if not as_json:
+        _print_phase1(result["phase1"], False)
+        typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
+    if p2.get("outcome") == "error":  # as `consolidate` says it: recorded, its inputs stay
+        fail(DshMemoryError(f"Phase 2 failed: {p2.get('error')}"), as_json)
     if as_json:
         emit_json({**result, **({"env": env} if env else {})})
         return None
-    _print_phase1(result["phase1"], False)
-    p2 = result.get("phase2") or {}
-    typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
     return result
 
 
