@@ -198,6 +198,41 @@ def test_atomic_write_survives_sigkill(store: MemoryStore):
     assert sorted(p.name for p in store.root.glob("*.md")) == ["big.md"]
 
 
+def test_a_fifo_in_a_memory_files_place_is_refused_never_waited_on(store: MemoryStore):
+    """A plain open of a FIFO blocks until a writer comes: `forget --project`, `status`, Phase 1
+    and Phase 2 hung on one named MEMORY.md, raw_memories.md or a recap's name."""
+    for rel in ("MEMORY.md", "raw_memories.md", "rollout_summaries/taken.md"):
+        os.mkfifo(store.root / rel)
+    child = _child(
+        """
+        import sys
+        from dsh_memory.consolidation.skill_inventory import read_optional
+        from dsh_memory.errors import UserInputError
+        from dsh_memory.storage.store import MemoryStore
+        s = MemoryStore(sys.argv[1])
+        calls = (
+            lambda: s.read_text("MEMORY.md"),
+            s.read_raw_blocks,
+            lambda: s.write_rollout_summary("taken", {"session_id": "s1"}, "a recap"),
+        )
+        for call in calls:
+            try:
+                call()
+            except UserInputError as exc:
+                print("refused:", exc)
+        print("optional:", read_optional(s.memory_md_path))
+    """,
+        str(store.root),
+    )
+    try:
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert out.count("refused: not a regular file") == 3 and "optional: None" in out, (out, err)
+
+
 # -- raw memories ------------------------------------------------------------------------------
 HOSTILE_BODIES = [
     "plain body",

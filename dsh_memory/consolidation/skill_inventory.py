@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from dsh_memory.errors import UserInputError
+
 SKILL_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,79}$"  # the memory_write tool's too (prompt.py)
 SKILL_NAME_RE = re.compile(SKILL_NAME_PATTERN)
 SKILL_FILES_LISTED = 20
@@ -21,11 +23,12 @@ def one_line(text: Any, limit: int = 200) -> str:
 
 
 def read_optional(path: os.PathLike) -> str | None:
-    """A file's text, or None when it does not exist."""
+    """A file's text, or None when it does not exist or is no regular file (never waits on a FIFO)."""
+    from dsh_memory.storage.store_format import read_regular
+
     try:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return read_regular(path)
+    except (FileNotFoundError, NotADirectoryError, UserInputError):
         return None
 
 

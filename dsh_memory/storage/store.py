@@ -38,6 +38,7 @@ from dsh_memory.storage.store_format import (
     _write_new,
     parse_front_matter,
     parse_raw_blocks,
+    read_regular,
     render_front_matter,
     serialize_raw_block,
     slugify,
@@ -151,8 +152,7 @@ class MemoryStore:
         """Exact text (no newline translation). MemoryFileNotFound when missing."""
         path = self.resolve(rel)
         try:
-            with open(path, encoding="utf-8", errors="replace", newline="") as f:
-                return f.read()
+            return read_regular(path)
         except FileNotFoundError:
             raise MemoryFileNotFound(2, "no such memory file", rel) from None
 
@@ -174,8 +174,7 @@ class MemoryStore:
     # -- raw memories -----------------------------------------------------------------------
     def _raw_blocks(self, path: Path) -> list[RawBlock]:
         try:
-            with open(path, encoding="utf-8", errors="replace", newline="") as f:
-                return parse_raw_blocks(f.read())
+            return parse_raw_blocks(read_regular(path))
         except FileNotFoundError:
             return []
 
@@ -236,8 +235,7 @@ class MemoryStore:
     # -- rollout summaries ------------------------------------------------------------------
     def _summary_owner(self, path: Path) -> tuple[str | None, object] | None:
         try:
-            with open(path, encoding="utf-8", errors="replace", newline="") as f:
-                fields, _ = parse_front_matter(f.read(8192))
+            fields, _ = parse_front_matter(read_regular(path, 8192))
         except FileNotFoundError:
             return None
         return fields.get("session_id"), fields.get("part")

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 import unicodedata
 from contextlib import suppress
@@ -86,6 +87,21 @@ def temp_writer_gone(name: str) -> bool:
     if m is None or m.group(1) != _host_tag() or m.group(3) == "0":
         return False
     return proc_start(int(m.group(2))) != m.group(3)
+
+
+def read_regular(path: Path | str, limit: int = -1) -> str:
+    """The text of a regular file (newlines as written, bad UTF-8 replaced), at most `limit`
+    characters. FileNotFoundError when missing; UserInputError for anything else, never a wait
+    (a FIFO in a memory file's place would block a plain open forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UserInputError(f"not a regular file: {path}")
+    except BaseException:
+        os.close(fd)
+        raise
+    with open(fd, encoding="utf-8", errors="replace", newline="") as f:
+        return f.read(limit)
 
 
 def _write_fd(fd: int, text: str) -> None:
