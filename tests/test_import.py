@@ -157,6 +157,13 @@ def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     (root / ".state" / "imports.json").write_text(json.dumps(manifest))
     again = [r for r in _import("claude")["rows"] if r["action"] != "skip"]
     assert len(again) == len(manifest) and {(r["action"], r["version"]) for r in again} == {("update", 2)}
+    # a billion laughs: 400 bytes of YAML aliases in a topic's front matter, 9**9 words as text
+    laughs = ["---", 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, c in zip("abcdefgh", "bcdefghi", strict=True):
+        laughs.append(f"{c}: &{c} [{','.join(['*' + prev] * 9)}]")
+    (lay["topic"] / "laughs.md").write_text("\n".join([*laughs, "name: *i", "metadata:", "  type: *i", "---", "x"]))
+    laughing = _rows(_import("claude", "--dry-run"))[("laughs.md", None)]
+    assert laughing["action"] == "import" and laughing["kind"] == "topic"
     # a 1 MiB Codex handbook of tiny task groups is bounded like a folder of files
     groups = "".join(f"# Task Group: g{i}\n- rule {i}\n" for i in range(MAX_FILES + 1000))
     (lay["codex"] / "memories" / "MEMORY.md").write_text(groups)

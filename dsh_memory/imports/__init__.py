@@ -104,7 +104,8 @@ def _read(item: Item) -> str | None:
 
 def front_matter(text: str) -> tuple[dict, str]:
     """(fields, body) of a Markdown file with YAML front matter (`---` … `---`); {} when it has
-    none or it is not a mapping. `type` may sit under `metadata:`."""
+    none or it is not a mapping. `type` may sit under `metadata:`. Only plain values are kept:
+    a list or mapping of aliases is tiny on disk but exponential as text (a billion laughs)."""
     if not text.startswith("---"):
         return {}, text
     end = text.find("\n---", 3)
@@ -122,7 +123,7 @@ def front_matter(text: str) -> tuple[dict, str]:
     meta = fields.get("metadata")
     if "type" not in fields and isinstance(meta, dict) and "type" in meta:
         fields["type"] = meta["type"]
-    return {k: v for k, v in fields.items() if isinstance(k, str)}, body
+    return {k: v for k, v in fields.items() if isinstance(k, str) and isinstance(v, str | int | float)}, body
 
 
 def cut(text: str, source: Path) -> str:
