@@ -61,7 +61,8 @@ def _layout(tmp_path: Path) -> dict:
         "- Migrations run with `pnpm db:migrate`.\n\n"
         "# Task Group: global\nscope: global\napplies_to: cwd=.*; reuse_rule=everywhere\n- Answer tersely.\n\n"
         f"# Task Group: payroll\nscope: project\napplies_to: cwd={secret}; reuse_rule=this project only\n"
-        f"- {NEEDLE} rotates monthly.\n"
+        f"- {NEEDLE} rotates monthly.\n\n"
+        f"# Task Group: deploy with {PLANTED_SECRET}\n- Deploys use the token.\n"
     )
     (codex / "memory_summary.md").write_text("## User profile\n- Prefers small commits.\n")
     (codex / "rollout_summaries" / "2026-11-02-webapp-login.md").write_text(
@@ -118,6 +119,8 @@ def test_import_is_scoped_redacted_idempotent_and_leaves_the_sources_alone(monke
     assert fields["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest() and fields["mtime"]
     assert "Use pnpm, not npm." in body and PLANTED_SECRET not in body
     assert not any(NEEDLE.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file())
+    assert not any(PLANTED_SECRET.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file())
+    assert PLANTED_SECRET not in json.dumps(first)  # nor in what import prints (a task group's name)
     assert _snapshot(lay["claude"], lay["codex"]) == before, "the sources are never modified"
     # Idempotent; a changed file is imported again as the next version.
     assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}

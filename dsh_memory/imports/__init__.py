@@ -367,6 +367,8 @@ def _codex_file(item: Item) -> Item:
 
 
 def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
+    from dsh_memory.transcript.redact import redact
+
     if not path.exists():
         return
     whole = Item("codex", path, kind="handbook")
@@ -381,7 +383,8 @@ def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
         if not part:
             continue
         heading = lines[start] if lines[start].startswith(scope.GROUP_HEADING) else ""
-        name = one_line(heading.split(":", 1)[1], 120) if heading else "(before the first task group)"
+        # redacted here: the name is the piece's key in .state/imports.json and is printed
+        name = redact(one_line(heading.split(":", 1)[1], 120)) if heading else "(before the first task group)"
         item = Item("codex", path, part=name, project=project, kind="task_group", mtime=whole.mtime)
         item.title = f"Codex task group {name}"
         if project and scope.excluded_by(project, exclude):
