@@ -233,6 +233,34 @@ def test_a_fifo_in_a_memory_files_place_is_refused_never_waited_on(store: Memory
     assert out.count("refused: not a regular file") == 3 and "optional: None" in out, (out, err)
 
 
+def test_a_lock_held_too_long_is_one_error_not_a_traceback(store: MemoryStore):
+    """A stopped or stuck process holding a store lock (Ctrl-Z on `import`): the next writer
+    gave up with filelock's Timeout, a traceback at the CLI; now AlreadyRunning (exit 5)."""
+    from dsh_memory.storage.locks import AlreadyRunning
+
+    child = _child(
+        """
+        import sys, threading
+        from dsh_memory.storage.store import MemoryStore
+        with MemoryStore(sys.argv[1]).lock("imports"):
+            print("held", flush=True)
+            threading.Event().wait()  # until killed
+    """,
+        str(store.root),
+    )
+    try:
+        assert child.stdout.readline().strip() == "held"
+        with pytest.raises(AlreadyRunning, match=r"imports\.lock is still held by another process") as exc:
+            with store.lock("imports", timeout=0.2):
+                pass
+        assert exc.value.exit_code == 5
+    finally:
+        child.kill()
+        child.wait()
+    with store.lock("imports", timeout=30):  # released with its holder
+        pass
+
+
 # -- raw memories ------------------------------------------------------------------------------
 HOSTILE_BODIES = [
     "plain body",

@@ -158,18 +158,31 @@ class MemoryStore:
 
     # -- locks ------------------------------------------------------------------------------
     @contextmanager
-    def lock(self, name: str) -> Iterator[None]:
-        """Serialize a mutation across threads (RLock) and processes (file lock in .state/)."""
-        from filelock import FileLock
+    def lock(self, name: str, timeout: float = 120) -> Iterator[None]:
+        """Serialize a mutation across threads (RLock) and processes (file lock in .state/);
+        AlreadyRunning when another process still holds it after `timeout` seconds."""
+        from filelock import FileLock, Timeout
+
+        from dsh_memory.storage.locks import AlreadyRunning
 
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         lock_path = str(self.state_dir / f"{name}.lock")
         with _thread_locks_guard:
             if lock_path not in _locks:  # one RLock + one (reentrant) FileLock per lock file
-                _locks[lock_path] = (threading.RLock(), FileLock(lock_path, timeout=120, thread_local=False))
+                _locks[lock_path] = (threading.RLock(), FileLock(lock_path, thread_local=False))
             tlock, flock = _locks[lock_path]
-        with tlock, flock:
-            yield
+        with tlock:
+            try:
+                flock.acquire(timeout=timeout)
+            except Timeout:
+                msg = (
+                    f"{lock_path} is still held by another process after {timeout:g} s (a stopped or stuck dsh-memory?)"
+                )
+                raise AlreadyRunning(name, msg) from None
+            try:
+                yield
+            finally:
+                flock.release()
 
     # -- raw memories -----------------------------------------------------------------------
     def _raw_blocks(self, path: Path) -> list[RawBlock]:
