@@ -195,3 +195,50 @@ def test_a_fifo_put_in_a_logs_place_after_discovery_does_not_hang_the_header_rea
     finally:
         if reader.is_alive():  # let the blocked open go (a writer appears), so the thread ends
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+# `forget --project` in a process that dies (SIGKILL) right after retiring its first summary.
+DIE_AFTER_THE_FIRST_RETIRE = r"""
+import os, signal, sys
+from dsh_memory.storage.store import MemoryStore
+
+real_retire = MemoryStore.retire_summary
+
+def retire_then_die(self, slug):
+    real_retire(self, slug)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+MemoryStore.retire_summary = retire_then_die
+from dsh_memory.cli import main
+sys.argv = ["dsh-memory", "forget", "--project", sys.argv[1]]
+main()
+"""
+
+
+def test_forget_project_killed_half_way_still_excludes_every_session_it_retired(monkeypatch, tmp_path):
+    """A session is excluded as its summary is retired: a run killed in between used to leave the
+    retired sessions' exclusion unrecorded, and the rerun no longer saw them (already retired), so
+    a session that grew was extracted again and its project was back in memory."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from dsh_memory.storage.state import StateStore
+    from dsh_memory.storage.store import MemoryStore
+
+    repo = _repo(tmp_path / "src" / "app")
+    root = tmp_path / "memories"
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(root))
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    store = MemoryStore(root)
+    store.ensure_layout()
+    for sid in ("s1", "s2"):
+        store.write_rollout_summary(f"recap-{sid}", {"session_id": sid, "cwd": repo, "project": repo}, "- a fact")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    died = subprocess.run([sys.executable, "-c", DIE_AFTER_THE_FIRST_RETIRE, repo], env=env, check=False)
+    assert died.returncode == -signal.SIGKILL and len(store.retired_slugs()) == 1
+    out = CliRunner().invoke(app, ["forget", "--project", repo])
+    assert out.exit_code == 0, out.output
+    assert store.list_rollout_summaries() == [] and len(store.retired_slugs()) == 2
+    assert StateStore(root).overrides() == {"s1": "exclude", "s2": "exclude"}

@@ -81,18 +81,17 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
         for info in store.list_rollout_summaries():
             prov = info.provenance or {}
             if mine(prov.get("project") or sc.project_root(str(prov.get("cwd") or "")) or None):
+                if prov.get("session_id"):  # excluded first: a run killed after the retire is not re-learned
+                    sessions.add(str(prov["session_id"]))
+                    state.set_override(str(prov["session_id"]), "exclude")
                 if store.retire_summary(info.slug):
                     state.mark_retired(info.slug, now)
                     retired.append(info.slug)
-                    if prov.get("session_id"):
-                        sessions.add(str(prov["session_id"]))
         blocks = {b.id for b in store.read_raw_blocks() if mine(b.project or sc.project_root(b.cwd))}
         archived = store.archive_raw_blocks(blocks) if blocks else 0
         notes = [rel for rel in store.list_notes() if mine(_note_project(store, rel))]
         notes_archived = store.archive_notes(notes) if notes else 0
         handbook = _cut_handbook(store, mine, now, sc.project_root(asked) or asked)
-    for sid in sessions:
-        state.set_override(sid, "exclude")
     if not (retired or archived or notes_archived or handbook):
         raise NotFoundError(f"nothing in memory for project {asked}")
     if handbook:
