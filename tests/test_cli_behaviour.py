@@ -195,6 +195,23 @@ def test_mcp_with_stdin_closed_is_one_line(tmp_path):
     assert proc.stderr.startswith("error: ") and "stdin" in proc.stderr and proc.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("args", [["status"], ["extract", "--all", "--dry-run"]], ids=" ".join)
+def test_output_with_stdout_closed_is_no_traceback(tmp_path, args):
+    """`dsh-memory status >&-`: Python's sys.stdout is None; the table printer asked it isatty()
+    and ended in an AttributeError traceback (exit 1). Nothing to print to is no error."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "dsh_memory.cli", *args],
+        cwd=str(REPO),
+        env=clean_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(1),  # stdout closed, as `>&-` does
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
 # ---- names over 255 bytes: a user-input error, not an OSError ------------------------------
 
 A256 = "a" * 256

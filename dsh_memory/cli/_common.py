@@ -41,6 +41,11 @@ def reader_gone() -> NoReturn:
     raise typer.Exit(READER_GONE_EXIT)
 
 
+def is_terminal(stream: Any) -> bool:
+    """`stream` is a terminal; a closed one (`>&-`, `2>&-`: Python's None) is not."""
+    return stream is not None and stream.isatty()
+
+
 def plain_console(fit: bool = False):
     """A rich console for command output: what it prints is never read as markup (paths, errors
     and model text may hold `[...]`; style goes through `Text`); a reader that went away is a
@@ -53,7 +58,7 @@ def plain_console(fit: bool = False):
         def on_broken_pipe(self) -> None:
             reader_gone()
 
-    piped = not fit and not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    piped = not fit and not is_terminal(sys.stdout) and not os.environ.get("COLUMNS")
     return _Console(markup=False, highlight=False, soft_wrap=not fit, width=1000 if piped else None)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sys
 
+from dsh_memory.cli._common import is_terminal
+
 PHASE_NAMES = {"phase1": "phase 1", "phase2": "phase 2"}
 LINE_PREFIX = "dsh-memory: "
 RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
@@ -43,7 +45,7 @@ def with_progress(fn, label: str):
     progress.watch_flow(extract_flow, "phase1")  # phase start/end events from the flows' state hooks
     progress.watch_flow(consolidate_flow, "phase2")
     quiet_console()
-    if sys.stderr.isatty():
+    if is_terminal(sys.stderr):
         return _with_bar(fn, label)
     return _with_lines(fn)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from dsh_memory.cli._common import prefect_env, show
+from dsh_memory.cli._common import is_terminal, prefect_env, show
 from dsh_memory.errors import UserInputError
 
 MAX_SHOWN = 20  # restated / new rules listed in the text output (all of them with --json)
@@ -41,7 +41,7 @@ def _with_bar(fn):
 
     quiet_console()
     bar = None
-    if sys.stderr.isatty():
+    if is_terminal(sys.stderr):
         columns = (TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         bar = Progress(*columns, console=Console(stderr=True), transient=True)
         task = bar.add_task("", total=None)
