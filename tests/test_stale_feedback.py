@@ -14,6 +14,7 @@ from dsh_memory.consolidation import mechanical
 from dsh_memory.consolidation.apply import apply_output
 from dsh_memory.consolidation.inputs import gather_inputs
 from dsh_memory.consolidation.output import ConsolidationOutput
+from dsh_memory.errors import PathGuardError
 from dsh_memory.readpath import list_dir, read, search
 from dsh_memory.readpath.scoping import scope_of
 from dsh_memory.settings import MemorySettings
@@ -123,6 +124,21 @@ def test_a_newer_session_that_learns_it_again_refreshes_it(memory, repo):
     assert kept.startswith(OLD_ITEM + " (may be stale: conf/app.toml no longer exists)")
     assert "old-setup" in kept and "today" in kept
     assert result.items_retired == 0 and not (store.root / "MEMORY.archive.md").exists()
+
+
+def test_an_archive_that_cannot_be_written_leaves_the_item_in_the_handbook(memory, repo, tmp_path):
+    """MEMORY.archive.md a symlink out of the root (or any failure to write it): the handbook used
+    to be written first, without the item, and then the archive refused: the item was gone."""
+    store, state, settings = memory
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("# not the archive\n")
+    (store.root / "MEMORY.archive.md").symlink_to(outside)
+    before = store.read_text("MEMORY.md")
+    inputs = gather_inputs(store, state, settings, NOW)
+    with pytest.raises(PathGuardError):
+        apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, NOW)
+    assert store.read_text("MEMORY.md") == before and OLD_ITEM in before
+    assert outside.read_text() == "# not the archive\n"
 
 
 def test_what_a_model_leaves_out_is_archived_what_it_keeps_is_not(memory, repo):

@@ -1,6 +1,7 @@
 """Validate a `ConsolidationOutput` and write it into the memory root.
 
-Order: validate everything (pure, no filesystem call) → skills → MEMORY.md → memory_summary.md →
+Order: validate everything (pure, no filesystem call) → skills → MEMORY.archive.md (what the
+new handbook leaves out) → MEMORY.md → memory_summary.md →
 retire candidates → archive consumed raw blocks → archive consumed notes. Every text write goes
 through `MemoryStore.atomic_write`; a crash midway leaves each file either old or new and the raw
 blocks and notes unconsumed (the next run sees them again), never lost. An invalid skill (name,
@@ -291,11 +292,11 @@ def apply_output(
         result.scope_moved = moved_md + moved_summary
     if output.memory_md.strip() or not incremental:
         text = output.memory_md.rstrip() + "\n"
+        if inputs.flagged or output.archive:  # a flagged or capped item left out is archived, never lost silently:
+            result.items_retired = archive_dropped(store, [*inputs.flagged, *output.archive], text, now)
+            result.files_written += [ARCHIVE] if result.items_retired else []  # first, so a failure loses none
         store.atomic_write("MEMORY.md", text)
         result.files_written.append("MEMORY.md")
-        if inputs.flagged or output.archive:  # a flagged or capped item left out is archived, never lost silently
-            result.items_retired = archive_dropped(store, [*inputs.flagged, *output.archive], text, now)
-            result.files_written += [ARCHIVE] if result.items_retired else []
     else:
         result.kept_unchanged.append("MEMORY.md")
 
