@@ -78,3 +78,14 @@ def test_a_damaged_index_is_rebuilt_not_an_error(store, damage):
     data = path.read_bytes()
     path.write_bytes(os.urandom(5000) if damage == "garbage" else data[: len(data) // 2])
     assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+
+
+def test_an_index_that_cannot_be_opened_is_one_error(store):
+    """A folder where the index file goes: no traceback, an error naming it (not deleted)."""
+    from dsh_memory.errors import DshMemoryError
+
+    path = store.state_dir / index.INDEX_NAME
+    path.mkdir(parents=True)
+    with pytest.raises(DshMemoryError, match="search_index.sqlite3"):
+        _paths(store, "quokka")
+    assert path.is_dir()
