@@ -242,3 +242,47 @@ def test_forget_project_killed_half_way_still_excludes_every_session_it_retired(
     assert out.exit_code == 0, out.output
     assert store.list_rollout_summaries() == [] and len(store.retired_slugs()) == 2
     assert StateStore(root).overrides() == {"s1": "exclude", "s2": "exclude"}
+
+
+# `forget SESSION` in a process that dies (SIGKILL) right after dropping the extraction record.
+DIE_AFTER_THE_CLAIM_IS_DROPPED = r"""
+import os, signal, sys
+from dsh_memory.storage.state import StateStore
+
+real_forget = StateStore.forget
+
+def forget_then_die(self, session_id):
+    real_forget(self, session_id)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+StateStore.forget = forget_then_die
+from dsh_memory.cli import main
+sys.argv = ["dsh-memory", "forget", sys.argv[1]]
+main()
+"""
+
+
+def test_forget_session_killed_half_way_never_leaves_it_to_be_extracted_again(monkeypatch, tmp_path):
+    """The extraction record used to be dropped before the session was excluded: a kill in
+    between left a session with no record and no exclusion, which the next run extracts anew."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from datetime import UTC, datetime
+
+    from dsh_memory.storage.state import StateStore
+
+    root = tmp_path / "memories"
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(root))
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    state = StateStore(root)
+    state.try_start("s1", datetime.now(UTC))
+    state.finish("s1", "done", 10, datetime.now(UTC))
+    state.close()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    died = subprocess.run([sys.executable, "-c", DIE_AFTER_THE_CLAIM_IS_DROPPED, "s1"], env=env, check=False)
+    assert died.returncode == -signal.SIGKILL
+    state = StateStore(root)
+    assert state.get_claim("s1") is None and state.overrides() == {"s1": "exclude"}
+    state.close()

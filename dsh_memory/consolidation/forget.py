@@ -28,8 +28,8 @@ def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> di
         # its extraction would write the recap and raw memory after this, and close the claim
         msg = f"session {session_id} is being extracted right now: forget it once that run ends"
         raise AlreadyRunning("extract", msg)
+    state.set_override(session_id, "exclude")  # first: a kill after the drop must not leave it extractable
     dropped = state.forget(session_id)
-    state.set_override(session_id, "exclude")
     unconsumed = {b.id for b in store.read_raw_blocks() if b.session_id == session_id}
     archived = store.archive_raw_blocks(unconsumed) if unconsumed else 0
     retired: list[str] = []
