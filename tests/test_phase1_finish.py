@@ -54,3 +54,28 @@ def test_every_failure_ends_in_the_same_failed_claim_and_an_answer_ends_done(tmp
         assert c.next_retry_at is not None and o.error and o.error[:30] in (c.error or "")
     assert "HTTP 503" in outcomes["local"].error and "ended Crashed" in outcomes["worker"].error
     assert outcomes["applied"].outcome == "extracted" and claims["applied"].status == "done"
+
+
+def test_a_secret_in_the_sessions_title_never_names_its_recap(tmp_path):
+    """Without a slug from the model the recap is named from the session's title (a log's, so
+    untrusted): slugged unredacted, a token in it reached the file name, lowercased past the
+    patterns that would have caught it later."""
+    from dsh_memory.phase1.extraction import apply_output
+    from dsh_memory.storage.store import MemoryStore
+
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    settings = MemorySettings(memory_root=tmp_path, idle_seconds=60, max_rollout_age_days=0)
+    (d,) = plan(
+        [_ref("t1")],
+        {},
+        settings,
+        datetime.now(UTC),
+        load=lambda r: _session(r.id, events=6, title=f"push with {token}"),
+    )
+    answer = ANSWERS["applied"].model_copy(update={"rollout_slug": ""})
+    with StateStore(tmp_path) as state:
+        state.try_start("t1", datetime.now(UTC))
+        outcome = apply_output(MemoryStore(tmp_path), state, d, answer)
+    assert outcome.outcome == "extracted" and outcome.slug.startswith("push-with")
+    names = [p.name for p in tmp_path.rglob("*")]
+    assert not any("a1b2c3d4e5f6" in n.lower() for n in names), names  # the key, however slugged

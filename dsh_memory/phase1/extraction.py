@@ -179,7 +179,12 @@ def apply_output(store, state, decision: Decision, output: ExtractionOutput, now
         return base
 
     project = project_root(session.cwd)
-    slug = decision.base_slug or slugify(output.rollout_slug) or slugify(session.title or "") or f"session-{ref.id[:8]}"
+    slug = (
+        decision.base_slug
+        or slugify(output.rollout_slug)
+        or slugify(redact(session.title or ""))
+        or f"session-{ref.id[:8]}"
+    )
     slug = slugify(slug) or f"session-{ref.id[:8]}"
     if decision.part > 1:
         slug = f"{slug[:70]}-part{decision.part}"
