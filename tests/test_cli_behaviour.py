@@ -389,13 +389,15 @@ def test_readme_exit_code_table_lists_every_error_class():
 
 
 @pytest.mark.parametrize(
-    "args", [["read", "MEMORY.md"], ["search", "uv"], ["list", "--json"], ["status"], ["sessions"]], ids=" ".join
+    "args",
+    [["read", "MEMORY.md"], ["search", "uv"], ["list", "--json"], ["status"], ["sessions"], ["--help"], ["search", "--help"]],
+    ids=" ".join,
 )
 def test_a_reader_that_went_away_is_a_quiet_exit_141(memory, tmp_path, args):
     """`dsh-memory read MEMORY.md | head`: the pipe's reader is gone before the first write (here
     from the start, so the write always fails), the command stops without a word: exit 141,
     nothing on stderr (was: `error: Broken pipe`, exit 1). Output printed inside `run` (read,
-    search) and after it (list) alike."""
+    search) and after it (list) alike, and `--help` (printed by typer's own console: exit 1 before)."""
     env = {**clean_env(tmp_path), "DSH_MEMORY_ROOT": str(memory), "DSH_MEMORY_IGNORE_BLOCKS": "1"}
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader went away

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 
 import typer
 from typer.core import TyperGroup
@@ -78,5 +79,22 @@ for _name in _MODULES:
 _reflow(app)
 
 
+def _on_devnull(fd: int) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(os.devnull))
+    except OSError:
+        return False
+
+
 def main() -> None:  # console-script entry point
-    app()
+    from dsh_memory.cli._common import READER_GONE_EXIT
+
+    already = _on_devnull(1)
+    try:
+        app()
+    except SystemExit as exc:
+        # rich (typer's --help) meets a reader that went away by pointing stdout at /dev/null and
+        # exiting 1: say it as every command does (`_common.reader_gone`)
+        if exc.code == 1 and not already and _on_devnull(1):
+            raise SystemExit(READER_GONE_EXIT) from None
+        raise
