@@ -97,6 +97,13 @@ def test_version_prints_the_package_version(tmp_path):
     assert (r.returncode, r.stdout, r.stderr) == (0, f"dsh-memory {__version__}\n", "")
 
 
+def a_note_to_consolidate(env: dict[str, str]) -> None:
+    """Work for `consolidate` (with its gate closed it answers without Prefect: test_noop.py)."""
+    notes = Path(env["DSH_MEMORY_ROOT"]) / "extensions" / "ad_hoc" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "uv.md").write_text("Use uv, not pip.\n")
+
+
 # ---- one line and a documented exit code for operational errors ----------------------------
 
 
@@ -109,7 +116,9 @@ def test_unreachable_prefect_api_is_one_line_and_its_own_exit_code(tmp_path, arg
     url = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
     # Sessions to extract: with nothing to do, extract and run never reach for Prefect (test_noop.py).
     dsh = copy_tree_aged(SAMPLES / "dsh", tmp_path / "dsh")
-    r = cli(args, clean_env(tmp_path, PREFECT_API_URL=url, DSH_HOME=str(dsh)))
+    env = clean_env(tmp_path, PREFECT_API_URL=url, DSH_HOME=str(dsh))
+    a_note_to_consolidate(env)
+    r = cli(args, env)
     assert r.returncode == ServiceUnavailableError.exit_code == 6, r.stderr
     assert "Traceback" not in r.stderr
     if "--json" in args:
@@ -132,6 +141,7 @@ def test_a_prefect_home_that_cannot_be_made_is_one_line_at_once(tmp_path, args):
     dsh = copy_tree_aged(SAMPLES / "dsh", tmp_path / "dsh")
     env = clean_env(tmp_path, HOME=str(tmp_path / "gone" / "home"), DSH_HOME=str(dsh))
     del env["PREFECT_HOME"]
+    a_note_to_consolidate(env)
     if args == ["demo"]:
         args = ["demo", "--workdir", str(tmp_path / "demo")]
     r = cli(args, env, timeout=150)
@@ -390,7 +400,15 @@ def test_readme_exit_code_table_lists_every_error_class():
 
 @pytest.mark.parametrize(
     "args",
-    [["read", "MEMORY.md"], ["search", "uv"], ["list", "--json"], ["status"], ["sessions"], ["--help"], ["search", "--help"]],
+    [
+        ["read", "MEMORY.md"],
+        ["search", "uv"],
+        ["list", "--json"],
+        ["status"],
+        ["sessions"],
+        ["--help"],
+        ["search", "--help"],
+    ],
     ids=" ".join,
 )
 def test_a_reader_that_went_away_is_a_quiet_exit_141(memory, tmp_path, args):

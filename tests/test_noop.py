@@ -113,6 +113,23 @@ def test_run_waits_for_the_consolidation_cooldown_without_prefect(processed):
     assert phase2["outcome"] == "skipped: cooldown" and phase2["gate"]["pending"] is True
 
 
+@pytest.mark.parametrize("pending", [False, True], ids=["nothing-pending", "cooldown"])
+@pytest.mark.parametrize("args", [["consolidate"], ["consolidate", "--json"]], ids=" ".join)
+def test_consolidate_with_its_gate_closed_succeeds_without_prefect(processed, args, pending):
+    """Nothing to consolidate, or pending inside the cooldown: `consolidate` says so from the
+    state database; it started a temporary Prefect server for that (~16 s) before."""
+    if pending:
+        with StateStore(processed["DSH_MEMORY_ROOT"]) as state:
+            state.set_pending(True)
+    r, imported = cli_watched(args, processed)
+    assert r.returncode == 0 and not imported, r.stderr
+    outcome = "skipped: cooldown" if pending else "skipped: nothing to consolidate"
+    if "--json" in args:
+        assert json.loads(r.stdout)["outcome"] == outcome
+    else:
+        assert r.stdout.startswith(f"Phase 2: {outcome}\n")
+
+
 def test_dry_run_plans_without_prefect(tmp_path):
     """A dry run never starts Prefect, with work to plan or not."""
     env = clean_env(

@@ -73,6 +73,13 @@ def register(app: typer.Typer) -> None:
         """Phase 2: fold raw memories and ad hoc notes into MEMORY.md and memory_summary.md."""
 
         def go() -> dict:
+            from dsh_memory.context import memory_context
+            from dsh_memory.serve.preflight import phase2_skipped
+
+            with memory_context() as ctx:  # the gate closed: said at once, no Prefect started
+                skipped = phase2_skipped(ctx.settings, datetime.now(UTC), force)
+            if skipped is not None:
+                return skipped.model_dump(mode="json")
             prefect_env()
             from dsh_memory.cli._progress import with_progress
             from dsh_memory.flows.consolidate import consolidate_flow

@@ -193,7 +193,6 @@ def _catch_up(
 def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:
     """The catch-up's result when it would do nothing (nothing to extract, Phase 2's gate
     closed), else None. Written like the flow's result; nothing is recorded."""
-    from dsh_memory.consolidation.result import Phase2Result
     from dsh_memory.context import memory_context
     from dsh_memory.serve import preflight
 
@@ -202,12 +201,9 @@ def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:
         phase1 = preflight.preview_phase1(ctx, now, backfill=backfill)
         if phase1.has_work:
             return None
-        gate = preflight.phase2_gate(ctx.settings, now, force)
-        if gate.run:
+        phase2 = preflight.phase2_skipped(ctx.settings, now, force)
+        if phase2 is None:
             return None
-        phase2 = Phase2Result(
-            outcome=gate.outcome, reason=gate.reason, force=force, memory_root=str(ctx.memory_root), gate=gate
-        )
     phase1.result.counts = {}
     return {"phase1": phase1.result.model_dump(mode="json"), "phase2": phase2.model_dump(mode="json")}
 

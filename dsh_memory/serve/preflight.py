@@ -1,6 +1,6 @@
 """Is there anything to do? Decided from `stat` and the state database, before any Prefect engine
-(docs/running.md: "Nothing to do costs nothing"): `extract`, `run` and `demo` start a flow only
-when it would do something (extract a session, or record bookkeeping for one). The decision is the
+(docs/running.md: "Nothing to do costs nothing"): `extract`, `run`, `demo` and `consolidate` start
+a flow only when it would do something (extract a session, or record bookkeeping for one). The decision is the
 flows' own: `plan_extractions` is the `plan-extractions` task's body, `phase2_gate`
 `phase2-check-gate`'s. Nothing here writes or imports prefect.
 """
@@ -15,6 +15,7 @@ from dsh_memory.phase1 import selection
 
 if TYPE_CHECKING:
     from dsh_memory.consolidation.gate import GateDecision
+    from dsh_memory.consolidation.result import Phase2Result
     from dsh_memory.context import MemoryContext
     from dsh_memory.models import SessionRef
     from dsh_memory.phase1.result import Phase1Result
@@ -67,6 +68,19 @@ def phase2_gate(settings: MemorySettings, now: datetime, force: bool) -> GateDec
             cooldown_seconds=settings.phase2_cooldown_seconds,
             force=force,
         )
+
+
+def phase2_skipped(settings: MemorySettings, now: datetime, force: bool) -> Phase2Result | None:
+    """Phase 2's result when its gate is closed (nothing to consolidate, the cooldown, a failure
+    pause), written like the flow's; None when it would run. Nothing is recorded."""
+    from dsh_memory.consolidation.result import Phase2Result
+
+    gate = phase2_gate(settings, now, force)
+    if gate.run:
+        return None
+    return Phase2Result(
+        outcome=gate.outcome, reason=gate.reason, force=force, memory_root=str(settings.memory_root), gate=gate
+    )
 
 
 @dataclass
