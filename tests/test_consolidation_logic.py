@@ -419,6 +419,32 @@ def test_apply_writes_validates_retires_and_archives(store: MemoryStore, state: 
     assert SECRET not in everything and SECRET not in str(files_under(outside))
 
 
+def test_apply_never_names_a_file_or_reports_with_a_secret(store: MemoryStore, state: StateStore, root: Path):
+    """Contents are redacted on write, names are not: a skill name or file path that is a secret
+    (a Slack token fits the skill name pattern) is refused, and no message quotes it."""
+    slack = "xoxb-" + "123456789012-123456789012-abcdefabcdefabcdef"
+    add_raw(store, "a", "- fact")
+    settings = settings_for(root)
+    inp = gather_inputs(store, state, settings, NOW)
+    out = ConsolidationOutput(
+        memory_md="# Task Group: proj\n- fact\n",
+        memory_summary_md="v1\n",
+        skills=[
+            {"name": slack, "skill_md": "x"},
+            {"name": "ok", "skill_md": "x", "files": [{"path": f"scripts/{SECRET}", "content": "x"}]},
+            {"name": SECRET, "skill_md": "x"},
+        ],
+        remove_skills=[slack, SECRET],
+        retire_summaries=[SECRET],
+    )
+    res = apply_output(store, state, inp, out, settings, NOW)
+    assert res.skills_written == [] and len(res.skill_errors) == 5, res.skill_errors
+    names = [p.relative_to(root).as_posix() for p in root.rglob("*")]
+    report = json.dumps(res.__dict__)
+    for secret in (slack, SECRET):
+        assert not any(secret in n for n in names) and secret not in report
+
+
 def test_apply_incremental_empty_fields_keep_files(store: MemoryStore, state: StateStore, root: Path):
     store.atomic_write("MEMORY.md", "# Task Group: proj\n- keep me\n")
     store.atomic_write("memory_summary.md", "v1\n\n- nav\n")

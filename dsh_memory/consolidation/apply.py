@@ -36,6 +36,7 @@ from dsh_memory.phase1.postprocess import (
 )
 from dsh_memory.readpath.learned import BULLET, FLAGS, SOURCE, item_key
 from dsh_memory.scope import summary_file_cap
+from dsh_memory.transcript.redact import contains_secret, redact
 
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
 _SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
@@ -58,7 +59,9 @@ def validate_skill_name(name: Any) -> str:
     if not isinstance(name, str):
         raise SkillError(f"skill name must be a string, got {type(name).__name__}")
     if not SKILL_NAME_RE.fullmatch(name):
-        raise SkillError(f"invalid skill name {name[:100]!r} (expected {SKILL_NAME_RE.pattern})")
+        raise SkillError(f"invalid skill name {redact(name)[:100]!r} (expected {SKILL_NAME_RE.pattern})")
+    if contains_secret(name):  # a folder name is not redacted on write
+        raise SkillError("skill name looks like a secret")
     return name
 
 
@@ -66,6 +69,8 @@ def validate_skill_file_path(path: Any) -> str:
     """A relative path under scripts/, templates/ or examples/, made of plain segments."""
     if not isinstance(path, str):
         raise SkillError(f"file path must be a string, got {type(path).__name__}")
+    if contains_secret(path):  # a file name is not redacted on write
+        raise SkillError("file path looks like a secret")
     shown = path[:100]
     if not path or len(path) > MAX_SKILL_PATH_CHARS:
         raise SkillError(f"file path empty or too long: {shown!r}")
@@ -225,7 +230,7 @@ def plan_skills(output: ConsolidationOutput, result: ApplyResult) -> tuple[list[
             s = validate_skill(item)
         except SkillError as exc:
             name = item.get("name") if isinstance(item, dict) else None
-            result.skill_errors.append(f"{name[:80] if isinstance(name, str) else '?'}: {exc}")
+            result.skill_errors.append(f"{redact(name)[:80] if isinstance(name, str) else '?'}: {exc}")
             continue
         if any(v.name == s.name for v in valid):
             result.skill_errors.append(f"{s.name}: emitted twice; the first one kept")
@@ -313,7 +318,7 @@ def apply_output(
     for item in output.retire_summaries:
         slug = store.clean_slug(item.strip().removeprefix("rollout_summaries/")) if isinstance(item, str) else None
         if slug is None or slug not in candidates:
-            result.retire_refused.append(str(item)[:100])
+            result.retire_refused.append(redact(str(item))[:100])  # redacted before the cut
             continue
         if slug in result.retired:
             continue
