@@ -70,8 +70,12 @@ def tag(line: str) -> str:
     return untag(line) + " " + TAG
 
 
+LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")  # what ends a line here or in `splitlines`
+
+
 def _norm(path: str) -> str:
-    p = os.path.normpath(os.path.expanduser(path.strip()))
+    """A project path as written, on one line: it names a task group and a summary part."""
+    p = os.path.normpath(os.path.expanduser(LINE_BREAKS.sub(" ", path).strip()))
     return "/" if p in ("/", "//") else p.rstrip("/")
 
 
