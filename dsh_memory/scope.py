@@ -218,19 +218,20 @@ def summary_file_cap(text: str, cap: int) -> int:
     return cap * (1 + min(n, MAX_SUMMARY_PARTS))
 
 
-_APPLIES = re.compile(r"^applies_to:\s*cwd=([^;\s]+)")
+_APPLIES = re.compile(r"^applies_to:\s*cwd=([^;]*?)\s*(?:;|$)")
 _WILD = re.compile(r"[*?\[\]{}()|^$]")
 GROUP_HEADING = "# Task Group:"
 
 
 def group_project(name: str, head: list[str]) -> str | None:
     """The project of a MEMORY.md task group, from its `applies_to: cwd=<a real path>` line or a
-    name that is a path; None (global) for `global` and patterns such as `cwd=.*`."""
+    name that is a path; None (global) for `global` and patterns such as `cwd=.*`. A path the
+    heading names too is the project's, whatever characters it holds (`/src/app (copy)`)."""
     for line in head:
         m = _APPLIES.match(line.strip())
-        if m and os.path.isabs(m.group(1)) and not _WILD.search(m.group(1)):
+        if m and os.path.isabs(m.group(1)) and (m.group(1) == name or not _WILD.search(m.group(1))):
             return _norm(m.group(1))
-    if name != GLOBAL and os.path.isabs(name) and not _WILD.search(name):
+    if name != GLOBAL and os.path.isabs(name) and (f"scope: project {name}" in head or not _WILD.search(name)):
         return _norm(name)
     return None
 

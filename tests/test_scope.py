@@ -246,9 +246,26 @@ def test_a_cwd_with_line_breaks_writes_no_task_group_or_summary_part(tmp_path):
     md = out.memory_md.split("\n")
     groups = [p for _, p in sc.handbook_groups(md)][1:]
     assert len(groups) == 2 and None not in groups, out.memory_md
-    assert [p for _, p in sc.summary_groups(out.memory_summary_md.split("\n"))].count(None) == 2  # top, global
+    assert None not in [p for _, p in sc.summary_groups(out.memory_summary_md.split("\n"))][1:]  # no global part
     for text in (out.memory_md, out.memory_summary_md):  # read line by line, as `splitlines` breaks them
         assert not any(ln.startswith(("- Always", "applies_to: cwd=*")) for ln in text.splitlines()), text
+
+
+@pytest.mark.parametrize("folder", ["My App", "app (copy)", "c++", "price$", "a[1]"])
+def test_a_project_path_with_spaces_or_pattern_characters_stays_that_project(tmp_path, folder):
+    """`applies_to: cwd=<root>` names the project even when the root has a space or a character of
+    a pattern (`cwd=.*` is global): not the path cut at the space, not global."""
+    root = str(tmp_path / "src" / folder)
+    os.makedirs(os.path.join(root, ".git"))
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    store.append_raw(_block(1, root, f'{steps.RULES}\n- The user said: "Use pnpm."', project=sc.project_root(root)))
+    out = mechanical.consolidate(
+        store, _inputs(store), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
+    )
+    assert [p for _, p in sc.handbook_groups(out.memory_md.split("\n"))] == [None, root]
+    glob, parts = sc.summary_parts(out.memory_summary_md)
+    assert list(parts) == [root] and "pnpm" in parts[root] and "pnpm" not in glob
 
 
 def _group(md: str, name: str) -> str:

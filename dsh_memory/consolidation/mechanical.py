@@ -73,13 +73,16 @@ class Group:
                 return
         items.insert(0 if first else len(items), _with_source(text, source))
 
-    def render(self) -> str:
-        lines = [f"# Task Group: {self.name}"]
+    def scope_lines(self) -> list[str]:
+        """The `scope:` / `applies_to:` lines the group is written with."""
+        if self.head:
+            return self.head
         if self.name == GLOBAL:
-            default = ["scope: global (every project)", "applies_to: cwd=*; reuse_rule=every project"]
-        else:
-            default = [f"scope: project {self.name}", f"applies_to: cwd={self.name}; reuse_rule=this project only"]
-        lines += self.head or default
+            return ["scope: global (every project)", "applies_to: cwd=*; reuse_rule=every project"]
+        return [f"scope: project {self.name}", f"applies_to: cwd={self.name}; reuse_rule=this project only"]
+
+    def render(self) -> str:
+        lines = [f"# Task Group: {self.name}", *self.scope_lines()]
         for name in sorted(self.sections, key=lambda s: ORDER.index(s) if s in ORDER else len(ORDER)):
             if self.sections[name]:
                 lines += ["", f"## {name}", *self.sections[name]]
@@ -300,7 +303,7 @@ def where_of(gs: list[Group]) -> str:
 def scope_of_group(g: Group) -> str | None:
     """The project of a task group; None for `global` and for groups written before scopes whose
     `applies_to` is a pattern (they were injected everywhere, so they stay global)."""
-    return None if g.name == GLOBAL else group_project(g.name, g.head)
+    return None if g.name == GLOBAL else group_project(g.name, g.scope_lines())
 
 
 def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:
