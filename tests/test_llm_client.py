@@ -116,6 +116,22 @@ def test_malformed_arguments_without_fallback_is_output_error(srv, llm):
         llm.complete(MSGS, tool=SAVE)
 
 
+def test_deeply_nested_answers_are_llm_errors_not_recursion_errors(srv, llm):
+    """JSON nested past Python's recursion limit (tool arguments, a cut-off answer, the body
+    itself) is bad output like any other: the LLM error classes, never a RecursionError."""
+    deep = '{"raw_memory": ' + "[" * 100_000 + "]" * 100_000 + ', "rollout_slug": "s"}'
+    srv.script(
+        Reply.raw_tool(deep), Reply.truncated(deep[:150_000]), Reply(kind="error", status=200, body="[" * 100_000)
+    )
+    with pytest.raises(LLMOutputError, match="unparseable"):
+        llm.complete(MSGS, tool=SAVE)
+    with pytest.raises(LLMTruncatedError) as ei:
+        llm.complete(MSGS, tool=SAVE)
+    assert ei.value.partial.tool_calls[0].raw_arguments == deep[:150_000]
+    with pytest.raises(LLMTransientError, match="malformed response"):
+        llm.complete(MSGS, tool=SAVE)
+
+
 def test_malformed_arguments_rescued_by_text(srv, llm):
     srv.script(Reply.raw_tool("{broken", content='{"raw_memory": "r", "rollout_slug": "s"}'))
     assert llm.complete(MSGS, tool=SAVE).tool_calls[0].arguments == {"raw_memory": "r", "rollout_slug": "s"}

@@ -276,7 +276,7 @@ class OpenAICompatLLM(AbstractContextManager):
             data = response.json()
             choice = data["choices"][0]
             message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):  # deep: nested too far
             raise LLMTransientError(f"malformed response from {self.base_url}: not a chat completion") from None
         usage = data.get("usage") or {}
         completion = Completion(

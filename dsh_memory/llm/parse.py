@@ -55,12 +55,14 @@ def loads_lenient(text: str) -> Any:
     if not isinstance(text, str):
         raise ValueError("not a string")
     s = text.strip().lstrip("\ufeff")
-    with suppress(ValueError):
-        return json.loads(s, strict=False)  # strict=False: raw newlines/tabs inside strings
     try:
+        with suppress(ValueError):
+            return json.loads(s, strict=False)  # strict=False: raw newlines/tabs inside strings
         return json.loads(_repair(s), strict=False)
     except ValueError as exc:
         raise ValueError(f"not valid JSON even after repair: {exc}") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deep") from None
 
 
 def _balanced_end(text: str, start: int) -> int | None:
@@ -123,4 +125,7 @@ def loads_truncated(text: str) -> Any:
     except ValueError:
         from pydantic_core import from_json
 
-        return from_json(_repair(text.strip().lstrip("\ufeff")), allow_partial="trailing-strings")
+        try:
+            return from_json(_repair(text.strip().lstrip("\ufeff")), allow_partial="trailing-strings")
+        except RecursionError:
+            raise ValueError("not valid JSON: nested too deep") from None
