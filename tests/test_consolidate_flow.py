@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_memory import scope as sc
 from dsh_memory.consolidation.result import Phase2Result
 from dsh_memory.storage.locks import is_running, phase_lock
 from dsh_memory.storage.state import StateStore
@@ -286,6 +287,37 @@ def test_a_hand_edit_made_while_the_model_answers_is_not_overwritten(root: Path,
     assert run_flow(force=True).outcome == "consolidated"
     assert "the user's own line" in json.dumps(fake.requests[-1])  # the next run read the edit
     assert store.memory_md_path.read_text() == AFTER
+
+
+def test_the_handbook_past_the_input_cap_is_kept_not_lost(root: Path, fake: FakeOpenAIServer, monkeypatch):
+    """MEMORY.md longer than max_memory_md_chars (a smaller model's fitted cap, an answer over
+    budget): the model sees its head only, so what it rewrites is the head; the rest stays as it
+    was, under its task group, instead of vanishing with the rewrite."""
+    monkeypatch.setenv("DSH_MEMORY_MAX_MEMORY_MD_CHARS", "1000")
+    store = MemoryStore(root)
+    a = [f"- ledger fact {i}: run `make ledger-{i}` before a release" for i in range(20)]
+    b = [f"- weather fact {i}: the radar cache lives in cache/radar-{i}" for i in range(20)]
+    head = "# Task Group: /src/ledger\nscope: project /src/ledger\napplies_to: cwd=/src/ledger; reuse_rule=this project only\n"
+    weather = "# Task Group: /src/weather\nscope: project /src/weather\n"
+    store.atomic_write("MEMORY.md", head + "\n".join(a) + "\n\n" + weather + "\n".join(b) + "\n")
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    add_raw(root, "a", "- new fact")
+    fake.script(Reply.tool({"memory_md": head + a[0] + "\n", "memory_summary_md": "v1\n\n- after\n"}))
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated" and "MEMORY.md" in res.inputs["truncated"], res
+    shown = fake.requests[-1]["messages"][1]["content"]
+    unseen = [line for line in a + b if line not in shown]
+    assert b[0] in unseen and a[-1] in unseen and a[0] in shown
+    lines = store.memory_md_path.read_text().split("\n")
+    rewritten = (head + a[0]).split("\n")
+    assert lines[: len(rewritten)] == rewritten  # the model's rewrite first
+    groups = sc.handbook_groups(lines)
+
+    def project_of(line: str) -> str | None:
+        return [p for i, p in groups if i <= lines.index(line)][-1]
+
+    assert all(project_of(line) == ("/src/weather" if "weather" in line else "/src/ledger") for line in unseen)
+    assert res.changes.unseen_kept > 0
 
 
 def test_truncation_retry_then_failure_pause_and_force(root: Path, fake: FakeOpenAIServer, tmp_path: Path):

@@ -35,7 +35,7 @@ from dsh_memory.phase1.postprocess import (
     unloop,
 )
 from dsh_memory.readpath.learned import BULLET, FLAGS, SOURCE, item_key
-from dsh_memory.scope import summary_file_cap
+from dsh_memory.scope import GLOBAL, GROUP_HEADING, handbook_groups, summary_file_cap
 from dsh_memory.transcript.redact import contains_secret, redact
 
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
@@ -181,6 +181,7 @@ class ApplyResult:
     scope_moved: int = 0  # project items the model put in another part (scope_guard)
     items_retired: int = 0  # flagged (or capped) handbook items left out, moved to MEMORY.archive.md
     kept_unchanged: list[str] = field(default_factory=list)
+    unseen_kept: int = 0  # characters of MEMORY.md past the input cap, kept after the model's text
 
 
 def clean_handbook(text: str, vocabulary_text: str) -> str:
@@ -217,6 +218,23 @@ def clean_handbook(text: str, vocabulary_text: str) -> str:
         seen.append(key)
         out.append(line)
     return "\n".join(out).rstrip() + "\n" if any(s.strip() for s in out) else ""
+
+
+def keep_unseen(memory_md: str, full: str, unseen: str) -> str:
+    """The model's MEMORY.md, then `unseen` (the end of `full` its input did not show) under the
+    heading, scope lines and section of the task group the cut fell in: each line keeps its project."""
+    lines = full[: len(full) - len(unseen)].split("\n")
+    start = handbook_groups(lines)[-1][0]
+    if unseen.lstrip("\n").startswith(GROUP_HEADING):
+        head = []
+    elif lines[start].startswith(GROUP_HEADING):
+        head = [lines[start], *(ln for ln in lines[start + 1 : start + 4] if ln.startswith(("scope:", "applies_to:")))]
+    else:  # text before any task group is global
+        head = [f"{GROUP_HEADING} {GLOBAL}"]
+    section = next((ln for ln in reversed(lines[start + 1 :]) if ln.startswith("## ")), None)
+    if head and section and not unseen.lstrip("\n").startswith("#"):
+        head.append(section)
+    return "\n".join([memory_md.rstrip("\n"), "", *head, unseen.strip("\n")]) + "\n"
 
 
 def plan_skills(output: ConsolidationOutput, result: ApplyResult) -> tuple[list[ValidSkill], list[str]]:
@@ -295,6 +313,9 @@ def apply_output(
         output.memory_md, moved_md = guard_handbook(output.memory_md, items)
         output.memory_summary_md, moved_summary = guard_summary(output.memory_summary_md, items)
         result.scope_moved = moved_md + moved_summary
+        if output.memory_md.strip() and inputs.memory_md_unseen.strip():  # never shown: kept as it was
+            output.memory_md = keep_unseen(output.memory_md, inputs.memory_md, inputs.memory_md_unseen)
+            result.unseen_kept = len(inputs.memory_md_unseen)
     if output.memory_md.strip() or not incremental:
         text = output.memory_md.rstrip() + "\n"
         if inputs.flagged or output.archive:  # a flagged or capped item left out is archived, never lost silently:

@@ -41,11 +41,14 @@ def _date(d: datetime | None) -> str:
     return d.date().isoformat() if d else "unknown"
 
 
+CUT_MARK = "\n[… cut here: "
+
+
 def cap_text(text: str, cap: int) -> tuple[str, bool]:
     """Keep the head of `text` within `cap` characters (cut at a line end when one is near)."""
     if len(text) <= cap:
         return text, False
-    marker = f"\n[… cut here: {len(text) - cap} more characters not shown (input cap {cap})]\n"
+    marker = f"{CUT_MARK}{len(text) - cap} more characters not shown (input cap {cap})]\n"
     keep = max(0, cap - len(marker))
     head = text[:keep]
     nl = head.rfind("\n")
@@ -99,6 +102,7 @@ class Phase2Inputs:
     budgets: dict[str, int]
     truncated: list[str] = field(default_factory=list)
     flagged: list = field(default_factory=list)  # stale.Flagged: items injection flags (archived if dropped)
+    memory_md_unseen: str = ""  # the end of MEMORY.md the input cap left out (a rewrite keeps it)
 
     def messages(self) -> list[dict]:
         return build_messages(mode=self.mode, today=self.today, budgets=self.budgets, sections=self.sections)
@@ -192,6 +196,7 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
         return shown_and_cut[0]
 
     mem_shown = capped("MEMORY.md", cap_text(memory_md, settings.max_memory_md_chars))
+    unseen = memory_md[mem_shown.rfind(CUT_MARK) :] if "MEMORY.md" in truncated else ""
     sum_shown = capped("memory_summary.md", cap_text(summary, settings.max_summary_chars))
     blocks = store.read_raw_blocks()
     raw_items = capped(
@@ -288,6 +293,7 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
         budgets={"MEMORY.md": settings.max_memory_md_chars, "memory_summary.md": settings.max_summary_chars},
         truncated=truncated,
         flagged=flagged,
+        memory_md_unseen=unseen,
     )
 
 
