@@ -5,6 +5,8 @@ never extracted and never sent to a model, next to an included one; `extract --d
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -176,7 +178,6 @@ def test_the_header_alone_says_where_a_session_ran(tmp_path):
 def test_a_fifo_put_in_a_logs_place_after_discovery_does_not_hang_the_header_read(tmp_path):
     """Untrusted files: a session log swapped for a FIFO (no writer) after discovery gives no cwd
     at once; opening it for reading used to block the run forever."""
-    import os
     import threading
 
     from dsh_memory.models import SessionRef
@@ -197,32 +198,40 @@ def test_a_fifo_put_in_a_logs_place_after_discovery_does_not_hang_the_header_rea
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
 
-# `forget --project` in a process that dies (SIGKILL) right after retiring its first summary.
-DIE_AFTER_THE_FIRST_RETIRE = r"""
-import os, signal, sys
-from dsh_memory.storage.store import MemoryStore
+# A CLI command in a process that dies (SIGKILL) right after a method of the store or the state
+# database has done its work: `python -c DIES_AFTER MODULE CLASS METHOD ARGS...`.
+DIES_AFTER = r"""
+import importlib, os, signal, sys
+_, module, cls, method, *args = sys.argv
+owner = getattr(importlib.import_module(module), cls)
+real = getattr(owner, method)
 
-real_retire = MemoryStore.retire_summary
-
-def retire_then_die(self, slug):
-    real_retire(self, slug)
+def then_die(self, *a, **kw):
+    real(self, *a, **kw)
     os.kill(os.getpid(), signal.SIGKILL)
 
-MemoryStore.retire_summary = retire_then_die
+setattr(owner, method, then_die)
 from dsh_memory.cli import main
-sys.argv = ["dsh-memory", "forget", "--project", sys.argv[1]]
+sys.argv = ["dsh-memory", *args]
 main()
 """
+
+
+def _killed_after(method: str, *args: str) -> int:
+    """Run `dsh-memory ARGS` until `method` ("dsh_memory.storage.state.StateStore.forget") returns."""
+    import subprocess
+    import sys
+
+    module, cls, name = method.rsplit(".", 2)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    cmd = [sys.executable, "-c", DIES_AFTER, module, cls, name, *args]
+    return subprocess.run(cmd, env=env, check=False).returncode
 
 
 def test_forget_project_killed_half_way_still_excludes_every_session_it_retired(monkeypatch, tmp_path):
     """A session is excluded as its summary is retired: a run killed in between used to leave the
     retired sessions' exclusion unrecorded, and the rerun no longer saw them (already retired), so
     a session that grew was extracted again and its project was back in memory."""
-    import os
-    import signal
-    import subprocess
-    import sys
 
     from dsh_memory.storage.state import StateStore
     from dsh_memory.storage.store import MemoryStore
@@ -235,40 +244,17 @@ def test_forget_project_killed_half_way_still_excludes_every_session_it_retired(
     store.ensure_layout()
     for sid in ("s1", "s2"):
         store.write_rollout_summary(f"recap-{sid}", {"session_id": sid, "cwd": repo, "project": repo}, "- a fact")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    died = subprocess.run([sys.executable, "-c", DIE_AFTER_THE_FIRST_RETIRE, repo], env=env, check=False)
-    assert died.returncode == -signal.SIGKILL and len(store.retired_slugs()) == 1
+    died = _killed_after("dsh_memory.storage.store.MemoryStore.retire_summary", "forget", "--project", repo)
+    assert died == -signal.SIGKILL and len(store.retired_slugs()) == 1
     out = CliRunner().invoke(app, ["forget", "--project", repo])
     assert out.exit_code == 0, out.output
     assert store.list_rollout_summaries() == [] and len(store.retired_slugs()) == 2
     assert StateStore(root).overrides() == {"s1": "exclude", "s2": "exclude"}
 
 
-# `forget SESSION` in a process that dies (SIGKILL) right after dropping the extraction record.
-DIE_AFTER_THE_CLAIM_IS_DROPPED = r"""
-import os, signal, sys
-from dsh_memory.storage.state import StateStore
-
-real_forget = StateStore.forget
-
-def forget_then_die(self, session_id):
-    real_forget(self, session_id)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-StateStore.forget = forget_then_die
-from dsh_memory.cli import main
-sys.argv = ["dsh-memory", "forget", sys.argv[1]]
-main()
-"""
-
-
 def test_forget_session_killed_half_way_never_leaves_it_to_be_extracted_again(monkeypatch, tmp_path):
     """The extraction record used to be dropped before the session was excluded: a kill in
     between left a session with no record and no exclusion, which the next run extracts anew."""
-    import os
-    import signal
-    import subprocess
-    import sys
     from datetime import UTC, datetime
 
     from dsh_memory.storage.state import StateStore
@@ -280,9 +266,7 @@ def test_forget_session_killed_half_way_never_leaves_it_to_be_extracted_again(mo
     state.try_start("s1", datetime.now(UTC))
     state.finish("s1", "done", 10, datetime.now(UTC))
     state.close()
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    died = subprocess.run([sys.executable, "-c", DIE_AFTER_THE_CLAIM_IS_DROPPED, "s1"], env=env, check=False)
-    assert died.returncode == -signal.SIGKILL
+    assert _killed_after("dsh_memory.storage.state.StateStore.forget", "forget", "s1") == -signal.SIGKILL
     state = StateStore(root)
     assert state.get_claim("s1") is None and state.overrides() == {"s1": "exclude"}
     state.close()
