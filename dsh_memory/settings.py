@@ -251,7 +251,12 @@ class ModelRoute(BaseModel):
     phase2_reasoning_effort: str = Field("", description="off/low/high/max on DeepSeek; empty = provider default")
     phase1_max_tokens: int = Field(4096, ge=256, le=131072, description="Output cap for one extraction")
     phase2_max_tokens: int = Field(32768, ge=1024, le=131072, description="Output cap for one consolidation")
-    timeout_seconds: float = Field(120.0, gt=0, description="HTTP timeout per model call")
+    timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="HTTP timeout of a model call: the longest wait to connect or for the next bytes of its answer "
+        "(an endpoint that keeps the connection alive while it thinks, as DeepSeek does, may take longer in all)",
+    )
     model_path: Path | None = Field(None, description="Local GGUF model file (provider 'local')")
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model")
 
