@@ -254,6 +254,8 @@ def test_readme_try_it_block_runs(tmp_path):
     assert "requirements-local-model.txt" in log.read_text()
     assert (copy / ".venv" / "bin" / "dsh-memory").exists()
     assert (copy / "dsh-memory-demo" / "memories" / "memory_summary.md").is_file()
+    progress = [line for line in r.stderr.splitlines() if line.startswith("dsh-memory: ")]
+    assert progress[0] == "dsh-memory: starting a temporary Prefect server …", progress  # its start is no silence
     assert [line.split("=")[0] for line in r.stdout.splitlines() if line.startswith("export ")] == [
         "export DSH_MEMORY_ROOT",
         "export DSH_HOME",

@@ -5,6 +5,7 @@ call `dsh_memory.progress.report`; the phases' start and end come from the flows
 
 from __future__ import annotations
 
+import os
 import sys
 
 from dsh_memory.cli._common import is_terminal
@@ -75,6 +76,8 @@ def _with_lines(fn):
         of = f"/{total}" if total else ""
         say(f"{PHASE_NAMES.get(phase, phase)}: session {name} finished ({count}{of})")
 
+    if not os.environ.get("PREFECT_API_URL"):  # the first wait, silent otherwise (~15 s on a fresh home)
+        say("starting a temporary Prefect server …")
     with progress.listening(on_item, on_phase):
         return fn()
 
