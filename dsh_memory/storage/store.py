@@ -173,16 +173,12 @@ class MemoryStore:
             tlock, flock = _locks[lock_path]
         with tlock:
             try:
-                flock.acquire(timeout=timeout)
+                held = flock.acquire(timeout=timeout)  # released when the `with` below ends
             except Timeout:
-                msg = (
-                    f"{lock_path} is still held by another process after {timeout:g} s (a stopped or stuck dsh-memory?)"
-                )
-                raise AlreadyRunning(name, msg) from None
-            try:
+                held_for = f"after {timeout:g} s (a stopped or stuck dsh-memory?)"
+                raise AlreadyRunning(name, f"{lock_path} is still held by another process {held_for}") from None
+            with held:
                 yield
-            finally:
-                flock.release()
 
     # -- raw memories -----------------------------------------------------------------------
     def _raw_blocks(self, path: Path) -> list[RawBlock]:
