@@ -163,6 +163,51 @@ def test_the_readme_links_every_docs_page():
     assert len(readme.splitlines()) <= 200
 
 
+# ---- every file of the repo a page names exists --------------------------------------------
+
+TOP_LEVEL = {p.name for p in REPO.iterdir()} | {p.name for p in (REPO / "dsh_memory").iterdir()}
+NOT_OURS = {"money.py"}  # a file of an example session (local-llm.md), not of this repository
+
+
+def _named_files(page: Path) -> list[str]:
+    """Repository paths in the page's inline code: `dsh_memory/...`, `flows/x.py`, `phase1/x.py`
+    (under dsh_memory/), `bench/...`, a bare `redact.py`; globs allowed."""
+    text = FENCE.sub("", page.read_text())
+    out = []
+    for code in re.findall(r"`([^`\n]+)`", text):
+        for word in code.split():
+            word = word.strip("(),;:")
+            if not re.fullmatch(r"[\w.*/-]+\.(py|md|txt|yaml|toml|json)|[\w.-]+/[\w./*-]*", word):
+                continue
+            if word.split("/")[0] in TOP_LEVEL or (word.endswith(".py") and "/" not in word):
+                out.append(word)
+    return [w for w in out if w not in NOT_OURS]
+
+
+def _missing_files(page: Path) -> list[str]:
+    missing = []
+    for name in _named_files(page):
+        if "/" not in name and not (REPO / name).exists():  # a bare name: a file of the package or tools
+            found = any(
+                any(REPO.glob(f"{top}/**/{name}")) for top in ("dsh_memory", "flows", "tasks", "blocks", "tools")
+            )
+        else:
+            found = any(any(base.glob(name.rstrip("/"))) for base in (REPO, REPO / "dsh_memory"))
+        if not found:
+            missing.append(name)
+    return missing
+
+
+@pytest.mark.parametrize("page", PAGES[:1] + PAGES[2:], ids=_rel)  # CHANGELOG.md names what is gone
+def test_every_file_a_page_names_exists(page):
+    assert _missing_files(page) == []
+
+
+def test_a_missing_file_is_detected(tmp_path):
+    (tmp_path / "a.md").write_text("`dsh_memory/readpath/gone.py`, `phase1/evidence.py`, `nowhere.py`, `flows/`\n")
+    assert _missing_files(tmp_path / "a.md") == ["dsh_memory/readpath/gone.py", "nowhere.py"]
+
+
 # ---- shell blocks: run, or generated ---------------------------------------------------------
 
 
