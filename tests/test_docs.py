@@ -208,6 +208,21 @@ def test_a_missing_file_is_detected(tmp_path):
     assert _missing_files(tmp_path / "a.md") == ["dsh_memory/readpath/gone.py", "nowhere.py"]
 
 
+def test_every_status_json_field_a_page_names_exists(tmp_path):
+    """`local.stale`, `local.projects`…: what the pages say `status --json` holds, it holds
+    (agents.md called `stale` a top-level figure: it is under `local`)."""
+    from dsh_memory.context import MemoryContext
+    from dsh_memory.serve.status import local_status
+    from dsh_memory.settings import MemorySettings
+
+    named = {
+        m for page in PAGES if page.name != "CHANGELOG.md" for m in re.findall(r"`local\.(\w+)`", page.read_text())
+    }
+    assert {"projects", "memory_files", "stale"} <= named
+    with MemoryContext.of(MemorySettings(memory_root=tmp_path)) as ctx:
+        assert named <= set(local_status(ctx))
+
+
 # ---- shell blocks: run, or generated ---------------------------------------------------------
 
 
