@@ -223,6 +223,23 @@ def test_every_status_json_field_a_page_names_exists(tmp_path):
         assert named <= set(local_status(ctx))
 
 
+def test_the_memory_root_listing_names_every_place_the_store_writes(tmp_path):
+    """architecture.md's memory root lists each file and folder of `MemoryStore`'s layout (the
+    consumed notes' extensions/ad_hoc/archive/ was missing)."""
+    from dsh_memory.storage.store import MemoryStore
+
+    text = (REPO / "docs" / "architecture.md").read_text().split("## The memory root", 1)[1]
+    entries = [Path(line.split()[0]) for line in FENCE.search(text).group(2).splitlines() if line.strip()]
+    listing = {str(p) for entry in entries for p in (entry, *entry.parents) if str(p) != "."}
+    store = MemoryStore(tmp_path)
+    places = {
+        str(getattr(store, name).relative_to(tmp_path))
+        for name in dir(MemoryStore)
+        if name.endswith(("_dir", "_path")) and isinstance(getattr(MemoryStore, name), property)
+    }
+    assert len(places) >= 8 and places <= listing, sorted(places - listing)
+
+
 # ---- shell blocks: run, or generated ---------------------------------------------------------
 
 
