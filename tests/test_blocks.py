@@ -253,12 +253,16 @@ def test_unreachable_server_falls_back_to_env_with_a_warning(tmp_path):
 
 
 def test_save_without_a_server_says_how_to_configure_one(tmp_path):
+    """Either way works: `dsh-memory serve` (every command then uses its server) or a Prefect
+    server named by PREFECT_API_URL; the message named only the second."""
     env = dict(_env(tmp_path), PATH=os.environ.get("PATH", ""), PREFECT_HOME=str(tmp_path / "ph"))
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # this checkout's code
     out = subprocess.run(
         [str(BIN / "dsh-memory"), "settings", "save"], env=env, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == ConfigError.exit_code
     assert "prefect server start" in out.stderr and "PREFECT_API_URL" in out.stderr
+    assert "dsh-memory serve" in out.stderr
 
 
 # ---------------------------------------------------------------- on the real Prefect server

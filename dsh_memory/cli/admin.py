@@ -41,8 +41,8 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
     url = check_api_url(prefect_api_url(profile=True))
     if not url:
         raise ConfigError(
-            "no Prefect server configured, so there is nowhere to save blocks: start one with "
-            "`prefect server start` and set PREFECT_API_URL=http://127.0.0.1:4200/api "
+            "no Prefect server configured, so there is nowhere to save blocks: run `dsh-memory serve`, "
+            "or `prefect server start` and set PREFECT_API_URL=http://127.0.0.1:4200/api "
             "(until then settings come from the environment and the defaults)"
         )
     register_blocks()
@@ -110,6 +110,6 @@ def register(app: typer.Typer) -> None:
 
         Values from the environment and existing blocks are pinned; fields at their default stay empty.
 
-        Needs a Prefect server (PREFECT_API_URL).
+        Needs a Prefect server (PREFECT_API_URL, or a running `serve`).
         """
         show(lambda: _save(from_env, include_defaults), as_json, _print_saved)
