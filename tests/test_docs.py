@@ -240,6 +240,30 @@ def test_the_memory_root_listing_names_every_place_the_store_writes(tmp_path):
     assert len(places) >= 8 and places <= listing, sorted(places - listing)
 
 
+def _unknown_variables(text: str) -> set[str]:
+    """DSH_MEMORY_* names in `text` that no setting has and no code, test or CI script reads."""
+    from dsh_memory.settings import MEMORY_ENV_NAMES, ROUTE_ENV_NAMES
+
+    known = {n for names in (*MEMORY_ENV_NAMES.values(), *ROUTE_ENV_NAMES.values()) for n in names}
+    sources = [
+        REPO / ".ci" / "run",
+        *(p for top in ("dsh_memory", "flows", "tasks", "blocks", "tests") for p in (REPO / top).rglob("*.py")),
+    ]
+    code = "\n".join(p.read_text() for p in sources if p.name != "test_docs.py")
+    return {v for v in re.findall(r"DSH_MEMORY_[A-Z0-9_]+", text) if v not in known and f'"{v}"' not in code}
+
+
+@pytest.mark.parametrize("page", PAGES[:1] + PAGES[2:], ids=_rel)
+def test_every_variable_a_page_names_is_read(page):
+    assert _unknown_variables(page.read_text()) == set()
+
+
+def test_an_unknown_variable_is_detected():
+    assert _unknown_variables("`DSH_MEMORY_IDLE_SECONDS`, `DSH_MEMORY_HOOK_SECRET`, `DSH_MEMORY_IDLE_SECS`") == {
+        "DSH_MEMORY_IDLE_SECS"
+    }
+
+
 # ---- shell blocks: run, or generated ---------------------------------------------------------
 
 
