@@ -102,6 +102,15 @@ def test_settings_reference_matches_the_models():
             assert f"| `{name}` |" in page, name
 
 
+def test_a_source_folder_is_off_in_the_block_only():
+    """`off` skips an agent in the settings block; its variable (DSH_HOME…) is the agent's home, so
+    DSH_HOME=off would move the memory root to ./off/memories: the table must not offer it there."""
+    page = (REPO / "docs" / "configuration.md").read_text()
+    for name in ("dsh_sessions_dir", "codex_sessions_dir", "claude_projects_dir"):
+        (row,) = [line for line in page.splitlines() if line.startswith(f"| `{name}` |")]
+        assert "`off` in the block" in row.split(" | ")[3], row
+
+
 def test_a_stale_block_is_detected(tmp_path):
     """The staleness checks above can fail: an edited generated block no longer renders equal."""
     tool = _tool("settings_reference")

@@ -48,7 +48,11 @@ def _rows(block: Any, model: Any, env_names: dict[str, tuple[str, ...]], default
             default = defaults.get(name) or _default(model, name)
             meaning, allowed = src.description or "", _allowed(src)
         else:  # a source folder: the block's own field
-            default, meaning, allowed = defaults[name], field.description.split(". Empty:")[0], "a path, or `off`"
+            default, meaning, allowed = (
+                defaults[name],
+                field.description.split(". Empty:")[0],
+                "a path; `off` in the block",
+            )
         rows.append(f"| `{name}` | {env} | {default} | {allowed} | {_cell(meaning)} |")
     return rows
 
