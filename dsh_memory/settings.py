@@ -207,7 +207,10 @@ class MemorySettings(BaseModel):
     @field_validator("memory_root")
     @classmethod
     def _a_folder(cls, v: Path) -> Path:
-        """A file there would be shown as the memory (`list`, `read`) or fail deep inside a command."""
+        """A file there would be shown as the memory (`list`, `read`) or fail deep inside a command;
+        a relative path would be read from each command's folder (a hook runs in the session's)."""
+        if not v.is_absolute():
+            raise ValueError(f"{v} must be an absolute path (or start with ~), as a saved block's")
         if v.exists() and not v.is_dir():
             raise ValueError(f"{v} is not a directory: point it at a folder (one that is missing is created)")
         return v

@@ -343,6 +343,20 @@ def test_a_memory_root_that_is_a_file_is_a_configuration_error(tmp_path, args):
     assert root.read_text() == "Use uv, not pip.\n"
 
 
+@pytest.mark.parametrize("args", [["status"], ["summary"], ["add", "a note"]], ids=" ".join)
+def test_a_relative_memory_root_is_a_configuration_error(tmp_path, monkeypatch, args):
+    """DSH_MEMORY_ROOT=memories was taken from the folder each command ran in: a hook runs in the
+    session's project, so every project grew its own `memories/`. Refused like a saved block's
+    relative path (exit 4, naming the variable); `~` still means the home folder."""
+    monkeypatch.chdir(tmp_path)
+    text = invoke(args, {"DSH_MEMORY_ROOT": "memories", "DSH_MEMORY_IGNORE_BLOCKS": "1"})
+    assert text.exit_code == 4, text.output
+    assert text.stderr.startswith("error: invalid dsh-memory setting: DSH_MEMORY_ROOT: ") and "absolute" in text.stderr
+    assert not (tmp_path / "memories").exists()
+    home = invoke(["status"], {"DSH_MEMORY_ROOT": "~/mem", "HOME": str(tmp_path), "DSH_MEMORY_IGNORE_BLOCKS": "1"})
+    assert home.exit_code == 0, home.output
+
+
 @pytest.mark.parametrize("url", ["127.0.0.1:4200/api", "ftp://127.0.0.1/api"])
 @pytest.mark.parametrize(
     "args", [["status"], ["summary"], ["settings", "show"], ["settings", "save"], ["search", "uv"]], ids=" ".join
