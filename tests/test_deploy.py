@@ -127,6 +127,17 @@ def test_deploy_refuses_an_unknown_result_storage_block(monkeypatch, tmp_path):
         deploy(MemorySettings.from_env(), result_storage="local-file-system/nope")
 
 
+@pytest.mark.parametrize("pools", [{"pool": "team/a"}, {"extract_pool": ""}])
+def test_deploy_refuses_a_bad_work_pool_name_in_one_line(monkeypatch, tmp_path, pools):
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
+    from dsh_memory.errors import ConfigError
+    from dsh_memory.serve.deployments import deploy
+    from dsh_memory.settings import MemorySettings
+
+    with pytest.raises(ConfigError, match=r"work pool name .* \(--pool / --extract-pool\) is not valid"):
+        deploy(MemorySettings.from_env(), **pools)
+
+
 def test_a_real_worker_runs_an_extract_session_pool_run(monkeypatch, tmp_path, fixtures_dir, own_prefect_api):
     from prefect import get_client
     from prefect.deployments import run_deployment

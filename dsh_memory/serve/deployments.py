@@ -190,6 +190,19 @@ def check_result_storage(client, slug: str) -> None:
         ) from None
 
 
+def _pool_create(name: str, limit: int | None):
+    """A process work pool to create, or ConfigError naming the option (`--pool a/b`)."""
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from pydantic import ValidationError
+
+    try:
+        return WorkPoolCreate(name=name, type="process", concurrency_limit=limit)
+    except ValidationError:
+        raise ConfigError(
+            f"work pool name {name!r} (--pool / --extract-pool) is not valid: it must be non-empty, without / % & > <"
+        ) from None
+
+
 def deploy(
     settings: MemorySettings,
     *,
@@ -202,7 +215,6 @@ def deploy(
     extract-transcripts alone — for a `serve` host whose Phase 1 extracts on workers."""
     from httpx import HTTPError
     from prefect import get_client
-    from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.exceptions import ObjectAlreadyExists
     from prefect.settings import get_current_settings
 
@@ -215,17 +227,18 @@ def deploy(
     report = DeployReport(api_url=api_url)
     pools = {MAIN_POOL: pool, EXTRACT_POOL: extract_pool}
     wanted = [extract_pool] if extract_only else list(dict.fromkeys(pools.values()))
+    # The main pool runs this host's flows: the bound `serve` applies to itself (flow_run_limit).
+    # Extract workers may be many machines: no pool-wide bound. Built first: a bad name is one line.
+    creates = {name: _pool_create(name, settings.flow_run_limit if name == pool else None) for name in wanted}
     env = {RESULT_STORAGE_ENV: result_storage} if result_storage else None
     try:
         with get_client(sync_client=True) as client:
             if result_storage:
                 check_result_storage(client, result_storage)
-            for name in wanted:
-                # The main pool runs this host's flows: the bound `serve` applies to itself
-                # (flow_run_limit). Extract workers may be many machines: no pool-wide bound.
-                limit = settings.flow_run_limit if name == pool else None
+            for name, create in creates.items():
+                limit = create.concurrency_limit
                 try:  # an existing pool is left as it is
-                    client.create_work_pool(WorkPoolCreate(name=name, type="process", concurrency_limit=limit))
+                    client.create_work_pool(create)
                     report.pools_created.append(name)
                 except ObjectAlreadyExists:
                     has = client.read_work_pool(name).concurrency_limit
