@@ -54,6 +54,8 @@ def test_deploy_twice_creates_pools_and_pool_named_deployments_with_the_settings
     assert "created work pool dsh-memory (process)" in proc.stdout
     assert "prefect worker start --pool dsh-memory --type process" in proc.stdout
     assert "prefect worker start --pool dsh-memory-extract --type process" in proc.stdout
+    # Extract workers run anywhere (docs/running.md): never told to sit beside the memory root.
+    assert "the extract pool's on any machine with dsh-memory, a model route" in proc.stdout
 
     pools, deps, automations = _server_view()
     assert {p.type for p in pools.values()} == {"process"}

@@ -120,7 +120,10 @@ def _print_deploy(data: dict) -> None:
     typer.echo(f"deployed to {data['api_url']}: " + ", ".join(data["deployments"]))
     for note in data["notes"]:
         typer.echo(f"note: {note}")
-    typer.echo("start the workers (beside the memory root, with its DSH_MEMORY_* environment, for dsh-memory):")
+    typer.echo(
+        "start the workers: the main pool's beside the memory root, with its DSH_MEMORY_* environment; "
+        "the extract pool's on any machine with dsh-memory, a model route and this Prefect API (no memory root):"
+    )
     for cmd in data["worker_commands"]:
         typer.echo(f"  {cmd}")
 
