@@ -104,6 +104,9 @@ def test_extract_only_deploys_the_extract_pool_alone(monkeypatch, tmp_path):
             "gpu-boxes"
         )
         assert "never-made" not in {p.name for p in client.read_work_pools()}
+    # That pool (no limit) named as the main pool: the note says it has none, not "limit None".
+    report = deploy(MemorySettings.from_env(), pool="gpu-boxes", extract_pool="gpu-boxes", extract_only=True)
+    assert "work pool gpu-boxes keeps no concurrency limit (flow_run_limit is 4)" in " ".join(report.notes)
 
 
 def test_deploy_without_a_prefect_server_is_one_line_and_exit_4(tmp_path):

@@ -243,8 +243,9 @@ def deploy(
                 except ObjectAlreadyExists:
                     has = client.read_work_pool(name).concurrency_limit
                     if has != limit and limit is not None:
+                        kept = "no concurrency limit" if has is None else f"its concurrency limit {has}"
                         report.notes.append(
-                            f"work pool {name} keeps its concurrency limit {has} (flow_run_limit is {limit}): "
+                            f"work pool {name} keeps {kept} (flow_run_limit is {limit}): "
                             f"prefect work-pool set-concurrency-limit {name} {limit}"
                         )
                 report.pools.append(name)
