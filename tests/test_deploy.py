@@ -132,6 +132,23 @@ def test_deploy_refuses_an_unknown_result_storage_block(monkeypatch, tmp_path):
         deploy(MemorySettings.from_env(), result_storage="local-file-system/nope")
 
 
+def test_deploy_refuses_the_main_pool_on_the_server_of_a_running_serve(monkeypatch, tmp_path, own_prefect_api):
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
+    monkeypatch.setenv("DSH_MEMORY_PREFECT_HOME", str(tmp_path / "prefect-home"))
+    from dsh_memory.errors import ConfigError
+    from dsh_memory.serve.deployments import deploy
+    from dsh_memory.serve.stack_state import StackLock, info_for_this_process
+    from dsh_memory.settings import MemorySettings
+
+    home = tmp_path / "prefect-home"
+    with StackLock(home) as lock:  # this process plays the running `serve` on the suite's server
+        lock.publish(info_for_this_process(home, own_prefect_api, None, "127.0.0.1", 1))
+        with pytest.raises(ConfigError, match=r"`dsh-memory serve` runs on .* --extract-only"):
+            deploy(MemorySettings.from_env())
+        report = deploy(MemorySettings.from_env(), extract_only=True)  # what a serve host deploys
+        assert report.deployments == ["extract-transcripts/extract-transcripts-pool"]
+
+
 @pytest.mark.parametrize("pools", [{"pool": "team/a"}, {"extract_pool": ""}])
 def test_deploy_refuses_a_bad_work_pool_name_in_one_line(monkeypatch, tmp_path, pools):
     monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))

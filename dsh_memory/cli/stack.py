@@ -188,7 +188,7 @@ def register(app: typer.Typer) -> None:
         The worker mode, beside `serve` (never the same deployment names): settings applied (turn-end
         debounce, catch-up and consolidate intervals, flow_run_limit as a new main pool's concurrency
         limit); prints the `prefect worker start` commands.
-        Needs PREFECT_API_URL (or a running `serve`).
+        Needs PREFECT_API_URL (or a running `serve`, whose server takes --extract-only alone).
         """
 
         def go():

@@ -224,6 +224,17 @@ def deploy(
             "deploy needs a Prefect server: set PREFECT_API_URL (a `prefect server start`, or the one "
             "`dsh-memory serve` started)"
         )
+    if not extract_only:
+        from dsh_memory.serve.stack_state import running_stack
+
+        stack = running_stack()
+        if stack is not None and stack.api_url.rstrip("/") == api_url.rstrip("/"):
+            # Both modes on one server: every turn end would also start a pool run no worker serves.
+            raise ConfigError(
+                f"`dsh-memory serve` runs on {api_url} ({stack.where()}) and already runs catch-up, "
+                "extract-session and consolidate: deploy only the extract pool there with --extract-only, "
+                "or deploy to another Prefect server (one mode per server, docs/running.md)"
+            )
     report = DeployReport(api_url=api_url)
     pools = {MAIN_POOL: pool, EXTRACT_POOL: extract_pool}
     wanted = [extract_pool] if extract_only else list(dict.fromkeys(pools.values()))
