@@ -327,3 +327,65 @@ def test_one_serve_per_prefect_home_and_the_cli_finds_it(prefect_api, tmp_path):
     assert not state_path(home).exists() and lock_path(home).exists()
     with StackLock(home):
         pass
+
+
+def test_serve_stops_with_one_line_when_its_own_prefect_server_dies(tmp_path, new_prefect_home):
+    """serve's own Prefect server (no PREFECT_API_URL) dies: serve stops too, exit 6 and one line,
+    instead of a stack that looks alive (state file, healthy HTTP app) while nothing runs flows."""
+    from dsh_memory.serve.stack_state import running_stack, state_path
+
+    home = new_prefect_home(tmp_path / "prefect-home")  # migrated already: a faster first start
+    port, prefect_port = free_port(), free_port()
+    since = datetime.now(UTC)
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_memory.cli", "serve", "--port", str(port)]
+            + ["--prefect-port", str(prefect_port)],
+            env=_serve_env(tmp_path),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        try:
+            _wait_healthy(port, proc, log_path)
+            deadline = time.monotonic() + 30
+            while running_stack(home) is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            info = running_stack(home)
+            assert info is not None and info.prefect_port == prefect_port, log_path.read_text()[-3000:]
+            # Serving, after a flow run (the boot catch-up): the runner's graceful stop then retries
+            # the dead API for over a minute.
+            deadline = time.monotonic() + 120
+            while not [r for r in _flow_runs(info.api_url, "catch-up", since) if r["state"]["type"] == "COMPLETED"]:
+                assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+                time.sleep(0.5)
+            (server,) = [p for p in _children(proc.pid) if "server" in Path(f"/proc/{p}/cmdline").read_text()]
+            os.kill(server, signal.SIGKILL)
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("serve kept running without its Prefect server")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 6, log_path.read_text()[-3000:]
+    assert (
+        log_path.read_text()
+        .strip()
+        .splitlines()[-1]
+        .startswith("error: the Prefect server serve started exited (code -9; log ")
+    )
+    assert not state_path(home).exists()
+    # No flow-run process of that stack lives on (reparented, talking to a dead API).
+    memories = f"DSH_MEMORY_ROOT={tmp_path / 'memories'}".encode()
+    deadline = time.monotonic() + 30
+    while left := [p for p in Path("/proc").glob("[0-9]*/environ") if _reads(p, memories)]:
+        assert time.monotonic() < deadline, left
+        time.sleep(0.5)
+
+
+def _reads(environ: Path, entry: bytes) -> bool:
+    try:
+        return entry in environ.read_bytes().split(b"\0")
+    except OSError:
+        return False

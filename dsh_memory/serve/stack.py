@@ -8,20 +8,29 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dsh_memory.errors import DshMemoryError
-from dsh_memory.serve.stack_state import StackLock, default_prefect_home, http_url, info_for_this_process, state_path
+from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
+from dsh_memory.serve.stack_state import (
+    StackLock,
+    default_prefect_home,
+    http_url,
+    info_for_this_process,
+    read_state,
+    state_path,
+)
 
 BOOT_DELAY_SECONDS = 5.0
 BOOT_THROTTLE_SECONDS = 60.0
 RUNNER_POLL_SECONDS = 2.0  # one cheap API call per poll
+HARD_STOP_SECONDS = 10.0  # serve stopping after its Prefect server died
 PORT_WAIT_SECONDS = 10.0  # a port another process is about to release (a previous stack stopping)
 
 
@@ -68,6 +77,11 @@ def serve_stack(host: str, port: int, prefect_port: int, boot_catch_up: bool, ec
                 serve(*deployments, print_starting_message=False, limit=settings.flow_run_limit, query_seconds=poll)
             except KeyboardInterrupt:
                 echo("stopping …")
+            except Exception:
+                if not SERVER_DIED:
+                    raise
+            if reason := SERVER_DIED.pop("reason", None):  # everything it started stops first
+                raise ServiceUnavailableError(reason)
     finally:
         lock.release()  # removes the state file
         signal.signal(signal.SIGTERM, previous)
@@ -88,6 +102,7 @@ def _start_prefect(home: Path, port: int, echo: Callable[[str], None], started: 
         echo(f"starting a local Prefect server (home {home}, port {port}) …")
         server = PrefectServer(home, port=port, ui=True).start(timeout=240)
         started.callback(server.stop)
+        started.callback(_stop_when_gone(server).set)  # runs first: a stop is no death
         url = server.api_url
         os.environ["PREFECT_API_URL"] = url  # flow-run subprocesses inherit it
         from prefect.context import refresh_global_settings_context
@@ -95,6 +110,49 @@ def _start_prefect(home: Path, port: int, echo: Callable[[str], None], started: 
         refresh_global_settings_context()  # and every thread of this process sees it
     echo(f"Prefect UI: {url.removesuffix('/api')}")
     return url, server
+
+
+SERVER_DIED: dict[str, str] = {}  # why the watcher stopped serve (read once it has stopped)
+
+
+def _stop_when_gone(server) -> threading.Event:
+    """Stop `serve` (SIGTERM to itself) when the Prefect server it started exits on its own: the
+    stack would otherwise look alive while nothing runs its flows. The event is set on a stop."""
+    stopping = threading.Event()
+
+    def watch() -> None:
+        while server.proc.poll() is None:
+            if stopping.wait(1):
+                return
+        if not stopping.is_set():
+            SERVER_DIED["reason"] = (
+                f"the Prefect server serve started exited (code {server.proc.returncode}; log "
+                f"{server.home / 'server.log'}): the stack stopped; start it again with `dsh-memory serve`"
+            )
+            os.kill(os.getpid(), signal.SIGTERM)
+            # The runner's graceful stop retries the dead API (a minute and more after flow runs):
+            # past this, exit without it (the kernel frees the lock; the state file's pid is gone).
+            time.sleep(HARD_STOP_SECONDS)
+            if (info := read_state(server.home)) is not None and info.pid == os.getpid():
+                state_path(server.home).unlink(missing_ok=True)
+            for pid in _children():  # the runner's flow-run processes: nothing to report to
+                with suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+            sys.stderr.write(f"error: {SERVER_DIED['reason']}\n")
+            os._exit(ServiceUnavailableError.exit_code)
+
+    threading.Thread(target=watch, name="dsh-memory-prefect-watch", daemon=True).start()
+    return stopping
+
+
+def _children() -> list[int]:
+    """This process's child processes (Linux /proc; none elsewhere)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                out.append(int(stat.parent.name))
+    return out
 
 
 def _start_http(host: str, port: int, ctx, echo: Callable[[str], None], started: ExitStack) -> None:
