@@ -125,7 +125,7 @@ def _stop_when_gone(server) -> threading.Event:
             if stopping.wait(1):
                 return
         if not stopping.is_set():
-            SERVER_DIED["reason"] = (
+            reason = SERVER_DIED["reason"] = (  # the main thread pops it when its stop is graceful
                 f"the Prefect server serve started exited (code {server.proc.returncode}; log "
                 f"{server.home / 'server.log'}): the stack stopped; start it again with `dsh-memory serve`"
             )
@@ -138,7 +138,7 @@ def _stop_when_gone(server) -> threading.Event:
             for pid in _children():  # the runner's flow-run processes: nothing to report to
                 with suppress(OSError):
                     os.kill(pid, signal.SIGTERM)
-            sys.stderr.write(f"error: {SERVER_DIED['reason']}\n")
+            sys.stderr.write(f"error: {reason}\n")
             os._exit(ServiceUnavailableError.exit_code)
 
     threading.Thread(target=watch, name="dsh-memory-prefect-watch", daemon=True).start()
