@@ -254,8 +254,19 @@ def _wait_healthy(port: int, proc: subprocess.Popen, log_path: Path) -> None:
     pytest.fail("serve did not come up: " + log_path.read_text()[-3000:])
 
 
+def _wait_published(port: int, proc: subprocess.Popen, log_path: Path, home: Path):
+    """serve answers on `port` and has published its state in `home`: that state (None if not)."""
+    from dsh_memory.serve.stack_state import running_stack
+
+    _wait_healthy(port, proc, log_path)
+    deadline = time.monotonic() + 30
+    while running_stack(home) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return running_stack(home)
+
+
 def test_one_serve_per_prefect_home_and_the_cli_finds_it(prefect_api, tmp_path):
-    from dsh_memory.serve.stack_state import StackLock, lock_path, running_stack, state_path
+    from dsh_memory.serve.stack_state import StackLock, lock_path, state_path
 
     home = tmp_path / "prefect-home"
     port = free_port()
@@ -270,11 +281,7 @@ def test_one_serve_per_prefect_home_and_the_cli_finds_it(prefect_api, tmp_path):
         stderr=subprocess.STDOUT,
     )
     try:
-        _wait_healthy(port, first, log_path)
-        deadline = time.monotonic() + 30
-        while running_stack(home) is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        info = running_stack(home)
+        info = _wait_published(port, first, log_path, home)
         assert info is not None and info.pid == first.pid, state_path(home)
         assert (info.api_url, info.http_port) == (prefect_api, port)
 
@@ -332,7 +339,7 @@ def test_one_serve_per_prefect_home_and_the_cli_finds_it(prefect_api, tmp_path):
 def test_serve_stops_with_one_line_when_its_own_prefect_server_dies(tmp_path, new_prefect_home):
     """serve's own Prefect server (no PREFECT_API_URL) dies: serve stops too, exit 6 and one line,
     instead of a stack that looks alive (state file, healthy HTTP app) while nothing runs flows."""
-    from dsh_memory.serve.stack_state import running_stack, state_path
+    from dsh_memory.serve.stack_state import state_path
 
     home = new_prefect_home(tmp_path / "prefect-home")  # migrated already: a faster first start
     port, prefect_port = free_port(), free_port()
@@ -347,11 +354,7 @@ def test_serve_stops_with_one_line_when_its_own_prefect_server_dies(tmp_path, ne
             stderr=log,
         )
         try:
-            _wait_healthy(port, proc, log_path)
-            deadline = time.monotonic() + 30
-            while running_stack(home) is None and time.monotonic() < deadline:
-                time.sleep(0.2)
-            info = running_stack(home)
+            info = _wait_published(port, proc, log_path, home)
             assert info is not None and info.prefect_port == prefect_port, log_path.read_text()[-3000:]
             # Serving, after a flow run (the boot catch-up): the runner's graceful stop then retries
             # the dead API for over a minute.
