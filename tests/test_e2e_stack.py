@@ -372,12 +372,9 @@ def test_serve_stops_with_one_line_when_its_own_prefect_server_dies(tmp_path, ne
                 proc.kill()
                 proc.wait()
     assert proc.returncode == 6, log_path.read_text()[-3000:]
-    assert (
-        log_path.read_text()
-        .strip()
-        .splitlines()[-1]
-        .startswith("error: the Prefect server serve started exited (code -9; log ")
-    )
+    # the last line (Prefect's own threads may still be writing theirs: it may not start the line)
+    last = log_path.read_text().strip().splitlines()[-1]
+    assert "error: the Prefect server serve started exited (code -9; log " in last, last
     assert not state_path(home).exists()
     # No flow-run process of that stack lives on (reparented, talking to a dead API).
     memories = f"DSH_MEMORY_ROOT={tmp_path / 'memories'}".encode()
