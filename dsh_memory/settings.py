@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
@@ -71,7 +71,7 @@ def problems(model: type[BaseModel], exc: ValidationError, name: Callable[[str],
         field = str(err["loc"][0]) if err["loc"] else ""
         text = f"{name(field) or '.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
         if field not in secret and "input" in err and not isinstance(err["input"], dict):
-            got = repr(err["input"])
+            got = repr(str(err["input"]) if isinstance(err["input"], PurePath) else err["input"])
             text += f" (got {got[:80]}{'…' if len(got) > 80 else ''})"
         parts.append(text)
     return "; ".join(parts)
@@ -210,7 +210,9 @@ class MemorySettings(BaseModel):
         """A file there would be shown as the memory (`list`, `read`) or fail deep inside a command;
         a relative path would be read from each command's folder (a hook runs in the session's)."""
         if not v.is_absolute():
-            raise ValueError(f"{v} must be an absolute path (or start with ~), as a saved block's")
+            raise ValueError(
+                f"{v} is not an absolute path: set DSH_MEMORY_ROOT (or DSH_HOME, its default's parent) to one"
+            )
         if v.exists() and not v.is_dir():
             raise ValueError(f"{v} is not a directory: point it at a folder (one that is missing is created)")
         return v

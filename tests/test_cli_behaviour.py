@@ -236,7 +236,7 @@ def memory(tmp_path) -> Path:
     return s.root
 
 
-def invoke(args: list[str], env: dict[str, str]):
+def invoke(args: list[str], env: dict[str, str | None]):
     return CliRunner().invoke(app, args, env=env)
 
 
@@ -353,6 +353,9 @@ def test_a_relative_memory_root_is_a_configuration_error(tmp_path, monkeypatch, 
     assert text.exit_code == 4, text.output
     assert text.stderr.startswith("error: invalid dsh-memory setting: DSH_MEMORY_ROOT: ") and "absolute" in text.stderr
     assert not (tmp_path / "memories").exists()
+    # the default under a relative DSH_HOME: the message names it too, and shows the path as a path
+    text = invoke(args, {"DSH_HOME": "dsh", "DSH_MEMORY_ROOT": None, "DSH_MEMORY_IGNORE_BLOCKS": "1"})
+    assert text.exit_code == 4 and "DSH_HOME" in text.stderr and "(got 'dsh/memories')" in text.stderr, text.stderr
     home = invoke(["status"], {"DSH_MEMORY_ROOT": "~/mem", "HOME": str(tmp_path), "DSH_MEMORY_IGNORE_BLOCKS": "1"})
     assert home.exit_code == 0, home.output
 
