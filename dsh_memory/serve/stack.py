@@ -147,12 +147,10 @@ def _stop_when_gone(server) -> threading.Event:
 
 def _children() -> list[int]:
     """This process's child processes (Linux /proc; none elsewhere)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with suppress(OSError, IndexError, ValueError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
-                out.append(int(stat.parent.name))
-    return out
+    from dsh_memory.storage.state_schema import proc_stat
+
+    me = str(os.getpid())
+    return [int(p.name) for p in Path("/proc").glob("[0-9]*") if proc_stat(int(p.name))[1:2] == [me]]
 
 
 def _start_http(host: str, port: int, ctx, echo: Callable[[str], None], started: ExitStack) -> None:

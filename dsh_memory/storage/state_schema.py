@@ -90,13 +90,20 @@ MIGRATIONS: list[str] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def proc_start(pid: int) -> str | None:
-    """A process's start time in clock ticks since boot (Linux /proc), None when it is gone."""
+def proc_stat(pid: int) -> list[str]:
+    """A process's /proc/PID/stat fields after its name (Linux; [] when it is gone): [1] is its
+    parent's pid, [19] its start time in clock ticks since boot."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
+            return f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return None
+        return []
+
+
+def proc_start(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot (Linux /proc), None when it is gone."""
+    fields = proc_stat(pid)
+    return fields[19] if len(fields) > 19 else None
 
 
 def current_owner() -> str:
