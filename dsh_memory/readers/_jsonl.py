@@ -165,8 +165,15 @@ def parse_json_maybe(value: Any) -> Any:
     return value
 
 
+# The block Codex's memory feature has the agent end an answer with when it used a memory file
+# ("<oai-mem-citation><citation_entries>MEMORY.md:10-12|note=[…]…"): bookkeeping for the UI, not
+# something the agent said; left in, its entries read as facts of the project.
+_MEMORY_CITATION = re.compile(r"\s*<oai-mem-citation>.*?(?:</oai-mem-citation>|\Z)", re.S)
+
+
 class Events:
-    """A reader's transcript events in file order; a tool result carries its call's tool name."""
+    """A reader's transcript events in file order; a tool result carries its call's tool name.
+    An answer's memory-citation block is not part of what the agent said (`_MEMORY_CITATION`)."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -174,6 +181,8 @@ class Events:
         self.call_names: dict[str, str] = {}
 
     def add(self, seq: int, kind: EventKind, time, **kw) -> Event:
+        if kind is EventKind.ASSISTANT and "<oai-mem-citation>" in (kw.get("text") or ""):
+            kw["text"] = _MEMORY_CITATION.sub("", kw["text"]).rstrip()
         ev = Event(seq=seq, kind=kind, time=time, **{"turn": self.turn, **kw})
         self.events.append(ev)
         return ev
