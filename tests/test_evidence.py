@@ -9,7 +9,8 @@ from __future__ import annotations
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
-from dsh_memory.phase1.user_words import is_rule, with_context
+from dsh_memory.phase1.user_words import is_rule, prompt_sentences, with_context
+from dsh_memory.replay import rules
 from tests.session_helpers import extract_with, make_session
 
 CWD = "/home/dev/src/shop"
@@ -349,3 +350,88 @@ def test_a_naming_scheme_is_a_convention_and_a_rule_said_of_the_sentence_before_
     assert [r.text for r in ev.rules] == ["can you make permissions tighter. only exactly whats needed"]
     said = ["Use pnpm, not npm.", "Never dispatch codex with full-auto.", "name it `env-311`, not env"]
     assert [with_context(["Fix the build.", s], 1) for s in said] == said  # each says what it is of
+
+
+def test_edits_of_the_text_on_screen_are_not_rules_and_a_rule_in_a_chatty_prompt_is_found():
+    """Reviewing a draft, a user gives many orders about its words ("instead of saying Acme Docs
+    just say docs", "remove that", "use the one in cli/ as an example", "I don't like the skill
+    name"): true of that draft only. Typed prompts run sentences together with dots; the rule among
+    them ("we dont need to preface everything with the word Acme") is read alone. A rule that says
+    its reach, or an order about the repo ("don't use npm here"), stays one."""
+    gone = [
+        "just say code of conduct",
+        "instead of saying Acme Docs tutorial just say docs tutorial",
+        "we dont support gravity so we need to remove that",
+        "the plugin name is awkward here",
+        "dont say branch from main yet",
+        "Maybe these two parts should be in the setup section",
+        "so we dont want to highlight that one then.",
+        "we should use the one in work/cli as an example",
+        "for the cli pr make sure the description explains what this solves.",
+        "I don't like the skill name.",
+        "this repo needs contributing guidelines for first time contributors",
+        "in fact, I prefer u dont",
+        "but it should be separated to that",
+    ]
+    kept = [
+        "don't use npm here",
+        "we dont need to preface everything with the word Acme",
+        "never say 'simply' in the docs",
+        "Use pnpm, not npm.",
+        "do not add a lockfile",  # an order, not a question
+    ]
+    assert [s for s in gone + kept if is_rule(s)] == kept
+    prompt = "the plugin name is awkward here..we dont need to preface everything with the word Acme ..so how else?"
+    assert [r.text for r in gather(make_session(("user", prompt), cwd=CWD)).rules] == [kept[1]]
+    said = prompt_sentences("run `git diff main..feature` now..then stop. look for functions etc... that need work")
+    assert said == ["run `git diff main..feature` now", "then stop.", "look for functions etc... that need work"]
+
+
+def test_a_users_quote_of_the_agents_own_words_is_not_their_rule():
+    """Asked about a draft, a user pastes its lines back ("what does this mean? …"): a line the
+    agent wrote (in a message or a file) is not the user's rule, however it reads."""
+    draft = (
+        "3. Keep the change focused. A skill should teach an agent one repeatable\n   workflow, not become a manual."
+    )
+    s = make_session(
+        ("user", "write CONTRIBUTING.md"),
+        (
+            "tool",
+            "write",
+            {"file_path": f"{CWD}/CONTRIBUTING.md", "content": f"# Contributing\n\n{draft}\n"},
+            "ok",
+            False,
+        ),
+        ("assistant", "There is no build system in this repo, so contributors only edit Markdown."),
+        ("user", "what does that mean?\nThere is no build system in this repo, so contributors only edit Markdown."),
+        ("user", f"is this too long?\n{draft}"),
+        ("user", "Never push to main without asking."),
+        cwd=CWD,
+    )
+    assert [r.text for r in gather(s).rules] == ["Never push to main without asking."]
+    assert rules.standing_instructions(s) == ["Never push to main without asking."]
+
+
+def test_continuations_list_items_change_reports_and_what_is_left_are_not_facts():
+    """ "And line 716 is hardcoded", "So it exists in this working tree": the sentence before says
+    what they are of. "Explains the one gotcha: …" is a list item under a lead it does not carry;
+    "Version bumped 1.2 → 1.3 in `package.json`" and "Plan saved locally at `docs/plan.md`" report
+    a change; "Only three cases remain in `README.md`" and "… subagent now, scoped to `a.md`" say
+    how the work stood; "My recommendation is `repo-overview`…" is the agent's opinion, "After
+    reviewing all the code, …" how it got there. "e.g."
+    does not end a sentence."""
+    said = [
+        'And line 716: `header=""` is hardcoded in `finalize_pr`.',
+        "So `CONTRIBUTING.md` exists in this working tree, but it is not on `main`.",
+        "Explains the one repo-specific gotcha: every `SKILL.md` needs `name` and `description`.",
+        "Version bumped 1.2 → 1.3 in `package.json` and `plugin.json`.",
+        "Plan saved locally at `docs/plans/tour.md`, which is gitignored.",
+        "Only three visible cases remain, all in `README.md`.",
+        "Task 1 is with a fresh implementer subagent now, scoped only to `skills/tour/SKILL.md`.",
+        "My recommendation is `repo-overview` because it matches the trigger phrases.",
+        "After reviewing all the relevant code, the `AGENTS.md` merge is already handled in `engine.ts`.",
+        "The synthesis costs an extra API call, so `entire` only runs it when asked (e.g. `entire explain "
+        "--generate`).",
+    ]
+    s = make_session(("user", "Review the skill."), ("assistant", "\n".join(said)), cwd=CWD)
+    assert gather(s).facts == [said[-1]]

@@ -20,6 +20,13 @@ EXPLORATION = re.compile(
     r"|gh api)\b"
 )
 CODE = re.compile(r"`([^`\n]+)`")  # a code span
+# A sentence that asks for work ("fix the test", "add a flag"): a task, not a rule or a fact.
+TASK_VERB = re.compile(
+    r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"
+    r"move|put|set|run|try|look|find|check|investigate|research|help|show|give|explain|tell|open|commit|push|merge|"
+    r"rebase|deploy|install|test|debug|restart|continue|go|do|let|can|could|would|please)\b",
+    re.I,
+)
 _SOURCE = re.compile(r"\[source:[^\]]*\]|\[scope:[^\]]*\]")
 _TABLE = re.compile(r"^\s*(?:[-*+]\s+)?\|[^|\n]*\||^\s*(?:[-*+]\s+)?\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
 _YOU = re.compile(r"\b(you|your|yours|yourself)\b", re.I)

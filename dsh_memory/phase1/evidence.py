@@ -49,10 +49,10 @@ from dsh_memory.phase1.facts import (
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
-    LOWER_SENT,
     MAX_RULE_CHARS,
     QUESTION,
     USER_FACT,
+    own_sentences,
     rule_text,
     user_text,
 )
@@ -151,6 +151,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     pending_rules: list[Rule] = []
     turns: list[tuple[bool, list[str]]] = [(False, [])]  # (asked for a procedure, its steps that worked)
     last_msg: dict[int, int] = {}  # turn index -> seq of its last assistant message
+    own = own_sentences(events)
     for i, e in enumerate(events):
         turn = len(turns) - 1
         turn_ok = turns[-1][1]
@@ -160,7 +161,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             ev.user_chars += len(words)
             ev.first_prompt = ev.first_prompt or clip(words, 400)
             pending_rules = []
-            prompt = [c for sent in sentences(words) for c in LOWER_SENT.split(sent)]
+            prompt = own[e.seq]
             for n, s in enumerate(prompt):
                 if text := rule_text(prompt, n):
                     r = Rule(text=text)

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.clean import CODE, clip_prose, is_table_row, why_not_memory
-from dsh_memory.phase1.user_words import TASK_VERB
+from dsh_memory.phase1.clean import CODE, TASK_VERB, clip_prose, is_table_row, why_not_memory
 
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 32
 MAX_CONCLUSION_CHARS = 2600  # the recap's share of the turns' conclusions (recaps stay well under 4,000)
 MAX_FACT_CHARS = 260  # a longer fact ends at its last clause that fits (`clean.clip_prose`)
 
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|\n+")
+_SENT = re.compile(r"(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z`\"'(\[*])|\n+")  # not after "e.g."
 BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")  # a list item's marker
 _EMPH = re.compile(r"\*\*([^*]+)\*\*")
 _PATHLIKE = re.compile(
@@ -37,6 +36,7 @@ PROGRESS = re.compile(
 )
 FIRST_PERSON = re.compile(
     r"\b(I|I'm|I'll|I've|I'd|me|my|mine|myself|ourselves|we|we're|we'll|we've|us|our|let me|let's)\b"
+    r"|^(?:My|Me|We|Us)\b"  # "My recommendation is …" ("Our X lives in …" says where things are)
 )
 FACT_CUE = re.compile(
     r"\b(lives? in|lives? under|is in|are in|is at|are at|defined in|located|handled (?:by|in)|comes? from|reads?|"
@@ -67,6 +67,9 @@ NARRATION = re.compile(
     r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
     r"check|set|add|skip|send)\b"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
+    # how the agent got there: "After reviewing all the relevant code, the merge is handled"
+    r"|^(?:After|Having|Upon) (?:reviewing|reading|checking|looking|investigating|examining|exploring|analy[sz]ing|"
+    r"searching|digging|tracing|going)\b"
     # a list item under a lead the sentence does not carry: "Codex: uses `--yolo` when …", "Everything else: manual"
     r"|^(?!(?:Important|Warning|Caution|Critical|Gotcha)\b)[A-Z][\w-]*(?: [\w-]+)?\s*:\s+(?!`)"
 )
@@ -77,7 +80,8 @@ HEDGE = re.compile(
     re.I,
 )
 DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solve the gap…"; not "This repo uses…"
-    r"^(These|Those|They|It|Its|Both|Neither|Such|This|That)\b"
+    r"^(?:And|But|So|Or|Plus)\b"  # "And line 716 is hardcoded", "So it exists in this working tree"
+    r"|^(These|Those|They|It|Its|Both|Neither|Such|This|That)\b"
     r"(?!\s+(?:repo|repository|project|package|module|file|folder|directory|app|service|CLI|tool|script|command)\b)"
 )
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
@@ -99,8 +103,18 @@ STATE = re.compile(
     r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
     r"|\bnow (?:points?|works?|passes|pass|builds?|compiles?|loads?|resolves?|lands?|shows?|appears?|succeeds?)\b"
-    r"|\bwill now\b|\b(?:tests?|checks?|builds?|CI|suite) (?:now |all |both )*(?:pass(?:es)?|green|succeeds?)\b",
+    r"|\bwill now\b|\b(?:tests?|checks?|builds?|CI|suite) (?:now |all |both )*(?:pass(?:es)?|green|succeeds?)\b"
+    # what is left of a clean-up, "right now": "Only three cases remain", "the only remaining hits are …"
+    r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)",
     re.I,
+)
+# Not a sentence about the project but a list item or a change report: "Explains the one gotcha: …"
+# (what a file does, its subject in the lead the item sits under), "Version bumped 0.3.0 → 0.4.0",
+# "Skill rewritten: …", "Plan complete and saved locally to …".
+FRAGMENT = re.compile(
+    r"^[A-Z][a-z]+s\s+(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b"
+    r"|^(?:New\s+)?(?:(?!(?:is|are|was|were|has|have|had|uses?)\b)\S+\s+){1,3}"
+    r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped)\b"
 )
 BREAKS = re.compile(r"\b(fails?|failing|will fail|breaks?|crash(?:es)?|errors? (?:out|with))\b", re.I)
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
@@ -164,7 +178,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
     if led:
         rest = s[led.end() :]
         return 0 if NARRATION.match(rest) or len(rest) < 20 else 2
-    if NARRATION.match(s) or TASK_VERB.match(s) or " — " in s[:60]:
+    if NARRATION.match(s) or TASK_VERB.match(s) or FRAGMENT.match(s) or " — " in s[:60]:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
     if FIRST_PERSON.search(plain) or why_not_memory(s) or s.count("`") % 2:
         return 0
@@ -211,7 +225,9 @@ def conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[
         plain = CODE.sub(" x ", s)
         if not last or not (30 <= len(s) <= 300) or s.endswith(("?", ":")) or s in kept:
             continue
-        if FIRST_PERSON.search(plain) or re.match(r"(let me|now|next|ok(ay)?|sure|done|great|perfect)\b", s, re.I):
+        if FIRST_PERSON.search(plain) or re.match(
+            r"(let me|now|next|ok(ay)?|sure|done|great|perfect|and|but|so)\b", s, re.I
+        ):
             continue
         specific = named(s)
         if specific and not why_not_memory(s) and s.count("`") % 2 == 0:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.models import Event
-from dsh_memory.phase1.clean import CODE, clip, is_marker, is_table_row
+from dsh_memory.models import Event, EventKind
+from dsh_memory.phase1.clean import CODE, TASK_VERB, clip, is_marker, is_table_row
+from dsh_memory.phase1.facts import sentences
+from dsh_memory.transcript.redact import redact
 
 MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
 LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts often go on in lower case
@@ -24,7 +26,7 @@ RULE_CUE = re.compile(
     r"|\bmust(?:n'?t)?\b|\bmake sure\b|\bfrom now on\b|\bevery time\b|\bwhenever\b|\binstead of\b|\brather than\b"
     r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
     r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b"
-    r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b"
+    r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b(?![\s-]+time)|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b"
     # A naming scheme, a placeholder in it: "name it aie[xxx], [xxx] the python version", "call branches feat/<ticket>"
     r"|^(?:name|call|prefix|suffix)\s+(?:it|them|(?:each|every|all|the)\s+\w+|\w+s)\s+[^.!?]{0,40}?[\[<{][\w .-]{1,24}[\]>}]",
     re.I,
@@ -51,37 +53,56 @@ ONE_OFF = re.compile(
 # ("This repo doesn't need a lockfile" is a rule).
 DEICTIC = re.compile(
     r"^(?:that|this|these|those)\s+(?!(?:repo|repository|project|codebase|workspace|team|company|package|app)s?\b)"
-    r"(?:\w+\s+){0,2}?(?:doesn'?t|does not|don'?t|do not|isn'?t|is not|aren'?t|are not|should|needs?|must)\b",
+    r"(?:\w+\s+){0,2}?(?:doesn'?t|does not|don'?t|do not|isn'?t|is not|aren'?t|are not|should|needs?|must)\b"
+    r"|^it\s+(?:should|needs?|must|doesn'?t|does not|isn'?t|is not)\b",  # "it should be separated to that"
     re.I,
 )
+# "in fact, I prefer u dont": the rule is the sentence before; alone it says nothing.
+ELLIPTIC = re.compile(r"\b(?:dont|don'?t|do not|not|won'?t|shouldn'?t|didn'?t)\W*$", re.I)
 # "I think we should use green here", "maybe we don't need the flag": a proposal for the work at
 # hand. A hedged rule that says its reach ("I think we should always squash") stays one.
 HEDGE = re.compile(
-    r"\b(?:i think|i guess|i feel like|maybe|perhaps|probably),?\s+(?:\w+\s+){0,2}?"
+    r"\b(?:i think|i guess|i feel like|maybe|perhaps|probably),?\s+(?:\w+\s+){0,4}?"
     r"(?:should|could|can|might|needs?|don'?t|do not|shouldn'?t)\b",
     re.I,
 )
 REACH = re.compile(
-    r"\b(?:always|never|from now on|every time|whenever|everywhere|in general|going forward"
+    r"\b(?:always|never|from now on|every time|whenever|everywhere|everything|in general|going forward"
     r"|in (?:this|every|any|all) (?:repo|repository|project|codebase)s?)\b",
+    re.I,
+)
+# "remove that", "we should use the one in cli/ as an example", "Maybe these two parts should…",
+# "dont say branch from main yet", "X is awkward here": said of the thing on screen, meaningless in
+# another session ("don't use npm here", an order with its cue first, is a rule of the repo).
+AT_HAND = re.compile(
+    r"\b(?:(?:that|this) one|the one (?:in|at|from|on|for)|(?:these|those) (?:two|three|four|parts|lines|sections|bits)"
+    r"|remove (?:that|this|it|them)|as an example)\b|\b(?:yet|then)\W*$",
+    re.I,
+)
+# "instead of saying Entire Skills tutorial just say skills tutorial": the wording of the text
+# being written, an edit; a wording rule says its reach ("never call it…", "everywhere").
+WORDING = re.compile(r"\b(?:say|saying|word|wording|phrase|phrasing|mention|highlight)\b", re.I)
+HERE = re.compile(r"\bhere\b", re.I)
+ORDER = re.compile(r"^(?:please\s+)?(?:always|never|don'?t|do not)\b", re.I)
+# "for the cli pr make sure …": an instruction for one piece of work.
+FOR_ONE = re.compile(
+    r"\bfor (?:the|this|that|your) (?:[\w-]+ )?(?:pr|pull request|change|commit|task|issue|ticket|branch|release)\b",
     re.I,
 )
 # "The name will cause issues": what the thing at hand would do, said of it, not of a practice
 # ("committing lockfiles breaks CI", "`npm` breaks the lockfile", "it breaks CI if you …" stay).
 REMARK = re.compile(r"^(?:the|this|that|it|these|those)\b[^,.;:`]{0,25}?\s(?:will (?:cause|break)|breaks)\b", re.I)
 CONDITION = re.compile(r"\b(?:if|when|unless|because|whenever)\b", re.I)
-# "I tested it and don't like it": a reaction to the thing at hand, with nothing to follow.
-REACTION = re.compile(r"\b(?:don'?t|do not) (?:like|want|need) (?:it|this|that|these|those|them)\s*[.!]*$", re.I)
+# "I tested it and don't like it", "I don't like the skill name.": a reaction to the thing at hand.
+REACTION = re.compile(
+    r"\b(?:don'?t|do not) (?:like|want|need) (?:it|this|that|these|those|them"
+    r"|(?:the|this|that|these|those|your) (?:[\w-]+ ){0,2}[\w-]+)\s*[.!]*$",
+    re.I,
+)
 # "I told you the two lines belonged to another skill": a correction that reports how things were
 # in this task's work, not a wish ("I told you: never mock our code" and "what I said was run …" are).
 PAST = re.compile(r"\b(?:was|were|had|did|went|\w{3,}ed)\b", re.I)
 WISH = re.compile(r"\b(?:should|must|need|needs|want|wants|always|never|don'?t|do not|use|is|are|am)\b", re.I)
-TASK_VERB = re.compile(
-    r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"
-    r"move|put|set|run|try|look|find|check|investigate|research|help|show|give|explain|tell|open|commit|push|merge|"
-    r"rebase|deploy|install|test|debug|restart|continue|go|do|let|can|could|would|please)\b",
-    re.I,
-)
 SHELL_PROMPT = re.compile(r"\s(?:~\S*|/\S+)\s+[$%#]\s")  # "… ~/Projects $ ln -s …": a pasted shell session
 USER_FACT = re.compile(  # "The deploy script is scripts/deploy.sh.", "Our API lives in `api/`."
     r"^(the|our|my|this|that|its)?\s*[\w`'./ -]{1,60}?\s(is|are|lives? in|lives? under|is in|are in|runs on|uses)\s",
@@ -89,11 +110,11 @@ USER_FACT = re.compile(  # "The deploy script is scripts/deploy.sh.", "Our API l
 )
 OBSERVATION = re.compile(r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look)\w*\b", re.I)
 STRONG_CUE = re.compile(r"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b", re.I)
-QUESTION = re.compile(
-    r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b", re.I
+QUESTION = re.compile(  # "do not commit anything" is an order, not a question
+    r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b(?!\s+not\b)", re.I
 )
 TASK_LEAD = re.compile(
-    r"^(ok(ay)?|yes|no|nope|hmm+|great|cool|thanks|please|lets|let's|now|then|also|and|so)\b[,.!:]?\s*", re.I
+    r"^(ok(ay)?|yes|no|nope|hmm+|great|cool|thanks|please|lets|let's|now|then|also|and|but|so)\b[,.!:]?\s*", re.I
 )
 
 
@@ -111,8 +132,13 @@ def is_rule(s: str) -> bool:
         return len(re.findall(r"[A-Za-z]{3,}", said)) >= 6 and not (PAST.search(said) and not WISH.search(said))
     if QUESTION.search(s):
         return False
-    if ONE_OFF.search(body) or DEICTIC.match(body) or not RULE_CUE.search(body):
+    if ONE_OFF.search(body) or FOR_ONE.search(body) or DEICTIC.match(body) or ELLIPTIC.search(body):
         return False
+    if not RULE_CUE.search(body):
+        return False
+    at_hand = AT_HAND.search(body) or WORDING.search(body) or (HERE.search(body) and not ORDER.match(body))
+    if at_hand and not REACH.search(body):
+        return False  # an edit of the text or thing on screen, not a standing wish
     if (HEDGE.search(body) and not REACH.search(body)) or REACTION.search(body):
         return False  # a proposal for the work at hand, or a reaction to it
     if REMARK.match(body) and not CONDITION.search(body) and not RULE_CUE.search(REMARK.sub("", body)):
@@ -154,3 +180,81 @@ def user_text(e: Event) -> str:
     lines = [SHELL_PROMPT.split(ln)[0] for ln in text.splitlines() if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln)]
     text = "\n".join(lines)
     return re.sub(r"^/[\w:.-]+\s*", "", text.strip())
+
+
+# "here..we dont need to preface everything": typed prompts often run sentences together with dots.
+_DOTS = re.compile(r"(?<!\.)(?<!\betc)\s*(?:\.{2,}|…)\s*(?=[a-z])")
+
+
+def prompt_sentences(words: str) -> list[str]:
+    """The sentences of a prompt's words: Markdown sentences and list items, then lower-case
+    sentences ("done. now run it") and dot-joined ones ("awkward here..we dont need…"), never split
+    inside a code span (`main..HEAD`)."""
+    out = []
+    for sent in sentences(words):
+        for part in LOWER_SENT.split(sent):
+            start = 0
+            for m in _DOTS.finditer(part):
+                if part[: m.start()].count("`") % 2 == 0:  # not inside a code span
+                    out.append(part[start : m.start()].strip())
+                    start = m.end()
+            out.append(part[start:].strip())
+    return [s for s in out if len(s) >= 3]
+
+
+MAX_AGENT_CHARS = 4_000_000  # the agent's words kept for quote checks (the latest)
+MIN_QUOTE_CHARS = 24
+_NOT_WORDS = re.compile(r"(?m)^[ \t]*[+>-]|[`*_#]|\\n")
+
+
+def _flat(text: str) -> str:
+    return " ".join(_NOT_WORDS.sub(" ", text).lower().split())
+
+
+def _strings(value: object, depth: int = 0) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if depth > 8:
+        return []
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [s for v in value for s in _strings(v, depth + 1)] if isinstance(value, list) else []
+
+
+class AgentWords:
+    """What the agent has said and written so far in a session (its messages, the text of its tool
+    calls: files it wrote, patches, commands). A user's sentence found in it is pasted back — a
+    draft under review, a line of the agent's answer asked about — not the user's own words, so
+    never a rule of theirs ("A skill should teach one repeatable workflow, not become a manual")."""
+
+    def __init__(self) -> None:
+        self._new: list[str] = []
+        self._text = ""
+
+    def add(self, e: Event) -> None:
+        if e.kind is EventKind.ASSISTANT:
+            self._new.append(_flat(e.text or ""))
+        elif e.kind is EventKind.TOOL_CALL:
+            self._new += [_flat(s) for s in _strings(e.arguments)]
+
+    def quotes(self, sentence: str) -> bool:
+        said = _flat(sentence).rstrip(".!?;: ")
+        if len(said) < MIN_QUOTE_CHARS or said.count(" ") < 3:
+            return False
+        if self._new:
+            self._text = (self._text + "\n" + "\n".join(self._new))[-MAX_AGENT_CHARS:]
+            self._new = []
+        return said in self._text
+
+
+def own_sentences(events: list[Event]) -> dict[int, list[str]]:
+    """Each human prompt's sentences in the user's own words (redacted; quotes of the agent left
+    out), by the prompt's seq: what Phase 1 reads rules, facts and requests from, and replay too."""
+    agent = AgentWords()
+    out: dict[int, list[str]] = {}
+    for e in events:
+        if e.kind is EventKind.HUMAN:
+            out[e.seq] = [s for s in prompt_sentences(redact(user_text(e))) if not agent.quotes(s)]
+        else:
+            agent.add(e)
+    return out

@@ -16,11 +16,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dsh_memory.models import EventKind, Session
-from dsh_memory.phase1.facts import sentences
+from dsh_memory.models import Session
 from dsh_memory.phase1.postprocess import STOP
-from dsh_memory.phase1.user_words import LOWER_SENT, rule_text, user_text
-from dsh_memory.transcript.redact import redact
+from dsh_memory.phase1.user_words import own_sentences, rule_text
 
 MAX_RULES_PER_SESSION = 50  # a session is untrusted input: its rules are bounded
 MIN_SHARE = 0.6
@@ -40,11 +38,9 @@ _SHORT_STOP = set(
 def standing_instructions(session: Session, limit: int = MAX_RULES_PER_SESSION) -> list[str]:
     """The standing instructions the user typed in `session`, in order, each once (redacted)."""
     out: list[str] = []
-    for e in session.events:
-        if e.kind is not EventKind.HUMAN or e.seq < session.inherited_cut:
+    for seq, prompt in own_sentences(session.events).items():
+        if seq < session.inherited_cut:
             continue
-        words = redact(user_text(e))
-        prompt = [c for sent in sentences(words) for c in LOWER_SENT.split(sent)]
         for n in range(len(prompt)):
             text = rule_text(prompt, n)
             if text and text not in out:
