@@ -418,7 +418,8 @@ def test_continuations_list_items_change_reports_and_what_is_left_are_not_facts(
     "Version bumped 1.2 → 1.3 in `package.json`" and "Plan saved locally at `docs/plan.md`" report
     a change; "Only three cases remain in `README.md`" and "… subagent now, scoped to `a.md`" say
     how the work stood; "My recommendation is `repo-overview`…" is the agent's opinion, "After
-    reviewing all the code, …" how it got there. "e.g."
+    reviewing all the code, …" how it got there, "Wait, …" a thought; "part of this task" is this
+    session's; "`a.ts` — Passes `x` to …" says what was done to a file, not what it is. "e.g."
     does not end a sentence."""
     said = [
         'And line 716: `header=""` is hardcoded in `finalize_pr`.',
@@ -430,6 +431,10 @@ def test_continuations_list_items_change_reports_and_what_is_left_are_not_facts(
         "Task 1 is with a fresh implementer subagent now, scoped only to `skills/tour/SKILL.md`.",
         "My recommendation is `repo-overview` because it matches the trigger phrases.",
         "After reviewing all the relevant code, the `AGENTS.md` merge is already handled in `engine.ts`.",
+        "Wait, `ContextTab.tsx` is not listed as modified or untracked.",
+        "Only the two `prompt-generator` files are part of this task.",
+        "`src/engine.ts` — Passes `ctx.inventory` to all 3 runner call sites.",
+        "`assets/logo.svg` — was corrupted (it held a 404 page), now contains the real logo.",
         "The synthesis costs an extra API call, so `entire` only runs it when asked (e.g. `entire explain "
         "--generate`).",
     ]

@@ -31,7 +31,8 @@ PROGRESS = re.compile(
     r"^(let me|let's|now\b|next\b|first\b|then\b|okay|ok\b|good|great|perfect|done|excellent|alright|all set|"
     r"looking|checking|reading|running|searching|starting|continuing|found|i\b|i'm|i'll|i've|i'd|we\b|we'll|we're|"
     r"here's|here is|this is|that's|sure|got it|understood|you're right|summary|changes|added|updated|created|"
-    r"changed|removed|fixed|implemented|refactored|moved|renamed|wrote|committed|pushed|ran|all \d+|both)\b",
+    r"changed|removed|fixed|implemented|refactored|moved|renamed|wrote|committed|pushed|ran|all \d+|both|"
+    r"wait|hmm+|actually|oh|oops)\b",
     re.I,
 )
 FIRST_PERSON = re.compile(
@@ -105,6 +106,7 @@ STATE = re.compile(
     r"|\bnow (?:points?|works?|passes|pass|builds?|compiles?|loads?|resolves?|lands?|shows?|appears?|succeeds?)\b"
     r"|\bwill now\b|\b(?:tests?|checks?|builds?|CI|suite) (?:now |all |both )*(?:pass(?:es)?|green|succeeds?)\b"
     # what is left of a clean-up, "right now": "Only three cases remain", "the only remaining hits are …"
+    r"|\b(?:part of|for|in|during) (?:this|the current) (?:task|pr|pull request|session|change|commit)\b"
     r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)",
     re.I,
 )
@@ -112,10 +114,11 @@ STATE = re.compile(
 # (what a file does, its subject in the lead the item sits under), "Version bumped 0.3.0 → 0.4.0",
 # "Skill rewritten: …", "Plan complete and saved locally to …".
 FRAGMENT = re.compile(
-    r"^[A-Z][a-z]+s\s+(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b"
+    r"^[A-Z][a-z]+s\s+(?:(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b|`)"
     r"|^(?:New\s+)?(?:(?!(?:is|are|was|were|has|have|had|uses?)\b)\S+\s+){1,3}"
     r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped)\b"
 )
+WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
 BREAKS = re.compile(r"\b(fails?|failing|will fail|breaks?|crash(?:es)?|errors? (?:out|with))\b", re.I)
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
 # A sentence that introduces a list ("Version lives in 5 files to keep in sync:") and its items.
@@ -177,7 +180,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
     led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
     if led:
         rest = s[led.end() :]
-        return 0 if NARRATION.match(rest) or len(rest) < 20 else 2
+        # … but not what was done to it: "— Passes `ctx` to all 3 call sites", "— was corrupted, now …"
+        return 0 if NARRATION.match(rest) or FRAGMENT.match(rest) or WAS.match(rest) or len(rest) < 20 else 2
     if NARRATION.match(s) or TASK_VERB.match(s) or FRAGMENT.match(s) or " — " in s[:60]:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
     if FIRST_PERSON.search(plain) or why_not_memory(s) or s.count("`") % 2:
