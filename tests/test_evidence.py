@@ -435,6 +435,7 @@ def test_continuations_list_items_change_reports_and_what_is_left_are_not_facts(
         "Only the two `prompt-generator` files are part of this task.",
         "`src/engine.ts` — Passes `ctx.inventory` to all 3 runner call sites.",
         "`assets/logo.svg` — was corrupted (it held a 404 page), now contains the real logo.",
+        "Branch: `add-what-happened-skill` (27 commits ahead of main)",
         "The synthesis costs an extra API call, so `entire` only runs it when asked (e.g. `entire explain "
         "--generate`).",
     ]

@@ -102,6 +102,7 @@ STATE = re.compile(
     r"|\bno (?:leftover|remaining|more)\b|\bleftover\b|\bconflict markers?\b"
     r"|\b(?:has|have)(?:n'?t| not)(?: yet)? been (?:merged|pushed|committed|released|deployed)\b"
     r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
+    r"|\b\d+ commits? (?:ahead|behind)\b"
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
     r"|\bnow (?:points?|works?|passes|pass|builds?|compiles?|loads?|resolves?|lands?|shows?|appears?|succeeds?)\b"
     r"|\bwill now\b|\b(?:tests?|checks?|builds?|CI|suite) (?:now |all |both )*(?:pass(?:es)?|green|succeeds?)\b"
@@ -176,7 +177,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
     if not (40 <= len(s) <= 400) or s.endswith(("?", ":")) or PROGRESS.match(s) or is_table_row(s):
         return 0
     if WHERE_LED.match(s) and CODE.search(s):
-        return 2
+        return 0 if STATE.search(plain) else 2  # not "Branch: `x` (27 commits ahead of main)"
     led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
     if led:
         rest = s[led.end() :]
