@@ -109,7 +109,7 @@ class MemorySettingsBlock(SettingsBlock):
             if value is not None:
                 roots[roots_field] = None if value == OFF else expand(value, e)
         if roots:
-            overrides["roots"] = SourceRoots.from_env(e).model_copy(update=roots)
+            overrides["roots"] = {**SourceRoots.env_dirs(e), **roots}
         return MemorySettings.from_env(e, **overrides)
 
 

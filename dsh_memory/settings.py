@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-chat"
@@ -69,7 +69,8 @@ def problems(model: type[BaseModel], exc: ValidationError, name: Callable[[str],
     parts = []
     for err in exc.errors(include_url=False):
         field = str(err["loc"][0]) if err["loc"] else ""
-        text = f"{name(field) or '.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
+        where = ".".join(str(p) for p in err["loc"])
+        text = f"{name(where) or name(field) or where or 'value'}: {err['msg']}"
         if field not in secret and "input" in err and not isinstance(err["input"], dict):
             got = repr(str(err["input"]) if isinstance(err["input"], PurePath) else err["input"])
             text += f" (got {got[:80]}{'…' if len(got) > 80 else ''})"
@@ -85,7 +86,9 @@ def _validated(model: type[BaseModel], values: dict, overrides: dict, what: str,
     except ValidationError as exc:
         from dsh_memory.errors import ConfigError
 
-        def variable(field: str) -> str | None:
+        def variable(field: str) -> str | None:  # a source folder's (roots.codex_sessions) is named too
+            if field in SOURCE_VARIABLES_BY_LOC:
+                return SOURCE_VARIABLES_BY_LOC[field]
             return " or ".join(names[field]) if field in values and field not in overrides and field in names else None
 
         raise ConfigError(f"invalid dsh-memory {what}: {problems(model, exc, variable)}") from None
@@ -98,13 +101,33 @@ class SourceRoots(BaseModel):
     codex_sessions: Path | None = Field(None, description="Codex rollouts ($CODEX_HOME/sessions)")
     claude_projects: Path | None = Field(None, description="Claude Code transcripts ($CLAUDE_CONFIG_DIR/projects)")
 
+    @field_validator("dsh_sessions", "codex_sessions", "claude_projects")
+    @classmethod
+    def _absolute(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        """A relative folder would be read from each command's folder (a hook runs in the session's
+        project, so each project would be searched for its own `.codex/sessions`)."""
+        if v is not None and not v.is_absolute():
+            variable = SOURCE_VARIABLES[info.field_name]
+            raise ValueError(f"{v} is not an absolute path: set {variable} to one (or unset it)")
+        return v
+
+    @staticmethod
+    def env_dirs(env: Mapping[str, str] | None = None) -> dict[str, Path]:
+        """The source folders the environment names (unchecked: validated where they are used)."""
+        return {
+            "dsh_sessions": dsh_home(env) / "sessions",
+            "codex_sessions": codex_home(env) / "sessions",
+            "claude_projects": claude_config_dir(env) / "projects",
+        }
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SourceRoots:
-        return cls(
-            dsh_sessions=dsh_home(env) / "sessions",
-            codex_sessions=codex_home(env) / "sessions",
-            claude_projects=claude_config_dir(env) / "projects",
-        )
+        """The source folders from the environment; a relative one is a ConfigError."""
+        return _validated(cls, cls.env_dirs(env), {}, "setting", {})
+
+
+SOURCE_VARIABLES = {"dsh_sessions": "DSH_HOME", "codex_sessions": "CODEX_HOME", "claude_projects": "CLAUDE_CONFIG_DIR"}
+SOURCE_VARIABLES_BY_LOC = {**SOURCE_VARIABLES, **{f"roots.{k}": v for k, v in SOURCE_VARIABLES.items()}}
 
 
 class MemorySettings(BaseModel):
@@ -231,7 +254,7 @@ class MemorySettings(BaseModel):
         e = env_mapping(env)
         values: dict = environment_values(MEMORY_ENV_NAMES, e)
         root = values.get("memory_root") or (dsh_home(e) / "memories")
-        values.update(memory_root=Path(root).expanduser(), roots=SourceRoots.from_env(e))
+        values.update(memory_root=Path(root).expanduser(), roots=SourceRoots.env_dirs(e))
         return _validated(cls, values, overrides, "setting", MEMORY_ENV_NAMES)
 
 

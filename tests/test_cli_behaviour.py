@@ -360,6 +360,22 @@ def test_a_relative_memory_root_is_a_configuration_error(tmp_path, monkeypatch, 
     assert home.exit_code == 0, home.output
 
 
+@pytest.mark.parametrize("variable", ["DSH_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"])
+def test_a_relative_source_folder_is_a_configuration_error(tmp_path, monkeypatch, variable):
+    """CODEX_HOME=.codex was read from the folder each command ran in: a hook runs in the session's
+    project, so each project was searched for its own `.codex/sessions` and its sessions were
+    never found. Refused like a relative memory root (exit 4, one line naming the variable)."""
+    monkeypatch.chdir(tmp_path)
+    env = {variable: "agent-home", "DSH_MEMORY_ROOT": str(tmp_path / "mem"), "DSH_MEMORY_IGNORE_BLOCKS": "1"}
+    for args in (["status"], ["sessions"]):
+        text = invoke(args, env)
+        assert text.exit_code == 4, text.output
+        assert text.stderr.startswith(f"error: invalid dsh-memory setting: {variable}: "), text.stderr
+        assert "absolute" in text.stderr and text.stderr.count("\n") == 1
+    home = invoke(["status"], {**env, variable: "~/agent-home", "HOME": str(tmp_path)})
+    assert home.exit_code == 0, home.output
+
+
 @pytest.mark.parametrize("url", ["127.0.0.1:4200/api", "ftp://127.0.0.1/api"])
 @pytest.mark.parametrize(
     "args", [["status"], ["summary"], ["settings", "show"], ["settings", "save"], ["search", "uv"]], ids=" ".join
