@@ -141,3 +141,29 @@ def test_stdio_tools_resource_and_prompt(root):
 
     # read once + three searches hit the active rollout summary: four usage records
     assert StateStore(root).usage()["rollout_summaries/gateway-timeouts.md"][0] == 4
+
+
+def test_bad_tool_arguments_are_one_line_naming_the_argument(root):
+    """The SDK checked a tool's arguments first and answered with pydantic's multi-line report
+    ("1 validation error for memory_readArguments\\nstart_line\\n  Input should be …"); the core
+    checks them once, as for the CLI and the RPC: one line naming each bad argument. Arguments
+    the schema allows still work as given (a number as a JSON string too)."""
+    calls = {
+        "zero": ("memory_read", {"path": "MEMORY.md", "start_line": 0}),
+        "missing": ("memory_read", {"start_line": 2}),
+        "unknown": ("memory_read", {"path": "MEMORY.md", "line_offset": 1}),
+        "type": ("memory_search", {"queries": "gateway", "max_results": "many"}),
+        "good": ("memory_read", {"path": "MEMORY.md", "start_line": "2", "max_lines": 1}),
+    }
+
+    async def main() -> dict:
+        async with Client(_params(root)) as client:
+            return {k: await client.call_tool(name, args) for k, (name, args) in calls.items()}
+
+    out = anyio.run(main)
+    for key, arg in (("zero", "start_line"), ("missing", "path"), ("unknown", "line_offset"), ("type", "max_results")):
+        result = out[key]
+        text = result.content[0].text
+        assert result.is_error and "\n" not in text, text
+        assert "invalid arguments: " in text and arg in text, text
+    assert _structured(out["good"])["content"] == "The API gateway lives in services/gateway."

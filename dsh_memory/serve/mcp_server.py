@@ -104,9 +104,32 @@ def make_tool(run: Callable[..., Any], name: str, model: type, description: str,
     loose = tool.fn_metadata.arg_model
     config = ConfigDict(**{**loose.model_config, "extra": "forbid"})  # type: ignore[typeddict-item]
     strict = type(loose.__name__, (loose,), {"model_config": config, "__module__": loose.__module__})
-    tool.fn_metadata.arg_model = strict
-    tool.parameters = strict.model_json_schema(by_alias=True)
+    tool.parameters = strict.model_json_schema(by_alias=True)  # what clients are told
+    tool.fn_metadata.arg_model = _passthrough(loose)  # what is checked: by the core, once
     return tool
+
+
+_UNSET: Any = object()
+
+
+def _passthrough(typed: type) -> type:
+    """An argument model that hands every argument on as given (a missing one left out, an unknown
+    one kept): the operation's request model checks them (`readpath.dispatch`), as for the CLI and
+    the RPC, and a bad one is one line ("invalid arguments: start_line: Input should be
+    greater than or equal to 1"), where the SDK's own check answered with pydantic's multi-line
+    report."""
+    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+    from pydantic import ConfigDict, create_model
+
+    class Given(ArgModelBase):
+        model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+        def model_dump_one_level(self) -> dict[str, Any]:
+            given = {k: v for k, v in super().model_dump_one_level().items() if v is not _UNSET}
+            return {**given, **(self.model_extra or {})}
+
+    fields: dict[str, Any] = {name: (Any, _UNSET) for name in typed.model_fields}
+    return create_model(typed.__name__, __base__=Given, **fields)
 
 
 def build_server(settings: Any = None):
@@ -131,11 +154,12 @@ def build_server(settings: Any = None):
         read_only: bool = True,
     ):
         """The tool of one read-path operation: its parameters are generated from the operation's
-        request model (`readpath.OPERATIONS`); it runs the core function with this context's
-        settings (`readpath.call`) and returns `shape(result)`."""
+        request model (`readpath.OPERATIONS`); it validates them with that model and runs the core
+        function with this context's settings (`readpath.dispatch`, as the RPC does) and returns
+        `shape(result)`."""
 
         def run(**params: Any) -> Any:
-            return _call(lambda: shape(rp.call(ctx, operation, **params)))
+            return _call(lambda: shape(rp.dispatch(ctx, operation, params)))
 
         model, _ = rp.OPERATIONS[operation]
         return make_tool(run, TOOL_PREFIX + operation, model, description, returns, read_only)
