@@ -27,7 +27,7 @@ from dsh_memory.errors import DshMemoryError
 from dsh_memory.phase1.postprocess import (
     BOILERPLATE,
     WORD,
-    _near,
+    Seen,
     cut_reason,
     is_content,
     norm,
@@ -193,7 +193,7 @@ def clean_handbook(text: str, vocabulary_text: str) -> str:
     vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
     counts = Counter(w.lower() for w in WORD.findall(text or ""))
     out: list[str] = []
-    seen: list[str] = []
+    seen = Seen()
     fence = False
     for raw in (text or "").split("\n"):
         line = raw.rstrip()
@@ -201,7 +201,7 @@ def clean_handbook(text: str, vocabulary_text: str) -> str:
             fence = not fence
         if fence or line.strip().startswith("```") or not is_content(line) or line.strip() == "v1":
             if line.startswith("# "):  # a new task group: the same bullet may hold in two projects
-                seen = []
+                seen = Seen()
             out.append(line)
             continue
         if BOILERPLATE.search(line):
@@ -213,9 +213,9 @@ def clean_handbook(text: str, vocabulary_text: str) -> str:
                 continue
             line = trimmed
         key = norm(line)
-        if len(key) >= 12 and any(_near(key, k) for k in seen):
+        if len(key) >= 12 and seen.near(key):
             continue
-        seen.append(key)
+        seen.add(key)
         out.append(line)
     return "\n".join(out).rstrip() + "\n" if any(s.strip() for s in out) else ""
 
