@@ -157,6 +157,45 @@ def test_read_size_cap_sets_truncated(store):
     assert res.next_start_line == res.end_line + 1
 
 
+def test_read_streams_a_large_file_and_splits_lines_as_search_does(store, monkeypatch):
+    """`read` loaded the whole file to return a page (an archive grown over months, or a 300 MB
+    file, cost its size several times over). It reads in chunks now, holding a chunk and the page:
+    the same lines, line count and page as splitting the whole text (every line break
+    `str.splitlines` knows, "\r\n" across a chunk's edge, a line longer than a page), with
+    memory bounded by the chunk, not the file."""
+    import random
+    import tracemalloc
+
+    from dsh_memory.readpath import files
+
+    rng = random.Random(3)
+    breaks = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028"]
+    target = store.root / "skills" / "archive.md"
+    for trial in range(40):
+        lines = ["".join(rng.choices("ab é✓", k=rng.randint(0, 12))) for _ in range(rng.randint(0, 30))]
+        text = "".join(line + rng.choice(breaks) for line in lines) + rng.choice(["", "tail", "x" * 70_000])
+        target.write_text(text, encoding="utf-8", newline="")
+        sizes = [1, 2, 5, 64] if len(text) < 1000 else [4096, 1 << 20]  # (1 char at a time: 70k steps)
+        monkeypatch.setattr(files, "READ_CHUNK_CHARS", rng.choice(sizes))
+        whole = text.splitlines()
+        start = rng.randint(1, max(len(whole), 1))
+        res = rp.read(store, "skills/archive.md", start_line=start, max_lines=rng.randint(1, 40))
+        assert res.total_lines == len(whole), trial
+        page = [ln[: files.MAX_READ_CHARS - 1] if len(ln) > files.MAX_READ_CHARS else ln for ln in whole]
+        assert res.content == "\n".join(page[start - 1 : res.end_line]), trial
+
+    monkeypatch.setattr(files, "READ_CHUNK_CHARS", 1 << 20)
+    with target.open("w") as f:
+        for i in range(200_000):  # ≈ 20 MB
+            f.write(f"line {i:07d} of an archive that grew for months, kept for the record\n")
+    tracemalloc.start()
+    res = rp.read(store, "skills/archive.md", start_line=100_000, max_lines=3)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert res.total_lines == 200_000 and res.content.startswith("line 0099999 of an archive")
+    assert peak < 12 * 2**20, peak  # the file is ≈ 20 MB; whole, it cost > 60 MB
+
+
 @pytest.mark.parametrize(
     "bad",
     [

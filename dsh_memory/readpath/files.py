@@ -107,13 +107,10 @@ def read(
         raise UserInputError(f"{rel or '.'} is a directory; use list")
     if not stat_mod.S_ISREG(st.st_mode):
         raise UserInputError(f"not a regular file: {rel}")
-    text = target.read_bytes().decode("utf-8", errors="replace")
-    lines = text.splitlines()
-    total = len(lines)
     first = req.start_line - 1  # index of the first returned line
+    window, total = _window(target, first, req.max_lines)
     if req.start_line > max(total, 1):
         raise UserInputError(f"start_line {req.start_line} is past the end of {rel} ({total} lines)")
-    window = lines[first : first + req.max_lines]
     fit = bisect_right(list(accumulate(len(line) + 1 for line in window)), MAX_READ_CHARS)  # lines within the cap
     cut = fit < len(window)
     # a single giant line: return its head rather than nothing
@@ -131,6 +128,37 @@ def read(
         truncated=more or cut,
         next_start_line=end + 1 if more else None,
     )
+
+
+READ_CHUNK_CHARS = 1 << 20
+
+
+def _window(path: Any, first: int, count: int) -> tuple[list[str], int]:
+    """Lines `first` … `first + count - 1` (0-based) of a file and how many lines it has, split as
+    `str.splitlines` splits them (search's line numbers), holding one chunk and the window at a
+    time: an archive grown over months is not loaded whole to return a page of it. A line longer
+    than a page keeps only its head (all `read` returns of it)."""
+    window: list[str] = []
+    total = 0
+    pending = ""  # a line not ended yet: the next chunk may go on with it (or end its "\r" with "\n")
+
+    def take(line: str) -> None:
+        nonlocal total
+        if first <= total < first + count:
+            window.append(line.splitlines()[0])
+        total += 1
+
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        for chunk in iter(lambda: f.read(READ_CHUNK_CHARS), ""):
+            parts = (pending + chunk).splitlines(keepends=True)
+            pending = parts.pop()
+            for line in parts:
+                take(line)
+            if len(pending) > MAX_READ_CHARS + 1:
+                pending = pending[: MAX_READ_CHARS + 1] + ("\r" if pending.endswith("\r") else "")
+    if pending:
+        take(pending)
+    return window, total
 
 
 def add(store: Any, note: str, *, now: datetime | None = None, **params: Any) -> AddResult:
