@@ -40,9 +40,12 @@ def call_keys(decision: Decision, settings: MemorySettings) -> dict:
 
 def start(ctx: MemoryContext, settings: MemorySettings, decision: Decision, claimed: bool) -> bool:
     """Take the session's claim. `claimed`: the run claimed its batch up front; the claim is taken
-    again if still this process's (another run's takeover of a stale one still wins)."""
+    again if still this process's (another run's takeover of a stale one still wins). The claim
+    says which log it reads (`forget --project` asks where a running session works)."""
+    ref = decision.ref
+    now = datetime.now(UTC)
     return ctx.state.try_start(
-        decision.ref.id, datetime.now(UTC), stale_after_s=settings.stale_claim_seconds, reclaim=claimed
+        ref.id, now, settings.stale_claim_seconds, source=ref.source, path=str(ref.path), reclaim=claimed
     )
 
 

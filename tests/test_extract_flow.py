@@ -244,6 +244,39 @@ def test_forget_while_the_session_is_being_extracted_never_lets_it_back(monkeypa
     assert StateStore(root).get_claim(sid) is None
 
 
+def test_forget_project_while_one_of_its_sessions_is_being_extracted_refuses(monkeypatch, tmp_path, fixtures_dir, fake):
+    """`forget --project` during the model call of one of that project's sessions: the run then
+    wrote the project's recap and raw memory after the forget, so the project was back in memory
+    (a first extraction has no recap yet, so nothing excluded the session). Forget refuses while
+    such an extraction runs (exit 5, naming the session) and works once it ended."""
+    from typer.testing import CliRunner
+
+    from dsh_memory import readers
+    from dsh_memory.cli import app
+    from dsh_memory.settings import MemorySettings
+
+    root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+    sid = "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64"
+    cwd = readers.load(readers.find(MemorySettings.from_env().roots, sid)).cwd
+    during: list = []
+
+    def forget_then_answer(request: dict):
+        during.append(CliRunner().invoke(app, ["forget", "--project", cwd]))
+        return memory_reply(request)
+
+    fake.handler = forget_then_answer
+    from dsh_memory.flows.extract import extract_flow
+
+    summary = extract_flow(session_ids=[sid], respect_idle=False)
+    assert [o.outcome for o in summary.outcomes] == ["extracted"] and len(during) == 1
+    assert during[0].exit_code == 5 and sid in during[0].output, during[0].output
+    after = CliRunner().invoke(app, ["forget", "--project", cwd])
+    assert after.exit_code == 0, after.output
+    store = MemoryStore(root)
+    assert not [s for s in store.list_rollout_summaries() if s.provenance["session_id"] == sid]
+    assert not [b for b in store.read_raw_blocks() if b.session_id == sid]
+
+
 def test_session_text_cannot_close_the_transcript_frame_or_add_prompt_lines():
     """What a session holds (a fetched page, a folder name) reaches the model inside the
     transcript frame: it cannot close the frame and write instructions after it."""

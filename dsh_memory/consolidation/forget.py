@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from dsh_memory import scope as sc
 from dsh_memory.errors import NotFoundError, UserInputError
+from dsh_memory.models import SessionRef
+from dsh_memory.readers.header import session_cwd
 from dsh_memory.storage.locks import AlreadyRunning, phase_lock
 from dsh_memory.storage.state_schema import owner_is_gone
 from dsh_memory.storage.store_format import parse_front_matter
@@ -77,6 +80,10 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
         return any(sc.matches(project, t, is_repo=True) for t in targets)
 
     with phase_lock(store.root, "phase2"):
+        busy = [c.session_id for c in state.claims().values() if _running_here(c, mine)]
+        if busy:  # its run would write the project's recap and raw memory after this
+            msg = f"session {busy[0]} of this project is being extracted right now: forget it once that run ends"
+            raise AlreadyRunning("extract", msg)
         retired, sessions = [], set()
         for info in store.list_rollout_summaries():
             prov = info.provenance or {}
@@ -103,6 +110,21 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
         "notes_archived": notes_archived,
         "sessions_excluded": sorted(sessions),
     }
+
+
+def _running_here(claim: Any, mine) -> bool:
+    """A live extraction of a session whose log (its header's cwd) is in the project `mine` names."""
+    if claim.status != "running" or owner_is_gone(claim.owner) or not claim.path:
+        return False
+    try:
+        st = os.stat(claim.path)
+        ref = SessionRef(
+            id=claim.session_id, source=claim.source, path=Path(claim.path), size=st.st_size, mtime_ns=st.st_mtime_ns
+        )
+    except (OSError, ValueError):  # the log is gone, or the claim names no known source
+        return False
+    cwd = session_cwd(ref)
+    return bool(cwd) and mine(sc.project_root(cwd) or cwd)
 
 
 def _note_project(store: Any, rel: str) -> str | None:
