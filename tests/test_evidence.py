@@ -51,6 +51,10 @@ def test_build_and_test_commands_are_kept_and_exploration_is_not():
 def test_commands_are_normalized_as_a_next_session_would_type_them():
     assert normalize_command(f"cd {CWD} && make test 2>&1 | tail -5", CWD) == "make test"
     assert normalize_command(f"cd {CWD}/api && uv run pytest -q || true", CWD) == "cd api && uv run pytest -q"
+    # a display filter in the middle of a chain goes too (it was kept: "bun run test | tail -20 && …")
+    assert normalize_command("bun run test | tail -20 && bun run lint", CWD) == "bun run test && bun run lint"
+    assert normalize_command("go test ./... | head -50; go vet ./...", CWD) == "go test ./...; go vet ./..."
+    assert normalize_command("rg x src | sort && make", CWD) == "rg x src | sort && make"
     assert is_build_command("make fast-ci") and is_build_command("FOO=1 uv run pytest tests/")
     for not_build in ("git diff", "ls", "python -c 'print(1)'", "npx create-next-app@latest app", "pip show x"):
         assert not is_build_command(not_build), not_build

@@ -296,6 +296,23 @@ def test_a_procedure_the_user_asked_to_remember_is_in_the_recap():
     assert "## Procedure\n1. edit `pyproject.toml`\n2. `make dist`\n3. `twine check dist/*`" in recap
 
 
+def test_a_word_of_a_pasted_plan_is_not_the_user_asking_for_a_procedure():
+    """ "Implement the following plan: …" with a 9 KB plan whose table names a "checklist": the
+    steps of that one implementation became a skill. A procedure is asked for in the user's own
+    words (a long paste counts by its first line)."""
+    plan = "Implement the following plan:\n\n# Prompt plan\n" + "\n".join(
+        f"| Compact section {i} | the JSON formatting checklist | 65 lines | 5 lines |" for i in range(40)
+    )
+    s = make_session(
+        ("user", plan),
+        ("tool", "Edit", {"file_path": f"{CWD}/prompts/a.md", "old_string": "x", "new_string": "y"}, "", False),
+        _bash("bun run test", "ok"),
+        _bash("bun run lint", "ok"),
+        cwd=CWD,
+    )
+    assert len(plan) > 1200 and gather(s).procedure == []
+
+
 def test_an_error_that_opens_a_piped_output_is_a_failure_not_a_success_that_fixes_another():
     s = make_session(
         ("user", "Run the tests."),

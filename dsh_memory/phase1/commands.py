@@ -184,7 +184,7 @@ def normalize_command(line: str, cwd: str | None) -> str:
         s = re.sub(rf"^cd\s+['\"]?{root}/?['\"]?\s*(&&|;)\s*", "", s)
         s = re.sub(rf"^cd\s+['\"]?{root}/([^'\"\s]+)['\"]?", r"cd \1", s)  # a subfolder: relative
         s = re.sub(rf"(?<=\s)['\"]?{root}/?['\"]?(?=\s|$)", ".", s)  # the folder itself as an argument
-    s = re.sub(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*$", "", s)
+    s = re.sub(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*?(?=\s*(?:&&|;|\|\||$))", "", s)  # mid-chain too
     s = re.sub(r"\s+2>&1|\s+2>/dev/null|\s+>\s*/dev/null|\s*\|\|\s*true\s*$", "", s)
     cut = re.sub(r"\s*;\s*echo\b.*$", "", s)  # `…; echo "done"`, unless that cuts a `( … )` in two
     return (cut if cut.count("(") == cut.count(")") else s).strip()

@@ -156,8 +156,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
         turn = len(turns) - 1
         turn_ok = turns[-1][1]
         if e.kind is EventKind.HUMAN:
-            turns.append((bool(PROCEDURE_ASK.search(e.text or "")), []))
             words = redact(user_text(e))
+            # asked in the user's words, not a word of a pasted plan ("… verbose checklists")
+            turns.append((bool(PROCEDURE_ASK.search(words)), []))
             ev.user_chars += len(words)
             ev.first_prompt = ev.first_prompt or clip(words, 400)
             pending_rules = []
