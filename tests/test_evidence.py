@@ -440,8 +440,22 @@ def test_continuations_list_items_change_reports_and_what_is_left_are_not_facts(
         "`src/engine.ts` — Passes `ctx.inventory` to all 3 runner call sites.",
         "`assets/logo.svg` — was corrupted (it held a 404 page), now contains the real logo.",
         "Branch: `add-what-happened-skill` (27 commits ahead of main)",
+        "The 3 failures are in `prompt-builder` tests because of the `JSON_OUTPUT_REMINDER` change.",
+        "Stage only the version bump and `SKILL.md`.",
         "The synthesis costs an extra API call, so `entire` only runs it when asked (e.g. `entire explain "
         "--generate`).",
     ]
     s = make_session(("user", "Review the skill."), ("assistant", "\n".join(said)), cwd=CWD)
     assert gather(s).facts == [said[-1]]
+
+
+def test_a_users_remark_on_the_work_at_hand_is_not_a_project_fact():
+    """ "This is not appropriate based on our recent changes where we point CLAUDE.md at
+    `@AGENTS.md`" says what the user thinks of the change on screen; "The deploy script is
+    `scripts/deploy.sh`" says how the project is."""
+    s = make_session(
+        ("user", "This is not appropriate based on our recent changes where we point CLAUDE.md at `@AGENTS.md`."),
+        ("user", "The deploy script is `scripts/deploy.sh`."),
+        cwd=CWD,
+    )
+    assert gather(s).user_facts == ["The deploy script is `scripts/deploy.sh`."]

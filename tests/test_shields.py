@@ -348,3 +348,27 @@ def test_a_fix_command_is_shown_whole_with_its_query_and_one_too_long_to_show_ma
         cwd=CWD,
     )
     assert gather(s).shields == []  # a fix that cannot be shown whole is not written half
+
+
+def test_a_call_the_user_turned_down_is_no_failure_and_a_destructive_fix_is_no_lesson():
+    """A tool call the user rejected ("The user doesn't want to proceed with this tool use…") did
+    not fail and did not run: it was a shield with that text as its error, and a rejected edit was
+    in the code map. A failure "fixed" by a force push (or `reset --hard`, `--no-verify`…) is that
+    moment's call: obeyed in a later session it loses work, so it is no shield."""
+    refused = "The user doesn't want to proceed with this tool use. The tool use was rejected. STOP what you are doing"
+    s = make_session(
+        ("user", "Push the branch."),
+        _bash("git push --force-with-lease origin feat", refused, True),
+        ("tool", "Edit", {"file_path": f"{CWD}/README.md", "old_string": "a", "new_string": "b"}, refused, True),
+        _bash("git push origin feat", "error: failed to push some refs to 'https://github.com/acme/app.git'", True),
+        _bash("git push --force origin feat", "+ 1a2b3c...4d5e6f feat -> feat (forced update)"),
+        _bash("git commit -m wip", "error: pre-commit hook failed (ruff)", True),
+        _bash("git commit --no-verify -m wip", "[feat 1a2b3c] wip"),
+        _bash("python app.py", "ModuleNotFoundError: No module named 'torch'", True),
+        _bash("pip install -r requirements.txt", "Successfully installed torch"),
+        _bash("python app.py", "ok"),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert [(x.command, x.fix) for x in ev.shields] == [("python app.py", "`pip install -r requirements.txt`")]
+    assert ev.edited == []

@@ -49,6 +49,7 @@ from dsh_memory.phase1.facts import (
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
+    DEICTIC,
     MAX_RULE_CHARS,
     QUESTION,
     USER_FACT,
@@ -63,6 +64,10 @@ MAX_TRIVIAL_USER_CHARS = 400  # the no-op gate: more user text than this may hol
 PROCEDURE_ASK = re.compile(
     r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
     re.I,
+)
+# A call the user turned down (Claude Code's answer; Codex's "… rejected by user"): not a run.
+REFUSED = re.compile(
+    r"\s*(?:The user doesn't want to proceed with this tool use\b|[^\n]{0,60}\brejected by (?:the )?user\b)"
 )
 AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
@@ -171,6 +176,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                         pending_rules.append(r)
                 elif (
                     USER_FACT.match(s)
+                    and not DEICTIC.match(s)  # "This is not appropriate …": said of the work at hand
                     and not QUESTION.search(s)
                     and len(s) <= MAX_RULE_CHARS
                     and (CODE.search(s) or _PATHLIKE.search(s))
@@ -197,6 +203,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             if result is None and i + 1 < len(events) and events[i + 1].kind is EventKind.TOOL_RESULT:
                 result = events[i + 1]
             output = (result.text or "") if result is not None else ""
+            if REFUSED.match(output):
+                continue  # the user turned the call down: it neither ran nor failed (nor edited)
             planned += plan_items(name, e.arguments)
             line, arguments = shell_line(e), e.arguments
             if line is not None and line.startswith("apply_patch"):  # Codex's patch through its shell tool

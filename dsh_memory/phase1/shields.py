@@ -84,12 +84,19 @@ def _kind(error: str) -> str:
     return m.group(1).lower() if m else ""
 
 
+# "`git push` failed …; fixed by `git push --force`": obeyed in a later session, it loses work.
+DESTRUCTIVE = re.compile(
+    r"\bgit\s+push\b[^`]*\s(?:-f|--force(?:-with-lease)?)\b|\bgit\s+reset\s+--hard\b|\bgit\s+clean\s+-\w*f"
+    r"|\bgit\s+checkout\s+(?:--\s|\.)|\bgit\s+restore\s|\brm\s+-\w*[rf]|\bgit\s+branch\s+-D\b|--no-verify\b"
+)
+
+
 def _shield(r: Run, why: str, fix: str, advised: bool = False) -> Shield | None:
     """The shield of the failed run `r`: its command (`shown`), its error, the agent's explanation
     up to its last whole clause; None when the command or the fix cannot be shown whole."""
     command = shown(r.line)
-    if not command or not fix:
-        return None
+    if not command or not fix or DESTRUCTIVE.search(fix):
+        return None  # a fix that throws work away is that moment's call, never a lesson to repeat
     return Shield(command=command, error=r.error, cause=clip_prose(why, 220), fix=fix, advised=advised)
 
 
