@@ -617,7 +617,8 @@ def test_rolled_back_turns_are_not_the_session(tmp_path: Path):
 def test_an_answers_memory_citation_block_is_not_what_the_agent_said(tmp_path: Path):
     """Codex with its memory feature ends an answer that used memory with an `<oai-mem-citation>`
     block (file:lines|note=[…] entries, rollout ids): bookkeeping, whose entries would otherwise
-    read as facts of the project. The answer is kept without it; a cut-off block goes too."""
+    read as facts of the project. The answer is kept without it; a cut-off block goes too. So do
+    the Codex app's action cards ('::git-commit{cwd="…"}'), which became recap lines."""
     cite = (
         "\n\n<oai-mem-citation>\n<citation_entries>\nMEMORY.md:10-12|note=[skills use explain without slash]\n"
         "</citation_entries>\n<rollout_ids>\n019c6e27-e55b-73d1-87d8-4e01f1f75043\n</rollout_ids>\n</oai-mem-citation>"
@@ -630,7 +631,12 @@ def test_an_answers_memory_citation_block_is_not_what_the_agent_said(tmp_path: P
             _assistant("The skill is `explain`, without a slash." + cite),
             _user("and the docs?"),
             _assistant("The docs say `explain` too.\n<oai-mem-citation>\n<citation_entries>\nMEMORY.md:3-4"),
+            _user("open a PR"),
+            _assistant(
+                'Opened the PR.\n::git-commit{cwd="/home/bob/proj"}\n'
+                '::git-create-pr{cwd="/home/bob/proj" branch="b" url="https://github.com/o/r/pull/1" isDraft=false}'
+            ),
         ],
     )
     answers = [e.text for e in codex.load(_ref(path)).events if e.kind is EventKind.ASSISTANT]
-    assert answers == ["The skill is `explain`, without a slash.", "The docs say `explain` too."]
+    assert answers == ["The skill is `explain`, without a slash.", "The docs say `explain` too.", "Opened the PR."]

@@ -169,11 +169,14 @@ def parse_json_maybe(value: Any) -> Any:
 # ("<oai-mem-citation><citation_entries>MEMORY.md:10-12|note=[…]…"): bookkeeping for the UI, not
 # something the agent said; left in, its entries read as facts of the project.
 _MEMORY_CITATION = re.compile(r"\s*<oai-mem-citation>.*?(?:</oai-mem-citation>|\Z)", re.S)
+# The Codex app's action cards, one per line at an answer's end ('::git-commit{cwd="…"}',
+# '::git-create-pr{… url="…"}'): what the app draws, not what the agent said.
+_APP_DIRECTIVE = re.compile(r"^[ \t]*::[a-z][\w-]*\{[^\n]*\}[ \t]*(?:\n|\Z)", re.M)
 
 
 class Events:
     """A reader's transcript events in file order; a tool result carries its call's tool name.
-    An answer's memory-citation block is not part of what the agent said (`_MEMORY_CITATION`)."""
+    An answer's memory-citation block and app directives are not part of what the agent said."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -181,8 +184,9 @@ class Events:
         self.call_names: dict[str, str] = {}
 
     def add(self, seq: int, kind: EventKind, time, **kw) -> Event:
-        if kind is EventKind.ASSISTANT and "<oai-mem-citation>" in (kw.get("text") or ""):
-            kw["text"] = _MEMORY_CITATION.sub("", kw["text"]).rstrip()
+        text = kw.get("text") or ""
+        if kind is EventKind.ASSISTANT and ("<oai-mem-citation>" in text or "::" in text):
+            kw["text"] = _APP_DIRECTIVE.sub("", _MEMORY_CITATION.sub("", text)).rstrip()
         ev = Event(seq=seq, kind=kind, time=time, **{"turn": self.turn, **kw})
         self.events.append(ev)
         return ev
