@@ -74,6 +74,7 @@ class ModelRouteBlock(SettingsBlock):
     phase1_max_tokens: int | None = _m("phase1_max_tokens")
     phase2_max_tokens: int | None = _m("phase2_max_tokens")
     timeout_seconds: float | None = _m("timeout_seconds")
+    call_deadline_seconds: float | None = _m("call_deadline_seconds")
     model_path: str | None = Field(
         None, description="Local GGUF model file, absolute or ~ (provider 'local'). Empty: $DSH_MEMORY_MODEL_PATH."
     )

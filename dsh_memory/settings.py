@@ -283,7 +283,14 @@ class ModelRoute(BaseModel):
         120.0,
         gt=0,
         description="HTTP timeout of a model call: the longest wait to connect or for the next bytes of its answer "
-        "(an endpoint that keeps the connection alive while it thinks, as DeepSeek does, may take longer in all)",
+        "(an endpoint that keeps the connection alive while it thinks, as DeepSeek does, may take longer in all: "
+        "call_deadline_seconds bounds that)",
+    )
+    call_deadline_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="The longest one model call may take in all, keep-alive blank lines included; then it fails "
+        "as a transient error (retried like a timeout)",
     )
     model_path: Path | None = Field(None, description="Local GGUF model file (provider 'local')")
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -374,3 +375,19 @@ def test_openai_reasoning_model_drops_temperature(srv):
         c = client.complete(MSGS, temperature=0.3, reasoning_effort="low")
     assert "temperature" not in srv.requests[0] and srv.requests[0]["reasoning_effort"] == "low"
     assert any("temperature dropped" in n for n in c.notes)
+
+
+def test_a_call_kept_alive_past_its_deadline_is_given_up_and_one_within_it_is_answered(srv):
+    """An endpoint that keeps a non-streaming answer alive with blank lines (DeepSeek, while it
+    thinks) never trips the per-read timeout: a call could hang for ever. `deadline_seconds`
+    bounds the whole call (a transient error, retried like a timeout); an answer that comes
+    after keep-alive lines within it is read as usual."""
+    srv.script(Reply.keepalive(1.0, then=Reply.tool(ARGS)))
+    with OpenAICompatLLM(srv.base_url, "fake-model", KEY, timeout_seconds=0.5, deadline_seconds=30) as client:
+        assert client.complete(MSGS, tool=SAVE).tool_calls[0].arguments == ARGS  # 20 blank lines, then JSON
+    srv.script(Reply.keepalive(60.0, then=Reply.tool(ARGS)))
+    started = time.monotonic()
+    with OpenAICompatLLM(srv.base_url, "fake-model", KEY, timeout_seconds=0.5, deadline_seconds=1.0) as client:
+        with pytest.raises(LLMTransientError, match="deadline"):
+            client.complete(MSGS, tool=SAVE)
+    assert time.monotonic() - started < 30  # not the 60 s the endpoint would have kept it

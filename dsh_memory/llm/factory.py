@@ -62,6 +62,7 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
             model,
             route.api_key,
             timeout_seconds=route.timeout_seconds,
+            deadline_seconds=route.call_deadline_seconds,
         )
     if provider == "local":
         from dsh_memory.llm.local import LocalLLM  # its runtime loads on the first call (local._runtime)

@@ -115,6 +115,7 @@ class OpenAICompatLLM(AbstractContextManager):
         api_key: SecretStr | str | None = None,
         *,
         timeout_seconds: float = 120.0,
+        deadline_seconds: float | None = None,
         flavor: str | None = None,
         metadata_lookup: bool = True,
     ):
@@ -129,6 +130,7 @@ class OpenAICompatLLM(AbstractContextManager):
             raise ValueError(f"unknown flavor {flavor!r} (deepseek, openai, generic)")
         self.flavor = flavor
         self.timeout_seconds = timeout_seconds
+        self.deadline_seconds = deadline_seconds
         self._key = api_key if isinstance(api_key, SecretStr) or api_key is None else SecretStr(api_key)
         self._metadata_lookup = metadata_lookup
         self._caps: _Caps | None = None
@@ -176,12 +178,28 @@ class OpenAICompatLLM(AbstractContextManager):
     def _post(self, url: str, body: dict) -> httpx.Response:
         try:
             # Ctrl-C / SIGTERM stops the wait for the answer (a call can take minutes).
-            return cancel.interruptible(lambda: self._client.post(url, json=body))
+            return cancel.interruptible(lambda: self._read_answer(url, body))
         except httpx.HTTPError as exc:  # no answer: transient
             kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
             raise LLMTransientError(
                 self._scrub(f"{kind} calling {self.base_url} ({type(exc).__name__}: {exc})")
             ) from None
+
+    def _read_answer(self, url: str, body: dict) -> httpx.Response:
+        """The answer, read as it arrives: `timeout_seconds` bounds each wait for bytes, and
+        `deadline_seconds` the whole call — an endpoint that keeps the connection alive with
+        blank lines while it thinks (DeepSeek) would otherwise hold it for ever."""
+        started = time.monotonic()
+        with self._client.stream("POST", url, json=body) as r:
+            parts = []
+            for part in r.iter_raw():
+                parts.append(part)
+                if self.deadline_seconds is not None and time.monotonic() - started > self.deadline_seconds:
+                    raise LLMTransientError(
+                        f"no complete answer from {self.base_url} within {self.deadline_seconds:g} s "
+                        "(the call's deadline, setting call_deadline_seconds)"
+                    )
+            return httpx.Response(r.status_code, headers=r.headers, content=b"".join(parts), request=r.request)
 
     # -- capabilities ------------------------------------------------------------------------
 

@@ -76,6 +76,12 @@ class Reply:
         """Close the connection without any response."""
         return cls("drop", **kw)
 
+    @classmethod
+    def keepalive(cls, seconds: float, then: Reply | None = None, every: float = 0.05) -> Reply:
+        """Headers at once, then a blank line every `every` s for `seconds` (as DeepSeek keeps a
+        non-streaming answer alive while it thinks), then `then`'s body (none: the stream ends)."""
+        return cls("keepalive", body=then, delay_seconds=seconds, headers={"x-every": str(every)})
+
 
 class FakeOpenAIServer:
     def __init__(
@@ -289,11 +295,35 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    def _keepalive(self, reply: Reply, request: dict) -> None:
+        """A chunked 200 whose body is blank lines for `delay_seconds`, then the answer's JSON."""
+        then: Reply | None = reply.body
+        body = json.dumps(completion_body(then, request, self.server_ref.model)).encode() if then else b""
+        every, until = float(reply.headers["x-every"]), time.monotonic() + (reply.delay_seconds or 0)
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            while time.monotonic() < until and not self.server_ref._stopping.is_set():
+                self.wfile.write(b"1\r\n\n\r\n")
+                self.wfile.flush()
+                time.sleep(every)
+            if body:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(body), body))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True  # the client gave up (its deadline fired)
+
     def _serve(self, reply: Reply, request: dict) -> None:
         fake = self.server_ref
-        fake._sleep(reply)
+        if reply.kind != "keepalive":
+            fake._sleep(reply)
         if reply.kind == "drop":
             self._drop()
+        elif reply.kind == "keepalive":
+            self._keepalive(reply, request)
         elif reply.kind == "error":
             self._send(reply.status, reply.body, reply.headers)
         else:
