@@ -1,4 +1,4 @@
-"""Near-duplicate checks of the clean-up: `postprocess.Seen` against the pairwise check it
+"""Near-duplicate checks of the clean-up: `phase1/near.Seen` against the pairwise check it
 replaced (each line against every kept one), on the same lines, in one run.
 
 Lines of 14 words drawn from 3,000 (seeded), every tenth a repeat; both sides keep the same
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dsh_memory.phase1.postprocess import Seen, _near  # noqa: E402
+from dsh_memory.phase1.near import Seen, near  # noqa: E402
 
 
 def lines(n: int) -> list[str]:
@@ -33,7 +33,7 @@ def lines(n: int) -> list[str]:
 def pairwise(keys: list[str]) -> list[str]:
     kept: list[str] = []
     for key in keys:
-        if not any(_near(key, k) for k in kept):
+        if not any(near(key, k) for k in kept):
             kept.append(key)
     return kept
 

@@ -221,12 +221,12 @@ def test_the_model_slot_is_held_around_the_model_call_only():
 
 
 def test_the_kept_lines_index_answers_as_the_pairwise_check_does():
-    """`Seen` replaced a pairwise `_near` over every kept line (9 s for 2,000 lines, 57 s for
+    """`Seen` replaced a pairwise `near` over every kept line (9 s for 2,000 lines, 57 s for
     5,000): on lines drawn from a small vocabulary (equal lines, lines inside others, lines
     sharing most words) it keeps exactly what the pairwise check keeps."""
     import random
 
-    from dsh_memory.phase1.postprocess import Seen, _near
+    from dsh_memory.phase1.near import Seen, near
 
     rng = random.Random(7)
     vocab = [f"w{i}" for i in range(14)] + ["`make test`", "src/app.py", "the", "a"]
@@ -243,7 +243,7 @@ def test_the_kept_lines_index_answers_as_the_pairwise_check_does():
                 lines.append(" ".join(rng.choices(vocab, k=rng.randint(2, 16))))
         seen, kept_pairwise, answers = Seen(), [], []
         for key in lines:
-            pairwise = any(_near(key, k) for k in kept_pairwise)
+            pairwise = any(near(key, k) for k in kept_pairwise)
             assert seen.near(key) == pairwise, (key, kept_pairwise)
             answers.append(pairwise)
             if not pairwise:

@@ -24,10 +24,10 @@ from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
 from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE, read_optional
 from dsh_memory.errors import DshMemoryError
+from dsh_memory.phase1.near import Seen
 from dsh_memory.phase1.postprocess import (
     BOILERPLATE,
     WORD,
-    Seen,
     cut_reason,
     is_content,
     norm,
