@@ -442,6 +442,8 @@ def test_continuations_list_items_change_reports_and_what_is_left_are_not_facts(
         "Branch: `add-what-happened-skill` (27 commits ahead of main)",
         "The 3 failures are in `prompt-builder` tests because of the `JSON_OUTPUT_REMINDER` change.",
         "Stage only the version bump and `SKILL.md`.",
+        "Filter to repos that have `.entire/settings.json` where `entire status --json` reports enabled.",
+        "Confirm + execute: the skill runs `entire session attach <id> --force` per repo.",
         "The synthesis costs an extra API call, so `entire` only runs it when asked (e.g. `entire explain "
         "--generate`).",
     ]
