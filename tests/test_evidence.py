@@ -383,6 +383,7 @@ def test_edits_of_the_text_on_screen_are_not_rules_and_a_rule_in_a_chatty_prompt
         "never say 'simply' in the docs",
         "Use pnpm, not npm.",
         "do not add a lockfile",  # an order, not a question
+        "stop adding emojis to commit messages",  # a plan verb in a fact is a step; here, a rule
     ]
     assert [s for s in gone + kept if is_rule(s)] == kept
     prompt = "the plugin name is awkward here..we dont need to preface everything with the word Acme ..so how else?"
