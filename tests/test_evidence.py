@@ -445,6 +445,7 @@ def test_continuations_list_items_change_reports_and_what_is_left_are_not_facts(
         "Stage only the version bump and `SKILL.md`.",
         "Filter to repos that have `.entire/settings.json` where `entire status --json` reports enabled.",
         "Confirm + execute: the skill runs `entire session attach <id> --force` per repo.",
+        "`land_pr` tests - update from `_CapturingScreen` to note that it now delegates to `app.py`.",
         "The synthesis costs an extra API call, so `entire` only runs it when asked (e.g. `entire explain "
         "--generate`).",
     ]

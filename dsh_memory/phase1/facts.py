@@ -115,11 +115,14 @@ STATE = re.compile(
     r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)",
     re.I,
 )
-# Not a sentence about the project but a list item or a change report: "Explains the one gotcha: …"
+# Not a sentence about the project but a list item, a plan's item or a change report: "Explains the one gotcha: …"
 # (what a file does, its subject in the lead the item sits under), "Version bumped 0.3.0 → 0.4.0",
 # "Skill rewritten: …", "Plan complete and saved locally to …".
 FRAGMENT = re.compile(
     r"^[A-Z][a-z]+s\s+(?:(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b|`)"
+    # a plan's item, "what - what to do with it": "`land_pr` tests - update from `X` to …"
+    r"|^.{3,100}?\s[-–—]\s(?:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|make|"
+    r"extract|split|merge)\b"
     r"|^(?:New\s+)?(?:(?!(?:is|are|was|were|has|have|had|uses?)\b)\S+\s+){1,3}"
     r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped)\b"
 )
