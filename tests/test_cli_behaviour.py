@@ -178,6 +178,19 @@ def test_serve_refuses_a_port_out_of_range_before_starting_anything(tmp_path, op
     assert f"Invalid value for '{option}'" in r.stderr and not prefect_home.exists()
 
 
+@pytest.mark.parametrize("variable,value", [("DSH_MEMORY_CONCURRENCY", "abc"), ("DSH_MEMORY_TIMEOUT_SECONDS", "0")])
+def test_serve_refuses_a_bad_environment_setting_before_starting_anything(tmp_path, variable, value):
+    """`serve` started its Prefect server (≈ 15 s, a database in its home) before it read the
+    settings, then failed on a bad environment value; it is one line and exit 4 before anything
+    starts (a saved block is not consulted for it: the variable itself is wrong)."""
+    prefect_home = tmp_path / "serve-prefect"
+    env = clean_env(tmp_path, DSH_MEMORY_PREFECT_HOME=str(prefect_home), **{variable: value})
+    r = cli(["serve", "--port", str(free_port()), "--no-boot-catch-up"], env, timeout=90)
+    assert r.returncode == 4 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("error: invalid dsh-memory ") and f"setting: {variable}: " in r.stderr, r.stderr
+    assert "Prefect" not in r.stderr and not prefect_home.exists()
+
+
 def test_demo_with_a_file_as_its_workdir_is_one_line(tmp_path):
     """`demo --workdir FILE` was a FileExistsError traceback (exit 1)."""
     workdir = tmp_path / "not-a-folder"

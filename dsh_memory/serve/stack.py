@@ -44,6 +44,11 @@ def serve_stack(host: str, port: int, prefect_port: int, boot_catch_up: bool, ec
         remedy="`serve` binds loopback only; for remote clients run "
         "`dsh-memory http --allow-remote` behind an authenticating proxy",
     )
+    from dsh_memory.settings_loader import resolve_settings
+
+    # A bad environment value (DSH_MEMORY_CONCURRENCY=abc): ConfigError (exit 4) now, not after
+    # the Prefect server started (~15 s) — even when a saved block would set that field.
+    resolve_settings(use_blocks=False)
     prefect_home = default_prefect_home()
     lock = StackLock(prefect_home).acquire()  # a second serve: StackAlreadyRunning (exit 5)
     from dsh_memory.context import memory_context
