@@ -384,6 +384,7 @@ def test_edits_of_the_text_on_screen_are_not_rules_and_a_rule_in_a_chatty_prompt
         "Use pnpm, not npm.",
         "do not add a lockfile",  # an order, not a question
         "stop adding emojis to commit messages",  # a plan verb in a fact is a step; here, a rule
+        "don't mention AI in commit messages",  # wording, but an order with its cue first
     ]
     assert [s for s in gone + kept if is_rule(s)] == kept
     prompt = "the plugin name is awkward here..we dont need to preface everything with the word Acme ..so how else?"
@@ -394,7 +395,8 @@ def test_edits_of_the_text_on_screen_are_not_rules_and_a_rule_in_a_chatty_prompt
 
 def test_a_users_quote_of_the_agents_own_words_is_not_their_rule():
     """Asked about a draft, a user pastes its lines back ("what does this mean? …"): a line the
-    agent wrote (in a message or a file) is not the user's rule, however it reads."""
+    agent wrote (in a message or a file) is not the user's rule, however it reads. A one-line
+    prompt in the agent's words is the user's own (agreeing with what the agent proposed)."""
     draft = (
         "3. Keep the change focused. A skill should teach an agent one repeatable\n   workflow, not become a manual."
     )
@@ -411,10 +413,13 @@ def test_a_users_quote_of_the_agents_own_words_is_not_their_rule():
         ("user", "what does that mean?\nThere is no build system in this repo, so contributors only edit Markdown."),
         ("user", f"is this too long?\n{draft}"),
         ("user", "Never push to main without asking."),
+        ("assistant", "Should I keep the lockfile out of commits, always, in this repo?"),
+        ("user", "keep the lockfile out of commits, always, in this repo"),  # one line: the user's own
         cwd=CWD,
     )
-    assert [r.text for r in gather(s).rules] == ["Never push to main without asking."]
-    assert rules.standing_instructions(s) == ["Never push to main without asking."]
+    said = ["Never push to main without asking.", "keep the lockfile out of commits, always, in this repo"]
+    assert [r.text for r in gather(s).rules] == said
+    assert rules.standing_instructions(s) == said
 
 
 def test_continuations_list_items_change_reports_and_what_is_left_are_not_facts():

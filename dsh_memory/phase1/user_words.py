@@ -136,7 +136,8 @@ def is_rule(s: str) -> bool:
         return False
     if not RULE_CUE.search(body):
         return False
-    at_hand = AT_HAND.search(body) or WORDING.search(body) or (HERE.search(body) and not ORDER.match(body))
+    # an order with its cue first is a rule of the repo: "don't use npm here", "don't mention AI in commits"
+    at_hand = AT_HAND.search(body) or ((WORDING.search(body) or HERE.search(body)) and not ORDER.match(body))
     if at_hand and not REACH.search(body):
         return False  # an edit of the text or thing on screen, not a standing wish
     if (HEDGE.search(body) and not REACH.search(body)) or REACTION.search(body):
@@ -254,7 +255,11 @@ def own_sentences(events: list[Event]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for e in events:
         if e.kind is EventKind.HUMAN:
-            out[e.seq] = [s for s in prompt_sentences(redact(user_text(e))) if not agent.quotes(s)]
+            words = redact(user_text(e))
+            said = prompt_sentences(words)
+            # a quote comes with the user's own words around it ("what does this mean? <pasted>");
+            # a prompt that is one line, even in the agent's words, is the user's ("Use pnpm, not npm.")
+            out[e.seq] = [s for s in said if not agent.quotes(s)] if words.strip().count("\n") else said
         else:
             agent.add(e)
     return out
