@@ -3,7 +3,10 @@
 Real sessions are mostly task instructions ("fix the failing test"), and a memory that keeps them
 as rules is obeyed wrongly in every later session. A standing wish has a rule cue ("don't", "X
 should live in Y", "use A, not B", "from now on") or restates one ("I told you…", "my workflow
-is…"); `is_rule` says which sentences are one.
+is…"); `is_rule` says which sentences are one — not an edit of the text or thing on screen
+("just say docs", "remove that"). `own_sentences` says which sentences are the user's: typed
+sentences run together with dots are read one by one, and a line the agent wrote earlier, pasted
+back into a longer prompt, is a quote.
 """
 
 from __future__ import annotations
