@@ -66,7 +66,8 @@ class Vault:
     def csrf_valid(self, nonce: str | None, action: str, token: str | None) -> bool:
         if not nonce or not token or len(nonce) > 200 or len(token) > 200:
             return False
-        return hmac.compare_digest(self.csrf_token(nonce, action), token)
+        # as bytes: compare_digest refuses a str with non-ASCII characters (a forged form's token)
+        return hmac.compare_digest(self.csrf_token(nonce, action).encode(), token.encode())
 
     def render(self, request: Request, template: str, code: int = 200, **data: Any) -> HTMLResponse:
         nonce = request.cookies.get(COOKIE) or ""
