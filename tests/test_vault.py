@@ -151,6 +151,17 @@ def test_a_line_that_is_not_a_number_opens_the_file_at_the_top(client, line):
     assert page.status_code == 200 and 'class="hit"' not in page.text
 
 
+def test_a_cited_line_the_file_no_longer_has_opens_it_at_the_top(client, settings):
+    """A link to a line past the file's end (the file emptied or shortened since the search that
+    cited it): the file from its first line, not an error about a start_line nobody gave."""
+    (settings.memory_root / "extensions/emptied.md").write_text("")
+    for path in ("extensions/emptied.md", "MEMORY.md"):
+        page = client.get("/vault/file", params={"path": path, "view": "lines", "line": "999"})
+        assert page.status_code == 200, page.text[-300:]
+        assert 'class="hit"' not in page.text
+    assert 'id="L1"' in page.text  # MEMORY.md from its first line, not its last one alone
+
+
 def test_add_then_delete_a_note(client, settings):
     store = MemoryStore(settings.memory_root)
     before = set(store.list_notes())

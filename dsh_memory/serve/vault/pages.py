@@ -153,8 +153,9 @@ def file_view(ctx: MemoryContext, path: str, view: str = "rendered", line: int |
     if not (len(listing.entries) == 1 and listing.entries[0].type == "file" and listing.entries[0].path == rel):
         return {"path": rel, "directory": True, "entries": listing.entries}
     result = shown = read(ctx.store, rel, max_lines=MAX_READ_LINES, usage=False)
-    if view == "lines" and line and line > result.end_line:  # a cited line past the first part: around it
-        start = min(max(1, line - LINES_BEFORE_CITED), result.total_lines)
+    # a cited line past the first part: around it (one the file no longer has: from the top)
+    if view == "lines" and line and result.end_line < line <= result.total_lines:
+        start = max(1, line - LINES_BEFORE_CITED)
         shown = read(ctx.store, rel, start_line=start, max_lines=MAX_READ_LINES, usage=False)
     fields, body = parse_front_matter(result.content) if rel.endswith(".md") else ({}, result.content)
     session = str(fields.get("session_id") or "") if rel.startswith("rollout_summaries/") else ""
