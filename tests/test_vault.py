@@ -244,6 +244,16 @@ def test_forget_a_session_from_the_sessions_page(client, settings):
         assert st.overrides()[SESSION] == "exclude" and SESSION not in st.claims()
 
 
+def test_forget_plans_only_the_summaries_forgetting_retires(client, settings):
+    """The confirm step lists what the forget will retire: a summary with no session (an import's)
+    is not the session 'None''s."""
+    MemoryStore(settings.memory_root).write_rollout_summary("imported-notes", {"source": "import"}, "# Imported\n")
+    confirm, do = _act(client, "forget", "/vault/sessions", session="None")
+    assert "imported-notes" not in confirm.text and "Retire its 0 rollout summaries" in confirm.text
+    assert "retired: nothing" in do().text
+    assert (settings.memory_root / "rollout_summaries/imported-notes.md").exists()
+
+
 def test_dsh_memory_http_serves_the_vault_and_says_when_no_prefect_server_would_run_a_flow(settings, tmp_path):
     """`dsh-memory http` as a user starts it, without a Prefect server: extraction and
     consolidation are not pretended, the page says why and offers no confirm button."""

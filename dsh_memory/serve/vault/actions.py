@@ -78,7 +78,8 @@ def plan(ctx: MemoryContext, action: str, form: dict[str, str]) -> Plan:
         return Plan(f"Delete {rel}", steps, {"path": rel}, danger=True)
     if action == "forget":
         sid = _one(form, "session")
-        mine = [i.rel for i in ctx.store.list_rollout_summaries() if str((i.provenance or {}).get("session_id")) == sid]
+        summaries = ctx.store.list_rollout_summaries()  # as retire_session matches them: None is no session
+        mine = [i.rel for i in summaries if str((i.provenance or {}).get("session_id") or "") == sid]
         raw = sum(1 for b in ctx.store.read_raw_blocks() if b.session_id == sid)
         return Plan(
             f"Forget session {sid}",
