@@ -345,6 +345,18 @@ def test_guard_takes_forms_only_for_vault_actions_and_json_only_elsewhere(client
     assert dup.status_code == 400
 
 
+def test_the_vaults_own_forms_work_when_served_on_an_allowed_remote_host(settings):
+    """`http --host 192.0.2.2 --allow-remote`: the browser posts the vault's forms with that
+    Origin, its own; they are taken (another site's Origin is still refused)."""
+    remote = "http://192.0.2.2:8765"
+    with TestClient(create_app(settings, mcp=False, allowed_hosts=["192.0.2.2"]), base_url=remote) as c:
+        tok = token(c.get("/vault/browse").text, "add")
+        own = c.post("/vault/act/add", data={"csrf": tok, "note": "x"}, headers={"Origin": remote})
+        assert own.status_code == 200 and "This will:" in own.text
+        other = c.post("/vault/act/add", data={"csrf": tok, "note": "x"}, headers={"Origin": "http://evil.example"})
+        assert other.status_code == 403
+
+
 def test_settings_page_masks_the_key_and_names_each_source(tmp_path, monkeypatch):
     secret = "sk-vaulttest-0123456789abcdef0123456789"
     monkeypatch.setenv("DSH_MEMORY_API_KEY", secret)

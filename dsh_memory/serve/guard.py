@@ -2,7 +2,7 @@
 check of every command that serves. One definition of the request-size bound, too.
 
   * `Host` must name a loopback address (DNS rebinding) → else 403;
-  * an `Origin`, when present, must be loopback too; `Origin: null` is refused → 403;
+  * an `Origin`, when present, must be loopback too (or an allowed host); `Origin: null` is refused → 403;
     requests without Origin (curl, local tools) are allowed: they already hold the machine;
   * POST bodies must be `application/json` → else 415, and at most MAX_BODY_BYTES → else 413;
     under the `form_paths` prefixes (the vault's actions, HTML forms) they must be
@@ -67,13 +67,15 @@ def check_bind_host(host: str, allow_remote: bool = False, remedy: str = "pass -
         raise UserInputError(f"refusing to bind {host}: not loopback ({remedy})")
 
 
-def is_loopback_origin(origin: str) -> bool:
+def is_loopback_origin(origin: str, allowed: frozenset[str] = LOOPBACK_HOSTS) -> bool:
+    """An Origin header value whose host is loopback (or one of `allowed`, the hosts `--host`
+    serves on: the vault's own pages post with that Origin)."""
     try:
         parts = urlsplit(origin.strip())
         host = parts.hostname
     except ValueError:
         return False
-    return parts.scheme in ("http", "https") and host is not None and is_loopback_address(host)
+    return parts.scheme in ("http", "https") and host is not None and is_loopback_address(host, allowed)
 
 
 class LoopbackGuard:
@@ -100,7 +102,7 @@ class LoopbackGuard:
             await _deny(scope, receive, send, 403, "forbidden: non-loopback Host header")
             return
         origin = headers.get("origin")
-        if origin is not None and not is_loopback_origin(origin):
+        if origin is not None and not is_loopback_origin(origin, self.allowed):
             await _deny(scope, receive, send, 403, "forbidden: cross-origin request")
             return
         if scope["method"] != "POST":
