@@ -162,6 +162,21 @@ def test_a_cited_line_the_file_no_longer_has_opens_it_at_the_top(client, setting
     assert 'id="L1"' in page.text  # MEMORY.md from its first line, not its last one alone
 
 
+def test_a_directory_listing_cut_at_its_bound_says_so(client, settings):
+    """A folder with more entries than a listing holds (rollout_summaries/ after years of
+    sessions): the page says it shows only the first ones, not that this is the whole folder."""
+    from dsh_memory.readpath.models import MAX_LIST_RESULTS
+
+    folder = settings.memory_root / "extensions/many"
+    folder.mkdir()
+    for i in range(MAX_LIST_RESULTS + 1):
+        (folder / f"f{i:05d}.md").write_text("x")
+    page = client.get("/vault/file", params={"path": "extensions/many"}).text
+    assert f"f{MAX_LIST_RESULTS:05d}.md" not in page and f"f{MAX_LIST_RESULTS - 1:05d}.md" in page
+    assert f"the first {MAX_LIST_RESULTS:,} entries" in page
+    assert "the first" not in client.get("/vault/file", params={"path": "extensions"}).text
+
+
 def test_add_then_delete_a_note(client, settings):
     store = MemoryStore(settings.memory_root)
     before = set(store.list_notes())

@@ -14,7 +14,7 @@ from dsh_memory.errors import DshMemoryError, NotFoundError, PathGuardError
 from dsh_memory.readpath import list_dir, read, search, summary
 from dsh_memory.readpath._common import is_active_rollout
 from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
-from dsh_memory.readpath.models import MAX_READ_LINES
+from dsh_memory.readpath.models import MAX_LIST_RESULTS, MAX_READ_LINES
 from dsh_memory.settings_loader import describe_settings, prefect_api_url, resolve_settings
 from dsh_memory.storage.store_format import parse_front_matter
 
@@ -148,10 +148,11 @@ def browse(ctx: MemoryContext) -> dict[str, Any]:
 
 def file_view(ctx: MemoryContext, path: str, view: str = "rendered", line: int | None = None) -> dict[str, Any]:
     """One file (rendered or numbered lines) or one directory's listing, with the actions it allows."""
-    listing = list_dir(ctx.store, path, max_results=2000)
+    listing = list_dir(ctx.store, path, max_results=MAX_LIST_RESULTS)
     rel = listing.path
     if not (len(listing.entries) == 1 and listing.entries[0].type == "file" and listing.entries[0].path == rel):
-        return {"path": rel, "directory": True, "entries": listing.entries}
+        cut = MAX_LIST_RESULTS if listing.next_cursor else None  # a listing's bound: say it is not all
+        return {"path": rel, "directory": True, "entries": listing.entries, "cut": cut}
     result = shown = read(ctx.store, rel, max_lines=MAX_READ_LINES, usage=False)
     # a cited line past the first part: around it (one the file no longer has: from the top)
     if view == "lines" and line and result.end_line < line <= result.total_lines:
