@@ -111,3 +111,31 @@ def test_starting_a_deployment_nobody_registered_says_who_registers_it(prefect_a
 
     with pytest.raises(NotFoundError, match="dsh-memory serve"):
         start_run("consolidate/not-registered-anywhere", {})
+
+
+@pytest.mark.e2e
+def test_without_serves_deployment_the_vault_starts_the_pool_one_deploy_registered(prefect_api):
+    """`dsh-memory deploy` (work pools, no `serve`) registers `<name>-pool` only: the vault's
+    Consolidate now / Re-run extraction start that one, not a NotFound naming `serve`."""
+    import uuid
+
+    from prefect.client.orchestration import get_client
+
+    from dsh_memory.serve.deployments import POOL_SUFFIX, import_entrypoint, load_spec, start_run
+
+    (spec,) = [s for s in load_spec() if s["name"] == "consolidate"]
+    name = f"vault-{uuid.uuid4().hex[:8]}"  # no other test on this shared server has it
+    flow = import_entrypoint(spec["entrypoint"])
+    deployment_id = flow.to_deployment(name=name + POOL_SUFFIX).apply()
+    run_id = None
+    try:
+        started = start_run(f"consolidate/{name}", {"force": True})
+        run_id = started["id"]
+        assert started["deployment"] == f"consolidate/{name}{POOL_SUFFIX}"
+        with get_client(sync_client=True) as client:
+            assert client.read_flow_run(run_id).deployment_id == deployment_id
+    finally:  # nobody serves it here
+        with get_client(sync_client=True) as client:
+            if run_id:
+                client.delete_flow_run(run_id)
+            client.delete_deployment(deployment_id)

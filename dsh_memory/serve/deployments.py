@@ -129,8 +129,9 @@ def ui_url(api_url: str | None) -> str | None:
 
 def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ask the configured Prefect server to run one of our deployments now, without waiting: the
-    new flow run's id, name and UI address. ServiceUnavailableError without a (reachable) server;
-    NotFoundError when the deployment is not registered (no `dsh-memory serve`)."""
+    new flow run's id, name and UI address: `serve`'s deployment `name`, else `deploy`'s
+    `name-pool`. ServiceUnavailableError without a (reachable) server; NotFoundError when neither
+    is registered."""
     from dsh_memory.settings_loader import prefect_api_url
 
     url = prefect_api_url(profile=True)
@@ -143,16 +144,22 @@ def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, 
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
 
-    try:
-        run = run_deployment(name, parameters=parameters or {}, timeout=0)
-    except ObjectNotFound:
+    run = None
+    for candidate in (name, name + POOL_SUFFIX):  # `serve`'s, else `deploy`'s (work pools, no `serve`)
+        try:
+            run = run_deployment(candidate, parameters=parameters or {}, timeout=0)
+            break
+        except ObjectNotFound:
+            continue
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise ServiceUnavailableError(f"the Prefect API at {url} does not answer ({type(exc).__name__})") from None
+    if run is None:
         raise NotFoundError(
-            f"the deployment {name} is not registered on {url}: `dsh-memory serve` registers it"
-        ) from None
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise ServiceUnavailableError(f"the Prefect API at {url} does not answer ({type(exc).__name__})") from None
+            f"the deployment {name} is not registered on {url}: `dsh-memory serve` registers it "
+            f"(`dsh-memory deploy`: {name}{POOL_SUFFIX})"
+        )
     ui = ui_url(url)
-    return {"id": str(run.id), "name": run.name, "deployment": name, "url": f"{ui}/runs/flow-run/{run.id}"}
+    return {"id": str(run.id), "name": run.name, "deployment": candidate, "url": f"{ui}/runs/flow-run/{run.id}"}
 
 
 def in_this_mode(full_name: str) -> str:
