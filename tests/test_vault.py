@@ -310,6 +310,57 @@ def test_dsh_memory_http_serves_the_vault_and_says_when_no_prefect_server_would_
 CSRF_CASES = ["no token", "other action's token", "non-ASCII token", "no cookie", "other cookie", "other process"]
 
 
+def test_a_prefect_server_that_fails_the_request_is_one_clear_message(settings, tmp_path):
+    """`dsh-memory http` pointed at a Prefect API that answers 500 (a server in trouble, or a proxy
+    in front of none): Consolidate now says the API failed (503), not "internal error"."""
+    import subprocess
+    import sys
+    import threading
+
+    from tests.vault_helpers import free_port
+
+    failing = socket.create_server(("127.0.0.1", 0))
+
+    def answer_500():
+        while True:
+            try:
+                conn, _ = failing.accept()
+            except OSError:  # closed: the test is over
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    threading.Thread(target=answer_500, daemon=True).start()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DSH_MEMORY_"))}
+    env.update(
+        DSH_MEMORY_ROOT=str(settings.memory_root),
+        PREFECT_HOME=str(tmp_path / "ph"),
+        DSH_MEMORY_IGNORE_BLOCKS="1",
+        PREFECT_API_URL=f"http://127.0.0.1:{failing.getsockname()[1]}/api",
+    )
+    cmd = [sys.executable, "-m", "dsh_memory.cli", "http", "--port", str(port), "--no-mcp"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if proc.poll() is not None or httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                threading.Event().wait(0.1)
+        with httpx.Client(base_url=base, timeout=60) as c:
+            _, forced = plan_and_confirm(c, "consolidate", "/", {})
+            assert forced.status_code == 503, forced.text[-500:]
+            assert re.search(r'id="error">the Prefect API at http://127.0.0.1:\d+/api answered 500<', forced.text)
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=20)[0]
+        failing.close()
+    assert "Traceback" not in out, out
+
+
 @pytest.mark.parametrize("case", CSRF_CASES)
 def test_every_post_needs_the_csrf_token_of_its_action(client, settings, case):
     note_dir = settings.memory_root / "extensions/ad_hoc/notes"

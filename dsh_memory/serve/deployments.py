@@ -153,6 +153,10 @@ def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, 
             continue
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ServiceUnavailableError(f"the Prefect API at {url} does not answer ({type(exc).__name__})") from None
+        except httpx.HTTPStatusError as exc:
+            raise ServiceUnavailableError(f"the Prefect API at {url} answered {exc.response.status_code}") from None
+        except httpx.HTTPError as exc:  # a timeout, not HTTP at all (after the client's retries)
+            raise ServiceUnavailableError(f"the Prefect API at {url} failed ({type(exc).__name__})") from None
     if run is None:
         raise NotFoundError(
             f"the deployment {name} is not registered on {url}: `dsh-memory serve` registers it "
