@@ -131,6 +131,24 @@ def test_search_hits_link_to_their_lines(client):
     assert 'id="L3" class="hit"' in lines
 
 
+@pytest.mark.parametrize(
+    "q,mode",
+    [
+        ("release tag", "all_on_same_line"),  # both words on the line, in another order than typed
+        ("release tag", "all_within_lines"),
+        ("zebra tag", "any"),  # either word: "zebra" is nowhere
+        ('"make release" first', "all_on_same_line"),  # a quoted phrase is one query
+    ],
+)
+def test_the_line_modes_take_each_word_typed_as_a_query(client, q, mode):
+    """The vault's line modes do what their names say (as `dsh-memory search WORD WORD`): every
+    word in the box is a query, a "quoted phrase" one query; not the whole text as one substring."""
+    html = client.get("/vault/search", params={"q": q, "mode": mode}).text
+    assert "MEMORY.md:5" in html, html[-1500:]  # "- Deploy with `make release`; tag first."
+    nothing = client.get("/vault/search", params={"q": "release zebra", "mode": "all_on_same_line"}).text
+    assert "0 hits" in nothing
+
+
 def test_a_search_hit_past_a_long_files_first_part_is_shown(client, settings):
     """A page shows at most 64,000 characters of a file: a hit below that opens around its line
     (numbered as in the file), not at the top where it is missing."""

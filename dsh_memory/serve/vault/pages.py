@@ -5,6 +5,7 @@ is a person looking, not an agent using memory: its reads and searches record no
 
 from __future__ import annotations
 
+import re
 from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +22,7 @@ from dsh_memory.storage.store_format import parse_front_matter
 NOTES_DIR = "extensions/ad_hoc/notes/"
 RETIRED_PREFIX = f"rollout_summaries/{RETIRED_DIR_NAME}/"
 LINES_BEFORE_CITED = 50  # a cited line past a file's first part is shown with this many lines above it
+QUERY_TERMS = re.compile(r'"([^"]*)"|(\S+)')  # a "quoted phrase" or a word
 PROVENANCE_SHOWN = ("session_id", "source", "cwd", "updated_at", "part", "extracted_at", "model", "provider", "path")
 
 
@@ -180,12 +182,21 @@ def file_view(ctx: MemoryContext, path: str, view: str = "rendered", line: int |
     }
 
 
+def _queries(q: str, mode: str) -> list[str]:
+    """The search box as queries: a question for ranked; for the line modes every word, a "quoted
+    phrase" as one (as `dsh-memory search WORD "A PHRASE"` takes them)."""
+    if mode == "ranked":
+        return [q]
+    return [t for t in (a or b for a, b in QUERY_TERMS.findall(q)) if t.strip()] or [q]
+
+
 def search_view(ctx: MemoryContext, q: str, mode: str = "ranked", path: str | None = None) -> dict[str, Any]:
     found = None
     if q.strip():
         semantic = ctx.settings.semantic_search
+        queries = _queries(q, mode)
         found = search(
-            ctx.store, [q], mode=mode, path=path or None, max_results=50, usage=False, semantic_search=semantic
+            ctx.store, queries, mode=mode, path=path or None, max_results=50, usage=False, semantic_search=semantic
         )
     return {"q": q, "mode": mode, "path": path or "", "result": found}
 
