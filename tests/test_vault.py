@@ -439,6 +439,8 @@ def test_the_vaults_own_forms_work_when_served_on_an_allowed_remote_host(setting
         assert own.status_code == 200 and "This will:" in own.text
         other = c.post("/vault/act/add", data={"csrf": tok, "note": "x"}, headers={"Origin": "http://evil.example"})
         assert other.status_code == 403
+        footer = c.get("/").text.split("<footer>", 1)[1]
+        assert "loopback only" not in footer and "served on 192.0.2.2" in footer  # not what it says on loopback
 
 
 def test_settings_page_masks_the_key_and_names_each_source(tmp_path, monkeypatch):
@@ -463,6 +465,7 @@ def test_vault_on_a_real_loopback_uvicorn(settings):
         with httpx.Client(base_url=base, timeout=10) as c:
             page = c.get("/vault/browse")
             assert page.status_code == 200 and COOKIE in page.headers["set-cookie"]
+            assert "served on loopback only" in page.text
             assert "HttpOnly" in page.headers["set-cookie"] and "SameSite=strict" in page.headers["set-cookie"]
             tok = token(page.text, "add")
             assert c.post("/vault/act/add", data={"note": "no token", "confirm": "yes"}).status_code == 403

@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError
+from dsh_memory.serve.guard import host_of, is_loopback_host
 from dsh_memory.serve.vault import actions, pages
 from dsh_memory.serve.vault.render import STATIC, environment
 
@@ -74,10 +75,12 @@ class Vault:
         fresh = not (0 < len(nonce) <= 200)
         if fresh:
             nonce = secrets.token_urlsafe(NONCE_BYTES)
+        host = request.headers.get("host", "")
         html = self.env.get_template(template).render(
             nav=NAV,
             here=request.url.path,
             memory_root=str(self.ctx.memory_root),
+            served_on=None if is_loopback_host(host) else host_of(host),  # `http --allow-remote`
             csrf=lambda action: self.csrf_token(nonce, action),
             csrf_field=FIELD,
             **data,
