@@ -328,6 +328,23 @@ def test_dsh_memory_http_serves_the_vault_and_says_when_no_prefect_server_would_
 CSRF_CASES = ["no token", "other action's token", "non-ASCII token", "no cookie", "other cookie", "other process"]
 
 
+@pytest.mark.parametrize("sid", ["$(touch pwned)", "a b; rm -rf x", "-x"])
+def test_the_terminal_command_a_confirm_step_names_is_safe_to_paste(client, sid):
+    """A session id comes from a session log's folder name (DSH: any characters): the command the
+    Re-run extraction step offers runs `extract` on that id, nothing else, when pasted."""
+    import html
+    import shlex
+
+    from tests.vault_helpers import FLOW_ACTIONS
+
+    action, page, _ = FLOW_ACTIONS[0]
+    plan = client.post(f"/vault/act/{action}", data={"csrf": token(client.get(page).text, action), "session": sid})
+    (line,) = re.findall(r"From a terminal: (.*?)</li>", plan.text)
+    words = shlex.split(html.unescape(line))
+    assert words[:2] == ["dsh-memory", "extract"] and words[-1] == sid
+    assert words[2:-1] == (["--"] if sid.startswith("-") else [])  # an id, not an option
+
+
 def test_a_prefect_server_that_fails_the_request_is_one_clear_message(settings, tmp_path):
     """`dsh-memory http` pointed at a Prefect API that answers 500 (a server in trouble, or a proxy
     in front of none): Consolidate now says the API failed (503), not "internal error"."""

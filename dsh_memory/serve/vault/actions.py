@@ -5,6 +5,7 @@ deployment run: without a Prefect server they say so instead of pretending.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -112,7 +113,7 @@ def plan(ctx: MemoryContext, action: str, form: dict[str, str]) -> Plan:
                 "Ask the Prefect server to run the extract-session deployment for this session now.",
                 "Phase 1 extracts it when it is new, grew since its last extraction, or failed; an up-to-date "
                 "session is left as it is. A successful extraction then requests a consolidation.",
-                f"From a terminal: dsh-memory extract {sid}",
+                f"From a terminal: dsh-memory extract {'-- ' if sid.startswith('-') else ''}{shlex.quote(sid)}",
             ],
             {"session": sid},
             blocked=_no_server(),
