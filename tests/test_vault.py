@@ -328,6 +328,17 @@ def test_dsh_memory_http_serves_the_vault_and_says_when_no_prefect_server_would_
 CSRF_CASES = ["no token", "other action's token", "non-ASCII token", "no cookie", "other cookie", "other process"]
 
 
+def test_re_running_extraction_of_an_excluded_session_says_it_would_be_skipped(client, settings):
+    """A session `forget --project` excluded keeps its row on the Sessions page: its Re-run
+    extraction step says extraction skips it, not that Phase 1 would extract it."""
+    with StateStore(settings.memory_root) as st:
+        st.set_override(SESSION, "exclude")
+    page = client.get("/vault/sessions").text
+    assert "(excluded)" in page
+    plan = client.post("/vault/act/extract", data={"csrf": token(page, "extract"), "session": SESSION})
+    assert re.search(r'id="blocked">[^<]*excluded', plan.text) and 'id="confirm"' not in plan.text
+
+
 @pytest.mark.parametrize("sid", ["$(touch pwned)", "a b; rm -rf x", "-x"])
 def test_the_terminal_command_a_confirm_step_names_is_safe_to_paste(client, sid):
     """A session id comes from a session log's folder name (DSH: any characters): the command the

@@ -54,6 +54,12 @@ def _no_server() -> str:
     )
 
 
+def _excluded(ctx: MemoryContext, sid: str) -> str:
+    if not ctx.state_exists() or ctx.state.overrides().get(sid) != "exclude":
+        return ""
+    return "This session is excluded (forgotten): extraction skips it, so a run would do nothing."
+
+
 def plan(ctx: MemoryContext, action: str, form: dict[str, str]) -> Plan:
     if action == "add":
         req = validate(AddRequest, note=_one(form, "note"), title=form.get("title", "").strip() or None)
@@ -116,7 +122,7 @@ def plan(ctx: MemoryContext, action: str, form: dict[str, str]) -> Plan:
                 f"From a terminal: dsh-memory extract {'-- ' if sid.startswith('-') else ''}{shlex.quote(sid)}",
             ],
             {"session": sid},
-            blocked=_no_server(),
+            blocked=_excluded(ctx, sid) or _no_server(),
         )
     if action == "consolidate":
         return Plan(
