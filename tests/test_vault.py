@@ -147,6 +147,8 @@ def test_the_line_modes_take_each_word_typed_as_a_query(client, q, mode):
     assert "MEMORY.md:5" in html, html[-1500:]  # "- Deploy with `make release`; tag first."
     nothing = client.get("/vault/search", params={"q": "release zebra", "mode": "all_on_same_line"}).text
     assert "0 hits" in nothing
+    many = client.get("/vault/search", params={"q": " ".join(f"w{i}" for i in range(17)), "mode": mode})
+    assert many.status_code == 400 and "at most 16 words" in many.text
 
 
 def test_a_search_hit_past_a_long_files_first_part_is_shown(client, settings):

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.context import MemoryContext
-from dsh_memory.errors import DshMemoryError, NotFoundError, PathGuardError
+from dsh_memory.errors import DshMemoryError, NotFoundError, PathGuardError, UserInputError
 from dsh_memory.readpath import list_dir, read, search, summary
 from dsh_memory.readpath._common import is_active_rollout
 from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
@@ -23,6 +23,7 @@ NOTES_DIR = "extensions/ad_hoc/notes/"
 RETIRED_PREFIX = f"rollout_summaries/{RETIRED_DIR_NAME}/"
 LINES_BEFORE_CITED = 50  # a cited line past a file's first part is shown with this many lines above it
 QUERY_TERMS = re.compile(r'"([^"]*)"|(\S+)')  # a "quoted phrase" or a word
+MAX_TERMS = 16  # SearchRequest.queries' bound
 PROVENANCE_SHOWN = ("session_id", "source", "cwd", "updated_at", "part", "extracted_at", "model", "provider", "path")
 
 
@@ -187,7 +188,10 @@ def _queries(q: str, mode: str) -> list[str]:
     phrase" as one (as `dsh-memory search WORD "A PHRASE"` takes them)."""
     if mode == "ranked":
         return [q]
-    return [t for t in (a or b for a, b in QUERY_TERMS.findall(q)) if t.strip()] or [q]
+    terms = [t for t in (a or b for a, b in QUERY_TERMS.findall(q)) if t.strip()] or [q]
+    if len(terms) > MAX_TERMS:
+        raise UserInputError(f'{mode} takes at most {MAX_TERMS} words or "phrases" (ranked takes a whole question)')
+    return terms
 
 
 def search_view(ctx: MemoryContext, q: str, mode: str = "ranked", path: str | None = None) -> dict[str, Any]:
