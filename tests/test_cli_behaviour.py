@@ -771,3 +771,18 @@ def test_interrupt_exits_130_with_a_json_error(tmp_path, prefect_api):
     assert proc.returncode == 130, err
     assert json.loads(out) == {"error": {"code": "interrupted", "message": "interrupted"}}
     assert "Traceback" not in err
+
+
+def test_a_failed_sessions_retry_command_is_quoted_for_the_shell():
+    """The retry hint printed `dsh-memory extract <id>` with the id as it is; a DSH session id is
+    a folder name, so "$(…)", ";" or a leading "-" ran or broke when the line was pasted."""
+    import shlex
+
+    from dsh_memory.cli.pipeline import failure_line
+
+    for sid in ("$(touch pwned)", "a b; rm -rf x", "-x", "9d4e6a2b"):
+        line = failure_line({"session": sid, "outcome": "failed", "error": "boom"})
+        command = line.split("now: ", 1)[1]
+        argv = shlex.split(command)
+        assert argv[:2] == ["dsh-memory", "extract"] and argv[-1] == sid, line
+        assert argv[2:-1] == (["--"] if sid.startswith("-") else []), line

@@ -52,7 +52,8 @@ def failure_line(o: dict) -> str:
     if o.get("parked"):
         how = "parked after repeated failures; resumes when the model works again, or now: dsh-memory extract --retry-parked"
     else:
-        how = f"retried automatically; now: dsh-memory extract {sid}"
+        # quoted: a DSH session id is a folder name ("$(…)", ";" or a leading "-" must not run or parse)
+        how = f"retried automatically; now: dsh-memory extract {'-- ' if sid.startswith('-') else ''}{shlex.quote(sid)}"
     attempt = f" (attempt {o['attempts']})" if o.get("attempts") else ""
     return f"failed: {sid}{attempt}: {error} — {how}"
 
