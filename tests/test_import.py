@@ -167,6 +167,10 @@ def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     (lay["topic"] / "laughs.md").write_text("\n".join([*laughs, "name: *i", "metadata:", "  type: *i", "---", "x"]))
     laughing = _rows(_import("claude", "--dry-run"))[("laughs.md", None)]
     assert laughing["action"] == "import" and laughing["kind"] == "topic"
+    # front matter nested deeper than the YAML parser can recurse is no front matter, not a traceback
+    (lay["topic"] / "deep.md").write_text("---\nname: " + "[" * 3000 + "]" * 3000 + "\n---\n- a rule\n")
+    deep = _rows(_import("claude", "--dry-run"))[("deep.md", None)]
+    assert deep["action"] == "import" and deep["kind"] == "topic"
     # a 1 MiB Codex handbook of tiny task groups is bounded like a folder of files
     groups = "".join(f"# Task Group: g{i}\n- rule {i}\n" for i in range(MAX_FILES + 1000))
     (lay["codex"] / "memories" / "MEMORY.md").write_text(groups)

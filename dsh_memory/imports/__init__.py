@@ -105,7 +105,8 @@ def _read(item: Item) -> str | None:
 def front_matter(text: str) -> tuple[dict, str]:
     """(fields, body) of a Markdown file with YAML front matter (`---` … `---`); {} when it has
     none or it is not a mapping. `type` may sit under `metadata:`. Only plain values are kept:
-    a list or mapping of aliases is tiny on disk but exponential as text (a billion laughs)."""
+    a list or mapping of aliases is tiny on disk but exponential as text (a billion laughs), and
+    one nested too deep for the parser is no front matter."""
     if not text.startswith("---"):
         return {}, text
     end = text.find("\n---", 3)
@@ -115,7 +116,7 @@ def front_matter(text: str) -> tuple[dict, str]:
 
     try:
         fields = yaml.safe_load(text[3:end])
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # RecursionError: `[[[[…` nested thousands deep
         return {}, text
     body = text[end + 4 :].lstrip("-").lstrip("\n")
     if not isinstance(fields, dict):
