@@ -250,7 +250,8 @@ def test_replay_errors_are_one_line_with_an_exit_code(history):
 @pytest.mark.usefixtures("prefect_api")
 def test_keep_never_builds_in_the_live_root_nor_over_a_kept_memory(history, tmp_path, monkeypatch):
     """`--keep DIR` builds in DIR/memories, which starts empty: never the live memory root (its
-    handbook would be replaced by the replay's), nor a memory a replay kept there before."""
+    handbook would be replaced by the replay's) nor a folder in it (served and searched as live
+    memory), nor a memory a replay kept there before."""
     live = tmp_path / "home" / ".dsh" / "memories"
     live.mkdir(parents=True)
     (live / "MEMORY.md").write_text("# Memory\n\n- the live handbook\n")
@@ -260,7 +261,7 @@ def test_keep_never_builds_in_the_live_root_nor_over_a_kept_memory(history, tmp_
     (kept / "memories" / "MEMORY.md").write_text("# Memory\n\n- an earlier replay's\n")
     with FakeOpenAIServer(handler=answer) as fake:
         monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
-        for keep in (live.parent, kept):
+        for keep in (live.parent, live, live / "extensions", kept):  # the live root, or a folder in it
             out = CliRunner().invoke(app, ["replay", "--cwd", str(history["proj"]), "--keep", str(keep)])
             assert out.exit_code == 2 and out.output.startswith("error: ") and out.output.count("\n") == 1, out.output
         assert fake.request_count == 0

@@ -82,10 +82,13 @@ def replay(
 
 def _fresh(workdir: Path, live: Path) -> None:
     """A kept replay builds in `workdir`/memories (and `workdir`/extracted), which start empty:
-    never the live memory root, nor a memory left there before."""
+    never the live memory root or a folder inside it (served, searched), nor a memory left there before."""
+    live = live.resolve()
     for path in (workdir / "memories", workdir / "extracted"):
-        if path.resolve() == live.resolve():
-            raise UserInputError(f"{path} is the live memory root: keep the replay's memory in another folder")
+        if path.resolve() == live or live in path.resolve().parents:
+            raise UserInputError(
+                f"{path} is in the live memory root {live}: keep the replay's memory in another folder"
+            )
         if path.is_dir() and any(path.iterdir()):
             raise UserInputError(f"{path} already holds a memory: a replay's starts empty, keep it in a new folder")
 
