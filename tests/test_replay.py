@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -384,3 +388,32 @@ def test_a_long_history_is_bounded_to_its_most_recent_sessions(history):
     with memory_context() as ctx:
         recent, _ = _history(ctx, None, since)
     assert [s.id for s in recent] == history["ids"][2:]  # --since: the sessions started after it
+
+
+def test_ctrl_c_on_the_temporary_prefect_server_exits_130_at_once(history, tmp_path, new_prefect_home):
+    """A terminal's Ctrl-C signals the whole foreground process group: the replay and, were it in
+    that group, the temporary Prefect server the replay started. The replay still reports its runs'
+    end through that server, then exits 130, instead of retrying a dead server for minutes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # the temporary server
+    env |= {"PREFECT_HOME": str(new_prefect_home(tmp_path / "prefect")), "DSH_MEMORY_IGNORE_BLOCKS": "1"}
+    with FakeOpenAIServer(latency_seconds=600) as never:
+        env["DSH_MEMORY_BASE_URL"] = never.base_url
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_memory.cli", "replay", "--cwd", str(history["proj"])],
+            cwd=str(Path(__file__).resolve().parents[1]),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, as a terminal's foreground job
+        )
+        try:
+            while never.request_count == 0 and proc.poll() is None:
+                time.sleep(0.1)
+            assert proc.poll() is None, "the replay ended before it could be interrupted"
+            os.killpg(proc.pid, signal.SIGINT)
+            _, err = proc.communicate(timeout=120)  # it takes seconds; a dead server, minutes
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and err.rstrip().endswith("interrupted"), err[-2000:]

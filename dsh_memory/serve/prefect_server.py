@@ -158,6 +158,13 @@ class PrefectServer:
         self.stop()
 
 
+class _OwnSession(subprocess.Popen):
+    """A child in a session of its own (no signal to this one's process group reaches it)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **{**kwargs, "start_new_session": True})
+
+
 @functools.cache
 def _tethered_server_class():
     from prefect.server.api.server import SubprocessASGIServer
@@ -166,9 +173,16 @@ def _tethered_server_class():
         """Prefect's ephemeral server plus a watcher that stops it if this process dies."""
 
         def _run_uvicorn_command(self):  # Prefect's spawn of the server process
-            # Tethered the moment it exists: the server takes seconds to become healthy, and a
-            # kill in that window must not orphan it.
-            proc = super()._run_uvicorn_command()
+            # In its own session: a terminal's Ctrl-C (SIGINT to the foreground process group)
+            # must not stop it while this process, interrupted, still reports its flow runs'
+            # end through it (Prefect's client would retry that for minutes). It stops at exit
+            # (Prefect's atexit) or with the tether below. Tethered the moment it exists: the
+            # server takes seconds to become healthy, and a kill in that window must not orphan it.
+            popen, subprocess.Popen = subprocess.Popen, _OwnSession
+            try:
+                proc = super()._run_uvicorn_command()
+            finally:
+                subprocess.Popen = popen
             self._untether()  # a retry on another port replaces the process
             self._tether = tether(proc.pid)
             return proc
