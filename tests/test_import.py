@@ -134,6 +134,20 @@ def test_import_is_scoped_redacted_idempotent_and_leaves_the_sources_alone(monke
     assert (root / "extensions" / "ad_hoc" / "archive" / Path(topic["note"]).name).is_file()
 
 
+def test_a_secret_in_a_name_a_type_or_a_cwd_line_is_redacted_in_the_output_and_the_manifest(monkeypatch, tmp_path):
+    """What identifies a piece (its file's name, its `type:`, its recap's `cwd:`) is printed and
+    kept in .state/imports.json: redacted there as in the note."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    (lay["topic"] / f"{PLANTED_SECRET}.md").write_text(f"---\ntype: {PLANTED_SECRET}\n---\n- A rule.\n")
+    recap = lay["codex"] / "memories" / "rollout_summaries" / "2026-11-03-elsewhere.md"
+    recap.write_text(f"cwd: /home/{PLANTED_SECRET}/app\n- A recap.\n")
+    out = CliRunner().invoke(app, ["import", "all", "--json"])
+    assert out.exit_code == 0 and PLANTED_SECRET not in out.output and "[REDACTED:" in out.output, out.output
+    assert not any(PLANTED_SECRET.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file())
+    assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}  # still idempotent
+
+
 def _rows(result: dict) -> dict:
     return {(Path(r["source"]).name, r["part"]): r for r in result["rows"]}
 

@@ -46,6 +46,7 @@ from dsh_memory import scope
 from dsh_memory.consolidation.skill_inventory import one_line
 from dsh_memory.errors import UserInputError
 from dsh_memory.readers._input import is_dir, scandir
+from dsh_memory.transcript.redact import redact
 
 Which = Literal["claude", "codex", "all"]
 MANIFEST = ".state/imports.json"
@@ -169,7 +170,7 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
     with store.lock("imports"):
         manifest = load_manifest(store)
         journal = Path(store.root) / JOURNAL  # bookkeeping: .state/ is never served (made by store.lock)
-        result.rows = [_one(store, manifest, item, dry_run, journal) for item in pieces]
+        result.rows = [_redacted(_one(store, manifest, item, dry_run, journal)) for item in pieces]
         if not dry_run and (journal.exists() or any(r.action in ("import", "update") for r in result.rows)):
             from dsh_memory.storage.store_format import _write_atomic
 
@@ -177,6 +178,11 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
             _write_atomic(Path(store.root) / MANIFEST, text)
             journal.unlink(missing_ok=True)
     return result
+
+
+def _redacted(row: ImportRow) -> ImportRow:
+    """`row` as printed: a secret in a file's name, a `type:` or a `cwd:` line is redacted, as in the note."""
+    return row.model_copy(update={k: redact(v) for k, v in row.model_dump().items() if isinstance(v, str)})
 
 
 def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -> ImportRow:
@@ -194,7 +200,8 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -
     if not item.text.strip():
         row.reason = "empty"
         return row
-    known = manifest.get(item.key)
+    key = redact(item.key)  # .state/imports.json keeps no secret either (a file's name may hold one)
+    known = manifest.get(key)
     if known and known.get("sha256") == item.sha256:
         row.action = row.reason = "unchanged"
         row.version, row.note = known.get("version"), known.get("note")
@@ -225,12 +232,12 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -
     if known and known.get("note") in store.list_notes():  # the version it replaces, not consolidated yet
         store.archive_notes([known["note"]])
     kept = ("agent", "source", "part", "project", "sha256", "mtime", "version")
-    manifest[item.key] = {k: extra[k] for k in kept} | {
+    manifest[key] = {k: redact(extra[k]) if isinstance(extra[k], str) else extra[k] for k in kept} | {
         "note": row.note,
         "imported_at": now.isoformat(timespec="seconds"),
     }
     with open(journal, "a", encoding="utf-8") as fh:  # at once: a kill before the manifest loses nothing
-        fh.write(json.dumps({item.key: manifest[item.key]}, ensure_ascii=False) + "\n")
+        fh.write(json.dumps({key: manifest[key]}, ensure_ascii=False) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
     return row
@@ -368,8 +375,6 @@ def _codex_file(item: Item) -> Item:
 
 
 def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
-    from dsh_memory.transcript.redact import redact
-
     if not path.exists():
         return
     whole = Item("codex", path, kind="handbook")
