@@ -163,6 +163,16 @@ def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     (root / ".state" / "imports.json").write_text("{not json")
     out = CliRunner().invoke(app, ["import", "claude"])
     assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1 and "imports.json" in out.output
+    # a FIFO in the manifest's or the journal's place is refused at once, never waited on
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    for name in ("imports.json", "imports.json.journal"):
+        (root / ".state" / "imports.json").unlink()
+        os.mkfifo(root / ".state" / name)
+        argv = [sys.executable, "-m", "dsh_memory.cli", "import", "claude"]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and name in done.stderr, done.stderr
+        (root / ".state" / name).unlink()
+        (root / ".state" / "imports.json").write_text("{}")
     # a manifest edited by hand (wrong types) never ends the import in a traceback
     (root / ".state" / "imports.json").unlink()
     manifest = {

@@ -46,6 +46,7 @@ from dsh_memory import scope
 from dsh_memory.consolidation.skill_inventory import one_line
 from dsh_memory.errors import UserInputError
 from dsh_memory.readers._input import is_dir, scandir
+from dsh_memory.storage.store_format import read_regular
 from dsh_memory.transcript.redact import redact
 
 Which = Literal["claude", "codex", "all"]
@@ -251,8 +252,7 @@ def load_manifest(store: Any) -> dict[str, dict]:
     try:
         if os.path.getsize(path) > MAX_MANIFEST_BYTES:
             raise UserInputError(f"{path} is larger than {MAX_MANIFEST_BYTES >> 20} MiB: not an import manifest")
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_regular(path))  # a FIFO in its place is refused, never waited on
     except FileNotFoundError:
         pass
     except (OSError, ValueError) as exc:
@@ -266,8 +266,8 @@ def load_manifest(store: Any) -> dict[str, dict]:
 def _journal(path: str) -> list[tuple[str, Any]]:
     """The entries an import killed before writing its manifest appended (a torn line is skipped)."""
     out: list[tuple[str, Any]] = []
-    with suppress(OSError), open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh.read(MAX_MANIFEST_BYTES).splitlines():
+    with suppress(OSError):  # none: nothing to add; a FIFO in its place is refused, never waited on
+        for line in read_regular(path, MAX_MANIFEST_BYTES).splitlines():
             with suppress(ValueError):
                 if isinstance(entry := json.loads(line), dict):
                     out += entry.items()
