@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +19,15 @@ from typer.testing import CliRunner
 
 from dsh_memory.cli import app
 from dsh_memory.readpath import embedder
-from dsh_memory.replay.result import ReplayResult, Restated, Said, load_report, report_path, save_report
+from dsh_memory.replay.result import (
+    ReplayResult,
+    Restated,
+    Said,
+    load_report,
+    report_path,
+    save_report,
+    vault_page,
+)
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 from dsh_memory.testing.sessions import write_session
@@ -370,6 +379,14 @@ def test_the_last_replay_is_shown_in_the_vault(tmp_path):
     report_path(root).write_text("{not json")  # a broken report is said, not taken for no replay
     broken = client.get("/vault/replay").text
     assert "replay.json cannot be read: JSONDecodeError" in broken and "No replay yet" not in broken
+    report_path(root).unlink()
+    os.mkfifo(report_path(root))  # a FIFO in its place is said at once, never waited on
+    shown: list = []
+    reader = threading.Thread(target=lambda: shown.append(vault_page(root)), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert not reader.is_alive(), "the vault's replay page waits on a FIFO"
+    assert "not a regular file" in shown[0]["error"]
     report_path(root).unlink()
     assert "No replay yet" in client.get("/vault/replay").text
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from dsh_memory.errors import DshMemoryError
-from dsh_memory.storage.store_format import STATE_DIRNAME, _write_atomic
+from dsh_memory.storage.store_format import STATE_DIRNAME, _write_atomic, read_regular
 
 RUN_TAG = "dsh-memory-replay"  # on the replay's flow runs in Prefect: not the live pipeline's
 
@@ -139,7 +139,7 @@ def load_report(memory_root: Path) -> ReplayResult | None:
     try:
         if path.stat().st_size > MAX_REPORT_BYTES:
             raise DshMemoryError(f"{path.name} is over {MAX_REPORT_BYTES} bytes")
-        return ReplayResult.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        return ReplayResult.model_validate(json.loads(read_regular(path)))  # a FIFO: refused, never waited on
     except FileNotFoundError:
         return None
     except (OSError, ValueError, ValidationError) as exc:
