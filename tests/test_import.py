@@ -195,6 +195,10 @@ def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     (lay["topic"] / "deep.md").write_text("---\nname: " + "[" * 3000 + "]" * 3000 + "\n---\n- a rule\n")
     deep = _rows(_import("claude", "--dry-run"))[("deep.md", None)]
     assert deep["action"] == "import" and deep["kind"] == "topic"
+    # a file opening with a rule (`---`) round text that is no YAML mapping keeps that text
+    (lay["topic"] / "ruled.md").write_text("---\n- Use yarn 4 here.\n---\n- And pin it.\n")
+    ruled = _rows(_import("claude"))[("ruled.md", None)]
+    assert "- Use yarn 4 here." in MemoryStore(root).read_text(ruled["note"])
     # a 1 MiB Codex handbook of tiny task groups is bounded like a folder of files
     groups = "".join(f"# Task Group: g{i}\n- rule {i}\n" for i in range(MAX_FILES + 1000))
     (lay["codex"] / "memories" / "MEMORY.md").write_text(groups)

@@ -120,9 +120,9 @@ def front_matter(text: str) -> tuple[dict, str]:
         fields = yaml.safe_load(text[3:end])
     except (yaml.YAMLError, RecursionError):  # RecursionError: `[[[[…` nested thousands deep
         return {}, text
+    if not isinstance(fields, dict):  # `---` as a Markdown rule: the text is the body
+        return {}, text
     body = text[end + 4 :].lstrip("-").lstrip("\n")
-    if not isinstance(fields, dict):
-        return {}, body
     meta = fields.get("metadata")
     if "type" not in fields and isinstance(meta, dict) and "type" in meta:
         fields["type"] = meta["type"]
