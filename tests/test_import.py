@@ -134,17 +134,24 @@ def test_import_is_scoped_redacted_idempotent_and_leaves_the_sources_alone(monke
     assert (root / "extensions" / "ad_hoc" / "archive" / Path(topic["note"]).name).is_file()
 
 
-def test_a_secret_in_a_name_a_type_or_a_cwd_line_is_redacted_in_the_output_and_the_manifest(monkeypatch, tmp_path):
-    """What identifies a piece (its file's name, its `type:`, its recap's `cwd:`) is printed and
-    kept in .state/imports.json: redacted there as in the note."""
+def test_a_secret_or_a_private_span_in_what_names_a_piece_stays_out_of_the_output_and_the_notes(monkeypatch, tmp_path):
+    """What identifies a piece (its file's name, its `name:` and `type:`, its task group's name,
+    its recap's `cwd:`) is printed, kept in .state/imports.json and in the note's front matter:
+    redacted there, and without its private spans, as the note's text."""
     lay = _layout(tmp_path)
     root = _env(monkeypatch, tmp_path, lay)
-    (lay["topic"] / f"{PLANTED_SECRET}.md").write_text(f"---\ntype: {PLANTED_SECRET}\n---\n- A rule.\n")
+    topic = f"---\ntype: {PLANTED_SECRET}\nname: <private>{NEEDLE}</private> notes\n---\n- A rule.\n"
+    (lay["topic"] / f"{PLANTED_SECRET}.md").write_text(topic)
     recap = lay["codex"] / "memories" / "rollout_summaries" / "2026-11-03-elsewhere.md"
     recap.write_text(f"cwd: /home/{PLANTED_SECRET}/app\n- A recap.\n")
+    with open(lay["codex"] / "memories" / "MEMORY.md", "a") as fh:
+        fh.write(f"\n# Task Group: <private>{NEEDLE}</private> deal\nscope: global\n- Keep it short.\n")
     out = CliRunner().invoke(app, ["import", "all", "--json"])
     assert out.exit_code == 0 and PLANTED_SECRET not in out.output and "[REDACTED:" in out.output, out.output
-    assert not any(PLANTED_SECRET.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file())
+    assert NEEDLE not in out.output and "deal" in out.output, out.output
+    for needle in (PLANTED_SECRET, NEEDLE):
+        assert not any(needle.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file()), needle
+    assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}  # still idempotent
     assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}  # still idempotent
 
 

@@ -47,6 +47,7 @@ from dsh_memory.consolidation.skill_inventory import one_line
 from dsh_memory.errors import UserInputError
 from dsh_memory.readers._input import is_dir, scandir
 from dsh_memory.storage.store_format import read_regular
+from dsh_memory.transcript.private import drop_private
 from dsh_memory.transcript.redact import redact
 
 Which = Literal["claude", "codex", "all"]
@@ -214,8 +215,6 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -
     row.reason = f"changed since version {row.version - 1}" if known else "new"
     if dry_run:
         return row
-    from dsh_memory.transcript.private import drop_private
-
     now = datetime.now(UTC)
     extra = {
         "agent": item.agent,
@@ -307,6 +306,7 @@ def _claude_fill(item: Item) -> None:
     if text is None:
         return
     fields, body = front_matter(text)
+    fields = {k: drop_private(v) if isinstance(v, str) else v for k, v in fields.items()}  # as the text
     if item.source.name == "MEMORY.md":
         item.kind, item.title = "index", f"Claude Code memory index of {scope.label(item.project or '')}"
     else:
@@ -390,7 +390,8 @@ def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
             continue
         heading = lines[start] if lines[start].startswith(scope.GROUP_HEADING) else ""
         # redacted here: the name is the piece's key in .state/imports.json and is printed
-        name = redact(one_line(heading.split(":", 1)[1], 120)) if heading else "(before the first task group)"
+        said = drop_private(heading.split(":", 1)[1]) if heading else ""
+        name = redact(one_line(said, 120)) if heading else "(before the first task group)"
         item = Item("codex", path, part=name, project=project, kind="task_group", mtime=whole.mtime)
         item.title = f"Codex task group {name}"
         if project and scope.excluded_by(project, exclude):
