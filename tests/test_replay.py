@@ -282,6 +282,20 @@ def test_keep_never_builds_in_the_live_root_nor_over_a_kept_memory(history, tmp_
 
 
 @pytest.mark.usefixtures("prefect_api")
+def test_a_replay_whose_every_extraction_failed_says_why_and_fails(history, monkeypatch):
+    """A refused key fails Phase 1 on every session: no memory was built, so the replay has
+    nothing to measure. It says why in one line and exits 1, not "every rule missed" and 0."""
+    refused = Reply.error(401, {"error": {"message": "invalid api key"}})
+    with FakeOpenAIServer(handler=lambda _: refused) as fake:
+        monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
+        out = CliRunner().invoke(app, ["replay", "--cwd", str(history["proj"])])
+    assert out.exit_code == 1 and out.stdout == "" and "Traceback" not in out.stderr, out.output
+    error = [line for line in out.stderr.splitlines() if not line.startswith("dsh-memory: replay: ")]  # progress
+    assert len(error) == 1 and error[0].startswith("error: replay stopped: Phase 1 failed on every session"), error
+    assert "invalid api key" in error[0], error
+
+
+@pytest.mark.usefixtures("prefect_api")
 def test_a_replay_without_a_model_route_stops_with_one_line_and_its_run_failed(history, monkeypatch):
     """An error inside the replay's flow run reaches the CLI as itself (a configuration error:
     one line, its exit code), and the run is marked failed in Prefect."""

@@ -227,7 +227,10 @@ def _steps(
             if p1.skipped_no_route:
                 raise NoModelRouteError(p1.error or "no model route")
             result.extracted = sum(1 for o in p1.outcomes if o.outcome in ("extracted", "noop"))
-            result.failed = sum(1 for o in p1.outcomes if o.outcome in ("failed", "unreadable"))
+            failed = [o for o in p1.outcomes if o.outcome in ("failed", "unreadable")]
+            result.failed = len(failed)
+            if failed and not result.extracted:  # no memory to measure: not "every rule missed"
+                raise DshMemoryError(f"replay stopped: Phase 1 failed on every session ({failed[0].error})")
             result.provider, result.model = p1.provider or "", p1.model or ""
     if total > relayed[0]:  # the sessions after the last restatement (and those Phase 1 skipped)
         progress.report(PHASE, total - relayed[0], total, "checked")
