@@ -155,6 +155,22 @@ def test_a_secret_or_a_private_span_in_what_names_a_piece_stays_out_of_the_outpu
     assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}  # still idempotent
 
 
+def test_two_codex_task_groups_of_one_name_are_two_pieces(monkeypatch, tmp_path):
+    """A task group's name is its key in .state/imports.json: two groups of one name (one per
+    repository) were one piece, each run importing one as a newer version of the other, whose
+    note (not consolidated yet) went to the archive. Each is its own piece, imported once."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    other = _repo(tmp_path / "src" / "other")
+    with open(lay["codex"] / "memories" / "MEMORY.md", "a") as fh:
+        fh.write(f"\n# Task Group: webapp\nscope: project\napplies_to: cwd={other}; reuse_rule=x\n- Use vitest.\n")
+    first = [r for r in _import("codex")["rows"] if r["part"] and r["part"].startswith("webapp")]
+    assert [(r["action"], r["project"]) for r in first] == [("import", lay["webapp"]), ("import", other)], first
+    assert {r["action"] for r in _import("codex")["rows"]} == {"unchanged", "skip"}
+    notes = "".join(MemoryStore(root).read_text(n) for n in MemoryStore(root).list_notes())
+    assert "pnpm db:migrate" in notes and "Use vitest." in notes
+
+
 def _rows(result: dict) -> dict:
     return {(Path(r["source"]).name, r["part"]): r for r in result["rows"]}
 

@@ -46,7 +46,7 @@ from dsh_memory import scope
 from dsh_memory.consolidation.skill_inventory import one_line
 from dsh_memory.errors import UserInputError
 from dsh_memory.readers._input import is_dir, scandir
-from dsh_memory.storage.store_format import read_regular
+from dsh_memory.storage.store_format import _write_atomic, read_regular
 from dsh_memory.transcript.private import drop_private
 from dsh_memory.transcript.redact import redact
 
@@ -174,8 +174,6 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
         journal = Path(store.root) / JOURNAL  # bookkeeping: .state/ is never served (made by store.lock)
         result.rows = [_redacted(_one(store, manifest, item, dry_run, journal)) for item in pieces]
         if not dry_run and (journal.exists() or any(r.action in ("import", "update") for r in result.rows)):
-            from dsh_memory.storage.store_format import _write_atomic
-
             text = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
             _write_atomic(Path(store.root) / MANIFEST, text)
             journal.unlink(missing_ok=True)
@@ -384,6 +382,7 @@ def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
         return
     lines = text.split("\n")
     starts = scope.handbook_groups(lines) + [(len(lines), None)]
+    taken: dict[str, int] = {}  # a name is a piece's key: a second group of one name is "name (2)"
     for (start, project), (end, _) in zip(starts, starts[1:], strict=False):
         part = "\n".join(lines[start:end]).strip()
         if not part:
@@ -391,7 +390,11 @@ def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
         heading = lines[start] if lines[start].startswith(scope.GROUP_HEADING) else ""
         # redacted here: the name is the piece's key in .state/imports.json and is printed
         said = drop_private(heading.split(":", 1)[1]) if heading else ""
-        name = redact(one_line(said, 120)) if heading else "(before the first task group)"
+        name = first = redact(one_line(said, 120)) if heading else "(before the first task group)"
+        while name in taken:
+            taken[first] += 1
+            name = f"{first} ({taken[first]})"
+        taken[name] = 1
         item = Item("codex", path, part=name, project=project, kind="task_group", mtime=whole.mtime)
         item.title = f"Codex task group {name}"
         if project and scope.excluded_by(project, exclude):
