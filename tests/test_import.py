@@ -216,8 +216,11 @@ def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     assert laughing["action"] == "import" and laughing["kind"] == "topic"
     # front matter nested deeper than the YAML parser can recurse is no front matter, not a traceback
     (lay["topic"] / "deep.md").write_text("---\nname: " + "[" * 3000 + "]" * 3000 + "\n---\n- a rule\n")
-    deep = _rows(_import("claude", "--dry-run"))[("deep.md", None)]
-    assert deep["action"] == "import" and deep["kind"] == "topic"
+    (lay["topic"] / "dated.md").write_text("---\nname: dated\ncreated: 2024-02-30\ntype: user\n---\n- a rule\n")
+    (lay["topic"] / "long.md").write_text("---\nname: " + "1" * 5000 + "\n---\n- a rule\n")  # over int()'s digits
+    rows = _rows(_import("claude", "--dry-run"))
+    for name in ("deep.md", "dated.md", "long.md"):
+        assert rows[(name, None)]["action"] == "import" and rows[(name, None)]["kind"] == "topic", rows[(name, None)]
     # a file opening with a rule (`---`) round text that is no YAML mapping keeps that text
     (lay["topic"] / "ruled.md").write_text("---\n- Use yarn 4 here.\n---\n- And pin it.\n")
     ruled = _rows(_import("claude"))[("ruled.md", None)]

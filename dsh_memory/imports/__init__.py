@@ -109,7 +109,7 @@ def front_matter(text: str) -> tuple[dict, str]:
     """(fields, body) of a Markdown file with YAML front matter (`---` … `---`); {} when it has
     none or it is not a mapping. `type` may sit under `metadata:`. Only plain values are kept:
     a list or mapping of aliases is tiny on disk but exponential as text (a billion laughs), and
-    one nested too deep for the parser is no front matter."""
+    one the parser cannot build (nested too deep, a date that is none) is no front matter."""
     if not text.startswith("---"):
         return {}, text
     end = text.find("\n---", 3)
@@ -119,7 +119,7 @@ def front_matter(text: str) -> tuple[dict, str]:
 
     try:
         fields = yaml.safe_load(text[3:end])
-    except (yaml.YAMLError, RecursionError):  # RecursionError: `[[[[…` nested thousands deep
+    except (yaml.YAMLError, ValueError, RecursionError):  # a date 2024-02-30, an int of 5,000 digits, `[[[[…`
         return {}, text
     if not isinstance(fields, dict):  # `---` as a Markdown rule: the text is the body
         return {}, text
