@@ -140,7 +140,8 @@ def register(app: typer.Typer) -> None:
         """Would memory have helped? The rules you had to say again, and which memory held.
 
         Replays your sessions in time order through the pipeline, in a temporary memory root (the
-        live memory is never written), and finds the standing instructions you typed again in a
+        live memory is never written; only the report, in its .state/replay.json for the vault),
+        and finds the standing instructions you typed again in a
         later session; for each, whether the memory injected at that session's start held it.
         With --cwd, a global rule first said in another project's session counts too."""
 
