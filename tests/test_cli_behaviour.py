@@ -526,7 +526,7 @@ def test_every_commands_help_is_whole_paragraphs():
     assert len(commands) > 20
     assert [c.name for c in commands if c.help and re.search(r"[^\n]\n[^\n]", c.help)] == []
     page = CliRunner().invoke(app, ["replay", "--help"], env={"COLUMNS": "80"}, terminal_width=80).output
-    assert " in a temporary memory root (the live memory is never written)" in " ".join(page.split())
+    assert " in a temporary memory root (the live memory is never written; only the report," in " ".join(page.split())
 
 
 def test_status_prints_paths_and_errors_as_they_are_on_one_line_each(tmp_path):
