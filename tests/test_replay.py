@@ -251,6 +251,7 @@ def test_replay_errors_are_one_line_with_an_exit_code(history):
         (["replay", "--cwd", str(empty)], 3),  # no session there
         (["replay", "--all", "--cwd", str(empty)], 2),
         (["replay", "--all", "--since", "last tuesday"], 2),
+        (["replay", "--all", "--since", "2099-01-01"], 3),  # none since: no report (was exit 0, an empty one)
     ):
         out = runner.invoke(app, args)
         assert out.exit_code == code, (args, out.output)

@@ -131,8 +131,11 @@ def _history(
         if context and not rules:
             continue  # another project's session: nothing of it reaches this project's memory
         out.append(HistorySession(session.id, when, session.cwd, project, rules, context=context))
-    if where is not None and all(s.context for s in out):
-        raise NotFoundError(f"no session to replay in {where[0]} (use --all for every project)")
+    if all(s.context for s in out):  # nothing to report (and the last report stays)
+        place = (
+            f"in {where[0]} (use --all for every project)" if where is not None else "in the agents' session folders"
+        )
+        raise NotFoundError(f"no session to replay {place}" + (" since that date" if since is not None else ""))
     return sorted(out, key=lambda s: (s.started, s.id)), 0
 
 
