@@ -38,3 +38,29 @@ def test_use_keeps_a_summary_fresh(tmp_path):
     usage = {"rollout_summaries/used.md": (3, NOW - timedelta(days=2))}
     (entry,) = build_index(store, usage, NOW, max_unused_days=90)
     assert not entry.candidate
+
+
+def test_forget_with_a_file_where_the_retired_folder_goes_changes_nothing(tmp_path):
+    """`rollout_summaries/.retired` a regular file: `forget SESSION` excluded the session and
+    dropped its claim, then failed moving its recap (FileExistsError), so the session was
+    excluded with its recap still active. It fails first now: one clear error, nothing changed;
+    `forget --project` too."""
+    import pytest
+
+    from dsh_memory.consolidation.forget import forget_project, retire_session
+    from dsh_memory.errors import UserInputError
+    from dsh_memory.storage.state import StateStore
+
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    _summary(store, "s1", NOW, NOW)
+    store.retired_dir.rmdir()
+    store.retired_dir.write_text("not a folder\n")
+    state = StateStore(store.root)
+    state.baseline("s1", 5, NOW)
+    with pytest.raises(UserInputError, match=r"\.retired is not a folder"):
+        retire_session(store, state, "s1", NOW)
+    with pytest.raises(UserInputError, match=r"\.retired is not a folder"):
+        forget_project(store, state, "/w", NOW)
+    assert state.overrides() == {} and state.get_claim("s1") is not None
+    assert [i.slug for i in store.list_rollout_summaries()] == ["s1"]

@@ -31,6 +31,7 @@ def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> di
         # its extraction would write the recap and raw memory after this, and close the claim
         msg = f"session {session_id} is being extracted right now: forget it once that run ends"
         raise AlreadyRunning("extract", msg)
+    _retired_ready(store)
     state.set_override(session_id, "exclude")  # first: a kill after the drop must not leave it extractable
     dropped = state.forget(session_id)
     unconsumed = {b.id for b in store.read_raw_blocks() if b.session_id == session_id}
@@ -47,6 +48,15 @@ def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> di
         "raw_blocks_archived": archived,
         "excluded": True,
     }
+
+
+def _retired_ready(store: Any) -> None:
+    """Forgetting moves recaps into rollout_summaries/.retired: a file in its place fails here,
+    before anything changed (it failed after the session was excluded and its claim dropped)."""
+    try:
+        store.retired_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserInputError(f"{store.retired_dir} is not a folder: move it away, then forget again") from None
 
 
 def restore_summary(store: Any, state: Any, name: str, now: datetime) -> dict:
@@ -84,6 +94,7 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
         if busy:  # its run would write the project's recap and raw memory after this
             msg = f"session {busy[0]} of this project is being extracted right now: forget it once that run ends"
             raise AlreadyRunning("extract", msg)
+        _retired_ready(store)
         retired, sessions = [], set()
         for info in store.list_rollout_summaries():
             prov = info.provenance or {}
