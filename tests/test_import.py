@@ -228,7 +228,9 @@ def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     # a 1 MiB Codex handbook of tiny task groups is bounded like a folder of files
     groups = "".join(f"# Task Group: g{i}\n- rule {i}\n" for i in range(MAX_FILES + 1000))
     (lay["codex"] / "memories" / "MEMORY.md").write_text(groups)
-    assert len(_import("codex", "--dry-run")["rows"]) == MAX_FILES
+    rows = _import("codex", "--dry-run")["rows"]  # … and says so: the first one past the cap is a skip
+    assert len(rows) == MAX_FILES + 1 and all(r["action"] == "import" for r in rows[:MAX_FILES])
+    assert rows[-1]["action"] == "skip" and "left out" in rows[-1]["reason"], rows[-1]
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "nowhere"))
     (root / ".state" / "imports.json").unlink()
     assert _import("claude")["rows"] == []  # nothing there: nothing to import, no error

@@ -28,7 +28,6 @@ Codex memories: `$CODEX_HOME/memories/` (default `~/.codex`).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import re
@@ -275,9 +274,26 @@ def _journal(path: str) -> list[tuple[str, Any]]:
 
 
 def claude_items(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
+    return capped(_claude_pieces(config_dir, exclude))
+
+
+def capped(items: Iterator[Item]) -> Iterator[Item]:
+    """At most MAX_FILES items of a source (a Codex task group counts as a file: a 1 MiB handbook
+    holds 30,000); the first one past the cap is reported skipped, so the cut is said, not silent."""
+    for n, item in enumerate(items):
+        if n == MAX_FILES:
+            item.skip, item.text = (
+                f"this and the rest of the source left out: an import reads {MAX_FILES:,} at most",
+                "",
+            )
+        yield item
+        if n == MAX_FILES:
+            return
+
+
+def _claude_pieces(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
     projects = config_dir / "projects"
     folders = sorted((e for e in scandir(projects) if is_dir(e, follow_symlinks=False)), key=lambda e: e.name)
-    seen = 0
     for folder in folders:
         memory = Path(folder.path) / "memory"
         if not memory.is_dir() or memory.is_symlink():
@@ -286,9 +302,6 @@ def claude_items(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
         cwd = _folder_cwd(Path(folder.path))
         project = scope.project_root(cwd) if cwd else None
         for path in files:
-            seen += 1
-            if seen > MAX_FILES:
-                return
             item = Item("claude", path, project=project)
             if cwd is None:
                 item.skip = f"cannot tell which repository the folder {folder.name} is (no single existing path fits)"
@@ -341,8 +354,7 @@ def _folder_cwd(folder: Path) -> str | None:
 
 
 def codex_items(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
-    """At most MAX_FILES pieces: a task group counts as a file (a 1 MiB handbook holds 30,000)."""
-    return itertools.islice(_codex_pieces(codex_home, exclude), MAX_FILES)
+    return capped(_codex_pieces(codex_home, exclude))
 
 
 def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
@@ -355,7 +367,7 @@ def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
         yield _codex_file(Item("codex", summary, kind="summary", title="Codex memory summary"))
     rollouts = root / "rollout_summaries"
     if rollouts.is_dir() and not rollouts.is_symlink():
-        for path in sorted(p for p in rollouts.iterdir() if p.suffix == ".md")[:MAX_FILES]:
+        for path in sorted(p for p in rollouts.iterdir() if p.suffix == ".md")[: MAX_FILES + 1]:
             item = _codex_file(Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}"))
             m = _CWD_LINE.search(item.text[:4000]) if item.text else None
             cwd = m.group(1).strip("'\"") if m else None
