@@ -7,6 +7,7 @@ watermark: a delta is "events with seq > watermark".
 
 from __future__ import annotations
 
+import shlex
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
@@ -99,3 +100,9 @@ class Session(BaseModel):
 
     def events_after(self, watermark: int) -> list[Event]:
         return [e for e in self.events if e.seq > watermark]
+
+
+def extract_command(session_id: str) -> str:
+    """The command that extracts one session now, as a user pastes it: the id shell-quoted (a DSH
+    session id is a folder name: "$(…)", ";" must not run) and after `--` when it starts with "-"."""
+    return f"dsh-memory extract {'-- ' if session_id.startswith('-') else ''}{shlex.quote(session_id)}"

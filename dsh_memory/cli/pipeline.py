@@ -12,6 +12,7 @@ import typer
 from dsh_memory.cli._common import emit_json, fail, plain_console, prefect_env, prefect_env_defaults, run
 from dsh_memory.cli._progress import with_progress
 from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
+from dsh_memory.models import extract_command
 
 
 def _print_phase1(summary: dict, dry_run: bool) -> None:
@@ -52,8 +53,7 @@ def failure_line(o: dict) -> str:
     if o.get("parked"):
         how = "parked after repeated failures; resumes when the model works again, or now: dsh-memory extract --retry-parked"
     else:
-        # quoted: a DSH session id is a folder name ("$(…)", ";" or a leading "-" must not run or parse)
-        how = f"retried automatically; now: dsh-memory extract {'-- ' if sid.startswith('-') else ''}{shlex.quote(sid)}"
+        how = f"retried automatically; now: {extract_command(sid)}"
     attempt = f" (attempt {o['attempts']})" if o.get("attempts") else ""
     return f"failed: {sid}{attempt}: {error} — {how}"
 

@@ -5,13 +5,13 @@ deployment run: without a Prefect server they say so instead of pretending.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import UserInputError
+from dsh_memory.models import extract_command
 from dsh_memory.readpath import AddRequest, add, delete_file, list_dir
 from dsh_memory.readpath._common import is_active_rollout, validate
 from dsh_memory.settings_loader import prefect_api_url
@@ -119,7 +119,7 @@ def plan(ctx: MemoryContext, action: str, form: dict[str, str]) -> Plan:
                 "Ask the Prefect server to run the extract-session deployment for this session now.",
                 "Phase 1 extracts it when it is new, grew since its last extraction, or failed; an up-to-date "
                 "session is left as it is. A successful extraction then requests a consolidation.",
-                f"From a terminal: dsh-memory extract {'-- ' if sid.startswith('-') else ''}{shlex.quote(sid)}",
+                f"From a terminal: {extract_command(sid)}",
             ],
             {"session": sid},
             blocked=_excluded(ctx, sid) or _no_server(),
