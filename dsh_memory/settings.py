@@ -87,8 +87,8 @@ def _validated(model: type[BaseModel], values: dict, overrides: dict, what: str,
         from dsh_memory.errors import ConfigError
 
         def variable(field: str) -> str | None:  # a source folder's (roots.codex_sessions) is named too
-            if field in SOURCE_VARIABLES_BY_LOC:
-                return SOURCE_VARIABLES_BY_LOC[field]
+            if source := SOURCE_VARIABLES.get(field.removeprefix("roots.")):
+                return source
             return " or ".join(names[field]) if field in values and field not in overrides and field in names else None
 
         raise ConfigError(f"invalid dsh-memory {what}: {problems(model, exc, variable)}") from None
@@ -127,7 +127,6 @@ class SourceRoots(BaseModel):
 
 
 SOURCE_VARIABLES = {"dsh_sessions": "DSH_HOME", "codex_sessions": "CODEX_HOME", "claude_projects": "CLAUDE_CONFIG_DIR"}
-SOURCE_VARIABLES_BY_LOC = {**SOURCE_VARIABLES, **{f"roots.{k}": v for k, v in SOURCE_VARIABLES.items()}}
 
 
 class MemorySettings(BaseModel):
