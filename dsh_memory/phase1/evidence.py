@@ -55,7 +55,6 @@ from dsh_memory.phase1.user_words import (
     USER_FACT,
     own_sentences,
     rule_text,
-    user_text,
 )
 from dsh_memory.transcript.redact import redact
 
@@ -161,13 +160,12 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
         turn = len(turns) - 1
         turn_ok = turns[-1][1]
         if e.kind is EventKind.HUMAN:
-            words = redact(user_text(e))
+            words, prompt = own[e.seq]
             # asked in the user's words, not a word of a pasted plan ("… verbose checklists")
             turns.append((bool(PROCEDURE_ASK.search(words)), []))
             ev.user_chars += len(words)
             ev.first_prompt = ev.first_prompt or clip(words, 400)
             pending_rules = []
-            prompt = own[e.seq]
             for n, s in enumerate(prompt):
                 if text := rule_text(prompt, n):
                     r = Rule(text=text)

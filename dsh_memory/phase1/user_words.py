@@ -232,37 +232,38 @@ class AgentWords:
     never a rule of theirs ("A skill should teach one repeatable workflow, not become a manual")."""
 
     def __init__(self) -> None:
-        self._new: list[str] = []
+        self._new: list[str] = []  # as the events hold them: flattened only when a quote is checked
         self._text = ""
 
     def add(self, e: Event) -> None:
         if e.kind is EventKind.ASSISTANT:
-            self._new.append(_flat(e.text or ""))
+            self._new.append(e.text or "")
         elif e.kind is EventKind.TOOL_CALL:
-            self._new += [_flat(s) for s in _strings(e.arguments)]
+            self._new += _strings(e.arguments)
 
     def quotes(self, sentence: str) -> bool:
         said = _flat(sentence).rstrip(".!?;: ")
         if len(said) < MIN_QUOTE_CHARS or said.count(" ") < 3:
             return False
         if self._new:
-            self._text = (self._text + "\n" + "\n".join(self._new))[-MAX_AGENT_CHARS:]
+            self._text = (self._text + "\n" + "\n".join(map(_flat, self._new)))[-MAX_AGENT_CHARS:]
             self._new = []
         return said in self._text
 
 
-def own_sentences(events: list[Event]) -> dict[int, list[str]]:
-    """Each human prompt's sentences in the user's own words (redacted; quotes of the agent left
-    out), by the prompt's seq: what Phase 1 reads rules, facts and requests from, and replay too."""
+def own_sentences(events: list[Event]) -> dict[int, tuple[str, list[str]]]:
+    """Each human prompt's words (`user_text`, redacted) and its sentences in the user's own words
+    (quotes of the agent left out), by the prompt's seq: what Phase 1 reads rules, facts and
+    requests from, and replay too."""
     agent = AgentWords()
-    out: dict[int, list[str]] = {}
+    out: dict[int, tuple[str, list[str]]] = {}
     for e in events:
         if e.kind is EventKind.HUMAN:
             words = redact(user_text(e))
             said = prompt_sentences(words)
             # a quote comes with the user's own words around it ("what does this mean? <pasted>");
             # a prompt that is one line, even in the agent's words, is the user's ("Use pnpm, not npm.")
-            out[e.seq] = [s for s in said if not agent.quotes(s)] if words.strip().count("\n") else said
+            out[e.seq] = words, [s for s in said if not agent.quotes(s)] if words.strip().count("\n") else said
         else:
             agent.add(e)
     return out

@@ -38,7 +38,7 @@ _SHORT_STOP = set(
 def standing_instructions(session: Session, limit: int = MAX_RULES_PER_SESSION) -> list[str]:
     """The standing instructions the user typed in `session`, in order, each once (redacted)."""
     out: list[str] = []
-    for seq, prompt in own_sentences(session.events).items():
+    for seq, (_words, prompt) in own_sentences(session.events).items():
         if seq < session.inherited_cut:
             continue
         for n in range(len(prompt)):
