@@ -14,6 +14,7 @@ MAX_LIST_RESULTS = 2000
 DEFAULT_READ_LINES = 400
 MAX_READ_LINES = 5000
 MAX_READ_CHARS = 64_000  # ≈ 16–20k tokens: one read never floods a context window
+MAX_QUERIES = 16  # queries in one search
 MAX_QUERY_CHARS = 1_000  # a question or a line of an error, not a pasted log (queries are echoed per page)
 DEFAULT_SEARCH_RESULTS = 20
 MAX_SEARCH_RESULTS = 500
@@ -81,7 +82,7 @@ class ReadRequest(_Request):
 class SearchRequest(_Request):
     queries: list[str] = Field(
         min_length=1,
-        max_length=16,
+        max_length=MAX_QUERIES,
         description="One or more queries: substrings (line modes), or a question or keywords (ranked); "
         f"each at most {MAX_QUERY_CHARS:,} characters",
     )

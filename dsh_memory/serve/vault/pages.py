@@ -15,7 +15,7 @@ from dsh_memory.errors import DshMemoryError, NotFoundError, PathGuardError, Use
 from dsh_memory.readpath import list_dir, read, search, summary
 from dsh_memory.readpath._common import is_active_rollout
 from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
-from dsh_memory.readpath.models import MAX_LIST_RESULTS, MAX_READ_LINES
+from dsh_memory.readpath.models import MAX_LIST_RESULTS, MAX_QUERIES, MAX_READ_LINES
 from dsh_memory.settings_loader import describe_settings, prefect_api_url, resolve_settings
 from dsh_memory.storage.store_format import parse_front_matter
 
@@ -23,7 +23,6 @@ NOTES_DIR = "extensions/ad_hoc/notes/"
 RETIRED_PREFIX = f"rollout_summaries/{RETIRED_DIR_NAME}/"
 LINES_BEFORE_CITED = 50  # a cited line past a file's first part is shown with this many lines above it
 QUERY_TERMS = re.compile(r'"([^"]*)"|(\S+)')  # a "quoted phrase" or a word
-MAX_TERMS = 16  # SearchRequest.queries' bound
 PROVENANCE_SHOWN = ("session_id", "source", "cwd", "updated_at", "part", "extracted_at", "model", "provider", "path")
 
 
@@ -189,8 +188,8 @@ def _queries(q: str, mode: str) -> list[str]:
     if mode == "ranked":
         return [q]
     terms = [t for t in (a or b for a, b in QUERY_TERMS.findall(q)) if t.strip()] or [q]
-    if len(terms) > MAX_TERMS:
-        raise UserInputError(f'{mode} takes at most {MAX_TERMS} words or "phrases" (ranked takes a whole question)')
+    if len(terms) > MAX_QUERIES:
+        raise UserInputError(f'{mode} takes at most {MAX_QUERIES} words or "phrases" (ranked takes a whole question)')
     return terms
 
 
