@@ -38,12 +38,12 @@ def _answer(request: dict) -> Reply:
 
 @pytest.mark.usefixtures("prefect_api")
 def test_a_catch_up_opens_one_state_store_per_flow_run(monkeypatch, tmp_path, fixtures_dir):
-    opened: list[int] = []
+    opened: list[StateStore] = []  # the stores themselves: a freed store's id() can come back
     real_conn = StateStore._conn
 
     def counting_conn(self):  # observe which stores open a database connection
-        if id(self) not in opened:
-            opened.append(id(self))
+        if not any(s is self for s in opened):
+            opened.append(self)
         return real_conn(self)
 
     with FakeOpenAIServer(handler=_answer) as fake:
