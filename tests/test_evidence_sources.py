@@ -123,6 +123,20 @@ def test_a_command_a_subagent_ran_is_kept_with_the_subagent_that_ran_it():
     )
 
 
+
+def test_a_search_prompt_naming_attributes_runs_nothing():
+    # An Explore prompt listed `node.plan` and `node.pr` (fields to find): they were kept as commands
+    # the subagent ran ("Set up and run with: `node.plan` …"), `node` being a program name.
+    prompt = "Search for the old fields:\n1. `node.plan` or `step.plan`\n2. `node.pr`\nThen run `python3.11 -m pytest`"
+    s = make_session(
+        ("user", "Rename the fields."),
+        ("tool", "Task", {"subagent_type": "Explore", "description": "find refs", "prompt": prompt}, "found 3", False),
+        ("tool", "Task", {"subagent_type": "Explore", "description": "find more", "prompt": prompt}, "found 1", False),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands] == ["python3.11 -m pytest"]
+
 def test_set_up_and_run_commands_go_on_one_line_in_the_order_they_first_ran():
     s = make_session(
         ("user", "Get the generator running."),

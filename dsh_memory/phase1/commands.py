@@ -52,11 +52,11 @@ EXPLORE = re.compile(
 )
 BUILD = re.compile(
     r"^(make|just|task|npm|pnpm|yarn|bun|bunx|npx|deno|node|uv|uvx|poetry|pipenv|pdm|hatch|tox|nox|pytest|py\.test|"
-    r"python3?|pip3?|mypy|ruff|black|isort|flake8|pylint|pyright|ty|cargo|rustc|go|gofmt|golangci-lint|mvn|"
+    r"python3?(?:\.\d+)?|pip3?(?:\.\d+)?|mypy|ruff|black|isort|flake8|pylint|pyright|ty|cargo|rustc|go|gofmt|golangci-lint|mvn|"
     r"gradle|\./gradlew|\./mvnw|dotnet|mix|rebar3|elixir|swift|xcodebuild|tsc|eslint|biome|prettier|jest|vitest|"
     r"playwright|tailwindcss|docker|docker-compose|conda|mamba|bazel|cmake|ctest|ninja|meson|rake|bundle|rspec|"
-    r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit)\b"
-)
+    r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit)(?=\s|$)"
+)  # a program, not `node.plan` or `make_x`
 CHECK = re.compile(
     r"test|\b(check|ci|lint|fmt|format|typecheck|type-check|mypy|ruff|clippy|vet|eslint|biome|tsc|"
     r"verify|validate|build|compile|quality|spec|rspec|jest|vitest)\b",
