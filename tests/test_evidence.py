@@ -468,3 +468,39 @@ def test_a_users_remark_on_the_work_at_hand_is_not_a_project_fact():
         cwd=CWD,
     )
     assert gather(s).user_facts == ["The deploy script is `scripts/deploy.sh`."]
+
+
+def test_a_gap_the_session_then_closed_is_no_fact_and_a_plans_items_are_not_either():
+    """ "`listOrders` doesn't include `parent_id`", then the edit that adds it: false in the next
+    session. The same words with no edit after them stay a fact, and so does how a tool works that
+    the session's edit then suited ("… ignores any `SKILL.md` whose frontmatter does not include
+    `name`"). "CLI calls using `--pr`: Must change to `--order-pr`" is an item of a plan."""
+    gaps = [
+        "The `listOrders` SQL query in `src/db/orders.ts` doesn't include the `parent_id` column.",
+        "`src/cli/report.py` still calls `render_rows` with the old `new_pr` keyword.",
+        "The installer ignores any `SKILL.md` whose frontmatter does not include both `name` and `description`.",
+        "CLI invocations using `--pr`: Must change to `--order-pr` in `src/cli/report.py`.",
+    ]
+    kept = "The `listTotals` query in `src/db/totals.ts` doesn't include refunds, so totals are gross."
+    s = make_session(
+        ("user", "Show the parent order."),
+        ("assistant", "\n".join([*gaps, kept])),
+        (
+            "tool",
+            "Edit",
+            {"file_path": f"{CWD}/src/db/orders.ts", "old_string": "SELECT id", "new_string": "SELECT id, parent_id"},
+            "The file has been updated.",
+            False,
+        ),
+        ("tool", "Edit", {"file_path": f"{CWD}/src/cli/report.py", "old_string": "a", "new_string": "b"}, "ok", False),
+        (
+            "tool",
+            "Edit",
+            {"file_path": f"{CWD}/skills/a/SKILL.md", "old_string": "---", "new_string": "name: a"},
+            "",
+            False,
+        ),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert sorted(gather(s).facts) == sorted([gaps[2], kept])

@@ -42,6 +42,7 @@ from dsh_memory.phase1.facts import (
     best_facts,
     conclusions,
     fact_score,
+    fixed_later,
     lead_lists,
     prose,
     sentences,
@@ -266,8 +267,11 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev.shields = shields(runs, edits, cause)
     ev.shields += advised(runs, assistant, cause, ev.shields)
     explained = {s.cause for s in ev.shields}
-    ev.facts = best_facts([a for a in assistant if a[1] not in explained])
-    ev.conclusions = conclusions(assistant, set(ev.facts))  # the recap shows every fact already
+    changed = [(seq, f"{path}\n{written}") for (seq, path, _), (_, written) in zip(edits, texts, strict=True)]
+    closed = fixed_later(assistant, changed)  # a gap the session closed after saying it
+    said = [a for a in assistant if a[1] not in closed]
+    ev.facts = best_facts([a for a in said if a[1] not in explained])
+    ev.conclusions = conclusions(said, set(ev.facts))  # the recap shows every fact already
     ev.rules = ev.rules[:MAX_RULES]
     return ev
 

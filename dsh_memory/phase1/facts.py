@@ -115,6 +115,23 @@ STATE = re.compile(
     r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)",
     re.I,
 )
+# What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
+# include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`".
+GAP = re.compile(
+    r"\b(?:(?:doesn'?t|does not|don'?t|do not|didn'?t|did not) (?:yet )?(?:include|pass|set|have|handle|support|call|"
+    r"return|contain|define|declare|check|match|exist|read|use)|(?:isn'?t|is not|aren'?t|are not|wasn'?t|was not) "
+    r"(?:yet )?(?:set|passed|included|handled|defined|declared|called|used|wired|exported|registered|updated)|"
+    r"still (?:calls?|uses?|has|have|declares?|points?|references?|includes?|contains?|passes|imports?|expects?|"
+    r"returns?|says?|shows?|lists?|mentions?|reads?|at)|missing|lacks?|needs? to (?:be |either )?(?:become|use|change|"
+    r"update|remove|rename|pass|include|add|updated|changed|removed|renamed|fixed|added)|needs? \w+(?: \w+)? "
+    r"(?:updated|changed|removed|renamed|fixed)|must (?:change|update|be (?:updated|changed|removed|renamed))|"
+    r"should (?:be (?:updated|changed|renamed|removed)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?)\b"
+    r"|^(?:The|So the) (?:issue|problem|bug|culprit) is\b",  # not "The issue was that X uses Y": how X works
+    re.I,
+)
+# … said of the thing itself, not in a condition or a relative clause ("it ignores any `SKILL.md`
+# whose frontmatter does not include `name`": how the installer works).
+_CLAUSE = re.compile(r"\b(?:whose|which|that|where|if|when|unless|once|whether|any)\b", re.I)
 # Not a sentence about the project but a list item, a plan's item or a change report: "Explains the one gotcha: …"
 # (what a file does, its subject in the lead the item sits under), "Version bumped 0.3.0 → 0.4.0",
 # "Skill rewritten: …", "Plan complete and saved locally to …".
@@ -123,6 +140,8 @@ FRAGMENT = re.compile(
     # a plan's item, "what - what to do with it": "`land_pr` tests - update from `X` to …"
     r"|^.{3,100}?\s[-–—]\s(?:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|make|"
     r"extract|split|merge)\b"
+    # a plan's item under its subject: "CLI invocations using `--pr`: Must change to `--planned-pr`"
+    r"|^[^:]{3,100}:\s+(?:Must|Should|Needs?|Has to|Have to)\b"
     r"|^(?:New\s+)?(?:(?!(?:is|are|was|were|has|have|had|uses?)\b)\S+\s+){1,3}"
     r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped)\b"
 )
@@ -250,3 +269,21 @@ def conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[
             out.append((n, s))
             used += len(s)
     return [s for _, s in sorted(out)]
+
+
+def fixed_later(assistant: list[tuple[int, str, bool]], changed: list[tuple[int, str]]) -> set[str]:
+    """The sentences that say what the code lacks or still does wrong (`GAP`) about a thing the
+    session changed after saying it — a file it names, or a name its edit wrote: the gap the
+    session then closed ("`getRecentEvaluations` doesn't include `parent_id`", then the edit that
+    adds it) is false in the next session. `changed`: (seq, path and text written) per edit."""
+    out: set[str] = set()
+    for seq, s, _ in assistant:
+        plain = CODE.sub(" x ", s)
+        gap = GAP.search(plain)
+        if not gap or (gap.start() and _CLAUSE.search(plain[: gap.start()])):
+            continue
+        names = {n.strip() for n in CODE.findall(s)} | set(_PATHLIKE.findall(plain)) | set(_IDENT.findall(plain))
+        names = {n for n in names if len(n) >= 4}
+        if names and any(n in text for q, text in changed if q > seq for n in names):
+            out.add(s)
+    return out
