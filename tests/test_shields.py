@@ -372,3 +372,18 @@ def test_a_call_the_user_turned_down_is_no_failure_and_a_destructive_fix_is_no_l
     ev = gather(s)
     assert [(x.command, x.fix) for x in ev.shields] == [("python app.py", "`pip install -r requirements.txt`")]
     assert ev.edited == []
+
+
+def test_a_call_cancelled_because_a_call_beside_it_failed_did_not_fail():
+    """Claude Code cancels the calls made beside one that failed ("Sibling tool call errored"): the
+    cancelled command never ran, so `rtk bun run lint` was a shield "failed: `Sibling tool call
+    errored`; fixed by `bun run lint`"."""
+    sibling = "<tool_use_error>Sibling tool call errored</tool_use_error>"
+    s = make_session(
+        ("user", "Check the change."),
+        _bash("bun run test", "error: 2 tests failed", True),
+        _bash("rtk bun run lint", sibling, True),
+        _bash("bun run lint", "Checked 120 files. No fixes applied."),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []

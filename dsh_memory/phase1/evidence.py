@@ -65,9 +65,11 @@ PROCEDURE_ASK = re.compile(
     r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
     re.I,
 )
-# A call the user turned down (Claude Code's answer; Codex's "… rejected by user"): not a run.
-REFUSED = re.compile(
-    r"\s*(?:The user doesn't want to proceed with this tool use\b|[^\n]{0,60}\brejected by (?:the )?user\b)"
+# A call that never ran: the user turned it down (Claude Code's answer; Codex's "… rejected by
+# user"), or the harness cancelled it because a call beside it failed ("Sibling tool call errored").
+NOT_RUN = re.compile(
+    r"\s*(?:<tool_use_error>)?\s*(?:The user doesn't want to proceed with this tool use\b|"
+    r"[^\n]{0,60}\brejected by (?:the )?user\b|Sibling tool call errored\b|Cancelled: parallel tool call\b)"
 )
 AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
@@ -202,8 +204,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             if result is None and i + 1 < len(events) and events[i + 1].kind is EventKind.TOOL_RESULT:
                 result = events[i + 1]
             output = (result.text or "") if result is not None else ""
-            if REFUSED.match(output):
-                continue  # the user turned the call down: it neither ran nor failed (nor edited)
+            if NOT_RUN.match(output):
+                continue  # turned down or cancelled: it neither ran nor failed (nor edited)
             planned += plan_items(name, e.arguments)
             line, arguments = shell_line(e), e.arguments
             if line is not None and line.startswith("apply_patch"):  # Codex's patch through its shell tool
