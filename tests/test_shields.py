@@ -387,3 +387,45 @@ def test_a_call_cancelled_because_a_call_beside_it_failed_did_not_fail():
         cwd=CWD,
     )
     assert gather(s).shields == []
+
+
+def test_a_check_that_caught_the_sessions_own_mistake_is_no_shield_and_a_wrapper_is_the_fix_it_was():
+    """`bun run lint` failing on a variable the session had just written, then that file edited, is
+    the check doing its job: no lesson. `rtk bun run test` failing ("unrecognized subcommand") and
+    `bun run test` working later is overcome by dropping the wrapper, whatever was edited between
+    (it was "fixed by editing `a.test.ts`"). A script the session wrote that hung on `input()` and
+    was edited to sleep instead stays a shield: not a check, and the next run meets it again."""
+    edit = ("tool", "Edit", {"file_path": f"{CWD}/src/tab.tsx", "old_string": "a", "new_string": "b"}, "ok", False)
+    test_edit = (
+        "tool",
+        "Edit",
+        {"file_path": f"{CWD}/src/a.test.ts", "old_string": "a", "new_string": "b"},
+        "ok",
+        False,
+    )
+    script = (
+        "tool",
+        "Edit",
+        {"file_path": f"{CWD}/play.py", "old_string": "input()", "new_string": "time.sleep(3)"},
+        "ok",
+        False,
+    )
+    s = make_session(
+        ("user", "Add the tab."),
+        edit,
+        _bash("bun run lint", "× This variable skillsCount is unused.", True),
+        edit,
+        _bash("bun run lint", "Checked 12 files."),
+        _bash("rtk bun run test", "error: unrecognized subcommand 'bun'", True),
+        test_edit,
+        _bash("bun run test", "12 pass"),
+        script,
+        _bash("python play.py", "EOFError: EOF when reading a line", True),
+        script,
+        _bash("python play.py", "played"),
+        cwd=CWD,
+    )
+    assert [(x.command, x.fix) for x in gather(s).shields] == [
+        ("rtk bun run test", "`bun run test`"),
+        ("python play.py", "editing `play.py` (`input()` → `time.sleep(3)`)"),
+    ]

@@ -14,7 +14,18 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from dsh_memory.phase1.clean import CODE, EXPLORATION, clip_prose
-from dsh_memory.phase1.commands import BUILD, EXPLORE, MODIFY, SETUP, Run, core, family, first_command, unpiped
+from dsh_memory.phase1.commands import (
+    BUILD,
+    CHECK,
+    EXPLORE,
+    MODIFY,
+    SETUP,
+    Run,
+    core,
+    family,
+    first_command,
+    unpiped,
+)
 
 MAX_SHIELDS = 3
 MAX_BETWEEN = 8  # runs between a failure and the run that worked for one of them to be the fix
@@ -121,6 +132,12 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
     return None
 
 
+def _own(edited: list[tuple[int, str, str]], edits: list[tuple[int, str, str]], seq: int) -> bool:
+    """Every file the fix edited is one the session had edited before the failure at `seq`."""
+    before = {path for at, path, _ in edits if at < seq}
+    return all(path in before for _, path, _ in edited)
+
+
 def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
     """Failures that were overcome, one per command: an informative error, and what made the
     command work (escalated sandbox permissions, a run in the background, a setup command, an edit
@@ -147,10 +164,12 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
             fix = "running it with escalated sandbox permissions"
         elif later.background and not r.background:
             fix = "running it in the background (the shell tool's `run_in_background`)"
+        elif _wrapped(later.line, r.line):
+            fix = _run_fix(later.line)  # `rtk bun run test` → `bun run test`, whatever was edited between
         elif setup:
             fix = _run_fix(setup[-1])
-        elif edited and _TYPO.search(r.error):
-            continue  # the agent's own typo, fixed where it made it: nothing for a next session
+        elif edited and (_TYPO.search(r.error) or (CHECK.search(r.line) and _own(edited, edits, r.seq))):
+            continue  # the agent's own mistake (a typo; a check failing on what it wrote), fixed where it made it
         elif edited:
             fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(e[1] for e in edited[:3]))
             fix += f" ({edited[-1][2]})" if edited[-1][2] else ""  # the last edit before it worked
