@@ -123,7 +123,6 @@ def test_a_command_a_subagent_ran_is_kept_with_the_subagent_that_ran_it():
     )
 
 
-
 def test_a_search_prompt_naming_attributes_runs_nothing():
     # An Explore prompt listed `node.plan` and `node.pr` (fields to find): they were kept as commands
     # the subagent ran ("Set up and run with: `node.plan` …"), `node` being a program name.
@@ -136,6 +135,7 @@ def test_a_search_prompt_naming_attributes_runs_nothing():
         cwd=CWD,
     )
     assert [c.line for c in gather(s).commands] == ["python3.11 -m pytest"]
+
 
 def test_set_up_and_run_commands_go_on_one_line_in_the_order_they_first_ran():
     s = make_session(
@@ -241,6 +241,16 @@ def test_checks_of_several_sessions_make_one_line_per_project():
     assert g.sections["Reusable knowledge"] == [  # one command once per folder, said the longer way
         "- Checks that passed: `bun run test` (runs `bun test src/`), `bun run lint` (in `web`), `bun run lint`, "
         "`bun run css:build` (in `web`) [source: one, two, 3]"
+    ]
+    # the same check run other ways in other sessions is one item, said the shortest way (the
+    # line of a project with many sessions listed every variant: `uv run pytest tests/unit/ -x -q`, …)
+    g = Group("/home/dev/src/api")
+    g.add("Reusable knowledge", "- Checks that passed: `uv run pytest tests/unit/ -x -q --tb=short`, `make lint`", "a")
+    g.add("Reusable knowledge", "- Checks that passed: `uv run pytest tests/`, `uv run ty check src/`", "b")
+    g.add("Reusable knowledge", "- Checks that passed: `uv run ty check`, `make lint` (in `web`)", "c")
+    assert g.sections["Reusable knowledge"] == [
+        "- Checks that passed: `uv run ty check`, `make lint` (in `web`), `uv run pytest tests/`, `make lint` "
+        "[source: a, b, c]"
     ]
 
 
@@ -466,3 +476,19 @@ def test_the_code_map_says_which_changed_file_uses_which():
     assert "- `bot/prompts.py` defines `get_system_prompt`; uses `system_prompt.md`" in lines
     assert "- `web/Panel.tsx` defines `Panel`; uses `TreeView.tsx`" in lines
     assert "- `web/TreeView.tsx` defines `TreeView`" in lines  # names nothing the session changed
+
+
+def test_a_check_narrowed_to_one_test_or_file_goes_when_its_tool_ran_broader():
+    """`python -m pytest tests/a.py::test_b` is that moment's focus when `uv run pytest tests/` ran
+    too (the checks line of one session listed four such node ids); alone, it is the check there is."""
+    s = make_session(
+        ("user", "Fix the close command."),
+        _bash("python -m pytest tests/cmd/test_close.py::test_close_plan -x --tb=long", "1 passed"),
+        _bash("uv run ruff check --fix src/cmd/close.py", "All checks passed!"),
+        _bash("uv run pytest tests/", "612 passed"),
+        _bash("uv run ruff check src/", "All checks passed!"),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands] == ["uv run pytest tests/", "uv run ruff check src/"]
+    alone = make_session(("user", "Fix it."), _bash("uv run pytest tests/test_close.py -q", "3 passed"), cwd=CWD)
+    assert [c.line for c in gather(alone).commands] == ["uv run pytest tests/test_close.py -q"]

@@ -22,6 +22,7 @@ from dsh_memory.consolidation import stale
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import clip_marked, is_marker, why_not_memory
+from dsh_memory.phase1.commands import family
 from dsh_memory.phase1.postprocess import cap_lines
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
 from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project, is_tagged_global, project_root, untag
@@ -90,14 +91,20 @@ class Group:
 
 
 def _merged_list(new: str, old: str) -> str:
-    """`new`'s list line with the items only `old` has appended: each command once per folder,
-    said the longer way (`bun run test` (runs `bun test src/`) over a bare `bun run test`)."""
+    """`new`'s list line with the items only `old` has appended: one command of a kind (its
+    `family`: `uv run pytest tests/ -x` and `uv run pytest tests/unit/ -q`) per folder, the one
+    that says what it runs (`bun run test` (runs `bun test src/`)) or else the shortest."""
     head, items = new.split(":", 1)
     merged: dict[tuple[str, str], str] = {}
+
+    def better(item: str, than: str) -> bool:
+        said = ("(runs " in item, -len(item.split("`")[1]))
+        return not than or said > ("(runs " in than, -len(than.split("`")[1]))
+
     for item in _LIST_ITEM.findall(items) + _LIST_ITEM.findall(old.split(":", 1)[1]):
         where = _IN_FOLDER.search(item)
-        key = (item.split("`")[1], where.group(0) if where else "")
-        if len(item) > len(merged.get(key, "")):
+        key = (family(item.split("`")[1]), where.group(0) if where else "")
+        if better(item, merged.get(key, "")):
             merged[key] = item
     return f"{head}: " + ", ".join(merged.values())
 

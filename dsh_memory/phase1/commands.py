@@ -243,8 +243,21 @@ class Run:
     background: bool = False  # the agent's tool ran it in the background (Claude Code's run_in_background)
 
 
+# A check narrowed to one test or a few files (`pytest tests/a.py::test_b`, `ruff check --fix x.py`):
+# that moment's focus, said already by the same tool's broader run.
+NARROW = re.compile(r"::\w|(?<![\w/.-])[\w./-]+\.(?:py|ts|tsx|js|jsx|mjs|go|rs|rb|java|kt)(?![\w/-])")
+_RUNNERS = {"uv", "uvx", "run", "python", "python3", "poetry", "pipenv", "pdm", "hatch", "npx", "bunx", "rtk", "exec"}
+
+
+def _tool(cmd: str) -> str:
+    """The program a command runs under its runners (`uv run pytest …`, `python -m pytest …`: pytest)."""
+    words = [w for w in core(cmd).split() if not w.startswith("-") and w not in _RUNNERS]
+    return words[0] if words else ""
+
+
 def commands(runs: list[Run]) -> list[Command]:
-    """The build/test/check commands that succeeded, the checks first, then the most run."""
+    """The build/test/check commands that succeeded, the checks first, then the most run; a narrow
+    check (`NARROW`) only when its tool ran no broader one."""
     by: dict[str, Command] = {}
     tries: dict[str, int] = {}  # runs per family: `… add URL --dry-run`, then `… add . --list`
     worked: dict[str, int] = {}  # the order the commands first succeeded: setup before what needs it
@@ -261,6 +274,8 @@ def commands(runs: list[Run]) -> list[Command]:
         if c.ok:
             worked.setdefault(r.line, len(worked))
     ok = [c for c in by.values() if c.ok and (c.check or RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1)]
+    broad = {_tool(c.line) for c in ok if c.check and not NARROW.search(c.line)}
+    ok = [c for c in ok if not (c.check and NARROW.search(c.line) and _tool(c.line) in broad)]
     out: dict[str, Command] = {}  # family → its shortest form, in order of importance
     for c in sorted(ok, key=lambda c: (not c.check, -c.runs)):
         kept = out.get(family(c.line))
