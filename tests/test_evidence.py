@@ -474,7 +474,8 @@ def test_a_gap_the_session_then_closed_is_no_fact_and_a_plans_items_are_not_eith
     """ "`listOrders` doesn't include `parent_id`", then the edit that adds it: false in the next
     session. The same words with no edit after them stay a fact, and so does how a tool works that
     the session's edit then suited ("… ignores any `SKILL.md` whose frontmatter does not include
-    `name`"). "CLI calls using `--pr`: Must change to `--order-pr`" is an item of a plan."""
+    `name`"), and so does a gap that says what it breaks. "CLI calls using `--pr`: Must change to
+    `--order-pr`" is an item of a plan."""
     gaps = [
         "The `listOrders` SQL query in `src/db/orders.ts` doesn't include the `parent_id` column.",
         "`src/cli/report.py` still calls `render_rows` with the old `new_pr` keyword.",
@@ -482,9 +483,10 @@ def test_a_gap_the_session_then_closed_is_no_fact_and_a_plans_items_are_not_eith
         "CLI invocations using `--pr`: Must change to `--order-pr` in `src/cli/report.py`.",
     ]
     kept = "The `listTotals` query in `src/db/totals.ts` doesn't include refunds, so totals are gross."
+    breaks = "`src/db/orders.ts` still declares `legacy_id`, so the migration fails on a fresh database."
     s = make_session(
         ("user", "Show the parent order."),
-        ("assistant", "\n".join([*gaps, kept])),
+        ("assistant", "\n".join([*gaps, kept, breaks])),
         (
             "tool",
             "Edit",
@@ -503,4 +505,4 @@ def test_a_gap_the_session_then_closed_is_no_fact_and_a_plans_items_are_not_eith
         ("assistant", "Done."),
         cwd=CWD,
     )
-    assert sorted(gather(s).facts) == sorted([gaps[2], kept])
+    assert sorted(gather(s).facts) == sorted([gaps[2], kept, breaks])  # what a gap breaks is a lesson

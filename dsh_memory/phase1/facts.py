@@ -275,13 +275,14 @@ def fixed_later(assistant: list[tuple[int, str, bool]], changed: list[tuple[int,
     """The sentences that say what the code lacks or still does wrong (`GAP`) about a thing the
     session changed after saying it — a file it names, or a name its edit wrote: the gap the
     session then closed ("`getRecentEvaluations` doesn't include `parent_id`", then the edit that
-    adds it) is false in the next session. `changed`: (seq, path and text written) per edit."""
+    adds it) is false in the next session, unless it says what the gap breaks (as `STATE`).
+    `changed`: (seq, path and text written) per edit."""
     out: set[str] = set()
     for seq, s, _ in assistant:
         plain = CODE.sub(" x ", s)
         gap = GAP.search(plain)
-        if not gap or (gap.start() and _CLAUSE.search(plain[: gap.start()])):
-            continue
+        if not gap or (gap.start() and _CLAUSE.search(plain[: gap.start()])) or BREAKS.search(plain):
+            continue  # … but what such a gap breaks is a lesson ("… still declares `X` — the CLI fails")
         names = {n.strip() for n in CODE.findall(s)} | set(_PATHLIKE.findall(plain)) | set(_IDENT.findall(plain))
         names = {n for n in names if len(n) >= 4}
         if names and any(n in text for q, text in changed if q > seq for n in names):
