@@ -506,3 +506,15 @@ def test_a_gap_the_session_then_closed_is_no_fact_and_a_plans_items_are_not_eith
         cwd=CWD,
     )
     assert sorted(gather(s).facts) == sorted([gaps[2], kept, breaks])  # what a gap breaks is a lesson
+
+
+def test_a_prompt_that_pastes_a_plan_asks_for_the_plan_by_its_title():
+    """ "Implement the following plan:" followed by a pasted plan was the recap's task, its slug and
+    its line in the handbook's task list ("The user asked: "Implement the following plan:""), for
+    every such session alike: the plan's title says what was asked."""
+    steps_ = "".join(f"{i}. Teach the finder rule kind {i} and test it in `finder.test.ts`.\n" for i in range(40))
+    plan = f"# Plan: Add Cursor Support\n\n## Context\n\nThe evaluator finds `AGENTS.md` only.\n\n## Steps\n\n{steps_}"
+    s = make_session(("user", f"Implement the following plan:\n\n{plan}"), ("assistant", "Done."), cwd=CWD)
+    ev = gather(s)
+    assert ev.first_prompt == ev.requests[0] == "Implement the following plan: Add Cursor Support"
+    assert steps._fallback_task(ev) == 'The user asked: "Implement the following plan: Add Cursor Support"'

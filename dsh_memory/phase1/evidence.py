@@ -71,6 +71,8 @@ NOT_RUN = re.compile(
     r"\s*(?:<tool_use_error>)?\s*(?:The user doesn't want to proceed with this tool use\b|"
     r"[^\n]{0,60}\brejected by (?:the )?user\b|Sibling tool call errored\b|Cancelled: parallel tool call\b)"
 )
+# The title of what a prompt pastes after its words ("Implement the following plan:\n\n# Plan: X").
+_TITLE = re.compile(r"^#{1,3}[ \t]+(?:(?:Plan|Task|Spec|Goal)[ \t]*:[ \t]*)?(\S[^\n]{2,120})$", re.M)
 AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
 
@@ -167,7 +169,10 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             # asked in the user's words, not a word of a pasted plan ("… verbose checklists")
             turns.append((bool(PROCEDURE_ASK.search(words)), []))
             ev.user_chars += len(words)
-            ev.first_prompt = ev.first_prompt or clip(words, 400)
+            # "Implement the following plan:" and the pasted plan's title is what was asked
+            found = _TITLE.search(e.text or "") if words.rstrip().endswith(":") else None
+            title = f" {redact(found[1].strip())}" if found else ""
+            ev.first_prompt = ev.first_prompt or clip(words.rstrip() + title, 400)
             pending_rules = []
             for n, s in enumerate(prompt):
                 if text := rule_text(prompt, n):
@@ -185,7 +190,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     if s not in ev.user_facts and len(ev.user_facts) < MAX_RULES:
                         ev.user_facts.append(clip(s, 220))
                 elif len(s) >= 12 and len(ev.requests) < 6:
-                    ev.requests.append(clip(s, 200))
+                    ev.requests.append(clip(s + title if n == len(prompt) - 1 and s.endswith(":") else s, 200))
         elif e.kind is EventKind.ASSISTANT:
             text = redact(e.text or "")
             if not text.strip():
