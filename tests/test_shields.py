@@ -394,7 +394,8 @@ def test_a_check_that_caught_the_sessions_own_mistake_is_no_shield_and_a_wrapper
     the check doing its job: no lesson. `rtk bun run test` failing ("unrecognized subcommand") and
     `bun run test` working later is overcome by dropping the wrapper, whatever was edited between
     (it was "fixed by editing `a.test.ts`"). A script the session wrote that hung on `input()` and
-    was edited to sleep instead stays a shield: not a check, and the next run meets it again."""
+    was edited to sleep instead stays a shield: not a check, and the next run meets it again; so
+    does a test run that met a circular import."""
     edit = ("tool", "Edit", {"file_path": f"{CWD}/src/tab.tsx", "old_string": "a", "new_string": "b"}, "ok", False)
     test_edit = (
         "tool",
@@ -428,4 +429,21 @@ def test_a_check_that_caught_the_sessions_own_mistake_is_no_shield_and_a_wrapper
     assert [(x.command, x.fix) for x in gather(s).shields] == [
         ("rtk bun run test", "`bun run test`"),
         ("python play.py", "editing `play.py` (`input()` → `time.sleep(3)`)"),
+    ]
+    # the tests meeting a circular import the session's refactor made is how the project's modules
+    # may import each other: a lesson, though the file fixed is one the session had edited
+    config = ("tool", "Edit", {"file_path": f"{CWD}/app/config.py", "old_string": "x", "new_string": "y"}, "ok", False)
+    circular = (
+        "ImportError: cannot import name 'Settings' from partially initialized module 'app.config' (circular import)"
+    )
+    s = make_session(
+        ("user", "Move the settings."),
+        config,
+        _bash("uv run pytest -q", circular, True),
+        config,
+        _bash("uv run pytest -q", "12 passed"),
+        cwd=CWD,
+    )
+    assert [(x.command, x.fix) for x in gather(s).shields] == [
+        ("uv run pytest -q", "editing `app/config.py` (`x` → `y`)")
     ]

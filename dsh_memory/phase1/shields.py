@@ -16,7 +16,6 @@ from pydantic import BaseModel
 from dsh_memory.phase1.clean import CODE, EXPLORATION, clip_prose
 from dsh_memory.phase1.commands import (
     BUILD,
-    CHECK,
     EXPLORE,
     MODIFY,
     SETUP,
@@ -132,10 +131,20 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
     return None
 
 
-def _own(edited: list[tuple[int, str, str]], edits: list[tuple[int, str, str]], seq: int) -> bool:
-    """Every file the fix edited is one the session had edited before the failure at `seq`."""
-    before = {path for at, path, _ in edits if at < seq}
-    return all(path in before for _, path, _ in edited)
+# A linter's or type checker's run, and a test file: a lint finding in new code, or a test the
+# session wrote and then corrected, is the check doing its job (a circular import the tests hit is not).
+LINT = re.compile(
+    r"\b(lint|eslint|biome|ruff|flake8|pylint|mypy|pyright|ty|tsc|typecheck|type-check|clippy|vet|prettier|black|fmt)\b"
+)
+TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|[._-](test|spec)\.\w+$|(^|/)test_[^/]+\.py$")
+
+
+def _own(r: Run, edited: list[tuple[int, str, str]], edits: list[tuple[int, str, str]]) -> bool:
+    """The failure of `r` is a lint finding or a test of the session's own: a linter's run, or
+    every file the fix edited a test file, each of them edited by the session before it failed."""
+    before = {path for at, path, _ in edits if at < r.seq}
+    mine = all(path in before for _, path, _ in edited)
+    return mine and (bool(LINT.search(core(r.line))) or all(TEST_FILE.search(path) for _, path, _ in edited))
 
 
 def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
@@ -168,7 +177,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
             fix = _run_fix(later.line)  # `rtk bun run test` → `bun run test`, whatever was edited between
         elif setup:
             fix = _run_fix(setup[-1])
-        elif edited and (_TYPO.search(r.error) or (CHECK.search(r.line) and _own(edited, edits, r.seq))):
+        elif edited and (_TYPO.search(r.error) or _own(r, edited, edits)):
             continue  # the agent's own mistake (a typo; a check failing on what it wrote), fixed where it made it
         elif edited:
             fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(e[1] for e in edited[:3]))
