@@ -71,6 +71,8 @@ NARRATION = re.compile(
     r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
     r"check|set|add|skip|send)\b"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
+    r"|^(?:The|So the) (?:(?:best|simplest|simpler|cleanest|right|correct) )?(?:plan|approach|idea|proposal|fix|option)"
+    r"\s*(?::|should\b|would\b|will\b)"  # "The plan should be: …", "The best approach: …"
     # how the agent got there: "After reviewing all the relevant code, the merge is handled"
     r"|^(?:After|Having|Upon) (?:reviewing|reading|checking|looking|investigating|examining|exploring|analy[sz]ing|"
     r"searching|digging|tracing|going)\b"
@@ -112,7 +114,8 @@ STATE = re.compile(
     # what is left of a clean-up, "right now": "Only three cases remain", "the only remaining hits are …"
     r"|\b(?:part of|for|in|during) (?:this|the current) (?:task|pr|pull request|session|change|commit)\b"
     r"|\bthe \d+ (?:failures|failing tests|errors|warnings)\b"  # "The 3 failures are in prompt-builder tests"
-    r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)",
+    r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)"
+    r"|\b(?:is|are) now\b|\bnow\s*[-–—(]",  # "The default is now `draft_pr`", "only in the import line now -"
     re.I,
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
@@ -143,8 +146,12 @@ FRAGMENT = re.compile(
     # a plan's item under its subject: "CLI invocations using `--pr`: Must change to `--planned-pr`"
     r"|^[^:]{3,100}:\s+(?:Must|Should|Needs?|Has to|Have to)\b"
     r"|^(?:New\s+)?(?:(?!(?:is|are|was|were|has|have|had|uses?)\b)\S+\s+){1,3}"
-    r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped)\b"
+    r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped|"
+    r"consolidated|converted|migrated|switched|simplified|refactored|inlined)\b"
 )
+# What one test does or needs while the work is under way: "The test calls with `--branch P65`",
+# "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
+ABOUT_A_TEST = re.compile(r"^(?:The|This|That|Each|Every|These|Those) tests?\b|(?<![\w/.-])test_\w+(?![\w.])")
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
 BREAKS = re.compile(r"\b(fails?|failing|will fail|breaks?|crash(?:es)?|errors? (?:out|with))\b", re.I)
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
@@ -213,6 +220,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
     if FIRST_PERSON.search(plain) or why_not_memory(s) or s.count("`") % 2:
         return 0
+    if ABOUT_A_TEST.search(s) and not re.search(r"\bbecause\b", s):
+        return 0  # … but why a test failed can be how the project works ("… because `BaseSettings` reads `.env`")
     if not cue.search(plain):
         return 0
     if cue is FACT_CUE and (HEDGE.search(plain) or DANGLING.match(s)):
