@@ -447,3 +447,25 @@ def test_a_check_that_caught_the_sessions_own_mistake_is_no_shield_and_a_wrapper
     assert [(x.command, x.fix) for x in gather(s).shields] == [
         ("uv run pytest -q", "editing `app/config.py` (`x` → `y`)")
     ]
+
+
+def test_another_action_of_the_tool_fixes_a_failure_only_with_the_same_options():
+    """`erk exec impl-signal started --session-id "$UNSET"` failing and a bare `… impl-signal ended`
+    working later is no fix of it (it was "fixed by `erk exec impl-signal ended`"); `… ended`
+    given `--session-id` with the literal id shows how to pass it."""
+    failed = 'erk exec impl-signal started --session-id "${CLAUDE_SESSION_ID}"'
+    error = "session-id-required: Session ID required for impl-signal started."
+    bare = make_session(
+        ("user", "Implement the plan."),
+        _bash(failed, error, True),
+        _bash("erk exec impl-signal ended", '{"success": true}'),
+        cwd=CWD,
+    )
+    assert gather(bare).shields == []
+    given = make_session(
+        ("user", "Implement the plan."),
+        _bash(failed, error, True),
+        _bash('erk exec impl-signal ended --session-id="80037c2b"', '{"success": true}'),
+        cwd=CWD,
+    )
+    assert [x.fix for x in gather(given).shields] == ['`erk exec impl-signal ended --session-id="80037c2b"`']

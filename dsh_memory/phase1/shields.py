@@ -110,6 +110,23 @@ def _shield(r: Run, why: str, fix: str, advised: bool = False) -> Shield | None:
     return Shield(command=command, error=r.error, cause=clip_prose(why, 220), fix=fix, advised=advised)
 
 
+def _action(cmd: str) -> str:
+    """The word after a command's family when it is a plain word: `erk exec impl-signal started`
+    and `… ended` are two actions of one family, `git push origin feat` and `… main` two targets."""
+    words = [w for w in core(cmd).split("|")[0].split() if not w.startswith("-")]
+    return words[3] if len(words) > 3 and re.fullmatch(r"[a-z][a-z-]+", words[3]) else ""
+
+
+def _same_action(a: str, b: str) -> bool:
+    """`a` does what `b` meant to: the same action, or another given the same options with other
+    values (`… impl-signal ended --session-id=<id>` after `… started --session-id="$UNSET"` failed
+    shows how to pass it; a bare `… ended` fixes nothing)."""
+    if _action(a) == _action(b) or not (_action(a) and _action(b)):
+        return True
+    options = [{w.split("=")[0] for w in core(c).split("|")[0].split() if w.startswith("-")} for c in (a, b)]
+    return options[0] == options[1] != set()
+
+
 def _worked_later(runs: list[Run], i: int) -> Run | None:
     """The run after `runs[i]` (which failed) that did what it meant to: the same command on the
     same target (another issue's run is no fix); nearby, the same tool's other form, the command
@@ -118,7 +135,8 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
     targets = _targets(r.line)
     for x in runs[i + 1 :]:
         if not x.failed and family(x.line) == fam and (not targets or targets & _targets(x.line)):
-            return x
+            if _same_action(x.line, r.line):
+                return x
     for x in runs[i + 1 : i + 8]:
         if x.failed or family(x.line) == fam:
             continue
