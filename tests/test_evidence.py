@@ -55,6 +55,10 @@ def test_commands_are_normalized_as_a_next_session_would_type_them():
     assert normalize_command("bun run test | tail -20 && bun run lint", CWD) == "bun run test && bun run lint"
     assert normalize_command("go test ./... | head -50; go vet ./...", CWD) == "go test ./...; go vet ./..."
     assert normalize_command("rg x src | sort && make", CWD) == "rg x src | sort && make"
+    # a build's output searched, and an `|| echo …` after it, are that moment's (kept as the check whole)
+    lint = 'bun run lint | grep -A 5 "EmptyState\\|styles.css" || echo "No issues in modified files"'
+    assert normalize_command(lint, CWD) == "bun run lint"
+    assert normalize_command("make test | grep -v '^$' && bun run lint", CWD) == "make test && bun run lint"
     assert is_build_command("make fast-ci") and is_build_command("FOO=1 uv run pytest tests/")
     for not_build in ("git diff", "ls", "python -c 'print(1)'", "npx create-next-app@latest app", "pip show x"):
         assert not is_build_command(not_build), not_build
@@ -535,3 +539,28 @@ def test_a_refactors_reasoning_about_its_tests_and_changes_is_not_a_fact_but_why
     ]
     s = make_session(("user", "Make draft PRs the default."), ("assistant", "\n".join(said)), cwd=CWD)
     assert gather(s).facts == [said[-1]]
+
+
+def test_a_check_whose_exit_code_a_pipe_hid_failed_when_its_package_manager_says_so():
+    """`bun run lint 2>&1 | tail -30` exits 0 whatever biome found; bun's last line says the script
+    failed: it was a check that passed, and biome's code frame (`> 6 │ import …`) was read as the
+    script it ran."""
+    frame = (
+        '  × The imports and exports are not sorted.\n    5 │ \n  > 6 │ import { join } from "path";\n'
+        "      │ ^^^^^^^^^^^^\n"
+        + "".join(f'    {n} │ import {{ f{n} }} from "./f{n}";\n' for n in range(7, 27))
+        + "\nChecked 12 files in 9ms. No fixes applied.\nFound 1 error.\n"
+        'error: script "lint" exited with code 1'
+    )
+    s = make_session(
+        ("user", "Lint it."),
+        _bash("bun run lint 2>&1 | tail -30", frame),
+        _bash("bun run lint:fix", "$ biome check --write\nFixed 1 file."),
+        _bash("bun run lint", "$ biome check --error-on-warnings\nChecked 12 files in 9ms. No fixes applied."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert [(c.line, c.runs, c.script) for c in ev.commands if c.line == "bun run lint"] == [
+        ("bun run lint", 2, "biome check --error-on-warnings")
+    ]
+    assert [(x.command, x.fix) for x in ev.shields] == [("bun run lint", "`bun run lint:fix`")]

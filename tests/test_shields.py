@@ -469,3 +469,33 @@ def test_another_action_of_the_tool_fixes_a_failure_only_with_the_same_options()
         cwd=CWD,
     )
     assert [x.fix for x in gather(given).shields] == ['`erk exec impl-signal ended --session-id="80037c2b"`']
+
+
+def test_a_chain_is_no_wrapper_a_test_brought_in_line_is_no_lesson_and_one_fix_is_said_once():
+    """`bun run test && bun run lint` failing on a test was "fixed by `bun run lint | grep …`" (read
+    as the chain's last command unwrapped); a test file edited until it passed is the test brought
+    in line with the change; one command failing two ways, both overcome by `bun run lint:fix`, is
+    one shield."""
+    test_edit = (
+        "tool",
+        "Edit",
+        {"file_path": f"{CWD}/src/a.test.ts", "old_string": "a", "new_string": "b"},
+        "ok",
+        False,
+    )
+    s = make_session(
+        ("user", "Finish the tab."),
+        _bash("bun run test && bun run lint", '313 | test("returns 500", async () => {\nerror: 1 test failed', True),
+        _bash('bun run lint | grep "RemediateTab"', "ok"),
+        _bash("bun run test", "Expected: true\nReceived: false\n1 fail", True),
+        test_edit,
+        _bash("bun run test", "14 pass"),
+        _bash("bun run lint", "× Formatter would have printed the following content:", True),
+        _bash("bun run lint:fix", "Fixed 2 files."),
+        _bash("bun run lint", "Checked 9 files."),
+        _bash("bun run lint", "× The imports and exports are not sorted.", True),
+        _bash("bun run lint:fix", "Fixed 1 file."),
+        _bash("bun run lint", "Checked 9 files."),
+        cwd=CWD,
+    )
+    assert [(x.command, x.fix) for x in gather(s).shields] == [("bun run lint", "`bun run lint:fix`")]

@@ -133,13 +133,22 @@ def failed(result: Event | None) -> bool:
         return m.group(1) != "0"
     if _json_error(result.text or ""):
         return True
-    # A pipe into `tail` hides the exit code: an output that opens with the tool's own error says it.
+    # A pipe into `tail` hides the exit code: an output that opens with the tool's own error says it,
+    # or ends with its package manager's ("error: script "lint" exited with code 1")
     first = next((ln.strip() for ln in _output(result.text or "").splitlines() if ln.strip()), "")
-    return bool(CLI_ERROR.match(first))
+    return bool(CLI_ERROR.match(first) or _SCRIPT_FAILED.search((result.text or "")[-400:]))
+
+
+_SCRIPT_FAILED = re.compile(
+    r'^\s*(?:error: script "[^"\n]+" exited with code [1-9]|(?:ELIFECYCLE|error)\s+Command failed with exit code [1-9]|'
+    r"npm (?:ERR!|error) code\b)",
+    re.M,
+)
 
 
 _SCRIPT = re.compile(r"^(?:npm|pnpm|yarn|bun)(?:\s+run)?\s+[\w:.-]+\s*$")
-_ECHO = re.compile(r"^(?:\$|>)\s+(?!\S+@\S+ )(\S.{2,199})$")  # bun/yarn `$ cmd`; npm `> cmd` (not `> pkg@1.0 name`)
+# bun/yarn `$ cmd`; npm `> cmd` (not `> pkg@1.0 name`, nor a code frame's marked line `> 6 │ import …`)
+_ECHO = re.compile(r"^(?:\$|>)\s+(?!\S+@\S+ )(?!\d+\s*[│|])(\S.{2,199})$")
 
 
 def script_of(line: str, output: str) -> str:
@@ -177,7 +186,8 @@ def informative_error(text: str) -> str:
 
 def normalize_command(line: str, cwd: str | None) -> str:
     """A command as a future agent would type it: no redirections of its output, no pager or
-    `tail`, no `cd` into the session's own folder (the folder as an argument is `.`), one line."""
+    `tail`, no search of a build's output, no `|| true` or `|| echo …`, no `cd` into the session's
+    own folder (the folder as an argument is `.`), one line."""
     s = " ".join(line.split())
     if cwd:
         root = re.escape(cwd.rstrip("/"))
@@ -185,7 +195,9 @@ def normalize_command(line: str, cwd: str | None) -> str:
         s = re.sub(rf"^cd\s+['\"]?{root}/([^'\"\s]+)['\"]?", r"cd \1", s)  # a subfolder: relative
         s = re.sub(rf"(?<=\s)['\"]?{root}/?['\"]?(?=\s|$)", ".", s)  # the folder itself as an argument
     s = re.sub(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*?(?=\s*(?:&&|;|\|\||$))", "", s)  # mid-chain too
-    s = re.sub(r"\s+2>&1|\s+2>/dev/null|\s+>\s*/dev/null|\s*\|\|\s*true\s*$", "", s)
+    if BUILD.match(core(s)):  # a check's output searched (`bun run lint | grep -A3 "error"`): the check
+        s = re.sub(r"\s*\|\s*(?:grep|egrep|rg)\b(?:\"[^\"]*\"|'[^']*'|[^|&;\"'])*?(?=\s*(?:&&|;|\|\||$))", "", s)
+    s = re.sub(r"\s+2>&1|\s+2>/dev/null|\s+>\s*/dev/null|\s*\|\|\s*(?:true|echo\b[^&;|]*)\s*$", "", s)
     cut = re.sub(r"\s*;\s*echo\b.*$", "", s)  # `…; echo "done"`, unless that cuts a `( … )` in two
     return (cut if cut.count("(") == cut.count(")") else s).strip()
 

@@ -60,6 +60,8 @@ def _wrapped(a: str, b: str) -> bool:
     `pytest -q` / `uv run pytest -q`): the shorter's words, two at least, end the longer's."""
     wa, wb = unpiped(a).split(), unpiped(b).split()
     short, long_ = sorted((wa, wb), key=len)
+    if {"&&", "||", ";"} & set(long_) or any(w.endswith(";") for w in long_):
+        return False  # `bun run test && bun run lint` is a chain, not `bun run lint` wrapped
     return len(short) >= 2 and len(long_) > len(short) and long_[-len(short) :] == short
 
 
@@ -158,11 +160,12 @@ TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|[._-](test|spec)\.\w+$|(^
 
 
 def _own(r: Run, edited: list[tuple[int, str, str]], edits: list[tuple[int, str, str]]) -> bool:
-    """The failure of `r` is a lint finding or a test of the session's own: a linter's run, or
-    every file the fix edited a test file, each of them edited by the session before it failed."""
+    """The failure of `r` is the check doing its job: every file the fix edited is a test file (a
+    test brought in line with the change), or a linter's finding in files the session had edited."""
+    if all(TEST_FILE.search(path) for _, path, _ in edited):
+        return True
     before = {path for at, path, _ in edits if at < r.seq}
-    mine = all(path in before for _, path, _ in edited)
-    return mine and (bool(LINT.search(core(r.line))) or all(TEST_FILE.search(path) for _, path, _ in edited))
+    return bool(LINT.search(core(r.line))) and all(path in before for _, path, _ in edited)
 
 
 def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[[int, int, str], str]) -> list[Shield]:
@@ -205,7 +208,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
         else:
             continue  # the same command passed on a bare rerun: flaky, not a shield
         shield = _shield(r, cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}"), fix)
-        if shield is not None:
+        if shield is not None and not any(family(o.command) == fam and o.fix == fix for o in out):
             seen.add((fam, _kind(r.error)))
             out.append(shield)
     return out[:MAX_SHIELDS]
