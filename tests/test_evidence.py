@@ -455,6 +455,8 @@ def test_continuations_list_items_change_reports_and_what_is_left_are_not_facts(
         "Filter to repos that have `.entire/settings.json` where `entire status --json` reports enabled.",
         "Confirm + execute: the skill runs `entire session attach <id> --force` per repo.",
         "`land_pr` tests - update from `_CapturingScreen` to note that it now delegates to `app.py`.",
+        "Kept only the active-job guard with error code `REMEDIATION_ACTIVE` in `routes/remediation.ts`.",
+        "Two runs triggered (one for the push to `main`, one for the tag `v0.4.0`).",
         "The synthesis costs an extra API call, so `entire` only runs it when asked (e.g. `entire explain "
         "--generate`).",
     ]

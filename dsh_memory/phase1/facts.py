@@ -61,6 +61,7 @@ CAUSE = re.compile(
 )
 NARRATION = re.compile(
     r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Lets|Worth|Either|Bonus)\b"
+    r"|^(?:Kept|Made|Left|Put|Wrote|Built|Ran|Took|Gave|Brought|Got|Held|Rewrote|Split|Cut|Set)\s"  # "Kept only the …"
     # an instruction (a plan's or a skill's step), not a fact: "Read the `diff` from the response"
     r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|"
     r"Verify|Avoid|Consider|Fall back|Stage|Unstage|Amend|Squash|Revert|Retry|Re-\w+|"
@@ -147,7 +148,7 @@ FRAGMENT = re.compile(
     r"|^[^:]{3,100}:\s+(?:Must|Should|Needs?|Has to|Have to)\b"
     r"|^(?:New\s+)?(?:(?!(?:is|are|was|were|has|have|had|uses?)\b)\S+\s+){1,3}"
     r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped|"
-    r"consolidated|converted|migrated|switched|simplified|refactored|inlined)\b"
+    r"consolidated|converted|migrated|switched|simplified|refactored|inlined|triggered|queued|started)\b"
 )
 # What one test does or needs while the work is under way: "The test calls with `--branch P65`",
 # "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
