@@ -566,3 +566,16 @@ def test_a_check_whose_exit_code_a_pipe_hid_failed_when_its_package_manager_says
         ("bun run lint", 2, "biome check --error-on-warnings")
     ]
     assert [(x.command, x.fix) for x in ev.shields] == [("bun run lint", "`bun run lint:fix`")]
+
+
+def test_a_short_pasted_plan_is_not_the_users_words():
+    """A plan under 1,200 characters was read as the user's own words: its verification item
+    "Visual: both buttons should render in slate gray instead of indigo" became their standing
+    rule, its steps their requests."""
+    plan = (
+        "# Update the tour button color\n\n## Changes\n\n- Change `btn-primary` → `btn-secondary` in `Tab.tsx`\n\n"
+        "## Verification\n\n- `bun run test`\n- Visual: both buttons should render in slate gray instead of indigo\n"
+    )
+    s = make_session(("user", f"Implement the following plan:\n\n{plan}"), ("assistant", "Done."), cwd=CWD)
+    ev = gather(s)
+    assert ev.rules == [] and ev.requests == ["Implement the following plan: Update the tour button color"]

@@ -173,11 +173,22 @@ def with_context(said: list[str], n: int) -> str:
 PASTE_LEAD = re.compile(r"\b(?:console|terminal|output|logs?|errors?|warnings?|trace|get|got|see|says)\s*:\s", re.I)
 
 
+# A lead that names what follows, then a Markdown document: "Implement the following plan:\n\n# …"
+_PASTED_DOC = re.compile(
+    r"\s*([^\n]{0,200}\b(?:following|below|this|these|plan|spec|design|doc|document|proposal)\b[^\n]{0,40}:)[ \t]*\n"
+    r"\s*#{1,3}[ \t]+\S",
+    re.I,
+)
+
+
 def user_text(e: Event) -> str:
     """The user's own words of a prompt: a long paste keeps only its first lines; a slash command
     keeps its arguments; shell-prompt lines and logs are not words."""
     text = e.text or ""
-    if len(text) > MAX_PASTE_CHARS:
+    pasted = _PASTED_DOC.match(text)
+    if pasted:  # "Implement the following plan:" and the plan, however short: the plan is not theirs
+        text = pasted.group(1)
+    elif len(text) > MAX_PASTE_CHARS:
         first = text.strip().splitlines()[0][:MAX_PASTE_CHARS]
         lead = PASTE_LEAD.search(first)
         text = first[: lead.end()].rstrip(": ") if lead else first
