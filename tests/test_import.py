@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from dsh_memory.cli import app
-from dsh_memory.imports import MAX_FILES
+from dsh_memory.imports.sources import MAX_FILES
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.store import MemoryStore
 from dsh_memory.storage.store_format import parse_front_matter

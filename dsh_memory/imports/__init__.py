@@ -6,45 +6,22 @@ skipped and a changed one is imported again as the next version; the version it 
 no consolidation has read it yet, moves to the notes' archive. Each note written is also appended
 to `.state/imports.json.journal` at once, so an import killed half-way is not imported twice: the
 next one reads the journal, rewrites the manifest and drops the journal. The sources are only read.
-
-Claude Code auto memory: `$CLAUDE_CONFIG_DIR/projects/<project>/memory/` (default `~/.claude`).
-A `MEMORY.md` index (one line per memory, loaded at session start) plus topic files, each with
-YAML front matter (`name`, `description`, `type`: user, feedback, project, reference; `type` may
-sit under `metadata:`). The project folder is the repository root with every character other
-than a letter or digit replaced by `-`: it maps back to the repository when exactly one existing
-directory fits (`readers.header.claude_folder_path`), else through the `cwd` a transcript in the
-same folder names; a folder that maps to neither is skipped, never imported as global.
-
-Codex memories: `$CODEX_HOME/memories/` (default `~/.codex`).
-- `MEMORY.md`: the handbook, in task groups (`# Task Group: <name>`, then `scope:` and
-  `applies_to: cwd=<repository root>; reuse_rule=…` lines). Each group is imported on its own and
-  keeps its `applies_to`: a group for one repository is that project's, a pattern (`cwd=.*`) or
-  `global` is global (`scope.group_project`). Text before the first group is global.
-- `memory_summary.md`: what Codex injects at session start: global.
-- `rollout_summaries/*.md`: one recap per session; its `cwd:` line (front matter or a leading
-  `key: value` line) places it in that repository.
+The sources, and how each piece is read and placed: `imports/sources.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
-import stat
-from collections.abc import Iterator
 from contextlib import suppress
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dsh_memory import scope
-from dsh_memory.consolidation.skill_inventory import one_line
 from dsh_memory.errors import UserInputError
-from dsh_memory.readers._input import is_dir, scandir
+from dsh_memory.imports.sources import Item, claude_items, codex_items
 from dsh_memory.storage.store_format import _write_atomic, read_regular
 from dsh_memory.transcript.private import drop_private
 from dsh_memory.transcript.redact import redact
@@ -53,88 +30,6 @@ Which = Literal["claude", "codex", "all"]
 MANIFEST = ".state/imports.json"
 JOURNAL = MANIFEST + ".journal"  # one JSON line per note written since the manifest was last written
 MAX_MANIFEST_BYTES = 16 << 20
-MAX_FILE_BYTES = 1 << 20  # a memory file larger than 1 MiB is not imported
-MAX_FILES = 5000  # files (Codex task groups) looked at in one run, per source
-MAX_NOTE_CHARS = 8000  # what one imported note keeps (the rest stays in its source)
-MAX_FRONT_MATTER = 8192
-_CWD_LINE = re.compile(r"^(?:[-*]\s*)?cwd:\s*(\S.*?)\s*$", re.M)  # a Codex recap's repository
-
-
-@dataclass
-class Item:
-    """One piece of another agent's memory: a file, or one task group of a Codex MEMORY.md."""
-
-    agent: str  # claude | codex
-    source: Path
-    part: str | None = None  # a Codex task group's name
-    project: str | None = None  # repository root; None: global
-    title: str = ""
-    text: str = ""
-    sha256: str = ""
-    mtime: str = ""
-    kind: str | None = None  # index, a Claude topic's type (user, feedback, project, reference…), summary…
-    skip: str | None = None  # why it is not imported (excluded, too large, unreadable…)
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"{self.agent}:{self.source}" + (f"#{self.part}" if self.part else "")
-
-
-def _read(item: Item) -> str | None:
-    """The text of `item.source`, a regular file (no symlink) of at most MAX_FILE_BYTES, its
-    sha256 and mtime noted on `item`; None, with `item.skip` saying why, when it cannot be imported."""
-    try:
-        st = os.lstat(item.source)
-        if not stat.S_ISREG(st.st_mode):
-            item.skip = "not a regular file"
-        elif st.st_size > MAX_FILE_BYTES:
-            item.skip = f"larger than {MAX_FILE_BYTES // 1024} KiB ({st.st_size} bytes)"
-        else:
-            with open(item.source, "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES + 1)
-            if len(data) > MAX_FILE_BYTES:
-                item.skip = f"larger than {MAX_FILE_BYTES // 1024} KiB"
-    except OSError as exc:
-        item.skip = f"cannot read: {exc.strerror or exc}"
-    if item.skip:
-        return None
-    item.sha256 = hashlib.sha256(data).hexdigest()
-    item.mtime = datetime.fromtimestamp(st.st_mtime, tz=UTC).isoformat(timespec="seconds")
-    return data.decode("utf-8", "replace")
-
-
-def front_matter(text: str) -> tuple[dict, str]:
-    """(fields, body) of a Markdown file with YAML front matter (`---` … `---`); {} when it has
-    none or it is not a mapping. `type` may sit under `metadata:`. Only plain values are kept:
-    a list or mapping of aliases is tiny on disk but exponential as text (a billion laughs), and
-    one the parser cannot build (nested too deep, a date that is none) is no front matter."""
-    if not text.startswith("---"):
-        return {}, text
-    end = text.find("\n---", 3)
-    if end < 0 or end > MAX_FRONT_MATTER:
-        return {}, text
-    import yaml
-
-    try:
-        fields = yaml.safe_load(text[3:end])
-    except (yaml.YAMLError, ValueError, RecursionError):  # a date 2024-02-30, an int of 5,000 digits, `[[[[…`
-        return {}, text
-    if not isinstance(fields, dict):  # `---` as a Markdown rule: the text is the body
-        return {}, text
-    body = text[end + 4 :].lstrip("-").lstrip("\n")
-    meta = fields.get("metadata")
-    if "type" not in fields and isinstance(meta, dict) and "type" in meta:
-        fields["type"] = meta["type"]
-    return {k: v for k, v in fields.items() if isinstance(k, str) and isinstance(v, str | int | float)}, body
-
-
-def cut(text: str, source: Path) -> str:
-    text = text.strip()
-    if len(text) <= MAX_NOTE_CHARS:
-        return text
-    head = text[:MAX_NOTE_CHARS].rsplit("\n", 1)[0]
-    return f"{head}\n\n[… cut: the rest is in {source}]"
 
 
 class ImportRow(BaseModel):
@@ -268,150 +163,3 @@ def _journal(path: str) -> list[tuple[str, Any]]:
                 if isinstance(entry := json.loads(line), dict):
                     out += entry.items()
     return out
-
-
-# -- Claude Code auto memory (see the module docstring) ----------------------------------------
-
-
-def claude_items(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
-    return capped(_claude_pieces(config_dir, exclude))
-
-
-def capped(items: Iterator[Item]) -> Iterator[Item]:
-    """At most MAX_FILES items of a source (a Codex task group counts as a file: a 1 MiB handbook
-    holds 30,000); the first one past the cap is reported skipped, so the cut is said, not silent."""
-    for n, item in enumerate(items):
-        if n == MAX_FILES:
-            item.skip, item.text = (
-                f"this and the rest of the source left out: an import reads {MAX_FILES:,} at most",
-                "",
-            )
-        yield item
-        if n == MAX_FILES:
-            return
-
-
-def _claude_pieces(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
-    projects = config_dir / "projects"
-    folders = sorted((e for e in scandir(projects) if is_dir(e, follow_symlinks=False)), key=lambda e: e.name)
-    for folder in folders:
-        memory = Path(folder.path) / "memory"
-        if not memory.is_dir() or memory.is_symlink():
-            continue
-        files = sorted(p for p in memory.iterdir() if p.suffix == ".md" and not p.name.startswith("."))
-        cwd = _folder_cwd(Path(folder.path))
-        project = scope.project_root(cwd) if cwd else None
-        for path in files:
-            item = Item("claude", path, project=project)
-            if cwd is None:
-                item.skip = f"cannot tell which repository the folder {folder.name} is (no single existing path fits)"
-            elif scope.excluded_by(cwd, exclude):
-                item.skip = "excluded (exclude_projects)"
-            else:
-                _claude_fill(item)
-            yield item
-
-
-def _claude_fill(item: Item) -> None:
-    text = _read(item)
-    if text is None:
-        return
-    fields, body = front_matter(text)
-    fields = {k: drop_private(v) if isinstance(v, str) else v for k, v in fields.items()}  # as the text
-    if item.source.name == "MEMORY.md":
-        item.kind, item.title = "index", f"Claude Code memory index of {scope.label(item.project or '')}"
-    else:
-        item.kind = one_line(fields.get("type"), 40) or "topic"
-        item.title = one_line(fields.get("name"), 120) or item.source.stem
-    head = f"Claude Code auto memory ({item.kind})"
-    if fields.get("description"):
-        head += ": " + one_line(fields["description"], 300)
-    item.text = head + "\n\n" + cut(body, item.source)
-    item.extra = {"claude_name": one_line(fields.get("name"), 120) or None}
-
-
-def _folder_cwd(folder: Path) -> str | None:
-    """The directory a Claude Code project folder stands for (see the module docstring)."""
-    from dsh_memory.models import SessionRef
-    from dsh_memory.readers.header import claude_folder_path, session_cwd
-
-    found = claude_folder_path(folder.name)
-    if found:
-        return found
-    try:
-        logs = sorted((p for p in folder.glob("*.jsonl") if p.is_file()), key=lambda p: -p.stat().st_mtime)[:5]
-    except OSError:
-        return None
-    for log in logs:
-        ref = SessionRef(id=log.stem, source="claude", path=log, size=0, mtime_ns=0)
-        cwd = session_cwd(ref)
-        if cwd and "".join(c if c.isalnum() else "-" for c in cwd) == folder.name:
-            return cwd
-    return None
-
-
-# -- Codex memories (see the module docstring) -------------------------------------------------
-
-
-def codex_items(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
-    return capped(_codex_pieces(codex_home, exclude))
-
-
-def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
-    root = codex_home / "memories"
-    if not root.is_dir() or root.is_symlink():
-        return
-    yield from _handbook(root / "MEMORY.md", exclude)
-    summary = root / "memory_summary.md"
-    if summary.exists():
-        yield _codex_file(Item("codex", summary, kind="summary", title="Codex memory summary"))
-    rollouts = root / "rollout_summaries"
-    if rollouts.is_dir() and not rollouts.is_symlink():
-        for path in sorted(p for p in rollouts.iterdir() if p.suffix == ".md")[: MAX_FILES + 1]:
-            item = _codex_file(Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}"))
-            m = _CWD_LINE.search(item.text[:4000]) if item.text else None
-            cwd = m.group(1).strip("'\"") if m else None
-            item.project = scope.project_root(cwd) if cwd else None
-            if cwd and scope.excluded_by(cwd, exclude):
-                item.skip, item.text = "excluded (exclude_projects)", ""
-            yield item
-
-
-def _codex_file(item: Item) -> Item:
-    text = _read(item)
-    if text is not None:
-        item.text = f"Codex memory ({item.kind})\n\n" + cut(text, item.source)
-    return item
-
-
-def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
-    if not path.exists():
-        return
-    whole = Item("codex", path, kind="handbook")
-    text = _read(whole)
-    if text is None:
-        yield whole
-        return
-    lines = text.split("\n")
-    starts = scope.handbook_groups(lines) + [(len(lines), None)]
-    taken: dict[str, int] = {}  # a name is a piece's key: a second group of one name is "name (2)"
-    for (start, project), (end, _) in zip(starts, starts[1:], strict=False):
-        part = "\n".join(lines[start:end]).strip()
-        if not part:
-            continue
-        heading = lines[start] if lines[start].startswith(scope.GROUP_HEADING) else ""
-        # redacted here: the name is the piece's key in .state/imports.json and is printed
-        said = drop_private(heading.split(":", 1)[1]) if heading else ""
-        name = first = redact(one_line(said, 120)) if heading else "(before the first task group)"
-        while name in taken:
-            taken[first] += 1
-            name = f"{first} ({taken[first]})"
-        taken[name] = 1
-        item = Item("codex", path, part=name, project=project, kind="task_group", mtime=whole.mtime)
-        item.title = f"Codex task group {name}"
-        if project and scope.excluded_by(project, exclude):
-            item.skip = "excluded (exclude_projects)"
-        else:
-            item.sha256 = hashlib.sha256(part.encode("utf-8", "replace")).hexdigest()
-            item.text = "Codex memory (task group)\n\n" + cut(part, path)
-        yield item
