@@ -731,6 +731,46 @@ def test_notify_unreachable_receiver_retries_then_exits_1(hook_env, fixtures_dir
     assert (quiet.exit_code, quiet.stderr) == (1, "")
 
 
+@contextlib.contextmanager
+def trickling_receiver():
+    """A loopback "receiver" that answers 202 one byte every 0.2 s (about 30 s in all): each byte
+    resets an HTTP client's read timeout."""
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    body = b" " * 150 + b'{"accepted": true, "triggered": true, "session_id": "s"}'
+
+    def answer():
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\n")
+                conn.sendall(b"Content-Length: %d\r\n\r\n" % len(body))
+                for i in range(len(body)):
+                    if stop.wait(0.2):
+                        return
+                    conn.sendall(body[i : i + 1])
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}{HOOK_PATH}"
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(5)
+
+
+def test_notify_gives_up_on_a_trickling_receiver_within_its_timeout(hook_env, fixtures_dir):
+    """--timeout bounds the whole delivery, not each read: a receiver (or whatever holds its port)
+    that answers a byte at a time must not hold the agent's hook past it."""
+    payload = (fixtures_dir / "webhooks/dsh-turn-end.json").read_text()
+    with trickling_receiver() as url:
+        r = _notify(["--timeout", "1", "--url", url, payload])
+    assert r.exit_code == 1 and r.stdout == "", r.stderr
+    assert "no answer within --timeout 1 s" in r.stderr, r.stderr
+
+
 def test_notify_direct_retries_a_failing_prefect_api(hook_env, fixtures_dir, fake_prefect):
     fake_prefect.fail_next = 1
     stdin = (fixtures_dir / "webhooks/claude-stop.json").read_bytes()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -77,7 +78,28 @@ def notify_once(
 
 def _with_retries(attempt: Callable[[float], tuple[bool, str]], budget: float) -> tuple[bool, str]:
     """`attempt(seconds left)` until it succeeds, fails for good, or the budget is spent; a
-    transient failure (`_Retry`) waits RETRY_DELAYS between attempts."""
+    transient failure (`_Retry`) waits RETRY_DELAYS between attempts. In a daemon thread given up
+    at the budget: an HTTP timeout bounds each read, so a peer answering a byte at a time would
+    hold the hook forever."""
+    outcome: list = []
+
+    def work() -> None:
+        try:
+            outcome.append(_attempts(attempt, budget))
+        except Exception as exc:  # re-raised below, for notify_once's one-line report
+            outcome.append(exc)
+
+    worker = threading.Thread(target=work, name="dsh-notify", daemon=True)
+    worker.start()
+    worker.join(budget)
+    if not outcome:
+        return False, f"no answer within --timeout {budget:g} s"
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _attempts(attempt: Callable[[float], tuple[bool, str]], budget: float) -> tuple[bool, str]:
     deadline = time.monotonic() + budget
     for tries in itertools.count(1):
         try:
