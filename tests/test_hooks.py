@@ -23,6 +23,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from dsh_memory.cli import app as cli_app
+from dsh_memory.errors import ConfigError
 from dsh_memory.hooks.events import EVENT_NAME, build_event, post_events
 from dsh_memory.hooks.forwarder import TurnEndForwarder
 from dsh_memory.hooks.payloads import (
@@ -686,6 +687,28 @@ def test_a_non_ascii_hook_secret_works_end_to_end(hook_env, fixtures_dir, fake_p
         assert httpx.post(url + HOOK_PATH, content=payload, headers=headers).status_code == 202
         headers["X-DSH-Memory-Secret"] = secret.encode("latin-1", "replace")
         assert httpx.post(url + HOOK_PATH, content=payload, headers=headers).status_code == 401
+
+
+def test_a_hook_secret_with_whitespace_around_it_works_and_a_line_break_in_it_is_named(
+    hook_env, monkeypatch, fixtures_dir, fake_prefect
+):
+    """HTTP drops the whitespace around a header value (h11 will not even send it): a secret set
+    with a trailing space or newline is met without it, by `notify` and by curl alike. One with
+    a line break inside can never be sent: `notify` says so at once, the receiver will not start."""
+    monkeypatch.setenv("DSH_MEMORY_HOOK_SECRET", " k3y \n")
+    payload = (fixtures_dir / "webhooks/codex-notify.json").read_text()
+    app = create_receiver_app(roots=ROOTS, api_url=fake_prefect.api_url)  # the secret from the environment
+    with serve(app) as url:
+        r = _notify(["--kind", "codex", "--url", url + HOOK_PATH, payload])
+        assert (r.exit_code, r.stderr) == (0, "")
+        headers = {"Content-Type": "application/json", "X-DSH-Memory-Secret": "k3y"}
+        assert httpx.post(url + HOOK_PATH, content=payload, headers=headers).status_code == 202
+        monkeypatch.setenv("DSH_MEMORY_HOOK_SECRET", "k3\ny")
+        r = _notify(["--kind", "codex", "--url", url + HOOK_PATH, payload])
+        assert r.exit_code == 1 and "DSH_MEMORY_HOOK_SECRET holds a line break" in r.stderr, r.stderr
+        assert "attempt" not in r.stderr  # not retried
+    with pytest.raises(ConfigError, match="DSH_MEMORY_HOOK_SECRET"):
+        TurnEndReceiver(roots=ROOTS, api_url=None)
 
 
 def test_notify_stdin_claude_direct(hook_env, fixtures_dir, fake_prefect):

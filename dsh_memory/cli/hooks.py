@@ -8,7 +8,6 @@ end itself (storage/turn_ends.py). Never exit 2 nor stdout, and never a prefect 
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 import threading
 import time
@@ -16,6 +15,8 @@ from collections.abc import Callable
 
 import typer
 from typer.core import TyperCommand
+
+from dsh_memory.errors import DshMemoryError
 
 DEFAULT_URL = "http://127.0.0.1:8765/hooks/turn-end"
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)  # between attempts, while the --timeout budget lasts
@@ -72,6 +73,8 @@ def notify_once(
             ok, message = _with_retries(lambda left: _emit_direct(event, target, left), timeout)
             return ok, message + unrecorded
         return _with_retries(lambda left: _post_to_receiver(raw, turn.kind, url, left), timeout)
+    except DshMemoryError as exc:  # a setting no delivery can work with (the hook secret)
+        return False, str(exc)
     except Exception as exc:  # a hook must never fail the agent
         return False, f"unexpected error: {type(exc).__name__}: {exc}"
 
@@ -140,11 +143,11 @@ def _emit_direct(event: dict, target: str, timeout: float) -> tuple[bool, str]:
 def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float) -> tuple[bool, str]:
     import httpx
 
-    from dsh_memory.hooks.payloads import SECRET_ENV, SECRET_HEADER
+    from dsh_memory.hooks.payloads import SECRET_HEADER, hook_secret
 
     headers: dict[str, str | bytes] = {"Content-Type": "application/json"}
-    if os.environ.get(SECRET_ENV):  # as UTF-8 bytes, which the receiver compares (any secret)
-        headers[SECRET_HEADER] = os.environ[SECRET_ENV].encode("utf-8", "surrogateescape")
+    if secret := hook_secret():  # as UTF-8 bytes, which the receiver compares (any secret)
+        headers[SECRET_HEADER] = secret.encode("utf-8", "surrogateescape")
     try:
         with httpx.Client(timeout=timeout, trust_env=False) as client:
             resp = client.post(url, params={"kind": kind}, content=raw, headers=headers)

@@ -36,6 +36,18 @@ CODEX_TURN_COMPLETE = "agent-turn-complete"
 CLAUDE_KNOWN_EVENTS = ("Stop", "SubagentStop", "SessionEnd")
 
 
+def hook_secret() -> str | None:
+    """SECRET_ENV as a header carries it, None when unset or blank: HTTP drops the whitespace
+    around a header value, so it is no part of the secret. One with a line break or another control
+    character inside can never be sent: ConfigError."""
+    from dsh_memory.errors import ConfigError
+
+    secret = os.environ.get(SECRET_ENV, "").strip()
+    if any(c < " " and c != "\t" or c == "\x7f" for c in secret):
+        raise ConfigError(f"{SECRET_ENV} holds a line break or another control character: no HTTP header can carry it")
+    return secret or None
+
+
 class PayloadError(ValueError):
     """The notification was refused; `status` is the HTTP status to answer with."""
 

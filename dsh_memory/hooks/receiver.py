@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 from typing import Any
 
 from starlette.requests import Request
@@ -16,7 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from dsh_memory.hooks.forwarder import TurnEndForwarder
-from dsh_memory.hooks.payloads import KINDS, MAX_BODY_BYTES, SECRET_ENV, SECRET_HEADER, PayloadError, parse_turn_end
+from dsh_memory.hooks.payloads import KINDS, MAX_BODY_BYTES, SECRET_HEADER, PayloadError, hook_secret, parse_turn_end
 from dsh_memory.settings import SourceRoots
 from dsh_memory.settings_loader import prefect_api_url
 
@@ -51,7 +50,7 @@ class TurnEndReceiver:
                 roots = SourceRoots.from_env()
         self.roots = roots
         self.api_url = prefect_api_url() if api_url is _FROM_ENV else (api_url or None)
-        self.secret = (os.environ.get(SECRET_ENV) or None) if secret is _FROM_ENV else (secret or None)
+        self.secret = hook_secret() if secret is _FROM_ENV else (secret or None)
         self.max_body = MAX_BODY_BYTES
         self._state = None
         if forwarder is None and self.api_url:
