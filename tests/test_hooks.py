@@ -591,6 +591,37 @@ def test_close_records_a_turn_end_whose_first_write_failed_before_it_stops(fixtu
     assert "not recorded at shutdown" not in caplog.text
 
 
+def test_turn_ends_waiting_to_be_recorded_count_against_the_bound(fixtures_dir, fake_prefect):
+    """A state database that keeps failing (disk full): the turn ends it owes stay in memory, so
+    they count against max_pending like those waiting for Prefect, and a new session gets 503
+    instead of growing the backlog without end."""
+    broken = threading.Event()
+    broken.set()
+    recorded: list[tuple[str, datetime]] = []
+
+    def record(ends):
+        if broken.is_set():
+            raise OSError("disk full")
+        recorded.extend(ends)
+
+    def turn(sid: str, seq: int = 1):
+        return parse_turn_end(json.dumps(_turn(fixtures_dir, sid, seq)).encode(), roots=ROOTS)
+
+    fwd = TurnEndForwarder(fake_prefect.api_url, max_pending=2, interval_seconds=0.05, record=record)
+    ids = [f"0a0b0c0d-0000-4000-8000-{i:012d}" for i in range(60, 63)]
+    for n, sid in enumerate(ids[:2], start=1):
+        assert fwd.submit(turn(sid))
+        deadline = time.monotonic() + 10
+        while fwd.forwarded < n:  # Prefect has it; only its record is owed
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    assert not fwd.submit(turn(ids[2]))
+    assert fwd.submit(turn(ids[0], 2))  # a session already owed: its newer turn end is taken
+    broken.clear()
+    assert fwd.close(30), fwd.last_error
+    assert {s for s, _ in recorded} == set(ids[:2])
+
+
 def test_over_capacity_is_a_clear_503_never_a_silent_drop(fixtures_dir, fake_prefect):
     gate = threading.Event()
 

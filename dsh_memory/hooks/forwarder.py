@@ -5,8 +5,8 @@
 - forwarding: one pending entry per session (a newer turn end replaces it), all forwarded each
   `interval_seconds` as ONE `POST {api}/events`, except a session forwarded less than
   `min_gap_seconds` ago. `submit` True means "will be forwarded": a failed POST or write is
-  retried (backoff; same event ids; a newer entry wins). Beyond `max_pending` sessions a new one
-  is refused, never accepted and then dropped.
+  retried (backoff; same event ids; a newer entry wins). Beyond `max_pending` sessions waiting to
+  be forwarded (or recorded) a new one is refused, never accepted and then dropped.
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ class TurnEndForwarder:
     # -- the route's side ------------------------------------------------------------------
     def submit(self, turn: TurnEnd) -> bool:
         """Take a turn end for forwarding. False only when `max_pending` other sessions wait
-        already (or the forwarder is closed): the caller must say so, nothing was taken."""
+        already to be forwarded or recorded (or the forwarder is closed): the caller must say so,
+        nothing was taken."""
         sid = turn.session_id
         with self._cond:
             if self._closing:
@@ -82,7 +83,9 @@ class TurnEndForwarder:
                 return False
             if sid in self._pending:
                 self.replaced += 1
-            elif len(self._pending) >= self.max_pending:
+            elif len(self._pending) >= self.max_pending or (
+                sid not in self._unrecorded and len(self._unrecorded) >= self.max_pending
+            ):  # turn ends a failing database still owes stay in memory too
                 self.refused += 1
                 return False
             # when the turn ended (received here), not when its batch goes out: the recorded turn

@@ -110,7 +110,7 @@ class TurnEndReceiver:
             wait = max(1, round(self.forwarder.interval * 2))  # two cadences
             return _refuse(
                 503,
-                f"{self.forwarder.max_pending} sessions already wait to be forwarded to Prefect; nothing was "
+                f"{self.forwarder.max_pending} sessions already wait to be forwarded to Prefect (or recorded); nothing was "
                 f"taken, send it again in {wait} s",
                 "Overloaded",
                 headers={"Retry-After": str(wait)},
