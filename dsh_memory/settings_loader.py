@@ -95,7 +95,7 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
         status = ""
         try:
             mem_block, route_block, blocks = _load_blocks(url)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        except httpx.TransportError as exc:  # refused, timed out, hung up: no answer
             status = f"not consulted (Prefect API {url} unreachable: {type(exc).__name__})"
             log.warning("dsh-memory settings: %s; using the environment and defaults", status)
     if status:
@@ -106,8 +106,8 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
 
 
 def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
-    """Read the two "default" block documents (httpx.ConnectError / ConnectTimeout when the server
-    is unreachable). Prefect is imported only when one of them is saved (to validate it as its
+    """Read the two "default" block documents (httpx.TransportError when the server does not
+    answer). Prefect is imported only when one of them is saved (to validate it as its
     Block class): a plain HTTP query asks first, so commands that find no saved block stay fast."""
     saved = _saved_block_slugs(url)
     if saved is not None and not saved:
@@ -142,7 +142,8 @@ def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
 def _saved_block_slugs(url: str) -> set[str] | None:
     """Which of our "default" block documents exist, by one `POST /block_documents/filter`
     (no prefect import); None when the answer is not usable (the caller then asks through
-    Prefect's client). Raises httpx.ConnectError / ConnectTimeout when nothing answers."""
+    Prefect's client). Raises httpx.TransportError when nothing answers (refused, timed out, hung
+    up): Prefect's client would retry that for minutes."""
     import httpx
 
     body = {
@@ -158,7 +159,7 @@ def _saved_block_slugs(url: str) -> set[str] | None:
         plain = url.lower().startswith("http://")
         with httpx.Client(timeout=10, trust_env=not is_loopback_url(url), verify=not plain) as client:
             resp = client.post(f"{url}/block_documents/filter", json=body, headers=prefect_auth_headers())
-    except (httpx.ConnectError, httpx.ConnectTimeout):
+    except httpx.TransportError:
         raise
     except httpx.HTTPError:
         return None

@@ -6,11 +6,14 @@ blocks they save, so other tests keep running on the environment and defaults.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -250,6 +253,47 @@ def test_unreachable_server_falls_back_to_env_with_a_warning(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["33", "None"]
     assert "unreachable" in out.stderr
+
+
+@pytest.mark.parametrize("silent", [False, True], ids=["hangs up", "never answers"])
+def test_a_server_that_takes_the_request_but_never_answers_falls_back_too(tmp_path, silent):
+    """A Prefect API that accepts the connection, then hangs up or stays silent (a stuck or
+    stopped server): the settings fall back to the environment like an unreachable one, at the
+    block query's timeout; Prefect's own client retried for minutes (a session-start hook, an MCP
+    server's start) and then ended in a traceback."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def take() -> None:
+        with contextlib.suppress(OSError):
+            while not stop.is_set():
+                conn, _ = listener.accept()
+                conn.recv(65536)
+                held.append(conn) if silent else conn.close()
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    code = (
+        "from dsh_memory.settings_loader import resolve_settings\n"
+        "r = resolve_settings(); print(r.settings.idle_seconds, r.memory_block)\n"
+    )
+    env = dict(
+        _env(tmp_path, f"http://127.0.0.1:{listener.getsockname()[1]}/api", DSH_MEMORY_IDLE_SECONDS="34"),
+        PATH=os.environ.get("PATH", ""),
+        PREFECT_HOME=str(tmp_path / "ph"),
+        PYTHONPATH=str(Path(__file__).resolve().parents[1]),  # this checkout's code
+    )
+    try:
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        stop.set()
+        listener.close()
+        for conn in held:
+            conn.close()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["34", "None"]
+    assert "unreachable" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_save_without_a_server_says_how_to_configure_one(tmp_path):
