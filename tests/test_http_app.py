@@ -246,6 +246,24 @@ def test_real_loopback_uvicorn_smoke(settings):
         assert m.status_code == 200 and '"name":"dsh-memory"' in m.text
 
 
+def test_mcp_answers_on_the_host_allow_remote_serves_and_the_guard_still_refuses_others(settings):
+    """`http --host memory.lan --allow-remote` says "MCP at /mcp": the MCP SDK's own Host check
+    knew loopback only and answered 421 there, while the RPC answered."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    accept = {"accept": "application/json, text/event-stream"}
+    with TestClient(create_app(settings, allowed_hosts=["memory.lan"]), base_url="http://memory.lan:8765") as c:
+        assert rpc(c, "summary").status_code == 200
+        m = c.post("/mcp", json=init, headers=accept)
+        assert m.status_code == 200 and '"name":"dsh-memory"' in m.text
+        assert c.post("/mcp", json=init, headers={**accept, "host": "evil.example:8765"}).status_code == 403
+        assert c.post("/mcp", json=init, headers={**accept, "origin": "https://evil.example"}).status_code == 403
+
+
 def test_http_command_refuses_non_loopback_host_without_allow_remote(settings):
     from typer.testing import CliRunner
 

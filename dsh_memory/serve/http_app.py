@@ -104,11 +104,16 @@ def create_app(
         form_paths = (ACTION_PREFIX,)
     mcp_server = None
     if mcp:
+        from mcp.server.transport_security import TransportSecuritySettings
+
         from dsh_memory.serve.mcp_server import build_server
 
         mcp_server = build_server(mem)
-        # the SDK's own app carries the /mcp route; its session manager runs in our lifespan
-        routes += list(mcp_server.streamable_http_app(streamable_http_path="/mcp").routes)
+        # the SDK's own app carries the /mcp route; its session manager runs in our lifespan. The
+        # guard checks Host and Origin for it as for every route (the SDK's check knew loopback
+        # only: 421 on the host `--allow-remote` serves)
+        own_check = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        routes += list(mcp_server.streamable_http_app(streamable_http_path="/mcp", transport_security=own_check).routes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
