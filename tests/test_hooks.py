@@ -910,6 +910,33 @@ def test_event_arrives_on_a_real_prefect_server(prefect_api, hook_env, fixtures_
     assert ev["payload"]["source"] == "codex"
 
 
+def test_notify_direct_records_in_the_memory_root_the_saved_settings_pin(
+    prefect_api, hook_env, fixtures_dir, tmp_path, monkeypatch
+):
+    """The extraction run reads the turn ends of the memory root its settings resolve to (a root
+    pinned in the saved block wins over DSH_MEMORY_ROOT): `notify --direct` records there too,
+    not in the environment's root, where no run would look."""
+    from dsh_memory.blocks import MemorySettingsBlock, register_blocks
+    from dsh_memory.storage.state import StateStore
+    from dsh_memory.storage.turn_ends import TurnEnds
+
+    from .test_blocks import _delete_defaults
+
+    monkeypatch.setenv("PREFECT_API_URL", prefect_api)
+    pinned = tmp_path / "pinned"
+    register_blocks()
+    MemorySettingsBlock(memory_root=str(pinned)).save("default", overwrite=True)
+    try:
+        codex = (fixtures_dir / "webhooks/codex-notify.json").read_text()
+        r = _notify(["--direct", "--quiet", codex])
+    finally:
+        _delete_defaults()
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "", "")
+    with StateStore(pinned) as state:
+        assert TurnEnds(state).pending() == 1
+    assert not (tmp_path / "mem").exists()  # DSH_MEMORY_ROOT (hook_env): untouched
+
+
 def test_the_receiver_records_each_sessions_newest_turn_end_in_the_state(tmp_path, fixtures_dir, fake_prefect):
     """The debounce is data: a turn end accepted by the route is in the memory root's state
     database (storage/turn_ends.py) once the forwarder wakes, beside its Prefect event."""

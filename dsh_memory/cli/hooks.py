@@ -2,12 +2,14 @@
 the DSH plugin / hook bridge); what it reads, its retries and exit codes: docs/agents.md. It
 validates with the receiver's own code and delivers to the local receiver (the running `serve`'s,
 found through its state file) or, with `--direct`, to the Prefect API after recording the turn
-end itself (storage/turn_ends.py). Never exit 2 nor stdout, and never a prefect import.
+end itself (storage/turn_ends.py). Never exit 2 nor stdout, and no prefect import (but where
+`--direct` finds a saved settings block, validated as its Prefect Block class).
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import sys
 import threading
 import time
@@ -115,15 +117,16 @@ def _attempts(attempt: Callable[[float], tuple[bool, str]], budget: float) -> tu
 
 
 def _record(session_id: str) -> str:
-    """Record the turn end where the debounced extraction run reads it; '' or why it was not."""
+    """Record the turn end where the debounced extraction run reads it: the memory root its
+    settings resolve to (a root pinned in the saved block wins); '' or why it was not."""
     from datetime import UTC, datetime
 
     try:
-        from dsh_memory.settings import MemorySettings
+        from dsh_memory.settings_loader import resolve_settings
         from dsh_memory.storage.state import StateStore
         from dsh_memory.storage.turn_ends import TurnEnds
 
-        with StateStore(MemorySettings.from_env().memory_root, timeout_s=2.0) as state:
+        with StateStore(resolve_settings().settings.memory_root, timeout_s=2.0) as state:
             TurnEnds(state).record([(session_id, datetime.now(UTC))])
         return ""
     except Exception as exc:  # the event still goes out; the catch-up finds the session
@@ -221,7 +224,12 @@ def register(app: typer.Typer) -> None:
 
             stack = running_stack()
             url = stack.hook_url if stack is not None else DEFAULT_URL
-        ok, message = notify_once(raw, kind=kind, url=url, direct=direct, api_url=api_url, timeout=timeout)
+        if quiet:  # nothing printed, a warning logged on the way included (the settings' own)
+            logging.disable(logging.CRITICAL)
+        try:
+            ok, message = notify_once(raw, kind=kind, url=url, direct=direct, api_url=api_url, timeout=timeout)
+        finally:
+            logging.disable(logging.NOTSET)
         _say(message, quiet or ok is True)
         if ok is False:
             raise typer.Exit(1)
