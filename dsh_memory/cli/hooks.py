@@ -62,6 +62,8 @@ def notify_once(
             return False, f"payload refused ({exc.status}): {exc}"
         if not turn.should_trigger:
             return None, f"not triggering for session {turn.session_id or '?'}: {turn.why_not}"
+        import httpx  # noqa: F401 (here, not in the delivery thread: its import is no part of --timeout)
+
         if direct:
             from dsh_memory.settings_loader import prefect_api_url
 
