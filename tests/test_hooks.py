@@ -591,6 +591,35 @@ def test_close_records_a_turn_end_whose_first_write_failed_before_it_stops(fixtu
     assert "not recorded at shutdown" not in caplog.text
 
 
+def test_a_turn_end_being_written_is_not_counted_as_recorded(fixtures_dir, fake_prefect):
+    """flush() (close() at shutdown) waits for the write itself: it returned True while the write
+    was still under way, so close() stopped the thread and a write failing then left its turn
+    ends unrecorded, without the "not recorded at shutdown" error."""
+    entered, release = threading.Event(), threading.Event()
+    recorded: list[tuple[str, datetime]] = []
+    calls = []
+
+    def record(ends):  # the first write fails: its retry comes after the event was forwarded
+        calls.append(ends)
+        if len(calls) == 1:
+            raise OSError("database is locked")
+        entered.set()
+        assert release.wait(10)
+        recorded.extend(ends)
+
+    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, record=record)
+    sid = "0a0b0c0d-0000-4000-8000-000000000070"
+    assert fwd.submit(parse_turn_end(json.dumps(_turn(fixtures_dir, sid, 1)).encode(), roots=ROOTS))
+    assert entered.wait(10)
+    try:
+        assert fwd.forwarded == 1
+        assert not fwd.flush(0.2)  # the write is under way: not recorded yet
+    finally:
+        release.set()
+    assert fwd.close(10), fwd.last_error
+    assert [s for s, _ in recorded] == [sid]
+
+
 def test_turn_ends_waiting_to_be_recorded_count_against_the_bound(fixtures_dir, fake_prefect):
     """A state database that keeps failing (disk full): the turn ends it owes stay in memory, so
     they count against max_pending like those waiting for Prefect, and a new session gets 503

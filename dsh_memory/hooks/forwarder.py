@@ -204,10 +204,11 @@ class TurnEndForwarder:
         return bool(self._unrecorded) and time.monotonic() >= self._record_at
 
     def _record_now(self) -> None:  # under self._cond; released around the write
-        """Record every turn end taken since the last write, in one call."""
+        """Record every turn end taken since the last write, in one call. They stay in
+        `_unrecorded` until written (flush, close and the bound see them)."""
         if not self._may_record():
             return
-        ends, self._unrecorded = self._unrecorded, {}
+        ends = dict(self._unrecorded)
         self._cond.release()
         try:
             self._record(list(ends.items()))
@@ -217,14 +218,14 @@ class TurnEndForwarder:
         finally:
             self._cond.acquire()
         if error:
-            for sid, at in ends.items():
-                if self._unrecorded.get(sid, at) <= at:
-                    self._unrecorded[sid] = at
             self.failed_records += 1
             self.last_error = error
             self._record_at = time.monotonic() + 1.0
             log.warning("recording %d turn end(s) failed, will retry: %s", len(ends), error)
         else:
+            for sid, at in ends.items():  # a newer turn end taken meanwhile stays
+                if self._unrecorded.get(sid) == at:
+                    del self._unrecorded[sid]
             self.recorded += len(ends)
             self._record_at = time.monotonic() + RECORD_EVERY_SECONDS
         self._cond.notify_all()
