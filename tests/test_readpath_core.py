@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from datetime import UTC, datetime
 
@@ -348,6 +350,16 @@ def test_search_pagination_with_opaque_cursor(store):
     assert seen == list(range(1, 8))
     with pytest.raises(UserInputError):  # cursor bound to its query
         rp.search(store, ["other"], max_results=3, cursor=rp.search(store, ["needle"], max_results=3).next_cursor)
+    # a cursor is only base64 JSON: one made up with an offset past any index is refused like
+    # any bad cursor (it was a ValueError from islice: HTTP 500, an MCP tool's bare exception)
+    made = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    for mode in ("any", "all_within_lines", "ranked"):
+        fp = rp.search(store, ["needle"], mode=mode, max_results=3).next_cursor
+        made["f"] = json.loads(base64.urlsafe_b64decode(fp + "=" * (-len(fp) % 4)))["f"]
+        made["o"] = 2**63
+        forged = base64.urlsafe_b64encode(json.dumps(made).encode()).decode()
+        with pytest.raises(UserInputError, match="invalid cursor"):
+            rp.search(store, ["needle"], mode=mode, max_results=3, cursor=forged)
 
 
 # ---- search: ranked ---------------------------------------------------------------------

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import stat as stat_mod
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -52,6 +53,8 @@ def decode_cursor(cursor: str | None, fp: str) -> int:
         pad = "=" * (-len(cursor) % 4)
         data = json.loads(base64.urlsafe_b64decode(cursor + pad))
         offset, got = int(data["o"]), data["f"]
+        if offset > sys.maxsize:  # made up: no page is that far (and islice refuses it)
+            raise ValueError
     except Exception:
         raise UserInputError("invalid cursor (pass next_cursor from the previous page unchanged)") from None
     if got != fp or offset < 0:
