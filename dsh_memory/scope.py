@@ -80,9 +80,11 @@ def _norm(path: str) -> str:
 
 
 def _read_small(path: str, limit: int = 4096) -> str:
+    """Up to `limit` characters of a regular file; "" for anything else (a FIFO or a device that a
+    `.git` file's gitdir names would block the read)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(limit)
+        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), encoding="utf-8", errors="replace") as f:
+            return f.read(limit) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else ""
     except OSError:
         return ""
 

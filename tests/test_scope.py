@@ -4,10 +4,12 @@ files, real git folders, the real CLI, RPC (Starlette TestClient) and MCP server
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import sys
+import threading
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
@@ -80,6 +82,31 @@ def test_git_worktrees_of_one_repository_share_its_project(tmp_path):
         "/nonexistent/spotter-worktrees/spotter-dov",
         False,
     )
+
+
+def test_a_fifo_where_a_worktree_names_its_commondir_is_not_waited_on(tmp_path):
+    """An unpacked archive can hold anything: a `.git` file whose gitdir's `commondir` (or HEAD)
+    is a FIFO blocked the read for ever — the session-start summary of an agent opened there, an
+    MCP search with that cwd, the extraction of a session run there."""
+    tree = tmp_path / "unpacked"
+    (tree / "g").mkdir(parents=True)
+    (tree / ".git").write_text("gitdir: g\n")
+    fifos = [tree / "g" / "commondir", tree / "g" / "HEAD"]
+    for fifo in fifos:
+        os.mkfifo(fifo)
+    found: list = []
+    worker = threading.Thread(
+        target=lambda: found.append((sc.locate(str(tree / "src")), sc.head_commit(str(tree)))), daemon=True
+    )
+    worker.start()
+    worker.join(30)
+    try:
+        assert found == [((str(tree), True), "")]
+    finally:  # unblock a reader still waiting: a writer opens and closes each FIFO
+        for fifo in fifos:
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
 
 
 def test_matches_never_pulls_a_parent_folders_rules_into_its_projects(tmp_path):
