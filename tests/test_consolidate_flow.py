@@ -391,3 +391,22 @@ def test_cli_no_model_route_leaves_state_untouched_and_forget(root: Path, fake: 
     assert sorted(store.retired_slugs()) == ["task", "task-part2"]
     assert not [b for b in store.read_raw_blocks() if b.session_id == "sess-9"]
     assert with_state(root, lambda st: st.overrides()) == {"sess-9": "exclude"}  # never re-learned
+
+
+def test_a_rewrite_that_drops_most_of_the_handbook_archives_what_it_dropped(root: Path, fake: FakeOpenAIServer):
+    """A model (a bad day, a small context, a hostile transcript) answers with a handbook that has
+    lost 39 of its 40 items: each one it left out goes to MEMORY.archive.md under its project, and
+    the run says how many — it used to vanish with exit 0 and no word."""
+    store = MemoryStore(root)
+    head = "# Task Group: /work/proj\nscope: project /work/proj\napplies_to: cwd=/work/proj; reuse_rule=this project only\n"
+    items = [f"- fact {i}: run `make target-{i}` before release {i}" for i in range(40)]
+    store.atomic_write("MEMORY.md", head + "\n## Reusable knowledge\n" + "\n".join(items) + "\n")
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    add_raw(root, "a", "- new fact")
+    fake.script(Reply.tool({"memory_md": head + items[0] + "\n- new fact\n", "memory_summary_md": "v1\n\n- after\n"}))
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated", res
+    assert res.changes.items_retired == 39 and "MEMORY.archive.md" in res.changes.files_written
+    archive = store.read_text("MEMORY.archive.md")
+    assert "# Task Group: /work/proj\n" in archive
+    assert all(f"{item} (retired: " in archive for item in items[1:]) and f"{items[0]} (retired: " not in archive

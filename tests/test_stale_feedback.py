@@ -25,6 +25,7 @@ from tests.git_helpers import git, make_repo
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 OLD_ITEM = "- Settings live in `conf/app.toml`."
+CART_ITEM = "- `src/cart.py` defines `total` [source: new-fix]"
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ def memory(tmp_path, repo):
     store.atomic_write(
         "MEMORY.md",
         f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
-        f"## Project facts\n{OLD_ITEM} [source: old-setup]\n- `src/cart.py` defines `total` [source: new-fix]\n",
+        f"## Project facts\n{OLD_ITEM} [source: old-setup]\n{CART_ITEM}\n",
     )
     store.atomic_write("memory_summary.md", "v1\n")
     (repo / "conf" / "app.toml").unlink()
@@ -146,14 +147,15 @@ def test_what_a_model_leaves_out_is_archived_what_it_keeps_is_not(memory, repo):
     inputs = gather_inputs(store, state, settings, NOW)
     head = f"# Task Group: {repo}\nscope: project {repo}\napplies_to: cwd={repo}; reuse_rule=this project only\n\n"
     kept = ConsolidationOutput(
-        memory_md=head + f"## Possibly stale\n{OLD_ITEM} (may be stale: conf/app.toml no longer exists)\n",
+        memory_md=head
+        + f"## Project facts\n{CART_ITEM}\n\n## Possibly stale\n{OLD_ITEM} (may be stale: conf/app.toml no longer exists)\n",
         memory_summary_md="v1\n",
         source="tool",
     )
     assert apply_output(store, state, inputs, kept, settings, NOW).items_retired == 0
     inputs = gather_inputs(store, state, settings, NOW)  # a new run reads the handbook just written
     left_out = ConsolidationOutput(
-        memory_md=head + "## Project facts\n- Settings come from the environment (`APP_PORT`).\n",
+        memory_md=head + f"## Project facts\n- Settings come from the environment (`APP_PORT`).\n{CART_ITEM}\n",
         memory_summary_md="v1\n",
         source="tool",
     )

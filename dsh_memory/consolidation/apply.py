@@ -19,10 +19,11 @@ from datetime import datetime
 from typing import Any
 
 from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
-from dsh_memory.consolidation.mechanical import Group, parse_memory_md
+from dsh_memory.consolidation.mechanical import Group, parse_memory_md, scope_of_group
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
 from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE, read_optional
+from dsh_memory.consolidation.stale import Flagged
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.phase1.near import Seen
 from dsh_memory.phase1.postprocess import (
@@ -318,8 +319,10 @@ def apply_output(
             result.unseen_kept = len(inputs.memory_md_unseen)
     if output.memory_md.strip() or not incremental:
         text = output.memory_md.rstrip() + "\n"
-        if inputs.flagged or output.archive:  # a flagged or capped item left out is archived, never lost silently:
-            result.items_retired = archive_dropped(store, [*inputs.flagged, *output.archive], text, now)
+        # an item left out is archived, never lost silently (a flagged or capped one with its reason first)
+        dropped = [*inputs.flagged, *output.archive, *([] if output.source == "mechanical" else items_of(inputs))]
+        if dropped:
+            result.items_retired = archive_dropped(store, dropped, text, now)
             result.files_written += [ARCHIVE] if result.items_retired else []  # first, so a failure loses none
         store.atomic_write("MEMORY.md", text)
         result.files_written.append("MEMORY.md")
@@ -354,11 +357,25 @@ def apply_output(
     return result
 
 
+def items_of(inputs: Phase2Inputs) -> list[Flagged]:
+    """Every bullet of the current handbook, as an item to archive if the model's rewrite leaves it
+    out (merged, reworded, or lost)."""
+    groups = parse_memory_md(inputs.memory_md)
+    note = f"left out when the model rewrote MEMORY.md on {inputs.today}"
+    return [
+        Flagged(scope_of_group(g) or GLOBAL, b, note, False)
+        for g in groups.values()
+        for items in g.sections.values()
+        for b in items
+        if BULLET.match(b)
+    ]
+
+
 def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: datetime) -> int:
     """Append every flagged item `new_memory_md` no longer has to MEMORY.archive.md; how many.
 
-    A flagged item (`consolidation/stale.py`) the new MEMORY.md no longer has, and a bullet the
-    merge's `max_memory_md_chars` cap dropped, go under their project's task group in a
+    A flagged item (`consolidation/stale.py`) the new MEMORY.md no longer has, a bullet the
+    merge's `max_memory_md_chars` cap dropped, and one a model's rewrite left out (`items_of`) go under their project's task group in a
     `## Retired <date>` section, as `- <item> (retired: <why>) [source: …]`. The file is in the
     handbook's format, so the read path lists and reads it with each line's scope; like retired
     rollout summaries it is out of search (what was retired should not steer an agent)."""
