@@ -410,3 +410,16 @@ def test_a_rewrite_that_drops_most_of_the_handbook_archives_what_it_dropped(root
     archive = store.read_text("MEMORY.archive.md")
     assert "# Task Group: /work/proj\n" in archive
     assert all(f"{item} (retired: " in archive for item in items[1:]) and f"{items[0]} (retired: " not in archive
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [Reply.raw_tool("this is not JSON at all"), Reply.raw_tool('{"memory_md": "# M\\n", "memory_summary_md": ')],
+)
+def test_unparseable_tool_arguments_are_named_not_called_an_empty_answer(root: Path, fake: FakeOpenAIServer, reply):
+    add_raw(root, "a", "- a fact")
+    fake.script(reply)
+    res = run_flow(force=True)
+    assert res.outcome == "error" and "unparseable tool arguments" in res.error, res.error
+    assert "empty answer" not in res.error
+    assert with_state(root, lambda st: st.get_meta().phase2_error) == res.error

@@ -239,7 +239,7 @@ def parse_reply(reply: ModelReply, mode: str = "INCREMENTAL") -> ConsolidationOu
             errors.append(f"text blocks: output cut off inside {open_last}")
         elif blocks and (out := attempt("text blocks", blocks, "blocks")):
             return out
-    if not errors:
-        errors.append("empty answer")
+    if not errors:  # nothing here to parse: the client's reason (unparseable tool arguments…), else empty
+        errors.append(reply.error or "empty answer")
     what = "cut off at max_tokens and unusable" if reply.truncated else "unusable"
     raise LLMOutputError(f"consolidation output {what}: " + "; ".join(errors))
