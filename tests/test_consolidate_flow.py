@@ -423,3 +423,27 @@ def test_unparseable_tool_arguments_are_named_not_called_an_empty_answer(root: P
     assert res.outcome == "error" and "unparseable tool arguments" in res.error, res.error
     assert "empty answer" not in res.error
     assert with_state(root, lambda st: st.get_meta().phase2_error) == res.error
+
+
+def test_control_characters_in_the_answer_never_reach_the_handbook(root: Path, fake: FakeOpenAIServer):
+    """A NUL turns the grep-friendly handbook into a 'binary file' for grep, and an escape sequence
+    in the summary reaches every terminal it is printed on: what the model wrote is kept, without them."""
+    add_raw(root, "a", "- run make check before a release")
+    dirty = "- run make check\x00 before\x1b]0;pwned\x07 a\x1b[2J release.\r\n"
+    skill = {"name": "release", "skill_md": f"# Release\n{dirty}"}
+    fake.script(
+        Reply.tool(
+            {
+                "memory_md": f"# Task Group: /work/proj\n{dirty}",
+                "memory_summary_md": f"v1\n\n{dirty}",
+                "skills": [skill],
+            }
+        )
+    )
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated", res
+    store = MemoryStore(root)
+    skill_md = (store.skills_dir / "release" / "SKILL.md").read_text()
+    for text in (store.memory_md_path.read_text(), store.summary_path.read_text(), skill_md):
+        assert "- run make check before]0;pwned a[2J release.\n" in text
+        assert not [c for c in text if ord(c) < 32 and c not in "\n\t"], repr(text)

@@ -40,6 +40,7 @@ from dsh_memory.scope import GLOBAL, GROUP_HEADING, handbook_groups, summary_fil
 from dsh_memory.transcript.redact import contains_secret, redact
 
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
 MAX_SKILL_PATH_CHARS = 200
 MAX_SKILL_DEPTH = 4
@@ -148,7 +149,7 @@ def validate_skill(item: Any) -> ValidSkill:
         if any(path.casefold() == p.casefold() for p, _ in files):
             raise SkillError(f"skill {name}: {path} listed twice")
         files.append((path, content))
-    return ValidSkill(name=name, skill_md=ensure_frontmatter(name, skill_md), files=files)
+    return ValidSkill(name=name, skill_md=ensure_frontmatter(name, CONTROL.sub("", skill_md)), files=files)
 
 
 def ensure_summary_v1(text: str, cap: int) -> str:
@@ -190,7 +191,9 @@ def clean_handbook(text: str, vocabulary_text: str) -> str:
     Phase 1's line rules (`phase1/postprocess.py`) minus grounding, repeated lines kept once per
     task group (two projects may share a rule). The vocabulary that tells a cut word from a real
     one is the consolidation's input (raw memories, notes, the current files). Nothing is cut
-    inside a line."""
+    inside a line; control characters (a NUL makes grep call the file binary, an escape sequence
+    drives the terminal it is printed on) go, tabs and line ends stay."""
+    text = CONTROL.sub("", text or "")
     vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
     counts = Counter(w.lower() for w in WORD.findall(text or ""))
     out: list[str] = []
