@@ -17,6 +17,8 @@ import pytest
 
 from dsh_memory import scope as sc
 from dsh_memory.consolidation.result import Phase2Result
+from dsh_memory.consolidation.skill_inventory import skills_inventory
+from dsh_memory.readpath import list_dir
 from dsh_memory.storage.locks import is_running, phase_lock
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
@@ -447,3 +449,22 @@ def test_control_characters_in_the_answer_never_reach_the_handbook(root: Path, f
     for text in (store.memory_md_path.read_text(), store.summary_path.read_text(), skill_md):
         assert "- run make check before]0;pwned a[2J release.\n" in text
         assert not [c for c in text if ord(c) < 32 and c not in "\n\t"], repr(text)
+
+
+def test_a_skill_the_model_removes_is_kept_not_deleted(root: Path, fake: FakeOpenAIServer):
+    """`remove_skills` is the model's word alone (a prompt injection in a session can ask for it):
+    the folder, with the user's edits, moves to skills/.removed/ instead of being deleted for good."""
+    store = MemoryStore(root)
+    edited = "---\nname: deploy\ndescription: Deploy\n---\n1. make deploy (the user's own step)\n"
+    store.atomic_write("skills/deploy/SKILL.md", edited)
+    store.atomic_write("skills/deploy/scripts/deploy.sh", "make deploy\n")
+    add_raw(root, "a", "- a fact")
+    fake.script(Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n", "remove_skills": ["deploy"]}))
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated" and res.changes.skills_removed == ["deploy"], res
+    assert not (store.skills_dir / "deploy").exists()
+    (kept,) = (store.skills_dir / ".removed").iterdir()
+    assert kept.name.startswith("deploy-") and (kept / "SKILL.md").read_text() == edited
+    assert (kept / "scripts" / "deploy.sh").read_text() == "make deploy\n"
+    assert [s.name for s in skills_inventory(store.skills_dir)] == []  # not offered to the next run
+    assert list_dir(store, "skills").entries == []  # nor listed as a skill (the vault's list)

@@ -404,8 +404,10 @@ def test_apply_writes_validates_retires_and_archives(store: MemoryStore, state: 
     assert (store.skills_dir / "good-skill" / "scripts" / "run.sh").read_text() == "echo ok\n"
     assert len(res.skill_errors) >= 5  # ../evil, evil2, evil3, linked, ../../memories, missing-skill
     assert list(outside.iterdir()) == []  # nothing landed through the symlink or traversal
-    assert sorted(p.name for p in store.skills_dir.iterdir()) == ["good-skill", "linked"]
-    assert res.skills_removed == ["stale"]
+    assert sorted(p.name for p in store.skills_dir.iterdir()) == [".removed", "good-skill", "linked"]
+    assert res.skills_removed == ["stale"] and [p.name[:6] for p in (store.skills_dir / ".removed").iterdir()] == [
+        "stale-"
+    ]
     assert res.retired == ["old-work"]
     assert "fresh-work" in res.retire_refused and "gone" in res.retire_refused
     assert res.retire_missing == ["other-old"]

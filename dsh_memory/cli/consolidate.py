@@ -37,7 +37,8 @@ def _print_phase2(s: dict) -> None:
         typer.echo(f"  wrote: {', '.join(c['files_written']) or 'nothing'}")
         if c["skills_written"] or c["skills_removed"]:
             typer.echo(
-                f"  skills: +{', '.join(c['skills_written']) or '-'}  removed: {', '.join(c['skills_removed']) or '-'}"
+                f"  skills: +{', '.join(c['skills_written']) or '-'}"
+                f"  removed (kept in skills/.removed/): {', '.join(c['skills_removed']) or '-'}"
             )
         for err in c["skill_errors"]:
             typer.echo(f"  skill skipped: {err}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -299,8 +298,12 @@ def apply_output(
     for name in removals:
         try:
             path = store.resolve(f"skills/{name}")  # refuses symlinks on the way
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
+            if os.path.isdir(path) and not os.path.islink(path):  # kept, never deleted: the model's word alone
+                kept = store.resolve(f"skills/.removed/{name}-{now:%Y%m%dT%H%M%SZ}")
+                kept.parent.mkdir(exist_ok=True)
+                if kept.exists():
+                    raise FileExistsError(f"{store.rel(kept)} exists")
+                os.rename(path, kept)
                 result.skills_removed.append(name)
             else:
                 result.skill_errors.append(f"remove {name}: no such skill")
