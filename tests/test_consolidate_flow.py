@@ -468,3 +468,28 @@ def test_a_skill_the_model_removes_is_kept_not_deleted(root: Path, fake: FakeOpe
     assert (kept / "scripts" / "deploy.sh").read_text() == "make deploy\n"
     assert [s.name for s in skills_inventory(store.skills_dir)] == []  # not offered to the next run
     assert list_dir(store, "skills").entries == []  # nor listed as a skill (the vault's list)
+
+
+@pytest.mark.parametrize(
+    ("files", "on_disk"),
+    [
+        ([{"path": "scripts/a", "content": "x"}, {"path": "scripts/a/b", "content": "y"}], None),  # file and folder
+        ([{"path": "scripts/d", "content": "x"}], "skills/deploy/scripts/d/inner.sh"),  # a folder there already
+    ],
+)
+def test_a_skill_that_cannot_be_written_whole_is_not_written_at_all(root: Path, fake: FakeOpenAIServer, files, on_disk):
+    """A skill reported as skipped used to be half written: its SKILL.md replaced, then a file
+    path that collides with a folder failed."""
+    store = MemoryStore(root)
+    old = "---\nname: deploy\ndescription: Deploy\n---\n1. make deploy\n"
+    store.atomic_write("skills/deploy/SKILL.md", old)
+    if on_disk:
+        store.atomic_write(on_disk, "z\n")
+    add_raw(root, "a", "- a fact")
+    skill = {"name": "deploy", "skill_md": "1. a new procedure", "files": files}
+    fake.script(Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n", "skills": [skill]}))
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated" and res.changes.skills_written == [], res
+    assert [e.split(":")[0] for e in res.changes.skill_errors] == ["deploy"]
+    assert (store.skills_dir / "deploy" / "SKILL.md").read_text() == old
+    assert not (store.skills_dir / "deploy" / "scripts" / "a").exists()

@@ -145,8 +145,9 @@ def validate_skill(item: Any) -> ValidSkill:
             raise SkillError(f"skill {name}: {path} has no text content")
         if len(content) > MAX_SKILL_FILE_CHARS:
             raise SkillError(f"skill {name}: {path} longer than {MAX_SKILL_FILE_CHARS} characters")
-        if any(path.casefold() == p.casefold() for p, _ in files):
-            raise SkillError(f"skill {name}: {path} listed twice")
+        a = path.casefold() + "/"
+        if any(a.startswith(b) or b.startswith(a) for b in (p.casefold() + "/" for p, _ in files)):
+            raise SkillError(f"skill {name}: {path} listed twice, or as a file and a folder")
         files.append((path, content))
     return ValidSkill(name=name, skill_md=ensure_frontmatter(name, CONTROL.sub("", skill_md)), files=files)
 
@@ -288,7 +289,8 @@ def apply_output(
         todo = [(f"skills/{s.name}/SKILL.md", s.skill_md)] + [(f"skills/{s.name}/{p}", c) for p, c in s.files]
         try:
             for rel, _ in todo:  # guard every path (symlinked skills/, skills/<name>, subfolders) first
-                store.resolve(rel)
+                if store.resolve(rel).is_dir():  # nothing is written when one file cannot be
+                    raise IsADirectoryError(f"{rel} is a folder")
             for rel, text in todo:
                 store.atomic_write(rel, text)
             result.files_written += [rel for rel, _ in todo]
