@@ -402,16 +402,18 @@ def test_a_rewrite_that_drops_most_of_the_handbook_archives_what_it_dropped(root
     store = MemoryStore(root)
     head = "# Task Group: /work/proj\nscope: project /work/proj\napplies_to: cwd=/work/proj; reuse_rule=this project only\n"
     items = [f"- fact {i}: run `make target-{i}` before release {i}" for i in range(40)]
-    store.atomic_write("MEMORY.md", head + "\n## Reusable knowledge\n" + "\n".join(items) + "\n")
+    store.atomic_write("MEMORY.md", head + "\n## Reusable knowledge\nkeywords: make\n" + "\n".join(items) + "\n")
     store.atomic_write("memory_summary.md", "v1\n\n- before\n")
     add_raw(root, "a", "- new fact")
-    fake.script(Reply.tool({"memory_md": head + items[0] + "\n- new fact\n", "memory_summary_md": "v1\n\n- after\n"}))
+    kept = head + "\n## Reusable knowledge\nkeywords: make\n" + items[0] + "\n- new fact\n"
+    fake.script(Reply.tool({"memory_md": kept, "memory_summary_md": "v1\n\n- after\n"}))
     res = run_flow(force=True)
     assert res.outcome == "consolidated", res
     assert res.changes.items_retired == 39 and "MEMORY.archive.md" in res.changes.files_written
     archive = store.read_text("MEMORY.archive.md")
     assert "# Task Group: /work/proj\n" in archive
     assert all(f"{item} (retired: " in archive for item in items[1:]) and f"{items[0]} (retired: " not in archive
+    assert "keywords" not in archive  # bullets only: a line it kept is no item it left out
 
 
 @pytest.mark.parametrize(

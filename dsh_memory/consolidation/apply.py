@@ -303,8 +303,6 @@ def apply_output(
             if os.path.isdir(path) and not os.path.islink(path):  # kept, never deleted: the model's word alone
                 kept = store.resolve(f"skills/.removed/{name}-{now:%Y%m%dT%H%M%SZ}")
                 kept.parent.mkdir(exist_ok=True)
-                if kept.exists():
-                    raise FileExistsError(f"{store.rel(kept)} exists")
                 os.rename(path, kept)
                 result.skills_removed.append(name)
             else:
@@ -366,25 +364,19 @@ def apply_output(
 
 
 def items_of(inputs: Phase2Inputs) -> list[Flagged]:
-    """Every bullet of the current handbook, as an item to archive if the model's rewrite leaves it
-    out (merged, reworded, or lost)."""
-    groups = parse_memory_md(inputs.memory_md)
-    note = f"left out when the model rewrote MEMORY.md on {inputs.today}"
-    return [
-        Flagged(scope_of_group(g) or GLOBAL, b, note, False)
-        for g in groups.values()
-        for items in g.sections.values()
-        for b in items
-        if BULLET.match(b)
-    ]
+    """Every bullet of the current handbook, archived if the model's rewrite leaves it out."""
+    groups = parse_memory_md(inputs.memory_md).values()
+    why = "left out of the model's rewrite"
+    items = [(g, b) for g in groups for x in g.sections.values() for b in x if BULLET.match(b)]
+    return [Flagged(scope_of_group(g) or GLOBAL, b, why, False) for g, b in items]
 
 
 def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: datetime) -> int:
     """Append every flagged item `new_memory_md` no longer has to MEMORY.archive.md; how many.
 
     A flagged item (`consolidation/stale.py`) the new MEMORY.md no longer has, a bullet the
-    merge's `max_memory_md_chars` cap dropped, and one a model's rewrite left out (`items_of`) go under their project's task group in a
-    `## Retired <date>` section, as `- <item> (retired: <why>) [source: …]`. The file is in the
+    merge's `max_memory_md_chars` cap dropped, and one a model's rewrite left out (`items_of`)
+    go under their project's task group in a `## Retired <date>` section, as `- <item> (retired: <why>) [source: …]`. The file is in the
     handbook's format, so the read path lists and reads it with each line's scope; like retired
     rollout summaries it is out of search (what was retired should not steer an agent)."""
     have = {item_key(ln) for ln in new_memory_md.splitlines() if BULLET.match(ln)}
