@@ -495,3 +495,23 @@ def test_a_skill_that_cannot_be_written_whole_is_not_written_at_all(root: Path, 
     assert [e.split(":")[0] for e in res.changes.skill_errors] == ["deploy"]
     assert (store.skills_dir / "deploy" / "SKILL.md").read_text() == old
     assert not (store.skills_dir / "deploy" / "scripts" / "a").exists()
+
+
+def test_a_model_that_echoes_its_input_writes_nothing(root: Path, fake: FakeOpenAIServer):
+    """A small model served badly answers with the prompt it was given: that text (the data fences,
+    'Now call memory_write') became the handbook and the summary injected into every session."""
+    store = MemoryStore(root)
+    store.atomic_write("MEMORY.md", "# Task Group: before\n- old fact\n")
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    add_raw(root, "a", "- new fact")
+
+    def echo(request: dict) -> Reply:
+        user = request["messages"][1]["content"]
+        return Reply.tool({"memory_md": user, "memory_summary_md": "v1\n\n" + user})
+
+    fake.handler = echo
+    res = run_flow(force=True)
+    assert res.outcome == "error" and "repeats its input" in res.error, res
+    assert store.memory_md_path.read_text() == "# Task Group: before\n- old fact\n"
+    assert store.summary_path.read_text() == "v1\n\n- before\n"
+    assert [b.body for b in store.read_raw_blocks()] == ["- new fact"]

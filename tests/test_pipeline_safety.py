@@ -31,8 +31,9 @@ def _secrets(expected) -> list[str]:
 
 
 def _echo_everything(request: dict) -> Reply:
-    """A worst-case model: it copies whatever it was given into every field it writes."""
-    text = user_text(request)
+    """A worst-case model: it copies whatever it was given into every field it writes (the data,
+    not the fences around it: an answer with this run's fences is refused as an echo)."""
+    text = "\n".join(line for line in user_text(request).split("\n") if "<<<" not in line)
     tool = ((request.get("tools") or [{}])[0].get("function") or {}).get("name")
     if tool == "memory_write":
         return Reply.tool(

@@ -20,10 +20,11 @@ from typing import Any
 from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
 from dsh_memory.consolidation.mechanical import Group, parse_memory_md, scope_of_group
 from dsh_memory.consolidation.output import ConsolidationOutput
+from dsh_memory.consolidation.prompt import data_fence
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
 from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE, read_optional
 from dsh_memory.consolidation.stale import Flagged
-from dsh_memory.errors import DshMemoryError
+from dsh_memory.errors import DshMemoryError, LLMOutputError
 from dsh_memory.phase1.near import Seen
 from dsh_memory.phase1.postprocess import (
     BOILERPLATE,
@@ -281,6 +282,9 @@ def apply_output(
     for rel, seen in (("MEMORY.md", inputs.memory_md), ("memory_summary.md", inputs.summary)):
         if (read_optional(store.root / rel) or "") != seen:
             raise DshMemoryError(f"{rel} changed while this consolidation ran: nothing written, the next run reads it")
+    fence = data_fence(inputs.sections)  # in the answer only when the model repeated its input
+    if any(fence in text for text in (output.memory_md, output.memory_summary_md)):
+        raise LLMOutputError("the model's answer repeats its input (the data fences): nothing written")
     result = ApplyResult()
     skills, removals = plan_skills(output, result)
     store.ensure_layout()
