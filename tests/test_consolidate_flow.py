@@ -515,3 +515,34 @@ def test_a_model_that_echoes_its_input_writes_nothing(root: Path, fake: FakeOpen
     assert store.memory_md_path.read_text() == "# Task Group: before\n- old fact\n"
     assert store.summary_path.read_text() == "v1\n\n- before\n"
     assert [b.body for b in store.read_raw_blocks()] == ["- new fact"]
+
+
+def test_private_spans_in_the_answer_reach_no_file_and_no_artifact(root: Path, fake: FakeOpenAIServer):
+    """What the user marks <private> is never stored (docs/security.md): a span the model writes
+    (copied from an agent's quote of the user, a hand-written note) is dropped before any file or
+    the run's artifact holds it."""
+    add_raw(root, "a", "- the staging database is reached through the bastion host\n- run make check before a release")
+    span = "<private>the db password is hunter2</private>"
+    line = f"- the staging database is reached through the bastion host {span}."
+    line += "\n- wrap a secret in `<private>` when you paste it\n- run make check before a release."  # one line
+    skill = {
+        "name": "staging-db",
+        "skill_md": f"# Staging\n1. ssh to the bastion {span}\n",
+        "files": [{"path": "scripts/connect.sh", "content": f"# {span}\nssh bastion\n"}],
+    }
+    fake.script(
+        Reply.tool(
+            {
+                "memory_md": f"# Task Group: /work/proj\n{line}\n",
+                "memory_summary_md": f"v1\n\n{line}\n",
+                "skills": [skill],
+            }
+        )
+    )
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated" and res.changes.skills_written == ["staging-db"], res
+    assert b"hunter2" not in all_bytes(root)
+    handbook = MemoryStore(root).memory_md_path.read_text()
+    assert "reached through the bastion host" in handbook and "- run make check before a release." in handbook
+    md = artifacts_of(res.flow_run_id)[0].data
+    assert "bastion" in md and "hunter2" not in md

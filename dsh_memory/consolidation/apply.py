@@ -37,6 +37,7 @@ from dsh_memory.phase1.postprocess import (
 )
 from dsh_memory.readpath.learned import BULLET, FLAGS, SOURCE, item_key
 from dsh_memory.scope import GLOBAL, GROUP_HEADING, handbook_groups, summary_file_cap
+from dsh_memory.transcript.private import drop_private
 from dsh_memory.transcript.redact import contains_secret, redact
 
 SKILL_SUBDIRS = ("scripts", "templates", "examples")
@@ -149,8 +150,15 @@ def validate_skill(item: Any) -> ValidSkill:
         a = path.casefold() + "/"
         if any(a.startswith(b) or b.startswith(a) for b in (p.casefold() + "/" for p, _ in files)):
             raise SkillError(f"skill {name}: {path} listed twice, or as a file and a folder")
-        files.append((path, content))
-    return ValidSkill(name=name, skill_md=ensure_frontmatter(name, CONTROL.sub("", skill_md)), files=files)
+        files.append((path, stored(content)))
+    return ValidSkill(name=name, skill_md=ensure_frontmatter(name, stored(skill_md)), files=files)
+
+
+def stored(text: str) -> str:
+    """`text` as Phase 2 stores it: without control characters (a NUL makes grep call the file
+    binary, an escape sequence drives the terminal it is printed on; tabs and line ends stay) and
+    `<private>` spans, line by line (an unclosed tag drops the rest of its line, not of the file)."""
+    return "\n".join(drop_private(CONTROL.sub("", line)) for line in (text or "").split("\n"))
 
 
 def ensure_summary_v1(text: str, cap: int) -> str:
@@ -192,9 +200,8 @@ def clean_handbook(text: str, vocabulary_text: str) -> str:
     Phase 1's line rules (`phase1/postprocess.py`) minus grounding, repeated lines kept once per
     task group (two projects may share a rule). The vocabulary that tells a cut word from a real
     one is the consolidation's input (raw memories, notes, the current files). Nothing is cut
-    inside a line; control characters (a NUL makes grep call the file binary, an escape sequence
-    drives the terminal it is printed on) go, tabs and line ends stay."""
-    text = CONTROL.sub("", text or "")
+    inside a line (`stored` drops control characters and private spans first)."""
+    text = stored(text)
     vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
     counts = Counter(w.lower() for w in WORD.findall(text or ""))
     out: list[str] = []

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from dsh_memory.consolidation.apply import ApplyResult
+from dsh_memory.consolidation.apply import ApplyResult, stored
 from dsh_memory.consolidation.gate import GateDecision
 from dsh_memory.consolidation.output import ModelReply
 from dsh_memory.transcript.redact import redact
@@ -115,7 +115,7 @@ def render_markdown(summary: dict, model_output: str = "") -> str:
             out += ["", f"## {title}", "", f"| {columns} |", "|---|---|"]
             out += [f"| {k} | {_cell(v)} |" for k, v in table.items()]
     if model_output:
-        text = redact(model_output)  # before the cut, so a cut cannot leave half a key behind
+        text = redact(stored(model_output))  # before the cut, so a cut cannot leave half a key behind
         if len(text) > MAX_OUTPUT_CHARS:
             text = text[:MAX_OUTPUT_CHARS] + f"\n[… {len(text) - MAX_OUTPUT_CHARS} more characters not shown]"
         fence = "`" * max(3, 1 + max(map(len, re.findall(r"`+", text)), default=0))  # longer than any run in it
