@@ -391,3 +391,13 @@ def test_a_call_kept_alive_past_its_deadline_is_given_up_and_one_within_it_is_an
         with pytest.raises(LLMTransientError, match="deadline"):
             client.complete(MSGS, tool=SAVE)
     assert time.monotonic() - started < 30  # not the 60 s the endpoint would have kept it
+
+
+def test_an_answer_past_the_size_bound_is_refused_not_read_into_memory(srv, llm):
+    """A broken endpoint or proxy that streams without end (or a hostile one) filled memory until
+    the call's deadline, an hour by default; the client stops reading at 16 MiB (the longest
+    answer max_tokens allows is a few MiB)."""
+    srv.script(Reply.text("x" * (17 << 20)), Reply.tool(ARGS))
+    with pytest.raises(LLMFatalError, match="MiB"):
+        llm.complete(MSGS, tool=SAVE)
+    assert llm.complete(MSGS, tool=SAVE).tool_calls[0].arguments == ARGS  # the next call is read as usual

@@ -45,6 +45,7 @@ _ALIASES = {
 _OPENAI_REASONING = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 _METADATA_TIMEOUT_SECONDS = 5.0
 _MESSAGE_CHARS = 500
+MAX_ANSWER_BYTES = 16 << 20  # the longest answer max_tokens (131072) allows is a few MiB
 
 
 @dataclass
@@ -188,12 +189,18 @@ class OpenAICompatLLM(AbstractContextManager):
     def _read_answer(self, url: str, body: dict) -> httpx.Response:
         """The answer, read as it arrives: `timeout_seconds` bounds each wait for bytes, and
         `deadline_seconds` the whole call — an endpoint that keeps the connection alive with
-        blank lines while it thinks (DeepSeek) would otherwise hold it for ever."""
-        started = time.monotonic()
+        blank lines while it thinks (DeepSeek) would otherwise hold it for ever — and
+        MAX_ANSWER_BYTES its size."""
+        started, size = time.monotonic(), 0
         with self._client.stream("POST", url, json=body) as r:
             parts = []
             for part in r.iter_raw():
                 parts.append(part)
+                size += len(part)
+                if size > MAX_ANSWER_BYTES:  # an endpoint that never stops would fill memory
+                    raise LLMFatalError(
+                        f"the answer from {self.base_url} passed {MAX_ANSWER_BYTES >> 20} MiB: not read"
+                    )
                 if self.deadline_seconds is not None and time.monotonic() - started > self.deadline_seconds:
                     raise LLMTransientError(
                         f"no complete answer from {self.base_url} within {self.deadline_seconds:g} s "
