@@ -546,3 +546,25 @@ def test_private_spans_in_the_answer_reach_no_file_and_no_artifact(root: Path, f
     assert "reached through the bastion host" in handbook and "- run make check before a release." in handbook
     md = artifacts_of(res.flow_run_id)[0].data
     assert "bastion" in md and "hunter2" not in md
+
+
+def test_the_archive_keeps_every_line_it_was_given_run_after_run(root: Path, fake: FakeOpenAIServer):
+    """MEMORY.archive.md was re-parsed with the merge's memory rules and written anew on each
+    retirement: a line those rules do not take (a hand-written 'your …', a table row) was archived
+    once, then dropped by the next run that archived anything — and never archived at all when it
+    came from the handbook."""
+    store = MemoryStore(root)
+    head = "# Task Group: /work/proj\nscope: project /work/proj\napplies_to: cwd=/work/proj; reuse_rule=this project only\n"
+    yours, row, later = (
+        "- Your deploy key is in the team vault.",
+        "- | port | 8080 |",
+        "- the cache lives in .cache/app",
+    )
+    store.atomic_write("MEMORY.md", f"{head}\n## Notes\n{yours}\n{row}\n{later}\n")
+    store.atomic_write("memory_summary.md", "v1\n")
+    for n, kept in enumerate((later, "- a new fact")):
+        add_raw(root, f"r{n}", "- a new fact")
+        fake.script(Reply.tool({"memory_md": f"{head}\n## Notes\n{kept}\n", "memory_summary_md": "v1\n"}))
+        assert run_flow(force=True).outcome == "consolidated"
+    archive = store.read_text("MEMORY.archive.md")
+    assert all(f"{line} (retired: " in archive for line in (yours, row, later)), archive

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
-from dsh_memory.consolidation.mechanical import Group, parse_memory_md, scope_of_group
+from dsh_memory.consolidation.mechanical import Group
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.prompt import data_fence
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
@@ -375,11 +375,16 @@ def apply_output(
 
 
 def items_of(inputs: Phase2Inputs) -> list[Flagged]:
-    """Every bullet of the current handbook, archived if the model's rewrite leaves it out."""
-    groups = parse_memory_md(inputs.memory_md).values()
+    """Every bullet of the current handbook, under its project, archived if the model's rewrite
+    leaves it out (as written: the merge's memory rules are no reason to lose a line)."""
+    lines = inputs.memory_md.split("\n")
+    starts = handbook_groups(lines)
+
+    def project(i: int) -> str:
+        return [p for start, p in starts if start <= i][-1] or GLOBAL
+
     why = "left out of the model's rewrite"
-    items = [(g, b) for g in groups for x in g.sections.values() for b in x if BULLET.match(b)]
-    return [Flagged(scope_of_group(g) or GLOBAL, b, why, False) for g, b in items]
+    return [Flagged(project(i), line, why, False) for i, line in enumerate(lines) if BULLET.match(line)]
 
 
 def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: datetime) -> int:
@@ -387,9 +392,10 @@ def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: dat
 
     A flagged item (`consolidation/stale.py`) the new MEMORY.md no longer has, a bullet the
     merge's `max_memory_md_chars` cap dropped, and one a model's rewrite left out (`items_of`)
-    go under their project's task group in a `## Retired <date>` section, as `- <item> (retired: <why>) [source: …]`. The file is in the
-    handbook's format, so the read path lists and reads it with each line's scope; like retired
-    rollout summaries it is out of search (what was retired should not steer an agent)."""
+    go at the end, under their project's task group in a `## Retired <date>` section, as
+    `- <item> (retired: <why>) [source: …]`. The file is in the handbook's format, so the read
+    path lists and reads it with each line's scope; like retired rollout summaries it is out of
+    search (what was retired should not steer an agent)."""
     have = {item_key(ln) for ln in new_memory_md.splitlines() if BULLET.match(ln)}
     gone, seen = [], set()
     for f in flagged:
@@ -403,7 +409,7 @@ def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: dat
         current = store.read_text(ARCHIVE)
     except FileNotFoundError:
         current = ""
-    groups = parse_memory_md(current)
+    groups: dict[str, Group] = {}  # appended: what is in the archive stays as it is
     heading = f"Retired {now.date().isoformat()}"
     for f in gone:
         g = groups.setdefault(f.project, Group(f.project))
@@ -413,5 +419,5 @@ def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: dat
         line = f"{text if BULLET.match(text) else '- ' + text} (retired: {f.note})"
         g.sections.setdefault(heading, []).append(line + (f" [source: {tag.group(1)}]" if tag else ""))
     body = "\n\n".join(g.render() for g in groups.values())
-    store.atomic_write(ARCHIVE, f"{ARCHIVE_TITLE}\n\n{body.strip()}\n")
+    store.atomic_write(ARCHIVE, f"{current.rstrip() if current.strip() else ARCHIVE_TITLE}\n\n{body}\n")
     return len(gone)
