@@ -15,19 +15,13 @@ from pathlib import Path
 import pytest
 
 from dsh_memory.consolidation import gate
-from dsh_memory.consolidation.apply import (
-    SkillError,
-    apply_output,
-    ensure_summary_v1,
-    validate_skill,
-    validate_skill_file_path,
-    validate_skill_name,
-)
+from dsh_memory.consolidation.apply import apply_output, ensure_summary_v1
 from dsh_memory.consolidation.forget import retire_session
 from dsh_memory.consolidation.inputs import INCREMENTAL, INIT, gather_inputs
 from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply, cut_key, parse_reply
 from dsh_memory.consolidation.prompt import MEMORY_WRITE_TOOL, PROMPT_VERSION, SYSTEM_PROMPT
 from dsh_memory.consolidation.result import render_markdown
+from dsh_memory.consolidation.skills import SkillError, validate_skill, validate_skill_file_path, validate_skill_name
 from dsh_memory.errors import LLMOutputError
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.locks import AlreadyRunning, is_running, phase_lock

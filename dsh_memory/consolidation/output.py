@@ -5,7 +5,8 @@ clearly delimited file blocks in the text (`=== MEMORY.md ===` … / `BEGIN MEMO
 MEMORY.md`). A cut-off answer (finish_reason "length") is usable only when both files arrived
 complete: the field being written when the output stopped is dropped (the last, incomplete item
 of an optional list), and a cut inside `memory_md` / `memory_summary_md` makes it unusable.
-Skills stay raw dicts here; `apply.py` validates each one and skips the invalid ones.
+Skills stay raw dicts here; `skills.py` validates each one and `apply.py` skips the invalid
+ones. `stored` is what any text of the answer becomes before it is written or shown.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import Any
 
 from dsh_memory.errors import LLMOutputError
 from dsh_memory.llm.parse import extract_json_object, loads_truncated
+from dsh_memory.transcript.private import drop_private
 
 REQUIRED = ("memory_md", "memory_summary_md")
 LISTS = ("skills", "remove_skills", "retire_summaries")
 TOOL_NAME = "memory_write"
 MAX_LIST_ITEMS = 200
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 @dataclass
@@ -243,3 +246,10 @@ def parse_reply(reply: ModelReply, mode: str = "INCREMENTAL") -> ConsolidationOu
         errors.append(reply.error or "empty answer")
     what = "cut off at max_tokens and unusable" if reply.truncated else "unusable"
     raise LLMOutputError(f"consolidation output {what}: " + "; ".join(errors))
+
+
+def stored(text: str) -> str:
+    """`text` as Phase 2 stores it: without control characters (a NUL makes grep call the file
+    binary, an escape sequence drives the terminal it is printed on; tabs and line ends stay) and
+    `<private>` spans, line by line (an unclosed tag drops the rest of its line, not of the file)."""
+    return "\n".join(drop_private(CONTROL.sub("", line)) for line in (text or "").split("\n"))

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from dsh_memory.consolidation.apply import ApplyResult, stored
+from dsh_memory.consolidation.apply import ApplyResult
 from dsh_memory.consolidation.gate import GateDecision
-from dsh_memory.consolidation.output import ModelReply
+from dsh_memory.consolidation.output import ModelReply, stored
 from dsh_memory.transcript.redact import redact
 
 MAX_OUTPUT_CHARS = 20_000
