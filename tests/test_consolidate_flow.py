@@ -568,3 +568,18 @@ def test_the_archive_keeps_every_line_it_was_given_run_after_run(root: Path, fak
         assert run_flow(force=True).outcome == "consolidated"
     archive = store.read_text("MEMORY.archive.md")
     assert all(f"{line} (retired: " in archive for line in (yours, row, later)), archive
+
+
+def test_an_answer_longer_than_max_tokens_allows_is_refused(root: Path, fake: FakeOpenAIServer):
+    """A file of the answer past what 131,072 tokens could hold comes from a broken endpoint: it
+    was cleaned line by line (about an hour of CPU for 16 MiB, the lock held) and written."""
+    store = MemoryStore(root)
+    store.atomic_write("MEMORY.md", "# Task Group: before\n- old fact\n")
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    add_raw(root, "a", "- new fact")
+    huge = "# Task Group: /work/proj\n" + "- new fact\n" * 110_000
+    fake.script(Reply.tool({"memory_md": huge, "memory_summary_md": "v1\n\n- after\n"}))
+    res = run_flow(force=True)
+    assert res.outcome == "error" and "memory_md" in res.error and "characters" in res.error, res
+    assert store.memory_md_path.read_text() == "# Task Group: before\n- old fact\n"
+    assert [b.body for b in store.read_raw_blocks()] == ["- new fact"]

@@ -24,6 +24,7 @@ REQUIRED = ("memory_md", "memory_summary_md")
 LISTS = ("skills", "remove_skills", "retire_summaries")
 TOOL_NAME = "memory_write"
 MAX_LIST_ITEMS = 200
+MAX_FILE_CHARS = 1_000_000  # more than the longest answer max_tokens (131,072 at most) allows
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -145,6 +146,9 @@ def from_arguments(
     missing = [k for k in REQUIRED if not isinstance(args.get(k), str)]
     if missing:
         raise LLMOutputError(f"memory_write is missing {', '.join(missing)}")
+    for k in REQUIRED:  # a broken endpoint: cleaning it line by line would hold the lock for hours
+        if len(args[k]) > MAX_FILE_CHARS:
+            raise LLMOutputError(f"{k} is {len(args[k]):,} characters, more than an answer within max_tokens holds")
     out = ConsolidationOutput(
         memory_md=args["memory_md"],
         memory_summary_md=args["memory_summary_md"],
