@@ -263,13 +263,12 @@ def items_of(inputs: Phase2Inputs) -> list[Flagged]:
     """Every bullet of the current handbook, under its project, archived if the model's rewrite
     leaves it out (as written: the merge's memory rules are no reason to lose a line)."""
     lines = inputs.memory_md.split("\n")
-    starts = handbook_groups(lines)
-
-    def project(i: int) -> str:
-        return [p for start, p in starts if start <= i][-1] or GLOBAL
-
-    why = "left out of the model's rewrite"
-    return [Flagged(project(i), line, why, False) for i, line in enumerate(lines) if BULLET.match(line)]
+    starts, project, out = dict(handbook_groups(lines)), None, []
+    for i, line in enumerate(lines):
+        project = starts.get(i, project)
+        if BULLET.match(line):
+            out.append(Flagged(project or GLOBAL, line, "left out of the model's rewrite", False))
+    return out
 
 
 def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: datetime) -> int:
