@@ -583,3 +583,24 @@ def test_an_answer_longer_than_max_tokens_allows_is_refused(root: Path, fake: Fa
     assert res.outcome == "error" and "memory_md" in res.error and "characters" in res.error, res
     assert store.memory_md_path.read_text() == "# Task Group: before\n- old fact\n"
     assert [b.body for b in store.read_raw_blocks()] == ["- new fact"]
+
+
+def test_a_skill_the_model_rewrites_keeps_its_earlier_version(root: Path, fake: FakeOpenAIServer):
+    """The model sees a skill's first lines only, then sends its 'full new SKILL.md': the earlier
+    text (the user's own steps with it) was overwritten for good. It is kept in skills/.removed/,
+    once per change."""
+    store = MemoryStore(root)
+    edited = "---\nname: deploy\ndescription: Deploy\n---\n1. make deploy (the user's own step)\n"
+    store.atomic_write("skills/deploy/SKILL.md", edited)
+    new = "---\nname: deploy\ndescription: Deploy\n---\n1. make release\n"
+    for n in range(2):  # the same new text twice: one earlier version kept
+        add_raw(root, f"r{n}", "- a fact")
+        fake.script(
+            Reply.tool(
+                {"memory_md": "# M\n", "memory_summary_md": "v1\n", "skills": [{"name": "deploy", "skill_md": new}]}
+            )
+        )
+        assert run_flow(force=True).changes.skills_written == ["deploy"]
+    assert (store.skills_dir / "deploy" / "SKILL.md").read_text() == new
+    (kept,) = (store.skills_dir / ".removed").iterdir()
+    assert kept.name.startswith("deploy-") and (kept / "SKILL.md").read_text() == edited

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -187,6 +188,9 @@ def apply_output(
             for rel, _ in todo:  # guard every path (symlinked skills/, skills/<name>, subfolders) first
                 if store.resolve(rel).is_dir():  # nothing is written when one file cannot be
                     raise IsADirectoryError(f"{rel} is a folder")
+            folder = store.resolve(f"skills/{s.name}")  # its earlier version is kept when this one differs
+            if folder.is_dir() and any(read_optional(store.root / rel) != redact(text) for rel, text in todo):
+                set_aside(store, folder, s.name, now, copy=True)
             for rel, text in todo:
                 store.atomic_write(rel, text)
             result.files_written += [rel for rel, _ in todo]
@@ -197,9 +201,7 @@ def apply_output(
         try:
             path = store.resolve(f"skills/{name}")  # refuses symlinks on the way
             if os.path.isdir(path) and not os.path.islink(path):  # kept, never deleted: the model's word alone
-                kept = store.resolve(f"skills/.removed/{name}-{now:%Y%m%dT%H%M%SZ}")
-                kept.parent.mkdir(exist_ok=True)
-                os.rename(path, kept)
+                set_aside(store, path, name, now)
                 result.skills_removed.append(name)
             else:
                 result.skill_errors.append(f"remove {name}: no such skill")
@@ -257,6 +259,16 @@ def apply_output(
     result.raw_archived = store.archive_raw_blocks(set(inputs.raw_ids))
     result.notes_archived = store.archive_notes(list(inputs.note_rels))
     return result
+
+
+def set_aside(store: Any, folder: Any, name: str, now: datetime, copy: bool = False) -> None:
+    """Keep a skill folder the model removes (moved) or rewrites (copied) in skills/.removed/."""
+    kept = store.resolve(f"skills/.removed/{name}-{now:%Y%m%dT%H%M%SZ}")
+    kept.parent.mkdir(exist_ok=True)
+    if copy:
+        shutil.copytree(folder, kept, symlinks=True)  # a link inside is copied as a link, never followed
+    else:
+        os.rename(folder, kept)
 
 
 def items_of(inputs: Phase2Inputs) -> list[Flagged]:
