@@ -604,3 +604,27 @@ def test_a_skill_the_model_rewrites_keeps_its_earlier_version(root: Path, fake: 
     assert (store.skills_dir / "deploy" / "SKILL.md").read_text() == new
     (kept,) = (store.skills_dir / ".removed").iterdir()
     assert kept.name.startswith("deploy-") and (kept / "SKILL.md").read_text() == edited
+
+
+def test_a_session_forgotten_while_the_model_answers_is_not_learned(root: Path, fake: FakeOpenAIServer):
+    """`dsh-memory forget SESSION` during a consolidation that already sent the session's raw
+    memory to the model: the answer, with the forgotten fact, was written all the same."""
+    from dsh_memory.consolidation.forget import retire_session
+
+    store = MemoryStore(root)
+    store.atomic_write("MEMORY.md", "# Task Group: before\n- old fact\n")
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    add_raw(root, "a", "- the secret project codename is bluebird", session="sess-9")
+    add_raw(root, "b", "- another fact", session="sess-1")
+
+    def forget_then_answer(request: dict) -> Reply:
+        with_state(root, lambda st: retire_session(store, st, "sess-9", datetime.now(UTC)))
+        return Reply.tool(
+            {"memory_md": AFTER + "- the secret project codename is bluebird\n", "memory_summary_md": "v1\n"}
+        )
+
+    fake.handler = forget_then_answer
+    first = run_flow(force=True)
+    assert first.outcome == "error" and "forgotten" in first.error, first
+    assert "bluebird" not in store.memory_md_path.read_text()
+    assert [b.body for b in store.read_raw_blocks()] == ["- another fact"]  # the next run reads what is left

@@ -171,10 +171,14 @@ def apply_output(
 ) -> ApplyResult:
     """Write the consolidation. Raises only for failures of the core files (MEMORY.md, summary),
     and, writing nothing, when one of them changed since the inputs were read (edited by hand
-    while the model worked): the next run merges from the edited text."""
+    while the model worked: the next run merges from the edited text) or a raw block or note of
+    the input is gone (forgotten or deleted: the next run reads what is left)."""
     for rel, seen in (("MEMORY.md", inputs.memory_md), ("memory_summary.md", inputs.summary)):
         if (read_optional(store.root / rel) or "") != seen:
             raise DshMemoryError(f"{rel} changed while this consolidation ran: nothing written, the next run reads it")
+    present = {b.id for b in store.read_raw_blocks()}  # `forget` (or a delete) took some of the input meanwhile
+    if any(i not in present for i in inputs.raw_ids) or any(not (store.root / r).is_file() for r in inputs.note_rels):
+        raise DshMemoryError("raw memories or notes were forgotten while this consolidation ran: nothing written")
     fence = data_fence(inputs.sections)  # in the answer only when the model repeated its input
     if any(fence in text for text in (output.memory_md, output.memory_summary_md)):
         raise LLMOutputError("the model's answer repeats its input (the data fences): nothing written")
