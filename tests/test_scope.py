@@ -599,3 +599,28 @@ def test_a_handbook_from_before_scopes_stays_global_and_a_projects_skill_stays_i
     glob, parts = sc.summary_parts(out.memory_summary_md)
     assert "Keep answers short." in glob and list(parts) == [repos["infra"]]
     assert "skills/infra-cut-a-release/SKILL.md" in parts[repos["infra"]] and "SKILL.md" not in glob
+
+
+def test_one_shield_per_command_and_fix_and_a_projects_newest_code_map_lines(tmp_path):
+    """Sixteen sessions of one project each quoted their own error line for `bun run lint`, all
+    fixed by `bun run lint:fix`: six shields said one lesson. Their code maps made 29 lines, most
+    of them files an old session touched; the newest 12 stay, the rest go to the archive."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    errors = ["× Formatter would have printed the following content:", "× Unexpected any.", "Found 1 error."]
+    for n in range(16):
+        body = (
+            f"{steps.SHIELDS}\n- `bun run lint` failed: `{errors[n % 3]}`; fixed by `bun run lint:fix`.\n"
+            f"{steps.CODE_MAP}\n- `src/m{n}.ts` defines `f{n}`\n- Also changed: `src/o{n}.ts`"
+        )
+        store.append_raw(_block(n, "/r/app", body, project="/r/app"))
+    settings = SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
+    out = mechanical.consolidate(store, _inputs(store), settings)
+    group = mechanical.parse_memory_md(out.memory_md)["/r/app"]
+    shields = group.sections["Failure shields"]
+    assert len(shields) == 1 and "fixed by `bun run lint:fix`" in shields[0], shields
+    assert all(f"slug-{n}" in shields[0] for n in range(16))  # every session that learned it
+    code_map = group.sections["Code map"]
+    assert len(code_map) == mechanical.MAX_CODE_MAP and "`src/m15.ts`" in "".join(code_map)  # the newest
+    archived = [f.bullet for f in out.archive]
+    assert len(archived) == 32 - mechanical.MAX_CODE_MAP and any("`src/m0.ts`" in b for b in archived)

@@ -7,7 +7,8 @@ docs/architecture.md (Project scope). Besides: a line that is never memory
 (`phase1/clean.py`) is dropped from new blocks and the current MEMORY.md alike; forgetting
 candidates lose their `Tasks` lines, not their knowledge bullets; a bullet the working tree
 contradicts is set aside, and retired when also old (`consolidation/stale.py`); a knowledge
-bullet the MEMORY.md cap drops (oldest of the largest section) goes to MEMORY.archive.md.
+bullet the MEMORY.md cap drops (oldest of the largest section), or a project's code map line past
+its newest MAX_CODE_MAP, goes to MEMORY.archive.md; one shield per command kind and fix.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from typing import Any
 
 from dsh_memory.consolidation import stale
 from dsh_memory.consolidation.output import ConsolidationOutput
+from dsh_memory.consolidation.summary import render_summary, scope_of_group
 from dsh_memory.phase1 import steps
-from dsh_memory.phase1.clean import clip_marked, is_marker, why_not_memory
+from dsh_memory.phase1.clean import clip_marked, why_not_memory
 from dsh_memory.phase1.commands import family
-from dsh_memory.phase1.postprocess import cap_lines
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
-from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project, is_tagged_global, project_root, untag
+from dsh_memory.scope import GLOBAL, is_tagged_global, project_root, untag
 from dsh_memory.storage.store_format import parse_front_matter, slugify
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
@@ -44,10 +45,7 @@ VERSION = re.compile(r"^v?\d+(\.\d+)*$")
 LIST_LINES = ("- Checks that passed:",)  # one such line per project, the sessions' items merged
 _LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
 _IN_FOLDER = re.compile(r"\(in `[^`]+`\)")
-CODE = re.compile(r"`([^`\n]+)`")
-MAX_KEYWORD_CHARS = 60
-MAX_KEYWORDS = 8
-MAX_SUMMARY_COMMANDS = 3
+MAX_CODE_MAP = 12  # a project's code map lines in MEMORY.md, newest first (where things are now)
 
 
 @dataclass
@@ -67,9 +65,9 @@ class Group:
                 if SOURCE.sub("", old).startswith(head + ":"):
                     items[i] = with_sources(_merged_list(text, SOURCE.sub("", old)), [*sources_of(old), source])
                     return
-        key = item_key(text)
+        key = _key(section, text)
         for i, old in enumerate(items):
-            if item_key(old) == key:
+            if _key(section, old) == key:
                 items[i] = _with_source(old, source)
                 return
         items.insert(0 if first else len(items), _with_source(text, source))
@@ -88,6 +86,17 @@ class Group:
             if self.sections[name]:
                 lines += ["", f"## {name}", *self.sections[name]]
         return "\n".join(lines)
+
+
+_SHIELD = re.compile(r"`(?P<cmd>[^`]+)` failed: .*; (?:fixed by|the agent's fix:) (?P<fix>.+?)\.?$")
+
+
+def _key(section: str, bullet: str) -> str:
+    """What makes two bullets one item: their words; for a shield, its command's kind and its fix
+    (one lesson whatever error line each session quoted: `bun run lint` failing three ways, each
+    fixed by `bun run lint:fix`, is one shield, said as first learned)."""
+    m = _SHIELD.match(BULLET.sub("", SOURCE.sub("", bullet)).strip()) if section == "Failure shields" else None
+    return f"shield: {family(m['cmd'])}; {item_key(m['fix'])}" if m else item_key(bullet)
 
 
 def _merged_list(new: str, old: str) -> str:
@@ -249,93 +258,6 @@ def _cap(groups: dict[str, Group], limit: int, dropped: list) -> str:
             dropped.append(stale.Flagged(g.name, bullet, note, True))
 
 
-def _keywords(group: Group) -> list[str]:
-    """Names to search for: the code spans of the group's facts and shields that are names (files,
-    identifiers, tools), not command lines, most cited first."""
-    counts: dict[str, int] = {}
-    for section in ("Project facts", "Agent findings", "Failure shields"):
-        for b in group.sections.get(section, []):
-            for c in CODE.findall(SOURCE.sub("", b)):
-                if 2 <= len(c) <= MAX_KEYWORD_CHARS and " " not in c.strip() and not is_marker(c):
-                    counts[c] = counts.get(c, 0) + 1
-    return sorted(counts, key=lambda c: -counts[c])[:MAX_KEYWORDS]
-
-
-def _within(lines: list[str], cap: int) -> list[str]:
-    text = cap_lines(lines, cap)
-    return text.split("\n") if text else []
-
-
-def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) -> list[str]:
-    """One `# Scope:` part of memory_summary.md: the user's rules, where to look, the skills."""
-    head = [f"{SUMMARY_HEADING}{'project ' + project if project else 'global'}"]
-    prefs = [
-        SOURCE.sub("", b).rstrip()
-        for g in gs
-        for s in ("User notes", "User preferences")
-        for b in g.sections.get(s, [])
-    ]
-    # each group's newest build/test lines, as written (the injected part's how-to)
-    how = [
-        SOURCE.sub("", b).rstrip() for g in gs for b in g.sections.get("Reusable knowledge", [])[:MAX_SUMMARY_COMMANDS]
-    ]
-    routing = []
-    for g in gs:
-        kw = ", ".join(f"`{k}`" for k in _keywords(g))
-        routing.append(f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""))
-    routing = ["## What's in memory", *routing] if routing else []
-    skill_lines = ["## Skills", *(f"- skills/{s['name']}/SKILL.md: {s['task']}" for s in skills)] if skills else []
-    body = (["## Build and test", *how] if how else []) + routing + skill_lines
-    rest = cap - sum(len(x) + 1 for x in head + body) - 2
-    kept = _within(["## User preferences", *prefs], rest) if prefs else []
-    if prefs and len(kept) - 1 < len(prefs):  # what does not fit is named, never dropped silently
-        note = "- not shown here: {n} more preferences" + f" (MEMORY.md {where_of(gs)})"
-        kept = _within(["## User preferences", *prefs], rest - len(note) - 8)
-        kept.append(note.replace("{n}", str(len(prefs) - max(0, len(kept) - 1))))  # a path may hold braces
-    lines = head + kept + body
-    if len(lines) <= 1:
-        return []
-    out = _within(lines, cap)
-    if len(out) < len(lines):  # routing or skills over the cap: named, never cut silently
-        note = "- not shown here: {n} more lines of this part" + f" (MEMORY.md {where_of(gs)}, skills/)"
-        out = _within(lines, cap - len(note) - 8)
-        out.append(note.replace("{n}", str(sum(1 for ln in lines[len(out) :] if ln.startswith("- ")))))
-    return out
-
-
-def where_of(gs: list[Group]) -> str:
-    return ", ".join(f'"# Task Group: {g.name}"' for g in gs) or "MEMORY.md"
-
-
-def scope_of_group(g: Group) -> str | None:
-    """The project of a task group; None for `global` and for groups written before scopes whose
-    `applies_to` is a pattern (they were injected everywhere, so they stay global)."""
-    return None if g.name == GLOBAL else group_project(g.name, g.scope_lines())
-
-
-def render_summary(groups: dict[str, Group], skills: list[dict], cap: int) -> str:
-    """memory_summary.md, the merge's second file: `v1`, then a `# Scope: global` part and one
-    `# Scope: project <root>` part per project (docs/architecture.md, Project scope), each with the
-    user's rules, how to build and test, where to look (the names the group's facts and shields
-    cite) and its skills; what does not fit is named. The global part plus any one project part
-    fit in `cap`; whole lines."""
-    parts: dict[str | None, list[Group]] = {None: []}
-    for g in groups.values():
-        parts.setdefault(scope_of_group(g), []).append(g)
-    for s in skills:  # a project's skill routes from its project's part, with or without bullets
-        parts.setdefault(s.get("project") or None, [])
-    projects = sorted(p for p in parts if p is not None)
-    global_cap = cap - 4 if not projects else (cap - 4) // 2
-    out = ["v1", ""]
-    part = _part(parts[None], None, [s for s in skills if not s.get("project")], global_cap)
-    out += part + [""] if part else []
-    room = cap - 4 - sum(len(x) + 1 for x in part) - 1
-    for project in projects:
-        p = _part(parts[project], project, [s for s in skills if s.get("project") == project], room)
-        out += p + [""] if p else []
-    return "\n".join(out).rstrip() + "\n"
-
-
 def _note_items(fields: dict, body: str) -> list[str]:
     """A note's handbook items: one for a note the user added; an imported memory file's own
     bullets (at most 40), each on its own line."""
@@ -383,6 +305,11 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
     for g in groups.values():
         g.sections["Tasks"] = [t for t in g.sections.get("Tasks", []) if not any(f"/{s}.md" in t for s in retired)]
     promote_recurring(groups)
+    capped: list[stale.Flagged] = []
+    for g in groups.values():  # a project's code map: its newest lines (the rest archived)
+        for bullet in g.sections.get("Code map", [])[MAX_CODE_MAP:]:
+            capped.append(stale.Flagged(g.name, bullet, f"beyond the newest {MAX_CODE_MAP} code map lines", True))
+        g.sections["Code map"] = g.sections.get("Code map", [])[:MAX_CODE_MAP]
     stale.set_aside(groups, scope_of_group)
     # Leave out the set-aside items no session confirmed for `stale_after_days` (dated by the
     # sources of the handbook as merged, new sessions included); apply archives them.
@@ -391,7 +318,6 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
     if GLOBAL in groups and not any(groups[GLOBAL].sections.values()):
         del groups[GLOBAL]
     groups = dict(sorted(groups.items(), key=lambda kv: (kv[0] != GLOBAL, kv[0])))
-    capped: list[stale.Flagged] = []
     memory_md = _cap(groups, settings.max_memory_md_chars, capped)
     # the summary routes to this run's skills and to the existing ones this run does not rewrite
     written = {s["name"] for s in skills}
