@@ -237,19 +237,25 @@ def test_without_a_server_nothing_is_imported_or_contacted(tmp_path):
     assert all("PREFECT_API_URL is unset" in s for s in data["blocks"].values())
 
 
-def test_unreachable_server_falls_back_to_env_with_a_warning(tmp_path):
-    from dsh_memory.serve.prefect_server import free_port
-
+def _resolve_in_a_process(tmp_path: Path, api_url: str, idle: str) -> subprocess.CompletedProcess:
+    """`resolve_settings()` in a fresh process of this checkout's code, against `api_url`."""
     code = (
         "from dsh_memory.settings_loader import resolve_settings\n"
         "r = resolve_settings(); print(r.settings.idle_seconds, r.memory_block)\n"
     )
     env = dict(
-        _env(tmp_path, f"http://127.0.0.1:{free_port()}/api", DSH_MEMORY_IDLE_SECONDS="33"),
+        _env(tmp_path, api_url, DSH_MEMORY_IDLE_SECONDS=idle),
         PATH=os.environ.get("PATH", ""),
         PREFECT_HOME=str(tmp_path / "ph"),
+        PYTHONPATH=str(Path(__file__).resolve().parents[1]),
     )
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_unreachable_server_falls_back_to_env_with_a_warning(tmp_path):
+    from dsh_memory.serve.prefect_server import free_port
+
+    out = _resolve_in_a_process(tmp_path, f"http://127.0.0.1:{free_port()}/api", "33")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["33", "None"]
     assert "unreachable" in out.stderr
@@ -274,18 +280,8 @@ def test_a_server_that_takes_the_request_but_never_answers_falls_back_too(tmp_pa
 
     thread = threading.Thread(target=take, daemon=True)
     thread.start()
-    code = (
-        "from dsh_memory.settings_loader import resolve_settings\n"
-        "r = resolve_settings(); print(r.settings.idle_seconds, r.memory_block)\n"
-    )
-    env = dict(
-        _env(tmp_path, f"http://127.0.0.1:{listener.getsockname()[1]}/api", DSH_MEMORY_IDLE_SECONDS="34"),
-        PATH=os.environ.get("PATH", ""),
-        PREFECT_HOME=str(tmp_path / "ph"),
-        PYTHONPATH=str(Path(__file__).resolve().parents[1]),  # this checkout's code
-    )
     try:
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        out = _resolve_in_a_process(tmp_path, f"http://127.0.0.1:{listener.getsockname()[1]}/api", "34")
     finally:
         stop.set()
         listener.close()

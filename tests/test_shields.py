@@ -16,6 +16,10 @@ def _bash(cmd: str, out: str = "", error: bool = False):
     return ("tool", "Bash", {"command": cmd}, out, error)
 
 
+def _edit(path: str, old: str = "a", new: str = "b"):
+    return ("tool", "Edit", {"file_path": f"{CWD}/{path}", "old_string": old, "new_string": new}, "ok", False)
+
+
 def test_a_json_status_reply_with_success_false_is_a_failure_even_with_exit_code_0():
     reply = (
         '{\n  "success": false,\n  "error_type": "token-required",\n'
@@ -396,21 +400,9 @@ def test_a_check_that_caught_the_sessions_own_mistake_is_no_shield_and_a_wrapper
     (it was "fixed by editing `a.test.ts`"). A script the session wrote that hung on `input()` and
     was edited to sleep instead stays a shield: not a check, and the next run meets it again; so
     does a test run that met a circular import."""
-    edit = ("tool", "Edit", {"file_path": f"{CWD}/src/tab.tsx", "old_string": "a", "new_string": "b"}, "ok", False)
-    test_edit = (
-        "tool",
-        "Edit",
-        {"file_path": f"{CWD}/src/a.test.ts", "old_string": "a", "new_string": "b"},
-        "ok",
-        False,
-    )
-    script = (
-        "tool",
-        "Edit",
-        {"file_path": f"{CWD}/play.py", "old_string": "input()", "new_string": "time.sleep(3)"},
-        "ok",
-        False,
-    )
+    edit = _edit("src/tab.tsx")
+    test_edit = _edit("src/a.test.ts")
+    script = _edit("play.py", "input()", "time.sleep(3)")
     s = make_session(
         ("user", "Add the tab."),
         edit,
@@ -432,7 +424,7 @@ def test_a_check_that_caught_the_sessions_own_mistake_is_no_shield_and_a_wrapper
     ]
     # the tests meeting a circular import the session's refactor made is how the project's modules
     # may import each other: a lesson, though the file fixed is one the session had edited
-    config = ("tool", "Edit", {"file_path": f"{CWD}/app/config.py", "old_string": "x", "new_string": "y"}, "ok", False)
+    config = _edit("app/config.py", "x", "y")
     circular = (
         "ImportError: cannot import name 'Settings' from partially initialized module 'app.config' (circular import)"
     )
@@ -476,13 +468,7 @@ def test_a_chain_is_no_wrapper_a_test_brought_in_line_is_no_lesson_and_one_fix_i
     as the chain's last command unwrapped); a test file edited until it passed is the test brought
     in line with the change; one command failing two ways, both overcome by `bun run lint:fix`, is
     one shield."""
-    test_edit = (
-        "tool",
-        "Edit",
-        {"file_path": f"{CWD}/src/a.test.ts", "old_string": "a", "new_string": "b"},
-        "ok",
-        False,
-    )
+    test_edit = _edit("src/a.test.ts")
     s = make_session(
         ("user", "Finish the tab."),
         _bash("bun run test && bun run lint", '313 | test("returns 500", async () => {\nerror: 1 test failed', True),
