@@ -529,12 +529,11 @@ def test_a_prompt_that_pastes_a_plan_asks_for_the_plan_by_its_title():
 def test_a_refactors_reasoning_about_its_tests_and_changes_is_not_a_fact_but_why_a_test_failed_is():
     """What one test does or needs while the work is under way ("The test calls with `--branch
     P65`", "`test_close` (line 22) uses …"), what the change did to the code ("`plan_helpers.py`
-    consolidated to …") and the plan ("The best approach: …", "Document two scoping modes: …") are
-    that session's; why a test failed can be how a library works, and stays."""
+    consolidated to …") and the plan ("The best approach: …") are that session's; why a test failed
+    can be how a library works, and stays."""
     said = [
         "The test calls with `--branch P6513-some-branch` and expects the node to match.",
         "`test_close_plan` (line 22) uses `make_store`, but it expects `fake_github.closed` to be set.",
-        "Document two scoping modes: path-scoped (`paths: [...]`) and always apply (`alwaysApply: true`).",
         "`plan_helpers.py` consolidated to `DraftBackend` only (removed `IssueStore`).",
         "The best approach: register the PR in `FakeGitHub` under the real branch name too.",
         "The `test_settings_missing` test failed because `BaseSettings` also reads the `.env` file.",
