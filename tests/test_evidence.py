@@ -578,3 +578,17 @@ def test_a_short_pasted_plan_is_not_the_users_words():
     s = make_session(("user", f"Implement the following plan:\n\n{plan}"), ("assistant", "Done."), cwd=CWD)
     ev = gather(s)
     assert ev.rules == [] and ev.requests == ["Implement the following plan: Update the tour button color"]
+
+
+def test_an_emphasised_lead_ends_its_sentence():
+    """ "**What's suspicious?** If you're worried about …" was one sentence (the split looked for a
+    space right after the "?", and found "**"), so a question passed for a fact."""
+    from dsh_memory.phase1.facts import sentences
+
+    text = "**What's suspicious?** If the API call worries you, `capture` calls `get_pr` twice.\n**Note.** Fine."
+    assert sentences(text) == [
+        "What's suspicious?",
+        "If the API call worries you, `capture` calls `get_pr` twice.",
+        "Note.",
+        "Fine.",
+    ]

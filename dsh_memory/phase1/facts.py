@@ -173,8 +173,9 @@ def prose(text: str) -> str:
 def sentences(text: str) -> list[str]:
     """Sentences and list items of a message, Markdown links and emphasis made plain text."""
     out = []
-    for s in _SENT.split(_LINK.sub(r"\1", text or "")):
-        s = _EMPH.sub(r"\1", BULLET.sub("", s.strip().lstrip("> "))).replace("**", "").strip().strip("*").strip()
+    # emphasis off first: "**What's suspicious?** If …" is two sentences
+    for s in _SENT.split(_EMPH.sub(r"\1", _LINK.sub(r"\1", text or ""))):
+        s = BULLET.sub("", s.strip().lstrip("> ")).replace("**", "").strip().strip("*").strip()
         if len(s) >= 3:
             out.append(s)
     return out
