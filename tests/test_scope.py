@@ -503,6 +503,32 @@ def test_rpc_summary_with_a_cwd(memory, repos):
         assert bad.status_code == 400
 
 
+@pytest.mark.parametrize("cwd", ["\x00", "/r/app\x00/x", " ", "", "relative/dir", "."])
+def test_a_cwd_that_names_no_project_is_refused_never_every_projects_memory(memory, repos, cwd):
+    """A cwd with a NUL byte was read as no cwd: every project's memory, to an agent that asked for
+    its own. A NUL, a blank or a relative cwd (a server has no folder to resolve it against) is one
+    line of error in the core, the RPC and the MCP tools; the CLI makes a relative one absolute."""
+    from starlette.testclient import TestClient
+
+    from dsh_memory.errors import UserInputError
+    from dsh_memory.serve.http_app import RPC_PATH, create_app
+    from dsh_memory.settings import MemorySettings
+
+    for call in (
+        lambda: summary(memory, CAP, cwd=cwd),
+        lambda: search(memory, ["pnpm"], cwd=cwd),
+        lambda: list_dir(memory, "rollout_summaries", cwd=cwd),
+    ):
+        with pytest.raises(UserInputError, match="cwd"):
+            call()
+    settings = MemorySettings.from_env(env={"DSH_MEMORY_ROOT": str(memory.root)})
+    with TestClient(create_app(settings, mcp=False), base_url="http://127.0.0.1:8765") as c:
+        for method, params in (("summary", {}), ("search", {"queries": ["pnpm"]}), ("list", {})):
+            r = c.post(RPC_PATH, json={"method": method, "params": {**params, "cwd": cwd}})
+            assert r.status_code == 400 and "cwd" in r.json()["error"]["message"], r.text
+            assert "pnpm" not in r.text
+
+
 def test_mcp_summary_tool_and_project_resource(memory, repos):
     from urllib.parse import quote
 
@@ -518,6 +544,8 @@ def test_mcp_summary_tool_and_project_resource(memory, repos):
     async def main() -> dict:
         async with Client(params) as client:
             tool = await client.call_tool("memory_summary", {"cwd": repos["ledger"]})
+            nul = await client.call_tool("memory_search", {"queries": ["pnpm"], "cwd": repos["ledger"] + "\x00"})
+            assert nul.is_error and "NUL" in nul.content[0].text and "pnpm" not in nul.content[0].text
             res = await client.read_resource(f"memory://summary/{quote(repos['weather'], safe='')}")
             plain = await client.read_resource("memory://summary")
             return {"tool": tool.content[0].text, "resource": res.contents[0].text, "plain": plain.contents[0].text}

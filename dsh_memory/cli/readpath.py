@@ -21,10 +21,13 @@ _KW = inspect.Parameter.KEYWORD_ONLY
 
 def _core(operation: str, params: dict[str, Any]) -> Any:
     """Run one read-path operation on THE memory context (saved block > environment > default),
-    with its settings (`readpath.call`)."""
+    with its settings (`readpath.call`); a relative --cwd is taken from where the command runs."""
     from dsh_memory.context import memory_context
     from dsh_memory.readpath import call
 
+    cwd = params.get("cwd")
+    if cwd and cwd.strip() and not os.path.isabs(os.path.expanduser(cwd)):  # `--cwd .`: where this runs
+        params = {**params, "cwd": os.path.abspath(os.path.expanduser(cwd))}
     return call(memory_context(), operation, **params)
 
 

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 SearchMode = Literal["any", "all_on_same_line", "all_within_lines", "ranked"]
 
@@ -29,14 +30,38 @@ SUMMARY_END = "===== MEMORY SUMMARY ENDS ====="
 
 
 MAX_CWD_CHARS = 4096
+
+
+def cwd_problem(cwd: str | None) -> str | None:
+    """Why `cwd` names no project ('' when it does, None when there is no cwd): a NUL byte, a blank
+    or a relative path is refused, never read as "no cwd" (every project's memory). The CLI makes
+    a relative `--cwd` absolute first; a server has no business resolving one against its own."""
+    if cwd is None:
+        return None
+    if "\x00" in cwd:
+        return "cwd contains a NUL byte"
+    if not cwd.strip():
+        return "cwd is blank (leave it out, or null, for every project's memory)"
+    if not os.path.isabs(os.path.expanduser(cwd)):
+        return f"cwd must be an absolute path, not {cwd[:80]!r}"
+    return ""
+
+
+def _check_cwd(cwd: str | None) -> str | None:
+    if problem := cwd_problem(cwd):
+        raise ValueError(problem)
+    return cwd
+
+
 # The project parameters, declared once and used by summary, list and search.
 Cwd = Annotated[
     str | None,
     Field(
         max_length=MAX_CWD_CHARS,
-        description="The asking session's working directory; its repository root is the project: "
+        description="The asking session's working directory (an absolute path); its repository root is the project: "
         "that project's memory and global memory only (null: every project's memory)",
     ),
+    AfterValidator(_check_cwd),
 ]
 OtherProjects = Annotated[
     bool, Field(description="With cwd: also return other projects' memories, after this project's and global ones")

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh_memory import scope as sc
+from dsh_memory.errors import UserInputError
 from dsh_memory.readpath._common import FileCache, read_text
+from dsh_memory.readpath.models import cwd_problem
 
 PROJECT = "project "
 MIXED = "mixed"
@@ -32,10 +34,11 @@ class Where:
 
     @classmethod
     def of(cls, cwd: str | None) -> Where | None:
-        """None without a cwd; a relative one (`--cwd .`) is taken from where the reader runs."""
-        if cwd and "\x00" not in cwd and not os.path.isabs(os.path.expanduser(cwd)):
-            cwd = os.path.abspath(os.path.expanduser(cwd))
-        root, is_repo = sc.locate(cwd)
+        """None without a cwd; one that names no project (`models.cwd_problem`) is refused
+        (UserInputError), never read as every project's memory."""
+        if problem := cwd_problem(cwd):
+            raise UserInputError(problem)
+        root, is_repo = sc.locate(os.path.expanduser(cwd) if cwd else None)
         return cls(root, is_repo) if root else None
 
     def sees(self, scope: str | None) -> bool:

@@ -207,6 +207,7 @@ def _steps(
 ) -> None:
     from dsh_memory.flows.consolidate import consolidate_step
     from dsh_memory.flows.extract import extract_flow
+    from dsh_memory.readpath.models import cwd_problem
     from dsh_memory.readpath.summary import summary
     from dsh_memory.storage.store import MemoryStore
 
@@ -254,7 +255,8 @@ def _steps(
                     raise DshMemoryError(f"replay stopped: consolidation failed before {history[i].id}: {p2.error}")
                 result.consolidations += p2.outcome == "consolidated"
             s = history[i]
-            injected = summary(memory, max_chars, cwd=s.cwd).content
+            cwd = None if cwd_problem(s.cwd) else s.cwd  # a logged cwd that names no project: as without one
+            injected = summary(memory, max_chars, cwd=cwd).content
             lines = [BULLET.sub("", ln).strip() for ln in injected.splitlines()]
             lines = [ln for ln in lines if ln and not ln.startswith("#") and ln != "v1"]
             for item in s.restated:
