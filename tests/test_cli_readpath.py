@@ -108,6 +108,30 @@ def test_search_prints_citable_ranges(cli):
     assert r.stdout.splitlines()[1:] == ["      1  # uv setup", ">     2  uv sync installs the lockfile."]
 
 
+def test_text_output_shows_a_memory_files_escape_sequences_never_sends_them(cli, root):
+    """Memory text comes from session logs: `summary` (--inject too), `read`, `search` and `list`
+    printed an OSC title sequence, a bell or an 8-bit CSI as they were, to the terminal or the
+    agent's context. Text output shows them (`\\x1b`), lines and tabs stay; --json escapes them."""
+    evil = "- uv \x1b]0;pwned\x07 title \x1b[2J\x9b31m red\x08\tend"
+    (root / "memory_summary.md").write_text(f"v1\r\n{evil}\n")
+    (root / "MEMORY.md").write_text(f"# Handbook\n{evil}\n")
+    (root / "extensions" / "ad_hoc" / "notes" / "a\x1b]0;x\x07.md").write_text("uv\n")
+    for args in (
+        ["summary"],
+        ["summary", "--inject"],
+        ["read", "MEMORY.md"],
+        ["search", "uv", "--context-lines", "1"],
+        ["list", "extensions/ad_hoc/notes"],
+    ):
+        r = cli(*args)
+        assert r.exit_code == 0 and r.stdout, (args, r.output)
+        assert not any(c < " " and c not in "\t\n" or "\x7f" <= c <= "\x9f" for c in r.stdout), (args, r.stdout)
+        assert "\\x1b]0;" in r.stdout, (args, r.stdout)
+    assert "\\x1b]0;pwned\\x07 title \\x1b[2J\\x9b31m red\\x08\tend" in cli("summary").stdout
+    assert cli("summary").stdout.startswith("v1\n- uv")  # a CRLF line end is a line end
+    assert json.loads(cli("read", "MEMORY.md", "--json").stdout)["content"] == f"# Handbook\n{evil}"
+
+
 def test_ranked_search_rebuilds_a_search_index_that_is_not_a_database(cli, root):
     """`.state/search_index.sqlite3` damaged (not an SQLite file) was a DatabaseError traceback on
     every ranked search; the index is derived from the memory files, so it is built again."""

@@ -1,5 +1,6 @@
 """`summary`, `list`, `read`, `search`, `add`: the read path on the command line. Translation
 only; each command's arguments and options are generated from its request model (`readpath.params`).
+Text output shows memory's control characters as `\x1b` (`readpath._common.visible`); --json escapes them.
 No prefect import here, so these commands stay fast enough for agent hooks (`summary --inject`).
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 import typer
 
 from dsh_memory.cli._common import emit_json, run
+from dsh_memory.readpath._common import visible
 
 PANEL = "Read memory"
 _KW = inspect.Parameter.KEYWORD_ONLY
@@ -104,10 +106,10 @@ def _print_match(m) -> None:
         head += f"  (score {m.score:.2f})"
     if m.scope:
         head += f"  [{m.scope}]"
-    typer.echo(head)
+    typer.echo(visible(head))
     for i, line in enumerate(m.content.splitlines(), start=m.start_line):
         mark = ">" if m.match_line <= i <= m.match_end_line else " "
-        typer.echo(f"{mark}{i:>6}  {line}")
+        typer.echo(f"{mark}{i:>6}  {visible(line)}")
 
 
 def register(app: typer.Typer) -> None:
@@ -151,7 +153,7 @@ def register(app: typer.Typer) -> None:
         for e in res.entries:
             size = "" if e.size is None else f"{e.size:>9}"
             kind, slash = ("d", "/") if e.type == "directory" else ("f", "")
-            typer.echo(f"{kind} {size:>9}  {e.path}{slash}" + (f"  [{e.scope}]" if e.scope else ""))
+            typer.echo(visible(f"{kind} {size:>9}  {e.path}{slash}" + (f"  [{e.scope}]" if e.scope else "")))
         if res.next_cursor:
             typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 
@@ -162,7 +164,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             return res.model_dump()
         for i, line in enumerate(res.content.splitlines(), start=res.start_line):
-            typer.echo(f"{i:>6}  {line}")
+            typer.echo(f"{i:>6}  {visible(line)}")
         if res.truncated:
             nxt = f"; more: --start-line {res.next_start_line}" if res.next_start_line is not None else ""
             typer.echo(f"… truncated at line {res.end_line} of {res.total_lines}{nxt}", err=True)
@@ -186,4 +188,4 @@ def register(app: typer.Typer) -> None:
         res = _core("add", params)
         if as_json:
             return res.model_dump()
-        typer.echo(res.path)
+        typer.echo(visible(res.path))

@@ -9,7 +9,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_memory.readpath._common import FileCache, regular_file
+from dsh_memory.readpath._common import FileCache, regular_file, visible
 from dsh_memory.readpath.freshness import checkout_root, flag_stale
 from dsh_memory.readpath.learned import learned_dates
 from dsh_memory.readpath.models import Summary
@@ -82,7 +82,8 @@ def summary(
     stale_after_days: int = 0,
     now: datetime | None = None,
 ) -> Summary:
-    """memory_summary.md capped at `max_chars`; cached by file identity. Empty memory → empty.
+    """memory_summary.md capped at `max_chars`, its control characters made visible (it is
+    injected into agents' contexts and printed on terminals); cached by file identity. Empty memory → empty.
     With `cwd`: the global part plus that project's part within the same cap, and one line
     naming the other projects with memories (`scoping.compose_summary`); the project's lines are
     checked against its working tree and, with `stale_after_days` > 0, those learned longer ago
@@ -95,7 +96,7 @@ def summary(
     if st is not None:
 
         def build() -> tuple[str, bool, int, list[str], list[str]]:
-            full = path.read_bytes().decode("utf-8", errors="replace").strip()
+            full = visible(path.read_bytes().decode("utf-8", errors="replace")).strip()
             content, cut, mine, rest = (
                 compose_summary(full, where, max_chars) if where else (*_cap(full, max_chars), [], [])
             )
