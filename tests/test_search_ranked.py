@@ -244,6 +244,32 @@ def test_one_huge_match_is_cut_to_the_page(tmp_path, mode):
     assert m.end_line == m.start_line == 1 and m.content.endswith("…")
 
 
+@pytest.mark.parametrize("mode", ["ranked", "any", "all_on_same_line"])
+def test_long_queries_never_take_a_page_past_max_chars(tmp_path, mode):
+    """Sixteen 1,000-character queries, each a long line of the file: a page of one match was
+    32 KB against max_chars 1,000 or 8,000 (the queries come back in the page and in the match,
+    which no cut shortens). Refused in words, with the max_chars they need; with that, a page fits
+    and the cursor moves on."""
+    import re
+
+    s = MemoryStore(tmp_path / "m")
+    s.ensure_layout()
+    queries = [f"q{i:02d} " + "y" * 996 for i in range(16)]
+    (s.root / "MEMORY.md").write_text("\n".join(" ".join(queries) for _ in range(5)) + "\n")
+    for max_chars in (1000, 8000):
+        with pytest.raises(UserInputError, match="pass max_chars at least") as err:
+            rp.search(s, queries, mode=mode, context_lines=2, max_chars=max_chars)
+    need = int(re.search(r"take ([\d,]+) characters", str(err.value)).group(1).replace(",", ""))
+    seen, cursor = [], None
+    for _ in range(6):
+        res = rp.search(s, queries, mode=mode, context_lines=2, max_chars=need, cursor=cursor)
+        assert len(res.model_dump_json()) <= need and res.matches
+        seen += [m.match_line for m in res.matches]
+        if not (cursor := res.next_cursor):
+            break
+    assert len(seen) == len(set(seen)) >= 2
+
+
 def test_stems_of_words_cached_before_the_cache_starts_over(monkeypatch):
     """A word stemmed before the stem cache outgrew its bound and started over is still answered
     (it raised KeyError once the cache was cleared in the same call)."""

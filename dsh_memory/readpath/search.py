@@ -24,7 +24,7 @@ from dsh_memory.readpath._common import (
     record_usage,
     validate,
 )
-from dsh_memory.readpath.models import SearchMatch, SearchRequest, SearchResult
+from dsh_memory.readpath.models import MAX_SEARCH_CHARS, SearchMatch, SearchRequest, SearchResult
 from dsh_memory.readpath.scoping import SEARCH_SCAN_LIMIT, Where, layer, scope_of
 from dsh_memory.settings import SemanticSearch
 
@@ -138,6 +138,7 @@ def search(
     prefix = req.path = guard(store, req.path)[1] or None  # guard before anything else
     if prefix:  # a missing path is an error in every mode (ranked would find nothing there)
         lstat_named(store.root / prefix, prefix)
+    room = _room(req, prefix)
     # the page size may change from page to page; everything else must stay
     fp = fingerprint("search", req.model_dump(exclude={"cursor", "max_results", "max_chars"}))
     start = decode_cursor(req.cursor, fp)
@@ -156,7 +157,7 @@ def search(
     found = layer(found, where, req.other_projects, lambda m: scope_of(store, m.path, m.match_line))
     if where:
         found = islice(found, start, None)
-    page, more = _page(found, req, prefix)
+    page, more = _page(found, req, room)
     if usage:  # the vault passes False: a person searching is not an agent using the memory
         record_usage(store, [m.path for m in page], state=state, now=now)
     return SearchResult(
@@ -169,11 +170,30 @@ def search(
     )
 
 
-def _page(found: Iterator[SearchMatch], req: SearchRequest, prefix: str | None) -> tuple[list[SearchMatch], bool]:
-    """Matches while they fit in max_results and max_chars (the first one always, cut to fit if
-    it must be); and whether more follow."""
+def _room(req: SearchRequest, prefix: str | None) -> int:
+    """Characters of a page left for its matches. The queries are in every page twice (`queries`,
+    and a match's `matched_queries`, which no cut shortens): when max_chars cannot hold them and
+    one match cut to its least, the request is refused, not answered past max_chars."""
     empty = SearchResult(queries=req.queries, mode=req.mode, path=prefix, matches=[], next_cursor="x" * 64)
     room = req.max_chars - len(empty.model_dump_json())
+    n = 10**9  # line numbers as long as they get
+    least = SearchMatch(
+        path="x" * 64, start_line=n, end_line=n, match_line=n, match_end_line=n, content="…", score=-1e9, scope="global"
+    )
+    need = len(least.model_copy(update={"matched_queries": req.queries}).model_dump_json()) + 1
+    if need > room:
+        raise UserInputError(
+            f"these queries take {req.max_chars - room + need:,} characters of a page's JSON (they come back in "
+            f"queries and in each match's matched_queries); pass max_chars at least that (at most "
+            f"{MAX_SEARCH_CHARS:,}), or shorter queries"
+        )
+    return room
+
+
+def _page(found: Iterator[SearchMatch], req: SearchRequest, room: int) -> tuple[list[SearchMatch], bool]:
+    """Matches while they fit in max_results and `room` (the first one always, cut to fit if it
+    must be: only a path and scope longer than `_room` allows for can take a page past max_chars);
+    and whether more follow."""
     page: list[SearchMatch] = []
     for m in found:
         size = len(m.model_dump_json()) + 1
