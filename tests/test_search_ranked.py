@@ -244,6 +244,28 @@ def test_one_huge_match_is_cut_to_the_page(tmp_path, mode):
     assert m.end_line == m.start_line == 1 and m.content.endswith("…")
 
 
+@pytest.mark.parametrize("mode", ["ranked", "any"])
+def test_a_match_cut_to_the_page_keeps_the_line_it_cites(tmp_path, mode):
+    """With context_lines and long lines, a match cut to the page kept its first lines, the context
+    above: `MEMORY.md:11-12` citing line 31, and no line of it holding the query. The context goes
+    first (the side with more of it), then the cited line is cut to its head, ending with `…`."""
+    s = MemoryStore(tmp_path / "m")
+    s.ensure_layout()
+    lines = [f"line{i} " + "z" * 300 for i in range(60)]
+    lines[30] = "the needle here"
+    (s.root / "MEMORY.md").write_text("\n".join(lines) + "\n")
+    (s.root / "skills" / "long.md").write_text("a\n" * 5 + "needle " + "w" * 5000 + "\nb\n")
+    res = rp.search(s, ["needle"], mode=mode, context_lines=20, max_chars=1000, path="MEMORY.md")
+    (m,) = res.matches
+    assert len(res.model_dump_json()) <= 1000
+    assert m.start_line <= m.match_line == 31 == m.match_end_line <= m.end_line
+    assert "the needle here" in m.content and len(m.content.splitlines()) == m.end_line - m.start_line + 1
+    res = rp.search(s, ["needle"], mode=mode, context_lines=20, max_chars=1000, path="skills/long.md")
+    (m,) = res.matches
+    assert m.start_line <= m.match_line == 6 <= m.end_line and "needle www" in m.content  # ranked: 400 a line
+    assert "w…" in m.content and len(res.model_dump_json()) <= 1000
+
+
 @pytest.mark.parametrize("mode", ["ranked", "any", "all_on_same_line"])
 def test_long_queries_never_take_a_page_past_max_chars(tmp_path, mode):
     """Sixteen 1,000-character queries, each a long line of the file: a page of one match was

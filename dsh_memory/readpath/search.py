@@ -208,22 +208,35 @@ def _page(found: Iterator[SearchMatch], req: SearchRequest, room: int) -> tuple[
 
 
 def _shrink(m: SearchMatch, room: int) -> SearchMatch:
-    """A match too big for a page on its own: its first lines, as many as fit (the head of its
-    first line when even that one does not)."""
-    lines = m.content.split("\n")
+    """A match too big for a page on its own: its context given up first, a line at a time from
+    the side with more of it, then the cited range's last lines, and when its first line alone is
+    still too big, that line's head ending with `…`. The line it cites is always in it."""
+    lines = [line[: room + 1] for line in m.content.split("\n")]  # a line past `room` never fits whole
+    first, last = m.match_line - m.start_line, m.match_end_line - m.start_line  # the cited range (indexes)
+    a, b = 0, len(lines) - 1
 
-    def sized(n: int, content: str) -> tuple[SearchMatch, int]:
-        end = m.start_line + n - 1
-        out = m.model_copy(update={"content": content, "end_line": end, "match_end_line": min(m.match_end_line, end)})
+    def sized(content: str | None = None) -> tuple[SearchMatch, int]:
+        update = {
+            "content": "\n".join(lines[a : b + 1]) if content is None else content,
+            "start_line": m.start_line + a,
+            "end_line": m.start_line + b,
+            "match_end_line": m.start_line + min(last, b),
+        }
+        out = m.model_copy(update=update)
         return out, len(out.model_dump_json()) + 1
 
-    n = len(lines)
-    out, size = sized(n, m.content)
-    while n > 1 and size > room:
-        n -= 1
-        out, size = sized(n, "\n".join(lines[:n]))
+    out, size = sized()
+    while size > room and (a < first or b > last):
+        if first - a >= b - last:
+            a += 1
+        else:
+            b -= 1
+        out, size = sized()
+    while size > room and b > first:
+        b -= 1
+        out, size = sized()
     content = out.content
     while size > room and content:
         content = content[: max(0, len(content) - (size - room) - 1)]
-        out, size = sized(1, content + "…")
+        out, size = sized(content + "…")
     return out
