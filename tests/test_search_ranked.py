@@ -266,6 +266,26 @@ def test_a_match_cut_to_the_page_keeps_the_line_it_cites(tmp_path, mode):
     assert "w…" in m.content and len(res.model_dump_json()) <= 1000
 
 
+def test_line_search_holds_no_more_of_a_long_line_than_a_page(tmp_path):
+    """Every match of a line search is built before its page is cut: with context_lines each held
+    its 41 lines whole, 4 MB a match for 100 KB lines (656 MB for five such files). A line is held
+    to max_chars + 1 characters (more never fits a page); the pages are the same."""
+    import tracemalloc
+
+    s = MemoryStore(tmp_path / "m")
+    s.ensure_layout()
+    for k in range(2):
+        (s.rollout_dir / f"f{k}.md").write_text("\n".join(["needle " + "z" * 99_000] * 40) + "\n")
+    tracemalloc.start()
+    try:
+        res = rp.search(s, ["needle"], context_lines=20, max_results=500)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert res.matches and res.truncated and len(res.model_dump_json()) <= DEFAULT_SEARCH_CHARS
+    assert peak < 100 << 20, peak  # 80 matches of 41 lines: 330 MB held whole
+
+
 @pytest.mark.parametrize("mode", ["ranked", "any", "all_on_same_line"])
 def test_long_queries_never_take_a_page_past_max_chars(tmp_path, mode):
     """Sixteen 1,000-character queries, each a long line of the file: a page of one match was

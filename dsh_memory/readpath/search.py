@@ -84,7 +84,7 @@ def _file_matches(
                 end_line=b + 1,
                 match_line=i + 1,
                 match_end_line=j + 1,
-                content="\n".join(lines[a : b + 1]),
+                content="\n".join(line[: req.max_chars + 1] for line in lines[a : b + 1]),  # more never fits
                 matched_queries=[req.queries[k] for k in sorted(h)],
             )
         )
