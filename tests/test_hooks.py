@@ -85,6 +85,7 @@ class Recorder:
     def __init__(self):
         self.batches: list[list[dict]] = []
         self.fail_next = 0  # answer this many POSTs with 500 (a Prefect API in trouble)
+        self.fail_status = 500
         self.refused: list[list[dict]] = []
 
     @property
@@ -98,7 +99,7 @@ class Recorder:
         if self.fail_next > 0:
             self.fail_next -= 1
             self.refused.append(body)
-            return Response("database is locked", status_code=500)
+            return Response("database is locked", status_code=self.fail_status)
         self.batches.append(body)
         return Response(status_code=204)
 
@@ -861,6 +862,47 @@ def test_notify_direct_retries_a_failing_prefect_api(hook_env, fixtures_dir, fak
     assert (r.exit_code, r.stderr) == (0, "")
     assert len(fake_prefect.refused) == 1 and len(fake_prefect.events) == 1
     assert fake_prefect.refused[0][0]["id"] == fake_prefect.events[0]["id"]  # the same event, sent again
+
+
+def test_notify_says_at_once_what_no_retry_can_change(hook_env, fixtures_dir, fake_prefect, monkeypatch):
+    """A 202 whose body is not a JSON object printed "unexpected error: AttributeError"; a payload
+    `null` was "a JSON NoneType"; an ftp:// --url, a PREFECT_API_KEY no header can carry and a
+    Prefect API refusing the event (401) were retried for the whole --timeout (as unreachable).
+    Each is one clear line at once, exit 1, nothing sent."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    payload = (fixtures_dir / "webhooks/codex-notify.json").read_text()
+    odd = Starlette(routes=[Route(HOOK_PATH, lambda _: JSONResponse([1, 2], status_code=202), methods=["POST"])])
+    with serve(odd) as url:
+        r = _notify(["--kind", "codex", "--url", url + HOOK_PATH, payload])
+    assert r.exit_code == 1 and "receiver answered HTTP 202 without a JSON object: '[1,2]'" in r.stderr, r.stderr
+    r = _notify(["null"])
+    assert r.exit_code == 1 and r.stderr.strip().endswith("expected a JSON object, got null"), r.stderr
+    assert _notify(["[]"]).stderr.strip().endswith("got an array")
+    cases = [
+        (
+            ["--url", "ftp://127.0.0.1/hooks/turn-end"],
+            {},
+            "--url 'ftp://127.0.0.1/hooks/turn-end' is not an http(s) URL",
+        ),
+        (["--direct", "--api-url", "ftp://127.0.0.1/api"], {}, "'ftp://127.0.0.1/api' is not an http(s) URL"),
+        (
+            ["--direct", "--api-url", fake_prefect.api_url],
+            {"PREFECT_API_KEY": "k\ney"},
+            "PREFECT_API_KEY cannot be sent",
+        ),
+        (["--direct", "--api-url", fake_prefect.api_url], {"PREFECT_API_KEY": "kéy"}, "PREFECT_API_KEY cannot be sent"),
+    ]
+    for args, env, needle in cases:
+        r = _notify(["--kind", "codex", "--timeout", "10", *args, payload], env=env)
+        assert r.exit_code == 1 and needle in r.stderr and "attempt" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    fake_prefect.fail_next, fake_prefect.fail_status = 5, 401
+    r = _notify(["--kind", "codex", "--timeout", "10", "--direct", "--api-url", fake_prefect.api_url, payload])
+    assert r.exit_code == 1 and "HTTP 401" in r.stderr and "attempt" not in r.stderr, r.stderr
+    assert len(fake_prefect.refused) == 1 and fake_prefect.events == []
 
 
 def test_notify_waits_out_a_receiver_at_capacity(hook_env, fixtures_dir, fake_prefect):

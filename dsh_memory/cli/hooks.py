@@ -141,6 +141,8 @@ def _emit_direct(event: dict, target: str, timeout: float) -> tuple[bool, str]:
     try:
         post_events([event], target, timeout=timeout)
     except EmitError as exc:
+        if not exc.transient:  # refused, or a request no attempt can make: say so at once
+            return False, str(exc)
         raise _Retry(str(exc)) from None
     return True, f"event sent to {target} for session {event['payload']['session_id']}"
 
@@ -156,6 +158,8 @@ def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float) -> tuple[
     try:
         with httpx.Client(timeout=timeout, trust_env=False) as client:
             resp = client.post(url, params={"kind": kind}, content=raw, headers=headers)
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # no attempt can work
+        return False, f"--url {url!r} is not an http(s) URL: {exc}"
     except httpx.HTTPError as exc:
         raise _Retry(
             f"receiver at {url} unreachable ({type(exc).__name__}); is `dsh-memory serve` (or `dsh-memory http`) running?"
@@ -170,6 +174,8 @@ def _post_to_receiver(raw: bytes, kind: str, url: str, timeout: float) -> tuple[
         if resp.status_code >= 500:  # 503 at capacity, or a server error: worth another try
             raise _Retry(message)
         return False, message
+    if not isinstance(body, dict):  # whatever holds the port is not our receiver
+        return False, f"receiver answered HTTP 202 without a JSON object: {resp.text[:200]!r}"
     if not body.get("triggered"):
         return False, f"receiver accepted but did not trigger: {body.get('reason', '?')}"
     return True, f"receiver will forward the event for session {body.get('session_id')}"

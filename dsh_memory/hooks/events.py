@@ -20,7 +20,12 @@ RESOURCE_PREFIX = "dsh.session."
 
 
 class EmitError(RuntimeError):
-    """The event could not be delivered (no server, refused, timed out)."""
+    """The event could not be delivered (no server, refused, timed out). `transient`: another
+    attempt may work (no answer, a 5xx, 408, 429); not for a refusal or a request that cannot be made."""
+
+    def __init__(self, message: str, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 def build_event(turn: TurnEnd, *, occurred: datetime | None = None) -> dict[str, Any]:
@@ -55,14 +60,26 @@ def post_events(events: list[dict[str, Any]], api_url: str, *, timeout: float = 
     import httpx
 
     url = api_url.rstrip("/") + "/events"
-    hdrs = {"Content-Type": "application/json", **prefect_auth_headers()}
+    auth = prefect_auth_headers()
+    if any(not " " <= c <= "~" for c in "".join(auth.values())):
+        raise EmitError(
+            "PREFECT_API_KEY cannot be sent in an HTTP header: it holds a line break, a control or a "
+            "non-ASCII character",
+            transient=False,
+        )
+    hdrs = {"Content-Type": "application/json", **auth}
     try:
         with nullcontext(client) if client is not None else new_client(url, timeout) as c:
             resp = c.post(url, json=events, headers=hdrs, timeout=timeout)
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        raise EmitError(f"the Prefect API URL {api_url!r} is not an http(s) URL: {exc}", transient=False) from None
     except httpx.HTTPError as exc:
         raise EmitError(f"could not reach the Prefect API at {api_url}: {type(exc).__name__}") from None
     if resp.status_code >= 300:
-        raise EmitError(f"Prefect API refused the event: HTTP {resp.status_code} {resp.text[:200]}")
+        raise EmitError(
+            f"Prefect API refused the event: HTTP {resp.status_code} {resp.text[:200]}",
+            transient=resp.status_code >= 500 or resp.status_code in (408, 429),
+        )
 
 
 def new_client(url: str, timeout: float) -> Any:

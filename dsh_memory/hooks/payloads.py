@@ -140,6 +140,14 @@ def _depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
     return True
 
 
+def json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words: `null`, `true`, `an array`, `a string`…"""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    kinds = ((dict, "an object"), (list, "an array"), (str, "a string"), ((int, float), "a number"))
+    return next((name for t, name in kinds if isinstance(value, t)), type(value).__name__)
+
+
 def parse_json(body: bytes | str, max_bytes: int = MAX_BODY_BYTES) -> dict[str, Any]:
     """Size cap (413) before parsing, then a safe parse into a JSON object (400 otherwise)."""
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
@@ -154,7 +162,7 @@ def parse_json(body: bytes | str, max_bytes: int = MAX_BODY_BYTES) -> dict[str, 
     except (ValueError, UnicodeDecodeError):
         raise PayloadError("body is not valid JSON") from None
     if not isinstance(data, dict):
-        raise PayloadError(f"expected a JSON object, got a JSON {type(data).__name__}")
+        raise PayloadError(f"expected a JSON object, got {json_kind(data)}")
     if not _depth_ok(data):
         raise PayloadError(f"JSON nested deeper than {MAX_DEPTH} levels")
     return data
