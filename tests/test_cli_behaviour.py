@@ -529,6 +529,20 @@ def test_every_commands_help_is_whole_paragraphs():
     assert " in a temporary memory root (the live memory is never written; only the report," in " ".join(page.split())
 
 
+def test_http_help_names_every_route_it_serves(tmp_path):
+    """`http --help` named the vault, the RPC, /healthz and /mcp, not the turn-end hook it serves
+    too (the hooks of docs/agents.md post there)."""
+    from dsh_memory.hooks.receiver import HOOK_PATH
+    from dsh_memory.serve.http_app import RPC_PATH, create_app
+    from dsh_memory.settings import MemorySettings
+
+    served = {r.path for r in create_app(MemorySettings.from_env(env={"DSH_MEMORY_ROOT": str(tmp_path)})).routes}
+    named = {"/", RPC_PATH, HOOK_PATH, "/healthz", "/mcp"}
+    assert named <= served
+    page = " ".join(CliRunner().invoke(app, ["http", "--help"], terminal_width=200).output.split())
+    assert [p for p in sorted(named) if f" {p}" not in page] == []
+
+
 def test_status_prints_paths_and_errors_as_they_are_on_one_line_each(tmp_path):
     """Text from outside (a memory root's path, a session's error) is never read as rich markup:
     `[/q]` crashed `status` with a MarkupError traceback and `[proj]` vanished from the path. Piped

@@ -18,7 +18,8 @@ def register(app: typer.Typer) -> None:
         ),
         no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not serve MCP at /mcp"),
     ) -> None:
-        """Serve the memory vault at /, POST /dsh-memory/rpc, GET /healthz and MCP at /mcp."""
+        """Serve the memory vault at /, POST /dsh-memory/rpc, POST /hooks/turn-end (what `notify`
+        delivers; forwarded to PREFECT_API_URL), GET /healthz and MCP at /mcp."""
 
         def go():
             from dsh_memory.serve.guard import check_bind_host, is_loopback_address
@@ -38,7 +39,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(
                 f"dsh-memory: {base}/dsh-memory/rpc"
                 + ("" if no_mcp else "  (MCP at /mcp)")
-                + "  turn-end hook: /hooks/turn-end"
+                + f"  turn-end hook: {base}/hooks/turn-end"
                 + f"  vault: {base}/",
                 err=True,
             )
