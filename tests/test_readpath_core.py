@@ -152,6 +152,31 @@ def test_read_slices_lines_one_based_with_truncation(store):
         rp.read(store, "nope.md")
 
 
+def test_read_only_counts_the_lines_outside_its_page(store):
+    """`read` of a 3 GB file took 12 s: every line of it was split off and handled one by one to
+    say total_lines. A chunk with no line of the page in it (and no line break but "\\n") is only
+    counted now (C speed); the numbers are the same (the test above checks them against
+    `splitlines`). Python function calls during the read show it: one per line, before."""
+    import sys
+
+    target = store.root / "skills" / "long.md"
+    target.write_text("top\n" + "a line of it\n" * 2_000_000 + "bottom\n")
+    calls = [0]
+
+    def count(frame, event, arg):
+        calls[0] += event == "call"
+
+    for start, first in ((1, "top"), (2_000_002, "bottom")):
+        calls[0] = 0
+        sys.setprofile(count)
+        try:
+            res = rp.read(store, "skills/long.md", start_line=start, max_lines=3)
+        finally:
+            sys.setprofile(None)
+        assert res.total_lines == 2_000_002 and res.content.startswith(first)
+        assert calls[0] < 500_000, calls  # the page's chunk is split (≈ 80,000 lines), the rest counted
+
+
 def test_read_size_cap_sets_truncated(store):
     (store.root / "skills" / "big.md").write_text("\n".join("y" * 1000 for _ in range(200)))
     res = rp.read(store, "skills/big.md", max_lines=200)

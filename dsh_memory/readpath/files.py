@@ -131,6 +131,7 @@ def read(
 
 
 READ_CHUNK_CHARS = 1 << 20
+OTHER_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what `str.splitlines` splits on besides "\n"
 
 
 def _window(path: Any, first: int, count: int) -> tuple[list[str], int]:
@@ -150,10 +151,16 @@ def _window(path: Any, first: int, count: int) -> tuple[list[str], int]:
 
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         for chunk in iter(lambda: f.read(READ_CHUNK_CHARS), ""):
-            parts = (pending + chunk).splitlines(keepends=True)
-            pending = parts.pop()
-            for line in parts:
-                take(line)
+            text = pending + chunk
+            ends = -1 if any(c in text for c in OTHER_BREAKS) else text.count("\n")
+            if ends >= 0 and (total >= first + count or total + ends <= first):  # no line of the window
+                total += ends  # lines only counted: C speed, where splitting a 3 GB file took 12 s
+                pending = text[text.rfind("\n") + 1 :]
+            else:
+                parts = text.splitlines(keepends=True)
+                pending = parts.pop()
+                for line in parts:
+                    take(line)
             if len(pending) > MAX_READ_CHARS + 1:
                 pending = pending[: MAX_READ_CHARS + 1] + ("\r" if pending.endswith("\r") else "")
     if pending:
