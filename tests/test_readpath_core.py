@@ -82,6 +82,29 @@ def test_summary_caps_and_caches_by_file_identity(store):
     assert rp.summary(store, max_chars=2000).content == "v1\nchanged"
 
 
+def test_a_summary_larger_than_phase2_writes_is_not_read_whole(store):
+    """memory_summary.md was read whole at every session start: a 220 MB one (Phase 2 writes at
+    most 1,000,000 characters) took 4.4 s and 1.2 GB to inject 10,000 characters. Its first 4 MiB
+    are read, and a line says the rest is not shown."""
+    import tracemalloc
+
+    read_at_most = 4 << 20
+    line = "- a line of the summary, long enough to fill it\n"
+    store.summary_path.write_text("v1\n" + line * (12 * read_at_most // len(line)) + "- the last\n")
+    for cwd in (None, "/r/app"):
+        tracemalloc.start()
+        try:
+            s = rp.summary(store, max_chars=10_000, cwd=cwd)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert s.truncated and len(s.content) <= 10_000 and "- the last" not in s.content
+        assert peak < 8 * read_at_most, peak  # the file is 48 MiB
+    assert rp.summary(store, max_chars=10_000).content.endswith(
+        "- not shown here: memory_summary.md past its first 4 MiB"
+    )
+
+
 def test_summary_empty_memory_is_empty_not_an_error(tmp_path):
     s = rp.summary(MemoryStore(tmp_path / "nothing-here"), max_chars=1000)
     assert s.empty and s.content == "" and s.injection() == ""

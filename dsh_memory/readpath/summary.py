@@ -19,6 +19,7 @@ NOT_SHOWN = re.compile(r"^- not shown here: (\d+) ", re.M)
 CUT_MARK = "\n\n- not shown here: {n} lines of memory_summary.md (memory_read memory_summary.md for all)\n\n"
 
 _cache = FileCache(64)  # per file version, budget and project
+MAX_SUMMARY_FILE_BYTES = 4 << 20  # Phase 2 writes at most 1,000,000 characters (consolidation/output.py)
 
 
 def instructions(memory_root: str = "") -> str:
@@ -53,6 +54,19 @@ numbers the tools returned, e.g. `MEMORY.md:12-18` or `rollout_summaries/<slug>.
 Only write memory when the user explicitly asks you to remember, forget or correct something:
 call `memory_add` with one short note. Never edit memory files directly; notes are merged into
 memory by the next consolidation."""
+
+
+def _head(path: Any) -> str:
+    """memory_summary.md, its first MAX_SUMMARY_FILE_BYTES at most (whole lines), with a line
+    saying what is not: a summary larger than any Phase 2 writes is not read whole at every
+    session start."""
+    with open(path, "rb") as f:
+        raw = f.read(MAX_SUMMARY_FILE_BYTES + 1)
+    text = raw[:MAX_SUMMARY_FILE_BYTES].decode("utf-8", errors="replace")
+    if len(raw) <= MAX_SUMMARY_FILE_BYTES:
+        return text
+    mib = MAX_SUMMARY_FILE_BYTES >> 20
+    return text[: text.rfind("\n") + 1] + f"- not shown here: memory_summary.md past its first {mib} MiB\n"
 
 
 def _cap(text: str, max_chars: int) -> tuple[str, bool]:
@@ -96,7 +110,7 @@ def summary(
     if st is not None:
 
         def build() -> tuple[str, bool, int, list[str], list[str]]:
-            full = visible(path.read_bytes().decode("utf-8", errors="replace")).strip()
+            full = visible(_head(path)).strip()
             content, cut, mine, rest = (
                 compose_summary(full, where, max_chars) if where else (*_cap(full, max_chars), [], [])
             )
