@@ -492,3 +492,33 @@ def test_a_check_narrowed_to_one_test_or_file_goes_when_its_tool_ran_broader():
     assert [c.line for c in gather(s).commands] == ["uv run pytest tests/", "uv run ruff check src/"]
     alone = make_session(("user", "Fix it."), _bash("uv run pytest tests/test_close.py -q", "3 passed"), cwd=CWD)
     assert [c.line for c in gather(alone).commands] == ["uv run pytest tests/test_close.py -q"]
+
+
+def test_a_session_run_on_windows_names_its_files_and_folders_relative_to_its_folder():
+    """A Claude Code session on Windows (cwd `D:\\repo`) names one file `D:\\repo\\src\\a.go`, a folder
+    `/d/repo/src` (Git Bash) or `D:/repo/src`: the code map listed `D:\\repo\\src\\a.go` with the
+    agent's scratch files in `C:\\Users\\…\\Temp` beside it, and the checks `cd /d/repo/src && …`."""
+    win = "D:\\repo"
+    s = make_session(
+        ("user", "Add the gradient."),
+        (
+            "tool",
+            "Edit",
+            {"file_path": f"{win}\\src\\color.go", "old_string": "a", "new_string": "func Blend() {}"},
+            "ok",
+            False,
+        ),
+        (
+            "tool",
+            "Write",
+            {"file_path": "C:\\Users\\me\\AppData\\Local\\Temp\\claude\\scratch.md", "content": "x"},
+            "ok",
+            False,
+        ),
+        _bash("cd /d/repo/src && go test ./color/...", "ok  repo/color 0.2s"),
+        _bash("cd D:/repo/src && go vet ./...", ""),
+        cwd=win,
+    )
+    ev = gather(s)
+    assert [(c.path, c.symbols) for c in ev.changes] == [("src/color.go", ["Blend"])]
+    assert [c.line for c in ev.commands] == ["cd src && go test ./color/...", "cd src && go vet ./..."]

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dsh_memory.phase1.commands import is_build_command
+from dsh_memory.phase1.paths import is_absolute, relative
 
 MAX_FILES = 6
 MAX_SYMBOLS = 5
@@ -128,13 +129,11 @@ def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = f
     cannot know of —, each with the names it defined there. `created` holds relative paths."""
     by: dict[str, Change] = {}
     written: dict[str, list[str]] = {}  # path -> the texts written there, for `_link`
-    root = (cwd or "").rstrip("/")
     for path, text in edits:
-        if path.startswith("/"):
-            if not root or not path.startswith(root + "/"):
-                continue  # another repository, an agent's memory folder, /tmp
-            path = path[len(root) + 1 :]
-        if path.startswith(("~", "..")) or _TEST_FILE.search(path):
+        path = relative(path, cwd)
+        if is_absolute(path):
+            continue  # another repository, an agent's memory folder, /tmp, a Windows temp folder
+        if path.startswith("..") or _TEST_FILE.search(path):
             continue
         c = by.setdefault(path, Change(path=path))
         c.edits += 1

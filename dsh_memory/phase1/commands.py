@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from dsh_memory.models import Event
 from dsh_memory.phase1.clean import clip, is_marker
+from dsh_memory.phase1.paths import spellings
 
 MAX_COMMANDS = 6
 MAX_JSON_REPLY = 8192  # a JSON status reply longer than this is output, not a status
@@ -189,11 +190,11 @@ def normalize_command(line: str, cwd: str | None) -> str:
     `tail`, no search of a build's output, no `|| true` or `|| echo …`, no `cd` into the session's
     own folder (the folder as an argument is `.`), one line."""
     s = " ".join(line.split())
-    if cwd:
-        root = re.escape(cwd.rstrip("/"))
-        s = re.sub(rf"^cd\s+['\"]?{root}/?['\"]?\s*(&&|;)\s*", "", s)
-        s = re.sub(rf"^cd\s+['\"]?{root}/([^'\"\s]+)['\"]?", r"cd \1", s)  # a subfolder: relative
-        s = re.sub(rf"(?<=\s)['\"]?{root}/?['\"]?(?=\s|$)", ".", s)  # the folder itself as an argument
+    for spelt in spellings(cwd) if cwd else ():  # `D:\repo`, `D:/repo`, `/d/repo` on Windows
+        root = re.escape(spelt)
+        s = re.sub(rf"^cd\s+['\"]?{root}[/\\]?['\"]?\s*(&&|;)\s*", "", s, flags=re.I)
+        s = re.sub(rf"^cd\s+['\"]?{root}[/\\]([^'\"\s]+)['\"]?", r"cd \1", s, flags=re.I)  # a subfolder: relative
+        s = re.sub(rf"(?<=\s)['\"]?{root}[/\\]?['\"]?(?=\s|$)", ".", s, flags=re.I)  # the folder as an argument
     s = re.sub(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*?(?=\s*(?:&&|;|\|\||$))", "", s)  # mid-chain too
     if BUILD.match(core(s)):  # a check's output searched (`bun run lint | grep -A3 "error"`): the check
         s = re.sub(r"\s*\|\s*(?:grep|egrep|rg)\b(?:\"[^\"]*\"|'[^']*'|[^|&;\"'])*?(?=\s*(?:&&|;|\|\||$))", "", s)

@@ -47,6 +47,7 @@ from dsh_memory.phase1.facts import (
     prose,
     sentences,
 )
+from dsh_memory.phase1.paths import relative
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
@@ -218,7 +219,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             read = read_path(name, arguments, line)
             bad = failed(result) if line is not None or read else False
             if read and result is not None and not bad:
-                reads.append((_relative(read.strip(), cwd), output))
+                reads.append((relative(read.strip(), cwd), output))
             if line is not None:
                 line = normalize_command(redact(line), cwd)
                 error = informative_error(redact(output)) if bad else ""  # (no result: not failed)
@@ -241,9 +242,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 continue
             if name not in EDIT_TOOLS:
                 continue
-            created.update(_relative(p.strip(), cwd) for p in created_by(name, arguments, output))
+            created.update(relative(p.strip(), cwd) for p in created_by(name, arguments, output))
             for path, written in edits_of(name, arguments):
-                path = _relative(path.strip(), cwd)
+                path = relative(path.strip(), cwd)
                 edits.append((e.seq, path, redact(gist(arguments))))
                 texts.append((path, redact(written)))
                 turn_ok.append(f"edit `{path}`")
@@ -285,12 +286,6 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
 
 def _words(text: str) -> set[str]:
     return {w.lower() for w in re.findall(r"[A-Za-z][\w-]{3,}", text)}
-
-
-def _relative(path: str, cwd: str | None) -> str:
-    if cwd and path.startswith(cwd.rstrip("/") + "/"):
-        return path[len(cwd.rstrip("/")) + 1 :]
-    return path
 
 
 # --- the plan -------------------------------------------------------------------------------------

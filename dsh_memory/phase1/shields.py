@@ -25,6 +25,7 @@ from dsh_memory.phase1.commands import (
     first_command,
     unpiped,
 )
+from dsh_memory.phase1.paths import is_absolute
 
 MAX_SHIELDS = 3
 MAX_BETWEEN = 8  # runs between a failure and the run that worked for one of them to be the fix
@@ -189,7 +190,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
             for x in ([] if far else between)
             if MODIFY.match(core(x.line)) or (SETUP.search(core(x.line)) and not EXPLORE.match(core(x.line)))
         ]
-        edited = [] if far else [e for e in edits if r.seq < e[0] < later.seq and not e[1].startswith(("/", "~"))]
+        edited = [] if far else [e for e in edits if r.seq < e[0] < later.seq and not is_absolute(e[1])]
         if later.escalated and not r.escalated:
             fix = "running it with escalated sandbox permissions"
         elif later.background and not r.background:

@@ -14,6 +14,7 @@ import shlex
 
 from dsh_memory.phase1.clean import clip_prose
 from dsh_memory.phase1.commands import core
+from dsh_memory.phase1.paths import is_absolute
 
 MAX_TRIPWIRES = 3
 MAX_WARNING_CHARS = 300  # a rule paragraph's few sentences; a longer one ends at its last whole clause
@@ -127,7 +128,7 @@ def tripwires(reads: list[tuple[str, str]], edited: list[str]) -> list[str]:
     first within each, each warning once."""
     pool: dict[str, tuple[int, int, int, str]] = {}  # each warning as its first read says it
     for n, (path, text) in enumerate(reads):
-        if path.startswith(("/", "~")) or _ELSEWHERE.search(path):
+        if is_absolute(path) or _ELSEWHERE.search(path):
             continue  # not this project's file
         for rank, said in found_in(text):
             pool.setdefault(said, (rank, 0 if path in edited else 1, n, f"`{path}`: {said}"))

@@ -1,0 +1,48 @@
+"""Paths as the agent's machine wrote them, POSIX or Windows: whether one is outside the project
+and where it sits under the session's folder. A session run on Windows names one file as
+`D:\\repo\\src\\a.go`, `D:/repo/src/a.go` or (Git Bash) `/d/repo/src/a.go`, and its logs may be
+read on another machine; each is `src/a.go` under the folder `D:\\repo`."""
+
+from __future__ import annotations
+
+import re
+
+_DRIVE = re.compile(r"^([A-Za-z]):[\\/]")  # D:\repo, D:/repo
+_GIT_BASH = re.compile(r"^/([A-Za-z])(?=/|$)")  # /d/repo (only when the session's folder has a drive)
+
+
+def is_absolute(path: str) -> bool:
+    """A path from a root, a home (`~`) or a drive: not one of the project's relative paths."""
+    return path.startswith(("/", "~", "\\\\")) or bool(_DRIVE.match(path))
+
+
+def _canonical(path: str, windows: bool) -> str:
+    """`path` comparable with others of its kind: on a Windows folder, forward slashes, the drive
+    as `d:/` (Git Bash's `/d/` too) and lower case (Windows names ignore case)."""
+    if not windows:
+        return path
+    path = path.replace("\\", "/")
+    path = _GIT_BASH.sub(lambda m: f"{m[1]}:", path, count=1)
+    return path.lower()
+
+
+def spellings(cwd: str) -> list[str]:
+    """The ways a command line may name the session's folder (`D:\\repo`, `D:/repo`, `/d/repo`)."""
+    root = cwd.rstrip("/\\")
+    m = _DRIVE.match(cwd)
+    if not m:
+        return [root]
+    rest = root[2:].replace("\\", "/")
+    return list(dict.fromkeys([root, f"{m[1]}:{rest}", f"{m[1].lower()}:{rest}", f"/{m[1].lower()}{rest}"]))
+
+
+def relative(path: str, cwd: str | None) -> str:
+    """`path` under `cwd` as a relative path (forward slashes on a Windows folder); `path` as it
+    is when it is not under `cwd`."""
+    if not cwd:
+        return path
+    windows = bool(_DRIVE.match(cwd))
+    root = _canonical(cwd.rstrip("/\\"), windows)
+    if _canonical(path, windows).startswith(root + "/"):  # same length: `/d/` and `d:/` alike
+        return (path.replace("\\", "/") if windows else path)[len(root) + 1 :]
+    return path
