@@ -592,3 +592,20 @@ def test_an_emphasised_lead_ends_its_sentence():
         "Note.",
         "Fine.",
     ]
+
+
+def test_the_work_at_hand_weighed_handed_over_or_judged_is_no_rule():
+    """Seen on a maintainer's sessions: a design weighed ("The question is if it should have a start
+    and end color"), a decision asked for ("There needs to be a decision on whether or not we should
+    …"), a choice handed over ("Use your best guess on what looks cleanest"), a point of the agent's
+    list ("On bullet 1, do not unignore the full folder") and a verdict on the result ("The shading
+    is now correct, but I still feel the steps are too large") were kept as standing rules."""
+    for said in (
+        "The question is if it should have a start and end color, or how we would design it from the config.",
+        "There needs to be a decision on whether or not we should go for the gradient in the first place.",
+        "Use your best guess on what looks cleanest, although the secondary might be too small.",
+        "On bullet 1, do not unignore the full folder, but only add the two skills already in this repo.",
+        "The shading is now correct, but I still feel the cell steps are too large.",
+    ):
+        assert not is_rule(said), said
+    assert is_rule("Do not rebuild the website on every run.")

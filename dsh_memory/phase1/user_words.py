@@ -52,6 +52,15 @@ ONE_OFF = re.compile(
     r"today|at the moment|temporarily)\b",
     re.I,
 )
+# The work at hand discussed, not a standing wish: "The question is if it should have a start
+# color", "There needs to be a decision on whether…", "Use your best guess…", "On bullet 1, do not
+# unignore the folder", "The shading is now correct, but I still feel the steps are too large".
+AT_WORK = re.compile(
+    r"\bthe question is\b|\bwhether or not\b|\bneeds? to be a decision\b|\b(?:use|take) your best guess\b"
+    r"|\byour call\b|\bup to you\b|^(?:on|in|for|about) (?:bullet|item|point|step|option|number|line|#)\s*\d+\b"
+    r"|\b(?:is|are|looks?) now (?:correct|right|fixed|good|better|fine|ok)\b|\bi still (?:feel|think|see)\b",
+    re.I,
+)
 # "That line doesn't need to change": said of the thing at hand, not of how the project works
 # ("This repo doesn't need a lockfile" is a rule).
 DEICTIC = re.compile(
@@ -137,6 +146,8 @@ def is_rule(s: str) -> bool:
         return False
     if ONE_OFF.search(body) or FOR_ONE.search(body) or DEICTIC.match(body) or ELLIPTIC.search(body):
         return False
+    if AT_WORK.search(body):
+        return False  # a design weighed, a choice handed over, a point of the list on screen, a verdict on it
     if not RULE_CUE.search(body):
         return False
     # an order with its cue first is a rule of the repo: "don't use npm here", "don't mention AI in commits"
