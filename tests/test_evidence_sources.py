@@ -515,10 +515,18 @@ def test_a_session_run_on_windows_names_its_files_and_folders_relative_to_its_fo
             "ok",
             False,
         ),
+        # a subagent's worktree of the project holds the project's own file
+        (
+            "tool",
+            "Edit",
+            {"file_path": f"{win}\\.claude\\worktrees\\a1\\src\\color.go", "old_string": "b", "new_string": "c"},
+            "ok",
+            False,
+        ),
         _bash("cd /d/repo/src && go test ./color/...", "ok  repo/color 0.2s"),
         _bash("cd D:/repo/src && go vet ./...", ""),
         cwd=win,
     )
     ev = gather(s)
-    assert [(c.path, c.symbols) for c in ev.changes] == [("src/color.go", ["Blend"])]
+    assert [(c.path, c.symbols, c.edits) for c in ev.changes] == [("src/color.go", ["Blend"], 2)]
     assert [c.line for c in ev.commands] == ["cd src && go test ./color/...", "cd src && go vet ./..."]

@@ -629,17 +629,19 @@ def test_a_handbook_from_before_scopes_stays_global_and_a_projects_skill_stays_i
     assert "skills/infra-cut-a-release/SKILL.md" in parts[repos["infra"]] and "SKILL.md" not in glob
 
 
-def test_one_shield_per_command_and_fix_and_a_projects_newest_code_map_lines(tmp_path):
+def test_one_shield_per_command_and_fix_and_a_projects_newest_code_map_lines_and_facts(tmp_path):
     """Sixteen sessions of one project each quoted their own error line for `bun run lint`, all
     fixed by `bun run lint:fix`: six shields said one lesson. Their code maps made 29 lines, most
-    of them files an old session touched; the newest 12 stay, the rest go to the archive."""
+    of them files an old session touched; the newest 12 stay, the rest go to the archive (searchable),
+    and so do the facts past a project's newest 40 (a maintainer's project had 82)."""
     store = MemoryStore(tmp_path / "mem")
     store.ensure_layout()
     errors = ["× Formatter would have printed the following content:", "× Unexpected any.", "Found 1 error."]
     for n in range(16):
         body = (
             f"{steps.SHIELDS}\n- `bun run lint` failed: `{errors[n % 3]}`; fixed by `bun run lint:fix`.\n"
-            f"{steps.CODE_MAP}\n- `src/m{n}.ts` defines `f{n}`\n- Also changed: `src/o{n}.ts`"
+            f"{steps.CODE_MAP}\n- `src/m{n}.ts` defines `f{n}`\n- Also changed: `src/o{n}.ts`\n{steps.FINDINGS}\n"
+            + "".join(f"- `src/m{n}.ts` reads `conf{n}_{k}.toml` at start.\n" for k in range(3))
         )
         store.append_raw(_block(n, "/r/app", body, project="/r/app"))
     settings = SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
@@ -650,5 +652,8 @@ def test_one_shield_per_command_and_fix_and_a_projects_newest_code_map_lines(tmp
     assert all(f"slug-{n}" in shields[0] for n in range(16))  # every session that learned it
     code_map = group.sections["Code map"]
     assert len(code_map) == mechanical.MAX_CODE_MAP and "`src/m15.ts`" in "".join(code_map)  # the newest
+    facts = group.sections["Project facts"]  # 48 learned: the newest 40 stay
+    assert len(facts) == mechanical.MAX_FACTS and "conf15_" in "".join(facts) and "conf0_" not in "".join(facts)
     archived = [f.bullet for f in out.archive]
-    assert len(archived) == 32 - mechanical.MAX_CODE_MAP and any("`src/m0.ts`" in b for b in archived)
+    assert len(archived) == 32 - mechanical.MAX_CODE_MAP + 48 - mechanical.MAX_FACTS
+    assert any("`src/m0.ts` defines" in b for b in archived) and any("conf0_0" in b for b in archived)

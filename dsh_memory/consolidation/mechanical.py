@@ -7,8 +7,9 @@ docs/architecture.md (Project scope). Besides: a line that is never memory
 (`phase1/clean.py`) is dropped from new blocks and the current MEMORY.md alike; forgetting
 candidates lose their `Tasks` lines, not their knowledge bullets; a bullet the working tree
 contradicts is set aside, and retired when also old (`consolidation/stale.py`); a knowledge
-bullet the MEMORY.md cap drops (oldest of the largest section), or a project's code map line past
-its newest MAX_CODE_MAP, goes to MEMORY.archive.md; one shield per command kind and fix.
+bullet the MEMORY.md cap drops (oldest of the largest section), or a project's code map line or
+fact past its newest MAX_CODE_MAP / MAX_FACTS, goes to MEMORY.archive.md (searchable); one shield
+per command kind and fix.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ LIST_LINES = ("- Checks that passed:",)  # one such line per project, the sessio
 _LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
 _IN_FOLDER = re.compile(r"\(in `[^`]+`\)")
 MAX_CODE_MAP = 12  # a project's code map lines in MEMORY.md, newest first (where things are now)
+MAX_FACTS = 40  # a project's facts in MEMORY.md, newest first (the archive keeps the rest, searchable)
+SECTION_CAPS = {"Code map": MAX_CODE_MAP, "Project facts": MAX_FACTS}
 
 
 @dataclass
@@ -306,10 +309,12 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
         g.sections["Tasks"] = [t for t in g.sections.get("Tasks", []) if not any(f"/{s}.md" in t for s in retired)]
     promote_recurring(groups)
     capped: list[stale.Flagged] = []
-    for g in groups.values():  # a project's code map: its newest lines (the rest archived)
-        for bullet in g.sections.get("Code map", [])[MAX_CODE_MAP:]:
-            capped.append(stale.Flagged(g.name, bullet, f"beyond the newest {MAX_CODE_MAP} code map lines", True))
-        g.sections["Code map"] = g.sections.get("Code map", [])[:MAX_CODE_MAP]
+    for g in groups.values():  # a project's code map and facts: their newest lines (the rest archived)
+        for section, most in SECTION_CAPS.items():
+            for bullet in g.sections.get(section, [])[most:]:
+                capped.append(stale.Flagged(g.name, bullet, f"beyond the newest {most} lines of {section}", True))
+            if section in g.sections:
+                g.sections[section] = g.sections[section][:most]
     stale.set_aside(groups, scope_of_group)
     # Leave out the set-aside items no session confirmed for `stale_after_days` (dated by the
     # sources of the handbook as merged, new sessions included); apply archives them.

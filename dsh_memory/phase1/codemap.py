@@ -123,6 +123,9 @@ def created_by(name: str, arguments: Any, result: str) -> list[str]:
     return []
 
 
+_WORKTREE = re.compile(r"^\.claude/worktrees/[^/]+/")
+
+
 def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = frozenset()) -> list[Change]:
     """The files of this project the session changed (tests and files elsewhere left out), the most
     edited first — a file it created counts as two edits more: it is a new place the next session
@@ -130,7 +133,8 @@ def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = f
     by: dict[str, Change] = {}
     written: dict[str, list[str]] = {}  # path -> the texts written there, for `_link`
     for path, text in edits:
-        path = relative(path, cwd)
+        # a subagent's worktree of the project (Claude Code's `.claude/worktrees/<name>/`) holds its files
+        path = _WORKTREE.sub("", relative(path, cwd))
         if is_absolute(path):
             continue  # another repository, an agent's memory folder, /tmp, a Windows temp folder
         if path.startswith("..") or _TEST_FILE.search(path):
