@@ -609,3 +609,13 @@ def test_the_work_at_hand_weighed_handed_over_or_judged_is_no_rule():
     ):
         assert not is_rule(said), said
     assert is_rule("Do not rebuild the website on every run.")
+
+
+def test_a_slash_command_with_only_an_argument_is_asked_as_the_command():
+    """`/erk:plan-implement 8107` left "8107" as the first prompt: the recap's task and the
+    handbook's task line read "The user asked: "8107""."""
+    s = make_session(("user", "/erk:plan-implement 8107"), ("assistant", "Done."), cwd=CWD)
+    ev = gather(s)
+    assert ev.first_prompt == "/erk:plan-implement 8107"
+    assert steps._fallback_task(ev) == 'The user asked: "/erk:plan-implement 8107"'
+    assert gather(make_session(("user", "/review the cart totals"), cwd=CWD)).first_prompt == "the cart totals"

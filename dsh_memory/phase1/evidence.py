@@ -173,7 +173,12 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             # "Implement the following plan:" and the pasted plan's title is what was asked
             found = _TITLE.search(e.text or "") if words.rstrip().endswith(":") else None
             title = f" {redact(found[1].strip())}" if found else ""
-            ev.first_prompt = ev.first_prompt or clip(words.rstrip() + title, 400)
+            said = words.rstrip() + title
+            if len(re.findall(r"[A-Za-z]{2,}", said)) < 3 and (e.text or "").lstrip().startswith("/"):
+                said = redact(
+                    (e.text or "").strip().splitlines()[0]
+                )  # "8107" says less than "/erk:plan-implement 8107"
+            ev.first_prompt = ev.first_prompt or clip(said, 400)
             pending_rules = []
             for n, s in enumerate(prompt):
                 if text := rule_text(prompt, n):
