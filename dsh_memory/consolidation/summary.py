@@ -4,17 +4,15 @@ merge (`mechanical.py`); whatever does not fit is named, never dropped silently.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from dsh_memory.phase1.clean import is_marker
+from dsh_memory.phase1.clean import CODE, is_marker
 from dsh_memory.phase1.postprocess import cap_lines
 from dsh_memory.readpath.learned import SOURCE
 from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project
 
 Group = Any  # mechanical.Group (a task group's name, scope lines and sections): imported there, not here
 
-CODE = re.compile(r"`([^`\n]+)`")
 MAX_KEYWORD_CHARS = 60
 MAX_KEYWORDS = 8
 MAX_SUMMARY_COMMANDS = 3

@@ -52,6 +52,11 @@ def is_table_row(line: str) -> bool:
     return bool(_TABLE.match(line or ""))
 
 
+def says_little(text: str) -> bool:
+    """Fewer than three words: "continue", "yes, go on", an issue number alone say nothing of a task."""
+    return len(re.findall(r"[A-Za-z]{2,}", text)) < 3
+
+
 def second_person(line: str) -> bool:
     """Addressed to the reader, outside quotes and code (the user's quoted words may say "you"):
     a recap told to the user ("your already-open tab"), not a rule's generic "you" ("always run

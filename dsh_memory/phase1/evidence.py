@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
-from dsh_memory.phase1.clean import CODE, clip, clip_prose, is_table_row, second_person
+from dsh_memory.phase1.clean import CODE, clip, clip_prose, is_table_row, says_little, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist
 from dsh_memory.phase1.commands import (
     ESCALATED,
@@ -174,10 +174,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             found = _TITLE.search(e.text or "") if words.rstrip().endswith(":") else None
             title = f" {redact(found[1].strip())}" if found else ""
             said = words.rstrip() + title
-            if len(re.findall(r"[A-Za-z]{2,}", said)) < 3 and (e.text or "").lstrip().startswith("/"):
-                said = redact(
-                    (e.text or "").strip().splitlines()[0]
-                )  # "8107" says less than "/erk:plan-implement 8107"
+            if says_little(said) and (e.text or "").lstrip().startswith("/"):  # "8107": "/erk:plan-implement 8107"
+                said = redact((e.text or "").strip().splitlines()[0])
             ev.first_prompt = ev.first_prompt or clip(said, 400)
             pending_rules = []
             for n, s in enumerate(prompt):

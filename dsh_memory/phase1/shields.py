@@ -116,7 +116,7 @@ def _shield(r: Run, why: str, fix: str, advised: bool = False) -> Shield | None:
 def _action(cmd: str) -> str:
     """The word after a command's family when it is a plain word: `erk exec impl-signal started`
     and `… ended` are two actions of one family, `git push origin feat` and `… main` two targets."""
-    words = [w for w in core(cmd).split("|")[0].split() if not w.startswith("-")]
+    words = [w for w in unpiped(cmd).split() if not w.startswith("-")]
     return words[3] if len(words) > 3 and re.fullmatch(r"[a-z][a-z-]+", words[3]) else ""
 
 
@@ -126,7 +126,7 @@ def _same_action(a: str, b: str) -> bool:
     shows how to pass it; a bare `… ended` fixes nothing)."""
     if _action(a) == _action(b) or not (_action(a) and _action(b)):
         return True
-    options = [{w.split("=")[0] for w in core(c).split("|")[0].split() if w.startswith("-")} for c in (a, b)]
+    options = [{w.split("=")[0] for w in unpiped(c).split() if w.startswith("-")} for c in (a, b)]
     return options[0] == options[1] != set()
 
 

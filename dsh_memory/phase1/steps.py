@@ -14,7 +14,7 @@ import re
 
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import ToolSpec
-from dsh_memory.phase1.clean import why_not_memory
+from dsh_memory.phase1.clean import says_little, why_not_memory
 from dsh_memory.phase1.codemap import code_map_lines
 from dsh_memory.phase1.evidence import Command, Evidence, Shield
 from dsh_memory.phase1.facts import MAX_FACTS, sentences
@@ -215,7 +215,7 @@ def _fallback_task(ev: Evidence) -> str:
     """The recap's task when the model's sentence cannot be used: the user's first request that
     says something ("continue", "yes, go on" say nothing of the task)."""
     said = [ev.first_prompt, *ev.requests]
-    first = next((p for p in said if len(re.findall(r"[A-Za-z]{2,}", p)) >= 3), ev.first_prompt)
+    first = next((p for p in said if not says_little(p)), ev.first_prompt)
     first = " ".join(sentences(first)[:2])[:300] or "(no request)"
     return f"The user asked: {_quote(first)}"
 
