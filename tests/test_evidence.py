@@ -619,3 +619,30 @@ def test_a_slash_command_with_only_an_argument_is_asked_as_the_command():
     assert ev.first_prompt == "/erk:plan-implement 8107"
     assert steps._fallback_task(ev) == 'The user asked: "/erk:plan-implement 8107"'
     assert gather(make_session(("user", "/review the cart totals"), cwd=CWD)).first_prompt == "the cart totals"
+
+
+def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_rules():
+    """Seen on a maintainer's Codex sessions: a question typed without its mark ("…, can you
+    confirm.", "… do you think that's going to require much code"), a clarification of the request
+    ("i meant for …"), a task ("Confirm dashboard changes are complete, not just CLI/core.", "we
+    should have a bead and worker to remove …"), the thing wanted ("I just want a otel collector …
+    so we don't need Phoenix.") and a change to the thing on screen ("the style should be more
+    consistent") were standing rules; "Confirm …" then became the user's project fact."""
+    for said in (
+        "i don't tink agentv has any use of the remote name, can you confirm.",
+        "that's just for search now if we want to collect traces so we don't need the dependency do you think "
+        "that's going to require much code",
+        "i meant for entireio/cli which we setup in this repo and configured in .entire folder",
+        "Confirm dashboard changes are complete, not just CLI/core.",
+        "we should have a bead and worker to remove workers from yaml and only allow it via cli or env var.",
+        "I just want a otel collector and storage for agent v so we don't need Phoenix.",
+        "in regards to dogfood the style should be more consistent.",
+        "i don't think we need push_conflict_policy, default is just block and ask user to resolve conflicts",
+    ):
+        assert not is_rule(said), said
+    for said in ("I want you to always run the tests first.", "Do not spawn standby workers without a concrete task."):
+        assert is_rule(said), said
+    s = make_session(
+        ("user", "Confirm dashboard changes are complete, not just CLI/core."), ("assistant", "Ok."), cwd=CWD
+    )
+    assert gather(s).user_facts == [] and gather(s).rules == []

@@ -24,7 +24,7 @@ CODE = re.compile(r"`([^`\n]+)`")  # a code span
 TASK_VERB = re.compile(
     r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"
     r"move|put|set|run|try|look|find|check|investigate|research|help|show|give|explain|tell|open|commit|push|merge|"
-    r"rebase|deploy|install|test|debug|restart|continue|go|do|let|can|could|would|please)\b",
+    r"rebase|deploy|install|test|debug|restart|continue|go|do|let|can|could|would|please|confirm|verify)\b",
     re.I,
 )
 _SOURCE = re.compile(r"\[source:[^\]]*\]|\[scope:[^\]]*\]")

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
-from dsh_memory.phase1.clean import CODE, clip, clip_prose, is_table_row, says_little, second_person
+from dsh_memory.phase1.clean import CODE, TASK_VERB, clip, clip_prose, is_table_row, says_little, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist
 from dsh_memory.phase1.commands import (
     ESCALATED,
@@ -188,6 +188,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     USER_FACT.match(s)
                     and not DEICTIC.match(s)  # "This is not appropriate …": said of the work at hand
                     and not QUESTION.search(s)
+                    and not TASK_VERB.match(s)  # "Confirm dashboard changes are complete": a task
                     and len(s) <= MAX_RULE_CHARS
                     and (CODE.search(s) or _PATHLIKE.search(s))
                 ):

@@ -58,7 +58,18 @@ ONE_OFF = re.compile(
 AT_WORK = re.compile(
     r"\bthe question is\b|\bwhether or not\b|\bneeds? to be a decision\b|\b(?:use|take) your best guess\b"
     r"|\byour call\b|\bup to you\b|^(?:on|in|for|about) (?:bullet|item|point|step|option|number|line|#)\s*\d+\b"
-    r"|\b(?:is|are|looks?) now (?:correct|right|fixed|good|better|fine|ok)\b|\bi still (?:feel|think|see)\b",
+    r"|\b(?:is|are|looks?) now (?:correct|right|fixed|good|better|fine|ok)\b|\bi still (?:feel|think|see)\b"
+    # a question without its mark ("…, can you confirm.", "… do you think that's going to need much code"),
+    # a clarification of the request ("i meant for entireio/cli which we set up …")
+    r"|\b(?:do you think|can you confirm|could you confirm|is that right)\b|^(?:no,?\s+)?i meant\b",
+    re.I,
+)
+# The task wanted ("I just want a collector …", "we should have a bead to …") or a change to the thing
+# on screen ("the style should be more consistent"), unless it says its reach ("I want you to always …").
+TASK_WISH = re.compile(
+    r"^i (?:just |only |really )?(?:want|need|would like) (?:a|an|the|to|you to)\b"
+    r"|\bwe should (?:have|create|add|make|open|file|write|build|spawn|start) (?:a|an|another|one|some)\b"
+    r"|\bshould (?:be|look|feel|read) (?:a bit |a little |much )?(?:more|less)\b",
     re.I,
 )
 # "That line doesn't need to change": said of the thing at hand, not of how the project works
@@ -74,7 +85,7 @@ ELLIPTIC = re.compile(r"\b(?:dont|don'?t|do not|not|won'?t|shouldn'?t|didn'?t)\W
 # "I think we should use green here", "maybe we don't need the flag": a proposal for the work at
 # hand. A hedged rule that says its reach ("I think we should always squash") stays one.
 HEDGE = re.compile(
-    r"\b(?:i think|i guess|i feel like|maybe|perhaps|probably),?\s+(?:\w+\s+){0,4}?"
+    r"\b(?:i think|i don'?t think|i guess|i feel like|maybe|perhaps|probably),?\s+(?:\w+\s+){0,4}?"
     r"(?:should|could|can|might|needs?|don'?t|do not|shouldn'?t)\b",
     re.I,
 )
@@ -154,8 +165,8 @@ def is_rule(s: str) -> bool:
     at_hand = AT_HAND.search(body) or ((WORDING.search(body) or HERE.search(body)) and not ORDER.match(body))
     if at_hand and not REACH.search(body):
         return False  # an edit of the text or thing on screen, not a standing wish
-    if (HEDGE.search(body) and not REACH.search(body)) or REACTION.search(body):
-        return False  # a proposal for the work at hand, or a reaction to it
+    if ((HEDGE.search(body) or TASK_WISH.search(body)) and not REACH.search(body)) or REACTION.search(body):
+        return False  # a proposal for the work at hand, the task wanted, or a reaction to it
     if REMARK.match(body) and not CONDITION.search(body) and not RULE_CUE.search(REMARK.sub("", body)):
         return False  # what the change at hand would do, no rule
     if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
