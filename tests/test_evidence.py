@@ -9,6 +9,7 @@ from __future__ import annotations
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
+from dsh_memory.phase1.facts import fact_score
 from dsh_memory.phase1.user_words import is_rule, prompt_sentences, with_context
 from dsh_memory.replay import rules
 from tests.session_helpers import extract_with, make_session
@@ -646,3 +647,32 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
         ("user", "Confirm dashboard changes are complete, not just CLI/core."), ("assistant", "Ok."), cwd=CWD
     )
     assert gather(s).user_facts == [] and gather(s).rules == []
+
+
+def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_workers_are_no_facts():
+    """Seen on a coordinator's Codex sessions (agentv): a run or a PR as it stood ("`bun run
+    typecheck` is still running", "CI is queued here", "the PR is still a draft"), the change
+    described ("The staged diff is only …", "Main checkout was not touched"), and the session's own
+    workers at work ("The worker is tasked with …", "The first pass shows …") were project facts.
+    What is unrelated to the change, where a worktree is, and a PR body's needs stay."""
+    gone = [
+        "`bun run typecheck` is still running; `@agentv/core` passed and the workspace build is in progress.",
+        "CI is queued here: https://github.com/acme/shop/actions/runs/27738330916 for the `release.yml` change.",
+        "The code fix in `scripts/publish.ts` is local only at this point; npm still needs a publish run.",
+        "Not yet mergeable as-is, because the PR is still a draft and has no review approval on `main`.",
+        "The staged diff is only the `@shop/eval` removal and related release/docs references.",
+        "Main checkout was not touched; it remains behind `origin/main` with only the known dirty files.",
+        "`apps/cli/dist/skills` is not tracked, so it should not go into the PR.",
+        "Validator changes are in and the CLI no longer falls back to `experiment.workers`.",
+        "The worker is tasked with updating PR #1572's body, verifying the PR checks, then closing `av-cykw` only.",
+        "The dispatched agent was instructed to use `ce-simplify-code` and only touch tests and docs.",
+        "Worker `wtg-dogfood` is created at `/home/u/shop__worktrees/wtg-dogfood` and uses the `main` base.",
+        "The first pass shows the tracker already has coverage for the SQLite projection in `store.ts` only.",
+    ]
+    kept = [
+        "The worktree has unrelated changes in README.md and `.entire/logs/entire.log`.",
+        "Worktree: `/src/wt/cli-collab` (branch: `collab`)",
+        "The checkout footer needs `shop pr checkout <pr_number> --script` in the PR body.",
+        "Permissions live in the `allowed-tools` frontmatter, which is read while the skill is running.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

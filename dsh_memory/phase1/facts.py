@@ -115,7 +115,32 @@ STATE = re.compile(
     # what is left of a clean-up, "right now": "Only three cases remain", "the only remaining hits are …"
     r"|\b(?:part of|for|in|during) (?:this|the current) (?:task|pr|pull request|session|change|commit)\b"
     r"|\bthe \d+ (?:failures|failing tests|errors|warnings)\b"  # "The 3 failures are in prompt-builder tests"
-    r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)",
+    r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)"
+    # a run or a pull request as it stood: "`bun run typecheck` is still running", "CI is queued here: …",
+    # "the PR is still a draft", "technically mergeable", "The code fix is local only at this point"
+    r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
+    r"|\bat this point\b|\bso far\b"
+    r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
+    # the change itself, described: "The staged diff is only …", "The worktree only has the docs file
+    # changed", "Main checkout was not touched", "`apps/cli/dist` is not tracked, so it should not go into the PR"
+    # (what is unrelated to it stays: "The worktree has unrelated changes in README.md and `.entire/logs/entire.log`")
+    r"|^(?!.*\bunrelated\b)(?:the |main |this )?(?:final |staged |current |whole |working )?(?:diff|changes|worktree|"
+    r"working tree|checkout|repo changes|modified (?:paths|files))\s+(?:now |still |only |also )*(?:is|are|has|have|was|"
+    r"were|contains?|shows?|adds?|includes?|remains?|touches|holds|looks)\b"
+    r"|\b(?:was|were) not touched\b|\b(?:edits|changes|fixes) are (?:all )?in\b|\b(?:in|into|for) (?:the|this) (?:pr|pull request|diff)\b(?! (?:body|title|description|"
+    r"template|comments?)\b)",
+    re.I,
+)
+# The session's own helpers at work, not the project: "The worker is tasked with updating PR #1572",
+# "The dispatched agent was instructed to …", "Worker `x` is created at …", "The first pass shows …".
+DELEGATED = re.compile(
+    r"^(?:the |one |each |both |a )?(?:[\w-]+ )?(?:workers?|sub-?agents?|spawned agents?|dispatched agents?)"
+    r"(?: `[^`]+`)?\s+(?:is |are |was |were |has |have |had |will |just |now |also )*(?:\w+ly )?"
+    r"(?:tasked|instructed|asked|spawned|dispatched|created|started|finished|completed|consumed|found|reported|"
+    r"confirmed|loaded|moving|running|executing|iterating|working|avoiding|updating|going|still|use|edit|read|"
+    r"update|create)\b"
+    r"|^(?:the )?(?:first|second|next|latest|last|initial|detailed) (?:pass|look|read|check|tail|scan|sweep)"
+    r" (?:shows|confirms|found|says)\b",
     re.I,
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
@@ -217,7 +242,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         rest = s[led.end() :]
         # … but not what was done to it: "— Passes `ctx` to all 3 call sites", "— was corrupted, now …"
         return 0 if NARRATION.match(rest) or FRAGMENT.match(rest) or WAS.match(rest) or len(rest) < 20 else 2
-    if NARRATION.match(s) or TASK_VERB.match(s) or FRAGMENT.match(s) or " — " in s[:60]:
+    if NARRATION.match(s) or TASK_VERB.match(s) or FRAGMENT.match(s) or DELEGATED.match(s) or " — " in s[:60]:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
     if FIRST_PERSON.search(plain) or why_not_memory(s) or s.count("`") % 2:
         return 0
