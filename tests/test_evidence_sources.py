@@ -530,3 +530,63 @@ def test_a_session_run_on_windows_names_its_files_and_folders_relative_to_its_fo
     ev = gather(s)
     assert [(c.path, c.symbols, c.edits) for c in ev.changes] == [("src/color.go", ["Blend"], 2)]
     assert [c.line for c in ev.commands] == ["cd src && go test ./color/...", "cd src && go vet ./..."]
+
+
+def test_a_projects_checks_are_its_standing_ones_and_come_first_in_the_injected_summary():
+    """An unseen Windows maintainer's project merged 30 checks into one line (2,442 characters: every
+    `go test ./x/... -run TestY` a session ran), and the injected summary's "Build and test" showed
+    three one-off run lines instead: a narrow check goes when its tool ran broader in any session
+    (through a package script too: `bunx biome check a.ts` beside `bun run lint` (runs `biome check
+    .`)), the line keeps the MAX_LIST_ITEMS plainest, and the summary shows it first."""
+    from dsh_memory.consolidation.mechanical import MAX_LIST_ITEMS, render_summary
+
+    g = Group("/home/dev/src/shop")
+    g.add("Reusable knowledge", "- Checks that passed: `bunx biome check src/a.ts`, `bun test src/a.test.ts`", "1")
+    g.add("Reusable knowledge", "- Checks that passed: `bun run lint` (runs `biome check .`), `bun run test`", "2")
+    assert g.sections["Reusable knowledge"] == [
+        "- Checks that passed: `bun run lint` (runs `biome check .`), `bun run test` [source: 1, 2]"
+    ]
+    g = Group("/home/dev/src/posh")
+    tests = [f"`go test ./segments/... -run Test{n} -v`" for n in range(12)]
+    g.add("Reusable knowledge", "- Checks that passed: " + ", ".join(tests), "a")
+    chained = [f"`make check{n} && go vet ./...`" for n in range(10)]
+    g.add("Reusable knowledge", "- Checks that passed: `go vet ./...`, " + ", ".join(chained), "b")
+    g.add("Reusable knowledge", "- Checks that passed: `go test ./...`, `golangci-lint run`", "c")
+    line = g.sections["Reusable knowledge"][0]
+    assert "-run" not in line and line.count("`") // 2 == MAX_LIST_ITEMS
+    assert line.startswith("- Checks that passed: `go test ./...`, `golangci-lint run`, `go vet ./...`, `make check")
+    g.add("Reusable knowledge", "- Set up and run with: `go run . print primary`", "d")
+    g.add("Reusable knowledge", "- Set up and run with: `go mod tidy`", "e")
+    g.add("Reusable knowledge", "- Set up and run with: `npx markdownlint-cli2 docs/a.mdx`", "f")
+    summary = render_summary({g.name: g}, [], 4000)
+    assert "## Build and test\n- Checks that passed: `go test ./...`" in summary
+
+
+def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check_is_said_once():
+    """Seen on unseen Codex sessions: `bun -e "…parse(…)…"`, `npm owner ls agentv` and `bun
+    src/cli.ts skills get x` were "Set up and run with" lines; `bunx prettier --check a.mdx` was no
+    check; `go build ./... && echo BUILD_OK` kept its echo; four node ids of one pytest were kept."""
+    from dsh_memory.phase1.evidence import is_build_command, normalize_command
+
+    for probe in (
+        "bun -e \"import { parse } from 'yaml'; parse('a: 1')\"",
+        "node -e \"JSON.parse(require('fs').readFileSync('a.json'))\"",
+        "npm owner ls agentv",
+        "bun apps/cli/src/cli.ts skills get agentv-bench",
+        "kubectl get pods",
+    ):
+        assert not is_build_command(probe), probe
+    assert is_build_command("bun run build") and is_build_command("bun apps/cli/src/cli.ts eval run a.yaml")
+    assert (
+        normalize_command('go test ./... && echo "---" && gofmt -l . && echo OK', None) == "go test ./... && gofmt -l ."
+    )
+    assert normalize_command("go build ./... && echo BUILD_OK", None) == "go build ./..."
+    s = make_session(
+        ("user", "Fix the docs page."),
+        _bash("bunx prettier --check docs/a.mdx", "All matched files use Prettier code style!"),
+        *[_bash(f"python -m pytest tests/test_a.py::test_{n} -x", "1 passed") for n in range(4)],
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    checks = [c.line for c in gather(s).commands if c.check]
+    assert checks == ["bunx prettier --check docs/a.mdx", "python -m pytest tests/test_a.py::test_0 -x"]

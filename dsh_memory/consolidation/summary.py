@@ -8,6 +8,7 @@ from typing import Any
 
 from dsh_memory.phase1.clean import CODE, is_marker
 from dsh_memory.phase1.postprocess import cap_lines
+from dsh_memory.phase1.steps import CHECKS
 from dsh_memory.readpath.learned import SOURCE
 from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, group_project
 
@@ -44,9 +45,13 @@ def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) ->
         for s in ("User notes", "User preferences")
         for b in g.sections.get(s, [])
     ]
-    # each group's newest build/test lines, as written (the injected part's how-to)
+    # each group's checks, then its newest build/run lines, as written (the injected part's how-to)
     how = [
-        SOURCE.sub("", b).rstrip() for g in gs for b in g.sections.get("Reusable knowledge", [])[:MAX_SUMMARY_COMMANDS]
+        SOURCE.sub("", b).rstrip()
+        for g in gs
+        for b in sorted(g.sections.get("Reusable knowledge", []), key=lambda b: not b.startswith(CHECKS))[
+            :MAX_SUMMARY_COMMANDS
+        ]
     ]
     routing = []
     for g in gs:

@@ -60,7 +60,7 @@ BUILD = re.compile(
 )  # a program, not `node.plan` or `make_x`
 CHECK = re.compile(
     r"test|\b(check|ci|lint|fmt|format|typecheck|type-check|mypy|ruff|clippy|vet|eslint|biome|tsc|"
-    r"verify|validate|build|compile|quality|spec|rspec|jest|vitest)\b",
+    r"verify|validate|build|compile|quality|spec|rspec|jest|vitest|prettier)\b",
     re.I,
 )
 SCAFFOLD = re.compile(r"\b(create-[\w-]+|init|new)\b(?!-)")
@@ -199,7 +199,8 @@ def normalize_command(line: str, cwd: str | None) -> str:
     if BUILD.match(core(s)):  # a check's output searched (`bun run lint | grep -A3 "error"`): the check
         s = re.sub(r"\s*\|\s*(?:grep|egrep|rg)\b(?:\"[^\"]*\"|'[^']*'|[^|&;\"'])*?(?=\s*(?:&&|;|\|\||$))", "", s)
     s = re.sub(r"\s+2>&1|\s+2>/dev/null|\s+>\s*/dev/null|\s*\|\|\s*(?:true|echo\b[^&;|]*)\s*$", "", s)
-    cut = re.sub(r"\s*;\s*echo\b.*$", "", s)  # `…; echo "done"`, unless that cuts a `( … )` in two
+    # `…; echo "done"`, `… && echo BUILD_OK [&& …]`, unless that cuts a `( … )` in two
+    cut = re.sub(r"\s*;\s*echo\b.*$|\s*&&\s*echo\b[^;&|]*?(?=\s*&&|\s*$)", "", s)
     return (cut if cut.count("(") == cut.count(")") else s).strip()
 
 
@@ -214,13 +215,24 @@ def is_build_command(cmd: str) -> bool:
     c = core(cmd)
     if not c or EXPLORE.match(c) or not BUILD.match(c):
         return False
-    if re.match(r"^(pip3?|npm|pnpm|yarn|bun) (show|list|ls|view|info|outdated|config|help|--version|-v)\b", c):
+    if re.match(
+        r"^(pip3?|npm|pnpm|yarn|bun) (show|list|ls|view|info|outdated|config|help|owner|whoami|search|ping|"
+        r"access|token|dist-tags?|--version|-v)\b",
+        c,
+    ):
         return False
-    if re.match(r"^python3?\s+-c\b", c) or "--help" in c or "--version" in c:
-        return False
+    if (
+        re.match(r"^(?:python3?\s+-c|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval))\b", c)
+        or "--help" in c
+        or "--version" in c
+    ):
+        return False  # an inline script: that moment's probe
+    if QUERY.intersection([w for w in c.split() if not w.startswith("-")][1:4]):
+        return False  # a question to a tool (`bun src/cli.ts skills get x`, `kubectl get pods`): exploration
     return not SCAFFOLD.search(c)  # a one-off: the project it makes exists now
 
 
+QUERY = {"get", "show", "list", "ls", "view", "describe", "status", "info", "whoami", "logs", "inspect", "ps"}
 _FOLDER = re.compile(r"(^|/)\.\.\.$|/$|^\.$")  # `./cmd/...`, `src/`, `.`: where, not what
 
 
@@ -256,9 +268,13 @@ class Run:
     background: bool = False  # the agent's tool ran it in the background (Claude Code's run_in_background)
 
 
-# A check narrowed to one test or a few files (`pytest tests/a.py::test_b`, `ruff check --fix x.py`):
+# A check narrowed to one test or a few files (`pytest tests/a.py::test_b`, `go test ./x/... -run TestY`,
+# `ruff check --fix x.py`):
 # that moment's focus, said already by the same tool's broader run.
-NARROW = re.compile(r"::\w|(?<![\w/.-])[\w./-]+\.(?:py|ts|tsx|js|jsx|mjs|go|rs|rb|java|kt)(?![\w/-])")
+NARROW = re.compile(
+    r"::\w|\s(?:-run|--test-id|--testNamePattern|--grep)[\s=]\S|(?<![\w/.-])[\w./-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|go|rs|rb|java|kt|php|cs|swift|c|cc|cpp|h|vue|svelte|"
+    r"css|scss|md|mdx|ya?ml|json)(?![\w/-])"
+)
 _RUNNERS = {"uv", "uvx", "run", "python", "python3", "poetry", "pipenv", "pdm", "hatch", "npx", "bunx", "rtk", "exec"}
 
 
@@ -266,6 +282,21 @@ def _tool(cmd: str) -> str:
     """The program a command runs under its runners (`uv run pytest …`, `python -m pytest …`: pytest)."""
     words = [w for w in core(cmd).split() if not w.startswith("-") and w not in _RUNNERS]
     return words[0] if words else ""
+
+
+def narrowed(checks: list[tuple[str, str]]) -> set[str]:
+    """The narrow checks (`NARROW`) among `checks` ((line, what its package script ran), the best
+    first) that say nothing more: those whose tool also ran broader (`bunx biome check src/a.ts`
+    beside `bun run lint` (runs `biome check .`)), and all but the first of a tool that never did
+    (one `pytest tests/a.py::test_b` says how its tests run; four say which ones were that moment's)."""
+    broad = {_tool(c) for line, script in checks if not NARROW.search(line) for c in (line, script) if c}
+    out, seen = set(), set()
+    for line, _ in checks:
+        if NARROW.search(line):
+            if _tool(line) in broad or _tool(line) in seen:
+                out.add(line)
+            seen.add(_tool(line))
+    return out
 
 
 def commands(runs: list[Run]) -> list[Command]:
@@ -287,8 +318,8 @@ def commands(runs: list[Run]) -> list[Command]:
         if c.ok:
             worked.setdefault(r.line, len(worked))
     ok = [c for c in by.values() if c.ok and (c.check or RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1)]
-    broad = {_tool(c.line) for c in ok if c.check and not NARROW.search(c.line)}
-    ok = [c for c in ok if not (c.check and NARROW.search(c.line) and _tool(c.line) in broad)]
+    narrow = narrowed([(c.line, c.script) for c in sorted(ok, key=lambda c: -c.runs) if c.check])
+    ok = [c for c in ok if c.line not in narrow]
     out: dict[str, Command] = {}  # family → its shortest form, in order of importance
     for c in sorted(ok, key=lambda c: (not c.check, -c.runs)):
         kept = out.get(family(c.line))

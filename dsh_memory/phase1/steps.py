@@ -31,6 +31,7 @@ FINDINGS = "## Agent findings"
 CODE_MAP = "## Code map (files the session changed)"
 TRIPWIRES = "## Warnings in the project's files"
 PROCEDURE = "## Procedure"
+CHECKS = "- Checks that passed:"  # the commands line a project's sessions merge into one
 
 SUMMARY_MAX_CHARS = 200
 MAX_STEPS_SHOWN = 12
@@ -137,7 +138,7 @@ def command_lines(commands: list[Command]) -> list[str]:
     out = []
     checks = [_span(c) for c in commands if c.check]
     if checks:
-        out.append("- Checks that passed: " + ", ".join(checks))
+        out.append(f"{CHECKS} " + ", ".join(checks))
     runs = [_span(c) + (f" (ran {c.runs}×)" if c.runs > 1 else "") for c in commands if not c.check]
     if runs:
         out.append("- Set up and run with: " + ", then ".join(runs))
