@@ -485,3 +485,17 @@ def test_a_chain_is_no_wrapper_a_test_brought_in_line_is_no_lesson_and_one_fix_i
         cwd=CWD,
     )
     assert [(x.command, x.fix) for x in gather(s).shields] == [("bun run lint", "`bun run lint:fix`")]
+
+
+def test_a_look_at_processes_that_found_none_is_no_shield():
+    """`ps -o pid,cmd -p 2176644,2177968` exits 1 when the processes are gone, printing its header:
+    an unseen Codex session kept it as a shield "fixed by `ps -ef | rg …`" (a look, not a lesson)."""
+    s = make_session(
+        ("user", "Are the workers still running?"),
+        _bash("ps -o pid,ppid,etime,cmd -p 2176644,2177968", "PID PPID ELAPSED CMD", True),
+        _bash("ps -ef | rg 'bun test'", "u 2176650 1 bun test"),
+        _bash("pgrep -fl 'bun test' -x", "usage: pgrep [-flnvx] pattern", True),
+        _bash("pgrep -fl 'bun test'", "2176650 bun test"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []

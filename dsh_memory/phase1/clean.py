@@ -16,6 +16,7 @@ MARKER = re.compile(
 )
 EXPLORATION = re.compile(
     r"^(ls|ll|find|fd|cat|bat|nl|head|tail|less|more|grep|egrep|rg|ag|sed -n|awk|wc|pwd|cd|echo|tree|stat|du|which|"
+    r"ps|pgrep|lsof|top|printenv|uname|whoami|hostname|"
     r"file|sort|git (status|log|diff|show|branch|blame|ls-files|rev-parse|merge-base|remote)|gh (pr|issue|run) (view|list)"
     r"|gh api)\b"
 )
