@@ -647,6 +647,8 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
         ("user", "Confirm dashboard changes are complete, not just CLI/core."), ("assistant", "Ok."), cwd=CWD
     )
     assert gather(s).user_facts == [] and gather(s).rules == []
+    s = make_session(("user", "so this is aligned with what `beads` is ? this is the research below:"), cwd=CWD)
+    assert gather(s).user_facts == []
 
 
 def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_workers_are_no_facts():
@@ -668,6 +670,8 @@ def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_worker
         "The dispatched agent was instructed to use `ce-simplify-code` and only touch tests and docs.",
         "Worker `wtg-dogfood` is created at `/home/u/shop__worktrees/wtg-dogfood` and uses the `main` base.",
         "The first pass shows the tracker already has coverage for the SQLite projection in `store.ts` only.",
+        "One linked GitHub issue is still open even though the Beads tracker says the work merged: `#1452` for "
+        "Phoenix GraphQL read-through.",
     ]
     kept = [
         "The worktree has unrelated changes in README.md and `.entire/logs/entire.log`.",

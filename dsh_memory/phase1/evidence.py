@@ -188,6 +188,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     USER_FACT.match(s)
                     and not DEICTIC.match(s)  # "This is not appropriate …": said of the work at hand
                     and not QUESTION.search(s)
+                    and "?" not in s  # "so this is aligned with what X does ? this is the research below:"
+                    and not s.endswith(":")  # … and what it introduces is pasted
                     and not TASK_VERB.match(s)  # "Confirm dashboard changes are complete": a task
                     and len(s) <= MAX_RULE_CHARS
                     and (CODE.search(s) or _PATHLIKE.search(s))

@@ -119,7 +119,7 @@ STATE = re.compile(
     # a run or a pull request as it stood: "`bun run typecheck` is still running", "CI is queued here: …",
     # "the PR is still a draft", "technically mergeable", "The code fix is local only at this point"
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
-    r"|\bat this point\b|\bso far\b"
+    r"|\bat this point\b|\bso far\b|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
     # the change itself, described: "The staged diff is only …", "The worktree only has the docs file
     # changed", "Main checkout was not touched", "`apps/cli/dist` is not tracked, so it should not go into the PR"
