@@ -431,9 +431,10 @@ def test_unparseable_tool_arguments_are_named_not_called_an_empty_answer(root: P
 
 def test_control_characters_in_the_answer_never_reach_the_handbook(root: Path, fake: FakeOpenAIServer):
     """A NUL turns the grep-friendly handbook into a 'binary file' for grep, and an escape sequence
-    in the summary reaches every terminal it is printed on: what the model wrote is kept, without them."""
+    in the summary reaches every terminal it is printed on (a C1 control too: U+009B is CSI):
+    what the model wrote is kept, without them."""
     add_raw(root, "a", "- run make check before a release")
-    dirty = "- run make check\x00 before\x1b]0;pwned\x07 a\x1b[2J release.\r\n"
+    dirty = "- run make check\x00 before\x1b]0;pwned\x07 a\x1b[2J\x9b2J release\x85.\r\n"
     skill = {"name": "release", "skill_md": f"# Release\n{dirty}"}
     fake.script(
         Reply.tool(
@@ -449,8 +450,8 @@ def test_control_characters_in_the_answer_never_reach_the_handbook(root: Path, f
     store = MemoryStore(root)
     skill_md = (store.skills_dir / "release" / "SKILL.md").read_text()
     for text in (store.memory_md_path.read_text(), store.summary_path.read_text(), skill_md):
-        assert "- run make check before]0;pwned a[2J release.\n" in text
-        assert not [c for c in text if ord(c) < 32 and c not in "\n\t"], repr(text)
+        assert "- run make check before]0;pwned a[2J2J release.\n" in text
+        assert not [c for c in text if (ord(c) < 32 or 0x7F <= ord(c) <= 0x9F) and c not in "\n\t"], repr(text)
 
 
 def test_a_skill_the_model_removes_is_kept_not_deleted(root: Path, fake: FakeOpenAIServer):

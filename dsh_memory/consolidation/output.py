@@ -25,7 +25,7 @@ LISTS = ("skills", "remove_skills", "retire_summaries")
 TOOL_NAME = "memory_write"
 MAX_LIST_ITEMS = 200
 MAX_FILE_CHARS = 1_000_000  # more than the longest answer max_tokens (131,072 at most) allows
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and line feed, DEL, C1
 
 
 @dataclass
@@ -254,6 +254,7 @@ def parse_reply(reply: ModelReply, mode: str = "INCREMENTAL") -> ConsolidationOu
 
 def stored(text: str) -> str:
     """`text` as Phase 2 stores it: without control characters (a NUL makes grep call the file
-    binary, an escape sequence drives the terminal it is printed on; tabs and line ends stay) and
-    `<private>` spans, line by line (an unclosed tag drops the rest of its line, not of the file)."""
+    binary, an escape sequence, C1's CSI U+009B included, drives the terminal it is printed on;
+    tabs and line ends stay) and `<private>` spans, line by line (an unclosed tag drops the rest
+    of its line, not of the file)."""
     return "\n".join(drop_private(CONTROL.sub("", line)) for line in (text or "").split("\n"))
