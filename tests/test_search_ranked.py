@@ -154,6 +154,27 @@ def test_ranked_context_lines(store):
     assert len(m.content.splitlines()) == 3
 
 
+def test_context_lines_never_hide_a_hit(tmp_path):
+    """A hit inside a better hit's context was no hit of its own: when the page's budget cut that
+    context (or a cwd left the better hit out), the line was on no page. Context adds lines around
+    a hit; the hits are the same with or without it, page after page."""
+    s = MemoryStore(tmp_path / "m")
+    s.ensure_layout()
+    filler = [f"- filler line {i} " + "lorem ipsum dolor " * 20 for i in range(15)]
+    lines = ["- the quokka lives on Rottnest island, quokka quokka.", *filler, "- a second quokka fact."]
+    (s.root / "MEMORY.md").write_text("\n".join(lines) + "\n")
+    bare = rp.search(s, ["quokka"], mode="ranked", semantic_search="off", max_results=50)
+    cited, cursor = [], None
+    while True:
+        page = rp.search(
+            s, ["quokka"], mode="ranked", semantic_search="off", context_lines=20, max_chars=2000, cursor=cursor
+        )
+        cited += [m.match_line for m in page.matches]
+        if not (cursor := page.next_cursor):
+            break
+    assert cited == [m.match_line for m in bare.matches] and 1 in cited
+
+
 def _big_root(tmp_path, n: int = 300) -> MemoryStore:
     s = MemoryStore(tmp_path / "big")
     s.ensure_layout()

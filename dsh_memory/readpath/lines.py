@@ -171,7 +171,8 @@ def matches(
     hits: list[Hit], files: dict[str, _File], terms: list[Term], queries: list[str], context: int, skip: int = 0
 ) -> Iterator[SearchMatch]:
     """The hits as SearchMatch, best first, after the first `skip` (a page further on): a line
-    already shown by a better hit is not a hit again. `context`: lines around the cited range."""
+    a better hit already cites is not a hit again. `context`: lines around the cited range (a hit
+    there is still its own match: a page's budget may cut the context, and a filter its match)."""
     shown: set[tuple[str, int]] = set()
     for h in hits:
         if (h.path, h.line) in shown:
@@ -180,7 +181,7 @@ def matches(
         _run_on(h, f)
         a = max(1, h.line - context)
         b = min(len(f.lines), h.end + context)
-        shown.update((h.path, n) for n in range(a, b + 1))
+        shown.update((h.path, n) for n in range(h.line, h.end + 1))
         if skip:
             skip -= 1
             continue
