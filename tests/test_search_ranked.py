@@ -173,6 +173,17 @@ def test_context_lines_never_hide_a_hit(tmp_path):
         if not (cursor := page.next_cursor):
             break
     assert cited == [m.match_line for m in bare.matches] and 1 in cited
+    # project b's hit lies in the context of project a's better one, which b's cwd leaves out
+    a, b = tmp_path / "a", tmp_path / "b"
+    groups = [
+        f"# Task Group: {p}\nscope: project {p}\napplies_to: cwd={p}; reuse_rule=this project only\n" for p in (a, b)
+    ]
+    (s.root / "MEMORY.md").write_text(
+        f"{groups[0]}\n## Project facts\n- the quokka quokka quokka lives here.\n\n{groups[1]}\n## Project facts\n"
+        "- the b project also keeps one quokka somewhere in its long list of facts about animals and places.\n"
+    )
+    res = rp.search(s, ["quokka"], mode="ranked", semantic_search="off", context_lines=8, cwd=str(b))
+    assert [m.match_line for m in res.matches] == [13]
 
 
 def _big_root(tmp_path, n: int = 300) -> MemoryStore:
