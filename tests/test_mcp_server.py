@@ -167,3 +167,29 @@ def test_bad_tool_arguments_are_one_line_naming_the_argument(root):
         assert result.is_error and "\n" not in text, text
         assert "invalid arguments: " in text and arg in text, text
     assert _structured(out["good"])["content"] == "The API gateway lives in services/gateway."
+
+
+def test_an_unknown_prompt_or_a_bad_resource_is_one_clear_error(root, capfd):
+    """The SDK answered an unknown prompt with "Internal server error" and a project resource
+    the core refuses with "Error creating resource from template …", each with a traceback on
+    the server's stderr (the agent's MCP log): one line naming what is wrong, and no traceback."""
+    from mcp import MCPError
+
+    async def main() -> dict:
+        out: dict = {}
+        async with Client(_params(root)) as client:
+            for key, ask in {
+                "prompt": lambda: client.get_prompt("nope"),
+                "relative": lambda: client.read_resource("memory://summary/relative%2Fdir"),
+                "unknown": lambda: client.read_resource("memory://nope"),
+            }.items():
+                with pytest.raises(MCPError) as err:
+                    await ask()
+                out[key] = err.value.message
+        return out
+
+    out = anyio.run(main)
+    assert out["prompt"] == "Unknown prompt: nope"
+    assert out["relative"].startswith("UserInputError: ") and "absolute" in out["relative"], out["relative"]
+    assert out["unknown"] == "Unknown resource: memory://nope"
+    assert "Traceback" not in capfd.readouterr().err

@@ -1,7 +1,8 @@
 """The MCP server (official `mcp` SDK, v2 `MCPServer`): five tools, the summary as a resource and
 a prompt, over stdio (`dsh-memory mcp`) or streamable HTTP at `/mcp` (`http_app.create_app`).
 Translation only: each tool calls one read-path function with the input schema of the operation's
-request model (the CLI's and the RPC's); `_call` alone turns our errors into tool errors.
+request model (the CLI's and the RPC's); `_call` alone turns our errors into tool errors (or
+a resource's, the prompt's).
 """
 
 from __future__ import annotations
@@ -65,14 +66,16 @@ INSTRUCTIONS = (
 )
 
 
-def _call(fn: Callable[[], T]) -> T:
-    """THE error mapping of this adapter: our exceptions → ToolError (is_error + message)."""
+def _call(fn: Callable[[], T], error: Callable[[str], Exception] | None = None) -> T:
+    """THE error mapping of this adapter: our exceptions → ToolError (is_error + message), or
+    `error(message)` for a resource or the prompt (the SDK's catch-all says "Error creating
+    resource…" or "Internal server error" and logs a traceback)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     try:
         return fn()
     except DshMemoryError as exc:
-        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        raise (error or ToolError)(f"{type(exc).__name__}: {exc}") from exc
 
 
 def make_tool(run: Callable[..., Any], name: str, model: type, description: str, returns: Any, read_only: bool):
@@ -135,7 +138,10 @@ def _passthrough(typed: type) -> type:
 def build_server(settings: Any = None):
     """An MCPServer bound to one memory root: a MemoryContext, plain MemorySettings, or None for
     `memory_context()` (saved block > environment > default, like every entry point)."""
+    from mcp import MCPError
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError
+    from mcp.types import INVALID_PARAMS
 
     from dsh_memory import __version__
     from dsh_memory import readpath as rp
@@ -180,7 +186,19 @@ def build_server(settings: Any = None):
             read_only=False,
         ),
     ]
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", tools=tools)
+
+    def invalid(message: str) -> MCPError:
+        return MCPError(INVALID_PARAMS, message)
+
+    class Server(MCPServer):
+        async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
+            """An unknown prompt or arguments it does not take: that line, not "Internal server error"."""
+            try:
+                return await super().get_prompt(name, arguments, context)
+            except ValueError as exc:
+                raise invalid(str(exc)) from None
+
+    server = Server(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", tools=tools)
 
     @server.resource(
         SUMMARY_URI,
@@ -189,7 +207,7 @@ def build_server(settings: Any = None):
         description="How to use memory, followed by the memory summary (empty when there is no memory yet)",
     )
     def summary_resource() -> str:
-        return rp.call(ctx, "summary").injection()  # '' when there is no memory yet
+        return _call(lambda: rp.call(ctx, "summary").injection(), ResourceError)  # '' when there is no memory yet
 
     from mcp.server.mcpserver.resources.templates import ResourceSecurity
 
@@ -203,11 +221,11 @@ def build_server(settings: Any = None):
     )
     def project_summary_resource(project: str) -> str:  # the SDK has percent-decoded it
         # the project is validated like the tool's `cwd` (the RPC's dispatch)
-        return _call(lambda: rp.dispatch(ctx, "summary", {"cwd": project}).injection())
+        return _call(lambda: rp.dispatch(ctx, "summary", {"cwd": project}).injection(), ResourceError)
 
     @server.prompt(name="memory", description="Load long-term memory (instructions + summary) into the conversation")
     def memory_prompt() -> str:
-        return summary_text(rp.call(ctx, "summary"))
+        return _call(lambda: summary_text(rp.call(ctx, "summary")), invalid)
 
     return server
 
