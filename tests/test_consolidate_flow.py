@@ -454,6 +454,28 @@ def test_control_characters_in_the_answer_never_reach_the_handbook(root: Path, f
         assert not [c for c in text if (ord(c) < 32 or 0x7F <= ord(c) <= 0x9F) and c not in "\n\t"], repr(text)
 
 
+def test_a_line_the_model_words_anew_without_a_period_is_kept(root: Path, fake: FakeOpenAIServer):
+    """The clean-up took a line whose last word the input never had for one cut mid-word and,
+    with no earlier sentence to trim it to, dropped it: the user's rule was in no handbook or
+    summary. A word cut short is the start of one the input has ('## User prefe')."""
+    add_raw(root, "a", "- The user wants pnpm used to install dependencies.")
+    rule = "- Install dependencies with pnpm workspaces"
+    fake.script(
+        Reply.tool(
+            {
+                "memory_md": f"# Task Group: /work/proj\n## User preferences\n{rule}\n- The user also wants dependen\n",
+                "memory_summary_md": f"v1\n\n{rule}\n",
+            }
+        )
+    )
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated", res
+    store = MemoryStore(root)
+    memory_md = store.memory_md_path.read_text()
+    assert rule in memory_md and rule in store.summary_path.read_text()
+    assert "dependen\n" not in memory_md
+
+
 def test_a_skill_the_model_removes_is_kept_not_deleted(root: Path, fake: FakeOpenAIServer):
     """`remove_skills` is the model's word alone (a prompt injection in a session can ask for it):
     the folder, with the user's edits, moves to skills/.removed/ instead of being deleted for good."""

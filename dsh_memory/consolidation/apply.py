@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -81,15 +82,17 @@ class ApplyResult:
     unseen_kept: int = 0  # characters of MEMORY.md past the input cap, kept after the model's text
 
 
-def clean_handbook(text: str, vocabulary_text: str) -> str:
+def clean_handbook(text: str, vocabulary_text: str, answer: str = "") -> str:
     """The handbook file any Phase 2 writes (model or mechanical merge), cleaned deterministically:
     Phase 1's line rules (`phase1/postprocess.py`) minus grounding, repeated lines kept once per
     task group (two projects may share a rule). The vocabulary that tells a cut word from a real
-    one is the consolidation's input (raw memories, notes, the current files). Nothing is cut
+    one is the consolidation's input (raw memories, notes, the current files); a word cut short
+    is the start of one of its words or of the whole `answer`'s (both files). Nothing is cut
     inside a line (`stored` drops control characters and private spans first)."""
     text = stored(text)
     vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
     counts = Counter(w.lower() for w in WORD.findall(text or ""))
+    known = vocab | counts.keys() | {w.lower() for w in WORD.findall(answer)}
     out: list[str] = []
     seen = Seen()
     fence = False
@@ -105,7 +108,8 @@ def clean_handbook(text: str, vocabulary_text: str) -> str:
         if BOILERPLATE.search(line):
             continue
         line = unloop(line)
-        if cut_reason(line, vocab, counts):
+        why = cut_reason(line, vocab, counts)
+        if why and (why != "ends mid-word" or cut_word(line, known)):
             trimmed = trim_to_sentence(line, vocab, counts)
             if trimmed is None:
                 continue
@@ -116,6 +120,14 @@ def clean_handbook(text: str, vocabulary_text: str) -> str:
         seen.add(key)
         out.append(line)
     return "\n".join(out).rstrip() + "\n" if any(s.strip() for s in out) else ""
+
+
+def cut_word(line: str, words: Iterable[str]) -> bool:
+    """The line's last word is the start of a longer one of `words` ('## User prefe'): cut
+    mid-word. Else a word the input never had is the model's own, in a line it wrote without a
+    period (a cut-off field of its answer is never used)."""
+    w = WORD.findall(line)[-1].lower()
+    return any(len(v) > len(w) and v.startswith(w) for v in words)
 
 
 def keep_unseen(memory_md: str, full: str, unseen: str) -> str:
@@ -214,9 +226,10 @@ def apply_output(
 
     incremental = inputs.mode != INIT
     evidence = "\n".join(sec.body for sec in inputs.sections)
-    output.memory_md = clean_handbook(output.memory_md, evidence) if output.memory_md.strip() else ""
+    answer = f"{output.memory_md}\n{output.memory_summary_md}"
+    output.memory_md = clean_handbook(output.memory_md, evidence, answer) if output.memory_md.strip() else ""
     if output.memory_summary_md.strip():
-        output.memory_summary_md = clean_handbook(output.memory_summary_md, evidence) or "v1\n"
+        output.memory_summary_md = clean_handbook(output.memory_summary_md, evidence, answer) or "v1\n"
     if output.source != "mechanical":  # the model's scopes, checked against the raw memories
         items = project_items([*store.read_raw_archive_blocks(), *store.read_raw_blocks()])
         output.memory_md, moved_md = guard_handbook(output.memory_md, items)
