@@ -481,3 +481,33 @@ def test_a_flow_loads_the_saved_block(server):
         return [settings.idle_seconds, settings.max_unused_days]
 
     assert probe() == [11, 0]
+
+
+def test_notify_direct_takes_its_settings_from_the_api_url_it_is_given(server, tmp_path, fixtures_dir):
+    """`notify --direct --api-url URL` sent the event to URL but resolved its settings from
+    PREFECT_API_URL (unset: the environment), so it recorded the turn end in another memory root
+    than the one URL's saved block pins, where the run the event wakes looks for it."""
+    from datetime import UTC, datetime, timedelta
+
+    from dsh_memory.blocks import MemorySettingsBlock
+    from dsh_memory.storage.state import StateStore
+    from dsh_memory.storage.turn_ends import TurnEnds
+
+    pinned = tmp_path / "pinned"
+    MemorySettingsBlock(memory_root=str(pinned)).save("default", overwrite=True)
+    env = dict(_env(tmp_path), PATH=os.environ.get("PATH", ""), PREFECT_HOME=str(tmp_path / "ph"))
+    env.update(
+        PYTHONPATH=str(REPO), DSH_MEMORY_ROOT=str(tmp_path / "env-root"), CLAUDE_CONFIG_DIR="/home/alice/.claude"
+    )
+    out = subprocess.run(
+        [str(BIN / "dsh-memory"), "notify", "--kind", "claude", "--direct", "--api-url", server, "--timeout", "30"],
+        input=(fixtures_dir / "webhooks/claude-stop.json").read_bytes(),
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert b"not recorded" not in out.stderr
+    with StateStore(pinned) as state:
+        due = TurnEnds(state).due(datetime.now(UTC) + timedelta(days=1), 0)
+    assert list(due) == ["1f3b5d7e-9a2c-4e6f-8b0d-2c4e6a8f0b13"]

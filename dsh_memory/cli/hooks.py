@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import sys
 import threading
 import time
@@ -211,7 +212,9 @@ def register(app: typer.Typer) -> None:
         direct: bool = typer.Option(
             False, "--direct", help="Post the Prefect event straight to PREFECT_API_URL instead of the receiver"
         ),
-        api_url: str | None = typer.Option(None, "--api-url", help="Prefect API URL for --direct"),
+        api_url: str | None = typer.Option(
+            None, "--api-url", help="Prefect API URL for --direct, in place of PREFECT_API_URL (its saved settings too)"
+        ),
         timeout: float = typer.Option(3.0, "--timeout", min=0.1, max=60, help="Seconds for delivery, retries included"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing, even on failure"),
     ) -> None:
@@ -232,12 +235,19 @@ def register(app: typer.Typer) -> None:
 
             stack = running_stack()
             url = stack.hook_url if stack is not None else DEFAULT_URL
+        before = os.environ.get("PREFECT_API_URL")
+        if direct and api_url:  # the server the event goes to is the one whose saved settings apply
+            os.environ["PREFECT_API_URL"] = api_url
         if quiet:  # nothing printed, a warning logged on the way included (the settings' own)
             logging.disable(logging.CRITICAL)
         try:
             ok, message = notify_once(raw, kind=kind, url=url, direct=direct, api_url=api_url, timeout=timeout)
         finally:
             logging.disable(logging.NOTSET)
+            if before is None:
+                os.environ.pop("PREFECT_API_URL", None)
+            else:
+                os.environ["PREFECT_API_URL"] = before
         _say(message, quiet or ok is True)
         if ok is False:
             raise typer.Exit(1)
