@@ -593,6 +593,32 @@ def test_the_archive_keeps_every_line_it_was_given_run_after_run(root: Path, fak
     assert all(f"{line} (retired: " in archive for line in (yours, row, later)), archive
 
 
+def test_the_archive_and_the_removed_skills_keep_their_newest_only(root: Path, fake: FakeOpenAIServer):
+    """MEMORY.archive.md and skills/.removed/ were only ever added to: read and written whole
+    by every consolidation that retires an item, without end. The archive keeps its newest
+    ARCHIVE_MAX_CHARS in whole task groups (the oldest go first), skills/.removed/ the newest
+    MAX_REMOVED_SKILLS versions; a folder there of another name is the user's and stays."""
+    from dsh_memory.consolidation.apply import ARCHIVE_MAX_CHARS, ARCHIVE_TITLE, MAX_REMOVED_SKILLS
+
+    store = MemoryStore(root)
+    old = [f"# Task Group: /work/old{i}\n\n## Retired 2020-01-01\n- old item {i} " + "x" * 5000 for i in range(250)]
+    store.atomic_write("MEMORY.archive.md", ARCHIVE_TITLE + "\n\n" + "\n\n".join(old) + "\n")
+    for i in range(MAX_REMOVED_SKILLS):
+        (store.skills_dir / ".removed" / f"lint-2020010{1 + i // 50}T0000{i % 50:02d}Z").mkdir(parents=True)
+    (store.skills_dir / ".removed" / "notes").mkdir()
+    store.atomic_write("skills/deploy/SKILL.md", "---\nname: deploy\ndescription: Deploy\n---\n1. make deploy\n")
+    store.atomic_write("MEMORY.md", "# Task Group: /work/proj\n\n## Notes\n- the newest retired item\n")
+    add_raw(root, "a", "- a fact")
+    fake.script(Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n", "remove_skills": ["deploy"]}))
+    assert run_flow(force=True).outcome == "consolidated"
+    archive = store.read_text("MEMORY.archive.md")
+    assert len(archive) <= ARCHIVE_MAX_CHARS and archive.startswith(ARCHIVE_TITLE + "\n\n# Task Group: /work/old")
+    assert "- the newest retired item (retired: " in archive and old[-1] in archive and old[0] not in archive
+    removed = sorted(p.name for p in (store.skills_dir / ".removed").iterdir())
+    assert len(removed) == MAX_REMOVED_SKILLS + 1 and "notes" in removed and removed[0].startswith("deploy-")
+    assert "lint-20200101T000000Z" not in removed and "lint-20200102T000049Z" in removed
+
+
 def test_an_answer_longer_than_max_tokens_allows_is_refused(root: Path, fake: FakeOpenAIServer):
     """A file of the answer past what 131,072 tokens could hold comes from a broken endpoint: it
     was cleaned line by line (about an hour of CPU for 16 MiB, the lock held) and written."""

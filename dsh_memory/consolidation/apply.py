@@ -46,6 +46,9 @@ MAX_SKILLS_PER_RUN = 20
 SUMMARY_FIRST_LINE = "v1"
 ARCHIVE = "MEMORY.archive.md"
 ARCHIVE_TITLE = "# Retired handbook items (kept, with why and when; see docs/agents.md)"
+ARCHIVE_MAX_CHARS = 1_000_000  # MEMORY.archive.md's newest, in whole task groups (16 full handbooks)
+MAX_REMOVED_SKILLS = 100  # skill versions kept in skills/.removed/, the newest
+_SET_ASIDE = re.compile(r"-(\d{8}T\d{6}Z)$")  # skills/.removed/<name>-<time>
 
 
 def ensure_summary_v1(text: str, cap: int) -> str:
@@ -279,13 +282,18 @@ def apply_output(
 
 
 def set_aside(store: Any, folder: Any, name: str, now: datetime, copy: bool = False) -> None:
-    """Keep a skill folder the model removes (moved) or rewrites (copied) in skills/.removed/."""
+    """Keep a skill folder the model removes (moved) or rewrites (copied) in skills/.removed/,
+    and the newest MAX_REMOVED_SKILLS there (a folder of another name is the user's)."""
     kept = store.resolve(f"skills/.removed/{name}-{now:%Y%m%dT%H%M%SZ}")
     kept.parent.mkdir(exist_ok=True)
     if copy:
         shutil.copytree(folder, kept, symlinks=True)  # a link inside is copied as a link, never followed
     else:
         os.rename(folder, kept)
+    with os.scandir(kept.parent) as it:
+        versions = [e for e in it if _SET_ASIDE.search(e.name) and e.is_dir(follow_symlinks=False)]
+    for e in sorted(versions, key=lambda e: _SET_ASIDE.search(e.name).group(1))[:-MAX_REMOVED_SKILLS]:
+        shutil.rmtree(e.path)
 
 
 def items_of(inputs: Phase2Inputs) -> list[Flagged]:
@@ -332,5 +340,9 @@ def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: dat
         line = f"{text if BULLET.match(text) else '- ' + text} (retired: {f.note})"
         g.sections.setdefault(heading, []).append(line + (f" [source: {tag.group(1)}]" if tag else ""))
     body = "\n\n".join(g.render() for g in groups.values())
-    store.atomic_write(ARCHIVE, f"{current.rstrip() if current.strip() else ARCHIVE_TITLE}\n\n{body}\n")
+    old = current.rstrip() if current.strip() else ARCHIVE_TITLE
+    if len(old) + len(body) + 3 > ARCHIVE_MAX_CHARS:  # the oldest task groups go, whole
+        at = old.find(f"\n{GROUP_HEADING}", len(old) + len(body) + len(ARCHIVE_TITLE) + 5 - ARCHIVE_MAX_CHARS)
+        old = ARCHIVE_TITLE + ("\n" + old[at:] if at >= 0 else "")
+    store.atomic_write(ARCHIVE, f"{old}\n\n{body}\n")
     return len(gone)

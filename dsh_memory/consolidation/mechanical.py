@@ -8,7 +8,7 @@ docs/architecture.md (Project scope). Besides: a line that is never memory
 candidates lose their `Tasks` lines, not their knowledge bullets; a bullet the working tree
 contradicts is set aside, and retired when also old (`consolidation/stale.py`); a knowledge
 bullet the MEMORY.md cap drops (oldest of the largest section), or a project's code map line or
-fact past its newest MAX_CODE_MAP / MAX_FACTS, goes to MEMORY.archive.md (searchable); one shield
+fact past its newest MAX_CODE_MAP / MAX_FACTS, goes to MEMORY.archive.md (listed and read); one shield
 per command kind and fix.
 """
 
@@ -49,7 +49,7 @@ _IN_FOLDER = re.compile(r"\(in `[^`]+`\)")
 _RUNS = re.compile(r"\(runs `([^`]+)`\)")  # what a package script ran
 MAX_LIST_ITEMS = 8  # a project's checks that passed: its standing ones, not every variant sessions ran
 MAX_CODE_MAP = 12  # a project's code map lines in MEMORY.md, newest first (where things are now)
-MAX_FACTS = 40  # a project's facts in MEMORY.md, newest first (the archive keeps the rest, searchable)
+MAX_FACTS = 40  # a project's facts in MEMORY.md, newest first (the archive keeps the rest)
 SECTION_CAPS = {"Code map": MAX_CODE_MAP, "Project facts": MAX_FACTS}
 
 
