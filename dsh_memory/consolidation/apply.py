@@ -293,7 +293,7 @@ def set_aside(store: Any, folder: Any, name: str, now: datetime, copy: bool = Fa
     with os.scandir(kept.parent) as it:
         versions = [e for e in it if _SET_ASIDE.search(e.name) and e.is_dir(follow_symlinks=False)]
     for e in sorted(versions, key=lambda e: _SET_ASIDE.search(e.name).group(1))[:-MAX_REMOVED_SKILLS]:
-        shutil.rmtree(e.path)
+        shutil.rmtree(e.path, ignore_errors=True)  # never the reason a skill is not written
 
 
 def items_of(inputs: Phase2Inputs) -> list[Flagged]:
