@@ -4,11 +4,13 @@ rollout summaries, ad hoc notes. Multi-process tests start real child interprete
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -292,7 +294,8 @@ def test_raw_roundtrip_hostile_bodies(store: MemoryStore):
     text = store.raw_path.read_text(encoding="utf-8")
     assert text.startswith("# Raw Memories\n")
     assert "## slug-0 · sess-0" in text  # human-readable heading per block
-    assert store.read_raw_blocks() == blocks
+    # … as written, but for the control characters a memory file never holds (NUL, ESC)
+    assert store.read_raw_blocks() == [replace(b, body=re.sub("[\x00\x1b]", "", b.body)) for b in blocks]
     # an injected marker inside a body never becomes its own block
     assert [b.id for b in store.read_raw_blocks()] == [f"id-{i}" for i in range(len(HOSTILE_BODIES))]
 
@@ -540,3 +543,18 @@ def test_missing_file_is_not_found(store: MemoryStore):
     with pytest.raises(FileNotFoundError):
         store.read_text("rollout_summaries/nope.md")
     assert store.read_raw_blocks() == [] and store.list_notes() == [] and store.list_rollout_summaries() == []
+
+
+def test_a_sessions_control_characters_never_reach_a_memory_file(store: MemoryStore):
+    """Phase 1 writes what sessions said (a colored test output, a terminal's escape sequence):
+    raw memories, recaps and notes hold no C0 (but tab and line feed), DEL or C1 character (U+009B
+    is CSI), as Phase 2's writes do not."""
+    hostile = "red \x1b[31mFAIL\x1b[0m and \x9b2J csi, bell \x07, del \x7f, nel \x85\tkept\nline two"
+    b = RawBlock(id="", session_id="s", slug="x", source="dsh", cwd="/w\x1b[1m", updated_at="2026-01-01", body=hostile)
+    store.append_raw(b)
+    store.write_rollout_summary("Colors", _prov("s1"), f"# Recap\n\n{hostile}\n")
+    store.add_note(hostile)
+    for path in (store.raw_path, store.rollout_dir / "colors.md", *store.notes_dir.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        assert "red [31mFAIL[0m and 2J csi, bell , del , nel \tkept\nline two" in text, path
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), path

@@ -43,9 +43,15 @@ def _redact(text: str) -> str:
     return redact(text)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0 but tab and line ends, DEL, C1 (CSI is U+009B)
+
+
 def _clean_text(text: str) -> str:
-    """Lone surrogates cannot be encoded as UTF-8: replace them rather than fail mid-write."""
-    return text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else str(text)
+    """What a memory file may hold: no control characters a session's text carried (a terminal
+    or an agent reading the file later gets its escape sequences), and lone surrogates, which cannot
+    be encoded as UTF-8, replaced rather than failing mid-write."""
+    text = text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else str(text)
+    return _CONTROL.sub("", text)
 
 
 def _fsync_dir(path: Path) -> None:
