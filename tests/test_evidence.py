@@ -672,10 +672,19 @@ def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_worker
         "The first pass shows the tracker already has coverage for the SQLite projection in `store.ts` only.",
         "One linked GitHub issue is still open even though the Beads tracker says the work merged: `#1452` for "
         "Phoenix GraphQL read-through.",
+        "The repo is on `main`, behind `origin/main`, with only the new plan file untracked.",
+        "`origin/main` also has two commits this branch does not have, so the branch is divergent rather than disposable.",
+        "The parity directory is not present on the current `main` checkout, but the clone has a matching branch.",
+        "Only a temp prompt under `/tmp` and Bead `av-6t2e` metadata/notes were updated.",
+        "Transcript rendered in Dashboard; screenshots include the timeline and `details` cards.",
+        "The worker captured the requested transcript evidence: the timeline and `details` cards.",
+        "Branch: `fix/av-wkwg-dashboard-case-detail`",
+        "Config: `commandLineOptions.maxConcurrency`",
     ]
     kept = [
         "The worktree has unrelated changes in README.md and `.entire/logs/entire.log`.",
         "Worktree: `/src/wt/cli-collab` (branch: `collab`)",
+        "Config: `config/settings.toml` holds the defaults every command reads.",
         "The checkout footer needs `shop pr checkout <pr_number> --script` in the PR body.",
         "Permissions live in the `allowed-tools` frontmatter, which is read while the skill is running.",
     ]

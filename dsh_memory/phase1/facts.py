@@ -94,8 +94,8 @@ DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solv
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
 WHERE_LED = re.compile(
-    r"^(?:worktree|branch|repo|repository|location|config|configuration|entry ?point|binary|source|docs?|"
-    r"package|module|manifest|settings|schema)s?\s*:\s*`",
+    r"^(?:worktree|repo|repository|location|config|configuration|entry ?point|binary|source|docs?|"
+    r"package|module|manifest|settings|schema)s?\s*:\s*`[^`]*(?:[/\\]|\.\w{1,5}`)",  # … a path, not "Config: `opts.maxConcurrency`"
     re.I,
 )
 # The state of the worktree or the task at that moment, false in the next session: "`plugins/` is
@@ -119,7 +119,8 @@ STATE = re.compile(
     # a run or a pull request as it stood: "`bun run typecheck` is still running", "CI is queued here: …",
     # "the PR is still a draft", "technically mergeable", "The code fix is local only at this point"
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
-    r"|\bat this point\b|\bso far\b|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b"
+    r"|\bat this point\b|\bso far\b|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis branch\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
+    r"|^only\b[^.;]{0,120}\b(?:was|were) (?:updated|changed|modified|edited|touched)\b|\bonly [^.;]{0,60}\buntracked\b|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
     # the change itself, described: "The staged diff is only …", "The worktree only has the docs file
     # changed", "Main checkout was not touched", "`apps/cli/dist` is not tracked, so it should not go into the PR"
@@ -138,6 +139,7 @@ DELEGATED = re.compile(
     r"(?: `[^`]+`)?\s+(?:is |are |was |were |has |have |had |will |just |now |also )*(?:\w+ly )?"
     r"(?:tasked|instructed|asked|spawned|dispatched|created|started|finished|completed|consumed|found|reported|"
     r"confirmed|loaded|moving|running|executing|iterating|working|avoiding|updating|going|still|use|edit|read|"
+    r"captured|wrote|ran|opened|closed|pushed|committed|merged|added|changed|fixed|returned|reports|said|says|"
     r"update|create)\b"
     r"|^(?:the )?(?:first|second|next|latest|last|initial|detailed) (?:pass|look|read|check|tail|scan|sweep)"
     r" (?:shows|confirms|found|says)\b",
@@ -172,7 +174,7 @@ FRAGMENT = re.compile(
     r"|^[^:]{3,100}:\s+(?:Must|Should|Needs?|Has to|Have to)\b"
     r"|^(?:New\s+)?(?:(?!(?:is|are|was|were|has|have|had|uses?)\b)\S+\s+){1,3}"
     r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped|"
-    r"consolidated|converted|migrated|switched|simplified|refactored|inlined|triggered|queued|started)\b"
+    r"consolidated|converted|migrated|switched|simplified|refactored|inlined|triggered|queued|started|rendered|verified)\b"
 )
 # What one test does or needs while the work is under way: "The test calls with `--branch P65`",
 # "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
