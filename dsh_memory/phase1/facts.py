@@ -260,12 +260,22 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
     return (1 + min(specific, 3)) if specific else 0
 
 
+# A line number: true of the file as it was that day, wrong once it changes ("load.go:119 loops …",
+# "`engine.ts:260-267`", "the call on line ~267", "`:702-705` `escape` only …").
+_LINE_REF = re.compile(
+    r"(\.(?:py|ts|tsx|js|jsx|mjs|go|rs|rb|java|kt|c|h|cc|cpp|cs|swift|php|md|mdx|ya?ml|toml|json|sh|ps1|lua|sql|"
+    r"vue|svelte|css|scss)):\d+(?:[-–]\d+)?(?::\d+)?\b"
+    r"|\s*\((?:at |on )?lines? ~?\d+(?:[-–]\d+)?\)|\s+(?:at|on) lines? ~?\d+(?:[-–]\d+)?\b|^`:\d+(?:[-–]\d+)?`\s+"
+)
+
+
 def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
     """The agent's best fact sentences: specific ones first, those of a turn's last message (its
-    conclusions) before its narration, one per subject; a long one up to its last whole clause
-    within MAX_FACT_CHARS, or not at all."""
+    conclusions) before its narration, one per subject, without line numbers (`_LINE_REF`); a long
+    one up to its last whole clause within MAX_FACT_CHARS, or not at all."""
     scored = []
-    for n, (_seq, s, last) in enumerate(assistant):
+    for n, (_seq, said, last) in enumerate(assistant):
+        s = _LINE_REF.sub(lambda m: m[1] or "", said)
         score = fact_score(s)
         whole = clip_prose(s, MAX_FACT_CHARS) if score else ""
         if whole and (len(s) <= MAX_FACT_CHARS or fact_score(whole)):  # what is left of a long one is a fact
