@@ -680,11 +680,14 @@ def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_worker
         "The worker captured the requested transcript evidence: the timeline and `details` cards.",
         "Branch: `fix/av-wkwg-dashboard-case-detail`",
         "Config: `commandLineOptions.maxConcurrency`",
+        "New `skills/commit-push-pr/SKILL.md` (172 lines, within 120–180 target) with the `Entire Commit:` rule.",
+        "New permitted command: `entire explain --commit <sha> --raw-transcript`, so the agent can read transcripts.",
     ]
     kept = [
         "The worktree has unrelated changes in README.md and `.entire/logs/entire.log`.",
         "Worktree: `/src/wt/cli-collab` (branch: `collab`)",
         "Config: `config/settings.toml` holds the defaults every command reads.",
+        "New sessions read `AGENTS.md` first because the hook injects it.",
         "The checkout footer needs `shop pr checkout <pr_number> --script` in the PR body.",
         "Permissions live in the `allowed-tools` frontmatter, which is read while the skill is running.",
     ]

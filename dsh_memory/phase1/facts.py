@@ -72,6 +72,8 @@ NARRATION = re.compile(
     r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
     r"check|set|add|skip|send)\b"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
+    # what the change added: "New `skills/x/SKILL.md` (172 lines) with …", "New permitted command: …"
+    r"|^New\s(?!(?:sessions?|users?|projects?|runs?|entries|commits?|versions?|files are|releases?)\b)"
     r"|^(?:The|So the) (?:(?:best|simplest|simpler|cleanest|right|correct) )?(?:plan|approach|idea|proposal|fix|option)"
     r"\s*(?::|should\b|would\b|will\b)"  # "The plan should be: …", "The best approach: …"
     # how the agent got there: "After reviewing all the relevant code, the merge is handled"
