@@ -21,6 +21,8 @@ EXPLORATION = re.compile(
     r"|gh api)\b"
 )
 CODE = re.compile(r"`([^`\n]+)`")  # a code span
+# A test file, in the layouts languages use (`tests/`, `__tests__/`, `test_x.py`, `x.test.ts`, `x_test.go`).
+TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|[._-](test|spec)\.\w+$|_test\.\w+$")
 # A sentence that asks for work ("fix the test", "add a flag"): a task, not a rule or a fact.
 TASK_VERB = re.compile(
     r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from dsh_memory.phase1.clean import TEST_FILE
 from dsh_memory.phase1.commands import is_build_command
 from dsh_memory.phase1.paths import is_absolute, relative
 
@@ -43,7 +44,6 @@ AGENT_MEMORY_FILE = re.compile(r"(^|/)\.claude/projects/[^/]+/memory/(?!MEMORY\.
 _FENCE = re.compile(r"^```[ \t]*(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)^```", re.M | re.S)
 _DESCRIPTION = re.compile(r"^description:[ \t]*(.+)$", re.M)
 _NAME = re.compile(r"^name:[ \t]*(.+)$", re.M)
-_TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|[._-](test|spec)\.\w+$|_test\.\w+$")
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$")
 
 
@@ -137,7 +137,7 @@ def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = f
         path = _WORKTREE.sub("", relative(path, cwd))
         if is_absolute(path):
             continue  # another repository, an agent's memory folder, /tmp, a Windows temp folder
-        if path.startswith("..") or _TEST_FILE.search(path):
+        if path.startswith("..") or TEST_FILE.search(path):
             continue
         c = by.setdefault(path, Change(path=path))
         c.edits += 1

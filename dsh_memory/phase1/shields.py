@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from dsh_memory.phase1.clean import CODE, EXPLORATION, clip_prose
+from dsh_memory.phase1.clean import CODE, EXPLORATION, TEST_FILE, clip_prose
 from dsh_memory.phase1.commands import (
     BUILD,
     EXPLORE,
@@ -152,12 +152,11 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
     return None
 
 
-# A linter's or type checker's run, and a test file: a lint finding in new code, or a test the
+# A linter's or type checker's run (and a test file, `clean.TEST_FILE`): a lint finding in new code, or a test the
 # session wrote and then corrected, is the check doing its job (a circular import the tests hit is not).
 LINT = re.compile(
     r"\b(lint|eslint|biome|ruff|flake8|pylint|mypy|pyright|ty|tsc|typecheck|type-check|clippy|vet|prettier|black|fmt)\b"
 )
-TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|[._-](test|spec)\.\w+$|(^|/)test_[^/]+\.py$")
 
 
 def _own(r: Run, edited: list[tuple[int, str, str]], edits: list[tuple[int, str, str]]) -> bool:
