@@ -711,3 +711,33 @@ def test_a_fact_keeps_its_files_but_not_their_line_numbers():
         "The real problem is the assertions: the test asserts `Save the plan` is in `message`.",
         "`SetParentColors` (`src/terminal/writer.go`) only ever prepends to `ParentColors`, an O(n) copy.",
     ]
+
+
+def test_what_a_test_file_tests_a_change_without_checks_and_a_gap_then_closed_are_no_facts():
+    """Seen on unseen Claude Code sessions: a file list of the change ("`x.test.ts` — 18 unit tests
+    covering …", "`remediation.ts` — Same remapping for the `generatePrompts` route"), "No tests run,
+    since this is a README-only change", versions "all now at 0.5.0", what one test does ("The existing
+    test in `test_a.py` … uses raw `Row` construction") and a gap the session's next edit closed ("The
+    `ScoreCard` component isn't receiving the `evaluationId` prop", "The logic needs to be in `Modal`")."""
+    gone = [
+        "`src/shared/file-system/consolidator.test.ts` — Tests for pair identification and path filtering",
+        "`src/api/routes/remediation.ts` — Same remapping/filtering/passthrough for the `generatePrompts` route",
+        "No tests run, since this is a README/image-only change to `README.md`.",
+        "The four plugin manifests were at `0.3.0` — all now at 0.5.0 alongside `package.json`.",
+        "The existing test in `test_execute_command.py` for `submit_to_queue` uses raw `PlanRowData` construction.",
+    ]
+    closed = [
+        "The `ScoreCard` component isn't receiving the `evaluationId` prop from `src/ui/Summary.tsx`.",
+        "The auto-select logic needs to be in `src/ui/Modal.tsx`, not in the page.",
+    ]
+    kept = "`src/shared/file-system/consolidator.ts` — groups files by directory to find `AGENTS.md` pairs"
+    assert [s for s in gone if fact_score(s)] == [] and fact_score(kept)
+    s = make_session(
+        ("user", "Show the score."),
+        ("assistant", "\n".join([*closed, kept])),
+        ("tool", "Edit", {"file_path": f"{CWD}/src/ui/Summary.tsx", "old_string": "a", "new_string": "b"}, "ok", False),
+        ("tool", "Edit", {"file_path": f"{CWD}/src/ui/Modal.tsx", "old_string": "a", "new_string": "b"}, "ok", False),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert gather(s).facts == [kept]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.clean import CODE, TASK_VERB, clip_prose, is_table_row, why_not_memory
+from dsh_memory.phase1.clean import CODE, TASK_VERB, TEST_FILE, clip_prose, is_table_row, why_not_memory
 
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 32
@@ -121,7 +121,8 @@ STATE = re.compile(
     # a run or a pull request as it stood: "`bun run typecheck` is still running", "CI is queued here: …",
     # "the PR is still a draft", "technically mergeable", "The code fix is local only at this point"
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
-    r"|\bat this point\b|\bso far\b|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis branch\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
+    r"|\bat this point\b|\bso far\b|\b(?:all |both )?now at\b|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b"
+    r"|\bthis (?:is|was) an? [\w/ -]{0,40}\bchange\b|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis branch\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
     r"|^only\b[^.;]{0,120}\b(?:was|were) (?:updated|changed|modified|edited|touched)\b|\bonly [^.;]{0,60}\buntracked\b|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
     # the change itself, described: "The staged diff is only …", "The worktree only has the docs file
@@ -152,7 +153,8 @@ DELEGATED = re.compile(
 GAP = re.compile(
     r"\b(?:(?:doesn'?t|does not|don'?t|do not|didn'?t|did not) (?:yet )?(?:include|pass|set|have|handle|support|call|"
     r"return|contain|define|declare|check|match|exist|read|use)|(?:isn'?t|is not|aren'?t|are not|wasn'?t|was not) "
-    r"(?:yet )?(?:set|passed|included|handled|defined|declared|called|used|wired|exported|registered|updated)|"
+    r"(?:yet )?(?:set|passed|included|handled|defined|declared|called|used|wired|exported|registered|updated|"
+    r"receiving|getting|passing|calling|returning|rendering)|needs? to (?:be|live|go) (?:in|inside|under|at)|"
     r"still (?:calls?|uses?|has|have|declares?|points?|references?|includes?|contains?|passes|imports?|expects?|"
     r"returns?|says?|shows?|lists?|mentions?|reads?|at)|missing|lacks?|needs? to (?:be |either )?(?:become|use|change|"
     r"update|remove|rename|pass|include|add|updated|changed|removed|renamed|fixed|added)|needs? \w+(?: \w+)? "
@@ -180,7 +182,9 @@ FRAGMENT = re.compile(
 )
 # What one test does or needs while the work is under way: "The test calls with `--branch P65`",
 # "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
-ABOUT_A_TEST = re.compile(r"^(?:The|This|That|Each|Every|These|Those) tests?\b|(?<![\w/.-])test_\w+(?![\w.])")
+ABOUT_A_TEST = re.compile(
+    r"^(?:The|This|That|Each|Every|These|Those)(?: [\w-]+){0,2} tests?\b|(?<![\w/.-])test_\w+(?![\w.])"
+)
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
 BREAKS = re.compile(r"\b(fails?|failing|will fail|breaks?|crash(?:es)?|errors? (?:out|with))\b", re.I)
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
@@ -243,9 +247,12 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0 if STATE.search(plain) else 2  # not "Branch: `x` (27 commits ahead of main)"
     led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
     if led:
-        rest = s[led.end() :]
-        # … but not what was done to it: "— Passes `ctx` to all 3 call sites", "— was corrupted, now …"
-        return 0 if NARRATION.match(rest) or FRAGMENT.match(rest) or WAS.match(rest) or len(rest) < 20 else 2
+        rest, path = s[led.end() :], s[1 : s.index("`", 1)]
+        # … but not what was done to it ("— Passes `ctx` to all 3 call sites", "— was corrupted, now …",
+        # "— Same remapping for the `x` route"), nor what a test file tests ("— 18 unit tests covering …")
+        if NARRATION.match(rest) or FRAGMENT.match(rest) or WAS.match(rest) or DANGLING.match(rest):
+            return 0
+        return 0 if len(rest) < 20 or TEST_FILE.search(path) or re.match(r"(?:Same|Also)\b", rest) else 2
     if NARRATION.match(s) or TASK_VERB.match(s) or FRAGMENT.match(s) or DELEGATED.match(s) or " — " in s[:60]:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
     if FIRST_PERSON.search(plain) or why_not_memory(s) or s.count("`") % 2:
