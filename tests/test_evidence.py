@@ -682,6 +682,7 @@ def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_worker
         "Config: `commandLineOptions.maxConcurrency`",
         "New `skills/commit-push-pr/SKILL.md` (172 lines, within 120–180 target) with the `Entire Commit:` rule.",
         "New permitted command: `entire explain --commit <sha> --raw-transcript`, so the agent can read transcripts.",
+        "The `get_pr_for_plan` command was changed to always do a direct PR lookup by `issue_number`.",
     ]
     kept = [
         "The worktree has unrelated changes in README.md and `.entire/logs/entire.log`.",

@@ -121,7 +121,7 @@ STATE = re.compile(
     # a run or a pull request as it stood: "`bun run typecheck` is still running", "CI is queued here: …",
     # "the PR is still a draft", "technically mergeable", "The code fix is local only at this point"
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
-    r"|\bat this point\b|\bso far\b|\b(?:all |both )?now at\b|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b"
+    r"|\bat this point\b|\bso far\b|\b(?:was|were) (?:just )?(?:changed|updated|modified|rewritten|refactored) to\b|\b(?:all |both )?now at\b|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b"
     r"|\bthis (?:is|was) an? [\w/ -]{0,40}\bchange\b|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis branch\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
     r"|^only\b[^.;]{0,120}\b(?:was|were) (?:updated|changed|modified|edited|touched)\b|\bonly [^.;]{0,60}\buntracked\b|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
@@ -156,7 +156,7 @@ GAP = re.compile(
     r"(?:yet )?(?:set|passed|included|handled|defined|declared|called|used|wired|exported|registered|updated|"
     r"receiving|getting|passing|calling|returning|rendering)|needs? to (?:be|live|go) (?:in|inside|under|at)|"
     r"still (?:calls?|uses?|has|have|declares?|points?|references?|includes?|contains?|passes|imports?|expects?|"
-    r"returns?|says?|shows?|lists?|mentions?|reads?|at)|missing|lacks?|needs? to (?:be |either )?(?:become|use|change|"
+    r"returns?|says?|shows?|lists?|mentions?|reads?|at)|missing|lacks?|needs? to (?:either )?(?:be )?(?:become|use|change|"
     r"update|remove|rename|pass|include|add|updated|changed|removed|renamed|fixed|added)|needs? \w+(?: \w+)? "
     r"(?:updated|changed|removed|renamed|fixed)|must (?:change|update|be (?:updated|changed|removed|renamed))|"
     r"should (?:be (?:updated|changed|renamed|removed)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?)\b"
