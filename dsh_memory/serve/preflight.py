@@ -133,13 +133,4 @@ def _bookkeeping(d: selection.Decision) -> bool:
 
 def _recoverable(claims: dict[str, Claim], settings: MemorySettings, now: datetime) -> bool:
     """A running claim the flow's `recover-stale-claims` would take over (owner dead, or stale)."""
-    from dsh_memory.storage.state_schema import owner_is_gone
-
-    for c in claims.values():
-        if c.status != "running":
-            continue
-        if owner_is_gone(c.owner) or c.started_at is None:
-            return True
-        if (now - c.started_at).total_seconds() >= settings.stale_claim_seconds:
-            return True
-    return False
+    return any(c.status == "running" and c.recoverable(now, settings.stale_claim_seconds) for c in claims.values())

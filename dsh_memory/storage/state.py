@@ -266,11 +266,10 @@ class StateStore(AbstractContextManager["StateStore"]):
         with self._tx() as conn:
             for r in conn.execute("SELECT * FROM claims WHERE status='running'").fetchall():
                 c = Claim.from_row(r)
-                gone = owner_is_gone(c.owner)
-                if not gone and c.started_at is not None and (now - c.started_at).total_seconds() < stale_after_s:
+                if not c.recoverable(now, stale_after_s):
                     continue
                 parked = retry_limit is not None and c.attempts + 1 >= retry_limit
-                error = DEAD_OWNER_ERROR if gone else STALE_ERROR
+                error = DEAD_OWNER_ERROR if owner_is_gone(c.owner) else STALE_ERROR
                 self._failed(conn, c.session_id, c.attempts + 1, None if parked else _ts(now), parked, error, _ts(now))
                 recovered.append(c.session_id)
         return recovered
