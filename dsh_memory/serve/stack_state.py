@@ -13,7 +13,6 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dsh_memory.errors import DshMemoryError
 from dsh_memory.storage.locks import AlreadyRunning
 from dsh_memory.storage.state_schema import proc_start
 
@@ -71,10 +70,9 @@ class StackAlreadyRunning(AlreadyRunning):
     """A second `serve` on a Prefect home that already has one (exit 5, like any lock holder)."""
 
     def __init__(self, prefect_home: Path, info: StackInfo | None):
-        self.name = "serve"
         where = f" ({info.where()})" if info else ""
-        DshMemoryError.__init__(
-            self,
+        super().__init__(
+            "serve",
             f"dsh-memory serve is already running for Prefect home {prefect_home}{where}: use that one "
             f"(`dsh-memory status` shows it), stop it first, or set {PREFECT_HOME_ENV} to another folder",
         )
