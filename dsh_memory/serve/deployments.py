@@ -144,7 +144,6 @@ def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, 
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
 
-    run = None
     for candidate in (name, name + POOL_SUFFIX):  # `serve`'s, else `deploy`'s (work pools, no `serve`)
         try:
             run = run_deployment(candidate, parameters=parameters or {}, timeout=0)
@@ -157,7 +156,7 @@ def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, 
             raise ServiceUnavailableError(f"the Prefect API at {url} answered {exc.response.status_code}") from None
         except httpx.HTTPError as exc:  # a timeout, not HTTP at all (after the client's retries)
             raise ServiceUnavailableError(f"the Prefect API at {url} failed ({type(exc).__name__})") from None
-    if run is None:
+    else:
         raise NotFoundError(
             f"the deployment {name} is not registered on {url}: `dsh-memory serve` registers it "
             f"(`dsh-memory deploy`: {name}{POOL_SUFFIX})"
