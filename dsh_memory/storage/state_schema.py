@@ -94,8 +94,7 @@ def proc_stat(pid: int) -> list[str]:
     """A process's /proc/PID/stat fields after its name (Linux; [] when it is gone): [1] is its
     parent's pid, [19] its start time in clock ticks since boot."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return []
 
