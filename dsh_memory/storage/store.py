@@ -286,8 +286,7 @@ class MemoryStore:
             name = entry.name
             if not name.endswith(".md") or not SLUG_RE.fullmatch(name[:-3]) or not entry.is_file(follow_symlinks=False):
                 continue
-            with open(entry.path, encoding="utf-8", errors="replace", newline="") as f:
-                fields, _ = parse_front_matter(f.read(8192))
+            fields, _ = parse_front_matter(read_regular(entry.path, 8192))
             mtime = datetime.fromtimestamp(entry.stat(follow_symlinks=False).st_mtime, tz=UTC)
             out.append(
                 RolloutSummaryInfo(slug=name[:-3], rel=f"rollout_summaries/{name}", provenance=fields, mtime=mtime)
