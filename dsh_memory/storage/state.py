@@ -133,10 +133,9 @@ class StateStore(AbstractContextManager["StateStore"]):
     def _start(self, conn, session_id, now, stale_after_s, source, path, owner, reclaim) -> bool:
         ts = _ts(now)
         c = self._get(conn, session_id)
-        if c is not None and c.status == "running" and c.started_at is not None:
-            fresh = (now - c.started_at).total_seconds() < stale_after_s
-            if fresh and not owner_is_gone(c.owner) and not (reclaim and c.owner == owner):
-                return False
+        live = c is not None and c.status == "running" and not c.recoverable(now, stale_after_s)
+        if live and not (reclaim and c.owner == owner):
+            return False
         if c is None:
             conn.execute(
                 "INSERT INTO claims (session_id, status, updated_at, started_at, source, path, owner)"
