@@ -44,11 +44,7 @@ def local_status(ctx: MemoryContext) -> dict[str, Any]:
         if c.status == "failed"
     ]
     running_claims = [
-        c.session_id
-        for c in claims
-        if c.status == "running"
-        and c.started_at
-        and (now - c.started_at).total_seconds() < settings.stale_claim_seconds
+        c.session_id for c in claims if c.status == "running" and c.fresh(now, settings.stale_claim_seconds)
     ]
     meta = state.get_meta()
     models = sorted({f"{c.provider}/{c.model}" for c in claims if c.model})

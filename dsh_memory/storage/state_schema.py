@@ -227,10 +227,13 @@ class Claim:
     def from_row(cls, r: sqlite3.Row) -> Claim:
         return from_row(cls, r, flags=("parked",))
 
+    def fresh(self, now: datetime, stale_after_s: float) -> bool:
+        """Started (or renewed) less than `stale_after_s` ago."""
+        return self.started_at is not None and (now - self.started_at).total_seconds() < stale_after_s
+
     def recoverable(self, now: datetime, stale_after_s: float) -> bool:
         """A running claim another run may take over: not renewed for `stale_after_s`, or its owner is gone."""
-        fresh = self.started_at is not None and (now - self.started_at).total_seconds() < stale_after_s
-        return not fresh or owner_is_gone(self.owner)
+        return not self.fresh(now, stale_after_s) or owner_is_gone(self.owner)
 
     @property
     def shown_status(self) -> str:
