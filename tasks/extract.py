@@ -32,7 +32,8 @@ def cache_key(scope: str, session_id: str, watermark: int, to_seq: int, model: P
     """One extraction's identity: the same transcript slice through the same prompt, writer code
     and model."""
     version = f"{phase1.PROMPT_VERSION}+{phase1.writer_digest()}"
-    parts = ("p1", scope, session_id, watermark, to_seq, version, *model.cache_key_parts)
+    # the model: a different model or budget is a different answer (the writer follows from the provider)
+    parts = ("p1", scope, session_id, watermark, to_seq, version, model.provider, model.model, model.budget_tokens)
     return ":".join(str(x) for x in parts)
 
 

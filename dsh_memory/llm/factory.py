@@ -143,12 +143,6 @@ class PhaseModel(BaseModel):
     )
     writer: Writer = Field("model", description="Who writes the memory (see `Writer`)")
 
-    @property
-    def cache_key_parts(self) -> tuple[str, str, int]:
-        """What names this model in a cache key: a different model or budget is a different answer
-        (the writer follows from the provider)."""
-        return (self.provider, self.model, self.budget_tokens)
-
     def with_budget(self, budget_tokens: int) -> PhaseModel:
         """The same model with a smaller transcript budget (retry after a cut-off answer)."""
         return self.model_copy(update={"budget_tokens": budget_tokens})
