@@ -211,17 +211,14 @@ class RolloutSummaryInfo:
     mtime: datetime
 
 
-def _marker_json(meta: dict) -> str:
-    s = json.dumps(meta, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
-    # `-->` / `<!--` can never appear inside the comment, not even from a hostile cwd.
-    return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
 def serialize_raw_block(b: RawBlock) -> str:
     heading = re.sub(r"[\x00-\x1f\x7f]", " ", f"{b.slug} · {b.session_id}")[:200]
     meta = {k: v for k, v in asdict(b).items() if k != "body" and (k != "project" or v)}
     meta |= {"len": len(b.body), "sha": hashlib.sha256(b.body.encode("utf-8")).hexdigest()[:16]}
-    return f"\n## {heading}\n<!-- dsh-memory:raw {_marker_json(meta)} -->\n{b.body}\n"
+    marker = json.dumps(meta, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    # `-->` / `<!--` can never appear inside the comment, not even from a hostile cwd.
+    marker = marker.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f"\n## {heading}\n<!-- dsh-memory:raw {marker} -->\n{b.body}\n"
 
 
 def parse_raw_blocks(text: str) -> list[RawBlock]:
