@@ -103,17 +103,16 @@ class _DshBody(_Strict):
     transcriptPath: StrictStr | None = Field(None, max_length=MAX_PATH_CHARS)
 
 
-class _CodexBody(_Strict):
+class _CodexAny(_Strict):
     type: StrictStr = Field(max_length=128)
+
+
+class _CodexBody(_CodexAny):
     thread_id: StrictStr = Field(alias="thread-id")
     turn_id: StrictStr | None = Field(None, alias="turn-id", max_length=MAX_ID_CHARS)
     cwd: StrictStr | None = Field(None, max_length=MAX_PATH_CHARS)
     input_messages: list[StrictStr] | None = Field(None, alias="input-messages")
     last_assistant_message: StrictStr | None = Field(None, alias="last-assistant-message")
-
-
-class _CodexAny(_Strict):
-    type: StrictStr = Field(max_length=128)
 
 
 class _ClaudeBody(_Strict):
