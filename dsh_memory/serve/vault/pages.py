@@ -15,7 +15,11 @@ from dsh_memory.errors import DshMemoryError, NotFoundError, PathGuardError, Use
 from dsh_memory.readpath import list_dir, read, search, summary
 from dsh_memory.readpath._common import is_active_rollout
 from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
+from dsh_memory.readpath.health import memory_health
 from dsh_memory.readpath.models import MAX_LIST_RESULTS, MAX_QUERIES, MAX_READ_LINES
+from dsh_memory.serve.deployments import ui_url
+from dsh_memory.serve.preflight import preview_phase1
+from dsh_memory.serve.status import PHASE1_FLOWS, local_status, server_status
 from dsh_memory.settings_loader import describe_settings, prefect_api_url, resolve_settings
 from dsh_memory.storage.store_format import parse_front_matter
 
@@ -36,13 +40,9 @@ def _text(ctx: MemoryContext, rel: str) -> str | None:
 
 def _server() -> dict[str, Any]:
     """The Prefect side of the status, without importing prefect when no server is configured."""
-    from dsh_memory.serve.deployments import ui_url
-
     url = prefect_api_url(profile=True)
     if not url:
         return {"available": False, "reason": "no Prefect server configured (PREFECT_API_URL is unset)"}
-    from dsh_memory.serve.status import PHASE1_FLOWS, server_status
-
     out = server_status(limit=20)
     out["ui_url"] = ui_url(url)
     for run in out.get("last_runs", []) + out.get("in_flight", []) + out.get("next_scheduled", []):
@@ -54,9 +54,6 @@ def _server() -> dict[str, Any]:
 
 
 def overview(ctx: MemoryContext) -> dict[str, Any]:
-    from dsh_memory.serve.preflight import preview_phase1
-    from dsh_memory.serve.status import local_status
-
     status = local_status(ctx)
     counts = status.get("counts") or {}
     try:
@@ -102,8 +99,6 @@ def _imported(ctx: MemoryContext) -> list[dict[str, Any]]:
 
 
 def browse(ctx: MemoryContext) -> dict[str, Any]:
-    from dsh_memory.readpath.health import memory_health
-
     store = ctx.store
     usage = ctx.state.usage() if ctx.state_exists() else {}
     retired_at = ctx.state.retired() if ctx.state_exists() else {}
@@ -230,8 +225,6 @@ def sessions_view(ctx: MemoryContext) -> dict[str, Any]:
 
 
 def settings_view() -> dict[str, Any]:
-    from dsh_memory.serve.deployments import ui_url
-
     data = describe_settings(resolve_settings())
     ui = ui_url(data["prefect_api_url"])
     data["blocks_url"] = f"{ui}/blocks" if ui else None
