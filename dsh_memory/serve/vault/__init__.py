@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError
+from dsh_memory.replay.result import vault_page
 from dsh_memory.serve.guard import host_of, is_loopback_host
 from dsh_memory.serve.vault import actions, pages
 from dsh_memory.serve.vault.render import STATIC, environment
@@ -157,8 +158,6 @@ def _search_query(q) -> tuple:
 def vault_routes(ctx: MemoryContext) -> list[BaseRoute]:
     """The vault's routes for `create_app` (which mounts them behind its LoopbackGuard, with form
     bodies allowed under ACTION_PREFIX only)."""
-    from dsh_memory.replay.result import vault_page
-
     v = Vault(ctx)
     return [
         Route("/", v.route("overview.html", pages.overview, ctx), methods=["GET"]),

@@ -8,12 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs
 
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import UserInputError
 from dsh_memory.models import extract_command
 from dsh_memory.readpath import AddRequest, add, delete_file, list_dir
 from dsh_memory.readpath._common import is_active_rollout, validate
+from dsh_memory.serve.deployments import CONSOLIDATE, EXTRACT_SESSION, start_run
+from dsh_memory.serve.vault.render import reader_url
 from dsh_memory.settings_loader import prefect_api_url
 
 MAX_FIELD_CHARS = 25_000  # the longest field: a note (at most 20,000 characters)
@@ -140,8 +143,6 @@ def plan(ctx: MemoryContext, action: str, form: dict[str, str]) -> Plan:
 
 def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
     """Do what `plan` described (validated again: the form came back from the browser)."""
-    from dsh_memory.serve.vault.render import reader_url
-
     p = plan(ctx, action, form)
     if p.blocked:
         raise UserInputError(p.blocked)
@@ -170,8 +171,6 @@ def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
 
         r = restore_summary(ctx.store, ctx.state, p.fields["name"], now)
         return Outcome(f"Restored {r['restored']} as {r['path']}.", links=[("Open it", reader_url(r["path"]))])
-    from dsh_memory.serve.deployments import CONSOLIDATE, EXTRACT_SESSION, start_run
-
     if action == "extract":
         started = start_run(EXTRACT_SESSION, {"session": p.fields["session"]})
     else:
@@ -184,8 +183,6 @@ def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
 
 def parse_form(body: bytes) -> dict[str, Any]:
     """An urlencoded body (the guard bounded its size) as one value per field."""
-    from urllib.parse import parse_qs
-
     try:
         text = body.decode("utf-8")
         pairs = parse_qs(text, keep_blank_values=True, strict_parsing=False, max_num_fields=20)
