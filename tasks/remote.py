@@ -10,10 +10,20 @@ session with its answer, through `finish` (tasks/_session.py).
 
 from __future__ import annotations
 
+import json
 from contextlib import suppress
+from pathlib import Path
 
-from prefect import get_run_logger, task
+import httpx
+from prefect import get_client, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterIdempotencyKey
+from prefect.context import TaskRunContext
+from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
+from prefect.results import ResultRecordMetadata, resolve_result_storage
+from prefect.settings import PREFECT_LOCAL_STORAGE_PATH
+from prefect.states import Cancelling
 
 from dsh_memory.context import MemoryContext
 from dsh_memory.phase1.extraction import Outcome, prepare_input
@@ -32,9 +42,6 @@ ROUTE = ("workers", DEPLOYMENT)  # (provider, model) a claim records when the ex
 def find_extract_deployment(deployment: str) -> str:
     """ "" when `deployment` exists on the server, else why Phase 1 cannot send work to workers
     (then nothing is claimed: the sessions wait, as without a model route)."""
-    from prefect import get_client
-    from prefect.exceptions import ObjectNotFound
-
     try:
         with get_client(sync_client=True) as client:
             client.read_deployment_by_name(deployment)
@@ -83,9 +90,6 @@ def sent_again(exc: BaseException | None) -> bool:
     Prefect API failed on the way (a 5xx or 429 after the client's own retries, a connection that
     broke). Sent again, the batch finds the run it may have created by its idempotency key
     (`_pool_key`), so no session reaches the model twice; a run that failed or timed out is not."""
-    import httpx
-    from prefect.exceptions import PrefectHTTPStatusError
-
     if isinstance(exc, PoolRunCrashed | httpx.TransportError):
         return True
     status = exc.response.status_code if isinstance(exc, PrefectHTTPStatusError) else 0
@@ -100,10 +104,6 @@ def _pool_key() -> str:
     """The idempotency key of this task run's pool run: its task run id, chained past each run of
     it that crashed (`<id>:<crashed run id>`). A try after an API error gets back the run the last
     try created; a try after a crash, a new run."""
-    from prefect import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterIdempotencyKey
-    from prefect.context import TaskRunContext
-
     first = key = str(TaskRunContext.get().task_run.id)
     with get_client(sync_client=True) as client:
         while True:
@@ -125,10 +125,6 @@ def _pool_key() -> str:
 def run_extract_pool(jobs: list[TranscriptJob], timeout_seconds: float) -> list[JobResult]:
     """One `extract-transcripts-pool` run for `jobs`, waited for up to `timeout_seconds`, and its
     JobResults. Sent again (twice at most) when `sent_again` says so; any other end raises."""
-    from prefect import get_client
-    from prefect.deployments import run_deployment
-    from prefect.states import Cancelling
-
     run = run_deployment(
         DEPLOYMENT,
         parameters={"jobs": [j.model_dump(mode="json") for j in jobs]},
@@ -170,12 +166,6 @@ def read_json_result(state) -> object:
     record is written by a worker — a `pickle` record would run code here. So the record is
     read from its storage block and accepted only when it says JSON, then parsed without
     object hooks (no class is imported from it either)."""
-    import json
-    from pathlib import Path
-
-    from prefect.results import ResultRecordMetadata, resolve_result_storage
-    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH
-
     meta = getattr(state.data, "metadata", state.data)  # a state read from the server holds the metadata
     if not isinstance(meta, ResultRecordMetadata) or not meta.storage_key:
         raise RuntimeError("the run persisted no result")
