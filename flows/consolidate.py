@@ -12,6 +12,8 @@ import time
 from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 
 from dsh_memory.consolidation import gate as gate_mod
@@ -148,8 +150,6 @@ def _ask_model(
 
 def _name_run(name: str) -> None:
     """Rename this flow run once its mode is known (best effort: the name is for people)."""
-    from prefect.client.orchestration import get_client
-
     run_id = flow_run.get_id()
     if not run_id:
         return
@@ -162,8 +162,6 @@ def _name_run(name: str) -> None:
 
 def _publish(result: Phase2Result, model_output: str) -> None:
     """One markdown artifact per attempt (skipped / error / consolidated) in run history."""
-    from prefect.artifacts import create_markdown_artifact
-
     try:
         create_markdown_artifact(
             key=ARTIFACT_KEY,

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import create_table_artifact
+from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsh_memory import cancel
@@ -53,8 +54,6 @@ def short_id(session_id: str) -> str:
 
 def _run_name() -> str:
     """`extract/all`, `extract/<short id>` or `extract/<n> sessions` (from the run's parameters)."""
-    from prefect.runtime import flow_run
-
     ids = flow_run.parameters.get("session_ids") or []
     what = "all" if not ids else short_id(ids[0]) if len(ids) == 1 else f"{len(ids)} sessions"
     return f"extract/{what}" + (" (dry run)" if flow_run.parameters.get("dry_run") else "")

@@ -15,11 +15,15 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from prefect import flow, get_run_logger
+from prefect.deployments import run_deployment
+from prefect.runtime import deployment, flow_run
 
+from dsh_memory.consolidation import gate
 from dsh_memory.context import memory_context
 from dsh_memory.flows.extract import extract_flow, short_id
 from dsh_memory.hooks.events import RESOURCE_PREFIX
 from dsh_memory.phase1.result import Phase1Result
+from dsh_memory.serve.deployments import CONSOLIDATE, in_this_mode
 from dsh_memory.storage.turn_ends import TurnEnds
 
 MAX_SESSIONS = 256  # per round: bounds its duration; the rest are due at once, so the next round runs
@@ -37,8 +41,6 @@ def session_id_from(resource: str) -> str:
 
 def _run_name() -> str:
     """`extract-session/<short id>` when a session is named, `extract-session/due` otherwise."""
-    from prefect.runtime import flow_run
-
     sid = session_id_from(str(flow_run.parameters.get("session") or ""))
     return f"extract-session/{short_id(sid) if sid else 'due'}"
 
@@ -108,9 +110,6 @@ def next_run_time(due: datetime, debounce: float, now: datetime) -> datetime:
 def ask_for_next_run(due: datetime | None, debounce: float) -> str | None:
     """A scheduled run of this run's deployment at the next due time (idempotent: the time is its
     key). Returns its name; None when nothing is pending or this is no deployment run."""
-    from prefect.deployments import run_deployment
-    from prefect.runtime import deployment
-
     log = get_run_logger()
     if due is None or not deployment.id:
         return None
@@ -129,11 +128,6 @@ def request_consolidation() -> bool:
     """Ask for the `consolidate` run that follows the last consolidation (at the end of its
     cooldown): one run however many extractions ask — its idempotency key names the last
     consolidation and the failures since. True when one is asked for."""
-    from prefect.deployments import run_deployment
-
-    from dsh_memory.consolidation import gate
-    from dsh_memory.serve.deployments import CONSOLIDATE, in_this_mode
-
     log = get_run_logger()
     now = datetime.now(UTC)
     with memory_context() as ctx:

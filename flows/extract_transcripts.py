@@ -11,6 +11,7 @@ worker is given (`deploy --result-storage`); the writer reads it as plain JSON (
 from __future__ import annotations
 
 from prefect import flow, get_run_logger, unmapped
+from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsh_memory.flows.extract import short_id
@@ -25,8 +26,6 @@ KEYS = ("session_id", "watermark", "to_seq", "cwd", "source", "cache_scope")  # 
 
 
 def _run_name() -> str:
-    from prefect.runtime import flow_run
-
     jobs = flow_run.parameters.get("jobs") or []
     first = jobs[0].get("session_id", "") if jobs and isinstance(jobs[0], dict) else ""
     return f"extract-transcripts/{len(jobs)} sessions" + (f" from {short_id(first)}" if first else "")
