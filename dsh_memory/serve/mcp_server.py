@@ -11,7 +11,22 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from mcp import MCPError
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp.types import INVALID_PARAMS, ToolAnnotations
+from pydantic import ConfigDict, create_model
+
+from dsh_memory import __version__
+from dsh_memory import readpath as rp
+from dsh_memory.context import context_of
 from dsh_memory.errors import DshMemoryError
+from dsh_memory.readpath import embedder
+from dsh_memory.readpath.models import ListResult, ReadResult, SearchResult
+from dsh_memory.readpath.params import fields, with_signature
 
 T = TypeVar("T")
 
@@ -70,8 +85,6 @@ def _call(fn: Callable[[], T], error: Callable[[str], Exception] | None = None) 
     """THE error mapping of this adapter: our exceptions → ToolError (is_error + message), or
     `error(message)` for a resource or the prompt (the SDK's catch-all says "Error creating
     resource…" or "Internal server error" and logs a traceback)."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
     try:
         return fn()
     except DshMemoryError as exc:
@@ -83,12 +96,6 @@ def make_tool(run: Callable[..., Any], name: str, model: type, description: str,
     description, default), and unknown arguments are refused like the RPC refuses them (a
     misspelled or retired name such as line_offset must not be silently ignored); the input schema
     says so (additionalProperties)."""
-    from mcp.server.mcpserver.tools import Tool
-    from mcp.types import ToolAnnotations
-    from pydantic import ConfigDict
-
-    from dsh_memory.readpath.params import fields, with_signature
-
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [
         inspect.Parameter(
@@ -121,8 +128,6 @@ def _passthrough(typed: type) -> type:
     the RPC, and a bad one is one line ("invalid arguments: start_line: Input should be
     greater than or equal to 1"), where the SDK's own check answered with pydantic's multi-line
     report."""
-    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-    from pydantic import ConfigDict, create_model
 
     class Given(ArgModelBase):
         model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
@@ -138,17 +143,6 @@ def _passthrough(typed: type) -> type:
 def build_server(settings: Any = None):
     """An MCPServer bound to one memory root: a MemoryContext, plain MemorySettings, or None for
     `memory_context()` (saved block > environment > default, like every entry point)."""
-    from mcp import MCPError
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ResourceError
-    from mcp.types import INVALID_PARAMS
-
-    from dsh_memory import __version__
-    from dsh_memory import readpath as rp
-    from dsh_memory.context import context_of
-    from dsh_memory.readpath import embedder
-    from dsh_memory.readpath.models import ListResult, ReadResult, SearchResult
-
     ctx = context_of(settings)
 
     def tool(
@@ -208,8 +202,6 @@ def build_server(settings: Any = None):
     )
     def summary_resource() -> str:
         return _call(lambda: rp.call(ctx, "summary").injection(), ResourceError)  # '' when there is no memory yet
-
-    from mcp.server.mcpserver.resources.templates import ResourceSecurity
 
     @server.resource(
         PROJECT_SUMMARY_URI,
