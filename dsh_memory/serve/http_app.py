@@ -21,8 +21,10 @@ from starlette.routing import BaseRoute, Route
 
 from dsh_memory.context import MemoryContext, context_of
 from dsh_memory.errors import DshMemoryError, UserInputError
+from dsh_memory.hooks.receiver import TurnEndReceiver
 from dsh_memory.readpath import OPERATIONS, dispatch
 from dsh_memory.serve.guard import LoopbackGuard
+from dsh_memory.serve.status import local_status  # the CLI `status`'s, too
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +50,6 @@ def rpc_call(ctx: MemoryContext, method: str, params: dict[str, Any]) -> Any:
     if method == "get-state":
         if params:
             raise UserInputError("get-state takes no params")
-        from dsh_memory.serve.status import local_status  # the CLI `status`'s, too
-
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in local_status(ctx).items()}
     return dispatch(ctx, method, params)
 
@@ -92,8 +92,6 @@ def create_app(
 
     routes: list[BaseRoute] = [Route(RPC_PATH, rpc, methods=["POST"]), Route("/healthz", healthz, methods=["GET"])]
     routes += extra_routes
-    from dsh_memory.hooks.receiver import TurnEndReceiver
-
     turn_end = TurnEndReceiver(mem.settings)  # POST /hooks/turn-end
     routes += turn_end.routes()
     form_paths: tuple[str, ...] = ()
