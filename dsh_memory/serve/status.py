@@ -4,18 +4,22 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.context import MemoryContext
+from dsh_memory.readers.header import excluded_sessions
+from dsh_memory.readpath.health import memory_health
+from dsh_memory.replay.result import RUN_TAG
+from dsh_memory.serve.stack_state import running_stack
+from dsh_memory.storage.locks import is_running
 
 PHASE1_FLOWS = ("extract", "extract-session", "catch-up")
 FLOW_NAMES = (*PHASE1_FLOWS, "consolidate")
 
 
 def local_status(ctx: MemoryContext) -> dict[str, Any]:
-    from dsh_memory.storage.locks import is_running
-
     now = datetime.now(UTC)
     settings, root = ctx.settings, ctx.memory_root
     if not ctx.state_exists():
@@ -74,8 +78,6 @@ def local_status(ctx: MemoryContext) -> dict[str, Any]:
 
 def _excluded(ctx: MemoryContext) -> dict[str, int]:
     """Sessions the `exclude_projects` setting keeps out (their headers read, nothing more)."""
-    from dsh_memory.readers.header import excluded_sessions
-
     try:
         return excluded_sessions(ctx.settings)
     except OSError:
@@ -86,8 +88,6 @@ def health(ctx: MemoryContext, now: datetime | None = None) -> dict[str, Any]:
     """The memory's health (`readpath.health`): `projects` (per scope: items, uses, never used,
     may be stale, older than stale_after_days, left out of injection), `memory_files` (per file),
     `memory` (the totals) and `stale` (handbook items that may be stale)."""
-    from dsh_memory.readpath.health import memory_health
-
     settings = ctx.settings
     try:
         usage = ctx.state.usage() if ctx.state_exists() else {}
@@ -130,8 +130,6 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
     )
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
-
-    from dsh_memory.replay.result import RUN_TAG
 
     def row(run, flows) -> dict[str, Any]:
         result = {
@@ -182,10 +180,6 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
 def status(ctx: MemoryContext) -> dict[str, Any]:
     """Local bookkeeping, the Prefect run history and the running `dsh-memory serve` of this
     Prefect home (its state file; None when there is none)."""
-    from dataclasses import asdict
-
-    from dsh_memory.serve.stack_state import running_stack
-
     local, server, info = local_status(ctx), server_status(), running_stack()
     stack = None if info is None else {**asdict(info), "http_url": info.http_url, "hook_url": info.hook_url}
     return {"local": local, "server": server, "stack": stack}
