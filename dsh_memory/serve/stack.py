@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -17,7 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import uvicorn
+
+from dsh_memory.context import MemoryContext, memory_context
 from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
+from dsh_memory.serve.deployments import CATCH_UP, runner_deployments
+from dsh_memory.serve.guard import check_bind_host
+from dsh_memory.serve.http_app import create_app
 from dsh_memory.serve.stack_state import (
     StackLock,
     default_prefect_home,
@@ -26,6 +33,8 @@ from dsh_memory.serve.stack_state import (
     read_state,
     state_path,
 )
+from dsh_memory.settings_loader import resolve_settings
+from dsh_memory.storage.state_schema import proc_stat
 
 BOOT_DELAY_SECONDS = 5.0
 BOOT_THROTTLE_SECONDS = 60.0
@@ -37,23 +46,16 @@ PORT_WAIT_SECONDS = 10.0  # a port another process is about to release (a previo
 def serve_stack(host: str, port: int, prefect_port: int, boot_catch_up: bool, echo: Callable[[str], None]) -> None:
     """Start the stack and serve the deployments until Ctrl-C / SIGTERM; what was started is
     stopped in reverse order (the HTTP app, then the Prefect server), then the lock is released."""
-    from dsh_memory.serve.guard import check_bind_host
-
     check_bind_host(  # before anything starts (or is attached to): UserInputError
         host,
         remedy="`serve` binds loopback only; for remote clients run "
         "`dsh-memory http --allow-remote` behind an authenticating proxy",
     )
-    from dsh_memory.settings_loader import resolve_settings
-
     # A bad environment value (DSH_MEMORY_CONCURRENCY=abc): ConfigError (exit 4) now, not after
     # the Prefect server started (~15 s) — even when a saved block would set that field.
     resolve_settings(use_blocks=False)
     prefect_home = default_prefect_home()
     lock = StackLock(prefect_home).acquire()  # a second serve: StackAlreadyRunning (exit 5)
-    from dsh_memory.context import memory_context
-    from dsh_memory.serve.deployments import runner_deployments
-
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with ExitStack() as started:
@@ -152,8 +154,6 @@ def _stop_when_gone(server) -> threading.Event:
 
 def _children() -> list[int]:
     """This process's child processes (Linux /proc; none elsewhere)."""
-    from dsh_memory.storage.state_schema import proc_stat
-
     me = str(os.getpid())
     return [int(p.name) for p in Path("/proc").glob("[0-9]*") if proc_stat(int(p.name))[1:2] == [me]]
 
@@ -161,10 +161,6 @@ def _children() -> list[int]:
 def _start_http(host: str, port: int, ctx, echo: Callable[[str], None], started: ExitStack) -> None:
     """The loopback HTTP app in a thread; stopped when `started` closes (its shutdown forwards
     the pending turn ends first, ≤ 10 s)."""
-    import uvicorn
-
-    from dsh_memory.serve.http_app import create_app
-
     config = uvicorn.Config(create_app(ctx), host=host, port=port, log_level="warning", lifespan="on")
     http = uvicorn.Server(config)
     http.install_signal_handlers = lambda: None  # the main thread owns signals
@@ -192,9 +188,6 @@ def _schedule_boot_catch_up(settings, echo: Callable[[str], None]) -> None:
     BOOT_THROTTLE_SECONDS ago."""
 
     def fire() -> None:
-        from dsh_memory.context import MemoryContext
-        from dsh_memory.serve.deployments import CATCH_UP
-
         with MemoryContext.of(settings) as ctx:
             meta = ctx.state.get_meta()
         last = meta.last_phase1_at
@@ -222,8 +215,6 @@ def _raise_interrupt(signum, frame):
 def port_free(host: str, port: int) -> bool:
     """Whether a server could listen on host:port now. Probed the way uvicorn binds (with
     SO_REUSEADDR), so a port whose last connections linger in TIME_WAIT counts as free."""
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
