@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
+from dsh_memory.consolidation.forget import restore_summary, retire_session
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import UserInputError
 from dsh_memory.models import extract_command
@@ -154,8 +155,6 @@ def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
         rel = delete_file(ctx.store, p.fields["path"]).path
         return Outcome(f"Deleted {rel}.", links=[("Browse", "/vault/browse")])
     if action == "forget":
-        from dsh_memory.consolidation.forget import retire_session
-
         r = retire_session(ctx.store, ctx.state, p.fields["session"], now)
         return Outcome(
             f"Forgot session {r['session_id']}.",
@@ -167,8 +166,6 @@ def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
             [("Retired summaries", "/vault/browse#retired")],
         )
     if action == "restore":
-        from dsh_memory.consolidation.forget import restore_summary
-
         r = restore_summary(ctx.store, ctx.state, p.fields["name"], now)
         return Outcome(f"Restored {r['restored']} as {r['path']}.", links=[("Open it", reader_url(r["path"]))])
     if action == "extract":

@@ -12,6 +12,7 @@ from typing import Any
 
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError, NotFoundError, PathGuardError, UserInputError
+from dsh_memory.imports import load_manifest
 from dsh_memory.readpath import list_dir, read, search, summary
 from dsh_memory.readpath._common import is_active_rollout
 from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
@@ -89,8 +90,6 @@ def overview(ctx: MemoryContext) -> dict[str, Any]:
 
 def _imported(ctx: MemoryContext) -> list[dict[str, Any]]:
     """What `dsh-memory import` brought in (newest first, at most 50): the manifest's entries."""
-    from dsh_memory.imports import load_manifest
-
     try:
         rows = list(load_manifest(ctx.store).values())
     except DshMemoryError:
