@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dsh_memory.errors import ConfigError, NoModelRouteError
 from dsh_memory.llm.base import LLM, Writer, writer_for
+from dsh_memory.llm.local import LocalLLM  # its runtime loads on the first call (local._runtime)
+from dsh_memory.llm.openai_compat import OpenAICompatLLM
 from dsh_memory.settings import MemorySettings, ModelRoute
 
 PHASES = ("phase1", "phase2")
@@ -55,8 +57,6 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
     if provider == "openai":
         if not route.configured:
             raise NoModelRouteError(FIX_IT)
-        from dsh_memory.llm.openai_compat import OpenAICompatLLM
-
         return OpenAICompatLLM(
             route.base_url,
             model,
@@ -65,8 +65,6 @@ def make_llm(route: ModelRoute, phase: str) -> LLM:
             deadline_seconds=route.call_deadline_seconds,
         )
     if provider == "local":
-        from dsh_memory.llm.local import LocalLLM  # its runtime loads on the first call (local._runtime)
-
         try:
             return LocalLLM.from_route(route)
         except ConfigError as exc:  # e.g. the model file is missing: for the pipeline, no route

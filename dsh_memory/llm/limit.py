@@ -24,6 +24,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 
+from prefect.client.orchestration import get_client
+from prefect.concurrency.sync import concurrency
+from prefect.logging import get_run_logger
+from prefect.settings import PREFECT_API_URL
+
 from dsh_memory import cancel
 
 log = logging.getLogger(__name__)
@@ -70,8 +75,6 @@ def model_slot() -> Iterator[None]:
 
 
 def _global_slots(size: int, occupy: int, name: str) -> AbstractContextManager:
-    from prefect.settings import PREFECT_API_URL
-
     url = PREFECT_API_URL.value()
     if not url:
         _logger().debug("no Prefect server configured: the global LLM limit %r is not used", name)
@@ -89,8 +92,6 @@ def _global_slots(size: int, occupy: int, name: str) -> AbstractContextManager:
         return nullcontext()
     if lease is not None:
         return _holding(lease, occupy)
-    from prefect.concurrency.sync import concurrency
-
     return concurrency(
         name, occupy=occupy, lease_duration=LEASE_SECONDS, strict=True, raise_on_lease_renewal_failure=False
     )
@@ -98,8 +99,6 @@ def _global_slots(size: int, occupy: int, name: str) -> AbstractContextManager:
 
 def _client():
     """A Prefect client whose requests refused by a busy server are retried soon (`_retry_soon`)."""
-    from prefect.client.orchestration import get_client
-
     return get_client(sync_client=True, httpx_settings={"event_hooks": {"response": [_retry_soon]}})
 
 
@@ -184,8 +183,6 @@ def _release(lease_id) -> bool:
 def _logger():
     """The run logger inside a flow/task run (so the warning is in the run history), else ours."""
     try:
-        from prefect.logging import get_run_logger
-
         return get_run_logger()
     except Exception:  # not inside a run
         return log
