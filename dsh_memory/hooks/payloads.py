@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
+from dsh_memory.errors import ConfigError
 from dsh_memory.serve.guard import MAX_BODY_BYTES
 from dsh_memory.settings import SourceRoots
 
@@ -40,8 +41,6 @@ def hook_secret() -> str | None:
     """SECRET_ENV as a header carries it, None when unset or blank: HTTP drops the whitespace
     around a header value, so it is no part of the secret. One with a line break or another control
     character inside can never be sent: ConfigError."""
-    from dsh_memory.errors import ConfigError
-
     secret = os.environ.get(SECRET_ENV, "").strip()
     if any(c < " " and c != "\t" or c == "\x7f" for c in secret):
         raise ConfigError(f"{SECRET_ENV} holds a line break or another control character: no HTTP header can carry it")

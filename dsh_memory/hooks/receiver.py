@@ -18,6 +18,8 @@ from dsh_memory.hooks.forwarder import TurnEndForwarder
 from dsh_memory.hooks.payloads import KINDS, MAX_BODY_BYTES, SECRET_HEADER, PayloadError, hook_secret, parse_turn_end
 from dsh_memory.settings import SourceRoots
 from dsh_memory.settings_loader import prefect_api_url
+from dsh_memory.storage.state import StateStore
+from dsh_memory.storage.turn_ends import TurnEnds
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +59,6 @@ class TurnEndReceiver:
             # turn ends are recorded in the memory root's state database (not without a memory root)
             record = None
             if getattr(settings, "memory_root", None) is not None:
-                from dsh_memory.storage.state import StateStore
-                from dsh_memory.storage.turn_ends import TurnEnds
-
                 self._state = StateStore(settings.memory_root)
                 record = TurnEnds(self._state).record
             # a session's next event may wait a quarter of the debounce (at most 10 s) after one was
