@@ -13,6 +13,9 @@ import os
 import typer
 from typer.core import TyperGroup
 
+from dsh_memory import __version__
+from dsh_memory.cli._common import READER_GONE_EXIT, reader_gone
+
 
 class _Commands(TyperGroup):
     """Every command: when the reader of its output goes away, a quiet exit 141 (`_common.reader_gone`)."""
@@ -21,8 +24,6 @@ class _Commands(TyperGroup):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            from dsh_memory.cli._common import reader_gone
-
             reader_gone()
 
 
@@ -37,8 +38,6 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from dsh_memory import __version__
-
         typer.echo(f"dsh-memory {__version__}")
         raise typer.Exit()
 
@@ -87,8 +86,6 @@ def _on_devnull(fd: int) -> bool:
 
 
 def main() -> None:  # console-script entry point
-    from dsh_memory.cli._common import READER_GONE_EXIT
-
     already = _on_devnull(1)
     try:
         app()

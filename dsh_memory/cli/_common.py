@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import suppress
@@ -13,6 +15,7 @@ from typing import Any, NoReturn
 
 import typer
 
+from dsh_memory import cancel
 from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
 
 
@@ -21,8 +24,6 @@ def emit_json(data: Any) -> None:
 
 
 def _interrupt(signum, frame):
-    from dsh_memory import cancel
-
     cancel.CANCELLED.set()  # first: worker threads stop model calls in flight
     raise KeyboardInterrupt
 
@@ -77,9 +78,6 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
     """Call `fn`; THE place where failures become exit codes (docs/cli.md: "Exit codes"). Our
     errors, an unreachable Prefect API and file-system errors print one line (`fail`); anything
     else is a bug and keeps its traceback. Ctrl-C / SIGTERM cancel in-process work and exit 130."""
-    import signal
-    import threading
-
     previous = {}
     if threading.current_thread() is threading.main_thread():  # only it may set signal handlers
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -110,8 +108,6 @@ def run(fn: Callable[[], Any], as_json: bool = False) -> Any:
 
 def interrupted(as_json: bool) -> NoReturn:
     """Ctrl-C / SIGTERM: cancel in-process work, say so (as JSON with --json), exit 130."""
-    from dsh_memory import cancel
-
     cancel.CANCELLED.set()
     if as_json:
         emit_json({"error": {"code": "interrupted", "message": "interrupted"}})

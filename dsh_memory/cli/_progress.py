@@ -5,9 +5,12 @@ call `dsh_memory.progress.report`; the phases' start and end come from the flows
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import threading
 
+from dsh_memory import progress
 from dsh_memory.cli._common import is_terminal
 
 PHASE_NAMES = {"phase1": "phase 1", "phase2": "phase 2"}
@@ -30,8 +33,6 @@ def _run_logs_stay_in_the_run_log(record) -> bool:
 
 def quiet_console() -> None:
     """Install the filter on Prefect's console handler (idempotent; after Prefect set up logging)."""
-    import logging
-
     for handler in logging.getLogger().handlers:
         if type(handler).__name__ == "PrefectConsoleHandler":
             handler.addFilter(_run_logs_stay_in_the_run_log)  # once: addFilter skips a filter it holds
@@ -39,7 +40,6 @@ def quiet_console() -> None:
 
 def with_progress(fn, label: str):
     """Run `fn` while showing pipeline progress on stderr (lines off a terminal: logs, CI, pipes)."""
-    from dsh_memory import progress
     from dsh_memory.flows.consolidate import consolidate_flow  # Prefect's logging is set up from here on
     from dsh_memory.flows.extract import extract_flow
 
@@ -52,10 +52,6 @@ def with_progress(fn, label: str):
 
 
 def _with_lines(fn):
-    import threading
-
-    from dsh_memory import progress
-
     lock = threading.Lock()
     done: dict[str, int] = {}
 
@@ -85,8 +81,6 @@ def _with_lines(fn):
 def _with_bar(fn, label: str):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from dsh_memory import progress
 
     with Progress(
         TextColumn(label),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from dsh_memory.cli._common import show
+from dsh_memory.errors import ConfigError
 
 
 def _print(data: dict) -> None:
@@ -35,7 +36,6 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
     from dsh_memory.blocks._fields import PREFECT_DATA_KEYS
     from dsh_memory.blocks.memory_settings import settings_sources, settings_values
     from dsh_memory.blocks.model_route import route_sources, route_values
-    from dsh_memory.errors import ConfigError
     from dsh_memory.settings_loader import BLOCK_NAME, check_api_url, prefect_api_url, resolve_settings
 
     url = check_api_url(prefect_api_url(profile=True))

@@ -10,6 +10,7 @@ from typing import Literal
 import typer
 
 from dsh_memory.cli._common import emit_json, fail, prefect_env, run, show
+from dsh_memory.cli._progress import with_progress
 from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
 
 
@@ -82,7 +83,6 @@ def register(app: typer.Typer) -> None:
             if skipped is not None:
                 return skipped.model_dump(mode="json")
             prefect_env()
-            from dsh_memory.cli._progress import with_progress
             from dsh_memory.flows.consolidate import consolidate_flow
 
             result = with_progress(lambda: consolidate_flow(force=force), "consolidating")

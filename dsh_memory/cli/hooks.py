@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import typer
 from typer.core import TyperCommand
@@ -122,8 +123,6 @@ def _attempts(attempt: Callable[[float], tuple[bool, str]], budget: float) -> tu
 def _record(session_id: str) -> str:
     """Record the turn end where the debounced extraction run reads it: the memory root its
     settings resolve to (a root pinned in the saved block wins); '' or why it was not."""
-    from datetime import UTC, datetime
-
     try:
         from dsh_memory.settings_loader import resolve_settings
         from dsh_memory.storage.state import StateStore

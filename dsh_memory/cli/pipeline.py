@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import time
 from datetime import UTC, datetime
+from importlib.resources import files
 from pathlib import Path
 
 import typer
@@ -212,10 +215,6 @@ def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:
 def _prepare_demo(workdir: Path) -> dict[str, str]:
     """Copy the bundled sample sessions into `workdir` and return the environment that uses them
     (the memory root and the agents' folders: what `status`, `search`, `summary` and `sessions` read)."""
-    import shutil
-    import time
-    from importlib.resources import files
-
     if workdir.exists() and not workdir.is_dir():
         raise UserInputError(f"--workdir {workdir} is not a directory: give a folder (one that is missing is created)")
     workdir.mkdir(parents=True, exist_ok=True)

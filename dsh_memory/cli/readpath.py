@@ -7,6 +7,7 @@ No prefect import here, so these commands stay fast enough for agent hooks (`sum
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -15,7 +16,9 @@ from typing import Any
 import typer
 
 from dsh_memory.cli._common import emit_json, run
+from dsh_memory.readpath import OPERATIONS, call
 from dsh_memory.readpath._common import visible
+from dsh_memory.readpath.params import fields, with_signature
 
 PANEL = "Read memory"
 _KW = inspect.Parameter.KEYWORD_ONLY
@@ -25,7 +28,6 @@ def _core(operation: str, params: dict[str, Any]) -> Any:
     """Run one read-path operation on THE memory context (saved block > environment > default),
     with its settings (`readpath.call`); a relative --cwd is taken from where the command runs."""
     from dsh_memory.context import memory_context
-    from dsh_memory.readpath import call
 
     cwd = params.get("cwd")
     if cwd and cwd.strip() and not os.path.isabs(os.path.expanduser(cwd)):  # `--cwd .`: where this runs
@@ -61,9 +63,6 @@ def command(
     operation's request model (`readpath.OPERATIONS`; those in `arguments` positional, the rest
     options), then CLI-only `flags`, then --json. `body` prints the text output, or with --json
     returns what is printed as JSON."""
-    from dsh_memory.readpath import OPERATIONS
-    from dsh_memory.readpath.params import fields, with_signature
-
     model, _ = OPERATIONS[operation]
 
     def decorate(body: Callable[..., None]) -> Callable[..., None]:
@@ -88,8 +87,6 @@ HOOK_STDIN_MAX_BYTES = 1_000_000
 def hook_cwd(stream: Any) -> str | None:
     """The `cwd` of a hook's JSON payload on `stream` (bounded read); None when it has none, is
     not JSON or is not a string: a session-start hook must never fail the session."""
-    import json
-
     try:
         if stream is None or stream.isatty():
             return None

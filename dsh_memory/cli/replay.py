@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
 
+from dsh_memory import progress
 from dsh_memory.cli._common import is_terminal, prefect_env, show
+from dsh_memory.cli._progress import LINE_PREFIX, quiet_console
 from dsh_memory.errors import UserInputError
 
 MAX_SHOWN = 20  # restated / new rules listed in the text output (all of them with --json)
@@ -29,13 +32,9 @@ def parse_since(value: str | None) -> datetime | None:
 
 def _with_bar(fn):
     """Run `fn` with one bar over the replayed sessions on a terminal, plain lines otherwise."""
-    from contextlib import nullcontext
-
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from dsh_memory import progress
-    from dsh_memory.cli._progress import LINE_PREFIX, quiet_console
     from dsh_memory.flows.extract import extract_flow  # noqa: F401 (Prefect's logging is set up from here on)
     from dsh_memory.replay.core import PHASE
 

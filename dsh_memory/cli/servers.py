@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from dsh_memory.cli._common import run
@@ -50,8 +52,6 @@ def register(app: typer.Typer) -> None:
     @app.command("mcp", rich_help_panel="Serve memory")
     def mcp_cmd() -> None:
         """Run the MCP server on stdio (for Claude Code, Codex, DSH…)."""
-        import sys
-
         from dsh_memory.serve.mcp_server import main
 
         def go():

@@ -10,16 +10,18 @@ from typing import Any, Literal
 
 import typer
 
+from dsh_memory import readers
 from dsh_memory.cli._common import emit_json, plain_console, run, show
+from dsh_memory.errors import UserInputError
+from dsh_memory.models import SOURCES
+from dsh_memory.scope import excluded_by
 
 
 def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
     """One row per discovered session log, newest activity first; unreadable ones carry `error`.
     `state` is the session's extraction record as `status` counts it (done, noop, failed,
     parked, running), None when the pipeline never touched it."""
-    from dsh_memory import readers
     from dsh_memory.context import memory_context
-    from dsh_memory.models import SOURCES
 
     with memory_context() as ctx:
         refs = readers.discover(ctx.settings.roots, (source,) if source else SOURCES)
@@ -76,7 +78,6 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
 def _excluded_cwd(settings, ref) -> str | None:
     """The header's cwd of `ref` when its project is in `exclude_projects`, else None."""
     from dsh_memory.readers.header import session_cwd
-    from dsh_memory.scope import excluded_by
 
     if not settings.exclude_projects:
         return None
@@ -86,9 +87,7 @@ def _excluded_cwd(settings, ref) -> str | None:
 
 def render_session(session_id: str, budget_tokens: int | None, since_seq: int | None):
     """The redacted transcript of one session (exact id or unique prefix)."""
-    from dsh_memory import readers
     from dsh_memory.context import memory_context
-    from dsh_memory.errors import UserInputError
     from dsh_memory.transcript.render import render_transcript
 
     if budget_tokens is not None and budget_tokens < 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from typing import Any
 
 import typer
@@ -192,8 +193,6 @@ def register(app: typer.Typer) -> None:
         """
 
         def go():
-            from dataclasses import asdict
-
             from dsh_memory.context import memory_context
             from dsh_memory.serve.deployments import deploy
 
