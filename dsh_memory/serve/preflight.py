@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from dsh_memory import readers
 from dsh_memory.phase1 import selection
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ def plan_extractions(
 ) -> list[selection.Decision]:
     """Phase 1's plan over discovered `refs` (the `plan-extractions` task). Never creates the
     state database: without one every session is new."""
-    from dsh_memory import readers
-
     if claims is None:
         claims = ctx.state.claims() if ctx.state_exists() else {}
     overrides = ctx.state.overrides() if ctx.state_exists() else {}
@@ -109,7 +108,6 @@ def preview_phase1(
     backfill: bool = False,
     respect_idle: bool = True,
 ) -> Phase1Preview:
-    from dsh_memory import readers
     from dsh_memory.phase1.result import Phase1Result
 
     refs = readers.discover(ctx.settings.roots)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_memory.storage.locks import AlreadyRunning
@@ -156,8 +157,6 @@ class StackLock:
 def info_for_this_process(
     prefect_home: Path, api_url: str, prefect_port: int | None, http_host: str, http_port: int
 ) -> StackInfo:
-    from datetime import UTC, datetime
-
     pid = os.getpid()
     return StackInfo(
         pid=pid,

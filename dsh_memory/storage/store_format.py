@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import stat
 import tempfile
 import unicodedata
@@ -69,8 +70,6 @@ _OWNED_TEMP_RE = re.compile(r"^\..+\.w([0-9a-f]{8})_(\d+)_(\d+)_[A-Za-z0-9_]+\.t
 
 @functools.cache
 def _host_tag() -> str:
-    import socket
-
     return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
 
 
