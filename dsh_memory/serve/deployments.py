@@ -14,12 +14,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsh_memory.errors import ConfigError, NotFoundError, ServiceUnavailableError
-
-if TYPE_CHECKING:
-    from dsh_memory.settings import MemorySettings
+from dsh_memory.serve.stack_state import running_stack
+from dsh_memory.settings import MemorySettings
+from dsh_memory.settings_loader import prefect_api_url
 
 CATCH_UP = "catch-up/catch-up"
 EXTRACT_SESSION = "extract-session/extract-session"
@@ -132,8 +132,6 @@ def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, 
     new flow run's id, name and UI address: `serve`'s deployment `name`, else `deploy`'s
     `name-pool`. ServiceUnavailableError without a (reachable) server; NotFoundError when neither
     is registered."""
-    from dsh_memory.settings_loader import prefect_api_url
-
     url = prefect_api_url(profile=True)
     if not url:
         raise ServiceUnavailableError(
@@ -235,8 +233,6 @@ def deploy(
             "`dsh-memory serve` started)"
         )
     if not extract_only:
-        from dsh_memory.serve.stack_state import running_stack
-
         stack = running_stack()
         if stack is not None and stack.api_url.rstrip("/") == api_url.rstrip("/"):
             # Both modes on one server: every turn end would also start a pool run no worker serves.
