@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dsh_memory.errors import UserInputError
+from dsh_memory.storage.state_schema import proc_start
 
 STATE_DIRNAME = ".state"
 SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
@@ -75,8 +76,6 @@ def _host_tag() -> str:
 
 def _temp_prefix(path: Path) -> str:
     """`.<name>.w<host>_<pid>_<start>_`: mkstemp appends the random part and `.tmp`."""
-    from dsh_memory.storage.state_schema import proc_start
-
     pid = os.getpid()
     name = path.name.encode("utf-8")[:180].decode("utf-8", "ignore")  # the temp name fits in 255 bytes
     return f".{name}.w{_host_tag()}_{pid}_{proc_start(pid) or 0}_"
@@ -86,8 +85,6 @@ def temp_writer_gone(name: str) -> bool:
     """True when `name` is a temp file written by a process of this host that no longer runs
     (killed between writing and renaming). Unknown writers (another host, an older name) never
     count as gone."""
-    from dsh_memory.storage.state_schema import proc_start
-
     m = _OWNED_TEMP_RE.match(name)
     if m is None or m.group(1) != _host_tag() or m.group(3) == "0":
         return False
