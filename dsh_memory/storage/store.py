@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
+from dsh_memory.storage.locks import AlreadyRunning
 from dsh_memory.storage.store_format import (
     PROVENANCE_KEYS,
     RAW_ARCHIVE_TITLE,
@@ -162,8 +163,6 @@ class MemoryStore:
         """Serialize a mutation across threads (RLock) and processes (file lock in .state/);
         AlreadyRunning when another process still holds it after `timeout` seconds."""
         from filelock import FileLock, Timeout
-
-        from dsh_memory.storage.locks import AlreadyRunning
 
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         lock_path = str(self.state_dir / f"{name}.lock")
