@@ -12,12 +12,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from dsh_memory import readers
+from dsh_memory.context import MemoryContext
 from dsh_memory.phase1 import selection
 
 if TYPE_CHECKING:
     from dsh_memory.consolidation.gate import GateDecision
     from dsh_memory.consolidation.result import Phase2Result
-    from dsh_memory.context import MemoryContext
     from dsh_memory.models import SessionRef
     from dsh_memory.phase1.result import Phase1Result
     from dsh_memory.settings import MemorySettings
@@ -55,7 +55,6 @@ def plan_extractions(
 def phase2_gate(settings: MemorySettings, now: datetime, force: bool) -> GateDecision:
     """Should Phase 2 run now (the `phase2-check-gate` task)? Never creates the state database."""
     from dsh_memory.consolidation import gate
-    from dsh_memory.context import MemoryContext
 
     with MemoryContext.of(settings) as ctx:
         meta = ctx.state.get_meta() if ctx.state_exists() else None  # the gate reads absent fields as unset
