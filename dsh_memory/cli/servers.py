@@ -24,17 +24,15 @@ def register(app: typer.Typer) -> None:
         delivers; forwarded to PREFECT_API_URL), GET /healthz and MCP at /mcp."""
 
         def go():
-            from dsh_memory.serve.guard import check_bind_host, is_loopback_address
-            from dsh_memory.serve.http_app import create_app
-
-            check_bind_host(host, allow_remote)
-            from dsh_memory.serve.stack import wait_for_port
-
-            wait_for_port(host, port, "the memory API", "--port", seconds=0)  # busy: one line, exit 1
             import uvicorn
 
+            from dsh_memory.serve.guard import check_bind_host, is_loopback_address
+            from dsh_memory.serve.http_app import create_app
+            from dsh_memory.serve.stack import wait_for_port
             from dsh_memory.serve.stack_state import http_url
 
+            check_bind_host(host, allow_remote)
+            wait_for_port(host, port, "the memory API", "--port", seconds=0)  # busy: one line, exit 1
             extra = () if is_loopback_address(host) else (host,)
             app = create_app(mcp=not no_mcp, allowed_hosts=extra)
             base = http_url(host, port)
