@@ -138,6 +138,13 @@ def test_standing_rules_are_kept_and_one_off_instructions_are_not():
         "This repo doesn't need a lockfile.",
     ]
     assert ev.rules[0].agent == "`docs/` stays out of commits; it is gitignored on purpose."
+    # the answer to a question asked beside a rule is no restatement of it
+    s = make_session(
+        ("user", "we use the GraphQL API directly, never the SDK. Is a lighter collector feasible?"),
+        ("assistant", "Yes, it's feasible and avoids bloat if the GraphQL API stays the only client."),
+        cwd=CWD,
+    )
+    assert [(r.text, r.agent) for r in gather(s).rules] == [("we use the GraphQL API directly, never the SDK.", "")]
     raw = steps.raw_memory(ev, "x")
     for one_off in ("carefully review", "single table", "/clear always", "for now"):
         assert one_off not in raw

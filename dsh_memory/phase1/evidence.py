@@ -137,6 +137,8 @@ def _agent_restatement(text: str, rule: str) -> str:
         s = ACK.sub("", s).strip()
         if len(s) < 25 or s.endswith(("?", ":")) or PROGRESS.match(s) or FIRST_PERSON.search(CODE.sub("", s)):
             continue
+        if re.match(r"(?:yes|no|yep|nope|yeah)\b", s, re.I):
+            continue  # "Yes, it's feasible, …": the answer to a question the prompt also asked
         if not said & {w.lower().strip(".`") for w in re.findall(r"[A-Za-z][\w.-]{3,}", s)}:
             continue
         if second_person(s) or is_table_row(s):
