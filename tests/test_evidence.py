@@ -656,6 +656,8 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
     assert gather(s).user_facts == [] and gather(s).rules == []
     s = make_session(("user", "so this is aligned with what `beads` is ? this is the research below:"), cwd=CWD)
     assert gather(s).user_facts == []
+    s = make_session(("user", "i think editPrompt is effectively the input field agentv has in `eval.yaml`."), cwd=CWD)
+    assert gather(s).user_facts == []
 
 
 def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_workers_are_no_facts():
@@ -690,6 +692,7 @@ def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_worker
         "New `skills/commit-push-pr/SKILL.md` (172 lines, within 120–180 target) with the `Entire Commit:` rule.",
         "New permitted command: `entire explain --commit <sha> --raw-transcript`, so the agent can read transcripts.",
         "The `get_pr_for_plan` command was changed to always do a direct PR lookup by `issue_number`.",
+        "The failed rerun artifact is at `.agentv/results/2026-07-06T12-14-22-898Z` and uses the old grader.",
     ]
     kept = [
         "The worktree has unrelated changes in README.md and `.entire/logs/entire.log`.",

@@ -193,6 +193,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     and "?" not in s  # "so this is aligned with what X does ? this is the research below:"
                     and not s.endswith(":")  # … and what it introduces is pasted
                     and not TASK_VERB.match(s)  # "Confirm dashboard changes are complete": a task
+                    and not re.match(
+                        r"(?:i think|i guess|maybe|perhaps|probably)\b", s, re.I
+                    )  # a guess, in a discussion
                     and len(s) <= MAX_RULE_CHARS
                     and (CODE.search(s) or _PATHLIKE.search(s))
                 ):

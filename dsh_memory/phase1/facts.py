@@ -148,6 +148,8 @@ DELEGATED = re.compile(
     r" (?:shows|confirms|found|says)\b",
     re.I,
 )
+# A timestamp in a name: one run's output ("The failed rerun artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`").
+RUN_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}")
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`".
 GAP = re.compile(
@@ -263,8 +265,12 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0
     if cue is FACT_CUE and (HEDGE.search(plain) or DANGLING.match(s)):
         return 0  # a guess under investigation, or a sentence that needs the one before it
-    if cue is FACT_CUE and STATE.search(plain) and not (LIMIT.search(plain) or BREAKS.search(plain)):
-        return 0  # how the worktree stood at that moment, not how the project works
+    if (
+        cue is FACT_CUE
+        and (STATE.search(plain) or RUN_STAMP.search(s))
+        and not (LIMIT.search(plain) or BREAKS.search(plain))
+    ):
+        return 0  # how the worktree stood at that moment, or where one run's output went, not how the project works
     specific = named(s)
     return (1 + min(specific, 3)) if specific else 0
 
