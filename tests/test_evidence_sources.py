@@ -590,3 +590,32 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
     )
     checks = [c.line for c in gather(s).commands if c.check]
     assert checks == ["bunx prettier --check docs/a.mdx", "python -m pytest tests/test_a.py::test_0 -x"]
+
+
+def test_a_long_sessions_recap_stays_within_its_bound_and_keeps_its_plan_and_outcome():
+    """A maintainer's long review sessions gave recaps of up to 6,780 characters, most of them the
+    facts the handbook had no room for and the turns' conclusions: those fill what the task, the
+    steps, the plan and the outcome leave of MAX_RECAP_CHARS, whole lines, in order."""
+    said = "\n\n".join(  # 40 facts on 40 subjects, each in words of its own
+        f"The `mod{n}` module in `src/pkg{n}/unit{n}.py` only loads `conf{n}` when flag{n}a and flag{n}b hold "
+        f"for item{n}x, item{n}y and item{n}z."
+        for n in range(40)
+    )
+    s = make_session(
+        ("user", "Why is rendering slow?"),
+        (
+            "tool",
+            "TodoWrite",
+            {"todos": [{"content": "Profile `render_all` in `src/render/`", "status": "done"}]},
+            "",
+            False,
+        ),
+        ("assistant", said),
+        ("assistant", "The slow part is `render_7` in `src/render/part_7.py`: it re-reads `cache_7` on every pass."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    recap = steps.rollout_summary(ev, "The user asked why rendering was slow.")
+    assert len(recap) <= steps.MAX_RECAP_CHARS and len(ev.facts) > steps.MAX_FACTS + 10
+    assert "## Also found\n- " in recap and "## Plan\n- Profile `render_all`" in recap
+    assert recap.endswith("## Outcome\n" + steps._outcome(ev)) and steps._outcome(ev)

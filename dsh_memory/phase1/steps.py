@@ -35,6 +35,7 @@ CHECKS = "- Checks that passed:"  # the commands line a project's sessions merge
 
 SUMMARY_MAX_CHARS = 200
 MAX_STEPS_SHOWN = 12
+MAX_RECAP_CHARS = 4000  # a recap is searched, not injected: what matters fits, the rest is the transcript's
 STEP_MAX_TOKENS = 224  # the grammar caps strings at 1 char per token: ≈ 170 characters of recap
 
 SUMMARY_TOOL = ToolSpec(
@@ -191,6 +192,9 @@ def _outcome(ev: Evidence) -> str:
 
 
 def rollout_summary(ev: Evidence, task: str) -> str:
+    """The session's recap (searched, not injected): its task, what happened, its procedure, plan
+    and outcome, then the facts the handbook had no room for and the turns' conclusions in what
+    is left of MAX_RECAP_CHARS (a long session's recap grew to 7,000 characters of them)."""
     out = ["## Task", task]
     steps = [f"- Ran {_code(c.line)}: passed" for c in ev.commands]
     steps += [f"- {_code(s.command)} failed ({_code(s.error)}); {_remedy(s)}" for s in ev.shields]
@@ -199,17 +203,27 @@ def rollout_summary(ev: Evidence, task: str) -> str:
         out += ["", "## What happened", *steps[:MAX_STEPS_SHOWN]]
     if ev.procedure:  # the steps the user asked to remember, searchable with the session
         out += ["", "## Procedure", *(f"{i}. {step}" for i, step in enumerate(ev.procedure, 1))]
-    more = ev.facts[MAX_FACTS:]
-    if more:  # searchable, not injected: the facts the handbook had no room for
-        out += ["", "## Also found", *(f"- {f}" for f in more)]
-    if ev.plan:  # searchable, not injected: what the session set out to do, in the agent's words
-        out += ["", "## Plan", *(f"- {p}" for p in ev.plan)]
-    if ev.conclusions:  # searchable, not injected: what the turns concluded (facts apart)
-        out += ["", "## Conclusions", *(f"- {c}" for c in ev.conclusions)]
+    plan = ["", "## Plan", *(f"- {p}" for p in ev.plan)] if ev.plan else []  # in the agent's words
     outcome = _outcome(ev)
-    if outcome:
-        out += ["", "## Outcome", outcome]
+    tail = ["", "## Outcome", outcome] if outcome else []
+    room = MAX_RECAP_CHARS - sum(len(line) + 1 for line in out + plan + tail)
+    more = _fit([f"- {f}" for f in ev.facts[MAX_FACTS:]], room - 16)
+    if more:  # the facts the handbook had no room for
+        out += ["", "## Also found", *more]
+    conclusions = _fit([f"- {c}" for c in ev.conclusions], room - 16 - sum(len(x) + 1 for x in more) - 17)
+    out += plan + (["", "## Conclusions", *conclusions] if conclusions else []) + tail
     return "\n".join(out)
+
+
+def _fit(lines: list[str], room: int) -> list[str]:
+    """The first of `lines` that fit in `room` characters, whole."""
+    out: list[str] = []
+    for line in lines:
+        room -= len(line) + 1
+        if room < 0:
+            break
+        out.append(line)
+    return out
 
 
 def _fallback_task(ev: Evidence) -> str:
