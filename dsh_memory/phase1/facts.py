@@ -118,21 +118,25 @@ STATE = re.compile(
     r"|\b(?:part of|for|in|during) (?:this|the current) (?:task|pr|pull request|session|change|commit)\b"
     r"|\bthe \d+ (?:failures|failing tests|errors|warnings)\b"  # "The 3 failures are in prompt-builder tests"
     r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)"
-    # a run or a pull request as it stood: "`bun run typecheck` is still running", "CI is queued here: …",
-    # "the PR is still a draft", "technically mergeable", "The code fix is local only at this point"
+    # a run, a PR, an issue or the branch as it stood: "`bun run typecheck` is still running", "CI is queued
+    # here", "the PR is still a draft", "technically mergeable", "local only at this point", "is still open",
+    # "behind `origin/main`", "this branch", "the current `main` checkout"
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
-    r"|\bat this point\b|\bso far\b|\b(?:was|were) (?:just )?(?:changed|updated|modified|rewritten|refactored) to\b|\b(?:all |both )?now at\b|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b"
-    r"|\bthis (?:is|was) an? [\w/ -]{0,40}\bchange\b|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis branch\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
-    r"|^only\b[^.;]{0,120}\b(?:was|were) (?:updated|changed|modified|edited|touched)\b|\bonly [^.;]{0,60}\buntracked\b|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
-    # the change itself, described: "The staged diff is only …", "The worktree only has the docs file
-    # changed", "Main checkout was not touched", "`apps/cli/dist` is not tracked, so it should not go into the PR"
-    # (what is unrelated to it stays: "The worktree has unrelated changes in README.md and `.entire/logs/entire.log`")
+    r"|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b|\bat this point\b|\bso far\b"
+    r"|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis branch\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
+    # the change itself, described: "The staged diff is only …", "Main checkout was not touched", "`dist` is
+    # not tracked, so it should not go into the PR", "Only … were updated", "X was changed to …", "all now at
+    # 0.5.0", "No tests run, since this is a README-only change" (what is unrelated to it stays: "The
+    # worktree has unrelated changes in README.md and `.entire/logs/entire.log`")
     r"|^(?!.*\bunrelated\b)(?:the |main |this )?(?:final |staged |current |whole |working )?(?:diff|changes|worktree|"
     r"working tree|checkout|repo changes|modified (?:paths|files))\s+(?:now |still |only |also )*(?:is|are|has|have|was|"
     r"were|contains?|shows?|adds?|includes?|remains?|touches|holds|looks)\b"
-    r"|\b(?:was|were) not touched\b|\b(?:edits|changes|fixes) are (?:all )?in\b|\b(?:in|into|for) (?:the|this) (?:pr|pull request|diff)\b(?! (?:body|title|description|"
-    r"template|comments?)\b)",
+    r"|\b(?:was|were) not touched\b|\b(?:edits|changes|fixes) are (?:all )?in\b|\bonly [^.;]{0,60}\buntracked\b"
+    r"|\b(?:in|into|for) (?:the|this) (?:pr|pull request|diff)\b(?! (?:body|title|description|template|comments?)\b)"
+    r"|^only\b[^.;]{0,120}\b(?:was|were) (?:updated|changed|modified|edited|touched)\b|\b(?:all |both )?now at\b"
+    r"|\b(?:was|were) (?:just )?(?:changed|updated|modified|rewritten|refactored) to\b"
+    r"|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b|\bthis (?:is|was) an? [\w/ -]{0,40}\bchange\b",
     re.I,
 )
 # The session's own helpers at work, not the project: "The worker is tasked with updating PR #1572",
