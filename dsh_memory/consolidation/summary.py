@@ -46,13 +46,10 @@ def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) ->
         for b in g.sections.get(s, [])
     ]
     # each group's checks, then its newest build/run lines, as written (the injected part's how-to)
-    how = [
-        SOURCE.sub("", b).rstrip()
-        for g in gs
-        for b in sorted(g.sections.get("Reusable knowledge", []), key=lambda b: not b.startswith(CHECKS))[
-            :MAX_SUMMARY_COMMANDS
-        ]
-    ]
+    checks_first = (
+        sorted(g.sections.get("Reusable knowledge", []), key=lambda b: not b.startswith(CHECKS)) for g in gs
+    )
+    how = [SOURCE.sub("", b).rstrip() for lines in checks_first for b in lines[:MAX_SUMMARY_COMMANDS]]
     routing = []
     for g in gs:
         kw = ", ".join(f"`{k}`" for k in _keywords(g))
