@@ -646,9 +646,16 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
         "I just want a otel collector and storage for agent v so we don't need Phoenix.",
         "in regards to dogfood the style should be more consistent.",
         "i don't think we need push_conflict_policy, default is just block and ask user to resolve conflicts",
+        "do not commit anything",  # this task's git work held back (a standing one says where: "… in this repo")
+        "don't bump version",
     ):
         assert not is_rule(said), said
-    for said in ("I want you to always run the tests first.", "Do not spawn standby workers without a concrete task."):
+    for said in (
+        "I want you to always run the tests first.",
+        "Do not spawn standby workers without a concrete task.",
+        "Do not commit docs in this repo.",
+        "don't push to main",
+    ):
         assert is_rule(said), said
     s = make_session(
         ("user", "Confirm dashboard changes are complete, not just CLI/core."), ("assistant", "Ok."), cwd=CWD

@@ -99,7 +99,10 @@ REACH = re.compile(
 # another session ("don't use npm here", an order with its cue first, is a rule of the repo).
 AT_HAND = re.compile(
     r"\b(?:(?:that|this) one|the one (?:in|at|from|on|for)|(?:these|those) (?:two|three|four|parts|lines|sections|bits)"
-    r"|remove (?:that|this|it|them)|as an example)\b|\b(?:yet|then)\W*$",
+    r"|remove (?:that|this|it|them)|as an example)\b|\b(?:yet|then)\W*$"
+    # a step of this task's git work held back: "do not commit anything", "don't bump version"
+    r"|\b(?:don'?t|do not) (?:commit|push|merge|bump|deploy|release|publish|tag) (?:anything|it|this|that|them|"
+    r"(?:the )?version)\W*$",
     re.I,
 )
 # "instead of saying Entire Skills tutorial just say skills tutorial": the wording of the text
