@@ -759,3 +759,27 @@ def test_what_a_test_file_tests_a_change_without_checks_and_a_gap_then_closed_ar
         cwd=CWD,
     )
     assert gather(s).facts == [kept]
+
+
+def test_list_items_out_of_their_list_plan_parts_and_a_branchs_sync_state_are_no_facts():
+    """Seen on a maintainer's review sessions: list items without their lead ("right prompt via
+    `YASH_PS1R` when …"), a plan's parts and recommendations ("Part A (fix the bug): …", "Recommend
+    (separate follow-up): …", "`writer.go`: `SetParentColors` → real push …", "`omp.yash` — new
+    ~60-line script"), "The fix is committed locally on `next`, in sync with `origin/next`", what
+    three tests do; a line number inside a sentence goes. A sentence led by a file name stays."""
+    gone = [
+        "right prompt via `YASH_PS1R` when `rprompt` is configured in the user's theme",
+        "Part A (fix the bug): resolve palette refs inside gradient strings once, upfront in `engine.go`.",
+        "Recommend (separate follow-up, not blocking): convert `restrictedFuncMap` to an explicit allowlist.",
+        "`src/terminal/writer.go`: `SetParentColors` → real push (`append` to tail, O(1)) instead of a copy.",
+        "`src/shell/scripts/omp.yash` — new ~60-line POSIX script that only needs `sh`",
+        "The fix is committed locally on `next` (`5b5097af`), which is in sync with `origin/next`.",
+        "Three tests pinned the old behaviour and now assert that `Text` and `Cells` always agree.",
+    ]
+    kept = "gemini-extension.json loads GEMINI.md, but `GEMINI.md` only imports `session-handoff`."
+    assert [s for s in gone if fact_score(s)] == [] and fact_score(kept)
+    said = "Out of scope: the other `template.Render` calls in path.go (`:296` max_width) only render trusted input."
+    s = make_session(("user", "Review the path segment."), ("assistant", said), cwd=CWD)
+    assert gather(s).facts == [
+        "Out of scope: the other `template.Render` calls in path.go (max_width) only render trusted input."
+    ]

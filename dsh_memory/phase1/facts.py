@@ -60,7 +60,8 @@ CAUSE = re.compile(
     re.I,
 )
 NARRATION = re.compile(
-    r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Lets|Worth|Either|Bonus)\b"
+    r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Part|Lets|Worth|Either|Bonus|"
+    r"Recommend)\b"
     r"|^(?:Kept|Made|Left|Put|Wrote|Built|Ran|Took|Gave|Brought|Got|Held|Rewrote|Split|Cut|Set)\s"  # "Kept only the …"
     # an instruction (a plan's or a skill's step), not a fact: "Read the `diff` from the response"
     r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|"
@@ -73,7 +74,7 @@ NARRATION = re.compile(
     r"check|set|add|skip|send)\b"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
     # what the change added: "New `skills/x/SKILL.md` (172 lines) with …", "New permitted command: …"
-    r"|^New\s(?!(?:sessions?|users?|projects?|runs?|entries|commits?|versions?|files are|releases?)\b)"
+    r"|^[Nn]ew\s(?!(?:sessions?|users?|projects?|runs?|entries|commits?|versions?|files are|releases?)\b)"
     r"|^(?:The|So the) (?:(?:best|simplest|simpler|cleanest|right|correct) )?(?:plan|approach|idea|proposal|fix|option)"
     r"\s*(?::|should\b|would\b|will\b)"  # "The plan should be: …", "The best approach: …"
     # how the agent got there: "After reviewing all the relevant code, the merge is handled"
@@ -124,6 +125,7 @@ STATE = re.compile(
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
     r"|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b|\bat this point\b|\bso far\b"
+    r"|\bcommitted locally\b|\bin sync with\s+(?:x|origin)\b"
     r"|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis branch\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
     # the change itself, described: "The staged diff is only …", "Main checkout was not touched", "`dist` is
     # not tracked, so it should not go into the PR", "Only … were updated", "X was changed to …", "all now at
@@ -165,7 +167,7 @@ GAP = re.compile(
     r"returns?|says?|shows?|lists?|mentions?|reads?|at)|missing|lacks?|needs? to (?:either )?(?:be )?(?:become|use|change|"
     r"update|remove|rename|pass|include|add|updated|changed|removed|renamed|fixed|added)|needs? \w+(?: \w+)? "
     r"(?:updated|changed|removed|renamed|fixed)|must (?:change|update|be (?:updated|changed|removed|renamed))|"
-    r"should (?:be (?:updated|changed|renamed|removed)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?)\b"
+    r"should (?:be (?:updated|changed|renamed|removed|x\b)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?)\b"
     r"|^(?:The|So the) (?:issue|problem|bug|culprit) is\b",  # not "The issue was that X uses Y": how X works
     re.I,
 )
@@ -189,7 +191,8 @@ FRAGMENT = re.compile(
 # What one test does or needs while the work is under way: "The test calls with `--branch P65`",
 # "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
 ABOUT_A_TEST = re.compile(
-    r"^(?:The|This|That|Each|Every|These|Those)(?: [\w-]+){0,2} tests?\b|(?<![\w/.-])test_\w+(?![\w.])"
+    r"^(?:The|This|That|Each|Every|These|Those|One|Two|Three|Four|Five|\d+)(?: [\w-]+){0,2} tests?\b"
+    r"|(?<![\w/.-])test_\w+(?![\w.])"
 )
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
 BREAKS = re.compile(r"\b(fails?|failing|will fail|breaks?|crash(?:es)?|errors? (?:out|with))\b", re.I)
@@ -258,7 +261,13 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         # "— Same remapping for the `x` route"), nor what a test file tests ("— 18 unit tests covering …")
         if NARRATION.match(rest) or FRAGMENT.match(rest) or WAS.match(rest) or DANGLING.match(rest):
             return 0
-        return 0 if len(rest) < 20 or TEST_FILE.search(path) or re.match(r"(?:Same|Also)\b", rest) else 2
+        if len(rest) < 20 or TEST_FILE.search(path) or re.match(r"(?:Same|Also)\b|[^.]{0,60}→", rest):
+            return 0  # … nor a plan's change to it ("`SetParentColors` → real push instead of …")
+        return 2
+    if s[0].islower() and not re.match(
+        r"[\w-]+[./_]\w", s
+    ):  # (a file or a name may lead: "gemini-extension.json loads …")
+        return 0  # a list item without its lead ("right prompt via `YASH_PS1R` when …", "public `policy` examples …")
     if NARRATION.match(s) or TASK_VERB.match(s) or FRAGMENT.match(s) or DELEGATED.match(s) or " — " in s[:60]:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
     if FIRST_PERSON.search(plain) or why_not_memory(s) or s.count("`") % 2:
@@ -284,7 +293,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
 _LINE_REF = re.compile(
     r"(\.(?:py|ts|tsx|js|jsx|mjs|go|rs|rb|java|kt|c|h|cc|cpp|cs|swift|php|md|mdx|ya?ml|toml|json|sh|ps1|lua|sql|"
     r"vue|svelte|css|scss)):\d+(?:[-–]\d+)?(?::\d+)?\b"
-    r"|\s*\((?:at |on )?lines? ~?\d+(?:[-–]\d+)?\)|\s+(?:at|on) lines? ~?\d+(?:[-–]\d+)?\b|^`:\d+(?:[-–]\d+)?`\s+"
+    r"|\s*\((?:at |on )?lines? ~?\d+(?:[-–]\d+)?\)|\s+(?:at|on) lines? ~?\d+(?:[-–]\d+)?\b|`:\d+(?:[-–]\d+)?`\s*"
 )
 
 
