@@ -175,6 +175,27 @@ def _rows(result: dict) -> dict:
     return {(Path(r["source"]).name, r["part"]): r for r in result["rows"]}
 
 
+def test_a_piece_that_says_nothing_is_skipped_as_empty_not_imported(monkeypatch, tmp_path):
+    """An empty or blank file, a topic of front matter alone, one all private: each became a note
+    of its heading alone ("Codex memory (summary)"), handed to the next consolidation as evidence.
+    Each is skipped as empty; a topic whose front matter describes it still says something."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    (lay["topic"] / "bare.md").write_text("---\nname: bare\ntype: user\n---\n\n")
+    (lay["topic"] / "described.md").write_text("---\nname: described\ndescription: prefers pnpm\n---\n")
+    memories = lay["codex"] / "memories"
+    (memories / "memory_summary.md").write_text("")
+    (memories / "rollout_summaries" / "blank.md").write_text("\n  \n\n")
+    (memories / "rollout_summaries" / "hidden.md").write_text(f"<private>{NEEDLE}</private>\n")
+    rows = _rows(_import("all"))
+    for name in ("bare.md", "memory_summary.md", "blank.md", "hidden.md"):
+        assert (rows[(name, None)]["action"], rows[(name, None)]["reason"]) == ("skip", "empty"), rows[(name, None)]
+    assert rows[("described.md", None)]["action"] == "import"
+    store = MemoryStore(root)
+    notes = [parse_front_matter(store.read_text(n))[0]["source"] for n in store.list_notes()]
+    assert not [n for n in notes if Path(n).name in ("bare.md", "memory_summary.md", "blank.md", "hidden.md")], notes
+
+
 def test_bad_input_is_one_line_and_bounded(monkeypatch, tmp_path):
     lay = _layout(tmp_path)
     root = _env(monkeypatch, tmp_path, lay)

@@ -112,6 +112,13 @@ def front_matter(text: str) -> tuple[dict, str]:
     return {k: v for k, v in fields.items() if isinstance(k, str) and isinstance(v, str | int | float)}, body
 
 
+def noted(head: str, body: str, source: Path) -> str:
+    """A note's text: `head`, then `body` cut; "" when `body` says nothing (empty, blank, all
+    private), which the import skips as empty."""
+    body = cut(body, source)
+    return f"{head}\n\n{body}" if drop_private(body).strip() else ""
+
+
 def cut(text: str, source: Path) -> str:
     text = text.strip()
     if len(text) <= MAX_NOTE_CHARS:
@@ -176,7 +183,8 @@ def _claude_fill(item: Item) -> None:
     head = f"Claude Code auto memory ({item.kind})"
     if fields.get("description"):
         head += ": " + one_line(fields["description"], 300)
-    item.text = head + "\n\n" + cut(body, item.source)
+    # a topic may say what it says in its description alone
+    item.text = noted(head, body, item.source) or (head if fields.get("description") else "")
     item.extra = {"claude_name": one_line(fields.get("name"), 120) or None}
 
 
@@ -230,7 +238,7 @@ def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
 def _codex_file(item: Item) -> Item:
     text = _read(item)
     if text is not None:
-        item.text = f"Codex memory ({item.kind})\n\n" + cut(text, item.source)
+        item.text = noted(f"Codex memory ({item.kind})", text, item.source)
     return item
 
 
@@ -263,5 +271,5 @@ def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
             item.skip = "excluded (exclude_projects)"
         else:
             item.sha256 = hashlib.sha256(part.encode("utf-8", "replace")).hexdigest()
-            item.text = "Codex memory (task group)\n\n" + cut(part, path)
+            item.text = noted("Codex memory (task group)", part, path)
         yield item
