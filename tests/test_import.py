@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from dsh_memory.cli import app
-from dsh_memory.imports.sources import MAX_FILES
+from dsh_memory.imports.sources import MAX_FILES, MAX_NOTE_CHARS
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.store import MemoryStore
 from dsh_memory.storage.store_format import parse_front_matter
@@ -173,6 +173,25 @@ def test_two_codex_task_groups_of_one_name_are_two_pieces(monkeypatch, tmp_path)
 
 def _rows(result: dict) -> dict:
     return {(Path(r["source"]).name, r["part"]): r for r in result["rows"]}
+
+
+def test_a_secret_where_a_long_note_is_cut_is_not_kept_in_part(monkeypatch, tmp_path):
+    """A note keeps MAX_NOTE_CHARS of its source, cut at a line's end, or mid-line when its
+    first line is longer: a token there was cut before it was redacted, and its first characters,
+    no longer a token's shape, were written to the note."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    line = "word " * (MAX_NOTE_CHARS // 5) + "x" * (MAX_NOTE_CHARS % 5)
+    (lay["topic"] / "long-line.md").write_text(line[:-16] + f" {PLANTED_SECRET} and more words\n")
+    note = MemoryStore(root).read_text(_rows(_import("claude"))[("long-line.md", None)]["note"])
+    assert "[… cut: the rest is in" in note and PLANTED_SECRET[:12] not in note, note[-200:]
+    # … and a recap's `cwd:` is read as written: a long recap of an excluded project stays out
+    secrets = _repo(tmp_path / "secrets" / "k8s-prod-a8F9dK2mQ7xZ4pL1vB6n")  # redacted as a secret in text
+    monkeypatch.setenv("DSH_MEMORY_EXCLUDE_PROJECTS", secrets)
+    recap = lay["codex"] / "memories" / "rollout_summaries" / "2026-11-04-secrets.md"
+    recap.write_text(f"cwd: {secrets}\n\n" + f"- {NEEDLE} rotates monthly.\n" * 500)
+    rows = _rows(_import("codex"))
+    assert rows[(recap.name, None)]["reason"] == "excluded (exclude_projects)", rows[(recap.name, None)]
 
 
 def test_a_piece_that_says_nothing_is_skipped_as_empty_not_imported(monkeypatch, tmp_path):

@@ -120,9 +120,12 @@ def noted(head: str, body: str, source: Path) -> str:
 
 
 def cut(text: str, source: Path) -> str:
+    """`text`, or its first MAX_NOTE_CHARS up to a line's end (mid-line when its first line is
+    longer): redacted before it is cut, so a secret cut in two is not kept in part."""
     text = text.strip()
     if len(text) <= MAX_NOTE_CHARS:
         return text
+    text = redact(text)
     head = text[:MAX_NOTE_CHARS].rsplit("\n", 1)[0]
     return f"{head}\n\n[… cut: the rest is in {source}]"
 
@@ -222,12 +225,15 @@ def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
     yield from _handbook(root / "MEMORY.md", exclude)
     summary = root / "memory_summary.md"
     if summary.exists():
-        yield _codex_file(Item("codex", summary, kind="summary", title="Codex memory summary"))
+        item = Item("codex", summary, kind="summary", title="Codex memory summary")
+        _codex_file(item)
+        yield item
     rollouts = root / "rollout_summaries"
     if rollouts.is_dir() and not rollouts.is_symlink():
         for path in sorted(p for p in rollouts.iterdir() if p.suffix == ".md")[: MAX_FILES + 1]:
-            item = _codex_file(Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}"))
-            m = _CWD_LINE.search(item.text[:4000]) if item.text else None
+            item = Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}")
+            text = _codex_file(item)  # the cwd as written (the note's text may be redacted)
+            m = _CWD_LINE.search(text[:4000]) if text else None
             cwd = m.group(1).strip("'\"") if m else None
             item.project = scope.project_root(cwd) if cwd else None
             if cwd and scope.excluded_by(cwd, exclude):
@@ -235,11 +241,12 @@ def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
             yield item
 
 
-def _codex_file(item: Item) -> Item:
+def _codex_file(item: Item) -> str | None:
+    """Fill `item` with its file's note; the file's text as read (None: unreadable, `item.skip` says why)."""
     text = _read(item)
     if text is not None:
         item.text = noted(f"Codex memory ({item.kind})", text, item.source)
-    return item
+    return text
 
 
 def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
