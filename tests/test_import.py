@@ -194,6 +194,21 @@ def test_a_secret_where_a_long_note_is_cut_is_not_kept_in_part(monkeypatch, tmp_
     assert rows[(recap.name, None)]["reason"] == "excluded (exclude_projects)", rows[(recap.name, None)]
 
 
+def test_a_secret_where_a_name_or_description_is_cut_is_not_kept_in_part(monkeypatch, tmp_path):
+    """A topic's `name` and `description` and a task group's name are kept on one line of at most
+    120 or 300 characters: cut before they were redacted, a token there kept its first characters
+    in the note, .state/imports.json and the output."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    said = {n: "word " * (n // 5 - 4) + PLANTED_SECRET for n in (120, 300)}
+    (lay["topic"] / "named.md").write_text(f"---\nname: {said[120]}\ndescription: {said[300]}\n---\n- A rule.\n")
+    with open(lay["codex"] / "memories" / "MEMORY.md", "a") as fh:
+        fh.write(f"\n# Task Group: {said[120]}\nscope: global\n- Keep it short.\n")
+    out = CliRunner().invoke(app, ["import", "all", "--json"])
+    assert out.exit_code == 0 and PLANTED_SECRET[:12] not in out.output, out.output
+    assert not any(PLANTED_SECRET[:12].encode() in p.read_bytes() for p in root.rglob("*") if p.is_file())
+
+
 def test_a_piece_that_says_nothing_is_skipped_as_empty_not_imported(monkeypatch, tmp_path):
     """An empty or blank file, a topic of front matter alone, one all private: each became a note
     of its heading alone ("Codex memory (summary)"), handed to the next consolidation as evidence.

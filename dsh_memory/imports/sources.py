@@ -177,7 +177,8 @@ def _claude_fill(item: Item) -> None:
     if text is None:
         return
     fields, body = front_matter(text)
-    fields = {k: drop_private(v) if isinstance(v, str) else v for k, v in fields.items()}  # as the text
+    # as the text; redacted before `one_line` cuts them, so a secret cut in two is not kept in part
+    fields = {k: redact(drop_private(v)) if isinstance(v, str) else v for k, v in fields.items()}
     if item.source.name == "MEMORY.md":
         item.kind, item.title = "index", f"Claude Code memory index of {scope.label(item.project or '')}"
     else:
@@ -267,7 +268,7 @@ def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
         heading = lines[start] if lines[start].startswith(scope.GROUP_HEADING) else ""
         # redacted here: the name is the piece's key in .state/imports.json and is printed
         said = drop_private(heading.split(":", 1)[1]) if heading else ""
-        name = first = redact(one_line(said, 120)) if heading else "(before the first task group)"
+        name = first = one_line(redact(said), 120) if heading else "(before the first task group)"
         while name in taken:
             taken[first] += 1
             name = f"{first} ({taken[first]})"
