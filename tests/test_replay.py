@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from dsh_memory.cli import app
 from dsh_memory.readpath import embedder
 from dsh_memory.replay.result import (
+    MAX_REPORT_BYTES,
     ReplayResult,
     Restated,
     Said,
@@ -404,6 +405,35 @@ def test_the_last_replay_is_shown_in_the_vault(tmp_path):
     assert "not a regular file" in shown[0]["error"]
     report_path(root).unlink()
     assert "No replay yet" in client.get("/vault/replay").text
+
+
+def test_a_report_too_long_for_the_vault_is_saved_with_its_lists_cut_to_fit(tmp_path):
+    """A long history (up to 5,000 sessions of 50 rules) restates rules by the ten thousand: its
+    report outgrew what the vault reads back (MAX_REPORT_BYTES), which then showed an error in
+    place of the last replay. Its lists are cut to fit, the missed first; its totals stay whole."""
+    root = tmp_path / "mem"
+    when = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
+    first = Said(session="s-0", project="/w/proj", text=RULE, started=when)
+    items = [
+        Restated(session=f"s-{n}", project="/w/proj", text=f"{n} {RULE_AGAIN}", earlier=first, anticipated=n % 2 == 0)
+        for n in range(1, MAX_REPORT_BYTES // 400)
+    ]
+    result = ReplayResult(restated_items=items, new_rules=[first] * 200, sessions=len(items) + 1, finished_at=when)
+    result.tally()
+    assert len(result.model_dump_json(indent=1)) > MAX_REPORT_BYTES
+    save_report(root, result)
+    assert report_path(root).stat().st_size <= MAX_REPORT_BYTES
+    shown = vault_page(root)
+    assert "error" not in shown and shown["replay"].summary == result.summary, shown.get("error")
+    assert shown["missed"] and shown["missed"][0].text == items[0].text  # the missed first, in order
+    assert shown["replay"].items_cut > 0
+    from starlette.testclient import TestClient
+
+    from dsh_memory.serve.http_app import create_app
+    from dsh_memory.settings import MemorySettings
+
+    client = TestClient(create_app(MemorySettings(memory_root=root)), base_url="http://127.0.0.1")
+    assert f"{shown['replay'].items_cut} of the items are left out" in client.get("/vault/replay").text
 
 
 def test_a_long_history_is_bounded_to_its_most_recent_sessions(history):

@@ -86,6 +86,7 @@ class ReplayResult(BaseModel):
     sessions: int = 0  # sessions replayed, in time order (the project's, with --cwd)
     context_sessions: int = 0  # other projects' sessions replayed for their global rules (--cwd), not reported
     left_out: int = 0  # older session logs beyond the bound (core.MAX_SESSIONS), not read
+    items_cut: int = 0  # restated items and new rules left out of the saved report (MAX_REPORT_BYTES)
     extracted: int = 0  # sessions Phase 1 extracted (or found nothing in) in the temporary root
     failed: int = 0  # sessions Phase 1 failed on: the memory after them lacks what they said
     consolidations: int = 0  # Phase 2 runs (one before each session that restated a rule)
@@ -125,10 +126,19 @@ def report_path(memory_root: Path) -> Path:
 
 
 def save_report(memory_root: Path, result: ReplayResult) -> Path:
-    """Keep `result` as the last replay (atomic write; the folder private to the user)."""
+    """Keep `result` as the last replay (atomic write; the folder private to the user). The vault
+    reads it back, bounded: too long, its lists are cut to fit (the missed first), its totals kept."""
     path = report_path(memory_root)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _write_atomic(path, result.model_dump_json(indent=1))
+    text = result.model_dump_json(indent=1)
+    items = sorted(result.restated_items, key=lambda i: i.anticipated)  # the missed first, in order
+    rules, n = result.new_rules, len(items) + len(result.new_rules)
+    while len(text.encode()) > MAX_REPORT_BYTES and n:
+        n //= 2
+        kept = {"restated_items": items[:n], "new_rules": rules[: max(0, n - len(items))]}
+        cut = len(items) + len(rules) - len(kept["restated_items"]) - len(kept["new_rules"])
+        text = result.model_copy(update={**kept, "items_cut": cut}).model_dump_json(indent=1)
+    _write_atomic(path, text)
     return path
 
 
