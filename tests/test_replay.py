@@ -244,6 +244,21 @@ def test_the_text_output_puts_both_sessions_words_side_by_side(capsys):
     assert out[-1] == "Total: 1 restated, 0 anticipated, 1 missed, 1 new rules."
 
 
+def test_the_text_output_says_the_bound_that_left_older_sessions_out(capsys):
+    """Past MAX_SESSIONS logs, the older ones are not read: said with that bound, not with the
+    number of sessions replayed ("at most 10 are replayed" after `--last 10`), and not at all when
+    `--last N` found its N sessions among those read (the older ones changed nothing)."""
+    from dsh_memory.cli.replay import _print
+    from dsh_memory.replay.core import MAX_SESSIONS
+
+    for last, sessions, said in ((None, 4000, True), (10, 10, False), (10, 4, True)):
+        _print(ReplayResult(sessions=sessions, left_out=7, last=last).model_dump(mode="json"))
+        out = [line for line in capsys.readouterr().out.splitlines() if "left out" in line]
+        assert out == (
+            [f"(7 older session logs left out: a replay reads the {MAX_SESSIONS:,} most recent)"] if said else []
+        )
+
+
 def test_replay_errors_are_one_line_with_an_exit_code(history):
     runner = CliRunner()
     empty = history["proj"].parent / "elsewhere"

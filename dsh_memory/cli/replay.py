@@ -65,6 +65,8 @@ def _when(value: str | None) -> str:
 
 
 def _print(r: dict) -> None:
+    from dsh_memory.replay.core import MAX_SESSIONS
+
     s = r["summary"]
     typer.echo(
         f"Replayed {r['sessions']} sessions ({'every project' if r['scope'] == 'all' else r['scope']}) "
@@ -73,8 +75,8 @@ def _print(r: dict) -> None:
         + (f", {r['failed']} failed extractions" if r["failed"] else "")
         + f"; rules compared by {r['matcher']}."
     )
-    if r["left_out"]:
-        typer.echo(f"({r['left_out']} older session logs left out: at most {r['sessions']} are replayed; see --since)")
+    if r["left_out"] and not (r["last"] and r["sessions"] >= r["last"]):  # else --last found its sessions
+        typer.echo(f"({r['left_out']} older session logs left out: a replay reads the {MAX_SESSIONS:,} most recent)")
     if len(r["projects"]) > 1:
         typer.echo(f"\n{'project':<32} sessions  restated  anticipated  missed  new rules")
         for p in r["projects"]:
