@@ -289,9 +289,12 @@ def test_keep_never_builds_in_the_live_root_nor_over_a_kept_memory(history, tmp_
     kept = tmp_path / "kept"
     (kept / "memories").mkdir(parents=True)
     (kept / "memories" / "MEMORY.md").write_text("# Memory\n\n- an earlier replay's\n")
+    (tmp_path / "a-file").write_text("not a folder\n")  # was exit 1, "Not a directory: a-file/memories"
+    (tmp_path / "holds-a-file").mkdir()
+    (tmp_path / "holds-a-file" / "extracted").write_text("not a folder\n")
     with FakeOpenAIServer(handler=answer) as fake:
         monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
-        for keep in (live.parent, live, live / "extensions", kept):  # the live root, or a folder in it
+        for keep in (live.parent, live, live / "extensions", kept, tmp_path / "a-file", tmp_path / "holds-a-file"):
             out = CliRunner().invoke(app, ["replay", "--cwd", str(history["proj"]), "--keep", str(keep)])
             assert out.exit_code == 2 and out.output.startswith("error: ") and out.output.count("\n") == 1, out.output
         assert fake.request_count == 0

@@ -84,6 +84,9 @@ def _fresh(workdir: Path, live: Path) -> None:
     """A kept replay builds in `workdir`/memories (and `workdir`/extracted), which start empty:
     never the live memory root or a folder inside it (served, searched), nor a memory left there before."""
     live = live.resolve()
+    for path in (workdir, workdir / "memories", workdir / "extracted"):
+        if path.exists() and not path.is_dir():
+            raise UserInputError(f"--keep {workdir}: {path} is not a folder")
     for path in (workdir / "memories", workdir / "extracted"):
         if path.resolve() == live or live in path.resolve().parents:
             raise UserInputError(
