@@ -775,6 +775,7 @@ def test_list_items_out_of_their_list_plan_parts_and_a_branchs_sync_state_are_no
         "`src/shell/scripts/omp.yash` — new ~60-line POSIX script that only needs `sh`",
         "The fix is committed locally on `next` (`5b5097af`), which is in sync with `origin/next`.",
         "Three tests pinned the old behaviour and now assert that `Text` and `Cells` always agree.",
+        "Using `brainstorming` here because adding diagrams changes how the skill teaches the repo.",
     ]
     kept = "gemini-extension.json loads GEMINI.md, but `GEMINI.md` only imports `session-handoff`."
     assert [s for s in gone if fact_score(s)] == [] and fact_score(kept)

@@ -62,6 +62,7 @@ CAUSE = re.compile(
 NARRATION = re.compile(
     r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Part|Lets|Worth|Either|Bonus|"
     r"Recommend)\b"
+    r"|^Using `[^`]+`(?: skill)? (?:here )?(?:because|since|for|to)\b"  # the skill the agent picked: "Using `x` because …"
     r"|^(?:Kept|Made|Left|Put|Wrote|Built|Ran|Took|Gave|Brought|Got|Held|Rewrote|Split|Cut|Set)\s"  # "Kept only the …"
     # an instruction (a plan's or a skill's step), not a fact: "Read the `diff` from the response"
     r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|"
