@@ -13,6 +13,7 @@ near misses (the module's test), not on the benchmark.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -68,6 +69,7 @@ def _stem(w: str) -> str:
     return w
 
 
+@functools.lru_cache(maxsize=1 << 16)  # each rule is compared with every earlier one sharing a term
 def terms(text: str) -> frozenset[str]:
     """The content terms of a sentence: lower case, stemmed, without stop words and rule cues."""
     flat = text.lower().replace("’", "'").replace("'", "")
