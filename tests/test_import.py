@@ -370,3 +370,22 @@ def test_phase2_puts_imported_memory_in_its_project(monkeypatch, tmp_path):
     assert where["- Migrations run with `pnpm db:migrate`."] == lay["webapp"]
     assert where["- Answer tersely."] is None
     assert "[REDACTED:" in "\n".join(lines) and PLANTED_SECRET not in "\n".join(lines)
+
+
+def test_codex_recaps_are_read_newest_first_so_a_cap_leaves_out_the_oldest(monkeypatch, tmp_path):
+    """An import reads MAX_FILES recaps at most, and unchanged ones count toward that on every run:
+    read by name, recaps named by date lost the newest for good. They are read newest first."""
+    lay = _layout(tmp_path)
+    _env(monkeypatch, tmp_path, lay)
+    recaps = lay["codex"] / "memories" / "rollout_summaries"
+    for n, name in enumerate(("2026-01-old.md", "2026-06-mid.md", "2026-11-new.md")):
+        (recaps / name).write_text(f"cwd: {lay['webapp']}\n\n# Recap {n}\n- Lesson {n}: run `pnpm build` first.\n")
+        os.utime(recaps / name, (1_700_000_000 + n * 1000, 1_700_000_000 + n * 1000))
+    os.utime(recaps / "2026-11-02-webapp-login.md", (1_600_000_000, 1_600_000_000))
+    rows = [r for r in _import("codex", "--dry-run")["rows"] if r["kind"] == "rollout_summary"]
+    assert [Path(r["source"]).name for r in rows] == [
+        "2026-11-new.md",
+        "2026-06-mid.md",
+        "2026-01-old.md",
+        "2026-11-02-webapp-login.md",
+    ]

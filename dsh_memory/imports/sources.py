@@ -231,7 +231,7 @@ def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
         yield item
     rollouts = root / "rollout_summaries"
     if rollouts.is_dir() and not rollouts.is_symlink():
-        for path in sorted(p for p in rollouts.iterdir() if p.suffix == ".md")[: MAX_FILES + 1]:
+        for path in sorted((p for p in rollouts.iterdir() if p.suffix == ".md"), key=_newest_first)[: MAX_FILES + 1]:
             item = Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}")
             text = _codex_file(item)  # the cwd as written (the note's text may be redacted)
             m = _CWD_LINE.search(text[:4000]) if text else None
@@ -240,6 +240,15 @@ def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
             if cwd and scope.excluded_by(cwd, exclude):
                 item.skip, item.text = "excluded (exclude_projects)", ""
             yield item
+
+
+def _newest_first(path: Path) -> tuple[float, str]:
+    """The newest recaps first: past MAX_FILES the oldest are left out, not the newest (by name,
+    dated names put the newest last, and unchanged files count toward the cap on every run)."""
+    try:
+        return (-path.lstat().st_mtime, path.name)
+    except OSError:
+        return (0.0, path.name)
 
 
 def _codex_file(item: Item) -> str | None:
