@@ -270,7 +270,12 @@ class ModelRoute(BaseModel):
         description="'openai' (any OpenAI-compatible endpoint), 'local' (in-process llama.cpp) or 'auto': "
         "the endpoint when one is configured (API key or base URL), else the local model",
     )
-    base_url: str = Field(DEEPSEEK_BASE_URL, description="OpenAI-compatible base URL")
+    base_url: str = Field(
+        DEEPSEEK_BASE_URL,
+        pattern=r"^https?://\S+$",
+        max_length=2000,
+        description="OpenAI-compatible base URL (http or https)",
+    )
     api_key: SecretStr | None = Field(None, description="API key (DSH_MEMORY_API_KEY or DEEPSEEK_API_KEY)")
     phase1_model: str = Field(DEFAULT_MODEL, description="Model for Phase 1 extraction")
     phase2_model: str = Field(DEFAULT_MODEL, description="Model for Phase 2 consolidation")
@@ -281,6 +286,7 @@ class ModelRoute(BaseModel):
     timeout_seconds: float = Field(
         120.0,
         gt=0,
+        le=86400,  # a larger wait overflows the socket's timeout (every call would fail)
         description="HTTP timeout of a model call: the longest wait to connect or for the next bytes of its answer "
         "(an endpoint that keeps the connection alive while it thinks, as DeepSeek does, may take longer in all: "
         "call_deadline_seconds bounds that)",
@@ -291,8 +297,16 @@ class ModelRoute(BaseModel):
         description="The longest one model call may take in all, keep-alive blank lines included; then it fails "
         "as a transient error (retried like a timeout)",
     )
-    model_path: Path | None = Field(None, description="Local GGUF model file (provider 'local')")
+    model_path: Path | None = Field(None, description="Local GGUF model file, absolute or ~ (provider 'local')")
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model")
+
+    @field_validator("model_path")
+    @classmethod
+    def _absolute_model(cls, v: Path | None) -> Path | None:
+        """A relative file would be looked for in the directory each flow runs in."""
+        if v is not None and not v.is_absolute():
+            raise ValueError(f"{v} is not an absolute path: give one, or one starting with ~")
+        return v
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> ModelRoute:

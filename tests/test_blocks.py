@@ -221,6 +221,24 @@ def test_invalid_environment_is_a_config_error_naming_the_variable(tmp_path):
     assert str(info.value).endswith("(got '" + "9" * 79 + "…)")
 
 
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("DSH_MEMORY_BASE_URL", "api.example.com/v1"),  # a call would fail as a 'connection error', retried
+        ("DSH_MEMORY_TIMEOUT_SECONDS", "inf"),  # every call: OverflowError from the socket
+        ("DSH_MEMORY_TIMEOUT_SECONDS", "1e10"),
+        ("DSH_MEMORY_MODEL_PATH", "models/q.gguf"),  # would depend on the directory each flow runs in
+    ],
+)
+def test_the_environment_is_checked_as_the_block_is(tmp_path, variable, value):
+    """A value the model route block refuses is refused from the environment too, naming the
+    variable, before any model call."""
+    from dsh_memory.settings import ModelRoute
+
+    with pytest.raises(ConfigError, match=f"^invalid dsh-memory model setting: {variable}: "):
+        ModelRoute.from_env(_env(tmp_path, **{variable: value}))
+
+
 def test_without_a_server_nothing_is_imported_or_contacted(tmp_path):
     code = (
         "import sys, json\n"
