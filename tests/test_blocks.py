@@ -323,6 +323,44 @@ def test_save_without_a_server_says_how_to_configure_one(tmp_path):
     assert "dsh-memory serve" in out.stderr
 
 
+def test_save_to_a_server_that_refuses_says_so_in_one_line(tmp_path):
+    """A protected Prefect server without credentials (or something else at PREFECT_API_URL)
+    answers 401: one line naming the status and what to check, exit 4; it was a traceback."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Refuse(BaseHTTPRequestHandler):
+        def _refuse(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = do_PUT = do_PATCH = _refuse
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    env = dict(
+        _env(tmp_path, f"http://127.0.0.1:{httpd.server_address[1]}/api"),
+        PATH=os.environ.get("PATH", ""),
+        PREFECT_HOME=str(tmp_path / "ph"),
+        PYTHONPATH=str(REPO),
+    )
+    try:
+        out = subprocess.run(
+            [str(BIN / "dsh-memory"), "settings", "save"], env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert "Traceback" not in out.stderr
+    assert out.returncode == ConfigError.exit_code, out.stderr
+    assert out.stderr.startswith("error: could not save the dsh-memory blocks") and "HTTP 401" in out.stderr
+    assert len(out.stderr.splitlines()) == 1
+
+
 # ---------------------------------------------------------------- on the real Prefect server
 
 

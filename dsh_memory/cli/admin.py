@@ -28,6 +28,20 @@ def _print_saved(result: dict) -> None:
 
 
 def _save(from_env: bool, include_defaults: bool) -> dict:
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    try:
+        return _save_blocks(from_env, include_defaults)
+    except PrefectHTTPStatusError as exc:  # a protected server without credentials, or not Prefect
+        from dsh_memory.settings_loader import prefect_api_url
+
+        raise ConfigError(
+            f"could not save the dsh-memory blocks on the Prefect API {prefect_api_url(profile=True)}: HTTP "
+            f"{exc.response.status_code}. Check PREFECT_API_URL (and PREFECT_API_KEY/PREFECT_API_AUTH_STRING)"
+        ) from None
+
+
+def _save_blocks(from_env: bool, include_defaults: bool) -> dict:
     import prefect.settings  # noqa: F401  (makes the active profile's PREFECT_API_URL visible)
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import BlockDocumentUpdate
