@@ -95,8 +95,9 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
         status = ""
         try:
             mem_block, route_block, blocks = _load_blocks(url)
-        except httpx.TransportError as exc:  # refused, timed out, hung up: no answer
-            status = f"not consulted (Prefect API {url} unreachable: {type(exc).__name__})"
+        except (httpx.TransportError, httpx.HTTPStatusError) as exc:  # refused, timed out, hung up: no answer
+            reason = type(exc).__name__ if isinstance(exc, httpx.TransportError) else str(exc)
+            status = f"not consulted (Prefect API {url} unreachable: {reason})"
             log.warning("dsh-memory settings: %s; using the environment and defaults", status)
     if status:
         blocks = {slug: status for slug in BLOCK_SLUGS}
@@ -106,8 +107,8 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
 
 
 def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:
-    """Read the two "default" block documents (httpx.TransportError when the server does not
-    answer). Prefect is imported only when one of them is saved (to validate it as its
+    """Read the two "default" block documents (httpx.TransportError or HTTPStatusError when the
+    server does not answer). Prefect is imported only when one of them is saved (to validate it as its
     Block class): a plain HTTP query asks first, so commands that find no saved block stay fast."""
     saved = _saved_block_slugs(url)
     if saved is not None and not saved:
@@ -143,7 +144,8 @@ def _saved_block_slugs(url: str) -> set[str] | None:
     """Which of our "default" block documents exist, by one `POST /block_documents/filter`
     (no prefect import); None when the answer is not usable (the caller then asks through
     Prefect's client). Raises httpx.TransportError when nothing answers (refused, timed out, hung
-    up): Prefect's client would retry that for minutes."""
+    up), httpx.HTTPStatusError when a proxy answers for a server that does not (502-504): Prefect's
+    client would retry either for minutes."""
     import httpx
 
     body = {
@@ -163,6 +165,8 @@ def _saved_block_slugs(url: str) -> set[str] | None:
         raise
     except httpx.HTTPError:
         return None
+    if resp.status_code in (502, 503, 504):
+        raise httpx.HTTPStatusError(f"HTTP {resp.status_code}", request=resp.request, response=resp)
     if resp.status_code != 200:
         return None
     try:

@@ -310,6 +310,37 @@ def test_a_server_that_takes_the_request_but_never_answers_falls_back_too(tmp_pa
     assert "unreachable" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("status", [502, 503])
+def test_a_server_behind_a_proxy_that_is_down_falls_back_too(tmp_path, status):
+    """A proxy whose Prefect server is stopped or starting answers 502/503: that is no answer
+    either, so the settings fall back to the environment at once; Prefect's client retried it for
+    two minutes, then every command (a hook's search, `status`) failed with exit 4."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Down(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Down)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        out = _resolve_in_a_process(tmp_path, f"http://127.0.0.1:{httpd.server_address[1]}/api", "35")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["35", "None"]
+    assert f"unreachable: HTTP {status}" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_save_without_a_server_says_how_to_configure_one(tmp_path):
     """Either way works: `dsh-memory serve` (every command then uses its server) or a Prefect
     server named by PREFECT_API_URL; the message named only the second."""
