@@ -276,7 +276,9 @@ class ModelRoute(BaseModel):
         max_length=2000,
         description="OpenAI-compatible base URL (http or https)",
     )
-    api_key: SecretStr | None = Field(None, description="API key (DSH_MEMORY_API_KEY or DEEPSEEK_API_KEY)")
+    api_key: SecretStr | None = Field(
+        None, description="API key (DSH_MEMORY_API_KEY or DEEPSEEK_API_KEY); whitespace around it is not part of it"
+    )
     phase1_model: str = Field(DEFAULT_MODEL, description="Model for Phase 1 extraction")
     phase2_model: str = Field(DEFAULT_MODEL, description="Model for Phase 2 consolidation")
     phase1_reasoning_effort: str = Field("", description="off/low/high/max on DeepSeek; empty = provider default")
@@ -299,6 +301,18 @@ class ModelRoute(BaseModel):
     )
     model_path: Path | None = Field(None, description="Local GGUF model file, absolute or ~ (provider 'local')")
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model")
+
+    @field_validator("api_key")
+    @classmethod
+    def _header_safe(cls, v: SecretStr | None) -> SecretStr | None:
+        """Whitespace around a key (a pasted line break) is not part of it; what is left must fit an
+        HTTP header (printable ASCII): httpx's refusal would show the key and fail every call."""
+        if v is None:
+            return None
+        key = v.get_secret_value().strip()
+        if not all(" " <= c <= "~" for c in key):
+            raise ValueError("the key has a line break, a control or a non-ASCII character inside (not shown)")
+        return SecretStr(key) if key else None
 
     @field_validator("model_path")
     @classmethod

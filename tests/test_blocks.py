@@ -239,6 +239,23 @@ def test_the_environment_is_checked_as_the_block_is(tmp_path, variable, value):
         ModelRoute.from_env(_env(tmp_path, **{variable: value}))
 
 
+def test_an_api_key_is_trimmed_and_one_that_cannot_be_a_header_is_refused_unshown(tmp_path):
+    """A key pasted with its line break (a key file, the UI's secret field) made every call fail
+    as a 'connection error' that showed the key (`Illegal header value b'Bearer sk-…\\n'`: the
+    escaped key escaped redaction); a non-ASCII one a UnicodeEncodeError. Whitespace around a key
+    is not part of it; a control or non-ASCII character inside is an invalid setting, never shown."""
+    from dsh_memory.blocks import ModelRouteBlock
+
+    route = ModelRoute.from_env(_env(tmp_path, DSH_MEMORY_API_KEY=f"  {KEY}\r\n"))
+    assert route.api_key.get_secret_value() == KEY
+    assert ModelRouteBlock(api_key=f"{KEY}\n").to_route(_env(tmp_path)).api_key.get_secret_value() == KEY
+    for bad in (f"{KEY}\nX", f"{KEY}\x00", f"{KEY}é"):
+        with pytest.raises(ConfigError) as info:
+            ModelRoute.from_env(_env(tmp_path, DSH_MEMORY_API_KEY=bad))
+        assert str(info.value).startswith("invalid dsh-memory model setting: DSH_MEMORY_API_KEY")
+        assert KEY not in str(info.value)
+
+
 def test_without_a_server_nothing_is_imported_or_contacted(tmp_path):
     code = (
         "import sys, json\n"
