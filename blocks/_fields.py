@@ -60,6 +60,8 @@ def check_path(value: str | None, allow_off: bool = False) -> str | None:
     value = (value or "").strip()
     if not value:
         return None  # unset, or the "" the UI sends for a cleared field: treat it as unset
+    if "\0" in value:  # no path holds one (the environment cannot carry it; a block can)
+        raise ValueError("a path cannot contain a NUL character")
     if allow_off and value.lower() == OFF:
         return OFF
     if not Path(value).expanduser().is_absolute():

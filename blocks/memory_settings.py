@@ -94,6 +94,8 @@ class MemorySettingsBlock(SettingsBlock):
     def _check_excluded(cls, v: list[str] | None) -> list[str] | None:
         """A list the UI cleared ([] or blanks) is unset: the environment applies, as for a path."""
         kept = [p.strip() for p in v or () if p and p.strip()]
+        if any("\0" in p for p in kept):
+            raise ValueError("a path cannot contain a NUL character")
         return kept or None
 
     def to_settings(self, env: Mapping[str, str] | None = None) -> MemorySettings:

@@ -105,6 +105,11 @@ def test_blocks_mirror_every_settings_field_with_the_same_bounds():
         ("ModelRouteBlock", "phase1_reasoning_effort", "HIGH; drop"),
         ("ModelRouteBlock", "phase1_model", ""),
         ("ModelRouteBlock", "model_path", "models/q.gguf"),
+        # A NUL can be saved in a block (not in the environment): every command then failed in a traceback.
+        ("MemorySettingsBlock", "memory_root", "/tmp/mem\x00ory"),
+        ("MemorySettingsBlock", "codex_sessions_dir", "/tmp/co\x00dex"),
+        ("MemorySettingsBlock", "exclude_projects", ["/work/cli\x00ent"]),
+        ("ModelRouteBlock", "model_path", "/models/q\x00.gguf"),
     ],
 )
 def test_bad_values_are_rejected_naming_the_field(cls, field, value):
