@@ -235,8 +235,9 @@ class MemorySettings(BaseModel):
             raise ValueError(
                 f"{v} is not an absolute path: set DSH_MEMORY_ROOT (or DSH_HOME, its default's parent) to one"
             )
-        if v.exists() and not v.is_dir():
-            raise ValueError(f"{v} is not a directory: point it at a folder (one that is missing is created)")
+        there = next((p for p in (v, *v.parents) if p.exists()), v)  # it, or the folder it would be made in
+        if there.exists() and not there.is_dir():
+            raise ValueError(f"{there} is not a directory: point it at a folder (one that is missing is created)")
         return v
 
     @field_validator("semantic_search", mode="before")

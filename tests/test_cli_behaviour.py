@@ -356,6 +356,21 @@ def test_a_memory_root_that_is_a_file_is_a_configuration_error(tmp_path, args):
     assert root.read_text() == "Use uv, not pip.\n"
 
 
+@pytest.mark.parametrize("args", [["status"], ["search", "uv"], ["add", "a note"]], ids=" ".join)
+def test_a_memory_root_inside_a_file_is_a_configuration_error(tmp_path, args):
+    """DSH_MEMORY_ROOT under a file (a typo, a moved folder): the same one line naming the variable
+    and the file, exit 4; was `status`/`add` "a component of 'raw_memories.md' is not a directory"
+    (exit 2) and `search` "no matches"."""
+    file = tmp_path / "memories"
+    file.write_text("Use uv, not pip.\n")
+    text = invoke(args, {"DSH_MEMORY_ROOT": str(file / "mine"), "DSH_MEMORY_IGNORE_BLOCKS": "1"})
+    assert text.exit_code == 4, text.output
+    assert text.stdout == "" and text.stderr.count("\n") == 1
+    assert text.stderr.startswith("error: invalid dsh-memory setting: DSH_MEMORY_ROOT: "), text.stderr
+    assert f"{file} is not a directory" in text.stderr
+    assert file.read_text() == "Use uv, not pip.\n"
+
+
 @pytest.mark.parametrize("args", [["status"], ["summary"], ["add", "a note"]], ids=" ".join)
 def test_a_relative_memory_root_is_a_configuration_error(tmp_path, monkeypatch, args):
     """DSH_MEMORY_ROOT=memories was taken from the folder each command ran in: a hook runs in the
