@@ -521,6 +521,27 @@ def test_save_load_round_trip(server, tmp_path, monkeypatch):
     assert (settings.idle_seconds, settings.concurrency, route.api_key) == (42, 4, None)
 
 
+def test_save_with_the_blocks_ignored_keeps_what_they_hold(server, monkeypatch):
+    """With DSH_MEMORY_IGNORE_BLOCKS=1 (set for hooks, say) `settings save` did not read the blocks
+    and overwrote them with the environment alone: the saved key and values were gone, without a
+    word. It refuses, saying why and that --from-env does exactly that on purpose."""
+    from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
+
+    MemorySettingsBlock(idle_seconds=7).save("default", overwrite=True)
+    ModelRouteBlock(api_key=KEY).save("default", overwrite=True)
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    out = _cli("settings", "save")
+    assert out.exit_code == ConfigError.exit_code, out.output
+    assert "DSH_MEMORY_IGNORE_BLOCKS" in out.stderr and "--from-env" in out.stderr
+    monkeypatch.delenv("DSH_MEMORY_IGNORE_BLOCKS")
+    settings, route = load_settings()
+    assert settings.idle_seconds == 7 and route.api_key.get_secret_value() == KEY
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    assert _cli("settings", "save", "--from-env").exit_code == 0  # on purpose: rebuilt from the environment
+    monkeypatch.delenv("DSH_MEMORY_IGNORE_BLOCKS")
+    assert load_settings()[0].idle_seconds == 180
+
+
 def test_settings_show_never_prints_the_key(server, monkeypatch):
     monkeypatch.setenv("DSH_MEMORY_API_KEY", KEY)
     monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "6")

@@ -50,7 +50,13 @@ def _save_blocks(from_env: bool, include_defaults: bool) -> dict:
     from dsh_memory.blocks._fields import PREFECT_DATA_KEYS
     from dsh_memory.blocks.memory_settings import settings_sources, settings_values
     from dsh_memory.blocks.model_route import route_sources, route_values
-    from dsh_memory.settings_loader import BLOCK_NAME, check_api_url, prefect_api_url, resolve_settings
+    from dsh_memory.settings_loader import (
+        BLOCK_NAME,
+        IGNORE_BLOCKS_ENV,
+        check_api_url,
+        prefect_api_url,
+        resolve_settings,
+    )
 
     url = check_api_url(prefect_api_url(profile=True))
     if not url:
@@ -61,6 +67,12 @@ def _save_blocks(from_env: bool, include_defaults: bool) -> dict:
         )
     register_blocks()
     r = resolve_settings(use_blocks=not from_env)
+    unread = next((s for s in r.blocks.values() if s.startswith("not consulted")), None)
+    if not from_env and unread:  # saving would overwrite the blocks with the environment alone
+        raise ConfigError(
+            f"the saved blocks were {unread}: saving now would drop the values they hold. Unset "
+            f"{IGNORE_BLOCKS_ENV}, or pass --from-env to rebuild them from the environment and defaults"
+        )
 
     def pinned(sources: dict[str, str]) -> set[str] | None:  # None: every field
         return None if include_defaults else {k for k, s in sources.items() if s != "default"}
