@@ -37,10 +37,14 @@ def _env_names(
 
 def environment_values(names: Mapping[str, tuple[str, ...]], env: Mapping[str, str]) -> dict[str, str]:
     """The fields `env` sets, as raw strings the models validate: a field's first variable that is
-    set (an empty value is unset; variable names match in any case)."""
+    set (an empty value is unset; variable names match in any case, the name as written first)."""
     present = {key.lower(): value for key, value in env.items() if value != ""}
-    set_by = {field: [v.lower() for v in variables if v.lower() in present] for field, variables in names.items()}
-    return {field: present[found[0]] for field, found in set_by.items() if found}
+    out = {}
+    for field, variables in names.items():
+        found = [env.get(v) or present.get(v.lower()) for v in variables]
+        if value := next((v for v in found if v), None):
+            out[field] = value
+    return out
 
 
 def _home(variable: str, folder: str, env: Mapping[str, str] | None) -> Path:

@@ -189,6 +189,10 @@ def test_settings_show_says_env_for_a_variable_set_in_another_case(tmp_path):
     assert MemorySettings.from_env(env).concurrency == 5
     src = settings_sources(None, env)
     assert (src["concurrency"], src["retry_limit"]) == ("env", "default")
+    # The name as written wins over another case, wherever each stands in the environment.
+    pairs = [("DSH_MEMORY_IDLE_SECONDS", "5"), ("dsh_memory_idle_seconds", "9")]
+    for order in (pairs, pairs[::-1]):
+        assert MemorySettings.from_env(_env(tmp_path, **dict(order))).idle_seconds == 5
 
 
 def test_block_metadata_comes_from_the_name_docstring_and_loader():
