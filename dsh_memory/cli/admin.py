@@ -50,13 +50,7 @@ def _save_blocks(from_env: bool, include_defaults: bool) -> dict:
     from dsh_memory.blocks._fields import PREFECT_DATA_KEYS
     from dsh_memory.blocks.memory_settings import settings_sources, settings_values
     from dsh_memory.blocks.model_route import route_sources, route_values
-    from dsh_memory.settings_loader import (
-        BLOCK_NAME,
-        IGNORE_BLOCKS_ENV,
-        check_api_url,
-        prefect_api_url,
-        resolve_settings,
-    )
+    from dsh_memory.settings_loader import BLOCK_NAME, check_api_url, prefect_api_url, resolve_settings
 
     url = check_api_url(prefect_api_url(profile=True))
     if not url:
@@ -70,8 +64,8 @@ def _save_blocks(from_env: bool, include_defaults: bool) -> dict:
     unread = next((s for s in r.blocks.values() if s.startswith("not consulted")), None)
     if not from_env and unread:  # saving would overwrite the blocks with the environment alone
         raise ConfigError(
-            f"the saved blocks were {unread}: saving now would drop the values they hold. Unset "
-            f"{IGNORE_BLOCKS_ENV}, or pass --from-env to rebuild them from the environment and defaults"
+            f"the saved blocks were {unread}: saving now would drop the values they hold "
+            "(--from-env rebuilds them from the environment and defaults on purpose)"
         )
 
     def pinned(sources: dict[str, str]) -> set[str] | None:  # None: every field
