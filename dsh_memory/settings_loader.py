@@ -165,6 +165,11 @@ def _saved_block_slugs(url: str) -> set[str] | None:
         raise
     except httpx.HTTPError:
         return None
+    if resp.status_code == 404:  # a Prefect API has this route: the URL names something else
+        raise ConfigError(
+            f"PREFECT_API_URL {url} is not a Prefect API (HTTP 404 for its block documents): it usually "
+            f"ends in /api (e.g. {url}/api), or set {IGNORE_BLOCKS_ENV}=1 to use the environment only"
+        )
     if resp.status_code in (502, 503, 504):
         raise httpx.HTTPStatusError(f"HTTP {resp.status_code}", request=resp.request, response=resp)
     if resp.status_code != 200:

@@ -546,6 +546,17 @@ def test_save_with_the_blocks_ignored_keeps_what_they_hold(server, monkeypatch):
     assert load_settings()[0].idle_seconds == 180
 
 
+def test_an_api_url_without_its_api_path_is_a_config_error(server, monkeypatch):
+    """PREFECT_API_URL=http://host:port (the UI's address, no /api) reached the server, whose 404s
+    read as "not saved": `settings show` said so of saved blocks and every flow ran without them."""
+    from dsh_memory.blocks import MemorySettingsBlock
+
+    MemorySettingsBlock(idle_seconds=7).save("default", overwrite=True)
+    monkeypatch.setenv("PREFECT_API_URL", server.removesuffix("/api"))
+    with pytest.raises(ConfigError, match=r"HTTP 404.*/api"):
+        resolve_settings()
+
+
 def test_settings_show_never_prints_the_key(server, monkeypatch):
     monkeypatch.setenv("DSH_MEMORY_API_KEY", KEY)
     monkeypatch.setenv("DSH_MEMORY_CONCURRENCY", "6")
