@@ -210,6 +210,23 @@ SECRET_MASK = "********"
 PRECEDENCE = "block > env > default"
 
 
+def _no_password(value: Any) -> Any:
+    """A URL's password masked (`https://user:pass@host` → `https://user:********@host`): a proxy's
+    basic auth is a secret like the API key; any other value as it is."""
+    if not isinstance(value, str) or "@" not in value or "://" not in value:
+        return value
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        if parts.password is None:
+            return value
+        host = parts.netloc.rsplit("@", 1)[1]
+        return parts._replace(netloc=f"{parts.username}:{SECRET_MASK}@{host}").geturl()
+    except ValueError:
+        return SECRET_MASK
+
+
 def describe_settings(resolved: ResolvedSettings) -> dict[str, Any]:
     """Effective values (block field names) with their source (block / env / default); secrets
     (the API key) only as a mask, never their value. `dsh-memory settings show` and the vault's
@@ -223,12 +240,12 @@ def describe_settings(resolved: ResolvedSettings) -> dict[str, Any]:
     route = {}
     for k, v in route_values(resolved.route).items():
         masked = None if v is None else SECRET_MASK
-        route[k] = {"value": masked if k in SECRET_FIELDS else v, "source": route_src[k]}
+        route[k] = {"value": masked if k in SECRET_FIELDS else _no_password(v), "source": route_src[k]}
     from dsh_memory.readpath.embedder import describe
 
     return {
         "precedence": PRECEDENCE,
-        "prefect_api_url": resolved.api_url,
+        "prefect_api_url": _no_password(resolved.api_url),
         "blocks": {f"{slug}/{BLOCK_NAME}": status for slug, status in resolved.blocks.items()},
         "memory": memory,
         "model_route": route,

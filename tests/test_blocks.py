@@ -656,3 +656,22 @@ def test_notify_direct_takes_its_settings_from_the_api_url_it_is_given(server, t
     with StateStore(pinned) as state:
         due = TurnEnds(state).due(datetime.now(UTC) + timedelta(days=1), 0)
     assert list(due) == ["1f3b5d7e-9a2c-4e6f-8b0d-2c4e6a8f0b13"]
+
+
+def test_settings_show_masks_a_password_in_a_url(tmp_path):
+    """A model endpoint or Prefect API behind a proxy with basic auth (`https://user:pass@host`) was
+    printed whole by `settings show`; its password is a secret like the API key."""
+    code = (
+        "import json\n"
+        "from dsh_memory.settings_loader import describe_settings, resolve_settings\n"
+        "print(json.dumps(describe_settings(resolve_settings())))\n"
+    )
+    env = dict(
+        _env(tmp_path, DSH_MEMORY_BASE_URL="https://alice:Hunter2Pw@llm.example.com/v1", DSH_MEMORY_IGNORE_BLOCKS="1"),
+        PATH=os.environ.get("PATH", ""),
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Hunter2Pw" not in out.stdout
+    data = json.loads(out.stdout)
+    assert data["model_route"]["base_url"]["value"] == "https://alice:********@llm.example.com/v1"

@@ -104,7 +104,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print the effective settings and the source of each value (block, env or default).
 
-        The API key is never printed, only whether one is set.
+        The API key is never printed, only whether one is set, nor a password in a URL.
         """
 
         def go() -> dict:
