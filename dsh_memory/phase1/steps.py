@@ -206,24 +206,24 @@ def rollout_summary(ev: Evidence, task: str) -> str:
     plan = ["", "## Plan", *(f"- {p}" for p in ev.plan)] if ev.plan else []  # in the agent's words
     outcome = _outcome(ev)
     tail = ["", "## Outcome", outcome] if outcome else []
-    room = MAX_RECAP_CHARS - sum(len(line) + 1 for line in out + plan + tail)
-    more = _fit([f"- {f}" for f in ev.facts[MAX_FACTS:]], room - 16)
-    if more:  # the facts the handbook had no room for
-        out += ["", "## Also found", *more]
-    conclusions = _fit([f"- {c}" for c in ev.conclusions], room - 16 - sum(len(x) + 1 for x in more) - 17)
-    out += plan + (["", "## Conclusions", *conclusions] if conclusions else []) + tail
-    return "\n".join(out)
+    room = MAX_RECAP_CHARS - _size(out + plan + tail)
+    more = _fit("## Also found", [f"- {f}" for f in ev.facts[MAX_FACTS:]], room)  # what the handbook had no room for
+    conclusions = _fit("## Conclusions", [f"- {c}" for c in ev.conclusions], room - _size(more))
+    return "\n".join(out + more + plan + conclusions + tail)
 
 
-def _fit(lines: list[str], room: int) -> list[str]:
-    """The first of `lines` that fit in `room` characters, whole."""
-    out: list[str] = []
+def _size(lines: list[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
+
+
+def _fit(heading: str, lines: list[str], room: int) -> list[str]:
+    """`heading` and the first of `lines` that fit in `room` characters with it, whole; [] if none do."""
+    out = ["", heading]
     for line in lines:
-        room -= len(line) + 1
-        if room < 0:
+        if _size([*out, line]) > room:
             break
         out.append(line)
-    return out
+    return out if len(out) > 2 else []
 
 
 def _fallback_task(ev: Evidence) -> str:
