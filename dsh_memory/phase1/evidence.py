@@ -52,6 +52,7 @@ from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
     DEICTIC,
+    GUESS,
     MAX_RULE_CHARS,
     QUESTION,
     USER_FACT,
@@ -193,9 +194,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     and "?" not in s  # "so this is aligned with what X does ? this is the research below:"
                     and not s.endswith(":")  # … and what it introduces is pasted
                     and not TASK_VERB.match(s)  # "Confirm dashboard changes are complete": a task
-                    and not re.match(
-                        r"(?:i think|i guess|maybe|perhaps|probably)\b", s, re.I
-                    )  # a guess, in a discussion
+                    and not GUESS.match(s)  # a guess, in a discussion
                     and len(s) <= MAX_RULE_CHARS
                     and (CODE.search(s) or _PATHLIKE.search(s))
                 ):

@@ -89,6 +89,7 @@ HEDGE = re.compile(
     r"(?:should|could|can|might|needs?|don'?t|do not|shouldn'?t)\b",
     re.I,
 )
+GUESS = re.compile(r"(?:i think|i guess|maybe|perhaps|probably)\b", re.I)  # "i think X is …": no user fact
 REACH = re.compile(
     r"\b(?:always|never|from now on|every time|whenever|everywhere|everything|in general|going forward"
     r"|in (?:this|every|any|all) (?:repo|repository|project|codebase)s?)\b",
