@@ -110,7 +110,7 @@ def test_a_procedure_the_user_asked_to_keep_is_recorded_step_by_step():
 def test_every_line_the_evidence_writer_renders_survives_its_clean_up():
     """The clean-up checks lines against the evidence: the writer's own template words ("passed",
     "fixed by", a package script's command) are no cut-off or ungrounded text, and a shield fixed by
-    reading something (`gh pr view …`) is no exploration line."""
+    another tool on the same issue (`gh pr checkout 8124`) is no exploration line."""
     s = make_session(
         ("user", "Set up the release branch for issue 8124."),
         (
@@ -120,7 +120,7 @@ def test_every_line_the_evidence_writer_renders_survives_its_clean_up():
             "TypeError: setup() got an unexpected keyword argument 'branch_slug'",
             True,
         ),
-        ("tool", "bash", {"command": "gh pr view 8124 --json headRefName"}, '{"headRefName": "plnd/x"}', False),
+        ("tool", "bash", {"command": "gh pr checkout 8124"}, "Switched to branch 'plnd/x'", False),
         ("tool", "bash", {"command": "bun run lint"}, "$ biome check --error-on-warnings\nChecked 12 files", False),
         ("tool", "bash", {"command": "bun run test"}, "12 pass", False),
         ("assistant", "The branch is `plnd/x`; lint and tests pass."),
@@ -132,7 +132,7 @@ def test_every_line_the_evidence_writer_renders_survives_its_clean_up():
     for line in expected.splitlines():
         if line.startswith("- "):
             assert line in out.raw_memory + "\n" + out.rollout_summary, line
-    assert "fixed by `gh pr view 8124 --json headRefName`" in out.raw_memory
+    assert "fixed by `gh pr checkout 8124`" in out.raw_memory
     assert "(runs `biome check --error-on-warnings`)" in out.raw_memory
 
 

@@ -335,14 +335,14 @@ def test_a_fix_command_is_shown_whole_with_its_query_and_one_too_long_to_show_ma
         _bash(
             "shopctl setup-plan --issue 8124", "TypeError: setup_plan() got an unexpected keyword argument 'slug'", True
         ),
-        _bash(f"gh pr view 8124 --json headRefName,body --jq '{query}'", '{"branch": "plan-8124", "body_length": 4}'),
+        _bash(f"shopctl setup-plan --issue 8124 --jq '{query}'", '{"branch": "plan-8124", "body_length": 4}'),
         cwd=CWD,
     )
     (shield,) = gather(s).shields
-    assert shield.fix == f"`gh pr view 8124 --json headRefName,body --jq '{query}'`"  # as typed, not cut
+    assert shield.fix == f"`shopctl setup-plan --issue 8124 --jq '{query}'`"  # as typed, not cut
     assert "…" not in steps.raw_memory(gather(s), "x")
 
-    long_fix = "gh pr view 8124 --json " + ",".join(f"field{n}" for n in range(40))
+    long_fix = "shopctl setup-plan --issue 8124 --json " + ",".join(f"field{n}" for n in range(40))
     s = make_session(
         ("user", "Set up the plan for issue 8124."),
         _bash(
@@ -499,3 +499,28 @@ def test_a_look_at_processes_that_found_none_is_no_shield():
         cwd=CWD,
     )
     assert gather(s).shields == []
+
+
+def test_a_question_to_a_tool_after_a_failure_is_no_fix():
+    """An unseen session kept "`marvin status --agent-type codex` failed: unknown flag; fixed by
+    `marvin --help`", and realq "`erk exec setup-impl --issue 8124` failed …; fixed by `gh pr view
+    8124 …`": a look at the help or at the issue changes nothing, so it fixes nothing."""
+    s = make_session(
+        ("user", "Show the deploy status."),
+        _bash("shopctl status --agent-type web", "Error: unknown flag: --agent-type", True),
+        _bash("shopctl --help", "Usage: shopctl [command]"),
+        _bash("shopctl plan --issue 812", "TypeError: plan() got an unexpected keyword argument 'slug'", True),
+        _bash("gh pr view 812 --json headRefName", '{"headRefName": "feat/x"}'),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+    s = make_session(  # what did the work still fixes it
+        ("user", "Show the deploy status."),
+        _bash("shopctl status --agent-type web", "Error: unknown flag: --agent-type", True),
+        _bash("shopctl --help", "Usage: shopctl [command]"),
+        _bash("shopctl status --agent web", "all green"),
+        cwd=CWD,
+    )
+    assert [(x.command, x.fix) for x in gather(s).shields] == [
+        ("shopctl status --agent-type web", "`shopctl status --agent web`")
+    ]

@@ -213,26 +213,29 @@ def core(cmd: str) -> str:
 def is_build_command(cmd: str) -> bool:
     """How a project is built, tested, checked or run, as opposed to exploring it."""
     c = core(cmd)
-    if not c or EXPLORE.match(c) or not BUILD.match(c):
+    if not c or EXPLORE.match(c) or not BUILD.match(c) or is_probe(c):
         return False
-    if re.match(
-        r"^(pip3?|npm|pnpm|yarn|bun) (show|list|ls|view|info|outdated|config|help|owner|whoami|search|ping|"
-        r"access|token|dist-tags?|--version|-v)\b",
-        c,
-    ):
-        return False
-    if (
-        re.match(r"^(?:python3?\s+-c|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval))\b", c)
-        or "--help" in c
-        or "--version" in c
-    ):
-        return False  # an inline script: that moment's probe
-    if QUERY.intersection([w for w in c.split() if not w.startswith("-")][1:4]):
-        return False  # a question to a tool (`bun src/cli.ts skills get x`, `kubectl get pods`): exploration
     return not SCAFFOLD.search(c)  # a one-off: the project it makes exists now
 
 
-QUERY = {"get", "show", "list", "ls", "view", "describe", "status", "info", "whoami", "logs", "inspect", "ps"}
+def is_probe(cmd: str) -> bool:
+    """A question to a tool, which changes nothing: `npm view x`, `marvin --help`, an inline script
+    (`python -c …`, `bun -e …`), `gh pr view 12`, `kubectl get pods`, `bun src/cli.ts skills get x`."""
+    c = core(cmd)
+    return bool(
+        re.match(
+            r"^(pip3?|npm|pnpm|yarn|bun) (show|list|ls|view|info|outdated|config|help|owner|whoami|search|ping|"
+            r"access|token|dist-tags?|--version|-v)\b",
+            c,
+        )
+        or re.match(r"^(?:python3?\s+-c|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval))\b", c)
+        or "--help" in c
+        or "--version" in c
+        or QUERY.intersection([w for w in c.split() if not w.startswith("-")][1:4])
+    )
+
+
+QUERY = {"get", "show", "list", "ls", "view", "describe", "status", "info", "whoami", "logs", "inspect", "ps", "help"}
 _FOLDER = re.compile(r"(^|/)\.\.\.$|/$|^\.$")  # `./cmd/...`, `src/`, `.`: where, not what
 
 

@@ -23,6 +23,7 @@ from dsh_memory.phase1.commands import (
     core,
     family,
     first_command,
+    is_probe,
     unpiped,
 )
 from dsh_memory.phase1.paths import is_absolute
@@ -133,7 +134,7 @@ def _same_action(a: str, b: str) -> bool:
 def _worked_later(runs: list[Run], i: int) -> Run | None:
     """The run after `runs[i]` (which failed) that did what it meant to: the same command on the
     same target (another issue's run is no fix); nearby, the same tool's other form, the command
-    with or without a wrapper, or another tool on the same issue/PR number."""
+    with or without a wrapper, or another tool on the same issue/PR number (not one that only asks)."""
     r, fam = runs[i], family(runs[i].line)
     targets = _targets(r.line)
     for x in runs[i + 1 :]:
@@ -141,8 +142,8 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
             if _same_action(x.line, r.line):
                 return x
     for x in runs[i + 1 : i + 8]:
-        if x.failed or family(x.line) == fam:
-            continue
+        if x.failed or family(x.line) == fam or is_probe(x.line):
+            continue  # a question to a tool (`marvin --help`, `gh pr view 8124`) did not do the work
         if not BUILD.match(core(r.line)) and _same_command(x.line, r.line):  # `ssh-add -l`, then `ssh-add KEY`
             return x
         if _wrapped(x.line, r.line) or (targets and targets & _targets(x.line)):
