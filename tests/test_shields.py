@@ -524,3 +524,27 @@ def test_a_question_to_a_tool_after_a_failure_is_no_fix():
     assert [(x.command, x.fix) for x in gather(s).shields] == [
         ("shopctl status --agent-type web", "`shopctl status --agent web`")
     ]
+
+
+def test_the_help_of_the_same_command_is_no_fix_and_a_question_answered_no_is_no_failure():
+    """An unseen Codex session: `bun agentv eval X --filter y` failed, then `bun agentv eval run
+    --help`, then `bun agentv eval run X --test-id y` worked — the last is the fix; and `npm view
+    @x/core@4.41.0 version` answering E404 (not published) was a shield "fixed by" another look."""
+    s = make_session(
+        ("user", "Dry-run the composite eval."),
+        _bash("bun shop eval evals/a.yaml --filter strict --dry-run", "error: found 1 error", True),
+        _bash("bun shop eval run --help", "Usage: shop eval run <file> [--test-id id]"),
+        _bash("bun shop eval run evals/a.yaml --test-id strict --dry-run", "1 case (dry run)"),
+        _bash("npm view @shop/core@4.41.0 version --json", "npm error code E404", True),
+        _bash("npm view @shop/core dist-tags --json", '{"latest": "4.40.1"}'),
+        _bash("shopctl status --short", "Error: unknown flag: --short", True),
+        _bash("shopctl status", "ok"),
+        cwd=CWD,
+    )
+    assert [(x.command, x.fix) for x in gather(s).shields] == [
+        (
+            "bun shop eval evals/a.yaml --filter strict --dry-run",
+            "`bun shop eval run evals/a.yaml --test-id strict --dry-run`",
+        ),
+        ("shopctl status --short", "`shopctl status`"),  # a question the tool could not parse is a lesson
+    ]

@@ -91,6 +91,14 @@ def _run_fix(cmd: str) -> str:
 _TYPO = re.compile(r"\b(SyntaxError|IndentationError|TabError|ParseError|Unexpected token)\b")
 
 
+# A command a tool refused to parse: a lesson also for a question to it (`bd dolt status --short`).
+USAGE = re.compile(
+    r"unknown (?:flag|option|command|argument|subcommand)|unexpected argument|unrecognized|invalid (?:flag|option)"
+    r"|accepts (?:at most|at least|exactly|no)\b|^usage:|no such (?:option|command|subcommand)",
+    re.I,
+)
+
+
 def _kind(error: str) -> str:
     """What kind of failure an error line reports (`EOFError`, `fatal`, `×`): one command that failed
     two ways, each overcome its own way, is two shields."""
@@ -136,9 +144,11 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
     same target (another issue's run is no fix); nearby, the same tool's other form, the command
     with or without a wrapper, or another tool on the same issue/PR number (not one that only asks)."""
     r, fam = runs[i], family(runs[i].line)
-    targets = _targets(r.line)
+    targets, asked = _targets(r.line), is_probe(r.line)
     for x in runs[i + 1 :]:
-        if not x.failed and family(x.line) == fam and (not targets or targets & _targets(x.line)):
+        if x.failed or (is_probe(x.line) and not asked):
+            continue  # `bun x eval run --help` after `bun x eval --filter y` failed only asked how
+        if family(x.line) == fam and (not targets or targets & _targets(x.line)):
             if _same_action(x.line, r.line):
                 return x
     for x in runs[i + 1 : i + 8]:
@@ -180,6 +190,8 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
         fam = family(r.line)
         if not r.failed or not r.error or (fam, _kind(r.error)) in seen or EXPLORATION.match(core(r.line)):
             continue
+        if is_probe(r.line) and not USAGE.search(r.error):
+            continue  # a question's answer (`npm view x@1.2.0` → E404: not published), not a lesson
         later = _worked_later(runs, i)
         if later is None:
             continue  # nothing made it work: no shield
