@@ -784,3 +784,20 @@ def test_list_items_out_of_their_list_plan_parts_and_a_branchs_sync_state_are_no
     assert gather(s).facts == [
         "Out of scope: the other `template.Render` calls in path.go (max_width) only render trusted input."
     ]
+
+
+def test_the_only_changes_and_what_no_longer_fails_are_no_facts():
+    """An unseen Codex set kept "The only modified paths are the intended … files", "The only repo
+    changes are `x`" and "… now lands on existing tag `v4.40.1` … instead of failing" (a state,
+    kept as if it said what breaks). What fails, and when a file is said to change, stay."""
+    gone = [
+        "The only modified paths are the intended release/publish workflow and script files.",
+        "The only repo changes are `.entire/settings.json`; existing untracked `runs/` was already present.",
+        "The CLI now renders the default from the rebuilt bundle, and only the tracked `skills-data` files are modified.",
+        "Rerunning finalize for `v4.40.1-next.1` now lands on existing tag `v4.40.1` instead of failing.",
+    ]
+    kept = [
+        "The cache in `.shop/cache` is rebuilt only when `shop.lock` is modified.",
+        "`shop deploy` now fails when `SHOP_TOKEN` is unset, because `auth.ts` requires it.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

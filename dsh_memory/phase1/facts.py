@@ -132,12 +132,12 @@ STATE = re.compile(
     # not tracked, so it should not go into the PR", "Only … were updated", "X was changed to …", "all now at
     # 0.5.0", "No tests run, since this is a README-only change" (what is unrelated to it stays: "The
     # worktree has unrelated changes in README.md and `.entire/logs/entire.log`")
-    r"|^(?!.*\bunrelated\b)(?:the |main |this )?(?:final |staged |current |whole |working )?(?:diff|changes|worktree|"
+    r"|^(?!.*\bunrelated\b)(?:the |main |this )?(?:only )?(?:final |staged |current |whole |working )?(?:diff|changes|worktree|"
     r"working tree|checkout|repo changes|modified (?:paths|files))\s+(?:now |still |only |also )*(?:is|are|has|have|was|"
     r"were|contains?|shows?|adds?|includes?|remains?|touches|holds|looks)\b"
     r"|\b(?:was|were) not touched\b|\b(?:edits|changes|fixes) are (?:all )?in\b|\bonly [^.;]{0,60}\buntracked\b"
     r"|\b(?:in|into|for) (?:the|this) (?:pr|pull request|diff)\b(?! (?:body|title|description|template|comments?)\b)"
-    r"|^only\b[^.;]{0,120}\b(?:was|were) (?:updated|changed|modified|edited|touched)\b|\b(?:all |both )?now at\b"
+    r"|(?:^|,\s*|\band\s+)only\b[^.;]{0,120}\b(?:was|were|are) (?:updated|changed|modified|edited|touched)\b|\b(?:all |both )?now at\b"
     r"|\b(?:was|were) (?:just )?(?:changed|updated|modified|rewritten|refactored) to\b"
     r"|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b|\bthis (?:is|was) an? [\w/ -]{0,40}\bchange\b",
     re.I,
@@ -196,7 +196,11 @@ ABOUT_A_TEST = re.compile(
     r"|(?<![\w/.-])test_\w+(?![\w.])"
 )
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
-BREAKS = re.compile(r"\b(fails?|failing|will fail|breaks?|crash(?:es)?|errors? (?:out|with))\b", re.I)
+BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` instead of failing")
+    r"(?<!instead of )(?<!rather than )(?<!without )(?<!no longer )"
+    r"\b(fails?|failing|will fail|breaks?|crash(?:es)?|errors? (?:out|with))\b",
+    re.I,
+)
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
 # A sentence that introduces a list ("Version lives in 5 files to keep in sync:") and its items.
 _LEAD_LIST = re.compile(
