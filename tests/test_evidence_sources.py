@@ -619,3 +619,33 @@ def test_a_long_sessions_recap_stays_within_its_bound_and_keeps_its_plan_and_out
     assert len(recap) <= steps.MAX_RECAP_CHARS and len(ev.facts) > steps.MAX_FACTS + 10
     assert "## Also found\n- " in recap and "## Plan\n- Profile `render_all`" in recap
     assert recap.endswith("## Outcome\n" + steps._outcome(ev)) and steps._outcome(ev)
+
+
+def test_linters_and_gofmt_are_checks_a_fixer_is_not_and_a_look_after_a_build_goes():
+    """Seen on an unseen Windows Go set: `npx markdownlint-cli2 a.mdx` and `gofmt -l .` (ran 4×)
+    were "Set up and run with" lines, `gofmt -w .` and `ruff check --fix` "checks that passed",
+    `go build -o bin/x . && ls -la bin/` kept its look, and a subagent's prompt line "gofmt -l
+    color/ (empty output)" kept what to expect of it."""
+    from dsh_memory.phase1.evidence import normalize_command
+
+    assert normalize_command("go build -o ./bin/omp . && ls -la bin/", None) == "go build -o ./bin/omp ."
+    prompt = "Run these:\ngofmt -l color/ (empty output)\ngo vet ./color/... (if available)"
+    s = make_session(
+        ("user", "Tidy the docs and the Go code."),
+        _bash("npx markdownlint-cli2 docs/a.mdx", "Summary: 0 error(s)"),
+        *[_bash("gofmt -l .", "") for _ in range(2)],
+        _bash("gofmt -w .", ""),
+        _bash("uv run ruff check --fix src/a.py", "Found 1 error (1 fixed, 0 remaining)."),
+        _bash("go build -ldflags=-s -w -o bin/omp .", ""),
+        ("tool", "Task", {"subagent_type": "runner", "description": "checks", "prompt": prompt}, "all passed", False),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    commands = gather(s).commands
+    assert sorted(c.line for c in commands if c.check) == [
+        "go build -ldflags=-s -w -o bin/omp .",  # a linker's -w is no rewrite
+        "go vet ./color/...",
+        "gofmt -l .",  # (`gofmt -l color/` is narrower: said once, by the broader run)
+        "npx markdownlint-cli2 docs/a.mdx",
+    ]
+    assert not any(c.check for c in commands if "--fix" in c.line or "gofmt -w" in c.line)

@@ -59,10 +59,12 @@ BUILD = re.compile(
     r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit)(?=\s|$)"
 )  # a program, not `node.plan` or `make_x`
 CHECK = re.compile(
-    r"test|\b(check|ci|lint|fmt|format|typecheck|type-check|mypy|ruff|clippy|vet|eslint|biome|tsc|"
+    r"test|\b(check|ci|\w*lint|fmt|gofmt|format|typecheck|type-check|mypy|ruff|clippy|vet|eslint|biome|tsc|"
     r"verify|validate|build|compile|quality|spec|rspec|jest|vitest|prettier)\b",
     re.I,
 )
+# `gofmt -w .`, `ruff check --fix`, `biome check --write`: rewrites files, checks nothing
+FIXES = re.compile(r"\s--(?:fix|write)\b|\b(?:gofmt|goimports)\b[^&;|]*\s-w\b")
 SCAFFOLD = re.compile(r"\b(create-[\w-]+|init|new)\b(?!-)")
 SETUP = re.compile(
     r"(?<![\w-])(install|sync|add|activate|export|config|init|setup|login|auth|--fix|fix|format|fmt|migrate)(?![\w-])"
@@ -199,8 +201,9 @@ def normalize_command(line: str, cwd: str | None) -> str:
     if BUILD.match(core(s)):  # a check's output searched (`bun run lint | grep -A3 "error"`): the check
         s = re.sub(r"\s*\|\s*(?:grep|egrep|rg)\b(?:\"[^\"]*\"|'[^']*'|[^|&;\"'])*?(?=\s*(?:&&|;|\|\||$))", "", s)
     s = re.sub(r"\s+2>&1|\s+2>/dev/null|\s+>\s*/dev/null|\s*\|\|\s*(?:true|echo\b[^&;|]*)\s*$", "", s)
-    # `…; echo "done"`, `… && echo BUILD_OK [&& …]`, unless that cuts a `( … )` in two
-    cut = re.sub(r"\s*;\s*echo\b.*$|\s*&&\s*echo\b[^;&|]*?(?=\s*&&|\s*$)", "", s)
+    # `…; echo "done"`, `… && echo BUILD_OK [&& …]`, `go build -o bin/x . && ls -la bin/` (a look at what it
+    # made), unless that cuts a `( … )` in two
+    cut = re.sub(r"\s*;\s*echo\b.*$|\s*&&\s*(?:echo|ls)\b[^;&|]*?(?=\s*&&|\s*$)", "", s)
     return (cut if cut.count("(") == cut.count(")") else s).strip()
 
 
@@ -313,7 +316,8 @@ def commands(runs: list[Run]) -> list[Command]:
             continue
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
         head = " ".join(w for w in core(r.line).split() if not w.startswith("-"))
-        c = by.setdefault(r.line, Command(line=r.line, ok=not r.failed, runs=0, check=bool(CHECK.search(head))))
+        check = bool(CHECK.search(head)) and not FIXES.search(core(r.line))
+        c = by.setdefault(r.line, Command(line=r.line, ok=not r.failed, runs=0, check=check))
         c.runs += 1
         c.via = c.via or r.via
         c.script = c.script or r.script

@@ -247,7 +247,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 )
                 via = str(e.arguments.get("subagent_type") or e.arguments.get("agent_type") or "")[:40]
                 spans = CODE.findall(prompt) + prompt.splitlines()
-                cmds = dict.fromkeys(normalize_command(redact(s.strip().removeprefix("$ ")), cwd) for s in spans)
+                # a prompt's line may say what to expect of it: "gofmt -l color/ (empty output)", "… (if available)"
+                lines = (re.sub(r"\s+\([A-Za-z][^()`]*\)$", "", s.strip().removeprefix("$ ")) for s in spans)
+                cmds = dict.fromkeys(normalize_command(redact(s), cwd) for s in lines)
                 runs += [Run(e.seq, cmd, bad, "", False, via=via) for cmd in cmds if is_build_command(cmd)]
                 continue
             if name not in EDIT_TOOLS:
