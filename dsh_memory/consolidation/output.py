@@ -18,6 +18,7 @@ from typing import Any
 
 from dsh_memory.errors import LLMOutputError
 from dsh_memory.llm.parse import extract_json_object, loads_truncated
+from dsh_memory.readpath._common import CONTROL
 from dsh_memory.transcript.private import drop_private
 
 REQUIRED = ("memory_md", "memory_summary_md")
@@ -25,7 +26,6 @@ LISTS = ("skills", "remove_skills", "retire_summaries")
 TOOL_NAME = "memory_write"
 MAX_LIST_ITEMS = 200
 MAX_FILE_CHARS = 1_000_000  # more than the longest answer max_tokens (131,072 at most) allows
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and line feed, DEL, C1
 
 
 @dataclass

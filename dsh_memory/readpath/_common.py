@@ -37,13 +37,13 @@ def validate(model: type[M], **values: Any) -> M:
 # Control characters but tab and line feed (C0, DEL, C1): an escape sequence in a memory file
 # (its text comes from session logs) would drive the terminal it is printed on, or reach an agent's
 # context as bytes nobody sees.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def visible(text: str) -> str:
     """`text` for a terminal or an agent's context: each control character but tab and line feed
     shown as `\\x1b` (a CRLF line end is a line end), never passed on."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
 
 
 # ---- cursors: opaque, and bound to the request they continue -------------------------------
