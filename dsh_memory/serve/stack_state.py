@@ -32,8 +32,7 @@ def state_path(prefect_home: Path | None = None) -> Path:
 
 
 def lock_path(prefect_home: Path | None = None) -> Path:
-    home = prefect_home or default_prefect_home()
-    return home.with_name(home.name + ".stack.lock")
+    return state_path(prefect_home).with_suffix(".lock")
 
 
 def http_url(host: str, port: int) -> str:
