@@ -98,7 +98,7 @@ def _string_weight(schema: Any, max_items: int, name: str = "", required: bool =
 
 
 def string_caps(
-    schema: dict[str, Any], max_tokens: int, *, max_string_chars: int, max_items: int
+    schema: dict[str, Any], max_tokens: int, *, max_string_chars: int, max_items: int = DEFAULT_MAX_ITEMS
 ) -> tuple[int, int, int]:
     """(cap for required strings, cap for optional / array-item strings, cap for slugs), in
     characters, such that all strings together fit in `max_tokens`. Slugs take at most an eighth
@@ -117,16 +117,10 @@ def string_caps(
     return cap_req, cap_opt, cap_slug
 
 
-def bound_schema(
-    schema: dict[str, Any],
-    *,
-    max_tokens: int,
-    max_string_chars: int = 4000,
-    max_items: int = DEFAULT_MAX_ITEMS,
-) -> dict[str, Any]:
+def bound_schema(schema: dict[str, Any], *, max_tokens: int, max_string_chars: int = 4000) -> dict[str, Any]:
     """A tightened deep copy of `schema` (see the module docstring). The input is not modified."""
     out = copy.deepcopy(schema)
-    cap_req, cap_opt, cap_slug = string_caps(out, max_tokens, max_string_chars=max_string_chars, max_items=max_items)
+    cap_req, cap_opt, cap_slug = string_caps(out, max_tokens, max_string_chars=max_string_chars)
 
     def visit(node: dict[str, Any], name: str, required: bool) -> None:
         cap = cap_req if required else cap_opt
@@ -134,7 +128,7 @@ def bound_schema(
         if "object" in types or "properties" in node:
             node.setdefault("additionalProperties", False)
         if "array" in types or "items" in node:
-            node["maxItems"] = min(int(node.get("maxItems", max_items)), max_items)
+            node["maxItems"] = min(int(node.get("maxItems", DEFAULT_MAX_ITEMS)), DEFAULT_MAX_ITEMS)
             if int(node.get("minItems", 0)) > node["maxItems"]:
                 node["minItems"] = node["maxItems"]
         if not _is_free_string(node):
