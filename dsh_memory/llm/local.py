@@ -32,6 +32,7 @@ INSTALL_HINT = f"pip install {RUNTIME}  (or: pip install 'dsh-memory[local]')"
 DEFAULT_CONTEXT_TOKENS = 8192
 DEFAULT_OUTPUT_RESERVE = 1024
 DEFAULT_TEMPERATURE = 0.2
+SEED = 1234
 MIN_OUTPUT_TOKENS = 16
 PROGRESS_EVERY_SECONDS = 10.0
 # Sampling that cannot loop: a mild repeat penalty over the last tokens, and a loop detector that
@@ -159,18 +160,13 @@ class LocalLLM:
         threads: int = 2,
         context_tokens: int = DEFAULT_CONTEXT_TOKENS,
         output_reserve_tokens: int = DEFAULT_OUTPUT_RESERVE,
-        max_string_chars: int = 4000,
-        seed: int = 1234,
-        progress: ProgressFn | None = None,
     ):
         self.model_path = Path(model_path)
         self.model = self.model_path.name
         self.threads = max(1, int(threads))
         self.context_tokens = int(context_tokens)
         self.output_reserve_tokens = int(output_reserve_tokens)
-        self.max_string_chars = int(max_string_chars)
-        self.seed = seed
-        self.progress = progress
+        self.progress: ProgressFn | None = None  # called with each stage's progress when set
 
     @classmethod
     def from_route(cls, route) -> LocalLLM:
@@ -207,7 +203,7 @@ class LocalLLM:
         return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in chat) + "<|im_start|>assistant\n"
 
     def _bounded(self, tool: ToolSpec, max_tokens: int) -> dict[str, Any]:
-        return grammar.bound_schema(tool.parameters, max_tokens=max_tokens, max_string_chars=self.max_string_chars)
+        return grammar.bound_schema(tool.parameters, max_tokens=max_tokens)
 
     def complete(
         self,
@@ -301,7 +297,7 @@ class LocalLLM:
             sampler.add_top_k(40)
             sampler.add_top_p(0.95, 1)
             sampler.add_temp(temp)
-            sampler.add_dist(self.seed)
+            sampler.add_dist(SEED)
         started = last_report = time.monotonic()
         batch = ctx.n_batch
         for i in range(0, len(tokens), batch):  # prompt in n_batch chunks
