@@ -40,7 +40,6 @@ class TurnEndForwarder:
         interval_seconds: float = 2.0,
         max_pending: int = 10_000,
         min_gap_seconds: float = 0.0,
-        timeout: float = 10.0,
         backoff_max_seconds: float = 30.0,
         post: Callable[..., Any] = post_events,
         record: Callable[[list[tuple[str, datetime]]], Any] | None = None,
@@ -50,7 +49,7 @@ class TurnEndForwarder:
         self.max_pending = max_pending
         self.min_gap = min_gap_seconds
         self._sent_at: dict[str, float] = {}  # session → when its last event was forwarded (within min_gap)
-        self.timeout = timeout
+        self.timeout = 10.0
         self.backoff_max = backoff_max_seconds
         self.close_timeout = 10.0
         self._post = post
