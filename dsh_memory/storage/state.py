@@ -171,7 +171,6 @@ class StateStore(AbstractContextManager["StateStore"]):
         model: str = "",
         provider: str = "",
         source: str | None = None,
-        path: str | None = None,
     ) -> Claim:
         """done|noop: reset attempts/backoff/error, set the watermark, add token usage (totals).
         'done' also sets pending_consolidation in the same transaction."""
@@ -188,9 +187,9 @@ class StateStore(AbstractContextManager["StateStore"]):
                 " input_tokens=input_tokens+:it, output_tokens=output_tokens+:ot,"
                 " model=CASE WHEN :model='' THEN model ELSE :model END,"
                 " provider=CASE WHEN :provider='' THEN provider ELSE :provider END,"
-                " source=COALESCE(:source, source), path=COALESCE(:path, path) WHERE session_id=:sid",
+                " source=COALESCE(:source, source) WHERE session_id=:sid",
                 dict(status=status, seq=int(last_seq), parts=int(parts_inc), ts=ts, slug=slug, it=it, ot=ot)
-                | dict(model=model, provider=provider, source=source, path=path, sid=session_id),
+                | dict(model=model, provider=provider, source=source, sid=session_id),
             )
             if status == "done":
                 conn.execute("UPDATE pipeline SET pending_consolidation=1 WHERE id=1")
