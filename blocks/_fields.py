@@ -44,15 +44,12 @@ class SettingsBlock(Block):
 
 def mirror(model: type[BaseModel], name: str, unset: str) -> Any:
     """An optional block field with the bounds of `model.<name>` and a description saying what
-    applies when it is left empty (`unset`, e.g. "$DSH_MEMORY_IDLE_SECONDS, else 180")."""
+    applies when it is left empty (`unset`, e.g. "$DSH_MEMORY_IDLE_SECONDS, else {default}": the
+    field's default, a text quoted, fills in `{default}`)."""
     src = model.model_fields[name]
     bounds = {a: getattr(m, a) for m in src.metadata for a in _BOUNDS if getattr(m, a, None) is not None}
-    return Field(None, description=f"{src.description}. Empty: {unset}.", **bounds)
-
-
-def default_text(model: type[BaseModel], name: str) -> str:
-    default = model.model_fields[name].default
-    return repr(default) if isinstance(default, str) else str(default)
+    default = repr(src.default) if isinstance(src.default, str) else str(src.default)
+    return Field(None, description=f"{src.description}. Empty: {unset.format(default=default)}.", **bounds)
 
 
 def check_path(value: str | None, allow_off: bool = False) -> str | None:

@@ -13,7 +13,6 @@ from dsh_memory.blocks._fields import (
     OFF,
     SettingsBlock,
     check_path,
-    default_text,
     env_mapping,
     expand,
     mirror,
@@ -32,7 +31,7 @@ SCALAR_FIELDS: tuple[str, ...] = tuple(n for n in MemorySettings.model_fields if
 
 
 def _m(name: str) -> Any:
-    return mirror(MemorySettings, name, f"$DSH_MEMORY_{name.upper()}, else {default_text(MemorySettings, name)}")
+    return mirror(MemorySettings, name, f"$DSH_MEMORY_{name.upper()}, else {{default}}")
 
 
 class MemorySettingsBlock(SettingsBlock):

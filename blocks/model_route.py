@@ -10,7 +10,6 @@ from pydantic import Field, SecretStr, field_validator
 from dsh_memory.blocks._fields import (
     SettingsBlock,
     check_path,
-    default_text,
     expand,
     mirror,
     sources,
@@ -22,7 +21,7 @@ EFFORT_PATTERN = r"^[a-z]{0,16}$"
 
 
 def _m(name: str) -> Any:
-    return mirror(ModelRoute, name, f"the default, {default_text(ModelRoute, name)}")
+    return mirror(ModelRoute, name, "the default, {default}")
 
 
 def _model(phase: int, what: str) -> Any:
