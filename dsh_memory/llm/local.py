@@ -132,12 +132,12 @@ def _chat_messages(messages: list[dict[str, Any]], tool_text: str | None) -> lis
     return out
 
 
-def loop_start(text: str, min_chars: int = LOOP_MIN_CHARS) -> int | None:
+def loop_start(text: str) -> int | None:
     """Where a loop began when the answer ends by repeating itself: the end of the first copy of
-    the repeated span (keep `text[:i]`), or None when the last `min_chars` characters are new."""
-    if len(text) < 2 * min_chars:
+    the repeated span (keep `text[:i]`), or None when the last LOOP_MIN_CHARS characters are new."""
+    if len(text) < 2 * LOOP_MIN_CHARS:
         return None
-    tail_at = len(text) - min_chars
+    tail_at = len(text) - LOOP_MIN_CHARS
     previous = text.rfind(text[tail_at:], 0, len(text) - 1)  # the nearest earlier copy: the period
     if previous < 0:
         return None
