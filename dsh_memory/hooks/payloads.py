@@ -125,13 +125,13 @@ class _ClaudeBody(_Strict):
 # ---------------------------------------------------------------- parsing
 
 
-def _depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
+def _depth_ok(value: Any) -> bool:
     """Iterative nesting check (no recursion, so no RecursionError of our own)."""
     stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, (dict, list)):
-            if depth > limit:
+            if depth > MAX_DEPTH:
                 return False
             children = node.values() if isinstance(node, dict) else node
             stack.extend((c, depth + 1) for c in children)
