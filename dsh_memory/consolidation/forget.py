@@ -35,7 +35,7 @@ def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> di
     state.set_override(session_id, "exclude")  # first: a kill after the drop must not leave it extractable
     dropped = state.forget(session_id)
     unconsumed = {b.id for b in store.read_raw_blocks() if b.session_id == session_id}
-    archived = store.archive_raw_blocks(unconsumed) if unconsumed else 0
+    archived = store.archive_raw_blocks(unconsumed)
     retired: list[str] = []
     for info in store.list_rollout_summaries():
         if str((info.provenance or {}).get("session_id") or "") == session_id and store.retire_summary(info.slug):
@@ -106,7 +106,7 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
                     state.mark_retired(info.slug, now)
                     retired.append(info.slug)
         blocks = {b.id for b in store.read_raw_blocks() if mine(b.project or sc.project_root(b.cwd))}
-        archived = store.archive_raw_blocks(blocks) if blocks else 0
+        archived = store.archive_raw_blocks(blocks)
         notes = [rel for rel in store.list_notes() if mine(_note_project(store, rel))]
         notes_archived = store.archive_notes(notes) if notes else 0
         handbook = _cut_handbook(store, mine, now, sc.project_root(asked) or asked)
