@@ -11,9 +11,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from dsh_memory import scope as sc
 from dsh_memory.consolidation.mechanical import Group
 from dsh_memory.readpath.learned import SOURCE
-from dsh_memory.scope import GLOBAL, SUMMARY_HEADING, is_tagged_global, project_root, summary_parts, untag
 
 WORD = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 NOISE = frozenset("the and for you with this that user said says agent".split())
@@ -24,7 +24,7 @@ ITEM_PREFIXES = ("- ", "* ", "+ ")
 
 def _words(line: str) -> frozenset[str]:
     """The words of an item that say what it is (3+ letters, not who said it)."""
-    return frozenset(w for w in WORD.findall(untag(SOURCE.sub("", line)).lower()) if len(w) >= 3 and w not in NOISE)
+    return frozenset(w for w in WORD.findall(sc.untag(SOURCE.sub("", line)).lower()) if len(w) >= 3 and w not in NOISE)
 
 
 def project_items(blocks: Iterable[Any]) -> list[tuple[frozenset[str], str]]:
@@ -32,14 +32,14 @@ def project_items(blocks: Iterable[Any]) -> list[tuple[frozenset[str], str]]:
     found in one project only."""
     where: dict[frozenset[str], set[str]] = {}
     for b in blocks:
-        project = b.project or project_root(b.cwd)
+        project = b.project or sc.project_root(b.cwd)
         for line in (b.body or "").split("\n"):
             if not line.lstrip().startswith(ITEM_PREFIXES):
                 continue
             words = _words(line)
             if len(words) >= 2:
-                where.setdefault(words, set()).add(GLOBAL if is_tagged_global(line) or not project else project)
-    return [(w, next(iter(p))) for w, p in where.items() if len(p) == 1 and GLOBAL not in p]
+                where.setdefault(words, set()).add(sc.GLOBAL if sc.is_tagged_global(line) or not project else project)
+    return [(w, next(iter(p))) for w, p in where.items() if len(p) == 1 and sc.GLOBAL not in p]
 
 
 def _owner(line: str, items: list[tuple[frozenset[str], str]]) -> str | None:
@@ -71,27 +71,25 @@ def guard_summary(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[s
     """(summary with misplaced project items moved to their part, how many moved)."""
     if not items or not text.strip():
         return text, 0
-    glob, parts = summary_parts(text)
+    glob, parts = sc.summary_parts(text)
     kept, moved = _sort_out([(None, glob.split("\n")), *((p, t.split("\n")) for p, t in parts.items())], items)
     if not moved:
         return text, 0
     sections = dict(kept)
     for owner, lines in moved.items():
         sections.setdefault(owner, []).extend(["## User preferences", *lines] if owner not in parts else lines)
-    out = ["v1", "", f"{SUMMARY_HEADING}global", *sections.pop(None), ""]
+    out = ["v1", "", f"{sc.SUMMARY_HEADING}global", *sections.pop(None), ""]
     for name, lines in sections.items():
-        out += [f"{SUMMARY_HEADING}project {name}", *lines, ""]
+        out += [f"{sc.SUMMARY_HEADING}project {name}", *lines, ""]
     return "\n".join(out).rstrip() + "\n", sum(len(v) for v in moved.values())
 
 
 def guard_handbook(text: str, items: list[tuple[frozenset[str], str]]) -> tuple[str, int]:
     """(MEMORY.md with misplaced project items moved to their project's task group, how many)."""
-    from dsh_memory.scope import handbook_groups
-
     if not items or not text.strip():
         return text, 0
     lines = text.split("\n")
-    starts = handbook_groups(lines)
+    starts = sc.handbook_groups(lines)
     ends = [s for s, _ in starts[1:]] + [len(lines)]
     kept, moved = _sort_out([(p, lines[s:e]) for (s, p), e in zip(starts, ends, strict=True)], items)
     if not moved:
