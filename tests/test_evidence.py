@@ -648,6 +648,9 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
         "i don't think we need push_conflict_policy, default is just block and ask user to resolve conflicts",
         "do not commit anything",  # this task's git work held back (a standing one says where: "… in this repo")
         "don't bump version",
+        "Do not commit.",  # … and its files bounded (a worker's prompt)
+        "Do not edit other files and do not commit.",
+        "Do not edit README or any other file.",
     ):
         assert not is_rule(said), said
     for said in (
@@ -655,6 +658,7 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
         "Do not spawn standby workers without a concrete task.",
         "Do not commit docs in this repo.",
         "don't push to main",
+        "Never edit generated files; edit the templates instead.",
     ):
         assert is_rule(said), said
     s = make_session(

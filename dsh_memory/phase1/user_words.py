@@ -101,9 +101,10 @@ REACH = re.compile(
 AT_HAND = re.compile(
     r"\b(?:(?:that|this) one|the one (?:in|at|from|on|for)|(?:these|those) (?:two|three|four|parts|lines|sections|bits)"
     r"|remove (?:that|this|it|them)|as an example)\b|\b(?:yet|then)\W*$"
-    # a step of this task's git work held back: "do not commit anything", "don't bump version"
-    r"|\b(?:don'?t|do not) (?:commit|push|merge|bump|deploy|release|publish|tag) (?:anything|it|this|that|them|"
-    r"(?:the )?version)\W*$",
+    # a step of this task's git work held back, or its files bounded: "do not commit anything", "don't bump
+    # version", "Do not commit.", "Do not edit README or any other file."
+    r"|\b(?:don'?t|do not) (?:commit|push|merge|bump|deploy|release|publish|tag)(?: (?:anything|it|this|that|them|"
+    r"(?:the )?version))?\W*$|\b(?:don'?t|do not) (?:edit|touch|change|modify)\b[^.;]{0,40}\bother files?\b",
     re.I,
 )
 # "instead of saying Entire Skills tutorial just say skills tutorial": the wording of the text
