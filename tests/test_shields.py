@@ -501,19 +501,27 @@ def test_a_look_at_processes_that_found_none_is_no_shield():
     assert gather(s).shields == []
 
 
-def test_a_question_to_a_tool_after_a_failure_is_no_fix():
-    """An unseen session kept "`marvin status --agent-type codex` failed: unknown flag; fixed by
-    `marvin --help`", and realq "`erk exec setup-impl --issue 8124` failed …; fixed by `gh pr view
-    8124 …`": a look at the help or at the issue changes nothing, so it fixes nothing."""
+def test_a_look_at_the_help_or_elsewhere_after_a_failure_is_no_fix():
+    """Unseen sessions kept "`marvin status --agent-type codex` failed: unknown flag; fixed by
+    `marvin --help`" (and `workmux add --help`): a look at the help changes nothing, nor does a
+    look at another issue. A look at the same issue starts the workaround (realq: `erk exec
+    setup-impl --issue 8124` crashed; the plan's branch came from `gh pr view 8124 --json …`)."""
     s = make_session(
         ("user", "Show the deploy status."),
         _bash("shopctl status --agent-type web", "Error: unknown flag: --agent-type", True),
         _bash("shopctl --help", "Usage: shopctl [command]"),
         _bash("shopctl plan --issue 812", "TypeError: plan() got an unexpected keyword argument 'slug'", True),
-        _bash("gh pr view 812 --json headRefName", '{"headRefName": "feat/x"}'),
+        _bash("gh pr view 813 --json headRefName", '{"headRefName": "feat/x"}'),
         cwd=CWD,
     )
     assert gather(s).shields == []
+    s = make_session(
+        ("user", "Set up the plan."),
+        _bash("shopctl plan --issue 812", "TypeError: plan() got an unexpected keyword argument 'slug'", True),
+        _bash("gh pr view 812 --json headRefName", '{"headRefName": "feat/x"}'),
+        cwd=CWD,
+    )
+    assert [x.fix for x in gather(s).shields] == ["`gh pr view 812 --json headRefName`"]
     s = make_session(  # what did the work still fixes it
         ("user", "Show the deploy status."),
         _bash("shopctl status --agent-type web", "Error: unknown flag: --agent-type", True),

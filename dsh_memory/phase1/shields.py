@@ -91,6 +91,8 @@ def _run_fix(cmd: str) -> str:
 _TYPO = re.compile(r"\b(SyntaxError|IndentationError|TabError|ParseError|Unexpected token)\b")
 
 
+HELP = re.compile(r"(?:^|\s)(?:--help|-h|help|--version)(?=\s|$)")  # `x --help`, `x help run`
+
 # A command a tool refused to parse: a lesson also for a question to it (`bd dolt status --short`).
 USAGE = re.compile(
     r"unknown (?:flag|option|command|argument|subcommand)|unexpected argument|unrecognized|invalid (?:flag|option)"
@@ -142,7 +144,7 @@ def _same_action(a: str, b: str) -> bool:
 def _worked_later(runs: list[Run], i: int) -> Run | None:
     """The run after `runs[i]` (which failed) that did what it meant to: the same command on the
     same target (another issue's run is no fix); nearby, the same tool's other form, the command
-    with or without a wrapper, or another tool on the same issue/PR number (not one that only asks)."""
+    with or without a wrapper, or another tool on the same issue/PR number (not a look at the help)."""
     r, fam = runs[i], family(runs[i].line)
     targets, asked = _targets(r.line), is_probe(r.line)
     for x in runs[i + 1 :]:
@@ -152,8 +154,10 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
             if _same_action(x.line, r.line):
                 return x
     for x in runs[i + 1 : i + 8]:
-        if x.failed or family(x.line) == fam or is_probe(x.line):
-            continue  # a question to a tool (`marvin --help`, `gh pr view 8124`) did not do the work
+        if x.failed or family(x.line) == fam or HELP.search(core(x.line)):
+            continue  # a look at the help (`marvin --help`) did not do the work …
+        if is_probe(x.line) and not (targets and targets & _targets(x.line)):
+            continue  # … nor a look elsewhere; a look at the same issue starts the workaround (`gh pr view 8124`)
         if not BUILD.match(core(r.line)) and _same_command(x.line, r.line):  # `ssh-add -l`, then `ssh-add KEY`
             return x
         if _wrapped(x.line, r.line) or (targets and targets & _targets(x.line)):
