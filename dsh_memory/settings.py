@@ -10,14 +10,27 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-chat"
-SemanticSearch = Literal["auto", "on", "off"]
 _SWITCH_WORDS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}
+
+
+def _switch(v: object) -> object:
+    """Also the usual words of a switch (1 / true / yes / 0 / false / no, any case) and a bool:
+    the same in the environment, a block and the Python API."""
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, str):
+        v = v.strip().lower()
+        return _SWITCH_WORDS.get(v, v)
+    return v
+
+
+SemanticSearch = Annotated[Literal["auto", "on", "off"], BeforeValidator(_switch)]
 
 
 ENV_PREFIX = "DSH_MEMORY_"
@@ -242,15 +255,6 @@ class MemorySettings(BaseModel):
         there = next((p for p in (v, *v.parents) if p.exists()), v)  # it, or the folder it would be made in
         if there.exists() and not there.is_dir():
             raise ValueError(f"{there} is not a directory: point it at a folder (one that is missing is created)")
-        return v
-
-    @field_validator("semantic_search", mode="before")
-    @classmethod
-    def _switch_words(cls, v: object) -> object:
-        """Also the usual words of a switch (DSH_MEMORY_SEMANTIC_SEARCH=1 / true / 0 / false)."""
-        if isinstance(v, str):
-            v = v.strip().lower()
-            return _SWITCH_WORDS.get(v, v)
         return v
 
     @classmethod

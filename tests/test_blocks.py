@@ -120,6 +120,25 @@ def test_bad_values_are_rejected_naming_the_field(cls, field, value):
     assert [e["loc"][0] for e in info.value.errors()] == [field]
 
 
+@pytest.mark.parametrize(
+    "value, expected",
+    [("true", "on"), ("ON", "on"), (" Yes ", "on"), ("1", "on"), (True, "on"), ("false", "off"), (False, "off")],
+)
+def test_semantic_search_takes_the_same_switch_words_in_a_block_the_api_and_the_environment(tmp_path, value, expected):
+    """A block set through the Python API (or the UI) took only auto/on/off while the environment
+    took 1/true/yes/0/false/no too; now the three routes agree (a bool is a switch as well)."""
+    from dsh_memory.blocks import MemorySettingsBlock
+
+    assert MemorySettingsBlock(semantic_search=value).semantic_search == expected
+    assert MemorySettings(memory_root=tmp_path, semantic_search=value).semantic_search == expected
+    if isinstance(value, str):
+        env = _env(tmp_path, DSH_MEMORY_SEMANTIC_SEARCH=value)
+        assert MemorySettings.from_env(env).semantic_search == expected
+    for bad in ("maybe", 2):
+        with pytest.raises(ValidationError, match="Input should be 'auto', 'on' or 'off'"):
+            MemorySettingsBlock(semantic_search=bad)
+
+
 def test_block_values_win_over_env_over_defaults(tmp_path):
     from dsh_memory.blocks import MemorySettingsBlock, ModelRouteBlock
     from dsh_memory.blocks.memory_settings import settings_sources
