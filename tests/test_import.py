@@ -389,3 +389,36 @@ def test_codex_recaps_are_read_newest_first_so_a_cap_leaves_out_the_oldest(monke
         "2026-01-old.md",
         "2026-11-02-webapp-login.md",
     ]
+
+
+def test_a_file_swapped_for_a_symlink_after_its_check_is_not_followed(monkeypatch, tmp_path):
+    """The reader checked a file with lstat and then opened it by its path: a symlink put in its
+    place between the two (here: as the check returns) was followed, importing what it points at."""
+    lay = _layout(tmp_path)
+    _env(monkeypatch, tmp_path, lay)
+    outside = tmp_path / "outside.md"
+    outside.write_text(f"- {NEEDLE} is the vault password.\n")
+    victim = lay["topic"] / "testing.md"
+    real_lstat, real_open, swapped = os.lstat, os.open, []
+
+    def swap(path) -> None:
+        if os.fspath(path) == str(victim) and not swapped:
+            swapped.append(victim)
+            victim.unlink()
+            victim.symlink_to(outside)
+
+    def lstat_then_swap(path, *args, **kwargs):  # the check sees the file, the open a link
+        st = real_lstat(path, *args, **kwargs)
+        swap(path)
+        return st
+
+    def swap_then_open(path, *args, **kwargs):  # a reader without that check: the link is there
+        swap(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat_then_swap)
+    monkeypatch.setattr(os, "open", swap_then_open)
+    rows = _rows(_import("claude"))
+    assert swapped and rows[("testing.md", None)]["action"] == "skip", rows[("testing.md", None)]
+    assert rows[("testing.md", None)]["reason"] == "not a regular file"
+    assert not any(NEEDLE.encode() in p.read_bytes() for p in (tmp_path / "memories").rglob("*") if p.is_file())

@@ -21,6 +21,7 @@ Codex memories: `$CODEX_HOME/memories/` (default `~/.codex`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -66,20 +67,21 @@ class Item:
 
 def _read(item: Item) -> str | None:
     """The text of `item.source`, a regular file (no symlink) of at most MAX_FILE_BYTES, its
-    sha256 and mtime noted on `item`; None, with `item.skip` saying why, when it cannot be imported."""
+    sha256 and mtime noted on `item`; None, with `item.skip` saying why, when it cannot be imported.
+    Opened without following a link and checked on the open file: one swapped for a symlink (or a
+    FIFO) between a check and the open is never read through."""
     try:
-        st = os.lstat(item.source)
-        if not stat.S_ISREG(st.st_mode):
-            item.skip = "not a regular file"
-        elif st.st_size > MAX_FILE_BYTES:
-            item.skip = f"larger than {MAX_FILE_BYTES // 1024} KiB ({st.st_size} bytes)"
-        else:
-            with open(item.source, "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES + 1)
-            if len(data) > MAX_FILE_BYTES:
+        fd = os.open(item.source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                item.skip = "not a regular file"
+            elif st.st_size > MAX_FILE_BYTES:
+                item.skip = f"larger than {MAX_FILE_BYTES // 1024} KiB ({st.st_size} bytes)"
+            elif len(data := fh.read(MAX_FILE_BYTES + 1)) > MAX_FILE_BYTES:
                 item.skip = f"larger than {MAX_FILE_BYTES // 1024} KiB"
     except OSError as exc:
-        item.skip = f"cannot read: {exc.strerror or exc}"
+        item.skip = "not a regular file" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
     if item.skip:
         return None
     item.sha256 = hashlib.sha256(data).hexdigest()
