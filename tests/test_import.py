@@ -391,6 +391,21 @@ def test_codex_recaps_are_read_newest_first_so_a_cap_leaves_out_the_oldest(monke
     ]
 
 
+def test_a_binary_file_named_md_is_skipped_with_why_and_the_rest_imported(monkeypatch, tmp_path):
+    """A picture or a Latin-1 file named `.md` was imported as a note of replacement characters
+    (and handed to the next consolidation as evidence); each is skipped, saying why."""
+    lay = _layout(tmp_path)
+    _env(monkeypatch, tmp_path, lay)
+    (lay["topic"] / "logo.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR- a rule\n")
+    (lay["topic"] / "latin.md").write_bytes(b"- caf\xe9 rule\n")
+    (lay["codex"] / "memories" / "rollout_summaries" / "nul.md").write_bytes(b"cwd: /x\n\n- a\x00rule\n")
+    rows = _rows(_import("all"))
+    assert (rows[("logo.md", None)]["action"], rows[("logo.md", None)]["reason"]) == ("skip", "binary (NUL bytes)")
+    assert (rows[("nul.md", None)]["action"], rows[("nul.md", None)]["reason"]) == ("skip", "binary (NUL bytes)")
+    assert rows[("latin.md", None)]["action"] == "skip" and rows[("latin.md", None)]["reason"].startswith("not UTF-8")
+    assert rows[("testing.md", None)]["action"] == "import" and rows[("MEMORY.md", "webapp")]["action"] == "import"
+
+
 def test_a_file_swapped_for_a_symlink_after_its_check_is_not_followed(monkeypatch, tmp_path):
     """The reader checked a file with lstat and then opened it by its path: a symlink put in its
     place between the two (here: as the check returns) was followed, importing what it points at."""

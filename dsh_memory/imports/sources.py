@@ -69,7 +69,8 @@ def _read(item: Item) -> str | None:
     """The text of `item.source`, a regular file (no symlink) of at most MAX_FILE_BYTES, its
     sha256 and mtime noted on `item`; None, with `item.skip` saying why, when it cannot be imported.
     Opened without following a link and checked on the open file: one swapped for a symlink (or a
-    FIFO) between a check and the open is never read through."""
+    FIFO) between a check and the open is never read through. UTF-8 text only: a NUL byte or bytes
+    that are no UTF-8 are refused (a picture named `.md` is no memory)."""
     try:
         fd = os.open(item.source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as fh:
@@ -82,11 +83,18 @@ def _read(item: Item) -> str | None:
                 item.skip = f"larger than {MAX_FILE_BYTES // 1024} KiB"
     except OSError as exc:
         item.skip = "not a regular file" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
+    if not item.skip and b"\0" in data:
+        item.skip = "binary (NUL bytes)"
     if item.skip:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        item.skip = f"not UTF-8 text (byte {exc.start})"
         return None
     item.sha256 = hashlib.sha256(data).hexdigest()
     item.mtime = datetime.fromtimestamp(st.st_mtime, tz=UTC).isoformat(timespec="seconds")
-    return data.decode("utf-8", "replace")
+    return text
 
 
 def front_matter(text: str) -> tuple[dict, str]:
