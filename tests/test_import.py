@@ -437,3 +437,20 @@ def test_a_file_swapped_for_a_symlink_after_its_check_is_not_followed(monkeypatc
     assert swapped and rows[("testing.md", None)]["action"] == "skip", rows[("testing.md", None)]
     assert rows[("testing.md", None)]["reason"] == "not a regular file"
     assert not any(NEEDLE.encode() in p.read_bytes() for p in (tmp_path / "memories").rglob("*") if p.is_file())
+
+
+def test_a_long_import_says_how_far_it_got_on_stderr_and_json_stays_clean(monkeypatch, tmp_path):
+    """An import of thousands of files said nothing until it ended; off a terminal it now says
+    how many pieces it has been through every IMPORT_EVERY, and at the end, on stderr only."""
+    from dsh_memory.cli._progress import IMPORT_EVERY
+
+    lay = _layout(tmp_path)
+    _env(monkeypatch, tmp_path, lay)
+    for i in range(2 * IMPORT_EVERY):
+        (lay["topic"] / f"topic-{i:04d}.md").write_text(f"- Rule {i}: run the tests first.\n")
+    out = CliRunner().invoke(app, ["import", "claude", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.stdout)["rows"]  # stdout is the JSON alone
+    lines = out.stderr.splitlines()
+    assert lines[:2] == [f"dsh-memory: import: {n * IMPORT_EVERY:,} pieces" for n in (1, 2)], lines
+    assert lines[2:] == [f"dsh-memory: import: {len(rows):,} pieces, done"], lines

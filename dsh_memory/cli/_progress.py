@@ -1,6 +1,7 @@
 """Pipeline progress on stderr for `extract`, `run`, `demo` and `consolidate`: a live bar on a
 terminal, else one "dsh-memory: " line per phase start and end and per finished session. Tasks
 call `dsh_memory.progress.report`; the phases' start and end come from the flows' state hooks.
+`import` counts its pieces the same way (`with_count`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import logging
 import os
 import sys
 import threading
+from contextlib import nullcontext
 
 from dsh_memory import progress
 from dsh_memory.cli._common import is_terminal
@@ -16,6 +18,7 @@ from dsh_memory.cli._common import is_terminal
 PHASE_NAMES = {"phase1": "phase 1", "phase2": "phase 2"}
 LINE_PREFIX = "dsh-memory: "
 RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+IMPORT_EVERY = 100  # off a terminal, `with_count` says how far it got once per this many items
 
 
 def _run_logs_stay_in_the_run_log(record) -> bool:
@@ -104,3 +107,33 @@ def _with_bar(fn, label: str):
 
         with progress.listening(on_item, on_phase):
             return fn()
+
+
+def with_count(fn, phase: str, noun: str, every: int = IMPORT_EVERY):
+    """Run `fn`, counting `phase`'s reports on stderr: a live count on a terminal, else one line
+    every `every` items and one at the end (none for fewer: a short run stays quiet)."""
+    count = [0]
+    bar = None
+    if is_terminal(sys.stderr):
+        from rich.console import Console
+        from rich.progress import Progress, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn(phase), TextColumn("{task.completed:,} " + noun), TimeElapsedColumn())
+        bar = Progress(*columns, console=Console(stderr=True), transient=True)
+        task = bar.add_task("", total=None)
+
+    def on_item(reported: str, n: int, total: int, label: str) -> None:
+        if reported != phase:
+            return
+        count[0] += n
+        if bar is not None:
+            bar.update(task, advance=n)
+        elif count[0] % every == 0:
+            sys.stderr.write(f"{LINE_PREFIX}{phase}: {count[0]:,} {noun}\n")
+            sys.stderr.flush()
+
+    with progress.listening(on_item, lambda *_: None), bar or nullcontext():
+        result = fn()
+    if bar is None and count[0] >= every:
+        sys.stderr.write(f"{LINE_PREFIX}{phase}: {count[0]:,} {noun}, done\n")
+    return result

@@ -10,7 +10,7 @@ from typing import Literal
 import typer
 
 from dsh_memory.cli._common import emit_json, fail, prefect_env, run, show
-from dsh_memory.cli._progress import with_progress
+from dsh_memory.cli._progress import with_count, with_progress
 from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
 
 
@@ -177,13 +177,17 @@ def register(app: typer.Typer) -> None:
         Codex task group) becomes an ad hoc note with its provenance (agent, source, sha256, mtime)
         and its project, redacted; an unchanged one is skipped, a changed one imported again as a
         newer version. The sources are never modified. Projects in exclude_projects are skipped.
+        stderr counts the pieces as they go (a live count on a terminal, else a line every 100).
         """
 
         def go() -> dict:
             from dsh_memory.context import memory_context
-            from dsh_memory.imports import run_import
+            from dsh_memory.imports import PHASE, run_import
 
             with memory_context() as ctx:
-                return run_import(ctx.store, ctx.settings, which, dry_run=dry_run).model_dump(mode="json")
+                result = with_count(
+                    lambda: run_import(ctx.store, ctx.settings, which, dry_run=dry_run), PHASE, "pieces"
+                )
+            return result.model_dump(mode="json")
 
         show(go, as_json, _print_import)

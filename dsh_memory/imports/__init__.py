@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from contextlib import suppress
 from datetime import UTC, datetime
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from dsh_memory import progress
 from dsh_memory.errors import UserInputError
 from dsh_memory.imports.sources import Item, claude_items, codex_items
 from dsh_memory.storage.store_format import _write_atomic, read_regular
@@ -30,6 +33,7 @@ Which = Literal["claude", "codex", "all"]
 MANIFEST = ".state/imports.json"
 JOURNAL = MANIFEST + ".journal"  # one JSON line per note written since the manifest was last written
 MAX_MANIFEST_BYTES = 16 << 20
+PHASE = "import"  # `progress.report`s: one per piece, as it is read and imported (the CLI counts them)
 
 
 class ImportRow(BaseModel):
@@ -56,17 +60,19 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
 
     exclude = list(settings.exclude_projects or ())
     result = ImportResult(dry_run=dry_run)
-    pieces: list[Item] = []
+    pieces: list[Iterable[Item]] = []  # read one by one, as they are imported
     if which in ("claude", "all"):
         result.sources["claude"] = str(claude_config_dir() / "projects")
-        pieces += claude_items(claude_config_dir(), exclude)
+        pieces.append(claude_items(claude_config_dir(), exclude))
     if which in ("codex", "all"):
         result.sources["codex"] = str(codex_home() / "memories")
-        pieces += codex_items(codex_home(), exclude)
+        pieces.append(codex_items(codex_home(), exclude))
     with store.lock("imports"):
         manifest = load_manifest(store)
         journal = Path(store.root) / JOURNAL  # bookkeeping: .state/ is never served (made by store.lock)
-        result.rows = [_redacted(_one(store, manifest, item, dry_run, journal)) for item in pieces]
+        for item in chain(*pieces):
+            result.rows.append(_redacted(_one(store, manifest, item, dry_run, journal)))
+            progress.report(PHASE, 1, 0, item.source.name)
         if not dry_run and (journal.exists() or any(r.action in ("import", "update") for r in result.rows)):
             text = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
             _write_atomic(Path(store.root) / MANIFEST, text)
