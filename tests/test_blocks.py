@@ -437,6 +437,47 @@ def test_save_to_a_server_that_refuses_says_so_in_one_line(tmp_path):
     assert len(out.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("from_env", [["--from-env"], []])
+def test_save_to_a_server_that_is_down_behind_a_proxy_fails_at_once_in_one_line(tmp_path, from_env):
+    """A proxy whose Prefect server is stopped answers 503: `settings save` waited through
+    Prefect's client retries (6 requests, two minutes) before its one line. It asks once and says
+    the API does not answer (exit 6, like an unreachable one)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from dsh_memory.errors import ServiceUnavailableError
+
+    asked: list[str] = []
+
+    class Down(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            asked.append(f"{self.command} {self.path}")
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = do_PUT = do_PATCH = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Down)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/api"
+    env = dict(_env(tmp_path, url), PATH=os.environ.get("PATH", ""), PREFECT_HOME=str(tmp_path / "ph"))
+    env["PYTHONPATH"] = str(REPO)
+    try:
+        argv = [str(BIN / "dsh-memory"), "settings", "save", *from_env]
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert out.returncode == ServiceUnavailableError.exit_code, out.stderr
+    assert out.stderr.startswith(f"error: the Prefect API at {url} does not answer (HTTP 503)"), out.stderr
+    assert len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr
+    assert len(asked) == 1, asked
+
+
 # ---------------------------------------------------------------- on the real Prefect server
 
 

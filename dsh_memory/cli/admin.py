@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from dsh_memory.cli._common import show
-from dsh_memory.errors import ConfigError
+from dsh_memory.errors import ConfigError, ServiceUnavailableError
 
 
 def _print(data: dict) -> None:
@@ -29,15 +31,26 @@ def _print_saved(result: dict) -> None:
 
 def _save(from_env: bool, include_defaults: bool) -> dict:
     from prefect.exceptions import PrefectHTTPStatusError
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
 
+    from dsh_memory.settings_loader import prefect_api_url
+
+    # Each request once: Prefect's client retries a 502/503 five times, two minutes in all, before
+    # the same error (a PREFECT_CLIENT_MAX_RETRIES the user set still applies).
+    retries = {} if "PREFECT_CLIENT_MAX_RETRIES" in os.environ else {PREFECT_CLIENT_MAX_RETRIES: 0}
     try:
-        return _save_blocks(from_env, include_defaults)
+        with temporary_settings(updates=retries):
+            return _save_blocks(from_env, include_defaults)
     except PrefectHTTPStatusError as exc:  # a protected server without credentials, or not Prefect
-        from dsh_memory.settings_loader import prefect_api_url
-
+        url, status = prefect_api_url(profile=True), exc.response.status_code
+        if status in (502, 503, 504):  # a proxy for a server that is down or starting
+            raise ServiceUnavailableError(
+                f"the Prefect API at {url} does not answer (HTTP {status}): start it "
+                "(`prefect server start`, or `dsh-memory serve`) and save again"
+            ) from None
         raise ConfigError(
-            f"could not save the dsh-memory blocks on the Prefect API {prefect_api_url(profile=True)}: HTTP "
-            f"{exc.response.status_code}. Check PREFECT_API_URL (and PREFECT_API_KEY/PREFECT_API_AUTH_STRING)"
+            f"could not save the dsh-memory blocks on the Prefect API {url}: HTTP "
+            f"{status}. Check PREFECT_API_URL (and PREFECT_API_KEY/PREFECT_API_AUTH_STRING)"
         ) from None
 
 
