@@ -453,6 +453,33 @@ def test_apply_incremental_empty_fields_keep_files(store: MemoryStore, state: St
     assert res.raw_archived == 1
 
 
+def test_the_retired_summaries_keep_the_newest_and_every_one_the_handbook_names(
+    store: MemoryStore, state: StateStore, root: Path
+):
+    """rollout_summaries/.retired/ took every summary forgetting retired, forever: a consolidation
+    keeps MAX_RETIRED_SUMMARIES there, the newest (by time written), never dropping one the new
+    handbook names (injection dates its items by them, docs/architecture.md)."""
+    import os
+
+    from dsh_memory.consolidation.apply import MAX_RETIRED_SUMMARIES
+
+    store.retired_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(MAX_RETIRED_SUMMARIES + 5):
+        path = store.retired_dir / f"old-{i:05d}.md"
+        path.write_text(f"---\nsession_id: s{i}\nupdated_at: 2020-01-01\n---\n# Recap {i}\n")
+        os.utime(path, (1_600_000_000 + i, 1_600_000_000 + i))
+    add_raw(store, "a", "- a fact")
+    settings = settings_for(root)
+    inp = gather_inputs(store, state, settings, NOW)
+    tasks = "# Task Group: /work/proj\n### Tasks\n- rollout_summaries/old-00002.md (updated=2020-01-01)\n"
+    out = ConsolidationOutput(memory_md=tasks + "- a fact [source: old-00001]\n", memory_summary_md="v1\n")
+    apply_output(store, state, inp, out, settings, NOW)
+    kept = store.retired_slugs()
+    assert len(kept) == MAX_RETIRED_SUMMARIES and {"old-00001", "old-00002"} <= set(kept)  # named: kept
+    assert "old-00000" not in kept and "old-00006" not in kept and "old-00007" in kept
+    assert f"old-{MAX_RETIRED_SUMMARIES + 4:05d}" in kept
+
+
 def test_retire_session_retires_all_parts(store: MemoryStore, state: StateStore):
     add_summary(store, "task", "sess-1", NOW)
     store.write_rollout_summary(

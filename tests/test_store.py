@@ -394,6 +394,28 @@ def test_archive_moves_only_given_ids(store: MemoryStore):
     assert store.raw_archive_path.read_text().startswith("# Raw Memories (archive)\n")
 
 
+def test_the_raw_archive_keeps_its_newest_blocks_only(store: MemoryStore):
+    """raw_memories.archive.md was only ever added to, read and written whole by every
+    consolidation (and read whole by the scope guard): it keeps its newest RAW_ARCHIVE_MAX_CHARS,
+    in whole blocks, the oldest going first."""
+    from dsh_memory.storage.store_format import RAW_ARCHIVE_MAX_CHARS, RAW_ARCHIVE_TITLE, serialize_raw_block
+
+    def blk(i: int) -> RawBlock:
+        return RawBlock(
+            id=f"b{i}", session_id=f"s{i}", slug=f"x{i}", source="dsh", cwd="/c", updated_at="", body="y" * 5000
+        )
+
+    n = RAW_ARCHIVE_MAX_CHARS // 5000 + 50
+    old = "".join(serialize_raw_block(blk(i)) for i in range(n))
+    store.raw_archive_path.write_text(RAW_ARCHIVE_TITLE + old)
+    store.append_raw(blk(n))
+    assert store.archive_raw_blocks({f"b{n}"}) == 1
+    text = store.raw_archive_path.read_text()
+    ids = [b.id for b in store.read_raw_archive_blocks()]
+    assert len(text) <= RAW_ARCHIVE_MAX_CHARS and text.startswith(RAW_ARCHIVE_TITLE)
+    assert ids[-2:] == [f"b{n - 1}", f"b{n}"] and "b0" not in ids and len(ids) > n - 100
+
+
 # -- rollout summaries -------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "text",
@@ -533,6 +555,25 @@ def test_archive_notes(store: MemoryStore):
         store.archive_notes(["MEMORY.md"])
     with pytest.raises(PathGuardError):
         store.archive_notes(["../x.md"])
+
+
+def test_the_notes_archive_keeps_its_newest_notes_only(store: MemoryStore):
+    """extensions/ad_hoc/archive/ took every note a consolidation read, forever: it keeps the
+    newest MAX_ARCHIVED_NOTES (by time written), the oldest going first; the notes waiting stay."""
+    from dsh_memory.storage.store_format import MAX_ARCHIVED_NOTES
+
+    store.notes_archive_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(MAX_ARCHIVED_NOTES):
+        path = store.notes_archive_dir / f"2020{i:08d}-old.md"
+        path.write_text(f"old {i}\n")
+        os.utime(path, (1_600_000_000 + i, 1_600_000_000 + i))
+    waiting = store.add_note("still waiting")
+    fresh = store.add_note("just read")
+    assert store.archive_notes([fresh]) == 1
+    kept = sorted(p.name for p in store.notes_archive_dir.iterdir())
+    assert len(kept) == MAX_ARCHIVED_NOTES and Path(fresh).name in kept
+    assert "202000000000-old.md" not in kept and "202000000001-old.md" in kept
+    assert store.list_notes() == [waiting]
 
 
 def test_missing_file_is_not_found(store: MemoryStore):

@@ -15,6 +15,7 @@ import re
 import shutil
 from collections import Counter
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -40,6 +41,7 @@ from dsh_memory.phase1.postprocess import (
 )
 from dsh_memory.readpath.learned import BULLET, FLAGS, SOURCE, item_key
 from dsh_memory.scope import GLOBAL, GROUP_HEADING, handbook_groups, summary_file_cap
+from dsh_memory.storage.store_format import keep_newest
 from dsh_memory.transcript.redact import redact
 
 MAX_SKILLS_PER_RUN = 20
@@ -48,6 +50,7 @@ ARCHIVE = "MEMORY.archive.md"
 ARCHIVE_TITLE = "# Retired handbook items (kept, with why and when; see docs/agents.md)"
 ARCHIVE_MAX_CHARS = 1_000_000  # MEMORY.archive.md's newest, in whole task groups (16 full handbooks)
 MAX_REMOVED_SKILLS = 100  # skill versions kept in skills/.removed/, the newest
+MAX_RETIRED_SUMMARIES = 2000  # rollout_summaries/.retired/'s newest (and every one MEMORY.md names)
 _SET_ASIDE = re.compile(r"-(\d{8}T\d{6}Z)$")  # skills/.removed/<name>-<time>
 
 
@@ -275,6 +278,7 @@ def apply_output(
             state.mark_retired(slug, now)
         else:
             result.retire_missing.append(slug)
+    keep_newest_retired(store)
 
     result.raw_archived = store.archive_raw_blocks(set(inputs.raw_ids))
     result.notes_archived = store.archive_notes(list(inputs.note_rels))
@@ -294,6 +298,17 @@ def set_aside(store: Any, folder: Any, name: str, now: datetime, copy: bool = Fa
         versions = [e for e in it if _SET_ASIDE.search(e.name) and e.is_dir(follow_symlinks=False)]
     for e in sorted(versions, key=lambda e: _SET_ASIDE.search(e.name).group(1))[:-MAX_REMOVED_SKILLS]:
         shutil.rmtree(e.path, ignore_errors=True)  # never the reason a skill is not written
+
+
+def keep_newest_retired(store: Any) -> None:
+    """Keep MAX_RETIRED_SUMMARIES summaries in rollout_summaries/.retired/, the newest written;
+    one MEMORY.md names stays (injection dates an item by its sources, `readpath/learned.py`)."""
+    try:
+        named = {w.removesuffix(".md") for w in re.findall(r"[\w.-]+", store.read_text("MEMORY.md"))}
+    except FileNotFoundError:
+        named = set()
+    with suppress(DshMemoryError):  # a link in its place: not ours to bound
+        keep_newest(store.resolve("rollout_summaries/.retired"), MAX_RETIRED_SUMMARIES, named)
 
 
 def items_of(inputs: Phase2Inputs) -> list[Flagged]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
 from dsh_memory.storage.locks import AlreadyRunning
 from dsh_memory.storage.store_format import (
+    MAX_ARCHIVED_NOTES,
     PROVENANCE_KEYS,
     RAW_ARCHIVE_TITLE,
     RAW_TITLE,
@@ -37,6 +38,8 @@ from dsh_memory.storage.store_format import (
     _with_suffix,
     _write_atomic,
     _write_new,
+    keep_newest,
+    newest_blocks,
     parse_front_matter,
     parse_raw_blocks,
     read_regular,
@@ -218,8 +221,8 @@ class MemoryStore:
         return clean.id
 
     def archive_raw_blocks(self, ids: set[str]) -> int:
-        """Move exactly the blocks with these ids to the end of the archive. Blocks appended
-        meanwhile stay. Archive first, then raw: a crash in between duplicates, never loses."""
+        """Move exactly the blocks with these ids to the end of the archive (`newest_blocks`). Blocks
+        appended meanwhile stay. Archive first, then raw: a crash in between duplicates, never loses."""
         ids = set(ids)
         if not ids:
             return 0
@@ -233,7 +236,7 @@ class MemoryStore:
             archived = self._raw_blocks(arch)
             seen = {b.id for b in archived}
             archived += [b for b in moving if b.id not in seen]
-            self._write_raw(archived, arch, RAW_ARCHIVE_TITLE)
+            self._write_raw(newest_blocks(archived), arch, RAW_ARCHIVE_TITLE)
             self._write_raw([b for b in blocks if b.id not in ids], raw, RAW_TITLE)
             return len(moving)
 
@@ -379,7 +382,8 @@ class MemoryStore:
         )
 
     def archive_notes(self, rels: list[str]) -> int:
-        """Move consumed notes into extensions/ad_hoc/archive/ (never overwriting). Returns count."""
+        """Move consumed notes into extensions/ad_hoc/archive/ (never overwriting; its newest
+        MAX_ARCHIVED_NOTES kept). Returns count."""
         moved = 0
         prefix = "extensions/ad_hoc/notes/"
         with self.lock("notes"):
@@ -395,4 +399,6 @@ class MemoryStore:
                     n += 1
                 os.replace(src, dst)
                 moved += 1
+            if moved:
+                keep_newest(self.notes_archive_dir, MAX_ARCHIVED_NOTES)
         return moved

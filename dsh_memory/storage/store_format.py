@@ -33,6 +33,8 @@ SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
 SLUG_MAX = 80
 RAW_TITLE = "# Raw Memories\n"
 RAW_ARCHIVE_TITLE = "# Raw Memories (archive)\n"
+RAW_ARCHIVE_MAX_CHARS = 2_000_000  # raw_memories.archive.md's newest, in whole blocks
+MAX_ARCHIVED_NOTES = 1000  # notes kept in extensions/ad_hoc/archive/, the newest written
 _MARKER_RE = re.compile(r"^<!-- dsh-memory:raw (\{[^\n]*\}) -->$", re.M)
 PROVENANCE_KEYS = ("session_id", "source", "cwd", "path", "updated_at", "part", "extracted_at", "model", "provider")
 _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./:@+~,-][A-Za-z0-9_./:@+~, -]*[A-Za-z0-9_./:@+~,-]|[A-Za-z0-9_./@+,-]")
@@ -215,6 +217,38 @@ def serialize_raw_block(b: RawBlock) -> str:
     # `-->` / `<!--` can never appear inside the comment, not even from a hostile cwd.
     marker = marker.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f"\n## {heading}\n<!-- dsh-memory:raw {marker} -->\n{b.body}\n"
+
+
+def newest_blocks(blocks: list[RawBlock], cap: int = RAW_ARCHIVE_MAX_CHARS - len(RAW_ARCHIVE_TITLE)) -> list[RawBlock]:
+    """The newest (last) of `blocks` whose serialized text fits `cap`; the newest one always."""
+    size = 0
+    for i in range(len(blocks) - 1, -1, -1):
+        size += len(serialize_raw_block(blocks[i]))
+        if size > cap and i < len(blocks) - 1:
+            return blocks[i + 1 :]
+    return blocks
+
+
+def keep_newest(folder: Path, n: int, spare: frozenset[str] | set[str] = frozenset()) -> None:
+    """Delete the oldest `.md` files of `folder` (by time written) past its newest `n`; one whose
+    name without `.md` is in `spare` stays (and counts). Never the reason a write fails."""
+
+    def written(e: os.DirEntry) -> tuple[float, str]:
+        with suppress(OSError):
+            return (e.stat(follow_symlinks=False).st_mtime, e.name)
+        return (0.0, e.name)
+
+    files: list[os.DirEntry] = []
+    with suppress(OSError), os.scandir(folder) as it:
+        files = [e for e in it if e.name.endswith(".md") and e.is_file(follow_symlinks=False)]
+    extra = len(files) - n
+    for e in sorted(files, key=written):
+        if extra <= 0:
+            break
+        if e.name[:-3] not in spare:
+            with suppress(OSError):
+                os.unlink(e.path)
+            extra -= 1
 
 
 def parse_raw_blocks(text: str) -> list[RawBlock]:
