@@ -69,7 +69,7 @@ NARRATION = re.compile(
     r"Verify|Avoid|Consider|Fall back|Stage|Unstage|Amend|Squash|Revert|Retry|Re-\w+|"
     # a plan's steps: "Filter to repos that have …", "Confirm + execute", "Resolve the root from …"
     r"Filter|Confirm|Detect|Resolve|Validate|Reject|Fetch|Parse|Load|Save|Store|Compute|Emit|Print|Drop|Split|"
-    r"Wrap|Extract|Inject|Insert|Append|Prepend|Mark|Stop|Start|Ask|Leave)\s"
+    r"Wrap|Extract|Inject|Insert|Append|Prepend|Mark|Stop|Start|Ask|Leave|Treat|Warn|Document|Maybe)\s"
     # … also after a condition: "After `start` or `join`, remember this session is in a collab"
     r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
     r"check|set|add|skip|send)\b"
@@ -87,7 +87,8 @@ NARRATION = re.compile(
 # What a thing cannot do or needs: the facts that keep a next session from a wrong turn.
 LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won'?t work|requires?|must not)\b", re.I)
 HEDGE = re.compile(
-    r"\b(likely|probably|possibly|perhaps|suspicion|suspect|might|may not|may be|worth investigating|seems|appears to)\b",
+    r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|worth investigating|seems|"
+    r"appears to)\b",
     re.I,
 )
 DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solve the gap…"; not "This repo uses…"
