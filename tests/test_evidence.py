@@ -820,3 +820,29 @@ def test_a_plans_instruction_and_a_maybe_are_no_facts():
     ]
     kept = ["`docs/` is gitignored in this repo, so plan files under it are never committed."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_how_the_code_stands_today_is_no_fact_once_the_session_changes_it():
+    """An unseen Go set kept "Today the drop is unconditional: `segment.go` returns early …" and
+    "`resolveParentColor` currently walks `parents` front-to-back" after the session changed those
+    files: how the code stood before the change. "Already works today" needs no change, and what
+    stands today of a file the session left alone stays."""
+    before = [
+        "Today the drop is unconditional: `src/segment.go` returns early from `Render()`, as it reads `Enabled`.",
+        "`src/color/keywords.go`: `resolveParentColor` currently walks `parents` front-to-back, because of the prepend.",
+    ]
+    kept = [
+        "Already works today: `src/config/load.go` reads each `Extends` level, so A→B→C resolves.",
+        "`src/cache/clear.go` currently removes cache files older than 7 days, because GC runs on every new shell.",
+    ]
+    s = make_session(
+        ("user", "Render disabled segments with a fallback."),
+        ("assistant", "\n".join([*before, *kept])),
+        *[
+            ("tool", "Edit", {"file_path": f"{CWD}/{p}", "old_string": "a", "new_string": "b"}, "ok", False)
+            for p in ("src/segment.go", "src/color/keywords.go", "src/config/load.go")
+        ],
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert sorted(gather(s).facts) == sorted(kept)
