@@ -809,16 +809,18 @@ def test_the_only_changes_and_what_no_longer_fails_are_no_facts():
 
 def test_a_plans_instruction_and_a_maybe_are_no_facts():
     """Unseen sessions kept a plan's instructions ("Treat Phoenix work as links …", "Warn only later,
-    if ever, that `remote` …", realq "Document two scoping modes: …") and a suggestion led by
-    "Maybe" as project facts."""
+    if ever, that `remote` …") and a suggestion led by "Maybe" as project facts. (What a plan says to
+    document is knowledge: "Document two scoping modes: path-scoped (`paths: […]`) and …" stays.)"""
     gone = [
         "Treat Phoenix work as links/read-through via safe `external_trace`, not a storage or UI backend dependency.",
         "Warn only later, if ever, that `remote` is accepted but not preferred.",
-        "Document two scoping modes: path-scoped (`paths: [...]`) and always apply (`alwaysApply: true`)",
         "Maybe rename the fallback path as `runDefaultGrader`, because the current split requires a little tracing.",
         "If both are empty, show troubleshooting hints (e.g., maybe `agent` doesn't support `--output-format json`).",
     ]
-    kept = ["`docs/` is gitignored in this repo, so plan files under it are never committed."]
+    kept = [
+        "`docs/` is gitignored in this repo, so plan files under it are never committed.",
+        "Document two scoping modes: path-scoped (`paths: [...]`) and always apply (`alwaysApply: true`)",
+    ]
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 

@@ -69,7 +69,7 @@ NARRATION = re.compile(
     r"Verify|Avoid|Consider|Fall back|Stage|Unstage|Amend|Squash|Revert|Retry|Re-\w+|"
     # a plan's steps: "Filter to repos that have …", "Confirm + execute", "Resolve the root from …"
     r"Filter|Confirm|Detect|Resolve|Validate|Reject|Fetch|Parse|Load|Save|Store|Compute|Emit|Print|Drop|Split|"
-    r"Wrap|Extract|Inject|Insert|Append|Prepend|Mark|Stop|Start|Ask|Leave|Treat|Warn|Document|Maybe)\s"
+    r"Wrap|Extract|Inject|Insert|Append|Prepend|Mark|Stop|Start|Ask|Leave|Treat|Warn|Maybe)\s"
     # … also after a condition: "After `start` or `join`, remember this session is in a collab"
     r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
     r"check|set|add|skip|send)\b"
