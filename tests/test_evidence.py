@@ -848,3 +848,17 @@ def test_how_the_code_stands_today_is_no_fact_once_the_session_changes_it():
         cwd=CWD,
     )
     assert sorted(gather(s).facts) == sorted(kept)
+
+
+def test_a_change_report_in_french_spanish_or_german_is_no_fact():
+    """An unseen session's agent reported its changes in French ("`src/db/repo.ts`: Ajout de
+    `updateScore(id)`", "Nouvelle fonction …"): change reports, like "New `x` …" in English."""
+    gone = [
+        "`src/api/db/evaluation-repository.ts`: Ajout de `updateEvaluationScore(id, score, grade)`",
+        "`src/api/routes/evaluation.ts`: Nouveau endpoint `POST /api/evaluations/:id/recalculate-score` — recalcule.",
+        "`frontend/src/hooks/useEvaluationApi.ts`: Nouvelle fonction `recalculateScore(evaluationId)`.",
+        "`src/api/routes/score.ts`: Nuevo endpoint `POST /api/score` que recalcula la nota del contexto.",
+        "`src/api/routes/score.ts`: Neue Funktion `recalculate()` für die Bewertung des Kontexts.",
+    ]
+    kept = ["`src/api/db/evaluation-repository.ts` — the only module that writes `context_score`, via `updateScore`."]
+    assert [s for s in gone + kept if fact_score(s)] == kept
