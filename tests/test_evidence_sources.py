@@ -649,3 +649,22 @@ def test_linters_and_gofmt_are_checks_a_fixer_is_not_and_a_look_after_a_build_go
         "npx markdownlint-cli2 docs/a.mdx",
     ]
     assert not any(c.check for c in commands if "--fix" in c.line or "gofmt -w" in c.line)
+
+
+def test_a_tools_scratch_in_its_dot_folder_is_no_code_map_entry():
+    """A coordinator's Codex sessions listed the prompts they wrote for workers
+    (`.workmux/prompts/x.md`) and a brainstorm's pages (`.superpowers/brainstorm/<id>/content/a.html`)
+    as files the session changed; Copilot's `.github/prompts/` and other dot-folders stay."""
+    edits = [
+        (f"{CWD}/.workmux/prompts/review-e2e.md", "Review PR 1510 end to end."),
+        (f"{CWD}/.superpowers/brainstorm/90082-1776704014/content/approaches.html", "<h1>A</h1>"),
+        (f"{CWD}/.cache/tool/logs/run.log", "x"),
+        (f"{CWD}/.github/prompts/review.prompt.md", "Review the diff."),
+        (f"{CWD}/.claude/settings.json", "{}"),
+        (f"{CWD}/src/app.py", "def main():\n    pass\n"),
+    ]
+    assert sorted(c.path for c in changes(edits, CWD)) == [
+        ".claude/settings.json",
+        ".github/prompts/review.prompt.md",
+        "src/app.py",
+    ]
