@@ -64,3 +64,31 @@ def test_forget_with_a_file_where_the_retired_folder_goes_changes_nothing(tmp_pa
         forget_project(store, state, "/w", NOW)
     assert state.overrides() == {} and state.get_claim("s1") is not None
     assert [i.slug for i in store.list_rollout_summaries()] == ["s1"]
+
+
+def test_forget_says_a_consolidation_keeps_what_the_session_taught(tmp_path):
+    """`forget SESSION`'s help and the vault's confirm step said the handbook content it taught
+    "stays until the next consolidation", as if that one removed it: the merge keeps an item whose
+    recap was forgotten. Both now say it stays, and how to drop it."""
+    from typer.testing import CliRunner
+
+    from dsh_memory.cli import app
+    from dsh_memory.consolidation import mechanical
+    from dsh_memory.consolidation.forget import retire_session
+    from dsh_memory.context import MemoryContext
+    from dsh_memory.serve.vault.actions import plan
+    from dsh_memory.settings import MemorySettings
+    from tests.test_quality_local import _inputs, _settings
+
+    item = "- Load the deploy key before `scripts/deploy.sh staging`. [source: s1]"
+    with MemoryContext.of(MemorySettings(memory_root=tmp_path / "mem")) as ctx:
+        ctx.store.ensure_layout()
+        _summary(ctx.store, "s1", NOW, NOW)
+        said = " ".join(plan(ctx, "forget", {"session": "s1"}).steps)
+        retire_session(ctx.store, ctx.state, "s1", NOW)
+        handbook = f"# Task Group: /w\n\n## Project facts\n{item}\n"
+        out = mechanical.consolidate(ctx.store, _inputs(ctx.store, memory_md=handbook), _settings())
+    assert item in out.memory_md  # what the session taught outlives a consolidation
+    help_text = " ".join(CliRunner().invoke(app, ["forget", "--help"], env={"COLUMNS": "200"}).output.split())
+    for text in (said, help_text):
+        assert "until the next consolidation" not in text and "a consolidation keeps it): edit them" in text, text

@@ -107,7 +107,8 @@ def register(app: typer.Typer) -> None:
         """Drop a session's extraction record and retire its rollout summaries into .retired/.
 
         Its unconsolidated raw memories move to the archive and the session is excluded from
-        future extraction. Handbook content derived from it stays until the next consolidation.
+        future extraction. What MEMORY.md and the summary learned from it stays (a consolidation
+        keeps it): edit them to drop it.
         Refused (exit 5) while the session is being extracted. With --project ROOT: every rollout summary, raw block and note of that repository is
         retired or archived, its handbook groups and summary part are cut out into one retired
         summary, and its sessions are excluded (`dsh-memory restore NAME` brings a summary back).

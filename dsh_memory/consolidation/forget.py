@@ -22,8 +22,8 @@ from dsh_memory.storage.store_format import parse_front_matter
 def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> dict:
     """`dsh-memory forget SESSION`: drop the extraction record, retire every rollout summary (all
     parts) whose provenance names this session, move its not-yet-consolidated raw blocks to the
-    archive, and exclude the session from future extraction (so it is not re-learned). Handbook
-    content stays until the next consolidation."""
+    archive, and exclude the session from future extraction (so it is not re-learned). What the
+    handbook and summary learned from it stays: a consolidation keeps it."""
     if not isinstance(session_id, str) or not session_id.strip():
         raise UserInputError("forget needs a session id")
     claim = state.get_claim(session_id)

@@ -99,7 +99,7 @@ def plan(ctx: MemoryContext, action: str, form: dict[str, str]) -> Plan:
                 f"Retire its {len(mine)} rollout summaries into rollout_summaries/.retired/ (recoverable): "
                 + (", ".join(mine) or "none"),
                 f"Move its {raw} not yet consolidated raw memories to the archive.",
-                "What MEMORY.md and the summary already say stays until the next consolidation.",
+                "What MEMORY.md and the summary learned from it stays (a consolidation keeps it): edit them to drop it.",
             ],
             {"session": sid},
             danger=True,
