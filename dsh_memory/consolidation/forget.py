@@ -79,7 +79,7 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
     the project has nothing in memory. A rollout summary is the project's by its provenance
     `project`, else the repository of its `cwd`; the project's MEMORY.md task groups and summary
     part are kept together as one retired summary, `rollout_summaries/.retired/forgotten-<label>-
-    handbook.md`, which `dsh-memory restore` brings back for the next consolidation to read. Runs
+    handbook.md`, which `dsh-memory restore` brings back to the read tools. Runs
     under Phase 2's lock, so no consolidation rewrites the handbook meanwhile."""
     if not isinstance(root, str) or not root.strip() or "\x00" in root:
         raise UserInputError("forget --project needs a repository root")
