@@ -172,3 +172,25 @@ def test_commands_do_not_import_prefect(env):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_a_forgotten_session_is_listed_as_excluded_not_extractable(env, tmp_path):
+    """`forget SESSION` excludes it from extraction for good; `sessions` still called it
+    "extractable" (its claim dropped), and after `forget --project` "processed" (claims kept)."""
+    from datetime import UTC, datetime
+
+    from dsh_memory.storage.state import StateStore
+
+    env = {**env, "DSH_MEMORY_ROOT": str(tmp_path / "mem")}
+    with StateStore(tmp_path / "mem") as state:  # extracted once
+        state.baseline(FIXTURE_N, 311, datetime.now(UTC))
+    before = {r["id"]: r for r in json.loads(_invoke(["sessions", "--json"], env).stdout)}
+    assert before[FIXTURE_N]["extractable"] is True and before[FIXTURE_N]["state"] == "done"
+    res = _invoke(["forget", FIXTURE_N], env)
+    assert res.exit_code == 0, res.output
+    rows = {r["id"]: r for r in json.loads(_invoke(["sessions", "--json"], env).stdout)}
+    assert (rows[FIXTURE_N]["state"], rows[FIXTURE_N]["extractable"]) == ("excluded", False)
+    assert rows[FIXTURE_I]["state"] != "excluded"
+    table = _invoke(["sessions"], {**env, "COLUMNS": "200"}).stdout
+    (line,) = [ln for ln in table.splitlines() if ln.startswith(FIXTURE_N[:8])]
+    assert "excluded" in line and "extractable" not in line

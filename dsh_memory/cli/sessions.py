@@ -20,13 +20,14 @@ from dsh_memory.scope import excluded_by
 def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
     """One row per discovered session log, newest activity first; unreadable ones carry `error`.
     `state` is the session's extraction record as `status` counts it (done, noop, failed,
-    parked, running), None when the pipeline never touched it."""
+    parked, running), "excluded" (exclude_projects, or forgotten), None when never touched."""
     from dsh_memory.context import memory_context
 
     with memory_context() as ctx:
         refs = readers.discover(ctx.settings.roots, (source,) if source else SOURCES)
         # as `status` reads them; no state DB yet (never created here): nothing was processed
         states = {sid: c.shown_status for sid, c in ctx.state.claims().items()} if ctx.state_exists() else {}
+        forgotten = {sid for sid, v in ctx.state.overrides().items() if v == "exclude"} if ctx.state_exists() else set()
     rows: list[dict[str, Any]] = []
     for ref in refs:
         row: dict[str, Any] = {
@@ -70,6 +71,8 @@ def list_sessions(source: str | None = None) -> list[dict[str, Any]]:
                 warnings=len(s.warnings),
             )
             del s  # before the next log is read: one session in memory at a time
+        if ref.id in forgotten:  # `forget`: never extracted again
+            row.update(state="excluded", extractable=False)
         rows.append(row)
     rows.sort(key=lambda r: (r["last_activity"] or "", r["id"]), reverse=True)
     return rows
