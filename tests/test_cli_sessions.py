@@ -194,3 +194,19 @@ def test_a_forgotten_session_is_listed_as_excluded_not_extractable(env, tmp_path
     table = _invoke(["sessions"], {**env, "COLUMNS": "200"}).stdout
     (line,) = [ln for ln in table.splitlines() if ln.startswith(FIXTURE_N[:8])]
     assert "excluded" in line and "extractable" not in line
+
+
+def test_forget_a_session_not_extracted_yet_says_it_excluded_it(env, tmp_path):
+    """`forget` of a session in the logs but never extracted excluded it for good, then said
+    "nothing known about session …" (exit 3); an id nobody knows left an exclusion behind. The
+    first is forgotten (exit 0, by the prefix `sessions` prints too), the second changes nothing."""
+    from dsh_memory.storage.state import StateStore
+
+    env = {**env, "DSH_MEMORY_ROOT": str(tmp_path / "mem")}
+    res = _invoke(["forget", FIXTURE_N[:8], "--json"], env)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["session_id"] == FIXTURE_N
+    res = _invoke(["forget", "no-such-session"], env)
+    assert res.exit_code == 3 and "nothing known about session no-such-session" in res.output
+    with StateStore(tmp_path / "mem") as state:
+        assert state.overrides() == {FIXTURE_N: "exclude"}

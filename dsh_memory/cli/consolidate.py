@@ -9,6 +9,7 @@ from typing import Literal
 
 import typer
 
+from dsh_memory import readers
 from dsh_memory.cli._common import emit_json, fail, prefect_env, run, show
 from dsh_memory.cli._progress import with_count, with_progress
 from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
@@ -123,9 +124,17 @@ def register(app: typer.Typer) -> None:
             with memory_context() as ctx:
                 if project is not None:
                     return forget_project(ctx.store, ctx.state, project, datetime.now(UTC))
-                result = retire_session(ctx.store, ctx.state, session, datetime.now(UTC))
-            if not result["claim_dropped"] and not result["retired"]:
-                raise NotFoundError(f"nothing known about session {session}")
+                sid, in_logs = session, False
+                if ctx.state.get_claim(session) is None:  # not extracted yet, or a prefix `sessions` prints
+                    try:
+                        sid, in_logs = readers.find(ctx.settings.roots, session).id, True
+                    except NotFoundError:
+                        pass
+                before = ctx.state.overrides().get(sid)
+                result = retire_session(ctx.store, ctx.state, sid, datetime.now(UTC))
+                if not (in_logs or result["claim_dropped"] or result["retired"] or result["raw_blocks_archived"]):
+                    ctx.state.set_override(sid, before)  # no such session: nothing to exclude
+                    raise NotFoundError(f"nothing known about session {session}")
             return result
 
         def text(result: dict) -> None:
@@ -138,7 +147,7 @@ def register(app: typer.Typer) -> None:
                 )
             else:
                 typer.echo(
-                    f"forgot session {session}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "
+                    f"forgot session {result['session_id']}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "
                     f"retired {len(result['retired'])} rollout summaries{retired}"
                 )
 
