@@ -270,9 +270,21 @@ def test_http_command_refuses_non_loopback_host_without_allow_remote(settings):
     from dsh_memory.cli import app
 
     r = CliRunner().invoke(
-        app, ["http", "--host", "0.0.0.0", "--port", "0"], env={"DSH_MEMORY_ROOT": str(settings.memory_root)}
+        app, ["http", "--host", "0.0.0.0", "--port", "8765"], env={"DSH_MEMORY_ROOT": str(settings.memory_root)}
     )
     assert r.exit_code == 2 and "--allow-remote" in r.stderr
+
+
+def test_http_command_refuses_port_0(settings):
+    """`http --port 0` bound a random port and printed `http://127.0.0.1:0/…` as the vault's,
+    the RPC's and the hook's address: no one could find it. A port is 1–65535, as for `serve`."""
+    from typer.testing import CliRunner
+
+    from dsh_memory.cli import app
+
+    r = CliRunner().invoke(app, ["http", "--port", "0"], env={"DSH_MEMORY_ROOT": str(settings.memory_root)})
+    assert r.exit_code == 2 and "Invalid value for '--port'" in r.stderr, r.output
+    assert "127.0.0.1:0" not in r.output
 
 
 def test_http_command_on_a_busy_port_fails_with_one_line(settings):

@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     @app.command("http", rich_help_panel="Serve memory")
     def http_cmd(
         host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback by default)"),
-        port: int = typer.Option(8765, "--port", min=0, max=65535),
+        port: int = typer.Option(8765, "--port", min=1, max=65535),
         allow_remote: bool = typer.Option(
             False, "--allow-remote", help="Allow a non-loopback --host (no auth: put a proxy in front)"
         ),
