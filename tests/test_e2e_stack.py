@@ -359,9 +359,13 @@ def test_serve_stops_with_one_line_when_its_own_prefect_server_dies(tmp_path, ne
             # Serving, after a flow run (the boot catch-up): the runner's graceful stop then retries
             # the dead API for over a minute.
             deadline = time.monotonic() + 120
-            while not [r for r in _flow_runs(info.api_url, "catch-up", since) if r["state"]["type"] == "COMPLETED"]:
+            while not (
+                done := [r for r in _flow_runs(info.api_url, "catch-up", since) if r["state"]["type"] == "COMPLETED"]
+            ):
                 assert time.monotonic() < deadline, log_path.read_text()[-3000:]
                 time.sleep(0.5)
+            # the run's address, not the random name it had when scheduled (it renames itself)
+            assert f"boot catch-up scheduled: {info.ui_url}/runs/flow-run/{done[0]['id']}" in log_path.read_text()
             (server,) = [p for p in _children(proc.pid) if "server" in Path(f"/proc/{p}/cmdline").read_text()]
             os.kill(server, signal.SIGKILL)
             proc.wait(timeout=60)

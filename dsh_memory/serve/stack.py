@@ -22,7 +22,7 @@ import uvicorn
 
 from dsh_memory.context import MemoryContext, memory_context
 from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
-from dsh_memory.serve.deployments import CATCH_UP, runner_deployments
+from dsh_memory.serve.deployments import CATCH_UP, runner_deployments, ui_url
 from dsh_memory.serve.guard import check_bind_host
 from dsh_memory.serve.http_app import create_app
 from dsh_memory.serve.stack_state import (
@@ -198,8 +198,8 @@ def _schedule_boot_catch_up(settings, echo: Callable[[str], None]) -> None:
 
         for _ in range(30):  # serve() registers the deployments shortly after start
             try:
-                run = run_deployment(CATCH_UP, timeout=0)
-                echo(f"boot catch-up scheduled: flow run {run.name}")
+                run = run_deployment(CATCH_UP, timeout=0)  # named catch-up/<start> once it starts
+                echo(f"boot catch-up scheduled: {ui_url(os.environ.get('PREFECT_API_URL'))}/runs/flow-run/{run.id}")
                 return
             except Exception:
                 time.sleep(1)
