@@ -8,6 +8,7 @@
   (RUN_BLOCKS), or lies inside a generated block.
 - Every `dsh-memory …` command the pages show (inline, or in a hook's JSON or TOML) parses with
   today's CLI: the command and each option exist.
+- agents.md's RPC methods and MCP tools, resources and prompt are the servers'.
 """
 
 from __future__ import annotations
@@ -450,3 +451,31 @@ def test_a_wrong_command_is_detected():
     assert _parse_error("dsh-memory search --mode ranked foo") is None
     shown = _shown_commands(REPO / "README.md")
     assert "dsh-memory demo" in shown and "dsh-memory notify --kind claude --quiet" in shown
+
+
+# ---- the adapters' names: RPC methods, MCP tools, resources and prompts ----------------------
+
+
+def test_the_rpc_methods_and_mcp_names_agents_md_lists_are_the_servers(tmp_path):
+    """agents.md lists every RPC method and every MCP tool, resource and prompt: a method or tool
+    added, renamed or dropped must show there."""
+    import anyio
+
+    from dsh_memory.serve.http_app import RPC_METHODS
+    from dsh_memory.serve.mcp_server import build_server
+    from dsh_memory.settings import MemorySettings
+
+    page = (REPO / "docs" / "agents.md").read_text()
+    (methods,) = re.findall(r'"method": ((?:"[\w-]+"(?: \| )?)+)', page)
+    assert re.findall(r'"([\w-]+)"', methods) == list(RPC_METHODS)
+    (tools,) = re.findall(r"^MCP tools: (.*?);", page, re.M | re.S)
+    server = build_server(MemorySettings(memory_root=tmp_path))
+    listed = {t.name for t in anyio.run(server.list_tools)}
+    assert sorted(re.findall(r"`(memory_\w+)`", tools)) == sorted(listed)
+    resources = {str(r.uri) for r in anyio.run(server.list_resources)}
+    resources |= {t.uri_template for t in anyio.run(server.list_resource_templates)}
+    prompts = {p.name for p in anyio.run(server.list_prompts)}
+    assert resources == {"memory://summary", "memory://summary/{project}"} and prompts == {"memory"}
+    for name in resources:
+        assert f"`{name}`" in page
+    assert "the prompt `memory`" in page
