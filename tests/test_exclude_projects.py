@@ -270,3 +270,23 @@ def test_forget_session_killed_half_way_never_leaves_it_to_be_extracted_again(mo
     state = StateStore(root)
     assert state.get_claim("s1") is None and state.overrides() == {"s1": "exclude"}
     state.close()
+
+
+def test_forget_project_during_a_consolidation_says_what_to_do(monkeypatch, tmp_path):
+    """`forget --project` while a consolidation holds Phase 2's lock said "phase2 is already
+    running" (exit 5): neither what that is to the user nor what to do."""
+    from dsh_memory.storage.locks import phase_lock
+    from dsh_memory.storage.store import MemoryStore
+
+    repo = _repo(tmp_path / "src" / "app")
+    root = tmp_path / "memories"
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(root))
+    monkeypatch.setenv("DSH_MEMORY_IGNORE_BLOCKS", "1")
+    store = MemoryStore(root)
+    store.ensure_layout()
+    store.write_rollout_summary("recap-s1", {"session_id": "s1", "cwd": repo, "project": repo}, "- a fact")
+    with phase_lock(root, "phase2"):
+        out = CliRunner().invoke(app, ["forget", "--project", repo])
+    assert out.exit_code == 5, out.output
+    assert out.stderr.strip() == "error: a consolidation is running: forget the project once it ends", out.stderr
+    assert [i.slug for i in store.list_rollout_summaries()] == ["recap-s1"]

@@ -6,6 +6,7 @@ not a consolidation; each is recoverable (retired, archived, excluded; never del
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,11 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
     def mine(project: str | None) -> bool:
         return any(sc.matches(project, t, is_repo=True) for t in targets)
 
-    with phase_lock(store.root, "phase2"):
+    with ExitStack() as held:
+        try:
+            held.enter_context(phase_lock(store.root, "phase2"))
+        except AlreadyRunning:
+            raise AlreadyRunning("phase2", "a consolidation is running: forget the project once it ends") from None
         busy = [c.session_id for c in state.claims().values() if _running_here(c, mine)]
         if busy:  # its run would write the project's recap and raw memory after this
             msg = f"session {busy[0]} of this project is being extracted right now: forget it once that run ends"
