@@ -130,6 +130,20 @@ def test_consolidate_with_its_gate_closed_succeeds_without_prefect(processed, ar
         assert r.stdout.startswith(f"Phase 2: {outcome}\n")
 
 
+def test_consolidate_while_another_runs_succeeds_without_prefect(processed):
+    """Work waiting but another consolidation holds Phase 2's lock: the flow would only skip
+    ("already running"), so `consolidate` says so from the lock; it started Prefect for it (a
+    closed PREFECT_API_URL: exit 6)."""
+    from dsh_memory.storage.locks import phase_lock
+
+    with StateStore(processed["DSH_MEMORY_ROOT"]) as state:
+        state.set_pending(True)
+    with phase_lock(processed["DSH_MEMORY_ROOT"], "phase2"):
+        r, imported = cli_watched(["consolidate", "--force", "--json"], processed)
+    assert r.returncode == 0 and not imported, r.stderr
+    assert json.loads(r.stdout)["outcome"] == "skipped: already running"
+
+
 def test_dry_run_plans_without_prefect(tmp_path):
     """A dry run never starts Prefect, with work to plan or not."""
     env = clean_env(

@@ -70,10 +70,18 @@ def phase2_gate(settings: MemorySettings, now: datetime, force: bool) -> GateDec
 
 def phase2_skipped(settings: MemorySettings, now: datetime, force: bool) -> Phase2Result | None:
     """Phase 2's result when its gate is closed (nothing to consolidate, the cooldown, a failure
-    pause), written like the flow's; None when it would run. Nothing is recorded."""
+    pause) or another consolidation holds its lock, written like the flow's; None when it would
+    run. Nothing is recorded."""
+    from dsh_memory.consolidation import gate as gate_mod
     from dsh_memory.consolidation.result import Phase2Result
+    from dsh_memory.storage.locks import is_running
 
     gate = phase2_gate(settings, now, force)
+    if gate.run and is_running(settings.memory_root, "phase2"):  # the flow would skip too
+        reason = "another consolidation holds .state/phase2.lock"
+        return Phase2Result(
+            outcome=gate_mod.SKIP_RUNNING, reason=reason, force=force, memory_root=str(settings.memory_root)
+        )
     if gate.run:
         return None
     return Phase2Result(
