@@ -206,7 +206,9 @@ def test_forget_a_session_not_extracted_yet_says_it_excluded_it(env, tmp_path):
     res = _invoke(["forget", FIXTURE_N[:8], "--json"], env)
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["session_id"] == FIXTURE_N
+    res = _invoke(["forget", FIXTURE_I[:8]], env)  # in text: what it did, for a session never extracted too
+    assert res.exit_code == 0 and res.stdout.strip().endswith("; it is not extracted again"), res.output
     res = _invoke(["forget", "no-such-session"], env)
     assert res.exit_code == 3 and "nothing known about session no-such-session" in res.output
     with StateStore(tmp_path / "mem") as state:
-        assert state.overrides() == {FIXTURE_N: "exclude"}
+        assert state.overrides() == {FIXTURE_N: "exclude", FIXTURE_I: "exclude"}

@@ -148,7 +148,7 @@ def register(app: typer.Typer) -> None:
             else:
                 typer.echo(
                     f"forgot session {result['session_id']}: extraction record {'dropped' if result['claim_dropped'] else 'absent'}, "
-                    f"retired {len(result['retired'])} rollout summaries{retired}"
+                    f"retired {len(result['retired'])} rollout summaries{retired}; it is not extracted again"
                 )
 
         show(go, as_json, text)
