@@ -225,15 +225,28 @@ _WILD = re.compile(r"[*?\[\]{}()|^$]")
 GROUP_HEADING = "# Task Group:"
 
 
+NO_PROJECT = "(no project)"  # the task group of memory from a session whose cwd named no project
+
+
+def group_of(project: str | None) -> str:
+    """The task group of a raw block's `project` (else its cwd's): that project, whatever its path
+    (`C:\\src\\app` from another machine, a relative one); NO_PROJECT for a session whose cwd named
+    none (missing, or one called `global`). Never the global group: only the user's words put an
+    item there (`[scope: global]`)."""
+    return project if project and project != GLOBAL else NO_PROJECT
+
+
 def group_project(name: str, head: list[str]) -> str | None:
-    """The project of a MEMORY.md task group, from its `applies_to: cwd=<a real path>` line or a
-    name that is a path; None (global) for `global` and patterns such as `cwd=.*`. A path the
-    heading names too is the project's, whatever characters it holds (`/src/app (copy)`)."""
+    """The project of a MEMORY.md task group, from its `applies_to: cwd=<a real path>` line, a
+    name that is a path, or its `scope: project <name>` line (the merge writes one for every
+    project, `group_of`: a path from another machine or a relative one is a project too); None
+    (global) for `global` and patterns such as `cwd=.*`. A path the heading names too is the
+    project's, whatever characters it holds (`/src/app (copy)`)."""
     for line in head:
         m = _APPLIES.match(line.strip())
         if m and os.path.isabs(m.group(1)) and (m.group(1) == name or not _WILD.search(m.group(1))):
             return _norm(m.group(1))
-    if name != GLOBAL and os.path.isabs(name) and (f"scope: project {name}" in head or not _WILD.search(name)):
+    if name != GLOBAL and (f"scope: project {name}" in head or (os.path.isabs(name) and not _WILD.search(name))):
         return _norm(name)
     return None
 

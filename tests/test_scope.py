@@ -278,6 +278,30 @@ def test_a_cwd_with_line_breaks_writes_no_task_group_or_summary_part(tmp_path):
         assert not any(ln.startswith(("- Always", "applies_to: cwd=*")) for ln in text.splitlines()), text
 
 
+@pytest.mark.parametrize("cwd", ["C:\\Users\\me\\app", "src/app", "../../app", "global", None])
+def test_a_session_whose_cwd_names_no_absolute_path_never_reaches_the_global_part(tmp_path, repos, cwd):
+    """A session from another machine (`C:\\…`), a relative cwd, one called `global` or none at
+    all: its project's rules and commands are not the user's everywhere, so they never reach the
+    global task group or summary part (injected into every project); only `[scope: global]` does."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    body = f'{steps.RULES}\n- The user: "Use pnpm, not npm."\n{steps.COMMANDS}\n- Checks that passed: `pnpm test`'
+    store.append_raw(_block(1, cwd, body, project=sc.project_root(cwd)))
+    store.append_raw(_block(2, repos["ledger"], f'{steps.RULES}\n- The user: "Keep commits small."', repos["ledger"]))
+    out = mechanical.consolidate(
+        store, _inputs(store), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
+    )
+    store.atomic_write("memory_summary.md", out.memory_summary_md)
+    glob, parts = sc.summary_parts(out.memory_summary_md)
+    assert "pnpm" not in glob and any("pnpm" in p for p in parts.values()), out.memory_summary_md
+    assert "pnpm" not in summary(store, cwd=repos["ledger"]).content  # nor in another project's injection
+    md = out.memory_md.split("\n")
+    starts = sc.handbook_groups(md)
+    ends = [i for i, _ in starts[1:]] + [len(md)]
+    owners = [p for (i, p), end in zip(starts, ends, strict=True) if "pnpm" in "\n".join(md[i:end])]
+    assert owners and None not in owners, out.memory_md
+
+
 @pytest.mark.parametrize("folder", ["My App", "app (copy)", "c++", "price$", "a[1]"])
 def test_a_project_path_with_spaces_or_pattern_characters_stays_that_project(tmp_path, folder):
     """`applies_to: cwd=<root>` names the project even when the root has a space or a character of
@@ -577,6 +601,20 @@ def test_the_scope_guard_moves_a_models_misplaced_project_rule_to_its_part(tmp_p
     assert moved == 1 and list(parts) == [repos["ledger"]] and "pnpm" in parts[repos["ledger"]]
     assert "pnpm" not in glob and "English everywhere" in glob and "make check" in glob and "Keep commits" in glob
     assert guard_summary(fixed, project_items(blocks)) == (fixed, 0)  # in place: untouched
+
+
+@pytest.mark.parametrize("cwd", [None, "global", "src/app"])
+def test_the_scope_guard_keeps_a_rule_from_a_session_without_a_project_out_of_the_global_part(cwd):
+    """A session whose cwd names no project (none, one called `global`, a relative one): an
+    endpoint model that puts its rule in the global part has it moved out, as any project's."""
+    from dsh_memory.consolidation.scope_guard import guard_summary, project_items
+
+    blocks = [_block(1, cwd, "- Always deploy with `fab ship` first.", project=sc.project_root(cwd))]
+    fixed, moved = guard_summary(
+        "v1\n\n## User preferences\n- Always deploy with `fab ship` first.\n", project_items(blocks)
+    )
+    glob, parts = sc.summary_parts(fixed)
+    assert moved == 1 and "fab ship" not in glob and list(parts) == [sc.group_of(sc.project_root(cwd))]
 
 
 def test_the_scope_guard_moves_a_models_misplaced_handbook_lines_to_their_group(repos):

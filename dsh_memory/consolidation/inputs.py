@@ -17,7 +17,7 @@ from dsh_memory.consolidation.prompt import Section, build_messages
 from dsh_memory.consolidation.skill_inventory import SkillInfo, one_line, read_optional, skills_inventory
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.readpath.learned import dates_of
-from dsh_memory.scope import project_root
+from dsh_memory.scope import group_of, project_root
 from dsh_memory.storage.store_format import parse_front_matter
 
 INIT, INCREMENTAL = "INIT", "INCREMENTAL"
@@ -163,7 +163,7 @@ def build_index(store: Any, usage: dict, now: datetime, max_unused_days: int) ->
 
 
 def _render_raw(i: int, b: Any) -> str:
-    project = b.project or project_root(b.cwd) or "unknown"
+    project = group_of(b.project or project_root(b.cwd))
     head = (
         f"### raw block {i} · slug={one_line(b.slug, 80) or 'unknown'} · session={one_line(b.session_id, 120)}"
         f" · source={one_line(b.source, 20)} · cwd={one_line(b.cwd, 200) or 'unknown'}"

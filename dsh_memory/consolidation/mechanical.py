@@ -27,7 +27,7 @@ from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import clip_marked, why_not_memory
 from dsh_memory.phase1.commands import NARROW, family, narrowed
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
-from dsh_memory.scope import GLOBAL, is_tagged_global, project_root, untag
+from dsh_memory.scope import GLOBAL, group_of, is_tagged_global, project_root, untag
 from dsh_memory.storage.store_format import parse_front_matter, slugify
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
@@ -290,7 +290,7 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
     wanted = set(inputs.raw_ids)
     skills: list[dict] = []
     for block in [b for b in store.read_raw_blocks() if b.id in wanted]:
-        name = block.project or project_root(block.cwd) or GLOBAL
+        name = group_of(block.project or project_root(block.cwd))
         g = groups.setdefault(name, Group(name))
         parts = split_raw(block.body)
         skill = skill_from(block, parts)

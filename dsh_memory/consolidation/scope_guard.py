@@ -32,13 +32,13 @@ def project_items(blocks: Iterable[Any]) -> list[tuple[frozenset[str], str]]:
     found in one project only."""
     where: dict[frozenset[str], set[str]] = {}
     for b in blocks:
-        project = b.project or sc.project_root(b.cwd)
+        project = sc.group_of(b.project or sc.project_root(b.cwd))  # never global (a cwd naming none)
         for line in (b.body or "").split("\n"):
             if not line.lstrip().startswith(ITEM_PREFIXES):
                 continue
             words = _words(line)
             if len(words) >= 2:
-                where.setdefault(words, set()).add(sc.GLOBAL if sc.is_tagged_global(line) or not project else project)
+                where.setdefault(words, set()).add(sc.GLOBAL if sc.is_tagged_global(line) else project)
     return [(w, next(iter(p))) for w, p in where.items() if len(p) == 1 and sc.GLOBAL not in p]
 
 
