@@ -26,7 +26,7 @@ from dsh_memory.phase1.evidence import Evidence, gather, trivial_reason
 from dsh_memory.phase1.postprocess import Source, clean_text, is_content, scope_items
 from dsh_memory.phase1.prompt import ExtractionOutput
 from dsh_memory.phase1.selection import Decision
-from dsh_memory.phase1.steps import extract_in_steps, grounds
+from dsh_memory.phase1.steps import extract_in_steps, grounds, users_words
 from dsh_memory.scope import head_commit, project_root, untag
 from dsh_memory.transcript.redact import redact
 from dsh_memory.transcript.render import render_transcript
@@ -105,7 +105,7 @@ def call_model(
         ground = grounds(material.evidence, cwd)  # what the recap sentence and every line may say
         with slot():
             output = extract_in_steps(llm, material.evidence, ground, cwd=cwd, max_tokens=max_tokens)
-        return clean_output(output, ground)
+        return clean_output(output, ground, users_words(material.evidence))
     messages = phase1.build_messages(material.transcript, cwd=cwd, source=source, delta_watermark=delta_watermark)
     with slot():
         completion = llm.complete(
@@ -114,9 +114,10 @@ def call_model(
     return clean_output(parse_completion(completion), material.transcript)
 
 
-def clean_output(output: ExtractionOutput, transcript_text: str) -> ExtractionOutput:
+def clean_output(output: ExtractionOutput, transcript_text: str, users: str | None = None) -> ExtractionOutput:
     """An extraction (every provider's) cleaned against the transcript (`postprocess.clean_text`;
-    a raw memory left with headings only is empty) and its items scoped (`scope_items`)."""
+    a raw memory left with headings only is empty) and its items scoped (`scope_items`) by the
+    user's words: the transcript's, or `users` (`[user]` blocks) when the text is no transcript."""
     src = Source.of(transcript_text)
     caps = {"raw_memory": phase1.RAW_MEMORY_MAX_CHARS, "rollout_summary": phase1.SUMMARY_MAX_CHARS}
     lines = output.raw_memory.split("\n")
@@ -131,7 +132,7 @@ def clean_output(output: ExtractionOutput, transcript_text: str) -> ExtractionOu
     marked = "\n".join(
         ln + " [scope: global]" if ln.strip() in proposed else ln for ln in fields["raw_memory"].split("\n")
     )
-    fields["raw_memory"], scope_notes = scope_items(marked, transcript_text)
+    fields["raw_memory"], scope_notes = scope_items(marked, transcript_text if users is None else users)
     return output.model_copy(update={**fields, "notes": [*output.notes, *notes, *scope_notes]})
 
 

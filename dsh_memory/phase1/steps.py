@@ -267,6 +267,14 @@ def grounds(ev: Evidence, cwd: str | None) -> str:
     return digest(ev, cwd) + "\n" + ev.source_text() + "\n" + rendered(ev)
 
 
+def users_words(ev: Evidence) -> str:
+    """The user's words the evidence holds, one `[user]` block each: what this writer's items are
+    scoped by (`postprocess.scope_items`). Its grounds are no transcript, so a line there that
+    starts with `[user]` (the agent's message, a file it wrote) is nobody's words."""
+    said = [r.text for r in ev.rules] + ev.user_facts + ev.requests + [ev.first_prompt]
+    return "\n".join(f"[user] {' '.join(s.split())}" for s in said if s.strip())
+
+
 def rendered(ev: Evidence) -> str:
     """The raw memory and the recap without the model's sentence: all this writer writes alone."""
     return raw_memory(ev, _request(ev)) + "\n" + rollout_summary(ev, "")
