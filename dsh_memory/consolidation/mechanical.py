@@ -27,7 +27,7 @@ from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import clip_marked, why_not_memory
 from dsh_memory.phase1.commands import NARROW, family, narrowed
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
-from dsh_memory.scope import GLOBAL, group_of, is_tagged_global, project_root, untag
+from dsh_memory.scope import GLOBAL, LINE_BREAKS, group_of, is_tagged_global, project_root, untag
 from dsh_memory.storage.store_format import parse_front_matter, slugify
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
@@ -206,7 +206,8 @@ def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | No
     verify = [b for s, _, bs in parts if s == SECTIONS[steps.COMMANDS] for b in bs]
     pitfalls = [b for s, _, bs in parts if s == SECTIONS[steps.SHIELDS] for b in bs]
     rules = [b for s, _, bs in parts if s == SECTIONS[steps.RULES] for b in bs]
-    desc = re.sub(r"[\r\n\"]", " ", f"{task} (in {block.cwd or 'any project'})")[:200]
+    cwd = " ".join(LINE_BREAKS.sub(" ", block.cwd or "").split())  # on one line: no step or section of its own
+    desc = re.sub(r"[\r\n\"]", " ", f"{task} (in {cwd or 'any project'})")[:200]
     md = [
         "---",
         f"name: {name}",
@@ -215,7 +216,7 @@ def skill_from(block: Any, parts: list[tuple[str, str, list[str]]]) -> dict | No
         "---",
         "",
         "## When to use",
-        f"- In `{block.cwd or 'the project'}`, when asked to: {task}",
+        f"- In `{cwd or 'the project'}`, when asked to: {task}",
         *rules,
         "",
         "## Procedure",
