@@ -48,6 +48,7 @@ from dsh_memory.phase1.facts import (
     sentences,
 )
 from dsh_memory.phase1.paths import relative
+from dsh_memory.phase1.postprocess import STOP
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.user_words import (
@@ -130,11 +131,19 @@ def trivial_reason(evidence: Evidence) -> str | None:
     return "no tool use and no rule or preference from the user"
 
 
+# What a restatement may not bring that the rule does not say: a command line or a URL (the agent's
+# next message may relay a page or a file it read, and it would ride on the user's rule).
+_NOT_RESTATED = re.compile(r"`[^`\n]*\s[^`\n]*`|\b[a-z][a-z0-9+.-]*://\S+", re.I)
+
+
 def _agent_restatement(text: str, rule: str) -> str:
     """The agent's first sentence after a user's rule, when it restates it: it shares a word with
-    the rule and states something (no progress, no first or second person)."""
-    said = {w.lower() for w in re.findall(r"[A-Za-z][\w.-]{3,}", rule)}
+    the rule that is no cue ("never", "always", `STOP`), states something (no progress, no first or
+    second person) and brings no command line or URL the rule does not hold."""
+    said = {w.lower() for w in re.findall(r"[A-Za-z][\w.-]{3,}", rule)} - STOP
     for s in sentences(text)[:3]:
+        if any(m.group(0) not in rule for m in _NOT_RESTATED.finditer(s)):
+            continue
         s = ACK.sub("", s).strip()
         if len(s) < 25 or s.endswith(("?", ":")) or PROGRESS.match(s) or FIRST_PERSON.search(CODE.sub("", s)):
             continue
