@@ -58,7 +58,6 @@ COMMAND_OPENERS = ("<command-name>", "<command-message>", "<command-args>")
 INTERRUPTED = re.compile(r"^\[Request interrupted by user[^\]]*\]$")
 _COMMAND_FIELD = re.compile(r"<(command-name|command-message|command-args)>(.*?)</\1>", re.S)
 _LEADING_TAG = re.compile(r"\s*<([A-Za-z][\w-]*)>")
-_TRAILING_REMINDER = re.compile(r"\s*<system-reminder>(?:(?!<system-reminder>).)*</system-reminder>\s*\Z", re.S)
 
 _OPEN = r"(?ms)^[ \t]*<(?P<tag>system-reminder)>"  # harness boilerplate in tool results
 _ELEMENT = re.compile(_OPEN + r".*?</(?P=tag)>[ \t]*$")
@@ -109,6 +108,22 @@ def _command(name: str, args: str) -> TextClass:
     return TextClass(human=f"{name} {args}".strip(), label=label) if args else TextClass(labels=[label])
 
 
+_REMINDER_OPEN, _REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
+
+
+def _without_trailing_reminders(text: str) -> tuple[str, int]:
+    """`text` without the reminders that end it (hooks and the harness may append several after one
+    prompt: each is theirs, none the user's), and how many; read from the end, once."""
+    end, n = len(text), 0
+    while True:
+        while end and text[end - 1].isspace():
+            end -= 1
+        start = text.rfind(_REMINDER_OPEN, 0, end) if text.endswith(_REMINDER_CLOSE, 0, end) else -1
+        if start == -1:
+            return (text[:end] if n else text), n
+        end, n = start, n + 1
+
+
 def classify_text(text: str) -> TextClass:
     command = slash_command(text)
     if command is not None:
@@ -123,10 +138,8 @@ def classify_text(text: str) -> TextClass:
         labels.append(PREFIX_TAGS[tag])
         end = rest.find(f"</{tag}>", m.end())
         rest = "" if end == -1 else rest[end + len(tag) + 3 :]
-    # The literal first: the pattern's leading \s* makes re try it at every position of a long text.
-    if "<system-reminder>" in rest and (t := _TRAILING_REMINDER.search(rest)) is not None:
-        labels.append(PREFIX_TAGS["system-reminder"])
-        rest = rest[: t.start()]
+    rest, trailing = _without_trailing_reminders(rest)
+    labels += [PREFIX_TAGS["system-reminder"]] * trailing
     if labels:
         rest = rest.strip()
     if not rest.strip():
