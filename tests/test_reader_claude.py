@@ -515,6 +515,28 @@ def test_every_reminder_after_a_typed_prompt_is_context(tmp_path: Path):
     assert "evil.example" not in "\n".join(event_strings(s))
 
 
+def test_tags_never_closed_are_read_in_one_pass(tmp_path: Path):
+    """A tool's output or a prompt may open any number of harness tags and close none: each was
+    looked for to the end of the text again (4 MB of output: hours), now the text is read once."""
+    n = 400_000
+    read = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.txt"}}
+    output = "line 1\n" + "<system-reminder>\nx\n" * n  # 4 MB, no closing tag
+    path = _write(
+        tmp_path / "p",
+        [
+            _user(
+                1, "<command-name>/review</command-name><command-args>the parser</command-args>" + "<command-args>" * n
+            ),
+            _assistant(2, "m1", read),
+            _user(3, [{"type": "tool_result", "tool_use_id": "t1", "content": output}]),
+            _user(4, "<system-reminder>A</system-reminder>\n" * n + "and the tests"),
+        ],
+    )
+    s = claude.load(_ref(path))
+    assert [e.text for e in s.human_prompts] == ["/review the parser", "and the tests"]
+    assert [e.text for e in s.events if e.kind is EventKind.TOOL_RESULT] == ["line 1\n[system-reminder removed]"]
+
+
 def test_tool_result_boilerplate_is_stripped_by_rule(tmp_path: Path):
     reminder = (
         "<system-reminder>\nWhenever you read a file, you should consider whether it would be considered malware."

@@ -28,6 +28,7 @@ slash command wrappers, local command output, `!` shell echoes, background task 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,25 +57,35 @@ PREFIX_TAGS: dict[str, str] = {
 }
 COMMAND_OPENERS = ("<command-name>", "<command-message>", "<command-args>")
 INTERRUPTED = re.compile(r"^\[Request interrupted by user[^\]]*\]$")
-_COMMAND_FIELD = re.compile(r"<(command-name|command-message|command-args)>(.*?)</\1>", re.S)
+_COMMAND_FIELD = re.compile(r"<(command-name|command-message|command-args)>")
 _LEADING_TAG = re.compile(r"\s*<([A-Za-z][\w-]*)>")
 
-_OPEN = r"(?ms)^[ \t]*<(?P<tag>system-reminder)>"  # harness boilerplate in tool results
-_ELEMENT = re.compile(_OPEN + r".*?</(?P=tag)>[ \t]*$")
-_UNCLOSED = re.compile(_OPEN + r"(?:(?!</(?P=tag)>).)*\Z")  # cut off before its closing tag (a truncated result)
-
-
-def _marker(m: re.Match) -> str:
-    return f"[{m.group('tag')} removed]"
+# Harness boilerplate in tool results: an element opening a line and closing at a line's end.
+_OPEN = re.compile(r"(?m)^[ \t]*<system-reminder>")
+_CLOSE = re.compile(r"(?m)</system-reminder>[ \t]*$")
+_MARKER = "[system-reminder removed]"
 
 
 def strip_boilerplate(text: str) -> tuple[str, int]:
-    """`text` without harness boilerplate elements, each replaced by a marker; (text, removed)."""
-    if "<" not in text:
+    """`text` without harness boilerplate elements, each replaced by a marker, and one cut off
+    before its closing tag (a truncated result) to the end; (text, removed). One pass over the
+    text (a tool's output may hold any number of openers, none closed)."""
+    if "<system-reminder>" not in text:
         return text, 0
-    out, closed = _ELEMENT.subn(_marker, text)
-    out, cut = _UNCLOSED.subn(_marker, out)
-    removed = closed + cut
+    closes = [(m.start(), m.end()) for m in _CLOSE.finditer(text)]
+    parts, pos, removed = [], 0, 0
+    for m in _OPEN.finditer(text):
+        if m.start() < pos:
+            continue  # inside the element just removed
+        i = bisect_left(closes, (m.end(), -1))  # the first line-ending closer after this opener
+        if i == len(closes):
+            break  # none: nor for any later opener
+        parts += [text[pos : m.start()], _MARKER]
+        pos, removed = closes[i][1], removed + 1
+    out = "".join(parts) + text[pos:]
+    last = out.rfind("</system-reminder>")  # an opener with no closer after it: cut off there
+    if cut := _OPEN.search(out, last + 1 if last >= 0 else 0):
+        out, removed = out[: cut.start()] + _MARKER, removed + 1
     if not removed:
         return text, 0
     out = re.sub(r"\n{3,}", "\n\n", out).strip("\n")
@@ -95,11 +106,29 @@ def slash_command(text: str) -> tuple[str, str] | None:
     """(name, arguments) of a slash command wrapper, or None when `text` is not one."""
     if not text.lstrip().startswith(COMMAND_OPENERS):
         return None
-    fields = {m.group(1): m.group(2).strip() for m in _COMMAND_FIELD.finditer(text)}
+    fields = _command_fields(text)
     name = fields.get("command-name", "")
     if not name and fields.get("command-message"):
         name = "/" + fields["command-message"].lstrip("/")
     return " ".join(name.split()), fields.get("command-args", "")
+
+
+def _command_fields(text: str) -> dict[str, str]:
+    """Each `<command-…>value</command-…>` of a wrapper (the last of a name wins), in one pass: a
+    tag never closed is looked for once (a prompt may open any number)."""
+    fields: dict[str, str] = {}
+    unclosed: set[str] = set()
+    pos = 0
+    while m := _COMMAND_FIELD.search(text, pos):
+        tag = m.group(1)
+        end = -1 if tag in unclosed else text.find(f"</{tag}>", m.end())
+        if end == -1:
+            unclosed.add(tag)
+            pos = m.start() + 1
+            continue
+        fields[tag] = text[m.end() : end].strip()
+        pos = end + len(tag) + 3
+    return fields
 
 
 def _command(name: str, args: str) -> TextClass:
@@ -132,12 +161,13 @@ def classify_text(text: str) -> TextClass:
     if m and m.group(1) in WHOLE_TAGS:
         return TextClass(labels=[WHOLE_TAGS[m.group(1)]])
     labels: list[str] = []
-    rest = text
-    while (m := _LEADING_TAG.match(rest)) and m.group(1) in PREFIX_TAGS:
+    pos = 0  # read on, never copied per block: a prompt may come with any number of them
+    while (m := _LEADING_TAG.match(text, pos)) and m.group(1) in PREFIX_TAGS:
         tag = m.group(1)
         labels.append(PREFIX_TAGS[tag])
-        end = rest.find(f"</{tag}>", m.end())
-        rest = "" if end == -1 else rest[end + len(tag) + 3 :]
+        end = text.find(f"</{tag}>", m.end())
+        pos = len(text) if end == -1 else end + len(tag) + 3
+    rest = text[pos:]
     rest, trailing = _without_trailing_reminders(rest)
     labels += [PREFIX_TAGS["system-reminder"]] * trailing
     if labels:
