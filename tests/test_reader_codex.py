@@ -310,6 +310,14 @@ def test_injected_parts_stripped_and_mixed_messages_keep_human_text(tmp_path: Pa
     assert s.title == "Deploy the staging branch please."
 
 
+def test_any_number_of_injected_parts_is_read_in_one_pass(tmp_path: Path):
+    """A message may open with any number of injected parts: each was cut off by copying the rest
+    of the message (a million parts: hours); the message is read once."""
+    path = _write(tmp_path, [_meta(), _user("<skill>x</skill>\n" * 1_000_000 + "Deploy the staging branch.")])
+    s = codex.load(_ref(path))
+    assert [e.text for e in s.human_prompts] == ["Deploy the staging branch."]
+
+
 def test_reasoning_and_developer_text_never_kept(tmp_path: Path):
     path = _write(
         tmp_path,

@@ -190,13 +190,15 @@ class _Builder(Events):
 def strip_injected(text: str) -> tuple[str, list[str]]:
     """Remove leading injected blocks from one user text part; return (rest, labels removed)."""
     labels: list[str] = []
-    rest = text.lstrip()
-    while part := next((p for p in INJECTED_PARTS if rest[: len(p[0])].lower() == p[0].lower()), None):
+    pos = len(text) - len(text.lstrip())  # read on, never copied per block: a message may hold any number
+    while part := next((p for p in INJECTED_PARTS if text[pos : pos + len(p[0])].lower() == p[0].lower()), None):
         _, closing, label = part
-        end = re.search(re.escape(closing), rest, re.IGNORECASE)
-        rest = rest[end.end() :].lstrip() if end else ""
+        end = re.compile(re.escape(closing), re.IGNORECASE).search(text, pos)
+        pos = end.end() if end else len(text)
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
         labels.append(label)
-    return rest.strip(), labels
+    return text[pos:].strip(), labels
 
 
 def user_item_parts(p: dict) -> tuple[str, list[str], int]:
