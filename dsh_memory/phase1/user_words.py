@@ -208,6 +208,9 @@ _PASTED_DOC = re.compile(
 )
 
 
+_FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
+
+
 def user_text(e: Event) -> str:
     """The user's own words of a prompt: a long paste keeps only its first lines; a slash command
     keeps its arguments; shell-prompt lines and logs are not words."""
@@ -219,6 +222,10 @@ def user_text(e: Event) -> str:
         first = text.strip().splitlines()[0][:MAX_PASTE_CHARS]
         lead = PASTE_LEAD.search(first)
         text = first[: lead.end()].rstrip(": ") if lead else first
+    else:  # a short paste: a fenced block, or the lines after a lead that ends its line ("… in the console:")
+        text = _FENCED.sub("", text)
+        lead = next((m for m in PASTE_LEAD.finditer(text) if "\n" in m.group(0)), None)
+        text = text[: lead.start() + len(lead.group(0).rstrip())] if lead else text
     lines = [SHELL_PROMPT.split(ln)[0] for ln in text.splitlines() if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln)]
     text = "\n".join(lines)
     return re.sub(r"^/[\w:.-]+\s*", "", text.strip())
