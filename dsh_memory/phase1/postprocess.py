@@ -11,8 +11,10 @@ Applied to every provider's answer, line by line, in this order:
 4. a line goes when fewer than half of its content words, or none of its `code spans`, occur in
    the transcript;
 5. attribution follows the event roles: "the user ran/fixed…" that only the agent's messages and
-   tools show, or "the user said '…'" quoting the agent, become "the agent …"; the extractor's own
-   first person ("I fixed…") becomes "The agent";
+   tools show, or "the user said '…'" quoting the agent, become "the agent …"; a wish given to the
+   user ("the user prefers / wants / requires …", "User preference: …") that only the rest of the
+   session holds (a page or a file the agent read) goes; the extractor's own first person ("I
+   fixed…") becomes "The agent";
 6. in the raw memory every line `clean.why_not_memory` names goes; a recap loses its markers;
 7. headings left without content go; the text is capped at whole lines.
 
@@ -64,6 +66,11 @@ AGENT_VERBS = (
 )
 USER_ACTS = re.compile(rf"\b([Tt]he )?[Uu]ser (has |had )?({AGENT_VERBS})\b")
 USER_SAID = re.compile(r"\b([Tt]he )?[Uu]ser (said|says|asked|stated|wrote|noted|mentioned)\b")
+# A line that gives the user a wish: "the user prefers / wants / requires …", "User preference: …".
+USER_WISH = re.compile(
+    r"\b[Uu]ser(?:'s)?\s+(?:standing\s+)?(?:prefer\w*|want\w*|requir\w*|lik(?:e|es|ed)\b|expect\w*|insist\w*"
+    r"|instruct\w*|demand\w*|rules?\b|wish\w*)"
+)
 FIRST_PERSON = re.compile(r"(^|(?<=[-*+]\s)|(?<=[.!?;,]\s)|(?<=:\s))I('ll|'ve|'m| )(?=\w|\s)")
 PRONOUNS = re.compile(r"\b(I|I'm|I've|I'll|I'd|my|me|myself)\b")
 MIN_GROUNDED = 0.5
@@ -203,6 +210,16 @@ def _share(words: list[str], text: str) -> float:
     return sum(w in low for w in words) / len(words) if words else 0.0
 
 
+def not_the_users_wish(line: str, src: Source) -> bool:
+    """A wish the line gives the user ("the user prefers …") that what the user said does not hold
+    and the rest of the session does (a page, a file, a command's output the agent read)."""
+    m = USER_WISH.search(line)
+    if not m:
+        return False
+    rest = content_words(CODE.sub(lambda c: c.group(1), line[m.end() :]))
+    return bool(rest) and _share(rest, src.agent) >= 0.5 and _share(rest, src.user) < 0.5
+
+
 def attribute(line: str, src: Source) -> str:
     """Who did or said it, from the event roles (see the module docstring)."""
     m = USER_ACTS.search(line)
@@ -282,6 +299,9 @@ def clean_text(text: str, src: Source, max_chars: int, memory: bool) -> tuple[st
             line = trimmed
         if not grounded(line, src):
             notes.append("ungrounded line dropped")
+            continue
+        if not_the_users_wish(line, src):
+            notes.append("a wish the user never said dropped")
             continue
         line = attribute(line, src)
         key = norm(line)
