@@ -76,6 +76,13 @@ NOT_RUN = re.compile(
 )
 # The title of what a prompt pastes after its words ("Implement the following plan:\n\n# Plan: X").
 _TITLE = re.compile(r"^#{1,3}[ \t]+(?:(?:Plan|Task|Spec|Goal)[ \t]*:[ \t]*)?(\S[^\n]{2,120})$", re.M)
+# A script fetched and run at once (`curl … | sh`, `sh -c "$(wget …)"`, `bash <(curl …)`): what a page
+# or a README told the agent, never a check or a setup step a next session is told to repeat.
+RUNS_A_DOWNLOAD = re.compile(
+    r"\b(?:curl|wget|fetch|iwr|invoke-webrequest)\b[^|;&]*\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+)?"
+    r"(?:(?:ba|z|da|k|fi)?sh|python3?|node|perl|ruby|iex)\b|[$<]\(\s*(?:curl|wget)\b",
+    re.I,
+)
 AGENT_TOOLS = {"task", "agent", "spawn_agent"}  # subagents: their prompt can name the command they run
 EDIT_TOOLS = {"edit", "write", "multiedit", "apply_patch", "str_replace", "create", "notebookedit"}
 
@@ -273,11 +280,13 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev.procedure = next((ok[:12] for asked, ok in turns if asked and len(ok) >= 3), [])
     assistant = [(seq, s, last_msg[t] == seq) for seq, s, t in spoken]  # (seq, sentence, in a turn's last message)
     ev.outcome = clip(ev.outcome, 1200)
-    ev.commands = commands(runs)
+    ev.commands = [c for c in commands(runs) if not RUNS_A_DOWNLOAD.search(c.line)]
     ev.changes = changes(texts, cwd, created)
     documented_commands, ev.agent_notes = documented(texts)
     ran = {c.line for c in ev.commands}
-    ev.documented = [c for c in documented_commands if c not in ran and len(c) <= 160][:MAX_RULES]  # whole
+    ev.documented = [
+        c for c in documented_commands if c not in ran and len(c) <= 160 and not RUNS_A_DOWNLOAD.search(c)
+    ][:MAX_RULES]  # whole
     ev.agent_notes = [n for n in (clip_prose(n, 320) for n in ev.agent_notes[:MAX_RULES]) if n]
     ev.tripwires = [redact(w) for w in tripwires(reads, ev.edited)]
     ev.plan = [redact(p) for p in best_items(planned)]
