@@ -1,7 +1,7 @@
 """Codex rollout lines -> transcript `Event`s, in file order (the session is assembled in codex.py).
 
 We render response items: user messages minus injected parts (AGENTS.md, environment context,
-skills), assistant text, tool calls and their outputs. Developer messages and reasoning never reach
+skills, the IDE extension's context around a request), assistant text, tool calls and their outputs. Developer messages and reasoning never reach
 an Event. Turns undone by `thread_rolled_back` are dropped, like a Claude Code rewind.
 
 Human prompts: what the user typed is recorded apart from what Codex sends the model, as an
@@ -38,6 +38,11 @@ INJECTED_PARTS: tuple[tuple[str, str, str], ...] = (
     ("<turn_aborted>", "</turn_aborted>", "turn_aborted"),
     ("<user_shell_command>", "</user_shell_command>", "user_shell_command"),
 )
+
+# The IDE extension and Desktop send a prompt inside their own context (the open file, the selected
+# code, the tabs, the files mentioned): the request is what follows its last line of this mark.
+_IDE_WRAPPERS = ("# context from my ide setup:", "# files mentioned by the user:")
+_REQUEST_MARK = re.compile(r"(?m)^## My request for Codex:")
 
 _EXIT_RE = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)", re.MULTILINE)
 
@@ -198,7 +203,10 @@ def strip_injected(text: str) -> tuple[str, list[str]]:
         while pos < len(text) and text[pos].isspace():
             pos += 1
         labels.append(label)
-    return text[pos:].strip(), labels
+    rest = text[pos:].strip()
+    if rest[:40].lower().startswith(_IDE_WRAPPERS) and (asked := [m.end() for m in _REQUEST_MARK.finditer(rest)]):
+        return rest[asked[-1] :].strip(), [*labels, "ide_context"]
+    return rest, labels
 
 
 def user_item_parts(p: dict) -> tuple[str, list[str], int]:
