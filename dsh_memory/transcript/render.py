@@ -125,6 +125,9 @@ def _escape_tags(text: str) -> str:
     return _TAG_AT_LINE_START.sub(" ", text) if "[" in text else text
 
 
+_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")  # what ends a line here or in `splitlines`
+
+
 def _one_line(text: str, cap: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= cap else text[: cap - 1] + "…"
@@ -257,7 +260,8 @@ def _header(session: Session, since_seq: int | None) -> str:
     head = title.rstrip("…. ")
     if title and not any(head in e.text for e in session.events if e.kind is EventKind.HUMAN):
         meta.append(f'title "{_one_line(title, 120)}"')
-    lines = [_FRAME, redact(clean_surrogates(" · ".join(meta)))]
+    # one line: a cwd or an id from the log must not start a block of its own ("\n[user] …")
+    lines = [_FRAME, redact(clean_surrogates(_LINE_BREAKS.sub(" ", " · ".join(meta))))]
     if since_seq is not None:
         lines.append(
             f"[delta] events up to seq {since_seq} were already processed earlier; "
