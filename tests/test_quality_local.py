@@ -150,7 +150,10 @@ def test_the_evidence_writer_scopes_by_the_users_words_never_by_an_agents_user_t
     as the user's words and made a project rule, and the agent's own finding, global (injected into
     every project), while a rule the user did state for every project stayed in this one."""
     said = make_session(
-        ("user", "Fix the failing test. Always answer in English, everywhere. Use pnpm, not npm."),
+        (
+            "user",
+            'Fix the failing test. Always answer in English, everywhere. Use pnpm, not npm. Always call the product "Entire".',
+        ),
         ("tool", "bash", {"command": "pnpm test"}, "3 passed", False),
         (
             "assistant",
@@ -164,6 +167,9 @@ def test_the_evidence_writer_scopes_by_the_users_words_never_by_an_agents_user_t
         out = extract_with(OpenAICompatLLM(srv.base_url, "fake-model"), said, writer="evidence")
     lines = out.raw_memory.split("\n")
     assert '- The user: "Always answer in English, everywhere." [scope: global]' in lines, out.raw_memory
+    assert "- The user: \"Always call the product 'Entire'.\" [scope: global]" in lines, (
+        out.raw_memory
+    )  # quoted as the line quotes
     assert not [ln for ln in lines if ("pnpm" in ln or "curl" in ln) and ln.endswith("[scope: global]")], lines
 
 

@@ -273,7 +273,7 @@ def users_words(ev: Evidence) -> str:
     scoped by (`postprocess.scope_items`). Its grounds are no transcript, so a line there that
     starts with `[user]` (the agent's message, a file it wrote) is nobody's words."""
     said = [r.text for r in ev.rules] + ev.user_facts + ev.requests + [ev.first_prompt]
-    return "\n".join(f"[user] {' '.join(s.split())}" for s in said if s.strip())
+    return "\n".join(f"[user] {' '.join(s.split())}".replace('"', "'") for s in said if s.strip())  # as `_quote`
 
 
 def rendered(ev: Evidence) -> str:
