@@ -28,12 +28,12 @@ slash command wrappers, local command output, `!` shell echoes, background task 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory.models import Event, EventKind
 from dsh_memory.readers._jsonl import Events, as_dict, as_str, count_images, parse_time, same_words, text_of
+from dsh_memory.readers.claude_tags import command_fields, strip_boilerplate, without_trailing_reminders
 
 # A user text opening with one of these is harness output as a whole.
 WHOLE_TAGS: dict[str, str] = {
@@ -57,39 +57,7 @@ PREFIX_TAGS: dict[str, str] = {
 }
 COMMAND_OPENERS = ("<command-name>", "<command-message>", "<command-args>")
 INTERRUPTED = re.compile(r"^\[Request interrupted by user[^\]]*\]$")
-_COMMAND_FIELD = re.compile(r"<(command-name|command-message|command-args)>")
 _LEADING_TAG = re.compile(r"\s*<([A-Za-z][\w-]*)>")
-
-# Harness boilerplate in tool results: an element opening a line and closing at a line's end.
-_OPEN = re.compile(r"(?m)^[ \t]*<system-reminder>")
-_CLOSE = re.compile(r"(?m)</system-reminder>[ \t]*$")
-_MARKER = "[system-reminder removed]"
-
-
-def strip_boilerplate(text: str) -> tuple[str, int]:
-    """`text` without harness boilerplate elements, each replaced by a marker, and one cut off
-    before its closing tag (a truncated result) to the end; (text, removed). One pass over the
-    text (a tool's output may hold any number of openers, none closed)."""
-    if "<system-reminder>" not in text:
-        return text, 0
-    closes = [(m.start(), m.end()) for m in _CLOSE.finditer(text)]
-    parts, pos, removed = [], 0, 0
-    for m in _OPEN.finditer(text):
-        if m.start() < pos:
-            continue  # inside the element just removed
-        i = bisect_left(closes, (m.end(), -1))  # the first line-ending closer after this opener
-        if i == len(closes):
-            break  # none: nor for any later opener
-        parts += [text[pos : m.start()], _MARKER]
-        pos, removed = closes[i][1], removed + 1
-    out = "".join(parts) + text[pos:]
-    last = out.rfind("</system-reminder>")  # an opener with no closer after it: cut off there
-    if cut := _OPEN.search(out, last + 1 if last >= 0 else 0):
-        out, removed = out[: cut.start()] + _MARKER, removed + 1
-    if not removed:
-        return text, 0
-    out = re.sub(r"\n{3,}", "\n\n", out).strip("\n")
-    return out, removed
 
 
 @dataclass
@@ -106,51 +74,17 @@ def slash_command(text: str) -> tuple[str, str] | None:
     """(name, arguments) of a slash command wrapper, or None when `text` is not one."""
     if not text.lstrip().startswith(COMMAND_OPENERS):
         return None
-    fields = _command_fields(text)
+    fields = command_fields(text)
     name = fields.get("command-name", "")
     if not name and fields.get("command-message"):
         name = "/" + fields["command-message"].lstrip("/")
     return " ".join(name.split()), fields.get("command-args", "")
 
 
-def _command_fields(text: str) -> dict[str, str]:
-    """Each `<command-…>value</command-…>` of a wrapper (the last of a name wins), in one pass: a
-    tag never closed is looked for once (a prompt may open any number)."""
-    fields: dict[str, str] = {}
-    unclosed: set[str] = set()
-    pos = 0
-    while m := _COMMAND_FIELD.search(text, pos):
-        tag = m.group(1)
-        end = -1 if tag in unclosed else text.find(f"</{tag}>", m.end())
-        if end == -1:
-            unclosed.add(tag)
-            pos = m.start() + 1
-            continue
-        fields[tag] = text[m.end() : end].strip()
-        pos = end + len(tag) + 3
-    return fields
-
-
 def _command(name: str, args: str) -> TextClass:
     """A slash command: its arguments are the human's words; without any it is a marker."""
     label = f"slash_command:{name}" if name else "slash_command"
     return TextClass(human=f"{name} {args}".strip(), label=label) if args else TextClass(labels=[label])
-
-
-_REMINDER_OPEN, _REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
-
-
-def _without_trailing_reminders(text: str) -> tuple[str, int]:
-    """`text` without the reminders that end it (hooks and the harness may append several after one
-    prompt: each is theirs, none the user's), and how many; read from the end, once."""
-    end, n = len(text), 0
-    while True:
-        while end and text[end - 1].isspace():
-            end -= 1
-        start = text.rfind(_REMINDER_OPEN, 0, end) if text.endswith(_REMINDER_CLOSE, 0, end) else -1
-        if start == -1:
-            return (text[:end] if n else text), n
-        end, n = start, n + 1
 
 
 def classify_text(text: str) -> TextClass:
@@ -168,7 +102,7 @@ def classify_text(text: str) -> TextClass:
         end = text.find(f"</{tag}>", m.end())
         pos = len(text) if end == -1 else end + len(tag) + 3
     rest = text[pos:]
-    rest, trailing = _without_trailing_reminders(rest)
+    rest, trailing = without_trailing_reminders(rest)
     labels += [PREFIX_TAGS["system-reminder"]] * trailing
     if labels:
         rest = rest.strip()
