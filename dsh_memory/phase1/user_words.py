@@ -208,6 +208,12 @@ _PASTED_DOC = re.compile(
 )
 
 
+# A line a tool printed, pasted: its level first ("npm WARN …", "WARNING: …", "[ERROR] …",
+# "DeprecationWarning: …", "Traceback (most recent call last):").
+LOG_LINE = re.compile(
+    r"\s*(?:npm (?:WARN|ERR!)|(?:WARN(?:ING)?|ERROR|FATAL|INFO|DEBUG|TRACE)\b\s*[:\]-]|\[(?:WARN(?:ING)?|ERROR|FATAL"
+    r"|INFO|DEBUG|TRACE)\]|[A-Z]\w*(?:Warning|Error|Exception):|Traceback \(most recent call last\))"
+)
 _FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 
 
@@ -226,7 +232,11 @@ def user_text(e: Event) -> str:
         text = _FENCED.sub("", text)
         lead = next((m for m in PASTE_LEAD.finditer(text) if "\n" in m.group(0)), None)
         text = text[: lead.start() + len(lead.group(0).rstrip())] if lead else text
-    lines = [SHELL_PROMPT.split(ln)[0] for ln in text.splitlines() if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln)]
+    lines = [
+        SHELL_PROMPT.split(ln)[0]
+        for ln in text.splitlines()
+        if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln) and not LOG_LINE.match(ln)
+    ]
     text = "\n".join(lines)
     return re.sub(r"^/[\w:.-]+\s*", "", text.strip())
 
