@@ -508,10 +508,11 @@ def test_every_reminder_after_a_typed_prompt_is_context(tmp_path: Path):
         [
             _user(1, f"fix the flaky test\n\n{hook}\n<system-reminder>todo list is empty</system-reminder>"),
             _user(2, f"<system-reminder>A</system-reminder>\nand the other one{hook}{hook}\n"),
+            _user(3, f"and a third{hook} as pasted\n"),  # one in the middle: from another session, pasted
         ],
     )
     s = claude.load(_ref(path))
-    assert [e.text for e in s.human_prompts] == ["fix the flaky test", "and the other one"]
+    assert [e.text for e in s.human_prompts] == ["fix the flaky test", "and the other one", "and a third as pasted"]
     assert "evil.example" not in "\n".join(event_strings(s))
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from dsh_memory.models import Event, EventKind
 from dsh_memory.readers._jsonl import Events, as_dict, as_str, count_images, parse_time, same_words, text_of
-from dsh_memory.readers.claude_tags import command_fields, strip_boilerplate, without_trailing_reminders
+from dsh_memory.readers.claude_tags import command_fields, strip_boilerplate, without_reminders
 
 # A user text opening with one of these is harness output as a whole.
 WHOLE_TAGS: dict[str, str] = {
@@ -102,8 +102,8 @@ def classify_text(text: str) -> TextClass:
         end = text.find(f"</{tag}>", m.end())
         pos = len(text) if end == -1 else end + len(tag) + 3
     rest = text[pos:]
-    rest, trailing = without_trailing_reminders(rest)
-    labels += [PREFIX_TAGS["system-reminder"]] * trailing
+    rest, inside = without_reminders(rest)
+    labels += [PREFIX_TAGS["system-reminder"]] * inside
     if labels:
         rest = rest.strip()
     if not rest.strip():

@@ -44,17 +44,18 @@ def strip_boilerplate(text: str) -> tuple[str, int]:
 _REMINDER_OPEN, _REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
 
 
-def without_trailing_reminders(text: str) -> tuple[str, int]:
-    """`text` without the reminders that end it (hooks and the harness may append several after one
-    prompt: each is theirs, none the user's), and how many; read from the end, once."""
-    end, n = len(text), 0
-    while True:
-        while end and text[end - 1].isspace():
-            end -= 1
-        start = text.rfind(_REMINDER_OPEN, 0, end) if text.endswith(_REMINDER_CLOSE, 0, end) else -1
-        if start == -1:
-            return (text[:end] if n else text), n
-        end, n = start, n + 1
+def without_reminders(text: str) -> tuple[str, int]:
+    """`text` without the reminders in it, and how many: hooks and the harness append several after
+    a prompt, and one pasted from another session sits anywhere; each is theirs, none the user's
+    words. One pass; a reminder never closed stays."""
+    parts, pos, n = [], 0, 0
+    while (start := text.find(_REMINDER_OPEN, pos)) != -1:
+        end = text.find(_REMINDER_CLOSE, start + len(_REMINDER_OPEN))
+        if end == -1:
+            break
+        parts.append(text[pos:start])
+        pos, n = end + len(_REMINDER_CLOSE), n + 1
+    return ("".join(parts) + text[pos:] if n else text), n
 
 
 def command_fields(text: str) -> dict[str, str]:
