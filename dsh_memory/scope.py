@@ -226,14 +226,16 @@ GROUP_HEADING = "# Task Group:"
 
 
 NO_PROJECT = "(no project)"  # the task group of memory from a session whose cwd named no project
+MAX_PATH = 4096  # no path is longer (Linux's PATH_MAX): a longer cwd is a log's claim, no project
 
 
 def group_of(project: str | None) -> str:
     """The task group of a raw block's `project` (else its cwd's): that project, whatever its path
     (`C:\\src\\app` from another machine, a relative one); NO_PROJECT for a session whose cwd named
-    none (missing, or one called `global`). Never the global group: only the user's words put an
-    item there (`[scope: global]`)."""
-    return project if project and project != GLOBAL else NO_PROJECT
+    none (missing, one called `global`, or one longer than any path: its group's heading alone
+    would fill the handbook's cap). Never the global group: only the user's words put an item
+    there (`[scope: global]`)."""
+    return project if project and project != GLOBAL and len(project) <= MAX_PATH else NO_PROJECT
 
 
 def group_project(name: str, head: list[str]) -> str | None:

@@ -603,6 +603,40 @@ def test_the_scope_guard_moves_a_models_misplaced_project_rule_to_its_part(tmp_p
     assert guard_summary(fixed, project_items(blocks)) == (fixed, 0)  # in place: untouched
 
 
+def test_a_cwd_longer_than_any_path_evicts_no_other_memory(tmp_path, repos):
+    """A session log may claim a cwd of any length (its header is read up to 64 KiB): one of 20,000
+    characters named a task group whose three header lines alone passed max_memory_md_chars, so
+    the cap dropped every other project's and the global items from the handbook and the summary."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    cwd = "/home/x/" + "a" * 20_000
+    store.append_raw(_block(1, cwd, f'{steps.RULES}\n- The user: "Use pnpm, not npm."', project=sc.project_root(cwd)))
+    store.append_raw(_block(2, repos["ledger"], f'{steps.RULES}\n- The user: "Keep commits small."', repos["ledger"]))
+    store.append_raw(_block(3, repos["infra"], f'{steps.RULES}\n- The user: "Answer in English." [scope: global]'))
+    out = mechanical.consolidate(
+        store, _inputs(store), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
+    )
+    for text in ("Use pnpm", "Keep commits small", "Answer in English"):
+        assert text in out.memory_md and text in out.memory_summary_md, text
+    assert "a" * 5000 not in out.memory_md + out.memory_summary_md
+
+
+def test_a_project_part_that_cannot_fit_leaves_nothing_in_the_part_before_it(tmp_path):
+    """A project whose `# Scope: project <root>` line alone passes the budget has no part: its
+    "not shown here" line went without its heading, into the part before it (another project's)."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    root = "/home/x/" + "b" * (CAP + 100)
+    store.append_raw(_block(1, root, f'{steps.RULES}\n- The user: "Use pnpm, not npm."', project=root))
+    store.append_raw(_block(2, "/home/x/a", f'{steps.RULES}\n- The user: "Answer in English." [scope: global]'))
+    out = mechanical.consolidate(
+        store, _inputs(store), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
+    )
+    glob, parts = sc.summary_parts(out.memory_summary_md)
+    assert "Answer in English" in glob and list(parts) == ["/home/x/a"]
+    assert "bbbb" not in out.memory_summary_md and "not shown here" not in parts["/home/x/a"], parts
+
+
 @pytest.mark.parametrize("cwd", [None, "global", "src/app"])
 def test_the_scope_guard_keeps_a_rule_from_a_session_without_a_project_out_of_the_global_part(cwd):
     """A session whose cwd names no project (none, one called `global`, a relative one): an

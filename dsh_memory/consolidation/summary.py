@@ -70,6 +70,8 @@ def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) ->
     if len(out) < len(lines):  # routing or skills over the cap: named, never cut silently
         note = "- not shown here: {n} more lines of this part" + f" (MEMORY.md {where_of(gs)}, skills/)"
         out = _within(lines, cap - len(note) - 8)
+        if not out:  # not even its heading fits: no part (a note without it would join the part before)
+            return []
         out.append(note.replace("{n}", str(sum(1 for ln in lines[len(out) :] if ln.startswith("- ")))))
     return out
 
