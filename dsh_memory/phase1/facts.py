@@ -251,10 +251,10 @@ def lead_lists(text: str) -> list[str]:
     return out
 
 
-def named(s: str) -> int:
-    """How many things a sentence names: code spans, paths and file names, identifiers."""
+def named(s: str) -> list[str]:
+    """The things a sentence names: code spans, paths and file names, identifiers."""
     plain = CODE.sub(" x ", s)
-    return len(CODE.findall(s)) + len(_PATHLIKE.findall(plain)) + len(_IDENT.findall(plain))
+    return CODE.findall(s) + _PATHLIKE.findall(plain) + _IDENT.findall(plain)
 
 
 def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
@@ -295,7 +295,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         and not (LIMIT.search(plain) or BREAKS.search(plain))
     ):
         return 0  # how the worktree stood at that moment, or where one run's output went, not how the project works
-    specific = named(s)
+    specific = len(named(s))
     return (1 + min(specific, 3)) if specific else 0
 
 
@@ -346,7 +346,7 @@ def conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[
             r"(let me|now|next|ok(ay)?|sure|done|great|perfect|and|but|so)\b", s, re.I
         ):
             continue
-        specific = named(s)
+        specific = len(named(s))
         if specific and not why_not_memory(s) and s.count("`") % 2 == 0:
             pool.append((specific, n, s))
     out, used = [], 0
@@ -371,7 +371,7 @@ def fixed_later(assistant: list[tuple[int, str, bool]], changed: list[tuple[int,
             continue  # … but what such a gap breaks is a lesson ("… still declares `X` — the CLI fails")
         if gap[0].lower() in ("today", "currently") and re.search(r"\balready\b", plain, re.I):
             continue  # "Already works today": nothing for the change to close
-        names = {n.strip() for n in CODE.findall(s)} | set(_PATHLIKE.findall(plain)) | set(_IDENT.findall(plain))
+        names = {n.strip() for n in named(s)}
         names = {n for n in names if len(n) >= 4}
         if names and any(n in text for q, text in changed if q > seq for n in names):
             out.add(s)
