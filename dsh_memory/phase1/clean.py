@@ -57,7 +57,7 @@ def is_table_row(line: str) -> bool:
 
 def says_little(text: str) -> bool:
     """Fewer than three words: "continue", "yes, go on", an issue number alone say nothing of a task."""
-    return len(re.findall(r"[A-Za-z]{2,}", text)) < 3
+    return len(_WORDS.findall(text)) < 3
 
 
 def second_person(line: str) -> bool:
