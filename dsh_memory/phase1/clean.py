@@ -102,10 +102,10 @@ def clip(s: str, n: int = 260) -> str:
 _CLAUSE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|;\s+|\s+[—–]\s+|\s+(?=\()")
 
 
-def clip_prose(s: str, n: int, least: int = 40) -> str:
+def clip_prose(s: str, n: int) -> str:
     """`s` on one line within `n` characters, said whole: as it is when it fits, else up to its
     last sentence or clause end (". ", "; ", " — ", before a parenthesis) outside code spans, quotes
-    and parentheses that keeps at least `least` characters; "" when none does (half a sentence
+    and parentheses that keeps at least 40 characters; "" when none does (half a sentence
     is no memory: "the plugin lives (it has its own…" says half a thing)."""
     s = " ".join((s or "").split())
     if len(s) <= n:
@@ -113,7 +113,7 @@ def clip_prose(s: str, n: int, least: int = 40) -> str:
     head = ""
     for m in _CLAUSE_END.finditer(s, 0, n + 1):
         cut = s[: m.start()].rstrip(" ,;:—–-")
-        if len(cut) < least or cut.count("`") % 2 or cut.count('"') % 2 or cut.count("(") != cut.count(")"):
+        if len(cut) < 40 or cut.count("`") % 2 or cut.count('"') % 2 or cut.count("(") != cut.count(")"):
             continue
         head = cut
     if not head:
