@@ -29,14 +29,14 @@ _IDENT = re.compile(r"\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z]+[A-Z]\w
 
 PROGRESS = re.compile(
     r"^(let me|let's|now\b|next\b|first\b|then\b|okay|ok\b|good|great|perfect|done|excellent|alright|all set|"
-    r"looking|checking|reading|running|searching|starting|continuing|found|i\b|i'm|i'll|i've|i'd|we\b|we'll|we're|"
+    r"looking|checking|reading|running|searching|starting|continuing|found|i\b|we\b|"
     r"here's|here is|this is|that's|sure|got it|understood|you're right|summary|changes|added|updated|created|"
     r"changed|removed|fixed|implemented|refactored|moved|renamed|wrote|committed|pushed|ran|all \d+|both|"
     r"wait|hmm+|actually|oh|oops)\b",
     re.I,
 )
 FIRST_PERSON = re.compile(
-    r"\b(I|I'm|I'll|I've|I'd|me|my|mine|myself|ourselves|we|we're|we'll|we've|us|our|let me|let's)\b"
+    r"\b(I|me|my|mine|myself|ourselves|we|us|our|let's)\b"
     r"|^(?:My|Me|We|Us)\b"  # "My recommendation is …" ("Our X lives in …" says where things are)
 )
 FACT_CUE = re.compile(

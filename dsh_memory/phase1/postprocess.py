@@ -72,7 +72,7 @@ USER_WISH = re.compile(
     r"|instruct\w*|demand\w*|rules?\b|wish\w*)"
 )
 FIRST_PERSON = re.compile(r"(^|(?<=[-*+]\s)|(?<=[.!?;,]\s)|(?<=:\s))I('ll|'ve|'m| )(?=\w|\s)")
-PRONOUNS = re.compile(r"\b(I|I'm|I've|I'll|I'd|my|me|myself)\b")
+PRONOUNS = re.compile(r"\b(I|my|me|myself)\b")
 MIN_GROUNDED = 0.5
 _TAG = re.compile(r"^\[(user|assistant|tool|result|hidden|compaction|status|delta|note)\b([^\]]*)\](.*)$")
 _OMITTED = re.compile(r"^\[… .*omitted.*…\]$")
