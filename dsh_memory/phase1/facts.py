@@ -46,7 +46,7 @@ FACT_CUE = re.compile(
     r"is called|calls|runs|wraps|delegates?|mirrors?|points? (?:to|at)|is configured|configured in|is stored|stores?|"
     r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|read|written|set|kept|"
     r"registered|owned|managed|served) (?:by|in|from|at|under|via)|pinned|passes with|works with|works when|"
-    r"only works|fails (?:with|when|on|if)|unrelated (?:changes|edits|modifications|files)|(?:are|is) unrelated)\b",
+    r"unrelated (?:changes|edits|modifications|files)|(?:are|is) unrelated)\b",
     re.I,
 )
 ACK = re.compile(
@@ -68,7 +68,7 @@ NARRATION = re.compile(
     r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|"
     r"Verify|Avoid|Consider|Fall back|Stage|Unstage|Amend|Squash|Revert|Retry|Re-\w+|"
     # a plan's steps: "Filter to repos that have …", "Confirm + execute", "Resolve the root from …"
-    r"Filter|Confirm|Detect|Resolve|Validate|Reject|Fetch|Parse|Load|Save|Store|Compute|Emit|Print|Drop|Split|"
+    r"Filter|Confirm|Detect|Resolve|Validate|Reject|Fetch|Parse|Load|Save|Store|Compute|Emit|Print|Drop|"
     r"Wrap|Extract|Inject|Insert|Append|Prepend|Mark|Stop|Start|Ask|Leave|Treat|Warn|Maybe)\s"
     # … also after a condition: "After `start` or `join`, remember this session is in a collab"
     r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
