@@ -59,8 +59,8 @@ BUILD = re.compile(
     r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit)(?=\s|$)"
 )  # a program, not `node.plan` or `make_x`
 CHECK = re.compile(
-    r"test|\b(check|ci|\w*lint|fmt|gofmt|format|typecheck|type-check|mypy|ruff|clippy|vet|eslint|biome|tsc|"
-    r"verify|validate|build|compile|quality|spec|rspec|jest|vitest|prettier)\b",
+    r"test|\b(check|ci|\w*lint|fmt|gofmt|format|typecheck|mypy|ruff|clippy|vet|biome|tsc|"
+    r"verify|validate|build|compile|quality|spec|rspec|jest|prettier)\b",
     re.I,
 )
 # `gofmt -w .`, `ruff check --fix`, `biome check --write`: rewrites files, checks nothing
