@@ -44,7 +44,7 @@ FACT_CUE = re.compile(
     r"loads?|uses|requires?|needs?|must|only|never|always|cannot|can't|doesn't|does not|isn't|is not|aren't|"
     r"ignores?|fails?|because|so that|instead of|is generated|auto-generated|gitignored|not on path|expects?|"
     r"is called|calls|runs|wraps|delegates?|mirrors?|points? (?:to|at)|is configured|configured in|is stored|stores?|"
-    r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|read|written|set|kept|"
+    r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|written|set|kept|"
     r"registered|owned|managed|served) (?:by|in|from|at|under|via)|pinned|passes with|works with|works when|"
     r"unrelated (?:changes|edits|modifications|files)|(?:are|is) unrelated)\b",
     re.I,
@@ -113,7 +113,7 @@ WHERE_LED = re.compile(
 STATE = re.compile(
     r"\b(?:is|are) (?:now |fully |completely |all )*gone\b|\b(?:is|are) (?:now|fully|completely) "
     r"(?:deleted|removed|in place|done|resolved|fixed|merged|committed|pushed|staged)\b"
-    r"|\bno (?:leftover|remaining|more)\b|\bleftover\b|\bconflict markers?\b"
+    r"|\bno (?:remaining|more)\b|\bleftover\b|\bconflict markers?\b"
     r"|\b(?:has|have)(?:n'?t| not)(?: yet)? been (?:merged|pushed|committed|released|deployed)\b"
     r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
     r"|\b\d+ commits? (?:ahead|behind)\b"
@@ -204,7 +204,7 @@ ABOUT_A_TEST = re.compile(
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
 BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` instead of failing")
     r"(?<!instead of )(?<!rather than )(?<!without )(?<!no longer )"
-    r"\b(fails?|failing|will fail|breaks?|crash(?:es)?|errors? (?:out|with))\b",
+    r"\b(fails?|failing|breaks?|crash(?:es)?|errors? (?:out|with))\b",
     re.I,
 )
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
