@@ -81,7 +81,7 @@ DEICTIC = re.compile(
     re.I,
 )
 # "in fact, I prefer u dont": the rule is the sentence before; alone it says nothing.
-ELLIPTIC = re.compile(r"\b(?:dont|don'?t|do not|not|won'?t|shouldn'?t|didn'?t)\W*$", re.I)
+ELLIPTIC = re.compile(r"\b(?:don'?t|not|won'?t|shouldn'?t|didn'?t)\W*$", re.I)
 # "I think we should use green here", "maybe we don't need the flag": a proposal for the work at
 # hand. A hedged rule that says its reach ("I think we should always squash") stays one.
 HEDGE = re.compile(
