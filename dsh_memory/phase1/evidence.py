@@ -65,7 +65,7 @@ from dsh_memory.transcript.redact import redact
 MAX_RULES = 6
 MAX_TRIVIAL_USER_CHARS = 400  # the no-op gate: more user text than this may hold something
 PROCEDURE_ASK = re.compile(
-    r"\b(remember (this|the) (procedure|steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
+    r"\b(remember (this|the) (steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
     re.I,
 )
 # A call that never ran: the user turned it down (Claude Code's answer; Codex's "… rejected by
