@@ -320,9 +320,8 @@ def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
         if whole and (len(s) <= MAX_FACT_CHARS or fact_score(whole)):  # what is left of a long one is a fact
             bonus = (1 if last else 0) + (2 if LIMIT.search(CODE.sub(" x ", s)) else 0)
             scored.append((score + bonus, n, whole))
-    scored.sort(key=lambda t: (-t[0], t[1]))
     out: list[str] = []
-    for _, _, s in scored:
+    for _, _, s in sorted(scored, key=lambda t: (-t[0], t[1])):
         words = set(re.findall(r"\w{4,}", s.lower()))
         if any(len(words & set(re.findall(r"\w{4,}", o.lower()))) >= 0.6 * max(1, len(words)) for o in out):
             continue
