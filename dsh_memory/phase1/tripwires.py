@@ -89,8 +89,7 @@ def found_in(text: str) -> list[tuple[int, str]]:
             out.append((rank, warning))
         if head:
             break  # one banner per file; its shouted lines say the same
-    rule = _docstring_rule(lines)
-    rule = clip_prose(rule or "", MAX_WARNING_CHARS)  # whole, or none: half a rule is no rule
+    rule = clip_prose(_docstring_rule(lines) or "", MAX_WARNING_CHARS)  # whole, or none: half a rule is no rule
     if rule:
         out.append((1, rule))
     return out
