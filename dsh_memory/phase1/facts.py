@@ -225,13 +225,10 @@ def prose(text: str) -> str:
 
 def sentences(text: str) -> list[str]:
     """Sentences and list items of a message, Markdown links and emphasis made plain text."""
-    out = []
     # emphasis off first: "**What's suspicious?** If …" is two sentences
-    for s in _SENT.split(_EMPH.sub(r"\1", _LINK.sub(r"\1", text or ""))):
-        s = BULLET.sub("", s.strip().lstrip("> ")).replace("**", "").strip().strip("*").strip()
-        if len(s) >= 3:
-            out.append(s)
-    return out
+    parts = _SENT.split(_EMPH.sub(r"\1", _LINK.sub(r"\1", text or "")))
+    said = (BULLET.sub("", s.strip().lstrip("> ")).replace("**", "").strip().strip("*").strip() for s in parts)
+    return [s for s in said if len(s) >= 3]
 
 
 def lead_lists(text: str) -> list[str]:
