@@ -70,7 +70,7 @@ ROOTS_ANYCASE = re.compile(r"(?i)key|token|secret|pass|pwd|auth|cred")  # when l
 
 def kind_for_name(name: str) -> str:
     name = name.lower()
-    if any(name.endswith(k) for k in ("password", "passwd", "pwd", "passphrase", "pass")):
+    if name.endswith(("password", "passwd", "pwd", "passphrase", "pass")):
         return "password"
     if "secret" in name or "cred" in name:
         return "secret"
