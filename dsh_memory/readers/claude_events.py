@@ -237,7 +237,7 @@ class EventBuilder(Events):
                 self._tool_result(seq, block, time)
         rest = [c for c in blocks if c.get("type") != "tool_result"]
         texts = [c["text"] for c in rest if c.get("type") == "text" and isinstance(c.get("text"), str) and c["text"]]
-        images = sum(1 for c in rest if c.get("type") == "image")
+        images = count_images(rest)
         if not texts and not images:
             return
         if len(rest) < len(blocks):  # text riding along with tool results: injected by the harness
