@@ -21,10 +21,9 @@ from dsh_memory.transcript.redact import redact
 MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
 LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts often go on in lower case
 RULE_CUE = re.compile(
-    r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|must|to)\s+)"
+    r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|to)\s+)"
     r"(?:(?:in|for|on|when|with|inside)\b[^,.;:]{0,40}?\s)?(don'?t|do not|never|always|avoid|stop\s+\w+ing)\b"
-    r"|\b(i|we) (?:don'?t|do not) (?:want|like|need)\b|\bdoesn'?t need|\bno need to\b|\bprefer\b"
-    r"|\bi (?:like|prefer|usually|tend) to\b|\bi'?d rather\b"
+    r"|\bdoesn'?t need|\bno need to\b|\bprefer\b|\bi (?:like|usually|tend) to\b|\bi'?d rather\b"
     r"|\bshould(?:n'?t)? (?:not |never |always )?(?:live|be|use|go|stay|run|have|include|start|keep)\b"
     r"|\bmust(?:n'?t)?\b|\bmake sure\b|\bfrom now on\b|\bevery time\b|\bwhenever\b|\binstead of\b|\brather than\b"
     r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
