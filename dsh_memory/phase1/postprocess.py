@@ -43,8 +43,8 @@ from dsh_memory.scope import is_tagged_global, stated_as_general, tag, untag
 
 BOILERPLATE = re.compile(
     r"\bas an ai\b|\bi am (a|an) (coding |helpful |ai )?(agent|assistant|ai)\b"
-    r"|\bi'?m (a|an) (coding |helpful |ai )?(agent|assistant|ai)\b|here to (assist|help)( you)?\b"
-    r"|\b(large )?language model\b|how can i (help|assist)|\bi (can|will) help you\b",
+    r"|\bi'?m (a|an) (coding |helpful |ai )?(agent|assistant|ai)\b|here to (assist|help)\b"
+    r"|\blanguage model\b|how can i (help|assist)|\bi (can|will) help you\b",
     re.I,
 )
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
