@@ -25,10 +25,7 @@ def drop_private(text: str) -> str:
     for m in _TAG.finditer(text):
         if depth == 0:
             out.append(text[pos : m.start()])
-        if m.group(1):
-            depth = max(0, depth - 1)
-        else:
-            depth += 1
+        depth = max(0, depth - 1) if m.group(1) else depth + 1
         pos = m.end()
     if depth == 0:
         out.append(text[pos:])
