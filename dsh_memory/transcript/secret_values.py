@@ -19,7 +19,7 @@ from dsh_memory.transcript.secret_rules import MARKER_PREFIX
 # Key names that make an assignment secret. The name must END with one of these (case
 # insensitive), so `bot_token:` and `OPENAI_API_KEY=` match but `tokenizer:` does not.
 SECRET_NAMES = (
-    r"api[_-]?key|apikey|api[_-]?token|access[_-]?key(?:[_-]?secret)?|secret(?:[_-]?access)?(?:[_-]?key)?"
+    r"api[_-]?key|api[_-]?token|access[_-]?key(?:[_-]?secret)?|secret(?:[_-]?access)?(?:[_-]?key)?"
     r"|client[_-]?secret|private[_-]?key|token|password|passwd|pwd|passphrase|auth[_-]?key"
     r"|account[_-]?key|shared[_-]?access[_-]?key|(?:^|[_.-])pass|(?:^|[_.-])auth|authorization|credentials?"
 )
