@@ -914,3 +914,17 @@ def test_a_change_report_in_french_spanish_or_german_is_no_fact():
     ]
     kept = ["`src/api/db/evaluation-repository.ts` — the only module that writes `context_score`, via `updateScore`."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_one_runs_story_is_no_fact_and_why_a_build_fails_is():
+    """An unseen Codex set kept one run's story as project facts ("The failed run then retried
+    finalize and stopped …", "The first read wrote `/tmp/x.yml`; the dependent `sed` raced …",
+    "The publish job ran against tag …"). Why a build fails stays a fact."""
+    gone = [
+        "The failed run then retried finalize and stopped because `v4.40.1` already existed.",
+        "The first read wrote `/tmp/opencode-publish.yml`; the dependent `sed` raced before that file existed.",
+        "The publish job ran against tag `v4.41.0-next.1`, built packages, and failed on the first `npm publish`.",
+        "The online case read `cw-sql/SKILL.md` and its reference docs, then passed the semantic rubric.",
+    ]
+    kept = ["The build fails because `tsconfig.json` excludes `src/gen`, which the generator writes."]
+    assert [s for s in gone + kept if fact_score(s)] == kept
