@@ -152,6 +152,20 @@ def test_add_then_search_finds_the_note(cli):
     assert [m["path"] for m in found["matches"]] == [path]
 
 
+def test_add_is_for_the_current_directorys_project_unless_global(cli, tmp_path, monkeypatch):
+    repo = tmp_path / "app"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    here = json.loads(cli("add", "Run `make ci` before pushing.", "--json").stdout)
+    assert here["scope"] == f"project {repo}"
+    there = json.loads(cli("add", "Use pnpm.", "--cwd", str(tmp_path / "shop"), "--json").stdout)
+    assert there["scope"] == f"project {tmp_path / 'shop'}"
+    everywhere = cli("add", "Answer in French.", "--scope", "global")
+    assert everywhere.exit_code == 0 and everywhere.stdout.rstrip().endswith("  [global]")
+    bad = cli("add", "x", "--cwd", "/src/victim;x")
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize(
     "args,code",
     [

@@ -51,10 +51,23 @@ def test_rpc_read_path_methods(client, settings):
     assert [(m["path"], m["match_line"]) for m in hits] == [("MEMORY.md", 2), ("rollout_summaries/release-fix.md", 2)]
     ranked = rpc(client, "search", {"queries": ["missing tag"], "mode": "ranked"}).json()["result"]
     assert ranked["matches"][0]["path"] == "rollout_summaries/release-fix.md"
-    added = rpc(client, "add", {"note": "Tags are required for releases.", "title": "tags"}).json()["result"]
+    added = rpc(client, "add", {"note": "Tags are required for releases.", "title": "tags", "cwd": "/src/app"})
+    added = added.json()["result"]
     assert (settings.memory_root / added["path"]).read_text().rstrip().endswith("Tags are required for releases.")
     # read + search of the active summary were recorded as usage (once per call)
     assert StateStore(settings.memory_root).usage()["rollout_summaries/release-fix.md"][0] == 3
+
+
+def test_rpc_add_is_for_the_project_of_cwd_and_global_only_when_asked(client, settings):
+    """The RPC's `add` wrote every note as global, injected into every project's sessions."""
+    added = rpc(client, "add", {"note": "Run `make ci` before pushing.", "cwd": "/src/app"}).json()["result"]
+    assert added["scope"] == "project /src/app"
+    assert "\nproject: /src/app\n" in (settings.memory_root / added["path"]).read_text()
+    assert rpc(client, "add", {"note": "Answer in French.", "scope": "global"}).json()["result"]["scope"] == "global"
+    for params in ({}, {"cwd": "/src/app\n# Scope: global"}, {"cwd": "/src/victim;x"}, {"scope": "everywhere"}):
+        r = rpc(client, "add", {"note": "x", **params})
+        assert r.status_code == 400 and "\n" not in r.json()["error"]["message"], params
+    assert len(MemoryStore(settings.memory_root).list_notes()) == 2
 
 
 def test_rpc_parameter_names_are_the_core_names(client):

@@ -26,9 +26,9 @@ def root(tmp_path):
     return s.root
 
 
-def _params(root) -> StdioServerParameters:
+def _params(root, cwd=None) -> StdioServerParameters:
     env = {"DSH_MEMORY_ROOT": str(root), "PYTHONPATH": os.pathsep.join(sys.path)}
-    return StdioServerParameters(command=sys.executable, args=["-m", "dsh_memory.serve.mcp_server"], env=env)
+    return StdioServerParameters(command=sys.executable, args=["-m", "dsh_memory.serve.mcp_server"], env=env, cwd=cwd)
 
 
 def _structured(result) -> dict:
@@ -38,10 +38,13 @@ def _structured(result) -> dict:
     return json.loads(result.content[0].text)
 
 
-def test_stdio_tools_resource_and_prompt(root):
+def test_stdio_tools_resource_and_prompt(root, tmp_path):
+    repo = tmp_path / "gateway"
+    (repo / ".git").mkdir(parents=True)
+
     async def main() -> dict:
         out: dict = {}
-        async with Client(_params(root)) as client:
+        async with Client(_params(root, cwd=repo)) as client:
             out["server_info"] = client.server_info
             tools = {t.name: t for t in (await client.list_tools()).tools}
             out["tools"] = tools
@@ -70,6 +73,8 @@ def test_stdio_tools_resource_and_prompt(root):
                     "memory_add", {"note": "Gateway owner is team Falcon.", "title": "gateway owner"}
                 )
             )
+            out["global"] = _structured(await client.call_tool("memory_add", {"note": "Be brief.", "scope": "global"}))
+            out["elsewhere"] = await client.call_tool("memory_add", {"note": "x", "cwd": str(tmp_path / "shop")})
             out["bad"] = await client.call_tool("memory_read", {"path": "../../etc/passwd"})
             out["missing"] = await client.call_tool("memory_read", {"path": "nope.md"})
             res = await client.read_resource("memory://summary")
@@ -131,6 +136,11 @@ def test_stdio_tools_resource_and_prompt(root):
     assert out["ranked"]["matches"][0]["path"] == "rollout_summaries/gateway-timeouts.md"
     note = out["add"]["path"]
     assert note.startswith("extensions/ad_hoc/notes/") and "team Falcon" in (root / note).read_text()
+    # a note is for the project the server was started in; global only when asked; never another project's
+    assert (out["add"]["scope"], out["global"]["scope"]) == (f"project {repo}", "global")
+    assert f"\nproject: {repo}\n" in (root / note).read_text()
+    assert out["elsewhere"].is_error and "outside this session's project" in out["elsewhere"].content[0].text
+    assert len(MemoryStore(root).list_notes()) == 2
 
     assert out["bad"].is_error and "PathGuardError" in out["bad"].content[0].text
     assert out["missing"].is_error and "NotFoundError" in out["missing"].content[0].text

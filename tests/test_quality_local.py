@@ -337,3 +337,27 @@ def test_ad_hoc_notes_become_the_users_notes_first_in_the_summary(tmp_path):
     assert "## User notes\n- Always answer in French. Even in commit messages." in out.memory_md
     assert "created_at" not in out.memory_md
     assert "- Always answer in French. Even in commit messages." in out.memory_summary_md
+
+
+def test_a_note_added_for_a_project_is_injected_into_that_project_only_a_global_one_everywhere(tmp_path):
+    """`add` wrote every note as a global User note: one an agent was tricked into adding, or
+    "run `make ci` before pushing" said in one repository, headed every project's summary. A note
+    is for its cwd's project now (`scope global`: every project's)."""
+    from dsh_memory import readpath as rp
+
+    app, shop = tmp_path / "src/app", tmp_path / "src/shop"
+    for repo in (app, shop):
+        (repo / ".git").mkdir(parents=True)
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    local = rp.add(store, "Run `make ci` before pushing.", cwd=str(app / "web"))
+    everywhere = rp.add(store, "Answer in French.", scope="global")
+    assert (local.scope, everywhere.scope) == (f"project {app}", "global")
+    inputs = _inputs(store)
+    inputs.note_rels = [local.path, everywhere.path]
+    out = mechanical.consolidate(store, inputs, _settings())
+    store.atomic_write("memory_summary.md", out.memory_summary_md)
+    in_app, in_shop = (rp.summary(store, cwd=str(repo)).content for repo in (app, shop))
+    assert "- Run `make ci` before pushing." in in_app and "make ci" not in in_shop
+    assert "- Answer in French." in in_app and "- Answer in French." in in_shop
+    assert f"# Task Group: {app}\nscope: project {app}" in out.memory_md

@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from dsh_memory import readpath as rp
+from dsh_memory.context import context_of
 from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
+from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
 
@@ -470,13 +472,51 @@ def test_ranked_path_and_pagination(store):
 
 
 def test_add_writes_a_new_note_and_never_overwrites(store):
-    a = rp.add(store, "Always run tests with -x.", title="testing", now=NOW)
-    b = rp.add(store, "Always run tests with -x.", title="testing", now=NOW)
+    a = rp.add(store, "Always run tests with -x.", title="testing", now=NOW, cwd="/src/app")
+    b = rp.add(store, "Always run tests with -x.", title="testing", now=NOW, cwd="/src/app")
     assert a.path != b.path and a.path.startswith("extensions/ad_hoc/notes/")
     assert "Always run tests with -x." in (store.root / a.path).read_text()
     assert rp.search(store, ["tests with -x"]).matches  # searchable right away
     with pytest.raises(UserInputError):
         rp.add(store, "   ")
+
+
+def test_a_note_is_for_its_project_and_global_only_when_asked(store, tmp_path):
+    repo = tmp_path / "app"
+    (repo / ".git").mkdir(parents=True)
+    note = rp.add(store, "Run `make ci` before pushing.", cwd=str(repo / "web"))
+    assert note.scope == f"project {repo}"
+    assert f"\nproject: {repo}\n" in (store.root / note.path).read_text()
+    assert rp.add(store, "Answer in French.", cwd=str(repo), scope="global").scope == "global"
+    with pytest.raises(UserInputError, match="pass cwd"):  # no project known: never global by default
+        rp.add(store, "Answer in French.")
+    # an adapter that knows where its caller works (the stdio MCP server): the default, and the bound
+    assert rp.add(store, "x", session_cwd=str(repo / "web")).scope == f"project {repo}"
+    assert rp.add(store, "x", cwd=str(repo / "lib"), session_cwd=str(repo)).scope == f"project {repo}"
+    with pytest.raises(UserInputError, match="outside this session's project"):
+        rp.add(store, "x", cwd=str(tmp_path / "shop"), session_cwd=str(repo))
+
+
+@pytest.mark.parametrize(
+    "cwd",
+    [
+        "/src/app\n# Scope: global",  # a heading of its own in the summary
+        "/src/victim;x",  # `applies_to: cwd=/src/victim;x; …` reads back as /src/victim
+        "/src/app\u2028x",
+        "/src/a\x00",
+        "global",
+        "src/app",
+        "",
+        "/" + "a" * 5000,
+    ],
+)
+def test_add_refuses_a_cwd_that_names_no_project_with_one_line(store, cwd):
+    with context_of(MemorySettings(memory_root=store.root)) as ctx:
+        with pytest.raises(UserInputError) as err:
+            rp.dispatch(ctx, "add", {"note": "x", "cwd": cwd})
+        assert "cwd" in str(err.value) and "\n" not in str(err.value)
+        assert store.list_notes() == []
+        assert rp.dispatch(ctx, "add", {"note": "x", "cwd": "/src/app"}).scope == "project /src/app"
 
 
 def test_delete_file_refuses_pipeline_files_and_retired(store):

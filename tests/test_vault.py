@@ -197,6 +197,22 @@ def test_a_directory_listing_cut_at_its_bound_says_so(client, settings):
     assert "the first" not in client.get("/vault/file", params={"path": "extensions"}).text
 
 
+def test_the_add_form_says_and_keeps_the_notes_project(client, settings):
+    """The form wrote every note as global: a note for one repository is for that project."""
+    store = MemoryStore(settings.memory_root)
+    before = set(store.list_notes())
+    confirm, do = _act(client, "add", note="Run `make ci` before pushing.", project="/src/app")
+    assert "the project of /src/app" in confirm.text
+    done = do()
+    assert done.status_code == 200 and "(project /src/app)" in done.text
+    (new,) = set(store.list_notes()) - before
+    assert "\nproject: /src/app\n" in (settings.memory_root / new).read_text()
+    tok = token(client.get("/vault/browse").text, "add")
+    bad = client.post("/vault/act/add", data={"csrf": tok, "note": "x", "project": "/src/victim;x"})
+    assert bad.status_code == 400 and "cwd must be one path" in bad.text
+    assert set(store.list_notes()) - before == {new}
+
+
 def test_add_then_delete_a_note(client, settings):
     store = MemoryStore(settings.memory_root)
     before = set(store.list_notes())

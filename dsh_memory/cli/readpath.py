@@ -181,8 +181,9 @@ def register(app: typer.Typer) -> None:
 
     @command(app, "add", arguments=["note"])
     def add_cmd(as_json: bool, **params: Any) -> Any:
-        """Add an ad hoc note; the next consolidation merges it into memory."""
-        res = _core("add", params)
+        """Add an ad hoc note for this directory's project (--cwd: another's; --scope global: every
+        project's); the next consolidation merges it into memory."""
+        res = _core("add", {**params, "cwd": params["cwd"] or os.getcwd()})
         if as_json:
             return res.model_dump()
-        typer.echo(visible(res.path))
+        typer.echo(visible(f"{res.path}  [{res.scope}]"))

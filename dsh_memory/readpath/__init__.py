@@ -47,8 +47,9 @@ def call(ctx: Any, method: str, **params: Any) -> Any:
     return OPERATIONS[method][1](ctx.store, **params, **context_params.get(method, {}))
 
 
-def dispatch(ctx: Any, method: str, params: dict[str, Any] | None) -> Any:
+def dispatch(ctx: Any, method: str, params: dict[str, Any] | None, **context: Any) -> Any:
     """Call one read-path operation by RPC name (one of OPERATIONS) with a params dict, validated
-    by its Request model first (unknown fields refused). Returns a pydantic model."""
+    by its Request model first (unknown fields refused); `context`: what the adapter itself knows
+    (add's `session_cwd`). Returns a pydantic model."""
     model, _ = OPERATIONS[method]
-    return call(ctx, method, **validate(model, **(params or {})).model_dump())
+    return call(ctx, method, **validate(model, **(params or {})).model_dump(), **context)

@@ -18,6 +18,7 @@ from dsh_memory.readpath._common import (
     lstat_named,
     record_usage,
     validate,
+    visible,
 )
 from dsh_memory.readpath.models import (
     MAX_READ_CHARS,
@@ -32,6 +33,7 @@ from dsh_memory.readpath.models import (
     ReadResult,
 )
 from dsh_memory.readpath.scoping import Where, file_scope, layer
+from dsh_memory.scope import GLOBAL, matches, project_root
 
 RETIRED_DIR_NAME = ".retired"
 
@@ -168,11 +170,27 @@ def _window(path: Any, first: int, count: int) -> tuple[list[str], int]:
     return window, total
 
 
-def add(store: Any, note: str, *, now: datetime | None = None, **params: Any) -> AddResult:
+def add(
+    store: Any, note: str, *, now: datetime | None = None, session_cwd: str | None = None, **params: Any
+) -> AddResult:
     """Write one new ad hoc note (never overwrites). The only write an agent gets. `params`:
-    AddRequest's other fields (title)."""
+    AddRequest's other fields (title, cwd, scope). A note is for cwd's project (`project` in its
+    front matter: consolidation puts it in that project's task group and summary part) unless
+    scope is `global`. `session_cwd`: where an adapter knows its caller works (the stdio MCP
+    server's directory): cwd's default, and a cwd must lie within its project."""
     req = validate(AddRequest, note=note, **params)
-    return AddResult(path=str(store.add_note(req.note, title=req.title, now=now)))
+    project = None
+    if req.scope == "project":
+        cwd = req.cwd or session_cwd
+        if not cwd:
+            raise UserInputError("a note is for one project: pass cwd (your working directory), or scope global")
+        project = project_root(cwd)
+        home = project_root(session_cwd)
+        if home and not matches(project, home, is_repo=True):
+            raise UserInputError(f"cwd is outside this session's project {visible(home)[:200]}")
+    extra = {"project": project} if project else None
+    rel = store.add_note(req.note, title=req.title, now=now, extra=extra)
+    return AddResult(path=str(rel), scope=f"project {project}" if project else GLOBAL)
 
 
 def delete_file(store: Any, path: str) -> DeleteResult:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -147,17 +148,39 @@ class SearchRequest(_Request):
         return v
 
 
+NOTE_CWD_CHARS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029;]")  # a line break or `;` would end the project's name
+
+
 class AddRequest(_Request):
     note: str = Field(
         min_length=1, max_length=MAX_NOTE_CHARS, description="What to remember, forget or correct, in plain words"
     )
     title: str | None = Field(None, max_length=120, description="Short title (used in the file name)")
+    cwd: Annotated[
+        Cwd,
+        Field(
+            description="The working directory the note is about (an absolute path; the CLI's default: where it "
+            "runs, the stdio MCP server's: where it was started): the note is for its project (repository root) only"
+        ),
+    ] = None
+    scope: Literal["project", "global"] = Field(
+        "project",
+        description="project: injected into cwd's project only; global: into every project's sessions (only for "
+        "what the user says holds everywhere)",
+    )
 
     @field_validator("note")
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("note must not be blank")
+        return v
+
+    @field_validator("cwd")
+    @classmethod
+    def _one_name(cls, v: str | None) -> str | None:
+        if v is not None and NOTE_CWD_CHARS.search(v):
+            raise ValueError("cwd must be one path on one line (no control characters, no ';')")
         return v
 
 
@@ -238,6 +261,7 @@ class SearchResult(BaseModel):
 
 class AddResult(BaseModel):
     path: str = Field(description="Path of the new note relative to the memory root")
+    scope: str = Field("global", description="Where it will be injected: global, or project <repository root>")
 
 
 class DeleteResult(BaseModel):

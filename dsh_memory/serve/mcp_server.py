@@ -8,6 +8,7 @@ a resource's, the prompt's).
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -70,8 +71,10 @@ SEARCH_DESC = (
 ADD_DESC = (
     "Save a note to long-term memory. Use ONLY when the user explicitly asks you to remember, "
     "forget or correct something. Write one short, self-contained note in plain words (what, "
-    "and why/when it applies). It is merged into memory at the next consolidation; it never "
-    "overwrites anything."
+    "and why/when it applies). It is for your project only: pass cwd (your working directory; over "
+    "stdio it defaults to this server's). scope='global' puts it into every project's sessions: only "
+    "when the user says it holds everywhere. It is merged into memory at the next consolidation; it "
+    "never overwrites anything."
 )
 INSTRUCTIONS = (
     "Long-term memory from earlier coding sessions. Read the memory://summary resource (or the "
@@ -140,10 +143,13 @@ def _passthrough(typed: type) -> type:
     return create_model(typed.__name__, __base__=Given, **fields)
 
 
-def build_server(settings: Any = None):
+def build_server(settings: Any = None, *, session_cwd: str | None = None):
     """An MCPServer bound to one memory root: a MemoryContext, plain MemorySettings, or None for
-    `memory_context()` (saved block > environment > default, like every entry point)."""
+    `memory_context()` (saved block > environment > default, like every entry point).
+    `session_cwd`: the directory the agent works in, when known (stdio: the client starts the
+    server there): memory_add's default cwd, and the project a note's cwd must lie within."""
     ctx = context_of(settings)
+    context = {"add": {"session_cwd": session_cwd}}
 
     def tool(
         operation: str,
@@ -159,7 +165,7 @@ def build_server(settings: Any = None):
         `shape(result)`."""
 
         def run(**params: Any) -> Any:
-            return _call(lambda: shape(rp.dispatch(ctx, operation, params)))
+            return _call(lambda: shape(rp.dispatch(ctx, operation, params, **context.get(operation, {}))))
 
         model, _ = rp.OPERATIONS[operation]
         return make_tool(run, TOOL_PREFIX + operation, model, description, returns, read_only)
@@ -176,7 +182,11 @@ def build_server(settings: Any = None):
             "add",
             ADD_DESC,
             dict[str, str],
-            lambda res: {"path": res.path, "status": "saved; merged into memory at the next consolidation"},
+            lambda res: {
+                "path": res.path,
+                "scope": res.scope,
+                "status": "saved; merged into memory at the next consolidation",
+            },
             read_only=False,
         ),
     ]
@@ -223,8 +233,8 @@ def build_server(settings: Any = None):
 
 
 def main() -> None:
-    """stdio transport (what `dsh-memory mcp` runs)."""
-    build_server().run("stdio")
+    """stdio transport (what `dsh-memory mcp` runs), in the directory the agent's client started it."""
+    build_server(session_cwd=os.getcwd()).run("stdio")
 
 
 if __name__ == "__main__":

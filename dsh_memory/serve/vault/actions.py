@@ -66,15 +66,23 @@ def _excluded(ctx: MemoryContext, sid: str) -> str:
 
 def plan(ctx: MemoryContext, action: str, form: dict[str, str]) -> Plan:
     if action == "add":
-        req = validate(AddRequest, note=_one(form, "note"), title=form.get("title", "").strip() or None)
+        project = form.get("project", "").strip() or None  # none: the person chose every project
+        req = validate(
+            AddRequest,
+            note=_one(form, "note"),
+            title=form.get("title", "").strip() or None,
+            cwd=project,
+            scope="project" if project else "global",
+        )
+        where = f"the project of {project}" if project else "every project (global)"
         return Plan(
             "Add a note",
             [
                 "Write a new note into extensions/ad_hoc/notes/ (secrets are redacted before writing).",
-                "The next consolidation folds it into MEMORY.md and the summary as the highest-priority "
-                "evidence, then moves it to extensions/ad_hoc/archive/.",
+                f"The next consolidation folds it into MEMORY.md and the summary of {where} as the "
+                "highest-priority evidence, then moves it to extensions/ad_hoc/archive/.",
             ],
-            {"note": req.note, "title": req.title or ""},
+            {"note": req.note, "title": req.title or "", "project": project or ""},
             preview=req.note,
         )
     if action == "delete":
@@ -149,8 +157,11 @@ def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
         raise UserInputError(p.blocked)
     now = datetime.now(UTC)
     if action == "add":
-        rel = add(ctx.store, p.fields["note"], title=p.fields["title"] or None).path
-        return Outcome(f"Added the note {rel}.", links=[("Open it", reader_url(rel)), ("Notes", "/vault/browse#notes")])
+        project = p.fields["project"] or None
+        scope = "project" if project else "global"
+        res = add(ctx.store, p.fields["note"], title=p.fields["title"] or None, cwd=project, scope=scope)
+        links = [("Open it", reader_url(res.path)), ("Notes", "/vault/browse#notes")]
+        return Outcome(f"Added the note {res.path} ({res.scope}).", links=links)
     if action == "delete":
         rel = delete_file(ctx.store, p.fields["path"]).path
         return Outcome(f"Deleted {rel}.", links=[("Browse", "/vault/browse")])
