@@ -415,6 +415,29 @@ def test_apply_writes_validates_retires_and_archives(store: MemoryStore, state: 
     assert SECRET not in everything and SECRET not in str(files_under(outside))
 
 
+def test_apply_moves_a_project_note_the_model_made_global_to_its_project(
+    store: MemoryStore, state: StateStore, root: Path
+):
+    """An endpoint model that puts a note added for one project into the global group and part
+    (injected into every project): moved to that project's, as a raw memory's project item is."""
+    from dsh_memory import readpath as rp
+    from dsh_memory.scope import summary_parts
+
+    rel = rp.add(store, "Run `make ci` before pushing.", cwd="/src/app").path
+    inp = gather_inputs(store, state, settings_for(root), NOW)
+    assert inp.note_rels == [rel]
+    out = ConsolidationOutput(
+        memory_md="# Task Group: global\n\n## User notes\n- Run `make ci` before pushing.\n- Keep commits small.\n",
+        memory_summary_md="v1\n\n# Scope: global\n## User preferences\n- Run `make ci` before pushing.\n",
+    )
+    res = apply_output(store, state, inp, out, settings_for(root), NOW)
+    glob, parts = summary_parts(store.read_text("memory_summary.md"))
+    assert "make ci" not in glob and "- Run `make ci` before pushing." in parts["/src/app"]
+    handbook = store.read_text("MEMORY.md")
+    assert handbook.index("# Task Group: /src/app") < handbook.index("make ci") and "Keep commits small." in handbook
+    assert res.scope_moved == 2
+
+
 def test_apply_never_names_a_file_or_reports_with_a_secret(store: MemoryStore, state: StateStore, root: Path):
     """Contents are redacted on write, names are not: a skill name or file path that is a secret
     (a Slack token fits the skill name pattern) is refused, and no message quotes it."""

@@ -24,7 +24,7 @@ from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
 from dsh_memory.consolidation.mechanical import Group
 from dsh_memory.consolidation.output import ConsolidationOutput, stored
 from dsh_memory.consolidation.prompt import data_fence
-from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, project_items
+from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, note_blocks, project_items
 from dsh_memory.consolidation.skill_inventory import read_optional
 from dsh_memory.consolidation.skills import SkillError, ValidSkill, validate_skill, validate_skill_name
 from dsh_memory.consolidation.stale import Flagged
@@ -236,8 +236,10 @@ def apply_output(
     output.memory_md = clean_handbook(output.memory_md, evidence, answer) if output.memory_md.strip() else ""
     if output.memory_summary_md.strip():
         output.memory_summary_md = clean_handbook(output.memory_summary_md, evidence, answer) or "v1\n"
-    if output.source != "mechanical":  # the model's scopes, checked against the raw memories
-        items = project_items([*store.read_raw_archive_blocks(), *store.read_raw_blocks()])
+    if output.source != "mechanical":  # the model's scopes, checked against the raw memories and notes
+        items = project_items(
+            [*store.read_raw_archive_blocks(), *store.read_raw_blocks(), *note_blocks(store, inputs.note_rels)]
+        )
         output.memory_md, moved_md = guard_handbook(output.memory_md, items)
         output.memory_summary_md, moved_summary = guard_summary(output.memory_summary_md, items)
         result.scope_moved = moved_md + moved_summary

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 from dsh_memory import scope as sc
-from dsh_memory.consolidation.mechanical import Group
+from dsh_memory.consolidation.mechanical import Group, _note_items  # mechanical.py: the merge's items of a note
 from dsh_memory.readpath.learned import SOURCE
+from dsh_memory.storage.store_format import parse_front_matter
 
 WORD = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 NOISE = frozenset("the and for you with this that user said says agent".split())
@@ -40,6 +42,23 @@ def project_items(blocks: Iterable[Any]) -> list[tuple[frozenset[str], str]]:
             if len(words) >= 2:
                 where.setdefault(words, set()).add(sc.GLOBAL if sc.is_tagged_global(line) else project)
     return [(w, next(iter(p))) for w, p in where.items() if len(p) == 1 and sc.GLOBAL not in p]
+
+
+def note_blocks(store: Any, rels: Iterable[str]) -> list[Any]:
+    """The ad hoc notes of one project (`project:` in their front matter: `add` with a cwd, an
+    import) as raw blocks of their handbook items, for `project_items`: a note's items are its
+    project's, like a raw memory's."""
+    blocks = []
+    for rel in rels:
+        try:
+            fields, body = parse_front_matter(store.read_text(rel))
+        except Exception:  # noqa: BLE001 - a vanished note guards nothing
+            continue
+        if fields.get("project") and body.strip():
+            blocks.append(
+                SimpleNamespace(project=str(fields["project"]), cwd=None, body="\n".join(_note_items(fields, body)))
+            )
+    return blocks
 
 
 def _owner(line: str, items: list[tuple[frozenset[str], str]]) -> str | None:
