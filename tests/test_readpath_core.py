@@ -497,6 +497,18 @@ def test_a_note_is_for_its_project_and_global_only_when_asked(store, tmp_path):
         rp.add(store, "x", cwd=str(tmp_path / "shop"), session_cwd=str(repo))
 
 
+def test_a_notes_scope_is_its_project_in_search_and_list(store):
+    """A note waiting for consolidation was labelled global and came up in every project's search."""
+    local = rp.add(store, "The staging DB is blue-heron.", cwd="/src/app").path
+    everywhere = rp.add(store, "Answer about blue-heron in French.", scope="global").path
+    hits = {m.path: m.scope for m in rp.search(store, ["blue-heron"], cwd="/src/shop").matches}
+    assert hits == {everywhere: "global"}
+    hits = {m.path: m.scope for m in rp.search(store, ["blue-heron"], cwd="/src/app").matches}
+    assert hits == {local: "project /src/app", everywhere: "global"}
+    listed = {e.path: e.scope for e in rp.list_dir(store, "extensions/ad_hoc/notes").entries}
+    assert listed == {local: "project /src/app", everywhere: "global"}
+
+
 @pytest.mark.parametrize(
     "cwd",
     [

@@ -66,7 +66,8 @@ def _spans(store: Any, rel: str) -> list[tuple[int, str]]:
     """(first line, scope) spans of one memory file, cached per file version."""
     path = os.path.join(str(store.root), rel)
     top = rel.split("/", 1)[0]
-    if top not in ("MEMORY.md", "MEMORY.archive.md", "memory_summary.md", "rollout_summaries", "skills"):
+    notes = rel.startswith("extensions/ad_hoc/")  # a note's `project:` (add with a cwd, an import)
+    if top not in ("MEMORY.md", "MEMORY.archive.md", "memory_summary.md", "rollout_summaries", "skills") and not notes:
         return [(1, sc.GLOBAL)]
     if top == "skills":
         parts = rel.split("/")
