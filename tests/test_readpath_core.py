@@ -497,6 +497,14 @@ def test_a_note_is_for_its_project_and_global_only_when_asked(store, tmp_path):
         rp.add(store, "x", cwd=str(tmp_path / "shop"), session_cwd=str(repo))
 
 
+def test_the_injected_instructions_say_how_memory_add_scopes_a_note(store):
+    """They said "call `memory_add` with one short note": without cwd, refused where the server
+    does not know the project."""
+    said = rp.summary(store).instructions
+    assert "memory_add` with one short note and your working directory as `cwd`" in said
+    assert 'scope: "global"' in said
+
+
 def test_a_notes_scope_is_its_project_in_search_and_list(store):
     """A note waiting for consolidation was labelled global and came up in every project's search."""
     local = rp.add(store, "The staging DB is blue-heron.", cwd="/src/app").path

@@ -52,8 +52,9 @@ Cite what you used: `path:start-end` with the path relative to the memory root a
 numbers the tools returned, e.g. `MEMORY.md:12-18` or `rollout_summaries/<slug>.md:3-9`.
 
 Only write memory when the user explicitly asks you to remember, forget or correct something:
-call `memory_add` with one short note. Never edit memory files directly; notes are merged into
-memory by the next consolidation."""
+call `memory_add` with one short note and your working directory as `cwd` (it is kept for this
+project; `scope: "global"` only when the user says it holds in every project). Never edit memory
+files directly; notes are merged into memory by the next consolidation."""
 
 
 def _head(path: Any) -> str:
