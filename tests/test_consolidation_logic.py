@@ -438,6 +438,27 @@ def test_apply_moves_a_project_note_the_model_made_global_to_its_project(
     assert res.scope_moved == 2
 
 
+def test_a_later_run_keeps_an_archived_project_note_out_of_the_models_global_part(
+    store: MemoryStore, state: StateStore, root: Path
+):
+    """The run after the one that consumed a project's note: the model rewrites the whole handbook
+    and may file the note under global; it goes back to its project, as an archived raw block's
+    items do."""
+    from dsh_memory import readpath as rp
+    from dsh_memory.scope import summary_parts
+
+    store.archive_notes([rp.add(store, "Run `make ci` before pushing.", cwd="/src/app").path])
+    inp = gather_inputs(store, state, settings_for(root), NOW)
+    assert inp.note_rels == []
+    out = ConsolidationOutput(
+        memory_md="# Task Group: global\n\n## User notes\n- Run `make ci` before pushing.\n",
+        memory_summary_md="v1\n\n# Scope: global\n## User preferences\n- Run `make ci` before pushing.\n",
+    )
+    assert apply_output(store, state, inp, out, settings_for(root), NOW).scope_moved == 2
+    glob, parts = summary_parts(store.read_text("memory_summary.md"))
+    assert "make ci" not in glob and "- Run `make ci` before pushing." in parts["/src/app"]
+
+
 def test_apply_never_names_a_file_or_reports_with_a_secret(store: MemoryStore, state: StateStore, root: Path):
     """Contents are redacted on write, names are not: a skill name or file path that is a secret
     (a Slack token fits the skill name pattern) is refused, and no message quotes it."""

@@ -237,9 +237,8 @@ def apply_output(
     if output.memory_summary_md.strip():
         output.memory_summary_md = clean_handbook(output.memory_summary_md, evidence, answer) or "v1\n"
     if output.source != "mechanical":  # the model's scopes, checked against the raw memories and notes
-        items = project_items(
-            [*store.read_raw_archive_blocks(), *store.read_raw_blocks(), *note_blocks(store, inputs.note_rels)]
-        )
+        notes = note_blocks(store, [*store.list_notes(archived=True), *inputs.note_rels])
+        items = project_items([*store.read_raw_archive_blocks(), *store.read_raw_blocks(), *notes])
         output.memory_md, moved_md = guard_handbook(output.memory_md, items)
         output.memory_summary_md, moved_summary = guard_summary(output.memory_summary_md, items)
         result.scope_moved = moved_md + moved_summary

@@ -371,12 +371,13 @@ class MemoryStore:
             if _write_new(self.resolve(rel), content):
                 return rel
 
-    def list_notes(self) -> list[str]:
-        d = self.notes_dir
+    def list_notes(self, archived: bool = False) -> list[str]:
+        """The notes waiting for consolidation; `archived`: the consumed ones kept."""
+        d = self.notes_archive_dir if archived else self.notes_dir
         if not self._real_dir(d):
             return []
         return sorted(
-            f"extensions/ad_hoc/notes/{p.name}"
+            f"{self.rel(d)}/{p.name}"
             for p in d.iterdir()
             if p.name.endswith(".md") and not p.name.startswith(".") and p.is_file() and not p.is_symlink()
         )
