@@ -621,6 +621,38 @@ def test_a_cwd_longer_than_any_path_evicts_no_other_memory(tmp_path, repos):
     assert "a" * 5000 not in out.memory_md + out.memory_summary_md
 
 
+@pytest.mark.parametrize("items", [1, 150])
+def test_many_long_cwds_evict_no_other_memory_and_lose_nothing(tmp_path, repos, items):
+    """Five session logs each claiming a distinct cwd of about 4,000 characters (under MAX_PATH):
+    their task groups' headings alone filled max_memory_md_chars, so the cap dropped every other
+    project's and the global items from the handbook and the summary. Whole groups go instead,
+    the long-named first however many items they hold (real merge, real apply): every item
+    dropped is in the archive."""
+    from dsh_memory.consolidation.apply import apply_output
+    from dsh_memory.settings import MemorySettings
+    from dsh_memory.storage.state import StateStore
+
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    cwds = [f"/home/x/{n}" + "a" * 4000 for n in range(5)]
+    for n, cwd in enumerate(cwds):
+        rules = "".join(f'\n- The user: "Rule {n}.{k} of a long cwd."' for k in range(items))
+        store.append_raw(_block(n, cwd, f"{steps.RULES}{rules}", project=cwd))
+    store.append_raw(_block(5, repos["ledger"], f'{steps.RULES}\n- The user: "Keep commits small."', repos["ledger"]))
+    store.append_raw(_block(6, repos["infra"], f'{steps.RULES}\n- The user: "Answer in English." [scope: global]'))
+    settings = MemorySettings(memory_root=store.root, max_summary_chars=CAP)
+    with contextlib.closing(StateStore(store.root)) as state:
+        inputs = gather_inputs(store, state, settings, datetime.now(UTC))
+        apply_output(store, state, inputs, mechanical.consolidate(store, inputs, settings), settings, datetime.now(UTC))
+    md, summ = store.read_text("MEMORY.md"), store.read_text("memory_summary.md")
+    assert len(md) <= settings.max_memory_md_chars
+    for text in ("Keep commits small", "Answer in English"):
+        assert text in md and text in summ, text
+    archive = store.read_text("MEMORY.archive.md")
+    for n in range(5):  # each long cwd's rules are in the handbook or the archive
+        assert all(f"Rule {n}.{k} of a long cwd." in md + archive for k in range(items)), n
+
+
 def test_a_project_part_that_cannot_fit_leaves_nothing_in_the_part_before_it(tmp_path):
     """A project whose `# Scope: project <root>` line alone passes the budget has no part: its
     "not shown here" line went without its heading, into the part before it (another project's)."""

@@ -7,9 +7,10 @@ docs/architecture.md (Project scope). Besides: a line that is never memory
 (`phase1/clean.py`) is dropped from new blocks and the current MEMORY.md alike; forgetting
 candidates lose their `Tasks` lines, not their knowledge bullets; a bullet the working tree
 contradicts is set aside, and retired when also old (`consolidation/stale.py`); a knowledge
-bullet the MEMORY.md cap drops (oldest of the largest section), or a project's code map line or
-fact past its newest MAX_CODE_MAP / MAX_FACTS, goes to MEMORY.archive.md (listed and read); one shield
-per command kind and fix.
+bullet the MEMORY.md cap drops (oldest of the largest section; a whole project group, the
+longest-named then the emptiest first, while the groups' headings alone pass half the cap), or a
+project's code map line or fact past its newest MAX_CODE_MAP / MAX_FACTS, goes to
+MEMORY.archive.md (listed and read); one shield per command kind and fix.
 """
 
 from __future__ import annotations
@@ -255,9 +256,26 @@ def promote_recurring(groups: dict[str, Group]) -> None:
                 target.add(section, SOURCE.sub("", b), src, first=False)
 
 
+def _heading_chars(g: Group) -> int:
+    return sum(len(line) + 1 for line in [f"# Task Group: {g.name}", *g.scope_lines()]) + 1
+
+
 def _cap(groups: dict[str, Group], limit: int, dropped: list) -> str:
     """Render, dropping the oldest bullet of the largest section until it fits (whole bullets);
-    each dropped knowledge bullet is added to `dropped` (apply archives it: no silent loss)."""
+    each dropped knowledge bullet is added to `dropped` (apply archives it: no silent loss).
+    First, while the project groups' headings alone take over half of `limit` (session logs may
+    claim many cwds, each up to 4,096 characters), whole project groups go from `groups`: the
+    longest headings by the KiB first (a long cwd's, however many items it holds), then the
+    emptiest. Never `global` (nor for its own heading: dropping projects would not shorten it)."""
+    size = {n: _heading_chars(g) for n, g in groups.items()}
+    held = {n: sum(len(v) for s, v in g.sections.items() if s != "Tasks") for n, g in groups.items()}
+    total = sum(size[n] for n in groups if n != GLOBAL)
+    note = f"over max_memory_md_chars ({limit}): the task groups' headings passed half of it, this one's long or empty"
+    for n in sorted((n for n in groups if n != GLOBAL), key=lambda n: (-(size[n] // 1024), held[n], -size[n])):
+        if total <= limit // 2:
+            break
+        g, total = groups.pop(n), total - size[n]
+        dropped += [stale.Flagged(g.name, b, note, True) for s, bs in g.sections.items() if s != "Tasks" for b in bs]
     while True:
         text = "\n\n".join(g.render() for g in groups.values()).strip() + "\n"
         if len(text) <= limit:
