@@ -144,6 +144,18 @@ def test_ranked_search_rebuilds_a_search_index_that_is_not_a_database(cli, root)
     assert index.read_bytes().startswith(b"SQLite format 3")
 
 
+def test_search_says_which_files_it_could_not_search(cli, root):
+    """`search WORD --path MEMORY.md` on a MEMORY.md over 4 MiB that holds the word said only
+    "no matches"; the skipped file is named, in one line (--json: `skipped`)."""
+    (root / "MEMORY.md").write_text("- uv needle\n" + "filler line\n" * 400_000)
+    for mode in ("any", "ranked"):
+        r = cli("search", "needle", "--path", "MEMORY.md", "--mode", mode)
+        assert r.exit_code == 0 and r.stdout == "", r.output
+        assert r.stderr == "no matches\nskipped 1 file: MEMORY.md (over 4 MiB)\n", mode
+    data = json.loads(cli("search", "uv", "--json").stdout)
+    assert data["matches"] and data["skipped"] == "skipped 1 file: MEMORY.md (over 4 MiB)"
+
+
 def test_add_then_search_finds_the_note(cli):
     r = cli("add", "The staging DB is called blue-heron.", "--title", "staging db", "--json")
     path = json.loads(r.stdout)["path"]

@@ -90,6 +90,13 @@ def test_rpc_parameter_names_are_the_core_names(client):
     assert rpc(client, "summary", {"max_chars": 5}).status_code == 400  # summary takes no params
 
 
+def test_rpc_search_names_the_files_it_could_not_search(client, settings):
+    (settings.memory_root / "rollout_summaries" / "latin.md").write_bytes("- release caf\xe9\n".encode("latin-1"))
+    for mode in ("any", "ranked"):
+        res = rpc(client, "search", {"queries": ["release"], "mode": mode}).json()["result"]
+        assert res["matches"] and res["skipped"] == "skipped 1 file: rollout_summaries/latin.md (not UTF-8)", mode
+
+
 def test_get_state_reports_flags_meta_and_claim_counts(client, settings):
     from datetime import datetime
 

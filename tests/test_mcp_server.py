@@ -23,6 +23,7 @@ def root(tmp_path):
     (s.rollout_dir / "gateway-timeouts.md").write_text(
         "# Gateway timeouts\nRaised the gateway timeout to 30s.\nCause: slow auth service.\n"
     )
+    (s.notes_dir / "latin.md").write_bytes("- gateway caf\xe9\n".encode("latin-1"))  # not searched, and said so
     return s.root
 
 
@@ -133,6 +134,7 @@ def test_stdio_tools_resource_and_prompt(root, tmp_path):
         ("rollout_summaries/gateway-timeouts.md", 1),
         ("rollout_summaries/gateway-timeouts.md", 2),
     ]
+    assert out["search"]["skipped"] == "skipped 1 file: extensions/ad_hoc/notes/latin.md (not UTF-8)"
     assert out["ranked"]["matches"][0]["path"] == "rollout_summaries/gateway-timeouts.md"
     note = out["add"]["path"]
     assert note.startswith("extensions/ad_hoc/notes/") and "team Falcon" in (root / note).read_text()

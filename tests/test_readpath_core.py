@@ -320,6 +320,30 @@ def test_search_skips_a_file_too_large_to_be_memory(store):
         assert paths == {"extensions/ad_hoc/notes/small.md"}, mode
 
 
+@pytest.mark.parametrize("mode", ["any", "all_within_lines", "ranked"])
+def test_search_says_which_files_it_skipped(store, mode):
+    """A MEMORY.md over 4 MiB or a note that is no UTF-8, each holding the word, answered "no
+    matches" as if the memory had none: the result names the files it could not search, in one
+    line within the page's max_chars, as many as fit (the count always)."""
+    from dsh_memory.readpath._common import MAX_SEARCH_FILE_BYTES
+
+    (store.root / "MEMORY.md").write_text("- keep the needle here\n" * (MAX_SEARCH_FILE_BYTES // 20))
+    (store.notes_dir / "latin.md").write_bytes("- needle in caf\xe9 notes\n".encode("latin-1"))
+    (store.notes_dir / "plain.md").write_text("- a needle you can find\n")
+    (store.notes_dir / "blank.md").write_text("\n  \n")  # nothing to search: not skipped
+    res = rp.search(store, ["needle"], mode=mode)
+    assert [m.path for m in res.matches] == ["extensions/ad_hoc/notes/plain.md"]
+    assert res.skipped == "skipped 2 files: MEMORY.md (over 4 MiB), extensions/ad_hoc/notes/latin.md (not UTF-8)"
+    one = rp.search(store, ["needle"], mode=mode, path="MEMORY.md")
+    assert (one.matches, one.skipped) == ([], "skipped 1 file: MEMORY.md (over 4 MiB)")
+    assert rp.search(store, ["needle"], mode=mode, path="extensions/ad_hoc/notes/plain.md").skipped is None
+    for n in range(300):  # more than a page can name: the count, and the names that fit
+        (store.notes_dir / f"bad-{n:03}-{'x' * 200}.md").write_bytes(b"needle \xff\n")
+    page = rp.search(store, ["needle"], mode=mode, max_chars=1000)
+    assert len(page.model_dump_json()) <= 1000 and page.matches, page
+    assert page.skipped.startswith("skipped 302 files: MEMORY.md (over 4 MiB), ") and page.skipped.endswith(" more")
+
+
 @pytest.mark.parametrize("mode", ["any", "ranked"])
 def test_a_query_has_a_size_bound(store, mode):
     """A pasted 14 KB stack trace as a query was searched and echoed in the result and every

@@ -151,6 +151,13 @@ def test_the_line_modes_take_each_word_typed_as_a_query(client, q, mode):
     assert many.status_code == 400 and "at most 16 words" in many.text
 
 
+def test_the_search_page_names_the_files_it_could_not_search(client, settings):
+    (settings.memory_root / "rollout_summaries" / "latin.md").write_bytes("- zebra caf\xe9\n".encode("latin-1"))
+    for mode in ("any", "ranked"):
+        html = client.get("/vault/search", params={"q": "zebra", "mode": mode}).text
+        assert "0 hits" in html and "skipped 1 file: rollout_summaries/latin.md (not UTF-8)" in html, mode
+
+
 def test_a_search_hit_past_a_long_files_first_part_is_shown(client, settings):
     """A page shows at most 64,000 characters of a file: a hit below that opens around its line
     (numbered as in the file), not at the top where it is missing."""

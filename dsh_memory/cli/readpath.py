@@ -176,6 +176,8 @@ def register(app: typer.Typer) -> None:
             typer.echo("no matches", err=True)
         for m in res.matches:
             _print_match(m)
+        if res.skipped:
+            typer.echo(visible(res.skipped), err=True)
         if res.next_cursor:
             typer.echo(f"… more: --cursor {res.next_cursor}", err=True)
 

@@ -215,6 +215,11 @@ _CACHE_LIMIT = 128_000_000
 MAX_SEARCH_FILE_BYTES = 4 << 20
 
 
+def why_no_text(size: int) -> str:
+    """Why `read_text` has no text for a file of `size` bytes (search names it, `skipped`)."""
+    return "over 4 MiB" if size > MAX_SEARCH_FILE_BYTES else "not UTF-8"
+
+
 def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
     st = st or os.stat(path)
     key = (st.st_ino, st.st_size, st.st_mtime_ns)

@@ -23,11 +23,11 @@ from typing import Any
 
 from dsh_memory.errors import DshMemoryError, UserInputError
 from dsh_memory.readpath import embedder, fusion, vectors
-from dsh_memory.readpath._common import corpus, corpus_entries, read_text, top_files
+from dsh_memory.readpath._common import corpus, corpus_entries, read_text, top_files, why_no_text
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 INDEX_NAME = "search_index.sqlite3"
 CHUNK_MAX_LINES = 24
 
@@ -93,7 +93,8 @@ def _connect(store: Any) -> sqlite3.Connection:
             BEGIN IMMEDIATE;
             DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS sections; DROP TABLE IF EXISTS fts;
             CREATE TABLE files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-                               ino INTEGER NOT NULL DEFAULT 0);
+                               ino INTEGER NOT NULL DEFAULT 0,
+                               skipped TEXT);  -- why it has no text (_common.why_no_text), if so
             DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS free_slots;
             CREATE TABLE sections(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
                                   start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
@@ -234,8 +235,8 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
             _drop(conn, rel)
             text = read_text(path, st)
             conn.execute(
-                "INSERT INTO files(path, size, mtime_ns, ino) VALUES (?,?,?,?)",
-                (rel, st.st_size, st.st_mtime_ns, st.st_ino),
+                "INSERT INTO files(path, size, mtime_ns, ino, skipped) VALUES (?,?,?,?,?)",
+                (rel, st.st_size, st.st_mtime_ns, st.st_ino, None if text is not None else why_no_text(st.st_size)),
             )
             if not text:
                 continue
@@ -324,6 +325,13 @@ def candidate_sections(
         for row in conn.execute(sql, [expr, *args, limit]):
             seen.setdefault(row[0], row)
     return list(seen.values())[:limit]
+
+
+def skipped_files(store: Any, prefix: str | None) -> list[tuple[str, str]]:
+    """(path, why) of the indexed files under `prefix` that have no text (search names them)."""
+    where, args = _path_condition(prefix)
+    sql = f"SELECT path, skipped FROM files WHERE skipped IS NOT NULL{where} ORDER BY path"
+    return _connect(store).execute(sql, args).fetchall()
 
 
 SECTIONS_SCANNED = 40  # sections re-read and scored line by line per query (the ranked results come from these)

@@ -257,6 +257,11 @@ class SearchResult(BaseModel):
     matches: list[SearchMatch]
     next_cursor: str | None = Field(None, description="Pass back as cursor (same other arguments) for more")
     truncated: bool = Field(False, description="More matches follow (next_cursor)")
+    skipped: str | None = Field(
+        None,
+        description="The files not searched (over 4 MiB, or not UTF-8; read them with read), in one line: "
+        "'skipped 1 file: MEMORY.md (over 4 MiB)'; with next_cursor, those met so far",
+    )
 
 
 class AddResult(BaseModel):

@@ -12,6 +12,8 @@ from datetime import datetime
 from itertools import islice
 from typing import Any
 
+from pydantic_core import to_json
+
 from dsh_memory.errors import UserInputError
 from dsh_memory.readpath._common import (
     decode_cursor,
@@ -23,12 +25,15 @@ from dsh_memory.readpath._common import (
     read_folded,
     record_usage,
     validate,
+    why_no_text,
 )
 from dsh_memory.readpath.models import MAX_SEARCH_CHARS, SearchMatch, SearchRequest, SearchResult
 from dsh_memory.readpath.scoping import SEARCH_SCAN_LIMIT, Where, layer, scope_of
 from dsh_memory.settings import SemanticSearch
 
 _NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
+RESERVED = "skipped 999,999,999 files"  # the least room a page keeps for its `skipped` line
+MAX_NAMED = 20  # files a `skipped` line names at most
 
 
 def _windows(hits: list[set[int]], nq: int, n: int) -> list[tuple[int, int, set[int]]]:
@@ -91,9 +96,10 @@ def _file_matches(
     return out
 
 
-def _line_search(store: Any, req: SearchRequest, need: int) -> list[SearchMatch]:
+def _line_search(store: Any, req: SearchRequest, need: int) -> tuple[list[SearchMatch], list[tuple[str, str]]]:
     """Matches in corpus order, then line order; stops once `need` matches are known. Queries
-    and text are compared folded alike (case, punctuation)."""
+    and text are compared folded alike (case, punctuation). Besides, (path, why) of each file
+    met that could not be searched."""
 
     def fold(s: str) -> str:
         if req.normalized:  # only letters and digits: foo-bar, foo_bar, 'foo bar' → foobar
@@ -105,14 +111,35 @@ def _line_search(store: Any, req: SearchRequest, need: int) -> list[SearchMatch]
         raise UserInputError("a query has no letters or digits left after normalization")
     kind = ("n" if req.normalized else "") + ("" if req.case_sensitive else "c")
     matches: list[SearchMatch] = []
+    skipped: list[tuple[str, str]] = []
     for rel, path, st in files_under(store, req.path):
         text, whole = read_folded(path, st, kind, fold)
-        if text is None:  # not UTF-8: skipped, never half-decoded into false hits
+        if text is None:  # too big, or not UTF-8: skipped, never half-decoded into false hits
+            skipped.append((rel, why_no_text(st.st_size)))
             continue
         matches.extend(_file_matches(rel, text, whole, req, folded, fold, need - len(matches)))
         if len(matches) >= need:
             break
-    return matches
+    return matches, skipped
+
+
+def _skipped_line(skipped: list[tuple[str, str]], room: int) -> str | None:
+    """'skipped 2 files: MEMORY.md (over 4 MiB), notes/a.md (not UTF-8)': as many names as fit
+    in `room` characters of JSON (at most MAX_NAMED), the count always."""
+    if not skipped:
+        return None
+    n = len(skipped)
+    head = f"skipped {n:,} file{'' if n == 1 else 's'}"
+    names = [f"{rel} ({why})" for rel, why in skipped[:MAX_NAMED]]
+    for k in range(len(names), 0, -1):
+        line = f"{head}: {', '.join(names[:k])}" + (f" and {n - k:,} more" if n > k else "")
+        if _chars(line) <= room:
+            return line
+    return head
+
+
+def _chars(value: str | None) -> int:
+    return len(to_json(value).decode())
 
 
 def search(
@@ -131,14 +158,15 @@ def search(
     lines.py), with the embedder's likeness fused in as the `semantic_search` setting says
     (embedder.for_mode). Every hit carries its scope; with `cwd`, this project's and global hits
     come first, other projects' only with `other_projects` (scoping.layer). A page holds at most
-    `max_results` matches and `max_chars` characters of JSON; the rest comes with `next_cursor`."""
+    `max_results` matches and `max_chars` characters of JSON; the rest comes with `next_cursor`.
+    The files it could not search (over 4 MiB, not UTF-8) are named in `skipped`, within the page."""
     if isinstance(queries, str):
         queries = [queries]
     req = validate(SearchRequest, queries=queries, **params)
     prefix = req.path = guard(store, req.path)[1] or None  # guard before anything else
     if prefix:  # a missing path is an error in every mode (ranked would find nothing there)
         lstat_named(store.root / prefix, prefix)
-    room = _room(req, prefix)
+    room, least = _room(req, prefix)
     # the page size may change from page to page; everything else must stay
     fp = fingerprint("search", req.model_dump(exclude={"cursor", "max_results", "max_chars"}))
     start = decode_cursor(req.cursor, fp)
@@ -146,14 +174,19 @@ def search(
     where = Where.of(req.cwd)
     skip = 0 if where else start  # a project reorders the matches: the page is cut after that
     if req.mode == "ranked":  # the index's modules are imported by ranked search alone
-        from dsh_memory.readpath.index import ranked_search
+        from dsh_memory.readpath.index import ranked_search, skipped_files
         from dsh_memory.readpath.lines import matches as line_matches
 
         hits, files, terms = ranked_search(store, req.queries, prefix, semantic_search)
         found = line_matches(hits, files, terms, req.queries, req.context_lines, skip=skip)
+        unsearched = skipped_files(store, prefix)
     else:
         need = SEARCH_SCAN_LIMIT if where else start + req.max_results + 1
-        found = islice(_line_search(store, req, need), skip, None)
+        matches, unsearched = _line_search(store, req, need)
+        found = islice(matches, skip, None)
+    # what was not searched is said, in the room kept for it and what the least match leaves
+    skipped = _skipped_line(unsearched, room - least + _chars(RESERVED))
+    room += _chars(RESERVED) - _chars(skipped)
     found = layer(found, where, req.other_projects, lambda m: scope_of(store, m.path, m.match_line))
     if where:
         found = islice(found, start, None)
@@ -167,14 +200,18 @@ def search(
         matches=page,
         next_cursor=encode_cursor(start + len(page), fp) if more else None,
         truncated=more,
+        skipped=skipped,
     )
 
 
-def _room(req: SearchRequest, prefix: str | None) -> int:
-    """Characters of a page left for its matches. The queries are in every page twice (`queries`,
-    and a match's `matched_queries`, which no cut shortens): when max_chars cannot hold them and
-    one match cut to its least, the request is refused, not answered past max_chars."""
-    empty = SearchResult(queries=req.queries, mode=req.mode, path=prefix, matches=[], next_cursor="x" * 64)
+def _room(req: SearchRequest, prefix: str | None) -> tuple[int, int]:
+    """Characters of a page left for its matches (a `skipped` line of RESERVED's size kept), and
+    the least one match takes. The queries are in every page twice (`queries`, and a match's
+    `matched_queries`, which no cut shortens): when max_chars cannot hold them and one match cut
+    to its least, the request is refused, not answered past max_chars."""
+    empty = SearchResult(
+        queries=req.queries, mode=req.mode, path=prefix, matches=[], next_cursor="x" * 64, skipped=RESERVED
+    )
     room = req.max_chars - len(empty.model_dump_json())
     n = 10**9  # line numbers as long as they get
     least = SearchMatch(
@@ -187,7 +224,7 @@ def _room(req: SearchRequest, prefix: str | None) -> int:
             f"queries and in each match's matched_queries); pass max_chars at least that (at most "
             f"{MAX_SEARCH_CHARS:,}), or shorter queries"
         )
-    return room
+    return room, need
 
 
 def _page(found: Iterator[SearchMatch], req: SearchRequest, room: int) -> tuple[list[SearchMatch], bool]:

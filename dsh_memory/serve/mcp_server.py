@@ -64,8 +64,8 @@ SEARCH_DESC = (
     "foo_bar = foo bar); path limits the search to a file or directory; context_lines adds lines around "
     "each hit. A call returns at most max_results matches (default 20) and max_chars characters "
     "(default 8,000, about 2,000 tokens); truncated=true means there is more: pass next_cursor back as "
-    "cursor. Open a hit with memory_read (start_line). Pass cwd (your working directory) to get your "
-    "project's and global memory only; other_projects=true adds the other projects' hits after them. "
+    "cursor; skipped names the files it could not search (over 4 MiB, not UTF-8). Open a hit with "
+    "memory_read (start_line). Pass cwd (your working directory) to get your project's and global memory only; other_projects=true adds the other projects' hits after them. "
     "Every hit says its scope (global, or project <root>): a project's rule holds in that project only."
 )
 ADD_DESC = (
