@@ -90,6 +90,15 @@ def test_rpc_parameter_names_are_the_core_names(client):
     assert rpc(client, "summary", {"max_chars": 5}).status_code == 400  # summary takes no params
 
 
+def test_rpc_search_refuses_text_that_is_no_unicode_in_one_line(client):
+    """JSON may escape a lone surrogate (`"\\udce9"`): as a query or a search path it was a 500
+    (the echoed query, or the path in the error, could not be written as JSON); now a 400."""
+    for params in ({"queries": ["zeb\udce9"]}, {"queries": ["zebra"], "path": "notes/caf\udce9.md"}):
+        body = json.dumps({"method": "search", "params": params})  # ensure_ascii: "\\udce9"
+        r = client.post(RPC_PATH, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and "not UTF-8" in r.json()["error"]["message"], (params, r.text)
+
+
 def test_rpc_search_names_the_files_it_could_not_search(client, settings):
     (settings.memory_root / "rollout_summaries" / "latin.md").write_bytes("- release caf\xe9\n".encode("latin-1"))
     for mode in ("any", "ranked"):

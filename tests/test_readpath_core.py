@@ -320,6 +320,21 @@ def test_search_skips_a_file_too_large_to_be_memory(store):
         assert paths == {"extensions/ad_hoc/notes/small.md"}, mode
 
 
+@pytest.mark.parametrize("mode", ["any", "ranked"])
+def test_a_file_name_that_is_not_utf8_breaks_no_search(store, mode):
+    """A note named `caf\\xe9.md` (Latin-1 bytes, as another system may write them): every search
+    of the memory was a traceback (a match's path could not be written as JSON; the index could
+    not store the name). Such a file is passed over, like a hidden one; the rest is searched."""
+    (store.notes_dir / "plain.md").write_text("- the zebra deploy\n")
+    with open(os.fsencode(store.notes_dir) + b"/caf\xe9.md", "wb") as f:
+        f.write(b"- the zebra deploy again\n")
+    for path in (None, "extensions/ad_hoc"):
+        paths = [m.path for m in rp.search(store, ["zebra"], mode=mode, path=path).matches]
+        assert paths == ["extensions/ad_hoc/notes/plain.md"], paths
+    with pytest.raises(UserInputError, match="not UTF-8"):  # named: one line, not a traceback
+        rp.search(store, ["zebra"], mode=mode, path=os.fsdecode(b"extensions/ad_hoc/notes/caf\xe9.md"))
+
+
 @pytest.mark.parametrize("mode", ["any", "all_within_lines", "ranked"])
 def test_search_says_which_files_it_skipped(store, mode):
     """A MEMORY.md over 4 MiB or a note that is no UTF-8, each holding the word, answered "no

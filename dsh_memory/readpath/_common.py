@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
+from dsh_memory.readpath.models import is_utf8
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -118,15 +119,16 @@ def is_active_rollout(rel: str) -> bool:
 
 
 def _entries(base: str, rel_base: str, recursive: bool) -> Iterator[tuple[str, os.DirEntry]]:
-    """(rel, directory entry) of the regular, non-hidden, non-symlink files under `base`, sorted
-    by name. Plain strings: this walk runs before every search, over thousands of files."""
+    """(rel, directory entry) of the regular, non-hidden, non-symlink files under `base` whose
+    names are UTF-8 (another name cannot be cited or indexed), sorted by name. Plain strings:
+    this walk runs before every search, over thousands of files."""
     try:
         with os.scandir(base) as it:
             entries = sorted(it, key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         return
     for entry in entries:
-        if entry.name[0] == "." or entry.is_symlink():
+        if entry.name[0] == "." or entry.is_symlink() or not is_utf8(entry.name):
             continue
         rel = f"{rel_base}/{entry.name}" if rel_base else entry.name
         if entry.is_dir(follow_symlinks=False):

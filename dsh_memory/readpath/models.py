@@ -33,6 +33,16 @@ SUMMARY_END = "===== MEMORY SUMMARY ENDS ====="
 MAX_CWD_CHARS = 4096
 
 
+def is_utf8(text: str) -> bool:
+    """No lone surrogate: a file name os.scandir decoded from bytes that are no UTF-8, or a JSON
+    string's `\\udce9`. Such text cannot be written out as JSON (a result, an error) or indexed."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def cwd_problem(cwd: str | None) -> str | None:
     """Why `cwd` names no project ('' when it does, None when there is no cwd): a NUL byte, a blank
     or a relative path is refused, never read as "no cwd" (every project's memory). The CLI makes
@@ -145,6 +155,15 @@ class SearchRequest(_Request):
             raise ValueError("queries must not contain NUL")
         if any(len(q) > MAX_QUERY_CHARS for q in v):
             raise ValueError(f"a query may have at most {MAX_QUERY_CHARS:,} characters")
+        if not all(is_utf8(q) for q in v):
+            raise ValueError("a query is not UTF-8 text (it holds a lone surrogate)")
+        return v
+
+    @field_validator("path")
+    @classmethod
+    def _utf8_path(cls, v: str | None) -> str | None:
+        if v is not None and not is_utf8(v):  # a name in another system's bytes: no hit could be cited
+            raise ValueError("path is not UTF-8, so search passes it over (read it with read)")
         return v
 
 
