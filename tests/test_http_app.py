@@ -335,3 +335,19 @@ def test_http_command_on_a_busy_port_fails_with_one_line(settings):
         f"error: port {port} on 127.0.0.1 (the memory API) is in use by another "
         "process: stop it, or choose another port with --port"
     ]
+
+
+def test_rpc_list_and_read_answer_a_name_that_is_no_utf8_in_one_line(client, settings):
+    """A memory file whose name is no UTF-8 (`caf\\xe9.md`) made `list` over the RPC a 500 (its
+    name could not be written as JSON), and so did a JSON `"\\udce9"` in a `list` or `read` path.
+    `list` shows the name escaped; a path that is no UTF-8 is refused in one line."""
+    notes = settings.memory_root / "rollout_summaries"
+    notes.mkdir(parents=True, exist_ok=True)
+    (notes / b"caf\xe9.md".decode("utf-8", "surrogateescape")).write_text("- a note\n")
+    r = rpc(client, "list", {"path": "rollout_summaries"})
+    assert r.status_code == 200, r.text
+    assert "rollout_summaries/caf\\xe9.md" in [e["path"] for e in r.json()["result"]["entries"]]
+    for method in ("list", "read"):
+        body = json.dumps({"method": method, "params": {"path": "rollout_summaries/caf\udce9.md"}})
+        r = client.post(RPC_PATH, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and "not UTF-8" in r.json()["error"]["message"], (method, r.text)

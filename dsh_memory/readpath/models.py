@@ -94,12 +94,23 @@ class SummaryRequest(_Request):
     cwd: Cwd = None
 
 
+def _utf8_path(v: str) -> str:
+    if not is_utf8(v):  # a JSON "\udce9": the name `list` shows escaped, or no name at all
+        raise ValueError("path is not UTF-8 text (list shows such a file's name escaped: rename the file)")
+    return v
+
+
 class ListRequest(_Request):
     path: str = Field("", description="Directory (or file) relative to the memory root; '' is the root")
     cursor: str | None = Field(None, description="next_cursor from the previous page, unchanged")
     max_results: int = Field(DEFAULT_LIST_RESULTS, ge=1, le=MAX_LIST_RESULTS, description="Entries per page")
     cwd: Cwd = None
     other_projects: OtherProjects = False
+
+    @field_validator("path")
+    @classmethod
+    def _utf8(cls, v: str) -> str:
+        return _utf8_path(v)
 
 
 class ReadRequest(_Request):
@@ -113,6 +124,11 @@ class ReadRequest(_Request):
         le=MAX_READ_LINES,
         description=f"At most this many lines (and at most {MAX_READ_CHARS:,} characters)",
     )
+
+    @field_validator("path")
+    @classmethod
+    def _utf8(cls, v: str) -> str:
+        return _utf8_path(v)
 
 
 class SearchRequest(_Request):
