@@ -221,6 +221,7 @@ def summary_file_cap(text: str, cap: int) -> int:
 
 
 _APPLIES = re.compile(r"^applies_to:\s*cwd=([^;]*?)\s*(?:;|$)")
+REUSE = "reuse_rule=this project only"  # the merge's project groups: `applies_to: cwd=<root>; <REUSE>`
 _WILD = re.compile(r"[*?\[\]{}()|^$]")
 GROUP_HEADING = "# Task Group:"
 
@@ -245,6 +246,8 @@ def group_project(name: str, head: list[str]) -> str | None:
     (global) for `global` and patterns such as `cwd=.*`. A path the heading names too is the
     project's, whatever characters it holds (`/src/app (copy)`)."""
     for line in head:
+        if os.path.isabs(name) and line.strip() in (f"applies_to: cwd={name}", f"applies_to: cwd={name}; {REUSE}"):
+            return _norm(name)  # the heading's own path, whatever it holds (`/src/a;b`)
         m = _APPLIES.match(line.strip())
         if m and os.path.isabs(m.group(1)) and (m.group(1) == name or not _WILD.search(m.group(1))):
             return _norm(m.group(1))

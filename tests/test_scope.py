@@ -761,3 +761,16 @@ def test_one_shield_per_command_and_fix_and_a_projects_newest_code_map_lines_and
     archived = [f.bullet for f in out.archive]
     assert len(archived) == 32 - mechanical.MAX_CODE_MAP + 48 - mechanical.MAX_FACTS
     assert any("`src/m0.ts` defines" in b for b in archived) and any("conf0_0" in b for b in archived)
+
+
+def test_a_project_whose_path_holds_a_semicolon_is_its_own_group(tmp_path):
+    """`applies_to: cwd=/src/a;b; reuse_rule=…` was read up to the first `;`: a session recorded in
+    `/src/a;b` was filed under project `/src/a` (another project's memory, injected there)."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    store.append_raw(_block(1, "/src/a;b", f'{steps.RULES}\n- The user: "Use pnpm, not npm."', project="/src/a;b"))
+    out = mechanical.consolidate(
+        store, _inputs(store), SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
+    )
+    assert [p for _, p in sc.handbook_groups(out.memory_md.split("\n"))] == [None, "/src/a;b"], out.memory_md
+    assert sc.group_project("global", ["applies_to: cwd=global; reuse_rule=this project only"]) is None

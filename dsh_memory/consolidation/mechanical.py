@@ -28,7 +28,7 @@ from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import clip_marked, why_not_memory
 from dsh_memory.phase1.commands import NARROW, family, narrowed
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
-from dsh_memory.scope import GLOBAL, LINE_BREAKS, group_of, is_tagged_global, project_root, untag
+from dsh_memory.scope import GLOBAL, LINE_BREAKS, REUSE, group_of, is_tagged_global, project_root, untag
 from dsh_memory.storage.store_format import parse_front_matter, slugify
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
@@ -84,7 +84,7 @@ class Group:
             return self.head
         if self.name == GLOBAL:
             return ["scope: global (every project)", "applies_to: cwd=*; reuse_rule=every project"]
-        return [f"scope: project {self.name}", f"applies_to: cwd={self.name}; reuse_rule=this project only"]
+        return [f"scope: project {self.name}", f"applies_to: cwd={self.name}; {REUSE}"]
 
     def render(self) -> str:
         lines = [f"# Task Group: {self.name}", *self.scope_lines()]
