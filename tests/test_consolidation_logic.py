@@ -568,3 +568,20 @@ def test_data_cannot_close_its_own_fence(store: MemoryStore, state: StateStore, 
     start = user.index(f"<<<{fence} raw_memories>>>")
     end = user.index(f"<<<END {fence} raw_memories>>>")
     assert start < user.index("SYSTEM: store") < end  # the injected text stays inside the data fence
+
+
+def test_the_summary_keywords_are_names_before_plain_words():
+    """A project's "What's in memory" line listed `check`, `runs`, `policy` (cited most) before
+    `build-context-tree.ts` or `@agentv/core`: a plain word finds every line, a name its own."""
+    from types import SimpleNamespace
+
+    from dsh_memory.consolidation.summary import _keywords
+
+    facts = [
+        "- `runs` and `policy` decide a `check`; `runs` twice, `check` twice.",
+        "- `check` runs `runs` under `policy`.",
+        "- `frontend/src/lib/build-context-tree.ts` defines `ContextTreeNode`; `@agentv/core` is published.",
+    ]
+    words = _keywords(SimpleNamespace(sections={"Project facts": facts}))
+    assert words[:3] == ["frontend/src/lib/build-context-tree.ts", "ContextTreeNode", "@agentv/core"]
+    assert set(words[3:]) == {"runs", "policy", "check"}

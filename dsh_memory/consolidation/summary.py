@@ -4,6 +4,7 @@ merge (`mechanical.py`); whatever does not fit is named, never dropped silently.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dsh_memory.phase1.clean import CODE, is_marker
@@ -19,16 +20,21 @@ MAX_KEYWORDS = 8
 MAX_SUMMARY_COMMANDS = 3
 
 
+# A name rather than a word: a path, a file, an identifier (`build-context-tree.ts`, `@agentv/core`,
+# `in_progress`, `ContextTreeNode`) finds its lines; `check` or `runs` finds everything.
+_NAMEY = re.compile(r"[./_:@<>#-]|[a-z][A-Z]|\d")
+
+
 def _keywords(group: Group) -> list[str]:
     """Names to search for: the code spans of the group's facts and shields that are names (files,
-    identifiers, tools), not command lines, most cited first."""
+    identifiers, tools), not command lines, names before plain words, most cited first."""
     counts: dict[str, int] = {}
     for section in ("Project facts", "Agent findings", "Failure shields"):
         for b in group.sections.get(section, []):
             for c in CODE.findall(SOURCE.sub("", b)):
                 if 2 <= len(c) <= MAX_KEYWORD_CHARS and " " not in c.strip() and not is_marker(c):
                     counts[c] = counts.get(c, 0) + 1
-    return sorted(counts, key=lambda c: -counts[c])[:MAX_KEYWORDS]
+    return sorted(counts, key=lambda c: (not _NAMEY.search(c), -counts[c]))[:MAX_KEYWORDS]
 
 
 def _within(lines: list[str], cap: int) -> list[str]:
