@@ -315,8 +315,9 @@ def commands(runs: list[Run]) -> list[Command]:
         if not is_build_command(r.line) or len(r.line) > 200:
             continue
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
-        head = " ".join(w for w in core(r.line).split() if not w.startswith("-"))
-        check = bool(CHECK.search(head)) and not FIXES.search(core(r.line))
+        line = core(r.line)
+        head = " ".join(w for w in line.split() if not w.startswith("-"))
+        check = bool(CHECK.search(head)) and not FIXES.search(line)
         c = by.setdefault(r.line, Command(line=r.line, ok=not r.failed, runs=0, check=check))
         c.runs += 1
         c.via = c.via or r.via

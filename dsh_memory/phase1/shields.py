@@ -156,11 +156,12 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
     for x in runs[i + 1 : i + 8]:
         if x.failed or family(x.line) == fam or HELP.search(core(x.line)):
             continue  # a look at the help (`marvin --help`) did not do the work …
-        if is_probe(x.line) and not (targets and targets & _targets(x.line)):
+        same_issue = bool(targets and targets & _targets(x.line))
+        if is_probe(x.line) and not same_issue:
             continue  # … nor a look elsewhere; a look at the same issue starts the workaround (`gh pr view 8124`)
         if not BUILD.match(core(r.line)) and _same_command(x.line, r.line):  # `ssh-add -l`, then `ssh-add KEY`
             return x
-        if _wrapped(x.line, r.line) or (targets and targets & _targets(x.line)):
+        if _wrapped(x.line, r.line) or same_issue:
             return x
         if x.background and not r.background and first_command(x.line) == first_command(r.line):
             return x  # refused in the foreground (`Blocked: sleep 180 …`), run in the background
