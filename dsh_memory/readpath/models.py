@@ -94,8 +94,9 @@ class SummaryRequest(_Request):
     cwd: Cwd = None
 
 
-def _utf8_path(v: str) -> str:
-    if not is_utf8(v):  # a JSON "\udce9": the name `list` shows escaped, or no name at all
+def utf8_path(v: str | None) -> str | None:
+    """`v` unless it holds a lone surrogate (list, read and search refuse such a path alike)."""
+    if v is not None and not is_utf8(v):  # a JSON "\udce9": the name `list` shows escaped, or no name at all
         raise ValueError("path is not UTF-8 text (list shows such a file's name escaped: rename the file)")
     return v
 
@@ -110,7 +111,7 @@ class ListRequest(_Request):
     @field_validator("path")
     @classmethod
     def _utf8(cls, v: str) -> str:
-        return _utf8_path(v)
+        return utf8_path(v)
 
 
 class ReadRequest(_Request):
@@ -128,7 +129,7 @@ class ReadRequest(_Request):
     @field_validator("path")
     @classmethod
     def _utf8(cls, v: str) -> str:
-        return _utf8_path(v)
+        return utf8_path(v)
 
 
 class SearchRequest(_Request):
@@ -178,9 +179,7 @@ class SearchRequest(_Request):
     @field_validator("path")
     @classmethod
     def _utf8_path(cls, v: str | None) -> str | None:
-        if v is not None and not is_utf8(v):  # a name in another system's bytes: no hit could be cited
-            raise ValueError("path is not UTF-8, so search passes it over (read it with read)")
-        return v
+        return utf8_path(v)  # a name in another system's bytes: no hit could be cited
 
 
 NOTE_CWD_CHARS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029;]")  # a line break or `;` would end the project's name
