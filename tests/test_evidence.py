@@ -928,3 +928,22 @@ def test_one_runs_story_is_no_fact_and_why_a_build_fails_is():
     ]
     kept = ["The build fails because `tsconfig.json` excludes `src/gen`, which the generator writes."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_prefer_is_a_rule_cue_only_as_the_users_own_wish():
+    """Seen in a coordinator's worker prompt: "3. The skill does not explicitly preserve the guidance to
+    prefer simple diagrams …" (a review gap to close) became "The user: …". "prefer" is the user's
+    wish said by them or as an order ("I prefer …", "Prefer `uv` over pip."), not a word of the text."""
+    gone = [
+        "The skill does not explicitly preserve the guidance to prefer simple diagrams for high-level understanding.",
+        "The README tells readers to prefer the hosted version over self-hosting.",
+    ]
+    kept = [
+        "I prefer small commits with one change each.",
+        "Prefer `uv` over pip.",
+        "We prefer tabs in Go files.",
+        "I'd prefer that you run the linter before committing.",
+        "in this codebase, always prefer composition over inheritance",
+        "Tests: prefer real files to mocks.",
+    ]
+    assert [s for s in gone + kept if is_rule(s)] == kept

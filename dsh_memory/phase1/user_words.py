@@ -23,7 +23,9 @@ LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts ofte
 RULE_CUE = re.compile(
     r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|to)\s+)"
     r"(?:(?:in|for|on|when|with|inside)\b[^,.;:]{0,40}?\s)?(don'?t|do not|never|always|avoid|stop\s+\w+ing)\b"
-    r"|\bdoesn'?t need|\bno need to\b|\bprefer\b|\bi (?:like|usually|tend) to\b|\bi'?d rather\b"
+    r"|\bdoesn'?t need|\bno need to\b|\bi (?:like|usually|tend) to\b|\bi'?d rather\b"
+    # "I prefer …", "Prefer `uv` …", "always prefer …": the user's wish, not "the guidance to prefer …"
+    r"|(?:^|[:;,]\s*|\b(?:i|we|you|i'?d|we'?d|please|always|generally|usually|strongly|really)\s+)prefer\b"
     r"|\bshould(?:n'?t)? (?:not |never |always )?(?:live|be|use|go|stay|run|have|include|start|keep)\b"
     r"|\bmust(?:n'?t)?\b|\bmake sure\b|\bfrom now on\b|\bevery time\b|\bwhenever\b|\binstead of\b|\brather than\b"
     r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
