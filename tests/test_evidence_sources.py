@@ -651,6 +651,36 @@ def test_linters_and_gofmt_are_checks_a_fixer_is_not_and_a_look_after_a_build_go
     assert not any(c.check for c in commands if "--fix" in c.line or "gofmt -w" in c.line)
 
 
+def test_a_formatter_that_writes_and_a_fix_script_are_no_checks():
+    """Seen on erk's and a Bun project's sessions: `uv run ruff format src/x.py` and `bun run lint:fix`
+    (its script echoed `$ biome check --write`) were "checks that passed": a next session would run
+    them before finishing and rewrite files. A formatter asked to check (`--check`, `--diff`) is one."""
+    s = make_session(
+        ("user", "Tidy the code."),
+        _bash("uv run ruff format src/a.py", "1 file reformatted"),
+        _bash("black src/", "All done!"),
+        _bash("cargo fmt", ""),
+        _bash("bun run lint:fix", "$ biome check --write\nChecked 12 files. Fixed 2 files."),
+        _bash("npm run format", "> prettier --write .\nsrc/a.ts 20ms"),
+        _bash("uv run ruff format --check src/", "3 files already formatted"),
+        _bash("cargo fmt --check", ""),
+        _bash("bun run lint", "$ biome check --error-on-warnings\nChecked 12 files."),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    commands = gather(s).commands
+    assert sorted(c.line for c in commands if c.check) == [
+        "bun run lint",
+        "cargo fmt --check",
+        "uv run ruff format --check src/",
+    ]
+    assert {c.line for c in commands if c.fixes} == {"bun run lint:fix", "npm run format"}
+    # said with the checks, as what fixes their findings: "… `bun run lint:fix` (runs `biome check --write`) (fixes …)"
+    (line,) = [ln for ln in steps.command_lines(commands) if ln.startswith(steps.CHECKS)]
+    assert "`bun run lint:fix` (runs `biome check --write`) (fixes what they find)" in line
+    assert "`npm run format` (runs `prettier --write .`) (fixes what they find)" in line
+
+
 def test_a_tools_scratch_in_its_dot_folder_is_no_code_map_entry():
     """A coordinator's Codex sessions listed the prompts they wrote for workers
     (`.workmux/prompts/x.md`) and a brainstorm's pages (`.superpowers/brainstorm/<id>/content/a.html`)

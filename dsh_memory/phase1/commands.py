@@ -63,8 +63,13 @@ CHECK = re.compile(
     r"verify|validate|build|compile|quality|spec|rspec|jest|prettier)\b",
     re.I,
 )
-# `gofmt -w .`, `ruff check --fix`, `biome check --write`: rewrites files, checks nothing
-FIXES = re.compile(r"\s--(?:fix|write)\b|\b(?:gofmt|goimports)\b[^&;|]*\s-w\b")
+# `gofmt -w .`, `ruff check --fix`, `biome check --write`, `bun run lint:fix`, a formatter that writes unless
+# asked to check (`ruff format`, `black`, `cargo fmt`; not `… --check`): rewrites files, checks nothing
+FIXES = re.compile(
+    r"\s--(?:fix|write)\b|\b(?:gofmt|goimports)\b[^&;|]*\s-w\b|^(?:npm|pnpm|yarn|bun)(?:\s+run)?\s+[\w.-]+[:-]fix\b"
+    r"|\b(?:ruff format|black|isort|cargo fmt|go fmt|rustfmt|terraform fmt|dotnet format)\b"
+    r"(?![^&;|]*\s--?(?:check|diff|check-only|verify-no-changes)\b)"
+)
 SCAFFOLD = re.compile(r"\b(create-[\w-]+|init|new)\b(?!-)")
 SETUP = re.compile(
     r"(?<![\w-])(install|sync|add|activate|export|config|init|setup|login|auth|--fix|fix|format|fmt|migrate)(?![\w-])"
@@ -80,6 +85,7 @@ class Command(BaseModel):
     ok: bool = True
     runs: int = 1
     check: bool = False  # a test / lint / build / check command (vs. run / install)
+    fixes: bool = False  # a check's fixer (`bun run lint:fix`, `ruff format x.py`): rewrites what checks find
     via: str = ""  # the subagent the session ran it through, when it did
     script: str = ""  # what the package script ran, as its tool echoed it
 
@@ -317,8 +323,10 @@ def commands(runs: list[Run]) -> list[Command]:
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
         line = core(r.line)
         head = " ".join(w for w in line.split() if not w.startswith("-"))
-        check = bool(CHECK.search(head)) and not FIXES.search(line)
-        c = by.setdefault(r.line, Command(line=r.line, ok=not r.failed, runs=0, check=check))
+        checks, fixer = bool(CHECK.search(head)), bool(FIXES.search(line) or FIXES.search(r.script))
+        c = by.setdefault(
+            r.line, Command(line=r.line, ok=not r.failed, runs=0, check=checks and not fixer, fixes=checks and fixer)
+        )
         c.runs += 1
         c.via = c.via or r.via
         c.script = c.script or r.script
@@ -331,6 +339,6 @@ def commands(runs: list[Run]) -> list[Command]:
     out: dict[str, Command] = {}  # family → its shortest form, in order of importance
     for c in sorted(ok, key=lambda c: (not c.check, -c.runs)):
         kept = out.get(family(c.line))
-        if kept is None or len(c.line) < len(kept.line):
+        if kept is None or (len(c.line) < len(kept.line) and c.check == kept.check):  # a fixer's form is no check
             out[family(c.line)] = c
     return sorted(list(out.values())[:MAX_COMMANDS], key=lambda c: (not c.check, worked[c.line]))

@@ -139,9 +139,10 @@ def command_lines(commands: list[Command]) -> list[str]:
     as "(in `DIR`)"."""
     out = []
     checks = [_span(c) for c in commands if c.check]
+    fixers = [c for c in commands if c.fixes and checks]  # said with the checks whose findings they rewrite
     if checks:
-        out.append(f"{CHECKS} " + ", ".join(checks))
-    runs = [_span(c) + (f" (ran {c.runs}×)" if c.runs > 1 else "") for c in commands if not c.check]
+        out.append(f"{CHECKS} " + ", ".join(checks + [f"{_span(c)} (fixes what they find)" for c in fixers]))
+    runs = [_span(c) + (f" (ran {c.runs}×)" if c.runs > 1 else "") for c in commands if not c.check and c not in fixers]
     if runs:
         out.append("- Set up and run with: " + ", then ".join(runs))
     return out
