@@ -947,3 +947,21 @@ def test_prefer_is_a_rule_cue_only_as_the_users_own_wish():
         "Tests: prefer real files to mocks.",
     ]
     assert [s for s in gone + kept if is_rule(s)] == kept
+
+
+def test_what_this_commit_or_this_run_held_is_no_fact():
+    """Unseen sets kept "The lint errors are in `App.tsx` … — both are unstaged changes unrelated to
+    this commit." and "…, this run did not: the transcript only shows ordinary file reads, no
+    `SKILL.md` access.": that moment's commit and run, false in the next session."""
+    gone = [
+        "The lint errors are in `App.tsx` (unused import) and `Summary.tsx` (formatting) — both are unstaged "
+        "changes unrelated to this commit.",
+        "If earlier runs had the skill under a discovery directory, this run did not: the transcript only shows "
+        "ordinary file reads, no `SKILL.md` access.",
+        "The failing `auth.test.ts` case predates this diff; `main` shows the same failure in `ci.yml`.",
+    ]
+    kept = [
+        "Every commit on `main` runs `scripts/release.ts` through `.github/workflows/publish.yml`.",
+        "A session's transcript lives in `~/.claude/projects/<hash>/<session-id>.jsonl`, not in `.entire/`.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -129,12 +129,12 @@ STATE = re.compile(
     r"|^(?:the\s+)?(?:only\s+)?remaining\b|\b(?:no|only)\b[^.;:]{0,80}?\bremains?\b|\bright now\b|\bnow(?:[,;]|\W*$)"
     # a run, a PR, an issue or the branch as it stood: "`bun run typecheck` is still running", "CI is queued
     # here", "the PR is still a draft", "technically mergeable", "local only at this point", "is still open",
-    # "behind `origin/main`", "this branch", "the current `main` checkout"
+    # "behind `origin/main`", "this branch", "unrelated to this commit", "this run did not", "the current `main` checkout"
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
     r"|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b|\bat this point\b|\bso far\b"
     r"|\bcommitted locally\b|\bin sync with\s+(?:x|origin)\b"
-    r"|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis branch\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
+    r"|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis (?:branch|commit|diff|run|turn)\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
     # the change itself, described: "The staged diff is only …", "Main checkout was not touched", "`dist` is
     # not tracked, so it should not go into the PR", "Only … were updated", "X was changed to …", "all now at
     # 0.5.0", "No tests run, since this is a README-only change" (what is unrelated to it stays: "The
