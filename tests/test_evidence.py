@@ -11,7 +11,7 @@ import pytest
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
-from dsh_memory.phase1.facts import fact_score
+from dsh_memory.phase1.facts import fact_score, prose
 from dsh_memory.phase1.user_words import is_rule, prompt_sentences, with_context
 from dsh_memory.replay import rules
 from tests.session_helpers import extract_with, make_session
@@ -965,3 +965,13 @@ def test_what_this_commit_or_this_run_held_is_no_fact():
         "A session's transcript lives in `~/.claude/projects/<hash>/<session-id>.jsonl`, not in `.entire/`.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_sample_in_a_longer_fence_is_shown_not_said():
+    """A four-backtick fence around a README sample that holds its own ``` block: the sample's prose
+    is the document shown, not the agent's fact (the facts' fence ended at the inner block's end)."""
+    text = (
+        "Here is the section I would add:\n\n````markdown\n```bash\nmake test\n```\n"
+        "The `cache` module always reads `.env` from the repo root.\n````\n\nThe build runs `make test` in CI."
+    )
+    assert "always reads" not in prose(text) and "The build runs" in prose(text)

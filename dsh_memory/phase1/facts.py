@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.clean import CODE, TASK_VERB, TEST_FILE, clip_prose, is_table_row, why_not_memory
+from dsh_memory.phase1.clean import CODE, FENCED, TASK_VERB, TEST_FILE, clip_prose, is_table_row, why_not_memory
 
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 32
@@ -216,14 +216,12 @@ _LEAD_LIST = re.compile(
     r"^(?P<lead>[^\n]{20,200}):[ \t]*\n(?P<items>(?:[ \t]*(?:[-*+]|\d+[.)])[ \t]+[^\n]{1,160}(?:\n|$)){2,10})", re.M
 )
 _LINK = re.compile(r"\[([^\]\n]+)\]\([^)\n]+\)")
-# A fenced block (closed, or open to the end of the message): code, JSON or a sample shown, not said.
-_FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 
 
 def prose(text: str) -> str:
     """A message without its fenced blocks: what the agent says, not the code, data or examples it
     shows ("# - Rate limiter at src/middleware/rate-limit.ts uses Redis" in a sample file)."""
-    return _FENCED.sub("\n", text or "")
+    return FENCED.sub("\n", text or "")
 
 
 def sentences(text: str) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from dsh_memory.models import Event, EventKind
-from dsh_memory.phase1.clean import CODE, TASK_VERB, clip, is_marker, is_table_row
+from dsh_memory.phase1.clean import CODE, FENCED, TASK_VERB, clip, is_marker, is_table_row
 from dsh_memory.phase1.facts import sentences
 from dsh_memory.transcript.redact import redact
 
@@ -215,7 +215,6 @@ LOG_LINE = re.compile(
     r"\s*(?:npm (?:WARN|ERR!)|(?:WARN(?:ING)?|ERROR|FATAL|INFO|DEBUG|TRACE)\b\s*[:\]-]|\[(?:WARN(?:ING)?|ERROR|FATAL"
     r"|INFO|DEBUG|TRACE)\]|[A-Z]\w*(?:Warning|Error|Exception):|Traceback \(most recent call last\))"
 )
-_FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 
 
 def user_text(e: Event) -> str:
@@ -230,7 +229,7 @@ def user_text(e: Event) -> str:
         lead = PASTE_LEAD.search(first)
         text = first[: lead.end()].rstrip(": ") if lead else first
     else:  # a short paste: a fenced block, or the lines after a lead that ends its line ("… in the console:")
-        text = _FENCED.sub("", text)
+        text = FENCED.sub("", text)
         lead = next((m for m in PASTE_LEAD.finditer(text) if "\n" in m.group(0)), None)
         text = text[: lead.start() + len(lead.group(0).rstrip())] if lead else text
     lines = [
