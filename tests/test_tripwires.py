@@ -141,3 +141,24 @@ def test_a_long_warning_ends_at_its_last_whole_sentence_never_mid_word():
         "responsible for handling failures appropriately. Don't swallow exceptions and return "
         "None/False/default values - this masks real errors."
     ]
+
+
+def test_a_shouted_heading_and_a_lead_whose_list_is_not_kept_are_no_warnings():
+    """Seen in a project's review prompts (`.erk/reviews/x.md`): a heading "## CRITICAL: Extracting
+    File Paths" became a warning with nothing to obey, and "**IMPORTANT**: Only output entries for
+    VIOLATIONS. Do NOT:" kept a lead whose list it did not carry. The heading goes; the lead loses
+    its dangling sentence, keeping the rule before it."""
+    text = (
+        "     1→# Review prompt\n     2→\n     3→## CRITICAL: Extracting File Paths\n     4→\n"
+        "     5→**IMPORTANT**: Only output entries for VIOLATIONS. Do NOT:\n     6→- flag style\n"
+        "     7→## WARNING: Release Notes:\n"
+        "     8→## CRITICAL: Pass ALL nodes as `--node` flags in ONE command\n"
+    )
+    assert [w for _, w in found_in(text)] == [
+        "IMPORTANT: Only output entries for VIOLATIONS.",
+        "CRITICAL: Pass ALL nodes as `--node` flags in ONE command",
+    ]
+    # a banner is no heading
+    assert found_in("     1→<!-- AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY -->\n") == [
+        (0, "AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY")
+    ]

@@ -84,7 +84,7 @@ def found_in(text: str) -> list[tuple[int, str]]:
                 break
             said.append(more)
         rank = 0 if head or (shout and shout.group(1).upper() in ("CRITICAL", "DANGER")) or "NOT" in body[:12] else 1
-        warning = clip_prose(" ".join(said).replace("**", ""), MAX_WARNING_CHARS)
+        warning = _said_whole(clip_prose(" ".join(said).replace("**", ""), MAX_WARNING_CHARS))
         if warning:
             out.append((rank, warning))
         if head:
@@ -93,6 +93,18 @@ def found_in(text: str) -> list[tuple[int, str]]:
     if rule:
         out.append((1, rule))
     return out
+
+
+def _said_whole(warning: str) -> str:
+    """A warning that says something to obey: not a shouted heading ("CRITICAL: Extracting File
+    Paths"), and without a last sentence that leads into a list it does not carry ("… Do NOT:")."""
+    warning = re.sub(r"(?<=[.!])\s+[^.!]*:$", "", warning)
+    rest = re.sub(r"^[^:]{0,40}:\s*", "", warning)
+    words = re.findall(r"[A-Za-z]{4,}", rest)
+    heading = len(rest.split()) <= 8 and all(w[0].isupper() for w in words) and not re.search(r"[.!`]", rest)
+    if warning.endswith(":") or (heading and not _RULE.search(rest) and not _BANNER.search(warning)):
+        return ""  # (a banner is no heading: "AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY")
+    return warning
 
 
 def _docstring_rule(lines: list[tuple[int | None, str]]) -> str | None:
