@@ -101,21 +101,21 @@ def utf8_path(v: str | None) -> str | None:
     return v
 
 
+UTF8_PATH = AfterValidator(utf8_path)
+
+
 class ListRequest(_Request):
-    path: str = Field("", description="Directory (or file) relative to the memory root; '' is the root")
+    path: Annotated[str, UTF8_PATH] = Field(
+        "", description="Directory (or file) relative to the memory root; '' is the root"
+    )
     cursor: str | None = Field(None, description="next_cursor from the previous page, unchanged")
     max_results: int = Field(DEFAULT_LIST_RESULTS, ge=1, le=MAX_LIST_RESULTS, description="Entries per page")
     cwd: Cwd = None
     other_projects: OtherProjects = False
 
-    @field_validator("path")
-    @classmethod
-    def _utf8(cls, v: str) -> str:
-        return utf8_path(v)
-
 
 class ReadRequest(_Request):
-    path: str = Field(description="File relative to the memory root, e.g. MEMORY.md")
+    path: Annotated[str, UTF8_PATH] = Field(description="File relative to the memory root, e.g. MEMORY.md")
     start_line: int = Field(
         1, ge=1, description="First line to return (1-based), e.g. a search hit's start_line or next_start_line"
     )
@@ -125,11 +125,6 @@ class ReadRequest(_Request):
         le=MAX_READ_LINES,
         description=f"At most this many lines (and at most {MAX_READ_CHARS:,} characters)",
     )
-
-    @field_validator("path")
-    @classmethod
-    def _utf8(cls, v: str) -> str:
-        return utf8_path(v)
 
 
 class SearchRequest(_Request):
@@ -150,7 +145,8 @@ class SearchRequest(_Request):
     case_sensitive: bool = Field(False, description="Match case exactly (line modes)")
     normalized: bool = Field(False, description="Ignore punctuation and spacing: foo-bar ≈ foo_bar ≈ foo bar")
     context_lines: int = Field(0, ge=0, le=20, description="Lines of context before and after each match")
-    path: str | None = Field(None, description="Only search under this file or directory")
+    # a name in another system's bytes: no hit could be cited
+    path: Annotated[str | None, UTF8_PATH] = Field(None, description="Only search under this file or directory")
     cursor: str | None = Field(None, description="next_cursor from the previous page, unchanged")
     max_results: int = Field(DEFAULT_SEARCH_RESULTS, ge=1, le=MAX_SEARCH_RESULTS, description="Matches per page")
     max_chars: int = Field(
@@ -175,11 +171,6 @@ class SearchRequest(_Request):
         if not all(is_utf8(q) for q in v):
             raise ValueError("a query is not UTF-8 text (it holds a lone surrogate)")
         return v
-
-    @field_validator("path")
-    @classmethod
-    def _utf8_path(cls, v: str | None) -> str | None:
-        return utf8_path(v)  # a name in another system's bytes: no hit could be cited
 
 
 NOTE_CWD_CHARS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029;]")  # a line break or `;` would end the project's name
