@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from dsh_memory import progress
 from dsh_memory.errors import UserInputError
-from dsh_memory.imports.sources import Item, claude_items, codex_items
+from dsh_memory.imports.sources import Item, capped, claude_items, codex_items
 from dsh_memory.storage.store_format import _write_atomic, read_regular
 from dsh_memory.transcript.private import drop_private
 from dsh_memory.transcript.redact import redact
@@ -63,10 +63,10 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
     pieces: list[Iterable[Item]] = []  # read one by one, as they are imported
     if which in ("claude", "all"):
         result.sources["claude"] = str(claude_config_dir() / "projects")
-        pieces.append(claude_items(claude_config_dir(), exclude))
+        pieces.append(capped(claude_items(claude_config_dir(), exclude)))
     if which in ("codex", "all"):
         result.sources["codex"] = str(codex_home() / "memories")
-        pieces.append(codex_items(codex_home(), exclude))
+        pieces.append(capped(codex_items(codex_home(), exclude)))
     with store.lock("imports"):
         manifest = load_manifest(store)
         journal = Path(store.root) / JOURNAL  # bookkeeping: .state/ is never served (made by store.lock)

@@ -140,13 +140,6 @@ def cut(text: str, source: Path) -> str:
     return f"{head}\n\n[… cut: the rest is in {source}]"
 
 
-# -- Claude Code auto memory (see the module docstring) ----------------------------------------
-
-
-def claude_items(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
-    return capped(_claude_pieces(config_dir, exclude))
-
-
 def capped(items: Iterator[Item]) -> Iterator[Item]:
     """At most MAX_FILES items of a source (a Codex task group counts as a file: a 1 MiB handbook
     holds 30,000); the first one past the cap is reported skipped, so the cut is said, not silent."""
@@ -161,7 +154,10 @@ def capped(items: Iterator[Item]) -> Iterator[Item]:
             return
 
 
-def _claude_pieces(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
+# -- Claude Code auto memory (see the module docstring) ----------------------------------------
+
+
+def claude_items(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
     projects = config_dir / "projects"
     folders = sorted((e for e in scandir(projects) if is_dir(e, follow_symlinks=False)), key=lambda e: e.name)
     for folder in folders:
@@ -226,10 +222,6 @@ def _folder_cwd(folder: Path) -> str | None:
 
 
 def codex_items(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
-    return capped(_codex_pieces(codex_home, exclude))
-
-
-def _codex_pieces(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
     root = codex_home / "memories"
     if not root.is_dir() or root.is_symlink():
         return
