@@ -29,6 +29,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 
 from dsh_memory import scope
@@ -143,15 +144,11 @@ def cut(text: str, source: Path) -> str:
 def capped(items: Iterator[Item]) -> Iterator[Item]:
     """At most MAX_FILES items of a source (a Codex task group counts as a file: a 1 MiB handbook
     holds 30,000); the first one past the cap is reported skipped, so the cut is said, not silent."""
-    for n, item in enumerate(items):
+    for n, item in enumerate(islice(items, MAX_FILES + 1)):
         if n == MAX_FILES:
-            item.skip, item.text = (
-                f"this and the rest of the source left out: an import reads {MAX_FILES:,} at most",
-                "",
-            )
+            item.skip = f"this and the rest of the source left out: an import reads {MAX_FILES:,} at most"
+            item.text = ""
         yield item
-        if n == MAX_FILES:
-            return
 
 
 # -- Claude Code auto memory (see the module docstring) ----------------------------------------
