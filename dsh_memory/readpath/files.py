@@ -200,10 +200,9 @@ def delete_file(store: Any, path: str) -> DeleteResult:
     """Delete one file (settings-page vault). Refuses pipeline files and retired summaries."""
     req = validate(DeleteRequest, path=path)
     target, rel = guard(store, req.path)
-    parts = rel.split("/")
     if rel.lower() in {f.lower() for f in PROTECTED_FILES}:  # case-insensitive file systems too
         raise PathGuardError(f"{rel} is maintained by the pipeline and cannot be deleted")
-    if len(parts) >= 2 and parts[0].lower() == "rollout_summaries" and parts[1].lower() == RETIRED_DIR_NAME:
+    if f"{rel.lower()}/".startswith(f"rollout_summaries/{RETIRED_DIR_NAME}/"):
         raise PathGuardError("retired summaries are an archive and cannot be deleted")
     if rel == "":
         raise PathGuardError("refusing to delete the memory root")
