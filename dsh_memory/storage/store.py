@@ -255,8 +255,7 @@ class MemoryStore:
         """Write rollout_summaries/<slug>.md with a provenance header; returns the final slug.
         The same (session_id, part) rewrites its own file; anyone else gets `-2`, `-3`…"""
         base = slugify(slug) or "summary"
-        fields: dict = {k: provenance.get(k) for k in PROVENANCE_KEYS}
-        fields.update({k: v for k, v in provenance.items() if k not in fields})
+        fields: dict = {k: provenance.get(k) for k in PROVENANCE_KEYS} | provenance  # ours first, then the rest
         fields = {k: (_redact(_clean_text(v)) if isinstance(v, str) else v) for k, v in fields.items()}
         owner = (None if fields["session_id"] is None else str(fields["session_id"]), fields["part"])
         if isinstance(owner[1], str) and owner[1].isdigit():
