@@ -240,12 +240,10 @@ class StateStore(AbstractContextManager["StateStore"]):
         (a route that just worked), only the sessions parked on that route (or on an unknown
         route) resume. Returns their session ids."""
         where, args = "status='failed' AND parked=1", []
-        if provider is not None:
-            where += " AND (provider='' OR provider=?)"
-            args.append(provider)
-        if model is not None:
-            where += " AND (model='' OR model=?)"
-            args.append(model)
+        for column, value in (("provider", provider), ("model", model)):
+            if value is not None:
+                where += f" AND ({column}='' OR {column}=?)"
+                args.append(value)
         with self._tx() as conn:
             ids = [r["session_id"] for r in conn.execute(f"SELECT session_id FROM claims WHERE {where}", args)]
             sql = f"UPDATE claims SET parked=0, attempts=0, next_retry_at=?, updated_at=? WHERE {where}"
