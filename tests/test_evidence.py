@@ -975,3 +975,19 @@ def test_a_sample_in_a_longer_fence_is_shown_not_said():
         "The `cache` module always reads `.env` from the repo root.\n````\n\nThe build runs `make test` in CI."
     )
     assert "always reads" not in prose(text) and "The build runs" in prose(text)
+
+
+def test_a_fix_weighed_among_others_is_no_fact_but_the_fix_made_is():
+    """Seen on realq and unseen sets: "The cleanest fix is to use Ark UI's TreeView directly …", "The
+    simplest fix is to have the test also register the PR …", "A robust fix is to mark the segment …":
+    options the agent weighed, beside what it then did ("The fix was switching …" stays)."""
+    gone = [
+        "The cleanest fix is to use Ark UI's `TreeView` directly (which Chakra wraps under the hood) — no provider needed.",
+        "The simplest fix is to have the test also register the PR under the branch name in `FakeGitHub`.",
+        "A robust fix is to mark the segment in the timeout path itself: set a `killed` flag in `renderFallback`.",
+    ]
+    kept = [
+        "The fix was switching from Chakra's `TreeView` (which requires `ChakraProvider`) to `@ark-ui/react/tree-view`.",
+        "The workaround is to run `alembic stamp head` once, because `make migrate` fails on a fresh database.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
