@@ -991,3 +991,11 @@ def test_a_fix_weighed_among_others_is_no_fact_but_the_fix_made_is():
         "The workaround is to run `alembic stamp head` once, because `make migrate` fails on a fresh database.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_name_and_what_it_is_for_is_a_list_item_not_a_fact():
+    """realq kept "`Bash(mkdir/rm/find/diff/head/grep)` for the shell commands the skill uses": an item
+    of a permissions list, no statement. A name said with a verb of its own stays."""
+    gone = ["`Bash(mkdir/rm/find/diff/head/grep)` for the shell commands the skill uses"]
+    kept = ["`Bash(git push:*)` for the release script is required, because `publish.sh` pushes tags."]
+    assert [s for s in gone + kept if fact_score(s)] == kept
