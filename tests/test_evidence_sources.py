@@ -698,3 +698,12 @@ def test_a_tools_scratch_in_its_dot_folder_is_no_code_map_entry():
         ".github/prompts/review.prompt.md",
         "src/app.py",
     ]
+    # … nor a step of the recap's "What happened" (a brainstorm's pages were 8 "Edited …" lines of 12)
+    s = make_session(
+        ("user", "Design it."),
+        *[("tool", "Write", {"file_path": path, "content": text}, "ok", False) for path, text in edits],
+        cwd=CWD,
+    )
+    recap = steps.rollout_summary(gather(s), "The user asked for a design.")
+    assert "- Edited `src/app.py`" in recap and "- Edited `.github/prompts/review.prompt.md`" in recap
+    assert ".workmux" not in recap and "brainstorm" not in recap and "run.log" not in recap

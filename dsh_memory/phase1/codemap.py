@@ -126,7 +126,7 @@ def created_by(name: str, arguments: Any, result: str) -> list[str]:
 _WORKTREE = re.compile(r"^\.claude/worktrees/[^/]+/")
 # A tool's scratch in its dot-folder: prompts written for workers (`.workmux/prompts/x.md`), a
 # brainstorm's pages, caches, logs — not the project's code (`.github/prompts/` is Copilot's, kept).
-_SCRATCH = re.compile(r"^\.(?!github/)[\w-]+/(?:[^/]+/)*(?:prompts|brainstorm|scratch|tmp|cache|logs?)/")
+SCRATCH = re.compile(r"^\.(?!github/)[\w-]+/(?:[^/]+/)*(?:prompts|brainstorm|scratch|tmp|cache|logs?)/")
 
 
 def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = frozenset()) -> list[Change]:
@@ -140,7 +140,7 @@ def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = f
         path = _WORKTREE.sub("", relative(path, cwd))
         if is_absolute(path):
             continue  # another repository, an agent's memory folder, /tmp, a Windows temp folder
-        if path.startswith("..") or TEST_FILE.search(path) or _SCRATCH.match(path):
+        if path.startswith("..") or TEST_FILE.search(path) or SCRATCH.match(path):
             continue
         c = by.setdefault(path, Change(path=path))
         c.edits += 1

@@ -15,7 +15,7 @@ import re
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import ToolSpec
 from dsh_memory.phase1.clean import says_little, why_not_memory
-from dsh_memory.phase1.codemap import code_map_lines
+from dsh_memory.phase1.codemap import SCRATCH, code_map_lines
 from dsh_memory.phase1.evidence import Command, Evidence, Shield
 from dsh_memory.phase1.facts import MAX_FACTS, sentences
 from dsh_memory.phase1.postprocess import BOILERPLATE, PRONOUNS, Source, cut_reason, grounded
@@ -200,7 +200,7 @@ def rollout_summary(ev: Evidence, task: str) -> str:
     out = ["## Task", task]
     steps = [f"- Ran {_code(c.line)}: passed" for c in ev.commands]
     steps += [f"- {_code(s.command)} failed ({_code(s.error)}); {_remedy(s)}" for s in ev.shields]
-    steps += [f"- Edited {_code(p)}" for p in ev.edited[:MAX_STEPS_SHOWN]]
+    steps += [f"- Edited {_code(p)}" for p in [p for p in ev.edited if not SCRATCH.match(p)][:MAX_STEPS_SHOWN]]
     if steps:
         out += ["", "## What happened", *steps[:MAX_STEPS_SHOWN]]
     if ev.procedure:  # the steps the user asked to remember, searchable with the session
