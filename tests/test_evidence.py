@@ -440,6 +440,7 @@ def test_edits_of_the_text_on_screen_are_not_rules_and_a_rule_in_a_chatty_prompt
         "this repo needs contributing guidelines for first time contributors",
         "in fact, I prefer u dont",
         "but it should be separated to that",
+        "avoid inventing our own.",  # … of what the sentence before named (standards to follow)
     ]
     kept = [
         "don't use npm here",

@@ -81,8 +81,8 @@ DEICTIC = re.compile(
     r"|^it\s+(?:should|needs?|must|doesn'?t|does not|isn'?t|is not)\b",  # "it should be separated to that"
     re.I,
 )
-# "in fact, I prefer u dont": the rule is the sentence before; alone it says nothing.
-ELLIPTIC = re.compile(r"\b(?:don'?t|not|won'?t|shouldn'?t|didn'?t)\W*$", re.I)
+# "in fact, I prefer u dont", "avoid inventing our own.": the rule is the sentence before; alone it says nothing.
+ELLIPTIC = re.compile(r"\b(?:don'?t|not|won'?t|shouldn'?t|didn'?t|(?:our|your|their|my) own)\W*$", re.I)
 # "I think we should use green here", "maybe we don't need the flag": a proposal for the work at
 # hand. A hedged rule that says its reach ("I think we should always squash") stays one.
 HEDGE = re.compile(
