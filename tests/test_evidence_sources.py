@@ -707,3 +707,19 @@ def test_a_tools_scratch_in_its_dot_folder_is_no_code_map_entry():
     recap = steps.rollout_summary(gather(s), "The user asked for a design.")
     assert "- Edited `src/app.py`" in recap and "- Edited `.github/prompts/review.prompt.md`" in recap
     assert ".workmux" not in recap and "brainstorm" not in recap and "run.log" not in recap
+
+
+def test_a_run_narrowed_to_one_case_is_no_way_to_run_the_project():
+    """Seen on an unseen set's injected summary: "Set up and run with: `bun agentv eval run
+    examples/x.eval.yaml --test-id strict-or-local --dry-run`", one case of that moment (its usage
+    lesson is the shield's). The run of the whole thing stays."""
+    s = make_session(
+        ("user", "Check the composite example."),
+        _bash("bun agentv eval examples/x.eval.yaml --filter strict-or-local", "error: found 1 error", True),
+        _bash("bun agentv eval run examples/x.eval.yaml --test-id strict-or-local --dry-run", "1 case ok"),
+        _bash("uv run scripts/eval.py --grep 'slow case'", "ok"),
+        _bash("go run ./cmd/server", "listening"),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands] == ["go run ./cmd/server"]

@@ -283,8 +283,12 @@ class Run:
 # A check narrowed to one test or a few files (`pytest tests/a.py::test_b`, `go test ./x/... -run TestY`,
 # `ruff check --fix x.py`):
 # that moment's focus, said already by the same tool's broader run.
+ONE_CASE = re.compile(
+    r"::\w|\s(?:-run|--test-id|--testNamePattern|--grep)[\s=]\S"
+)  # a run of one case, not a way to run
 NARROW = re.compile(
-    r"::\w|\s(?:-run|--test-id|--testNamePattern|--grep)[\s=]\S|(?<![\w/.-])[\w./-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|go|rs|rb|java|kt|php|cs|swift|c|cc|cpp|h|vue|svelte|"
+    ONE_CASE.pattern
+    + r"|(?<![\w/.-])[\w./-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|go|rs|rb|java|kt|php|cs|swift|c|cc|cpp|h|vue|svelte|"
     r"css|scss|md|mdx|ya?ml|json)(?![\w/-])"
 )
 _RUNNERS = {"uv", "uvx", "run", "python", "python3", "poetry", "pipenv", "pdm", "hatch", "npx", "bunx", "rtk", "exec"}
@@ -333,7 +337,13 @@ def commands(runs: list[Run]) -> list[Command]:
         c.ok = not r.failed  # its last outcome
         if c.ok:
             worked.setdefault(r.line, len(worked))
-    ok = [c for c in by.values() if c.ok and (c.check or RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1)]
+    ok = [  # (a run of one case is no way to run the project; a check of one is `narrowed`)
+        c
+        for c in by.values()
+        if c.ok
+        and (c.check or RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1)
+        and (c.check or not ONE_CASE.search(c.line))
+    ]
     narrow = narrowed([(c.line, c.script) for c in sorted(ok, key=lambda c: -c.runs) if c.check])
     ok = [c for c in ok if c.line not in narrow]
     out: dict[str, Command] = {}  # family → its shortest form, in order of importance
