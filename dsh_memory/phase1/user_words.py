@@ -217,6 +217,9 @@ LOG_LINE = re.compile(
 )
 
 
+_DRAWN = re.compile(r"[├└│┌┐┘┬┴┼]")  # a line of a drawn tree or table, pasted: `├── skills/`
+
+
 def user_text(e: Event) -> str:
     """The user's own words of a prompt: a long paste keeps only its first lines; a slash command
     keeps its arguments; shell-prompt lines and logs are not words."""
@@ -232,10 +235,15 @@ def user_text(e: Event) -> str:
         text = FENCED.sub("", text)
         lead = next((m for m in PASTE_LEAD.finditer(text) if "\n" in m.group(0)), None)
         text = text[: lead.start() + len(lead.group(0).rstrip())] if lead else text
+    lines = text.splitlines()
+    for n, ln in enumerate(lines[:-1]):  # a quote opened and left open: what follows it is the paste
+        if ln.count('"') % 2:
+            lines = [*lines[:n], ln[: ln.rfind('"')]]
+            break
     lines = [
         SHELL_PROMPT.split(ln)[0]
-        for ln in text.splitlines()
-        if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln) and not LOG_LINE.match(ln)
+        for ln in lines
+        if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln) and not LOG_LINE.match(ln) and not _DRAWN.search(ln)
     ]
     text = "\n".join(lines)
     return re.sub(r"^/[\w:.-]+\s*", "", text.strip())
