@@ -102,6 +102,7 @@ REACH = re.compile(
 AT_HAND = re.compile(
     r"\b(?:(?:that|this) one|the one (?:in|at|from|on|for)|(?:these|those) (?:two|three|four|parts|lines|sections|bits)"
     r"|remove (?:that|this|it|them)|as an example)\b|\b(?:yet|then)\W*$"
+    r"|\bthe (?:whole|entire) [\w -]{1,40}\bsection\b"  # "we dont need to do the whole cross agent section": the doc at hand
     # a step of this task's git work held back, or its files bounded: "do not commit anything", "don't bump
     # version", "Do not commit.", "Do not edit README or any other file."
     r"|\b(?:don'?t|do not) (?:commit|push|merge|bump|deploy|release|publish|tag)(?: (?:anything|it|this|that|them|"
