@@ -703,6 +703,7 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
         "we should have a bead and worker to remove workers from yaml and only allow it via cli or env var.",
         "I just want a otel collector and storage for agent v so we don't need Phoenix.",
         "in regards to dogfood the style should be more consistent.",
+        "The packmind section should be visible when reaching the remediate tab: .",  # the screen at hand
         "i don't think we need push_conflict_policy, default is just block and ask user to resolve conflicts",
         "do not commit anything",  # this task's git work held back (a standing one says where: "… in this repo")
         "don't bump version",
@@ -717,6 +718,7 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
         "Do not commit docs in this repo.",
         "don't push to main",
         "Never edit generated files; edit the templates instead.",
+        "Error banners should always be visible above the fold.",
     ):
         assert is_rule(said), said
     s = make_session(

@@ -70,7 +70,8 @@ AT_WORK = re.compile(
 TASK_WISH = re.compile(
     r"^i (?:just |only |really )?(?:want|need|would like) (?:a|an|the|to|you to)\b"
     r"|\bwe should (?:have|create|add|make|open|file|write|build|spawn|start) (?:a|an|another|one|some)\b"
-    r"|\bshould (?:be|look|feel|read) (?:a bit |a little |much )?(?:more|less)\b",
+    r"|\bshould (?:be|look|feel|read) (?:a bit |a little |much )?(?:more|less)\b"
+    r"|\bshould (?:be|stay|remain) (?:visible|shown|displayed|hidden|clickable|enabled|disabled|highlighted)\b",
     re.I,
 )
 # "That line doesn't need to change": said of the thing at hand, not of how the project works
