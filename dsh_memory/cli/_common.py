@@ -126,10 +126,22 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         cur = cur.__cause__ or cur.__context__
 
 
-def show(fn: Callable[[], Any], as_json: bool, text: Callable[[Any], None]) -> None:
-    """`run(fn)`, then print its result: as JSON with --json, else with `text`."""
+def show(
+    fn: Callable[[], Any],
+    as_json: bool,
+    text: Callable[[Any], None],
+    failure: Callable[[Any], DshMemoryError | None] = lambda data: None,
+) -> None:
+    """`run(fn)`, then print its result: as JSON with --json, else with `text`. When
+    `failure(result)` is an error, exit with it (`fail`) after the text; with --json the error
+    alone is printed."""
     data = run(fn, as_json)
-    emit_json(data) if as_json else text(data)
+    if not as_json:
+        text(data)
+    if (exc := failure(data)) is not None:
+        fail(exc, as_json)
+    if as_json:
+        emit_json(data)
 
 
 def prefect_unavailable(exc: BaseException) -> ServiceUnavailableError | None:

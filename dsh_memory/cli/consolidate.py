@@ -10,7 +10,7 @@ from typing import Literal
 import typer
 
 from dsh_memory import readers
-from dsh_memory.cli._common import emit_json, fail, prefect_env, run, show
+from dsh_memory.cli._common import prefect_env, show
 from dsh_memory.cli._progress import with_count, with_progress
 from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
 
@@ -51,6 +51,11 @@ def _print_phase2(s: dict) -> None:
         typer.echo(f"  archived: {c['raw_archived']} raw blocks, {c['notes_archived']} notes")
 
 
+def phase2_failure(p2: dict) -> DshMemoryError | None:
+    """Phase 2's error, recorded in the state (its raw memories and notes stay), as the exit code."""
+    return DshMemoryError(f"Phase 2 failed: {p2.get('error')}") if p2.get("outcome") == "error" else None
+
+
 def _print_import(result: dict) -> None:
     for agent, folder in result["sources"].items():
         typer.echo(f"{agent}: {folder}")
@@ -89,13 +94,7 @@ def register(app: typer.Typer) -> None:
             result = with_progress(lambda: consolidate_flow(force=force), "consolidating")
             return result.model_dump(mode="json")  # a Phase2Result
 
-        summary = run(go, as_json)
-        if not as_json:
-            _print_phase2(summary)
-        if summary.get("outcome") == "error":  # recorded in the state; raw memories and notes stay
-            fail(DshMemoryError(f"Phase 2 failed: {summary.get('error')}"), as_json)
-        if as_json:
-            emit_json(summary)
+        show(go, as_json, _print_phase2, phase2_failure)
 
     @app.command("forget")
     def forget_cmd(

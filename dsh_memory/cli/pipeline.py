@@ -12,9 +12,10 @@ from pathlib import Path
 
 import typer
 
-from dsh_memory.cli._common import emit_json, fail, plain_console, prefect_env, prefect_env_defaults, run
+from dsh_memory.cli._common import plain_console, prefect_env, prefect_env_defaults, run, show
 from dsh_memory.cli._progress import with_progress
-from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
+from dsh_memory.cli.consolidate import phase2_failure
+from dsh_memory.errors import NotFoundError, UserInputError
 from dsh_memory.models import extract_command
 
 
@@ -76,7 +77,8 @@ def register(app: typer.Typer) -> None:
         prefect_env_defaults()
         typer.echo(f"sample sessions: {workdir}  memory: {workdir / 'memories'}", err=True)
 
-        if _catch_up(backfill=True, force=True, label="demo", as_json=as_json, env=env) is None:
+        _catch_up(backfill=True, force=True, label="demo", as_json=as_json, env=env)
+        if as_json:
             return
         summary = workdir / "memories" / "memory_summary.md"
         if summary.exists():
@@ -119,7 +121,7 @@ def register(app: typer.Typer) -> None:
                 if not sessions and not all_:
                     ids = resumed
                 if not ids and not all_:
-                    return None  # nothing was parked
+                    return {"resumed": []}  # nothing was parked
             # Phase 1's plan from stat and the state database, before any Prefect engine starts:
             # a dry run or nothing to do never starts one.
             with memory_context() as ctx:
@@ -137,20 +139,17 @@ def register(app: typer.Typer) -> None:
             )
             return result.model_dump(mode="json")  # a Phase1Result
 
-        summary = run(go, as_json)
-        if summary is None:
-            if as_json:
-                emit_json({"resumed": []})
-            else:
+        def text(summary: dict) -> None:
+            if "resumed" in summary:
                 typer.echo("no parked sessions", err=True)
-            return
-        unknown = summary.get("unknown_ids")
-        if not as_json:
-            _print_phase1(summary, dry_run)
-        if unknown:  # the known ones were processed; the exit code says some were not found
-            fail(NotFoundError(f"unknown session id(s): {', '.join(unknown)}"), as_json)
-        if as_json:
-            emit_json(summary)
+            else:
+                _print_phase1(summary, dry_run)
+
+        def unknown(summary: dict) -> NotFoundError | None:  # the known ones were processed
+            ids = summary.get("unknown_ids")
+            return NotFoundError(f"unknown session id(s): {', '.join(ids)}") if ids else None
+
+        show(go, as_json, text, unknown)
 
     @app.command("run")
     def run_cmd(
@@ -163,35 +162,28 @@ def register(app: typer.Typer) -> None:
         _catch_up(backfill=backfill, force=force, label="catch-up", as_json=as_json)
 
 
-def _catch_up(
-    *, backfill: bool, force: bool, label: str, as_json: bool, env: dict[str, str] | None = None
-) -> dict | None:
-    """Run the catch-up flow in-process and print its outcome; the result (None with --json,
-    where `env` joins the printed result). Nothing to extract and no consolidation due: the
-    answer comes from the state database at once, without starting Prefect."""
+def _catch_up(*, backfill: bool, force: bool, label: str, as_json: bool, env: dict[str, str] | None = None) -> None:
+    """Run the catch-up flow in-process and print its outcome (with --json, `env` joins the
+    printed result). Nothing to extract and no consolidation due: the answer comes from the
+    state database at once, without starting Prefect."""
 
     def go():
-        nothing = _nothing_to_catch_up(backfill=backfill, force=force)
-        if nothing is not None:
-            return nothing
-        prefect_env()
-        from dsh_memory.flows.catch_up import catch_up_flow
+        result = _nothing_to_catch_up(backfill=backfill, force=force)
+        if result is None:
+            prefect_env()
+            from dsh_memory.flows.catch_up import catch_up_flow
 
-        return with_progress(
-            lambda: catch_up_flow(backfill=backfill, force_consolidation=force).model_dump(mode="json"), label
-        )
+            result = with_progress(
+                lambda: catch_up_flow(backfill=backfill, force_consolidation=force).model_dump(mode="json"), label
+            )
+        return {**result, **({"env": env} if env else {})}
 
-    result = run(go, as_json)
-    p2 = result.get("phase2") or {}
-    if not as_json:
+    def text(result: dict) -> None:
+        p2 = result.get("phase2") or {}
         _print_phase1(result["phase1"], False)
         typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
-    if p2.get("outcome") == "error":  # as `consolidate` says it: recorded, its inputs stay
-        fail(DshMemoryError(f"Phase 2 failed: {p2.get('error')}"), as_json)
-    if as_json:
-        emit_json({**result, **({"env": env} if env else {})})
-        return None
-    return result
+
+    show(go, as_json, text, lambda result: phase2_failure(result.get("phase2") or {}))  # as `consolidate` says it
 
 
 def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:

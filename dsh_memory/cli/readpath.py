@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from dsh_memory.cli._common import emit_json, run
+from dsh_memory.cli._common import show
 from dsh_memory.readpath import OPERATIONS, call
 from dsh_memory.readpath._common import visible
 from dsh_memory.readpath.params import fields, with_signature
@@ -70,9 +70,7 @@ def command(
         params += [*flags, _flag("as_json", "--json", "Print JSON")]
 
         def cmd(**values: Any) -> None:
-            data = run(lambda: body(**values), values["as_json"])
-            if values["as_json"]:
-                emit_json(data)
+            show(lambda: body(**values), values["as_json"], lambda printed: None)
 
         with_signature(cmd, params, name=body.__name__, doc=body.__doc__)
         app.command(operation, rich_help_panel=PANEL)(cmd)
