@@ -45,13 +45,7 @@ def _read_payload(payload: str | None, max_bytes: int) -> bytes:
 
 
 def notify_once(
-    raw: bytes,
-    *,
-    kind: str = "auto",
-    url: str = DEFAULT_URL,
-    direct: bool = False,
-    api_url: str | None = None,
-    timeout: float = 3.0,
+    raw: bytes, *, kind: str, url: str, direct: bool, api_url: str | None, timeout: float
 ) -> tuple[bool | None, str]:
     """Validate and deliver one payload. Returns (delivered, message): True delivered, None
     deliberately not triggered, False refused or not delivered. Never raises."""
