@@ -4,6 +4,7 @@ ROOT` (retire a project's memory), `restore NAME` (bring a retired rollout summa
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -125,10 +126,8 @@ def register(app: typer.Typer) -> None:
                     return forget_project(ctx.store, ctx.state, project, datetime.now(UTC))
                 sid, in_logs = session, False
                 if ctx.state.get_claim(session) is None:  # not extracted yet, or a prefix `sessions` prints
-                    try:
+                    with suppress(NotFoundError):
                         sid, in_logs = readers.find(ctx.settings.roots, session).id, True
-                    except NotFoundError:
-                        pass
                 before = ctx.state.overrides().get(sid)
                 result = retire_session(ctx.store, ctx.state, sid, datetime.now(UTC))
                 if not (in_logs or result["claim_dropped"] or result["retired"] or result["raw_blocks_archived"]):
