@@ -134,10 +134,9 @@ def register(app: typer.Typer) -> None:
             prefect_env()
             from dsh_memory.flows.extract import extract_flow
 
-            result = with_progress(
+            return with_progress(
                 lambda: extract_flow(session_ids=ids, backfill=backfill, respect_idle=not ids), "extracting"
-            )
-            return result.model_dump(mode="json")  # a Phase1Result
+            ).model_dump(mode="json")  # a Phase1Result
 
         def text(summary: dict) -> None:
             if "resumed" in summary:

@@ -26,13 +26,12 @@ def _print_health(console: Any, local: dict) -> None:
         return
     console.print("memories per project:")
     for name, r in rows.items():
-        line = (
+        console.print(
             f"  {name}: {r['handbook_items']} handbook items ({r.get('stale', 0)} may be stale,"
             f" {r.get('aged', 0)} older than stale_after_days) · {r['sessions']} session recaps"
             f" ({r.get('uses', 0)} uses, {r.get('never_used', 0)} never used) · {r['pending_raw']} raw waiting"
             f" · {r.get('left_out', 0)} lines left out of injection"
         )
-        console.print(line)
     files = local.get("memory_files") or []
     recaps = [f for f in files if f["path"].startswith("rollout_summaries/")]
     if recaps:
