@@ -275,9 +275,7 @@ class OpenAICompatLLM(AbstractContextManager):
         if effort and caps.family == "deepseek":
             thinking = effort != "off"
             body["thinking"] = {"type": "enabled" if thinking else "disabled"}
-            if thinking:
-                body["reasoning_effort"] = effort
-        elif effort:
+        if effort and (thinking or caps.family != "deepseek"):  # DeepSeek takes an effort only when thinking
             body["reasoning_effort"] = effort
         if tool is not None:
             body["tools"] = [{"type": "function", "function": tool.model_dump()}]
