@@ -144,7 +144,8 @@ def register(app: typer.Typer) -> None:
             else:
                 _print_phase1(summary, dry_run)
 
-        def unknown(summary: dict) -> NotFoundError | None:  # the known ones were processed
+        def unknown(summary: dict) -> NotFoundError | None:
+            # the known ones were processed; the exit code says some were not found
             ids = summary.get("unknown_ids")
             return NotFoundError(f"unknown session id(s): {', '.join(ids)}") if ids else None
 
@@ -182,7 +183,8 @@ def _catch_up(*, backfill: bool, force: bool, label: str, as_json: bool, env: di
         _print_phase1(result["phase1"], False)
         typer.echo(f"Phase 2: {p2.get('outcome', '?')}" + (f" ({p2.get('reason')})" if p2.get("reason") else ""))
 
-    show(go, as_json, text, lambda result: phase2_failure(result.get("phase2") or {}))  # as `consolidate` says it
+    # as `consolidate` says it: recorded, its inputs stay
+    show(go, as_json, text, lambda result: phase2_failure(result.get("phase2") or {}))
 
 
 def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:
