@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import UTC, datetime
 
 import typer
@@ -84,22 +85,20 @@ def _with_retries(attempt: Callable[[float], tuple[bool, str]], budget: float) -
     transient failure (`_Retry`) waits RETRY_DELAYS between attempts. In a daemon thread given up
     at the budget: an HTTP timeout bounds each read, so a peer answering a byte at a time would
     hold the hook forever."""
-    outcome: list = []
+    outcome: Future[tuple[bool, str]] = Future()
 
     def work() -> None:
         try:
-            outcome.append(_attempts(attempt, budget))
+            outcome.set_result(_attempts(attempt, budget))
         except Exception as exc:  # re-raised below, for notify_once's one-line report
-            outcome.append(exc)
+            outcome.set_exception(exc)
 
     worker = threading.Thread(target=work, name="dsh-notify", daemon=True)
     worker.start()
     worker.join(budget)
-    if not outcome:
+    if not outcome.done():
         return False, f"no answer within --timeout {budget:g} s"
-    if isinstance(outcome[0], Exception):
-        raise outcome[0]
-    return outcome[0]
+    return outcome.result()
 
 
 def _attempts(attempt: Callable[[float], tuple[bool, str]], budget: float) -> tuple[bool, str]:
