@@ -108,6 +108,8 @@ class PrefectServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     def start(self, timeout: float = 180.0) -> PrefectServer:
+        if self.proc and self.proc.poll() is None:
+            return self  # already running (`with PrefectServer(home).start() as server:` enters it again)
         self.home.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
