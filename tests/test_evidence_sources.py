@@ -723,3 +723,24 @@ def test_a_run_narrowed_to_one_case_is_no_way_to_run_the_project():
         cwd=CWD,
     )
     assert [c.line for c in gather(s).commands] == ["go run ./cmd/server"]
+
+
+def test_latest_is_no_test_but_test_runners_are_checks():
+    """`test` matched inside `x@latest`: `npm install left-pad@latest` would be a "check that passed".
+    Test runners, however spelt, stay checks."""
+    lines = [
+        "npm install left-pad@latest",
+        "cargo nextest run",
+        "python runtests.py",
+        "go test ./...",
+        "uv run pytest -q",
+        "npx vitest run",
+        "python -m unittest discover",
+        "npx playwright test",
+        "bun run test:unit",
+    ]
+    checks = {}
+    for line in lines:  # one session each: a session keeps at most MAX_COMMANDS
+        s = make_session(("user", "Set it up."), _bash(line, "ok"), cwd=CWD)
+        checks.update({c.line: c.check for c in gather(s).commands})
+    assert checks.pop("npm install left-pad@latest") is False and checks == dict.fromkeys(lines[1:], True), checks
