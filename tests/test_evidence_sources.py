@@ -726,10 +726,12 @@ def test_a_run_narrowed_to_one_case_is_no_way_to_run_the_project():
 
 
 def test_latest_is_no_test_but_test_runners_are_checks():
-    """`test` matched inside `x@latest`: `npm install left-pad@latest` would be a "check that passed".
-    Test runners, however spelt, stay checks."""
+    """`test` matched inside `x@latest`: `npm install left-pad@latest` would be a "check that passed",
+    and `npm ci` (an install) too. Test runners, however spelt, and `make ci` stay checks."""
     lines = [
         "npm install left-pad@latest",
+        "npm ci",
+        "make ci",
         "cargo nextest run",
         "python runtests.py",
         "go test ./...",
@@ -743,4 +745,5 @@ def test_latest_is_no_test_but_test_runners_are_checks():
     for line in lines:  # one session each: a session keeps at most MAX_COMMANDS
         s = make_session(("user", "Set it up."), _bash(line, "ok"), cwd=CWD)
         checks.update({c.line: c.check for c in gather(s).commands})
-    assert checks.pop("npm install left-pad@latest") is False and checks == dict.fromkeys(lines[1:], True), checks
+    assert [checks.pop(line, False) for line in lines[:2]] == [False, False]
+    assert checks == dict.fromkeys(lines[2:], True)

@@ -58,8 +58,10 @@ BUILD = re.compile(
     r"playwright|tailwindcss|docker|docker-compose|conda|mamba|bazel|cmake|ctest|ninja|meson|rake|bundle|rspec|"
     r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit)(?=\s|$)"
 )  # a program, not `node.plan` or `make_x`
-CHECK = re.compile(  # a test runner however spelt (`pytest`, `x_test.go`, `prompt.test`, `runtests.py`), not `x@latest`
-    r"(?:\b|py|vi|unit|nex|run|[_.:-])test|\b(check|ci|\w*lint|fmt|gofmt|format|typecheck|mypy|ruff|clippy|vet|biome|tsc|"
+# a test runner however spelt (`pytest`, `x_test.go`, `prompt.test`, `runtests.py`), not `x@latest`; `make ci`, not
+# `npm ci` (an install from the lockfile)
+CHECK = re.compile(
+    r"(?:\b|py|vi|unit|nex|run|[_.:-])test|(?<!npm )\bci\b|\b(check|\w*lint|fmt|gofmt|format|typecheck|mypy|ruff|clippy|vet|biome|tsc|"
     r"verify|validate|build|compile|quality|spec|rspec|jest|prettier)\b",
     re.I,
 )
