@@ -536,6 +536,26 @@ def test_a_note_is_for_its_project_and_global_only_when_asked(store, tmp_path):
         rp.add(store, "x", cwd=str(tmp_path / "shop"), session_cwd=str(repo))
 
 
+@pytest.mark.parametrize("started_in", ["/", "home"])
+def test_a_server_started_in_the_root_or_home_is_no_project_for_a_note(store, tmp_path, monkeypatch, started_in):
+    """A stdio server the client started in / (or in the home directory) filed `memory_add` notes
+    under project / (or ~): searchable, injected into no session. It knows no project: without
+    cwd, one line saying so; with one, that project (not bounded by / or ~)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    where = "/" if started_in == "/" else str(home)
+    with pytest.raises(UserInputError) as err:
+        rp.add(store, "Deploy with make ship.", session_cwd=where)
+    said = str(err.value)
+    assert "pass cwd" in said and "start the server in" in said and "\n" not in said
+    assert store.list_notes() == []
+    repo = tmp_path / "app"
+    (repo / ".git").mkdir(parents=True)
+    assert rp.add(store, "x", cwd=str(repo), session_cwd=where).scope == f"project {repo}"
+    assert rp.add(store, "x", session_cwd=str(home / "scratch")).scope == f"project {home / 'scratch'}"
+
+
 def test_the_injected_instructions_say_how_memory_add_scopes_a_note(store):
     """They said "call `memory_add` with one short note": without cwd, refused where the server
     does not know the project."""

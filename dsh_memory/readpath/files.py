@@ -34,7 +34,7 @@ from dsh_memory.readpath.models import (
     is_utf8,
 )
 from dsh_memory.readpath.scoping import Where, file_scope, layer
-from dsh_memory.scope import GLOBAL, matches, project_root
+from dsh_memory.scope import GLOBAL, locate, matches, project_root
 
 RETIRED_DIR_NAME = ".retired"
 
@@ -180,9 +180,17 @@ def add(
     AddRequest's other fields (title, cwd, scope). A note is for cwd's project (`project` in its
     front matter: consolidation puts it in that project's task group and summary part) unless
     scope is `global`. `session_cwd`: where an adapter knows its caller works (the stdio MCP
-    server's directory): cwd's default, and a cwd must lie within its project."""
+    server's directory): cwd's default, and a cwd must lie within its project; `/` or the home
+    directory (no repository) is where a client starts a server, no project: cwd is required."""
     req = validate(AddRequest, note=note, **params)
     project = None
+    if session_cwd and locate(session_cwd) in ((os.sep, False), (project_root(os.path.expanduser("~")), False)):
+        if req.scope == "project" and not req.cwd:  # a client's start directory, not the agent's project
+            raise UserInputError(
+                f"this server runs in {visible(session_cwd)[:200]}, which is no project: pass cwd (your "
+                "working directory), or start the server in the project's directory"
+            )
+        session_cwd = None
     if req.scope == "project":
         cwd = req.cwd or session_cwd
         if not cwd:
