@@ -174,7 +174,7 @@ def test_add_is_for_the_current_directorys_project_unless_global(cli, tmp_path, 
     assert there["scope"] == f"project {tmp_path / 'shop'}"
     everywhere = cli("add", "Answer in French.", "--scope", "global")
     assert everywhere.exit_code == 0 and everywhere.stdout.rstrip().endswith("  [global]")
-    bad = cli("add", "x", "--cwd", "/src/victim;x")
+    bad = cli("add", "x", "--cwd", "/src/victim\n# Scope: global")
     assert bad.exit_code == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
 
 

@@ -459,6 +459,38 @@ def test_a_later_run_keeps_an_archived_project_note_out_of_the_models_global_par
     assert "make ci" not in glob and "- Run `make ci` before pushing." in parts["/src/app"]
 
 
+def test_a_note_for_a_project_whose_path_holds_a_semicolon_stays_that_projects(
+    store: MemoryStore, state: StateStore, root: Path
+):
+    """`add` refused a cwd holding `;`: its `applies_to: cwd=/src/shop;eu; …` once read as
+    /src/shop. The note's `project:` is quoted in its front matter, and a model that files it in a
+    group whose line reads as /src/shop (a heading that is no path), or in /src/shop's summary
+    part, sees it moved back: injected into /src/shop;eu's sessions, never into /src/shop's."""
+    from dsh_memory import readpath as rp
+
+    assert (
+        rp.add(store, "Deploy the EU shop with make ship-eu-now.", cwd="/src/shop;eu").scope == "project /src/shop;eu"
+    )
+    rp.add(store, "Deploy the shop with make ship-all.", cwd="/src/shop")
+    inp = gather_inputs(store, state, settings_for(root), NOW)
+    out = ConsolidationOutput(
+        memory_md="# Task Group: shop;eu deploys\nscope: project /src/shop;eu\n"
+        "applies_to: cwd=/src/shop;eu; reuse_rule=this project only (deploys)\n\n## User notes\n"
+        "- Deploy the EU shop with make ship-eu-now.\n\n# Task Group: /src/shop\nscope: project /src/shop\n"
+        "applies_to: cwd=/src/shop; reuse_rule=this project only\n\n## User notes\n"
+        "- Deploy the shop with make ship-all.\n",
+        memory_summary_md="v1\n\n# Scope: project /src/shop\n- Deploy the EU shop with make ship-eu-now.\n"
+        "- Deploy the shop with make ship-all.\n",
+    )
+    apply_output(store, state, inp, out, settings_for(root), NOW)
+    eu = rp.summary(store, cwd="/src/shop;eu").content
+    shop = rp.summary(store, cwd="/src/shop").content
+    assert "ship-eu-now" in eu and "ship-all" not in eu
+    assert "ship-all" in shop and "ship-eu-now" not in shop
+    found = rp.search(store, ["ship-eu-now"], path="MEMORY.md", cwd="/src/shop").matches
+    assert found == []
+
+
 def test_apply_never_names_a_file_or_reports_with_a_secret(store: MemoryStore, state: StateStore, root: Path):
     """Contents are redacted on write, names are not: a skill name or file path that is a secret
     (a Slack token fits the skill name pattern) is refused, and no message quotes it."""

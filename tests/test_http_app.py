@@ -64,7 +64,7 @@ def test_rpc_add_is_for_the_project_of_cwd_and_global_only_when_asked(client, se
     assert added["scope"] == "project /src/app"
     assert "\nproject: /src/app\n" in (settings.memory_root / added["path"]).read_text()
     assert rpc(client, "add", {"note": "Answer in French.", "scope": "global"}).json()["result"]["scope"] == "global"
-    for params in ({}, {"cwd": "/src/app\n# Scope: global"}, {"cwd": "/src/victim;x"}, {"scope": "everywhere"}):
+    for params in ({}, {"cwd": "/src/app\n# Scope: global"}, {"cwd": "src/app"}, {"scope": "everywhere"}):
         r = rpc(client, "add", {"note": "x", **params})
         assert r.status_code == 400 and "\n" not in r.json()["error"]["message"], params
     assert len(MemoryStore(settings.memory_root).list_notes()) == 2

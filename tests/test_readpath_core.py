@@ -580,7 +580,6 @@ def test_a_notes_scope_is_its_project_in_search_and_list(store):
     "cwd",
     [
         "/src/app\n# Scope: global",  # a heading of its own in the summary
-        "/src/victim;x",  # `applies_to: cwd=/src/victim;x; …` reads back as /src/victim
         "/src/app\u2028x",
         "/src/a\x00",
         "global",

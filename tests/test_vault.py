@@ -215,7 +215,7 @@ def test_the_add_form_says_and_keeps_the_notes_project(client, settings):
     (new,) = set(store.list_notes()) - before
     assert "\nproject: /src/app\n" in (settings.memory_root / new).read_text()
     tok = token(client.get("/vault/browse").text, "add")
-    bad = client.post("/vault/act/add", data={"csrf": tok, "note": "x", "project": "/src/victim;x"})
+    bad = client.post("/vault/act/add", data={"csrf": tok, "note": "x", "project": "/src/victim\u2028x"})
     assert bad.status_code == 400 and "cwd must be one path" in bad.text
     assert set(store.list_notes()) - before == {new}
 

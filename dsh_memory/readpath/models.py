@@ -173,7 +173,7 @@ class SearchRequest(_Request):
         return v
 
 
-NOTE_CWD_CHARS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029;]")  # a line break or `;` would end the project's name
+NOTE_CWD_CHARS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")  # a line break would end the project's name
 
 
 class AddRequest(_Request):
@@ -205,7 +205,7 @@ class AddRequest(_Request):
     @classmethod
     def _one_name(cls, v: str | None) -> str | None:
         if v is not None and NOTE_CWD_CHARS.search(v):
-            raise ValueError("cwd must be one path on one line (no control characters, no ';')")
+            raise ValueError("cwd must be one path on one line (no control characters)")
         return v
 
 
