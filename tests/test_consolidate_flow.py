@@ -416,6 +416,54 @@ def test_a_rewrite_that_drops_most_of_the_handbook_archives_what_it_dropped(root
     assert "keywords" not in archive  # bullets only: a line it kept is no item it left out
 
 
+def test_a_global_heading_a_rewrite_floods_with_applies_to_lines_evicts_no_memory(root: Path, fake: FakeOpenAIServer):
+    """A model's rewrite wrote the global task group with 1,500 `applies_to:` lines (145 KB); the
+    mechanical merge (the local model's Phase 2) kept every one of them as the group's heading,
+    which `_cap` never drops: MEMORY.md became 60,000 characters of them, every item archived.
+    The merge writes the global group's heading itself and a project's at most 3 lines (what
+    `scope.handbook_groups` reads)."""
+    from dsh_memory.consolidation import mechanical
+    from dsh_memory.consolidation.apply import apply_output
+    from dsh_memory.consolidation.inputs import gather_inputs
+    from dsh_memory.settings import MemorySettings
+
+    store = MemoryStore(root)
+    flood = "".join(f"applies_to: cwd=/src/{n:05d}/{'x' * 60}; reuse_rule=every project\n" for n in range(1500))
+    heading = (
+        "# Task Group: /src/shop\nscope: project /src/shop\napplies_to: cwd=/src/shop; reuse_rule=this project only\n"
+    )
+    memory_md = (
+        f"# Task Group: global\nscope: global (every project)\n{flood}\n## User preferences\n- Answer in English.\n\n"
+        f"{heading}{flood}\n## User notes\n- Deploy the shop with make ship-all.\n"
+    )
+    fake.script(Reply.tool({"memory_md": memory_md, "memory_summary_md": "v1\n\n- Answer in English.\n"}))
+    add_raw(root, "a", "- fact")
+    assert run_flow(force=True).outcome == "consolidated"
+    assert store.read_text("MEMORY.md").count("applies_to:") > 1500  # the model's text, as written
+    store.add_note("Use pnpm in the shop.", extra={"project": "/src/shop"})
+    settings = MemorySettings(memory_root=root)
+    now = datetime.now(UTC)
+    with_state(
+        root,
+        lambda st: apply_output(
+            store,
+            st,
+            (i := gather_inputs(store, st, settings, now)),
+            mechanical.consolidate(store, i, settings),
+            settings,
+            now,
+        ),
+    )
+    md, summary = store.read_text("MEMORY.md"), store.read_text("memory_summary.md")
+    for text in ("Answer in English.", "Deploy the shop with make ship-all.", "Use pnpm in the shop."):
+        assert text in md and text in summary, text
+    assert md.count("applies_to:") == 1 + 2 and len(md) < 2_000  # global: its own; the project: 3 lines
+    assert sc.handbook_groups(md.split("\n"))[1:] == [
+        (0, None),
+        (md.split("\n").index("# Task Group: /src/shop"), "/src/shop"),
+    ]
+
+
 @pytest.mark.parametrize(
     "reply",
     [Reply.raw_tool("this is not JSON at all"), Reply.raw_tool('{"memory_md": "# M\\n", "memory_summary_md": ')],

@@ -52,6 +52,7 @@ MAX_LIST_ITEMS = 8  # a project's checks that passed: its standing ones, not eve
 MAX_CODE_MAP = 12  # a project's code map lines in MEMORY.md, newest first (where things are now)
 MAX_FACTS = 40  # a project's facts in MEMORY.md, newest first (the archive keeps the rest)
 SECTION_CAPS = {"Code map": MAX_CODE_MAP, "Project facts": MAX_FACTS}
+HEAD_LINES = 3  # a task group's scope lines that count: `scope.handbook_groups` reads its first 3 lines
 
 
 @dataclass
@@ -79,11 +80,13 @@ class Group:
         items.insert(0 if first else len(items), _with_source(text, source))
 
     def scope_lines(self) -> list[str]:
-        """The `scope:` / `applies_to:` lines the group is written with."""
-        if self.head:
-            return self.head
+        """The `scope:` / `applies_to:` lines the group is written with: global's are the merge's
+        own, a project's kept are at most HEAD_LINES (a rewrite may have added any number: `_cap`
+        never drops the global group, and drops a project's whole)."""
         if self.name == GLOBAL:
             return ["scope: global (every project)", "applies_to: cwd=*; reuse_rule=every project"]
+        if self.head:
+            return self.head[:HEAD_LINES]
         return [f"scope: project {self.name}", f"applies_to: cwd={self.name}; {REUSE}"]
 
     def render(self) -> str:
