@@ -524,6 +524,35 @@ def test_a_line_the_model_words_anew_without_a_period_is_kept(root: Path, fake: 
     assert "dependen\n" not in memory_md
 
 
+def test_a_note_the_model_keeps_word_for_word_is_kept_though_it_ends_on_a_short_word(
+    root: Path, fake: FakeOpenAIServer
+):
+    """The clean-up took a note ending on "a" or "is" ("roll back with plan a", "ask me which one
+    it is"), written by the model as the user wrote it, for a line cut off after a dangling word:
+    it left the handbook and the summary, archived nowhere. A line the input has whole is no cut."""
+    store = MemoryStore(root)
+    notes = [
+        "- If the release breaks, roll back with plan a",
+        "- The staging key is in the team vault; ask me which one it is",
+    ]
+    for note in notes:
+        store.add_note(note[2:], extra={"project": "/work/proj"})
+    cut = "- Deploy the shop with make ship and the"
+    fake.script(
+        Reply.tool(
+            {
+                "memory_md": "# Task Group: /work/proj\n## User notes\n" + "\n".join([*notes, cut]) + "\n",
+                "memory_summary_md": "v1\n\n# Scope: project /work/proj\n" + "\n".join(notes) + "\n",
+            }
+        )
+    )
+    assert run_flow(force=True).outcome == "consolidated"
+    memory_md, summary = store.memory_md_path.read_text(), store.summary_path.read_text()
+    for note in notes:
+        assert note in memory_md and note in summary, note
+    assert "ship and the" not in memory_md  # a line the model did cut still goes
+
+
 def test_a_skill_the_model_removes_is_kept_not_deleted(root: Path, fake: FakeOpenAIServer):
     """`remove_skills` is the model's word alone (a prompt injection in a session can ask for it):
     the folder, with the user's edits, moves to skills/.removed/ instead of being deleted for good."""

@@ -93,12 +93,14 @@ def clean_handbook(text: str, vocabulary_text: str, answer: str = "") -> str:
     Phase 1's line rules (`phase1/postprocess.py`) minus grounding, repeated lines kept once per
     task group (two projects may share a rule). The vocabulary that tells a cut word from a real
     one is the consolidation's input (raw memories, notes, the current files); a word cut short
-    is the start of one of its words or of the whole `answer`'s (both files). Nothing is cut
-    inside a line (`stored` drops control characters and private spans first)."""
+    is the start of one of its words or of the whole `answer`'s (both files); a line the input has
+    whole (a note ending "plan a") is no cut. Nothing is cut inside a line (`stored` drops control
+    characters and private spans first)."""
     text = stored(text)
     vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
     counts = Counter(w.lower() for w in WORD.findall(text or ""))
     known = vocab | counts.keys() | {w.lower() for w in WORD.findall(answer)}
+    whole = {_item_text(ln) for ln in (vocabulary_text or "").split("\n")}  # a line the input has is no cut
     out: list[str] = []
     seen = Seen()
     fence = False
@@ -115,7 +117,7 @@ def clean_handbook(text: str, vocabulary_text: str, answer: str = "") -> str:
             continue
         line = unloop(line)
         why = cut_reason(line, vocab, counts)
-        if why and (why != "ends mid-word" or cut_word(line, known)):
+        if why and (why != "ends mid-word" or cut_word(line, known)) and _item_text(line) not in whole:
             trimmed = trim_to_sentence(line, vocab, counts)
             if trimmed is None:
                 continue
@@ -126,6 +128,12 @@ def clean_handbook(text: str, vocabulary_text: str, answer: str = "") -> str:
         seen.add(key)
         out.append(line)
     return "\n".join(out).rstrip() + "\n" if any(s.strip() for s in out) else ""
+
+
+def _item_text(line: str) -> str:
+    """A line's words without its bullet and spacing: a note's text as the input and a handbook
+    item have it ('- roll back with plan a', 'roll back with plan a')."""
+    return " ".join(line.strip().lstrip("-*+").split())
 
 
 def cut_word(line: str, words: Iterable[str]) -> bool:
