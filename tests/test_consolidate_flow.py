@@ -417,11 +417,11 @@ def test_a_rewrite_that_drops_most_of_the_handbook_archives_what_it_dropped(root
 
 
 def test_a_global_heading_a_rewrite_floods_with_applies_to_lines_evicts_no_memory(root: Path, fake: FakeOpenAIServer):
-    """A model's rewrite wrote the global task group with 1,500 `applies_to:` lines (145 KB); the
-    mechanical merge (the local model's Phase 2) kept every one of them as the group's heading,
-    which `_cap` never drops: MEMORY.md became 60,000 characters of them, every item archived.
-    The merge writes the global group's heading itself and a project's at most 3 lines (what
-    `scope.handbook_groups` reads)."""
+    """A model's rewrite wrote the global task group with 1,500 `applies_to:` lines: MEMORY.md was
+    written as is (145 KB, past max_memory_md_chars), and the next mechanical merge (the local
+    model's Phase 2) kept every one as the group's heading, which `_cap` never drops: MEMORY.md
+    became 60,000 characters of them, every item archived. A heading keeps its first 3 scope
+    lines (what `scope.handbook_groups` reads); the merge writes the global group's itself."""
     from dsh_memory.consolidation import mechanical
     from dsh_memory.consolidation.apply import apply_output
     from dsh_memory.consolidation.inputs import gather_inputs
@@ -439,7 +439,9 @@ def test_a_global_heading_a_rewrite_floods_with_applies_to_lines_evicts_no_memor
     fake.script(Reply.tool({"memory_md": memory_md, "memory_summary_md": "v1\n\n- Answer in English.\n"}))
     add_raw(root, "a", "- fact")
     assert run_flow(force=True).outcome == "consolidated"
-    assert store.read_text("MEMORY.md").count("applies_to:") > 1500  # the model's text, as written
+    written = store.read_text("MEMORY.md")
+    assert written.count("applies_to:") == 2 + 2 and len(written) < 2_000  # each heading: its first 3 lines
+    assert "Answer in English." in written and "Deploy the shop with make ship-all." in written
     store.add_note("Use pnpm in the shop.", extra={"project": "/src/shop"})
     settings = MemorySettings(memory_root=root)
     now = datetime.now(UTC)

@@ -653,6 +653,32 @@ def test_many_long_cwds_evict_no_other_memory_and_lose_nothing(tmp_path, repos, 
         assert all(f"Rule {n}.{k} of a long cwd." in md + archive for k in range(items)), n
 
 
+def test_a_heading_flooded_with_scope_lines_evicts_no_memory_from_the_merge(tmp_path):
+    """A MEMORY.md whose global task group's heading holds 1,500 `applies_to:` lines (an earlier
+    model's rewrite, a hand edit): the mechanical merge kept them all as the heading, which the cap
+    never drops, and archived every item to fit. The global heading is the merge's own; a project's
+    keeps its first 3 lines (what `handbook_groups` reads)."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    flood = "".join(f"applies_to: cwd=/src/{n:05d}/{'x' * 60}; reuse_rule=every project\n" for n in range(1500))
+    handbook = (
+        f"# Task Group: global\nscope: global (every project)\n{flood}\n## User preferences\n- Answer in English.\n\n"
+        f"# Task Group: /src/shop\nscope: project /src/shop\napplies_to: cwd=/src/shop; {sc.REUSE}\n{flood}\n"
+        "## User notes\n- Deploy the shop with make ship-all.\n"
+    )
+    store.append_raw(_block(1, "/src/shop", f'{steps.RULES}\n- The user: "Use pnpm in the shop."', "/src/shop"))
+    out = mechanical.consolidate(
+        store,
+        _inputs(store, handbook),
+        SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90),
+    )
+    for text in ("Answer in English.", "Deploy the shop with make ship-all.", "Use pnpm in the shop."):
+        assert text in out.memory_md and text in out.memory_summary_md, text
+    assert out.memory_md.count("applies_to:") == 1 + 2 and not out.archive
+    lines = out.memory_md.split("\n")
+    assert sc.handbook_groups(lines)[1:] == [(0, None), (lines.index("# Task Group: /src/shop"), "/src/shop")]
+
+
 def test_a_project_part_that_cannot_fit_leaves_nothing_in_the_part_before_it(tmp_path):
     """A project whose `# Scope: project <root>` line alone passes the budget has no part: its
     "not shown here" line went without its heading, into the part before it (another project's)."""

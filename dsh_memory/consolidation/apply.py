@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
-from dsh_memory.consolidation.mechanical import Group
+from dsh_memory.consolidation.mechanical import HEAD_LINES, Group
 from dsh_memory.consolidation.output import ConsolidationOutput, stored
 from dsh_memory.consolidation.prompt import data_fence
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, note_blocks, project_items
@@ -94,7 +94,8 @@ def clean_handbook(text: str, vocabulary_text: str, answer: str = "") -> str:
     task group (two projects may share a rule). The vocabulary that tells a cut word from a real
     one is the consolidation's input (raw memories, notes, the current files); a word cut short
     is the start of one of its words or of the whole `answer`'s (both files); a line the input has
-    whole (a note ending "plan a") is no cut. Nothing is cut inside a line (`stored` drops control
+    whole (a note ending "plan a") is no cut. A task group's heading keeps its first HEAD_LINES
+    `scope:` / `applies_to:` lines. Nothing is cut inside a line (`stored` drops control
     characters and private spans first)."""
     text = stored(text)
     vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
@@ -104,6 +105,7 @@ def clean_handbook(text: str, vocabulary_text: str, answer: str = "") -> str:
     out: list[str] = []
     seen = Seen()
     fence = False
+    head: int | None = None  # a task group's scope lines so far (None: past its heading)
     for raw in (text or "").split("\n"):
         line = raw.rstrip()
         if line.strip().startswith("```"):
@@ -111,8 +113,15 @@ def clean_handbook(text: str, vocabulary_text: str, answer: str = "") -> str:
         if fence or line.strip().startswith("```") or not is_content(line) or line.strip() == "v1":
             if line.startswith("# "):  # a new task group: the same bullet may hold in two projects
                 seen = Seen()
+                head = 0 if line.startswith(GROUP_HEADING) else None
             out.append(line)
             continue
+        if head is not None and line.startswith(("scope:", "applies_to:")):
+            head += 1  # a heading's first HEAD_LINES count (`handbook_groups`); a rewrite may add thousands
+            if head > HEAD_LINES:
+                continue
+        else:
+            head = None
         if BOILERPLATE.search(line):
             continue
         line = unloop(line)
