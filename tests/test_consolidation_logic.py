@@ -491,6 +491,29 @@ def test_a_note_for_a_project_whose_path_holds_a_semicolon_stays_that_projects(
     assert found == []
 
 
+def test_the_local_merge_keeps_a_long_note_whole_and_points_the_summary_to_it(
+    store: MemoryStore, state: StateStore, root: Path
+):
+    """The mechanical merge (the local model's Phase 2) kept a user's note's first 500 characters:
+    a 680-character procedure ended "If the smoke test fails, yank" in MEMORY.md and the summary,
+    its last steps found by no search (the note itself is archived, not searched, and pruned). The
+    handbook keeps it whole; the summary line is cut at a word and says where the rest is."""
+    from dsh_memory import readpath as rp
+    from dsh_memory.consolidation import mechanical
+
+    steps = [f"Step {n}: run the release check number {n} and wait for it to pass." for n in range(12)]
+    note = " ".join([*steps, "Finally announce it with the zebra-marker word."])
+    assert len(note) > 800
+    rp.add(store, note, cwd="/work/proj")
+    settings = settings_for(root)
+    inp = gather_inputs(store, state, settings, NOW)
+    apply_output(store, state, inp, mechanical.consolidate(store, inp, settings), settings, NOW)
+    assert f"- {note} [source: " in store.read_text("MEMORY.md")
+    assert [m.path for m in rp.search(store, ["zebra-marker"]).matches] == ["MEMORY.md"]
+    (line,) = [ln for ln in store.read_text("memory_summary.md").split("\n") if ln.startswith("- Step 0:")]
+    assert len(line) <= 560 and line.endswith("… (the rest: MEMORY.md)") and note.startswith(line[2:].split(" …")[0])
+
+
 def test_apply_never_names_a_file_or_reports_with_a_secret(store: MemoryStore, state: StateStore, root: Path):
     """Contents are redacted on write, names are not: a skill name or file path that is a secret
     (a Slack token fits the skill name pattern) is refused, and no message quotes it."""

@@ -28,6 +28,7 @@ from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import clip_marked, why_not_memory
 from dsh_memory.phase1.commands import NARROW, family, narrowed
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
+from dsh_memory.readpath.models import MAX_NOTE_CHARS
 from dsh_memory.scope import GLOBAL, LINE_BREAKS, REUSE, group_of, is_tagged_global, project_root, untag
 from dsh_memory.storage.store_format import parse_front_matter, slugify
 
@@ -298,12 +299,13 @@ def _cap(groups: dict[str, Group], limit: int, dropped: list) -> str:
 
 
 def _note_items(fields: dict, body: str) -> list[str]:
-    """A note's handbook items: one for a note the user added; an imported memory file's own
-    bullets (at most 40), each on its own line."""
+    """A note's handbook items: one for a note the user added, whole (as long as `add` takes); an
+    imported memory file's own bullets (at most 40), each on its own line."""
+    whole = ["- " + " ".join(body.split())[:MAX_NOTE_CHARS]]
     if not fields.get("agent"):
-        return ["- " + " ".join(body.split())[:500]]
+        return whole
     bullets = [" ".join(ln.split()[1:]) for ln in body.splitlines() if re.match(r"\s*[-*+]\s+\S", ln)]
-    return ["- " + b[:300] for b in bullets[:40]] or ["- " + " ".join(body.split())[:500]]
+    return ["- " + b[:300] for b in bullets[:40]] or whole
 
 
 def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:

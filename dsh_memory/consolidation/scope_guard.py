@@ -56,7 +56,9 @@ def note_blocks(store: Any, rels: Iterable[str]) -> list[Any]:
             continue
         if fields.get("project") and body.strip():
             blocks.append(
-                SimpleNamespace(project=str(fields["project"]), cwd=None, body="\n".join(_note_items(fields, body)))
+                SimpleNamespace(  # a long note: its head, as a model quoting it has it
+                    project=str(fields["project"]), cwd=None, body="\n".join(i[:500] for i in _note_items(fields, body))
+                )
             )
     return blocks
 

@@ -18,6 +18,8 @@ Group = Any  # mechanical.Group (a task group's name, scope lines and sections):
 MAX_KEYWORD_CHARS = 60
 MAX_KEYWORDS = 8
 MAX_SUMMARY_COMMANDS = 3
+MAX_PREF_CHARS = 500  # a rule's line in the summary; a longer one (a whole note) is cut at a word
+THE_REST = " … (the rest: MEMORY.md)"
 
 
 # A name rather than a word: a path, a file, an identifier (`build-context-tree.ts`, `@agentv/core`,
@@ -37,6 +39,14 @@ def _keywords(group: Group) -> list[str]:
     return sorted(counts, key=lambda c: (not _NAMEY.search(c), -counts[c]))[:MAX_KEYWORDS]
 
 
+def _short(line: str) -> str:
+    """`line`, or its head within MAX_PREF_CHARS cut at a word, saying where the rest is."""
+    if len(line) <= MAX_PREF_CHARS:
+        return line
+    head = line[:MAX_PREF_CHARS]
+    return (head[: head.rfind(" ")] if " " in head[2:] else head).rstrip(" ,;:") + THE_REST
+
+
 def _within(lines: list[str], cap: int) -> list[str]:
     text = cap_lines(lines, cap)
     return text.split("\n") if text else []
@@ -46,7 +56,7 @@ def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) ->
     """One `# Scope:` part of memory_summary.md: the user's rules, where to look, the skills."""
     head = [f"{SUMMARY_HEADING}{'project ' + project if project else 'global'}"]
     prefs = [
-        SOURCE.sub("", b).rstrip()
+        _short(SOURCE.sub("", b).rstrip())
         for g in gs
         for s in ("User notes", "User preferences")
         for b in g.sections.get(s, [])
