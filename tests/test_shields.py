@@ -556,3 +556,26 @@ def test_the_help_of_the_same_command_is_no_fix_and_a_question_answered_no_is_no
         ),
         ("shopctl status --short", "`shopctl status`"),  # a question the tool could not parse is a lesson
     ]
+
+
+def test_a_script_of_several_commands_is_no_shield_but_a_pair_is():
+    """An unseen Windows set: "`git add a.go b.go && git status --short && git commit --amend --no-edit
+    && git log --oneline -3 && rm ../x.exe` failed: warning: could not open directory 'src/src/…';
+    fixed by `… && rm x.exe`": that moment's script, run from the wrong folder. A pair (`npm run build &&
+    npm test`) is still a lesson."""
+    chain = "git add a.go && git status --short && git commit --amend --no-edit && rm ../x.exe"
+    s = make_session(
+        ("user", "Amend it."),
+        _bash(chain, "warning: could not open directory 'src/src/': No such file or directory", True),
+        _bash(chain.replace("../x.exe", "x.exe"), "[main 1a2b3c] fix"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+    pair = make_session(  # … where two commands are still one lesson
+        ("user", "Build it."),
+        _bash("npm run build && npm test", "Error: Cannot find module 'vite'", True),
+        _bash("npm install", "added 312 packages"),
+        _bash("npm run build && npm test", "built in 2.1s\n12 passing"),
+        cwd=CWD,
+    )
+    assert [(x.command, x.fix) for x in gather(pair).shields] == [("npm run build && npm test", "`npm install`")]
