@@ -155,22 +155,19 @@ def _note_project(store: Any, rel: str) -> str | None:
 def _cut_handbook(store: Any, mine, now: datetime, project: str) -> str | None:
     """Cut the project's task groups out of MEMORY.md and its part out of memory_summary.md; keep
     them as one retired summary. Returns its slug, or None when there was nothing to cut."""
-    kept_md, cut_md = _split(store, "MEMORY.md", sc.handbook_groups, mine)
-    kept_sum, cut_sum = _split(store, "memory_summary.md", sc.summary_groups, mine)
-    if not cut_md and not cut_sum:
+    files = (("MEMORY.md", sc.handbook_groups), ("memory_summary.md", sc.summary_groups))
+    split = [(rel, *_split(store, rel, spans, mine)) for rel, spans in files]
+    if not any(cut for _, _, cut in split):
         return None
     body = ["# Forgotten handbook of project " + project, ""]
-    if cut_md:
-        body += ["## From MEMORY.md", "", *cut_md, ""]
-    if cut_sum:
-        body += ["## From memory_summary.md", "", *cut_sum, ""]
+    for rel, _, cut in split:
+        body += [f"## From {rel}", "", *cut, ""] if cut else []
     prov = {"session_id": None, "source": "handbook", "cwd": project, "project": project, "updated_at": now.isoformat()}
     slug = store.write_rollout_summary(f"forgotten-{sc.label(project)}-handbook", prov, "\n".join(body))
     store.retire_summary(slug)
-    if cut_md:
-        store.atomic_write("MEMORY.md", "\n".join(kept_md).rstrip("\n") + "\n")
-    if cut_sum:
-        store.atomic_write("memory_summary.md", "\n".join(kept_sum).rstrip("\n") + "\n")
+    for rel, kept, cut in split:
+        if cut:
+            store.atomic_write(rel, "\n".join(kept).rstrip("\n") + "\n")
     return slug
 
 
