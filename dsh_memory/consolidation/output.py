@@ -66,14 +66,10 @@ class ModelReply:
 
     def shown_output(self) -> str:
         """What the model produced, for run history (the caller redacts and truncates)."""
-        parts = []
-        if self.raw_arguments:
-            parts.append(self.raw_arguments)
-        elif self.arguments is not None:
-            parts.append(json.dumps(self.arguments, ensure_ascii=False, indent=1))
-        if self.text:
-            parts.append(self.text)
-        return "\n\n".join(parts)
+        args = self.raw_arguments or (
+            json.dumps(self.arguments, ensure_ascii=False, indent=1) if self.arguments is not None else ""
+        )
+        return "\n\n".join(part for part in (args, self.text) if part)
 
 
 @dataclass
