@@ -351,12 +351,10 @@ def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: dat
     path lists and reads it with each line's scope; like retired rollout summaries it is out of
     search (what was retired should not steer an agent)."""
     have = {item_key(ln) for ln in new_memory_md.splitlines() if BULLET.match(ln)}
-    gone, seen = [], set()
+    first: dict[str, Any] = {}  # each item once, as first flagged
     for f in flagged:
-        key = item_key(f.bullet)
-        if key not in have and key not in seen:
-            gone.append(f)
-            seen.add(key)
+        first.setdefault(item_key(f.bullet), f)
+    gone = [f for key, f in first.items() if key not in have]
     if not gone:
         return 0
     try:
