@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dsh_memory.models import EventKind
-from dsh_memory.readers._jsonl import Events, as_dict, as_int, as_list, as_str, count_images, parse_json_maybe
+from dsh_memory.readers._jsonl import Events, as_dict, as_int, as_list, as_str, count_images, parse_json_maybe, text_of
 from dsh_memory.readers.dsh_records import (
     KNOWN_BLOCK_TYPES,
     Body,
@@ -37,8 +37,7 @@ COMPACT_SOURCE_KINDS = frozenset({"compact", "compact-checkpoint", "plugin:compa
 
 
 def _text_of(blocks: list) -> str:
-    return "\n".join(b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-                     and isinstance(b.get("text"), str))  # fmt: skip
+    return text_of([b for b in blocks if isinstance(b, dict) and b.get("type") == "text"])
 
 
 def _message(data: dict) -> dict:
