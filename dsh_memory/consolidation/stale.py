@@ -50,15 +50,10 @@ def set_aside(groups: dict[str, Any], project_of) -> int:
         for name, items in list(g.sections.items()):
             if name in KEPT:
                 continue
-            keep = []
-            for b in items:
-                reasons = stale_reasons(b, root, memo)
-                if reasons:
-                    aside.append(_flagged(b, reasons))
-                    moved += 1
-                else:
-                    keep.append(b)
-            g.sections[name] = keep
+            checked = [(b, stale_reasons(b, root, memo)) for b in items]
+            aside += [_flagged(b, reasons) for b, reasons in checked if reasons]
+            g.sections[name] = [b for b, reasons in checked if not reasons]
+            moved += len(items) - len(g.sections[name])
         g.sections[SECTION] = _merged(aside)
         if back:  # each bullet is checked once: what came back is not stale
             g.sections.setdefault(RETURNED_TO, []).extend(_FLAG.sub("", b) for b in back)
