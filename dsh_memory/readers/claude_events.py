@@ -101,8 +101,7 @@ def classify_text(text: str) -> TextClass:
         labels.append(PREFIX_TAGS[tag])
         end = text.find(f"</{tag}>", m.end())
         pos = len(text) if end == -1 else end + len(tag) + 3
-    rest = text[pos:]
-    rest, inside = without_reminders(rest)
+    rest, inside = without_reminders(text[pos:])
     labels += [PREFIX_TAGS["system-reminder"]] * inside
     if labels:
         rest = rest.strip()
