@@ -273,12 +273,11 @@ class EventBuilder(Events):
             return
         if op not in ("remove", "dequeue", "popAll"):
             return
-        item = None
         if text is not None:
             wanted = typed_line(text).human
             item = next((q for q in self.pending if same_words(q.text, wanted)), None)
-        elif self.pending:
-            item = self.pending[0]  # no content (older versions): first in, first out
+        else:
+            item = self.pending[0] if self.pending else None  # no content (older versions): first in, first out
         if item is None:
             return
         self.pending.remove(item)
