@@ -61,8 +61,7 @@ def _frontmatter(text: str) -> tuple[dict[str, str], str]:
         k, sep, v = ln.partition(":")
         if sep and k.strip() and not k.startswith((" ", "\t")):
             fields[k.strip()] = v.strip().strip("\"'")
-    rest = text[end + 4 :]
-    return fields, rest.split("\n", 1)[1] if "\n" in rest else ""
+    return fields, text[end + 4 :].partition("\n")[2]
 
 
 def skills_inventory(skills_dir: os.PathLike) -> list[SkillInfo]:
