@@ -37,8 +37,7 @@ def strip_boilerplate(text: str) -> tuple[str, int]:
         out, removed = out[: cut.start()] + _MARKER, removed + 1
     if not removed:
         return text, 0
-    out = re.sub(r"\n{3,}", "\n\n", out).strip("\n")
-    return out, removed
+    return re.sub(r"\n{3,}", "\n\n", out).strip("\n"), removed
 
 
 _REMINDER_OPEN, _REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
