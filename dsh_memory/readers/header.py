@@ -88,8 +88,7 @@ def _head(path: Path, limit: int = MAX_HEAD_BYTES) -> bytes:
             if path.name.endswith((".zst", ".zstd")):
                 import zstandard
 
-                reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
-                return reader.read(limit)
+                return zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True).read(limit)
             return fh.read(limit)
     except Exception:  # noqa: BLE001 — any unreadable head is "unknown", never a crash
         return b""
