@@ -8,8 +8,10 @@ forgetting candidates annotated here may be retired by this run (`candidate_slug
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import accumulate
 from typing import Any
 
 from dsh_memory.consolidation import stale
@@ -60,18 +62,10 @@ def cap_text(text: str, cap: int) -> tuple[str, bool]:
 def pack(items: list[str], cap: int) -> tuple[list[str], bool]:
     """(whole items in order while they fit, truncated); a first item larger than the cap is cut
     to fit. len(items) is how many were consumed."""
-    out: list[str] = []
-    used = 0
-    for i, item in enumerate(items):
-        if used + len(item) <= cap:
-            out.append(item)
-            used += len(item)
-        elif i == 0:
-            cut, _ = cap_text(item, cap)
-            return [cut], True
-        else:
-            break
-    return out, len(out) < len(items)
+    n = bisect_right(list(accumulate(map(len, items))), cap)  # how many fit: running totals within the cap
+    if n == 0 and items:
+        return [cap_text(items[0], cap)[0]], True
+    return items[:n], n < len(items)
 
 
 @dataclass
