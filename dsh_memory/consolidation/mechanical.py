@@ -170,15 +170,13 @@ def parse_memory_md(text: str) -> dict[str, Group]:
 def split_raw(body: str) -> list[tuple[str, str, list[str]]]:
     """(MEMORY.md section, heading text, bullets) per heading of a raw block."""
     out: list[tuple[str, str, list[str]]] = []
-    section, heading = "Notes", ""
     for line in (body or "").splitlines():
         if line.startswith("#"):
             section = next((v for k, v in SECTIONS.items() if line.startswith(k)), "Notes")
-            heading = line.lstrip("#").strip()
-            out.append((section, heading, []))
+            out.append((section, line.lstrip("#").strip(), []))
         elif line.strip():
-            if not out:
-                out.append((section, heading, []))
+            if not out:  # lines before the first heading
+                out.append(("Notes", "", []))
             out[-1][2].append(line.rstrip())
     return out
 
