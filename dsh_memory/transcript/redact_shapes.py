@@ -77,8 +77,7 @@ def replace_spans(text: str, spans: Iterable[tuple[int, int, str]]) -> str:
     for start, end, kind in spans:
         if start < done:
             continue
-        out.append(text[done:start])
-        out.append(marker(kind))
+        out += [text[done:start], marker(kind)]
         done = end
     out.append(text[done:])
     return "".join(out)
