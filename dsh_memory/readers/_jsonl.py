@@ -97,9 +97,7 @@ def as_int(x: Any) -> int | None:
 
 
 def as_num(x: Any) -> float | None:
-    if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
-        return x
-    return None
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
 def as_str(x: Any) -> str | None:
