@@ -66,11 +66,10 @@ def _part(gs: list[Group], project: str | None, skills: list[dict], cap: int) ->
         sorted(g.sections.get("Reusable knowledge", []), key=lambda b: not b.startswith(CHECKS)) for g in gs
     )
     how = [SOURCE.sub("", b).rstrip() for lines in checks_first for b in lines[:MAX_SUMMARY_COMMANDS]]
-    routing = []
+    routing = ["## What's in memory"] if gs else []
     for g in gs:
         kw = ", ".join(f"`{k}`" for k in _keywords(g))
         routing.append(f'- {g.name}: MEMORY.md "# Task Group: {g.name}"' + (f"; keywords: {kw}" if kw else ""))
-    routing = ["## What's in memory", *routing] if routing else []
     skill_lines = ["## Skills", *(f"- skills/{s['name']}/SKILL.md: {s['task']}" for s in skills)] if skills else []
     body = (["## Build and test", *how] if how else []) + routing + skill_lines
     rest = cap - sum(len(x) + 1 for x in head + body) - 2
