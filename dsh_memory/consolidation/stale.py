@@ -92,9 +92,8 @@ def flagged(groups: dict[str, Any], project_of, dates: dict, today: date, stale_
                 reasons = stale_reasons(clean, root, memo) if on_disk else []
                 days = age_days(clean, dates, today) if stale_after_days > 0 else None
                 old = days is not None and days > stale_after_days
-                notes = ([f"may be stale: {'; '.join(reasons[:2])}"] if reasons else []) + (
-                    [f"learned {days} days ago"] if old else []
-                )
+                notes = [f"may be stale: {'; '.join(reasons[:2])}"] if reasons else []
+                notes += [f"learned {days} days ago"] if old else []
                 if notes:
                     out.append(Flagged(root, b, "; ".join(notes), bool(reasons) and old))
     return out
