@@ -87,7 +87,6 @@ def decide(
         f"{notes} ad hoc notes" if notes else "",
         f"{raw_blocks} raw blocks" if raw_blocks else "",
     ]
-    extra = (
-        " (forced: cooldown and pause bypassed)" if force and (remaining or failures >= PAUSE_AFTER_FAILURES) else ""
-    )
+    bypassed = force and (remaining or failures >= PAUSE_AFTER_FAILURES)
+    extra = " (forced: cooldown and pause bypassed)" if bypassed else ""
     return d(RUN, "work: " + ", ".join(w for w in why if w) + extra)
