@@ -238,17 +238,9 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
             "".join(note_items),
             note(len(note_rels), len(note_rels_all), "notes"),
         ),
-        Section(
-            "MEMORY.md",
-            "Current MEMORY.md",
-            mem_shown,
-            "(file does not exist yet)" if mode == INIT and not memory_md else "",
-        ),
-        Section(
-            "memory_summary.md",
-            "Current memory_summary.md",
-            sum_shown,
-            "(file does not exist yet)" if mode == INIT and not summary else "",
+        *(
+            Section(name, f"Current {name}", shown, "(file does not exist yet)" if mode == INIT and not text else "")
+            for name, shown, text in (("MEMORY.md", mem_shown, memory_md), ("memory_summary.md", sum_shown, summary))
         ),
         Section(
             "raw_memories",
