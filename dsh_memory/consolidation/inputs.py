@@ -231,6 +231,9 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
     def note(n: int, total: int, what: str) -> str:
         return f"({n} of {total} {what} shown{'; the rest waits for a later run' if n < total else ''})"
 
+    days = settings.max_unused_days
+    forgetting = f" Forgetting threshold: {days} days without use." if days else " Forgetting is disabled."
+
     sections = [
         Section(
             "notes",
@@ -252,12 +255,7 @@ def gather_inputs(store: Any, state: Any, settings: Any, now: datetime) -> Phase
             "rollout_index",
             "Rollout summary index (forgetting candidates first)",
             "".join(cand_lines) + "".join(fresh_lines),
-            note(len(shown), len(entries), "rollout summaries")
-            + (
-                f" Forgetting threshold: {settings.max_unused_days} days without use."
-                if settings.max_unused_days
-                else " Forgetting is disabled."
-            ),
+            note(len(shown), len(entries), "rollout summaries") + forgetting,
         ),
         Section("skills", "Skills inventory", "".join(skill_items), note(len(skill_items), len(skills), "skills")),
         *([flagged_section(flagged, settings.max_index_chars // 2)] if flagged else []),
