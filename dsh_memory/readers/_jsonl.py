@@ -138,10 +138,8 @@ def prompt_title(session: Session, limit: int = 60) -> str | None:
     """The first line of the session's first prompt, whitespace collapsed, cut on a word boundary."""
     text = next((e.text for e in session.human_prompts if e.text.strip()), "")
     line = re.sub(r"\s+", " ", next((ln for ln in text.splitlines() if ln.strip()), "")).strip()
-    if not line:
-        return None
     if len(line) <= limit:
-        return line
+        return line or None
     cut = line[:limit].rsplit(" ", 1)[0] or line[:limit]
     return cut.rstrip(" ,.;:") + "…"
 
