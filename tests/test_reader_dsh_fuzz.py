@@ -20,7 +20,14 @@ from dsh_memory.readers.dsh_records import KNOWN_EVENT_TYPES, Warnings
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HEADER = b'{"type":"session","version":4,"id":"s","createdAt":1790000000000,"isSeeded":false,"delegationDepth":0}'
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats() | st.text(max_size=20)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63)
+    | st.integers(10**300, 10**500)
+    | st.floats()
+    | st.text(max_size=20)
+)
 json_values = st.recursive(
     json_scalars,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
@@ -157,3 +164,17 @@ def test_discover_never_crashes_on_random_trees(entries):
             assert dsh.GENERATION_RE.match(ref.path.name)
             assert ref.path.parent.parent.parent == root and ref.path.is_file()
             assert ref.size == ref.path.stat().st_size
+
+
+def test_a_number_too_large_for_a_float_is_no_number():
+    """A record's `time` of 400 digits made `math.isfinite` raise OverflowError, which `load` let
+    through (it turns only TypeError/ValueError… into SessionReadError): one such log ended a
+    whole `replay` in a traceback. Such a number is no number: the session reads."""
+    big = 10**400
+    records = [
+        {"type": "user/message", "seq": 1, "time": big, "data": {"message": {"role": "user", "content": "hi"}}},
+        {"type": "text-chunks", "seq0": 2, "time0": -big, "data": {"texts": ["a", "b"], "dt": [big, 1]}},
+    ]
+    raw = HEADER + b"\n" + b"\n".join(json.dumps(r).encode() for r in records) + b"\n"
+    session = _load_bytes(raw, "session.v4.jsonl")
+    assert session is not None and session.meta["event_count"] == 3

@@ -91,7 +91,7 @@ def load(ref: SessionRef) -> Session:
 
     try:
         session = _module(ref.source).load(ref)
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # incl. pydantic's
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, ArithmeticError) as exc:  # incl. pydantic's
         if isinstance(exc, SessionReadError):
             raise
         first = (str(exc).splitlines() or [""])[0][:200]

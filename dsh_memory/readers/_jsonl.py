@@ -97,7 +97,13 @@ def as_int(x: Any) -> int | None:
 
 
 def as_num(x: Any) -> float | None:
-    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+    """A finite number a float can hold; None for anything else (a bool, NaN, a 400-digit integer)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return None
+    try:
+        return x if math.isfinite(x) else None
+    except OverflowError:  # an int past a float's range
+        return None
 
 
 def as_str(x: Any) -> str | None:
