@@ -243,15 +243,18 @@ def group_project(name: str, head: list[str]) -> str | None:
     """The project of a MEMORY.md task group, from its `applies_to: cwd=<a real path>` line, a
     name that is a path, or its `scope: project <name>` line (the merge writes one for every
     project, `group_of`: a path from another machine or a relative one is a project too); None
-    (global) for `global` and patterns such as `cwd=.*`. A path the heading names too is the
-    project's, whatever characters it holds (`/src/app (copy)`)."""
+    (global) for `global`, whatever its lines say (the merge reads it so, `scope_of_group`), and
+    for patterns such as `cwd=.*`. A path the heading names too is the project's, whatever
+    characters it holds (`/src/app (copy)`)."""
+    if name == GLOBAL:
+        return None
     for line in head:
         if os.path.isabs(name) and line.strip() in (f"applies_to: cwd={name}", f"applies_to: cwd={name}; {REUSE}"):
             return _norm(name)  # the heading's own path, whatever it holds (`/src/a;b`)
         m = _APPLIES.match(line.strip())
         if m and os.path.isabs(m.group(1)) and (m.group(1) == name or not _WILD.search(m.group(1))):
             return _norm(m.group(1))
-    if name != GLOBAL and (f"scope: project {name}" in head or (os.path.isabs(name) and not _WILD.search(name))):
+    if f"scope: project {name}" in head or (os.path.isabs(name) and not _WILD.search(name)):
         return _norm(name)
     return None
 

@@ -800,3 +800,28 @@ def test_a_project_whose_path_holds_a_semicolon_is_its_own_group(tmp_path):
     )
     assert [p for _, p in sc.handbook_groups(out.memory_md.split("\n"))] == [None, "/src/a;b"], out.memory_md
     assert sc.group_project("global", ["applies_to: cwd=global; reuse_rule=this project only"]) is None
+
+
+def test_a_task_group_named_global_is_global_whatever_its_applies_to_line_says(tmp_path, repos):
+    """A model's rewrite wrote `# Task Group: global` with `applies_to: cwd=<a project>` first:
+    `handbook_groups` read the group as that project's, so its items (the user's rules for every
+    project) were hidden from search and list in every other project. `global` is global (what
+    the merge and the summary's parts make of it, `scope_of_group`)."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    md = (
+        f"# Task Group: global\napplies_to: cwd={repos['ledger']}; reuse_rule=every project\n"
+        "scope: global (every project)\n\n## User preferences\n- Answer in English, always.\n\n"
+        f"# Task Group: {repos['ledger']}\nscope: project {repos['ledger']}\n"
+        f"applies_to: cwd={repos['ledger']}; reuse_rule=this project only\n\n## Project facts\n- Ledger uses pnpm.\n"
+    )
+    store.atomic_write("MEMORY.md", md)
+    lines = md.split("\n")
+    assert sc.handbook_groups(lines) == [
+        (0, None),
+        (0, None),
+        (lines.index(f"# Task Group: {repos['ledger']}"), repos["ledger"]),
+    ]
+    hits = search(store, ["English"], mode="any", cwd=repos["weather"]).matches
+    assert [m.scope for m in hits] == ["global"], hits
+    assert scope_of(store, "MEMORY.md", lines.index("- Answer in English, always.") + 1) == "global"
