@@ -199,7 +199,10 @@ class MemorySettings(BaseModel):
     transcript_budget_tokens: int = Field(24000, ge=500, description="Token budget of one Phase 1 transcript")
     max_raw_chars: int = Field(120_000, ge=1000, description="Cap on raw memories fed to Phase 2")
     max_memory_md_chars: int = Field(
-        60_000, ge=1000, description="Cap on current MEMORY.md fed to Phase 2 (a model's rewrite keeps the rest)"
+        60_000,
+        ge=1000,
+        description="Cap on MEMORY.md, as fed to Phase 2 and as written by any model (what does not fit goes to "
+        "MEMORY.archive.md)",
     )
     max_summary_chars: int = Field(10_000, ge=500, description="Cap on memory_summary.md (written and injected)")
     max_index_chars: int = Field(30_000, ge=1000, description="Cap on the rollout-summary index fed to Phase 2")

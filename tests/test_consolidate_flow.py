@@ -292,9 +292,10 @@ def test_a_hand_edit_made_while_the_model_answers_is_not_overwritten(root: Path,
 
 
 def test_the_handbook_past_the_input_cap_is_kept_not_lost(root: Path, fake: FakeOpenAIServer, monkeypatch):
-    """MEMORY.md longer than max_memory_md_chars (a smaller model's fitted cap, an answer over
-    budget): the model sees its head only, so what it rewrites is the head; the rest stays as it
-    was, under its task group, instead of vanishing with the rewrite."""
+    """MEMORY.md longer than max_memory_md_chars (the cap lowered, a hand edit): the model sees its
+    head only, so what it rewrites is the head; the rest stays as it was, under its task group,
+    instead of vanishing with the rewrite: in MEMORY.md as far as the cap allows, in
+    MEMORY.archive.md beyond it."""
     monkeypatch.setenv("DSH_MEMORY_MAX_MEMORY_MD_CHARS", "1000")
     store = MemoryStore(root)
     a = [f"- ledger fact {i}: run `make ledger-{i}` before a release" for i in range(20)]
@@ -310,15 +311,20 @@ def test_the_handbook_past_the_input_cap_is_kept_not_lost(root: Path, fake: Fake
     shown = fake.requests[-1]["messages"][1]["content"]
     unseen = [line for line in a + b if line not in shown]
     assert b[0] in unseen and a[-1] in unseen and a[0] in shown
-    lines = store.memory_md_path.read_text().split("\n")
-    rewritten = (head + a[0]).split("\n")
-    assert lines[: len(rewritten)] == rewritten  # the model's rewrite first
-    groups = sc.handbook_groups(lines)
+    md = store.memory_md_path.read_text()
+    assert len(md) <= 1000 and md.startswith(head) and a[0] in md.split("\n")  # the model's rewrite first
+    assert md.count("scope: project /src/ledger") == 1  # the repeated heading's lines are no items
+    archived = store.read_text("MEMORY.archive.md").split("\n")
 
-    def project_of(line: str) -> str | None:
-        return [p for i, p in groups if i <= lines.index(line)][-1]
+    def project_of(line: str, lines: list[str]) -> str | None:
+        at = next(n for n, ln in enumerate(lines) if ln == line or ln.startswith(f"{line} (retired: "))
+        return [p for i, p in sc.handbook_groups(lines) if i <= at][-1]
 
-    assert all(project_of(line) == ("/src/weather" if "weather" in line else "/src/ledger") for line in unseen)
+    kept = [line for line in unseen if line in md.split("\n")]
+    assert kept and len(kept) < len(unseen)
+    for line in unseen:
+        lines = md.split("\n") if line in kept else archived
+        assert project_of(line, lines) == ("/src/weather" if "weather" in line else "/src/ledger"), line
     assert res.changes.unseen_kept > 0
 
 
@@ -464,6 +470,41 @@ def test_a_global_heading_a_rewrite_floods_with_applies_to_lines_evicts_no_memor
         (0, None),
         (md.split("\n").index("# Task Group: /src/shop"), "/src/shop"),
     ]
+
+
+def test_a_models_handbook_past_max_memory_md_chars_is_capped_and_the_rest_archived(
+    root: Path, fake: FakeOpenAIServer, monkeypatch
+):
+    """`max_memory_md_chars` bounded only what the model was shown: an endpoint model's
+    `memory_write` with a 6,000-character MEMORY.md under a 1,000 cap was written whole, so the
+    handbook could grow by the excess every run. It is capped as the local model's merge caps it
+    (`mechanical._cap`: the oldest items of the largest section go), and what does not fit goes to
+    MEMORY.archive.md under its task group, never lost."""
+    monkeypatch.setenv("DSH_MEMORY_MAX_MEMORY_MD_CHARS", "1000")
+    store = MemoryStore(root)
+    head = "# Task Group: /work/proj\nscope: project /work/proj\napplies_to: cwd=/work/proj; reuse_rule=this project only\n"
+    items = [f"- fact {i}: run `make target-{i}` before release {i}" for i in range(120)]
+    rule = "- Answer in English."
+    memory_md = (
+        f"# Task Group: global\nscope: global (every project)\n\n## User preferences\n{rule}\n\n"
+        "# Task Group: team habits\n\n## User preferences\n- Review every diff before a commit.\n\n"
+        f"{head}\n## Reusable knowledge\n" + "\n".join(items) + "\n"
+    )
+    assert len(memory_md) > 6000
+    fake.script(Reply.tool({"memory_md": memory_md, "memory_summary_md": "v1\n\n- after\n"}))
+    add_raw(root, "a", "- new fact")
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated", res
+    md = store.read_text("MEMORY.md")
+    assert len(md) <= 1000, len(md)
+    archive = store.read_text("MEMORY.archive.md")
+    assert rule in md and items[0] in md  # the newest kept; the oldest of the largest section go
+    kept = [item for item in items if item in md.split("\n")]
+    assert kept and len(kept) < len(items) and res.changes.items_retired == len(items) - len(kept)
+    gone = archive.split("# Task Group: /work/proj\n", 1)[1]  # archived under its project
+    assert all(f"{item} (retired: over max_memory_md_chars (1000)" in gone for item in items if item not in kept)
+    assert "Review every diff before a commit." in md  # its group, without scope lines, stays global
+    assert [p for _, p in sc.handbook_groups(md.split("\n"))] == [None, None, None, "/work/proj"], md
 
 
 @pytest.mark.parametrize(

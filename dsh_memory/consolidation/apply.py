@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from dsh_memory.consolidation.inputs import INIT, Phase2Inputs
-from dsh_memory.consolidation.mechanical import HEAD_LINES, Group
+from dsh_memory.consolidation.mechanical import HEAD_LINES, Group, cap_handbook
 from dsh_memory.consolidation.output import ConsolidationOutput, stored
 from dsh_memory.consolidation.prompt import data_fence
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, note_blocks, project_items
@@ -263,9 +263,11 @@ def apply_output(
             output.memory_md = keep_unseen(output.memory_md, inputs.memory_md, inputs.memory_md_unseen)
             result.unseen_kept = len(inputs.memory_md_unseen)
     if output.memory_md.strip() or not incremental:
-        text = output.memory_md.rstrip() + "\n"
-        # an item left out is archived, never lost silently (a flagged or capped one with its reason first)
-        dropped = [*inputs.flagged, *output.archive, *([] if output.source == "mechanical" else items_of(inputs))]
+        # bounded whoever wrote it (the merge caps its own); an item left out is archived, never
+        # lost silently (a flagged or capped one with its reason first)
+        text, capped = cap_handbook(output.memory_md.rstrip() + "\n", settings.max_memory_md_chars)
+        dropped = [*inputs.flagged, *output.archive, *capped]
+        dropped += [] if output.source == "mechanical" else items_of(inputs)
         if dropped:
             result.items_retired = archive_dropped(store, dropped, text, now)
             result.files_written += [ARCHIVE] if result.items_retired else []  # first, so a failure loses none
@@ -345,8 +347,8 @@ def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: dat
     """Append every flagged item `new_memory_md` no longer has to MEMORY.archive.md; how many.
 
     A flagged item (`consolidation/stale.py`) the new MEMORY.md no longer has, a bullet the
-    merge's `max_memory_md_chars` cap dropped, and one a model's rewrite left out (`items_of`)
-    go at the end, under their project's task group in a `## Retired <date>` section, as
+    `max_memory_md_chars` cap dropped (the merge's, or `cap_handbook`'s from a model's), and one a
+    model's rewrite left out (`items_of`) go at the end, under their project's task group in a `## Retired <date>` section, as
     `- <item> (retired: <why>) [source: …]`. The file is in the handbook's format, so the read
     path lists and reads it with each line's scope; like retired rollout summaries it is out of
     search (what was retired should not steer an agent)."""

@@ -29,7 +29,16 @@ from dsh_memory.phase1.clean import clip_marked, why_not_memory
 from dsh_memory.phase1.commands import NARROW, family, narrowed
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
 from dsh_memory.readpath.models import MAX_NOTE_CHARS
-from dsh_memory.scope import GLOBAL, LINE_BREAKS, REUSE, group_of, is_tagged_global, project_root, untag
+from dsh_memory.scope import (
+    GLOBAL,
+    LINE_BREAKS,
+    REUSE,
+    group_of,
+    group_project,
+    is_tagged_global,
+    project_root,
+    untag,
+)
 from dsh_memory.storage.store_format import parse_front_matter, slugify
 
 SECTIONS = {  # raw-memory heading (prefix) → MEMORY.md section, in the order written
@@ -148,20 +157,21 @@ def parse_memory_md(text: str) -> dict[str, Group]:
     """Task groups of a MEMORY.md (this module's format; anything else lands in `Notes`)."""
     groups: dict[str, Group] = {}
     group: Group | None = None
-    section = "Notes"
+    section, head = "Notes", False  # head: only a task group heading's lines so far
     for line in (text or "").splitlines():
+        head = head and (not line.strip() or line.startswith(("scope:", "applies_to:")))
         if line.startswith("# Task Group:"):
             name = line.split(":", 1)[1].strip() or GLOBAL
             group = groups.setdefault(name, Group(name))
-            section = "Notes"
+            section, head = "Notes", True
+        elif head and group is not None and line.startswith(("scope:", "applies_to:")):
+            group.head += [] if group.sections else [line]  # a repeated heading (`keep_unseen`): the first's
         elif line.startswith("## "):
             section = re.sub(r"^## (Task \d+: )?", "", line).strip() or "Notes"
         elif group is None:
             if line.strip() and not line.startswith("#"):
                 group = groups.setdefault(GLOBAL, Group(GLOBAL))
                 group.add("Notes", line.strip(), first=False)
-        elif line.startswith(("scope:", "applies_to:")) and section == "Notes" and not group.sections:
-            group.head.append(line)
         elif line.strip() and not (BULLET.match(line) and section != "Tasks" and why_not_memory(line)):
             group.sections.setdefault(section, []).append(line.rstrip())
     return groups
@@ -294,6 +304,18 @@ def _cap(groups: dict[str, Group], limit: int, dropped: list) -> str:
         if s != "Tasks":
             note = f"over max_memory_md_chars ({limit}): the oldest of the largest section, {s}"
             dropped.append(stale.Flagged(g.name, bullet, note, True))
+
+
+def cap_handbook(text: str, limit: int) -> tuple[str, list[stale.Flagged]]:
+    """A model's handbook within `limit` as `_cap` bounds the merge's, and the items it left out (to
+    archive); `text` when it fits. A group without scope lines keeps the scope `handbook_groups` reads."""
+    if len(text) <= limit:
+        return text, []
+    groups, dropped = parse_memory_md(text), []
+    for g in groups.values():
+        if not g.head and g.name != GLOBAL and group_project(g.name, []) is None:
+            g.head = Group(GLOBAL).scope_lines()
+    return _cap(groups, limit, dropped), dropped
 
 
 def _note_items(fields: dict, body: str) -> list[str]:
