@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -436,6 +437,28 @@ def test_apply_moves_a_project_note_the_model_made_global_to_its_project(
     handbook = store.read_text("MEMORY.md")
     assert handbook.index("# Task Group: /src/app") < handbook.index("make ci") and "Keep commits small." in handbook
     assert res.scope_moved == 2
+
+
+def test_a_models_handbook_of_tens_of_thousands_of_sections_is_capped_in_one_pass(
+    store: MemoryStore, state: StateStore, root: Path
+):
+    """A looping or hostile answer: 40,000 one-line sections, a 940,000-character MEMORY.md (the
+    answer may hold 1,000,000). Capping it to max_memory_md_chars rendered the whole handbook and
+    scanned every section again for each bullet it dropped: 390 seconds of CPU here, under the
+    Phase 2 lock. The largest section comes from a heap and a dropped line's length is
+    subtracted: one render, about a second."""
+    add_raw(store, "a", "- a fact")
+    inp = gather_inputs(store, state, settings_for(root), NOW)
+    md = "# Task Group: /work/proj\nscope: project /work/proj\n" + "".join(
+        f"## S{i}\n- Use x{i}.\n" for i in range(40_000)
+    )
+    out = ConsolidationOutput(memory_md=md, memory_summary_md="v1\n")
+    started = time.monotonic()
+    res = apply_output(store, state, inp, out, settings_for(root), NOW)
+    assert time.monotonic() - started < 60  # before: 390 seconds
+    written = store.read_text("MEMORY.md")
+    assert len(written) <= 60_000 and "- Use x39999." in written
+    assert res.items_retired == 40_000 - written.count("- Use x")
 
 
 def test_a_later_run_keeps_an_archived_project_note_out_of_the_models_global_part(

@@ -15,6 +15,7 @@ MEMORY.archive.md (listed and read); one shield per command kind and fix.
 
 from __future__ import annotations
 
+import heapq
 import re
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -288,22 +289,22 @@ def _cap(groups: dict[str, Group], limit: int, dropped: list) -> str:
             break
         g, total = groups.pop(n), total - size[n]
         dropped += [stale.Flagged(g.name, b, note, True) for s, bs in g.sections.items() if s != "Tasks" for b in bs]
+    every = [(g, s) for g in groups.values() for s in g.sections]  # a model's answer may hold 80,000
+    heapq.heapify(heap := [(-len(g.sections[s]), n, g, s) for n, (g, s) in enumerate(every) if g.sections[s]])
     while True:
         text = "\n\n".join(g.render() for g in groups.values()).strip() + "\n"
-        if len(text) <= limit:
-            return text
-        largest = max(
-            ((g, s) for g in groups.values() for s, items in g.sections.items() if items),
-            key=lambda gs: len(gs[0].sections[gs[1]]),
-            default=None,
-        )
-        if largest is None:
-            return text[: text.rfind("\n", 0, limit) + 1]
-        g, s = largest
-        bullet = g.sections[s].pop()
-        if s != "Tasks":
-            note = f"over max_memory_md_chars ({limit}): the oldest of the largest section, {s}"
-            dropped.append(stale.Flagged(g.name, bullet, note, True))
+        size = len(text)
+        if size <= limit or not heap:
+            return text if size <= limit else text[: text.rfind("\n", 0, limit) + 1]
+        while size > limit and heap:  # each bullet's line, and an emptied section's 2, leave the text
+            _, n, g, s = heapq.heappop(heap)
+            bullet = g.sections[s].pop()
+            size -= len(bullet) + 1 + (0 if g.sections[s] else len(f"## {s}") + 2)
+            if g.sections[s]:
+                heapq.heappush(heap, (-len(g.sections[s]), n, g, s))
+            if s != "Tasks":
+                note = f"over max_memory_md_chars ({limit}): the oldest of the largest section, {s}"
+                dropped.append(stale.Flagged(g.name, bullet, note, True))
 
 
 def cap_handbook(text: str, limit: int) -> tuple[str, list[stale.Flagged]]:
