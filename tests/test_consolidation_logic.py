@@ -461,6 +461,27 @@ def test_a_models_handbook_of_tens_of_thousands_of_sections_is_capped_in_one_pas
     assert res.items_retired == 40_000 - written.count("- Use x")
 
 
+def test_a_models_answer_of_tens_of_thousands_of_unfinished_lines_is_cleaned_in_one_pass(
+    store: MemoryStore, state: StateStore, root: Path
+):
+    """A line of a model's handbook that seems to end mid-word ('- Use tool12345': no period, a
+    word the input never had) was checked against every word of the input and answer in turn:
+    60,000 such lines (960,000 characters), 347 seconds here under the Phase 2 lock. The words are
+    sorted once and the line's last word found by bisection; a cut word is still one ('tool1'
+    starts 'tool10')."""
+    add_raw(store, "a", "- a fact")
+    inp = gather_inputs(store, state, settings_for(root), NOW)
+    md = "# Task Group: /work/proj\nscope: project /work/proj\n\n## Notes\n" + "".join(
+        f"- Use tool{i}\n" for i in range(60_000)
+    )
+    out = ConsolidationOutput(memory_md=md, memory_summary_md="v1\n")
+    started = time.monotonic()
+    apply_output(store, state, inp, out, settings_for(root), NOW)
+    assert time.monotonic() - started < 60  # before: 347 seconds
+    written = store.read_text("MEMORY.md").split("\n")
+    assert "- Use tool0" in written and "- Use tool6000" in written and "- Use tool5999" not in written
+
+
 def test_a_later_run_keeps_an_archived_project_note_out_of_the_models_global_part(
     store: MemoryStore, state: StateStore, root: Path
 ):

@@ -10,11 +10,11 @@ or a file outside scripts/, templates/, examples/) is skipped and reported; the 
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import shutil
 from collections import Counter
-from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -100,7 +100,7 @@ def clean_handbook(text: str, vocabulary_text: str, answer: str = "") -> str:
     text = stored(text)
     vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
     counts = Counter(w.lower() for w in WORD.findall(text or ""))
-    known = vocab | counts.keys() | {w.lower() for w in WORD.findall(answer)}
+    known = sorted(vocab | counts.keys() | {w.lower() for w in WORD.findall(answer)})
     whole = {_item_text(ln) for ln in (vocabulary_text or "").split("\n")}  # a line the input has is no cut
     out: list[str] = []
     seen = Seen()
@@ -145,12 +145,14 @@ def _item_text(line: str) -> str:
     return " ".join(line.strip().lstrip("-*+").split())
 
 
-def cut_word(line: str, words: Iterable[str]) -> bool:
-    """The line's last word is the start of a longer one of `words` ('## User prefe'): cut
-    mid-word. Else a word the input never had is the model's own, in a line it wrote without a
-    period (a cut-off field of its answer is never used)."""
+def cut_word(line: str, words: list[str]) -> bool:
+    """The line's last word is the start of a longer one of `words` (sorted: the first word after
+    it, found by bisection, not a scan per line) ('## User prefe'): cut mid-word. Else a word the
+    input never had is the model's own, in a line it wrote without a period (a cut-off field of
+    its answer is never used)."""
     w = WORD.findall(line)[-1].lower()
-    return any(len(v) > len(w) and v.startswith(w) for v in words)
+    i = bisect.bisect_right(words, w)
+    return i < len(words) and words[i].startswith(w)
 
 
 def keep_unseen(memory_md: str, full: str, unseen: str) -> str:
