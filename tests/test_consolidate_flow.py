@@ -739,6 +739,32 @@ def test_the_archive_and_the_removed_skills_keep_their_newest_only(root: Path, f
     assert "lint-20200101T000000Z" not in removed and "lint-20200102T000049Z" in removed
 
 
+def test_one_run_retiring_more_than_the_archive_holds_keeps_it_bounded(root: Path):
+    """The archive's bound held for what earlier runs wrote, never for what one run adds: a model
+    answer that left out 940,000 characters of items made a 3.8 MB MEMORY.archive.md. One run's
+    retirements past ARCHIVE_MAX_CHARS keep their first items that fit, each group's heading kept."""
+    from dsh_memory.consolidation.apply import ARCHIVE_MAX_CHARS, ARCHIVE_TITLE, archive_dropped
+    from dsh_memory.consolidation.stale import Flagged
+
+    store = MemoryStore(root)
+    store.atomic_write(
+        "MEMORY.archive.md", ARCHIVE_TITLE + "\n\n# Task Group: /work/old\n\n## Retired 2020-01-01\n- old\n"
+    )
+    flagged = [
+        Flagged(f"/work/p{i % 3}", f"- item {i} " + "x" * 1000, "left out by the model's rewrite", False)
+        for i in range(1500)
+    ]
+    assert archive_dropped(store, flagged, "# M\n", datetime(2026, 12, 5, tzinfo=UTC)) == 1500
+    archive = store.read_text("MEMORY.archive.md")
+    assert len(archive) <= ARCHIVE_MAX_CHARS and archive.startswith(ARCHIVE_TITLE + "\n\n# Task Group: /work/")
+    assert "- item 0 x" in archive and "- item 1499 x" not in archive and "## Retired 2026-12-05" in archive
+    assert [ln for ln in archive.splitlines() if ln.startswith("# Task Group") and "old" not in ln] == [
+        "# Task Group: /work/p0",
+        "# Task Group: /work/p1",
+        "# Task Group: /work/p2",
+    ]
+
+
 def test_an_answer_longer_than_max_tokens_allows_is_refused(root: Path, fake: FakeOpenAIServer):
     """A file of the answer past what 131,072 tokens could hold comes from a broken endpoint: it
     was cleaned line by line (about an hour of CPU for 16 MiB, the lock held) and written."""

@@ -367,13 +367,18 @@ def archive_dropped(store: Any, flagged: list[Any], new_memory_md: str, now: dat
         current = ""
     groups: dict[str, Group] = {}  # appended: what is in the archive stays as it is
     heading = f"Retired {now.date().isoformat()}"
+    used, room = 0, ARCHIVE_MAX_CHARS - len(ARCHIVE_TITLE) - 3
     for f in gone:
-        g = groups.setdefault(f.project, Group(f.project))
         text = FLAGS.sub("", SOURCE.sub("", f.bullet)).rstrip()
         text = re.sub(r" \(may be stale: [^)]*\)$", "", text)
         tag = SOURCE.search(f.bullet)
         line = f"{text if BULLET.match(text) else '- ' + text} (retired: {f.note})"
-        g.sections.setdefault(heading, []).append(line + (f" [source: {tag.group(1)}]" if tag else ""))
+        line += f" [source: {tag.group(1)}]" if tag else ""
+        new = f.project not in groups
+        used += len(Group(f.project, {heading: [line]}).render()) + 2 if new else len(line) + 1
+        if used > room:
+            break  # one run's retirements past the archive's bound (a looping answer): the first that fit
+        groups.setdefault(f.project, Group(f.project)).sections.setdefault(heading, []).append(line)
     body = "\n\n".join(g.render() for g in groups.values())
     old = current.rstrip() if current.strip() else ARCHIVE_TITLE
     if len(old) + len(body) + 3 > ARCHIVE_MAX_CHARS:  # the oldest task groups go, whole
