@@ -444,6 +444,7 @@ def test_edits_of_the_text_on_screen_are_not_rules_and_a_rule_in_a_chatty_prompt
         "in fact, I prefer u dont",
         "but it should be separated to that",
         "avoid inventing our own.",  # … of what the sentence before named (standards to follow)
+        "we shouild rebuild the WASM on npm run start to avoid these issues.",  # a purpose, no order
         "we dont need to do the whole cross agent by design section..",
     ]
     kept = [
@@ -451,6 +452,7 @@ def test_edits_of_the_text_on_screen_are_not_rules_and_a_rule_in_a_chatty_prompt
         "we dont need to preface everything with the word Acme",
         "never say 'simply' in the docs",
         "never write a whole section about installation in a skill's README",
+        "remember to avoid mocks in the integration tests",
         "Use pnpm, not npm.",
         "do not add a lockfile",  # an order, not a question
         "stop adding emojis to commit messages",  # a plan verb in a fact is a step; here, a rule

@@ -21,7 +21,8 @@ from dsh_memory.transcript.redact import redact
 MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
 LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts often go on in lower case
 RULE_CUE = re.compile(
-    r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|to)\s+)"
+    # (… "to avoid these issues" is a purpose, no order; "remember to avoid …" is one)
+    r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|(?:try|want|need|remember) to|to(?!\s+avoid\b))\s+)"
     r"(?:(?:in|for|on|when|with|inside)\b[^,.;:]{0,40}?\s)?(don'?t|do not|never|always|avoid|stop\s+\w+ing)\b"
     r"|\bdoesn'?t need|\bno need to\b|\bi (?:like|usually|tend) to\b|\bi'?d rather\b"
     # "I prefer …", "Prefer `uv` …", "always prefer …": the user's wish, not "the guidance to prefer …"
