@@ -825,3 +825,38 @@ def test_a_task_group_named_global_is_global_whatever_its_applies_to_line_says(t
     hits = search(store, ["English"], mode="any", cwd=repos["weather"]).matches
     assert [m.scope for m in hits] == ["global"], hits
     assert scope_of(store, "MEMORY.md", lines.index("- Answer in English, always.") + 1) == "global"
+
+
+def test_a_model_written_group_without_scope_lines_stays_global_through_the_local_merge(tmp_path, repos):
+    """An endpoint model wrote `# Task Group: team habits` with no scope lines: the read path takes
+    it for global (`handbook_groups`), but the mechanical merge (the local model's Phase 2, after a
+    switch) wrote it back as `scope: project team habits`, a project no session is in: its rules
+    were injected nowhere. It keeps the global scope; a path-like name stays a project."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    md = (
+        "# Task Group: team habits\n\n## User preferences\n- Squash commits before merging.\n\n"
+        "# Task Group: C:\\src\\shop\n\n## User preferences\n- Use the shop's make targets.\n"
+    )
+    store.append_raw(_block(1, repos["ledger"], f'{steps.RULES}\n- The user: "Keep commits small."', repos["ledger"]))
+    # a session log whose cwd is that word: its rules stay its own, never the global group's
+    store.append_raw(_block(2, "team habits", f'{steps.RULES}\n- The user: "Always run make deploy."', "team habits"))
+    out = mechanical.consolidate(
+        store,
+        _inputs(store, memory_md=md),
+        SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90),
+    )
+    lines = out.memory_md.split("\n")
+    groups = [(lines[i], p) for i, p in sc.handbook_groups(lines)[1:]]
+    assert [p for h, p in groups if h == "# Task Group: team habits"] == [None]  # global, as it was read
+    assert ("# Task Group: (no project)", "(no project)") in groups  # the log claiming that cwd: apart
+    assert ("# Task Group: C:\\src\\shop", "C:\\src\\shop") in groups  # another machine's path: its project
+    glob, _ = sc.summary_parts(out.memory_summary_md)
+    assert "Squash commits before merging" in glob and "make targets" not in glob and "make deploy" not in glob
+    again = mechanical.consolidate(  # the next run reads the group's global lines: the same
+        store,
+        _inputs(store, memory_md=out.memory_md),
+        SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90),
+    )
+    glob, _ = sc.summary_parts(again.memory_summary_md)
+    assert "Squash commits before merging" in glob and "make deploy" not in glob

@@ -33,9 +33,9 @@ from dsh_memory.readpath.models import MAX_NOTE_CHARS
 from dsh_memory.scope import (
     GLOBAL,
     LINE_BREAKS,
+    NO_PROJECT,
     REUSE,
     group_of,
-    group_project,
     is_tagged_global,
     project_root,
     untag,
@@ -175,7 +175,14 @@ def parse_memory_md(text: str) -> dict[str, Group]:
                 group.add("Notes", line.strip(), first=False)
         elif line.strip() and not (BULLET.match(line) and section != "Tasks" and why_not_memory(line)):
             group.sections.setdefault(section, []).append(line.rstrip())
+    for name, g in groups.items():  # a model's group without scope lines ("team habits") is global, as it is read
+        g.head = g.head or (Group(GLOBAL).scope_lines() if _worded(name) else [])
     return groups
+
+
+def _worded(name: str) -> bool:
+    """A task group named in words, no path (a model's "team habits"): never a session's project."""
+    return name not in (GLOBAL, NO_PROJECT) and not re.search(r"[/\\:]", name)
 
 
 def split_raw(body: str) -> list[tuple[str, str, list[str]]]:
@@ -309,13 +316,10 @@ def _cap(groups: dict[str, Group], limit: int, dropped: list) -> str:
 
 def cap_handbook(text: str, limit: int) -> tuple[str, list[stale.Flagged]]:
     """A model's handbook within `limit` as `_cap` bounds the merge's, and the items it left out (to
-    archive); `text` when it fits. A group without scope lines keeps the scope `handbook_groups` reads."""
+    archive); `text` when it fits (a group without scope lines keeps its scope: `parse_memory_md`)."""
     if len(text) <= limit:
         return text, []
     groups, dropped = parse_memory_md(text), []
-    for g in groups.values():
-        if not g.head and g.name != GLOBAL and group_project(g.name, []) is None:
-            g.head = Group(GLOBAL).scope_lines()
     return _cap(groups, limit, dropped), dropped
 
 
@@ -336,6 +340,8 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
     skills: list[dict] = []
     for block in [b for b in store.read_raw_blocks() if b.id in wanted]:
         name = group_of(block.project or project_root(block.cwd))
+        if _worded(name) and name in groups and scope_of_group(groups[name]) is None:
+            name = NO_PROJECT  # a log whose cwd is a global group's name ("team habits"): never into it
         g = groups.setdefault(name, Group(name))
         parts = split_raw(block.body)
         skill = skill_from(block, parts)
