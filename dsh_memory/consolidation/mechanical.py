@@ -323,7 +323,7 @@ def cap_handbook(text: str, limit: int) -> tuple[str, list[stale.Flagged]]:
     return _cap(groups, limit, dropped), dropped
 
 
-def _note_items(fields: dict, body: str) -> list[str]:
+def note_items(fields: dict, body: str) -> list[str]:
     """A note's handbook items: one for a note the user added, whole (as long as `add` takes); an
     imported memory file's own bullets (at most 40), each on its own line."""
     whole = ["- " + " ".join(body.split())[:MAX_NOTE_CHARS]]
@@ -367,7 +367,7 @@ def consolidate(store: Any, inputs: Any, settings: Any) -> ConsolidationOutput:
         name = str(fields.get("project") or "") or GLOBAL  # an imported note keeps its project
         where = groups.setdefault(name, Group(name))
         if body.strip():
-            for item in _note_items(fields, body):
+            for item in note_items(fields, body):
                 where.add("User notes", item, rel.rsplit("/", 1)[-1])
     retired = list(inputs.candidate_slugs)
     for g in groups.values():

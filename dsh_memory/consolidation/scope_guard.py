@@ -13,7 +13,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from dsh_memory import scope as sc
-from dsh_memory.consolidation.mechanical import Group, _note_items  # mechanical.py: the merge's items of a note
+from dsh_memory.consolidation.mechanical import Group, note_items
+from dsh_memory.consolidation.summary import MAX_PREF_CHARS
 from dsh_memory.readpath.learned import SOURCE
 from dsh_memory.storage.store_format import parse_front_matter
 
@@ -56,8 +57,10 @@ def note_blocks(store: Any, rels: Iterable[str]) -> list[Any]:
             continue
         if fields.get("project") and body.strip():
             blocks.append(
-                SimpleNamespace(  # a long note: its head, as a model quoting it has it
-                    project=str(fields["project"]), cwd=None, body="\n".join(i[:500] for i in _note_items(fields, body))
+                SimpleNamespace(  # a long note: its head, as the summary's line of it has it
+                    project=str(fields["project"]),
+                    cwd=None,
+                    body="\n".join(i[:MAX_PREF_CHARS] for i in note_items(fields, body)),
                 )
             )
     return blocks
