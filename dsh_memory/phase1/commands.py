@@ -343,8 +343,7 @@ def commands(runs: list[Run]) -> list[Command]:
         c
         for c in by.values()
         if c.ok
-        and (c.check or RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1)
-        and (c.check or not ONE_CASE.search(c.line))
+        and (c.check or ((RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1) and not ONE_CASE.search(c.line)))
     ]
     narrow = narrowed([(c.line, c.script) for c in sorted(ok, key=lambda c: -c.runs) if c.check])
     ok = [c for c in ok if c.line not in narrow]

@@ -200,7 +200,7 @@ def rollout_summary(ev: Evidence, task: str) -> str:
     out = ["## Task", task]
     steps = [f"- Ran {_code(c.line)}: passed" for c in ev.commands]
     steps += [f"- {_code(s.command)} failed ({_code(s.error)}); {_remedy(s)}" for s in ev.shields]
-    steps += [f"- Edited {_code(p)}" for p in [p for p in ev.edited if not SCRATCH.match(p)][:MAX_STEPS_SHOWN]]
+    steps += [f"- Edited {_code(p)}" for p in ev.edited if not SCRATCH.match(p)][:MAX_STEPS_SHOWN]
     if steps:
         out += ["", "## What happened", *steps[:MAX_STEPS_SHOWN]]
     if ev.procedure:  # the steps the user asked to remember, searchable with the session
