@@ -579,3 +579,11 @@ def test_a_script_of_several_commands_is_no_shield_but_a_pair_is():
         cwd=CWD,
     )
     assert [(x.command, x.fix) for x in gather(pair).shields] == [("npm run build && npm test", "`npm install`")]
+    quoted = make_session(  # `;` inside a quoted argument chains nothing
+        ("user", "Build it with a banner."),
+        _bash('node build.js --banner "v1; built; ok"', "Error: Cannot find module 'esbuild'", True),
+        _bash("npm install", "added 12 packages"),
+        _bash('node build.js --banner "v1; built; ok"', "built dist/app.js"),
+        cwd=CWD,
+    )
+    assert [x.fix for x in gather(quoted).shields] == ["`npm install`"]

@@ -68,6 +68,7 @@ def _wrapped(a: str, b: str) -> bool:
 
 
 _CHAINED = re.compile(r"&&|\|\||;")
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")  # an argument: its `;` chains nothing (`python -c "import a; …"`)
 MAX_COMMAND_CHARS = 200  # a shield's command and fix are shown whole within this, or no shield
 _LONG_QUOTED = re.compile(r"(\"|')([^\"'\n]{41,})\1")
 _CODE_CHARS = re.compile(r"[{}\[\]|$=\\<>]|\.\w")  # a query or an expression, not prose
@@ -198,7 +199,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
             continue
         if is_probe(r.line) and not USAGE.search(r.error):
             continue  # a question's answer (`npm view x@1.2.0` → E404: not published), not a lesson
-        if len(_CHAINED.split(core(r.line))) > 2:
+        if len(_CHAINED.split(_QUOTED.sub("", core(r.line)))) > 2:
             continue  # a script of that moment (`git add … && git commit --amend … && rm …`), not a command to repeat
         later = _worked_later(runs, i)
         if later is None:
