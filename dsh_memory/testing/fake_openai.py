@@ -105,6 +105,7 @@ class FakeOpenAIServer:
         self._in_flight = 0
         self.max_in_flight = 0
         self.models_calls = 0
+        self.walked_away = 0  # kept-alive answers whose client left before the answer came
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -315,6 +316,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError:
             self.close_connection = True  # the client gave up (its deadline fired)
+            if time.monotonic() < until:
+                with self.server_ref._lock:
+                    self.server_ref.walked_away += 1
 
     def _serve(self, reply: Reply, request: dict) -> None:
         fake = self.server_ref
