@@ -137,6 +137,23 @@ def test_a_search_prompt_naming_attributes_runs_nothing():
     assert [c.line for c in gather(s).commands] == ["python3.11 -m pytest"]
 
 
+def test_commands_a_prompt_offers_as_alternatives_are_none_the_subagent_ran():
+    # Seen on a Windows Go set: "Write and actually RUN … a quick `go run`/`go test` snippet" in a
+    # verifier's prompt gave "Set up and run with: `go run`" and "Checks that passed: `go test`"
+    # (through the subagent): it ran one of them, or neither, and which one nothing says.
+    prompt = (
+        "4. Write and actually RUN a minimal Go test or a quick `go run`/`go test` snippet that calls it.\n"
+        "5. Check with `npm test` or `yarn test`, then run `go build ./...`"
+    )
+    s = make_session(
+        ("user", "Verify the fix."),
+        ("tool", "Task", {"subagent_type": "general-purpose", "description": "verify", "prompt": prompt}, "ok", False),
+        ("assistant", "Verified."),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands] == ["go build ./..."]
+
+
 def test_set_up_and_run_commands_go_on_one_line_in_the_order_they_first_ran():
     s = make_session(
         ("user", "Get the generator running."),

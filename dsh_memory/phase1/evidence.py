@@ -62,6 +62,8 @@ from dsh_memory.phase1.user_words import (
 )
 from dsh_memory.transcript.redact import redact
 
+ALTERNATIVES = re.compile(r"`[^`\n]+`(?:\s*(?:/|\bor\b)\s*`[^`\n]+`)+")  # "a quick `go run`/`go test`"
+
 MAX_RULES = 6
 MAX_TRIVIAL_USER_CHARS = 400  # the no-op gate: more user text than this may hold something
 PROCEDURE_ASK = re.compile(
@@ -262,6 +264,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     r"\b(passed|succeeded|all checks)\b", output[:300], re.I
                 )
                 via = str(e.arguments.get("subagent_type") or e.arguments.get("agent_type") or "")[:40]
+                prompt = ALTERNATIVES.sub(" ", prompt)  # it ran one of them, or none: which, nothing says
                 spans = CODE.findall(prompt) + prompt.splitlines()
                 # a prompt's line may say what to expect of it: "gofmt -l color/ (empty output)", "… (if available)"
                 lines = (re.sub(r"\s+\([A-Za-z][^()`]*\)$", "", s.strip().removeprefix("$ ")) for s in spans)
