@@ -4,7 +4,6 @@ only pins the fields set in it (block > DSH_MEMORY_<FIELD>, DSH_MEMORY_ROOT, DSH
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -18,14 +17,10 @@ from dsh_memory.blocks._fields import (
     mirror,
     sources,
 )
-from dsh_memory.settings import MEMORY_ENV_NAMES, MemorySettings, SemanticSearch, SourceRoots
+from dsh_memory.settings import MEMORY_ENV_NAMES, SOURCE_VARIABLES, MemorySettings, SemanticSearch, SourceRoots
 
-# Block field → (SourceRoots field, environment variable that moves it).
-ROOT_FIELDS: dict[str, tuple[str, str]] = {
-    "dsh_sessions_dir": ("dsh_sessions", "DSH_HOME"),
-    "codex_sessions_dir": ("codex_sessions", "CODEX_HOME"),
-    "claude_projects_dir": ("claude_projects", "CLAUDE_CONFIG_DIR"),
-}
+# Block field → SourceRoots field (the environment variable that moves it: SOURCE_VARIABLES).
+ROOT_FIELDS: dict[str, str] = {f"{name}_dir": name for name in SourceRoots.model_fields}
 # Every MemorySettings field except the two structured ones is mirrored under its own name.
 SCALAR_FIELDS: tuple[str, ...] = tuple(n for n in MemorySettings.model_fields if n not in ("memory_root", "roots"))
 
@@ -104,11 +99,8 @@ class MemorySettingsBlock(SettingsBlock):
         overrides: dict[str, Any] = {n: getattr(self, n) for n in SCALAR_FIELDS if getattr(self, n) is not None}
         if self.memory_root is not None:
             overrides["memory_root"] = expand(self.memory_root, e)
-        roots: dict[str, Path | None] = {}
-        for field, (roots_field, _var) in ROOT_FIELDS.items():
-            value = getattr(self, field)
-            if value is not None:
-                roots[roots_field] = None if value == OFF else expand(value, e)
+        pinned = {roots_field: getattr(self, field) for field, roots_field in ROOT_FIELDS.items()}
+        roots = {k: None if v == OFF else expand(v, e) for k, v in pinned.items() if v is not None}
         if roots:
             overrides["roots"] = {**SourceRoots.env_dirs(e), **roots}
         return MemorySettings.from_env(e, **overrides)
@@ -117,7 +109,7 @@ class MemorySettingsBlock(SettingsBlock):
 def settings_values(settings: MemorySettings) -> dict[str, Any]:
     """`settings` flattened to block field names (paths as strings, disabled sources as 'off')."""
     out: dict[str, Any] = {"memory_root": str(settings.memory_root)}
-    for field, (roots_field, _var) in ROOT_FIELDS.items():
+    for field, roots_field in ROOT_FIELDS.items():
         path = getattr(settings.roots, roots_field)
         out[field] = OFF if path is None else str(path)
     return out | {name: getattr(settings, name) for name in SCALAR_FIELDS}
@@ -126,7 +118,7 @@ def settings_values(settings: MemorySettings) -> dict[str, Any]:
 ENV_NAMES: dict[str, tuple[str, ...]] = {
     **MEMORY_ENV_NAMES,
     "memory_root": (*MEMORY_ENV_NAMES["memory_root"], "DSH_HOME"),  # its default is under DSH_HOME
-    **{field: (var,) for field, (_r, var) in ROOT_FIELDS.items()},
+    **{field: (SOURCE_VARIABLES[roots_field],) for field, roots_field in ROOT_FIELDS.items()},
 }
 
 
