@@ -69,12 +69,10 @@ def is_loopback_url(url: str) -> bool:
 
 def prefect_auth_headers() -> dict[str, str]:
     """Auth for a protected server: PREFECT_API_AUTH_STRING (basic, self-hosted) or PREFECT_API_KEY."""
-    e = os.environ
-    if e.get("PREFECT_API_AUTH_STRING"):
-        token = base64.b64encode(e["PREFECT_API_AUTH_STRING"].encode()).decode()
-        return {"Authorization": f"Basic {token}"}
-    if e.get("PREFECT_API_KEY"):
-        return {"Authorization": f"Bearer {e['PREFECT_API_KEY']}"}
+    if auth := os.environ.get("PREFECT_API_AUTH_STRING"):
+        return {"Authorization": f"Basic {base64.b64encode(auth.encode()).decode()}"}
+    if key := os.environ.get("PREFECT_API_KEY"):
+        return {"Authorization": f"Bearer {key}"}
     return {}
 
 
