@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory.errors import ConfigError
-from dsh_memory.settings import MemorySettings, ModelRoute, problems
+from dsh_memory.settings import MemorySettings, ModelRoute, env_mapping, problems
 
 BLOCK_NAME = "default"
 BLOCK_SLUGS = ("dsh-memory-settings", "dsh-memory-model-route")  # the block types' slugs (blocks/)
@@ -41,7 +41,7 @@ def prefect_api_url(env: Mapping[str, str] | None = None, *, profile: bool = Fal
     """The configured Prefect API (no trailing slash): PREFECT_API_URL; with `profile`, else the
     active Prefect profile's when prefect is already imported (flows, `settings`). Never imports
     prefect (hooks and the read CLI stay fast)."""
-    e = os.environ if env is None else env
+    e = env_mapping(env)
     url = (e.get("PREFECT_API_URL") or "").strip()
     if not url and profile and env is None and "prefect.settings" in sys.modules:
         from prefect.settings import get_current_settings
@@ -78,7 +78,7 @@ def prefect_auth_headers() -> dict[str, str]:
 
 def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = True) -> ResolvedSettings:
     """Resolve both settings objects; `use_blocks=False` ignores saved blocks (env and defaults only)."""
-    e = os.environ if env is None else env
+    e = env_mapping(env)
     mem_block = route_block = None
     url = check_api_url(prefect_api_url(env, profile=True))
     if not use_blocks:
