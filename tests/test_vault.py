@@ -271,6 +271,18 @@ def test_overview_with_a_linked_memory_md_shows_the_rest(client, settings, tmp_p
     assert page.status_code == 200 and "No MEMORY.md yet." in page.text
 
 
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_overview_with_no_regular_memory_md_shows_the_rest(client, settings, kind):
+    """A folder or a FIFO in MEMORY.md's place (read refuses it: not a regular file) made the whole
+    overview an error page; like a linked one it is not shown, and the rest of the page is."""
+    handbook = settings.memory_root / "MEMORY.md"
+    handbook.unlink()
+    handbook.mkdir() if kind == "directory" else os.mkfifo(handbook)
+    page = client.get("/")
+    assert page.status_code == 200, page.text[-500:]
+    assert "No MEMORY.md yet." in page.text and 'id="count-processed">1<' in page.text
+
+
 def test_delete_guard_refuses_pipeline_and_retired_files(client, settings):
     tok = token(client.get("/vault/browse").text, "delete")
     for path in ("MEMORY.md", "raw_memories.md", "rollout_summaries/.retired/old-deploy.md", "../x"):

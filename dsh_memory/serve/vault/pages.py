@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.context import MemoryContext
-from dsh_memory.errors import DshMemoryError, NotFoundError, PathGuardError, UserInputError
+from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
 from dsh_memory.imports import load_manifest
 from dsh_memory.readpath import list_dir, read, search, summary
 from dsh_memory.readpath._common import is_active_rollout
@@ -32,10 +32,11 @@ PROVENANCE_SHOWN = ("session_id", "source", "cwd", "updated_at", "part", "extrac
 
 
 def _text(ctx: MemoryContext, rel: str) -> str | None:
-    """The file's text; None when it is missing or a symlink (which summary and search skip too)."""
+    """The file's text; None when it is missing, a symlink (which summary and search skip too) or
+    no regular file (a folder, a FIFO: read refuses them)."""
     try:
         return read(ctx.store, rel, max_lines=MAX_READ_LINES, usage=False).content
-    except (NotFoundError, PathGuardError):
+    except (NotFoundError, UserInputError):  # PathGuardError is a UserInputError
         return None
 
 
