@@ -508,6 +508,14 @@ def test_the_vaults_own_forms_work_when_served_on_an_allowed_remote_host(setting
         assert "loopback only" not in footer and "served on 192.0.2.2" in footer  # not what it says on loopback
 
 
+def test_the_footer_says_beyond_loopback_when_served_on_every_interface(settings):
+    """`http --host 0.0.0.0 --allow-remote`, opened at 127.0.0.1: the server answers the network
+    too (without authentication), so the footer must not say "served on loopback only"."""
+    with TestClient(create_app(settings, mcp=False, allowed_hosts=["0.0.0.0"]), base_url=BASE) as c:
+        footer = c.get("/vault/browse").text.split("<footer>", 1)[1]
+    assert "loopback only" not in footer and "served on 0.0.0.0, beyond loopback" in footer
+
+
 def test_settings_page_masks_the_key_and_names_each_source(tmp_path, monkeypatch):
     secret = "sk-vaulttest-0123456789abcdef0123456789"
     monkeypatch.setenv("DSH_MEMORY_API_KEY", secret)

@@ -98,7 +98,7 @@ def create_app(
     if vault:
         from dsh_memory.serve.vault import ACTION_PREFIX, vault_routes
 
-        routes += vault_routes(mem)
+        routes += vault_routes(mem, allowed_hosts)
         form_paths = (ACTION_PREFIX,)
     mcp_server = None
     if mcp:

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -24,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.replay.result import vault_page
-from dsh_memory.serve.guard import host_of, is_loopback_host
+from dsh_memory.serve.guard import host_of, is_loopback_address, is_loopback_host
 from dsh_memory.serve.vault import actions, pages
 from dsh_memory.serve.vault.render import STATIC, environment
 
@@ -57,8 +58,11 @@ HEADERS = {
 
 
 class Vault:
-    def __init__(self, ctx: MemoryContext):
+    def __init__(self, ctx: MemoryContext, remote_hosts: Sequence[str] = ()):
         self.ctx = ctx
+        # what the server binds beyond loopback (`http --host 0.0.0.0 --allow-remote`): it answers
+        # the network there even when this page was opened at 127.0.0.1
+        self.remote = ", ".join(h for h in remote_hosts if not is_loopback_address(h)) or None
         self.secret = secrets.token_bytes(32)  # signs the CSRF tokens; never leaves this process
         self.env = environment()
 
@@ -81,7 +85,7 @@ class Vault:
             nav=NAV,
             here=request.url.path,
             memory_root=str(self.ctx.memory_root),
-            served_on=None if is_loopback_host(host) else host_of(host),  # `http --allow-remote`
+            served_on=self.remote if is_loopback_host(host) else host_of(host),  # `http --allow-remote`
             csrf=lambda action: self.csrf_token(nonce, action),
             csrf_field=FIELD,
             **data,
@@ -155,10 +159,10 @@ def _search_query(q) -> tuple:
     return q.get("q", ""), q.get("mode", "ranked"), q.get("path") or None
 
 
-def vault_routes(ctx: MemoryContext) -> list[BaseRoute]:
+def vault_routes(ctx: MemoryContext, remote_hosts: Sequence[str] = ()) -> list[BaseRoute]:
     """The vault's routes for `create_app` (which mounts them behind its LoopbackGuard, with form
-    bodies allowed under ACTION_PREFIX only)."""
-    v = Vault(ctx)
+    bodies allowed under ACTION_PREFIX only); `remote_hosts`: the guard's allowed hosts."""
+    v = Vault(ctx, remote_hosts)
     return [
         Route("/", v.route("overview.html", pages.overview, ctx), methods=["GET"]),
         Route("/vault/browse", v.route("browse.html", pages.browse, ctx), methods=["GET"]),
