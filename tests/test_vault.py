@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -202,6 +203,40 @@ def test_a_directory_listing_cut_at_its_bound_says_so(client, settings):
     assert f"f{MAX_LIST_RESULTS:05d}.md" not in page and f"f{MAX_LIST_RESULTS - 1:05d}.md" in page
     assert f"the first {MAX_LIST_RESULTS:,} entries" in page
     assert "the first" not in client.get("/vault/file", params={"path": "extensions"}).text
+
+
+def test_browse_and_sessions_list_at_most_the_listing_bound_and_say_so(client, settings):
+    """Years of sessions: Browse listed every rollout summary, note, skill and retired summary, and
+    Sessions every session ever extracted (20,000 sessions: 13 and 16 MB of HTML, 15 s for Chromium
+    to show each page); each list holds the listing bound and says how many there are. Skills were
+    cut at 200 without a word."""
+    from dsh_memory.readpath.models import MAX_LIST_RESULTS
+
+    assert all("Only the" not in client.get(url).text for url in ("/vault/browse", "/vault/sessions"))
+    root, n = settings.memory_root, MAX_LIST_RESULTS + 1
+    now = datetime.now(UTC)
+    for i in range(n):
+        prov = f"---\nsession_id: bulk-{i:05d}\nsource: dsh\ncwd: /src/app\n---\n# bulk\n"
+        (root / f"rollout_summaries/a-bulk-{i:05d}.md").write_text(prov)
+        (root / f"rollout_summaries/.retired/a-old-{i:05d}.md").write_text("# old\n")
+        (root / f"extensions/ad_hoc/notes/0-note-{i:05d}.md").write_text(f"note {i}\n")
+        (root / f"skills/a-skill-{i:05d}").mkdir()
+    with StateStore(root) as st:
+        for i in range(n):
+            st.try_start(f"bulk-{i:05d}", now - timedelta(days=1, seconds=i), source="dsh")
+            st.finish(f"bulk-{i:05d}", "done", 1, now - timedelta(days=1, seconds=i), source="dsh")
+    page = client.get("/vault/browse").text
+    last, cut = f"{MAX_LIST_RESULTS - 1:05d}", f"{MAX_LIST_RESULTS:05d}"
+    for what in ("a-bulk-", "a-old-", "0-note-", "a-skill-"):
+        assert what + last in page and what + cut not in page, what
+    assert "release-fix" not in page  # sorted after the bulk ones: past the bound
+    assert f"Rollout summaries ({n + 1:,})" in page and f"Retired summaries ({n + 1:,})" in page
+    assert f"Notes waiting for consolidation ({n + 1:,})" in page
+    assert page.count(f"Only the first {MAX_LIST_RESULTS:,} of") == 3 and "Skills (2,000+)" in page
+    sessions = client.get("/vault/sessions").text
+    assert SESSION in sessions and "bulk-00000" in sessions  # the newest first
+    assert f"bulk-{MAX_LIST_RESULTS - 2:05d}" in sessions and f"bulk-{last}" not in sessions  # SESSION is first
+    assert f"Only the {MAX_LIST_RESULTS:,} most recently updated of {n + 1:,}" in sessions
 
 
 def test_the_add_form_says_and_keeps_the_notes_project(client, settings):

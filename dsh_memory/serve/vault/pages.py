@@ -119,25 +119,31 @@ def browse(ctx: MemoryContext) -> dict[str, Any]:
                 "stale": row.get("stale", 0),
             }
         )
+    all_notes, all_retired = store.list_notes(), store.retired_slugs()
     notes = []
-    for rel in store.list_notes():
+    for rel in all_notes[:MAX_LIST_RESULTS]:  # each list of the page at most a listing's bound
         fields, body = parse_front_matter(_text(ctx, rel) or "")
         first = next((ln.strip() for ln in body.splitlines() if ln.strip()), "")
         notes.append({"path": rel, "title": fields.get("title") or first[:120], "created": fields.get("created_at")})
-    skills = []
+    skills, skills_cut = [], False
     with suppress(NotFoundError):
-        for e in list_dir(store, "skills").entries:
+        listing = list_dir(store, "skills", max_results=MAX_LIST_RESULTS)
+        skills_cut = listing.next_cursor is not None
+        for e in listing.entries:
             if e.type == "directory":
                 skills.append({"name": e.path.rsplit("/", 1)[-1], "path": f"{e.path}/SKILL.md"})
     retired = [
-        {"name": s, "path": f"{RETIRED_PREFIX}{s}.md", "retired_at": retired_at.get(s)} for s in store.retired_slugs()
+        {"name": s, "path": f"{RETIRED_PREFIX}{s}.md", "retired_at": retired_at.get(s)}
+        for s in all_retired[:MAX_LIST_RESULTS]
     ]
     handbook = [f for f in health["memory_files"] if not f["path"].startswith("rollout_summaries/")]
     return {
-        "summaries": summaries,
+        "summaries": summaries[:MAX_LIST_RESULTS],
         "notes": notes,
         "skills": skills,
         "retired": retired,
+        "totals": {"summaries": len(summaries), "notes": len(all_notes), "retired": len(all_retired)},
+        "skills_cut": skills_cut,
         "handbook": handbook,
         "stale_after_days": ctx.settings.stale_after_days,
     }
@@ -202,7 +208,7 @@ def search_view(ctx: MemoryContext, q: str, mode: str = "ranked", path: str | No
 def sessions_view(ctx: MemoryContext) -> dict[str, Any]:
     """The sessions the pipeline knows (its claims), newest first, with their summaries."""
     if not ctx.state_exists():
-        return {"sessions": []}
+        return {"sessions": [], "total": 0}
     by_session: dict[str, list[str]] = {}
     for info in ctx.store.list_rollout_summaries():
         sid = str((info.provenance or {}).get("session_id") or "")
@@ -221,7 +227,7 @@ def sessions_view(ctx: MemoryContext) -> dict[str, Any]:
         for c in ctx.state.claims().values()
     ]
     rows.sort(key=lambda r: (r["updated"] or datetime.min.replace(tzinfo=UTC), r["id"]), reverse=True)
-    return {"sessions": rows}
+    return {"sessions": rows[:MAX_LIST_RESULTS], "total": len(rows)}  # the newest, at most a listing's bound
 
 
 def settings_view() -> dict[str, Any]:
