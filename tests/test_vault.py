@@ -428,9 +428,11 @@ def test_the_terminal_command_a_confirm_step_names_is_safe_to_paste(client, sid)
     assert words[2:-1] == (["--"] if sid.startswith("-") else [])  # an id, not an option
 
 
-def test_a_prefect_server_that_fails_the_request_is_one_clear_message(settings, tmp_path):
+@pytest.mark.parametrize("userinfo", ["", "dsh:topsecret@"])
+def test_a_prefect_server_that_fails_the_request_is_one_clear_message(settings, tmp_path, userinfo):
     """`dsh-memory http` pointed at a Prefect API that answers 500 (a server in trouble, or a proxy
-    in front of none): Consolidate now says the API failed (503), not "internal error"."""
+    in front of none): Consolidate now says the API failed (503), not "internal error". An API
+    behind basic auth (its password in PREFECT_API_URL) is named without the password."""
     import subprocess
     import sys
     import threading
@@ -456,7 +458,7 @@ def test_a_prefect_server_that_fails_the_request_is_one_clear_message(settings, 
         DSH_MEMORY_ROOT=str(settings.memory_root),
         PREFECT_HOME=str(tmp_path / "ph"),
         DSH_MEMORY_IGNORE_BLOCKS="1",
-        PREFECT_API_URL=f"http://127.0.0.1:{failing.getsockname()[1]}/api",
+        PREFECT_API_URL=f"http://{userinfo}127.0.0.1:{failing.getsockname()[1]}/api",
     )
     cmd = [sys.executable, "-m", "dsh_memory.cli", "http", "--port", str(port), "--no-mcp"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -472,6 +474,7 @@ def test_a_prefect_server_that_fails_the_request_is_one_clear_message(settings, 
             _, forced = plan_and_confirm(c, "consolidate", "/", {})
             assert forced.status_code == 503, forced.text[-500:]
             assert re.search(r'id="error">the Prefect API at http://127.0.0.1:\d+/api answered 500<', forced.text)
+            assert "topsecret" not in forced.text + c.get("/").text + c.get("/vault/settings").text
     finally:
         proc.terminate()
         out = proc.communicate(timeout=20)[0]

@@ -12,6 +12,7 @@ sharing a deployment name:
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,9 +123,19 @@ def pool_deployments(
     return out
 
 
+_USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^/?#\s'\"<>]*@", re.IGNORECASE)
+
+
+def shown_url(text: str) -> str:
+    """A URL (or a message naming one) to show or link without its user and password
+    (`http://u:pw@host/api` → `http://host/api`): basic auth's password is a secret; a browser
+    asks for it."""
+    return _USERINFO.sub(r"\1", text)
+
+
 def ui_url(api_url: str | None) -> str | None:
     """The Prefect UI of an API address (`http://127.0.0.1:4200/api` → `http://127.0.0.1:4200`)."""
-    return api_url.rstrip("/").removesuffix("/api") if api_url else None
+    return shown_url(api_url.rstrip("/")).removesuffix("/api") if api_url else None
 
 
 def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -142,6 +153,8 @@ def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, 
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
 
+    shown = shown_url(url)  # in messages: a basic-auth password is no part of them
+
     for candidate in (name, name + POOL_SUFFIX):  # `serve`'s, else `deploy`'s (work pools, no `serve`)
         try:
             run = run_deployment(candidate, parameters=parameters or {}, timeout=0)
@@ -149,14 +162,16 @@ def start_run(name: str, parameters: dict[str, Any] | None = None) -> dict[str, 
         except ObjectNotFound:
             continue
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise ServiceUnavailableError(f"the Prefect API at {url} does not answer ({type(exc).__name__})") from None
+            raise ServiceUnavailableError(
+                f"the Prefect API at {shown} does not answer ({type(exc).__name__})"
+            ) from None
         except httpx.HTTPStatusError as exc:
-            raise ServiceUnavailableError(f"the Prefect API at {url} answered {exc.response.status_code}") from None
+            raise ServiceUnavailableError(f"the Prefect API at {shown} answered {exc.response.status_code}") from None
         except httpx.HTTPError as exc:  # a timeout, not HTTP at all (after the client's retries)
-            raise ServiceUnavailableError(f"the Prefect API at {url} failed ({type(exc).__name__})") from None
+            raise ServiceUnavailableError(f"the Prefect API at {shown} failed ({type(exc).__name__})") from None
     else:
         raise NotFoundError(
-            f"the deployment {name} is not registered on {url}: `dsh-memory serve` registers it "
+            f"the deployment {name} is not registered on {shown}: `dsh-memory serve` registers it "
             f"(`dsh-memory deploy`: {name}{POOL_SUFFIX})"
         )
     ui = ui_url(url)

@@ -12,6 +12,7 @@ from dsh_memory.context import MemoryContext
 from dsh_memory.readers.header import excluded_sessions
 from dsh_memory.readpath.health import memory_health
 from dsh_memory.replay.result import RUN_TAG
+from dsh_memory.serve.deployments import shown_url
 from dsh_memory.serve.stack_state import running_stack
 from dsh_memory.storage.locks import is_running
 
@@ -114,8 +115,8 @@ def server_status(limit: int = 10) -> dict[str, Any]:
     except Exception as exc:
         return {
             "available": False,
-            "api_url": url,
-            "reason": f"Prefect server unreachable: {type(exc).__name__}: {exc}"[:300],
+            "api_url": shown_url(url),
+            "reason": f"Prefect server unreachable: {type(exc).__name__}: {shown_url(str(exc))}"[:300],  # names the URL
         }
 
 
@@ -168,7 +169,7 @@ def _query_server(url: str, limit: int) -> dict[str, Any]:
         scheduled = runs([StateType.SCHEDULED], FlowRunSort.EXPECTED_START_TIME_ASC, limit)
     return {
         "available": True,
-        "api_url": url,
+        "api_url": shown_url(url),  # a basic-auth password is shown nowhere
         "in_flight": [row(r, flows) for r in active],
         "phase1_in_flight": any(flows.get(r.flow_id) in PHASE1_FLOWS for r in active),
         "phase2_in_flight": any(flows.get(r.flow_id) == "consolidate" for r in active),
