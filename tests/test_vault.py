@@ -81,6 +81,23 @@ def test_planted_html_in_memory_files_is_escaped_everywhere(client):
     assert XSS_IMG.replace("<", "&lt;").split(" ")[0] in rendered and XSS_SCRIPT not in rendered
 
 
+def test_overview_reloads_while_a_phase_runs_and_consolidate_is_disabled_while_one_runs(client, settings):
+    """docs/vault.md said the overview's buttons are disabled while a phase runs: Consolidate now
+    (its one button) is disabled while a consolidation runs, and stays usable during extraction."""
+    from datetime import UTC, datetime
+
+    from dsh_memory.storage.locks import phase_lock
+
+    assert "http-equiv" not in client.get("/").text
+    with StateStore(settings.memory_root) as st:
+        st.try_start("being-extracted", datetime.now(UTC), source="dsh")
+    page = client.get("/").text
+    assert '<meta http-equiv="refresh" content="4">' in page and 'data-action="consolidate">' in page
+    with phase_lock(settings.memory_root, "phase2"):
+        page = client.get("/").text
+    assert 'data-action="consolidate" disabled' in page
+
+
 def test_browse_shows_provenance_usage_notes_skills_and_retired(client, settings):
     with StateStore(settings.memory_root) as st:
         from datetime import UTC, datetime
