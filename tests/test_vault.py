@@ -313,6 +313,21 @@ def test_browse_leaves_out_a_linked_memory_folder(client, settings, tmp_path, li
     assert hidden not in page.text
 
 
+def test_browse_lists_a_note_and_a_retired_summary_whose_name_is_no_utf8(client, settings):
+    """A file name in another system's bytes (`caf\\xe9.md`, a memory root copied from elsewhere):
+    Browse was a bare 500 (the name cannot be put in a link or a page); it is listed escaped, as
+    the folder listing shows it."""
+    root = os.fsencode(settings.memory_root)
+    for folder in (b"extensions/ad_hoc/notes", b"rollout_summaries/.retired"):
+        with open(os.path.join(root, folder, b"caf\xe9.md"), "wb") as f:
+            f.write(b"a note from elsewhere\n")
+    page = client.get("/vault/browse")
+    assert page.status_code == 200, page.text[-500:]
+    assert 'href="/vault/file?path=extensions/ad_hoc/notes/caf%5Cxe9.md"' in page.text
+    assert 'href="/vault/file?path=rollout_summaries/.retired/caf%5Cxe9.md"' in page.text
+    assert "settlement flake" in page.text and "old-deploy" in page.text  # the others still listed
+
+
 def test_overview_with_a_linked_memory_md_shows_the_rest(client, settings, tmp_path):
     """MEMORY.md kept elsewhere and linked in: not read (summary and search skip it too), but the
     overview still shows everything else."""
