@@ -81,6 +81,28 @@ def test_planted_html_in_memory_files_is_escaped_everywhere(client):
     assert XSS_IMG.replace("<", "&lt;").split(" ")[0] in rendered and XSS_SCRIPT not in rendered
 
 
+def test_overview_says_when_it_lists_only_the_newest_imports(client, settings):
+    """The overview lists the 50 newest pieces `dsh-memory import` brought in: with more, it said
+    nothing of the others (an import of a few dozen projects' memory files has more)."""
+    import json
+
+    manifest = {
+        f"codex:{i}": {
+            "agent": "codex",
+            "source": f"/m/{i:03d}.md",
+            "imported_at": f"2026-11-01T00:{i // 60:02d}:{i % 60:02d}",
+        }
+        for i in range(51)
+    }
+    (settings.memory_root / ".state/imports.json").write_text(json.dumps(manifest))
+    page = client.get("/").text
+    assert "/m/050.md" in page and "/m/000.md" not in page  # the newest first
+    assert "Imported from other agents (51)" in page and "The 50 most recent of 51 are listed here" in page
+    del manifest["codex:0"]
+    (settings.memory_root / ".state/imports.json").write_text(json.dumps(manifest))
+    assert "most recent of" not in client.get("/").text
+
+
 def test_overview_reloads_while_a_phase_runs_and_consolidate_is_disabled_while_one_runs(client, settings):
     """docs/vault.md said the overview's buttons are disabled while a phase runs: Consolidate now
     (its one button) is disabled while a consolidation runs, and stays usable during extraction."""

@@ -85,18 +85,19 @@ def overview(ctx: MemoryContext) -> dict[str, Any]:
         "running": running,
         "phase2_running": phase2,
         "refresh": 4 if running else None,  # the spec's settings page polls every 4 s while in flight
-        "imported": _imported(ctx),
+        **_imported(ctx),
         "stale_after_days": ctx.settings.stale_after_days,
     }
 
 
-def _imported(ctx: MemoryContext) -> list[dict[str, Any]]:
-    """What `dsh-memory import` brought in (newest first, at most 50): the manifest's entries."""
+def _imported(ctx: MemoryContext) -> dict[str, Any]:
+    """What `dsh-memory import` brought in (newest first, at most 50, and how many): the manifest's entries."""
     try:
         rows = list(load_manifest(ctx.store).values())
     except DshMemoryError:
-        return []
-    return sorted(rows, key=lambda r: str(r.get("imported_at") or ""), reverse=True)[:50]
+        rows = []
+    rows.sort(key=lambda r: str(r.get("imported_at") or ""), reverse=True)
+    return {"imported": rows[:50], "imported_total": len(rows)}
 
 
 def _shown(name: str) -> str:
