@@ -350,6 +350,22 @@ def test_browse_lists_a_note_and_a_retired_summary_whose_name_is_no_utf8(client,
     assert "settlement flake" in page.text and "old-deploy" in page.text  # the others still listed
 
 
+def test_a_lone_surrogate_in_the_bookkeeping_is_shown_escaped_not_a_500(client, settings):
+    """JSON's `"\\udce9"` (a lone surrogate: no character, cannot be encoded as UTF-8) in the import
+    manifest or the replay report, edited by hand or by another tool: the overview and the Replay
+    page were a bare 500 with a traceback (the page could not be encoded); it is shown escaped."""
+    import json
+
+    state = settings.memory_root / ".state"
+    (state / "imports.json").write_text(json.dumps({"codex:x": {"agent": "codex", "source": "/m/caf\udce9.md"}}))
+    (state / "replay.json").write_text(
+        json.dumps({"sessions": 1, "new_rules": [{"session": "s", "text": "caf\udce9"}]})
+    )
+    for url, shown in (("/", "/m/caf\\udce9.md"), ("/vault/replay", "caf\\udce9 <span")):
+        page = client.get(url)
+        assert page.status_code == 200 and shown in page.text, url
+
+
 def test_overview_with_a_linked_memory_md_shows_the_rest(client, settings, tmp_path):
     """MEMORY.md kept elsewhere and linked in: not read (summary and search skip it too), but the
     overview still shows everything else."""

@@ -90,7 +90,8 @@ class Vault:
             csrf_field=FIELD,
             **data,
         )
-        response = HTMLResponse(html, status_code=code, headers=HEADERS)
+        # a lone surrogate (JSON's "\udce9" in a hand-edited bookkeeping file) is shown escaped, not a 500
+        response = HTMLResponse(html.encode("utf-8", "backslashreplace"), status_code=code, headers=HEADERS)
         if fresh:  # the nonce's cookie: not readable by scripts, never sent cross-site
             response.set_cookie(COOKIE, nonce, httponly=True, samesite="strict", path="/")
         return response
