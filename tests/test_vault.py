@@ -272,6 +272,8 @@ def test_browse_and_sessions_list_at_most_the_listing_bound_and_say_so(client, s
     assert f"Rollout summaries ({n + 1:,})" in page and f"Retired summaries ({n + 1:,})" in page
     assert f"Notes waiting for consolidation ({n + 1:,})" in page
     assert page.count(f"Only the first {MAX_LIST_RESULTS:,} of") == 3 and "Skills (2,000+)" in page
+    assert page.count("search for the others") == 2  # retired summaries are not searched:
+    assert "dsh-memory restore NAME restores any of them" in page
     sessions = client.get("/vault/sessions").text
     assert SESSION in sessions and "bulk-00000" in sessions  # the newest first
     assert f"bulk-{MAX_LIST_RESULTS - 2:05d}" in sessions and f"bulk-{last}" not in sessions  # SESSION is first
