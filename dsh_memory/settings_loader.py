@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -95,7 +96,7 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
             mem_block, route_block, blocks = _load_blocks(url)
         except (httpx.TransportError, httpx.HTTPStatusError) as exc:  # refused, timed out, hung up: no answer
             reason = type(exc).__name__ if isinstance(exc, httpx.TransportError) else str(exc)
-            status = f"not consulted (Prefect API {url} unreachable: {reason})"
+            status = shown_url(f"not consulted (Prefect API {url} unreachable: {reason})")
             log.warning("dsh-memory settings: %s; using the environment and defaults", status)
     if status:
         blocks = {slug: status for slug in BLOCK_SLUGS}
@@ -202,6 +203,16 @@ def _validate(cls: Any, data: dict[str, Any]) -> Any:
         f"`dsh-memory settings save --from-env`, or delete it with `prefect block delete {slug}/{BLOCK_NAME}` "
         "(the environment and the documented defaults then apply)"
     )
+
+
+_USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^/?#\s'\"<>]*@", re.IGNORECASE)
+
+
+def shown_url(text: str) -> str:
+    """A URL (or a message naming one) to show or link without its user and password
+    (`http://u:pw@host/api` → `http://host/api`): basic auth's password is a secret; a browser
+    asks for it."""
+    return _USERINFO.sub(r"\1", text)
 
 
 SECRET_MASK = "********"

@@ -318,10 +318,11 @@ def _resolve_in_a_process(tmp_path: Path, api_url: str, idle: str) -> subprocess
 def test_unreachable_server_falls_back_to_env_with_a_warning(tmp_path):
     from dsh_memory.serve.prefect_server import free_port
 
-    out = _resolve_in_a_process(tmp_path, f"http://127.0.0.1:{free_port()}/api", "33")
+    url = f"http://ops:s3cr3t-pw@127.0.0.1:{free_port()}/api"  # a proxy's basic auth: said nowhere
+    out = _resolve_in_a_process(tmp_path, url, "33")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["33", "None"]
-    assert "unreachable" in out.stderr
+    assert "unreachable" in out.stderr and "127.0.0.1" in out.stderr and "s3cr3t" not in out.stderr
 
 
 @pytest.mark.parametrize("silent", [False, True], ids=["hangs up", "never answers"])
@@ -464,7 +465,8 @@ def test_save_to_a_server_that_is_down_behind_a_proxy_fails_at_once_in_one_line(
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Down)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}/api"
-    env = dict(_env(tmp_path, url), PATH=os.environ.get("PATH", ""), PREFECT_HOME=str(tmp_path / "ph"))
+    authed = url.replace("http://", "http://ops:s3cr3t-pw@")  # a proxy's basic auth: said nowhere
+    env = dict(_env(tmp_path, authed), PATH=os.environ.get("PATH", ""), PREFECT_HOME=str(tmp_path / "ph"))
     env["PYTHONPATH"] = str(REPO)
     try:
         argv = [str(BIN / "dsh-memory"), "settings", "save", *from_env]
@@ -474,7 +476,7 @@ def test_save_to_a_server_that_is_down_behind_a_proxy_fails_at_once_in_one_line(
         httpd.server_close()
     assert out.returncode == ServiceUnavailableError.exit_code, out.stderr
     assert out.stderr.startswith(f"error: the Prefect API at {url} does not answer (HTTP 503)"), out.stderr
-    assert len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr
+    assert len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr and "s3cr3t" not in out.stderr
     assert len(asked) == 1, asked
 
 

@@ -147,7 +147,7 @@ def show(
 def prefect_unavailable(exc: BaseException) -> ServiceUnavailableError | None:
     """A ServiceUnavailableError when `exc` (or its cause) says the configured Prefect API
     does not answer: Prefect's "Failed to reach API" or a connection failure to that URL."""
-    from dsh_memory.settings_loader import prefect_api_url
+    from dsh_memory.settings_loader import prefect_api_url, shown_url
 
     url = prefect_api_url(profile=True)  # without a trailing slash
     if not url:
@@ -156,7 +156,7 @@ def prefect_unavailable(exc: BaseException) -> ServiceUnavailableError | None:
         reason = _unreachable_reason(cur, url)
         if reason:
             return ServiceUnavailableError(
-                f"the Prefect API at {url} does not answer ({reason}): start it "
+                f"the Prefect API at {shown_url(url)} does not answer ({reason}): start it "
                 "(`prefect server start`, or `dsh-memory serve`), or unset PREFECT_API_URL to run "
                 "on a temporary in-process Prefect engine"
             )

@@ -33,7 +33,7 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
     from prefect.exceptions import PrefectHTTPStatusError
     from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
 
-    from dsh_memory.settings_loader import prefect_api_url
+    from dsh_memory.settings_loader import prefect_api_url, shown_url
 
     # Each request once: Prefect's client retries a 502/503 five times, two minutes in all, before
     # the same error (a PREFECT_CLIENT_MAX_RETRIES the user set still applies).
@@ -42,7 +42,7 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
         with temporary_settings(updates=retries):
             return _save_blocks(from_env, include_defaults)
     except PrefectHTTPStatusError as exc:  # a protected server without credentials, or not Prefect
-        url, status = prefect_api_url(profile=True), exc.response.status_code
+        url, status = shown_url(prefect_api_url(profile=True) or ""), exc.response.status_code
         if status in (502, 503, 504):  # a proxy for a server that is down or starting
             raise ServiceUnavailableError(
                 f"the Prefect API at {url} does not answer (HTTP {status}): start it "
@@ -63,7 +63,7 @@ def _save_blocks(from_env: bool, include_defaults: bool) -> dict:
     from dsh_memory.blocks._fields import PREFECT_DATA_KEYS
     from dsh_memory.blocks.memory_settings import settings_sources, settings_values
     from dsh_memory.blocks.model_route import route_sources, route_values
-    from dsh_memory.settings_loader import BLOCK_NAME, check_api_url, prefect_api_url, resolve_settings
+    from dsh_memory.settings_loader import BLOCK_NAME, check_api_url, prefect_api_url, resolve_settings, shown_url
 
     url = check_api_url(prefect_api_url(profile=True))
     if not url:
@@ -101,7 +101,7 @@ def _save_blocks(from_env: bool, include_defaults: bool) -> dict:
         saved[f"{block.get_block_type_slug()}/{BLOCK_NAME}"] = [
             k for k in cls.model_fields if getattr(block, k) is not None
         ]
-    return {"prefect_api_url": url, "saved": saved}
+    return {"prefect_api_url": shown_url(url), "saved": saved}
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,6 @@ sharing a deployment name:
 from __future__ import annotations
 
 import importlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 from dsh_memory.errors import ConfigError, NotFoundError, ServiceUnavailableError
 from dsh_memory.serve.stack_state import running_stack
 from dsh_memory.settings import MemorySettings
-from dsh_memory.settings_loader import prefect_api_url
+from dsh_memory.settings_loader import prefect_api_url, shown_url
 
 CATCH_UP = "catch-up/catch-up"
 EXTRACT_SESSION = "extract-session/extract-session"
@@ -121,16 +120,6 @@ def pool_deployments(
         deployment = build(spec, settings, suffix=POOL_SUFFIX, job_variables={"env": env} if env else None)
         out.append((deployment, pools.get(pool, pool)))
     return out
-
-
-_USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^/?#\s'\"<>]*@", re.IGNORECASE)
-
-
-def shown_url(text: str) -> str:
-    """A URL (or a message naming one) to show or link without its user and password
-    (`http://u:pw@host/api` → `http://host/api`): basic auth's password is a secret; a browser
-    asks for it."""
-    return _USERINFO.sub(r"\1", text)
 
 
 def ui_url(api_url: str | None) -> str | None:

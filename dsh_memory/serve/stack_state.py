@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dsh_memory.settings_loader import shown_url
 from dsh_memory.storage.locks import AlreadyRunning
 from dsh_memory.storage.state_schema import proc_start
 
@@ -162,7 +163,7 @@ def info_for_this_process(
         pid_start=process_start(pid) or "",
         prefect_home=str(prefect_home),
         api_url=api_url,
-        ui_url=api_url.removesuffix("/api"),
+        ui_url=shown_url(api_url).removesuffix("/api"),  # shown: a basic-auth password is no part of it
         prefect_port=prefect_port,
         http_host=http_host,
         http_port=http_port,

@@ -12,8 +12,8 @@ from dsh_memory.context import MemoryContext
 from dsh_memory.readers.header import excluded_sessions
 from dsh_memory.readpath.health import memory_health
 from dsh_memory.replay.result import RUN_TAG
-from dsh_memory.serve.deployments import shown_url
 from dsh_memory.serve.stack_state import running_stack
+from dsh_memory.settings_loader import shown_url
 from dsh_memory.storage.locks import is_running
 
 PHASE1_FLOWS = ("extract", "extract-session", "catch-up")
