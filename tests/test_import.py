@@ -406,6 +406,23 @@ def test_a_binary_file_named_md_is_skipped_with_why_and_the_rest_imported(monkey
     assert rows[("testing.md", None)]["action"] == "import" and rows[("MEMORY.md", "webapp")]["action"] == "import"
 
 
+def test_a_file_whose_name_is_no_utf8_is_imported_once(monkeypatch, tmp_path):
+    """A file name with a byte that is no UTF-8 (decoded as a lone surrogate) ended every import in
+    a UnicodeEncodeError at its journal line, after its note was written: each run wrote that note
+    again. Its name is kept with the byte as `\\xff`, in the output, the manifest and the note."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    with open(os.fsencode(lay["topic"]) + b"/caf\xe9.md", "wb") as fh:
+        fh.write(b"- Use the cafe rule.\n")
+    rows = _rows(_import("claude"))
+    odd = rows[("caf\\xe9.md", None)]
+    assert odd["action"] == "import" and odd["source"].endswith("/caf\\xe9.md"), odd
+    assert parse_front_matter(MemoryStore(root).read_text(odd["note"]))[0]["source"] == odd["source"]
+    assert {r["action"] for r in _import("claude")["rows"]} == {"unchanged", "skip"}
+    notes = [n for n in MemoryStore(root).list_notes() if "cafe rule" in MemoryStore(root).read_text(n)]
+    assert notes == [odd["note"]]
+
+
 def test_a_file_swapped_for_a_symlink_after_its_check_is_not_followed(monkeypatch, tmp_path):
     """The reader checked a file with lstat and then opened it by its path: a symlink put in its
     place between the two (here: as the check returns) was followed, importing what it points at."""

@@ -88,7 +88,7 @@ def _redacted(row: ImportRow) -> ImportRow:
 def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -> ImportRow:
     row = ImportRow(
         agent=item.agent,
-        source=str(item.source),
+        source=item.where,
         part=item.part,
         project=item.project,
         kind=item.kind,
@@ -116,7 +116,7 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -
     now = datetime.now(UTC)
     extra = {
         "agent": item.agent,
-        "source": str(item.source),
+        "source": item.where,
         "part": item.part,
         "sha256": item.sha256,
         "mtime": item.mtime,

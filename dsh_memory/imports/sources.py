@@ -62,8 +62,13 @@ class Item:
     extra: dict = field(default_factory=dict)
 
     @property
+    def where(self) -> str:
+        """The source's path as UTF-8 text: a byte of a name that is no UTF-8 as `\\xff`."""
+        return os.fsencode(self.source).decode("utf-8", "backslashreplace")
+
+    @property
     def key(self) -> str:
-        return f"{self.agent}:{self.source}" + (f"#{self.part}" if self.part else "")
+        return f"{self.agent}:{self.where}" + (f"#{self.part}" if self.part else "")
 
 
 def _read(item: Item) -> str | None:
