@@ -328,6 +328,37 @@ def test_an_import_killed_half_way_imports_nothing_twice(monkeypatch, tmp_path):
     assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}
 
 
+# `dsh-memory import` in a process that dies (SIGKILL) as it archives the version a changed file replaces.
+DIE_ARCHIVING = r"""
+import os, signal, sys
+from dsh_memory.storage.store import MemoryStore
+
+MemoryStore.archive_notes = lambda self, rels: os.kill(os.getpid(), signal.SIGKILL)
+from dsh_memory.cli import main
+sys.argv = ["dsh-memory", "import", "claude"]
+main()
+"""
+
+
+def test_an_import_killed_archiving_a_replaced_version_writes_the_new_one_once(monkeypatch, tmp_path):
+    """A changed file's new version was written, then the version it replaces archived, then the
+    new one recorded in the journal: killed in between, the next import wrote it a second time."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    _import("claude")
+    source = lay["topic"] / "testing.md"
+    source.write_text(source.read_text() + "- Node 22 only.\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    died = subprocess.run([sys.executable, "-c", DIE_ARCHIVING], env=env, capture_output=True, check=False)
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    again = _rows(_import("claude"))[("testing.md", None)]
+    store = MemoryStore(root)
+    waiting = [n for n in store.list_notes() if "Use pnpm, not npm." in store.read_text(n)]
+    assert waiting == [again["note"]] and again["version"] == 2  # the new version once, the old archived
+    assert "Node 22 only." in store.read_text(again["note"])
+    assert _rows(_import("claude"))[("testing.md", None)]["action"] == "unchanged"
+
+
 def test_the_vault_lists_what_was_imported(monkeypatch, tmp_path):
     lay = _layout(tmp_path)
     root = _env(monkeypatch, tmp_path, lay)

@@ -126,9 +126,9 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -
         "project": item.project,
         **{k: v for k, v in item.extra.items() if v},
     }
-    row.note = store.add_note(drop_private(item.text), title=item.title, now=now, extra=extra)
     if known and known.get("note") in store.list_notes():  # the version it replaces, not consolidated yet
-        store.archive_notes([known["note"]])
+        store.archive_notes([known["note"]])  # first: killed before the journal, it is done again once
+    row.note = store.add_note(drop_private(item.text), title=item.title, now=now, extra=extra)
     kept = ("agent", "source", "part", "project", "sha256", "mtime", "version")
     manifest[key] = {k: redact(extra[k]) if isinstance(extra[k], str) else extra[k] for k in kept} | {
         "note": row.note,
