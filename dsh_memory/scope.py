@@ -131,7 +131,7 @@ def _walk(path: str) -> str | None:
     `commondir`) or anything unreadable stays where its `.git` file is."""
     cur = path
     for _ in range(MAX_WALK):
-        with suppress(OSError):
+        with suppress(OSError, ValueError):  # ValueError: a lone surrogate (half an emoji) no path holds
             st = os.lstat(os.path.join(cur, ".git"))
             if stat.S_ISDIR(st.st_mode):
                 return cur

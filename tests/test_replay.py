@@ -470,6 +470,19 @@ def test_a_long_history_is_bounded_to_its_most_recent_sessions(history):
     assert [s.id for s in recent] == history["ids"][2:]  # --since: the sessions started after it
 
 
+def test_a_session_whose_cwd_holds_half_an_emoji_is_replayed_not_a_traceback(history):
+    """A JSON log may hold a lone UTF-16 surrogate (half an emoji, as JavaScript writes it), in a
+    cwd too: looking for that path's repository raised UnicodeEncodeError, ending the replay of
+    the whole history in a traceback. No such path exists: it is its own project, as a gone one."""
+    from dsh_memory.context import memory_context
+    from dsh_memory.replay.core import _history
+
+    odd = write_session(history["proj"].parent / "dsh", "/work/app\ud83d/src", 9, [RULE], days_ago=0.5)
+    with memory_context() as ctx:
+        replayed, _ = _history(ctx, None, None)
+    assert [(s.project, s.rules) for s in replayed if s.id == odd] == [("/work/app\ud83d/src", [RULE])]
+
+
 def test_ctrl_c_on_the_temporary_prefect_server_exits_130_at_once(history, tmp_path, new_prefect_home):
     """A terminal's Ctrl-C signals the whole foreground process group: the replay and, were it in
     that group, the temporary Prefect server the replay started. The replay still reports its runs'
