@@ -480,7 +480,28 @@ def test_a_session_whose_cwd_holds_half_an_emoji_is_replayed_not_a_traceback(his
     odd = write_session(history["proj"].parent / "dsh", "/work/app\ud83d/src", 9, [RULE], days_ago=0.5)
     with memory_context() as ctx:
         replayed, _ = _history(ctx, None, None)
-    assert [(s.project, s.rules) for s in replayed if s.id == odd] == [("/work/app\ud83d/src", [RULE])]
+    assert [(s.project, s.rules) for s in replayed if s.id == odd] == [("/work/app\ufffd/src", [RULE])]
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_rule_holding_half_an_emoji_is_reported_not_a_traceback(history, monkeypatch):
+    """A lone UTF-16 surrogate (half an emoji, as JavaScript writes it in a JSON log) in a rule
+    restated later, and in a session's cwd: the whole replay ran, then saving its report (and
+    printing it) raised UnicodeEncodeError. It is reported with U+FFFD in its place."""
+    dsh = history["proj"].parent / "dsh"
+    odd = "/work/app\ud83d"
+    write_session(dsh, odd, 7, ["Never commit the generated \ud83d files."], days_ago=0.9)
+    write_session(dsh, odd, 8, ["Again: never commit the generated \ud83d files."], days_ago=0.8)
+    with FakeOpenAIServer(handler=answer) as fake:
+        monkeypatch.setenv("DSH_MEMORY_BASE_URL", fake.base_url)
+        out = CliRunner().invoke(app, ["replay", "--all"])
+    assert out.exit_code == 0, out.output
+    assert "Again: never commit the generated \ufffd files." in out.stdout, out.stdout
+    report = load_report(history["live"])
+    assert {p.project for p in report.projects} >= {"/work/app\ufffd"}
+    assert [i.earlier.text for i in report.restated_items if i.project == "/work/app\ufffd"] == [
+        "Never commit the generated \ufffd files."
+    ]
 
 
 def test_ctrl_c_on_the_temporary_prefect_server_exits_130_at_once(history, tmp_path, new_prefect_home):

@@ -28,6 +28,7 @@ from dsh_memory.errors import DshMemoryError, NoModelRouteError, NotFoundError, 
 from dsh_memory.phase1.facts import BULLET
 from dsh_memory.replay.result import RUN_TAG, HistorySession, ProjectTotals, ReplayResult, Restated, Said, save_report
 from dsh_memory.replay.rules import Matcher, standing_instructions, terms
+from dsh_memory.transcript.render import clean_surrogates
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ def _history(
         if since is not None and when < since:
             continue
         project = scope.project_root(session.cwd)
+        project = project and clean_surrogates(project)  # the report is UTF-8: a log's half emoji as U+FFFD
         context = where is not None and not scope.matches(project, *where)
         rules = standing_instructions(session)
         if context and project is not None:

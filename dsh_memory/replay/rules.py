@@ -20,6 +20,7 @@ from typing import Any
 from dsh_memory.models import Session
 from dsh_memory.phase1.postprocess import STOP
 from dsh_memory.phase1.user_words import own_sentences, rule_text
+from dsh_memory.transcript.render import clean_surrogates
 
 MAX_RULES_PER_SESSION = 50  # a session is untrusted input: its rules are bounded
 MIN_SHARE = 0.6
@@ -37,13 +38,15 @@ _SHORT_STOP = set(
 
 
 def standing_instructions(session: Session, limit: int = MAX_RULES_PER_SESSION) -> list[str]:
-    """The standing instructions the user typed in `session`, in order, each once (redacted)."""
+    """The standing instructions the user typed in `session`, in order, each once (redacted; a
+    lone surrogate a JSON log may hold, half an emoji, as U+FFFD: the embedder and the report
+    take UTF-8 text alone)."""
     out: list[str] = []
     for seq, (_words, prompt) in own_sentences(session.events).items():
         if seq < session.inherited_cut:
             continue
         for n in range(len(prompt)):
-            text = rule_text(prompt, n)
+            text = clean_surrogates(rule_text(prompt, n))
             if text and text not in out:
                 out.append(text)
                 if len(out) >= limit:
