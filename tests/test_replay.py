@@ -504,6 +504,21 @@ def test_a_rule_holding_half_an_emoji_is_reported_not_a_traceback(history, monke
     ]
 
 
+def test_a_forgotten_session_is_not_replayed(history):
+    """`forget SESSION` excludes a session from extraction, in the live state: the replay's Phase 1
+    runs over a temporary root whose state knows nothing of it, so a forgotten session was sent to
+    the model again and its rules reported. It is left out of the history, as Phase 1 leaves it."""
+    from dsh_memory.context import memory_context
+    from dsh_memory.replay.core import _history
+
+    forgotten = history["ids"][1]
+    out = CliRunner().invoke(app, ["forget", forgotten])
+    assert out.exit_code == 0, out.output
+    with memory_context() as ctx:
+        replayed, _ = _history(ctx, None, None)
+    assert [s.id for s in replayed] == [i for i in history["ids"] if i != forgotten]
+
+
 def test_ctrl_c_on_the_temporary_prefect_server_exits_130_at_once(history, tmp_path, new_prefect_home):
     """A terminal's Ctrl-C signals the whole foreground process group: the replay and, were it in
     that group, the temporary Prefect server the replay started. The replay still reports its runs'

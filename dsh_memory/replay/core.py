@@ -105,11 +105,13 @@ def _history(
     most recently written (the logs are read newest first); and how many older ones that left out."""
     settings = ctx.settings
     out: list[HistorySession] = []
+    # `forget SESSION` excludes it in the live state; the replay's Phase 1 sees a temporary one
+    forgotten = {i for i, v in ctx.state.overrides().items() if v == "exclude"} if ctx.state_exists() else set()
     refs = sorted(readers.discover(settings.roots), key=lambda r: r.mtime_ns, reverse=True)
     for n, ref in enumerate(refs):
         if len(out) >= limit:
             return sorted(out, key=lambda s: (s.started, s.id)), len(refs) - n
-        if ref.collision_with is not None or ref.hint_root is False:
+        if ref.collision_with is not None or ref.hint_root is False or ref.id in forgotten:
             continue
         if since is not None and ref.updated_at < since:  # it ended before `since`
             continue
