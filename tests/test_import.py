@@ -422,6 +422,27 @@ def test_codex_recaps_are_read_newest_first_so_a_cap_leaves_out_the_oldest(monke
     ]
 
 
+def test_changed_files_cost_one_listing_of_the_notes_not_one_each(monkeypatch, tmp_path):
+    """Each changed piece listed the notes folder again to see whether the version it replaces was
+    still waiting: 4,000 changed files took 4 minutes (12 s to import them first). The folder is
+    listed once per import (counted here, the real listing running: no wall-clock bound)."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    for i in range(20):
+        (lay["topic"] / f"topic-{i:02d}.md").write_text(f"- Rule {i}.\n")
+    _import("claude")
+    for i in range(20):
+        (lay["topic"] / f"topic-{i:02d}.md").write_text(f"- Rule {i}, changed.\n")
+    listings, real = [], MemoryStore.list_notes
+    monkeypatch.setattr(MemoryStore, "list_notes", lambda self, *a, **k: listings.append(1) or real(self, *a, **k))
+    rows = _rows(_import("claude"))
+    assert [rows[(f"topic-{i:02d}.md", None)]["action"] for i in range(20)] == ["update"] * 20
+    assert len(listings) == 1, len(listings)
+    store = MemoryStore(root)
+    waiting = "".join(store.read_text(n) for n in real(store))
+    assert "changed" in waiting and "- Rule 3.\n" not in waiting  # each replaced version archived
+
+
 def test_a_binary_file_named_md_is_skipped_with_why_and_the_rest_imported(monkeypatch, tmp_path):
     """A picture or a Latin-1 file named `.md` was imported as a note of replacement characters
     (and handed to the next consolidation as evidence); each is skipped, saying why."""

@@ -70,8 +70,9 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
     with store.lock("imports"):
         manifest = load_manifest(store)
         journal = Path(store.root) / JOURNAL  # bookkeeping: .state/ is never served (made by store.lock)
+        waiting = set(store.list_notes())  # once: listed again for each changed piece, N changes cost N²
         for item in chain(*pieces):
-            result.rows.append(_redacted(_one(store, manifest, item, dry_run, journal)))
+            result.rows.append(_redacted(_one(store, manifest, item, dry_run, journal, waiting)))
             progress.report(PHASE, 1, 0, item.source.name)
         if not dry_run and (journal.exists() or any(r.action in ("import", "update") for r in result.rows)):
             text = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
@@ -85,7 +86,7 @@ def _redacted(row: ImportRow) -> ImportRow:
     return row.model_copy(update={k: redact(v) for k, v in row.model_dump().items() if isinstance(v, str)})
 
 
-def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -> ImportRow:
+def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path, waiting: set[str]) -> ImportRow:
     row = ImportRow(
         agent=item.agent,
         source=item.where,
@@ -126,7 +127,7 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path) -
         "project": item.project,
         **{k: v for k, v in item.extra.items() if v},
     }
-    if known and known.get("note") in store.list_notes():  # the version it replaces, not consolidated yet
+    if known and str(known.get("note")) in waiting:  # the version it replaces, not consolidated yet
         store.archive_notes([known["note"]])  # first: killed before the journal, it is done again once
     row.note = store.add_note(drop_private(item.text), title=item.title, now=now, extra=extra)
     kept = ("agent", "source", "part", "project", "sha256", "mtime", "version")
