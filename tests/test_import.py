@@ -342,7 +342,8 @@ main()
 
 def test_an_import_killed_archiving_a_replaced_version_writes_the_new_one_once(monkeypatch, tmp_path):
     """A changed file's new version was written, then the version it replaces archived, then the
-    new one recorded in the journal: killed in between, the next import wrote it a second time."""
+    new one recorded in the journal: killed in between, the next import wrote it a second time.
+    Recorded first, the next import finds it unchanged and archives the version it replaces."""
     lay = _layout(tmp_path)
     root = _env(monkeypatch, tmp_path, lay)
     _import("claude")
@@ -352,11 +353,13 @@ def test_an_import_killed_archiving_a_replaced_version_writes_the_new_one_once(m
     died = subprocess.run([sys.executable, "-c", DIE_ARCHIVING], env=env, capture_output=True, check=False)
     assert died.returncode == -signal.SIGKILL, died.stderr
     again = _rows(_import("claude"))[("testing.md", None)]
+    assert (again["action"], again["version"]) == ("unchanged", 2), again
     store = MemoryStore(root)
     waiting = [n for n in store.list_notes() if "Use pnpm, not npm." in store.read_text(n)]
-    assert waiting == [again["note"]] and again["version"] == 2  # the new version once, the old archived
-    assert "Node 22 only." in store.read_text(again["note"])
-    assert _rows(_import("claude"))[("testing.md", None)]["action"] == "unchanged"
+    assert waiting == [again["note"]]  # the new version once, the old archived
+    fields, body = parse_front_matter(store.read_text(again["note"]))
+    assert "Node 22 only." in body and fields["supersedes"] != again["note"]  # a name of its own
+    assert (root / "extensions" / "ad_hoc" / "archive" / Path(fields["supersedes"]).name).is_file()
 
 
 def test_the_vault_lists_what_was_imported(monkeypatch, tmp_path):

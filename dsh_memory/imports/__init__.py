@@ -106,6 +106,8 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path, w
     if known and known.get("sha256") == item.sha256:
         row.action = row.reason = "unchanged"
         row.version, row.note = known.get("version"), known.get("note")
+        if not dry_run:  # an import killed before archiving the version this one replaced
+            _archive_replaced(store, known, waiting)
         return row
     row.action = "update" if known else "import"
     last = known.get("version") if known else None  # a hand-edited manifest may hold anything
@@ -127,10 +129,8 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path, w
         "project": item.project,
         **{k: v for k, v in item.extra.items() if v},
     }
-    if known and str(known.get("note")) in waiting:  # the version it replaces, not consolidated yet
-        store.archive_notes([known["note"]])  # first: killed before the journal, it is done again once
     row.note = store.add_note(drop_private(item.text), title=item.title, now=now, extra=extra)
-    kept = ("agent", "source", "part", "project", "sha256", "mtime", "version")
+    kept = ("agent", "source", "part", "project", "sha256", "mtime", "version", "supersedes")
     manifest[key] = {k: redact(extra[k]) if isinstance(extra[k], str) else extra[k] for k in kept} | {
         "note": row.note,
         "imported_at": now.isoformat(timespec="seconds"),
@@ -139,7 +139,18 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path, w
         fh.write(json.dumps({key: manifest[key]}, ensure_ascii=False) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
+    _archive_replaced(store, manifest[key], waiting)
     return row
+
+
+def _archive_replaced(store: Any, entry: dict, waiting: set[str]) -> None:
+    """Move the version `entry` supersedes to the archive while no consolidation has read it yet.
+    After the new one is written (a name of its own) and journaled: killed before, the next
+    import, finding the piece unchanged, does it."""
+    old = str(entry.get("supersedes"))
+    if old in waiting:
+        store.archive_notes([old])
+        waiting.discard(old)
 
 
 def load_manifest(store: Any) -> dict[str, dict]:
