@@ -519,6 +519,28 @@ def test_a_forgotten_session_is_not_replayed(history):
     assert [s.id for s in replayed] == [i for i in history["ids"] if i != forgotten]
 
 
+def test_the_bound_is_on_the_logs_read_as_the_docs_say(history):
+    """ "A replay reads the 5,000 most recently written session logs": it read on until it had that
+    many sessions to replay, so with --cwd every log of every other project was read (a history
+    of 50,000 logs, all of them). It stops at the bound, and says so when the project has no
+    session among them, instead of replaying an empty history."""
+    from dsh_memory import scope
+    from dsh_memory.context import memory_context
+    from dsh_memory.errors import NotFoundError
+    from dsh_memory.replay.core import _history
+
+    logs = sorted((history["proj"].parent / "dsh" / "sessions").rglob("*.jsonl"))
+    for age, sid in enumerate(reversed(history["ids"])):  # written in the order they started
+        path = next(p for p in logs if sid in str(p))
+        os.utime(path, (time.time() - 3600 * (age + 1),) * 2)
+    proj = scope.locate(str(history["proj"]))
+    with memory_context() as ctx:
+        kept, left_out = _history(ctx, proj, None, limit=2)  # the other project's newest, then one
+        assert ([s.id for s in kept], left_out) == ([history["ids"][2]], 2)
+        with pytest.raises(NotFoundError, match="3 older session logs left out"):
+            _history(ctx, proj, None, limit=1)  # the newest log is the other project's
+
+
 def test_ctrl_c_on_the_temporary_prefect_server_exits_130_at_once(history, tmp_path, new_prefect_home):
     """A terminal's Ctrl-C signals the whole foreground process group: the replay and, were it in
     that group, the temporary Prefect server the replay started. The replay still reports its runs'

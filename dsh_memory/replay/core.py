@@ -32,7 +32,7 @@ from dsh_memory.transcript.render import clean_surrogates
 
 log = logging.getLogger(__name__)
 
-MAX_SESSIONS = 5000  # a history is untrusted input: the most recent ones, the older left out and counted
+MAX_SESSIONS = 5000  # logs read: a history is untrusted input, the most recent ones, the older left out and counted
 PHASE = "replay"  # what its progress reports are named
 
 
@@ -101,20 +101,24 @@ def _history(
     ctx: MemoryContext, where: tuple[str | None, bool] | None, since: datetime | None, limit: int = MAX_SESSIONS
 ) -> tuple[list[HistorySession], int]:
     """The sessions to replay, oldest first (see the module docstring; with `where`, the other
-    projects' sessions that state a global rule are read too, as context), at most the `limit`
-    most recently written (the logs are read newest first); and how many older ones that left out."""
+    projects' sessions that state a global rule are read too, as context), from the `limit` most
+    recently written logs read (newest first, whatever each holds: the work is bounded whatever the
+    history); and how many older logs that left out."""
     settings = ctx.settings
     out: list[HistorySession] = []
     # `forget SESSION` excludes it in the live state; the replay's Phase 1 sees a temporary one
     forgotten = {i for i, v in ctx.state.overrides().items() if v == "exclude"} if ctx.state_exists() else set()
     refs = sorted(readers.discover(settings.roots), key=lambda r: r.mtime_ns, reverse=True)
+    read = left_out = 0
     for n, ref in enumerate(refs):
-        if len(out) >= limit:
-            return sorted(out, key=lambda s: (s.started, s.id)), len(refs) - n
         if ref.collision_with is not None or ref.hint_root is False or ref.id in forgotten:
             continue
         if since is not None and ref.updated_at < since:  # it ended before `since`
             continue
+        if read >= limit:
+            left_out = len(refs) - n
+            break
+        read += 1
         try:
             session = readers.load(ref)
         except (DshMemoryError, OSError, ValueError) as exc:  # Phase 1 would count it unreadable
@@ -142,8 +146,13 @@ def _history(
         place = (
             f"in {where[0]} (use --all for every project)" if where is not None else "in the agents' session folders"
         )
-        raise NotFoundError(f"no session to replay {place}" + (" since that date" if since is not None else ""))
-    return sorted(out, key=lambda s: (s.started, s.id)), 0
+        bound = f" ({left_out:,} older session logs left out: a replay reads the {limit:,} most recent)"
+        raise NotFoundError(
+            f"no session to replay {place}"
+            + (" since that date" if since is not None else "")
+            + (bound if left_out else "")
+        )
+    return sorted(out, key=lambda s: (s.started, s.id)), left_out
 
 
 def _window(history: list[HistorySession], last: int | None) -> list[HistorySession]:
