@@ -328,6 +328,24 @@ def test_an_import_killed_half_way_imports_nothing_twice(monkeypatch, tmp_path):
     assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}
 
 
+def test_a_torn_journal_line_costs_no_later_entry(monkeypatch, tmp_path):
+    """A journal line cut short (a full disk, a crash mid-write) has no newline: the next import's
+    first entry was appended to it, unreadable, and killed too, its note was imported again."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    (root / ".state").mkdir(parents=True)
+    (root / ".state" / "imports.json.journal").write_text('{"claude:/gone.md": {"sha256": "ab')
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    died = subprocess.run([sys.executable, "-c", DIE_AT_THE_FOURTH_NOTE], env=env, capture_output=True, check=False)
+    assert died.returncode == -signal.SIGKILL and len(MemoryStore(root).list_notes()) == 3
+    assert [r["action"] for r in _import("all")["rows"]].count("unchanged") == 3
+    store = MemoryStore(root)
+    sources = [
+        tuple(parse_front_matter(store.read_text(n))[0].get(k) for k in ("source", "part")) for n in store.list_notes()
+    ]
+    assert len(sources) == len(set(sources)), sources
+
+
 # `dsh-memory import` in a process that dies (SIGKILL) as it archives the version a changed file replaces.
 DIE_ARCHIVING = r"""
 import os, signal, sys

@@ -136,7 +136,8 @@ def _one(store: Any, manifest: dict, item: Item, dry_run: bool, journal: Path, w
         "imported_at": now.isoformat(timespec="seconds"),
     }
     with open(journal, "a", encoding="utf-8") as fh:  # at once: a kill before the manifest loses nothing
-        fh.write(json.dumps({key: manifest[key]}, ensure_ascii=False) + "\n")
+        # a line of its own even after one cut short (a full disk): a newline first, not last
+        fh.write("\n" + json.dumps({key: manifest[key]}, ensure_ascii=False))
         fh.flush()
         os.fsync(fh.fileno())
     _archive_replaced(store, manifest[key], waiting)
