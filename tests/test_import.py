@@ -496,6 +496,22 @@ def test_a_file_whose_name_is_no_utf8_is_imported_once(monkeypatch, tmp_path):
     assert notes == [odd["note"]]
 
 
+def test_a_memory_folder_that_is_a_symlink_is_listed_as_skipped_not_ignored(monkeypatch, tmp_path):
+    """A symlinked memory folder (dotfiles kept elsewhere) is never followed, as a symlinked file is
+    not; it was left out silently ("imported 0 new …, 0 skipped"), as though there were nothing."""
+    lay = _layout(tmp_path)
+    _env(monkeypatch, tmp_path, lay)
+    memories = lay["codex"] / "memories"
+    memories.rename(tmp_path / "dotfiles-codex")
+    memories.symlink_to(tmp_path / "dotfiles-codex")
+    lay["topic"].rename(tmp_path / "dotfiles-claude")
+    lay["topic"].symlink_to(tmp_path / "dotfiles-claude")
+    rows = _rows(_import("all"))
+    for name in ("memories", "memory"):
+        assert rows[(name, None)]["action"] == "skip" and "symlink" in rows[(name, None)]["reason"], rows
+    assert {r["action"] for r in rows.values()} == {"skip"}
+
+
 def test_a_file_swapped_for_a_symlink_after_its_check_is_not_followed(monkeypatch, tmp_path):
     """The reader checked a file with lstat and then opened it by its path: a symlink put in its
     place between the two (here: as the check returns) was followed, importing what it points at."""

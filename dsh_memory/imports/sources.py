@@ -42,6 +42,7 @@ MAX_FILE_BYTES = 1 << 20  # a memory file larger than 1 MiB is not imported
 MAX_FILES = 5000  # files (Codex task groups) looked at in one run, per source
 MAX_NOTE_CHARS = 8000  # what one imported note keeps (the rest stays in its source)
 MAX_FRONT_MATTER = 8192
+LINKED = "a symlink: never followed (the sources are read in place)"  # a memory folder's skip reason
 _CWD_LINE = re.compile(r"^(?:[-*]\s*)?cwd:\s*(\S.*?)\s*$", re.M)  # a Codex recap's repository
 
 
@@ -164,6 +165,8 @@ def claude_items(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
     folders = sorted((e for e in scandir(projects) if is_dir(e, follow_symlinks=False)), key=lambda e: e.name)
     for folder in folders:
         memory = Path(folder.path) / "memory"
+        if memory.is_symlink():
+            yield Item("claude", memory, skip=LINKED)
         if not memory.is_dir() or memory.is_symlink():
             continue
         files = sorted(p for p in memory.iterdir() if p.suffix == ".md" and not p.name.startswith("."))
@@ -225,6 +228,8 @@ def _folder_cwd(folder: Path) -> str | None:
 
 def codex_items(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
     root = codex_home / "memories"
+    if root.is_symlink():
+        yield Item("codex", root, skip=LINKED)
     if not root.is_dir() or root.is_symlink():
         return
     yield from _handbook(root / "MEMORY.md", exclude)
@@ -234,7 +239,9 @@ def codex_items(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
         _codex_file(item)
         yield item
     rollouts = root / "rollout_summaries"
-    if rollouts.is_dir() and not rollouts.is_symlink():
+    if rollouts.is_symlink():
+        yield Item("codex", rollouts, skip=LINKED)
+    elif rollouts.is_dir():
         for path in sorted((p for p in rollouts.iterdir() if p.suffix == ".md"), key=_newest_first)[: MAX_FILES + 1]:
             item = Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}")
             text = _codex_file(item)  # the cwd as written (the note's text may be redacted)
