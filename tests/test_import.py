@@ -33,8 +33,8 @@ def _repo(path: Path) -> str:
     return str(path)
 
 
-def _dashed(path: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in path)
+def _dashed(path: str) -> str:  # as Claude Code names a project's folder: `/[^a-zA-Z0-9]/g` → `-`
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in path)
 
 
 def _layout(tmp_path: Path) -> dict:
@@ -153,6 +153,22 @@ def test_a_secret_or_a_private_span_in_what_names_a_piece_stays_out_of_the_outpu
         assert not any(needle.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file()), needle
     assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}  # still idempotent
     assert {r["action"] for r in _import("all")["rows"]} == {"unchanged", "skip"}  # still idempotent
+
+
+def test_a_repository_under_a_non_ascii_path_is_found_through_its_transcripts(monkeypatch, tmp_path):
+    """Claude Code names a project's folder with every character but an ASCII letter or digit as
+    `-` (`/home/josé/app` → `-home-jos--app`): the folder was checked against the cwd its
+    transcripts name with Python's `isalnum`, which keeps `é`, so it never fit and the project's
+    memory was skipped ("cannot tell which repository")."""
+    lay = _layout(tmp_path)
+    _env(monkeypatch, tmp_path, lay)
+    repo = _repo(tmp_path / "src" / "café")
+    folder = lay["claude"] / "projects" / _dashed(repo)
+    (folder / "memory").mkdir(parents=True)
+    (folder / "memory" / "MEMORY.md").write_text("- Use uv, not pip.\n")
+    (folder / "0b1f.jsonl").write_text(json.dumps({"type": "user", "cwd": repo, "sessionId": "0b1f"}) + "\n")
+    rows = [r for r in _import("claude")["rows"] if Path(r["source"]).parent.parent == folder]
+    assert [(r["action"], r["project"]) for r in rows] == [("import", repo)], rows
 
 
 def test_two_codex_task_groups_of_one_name_are_two_pieces(monkeypatch, tmp_path):

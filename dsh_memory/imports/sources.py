@@ -5,7 +5,7 @@ Claude Code auto memory: `$CLAUDE_CONFIG_DIR/projects/<project>/memory/` (defaul
 A `MEMORY.md` index (one line per memory, loaded at session start) plus topic files, each with
 YAML front matter (`name`, `description`, `type`: user, feedback, project, reference; `type` may
 sit under `metadata:`). The project folder is the repository root with every character other
-than a letter or digit replaced by `-`: it maps back to the repository when exactly one existing
+than an ASCII letter or digit replaced by `-`: it maps back to the repository when exactly one existing
 directory fits (`readers.header.claude_folder_path`), else through the `cwd` a transcript in the
 same folder names; a folder that maps to neither is skipped, never imported as global.
 
@@ -218,7 +218,7 @@ def _folder_cwd(folder: Path) -> str | None:
     for log in logs:
         ref = SessionRef(id=log.stem, source="claude", path=log, size=0, mtime_ns=0)
         cwd = session_cwd(ref)
-        if cwd and "".join(c if c.isalnum() else "-" for c in cwd) == folder.name:
+        if cwd and "".join(c if c.isascii() and c.isalnum() else "-" for c in cwd) == folder.name:
             return cwd
     return None
 
