@@ -362,6 +362,22 @@ def test_a_torn_journal_line_costs_no_later_entry(monkeypatch, tmp_path):
     assert len(sources) == len(set(sources)), sources
 
 
+def test_an_unchanged_piece_archives_only_another_version_than_its_own(monkeypatch, tmp_path):
+    """An unchanged piece archives the version it superseded if that still waits (an import killed
+    before doing it); a manifest edited by hand so a note supersedes itself keeps that note."""
+    lay = _layout(tmp_path)
+    root = _env(monkeypatch, tmp_path, lay)
+    _import("claude")
+    path = root / ".state" / "imports.json"
+    manifest = json.loads(path.read_text())
+    for entry in manifest.values():
+        entry["supersedes"] = entry["note"]
+    path.write_text(json.dumps(manifest))
+    before = MemoryStore(root).list_notes()
+    assert {r["action"] for r in _import("claude")["rows"]} == {"unchanged", "skip"}
+    assert MemoryStore(root).list_notes() == before
+
+
 # `dsh-memory import` in a process that dies (SIGKILL) as it archives the version a changed file replaces.
 DIE_ARCHIVING = r"""
 import os, signal, sys

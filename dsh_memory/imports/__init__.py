@@ -149,7 +149,7 @@ def _archive_replaced(store: Any, entry: dict, waiting: set[str]) -> None:
     After the new one is written (a name of its own) and journaled: killed before, the next
     import, finding the piece unchanged, does it."""
     old = str(entry.get("supersedes"))
-    if old in waiting:
+    if old in waiting and old != entry.get("note"):  # a hand-edited manifest may hold anything
         store.archive_notes([old])
         waiting.discard(old)
 
