@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -67,7 +67,9 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
     if which in ("codex", "all"):
         result.sources["codex"] = str(codex_home() / "memories")
         pieces.append(capped(codex_items(codex_home(), exclude)))
-    with store.lock("imports"):
+    # a dry run writes nothing, not even the lock (the manifest is replaced atomically, a torn
+    # journal line is skipped: read without it, it is at worst a moment old)
+    with nullcontext() if dry_run else store.lock("imports"):
         manifest = load_manifest(store)
         journal = Path(store.root) / JOURNAL  # bookkeeping: .state/ is never served (made by store.lock)
         waiting = set(store.list_notes())  # once: listed again for each changed piece, N changes cost N²
