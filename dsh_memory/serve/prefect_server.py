@@ -167,6 +167,20 @@ class _OwnSession(subprocess.Popen):
         super().__init__(*args, **{**kwargs, "start_new_session": True})
 
 
+MAX_SERVER_LOG = 1 << 20  # bytes: past it, the next temporary server starts the log anew
+
+
+def _server_log():
+    """The temporary server's log, `temporary-server.log` in Prefect's home, opened to append (a
+    new one past MAX_SERVER_LOG; nowhere when it cannot be written)."""
+    from prefect.settings import get_current_settings
+
+    path = Path(get_current_settings().home).expanduser() / "temporary-server.log"
+    with suppress(OSError):
+        return open(path, "wb" if path.is_file() and path.stat().st_size > MAX_SERVER_LOG else "ab")
+    return open(os.devnull, "wb")
+
+
 @functools.cache
 def _tethered_server_class():
     from prefect.server.api.server import SubprocessASGIServer
@@ -180,11 +194,15 @@ def _tethered_server_class():
             # end through it (Prefect's client would retry that for minutes). It stops at exit
             # (Prefect's atexit) or with the tether below. Tethered the moment it exists: the
             # server takes seconds to become healthy, and a kill in that window must not orphan it.
-            popen, subprocess.Popen = subprocess.Popen, _OwnSession
-            try:
-                proc = super()._run_uvicorn_command()
-            finally:
-                subprocess.Popen = popen
+            # Its output (its logs; tracebacks of its shutdown when this process ends mid-flush)
+            # goes to its log in Prefect's home, never onto this command's terminal.
+            with _server_log() as log:
+                popen = subprocess.Popen
+                subprocess.Popen = functools.partial(_OwnSession, stdout=log, stderr=subprocess.STDOUT)
+                try:
+                    proc = super()._run_uvicorn_command()
+                finally:
+                    subprocess.Popen = popen
             self._untether()  # a retry on another port replaces the process
             self._tether = tether(proc.pid)
             return proc
