@@ -335,6 +335,54 @@ def test_a_file_name_that_is_not_utf8_breaks_no_search(store, mode):
         rp.search(store, ["zebra"], mode=mode, path=os.fsdecode(b"extensions/ad_hoc/notes/caf\xe9.md"))
 
 
+class _Listed(list):
+    """What os.scandir returned, as a list that is also its context manager."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_file_retired_while_a_call_looks_at_it_is_gone_not_an_error(store, monkeypatch):
+    """A consolidation retires rollout summaries (or the vault deletes one) while an agent's call
+    runs: search (every mode), list and read met the file listed, or stat'ed, and then gone, and
+    each answered with FileNotFoundError (HTTP 500, a bare MCP error). The file is simply not
+    there: search and list pass it over, read says it is not found."""
+    gone = store.root / "rollout_summaries" / "fix-flaky-deploy.md"
+    real_scandir, real_stat = os.scandir, os.stat
+
+    def scandir(path="."):  # the folder is listed with the file; the file goes right after
+        entries = _Listed(real_scandir(path))
+        if os.path.abspath(path) == str(gone.parent) and gone.exists():
+            gone.unlink()
+        return entries
+
+    def stat(path, *args, **kw):  # read looks at the file; the file goes right after
+        st = real_stat(path, *args, **kw)
+        if os.fspath(path) == str(gone) and kw.get("follow_symlinks") is False:
+            gone.unlink()
+        return st
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    for mode in ("any", "ranked"):
+        for path in (None, "rollout_summaries"):
+            gone.write_text(ROLLOUT)
+            hits = rp.search(store, ["lock file", "flaky"], mode=mode, path=path).matches
+            assert gone.name not in str([m.path for m in hits]), (mode, path)
+    gone.write_text(ROLLOUT)
+    assert [e.path for e in rp.list_dir(store, "rollout_summaries").entries] == [
+        "rollout_summaries/.retired",
+        "rollout_summaries/other-topic.md",
+    ]
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    monkeypatch.setattr(os, "stat", stat)
+    gone.write_text(ROLLOUT)
+    with pytest.raises(NotFoundError, match="fix-flaky-deploy.md"):
+        rp.read(store, "rollout_summaries/fix-flaky-deploy.md")
+
+
 @pytest.mark.parametrize("mode", ["any", "all_within_lines", "ranked"])
 def test_search_says_which_files_it_skipped(store, mode):
     """A MEMORY.md over 4 MiB or a note that is no UTF-8, each holding the word, answered "no

@@ -169,8 +169,17 @@ def corpus(store: Any) -> Iterator[tuple[str, str, os.stat_result]]:
     """The searchable memory, in this order: MEMORY.md, memory_summary.md, active rollout
     summaries, skills/**, ad hoc notes (by name within each). Never .state, .retired, raw memories."""
     yield from top_files(str(store.root))
-    for rel, entry in corpus_entries(store):
-        yield rel, entry.path, entry.stat(follow_symlinks=False)
+    yield from still_there(corpus_entries(store))
+
+
+def still_there(entries: Iterable[tuple[str, os.DirEntry]]) -> Iterator[tuple[str, str, os.stat_result]]:
+    """(rel, path, lstat) of each listed file that is still there: one a consolidation retired (or
+    the vault deleted) since its folder was listed is passed over."""
+    for rel, entry in entries:
+        try:
+            yield rel, entry.path, entry.stat(follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
 
 
 def _linked(root: str, rel: str) -> bool:
@@ -203,8 +212,7 @@ def files_under(store: Any, prefix: str | None) -> Iterator[tuple[str, str, os.s
     if stat_mod.S_ISREG(st.st_mode):
         yield prefix, str(base), st
         return
-    for under, entry in _entries(str(base), prefix, True):
-        yield under, entry.path, entry.stat(follow_symlinks=False)
+    yield from still_there(_entries(str(base), prefix, True))
 
 
 # ---- content cache: long-running servers avoid re-reading unchanged files -----------------
@@ -223,13 +231,16 @@ def why_no_text(size: int) -> str:
 
 
 def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
-    st = st or os.stat(path)
-    key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    hit = _CACHE.get(path)
-    if hit and hit[0] == key:
-        return hit[1]
-    with open(path, "rb") as f:
-        raw = f.read(MAX_SEARCH_FILE_BYTES + 1)
+    try:
+        st = st or os.stat(path)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        hit = _CACHE.get(path)
+        if hit and hit[0] == key:
+            return hit[1]
+        with open(path, "rb") as f:
+            raw = f.read(MAX_SEARCH_FILE_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):  # retired or deleted since it was listed: no text
+        return {"": ""}
     try:
         text: str | None = raw.decode("utf-8") if len(raw) <= MAX_SEARCH_FILE_BYTES else None
     except UnicodeDecodeError:
@@ -245,7 +256,7 @@ def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
 
 def read_text(path: str | Path, st: os.stat_result | None = None) -> str | None:
     """File text keyed by (ino, size, mtime_ns); None for non-UTF-8 files and files over
-    MAX_SEARCH_FILE_BYTES."""
+    MAX_SEARCH_FILE_BYTES, '' for one that is gone."""
     return _entry(str(path), st)[""]
 
 

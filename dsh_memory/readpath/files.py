@@ -9,7 +9,7 @@ from datetime import datetime
 from itertools import accumulate
 from typing import Any
 
-from dsh_memory.errors import PathGuardError, UserInputError
+from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
 from dsh_memory.readpath._common import (
     decode_cursor,
     encode_cursor,
@@ -69,7 +69,11 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
             if e.is_dir(follow_symlinks=False):
                 entries.append(Entry(path=child, type="directory"))
             elif e.is_file(follow_symlinks=False):
-                entries.append(Entry(path=child, type="file", size=e.stat(follow_symlinks=False).st_size))
+                try:
+                    size = e.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:  # retired or deleted since the folder was listed
+                    continue
+                entries.append(Entry(path=child, type="file", size=size))
     else:
         raise UserInputError(f"not a file or directory: {rel}")
     if req.cwd:  # the project's files first: every entry's scope is needed before the page
@@ -113,7 +117,10 @@ def read(
     if not stat_mod.S_ISREG(st.st_mode):
         raise UserInputError(f"not a regular file: {rel}")
     first = req.start_line - 1  # index of the first returned line
-    window, total = _window(target, first, req.max_lines)
+    try:
+        window, total = _window(target, first, req.max_lines)
+    except (FileNotFoundError, NotADirectoryError):  # retired or deleted since the lstat above
+        raise NotFoundError(f"no such file or directory in memory: {rel}") from None
     if req.start_line > max(total, 1):
         raise UserInputError(f"start_line {req.start_line} is past the end of {rel} ({total} lines)")
     fit = bisect_right(list(accumulate(len(line) + 1 for line in window)), MAX_READ_CHARS)  # lines within the cap

@@ -114,10 +114,7 @@ def score_sections(
     hits: list[Hit] = []
     for sec in sections:
         if sec.path not in files:
-            try:
-                text = read_text(root / sec.path)
-            except (FileNotFoundError, NotADirectoryError):  # deleted since it was indexed
-                text = None
+            text = read_text(root / sec.path)  # '' when deleted since it was indexed
             files[sec.path] = _File(sec.path, text, terms) if text else None
         f = files[sec.path]
         if f is None:

@@ -164,10 +164,7 @@ def unembedded(
     last = None
     for sid, rel, a, b in rows.fetchall():
         if rel != last:
-            try:
-                lines = (read_text(root / rel) or "").splitlines()
-            except (FileNotFoundError, NotADirectoryError):
-                lines = []
+            lines = (read_text(root / rel) or "").splitlines()  # none when deleted since it was indexed
             last = rel
         out.append((sid, text_of(rel, "\n".join(lines[a - 1 : b]))))
     return out
