@@ -176,6 +176,15 @@ def test_rpc_rejects_malformed_bodies(client):
     assert client.get(RPC_PATH).status_code == 405
 
 
+def test_a_param_named_like_the_cores_own_arguments_is_an_unknown_param(client):
+    """A param named `model` (the validator's own argument) was a TypeError: HTTP 500 and a
+    traceback in the server's log; it is an unknown param like any other (400, one line)."""
+    for method, params in (("summary", {}), ("read", {"path": "MEMORY.md"}), ("add", {"note": "x", "scope": "global"})):
+        r = rpc(client, method, {**params, "model": "x"})
+        assert r.status_code == 400, (method, r.text)
+        assert r.json()["error"]["message"] == "invalid arguments: model: Extra inputs are not permitted"
+
+
 @pytest.mark.parametrize(
     "headers,status",
     [

@@ -164,6 +164,7 @@ def test_bad_tool_arguments_are_one_line_naming_the_argument(root):
         "zero": ("memory_read", {"path": "MEMORY.md", "start_line": 0}),
         "missing": ("memory_read", {"start_line": 2}),
         "unknown": ("memory_read", {"path": "MEMORY.md", "line_offset": 1}),
+        "internal": ("memory_search", {"queries": ["gateway"], "model": "ranked"}),  # no name of ours leaks in
         "type": ("memory_search", {"queries": "gateway", "max_results": "many"}),
         "good": ("memory_read", {"path": "MEMORY.md", "start_line": "2", "max_lines": 1}),
     }
@@ -173,7 +174,13 @@ def test_bad_tool_arguments_are_one_line_naming_the_argument(root):
             return {k: await client.call_tool(name, args) for k, (name, args) in calls.items()}
 
     out = anyio.run(main)
-    for key, arg in (("zero", "start_line"), ("missing", "path"), ("unknown", "line_offset"), ("type", "max_results")):
+    for key, arg in (
+        ("zero", "start_line"),
+        ("missing", "path"),
+        ("unknown", "line_offset"),
+        ("internal", "model"),
+        ("type", "max_results"),
+    ):
         result = out[key]
         text = result.content[0].text
         assert result.is_error and "\n" not in text, text

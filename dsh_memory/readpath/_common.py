@@ -26,7 +26,7 @@ M = TypeVar("M", bound=BaseModel)
 ROLLOUT_DIR = "rollout_summaries"
 
 
-def validate(model: type[M], **values: Any) -> M:
+def validate(model: type[M], /, **values: Any) -> M:
     """Build a request model; pydantic's complaint becomes a UserInputError naming the fields."""
     try:
         return model(**values)
