@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -381,6 +383,41 @@ def test_a_file_retired_while_a_call_looks_at_it_is_gone_not_an_error(store, mon
     gone.write_text(ROLLOUT)
     with pytest.raises(NotFoundError, match="fix-flaky-deploy.md"):
         rp.read(store, "rollout_summaries/fix-flaky-deploy.md")
+
+
+def _nested(base, names, text):
+    """Folders `names` nested under `base` and a SKILL.md holding `text` at the bottom, made
+    relative to each folder (their paths grow past what one call may name); its memory path."""
+    fd = os.open(base, os.O_RDONLY)
+    for name in names:
+        os.mkdir(name, dir_fd=fd)
+        fd, old = os.open(name, os.O_RDONLY, dir_fd=fd), fd
+        os.close(old)
+    with open(os.open("SKILL.md", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
+        f.write(text)
+    os.close(fd)
+    return "/".join(["skills", *names, "SKILL.md"])
+
+
+@pytest.mark.parametrize("mode", ["any", "ranked"])
+def test_a_deep_or_long_folder_breaks_no_search(store, mode):
+    """A folder tree under skills/ (or the notes) 1,200 folders deep made every search a
+    RecursionError, and one whose path passes the system's 4,096 bytes an OSError ("File name too
+    long"): the whole memory unsearchable, HTTP 500. The deep file is searched like any other;
+    the one no path can name (nor `read` open) is passed over."""
+    deep = _nested(store.root / "skills", ["a"] * 1200, "- the walrus deploy, deep down\n")
+    _nested(store.root / "skills", ["b" * 250] * 20, "- the walrus deploy, too far\n")
+    try:
+        hits = rp.search(store, ["walrus"], mode=mode).matches
+        assert [m.path for m in hits] == [deep]
+        assert rp.read(store, deep).content == "- the walrus deploy, deep down"
+    finally:  # rmtree recurses too: pytest's cleanup of old temp folders would fail on this tree
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + 3000)
+        try:
+            shutil.rmtree(store.root / "skills" / "a")
+        finally:
+            sys.setrecursionlimit(limit)
 
 
 @pytest.mark.parametrize("mode", ["any", "all_within_lines", "ranked"])

@@ -118,24 +118,37 @@ def is_active_rollout(rel: str) -> bool:
     return len(parts) == 2 and parts[0] == ROLLOUT_DIR and parts[1].endswith(".md") and not parts[1].startswith(".")
 
 
-def _entries(base: str, rel_base: str, recursive: bool) -> Iterator[tuple[str, os.DirEntry]]:
-    """(rel, directory entry) of the regular, non-hidden, non-symlink files under `base` whose
-    names are UTF-8 (another name cannot be cited or indexed), sorted by name. Plain strings:
-    this walk runs before every search, over thousands of files."""
+def nameable(path: str) -> bool:
+    """A path the system can open (under PATH_MAX with its NUL); a folder tree can grow past it."""
+    return len(path) < PATH_MAX_BYTES // 4 or len(os.fsencode(path)) < PATH_MAX_BYTES
+
+
+def _listed(base: str) -> list[os.DirEntry]:
     try:
         with os.scandir(base) as it:
-            entries = sorted(it, key=lambda e: e.name)
+            return sorted(it, key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
-        return
-    for entry in entries:
-        if entry.name[0] == "." or entry.is_symlink() or not is_utf8(entry.name):
-            continue
-        rel = f"{rel_base}/{entry.name}" if rel_base else entry.name
-        if entry.is_dir(follow_symlinks=False):
-            if recursive:
-                yield from _entries(entry.path, rel, True)
-        elif entry.is_file(follow_symlinks=False):
-            yield rel, entry
+        return []
+
+
+def _entries(base: str, rel_base: str, recursive: bool) -> Iterator[tuple[str, os.DirEntry]]:
+    """(rel, directory entry) of the regular, non-hidden, non-symlink files under `base` whose
+    names are UTF-8 (another name cannot be cited or indexed) and whose paths the system can
+    open, sorted by name, depth first. Plain strings: this walk runs before every search, over
+    thousands of files; a loop, not recursion (a tree may be thousands of folders deep)."""
+    levels = [(rel_base, iter(_listed(base)))]
+    while levels:
+        rel_dir, entries = levels[-1]
+        entry = next(entries, None)
+        if entry is None:
+            levels.pop()
+        elif entry.name[0] != "." and not entry.is_symlink() and is_utf8(entry.name) and nameable(entry.path):
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if recursive:
+                    levels.append((rel, iter(_listed(entry.path))))
+            elif entry.is_file(follow_symlinks=False):
+                yield rel, entry
 
 
 def regular_file(path: str | Path) -> os.stat_result | None:

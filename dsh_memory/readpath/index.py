@@ -23,7 +23,7 @@ from typing import Any
 
 from dsh_memory.errors import DshMemoryError, UserInputError
 from dsh_memory.readpath import embedder, fusion, vectors
-from dsh_memory.readpath._common import corpus, corpus_entries, read_text, top_files, why_no_text
+from dsh_memory.readpath._common import corpus, corpus_entries, nameable, read_text, top_files, why_no_text
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
@@ -172,15 +172,20 @@ def _dir_mtimes(store: Any) -> dict[str, int]:
     out: dict[str, int] = {}
 
     def walk(path: str, recursive: bool) -> None:
-        try:
-            out[path] = os.lstat(path).st_mtime_ns
-            if recursive:
-                with os.scandir(path) as it:
-                    for e in it:
-                        if e.name[0] != "." and e.is_dir(follow_symlinks=False):
-                            walk(e.path, True)
-        except (FileNotFoundError, NotADirectoryError):
-            out[path] = -1
+        todo = [path]  # a loop, not recursion: a tree may be thousands of folders deep
+        while todo:
+            path = todo.pop()
+            try:
+                out[path] = os.lstat(path).st_mtime_ns
+                if recursive:
+                    with os.scandir(path) as it:
+                        todo += (
+                            e.path
+                            for e in it
+                            if e.name[0] != "." and e.is_dir(follow_symlinks=False) and nameable(e.path)
+                        )
+            except (FileNotFoundError, NotADirectoryError):
+                out[path] = -1
 
     walk(root, False)
     walk(os.path.join(root, "rollout_summaries"), False)
