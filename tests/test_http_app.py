@@ -356,7 +356,10 @@ def test_rpc_list_and_read_answer_a_name_that_is_no_utf8_in_one_line(client, set
     r = rpc(client, "list", {"path": "rollout_summaries"})
     assert r.status_code == 200, r.text
     assert "rollout_summaries/caf\\xe9.md" in [e["path"] for e in r.json()["result"]["entries"]]
-    for method in ("list", "read"):
+    for method in ("list", "read", "delete-file"):  # delete-file deleted the file, then answered 500
         body = json.dumps({"method": method, "params": {"path": "rollout_summaries/caf\udce9.md"}})
         r = client.post(RPC_PATH, content=body, headers={"content-type": "application/json"})
         assert r.status_code == 400 and "not UTF-8" in r.json()["error"]["message"], (method, r.text)
+    assert "rollout_summaries/caf\\xe9.md" in [
+        e["path"] for e in rpc(client, "list", {"path": "rollout_summaries"}).json()["result"]["entries"]
+    ]

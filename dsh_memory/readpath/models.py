@@ -210,7 +210,9 @@ class AddRequest(_Request):
 
 
 class DeleteRequest(_Request):
-    path: str = Field(description="File relative to the memory root (never a pipeline file or a directory)")
+    path: Annotated[str, UTF8_PATH] = Field(
+        description="File relative to the memory root (never a pipeline file or a directory)"
+    )
 
 
 class Summary(BaseModel):
