@@ -273,6 +273,21 @@ def test_path_attacks_are_refused_before_any_io(store, bad):
             call()
 
 
+def test_a_path_too_long_under_the_memory_root_is_bad_input_not_an_oserror(store):
+    """A path of 4,095 bytes (every name within 255) passed the length check, and the memory
+    root's own path made it one no system call takes: OSError "File name too long", HTTP 500 in
+    every operation. The bound counts the root too: one line, exit 2 / 400."""
+    too_long = "/".join(["a" * 255] * 16)
+    for call in (
+        lambda: rp.read(store, too_long),
+        lambda: rp.list_dir(store, too_long),
+        lambda: rp.search(store, ["foo"], path=too_long),
+        lambda: rp.delete_file(store, too_long),
+    ):
+        with pytest.raises(UserInputError, match="bytes long in UTF-8; at most"):
+            call()
+
+
 def test_symlinks_inside_the_root_are_refused(store, tmp_path):
     outside = tmp_path / "outside.md"
     outside.write_text("secret outside the root\n")

@@ -82,12 +82,14 @@ NAME_MAX_BYTES = 255  # one file or directory name (NAME_MAX on Linux, macOS, Wi
 PATH_MAX_BYTES = 4096  # a whole path (PATH_MAX on Linux)
 
 
-def check_name_lengths(rel: str) -> None:
+def check_name_lengths(rel: str, root: str = "") -> None:
     """A path no file system can hold is bad input, not an OSError ("File name too long"):
-    every component at most 255 bytes in UTF-8, the whole path at most 4096."""
+    every component at most 255 bytes in UTF-8, the whole path with `root` and its NUL at most
+    4096."""
     size = len(rel.encode("utf-8", "surrogatepass"))
-    if size > PATH_MAX_BYTES:
-        raise UserInputError(f"path is {size} bytes long in UTF-8; at most {PATH_MAX_BYTES} bytes are allowed")
+    room = PATH_MAX_BYTES - 1 - (len(os.fsencode(root)) + 1 if root else 0)
+    if size > room:
+        raise UserInputError(f"path is {size} bytes long in UTF-8; at most {room} bytes are allowed")
     for part in rel.split("/"):
         n = len(part.encode("utf-8", "surrogatepass"))
         if n > NAME_MAX_BYTES:
@@ -104,7 +106,7 @@ def guard(store: Any, rel: str | None) -> tuple[Path, str]:
     rel = rel or ""
     if "\x00" in rel:
         raise PathGuardError("path contains a NUL byte")
-    check_name_lengths(rel)
+    check_name_lengths(rel, str(store.root))
     stripped = rel.strip()
     if stripped in ("", ".", "./"):
         return store.root, ""
