@@ -167,6 +167,8 @@ def test_bad_tool_arguments_are_one_line_naming_the_argument(root):
         "internal": ("memory_search", {"queries": ["gateway"], "model": "ranked"}),  # no name of ours leaks in
         "type": ("memory_search", {"queries": "gateway", "max_results": "many"}),
         "good": ("memory_read", {"path": "MEMORY.md", "start_line": "2", "max_lines": 1}),
+        "json_note": ("memory_add", {"note": '{"retries": 3}', "scope": "global"}),  # text that looks like JSON
+        "list_note": ("memory_add", {"note": '["pnpm", "never npm"]', "title": "null", "scope": "global"}),
     }
 
     async def main() -> dict:
@@ -186,6 +188,10 @@ def test_bad_tool_arguments_are_one_line_naming_the_argument(root):
         assert result.is_error and "\n" not in text, text
         assert "invalid arguments: " in text and arg in text, text
     assert _structured(out["good"])["content"] == "The API gateway lives in services/gateway."
+    # a string argument is the string sent, never parsed as JSON into an object, a list or null
+    for key, text, title in (("json_note", '{"retries": 3}', "null"), ("list_note", '["pnpm", "never npm"]', '"null"')):
+        note = (root / _structured(out[key])["path"]).read_text()
+        assert note.endswith(f"\n{text}\n") and f"\ntitle: {title}\n" in note, note
 
 
 def test_an_unknown_prompt_or_a_bad_resource_is_one_clear_error(root, capfd):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from mcp import MCPError
 from mcp.server.mcpserver import MCPServer
@@ -19,7 +20,7 @@ from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.types import INVALID_PARAMS, ToolAnnotations
-from pydantic import ConfigDict, create_model
+from pydantic import ConfigDict, SkipValidation, create_model
 
 from dsh_memory import __version__
 from dsh_memory import readpath as rp
@@ -139,7 +140,14 @@ def _passthrough(typed: type) -> type:
             given = {k: v for k, v in super().model_dump_one_level().items() if v is not _UNSET}
             return {**given, **(self.model_extra or {})}
 
-    fields: dict[str, Any] = {name: (Any, _UNSET) for name in typed.model_fields}
+    def kind(annotation: Any) -> Any:
+        """Text (str, str | None, a Literal) as `str`, so that the SDK hands it on as sent: it
+        parses a string argument of any other type as JSON, a note '{"retries": 3}' into a dict."""
+        origin = get_origin(annotation)
+        text = annotation is str or origin is Literal or (origin in (Union, UnionType) and str in get_args(annotation))
+        return Annotated[str, SkipValidation] if text else Any
+
+    fields: dict[str, Any] = {name: (kind(f.annotation), _UNSET) for name, f in typed.model_fields.items()}
     return create_model(typed.__name__, __base__=Given, **fields)
 
 
