@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import os
 import shutil
@@ -368,7 +369,7 @@ def test_a_file_retired_while_a_call_looks_at_it_is_gone_not_an_error(store, mon
     each answered with FileNotFoundError (HTTP 500, a bare MCP error). The file is simply not
     there: search and list pass it over, read says it is not found."""
     gone = store.root / "rollout_summaries" / "fix-flaky-deploy.md"
-    real_scandir, real_stat = os.scandir, os.stat
+    real_scandir, real_open = os.scandir, builtins.open
 
     def scandir(path="."):  # the folder is listed with the file; the file goes right after
         entries = _Listed(real_scandir(path))
@@ -376,11 +377,10 @@ def test_a_file_retired_while_a_call_looks_at_it_is_gone_not_an_error(store, mon
             gone.unlink()
         return entries
 
-    def stat(path, *args, **kw):  # read looks at the file; the file goes right after
-        st = real_stat(path, *args, **kw)
-        if os.fspath(path) == str(gone) and kw.get("follow_symlinks") is False:
+    def open_(file, *args, **kw):  # read has looked at the file; it goes before read opens it
+        if os.fspath(file) == str(gone) and gone.exists():
             gone.unlink()
-        return st
+        return real_open(file, *args, **kw)
 
     monkeypatch.setattr(os, "scandir", scandir)
     for mode in ("any", "ranked"):
@@ -394,7 +394,7 @@ def test_a_file_retired_while_a_call_looks_at_it_is_gone_not_an_error(store, mon
         "rollout_summaries/other-topic.md",
     ]
     monkeypatch.setattr(os, "scandir", real_scandir)
-    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(builtins, "open", open_)
     gone.write_text(ROLLOUT)
     with pytest.raises(NotFoundError, match="fix-flaky-deploy.md"):
         rp.read(store, "rollout_summaries/fix-flaky-deploy.md")
