@@ -338,6 +338,28 @@ def test_search_skips_a_file_too_large_to_be_memory(store):
         assert paths == {"extensions/ad_hoc/notes/small.md"}, mode
 
 
+@pytest.mark.parametrize("mode", ["any", "all_within_lines"])
+def test_a_line_search_holds_no_more_of_a_match_than_a_page_can_show(store, mode):
+    """A line search keeps the matches it has found (up to max_results + 1, or 5,000 with a cwd)
+    before a page is cut, each built whole: with 20 lines of context around lines of 64 KB, one
+    match took 2.6 MB, and a search of a 2.5 MiB note 85 MiB (4 MiB files: gigabytes). A match
+    keeps what a page can hold, cut in the page's own order; the page is the same."""
+    import tracemalloc
+
+    line = "- the zebra " + "z" * 64_000 + "\n"
+    (store.notes_dir / "wide.md").write_text(line * 40)
+    tracemalloc.start()
+    try:
+        res = rp.search(store, ["zebra"], mode=mode, context_lines=20, max_chars=64_000, max_results=500)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * len(line) * 40, peak
+    ((m,),) = [res.matches]
+    assert (m.start_line, m.match_line, m.end_line) == (1, 1, 1) and m.content.startswith("- the zebra zzz")
+    assert res.truncated and len(res.model_dump_json()) <= 64_000
+
+
 @pytest.mark.parametrize("mode", ["any", "ranked"])
 def test_a_file_name_that_is_not_utf8_breaks_no_search(store, mode):
     """A note named `caf\\xe9.md` (Latin-1 bytes, as another system may write them): every search

@@ -79,21 +79,40 @@ def _file_matches(
     else:
         spans = _windows(hits, nq, req.within_lines)
     out = []
-    c = req.context_lines
+    c, cap = req.context_lines, req.max_chars + 1  # more never fits a page
     for i, j, h in spans[:limit]:
-        a, b = max(0, i - c), min(len(lines) - 1, j + c)
+        a, b = _within(lines, max(0, i - c), min(len(lines) - 1, j + c), i, j, cap)
         out.append(
             SearchMatch(
                 path=rel,
                 start_line=a + 1,
                 end_line=b + 1,
                 match_line=i + 1,
-                match_end_line=j + 1,
-                content="\n".join(line[: req.max_chars + 1] for line in lines[a : b + 1]),  # more never fits
+                match_end_line=min(j, b) + 1,
+                content="\n".join(line[:cap] for line in lines[a : b + 1]),
                 matched_queries=[req.queries[k] for k in sorted(h)],
             )
         )
     return out
+
+
+def _within(lines: list[str], a: int, b: int, i: int, j: int, cap: int) -> tuple[int, int]:
+    """Lines a..b of a match citing i..j, cut (as `_shrink` cuts: its context first, a line at a
+    time from the side with more of it, then the cited range's last lines) until at most `cap`
+    characters are left, which no page exceeds: a line search holds up to SEARCH_SCAN_LIMIT
+    matches at once, and 20 lines of context around lines of 64 KB took 2.6 MB a match."""
+
+    def size() -> int:
+        return sum(min(len(line), cap) for line in lines[a : b + 1])
+
+    while (a < i or b > j) and size() > cap:
+        if i - a >= b - j:
+            a += 1
+        else:
+            b -= 1
+    while b > i and size() > cap:
+        b -= 1
+    return a, b
 
 
 def _line_search(store: Any, req: SearchRequest, need: int) -> tuple[list[SearchMatch], list[tuple[str, str]]]:
