@@ -205,6 +205,26 @@ def test_read_only_counts_the_lines_outside_its_page(store):
         assert calls[0] < 500_000, calls  # the page's chunk is split (≈ 80,000 lines), the rest counted
 
 
+def test_read_holds_no_more_of_a_file_than_its_page(store):
+    """`read` held every line of its window whole: with lines of 500,000 characters the window
+    (up to 5,000 lines) was the file, 83 MiB to return 64,000 characters of a 100 MB one. It keeps
+    what the page can return; the page is the same."""
+    import tracemalloc
+
+    with open(store.root / "skills" / "wide.md", "w") as f:
+        for i in range(200):
+            f.write(f"{i} " + "x" * 500_000 + "\n")
+    tracemalloc.start()
+    try:
+        res = rp.read(store, "skills/wide.md", start_line=3, max_lines=5000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak  # one chunk (1 MiB characters) and its lines, not the file
+    assert (res.start_line, res.end_line, res.total_lines, res.truncated, res.next_start_line) == (3, 3, 200, True, 4)
+    assert res.content == "2 " + "x" * (64_000 - 3)
+
+
 def test_read_size_cap_sets_truncated(store):
     (store.root / "skills" / "big.md").write_text("\n".join("y" * 1000 for _ in range(200)))
     res = rp.read(store, "skills/big.md", max_lines=200)

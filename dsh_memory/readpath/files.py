@@ -150,15 +150,17 @@ def _window(path: Any, first: int, count: int) -> tuple[list[str], int]:
     """Lines `first` … `first + count - 1` (0-based) of a file and how many lines it has, split as
     `str.splitlines` splits them (search's line numbers), holding one chunk and the window at a
     time: an archive grown over months is not loaded whole to return a page of it. A line longer
-    than a page keeps only its head (all `read` returns of it)."""
+    than a page keeps only its head (all `read` returns of it), and the window ends past the
+    characters a page returns."""
     window: list[str] = []
-    total = 0
+    total = kept = 0
     pending = ""  # a line not ended yet: the next chunk may go on with it (or end its "\r" with "\n")
 
     def take(line: str) -> None:
-        nonlocal total
-        if first <= total < first + count:
-            window.append(line.splitlines()[0])
+        nonlocal total, kept
+        if first <= total < first + count and kept <= MAX_READ_CHARS:  # past the cap: none returned
+            window.append(line.splitlines()[0][: MAX_READ_CHARS + 1])
+            kept += len(window[-1]) + 1
         total += 1
 
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
