@@ -34,6 +34,7 @@ from dsh_memory.storage.state_schema import owner_is_gone
 from dsh_memory.storage.store import MemoryStore
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 from tests.flow_helpers import copy_tree_aged
+from tests.fs_helpers import nested, remove_deep
 from tests.test_selection import _ref, _session
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,6 +89,20 @@ def test_a_killed_writers_temp_file_is_swept_at_once(tmp_path):
     os.utime(legacy, (1, 1))
     assert store.sweep_temp_files() == [legacy.name]
     assert mine.exists()
+
+
+def test_the_sweep_passes_a_folder_tree_thousands_deep(tmp_path):
+    """A folder tree 1,500 deep in the memory root (a skill's own, or a hostile one) made the
+    sweep, which starts every extraction, a RecursionError (os.walk recurses on Python 3.11):
+    no session was extracted any more. A temp file at its bottom is swept like any other."""
+    store = MemoryStore(tmp_path)
+    store.ensure_layout()
+    os.utime(nested(tmp_path / "skills", ["d"] * 1500, ".x.md.abc123xy.tmp", "?"), (1, 1))  # left long ago
+    try:
+        swept = store.sweep_temp_files()
+        assert len(swept) == 1 and swept[0].endswith("/d/.x.md.abc123xy.tmp"), swept
+    finally:
+        remove_deep(tmp_path / "skills" / "d")
 
 
 # The extract flow in a process that dies (SIGKILL) right after the rollout summary is written.

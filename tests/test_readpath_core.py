@@ -6,7 +6,6 @@ import base64
 import builtins
 import json
 import os
-import shutil
 import sys
 from datetime import UTC, datetime
 
@@ -18,6 +17,7 @@ from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
+from tests.fs_helpers import nested, remove_deep
 
 MEMORY_MD = """# Handbook
 
@@ -185,7 +185,6 @@ def test_read_only_counts_the_lines_outside_its_page(store):
     say total_lines. A chunk with no line of the page in it (and no line break but "\\n") is only
     counted now (C speed); the numbers are the same (the test above checks them against
     `splitlines`). Python function calls during the read show it: one per line, before."""
-    import sys
 
     target = store.root / "skills" / "long.md"
     target.write_text("top\n" + "a line of it\n" * 2_000_000 + "bottom\n")
@@ -442,39 +441,21 @@ def test_a_file_retired_while_a_call_looks_at_it_is_gone_not_an_error(store, mon
         rp.read(store, "rollout_summaries/fix-flaky-deploy.md")
 
 
-def _nested(base, names, text):
-    """Folders `names` nested under `base` and a SKILL.md holding `text` at the bottom, made
-    relative to each folder (their paths grow past what one call may name); its memory path."""
-    fd = os.open(base, os.O_RDONLY)
-    for name in names:
-        os.mkdir(name, dir_fd=fd)
-        fd, old = os.open(name, os.O_RDONLY, dir_fd=fd), fd
-        os.close(old)
-    with open(os.open("SKILL.md", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
-        f.write(text)
-    os.close(fd)
-    return "/".join(["skills", *names, "SKILL.md"])
-
-
 @pytest.mark.parametrize("mode", ["any", "ranked"])
 def test_a_deep_or_long_folder_breaks_no_search(store, mode):
     """A folder tree under skills/ (or the notes) 1,200 folders deep made every search a
     RecursionError, and one whose path passes the system's 4,096 bytes an OSError ("File name too
     long"): the whole memory unsearchable, HTTP 500. The deep file is searched like any other;
     the one no path can name (nor `read` open) is passed over."""
-    deep = _nested(store.root / "skills", ["a"] * 1200, "- the walrus deploy, deep down\n")
-    _nested(store.root / "skills", ["b" * 250] * 20, "- the walrus deploy, too far\n")
+    nested(store.root / "skills", ["a"] * 1200, "SKILL.md", "- the walrus deploy, deep down\n")
+    nested(store.root / "skills", ["b" * 250] * 20, "SKILL.md", "- the walrus deploy, too far\n")
+    deep = "/".join(["skills", *["a"] * 1200, "SKILL.md"])
     try:
         hits = rp.search(store, ["walrus"], mode=mode).matches
         assert [m.path for m in hits] == [deep]
         assert rp.read(store, deep).content == "- the walrus deploy, deep down"
     finally:  # rmtree recurses too: pytest's cleanup of old temp folders would fail on this tree
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(limit + 3000)
-        try:
-            shutil.rmtree(store.root / "skills" / "a")
-        finally:
-            sys.setrecursionlimit(limit)
+        remove_deep(store.root / "skills" / "a")
 
 
 @pytest.mark.parametrize("mode", ["any", "all_within_lines", "ranked"])

@@ -95,17 +95,17 @@ class MemoryStore:
         cutoff = time.time() - 300
         pattern = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")
         removed: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            dirnames[:] = [d for d in dirnames if d != STATE_DIRNAME]
-            for name in filenames:
-                if not pattern.match(name):
-                    continue
-                path = os.path.join(dirpath, name)
-                with suppress(OSError):
-                    st = os.lstat(path)
-                    if (st.st_mtime < cutoff or temp_writer_gone(name)) and not os.path.islink(path):
-                        os.unlink(path)
-                        removed.append(os.path.relpath(path, self.root))
+        folders = [str(self.root)]  # a loop: os.walk recurses per level (a tree may be thousands deep)
+        while folders:
+            with suppress(OSError), os.scandir(folders.pop()) as entries:
+                for e in entries:
+                    if e.is_dir(follow_symlinks=False):
+                        folders += [e.path] if e.name != STATE_DIRNAME else []
+                    elif pattern.match(e.name) and e.is_file(follow_symlinks=False):
+                        with suppress(OSError):
+                            if e.stat(follow_symlinks=False).st_mtime < cutoff or temp_writer_gone(e.name):
+                                os.unlink(e.path)
+                                removed.append(os.path.relpath(e.path, self.root))
         return sorted(removed)
 
     # -- path guard -------------------------------------------------------------------------
