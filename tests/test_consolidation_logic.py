@@ -21,6 +21,7 @@ from dsh_memory.consolidation.inputs import INCREMENTAL, INIT, gather_inputs
 from dsh_memory.consolidation.output import ConsolidationOutput, ModelReply, cut_key, parse_reply
 from dsh_memory.consolidation.prompt import MEMORY_WRITE_TOOL, PROMPT_VERSION, SYSTEM_PROMPT
 from dsh_memory.consolidation.result import render_markdown
+from dsh_memory.consolidation.skill_inventory import skills_inventory
 from dsh_memory.consolidation.skills import SkillError, validate_skill, validate_skill_file_path, validate_skill_name
 from dsh_memory.errors import LLMOutputError
 from dsh_memory.settings import MemorySettings
@@ -28,6 +29,7 @@ from dsh_memory.storage.locks import AlreadyRunning, is_running, phase_lock
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
 from dsh_memory.storage.store_format import RawBlock
+from tests.fs_helpers import nested, remove_deep
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SECRET = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
@@ -221,6 +223,20 @@ def test_gather_inputs_incremental_and_skill_inventory(store: MemoryStore, state
     assert inp.skills[0].description == "Run the suite" and inp.skills[0].files == ["scripts/t.sh"]
     user = inp.messages()[1]["content"]
     assert "- uses make" in user and "description: Run the suite" in user
+
+
+def test_a_skill_folder_thousands_deep_is_inventoried_not_a_recursion_error(store: MemoryStore, root: Path):
+    """A skill folder holding a tree 1,500 deep (the user's, or a hostile one) made every
+    consolidation's inventory of the skills a RecursionError (os.walk recurses per level on
+    Python 3.11). The skill is offered with the files near its top."""
+    store.atomic_write("skills/deep/SKILL.md", "---\nname: deep\ndescription: Deep one\n---\n# Steps\n")
+    store.atomic_write("skills/deep/scripts/run.sh", "make\n")
+    nested(store.skills_dir / "deep", ["d"] * 1500, "x.txt", "?")
+    try:
+        (skill,) = skills_inventory(store.skills_dir)
+        assert skill.name == "deep" and "scripts/run.sh" in skill.files
+    finally:
+        remove_deep(store.skills_dir / "deep" / "d")
 
 
 # ---- output parsing ---------------------------------------------------------------------------

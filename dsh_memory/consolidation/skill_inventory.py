@@ -13,6 +13,7 @@ from dsh_memory.errors import UserInputError
 SKILL_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,79}$"  # the memory_write tool's too (prompt.py)
 SKILL_NAME_RE = re.compile(SKILL_NAME_PATTERN)
 SKILL_FILES_LISTED = 20
+MAX_SKILL_DEPTH = 8  # folders below a skill's own that its files are listed from
 SKILL_MD_HEAD_CHARS = 8192
 
 
@@ -79,7 +80,8 @@ def skills_inventory(skills_dir: os.PathLike) -> list[SkillInfo]:
         first = [one_line(ln, 120) for ln in body.splitlines() if ln.strip()][:3]
         files: list[str] = []
         for dirpath, dirnames, filenames in os.walk(entry.path):  # os.walk does not follow symlinks
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            deep = dirpath.count(os.sep) - entry.path.count(os.sep) >= MAX_SKILL_DEPTH  # (it recurses per level)
+            dirnames[:] = [] if deep else sorted(d for d in dirnames if not d.startswith("."))
             for fn in sorted(filenames):
                 rel = os.path.relpath(os.path.join(dirpath, fn), entry.path).replace(os.sep, "/")
                 if rel != "SKILL.md" and not fn.startswith("."):
