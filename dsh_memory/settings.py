@@ -255,6 +255,9 @@ class MemorySettings(BaseModel):
             raise ValueError(
                 f"{v} is not an absolute path: set DSH_MEMORY_ROOT (or DSH_HOME, its default's parent) to one"
             )
+        shown = str(v).encode("utf-8", "backslashreplace").decode()
+        if shown != str(v):  # the root is in what the read path answers (JSON, the injected text)
+            raise ValueError(f"{shown} is no UTF-8 path: set DSH_MEMORY_ROOT (or DSH_HOME) to one that is")
         there = next((p for p in (v, *v.parents) if p.exists()), v)  # it, or the folder it would be made in
         if there.exists() and not there.is_dir():
             raise ValueError(f"{there} is not a directory: point it at a folder (one that is missing is created)")

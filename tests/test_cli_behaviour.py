@@ -413,6 +413,18 @@ def test_a_relative_memory_root_is_a_configuration_error(tmp_path, monkeypatch, 
     assert home.exit_code == 0, home.output
 
 
+@pytest.mark.parametrize("args", [["status"], ["summary", "--json"]], ids=" ".join)
+def test_a_memory_root_that_is_no_utf8_path_is_a_configuration_error(tmp_path, args):
+    """A DSH_MEMORY_ROOT holding a byte that is no UTF-8 (`/home/m\\xff`) is in what the
+    read path answers (the summary's instructions, `get-state`): the memory API and MCP failed
+    every such call with a 500. Refused where the settings are read (exit 4), in one line."""
+    text = invoke(args, {"DSH_MEMORY_ROOT": f"{tmp_path}/m\udcff", "DSH_MEMORY_IGNORE_BLOCKS": "1"})
+    assert text.exit_code == 4, text.output
+    assert "DSH_MEMORY_ROOT" in (text.stderr + text.stdout) and "UTF-8" in (text.stderr + text.stdout)
+    assert "Traceback" not in text.output
+    assert not any(p.name.startswith("m") for p in tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("variable", ["DSH_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"])
 def test_a_relative_source_folder_is_a_configuration_error(tmp_path, monkeypatch, variable):
     """CODEX_HOME=.codex was read from the folder each command ran in: a hook runs in the session's
