@@ -758,3 +758,16 @@ def test_usage_recorded_only_for_active_rollout_summaries(store, state):
     usage = state.usage()
     assert set(usage) == {"rollout_summaries/fix-flaky-deploy.md"}
     assert usage["rollout_summaries/fix-flaky-deploy.md"][0] == 3
+
+
+def test_a_last_line_over_the_cap_comes_cut_with_nothing_to_continue_from(store):
+    """memory_read's description told an agent to call again with next_start_line whenever
+    `truncated` was true; a last line over the size cap comes cut (truncated) with no
+    next_start_line to call with. The description says what the answer gives."""
+    from dsh_memory.readpath import files
+    from dsh_memory.serve.mcp_server import READ_DESC
+
+    store.atomic_write("notes/wide.md", "head\n" + "x" * (files.MAX_READ_CHARS + 10) + "\n")
+    res = rp.read(store, "notes/wide.md", start_line=2)
+    assert (res.truncated, res.next_start_line, len(res.content)) == (True, None, files.MAX_READ_CHARS - 1)
+    assert "If next_start_line is set" in READ_DESC and "If truncated is true, call again" not in READ_DESC

@@ -52,8 +52,9 @@ LIST_DESC = (
 READ_DESC = (
     "Read lines of one memory file. Returns content with start_line/end_line (1-based) so you can "
     "cite it as path:start-end. Pass a search hit's start_line as start_line to jump to it. If "
-    "truncated is true, call again with start_line = next_start_line. Memory may be stale: verify "
-    "before acting."
+    "next_start_line is set, more lines follow: call again with start_line = next_start_line (a "
+    "line longer than the size cap comes cut: truncated, with its head only). Memory may be "
+    "stale: verify before acting."
 )
 SEARCH_DESC = (
     "Search your long-term memory. mode='ranked' for questions and topics: ask in plain words (a "
