@@ -852,3 +852,13 @@ def test_a_failed_sessions_retry_command_is_quoted_for_the_shell():
         argv = shlex.split(command)
         assert argv[:2] == ["dsh-memory", "extract"] and argv[-1] == sid, line
         assert argv[2:-1] == (["--"] if sid.startswith("-") else []), line
+
+
+def test_forget_says_how_long_a_retired_summary_can_be_restored():
+    """`forget --project` said `restore NAME` brings a summary back; a consolidation keeps only
+    the newest retired ones (apply.MAX_RETIRED_SUMMARIES), so after a large forget the oldest
+    went for good, unsaid. The help says the bound, the one the code keeps."""
+    from dsh_memory.consolidation.apply import MAX_RETIRED_SUMMARIES
+
+    page = " ".join(CliRunner().invoke(app, ["forget", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert f"keeps the newest {MAX_RETIRED_SUMMARIES:,} retired summaries" in page

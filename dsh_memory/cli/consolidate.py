@@ -112,7 +112,8 @@ def register(app: typer.Typer) -> None:
         keeps it): edit them to drop it.
         Refused (exit 5) while the session is being extracted. With --project ROOT: every rollout summary, raw block and note of that repository is
         retired or archived, its handbook groups and summary part are cut out into one retired
-        summary, and its sessions are excluded (`dsh-memory restore NAME` brings a summary back).
+        summary, and its sessions are excluded (`dsh-memory restore NAME` brings a summary back;
+        .retired/ keeps the newest 2,000 retired summaries and every one MEMORY.md names).
         """
 
         def go() -> dict:
