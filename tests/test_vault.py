@@ -103,21 +103,28 @@ def test_overview_says_when_it_lists_only_the_newest_imports(client, settings):
     assert "most recent of" not in client.get("/").text
 
 
-def test_overview_reloads_while_a_phase_runs_and_consolidate_is_disabled_while_one_runs(client, settings):
+def test_overview_reloads_while_a_phase_runs_and_consolidate_is_disabled_while_one_runs(client, settings, monkeypatch):
     """docs/vault.md said the overview's buttons are disabled while a phase runs: Consolidate now
     (its one button) is disabled while a consolidation runs, and stays usable during extraction."""
     from datetime import UTC, datetime
 
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from dsh_memory.serve.prefect_server import free_port
     from dsh_memory.storage.locks import phase_lock
 
-    assert "http-equiv" not in client.get("/").text
-    with StateStore(settings.memory_root) as st:
-        st.try_start("being-extracted", datetime.now(UTC), source="dsh")
-    page = client.get("/").text
-    assert '<meta http-equiv="refresh" content="4">' in page and 'data-action="consolidate">' in page
-    with phase_lock(settings.memory_root, "phase2"):
+    # this memory's phases only: not the runs other tests leave in flight on the suite's server
+    dead = f"http://127.0.0.1:{free_port()}/api"
+    monkeypatch.setenv("PREFECT_API_URL", dead)
+    with temporary_settings(updates={PREFECT_API_URL: dead}):
+        assert "http-equiv" not in client.get("/").text
+        with StateStore(settings.memory_root) as st:
+            st.try_start("being-extracted", datetime.now(UTC), source="dsh")
         page = client.get("/").text
-    assert 'data-action="consolidate" disabled' in page
+        assert '<meta http-equiv="refresh" content="4">' in page and 'data-action="consolidate">' in page
+        with phase_lock(settings.memory_root, "phase2"):
+            page = client.get("/").text
+        assert 'data-action="consolidate" disabled' in page
 
 
 def test_browse_shows_provenance_usage_notes_skills_and_retired(client, settings):
@@ -423,12 +430,16 @@ def test_forget_a_session_from_the_sessions_page(client, settings):
 
 def test_forget_plans_only_the_summaries_forgetting_retires(client, settings):
     """The confirm step lists what the forget will retire: a summary with no session (an import's)
-    is not the session 'None''s."""
+    is not the session 'None''s. A session nothing knows is refused as the CLI refuses it (the
+    vault excluded it and said "Forgot"): one forget, `forget_session`, for both."""
     MemoryStore(settings.memory_root).write_rollout_summary("imported-notes", {"source": "import"}, "# Imported\n")
     confirm, do = _act(client, "forget", "/vault/sessions", session="None")
     assert "imported-notes" not in confirm.text and "Retire its 0 rollout summaries" in confirm.text
-    assert "retired: nothing" in do().text
+    done = do()
+    assert done.status_code == 404 and "nothing known about session None" in done.text
     assert (settings.memory_root / "rollout_summaries/imported-notes.md").exists()
+    with StateStore(settings.memory_root) as st:
+        assert "None" not in st.overrides()
 
 
 def test_dsh_memory_http_serves_the_vault_and_says_when_no_prefect_server_would_run_a_flow(settings, tmp_path):

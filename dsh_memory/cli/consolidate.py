@@ -4,16 +4,14 @@ ROOT` (retire a project's memory), `restore NAME` (bring a retired rollout summa
 
 from __future__ import annotations
 
-from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Literal
 
 import typer
 
-from dsh_memory import readers
 from dsh_memory.cli._common import prefect_env, show
 from dsh_memory.cli._progress import with_count, with_progress
-from dsh_memory.errors import DshMemoryError, NotFoundError, UserInputError
+from dsh_memory.errors import DshMemoryError, UserInputError
 
 
 def _print_phase2(s: dict) -> None:
@@ -117,7 +115,7 @@ def register(app: typer.Typer) -> None:
         """
 
         def go() -> dict:
-            from dsh_memory.consolidation.forget import forget_project, retire_session
+            from dsh_memory.consolidation.forget import forget_project, forget_session
             from dsh_memory.context import memory_context
 
             if (session is None) == (project is None):
@@ -125,16 +123,7 @@ def register(app: typer.Typer) -> None:
             with memory_context() as ctx:
                 if project is not None:
                     return forget_project(ctx.store, ctx.state, project, datetime.now(UTC))
-                sid, in_logs = session, False
-                if ctx.state.get_claim(session) is None:  # not extracted yet, or a prefix `sessions` prints
-                    with suppress(NotFoundError):
-                        sid, in_logs = readers.find(ctx.settings.roots, session).id, True
-                before = ctx.state.overrides().get(sid)
-                result = retire_session(ctx.store, ctx.state, sid, datetime.now(UTC))
-                if not (in_logs or result["claim_dropped"] or result["retired"] or result["raw_blocks_archived"]):
-                    ctx.state.set_override(sid, before)  # no such session: nothing to exclude
-                    raise NotFoundError(f"nothing known about session {session}")
-            return result
+                return forget_session(ctx, session, datetime.now(UTC))
 
         def text(result: dict) -> None:
             retired = f" ({', '.join(result['retired'])})" if result["retired"] else ""

@@ -6,7 +6,7 @@ not a consolidation; each is recoverable (retired, archived, excluded; never del
 from __future__ import annotations
 
 import os
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,24 @@ from dsh_memory.readers.header import session_cwd
 from dsh_memory.storage.locks import AlreadyRunning, phase_lock
 from dsh_memory.storage.state_schema import owner_is_gone
 from dsh_memory.storage.store_format import parse_front_matter
+
+
+def forget_session(ctx: Any, session: str, now: datetime) -> dict:
+    """`forget SESSION` as the CLI and the vault say it: `retire_session` of the session the
+    state knows, else of the session log `session` names (its id, or a prefix as `sessions`
+    prints it); NotFoundError, nothing excluded, when neither knows it."""
+    from dsh_memory import readers
+
+    sid, in_logs = session, False
+    if ctx.state.get_claim(session) is None:  # not extracted yet, or a prefix `sessions` prints
+        with suppress(NotFoundError):
+            sid, in_logs = readers.find(ctx.settings.roots, session).id, True
+    before = ctx.state.overrides().get(sid)
+    result = retire_session(ctx.store, ctx.state, sid, now)
+    if not (in_logs or result["claim_dropped"] or result["retired"] or result["raw_blocks_archived"]):
+        ctx.state.set_override(sid, before)  # no such session: nothing to exclude
+        raise NotFoundError(f"nothing known about session {session}")
+    return result
 
 
 def retire_session(store: Any, state: Any, session_id: str, now: datetime) -> dict:

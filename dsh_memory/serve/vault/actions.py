@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
-from dsh_memory.consolidation.forget import restore_summary, retire_session
+from dsh_memory.consolidation.forget import forget_session, restore_summary
 from dsh_memory.context import MemoryContext
 from dsh_memory.errors import UserInputError
 from dsh_memory.models import extract_command
@@ -166,7 +166,7 @@ def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
         rel = delete_file(ctx.store, p.fields["path"]).path
         return Outcome(f"Deleted {rel}.", links=[("Browse", "/vault/browse")])
     if action == "forget":
-        r = retire_session(ctx.store, ctx.state, p.fields["session"], now)
+        r = forget_session(ctx, p.fields["session"], now)
         return Outcome(
             f"Forgot session {r['session_id']}.",
             [
