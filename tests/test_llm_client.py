@@ -133,6 +133,34 @@ def test_deeply_nested_answers_are_llm_errors_not_recursion_errors(srv, llm):
         llm.complete(MSGS, tool=SAVE)
 
 
+SECRET = "sk-" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8L9z0"
+CALL = {"name": "memory_save", "arguments": json.dumps(ARGS)}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": [{"message": {"content": [{"type": "text", "text": f"the key {SECRET}"}]}}]},
+        {"model": 5, "choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]},
+        {"choices": [{"message": {"content": "x"}, "finish_reason": 3}]},
+        {"usage": {"prompt_tokens": "lots"}, "choices": [{"message": {"content": "x"}}]},
+        {"usage": [1], "choices": [{"message": {"content": "x"}}]},
+        {"choices": [{"message": f"the key {SECRET}"}]},
+        {"choices": [{"message": {"tool_calls": {"0": CALL}}, "finish_reason": "tool_calls"}]},
+        {"choices": [{"message": {"tool_calls": [{"function": "memory_save"}]}, "finish_reason": "tool_calls"}]},
+        {"choices": [{"message": {"tool_calls": [{"function": {**CALL, "name": 7}}]}, "finish_reason": "tool_calls"}]},
+        {"choices": [{"message": {"tool_calls": [{"function": {**CALL, "name": 7}}]}, "finish_reason": "length"}]},
+    ],
+)
+def test_a_completion_with_a_field_of_the_wrong_type_is_malformed_and_quotes_nothing(srv, llm, body):
+    """Not a chat completion, like a body that is not JSON: never a pydantic, attribute or key
+    error, whose message would quote the answer (a secret's tail, past the redactor's reach)."""
+    srv.script(Reply(kind="error", status=200, body=body))
+    with pytest.raises(LLMTransientError, match="malformed response") as ei:
+        llm.complete(MSGS, tool=SAVE)
+    assert SECRET[-12:] not in str(ei.value)
+
+
 def test_malformed_arguments_rescued_by_text(srv, llm):
     srv.script(Reply.raw_tool("{broken", content='{"raw_memory": "r", "rollout_slug": "s"}'))
     assert llm.complete(MSGS, tool=SAVE).tool_calls[0].arguments == {"raw_memory": "r", "rollout_slug": "s"}

@@ -295,27 +295,29 @@ class OpenAICompatLLM(AbstractContextManager):
         return self._parse(response, tool, effort, notes)
 
     def _parse(self, response: httpx.Response, tool: ToolSpec | None, effort: str, notes: list[str]) -> Completion:
-        try:
+        try:  # a field of the wrong type (pydantic's message would quote the answer) or nested too far
             data = response.json()
             choice = data["choices"][0]
             message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):  # deep: nested too far
+            usage = data.get("usage") or {}
+            completion = Completion(
+                text=message.get("content") or "",
+                finish_reason=choice.get("finish_reason"),
+                usage=Usage(
+                    input_tokens=int(usage.get("prompt_tokens") or 0),
+                    output_tokens=int(usage.get("completion_tokens") or 0),
+                ),
+                model=data.get("model") or self.model,
+                provider=self.provider,
+                reasoning_effort=effort,
+                notes=notes,
+            )
+            raw_calls = message.get("tool_calls") or []
+            fn = (raw_calls[0].get("function") or {}) if raw_calls and isinstance(raw_calls[0], dict) else {}
+            if not isinstance(fn, dict) or not isinstance(fn.get("name") or "", str):
+                raise TypeError
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
             raise LLMTransientError(f"malformed response from {self.base_url}: not a chat completion") from None
-        usage = data.get("usage") or {}
-        completion = Completion(
-            text=message.get("content") or "",
-            finish_reason=choice.get("finish_reason"),
-            usage=Usage(
-                input_tokens=int(usage.get("prompt_tokens") or 0),
-                output_tokens=int(usage.get("completion_tokens") or 0),
-            ),
-            model=data.get("model") or self.model,
-            provider=self.provider,
-            reasoning_effort=effort,
-            notes=notes,
-        )
-        raw_calls = message.get("tool_calls") or []
-        fn = (raw_calls[0].get("function") or {}) if raw_calls and isinstance(raw_calls[0], dict) else {}
         if completion.finish_reason == "length":
             raw = fn.get("arguments")
             if isinstance(raw, str) and raw.strip():
