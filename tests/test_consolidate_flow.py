@@ -19,6 +19,7 @@ from dsh_memory import scope as sc
 from dsh_memory.consolidation.result import Phase2Result
 from dsh_memory.consolidation.skill_inventory import skills_inventory
 from dsh_memory.readpath import list_dir
+from dsh_memory.readpath.scoping import scope_of
 from dsh_memory.storage.locks import is_running, phase_lock
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
@@ -543,6 +544,33 @@ def test_control_characters_in_the_answer_never_reach_the_handbook(root: Path, f
     for text in (store.memory_md_path.read_text(), store.summary_path.read_text(), skill_md):
         assert "- run make check before]0;pwned a[2J2J release.\n" in text
         assert not [c for c in text if (ord(c) < 32 or 0x7F <= ord(c) <= 0x9F) and c not in "\n\t"], repr(text)
+
+
+def test_a_line_separator_in_the_answer_heads_no_part_the_read_path_alone_sees(root: Path, fake: FakeOpenAIServer):
+    """U+2028 and U+2029 end a line for the read path (`str.splitlines`: the scope of each line
+    that list and search serve) but not for the consolidation's own parsing: a `global` heading
+    after one made the project's next line global to every other project's search, past the
+    scope guard. Stored, they are line ends, and both read every line in the same part."""
+    add_raw(root, "a", "- deploy with make ship")
+    fake.script(
+        Reply.tool(
+            {
+                "memory_md": "# Task Group: /work/proj\napplies_to: cwd=/work/proj\n- deploy with make ship"
+                "\u2028# Task Group: global\n- the staging host is staging.proj.internal\n",
+                "memory_summary_md": "v1\n\n# Scope: project /work/proj\n- deploy with make ship"
+                "\u2029# Scope: global\n- the staging host is staging.proj.internal\n",
+            }
+        )
+    )
+    assert run_flow(force=True).outcome == "consolidated"
+    store = MemoryStore(root)
+    for rel, groups in (("MEMORY.md", sc.handbook_groups), ("memory_summary.md", sc.summary_groups)):
+        lines = (root / rel).read_text().split("\n")
+        starts, part, seen = dict(groups(lines)), None, []
+        for i in range(len(lines)):  # each line's part as the consolidation reads it, and as the read path does
+            part = starts.get(i, part)
+            seen.append((f"project {part}" if part else sc.GLOBAL, scope_of(store, rel, i + 1)))
+        assert all(mine == read for mine, read in seen), (rel, lines, seen)
 
 
 def test_a_line_the_model_words_anew_without_a_period_is_kept(root: Path, fake: FakeOpenAIServer):
