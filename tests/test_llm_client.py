@@ -227,6 +227,17 @@ def test_client_errors_are_fatal_and_never_show_the_key(srv, llm, status, messag
     assert message.replace(KEY, "***")[:20] in text
 
 
+@pytest.mark.parametrize("status, error", [(400, LLMFatalError), (500, LLMTransientError)])
+def test_a_secret_in_the_providers_message_is_redacted_before_the_cut(srv, llm, status, error):
+    """The message is raised as it is: Prefect logs the failed task with it, unredacted. A proxy
+    that quotes an upstream key (not ours: `_scrub` knows ours only), at the cut or before it."""
+    for message in (f"upstream rejected key {SECRET}", "x " * 240 + SECRET):
+        srv.script(Reply.error(status, {"error": {"message": message}}))
+        with pytest.raises(error) as ei:
+            llm.complete(MSGS, tool=SAVE)
+        assert "sk-Q1w2E3r4T5y6" not in str(ei.value) and str(status) in str(ei.value)
+
+
 def test_truncation_keeps_partial(srv, llm):
     srv.script(Reply.truncated('{"raw_memory": "- a\\n- b', completion_tokens=4096))
     with pytest.raises(LLMTruncatedError) as ei:

@@ -34,6 +34,7 @@ from dsh_memory import cancel
 from dsh_memory.errors import LLMError, LLMFatalError, LLMTransientError, LLMTruncatedError
 from dsh_memory.llm.base import Completion, ToolCall, ToolSpec, Usage, output_error, partial_call
 from dsh_memory.llm.parse import extract_json_object, loads_lenient
+from dsh_memory.transcript.redact import redact
 
 DEEPSEEK_EFFORTS = ("off", "low", "high", "max")
 OPENAI_EFFORTS = ("minimal", "low", "medium", "high")
@@ -171,7 +172,8 @@ class OpenAICompatLLM(AbstractContextManager):
         err = err.get("error", err) if isinstance(err, dict) else err
         if isinstance(err, dict):
             err = err.get("message") or err.get("detail") or err.get("msg") or err
-        msg = self._scrub(f"HTTP {status} from {self.base_url} (model {self.model}): {str(err)[:_MESSAGE_CHARS]}")
+        shown = redact(self._scrub(str(err)))[:_MESSAGE_CHARS]  # it reaches Prefect's run logs as raised
+        msg = self._scrub(f"HTTP {status} from {self.base_url} (model {self.model}): {shown}")
         if status in (408, 409, 425, 429) or status >= 500:
             return LLMTransientError(msg, retry_after=retry_after_seconds(response.headers))
         return LLMFatalError(msg)
