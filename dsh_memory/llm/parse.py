@@ -65,17 +65,25 @@ def loads_lenient(text: str) -> Any:
         raise ValueError("not valid JSON: nested too deep") from None
 
 
-def _balanced_end(text: str, start: int) -> int | None:
-    """Index just past the bracket that closes text[start] ('{' or '['), honouring strings."""
-    depth = 0
+def _balanced_ends(text: str, start: int, ends: dict[int, int | None]) -> None:
+    """Record in `ends`, for the '{' at text[start] and the next braces its scan opens (at most
+    _MAX_CANDIDATES), the index just past the bracket that closes each (None: never closed),
+    honouring strings. One scan serves the starts inside it: a text of unclosed braces is read
+    once, not once per start."""
+    depth, braces, kept = 0, [], 0  # braces: (position, depth inside it), innermost last
     for m in _BRACKET.finditer(text, start):
         if m[0] in ("{", "["):
             depth += 1
+            if m[0] == "{" and kept < _MAX_CANDIDATES:
+                braces.append((m.start(), depth))
+                kept += 1
         elif m[0] in ("}", "]"):
+            if braces and braces[-1][1] == depth:
+                ends[braces.pop()[0]] = m.end()
             depth -= 1
             if depth == 0:
-                return m.end()
-    return None
+                return
+    ends.update(dict.fromkeys(p for p, _ in braces))
 
 
 def _objects_in(text: str) -> Iterator[dict]:
@@ -85,11 +93,14 @@ def _objects_in(text: str) -> Iterator[dict]:
         if isinstance(whole, dict):
             yield whole
     pos = 0
+    ends: dict[int, int | None] = {}
     for _ in range(_MAX_CANDIDATES):
         start = text.find("{", pos)
         if start < 0:
             return
-        end = _balanced_end(text, start)
+        if start not in ends:
+            _balanced_ends(text, start, ends)
+        end = ends[start]
         pos = start + 1
         if end is None:
             continue
