@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
+import string
 import subprocess
 import sys
 import threading
@@ -421,6 +423,32 @@ def test_a_rewrite_that_drops_most_of_the_handbook_archives_what_it_dropped(root
     assert "# Task Group: /work/proj\n" in archive
     assert all(f"{item} (retired: " in archive for item in items[1:]) and f"{items[0]} (retired: " not in archive
     assert "keywords" not in archive  # bullets only: a line it kept is no item it left out
+
+
+def test_a_rambling_rewrite_past_the_archives_bound_does_not_crowd_the_handbook_out(root: Path, fake: FakeOpenAIServer):
+    """A model rambles: a handbook of 990,000 characters of its own lines, none of the 40 items
+    the handbook had. What it wrote past max_memory_md_chars was archived first and filled
+    MEMORY.archive.md to its bound, so the 40 items it left out found no room and were lost.
+    The handbook's items go to the archive before the answer's own."""
+    store = MemoryStore(root)
+    head = "# Task Group: /work/proj\nscope: project /work/proj\napplies_to: cwd=/work/proj; reuse_rule=this project only\n"
+    items = [f"- fact {i}: run `make target-{i}` before release {i}" for i in range(40)]
+    store.atomic_write("MEMORY.md", head + "\n## Reusable knowledge\n" + "\n".join(items) + "\n")
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    add_raw(root, "a", "- new fact")
+    rnd = random.Random(5)
+    lines, size = [], 0
+    while size < 990_000:
+        words = " ".join("".join(rnd.choices(string.ascii_lowercase, k=rnd.randint(3, 9))) for _ in range(8))
+        lines.append(f"- {words} on port {len(lines)}.")
+        size += len(lines[-1]) + 1
+    rambling = head + "\n## Reusable knowledge\n" + "\n".join(lines)[:990_000] + "\n"
+    fake.script(Reply.tool({"memory_md": rambling, "memory_summary_md": "v1\n\n- after\n"}))
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated", res
+    archive = store.read_text("MEMORY.archive.md")
+    assert len(archive) > 900_000  # the archive's bound was reached
+    assert all(f"{item} (retired: left out of the model's rewrite)" in archive for item in items)
 
 
 def test_a_global_heading_a_rewrite_floods_with_applies_to_lines_evicts_no_memory(root: Path, fake: FakeOpenAIServer):

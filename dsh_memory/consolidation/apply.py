@@ -266,10 +266,13 @@ def apply_output(
             result.unseen_kept = len(inputs.memory_md_unseen)
     if output.memory_md.strip() or not incremental:
         # bounded whoever wrote it (the merge caps its own); an item left out is archived, never
-        # lost silently (a flagged or capped one with its reason first)
+        # lost silently (a flagged or capped one with its reason first; what only a model's answer
+        # had last, so a rambling answer past the archive's bound cannot crowd the handbook out)
         text, capped = cap_handbook(output.memory_md.rstrip() + "\n", settings.max_memory_md_chars)
-        dropped = [*inputs.flagged, *output.archive, *capped]
-        dropped += [] if output.source == "mechanical" else items_of(inputs)
+        handbook = [] if output.source == "mechanical" else items_of(inputs)
+        had = {item_key(f.bullet) for f in handbook}
+        new = [f for f in capped if item_key(f.bullet) not in had]
+        dropped = [*inputs.flagged, *output.archive, *(f for f in capped if item_key(f.bullet) in had), *handbook, *new]
         if dropped:
             result.items_retired = archive_dropped(store, dropped, text, now)
             result.files_written += [ARCHIVE] if result.items_retired else []  # first, so a failure loses none
