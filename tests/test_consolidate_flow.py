@@ -671,6 +671,25 @@ def test_a_skill_the_model_removes_is_kept_not_deleted(root: Path, fake: FakeOpe
     assert list_dir(store, "skills").entries == []  # nor listed as a skill (the vault's list)
 
 
+def test_one_answer_removing_every_skill_deletes_none_for_good(root: Path, fake: FakeOpenAIServer):
+    """skills/.removed/ keeps its newest 100 versions, and `remove_skills` had no bound: one answer
+    removing 110 skills set all 110 aside, and the bound deleted 10 of them at once. A run removes
+    at most 20 (as it writes at most 20); every skill is in skills/ or skills/.removed/."""
+    store = MemoryStore(root)
+    names = [f"tool-{i:03d}" for i in range(110)]
+    for name in names:
+        store.atomic_write(f"skills/{name}/SKILL.md", f"---\nname: {name}\ndescription: d\n---\n1. run {name}\n")
+    add_raw(root, "a", "- a fact")
+    fake.script(Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n", "remove_skills": names}))
+    res = run_flow(force=True)
+    assert res.outcome == "consolidated", res
+    kept = {p.name for p in store.skills_dir.iterdir()} | {
+        p.name.rsplit("-", 1)[0] for p in (store.skills_dir / ".removed").iterdir()
+    }
+    assert [name for name in names if name not in kept] == []
+    assert res.changes.skills_removed == names[:20] and "the rest kept" in res.changes.skill_errors[-1]
+
+
 @pytest.mark.parametrize(
     ("files", "on_disk"),
     [

@@ -198,6 +198,9 @@ def plan_skills(output: ConsolidationOutput, result: ApplyResult) -> tuple[list[
             continue
         if any(v.name == n for v in valid):
             result.skill_errors.append(f"remove {n}: also written in this run; not removed")
+        elif len(removals) == MAX_SKILLS_PER_RUN:  # one run's set-asides stay within skills/.removed/'s bound
+            result.skill_errors.append(f"more than {MAX_SKILLS_PER_RUN} skills removed in one run: the rest kept")
+            break
         elif n not in removals:
             removals.append(n)
     return valid, removals
