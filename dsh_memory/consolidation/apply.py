@@ -96,8 +96,9 @@ def clean_handbook(text: str, vocabulary_text: str, answer: str = "") -> str:
     is the start of one of its words or of the whole `answer`'s (both files); a line the input has
     whole (a note ending "plan a") is no cut. A task group's heading keeps its first HEAD_LINES
     `scope:` / `applies_to:` lines. Nothing is cut inside a line (`stored` drops control
-    characters and private spans first)."""
-    text = stored(text)
+    characters and private spans first). U+2028 and U+2029 end a line, as for the read path's
+    `splitlines` (the scope of each line): a heading after one would head a part only it sees."""
+    text = stored(re.sub("[\u2028\u2029]", "\n", text or ""))
     vocab = {w.lower() for w in WORD.findall(vocabulary_text or "")}
     counts = Counter(w.lower() for w in WORD.findall(text or ""))
     known = sorted(vocab | counts.keys() | {w.lower() for w in WORD.findall(answer)})

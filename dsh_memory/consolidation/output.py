@@ -252,6 +252,5 @@ def stored(text: str) -> str:
     """`text` as Phase 2 stores it: without control characters (a NUL makes grep call the file
     binary, an escape sequence, C1's CSI U+009B included, drives the terminal it is printed on;
     tabs and line ends stay) and `<private>` spans, line by line (an unclosed tag drops the rest
-    of its line, not of the file). U+2028 and U+2029 end a line, as for `str.splitlines` (the read
-    path's scope of a line): a heading after one would otherwise head a part only the read path sees."""
-    return "\n".join(drop_private(CONTROL.sub("", line)) for line in re.split("[\n\u2028\u2029]", text or ""))
+    of its line, not of the file)."""
+    return "\n".join(drop_private(CONTROL.sub("", line)) for line in (text or "").split("\n"))
