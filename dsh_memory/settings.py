@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
@@ -316,6 +317,16 @@ class ModelRoute(BaseModel):
     )
     model_path: Path | None = Field(None, description="Local GGUF model file, absolute or ~ (provider 'local')")
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model")
+
+    @field_validator("base_url")
+    @classmethod
+    def _a_url(cls, v: str) -> str:
+        """Host and port that parse: `http://[::1` failed every call with a traceback."""
+        try:
+            urlsplit(v).port  # noqa: B018 - reading it parses the host and the port
+        except ValueError as exc:
+            raise ValueError(f"not a URL ({exc})") from None
+        return v
 
     @field_validator("api_key")
     @classmethod

@@ -253,6 +253,8 @@ def test_invalid_environment_is_a_config_error_naming_the_variable(tmp_path):
     "variable, value",
     [
         ("DSH_MEMORY_BASE_URL", "api.example.com/v1"),  # a call would fail as a 'connection error', retried
+        ("DSH_MEMORY_BASE_URL", "http://[::1/v1"),  # every call: a traceback (ValueError: Invalid IPv6 URL)
+        ("DSH_MEMORY_BASE_URL", "http://127.0.0.1:99999/v1"),  # no such port
         ("DSH_MEMORY_TIMEOUT_SECONDS", "inf"),  # every call: OverflowError from the socket
         ("DSH_MEMORY_TIMEOUT_SECONDS", "1e10"),
         ("DSH_MEMORY_MODEL_PATH", "models/q.gguf"),  # would depend on the directory each flow runs in
