@@ -268,6 +268,41 @@ def test_killed_mid_run_leaves_files_intact_and_lock_released(root: Path, fake: 
     assert store.memory_md_path.read_text() == AFTER
 
 
+def test_killed_between_the_files_of_a_skill_leaves_the_skill_as_it_was(root: Path, fake: FakeOpenAIServer):
+    """A skill's files were written one by one into its folder, SKILL.md first: a kill after it left
+    the new SKILL.md with the old scripts (a new skill: with none), a skill neither version was.
+    The child dies at the first SKILL.md it puts in place (os.replace, as the kernel would kill it);
+    the skill is whole, as it was, and the next run writes the new one whole."""
+    store = MemoryStore(root)
+    old = {"SKILL.md": "---\nname: deploy\ndescription: Deploy\n---\n1. run scripts/deploy.sh\n"}
+    old["scripts/deploy.sh"] = "make deploy\n"
+    for rel, text in old.items():
+        store.atomic_write(f"skills/deploy/{rel}", text)
+    add_raw(root, "a", "- deploy with make ship")
+    new_md = "---\nname: deploy\ndescription: Deploy\n---\n1. run scripts/ship.sh\n"
+    skill = {"name": "deploy", "skill_md": new_md, "files": [{"path": "scripts/ship.sh", "content": "make ship\n"}]}
+    answer = {"memory_md": "# Task Group: /work/proj\n- deploy with make ship\n", "memory_summary_md": "v1\n"}
+    fake.script(Reply.tool({**answer, "skills": [skill]}))
+    code = (
+        "import os, signal\n"
+        "replace = os.replace\n"
+        "def dies(src, dst, *a, **k):\n"
+        "    replace(src, dst, *a, **k)\n"
+        "    if str(dst).endswith('/SKILL.md'):\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "os.replace = dies\n"
+        "from dsh_memory.flows.consolidate import consolidate_flow; consolidate_flow(force=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), env=dict(os.environ), capture_output=True)
+    assert proc.returncode == -signal.SIGKILL and fake.request_count == 1, proc.stderr[-2000:]
+    folder = store.skills_dir / "deploy"
+    assert {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*") if p.is_file()} == old
+    fake.script(Reply.tool({**answer, "skills": [skill]}))
+    assert run_flow(force=True).outcome == "consolidated"
+    assert (folder / "SKILL.md").read_text() == new_md and (folder / "scripts/ship.sh").read_text() == "make ship\n"
+    assert sorted(p.name for p in store.skills_dir.iterdir()) == [".removed", "deploy"]
+
+
 def test_a_hand_edit_made_while_the_model_answers_is_not_overwritten(root: Path, fake: FakeOpenAIServer):
     """The user edits MEMORY.md (an editor, between two keystrokes of a scheduled run) while the
     model is consolidating the old text: the run writes nothing, the edit and the raw memories

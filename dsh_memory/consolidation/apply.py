@@ -52,6 +52,7 @@ ARCHIVE_MAX_CHARS = 1_000_000  # MEMORY.archive.md's newest, in whole task group
 MAX_REMOVED_SKILLS = 100  # skill versions kept in skills/.removed/, the newest
 MAX_RETIRED_SUMMARIES = 2000  # rollout_summaries/.retired/'s newest (and every one MEMORY.md names)
 _SET_ASIDE = re.compile(r"-(\d{8}T\d{6}Z)$")  # skills/.removed/<name>-<time>
+STAGING = "skills/.staging"  # a skill being written (hidden: never listed, searched or offered)
 
 
 def ensure_summary_v1(text: str, cap: int) -> str:
@@ -227,6 +228,7 @@ def apply_output(
     skills, removals = plan_skills(output, result)
     store.ensure_layout()
 
+    unstage(store)  # what a killed run staged
     for s in skills:
         todo = [(f"skills/{s.name}/SKILL.md", s.skill_md)] + [(f"skills/{s.name}/{p}", c) for p, c in s.files]
         try:
@@ -234,14 +236,20 @@ def apply_output(
                 if store.resolve(rel).is_dir():  # nothing is written when one file cannot be
                     raise IsADirectoryError(f"{rel} is a folder")
             folder = store.resolve(f"skills/{s.name}")  # its earlier version is kept when this one differs
-            if folder.is_dir() and any(read_optional(store.root / rel) != redact(text) for rel, text in todo):
-                set_aside(store, folder, s.name, now, copy=True)
-            for rel, text in todo:
-                store.atomic_write(rel, text)
+            if not folder.is_dir() or any(read_optional(store.root / rel) != redact(text) for rel, text in todo):
+                stage = store.resolve(f"{STAGING}/{s.name}")  # whole there first: a kill leaves no half skill
+                if folder.is_dir():  # with the files this version does not name (a link copied as a link)
+                    shutil.copytree(folder, stage, symlinks=True)
+                for rel, text in todo:
+                    store.atomic_write(STAGING + rel.removeprefix("skills"), text)
+                if folder.is_dir():
+                    set_aside(store, folder, s.name, now)
+                os.rename(stage, folder)
             result.files_written += [rel for rel, _ in todo]
             result.skills_written.append(s.name)
         except (DshMemoryError, OSError) as exc:
             result.skill_errors.append(f"{s.name}: {exc}")
+    unstage(store)
     for name in removals:
         try:
             path = store.resolve(f"skills/{name}")  # refuses symlinks on the way
@@ -314,15 +322,18 @@ def apply_output(
     return result
 
 
-def set_aside(store: Any, folder: Any, name: str, now: datetime, copy: bool = False) -> None:
-    """Keep a skill folder the model removes (moved) or rewrites (copied) in skills/.removed/,
-    and the newest MAX_REMOVED_SKILLS there (a folder of another name is the user's)."""
+def unstage(store: Any) -> None:
+    """Remove skills/.staging/ (a link there is not followed: each skill's write refuses it)."""
+    with suppress(DshMemoryError):
+        shutil.rmtree(store.resolve(STAGING), ignore_errors=True)
+
+
+def set_aside(store: Any, folder: Any, name: str, now: datetime) -> None:
+    """Move a skill folder the model removes or rewrites to skills/.removed/, and keep the newest
+    MAX_REMOVED_SKILLS there (a folder of another name is the user's)."""
     kept = store.resolve(f"skills/.removed/{name}-{now:%Y%m%dT%H%M%SZ}")
     kept.parent.mkdir(exist_ok=True)
-    if copy:
-        shutil.copytree(folder, kept, symlinks=True)  # a link inside is copied as a link, never followed
-    else:
-        os.rename(folder, kept)
+    os.rename(folder, kept)
     with os.scandir(kept.parent) as it:
         versions = [e for e in it if _SET_ASIDE.search(e.name) and e.is_dir(follow_symlinks=False)]
     for e in sorted(versions, key=lambda e: _SET_ASIDE.search(e.name).group(1))[:-MAX_REMOVED_SKILLS]:
