@@ -139,7 +139,7 @@ def _ask_model(
             output = parse_reply(reply, inputs.mode)
         except LLMOutputError as exc:
             report.parse_errors.append(str(exc))
-            if not reply.truncated or max_tokens >= MAX_TOKENS_CAP:
+            if reply.finish_reason != "length" or max_tokens >= MAX_TOKENS_CAP:  # a content filter's cut: no
                 raise
             max_tokens = min(MAX_TOKENS_CAP, max_tokens * 2)
             get_run_logger().warning("answer unusable after a cut-off; retrying with max_tokens %d", max_tokens)

@@ -72,7 +72,8 @@ def call_consolidation_model(model: PhaseModel, messages: list[dict], max_tokens
         if completion is None:
             raise
         log.warning("no usable tool call (%s); trying the text fallbacks", exc)
-        return ModelReply.from_completion(completion, error=str(exc))
+        withheld = completion.finish_reason == "content_filter"  # the rest withheld: cut, as at max_tokens
+        return ModelReply.from_completion(completion, truncated=withheld, error=str(exc))
     return ModelReply.from_completion(completion)
 
 

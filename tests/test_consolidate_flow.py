@@ -571,6 +571,28 @@ def test_a_models_handbook_past_max_memory_md_chars_is_capped_and_the_rest_archi
     assert [p for _, p in sc.handbook_groups(md.split("\n"))] == [None, None, None, "/work/proj"], md
 
 
+def test_an_answer_the_providers_content_filter_cut_is_not_taken_whole(root: Path, fake: FakeOpenAIServer):
+    """finish_reason `content_filter`: the provider withheld the rest of the answer. Its text was
+    parsed as a whole answer: a MEMORY.md block cut after its first item replaced a handbook of
+    30 (29 archived as left out). It is a cut answer now: a file cut off is no file."""
+    store = MemoryStore(root)
+    head = "# Task Group: /work/proj\napplies_to: cwd=/work/proj\n"
+    old = head + "".join(f"- rule {i}: run make check-{i} before a release.\n" for i in range(30))
+    store.atomic_write("MEMORY.md", old)
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    add_raw(root, "a", "- a fact")
+    text = (
+        f"=== memory_summary.md ===\nv1\n\n- after\n=== END ===\n=== MEMORY.md ===\n{head}- rule 0: run make check-0 be"
+    )
+    filtered = {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "content_filter"}]}
+    fake.script(Reply(kind="error", status=200, body=filtered), Reply.tool({}))
+    res = run_flow(force=True)
+    assert res.outcome == "error" and "cut off (content_filter)" in res.error, res
+    assert fake.request_count == 1  # not asked again with a larger max_tokens: it was no cut at max_tokens
+    assert store.read_text("MEMORY.md") == old and not (root / "MEMORY.archive.md").exists()
+    assert [b.body for b in store.read_raw_blocks()] == ["- a fact"]
+
+
 @pytest.mark.parametrize(
     "reply",
     [Reply.raw_tool("this is not JSON at all"), Reply.raw_tool('{"memory_md": "# M\\n", "memory_summary_md": ')],

@@ -244,7 +244,7 @@ def parse_reply(reply: ModelReply, mode: str = "INCREMENTAL") -> ConsolidationOu
             return out
     if not errors:  # nothing here to parse: the client's reason (unparseable tool arguments…), else empty
         errors.append(reply.error or "empty answer")
-    what = "cut off at max_tokens and unusable" if reply.truncated else "unusable"
+    what = f"cut off ({reply.finish_reason}) and unusable" if reply.truncated else "unusable"
     raise LLMOutputError(f"consolidation output {what}: " + "; ".join(errors))
 
 
