@@ -16,7 +16,14 @@ import pytest
 
 from dsh_memory.errors import ConfigError
 from dsh_memory.storage.state import StateStore
-from dsh_memory.storage.state_schema import MIGRATIONS, SCHEMA_VERSION, STALE_ERROR, apply_migrations, connect
+from dsh_memory.storage.state_schema import (
+    MAX_ERROR_CHARS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    STALE_ERROR,
+    apply_migrations,
+    connect,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 2, 1, 12, 0, 0, tzinfo=UTC)
@@ -128,6 +135,11 @@ def test_fail_error_is_redacted_and_bounded(st: StateStore):
     c = st.fail("s", f"401 for key {key} " + "x" * 10_000, T0, 1, 3)
     assert key not in c.error and len(c.error) <= 4100
     assert key.encode() not in st.db_path.read_bytes()
+    # a key across the bound: cut first, its head ("sk-proj-A1b2C3d4E5A1", too short to be told
+    # from text) was stored as it was; redacted first, none of it is
+    key = "sk-proj-" + "A1b2C3d4E5" * 5
+    c = st.fail("s", "y" * (MAX_ERROR_CHARS - 21) + " " + key, T0, 1, 3)
+    assert "A1b2C3" not in c.error and len(c.error) <= MAX_ERROR_CHARS
 
 
 def test_stale_recovery(st: StateStore):

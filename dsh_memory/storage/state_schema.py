@@ -145,7 +145,8 @@ def _dt(s: str | None) -> datetime | None:
 def _clean_error(error: object) -> str:
     from dsh_memory.transcript.redact import redact  # lazy; errors can quote request bodies
 
-    return redact(str(error)[:MAX_ERROR_CHARS])
+    # redacted, then cut: a secret the cut splits is no longer one the redactor can tell
+    return redact(str(error)[: MAX_ERROR_CHARS * 4])[:MAX_ERROR_CHARS]
 
 
 @contextmanager
