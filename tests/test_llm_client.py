@@ -161,6 +161,19 @@ def test_a_completion_with_a_field_of_the_wrong_type_is_malformed_and_quotes_not
     assert SECRET[-12:] not in str(ei.value)
 
 
+def test_the_call_of_the_tool_asked_for_is_taken_among_several(srv, llm):
+    """A model that calls another tool first and then the one asked for (`memory_save` second):
+    only the first call was read, the run failed on it and the good answer was thrown away."""
+    calls = [
+        {"id": "a", "type": "function", "function": {"name": "web_search", "arguments": '{"q": "uv"}'}},
+        {"id": "b", "type": "function", "function": {"name": "memory_save", "arguments": json.dumps(ARGS)}},
+    ]
+    body = {"choices": [{"message": {"content": "", "tool_calls": calls}, "finish_reason": "tool_calls"}]}
+    srv.script(Reply(kind="error", status=200, body=body))
+    c = llm.complete(MSGS, tool=SAVE)
+    assert [(t.name, t.arguments) for t in c.tool_calls] == [("memory_save", ARGS)]
+
+
 def test_malformed_arguments_rescued_by_text(srv, llm):
     srv.script(Reply.raw_tool("{broken", content='{"raw_memory": "r", "rollout_slug": "s"}'))
     assert llm.complete(MSGS, tool=SAVE).tool_calls[0].arguments == {"raw_memory": "r", "rollout_slug": "s"}

@@ -315,7 +315,13 @@ class OpenAICompatLLM(AbstractContextManager):
                 notes=notes,
             )
             raw_calls = message.get("tool_calls") or []
-            fn = (raw_calls[0].get("function") or {}) if raw_calls and isinstance(raw_calls[0], dict) else {}
+            if not isinstance(raw_calls, list):
+                raise TypeError
+            fns = [c.get("function") or {} if isinstance(c, dict) else {} for c in raw_calls]
+            # the call of the tool asked for (a model may call another first), else the first
+            fn = next(
+                (f for f in fns if isinstance(f, dict) and tool and f.get("name") == tool.name), fns[0] if fns else {}
+            )
             if not isinstance(fn, dict) or not isinstance(fn.get("name") or "", str):
                 raise TypeError
         except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
