@@ -439,15 +439,22 @@ def test_cli_no_model_route_leaves_state_untouched_and_forget(root: Path, fake: 
     assert with_state(root, lambda st: st.overrides()) == {"sess-9": "exclude"}  # never re-learned
 
 
+def _a_handbook_of_40_items(store: MemoryStore, lead: str = "") -> tuple[str, list[str]]:
+    """MEMORY.md of one project group whose knowledge section is `lead` and 40 items (its heading
+    and the items), and a summary."""
+    head = "# Task Group: /work/proj\nscope: project /work/proj\napplies_to: cwd=/work/proj; reuse_rule=this project only\n"
+    items = [f"- fact {i}: run `make target-{i}` before release {i}" for i in range(40)]
+    store.atomic_write("MEMORY.md", head + "\n## Reusable knowledge\n" + lead + "\n".join(items) + "\n")
+    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    return head, items
+
+
 def test_a_rewrite_that_drops_most_of_the_handbook_archives_what_it_dropped(root: Path, fake: FakeOpenAIServer):
     """A model (a bad day, a small context, a hostile transcript) answers with a handbook that has
     lost 39 of its 40 items: each one it left out goes to MEMORY.archive.md under its project, and
     the run says how many — it used to vanish with exit 0 and no word."""
     store = MemoryStore(root)
-    head = "# Task Group: /work/proj\nscope: project /work/proj\napplies_to: cwd=/work/proj; reuse_rule=this project only\n"
-    items = [f"- fact {i}: run `make target-{i}` before release {i}" for i in range(40)]
-    store.atomic_write("MEMORY.md", head + "\n## Reusable knowledge\nkeywords: make\n" + "\n".join(items) + "\n")
-    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    head, items = _a_handbook_of_40_items(store, "keywords: make\n")
     add_raw(root, "a", "- new fact")
     kept = head + "\n## Reusable knowledge\nkeywords: make\n" + items[0] + "\n- new fact\n"
     fake.script(Reply.tool({"memory_md": kept, "memory_summary_md": "v1\n\n- after\n"}))
@@ -466,10 +473,7 @@ def test_a_rambling_rewrite_past_the_archives_bound_does_not_crowd_the_handbook_
     MEMORY.archive.md to its bound, so the 40 items it left out found no room and were lost.
     The handbook's items go to the archive before the answer's own."""
     store = MemoryStore(root)
-    head = "# Task Group: /work/proj\nscope: project /work/proj\napplies_to: cwd=/work/proj; reuse_rule=this project only\n"
-    items = [f"- fact {i}: run `make target-{i}` before release {i}" for i in range(40)]
-    store.atomic_write("MEMORY.md", head + "\n## Reusable knowledge\n" + "\n".join(items) + "\n")
-    store.atomic_write("memory_summary.md", "v1\n\n- before\n")
+    head, items = _a_handbook_of_40_items(store)
     add_raw(root, "a", "- new fact")
     rnd = random.Random(5)
     lines, size = [], 0
