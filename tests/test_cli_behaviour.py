@@ -564,6 +564,66 @@ def test_sessions_marks_processed_sessions_and_fits_80_columns(tmp_path):
     assert WEATHER not in table.stdout  # short ids, one line per session
 
 
+# ---- text from outside never drives the terminal --------------------------------------------
+
+# What a terminal would obey: C0 but tab and line feed, DEL, C1 (U+009B is CSI), bidi overrides.
+OBEYED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\u202e\x9b31m"  # retitle, clear the screen, reverse, CSI
+
+
+def test_text_from_session_logs_and_file_names_is_shown_escaped_not_obeyed(tmp_path):
+    """A session id (a DSH folder name), a cwd, a prompt, a state error, a memory or import file name: each
+    printed as `\\x1b`, `\\u202e`, never sent to the terminal as is (it re-titled it, cleared it,
+    reversed lines); --json keeps them exact."""
+    sid = "5a1d3c7e" + HOSTILE
+    project = tmp_path / "dsh" / "sessions" / "--home-demo--"
+    project.mkdir(parents=True)
+    log = SAMPLES / "dsh" / "sessions" / "--home-demo-src-weather-cli--" / WEATHER / "session.v4.jsonl"
+    header, rest = log.read_text().split("\n", 1)
+    header = json.dumps({**json.loads(header), "id": sid, "cwd": "/home/demo/" + HOSTILE})
+    folder = project / "".join(f"~{ord(c):04x}" if c in HOSTILE else c for c in sid)  # DSH's encoding
+    copy_tree_aged(log.parent, folder)
+    (folder / "session.v4.jsonl").write_text(header + "\n" + rest.replace("Please fix it.", json.dumps(HOSTILE)[1:-1]))
+    broken = copy_tree_aged(log.parent, project / "broken\x1b[2J")  # a raw ESC in the name
+    (broken / "session.v4.jsonl").write_text("not json\n")
+    memory = MemoryStore(tmp_path / "mem")
+    memory.ensure_layout()
+    (memory.root / f"a{HOSTILE}.md").write_text(f"line {HOSTILE}\n")
+    state = StateStore(memory.root)
+    state.fail("s-bad", f"LLMOutputError: the answer held {HOSTILE}", datetime.now(UTC), 60, 3)
+    state.close()
+    claude = tmp_path / "claude" / "projects" / "-home-demo" / "memory"
+    claude.mkdir(parents=True)
+    (claude / f"n{HOSTILE}.md").write_text("Use uv.\n")
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "DSH_HOME": str(tmp_path / "dsh"),
+        "CODEX_HOME": str(tmp_path / "none"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+        "DSH_MEMORY_ROOT": str(memory.root),
+        "DSH_MEMORY_IGNORE_BLOCKS": "1",
+        "COLUMNS": "200",
+    }
+    commands = [
+        ["sessions"],
+        ["extract", "--all", "--dry-run"],
+        ["render", sid],
+        ["render", "broken\x1b[2J"],  # unreadable: the error names its path
+        ["status"],
+        ["list"],
+        ["read", f"a{HOSTILE}.md"],
+        ["import", "claude", "--dry-run"],
+    ]
+    for args in commands:
+        r = invoke(args, env)
+        assert r.exit_code in (0, 1), (args, r.output)
+        assert not OBEYED.findall(r.stdout + r.stderr), (args, r.stdout, r.stderr)
+        assert "\\x1b" in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+    assert "\\u202e" in invoke(["read", f"a{HOSTILE}.md"], env).stdout
+    rows = json.loads(invoke(["sessions", "--json"], env).stdout)
+    assert sid in {row["id"] for row in rows} and "/home/demo/" + HOSTILE in {row["cwd"] for row in rows}
+
+
 def test_every_commands_help_is_whole_paragraphs():
     """typer keeps a docstring's single line breaks, so at 80 columns `replay --help` and six more
     were ragged (each docstring line wrapped again); the help is reflowed into paragraphs."""

@@ -1,4 +1,6 @@
-"""Shared CLI plumbing: error → exit-code mapping in one place (`run`), JSON output."""
+"""Shared CLI plumbing: error → exit-code mapping in one place (`run`), JSON output, and text
+output that shows what came from outside (session logs, file names, model output) with its
+control characters made visible (`shown`, `say`): such text never drives the terminal."""
 
 from __future__ import annotations
 
@@ -17,10 +19,30 @@ import typer
 
 from dsh_memory import cancel
 from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
+from dsh_memory.readpath._common import visible
 
 
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def shown(data: Any) -> Any:
+    """`data` for a text printer: every string in it (dict keys, list items…) `visible`, so an
+    escape sequence or a bidi override from a session log is printed as `\\x1b`, `\\u202e`, never
+    sent to the terminal (whatever the printer cuts or pads, before rich lays out a table).
+    JSON output needs none of this: it escapes them itself."""
+    if isinstance(data, str):
+        return visible(data)
+    if isinstance(data, dict):
+        return {shown(k): shown(v) for k, v in data.items()}
+    if type(data) in (list, tuple):
+        return type(data)(map(shown, data))
+    return data
+
+
+def say(message: Any, err: bool = False, nl: bool = True) -> None:
+    """`typer.echo` for a line that may hold text from outside (`shown`)."""
+    typer.echo(visible(str(message)), err=err, nl=nl)
 
 
 def _interrupt(signum, frame):
@@ -70,7 +92,7 @@ def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:
     if as_json:
         emit_json({"error": {"code": exc.code, "message": message}})
     else:
-        typer.echo(f"error: {message}", err=True)
+        say(f"error: {message}", err=True)
     raise typer.Exit(exc.exit_code)
 
 
@@ -132,12 +154,12 @@ def show(
     text: Callable[[Any], None],
     failure: Callable[[Any], DshMemoryError | None] = lambda data: None,
 ) -> None:
-    """`run(fn)`, then print its result: as JSON with --json, else with `text`. When
+    """`run(fn)`, then print its result: as JSON with --json, else with `text` (given it `shown`). When
     `failure(result)` is an error, exit with it (`fail`) after the text; with --json the error
     alone is printed."""
     data = run(fn, as_json)
     if not as_json:
-        text(data)
+        text(shown(data))
     if (exc := failure(data)) is not None:
         fail(exc, as_json)
     if as_json:

@@ -14,6 +14,7 @@ from contextlib import nullcontext
 
 from dsh_memory import progress
 from dsh_memory.cli._common import is_terminal
+from dsh_memory.readpath._common import visible
 
 PHASE_NAMES = {"phase1": "phase 1", "phase2": "phase 2"}
 LINE_PREFIX = "dsh-memory: "
@@ -60,7 +61,7 @@ def _with_lines(fn):
 
     def say(line: str) -> None:
         with lock:
-            sys.stderr.write(LINE_PREFIX + line + "\n")
+            sys.stderr.write(LINE_PREFIX + visible(line) + "\n")
             sys.stderr.flush()
 
     def on_phase(phase: str, event: str, detail: str) -> None:
@@ -103,7 +104,7 @@ def _with_bar(fn, label: str):
                 current[0] = bar.add_task("", total=None, phase=PHASE_NAMES.get(phase, phase))
 
         def on_item(phase: str, n: int, total: int, name: str) -> None:
-            bar.update(current[0], advance=n, total=total or None, description=name[:12])
+            bar.update(current[0], advance=n, total=total or None, description=visible(name[:12]))
 
         with progress.listening(on_item, on_phase):
             return fn()

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 import typer
 from typer.core import TyperCommand
 
+from dsh_memory.cli._common import say
 from dsh_memory.errors import DshMemoryError
 
 DEFAULT_URL = "http://127.0.0.1:8765/hooks/turn-end"
@@ -33,7 +34,7 @@ class _Retry(Exception):
 
 def _say(message: str, quiet: bool) -> None:
     if not quiet:
-        typer.echo(f"dsh-memory notify: {message}", err=True)
+        say(f"dsh-memory notify: {message}", err=True)
 
 
 def _read_payload(payload: str | None, max_bytes: int) -> bytes:

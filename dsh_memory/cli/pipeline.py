@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from dsh_memory.cli._common import plain_console, prefect_env, prefect_env_defaults, run, show
+from dsh_memory.cli._common import plain_console, prefect_env, prefect_env_defaults, run, say, show
 from dsh_memory.cli._progress import with_progress
 from dsh_memory.cli.consolidate import phase2_failure
 from dsh_memory.errors import NotFoundError, UserInputError
@@ -82,8 +82,8 @@ def register(app: typer.Typer) -> None:
             return
         summary = workdir / "memories" / "memory_summary.md"
         if summary.exists():
-            typer.echo(f"\nInjected summary ({summary}):\n")
-            typer.echo(summary.read_text())
+            say(f"\nInjected summary ({summary}):\n")
+            say(summary.read_text())
         typer.echo("To look at this memory (status, search, summary, sessions…), run:")
         for var, value in env.items():
             typer.echo(f"export {var}={shlex.quote(value)}")

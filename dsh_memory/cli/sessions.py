@@ -11,7 +11,7 @@ from typing import Any, Literal
 import typer
 
 from dsh_memory import readers
-from dsh_memory.cli._common import emit_json, plain_console, run, show
+from dsh_memory.cli._common import plain_console, show
 from dsh_memory.errors import UserInputError
 from dsh_memory.models import SOURCES
 from dsh_memory.scope import excluded_by
@@ -199,15 +199,15 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the transcript and its stats as JSON."),
     ) -> None:
         """Print the redacted transcript Phase 1 would see for SESSION."""
-        tr = run(lambda: render_session(session, budget_tokens, since_seq), as_json)
-        if as_json:
-            emit_json(tr.model_dump(mode="json"))
-            return
-        sys.stdout.write(tr.text + "\n")
-        stats = (
-            f"{tr.tokens} tokens · {tr.events_rendered}/{tr.events_total} events"
-            + (f" · {tr.events_omitted} omitted" if tr.events_omitted else "")
-            + (f" · {tr.tool_outputs_shortened} tool outputs shortened" if tr.tool_outputs_shortened else "")
-            + (" · human prompts alone exceed the budget" if tr.prompts_exceed_budget else "")
-        )
-        typer.echo(stats, err=True)
+
+        def text(tr: dict[str, Any]) -> None:
+            sys.stdout.write(tr["text"] + "\n")
+            stats = (
+                f"{tr['tokens']} tokens · {tr['events_rendered']}/{tr['events_total']} events"
+                + (f" · {tr['events_omitted']} omitted" if tr["events_omitted"] else "")
+                + (f" · {tr['tool_outputs_shortened']} tool outputs shortened" if tr["tool_outputs_shortened"] else "")
+                + (" · human prompts alone exceed the budget" if tr["prompts_exceed_budget"] else "")
+            )
+            typer.echo(stats, err=True)
+
+        show(lambda: render_session(session, budget_tokens, since_seq).model_dump(mode="json"), as_json, text)

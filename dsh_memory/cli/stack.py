@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from dsh_memory.cli._common import plain_console, run, show
+from dsh_memory.cli._common import plain_console, run, say, show
 
 
 def _fmt(v: Any) -> str:
@@ -165,7 +165,7 @@ def register(app: typer.Typer) -> None:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
         from dsh_memory.serve.stack import serve_stack
 
-        run(lambda: serve_stack(host, port, prefect_port, not no_boot, echo=lambda m: typer.echo(m, err=True)))
+        run(lambda: serve_stack(host, port, prefect_port, not no_boot, echo=lambda m: say(m, err=True)))
 
     @app.command("deploy")
     def deploy_cmd(
