@@ -9,6 +9,7 @@ quick read-path commands.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -722,6 +723,27 @@ def pipeline_env(tmp_path: Path, api_url: str, fake_url: str, **extra: str) -> d
         DSH_MEMORY_PHASE2_COOLDOWN_SECONDS="0",
         **extra,
     )
+
+
+def test_the_progress_bar_shows_a_session_id_as_it_is_not_as_markup(monkeypatch):
+    """On a terminal the bar shows the session being extracted: an id (a DSH session's folder name)
+    opening with `[/x]` was read as rich markup, a MarkupError traceback once the run was over
+    (the run's result lost); an escape sequence in it is shown, not obeyed."""
+    from dsh_memory import progress
+    from dsh_memory.cli._progress import _with_bar
+
+    master, follower = os.openpty()
+    os.set_blocking(master, False)
+    monkeypatch.setenv("TERM", "xterm")
+    with os.fdopen(follower, "w") as tty:
+        monkeypatch.setattr(sys, "stderr", tty)
+        assert _with_bar(lambda: progress.report("phase1", 1, 2, "[/x]\x1b]0;owned") or "ran", "extracting") == "ran"
+        shown = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(master, 65536):
+                shown += chunk
+    os.close(master)
+    assert b"[/x]\\x1b]0;" in shown and b"\x1b]0;" not in shown
 
 
 def _progress(stderr: str) -> list[str]:

@@ -92,7 +92,7 @@ def _with_bar(fn, label: str):
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # a session id: never markup
         console=Console(stderr=True),
         transient=True,
     ) as bar:
