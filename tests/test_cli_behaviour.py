@@ -625,6 +625,18 @@ def test_text_from_session_logs_and_file_names_is_shown_escaped_not_obeyed(tmp_p
     assert sid in {row["id"] for row in rows} and "/home/demo/" + HOSTILE in {row["cwd"] for row in rows}
 
 
+def test_a_warning_shows_a_file_name_escaped_not_obeyed(tmp_path):
+    """A logged warning names a file from outside (a FIFO in place of a DSH session log): its
+    escape sequence went to the terminal as it was (Python's last-resort handler)."""
+    folder = tmp_path / "dsh" / "sessions" / "--home-demo--" / "fifo\x1b[2J"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "session.v4.jsonl")
+    r = cli(["sessions"], clean_env(tmp_path, DSH_HOME=str(tmp_path / "dsh")))
+    assert r.returncode == 0, r.stderr
+    assert "fifo\\x1b[2J/session.v4.jsonl: skipped: not a regular file" in r.stderr
+    assert not OBEYED.findall(r.stdout + r.stderr), r.stderr
+
+
 def test_every_commands_help_is_whole_paragraphs():
     """typer keeps a docstring's single line breaks, so at 80 columns `replay --help` and six more
     were ragged (each docstring line wrapped again); the help is reflowed into paragraphs."""

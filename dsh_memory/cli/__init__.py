@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import os
 
 import typer
 from typer.core import TyperGroup
 
 from dsh_memory import __version__
-from dsh_memory.cli._common import READER_GONE_EXIT, reader_gone
+from dsh_memory.cli._common import READER_GONE_EXIT, reader_gone, shown_record
 
 
 class _Commands(TyperGroup):
@@ -52,6 +53,8 @@ def _root(
 
     Exit codes (the same with --json): 0 ok · 1 failed · 2 bad input or usage · 3 not found · 4 configuration · 5 already running · 6 Prefect API unavailable · 130 interrupted · 141 the output's reader went away (`| head`).
     """
+    if logging.lastResort is not None:  # warnings of commands without Prefect's logging
+        logging.lastResort.addFilter(shown_record)  # (once: addFilter skips a filter it holds)
     # PREFECT_API_URL unset and `dsh-memory serve` running: every command uses the stack's
     # Prefect API (its settings blocks, its run history, its server for flows run here).
     from dsh_memory.serve.stack_state import use_running_stack

@@ -5,6 +5,7 @@ control characters made visible (`shown`, `say`): such text never drives the ter
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -43,6 +44,14 @@ def shown(data: Any) -> Any:
 def say(message: Any, err: bool = False, nl: bool = True) -> None:
     """`typer.echo` for a line that may hold text from outside (`shown`)."""
     typer.echo(visible(str(message)), err=err, nl=nl)
+
+
+def shown_record(record: logging.LogRecord) -> bool:
+    """Filter of a log handler that writes to the terminal: the message `visible` (a warning
+    names a session log's path, a model's error…)."""
+    with suppress(Exception):  # a record whose arguments do not fit: logging reports it itself
+        record.msg, record.args = visible(record.getMessage()), None
+    return True
 
 
 def _interrupt(signum, frame):

@@ -13,7 +13,7 @@ import threading
 from contextlib import nullcontext
 
 from dsh_memory import progress
-from dsh_memory.cli._common import is_terminal
+from dsh_memory.cli._common import is_terminal, shown_record
 from dsh_memory.readpath._common import visible
 
 PHASE_NAMES = {"phase1": "phase 1", "phase2": "phase 2"}
@@ -26,13 +26,12 @@ def _run_logs_stay_in_the_run_log(record) -> bool:
     """Console filter for in-process runs: flow/task run records (Prefect's engine messages and
     our tasks' own lines, tracebacks included) are in the run's log in Prefect; the console shows
     the CLI's own lines instead (progress, one line per failed session, the summary). Any other
-    warning still reaches the console, on one line, without its traceback."""
+    warning still reaches the console, on one line, without its traceback, `visible`."""
     if record.name.startswith(RUN_LOGGERS) and record.levelno < 50:  # CRITICAL still shows
         return False
     if record.exc_info or record.exc_text:  # only the console sees these records
-        record.msg, record.args = record.getMessage(), None
         record.exc_info = record.exc_text = record.stack_info = None
-    return True
+    return shown_record(record)
 
 
 def quiet_console() -> None:
