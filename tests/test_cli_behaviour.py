@@ -637,6 +637,16 @@ def test_a_warning_shows_a_file_name_escaped_not_obeyed(tmp_path):
     assert not OBEYED.findall(r.stdout + r.stderr), r.stderr
 
 
+def test_json_output_is_exact_and_escapes_what_a_terminal_would_obey(memory):
+    """`--json` printed C1 controls (U+009B is CSI) and bidi overrides raw: JSON escapes only
+    C0. They are \\u escapes now: the same JSON value, nothing a terminal obeys."""
+    (memory / "hostile.md").write_text(f"line {HOSTILE}\n")
+    r = invoke(["read", "hostile.md", "--json"], {"DSH_MEMORY_ROOT": str(memory)})
+    assert r.exit_code == 0, r.output
+    assert not OBEYED.findall(r.stdout), r.stdout
+    assert json.loads(r.stdout)["content"].rstrip("\n") == f"line {HOSTILE}"
+
+
 def test_every_commands_help_is_whole_paragraphs():
     """typer keeps a docstring's single line breaks, so at 80 columns `replay --help` and six more
     were ragged (each docstring line wrapped again); the help is reflowed into paragraphs."""

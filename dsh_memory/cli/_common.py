@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -22,9 +23,14 @@ from dsh_memory import cancel
 from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
 from dsh_memory.readpath._common import visible
 
+# What JSON leaves raw (it escapes C0 only) that a terminal would obey: C1 controls (U+009B is
+# CSI), bidi overrides. They can only stand inside a JSON string, so a \u escape is the same value.
+_RAW_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+    text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write(_RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
 
 
 def shown(data: Any) -> Any:
