@@ -768,6 +768,17 @@ def test_the_progress_bar_shows_a_session_id_as_it_is_not_as_markup(monkeypatch)
     assert b"[/x]\\x1b]0;" in shown and b"\x1b]0;" not in shown
 
 
+def test_progress_lines_show_a_session_id_escaped(capsys):
+    """Off a terminal each finished session is a progress line naming its id (a DSH session's
+    folder name): shown escaped, never obeyed."""
+    from dsh_memory import progress
+    from dsh_memory.cli._progress import _with_lines
+
+    _with_lines(lambda: progress.report("phase1", 1, 2, "5a1d" + HOSTILE))
+    err = capsys.readouterr().err
+    assert "phase 1: session 5a1d\\x1b]0;owned\\x07" in err and not OBEYED.findall(err), err
+
+
 def _progress(stderr: str) -> list[str]:
     return [line[len(PROGRESS) :] for line in stderr.splitlines() if line.startswith(PROGRESS)]
 
