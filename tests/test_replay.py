@@ -244,6 +244,27 @@ def test_the_text_output_puts_both_sessions_words_side_by_side(capsys):
     assert out[-1] == "Total: 1 restated, 0 anticipated, 1 missed, 1 new rules."
 
 
+def test_the_text_output_shows_a_rules_escape_sequences_not_obeys_them(capsys):
+    """A rule is a user's words from a session log: its escape sequences and bidi overrides are
+    printed as `\\x1b`, `\\u202e` (the command's `show`), never sent to the terminal."""
+    from dsh_memory.cli._common import show
+    from dsh_memory.cli.replay import _print
+
+    hostile = RULE + " \x1b]0;owned\x07\x1b[2J\u202e\x9b31m"
+    first = Said(session="s-1\x1b[2J", project="/w/\x1b[2Jproj", text=hostile)
+    result = ReplayResult(
+        restated_items=[Restated(session="s-2", project="/w/\x1b[2Jproj", text=hostile, earlier=first)],
+        new_rules=[first],
+        sessions=2,
+        matcher="words only",
+    )
+    result.tally()
+    show(lambda: result.model_dump(mode="json"), False, _print)
+    out = capsys.readouterr().out
+    assert RULE + " \\x1b]0;owned\\x07\\x1b[2J\\u202e\\x9b31m" in out
+    assert not [c for c in out if c not in "\n\t" and (ord(c) < 32 or 0x7F <= ord(c) <= 0x9F or c == "\u202e")]
+
+
 def test_the_text_output_says_the_bound_that_left_older_sessions_out(capsys):
     """Past MAX_SESSIONS logs, the older ones are not read: said with that bound, not with the
     number of sessions replayed ("at most 10 are replayed" after `--last 10`), and not at all when
