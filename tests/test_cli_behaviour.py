@@ -637,6 +637,26 @@ def test_a_warning_shows_a_file_name_escaped_not_obeyed(tmp_path):
     assert not OBEYED.findall(r.stdout + r.stderr), r.stderr
 
 
+def test_a_name_that_is_no_utf8_is_shown_escaped_not_a_traceback(tmp_path):
+    """A session folder whose name holds a byte that is no UTF-8, a cwd holding half an emoji
+    (`"\\ud83d"` in the log): on a UTF-8 terminal (Python's stdout: strict) `sessions` died with a
+    UnicodeEncodeError traceback, with and without --json. Shown as `\\xff`, `\\ud83d`; --json exact."""
+    log = SAMPLES / "dsh" / "sessions" / "--home-demo-src-weather-cli--" / WEATHER / "session.v4.jsonl"
+    header, rest = log.read_text().split("\n", 1)
+    project = tmp_path / "dsh" / "sessions" / "--home-demo--"
+    folder = Path(os.fsdecode(bytes(project) + b"/bad\xff"))
+    folder.mkdir(parents=True)
+    cwd = header.replace("/home/demo/src/weather-cli", "/home/demo/\\ud83d")
+    (folder / "session.v4.jsonl").write_text(cwd + "\n" + rest)
+    env = clean_env(tmp_path, DSH_HOME=str(tmp_path / "dsh"), PYTHONIOENCODING="utf-8:strict", COLUMNS="200")
+    table = cli(["sessions"], env)
+    assert table.returncode == 0, table.stderr
+    assert "bad\\xff " in table.stdout and "/home/demo/\\ud83d" in table.stdout
+    js = cli(["sessions", "--json"], env)
+    assert js.returncode == 0, js.stderr
+    assert [(r["id"], r["cwd"]) for r in json.loads(js.stdout)] == [("bad\udcff", "/home/demo/\ud83d")]
+
+
 def test_json_output_is_exact_and_escapes_what_a_terminal_would_obey(memory):
     """`--json` printed C1 controls (U+009B is CSI) and bidi overrides raw: JSON escapes only
     C0. They are \\u escapes now: the same JSON value, nothing a terminal obeys."""

@@ -39,19 +39,23 @@ def validate(model: type[M], /, **values: Any) -> M:
 # (its text comes from session logs) would drive the terminal it is printed on, or reach an agent's
 # context as bytes nobody sees.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-# ... and the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder
-# what a terminal shows ("Trojan Source"), so a line reads other than it is.
-_HIDDEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# ... the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder
+# what a terminal shows ("Trojan Source"), so a line reads other than it is; and lone surrogates
+# (a file name's bytes that are no UTF-8, `"\ud800"` in a JSON log), which no UTF-8 output encodes.
+_HIDDEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def visible(text: str) -> str:
     """`text` for a terminal or an agent's context: each control character but tab and line feed
-    shown as `\\x1b`, a bidi control as `\\u202e` (a CRLF line end is a line end), never passed on."""
+    shown as `\\x1b`, a bidi control as `\\u202e`, a file name's byte that is no UTF-8 as `\\xff`
+    (as `list` names it), another lone surrogate as `\\ud800` (a CRLF line end is a line end)."""
     return _HIDDEN.sub(_escaped, text.replace("\r\n", "\n"))
 
 
 def _escaped(m: re.Match) -> str:
     code = ord(m.group())
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for the byte code - 0xDC00
+        code -= 0xDC00
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
