@@ -637,6 +637,26 @@ def test_a_warning_shows_a_file_name_escaped_not_obeyed(tmp_path):
     assert not OBEYED.findall(r.stdout + r.stderr), r.stderr
 
 
+def test_a_warning_during_an_in_process_run_shows_its_text_escaped():
+    """In-process runs print other loggers' warnings through Prefect's console handler: escaped."""
+    import io
+    import logging
+
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    from dsh_memory.cli._progress import quiet_console
+
+    stream = io.StringIO()
+    handler = PrefectConsoleHandler(stream=stream)
+    logging.getLogger().addHandler(handler)
+    try:
+        quiet_console()
+        logging.getLogger("dsh_memory.readers").warning("%s: skipped: not a regular file", "fifo\x1b[2J")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert "fifo\\x1b[2J: skipped" in stream.getvalue() and not OBEYED.findall(stream.getvalue())
+
+
 def test_a_name_that_is_no_utf8_is_shown_escaped_not_a_traceback(tmp_path):
     """A session folder whose name holds a byte that is no UTF-8, a cwd holding half an emoji
     (`"\\ud83d"` in the log): on a UTF-8 terminal (Python's stdout: strict) `sessions` died with a
