@@ -737,6 +737,20 @@ def test_status_prints_paths_and_errors_as_they_are_on_one_line_each(tmp_path):
     assert any(line.startswith("last phase 1: ") and "last phase 2: " in line for line in lines), r.stdout
 
 
+def test_status_prints_emoji_codes_from_outside_as_they_are(tmp_path):
+    """rich turned `:x:` in a console line into an emoji: a model's error (or a project's path)
+    holding one was printed other than it is."""
+    root = tmp_path / "mem"
+    state = StateStore(root)
+    state.fail("s-bad", "LLMOutputError: the answer said :x: and :smile:", datetime.now(UTC), 60, 3)
+    state.close()
+    (tmp_path / "home").mkdir()
+    env = {"HOME": str(tmp_path / "home"), "DSH_MEMORY_ROOT": str(root), "DSH_MEMORY_IGNORE_BLOCKS": "1"}
+    r = invoke(["status"], env)
+    assert r.exit_code == 0, r.output
+    assert "  failed s-bad attempts=1: LLMOutputError: the answer said :x: and :smile:" in r.stdout.splitlines()
+
+
 def test_the_phase1_table_shows_what_it_is_given(capsys, monkeypatch):
     """The extract summary's cells (a reason holding a path, a slug) are printed, not read as
     markup, and piped (no COLUMNS) whole, not squeezed into 80 columns."""

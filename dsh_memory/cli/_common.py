@@ -86,8 +86,8 @@ def is_terminal(stream: Any) -> bool:
 
 
 def plain_console(fit: bool = False):
-    """A rich console for command output: what it prints is never read as markup (paths, errors
-    and model text may hold `[...]`; style goes through `Text`); a reader that went away is a
+    """A rich console for command output: what it prints is never read as markup nor emoji codes
+    (paths, errors and model text may hold `[...]`, `:x:`; style goes through `Text`); a reader that went away is a
     quiet exit 141 (rich's own: exit 1); piped (no terminal, no COLUMNS) a line is not wrapped
     nor a table squeezed into 80 columns ("2026-12-04T17:28:2…") unless `fit` asks for the
     terminal's width (80 when piped)."""
@@ -98,7 +98,7 @@ def plain_console(fit: bool = False):
             reader_gone()
 
     piped = not fit and not is_terminal(sys.stdout) and not os.environ.get("COLUMNS")
-    return _Console(markup=False, highlight=False, soft_wrap=not fit, width=1000 if piped else None)
+    return _Console(markup=False, emoji=False, highlight=False, soft_wrap=not fit, width=1000 if piped else None)
 
 
 def fail(exc: DshMemoryError, as_json: bool = False) -> NoReturn:
