@@ -38,7 +38,7 @@ def shown(data: Any) -> Any:
     """`data` for a text printer: every string in it (dict keys, list items…) `visible`, so an
     escape sequence or a bidi override from a session log is printed as `\\x1b`, `\\u202e`, never
     sent to the terminal (whatever the printer cuts or pads, before rich lays out a table).
-    JSON output needs none of this: it escapes them itself."""
+    --json prints the data itself, exact (`emit_json` escapes them)."""
     if isinstance(data, str):
         return visible(data)
     if isinstance(data, dict):
@@ -87,10 +87,10 @@ def is_terminal(stream: Any) -> bool:
 
 def plain_console(fit: bool = False):
     """A rich console for command output: what it prints is never read as markup nor emoji codes
-    (paths, errors and model text may hold `[...]`, `:x:`; style goes through `Text`); a reader that went away is a
-    quiet exit 141 (rich's own: exit 1); piped (no terminal, no COLUMNS) a line is not wrapped
-    nor a table squeezed into 80 columns ("2026-12-04T17:28:2…") unless `fit` asks for the
-    terminal's width (80 when piped)."""
+    (paths, errors and model text may hold `[...]`, `:x:`; style goes through `Text`); a reader
+    that went away is a quiet exit 141 (rich's own: exit 1); piped (no terminal, no COLUMNS) a
+    line is not wrapped nor a table squeezed into 80 columns ("2026-12-04T17:28:2…") unless `fit`
+    asks for the terminal's width (80 when piped)."""
     from rich.console import Console
 
     class _Console(Console):
