@@ -855,6 +855,18 @@ def test_notify_gives_up_on_a_trickling_receiver_within_its_timeout(hook_env, fi
     assert "no answer within --timeout 1 s" in r.stderr, r.stderr
 
 
+def test_notify_direct_gives_up_on_a_trickling_prefect_api_within_its_timeout(hook_env, fixtures_dir):
+    """--direct records the turn end first, in the memory root the settings resolve to, which asks
+    the Prefect API for the saved block: a server answering a byte at a time held the hook for as
+    long as it trickled, whatever --timeout said. The recording has the --timeout too."""
+    payload = (fixtures_dir / "webhooks/codex-notify.json").read_text()
+    with trickling_receiver() as url:
+        api = url.removesuffix(HOOK_PATH) + "/api"
+        r = _notify(["--direct", "--timeout", "1", "--api-url", api, payload])
+    assert r.exit_code == 1 and r.stdout == "", r.stderr
+    assert "turn end not recorded within --timeout 1 s" in r.stderr, r.stderr
+
+
 def test_notify_direct_retries_a_failing_prefect_api(hook_env, fixtures_dir, fake_prefect):
     fake_prefect.fail_next = 1
     stdin = (fixtures_dir / "webhooks/claude-stop.json").read_bytes()
