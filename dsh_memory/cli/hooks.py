@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import UTC, datetime
+from typing import Any
 
 import typer
 from typer.core import TyperCommand
@@ -71,7 +72,11 @@ def notify_once(
             from dsh_memory.hooks.events import build_event
 
             event = build_event(turn)  # built once: a retry re-sends the same event id
-            unrecorded = _record(turn.session_id)
+            # the settings it resolves ask the Prefect API, which may trickle: given up at --timeout
+            recorded = _bounded(lambda: _record(turn.session_id), timeout)
+            unrecorded = (
+                recorded.result() if recorded.done() else f" (turn end not recorded within --timeout {timeout:g} s)"
+            )
             ok, message = _with_retries(lambda left: _emit_direct(event, target, left), timeout)
             return ok, message + unrecorded
         return _with_retries(lambda left: _post_to_receiver(raw, turn.kind, url, left), timeout)
@@ -86,20 +91,26 @@ def _with_retries(attempt: Callable[[float], tuple[bool, str]], budget: float) -
     transient failure (`_Retry`) waits RETRY_DELAYS between attempts. In a daemon thread given up
     at the budget: an HTTP timeout bounds each read, so a peer answering a byte at a time would
     hold the hook forever."""
-    outcome: Future[tuple[bool, str]] = Future()
-
-    def work() -> None:
-        try:
-            outcome.set_result(_attempts(attempt, budget))
-        except Exception as exc:  # re-raised below, for notify_once's one-line report
-            outcome.set_exception(exc)
-
-    worker = threading.Thread(target=work, name="dsh-notify", daemon=True)
-    worker.start()
-    worker.join(budget)
+    outcome = _bounded(lambda: _attempts(attempt, budget), budget)
     if not outcome.done():
         return False, f"no answer within --timeout {budget:g} s"
-    return outcome.result()
+    return outcome.result()  # an exception re-raised, for notify_once's one-line report
+
+
+def _bounded(work: Callable[[], Any], budget: float) -> Future:
+    """`work()` in a daemon thread, waited for `budget` seconds at most: its future, done or not."""
+    outcome: Future = Future()
+
+    def run() -> None:
+        try:
+            outcome.set_result(work())
+        except Exception as exc:
+            outcome.set_exception(exc)
+
+    worker = threading.Thread(target=run, name="dsh-notify", daemon=True)
+    worker.start()
+    worker.join(budget)
+    return outcome
 
 
 def _attempts(attempt: Callable[[float], tuple[bool, str]], budget: float) -> tuple[bool, str]:
@@ -208,7 +219,13 @@ def register(app: typer.Typer) -> None:
         api_url: str | None = typer.Option(
             None, "--api-url", help="Prefect API URL for --direct, in place of PREFECT_API_URL (its saved settings too)"
         ),
-        timeout: float = typer.Option(3.0, "--timeout", min=0.1, max=60, help="Seconds for delivery, retries included"),
+        timeout: float = typer.Option(
+            3.0,
+            "--timeout",
+            min=0.1,
+            max=60,
+            help="Seconds for delivery, retries included (--direct: as long again to record the turn end)",
+        ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing, even on failure"),
     ) -> None:
         """Report a finished agent turn (hook entry point). Exit 0 delivered or deliberately
