@@ -552,6 +552,29 @@ def test_a_forwarder_waiting_for_its_cadence_costs_no_cpu(fixtures_dir, fake_pre
     assert len(fake_prefect.events) == 2
 
 
+def test_a_turn_end_is_recorded_while_a_post_hangs_on_a_slow_prefect_api(fixtures_dir):
+    """Recording never waits on Prefect: the forwarder's one thread wrote turn ends only between
+    POSTs, so one held by a slow (here trickling) Prefect API left every turn end taken meanwhile
+    unrecorded, and lost at shutdown."""
+    recorded: list[tuple[str, datetime]] = []
+    with trickling_receiver() as url:
+        fwd = TurnEndForwarder(url.removesuffix(HOOK_PATH) + "/api", interval_seconds=0.05, record=recorded.extend)
+        first, second = (f"0a0b0c0d-0000-4000-8000-00000000007{n}" for n in (1, 2))
+        assert fwd.submit(parse_turn_end(json.dumps(_turn(fixtures_dir, first, 1)).encode(), roots=ROOTS))
+        deadline = time.monotonic() + 10
+        while not fwd._in_flight:  # its POST is under way, answered a byte at a time
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert fwd.submit(parse_turn_end(json.dumps(_turn(fixtures_dir, second, 1)).encode(), roots=ROOTS))
+        deadline = time.monotonic() + 10
+        while len(recorded) < 2:
+            assert time.monotonic() < deadline, recorded
+            time.sleep(0.01)
+        assert fwd._in_flight and fwd.posts == 0  # recorded while the POST still hangs
+    fwd.close(1)
+    assert [s for s, _ in recorded] == [first, second]
+
+
 def test_a_failed_record_is_retried_and_a_newer_turn_end_wins(fixtures_dir, fake_prefect, caplog):
     recorded: list[tuple[str, datetime]] = []
     fails = [1]
