@@ -1,7 +1,8 @@
-"""The receiver's delivery (docs/agents.md, "Turn-end notifications"), by one daemon thread:
+"""The receiver's delivery (docs/agents.md, "Turn-end notifications"), by two daemon threads:
 
 - recording: every accepted turn end is written with `record` (storage/turn_ends.py) within
-  RECORD_EVERY_SECONDS, batched in one call, so the request path never waits on the database;
+  RECORD_EVERY_SECONDS, batched in one call, by its own thread, so neither the request path nor
+  the writes wait on the database or on a slow Prefect API;
 - forwarding: one pending entry per session (a newer turn end replaces it), all forwarded each
   `interval_seconds` as ONE `POST {api}/events`, except a session forwarded less than
   `min_gap_seconds` ago. `submit` True means "will be forwarded": a failed POST or write is
@@ -60,6 +61,7 @@ class TurnEndForwarder:
         self._in_flight = 0
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._recorder: threading.Thread | None = None
         self._closing = False
         self._stopped = False
         self._flushers = 0  # callers waiting in flush(): skip the cadence wait
@@ -97,6 +99,9 @@ class TurnEndForwarder:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="dsh-turn-end-forwarder", daemon=True)
                 self._thread.start()
+            if self._record is not None and (self._recorder is None or not self._recorder.is_alive()):
+                self._recorder = threading.Thread(target=self._run_recorder, name="dsh-turn-end-recorder", daemon=True)
+                self._recorder.start()
             self._cond.notify_all()
         return True
 
@@ -138,9 +143,10 @@ class TurnEndForwarder:
                 self.last_error or "Prefect API slow",
             )
         if unrecorded:
-            log.error("%d turn end(s) not recorded at shutdown (%s)", unrecorded, self.last_error)
-        if self._thread is not None:
-            self._thread.join(timeout=max(1.0, self.timeout))
+            log.error("%d turn end(s) not recorded at shutdown (%s)", unrecorded, self.last_error or "database slow")
+        for thread in (self._thread, self._recorder):
+            if thread is not None:
+                thread.join(timeout=max(1.0, self.timeout))
         return done
 
     # -- the thread ------------------------------------------------------------------------
@@ -149,15 +155,9 @@ class TurnEndForwarder:
         try:
             while True:
                 with self._cond:
-                    self._cond.wait_for(
-                        lambda: self._pending or self._stopped or self._may_record() or self._done_closing(),
-                        timeout=RECORD_EVERY_SECONDS,
-                    )
-                    self._record_now()
+                    self._cond.wait_for(lambda: self._pending or self._stopped or self._done_closing())
                     if self._stopped or self._done_closing():
                         return
-                    if not self._pending:  # turn ends still to record (a write to retry) wait for their time
-                        continue
                     self._pause(backoff)
                     if self._stopped:
                         return
@@ -189,12 +189,17 @@ class TurnEndForwarder:
             hurry = lambda: self._flushers > 0 or self._closing  # noqa: E731
         deadline = time.monotonic() + pause
         while not (hurry() or time.monotonic() >= deadline):
-            if not self._may_record():
-                # asleep until the deadline or the next write's time (RECORD_EVERY_SECONDS, a
-                # retry); a submit, flush or close wakes it to look again
-                wake = min(deadline, self._record_at) if self._unrecorded else deadline
-                self._cond.wait(max(0.0, wake - time.monotonic()))
-            self._record_now()
+            self._cond.wait(max(0.0, deadline - time.monotonic()))  # a flush or close wakes it
+
+    def _run_recorder(self) -> None:
+        """The recording thread: asleep until a turn end is taken or a write is due (RECORD_EVERY_SECONDS,
+        a retry); ends once stopped, or closing with everything recorded."""
+        with self._cond:
+            while not (self._stopped or (self._closing and not self._unrecorded)):
+                if self._may_record():
+                    self._record_now()
+                else:
+                    self._cond.wait(max(0.0, self._record_at - time.monotonic()) if self._unrecorded else None)
 
     def _done_closing(self) -> bool:  # under self._cond
         return self._closing and not self._pending and not self._unrecorded
