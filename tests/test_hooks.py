@@ -242,6 +242,26 @@ def test_error_messages_never_echo_submitted_values():
     assert secret not in str(err.value)
 
 
+def test_a_secret_in_a_payload_never_reaches_the_event_nor_the_state(fixtures_dir):
+    """The ids and small scalars a turn end forwards are free text a broken hook may fill with a
+    key: the DSH reason and the Codex turn-id went to Prefect as sent; a session id shaped like a
+    token (it is stored and named in the event's resource) is refused."""
+    token, key = "ghp_" + "a1B2c3D4e5" * 4, "sk-proj-" + "Zq8vX2mP9r" * 4
+    events = [
+        build_event(parse_turn_end(json.dumps(_dsh(reason={"kind": token})), roots=ROOTS)),
+        build_event(
+            parse_turn_end(
+                json.dumps({"type": "agent-turn-complete", "thread-id": "t-1", "turn-id": f"x {key}"}), roots=ROOTS
+            )
+        ),
+    ]
+    sent = json.dumps(events)
+    assert token not in sent and key not in sent and "[REDACTED:" in sent
+    with pytest.raises(PayloadError, match="shape of a secret") as err:
+        parse_turn_end(json.dumps(_dsh(sessionId=token)), roots=ROOTS)
+    assert err.value.status == 400 and token not in str(err.value)
+
+
 def test_session_id_limits_and_depth_zero_header():
     assert parse_turn_end(json.dumps(_dsh(sessionId="a" * 128)), roots=ROOTS).session_id == "a" * 128
     t = parse_turn_end(json.dumps(_dsh(header={"delegationDepth": 2})), roots=ROOTS)
