@@ -19,11 +19,12 @@ import os
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
 
 from dsh_memory.errors import ConfigError
 from dsh_memory.serve.guard import MAX_BODY_BYTES
 from dsh_memory.settings import SourceRoots
+from dsh_memory.transcript.redact import redact
 
 MAX_DEPTH = 32
 MAX_ID_CHARS = 128
@@ -68,6 +69,12 @@ class TurnEnd(BaseModel):
     cwd: str | None = None
     transcript_path: str | None = Field(None, description="Checked to lie inside the agent's root; never opened here")
     why_not: str = Field("", description="Why it does not trigger extraction ('' when it does)")
+
+    @field_validator("turn", "reason")
+    @classmethod
+    def _redacted(cls, value: Any) -> Any:
+        """Free text a broken hook may fill with a key: forwarded to Prefect, so redacted."""
+        return redact(value) if isinstance(value, str) else value
 
     @property
     def should_trigger(self) -> bool:
@@ -193,6 +200,8 @@ def check_session_id(value: str, field: str = "session id") -> str:
         raise PayloadError(
             f"{field} must be 1-{MAX_ID_CHARS} characters of [A-Za-z0-9_-], starting with a letter or digit"
         )
+    if redact(value) != value:  # stored, and named in the event's resource: never redacted there
+        raise PayloadError(f"{field} has the shape of a secret: refused, never stored or forwarded")
     return value
 
 
