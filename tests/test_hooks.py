@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import socket
 import threading
@@ -908,6 +909,24 @@ def test_notify_direct_gives_up_on_a_trickling_prefect_api_within_its_timeout(ho
         r = _notify(["--direct", "--timeout", "1", "--api-url", api, payload])
     assert r.exit_code == 1 and r.stdout == "", r.stderr
     assert "turn end not recorded within --timeout 1 s" in r.stderr, r.stderr
+
+
+def test_notify_gives_up_on_a_stdin_never_closed_within_its_timeout(hook_env):
+    """A hook that leaves the payload's pipe open held `notify` for as long, whatever --timeout said."""
+    read_end, write_end = os.pipe()
+    result = []
+    with open(read_end, "rb") as stdin:
+        worker = threading.Thread(target=lambda: result.append(_notify(["--timeout", "1"], input=stdin)))
+        worker.start()
+        try:
+            worker.join(60)
+            assert not worker.is_alive(), "notify still reads stdin"
+        finally:
+            os.close(write_end)
+            worker.join(10)
+    [r] = result
+    assert r.exit_code == 1 and r.stdout == "", r.stderr
+    assert "no payload on stdin within --timeout 1 s" in r.stderr, r.stderr
 
 
 def test_notify_direct_retries_a_failing_prefect_api(hook_env, fixtures_dir, fake_prefect):
