@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -913,20 +914,16 @@ def test_notify_direct_gives_up_on_a_trickling_prefect_api_within_its_timeout(ho
 
 def test_notify_gives_up_on_a_stdin_never_closed_within_its_timeout(hook_env):
     """A hook that leaves the payload's pipe open held `notify` for as long, whatever --timeout said."""
-    read_end, write_end = os.pipe()
-    result = []
-    with open(read_end, "rb") as stdin:
-        worker = threading.Thread(target=lambda: result.append(_notify(["--timeout", "1"], input=stdin)))
-        worker.start()
+    cmd = [sys.executable, "-m", "dsh_memory.cli", "notify", "--timeout", "1"]
+    with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         try:
-            worker.join(60)
-            assert not worker.is_alive(), "notify still reads stdin"
+            code = proc.wait(timeout=60)  # stdin left open
         finally:
-            os.close(write_end)
-            worker.join(10)
-    [r] = result
-    assert r.exit_code == 1 and r.stdout == "", r.stderr
-    assert "no payload on stdin within --timeout 1 s" in r.stderr, r.stderr
+            proc.kill()
+            proc.stdin.close()
+        out, err = proc.stdout.read(), proc.stderr.read().decode()
+    assert (code, out) == (1, b""), err
+    assert "no payload on stdin within --timeout 1 s" in err, err
 
 
 def test_notify_direct_retries_a_failing_prefect_api(hook_env, fixtures_dir, fake_prefect):
