@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import select
 import sys
 import threading
 import time
@@ -38,13 +39,28 @@ def _say(message: str, quiet: bool) -> None:
         say(f"dsh-memory notify: {message}", err=True)
 
 
-def _read_payload(payload: str | None, max_bytes: int) -> bytes:
+def _read_payload(payload: str | None, max_bytes: int, timeout: float) -> bytes:
+    """The payload argument, else stdin up to `max_bytes + 1` bytes; TimeoutError when stdin is
+    not closed within `timeout` (a hook that leaves its pipe open)."""
     if payload is not None:
         return payload.encode("utf-8", "surrogateescape")
     if sys.stdin is None or sys.stdin.isatty():
         return b""
-    data = getattr(sys.stdin, "buffer", sys.stdin).read(max_bytes + 1)  # bytes, or text without a buffer
-    return data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # no file behind it (a test runner's stream)
+        data = getattr(sys.stdin, "buffer", sys.stdin).read(max_bytes + 1)  # bytes, or text without a buffer
+        return data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")
+    deadline, chunks, size = time.monotonic() + timeout, [], 0
+    while size <= max_bytes:
+        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            raise TimeoutError
+        chunk = os.read(fd, max_bytes + 1 - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def notify_once(
@@ -224,7 +240,7 @@ def register(app: typer.Typer) -> None:
             "--timeout",
             min=0.1,
             max=60,
-            help="Seconds for delivery, retries included (--direct: as long again to record the turn end)",
+            help="Seconds for delivery, retries included (as long again to read stdin, and with --direct to record the turn end)",
         ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing, even on failure"),
     ) -> None:
@@ -236,7 +252,10 @@ def register(app: typer.Typer) -> None:
         from dsh_memory.hooks.payloads import MAX_BODY_BYTES
 
         try:
-            raw = _read_payload(payload, MAX_BODY_BYTES)
+            raw = _read_payload(payload, MAX_BODY_BYTES, timeout)
+        except TimeoutError:
+            _say(f"no payload on stdin within --timeout {timeout:g} s (its end was never closed)", quiet)
+            raise typer.Exit(1) from None
         except (OSError, ValueError) as exc:
             _say(f"could not read the payload: {exc}", quiet)
             raise typer.Exit(1) from None
