@@ -926,6 +926,21 @@ def test_notify_gives_up_on_a_stdin_never_closed_within_its_timeout(hook_env):
     assert "no payload on stdin within --timeout 1 s" in err, err
 
 
+def test_a_prefect_api_password_is_never_shown(hook_env, fixtures_dir):
+    """Basic auth in the Prefect API URL: a failed delivery named the URL, password included, on
+    `notify`'s stderr and in the receiver's log lines."""
+    from dsh_memory.hooks.events import EmitError
+
+    for url in (f"http://alice:s3cretpw@127.0.0.1:{_free_port()}/api", "ftp://alice:s3cretpw@127.0.0.1/api"):
+        with pytest.raises(EmitError) as err:
+            post_events([], url, timeout=2)
+        assert "s3cretpw" not in str(err.value) and "127.0.0.1" in str(err.value), err.value
+    payload = (fixtures_dir / "webhooks/codex-notify.json").read_text()
+    api = f"http://alice:s3cretpw@127.0.0.1:{_free_port()}/api"
+    r = _notify(["--direct", "--timeout", "0.5", "--api-url", api, payload], env={"DSH_MEMORY_IGNORE_BLOCKS": "1"})
+    assert r.exit_code == 1 and "could not reach" in r.stderr and "s3cretpw" not in r.stderr, r.stderr
+
+
 def test_notify_direct_retries_a_failing_prefect_api(hook_env, fixtures_dir, fake_prefect):
     fake_prefect.fail_next = 1
     stdin = (fixtures_dir / "webhooks/claude-stop.json").read_bytes()
