@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsh_memory.hooks.payloads import TurnEnd
-from dsh_memory.settings_loader import is_loopback_url, prefect_auth_headers
+from dsh_memory.settings_loader import is_loopback_url, prefect_auth_headers, shown_url
 
 EVENT_NAME = "dsh.turn.ended"
 RESOURCE_PREFIX = "dsh.session."
@@ -72,9 +72,11 @@ def post_events(events: list[dict[str, Any]], api_url: str, *, timeout: float = 
         with nullcontext(client) if client is not None else new_client(url, timeout) as c:
             resp = c.post(url, json=events, headers=hdrs, timeout=timeout)
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-        raise EmitError(f"the Prefect API URL {api_url!r} is not an http(s) URL: {exc}", transient=False) from None
+        # the URL without its password (basic auth), here and below: on notify's stderr, in the log
+        message = f"the Prefect API URL {api_url!r} is not an http(s) URL: {exc}"
+        raise EmitError(shown_url(message), transient=False) from None
     except httpx.HTTPError as exc:
-        raise EmitError(f"could not reach the Prefect API at {api_url}: {type(exc).__name__}") from None
+        raise EmitError(f"could not reach the Prefect API at {shown_url(api_url)}: {type(exc).__name__}") from None
     if resp.status_code >= 300:
         raise EmitError(
             f"Prefect API refused the event: HTTP {resp.status_code} {resp.text[:200]}",
