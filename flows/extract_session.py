@@ -24,6 +24,7 @@ from dsh_memory.flows.extract import extract_flow, short_id
 from dsh_memory.hooks.events import RESOURCE_PREFIX
 from dsh_memory.phase1.result import Phase1Result
 from dsh_memory.serve.deployments import CONSOLIDATE, in_this_mode
+from dsh_memory.storage.state_schema import PipelineMeta
 from dsh_memory.storage.turn_ends import TurnEnds
 
 MAX_SESSIONS = 256  # per round: bounds its duration; the rest are due at once, so the next round runs
@@ -124,10 +125,17 @@ def ask_for_next_run(due: datetime | None, debounce: float) -> str | None:
     return run.name
 
 
+def consolidation_key(name: str, meta: PipelineMeta) -> str:
+    """The idempotency key of the consolidate run that follows this memory's last consolidation
+    (`meta`): the same for every extraction that asks meanwhile, another for
+    another memory on the same Prefect server (its `memory_id`), or once it consolidated or failed."""
+    return f"{name}:{meta.memory_id}:after:{meta.last_phase2_at}:{meta.phase2_failures}"
+
+
 def request_consolidation() -> bool:
     """Ask for the `consolidate` run that follows the last consolidation (at the end of its
     cooldown): one run however many extractions ask — its idempotency key names the last
-    consolidation and the failures since. True when one is asked for."""
+    consolidation and the failures since, in this memory (its `memory_id`). True when one is asked for."""
     log = get_run_logger()
     now = datetime.now(UTC)
     with memory_context() as ctx:
@@ -139,7 +147,7 @@ def request_consolidation() -> bool:
     # A pool's run (`dsh-memory deploy`) asks for the pool's consolidate, never serve's.
     name = in_this_mode(CONSOLIDATE)
     start = now + timedelta(seconds=decision.cooldown_remaining_seconds)
-    key = f"{name}:after:{meta.last_phase2_at}:{meta.phase2_failures}"
+    key = consolidation_key(name, meta)
     try:
         run = run_deployment(name, scheduled_time=start, idempotency_key=key, timeout=0, as_subflow=False)
     except Exception as exc:  # no such deployment (plain in-process run): the schedule picks it up

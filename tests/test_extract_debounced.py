@@ -142,3 +142,21 @@ def _deployment(deployment_id):
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 
     return DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+
+
+def test_two_memories_on_one_prefect_server_ask_for_their_own_consolidations(tmp_path):
+    """The consolidate run's idempotency key named the last consolidation and the failures only:
+    every fresh memory asked for `…:after:None:0`, so a second memory root on the same Prefect
+    server (or one wiped and made anew) got the first one's finished run back and no consolidation
+    until the schedule. The key names the memory (its `memory_id`, made once with its state)."""
+    from dsh_memory.flows.extract_session import consolidation_key
+    from dsh_memory.storage.state import StateStore
+
+    metas = []
+    for name in ("a", "b"):
+        with StateStore(tmp_path / name) as st:
+            metas.append(st.get_meta())
+    with StateStore(tmp_path / "a") as st:
+        assert st.get_meta().memory_id == metas[0].memory_id  # made once, kept
+    keys = {consolidation_key("consolidate/consolidate", m) for m in metas}
+    assert len(keys) == 2 and all(m.memory_id and len(m.memory_id) == 16 for m in metas)

@@ -86,6 +86,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX turn_ends_ended ON turn_ends (ended_at);
     """,
+    # v6: this memory's own id (random, made once): Prefect run keys name it, so a memory made anew
+    # (a wiped root, a second root on one Prefect server) is never taken for one it has seen
+    """
+    ALTER TABLE pipeline ADD COLUMN memory_id TEXT;
+    UPDATE pipeline SET memory_id = lower(hex(randomblob(8)));
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -250,6 +256,7 @@ class PipelineMeta:
     phase2_failures: int  # consecutive
     pending_consolidation: bool
     last_phase2_outcome: str | None
+    memory_id: str | None
 
 
 def from_row(cls, r: sqlite3.Row, flags: tuple[str, ...] = ()):
