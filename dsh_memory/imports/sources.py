@@ -35,6 +35,7 @@ from pathlib import Path
 from dsh_memory import scope
 from dsh_memory.consolidation.skill_inventory import one_line
 from dsh_memory.readers._input import is_dir, scandir
+from dsh_memory.readpath.models import shown_name
 from dsh_memory.transcript.private import drop_private
 from dsh_memory.transcript.redact import redact
 
@@ -65,7 +66,7 @@ class Item:
     @property
     def where(self) -> str:
         """The source's path as UTF-8 text: a byte of a name that is no UTF-8 as `\\xff`."""
-        return os.fsencode(self.source).decode("utf-8", "backslashreplace")
+        return shown_name(os.fspath(self.source))
 
     @property
     def key(self) -> str:

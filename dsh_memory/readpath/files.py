@@ -31,7 +31,7 @@ from dsh_memory.readpath.models import (
     ListResult,
     ReadRequest,
     ReadResult,
-    is_utf8,
+    shown_name,
 )
 from dsh_memory.readpath.scoping import Where, file_scope, layer
 from dsh_memory.scope import GLOBAL, locate, matches, project_root
@@ -63,8 +63,7 @@ def list_dir(store: Any, path: str = "", **params: Any) -> ListResult:
             # hidden: .state (bookkeeping), writer temp files; .retired stays discoverable
             if e.is_symlink() or (e.name.startswith(".") and e.name != RETIRED_DIR_NAME):
                 continue
-            # a name that is no UTF-8 (another system's bytes) is shown escaped: `caf\xe9.md`
-            name = e.name if is_utf8(e.name) else os.fsencode(e.name).decode("utf-8", "backslashreplace")
+            name = shown_name(e.name)  # a name that is no UTF-8 is shown escaped: `caf\xe9.md`
             child = f"{rel}/{name}" if rel else name
             if e.is_dir(follow_symlinks=False):
                 entries.append(Entry(path=child, type="directory"))

@@ -43,6 +43,12 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def shown_name(name: str) -> str:
+    """A file name as `list` shows it: one that is no UTF-8 (another system's bytes) with each
+    such byte escaped, `caf\\xe9.md` (as it is, it cannot be written out, linked or indexed)."""
+    return name if is_utf8(name) else os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def cwd_problem(cwd: str | None) -> str | None:
     """Why `cwd` names no project ('' when it does, None when there is no cwd): a NUL byte, a blank
     or a relative path is refused, never read as "no cwd" (every project's memory). The CLI makes

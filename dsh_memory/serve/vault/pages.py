@@ -5,7 +5,6 @@ is a person looking, not an agent using memory: its reads and searches record no
 
 from __future__ import annotations
 
-import os
 import re
 from contextlib import suppress
 from datetime import UTC, datetime
@@ -18,7 +17,7 @@ from dsh_memory.readpath import list_dir, read, search, summary
 from dsh_memory.readpath._common import is_active_rollout
 from dsh_memory.readpath.files import PROTECTED_FILES, RETIRED_DIR_NAME
 from dsh_memory.readpath.health import memory_health
-from dsh_memory.readpath.models import MAX_LIST_RESULTS, MAX_QUERIES, MAX_READ_LINES, is_utf8
+from dsh_memory.readpath.models import MAX_LIST_RESULTS, MAX_QUERIES, MAX_READ_LINES, shown_name
 from dsh_memory.serve.deployments import ui_url
 from dsh_memory.serve.preflight import preview_phase1
 from dsh_memory.serve.status import PHASE1_FLOWS, local_status, server_status
@@ -100,12 +99,6 @@ def _imported(ctx: MemoryContext) -> dict[str, Any]:
     return {"imported": rows[:50], "imported_total": len(rows)}
 
 
-def _shown(name: str) -> str:
-    """A file name as `list` shows it: one that is no UTF-8 (another system's bytes) escaped,
-    `caf\\xe9.md` (as it is, it cannot be put in a link or a page)."""
-    return name if is_utf8(name) else os.fsencode(name).decode("utf-8", "backslashreplace")
-
-
 def browse(ctx: MemoryContext) -> dict[str, Any]:
     store = ctx.store
     usage = ctx.state.usage() if ctx.state_exists() else {}
@@ -132,7 +125,11 @@ def browse(ctx: MemoryContext) -> dict[str, Any]:
     for rel in all_notes[:MAX_LIST_RESULTS]:  # each list of the page at most a listing's bound
         fields, body = parse_front_matter(_text(ctx, rel) or "")
         first = next((ln.strip() for ln in body.splitlines() if ln.strip()), "")
-        note = {"path": _shown(rel), "title": fields.get("title") or first[:120], "created": fields.get("created_at")}
+        note = {
+            "path": shown_name(rel),
+            "title": fields.get("title") or first[:120],
+            "created": fields.get("created_at"),
+        }
         notes.append(note)
     skills, skills_cut = [], False
     with suppress(NotFoundError):
@@ -142,7 +139,7 @@ def browse(ctx: MemoryContext) -> dict[str, Any]:
             if e.type == "directory":
                 skills.append({"name": e.path.rsplit("/", 1)[-1], "path": f"{e.path}/SKILL.md"})
     retired = [
-        {"name": _shown(s), "path": f"{RETIRED_PREFIX}{_shown(s)}.md", "retired_at": retired_at.get(s)}
+        {"name": shown_name(s), "path": f"{RETIRED_PREFIX}{shown_name(s)}.md", "retired_at": retired_at.get(s)}
         for s in all_retired[:MAX_LIST_RESULTS]
     ]
     handbook = [f for f in health["memory_files"] if not f["path"].startswith("rollout_summaries/")]
