@@ -21,12 +21,12 @@ import typer
 
 from dsh_memory import cancel
 from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
-from dsh_memory.readpath._common import visible
+from dsh_memory.readpath._common import BEYOND_C0, visible
 
 # What JSON leaves raw (it escapes C0 only) that a terminal would obey: C1 controls (U+009B is
 # CSI), bidi overrides; and lone surrogates, which a UTF-8 stdout cannot encode. They can only
 # stand inside a JSON string, so a \u escape is the same value.
-_RAW_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_RAW_IN_JSON = re.compile(f"[{BEYOND_C0}]")
 
 
 def emit_json(data: Any) -> None:

@@ -39,10 +39,12 @@ def validate(model: type[M], /, **values: Any) -> M:
 # (its text comes from session logs) would drive the terminal it is printed on, or reach an agent's
 # context as bytes nobody sees.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-# ... the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder
-# what a terminal shows ("Trojan Source"), so a line reads other than it is; and lone surrogates
-# (a file name's bytes that are no UTF-8, `"\ud800"` in a JSON log), which no UTF-8 output encodes.
-_HIDDEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# ... and beyond C0 (what JSON leaves raw too): DEL, C1, the bidi embeddings, overrides and
+# isolates (U+202A-U+202E, U+2066-U+2069): they reorder what a terminal shows ("Trojan Source"), so
+# a line reads other than it is; and lone surrogates (a file name's bytes that are no UTF-8,
+# `"\ud800"` in a JSON log), which no UTF-8 output encodes. A character class's body.
+BEYOND_C0 = r"\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_HIDDEN = re.compile(rf"[\x00-\x08\x0b-\x1f{BEYOND_C0}]")
 
 
 def visible(text: str) -> str:
