@@ -226,18 +226,23 @@ def test_a_replay_consolidation_writes_what_the_consolidate_flow_writes(history,
     assert "mock our own code" in (by_step / "MEMORY.md").read_text()  # not two empty memories
 
 
-def test_the_text_output_puts_both_sessions_words_side_by_side(capsys):
-    from dsh_memory.cli.replay import _print
-
-    first = Said(session="s-1", project="/w/proj", text=RULE)
+def _a_rule_restated(first_session: str, project: str, rule: str, again: str) -> ReplayResult:
+    """A replay of two sessions: `rule` said in the first, new, and said again (`again`) in s-2."""
+    first = Said(session=first_session, project=project, text=rule)
     result = ReplayResult(
-        restated_items=[Restated(session="s-2", project="/w/proj", text=RULE_AGAIN, earlier=first)],
+        restated_items=[Restated(session="s-2", project=project, text=again, earlier=first)],
         new_rules=[first],
         sessions=2,
         matcher="words only",
     )
     result.tally()
-    _print(result.model_dump(mode="json"))
+    return result
+
+
+def test_the_text_output_puts_both_sessions_words_side_by_side(capsys):
+    from dsh_memory.cli.replay import _print
+
+    _print(_a_rule_restated("s-1", "/w/proj", RULE, RULE_AGAIN).model_dump(mode="json"))
     out = capsys.readouterr().out.splitlines()
     said = next(i for i, line in enumerate(out) if RULE_AGAIN in line)
     assert "s-2" in out[said] and "first" in out[said + 1] and "s-1" in out[said + 1] and RULE in out[said + 1]
@@ -251,14 +256,7 @@ def test_the_text_output_shows_a_rules_escape_sequences_not_obeys_them(capsys):
     from dsh_memory.cli.replay import _print
 
     hostile = RULE + " \x1b]0;owned\x07\x1b[2J\u202e\x9b31m"
-    first = Said(session="s-1\x1b[2J", project="/w/\x1b[2Jproj", text=hostile)
-    result = ReplayResult(
-        restated_items=[Restated(session="s-2", project="/w/\x1b[2Jproj", text=hostile, earlier=first)],
-        new_rules=[first],
-        sessions=2,
-        matcher="words only",
-    )
-    result.tally()
+    result = _a_rule_restated("s-1\x1b[2J", "/w/\x1b[2Jproj", hostile, hostile)
     show(lambda: result.model_dump(mode="json"), False, _print)
     out = capsys.readouterr().out
     assert RULE + " \\x1b]0;owned\\x07\\x1b[2J\\u202e\\x9b31m" in out
