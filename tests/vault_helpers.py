@@ -84,12 +84,15 @@ def free_port() -> int:
 
 @contextmanager
 def served(app):
-    """The app on a real uvicorn on an ephemeral loopback port; yields its base URL."""
+    """The app on a real uvicorn, configured as the commands that serve configure it, on an
+    ephemeral loopback port; yields its base URL."""
     import httpx
     import uvicorn
 
+    from dsh_memory.serve.bounded_http import server_config
+
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port))
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
     base = f"http://127.0.0.1:{port}"

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from dsh_memory.cli._common import run
-from dsh_memory.errors import UserInputError
+from dsh_memory.errors import DshMemoryError, UserInputError
 
 
 def register(app: typer.Typer) -> None:
@@ -26,6 +26,7 @@ def register(app: typer.Typer) -> None:
         def go():
             import uvicorn
 
+            from dsh_memory.serve.bounded_http import server_config
             from dsh_memory.serve.guard import check_bind_host, is_loopback_address
             from dsh_memory.serve.http_app import create_app
             from dsh_memory.serve.stack import wait_for_port
@@ -43,7 +44,10 @@ def register(app: typer.Typer) -> None:
                 + f"  vault: {base}/",
                 err=True,
             )
-            uvicorn.run(app, host=host, port=port, log_level="warning")
+            server = uvicorn.Server(server_config(app, host, port))
+            server.run()
+            if not server.started:
+                raise DshMemoryError(f"the memory API could not start on {host}:{port} (see the lines above)")
 
         run(go)
 

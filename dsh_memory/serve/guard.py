@@ -7,7 +7,9 @@ check of every command that serves. One definition of the request-size bound, to
   * POST bodies must be `application/json` → else 415, and at most MAX_BODY_BYTES → else 413;
     under the `form_paths` prefixes (the vault's actions, HTML forms) they must be
     `application/x-www-form-urlencoded` instead, same bound — the routes there check their own
-    CSRF token (serve/vault/): a form is what a cross-site page can post without asking.
+    CSRF token (serve/vault/): a form is what a cross-site page can post without asking;
+  * a POST body must arrive within BODY_SECONDS → else 408 (serve/bounded_http.py bounds the rest
+    of a connection's life).
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+import anyio
+
 from dsh_memory.errors import UserInputError
 
 if TYPE_CHECKING:  # starlette is imported by the app that mounts the guard, not by its users
     from starlette.types import ASGIApp, Receive, Scope, Send
 
 MAX_BODY_BYTES = 1024 * 1024  # every request body: RPC, MCP, turn-end webhooks, vault forms
+BODY_SECONDS = 30.0  # ... and the time it may take to arrive (a stalled body holds a connection)
 JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -117,20 +122,24 @@ class LoopbackGuard:
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             await _deny(scope, receive, send, 413, f"request body larger than {self.max_body} bytes")
             return
-        # read (at most max_body bytes of) the body up front, then replay it to the app
+        # read (at most max_body bytes of) the body up front, in BODY_SECONDS, then replay it to the app
         chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                await _deny(scope, receive, send, 413, f"request body larger than {self.max_body} bytes")
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        with anyio.move_on_after(BODY_SECONDS) as deadline:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body:
+                    await _deny(scope, receive, send, 413, f"request body larger than {self.max_body} bytes")
+                    return
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        if deadline.cancelled_caught:
+            await _deny(scope, receive, send, 408, f"request body not received within {BODY_SECONDS:g} s")
+            return
         body = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
         async def replay() -> dict:

@@ -22,6 +22,7 @@ import uvicorn
 
 from dsh_memory.context import MemoryContext, memory_context
 from dsh_memory.errors import DshMemoryError, ServiceUnavailableError
+from dsh_memory.serve.bounded_http import server_config
 from dsh_memory.serve.deployments import CATCH_UP, runner_deployments, ui_url
 from dsh_memory.serve.guard import check_bind_host
 from dsh_memory.serve.http_app import create_app
@@ -161,8 +162,7 @@ def _children() -> list[int]:
 def _start_http(host: str, port: int, ctx, echo: Callable[[str], None], started: ExitStack) -> None:
     """The loopback HTTP app in a thread; stopped when `started` closes (its shutdown forwards
     the pending turn ends first, ≤ 10 s)."""
-    config = uvicorn.Config(create_app(ctx), host=host, port=port, log_level="warning", lifespan="on")
-    http = uvicorn.Server(config)
+    http = uvicorn.Server(server_config(create_app(ctx), host, port, lifespan="on"))
     http.install_signal_handlers = lambda: None  # the main thread owns signals
     thread = threading.Thread(target=http.run, name="dsh-memory-http", daemon=True)
     thread.start()
