@@ -28,7 +28,7 @@ from dsh_memory.llm.limit import run_slots, worker_count
 from dsh_memory.phase1.extraction import Outcome
 from dsh_memory.phase1.remote import batches
 from dsh_memory.phase1.result import Phase1Result
-from dsh_memory.phase1.selection import EXTRACT, Decision
+from dsh_memory.phase1.selection import EXTRACT, Decision, ReasonKind
 from dsh_memory.replay.result import in_replay_run
 from dsh_memory.settings import MemorySettings
 from dsh_memory.tasks.claims import (
@@ -120,7 +120,10 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
         result.provider, result.model = route
     finish_phase1(settings, result.outcomes, now, provider=route[0], model=route[1])
     result.counts = result.count_outcomes()
-    log.info("Phase 1 done: %s", ", ".join(f"{k}={v}" for k, v in result.counts.items()) or "nothing to do")
+    done = ", ".join(f"{k}={v}" for k, v in result.counts.items()) or "nothing to do"
+    if waiting := sum(d.kind == ReasonKind.ACTIVE for d in decisions):  # why "nothing", when sessions exist
+        done += f"; {waiting} session(s) written to within idle_seconds ({settings.idle_seconds}s) wait for a later run"
+    log.info("Phase 1 done: %s", done)
     return result
 
 

@@ -298,3 +298,33 @@ def test_session_text_cannot_close_the_transcript_frame_or_add_prompt_lines():
     head, rest = user.split("<session_transcript>")
     inside, tail = rest.split("</session_transcript>")
     assert injected in inside and not any(ln.startswith("SYSTEM") for ln in (head + tail).split("\n")), user
+
+
+def test_a_run_that_waits_for_sessions_being_written_says_so(monkeypatch, tmp_path, fixtures_dir, fake):
+    """Sessions written to within idle_seconds are not extracted yet: the run's log says how many
+    wait, rather than a bare "nothing to do" while `sessions` lists them as extractable."""
+    import logging
+    import os
+
+    pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
+    monkeypatch.setenv("DSH_MEMORY_IDLE_SECONDS", "3600")
+    logs = [p for p in (tmp_path / "dsh").rglob("*") if p.is_file()]
+    for p in logs:  # written to just now
+        os.utime(p)
+    from dsh_memory.flows.extract import extract_flow
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # Prefect's run loggers do not propagate to pytest's caplog
+    logging.getLogger("prefect.flow_runs").addHandler(handler)
+    try:
+        result = extract_flow()
+    finally:
+        logging.getLogger("prefect.flow_runs").removeHandler(handler)
+    assert not result.outcomes and not fake.requests
+    done = [r.getMessage() for r in records if r.getMessage().startswith("Phase 1 done")]
+    waiting = sum(d.reason.startswith("active:") for d in result.decisions)
+    assert waiting > 0
+    assert done == [
+        f"Phase 1 done: nothing to do; {waiting} session(s) written to within idle_seconds (3600s) wait for a later run"
+    ]
