@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -542,6 +543,40 @@ def test_a_memory_folder_that_is_a_symlink_is_listed_as_skipped_not_ignored(monk
     for name in ("memories", "memory"):
         assert rows[(name, None)]["action"] == "skip" and "symlink" in rows[(name, None)]["reason"], rows
     assert {r["action"] for r in rows.values()} == {"skip"}
+
+
+def test_a_folder_that_cannot_be_read_is_skipped_saying_so_and_the_rest_imported(monkeypatch, tmp_path):
+    """One memory folder the user may not read (mode 000: another user's, a container's) ended the
+    whole import in `error: Permission denied`, nothing of the other folders imported. It is one
+    skipped row naming it and why, the summary counts it, the rest is imported. As root (which
+    reads a mode-000 folder) the import runs without the capabilities that let it."""
+    lay = _layout(tmp_path)
+    _env(monkeypatch, tmp_path, lay)
+    argv = [sys.executable, "-m", "dsh_memory.cli", "import", "all"]
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("root reads a mode-000 folder, and setpriv (util-linux) to drop that is missing")
+        argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *argv]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    closed = [lay["topic"], lay["codex"] / "memories" / "rollout_summaries"]
+    for folder in closed:
+        folder.chmod(0)
+    try:
+        done = subprocess.run([*argv, "--json"], env=env, capture_output=True, text=True, timeout=60, check=False)
+        said = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        for folder in closed:
+            folder.chmod(0o755)
+    assert done.returncode == 0 and said.returncode == 0, done.stdout + done.stderr
+    rows = _rows(json.loads(done.stdout))
+    for folder in closed:
+        assert (rows[(folder.name, None)]["action"], rows[(folder.name, None)]["reason"]) == (
+            "skip",
+            "cannot read: Permission denied",
+        )
+        assert f"  skip      {folder} (global): cannot read: Permission denied" in said.stdout.splitlines()
+    assert rows[("MEMORY.md", "webapp")]["action"] == rows[("memory_summary.md", None)]["action"] == "import"
+    assert said.stdout.splitlines()[-1].endswith(" skipped (2 could not be read)"), said.stdout
 
 
 def test_a_file_swapped_for_a_symlink_after_its_check_is_not_followed(monkeypatch, tmp_path):

@@ -63,11 +63,16 @@ def _print_import(result: dict) -> None:
         scope = f"project {r['project']}" if r["project"] else "global"
         version = f" v{r['version']}" if r["version"] else ""
         typer.echo(f"  {r['action']:<9} {where} ({scope}{version}): {r['reason']}")
+    from dsh_memory.imports.sources import CANNOT_READ
+
     counts = {a: sum(1 for r in result["rows"] if r["action"] == a) for a in ("import", "update", "unchanged", "skip")}
+    unreadable = sum(1 for r in result["rows"] if r["action"] == "skip" and r["reason"].startswith(CANNOT_READ))
     verb = "would import" if result["dry_run"] else "imported"
     typer.echo(
         f"{verb} {counts['import']} new and {counts['update']} changed, {counts['unchanged']} unchanged,"
-        f" {counts['skip']} skipped" + (" (dry run: nothing written)" if result["dry_run"] else "")
+        f" {counts['skip']} skipped"
+        + (f" ({unreadable} could not be read)" if unreadable else "")
+        + (" (dry run: nothing written)" if result["dry_run"] else "")
     )
 
 

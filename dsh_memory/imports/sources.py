@@ -34,7 +34,7 @@ from pathlib import Path
 
 from dsh_memory import scope
 from dsh_memory.consolidation.skill_inventory import one_line
-from dsh_memory.readers._input import is_dir, scandir
+from dsh_memory.readers._input import is_dir
 from dsh_memory.readpath.models import shown_name
 from dsh_memory.transcript.private import drop_private
 from dsh_memory.transcript.redact import redact
@@ -43,6 +43,7 @@ MAX_FILE_BYTES = 1 << 20  # a memory file larger than 1 MiB is not imported
 MAX_FILES = 5000  # files (Codex task groups) looked at in one run, per source
 MAX_NOTE_CHARS = 8000  # what one imported note keeps (the rest stays in its source)
 MAX_FRONT_MATTER = 8192
+CANNOT_READ = "cannot read: "  # the skip reason of a file or folder that cannot be read (`unreadable`)
 LINKED = "a symlink: never followed (the sources are read in place)"  # a memory folder's skip reason
 _CWD_LINE = re.compile(r"^(?:[-*]\s*)?cwd:\s*(\S.*?)\s*$", re.M)  # a Codex recap's repository
 
@@ -90,7 +91,7 @@ def _read(item: Item) -> str | None:
             elif len(data := fh.read(MAX_FILE_BYTES + 1)) > MAX_FILE_BYTES:
                 item.skip = f"larger than {MAX_FILE_BYTES // 1024} KiB"
     except OSError as exc:
-        item.skip = "not a regular file" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
+        item.skip = "not a regular file" if exc.errno == errno.ELOOP else unreadable(exc)
     if not item.skip and b"\0" in data:
         item.skip = "binary (NUL bytes)"
     if item.skip:
@@ -158,30 +159,57 @@ def capped(items: Iterator[Item]) -> Iterator[Item]:
         yield item
 
 
+def guarded(agent: str, folder: Path, items: Iterator[Item]) -> Iterator[Item]:
+    """`items`, the pieces read from `folder`; when the folder (or one in it) cannot be read
+    (permission denied, an I/O error), one piece skipped naming it and why, and the import goes
+    on with the other folders. A folder that is not there (or is a file) has nothing to import."""
+    try:
+        yield from items
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        where = exc.filename if isinstance(exc.filename, str) else folder
+        yield Item(agent, Path(where), skip=unreadable(exc))
+
+
+def unreadable(exc: OSError) -> str:
+    """The skip reason of a file or folder that cannot be read (`CANNOT_READ`, then why)."""
+    return CANNOT_READ + str(exc.strerror or exc)
+
+
 # -- Claude Code auto memory (see the module docstring) ----------------------------------------
 
 
 def claude_items(config_dir: Path, exclude: list[str]) -> Iterator[Item]:
-    projects = config_dir / "projects"
-    folders = sorted((e for e in scandir(projects) if is_dir(e, follow_symlinks=False)), key=lambda e: e.name)
+    yield from guarded("claude", config_dir / "projects", _claude_projects(config_dir / "projects", exclude))
+
+
+def _claude_projects(projects: Path, exclude: list[str]) -> Iterator[Item]:
+    with os.scandir(projects) as it:
+        folders = sorted((e for e in it if is_dir(e, follow_symlinks=False)), key=lambda e: e.name)
     for folder in folders:
         memory = Path(folder.path) / "memory"
-        if memory.is_symlink():
-            yield Item("claude", memory, skip=LINKED)
-        if not memory.is_dir() or memory.is_symlink():
-            continue
-        files = sorted(p for p in memory.iterdir() if p.suffix == ".md" and not p.name.startswith("."))
-        cwd = _folder_cwd(Path(folder.path))
-        project = scope.project_root(cwd) if cwd else None
-        for path in files:
-            item = Item("claude", path, project=project)
-            if cwd is None:
-                item.skip = f"cannot tell which repository the folder {folder.name} is (no single existing path fits)"
-            elif scope.excluded_by(cwd, exclude):
-                item.skip = "excluded (exclude_projects)"
-            else:
-                _claude_fill(item)
-            yield item
+        yield from guarded("claude", memory, _claude_folder(Path(folder.path), memory, exclude))
+
+
+def _claude_folder(folder: Path, memory: Path, exclude: list[str]) -> Iterator[Item]:
+    if memory.is_symlink():
+        yield Item("claude", memory, skip=LINKED)
+        return
+    if not memory.is_dir():
+        return
+    files = sorted(p for p in memory.iterdir() if p.suffix == ".md" and not p.name.startswith("."))
+    cwd = _folder_cwd(folder)
+    project = scope.project_root(cwd) if cwd else None
+    for path in files:
+        item = Item("claude", path, project=project)
+        if cwd is None:
+            item.skip = f"cannot tell which repository the folder {folder.name} is (no single existing path fits)"
+        elif scope.excluded_by(cwd, exclude):
+            item.skip = "excluded (exclude_projects)"
+        else:
+            _claude_fill(item)
+        yield item
 
 
 def _claude_fill(item: Item) -> None:
@@ -228,30 +256,40 @@ def _folder_cwd(folder: Path) -> str | None:
 
 
 def codex_items(codex_home: Path, exclude: list[str]) -> Iterator[Item]:
-    root = codex_home / "memories"
+    yield from guarded("codex", codex_home / "memories", _codex(codex_home / "memories", exclude))
+
+
+def _codex(root: Path, exclude: list[str]) -> Iterator[Item]:
     if root.is_symlink():
         yield Item("codex", root, skip=LINKED)
-    if not root.is_dir() or root.is_symlink():
         return
-    yield from _handbook(root / "MEMORY.md", exclude)
-    summary = root / "memory_summary.md"
-    if summary.exists():
-        item = Item("codex", summary, kind="summary", title="Codex memory summary")
+    names = set(os.listdir(root))  # a folder that cannot be listed is skipped, saying so (`guarded`)
+    if "MEMORY.md" in names:
+        yield from _handbook(root / "MEMORY.md", exclude)
+    if "memory_summary.md" in names:
+        item = Item("codex", root / "memory_summary.md", kind="summary", title="Codex memory summary")
         _codex_file(item)
         yield item
     rollouts = root / "rollout_summaries"
+    if "rollout_summaries" in names:
+        yield from guarded("codex", rollouts, _rollouts(rollouts, exclude))
+
+
+def _rollouts(rollouts: Path, exclude: list[str]) -> Iterator[Item]:
     if rollouts.is_symlink():
         yield Item("codex", rollouts, skip=LINKED)
-    elif rollouts.is_dir():
-        for path in sorted((p for p in rollouts.iterdir() if p.suffix == ".md"), key=_newest_first)[: MAX_FILES + 1]:
-            item = Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}")
-            text = _codex_file(item)  # the cwd as written (the note's text may be redacted)
-            m = _CWD_LINE.search(text[:4000]) if text else None
-            cwd = m.group(1).strip("'\"") if m else None
-            item.project = scope.project_root(cwd) if cwd else None
-            if cwd and scope.excluded_by(cwd, exclude):
-                item.skip, item.text = "excluded (exclude_projects)", ""
-            yield item
+        return
+    if not rollouts.is_dir():
+        return
+    for path in sorted((p for p in rollouts.iterdir() if p.suffix == ".md"), key=_newest_first)[: MAX_FILES + 1]:
+        item = Item("codex", path, kind="rollout_summary", title=f"Codex recap {path.stem}")
+        text = _codex_file(item)  # the cwd as written (the note's text may be redacted)
+        m = _CWD_LINE.search(text[:4000]) if text else None
+        cwd = m.group(1).strip("'\"") if m else None
+        item.project = scope.project_root(cwd) if cwd else None
+        if cwd and scope.excluded_by(cwd, exclude):
+            item.skip, item.text = "excluded (exclude_projects)", ""
+        yield item
 
 
 def _newest_first(path: Path) -> tuple[float, str]:
@@ -272,8 +310,6 @@ def _codex_file(item: Item) -> str | None:
 
 
 def _handbook(path: Path, exclude: list[str]) -> Iterator[Item]:
-    if not path.exists():
-        return
     whole = Item("codex", path, kind="handbook")
     text = _read(whole)
     if text is None:
