@@ -178,6 +178,30 @@ def test_add_is_for_the_current_directorys_project_unless_global(cli, tmp_path, 
     assert bad.exit_code == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("where", ["/", "home"])
+def test_add_run_in_the_root_or_home_is_refused_without_cwd(cli, root, tmp_path, monkeypatch, where):
+    """`dsh-memory add` run in / (or in the home directory, no repository) filed the note under
+    project / (or ~): seen by no session started in a project. As for a stdio server started
+    there (docs/agents.md), the directory's default is refused in one line; --cwd and --scope
+    global still say where it goes."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    here = "/" if where == "/" else str(home)
+    monkeypatch.chdir(here)
+    r = cli("add", "Deploy with make ship.")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert r.stderr.startswith(f"error: {here} is no project") and "--cwd" in r.stderr and "--scope global" in r.stderr
+    assert MemoryStore(root).list_notes() == []
+    assert json.loads(cli("add", "x", "--cwd", here, "--json").stdout)["scope"] == f"project {here}"
+    assert json.loads(cli("add", "x", "--scope", "global", "--json").stdout)["scope"] == "global"
+    dotfiles = tmp_path / "dotfiles"  # a home directory that is a repository is that project
+    (dotfiles / ".git").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(dotfiles))
+    monkeypatch.chdir(dotfiles)
+    assert json.loads(cli("add", "x", "--json").stdout)["scope"] == f"project {dotfiles}"
+
+
 @pytest.mark.parametrize(
     "args,code",
     [

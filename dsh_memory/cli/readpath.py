@@ -182,8 +182,20 @@ def register(app: typer.Typer) -> None:
     @command(app, "add", arguments=["note"])
     def add_cmd(as_json: bool, **params: Any) -> Any:
         """Add an ad hoc note for this directory's project (--cwd: another's; --scope global: every
-        project's); the next consolidation merges it into memory."""
-        res = _core("add", {**params, "cwd": params["cwd"] or os.getcwd()})
+        project's); the next consolidation merges it into memory.
+
+        Run in / or the home directory (no repository, no project), it needs --cwd or --scope global.
+        """
+        from dsh_memory.errors import UserInputError
+        from dsh_memory.readpath.files import no_project
+
+        here = os.getcwd()
+        if not params["cwd"] and params["scope"] == "project" and no_project(here):
+            raise UserInputError(
+                f"{visible(here)[:200]} is no project (not a repository): run add in the project's directory, "
+                "or pass --cwd (this directory, for sessions started in it) or --scope global"
+            )
+        res = _core("add", {**params, "cwd": params["cwd"] or here})
         if as_json:
             return res.model_dump()
         typer.echo(visible(f"{res.path}  [{res.scope}]"))

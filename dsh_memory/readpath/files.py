@@ -192,7 +192,7 @@ def add(
     directory (no repository) is where a client starts a server, no project: cwd is required."""
     req = validate(AddRequest, note=note, **params)
     project = None
-    if session_cwd and locate(session_cwd) in ((os.sep, False), (project_root(os.path.expanduser("~")), False)):
+    if session_cwd and no_project(session_cwd):
         if req.scope == "project" and not req.cwd:  # a client's start directory, not the agent's project
             raise UserInputError(
                 f"this server runs in {visible(session_cwd)[:200]}, which is no project: pass cwd (your "
@@ -210,6 +210,12 @@ def add(
     extra = {"project": project} if project else None
     rel = store.add_note(req.note, title=req.title, now=now, extra=extra)
     return AddResult(path=str(rel), scope=f"project {project}" if project else GLOBAL)
+
+
+def no_project(cwd: str) -> bool:
+    """`/` or the home directory, when it is no repository: where a client starts a server, or a
+    shell its user, not a project a note is meant for (`add`'s default cwd there is refused)."""
+    return locate(cwd) in ((os.sep, False), (project_root(os.path.expanduser("~")), False))
 
 
 def delete_file(store: Any, path: str) -> DeleteResult:
