@@ -854,7 +854,8 @@ def test_the_archive_and_the_removed_skills_keep_their_newest_only(root: Path, f
     by every consolidation that retires an item, without end. The archive keeps its newest
     ARCHIVE_MAX_CHARS in whole task groups (the oldest go first), skills/.removed/ the newest
     MAX_REMOVED_SKILLS versions; a folder there of another name is the user's and stays."""
-    from dsh_memory.consolidation.apply import ARCHIVE_MAX_CHARS, ARCHIVE_TITLE, MAX_REMOVED_SKILLS
+    from dsh_memory.consolidation.apply import ARCHIVE_MAX_CHARS, ARCHIVE_TITLE
+    from dsh_memory.consolidation.skill_files import MAX_REMOVED_SKILLS
 
     store = MemoryStore(root)
     old = [f"# Task Group: /work/old{i}\n\n## Retired 2020-01-01\n- old item {i} " + "x" * 5000 for i in range(250)]

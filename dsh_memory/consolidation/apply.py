@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import shutil
 from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from dsh_memory.consolidation.mechanical import HEAD_LINES, Group, cap_handbook
 from dsh_memory.consolidation.output import ConsolidationOutput, stored
 from dsh_memory.consolidation.prompt import data_fence
 from dsh_memory.consolidation.scope_guard import guard_handbook, guard_summary, note_blocks, project_items
+from dsh_memory.consolidation.skill_files import set_aside, unstage, write_skill
 from dsh_memory.consolidation.skill_inventory import read_optional
 from dsh_memory.consolidation.skills import SkillError, ValidSkill, validate_skill, validate_skill_name
 from dsh_memory.consolidation.stale import Flagged
@@ -49,10 +49,7 @@ SUMMARY_FIRST_LINE = "v1"
 ARCHIVE = "MEMORY.archive.md"
 ARCHIVE_TITLE = "# Retired handbook items (kept, with why and when; see docs/agents.md)"
 ARCHIVE_MAX_CHARS = 1_000_000  # MEMORY.archive.md's newest, in whole task groups (16 full handbooks)
-MAX_REMOVED_SKILLS = 100  # skill versions kept in skills/.removed/, the newest
 MAX_RETIRED_SUMMARIES = 2000  # rollout_summaries/.retired/'s newest (and every one MEMORY.md names)
-_SET_ASIDE = re.compile(r"-(\d{8}T\d{6}Z)$")  # skills/.removed/<name>-<time>
-STAGING = "skills/.staging"  # a skill being written (hidden: never listed, searched or offered)
 
 
 def ensure_summary_v1(text: str, cap: int) -> str:
@@ -230,22 +227,8 @@ def apply_output(
 
     unstage(store)  # what a killed run staged
     for s in skills:
-        todo = [(f"skills/{s.name}/SKILL.md", s.skill_md)] + [(f"skills/{s.name}/{p}", c) for p, c in s.files]
         try:
-            for rel, _ in todo:  # guard every path (symlinked skills/, skills/<name>, subfolders) first
-                if store.resolve(rel).is_dir():  # nothing is written when one file cannot be
-                    raise IsADirectoryError(f"{rel} is a folder")
-            folder = store.resolve(f"skills/{s.name}")  # its earlier version is kept when this one differs
-            if not folder.is_dir() or any(read_optional(store.root / rel) != redact(text) for rel, text in todo):
-                stage = store.resolve(f"{STAGING}/{s.name}")  # whole there first: a kill leaves no half skill
-                if folder.is_dir():  # with the files this version does not name (a link copied as a link)
-                    shutil.copytree(folder, stage, symlinks=True)
-                for rel, text in todo:
-                    store.atomic_write(STAGING + rel.removeprefix("skills"), text)
-                if folder.is_dir():
-                    set_aside(store, folder, s.name, now)
-                os.rename(stage, folder)
-            result.files_written += [rel for rel, _ in todo]
+            result.files_written += write_skill(store, s, now)
             result.skills_written.append(s.name)
         except (DshMemoryError, OSError) as exc:
             result.skill_errors.append(f"{s.name}: {exc}")
@@ -320,24 +303,6 @@ def apply_output(
     result.raw_archived = store.archive_raw_blocks(set(inputs.raw_ids))
     result.notes_archived = store.archive_notes(list(inputs.note_rels))
     return result
-
-
-def unstage(store: Any) -> None:
-    """Remove skills/.staging/ (a link there is not followed: each skill's write refuses it)."""
-    with suppress(DshMemoryError):
-        shutil.rmtree(store.resolve(STAGING), ignore_errors=True)
-
-
-def set_aside(store: Any, folder: Any, name: str, now: datetime) -> None:
-    """Move a skill folder the model removes or rewrites to skills/.removed/, and keep the newest
-    MAX_REMOVED_SKILLS there (a folder of another name is the user's)."""
-    kept = store.resolve(f"skills/.removed/{name}-{now:%Y%m%dT%H%M%SZ}")
-    kept.parent.mkdir(exist_ok=True)
-    os.rename(folder, kept)
-    with os.scandir(kept.parent) as it:
-        versions = [e for e in it if _SET_ASIDE.search(e.name) and e.is_dir(follow_symlinks=False)]
-    for e in sorted(versions, key=lambda e: _SET_ASIDE.search(e.name).group(1))[:-MAX_REMOVED_SKILLS]:
-        shutil.rmtree(e.path, ignore_errors=True)  # never the reason a skill is not written
 
 
 def keep_newest_retired(store: Any) -> None:
