@@ -55,3 +55,27 @@ def test_the_walks_bound_depth_and_remove_without_recursing(tmp_path: Path):
     (top / "link").symlink_to(tmp_path)  # removed, never followed
     remove_tree(top)
     assert not top.exists() and tmp_path.is_dir()
+
+
+def test_a_run_killed_between_setting_a_skill_aside_and_moving_it_in_loses_nothing(
+    root: Path,  # noqa: F811 (the fixture)
+    fake: FakeOpenAIServer,  # noqa: F811
+):
+    """A skill is staged whole, its earlier version set aside, then moved in: a kill between the
+    last two left it in skills/.removed/ alone, and the next run deleted the staged one. The
+    next run moves it in; a skill staged in part (killed before it was whole) is dropped."""
+    from dsh_memory.consolidation.skill_files import STAGING, WHOLE
+
+    store = MemoryStore(root)
+    new = "---\nname: deploy\ndescription: Deploy\n---\n1. make ship\n"
+    store.atomic_write("skills/.removed/deploy-20260101T000000Z/SKILL.md", OLD)  # set aside
+    store.atomic_write(f"{STAGING}/deploy/SKILL.md", new)
+    store.atomic_write(f"{STAGING}/deploy{WHOLE}", "")
+    store.atomic_write("skills/lint/SKILL.md", OLD.replace("deploy", "lint"))
+    store.atomic_write(f"{STAGING}/lint/SKILL.md", "half")  # no marker: lint was never set aside
+    add_raw(root, "a", "- a fact")
+    fake.script(Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n"}))
+    assert run_flow(force=True).outcome == "consolidated"
+    assert (store.skills_dir / "deploy" / "SKILL.md").read_text() == new
+    assert (store.skills_dir / "lint" / "SKILL.md").read_text() == OLD.replace("deploy", "lint")
+    assert not (store.skills_dir / ".staging").exists()

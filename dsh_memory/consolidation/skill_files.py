@@ -16,7 +16,7 @@ from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
-from dsh_memory.consolidation.skill_inventory import read_optional
+from dsh_memory.consolidation.skill_inventory import SKILL_NAME_RE, read_optional
 from dsh_memory.consolidation.skills import ValidSkill
 from dsh_memory.errors import DshMemoryError
 from dsh_memory.transcript.redact import redact
@@ -25,6 +25,7 @@ MAX_REMOVED_SKILLS = 100  # skill versions kept in skills/.removed/, the newest
 MAX_COPY_DEPTH = 64  # folders below a skill's own that a new version carries over
 _SET_ASIDE = re.compile(r"-(\d{8}T\d{6}Z)$")  # skills/.removed/<name>-<time>
 STAGING = "skills/.staging"  # a skill being written (hidden: never listed, searched or offered)
+WHOLE = ".whole"  # skills/.staging/<name>.whole: <name> is staged whole, about to replace skills/<name>
 
 
 def write_skill(store: Any, s: ValidSkill, now: datetime) -> list[str]:
@@ -44,16 +45,29 @@ def write_skill(store: Any, s: ValidSkill, now: datetime) -> list[str]:
         shutil.copytree(folder, stage, symlinks=True)
     for rel, text in todo:
         store.atomic_write(STAGING + rel.removeprefix("skills"), text)
+    whole = store.atomic_write(f"{STAGING}/{s.name}{WHOLE}", "")  # from here on, `unstage` finishes the move
     if folder.is_dir():
         set_aside(store, folder, s.name, now)
     os.rename(stage, folder)
+    whole.unlink()
     return [rel for rel, _ in todo]
 
 
 def unstage(store: Any) -> None:
-    """Remove skills/.staging/ (a link there is not followed: each skill's write refuses it)."""
+    """Remove skills/.staging/ (a link there is not followed: each skill's write refuses it),
+    first moving into place a skill a killed run had staged whole and whose earlier version it
+    had already set aside (else that skill would be in skills/.removed/ alone)."""
     with suppress(DshMemoryError):
-        remove_tree(store.resolve(STAGING))
+        staging = store.resolve(STAGING)
+        if staging.is_dir():
+            for marker in staging.glob(f"*{WHOLE}"):
+                if not SKILL_NAME_RE.fullmatch(name := marker.name.removesuffix(WHOLE)):
+                    continue
+                with suppress(DshMemoryError, OSError):
+                    folder, stage = store.resolve(f"skills/{name}"), store.resolve(f"{STAGING}/{name}")
+                    if stage.is_dir() and not os.path.lexists(folder):
+                        os.rename(stage, folder)
+        remove_tree(staging)
 
 
 def set_aside(store: Any, folder: Any, name: str, now: datetime) -> None:
