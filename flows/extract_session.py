@@ -134,19 +134,19 @@ def consolidation_key(name: str, meta: PipelineMeta) -> str:
 
 def request_consolidation() -> bool:
     """Ask for the `consolidate` run that follows the last consolidation (at the end of its
-    cooldown): one run however many extractions ask — its idempotency key names the last
+    cooldown, or of the back-off after repeated failures): one run however many extractions ask — its idempotency key names the last
     consolidation and the failures since, in this memory (its `memory_id`). True when one is asked for."""
     log = get_run_logger()
     now = datetime.now(UTC)
     with memory_context() as ctx:
         meta, cooldown = ctx.state.get_meta(), ctx.settings.phase2_cooldown_seconds
     decision = gate.decide(meta, notes=0, raw_blocks=0, now=now, cooldown_seconds=cooldown, force=False)
-    if decision.outcome == gate.SKIP_PAUSED or not decision.pending:
-        log.info("consolidation not requested: %s", decision.reason if decision.pending else "nothing pending")
+    if not decision.pending:
+        log.info("consolidation not requested: nothing pending")
         return False
     # A pool's run (`dsh-memory deploy`) asks for the pool's consolidate, never serve's.
     name = in_this_mode(CONSOLIDATE)
-    start = now + timedelta(seconds=decision.cooldown_remaining_seconds)
+    start = now + timedelta(seconds=decision.wait_seconds)
     key = consolidation_key(name, meta)
     try:
         run = run_deployment(name, scheduled_time=start, idempotency_key=key, timeout=0, as_subflow=False)

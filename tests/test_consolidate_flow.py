@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -366,7 +366,7 @@ def test_the_handbook_past_the_input_cap_is_kept_not_lost(root: Path, fake: Fake
     assert res.changes.unseen_kept > 0
 
 
-def test_truncation_retry_then_failure_pause_and_force(root: Path, fake: FakeOpenAIServer, tmp_path: Path):
+def test_truncation_retry_then_failure_backoff_and_force(root: Path, fake: FakeOpenAIServer, tmp_path: Path):
     add_raw(root, "a", "- fact a")
     with_state(root, lambda st: st.set_pending(True))
     cut_in_summary = '{"memory_md": "# M\\n- a\\n", "memory_summary_md": "v1\\n\\n- partial'
@@ -399,14 +399,47 @@ def test_truncation_retry_then_failure_pause_and_force(root: Path, fake: FakeOpe
     assert meta.phase2_failures == 3 and meta.pending_consolidation is True and "cut off" in meta.phase2_error
     assert [b.body for b in store.read_raw_blocks()] == ["- fact b"] and not store.memory_md_path.exists()
 
-    paused = run_flow(memory_root=str(other))
-    assert paused.outcome == "skipped: paused after repeated failures" and fake.request_count == n0 + 3
+    waiting = run_flow(memory_root=str(other))  # the third failure starts a back-off
+    assert waiting.outcome == "skipped: backing off after repeated failures" and fake.request_count == n0 + 3
 
     fake.script(Reply.tool({"memory_md": "# M\n- b\n", "memory_summary_md": "v1\n\n- b\n"}))
     forced = run_flow(memory_root=str(other), force=True)
     assert forced.outcome == "consolidated", forced
     meta = with_state(other, lambda st: st.get_meta())
     assert meta.phase2_failures == 0 and meta.phase2_error is None and meta.pending_consolidation is False
+
+
+def test_after_repeated_failures_automatic_runs_back_off_then_try_again_by_themselves(
+    root: Path, fake: FakeOpenAIServer
+):
+    """Three consolidations in a row failed (say the endpoint was down) an hour ago: the back-off
+    after them (30 min) is over, so the next automatic run tries again with no `--force`. Its
+    failure lengthens the back-off (1 h), and the run after it waits without calling the model."""
+    add_raw(root, "b", "- fact b")
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)
+
+    def seed(st: StateStore):
+        st.set_pending(True)
+        for i in range(3):
+            st.record_phase2_failure(f"endpoint down {i}", hour_ago)
+
+    with_state(root, seed)
+    fake.script(Reply.error(401, {"error": {"message": "key revoked"}}))
+    retried = run_flow()
+    assert retried.outcome == "error" and "key revoked" in retried.error, retried
+    assert fake.request_count == 1 and with_state(root, lambda st: st.get_meta()).phase2_failures == 4
+
+    waiting = run_flow()
+    assert waiting.outcome == "skipped: backing off after repeated failures", waiting
+    assert 50 * 60 < waiting.gate.backoff_remaining_seconds <= 60 * 60 and fake.request_count == 1
+    assert "4 consecutive failures" in waiting.reason and "--force" in waiting.reason
+    from typer.testing import CliRunner
+
+    from dsh_memory.cli import app
+
+    shown = CliRunner().invoke(app, ["status"])
+    assert shown.exit_code == 0 and "(4 in a row)" in shown.output, shown.output
+    assert "automatic consolidation backs off until" in shown.output
 
 
 def test_cli_no_model_route_leaves_state_untouched_and_forget(root: Path, fake: FakeOpenAIServer, monkeypatch):

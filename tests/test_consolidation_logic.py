@@ -145,8 +145,9 @@ def test_lock_names_are_validated(root: Path):
 
 
 class Meta:
-    def __init__(self, last=None, failures=0, pending=False):
+    def __init__(self, last=None, failures=0, pending=False, failed=None):
         self.last_phase2_at, self.phase2_failures, self.pending_consolidation = last, failures, pending
+        self.last_phase2_failure_at = failed
 
 
 def test_gate_nothing_cooldown_pause_and_force():
@@ -170,10 +171,30 @@ def test_gate_nothing_cooldown_pause_and_force():
         Meta(last=NOW - timedelta(hours=2)), notes=0, raw_blocks=2, now=NOW, cooldown_seconds=3600, force=False
     )
     assert d.run and "2 raw blocks" in d.reason
-    d = gate.decide(Meta(failures=3, pending=True), notes=0, raw_blocks=0, now=NOW, cooldown_seconds=0, force=False)
-    assert d.outcome == gate.SKIP_PAUSED
-    d = gate.decide(Meta(failures=3, pending=True), notes=0, raw_blocks=0, now=NOW, cooldown_seconds=0, force=True)
-    assert d.run
+    failed_now = Meta(failures=3, pending=True, failed=NOW)
+    d = gate.decide(failed_now, notes=0, raw_blocks=0, now=NOW, cooldown_seconds=0, force=False)
+    assert d.outcome == gate.SKIP_BACKOFF and d.wait_seconds == 1800
+    d = gate.decide(failed_now, notes=0, raw_blocks=0, now=NOW, cooldown_seconds=0, force=True)
+    assert d.run and "back-off bypassed" in d.reason
+
+
+@pytest.mark.parametrize(
+    ("failures", "failed_ago", "waits"),
+    [
+        (2, timedelta(0), 0),  # the first failures: tried again on the next trigger
+        (3, timedelta(minutes=10), 20 * 60),
+        (3, timedelta(minutes=31), 0),  # the back-off is over: an automatic run tries again
+        (5, timedelta(hours=1), 3600),  # 2 h after the fifth
+        (40, timedelta(hours=5), 3600),  # capped at 6 h, however many failures
+        (40, timedelta(hours=6, seconds=1), 0),
+        (3, None, 0),  # failures from before their time was recorded: tried again
+    ],
+)
+def test_after_repeated_failures_automatic_runs_wait_a_bounded_growing_back_off(failures, failed_ago, waits):
+    meta = Meta(failures=failures, pending=True, failed=None if failed_ago is None else NOW - failed_ago)
+    d = gate.decide(meta, notes=0, raw_blocks=0, now=NOW, cooldown_seconds=0, force=False)
+    assert (d.outcome, d.backoff_remaining_seconds) == (gate.SKIP_BACKOFF if waits else gate.RUN, waits), d
+    assert gate.backoff_until(meta, NOW) == (NOW + timedelta(seconds=waits) if waits else None)
 
 
 # ---- inputs -----------------------------------------------------------------------------------

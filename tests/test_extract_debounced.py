@@ -160,3 +160,37 @@ def test_two_memories_on_one_prefect_server_ask_for_their_own_consolidations(tmp
         assert st.get_meta().memory_id == metas[0].memory_id  # made once, kept
     keys = {consolidation_key("consolidate/consolidate", m) for m in metas}
     assert len(keys) == 2 and all(m.memory_id and len(m.memory_id) == 16 for m in metas)
+
+
+def test_after_repeated_failures_extraction_asks_for_a_consolidation_at_the_end_of_the_back_off(
+    monkeypatch, tmp_path, fixtures_dir
+):
+    """Three consolidations failed in a row 10 minutes ago: an extraction still asks for the next
+    one (it used to ask for none until a manual `--force`), scheduled when the back-off ends."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+
+    from dsh_memory.flows.extract_session import request_consolidation
+    from dsh_memory.serve.deployments import import_entrypoint, load_spec
+    from dsh_memory.storage.state import StateStore
+
+    root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, "http://127.0.0.1:9")
+    spec = next(s for s in load_spec() if s["name"] == "consolidate")
+    deployment_id = import_entrypoint(spec["entrypoint"]).to_deployment(name="consolidate").apply()
+    with StateStore(root) as state:
+        state.set_pending(True)
+        for i in range(3):
+            state.record_phase2_failure(f"endpoint down {i}", datetime.now(UTC) - timedelta(minutes=10))
+
+    try:
+        asked_from = datetime.now(UTC)
+        assert flow(request_consolidation)()
+        with get_client(sync_client=True) as client:
+            runs = client.read_flow_runs(deployment_filter=_deployment(deployment_id))
+            (run,) = [r for r in runs if not r.auto_scheduled and r.created >= asked_from]
+        start = run.state.state_details.scheduled_time
+        assert timedelta(minutes=10) < start - datetime.now(UTC) <= timedelta(minutes=20)  # 30 min after the failure
+    finally:
+        with get_client(sync_client=True) as client:
+            for r in client.read_flow_runs(deployment_filter=_deployment(deployment_id)):
+                client.delete_flow_run(r.id)

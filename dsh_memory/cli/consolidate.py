@@ -79,7 +79,9 @@ def _print_import(result: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("consolidate")
     def consolidate_cmd(
-        force: bool = typer.Option(False, "--force", help="Run inside the cooldown and after repeated failures."),
+        force: bool = typer.Option(
+            False, "--force", help="Run inside the cooldown and the back-off after repeated failures."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the outcome summary as JSON."),
     ) -> None:
         """Phase 2: fold raw memories and ad hoc notes into MEMORY.md and memory_summary.md."""

@@ -154,7 +154,9 @@ def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
         backfill: bool = typer.Option(False, "--backfill", help="Ignore the age limit in Phase 1."),
-        force: bool = typer.Option(False, "--force", help="Consolidate even inside the cooldown / failure pause."),
+        force: bool = typer.Option(
+            False, "--force", help="Consolidate even inside the cooldown / the back-off after failures."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
     ) -> None:
         """Catch-up: Phase 1 over every candidate, then Phase 2 when pending."""

@@ -78,6 +78,11 @@ def _print_status(data: dict) -> None:
                     f" ({local['phase2_consecutive_failures']} in a row): {local['phase2_error']}",
                 )
             )
+        if local.get("phase2_backoff_until"):
+            console.print(
+                f"  automatic consolidation backs off until {_fmt(local['phase2_backoff_until'])}, then tries again"
+                " by itself (now: `dsh-memory consolidate --force`)"
+            )
         if local.get("models"):
             console.print("models: " + ", ".join(local["models"]))
         for f in local.get("failures", [])[:5]:

@@ -98,6 +98,7 @@ def render_markdown(summary: dict, model_output: str = "") -> str:
             "cooldown",
             f"{gate.get('cooldown_seconds')} s, {gate.get('cooldown_remaining_seconds')} s remaining" if gate else None,
         ),
+        ("back-off after failures", f"{gate.get('backoff_remaining_seconds')} s remaining" if gate else None),
         ("provider / model", f"{model.get('provider') or '?'} / {model.get('model') or '?'}" if model else None),
         ("reasoning effort", (model.get("reasoning_effort") or "provider default") if model else None),
         ("max_tokens per attempt", model.get("max_tokens_tried")),

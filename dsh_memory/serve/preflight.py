@@ -69,9 +69,9 @@ def phase2_gate(settings: MemorySettings, now: datetime, force: bool) -> GateDec
 
 
 def phase2_skipped(settings: MemorySettings, now: datetime, force: bool) -> Phase2Result | None:
-    """Phase 2's result when its gate is closed (nothing to consolidate, the cooldown, a failure
-    pause) or another consolidation holds its lock, written like the flow's; None when it would
-    run. Nothing is recorded."""
+    """Phase 2's result when its gate is closed (nothing to consolidate, the cooldown, the
+    back-off after failures) or another consolidation holds its lock, written like the flow's;
+    None when it would run. Nothing is recorded."""
     from dsh_memory.consolidation import gate as gate_mod
     from dsh_memory.consolidation.result import Phase2Result
     from dsh_memory.storage.locks import is_running

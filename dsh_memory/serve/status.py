@@ -8,6 +8,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from dsh_memory.consolidation.gate import backoff_until
 from dsh_memory.context import MemoryContext
 from dsh_memory.readers.header import excluded_sessions
 from dsh_memory.readpath.health import memory_health
@@ -65,6 +66,7 @@ def local_status(ctx: MemoryContext) -> dict[str, Any]:
         "last_phase2_outcome": meta.last_phase2_outcome,
         "phase2_error": meta.phase2_error,
         "phase2_consecutive_failures": meta.phase2_failures,
+        "phase2_backoff_until": backoff_until(meta, now),
         "counts": counts,
         "tokens": {
             "input": sum(c.input_tokens or 0 for c in claims),

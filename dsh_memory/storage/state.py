@@ -301,15 +301,16 @@ class StateStore(AbstractContextManager["StateStore"]):
 
     def record_phase2_success(self, now: datetime, outcome: str = "consolidated") -> None:
         self._set_meta(
-            "last_phase2_at=?, phase2_error=NULL, phase2_failures=0, pending_consolidation=0, last_phase2_outcome=?",
+            "last_phase2_at=?, phase2_error=NULL, phase2_failures=0, last_phase2_failure_at=NULL,"
+            " pending_consolidation=0, last_phase2_outcome=?",
             (_ts(now), outcome),
         )
 
     def record_phase2_failure(self, error: object, now: datetime) -> None:
-        """Consecutive failures +1; pending is kept; last_phase2_at (the last success) is kept."""
-        _utc(now)
+        """Consecutive failures +1, failed `now`; pending is kept; last_phase2_at (the last success) is kept."""
         self._set_meta(
-            "phase2_error=?, phase2_failures=phase2_failures+1, last_phase2_outcome='error'", (_clean_error(error),)
+            "phase2_error=?, phase2_failures=phase2_failures+1, last_phase2_failure_at=?, last_phase2_outcome='error'",
+            (_clean_error(error), _ts(now)),
         )
 
     def record_phase2_outcome(self, outcome: str) -> None:

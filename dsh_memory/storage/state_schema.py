@@ -92,6 +92,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE pipeline ADD COLUMN memory_id TEXT;
     UPDATE pipeline SET memory_id = lower(hex(randomblob(8)));
     """,
+    # v7: when Phase 2 last failed: automatic runs back off from it after repeated failures
+    """
+    ALTER TABLE pipeline ADD COLUMN last_phase2_failure_at TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -257,6 +261,7 @@ class PipelineMeta:
     pending_consolidation: bool
     last_phase2_outcome: str | None
     memory_id: str | None
+    last_phase2_failure_at: datetime | None  # the newest of the consecutive failures
 
 
 def from_row(cls, r: sqlite3.Row, flags: tuple[str, ...] = ()):
