@@ -9,6 +9,7 @@ model call in flight to finish.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -32,12 +33,18 @@ def wait(ready: Callable[[float], bool]) -> None:
         check()
 
 
-def interruptible(call: Callable[[], T]) -> T:
+class Overdue(TimeoutError):
+    """`interruptible`'s call was still running at its deadline."""
+
+
+def interruptible(call: Callable[[], T], deadline_seconds: float | None = None) -> T:
     """`call()`, a blocking wait on something outside the process (a model's HTTP request, which
     no signal reaches in a worker thread), made in a daemon thread while the caller watches
     CANCELLED: on Ctrl-C / SIGTERM the caller stops waiting at once (LLMFatalError, as `check`)
-    and the abandoned call cannot hold the process's exit. Its result or exception otherwise."""
+    and the abandoned call cannot hold the process's exit; after `deadline_seconds` it stops
+    waiting too (Overdue). Its result or exception otherwise."""
     check()
+    until = time.monotonic() + deadline_seconds if deadline_seconds is not None else None
     done = threading.Event()
     outcome: dict[str, object] = {}
 
@@ -49,8 +56,15 @@ def interruptible(call: Callable[[], T]) -> T:
         finally:
             done.set()
 
+    def finished(timeout: float) -> bool:
+        if done.wait(timeout):
+            return True
+        if until is not None and time.monotonic() > until:
+            raise Overdue(f"still running after {deadline_seconds:g} s")
+        return False
+
     threading.Thread(target=target, name="dsh-memory-call", daemon=True).start()
-    wait(done.wait)
+    wait(finished)
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]

@@ -312,8 +312,8 @@ class ModelRoute(BaseModel):
     call_deadline_seconds: float = Field(
         3600.0,
         gt=0,
-        description="The longest one model call may take in all, keep-alive blank lines included; then it fails "
-        "as a transient error (retried like a timeout)",
+        description="The longest one model call may take in all, slow headers and keep-alive blank lines included; "
+        "then it fails as a transient error (retried like a timeout)",
     )
     model_path: Path | None = Field(None, description="Local GGUF model file, absolute or ~ (provider 'local')")
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model")

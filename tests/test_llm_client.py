@@ -448,6 +448,22 @@ def test_a_call_kept_alive_past_its_deadline_is_given_up_and_one_within_it_is_an
     assert srv.walked_away == 1
 
 
+def test_a_call_whose_headers_trickle_in_is_given_up_at_its_deadline(srv):
+    """An endpoint (or a proxy) stuck before its answer's headers end, a byte now and then: no
+    read waits long enough for the read timeout, and the deadline was checked only between body
+    reads, so the call (and Phase 2's lock) was held until the headers ended, if ever. The
+    deadline bounds the whole call, headers included."""
+    srv.script(Reply.slow_headers(1.0, then=Reply.tool(ARGS)))
+    with OpenAICompatLLM(srv.base_url, "fake-model", KEY, timeout_seconds=0.5, deadline_seconds=30) as client:
+        assert client.complete(MSGS, tool=SAVE).tool_calls[0].arguments == ARGS  # slow headers, within it
+    srv.script(Reply.slow_headers(180.0, then=Reply.tool(ARGS)))
+    with OpenAICompatLLM(srv.base_url, "fake-model", KEY, timeout_seconds=0.5, deadline_seconds=1.0) as client:
+        started = time.monotonic()
+        with pytest.raises(LLMTransientError, match="call_deadline_seconds"):
+            client.complete(MSGS, tool=SAVE)
+    assert time.monotonic() - started < 90  # the deadline (1 s), not the trickle's 180 s
+
+
 def test_an_answer_past_the_size_bound_is_refused_not_read_into_memory(srv, llm):
     """A broken endpoint or proxy that streams without end (or a hostile one) filled memory until
     the call's deadline, an hour by default; the client stops reading at 16 MiB (the longest

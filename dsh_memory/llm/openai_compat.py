@@ -180,8 +180,11 @@ class OpenAICompatLLM(AbstractContextManager):
 
     def _post(self, url: str, body: dict) -> httpx.Response:
         try:
-            # Ctrl-C / SIGTERM stops the wait for the answer (a call can take minutes).
-            return cancel.interruptible(lambda: self._read_answer(url, body))
+            # Ctrl-C / SIGTERM stops the wait for the answer (a call can take minutes), and so
+            # does the deadline: headers that trickle in never reach `_read_answer`'s own check.
+            return cancel.interruptible(lambda: self._read_answer(url, body), self.deadline_seconds)
+        except cancel.Overdue:
+            raise self._overdue() from None
         except httpx.HTTPError as exc:  # no answer: transient
             kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
             raise LLMTransientError(
@@ -189,10 +192,11 @@ class OpenAICompatLLM(AbstractContextManager):
             ) from None
 
     def _read_answer(self, url: str, body: dict) -> httpx.Response:
-        """The answer, read as it arrives: `timeout_seconds` bounds each wait for bytes, and
-        `deadline_seconds` the whole call — an endpoint that keeps the connection alive with
-        blank lines while it thinks (DeepSeek) would otherwise hold it for ever — and
-        MAX_ANSWER_BYTES its size."""
+        """The answer, read as it arrives: `timeout_seconds` bounds each wait for bytes,
+        MAX_ANSWER_BYTES its size, and `deadline_seconds` the whole call (`_post` stops waiting
+        then): an endpoint that keeps the connection alive with blank lines while it thinks
+        (DeepSeek) would otherwise hold it for ever. Past the deadline, the next bytes that arrive
+        end the read and close the connection."""
         started, size = time.monotonic(), 0
         with self._client.stream("POST", url, json=body) as r:
             parts = []
@@ -204,11 +208,14 @@ class OpenAICompatLLM(AbstractContextManager):
                         f"the answer from {self.base_url} passed {MAX_ANSWER_BYTES >> 20} MiB: not read"
                     )
                 if self.deadline_seconds is not None and time.monotonic() - started > self.deadline_seconds:
-                    raise LLMTransientError(
-                        f"no complete answer from {self.base_url} within {self.deadline_seconds:g} s "
-                        "(the call's deadline, setting call_deadline_seconds)"
-                    )
+                    raise self._overdue()  # hangs up (the caller stopped waiting at the deadline)
             return httpx.Response(r.status_code, headers=r.headers, content=b"".join(parts), request=r.request)
+
+    def _overdue(self) -> LLMTransientError:
+        return LLMTransientError(
+            f"no complete answer from {self.base_url} within {self.deadline_seconds:g} s "
+            "(the call's deadline, setting call_deadline_seconds)"
+        )
 
     # -- capabilities ------------------------------------------------------------------------
 

@@ -82,6 +82,12 @@ class Reply:
         non-streaming answer alive while it thinks), then `then`'s body (none: the stream ends)."""
         return cls("keepalive", body=then, delay_seconds=seconds, headers={"x-every": str(every)})
 
+    @classmethod
+    def slow_headers(cls, seconds: float, then: Reply | None = None, every: float = 0.05) -> Reply:
+        """As `keepalive`, but the bytes trickle into a header line (an endpoint or proxy stuck before
+        its answer's headers end): no read waits long, and no body arrives to read meanwhile."""
+        return cls("keepalive", body=then, delay_seconds=seconds, headers={"x-every": str(every), "x-in-headers": "1"})
+
 
 class FakeOpenAIServer:
     def __init__(
@@ -297,22 +303,30 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _keepalive(self, reply: Reply, request: dict) -> None:
-        """A chunked 200 whose body is blank lines for `delay_seconds`, then the answer's JSON."""
+        """A 200 kept alive for `delay_seconds`, then the answer's JSON: blank lines of a chunked
+        body, or (`x-in-headers`) dots of a header line that ends only with the wait."""
         then: Reply | None = reply.body
         body = json.dumps(completion_body(then, request, self.server_ref.model)).encode() if then else b""
         every, until = float(reply.headers["x-every"]), time.monotonic() + (reply.delay_seconds or 0)
+        in_headers = "x-in-headers" in reply.headers
         try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            if in_headers:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Thinking: ")
+            else:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
             while time.monotonic() < until and not self.server_ref._stopping.is_set():
-                self.wfile.write(b"1\r\n\n\r\n")
+                self.wfile.write(b"." if in_headers else b"1\r\n\n\r\n")
                 self.wfile.flush()
                 time.sleep(every)
-            if body:
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(body), body))
-            self.wfile.write(b"0\r\n\r\n")
+            if in_headers:
+                self.wfile.write(
+                    b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+            else:
+                self.wfile.write((b"%x\r\n%s\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n")
             self.wfile.flush()
         except OSError:
             self.close_connection = True  # the client gave up (its deadline fired)
