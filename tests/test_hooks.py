@@ -616,6 +616,42 @@ def test_a_failed_record_is_retried_and_a_newer_turn_end_wins(fixtures_dir, fake
     assert fwd.failed_records == 1 and "will retry" in caplog.text
 
 
+def test_an_unusable_state_database_is_retried_with_backoff_said_once_and_recovers(
+    tmp_path, fixtures_dir, fake_prefect, caplog
+):
+    """The state database file replaced by a directory while serve runs: its writes were retried
+    every second, each failure logged again (a line a second for as long as it lasted). Now the
+    retries back off (capped), the error is logged once, and recording resumes by itself."""
+    from dsh_memory.storage.state import StateStore
+    from dsh_memory.storage.turn_ends import TurnEnds
+
+    state = StateStore(tmp_path)
+    state.db_path.mkdir(parents=True)  # what sqlite finds at the database's path: no database
+    tries: list[float] = []
+
+    def record(ends):  # the real write; only when it was tried is noted
+        tries.append(time.monotonic())
+        return TurnEnds(state).record(ends)
+
+    fwd = TurnEndForwarder(fake_prefect.api_url, interval_seconds=0.05, backoff_max_seconds=2, record=record)
+    sid = "0a0b0c0d-0000-4000-8000-000000000046"
+    assert fwd.submit(parse_turn_end(json.dumps(_turn(fixtures_dir, sid, 1)).encode(), roots=ROOTS))
+    deadline = time.monotonic() + 30
+    while fwd.failed_records < 4:
+        assert time.monotonic() < deadline, fwd.failed_records
+        time.sleep(0.05)
+    gaps = [b - a for a, b in zip(tries, tries[1:], strict=False)]
+    assert gaps[0] >= 0.45 and gaps[1] >= 0.9 and gaps[2] >= 1.8, gaps  # 0.5 s, doubling, capped at 2 s
+    failed = [r for r in caplog.records if "recording" in r.getMessage()]
+    assert len(failed) == 1 and "cannot open the state database" in failed[0].getMessage()
+    state.db_path.rmdir()  # the database works again
+    assert fwd.flush(30), fwd.last_error
+    assert "recording turn ends works again" in caplog.text
+    assert fwd.close(5)
+    assert TurnEnds(state).pending() == 1
+    state.close()
+
+
 def test_close_records_a_turn_end_whose_first_write_failed_before_it_stops(fixtures_dir, fake_prefect, caplog):
     """Shutdown right after a failed write (its retry due 1 s later, the event already sent): close
     waits for the retry instead of stopping the thread with the turn end unrecorded."""

@@ -2,7 +2,8 @@
 
 - recording: every accepted turn end is written with `record` (storage/turn_ends.py) within
   RECORD_EVERY_SECONDS, batched in one call, by its own thread, so neither the request path nor
-  the writes wait on the database or on a slow Prefect API;
+  the writes wait on the database or on a slow Prefect API; a failing database is retried with
+  backoff, and its error said once (again only when it changes, and when recording works again);
 - forwarding: one pending entry per session (a newer turn end replaces it), all forwarded each
   `interval_seconds` as ONE `POST {api}/events`, except a session forwarded less than
   `min_gap_seconds` ago. `submit` True means "will be forwarded": a failed POST or write is
@@ -57,6 +58,8 @@ class TurnEndForwarder:
         self._record = record
         self._unrecorded: dict[str, datetime] = {}  # session → newest turn end not recorded yet
         self._record_at = 0.0  # monotonic: the next write not before (RECORD_EVERY_SECONDS, a retry)
+        self._record_backoff = 0.0  # the wait before the next retry of a failed write
+        self._record_error = ""  # the failing write's error, as last logged ("" while writes work)
         self._pending: dict[str, dict[str, Any]] = {}  # session → its event (id kept across retries)
         self._in_flight = 0
         self._cond = threading.Condition()
@@ -129,6 +132,7 @@ class TurnEndForwarder:
         timeout = self.close_timeout if timeout is None else timeout
         with self._cond:
             self._closing = True
+            self._record_at = min(self._record_at, time.monotonic() + 1.0)  # no long backoff now
             self._cond.notify_all()
         done = self.flush(timeout)
         with self._cond:
@@ -224,14 +228,21 @@ class TurnEndForwarder:
         if error:
             self.failed_records += 1
             self.last_error = error
-            self._record_at = time.monotonic() + 1.0
-            log.warning("recording %d turn end(s) failed, will retry: %s", len(ends), error)
+            self._record_backoff = min(self.backoff_max, max(0.5, self._record_backoff * 2))
+            wait = min(self._record_backoff, 1.0) if self._closing else self._record_backoff  # as a POST's
+            self._record_at = time.monotonic() + wait
+            if error != self._record_error:  # said once, not once per retry
+                log.warning("recording %d turn end(s) failed, will retry (backoff): %s", len(ends), error)
+                self._record_error = error
         else:
             for sid, at in ends.items():  # a newer turn end taken meanwhile stays
                 if self._unrecorded.get(sid) == at:
                     del self._unrecorded[sid]
             self.recorded += len(ends)
             self._record_at = time.monotonic() + RECORD_EVERY_SECONDS
+            if self._record_error:
+                log.warning("recording turn ends works again")
+            self._record_backoff, self._record_error = 0.0, ""
         self._cond.notify_all()
 
     def _take(self) -> list[tuple[str, dict[str, Any]]]:  # under self._cond
