@@ -597,6 +597,41 @@ def test_a_turn_end_is_recorded_while_a_post_hangs_on_a_slow_prefect_api(fixture
     assert [s for s, _ in recorded] == [first, second]
 
 
+def test_a_post_to_a_trickling_prefect_api_is_given_up_at_its_timeout_and_retried(fixtures_dir):
+    """httpx's timeout bounds each read, and a Prefect API answering a byte at a time restarts it
+    with every byte: the forwarder's POST hung for as long as the answer trickled (here 30 s), every
+    turn end behind it. A POST is given up at its timeout in all now; its events are retried."""
+    import anyio
+    from starlette.responses import StreamingResponse
+
+    bodies: list[list[dict]] = []
+
+    async def events(request: Request) -> Response:
+        bodies.append(json.loads(await request.body()))
+        if len(bodies) > 1:
+            return Response(status_code=204)
+
+        async def trickle():  # the first answer: a byte every 0.1 s
+            for _ in range(300):
+                await anyio.sleep(0.1)
+                yield b" "
+
+        return StreamingResponse(trickle(), status_code=200)
+
+    with serve(Starlette(routes=[Route("/api/events", events, methods=["POST"])])) as url:
+        fwd = TurnEndForwarder(url + "/api", interval_seconds=0.05)
+        fwd.timeout = 1.0
+        sid = "0a0b0c0d-0000-4000-8000-000000000047"
+        assert fwd.submit(parse_turn_end(json.dumps(_turn(fixtures_dir, sid, 1)).encode(), roots=ROOTS))
+        deadline = time.monotonic() + 20
+        while fwd.forwarded < 1:
+            assert time.monotonic() < deadline, (fwd.failed_posts, fwd.last_error)
+            time.sleep(0.05)
+        assert fwd.close(5)
+    assert fwd.failed_posts == 1 and "within 1 s" in fwd.last_error, fwd.last_error
+    assert [[e["id"] for e in b] for b in bodies[1:]] == [[e["id"] for e in bodies[0]]]  # the same event again
+
+
 def test_a_failed_record_is_retried_and_a_newer_turn_end_wins(fixtures_dir, fake_prefect, caplog):
     recorded: list[tuple[str, datetime]] = []
     fails = [1]

@@ -13,12 +13,9 @@ import logging
 import os
 import select
 import sys
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from datetime import UTC, datetime
-from typing import Any
 
 import typer
 from typer.core import TyperCommand
@@ -85,11 +82,11 @@ def notify_once(
             target = (api_url or prefect_api_url() or "").rstrip("/")
             if not target:
                 return False, "--direct needs PREFECT_API_URL (or --api-url); nothing sent"
-            from dsh_memory.hooks.events import build_event
+            from dsh_memory.hooks.events import bounded, build_event
 
             event = build_event(turn)  # built once: a retry re-sends the same event id
             # the settings it resolves ask the Prefect API, which may trickle: given up at --timeout
-            recorded = _bounded(lambda: _record(turn.session_id), timeout)
+            recorded = bounded(lambda: _record(turn.session_id), timeout)
             unrecorded = (
                 recorded.result() if recorded.done() else f" (turn end not recorded within --timeout {timeout:g} s)"
             )
@@ -107,26 +104,12 @@ def _with_retries(attempt: Callable[[float], tuple[bool, str]], budget: float) -
     transient failure (`_Retry`) waits RETRY_DELAYS between attempts. In a daemon thread given up
     at the budget: an HTTP timeout bounds each read, so a peer answering a byte at a time would
     hold the hook forever."""
-    outcome = _bounded(lambda: _attempts(attempt, budget), budget)
+    from dsh_memory.hooks.events import bounded
+
+    outcome = bounded(lambda: _attempts(attempt, budget), budget)
     if not outcome.done():
         return False, f"no answer within --timeout {budget:g} s"
     return outcome.result()  # an exception re-raised, for notify_once's one-line report
-
-
-def _bounded(work: Callable[[], Any], budget: float) -> Future:
-    """`work()` in a daemon thread, waited for `budget` seconds at most: its future, done or not."""
-    outcome: Future = Future()
-
-    def run() -> None:
-        try:
-            outcome.set_result(work())
-        except Exception as exc:
-            outcome.set_exception(exc)
-
-    worker = threading.Thread(target=run, name="dsh-notify", daemon=True)
-    worker.start()
-    worker.join(budget)
-    return outcome
 
 
 def _attempts(attempt: Callable[[float], tuple[bool, str]], budget: float) -> tuple[bool, str]:

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_memory.hooks.events import EmitError, build_event, new_client, post_events
+from dsh_memory.hooks.events import EmitError, bounded, build_event, new_client, post_events
 from dsh_memory.hooks.payloads import TurnEnd
+from dsh_memory.settings_loader import shown_url
 
 log = logging.getLogger("dsh_memory.hooks.forwarder")
 
@@ -51,7 +52,7 @@ class TurnEndForwarder:
         self.max_pending = max_pending
         self.min_gap = min_gap_seconds
         self._sent_at: dict[str, float] = {}  # session → when its last event was forwarded (within min_gap)
-        self.timeout = 10.0
+        self.timeout = 10.0  # a POST in all, however slowly its answer trickles
         self.backoff_max = backoff_max_seconds
         self.close_timeout = 10.0
         self._post = post
@@ -262,9 +263,7 @@ class TurnEndForwarder:
             return True
         events = [event for _, event in batch]
         try:
-            if self._client is None:
-                self._client = new_client(self.api_url, self.timeout)
-            self._post(events, self.api_url, timeout=self.timeout, client=self._client)
+            self._post_within_timeout(events)
         except Exception as exc:  # never let the thread die: the server must keep answering
             message = str(exc) if isinstance(exc, EmitError) else f"{type(exc).__name__}: {exc}"
             with self._cond:
@@ -276,3 +275,17 @@ class TurnEndForwarder:
             self.posts += 1
             self.forwarded += len(batch)
         return True
+
+    def _post_within_timeout(self, events: list[dict[str, Any]]) -> None:
+        """POST `events`, given up after `timeout` seconds in all (EmitError), not only without a
+        byte for that long: a Prefect API answering a byte at a time would hold every turn end
+        behind this POST. A POST given up has its client closed, which fails its next read."""
+        if self._client is None:
+            self._client = new_client(self.api_url, self.timeout)
+        client = self._client
+        outcome = bounded(lambda: self._post(events, self.api_url, timeout=self.timeout, client=client), self.timeout)
+        if not outcome.done():
+            self._client = None
+            client.close()
+            raise EmitError(f"no answer from the Prefect API at {shown_url(self.api_url)} within {self.timeout:g} s")
+        outcome.result()  # its error raised
