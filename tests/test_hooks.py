@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -1187,3 +1189,74 @@ def test_the_receiver_records_each_sessions_newest_turn_end_in_the_state(tmp_pat
         due = ends.due(datetime.now(UTC) + timedelta(seconds=25), 20)
     assert sorted(due) == ids and all(at >= before.timestamp() - 1 for at in due.values())
     assert {e["payload"]["session_id"] for e in fake_prefect.events} == set(ids)
+
+
+@pytest.mark.parametrize("command", [["serve", "--no-boot-catch-up"], ["http"]])
+def test_serve_shows_a_prefect_api_answer_in_its_warning_with_control_characters_visible(tmp_path, command):
+    """`serve`'s (and `http`'s) console went out raw but for its own lines: a warning quoting
+    outside text (here the Prefect API's answer to a refused event) sent its escape sequences to
+    the terminal. Everything the process writes is `visible` now."""
+    import anyio
+
+    answered = threading.Event()
+
+    async def events(request: Request) -> Response:
+        if answered.is_set():
+            return Response(status_code=204)
+        answered.set()
+        return Response("\x1b]0;owned\x07\x1b[2J\u202e", status_code=500)
+
+    async def anything_else(request: Request) -> Response:  # serve's runner waits here meanwhile
+        for _ in range(600):
+            await anyio.sleep(0.1)
+        return Response(status_code=503)
+
+    routes = [
+        Route("/api/events", events, methods=["POST"]),
+        Route("/{rest:path}", anything_else, methods=["GET", "POST", "PATCH"]),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PREFECT_API_URL"))}
+    port = _free_port()
+    log_path = tmp_path / "serve.log"
+    with serve(Starlette(routes=routes)) as api, open(log_path, "w") as log:
+        env.update(
+            HOME=str(tmp_path),
+            DSH_MEMORY_ROOT=str(tmp_path / "mem"),
+            DSH_MEMORY_PREFECT_HOME=str(tmp_path / "prefect-home"),
+            DSH_MEMORY_IGNORE_BLOCKS="1",
+            PREFECT_API_URL=api + "/api",
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_memory.cli", *command, "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            body = {
+                "sessionId": "0a0b0c0d-0000-4000-8000-000000000048",
+                "turn": 1,
+                "reason": {"kind": "completed"},
+                "seq": 1,
+            }
+            body["header"] = {"cwd": "/home/alice/src/x", "origin": "user", "delegationDepth": 0}
+            while True:
+                assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+                with contextlib.suppress(httpx.HTTPError):
+                    r = httpx.post(f"http://127.0.0.1:{port}{HOOK_PATH}", json=body, timeout=5)
+                    assert r.status_code == 202, r.text
+                    break
+                time.sleep(0.5)
+            while "refused the event" not in log_path.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+                time.sleep(0.2)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    console = log_path.read_text()
+    assert "\\x1b]0;owned\\x1b[2J\\u202e" in console, console[-3000:]  # the answer, as text
+    assert not re.search("[\x1b\x9b\u202e]", console), console[-3000:]

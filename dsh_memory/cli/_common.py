@@ -85,6 +85,36 @@ def is_terminal(stream: Any) -> bool:
     return stream is not None and stream.isatty()
 
 
+class _VisibleText:
+    """A text stream writing what it is given `visible` to `stream`, which it reports as no
+    terminal: a writer deciding on colours then sends none (they would show as `\\x1b[…`)."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(visible(text))
+        return len(text)
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, encoding…
+        return getattr(self._stream, name)
+
+
+def visible_console() -> None:
+    """From now on, everything this process writes to stdout and stderr is `visible`: for the
+    servers (`serve`, `http`), whose console shows more than their own lines — log records and
+    warnings, which quote outside text (a Prefect API's answer, an error's message). Called before
+    Prefect and the MCP SDK set up their logging, so their handlers write here too (plain text,
+    without colours)."""
+    if sys.stdout is not None and not isinstance(sys.stdout, _VisibleText):
+        sys.stdout = _VisibleText(sys.stdout)
+    if sys.stderr is not None and not isinstance(sys.stderr, _VisibleText):
+        sys.stderr = _VisibleText(sys.stderr)
+
+
 def plain_console(fit: bool = False):
     """A rich console for command output: what it prints is never read as markup nor emoji codes
     (paths, errors and model text may hold `[...]`, `:x:`; style goes through `Text`); a reader

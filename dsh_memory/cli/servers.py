@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from dsh_memory.cli._common import run
+from dsh_memory.cli._common import run, visible_console
 from dsh_memory.errors import DshMemoryError, UserInputError
 
 
@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve the memory vault at /, POST /dsh-memory/rpc, POST /hooks/turn-end (what `notify`
         delivers; forwarded to PREFECT_API_URL), GET /healthz and MCP at /mcp."""
+
+        visible_console()  # its log records quote outside text (a Prefect API's answer)
 
         def go():
             import uvicorn

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from dsh_memory.cli._common import plain_console, run, say, show
+from dsh_memory.cli._common import plain_console, run, say, show, visible_console
 
 
 def _fmt(v: Any) -> str:
@@ -168,6 +168,7 @@ def register(app: typer.Typer) -> None:
         serve exits 5 and says where the running one is; other commands find it through its state file.
         """
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+        visible_console()  # before Prefect's logging, so its records too
         from dsh_memory.serve.stack import serve_stack
 
         run(lambda: serve_stack(host, port, prefect_port, not no_boot, echo=lambda m: say(m, err=True)))
