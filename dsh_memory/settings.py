@@ -313,7 +313,8 @@ class ModelRoute(BaseModel):
         3600.0,
         gt=0,
         description="The longest one model call may take in all, slow headers and keep-alive blank lines included; "
-        "then it fails as a transient error (retried like a timeout)",
+        "then it fails as a transient error, tried again in the run only when the deadline is within the "
+        "task's retry delay (else by the claim's backoff, or Phase 2's next trigger)",
     )
     model_path: Path | None = Field(None, description="Local GGUF model file, absolute or ~ (provider 'local')")
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model")

@@ -183,3 +183,37 @@ def test_a_429_is_never_retried_sooner_than_its_retry_after(retry_after, tmp_pat
     assert len(seen) == 2 and seen[1] - seen[0] >= retry_after, seen
     (delay,) = _awaiting_retry_delays(task_state.state_details.task_run_id)
     assert JITTER_LOW <= delay <= JITTER_HIGH + 0.05, delay  # the engine waited, not the predicate
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_call_that_ran_its_whole_deadline_is_not_tried_again_in_the_run():
+    """A stuck endpoint (headers trickling in) was given up at call_deadline_seconds, then tried
+    again three times by the task: Phase 2 held its lock for four deadlines (about 4 h at the
+    default hour). A deadline past the task's next delay (5 s here, 5 s jittered down to 3.1 s)
+    is one call: the next trigger (or the claim's backoff) tries again."""
+    seen: list[float] = []
+
+    def handler(request):
+        seen.append(time.monotonic())
+        return Reply.slow_headers(60.0, then=Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n"}))
+
+    with FakeOpenAIServer(handler=handler) as fake:
+        llm = OpenAICompatLLM(fake.base_url, "fake-model", "key", metadata_lookup=False, deadline_seconds=5.0)
+        model = PhaseModel(
+            phase="phase2",
+            llm=llm,
+            provider="openai",
+            model="fake-model",
+            max_tokens=1000,
+            reasoning_effort="",
+            budget_tokens=1000,
+        )
+
+        @flow
+        def one_call():
+            return call_consolidation_model(model, [{"role": "user", "content": "merge"}], 1000, return_state=True)
+
+        task_state = one_call(return_state=True).result(raise_on_failure=False)
+    assert task_state.is_failed() and len(seen) == 1, seen
+    error = task_state.result(raise_on_failure=False)
+    assert isinstance(error, LLMTransientError) and "call_deadline_seconds" in str(error)

@@ -212,9 +212,13 @@ class OpenAICompatLLM(AbstractContextManager):
             return httpx.Response(r.status_code, headers=r.headers, content=b"".join(parts), request=r.request)
 
     def _overdue(self) -> LLMTransientError:
+        """Transient, but not to be tried again at once: its `retry_after` (the deadline) is past
+        the task's retry delays, so the run does not hold its lock for another deadline each time
+        (the claim's backoff, or Phase 2's next trigger, tries again)."""
         return LLMTransientError(
             f"no complete answer from {self.base_url} within {self.deadline_seconds:g} s "
-            "(the call's deadline, setting call_deadline_seconds)"
+            "(the call's deadline, setting call_deadline_seconds)",
+            retry_after=self.deadline_seconds,
         )
 
     # -- capabilities ------------------------------------------------------------------------
