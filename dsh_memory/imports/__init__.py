@@ -33,6 +33,9 @@ Which = Literal["claude", "codex", "all"]
 MANIFEST = ".state/imports.json"
 JOURNAL = MANIFEST + ".journal"  # one JSON line per note written since the manifest was last written
 MAX_MANIFEST_BYTES = 16 << 20
+# Pieces remembered: an import sees at most 2 × MAX_FILES, so past this only pieces whose source is
+# gone (a Codex recap Codex deleted) are forgotten, the longest imported first (≈ 11 MB of JSON).
+MAX_MANIFEST_ENTRIES = 20_000
 PHASE = "import"  # `progress.report`s: one per piece, as it is read and imported (the CLI counts them)
 
 
@@ -73,14 +76,29 @@ def run_import(store: Any, settings: Any, which: Which = "all", *, dry_run: bool
         manifest = load_manifest(store)
         journal = Path(store.root) / JOURNAL  # bookkeeping: .state/ is never served (made by store.lock)
         waiting = set(store.list_notes())  # once: listed again for each changed piece, N changes cost N²
+        seen: set[str] = set()
         for item in chain(*pieces):
+            seen.add(redact(item.key))
             result.rows.append(_redacted(_one(store, manifest, item, dry_run, journal, waiting)))
             progress.report(PHASE, 1, 0, item.source.name)
         if not dry_run and (journal.exists() or any(r.action in ("import", "update") for r in result.rows)):
+            _bound(manifest, seen, set(result.sources))
             text = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
             _write_atomic(Path(store.root) / MANIFEST, text)
             journal.unlink(missing_ok=True)
     return result
+
+
+def _bound(manifest: dict, seen: set[str], agents: set[str]) -> None:
+    """Keep MAX_MANIFEST_ENTRIES pieces: past that, those of `agents` (the ones this import read)
+    that it did not see (their source is gone) are forgotten, the longest imported first (one
+    that comes back is imported again)."""
+    if (extra := len(manifest) - MAX_MANIFEST_ENTRIES) > 0:
+        mine = {k for k, v in manifest.items() if isinstance(v, dict) and v.get("agent") in agents}
+        gone = [k for k in mine if k not in seen]
+        gone.sort(key=lambda k: str(manifest[k].get("imported_at", "")))
+        for key in gone[:extra]:
+            del manifest[key]
 
 
 def _redacted(row: ImportRow) -> ImportRow:
