@@ -123,6 +123,20 @@ def test_the_engine_waits_the_listed_delays_and_fatal_errors_are_not_retried():
     assert run(True, return_state=True).is_failed() and len(calls) == 1
 
 
+def _fake_model(fake: FakeOpenAIServer, phase: str, **client) -> PhaseModel:
+    """The fake endpoint as a phase's model route."""
+    llm = OpenAICompatLLM(fake.base_url, "fake-model", "key", metadata_lookup=False, **client)
+    return PhaseModel(
+        phase=phase,
+        llm=llm,
+        provider="openai",
+        model="fake-model",
+        max_tokens=1000,
+        reasoning_effort="",
+        budget_tokens=1000,
+    )
+
+
 @pytest.mark.usefixtures("prefect_api")
 @pytest.mark.parametrize("retry_after", [0.5, 30])
 def test_a_429_is_never_retried_sooner_than_its_retry_after(retry_after, tmp_path):
@@ -143,16 +157,7 @@ def test_a_429_is_never_retried_sooner_than_its_retry_after(retry_after, tmp_pat
         )
 
     with FakeOpenAIServer(handler=handler) as fake:
-        llm = OpenAICompatLLM(fake.base_url, "fake-model", "key", metadata_lookup=False)
-        model = PhaseModel(
-            phase="phase1",
-            llm=llm,
-            provider="openai",
-            model="fake-model",
-            max_tokens=1000,
-            reasoning_effort="",
-            budget_tokens=1000,
-        )
+        model = _fake_model(fake, "phase1")
 
         @flow
         def one_call():
@@ -198,16 +203,7 @@ def test_a_call_that_ran_its_whole_deadline_is_not_tried_again_in_the_run():
         return Reply.slow_headers(60.0, then=Reply.tool({"memory_md": "# M\n", "memory_summary_md": "v1\n"}))
 
     with FakeOpenAIServer(handler=handler) as fake:
-        llm = OpenAICompatLLM(fake.base_url, "fake-model", "key", metadata_lookup=False, deadline_seconds=5.0)
-        model = PhaseModel(
-            phase="phase2",
-            llm=llm,
-            provider="openai",
-            model="fake-model",
-            max_tokens=1000,
-            reasoning_effort="",
-            budget_tokens=1000,
-        )
+        model = _fake_model(fake, "phase2", deadline_seconds=5.0)
 
         @flow
         def one_call():
