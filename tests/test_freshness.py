@@ -6,7 +6,9 @@ not fit the budget is named in the injected block, never left out silently."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -211,4 +213,41 @@ def test_consolidation_names_the_routing_and_skills_a_part_could_not_fit(tmp_pat
     assert (
         lines[-1]
         == f'- not shown here: {80 - shown} more lines of this part (MEMORY.md "# Task Group: {repo}", skills/)'
+    )
+
+
+def test_a_target_is_read_from_its_own_line_only(tmp_path, repo):
+    """A word alone on its line is no target, whatever the next line declares (make and just)."""
+    (repo / "Makefile").write_text("lint\ncheck: deps\n\ttrue\n")
+    assert stale_reasons("- `make lint`", str(repo)) == ["`make lint` is no longer in Makefile"]
+    assert stale_reasons("- `make check`", str(repo)) == []
+    (repo / "justfile").write_text("fmt\nbuild target:\n    cargo build\n")
+    assert stale_reasons("- `just fmt`", str(repo)) == ["`just fmt` is no longer in justfile"]
+    assert stale_reasons("- `just build`", str(repo)) == []
+
+
+def test_a_hostile_makefile_keeps_the_session_start_hook_fast(tmp_path, repo):
+    """A Makefile just under the parse bound, one word per line and no target: the hook (a real
+    subprocess) still answers, and says nothing it cannot know."""
+    from dsh_memory.readpath.freshness import MAX_READ
+
+    (repo / "Makefile").write_text("x\n" * (MAX_READ // 2 - 1))
+    store = _memory(tmp_path, repo, LINES)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        "DSH_MEMORY_ROOT": str(store.root),
+        "DSH_MEMORY_IGNORE_BLOCKS": "1",
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "dsh_memory.cli", "summary", "--inject", "--cwd", str(repo)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,  # generous: the check takes well under a second; before, hours
+    )
+    assert r.returncode == 0, r.stderr
+    assert (
+        "- Checks that passed: `make test`, `make lint` (may be stale: `make test` is no longer in Makefile" in r.stdout
     )

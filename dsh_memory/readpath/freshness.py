@@ -23,8 +23,10 @@ IN_DIR = re.compile(r"\(in `([^`\n]+)`\)")
 RELATIVE_PATH = re.compile(r"^(?:\./)?[\w@.-]+(?:/[\w@.-]+)+/?$")  # a/b, a/b.c, a/b/ — no globs, no placeholders
 MAKE = re.compile(r"^(make|just)(?:\s+-(?![Cf]\b)[\w-]+)*\s+([\w.][\w.-]*)(?=\s|$)")  # not `make -C dir`, `make VAR=1`
 SCRIPT = re.compile(r"^(?:npm|pnpm|yarn|bun) run\s+([\w:.-]+)")
-MAKE_TARGET = re.compile(r"^([\w.-]+(?:\s+[\w.-]+)*)\s*:(?!=)", re.M)
-JUST_RECIPE = re.compile(r"^@?([\w-]+)(?:\s[^:\n]*)?:(?!=)", re.M)
+# Within one line ([ \t], never \s): a word alone on its line is no target, and a Makefile of such
+# lines is read in linear time (a match running on across lines is quadratic: hours for 1 MiB).
+MAKE_TARGET = re.compile(r"^([\w.-]+(?:[ \t]+[\w.-]+)*)[ \t]*:(?!=)", re.M)
+JUST_RECIPE = re.compile(r"^@?([\w-]+)(?:[ \t][^:\n]*)?:(?!=)", re.M)
 MAKEFILES = ("Makefile", "makefile", "GNUmakefile")
 JUSTFILES = ("justfile", "Justfile")
 MAX_READ = 1 << 20  # a Makefile or package.json larger than this is not parsed
