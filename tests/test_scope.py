@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 import sys
 import threading
 from datetime import UTC, datetime
@@ -860,3 +861,36 @@ def test_a_model_written_group_without_scope_lines_stays_global_through_the_loca
     )
     glob, _ = sc.summary_parts(again.memory_summary_md)
     assert "Squash commits before merging" in glob and "make deploy" not in glob
+
+
+def test_the_session_start_hook_does_not_wait_for_a_stdin_left_open(memory, repos, tmp_path):
+    """A real `summary --inject --from-hook` whose stdin is never closed: a whole payload is used at
+    once; no payload at all, the hook's own directory after a few seconds: never a stalled start."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "PYTHONPATH": os.environ.get("PYTHONPATH") or os.getcwd(),  # this checkout's code
+        "DSH_MEMORY_ROOT": str(memory.root),
+        "DSH_MEMORY_IGNORE_BLOCKS": "1",
+    }
+    hook = json.dumps({"hook_event_name": "SessionStart", "cwd": repos["ledger"] + "/pkg"}).encode()
+    for payload, project in ((hook, "pnpm"), (b"", "migrations")):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_memory.cli", "summary", "--inject", "--from-hook"],
+            cwd=repos["weather"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            proc.stdin.write(payload)
+            proc.stdin.flush()  # and left open, as a careless agent would
+            proc.wait(timeout=60)  # generous: a whole payload is read at once; none, in 3 s
+            out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
+        finally:
+            proc.kill()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                pipe.close()
+        assert proc.returncode == 0, err
+        assert project in out and "English everywhere" in out

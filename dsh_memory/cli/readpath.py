@@ -9,7 +9,9 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import select
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,19 +82,51 @@ def command(
 
 
 HOOK_STDIN_MAX_BYTES = 1_000_000
+HOOK_STDIN_SECONDS = 3.0  # notify's default --timeout: what a hook waits for a payload at most
 
 
-def hook_cwd(stream: Any) -> str | None:
+def hook_cwd(stream: Any, timeout: float = HOOK_STDIN_SECONDS) -> str | None:
     """The `cwd` of a hook's JSON payload on `stream` (bounded read); None when it has none, is
-    not JSON or is not a string: a session-start hook must never fail the session."""
+    not JSON or is not a string: a session-start hook must never fail the session. Read until the
+    payload is whole, its end, the size bound or `timeout`: an agent that leaves the pipe open
+    does not hold the session's start."""
     try:
         if stream is None or stream.isatty():
             return None
-        data = json.loads(stream.read(HOOK_STDIN_MAX_BYTES) or "null")
+        data = json.loads(_hook_payload(stream, timeout) or "null")
     except (OSError, ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deep to parse
         return None
     cwd = data.get("cwd") if isinstance(data, dict) else None
     return cwd if isinstance(cwd, str) and cwd.strip() and len(cwd) <= 4096 and "\x00" not in cwd else None
+
+
+def _hook_payload(stream: Any, timeout: float) -> str:
+    """What `stream` holds up to HOOK_STDIN_MAX_BYTES: until its end, or as soon as what came is
+    one whole JSON value, or what came by `timeout`. A file name's bytes that are no UTF-8 stay
+    what they are (surrogateescape, as `os.fsdecode`)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # no file behind it (a test runner's stream)
+        return stream.read(HOOK_STDIN_MAX_BYTES)
+    deadline, raw = time.monotonic() + timeout, b""
+    while len(raw) < HOOK_STDIN_MAX_BYTES:
+        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            break
+        chunk = os.read(fd, HOOK_STDIN_MAX_BYTES - len(raw))
+        if not chunk:
+            break
+        raw += chunk
+        if raw.rstrip().endswith(b"}") and _whole_json(raw):
+            break
+    return raw.decode("utf-8-sig", "surrogateescape")
+
+
+def _whole_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw.decode("utf-8-sig", "surrogateescape"))
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _print_match(m) -> None:
