@@ -251,3 +251,16 @@ def test_a_hostile_makefile_keeps_the_session_start_hook_fast(tmp_path, repo):
     assert (
         "- Checks that passed: `make test`, `make lint` (may be stale: `make test` is no longer in Makefile" in r.stdout
     )
+
+
+def test_the_notes_count_against_the_budget(tmp_path, repo):
+    """Every shown line cites a file that is gone: with its note it still fits max_chars, and the
+    lines the notes push out are named, not dropped silently; `stale` counts the lines shown."""
+    gone = [f"- rule {i}: see `src/mod{i}/handler.py` and `src/mod{i}/tests/test_h.py`" for i in range(300)]
+    s = summary(_memory(tmp_path, repo, gone), 2500, cwd=str(repo))
+    lines = s.content.splitlines()
+    flagged = [ln for ln in lines if ln.startswith("- rule ")]
+    assert len(s.content) <= 2500 and flagged
+    assert all(ln.endswith("/tests/test_h.py no longer exists)") for ln in flagged)
+    assert s.stale == len(flagged) and s.left_out == 300 - len(flagged)
+    assert lines[-1].startswith(f"- not shown here: {300 - len(flagged)} more lines of project shop")

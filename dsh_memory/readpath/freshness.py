@@ -123,29 +123,31 @@ def flag_stale(
     dates: dict | None = None,
     today: date | None = None,
     stale_after_days: int = 0,
-) -> tuple[str, int, int]:
-    """`text` (a composed summary) with every bullet of its `# Scope: project …` parts that cites
+) -> tuple[str, dict[str, tuple[bool, bool]]]:
+    """`text` (summary parts) with every bullet of its `# Scope: project …` parts that cites
     something gone from `root` flagged "(may be stale: …)", and every one learned more than
     `stale_after_days` ago (its evidence's date in `dates`, `readpath.learned`; 0: never) saying
-    how old it is; (text, how many flagged stale, how many old). The global part is not this
-    tree's to judge. Nothing is checked against the tree when `root` is not a folder here."""
+    how old it is; (text, {each flagged line as it now reads: (stale, old)}), for the caller to
+    count the lines it shows. The global part is not this tree's to judge. Nothing is checked
+    against the tree when `root` is not a folder here."""
     on_disk = bool(root) and os.path.isdir(root)
     ages = bool(dates) and stale_after_days > 0 and today is not None
+    flags: dict[str, tuple[bool, bool]] = {}
     if not on_disk and not ages:
-        return text, 0, 0
-    out, flagged, old, project, memo = [], 0, 0, False, {}
+        return text, flags
+    out, project, memo = [], False, {}
     for line in text.split("\n"):
         if line.startswith("# Scope: "):
             project = line.startswith("# Scope: project ")
         if project and line.lstrip().startswith(("- ", "* ")) and not line.lstrip()[2:].startswith("not shown here:"):
             notes = stale_reasons(line, root, memo) if on_disk else []
-            flagged += bool(notes)
+            stale = bool(notes)
             notes = [f"may be stale: {'; '.join(notes[:2])}"] if notes else []
             days = age_days(line, dates, today) if ages else None
             if days is not None and days > stale_after_days:
-                old += 1
                 notes.append(f"learned {days} days ago")
             if notes:
                 line = f"{line} ({'; '.join(notes)})"
+                flags[line] = (stale, days is not None and days > stale_after_days)
         out.append(line)
-    return "\n".join(out), flagged, old
+    return "\n".join(out), flags

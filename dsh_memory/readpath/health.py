@@ -18,7 +18,7 @@ from dsh_memory.readpath._common import read_text
 from dsh_memory.readpath.freshness import stale_reasons
 from dsh_memory.readpath.learned import BULLET, age_days, as_date, learned_dates
 from dsh_memory.readpath.scoping import PROJECT, Where, compose_summary, scope_of
-from dsh_memory.readpath.summary import NOT_SHOWN
+from dsh_memory.readpath.summary import NOT_SHOWN, freshness_check
 from dsh_memory.storage.store_format import parse_front_matter
 
 COUNTS = ("handbook_items", "sessions", "pending_raw", "stale", "aged", "uses", "never_used", "left_out")
@@ -67,17 +67,22 @@ def _handbook(store: Any, rows: dict, today: date, stale_after_days: int) -> dic
     return row
 
 
-def _summary_left_out(store: Any, rows: dict, max_summary_chars: int) -> dict[str, Any]:
-    """Count what injection leaves out of each scope's part into `rows`; the summary's file row."""
+def _summary_left_out(
+    store: Any, rows: dict, max_summary_chars: int, today: date, stale_after_days: int
+) -> dict[str, Any]:
+    """Count what injection leaves out of each scope's part into `rows` (a project's lines with
+    the notes its tree gives them, as injected at its root); the summary's file row."""
     row = {"path": "memory_summary.md", "scope": "mixed", "items": 0, "left_out": 0}
     full = _text(store, "memory_summary.md")
     if full is None:
         return row
     full = full.strip()
     row["items"] = sum(_is_item(ln) for ln in full.splitlines())
-    _, parts = sc.summary_parts(full)
+    glob, parts = sc.summary_parts(full)
+    dates = learned_dates(store) if stale_after_days > 0 else None
     for where in [Where("", False), *(Where(p, True) for p in sorted(parts))]:
-        content = compose_summary(full, where, max_summary_chars)[0]
+        check = freshness_check(where.root, dates, today, stale_after_days, max_summary_chars, {})
+        content = compose_summary(full, where, max_summary_chars, check, (glob, parts))[0]
         scope = sc.GLOBAL
         for line in content.splitlines():
             if line.startswith(sc.SUMMARY_HEADING):
@@ -126,7 +131,10 @@ def memory_health(
     usage = usage or {}
     today = (now or datetime.now(UTC)).astimezone(UTC).date()
     rows: defaultdict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNTS, 0))
-    files = [_handbook(store, rows, today, stale_after_days), _summary_left_out(store, rows, max_summary_chars)]
+    files = [
+        _handbook(store, rows, today, stale_after_days),
+        _summary_left_out(store, rows, max_summary_chars, today, stale_after_days),
+    ]
     for info in store.list_rollout_summaries():
         try:
             f = _rollout_row(store, info, usage, today)

@@ -138,14 +138,23 @@ def others_line(projects: list[str]) -> str:
     return f"Other projects with memories (memory_search with other_projects=true to look there): {shown}{more}."
 
 
-def compose_summary(full: str, where: Where, max_chars: int) -> tuple[str, bool, list[str], list[str]]:
-    """(content, truncated, this project's parts, other projects) for one project."""
-    glob, parts = sc.summary_parts(full)
+def compose_summary(
+    full: str,
+    where: Where,
+    max_chars: int,
+    check: Callable[[str], str] | None = None,
+    split: tuple[str, dict[str, str]] | None = None,
+) -> tuple[str, bool, list[str], list[str]]:
+    """(content, truncated, this project's parts, other projects) for one project. `check` maps
+    the project's parts to what is shown of them (the freshness notes) before the budget applies,
+    so the notes count against it too; `split`: `scope.summary_parts(full)`, when the caller has it."""
+    glob, parts = split or sc.summary_parts(full)
     mine = sorted(p for p in parts if sc.matches(p, where.root, where.is_repo))
     others = sorted(p for p in parts if p not in mine)
     tail = others_line(others)
     head = "v1\n\n"
     project_text = "\n\n".join(f"{sc.SUMMARY_HEADING}{PROJECT}{p}\n{parts[p]}".rstrip() for p in mine)
+    project_text = check(project_text) if check and project_text else project_text
     global_text = f"{sc.SUMMARY_HEADING}global\n{glob}".rstrip() if glob.strip() else ""
     avail = max(0, max_chars - len(head) - len(tail) - 4)
     g_cap = max(avail // 2, avail - len(project_text))

@@ -6,7 +6,8 @@ rollout summaries, fetched on demand with the tools. Injection is never "usage".
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, date, datetime
 from typing import Any
 
 from dsh_memory.readpath._common import FileCache, regular_file, visible
@@ -14,11 +15,12 @@ from dsh_memory.readpath.freshness import checkout_root, flag_stale
 from dsh_memory.readpath.learned import learned_dates
 from dsh_memory.readpath.models import Summary
 from dsh_memory.readpath.scoping import Where, compose_summary
+from dsh_memory.scope import summary_parts
 
 NOT_SHOWN = re.compile(r"^- not shown here: (\d+) ", re.M)
 CUT_MARK = "\n\n- not shown here: {n} lines of memory_summary.md (memory_read memory_summary.md for all)\n\n"
 
-_cache = FileCache(64)  # per file version, budget and project
+_cache = FileCache(16)  # per file version
 MAX_SUMMARY_FILE_BYTES = 4 << 20  # Phase 2 writes at most 1,000,000 characters (consolidation/output.py)
 
 
@@ -98,32 +100,29 @@ def summary(
     now: datetime | None = None,
 ) -> Summary:
     """memory_summary.md capped at `max_chars`, its control characters made visible (it is
-    injected into agents' contexts and printed on terminals); cached by file identity. Empty memory → empty.
-    With `cwd`: the global part plus that project's part within the same cap, and one line
-    naming the other projects with memories (`scoping.compose_summary`); the project's lines are
-    checked against its working tree and, with `stale_after_days` > 0, those learned longer ago
-    say how long (`freshness.flag_stale`)."""
+    injected into agents' contexts and printed on terminals); read and split into parts once per
+    file version. Empty memory → empty. With `cwd`: the global part plus that project's part within
+    the same cap, and one line naming the other projects with memories (`scoping.compose_summary`);
+    the project's lines are checked against its working tree and, with `stale_after_days` > 0,
+    those learned longer ago say how long (`freshness.flag_stale`), before the cap applies: the
+    notes count against it."""
     root = str(store.root)
     path = store.root / "memory_summary.md"
     where = Where.of(cwd)
-    text, truncated, chars, shown, others = "", False, 0, [], []
+    text, truncated, chars, shown, others, flags = "", False, 0, [], [], {}
     st = regular_file(path)
     if st is not None:
-
-        def build() -> tuple[str, bool, int, list[str], list[str]]:
-            full = visible(_head(path)).strip()
-            content, cut, mine, rest = (
-                compose_summary(full, where, max_chars) if where else (*_cap(full, max_chars), [], [])
-            )
-            return content, cut, len(full), mine, rest
-
-        text, truncated, chars, shown, others = _cache.get(f"{path}\0{max_chars}\0{where}", st, build)
-    stale = aged = 0
-    if where is not None and text:
-        dates = learned_dates(store) if stale_after_days > 0 else None
-        today = (now or datetime.now(UTC)).astimezone(UTC).date()
-        tree = checkout_root(cwd) if where.is_repo else None  # a worktree's own checkout
-        text, stale, aged = flag_stale(text, tree or where.root, dates, today, stale_after_days)
+        full, split = _cache.get(str(path), st, lambda: _read(path))
+        chars = len(full)
+        if where is None:
+            text, truncated = _cap(full, max_chars)
+        else:
+            tree = checkout_root(cwd) if where.is_repo else where.root  # a worktree's own checkout
+            dates = learned_dates(store) if stale_after_days > 0 else None
+            today = (now or datetime.now(UTC)).astimezone(UTC).date()
+            check = freshness_check(tree or where.root, dates, today, stale_after_days, max_chars, flags)
+            text, truncated, shown, others = compose_summary(full, where, max_chars, check, split)
+    seen = [flags[line] for line in text.split("\n") if line in flags]
     return Summary(
         content=text,
         truncated=truncated,
@@ -134,7 +133,36 @@ def summary(
         project=where.root if where else None,
         projects_shown=list(shown),
         other_projects=list(others),
-        stale=stale,
-        aged=aged,
+        stale=sum(stale for stale, _ in seen),
+        aged=sum(old for _, old in seen),
         left_out=left_out(text),
     )
+
+
+def freshness_check(
+    tree: str | None,
+    dates: dict | None,
+    today: date,
+    stale_after_days: int,
+    max_chars: int,
+    flags: dict[str, tuple[bool, bool]],
+) -> Callable[[str], str]:
+    """`compose_summary`'s `check`: a project's parts with their lines flagged against `tree`
+    (`freshness.flag_stale`, each flagged line added to `flags`); only the lines that can be
+    shown are checked, those within the first `max_chars`."""
+
+    def check(project_text: str) -> str:
+        cut = len(project_text)
+        if cut > max_chars:
+            cut = project_text.rfind("\n", 0, max_chars) + 1
+        head, found = flag_stale(project_text[:cut], tree, dates, today, stale_after_days)
+        flags.update(found)
+        return head + project_text[cut:]
+
+    return check
+
+
+def _read(path: Any) -> tuple[str, tuple[str, dict[str, str]]]:
+    """memory_summary.md as shown (`_head`, `visible`) and its parts (`scope.summary_parts`)."""
+    full = visible(_head(path)).strip()
+    return full, summary_parts(full)
