@@ -894,3 +894,21 @@ def test_the_session_start_hook_does_not_wait_for_a_stdin_left_open(memory, repo
                 pipe.close()
         assert proc.returncode == 0, err
         assert project in out and "English everywhere" in out
+
+
+def test_the_line_naming_other_projects_keeps_within_the_budget(tmp_path, repos):
+    """Other projects' paths come from session logs and may be long: the line naming them takes a
+    quarter of the budget at most (the rest counted), so the injection keeps within
+    max_summary_chars and this project's own lines are shown, at the smallest budget too."""
+    store = MemoryStore(tmp_path / "long")
+    store.ensure_layout()
+    far = [f"/srv/{n}/" + "deep/" * 600 + "repo" for n in range(8)]  # ~3,000 characters each
+    parts = "".join(f"# Scope: project {p}\n- far rule {i}\n\n" for i, p in enumerate(far))
+    store.atomic_write(
+        "memory_summary.md",
+        f"v1\n\n# Scope: global\n- G rule.\n\n{parts}# Scope: project {repos['ledger']}\n- Use pnpm here.\n",
+    )
+    for cap in (500, 10_000):
+        s = summary(store, cap, cwd=repos["ledger"])
+        assert len(s.content) <= cap and "- Use pnpm here." in s.content and "- G rule." in s.content
+        assert s.other_projects == sorted(far) and s.content.endswith(("8 projects.", " more."))

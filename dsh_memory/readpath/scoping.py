@@ -130,12 +130,22 @@ def _trim(text: str, cap: int, what: str) -> tuple[str, bool]:
     return (kept + "\n" if kept else "") + note.format(n=n), True
 
 
-def others_line(projects: list[str]) -> str:
+def others_line(projects: list[str], room: int) -> str:
+    """One line naming the other projects with memories: MAX_OTHERS_NAMED at most, and only as
+    many as fit `room` characters (a project's path comes from a session log: it may be long);
+    the rest counted."""
     if not projects:
         return ""
-    shown = ", ".join(f"{sc.label(p)} ({p})" for p in projects[:MAX_OTHERS_NAMED])
-    more = f" and {len(projects) - MAX_OTHERS_NAMED} more" if len(projects) > MAX_OTHERS_NAMED else ""
-    return f"Other projects with memories (memory_search with other_projects=true to look there): {shown}{more}."
+    head = "Other projects with memories (memory_search with other_projects=true to look there): "
+    names: list[str] = []
+    for p in projects[:MAX_OTHERS_NAMED]:
+        name = f"{sc.label(p)} ({p})"
+        if len(head) + len(", ".join([*names, name])) + len(" and 99999 more.") > room:
+            break
+        names.append(name)
+    rest = len(projects) - len(names)
+    more = (f" and {rest} more" if names else f"{rest} project{'s' * (rest > 1)}") if rest else ""
+    return f"{head}{', '.join(names)}{more}."
 
 
 def compose_summary(
@@ -151,7 +161,7 @@ def compose_summary(
     glob, parts = split or sc.summary_parts(full)
     mine = sorted(p for p in parts if sc.matches(p, where.root, where.is_repo))
     others = sorted(p for p in parts if p not in mine)
-    tail = others_line(others)
+    tail = others_line(others, max_chars // 4)  # the rest for the memory itself
     head = "v1\n\n"
     project_text = "\n\n".join(f"{sc.SUMMARY_HEADING}{PROJECT}{p}\n{parts[p]}".rstrip() for p in mine)
     project_text = check(project_text) if check and project_text else project_text
