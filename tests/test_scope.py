@@ -912,3 +912,28 @@ def test_the_line_naming_other_projects_keeps_within_the_budget(tmp_path, repos)
         s = summary(store, cap, cwd=repos["ledger"])
         assert len(s.content) <= cap and "- Use pnpm here." in s.content and "- G rule." in s.content
         assert s.other_projects == sorted(far) and s.content.endswith(("8 projects.", " more."))
+
+
+def test_a_hook_whose_directory_was_deleted_still_gets_its_projects_memory(memory, repos, tmp_path):
+    """No cwd in the payload and the hook's own directory deleted (a real shell `cd`s into it, then
+    it goes): the shell's $PWD still names it, and the repository around it is the project."""
+    gone = os.path.join(repos["weather"], "pkg", "tmp-build")
+    os.mkdir(gone)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "PYTHONPATH": os.environ.get("PYTHONPATH") or os.getcwd(),  # this checkout's code
+        "DSH_MEMORY_ROOT": str(memory.root),
+        "DSH_MEMORY_IGNORE_BLOCKS": "1",
+    }
+    script = 'cd "$1" && rmdir "$1" && exec "$2" -m dsh_memory.cli summary --inject --from-hook'
+    r = subprocess.run(
+        ["sh", "-c", script, "sh", gone, sys.executable],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "migrations" in r.stdout and "pnpm" not in r.stdout and "English everywhere" in r.stdout

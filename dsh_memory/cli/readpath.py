@@ -155,6 +155,20 @@ def _whole_json(raw: bytes) -> bool:
     return True
 
 
+def _hook_dir() -> str:
+    """The directory the hook runs in; one deleted since is still named by the shell's $PWD
+    (its repository still the project around it), else the error says to pass --cwd."""
+    from dsh_memory.errors import UserInputError
+
+    try:
+        return os.getcwd()
+    except OSError:
+        pwd = os.environ.get("PWD") or ""
+        if os.path.isabs(pwd):
+            return pwd
+        raise UserInputError("the directory this runs in no longer exists and $PWD names none: pass --cwd") from None
+
+
 def _print_match(m) -> None:
     head = f"{m.path}:{m.match_line}-{m.match_end_line}"
     if m.score is not None:
@@ -186,7 +200,7 @@ def register(app: typer.Typer) -> None:
         """Show memory_summary.md (capped at max_summary_chars); with --cwd, the global part plus
         that project's part."""
         if from_hook and cwd is None:  # hooks run in the session's project: never every project's part
-            cwd = hook_cwd(sys.stdin) or os.getcwd()
+            cwd = hook_cwd(sys.stdin) or _hook_dir()
         s = _core("summary", {"cwd": cwd}, _injection_context() if inject or from_hook else None)
         if as_json:
             return {**s.model_dump(), "injection": s.injection()}
