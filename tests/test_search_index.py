@@ -4,6 +4,7 @@ by the next search, mostly without a stat of every file."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -31,6 +32,14 @@ def store(tmp_path) -> MemoryStore:
 
 def test_the_quick_listing_is_the_corpus(store):
     assert set(index._listing(store)) == {rel for rel, _, _ in corpus(store)}
+
+
+def _age(root, seconds=3600):
+    """Every file and folder under `root` modified `seconds` ago."""
+    when = time.time() - seconds
+    for dirpath, _, names in os.walk(root):
+        for p in [dirpath, *(os.path.join(dirpath, n) for n in names)]:
+            os.utime(p, (when, when), follow_symlinks=False)
 
 
 def _paths(store, q):
@@ -89,3 +98,14 @@ def test_an_index_that_cannot_be_opened_is_one_error(store):
     with pytest.raises(DshMemoryError, match="search_index.sqlite3"):
         _paths(store, "quokka")
     assert path.is_dir()
+
+
+def test_an_index_deleted_under_a_running_process_is_built_again_at_once(store):
+    """A server searched, then its index files were deleted (by hand, or by another process that
+    found them damaged): the next search opened a new, empty index, but the server still took the
+    memory's folders as scanned and answered "no matches" until its next full diff."""
+    _age(store.root)  # folders not modified for an hour: a scan trusts them
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+    for p in store.state_dir.glob(f"{index.INDEX_NAME}*"):
+        p.unlink()
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]

@@ -74,6 +74,8 @@ def _connect(store: Any) -> sqlite3.Connection:
     if conn is not None and path.exists():
         return conn
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():  # a new, empty index (deleted since): what this process scanned is not in it
+        _forget(store)
     try:
         conn = _open(path)
     except sqlite3.DatabaseError as exc:
@@ -85,6 +87,7 @@ def _connect(store: Any) -> sqlite3.Connection:
         # Not a database: the index is derived from the memory files, so it is built again.
         for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
             stale.unlink(missing_ok=True)
+        _forget(store)
         conn = _open(path)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if str(version) != SCHEMA_VERSION:
@@ -195,6 +198,12 @@ def _dir_mtimes(store: Any) -> dict[str, int]:
 
 
 _embedded: set[str] = set()  # roots whose sections without a vector were looked for in this process
+
+
+def _forget(store: Any) -> None:
+    """The index of `store` is new: the next refresh diffs every file, and embeds every section."""
+    _scans.pop(str(store.root), None)
+    _embedded.discard(str(store.root))
 
 
 def _vectors_path(store: Any) -> Path:
