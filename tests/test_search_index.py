@@ -4,6 +4,8 @@ by the next search, mostly without a stat of every file."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -77,16 +79,28 @@ def test_a_full_diff_still_runs_now_and_then(store, monkeypatch):
     assert _paths(store, "dingo") == ["rollout_summaries/a.md"]
 
 
-@pytest.mark.parametrize("damage", ["garbage", "cut"])
+def _garbled_pages(data: bytes, page: int = 4096) -> bytes:
+    """`data` with every page but the first overwritten past its 8-byte header: the file header
+    still reads, the tables do not (SQLite: "database disk image is malformed")."""
+    out = bytearray(data)
+    for at in range(page, len(out), page):
+        out[at + 8 : at + page] = bytes(range(256)) * (page // 256 - 1) + bytes(range(248))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "cut", "pages"])
 def test_a_damaged_index_is_rebuilt_not_an_error(store, damage):
     """The index is a cache of the memory files: bytes that are no database (a disk error, a
-    copy cut short) are rebuilt by the next search, never a traceback."""
+    copy cut short) or pages SQLite finds malformed when a search reads them are rebuilt by that
+    search, never a traceback (damaged pages were one on every ranked search)."""
     path = store.state_dir / index.INDEX_NAME
     assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
     index._local.conns.pop(str(path)).close()  # as a new process would open it
     data = path.read_bytes()
-    path.write_bytes(os.urandom(5000) if damage == "garbage" else data[: len(data) // 2])
+    cut = data[: len(data) // 2]
+    path.write_bytes({"garbage": os.urandom(5000), "cut": cut, "pages": _garbled_pages(data)}[damage])
     assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+    assert _paths(store, "line") == ["rollout_summaries/a.md"]
 
 
 def test_an_index_that_cannot_be_opened_is_one_error(store):
@@ -109,3 +123,32 @@ def test_an_index_deleted_under_a_running_process_is_built_again_at_once(store):
     for p in store.state_dir.glob(f"{index.INDEX_NAME}*"):
         p.unlink()
     assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+
+
+HOLD = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_an_index_another_process_holds_is_one_error_then_searched_again(store, monkeypatch):
+    """Another process updating the index longer than an update waits for it: one error naming
+    the index (it was a "database is locked" traceback); once it lets go, the search runs."""
+    from dsh_memory.errors import DshMemoryError
+
+    path = store.state_dir / index.INDEX_NAME
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+    index._local.conns.pop(str(path)).close()  # as a new process would open it
+    monkeypatch.setattr(index, "LOCK_WAIT_SECONDS", 0.2)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        (store.rollout_dir / "b.md").write_text("# B\nanother quokka\n")  # the search has to update the index
+        with pytest.raises(DshMemoryError, match=r"search_index\.sqlite3 \(database is locked\)"):
+            _paths(store, "quokka")
+    finally:
+        holder.communicate(b"", timeout=60)
+    assert sorted(_paths(store, "quokka")) == ["rollout_summaries/a.md", "rollout_summaries/b.md"]

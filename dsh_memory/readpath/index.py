@@ -16,10 +16,10 @@ import sqlite3
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dsh_memory.errors import DshMemoryError, UserInputError
 from dsh_memory.readpath import embedder, fusion, vectors
@@ -32,6 +32,7 @@ INDEX_NAME = "search_index.sqlite3"
 CHUNK_MAX_LINES = 24
 
 _HEADING = re.compile(r"^#{1,6}\s")
+T = TypeVar("T")
 
 _local = threading.local()
 
@@ -57,8 +58,11 @@ def chunks(lines: list[str]) -> list[tuple[int, int]]:
     return out
 
 
+LOCK_WAIT_SECONDS = 30.0  # how long an update waits for another process's update of the index
+
+
 def _open(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, timeout=LOCK_WAIT_SECONDS, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     return conn
@@ -76,19 +80,7 @@ def _connect(store: Any) -> sqlite3.Connection:
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not path.exists():  # a new, empty index (deleted since): what this process scanned is not in it
         _forget(store)
-    try:
-        conn = _open(path)
-    except sqlite3.DatabaseError as exc:
-        if isinstance(exc, sqlite3.OperationalError) or not path.is_file():  # read-only, a directory
-            raise DshMemoryError(
-                f"cannot open the search index {path} ({exc}): the memory root (DSH_MEMORY_ROOT) "
-                "must be a writable directory"
-            ) from None
-        # Not a database: the index is derived from the memory files, so it is built again.
-        for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-            stale.unlink(missing_ok=True)
-        _forget(store)
-        conn = _open(path)
+    conn = _open(path)  # bytes that are no database: `_guarded` builds it again
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if str(version) != SCHEMA_VERSION:
         conn.executescript(
@@ -113,6 +105,41 @@ def _connect(store: Any) -> sqlite3.Connection:
         )
     conns[str(path)] = conn
     return conn
+
+
+def _discard(store: Any) -> None:
+    """Delete the index of `store` (this thread's connection to it closed): the next `_connect`
+    builds a new one."""
+    path = Path(store.state_dir) / INDEX_NAME
+    conn = getattr(_local, "conns", {}).pop(str(path), None)
+    if conn is not None:
+        conn.close()
+    for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        stale.unlink(missing_ok=True)
+    _forget(store)
+
+
+_DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary codes)
+
+
+def _guarded(store: Any, fn: Callable[[], T]) -> T:
+    """fn(), which uses the index of `store`. An index SQLite finds damaged (pages a disk error or
+    a copy cut short left malformed) is deleted and fn runs once more on a new one: the index is
+    derived from the memory files. Any other failure of it (read-only, held by another process
+    past LOCK_WAIT_SECONDS, a full disk) is one error naming it, not a traceback."""
+    for attempt in (1, 2):
+        try:
+            return fn()
+        except sqlite3.DatabaseError as exc:
+            if attempt == 1 and getattr(exc, "sqlite_errorcode", 0) & 0xFF in _DAMAGED:
+                _discard(store)
+                continue
+            raise DshMemoryError(
+                f"cannot use the search index {Path(store.state_dir) / INDEX_NAME} ({exc}): ranked search "
+                "needs it writable (the memory root, DSH_MEMORY_ROOT), and waits at most "
+                f"{LOCK_WAIT_SECONDS:.0f} s for another process's update of it; the line modes do not use it"
+            ) from None
+    raise AssertionError("unreachable")
 
 
 def _diff(conn: sqlite3.Connection, store: Any, quick: bool, recent_ns: int):
@@ -345,7 +372,7 @@ def skipped_files(store: Any, prefix: str | None) -> list[tuple[str, str]]:
     """(path, why) of the indexed files under `prefix` that have no text (search names them)."""
     where, args = _path_condition(prefix)
     sql = f"SELECT path, skipped FROM files WHERE skipped IS NOT NULL{where} ORDER BY path"
-    return _connect(store).execute(sql, args).fetchall()
+    return _guarded(store, lambda: _connect(store).execute(sql, args).fetchall())
 
 
 SECTIONS_SCANNED = 40  # sections re-read and scored line by line per query (the ranked results come from these)
@@ -361,6 +388,12 @@ def ranked_search(
     if not terms:
         raise UserInputError("ranked search needs at least one word or CJK character in the queries")
     emb = embedder.for_mode(semantic_search)
+    return _guarded(store, lambda: _ranked(store, queries, terms, prefix, emb, semantic_search))
+
+
+def _ranked(
+    store: Any, queries: list[str], terms: list[Term], prefix: str | None, emb: Any, semantic_search: str
+) -> tuple[list[Hit], dict, list[Term]]:
     refresh(store, semantic_search=semantic_search)
     conn = _connect(store)
     n, dfs = doc_freqs(conn, terms)
