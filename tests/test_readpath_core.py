@@ -17,7 +17,7 @@ from dsh_memory.errors import NotFoundError, PathGuardError, UserInputError
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state import StateStore
 from dsh_memory.storage.store import MemoryStore
-from tests.fs_helpers import nested, remove_deep
+from tests.fs_helpers import age, nested, remove_deep
 
 MEMORY_MD = """# Handbook
 
@@ -603,6 +603,7 @@ def test_ranked_index_updates_incrementally(store):
     assert rp.search(store, ["kubernetes"], mode="ranked").matches == []
     new = store.rollout_dir / "k8s-rollout.md"
     new.write_text("# Kubernetes rollout\nkubectl rollout restart fixed the stuck pods.\n")
+    age(store.root)  # written long ago: trusted by its stat (one written in the last 2 s is read again)
     from dsh_memory.readpath.index import refresh
 
     res = rp.search(store, ["kubernetes"], mode="ranked")

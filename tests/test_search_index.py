@@ -3,6 +3,7 @@ by the next search, mostly without a stat of every file."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from dsh_memory import readpath as rp
 from dsh_memory.readpath import index
 from dsh_memory.readpath._common import corpus
 from dsh_memory.storage.store import MemoryStore
+from tests.fs_helpers import age
 
 
 @pytest.fixture()
@@ -34,14 +36,6 @@ def store(tmp_path) -> MemoryStore:
 
 def test_the_quick_listing_is_the_corpus(store):
     assert set(index._listing(store)) == {rel for rel, _, _ in corpus(store)}
-
-
-def _age(root, seconds=3600):
-    """Every file and folder under `root` modified `seconds` ago."""
-    when = time.time() - seconds
-    for dirpath, _, names in os.walk(root):
-        for p in [dirpath, *(os.path.join(dirpath, n) for n in names)]:
-            os.utime(p, (when, when), follow_symlinks=False)
 
 
 def _paths(store, q):
@@ -118,7 +112,7 @@ def test_an_index_deleted_under_a_running_process_is_built_again_at_once(store):
     """A server searched, then its index files were deleted (by hand, or by another process that
     found them damaged): the next search opened a new, empty index, but the server still took the
     memory's folders as scanned and answered "no matches" until its next full diff."""
-    _age(store.root)  # folders not modified for an hour: a scan trusts them
+    age(store.root)  # folders not modified for an hour: a scan trusts them
     assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
     for p in store.state_dir.glob(f"{index.INDEX_NAME}*"):
         p.unlink()
@@ -152,3 +146,42 @@ def test_an_index_another_process_holds_is_one_error_then_searched_again(store, 
     finally:
         holder.communicate(b"", timeout=60)
     assert sorted(_paths(store, "quokka")) == ["rollout_summaries/a.md", "rollout_summaries/b.md"]
+
+
+def test_an_edit_within_the_files_mtime_tick_and_of_the_same_size_is_seen(store, monkeypatch):
+    """A file system whose clock ticks coarsely (1 or 2 s: FAT, HFS+, network mounts) gives an
+    edit in place right after the index read a file the mtime it had then: of the same size, the
+    file looked unchanged and its old words were searched for good. (The mtime is set ahead of
+    the clock here, so the edit is within its tick however slow the machine is.)"""
+    monkeypatch.setattr(index, "FULL_SCAN_SECONDS", 0.0)  # a full diff (a stat per file) each search
+    f = store.rollout_dir / "a.md"
+    tick = time.time_ns() + 60 * 10**9
+    f.write_text("# A\nthe quokka line\n")
+    os.utime(f, ns=(tick, tick))
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+    with open(f, "r+") as h:  # in place: the same inode, the same size
+        h.write("# A\nthe dingos line\n")
+    os.utime(f, ns=(tick, tick))
+    assert _paths(store, "dingos") == ["rollout_summaries/a.md"]
+    assert _paths(store, "quokka") == []
+
+
+def test_an_edit_within_the_files_mtime_tick_is_seen_by_the_next_cli_run(store):
+    """The same, through the CLI: each run is a new process, its index the one on disk."""
+    f = store.rollout_dir / "a.md"
+    tick = time.time_ns() + 60 * 10**9  # ahead of the clock: within its tick however slow the runs are
+    os.utime(f, ns=(tick, tick))
+    # words only: the semantic half reads back every section of so small a memory, stale or not
+    env = {**os.environ, "DSH_MEMORY_ROOT": str(store.root), "DSH_MEMORY_SEMANTIC_SEARCH": "off"}
+
+    def cli_paths(q: str) -> list[str]:
+        cmd = [sys.executable, "-m", "dsh_memory.cli", "search", q, "--mode", "ranked", "--json"]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return [m["path"] for m in json.loads(out.stdout)["matches"]]
+
+    assert cli_paths("quokka") == ["rollout_summaries/a.md"]
+    with open(f, "r+") as h:
+        h.write("# A\nthe dingos line\n")
+    os.utime(f, ns=(tick, tick))
+    assert cli_paths("dingos") == ["rollout_summaries/a.md"]

@@ -18,6 +18,7 @@ import pytest
 from dsh_memory import readpath as rp
 from dsh_memory.readpath import embedder, index, vectors
 from dsh_memory.storage.store import MemoryStore
+from tests.fs_helpers import age
 from tests.semantic_helpers import BLOCK_WORDLLAMA
 
 pytestmark = pytest.mark.skipif(
@@ -57,6 +58,7 @@ def _nearest_paths(store, text: str) -> list[str]:
 
 
 def test_vectors_follow_new_replaced_renamed_and_deleted_files(store):
+    age(store.root)  # written long ago: an update re-reads only what changed (not what is recent)
     index.refresh(store, force=True)
     first = _slots(store)
     assert set(first) == {"MEMORY.md", "rollout_summaries/a.md", "rollout_summaries/car.md"}
@@ -73,6 +75,7 @@ def test_vectors_follow_new_replaced_renamed_and_deleted_files(store):
 
     # the freed row is reused by a later update, not appended
     (store.rollout_dir / "b.md").write_text("# Cache\n- redis evictions made the cache cold\n")
+    age(store.rollout_dir / "b.md")
     index.refresh(store, force=True)
     assert _slots(store)["rollout_summaries/b.md"] == first["rollout_summaries/a.md"]
     assert vfile.stat().st_size == len(taken) * vectors.DIM * 4

@@ -11,6 +11,7 @@ import re
 import stat as stat_mod
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -259,6 +260,11 @@ def why_no_text(size: int) -> str:
     return "over 4 MiB" if size > MAX_SEARCH_FILE_BYTES else "not UTF-8"
 
 
+# The coarsest file-system clock (FAT: 2 s): a file modified this close to a read of it may be
+# changed again with the same mtime, so what was read is not reused on the strength of a stat.
+MTIME_TICK_NS = 2_000_000_000
+
+
 def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
     try:
         st = st or os.stat(path)
@@ -266,6 +272,7 @@ def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
         hit = _CACHE.get(path)
         if hit and hit[0] == key:
             return hit[1]
+        settled = st.st_mtime_ns < time.time_ns() - MTIME_TICK_NS
         with open(path, "rb") as f:
             raw = f.read(MAX_SEARCH_FILE_BYTES + 1)
     except (FileNotFoundError, NotADirectoryError):  # retired or deleted since it was listed: no text
@@ -278,8 +285,9 @@ def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
         _CACHE.clear()
         _CACHE_CHARS[0] = 0
     entry: dict[str, str | None] = {"": text}
-    _CACHE[path] = (key, entry)
-    _CACHE_CHARS[0] += len(text or "")
+    if settled:
+        _CACHE[path] = (key, entry)
+        _CACHE_CHARS[0] += len(text or "")
     return entry
 
 

@@ -1,7 +1,8 @@
 """The ranked-search index: SQLite FTS5 (BM25, `porter unicode61`) over sections of the memory
 files, kept in `.state/search_index.sqlite3` and refreshed incrementally before each query:
-only files whose (size, mtime_ns, inode) changed are re-indexed; deleted files are dropped (see
-`refresh` for when the directories alone are read). It finds the SECTIONS_SCANNED best sections
+only files whose (size, mtime_ns, inode) changed, or that were modified within 2 s of being read
+(a coarse file-system clock gives an edit right after the same mtime), are re-indexed; deleted
+files are dropped (see `refresh` for when the directories alone are read). It finds the SECTIONS_SCANNED best sections
 for the query terms (terms.py); lines.py then ranks every line in them.
 
 CJK text has no spaces, so unicode61 would turn a whole CJK run into one token. Each run is
@@ -131,14 +132,13 @@ def _guarded(store: Any, fn: Callable[[], T]) -> T:
         try:
             return fn()
         except sqlite3.DatabaseError as exc:
-            if attempt == 1 and getattr(exc, "sqlite_errorcode", 0) & 0xFF in _DAMAGED:
-                _discard(store)
-                continue
-            raise DshMemoryError(
-                f"cannot use the search index {Path(store.state_dir) / INDEX_NAME} ({exc}): ranked search "
-                "needs it writable (the memory root, DSH_MEMORY_ROOT), and waits at most "
-                f"{LOCK_WAIT_SECONDS:.0f} s for another process's update of it; the line modes do not use it"
-            ) from None
+            if attempt == 2 or getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _DAMAGED:
+                raise DshMemoryError(
+                    f"cannot use the search index {Path(store.state_dir) / INDEX_NAME} ({exc}): ranked search "
+                    "needs it writable (the memory root, DSH_MEMORY_ROOT), and waits at most "
+                    f"{LOCK_WAIT_SECONDS:.0f} s for another process's update of it; the line modes do not use it"
+                ) from None
+        _discard(store)
     raise AssertionError("unreachable")
 
 
@@ -265,7 +265,8 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
     # diff under the write lock: another process indexing the same root waits, then sees its work
     conn.execute("BEGIN IMMEDIATE")
     with conn:  # commits, or rolls back on any exception
-        current, changed, deleted = _diff(conn, store, quick, recent_ns=scan_ns - 2 * _SETTLE_NS)
+        recent_ns = scan_ns - 2 * _SETTLE_NS
+        current, changed, deleted = _diff(conn, store, quick, recent_ns)
         # free rows as before the drops below (a slot they free is reused by later updates only)
         slots = vectors.free_rows(conn, vpath) if emb and (changed or backfill) else None
         for rel in deleted:
@@ -275,9 +276,12 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
             path, st = current[rel]
             _drop(conn, rel)
             text = read_text(path, st)
+            # modified this recently, it may change again within its mtime's tick (1-2 s on some file
+            # systems) with the same size: recorded with no size, it is read again by the next diff
+            size = st.st_size if st.st_mtime_ns < recent_ns else -1
             conn.execute(
                 "INSERT INTO files(path, size, mtime_ns, ino, skipped) VALUES (?,?,?,?,?)",
-                (rel, st.st_size, st.st_mtime_ns, st.st_ino, None if text is not None else why_no_text(st.st_size)),
+                (rel, size, st.st_mtime_ns, st.st_ino, None if text is not None else why_no_text(st.st_size)),
             )
             if not text:
                 continue
@@ -388,21 +392,17 @@ def ranked_search(
     if not terms:
         raise UserInputError("ranked search needs at least one word or CJK character in the queries")
     emb = embedder.for_mode(semantic_search)
-    return _guarded(store, lambda: _ranked(store, queries, terms, prefix, emb, semantic_search))
 
+    def run() -> tuple[list[Hit], dict]:
+        refresh(store, semantic_search=semantic_search)
+        conn = _connect(store)
+        n, dfs = doc_freqs(conn, terms)
+        weights = [idf(n, df) for df in dfs]
+        rows = candidate_sections(conn, terms, dfs, prefix, SECTIONS_SCANNED)
+        if emb is not None and fusion.applies(terms):
+            return fusion.ranked(store, conn, _vectors_path(store), emb, queries, terms, weights, rows, where)
+        return score_sections(store, terms, weights, [Section(p, a, b, i) for i, (_, p, a, b, _) in enumerate(rows)])
 
-def _ranked(
-    store: Any, queries: list[str], terms: list[Term], prefix: str | None, emb: Any, semantic_search: str
-) -> tuple[list[Hit], dict, list[Term]]:
-    refresh(store, semantic_search=semantic_search)
-    conn = _connect(store)
-    n, dfs = doc_freqs(conn, terms)
-    weights = [idf(n, df) for df in dfs]
-    rows = candidate_sections(conn, terms, dfs, prefix, SECTIONS_SCANNED)
-    if emb is not None and fusion.applies(terms):
-        vpath = _vectors_path(store)
-        hits, files = fusion.ranked(store, conn, vpath, emb, queries, terms, weights, rows, _path_condition(prefix))
-    else:
-        sections = [Section(p, a, b, rank) for rank, (_, p, a, b, _) in enumerate(rows)]
-        hits, files = score_sections(store, terms, weights, sections)
+    where = _path_condition(prefix)
+    hits, files = _guarded(store, run)
     return hits, files, terms
