@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -185,3 +186,33 @@ def test_an_edit_within_the_files_mtime_tick_is_seen_by_the_next_cli_run(store):
         h.write("# A\nthe dingos line\n")
     os.utime(f, ns=(tick, tick))
     assert cli_paths("dingos") == ["rollout_summaries/a.md"]
+
+
+@pytest.mark.parametrize("swap", ["link", "fifo"])
+def test_a_file_swapped_for_a_link_or_fifo_after_the_update_is_not_read(store, tmp_path, monkeypatch, swap):
+    """Another process swaps a memory file for a link out of the root, or a FIFO, between the
+    update of the index and the read of its lines: the link was followed (the outside file's text
+    came back as the memory file's) and a FIFO would hang the search. Neither is read now."""
+    f = store.rollout_dir / "a.md"
+    outside = tmp_path / "outside.md"
+    outside.write_text("# A\nquokka: the outside secret\n")
+    real = index.refresh
+
+    def refresh_then_swap(*args, **kwargs):
+        out = real(*args, **kwargs)
+        f.unlink()
+        os.symlink(outside, f) if swap == "link" else os.mkfifo(f)
+        return out
+
+    monkeypatch.setattr(index, "refresh", refresh_then_swap)
+    done: list = []
+    t = threading.Thread(target=lambda: done.append(rp.search(store, ["quokka"], mode="ranked")), daemon=True)
+    t.start()
+    t.join(30)
+    hung = t.is_alive()
+    if hung:  # waiting for a writer to the FIFO: give it one so the thread ends
+        with open(f, "w") as w:
+            w.write("unblocked\n")
+        t.join(30)
+    assert not hung
+    assert done and done[0].matches == []  # nothing of the outside file

@@ -4,6 +4,7 @@ content cache, and usage telemetry (the forgetting input)."""
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import os
@@ -266,17 +267,26 @@ MTIME_TICK_NS = 2_000_000_000
 
 
 def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
+    """The cache entry of a regular file. Read without following a link and without waiting on a
+    FIFO: what was listed as a memory file may have been swapped for either since (no text)."""
     try:
-        st = st or os.stat(path)
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        st = st or os.lstat(path)
         hit = _CACHE.get(path)
-        if hit and hit[0] == key:
+        if hit and hit[0] == (st.st_ino, st.st_size, st.st_mtime_ns):
             return hit[1]
-        settled = st.st_mtime_ns < time.time_ns() - MTIME_TICK_NS
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat_mod.S_ISREG(st.st_mode):
+                return {"": ""}
             raw = f.read(MAX_SEARCH_FILE_BYTES + 1)
     except (FileNotFoundError, NotADirectoryError):  # retired or deleted since it was listed: no text
         return {"": ""}
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:  # ELOOP: a symbolic link (O_NOFOLLOW)
+            raise
+        return {"": ""}
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    settled = st.st_mtime_ns < time.time_ns() - MTIME_TICK_NS
     try:
         text: str | None = raw.decode("utf-8") if len(raw) <= MAX_SEARCH_FILE_BYTES else None
     except UnicodeDecodeError:
@@ -293,7 +303,7 @@ def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
 
 def read_text(path: str | Path, st: os.stat_result | None = None) -> str | None:
     """File text keyed by (ino, size, mtime_ns); None for non-UTF-8 files and files over
-    MAX_SEARCH_FILE_BYTES, '' for one that is gone."""
+    MAX_SEARCH_FILE_BYTES, '' for one that is gone or is no longer a regular file."""
     return _entry(str(path), st)[""]
 
 
