@@ -213,3 +213,36 @@ def test_a_cjk_question_is_ranked_lexically(store):
     assert rp.search(store, ["迁徙"], mode="ranked", semantic_search="on").matches == []
     found = rp.search(store, ["迁移"], mode="ranked", semantic_search="on").matches
     assert (found[0].path, found[0].match_line) == ("rollout_summaries/backup.md", 4)
+
+
+MEMORY_PEAK = """
+import resource, sys
+from pathlib import Path
+from dsh_memory.readpath import embedder, index
+from dsh_memory.storage.store import MemoryStore
+
+store = MemoryStore(Path(sys.argv[1]))
+embedder.get()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+index.refresh(store, force=True)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)  # Linux: KiB
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux only")
+def test_building_the_index_takes_memory_in_proportion_to_the_text_not_30_times_it(tmp_path):
+    """An index built anew (the first search, a damaged one) embeds every section: tokenized all at
+    once, each encoding holding every token of its text, that took ~33 times the memory's text
+    (181 MiB for 5.4 MB; 3 GB for 100 MB). Tokenized in batches it takes a few times the text."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    words = "alpha beta gamma delta quokka wombat dingo numbat emu kiwi lorem ipsum dolor sit amet".split()
+    for i in range(2000):
+        lines = (" ".join(words[(i * j + k) % 15] for k in range(12)) for j in range(40))
+        (store.rollout_dir / f"r{i:05}.md").write_text(f"# R{i}\n" + "\n".join(lines) + "\n")
+    text = sum(p.stat().st_size for p in store.rollout_dir.glob("*.md"))
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_PEAK, str(store.root)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) < 15 * text, f"{int(out.stdout) >> 20} MiB for {text >> 20} MiB of text"

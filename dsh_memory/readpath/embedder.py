@@ -23,6 +23,7 @@ SHA256 = {  # the files of wordllama 0.4.0.post1 (requirements-semantic.txt); ot
     TOKENIZER: "93248f2a9ec36c7b35f700a033d5f36228aae48db61aee31007fa49062cdeb68",
 }
 MAX_TOKENS = 256  # a text's first tokens are enough to say what it is about (and bound the cost)
+EMBED_BATCH = 256  # texts tokenized at once (`Embedder.embed`)
 CACHE_LINES = 50_000  # line vectors kept in memory (a long-running server re-reads the same lines)
 
 
@@ -51,15 +52,20 @@ class Embedder:
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> Any:
-        """(len(texts), DIM) float32, each row unit length (a text with no tokens: zeros)."""
+        """(len(texts), DIM) float32, each row unit length (a text with no tokens: zeros). The
+        texts are tokenized EMBED_BATCH at a time: an encoding keeps every token of its text
+        (the truncated ones as overflow), ~30 times the text's size, and an index built anew
+        embeds every section of the memory at once."""
         np = self._np
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
         table = self._table
-        for i, enc in enumerate(self._tok.encode_batch(texts, add_special_tokens=False)):
-            if enc.ids:
-                out[i] = table[np.minimum(enc.ids, len(table) - 1)].mean(axis=0)
+        for start in range(0, len(texts), EMBED_BATCH):
+            batch = self._tok.encode_batch(texts[start : start + EMBED_BATCH], add_special_tokens=False)
+            for i, enc in enumerate(batch, start):
+                if enc.ids:
+                    out[i] = table[np.minimum(enc.ids, len(table) - 1)].mean(axis=0)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return out / norms
