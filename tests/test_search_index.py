@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 
 import pytest
 
@@ -216,3 +218,21 @@ def test_a_file_swapped_for_a_link_or_fifo_after_the_update_is_not_read(store, t
         t.join(30)
     assert not hung
     assert done and done[0].matches == []  # nothing of the outside file
+
+
+def test_a_server_updates_the_index_another_process_built_in_place_of_the_old_one(store):
+    """The index deleted and built again by another process (the CLI, finding it damaged): a
+    server went on updating the deleted file it had open, an index of its own apart from the one
+    on disk (both taking rows of the one vector file). It updates the one on disk now."""
+    path = store.state_dir / index.INDEX_NAME
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+    for p in store.state_dir.glob(f"{index.INDEX_NAME}*"):
+        p.unlink()
+    env = {**os.environ, "DSH_MEMORY_ROOT": str(store.root)}
+    cmd = [sys.executable, "-m", "dsh_memory.cli", "search", "quokka", "--mode", "ranked", "--json"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and json.loads(out.stdout)["matches"], out.stderr
+    (store.rollout_dir / "b.md").write_text("# B\nanother quokka\n")
+    assert sorted(_paths(store, "quokka")) == ["rollout_summaries/a.md", "rollout_summaries/b.md"]
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as disk:
+        assert disk.execute("SELECT count(*) FROM files WHERE path = 'rollout_summaries/b.md'").fetchone() == (1,)

@@ -62,10 +62,17 @@ def chunks(lines: list[str]) -> list[tuple[int, int]]:
 LOCK_WAIT_SECONDS = 30.0  # how long an update waits for another process's update of the index
 
 
-def _open(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=LOCK_WAIT_SECONDS, isolation_level=None, check_same_thread=False)
+class _Conn(sqlite3.Connection):
+    ino = -1  # the inode of the file it opened: another one at its path is another index
+
+
+def _open(path: Path) -> _Conn:
+    conn = sqlite3.connect(
+        path, timeout=LOCK_WAIT_SECONDS, isolation_level=None, check_same_thread=False, factory=_Conn
+    )
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    conn.ino = os.stat(path).st_ino
     return conn
 
 
@@ -76,11 +83,16 @@ def _connect(store: Any) -> sqlite3.Connection:
     if conns is None:
         conns = _local.conns = {}
     conn = conns.get(str(path))
-    if conn is not None and path.exists():
-        return conn
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not path.exists():  # a new, empty index (deleted since): what this process scanned is not in it
+    try:
+        ino = os.stat(path).st_ino
+    except FileNotFoundError:  # a new, empty index (deleted since): what this process scanned is not in it
+        ino = None
         _forget(store)
+    if conn is not None:
+        if conn.ino == ino:  # (an inode is not reused while a connection holds its file open)
+            return conn
+        conns.pop(str(path)).close()  # a deleted file: another process built the index again, or this one will
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     conn = _open(path)  # bytes that are no database: `_guarded` builds it again
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if str(version) != SCHEMA_VERSION:
