@@ -15,7 +15,7 @@ from contextlib import closing
 import pytest
 
 from dsh_memory import readpath as rp
-from dsh_memory.readpath import index
+from dsh_memory.readpath import changes, index
 from dsh_memory.readpath._common import corpus
 from dsh_memory.storage.store import MemoryStore
 from tests.fs_helpers import age
@@ -38,7 +38,7 @@ def store(tmp_path) -> MemoryStore:
 
 
 def test_the_quick_listing_is_the_corpus(store):
-    assert set(index._listing(store)) == {rel for rel, _, _ in corpus(store)}
+    assert set(changes.listing(store)) == {rel for rel, _, _ in corpus(store)}
 
 
 def _paths(store, q):
@@ -48,9 +48,9 @@ def _paths(store, q):
 def test_new_replaced_edited_and_deleted_files_are_seen(store, monkeypatch):
     assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
     full = []
-    real = index._diff
+    real = changes.diff
     monkeypatch.setattr(
-        index, "_diff", lambda conn, s, quick, recent_ns: full.append(not quick) or real(conn, s, quick, recent_ns)
+        changes, "diff", lambda conn, s, quick, recent_ns: full.append(not quick) or real(conn, s, quick, recent_ns)
     )
     new = store.rollout_dir / "b.md"
     new.write_text("# B\nanother quokka\n")  # a new file: its directory changed

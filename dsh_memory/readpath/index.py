@@ -1,9 +1,10 @@
 """The ranked-search index: SQLite FTS5 (BM25, `porter unicode61`) over sections of the memory
 files, kept in `.state/search_index.sqlite3` and refreshed incrementally before each query:
-only files whose (size, mtime_ns, inode) changed, or that were modified within 2 s of being read
-(a coarse file-system clock gives an edit right after the same mtime), are re-indexed; deleted
-files are dropped (see `refresh` for when the directories alone are read). It finds the SECTIONS_SCANNED best sections
-for the query terms (terms.py); lines.py then ranks every line in them.
+only files whose (size, mtime_ns, inode) changed (changes.py), or that were modified within 2 s of
+being read (a coarse file-system clock gives an edit right after the same mtime), are re-indexed;
+deleted files are dropped (see `refresh` for when the directories alone are read). It finds the
+SECTIONS_SCANNED best sections for the query terms (terms.py); lines.py then ranks every line in
+them.
 
 CJK text has no spaces, so unicode61 would turn a whole CJK run into one token. Each run is
 also indexed as overlapping bigrams (plus its last character) in a shadow column `cjk`; a CJK
@@ -17,14 +18,14 @@ import sqlite3
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, TypeVar
 
 from dsh_memory.errors import DshMemoryError, UserInputError
-from dsh_memory.readpath import embedder, fusion, vectors
-from dsh_memory.readpath._common import corpus, corpus_entries, nameable, read_text, top_files, why_no_text
+from dsh_memory.readpath import changes, embedder, fusion, vectors
+from dsh_memory.readpath._common import read_text, why_no_text
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
@@ -154,43 +155,6 @@ def _guarded(store: Any, fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def _diff(conn: sqlite3.Connection, store: Any, quick: bool, recent_ns: int):
-    """(current {rel: (path, stat)} of the files to index, changed rels, deleted rels).
-
-    Full: every file of the corpus is stat'ed and compared by (size, mtime, inode). Quick: the
-    directories are listed without a stat per file; a file whose inode is the one indexed, and
-    that was indexed as older than `recent_ns`, is taken as unchanged (the store replaces files
-    atomically: a new file, a new inode); the others are stat'ed. Other in-place edits wait for
-    the next full diff."""
-    known = {p: (s, m, i) for p, s, m, i in conn.execute("SELECT path, size, mtime_ns, ino FROM files")}
-    listed = _listing(store) if quick else {}
-    files = _unsure(listed, known, recent_ns) if quick else corpus(store)
-    current = {rel: (path, st) for rel, path, st in files}
-    changed = [rel for rel, (_, st) in current.items() if known.get(rel) != (st.st_size, st.st_mtime_ns, st.st_ino)]
-    deleted = [p for p in known if p not in (listed if quick else current)]
-    return current, changed, deleted
-
-
-def _listing(store: Any) -> dict[str, tuple[str, int]]:
-    """The corpus (`_common.corpus`: same files, same rules) as {rel: (path, inode)}, read from
-    the directory entries alone (no stat per file)."""
-    out = {name: (p, st.st_ino) for name, p, st in top_files(str(store.root))}
-    return out | {rel: (e.path, e.inode()) for rel, e in corpus_entries(store)}
-
-
-def _unsure(listed: dict, known: dict, recent_ns: int) -> Iterator[tuple[str, str, os.stat_result]]:
-    """(rel, path, stat) of the listed files a quick diff does not take as unchanged (`_diff`)."""
-    for rel, (path, ino) in listed.items():
-        k = known.get(rel)
-        if k is not None and k[2] == ino and k[1] < recent_ns:
-            continue
-        try:
-            st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        yield rel, path, st
-
-
 def _drop(conn: sqlite3.Connection, rel: str) -> None:
     conn.execute("INSERT OR IGNORE INTO free_slots SELECT slot FROM sections WHERE path=? AND slot IS NOT NULL", (rel,))
     ids = [r[0] for r in conn.execute("SELECT id FROM sections WHERE path=?", (rel,))]
@@ -207,33 +171,6 @@ def _drop(conn: sqlite3.Connection, rel: str) -> None:
 FULL_SCAN_SECONDS = 5.0
 _SETTLE_NS = 1_000_000_000  # a directory modified this close to a scan is not trusted
 _scans: dict[str, tuple[float, dict[str, int] | None]] = {}  # root → (last full diff, trusted dir mtimes)
-
-
-def _dir_mtimes(store: Any) -> dict[str, int]:
-    root = str(store.root)
-    out: dict[str, int] = {}
-
-    def walk(path: str, recursive: bool) -> None:
-        todo = [path]  # a loop, not recursion: a tree may be thousands of folders deep
-        while todo:
-            path = todo.pop()
-            try:
-                out[path] = os.lstat(path).st_mtime_ns
-                if recursive:
-                    with os.scandir(path) as it:
-                        todo += (
-                            e.path
-                            for e in it
-                            if e.name[0] != "." and e.is_dir(follow_symlinks=False) and nameable(e.path)
-                        )
-            except (FileNotFoundError, NotADirectoryError):
-                out[path] = -1
-
-    walk(root, False)
-    walk(os.path.join(root, "rollout_summaries"), False)
-    walk(os.path.join(root, "skills"), True)
-    walk(str(store.notes_dir), True)
-    return out
 
 
 _embedded: set[str] = set()  # roots whose sections without a vector were looked for in this process
@@ -260,7 +197,7 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
     key = str(store.root)
     emb = embedder.for_mode(semantic_search)
     backfill = emb is not None and key not in _embedded
-    dirs = _dir_mtimes(store)
+    dirs = changes.dir_mtimes(store)
     last = _scans.get(key)
     now = time.monotonic()
     if force or last is None:
@@ -278,7 +215,7 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
     conn.execute("BEGIN IMMEDIATE")
     with conn:  # commits, or rolls back on any exception
         recent_ns = scan_ns - 2 * _SETTLE_NS
-        current, changed, deleted = _diff(conn, store, quick, recent_ns)
+        current, changed, deleted = changes.diff(conn, store, quick, recent_ns)
         # free rows as before the drops below (a slot they free is reused by later updates only)
         slots = vectors.free_rows(conn, vpath) if emb and (changed or backfill) else None
         for rel in deleted:
