@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -236,3 +237,37 @@ def test_a_server_updates_the_index_another_process_built_in_place_of_the_old_on
     assert sorted(_paths(store, "quokka")) == ["rollout_summaries/a.md", "rollout_summaries/b.md"]
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as disk:
         assert disk.execute("SELECT count(*) FROM files WHERE path = 'rollout_summaries/b.md'").fetchone() == (1,)
+
+
+def _unprivileged() -> list[str]:
+    """The prefix that runs a command without root's permission to read every file."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: no file is unreadable")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+
+
+@pytest.mark.parametrize("mode", ["ranked", "any"])
+def test_a_memory_file_that_cannot_be_read_is_skipped_not_an_error(store, mode):
+    """One memory file the searching user may not read (another user's, mode 600) made every
+    ranked search fail ("error: Permission denied: …"), and every line search that reached it.
+    It is skipped and named, like a file that is not UTF-8, and read once it can be."""
+    f = store.rollout_dir / "locked.md"
+    f.write_text("# L\nthe locked quokka\n")
+    f.chmod(0)
+    env = {**os.environ, "DSH_MEMORY_ROOT": str(store.root)}
+    cmd = [*_unprivileged(), sys.executable, "-m", "dsh_memory.cli", "search", "quokka", "--mode", mode, "--json"]
+
+    def run() -> dict:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    first = run()
+    assert [m["path"] for m in first["matches"]] == ["rollout_summaries/a.md"]
+    assert first["skipped"] == "skipped 1 file: rollout_summaries/locked.md (not readable)"
+    f.chmod(0o644)  # a new mode: no new mtime, size or inode
+    second = run()
+    assert sorted(m["path"] for m in second["matches"]) == ["rollout_summaries/a.md", "rollout_summaries/locked.md"]
+    assert second["skipped"] is None

@@ -256,9 +256,10 @@ _CACHE_LIMIT = 128_000_000
 MAX_SEARCH_FILE_BYTES = 4 << 20
 
 
-def why_no_text(size: int) -> str:
-    """Why `read_text` has no text for a file of `size` bytes (search names it, `skipped`)."""
-    return "over 4 MiB" if size > MAX_SEARCH_FILE_BYTES else "not UTF-8"
+def why_no_text(path: str | Path, st: os.stat_result) -> str:
+    """Why `read_text` has no text for a file (search names it, `skipped`): over 4 MiB, not
+    UTF-8, or not readable (permissions, a disk error)."""
+    return _entry(str(path), st).get("why") or ""
 
 
 # The coarsest file-system clock (FAT: 2 s): a file modified this close to a read of it may be
@@ -281,20 +282,20 @@ def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
             raw = f.read(MAX_SEARCH_FILE_BYTES + 1)
     except (FileNotFoundError, NotADirectoryError):  # retired or deleted since it was listed: no text
         return {"": ""}
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:  # ELOOP: a symbolic link (O_NOFOLLOW)
-            raise
-        return {"": ""}
+    except OSError as exc:  # ELOOP: a symbolic link (O_NOFOLLOW); else unreadable, never cached
+        return {"": ""} if exc.errno == errno.ELOOP else {"": None, "why": "not readable"}
     key = (st.st_ino, st.st_size, st.st_mtime_ns)
     settled = st.st_mtime_ns < time.time_ns() - MTIME_TICK_NS
-    try:
-        text: str | None = raw.decode("utf-8") if len(raw) <= MAX_SEARCH_FILE_BYTES else None
-    except UnicodeDecodeError:
-        text = None
+    entry: dict[str, str | None] = {"": None, "why": "over 4 MiB"}
+    if len(raw) <= MAX_SEARCH_FILE_BYTES:
+        try:
+            entry = {"": raw.decode("utf-8")}
+        except UnicodeDecodeError:
+            entry = {"": None, "why": "not UTF-8"}
+    text = entry[""]
     if _CACHE_CHARS[0] > _CACHE_LIMIT:
         _CACHE.clear()
         _CACHE_CHARS[0] = 0
-    entry: dict[str, str | None] = {"": text}
     if settled:
         _CACHE[path] = (key, entry)
         _CACHE_CHARS[0] += len(text or "")
@@ -303,7 +304,8 @@ def _entry(path: str, st: os.stat_result | None) -> dict[str, str | None]:
 
 def read_text(path: str | Path, st: os.stat_result | None = None) -> str | None:
     """File text keyed by (ino, size, mtime_ns); None for non-UTF-8 files and files over
-    MAX_SEARCH_FILE_BYTES, '' for one that is gone or is no longer a regular file."""
+    MAX_SEARCH_FILE_BYTES, or that cannot be read (`why_no_text` says which); '' for one that is
+    gone or is no longer a regular file."""
     return _entry(str(path), st)[""]
 
 

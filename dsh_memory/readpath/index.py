@@ -225,12 +225,14 @@ def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -
             path, st = current[rel]
             _drop(conn, rel)
             text = read_text(path, st)
+            why = None if text is not None else why_no_text(path, st)
             # modified this recently, it may change again within its mtime's tick (1-2 s on some file
-            # systems) with the same size: recorded with no size, it is read again by the next diff
-            size = st.st_size if st.st_mtime_ns < recent_ns else -1
+            # systems) with the same size; or unreadable until its mode changes (no new mtime):
+            # recorded with no size, it is read again by the next diff
+            size = st.st_size if st.st_mtime_ns < recent_ns and why != "not readable" else -1
             conn.execute(
                 "INSERT INTO files(path, size, mtime_ns, ino, skipped) VALUES (?,?,?,?,?)",
-                (rel, size, st.st_mtime_ns, st.st_ino, None if text is not None else why_no_text(st.st_size)),
+                (rel, size, st.st_mtime_ns, st.st_ino, why),
             )
             if not text:
                 continue

@@ -292,7 +292,7 @@ class SearchResult(BaseModel):
     truncated: bool = Field(False, description="More matches follow (next_cursor)")
     skipped: str | None = Field(
         None,
-        description="The files not searched (over 4 MiB, or not UTF-8; read them with read), in one line: "
+        description="The files not searched (over 4 MiB, not UTF-8 or not readable; read them with read), in one line: "
         "'skipped 1 file: MEMORY.md (over 4 MiB)'; with next_cursor, those met so far",
     )
 

@@ -133,8 +133,8 @@ def _line_search(store: Any, req: SearchRequest, need: int) -> tuple[list[Search
     skipped: list[tuple[str, str]] = []
     for rel, path, st in files_under(store, req.path):
         text, whole = read_folded(path, st, kind, fold)
-        if text is None:  # too big, or not UTF-8: skipped, never half-decoded into false hits
-            skipped.append((rel, why_no_text(st.st_size)))
+        if text is None:  # too big, not UTF-8, unreadable: skipped, never half-decoded into false hits
+            skipped.append((rel, why_no_text(path, st)))
             continue
         matches.extend(_file_matches(rel, text, whole, req, folded, fold, need - len(matches)))
         if len(matches) >= need:
