@@ -377,3 +377,29 @@ def test_a_batch_is_claimed_in_one_go_and_split_between_runs(st: StateStore):
     # …but never a live claim of another owner, reclaim or not
     assert st.try_start("x", T0, owner="otherhost:7:7") is True
     assert st.try_start("x", T0 + timedelta(seconds=1), reclaim=True) is False
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["garbage", "2020-13-45", "9999-12-31T23:59:59-14:00", 12345, 1.5, b"\x00\xff"],
+    ids=["text", "no-date", "past-9999-in-utc", "integer", "real", "blob"],
+)
+def test_a_timestamp_that_is_not_one_reads_as_none(tmp_path: Path, value):
+    """A `*_at` cell a hand edit or another tool left unreadable reads as None (no time), for
+    claims and the pipeline row alike; was a ValueError/TypeError/OverflowError from every read
+    (status, sessions, extract, the vault)."""
+    st = StateStore(tmp_path / "m")
+    st.finish("s", "done", 3, T0)
+    st.record_phase2_failure("boom", T0)
+    st.close()
+    conn = sqlite3.connect(tmp_path / "m" / ".state" / "state.sqlite3")
+    conn.execute("UPDATE claims SET started_at=?, next_retry_at=?, last_checked_at=?", (value,) * 3)
+    conn.execute("UPDATE pipeline SET last_phase1_at=?, last_phase2_failure_at=?", (value,) * 2)
+    conn.commit()
+    conn.close()
+    st = StateStore(tmp_path / "m")
+    c = st.claims()["s"]
+    assert (c.started_at, c.next_retry_at, c.last_checked_at, c.last_seq) == (None, None, None, 3)
+    meta = st.get_meta()
+    assert (meta.last_phase1_at, meta.last_phase2_failure_at, meta.phase2_failures) == (None, None, 1)
+    st.close()

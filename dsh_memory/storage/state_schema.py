@@ -145,11 +145,17 @@ def _ts(dt: datetime | None) -> str | None:
     return None if dt is None else _utc(dt).isoformat(timespec="microseconds")
 
 
-def _dt(s: str | None) -> datetime | None:
-    if not s:
+def _dt(s: object) -> datetime | None:
+    """A stored timestamp as a UTC datetime (naive ones are UTC). None when absent, and when it is
+    not one (a hand edit, another tool: a number, bytes, text that is no ISO date, a date past
+    year 9999 in UTC): one unreadable cell must not make every read of the database fail."""
+    if not s or not isinstance(s, str):
         return None
-    d = datetime.fromisoformat(s)
-    return d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC)
+    try:
+        d = datetime.fromisoformat(s)
+        return d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
 
 
 def _clean_error(error: object) -> str:
