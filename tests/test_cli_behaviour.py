@@ -340,21 +340,41 @@ def test_errors_exit_the_same_with_and_without_json(memory, args, extra, exit_co
     assert data["error"]["message"] and data["error"]["message"] in text.stderr
 
 
-@pytest.mark.parametrize("damage", ["not-a-database", "a-directory"])
+def damage_state_database(memory: Path, damage: str) -> Path:
+    """The memory's state database, damaged: not one, a directory, every page after the first
+    (header and schema) garbage, or tables a hand edit dropped."""
+    db = memory / ".state" / "state.sqlite3"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    if damage == "a-directory":
+        db.mkdir()
+    elif damage == "not-a-database":
+        db.write_bytes(b"this is not an SQLite database\n" * 200)
+    else:
+        with StateStore(memory) as st:
+            for i in range(200):
+                st.finish(f"session-{i:03}-" + "x" * 200, "done", 3, datetime.now(UTC))
+            st.record_usage("rollout_summaries/uv.md", datetime.now(UTC))
+            for sql in ("DROP TABLE claims", "DROP TABLE usage") if damage == "tables-dropped" else ("VACUUM",):
+                st._conn().execute(sql)
+            st._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if damage == "pages-past-the-first":
+            with open(db, "r+b") as f:
+                f.seek(4096)
+                f.write(bytes(range(256)) * (db.stat().st_size // 256))
+    return db
+
+
+@pytest.mark.parametrize("damage", ["not-a-database", "a-directory", "pages-past-the-first", "tables-dropped"])
 @pytest.mark.parametrize(
     "args", [["status"], ["sessions"], ["search", "uv"], ["extract", "--dry-run", "--all"]], ids=" ".join
 )
 def test_a_state_database_that_cannot_be_opened_is_one_line(memory, args, damage):
     """`.state/state.sqlite3` that is not a database, or cannot be opened (a directory there, a
-    read-only memory root): one `error:` line naming the file and exit 1, the same with --json;
-    was a sqlite3 traceback."""
+    read-only memory root), or is damaged where only a query finds it (pages past the first,
+    tables dropped): one `error:` line naming the file and exit 1, the same with --json; was a
+    sqlite3 traceback (the last two: at the first query that reached the damage)."""
     (memory / "rollout_summaries" / "uv.md").write_text("Use uv.\n")  # a hit counts as a use
-    db = memory / ".state" / "state.sqlite3"
-    db.parent.mkdir(parents=True, exist_ok=True)
-    if damage == "a-directory":
-        db.mkdir()
-    else:
-        db.write_bytes(b"this is not an SQLite database\n" * 200)
+    db = damage_state_database(memory, damage)
     env = {"DSH_MEMORY_ROOT": str(memory), "DSH_MEMORY_IGNORE_BLOCKS": "1"}
     text = invoke(args, env)
     assert not isinstance(text.exception, sqlite3.Error), text.exception

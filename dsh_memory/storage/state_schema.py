@@ -195,18 +195,81 @@ def apply_migrations(conn: sqlite3.Connection, migrations: list | None = None, t
     return max(version, target)
 
 
+# Failures that mean the file, not the code, is at fault: damaged pages, a schema a hand edit
+# changed, a disk or permission failure, a lock held past the busy timeout.
+_FILE_FAULTS = (
+    "no such table",
+    "no such column",
+    "disk I/O error",
+    "attempt to write a readonly",
+    "unable to open",
+    "database is locked",
+)
+
+
+def _cannot_use(db_path: object, exc: sqlite3.Error) -> DshMemoryError:
+    return DshMemoryError(
+        f"cannot use the state database {db_path} ({exc}): the memory root (DSH_MEMORY_ROOT) must be "
+        "a writable directory and that file dsh-memory's intact SQLite database (move a damaged one aside)"
+    )
+
+
+def _guarded(method):
+    """`method` of sqlite3.Cursor, raising a fault of the file (not of the code: a syntax error
+    stays itself) as one DshMemoryError naming the file instead of a sqlite3 traceback."""
+
+    def call(self, *args):
+        try:
+            return method(self, *args)
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is sqlite3.DatabaseError or (
+                isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(_FILE_FAULTS)
+            ):
+                raise _cannot_use(self.connection.db_path, exc) from None
+            raise
+
+    return call
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose statements and row reads report a damaged database as one clear error:
+    damage past the first page shows only when a query reaches it, long after the open."""
+
+    execute = _guarded(sqlite3.Cursor.execute)
+    executemany = _guarded(sqlite3.Cursor.executemany)
+    fetchone = _guarded(sqlite3.Cursor.fetchone)
+    fetchmany = _guarded(sqlite3.Cursor.fetchmany)
+    fetchall = _guarded(sqlite3.Cursor.fetchall)
+    __next__ = _guarded(sqlite3.Cursor.__next__)
+
+
+class _Connection(sqlite3.Connection):
+    """A connection whose cursors, and those its `execute` / `executemany` make, are `_Cursor`s."""
+
+    db_path: Path
+
+    def cursor(self, factory=_Cursor):
+        return super().cursor(factory)
+
+    def execute(self, sql: str, parameters=()):
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters):
+        return self.cursor().executemany(sql, parameters)
+
+
 def connect(db_path: Path, timeout_s: float = 30.0) -> sqlite3.Connection:
     db_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
-        conn = sqlite3.connect(str(db_path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            str(db_path), timeout=timeout_s, isolation_level=None, check_same_thread=False, factory=_Connection
+        )
+        conn.db_path = db_path
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     except sqlite3.DatabaseError as exc:  # not a database, a directory, a read-only memory root
-        raise DshMemoryError(
-            f"cannot open the state database {db_path} ({exc}): the memory root (DSH_MEMORY_ROOT) "
-            "must be a writable directory, and that file dsh-memory's SQLite database"
-        ) from None
+        raise _cannot_use(db_path, exc) from None
     if mode.lower() != "wal":
         # Switching to WAL ignores the busy timeout ("database is locked" at once when several
         # processes create the DB together): serialize the one-time switch with a file lock.
