@@ -403,3 +403,21 @@ def test_a_timestamp_that_is_not_one_reads_as_none(tmp_path: Path, value):
     meta = st.get_meta()
     assert (meta.last_phase1_at, meta.last_phase2_failure_at, meta.phase2_failures) == (None, None, 1)
     st.close()
+
+
+def test_a_deleted_pipeline_row_is_made_anew(tmp_path: Path):
+    """The pipeline globals' one row, deleted by a hand edit, is there again at the next open (with
+    a memory id), so its reads and writes work; was a TypeError from get_meta (`status`,
+    `consolidate`), and every write of it a silent no-op."""
+    st = StateStore(tmp_path / "m")
+    st.finish("s", "done", 3, T0)
+    st.close()
+    conn = sqlite3.connect(tmp_path / "m" / ".state" / "state.sqlite3")
+    conn.execute("DELETE FROM pipeline")
+    conn.commit()
+    conn.close()
+    st = StateStore(tmp_path / "m")
+    assert st.get_meta().memory_id and st.get_claim("s").status == "done"
+    st.record_phase2_failure("boom", T0)
+    assert st.get_meta().phase2_failures == 1
+    st.close()
