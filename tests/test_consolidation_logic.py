@@ -178,6 +178,14 @@ def test_gate_nothing_cooldown_pause_and_force():
     assert d.run and "back-off bypassed" in d.reason
 
 
+def test_a_last_success_recorded_later_than_now_holds_no_cooldown():
+    """A last Phase 2 recorded ahead of the clock (it was ahead, then set back) does not hold
+    automatic runs until the clock reaches it; was "next allowed in 9601 h"."""
+    meta = Meta(last=NOW + timedelta(days=400), pending=True)
+    d = gate.decide(meta, notes=0, raw_blocks=0, now=NOW, cooldown_seconds=3600, force=False)
+    assert (d.outcome, d.cooldown_remaining_seconds) == (gate.RUN, 0), d
+
+
 @pytest.mark.parametrize(
     ("failures", "failed_ago", "waits"),
     [
@@ -188,6 +196,7 @@ def test_gate_nothing_cooldown_pause_and_force():
         (40, timedelta(hours=5), 3600),  # capped at 6 h, however many failures
         (40, timedelta(hours=6, seconds=1), 0),
         (3, None, 0),  # failures from before their time was recorded: tried again
+        (5, -timedelta(days=400), 0),  # recorded later than now (the clock was ahead): was a wait of a year
     ],
 )
 def test_after_repeated_failures_automatic_runs_wait_a_bounded_growing_back_off(failures, failed_ago, waits):

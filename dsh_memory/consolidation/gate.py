@@ -63,9 +63,11 @@ def backoff_seconds(failures: int) -> int:
 
 
 def backoff_until(meta: Any, now: datetime) -> datetime | None:
-    """When automatic runs try again after repeated failures; None when they do not wait."""
+    """When automatic runs try again after repeated failures; None when they do not wait. A
+    failure recorded later than `now` (the clock was ahead, then set back) holds no run: else
+    runs would wait until the clock reached it, however far ahead that was."""
     failed = as_utc(getattr(meta, "last_phase2_failure_at", None))
-    if failed is None:
+    if failed is None or failed > as_utc(now):
         return None
     until = failed + timedelta(seconds=backoff_seconds(int(getattr(meta, "phase2_failures", 0) or 0)))
     return until if until > as_utc(now) else None
@@ -84,7 +86,7 @@ def decide(
     failures = int(getattr(meta, "phase2_failures", 0) or 0)
     pending = bool(getattr(meta, "pending_consolidation", False))
     remaining = 0
-    if last is not None and cooldown_seconds > 0:
+    if last is not None and cooldown_seconds > 0 and last <= as_utc(now):  # a future success holds no run
         remaining = max(0, int(cooldown_seconds - (as_utc(now) - last).total_seconds()))
     until = backoff_until(meta, now)  # None also when the failures predate their recorded time
     backoff = int((until - as_utc(now)).total_seconds()) if until else 0
