@@ -421,3 +421,15 @@ def test_a_deleted_pipeline_row_is_made_anew(tmp_path: Path):
     st.record_phase2_failure("boom", T0)
     assert st.get_meta().phase2_failures == 1
     st.close()
+
+
+def test_a_running_claim_started_ahead_of_the_clock_is_taken_over(st: StateStore):
+    """A running claim whose start was recorded a day ahead (the clock was ahead, then set back)
+    and whose owner cannot be proven gone (another host) ages out like a stale one; was held
+    until the clock reached its start. One a minute ahead (hosts' clocks apart) is still live."""
+    remote = "another-host:1:2"
+    st.try_start("ahead", T0 + timedelta(days=1), owner=remote)
+    st.try_start("skewed", T0 + timedelta(minutes=1), owner=remote)
+    assert st.try_start("skewed", T0) is False
+    assert st.recover_stale(T0, stale_after_s=1800) == ["ahead"]
+    assert st.get_claim("ahead").status == "failed" and st.get_claim("skewed").status == "running"

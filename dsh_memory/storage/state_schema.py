@@ -308,8 +308,10 @@ class Claim:
         return from_row(cls, r, flags=("parked",))
 
     def fresh(self, now: datetime, stale_after_s: float) -> bool:
-        """Started (or renewed) less than `stale_after_s` ago."""
-        return self.started_at is not None and (now - self.started_at).total_seconds() < stale_after_s
+        """Started (or renewed) less than `stale_after_s` ago. A start as far ahead of `now` (a
+        clock that was ahead, then set back) is not fresh: else the claim would hold its session
+        until the clock reached it. Less ahead (hosts' clocks apart) still is."""
+        return self.started_at is not None and abs((now - self.started_at).total_seconds()) < stale_after_s
 
     def recoverable(self, now: datetime, stale_after_s: float) -> bool:
         """A running claim another run may take over: not renewed for `stale_after_s`, or its owner is gone."""
