@@ -130,3 +130,19 @@ def test_serve_on_a_busy_port_fails_with_one_line_before_starting_anything(tmp_p
     ], r.stderr
     assert "Traceback" not in r.stderr and "starting a local Prefect server" not in r.stdout + r.stderr
     assert not (tmp_path / "prefect-home").exists() and not stack_state.state_path(tmp_path / "prefect-home").exists()
+
+
+def test_the_boot_catch_up_says_one_line_when_the_state_database_cannot_be_read(tmp_path):
+    """A damaged state database at boot: the catch-up (a timer's thread of `serve`) says one line
+    naming the file and schedules nothing; was an uncaught DshMemoryError, a thread's traceback in
+    the stack's log."""
+    from dsh_memory.serve.stack import _boot_catch_up
+    from dsh_memory.settings import MemorySettings
+
+    db = tmp_path / "mem" / ".state" / "state.sqlite3"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"this is not an SQLite database\n" * 200)
+    lines: list[str] = []
+    _boot_catch_up(MemorySettings(memory_root=tmp_path / "mem"), lines.append)
+    assert len(lines) == 1 and lines[0].startswith("boot catch-up not scheduled: cannot use the state database")
+    assert str(db) in lines[0]

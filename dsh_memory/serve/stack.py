@@ -186,26 +186,32 @@ def _start_http(host: str, port: int, ctx, echo: Callable[[str], None], started:
 def _schedule_boot_catch_up(settings, echo: Callable[[str], None]) -> None:
     """Schedule the catch-up deployment BOOT_DELAY_SECONDS from now, unless Phase 1 ran less than
     BOOT_THROTTLE_SECONDS ago."""
+    threading.Timer(BOOT_DELAY_SECONDS, _boot_catch_up, (settings, echo)).start()
 
-    def fire() -> None:
+
+def _boot_catch_up(settings, echo: Callable[[str], None]) -> None:
+    """The boot catch-up itself (a timer's thread): one line when the state database cannot be
+    read, not a thread's traceback (the stack keeps serving; each run says why it fails)."""
+    try:
         with MemoryContext.of(settings) as ctx:
             meta = ctx.state.get_meta()
-        last = meta.last_phase1_at
-        if last and (datetime.now(UTC) - last).total_seconds() < BOOT_THROTTLE_SECONDS:
-            echo("boot catch-up skipped: Phase 1 ran less than a minute ago")
+    except DshMemoryError as exc:
+        echo(f"boot catch-up not scheduled: {exc}")
+        return
+    last = meta.last_phase1_at
+    if last and (datetime.now(UTC) - last).total_seconds() < BOOT_THROTTLE_SECONDS:
+        echo("boot catch-up skipped: Phase 1 ran less than a minute ago")
+        return
+    from prefect.deployments import run_deployment
+
+    for _ in range(30):  # serve() registers the deployments shortly after start
+        try:
+            run = run_deployment(CATCH_UP, timeout=0)  # named catch-up/<start> once it starts
+            echo(f"boot catch-up scheduled: {ui_url(os.environ.get('PREFECT_API_URL'))}/runs/flow-run/{run.id}")
             return
-        from prefect.deployments import run_deployment
-
-        for _ in range(30):  # serve() registers the deployments shortly after start
-            try:
-                run = run_deployment(CATCH_UP, timeout=0)  # named catch-up/<start> once it starts
-                echo(f"boot catch-up scheduled: {ui_url(os.environ.get('PREFECT_API_URL'))}/runs/flow-run/{run.id}")
-                return
-            except Exception:
-                time.sleep(1)
-        echo("boot catch-up could not be scheduled (deployment not registered)")
-
-    threading.Timer(BOOT_DELAY_SECONDS, fire).start()
+        except Exception:
+            time.sleep(1)
+    echo("boot catch-up could not be scheduled (deployment not registered)")
 
 
 def _raise_interrupt(signum, frame):
