@@ -55,8 +55,10 @@ class StateStore(AbstractContextManager["StateStore"]):
             conn = connect(self.db_path, self.timeout_s)
             if not self._migrated:
                 apply_migrations(conn)
-                # the one row of pipeline globals, made anew (a new memory id) if a hand edit deleted it
-                conn.execute("INSERT OR IGNORE INTO pipeline (id, memory_id) VALUES (1, lower(hex(randomblob(8))))")
+                # the one row of pipeline globals, made anew (a new memory id) if a hand edit deleted it;
+                # looked for first: a read-only database must still open for reading
+                if conn.execute("SELECT 1 FROM pipeline WHERE id=1").fetchone() is None:
+                    conn.execute("INSERT OR IGNORE INTO pipeline (id, memory_id) VALUES (1, lower(hex(randomblob(8))))")
                 self._migrated = True
             self._local.conn, self._local.pid = conn, os.getpid()
             with self._all_lock:
