@@ -50,3 +50,27 @@ def test_a_turn_end_after_the_run_saw_the_session_keeps_it_pending(tmp_path):
 def test_recorded_turn_ends_survive_a_new_store(tmp_path):
     _ends(tmp_path).record([("a", T0)])
     assert list(_ends(tmp_path).due(T0 + timedelta(hours=1), 20)) == ["a"]
+
+
+def test_a_turn_end_that_is_not_a_number_fails_nothing_and_is_recorded_over(tmp_path):
+    """Times a hand edit left as text or bytes: `next_due` (read by every extract-session run) was a
+    TypeError, so every run failed; a text turn end also outranked every real one (SQLite orders
+    text after numbers), so the session was never due again. They count as 0 now."""
+    import sqlite3
+
+    ends = _ends(tmp_path)
+    ends.record([("text", T0), ("bytes", T0), ("handled-text", T0)])
+    conn = sqlite3.connect(tmp_path / ".state" / "state.sqlite3")
+    conn.execute("UPDATE turn_ends SET ended_at = 'soon' WHERE session_id = 'text'")
+    conn.execute("UPDATE turn_ends SET ended_at = x'00ff' WHERE session_id = 'bytes'")
+    conn.execute("UPDATE turn_ends SET handled_at = 'done' WHERE session_id = 'handled-text'")
+    conn.commit()
+    conn.close()
+    later = T0 + timedelta(seconds=30)
+    assert ends.due(later, 20) == {"handled-text": T0.timestamp()} and ends.pending() == 1
+    assert ends.next_due(20) == T0 + timedelta(seconds=20)
+    ends.handled(ends.due(later, 20))
+    assert ends.next_due(20) is None and ends.pending() == 0
+    ends.record([("text", later), ("bytes", later)])
+    assert sorted(ends.due(later + timedelta(seconds=20), 20)) == ["bytes", "text"]
+    ends.state.close()

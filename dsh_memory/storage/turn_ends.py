@@ -12,6 +12,16 @@ from datetime import UTC, datetime
 from dsh_memory.storage.state import StateStore
 
 
+def _num(column: str) -> str:
+    """`column` as a number in SQL, 0 for a value that is not one (a hand edit): one such row
+    must not fail every run's `next_due`, nor keep its session from being recorded again."""
+    return f"(CASE WHEN typeof({column}) IN ('integer', 'real') THEN {column} ELSE 0 END)"
+
+
+ENDED, HANDLED = _num("ended_at"), _num("handled_at")
+PENDING = f"{ENDED} > {HANDLED}"
+
+
 def _epoch(dt: datetime) -> float:
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
@@ -31,7 +41,7 @@ class TurnEnds:
         with self.state._tx() as conn:
             conn.executemany(
                 "INSERT INTO turn_ends (session_id, ended_at) VALUES (?, ?) "
-                "ON CONFLICT(session_id) DO UPDATE SET ended_at = max(ended_at, excluded.ended_at)",
+                f"ON CONFLICT(session_id) DO UPDATE SET ended_at = max({ENDED}, excluded.ended_at)",
                 rows,
             )
         return len(rows)
@@ -40,8 +50,7 @@ class TurnEnds:
         """Sessions quiet for at least the debounce whose newest turn end is not handled yet:
         {session: newest turn end}, the oldest first (at most `limit`)."""
         rows = self.state._conn().execute(
-            "SELECT session_id, ended_at FROM turn_ends WHERE ended_at > handled_at AND ended_at <= ? "
-            "ORDER BY ended_at LIMIT ?",
+            f"SELECT session_id, ended_at FROM turn_ends WHERE {PENDING} AND ended_at <= ? ORDER BY ended_at LIMIT ?",
             (_epoch(now) - debounce_seconds, limit),
         )
         return {r["session_id"]: r["ended_at"] for r in rows}
@@ -52,15 +61,15 @@ class TurnEnds:
             return
         with self.state._tx() as conn:
             conn.executemany(
-                "UPDATE turn_ends SET handled_at = max(handled_at, ?) WHERE session_id = ?",
+                f"UPDATE turn_ends SET handled_at = max({HANDLED}, ?) WHERE session_id = ?",
                 [(at, sid) for sid, at in seen.items()],
             )
 
     def next_due(self, debounce_seconds: float) -> datetime | None:
         """When the next pending session will have been quiet for the debounce (None: none is)."""
-        row = self.state._conn().execute("SELECT min(ended_at) FROM turn_ends WHERE ended_at > handled_at").fetchone()
+        row = self.state._conn().execute(f"SELECT min(ended_at) FROM turn_ends WHERE {PENDING}").fetchone()
         return None if row[0] is None else datetime.fromtimestamp(row[0] + debounce_seconds, UTC)
 
     def pending(self) -> int:
         """Sessions with a turn end not handled yet (due or not)."""
-        return self.state._conn().execute("SELECT count(*) FROM turn_ends WHERE ended_at > handled_at").fetchone()[0]
+        return self.state._conn().execute(f"SELECT count(*) FROM turn_ends WHERE {PENDING}").fetchone()[0]
