@@ -433,3 +433,24 @@ def test_a_running_claim_started_ahead_of_the_clock_is_taken_over(st: StateStore
     assert st.try_start("skewed", T0) is False
     assert st.recover_stale(T0, stale_after_s=1800) == ["ahead"]
     assert st.get_claim("ahead").status == "failed" and st.get_claim("skewed").status == "running"
+
+
+@pytest.mark.parametrize("value", ["many", b"\x00", 1e400], ids=["text", "blob", "infinity"])
+def test_a_count_that_is_not_a_number_reads_as_the_column_default(tmp_path: Path, value):
+    """Integer cells a hand edit left as text, bytes or infinity read as the column's default
+    (-1 for the watermark, else 0); were str/bytes/float in Claim and PipelineMeta, and `status`
+    failed summing the token counts (TypeError)."""
+    st = StateStore(tmp_path / "m")
+    st.finish("s", "done", 3, T0, usage={"input_tokens": 5})
+    st.close()
+    conn = sqlite3.connect(tmp_path / "m" / ".state" / "state.sqlite3")
+    conn.execute("UPDATE claims SET attempts=?, last_seq=?, parts=?, input_tokens=?, output_tokens=?", (value,) * 5)
+    conn.execute("UPDATE pipeline SET phase2_failures=?", (value,))
+    conn.commit()
+    conn.close()
+    st = StateStore(tmp_path / "m")
+    c = st.get_claim("s")
+    assert (c.attempts, c.last_seq, c.parts, c.input_tokens, c.output_tokens) == (0, -1, 0, 0, 0)
+    assert st.get_meta().phase2_failures == 0
+    assert st.fail("s", "boom", T0, 60, 3).attempts == 1
+    st.close()

@@ -335,8 +335,25 @@ class PipelineMeta:
     last_phase2_failure_at: datetime | None  # the newest of the consecutive failures
 
 
+def _int(value: object, default: int) -> int:
+    """An integer column's value; `default` (the column's) when it is not one (a hand edit)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
 def from_row(cls, r: sqlite3.Row, flags: tuple[str, ...] = ()):
-    """A record (dataclass `cls`) from its row: `*_at` columns as UTC datetimes, `flags` as bools."""
-    return cls(
-        **{k: _dt(r[k]) if k.endswith("_at") else bool(r[k]) if k in flags else r[k] for k in cls.__dataclass_fields__}
-    )
+    """A record (dataclass `cls`) from its row: `*_at` columns as UTC datetimes, `flags` as bools,
+    `int` fields as ints (a value that is not one reads as the column's default: -1 for
+    `last_seq`, else 0), so a hand-edited cell cannot break the sums and comparisons of readers."""
+
+    def value(k: str, kind: object):
+        v = r[k]
+        if k.endswith("_at"):
+            return _dt(v)
+        if k in flags:
+            return bool(v)
+        return _int(v, -1 if k == "last_seq" else 0) if kind == "int" else v
+
+    return cls(**{k: value(k, f.type) for k, f in cls.__dataclass_fields__.items()})
