@@ -1051,3 +1051,21 @@ def test_forget_says_how_long_a_retired_summary_can_be_restored():
 
     page = " ".join(CliRunner().invoke(app, ["forget", "--help"], env={"COLUMNS": "200"}).output.split())
     assert f"keeps the newest {MAX_RETIRED_SUMMARIES:,} retired summaries" in page
+
+
+@pytest.mark.parametrize(
+    "args", [["status"], ["sessions"], ["extract", "--dry-run", "--all"], ["forget", "s"]], ids=" ".join
+)
+def test_a_state_database_from_a_newer_dsh_memory_is_refused_in_one_line(memory, args):
+    """A state database a newer dsh-memory migrated (schema past this one's): exit 4 and one line
+    saying to upgrade, nothing read or written with the wrong schema."""
+    with StateStore(memory) as st:
+        st.finish("s", "done", 3, datetime.now(UTC))
+        st._conn().execute("PRAGMA user_version = 99")
+    r = invoke(args, {"DSH_MEMORY_ROOT": str(memory), "DSH_MEMORY_IGNORE_BLOCKS": "1"})
+    assert r.exit_code == 4, r.output
+    assert r.stderr.startswith("error: state database schema v99 is newer") and r.stderr.count("\n") == 1
+    raw = sqlite3.connect(memory / ".state" / "state.sqlite3")
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == 99
+    assert raw.execute("SELECT status, attempts FROM claims").fetchall() == [("done", 0)]
+    raw.close()
