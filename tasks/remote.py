@@ -27,7 +27,7 @@ from prefect.states import Cancelling
 
 from dsh_memory.context import MemoryContext
 from dsh_memory.phase1.extraction import Outcome, prepare_input
-from dsh_memory.phase1.remote import JobResult, TranscriptJob, accept
+from dsh_memory.phase1.remote import JobResult, TranscriptJob, accept, job_results
 from dsh_memory.phase1.selection import Decision
 from dsh_memory.serve.deployments import EXTRACT_TRANSCRIPTS, POOL_SUFFIX
 from dsh_memory.settings import MemorySettings
@@ -148,8 +148,12 @@ def run_extract_pool(jobs: list[TranscriptJob], timeout_seconds: float) -> list[
             f"the result of {run.name} is not readable here ({type(exc).__name__}): workers must write "
             "to a result storage this host can read (`dsh-memory deploy --result-storage`)"
         ) from exc
-    get_run_logger().info("run %s: %d results", run.name, len(answers))
-    return [JobResult.model_validate(a) for a in answers]
+    try:
+        results = job_results(answers, [j.session_id for j in jobs])
+    except ValueError as exc:
+        raise RuntimeError(f"{DEPLOYMENT} run {run.name}: {exc}") from None
+    get_run_logger().info("run %s: results for %d sessions", run.name, len(results))
+    return results
 
 
 class RefusedResult(RuntimeError):

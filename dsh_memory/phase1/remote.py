@@ -8,7 +8,7 @@ caps it again before anything is written.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.evidence import Evidence
@@ -40,6 +40,37 @@ class JobResult(BaseModel):
     session_id: str = Field(max_length=300)
     output: ExtractionOutput | None = None
     error: str = Field("", max_length=MAX_ERROR_CHARS)
+
+
+def job_results(answers: object, session_ids: list[str]) -> list[JobResult]:
+    """One JobResult per session sent, from a run's decoded result (a worker's, untrusted). An entry
+    that does not validate, or a session answered twice or not at all, fails that session alone,
+    saying why; entries for sessions not sent are dropped (a worker ends no session it was not
+    sent). A result that is not a list at all is the run's fault: ValueError."""
+    if not isinstance(answers, list):
+        raise ValueError(f"the run's result is a JSON {type(answers).__name__}, not a list of results")
+    entries: dict[str, list] = {sid: [] for sid in session_ids}
+    for a in answers:
+        sid = a.get("session_id") if isinstance(a, dict) else None
+        if isinstance(sid, str) and sid in entries:
+            entries[sid].append(a)
+    return [_one_result(sid, entries[sid]) for sid in session_ids]
+
+
+def _one_result(session_id: str, entries: list) -> JobResult:
+    if len(entries) != 1:
+        why = (
+            f"the worker returned {len(entries)} results for it" if entries else "the worker returned no result for it"
+        )
+        return JobResult(session_id=session_id, error=why)
+    try:
+        result = JobResult.model_validate(entries[0])
+    except ValidationError as exc:  # named by field, without the worker's values
+        fields = ", ".join(".".join(map(str, e["loc"])) or "?" for e in exc.errors()[:5])
+        return JobResult(
+            session_id=session_id, error=f"the worker's result for it is not valid: {fields}"[:MAX_ERROR_CHARS]
+        )
+    return result.model_copy(update={"error": redact(result.error)[:MAX_ERROR_CHARS]})
 
 
 def accept(output: ExtractionOutput) -> ExtractionOutput:

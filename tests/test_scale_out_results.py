@@ -1,0 +1,100 @@
+"""A worker's result is untrusted input (scale-out, tasks/remote.py): the test plays a worker that
+answers the writer's real extract-transcripts-pool run with a JSON result of its own making, on
+a real Prefect server. What does not fit fails its session alone, saying why; the batch goes on."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from prefect import flow, get_client
+
+from dsh_memory.storage.state import StateStore
+from dsh_memory.testing.sessions import make_sessions
+from tests.test_scale_out import model_writer_env
+
+pytestmark = pytest.mark.usefixtures("own_prefect_api")
+
+
+@flow(persist_result=True, result_serializer="json")
+def _worker_answer(answers: Any) -> Any:
+    return answers
+
+
+def _answer_the_pool_run(answers_for) -> dict:
+    """Runs Phase 1 in a thread, answers its one pool run with `answers_for(session ids sent)` as
+    a worker's persisted JSON result, and returns the finished Phase1Result."""
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.states import Completed
+
+    from dsh_memory.flows.extract import extract_flow
+    from dsh_memory.tasks.remote import DEPLOYMENT
+
+    finished: dict = {}
+    with get_client(sync_client=True) as client:
+        only_ours = DeploymentFilter(id=DeploymentFilterId(any_=[client.read_deployment_by_name(DEPLOYMENT).id]))
+        before = {r.id for r in client.read_flow_runs(deployment_filter=only_ours)}
+        writer = threading.Thread(target=lambda: finished.update(state=extract_flow(return_state=True)))
+        writer.start()
+        deadline = time.monotonic() + 120
+        while not (runs := [r for r in client.read_flow_runs(deployment_filter=only_ours) if r.id not in before]):
+            assert time.monotonic() < deadline and writer.is_alive(), "the writer sent no run"
+            time.sleep(0.2)
+        sent = [j["session_id"] for j in runs[0].parameters["jobs"]]
+        record = _worker_answer(answers_for(sent), return_state=True).data
+        client.set_flow_run_state(runs[0].id, Completed(data=record), force=True)
+        writer.join(timeout=300)
+    assert not writer.is_alive()
+    return finished["state"].result()
+
+
+def test_a_bad_entry_in_a_worker_result_fails_that_session_alone(monkeypatch, tmp_path):
+    from dsh_memory.serve.deployments import deploy
+    from dsh_memory.settings import MemorySettings
+
+    make_sessions(tmp_path / "dsh", 4)
+    root = model_writer_env(monkeypatch, tmp_path, "http://127.0.0.1:9/v1", 1)  # one batch; no model here
+    deploy(MemorySettings.from_env(), extract_only=True)
+    good = {
+        "raw_memory": "- The user asked: keep the tests green.\n- Tests run with `uv run pytest`.",
+        "rollout_summary": "## Task\nkeep the tests green\n\n## Outcome\ndone",
+        "rollout_slug": "keep the tests green",
+    }
+
+    def answers_for(sent: list[str]) -> list:
+        ok, wrong_typed, twice, _missing = sent
+        return [
+            {"session_id": ok, "output": good},
+            {"session_id": wrong_typed, "output": {"raw_memory": ["not", "text"]}},
+            {"session_id": twice, "error": "one"},
+            {"session_id": twice, "error": "two"},
+            {"session_id": "not-sent", "output": good},  # for a session this batch never sent
+            "not even an object",
+        ]
+
+    result = _answer_the_pool_run(answers_for)
+    assert result.counts == {"extracted": 1, "failed": 3}, result.counts
+    claims = StateStore(root).claims()
+    errors = sorted(c.error or "" for c in claims.values() if c.status == "failed")
+    assert errors == [
+        "the worker returned 2 results for it",
+        "the worker returned no result for it",
+        "the worker's result for it is not valid: output.raw_memory",
+    ], errors
+    assert "not-sent" not in claims
+
+
+def test_a_worker_result_that_is_not_a_list_fails_its_batch_saying_so(monkeypatch, tmp_path):
+    from dsh_memory.serve.deployments import deploy
+    from dsh_memory.settings import MemorySettings
+
+    make_sessions(tmp_path / "dsh", 2)
+    root = model_writer_env(monkeypatch, tmp_path, "http://127.0.0.1:9/v1", 1)
+    deploy(MemorySettings.from_env(), extract_only=True)
+
+    result = _answer_the_pool_run(lambda sent: {"session_id": sent[0]})
+    assert result.counts == {"failed": 2}, result.counts
+    errors = {c.error for c in StateStore(root).claims().values()}
+    assert len(errors) == 1 and "not a list of results" in errors.pop()
