@@ -194,3 +194,41 @@ def test_a_real_worker_runs_an_extract_session_pool_run(monkeypatch, tmp_path, f
     raw = (root / "raw_memories.md").read_text()
     assert SESSION in raw
     assert json.dumps(fake.requests).count("memory_save") >= 1
+
+
+BAD_YAMLS = {
+    "not-yaml": "deployments: [\n",
+    "not-a-mapping": "just a string\n",
+    "no-entrypoint": "deployments:\n  - name: x\n",
+    "unknown-flow": "deployments:\n  - name: x\n    entrypoint: flows/nope.py:nope_flow\n",
+    "bad-trigger": (
+        "deployments:\n  - name: consolidate\n    entrypoint: flows/consolidate.py:consolidate_flow\n"
+        "    triggers:\n      - type: event\n        posture: Sideways\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_YAMLS))
+def test_deploy_with_a_bad_prefect_yaml_is_one_line_and_exit_4(tmp_path, bad):
+    """A checkout whose prefect.yaml is broken: one line naming the file, exit 4, before any
+    server is asked (nothing listens at this API address)."""
+    import shutil
+
+    checkout = tmp_path / "checkout"
+    for part in ("dsh_memory", "flows", "tasks", "blocks"):
+        shutil.copytree(REPO / part, checkout / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (checkout / "prefect.yaml").write_text(BAD_YAMLS[bad])
+    env = dict(
+        os.environ,
+        PREFECT_API_URL="http://127.0.0.1:9/api",
+        DSH_MEMORY_IGNORE_BLOCKS="1",
+        DSH_MEMORY_PREFECT_HOME=str(tmp_path / "no-stack"),
+        PREFECT_HOME=str(tmp_path / "client"),
+    )
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dsh_memory.cli", "deploy"], env=env, cwd=str(checkout), capture_output=True, text=True
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 4 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ") and "prefect.yaml" in lines[0], lines

@@ -45,12 +45,22 @@ def prefect_yaml_path() -> Path:
 
 
 def load_spec() -> list[dict[str, Any]]:
+    """prefect.yaml's deployments, each a mapping with a `name` and an `entrypoint`; a file that
+    cannot be read or parsed, or declares none, is a ConfigError naming it (one line)."""
     import yaml
 
     path = prefect_yaml_path()
-    deployments = yaml.safe_load(path.read_text()).get("deployments") or []
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{path} cannot be read as YAML: {why}") from None
+    deployments = (doc.get("deployments") if isinstance(doc, dict) else None) or []
     if not isinstance(deployments, list) or not deployments:
         raise ConfigError(f"{path} declares no deployments")
+    for d in deployments:
+        if not (isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("entrypoint"), str)):
+            raise ConfigError(f"{path}: every deployment needs a name and an entrypoint: {str(d)[:100]}")
     return deployments
 
 
@@ -63,17 +73,32 @@ def import_entrypoint(entrypoint: str):
     (the same module in a checkout and in an installed wheel)."""
     file_part, _, attr = entrypoint.partition(":")
     module = file_part.removesuffix(".py").replace("/", ".")
-    return getattr(importlib.import_module(f"dsh_memory.{module}"), attr)
+    try:
+        return getattr(importlib.import_module(f"dsh_memory.{module}"), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"prefect.yaml entrypoint {entrypoint!r} is not one of dsh-memory's flows ({exc})") from None
 
 
 def build(spec: dict[str, Any], settings: MemorySettings | None, *, suffix: str = "", job_variables=None):
     """One yaml deployment as a RunnerDeployment named `<yaml name><suffix>`, with the settings'
-    debounce window and schedule interval applied (the yaml's values when `settings` is None)."""
+    debounce window and schedule interval applied (the yaml's values when `settings` is None); a
+    deployment prefect.yaml does not describe validly is a ConfigError naming it."""
+    from pydantic import ValidationError
+
+    flow = import_entrypoint(spec["entrypoint"])
+    try:
+        return _build(flow, spec, settings, suffix, job_variables)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a pydantic ValidationError is a ValueError
+        errors = exc.errors() if isinstance(exc, ValidationError) else []
+        why = f"{'.'.join(map(str, errors[0]['loc']))}: {errors[0]['msg']}" if errors else str(exc).splitlines()[0]
+        raise ConfigError(f"prefect.yaml deployment {spec['name']!r} is not valid: {why}") from None
+
+
+def _build(flow, spec: dict[str, Any], settings: MemorySettings | None, suffix: str, job_variables):
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.deployments.runner import EntrypointType
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
 
-    flow = import_entrypoint(spec["entrypoint"])
     triggers = []
     for t in spec.get("triggers") or []:
         t = {k: v for k, v in t.items() if k != "type"}
@@ -252,6 +277,8 @@ def deploy(
     # Extract workers may be many machines: no pool-wide bound. Built first: a bad name is one line.
     creates = {name: _pool_create(name, settings.flow_run_limit if name == pool else None) for name in wanted}
     env = {RESULT_STORAGE_ENV: result_storage} if result_storage else None
+    # Built before the server is touched: a prefect.yaml that does not build changes nothing there.
+    built = [(d, p) for d, p in pool_deployments(settings, pools, extract_env=env) if p in wanted]
     try:
         with get_client(sync_client=True) as client:
             if result_storage:
@@ -262,7 +289,8 @@ def deploy(
                     client.create_work_pool(create)
                     report.pools_created.append(name)
                 except ObjectAlreadyExists:
-                    has = client.read_work_pool(name).concurrency_limit
+                    existing = client.read_work_pool(name)
+                    has = existing.concurrency_limit
                     if has != limit and limit is not None:
                         kept = "no concurrency limit" if has is None else f"its concurrency limit {has}"
                         report.notes.append(
@@ -270,9 +298,7 @@ def deploy(
                             f"prefect work-pool set-concurrency-limit {name} {limit}"
                         )
                 report.pools.append(name)
-        for deployment, work_pool in pool_deployments(settings, pools, extract_env=env):
-            if work_pool not in wanted:
-                continue
+        for deployment, work_pool in built:
             deployment.apply(work_pool_name=work_pool)
             report.deployments.append(f"{deployment.flow_name}/{deployment.name}")
     except (HTTPError, OSError) as exc:
