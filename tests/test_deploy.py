@@ -232,3 +232,20 @@ def test_deploy_with_a_bad_prefect_yaml_is_one_line_and_exit_4(tmp_path, bad):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 4 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ") and "prefect.yaml" in lines[0], lines
+
+
+def test_deploy_refuses_an_existing_pool_of_another_type_in_one_line(monkeypatch, tmp_path):
+    """A pool the printed `prefect worker start --type process` would not serve: refused, nothing deployed to it."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
+    from dsh_memory.errors import ConfigError
+    from dsh_memory.serve.deployments import deploy
+    from dsh_memory.settings import MemorySettings
+
+    with get_client(sync_client=True) as client:
+        client.create_work_pool(WorkPoolCreate(name="dsh-k8s", type="kubernetes"))
+        with pytest.raises(ConfigError, match=r"work pool dsh-k8s exists with type 'kubernetes', not 'process'"):
+            deploy(MemorySettings.from_env(), extract_pool="dsh-k8s", extract_only=True)
+        assert not [d for d in client.read_deployments() if d.work_pool_name == "dsh-k8s"]

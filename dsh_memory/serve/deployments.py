@@ -290,6 +290,11 @@ def deploy(
                     report.pools_created.append(name)
                 except ObjectAlreadyExists:
                     existing = client.read_work_pool(name)
+                    if existing.type != create.type:  # `prefect worker start --type process` would not serve it
+                        raise ConfigError(
+                            f"work pool {name} exists with type {existing.type!r}, not {create.type!r}: "
+                            "deploy to another pool (--pool / --extract-pool) or delete that one"
+                        ) from None
                     has = existing.concurrency_limit
                     if has != limit and limit is not None:
                         kept = "no concurrency limit" if has is None else f"its concurrency limit {has}"
