@@ -98,3 +98,20 @@ def test_a_worker_result_that_is_not_a_list_fails_its_batch_saying_so(monkeypatc
     assert result.counts == {"failed": 2}, result.counts
     errors = {c.error for c in StateStore(root).claims().values()}
     assert len(errors) == 1 and "not a list of results" in errors.pop()
+
+
+def test_a_pool_run_no_worker_took_shows_in_status(monkeypatch, tmp_path):
+    """No worker runs the extract pool: the writer's run waits (up to stale_claim_seconds), and
+    `status` lists the extract-transcripts run that waits for a worker."""
+    from prefect.deployments import run_deployment
+
+    from dsh_memory.serve.deployments import deploy
+    from dsh_memory.serve.status import _query_server
+    from dsh_memory.settings import MemorySettings
+    from dsh_memory.tasks.remote import DEPLOYMENT
+
+    model_writer_env(monkeypatch, tmp_path, "http://127.0.0.1:9/v1", 1)
+    deploy(MemorySettings.from_env(), extract_only=True)
+    run = run_deployment(DEPLOYMENT, parameters={"jobs": []}, timeout=0)
+    waiting = [r for r in _query_server("", 50)["next_scheduled"] if r["id"] == str(run.id)]
+    assert [(r["flow"], r["name"]) for r in waiting] == [("extract-transcripts", run.name)]

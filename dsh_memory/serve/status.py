@@ -18,7 +18,9 @@ from dsh_memory.settings_loader import shown_url
 from dsh_memory.storage.locks import is_running
 
 PHASE1_FLOWS = ("extract", "extract-session", "catch-up")
-FLOW_NAMES = (*PHASE1_FLOWS, "consolidate")
+# extract-transcripts: the extract pool's runs (extract_on_workers), so one no worker took shows
+# under "next scheduled" (Late) while its writer waits for it.
+FLOW_NAMES = (*PHASE1_FLOWS, "consolidate", "extract-transcripts")
 
 
 def local_status(ctx: MemoryContext) -> dict[str, Any]:
