@@ -132,6 +132,20 @@ def test_deploy_refuses_an_unknown_result_storage_block(monkeypatch, tmp_path):
         deploy(MemorySettings.from_env(), result_storage="local-file-system/nope")
 
 
+def test_deploy_refuses_a_result_storage_block_that_stores_no_files(monkeypatch, tmp_path):
+    """A saved block that is no file storage (a Secret): workers could not write results to it."""
+    from prefect.blocks.system import Secret
+
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
+    from dsh_memory.errors import ConfigError
+    from dsh_memory.serve.deployments import deploy
+    from dsh_memory.settings import MemorySettings
+
+    Secret(value="x").save("dsh-not-storage", overwrite=True)
+    with pytest.raises(ConfigError, match="'secret/dsh-not-storage': not a storage block"):
+        deploy(MemorySettings.from_env(), result_storage="secret/dsh-not-storage")
+
+
 def test_deploy_refuses_the_main_pool_on_the_server_of_a_running_serve(monkeypatch, tmp_path, own_prefect_api):
     monkeypatch.setenv("DSH_MEMORY_ROOT", str(tmp_path / "memories"))
     monkeypatch.setenv("DSH_MEMORY_PREFECT_HOME", str(tmp_path / "prefect-home"))

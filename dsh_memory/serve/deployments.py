@@ -212,19 +212,26 @@ class DeployReport:
 
 
 def check_result_storage(client, slug: str) -> None:
-    """`local-file-system/name`, `s3-bucket/name`…: a saved block, or a clear error."""
+    """`local-file-system/name`, `s3-bucket/name`…: a saved block that reads and writes files, or
+    a clear error."""
     from prefect.exceptions import ObjectNotFound
 
     block_type, _, name = slug.partition("/")
     if not block_type or not name:
         raise ConfigError(f"--result-storage {slug!r}: expected BLOCK-TYPE/NAME, e.g. local-file-system/dsh-results")
     try:
-        client.read_block_document_by_name(name=name, block_type_slug=block_type)
+        block = client.read_block_document_by_name(name=name, block_type_slug=block_type)
     except ObjectNotFound:
         raise ConfigError(
             f"--result-storage {slug!r}: no such block on this Prefect server; create it first "
             "(docs/running.md: Workers on other machines)"
         ) from None
+    can = set(block.block_schema.capabilities if block.block_schema else [])
+    if not {"read-path", "write-path"} <= can:  # workers could not write their results to it
+        raise ConfigError(
+            f"--result-storage {slug!r}: not a storage block (one that reads and writes files, e.g. "
+            "local-file-system, remote-file-system, s3-bucket)"
+        )
 
 
 def _pool_create(name: str, limit: int | None):
