@@ -21,6 +21,7 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterIdempoten
 from prefect.context import TaskRunContext
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
+from prefect.filesystems import LocalFileSystem
 from prefect.results import ResultRecordMetadata, resolve_result_storage
 from prefect.settings import PREFECT_LOCAL_STORAGE_PATH
 from prefect.states import Cancelling
@@ -175,11 +176,12 @@ def read_json_result(state) -> object:
         raise RuntimeError("the run persisted no result")
     if meta.serializer.type != "json":
         raise RefusedResult(f"refused: the run's result is serialized as {meta.serializer.type!r}, not JSON")
-    if meta.storage_block_id is not None:
-        raw = resolve_result_storage(meta.storage_block_id).read_path(meta.storage_key)
-    else:  # the default local storage: a worker on this machine, this Prefect home; read no more than the cap
-        with open(Path(PREFECT_LOCAL_STORAGE_PATH.value()) / meta.storage_key, "rb") as fh:
-            raw = fh.read(MAX_RESULT_BYTES + 1)
+    if meta.storage_block_id is None:  # the default local storage: a worker on this machine
+        raw = _read_capped(Path(PREFECT_LOCAL_STORAGE_PATH.value()) / meta.storage_key)
+    elif isinstance(storage := resolve_result_storage(meta.storage_block_id), LocalFileSystem):
+        raw = _read_capped(storage._resolve_path(meta.storage_key))  # Prefect's own bounds: under its basepath
+    else:  # an object store's block reads the whole object (its own size)
+        raw = storage.read_path(meta.storage_key)
     if len(raw) > MAX_RESULT_BYTES:
         raise RefusedResult(f"refused: the run's result is over {MAX_RESULT_BYTES} bytes")
     data = json.loads(raw)
@@ -190,6 +192,12 @@ def read_json_result(state) -> object:
         raise RefusedResult("refused: the stored result record does not say JSON")
     result = data["result"]
     return json.loads(result) if isinstance(result, str) else result
+
+
+def _read_capped(path: Path) -> bytes:
+    """A result file's first MAX_RESULT_BYTES + 1 bytes."""
+    with open(path, "rb") as fh:
+        return fh.read(MAX_RESULT_BYTES + 1)
 
 
 def from_workers(

@@ -115,3 +115,39 @@ def test_a_pool_run_no_worker_took_shows_in_status(monkeypatch, tmp_path):
     run = run_deployment(DEPLOYMENT, parameters={"jobs": []}, timeout=0)
     waiting = [r for r in _query_server("", 50)["next_scheduled"] if r["id"] == str(run.id)]
     assert [(r["flow"], r["name"]) for r in waiting] == [("extract-transcripts", run.name)]
+
+
+def _metadata_state(storage_key: str, block_id=None):
+    """A finished run's state as the writer reads it from the server: the record's metadata only."""
+    from types import SimpleNamespace
+
+    from prefect.results import ResultRecordMetadata
+    from prefect.serializers import JSONSerializer
+
+    meta = ResultRecordMetadata(storage_key=storage_key, serializer=JSONSerializer(), storage_block_id=block_id)
+    return SimpleNamespace(data=meta)
+
+
+def test_a_huge_result_in_a_local_storage_block_is_refused_reading_no_more_than_the_cap(tmp_path):
+    """The shared LocalFileSystem block (an NFS mount): a result far over the cap is refused
+    after reading the cap, not the whole file."""
+    import tracemalloc
+
+    from prefect.filesystems import LocalFileSystem
+
+    from dsh_memory.tasks.remote import MAX_RESULT_BYTES, RefusedResult, read_json_result
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    LocalFileSystem(basepath=str(shared)).save("dsh-huge", overwrite=True)
+    block_id = LocalFileSystem.load("dsh-huge")._block_document_id
+    with open(shared / "huge-result", "wb") as fh:
+        fh.truncate(3 * MAX_RESULT_BYTES)  # sparse: costs nothing on disk
+    tracemalloc.start()
+    try:
+        with pytest.raises(RefusedResult, match="over"):
+            read_json_result(_metadata_state("huge-result", block_id))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * MAX_RESULT_BYTES, f"peak {peak >> 20} MiB"
