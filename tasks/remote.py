@@ -11,6 +11,8 @@ session with its answer, through `finish` (tasks/_session.py).
 from __future__ import annotations
 
 import json
+import os
+import stat
 from contextlib import suppress
 from pathlib import Path
 
@@ -195,8 +197,12 @@ def read_json_result(state) -> object:
 
 
 def _read_capped(path: Path) -> bytes:
-    """A result file's first MAX_RESULT_BYTES + 1 bytes."""
-    with open(path, "rb") as fh:
+    """A result file's first MAX_RESULT_BYTES + 1 bytes; anything but a regular file (a FIFO that
+    would block, a device) is refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RefusedResult(f"refused: the run's result at {path} is not a regular file")
         return fh.read(MAX_RESULT_BYTES + 1)
 
 

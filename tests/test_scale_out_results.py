@@ -151,3 +151,15 @@ def test_a_huge_result_in_a_local_storage_block_is_refused_reading_no_more_than_
     finally:
         tracemalloc.stop()
     assert peak < 2 * MAX_RESULT_BYTES, f"peak {peak >> 20} MiB"
+
+
+def test_a_result_that_is_no_regular_file_is_refused_without_waiting(tmp_path):
+    """A record whose key names a FIFO (nothing ever writes to it): refused, not read forever."""
+    import os
+
+    from dsh_memory.tasks.remote import RefusedResult, read_json_result
+
+    fifo = tmp_path / "result-fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(RefusedResult, match="not a regular file"):
+        read_json_result(_metadata_state(str(fifo)))
