@@ -863,16 +863,21 @@ def test_a_model_written_group_without_scope_lines_stays_global_through_the_loca
     assert "Squash commits before merging" in glob and "make deploy" not in glob
 
 
-def test_the_session_start_hook_does_not_wait_for_a_stdin_left_open(memory, repos, tmp_path):
-    """A real `summary --inject --from-hook` whose stdin is never closed: a whole payload is used at
-    once; no payload at all, the hook's own directory after a few seconds: never a stalled start."""
-    env = {
+def _cli_env(memory, tmp_path) -> dict[str, str]:
+    """A bare environment for the CLI run as a subprocess on `memory` (this checkout's code)."""
+    return {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path / "home"),
-        "PYTHONPATH": os.environ.get("PYTHONPATH") or os.getcwd(),  # this checkout's code
+        "PYTHONPATH": os.environ.get("PYTHONPATH") or os.getcwd(),
         "DSH_MEMORY_ROOT": str(memory.root),
         "DSH_MEMORY_IGNORE_BLOCKS": "1",
     }
+
+
+def test_the_session_start_hook_does_not_wait_for_a_stdin_left_open(memory, repos, tmp_path):
+    """A real `summary --inject --from-hook` whose stdin is never closed: a whole payload is used at
+    once; no payload at all, the hook's own directory after a few seconds: never a stalled start."""
+    env = _cli_env(memory, tmp_path)
     hook = json.dumps({"hook_event_name": "SessionStart", "cwd": repos["ledger"] + "/pkg"}).encode()
     for payload, project in ((hook, "pnpm"), (b"", "migrations")):
         proc = subprocess.Popen(
@@ -919,13 +924,7 @@ def test_a_hook_whose_directory_was_deleted_still_gets_its_projects_memory(memor
     it goes): the shell's $PWD still names it, and the repository around it is the project."""
     gone = os.path.join(repos["weather"], "pkg", "tmp-build")
     os.mkdir(gone)
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp_path / "home"),
-        "PYTHONPATH": os.environ.get("PYTHONPATH") or os.getcwd(),  # this checkout's code
-        "DSH_MEMORY_ROOT": str(memory.root),
-        "DSH_MEMORY_IGNORE_BLOCKS": "1",
-    }
+    env = _cli_env(memory, tmp_path)
     script = 'cd "$1" && rmdir "$1" && exec "$2" -m dsh_memory.cli summary --inject --from-hook'
     r = subprocess.run(
         ["sh", "-c", script, "sh", gone, sys.executable],
