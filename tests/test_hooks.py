@@ -680,7 +680,7 @@ def test_an_unusable_state_database_is_retried_with_backoff_said_once_and_recove
     gaps = [b - a for a, b in zip(tries, tries[1:], strict=False)]
     assert gaps[0] >= 0.45 and gaps[1] >= 0.9 and gaps[2] >= 1.8, gaps  # 0.5 s, doubling, capped at 2 s
     failed = [r for r in caplog.records if "recording" in r.getMessage()]
-    assert len(failed) == 1 and "cannot open the state database" in failed[0].getMessage()
+    assert len(failed) == 1 and "cannot use the state database" in failed[0].getMessage()
     state.db_path.rmdir()  # the database works again
     assert fwd.flush(30), fwd.last_error
     assert "recording turn ends works again" in caplog.text
