@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from dsh_memory.llm.base import ToolSpec
 from dsh_memory.llm.grammar import SLUG_MAX_CHARS
 from dsh_memory.scope import LINE_BREAKS
+from dsh_memory.transcript.redact import redact
 
 PROMPT_VERSION = "p1-2026-12-02.1"  # the evidence writer reads events; clean-up guarantees (issue 24)
 
@@ -141,9 +142,15 @@ DELTA_NOTE = (
 )
 
 
+def cwd_line(cwd: str | None) -> str:
+    """The log's working directory as the model reads it: on one line, redacted (it is the
+    session's own text, like the transcript)."""
+    return f"Working directory: {redact(LINE_BREAKS.sub(' ', cwd or '(unknown)'))}"
+
+
 def build_messages(transcript_text: str, *, cwd: str | None, source: str, delta_watermark: int | None) -> list[dict]:
     """The chat messages for one extraction. `transcript_text` is already rendered and redacted."""
-    intro = [f"Session source: {source}", f"Working directory: {LINE_BREAKS.sub(' ', cwd or '(unknown)')}"]
+    intro = [f"Session source: {source}", cwd_line(cwd)]
     if delta_watermark is not None and delta_watermark >= 0:
         intro.append(DELTA_NOTE.format(watermark=delta_watermark))
     data = FRAME.sub("session-transcript", transcript_text)  # the data cannot close its frame

@@ -19,8 +19,7 @@ from dsh_memory.phase1.codemap import SCRATCH, code_map_lines
 from dsh_memory.phase1.evidence import Command, Evidence, Shield
 from dsh_memory.phase1.facts import MAX_FACTS, sentences
 from dsh_memory.phase1.postprocess import BOILERPLATE, PRONOUNS, Source, cut_reason, grounded
-from dsh_memory.phase1.prompt import ExtractionOutput
-from dsh_memory.scope import LINE_BREAKS
+from dsh_memory.phase1.prompt import ExtractionOutput, cwd_line
 from dsh_memory.transcript.redact import redact
 
 # Headings of the raw memory; Phase 2 (consolidation/mechanical.py) groups bullets by them.
@@ -74,7 +73,7 @@ def _code(s: str) -> str:
 
 def digest(ev: Evidence, cwd: str | None) -> str:
     """The facts the model sees: short, all copied from the session."""
-    lines = [f"Working directory: {LINE_BREAKS.sub(' ', cwd or '(unknown)')}"]  # the log's cwd, on one line
+    lines = [cwd_line(cwd)]
     lines += [f"- The user asked: {_quote(r)}" for r in ev.requests[:3]]
     lines += [f"- The user said: {_quote(r.text)}" for r in ev.rules[:3]]
     if ev.commands:
