@@ -3,6 +3,8 @@
 Layout: `$DSH_HOME/sessions/<project>/<encoded session id>/session[.vN].jsonl[.zstd]`
 (reference/dsh-session-format.md sections 1-3). `discover` only lists directories and stats the
 picked file; `load` reads one file, validates its header and hands the body to `dsh_events.parse_body`.
+A session id is a key everywhere downstream (state, run names, file names, the model's prompt), so
+an id with the shape of a secret is refused: its directory is not listed, its header not read.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dsh_memory.readers._input import LogLines, is_dir, regular_stat, scandir
 from dsh_memory.readers._jsonl import as_str
 from dsh_memory.readers.dsh_events import parse_body
 from dsh_memory.readers.dsh_records import Warnings, ms_to_datetime
+from dsh_memory.transcript.redact import contains_secret
 
 GENERATION_RE = re.compile(r"^session(?:\.v(\d+))?\.jsonl(?:\.zstd)?$")
 KNOWN_MAX_VERSION = 4
@@ -52,7 +55,7 @@ def discover(root: Path) -> list[SessionRef]:
             continue
         for session_dir in scandir(project.path):
             picked = _pick(session_dir.path) if is_dir(session_dir) else None
-            if picked is not None:
+            if picked is not None and not contains_secret(decode_segment(session_dir.name)):
                 found.append((*picked, session_dir.name))
     found.sort(key=lambda item: item[0])
     construct = SessionRef.model_construct  # stat-only facts we built ourselves: skip validation
@@ -82,6 +85,8 @@ def _parse_header(path: Path, raw: bytes) -> dict:
         problems.append("missing id")
     elif not isinstance(sid, str) or not sid:
         problems.append(f"id is {_describe(sid)}, expected a non-empty string")
+    elif contains_secret(sid):
+        problems.append("id has the shape of a secret")
     version = header.get("version")
     if version is None:
         problems.append("missing version")
