@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory.testing.fake_openai import FakeOpenAIServer
+from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
 from dsh_memory.testing.sessions import PLANTED_SECRET
-from tests.flow_helpers import memory_reply
 
 pytestmark = pytest.mark.usefixtures("own_prefect_api")
 
@@ -63,6 +62,18 @@ def _hostile_session(dsh_home: Path, folder_name: str, sid: str) -> None:
     os.utime(path, (old, old))
 
 
+def _reply(request: dict):
+    """Phase 1 answers with secrets in every field; Phase 2 answers with the secrets, unusably (its error and artifact quote it)."""
+    if "memory_write" not in json.dumps(request):  # Phase 1: the model echoes a key everywhere
+        leak = f"token {PLANTED_SECRET} key {API_KEY}"
+        return Reply.tool({
+            "raw_memory": f"- Always run `make test` before committing ({leak}).",
+            "rollout_summary": f"## Task\nDeploy ({leak})\n\n## Outcome\ndone",
+            "rollout_slug": f"deploy {API_KEY}",
+        })  # fmt: skip
+    return Reply.text(f"No: {API_KEY} {PLANTED_SECRET} {AWS_KEY} https://u:{URL_PASSWORD}@x.example.com")
+
+
 def _hits(folder: Path) -> list[tuple[str, str]]:
     out = []
     for p in folder.rglob("*"):
@@ -74,15 +85,15 @@ def _hits(folder: Path) -> list[tuple[str, str]]:
 
 def test_secrets_planted_in_a_session_reach_neither_prefect_nor_the_memory_root(monkeypatch, tmp_path):
     root = tmp_path / "memories"
-    with FakeOpenAIServer(handler=memory_reply) as fake:
+    with FakeOpenAIServer(handler=_reply) as fake:
         for k, v in {
             "HOME": str(tmp_path),
             "DSH_HOME": str(tmp_path / "dsh"),
             "CODEX_HOME": str(tmp_path / "none"),
             "CLAUDE_CONFIG_DIR": str(tmp_path / "none"),
             "DSH_MEMORY_ROOT": str(root),
-            "DSH_MEMORY_BASE_URL": fake.base_url,
-            "DSH_MEMORY_API_KEY": "test-key",
+            "DSH_MEMORY_BASE_URL": fake.base_url.replace("://", f"://u:{URL_PASSWORD}@"),
+            "DSH_MEMORY_API_KEY": API_KEY,
             "DSH_MEMORY_MODEL": "fake-model",
             "DSH_MEMORY_MAX_ROLLOUT_AGE_DAYS": "0",
         }.items():
@@ -96,12 +107,13 @@ def test_secrets_planted_in_a_session_reach_neither_prefect_nor_the_memory_root(
 
         first = extract_flow()
         named = extract_flow(session_ids=[sid], respect_idle=False)
-        consolidate_flow(force=True)
+        phase2 = consolidate_flow(force=True)
         requests = json.dumps(fake.requests)
     outcomes = {o.session: o.outcome for o in first.outcomes}
     assert outcomes == {sid: "extracted", "proj-2": "unreadable"} and named is not None  # a secret id: refused
     assert len(fake.requests) == 2  # phase 1 for the clean session, then phase 2
     assert not [s for s in SECRETS if s in requests]  # nor to the model
+    assert phase2.outcome == "error"
     from prefect.logging.handlers import APILogWorker
 
     APILogWorker.drain_all(timeout=10)
