@@ -71,7 +71,8 @@ def extract_on_workers(decisions: list[Decision], settings: MemorySettings) -> d
             except Exception as exc:  # this session alone
                 sent[d.ref.id] = finish(ctx, settings, d, exc)
                 continue
-            jobs.append(TranscriptJob(text=material.transcript, evidence=material.evidence, **call_keys(d, settings)))
+            job = TranscriptJob(text=material.transcript, evidence=material.evidence, **call_keys(d, settings))
+            jobs.append(job.redacted())
     if jobs:
         try:
             results = run_extract_pool(jobs, float(settings.stale_claim_seconds))

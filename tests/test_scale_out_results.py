@@ -23,9 +23,10 @@ def _worker_answer(answers: Any) -> Any:
     return answers
 
 
-def _answer_the_pool_run(answers_for) -> dict:
+def _answer_the_pool_run(answers_for, jobs: list | None = None) -> dict:
     """Runs Phase 1 in a thread, answers its one pool run with `answers_for(session ids sent)` as
-    a worker's persisted JSON result, and returns the finished Phase1Result."""
+    a worker's persisted JSON result, and returns the finished Phase1Result; the run's jobs, as
+    the server stored them, are added to `jobs`."""
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
     from prefect.states import Completed
 
@@ -43,6 +44,7 @@ def _answer_the_pool_run(answers_for) -> dict:
             assert time.monotonic() < deadline and writer.is_alive(), "the writer sent no run"
             time.sleep(0.2)
         sent = [j["session_id"] for j in runs[0].parameters["jobs"]]
+        (jobs if jobs is not None else []).extend(runs[0].parameters["jobs"])
         record = _worker_answer(answers_for(sent), return_state=True).data
         client.set_flow_run_state(runs[0].id, Completed(data=record), force=True)
         writer.join(timeout=300)
@@ -163,3 +165,20 @@ def test_a_result_that_is_no_regular_file_is_refused_without_waiting(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(RefusedResult, match="not a regular file"):
         read_json_result(_metadata_state(str(fifo)))
+
+
+def test_the_pool_run_parameters_carry_no_secret_of_the_session(monkeypatch, tmp_path):
+    """A pool run's parameters are stored by the server as they are: the jobs must be redacted."""
+    import json
+
+    from dsh_memory.serve.deployments import deploy
+    from dsh_memory.settings import MemorySettings
+    from tests.test_secrets_prefect import SECRETS, hostile_session
+
+    hostile_session(tmp_path / "dsh", "0d5e7a1c-2b3f-4c6d-8e9f-a0b1c2d3e4f5")
+    model_writer_env(monkeypatch, tmp_path, "http://127.0.0.1:9/v1", 1)
+    deploy(MemorySettings.from_env(), extract_only=True)
+    sent_jobs: list = []
+    result = _answer_the_pool_run(lambda sent: [{"session_id": s, "error": "no"} for s in sent], sent_jobs)
+    assert result.counts == {"failed": 1} and len(sent_jobs) == 1
+    assert not [s for s in SECRETS if s in json.dumps(sent_jobs)]

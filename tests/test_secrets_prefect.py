@@ -24,8 +24,9 @@ URL_PASSWORD = "hunter2-Vx9qLm"
 SECRETS = [PLANTED_SECRET, API_KEY, AWS_KEY, URL_PASSWORD]
 
 
-def _hostile_session(dsh_home: Path, folder_name: str, sid: str) -> None:
+def hostile_session(dsh_home: Path, folder_name: str, sid: str = "") -> None:
     """A session with secrets in its cwd, title, prompt, tool command, tool error and edited path."""
+    sid = sid or folder_name
     cwd = f"/home/w/src/{API_KEY}"
     folder = dsh_home / "sessions" / "--hostile--" / folder_name
     folder.mkdir(parents=True)
@@ -99,9 +100,9 @@ def test_secrets_planted_in_a_session_reach_neither_prefect_nor_the_memory_root(
         }.items():
             monkeypatch.setenv(k, v)
         sid = "0d5e7a1c-2b3f-4c6d-8e9f-a0b1c2d3e4f5"
-        _hostile_session(tmp_path / "dsh", sid, sid)
-        _hostile_session(tmp_path / "dsh", f"proj-{PLANTED_SECRET}", f"proj-{PLANTED_SECRET}")  # the id itself
-        _hostile_session(tmp_path / "dsh", "proj-2", f"proj-{AWS_KEY}")  # the header's id
+        hostile_session(tmp_path / "dsh", sid, sid)
+        hostile_session(tmp_path / "dsh", f"proj-{PLANTED_SECRET}", f"proj-{PLANTED_SECRET}")  # the id itself
+        hostile_session(tmp_path / "dsh", "proj-2", f"proj-{AWS_KEY}")  # the header's id
         from dsh_memory.flows.consolidate import consolidate_flow
         from dsh_memory.flows.extract import extract_flow
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, ValidationError
 from dsh_memory.phase1 import prompt as phase1
 from dsh_memory.phase1.evidence import Evidence
 from dsh_memory.phase1.prompt import ExtractionOutput
-from dsh_memory.transcript.redact import redact
+from dsh_memory.transcript.redact import redact, redact_obj
 
 MAX_BATCH_SESSIONS = 50  # sessions per extract-transcripts run at most (its parameters hold their transcripts)
 MAX_TRANSCRIPT_CHARS = 1_000_000  # far above any budget: a bound, not a budget
@@ -32,6 +32,13 @@ class TranscriptJob(BaseModel):
     text: str = Field(max_length=MAX_TRANSCRIPT_CHARS)
     evidence: Evidence = Field(description="The session's evidence (the gate; the evidence writer)")
     cache_scope: str = Field("", max_length=4096, description="The main host's memory root: part of the cache key")
+
+    def redacted(self) -> TranscriptJob:
+        """This job with every text redacted but its session id (the key its result comes back
+        under): a run's parameters are stored by the Prefect server as they are, and the cwd and
+        the evidence (commands, edited paths…) are the session's own words."""
+        fields = redact_obj(self.model_dump(mode="json", exclude={"session_id"}))
+        return TranscriptJob.model_validate({**fields, "session_id": self.session_id})
 
 
 class JobResult(BaseModel):
