@@ -121,3 +121,16 @@ def test_secrets_planted_in_a_session_reach_neither_prefect_nor_the_memory_root(
     prefect_home = Path(os.environ["PREFECT_HOME"]).parent
     assert any(p.name.startswith("prefect.db") for p in prefect_home.rglob("*"))
     assert not _hits(prefect_home) and not _hits(root)
+
+
+def test_the_evidence_of_a_hostile_session_holds_no_secret(tmp_path):
+    """The evidence is sent to workers and read by the evidence writer: every string in it, the
+    cwd and the edited paths included, is redacted."""
+    from dsh_memory.phase1.evidence import gather
+    from dsh_memory.readers import dsh
+
+    hostile_session(tmp_path / "dsh", "0d5e7a1c-2b3f-4c6d-8e9f-a0b1c2d3e4f5")
+    (ref,) = dsh.discover(tmp_path / "dsh" / "sessions")
+    evidence = gather(dsh.load(ref))
+    assert evidence.edited, "the edit is in the evidence"
+    assert not [s for s in SECRETS if s in evidence.model_dump_json()]

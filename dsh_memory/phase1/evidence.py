@@ -170,7 +170,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     """The evidence of `session`'s events after `since_seq` (all of them when None)."""
     events = [e for e in session.events if (since_seq is None or e.seq > since_seq) and e.seq >= session.inherited_cut]
     cwd = session.cwd
-    ev = Evidence(cwd=cwd)
+    ev = Evidence(cwd=redact(cwd) if cwd else cwd)  # `cwd` itself stays raw: paths are made relative to it
     results = {e.tool_call_id: e for e in events if e.kind is EventKind.TOOL_RESULT and e.tool_call_id}
     runs: list[Run] = []
     spoken: list[tuple[int, str, int]] = []  # (seq, sentence, turn) of the agent's messages
@@ -247,7 +247,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             read = read_path(name, arguments, line)
             bad = failed(result) if line is not None or read else False
             if read and result is not None and not bad:
-                reads.append((relative(read.strip(), cwd), output))
+                reads.append((redact(relative(read.strip(), cwd)), output))
             if line is not None:
                 line = normalize_command(redact(line), cwd)
                 error = informative_error(redact(output)) if bad else ""  # (no result: not failed)
@@ -273,9 +273,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 continue
             if name not in EDIT_TOOLS:
                 continue
-            created.update(relative(p.strip(), cwd) for p in created_by(name, arguments, output))
+            created.update(redact(relative(p.strip(), cwd)) for p in created_by(name, arguments, output))
             for path, written in edits_of(name, arguments):
-                path = relative(path.strip(), cwd)
+                path = redact(relative(path.strip(), cwd))
                 edits.append((e.seq, path, redact(gist(arguments))))
                 texts.append((path, redact(written)))
                 turn_ok.append(f"edit `{path}`")
