@@ -3,7 +3,8 @@ answer: either can take minutes).
 
 The CLI sets it on Ctrl-C / SIGTERM; worker threads check it between tokens and while they wait
 for a remote answer (`interruptible`), so the process exits promptly instead of waiting for every
-model call in flight to finish.
+model call in flight to finish. `bounded` gives up waiting on a call after a budget (a peer that
+trickles its answer), for the hook and forwarder paths that have no CANCELLED to watch.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import Future
 from typing import TypeVar
 
 from dsh_memory.errors import LLMFatalError
@@ -37,34 +40,45 @@ class Overdue(TimeoutError):
     """`interruptible`'s call was still running at its deadline."""
 
 
+def _started(call: Callable[[], T]) -> Future[T]:
+    """`call()` running in a daemon thread (an abandoned call cannot hold the process's exit): its
+    future, which carries its result or exception."""
+    outcome: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            outcome.set_result(call())
+        except BaseException as exc:  # handed to whoever reads the future
+            outcome.set_exception(exc)
+
+    threading.Thread(target=run, name="dsh-memory-call", daemon=True).start()
+    return outcome
+
+
+def bounded(call: Callable[[], T], budget: float) -> Future[T]:
+    """`call()` waited for `budget` seconds at most: its future, done or not. An HTTP timeout bounds
+    each read, so a peer answering a byte at a time would hold the caller for as long as it
+    trickled; this bounds the whole of it."""
+    outcome = _started(call)
+    futures.wait([outcome], budget)
+    return outcome
+
+
 def interruptible(call: Callable[[], T], deadline_seconds: float | None = None) -> T:
     """`call()`, a blocking wait on something outside the process (a model's HTTP request, which
     no signal reaches in a worker thread), made in a daemon thread while the caller watches
-    CANCELLED: on Ctrl-C / SIGTERM the caller stops waiting at once (LLMFatalError, as `check`)
-    and the abandoned call cannot hold the process's exit; after `deadline_seconds` it stops
-    waiting too (Overdue). Its result or exception otherwise."""
+    CANCELLED: on Ctrl-C / SIGTERM the caller stops waiting at once (LLMFatalError, as `check`);
+    after `deadline_seconds` it stops waiting too (Overdue). Its result or exception otherwise."""
     check()
     until = time.monotonic() + deadline_seconds if deadline_seconds is not None else None
-    done = threading.Event()
-    outcome: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:  # handed to the caller, raised there
-            outcome["error"] = exc
-        finally:
-            done.set()
+    outcome = _started(call)
 
     def finished(timeout: float) -> bool:
-        if done.wait(timeout):
+        if futures.wait([outcome], timeout).done:
             return True
         if until is not None and time.monotonic() > until:
             raise Overdue(f"still running after {deadline_seconds:g} s")
         return False
 
-    threading.Thread(target=target, name="dsh-memory-call", daemon=True).start()
     wait(finished)
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+    return outcome.result()

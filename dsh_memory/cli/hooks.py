@@ -82,7 +82,8 @@ def notify_once(
             target = (api_url or prefect_api_url() or "").rstrip("/")
             if not target:
                 return False, "--direct needs PREFECT_API_URL (or --api-url); nothing sent"
-            from dsh_memory.hooks.events import bounded, build_event
+            from dsh_memory.cancel import bounded
+            from dsh_memory.hooks.events import build_event
 
             event = build_event(turn)  # built once: a retry re-sends the same event id
             # the settings it resolves ask the Prefect API, which may trickle: given up at --timeout
@@ -104,7 +105,7 @@ def _with_retries(attempt: Callable[[float], tuple[bool, str]], budget: float) -
     transient failure (`_Retry`) waits RETRY_DELAYS between attempts. In a daemon thread given up
     at the budget: an HTTP timeout bounds each read, so a peer answering a byte at a time would
     hold the hook forever."""
-    from dsh_memory.hooks.events import bounded
+    from dsh_memory.cancel import bounded
 
     outcome = bounded(lambda: _attempts(attempt, budget), budget)
     if not outcome.done():

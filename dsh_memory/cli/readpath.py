@@ -45,8 +45,8 @@ def _injection_context() -> Any:
     INJECT_SETTINGS_SECONDS at most: a Prefect API that hangs, or answers a byte at a time (its
     HTTP timeout bounds each read, not the whole), does not hold the session's start. Past it,
     the environment and defaults, as when the API is unreachable, said in one line on stderr."""
+    from dsh_memory.cancel import bounded
     from dsh_memory.context import MemoryContext, memory_context
-    from dsh_memory.hooks.events import bounded
     from dsh_memory.settings_loader import prefect_api_url, resolve_settings, shown_url
 
     outcome = bounded(memory_context, INJECT_SETTINGS_SECONDS)

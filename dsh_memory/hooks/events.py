@@ -7,10 +7,7 @@ debounced extraction run (prefect.yaml).
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable
-from concurrent.futures import Future
 from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
@@ -85,24 +82,6 @@ def post_events(events: list[dict[str, Any]], api_url: str, *, timeout: float = 
             f"Prefect API refused the event: HTTP {resp.status_code} {resp.text[:200]}",
             transient=resp.status_code >= 500 or resp.status_code in (408, 429),
         )
-
-
-def bounded(work: Callable[[], Any], budget: float) -> Future:
-    """`work()` in a daemon thread, waited for `budget` seconds at most: its future, done or not.
-    An HTTP timeout bounds each read, so a peer answering a byte at a time would hold a delivery
-    for as long as it trickled; this bounds the whole of it."""
-    outcome: Future = Future()
-
-    def run() -> None:
-        try:
-            outcome.set_result(work())
-        except Exception as exc:
-            outcome.set_exception(exc)
-
-    worker = threading.Thread(target=run, name="dsh-delivery", daemon=True)
-    worker.start()
-    worker.join(budget)
-    return outcome
 
 
 def new_client(url: str, timeout: float) -> Any:

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_memory.hooks.events import EmitError, bounded, build_event, new_client, post_events
+from dsh_memory.cancel import bounded
+from dsh_memory.hooks.events import EmitError, build_event, new_client, post_events
 from dsh_memory.hooks.payloads import TurnEnd
 from dsh_memory.settings_loader import shown_url
 
