@@ -8,8 +8,9 @@ Reasoning effort (resolved once per client, `_Caps`): DeepSeek (host *.deepseek.
 `flavor="deepseek"`) gets `thinking:{type:disabled}` for `off`, else `thinking:{type:enabled}` +
 `reasoning_effort`; its thinking mode rejects a forced `tool_choice` (HTTP 400), so the tool is
 forced only when thinking is known to be off. Others get `reasoning_effort` only for models known
-(o-series, gpt-5) or reported by GET /models to support it. "" sends nothing; an unsupported value
-degrades to the provider default, with a note. An endpoint that answers 400 mentioning
+(o-series, gpt-5) or reported by GET /models to support it (a lookup of 5 s at most as a whole: one
+that fails or times out means none, with a note). "" sends nothing; an unsupported value degrades
+to the provider default, with a note. An endpoint that answers 400 mentioning
 `tool_choice` is retried once without it (remembered).
 
 Errors are classified in `_http_error` / `_post` only. The API key lives only in the
@@ -145,7 +146,10 @@ class OpenAICompatLLM(AbstractContextManager):
             headers=headers,
             trust_env=host not in ("localhost", "127.0.0.1", "::1"),  # no proxy for loopback servers
             timeout=httpx.Timeout(timeout_seconds),
-            limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
+            # No cap on connections in use: a call given up at its deadline leaves its thread
+            # reading until the endpoint's trickle ends or the read timeout, and capped
+            # connections held so would leave later calls waiting for a slot past their deadline.
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
         )
 
     def __repr__(self) -> str:  # no key, ever
@@ -234,10 +238,11 @@ class OpenAICompatLLM(AbstractContextManager):
         caps = _Caps("generic")
         if not self._metadata_lookup:
             return caps
+        # Bounded as a whole, as a call is: an endpoint trickling its answer would hold the first
+        # call (and, behind the lock, every other) for as long as it trickled.
+        bound = min(_METADATA_TIMEOUT_SECONDS, self.timeout_seconds, self.deadline_seconds or _METADATA_TIMEOUT_SECONDS)
         try:
-            r = self._client.get(
-                f"{self.base_url}/models", timeout=min(_METADATA_TIMEOUT_SECONDS, self.timeout_seconds)
-            )
+            r = cancel.interruptible(lambda: self._client.get(f"{self.base_url}/models", timeout=bound), bound)
             r.raise_for_status()
             data = r.json()
             entries = data.get("data", []) if isinstance(data, dict) else data
@@ -245,6 +250,8 @@ class OpenAICompatLLM(AbstractContextManager):
                 if isinstance(entry, dict) and entry.get("id") == self.model:
                     caps.efforts = _metadata_efforts(entry) or ()
                     break
+        except cancel.Overdue:
+            caps.notes.append(f"model metadata unavailable (no answer within {bound:g} s)")
         except Exception as exc:  # metadata is advisory: it never fails a call
             caps.notes.append(self._scrub(f"model metadata unavailable ({type(exc).__name__})"))
         return caps
