@@ -271,3 +271,43 @@ def test_a_memory_file_that_cannot_be_read_is_skipped_not_an_error(store, mode):
     second = run()
     assert sorted(m["path"] for m in second["matches"]) == ["rollout_summaries/a.md", "rollout_summaries/locked.md"]
     assert second["skipped"] is None
+
+
+def test_a_new_index_made_by_two_processes_at_once_keeps_what_the_first_indexed(store, monkeypatch):
+    """Two processes (threads here: each has its own connection) open a new index at once and
+    both find it without tables: the second made the tables after the first had made and filled
+    them, dropping its rows; the first then answered "no matches" until its next full diff."""
+    path = store.state_dir / index.INDEX_NAME
+    real_open = index._open
+    b_waits, a_done = threading.Event(), threading.Event()
+
+    def pause_before_the_write_lock(sql: str) -> None:
+        if sql.lstrip().upper().startswith("BEGIN IMMEDIATE") and not b_waits.is_set():
+            b_waits.set()  # B has read the schema version (none yet): A builds the index now
+            a_done.wait(60)
+
+    def open_traced(p):
+        conn = real_open(p)
+        if threading.current_thread() is tb:
+            conn.set_trace_callback(pause_before_the_write_lock)
+        return conn
+
+    monkeypatch.setattr(index, "_open", open_traced)
+    errors: list[BaseException] = []
+
+    def b() -> None:
+        try:
+            index._connect(store).set_trace_callback(None)
+        except BaseException as exc:
+            errors.append(exc)
+
+    tb = threading.Thread(target=b, daemon=True)
+    tb.start()
+    assert b_waits.wait(60)
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]  # A: the tables made, and filled
+    a_done.set()
+    tb.join(60)
+    assert not tb.is_alive() and not errors
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as disk:
+        assert disk.execute("SELECT count(*) FROM files").fetchone()[0] > 0
+    assert _paths(store, "quokka") == ["rollout_summaries/a.md"]

@@ -77,6 +77,34 @@ def _open(path: Path) -> _Conn:
     return conn
 
 
+_TABLES = f"""
+    DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS sections; DROP TABLE IF EXISTS fts;
+    DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS free_slots;
+    CREATE TABLE files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+                       ino INTEGER NOT NULL DEFAULT 0,
+                       skipped TEXT);  -- why it has no text (_common.why_no_text), if so
+    CREATE TABLE sections(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
+                          start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+                          slot INTEGER);  -- its row in the vector file (vectors.py), if any
+    CREATE INDEX sections_path ON sections(path);
+    CREATE INDEX sections_slot ON sections(slot);
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE free_slots(slot INTEGER PRIMARY KEY);  -- rows of dropped sections
+    CREATE VIRTUAL TABLE fts USING fts5(body, cjk, tokenize='porter unicode61');
+    PRAGMA user_version={SCHEMA_VERSION}"""
+
+
+def _create_tables(conn: sqlite3.Connection) -> None:
+    """The tables of a new index (or of one another version of this module made), unless they
+    are there once the write lock is held: processes opening a new index at once all find it
+    without them, and one that made them late would drop what another had made and filled."""
+    conn.execute("BEGIN IMMEDIATE")
+    with conn:  # commits, or rolls back on any exception
+        if str(conn.execute("PRAGMA user_version").fetchone()[0]) != SCHEMA_VERSION:
+            for statement in _TABLES.split(";"):
+                conn.execute(statement)
+
+
 def _connect(store: Any) -> sqlite3.Connection:
     state_dir = Path(store.state_dir)
     path = state_dir / INDEX_NAME
@@ -95,28 +123,8 @@ def _connect(store: Any) -> sqlite3.Connection:
         conns.pop(str(path)).close()  # a deleted file: another process built the index again, or this one will
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     conn = _open(path)  # bytes that are no database: `_guarded` builds it again
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if str(version) != SCHEMA_VERSION:
-        conn.executescript(
-            f"""
-            BEGIN IMMEDIATE;
-            DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS sections; DROP TABLE IF EXISTS fts;
-            CREATE TABLE files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-                               ino INTEGER NOT NULL DEFAULT 0,
-                               skipped TEXT);  -- why it has no text (_common.why_no_text), if so
-            DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS free_slots;
-            CREATE TABLE sections(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
-                                  start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-                                  slot INTEGER);  -- its row in the vector file (vectors.py), if any
-            CREATE INDEX sections_path ON sections(path);
-            CREATE INDEX sections_slot ON sections(slot);
-            CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE free_slots(slot INTEGER PRIMARY KEY);  -- rows of dropped sections
-            CREATE VIRTUAL TABLE fts USING fts5(body, cjk, tokenize='porter unicode61');
-            PRAGMA user_version={SCHEMA_VERSION};
-            COMMIT;
-            """
-        )
+    if str(conn.execute("PRAGMA user_version").fetchone()[0]) != SCHEMA_VERSION:
+        _create_tables(conn)
     conns[str(path)] = conn
     return conn
 
