@@ -246,3 +246,29 @@ def test_building_the_index_takes_memory_in_proportion_to_the_text_not_30_times_
     )
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) < 15 * text, f"{int(out.stdout) >> 20} MiB for {text >> 20} MiB of text"
+
+
+@pytest.mark.parametrize("thing", ["folder", "link", "fifo"])
+def test_what_is_no_file_where_the_vectors_go_is_set_aside_and_they_are_built_again(store, tmp_path, thing):
+    """A folder (or a link, a FIFO) where `search_vectors.f32` goes: every ranked search was an
+    IsADirectoryError traceback (a 500 over RPC), and a link was written through, out of the
+    memory root. It is moved aside untouched, and the vectors are built again."""
+    vfile = index._vectors_path(store)
+    vfile.parent.mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the vectors\n")
+    if thing == "folder":
+        vfile.mkdir()
+        (vfile / "mine.txt").write_text("a user's file\n")
+    elif thing == "link":
+        os.symlink(outside, vfile)
+    else:
+        os.mkfifo(vfile)
+    fused = rp.search(store, QUESTION, mode="ranked")
+    assert [m.path for m in fused.matches[:2]] == ["rollout_summaries/car.md"] * 2  # by meaning: vectors built
+    assert vfile.is_file() and not vfile.is_symlink()
+    (aside,) = vfile.parent.glob(f"{vectors.VECTORS_NAME}.set-aside-*")
+    if thing == "folder":
+        assert (aside / "mine.txt").read_text() == "a user's file\n"
+    assert outside.read_text() == "not the vectors\n"
+    assert [m.path for m in rp.search(store, QUESTION, mode="ranked").matches[:2]] == ["rollout_summaries/car.md"] * 2

@@ -148,7 +148,8 @@ def _guarded(store: Any, fn: Callable[[], T]) -> T:
     """fn(), which uses the index of `store`. An index SQLite finds damaged (pages a disk error or
     a copy cut short left malformed) is deleted and fn runs once more on a new one: the index is
     derived from the memory files. Any other failure of it (read-only, held by another process
-    past LOCK_WAIT_SECONDS, a full disk) is one error naming it, not a traceback."""
+    past LOCK_WAIT_SECONDS, a full disk), or of the vector file, is one error naming it, not a
+    traceback."""
     for attempt in (1, 2):
         try:
             return fn()
@@ -159,6 +160,8 @@ def _guarded(store: Any, fn: Callable[[], T]) -> T:
                     "needs it writable (the memory root, DSH_MEMORY_ROOT), and waits at most "
                     f"{LOCK_WAIT_SECONDS:.0f} s for another process's update of it; the line modes do not use it"
                 ) from None
+        except OSError as exc:  # the vector file (vectors.py): a disk error, a full disk, a folder swapped in
+            raise DshMemoryError(f"ranked search cannot use {exc.filename} ({exc.strerror})") from None
         _discard(store)
     raise AssertionError("unreachable")
 
@@ -201,9 +204,11 @@ def _section_text(rel: str, section: str) -> str:
 def refresh(store: Any, *, force: bool = False, semantic_search: str = "auto") -> dict[str, int]:
     """Bring the index (and the section vectors, with the embedder: the
     `semantic_search` setting) up to date; returns counts of re-indexed and dropped files."""
+    emb = embedder.for_mode(semantic_search)
+    if emb is not None and vectors.set_aside(_vectors_path(store)):
+        _discard(store)  # its sections' rows were in what was set aside: all of them are built again
     conn = _connect(store)
     key = str(store.root)
-    emb = embedder.for_mode(semantic_search)
     backfill = emb is not None and key not in _embedded
     dirs = changes.dir_mtimes(store)
     last = _scans.get(key)

@@ -11,19 +11,51 @@ section holds are returned. The file never shrinks (a reader may have it mapped)
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
+import stat
+import time
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, count, islice
 from pathlib import Path
 from typing import Any
 
+from dsh_memory.errors import DshMemoryError
 from dsh_memory.readpath._common import FileCache, read_text
 from dsh_memory.readpath.embedder import Embedder
 
 VECTORS_NAME = "search_vectors.f32"
 DIM = 64
 _ROW = 4  # bytes per float32
+
+log = logging.getLogger(__name__)
+
+
+def set_aside(path: Path) -> bool:
+    """Move what stands where the vector file goes and is no regular file (a folder, a link that
+    may lead out of the memory root, a FIFO) next to it as `<name>.set-aside-<ns>`, untouched, and
+    say so (a warning): the vectors are derived from the memory files and are built again. True
+    when it moved one (the caller starts a new index: its sections' rows were in it); one that
+    cannot be moved (a read-only memory root) is one error naming it."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISREG(st.st_mode):
+        return False
+    aside = path.with_name(f"{path.name}.set-aside-{time.time_ns()}")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:  # another process moved it first (and starts the new index)
+        return False
+    except OSError as exc:
+        raise DshMemoryError(
+            f"{path} is not a file, so ranked search cannot keep its vectors there, and it cannot be moved "
+            f"aside ({exc.strerror}): move it away (the vectors are built again from the memory files)"
+        ) from None
+    log.warning("%s was not a file: moved aside to %s, the search vectors are built again", path, aside)
+    return True
 
 
 def model_key(emb: Embedder) -> str:
@@ -66,7 +98,7 @@ def store_sections(
         return
     vecs = cut(emb.embed([text for _, text in items])).astype("float32")
     taken = list(islice(rows, len(items)))
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)  # never through a link
     try:  # no fsync: like the index (synchronous=NORMAL), vectors lost to a power cut are rebuilt
         for slot, vec in zip(taken, vecs, strict=True):
             os.pwrite(fd, vec.tobytes(), slot * DIM * _ROW)
