@@ -311,3 +311,42 @@ def test_a_new_index_made_by_two_processes_at_once_keeps_what_the_first_indexed(
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as disk:
         assert disk.execute("SELECT count(*) FROM files").fetchone()[0] > 0
     assert _paths(store, "quokka") == ["rollout_summaries/a.md"]
+
+
+@pytest.mark.parametrize("index_is", ["current", "stale", "missing"])
+def test_a_read_only_memory_root_is_searched_without_writing_to_it(store, tmp_path, index_is):
+    """A memory root this user cannot write (a read-only mount, another user's memory): every
+    ranked search failed ("attempt to write a readonly database"), even with the index current,
+    and so did a search or read that recorded usage. The index is searched as it is, or brought up
+    to date in a private copy; usage is not recorded; nothing in the root is written."""
+    env = {**os.environ, "DSH_MEMORY_ROOT": str(store.root), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+
+    def run(*args: str) -> dict:
+        cmd = [*_unprivileged(), sys.executable, "-m", "dsh_memory.cli", *args, "--json"]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    run("search", "quokka", "--mode", "ranked")  # the index and the state database made
+    if index_is == "stale":
+        (store.rollout_dir / "b.md").write_text("# B\nanother quokka\n")
+    elif index_is == "missing":
+        for p in store.state_dir.glob("search_*"):
+            p.unlink()
+    want = ["rollout_summaries/a.md"] + (["rollout_summaries/b.md"] if index_is == "stale" else [])
+    files = sorted(p for p in store.root.rglob("*"))
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in files}
+    for p in files:
+        p.chmod(p.stat().st_mode & ~0o222)
+    store.root.chmod(0o555)
+    try:
+        assert sorted(m["path"] for m in run("search", "quokka", "--mode", "ranked")["matches"]) == want
+        assert [m["path"] for m in run("search", "quokka")["matches"]] == want  # usage not recorded
+        assert run("read", "rollout_summaries/a.md")["content"]
+    finally:
+        for p in [store.root, *files]:
+            p.chmod(p.stat().st_mode | 0o200)
+    assert sorted(store.root.rglob("*")) == files
+    assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in files} == before
+    assert list((tmp_path / "tmp").iterdir()) == []  # the private copy removed at exit

@@ -178,6 +178,18 @@ def regular_file(path: str | Path) -> os.stat_result | None:
     return st if stat_mod.S_ISREG(st.st_mode) else None
 
 
+def writable(folder: Path, names: tuple[str, ...] = ()) -> bool:
+    """Whether this process can create files in `folder` (made when missing) and write those of
+    `names` that are there."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return False
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    return all(os.access(folder / name, os.W_OK) for name in names if os.path.lexists(folder / name))
+
+
 def lstat_named(path: Path, rel: str) -> os.stat_result:
     """The lstat of a guarded path; NotFoundError naming `rel` when it is missing."""
     try:
@@ -355,9 +367,14 @@ class FileCache:
 
 
 def record_usage(store: Any, rels: Iterable[str], state: Any = None, now: datetime | None = None) -> list[str]:
-    """One usage record per active rollout summary per call. Everything else never counts."""
+    """One usage record per active rollout summary per call. Everything else never counts; nor
+    does anything in a memory root this process cannot write (a read-only mount, another user's
+    memory): reading it must not fail, and nothing is forgotten there."""
     keys = sorted({r for r in rels if is_active_rollout(r)})
     if not keys:
+        return []
+    db = Path(state.db_path if state is not None else store.root / ".state" / "state.sqlite3")
+    if not writable(db.parent, (db.name, f"{db.name}-wal", f"{db.name}-shm")):
         return []
     if state is None:
         from dsh_memory.storage.state import StateStore

@@ -1,5 +1,6 @@
 """The ranked-search index: SQLite FTS5 (BM25, `porter unicode61`) over sections of the memory
-files, kept in `.state/search_index.sqlite3` and refreshed incrementally before each query:
+files, kept in `.state/search_index.sqlite3` (home.py: a private copy when the memory root is
+read-only) and refreshed incrementally before each query:
 only files whose (size, mtime_ns, inode) changed (changes.py), or that were modified within 2 s of
 being read (a coarse file-system clock gives an edit right after the same mtime), are re-indexed;
 deleted files are dropped (see `refresh` for when the directories alone are read). It finds the
@@ -24,13 +25,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dsh_memory.errors import DshMemoryError, UserInputError
-from dsh_memory.readpath import changes, embedder, fusion, vectors
+from dsh_memory.readpath import changes, embedder, fusion, home, vectors
 from dsh_memory.readpath._common import read_text, why_no_text
+from dsh_memory.readpath.home import INDEX_NAME
 from dsh_memory.readpath.lines import Hit, Section, idf, score_sections
 from dsh_memory.readpath.terms import CJK_RUN, Term, bigrams, query_terms
 
 SCHEMA_VERSION = "5"
-INDEX_NAME = "search_index.sqlite3"
 CHUNK_MAX_LINES = 24
 
 _HEADING = re.compile(r"^#{1,6}\s")
@@ -106,8 +107,7 @@ def _create_tables(conn: sqlite3.Connection) -> None:
 
 
 def _connect(store: Any) -> sqlite3.Connection:
-    state_dir = Path(store.state_dir)
-    path = state_dir / INDEX_NAME
+    path = home.of(store.state_dir) / INDEX_NAME
     conns = getattr(_local, "conns", None)
     if conns is None:
         conns = _local.conns = {}
@@ -121,7 +121,6 @@ def _connect(store: Any) -> sqlite3.Connection:
         if conn.ino == ino:  # (an inode is not reused while a connection holds its file open)
             return conn
         conns.pop(str(path)).close()  # a deleted file: another process built the index again, or this one will
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     conn = _open(path)  # bytes that are no database: `_guarded` builds it again
     if str(conn.execute("PRAGMA user_version").fetchone()[0]) != SCHEMA_VERSION:
         _create_tables(conn)
@@ -132,7 +131,7 @@ def _connect(store: Any) -> sqlite3.Connection:
 def _discard(store: Any) -> None:
     """Delete the index of `store` (this thread's connection to it closed): the next `_connect`
     builds a new one."""
-    path = Path(store.state_dir) / INDEX_NAME
+    path = home.of(store.state_dir) / INDEX_NAME
     conn = getattr(_local, "conns", {}).pop(str(path), None)
     if conn is not None:
         conn.close()
@@ -147,18 +146,16 @@ _DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary codes)
 def _guarded(store: Any, fn: Callable[[], T]) -> T:
     """fn(), which uses the index of `store`. An index SQLite finds damaged (pages a disk error or
     a copy cut short left malformed) is deleted and fn runs once more on a new one: the index is
-    derived from the memory files. Any other failure of it (read-only, held by another process
-    past LOCK_WAIT_SECONDS, a full disk), or of the vector file, is one error naming it, not a
-    traceback."""
+    derived from the memory files. Any other failure of it (held by another process past
+    LOCK_WAIT_SECONDS, a full disk), or of the vector file, is one error naming it, not a traceback."""
     for attempt in (1, 2):
         try:
             return fn()
         except sqlite3.DatabaseError as exc:
             if attempt == 2 or getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _DAMAGED:
                 raise DshMemoryError(
-                    f"cannot use the search index {Path(store.state_dir) / INDEX_NAME} ({exc}): ranked search "
-                    "needs it writable (the memory root, DSH_MEMORY_ROOT), and waits at most "
-                    f"{LOCK_WAIT_SECONDS:.0f} s for another process's update of it; the line modes do not use it"
+                    f"cannot use the search index {home.of(store.state_dir) / INDEX_NAME} ({exc}): ranked search "
+                    f"waits at most {LOCK_WAIT_SECONDS:.0f} s for another process's update of it; the line modes do not use it"
                 ) from None
         except OSError as exc:  # the vector file (vectors.py): a disk error, a full disk, a folder swapped in
             raise DshMemoryError(f"ranked search cannot use {exc.filename} ({exc.strerror})") from None
@@ -194,7 +191,7 @@ def _forget(store: Any) -> None:
 
 
 def _vectors_path(store: Any) -> Path:
-    return Path(store.state_dir) / vectors.VECTORS_NAME
+    return home.of(store.state_dir) / vectors.VECTORS_NAME
 
 
 def _section_text(rel: str, section: str) -> str:
