@@ -372,6 +372,44 @@ def test_formerly_surviving_shape_is_redacted(shape):
     assert secret not in json.dumps(redact_obj({"text": text}))
 
 
+# --- keys right after `-` or `_` ---------------------------------------------------------------------
+# A DSH or Claude Code project folder is named after its cwd (`/` becomes `-`): a cwd that ends in
+# a key puts the key right after a `-`, where the key rule's boundary missed it, and the session
+# log's path then reached a recap's provenance.
+_DASH_KEY = "sk-proj-Qx8Km2Zv9Rt4Bn7Wc3Yh6Jp1Df5Gs0La2Eu8Iy"
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        (f"-home-me-{_DASH_KEY}", _DASH_KEY),
+        (f"/home/me/.dsh/projects/--home-me-{_DASH_KEY}--/4d7a/session.jsonl", _DASH_KEY),
+        (f"token_{_DASH_KEY} in the env", _DASH_KEY),
+        ("cache at /tmp/run-sk-4f58575e74d81551a4247e3f02880b09/out", "4f58575e74d81551a4247e3f02880b09"),
+        ("x_sk-JWK5dM80FyGVpznowkA9T3BlbkFJlQo0NqdFiWEO50tA26Jb", "JWK5dM80FyGVpznowkA9T3BlbkFJ"),
+    ],
+)
+def test_a_key_right_after_a_dash_or_underscore_is_redacted(text, secret):
+    out = redact(text)
+    assert secret not in out and "[REDACTED:api_key]" in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "task-sk-abcdefghijklmnopqrstuvwxyz",  # a word ending in `sk`, then a plain word
+        "my_task-sk-learn-experiments-2024-v2",
+        "desk-sk-learning-pipeline-abcdefghijklmnopqrstu",
+        "disk-sk-0123456789012345678901234",
+        "task_sk-proj-management-dashboard-v2-final",
+        "-home-me-src-risk-sk-ABCDEFGHIJKLMNOPQRSTUVWX",
+        "risk-assessmentframeworkversiontwo and disk-usage-monitor-servicev2",
+    ],
+)
+def test_words_ending_in_sk_before_a_dash_survive(text):
+    assert redact(text) == text
+
+
 # --- the context rule: credential words make nearby random tokens secret ----------------------------
 
 RANDOM = "Xk9q2LmZ8vR4tB7nW1cY5hJ3pD6sF0gA"

@@ -477,6 +477,16 @@ def test_rollout_summary_provenance_roundtrip(store: MemoryStore):
     assert fields == prov and body.strip().startswith("# Recap")
 
 
+def test_a_key_in_the_session_logs_folder_name_never_reaches_the_provenance(store: MemoryStore):
+    """A DSH project folder named after a cwd that ends in a key (`-home-me-sk-proj-…`): the key
+    sits right after a `-`, which the key rule missed, so the log's path kept it in the recap."""
+    folder = "-home-me-" + FAKE_KEY.replace("sk-", "sk-proj-")
+    prov = _prov("s1", path=f"/home/me/.dsh/projects/{folder}/2026-01-02/session.jsonl")
+    slug = store.write_rollout_summary("fix", prov, "a recap")
+    text = (store.rollout_dir / f"{slug}.md").read_text()
+    assert FAKE_KEY[3:] not in text and "projects/-home-me-[REDACTED:api_key]/2026-01-02/session.jsonl" in text, text
+
+
 def test_rollout_slug_uniqueness(store: MemoryStore):
     assert store.write_rollout_summary("fix", _prov("s1"), "one") == "fix"
     assert store.write_rollout_summary("fix", _prov("s2"), "two") == "fix-2"

@@ -17,11 +17,11 @@ Kinds (the `<kind>` of `[REDACTED:<kind>]`) are short, lower-case, and never nes
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-MARKER_PREFIX = "[REDACTED:"
+from dsh_memory.transcript.secret_values import MARKER_PREFIX, looks_random
 
 
 def marker(kind: str) -> str:
@@ -39,7 +39,8 @@ class Rule:
     `gated`: the rule needs 16 token characters in a row (see GATE). `prefix`: the triggers are
     where the token starts (`ghp_`), not somewhere inside it or near it (`-us1`, `discord`).
     `window` > 0: only this many characters around each trigger are searched (patterns that
-    cannot start with a literal would otherwise test every position of the text)."""
+    cannot start with a literal would otherwise test every position of the text). `shape`: a
+    match counts only when `shape(match)` holds (what a regex cannot say, such as randomness)."""
 
     kind: str
     triggers: tuple[str, ...]
@@ -51,12 +52,13 @@ class Rule:
     gated: bool = True
     prefix: bool = True
     window: int = 0
+    shape: Callable[[re.Match[str]], bool] | None = None
 
     def spans(self, m: re.Match[str], text: str) -> Iterator[tuple[int, int]]:
         """The spans of `text` to replace for a match `m` (of `text`, or of `text.lower()`): its
         `group` (group 0: the whole match), or the `tok` of each match of `inner` within it."""
         start, end = m.span(self.group or 0)
-        if start < 0:  # the group took no part in the match
+        if start < 0 or (self.shape is not None and not self.shape(m)):  # no group, or not the shape
             return
         if self.inner is None:
             yield start, end
@@ -152,17 +154,26 @@ _AWS_RULES = [
 # --- prefixed tokens -------------------------------------------------------------------------
 _AN = "[A-Za-z0-9]"
 _HEX = "[0-9a-f]"
+# After `sk-`: a project / service / admin key's kind, then its body; or a legacy key's body
+_SK_BODY = (
+    r"(?:(?:proj|ant|svcacct|admin|or-v\d|lf|None)-(?:(?:api|admin)\d\d-)?(?P<body>[A-Za-z0-9_-]{20,})"
+    r"|(?P<legacy>[A-Za-z0-9]{20,}[A-Za-z0-9_-]*))"
+)
 
 _TOKEN_RULES = [
     # JSON Web Tokens (header.payload.signature, both JSON parts base64url of '{"')
     Rule("jwt", ("eyJ",), _start("eyJ", _TOKCH) + r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
     # OpenAI, Anthropic, OpenRouter, DeepSeek, Langfuse: sk-…
+    Rule("api_key", ("sk-",), _start("sk-", _TOKCH) + _SK_BODY),
+    # The same keys right after `-` or `_`: a DSH project folder named after a cwd that ends in a
+    # key (`-home-me-sk-proj-…`), `token_sk-…`. Words end in `sk` too (`task-sk-learn-…`), so
+    # there the key's body must also look random (mixed alphabet, short runs, high entropy).
     Rule(
         "api_key",
-        ("sk-",),
-        _start("sk-", _TOKCH)
-        + r"(?:(?:proj|ant|svcacct|admin|or-v\d|lf|None)-(?:(?:api|admin)\d\d-)?[A-Za-z0-9_-]{20,}"
-        r"|[A-Za-z0-9]{20,}[A-Za-z0-9_-]*)",
+        ("-sk-", "_sk-"),
+        r"sk-(?<=[_-]sk-)" + _SK_BODY,
+        prefix=False,
+        shape=lambda m: looks_random(m.group("body") or m.group("legacy")),
     ),
     # GitHub: classic, OAuth, user-to-server, server-to-server (app), refresh, fine-grained
     Rule(

@@ -13,7 +13,7 @@ import math
 import re
 from collections import Counter
 
-from dsh_memory.transcript.secret_rules import MARKER_PREFIX
+MARKER_PREFIX = "[REDACTED:"  # every marker starts so (secret_rules.marker)
 
 # --- assignments -----------------------------------------------------------------------------
 # Key names that make an assignment secret. The name must END with one of these (case
