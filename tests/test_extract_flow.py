@@ -244,11 +244,20 @@ def test_forget_while_the_session_is_being_extracted_never_lets_it_back(monkeypa
     assert StateStore(root).get_claim(sid) is None
 
 
-def test_forget_project_while_one_of_its_sessions_is_being_extracted_refuses(monkeypatch, tmp_path, fixtures_dir, fake):
+_FOLDER_KEY = "sk-proj-" + "Zr8Tq2Wm5Kx9Lb3Nv7Hc4Jd1Fg6Ys0Ue"
+
+
+@pytest.mark.parametrize("keyed_folder", [False, True], ids=["plain", "key-in-folder"])
+def test_forget_project_while_one_of_its_sessions_is_being_extracted_refuses(
+    monkeypatch, tmp_path, fixtures_dir, fake, keyed_folder
+):
     """`forget --project` during the model call of one of that project's sessions: the run then
     wrote the project's recap and raw memory after the forget, so the project was back in memory
     (a first extraction has no recap yet, so nothing excluded the session). Forget refuses while
-    such an extraction runs (exit 5, naming the session) and works once it ended."""
+    such an extraction runs (exit 5, naming the session) and works once it ended. With a key in
+    the log's folder name (a project folder named after a cwd ending in a key), the running claim
+    kept that path as it was, the key on disk in the state database: kept redacted now, the
+    guard still finds the log."""
     from typer.testing import CliRunner
 
     from dsh_memory import readers
@@ -257,19 +266,27 @@ def test_forget_project_while_one_of_its_sessions_is_being_extracted_refuses(mon
 
     root = pipeline_env(monkeypatch, tmp_path, fixtures_dir, fake.base_url)
     sid = "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64"
+    log = readers.find(MemorySettings.from_env().roots, sid).path
+    if keyed_folder:
+        keyed = tmp_path / "dsh" / "sessions" / f"--home-alice-src-{_FOLDER_KEY}--"
+        keyed.mkdir()
+        log.parent.rename(keyed / sid)
     cwd = readers.load(readers.find(MemorySettings.from_env().roots, sid)).cwd
     during: list = []
 
     def forget_then_answer(request: dict):
         during.append(CliRunner().invoke(app, ["forget", "--project", cwd]))
+        state_files = b"".join(p.read_bytes() for p in (root / ".state").glob("state.sqlite3*"))
+        during.append(_FOLDER_KEY.encode() in state_files)
         return memory_reply(request)
 
     fake.handler = forget_then_answer
     from dsh_memory.flows.extract import extract_flow
 
     summary = extract_flow(session_ids=[sid], respect_idle=False)
-    assert [o.outcome for o in summary.outcomes] == ["extracted"] and len(during) == 1
+    assert [o.outcome for o in summary.outcomes] == ["extracted"] and len(during) == 2
     assert during[0].exit_code == 5 and sid in during[0].output, during[0].output
+    assert during[1] is False  # no key in the state database while the claim runs
     after = CliRunner().invoke(app, ["forget", "--project", cwd])
     assert after.exit_code == 0, after.output
     store = MemoryStore(root)

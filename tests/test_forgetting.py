@@ -49,6 +49,7 @@ def test_forget_with_a_file_where_the_retired_folder_goes_changes_nothing(tmp_pa
 
     from dsh_memory.consolidation.forget import forget_project, retire_session
     from dsh_memory.errors import UserInputError
+    from dsh_memory.settings import SourceRoots
     from dsh_memory.storage.state import StateStore
 
     store = MemoryStore(tmp_path / "mem")
@@ -61,7 +62,7 @@ def test_forget_with_a_file_where_the_retired_folder_goes_changes_nothing(tmp_pa
     with pytest.raises(UserInputError, match=r"\.retired is not a folder"):
         retire_session(store, state, "s1", NOW)
     with pytest.raises(UserInputError, match=r"\.retired is not a folder"):
-        forget_project(store, state, "/w", NOW)
+        forget_project(store, state, "/w", NOW, SourceRoots())
     assert state.overrides() == {} and state.get_claim("s1") is not None
     assert [i.slug for i in store.list_rollout_summaries()] == ["s1"]
 
@@ -92,3 +93,30 @@ def test_forget_says_a_consolidation_keeps_what_the_session_taught(tmp_path):
     help_text = " ".join(CliRunner().invoke(app, ["forget", "--help"], env={"COLUMNS": "200"}).output.split())
     for text in (said, help_text):
         assert "until the next consolidation" not in text and "a consolidation keeps it): edit them" in text, text
+
+
+def test_forget_project_finds_a_running_sessions_log_by_its_id(tmp_path, fixtures_dir):
+    """A claim keeps its log's path redacted (a key in a folder name) or none at all (a run claims
+    its batch up front), so `forget --project` finds a running session's log through the readers:
+    it refuses while one of the project's sessions is being extracted, and only then."""
+    import pytest
+
+    from dsh_memory import readers
+    from dsh_memory.consolidation.forget import forget_project
+    from dsh_memory.errors import NotFoundError
+    from dsh_memory.settings import SourceRoots
+    from dsh_memory.storage.locks import AlreadyRunning
+    from dsh_memory.storage.state import StateStore
+    from tests.flow_helpers import copy_tree_aged
+
+    roots = SourceRoots(dsh_sessions=copy_tree_aged(fixtures_dir / "dsh" / "plain", tmp_path / "dsh") / "sessions")
+    sid = "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64"
+    cwd = readers.load(readers.find(roots, sid)).cwd
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    state = StateStore(store.root)
+    assert state.try_start_many([sid], NOW) == [sid] and state.get_claim(sid).path is None
+    with pytest.raises(AlreadyRunning, match=sid):
+        forget_project(store, state, cwd, NOW, roots)
+    with pytest.raises(NotFoundError):  # another project: nothing running there, nothing in memory
+        forget_project(store, state, "/home/alice/src/ledger-sync", NOW, roots)

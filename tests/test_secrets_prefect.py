@@ -1,6 +1,7 @@
 """No secret planted in a session reaches Prefect or the memory root: a hostile session puts one
 in its id (the DSH reader takes any directory name), its cwd, its title, a prompt, a tool command,
-a tool's error output and an edited file's path; Phase 1 and Phase 2 run on a real Prefect server
+a tool's error output, an edited file's path and its log's folder (a DSH project folder is named
+after the cwd, so a cwd ending in a key puts the key in the log's path); Phase 1 and Phase 2 run on a real Prefect server
 against the fake model, then every file of the server's home (its database: run names,
 parameters, logs, artifacts, events, results) and of the memory root is scanned for them."""
 
@@ -21,14 +22,16 @@ pytestmark = pytest.mark.usefixtures("own_prefect_api")
 API_KEY = "sk-" + "Pq4" * 16
 AWS_KEY = "AKIA" + "QX7RZ2MB4KD9WT3N"
 URL_PASSWORD = "hunter2-Vx9qLm"
-SECRETS = [PLANTED_SECRET, API_KEY, AWS_KEY, URL_PASSWORD]
+FOLDER_KEY = "sk-proj-" + "Zr8Tq2Wm5Kx9Lb3Nv7Hc4Jd1Fg6Ys0Ue"
+SECRETS = [PLANTED_SECRET, API_KEY, AWS_KEY, URL_PASSWORD, FOLDER_KEY]
 
 
-def hostile_session(dsh_home: Path, folder_name: str, sid: str = "") -> None:
-    """A session with secrets in its cwd, title, prompt, tool command, tool error and edited path."""
+def hostile_session(dsh_home: Path, folder_name: str, sid: str = "", project: str = "--hostile--") -> None:
+    """A session with secrets in its cwd, title, prompt, tool command, tool error and edited path,
+    in the DSH project folder `project`."""
     sid = sid or folder_name
     cwd = f"/home/w/src/{API_KEY}"
-    folder = dsh_home / "sessions" / "--hostile--" / folder_name
+    folder = dsh_home / "sessions" / project / folder_name
     folder.mkdir(parents=True)
     t0 = int(time.time() * 1000) - 7200_000
     prompt = f"Deploy with https://admin:{URL_PASSWORD}@db.example.com. Always run `make test` before committing."
@@ -100,7 +103,7 @@ def test_secrets_planted_in_a_session_reach_neither_prefect_nor_the_memory_root(
         }.items():
             monkeypatch.setenv(k, v)
         sid = "0d5e7a1c-2b3f-4c6d-8e9f-a0b1c2d3e4f5"
-        hostile_session(tmp_path / "dsh", sid, sid)
+        hostile_session(tmp_path / "dsh", sid, sid, project=f"-home-w-{FOLDER_KEY}")  # a key in the log's path
         hostile_session(tmp_path / "dsh", f"proj-{PLANTED_SECRET}", f"proj-{PLANTED_SECRET}")  # the id itself
         hostile_session(tmp_path / "dsh", "proj-2", f"proj-{AWS_KEY}")  # the header's id
         from dsh_memory.flows.consolidate import consolidate_flow

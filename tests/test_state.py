@@ -46,6 +46,16 @@ def test_db_location_and_wal(st: StateStore, tmp_path: Path):
     conn.close()
 
 
+def test_a_claim_keeps_its_logs_path_redacted(st: StateStore):
+    """A DSH project folder is named after the session's cwd: a key in the cwd was kept in the
+    claim's path, on disk in the state database (forget finds the log through the readers)."""
+    folder = "-home-me-sk-proj-Zr8Tq2Wm5Kx9Lb3Nv7Hc4Jd1Fg6Ys0Ue"
+    assert st.try_start("s1", T0, source="dsh", path=f"/home/me/.dsh/sessions/{folder}/s1/session.jsonl")
+    assert st.get_claim("s1").path == "/home/me/.dsh/sessions/-home-me-[REDACTED:api_key]/s1/session.jsonl"
+    st.close()
+    assert not [p for p in st.db_path.parent.iterdir() if b"Zr8Tq2Wm5Kx9" in p.read_bytes()]
+
+
 def test_claim_lifecycle(st: StateStore):
     assert st.try_start("s1", T0, source="codex", path="/logs/s1.jsonl") is True
     c = st.get_claim("s1")

@@ -24,6 +24,8 @@ from dsh_memory.storage.turn_ends import TurnEnds
 
 REPO = Path(__file__).resolve().parents[1]
 TS = "2025-12-01T00:00:00.000000+00:00"
+# A claim's log path as versions before 8 kept it: a project folder named after a cwd ending in a key.
+KEYED_PATH = "/home/me/.dsh/sessions/-home-me-sk-proj-Zr8Tq2Wm5Kx9Lb3Nv7Hc4Jd1Fg6Ys0Ue/s1/session.jsonl"
 
 
 def old_database(root: Path, version: int) -> Path:
@@ -32,9 +34,9 @@ def old_database(root: Path, version: int) -> Path:
     conn = connect(db)
     assert apply_migrations(conn, target=version) == version
     conn.execute(
-        "INSERT INTO claims (session_id, status, attempts, last_seq, parts, updated_at, started_at, error, slug)"
-        " VALUES ('old', 'failed', 2, 55, 3, ?, ?, 'boom', 'legacy-slug')",
-        (TS, TS),
+        "INSERT INTO claims (session_id, status, attempts, last_seq, parts, updated_at, started_at, error, slug, path)"
+        " VALUES ('old', 'failed', 2, 55, 3, ?, ?, 'boom', 'legacy-slug', ?)",
+        (TS, TS, KEYED_PATH),
     )
     conn.execute("UPDATE pipeline SET pending_consolidation=1, phase2_failures=2, last_phase2_at=?", (TS,))
     conn.execute("INSERT INTO overrides VALUES ('old', 'exclude')")
@@ -72,7 +74,9 @@ def test_a_database_of_each_earlier_version_is_migrated_with_nothing_lost(tmp_pa
         assert c.owner == "elsewhere:1:2"
     if version >= 5:
         assert TurnEnds(st).pending() == 1
+    assert c.path is None  # the raw log path (a key in its folder name) is gone: v8
     st.close()
+    assert not [p for p in (root / ".state").iterdir() if b"Zr8Tq2Wm5Kx9" in p.read_bytes()]
     again = StateStore(root)  # a second open migrates nothing and keeps the memory id
     assert again.get_meta().memory_id == meta.memory_id
     again.close()

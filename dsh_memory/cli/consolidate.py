@@ -129,7 +129,7 @@ def register(app: typer.Typer) -> None:
                 raise UserInputError("forget takes a session id or --project ROOT (one of the two)")
             with memory_context() as ctx:
                 if project is not None:
-                    return forget_project(ctx.store, ctx.state, project, datetime.now(UTC))
+                    return forget_project(ctx.store, ctx.state, project, datetime.now(UTC), ctx.settings.roots)
                 return forget_session(ctx, session, datetime.now(UTC))
 
         def text(result: dict) -> None:

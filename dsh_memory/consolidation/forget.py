@@ -15,9 +15,11 @@ from dsh_memory import scope as sc
 from dsh_memory.errors import NotFoundError, UserInputError
 from dsh_memory.models import SessionRef
 from dsh_memory.readers.header import session_cwd
+from dsh_memory.settings import SourceRoots
 from dsh_memory.storage.locks import AlreadyRunning, phase_lock
 from dsh_memory.storage.state_schema import owner_is_gone
 from dsh_memory.storage.store_format import parse_front_matter
+from dsh_memory.transcript.secret_rules import MARKER_PREFIX
 
 
 def forget_session(ctx: Any, session: str, now: datetime) -> dict:
@@ -92,14 +94,15 @@ def restore_summary(store: Any, state: Any, name: str, now: datetime) -> dict:
     return {"restored": str(name).removesuffix(".md"), "slug": slug, "path": rel}
 
 
-def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
+def forget_project(store: Any, state: Any, root: str, now: datetime, roots: SourceRoots) -> dict:
     """`dsh-memory forget --project ROOT`: retire every memory of the project `root` (a repository
     root, or a folder inside or a worktree of one), recoverably (docs/cli.md); NotFoundError when
     the project has nothing in memory. A rollout summary is the project's by its provenance
     `project`, else the repository of its `cwd`; the project's MEMORY.md task groups and summary
     part are kept together as one retired summary, `rollout_summaries/.retired/forgotten-<label>-
     handbook.md`, which `dsh-memory restore` brings back to the read tools. Runs
-    under Phase 2's lock, so no consolidation rewrites the handbook meanwhile."""
+    under Phase 2's lock, so no consolidation rewrites the handbook meanwhile; refused while a
+    session of the project (its log under the session `roots`) is being extracted."""
     if not isinstance(root, str) or not root.strip() or "\x00" in root:
         raise UserInputError("forget --project needs a repository root")
     asked = sc._norm(os.path.abspath(os.path.expanduser(root.strip())))  # `.` is the current folder
@@ -113,7 +116,7 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
             held.enter_context(phase_lock(store.root, "phase2"))
         except AlreadyRunning:
             raise AlreadyRunning("phase2", "a consolidation is running: forget the project once it ends") from None
-        busy = [c.session_id for c in state.claims().values() if _running_here(c, mine)]
+        busy = _running_here(state, roots, mine)
         if busy:  # its run would write the project's recap and raw memory after this
             msg = f"session {busy[0]} of this project is being extracted right now: forget it once that run ends"
             raise AlreadyRunning("extract", msg)
@@ -146,18 +149,33 @@ def forget_project(store: Any, state: Any, root: str, now: datetime) -> dict:
     }
 
 
-def _running_here(claim: Any, mine) -> bool:
-    """A live extraction of a session whose log (its header's cwd) is in the project `mine` names."""
-    if claim.status != "running" or owner_is_gone(claim.owner) or not claim.path:
-        return False
+def _running_here(state: Any, roots: SourceRoots, mine) -> list[str]:
+    """The sessions being extracted (a live running claim) whose log's header names a cwd in the
+    project `mine` names. A claim keeps its log's path redacted (a key in a project folder's name
+    must not reach the state database), so the log is found again by session id through the
+    readers; a kept path with no marker (a log outside today's `roots`) is read as it is."""
+    from dsh_memory import readers
+
+    running = [c for c in state.claims().values() if c.status == "running" and not owner_is_gone(c.owner)]
+    logs = {r.id: r for r in readers.discover(roots)} if running else {}
+    return [c.session_id for c in running if _in_project(logs.get(c.session_id) or _kept_log(c), mine)]
+
+
+def _kept_log(claim: Any) -> SessionRef | None:
+    """The log a claim's kept path names, when it is whole (no marker) and still there."""
+    if not claim.path or MARKER_PREFIX in claim.path:
+        return None
     try:
         st = os.stat(claim.path)
-        ref = SessionRef(
+        return SessionRef(
             id=claim.session_id, source=claim.source, path=Path(claim.path), size=st.st_size, mtime_ns=st.st_mtime_ns
         )
     except (OSError, ValueError):  # the log is gone, or the claim names no known source
-        return False
-    cwd = session_cwd(ref)
+        return None
+
+
+def _in_project(ref: SessionRef | None, mine) -> bool:
+    cwd = session_cwd(ref) if ref is not None else None
     return bool(cwd) and mine(sc.project_root(cwd) or cwd)
 
 

@@ -26,6 +26,7 @@ from dsh_memory.storage.state_schema import (
     Claim,
     PipelineMeta,
     _clean_error,
+    _clean_path,
     _dt,
     _ts,
     _utc,
@@ -120,11 +121,11 @@ class StateStore(AbstractContextManager["StateStore"]):
         """Mark running (owned by `owner`, default this process) unless a live running claim
         exists: one renewed less than stale_after_s ago whose owner process still runs. A claim
         whose owner is gone is taken over at once. Keeps last_seq/parts/attempts. `reclaim`: a
-        live claim of this same owner is taken again (the run claimed its batch up front)."""
+        live claim of this same owner is taken again (the run claimed its batch up front). The
+        log's `path` is kept redacted (a key in a folder name must not reach the database)."""
+        path, owner = _clean_path(path), owner or current_owner()
         with self._tx() as conn:
-            return self._start(
-                conn, session_id, _utc(now), stale_after_s, source, path, owner or current_owner(), reclaim
-            )
+            return self._start(conn, session_id, _utc(now), stale_after_s, source, path, owner, reclaim)
 
     def try_start_many(self, session_ids: list[str], now: datetime, stale_after_s: float = 1800) -> list[str]:
         """`try_start` for a whole batch in one transaction (this process the owner): the ids

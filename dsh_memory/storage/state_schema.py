@@ -96,6 +96,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE pipeline ADD COLUMN last_phase2_failure_at TEXT;
     """,
+    # v8: a claim keeps its log's path redacted (a project folder is named after the cwd, so a key
+    # in a cwd is in the path); the raw paths kept before go (forget finds logs through the readers)
+    """
+    UPDATE claims SET path = NULL WHERE path IS NOT NULL;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -163,6 +168,15 @@ def _clean_error(error: object) -> str:
 
     # redacted, then cut: a secret the cut splits is no longer one the redactor can tell
     return redact(str(error)[: MAX_ERROR_CHARS * 4])[:MAX_ERROR_CHARS]
+
+
+def _clean_path(path: str | None) -> str | None:
+    """A session log's path as its claim keeps it: redacted. A DSH or Claude Code project folder is
+    named after the session's cwd, so a key in the cwd is in the path (forget_project's guard finds
+    the log again through the readers when a marker took part of it)."""
+    from dsh_memory.transcript.redact import redact  # lazy, as in _clean_error
+
+    return None if path is None else redact(path)
 
 
 @contextmanager
