@@ -406,6 +406,18 @@ def test_the_matcher_pairs_restatements_and_keeps_other_rules_apart(semantic):
         assert m.same("don't use emojis in the UI", "no emoji in user-facing text") == "meaning"
 
 
+def test_the_saved_report_holds_no_key_from_a_projects_path(tmp_path):
+    """A replay's projects are its sessions' cwds: a cwd ending in a key put the key in
+    `.state/replay.json`, in the memory root. The report is kept redacted."""
+    project = "/home/me/sk-proj-Zr8Tq2Wm5Kx9Lb3Nv7Hc4Jd1Fg6Ys0Ue"
+    said = Said(session="s-1", project=project, text=RULE, started=datetime(2026, 11, 2, 9, 30, tzinfo=UTC))
+    result = ReplayResult(new_rules=[said], sessions=1, scope=project)
+    result.tally()
+    text = save_report(tmp_path, result).read_text()
+    assert "Zr8Tq2Wm5Kx9" not in text and "/home/me/[REDACTED:api_key]" in text
+    assert load_report(tmp_path).new_rules[0].text == RULE
+
+
 def test_the_last_replay_is_shown_in_the_vault(tmp_path):
     from starlette.testclient import TestClient
 

@@ -126,8 +126,12 @@ def report_path(memory_root: Path) -> Path:
 
 
 def save_report(memory_root: Path, result: ReplayResult) -> Path:
-    """Keep `result` as the last replay (atomic write; the folder private to the user). The vault
+    """Keep `result` as the last replay (atomic write; the folder private to the user), redacted
+    (a project is its sessions' cwd, and a key in a cwd must not reach the memory root). The vault
     reads it back, bounded: too long, its lists are cut to fit (the missed first), its totals kept."""
+    from dsh_memory.transcript.redact import redact_obj
+
+    result = ReplayResult.model_validate(redact_obj(result.model_dump(mode="json")))
     path = report_path(memory_root)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     text = result.model_dump_json(indent=1)
