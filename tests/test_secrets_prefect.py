@@ -103,9 +103,10 @@ def test_secrets_planted_in_a_session_reach_neither_prefect_nor_the_memory_root(
         }.items():
             monkeypatch.setenv(k, v)
         sid = "0d5e7a1c-2b3f-4c6d-8e9f-a0b1c2d3e4f5"
-        hostile_session(tmp_path / "dsh", sid, sid, project=f"-home-w-{FOLDER_KEY}")  # a key in the log's path
+        keyed = f"-home-w-{FOLDER_KEY}"  # a project folder named after a cwd that ends in a key
+        hostile_session(tmp_path / "dsh", sid, sid, project=keyed)
         hostile_session(tmp_path / "dsh", f"proj-{PLANTED_SECRET}", f"proj-{PLANTED_SECRET}")  # the id itself
-        hostile_session(tmp_path / "dsh", "proj-2", f"proj-{AWS_KEY}")  # the header's id
+        hostile_session(tmp_path / "dsh", "proj-2", f"proj-{AWS_KEY}", project=keyed)  # the header's id
         from dsh_memory.flows.consolidate import consolidate_flow
         from dsh_memory.flows.extract import extract_flow
 
