@@ -410,6 +410,58 @@ def test_words_ending_in_sk_before_a_dash_survive(text):
     assert redact(text) == text
 
 
+# The other families whose rows refuse a `-` or `_` before the prefix (all values fake).
+@pytest.mark.parametrize(
+    "text, secret, kind",
+    [
+        ("-home-me-glpat-Qx8Km2Zv9Rt4Bn7Wc3Yh/x.jsonl", "Qx8Km2Zv9Rt4Bn7Wc3Yh", "gitlab_token"),
+        ("deploy_glrt-YqFcbXDXO5BWcFT8AYPN", "YqFcbXDXO5BWcFT8AYPN", "gitlab_token"),
+        (
+            "-home-me-xoxb-809837470170-6145721466175-qFS3aQ4iMn8mCGxZ6r5QlfL1",
+            "qFS3aQ4iMn8mCGxZ6r5QlfL1",
+            "slack_token",
+        ),
+        (
+            "bot_xapp-1-AV1YHA1CP0F-6646338377689-5094aa29996767526eaf20bb0e9284e8",
+            "5094aa29996767526eaf",
+            "slack_token",
+        ),
+        ("pay_sq0atp-eQOxwbEFF8OAXpGskELDsz", "eQOxwbEFF8OAXpGskELDsz", "square_token"),
+        (
+            "MAIL_SG.bc-WhloVx4wSBro8WMsm0w.nEk8bxSSGGmLRq2g6OYDprDwJcW5w6boU1DT9uWzB1s",
+            "nEk8bxSSGGmLRq2g6OYD",
+            "sendgrid_key",
+        ),
+        ("oauth_ya29.a0AfH6SMBxYz2QwErTy7UiOp9AsDfGhJkLzXcVbNm", "a0AfH6SMBxYz2QwErTy7", "gcp_token"),
+        (
+            "jwt_eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.R8AXRhKJVNW-SQwpOo4cGURWsIlg9NY2",
+            "R8AXRhKJVNW-SQwpOo4c",
+            "jwt",
+        ),
+    ],
+)
+def test_other_tokens_right_after_a_dash_or_underscore_are_redacted(text, secret, kind):
+    out = redact(text)
+    assert secret not in out and f"[REDACTED:{kind}]" in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "rotate_glpat-tokens-nightly-job-config.yml",
+        "-home-me-src-glab-glpat-rotation-helper-scripts",
+        "slack_xoxb-token-rotation-handler-v2 and foo_xoxb_handler",
+        "my_xapp-1-socket-mode-connection-handler-v2",
+        "test_sq0atp-fixture-loader-for-payments-v2",
+        "module.app_SG.ingress_with_cidr_blocks.egress_with_source_security_group_id",
+        "see docs_ya29.access-token-format-notes-v1",
+        "test_eyJ_prefix.eyJ_payload_check.py",
+    ],
+)
+def test_identifiers_holding_a_token_prefix_after_a_dash_or_underscore_survive(text):
+    assert redact(text) == text
+
+
 # --- the context rule: credential words make nearby random tokens secret ----------------------------
 
 RANDOM = "Xk9q2LmZ8vR4tB7nW1cY5hJ3pD6sF0gA"

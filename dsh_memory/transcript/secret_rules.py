@@ -108,6 +108,16 @@ def _prefixed(kind: str, prefix: str, body: str, right: str = _R) -> Rule:
     return Rule(kind, (prefix,), _start(prefix) + body + right)
 
 
+def _joined(kind: str, lit: str, body: str) -> Rule:
+    """`lit` and a `body` right after `-` or `_`, where the row of `lit` refuses to start: a DSH
+    project folder named after a cwd that ends in a token (`-home-me-glpat-…`), `deploy_xoxb-…`.
+    Words and identifiers end in a prefix's letters too (`task-sk-learn-…`, `slack_xoxb-token-…`),
+    so here the token's `body` group must also look random (mixed alphabet, short runs, high
+    entropy)."""
+    e, shape = re.escape(lit), lambda m: looks_random(m.group("body"))
+    return Rule(kind, (f"-{lit}", f"_{lit}"), e + rf"(?<=[_-]{e})" + body, prefix=False, shape=shape)
+
+
 # --- private keys ----------------------------------------------------------------------------
 # A base64 body line, optionally behind a `cat -n`/read-tool line-number prefix ("15:     MIIE…").
 _LINENO = r"(?:\d{1,7}(?::|\t|→|\|)[ \t]*)?"
@@ -163,11 +173,10 @@ _SK_BODY = (
 _TOKEN_RULES = [
     # JSON Web Tokens (header.payload.signature, both JSON parts base64url of '{"')
     Rule("jwt", ("eyJ",), _start("eyJ", _TOKCH) + r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
+    _joined("jwt", "eyJ", r"(?P<body>[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*)"),
     # OpenAI, Anthropic, OpenRouter, DeepSeek, Langfuse: sk-…
     Rule("api_key", ("sk-",), _start("sk-", _TOKCH) + _SK_BODY),
-    # The same keys right after `-` or `_`: a DSH project folder named after a cwd that ends in a
-    # key (`-home-me-sk-proj-…`), `token_sk-…`. Words end in `sk` too (`task-sk-learn-…`), so
-    # there the key's body must also look random (mixed alphabet, short runs, high entropy).
+    # The same keys right after `-` or `_` (see _joined; a legacy key's body is its own group)
     Rule(
         "api_key",
         ("-sk-", "_sk-"),
@@ -188,6 +197,7 @@ _TOKEN_RULES = [
         ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glft-", "glimt-", "gloas-", "glagent-", "glsoat-", "glffct-"),
         _start("gl", _TOKCH) + r"(?:pat|dt|rt|ptt|cbt|ft|imt|oas|agent|soat|ffct)-[A-Za-z0-9_.-]{20,}",
     ),
+    _joined("gitlab_token", "gl", r"(?:pat|dt|rt|ptt|cbt|ft|imt|oas|agent|soat|ffct)-(?P<body>[A-Za-z0-9_.-]{20,})"),
     _prefixed("gitlab_token", "GR1348941", _TOKCH + "{20,}", _RD),
     # Bitbucket app passwords and Atlassian (Jira, Confluence, Bitbucket) API / access tokens
     _prefixed("bitbucket_token", "ATBB", _AN + "{32,}"),
@@ -195,6 +205,9 @@ _TOKEN_RULES = [
     # Slack: bot, user, workspace, refresh, config and app-level tokens; webhooks keep their host
     Rule("slack_token", ("xox",), _start("xox", _TOKCH) + r"[abposre]-[A-Za-z0-9-]{10,}"),
     Rule("slack_token", ("xapp-",), _start("xapp-", _TOKCH) + r"\d-[A-Za-z0-9-]{20,}"),
+    # after `-`/`_`: the random part is what follows the team, user and app ids
+    _joined("slack_token", "xox", r"[abposre]-(?:\d+-)*(?P<body>[A-Za-z0-9-]{10,})"),
+    _joined("slack_token", "xapp-", r"\d-(?:[A-Z0-9]+-)*(?P<body>[A-Za-z0-9-]{20,})"),
     Rule(
         "slack_webhook",
         ("hooks.slack.com",),
@@ -238,11 +251,13 @@ _TOKEN_RULES = [
     Rule(
         "square_token", ("sq0atp-", "sq0csp-", "sq0idp-"), _start("sq0", _TOKCH) + r"(?:atp|csp|idp)-[A-Za-z0-9_-]{22,}"
     ),
+    _joined("square_token", "sq0", r"(?:atp|csp|idp)-(?P<body>[A-Za-z0-9_-]{22,})"),
     Rule("braintree_token", ("access_token$",), r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}"),
     # Google: API keys, OAuth client secrets, OAuth access and refresh tokens
     _prefixed("gcp_api_key", "AIza", r"[A-Za-z0-9_-]{35}", _RD),
     _prefixed("gcp_secret", "GOCSPX-", r"[A-Za-z0-9_-]{24,}", _RD),
     Rule("gcp_token", ("ya29.",), _start("ya29.", "[A-Za-z0-9_.-]") + r"[A-Za-z0-9_.-]{20,}"),
+    _joined("gcp_token", "ya29.", r"(?P<body>[A-Za-z0-9_.-]{20,})"),
     Rule("gcp_token", ("1//0",), _start("1//0", "[A-Za-z0-9/]") + r"[A-Za-z0-9_-]{40,}"),
     # Azure: AD (Entra) client secrets; SAS signatures (account keys are assignments)
     Rule(
@@ -270,6 +285,7 @@ _TOKEN_RULES = [
     _prefixed("rubygems_key", "rubygems_", _HEX + "{48}"),
     # SaaS
     Rule("sendgrid_key", ("SG.",), _start("SG.", "[A-Za-z0-9_.-]") + r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}"),
+    _joined("sendgrid_key", "SG.", r"(?P<body>[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64})"),
     _prefixed("twilio_key", "SK", "[0-9a-fA-F]{32}"),
     _prefixed("mailgun_key", "key-", _HEX + "{32}"),
     Rule(
