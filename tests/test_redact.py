@@ -416,6 +416,7 @@ def test_words_ending_in_sk_before_a_dash_survive(text):
     [
         ("-home-me-glpat-Qx8Km2Zv9Rt4Bn7Wc3Yh/x.jsonl", "Qx8Km2Zv9Rt4Bn7Wc3Yh", "gitlab_token"),
         ("deploy_glrt-YqFcbXDXO5BWcFT8AYPN", "YqFcbXDXO5BWcFT8AYPN", "gitlab_token"),
+        ("deploy_ghp_Qx8Km2Zv9Rt4Bn7Wc3Yh6Jp1Df5Gs0La2Eu8I", "Qx8Km2Zv9Rt4Bn7Wc3Yh", "github_token"),
         (
             "-home-me-xoxb-809837470170-6145721466175-qFS3aQ4iMn8mCGxZ6r5QlfL1",
             "qFS3aQ4iMn8mCGxZ6r5QlfL1",
@@ -449,6 +450,7 @@ def test_other_tokens_right_after_a_dash_or_underscore_are_redacted(text, secret
     "text",
     [
         "rotate_glpat-tokens-nightly-job-config.yml",
+        "load_ghp_TokenFromEnvironmentFileForCi() and read_github_pat_from_keychain_helper_v2",
         "-home-me-src-glab-glpat-rotation-helper-scripts",
         "slack_xoxb-token-rotation-handler-v2 and foo_xoxb_handler",
         "my_xapp-1-socket-mode-connection-handler-v2",

@@ -190,6 +190,8 @@ _TOKEN_RULES = [
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         _start("g") + r"(?:h[pousr]_[A-Za-z0-9]{20,}|ithub_pat_[A-Za-z0-9_]{20,})",
     ),
+    _joined("github_token", "gh", r"[pousr]_(?P<body>[A-Za-z0-9]{20,})"),
+    _joined("github_token", "github_pat_", r"(?P<body>[A-Za-z0-9_]{20,})"),
     # GitLab: personal/project/group, deploy, runner, pipeline trigger, CI job, feed, incoming mail,
     # OAuth app secret, agent, SCIM, feature flags; runner registration tokens
     Rule(
