@@ -215,6 +215,25 @@ def test_what_the_session_wrote_down_for_later_sessions_is_kept():
     assert "ls -la" not in raw
 
 
+def test_a_documented_commands_trailing_comment_is_kept_without_its_padding():
+    """A shell block lines its comments up in a column: the comment says why (kept), the padding
+    is no part of the command; a documented command the session also ran is said once."""
+    agents_md = (
+        "```bash\nbun install                                    # worktrees do NOT share node_modules\n"
+        "bun run release          # patch bump (default)\nmake lint   # lint\necho '#tag'\n```\n"
+    )
+    s = make_session(
+        ("user", "Document the release."),
+        ("tool", "Write", {"file_path": f"{CWD}/AGENTS.md", "content": agents_md}, "ok", False),
+        _bash("make lint", "ok"),
+        cwd=CWD,
+    )
+    assert gather(s).documented == [
+        "bun install # worktrees do NOT share node_modules",
+        "bun run release # patch bump (default)",
+    ]
+
+
 def test_a_users_correction_is_a_rule_and_a_bare_complaint_is_not():
     s = make_session(
         ("user", "Commit it."),

@@ -42,6 +42,8 @@ INSTRUCTION_FILE = re.compile(
 )
 AGENT_MEMORY_FILE = re.compile(r"(^|/)\.claude/projects/[^/]+/memory/(?!MEMORY\.md$)[^/]+\.md$")
 _FENCE = re.compile(r"^```[ \t]*(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)^```", re.M | re.S)
+# A shell line's trailing comment, lined up in a column: `bun install      # worktrees do NOT share …`
+_TRAILING_COMMENT = re.compile(r"^(\S.*?)\s+#\s+(.+)$")
 _DESCRIPTION = re.compile(r"^description:[ \t]*(.+)$", re.M)
 _NAME = re.compile(r"^name:[ \t]*(.+)$", re.M)
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$")
@@ -185,8 +187,8 @@ def code_map_lines(changed: list[Change]) -> list[str]:
 
 def documented(edits: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
     """What the session wrote down for later sessions: (the build/run commands in the shell blocks
-    it wrote into an agent instruction file — CLAUDE.md, AGENTS.md, … —, the descriptions of the
-    agent memory notes it saved)."""
+    it wrote into an agent instruction file — CLAUDE.md, AGENTS.md, … —, each with its trailing
+    comment as `cmd # why`, the descriptions of the agent memory notes it saved)."""
     commands: list[str] = []
     notes: list[str] = []
     for path, text in edits:
@@ -194,6 +196,8 @@ def documented(edits: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
             for block in _FENCE.findall(text):
                 for line in block.splitlines():
                     line = line.strip().removeprefix("$ ").strip()
+                    if m := _TRAILING_COMMENT.match(line):  # kept (it says why), the column's padding not
+                        line = f"{m.group(1)} # {m.group(2)}"
                     if line and not line.startswith("#") and is_build_command(line) and line not in commands:
                         commands.append(line)
         elif AGENT_MEMORY_FILE.search(path):

@@ -288,7 +288,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     documented_commands, ev.agent_notes = documented(texts)
     ran = {c.line for c in ev.commands}
     ev.documented = [
-        c for c in documented_commands if c not in ran and len(c) <= 160 and not RUNS_A_DOWNLOAD.search(c)
+        c
+        for c in documented_commands
+        if c.split(" # ")[0] not in ran and len(c) <= 160 and not RUNS_A_DOWNLOAD.search(c)
     ][:MAX_RULES]  # whole
     ev.agent_notes = [n for n in (clip_prose(n, 320) for n in ev.agent_notes[:MAX_RULES]) if n]
     ev.tripwires = [redact(w) for w in tripwires(reads, ev.edited)]
