@@ -89,6 +89,24 @@ def test_commands_are_normalized_as_a_next_session_would_type_them():
         assert not is_build_command(not_build), not_build
 
 
+def test_a_script_of_several_lines_is_the_one_line_that_runs_the_same():
+    """Its line breaks were spaces: `a &`, `sleep 5`, `curl …` became `a & sleep 5 curl …` (curl an
+    argument of sleep)."""
+    script = "pnpm --filter api dev &\nsleep 5\n# is it up?\ncurl -s http://localhost:3000/health"
+    assert normalize_command(script, CWD) == "pnpm --filter api dev & sleep 5; curl -s http://localhost:3000/health"
+    assert normalize_command("make build &&\n  make test\n| tee log", CWD) == "make build && make test"
+    assert normalize_command("cargo build \\\n  --release\ncargo test", CWD) == "cargo build --release; cargo test"
+    assert normalize_command("for t in a b; do\n  make $t\ndone", CWD) == "for t in a b; do make $t; done"
+
+
+def test_a_program_named_alone_is_a_command_only_when_it_does_the_work_by_itself():
+    """A subagent's prompt saying "use `pnpm`, not `npm`" was read as two commands run."""
+    for usage_only in ("npm", "pnpm", "bun", "cargo", "go", "docker", "uv", "pip", "python", "node"):
+        assert not is_build_command(usage_only), usage_only
+    for alone in ("make", "pytest", "yarn", "tox", "just"):
+        assert is_build_command(alone), alone
+
+
 def test_a_shield_names_the_failure_and_what_fixed_it_or_is_not_written():
     s = make_session(
         ("user", "Commit the change."),

@@ -58,6 +58,11 @@ BUILD = re.compile(
     r"playwright|tailwindcss|docker|docker-compose|conda|mamba|bazel|cmake|ctest|ninja|meson|rake|bundle|rspec|"
     r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit)(?=\s|$)"
 )  # a program, not `node.plan` or `make_x`
+# the programs that build, test or check the project named alone (`make`, `pytest`, `yarn` installs)
+ALONE = re.compile(
+    r"^(make|just|task|tox|nox|pytest|py\.test|yarn|tsc|jest|vitest|rspec|rake|ninja|ctest|pre-commit|flake8|pyright|"
+    r"mix|phpunit|xcodebuild|bundle|\./gradlew|\./mvnw|gradle|mvn)$"
+)
 # a test runner however spelt (`pytest`, `x_test.go`, `prompt.test`, `runtests.py`), not `x@latest`; `make ci`, not
 # `npm ci` (an install from the lockfile)
 CHECK = re.compile(
@@ -195,11 +200,29 @@ def informative_error(text: str) -> str:
     return ""
 
 
+def one_line(script: str) -> str:
+    """A script of several lines as the one line that runs the same: a line break is `; ` unless
+    the line before ends in an operator that joins it (`&&`, `|`, `&`, `\\`, `then`, …); comment
+    lines go. (`a &`, `sleep 5`, `curl …` is `a & sleep 5; curl …`, not `a & sleep 5 curl …`.)"""
+    out = ""
+    for raw in script.replace("\\\n", " ").splitlines():
+        ln = raw.strip()
+        if not ln or ln.startswith("#"):
+            continue
+        joined = not out or _JOINS.search(out) or _CONTINUES.match(ln)
+        out += (" " if out else "") + ln if joined else "; " + ln
+    return out
+
+
+_JOINS = re.compile(r"(?:&&|\|\||[|&;({]|\b(?:then|do|else|in))\s*$")
+_CONTINUES = re.compile(r"^(?:&&|\|\||\|)")  # (`done`, `fi`, `}` want the `;` a line break is)
+
+
 def normalize_command(line: str, cwd: str | None) -> str:
     """A command as a future agent would type it: no redirections of its output, no pager or
     `tail`, no search of a build's output, no `|| true` or `|| echo …`, no `cd` into the session's
-    own folder (the folder as an argument is `.`), one line."""
-    s = " ".join(line.split())
+    own folder (the folder as an argument is `.`), one line (`one_line`)."""
+    s = " ".join(one_line(line).split())
     for spelt in spellings(cwd) if cwd else ():  # `D:\repo`, `D:/repo`, `/d/repo` on Windows
         root = re.escape(spelt)
         s = re.sub(rf"^cd\s+['\"]?{root}[/\\]?['\"]?\s*(&&|;)\s*", "", s, flags=re.I)
@@ -225,6 +248,8 @@ def is_build_command(cmd: str) -> bool:
     """How a project is built, tested, checked or run, as opposed to exploring it."""
     c = core(cmd)
     if not c or EXPLORE.match(c) or not BUILD.match(c) or is_probe(c):
+        return False
+    if " " not in c and not ALONE.match(c):  # `npm`, `cargo`, `docker` alone print their usage
         return False
     return not SCAFFOLD.search(c)  # a one-off: the project it makes exists now
 
