@@ -21,16 +21,19 @@ TAG_RE = re.compile(r"\s*\[scope:\s*global\]", re.I)
 SUMMARY_HEADING = "# Scope: "  # memory_summary.md parts: `# Scope: global`, `# Scope: project <root>`
 PROJECT_WORD = "project "
 
+# "all projects", "every repo", "any of my codebases": not "all project docs" (one project's docs)
+_ALL_PROJECTS = (
+    r"(?:all\s+(?:of\s+)?(?:my\s+|our\s+|the\s+)?(?:repos|repositories|projects|codebases|code\s*bases|workspaces)\b"
+    r"|(?:every|each|any)\s+(?:of\s+)?(?:my\s+|our\s+|the\s+)?(?:repo|repositor|project|codebase|code\s*base|workspace)\w*"
+    r"(?!\s+(?:docs?|documentation|files?|code|folders?|director(?:y|ies)|config\w*|settings|scripts?|tests?|"
+    r"structure|root|readme|dependenc(?:y|ies)|names?)\b))"
+)
 _GENERAL = re.compile(
     r"\b(always|every\s*where|globally|in\s+general|no\s+matter\s+(the|which|what)\s+(repo|project)\w*"
-    r"|(in|for|across)\s+(all|every|any|each)\s+(of\s+)?(my\s+|our\s+|the\s+)?"
-    r"(repo|repositor|project|codebase|workspace|code\s*base)\w*"
-    r"|(all|every|each)\s+(of\s+)?(my\s+|our\s+)?(repo|repositor|project|codebase)\w*)\b",
+    rf"|{_ALL_PROJECTS})",
     re.I,
 )
-_EXPLICIT = re.compile(
-    r"every\s*where|globally|\b(all|every|each|any)\s+(of\s+)?(my\s+|our\s+|the\s+)?(repo|proj)", re.I
-)
+_EXPLICIT = re.compile(rf"every\s*where|globally|\b{_ALL_PROJECTS}", re.I)
 _LOCAL = re.compile(
     r"\b(in|for|of|inside)\s+(this|the\s+current|that)\s+(repo|repositor|project|codebase|code\s*base|package|service)\w*"
     r"|\b(this|that)\s+(repo|repository|codebase)\b|\bhere\b|\bin\s+here\b",

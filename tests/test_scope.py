@@ -136,6 +136,11 @@ def test_matches_never_pulls_a_parent_folders_rules_into_its_projects(tmp_path):
         ("hitting /clear always create file in same directory", False),
         ("revise the proposal so the table always shows the totals", False),
         ("Always run `make check` before committing.", False),
+        # "all project docs" are one project's docs; "all projects" are every project
+        ("All project docs regarding the metadata objects should be documented.", False),
+        ("Every project file must end with a newline.", False),
+        ("Use the same license header in all of our repositories.", True),
+        ("For any project, write the tests first.", True),
         ("", False),
     ],
 )
