@@ -707,6 +707,28 @@ def test_a_slash_command_with_only_an_argument_is_asked_as_the_command():
     assert gather(make_session(("user", "/review the cart totals"), cwd=CWD)).first_prompt == "the cart totals"
 
 
+def test_a_question_after_a_lead_a_finding_an_opinion_and_a_request_for_this_info_are_no_rules():
+    """Seen on new unseen sets: a question after a lead ("also can we …"), a finding ("ahh ok looks
+    like …", "i don't understand …"), an opinion ("I honestly feel that …"), a task ("read X and make
+    sure …") and an update with "this info" were injected as the user's standing rules."""
+    for said in (
+        "also can we configure entire to push to private repo, don't want my conversations to be public",
+        "ahh ok looks like i dont need the token to set the jwks endpoint",
+        "I honestly feel that the revocation risk is quite low, since sharing is only available in browser.",
+        "agentv watch - i don't understand the purpose of this.",
+        "read the @docs/PROTOCOL.md in detail and make sure all steps have been followed.",
+        "the security review should be updated with this info and committed .",
+    ):
+        assert not is_rule(said), said
+    for said in (
+        "I feel that we should always squash before merging.",  # its reach said
+        "ok so never push to main directly",
+        "Read the CONTRIBUTING guide before every release, always.",
+        "dont just push through the migrations by executing them directly on the server.",
+    ):
+        assert is_rule(said), said
+
+
 def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_rules():
     """Seen on a maintainer's Codex sessions: a question typed without its mark ("…, can you
     confirm.", "… do you think that's going to require much code"), a clarification of the request

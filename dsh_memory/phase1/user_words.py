@@ -63,7 +63,8 @@ AT_WORK = re.compile(
     r"|\b(?:is|are|looks?) now (?:correct|right|fixed|good|better|fine|ok)\b|\bi still (?:feel|think|see)\b"
     # a question without its mark ("…, can you confirm.", "… do you think that's going to need much code"),
     # a clarification of the request ("i meant for entireio/cli which we set up …")
-    r"|\b(?:do you think|can you confirm|could you confirm|is that right)\b|^(?:no,?\s+)?i meant\b",
+    r"|\b(?:do you think|can you confirm|could you confirm|is that right)\b|^(?:no,?\s+)?i meant\b"
+    r"|^(?:it )?(?:looks|seems|sounds) like\b",  # a finding: "looks like i dont need the token"
     re.I,
 )
 # The task wanted ("I just want a collector …", "we should have a bead to …") or a change to the thing
@@ -92,6 +93,8 @@ HEDGE = re.compile(
     r"(?:should|could|can|might|needs?|don'?t|do not|shouldn'?t)\b",
     re.I,
 )
+# "I honestly feel that the risk is quite low": an opinion on the work at hand, unless it says its reach.
+OPINION = re.compile(r"^i (?:\w+ )?(?:feel|believe) (?:that|like)\b", re.I)
 GUESS = re.compile(r"(?:i think|i guess|maybe|perhaps|probably)\b", re.I)  # "i think X is …": no user fact
 REACH = re.compile(
     r"\b(?:always|never|from now on|every time|whenever|everywhere|everything|in general|going forward"
@@ -104,7 +107,8 @@ REACH = re.compile(
 AT_HAND = re.compile(
     r"\b(?:(?:that|this) one|the one (?:in|at|from|on|for)|(?:these|those) (?:two|three|four|parts|lines|sections|bits)"
     r"|remove (?:that|this|it|them)|as an example)\b|\b(?:yet|then)\W*$"
-    r"|\bthe (?:whole|entire) [\w -]{1,40}\bsection\b"  # "we dont need to do the whole cross agent section": the doc at hand
+    r"|\bthe (?:whole|entire) [\w -]{1,40}\bsection\b"
+    r"|\bwith (?:this|that|these|those) (?:info|information|change|changes|fix|data|details|findings|feedback)\b"  # "we dont need to do the whole cross agent section": the doc at hand
     # a step of this task's git work held back, or its files bounded: "do not commit anything", "don't bump
     # version", "Do not commit.", "Do not edit README or any other file."
     r"|\b(?:don'?t|do not) (?:commit|push|merge|bump|deploy|release|publish|tag)(?: (?:anything|it|this|that|them|"
@@ -140,13 +144,16 @@ USER_FACT = re.compile(  # "The deploy script is scripts/deploy.sh.", "Our API l
     r"^(the|our|my|this|that|its)?\s*[\w`'./ -]{1,60}?\s(is|are|lives? in|lives? under|is in|are in|runs on|uses)\s",
     re.I,
 )
-OBSERVATION = re.compile(r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look)\w*\b", re.I)
+OBSERVATION = re.compile(
+    r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look|understand|get|know)\w*\b", re.I
+)
 STRONG_CUE = re.compile(r"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b", re.I)
 QUESTION = re.compile(  # "do not commit anything" is an order, not a question
     r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b(?!\s+not\b)", re.I
 )
-TASK_LEAD = re.compile(
-    r"^(ok(ay)?|yes|no|nope|hmm+|great|cool|thanks|please|lets|let's|now|then|also|and|but|so)\b[,.!:]?\s*", re.I
+TASK_LEAD = re.compile(  # "ahh ok …", "also …": as many as lead
+    r"^(?:(?:ok(?:ay)?|yes|no|nope|hmm+|ah+|oh+|great|cool|thanks|please|lets|let's|now|then|also|and|but|so)\b[,.!:]?\s*)+",
+    re.I,
 )
 
 
@@ -162,7 +169,7 @@ def is_rule(s: str) -> bool:
         if CODE.search(body):
             return True
         return len(re.findall(r"[A-Za-z]{3,}", said)) >= 6 and not (PAST.search(said) and not WISH.search(said))
-    if QUESTION.search(s):
+    if QUESTION.search(s) or QUESTION.search(body):  # "also can we configure …"
         return False
     if ONE_OFF.search(body) or FOR_ONE.search(body) or DEICTIC.match(body) or ELLIPTIC.search(body):
         return False
@@ -174,7 +181,9 @@ def is_rule(s: str) -> bool:
     at_hand = AT_HAND.search(body) or ((WORDING.search(body) or HERE.search(body)) and not ORDER.match(body))
     if at_hand and not REACH.search(body):
         return False  # an edit of the text or thing on screen, not a standing wish
-    if ((HEDGE.search(body) or TASK_WISH.search(body)) and not REACH.search(body)) or REACTION.search(body):
+    if ((HEDGE.search(body) or TASK_WISH.search(body) or OPINION.match(body)) and not REACH.search(body)) or (
+        REACTION.search(body)
+    ):
         return False  # a proposal for the work at hand, the task wanted, or a reaction to it
     if REMARK.match(body) and not CONDITION.search(body) and not RULE_CUE.search(REMARK.sub("", body)):
         return False  # what the change at hand would do, no rule
