@@ -95,10 +95,14 @@ class MemoryContext(AbstractContextManager["MemoryContext"]):
         self.close()
 
 
-def memory_context(env: Mapping[str, str] | None = None, *, memory_root: str | Path | None = None) -> MemoryContext:
+def memory_context(
+    env: Mapping[str, str] | None = None, *, memory_root: str | Path | None = None, writes: bool = False
+) -> MemoryContext:
     """Resolve settings (block > env > default) and open the memory root they name.
-    `memory_root` overrides the root for this run (a flow parameter, a test)."""
-    resolved = resolve_settings(env)
+    `memory_root` overrides the root for this run (a flow parameter, a test). A caller that
+    `writes` memory is refused (ServiceUnavailableError) when the Prefect API does not answer the
+    saved settings' lookup; a reader goes on with the environment and defaults (`resolve_settings`)."""
+    resolved = resolve_settings(env, writes=writes)
     if memory_root:
         root = Path(memory_root).expanduser()
         resolved.settings = resolved.settings.model_copy(update={"memory_root": root})

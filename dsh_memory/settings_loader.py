@@ -1,13 +1,17 @@
 """Load the settings a flow runs with, once, at its entry: field by field, the Prefect Block
 named "default" > the environment > the default (docs/configuration.md). Blocks are read only
 when a Prefect API is configured (without one nothing touches the network and prefect is not
-imported) and not with `DSH_MEMORY_IGNORE_BLOCKS=1`. An unreachable server is logged and skipped;
-a saved block that does not validate raises ConfigError with the way to fix it.
+imported) and not with `DSH_MEMORY_IGNORE_BLOCKS=1`. The lookup as a whole gets
+SETTINGS_LOOKUP_SECONDS: a server that does not answer by then (refused, hung, trickling its answer)
+is logged and skipped, except by a caller that writes memory, which is refused
+(ServiceUnavailableError): the environment's memory root may not be the saved one. A saved block
+that does not validate raises ConfigError with the way to fix it.
 """
 
 from __future__ import annotations
 
 import base64
+import contextvars
 import logging
 import os
 import re
@@ -16,12 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh_memory.errors import ConfigError
+from dsh_memory.errors import ConfigError, ServiceUnavailableError
 from dsh_memory.settings import MemorySettings, ModelRoute, env_mapping, problems
 
 BLOCK_NAME = "default"
 BLOCK_SLUGS = ("dsh-memory-settings", "dsh-memory-model-route")  # the block types' slugs (blocks/)
 IGNORE_BLOCKS_ENV = "DSH_MEMORY_IGNORE_BLOCKS"
+# The saved blocks' lookup as a whole, at most: each HTTP read has its own timeout, so a server
+# answering a byte at a time would otherwise hold every command for as long as it trickled.
+SETTINGS_LOOKUP_SECONDS = 10.0
 log = logging.getLogger("dsh_memory.settings")
 
 
@@ -36,6 +43,18 @@ class ResolvedSettings:
     api_url: str | None = None
     # Block slug → 'loaded' | 'not saved' | a reason the blocks were not consulted.
     blocks: dict[str, str] = field(default_factory=dict)
+    unanswered: str = ""  # why the Prefect API gave no saved settings (its status), else ''
+
+    def require_saved(self) -> None:
+        """For a writer of memory: ServiceUnavailableError when the saved settings are unknown (the
+        Prefect API did not answer), whose memory root may not be the environment's."""
+        if self.unanswered:
+            raise ServiceUnavailableError(
+                f"the saved settings were {self.unanswered}: not writing memory with the environment's "
+                "settings, whose memory root may not be the saved one. Start the Prefect API "
+                f"(`dsh-memory serve`, `prefect server start`), or unset PREFECT_API_URL or set "
+                f"{IGNORE_BLOCKS_ENV}=1 to use the environment only"
+            )
 
 
 def prefect_api_url(env: Mapping[str, str] | None = None, *, profile: bool = False) -> str | None:
@@ -77,10 +96,16 @@ def prefect_auth_headers() -> dict[str, str]:
     return {}
 
 
-def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = True) -> ResolvedSettings:
-    """Resolve both settings objects; `use_blocks=False` ignores saved blocks (env and defaults only)."""
+def resolve_settings(
+    env: Mapping[str, str] | None = None, use_blocks: bool = True, *, writes: bool = False
+) -> ResolvedSettings:
+    """Resolve both settings objects; `use_blocks=False` ignores saved blocks (env and defaults only).
+    When the Prefect API does not answer the blocks' lookup (within SETTINGS_LOOKUP_SECONDS), a
+    caller that `writes` memory gets ServiceUnavailableError; any other, the environment and
+    defaults, said in one warning line."""
     e = env_mapping(env)
     mem_block = route_block = None
+    unanswered = ""
     url = check_api_url(prefect_api_url(env, profile=True))
     if not use_blocks:
         status = "not consulted (--from-env)"
@@ -89,20 +114,41 @@ def resolve_settings(env: Mapping[str, str] | None = None, use_blocks: bool = Tr
     elif not url:
         status = "not consulted (no Prefect server configured: PREFECT_API_URL is unset)"
     else:
-        import httpx
-
-        status = ""
-        try:
-            mem_block, route_block, blocks = _load_blocks(url)
-        except (httpx.TransportError, httpx.HTTPStatusError) as exc:  # refused, timed out, hung up: no answer
-            reason = type(exc).__name__ if isinstance(exc, httpx.TransportError) else str(exc)
-            status = shown_url(f"not consulted (Prefect API {url} unreachable: {reason})")
-            log.warning("dsh-memory settings: %s; using the environment and defaults", status)
+        loaded, why = _bounded_load(url)
+        if loaded is not None:
+            status = ""
+            mem_block, route_block, blocks = loaded
+        else:
+            status = unanswered = shown_url(f"not consulted (Prefect API {url} {why})")
     if status:
         blocks = {slug: status for slug in BLOCK_SLUGS}
     settings = mem_block.to_settings(e) if mem_block is not None else MemorySettings.from_env(e)
     route = route_block.to_route(e) if route_block is not None else ModelRoute.from_env(e)
-    return ResolvedSettings(settings, route, mem_block, route_block, url, blocks)
+    resolved = ResolvedSettings(settings, route, mem_block, route_block, url, blocks, unanswered)
+    if unanswered:
+        if writes:
+            resolved.require_saved()
+        log.warning("dsh-memory settings: %s; using the environment and defaults", unanswered)
+    return resolved
+
+
+def _bounded_load(url: str) -> tuple[tuple[Any, Any, dict[str, str]] | None, str]:
+    """`_load_blocks(url)` waited for SETTINGS_LOOKUP_SECONDS at most (Prefect's client included,
+    whose own timeouts and retries bound each request, not the whole): its result, or None and why
+    the server gave none (unreachable, no answer in time). A call given up on is left to finish
+    in its daemon thread; it runs in a copy of this context (Prefect's settings context)."""
+    import httpx
+
+    from dsh_memory.cancel import bounded
+
+    context = contextvars.copy_context()
+    outcome = bounded(lambda: context.run(_load_blocks, url), SETTINGS_LOOKUP_SECONDS)
+    if not outcome.done():
+        return None, f"did not answer within {SETTINGS_LOOKUP_SECONDS:g} s"
+    try:
+        return outcome.result(), ""
+    except (httpx.TransportError, httpx.HTTPStatusError) as exc:  # refused, timed out, hung up: no answer
+        return None, f"unreachable: {type(exc).__name__ if isinstance(exc, httpx.TransportError) else exc}"
 
 
 def _load_blocks(url: str) -> tuple[Any, Any, dict[str, str]]:

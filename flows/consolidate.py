@@ -47,7 +47,7 @@ def consolidate_flow(force: bool = False, memory_root: str | None = None) -> Pha
     """Phase 2, single-flight. The result is also published as an artifact."""
     # THE memory context (saved block > environment > default), held open for the run: the
     # tasks share its state store. `memory_root` (a flow parameter) overrides the root.
-    with memory_context(memory_root=memory_root).for_run() as ctx:
+    with memory_context(memory_root=memory_root, writes=True).for_run() as ctx:
         return consolidate_step(ctx, force)
 
 

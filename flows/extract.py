@@ -69,7 +69,8 @@ def extract_flow(
 ) -> Phase1Result:
     """Phase 1 over the given sessions (or every candidate). `memory_root` overrides the root
     for this run (`dsh-memory replay` builds memory in a temporary one)."""
-    with memory_context(memory_root=memory_root).for_run() as ctx:  # settings: saved block > environment > default
+    # settings: saved block > environment > default (refused when the Prefect API does not answer)
+    with memory_context(memory_root=memory_root, writes=True).for_run() as ctx:
         result = _phase1(ctx, session_ids, backfill, dry_run, respect_idle)
     if not dry_run and not in_replay_run():  # a replay's run is not the live pipeline's latest batch
         create_table_artifact(key="phase1-batch", table=result.table_rows(), description=result.describe())

@@ -51,7 +51,7 @@ def extract_session_flow(session: str = "", consolidate: bool = True) -> Phase1R
     log = get_run_logger()
     sid = session_id_from(session)
     result = Phase1Result(discovered=0, candidates=0, decisions=[])
-    with memory_context() as ctx:
+    with memory_context(writes=True) as ctx:
         debounce = ctx.settings.debounce_seconds
         ends = TurnEnds(ctx.state)
         try:
@@ -138,7 +138,7 @@ def request_consolidation() -> bool:
     consolidation and the failures since, in this memory (its `memory_id`). True when one is asked for."""
     log = get_run_logger()
     now = datetime.now(UTC)
-    with memory_context() as ctx:
+    with memory_context(writes=True) as ctx:
         meta, cooldown = ctx.state.get_meta(), ctx.settings.phase2_cooldown_seconds
     decision = gate.decide(meta, notes=0, raw_blocks=0, now=now, cooldown_seconds=cooldown, force=False)
     if not decision.pending:

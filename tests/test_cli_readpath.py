@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
@@ -238,45 +237,3 @@ def test_read_path_commands_do_not_import_prefect(root):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
-
-
-def test_a_prefect_api_answering_a_byte_at_a_time_does_not_hold_the_injection(root, monkeypatch):
-    """PREFECT_API_URL names a real loopback server that sends its answer a byte every 0.2 s (each
-    read within the HTTP timeout, the whole never done): the session-start injection gives up on
-    the saved settings at its bound, injects the memory the environment names, and says so on stderr."""
-    import socket
-    import threading
-
-    from dsh_memory.cli import readpath
-
-    monkeypatch.setattr(readpath, "INJECT_SETTINGS_SECONDS", 1.0)  # 10 s as shipped
-    listener = socket.create_server(("127.0.0.1", 0))
-    conns: list[socket.socket] = []
-    stop = threading.Event()
-
-    def trickle() -> None:
-        with contextlib.suppress(OSError):
-            conn, _ = listener.accept()
-            conns.append(conn)
-            conn.recv(65536)
-            for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"[" * 1_000_000:
-                if stop.wait(0.2):
-                    break
-                conn.send(bytes([byte]))
-
-    threading.Thread(target=trickle, daemon=True).start()
-    env = {"DSH_MEMORY_ROOT": str(root), "PREFECT_API_URL": f"http://127.0.0.1:{listener.getsockname()[1]}/api"}
-    done: list = []
-    worker = threading.Thread(target=lambda: done.append(CliRunner().invoke(app, ["summary", "--inject"], env=env)))
-    try:
-        worker.start()
-        worker.join(30)  # generous: the bound is 1 s; without one, as long as the server trickles
-        assert done, "the injection still waits for the Prefect API"
-    finally:
-        stop.set()
-        for sock in (listener, *conns):
-            sock.close()
-        worker.join(30)
-    r = done[0]
-    assert r.exit_code == 0 and "- python tooling: uv, pytest" in r.stdout
-    assert "did not answer within 1 s); using the environment and defaults" in r.stderr

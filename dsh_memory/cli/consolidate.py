@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
 
             if (session is None) == (project is None):
                 raise UserInputError("forget takes a session id or --project ROOT (one of the two)")
-            with memory_context() as ctx:
+            with memory_context(writes=True) as ctx:
                 if project is not None:
                     return forget_project(ctx.store, ctx.state, project, datetime.now(UTC), ctx.settings.roots)
                 return forget_session(ctx, session, datetime.now(UTC))
@@ -164,7 +164,7 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.consolidation.forget import restore_summary
             from dsh_memory.context import memory_context
 
-            with memory_context() as ctx:
+            with memory_context(writes=True) as ctx:
                 return restore_summary(ctx.store, ctx.state, name, datetime.now(UTC))
 
         show(go, as_json, lambda r: typer.echo(f"restored {r['restored']} as {r['path']}"))
@@ -189,7 +189,7 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.context import memory_context
             from dsh_memory.imports import PHASE, run_import
 
-            with memory_context() as ctx:
+            with memory_context(writes=not dry_run) as ctx:
                 result = with_count(
                     lambda: run_import(ctx.store, ctx.settings, which, dry_run=dry_run), PHASE, "pieces"
                 )

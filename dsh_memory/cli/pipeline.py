@@ -114,7 +114,7 @@ def register(app: typer.Typer) -> None:
                 raise UserInputError("give one or more SESSION ids, --all, or --retry-parked")
             ids = list(sessions) if sessions else None
             if retry_parked and not dry_run:  # every parked session: a fresh retry budget, due now
-                with memory_context() as ctx:
+                with memory_context(writes=True) as ctx:
                     resumed = ctx.state.unpark(datetime.now(UTC)) if ctx.state_exists() else []
                 if resumed:
                     typer.echo(f"dsh-memory: resumed {len(resumed)} parked sessions", err=True)
@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
                     return {"resumed": []}  # nothing was parked
             # Phase 1's plan from stat and the state database, before any Prefect engine starts:
             # a dry run or nothing to do never starts one.
-            with memory_context() as ctx:
+            with memory_context() as ctx:  # a plan reads; the flow it starts writes (`writes`)
                 preview = preflight.preview_phase1(ctx, datetime.now(UTC), ids, backfill, not ids)
             ids = preview.session_ids  # a prefix `sessions` printed, made whole
             if dry_run or not preview.has_work:
@@ -196,7 +196,7 @@ def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:
     from dsh_memory.serve import preflight
 
     now = datetime.now(UTC)
-    with memory_context() as ctx:
+    with memory_context() as ctx:  # a plan reads; the flow it starts writes (`writes`)
         phase1 = preflight.preview_phase1(ctx, now, backfill=backfill)
         if phase1.has_work:
             return None

@@ -26,41 +26,17 @@ PANEL = "Read memory"
 _KW = inspect.Parameter.KEYWORD_ONLY
 
 
-def _core(operation: str, params: dict[str, Any], ctx: Any = None) -> Any:
-    """Run one read-path operation on THE memory context (saved block > environment > default),
-    or `ctx`, with its settings (`readpath.call`); a relative --cwd is taken from where the command runs."""
+def _core(operation: str, params: dict[str, Any]) -> Any:
+    """Run one read-path operation on THE memory context (saved block > environment > default)
+    with its settings (`readpath.call`); a relative --cwd is taken from where the command runs.
+    A Prefect API that does not answer the saved settings' lookup holds no command past its
+    bound (`settings_loader.SETTINGS_LOOKUP_SECONDS`): the hooks' `summary --inject` included."""
     from dsh_memory.context import memory_context
 
     cwd = params.get("cwd")
     if cwd and cwd.strip() and not os.path.isabs(os.path.expanduser(cwd)):  # `--cwd .`: where this runs
         params = {**params, "cwd": os.path.abspath(os.path.expanduser(cwd))}
-    return call(ctx or memory_context(), operation, **params)
-
-
-INJECT_SETTINGS_SECONDS = 10.0  # the saved settings' query at session start, at most (its HTTP timeout)
-
-
-def _injection_context() -> Any:
-    """THE memory context for a session-start injection, the saved settings block asked for
-    INJECT_SETTINGS_SECONDS at most: a Prefect API that hangs, or answers a byte at a time (its
-    HTTP timeout bounds each read, not the whole), does not hold the session's start. Past it,
-    the environment and defaults, as when the API is unreachable, said in one line on stderr."""
-    from dsh_memory.cancel import bounded
-    from dsh_memory.context import MemoryContext, memory_context
-    from dsh_memory.settings_loader import prefect_api_url, resolve_settings, shown_url
-
-    outcome = bounded(memory_context, INJECT_SETTINGS_SECONDS)
-    if outcome.done():
-        return outcome.result()
-    url = shown_url(prefect_api_url(profile=True) or "")
-    typer.echo(
-        visible(
-            f"dsh-memory settings: not consulted (Prefect API {url} did not answer within "
-            f"{INJECT_SETTINGS_SECONDS:g} s); using the environment and defaults"
-        ),
-        err=True,
-    )
-    return MemoryContext(resolve_settings(use_blocks=False))
+    return call(memory_context(writes=operation == "add"), operation, **params)
 
 
 def _cli_param(p: Any, positional: bool) -> inspect.Parameter:
@@ -201,7 +177,7 @@ def register(app: typer.Typer) -> None:
         that project's part."""
         if from_hook and cwd is None:  # hooks run in the session's project: never every project's part
             cwd = hook_cwd(sys.stdin) or _hook_dir()
-        s = _core("summary", {"cwd": cwd}, _injection_context() if inject or from_hook else None)
+        s = _core("summary", {"cwd": cwd})
         if as_json:
             return {**s.model_dump(), "injection": s.injection()}
         if inject:

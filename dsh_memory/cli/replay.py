@@ -155,7 +155,7 @@ def register(app: typer.Typer) -> None:
             when = parse_since(since)
             where = None if all_ else str((cwd or Path(os.getcwd())).expanduser().resolve())
             prefect_env()
-            with memory_context() as ctx:
+            with memory_context(writes=True) as ctx:
                 result = _with_bar(lambda: replay(ctx, cwd=where, since=when, last=last, workdir=keep))
             return result.model_dump(mode="json")
 

@@ -202,7 +202,7 @@ def register(app: typer.Typer) -> None:
             from dsh_memory.serve.deployments import deploy
 
             report = deploy(
-                memory_context().settings,  # settings only: no store is opened
+                memory_context(writes=True).settings,  # settings only: no store is opened
                 pool=pool,
                 extract_pool=extract_pool,
                 result_storage=result_storage or None,

@@ -37,7 +37,10 @@ OPERATIONS: dict[str, tuple[type[Any], Any]] = {
 def call(ctx: Any, method: str, **params: Any) -> Any:
     """Run one read-path operation with the memory context's settings (summary's budget and
     staleness, search's semantic_search) and its state store (read and search record usage there).
-    `params` go to the core function as given: each validates its own request."""
+    `params` go to the core function as given: each validates its own request. `add` writes: it is
+    refused while the saved settings are unknown (`ResolvedSettings.require_saved`)."""
+    if method == "add":
+        ctx.resolved.require_saved()
     settings = ctx.settings
     context_params = {
         "summary": {"max_chars": settings.max_summary_chars, "stale_after_days": settings.stale_after_days},

@@ -63,7 +63,7 @@ def serve_stack(host: str, port: int, prefect_port: int, boot_catch_up: bool, ec
             try:
                 wait_for_port(host, port, "the memory API", "--port")  # a busy port: nothing started yet
                 api_url, server = _start_prefect(prefect_home, prefect_port, echo, started)
-                ctx = memory_context()  # after attaching: a saved settings block applies
+                ctx = memory_context(writes=True)  # after attaching: a saved settings block applies
                 settings = ctx.settings
                 _start_http(host, port, ctx, echo, started)
                 lock.publish(info_for_this_process(prefect_home, api_url, server.port if server else None, host, port))

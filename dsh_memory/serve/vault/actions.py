@@ -151,7 +151,9 @@ def plan(ctx: MemoryContext, action: str, form: dict[str, str]) -> Plan:
 
 
 def run(ctx: MemoryContext, action: str, form: dict[str, str]) -> Outcome:
-    """Do what `plan` described (validated again: the form came back from the browser)."""
+    """Do what `plan` described (validated again: the form came back from the browser); refused
+    while the saved settings are unknown (`ResolvedSettings.require_saved`): they name the root."""
+    ctx.resolved.require_saved()
     p = plan(ctx, action, form)
     if p.blocked:
         raise UserInputError(p.blocked)
