@@ -72,10 +72,12 @@ def stalling_api(mode: str) -> Iterator[str]:
 
 def run_clis(commands: list[list[str]], env: dict[str, str]) -> list[tuple[subprocess.CompletedProcess, float]]:
     """Each `dsh-memory ARGS` as its own process (all at once), the lookup's bound lowered to
-    BOUND: (its outcome, its seconds). A process still running after 60 s fails the test."""
+    BOUND (and `status`'s run-history query's): (its outcome, its seconds). A process still running after 60 s fails the test."""
     code = (
         "import dsh_memory.settings_loader as s\n"
         f"s.SETTINGS_LOOKUP_SECONDS = {BOUND}\n"
+        "import dsh_memory.serve.status as st\n"
+        f"st.SERVER_QUERY_SECONDS = {BOUND}\n"
         "from dsh_memory.cli import main\n"
         "main()\n"
     )
@@ -101,7 +103,7 @@ def run_clis(commands: list[list[str]], env: dict[str, str]) -> list[tuple[subpr
 
 @pytest.mark.parametrize("mode", ["trickle", "silent", "prefect client"])
 def test_a_stalling_prefect_api_holds_no_read_command_past_the_bound(tmp_path, mode):
-    """`search`, `list` and the session-start injection go on with the memory the environment
+    """`search`, `list`, `status` and the session-start injection go on with the memory the environment
     names, each saying in one line that the saved settings were not consulted and which API did
     not answer (its password not shown). Without the bound, `search` and `list` waited for as long
     as the server trickled (its HTTP timeout bounds each read, not the whole)."""
@@ -110,7 +112,7 @@ def test_a_stalling_prefect_api_holds_no_read_command_past_the_bound(tmp_path, m
     (Path(env["DSH_MEMORY_ROOT"]) / "memory_summary.md").write_text("# Memory\n\n- python tooling: uv, pytest\n")
     with stalling_api(mode) as url:
         env["PREFECT_API_URL"] = url
-        results = run_clis([["search", "tooling"], ["list"], ["summary", "--inject"]], env)
+        results = run_clis([["search", "tooling"], ["list"], ["summary", "--inject"], ["status", "--json"]], env)
     for r, seconds in results:
         assert r.returncode == 0, r.stderr
         assert seconds < 60  # the server would trickle for ≥ 120 s
@@ -120,10 +122,13 @@ def test_a_stalling_prefect_api_holds_no_read_command_past_the_bound(tmp_path, m
             f"{line}; using the environment and defaults"
         ], r.stderr
         assert "s3cr3t" not in r.stdout + r.stderr and "Traceback" not in r.stderr
-    search, listing, inject = (r for r, _ in results)
+    search, listing, inject, status = (r for r, _ in results)
     assert "python tooling: uv, pytest" in search.stdout
     assert "memory_summary.md" in listing.stdout
     assert "python tooling: uv, pytest" in inject.stdout
+    # `status` asks the API for its run history too: bounded the same way, and said so
+    server = json.loads(status.stdout)["server"]
+    assert server["available"] is False and f"did not answer within {BOUND:g} s" in server["reason"]
 
 
 def test_a_write_command_is_refused_while_the_saved_settings_are_unknown(tmp_path):

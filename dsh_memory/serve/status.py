@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections import Counter
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from dsh_memory.cancel import bounded
 from dsh_memory.consolidation.gate import backoff_until
 from dsh_memory.context import MemoryContext
 from dsh_memory.readers.header import excluded_sessions
@@ -21,6 +23,9 @@ PHASE1_FLOWS = ("extract", "extract-session", "catch-up")
 # extract-transcripts: the extract pool's runs (extract_on_workers), so one no worker took shows
 # under "next scheduled" (Late) while its writer waits for it.
 FLOW_NAMES = (*PHASE1_FLOWS, "consolidate", "extract-transcripts")
+# The run history's queries as a whole, at most: Prefect's client bounds each read, so a server
+# answering a byte at a time would otherwise hold `status` for as long as it trickled.
+SERVER_QUERY_SECONDS = 10.0
 
 
 def local_status(ctx: MemoryContext) -> dict[str, Any]:
@@ -108,14 +113,20 @@ def health(ctx: MemoryContext, now: datetime | None = None) -> dict[str, Any]:
 
 
 def server_status(limit: int = 10) -> dict[str, Any]:
-    """In-flight, recent and scheduled runs of our flows from the Prefect API (if configured)."""
+    """In-flight, recent and scheduled runs of our flows from the Prefect API (if configured),
+    waited for SERVER_QUERY_SECONDS at most (else unavailable, saying so)."""
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
     if not url:
         return {"available": False, "reason": "no Prefect server configured (PREFECT_API_URL unset)"}
+    context = contextvars.copy_context()  # Prefect's settings context, in the query's thread
+    outcome = bounded(lambda: context.run(_query_server, url, limit), SERVER_QUERY_SECONDS)
+    if not outcome.done():
+        reason = f"Prefect server {shown_url(url)} did not answer within {SERVER_QUERY_SECONDS:g} s"
+        return {"available": False, "api_url": shown_url(url), "reason": reason}
     try:
-        return _query_server(url, limit)
+        return outcome.result()
     except Exception as exc:
         return {
             "available": False,
