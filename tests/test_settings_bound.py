@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from dsh_memory.errors import ServiceUnavailableError
-from tests.test_cli_behaviour import clean_env
+from tests.flow_helpers import copy_tree_aged
+from tests.test_cli_behaviour import SAMPLES, clean_env
 
 BOUND = 1.0  # the lookup's bound in these processes (10 s as shipped)
 TRICKLE = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 600\r\n\r\n" + b" " * 600
@@ -132,16 +133,19 @@ def test_a_stalling_prefect_api_holds_no_read_command_past_the_bound(tmp_path, m
 
 
 def test_a_write_command_is_refused_while_the_saved_settings_are_unknown(tmp_path):
-    """A saved block may pin another memory root: `add` and `forget` writing into the one the
-    environment names would put memory where no reader looks. Past the bound they are refused in
-    one line, exit 6, and nothing is written to the environment's root."""
-    env = clean_env(tmp_path)
+    """A saved block may pin another memory root: `add`, `forget`, or `extract` with sessions to
+    extract, writing into the one the environment names would put memory where no reader looks.
+    Past the bound they are refused in one line, exit 6, and nothing is written to the
+    environment's root (`extract` is refused before any Prefect engine starts: the engine's own
+    requests to that API would wait as long as it trickled)."""
+    env = clean_env(tmp_path, DSH_HOME=str(copy_tree_aged(SAMPLES / "dsh", tmp_path / "dsh")))
     root = Path(env["DSH_MEMORY_ROOT"])
     with stalling_api("trickle") as url:
         env["PREFECT_API_URL"] = url
-        results = run_clis([["add", "use uv", "--scope", "global"], ["forget", "some-session", "--json"]], env)
-    (add, _), (forget, _) = results
-    for r in (add, forget):
+        commands = [["add", "use uv", "--scope", "global"], ["forget", "some-session", "--json"], ["extract", "--all"]]
+        results = run_clis(commands, env)
+    (add, _), (forget, _), (extract, _) = results
+    for r in (add, forget, extract):
         assert r.returncode == ServiceUnavailableError.exit_code == 6, r.stderr
         assert "Traceback" not in r.stderr and "s3cr3t" not in r.stdout + r.stderr
     errors = [x for x in add.stderr.splitlines() if x.startswith("error: ")]

@@ -94,6 +94,7 @@ def register(app: typer.Typer) -> None:
                 skipped = phase2_skipped(ctx.settings, datetime.now(UTC), force)
             if skipped is not None:
                 return skipped.model_dump(mode="json")
+            ctx.resolved.require_saved()  # work to write: not into a root the saved settings may not name
             prefect_env()
             from dsh_memory.flows.consolidate import consolidate_flow
 

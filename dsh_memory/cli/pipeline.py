@@ -124,13 +124,14 @@ def register(app: typer.Typer) -> None:
                     return {"resumed": []}  # nothing was parked
             # Phase 1's plan from stat and the state database, before any Prefect engine starts:
             # a dry run or nothing to do never starts one.
-            with memory_context() as ctx:  # a plan reads; the flow it starts writes (`writes`)
+            with memory_context() as ctx:  # a plan reads; the flow it starts writes
                 preview = preflight.preview_phase1(ctx, datetime.now(UTC), ids, backfill, not ids)
             ids = preview.session_ids  # a prefix `sessions` printed, made whole
             if dry_run or not preview.has_work:
                 if not dry_run:
                     preview.result.counts = {}  # what the flow reports when it did nothing
                 return preview.result.model_dump(mode="json")
+            ctx.resolved.require_saved()  # work to write: not into a root the saved settings may not name
             prefect_env()
             from dsh_memory.flows.extract import extract_flow
 
@@ -196,12 +197,11 @@ def _nothing_to_catch_up(*, backfill: bool, force: bool) -> dict | None:
     from dsh_memory.serve import preflight
 
     now = datetime.now(UTC)
-    with memory_context() as ctx:  # a plan reads; the flow it starts writes (`writes`)
+    with memory_context() as ctx:  # a plan reads; the flow it starts writes
         phase1 = preflight.preview_phase1(ctx, now, backfill=backfill)
-        if phase1.has_work:
-            return None
-        phase2 = preflight.phase2_skipped(ctx.settings, now, force)
-        if phase2 is None:
+        phase2 = None if phase1.has_work else preflight.phase2_skipped(ctx.settings, now, force)
+        if phase2 is None:  # work to write: not into a root the saved settings may not name
+            ctx.resolved.require_saved()
             return None
     phase1.result.counts = {}
     return {"phase1": phase1.result.model_dump(mode="json"), "phase2": phase2.model_dump(mode="json")}
