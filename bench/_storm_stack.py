@@ -9,9 +9,12 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+
+TRIGGER = "extract-session on turn end (wakes the debounced run)"  # prefect.yaml
 
 
 def stack_sample(pid: int) -> tuple[int, int]:
@@ -84,6 +87,7 @@ class Stack:
         self.log = open(self.log_path, "w")
         argv = [sys.executable, "-m", "dsh_memory.cli", "serve", "--port", str(self.port)]
         argv += ["--prefect-port", str(self.prefect_port), "--no-boot-catch-up"]
+        since = datetime.now(UTC)
         self.proc = subprocess.Popen(argv, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -98,7 +102,25 @@ class Stack:
 
         info = running_stack(Path(self.env["DSH_MEMORY_PREFECT_HOME"]))
         self.api_url = info.api_url
-        time.sleep(3)  # the deployments and their triggers registered
+        self._wait_registered(since, deadline)
+
+    def _wait_registered(self, since: datetime, deadline: float) -> None:
+        """Return once this serve has registered its turn-end trigger and its last deployment
+        (consolidate; `serve()` registers them in prefect.yaml's order, after the log line): a turn
+        end then wakes a run. Created/updated after `since`: an attached server holds other stacks'."""
+
+        def fresh(items: list[dict], field: str) -> set[str]:
+            return {i["name"] for i in items if datetime.fromisoformat(i[field]) >= since}
+
+        while True:
+            automations = httpx.post(f"{self.api_url}/automations/filter", json={}, timeout=30).json()
+            body = {"deployments": {"name": {"any_": ["consolidate"]}}}
+            deployments = httpx.post(f"{self.api_url}/deployments/filter", json=body, timeout=30).json()
+            if TRIGGER in fresh(automations, "created") and "consolidate" in fresh(deployments, "updated"):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("serve registered no turn-end trigger: " + self.log_path.read_text()[-3000:])
+            time.sleep(0.2)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

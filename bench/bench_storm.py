@@ -235,7 +235,7 @@ def run_storm(
             echo(f"storm: {len(plan)} turn ends in {out['storm_wall']:.1f} s; waiting for the summaries …")
 
             # -- every session extracted ---------------------------------------------------------
-            wait_for(lambda: all(summary_time(stack.root, i) for i in range(sessions)), wait_seconds, 2.0)
+            wait_for(lambda: all(summary_time(stack.root, i) for i in range(sessions)), wait_seconds, 0.5)
             done = {i: summary_time(stack.root, i) for i in range(sessions)}
             lag = [done[i] - last_sent[i][0] for i in range(sessions) if done[i] and i in last_sent]
             out["extracted"] = sum(1 for v in done.values() if v)
@@ -252,7 +252,7 @@ def run_storm(
                 t = time.time()
                 r = httpx.post(hook, json=logs.append_turn(i, f"storm session {i} follow-up"), timeout=10)
                 assert r.status_code == 202, r.text
-                ok = wait_for(lambda i=i: stack.searchable(f"followtok{i}x"), debounce + 180, 1.0)
+                ok = wait_for(lambda i=i: stack.searchable(f"followtok{i}x"), debounce + 180, 0.5)
                 fresh.append(time.time() - t if ok else float("inf"))
             out["fresh"] = fresh
 

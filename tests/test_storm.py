@@ -33,7 +33,7 @@ def test_a_small_storm_on_a_real_stack(prefect_api, tmp_path):
         sessions=sessions,
         turns=20,
         seconds=5,
-        debounce=10,
+        debounce=6,  # longer than the whole storm: no session can go quiet for a debounce mid-storm
         latency=0.2,
         follow_ups=1,
         api_url=prefect_api,
