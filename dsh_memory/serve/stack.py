@@ -40,7 +40,7 @@ from dsh_memory.storage.state_schema import proc_stat
 BOOT_DELAY_SECONDS = 5.0
 BOOT_THROTTLE_SECONDS = 60.0
 RUNNER_POLL_SECONDS = 2.0  # one cheap API call per poll
-HARD_STOP_SECONDS = 10.0  # serve stopping after its Prefect server died
+HARD_STOP_SECONDS = 3.0  # serve stopping after its Prefect server died (its graceful stop cannot report)
 PORT_WAIT_SECONDS = 10.0  # a port another process is about to release (a previous stack stopping)
 
 
@@ -130,7 +130,7 @@ def _stop_when_gone(server) -> threading.Event:
 
     def watch() -> None:
         while server.proc.poll() is None:
-            if stopping.wait(1):
+            if stopping.wait(0.25):
                 return
         if not stopping.is_set():
             reason = SERVER_DIED["reason"] = (  # the main thread pops it when its stop is graceful
