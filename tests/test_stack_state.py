@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -96,40 +97,56 @@ def test_a_port_in_time_wait_is_free():
     assert port_free("127.0.0.1", port)
 
 
-@pytest.mark.parametrize(
-    ("busy", "what", "option"),
-    [("--prefect-port", "the Prefect server", "--prefect-port"), ("--port", "the memory API", "--port")],
-)
-def test_serve_on_a_busy_port_fails_with_one_line_before_starting_anything(tmp_path, busy, what, option):
+BUSY_PORTS = [("--prefect-port", "the Prefect server", "--prefect-port"), ("--port", "the memory API", "--port")]
+
+
+def test_serve_on_a_busy_port_fails_with_one_line_before_starting_anything(tmp_path):
     """Either port taken: one line naming it and its option, and no Prefect server started for
-    nothing (a busy memory API port was found only after the Prefect server had started)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PREFECT_API_URL"))}
-    env.update(
-        HOME=str(tmp_path),
-        DSH_MEMORY_ROOT=str(tmp_path / "mem"),
-        DSH_MEMORY_PREFECT_HOME=str(tmp_path / "prefect-home"),
-        DSH_MEMORY_IGNORE_BLOCKS="1",
-    )
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        port = listener.getsockname()[1]
-        ports = {"--prefect-port": str(free_port()), "--port": str(free_port()), busy: str(port)}
-        r = subprocess.run(
-            [sys.executable, "-m", "dsh_memory.cli", "serve", *(x for kv in ports.items() for x in kv)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    assert r.returncode == 1, r.stderr
-    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
-    assert errors == [
-        f"error: port {port} on 127.0.0.1 ({what}) is in use by another process: stop it, "
-        f"or choose another port with {option}"
-    ], r.stderr
-    assert "Traceback" not in r.stderr and "starting a local Prefect server" not in r.stdout + r.stderr
-    assert not (tmp_path / "prefect-home").exists() and not stack_state.state_path(tmp_path / "prefect-home").exists()
+    nothing (a busy memory API port was found only after the Prefect server had started). Both
+    cases run at once: each serve waits out its PORT_WAIT_SECONDS for the port."""
+    runs = []
+    with contextlib.ExitStack() as held:
+        for busy, what, option in BUSY_PORTS:
+            case = tmp_path / busy.strip("-")
+            case.mkdir()
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PREFECT_API_URL"))}
+            env.update(
+                HOME=str(case),
+                DSH_MEMORY_ROOT=str(case / "mem"),
+                DSH_MEMORY_PREFECT_HOME=str(case / "prefect-home"),
+                DSH_MEMORY_IGNORE_BLOCKS="1",
+            )
+            listener = held.enter_context(socket.socket())
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            port = listener.getsockname()[1]
+            ports = {"--prefect-port": str(free_port()), "--port": str(free_port()), busy: str(port)}
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "dsh_memory.cli", "serve", *(x for kv in ports.items() for x in kv)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            held.callback(_kill_if_running, proc)
+            runs.append((proc, case, port, what, option))
+        for proc, case, port, what, option in runs:
+            stdout, stderr = proc.communicate(timeout=120)
+            assert proc.returncode == 1, stderr
+            errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+            assert errors == [
+                f"error: port {port} on 127.0.0.1 ({what}) is in use by another process: stop it, "
+                f"or choose another port with {option}"
+            ], stderr
+            assert "Traceback" not in stderr and "starting a local Prefect server" not in stdout + stderr
+            home = case / "prefect-home"
+            assert not home.exists() and not stack_state.state_path(home).exists()
+
+
+def _kill_if_running(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
 
 
 def test_the_boot_catch_up_says_one_line_when_the_state_database_cannot_be_read(tmp_path):
