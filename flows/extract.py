@@ -94,9 +94,11 @@ def _phase1(ctx, session_ids, backfill, dry_run, respect_idle) -> Phase1Result:
     if dry_run:
         return result
 
-    model = None  # extract_on_workers: the workers' models answer, this host needs none
+    # No model without sessions to extract (the local one is 1.1 GB to assemble or hash), and none
+    # with extract_on_workers: the workers' models answer.
+    model = None
     try:
-        if not settings.extract_on_workers:
+        if todo and not settings.extract_on_workers:
             model = phase_model(route, "phase1", settings)
         elif todo and (why := find_extract_deployment(DEPLOYMENT)):
             raise NoModelRouteError(why)

@@ -345,3 +345,28 @@ def test_a_run_that_waits_for_sessions_being_written_says_so(monkeypatch, tmp_pa
     assert done == [
         f"Phase 1 done: nothing to do; {waiting} session(s) written to within idle_seconds (3600s) wait for a later run"
     ]
+
+
+def test_a_run_with_nothing_to_extract_leaves_the_local_model_alone(monkeypatch, tmp_path):
+    """A Phase 1 run that finds nothing to extract (an idle catch-up) needs no model: it used to
+    build the bundled local model first — 1.1 GB assembled into the cache on a new machine (~6 s),
+    then hashed once per flow-run process (~3 s) — for every idle run of `serve`."""
+    from dsh_memory.llm.model_files import DEFAULT_MODEL, locate_parts
+
+    if locate_parts(DEFAULT_MODEL)[1]:
+        pytest.skip("the bundled local model is not installed here: nothing it could build")
+    for k in ("DSH_MEMORY_BASE_URL", "DSH_MEMORY_API_KEY", "DEEPSEEK_API_KEY", "DSH_MEMORY_MODEL_PATH"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("DSH_MEMORY_PROVIDER", "local")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for k in ("DSH_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"):
+        monkeypatch.setenv(k, str(tmp_path / "none"))
+    root = tmp_path / "memories"
+    monkeypatch.setenv("DSH_MEMORY_ROOT", str(root))
+    from dsh_memory.flows.extract import extract_flow
+
+    summary = extract_flow()
+    assert (summary.discovered, summary.outcomes, summary.skipped_no_route) == (0, [], False), summary
+    assert not (tmp_path / "cache").exists(), "the model was assembled for a run with nothing to extract"
+    assert StateStore(root).get_meta().last_phase1_at is not None  # the run still counts as Phase 1 run
