@@ -37,7 +37,7 @@ from dsh_memory.serve.stack_state import (
 from dsh_memory.settings_loader import resolve_settings
 from dsh_memory.storage.state_schema import proc_stat
 
-BOOT_DELAY_SECONDS = 5.0
+BOOT_DELAY_SECONDS = 1.0  # the catch-up retries while serve() is still registering the deployments
 BOOT_THROTTLE_SECONDS = 60.0
 RUNNER_POLL_SECONDS = 2.0  # one cheap API call per poll
 HARD_STOP_SECONDS = 3.0  # serve stopping after its Prefect server died (its graceful stop cannot report)
