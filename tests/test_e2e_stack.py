@@ -1,6 +1,6 @@
 """End to end: `dsh-memory serve` on a real Prefect server, turn-end webhooks → debounced runs.
 
-20 turn-ends for 3 sessions within two thirds of the debounce (8 s): each session extracted
+20 turn-ends for 3 sessions within two thirds of the debounce (5 s): each session extracted
 exactly once, by a few `extract-session/due` runs (not one per session), one consolidation, the
 memory files written, `dsh-memory status` reporting them; every child stopped.
 """
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_api")]
 
 # A session is due once its newest turn end is this old. The 20 turn ends (0.1 s apart) must all be
 # in within two thirds of it, so they fall in one debounce window.
-DEBOUNCE = 8
+DEBOUNCE = 5
 SESSIONS = {
     "3b8f2c1e-5a7d-4e29-9c41-7d2e8f6a1b03": "--home-alice-src-invoice-api--",
     "9d4e6a2b-1c3f-4b8e-a5d7-2f1e0c9b8a64": "--home-alice-src-invoice-api--",
@@ -101,7 +101,7 @@ def _settled(api_url: str, since: datetime, deadline: float) -> list[dict]:
         if all(r["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") for r in runs):
             return runs
         assert time.monotonic() < deadline, [(r["name"], r["state"]["type"]) for r in runs]
-        time.sleep(1)
+        time.sleep(0.25)
 
 
 def test_serve_extracts_each_quiet_session_once_in_one_debounced_run(prefect_api, tmp_path, fixtures_dir):
@@ -182,7 +182,7 @@ def test_serve_extracts_each_quiet_session_once_in_one_debounced_run(prefect_api
                 summaries = len(list((root / "rollout_summaries").glob("*.md")))
                 if summaries >= 3 and consolidations() and completed("consolidate"):
                     break
-                time.sleep(1)
+                time.sleep(0.25)
             settled = _settled(prefect_api, since, deadline=time.monotonic() + 120)
             # One debounced run extracted the three sessions, once each; the runs are few (the
             # trigger's wake-up, the due run it scheduled), not one per session, and none failed.
