@@ -158,11 +158,13 @@ def test_a_prefect_home_that_cannot_be_made_is_one_line_at_once(tmp_path, args):
     assert not (tmp_path / "gone").exists()
 
 
-def test_the_temporary_prefect_servers_own_output_goes_to_its_log_not_the_terminal(tmp_path):
+def test_the_temporary_prefect_servers_own_output_goes_to_its_log_not_the_terminal(tmp_path, new_prefect_home):
     """Prefect's temporary server wrote its logs to the command's stderr: a successful `extract
     --all` of 60 sessions ended in four tracebacks of its shutdown ("Error flushing events",
     CancelledError). Its output goes to `temporary-server.log` in Prefect's home; made
-    deterministic here with the server's debug logging, which names its loggers."""
+    deterministic here with the server's debug logging, which names its loggers. Prefect's home
+    starts with a migrated database (the server's output is the point here, not a first migration)."""
+    new_prefect_home(tmp_path / "prefect-client")  # clean_env's PREFECT_HOME
     with FakeOpenAIServer(handler=_fake_model) as srv:
         env = clean_env(
             tmp_path,
