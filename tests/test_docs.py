@@ -326,12 +326,13 @@ os.chmod(pip, 0o755)
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_readme_try_it_block_runs(tmp_path):
+def test_readme_try_it_block_runs(tmp_path, new_prefect_home):
     """The README's first block, run by bash in a copy of the tracked files: a venv, the editable
-    install, `dsh-memory demo`. Two stand-ins keep it offline and quick: the venv reuses this
-    environment's installed dependencies, and the model's download is recorded, not done — its
-    command is checked to be the one the code names when the model is missing. The demo runs on a
-    scripted OpenAI-compatible endpoint instead of the model."""
+    install, `dsh-memory demo`. Three stand-ins keep it offline and quick: the venv reuses this
+    environment's installed dependencies, the model's download is recorded, not done — its
+    command is checked to be the one the code names when the model is missing —, and Prefect's
+    home starts with a migrated database (the session's fixture migrated it once). The demo runs
+    on a scripted OpenAI-compatible endpoint instead of the model."""
     from dsh_memory.llm.model_files import QWEN_CODER_1_5B
     from dsh_memory.testing.fake_openai import FakeOpenAIServer
     from tests.test_cli_behaviour import _fake_model
@@ -357,7 +358,7 @@ def test_readme_try_it_block_runs(tmp_path):
             DSH_MEMORY_API_KEY="sk-test",
             DSH_MEMORY_MODEL="fake-model",
             DSH_MEMORY_IGNORE_BLOCKS="1",
-            PREFECT_HOME=str(tmp_path / "prefect"),
+            PREFECT_HOME=str(new_prefect_home(tmp_path / "prefect")),
         )
         script = "set -euo pipefail\n" + block
         r = subprocess.run(["bash", "-c", script], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
