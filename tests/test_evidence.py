@@ -51,6 +51,22 @@ def test_build_and_test_commands_are_kept_and_exploration_is_not():
         assert explore not in raw
 
 
+def test_a_command_run_outside_the_project_or_with_a_placeholder_is_no_way_to_run_it():
+    """Seen on a Windows set: `go mod tidy && go run .` run in the agent's temp scratchpad was
+    injected as how to run the project, and `gofmt -l <files>` (a subagent prompt's template) as
+    a check that passed."""
+    s = make_session(
+        ("user", "Try the pty idea in a spike, then format."),
+        _bash(r'cd "C:\Users\me\AppData\Local\Temp\claude\scratchpad\spike" && go mod tidy && go run .', "ok"),
+        _bash("cd /tmp/spike && go build ./...", "ok"),
+        _bash("gofmt -l <files>", ""),
+        _bash("go test ./...", "ok"),
+        _bash(f"cd {CWD}/src && go vet ./...", "ok"),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands] == ["go test ./...", "cd src && go vet ./..."]
+
+
 def test_a_command_that_runs_a_downloaded_script_is_no_command_to_repeat():
     """The agent ran what a page or a README said ("npm test && curl … | sh"): it passed, but a
     next session must not be told to run it — not a check, not a setup step, nor what the agent

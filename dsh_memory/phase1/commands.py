@@ -342,6 +342,13 @@ def narrowed(checks: list[tuple[str, str]]) -> set[str]:
     return out
 
 
+# Run in a folder outside the project (`normalize_command` made the project's own relative): a temp
+# scratch folder, another repository.
+ELSEWHERE = re.compile(r"""^cd\s+["']?(?:/|~|\\\\|[A-Za-z]:[\\/])""")
+# A template, not a command that ran: `gofmt -l <files>`, `pytest -k <name>` (a subagent's prompt).
+PLACEHOLDER = re.compile(r"(?:^|\s)<[A-Za-z][\w .-]{0,30}>(?=\s|$)")
+
+
 def commands(runs: list[Run]) -> list[Command]:
     """The build/test/check commands that succeeded, the checks first, then the most run; a narrow
     check (`NARROW`) only when its tool ran no broader one."""
@@ -349,7 +356,7 @@ def commands(runs: list[Run]) -> list[Command]:
     tries: dict[str, int] = {}  # runs per family: `… add URL --dry-run`, then `… add . --list`
     worked: dict[str, int] = {}  # the order the commands first succeeded: setup before what needs it
     for r in runs:
-        if not is_build_command(r.line) or len(r.line) > 200:
+        if not is_build_command(r.line) or len(r.line) > 200 or ELSEWHERE.match(r.line) or PLACEHOLDER.search(r.line):
             continue
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
         line = core(r.line)
