@@ -530,6 +530,53 @@ def _cli(*args: str) -> object:
     return CliRunner().invoke(app, list(args))
 
 
+def test_save_is_made_again_when_a_busy_prefect_server_answers_503(server, tmp_path):
+    """A Prefect server on a loaded machine answers 503 "Service Unavailable" (its SQLite database
+    busy): `settings save`, which asks each request once so that a proxy's 503 fails at once, gave
+    up with "does not answer". Its own 503 is retried: the save is made (a proxy in front of the
+    real server answers the first two requests so)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import httpx
+
+    busy = [2]  # requests still to answer 503
+
+    class Busy(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if busy[0] > 0:
+                busy[0] -= 1
+                out, status, kind = b'{"exception_message":"Service Unavailable"}', 503, "application/json"
+            else:
+                headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+                r = httpx.request(self.command, server.removesuffix("/api") + self.path, content=body, headers=headers)
+                out, status, kind = r.content, r.status_code, r.headers.get("content-type", "application/json")
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    env = dict(_env(tmp_path, f"http://127.0.0.1:{httpd.server_address[1]}/api"), PATH=os.environ.get("PATH", ""))
+    env.update(PREFECT_HOME=str(tmp_path / "ph"), PYTHONPATH=str(REPO), DSH_MEMORY_IDLE_SECONDS="77")
+    try:
+        argv = [str(BIN / "dsh-memory"), "settings", "save"]
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert out.returncode == 0, out.stderr
+    assert busy == [0] and "idle_seconds" in out.stdout
+    assert resolve_settings({"PREFECT_API_URL": server}).settings.idle_seconds == 77
+
+
 def test_prefect_block_register_cli(server):
     env = dict(os.environ, PREFECT_API_URL=server)
     out = subprocess.run(

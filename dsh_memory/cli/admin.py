@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from typing import Any
 
 import typer
 
@@ -36,11 +38,20 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
     from dsh_memory.settings_loader import prefect_api_url, shown_url
 
     # Each request once: Prefect's client retries a 502/503 five times, two minutes in all, before
-    # the same error (a PREFECT_CLIENT_MAX_RETRIES the user set still applies).
+    # the same error (a PREFECT_CLIENT_MAX_RETRIES the user set still applies). A Prefect server
+    # whose SQLite database is busy (a loaded machine) answers 503 with its own body: the save, an
+    # upsert, is made again then, after 1, 2 and 4 s; a proxy's 503 (its server down) is not.
     retries = {} if "PREFECT_CLIENT_MAX_RETRIES" in os.environ else {PREFECT_CLIENT_MAX_RETRIES: 0}
     try:
-        with temporary_settings(updates=retries):
-            return _save_blocks(from_env, include_defaults)
+        for delay in (1, 2, 4, None):
+            try:
+                with temporary_settings(updates=retries):
+                    return _save_blocks(from_env, include_defaults)
+            except PrefectHTTPStatusError as exc:
+                if delay is None or not _busy(exc.response):
+                    raise
+                time.sleep(delay)
+        raise AssertionError("unreachable")
     except PrefectHTTPStatusError as exc:  # a protected server without credentials, or not Prefect
         url, status = shown_url(prefect_api_url(profile=True) or ""), exc.response.status_code
         if status in (502, 503, 504):  # a proxy for a server that is down or starting
@@ -52,6 +63,14 @@ def _save(from_env: bool, include_defaults: bool) -> dict:
             f"could not save the dsh-memory blocks on the Prefect API {url}: HTTP "
             f"{status}. Check PREFECT_API_URL (and PREFECT_API_KEY/PREFECT_API_AUTH_STRING)"
         ) from None
+
+
+def _busy(response: Any) -> bool:
+    """A Prefect server's own 503 (a database error it says to retry), not a proxy's."""
+    try:
+        return response.status_code == 503 and response.json() == {"exception_message": "Service Unavailable"}
+    except ValueError:
+        return False
 
 
 def _save_blocks(from_env: bool, include_defaults: bool) -> dict:
