@@ -117,6 +117,8 @@ def test_a_script_of_several_lines_is_the_one_line_that_runs_the_same():
 
 def test_a_program_named_alone_is_a_command_only_when_it_does_the_work_by_itself():
     """A subagent's prompt saying "use `pnpm`, not `npm`" was read as two commands run."""
+    for probe in ("go doc github.com/mark3labs/mcp-go/mcp", "go env GOPATH", "go list ./..."):
+        assert not is_build_command(probe), probe
     for usage_only in ("npm", "pnpm", "bun", "cargo", "go", "docker", "uv", "pip", "python", "node"):
         assert not is_build_command(usage_only), usage_only
     for alone in ("make", "pytest", "yarn", "tox", "just"):
@@ -734,6 +736,12 @@ def test_a_question_after_a_lead_a_finding_an_opinion_and_a_request_for_this_inf
         "agentv watch - i don't understand the purpose of this.",
         "read the @docs/PROTOCOL.md in detail and make sure all steps have been followed.",
         "the security review should be updated with this info and committed .",
+        # … what should have been done this time, a finding, the code on screen, a refactor wanted
+        "I should have checked both sensors' current readings before concluding which was most recent.",
+        "Seems the model thinks that Mitsue is in Mie, not Nara.",
+        "Instead of lines 235-236:",
+        "The comment on line 779 states 'commits are only created when the task makes file changes'.",
+        "I'd like to refactor this so the method accepts a commitHash (typed, not a string) or an ID.",
     ):
         assert not is_rule(said), said
     for said in (
@@ -741,6 +749,8 @@ def test_a_question_after_a_lead_a_finding_an_opinion_and_a_request_for_this_inf
         "ok so never push to main directly",
         "Read the CONTRIBUTING guide before every release, always.",
         "dont just push through the migrations by executing them directly on the server.",
+        "Config files should have comments explaining every non-default value.",
+        "I'd like you to always run the linter before committing.",
     ):
         assert is_rule(said), said
 

@@ -264,6 +264,7 @@ def is_probe(cmd: str) -> bool:
             r"access|token|dist-tags?|--version|-v)\b",
             c,
         )
+        or re.match(r"^go (?:doc|env|version|list)\b", c)  # a question to the toolchain
         or re.match(r"^(?:python3?\s+-c|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval))\b", c)
         or "--help" in c
         or "--version" in c

@@ -64,13 +64,15 @@ AT_WORK = re.compile(
     # a question without its mark ("…, can you confirm.", "… do you think that's going to need much code"),
     # a clarification of the request ("i meant for entireio/cli which we set up …")
     r"|\b(?:do you think|can you confirm|could you confirm|is that right)\b|^(?:no,?\s+)?i meant\b"
-    r"|^(?:it )?(?:looks|seems|sounds) like\b",  # a finding: "looks like i dont need the token"
+    r"|^(?:it )?(?:(?:looks|sounds) like|seems|appears)\b"  # a finding: "looks like i dont need the token"
+    # what should have been done, this time: "I should have checked both sensors before concluding"
+    r"|\bshould(?:n'?t)? have (?:\w+ed|been|done|seen|known|gone|made|taken|told|thought|written|run|read)\b",
     re.I,
 )
 # The task wanted ("I just want a collector …", "we should have a bead to …") or a change to the thing
 # on screen ("the style should be more consistent"), unless it says its reach ("I want you to always …").
 TASK_WISH = re.compile(
-    r"^i (?:just |only |really )?(?:want|need|would like) (?:a|an|the|to|you to)\b"
+    r"^(?:i (?:just |only |really )?(?:want|need|would like)|i['’]?d like) (?:a|an|the|to|you to)\b"
     r"|\bwe should (?:have|create|add|make|open|file|write|build|spawn|start) (?:a|an|another|one|some)\b"
     r"|\bshould (?:be|look|feel|read) (?:a bit |a little |much )?(?:more|less)\b"
     r"|\bshould (?:be|stay|remain) (?:visible|shown|displayed|hidden|clickable|enabled|disabled|highlighted)\b",
@@ -108,6 +110,7 @@ AT_HAND = re.compile(
     r"\b(?:(?:that|this) one|the one (?:in|at|from|on|for)|(?:these|those) (?:two|three|four|parts|lines|sections|bits)"
     r"|remove (?:that|this|it|them)|as an example)\b|\b(?:yet|then)\W*$"
     r"|\bthe (?:whole|entire) [\w -]{1,40}\bsection\b"
+    r"|\blines? \d+(?:\s*[-–]\s*\d+)?\b"  # "Instead of lines 235-236:", "the comment on line 779": the code on screen
     r"|\bwith (?:this|that|these|those) (?:info|information|change|changes|fix|data|details|findings|feedback)\b"  # "we dont need to do the whole cross agent section": the doc at hand
     # a step of this task's git work held back, or its files bounded: "do not commit anything", "don't bump
     # version", "Do not commit.", "Do not edit README or any other file."
