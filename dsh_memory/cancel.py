@@ -9,6 +9,7 @@ trickles its answer), for the hook and forwarder paths that have no CANCELLED to
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable
@@ -41,9 +42,11 @@ class Overdue(TimeoutError):
 
 
 def _started(call: Callable[[], T]) -> Future[T]:
-    """`call()` running in a daemon thread (an abandoned call cannot hold the process's exit): its
+    """`call()` running in a daemon thread (an abandoned call cannot hold the process's exit), in a
+    copy of the caller's context (Prefect's settings and run contexts are context variables): its
     future, which carries its result or exception."""
     outcome: Future[T] = Future()
+    context = contextvars.copy_context()
 
     def run() -> None:
         try:
@@ -51,7 +54,7 @@ def _started(call: Callable[[], T]) -> Future[T]:
         except BaseException as exc:  # handed to whoever reads the future
             outcome.set_exception(exc)
 
-    threading.Thread(target=run, name="dsh-memory-call", daemon=True).start()
+    threading.Thread(target=context.run, args=(run,), name="dsh-memory-call", daemon=True).start()
     return outcome
 
 

@@ -11,7 +11,6 @@ that does not validate raises ConfigError with the way to fix it.
 from __future__ import annotations
 
 import base64
-import contextvars
 import logging
 import os
 import re
@@ -136,13 +135,12 @@ def _bounded_load(url: str) -> tuple[tuple[Any, Any, dict[str, str]] | None, str
     """`_load_blocks(url)` waited for SETTINGS_LOOKUP_SECONDS at most (Prefect's client included,
     whose own timeouts and retries bound each request, not the whole): its result, or None and why
     the server gave none (unreachable, no answer in time). A call given up on is left to finish
-    in its daemon thread; it runs in a copy of this context (Prefect's settings context)."""
+    in its daemon thread (`cancel.bounded`: in a copy of this context, Prefect's settings context)."""
     import httpx
 
     from dsh_memory.cancel import bounded
 
-    context = contextvars.copy_context()
-    outcome = bounded(lambda: context.run(_load_blocks, url), SETTINGS_LOOKUP_SECONDS)
+    outcome = bounded(lambda: _load_blocks(url), SETTINGS_LOOKUP_SECONDS)
     if not outcome.done():
         return None, f"did not answer within {SETTINGS_LOOKUP_SECONDS:g} s"
     try:

@@ -39,7 +39,9 @@ def _run_name() -> str:
     log_prints=False,
 )
 def extract_transcripts_flow(jobs: list[TranscriptJob]) -> list[dict]:
-    resolved = resolve_settings(writes=True)  # settings and model route only: no memory context, no root
+    # settings and model route only (no memory context, no root); refused like a writer when the
+    # Prefect API does not answer: the saved model route is unknown then
+    resolved = resolve_settings(writes=True)
     settings = resolved.settings
     model = phase_model(resolved.route, "phase1", settings)
     log = get_run_logger()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextvars
 from collections import Counter
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -120,8 +119,7 @@ def server_status(limit: int = 10) -> dict[str, Any]:
     url = PREFECT_API_URL.value()
     if not url:
         return {"available": False, "reason": "no Prefect server configured (PREFECT_API_URL unset)"}
-    context = contextvars.copy_context()  # Prefect's settings context, in the query's thread
-    outcome = bounded(lambda: context.run(_query_server, url, limit), SERVER_QUERY_SECONDS)
+    outcome = bounded(lambda: _query_server(url, limit), SERVER_QUERY_SECONDS)  # in this (Prefect's) context
     if not outcome.done():
         reason = f"Prefect server {shown_url(url)} did not answer within {SERVER_QUERY_SECONDS:g} s"
         return {"available": False, "api_url": shown_url(url), "reason": reason}
