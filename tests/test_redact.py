@@ -458,6 +458,9 @@ def test_other_tokens_right_after_a_dash_or_underscore_are_redacted(text, secret
         "module.app_SG.ingress_with_cidr_blocks.egress_with_source_security_group_id",
         "see docs_ya29.access-token-format-notes-v1",
         "test_eyJ_prefix.eyJ_payload_check.py",
+        # a cache key named for a content hash is no Mailgun key (`key-` + 32 hex as a word of its own)
+        "restore cache-key-d41d8cd98f00b204e9800998ecf8427e from actions/cache",
+        "ls node-modules-key-0123456789abcdef0123456789abcdef/",
     ],
 )
 def test_identifiers_holding_a_token_prefix_after_a_dash_or_underscore_survive(text):

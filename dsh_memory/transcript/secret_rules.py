@@ -289,7 +289,8 @@ _TOKEN_RULES = [
     Rule("sendgrid_key", ("SG.",), _start("SG.", "[A-Za-z0-9_.-]") + r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}"),
     _joined("sendgrid_key", "SG.", r"(?P<body>[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64})"),
     _prefixed("twilio_key", "SK", "[0-9a-fA-F]{32}"),
-    _prefixed("mailgun_key", "key-", _HEX + "{32}"),
+    # `key-` + 32 hex only as a word of its own: after `-` it is a cache key named for a hash
+    Rule("mailgun_key", ("key-",), _start("key-", _TOKCH) + _HEX + "{32}" + _R),
     Rule(
         "mailchimp_key",
         ("mailchimp", "Mailchimp", "MailChimp", "MAILCHIMP"),
