@@ -587,3 +587,41 @@ def test_a_script_of_several_commands_is_no_shield_but_a_pair_is():
         cwd=CWD,
     )
     assert [x.fix for x in gather(quoted).shields] == ["`npm install`"]
+
+
+def test_a_shell_wrapper_is_judged_by_the_command_it_runs():
+    """`powershell.exe -Command "…"`, `bash -c '…'`, `cmd /c …` run the command inside them: two
+    wrapped commands that share only the wrapper and its `cd` are two commands (a `git add` is no
+    fix for a script that failed), while a wrapped check is still a check."""
+    repo = r"C:\Users\dev\shop"
+    s = make_session(
+        ("user", "Sync the logs."),
+        _bash(
+            f"powershell.exe -Command \"cd '{repo}'; python 'scripts\\sync.py' | Select-Object -First 5\"",
+            "+ CategoryInfo : NotSpecified: (2026-01-16 synced 1 log:String) [], RemoteException",
+            error=True,
+        ),
+        _bash(f"powershell.exe -Command \"cd '{repo}'; git add 'logs\\*.jsonl'\"", ""),
+        _bash("bash -c 'npm test'", "Tests: 3 passed"),
+        cwd=repo,
+    )
+    ev = gather(s)
+    assert ev.shields == []
+    assert any("npm test" in c.line for c in ev.commands if c.check), ev.commands
+
+
+def test_a_command_run_over_ssh_is_judged_by_the_remote_command_and_is_no_way_to_run_the_project():
+    """`ssh root@router "ls -la /etc/init.d/x"` that found no such file was a shield "fixed by"
+    the next look (`ssh … "ls … | grep …"`): a look on another machine is exploration there too.
+    A check run on another machine is not how this project is checked."""
+    s = make_session(
+        ("user", "Remove the cloud service from the router."),
+        _bash('ssh root@10.0.0.1 "ls -la /etc/init.d/gl-cloud"', "ls: /etc/init.d/gl-cloud: No such file", error=True),
+        _bash("ssh root@10.0.0.1 \"ls -la /etc/init.d/ | grep -E 'cloud|modem'\"", "gl-modem"),
+        _bash("ssh root@10.0.0.1 'make test'", "ok"),
+        _bash("make test", "ok"),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.shields == []
+    assert [c.line for c in ev.commands] == ["make test"]

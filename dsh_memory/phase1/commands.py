@@ -238,10 +238,23 @@ def normalize_command(line: str, cwd: str | None) -> str:
     return (cut if cut.count("(") == cut.count(")") else s).strip()
 
 
+# A shell run for one quoted script (`powershell.exe -NoProfile -Command "…"`, `bash -lc '…'`, `cmd /c …`,
+# `ssh -p 22 root@host '…'` on another machine): the script is the command. A quote of the same kind inside
+# it ends it, so a chain of two is no wrapper.
+_WRAPPER = re.compile(
+    r"""^(?:(?:powershell|pwsh)(?:\.exe)?\s+(?:-(?!c(?:ommand)?\s)\w+\s+(?:[A-Za-z]\w*\s+)?)*-c(?:ommand)?"""
+    r"""|(?:ba|z)?sh\s+-l?c|cmd(?:\.exe)?\s+/[ck]|ssh\s+(?:-[BbcDEeFIiJLlmOoPpQRSWw]\s*\S+\s+|-\w+\s+)*"""
+    r"""[^\s"'-]\S*)\s+(?:"(?P<d>(?:\\.|[^"\\])*)"|'(?P<s>[^']*)')\s*$""",
+    re.I,
+)
+
+
 def core(cmd: str) -> str:
-    """The command a line runs once `cd DIR &&` and leading VAR=value assignments are taken off."""
-    s = re.sub(r"^(cd\s+\S+\s*(&&|;)\s*)+", "", cmd)
-    return re.sub(r"^(\w+=\S*\s+)+", "", s)
+    """The command a line runs once `cd DIR &&`, leading VAR=value assignments and a shell wrapper
+    (`_WRAPPER`) are taken off."""
+    s = re.sub(r"^(\w+=\S*\s+)+", "", re.sub(r"^(cd\s+\S+\s*(&&|;)\s*)+", "", cmd))
+    m = _WRAPPER.match(s)
+    return core(m["d"] if m["d"] is not None else m["s"]) if m else s
 
 
 def is_build_command(cmd: str) -> bool:
@@ -347,6 +360,13 @@ def narrowed(checks: list[tuple[str, str]]) -> set[str]:
 # scratch folder, another repository.
 ELSEWHERE = re.compile(r"""^cd\s+["']?(?:/|~|\\\\|[A-Za-z]:[\\/])""")
 # A template, not a command that ran: `gofmt -l <files>`, `pytest -k <name>` (a subagent's prompt).
+# A tool installed for the whole machine (`npm install -g ccusage`, `yarn global add x`, `uv tool install x`):
+# the machine's setup, done once, not how the project is set up or run.
+GLOBAL_INSTALL = re.compile(
+    r"^(?:npm\s+(?:install|i|add)\b[^&;|]*\s(?:-g|--global)\b|(?:pnpm|bun)\s+add\b[^&;|]*\s(?:-g|--global)\b"
+    r"|yarn\s+global\s+add\b|uv\s+tool\s+install\b)"
+)
+REMOTE = re.compile(r"^ssh\s")  # run on another machine
 PLACEHOLDER = re.compile(r"(?:^|\s)<[A-Za-z][\w .-]{0,30}>(?=\s|$)")
 
 
@@ -358,6 +378,8 @@ def commands(runs: list[Run]) -> list[Command]:
     worked: dict[str, int] = {}  # the order the commands first succeeded: setup before what needs it
     for r in runs:
         if not is_build_command(r.line) or len(r.line) > 200 or ELSEWHERE.match(r.line) or PLACEHOLDER.search(r.line):
+            continue
+        if any(GLOBAL_INSTALL.match(c.strip()) for c in re.split(r"&&|;", core(r.line))) or REMOTE.match(r.line):
             continue
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
         line = core(r.line)

@@ -39,6 +39,7 @@ from dsh_memory.phase1.facts import (
     CAUSE,
     FIRST_PERSON,
     PROGRESS,
+    STATUS_MARK,
     best_facts,
     conclusions,
     fact_score,
@@ -160,8 +161,8 @@ def _agent_restatement(text: str, rule: str) -> str:
             continue  # "Yes, it's feasible, …": the answer to a question the prompt also asked
         if not said & {w.lower().strip(".`") for w in re.findall(r"[A-Za-z][\w.-]{3,}", s)}:
             continue
-        if second_person(s) or is_table_row(s):
-            continue
+        if second_person(s) or is_table_row(s) or s.startswith("#") or STATUS_MARK.search(s):
+            continue  # (a report's heading or ticked line says what was done: "## ✅ Commit created")
         return clip_prose(s[0].upper() + s[1:], 200)
     return ""
 

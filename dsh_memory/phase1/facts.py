@@ -165,6 +165,9 @@ DELEGATED = re.compile(
     r" (?:shows|confirms|found|says)\b",
     re.I,
 )
+# A line ticked or crossed off, or cheered: a checklist's or an audit's report of that moment ("✅ Full
+# access to `~/.ssh`", "❌ Read LSASS memory", "… and pushed! 🚀"), not how the project works.
+STATUS_MARK = re.compile("[\u2705\u274c\u274e\u2713\u2714\u2717\u2718\u2611\u2612\U0001f680\U0001f389]")
 # A timestamp in a name: one run's output ("The failed rerun artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`").
 RUN_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}")
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
@@ -266,6 +269,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
     a plain statement (no narration, person, table or marker) with a `cue` and something specific."""
     plain = CODE.sub(" x ", s)
     if not (40 <= len(s) <= 400) or s.endswith(("?", ":")) or PROGRESS.match(s) or is_table_row(s):
+        return 0
+    if STATUS_MARK.search(s):
         return 0
     if WHERE_LED.match(s) and CODE.search(s):
         return 0 if STATE.search(plain) else 2  # not "Branch: `x` (27 commits ahead of main)"
