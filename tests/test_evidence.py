@@ -83,6 +83,31 @@ def test_a_tool_installed_for_the_whole_machine_is_no_way_to_run_the_project():
     assert [c.line for c in gather(s).commands] == ["npm install", "npm run dev"]
 
 
+def test_installing_named_packages_is_a_change_of_that_moment_and_the_projects_install_is_setup():
+    """`pip3 install Pillow --quiet` (to draw an icon once) was injected as how to set up and run
+    the project: a package named on the command line changes the environment or the manifest once;
+    an install from the project's own manifest is how it is set up."""
+    once = [
+        "pip3 install Pillow --quiet",
+        "python -m pip install --upgrade pip",
+        "npm install -D typescript@5",
+        "uv add httpx",
+        "cargo add serde --features derive",
+        "go get github.com/spf13/cobra@latest",
+    ]
+    setup = ["pip install -r requirements-dev.txt", 'uv pip install -e ".[dev]"']
+    s = make_session(
+        ("user", "Set it up and make the icon."),
+        *(_bash(c, "ok") for c in once + setup),
+        _bash("python make_icon.py", "wrote icon.png"),
+        _bash("python make_icon.py", "wrote icon.png"),
+        cwd=CWD,
+    )
+    lines = [c.line for c in gather(s).commands]
+    assert not set(once) & set(lines), lines
+    assert lines[:2] == setup[:2] and "python make_icon.py" in lines, lines
+
+
 def test_a_command_that_runs_a_downloaded_script_is_no_command_to_repeat():
     """The agent ran what a page or a README said ("npm test && curl … | sh"): it passed, but a
     next session must not be told to run it — not a check, not a setup step, nor what the agent
