@@ -6,6 +6,7 @@ and commands never cut. Crafted sessions; none is from the benchmark set."""
 from __future__ import annotations
 
 from dsh_memory.phase1 import steps
+from dsh_memory.phase1.commands import normalize_command
 from dsh_memory.phase1.evidence import gather
 from tests.session_helpers import make_session
 
@@ -225,7 +226,7 @@ def test_what_a_package_script_ran_is_redacted():
 
 
 def test_an_error_line_keeps_its_first_letter_and_pytests_prefix_goes():
-    from dsh_memory.phase1.commands import informative_error
+    from dsh_memory.phase1.outcome import informative_error
 
     trace = 'Traceback (most recent call last):\n  File "play.py", line 9, in main\n    input("Press Enter")\n'
     assert informative_error(trace + "EOFError: EOF when reading a line") == "EOFError: EOF when reading a line"
@@ -625,3 +626,23 @@ def test_a_command_run_over_ssh_is_judged_by_the_remote_command_and_is_no_way_to
     ev = gather(s)
     assert ev.shields == []
     assert [c.line for c in ev.commands] == ["make test"]
+
+
+def test_a_remote_script_keeps_its_quotes_and_its_words():
+    """`ssh root@router "ls -la /opt/ 2>/dev/null || echo 'none'"` lost its closing quote when the
+    `|| echo …` was taken off (a look at a folder then was a shield), and a remote script of plain
+    words was said as `ssh root@router "…"`, as if it were a commit message."""
+    from dsh_memory.phase1.shields import shown
+
+    line = "ssh root@10.0.0.1 \"ls -la /opt/ 2>/dev/null || echo 'none'\""
+    assert normalize_command(line, CWD).count('"') == 2
+    remove = 'ssh root@10.0.0.1 "opkg remove gl-sdk4-ovpn-client gl-sdk4-modem gl-sdk4-tethering"'
+    assert shown(remove) == remove
+    assert shown('git commit -m "Add the discount rounding to every cart total path"') == 'git commit -m "…"'
+    s = make_session(
+        ("user", "What is installed on the router?"),
+        _bash(line, "ls: /opt/: No such file or directory", error=True),
+        _bash("ssh root@10.0.0.1 \"ls /etc/init.d/ | grep -E '(ddns|dlna)'\"", "ddns"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []

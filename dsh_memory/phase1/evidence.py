@@ -21,18 +21,7 @@ from pydantic import BaseModel, Field
 from dsh_memory.models import EventKind, Session
 from dsh_memory.phase1.clean import CODE, TASK_VERB, clip, clip_prose, is_table_row, says_little, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist
-from dsh_memory.phase1.commands import (
-    ESCALATED,
-    Command,
-    Run,
-    commands,
-    failed,
-    informative_error,
-    is_build_command,
-    normalize_command,
-    script_of,
-    shell_line,
-)
+from dsh_memory.phase1.commands import Command, Run, commands, is_build_command, normalize_command
 from dsh_memory.phase1.facts import (
     _PATHLIKE,
     ACK,
@@ -48,6 +37,7 @@ from dsh_memory.phase1.facts import (
     prose,
     sentences,
 )
+from dsh_memory.phase1.outcome import ESCALATED, failed, informative_error, script_of, shell_line
 from dsh_memory.phase1.paths import relative
 from dsh_memory.phase1.postprocess import STOP
 from dsh_memory.phase1.shields import Shield, advised, shields

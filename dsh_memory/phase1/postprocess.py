@@ -37,8 +37,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from dsh_memory.phase1.clean import CODE, is_marker, why_not_memory
-from dsh_memory.phase1.commands import argv_line
 from dsh_memory.phase1.near import Seen, near
+from dsh_memory.phase1.outcome import argv_line
 from dsh_memory.scope import is_tagged_global, stated_as_general, tag, untag
 
 BOILERPLATE = re.compile(

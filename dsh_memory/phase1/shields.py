@@ -25,6 +25,7 @@ from dsh_memory.phase1.commands import (
     first_command,
     is_probe,
     unpiped,
+    wrapped,
 )
 from dsh_memory.phase1.paths import is_absolute
 
@@ -79,7 +80,9 @@ def shown(cmd: str) -> str:
     message) becomes `"…"`, its shape being what a next session needs, while a query or an
     expression (`--jq '{branch: .headRefName}'`) stays as typed; "" when it is still longer than
     MAX_COMMAND_CHARS (a command cut short is a wrong command to copy)."""
-    s = _LONG_QUOTED.sub(lambda m: m[0] if _CODE_CHARS.search(m[2]) else f"{m[1]}…{m[1]}", " ".join(cmd.split()))
+    s = " ".join(cmd.split())
+    if not wrapped(s):  # (a wrapper's quoted script is the command itself: `ssh h "opkg remove a b c"`)
+        s = _LONG_QUOTED.sub(lambda m: m[0] if _CODE_CHARS.search(m[2]) else f"{m[1]}…{m[1]}", s)
     return s if len(s) <= MAX_COMMAND_CHARS else ""
 
 

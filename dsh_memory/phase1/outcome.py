@@ -1,0 +1,140 @@
+"""What a shell tool call ran and how it ended: its command line (`shell_line`), whether it failed
+(an error flag, an exit code, a JSON status reply with `"success": false`, a package manager's own
+error line), the output's informative error line and what a package script ran. Read by
+`phase1/evidence.py`; which commands are knowledge is `phase1/commands.py`'s call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import dropwhile
+from typing import Any
+
+from dsh_memory.models import Event
+from dsh_memory.phase1.clean import clip, is_marker
+from dsh_memory.phase1.commands import core
+
+MAX_JSON_REPLY = 8192  # a JSON status reply longer than this is output, not a status
+SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_terminal_cmd", "terminal", "run_command"}
+
+ERROR_WORD = re.compile(
+    r"(error|exception|failed|fatal|denied|not found|cannot|can't|no such|traceback|refused|"
+    r"not permitted|invalid|missing|undefined|unknown|expected|panic)"
+    r"|^[×✖✗✘]\s",  # a diagnostic's mark (biome, eslint, miette): "× Formatter would have printed …"
+    re.I,
+)
+GENERIC_ERROR = re.compile(
+    r"^(error|failed|exit code:? ?\d+|command failed.*|process exited with code \d+|"
+    r"\(?no output\)?|error: \d+|traceback \(most recent call last\):?)$",
+    re.I,
+)
+EXIT = re.compile(r"(?:exit code|exited with code|\[exit code:)\s*(-?\d+)", re.I)
+_CODEX_HEAD = re.compile(
+    r"^(Chunk ID|Wall time|Process exited with code|Original token count|Output|Process running)\b.*$"
+)
+CLI_ERROR = re.compile(r"^(error|fatal)(\[[\w-]+\])?: \S")  # `error: unrecognized subcommand 'bun'`, `fatal: …`
+ESCALATED = re.compile(r"require_escalated|with_escalated_permissions|sandbox_permissions", re.I)
+
+
+def shell_line(e: Event) -> str | None:
+    """The command line of a shell tool call, or None."""
+    if (e.tool_name or "").lower() not in SHELL_TOOLS:
+        return None
+    a = e.arguments
+    value: Any = a.get("command") or a.get("cmd") if isinstance(a, dict) else a
+    return argv_line(value)
+
+
+def argv_line(value: Any) -> str | None:
+    """A command as one line: a string as is, an argv list joined (a `bash -lc CMD` wrapper off)."""
+    if isinstance(value, list):
+        parts = [str(v) for v in value]
+        if len(parts) >= 3 and parts[0] in ("bash", "sh", "zsh") and parts[1] in ("-lc", "-c"):
+            parts = parts[2:]
+        value = " ".join(parts)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _output(text: str) -> str:
+    """A tool result without a Codex exec header (Chunk ID, Wall time, …)."""
+    return "\n".join(dropwhile(lambda ln: _CODEX_HEAD.match(ln.strip()) or not ln.strip(), (text or "").splitlines()))
+
+
+def _json_error(text: str) -> str | None:
+    """The error a JSON status reply reports (`{"success": false, "error": …, "message": …}`:
+    CLIs made for agents answer so, with exit code 0 under `|| true`), or None."""
+    if len(text) > MAX_JSON_REPLY + 1024:  # with a Codex header: still too long to be one
+        return None
+    out = _output(text).strip()
+    if not out.startswith("{") or len(out) > MAX_JSON_REPLY:
+        return None
+    try:
+        reply = json.loads(out)
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or not (reply.get("success") is False or reply.get("ok") is False):
+        return None
+    said = [reply.get(k) for k in ("error_type", "error", "message")]
+    return clip(": ".join(dict.fromkeys(str(v) for v in said if isinstance(v, str) and v)), 200) or None
+
+
+def failed(result: Event | None) -> bool:
+    if result is None:
+        return False
+    if result.is_error:
+        return True
+    m = EXIT.search((result.text or "")[:400])
+    if m:
+        return m.group(1) != "0"
+    if _json_error(result.text or ""):
+        return True
+    # A pipe into `tail` hides the exit code: an output that opens with the tool's own error says it,
+    # or ends with its package manager's ("error: script "lint" exited with code 1")
+    first = next((ln.strip() for ln in _output(result.text or "").splitlines() if ln.strip()), "")
+    return bool(CLI_ERROR.match(first) or _SCRIPT_FAILED.search((result.text or "")[-400:]))
+
+
+_SCRIPT_FAILED = re.compile(
+    r'^\s*(?:error: script "[^"\n]+" exited with code [1-9]|(?:ELIFECYCLE|error)\s+Command failed with exit code [1-9]|'
+    r"npm (?:ERR!|error) code\b)",
+    re.M,
+)
+
+
+_SCRIPT = re.compile(r"^(?:npm|pnpm|yarn|bun)(?:\s+run)?\s+[\w:.-]+\s*$")
+# bun/yarn `$ cmd`; npm `> cmd` (not `> pkg@1.0 name`, nor a code frame's marked line `> 6 │ import …`)
+_ECHO = re.compile(r"^(?:\$|>)\s+(?!\S+@\S+ )(?!\d+\s*[│|])(\S.{2,199})$")
+
+
+def script_of(line: str, output: str) -> str:
+    """What a package script ran (`bun run css:build` → `tailwindcss -i ./src/styles.css -o …`),
+    as the package manager echoed it at the top of its output; "" for any other command."""
+    if not _SCRIPT.match(core(line)):
+        return ""
+    for ln in _output(output).splitlines()[:6]:
+        m = _ECHO.match(ln.strip())
+        if m:
+            return clip(m.group(1), 120)
+    return ""
+
+
+_TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")  # Claude Code's wrapper of a refused call's message
+
+
+def informative_error(text: str) -> str:
+    """The first line of an output that says what went wrong, or "" (nothing worth a shield)."""
+    text = _TOOL_ERROR_TAG.sub("", text)
+    said = _json_error(text)
+    if said:
+        return said
+    for ln in _output(text).splitlines():
+        s = re.sub(r"^E\s+", "", ln.strip())  # pytest's "E   " prefix, not the E of "EOFError"
+        if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
+            continue  # … and a package script's echo ("$ biome check --error-on-warnings")
+        if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
+            return clip(s, 200)
+    lines = [ln.strip() for ln in _output(text).splitlines() if ln.strip() and not ln.strip().startswith("[")]
+    if 0 < len(lines) <= 2 and len(re.findall(r"[A-Za-z]{2,}", lines[0])) >= 3 and not GENERIC_ERROR.match(lines[0]):
+        return clip(lines[0], 200)  # a short output of a failed command is its message
+    return ""
