@@ -255,6 +255,12 @@ def test_standing_rules_are_kept_and_one_off_instructions_are_not():
         # a report's heading or a ticked line is what was done, not the rule said again
         ("never commit without signing.", "## ✅ Commit Successfully Created with GPG Signature!"),
         ("never commit without signing.", "✅ Commit signing is on for this repository now."),
+        # … nor a caption of what it shows next
+        (
+            "Only when there is actual relevant information that is not directly clear reading through the code, "
+            "a comment should be added.",
+            "Sample comment style now.",
+        ),
     ):
         s = make_session(("user", rule), ("assistant", said), cwd=CWD)
         assert [(r.text, r.agent) for r in gather(s).rules] == [(rule, "")], said
@@ -782,6 +788,24 @@ def test_a_slash_command_with_only_an_argument_is_asked_as_the_command():
     assert ev.first_prompt == "/erk:plan-implement 8107"
     assert steps._fallback_task(ev) == 'The user asked: "/erk:plan-implement 8107"'
     assert gather(make_session(("user", "/review the cart totals"), cwd=CWD)).first_prompt == "the cart totals"
+
+
+def test_an_answer_that_picks_among_the_agents_options_is_a_choice_for_the_work_at_hand():
+    """Seen on a Windows set: after the agent laid out options, "big five, separate and don't
+    couple./ I want you to build 1. and 2. (the recommendation) already here." was injected as a
+    standing rule. A prompt that picks options by number or name ("1. and 2.", "option B", "the
+    recommendation", "go with …") chooses for this task; a rule in it that says its reach stays."""
+    for prompt in (
+        "big five, separate and don't couple./ I want you to build 1. and 2. (the recommendation) already here.",
+        "Go with option B. Keep the parser separate and don't share state.",
+        "do 2 and 3, skip the rest. we should not touch the cache layer.",
+    ):
+        ev = gather(make_session(("assistant", "Options: 1. … 2. … 3. …"), ("user", prompt), cwd=CWD))
+        assert ev.rules == [], prompt
+    ev = gather(make_session(("user", "Go with option B. Never push to main without a review."), cwd=CWD))
+    assert [r.text for r in ev.rules] == ["Never push to main without a review."]
+    ev = gather(make_session(("user", "Keep the parser separate and don't share state between runs."), cwd=CWD))
+    assert len(ev.rules) == 1  # no choice made: the same words are a rule
 
 
 def test_a_question_after_a_lead_a_finding_an_opinion_and_a_request_for_this_info_are_no_rules():

@@ -145,7 +145,8 @@ def _agent_restatement(text: str, rule: str) -> str:
         if any(m.group(0) not in rule for m in _NOT_RESTATED.finditer(s)):
             continue
         s = ACK.sub("", s).strip()
-        if len(s) < 25 or s.endswith(("?", ":")) or PROGRESS.match(s) or FIRST_PERSON.search(CODE.sub("", s)):
+        short = len(s) < 25 or len(s.split()) < 5  # "Sample comment style now.": a caption, no sentence
+        if short or s.endswith(("?", ":")) or PROGRESS.match(s) or FIRST_PERSON.search(CODE.sub("", s)):
             continue
         if re.match(r"(?:yes|no|yep|nope|yeah)\b", s, re.I):
             continue  # "Yes, it's feasible, …": the answer to a question the prompt also asked

@@ -196,10 +196,23 @@ def is_rule(s: str) -> bool:
     return not TASK_VERB.match(body) or bool(STRONG_CUE.search(body))
 
 
+# A pick among the options the agent laid out: "build 1. and 2.", "do 2 and 3", "option B", "(the
+# recommendation)", "go with …". The prompt then chooses for this task, and its words are rules only
+# where they say their reach.
+CHOICE = re.compile(
+    r"\b\d[.)]?\s*(?:and|&|\+|,)\s*\d\b|\b(?:option|approach|variant|alternative)\s+(?:[A-D]|\d)\b"
+    r"|\bthe recommend(?:ation|ed (?:one|option|approach))\b|^(?:ok(?:ay)?,?\s+)?(?:let'?s\s+)?go with\b",
+    re.I,
+)
+
+
 def rule_text(said: list[str], n: int) -> str:
     """The rule the prompt's sentence `said[n]` states, as memory keeps it (`with_context`, clipped
-    to RULE_TEXT_CHARS), or "" when it states none (`is_rule`). Phase 1 and replay read rules here."""
-    return clip(with_context(said, n), RULE_TEXT_CHARS) if is_rule(said[n]) else ""
+    to RULE_TEXT_CHARS), or "" when it states none (`is_rule`; in a prompt that picks among options,
+    `CHOICE`, only one that says its reach). Phase 1 and replay read rules here."""
+    if not is_rule(said[n]) or (any(CHOICE.search(x) for x in said) and not REACH.search(said[n])):
+        return ""
+    return clip(with_context(said, n), RULE_TEXT_CHARS)
 
 
 def with_context(said: list[str], n: int) -> str:
