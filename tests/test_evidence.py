@@ -808,6 +808,44 @@ def test_an_answer_that_picks_among_the_agents_options_is_a_choice_for_the_work_
     assert len(ev.rules) == 1  # no choice made: the same words are a rule
 
 
+def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
+    """Seen on a set where the user pastes a review bot's comments: what code can do wrong ("That
+    lookup can panic and abort the run, making failures look like crashes instead of …"), a review
+    item ("Quadratic scan in overlap.go - should use a map"), the effect of a change ("This removes a
+    source of drift and makes the total exact rather than estimated."), a lead to a paste ("this:
+    Instead of one branch per commit, …:"), an edit ("The comment should be updated to: 'Lines
+    added'"), this task's bounds ("don't fix anything, just check …") and "these commits" were
+    injected as standing rules. Rules of the same shapes that say their reach stay."""
+    for said in (
+        "That lookup can panic and abort the run, making failures look like crashes instead of test failures.",
+        "If the config has no Raw section, this can panic and break the integration tests instead of fixing them",
+        "Quadratic scan in overlap.go - should use a map",
+        "This removes a source of drift and makes the total exact rather than estimated.",
+        "this: Instead of one shadow branch per base commit, create isolated branches with numeric suffixes:",
+        "The comment should be updated to: 'Lines added by agent' to reflect what the field holds.",
+        "don't fix anything, but just check that a resumed session keeps its state",
+        "the `sessions` branch should have the checkpoints with the logs for each of these commits",
+        # … and the task said again: "Like …" (what was meant), "show me …", "I'd prefer if it's …",
+        # "would be great if we can …"
+        "Like move the commits one by one, keep the message but make sure they stay separate commits",
+        "open a session -> go to this branch and show me the resume command (make sure the logs are there)",
+        "the ids are only used for state, so I think I'd prefer if it's moved to sessions too",
+        "The logs should be in the checkpoint, would be great if we can validate this adds up",
+    ):
+        assert not is_rule(said), said
+    for said in (
+        "Never index a map without checking it, a nil entry can panic the whole suite.",
+        "Use a map instead of a linear scan for lookups in hot paths, always.",
+        "Prefer `errors.Is` over string matching: this makes the checks exact rather than fuzzy.",
+        "don't use `git stash` in hooks, the user might have their own stash.",
+        "The release notes should be written in the past tense.",
+        "Like I said, never amend a commit that is already on the shared remote branch.",
+        "always show me the diff before you commit",
+        "I'd prefer if we always squash before merging.",
+    ):
+        assert is_rule(said), said
+
+
 def test_a_question_after_a_lead_a_finding_an_opinion_and_a_request_for_this_info_are_no_rules():
     """Seen on new unseen sets: a question after a lead ("also can we …"), a finding ("ahh ok looks
     like …", "i don't understand …"), an opinion ("I honestly feel that …"), a task ("read X and make

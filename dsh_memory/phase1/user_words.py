@@ -64,15 +64,27 @@ AT_WORK = re.compile(
     # a question without its mark ("…, can you confirm.", "… do you think that's going to need much code"),
     # a clarification of the request ("i meant for entireio/cli which we set up …")
     r"|\b(?:do you think|can you confirm|could you confirm|is that right)\b|^(?:no,?\s+)?i meant\b"
+    r"|^like,?\s+(?!i (?:said|told|asked)\b)(?:\w+\s+){0,2}?(?:move|make|keep|put|do|add|take|use|change|split)\b"
     r"|^(?:it )?(?:(?:looks|sounds) like|seems|appears)\b"  # a finding: "looks like i dont need the token"
     # what should have been done, this time: "I should have checked both sensors before concluding"
     r"|\bshould(?:n'?t)? have (?:\w+ed|been|done|seen|known|gone|made|taken|told|thought|written|run|read)\b",
+    re.I,
+)
+# A review's finding on the code at hand, often pasted from a review bot: what it can do wrong ("That
+# lookup can panic and abort the run"), an item "what - fix" ("Quadratic scan in overlap.go - should use
+# a map"). A rule with a strong cue stays one ("Never index a map unchecked, a nil entry can panic"), and
+# so does a practice and what it breaks ("Committing the build folder can break the deploy").
+FINDING = re.compile(
+    r"^(?!\w+ing\b).*?\b(?:can|could|may|might) (?:panic|crash|break|fail|hang|leak|race|deadlock|abort|overflow|corrupt)\b"
+    r"|^[^!?]{3,80}?\s[-–—]\s+(?:should|needs? to|must)\b",
     re.I,
 )
 # The task wanted ("I just want a collector …", "we should have a bead to …") or a change to the thing
 # on screen ("the style should be more consistent"), unless it says its reach ("I want you to always …").
 TASK_WISH = re.compile(
     r"^(?:i (?:just |only |really )?(?:want|need|would like)|i['’]?d like) (?:a|an|the|to|you to)\b"
+    r"|\bi['’]?d prefere? (?:if|that) (?:it|this|that|they|these|those)\b"  # "I'd prefer if it's moved to …"
+    r"|\bwould be (?:great|nice|good) if (?:we|you) (?:can|could)\b"  # "would be great if we can validate …"
     r"|\bwe should (?:have|create|add|make|open|file|write|build|spawn|start) (?:a|an|another|one|some)\b"
     r"|\bshould (?:be|look|feel|read) (?:a bit |a little |much )?(?:more|less)\b"
     r"|\bshould (?:be|stay|remain) (?:visible|shown|displayed|hidden|clickable|enabled|disabled|highlighted)\b",
@@ -114,6 +126,10 @@ AT_HAND = re.compile(
     r"|\bwith (?:this|that|these|those) (?:info|information|change|changes|fix|data|details|findings|feedback)\b"  # "we dont need to do the whole cross agent section": the doc at hand
     # a step of this task's git work held back, or its files bounded: "do not commit anything", "don't bump
     # version", "Do not commit.", "Do not edit README or any other file."
+    r"|\b(?:should|needs? to|must) be (?:updated|changed|renamed|replaced|rewritten|reworded) to\b"  # "… to: 'Lines added'"
+    r"|\bshow me\b"  # what this session is to show
+    r"|\b(?:don'?t|do not) (?:fix|change|touch|modify|edit|implement|write) anything\b"
+    r"|\b(?:these|those) (?:commits|files|changes|tests|branches|functions|errors|warnings|comments|prs|issues)\b"
     r"|\b(?:don'?t|do not) (?:commit|push|merge|bump|deploy|release|publish|tag)(?: (?:anything|it|this|that|them|"
     r"(?:the )?version))?\W*$|\b(?:don'?t|do not) (?:edit|touch|change|modify)\b[^.;]{0,40}\bother files?\b",
     re.I,
@@ -131,6 +147,12 @@ FOR_ONE = re.compile(
 # "The name will cause issues": what the thing at hand would do, said of it, not of a practice
 # ("committing lockfiles breaks CI", "`npm` breaks the lockfile", "it breaks CI if you …" stay).
 REMARK = re.compile(r"^(?:the|this|that|it|these|those)\b[^,.;:`]{0,25}?\s(?:will (?:cause|break)|breaks)\b", re.I)
+# "This removes a source of drift and makes the total exact rather than estimated.": what the change does.
+EFFECT = re.compile(
+    r"^(?:this|that|it)\s(?:\w+\s)?(?:eliminates|removes|makes|ensures|prevents|improves|reduces|avoids|introduces"
+    r"|fixes|causes|adds|keeps|lets|allows)\b",
+    re.I,
+)
 CONDITION = re.compile(r"\b(?:if|when|unless|because|whenever)\b", re.I)
 # "I tested it and don't like it", "I don't like the skill name.": a reaction to the thing at hand.
 REACTION = re.compile(
@@ -165,8 +187,8 @@ def is_rule(s: str) -> bool:
     """A standing wish of the user: a rule cue, short, not a question, not a one-off ("for now",
     "this time"), not a proposal or a remark about the work at hand ("I think we should…", "the name
     will cause issues"), not a task instruction unless it says always / never / don't."""
-    if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s):
-        return False
+    if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s) or s.rstrip().endswith(":"):
+        return False  # (… or the lead of what follows it: "this: Instead of one branch per commit, …:")
     body = TASK_LEAD.sub("", s)
     if CORRECTION.search(body) and not body.rstrip().endswith("?") and not ONE_OFF.search(body):
         said = CORRECTION.sub("", body)
@@ -177,7 +199,7 @@ def is_rule(s: str) -> bool:
         return False
     if ONE_OFF.search(body) or FOR_ONE.search(body) or DEICTIC.match(body) or ELLIPTIC.search(body):
         return False
-    if AT_WORK.search(body):
+    if AT_WORK.search(body) or (FINDING.search(body) and not STRONG_CUE.search(body)):
         return False  # a design weighed, a choice handed over, a point of the list on screen, a verdict on it
     if not RULE_CUE.search(body):
         return False
@@ -191,6 +213,8 @@ def is_rule(s: str) -> bool:
         return False  # a proposal for the work at hand, the task wanted, or a reaction to it
     if REMARK.match(body) and not CONDITION.search(body) and not RULE_CUE.search(REMARK.sub("", body)):
         return False  # what the change at hand would do, no rule
+    if EFFECT.match(body) and not STRONG_CUE.search(body):
+        return False
     if OBSERVATION.search(body) and not STRONG_CUE.search(OBSERVATION.sub("", body)):
         return False  # "I don't see it in cursor": a report, not a wish
     return not TASK_VERB.match(body) or bool(STRONG_CUE.search(body))
