@@ -176,7 +176,22 @@ def is_probe(cmd: str) -> bool:
     )
 
 
-QUERY = {"get", "show", "list", "ls", "view", "describe", "status", "info", "whoami", "logs", "inspect", "ps", "help"}
+QUERY = {
+    "get",
+    "show",
+    "list",
+    "ls",
+    "view",
+    "describe",
+    "status",
+    "info",
+    "whoami",
+    "logs",
+    "inspect",
+    "ps",
+    "help",
+    "version",
+}
 _FOLDER = re.compile(r"(^|/)\.\.\.$|/$|^\.$")  # `./cmd/...`, `src/`, `.`: where, not what
 
 

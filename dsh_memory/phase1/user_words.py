@@ -51,7 +51,7 @@ MAX_RULE_CHARS = 180  # a standing rule is said in a sentence; a longer one is a
 RULE_TEXT_CHARS = 220  # a kept rule, with the sentence before it when it needs one
 ONE_OFF = re.compile(
     r"\b(for now|this time|right now|for this (task|pr|change|one)|in this (pr|change|task|commit)|"
-    r"today|at the moment|temporarily)\b",
+    r"today|at the moment|temporarily|never ?mind|let'?s see (?:if|whether|how|what))\b",
     re.I,
 )
 # The work at hand discussed, not a standing wish: "The question is if it should have a start
@@ -66,6 +66,7 @@ AT_WORK = re.compile(
     r"|\b(?:do you think|can you confirm|could you confirm|is that right)\b|^(?:no,?\s+)?i meant\b"
     r"|^like,?\s+(?!i (?:said|told|asked)\b)(?:\w+\s+){0,2}?(?:move|make|keep|put|do|add|take|use|change|split)\b"
     r"|^(?:it )?(?:(?:looks|sounds) like|seems|appears)\b"  # a finding: "looks like i dont need the token"
+    r"|^(?:it|we|you|this|that|they)\s+(?:seems?|appears?) to\b|\b(?:we|you) (?:can|could) always\b|^q\s*:"
     # what should have been done, this time: "I should have checked both sensors before concluding"
     r"|\bshould(?:n'?t)? have (?:\w+ed|been|done|seen|known|gone|made|taken|told|thought|written|run|read)\b",
     re.I,
@@ -85,6 +86,7 @@ TASK_WISH = re.compile(
     r"^(?:i (?:just |only |really )?(?:want|need|would like)|i['’]?d like) (?:a|an|the|to|you to)\b"
     r"|\bi['’]?d prefere? (?:if|that) (?:it|this|that|they|these|those)\b"  # "I'd prefer if it's moved to …"
     r"|\bwould be (?:great|nice|good) if (?:we|you) (?:can|could)\b"  # "would be great if we can validate …"
+    r"|\blet'?s (?:make|add|create|try|write|build|move|put|rename|split|do)\b"  # "…, let's make an Agent class"
     r"|\bwe should (?:have|create|add|make|open|file|write|build|spawn|start) (?:a|an|another|one|some)\b"
     r"|\bshould (?:be|look|feel|read) (?:a bit |a little |much )?(?:more|less)\b"
     r"|\bshould (?:be|stay|remain) (?:visible|shown|displayed|hidden|clickable|enabled|disabled|highlighted)\b",
@@ -130,7 +132,7 @@ AT_HAND = re.compile(
     r"|\bshow me\b"  # what this session is to show
     r"|\b(?:don'?t|do not) (?:fix|change|touch|modify|edit|implement|write) anything\b"
     r"|\b(?:these|those) (?:commits|files|changes|tests|branches|functions|errors|warnings|comments|prs|issues)\b"
-    r"|\b(?:don'?t|do not) (?:commit|push|merge|bump|deploy|release|publish|tag)(?: (?:anything|it|this|that|them|"
+    r"|\b(?:don'?t|do not)(?: need to)? (?:commit|push|merge|bump|deploy|release|publish|tag)(?: (?:anything|it|this|that|them|"
     r"(?:the )?version))?\W*$|\b(?:don'?t|do not) (?:edit|touch|change|modify)\b[^.;]{0,40}\bother files?\b",
     re.I,
 )
@@ -156,6 +158,7 @@ EFFECT = re.compile(
 CONDITION = re.compile(r"\b(?:if|when|unless|because|whenever)\b", re.I)
 # "I tested it and don't like it", "I don't like the skill name.": a reaction to the thing at hand.
 REACTION = re.compile(
+    r"^i'?d (?:prefer|like|rather) (?:that|this|it|them)\W*$|"
     r"\b(?:don'?t|do not) (?:like|want|need) (?:it|this|that|these|those|them"
     r"|(?:the|this|that|these|those|your) (?:[\w-]+ ){0,2}[\w-]+)\s*[.!]*$",
     re.I,
@@ -177,10 +180,14 @@ QUESTION = re.compile(  # "do not commit anything" is an order, not a question
     r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b(?!\s+not\b)", re.I
 )
 TASK_LEAD = re.compile(  # "ahh ok …", "also …", "as part of the work, …": as many as lead
-    r"^(?:(?:ok(?:ay)?|yes|no|nope|hmm+|ah+|oh+|great|cool|thanks|please|lets|let's|now|then|also|and|but|so"
+    r"^(?:(?:ok(?:ay)?|yes|yeah|yep|yup|no|nope|hmm+|ah+|oh+|great|cool|thanks|please|lets|let's|now|then|also|and|but|so"
     r"|as (?:a )?part of (?:the|this) (?:work|task|change|pr|fix|feature))\b[,.!:]?\s*)+",
     re.I,
 )
+
+
+# "add a comment to #91 so we don't forget": the purpose of the task, no order of its own.
+PURPOSE = re.compile(r"\bso (?:that )?(?:we|you|it|they|i|nothing) (?:don'?t|do not|won'?t|never)\b[^.;!?]*", re.I)
 
 
 def is_rule(s: str) -> bool:
@@ -189,7 +196,7 @@ def is_rule(s: str) -> bool:
     will cause issues"), not a task instruction unless it says always / never / don't."""
     if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s) or s.rstrip().endswith(":"):
         return False  # (… or the lead of what follows it: "this: Instead of one branch per commit, …:")
-    body = TASK_LEAD.sub("", s)
+    body = PURPOSE.sub("", TASK_LEAD.sub("", s)) if not REACH.search(s) else TASK_LEAD.sub("", s)
     if CORRECTION.search(body) and not body.rstrip().endswith("?") and not ONE_OFF.search(body):
         said = CORRECTION.sub("", body)
         if CODE.search(body):
