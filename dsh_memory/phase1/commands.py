@@ -265,30 +265,27 @@ def narrowed(checks: list[tuple[str, str]]) -> set[str]:
 # Run in a folder outside the project (`normalize_command` made the project's own relative): a temp
 # scratch folder, another repository.
 ELSEWHERE = re.compile(r"""^cd\s+["']?(?:/|~|\\\\|[A-Za-z]:[\\/])""")
-# A template, not a command that ran: `gofmt -l <files>`, `pytest -k <name>` (a subagent's prompt).
-# A tool installed for the whole machine (`npm install -g ccusage`, `yarn global add x`, `uv tool install x`):
-# the machine's setup, done once, not how the project is set up or run.
-GLOBAL_INSTALL = re.compile(
-    r"^(?:npm\s+(?:install|i|add)\b[^&;|]*\s(?:-g|--global)\b|(?:pnpm|bun)\s+add\b[^&;|]*\s(?:-g|--global)\b"
-    r"|yarn\s+global\s+add\b|uv\s+tool\s+install\b)"
-)
 REMOTE = re.compile(r"^ssh\s")  # run on another machine
-# Packages named on the command line (`pip3 install Pillow`, `npm i -D typescript`, `uv add httpx`, `go get
-# x@latest`): the environment or the manifest changed once, not how the project is set up (`pip install -r
-# requirements.txt`, `uv pip install -e ".[dev]"`, `npm install`, `go get ./...` install what it declares).
+# A package installed by name (`pip3 install Pillow`, `npm i -D typescript`, `uv add httpx`, `go get x@latest`)
+# or for the whole machine (`npm install -g ccusage`, `yarn global add x`, `uv tool install x`): the environment,
+# the manifest or the machine changed once, not how the project is set up (`pip install -r requirements.txt`,
+# `uv pip install -e ".[dev]"`, `npm install`, `go get ./...` install what it declares).
 _INSTALL = re.compile(
     r"^(?:(?:python3?(?:\.\d+)?\s+-m\s+)?pip3?(?:\.\d+)?|uv\s+pip)\s+install\s+(?P<pip>.*)"
     r"|^(?:npm|pnpm|yarn|bun)\s+(?:install|i|add)\s+(?P<node>.*)|^(?:uv|poetry|pdm|cargo)\s+add\s+(?P<add>.*)"
-    r"|^go\s+get\s+(?P<go>.*)"
+    r"|^go\s+get\s+(?P<go>.*)|^(?:yarn\s+global\s+add|uv\s+tool\s+install)\s+(?P<machine>.*)"
 )
 
 
-def names_packages(cmd: str) -> bool:
-    """Does `cmd` install packages it names, rather than what the project declares?"""
+def installs_once(cmd: str) -> bool:
+    """Does `cmd` install packages it names, or for the whole machine, rather than what the project
+    declares?"""
     m = _INSTALL.match(cmd.strip())
     if not m:
         return False
     words = next(g for g in m.groups() if g is not None).split()
+    if m["machine"] is not None or {"-g", "--global"} & set(words):
+        return True
     if any(re.match(r"-(?:r|e|c)\b|--(?:requirement|editable|constraint)\b", w) for w in words):
         return False
     names = [w.strip("'\"") for w in words if not w.startswith("-")]
@@ -297,6 +294,7 @@ def names_packages(cmd: str) -> bool:
     )
 
 
+# A template, not a command that ran: `gofmt -l <files>`, `pytest -k <name>` (a subagent's prompt).
 PLACEHOLDER = re.compile(r"(?:^|\s)<[A-Za-z][\w .-]{0,30}>(?=\s|$)")
 
 
@@ -309,9 +307,8 @@ def commands(runs: list[Run]) -> list[Command]:
     for r in runs:
         if not is_build_command(r.line) or len(r.line) > 200 or ELSEWHERE.match(r.line) or PLACEHOLDER.search(r.line):
             continue
-        parts = re.split(r"&&|;", core(r.line))
-        if any(GLOBAL_INSTALL.match(c.strip()) or names_packages(c) for c in parts) or REMOTE.match(r.line):
-            continue  # the machine's or the environment's change of that moment
+        if REMOTE.match(r.line) or any(installs_once(c) for c in re.split(r"&&|;", core(r.line))):
+            continue  # the other machine's, this one's or the environment's change of that moment
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
         line = core(r.line)
         head = " ".join(w for w in line.split() if not w.startswith("-"))

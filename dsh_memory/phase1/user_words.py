@@ -196,7 +196,8 @@ def is_rule(s: str) -> bool:
     will cause issues"), not a task instruction unless it says always / never / don't."""
     if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s) or s.rstrip().endswith(":"):
         return False  # (… or the lead of what follows it: "this: Instead of one branch per commit, …:")
-    body = PURPOSE.sub("", TASK_LEAD.sub("", s)) if not REACH.search(s) else TASK_LEAD.sub("", s)
+    body = TASK_LEAD.sub("", s)
+    body = body if REACH.search(s) else PURPOSE.sub("", body)
     if CORRECTION.search(body) and not body.rstrip().endswith("?") and not ONE_OFF.search(body):
         said = CORRECTION.sub("", body)
         if CODE.search(body):
