@@ -1237,3 +1237,26 @@ def test_a_rule_before_an_open_quote_keeps_the_users_words_only():
     said = 'no I never want a folder layout map like this "  acme/shop (repo root)\n  ├── docs/\n  └── README.md"'
     ev = gather(make_session(("user", said), ("assistant", "Understood."), cwd=CWD))
     assert [r.text for r in ev.rules] == ["I never want a folder layout map like this"]
+
+
+def test_an_exclamation_a_change_described_with_now_what_to_commit_and_a_pre_existing_failure_are_no_facts():
+    """Unseen sessions kept the agent's exclamation at a find ("… can't have `\\U` even in the
+    pattern!"), the change it had just made ("Rows now use `border-b` instead of …", "The blocks are
+    now wrapped in a guard"), what to commit that day ("Only `Card.tsx` should be committed."), a
+    lint warning "pre-existing" before the work, and a guess with "could be". A warning said with
+    force, what now fails and what is required stay."""
+    gone = [
+        "In Ruby 3.3, `Regexp` literals can't hold `\\k` even inside a character class!",
+        "Cards now use `shadow-sm` (with `hover:shadow-md`) instead of the old `border` classes.",
+        "The four `DebugPanel` blocks are now hidden behind a `?trace=1` flag in `App.tsx`.",
+        "Only `InvoiceTable.tsx` should be committed, the rest of the worktree is unrelated.",
+        "The type error in `ReportView.tsx` is a pre-existing issue that blocks the commit hook.",
+        "The `chunk` value from `splitRows` could be undefined when `RowInput` expects arrays.",
+    ]
+    kept = [
+        "Never run `make migrate` twice on the same database, it duplicates `seed.sql` rows!",
+        "`shop deploy` now fails when `SHOP_TOKEN` is unset, because `auth.ts` requires it.",
+        "The `network-only` mode no longer exists in the `sandbox` CLI, which accepts `read-only` only.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+

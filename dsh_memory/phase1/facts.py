@@ -96,8 +96,8 @@ NARRATION = re.compile(
 # What a thing cannot do or needs: the facts that keep a next session from a wrong turn.
 LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won'?t work|requires?|must not)\b", re.I)
 HEDGE = re.compile(
-    r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|worth investigating|seems|"
-    r"appears to)\b",
+    r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|could be|could potentially|"
+    r"worth investigating|seems|appears to)\b",
     re.I,
 )
 DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solve the gap…"; not "This repo uses…"
@@ -124,7 +124,14 @@ STATE = re.compile(
     r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
     r"|\b\d+ commits? (?:ahead|behind)\b"
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
-    r"|\bnow (?:points?|works?|passes|pass|builds?|compiles?|loads?|resolves?|lands?|shows?|appears?|succeeds?)\b"
+    r"|\bnow (?:points?|works?|passes|pass|builds?|compiles?|loads?|resolves?|lands?|shows?|appears?|succeeds?|uses?|"
+    r"renders?|returns?|calls?|reads?|writes?|runs?|includes?|accepts?|supports?|handles?|wraps?|takes?|sends?|"
+    r"displays?|sorts?|skips?|checks?|emits?|prints?|lists?)\b"
+    # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
+    r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
+    # what to commit, and a failure that was there before the work: both of that day only
+    r"|^(?:so )?only\b[^.;]{0,120}\b(?:should|needs? to|will) be (?:committed|staged|pushed|included)\b"
+    r"|\bpre-?existing (?:issue|error|failure|warning|lint|problem|bug|test failure)s?\b"
     r"|\bwill now\b|\b(?:tests?|checks?|builds?|CI|suite) (?:now |all |both )*(?:pass(?:es)?|green|succeeds?)\b"
     # what is left of a clean-up, "right now": "Only three cases remain", "the only remaining hits are …"
     r"|\b(?:part of|for|in|during) (?:this|the current) (?:task|pr|pull request|session|change|commit)\b"
@@ -168,6 +175,8 @@ DELEGATED = re.compile(
 # A line ticked or crossed off, or cheered: a checklist's or an audit's report of that moment ("✅ Full
 # access to `~/.ssh`", "❌ Read LSASS memory", "… and pushed! 🚀"), not how the project works.
 STATUS_MARK = re.compile("[\u2705\u274c\u274e\u2713\u2714\u2717\u2718\u2611\u2612\U0001f680\U0001f389]")
+# A warning said with force ("Never run the migration twice!"), unlike an exclamation of the moment.
+WARNING = re.compile(r"(?:never|don'?t|do not|always|important|warning|caution|careful)\b", re.I)
 # A timestamp in a name: one run's output ("The failed rerun artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`").
 RUN_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}")
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
@@ -270,6 +279,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
     plain = CODE.sub(" x ", s)
     if not (40 <= len(s) <= 400) or s.endswith(("?", ":")) or PROGRESS.match(s) or is_table_row(s):
         return 0
+    if s.endswith("!") and not WARNING.match(s):
+        return 0  # the agent's excitement at what it just found, not a warning said with force
     if STATUS_MARK.search(s):
         return 0
     if WHERE_LED.match(s) and CODE.search(s):
