@@ -44,6 +44,7 @@ class Event(BaseModel):
     is_error: bool = False
     images: int = 0  # number of image attachments (rendered as a marker)
     label: str | None = None  # context source kind, status reason, compaction kind…
+    cwd: str | None = None  # the folder a tool call ran in, when the log says and it is not the session's
 
 
 class SessionRef(BaseModel):

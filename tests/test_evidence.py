@@ -1260,3 +1260,78 @@ def test_an_exclamation_a_change_described_with_now_what_to_commit_and_a_pre_exi
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
 
+
+def test_a_command_is_said_in_the_folder_the_log_says_it_ran_in(tmp_path):
+    """Claude's shell keeps the folder a `cd` took it to, and each record of its log says where it
+    stood (`cwd`); Codex's calls name theirs (`workdir`). A check run there is said "(in `src`)",
+    one run in another repository or a temp folder is no way to run this project, and a relative
+    `cd` leads from where the shell stood."""
+    import json
+
+    from dsh_memory.models import SessionRef
+    from dsh_memory.readers import claude
+
+    root = "D:\\code\\posh"
+
+    def rec(n: int, where: str, command: str | None = None, text: str = "", role: str = "assistant") -> str:
+        if command is not None:
+            content = [{"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"command": command}}]
+        else:
+            content = [{"type": "text", "text": text}] if role == "assistant" else text
+        return json.dumps(
+            {
+                "type": role,
+                "cwd": where,
+                "sessionId": "c1",
+                "uuid": f"u{n}",
+                "timestamp": f"2026-11-02T10:00:{n:02d}.000Z",
+                "message": {"id": f"m{n}", "role": role, "content": content},
+            }
+        )
+
+    def result(n: int, where: str, out: str) -> str:
+        content = [{"type": "tool_result", "tool_use_id": f"t{n}", "content": out}]
+        return json.dumps(
+            {
+                "type": "user",
+                "cwd": where,
+                "sessionId": "c1",
+                "uuid": f"r{n}",
+                "timestamp": f"2026-11-02T10:00:{n:02d}.500Z",
+                "message": {"role": "user", "content": content},
+            }
+        )
+
+    lines = [rec(0, root, text="Make the renderer tests pass.", role="user")]
+    for n, (where, command) in enumerate(
+        [
+            (root, "cd /d/code/posh/src && go build ./..."),
+            (root + "\\src", "go test ./..."),  # the shell stayed in `src`
+            (root + "\\website", "cd plugins && npm test"),  # a relative cd from `website`
+            ("C:\\Users\\me\\AppData\\Local\\Temp\\spike", "go run ."),  # a scratch folder
+            (root, "go vet ./..."),
+        ],
+        start=1,
+    ):
+        lines += [rec(n, where, command), result(n, where, "ok")]
+    path = tmp_path / "D--code-posh" / "c1.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    st = path.stat()
+    session = claude.load(SessionRef(id="c1", source="claude", path=path, size=st.st_size, mtime_ns=st.st_mtime_ns))
+    assert session.cwd == root
+    assert [c.line for c in gather(session).commands] == [
+        "cd src && go build ./...",
+        "cd src && go test ./...",
+        "cd website/plugins && npm test",
+        "go vet ./...",
+    ]
+
+    codex = make_session(
+        ("user", "Bump the tool and check both repos."),
+        ("tool", "exec_command", {"cmd": "bun run test", "workdir": "/home/dev/src/shop-private"}, CODEX_OK, False),
+        ("tool", "exec_command", {"cmd": "bun run lint", "workdir": f"{CWD}/web"}, CODEX_OK, False),
+        ("tool", "exec_command", {"cmd": "bun run typecheck", "workdir": CWD}, CODEX_OK, False),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(codex).commands] == ["cd web && bun run lint", "bun run typecheck"]

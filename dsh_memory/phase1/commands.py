@@ -12,6 +12,8 @@ it: `phase1/shields.py`.
 from __future__ import annotations
 
 import functools
+import ntpath
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -92,6 +94,23 @@ _JOINS = re.compile(r"(?:&&|\|\||[|&;({]|\b(?:then|do|else|in))\s*$")
 _CONTINUES = re.compile(r"^(?:&&|\|\||\|)")  # (`done`, `fi`, `}` want the `;` a line break is)
 
 
+_ABSOLUTE = r"(?:/|~|\\\\|[A-Za-z]:[\\/])"  # a folder named from the root, home or a drive
+_LEAD_CD = re.compile(r"""^cd\s+(?:"([^"]+)"|'([^']+)'|([^\s;&|]+))\s*(?:&&|;)\s*""")
+
+
+def in_folder(line: str, where: str | None) -> str:
+    """`line` as run from `where`, the folder the log says the call ran in: `cd WHERE && line`, a
+    relative `cd` that leads it joined to WHERE; as it is when it leads with a `cd` from the root."""
+    m = _LEAD_CD.match(line)
+    target = m and (m[1] or m[2] or m[3])
+    if not where or (target and re.match(_ABSOLUTE, target)):
+        return line
+    if target:
+        norm = ntpath.normpath if re.match(r"[A-Za-z]:[\\/]", where) else posixpath.normpath
+        where, line = norm(f"{where}/{target}"), line[m.end() :]
+    return f'cd "{where}" && {line}' if re.search(r"\s", where) else f"cd {where} && {line}"
+
+
 def normalize_command(line: str, cwd: str | None) -> str:
     """A command as a future agent would type it: no redirections of its output, no pager or
     `tail`, no search of a build's output, no `|| true` or `|| echo …`, no `cd` into the session's
@@ -100,7 +119,9 @@ def normalize_command(line: str, cwd: str | None) -> str:
     for spelt in spellings(cwd) if cwd else ():  # `D:\repo`, `D:/repo`, `/d/repo` on Windows
         root = re.escape(spelt)
         s = re.sub(rf"^cd\s+['\"]?{root}[/\\]?['\"]?\s*(&&|;)\s*", "", s, flags=re.I)
-        s = re.sub(rf"^cd\s+['\"]?{root}[/\\]([^'\"\s]+)['\"]?", r"cd \1", s, flags=re.I)  # a subfolder: relative
+        # a subfolder: relative, with `/` on Windows (`cd website/src`, not `cd website\src`)
+        sub = (lambda m: "cd " + m[1].replace("\\", "/")) if re.match(r"[A-Za-z]:", cwd) else r"cd \1"
+        s = re.sub(rf"^cd\s+['\"]?{root}[/\\]([^'\"\s]+)['\"]?", sub, s, flags=re.I)
         s = re.sub(rf"(?<=\s)['\"]?{root}[/\\]?['\"]?(?=\s|$)", ".", s, flags=re.I)  # the folder as an argument
     s = _cut(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*?(?=\s*(?:&&|;|\|\||$))", s)  # mid-chain too
     if BUILD.match(core(s)):  # a check's output searched (`bun run lint | grep -A3 "error"`): the check
@@ -264,7 +285,7 @@ def narrowed(checks: list[tuple[str, str]]) -> set[str]:
 
 # Run in a folder outside the project (`normalize_command` made the project's own relative): a temp
 # scratch folder, another repository.
-ELSEWHERE = re.compile(r"""^cd\s+["']?(?:/|~|\\\\|[A-Za-z]:[\\/])""")
+ELSEWHERE = re.compile(rf"""^cd\s+["']?{_ABSOLUTE}""")
 REMOTE = re.compile(r"^ssh\s")  # run on another machine
 # A package installed by name (`pip3 install Pillow`, `npm i -D typescript`, `uv add httpx`, `go get x@latest`)
 # or for the whole machine (`npm install -g ccusage`, `yarn global add x`, `uv tool install x`): the environment,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from dsh_memory.models import EventKind, Session
 from dsh_memory.phase1.clean import CODE, TASK_VERB, clip, clip_prose, is_table_row, says_little, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist
-from dsh_memory.phase1.commands import Command, Run, commands, is_build_command, normalize_command
+from dsh_memory.phase1.commands import Command, Run, commands, in_folder, is_build_command, normalize_command
 from dsh_memory.phase1.facts import (
     _PATHLIKE,
     ACK,
@@ -37,7 +37,7 @@ from dsh_memory.phase1.facts import (
     prose,
     sentences,
 )
-from dsh_memory.phase1.outcome import ESCALATED, failed, informative_error, script_of, shell_line
+from dsh_memory.phase1.outcome import ESCALATED, failed, informative_error, ran_in, script_of, shell_line
 from dsh_memory.phase1.paths import relative
 from dsh_memory.phase1.postprocess import STOP
 from dsh_memory.phase1.shields import Shield, advised, shields
@@ -241,7 +241,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             if read and result is not None and not bad:
                 reads.append((redact(relative(read.strip(), cwd)), output))
             if line is not None:
-                line = normalize_command(redact(line), cwd)
+                line = normalize_command(redact(in_folder(line, ran_in(e))), cwd)  # where it ran, if not here
                 error = informative_error(redact(output)) if bad else ""  # (no result: not failed)
                 script = redact(script_of(line, output)) if not bad else ""
                 escalated = bool(ESCALATED.search(str(e.arguments)))

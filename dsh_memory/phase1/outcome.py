@@ -46,6 +46,14 @@ def shell_line(e: Event) -> str | None:
     return argv_line(value)
 
 
+def ran_in(e: Event) -> str | None:
+    """The folder a shell call ran in, where the log says: Claude's record (`Event.cwd`), Codex's
+    `workdir` argument; None for the session's own folder or when nothing says."""
+    a = e.arguments
+    where = e.cwd or (a.get("workdir") if isinstance(a, dict) else None)
+    return where if isinstance(where, str) and 0 < len(where) <= 4096 else None
+
+
 def argv_line(value: Any) -> str | None:
     """A command as one line: a string as is, an argv list joined (a `bash -lc CMD` wrapper off)."""
     if isinstance(value, list):

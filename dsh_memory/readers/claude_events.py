@@ -161,6 +161,7 @@ class EventBuilder(Events):
         self.pending: list[_Queued] = []  # still in the queue
         self.left: list[_Queued] = []  # left the queue for the model
         self.source: dict[int, tuple[str, dict]] = {}  # id(each human event) -> (record kind, record)
+        self.cwd: str | None = None  # the session's folder: the first record's `cwd`
 
     def human(self, seq: int, time, text: str, kind: str, obj: dict, **kw) -> Event:
         ev = self.add(seq, EventKind.HUMAN, time, text=text, **kw)
@@ -169,6 +170,8 @@ class EventBuilder(Events):
 
     def record(self, seq: int, obj: dict) -> None:
         typ = obj.get("type")
+        if self.cwd is None and isinstance(obj.get("cwd"), str) and obj["cwd"]:
+            self.cwd = obj["cwd"]
         if typ == "summary":
             if isinstance(obj.get("summary"), str) and obj["summary"].strip():
                 self.summaries.append((obj["summary"].strip(), obj.get("leafUuid")))
@@ -355,6 +358,9 @@ class EventBuilder(Events):
                 self.add(seq, EventKind.REASONING, time)
             elif btype in ("tool_use", "server_tool_use"):
                 name = as_str(block.get("name")) or "tool"
-                self.tool_call(seq, time, name, block.get("id"), block.get("input"))
+                # Claude's shell keeps the folder a `cd` took it to; each record says where it stood
+                where = obj.get("cwd")
+                where = where if isinstance(where, str) and where != self.cwd and 0 < len(where) <= 4096 else None
+                self.tool_call(seq, time, name, block.get("id"), block.get("input"), cwd=where)
         if message.get("stop_reason") == "max_tokens":
             self.add(seq, EventKind.STATUS, time, label="max_tokens")
