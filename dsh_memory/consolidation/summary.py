@@ -25,6 +25,8 @@ THE_REST = " … (the rest: MEMORY.md)"
 # A name rather than a word: a path, a file, an identifier (`build-context-tree.ts`, `@agentv/core`,
 # `in_progress`, `ContextTreeNode`) finds its lines; `check` or `runs` finds everything.
 _NAMEY = re.compile(r"[./_:@<>#-]|[a-z][A-Z]|\d")
+# … but a flag alone (`-t`, `--force`) or an escape (`\U`) is in every command's help: it finds nothing.
+_NO_NAME = re.compile(r"-{1,2}\w[\w-]*|\\\w")
 
 
 def _keywords(group: Group) -> list[str]:
@@ -34,7 +36,12 @@ def _keywords(group: Group) -> list[str]:
     for section in ("Project facts", "Agent findings", "Failure shields"):
         for b in group.sections.get(section, []):
             for c in CODE.findall(SOURCE.sub("", b)):
-                if 2 <= len(c) <= MAX_KEYWORD_CHARS and " " not in c.strip() and not is_marker(c):
+                if (
+                    2 <= len(c) <= MAX_KEYWORD_CHARS
+                    and " " not in c.strip()
+                    and not is_marker(c)
+                    and not _NO_NAME.fullmatch(c)
+                ):
                     counts[c] = counts.get(c, 0) + 1
     return sorted(counts, key=lambda c: (not _NAMEY.search(c), -counts[c]))[:MAX_KEYWORDS]
 
