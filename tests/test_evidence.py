@@ -149,9 +149,10 @@ def test_commands_are_normalized_as_a_next_session_would_type_them():
 
 def test_a_script_of_several_lines_is_the_one_line_that_runs_the_same():
     """Its line breaks were spaces: `a &`, `sleep 5`, `curl …` became `a & sleep 5 curl …` (curl an
-    argument of sleep)."""
+    argument of sleep). (A server started to be probed is the server: `… & sleep 5; curl …`.)"""
     script = "pnpm --filter api dev &\nsleep 5\n# is it up?\ncurl -s http://localhost:3000/health"
-    assert normalize_command(script, CWD) == "pnpm --filter api dev & sleep 5; curl -s http://localhost:3000/health"
+    assert normalize_command(script, CWD) == "pnpm --filter api dev"
+    assert normalize_command("npm run api &\nnpm run web\n# both up\nwait", CWD) == "npm run api & npm run web; wait"
     assert normalize_command("make build &&\n  make test\n| tee log", CWD) == "make build && make test"
     assert normalize_command("cargo build \\\n  --release\ncargo test", CWD) == "cargo build --release; cargo test"
     assert normalize_command("for t in a b; do\n  make $t\ndone", CWD) == "for t in a b; do make $t; done"
@@ -1335,3 +1336,33 @@ def test_a_command_is_said_in_the_folder_the_log_says_it_ran_in(tmp_path):
         cwd=CWD,
     )
     assert [c.line for c in gather(codex).commands] == ["cd web && bun run lint", "bun run typecheck"]
+
+
+def test_an_answer_to_the_agents_question_a_new_projects_template_and_a_probed_server_are_not_kept_as_such():
+    """An unseen set of guided-workflow sessions injected the user's answers to the agent's
+    questions ("I dont have anything to add", "I dont have such, let it be surprice") and how to
+    read a paste ("do not pay attention that they are numbered.") as standing rules; the one-time
+    `npm create astro@latest …` as how to set up the project; and a dev server started to be probed
+    (`npx astro dev --host & sleep 5; kill %1; wait`) with its probe."""
+    for said in (
+        "I dont have anything to add",
+        "I don't know yet, let it be a surprise",
+        "do not pay attention that they are numbered.",
+        "Do not pay any attention to the typos in the list above",
+    ):
+        assert not is_rule(said), said
+    for said in ("I don't want mocks in our tests, ever.", "Never pay for an API in the tests, use the fakes."):
+        assert is_rule(said), said
+    s = make_session(
+        ("user", "Start a new site for the metrics and check it runs."),
+        _bash("npm create astro@latest -- --template minimal --typescript strict", "done"),
+        _bash("npx create-next-app@latest web --ts", "done"),
+        _bash("cargo new tool && go mod init example.com/x", "done"),
+        _bash("npm install", "added 212 packages"),
+        _bash("npx astro dev --host & sleep 5; kill %1; wait", "ready"),
+        _bash(
+            'npm run dev -- --port 4321 & sleep 4; curl -s -o /dev/null -w "%{http_code}" http://localhost:4321/', "200"
+        ),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands] == ["npm install", "npx astro dev --host", "npm run dev -- --port 4321"]

@@ -130,6 +130,8 @@ def normalize_command(line: str, cwd: str | None) -> str:
     # `…; echo "done"`, `… && echo BUILD_OK [&& …]`, `go build -o bin/x . && ls -la bin/` (a look at what it
     # made), unless that cuts a `( … )` in two
     cut = _cut(r"\s*;\s*echo\b.*$|\s*&&\s*(?:echo|ls)\b[^;&|]*?(?=\s*&&|\s*$)", s)
+    # a server started in the background to be probed (`npx astro dev & sleep 5; kill %1`): the server
+    cut = re.sub(r"^((?:[^&;|]|&&)+?)\s+&(?!&)\s*sleep\s+[\d.]+\s*(?:;|&&).*$", r"\1", cut)
     return (cut if cut.count("(") == cut.count(")") else s).strip()
 
 
@@ -298,9 +300,19 @@ _INSTALL = re.compile(
 )
 
 
+# A new project made from a template (`npm create astro@latest`, `cargo new x`, `go mod init m`): done once,
+# before there was a project to set up.
+_SCAFFOLD = re.compile(
+    r"^(?:(?:npm|pnpm|yarn|bun)\s+(?:create|init)|npx\s+(?:-y\s+|--yes\s+)?(?:create-[\w-]+|degit)|cargo\s+(?:new|init)"
+    r"|go\s+mod\s+init|uv\s+init|poetry\s+(?:new|init)|rails\s+new|django-admin\s+startproject|dotnet\s+new|git\s+init)\b"
+)
+
+
 def installs_once(cmd: str) -> bool:
-    """Does `cmd` install packages it names, or for the whole machine, rather than what the project
-    declares?"""
+    """Does `cmd` install packages it names, or for the whole machine, or make the project from a
+    template, rather than set up what the project declares?"""
+    if _SCAFFOLD.match(cmd.strip()):
+        return True
     m = _INSTALL.match(cmd.strip())
     if not m:
         return False

@@ -130,6 +130,10 @@ AT_HAND = re.compile(
     # version", "Do not commit.", "Do not edit README or any other file."
     r"|\b(?:should|needs? to|must) be (?:updated|changed|renamed|replaced|rewritten|reworded) to\b"  # "… to: 'Lines added'"
     r"|\bshow me\b"  # what this session is to show
+    # an answer to the agent's question ("I dont have anything to add", "I don't know yet") and how to read
+    # what was just pasted ("do not pay attention that they are numbered")
+    r"|\bi (?:dont|don'?t|do not) (?:have|know|see|remember|recall|mind|understand)\b"
+    r"|\b(?:dont|don'?t|do not) pay (?:any |much )?attention\b"
     r"|\b(?:don'?t|do not) (?:fix|change|touch|modify|edit|implement|write) anything\b"
     r"|\b(?:these|those) (?:commits|files|changes|tests|branches|functions|errors|warnings|comments|prs|issues)\b"
     r"|\b(?:don'?t|do not)(?: need to)? (?:commit|push|merge|bump|deploy|release|publish|tag)(?: (?:anything|it|this|that|them|"
