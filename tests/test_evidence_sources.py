@@ -574,7 +574,8 @@ def test_a_projects_checks_are_its_standing_ones_and_come_first_in_the_injected_
     three one-off run lines instead: a narrow check goes when its tool ran broader in any session
     (through a package script too: `bunx biome check a.ts` beside `bun run lint` (runs `biome check
     .`)), the line keeps the MAX_LIST_ITEMS plainest, and the summary shows it first."""
-    from dsh_memory.consolidation.mechanical import MAX_LIST_ITEMS, render_summary
+    from dsh_memory.consolidation.checks import MAX_LIST_ITEMS
+    from dsh_memory.consolidation.mechanical import render_summary
 
     g = Group("/home/dev/src/shop")
     g.add("Reusable knowledge", "- Checks that passed: `bunx biome check src/a.ts`, `bun test src/a.test.ts`", "1")
@@ -783,3 +784,25 @@ def test_latest_is_no_test_but_test_runners_are_checks():
         checks.update({c.line: c.check for c in gather(s).commands})
     assert [checks.pop(line, False) for line in lines[:2]] == [False, False]
     assert checks == dict.fromkeys(lines[2:], True)
+
+
+def test_one_check_started_several_ways_is_one_item():
+    """An unseen project's line listed `npm run test` (runs `vitest run`), `npm test` (runs `vitest
+    run`) and `npx vitest run`, and `npm run build` (runs `astro build`) beside `npx astro build`:
+    the same work, started another way. A fixer of the same tool stays apart from its check."""
+    g = Group("/home/dev/src/site")
+    g.add("Reusable knowledge", "- Checks that passed: `npm run test` (runs `vitest run`), `npx astro build`", "a")
+    g.add(
+        "Reusable knowledge",
+        "- Checks that passed: `npm test` (runs `vitest run`), `npm run build` (runs `astro build`), "
+        "`npx vitest run`, `npm run lint` (runs `biome check`), `npm run lint:fix` (runs `biome check --write`) "
+        "(fixes what they find)",
+        "b",
+    )
+    assert g.sections["Reusable knowledge"] == [
+        "- Checks that passed: `npm test` (runs `vitest run`), `npm run build` (runs `astro build`), `npm run lint` "
+        "(runs `biome check`), `npm run lint:fix` (runs `biome check --write`) (fixes what they find) [source: a, b]"
+    ]
+    g = Group("/home/dev/src/site")  # … and one session's own line, under the same rules
+    g.add("Reusable knowledge", "- Checks that passed: `npm run test` (runs `vitest run`), `npx vitest run`", "c")
+    assert g.sections["Reusable knowledge"] == ["- Checks that passed: `npm run test` (runs `vitest run`) [source: c]"]

@@ -23,11 +23,12 @@ from datetime import date
 from typing import Any
 
 from dsh_memory.consolidation import stale
+from dsh_memory.consolidation.checks import merged_list
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.summary import render_summary, scope_of_group
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import clip_marked, why_not_memory
-from dsh_memory.phase1.commands import NARROW, family, narrowed
+from dsh_memory.phase1.commands import family
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
 from dsh_memory.readpath.models import MAX_NOTE_CHARS
 from dsh_memory.scope import (
@@ -56,10 +57,6 @@ ORDER = ["User notes", *dict.fromkeys(SECTIONS.values()), "Agent findings", "Not
 PROMOTABLE = ("User preferences",)  # what recurs across projects is the user's, not a project's
 VERSION = re.compile(r"^v?\d+(\.\d+)*$")
 LIST_LINES = (steps.CHECKS,)  # one such line per project, the sessions' items merged
-_LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
-_IN_FOLDER = re.compile(r"\(in `[^`]+`\)")
-_RUNS = re.compile(r"\(runs `([^`]+)`\)")  # what a package script ran
-MAX_LIST_ITEMS = 8  # a project's checks that passed: its standing ones, not every variant sessions ran
 MAX_CODE_MAP = 12  # a project's code map lines in MEMORY.md, newest first (where things are now)
 MAX_FACTS = 40  # a project's facts in MEMORY.md, newest first (the archive keeps the rest)
 SECTION_CAPS = {"Code map": MAX_CODE_MAP, "Project facts": MAX_FACTS}
@@ -81,8 +78,9 @@ class Group:
             head = text.split(":", 1)[0]
             for i, old in enumerate(items):
                 if SOURCE.sub("", old).startswith(head + ":"):
-                    items[i] = with_sources(_merged_list(text, SOURCE.sub("", old)), [*sources_of(old), source])
+                    items[i] = with_sources(merged_list(text, SOURCE.sub("", old)), [*sources_of(old), source])
                     return
+            text = merged_list(text, head + ":")  # one session's list under the same rules
         key = _key(section, text)
         for i, old in enumerate(items):
             if _key(section, old) == key:
@@ -117,37 +115,6 @@ def _key(section: str, bullet: str) -> str:
     fixed by `bun run lint:fix`, is one shield, said as first learned)."""
     m = _SHIELD.match(BULLET.sub("", SOURCE.sub("", bullet)).strip()) if section == "Failure shields" else None
     return f"shield: {family(m['cmd'])}; {item_key(m['fix'])}" if m else item_key(bullet)
-
-
-def _merged_list(new: str, old: str) -> str:
-    """`new`'s list line with the items only `old` has appended: one command of a kind (its
-    `family`: `uv run pytest tests/ -x` and `uv run pytest tests/unit/ -q`) per folder, the one
-    that says what it runs (`bun run test` (runs `bun test src/`)) or else the shortest; no narrow
-    check whose tool ran broader (`commands.narrowed`); at most MAX_LIST_ITEMS, the plainest."""
-    head, items = new.split(":", 1)
-    merged: dict[tuple[str, str], str] = {}
-
-    def better(item: str, than: str) -> bool:
-        said = ("(runs " in item, -len(item.split("`")[1]))
-        return not than or said > ("(runs " in than, -len(than.split("`")[1]))
-
-    for item in _LIST_ITEM.findall(items) + _LIST_ITEM.findall(old.split(":", 1)[1]):
-        where = _IN_FOLDER.search(item)
-        key = (family(item.split("`")[1]), where.group(0) if where else "")
-        if better(item, merged.get(key, "")):
-            merged[key] = item
-    runs = {item: _RUNS.search(item) for item in merged.values()}
-    narrow = narrowed([(item.split("`")[1], m.group(1) if m else "") for item, m in runs.items()])
-    items = [item for item in merged.values() if item.split("`")[1] not in narrow]
-    best = sorted(items, key=_plain_first)[:MAX_LIST_ITEMS]
-    return f"{head}: " + ", ".join(item for item in items if item in best)
-
-
-def _plain_first(item: str) -> tuple:
-    """A project's standing checks first: broad (not `NARROW`), one command (not a chain), a
-    package script that says what it runs, short."""
-    cmd = item.split("`")[1]
-    return (bool(NARROW.search(cmd)), bool(re.search(r"&&|;|\|\|", cmd)), "(runs " not in item, len(cmd))
 
 
 def _with_source(bullet: str, source: str) -> str:

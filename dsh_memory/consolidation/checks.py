@@ -1,0 +1,61 @@
+"""A project's one "Checks that passed" line, merged from its sessions' lines: each check once
+per folder, however many ways sessions started it, said the plainest way, at most MAX_LIST_ITEMS."""
+
+from __future__ import annotations
+
+import re
+
+from dsh_memory.phase1.commands import NARROW, family, narrowed
+
+_LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
+_IN_FOLDER = re.compile(r"\(in `[^`]+`\)")
+_RUNS = re.compile(r"\(runs `([^`]+)`\)")  # what a package script ran
+MAX_LIST_ITEMS = 8  # a project's checks that passed: its standing ones, not every variant sessions ran
+
+
+def merged_list(new: str, old: str) -> str:
+    """`new`'s list line with the items only `old` has appended: one command of a kind (its
+    `family`: `uv run pytest tests/ -x` and `uv run pytest tests/unit/ -q`; or what it runs: `npm test`
+    (runs `vitest run`) and `npx vitest run`) per folder, the one that says what it runs (`bun run
+    test` (runs `bun test src/`)) or else the shortest; no narrow check whose tool ran broader
+    (`commands.narrowed`); at most MAX_LIST_ITEMS, the plainest."""
+    head, items = new.split(":", 1)
+    merged: dict[tuple[str, bool, str], str] = {}
+
+    def better(item: str, than: str) -> bool:
+        said = ("(runs " in item, -len(item.split("`")[1]))
+        return not than or said > ("(runs " in than, -len(than.split("`")[1]))
+
+    found = _LIST_ITEM.findall(items) + _LIST_ITEM.findall(old.split(":", 1)[1])
+    # the same command, then the same work started another way (`npm test`, `npx vitest run`)
+    for kind in (lambda item: family(item.split("`")[1]), _runs_family):
+        merged = {}
+        for item in found:
+            where = _IN_FOLDER.search(item)
+            key = (kind(item), "(fixes " in item, where.group(0) if where else "")
+            if better(item, merged.get(key, "")):
+                merged[key] = item
+        found = list(merged.values())
+    runs = {item: _RUNS.search(item) for item in merged.values()}
+    narrow = narrowed([(item.split("`")[1], m.group(1) if m else "") for item, m in runs.items()])
+    items = [item for item in merged.values() if item.split("`")[1] not in narrow]
+    best = sorted(items, key=_plain_first)[:MAX_LIST_ITEMS]
+    return f"{head}: " + ", ".join(item for item in items if item in best)
+
+
+# A package's own runner: `npx vitest run` runs what `npm test` (runs `vitest run`) does.
+_RUNNER = re.compile(r"^(?:npx|bunx|pnpx|pnpm\s+exec|yarn\s+exec|bun\s+x|uv\s+run|poetry\s+run)\s+(?:-\S+\s+)*")
+
+
+def _runs_family(item: str) -> str:
+    """What a list item runs, whichever way it was started: its script's command when it says
+    (`npm run test` (runs `vitest run`)), else its own, through a package runner or not."""
+    m = _RUNS.search(item)
+    return family(_RUNNER.sub("", m.group(1) if m else item.split("`")[1]))
+
+
+def _plain_first(item: str) -> tuple:
+    """A project's standing checks first: broad (not `NARROW`), one command (not a chain), a
+    package script that says what it runs, short."""
+    cmd = item.split("`")[1]
+    return (bool(NARROW.search(cmd)), bool(re.search(r"&&|;|\|\|", cmd)), "(runs " not in item, len(cmd))
