@@ -162,3 +162,26 @@ def test_a_shouted_heading_and_a_lead_whose_list_is_not_kept_are_no_warnings():
     assert found_in("     1→<!-- AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY -->\n") == [
         (0, "AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY")
     ]
+
+
+def test_an_agents_own_skill_or_command_is_no_tripwire_of_the_project():
+    """An unseen set of a guided workflow kept its skills' steps ("`.claude/skills/x/checklist.md`:
+    CRITICAL STEP: …", "IMPORTANT: Default to continuing exploration.") as the project's warnings:
+    they are the agent's instructions for that task, shown to it whenever it runs it. A hook
+    script there, or a project doc, still warns."""
+    skill = "     1→# Story checklist\n     2→\n     3→<!-- CRITICAL: ask before writing any file -->\n"
+    s = make_session(
+        ("user", "Create the next story."),
+        _read(f"{CWD}/.claude/skills/make-story/checklist.md", skill),
+        _read(f"{CWD}/.agents/commands/review.md", skill),
+        _read(f"{CWD}/.github/prompts/plan.prompt.md", skill),
+        _read(
+            f"{CWD}/.claude/hooks/guard.sh", "     1→# CRITICAL: this hook must exit 0 or every tool call is blocked\n"
+        ),
+        _read(f"{CWD}/docs/stories.md", skill),
+        cwd=CWD,
+    )
+    assert gather(s).tripwires == [
+        "`.claude/hooks/guard.sh`: CRITICAL: this hook must exit 0 or every tool call is blocked",
+        "`docs/stories.md`: CRITICAL: ask before writing any file",
+    ]

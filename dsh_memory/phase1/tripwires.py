@@ -31,6 +31,8 @@ _BANNER = re.compile(r"\b(auto-?generated|do not edit|generated (?:file|code|by|
 _READERS = re.compile(r"^(cat|bat|nl|head|sed\s+-n)\b")
 _ELSEWHERE = re.compile(
     r"(^|/)(node_modules|\.venv|venv|site-packages|dist|build|vendor|third_party|\.git|target|__pycache__)/"
+    # an agent's own skills, commands and prompts: its instructions for that task, shown to it when it runs it
+    r"|(^|/)\.(?:claude|codex|cursor|gemini|agents|windsurf|opencode|github/prompts)/.*\.mdx?$"
 )
 
 
