@@ -11,7 +11,7 @@ import pytest
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
-from dsh_memory.phase1.facts import fact_score, prose
+from dsh_memory.phase1.facts import fact_score, prose, sentences
 from dsh_memory.phase1.user_words import is_rule, prompt_sentences, with_context
 from dsh_memory.replay import rules
 from tests.session_helpers import extract_with, make_session
@@ -1366,3 +1366,24 @@ def test_an_answer_to_the_agents_question_a_new_projects_template_and_a_probed_s
         cwd=CWD,
     )
     assert [c.line for c in gather(s).commands] == ["npm install", "npx astro dev --host", "npm run dev -- --port 4321"]
+
+
+def test_a_labelled_item_a_files_diff_size_and_what_was_done_to_it_are_no_facts():
+    """An unseen set kept a story's items ("2-3: Complete island hydration pattern with …"), an
+    idea's label in italics ("*Concept:* For each checkpoint, compute …"), a file's diff size
+    ("`src/layouts/Layout.astro` — +4 lines (font imports)") and what was done to it ("… — removed
+    `<h1>` from inside the grid") as project facts. Where a file is and what it does stays, and a
+    glob is no emphasis."""
+    gone = [
+        "2-3: Complete island hydration pattern with store subscriptions and `prefers-reduced-motion` support.",
+        "4.1: Extract the `PriceCard` props into `types.ts` so the stores can import them.",
+        "`src/layouts/Base.astro` — +4 lines (font imports)",
+        "`src/pages/index.astro` — removed `<h1>` from inside the grid",
+    ]
+    kept = [
+        "`src/stores/prices.ts` — the Nano Stores the price cards subscribe to, one per symbol",
+        "`astro.config.mjs` only loads `src/*.ts` and `lib/*.ts` integrations, so `tools/` is never bundled.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+    said = "*Concept:* For each checkpoint, compute the spread of `files_touched` across `src/` layers."
+    assert [s for s in sentences(said) if fact_score(s)] == []

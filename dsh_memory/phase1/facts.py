@@ -21,7 +21,7 @@ MAX_FACT_CHARS = 260  # a longer fact ends at its last clause that fits (`clean.
 
 _SENT = re.compile(r"(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z`\"'(\[*])|\n+")  # not after "e.g."
 BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")  # a list item's marker
-_EMPH = re.compile(r"\*\*([^*]+)\*\*")
+_EMPH = re.compile(r"\*\*([^*]+)\*\*|(?<![\w*/])\*(?=[A-Za-z])([^*\n`]+?)(?<=[\w:.!?)])\*(?![\w*/])")
 _PATHLIKE = re.compile(
     r"(?<![\w/])(?:\.{0,2}/)?[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|ts|tsx|js|jsx|json|md|toml|ya?ml|go|rs|sh|css|lock|cfg|ini|env)\b"
 )
@@ -91,7 +91,7 @@ NARRATION = re.compile(
     r"|^(?:After|Having|Upon) (?:reviewing|reading|checking|looking|investigating|examining|exploring|analy[sz]ing|"
     r"searching|digging|tracing|going)\b"
     # a list item under a lead the sentence does not carry: "Codex: uses `--yolo` when …", "Everything else: manual"
-    r"|^(?!(?:Important|Warning|Caution|Critical|Gotcha)\b)[A-Z][\w-]*(?: [\w-]+)?\s*:\s+(?!`)"
+    r"|^(?!(?:Important|Warning|Caution|Critical|Gotcha)\b)(?:[A-Z][\w-]*(?: [\w-]+)?|\d+(?:[-.]\d+)+)\s*:\s+(?!`)"
 )
 # What a thing cannot do or needs: the facts that keep a next session from a wrong turn.
 LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won'?t work|requires?|must not)\b", re.I)
@@ -236,6 +236,11 @@ _LEAD_LIST = re.compile(
 _LINK = re.compile(r"\[([^\]\n]+)\]\([^)\n]+\)")
 
 
+def unemphasized(text: str) -> str:
+    """`text` without Markdown emphasis (`**x**`, `*x*`; not a glob's `src/*.ts`)."""
+    return _EMPH.sub(lambda m: m[1] or m[2], text)
+
+
 def prose(text: str) -> str:
     """A message without its fenced blocks: what the agent says, not the code, data or examples it
     shows ("# - Rate limiter at src/middleware/rate-limit.ts uses Redis" in a sample file)."""
@@ -245,7 +250,7 @@ def prose(text: str) -> str:
 def sentences(text: str) -> list[str]:
     """Sentences and list items of a message, Markdown links and emphasis made plain text."""
     # emphasis off first: "**What's suspicious?** If …" is two sentences
-    parts = _SENT.split(_EMPH.sub(r"\1", _LINK.sub(r"\1", text or "")))
+    parts = _SENT.split(unemphasized(_LINK.sub(r"\1", text or "")))
     said = (BULLET.sub("", s.strip().lstrip("> ")).replace("**", "").strip().strip("*").strip() for s in parts)
     return [s for s in said if len(s) >= 3]
 
@@ -257,9 +262,9 @@ def lead_lists(text: str) -> list[str]:
     list of prose steps is not one fact."""
     out = []
     for m in _LEAD_LIST.finditer(text or ""):
-        items = [_EMPH.sub(r"\1", BULLET.sub("", ln)).strip().rstrip(".;,") for ln in m["items"].splitlines()]
+        items = [unemphasized(BULLET.sub("", ln)).strip().rstrip(".;,") for ln in m["items"].splitlines()]
         items = [i for i in items if i]
-        lead = _EMPH.sub(r"\1", m["lead"].strip().lstrip("#").strip())
+        lead = unemphasized(m["lead"].strip().lstrip("#").strip())
         if not FACT_CUE.search(lead) or HYPOTHETICAL.search(lead):
             continue  # no statement ("Auto-approve these:") or a proposal ("the step would be:")
         if all(len(i) <= 100 and (CODE.search(i) or _PATHLIKE.search(i)) for i in items):
@@ -290,8 +295,11 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         rest, path = s[led.end() :], s[1 : s.index("`", 1)]
         # … but not what was done to it ("— Passes `ctx` to all 3 call sites", "— was corrupted, now …",
         # "— Same remapping for the `x` route"), nor what a test file tests ("— 18 unit tests covering …")
-        if NARRATION.match(rest) or FRAGMENT.match(rest) or WAS.match(rest) or DANGLING.match(rest):
+        said = rest[:1].upper() + rest[1:]  # "— removed `<h1>` from the grid" as "Removed …"
+        if NARRATION.match(said) or FRAGMENT.match(said) or WAS.match(rest) or DANGLING.match(rest):
             return 0
+        if re.match(r"[+-]\d+ lines?\b|\(?new file\)?|\d+ (?:insertions|deletions)", rest):
+            return 0  # … nor its diff's size ("— +4 lines (font imports)")
         if len(rest) < 20 or TEST_FILE.search(path) or re.match(r"(?:Same|Also)\b|[^.]{0,60}→", rest):
             return 0  # … nor a plan's change to it ("`SetParentColors` → real push instead of …")
         return 2

@@ -28,6 +28,10 @@ _RULE = re.compile(  # an imperative sentence or a must: "Don't swallow…", "Ca
 )
 HEAD_LINES = 12  # a file's opening lines: its banner, its opening NOTE
 _BANNER = re.compile(r"\b(auto-?generated|do not edit|generated (?:file|code|by|from))\b", re.I)
+_STAMP = re.compile(
+    r"(?:[\s,;]+(?:date|at|on)\s*:?)?\s*\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|\s?[+-]\d{2}:?\d{2})?",
+    re.I,
+)
 _READERS = re.compile(r"^(cat|bat|nl|head|sed\s+-n)\b")
 _ELSEWHERE = re.compile(
     r"(^|/)(node_modules|\.venv|venv|site-packages|dist|build|vendor|third_party|\.git|target|__pycache__)/"
@@ -144,5 +148,6 @@ def tripwires(reads: list[tuple[str, str]], edited: list[str]) -> list[str]:
         if is_absolute(path) or _ELSEWHERE.search(path):
             continue  # not this project's file
         for rank, said in found_in(text):
+            said = _STAMP.sub("", said).strip()  # a banner says when it was generated: the same warning
             pool.setdefault(said, (rank, 0 if path in edited else 1, n, f"`{path}`: {said}"))
     return [w for *_, w in sorted(pool.values())[:MAX_TRIPWIRES]]
