@@ -1387,3 +1387,45 @@ def test_a_labelled_item_a_files_diff_size_and_what_was_done_to_it_are_no_facts(
     assert [s for s in gone + kept if fact_score(s)] == kept
     said = "*Concept:* For each checkpoint, compute the spread of `files_touched` across `src/` layers."
     assert [s for s in sentences(said) if fact_score(s)] == []
+
+
+def test_a_reminder_the_work_before_and_the_review_at_hand_are_no_rules():
+    """An unseen set injected "dont forget to push the pencil file", "… and the same clean break
+    strategy from before should be followed." and "There are some other comments that look pretty
+    valid and should be addressed." as the user's standing preferences. A reminder said for every
+    change, or with its reach, is one."""
+    for said in (
+        "dont forget to push the pencil file",
+        "Don't forget to bump the version in the changelog entry too",
+        "the key switch is a breaking change, and the same clean break strategy from before should be followed.",
+        "There are some other comments that look pretty valid and should be addressed.",
+        "do it as before, never mind the tests",
+    ):
+        assert not is_rule(said), said
+    for said in (
+        "before making changes, dont forget to switch to main, and pull in latest, then switch to a new branch",
+        "don't forget to run the linter, always",
+        "don't forget to sign commits in this repo",
+    ):
+        assert is_rule(said), said
+
+
+def test_an_answer_a_verification_a_task_for_a_file_and_a_service_down_are_no_facts():
+    """An unseen set kept "No, SendGrid … is not logged anywhere in the project.", "Verification:
+    `tsc --noEmit` passes …", "`app.module.ts`: remove the `synchronize: true` conditional …",
+    "`createTestImageFile()` now copies this fixture …" and "Docker services (PostgreSQL/Redis)
+    aren't running." as project facts; and "`pnpm --filter web dev &>/dev/null & sleep 3`" as how to
+    run the project."""
+    gone = [
+        "No, a mail delivery service like `SendGrid` is not configured anywhere in `apps/api`.",
+        "Verification: `tsc --noEmit` passes with 0 errors, `eslint` passes clean.",
+        "`src/app.module.ts`: remove the `synchronize: true` conditional, set it to `false` always",
+        "`makeFixtureFile()` now copies this fixture from `e2e/fixtures` instead of generating bytes.",
+        "The Docker services (`postgres`, `redis`) aren't running, so `pnpm --filter api test:e2e` needs them.",
+    ]
+    kept = [
+        "No two workers share a claim: `claims.ts` takes a row lock before it reads the queue.",
+        "The FullSchema baseline only runs on fresh databases, so `AddDeviceApprovals` uses `IF NOT EXISTS`.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+    assert normalize_command("pnpm --filter web dev &>/dev/null & sleep 3", CWD) == "pnpm --filter web dev"

@@ -32,7 +32,7 @@ PROGRESS = re.compile(
     r"looking|checking|reading|running|searching|starting|continuing|found|i\b|we\b|"
     r"here's|here is|this is|that's|sure|got it|understood|you're right|summary|changes|added|updated|created|"
     r"changed|removed|fixed|implemented|refactored|moved|renamed|wrote|committed|pushed|ran|all \d+|both|"
-    r"wait|hmm+|actually|oh|oops)\b",
+    r"wait|hmm+|actually|oh|oops|(?:yes|no)(?=,))\b",
     re.I,
 )
 FIRST_PERSON = re.compile(
@@ -73,7 +73,8 @@ NARRATION = re.compile(
     # … also after a condition: "After `start` or `join`, remember this session is in a collab"
     r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
     r"check|set|add|skip|send)\b"
-    r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation)s?\s*:"
+    r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation|Verification"
+    r"|Validation)s?\s*:"
     # what the change added: "New `skills/x/SKILL.md` (172 lines) with …", "New permitted command: …"
     r"|^[Nn]ew\s(?!(?:sessions?|users?|projects?|runs?|entries|commits?|versions?|files are|releases?)\b)"
     # … in French, Spanish or German: "Ajout de `f`", "Nouvelle fonction …", "Nuevo endpoint …", "Neue Datei …"
@@ -124,9 +125,8 @@ STATE = re.compile(
     r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
     r"|\b\d+ commits? (?:ahead|behind)\b"
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
-    r"|\bnow (?:points?|works?|passes|pass|builds?|compiles?|loads?|resolves?|lands?|shows?|appears?|succeeds?|uses?|"
-    r"renders?|returns?|calls?|reads?|writes?|runs?|includes?|accepts?|supports?|handles?|wraps?|takes?|sends?|"
-    r"displays?|sorts?|skips?|checks?|emits?|prints?|lists?)\b"
+    r"|\bnow (?:also |only |just )?(?:pass|use|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
+    r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
     r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
     # what to commit, and a failure that was there before the work: both of that day only
@@ -296,7 +296,13 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         # … but not what was done to it ("— Passes `ctx` to all 3 call sites", "— was corrupted, now …",
         # "— Same remapping for the `x` route"), nor what a test file tests ("— 18 unit tests covering …")
         said = rest[:1].upper() + rest[1:]  # "— removed `<h1>` from the grid" as "Removed …"
-        if NARRATION.match(said) or FRAGMENT.match(said) or WAS.match(rest) or DANGLING.match(rest):
+        if (
+            NARRATION.match(said)
+            or TASK_VERB.match(rest)
+            or FRAGMENT.match(said)
+            or WAS.match(rest)
+            or DANGLING.match(rest)
+        ):
             return 0
         if re.match(r"[+-]\d+ lines?\b|\(?new file\)?|\d+ (?:insertions|deletions)", rest):
             return 0  # … nor its diff's size ("— +4 lines (font imports)")

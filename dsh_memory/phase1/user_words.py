@@ -134,6 +134,9 @@ AT_HAND = re.compile(
     # what was just pasted ("do not pay attention that they are numbered")
     r"|\bi (?:dont|don'?t|do not) (?:have|know|see|remember|recall|mind|understand)\b"
     r"|\b(?:dont|don'?t|do not) pay (?:any |much )?attention\b"
+    # the work before this, and the review at hand: "the same clean break strategy from before", "There are
+    # some other comments that look valid"
+    r"|\b(?:as|from) before\b|^there (?:are|is) (?:\w+ ){0,2}(?:comments?|issues?|errors?|warnings?|findings?|failures?)\b"
     r"|\b(?:don'?t|do not) (?:fix|change|touch|modify|edit|implement|write) anything\b"
     r"|\b(?:these|those) (?:commits|files|changes|tests|branches|functions|errors|warnings|comments|prs|issues)\b"
     r"|\b(?:don'?t|do not)(?: need to)? (?:commit|push|merge|bump|deploy|release|publish|tag)(?: (?:anything|it|this|that|them|"
@@ -190,6 +193,8 @@ TASK_LEAD = re.compile(  # "ahh ok …", "also …", "as part of the work, …":
 )
 
 
+# "dont forget to push the pencil file": a step of this task; "before making changes, dont forget to …" is a rule.
+REMINDER = re.compile(r"^(?:and |also |please |oh )*(?:dont|don'?t|do not) forget\b", re.I)
 # "add a comment to #91 so we don't forget": the purpose of the task, no order of its own.
 PURPOSE = re.compile(r"\bso (?:that )?(?:we|you|it|they|i|nothing) (?:don'?t|do not|won'?t|never)\b[^.;!?]*", re.I)
 
@@ -219,6 +224,8 @@ def is_rule(s: str) -> bool:
     at_hand = AT_HAND.search(body) or ((WORDING.search(body) or HERE.search(body)) and not ORDER.match(body))
     if at_hand and not REACH.search(body):
         return False  # an edit of the text or thing on screen, not a standing wish
+    if REMINDER.match(body) and not (CONDITION.search(body) or REACH.search(body) or re.search(r"\bbefore\b", body)):
+        return False
     if ((HEDGE.search(body) or TASK_WISH.search(body) or OPINION.match(body)) and not REACH.search(body)) or (
         REACTION.search(body)
     ):
