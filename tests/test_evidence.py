@@ -1429,3 +1429,24 @@ def test_an_answer_a_verification_a_task_for_a_file_and_a_service_down_are_no_fa
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
     assert normalize_command("pnpm --filter web dev &>/dev/null & sleep 3", CWD) == "pnpm --filter web dev"
+
+
+def test_an_item_of_the_tasks_list_one_more_wish_and_feedback_on_the_work_are_no_rules():
+    """An unseen set injected "3- Text in tables, should be hythenaten not cut off" (one item of
+    the prompt's numbered list), "The assist iicon should be the safecast logo too." (one more wish
+    for the page at hand) and "Links work, but the map should get coordinates …" (feedback on what
+    was just made) as standing preferences. A product rule said for everything stays."""
+    for said in (
+        "3- Text in tables, should be hyphenated not cut off",
+        "The chat icon should be the company logo too.",
+        "We should have access to my local setup too.",
+        "Links work, but the map should get coordinates for the device and go there, not a device name.",
+        "The export looks good but the header should be bold",
+    ):
+        assert not is_rule(said), said
+    for said in (
+        "Every page of the docs should link back to the home page.",
+        "All references to api.example.org should go to map.example.org.",
+        "always run the tests on Windows too",
+    ):
+        assert is_rule(said), said

@@ -137,6 +137,9 @@ AT_HAND = re.compile(
     # the work before this, and the review at hand: "the same clean break strategy from before", "There are
     # some other comments that look valid"
     r"|\b(?:as|from) before\b|^there (?:are|is) (?:\w+ ){0,2}(?:comments?|issues?|errors?|warnings?|findings?|failures?)\b"
+    # an item of this task's list ("3- Text in tables, should be …"), one more wish for it ("… the logo too."),
+    # feedback on what was just made ("Links work, but the map should …")
+    r"|^\d{1,2}\s*[-.)]\s|\btoo\W*$|^[\w ]{1,30}\b(?:works?|worked|is fine|are fine|looks? (?:good|fine|great))\W+but\b"
     r"|\b(?:don'?t|do not) (?:fix|change|touch|modify|edit|implement|write) anything\b"
     r"|\b(?:these|those) (?:commits|files|changes|tests|branches|functions|errors|warnings|comments|prs|issues)\b"
     r"|\b(?:don'?t|do not)(?: need to)? (?:commit|push|merge|bump|deploy|release|publish|tag)(?: (?:anything|it|this|that|them|"
