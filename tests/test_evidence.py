@@ -263,6 +263,11 @@ def test_standing_rules_are_kept_and_one_off_instructions_are_not():
             "a comment should be added.",
             "Sample comment style now.",
         ),
+        # … nor a guess about the user ("you probably want …")
+        (
+            "it would be great if it didn't commit",
+            "Committing on every turn adds friction, and you probably want to commit when you're done, not per turn.",
+        ),
     ):
         s = make_session(("user", rule), ("assistant", said), cwd=CWD)
         assert [(r.text, r.agent) for r in gather(s).rules] == [(rule, "")], said

@@ -27,6 +27,7 @@ from dsh_memory.phase1.facts import (
     ACK,
     CAUSE,
     FIRST_PERSON,
+    HEDGE,
     PROGRESS,
     STATUS_MARK,
     best_facts,
@@ -139,7 +140,7 @@ _NOT_RESTATED = re.compile(r"`[^`\n]*\s[^`\n]*`|\b[a-z][a-z0-9+.-]*://\S+", re.I
 def _agent_restatement(text: str, rule: str) -> str:
     """The agent's first sentence after a user's rule, when it restates it: it shares a word with
     the rule that is no cue ("never", "always", `STOP`), states something (no progress, no first or
-    second person) and brings no command line or URL the rule does not hold."""
+    second person, no guess) and brings no command line or URL the rule does not hold."""
     said = {w.lower() for w in re.findall(r"[A-Za-z][\w.-]{3,}", rule)} - STOP
     for s in sentences(text)[:3]:
         if any(m.group(0) not in rule for m in _NOT_RESTATED.finditer(s)):
@@ -152,8 +153,8 @@ def _agent_restatement(text: str, rule: str) -> str:
             continue  # "Yes, it's feasible, …": the answer to a question the prompt also asked
         if not said & {w.lower().strip(".`") for w in re.findall(r"[A-Za-z][\w.-]{3,}", s)}:
             continue
-        if second_person(s) or is_table_row(s) or s.startswith("#") or STATUS_MARK.search(s):
-            continue  # (a report's heading or ticked line says what was done: "## ✅ Commit created")
+        if second_person(s) or is_table_row(s) or s.startswith("#") or STATUS_MARK.search(s) or HEDGE.search(s):
+            continue  # (a report's heading or ticked line says what was done: "## ✅ Commit created"; a guess)
         return clip_prose(s[0].upper() + s[1:], 200)
     return ""
 
