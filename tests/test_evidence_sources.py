@@ -806,3 +806,10 @@ def test_one_check_started_several_ways_is_one_item():
     g = Group("/home/dev/src/site")  # … and one session's own line, under the same rules
     g.add("Reusable knowledge", "- Checks that passed: `npm run test` (runs `vitest run`), `npx vitest run`", "c")
     assert g.sections["Reusable knowledge"] == ["- Checks that passed: `npm run test` (runs `vitest run`) [source: c]"]
+    # what a subagent was told to run is left out where a session ran it itself, in its folder
+    g = Group("D:\\posh")
+    g.add("Reusable knowledge", "- Checks that passed: `go test ./...` (through the `general-purpose` subagent)", "d")
+    g.add("Reusable knowledge", "- Checks that passed: `go test ./...` (in `src`), `gofmt -l .` (in `src`)", "e")
+    assert g.sections["Reusable knowledge"] == [
+        "- Checks that passed: `go test ./...` (in `src`), `gofmt -l .` (in `src`) [source: d, e]"
+    ]

@@ -17,8 +17,9 @@ def merged_list(new: str, old: str) -> str:
     """`new`'s list line with the items only `old` has appended: one command of a kind (its
     `family`: `uv run pytest tests/ -x` and `uv run pytest tests/unit/ -q`; or what it runs: `npm test`
     (runs `vitest run`) and `npx vitest run`) per folder, the one that says what it runs (`bun run
-    test` (runs `bun test src/`)) or else the shortest; no narrow check whose tool ran broader
-    (`commands.narrowed`); at most MAX_LIST_ITEMS, the plainest."""
+    test` (runs `bun test src/`)) or else the shortest; no check a subagent was told to run that a
+    session ran itself; no narrow check whose tool ran broader (`commands.narrowed`); at most
+    MAX_LIST_ITEMS, the plainest."""
     head, items = new.split(":", 1)
     merged: dict[tuple[str, bool, str], str] = {}
 
@@ -36,6 +37,9 @@ def merged_list(new: str, old: str) -> str:
             if better(item, merged.get(key, "")):
                 merged[key] = item
         found = list(merged.values())
+    # what a subagent was told to run, where the session ran the same itself (its folder known)
+    direct = {_runs_family(item) for item in found if "(through the " not in item}
+    merged = {k: item for k, item in merged.items() if "(through the " not in item or _runs_family(item) not in direct}
     runs = {item: _RUNS.search(item) for item in merged.values()}
     narrow = narrowed([(item.split("`")[1], m.group(1) if m else "") for item, m in runs.items()])
     items = [item for item in merged.values() if item.split("`")[1] not in narrow]
