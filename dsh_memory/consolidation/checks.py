@@ -21,7 +21,7 @@ def merged_list(new: str, old: str) -> str:
     session ran itself; no narrow check whose tool ran broader (`commands.narrowed`); at most
     MAX_LIST_ITEMS, the plainest."""
     head, items = new.split(":", 1)
-    merged: dict[tuple[str, bool, str], str] = {}
+    merged: dict[tuple[str, bool, str], str]
 
     def better(item: str, than: str) -> bool:
         said = ("(runs " in item, -len(item.split("`")[1]))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from dsh_memory.phase1.paths import spellings
+from dsh_memory.phase1.paths import is_absolute, on_drive, spellings
 
 MAX_COMMANDS = 6
 
@@ -94,7 +94,6 @@ _JOINS = re.compile(r"(?:&&|\|\||[|&;({]|\b(?:then|do|else|in))\s*$")
 _CONTINUES = re.compile(r"^(?:&&|\|\||\|)")  # (`done`, `fi`, `}` want the `;` a line break is)
 
 
-_ABSOLUTE = r"(?:/|~|\\\\|[A-Za-z]:[\\/])"  # a folder named from the root, home or a drive
 _LEAD_CD = re.compile(r"""^cd\s+(?:"([^"]+)"|'([^']+)'|([^\s;&|]+))\s*(?:&&|;)\s*""")
 
 
@@ -103,10 +102,10 @@ def in_folder(line: str, where: str | None) -> str:
     relative `cd` that leads it joined to WHERE; as it is when it leads with a `cd` from the root."""
     m = _LEAD_CD.match(line)
     target = m and (m[1] or m[2] or m[3])
-    if not where or (target and re.match(_ABSOLUTE, target)):
+    if not where or (target and is_absolute(target)):
         return line
     if target:
-        norm = ntpath.normpath if re.match(r"[A-Za-z]:[\\/]", where) else posixpath.normpath
+        norm = ntpath.normpath if on_drive(where) else posixpath.normpath
         where, line = norm(f"{where}/{target}"), line[m.end() :]
     return f'cd "{where}" && {line}' if re.search(r"\s", where) else f"cd {where} && {line}"
 
@@ -120,7 +119,7 @@ def normalize_command(line: str, cwd: str | None) -> str:
         root = re.escape(spelt)
         s = re.sub(rf"^cd\s+['\"]?{root}[/\\]?['\"]?\s*(&&|;)\s*", "", s, flags=re.I)
         # a subfolder: relative, with `/` on Windows (`cd website/src`, not `cd website\src`)
-        sub = (lambda m: "cd " + m[1].replace("\\", "/")) if re.match(r"[A-Za-z]:", cwd) else r"cd \1"
+        sub = (lambda m: "cd " + m[1].replace("\\", "/")) if on_drive(cwd) else r"cd \1"
         s = re.sub(rf"^cd\s+['\"]?{root}[/\\]([^'\"\s]+)['\"]?", sub, s, flags=re.I)
         s = re.sub(rf"(?<=\s)['\"]?{root}[/\\]?['\"]?(?=\s|$)", ".", s, flags=re.I)  # the folder as an argument
     s = _cut(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*?(?=\s*(?:&&|;|\|\||$))", s)  # mid-chain too
@@ -287,7 +286,7 @@ def narrowed(checks: list[tuple[str, str]]) -> set[str]:
 
 # Run in a folder outside the project (`normalize_command` made the project's own relative): a temp
 # scratch folder, another repository.
-ELSEWHERE = re.compile(rf"""^cd\s+["']?{_ABSOLUTE}""")
+ELSEWHERE = re.compile(r"""^cd\s+["']?(?:/|~|\\\\|[A-Za-z]:[\\/])""")  # (`paths.is_absolute` as a pattern)
 REMOTE = re.compile(r"^ssh\s")  # run on another machine
 # A package installed by name (`pip3 install Pillow`, `npm i -D typescript`, `uv add httpx`, `go get x@latest`)
 # or for the whole machine (`npm install -g ccusage`, `yarn global add x`, `uv tool install x`): the environment,

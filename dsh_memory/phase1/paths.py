@@ -11,9 +11,14 @@ _DRIVE = re.compile(r"^([A-Za-z]):[\\/]")  # D:\repo, D:/repo
 _GIT_BASH = re.compile(r"^/([A-Za-z])(?=/|$)")  # /d/repo (only when the session's folder has a drive)
 
 
+def on_drive(path: str) -> bool:
+    """A Windows path from a drive (`D:\\repo`, `D:/repo`)."""
+    return bool(_DRIVE.match(path))
+
+
 def is_absolute(path: str) -> bool:
     """A path from a root, a home (`~`) or a drive: not one of the project's relative paths."""
-    return path.startswith(("/", "~", "\\\\")) or bool(_DRIVE.match(path))
+    return path.startswith(("/", "~", "\\\\")) or on_drive(path)
 
 
 def _canonical(path: str, windows: bool) -> str:
@@ -41,7 +46,7 @@ def relative(path: str, cwd: str | None) -> str:
     is when it is not under `cwd`."""
     if not cwd:
         return path
-    windows = bool(_DRIVE.match(cwd))
+    windows = on_drive(cwd)
     root = _canonical(cwd.rstrip("/\\"), windows)
     if _canonical(path, windows).startswith(root + "/"):  # same length: `/d/` and `d:/` alike
         return (path.replace("\\", "/") if windows else path)[len(root) + 1 :]

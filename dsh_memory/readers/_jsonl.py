@@ -196,8 +196,7 @@ class Events:
     def tool_call(self, seq: int, time, name: str, call_id: Any, arguments: Any, cwd: str | None = None) -> None:
         if isinstance(call_id, str):
             self.call_names[call_id] = name
-        kw = {"cwd": cwd} if cwd else {}
-        self.add(seq, EventKind.TOOL_CALL, time, tool_name=name, tool_call_id=call_id, arguments=arguments, **kw)
+        self.add(seq, EventKind.TOOL_CALL, time, tool_name=name, tool_call_id=call_id, arguments=arguments, cwd=cwd)
 
     def tool_result(self, seq: int, time, call_id: Any, text: str, is_error: bool, images: int) -> None:
         name = self.call_names.get(call_id) if isinstance(call_id, str) else None
