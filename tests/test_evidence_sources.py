@@ -813,3 +813,21 @@ def test_one_check_started_several_ways_is_one_item():
     assert g.sections["Reusable knowledge"] == [
         "- Checks that passed: `go test ./...` (in `src`), `gofmt -l .` (in `src`) [source: d, e]"
     ]
+
+
+def test_a_plan_or_notes_file_defines_nothing_and_a_plan_modes_plan_is_no_project_file():
+    """A session that wrote a plan with code samples (`IMPROVEMENTS.md`, a README's snippet) was
+    said to define their names there, as if the code lived in the document; Claude Code's plan
+    mode file (`.claude/plans/<name>.md`) was listed as a file of the project."""
+    edits = [
+        (f"{CWD}/IMPROVEMENTS.md", "## Streaming\n```python\ndef process_jsonl_streaming(path):\n    ...\n```\n"),
+        (f"{CWD}/docs/guide.rst", "class Example:\n    pass\n"),
+        (f"{CWD}/.claude/plans/effervescent-popping-quokka.md", "fn view() {}\n"),
+        (f"{CWD}/src/search.py", "def search_conversations(q):\n    return []\n"),
+    ]
+    changed = changes(edits, CWD)
+    assert [c.path for c in changed] == ["src/search.py", "IMPROVEMENTS.md", "docs/guide.rst"]
+    assert code_map_lines(changed) == [
+        "- `src/search.py` defines `search_conversations`",
+        "- Also changed: `IMPROVEMENTS.md`, `docs/guide.rst`",
+    ]

@@ -127,8 +127,11 @@ def created_by(name: str, arguments: Any, result: str) -> list[str]:
 
 _WORKTREE = re.compile(r"^\.claude/worktrees/[^/]+/")
 # A tool's scratch in its dot-folder: prompts written for workers (`.workmux/prompts/x.md`), a
-# brainstorm's pages, caches, logs — not the project's code (`.github/prompts/` is Copilot's, kept).
-SCRATCH = re.compile(r"^\.(?!github/)[\w-]+/(?:[^/]+/)*(?:prompts|brainstorm|scratch|tmp|cache|logs?)/")
+# brainstorm's pages, plan mode's plans, caches, logs — not the project's code (`.github/prompts/`
+# is Copilot's, kept).
+SCRATCH = re.compile(r"^\.(?!github/)[\w-]+/(?:[^/]+/)*(?:prompts|brainstorm|plans|scratch|tmp|cache|logs?)/")
+# Prose: its code samples show names, they do not define them (a plan's `def x()`, a README's snippet).
+PROSE = re.compile(r"\.(?:md|mdx|markdown|rst|txt|adoc|org)$", re.I)
 
 
 def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = frozenset()) -> list[Change]:
@@ -147,7 +150,8 @@ def changes(edits: list[tuple[str, str]], cwd: str | None, created: set[str] = f
         c = by.setdefault(path, Change(path=path))
         c.edits += 1
         written.setdefault(path, []).append(text)
-        c.symbols = list(dict.fromkeys([*c.symbols, *symbols_in(text)]))
+        if not PROSE.search(path):
+            c.symbols = list(dict.fromkeys([*c.symbols, *symbols_in(text)]))
     ranked = sorted(by.values(), key=lambda c: (-bool(c.symbols), -(c.edits + 2 * (c.path in created))))[:MAX_FILES]
     _link(ranked, written)
     return ranked
