@@ -1455,3 +1455,36 @@ def test_an_item_of_the_tasks_list_one_more_wish_and_feedback_on_the_work_are_no
         "always run the tests on Windows too",
     ):
         assert is_rule(said), said
+
+
+def test_a_command_run_in_another_checkout_of_the_project_is_the_projects():
+    """A coordinator working in git worktrees of its repository (`workdir=<repo>.worktrees/x`, `cd
+    <repo>/.claude/worktrees/x`) ran the project's checks and fixes there; since commands are said
+    in the folder they ran in, those read as another folder's and the project lost its typecheck
+    and the shield for it. A sibling repository (`<repo>-private`) stays another folder."""
+    from dsh_memory.phase1.paths import checkout, relative
+
+    tsc_missing = (
+        "Chunk ID: 1d70\nWall time: 0.0 seconds\nProcess exited with code 127\nOriginal token count: 9\nOutput:\n"
+        "$ bun --filter @shop/core typecheck\n/usr/bin/bash: line 1: tsc: command not found\n"
+    )
+    wt = f"{CWD}.worktrees/trace-docs"
+    assert checkout(f"{wt}/packages/core", CWD) == f"{CWD}/packages/core"
+    assert checkout(f"{CWD}/.claude/worktrees/agent-1", CWD) == CWD
+    assert checkout(f"/home/dev/.codex/worktrees/3f2a/{CWD.rsplit('/', 1)[1]}/web", CWD) == f"{CWD}/web"
+    assert checkout(f"{CWD}-private/web", CWD) == f"{CWD}-private/web"
+    assert checkout("D:\\code\\posh-worktrees\\fix\\src", "D:\\code\\posh") == "D:\\code\\posh\\src"
+    assert relative(f"{wt}/src/a.ts", CWD) == "src/a.ts"
+
+    codex = make_session(
+        ("user", "Prepare the trace docs."),
+        ("tool", "exec_command", {"cmd": "bun run typecheck", "workdir": wt}, tsc_missing, False),
+        ("tool", "exec_command", {"cmd": "bun install", "workdir": wt}, CODEX_OK, False),
+        ("tool", "exec_command", {"cmd": "bun run typecheck", "workdir": wt}, CODEX_OK, False),
+        ("tool", "exec_command", {"cmd": f"cd {wt}/web && bun run lint"}, CODEX_OK, False),
+        ("tool", "exec_command", {"cmd": "bun run test", "workdir": f"{CWD}-private"}, CODEX_OK, False),
+        cwd=CWD,
+    )
+    ev = gather(codex)
+    assert sorted(c.line for c in ev.commands) == ["bun install", "bun run typecheck", "cd web && bun run lint"]
+    assert [(x.command, x.fix) for x in ev.shields] == [("bun run typecheck", "`bun install`")]

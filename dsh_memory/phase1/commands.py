@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from dsh_memory.phase1.paths import is_absolute, on_drive, spellings
+from dsh_memory.phase1.paths import checkout, is_absolute, on_drive, spellings
 
 MAX_COMMANDS = 6
 
@@ -113,8 +113,10 @@ def in_folder(line: str, where: str | None) -> str:
 def normalize_command(line: str, cwd: str | None) -> str:
     """A command as a future agent would type it: no redirections of its output, no pager or
     `tail`, no search of a build's output, no `|| true` or `|| echo …`, no `cd` into the session's
-    own folder (the folder as an argument is `.`), one line (`one_line`)."""
+    own folder or another checkout of it (the folder as an argument is `.`), one line (`one_line`)."""
     s = " ".join(one_line(line).split())
+    if cwd and (m := _LEAD_CD.match(s)) and (target := m[1] or m[2] or m[3]) != (mapped := checkout(target, cwd)):
+        s = f'cd "{mapped}" && {s[m.end() :]}'  # a cd into another checkout (a worktree) of the project
     for spelt in spellings(cwd) if cwd else ():  # `D:\repo`, `D:/repo`, `/d/repo` on Windows
         root = re.escape(spelt)
         s = re.sub(rf"^cd\s+['\"]?{root}[/\\]?['\"]?\s*(&&|;)\s*", "", s, flags=re.I)

@@ -41,11 +41,33 @@ def spellings(cwd: str) -> list[str]:
     return list(dict.fromkeys([root, f"{m[1]}:{rest}", f"{m[1].lower()}:{rest}", f"/{m[1].lower()}{rest}"]))
 
 
+def checkout(path: str, cwd: str) -> str:
+    """`path` in another checkout (a git worktree) of the project at `cwd`, as the same place under
+    `cwd`: `<cwd>/.claude/worktrees/x/src` (also `.worktrees/`, `worktrees/`), a sibling
+    `<cwd>.worktrees/x/src` (also `-worktrees`, `_worktree`), Codex's `~/.codex/worktrees/<id>/<name>/src`
+    are `<cwd>/src`; `path` as it is otherwise (a sibling repository `<cwd>-private` among them)."""
+    windows = on_drive(cwd)
+    root = _canonical(cwd.rstrip("/\\"), windows)
+    base = root.rpartition("/")[2]
+    if not base:
+        return path
+    here = re.escape(root)
+    for pattern in (
+        rf"{here}/(?:\.claude/|\.)?worktrees/[^/]+",
+        rf"{here}[._-]worktrees?/[^/]+",
+        rf".*/\.codex/worktrees/[^/]+/{re.escape(base)}",
+    ):
+        if m := re.match(pattern + "(?=/|$)", _canonical(path, windows)):
+            return cwd.rstrip("/\\") + path[m.end() :]
+    return path
+
+
 def relative(path: str, cwd: str | None) -> str:
-    """`path` under `cwd` as a relative path (forward slashes on a Windows folder); `path` as it
-    is when it is not under `cwd`."""
+    """`path` under `cwd` (or under another checkout of it, `checkout`) as a relative path (forward
+    slashes on a Windows folder); `path` as it is when it is not under `cwd`."""
     if not cwd:
         return path
+    path = checkout(path, cwd)
     windows = on_drive(cwd)
     root = _canonical(cwd.rstrip("/\\"), windows)
     if _canonical(path, windows).startswith(root + "/"):  # same length: `/d/` and `d:/` alike
