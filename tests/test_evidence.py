@@ -1488,3 +1488,20 @@ def test_a_command_run_in_another_checkout_of_the_project_is_the_projects():
     ev = gather(codex)
     assert sorted(c.line for c in ev.commands) == ["bun install", "bun run typecheck", "cd web && bun run lint"]
     assert [(x.command, x.fix) for x in ev.shields] == [("bun run typecheck", "`bun install`")]
+
+
+def test_what_a_change_now_does_a_stale_build_and_what_one_run_found_are_no_facts():
+    """An unseen Codex set injected "Human docs now state that … should use `--workers`" (a change
+    report with a plural subject), "… so the local built artifact is stale relative to the CLI
+    source" and "Dashboard build found only test fixture prop drift from the … change"."""
+    gone = [
+        "The guides now state that `retries` in `jobs.yaml` must use the `--retry` flag instead.",
+        "The source exports `mergeRows`, but `packages/core/dist/index.js` does not, so the built bundle is stale.",
+        "Web build found only a type drift in `src/Table.tsx` from the column API change.",
+    ]
+    kept = [
+        "From now on, `make lint` must run before `make test` because the generator needs the linted schema.",
+        "Jobs must now be run with `--workers` because `jobs.yaml` cannot set concurrency.",
+        "The build fails when `NODE_ENV` is unset because `vite.config.ts` reads it.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -87,7 +87,8 @@ NARRATION = re.compile(
     r"easiest|safest|cheapest|cheap|better|obvious) (?:plan|approach|idea|fix|option|solution|way)\s+(?:is to|is:|would be)\b"
     # one run's story: "The failed run then retried finalize and stopped …", "The first read wrote `/tmp/x`"
     r"|^(?:The |This |That )?(?:[\w-]+ )?(?:run|job|build|workflow|pipeline|read|attempt|rerun|case)s? (?:then |also |"
-    r"first |just )?(?:ran|stopped|wrote|raced|retried|read|returned|produced|passed|succeeded)\b"
+    r"first |just )?(?:ran|stopped|wrote|raced|retried|read|returned|produced|passed|succeeded|found|failed|"
+    r"showed|reported|flagged|caught|finished|completed)\b"
     # how the agent got there: "After reviewing all the relevant code, the merge is handled"
     r"|^(?:After|Having|Upon) (?:reviewing|reading|checking|looking|investigating|examining|exploring|analy[sz]ing|"
     r"searching|digging|tracing|going)\b"
@@ -125,8 +126,11 @@ STATE = re.compile(
     r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
     r"|\b\d+ commits? (?:ahead|behind)\b"
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
-    r"|\bnow (?:also |only |just )?(?:pass|use|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
+    # "X now points at Y", "Human docs now state …" (not "from now on", "must now be run with", "is now the …")
+    r"|\bnow (?:also |only |just )?(?!(?:always|its|this|has|is|was|as|be|on|that|the|an?|and|or|than|in|at|to|for|"
+    r"with|it|there|here|you|we|i)\b)[a-z]+\b(?<!ed)"
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
+    r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
     r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
     # what to commit, and a failure that was there before the work: both of that day only
