@@ -1505,3 +1505,23 @@ def test_what_a_change_now_does_a_stale_build_and_what_one_run_found_are_no_fact
         "The build fails when `NODE_ENV` is unset because `vite.config.ts` reads it.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_step_of_the_agents_analysis_and_its_proposal_are_no_facts():
+    """A long coordinator session injected its reasoning as project facts: "One issue is …",
+    "Remaining issue is not auth: …", "The key distinction is whether …", "Two findings are
+    forming: …", "The cleanup direction should be: …". What the project does stays, and so does
+    a root cause."""
+    gone = [
+        "One issue is the stale `dist` of `@shop/core`, because the CLI test imports the package entry.",
+        "Remaining issue is not auth: both cases still fail `skill-used` because the runner records no skills.",
+        "The key distinction is whether `@shop/sdk` is missing from resolution or absent from `package.json`.",
+        "The key is making sure `remote` always means the endpoint URL in `config.ts`, never a local alias.",
+        "Two findings are forming: PR #15 is merged and `layout.ts` appears present in `main` already.",
+        "The cleanup direction should be: make `runs` the authored count and keep `policy` for judging.",
+    ]
+    kept = [
+        "The root cause is a key format mismatch: `login.ts` stores keys without the `0x` prefix.",
+        "`remote` in `config.ts` is the endpoint URL, because `sync.ts` pushes to it directly.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
