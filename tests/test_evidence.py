@@ -1473,6 +1473,7 @@ def test_a_command_run_in_another_checkout_of_the_project_is_the_projects():
     assert checkout(f"{CWD}/.claude/worktrees/agent-1", CWD) == CWD
     assert checkout(f"/home/dev/.codex/worktrees/3f2a/{CWD.rsplit('/', 1)[1]}/web", CWD) == f"{CWD}/web"
     assert checkout(f"{CWD}-private/web", CWD) == f"{CWD}-private/web"
+    assert checkout(f"{CWD}__worktrees/fixtures", CWD) == CWD
     assert checkout("D:\\code\\posh-worktrees\\fix\\src", "D:\\code\\posh") == "D:\\code\\posh\\src"
     assert relative(f"{wt}/src/a.ts", CWD) == "src/a.ts"
 

@@ -44,7 +44,7 @@ def spellings(cwd: str) -> list[str]:
 def checkout(path: str, cwd: str) -> str:
     """`path` in another checkout (a git worktree) of the project at `cwd`, as the same place under
     `cwd`: `<cwd>/.claude/worktrees/x/src` (also `.worktrees/`, `worktrees/`), a sibling
-    `<cwd>.worktrees/x/src` (also `-worktrees`, `_worktree`), Codex's `~/.codex/worktrees/<id>/<name>/src`
+    `<cwd>.worktrees/x/src` (also `-worktrees`, `__worktree`), Codex's `~/.codex/worktrees/<id>/<name>/src`
     are `<cwd>/src`; `path` as it is otherwise (a sibling repository `<cwd>-private` among them)."""
     windows = on_drive(cwd)
     root = _canonical(cwd.rstrip("/\\"), windows)
@@ -54,7 +54,7 @@ def checkout(path: str, cwd: str) -> str:
     here = re.escape(root)
     for pattern in (
         rf"{here}/(?:\.claude/|\.)?worktrees/[^/]+",
-        rf"{here}[._-]worktrees?/[^/]+",
+        rf"{here}[._-]{{1,2}}worktrees?/[^/]+",
         rf".*/\.codex/worktrees/[^/]+/{re.escape(base)}",
     ):
         if m := re.match(pattern + "(?=/|$)", _canonical(path, windows)):
