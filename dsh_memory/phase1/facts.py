@@ -131,9 +131,9 @@ STATE = re.compile(
     r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
     r"|\b\d+ commits? (?:ahead|behind)\b"
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
-    # "X now points at Y", "Human docs now state …" (not "from now on", "must now be run with", "is now the …")
-    r"|\bnow (?:also |only |just )?(?!(?:always|its|this|has|is|was|as|be|on|that|the|an?|and|or|than|in|at|to|for|"
-    r"with|it|there|here|you|we|i)\b)[a-z]+\b(?<!ed)"
+    # "X now points at Y", "Human docs now state …" (what docs say: what the change wrote there)
+    r"|\bnow (?:also |only |just )?(?:pass|use|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
+    r"|\bnow (?:also |only |just )?(?:state|say|mention|describe|document|explain|list|show|note|recommend|tell)\b"
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
