@@ -733,7 +733,8 @@ def test_data_cannot_close_its_own_fence(store: MemoryStore, state: StateStore, 
 def test_the_summary_keywords_are_names_before_plain_words():
     """A project's "What's in memory" line listed `check`, `runs`, `policy` (cited most) before
     `build-context-tree.ts` or `@agentv/core`: a plain word finds every line, a name its own. An
-    admin's set listed `-t`, `-A` and `\\U`: a flag alone or an escape finds nothing either."""
+    admin's set listed `-t`, `-A` and `\\U`, a bun app's `.md`: a flag alone, an escape or an
+    extension alone finds nothing either."""
     from types import SimpleNamespace
 
     from dsh_memory.consolidation.summary import _keywords
@@ -743,7 +744,15 @@ def test_the_summary_keywords_are_names_before_plain_words():
         "- `check` runs `runs` under `policy`.",
         "- `frontend/src/lib/build-context-tree.ts` defines `ContextTreeNode`; `@agentv/core` is published.",
         "- `tmux new -A -s x` attaches with `-A`, `--force` recreates; in Python `\\U` is an escape.",
+        "- The evaluator names (stripped of their `.md` extension) are passed as `selectedEvaluators`.",
+        "- `.env` holds the keys.",
     ]
     words = _keywords(SimpleNamespace(sections={"Project facts": facts}))
-    assert words[:3] == ["frontend/src/lib/build-context-tree.ts", "ContextTreeNode", "@agentv/core"]
-    assert set(words[3:]) == {"runs", "policy", "check"}
+    assert words[:5] == [
+        "frontend/src/lib/build-context-tree.ts",
+        "ContextTreeNode",
+        "@agentv/core",
+        "selectedEvaluators",
+        ".env",
+    ]
+    assert set(words[5:]) == {"runs", "policy", "check"}

@@ -25,8 +25,11 @@ THE_REST = " … (the rest: MEMORY.md)"
 # A name rather than a word: a path, a file, an identifier (`build-context-tree.ts`, `@agentv/core`,
 # `in_progress`, `ContextTreeNode`) finds its lines; `check` or `runs` finds everything.
 _NAMEY = re.compile(r"[./_:@<>#-]|[a-z][A-Z]|\d")
-# … but a flag alone (`-t`, `--force`) or an escape (`\U`) is in every command's help: it finds nothing.
-_NO_NAME = re.compile(r"-{1,2}\w[\w-]*|\\\w")
+# … but a flag alone (`-t`, `--force`), an escape (`\U`) or an extension alone (`.md`) is in every
+# command's help or file list: it finds nothing.
+_NO_NAME = re.compile(
+    r"-{1,2}\w[\w-]*|\\\w|\.(?:mdx?|[jt]sx?|py|go|rs|rb|java|json|ya?ml|toml|txt|html?|css|sh|lock)"  # not `.env`
+)
 
 
 def _keywords(group: Group) -> list[str]:
