@@ -151,14 +151,40 @@ def _walk(path: str) -> str | None:
     return None
 
 
+# A git worktree by the usual layouts (`<repo>/.worktrees/<name>`, `<repo>/.claude/worktrees/<name>`,
+# `<repo>/worktrees/<name>`, `<repo>.worktrees/<name>`, `<repo>-worktrees/<name>`, `_`, `__`), POSIX or
+# Windows: `main` is the repository's folder, the match ends at the worktree's.
+WORKTREE = re.compile(
+    r"^(?P<main>.*?[^/\\])(?:[/\\](?:\.claude[/\\]|\.)?worktrees|[._-]{1,2}worktrees?)[/\\][^/\\]+(?=[/\\]|$)"
+)
+_HOME = re.compile(r"(?:/(?:home|Users)/[^/]+|/root|~|[A-Za-z]:(?:[/\\]Users[/\\][^/\\]+)?)[/\\]?", re.I)
+
+
+def in_worktree(path: str) -> re.Match[str] | None:
+    """`path` in a worktree by its layout (`WORKTREE`: `main` its repository's folder, the match
+    ending at the worktree's); None for other paths and for `~/worktrees/x` (a home is no repository)."""
+    m = WORKTREE.match(path)
+    return m if m and not _HOME.fullmatch(m["main"]) else None
+
+
+def worktree_main(path: str) -> str | None:
+    """The repository folder of the worktree `path` is in (`in_worktree`), else None."""
+    m = in_worktree(path)
+    return m["main"] if m else None
+
+
 def locate(cwd: str | None) -> tuple[str | None, bool]:
-    """(project root, whether it is a real repository) for a session's or a request's cwd."""
+    """(project root, whether it is a real repository) for a session's or a request's cwd. A
+    worktree no repository here claims (removed since, or a log from another machine) is its main
+    repository's, by its layout (`worktree_main`)."""
     if not cwd or not isinstance(cwd, str) or "\x00" in cwd or not cwd.strip():
         return None, False
     path = _norm(cwd)
     if not os.path.isabs(path):
         return path, False
     root = _walk(path)  # a folder that is gone (or not made yet) still lies in the repository around it
+    if root is None and (main := worktree_main(path)):
+        path, root = main, _walk(main)
     return (root, True) if root is not None else (path, False)
 
 

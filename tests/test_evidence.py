@@ -1474,6 +1474,10 @@ def test_a_command_run_in_another_checkout_of_the_project_is_the_projects():
     assert checkout(f"/home/dev/.codex/worktrees/3f2a/{CWD.rsplit('/', 1)[1]}/web", CWD) == f"{CWD}/web"
     assert checkout(f"{CWD}-private/web", CWD) == f"{CWD}-private/web"
     assert checkout(f"{CWD}__worktrees/fixtures", CWD) == CWD
+    # a session in a worktree: the repository's folder and another worktree's are its own too
+    mine = f"{CWD}/.worktrees/1"
+    assert checkout(f"{CWD}/cmd", mine) == f"{mine}/cmd" and checkout(CWD, mine) == mine
+    assert checkout(f"{CWD}/.worktrees/2/src", mine) == f"{mine}/src" and checkout("/tmp/x", mine) == "/tmp/x"
     assert checkout("D:\\code\\posh-worktrees\\fix\\src", "D:\\code\\posh") == "D:\\code\\posh\\src"
     assert relative(f"{wt}/src/a.ts", CWD) == "src/a.ts"
 

@@ -78,11 +78,31 @@ def test_git_worktrees_of_one_repository_share_its_project(tmp_path):
     (tmp_path / "outer" / ".git" / "modules" / "sub").mkdir(parents=True)
     (sub / ".git").write_text("gitdir: ../.git/modules/sub\n")
     assert sc.project_root(str(sub)) == str(sub)
-    # a worktree recorded on another machine (not here): the path as recorded, as before
-    assert sc.locate("/nonexistent/spotter-worktrees/spotter-dov") == (
-        "/nonexistent/spotter-worktrees/spotter-dov",
-        False,
-    )
+    # a worktree recorded on another machine (not here): its repository's folder by its layout
+    assert sc.locate("/nonexistent/spotter-worktrees/spotter-dov") == ("/nonexistent/spotter", False)
+
+
+def test_a_worktree_removed_since_is_its_repositorys_project(tmp_path):
+    """An unseen set's sessions ran in `<repo>/.worktrees/1`, `…/2`, `…/alex/ent-109-…`: seven
+    projects of one repository, each with the same warnings of one file, because nothing on this
+    machine said they were worktrees (removed after the work, or logs from another machine). A
+    removed worktree is its repository's, by the usual layouts; a home's `worktrees/` folder and
+    a sibling repository are not."""
+    main = tmp_path / "cli"
+    main.mkdir()
+    git("init", "-q", "-b", "main", cwd=main)
+    for gone in (
+        main.parent / "cli.worktrees" / "fix-1",
+        main.parent / "cli-worktrees" / "b2",
+        main / ".claude" / "worktrees" / "a",
+    ):
+        assert sc.locate(str(gone / "pkg")) == (str(main), True)  # the repository here, found from its folder
+    assert sc.locate(str(tmp_path / "cli-private" / "x")) == (str(tmp_path / "cli-private" / "x"), False)
+    far = "/nonexistent/ws/cli"
+    for wt in (f"{far}/.worktrees/1", f"{far}/.worktrees/alex/ent-109-flag", f"{far}/worktrees/2/sub"):
+        assert sc.locate(wt) == (far, False)
+    assert sc.locate("/home/ann/worktrees/tool") == ("/home/ann/worktrees/tool", False)
+    assert sc.locate("/Users/ann/worktrees/tool") == ("/Users/ann/worktrees/tool", False)
 
 
 def test_a_fifo_where_a_worktree_names_its_commondir_is_not_waited_on(tmp_path):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from dsh_memory.scope import in_worktree
+
 _DRIVE = re.compile(r"^([A-Za-z]):[\\/]")  # D:\repo, D:/repo
 _GIT_BASH = re.compile(r"^/([A-Za-z])(?=/|$)")  # /d/repo (only when the session's folder has a drive)
 
@@ -42,23 +44,24 @@ def spellings(cwd: str) -> list[str]:
 
 
 def checkout(path: str, cwd: str) -> str:
-    """`path` in another checkout (a git worktree) of the project at `cwd`, as the same place under
-    `cwd`: `<cwd>/.claude/worktrees/x/src` (also `.worktrees/`, `worktrees/`), a sibling
-    `<cwd>.worktrees/x/src` (also `-worktrees`, `__worktree`), Codex's `~/.codex/worktrees/<id>/<name>/src`
-    are `<cwd>/src`; `path` as it is otherwise (a sibling repository `<cwd>-private` among them)."""
+    """`path` in another checkout (a git worktree, `scope.in_worktree`) of the project at `cwd`, as the
+    same place under `cwd`: with `cwd` the repository, `<cwd>/.claude/worktrees/x/src`,
+    `<cwd>.worktrees/x/src` or Codex's `~/.codex/worktrees/<id>/<name>/src` is `<cwd>/src`; with
+    `cwd` a worktree, so is the repository's or another worktree's `src`. `path` as it is otherwise
+    (a sibling repository `<cwd>-private` among them)."""
     windows = on_drive(cwd)
-    root = _canonical(cwd.rstrip("/\\"), windows)
-    base = root.rpartition("/")[2]
-    if not base:
-        return path
-    here = re.escape(root)
-    for pattern in (
-        rf"{here}/(?:\.claude/|\.)?worktrees/[^/]+",
-        rf"{here}[._-]{{1,2}}worktrees?/[^/]+",
-        rf".*/\.codex/worktrees/[^/]+/{re.escape(base)}",
-    ):
-        if m := re.match(pattern + "(?=/|$)", _canonical(path, windows)):
-            return cwd.rstrip("/\\") + path[m.end() :]
+    here, p = (_canonical(x.rstrip("/\\"), windows) for x in (cwd, path))
+    base = here.rpartition("/")[2]
+    mine = in_worktree(here)
+    main = mine["main"] if mine else here
+    theirs = in_worktree(p)
+    if theirs and theirs["main"] == main:
+        return cwd.rstrip("/\\") + path.rstrip("/\\")[theirs.end() :]
+    codex = base and re.match(rf".*/\.codex/worktrees/[^/]+/{re.escape(base)}(?=/|$)", p)
+    if codex:
+        return cwd.rstrip("/\\") + path.rstrip("/\\")[codex.end() :]
+    if mine and (p == main or p.startswith(main + "/")) and not p.startswith(here + "/"):
+        return cwd.rstrip("/\\") + path.rstrip("/\\")[len(main) :]  # the repository's own folder
     return path
 
 
