@@ -1530,3 +1530,21 @@ def test_a_step_of_the_agents_analysis_and_its_proposal_are_no_facts():
         "`remote` in `config.ts` is the endpoint URL, because `sync.ts` pushes to it directly.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_musing_with_not_always_an_opinion_of_what_would_have_happened_and_a_scenario_are_no_rules():
+    """An unseen set injected "I guess we don't always have agent/session information when we're
+    trying to read a transcript :|" ("don't always" is no reach: it means "sometimes"), "I don't
+    think the reviewer would have been making commits." and "clarification: Scenario B: Don't clear,
+    but blindly reuse" (a pick among the agent's scenarios) as the user's standing rules."""
+    gone = [
+        "I guess we don't always have the build id when we're trying to read a log :|",
+        "I don't think the bot would have been pushing tags.",
+    ]
+    kept = [
+        "we don't always need a changeset, only for packages that are published.",
+        "I think we should always squash commits before merging.",
+    ]
+    assert [s for s in gone + kept if is_rule(s)] == kept
+    ev = gather(make_session(("user", "clarification: Scenario B: Don't clear, but blindly reuse"), cwd=CWD))
+    assert ev.rules == []

@@ -106,14 +106,14 @@ ELLIPTIC = re.compile(r"\b(?:don'?t|not|won'?t|shouldn'?t|didn'?t|(?:our|your|th
 # hand. A hedged rule that says its reach ("I think we should always squash") stays one.
 HEDGE = re.compile(
     r"\b(?:i think|i don'?t think|i guess|i feel like|maybe|perhaps|probably),?\s+(?:\w+\s+){0,4}?"
-    r"(?:should|could|can|might|needs?|don'?t|do not|shouldn'?t)\b",
+    r"(?:should|could|can|might|would|needs?|don'?t|do not|shouldn'?t)\b",
     re.I,
 )
 # "I honestly feel that the risk is quite low": an opinion on the work at hand, unless it says its reach.
 OPINION = re.compile(r"^i (?:\w+ )?(?:feel|believe) (?:that|like)\b", re.I)
 GUESS = re.compile(r"(?:i think|i guess|maybe|perhaps|probably)\b", re.I)  # "i think X is …": no user fact
-REACH = re.compile(
-    r"\b(?:always|never|from now on|every time|whenever|everywhere|everything|in general|going forward"
+REACH = re.compile(  # … not "don't always" ("sometimes")
+    r"\b(?:(?<!n't )(?<!not )(?<!dont )always|never|from now on|every time|whenever|everywhere|everything|in general|going forward"
     r"|in (?:this|every|any|all) (?:repo|repository|project|codebase)s?)\b",
     re.I,
 )
@@ -246,7 +246,7 @@ def is_rule(s: str) -> bool:
 # recommendation)", "go with …". The prompt then chooses for this task, and its words are rules only
 # where they say their reach.
 CHOICE = re.compile(
-    r"\b\d[.)]?\s*(?:and|&|\+|,)\s*\d\b|\b(?:option|approach|variant|alternative)\s+(?:[A-D]|\d)\b"
+    r"\b\d[.)]?\s*(?:and|&|\+|,)\s*\d\b|\b(?:option|approach|variant|alternative|scenario)\s+(?:[A-D]|\d)\b"
     r"|\bthe recommend(?:ation|ed (?:one|option|approach))\b|^(?:ok(?:ay)?,?\s+)?(?:let'?s\s+)?go with\b",
     re.I,
 )
