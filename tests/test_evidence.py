@@ -1548,3 +1548,17 @@ def test_a_musing_with_not_always_an_opinion_of_what_would_have_happened_and_a_s
     assert [s for s in gone + kept if is_rule(s)] == kept
     ev = gather(make_session(("user", "clarification: Scenario B: Don't clear, but blindly reuse"), cwd=CWD))
     assert ev.rules == []
+
+
+def test_a_guess_and_a_fact_of_the_pull_request_at_hand_are_no_user_facts():
+    """An unseen set kept the user's "I had some 'old' state in .git/entire-sessions which is
+    probably causing this" (a guess, its hedge mid-sentence) and "parent on the PR is
+    alex/ent-221-type-consolidation" (the branch of this PR) as project facts."""
+    for said in (
+        "I had some stale state in `.cache/runs` which is probably causing this",
+        "parent on the PR is `feat/ent-9-types`",
+        "the base of this branch is `release/2.1`",
+    ):
+        assert gather(make_session(("user", said), cwd=CWD)).user_facts == [], said
+    kept = "The PR template is `.github/pull_request_template.md`."
+    assert gather(make_session(("user", kept), cwd=CWD)).user_facts == [kept]

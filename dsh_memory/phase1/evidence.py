@@ -47,6 +47,7 @@ from dsh_memory.phase1.user_words import (
     DEICTIC,
     GUESS,
     MAX_RULE_CHARS,
+    OF_THE_WORK,
     QUESTION,
     USER_FACT,
     own_sentences,
@@ -205,7 +206,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     and "?" not in s  # "so this is aligned with what X does ? this is the research below:"
                     and not s.endswith(":")  # … and what it introduces is pasted
                     and not TASK_VERB.match(s)  # "Confirm dashboard changes are complete": a task
-                    and not GUESS.match(s)  # a guess, in a discussion
+                    and not GUESS.search(s)  # a guess, in a discussion ("… which is probably causing this")
+                    and not OF_THE_WORK.search(s)
                     and len(s) <= MAX_RULE_CHARS
                     and (CODE.search(s) or _PATHLIKE.search(s))
                 ):

@@ -182,6 +182,10 @@ USER_FACT = re.compile(  # "The deploy script is scripts/deploy.sh.", "Our API l
     r"^(the|our|my|this|that|its)?\s*[\w`'./ -]{1,60}?\s(is|are|lives? in|lives? under|is in|are in|runs on|uses)\s",
     re.I,
 )
+# "parent on the PR is alex/ent-221": a fact of the work at hand (not "the PR template is …")
+OF_THE_WORK = re.compile(
+    r"\b(?:the|this|that|my|your|our) (?:pr|pull request|branch|ticket)\b(?! (?:template|title|body|desc))", re.I
+)
 OBSERVATION = re.compile(
     r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look|understand|get|know)\w*\b", re.I
 )
