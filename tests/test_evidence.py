@@ -1562,3 +1562,23 @@ def test_a_guess_and_a_fact_of_the_pull_request_at_hand_are_no_user_facts():
         assert gather(make_session(("user", said), cwd=CWD)).user_facts == [], said
     kept = "The PR template is `.github/pull_request_template.md`."
     assert gather(make_session(("user", kept), cwd=CWD)).user_facts == [kept]
+
+
+def test_a_plan_item_an_option_a_review_comment_and_a_graded_finding_are_no_facts():
+    """An unseen Go set injected a plan's items ("`hooks_x.go` - Add `handleEnd()` that …",
+    "`errcheck` on `logging.Init` - need to handle …"), the agent's lettered options ("A) Use
+    persisted session file - …"), a review's comments and threads ("Comment 1 (id: …): Suggests
+    …", "Thread 27635 (Copilot): …") and a finding with its severity ("… (Medium)")."""
+    gone = [
+        "`hooks_claude_handlers.go` - Add `handleSessionEnd()` that loads state and sets `EndedAt`",
+        "`errcheck` on `logging.Init` - need to handle or explicitly ignore",
+        "A) Use the persisted session file - `paths.ReadCurrentSession()` already stores the session ID.",
+        "Comment 1 (id: 2756673985): Suggests using the `HookSessionEnd` constant instead of `HookStop`.",
+        "Thread 2763510902 (Copilot): `GetMainRepoRoot` uses a hard-coded `/.git/` substring.",
+        "`CondenseSessionByID` doesn't update `AttributionBaseCommit` (Medium)",
+    ]
+    kept = [
+        "`updateBaseCommitIfChanged` doesn't touch `AttributionBaseCommit` because the hook owns it.",
+        "The `strategy` package cannot import the `cli` package because of the import cycle.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -214,8 +214,12 @@ _CLAUSE = re.compile(r"\b(?:whose|which|that|where|if|when|unless|once|whether|a
 FRAGMENT = re.compile(
     r"^[A-Z][a-z]+s\s+(?:(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b|`)"
     # a plan's item, "what - what to do with it": "`land_pr` tests - update from `X` to …"
-    r"|^.{3,100}?\s[-–—]\s(?:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|make|"
-    r"extract|split|merge)\b"
+    r"|^.{3,100}?\s[-–—]\s(?i:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|make|"
+    r"extract|split|merge|need to|needs to)\b"
+    # an option of the agent's list, a review's comment or thread, a finding with its severity: "A) Only on
+    # explicit …", "Comment 1 (id: 27566): Suggests …", "Thread 27635 (Copilot): …", "`X` doesn't update `Y` (Medium)"
+    r"|^[A-H]\)\s|^(?:Comment|Thread|Review|Finding|Item)\s+#?\d+\b"
+    r"|^.*\((?i:low|medium|high|critical|minor|major|nit|p[0-3])\)\W*$"
     # a plan's item under its subject: "CLI invocations using `--pr`: Must change to `--planned-pr`"
     r"|^[^:]{3,100}:\s+(?:Must|Should|Needs?|Has to|Have to)\b"
     # a list's item, a name and what it is for, no verb of its own: "`Bash(mkdir/rm)` for the shell commands it uses"
