@@ -646,3 +646,35 @@ def test_a_remote_script_keeps_its_quotes_and_its_words():
         cwd=CWD,
     )
     assert gather(s).shields == []
+
+
+def test_a_chain_that_ends_in_a_look_fixes_nothing_and_an_info_log_line_is_no_error():
+    """An unseen Go set kept "`git fetch origin && git rebase origin/main` failed: … index.lock …
+    File exists; fixed by `git fetch origin main && git log origin/main --oneline -8`" (the rebase
+    was never done) and "`mise run test:ci` failed: `2026/02/07 16:30:27 INFO cleanup completed …
+    failed_branches=0 …`" (an INFO line whose counter is named "failed")."""
+    lock = "error: Unable to create '/home/dev/src/shop/.git/index.lock': File exists."
+    s = make_session(
+        ("user", "Rebase on main."),
+        _bash("git fetch origin && git rebase origin/main", lock, True),
+        _bash("git fetch origin main && git log origin/main --oneline -8", "abc123 feat: x"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+    info = (
+        "2026/02/07 16:30:27 INFO cleanup completed deleted_branches=2 failed_branches=0 failed_states=0\nexit status 1"
+    )
+    s = make_session(
+        ("user", "Run CI locally."),
+        _bash("mise run test:ci", info, True),
+        _bash("mise run fmt && mise run lint", "ok"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+    s = make_session(  # … while a chain that did the work still fixes it
+        ("user", "Rebase on the release branch."),
+        _bash("git fetch origin && git rebase origin/release", "fatal: invalid upstream 'origin/release'", True),
+        _bash("git fetch origin release && git rebase FETCH_HEAD", "Successfully rebased"),
+        cwd=CWD,
+    )
+    assert [x.fix for x in gather(s).shields] == ["`git fetch origin release && git rebase FETCH_HEAD`"]

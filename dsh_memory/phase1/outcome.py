@@ -29,6 +29,8 @@ GENERIC_ERROR = re.compile(
     r"\(?no output\)?|error: \d+|traceback \(most recent call last\):?)$",
     re.I,
 )
+# A log line at a level below a warning: "2026/02/07 16:30:27 INFO cleanup completed … failed_branches=0".
+LOG_INFO = re.compile(r"^(?:[\d/:.,TZ+-]+\s+){0,2}(?:INFO|DEBUG|TRACE)\b|\blevel=\"?(?:info|debug|trace)\b")
 EXIT = re.compile(r"(?:exit code|exited with code|\[exit code:)\s*(-?\d+)", re.I)
 _CODEX_HEAD = re.compile(
     r"^(Chunk ID|Wall time|Process exited with code|Original token count|Output|Process running)\b.*$"
@@ -140,6 +142,8 @@ def informative_error(text: str) -> str:
         s = re.sub(r"^E\s+", "", ln.strip())  # pytest's "E   " prefix, not the E of "EOFError"
         if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
             continue  # … and a package script's echo ("$ biome check --error-on-warnings")
+        if LOG_INFO.search(s):
+            continue  # "INFO cleanup completed … failed_branches=0": a counter named "failed" is no error
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
             return clip(s, 200)
     lines = [ln.strip() for ln in _output(text).splitlines() if ln.strip() and not ln.strip().startswith("[")]

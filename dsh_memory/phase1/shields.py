@@ -146,6 +146,12 @@ def _same_action(a: str, b: str) -> bool:
     return options[0] == options[1] != set()
 
 
+def _ends_in_a_look(cmd: str) -> bool:
+    """A chain whose last command only looks (`git fetch origin main && git log origin/main -8`)."""
+    parts = [p.strip() for p in _CHAINED.split(_QUOTED.sub('""', core(cmd))) if p.strip()]
+    return bool(parts) and bool(EXPLORATION.match(parts[-1]))
+
+
 def _worked_later(runs: list[Run], i: int) -> Run | None:
     """The run after `runs[i]` (which failed) that did what it meant to: the same command on the
     same target (another issue's run is no fix); nearby, the same tool's other form, the command
@@ -156,6 +162,8 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
         if x.failed or (is_probe(x.line) and not asked):
             continue  # `bun x eval run --help` after `bun x eval --filter y` failed only asked how
         if family(x.line) == fam and (not targets or targets & _targets(x.line)):
+            if _ends_in_a_look(x.line) and not _ends_in_a_look(r.line):
+                continue  # `git fetch && git rebase` failed; `git fetch && git log` did not rebase
             if _same_action(x.line, r.line):
                 return x
     for x in runs[i + 1 : i + 8]:
