@@ -88,7 +88,7 @@ NARRATION = re.compile(
     r"|^(?:One|Another|(?:The )?(?:[Rr]emaining|[Oo]ther|[Ss]econd)) (?:issue|problem|finding|blocker|gap)s? (?:is|are)\b"
     r"|^(?:The )?[Kk]ey(?: [\w-]+)? is\b|^\w+ findings? (?:are|is) (?:forming|emerging)\b"
     # … and options weighed: "The cleanest fix is to use …", "A robust fix is to mark …", "The generic fix is: …"
-    r"|^(?:The|A|One|So the) (?:best|simplest|simpler|cleanest|cleaner|right|correct|robust|proper|minimal|generic|"
+    r"|^(?:[^.;]{0,120}?,\s+so\s+the|The|A|One|So the) (?:best|simplest|simpler|cleanest|cleaner|right|correct|robust|proper|minimal|generic|"
     r"easiest|safest|cheapest|cheap|better|obvious) (?:plan|approach|idea|fix|option|solution|way)\s+(?:is to|is:|would be)\b"
     # one run's story: "The failed run then retried finalize and stopped …", "The first read wrote `/tmp/x`"
     r"|^(?:The |This |That )?(?:[\w-]+ )?(?:run|job|build|workflow|pipeline|read|attempt|rerun|case)s? (?:then |also |"
@@ -136,6 +136,7 @@ STATE = re.compile(
     r"|\bnow (?:also |only |just )?(?:state|say|mention|describe|document|explain|list|show|note|recommend|tell)\b"
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
+    r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
     r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
     # what to commit, and a failure that was there before the work: both of that day only
