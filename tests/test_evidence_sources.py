@@ -831,3 +831,26 @@ def test_a_plan_or_notes_file_defines_nothing_and_a_plan_modes_plan_is_no_projec
         "- `src/search.py` defines `search_conversations`",
         "- Also changed: `IMPROVEMENTS.md`, `docs/guide.rst`",
     ]
+
+
+def test_set_up_lines_of_several_sessions_fold_where_one_has_the_others_steps():
+    """An unseen set's project had five "Set up and run with" lines: `pnpm --filter web dev`;
+    `… web dev`, then `… api dev`; the same two the other way round; `pnpm api:generate` twice,
+    once saying what it runs. One session's steps among another's are one line, the longer."""
+    g = Group("/home/dev/src/box")
+    knows = g.sections.setdefault("Reusable knowledge", [])
+    g.add("Reusable knowledge", "- Set up and run with: `pnpm api:generate` (runs `pnpm openapi:gen`) (ran 2×)", "a")
+    g.add("Reusable knowledge", "- Set up and run with: `pnpm --filter web dev`", "b")
+    g.add("Reusable knowledge", "- Set up and run with: `pnpm --filter web dev`, then `pnpm --filter api dev`", "c")
+    g.add(
+        "Reusable knowledge",
+        "- Set up and run with: `pnpm --filter api dev` (ran 2×), then `pnpm --filter web dev`",
+        "d",
+    )
+    g.add("Reusable knowledge", "- Set up and run with: `pnpm api:generate` (ran 2×)", "e")
+    g.add("Reusable knowledge", "- Set up and run with: `pnpm --filter web dev` (in `apps`)", "f")
+    assert knows == [
+        "- Set up and run with: `pnpm --filter web dev` (in `apps`) [source: f]",
+        "- Set up and run with: `pnpm --filter web dev`, then `pnpm --filter api dev` [source: b, c, d]",
+        "- Set up and run with: `pnpm api:generate` (runs `pnpm openapi:gen`) (ran 2×) [source: a, e]",
+    ]

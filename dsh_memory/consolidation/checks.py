@@ -1,5 +1,6 @@
 """A project's one "Checks that passed" line, merged from its sessions' lines: each check once
-per folder, however many ways sessions started it, said the plainest way, at most MAX_LIST_ITEMS."""
+per folder, however many ways sessions started it, said the plainest way, at most MAX_LIST_ITEMS;
+and its "Set up and run with" lines, one where one session's steps are among another's."""
 
 from __future__ import annotations
 
@@ -63,3 +64,20 @@ def _plain_first(item: str) -> tuple:
     package script that says what it runs, short."""
     cmd = item.split("`")[1]
     return (bool(NARROW.search(cmd)), bool(re.search(r"&&|;|\|\|", cmd)), "(runs " not in item, len(cmd))
+
+
+SETUP_LINE = "- Set up and run with:"
+_HOW_OFTEN = re.compile(r" \(ran \d+×\)| \(runs `[^`]*`\)")
+
+
+def _steps(line: str) -> set[str]:
+    """The steps of a "Set up and run with" line: each command with its folder, not how often it
+    ran nor what a package script runs."""
+    return {_HOW_OFTEN.sub("", item) for item in _LIST_ITEM.findall(line.split(":", 1)[1])}
+
+
+def covers(line: str, other: str) -> bool:
+    """Every step of the set-up line `other` is one of `line`'s (`pnpm dev` is in `pnpm dev`, then
+    `pnpm api dev`; the same steps in another order are the same line)."""
+    mine, theirs = _steps(line), _steps(other)
+    return bool(theirs) and theirs <= mine
