@@ -1594,3 +1594,11 @@ def test_what_can_now_happen_and_a_fix_weighed_after_its_reason_are_no_facts():
     ]
     kept = ["The token is read from `localStorage` because `auth.ts` runs before the cookie is set."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_file_and_its_task_after_a_colon_is_no_fact():
+    """The unseen cipher-box set still injected "`app.module.ts`: remove the `synchronize: true`
+    conditional, set it to `false` always" (a plan's item for a file named without a folder)."""
+    gone = ["`app.module.ts`: remove the `synchronize: true` conditional, set it to `false` always"]
+    kept = ["`gemini-extension.json` – loads `GEMINI.md` as its context file for Gemini CLI sessions"]
+    assert [s for s in gone + kept if fact_score(s)] == kept

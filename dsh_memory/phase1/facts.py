@@ -215,8 +215,8 @@ _CLAUSE = re.compile(r"\b(?:whose|which|that|where|if|when|unless|once|whether|a
 FRAGMENT = re.compile(
     r"^[A-Z][a-z]+s\s+(?:(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b|`)"
     # a plan's item, "what - what to do with it": "`land_pr` tests - update from `X` to …"
-    r"|^.{3,100}?\s[-–—]\s(?i:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|make|"
-    r"extract|split|merge|need to|needs to)\b"
+    r"|^.{3,100}?(?:\s[-–—]|`:)\s(?i:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|"
+    r"make|set|extract|split|merge|need to|needs to)\b"  # … or "`app.module.ts`: remove the `x` conditional"
     # an option of the agent's list, a review's comment or thread, a finding with its severity: "A) Only on
     # explicit …", "Comment 1 (id: 27566): Suggests …", "Thread 27635 (Copilot): …", "`X` doesn't update `Y` (Medium)"
     r"|^[A-H]\)\s|^(?:Comment|Thread|Review|Finding|Item)\s+#?\d+\b"
