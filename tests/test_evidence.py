@@ -1598,7 +1598,11 @@ def test_what_can_now_happen_and_a_fix_weighed_after_its_reason_are_no_facts():
 
 def test_a_file_and_its_task_after_a_colon_is_no_fact():
     """The unseen cipher-box set still injected "`app.module.ts`: remove the `synchronize: true`
-    conditional, set it to `false` always" (a plan's item for a file named without a folder)."""
-    gone = ["`app.module.ts`: remove the `synchronize: true` conditional, set it to `false` always"]
+    conditional, set it to `false` always" (a plan's item for a file named without a folder); a Go
+    set "Before: `extractSessionData` would only extract …" (the change, as it was)."""
+    gone = [
+        "`app.module.ts`: remove the `synchronize: true` conditional, set it to `false` always",
+        "Before: `extractRows` would only read lines from `startLine` onwards, keeping the delta only",
+    ]
     kept = ["`gemini-extension.json` – loads `GEMINI.md` as its context file for Gemini CLI sessions"]
     assert [s for s in gone + kept if fact_score(s)] == kept

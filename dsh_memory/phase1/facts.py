@@ -74,7 +74,7 @@ NARRATION = re.compile(
     r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
     r"check|set|add|skip|send)\b"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation|Verification"
-    r"|Validation)s?\s*:"
+    r"|Validation|Before|After|Previously|Old|Now)s?\s*:"  # "Before: `x` would only extract …": the change
     # what the change added: "New `skills/x/SKILL.md` (172 lines) with …", "New permitted command: …"
     r"|^[Nn]ew\s(?!(?:sessions?|users?|projects?|runs?|entries|commits?|versions?|files are|releases?)\b)"
     # … in French, Spanish or German: "Ajout de `f`", "Nouvelle fonction …", "Nuevo endpoint …", "Neue Datei …"
