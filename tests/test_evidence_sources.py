@@ -854,3 +854,30 @@ def test_set_up_lines_of_several_sessions_fold_where_one_has_the_others_steps():
         "- Set up and run with: `pnpm --filter web dev`, then `pnpm --filter api dev` [source: b, c, d]",
         "- Set up and run with: `pnpm api:generate` (runs `pnpm openapi:gen`) (ran 2×) [source: a, e]",
     ]
+
+
+def test_a_check_of_some_packages_goes_where_the_same_check_ran_on_all():
+    """A Go project's merged line listed `go test ./cmd/entire/cli/strategy/ -count=1`, `go build
+    ./cmd/entire/cli/checkpoint` and `go build ./cmd/entire/cli/summarise` beside `go build ./...`:
+    a command run on some packages says nothing the run on all (`./...`) does not; another
+    command's (`go vet`) stays."""
+    s = make_session(
+        ("user", "Fix the strategy package."),
+        _bash("go test ./cmd/shop/strategy/ -count=1", "ok"),
+        _bash("go build ./cmd/shop/checkpoint", ""),
+        _bash("go vet ./cmd/shop/strategy/", ""),
+        _bash("go build ./...", ""),
+        _bash("go test ./...", "ok"),
+        cwd=CWD,
+    )
+    assert sorted(c.line for c in gather(s).commands) == [
+        "go build ./...",
+        "go test ./...",
+        "go vet ./cmd/shop/strategy/",
+    ]
+    g = Group(CWD)
+    g.add("Reusable knowledge", "- Checks that passed: `go build ./cmd/shop/checkpoint`, `go test ./cmd/shop/x/`", "a")
+    g.add("Reusable knowledge", "- Checks that passed: `go build ./...`, `gofmt -l cmd/`", "b")
+    assert g.sections["Reusable knowledge"] == [
+        "- Checks that passed: `go build ./...`, `gofmt -l cmd/`, `go test ./cmd/shop/x/` [source: a, b]"
+    ]

@@ -271,15 +271,28 @@ def _tool(cmd: str) -> str:
     return words[0] if words else ""
 
 
+def _verb(cmd: str) -> str:
+    """A command's first two words, flags aside (`go test`, `go vet`)."""
+    return " ".join([w for w in core(cmd).split() if not w.startswith("-")][:2])
+
+
+_ALL_PACKAGES = re.compile(r"\s\./\.\.\.(?=\s|$)")
+_SOME_PACKAGES = re.compile(r"\s\./[\w-][\w./-]*(?=\s|$)")
+
+
 def narrowed(checks: list[tuple[str, str]]) -> set[str]:
     """The narrow checks (`NARROW`) among `checks` ((line, what its package script ran), the best
     first) that say nothing more: those whose tool also ran broader (`bunx biome check src/a.ts`
     beside `bun run lint` (runs `biome check .`)), and all but the first of a tool that never did
-    (one `pytest tests/a.py::test_b` says how its tests run; four say which ones were that moment's)."""
+    (one `pytest tests/a.py::test_b` says how its tests run; four say which ones were that moment's);
+    and a command run on some packages (`go vet ./cmd/x/`) where it also ran on all (`go vet ./...`)."""
     broad = {_tool(c) for line, script in checks if not NARROW.search(line) for c in (line, script) if c}
+    everything = {_verb(line) for line, _ in checks if _ALL_PACKAGES.search(line)}  # `go test ./...`
     out, seen = set(), set()
     for line, _ in checks:
-        if NARROW.search(line):
+        if _verb(line) in everything and _SOME_PACKAGES.search(line):
+            out.add(line)  # `go test ./cmd/x/` beside `go test ./...`
+        elif NARROW.search(line):
             if _tool(line) in broad or _tool(line) in seen:
                 out.add(line)
             seen.add(_tool(line))
