@@ -652,7 +652,8 @@ def test_a_chain_that_ends_in_a_look_fixes_nothing_and_an_info_log_line_is_no_er
     """An unseen Go set kept "`git fetch origin && git rebase origin/main` failed: … index.lock …
     File exists; fixed by `git fetch origin main && git log origin/main --oneline -8`" (the rebase
     was never done) and "`mise run test:ci` failed: `2026/02/07 16:30:27 INFO cleanup completed …
-    failed_branches=0 …`" (an INFO line whose counter is named "failed")."""
+    failed_branches=0 …`" (an INFO line whose counter is named "failed"), and a Codex set "`bun test x`
+    failed: `(pass) … > fails clearly when …`" (a test that passed, named for a failure)."""
     lock = "error: Unable to create '/home/dev/src/shop/.git/index.lock': File exists."
     s = make_session(
         ("user", "Rebase on main."),
@@ -668,6 +669,15 @@ def test_a_chain_that_ends_in_a_look_fixes_nothing_and_an_info_log_line_is_no_er
         ("user", "Run CI locally."),
         _bash("mise run test:ci", info, True),
         _bash("mise run fmt && mise run lint", "ok"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+    passed = "(pass) grade > fails clearly when the manifest is missing [12.0ms]\nerror: script exited with code 1"
+    s = make_session(  # a test that passed, named for a failure, is no error either
+        ("user", "Run the grade tests."),
+        _bash("bun test test/grade.test.ts", passed, True),
+        _bash("bun install", "done"),
+        _bash("bun test test/grade.test.ts", "(pass) grade > works"),
         cwd=CWD,
     )
     assert gather(s).shields == []

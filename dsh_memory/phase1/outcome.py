@@ -25,12 +25,15 @@ ERROR_WORD = re.compile(
     re.I,
 )
 GENERIC_ERROR = re.compile(
-    r"^(error|failed|exit code:? ?\d+|command failed.*|process exited with code \d+|"
+    r"^(error|failed|exit code:? ?\d+|command failed.*|process exited with code \d+|exit status \d+|"
+    r"(?:error: )?script (?:\"[^\"]*\" )?exited with code \d+|"
     r"\(?no output\)?|error: \d+|traceback \(most recent call last\):?)$",
     re.I,
 )
 # A log line at a level below a warning: "2026/02/07 16:30:27 INFO cleanup completed … failed_branches=0".
 LOG_INFO = re.compile(r"^(?:[\d/:.,TZ+-]+\s+){0,2}(?:INFO|DEBUG|TRACE)\b|\blevel=\"?(?:info|debug|trace)\b")
+# A test that passed, whatever its name says: "(pass) grade > fails clearly when the manifest is missing".
+PASSED = re.compile(r"(?:\(pass\)|✓|✔|PASS\b|ok\s|--- PASS\b)")
 EXIT = re.compile(r"(?:exit code|exited with code|\[exit code:)\s*(-?\d+)", re.I)
 _CODEX_HEAD = re.compile(
     r"^(Chunk ID|Wall time|Process exited with code|Original token count|Output|Process running)\b.*$"
@@ -142,11 +145,12 @@ def informative_error(text: str) -> str:
         s = re.sub(r"^E\s+", "", ln.strip())  # pytest's "E   " prefix, not the E of "EOFError"
         if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
             continue  # … and a package script's echo ("$ biome check --error-on-warnings")
-        if LOG_INFO.search(s):
-            continue  # "INFO cleanup completed … failed_branches=0": a counter named "failed" is no error
+        if LOG_INFO.search(s) or PASSED.match(s):
+            continue  # "INFO … failed_branches=0", "(pass) … fails clearly when …": no error said
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
             return clip(s, 200)
     lines = [ln.strip() for ln in _output(text).splitlines() if ln.strip() and not ln.strip().startswith("[")]
+    lines = [ln for ln in lines if not (PASSED.match(ln) or LOG_INFO.search(ln))]
     if 0 < len(lines) <= 2 and len(re.findall(r"[A-Za-z]{2,}", lines[0])) >= 3 and not GENERIC_ERROR.match(lines[0]):
         return clip(lines[0], 200)  # a short output of a failed command is its message
     return ""
