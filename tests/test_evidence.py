@@ -1587,10 +1587,12 @@ def test_a_plan_item_an_option_a_review_comment_and_a_graded_finding_are_no_fact
 def test_what_can_now_happen_and_a_fix_weighed_after_its_reason_are_no_facts():
     """An unseen set injected "Wave 3 (frontend share store + ShareDialog UI) can now build on
     these endpoints." and "The email is not sensitive data, so the simplest fix is to read/write
-    `userEmail` to localStorage." (an option weighed, after its reason)."""
+    `userEmail` to localStorage." (an option weighed, after its reason); a Go set "The `/api/`
+    endpoint is returning HTML instead of JSON." (a symptom of that moment)."""
     gone = [
         "Step 3 (the `cart` store and its `CheckoutDialog`) can now build on these endpoints.",
         "The token is not secret, so the simplest fix is to read and write `sessionId` to `localStorage`.",
+        "The `/api/` endpoint is returning HTML instead of JSON because `nginx.conf` routes it to the map.",
     ]
     kept = ["The token is read from `localStorage` because `auth.ts` runs before the cookie is set."]
     assert [s for s in gone + kept if fact_score(s)] == kept

@@ -137,6 +137,7 @@ STATE = re.compile(
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
+    r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging)\b"  # "`/api/` is returning HTML"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
     r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
     # what to commit, and a failure that was there before the work: both of that day only
