@@ -1535,11 +1535,13 @@ def test_a_step_of_the_agents_analysis_and_its_proposal_are_no_facts():
 def test_a_musing_with_not_always_an_opinion_of_what_would_have_happened_and_a_scenario_are_no_rules():
     """An unseen set injected "I guess we don't always have agent/session information when we're
     trying to read a transcript :|" ("don't always" is no reach: it means "sometimes"), "I don't
-    think the reviewer would have been making commits." and "clarification: Scenario B: Don't clear,
-    but blindly reuse" (a pick among the agent's scenarios) as the user's standing rules."""
+    think the reviewer would have been making commits.", "I'm also challenging the fact that …" (a
+    remark in the discussion) and "clarification: Scenario B: Don't clear, but blindly reuse" (a
+    pick among the agent's scenarios) as the user's standing rules."""
     gone = [
         "I guess we don't always have the build id when we're trying to read a log :|",
         "I don't think the bot would have been pushing tags.",
+        "I'm also challenging the fact that the log is unchanged, we don't diff it, we only watch events",
     ]
     kept = [
         "we don't always need a changeset, only for packages that are published.",

@@ -110,7 +110,11 @@ HEDGE = re.compile(
     re.I,
 )
 # "I honestly feel that the risk is quite low": an opinion on the work at hand, unless it says its reach.
-OPINION = re.compile(r"^i (?:\w+ )?(?:feel|believe) (?:that|like)\b", re.I)
+OPINION = re.compile(  # … or a remark in the discussion: "I'm also challenging the fact that …"
+    r"^i (?:\w+ )?(?:feel|believe) (?:that|like)\b"
+    r"|^i'?m (?:also |just |still )?(?:challenging|questioning|wondering|not sure|curious|confused)\b",
+    re.I,
+)
 GUESS = re.compile(r"(?:i think|i guess|maybe|perhaps|probably)\b", re.I)  # "i think X is …": no user fact
 REACH = re.compile(  # … not "don't always" ("sometimes")
     r"\b(?:(?<!n't )(?<!not )(?<!dont )always|never|from now on|every time|whenever|everywhere|everything|in general|going forward"
