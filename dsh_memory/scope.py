@@ -167,24 +167,18 @@ def in_worktree(path: str) -> re.Match[str] | None:
     return m if m and not _HOME.fullmatch(m["main"]) else None
 
 
-def worktree_main(path: str) -> str | None:
-    """The repository folder of the worktree `path` is in (`in_worktree`), else None."""
-    m = in_worktree(path)
-    return m["main"] if m else None
-
-
 def locate(cwd: str | None) -> tuple[str | None, bool]:
     """(project root, whether it is a real repository) for a session's or a request's cwd. A
     worktree no repository here claims (removed since, or a log from another machine) is its main
-    repository's, by its layout (`worktree_main`)."""
+    repository's, by its layout (`in_worktree`)."""
     if not cwd or not isinstance(cwd, str) or "\x00" in cwd or not cwd.strip():
         return None, False
     path = _norm(cwd)
     if not os.path.isabs(path):
         return path, False
     root = _walk(path)  # a folder that is gone (or not made yet) still lies in the repository around it
-    if root is None and (main := worktree_main(path)):
-        path, root = main, _walk(main)
+    if root is None and (wt := in_worktree(path)):
+        path, root = wt["main"], _walk(wt["main"])
     return (root, True) if root is not None else (path, False)
 
 

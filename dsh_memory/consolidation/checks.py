@@ -76,8 +76,8 @@ def _steps(line: str) -> set[str]:
     return {_HOW_OFTEN.sub("", item) for item in _LIST_ITEM.findall(line.split(":", 1)[1])}
 
 
-def covers(line: str, other: str) -> bool:
-    """Every step of the set-up line `other` is one of `line`'s (`pnpm dev` is in `pnpm dev`, then
-    `pnpm api dev`; the same steps in another order are the same line)."""
-    mine, theirs = _steps(line), _steps(other)
-    return bool(theirs) and theirs <= mine
+def wider(old: str, new: str) -> str | None:
+    """Of two set-up lines, the one whose steps hold all of the other's (`pnpm dev` is in `pnpm dev`,
+    then `pnpm api dev`; with the same steps in another order, `old`); None when neither does."""
+    a, b = _steps(old), _steps(new)
+    return old if b and b <= a else new if a and a <= b else None

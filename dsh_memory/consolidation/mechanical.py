@@ -23,7 +23,7 @@ from datetime import date
 from typing import Any
 
 from dsh_memory.consolidation import stale
-from dsh_memory.consolidation.checks import SETUP_LINE, covers, merged_list
+from dsh_memory.consolidation.checks import SETUP_LINE, merged_list, wider
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.summary import render_summary, scope_of_group
 from dsh_memory.phase1 import steps
@@ -84,8 +84,8 @@ class Group:
         if text.startswith(SETUP_LINE):  # one line where one session's steps are among another's
             for i, old in enumerate(items):
                 plain = SOURCE.sub("", old).strip()
-                if plain.startswith(SETUP_LINE) and (covers(plain, text) or covers(text, plain)):
-                    items[i] = with_sources(plain if covers(plain, text) else text, [*sources_of(old), source])
+                if plain.startswith(SETUP_LINE) and (kept := wider(plain, text)):
+                    items[i] = with_sources(kept, [*sources_of(old), source])
                     return
         key = _key(section, text)
         for i, old in enumerate(items):

@@ -132,8 +132,8 @@ STATE = re.compile(
     r"|\b\d+ commits? (?:ahead|behind)\b"
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
     # "X now points at Y", "Human docs now state …" (what docs say: what the change wrote there)
-    r"|\bnow (?:also |only |just )?(?:pass|use|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
-    r"|\bnow (?:also |only |just )?(?:state|say|mention|describe|document|explain|list|show|note|recommend|tell)\b"
+    r"|\bnow (?:also |only |just )?(?:pass|use|state|say|mention|describe|document|explain|list|show|note|recommend|"
+    r"tell|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"

@@ -50,18 +50,19 @@ def checkout(path: str, cwd: str) -> str:
     `cwd` a worktree, so is the repository's or another worktree's `src`. `path` as it is otherwise
     (a sibling repository `<cwd>-private` among them)."""
     windows = on_drive(cwd)
-    here, p = (_canonical(x.rstrip("/\\"), windows) for x in (cwd, path))
+    cwd, bare = cwd.rstrip("/\\"), path.rstrip("/\\")
+    here, p = _canonical(cwd, windows), _canonical(bare, windows)  # same lengths as `cwd`, `bare`
     base = here.rpartition("/")[2]
     mine = in_worktree(here)
     main = mine["main"] if mine else here
     theirs = in_worktree(p)
     if theirs and theirs["main"] == main:
-        return cwd.rstrip("/\\") + path.rstrip("/\\")[theirs.end() :]
+        return cwd + bare[theirs.end() :]
     codex = base and re.match(rf".*/\.codex/worktrees/[^/]+/{re.escape(base)}(?=/|$)", p)
     if codex:
-        return cwd.rstrip("/\\") + path.rstrip("/\\")[codex.end() :]
+        return cwd + bare[codex.end() :]
     if mine and (p == main or p.startswith(main + "/")) and not p.startswith(here + "/"):
-        return cwd.rstrip("/\\") + path.rstrip("/\\")[len(main) :]  # the repository's own folder
+        return cwd + bare[len(main) :]  # the repository's own folder
     return path
 
 
