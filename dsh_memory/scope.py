@@ -157,12 +157,16 @@ def _walk(path: str) -> str | None:
 WORKTREE = re.compile(
     r"^(?P<main>.*?[^/\\])(?:[/\\](?:\.claude[/\\]|\.)?worktrees|[._-]{1,2}worktrees?)[/\\][^/\\]+(?=[/\\]|$)"
 )
-_HOME = re.compile(r"(?:/(?:home|Users)/[^/]+|/root|~|[A-Za-z]:(?:[/\\]Users[/\\][^/\\]+)?)[/\\]?", re.I)
+# A home, or a tool's hidden folder in it (Claude desktop's `~/.claude-worktrees/<repo>/<name>`): no repository.
+_HOME = re.compile(
+    r"(?:/(?:home|Users)/[^/]+|/root|~|[A-Za-z]:(?:[/\\]Users[/\\][^/\\]+)?)(?:[/\\]\.[^/\\]+)?[/\\]?", re.I
+)
 
 
 def in_worktree(path: str) -> re.Match[str] | None:
     """`path` in a worktree by its layout (`WORKTREE`: `main` its repository's folder, the match
-    ending at the worktree's); None for other paths and for `~/worktrees/x` (a home is no repository)."""
+    ending at the worktree's); None for other paths and for `~/worktrees/x` or `~/.claude-worktrees/r/x`
+    (a home, or a tool's folder in it, is no repository)."""
     m = WORKTREE.match(path)
     return m if m and not _HOME.fullmatch(m["main"]) else None
 

@@ -961,3 +961,24 @@ def test_a_hook_whose_directory_was_deleted_still_gets_its_projects_memory(memor
     )
     assert r.returncode == 0, r.stderr
     assert "migrations" in r.stdout and "pnpm" not in r.stdout and "English everywhere" in r.stdout
+
+
+def test_a_tools_worktree_folder_in_a_home_is_no_repository():
+    """An unseen set's Claude desktop worktree `C:\\Users\\m\\.claude-worktrees\\<repo>\\<name>` read
+    as a worktree of a repository `C:\\Users\\m\\.claude` (the sibling layout `<repo>-worktrees`):
+    its files came out as `<name>/scripts/x.py`, and on a Mac its sessions would be filed under
+    `~/.claude`. A hidden folder in a home is a tool's, not a repository: such a worktree is its own
+    project, its paths relative to it."""
+    from dsh_memory.phase1.paths import relative
+
+    for home in ("/Users/ann", "/home/ann", "C:\\Users\\ann"):
+        sep = "\\" if home.startswith("C:") else "/"
+        wt = sep.join([home, ".claude-worktrees", "M-Claude", "calm-hopper"])
+        assert sc.in_worktree(wt) is None
+        assert relative(sep.join([wt, "scripts", "search.py"]), wt) == "scripts/search.py"
+    assert sc.locate("/Users/ann/.claude-worktrees/M-Claude/calm-hopper") == (
+        "/Users/ann/.claude-worktrees/M-Claude/calm-hopper",
+        False,
+    )
+    assert sc.in_worktree("/home/ann/.codex/worktrees/3f2a/app") is None  # not one project `~/.codex`
+    assert sc.in_worktree("/Users/ann/code/.dotfiles-worktrees/x")["main"] == "/Users/ann/code/.dotfiles"
