@@ -1610,3 +1610,24 @@ def test_a_file_and_its_task_after_a_colon_is_no_fact():
     ]
     kept = ["`gemini-extension.json` – loads `GEMINI.md` as its context file for Gemini CLI sessions"]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_verb_without_its_subject_and_what_was_there_are_no_facts():
+    """Unseen sets injected "Launches Terminal and runs the `claude` command when opened" and
+    "Reads CPU power from Intel RAPL sensors (`/sys/…/intel-rapl/`)" (list items whose subject is the
+    lead above them), "`src/api/routes/remediation.ts`: Extracts parent evaluators …" (a change
+    list's item), "The `M-Claude` directory doesn't exist locally." and "The UCI configuration had
+    `server` set as a single option instead of a list." (how things stood before the work)."""
+    gone = [
+        "Launches Terminal and runs the `claude` command when opened from the `Desktop` shortcut",
+        "Reads GPU power from NVIDIA sensors (`/sys/class/drm/card0/device/`) every second",
+        "`src/api/routes/jobs.ts`: Extracts parent checks from the result and passes them as `selectedChecks`",
+        "The `notes-vault` directory doesn't exist locally, so `sync.sh` has nothing to read from.",
+        "The router configuration had `server` set as a single option instead of a list in `dhcp`.",
+    ]
+    kept = [
+        "Reads are cached in `~/.cache/app` because `fetch.ts` only checks the ETag once per hour.",
+        "`sync.sh` fails when `notes-vault/` does not exist: it never creates the folder itself.",
+        "The `server` option must be a list in `/etc/config/dhcp` because the init script loops over it.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -135,6 +135,8 @@ STATE = re.compile(
     r"|\bnow (?:also |only |just )?(?:pass|use|state|say|mention|describe|document|explain|list|show|note|recommend|"
     r"tell|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
+    # … what was there, or not yet: "The `M-Claude` directory doesn't exist locally", "The config had `x` set as …"
+    r"|\b(?:does|do)(?:n'?t| not) (?:yet )?exist (?:locally|yet|here)\b|\b(?:had|was|were)\s+(?:\w+\s+)?set\s+(?:as|to)\b"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
     r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging)\b"  # "`/api/` is returning HTML"
@@ -215,6 +217,13 @@ _CLAUSE = re.compile(r"\b(?:whose|which|that|where|if|when|unless|once|whether|a
 # "Skill rewritten: …", "Plan complete and saved locally to …".
 FRAGMENT = re.compile(
     r"^[A-Z][a-z]+s\s+(?:(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b|`)"
+    # … or any object: "Launches Terminal and runs `claude`", "Reads CPU power from …" (not "Reads are cached")
+    r"|^(?:Launches|Loads|Reads|Uses|Extracts|Creates|Writes|Returns|Sends|Generates|Parses|Renders|Displays|Shows|"
+    r"Adds|Removes|Opens|Starts|Converts|Fetches|Validates|Accepts|Provides|Exposes|Supports|Defines|Implements|"
+    r"Detects|Resolves|Prints|Emits|Spawns|Installs|Copies|Deletes|Downloads|Uploads|Syncs|Computes|Replaces|"
+    r"Injects|Passes|Receives|Wraps|Skips|Saves|Stores|Sets|Gets|Handles|Updates|Calls|Runs|Checks|Builds)\s+"
+    r"(?!(?:are|is|were|was|can|cannot|can't|must|should|will|would|may|might|need|live|have|do|don't|also|now|"
+    r"still|of|to|that|which|and|or)\b)"
     # a plan's item, "what - what to do with it": "`land_pr` tests - update from `X` to …"
     r"|^.{3,100}?(?:\s[-–—]|`:)\s(?i:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|"
     r"make|set|extract|split|merge|need to|needs to)\b"  # … or "`app.module.ts`: remove the `x` conditional"
