@@ -367,6 +367,7 @@ def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memo
             "- | Cache | lives in `src/cache.py`.",
             "- You couldn't inspect your already-open Chrome tab.",
             "- Feels concurrent to you because both are always active.",
+            "- If you lose the vault key, you can follow the steps at https://example.com/restore",  # an offer
             "- ls ~/.cursor/skills/entire/skills # must show 4 dirs",
             "- [medium] `git hash-object -w` makes every draft revision durable",
             "- P1: the lock file leaks on a crash",

@@ -41,6 +41,7 @@ _RULE_YOU = re.compile(  # a rule's generic "you": it leads with the rule, or "�
     r"|\b(?:before|when|if|unless|after|until) you\b",
     re.I,
 )
+_OFFER = re.compile(r"[,;:]\s*you (?:can|could|may|might)\b", re.I)  # "If you lose it, you can follow …": to the user
 _WORDS = re.compile(r"[A-Za-z]{2,}")
 
 
@@ -66,9 +67,9 @@ def says_little(text: str) -> bool:
 def second_person(line: str) -> bool:
     """Addressed to the reader, outside quotes and code (the user's quoted words may say "you"):
     a recap told to the user ("your already-open tab"), not a rule's generic "you" ("always run
-    the tests before you commit")."""
+    the tests before you commit") unless it offers the reader a choice ("if you …, you can …")."""
     plain = re.sub(r"\"[^\"]*\"|“[^”]*”|`[^`]*`", " ", line or "")
-    return bool(_YOU.search(plain)) and not _RULE_YOU.search(plain)
+    return bool(_YOU.search(plain)) and (not _RULE_YOU.search(plain) or bool(_OFFER.search(plain)))
 
 
 _BARE = re.compile(r"^\s*(?:[-*+]\s+)?(?=\S+\s+[-~/.]|\S+\s+\S*/)")  # a command word, then a flag or a path
