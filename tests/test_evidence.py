@@ -1632,3 +1632,54 @@ def test_a_verb_without_its_subject_and_what_was_there_are_no_facts():
         "The `server` option must be a list in `/etc/config/dhcp` because the init script loops over it.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_to_do_a_failure_at_hand_and_an_old_config_are_no_facts():
+    """An unseen Go set injected a review's to-dos ("README.md - Project Structure section needs
+    major update", "`duckdb_client.go` - needs both sections merged", "The health check needs to be
+    more resilient to …", "… - Has outdated MCP endpoint URL"), a failure at hand ("…, but that's
+    failing."), a file as it stood ("… is not a symlink and has the old configuration"), a file it
+    does not name ("This file is in `.gitignore` but was previously committed."), and two sentences
+    as one where the first ended in a quote."""
+    gone = [
+        "README.md - Project Structure section needs major update for the `cmd/` layout",
+        "`duckdb_client.go` - needs both sections merged before `go build ./cmd/mcp-server/` passes",
+        "The health check needs to be more resilient to SSH and curl failures during the `retry` loop.",
+        "`onboarding.md` - Has outdated MCP endpoint URL for the `/mcp-http` route, see `docs/api.md`",
+        "The deploy script reads the key from the `auth-profiles.json` store, but that's failing.",
+        "The `/etc/nginx/sites-enabled/map` file is not a symlink and has the old configuration.",
+        "This file is in `.gitignore` but was previously committed to `main` by the setup script.",
+    ]
+    kept = [
+        "The `ANTHROPIC_API_KEY` needs to be configured as a GitHub repository secret for `deploy.yml`.",
+        "`deploy.yml` fails when `MAP_SERVER_HOST` is a domain because CloudFront does not forward SSH.",
+        "This repo stores its migrations in `go/migrations/` and `make migrate` runs them in order.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+    said = 'Entire links sessions to commits to create "checkpoints." The `status` output lists them.'
+    assert sentences(said) == [
+        'Entire links sessions to commits to create "checkpoints."',
+        "The `status` output lists them.",
+    ]
+
+
+def test_how_the_code_stood_is_no_fact_once_the_session_changed_it():
+    """ "The current `top_uploaders` tool only counts tracks, not measurement points", then the edit
+    that makes it count points: false in the next session (like "… doesn't include …")."""
+    said = "The current `top_uploaders` tool only counts tracks (survey routes), not individual points."
+    s = make_session(
+        ("user", "Count the points too."),
+        ("assistant", said),
+        (
+            "tool",
+            "Edit",
+            {"file_path": f"{CWD}/go/tool_top_uploaders.go", "old_string": "COUNT(t)", "new_string": "COUNT(m)"},
+            "The file has been updated.",
+            False,
+        ),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert gather(s).facts == []
+    quiet = make_session(("user", "How does it count?"), ("assistant", said), cwd=CWD)
+    assert gather(quiet).facts == [said]

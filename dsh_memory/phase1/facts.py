@@ -19,7 +19,9 @@ MAX_RECAP_FACTS = 32
 MAX_CONCLUSION_CHARS = 2600  # the recap's share of the turns' conclusions (recaps stay well under 4,000)
 MAX_FACT_CHARS = 260  # a longer fact ends at its last clause that fits (`clean.clip_prose`)
 
-_SENT = re.compile(r"(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z`\"'(\[*])|\n+")  # not after "e.g."
+_SENT = re.compile(  # not after "e.g."; after a closing quote too ('… create "checkpoints." The …')
+    r"(?:(?<=[.!?])|(?<=[.!?][\"'”)]))(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z`\"'(\[*])|\n+"
+)
 BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")  # a list item's marker
 _EMPH = re.compile(r"\*\*([^*]+)\*\*|(?<![\w*/])\*(?=[A-Za-z])([^*\n`]+?)(?<=[\w:.!?)])\*(?![\w*/])")
 _PATHLIKE = re.compile(
@@ -110,7 +112,7 @@ HEDGE = re.compile(
 DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solve the gap…"; not "This repo uses…"
     r"^(?:And|But|So|Or|Plus)\b"  # "And line 716 is hardcoded", "So it exists in this working tree"
     r"|^(These|Those|They|It|Its|Both|Neither|Such|This|That)\b"
-    r"(?!\s+(?:repo|repository|project|package|module|file|folder|directory|app|service|CLI|tool|script|command)\b)"
+    r"(?!\s+(?:repo|repository|project|package|app|service|CLI|tool)\b)"  # "This file is …": which one?
 )
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
@@ -135,6 +137,12 @@ STATE = re.compile(
     r"|\bnow (?:also |only |just )?(?:pass|use|state|say|mention|describe|document|explain|list|show|note|recommend|"
     r"tell|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
+    r"|(?:\b(?:is|are)|'s) (?:still )?failing\b"  # "…, but that's failing"
+    # a to-do: "README.md - Project Structure section needs major update", "needs both sections merged",
+    # "The health check needs to be more resilient", "`x.md` - Has outdated URL", "… has the old configuration"
+    r"|\bneeds? (?:\w+ ){0,2}(?:update|updating|clarification|clean-?up|rewrite|rework|merged|merging)\b"
+    r"|\bneeds? to be (?:more|less)\b|\bhas outdated\b"
+    r"|\b(?:has|have|had|still has|contains?|references?) the old\b"
     # … what was there, or not yet: "The `M-Claude` directory doesn't exist locally", "The config had `x` set as …"
     r"|\b(?:does|do)(?:n'?t| not) (?:yet )?exist (?:locally|yet|here)\b|\b(?:had|was|were)\s+(?:\w+\s+)?set\s+(?:as|to)\b"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
@@ -206,6 +214,7 @@ GAP = re.compile(
     r"(?:updated|changed|removed|renamed|fixed)|must (?:change|update|be (?:updated|changed|removed|renamed))|"
     r"should (?:be (?:updated|changed|renamed|removed|x\b)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?|"
     r"today|currently)\b"  # "the drop is unconditional today": how it stands before the change
+    r"|^the current\b(?! (?:x )?(?:checkout|branch)\b)"  # "The current `top_uploaders` tool only counts …"
     r"|^(?:The|So the) (?:issue|problem|bug|culprit) is\b",  # not "The issue was that X uses Y": how X works
     re.I,
 )
@@ -247,9 +256,10 @@ ABOUT_A_TEST = re.compile(
     r"|(?<![\w/.-])test_\w+(?![\w.])"
 )
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
-BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` instead of failing")
+BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` instead of failing"), nor what
+    # fails at that moment ("…, but that's failing")
     r"(?<!instead of )(?<!rather than )(?<!without )(?<!no longer )"
-    r"\b(fails?|failing|breaks?|crash(?:es)?|errors? (?:out|with))\b",
+    r"\b(fails?|(?<!\bis )(?<!'s )(?<!\bare )(?<!\bis still )failing|breaks?|crash(?:es)?|errors? (?:out|with))\b",
     re.I,
 )
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
