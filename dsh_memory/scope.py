@@ -178,8 +178,9 @@ def locate(cwd: str | None) -> tuple[str | None, bool]:
     if not cwd or not isinstance(cwd, str) or "\x00" in cwd or not cwd.strip():
         return None, False
     path = _norm(cwd)
-    if not os.path.isabs(path):
-        return path, False
+    if not os.path.isabs(path):  # a Windows folder read here (`D:\posh\.claude\worktrees\x`), or relative
+        wt = in_worktree(path)
+        return (wt["main"] if wt else path), False
     root = _walk(path)  # a folder that is gone (or not made yet) still lies in the repository around it
     if root is None and (wt := in_worktree(path)):
         path, root = wt["main"], _walk(wt["main"])

@@ -101,6 +101,9 @@ def test_a_worktree_removed_since_is_its_repositorys_project(tmp_path):
     far = "/nonexistent/ws/cli"
     for wt in (f"{far}/.worktrees/1", f"{far}/.worktrees/alex/ent-109-flag", f"{far}/worktrees/2/sub"):
         assert sc.locate(wt) == (far, False)
+    # … a Windows session's too, read on this machine (an unseen set's worktree was a project of its own)
+    assert sc.locate("D:\\posh\\.claude\\worktrees\\calm-e44\\src") == ("D:\\posh", False)
+    assert sc.locate("C:\\Users\\ann\\worktrees\\tool") == ("C:\\Users\\ann\\worktrees\\tool", False)
     assert sc.locate("/home/ann/worktrees/tool") == ("/home/ann/worktrees/tool", False)
     assert sc.locate("/Users/ann/worktrees/tool") == ("/Users/ann/worktrees/tool", False)
 
