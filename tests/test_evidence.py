@@ -1683,3 +1683,22 @@ def test_how_the_code_stood_is_no_fact_once_the_session_changed_it():
     assert gather(s).facts == []
     quiet = make_session(("user", "How does it count?"), ("assistant", said), cwd=CWD)
     assert gather(quiet).facts == [said]
+
+
+def test_what_an_analysis_turned_up_and_what_a_commit_left_are_no_facts():
+    """The unseen Windows set injected "Root cause found and fixed: `TestX`'s mock never stubbed
+    `IsWsl()` …", "A real, unrelated bug was found and deliberately not fixed: …", "While build
+    runs: check remaining `--fix` hunks …", "Only the script change is staged; the stray `nul` file
+    … was left alone." and "The `paths` trigger uses `packages/`, so it's unaffected."."""
+    gone = [
+        "Root cause found and fixed: `TestMapped`'s mock never stubbed `IsWsl()`, so `path_unix_test.go` failed.",
+        "A real, unrelated bug was found and not fixed: `merge.go`'s `isZero` treats unset as `false`.",
+        "While the build runs: check remaining `--fix` hunks (tabs in Go samples, list indents) in `docs/`.",
+        "Only the script change is staged; the stray `nul` file in the repo root was left alone by `git add`.",
+        "The `paths` trigger of `release.yml` uses `packages/`, so it's unaffected by the `msix/` removal.",
+    ]
+    kept = [
+        "`merge.go`'s `isZeroValue` can't tell an unset bool from an explicit `false` in a base config.",
+        "The `paths` trigger of `release.yml` only fires for `packages/`, so docs-only PRs never build installers.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -73,10 +73,12 @@ NARRATION = re.compile(
     r"Filter|Confirm|Detect|Resolve|Validate|Reject|Fetch|Parse|Load|Save|Store|Compute|Emit|Print|Drop|"
     r"Wrap|Extract|Inject|Insert|Append|Prepend|Mark|Stop|Start|Ask|Leave|Treat|Warn|Maybe)\s"
     # … also after a condition: "After `start` or `join`, remember this session is in a collab"
-    r"|^(After|Before|When|Once|If|On)\b[^,]{1,80},\s+(remember|use|read|call|pass|run|ensure|make sure|keep|wait|"
-    r"check|set|add|skip|send)\b"
+    r"|^(After|Before|When|Once|If|On|While)\b[^,:]{1,80}[,:]\s+(remember|use|read|call|pass|run|ensure|make sure|"
+    r"keep|wait|check|set|add|skip|send)\b"  # … or "While build runs: check remaining hunks"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation|Verification"
     r"|Validation|Before|After|Previously|Old|Now)s?\s*:"  # "Before: `x` would only extract …": the change
+    # what the analysis turned up: "Root cause found and fixed: …", "A real bug was found and deliberately not fixed: …"
+    r"|^[^:]{0,60}\b(?:found|fixed|identified|confirmed|resolved|addressed)\s*:"
     # what the change added: "New `skills/x/SKILL.md` (172 lines) with …", "New permitted command: …"
     r"|^[Nn]ew\s(?!(?:sessions?|users?|projects?|runs?|entries|commits?|versions?|files are|releases?)\b)"
     # … in French, Spanish or German: "Ajout de `f`", "Nouvelle fonction …", "Nuevo endpoint …", "Neue Datei …"
@@ -137,6 +139,10 @@ STATE = re.compile(
     r"|\bnow (?:also |only |just )?(?:pass|use|state|say|mention|describe|document|explain|list|show|note|recommend|"
     r"tell|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
+    # what the commit holds, what it left alone, what it leaves be: "Only the script change is staged; the
+    # stray `nul` file was left alone", "The `paths` trigger uses `packages/`, so it's unaffected"
+    r"|\b(?:is|are|was|were) (?:now )?(?:staged|unstaged)\b|\bleft (?:alone|untouched|as is)\b"
+    r"|\bso (?:it'?s|it is|they'?re|they are|this is|that'?s) (?:unaffected|untouched|fine)\b"
     r"|(?:\b(?:is|are)|'s) (?:still )?failing\b"  # "…, but that's failing"
     # a to-do: "README.md - Project Structure section needs major update", "needs both sections merged",
     # "The health check needs to be more resilient", "`x.md` - Has outdated URL", "… has the old configuration"
