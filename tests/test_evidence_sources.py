@@ -856,6 +856,25 @@ def test_set_up_lines_of_several_sessions_fold_where_one_has_the_others_steps():
     ]
 
 
+def test_set_up_lines_of_one_command_run_other_ways_fold_into_the_plainest():
+    """An unseen set's project had five "Set up and run with" lines, among them `npm run dev` and
+    `npm run dev -- --port 4321`, and `npm run seed` once as the session's and once through a
+    subagent: the same command with other flags or run another way is one step, said the plainest
+    way."""
+    g = Group("/home/dev/src/box")
+    knows = g.sections.setdefault("Reusable knowledge", [])
+    g.add("Reusable knowledge", "- Set up and run with: `npm run dev -- --port 4321`", "a")
+    g.add("Reusable knowledge", "- Set up and run with: `npm run seed`", "b")
+    g.add("Reusable knowledge", "- Set up and run with: `npm run dev`", "c")
+    g.add("Reusable knowledge", "- Set up and run with: `npm run seed` (through the `general-purpose` subagent)", "d")
+    g.add("Reusable knowledge", "- Set up and run with: `npm run dev` (in `web`)", "e")
+    assert knows == [
+        "- Set up and run with: `npm run dev` (in `web`) [source: e]",
+        "- Set up and run with: `npm run seed` [source: b, d]",
+        "- Set up and run with: `npm run dev` [source: a, c]",
+    ]
+
+
 def test_a_check_of_some_packages_goes_where_the_same_check_ran_on_all():
     """A Go project's merged line listed `go test ./cmd/entire/cli/strategy/ -count=1`, `go build
     ./cmd/entire/cli/checkpoint` and `go build ./cmd/entire/cli/summarise` beside `go build ./...`:

@@ -67,17 +67,24 @@ def _plain_first(item: str) -> tuple:
 
 
 SETUP_LINE = "- Set up and run with:"
-_HOW_OFTEN = re.compile(r" \(ran \d+×\)| \(runs `[^`]*`\)")
 
 
-def _steps(line: str) -> set[str]:
-    """The steps of a "Set up and run with" line: each command with its folder, not how often it
-    ran nor what a package script runs."""
-    return {_HOW_OFTEN.sub("", item) for item in _LIST_ITEM.findall(line.split(":", 1)[1])}
+def _steps(line: str) -> set[tuple[str, str]]:
+    """The steps of a "Set up and run with" line: each command's `family` with its folder, not its
+    flags, how often it ran, what a package script runs nor who ran it (a subagent)."""
+    out = set()
+    for item in _LIST_ITEM.findall(line.split(":", 1)[1]):
+        where = _IN_FOLDER.search(item)
+        out.add((family(item.split("`")[1]), where.group(0) if where else ""))
+    return out
 
 
 def wider(old: str, new: str) -> str | None:
     """Of two set-up lines, the one whose steps hold all of the other's (`pnpm dev` is in `pnpm dev`,
-    then `pnpm api dev`; with the same steps in another order, `old`); None when neither does."""
+    then `pnpm api dev`); with the same steps (in another order, with other flags: `npm run dev --
+    --port 4321`, through a subagent), the one that says what a script runs, else the session's own,
+    else the shorter; None when neither holds the other's."""
     a, b = _steps(old), _steps(new)
+    if a == b:
+        return min(old, new, key=lambda line: ("(runs " not in line, "(through the " in line, len(line)))
     return old if b and b <= a else new if a and a <= b else None
