@@ -1702,3 +1702,26 @@ def test_what_an_analysis_turned_up_and_what_a_commit_left_are_no_facts():
         "The `paths` trigger of `release.yml` only fires for `packages/`, so docs-only PRs never build installers.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_where_the_work_is_now_and_an_option_for_the_reader_are_not_memory():
+    """An unseen set kept the user's "currently we are working in @docs/prd.md" and "they are
+    described in the document …/open-items.md" (the work at hand, and a "they" the message before
+    names) as project facts, and injected the agent's "If you need the data in your own database,
+    the most practical approach would be a script …", an acceptance criterion ("Given the manager
+    fails to reconnect …") and a review's "Real findings to carry forward: …"."""
+    for said in (
+        "currently we are working in @docs/planning/prd-shop.md",
+        "they are described in the document /home/ann/shop/docs/open-items.md",
+        "We're working on `src/cart.ts` right now.",
+    ):
+        assert gather(make_session(("user", said), ("assistant", "Ok."), cwd=CWD)).user_facts == [], said
+    kept = "The deploy script is `scripts/deploy.sh`."
+    assert gather(make_session(("user", kept), ("assistant", "Ok."), cwd=CWD)).user_facts == [kept]
+    gone = [
+        "For numbers in a spreadsheet, the most practical approach would be a script that runs `shop stats --json`.",
+        "Given the `ConnectionManager` fails to reconnect to the primary feed within `30s` of a drop",
+        "Real findings to carry forward: the `resolve('./')` cwd dependency, `Inter` only at 400 weight in `app.css`.",
+    ]
+    facts = ["`ConnectionManager` never retries the primary feed after `maxRetries`, so it stays on the fallback."]
+    assert [s for s in gone + facts if fact_score(s)] == facts

@@ -97,7 +97,8 @@ TASK_WISH = re.compile(
 DEICTIC = re.compile(
     r"^(?:that|this|these|those)\s+(?!(?:repo|repository|project|codebase|workspace|team|company|package|app)s?\b)"
     r"(?:\w+\s+){0,2}?(?:doesn'?t|does not|don'?t|do not|isn'?t|is not|aren'?t|are not|should|needs?|must)\b"
-    r"|^it\s+(?:should|needs?|must|doesn'?t|does not|isn'?t|is not)\b",  # "it should be separated to that"
+    r"|^it\s+(?:should|needs?|must|doesn'?t|does not|isn'?t|is not)\b"  # "it should be separated to that"
+    r"|^they\s",  # "they are described in the doc …": what "they" are, the message before says
     re.I,
 )
 # "in fact, I prefer u dont", "avoid inventing our own.": the rule is the sentence before; alone it says nothing.
@@ -187,8 +188,10 @@ USER_FACT = re.compile(  # "The deploy script is scripts/deploy.sh.", "Our API l
     re.I,
 )
 # "parent on the PR is alex/ent-221": a fact of the work at hand (not "the PR template is …")
-OF_THE_WORK = re.compile(
-    r"\b(?:the|this|that|my|your|our) (?:pr|pull request|branch|ticket)\b(?! (?:template|title|body|desc))", re.I
+OF_THE_WORK = re.compile(  # … and where the work is now ("currently we are working in @docs/prd.md")
+    r"\b(?:the|this|that|my|your|our) (?:pr|pull request|branch|ticket)\b(?! (?:template|title|body|desc))"
+    r"|\b(?:currently|right now|at the moment)\b|\bwe(?:'re| are) (?:now )?working (?:in|on)\b",
+    re.I,
 )
 OBSERVATION = re.compile(
     r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look|understand|get|know)\w*\b", re.I
