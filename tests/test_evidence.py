@@ -1725,3 +1725,17 @@ def test_where_the_work_is_now_and_an_option_for_the_reader_are_not_memory():
     ]
     facts = ["`ConnectionManager` never retries the primary feed after `maxRetries`, so it stays on the fallback."]
     assert [s for s in gone + facts if fact_score(s)] == facts
+
+
+def test_an_answers_framing_is_no_fact():
+    """An unseen Codex set's long session, its analysis steps gone, filled its share of facts with
+    "The answer is nuanced: latest portable config does not need …" and "The important
+    distinction: `<experiment>/<timestamp>` is now an invocation container, …": the frame of an
+    answer to the user's question, not a fact said of the project."""
+    gone = [
+        "The answer is nuanced: the new config does not need a remote name, but `sync.ts` still defaults to `origin`.",
+        "The important distinction: `<run>/<timestamp>` is an invocation folder, not always a bundle from `eval.ts`.",
+        "Short answer: `pnpm build` only needs `tsc` because `vite` runs in `dev` alone.",
+    ]
+    kept = ["The difference between `sync` and `pull` is that `sync.ts` never rewrites local commits."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

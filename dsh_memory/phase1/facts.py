@@ -92,6 +92,8 @@ NARRATION = re.compile(
     # is whether …", "Two findings are forming: …"
     r"|^(?:One|Another|(?:The )?(?:[Rr]emaining|[Oo]ther|[Ss]econd)) (?:issue|problem|finding|blocker|gap)s? (?:is|are)\b"
     r"|^(?:The )?[Kk]ey(?: [\w-]+)? is\b|^\w+ findings? (?:are|is) (?:forming|emerging)\b"
+    # … and an answer's framing: "The answer is nuanced: …", "The important distinction: …"
+    r"|^(?:The|Short) (?:[\w-]+ )?(?:answer|distinction|difference|nuance|takeaway|upshot|bottom line)\b[^:]{0,20}:"
     # … and options weighed: "The cleanest fix is to use …", "A robust fix is to mark …", "The generic fix is: …"
     r"|^(?:[^.;]{0,120}?,\s+(?:so\s+)?the|The|A|One|So the) (?:most )?(?:best|simplest|simpler|cleanest|cleaner|right|"
     r"correct|robust|proper|minimal|generic|easiest|safest|cheapest|cheap|better|obvious|practical) "
