@@ -894,6 +894,7 @@ def test_a_question_after_a_lead_a_finding_an_opinion_and_a_request_for_this_inf
         "I honestly feel that the revocation risk is quite low, since sharing is only available in browser.",
         "agentv watch - i don't understand the purpose of this.",
         "read the @docs/PROTOCOL.md in detail and make sure all steps have been followed.",
+        "just make sure to point the subagent at the review comment",  # as "Make sure to …": a task's step
         "the security review should be updated with this info and committed .",
         # … what should have been done this time, a finding, the code on screen, a refactor wanted
         "I should have checked both sensors' current readings before concluding which was most recent.",

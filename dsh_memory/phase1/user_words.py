@@ -200,8 +200,8 @@ STRONG_CUE = re.compile(r"\b(always|never|don'?t|do not|from now on|every time|w
 QUESTION = re.compile(  # "do not commit anything" is an order, not a question
     r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b(?!\s+not\b)", re.I
 )
-TASK_LEAD = re.compile(  # "ahh ok …", "also …", "as part of the work, …": as many as lead
-    r"^(?:(?:ok(?:ay)?|yes|yeah|yep|yup|no|nope|hmm+|ah+|oh+|great|cool|thanks|please|lets|let's|now|then|also|and|but|so"
+TASK_LEAD = re.compile(  # "ahh ok …", "also …", "just …", "as part of the work, …": as many as lead
+    r"^(?:(?:ok(?:ay)?|yes|yeah|yep|yup|no|nope|hmm+|ah+|oh+|great|cool|thanks|please|lets|let's|now|then|also|and|but|so|just"
     r"|as (?:a )?part of (?:the|this) (?:work|task|change|pr|fix|feature))\b[,.!:]?\s*)+",
     re.I,
 )
