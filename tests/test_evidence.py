@@ -414,6 +414,9 @@ def test_informative_error_skips_headers_and_generic_lines():
         "  × Formatter would have printed the following content:\n  \n    358 358 │ {x}\n"
     )
     assert informative_error(biome) == "× Formatter would have printed the following content:"
+    # a heading of the errors below it is none of them (an unseen admin set's `opkg remove` shield)
+    opkg = "Collected errors:\n * opkg_remove_cmd: Package vpn-ui could not be removed: in use by vpn-core.\n"
+    assert informative_error(opkg) == "opkg_remove_cmd: Package vpn-ui could not be removed: in use by vpn-core."
 
 
 def test_a_long_pasted_prompt_gives_its_first_line_only():

@@ -135,6 +135,9 @@ def script_of(line: str, output: str) -> str:
 _TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")  # Claude Code's wrapper of a refused call's message
 
 
+_HEADING = re.compile(r"^\S+(?:\s+\S+){0,2}:$")  # "Collected errors:": what the lines below it are
+
+
 def informative_error(text: str) -> str:
     """The first line of an output that says what went wrong, or "" (nothing worth a shield)."""
     text = _TOOL_ERROR_TAG.sub("", text)
@@ -142,15 +145,19 @@ def informative_error(text: str) -> str:
     if said:
         return said
     for ln in _output(text).splitlines():
-        s = re.sub(r"^E\s+", "", ln.strip())  # pytest's "E   " prefix, not the E of "EOFError"
+        s = re.sub(r"^(?:E|\*)\s+", "", ln.strip())  # pytest's "E   " prefix (not the E of "EOFError"), a "* " item
         if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
             continue  # … and a package script's echo ("$ biome check --error-on-warnings")
         if LOG_INFO.search(s) or PASSED.match(s):
             continue  # "INFO … failed_branches=0", "(pass) … fails clearly when …": no error said
+        if _HEADING.match(s):
+            continue  # a heading of the errors below it ("Collected errors:"), not one
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
             return clip(s, 200)
     lines = [ln.strip() for ln in _output(text).splitlines() if ln.strip() and not ln.strip().startswith("[")]
-    lines = [ln for ln in lines if not (PASSED.match(ln) or LOG_INFO.search(ln))]
+    lines = [
+        re.sub(r"^\*\s+", "", ln) for ln in lines if not (PASSED.match(ln) or LOG_INFO.search(ln) or _HEADING.match(ln))
+    ]
     if 0 < len(lines) <= 2 and len(re.findall(r"[A-Za-z]{2,}", lines[0])) >= 3 and not GENERIC_ERROR.match(lines[0]):
         return clip(lines[0], 200)  # a short output of a failed command is its message
     return ""
