@@ -1629,6 +1629,9 @@ def test_a_verb_without_its_subject_and_what_was_there_are_no_facts():
         "`src/api/routes/jobs.ts`: Extracts parent checks from the result and passes them as `selectedChecks`",
         "The `notes-vault` directory doesn't exist locally, so `sync.sh` has nothing to read from.",
         "The router configuration had `server` set as a single option instead of a list in `dhcp`.",
+        # … the same after a condition, and a prompt's words quoted (an unseen Go set)
+        'On user input, calls `claude -p` with `--allowedTools "mcp__map__*"` — no bridge needed',
+        '"Every `device_id` MUST be a clickable map link, never plain text in `chat.go` replies."',
     ]
     kept = [
         "Reads are cached in `~/.cache/app` because `fetch.ts` only checks the ETag once per hour.",

@@ -236,8 +236,9 @@ _CLAUSE = re.compile(r"\b(?:whose|which|that|where|if|when|unless|once|whether|a
 # "Skill rewritten: …", "Plan complete and saved locally to …".
 FRAGMENT = re.compile(
     r"^[A-Z][a-z]+s\s+(?:(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b|`)"
-    # … or any object: "Launches Terminal and runs `claude`", "Reads CPU power from …" (not "Reads are cached")
-    r"|^(?:Launches|Loads|Reads|Uses|Extracts|Creates|Writes|Returns|Sends|Generates|Parses|Renders|Displays|Shows|"
+    # … or any object: "Launches Terminal and runs `claude`", "Reads CPU power from …" (not "Reads are cached"),
+    # also after a condition: "On user input, calls `claude -p` with …"
+    r"|^(?:(?:On|When|After|Before|Once|If|While)\b[^,]{1,60},\s+)?(?i:Launches|Loads|Reads|Uses|Extracts|Creates|Writes|Returns|Sends|Generates|Parses|Renders|Displays|Shows|"
     r"Adds|Removes|Opens|Starts|Converts|Fetches|Validates|Accepts|Provides|Exposes|Supports|Defines|Implements|"
     r"Detects|Resolves|Prints|Emits|Spawns|Installs|Copies|Deletes|Downloads|Uploads|Syncs|Computes|Replaces|"
     r"Injects|Passes|Receives|Wraps|Skips|Saves|Stores|Sets|Gets|Handles|Updates|Calls|Runs|Checks|Builds)\s+"
@@ -330,8 +331,10 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0
     if s.endswith("!") and not WARNING.match(s):
         return 0  # the agent's excitement at what it just found, not a warning said with force
-    if STATUS_MARK.search(s):
-        return 0
+    if STATUS_MARK.search(s) or (s[0] in '"“' and s.rstrip(".").endswith(('"', "”"))):
+        return (
+            0  # … or a quotation: a prompt's or a file's words ("\"Every device id MUST be a link\""), not the agent's
+        )
     if WHERE_LED.match(s) and CODE.search(s):
         return 0 if STATE.search(plain) else 2  # not "Branch: `x` (27 commits ahead of main)"
     led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
