@@ -1632,6 +1632,9 @@ def test_a_verb_without_its_subject_and_what_was_there_are_no_facts():
         # … the same after a condition, and a prompt's words quoted (an unseen Go set)
         'On user input, calls `claude -p` with `--allowedTools "mcp__map__*"` — no bridge needed',
         '"Every `device_id` MUST be a clickable map link, never plain text in `chat.go` replies."',
+        # … and a story's design notes (an unseen Astro set): "Publishes … to …", "Define …, then read …"
+        "Publishes normalized `PriceTick` to `priceStore` (Nano Store) on every socket message",
+        "Define every token in `@theme`, then read `getComputedStyle()` when configuring the chart.",
     ]
     kept = [
         "Reads are cached in `~/.cache/app` because `fetch.ts` only checks the ETag once per hour.",
