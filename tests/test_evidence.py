@@ -1635,6 +1635,7 @@ def test_a_verb_without_its_subject_and_what_was_there_are_no_facts():
         # … and a story's design notes (an unseen Astro set): "Publishes … to …", "Define …, then read …"
         "Publishes normalized `PriceTick` to `priceStore` (Nano Store) on every socket message",
         "Define every token in `@theme`, then read `getComputedStyle()` when configuring the chart.",
+        "Should now load correctly after the `CloudFront` fix to `/api/*` routing in `nginx.conf`",
     ]
     kept = [
         "Reads are cached in `~/.cache/app` because `fetch.ts` only checks the ETag once per hour.",

@@ -80,6 +80,7 @@ NARRATION = re.compile(
     # what the analysis turned up: "Root cause found and fixed: …", "A real bug was found and deliberately not fixed: …"
     r"|^[^:]{0,60}\b(?:(?:found|fixed|identified|confirmed|resolved|addressed)|findings?\b[^:]{0,30})\s*:"
     r"|^Given (?:the|a|an|that)\b"  # an acceptance criterion: "Given the manager fails to reconnect"
+    r"|^(?:Should|Would|Could|Will|Might|May)\s"  # a guess without its subject: "Should now load after the fix"
     # what the change added: "New `skills/x/SKILL.md` (172 lines) with …", "New permitted command: …"
     r"|^[Nn]ew\s(?!(?:sessions?|users?|projects?|runs?|entries|commits?|versions?|files are|releases?)\b)"
     # … in French, Spanish or German: "Ajout de `f`", "Nouvelle fonction …", "Nuevo endpoint …", "Neue Datei …"
