@@ -207,6 +207,7 @@ DELEGATED = re.compile(
 # A line ticked or crossed off, or cheered: a checklist's or an audit's report of that moment ("✅ Full
 # access to `~/.ssh`", "❌ Read LSASS memory", "… and pushed! 🚀"), not how the project works.
 STATUS_MARK = re.compile("[\u2705\u274c\u274e\u2713\u2714\u2717\u2718\u2611\u2612\U0001f680\U0001f389]")
+_QUOTED = re.compile(r"[\"“][^\n]*[\"”]\.?")  # '"Every device id MUST be a map link."', quoted whole
 # A warning said with force ("Never run the migration twice!"), unlike an exclamation of the moment.
 WARNING = re.compile(r"(?:never|don'?t|do not|always|important|warning|caution|careful)\b", re.I)
 # A timestamp in a name: one run's output ("The failed rerun artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`").
@@ -239,7 +240,8 @@ FRAGMENT = re.compile(
     r"^[A-Z][a-z]+s\s+(?:(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b|`)"
     # … or any object: "Launches Terminal and runs `claude`", "Reads CPU power from …" (not "Reads are cached"),
     # also after a condition: "On user input, calls `claude -p` with …"
-    r"|^(?:(?:On|When|After|Before|Once|If|While)\b[^,]{1,60},\s+)?(?i:Launches|Loads|Reads|Uses|Extracts|Creates|Writes|Returns|Sends|Generates|Parses|Renders|Displays|Shows|"
+    r"|^(?:(?:On|When|After|Before|Once|If|While)\b[^,]{1,60},\s+)?"
+    r"(?i:Launches|Loads|Reads|Uses|Extracts|Creates|Writes|Returns|Sends|Generates|Parses|Renders|Displays|Shows|"
     r"Adds|Removes|Opens|Starts|Converts|Fetches|Validates|Accepts|Provides|Exposes|Supports|Defines|Implements|"
     r"Detects|Resolves|Prints|Emits|Spawns|Installs|Copies|Deletes|Downloads|Uploads|Syncs|Computes|Replaces|"
     r"Injects|Passes|Receives|Wraps|Skips|Saves|Stores|Sets|Gets|Handles|Updates|Calls|Runs|Checks|Builds|Publishes|"
@@ -333,10 +335,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0
     if s.endswith("!") and not WARNING.match(s):
         return 0  # the agent's excitement at what it just found, not a warning said with force
-    if STATUS_MARK.search(s) or (s[0] in '"“' and s.rstrip(".").endswith(('"', "”"))):
-        return (
-            0  # … or a quotation: a prompt's or a file's words ("\"Every device id MUST be a link\""), not the agent's
-        )
+    if STATUS_MARK.search(s) or _QUOTED.fullmatch(s):
+        return 0  # … or a quotation: a prompt's or a file's words, not the agent's
     if WHERE_LED.match(s) and CODE.search(s):
         return 0 if STATE.search(plain) else 2  # not "Branch: `x` (27 commits ahead of main)"
     led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
