@@ -1750,3 +1750,20 @@ def test_an_answers_framing_is_no_fact():
     ]
     kept = ["The difference between `sync` and `pull` is that `sync.ts` never rewrites local commits."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_two_words_with_a_slash_name_nothing():
+    """Unseen sets injected "Blue send button (instead of broken/invisible)", "Since the lat/lon is
+    right there in the result JSON, the model has everything it needs …" and "The UI adapts by
+    adding/removing state indicators …": a pair of words read as a path was the "something
+    specific" a fact needs. A path in a code span, or one with more to it, still names something."""
+    gone = [
+        "Blue send button on the chat page (instead of broken/invisible)",
+        "Since the lat/lon is right there in the result JSON, the model has everything it needs.",
+        "The UI adapts by adding/removing state indicators but never changes layout or hides data.",
+    ]
+    kept = [
+        "The `entire/sessions` branch is pushed but the upstream tracking relationship is never set up.",
+        "Skills live in plugins/entire/skills and each needs its own SKILL.md file.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

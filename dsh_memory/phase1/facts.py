@@ -321,10 +321,15 @@ def lead_lists(text: str) -> list[str]:
     return out
 
 
+_SLASHED = re.compile(r"[A-Za-z]+/[A-Za-z]+")  # "lat/lon", "adding/removing", "SSH/curl": a pair of words
+
+
 def named(s: str) -> list[str]:
-    """The things a sentence names: code spans, paths and file names, identifiers."""
+    """The things a sentence names: code spans, paths and file names (not two words with a slash
+    between them outside a code span), identifiers."""
     plain = CODE.sub(" x ", s)
-    return CODE.findall(s) + _PATHLIKE.findall(plain) + _IDENT.findall(plain)
+    paths = [p for p in _PATHLIKE.findall(plain) if not _SLASHED.fullmatch(p)]
+    return CODE.findall(s) + paths + _IDENT.findall(plain)
 
 
 def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
