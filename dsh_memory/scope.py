@@ -178,12 +178,13 @@ def locate(cwd: str | None) -> tuple[str | None, bool]:
     if not cwd or not isinstance(cwd, str) or "\x00" in cwd or not cwd.strip():
         return None, False
     path = _norm(cwd)
-    if not os.path.isabs(path):  # a Windows folder read here (`D:\posh\.claude\worktrees\x`), or relative
-        wt = in_worktree(path)
-        return (wt["main"] if wt else path), False
-    root = _walk(path)  # a folder that is gone (or not made yet) still lies in the repository around it
+    # a folder that is gone (or not made yet) still lies in the repository around it; a Windows folder
+    # read here (`D:\posh\.claude\worktrees\x`) or a relative one is looked up by its layout only
+    absolute = os.path.isabs(path)
+    root = _walk(path) if absolute else None
     if root is None and (wt := in_worktree(path)):
-        path, root = wt["main"], _walk(wt["main"])
+        path = wt["main"]
+        root = _walk(path) if absolute else None
     return (root, True) if root is not None else (path, False)
 
 

@@ -144,7 +144,8 @@ def informative_error(text: str) -> str:
     said = _json_error(text)
     if said:
         return said
-    for ln in _output(text).splitlines():
+    output = _output(text).splitlines()
+    for ln in output:
         s = re.sub(r"^(?:E|\*)\s+", "", ln.strip())  # pytest's "E   " prefix (not the E of "EOFError"), a "* " item
         if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
             continue  # … and a package script's echo ("$ biome check --error-on-warnings")
@@ -154,7 +155,7 @@ def informative_error(text: str) -> str:
             continue  # a heading of the errors below it ("Collected errors:"), not one
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
             return clip(s, 200)
-    lines = [ln.strip() for ln in _output(text).splitlines() if ln.strip() and not ln.strip().startswith("[")]
+    lines = [ln.strip() for ln in output if ln.strip() and not ln.strip().startswith("[")]
     lines = [
         re.sub(r"^\*\s+", "", ln) for ln in lines if not (PASSED.match(ln) or LOG_INFO.search(ln) or _HEADING.match(ln))
     ]
