@@ -1649,7 +1649,7 @@ def test_a_to_do_a_failure_at_hand_and_an_old_config_are_no_facts():
     """An unseen Go set injected a review's to-dos ("README.md - Project Structure section needs
     major update", "`duckdb_client.go` - needs both sections merged", "The health check needs to be
     more resilient to …", "… - Has outdated MCP endpoint URL"), a failure at hand ("…, but that's
-    failing."), a file as it stood ("… is not a symlink and has the old configuration"), a file it
+    failing.", "… are still failing …"), a file as it stood ("… is not a symlink and has the old configuration"), a file it
     does not name ("This file is in `.gitignore` but was previously committed."), and two sentences
     as one where the first ended in a quote."""
     gone = [
@@ -1658,6 +1658,7 @@ def test_a_to_do_a_failure_at_hand_and_an_old_config_are_no_facts():
         "The health check needs to be more resilient to SSH and curl failures during the `retry` loop.",
         "`onboarding.md` - Has outdated MCP endpoint URL for the `/mcp-http` route, see `docs/api.md`",
         "The deploy script reads the key from the `auth-profiles.json` store, but that's failing.",
+        "The `deploy.yml` workflow runs are still failing on `main` after the `vite.config.ts` change.",
         "The `/etc/nginx/sites-enabled/map` file is not a symlink and has the old configuration.",
         "This file is in `.gitignore` but was previously committed to `main` by the setup script.",
     ]

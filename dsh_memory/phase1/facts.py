@@ -274,7 +274,7 @@ WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
 BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` instead of failing"), nor what
     # fails at that moment ("…, but that's failing")
     r"(?<!instead of )(?<!rather than )(?<!without )(?<!no longer )"
-    r"\b(fails?|(?<!\bis )(?<!'s )(?<!\bare )(?<!\bis still )failing|breaks?|crash(?:es)?|errors? (?:out|with))\b",
+    r"\b(fails?|(?<!\bis )(?<!'s )(?<!\bare )(?<!\bis still )(?<!\bare still )(?<!'s still )failing|breaks?|crash(?:es)?|errors? (?:out|with))\b",
     re.I,
 )
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
