@@ -1697,6 +1697,27 @@ def test_how_the_code_stood_is_no_fact_once_the_session_changed_it():
     assert gather(quiet).facts == [said]
 
 
+def test_what_files_had_only_is_no_fact_once_the_session_added_the_rest():
+    """ "The three `SKILL.md` files have only `description:` …", then the edits that add `name:`:
+    how they stood before the change (a gap, as "… doesn't include …")."""
+    said = "The three `skills/*/SKILL.md` files have only `description:` in their frontmatter."
+    edit = {
+        "file_path": f"{CWD}/skills/search/SKILL.md",
+        "old_string": "description:",
+        "new_string": "name: search\ndescription:",
+    }
+    s = make_session(
+        ("user", "Why is only one skill found?"),
+        ("assistant", said),
+        ("tool", "Edit", edit, "The file has been updated.", False),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert gather(s).facts == []
+    quiet = make_session(("user", "What do they hold?"), ("assistant", said), cwd=CWD)
+    assert gather(quiet).facts == [said]
+
+
 def test_what_an_analysis_turned_up_and_what_a_commit_left_are_no_facts():
     """The unseen Windows set injected "Root cause found and fixed: `TestX`'s mock never stubbed
     `IsWsl()` …", "A real, unrelated bug was found and deliberately not fixed: …", "While build

@@ -225,7 +225,7 @@ GAP = re.compile(
     r"update|remove|rename|pass|include|add|updated|changed|removed|renamed|fixed|added)|needs? \w+(?: \w+)? "
     r"(?:updated|changed|removed|renamed|fixed)|must (?:change|update|be (?:updated|changed|removed|renamed))|"
     r"should (?:be (?:updated|changed|renamed|removed|x\b)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?|"
-    r"today|currently)\b"  # "the drop is unconditional today": how it stands before the change
+    r"(?:has|have) only|today|currently)\b"  # "the drop is unconditional today": how it stands before the change
     r"|^the current\b(?! (?:x )?(?:checkout|branch)\b)"  # "The current `top_uploaders` tool only counts …"
     r"|^(?:The|So the) (?:issue|problem|bug|culprit) is\b",  # not "The issue was that X uses Y": how X works
     re.I,
