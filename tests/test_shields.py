@@ -688,3 +688,55 @@ def test_a_chain_that_ends_in_a_look_fixes_nothing_and_an_info_log_line_is_no_er
         cwd=CWD,
     )
     assert [x.fix for x in gather(s).shields] == ["`git fetch origin release && git rebase FETCH_HEAD`"]
+
+
+def test_a_merge_conflict_a_warning_a_running_test_and_a_formatter_are_no_shield():
+    """An unseen Go set kept "`git merge origin/x` failed: `Automatic merge failed; …`; fixed by
+    `git merge origin/x --no-edit`" (the conflicts were that day's branches, resolved by hand),
+    "`mise run test:ci` failed: `… WARN failed to delete orphaned shadow branch …`; fixed by `mise
+    run fmt && mise run lint`" (a test's expected warning as the error; a formatter as the fix of
+    failing tests) and "`go test … -v` failed: `=== RUN TestX/unknown_returns_error`"."""
+    merge = "Auto-merging go.mod\nCONFLICT (content): Merge conflict in go.mod\nAutomatic merge failed; fix conflicts"
+    s = make_session(
+        ("user", "Merge the hooks branch."),
+        _bash("git merge origin/feat/hooks", merge, True),
+        _bash("git merge --abort"),
+        _bash("git merge origin/feat/hooks --no-edit", "Merge made by the 'ort' strategy."),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+    ci = (
+        "[test:ci] $ go test -race ./...\n"
+        "2026/02/07 16:30:27 WARN failed to delete orphaned shadow branch id=shop/none reason=test\n"
+        "--- FAIL: TestInitLogging (0.09s)\n    logging_test.go:40: expected log file, got none\nFAIL"
+    )
+    s = make_session(
+        ("user", "Run CI locally."),
+        _bash("mise run test:ci", ci, True),
+        _edit("cmd/shop/logging.go"),
+        _bash("mise run fmt && mise run lint", "ok"),
+        _bash("mise run test:ci", "ok  	shop/cmd/shop	4.2s"),
+        cwd=CWD,
+    )
+    (shield,) = gather(s).shields
+    assert shield.error == "logging_test.go:40: expected log file, got none"
+    assert shield.fix.startswith("editing `cmd/shop/logging.go`")
+    run = "=== RUN   TestRegistry/Get_unknown_agent_returns_error\n    registry_test.go:31: no agent type named claude-code\n--- FAIL"
+    s = make_session(
+        ("user", "Test the registry."),
+        _bash("go test ./cmd/shop/agent/... -run Registry -v", run, True),
+        _edit("cmd/shop/agent/registry.go"),
+        _bash("go test ./cmd/shop/agent/... -run Registry -v", "PASS"),
+        cwd=CWD,
+    )
+    (shield,) = gather(s).shields
+    assert shield.error == "registry_test.go:31: no agent type named claude-code"
+    lint = "cmd/shop/main.go:12: File is not `gofmt`-ed (gofmt)\nexit status 1"
+    s = make_session(  # … while a formatter still fixes a linter's finding
+        ("user", "Lint."),
+        _bash("golangci-lint run ./...", lint, True),
+        _bash("go fmt ./..."),
+        _bash("golangci-lint run ./...", "0 issues."),
+        cwd=CWD,
+    )
+    assert [x.fix for x in gather(s).shields] == ["`go fmt ./...`"]

@@ -30,10 +30,14 @@ GENERIC_ERROR = re.compile(
     r"\(?no output\)?|error: \d+|traceback \(most recent call last\):?)$",
     re.I,
 )
-# A log line at a level below a warning: "2026/02/07 16:30:27 INFO cleanup completed … failed_branches=0".
-LOG_INFO = re.compile(r"^(?:[\d/:.,TZ+-]+\s+){0,2}(?:INFO|DEBUG|TRACE)\b|\blevel=\"?(?:info|debug|trace)\b")
-# A test that passed, whatever its name says: "(pass) grade > fails clearly when the manifest is missing".
-PASSED = re.compile(r"(?:\(pass\)|✓|✔|PASS\b|ok\s|--- PASS\b)")
+# A log line at a level below an error: "2026/02/07 16:30:27 INFO cleanup completed … failed_branches=0",
+# "… WARN failed to delete orphaned shadow branch … reason=test" (a test's expected warning, not why it failed).
+LOG_INFO = re.compile(
+    r"^(?:[\d/:.,TZ+-]+\s+){0,2}(?:INFO|DEBUG|TRACE|WARN(?:ING)?)\b|\blevel=\"?(?:info|debug|trace|warn(?:ing)?)\b"
+)
+# A test that passed or runs, whatever its name says: "(pass) grade > fails clearly when the manifest is
+# missing", go test's "=== RUN   TestRegistry/Get_unknown_agent_returns_error".
+PASSED = re.compile(r"(?:\(pass\)|✓|✔|PASS\b|ok\s|--- PASS\b|=== (?:RUN|PAUSE|CONT|NAME)\b)")
 EXIT = re.compile(r"(?:exit code|exited with code|\[exit code:)\s*(-?\d+)", re.I)
 _CODEX_HEAD = re.compile(
     r"^(Chunk ID|Wall time|Process exited with code|Original token count|Output|Process running)\b.*$"

@@ -120,11 +120,18 @@ DESTRUCTIVE = re.compile(
 )
 
 
+# A merge or rebase that stopped on conflicting changes: the state of that day's branches, resolved by
+# hand, not a command's lesson ("`git merge origin/x` failed: `Automatic merge failed; …`").
+CONFLICT = re.compile(
+    r"\bAutomatic merge failed\b|^CONFLICT \(|\bMerge conflict in\b|\bcould not apply [0-9a-f]{7,}|\bResolve all conflicts\b"
+)
+
+
 def _shield(r: Run, why: str, fix: str, advised: bool = False) -> Shield | None:
     """The shield of the failed run `r`: its command (`shown`), its error, the agent's explanation
     up to its last whole clause; None when the command or the fix cannot be shown whole."""
     command = shown(r.line)
-    if not command or not fix or DESTRUCTIVE.search(fix):
+    if not command or not fix or DESTRUCTIVE.search(fix) or CONFLICT.search(r.error):
         return None  # a fix that throws work away is that moment's call, never a lesson to repeat
     return Shield(command=command, error=r.error, cause=clip_prose(why, 220), fix=fix, advised=advised)
 
@@ -181,6 +188,7 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
     return None
 
 
+FORMATS = re.compile(r"(?<![\w-])(?:--fix|fix|format|fmt)(?![\w-])")  # a run that only reformats or autofixes
 # A linter's or type checker's run (and a test file, `clean.TEST_FILE`): a lint finding in new code, or a test the
 # session wrote and then corrected, is the check doing its job (a circular import the tests hit is not).
 LINT = re.compile(
@@ -221,6 +229,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
             x.line
             for x in ([] if far else between)
             if MODIFY.match(core(x.line)) or (SETUP.search(core(x.line)) and not EXPLORE.match(core(x.line)))
+            if LINT.search(core(r.line)) or not FORMATS.search(core(x.line))  # a formatter fixes no failing test
         ]
         edited = [] if far else [e for e in edits if r.seq < e[0] < later.seq and not is_absolute(e[1])]
         if later.escalated and not r.escalated:
