@@ -1011,20 +1011,26 @@ def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_worker
 
 def test_a_fact_keeps_its_files_but_not_their_line_numbers():
     """A maintainer's code-review facts cited lines ("segment.go:229 returns early …", "(`src/terminal/
-    writer.go:221-229`)", "the test at line 392"): true that day, wrong once the file changes. The
+    writer.go:221-229`)", "the test at line 392", "at lines 48, 58, 61", "(line 81 - …)"): true that day, wrong once the file changes. The
     fact keeps the file; a port or a time is no line number."""
     said = [
         "The drop is unconditional: `segment.go:229` returns early from `Render()`, so segments.go:186 never writes it.",
         "`SetParentColors` (`src/terminal/writer.go:221-229`) only ever prepends to `ParentColors`, an O(n) copy.",
         "The real problem is the assertions: the test at line 392 asserts `Save the plan` is in `message`.",
         "The dev server is configured in `vite.config.ts`: it only listens on `127.0.0.1:8080`.",
+        "`plumbing` is still imported at lines 48, 58 and 61 for the `SetReference` calls in `refs.go`.",
+        "If `InitializeSession` fails (line 81 - it only prints a warning), no `state.json` is written.",
+        "The migration in `migrate.go` (lines 43, 52, 76) only updates `BaseCommit`, never `TreeHash`.",
     ]
     s = make_session(("user", "Review the renderer."), ("assistant", "\n\n".join(said)), cwd=CWD)
     assert sorted(gather(s).facts) == [
+        "If `InitializeSession` fails (it only prints a warning), no `state.json` is written.",
         "The dev server is configured in `vite.config.ts`: it only listens on `127.0.0.1:8080`.",
         "The drop is unconditional: `segment.go` returns early from `Render()`, so segments.go never writes it.",
+        "The migration in `migrate.go` only updates `BaseCommit`, never `TreeHash`.",
         "The real problem is the assertions: the test asserts `Save the plan` is in `message`.",
         "`SetParentColors` (`src/terminal/writer.go`) only ever prepends to `ParentColors`, an O(n) copy.",
+        "`plumbing` is still imported for the `SetReference` calls in `refs.go`.",
     ]
 
 

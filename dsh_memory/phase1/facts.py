@@ -389,10 +389,12 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
 
 # A line number: true of the file as it was that day, wrong once it changes ("load.go:119 loops …",
 # "`engine.ts:260-267`", "the call on line ~267", "`:702-705` `escape` only …").
+_LINES = r"lines? ~?\d+(?:[-–]\d+)?(?:(?:,\s*(?:and\s+)?|\s+and\s+)\d+(?:[-–]\d+)?)*"  # "lines 48, 58 and 61"
 _LINE_REF = re.compile(
     r"(\.(?:py|ts|tsx|js|jsx|mjs|go|rs|rb|java|kt|c|h|cc|cpp|cs|swift|php|md|mdx|ya?ml|toml|json|sh|ps1|lua|sql|"
     r"vue|svelte|css|scss)):\d+(?:[-–]\d+)?(?::\d+)?\b"
-    r"|\s*\((?:at |on )?lines? ~?\d+(?:[-–]\d+)?\)|\s+(?:at|on) lines? ~?\d+(?:[-–]\d+)?\b|`:\d+(?:[-–]\d+)?`\s*"
+    rf"|\s*\((?:at |on )?{_LINES}\)|(\()(?:at |on )?{_LINES}\s*[-–—:;,]\s*"  # "(line 81 - only warns)": "(only warns)"
+    rf"|\s+(?:at|on) {_LINES}\b|`:\d+(?:[-–]\d+)?`\s*"
 )
 
 
@@ -402,7 +404,7 @@ def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
     one up to its last whole clause within MAX_FACT_CHARS, or not at all."""
     scored = []
     for n, (_seq, said, last) in enumerate(assistant):
-        s = _LINE_REF.sub(lambda m: m[1] or "", said)
+        s = _LINE_REF.sub(lambda m: m[1] or m[2] or "", said)
         score = fact_score(s)
         whole = clip_prose(s, MAX_FACT_CHARS) if score else ""
         if whole and (len(s) <= MAX_FACT_CHARS or fact_score(whole)):  # what is left of a long one is a fact
