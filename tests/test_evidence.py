@@ -1795,3 +1795,20 @@ def test_two_words_with_a_slash_name_nothing():
         "Skills live in plugins/entire/skills and each needs its own SKILL.md file.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_branch_missing_on_the_remote_review_comments_by_id_and_a_currently_it_are_no_facts():
+    """An unseen Go set injected "The base branch `x` doesn't exist on the remote." (that day's
+    remote), a review finding cited by comment ids ("(comments 2785533331, …)") and "Currently it
+    uses `repo.Reference()` …" (which "it"?)."""
+    gone = [
+        "The base branch `feat/phase-hooks` doesn't exist on the remote, so the PR targets `main`.",
+        "The tag `v2.3.0` does not exist on origin, so `goreleaser` has nothing to publish.",
+        "Brittle `not found` matching in `refs.go` (comments 2785533331, 2785533380) — use `git show-ref`.",
+        "Currently it uses `repo.Reference()` which reads from `go-git`, so a deleted ref stays visible.",
+    ]
+    kept = [
+        "`repo.Reference()` reads from `go-git`'s cache, so a ref deleted by `git branch -D` stays visible.",
+        "The `gh-pages` branch is created by `make docs` because `mkdocs gh-deploy` needs it to exist.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

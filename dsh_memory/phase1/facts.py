@@ -120,6 +120,7 @@ DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solv
     r"^(?:And|But|So|Or|Plus)\b"  # "And line 716 is hardcoded", "So it exists in this working tree"
     r"|^(These|Those|They|It|Its|Both|Neither|Such|This|That)\b"
     r"(?!\s+(?:repo|repository|project|package|app|service|CLI|tool)\b)"  # "This file is …": which one?
+    r"|^(?:Currently|Today|Here|Again),?\s+(?:these|those|they|it|its|this|that)\b"  # "Currently it uses …"
 )
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
@@ -155,7 +156,8 @@ STATE = re.compile(
     r"|\bneeds? to be (?:more|less)\b|\bhas outdated\b"
     r"|\b(?:has|have|had|still has|contains?|references?) the old\b"
     # … what was there, or not yet: "The `M-Claude` directory doesn't exist locally", "The config had `x` set as …"
-    r"|\b(?:does|do)(?:n'?t| not) (?:yet )?exist (?:locally|yet|here)\b|\b(?:had|was|were)\s+(?:\w+\s+)?set\s+(?:as|to)\b"
+    r"|\b(?:does|do)(?:n'?t| not) (?:yet )?exist (?:locally|yet|here|remotely|upstream|on (?:the )?(?:remote|origin))\b|\b(?:had|was|were)\s+(?:\w+\s+)?set\s+(?:as|to)\b"
+    r"|\b(?:review )?comments? #?\d{6,}"  # a review's comments by id: "(comments 2785533331, 2785533380)"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
     r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging)\b"  # "`/api/` is returning HTML"
