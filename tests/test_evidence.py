@@ -1812,3 +1812,29 @@ def test_a_branch_missing_on_the_remote_review_comments_by_id_and_a_currently_it
         "The `gh-pages` branch is created by `make docs` because `mkdocs gh-deploy` needs it to exist.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_coordinators_task_status_reported_speech_and_a_dangling_condition_are_no_facts():
+    """An unseen Codex set (a coordinator's sessions) injected what one tracker item's status was
+    ("`av-e6l` is done and only needs …", "`av-abe`: not closeable", "… is not merged to `main`",
+    "… but it is not on `origin/main`"), work of that day ("One CLI assertion needed adjustment:
+    …"), what a research tool said ("DeepWiki also said …"), a label with no subject ("Reason: …")
+    and sentences leaning on the one before ("In that system, …", "If this grows, …")."""
+    gone = [
+        "`shop-e6l-cleanup` is done and only needs the `tmux` window closed, not a worktree removal.",
+        "`shop-abe`: not closeable, because `skills/bench/SKILL.md` still defaults to `subagent` mode.",
+        "Since the deletion is not merged to `main`, `dist/` may still hold those artifacts for a while.",
+        "The local-only commit in `cleanup.ts` is also an artifact cleanup commit, but it is not on `origin/main`.",
+        "One CLI assertion needed adjustment: adding `--workers` changes the source to `mixed` because the CLI owns it.",
+        "DeepWiki also said runtime processing in `evaluator.ts` uses a concurrency limit for `_conversation`.",
+        "Reason: `results.repo` is a sync endpoint, and the tracker uses `sync.remote` for that concept.",
+        "In that system, the colors in `Transcript.tsx` are consistent because `theme.ts` only defines cyan and amber.",
+        "If this grows, the next optimization in `index.ts` is not moving `index.jsonl` back up.",
+    ]
+    kept = [
+        "After `go install ./cmd/shop`, `shop` still runs the old binary because `~/go/bin` is not on `PATH`.",
+        "The nightly `sync.yml` job is done by `scripts/sync.ts`, which reads `SYNC_TOKEN` from the env.",
+        "If `SYNC_TOKEN` is unset, `scripts/sync.ts` cannot push, so the nightly job only builds.",
+        "The README says `make test` needs Docker because `tests/conftest.py` starts a Postgres container.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -538,10 +538,12 @@ def test_a_look_at_the_help_or_elsewhere_after_a_failure_is_no_fix():
 def test_the_help_of_the_same_command_is_no_fix_and_a_question_answered_no_is_no_failure():
     """An unseen Codex session: `bun agentv eval X --filter y` failed, then `bun agentv eval run
     --help`, then `bun agentv eval run X --test-id y` worked — the last is the fix; and `npm view
-    @x/core@4.41.0 version` answering E404 (not published) was a shield "fixed by" another look."""
+    @x/core@4.41.0 version` answering E404 (not published) was a shield "fixed by" another look. The
+    error is what the parser marked, not its count ("error: found 1 error")."""
+    unknown = "error: found 1 error\n\n  shop eval run evals/a.yaml --filter strict\n        ^ Unknown arguments\n"
     s = make_session(
         ("user", "Dry-run the composite eval."),
-        _bash("bun shop eval evals/a.yaml --filter strict --dry-run", "error: found 1 error", True),
+        _bash("bun shop eval evals/a.yaml --filter strict --dry-run", unknown, True),
         _bash("bun shop eval run --help", "Usage: shop eval run <file> [--test-id id]"),
         _bash("bun shop eval run evals/a.yaml --test-id strict --dry-run", "1 case (dry run)"),
         _bash("npm view @shop/core@4.41.0 version --json", "npm error code E404", True),
@@ -557,6 +559,7 @@ def test_the_help_of_the_same_command_is_no_fix_and_a_question_answered_no_is_no
         ),
         ("shopctl status --short", "`shopctl status`"),  # a question the tool could not parse is a lesson
     ]
+    assert gather(s).shields[0].error == "Unknown arguments"
 
 
 def test_a_script_of_several_commands_is_no_shield_but_a_pair_is():
@@ -740,3 +743,22 @@ def test_a_merge_conflict_a_warning_a_running_test_and_a_formatter_are_no_shield
         cwd=CWD,
     )
     assert [x.fix for x in gather(s).shields] == ["`go fmt ./...`"]
+
+
+def test_a_quoted_source_line_is_no_error():
+    """An unseen Codex set kept "`bun test x.test.ts` failed: `273 | name: 'expected-tool-sequence',`"
+    and "`1 | // When the subprocess fails, this is the error instance …`" (the source a test runner
+    quotes)."""
+    quoted = (
+        "test/grade.test.ts:\n271 |     expect(result).toEqual({\n273 |       name: 'expected-tool-sequence',\n"
+        "1 | // When the subprocess fails, this is the error instance being returned.\n"
+        "error: expect(received).toEqual(expected)\n(fail) grade > prepared [3.1ms]"
+    )
+    s = make_session(
+        ("user", "Fix the grade test."),
+        _bash("bun test test/grade.test.ts", quoted, True),
+        _edit("src/grade/orchestrator.ts"),
+        _bash("bun test test/grade.test.ts", "(pass) grade > prepared"),
+        cwd=CWD,
+    )
+    assert [x.error for x in gather(s).shields] == ["error: expect(received).toEqual(expected)"]

@@ -76,9 +76,10 @@ NARRATION = re.compile(
     r"|^(After|Before|When|Once|If|On|While)\b[^,:]{1,80}[,:]\s+(remember|use|read|call|pass|run|ensure|make sure|"
     r"keep|wait|check|set|add|skip|send)\b"  # … or "While build runs: check remaining hunks"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation|Verification"
-    r"|Validation|Before|After|Previously|Old|Now)s?\s*:"  # "Before: `x` would only extract …": the change
+    r"|Validation|Before|After|Previously|Old|Now|Reason)s?\s*:"  # "Before: `x` would only extract …": the change
     # what the analysis turned up: "Root cause found and fixed: …", "A real bug was found and deliberately not fixed: …"
     r"|^[^:]{0,60}\b(?:(?:found|fixed|identified|confirmed|resolved|addressed)|findings?\b[^:]{0,30})\s*:"
+    r"|^[A-Z][\w-]*(?:'s)?(?: [\w-]+)? (?:also )?(?:said|answered|replied|reported)\b"  # "DeepWiki also said …"
     r"|^Given (?:the|a|an|that)\b"  # an acceptance criterion: "Given the manager fails to reconnect"
     r"|^(?:Should|Would|Could|Will|Might|May)\s"  # a guess without its subject: "Should now load after the fix"
     # what the change added: "New `skills/x/SKILL.md` (172 lines) with …", "New permitted command: …"
@@ -121,6 +122,8 @@ DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solv
     r"|^(These|Those|They|It|Its|Both|Neither|Such|This|That)\b"
     r"(?!\s+(?:repo|repository|project|package|app|service|CLI|tool)\b)"  # "This file is …": which one?
     r"|^(?:Currently|Today|Here|Again),?\s+(?:these|those|they|it|its|this|that)\b"  # "Currently it uses …"
+    r"|^(?:In|For|With|Under|From|At) (?:that|those|these|such)\b"  # "In that system, …"
+    r"|^(?:If|When|Once|Until|Unless|While) (?:this|that|these|those|it|they)\b"  # "If this grows, …"
 )
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
@@ -158,6 +161,11 @@ STATE = re.compile(
     # … what was there, or not yet: "The `M-Claude` directory doesn't exist locally", "The config had `x` set as …"
     r"|\b(?:does|do)(?:n'?t| not) (?:yet )?exist (?:locally|yet|here|remotely|upstream|on (?:the )?(?:remote|origin))\b|\b(?:had|was|were)\s+(?:\w+\s+)?set\s+(?:as|to)\b"
     r"|\b(?:review )?comments? #?\d{6,}"  # a review's comments by id: "(comments 2785533331, 2785533380)"
+    # the task's own status: "One assertion needed adjustment", "`av-e6l` is done and only needs …", "not closeable",
+    # "the deletion is not merged to `main`"
+    r"|\bneeded (?:an? |some |one )?(?:adjustments?|updates?|fix(?:es)?|changes?|tweaks?|updating|fixing)\b"
+    r"|\b(?:is|are) (?:already |all )?done\b(?! (?:by|in|via|through|with|once|when)\b)|\bnot (?:yet )?(?:closeable|closable)\b"
+    r"|\b(?:is|are)(?:n'?t| not)(?: yet)? (?:merged|pushed|committed|released|deployed)\b"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
     r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging)\b"  # "`/api/` is returning HTML"
@@ -212,8 +220,11 @@ STATUS_MARK = re.compile("[\u2705\u274c\u274e\u2713\u2714\u2717\u2718\u2611\u261
 _QUOTED = re.compile(r"[\"“][^\n]*[\"”]\.?")  # '"Every device id MUST be a map link."', quoted whole
 # A warning said with force ("Never run the migration twice!"), unlike an exclamation of the moment.
 WARNING = re.compile(r"(?:never|don'?t|do not|always|important|warning|caution|careful)\b", re.I)
-# A timestamp in a name: one run's output ("The failed rerun artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`").
-RUN_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}")
+# A timestamp in a name: one run's output ("The failed rerun artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`");
+# a commit not yet on the remote's branch ("… but it is not on `origin/main`"; not "`~/go/bin` is not on `PATH`").
+RUN_STAMP = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}|\b(?:is|are|was|were)(?:n'?t| not)(?: yet)? (?:on|in) `?(?:origin|upstream)/"
+)
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
 # "`resolveParentColor` currently walks `parents` front-to-back".

@@ -27,7 +27,7 @@ ERROR_WORD = re.compile(
 GENERIC_ERROR = re.compile(
     r"^(error|failed|exit code:? ?\d+|command failed.*|process exited with code \d+|exit status \d+|"
     r"(?:error: )?script (?:\"[^\"]*\" )?exited with code \d+|"
-    r"\(?no output\)?|error: \d+|traceback \(most recent call last\):?)$",
+    r"\(?no output\)?|error: \d+|(?:error: )?found \d+ errors?\.?|traceback \(most recent call last\):?)$",
     re.I,
 )
 # A log line at a level below an error: "2026/02/07 16:30:27 INFO cleanup completed … failed_branches=0",
@@ -139,6 +139,7 @@ def script_of(line: str, output: str) -> str:
 _TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")  # Claude Code's wrapper of a refused call's message
 
 
+_SOURCE_LINE = re.compile(r"^\d+\s*[|│](?:\s|$)")  # a numbered line of code an error quotes
 _HEADING = re.compile(r"^\S+(?:\s+\S+){0,2}:$")  # "Collected errors:": what the lines below it are
 
 
@@ -150,9 +151,13 @@ def informative_error(text: str) -> str:
         return said
     output = _output(text).splitlines()
     for ln in output:
-        s = re.sub(r"^(?:E|\*)\s+", "", ln.strip())  # pytest's "E   " prefix (not the E of "EOFError"), a "* " item
+        s = re.sub(
+            r"^(?:E|\*|\^)\s+", "", ln.strip()
+        )  # pytest's "E   " (not the E of "EOFError"), "* " item, "^ " mark
         if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
             continue  # … and a package script's echo ("$ biome check --error-on-warnings")
+        if _SOURCE_LINE.match(s):
+            continue  # the source a test runner quotes ("273 |   name: 'x',", "1 | // … the error instance …")
         if LOG_INFO.search(s) or PASSED.match(s):
             continue  # "INFO … failed_branches=0", "(pass) … fails clearly when …": no error said
         if _HEADING.match(s):
