@@ -11,7 +11,7 @@ import pytest
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
-from dsh_memory.phase1.facts import fact_score, prose, sentences
+from dsh_memory.phase1.facts import fact_score, lead_lists, prose, sentences
 from dsh_memory.phase1.user_words import is_rule, prompt_sentences, with_context
 from dsh_memory.replay import rules
 from tests.session_helpers import extract_with, make_session
@@ -1838,3 +1838,46 @@ def test_a_coordinators_task_status_reported_speech_and_a_dangling_condition_are
         "The README says `make test` needs Docker because `tests/conftest.py` starts a Postgres container.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_what_a_change_did_a_go_test_a_check_of_that_day_and_a_tracker_status_are_no_facts():
+    """An unseen Go set injected "2. `setup_claude_hooks_test.go`: Updated test calls from: …" (a
+    change list's numbered lead), "`TestResume_LocalLogNewerTimestamp` - … requires `--force`" (what
+    one test does), "… has junk code that needs to be cleaned up", "The transcript correctly
+    identifies only file2.ts as modified" (a check of that day), "The recent commit `c384b36` …";
+    an unseen Codex set "Bead `av-wkwg` remains `in_progress` …"."""
+    said = (
+        "Done.\n\n**Changes:**\n\n1. **`setup.go`**: Removed `newSetupHooksCmd()` and its registration\n\n"
+        "2. **`setup_hooks_test.go`**: Updated test calls from:\n"
+        '   - `env.RunCLI("enable", "hooks")`\n   - → `env.RunCLI("enable", "--agent", "claude-code")`\n'
+    )
+    assert [f for f in (lead_lists(said) + sentences(said)) if fact_score(f)] == []
+    gone = [
+        "`TestResume_LocalLogNewerTimestamp` - Local log is newer than the checkpoint, so it requires `--force`.",
+        "The `getLastTimestamp` function in `resume.go` has junk code that needs to be cleaned up.",
+        "The transcript parser in `transcript.go` correctly identifies only `file2.ts` as modified.",
+        "The recent commit `c384b36` in `condense.go` keeps full transcripts instead of only the prompts.",
+        "Bead `shop-wkwg` remains `in_progress` because the live check in `probe.ts` needs fresh auth.",
+    ]
+    kept = [
+        "`resume.go` only restores the newest transcript because `RestoreLogsOnly()` reads the root folder.",
+        "Shadow branches named `shop/<hash>` are only created when `SaveChanges` sees file changes.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_what_is_never_set_up_is_no_fact_once_the_session_sets_it_up():
+    """ "The `entire/sessions` branch is being pushed but the upstream tracking relationship is never
+    set up", then the edit that sets it: a gap the session closed (as "never sets" is)."""
+    said = "The `shop/sessions` branch is pushed by `push.go`, but its upstream tracking is never initialized."
+    edit = {"file_path": f"{CWD}/cmd/push.go", "old_string": "push(", "new_string": "pushSetUpstream("}
+    s = make_session(
+        ("user", "Why does git status not track it?"),
+        ("assistant", said),
+        ("tool", "Edit", edit, "The file has been updated.", False),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert gather(s).facts == []
+    quiet = make_session(("user", "Why?"), ("assistant", said), cwd=CWD)
+    assert gather(quiet).facts == [said]

@@ -80,6 +80,7 @@ NARRATION = re.compile(
     # what the analysis turned up: "Root cause found and fixed: …", "A real bug was found and deliberately not fixed: …"
     r"|^[^:]{0,60}\b(?:(?:found|fixed|identified|confirmed|resolved|addressed)|findings?\b[^:]{0,30})\s*:"
     r"|^[A-Z][\w-]*(?:'s)?(?: [\w-]+)? (?:also )?(?:said|answered|replied|reported)\b"  # "DeepWiki also said …"
+    r"|^`[^`]+`\s*(?:—|–|-|:)\s+[A-Z][a-z]+ed\b"  # what the change did to it: "`x_test.go`: Updated test calls …"
     r"|^Given (?:the|a|an|that)\b"  # an acceptance criterion: "Given the manager fails to reconnect"
     r"|^(?:Should|Would|Could|Will|Might|May)\s"  # a guess without its subject: "Should now load after the fix"
     # what the change added: "New `skills/x/SKILL.md` (172 lines) with …", "New permitted command: …"
@@ -166,6 +167,10 @@ STATE = re.compile(
     r"|\bneeded (?:an? |some |one )?(?:adjustments?|updates?|fix(?:es)?|changes?|tweaks?|updating|fixing)\b"
     r"|\b(?:is|are) (?:already |all )?done\b(?! (?:by|in|via|through|with|once|when)\b)|\bnot (?:yet )?(?:closeable|closable)\b"
     r"|\b(?:is|are)(?:n'?t| not)(?: yet)? (?:merged|pushed|committed|released|deployed)\b"
+    # … a to-do, a check of that day, a commit of that day: "has junk code that needs to be cleaned up", "The
+    # transcript correctly identifies only `b.ts`", "The recent commit `c384b36` changed …"
+    r"|\bneeds? to be (?:cleaned up|tidied|fixed|addressed|refactored|rewritten|reworked)\b|\bcorrectly [a-z]+s\b"
+    r"|\bthe (?:recent|latest|previous) commit\b"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
     r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging)\b"  # "`/api/` is returning HTML"
@@ -184,7 +189,7 @@ STATE = re.compile(
     # "behind `origin/main`", "this branch", "unrelated to this commit", "this run did not", "the current `main` checkout"
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
-    r"|\b(?:remains?|stays?|is still) `?(?:in[_ ]progress|open|blocked|pending)\b|\bat this point\b|\bso far\b"
+    r"|\b(?:remains?|stays?|is still) (?:in[_ ]progress|open|blocked|pending)\b|\bat this point\b|\bso far\b"
     r"|\bcommitted locally\b|\bin sync with\s+(?:x|origin)\b"
     r"|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis (?:branch|commit|diff|run|turn)\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
     # the change itself, described: "The staged diff is only …", "Main checkout was not touched", "`dist` is
@@ -220,10 +225,12 @@ STATUS_MARK = re.compile("[\u2705\u274c\u274e\u2713\u2714\u2717\u2718\u2611\u261
 _QUOTED = re.compile(r"[\"“][^\n]*[\"”]\.?")  # '"Every device id MUST be a map link."', quoted whole
 # A warning said with force ("Never run the migration twice!"), unlike an exclamation of the moment.
 WARNING = re.compile(r"(?:never|don'?t|do not|always|important|warning|caution|careful)\b", re.I)
-# A timestamp in a name: one run's output ("The failed rerun artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`");
-# a commit not yet on the remote's branch ("… but it is not on `origin/main`"; not "`~/go/bin` is not on `PATH`").
-RUN_STAMP = re.compile(
+# What `STATE` cannot see once code spans are blanked: a timestamp in a name, one run's output ("The failed rerun
+# artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`"); a commit not yet on the remote's branch ("… but it
+# is not on `origin/main`"; not "`~/go/bin` is not on `PATH`"); a tracker item's status ("remains `in_progress`").
+OF_THAT_DAY = re.compile(
     r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}|\b(?:is|are|was|were)(?:n'?t| not)(?: yet)? (?:on|in) `?(?:origin|upstream)/"
+    r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
@@ -238,6 +245,7 @@ GAP = re.compile(
     r"update|remove|rename|pass|include|add|updated|changed|removed|renamed|fixed|added)|needs? \w+(?: \w+)? "
     r"(?:updated|changed|removed|renamed|fixed)|must (?:change|update|be (?:updated|changed|removed|renamed))|"
     r"should (?:be (?:updated|changed|renamed|removed|x\b)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?|"
+    r"(?:is|are) never (?:set|called|passed|used|read|written|created|initiali[sz]ed|cleared|updated)|"
     r"(?:has|have) only|today|currently)\b"  # "the drop is unconditional today": how it stands before the change
     r"|^the current\b(?! (?:x )?(?:checkout|branch)\b)"  # "The current `top_uploaders` tool only counts …"
     r"|^(?:The|So the) (?:issue|problem|bug|culprit) is\b",  # not "The issue was that X uses Y": how X works
@@ -281,7 +289,7 @@ FRAGMENT = re.compile(
 # "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
 ABOUT_A_TEST = re.compile(
     r"^(?:The|This|That|Each|Every|These|Those|One|Two|Three|Four|Five|\d+)(?: [\w-]+){0,2} tests?\b"
-    r"|(?<![\w/.-])test_\w+(?![\w.])"
+    r"|(?<![\w/.-])test_\w+(?![\w.])|`Test[A-Z]\w*`"  # … or a Go test by name: "`TestResume_LocalLogNewer` - …"
 )
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
 BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` instead of failing"), nor what
@@ -326,7 +334,7 @@ def lead_lists(text: str) -> list[str]:
     for m in _LEAD_LIST.finditer(text or ""):
         items = [unemphasized(BULLET.sub("", ln)).strip().rstrip(".;,") for ln in m["items"].splitlines()]
         items = [i for i in items if i]
-        lead = unemphasized(m["lead"].strip().lstrip("#").strip())
+        lead = unemphasized(BULLET.sub("", m["lead"].strip().lstrip("#").strip()))  # not "2. **`x.go`**: …"
         if not FACT_CUE.search(lead) or HYPOTHETICAL.search(lead):
             continue  # no statement ("Auto-approve these:") or a proposal ("the step would be:")
         if all(len(i) <= 100 and (CODE.search(i) or _PATHLIKE.search(i)) for i in items):
@@ -392,7 +400,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0  # a guess under investigation, or a sentence that needs the one before it
     if (
         cue is FACT_CUE
-        and (STATE.search(plain) or RUN_STAMP.search(s))
+        and (STATE.search(plain) or OF_THAT_DAY.search(s))
         and not (LIMIT.search(plain) or BREAKS.search(plain))
     ):
         return 0  # how the worktree stood at that moment, or where one run's output went, not how the project works
