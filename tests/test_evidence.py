@@ -1881,3 +1881,40 @@ def test_what_is_never_set_up_is_no_fact_once_the_session_sets_it_up():
     assert gather(s).facts == []
     quiet = make_session(("user", "Why?"), ("assistant", said), cwd=CWD)
     assert gather(quiet).facts == [said]
+
+
+def test_a_mock_a_change_told_in_an_irregular_past_and_a_request_of_that_moment_are_no_facts():
+    """An unseen TypeScript set injected "The mock needs a `manager` property …", "`…/file-browser.css`
+    — Overrode `.toolbar-btn--secondary` …" and "The frontend is hitting `https://api-staging…`
+    instead of `localhost:3000`"."""
+    gone = [
+        "The mock needs a `manager` property with a `transaction` method for `unlinkMethod` to run.",
+        "`apps/web/src/styles/browser.css` — Overrode `.toolbar-btn` inside `.action-bar` to use green text",
+        "The frontend is hitting `https://api-staging.shop.dev` instead of `localhost:3000` after login.",
+    ]
+    kept = [
+        "`apps/web/src/styles/browser.css` — the toolbar styles; `.action-bar` rules must come after `.toolbar-btn`",
+        "The API needs PostgreSQL (5432) and Redis (6379) to start, both from `docker-compose.yml`.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_root_cause_and_dead_code_are_no_facts_once_the_session_changed_them():
+    """ "The root cause of the E2E failures is a key format mismatch: …" and "The `multiSelectActive`
+    prop is no longer used …", then the edits: how the code stood before the change."""
+    cause = "The root cause of the E2E failures is a key format mismatch: `test-login` stores keys without `0x`."
+    dead = "The `multiSelectActive` prop in `FileList.tsx` is no longer used (it was only for the `--visible` class)."
+    for said, edit in (
+        (cause, {"file_path": f"{CWD}/src/auth/test-login.ts", "old_string": "key", "new_string": "`0x${key}`"}),
+        (dead, {"file_path": f"{CWD}/src/FileList.tsx", "old_string": "multiSelectActive,", "new_string": ""}),
+    ):
+        s = make_session(
+            ("user", "Fix it."),
+            ("assistant", said),
+            ("tool", "Edit", edit, "The file has been updated.", False),
+            ("assistant", "Done."),
+            cwd=CWD,
+        )
+        assert gather(s).facts == []
+        quiet = make_session(("user", "Why?"), ("assistant", said), cwd=CWD)
+        assert gather(quiet).facts == [said]

@@ -762,3 +762,23 @@ def test_a_quoted_source_line_is_no_error():
         cwd=CWD,
     )
     assert [x.error for x in gather(s).shields] == ["error: expect(received).toEqual(expected)"]
+
+
+def test_the_source_line_a_compiler_marks_is_no_error():
+    """An unseen TypeScript set kept "`pnpm api:generate` failed: `return new TSError(diagnosticText,
+    diagnosticCodes, diagnostics);`": ts-node quotes its own source over a `^` mark; the error is the
+    line after."""
+    out = (
+        "> ts-node scripts/generate-openapi.ts\n\n/repo/node_modules/ts-node/src/index.ts:859\n"
+        "    return new TSError(diagnosticText, diagnosticCodes, diagnostics);\n           ^\n"
+        "TSError: ⨯ Unable to compile TypeScript:\n"
+        "src/shares/share.dto.ts(5,3): error TS2564: Property 'shareId' has no initializer.\n"
+    )
+    s = make_session(
+        ("user", "Regenerate the client."),
+        _bash("pnpm api:generate", out, True),
+        _edit("src/shares/share.dto.ts"),
+        _bash("pnpm api:generate", "done"),
+        cwd=CWD,
+    )
+    assert [x.error for x in gather(s).shields] == ["TSError: ⨯ Unable to compile TypeScript:"]

@@ -65,7 +65,7 @@ NARRATION = re.compile(
     r"^([A-Z][a-z]+ed|Also|Still|Just|Note|Heads-up|One heads-up|Prefer|Option|Step|Phase|Part|Lets|Worth|Either|Bonus|"
     r"Recommend)\b"
     r"|^Using `[^`]+`(?: skill)? (?:here )?(?:because|since|for|to)\b"  # the skill the agent picked: "Using `x` because …"
-    r"|^(?:Kept|Made|Left|Put|Wrote|Built|Ran|Took|Gave|Brought|Got|Held|Rewrote|Split|Cut|Set)\s"  # "Kept only the …"
+    r"|^(?:Kept|Made|Left|Put|Wrote|Built|Rebuilt|Ran|Took|Gave|Brought|Got|Held|Rewrote|Overrode|Undid|Redid|Split|Cut|Set)\s"
     # an instruction (a plan's or a skill's step), not a fact: "Read the `diff` from the response"
     r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|"
     r"Verify|Avoid|Consider|Fall back|Stage|Unstage|Amend|Squash|Revert|Retry|Re-\w+|"
@@ -173,7 +173,7 @@ STATE = re.compile(
     r"|\bthe (?:recent|latest|previous) commit\b"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
-    r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging)\b"  # "`/api/` is returning HTML"
+    r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging|hitting|throwing|showing|getting|loading)\b"  # "is returning HTML"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
     r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
     # what to commit, and a failure that was there before the work: both of that day only
@@ -248,7 +248,8 @@ GAP = re.compile(
     r"(?:is|are) never (?:set|called|passed|used|read|written|created|initiali[sz]ed|cleared|updated)|"
     r"(?:has|have) only|today|currently)\b"  # "the drop is unconditional today": how it stands before the change
     r"|^the current\b(?! (?:x )?(?:checkout|branch)\b)"  # "The current `top_uploaders` tool only counts …"
-    r"|^(?:The|So the) (?:issue|problem|bug|culprit) is\b",  # not "The issue was that X uses Y": how X works
+    r"|^(?:The|So the) (?:root cause|issue|problem|bug|culprit)(?: of [^:,]{1,60})? is\b"  # "The root cause of the E2E …"
+    r"|\bno longer (?:used|needed|called|read|referenced|imported)\b",  # dead code the session then removed  # not "The issue was that X uses Y": how X works
     re.I,
 )
 # … said of the thing itself, not in a condition or a relative clause ("it ignores any `SKILL.md`
@@ -288,7 +289,7 @@ FRAGMENT = re.compile(
 # What one test does or needs while the work is under way: "The test calls with `--branch P65`",
 # "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
 ABOUT_A_TEST = re.compile(
-    r"^(?:The|This|That|Each|Every|These|Those|One|Two|Three|Four|Five|\d+)(?: [\w-]+){0,2} tests?\b"
+    r"^(?:The|This|That|Each|Every|These|Those|One|Two|Three|Four|Five|\d+)(?: [\w-]+){0,2} (?:tests?|mocks?|stubs?)\b"
     r"|(?<![\w/.-])test_\w+(?![\w.])|`Test[A-Z]\w*`"  # … or a Go test by name: "`TestResume_LocalLogNewer` - …"
 )
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)

@@ -139,6 +139,7 @@ def script_of(line: str, output: str) -> str:
 _TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")  # Claude Code's wrapper of a refused call's message
 
 
+_CARET = re.compile(r"^\s*[~^]*\^[~^]*\s*$")  # a line that only marks a column of the line above
 _SOURCE_LINE = re.compile(r"^\d+\s*[|│](?:\s|$)")  # a numbered line of code an error quotes
 _HEADING = re.compile(r"^\S+(?:\s+\S+){0,2}:$")  # "Collected errors:": what the lines below it are
 
@@ -150,7 +151,9 @@ def informative_error(text: str) -> str:
     if said:
         return said
     output = _output(text).splitlines()
-    for ln in output:
+    for n, ln in enumerate(output):
+        if n + 1 < len(output) and _CARET.match(output[n + 1]):
+            continue  # the source line a compiler marks ("return new TSError(…);" over "^"), not the error
         s = re.sub(
             r"^(?:E|\*|\^)\s+", "", ln.strip()
         )  # pytest's "E   " (not the E of "EOFError"), "* " item, "^ " mark
