@@ -782,3 +782,32 @@ def test_the_source_line_a_compiler_marks_is_no_error():
         cwd=CWD,
     )
     assert [x.error for x in gather(s).shields] == ["TSError: ⨯ Unable to compile TypeScript:"]
+
+
+def test_a_powershell_error_record_is_read_for_its_message():
+    """An unseen Windows set kept "`powershell.exe -Command "… | Where-Object IPEnabled -eq $true …"`
+    failed: `+ CategoryInfo : InvalidArgument: (:) [Where-Object], PSArgumentException`": the record's
+    category line, not its message (the lines over "At line:1 char:51")."""
+    record = (
+        "Where-Object : The specified operator requires both the -Property and -Value parameters. Provide values "
+        "for both \r\nparameters, and then try the command again.\r\nAt line:1 char:51\r\n"
+        "+ ... Configuration | Where-Object IPEnabled -eq  | ForE ...\r\n+              ~~~~~~~~~~~~~~~~~~~~\r\n"
+        "    + CategoryInfo          : InvalidArgument: (:) [Where-Object], PSArgumentException\r\n"
+        "    + FullyQualifiedErrorId : ValueNotSpecifiedForWhereObject,Microsoft.PowerShell.Commands.WhereObjectCommand"
+    )
+    s = make_session(
+        ("user", "Turn NetBIOS off."),
+        _bash(
+            'powershell.exe -Command "Get-WmiObject Win32_NetworkAdapterConfiguration | Where-Object IPEnabled -eq $true"',
+            record,
+            True,
+        ),
+        _bash(
+            "powershell.exe -Command \"Get-WmiObject Win32_NetworkAdapterConfiguration -Filter 'IPEnabled=True'\"", "ok"
+        ),
+        cwd=CWD,
+    )
+    assert [x.error for x in gather(s).shields] == [
+        "Where-Object : The specified operator requires both the -Property and -Value parameters. Provide values "
+        "for both parameters, and then try the command again."
+    ]

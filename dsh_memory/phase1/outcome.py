@@ -144,6 +144,24 @@ _SOURCE_LINE = re.compile(r"^\d+\s*[|│](?:\s|$)")  # a numbered line of code a
 _HEADING = re.compile(r"^\S+(?:\s+\S+){0,2}:$")  # "Collected errors:": what the lines below it are
 
 
+_PS_AT = re.compile(r"^\s*At (?:line:\d+ char:\d+|[^\n]*:\d+ char:\d+)\s*$")  # where a PowerShell error record points
+_PS_MESSAGE = re.compile(r"^([A-Z][\w-]*(?: [\w-]+)?) : (\S.*)$")  # "Where-Object : The specified operator …"
+
+
+def _powershell_error(output: list[str]) -> str:
+    """The message of a PowerShell error record ("Get-Item : Cannot find path …" over "At line:1
+    char:1", "+ CategoryInfo : …"), its wrapped lines joined; "" when there is none."""
+    for n, ln in enumerate(output):
+        if not _PS_AT.match(ln):
+            continue
+        for k in range(n - 1, max(-1, n - 4), -1):
+            m = _PS_MESSAGE.match(output[k].strip())
+            if m:
+                said = " ".join(x.strip() for x in output[k:n])
+                return clip(said, 200)
+    return ""
+
+
 def informative_error(text: str) -> str:
     """The first line of an output that says what went wrong, or "" (nothing worth a shield)."""
     text = _TOOL_ERROR_TAG.sub("", text)
@@ -151,6 +169,9 @@ def informative_error(text: str) -> str:
     if said:
         return said
     output = _output(text).splitlines()
+    record = _powershell_error(output)
+    if record:
+        return record
     for n, ln in enumerate(output):
         if n + 1 < len(output) and _CARET.match(output[n + 1]):
             continue  # the source line a compiler marks ("return new TSError(…);" over "^"), not the error
