@@ -1681,49 +1681,6 @@ def test_a_to_do_a_failure_at_hand_and_an_old_config_are_no_facts():
     ]
 
 
-def test_how_the_code_stood_is_no_fact_once_the_session_changed_it():
-    """ "The current `top_uploaders` tool only counts tracks, not measurement points", then the edit
-    that makes it count points: false in the next session (like "… doesn't include …")."""
-    said = "The current `top_uploaders` tool only counts tracks (survey routes), not individual points."
-    s = make_session(
-        ("user", "Count the points too."),
-        ("assistant", said),
-        (
-            "tool",
-            "Edit",
-            {"file_path": f"{CWD}/go/tool_top_uploaders.go", "old_string": "COUNT(t)", "new_string": "COUNT(m)"},
-            "The file has been updated.",
-            False,
-        ),
-        ("assistant", "Done."),
-        cwd=CWD,
-    )
-    assert gather(s).facts == []
-    quiet = make_session(("user", "How does it count?"), ("assistant", said), cwd=CWD)
-    assert gather(quiet).facts == [said]
-
-
-def test_what_files_had_only_is_no_fact_once_the_session_added_the_rest():
-    """ "The three `SKILL.md` files have only `description:` …", then the edits that add `name:`:
-    how they stood before the change (a gap, as "… doesn't include …")."""
-    said = "The three `skills/*/SKILL.md` files have only `description:` in their frontmatter."
-    edit = {
-        "file_path": f"{CWD}/skills/search/SKILL.md",
-        "old_string": "description:",
-        "new_string": "name: search\ndescription:",
-    }
-    s = make_session(
-        ("user", "Why is only one skill found?"),
-        ("assistant", said),
-        ("tool", "Edit", edit, "The file has been updated.", False),
-        ("assistant", "Done."),
-        cwd=CWD,
-    )
-    assert gather(s).facts == []
-    quiet = make_session(("user", "What do they hold?"), ("assistant", said), cwd=CWD)
-    assert gather(quiet).facts == [said]
-
-
 def test_what_an_analysis_turned_up_and_what_a_commit_left_are_no_facts():
     """The unseen Windows set injected "Root cause found and fixed: `TestX`'s mock never stubbed
     `IsWsl()` …", "A real, unrelated bug was found and deliberately not fixed: …", "While build
@@ -1866,23 +1823,6 @@ def test_what_a_change_did_a_go_test_a_check_of_that_day_and_a_tracker_status_ar
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
-def test_what_is_never_set_up_is_no_fact_once_the_session_sets_it_up():
-    """ "The `entire/sessions` branch is being pushed but the upstream tracking relationship is never
-    set up", then the edit that sets it: a gap the session closed (as "never sets" is)."""
-    said = "The `shop/sessions` branch is pushed by `push.go`, but its upstream tracking is never initialized."
-    edit = {"file_path": f"{CWD}/cmd/push.go", "old_string": "push(", "new_string": "pushSetUpstream("}
-    s = make_session(
-        ("user", "Why does git status not track it?"),
-        ("assistant", said),
-        ("tool", "Edit", edit, "The file has been updated.", False),
-        ("assistant", "Done."),
-        cwd=CWD,
-    )
-    assert gather(s).facts == []
-    quiet = make_session(("user", "Why?"), ("assistant", said), cwd=CWD)
-    assert gather(quiet).facts == [said]
-
-
 def test_a_mock_a_change_told_in_an_irregular_past_and_a_request_of_that_moment_are_no_facts():
     """An unseen TypeScript set injected "The mock needs a `manager` property …", "`…/file-browser.css`
     — Overrode `.toolbar-btn--secondary` …" and "The frontend is hitting `https://api-staging…`
@@ -1899,22 +1839,45 @@ def test_a_mock_a_change_told_in_an_irregular_past_and_a_request_of_that_moment_
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
-def test_a_root_cause_and_dead_code_are_no_facts_once_the_session_changed_them():
-    """ "The root cause of the E2E failures is a key format mismatch: …" and "The `multiSelectActive`
-    prop is no longer used …", then the edits: how the code stood before the change."""
-    cause = "The root cause of the E2E failures is a key format mismatch: `test-login` stores keys without `0x`."
-    dead = "The `multiSelectActive` prop in `FileList.tsx` is no longer used (it was only for the `--visible` class)."
-    for said, edit in (
-        (cause, {"file_path": f"{CWD}/src/auth/test-login.ts", "old_string": "key", "new_string": "`0x${key}`"}),
-        (dead, {"file_path": f"{CWD}/src/FileList.tsx", "old_string": "multiSelectActive,", "new_string": ""}),
-    ):
-        s = make_session(
-            ("user", "Fix it."),
-            ("assistant", said),
-            ("tool", "Edit", edit, "The file has been updated.", False),
-            ("assistant", "Done."),
-            cwd=CWD,
-        )
-        assert gather(s).facts == []
-        quiet = make_session(("user", "Why?"), ("assistant", said), cwd=CWD)
-        assert gather(quiet).facts == [said]
+def _edit(path: str, old: str, new: str) -> dict:
+    return {"file_path": f"{CWD}/{path}", "old_string": old, "new_string": new}
+
+
+@pytest.mark.parametrize(
+    ("said", "edit"),
+    [  # how the code stood before the session changed it (like "… doesn't include …")
+        (
+            "The current `top_uploaders` tool only counts tracks (survey routes), not individual points.",
+            _edit("go/tool_top_uploaders.go", "COUNT(t)", "COUNT(m)"),
+        ),
+        (  # … what files "have only" before the edits add the rest
+            "The three `skills/*/SKILL.md` files have only `description:` in their frontmatter.",
+            _edit("skills/search/SKILL.md", "description:", "name: search\ndescription:"),
+        ),
+        (  # … "is never set up / initialized", then the edit that sets it
+            "The `shop/sessions` branch is pushed by `push.go`, but its upstream tracking is never initialized.",
+            _edit("cmd/push.go", "push(", "pushSetUpstream("),
+        ),
+        (  # … a root cause, then its fix
+            "The root cause of the E2E failures is a key format mismatch: `test-login` stores keys without `0x`.",
+            _edit("src/auth/test-login.ts", "key", "`0x${key}`"),
+        ),
+        (  # … dead code, then its removal
+            "The `multiSelectActive` prop in `FileList.tsx` is no longer used (it was only for the `--visible` class).",
+            _edit("src/FileList.tsx", "multiSelectActive,", ""),
+        ),
+    ],
+)
+def test_a_gap_is_no_fact_once_a_later_edit_closes_it(said: str, edit: dict):
+    """A gap the session closed after saying it is false in the next session; said in a session
+    that changed nothing, it stays."""
+    s = make_session(
+        ("user", "Fix it."),
+        ("assistant", said),
+        ("tool", "Edit", edit, "The file has been updated.", False),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert gather(s).facts == []
+    quiet = make_session(("user", "Why?"), ("assistant", said), cwd=CWD)
+    assert gather(quiet).facts == [said]
