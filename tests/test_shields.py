@@ -5,6 +5,8 @@ and commands never cut. Crafted sessions; none is from the benchmark set."""
 
 from __future__ import annotations
 
+import pytest
+
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.commands import normalize_command
 from dsh_memory.phase1.evidence import gather
@@ -698,7 +700,7 @@ def test_a_merge_conflict_a_warning_a_running_test_and_a_formatter_are_no_shield
     `git merge origin/x --no-edit`" (the conflicts were that day's branches, resolved by hand),
     "`mise run test:ci` failed: `… WARN failed to delete orphaned shadow branch …`; fixed by `mise
     run fmt && mise run lint`" (a test's expected warning as the error; a formatter as the fix of
-    failing tests) and "`go test … -v` failed: `=== RUN TestX/unknown_returns_error`"."""
+    failing tests)."""
     merge = "Auto-merging go.mod\nCONFLICT (content): Merge conflict in go.mod\nAutomatic merge failed; fix conflicts"
     s = make_session(
         ("user", "Merge the hooks branch."),
@@ -724,16 +726,6 @@ def test_a_merge_conflict_a_warning_a_running_test_and_a_formatter_are_no_shield
     (shield,) = gather(s).shields
     assert shield.error == "logging_test.go:40: expected log file, got none"
     assert shield.fix.startswith("editing `cmd/shop/logging.go`")
-    run = "=== RUN   TestRegistry/Get_unknown_agent_returns_error\n    registry_test.go:31: no agent type named claude-code\n--- FAIL"
-    s = make_session(
-        ("user", "Test the registry."),
-        _bash("go test ./cmd/shop/agent/... -run Registry -v", run, True),
-        _edit("cmd/shop/agent/registry.go"),
-        _bash("go test ./cmd/shop/agent/... -run Registry -v", "PASS"),
-        cwd=CWD,
-    )
-    (shield,) = gather(s).shields
-    assert shield.error == "registry_test.go:31: no agent type named claude-code"
     lint = "cmd/shop/main.go:12: File is not `gofmt`-ed (gofmt)\nexit status 1"
     s = make_session(  # … while a formatter still fixes a linter's finding
         ("user", "Lint."),
@@ -745,69 +737,51 @@ def test_a_merge_conflict_a_warning_a_running_test_and_a_formatter_are_no_shield
     assert [x.fix for x in gather(s).shields] == ["`go fmt ./...`"]
 
 
-def test_a_quoted_source_line_is_no_error():
-    """An unseen Codex set kept "`bun test x.test.ts` failed: `273 | name: 'expected-tool-sequence',`"
-    and "`1 | // When the subprocess fails, this is the error instance …`" (the source a test runner
-    quotes)."""
-    quoted = (
-        "test/grade.test.ts:\n271 |     expect(result).toEqual({\n273 |       name: 'expected-tool-sequence',\n"
-        "1 | // When the subprocess fails, this is the error instance being returned.\n"
-        "error: expect(received).toEqual(expected)\n(fail) grade > prepared [3.1ms]"
-    )
+def _errors(output: str) -> list[str]:
+    """The shields' errors of a command that failed with `output`, then worked after an edit."""
     s = make_session(
-        ("user", "Fix the grade test."),
-        _bash("bun test test/grade.test.ts", quoted, True),
-        _edit("src/grade/orchestrator.ts"),
-        _bash("bun test test/grade.test.ts", "(pass) grade > prepared"),
+        ("user", "Fix it."),
+        _bash("pnpm run check", output, True),
+        _edit("src/check.ts"),
+        _bash("pnpm run check", "ok"),
         cwd=CWD,
     )
-    assert [x.error for x in gather(s).shields] == ["error: expect(received).toEqual(expected)"]
+    return [x.error for x in gather(s).shields]
 
 
-def test_the_source_line_a_compiler_marks_is_no_error():
-    """An unseen TypeScript set kept "`pnpm api:generate` failed: `return new TSError(diagnosticText,
-    diagnosticCodes, diagnostics);`": ts-node quotes its own source over a `^` mark; the error is the
-    line after."""
-    out = (
-        "> ts-node scripts/generate-openapi.ts\n\n/repo/node_modules/ts-node/src/index.ts:859\n"
-        "    return new TSError(diagnosticText, diagnosticCodes, diagnostics);\n           ^\n"
-        "TSError: ⨯ Unable to compile TypeScript:\n"
-        "src/shares/share.dto.ts(5,3): error TS2564: Property 'shareId' has no initializer.\n"
-    )
-    s = make_session(
-        ("user", "Regenerate the client."),
-        _bash("pnpm api:generate", out, True),
-        _edit("src/shares/share.dto.ts"),
-        _bash("pnpm api:generate", "done"),
-        cwd=CWD,
-    )
-    assert [x.error for x in gather(s).shields] == ["TSError: ⨯ Unable to compile TypeScript:"]
-
-
-def test_a_powershell_error_record_is_read_for_its_message():
-    """An unseen Windows set kept "`powershell.exe -Command "… | Where-Object IPEnabled -eq $true …"`
-    failed: `+ CategoryInfo : InvalidArgument: (:) [Where-Object], PSArgumentException`": the record's
-    category line, not its message (the lines over "At line:1 char:51")."""
-    record = (
-        "Where-Object : The specified operator requires both the -Property and -Value parameters. Provide values "
-        "for both \r\nparameters, and then try the command again.\r\nAt line:1 char:51\r\n"
-        "+ ... Configuration | Where-Object IPEnabled -eq  | ForE ...\r\n+              ~~~~~~~~~~~~~~~~~~~~\r\n"
-        "    + CategoryInfo          : InvalidArgument: (:) [Where-Object], PSArgumentException\r\n"
-        "    + FullyQualifiedErrorId : ValueNotSpecifiedForWhereObject,Microsoft.PowerShell.Commands.WhereObjectCommand"
-    )
-    s = make_session(
-        ("user", "Turn NetBIOS off."),
-        _bash(
-            'powershell.exe -Command "Get-WmiObject Win32_NetworkAdapterConfiguration | Where-Object IPEnabled -eq $true"',
-            record,
-            True,
+@pytest.mark.parametrize(
+    ("output", "error"),
+    [
+        (  # the source a test runner quotes ("273 | name: 'expected-tool-sequence',") is no error
+            "test/grade.test.ts:\n271 |     expect(result).toEqual({\n273 |       name: 'expected-tool-sequence',\n"
+            "1 | // When the subprocess fails, this is the error instance being returned.\n"
+            "error: expect(received).toEqual(expected)\n(fail) grade > prepared [3.1ms]",
+            "error: expect(received).toEqual(expected)",
         ),
-        _bash(
-            "powershell.exe -Command \"Get-WmiObject Win32_NetworkAdapterConfiguration -Filter 'IPEnabled=True'\"", "ok"
+        (  # … nor the source line a compiler marks with `^` (ts-node's own "return new TSError(…);")
+            "> ts-node scripts/generate-openapi.ts\n\n/repo/node_modules/ts-node/src/index.ts:859\n"
+            "    return new TSError(diagnosticText, diagnosticCodes, diagnostics);\n           ^\n"
+            "TSError: ⨯ Unable to compile TypeScript:\n"
+            "src/shares/share.dto.ts(5,3): error TS2564: Property 'shareId' has no initializer.\n",
+            "TSError: ⨯ Unable to compile TypeScript:",
         ),
-        cwd=CWD,
-    )
-    assert [x.error for x in gather(s).shields] == [
-        "Where-Object : The specified operator requires both the -Property and -Value parameters. Provide values "
-        "for both parameters, and then try the command again."
-    ]
+        (  # … nor go test's "=== RUN   TestX/unknown_returns_error" line
+            "=== RUN   TestRegistry/Get_unknown_agent_returns_error\n"
+            "    registry_test.go:31: no agent type named claude-code\n--- FAIL",
+            "registry_test.go:31: no agent type named claude-code",
+        ),
+        (  # a PowerShell error record: its message over "At line:1 char:51", not "+ CategoryInfo : …"
+            "Where-Object : The specified operator requires both the -Property and -Value parameters. Provide values "
+            "for both \r\nparameters, and then try the command again.\r\nAt line:1 char:51\r\n"
+            "+ ... Configuration | Where-Object IPEnabled -eq  | ForE ...\r\n+              ~~~~~~~~~~~~~~~~~~~~\r\n"
+            "    + CategoryInfo          : InvalidArgument: (:) [Where-Object], PSArgumentException\r\n"
+            "    + FullyQualifiedErrorId : ValueNotSpecifiedForWhereObject,Microsoft.PowerShell.Commands.WhereObject",
+            "Where-Object : The specified operator requires both the -Property and -Value parameters. Provide values "
+            "for both parameters, and then try the command again.",
+        ),
+    ],
+)
+def test_the_error_is_what_the_output_says_went_wrong(output: str, error: str):
+    """Seen on unseen sets: a bun test's quoted source line, ts-node's marked source line, go test's
+    "=== RUN" line and a PowerShell record's category line were kept as a shield's error."""
+    assert _errors(output) == [error]
