@@ -985,3 +985,16 @@ def test_a_tools_worktree_folder_in_a_home_is_no_repository():
     )
     assert sc.in_worktree("/home/ann/.codex/worktrees/3f2a/app") is None  # not one project `~/.codex`
     assert sc.in_worktree("/Users/ann/code/.dotfiles-worktrees/x")["main"] == "/Users/ann/code/.dotfiles"
+
+
+def test_a_worktree_named_for_a_branch_with_a_slash_keeps_its_files_paths():
+    """An unseen Go set's session ran in `<repo>/.worktrees/alex/test-x` (a worktree named for the
+    branch `alex/test-x`): its files came out as `test-x/cmd/…` (the worktree read as ending at
+    `.worktrees/alex`). A file under the session's own folder is relative to that folder; the
+    session is still the repository's."""
+    from dsh_memory.phase1.paths import relative
+
+    wt = "/Users/al/cli/.worktrees/al/test-x"
+    assert relative(f"{wt}/cmd/hooks.go", wt) == "cmd/hooks.go"
+    assert relative("/Users/al/cli/cmd/hooks.go", wt) == "cmd/hooks.go"  # the repository's own file
+    assert sc.locate(wt) == ("/Users/al/cli", False)

@@ -56,6 +56,8 @@ def checkout(path: str, cwd: str) -> str:
     mine = in_worktree(here)
     main = mine["main"] if mine else here
     theirs = in_worktree(p)
+    if p.startswith(here + "/") and not (theirs and theirs.end() > len(here)):
+        return path  # under the session's own folder, in no worktree inside it (`.worktrees/alex/test-x` too)
     if theirs and theirs["main"] == main:
         return cwd + bare[theirs.end() :]
     codex = base and re.match(rf".*/\.codex/worktrees/[^/]+/{re.escape(base)}(?=/|$)", p)
