@@ -219,3 +219,23 @@ def test_a_comment_that_goes_on_past_the_lines_read_ends_at_its_last_whole_sente
     ]
     short = "     1→# WARNING: the proxy drops calls over 30 s\n     2→# (keep `timeout` below it)\n     3→import x\n"
     assert [w for _, w in found_in(short)] == ["WARNING: the proxy drops calls over 30 s (keep `timeout` below it)"]
+
+
+def test_two_comments_of_one_file_that_say_the_same_are_one_tripwire():
+    """An unseen Go set kept "`hooks.go`: IMPORTANT: This reads from the worktree (not staging area)
+    to match what WriteTemporary captures …" and "`hooks.go`: IMPORTANT: We read from worktree (not
+    staging area) to match … This ensures attribution is consistent." (two functions' comments)."""
+    text = (
+        "    10→// IMPORTANT: This reads from the worktree (not staging area) to match what WriteTemporary captures.\n"
+        "    11→func a() {}\n"
+        "    40→// IMPORTANT: We read from worktree (not staging area) to match what WriteTemporary captures.\n"
+        "    41→// This ensures attribution is consistent.\n"
+        "    42→func b() {}\n"
+        "    70→// WARNING: never call b() before the index lock is taken.\n"
+    )
+    s = make_session(("user", "Why?"), _read(f"{CWD}/cmd/hooks.go", text), cwd=CWD)
+    assert gather(s).tripwires == [
+        "`cmd/hooks.go`: IMPORTANT: This reads from the worktree (not staging area) to match what WriteTemporary "
+        "captures.",
+        "`cmd/hooks.go`: WARNING: never call b() before the index lock is taken.",
+    ]

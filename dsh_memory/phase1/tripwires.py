@@ -154,4 +154,16 @@ def tripwires(reads: list[tuple[str, str]], edited: list[str]) -> list[str]:
         for rank, said in found_in(text):
             said = _STAMP.sub("", said).strip()  # a banner says when it was generated: the same warning
             pool.setdefault(said, (rank, 0 if path in edited else 1, n, f"`{path}`: {said}"))
-    return [w for *_, w in sorted(pool.values())[:MAX_TRIPWIRES]]
+    out: list[str] = []
+    for *_, w in sorted(pool.values()):
+        if not any(_restates(w, o) for o in out):
+            out.append(w)
+    return out[:MAX_TRIPWIRES]
+
+
+def _restates(a: str, b: str) -> bool:
+    """`a` says what `b` says of the same file: most of its words (4 letters or more) are `b`'s (two
+    comments of one file: "This reads from the worktree …", "We read from worktree … This ensures …")."""
+    (path_a, _, said_a), (path_b, _, said_b) = a.partition("`: "), b.partition("`: ")
+    words = set(re.findall(r"[a-z]{4,}", said_a.lower()))
+    return path_a == path_b and len(words & set(re.findall(r"[a-z]{4,}", said_b.lower()))) >= 0.6 * len(words)
