@@ -785,3 +785,22 @@ def test_the_error_is_what_the_output_says_went_wrong(output: str, error: str):
     """Seen on unseen sets: a bun test's quoted source line, ts-node's marked source line, go test's
     "=== RUN" line and a PowerShell record's category line were kept as a shield's error."""
     assert _errors(output) == [error]
+
+
+def test_a_look_into_the_repository_that_failed_is_no_shield():
+    """An unseen Go set kept "`git -C /x/cli fsck --full --unreachable | grep …` failed: `error: …
+    invalid sha1 pointer in cache-tree …`; fixed by `git -C /x/cli fsck --full | grep "broken
+    link"`": a look that found the repository's damage, then another look (`-C` hid the `git fsck`)."""
+    s = make_session(
+        ("user", "Our git status has broken, why?"),
+        _bash(
+            f"git -C {CWD} fsck --full --unreachable | grep -v dangling",
+            "error: 082c2c44: invalid sha1 pointer in cache-tree of .git/worktrees/1/index",
+            True,
+        ),
+        _bash(f'git -C {CWD} fsck --full | grep "broken link"', "broken link from tree 1a2b"),
+        _bash(f"git -C {CWD} status --short", "fatal: unable to read tree 1a2b", True),
+        _bash(f"git -C {CWD} status", "On branch main"),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []

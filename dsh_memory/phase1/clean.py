@@ -17,7 +17,8 @@ MARKER = re.compile(
 EXPLORATION = re.compile(
     r"^(ls|ll|find|fd|cat|bat|nl|head|tail|less|more|grep|egrep|rg|ag|sed -n|awk|wc|pwd|cd|echo|tree|stat|du|which|"
     r"ps|pgrep|lsof|top|printenv|uname|whoami|hostname|"
-    r"file|sort|git (status|log|diff|show|branch|blame|ls-files|rev-parse|merge-base|remote)|gh (pr|issue|run) (view|list)"
+    r"file|sort|git (?:-C \S+ )?(status|log|diff|show|branch|blame|ls-files|ls-tree|rev-parse|rev-list|merge-base|remote|"
+    r"fsck|cat-file|show-ref|for-each-ref|reflog|describe|count-objects)|gh (pr|issue|run) (view|list)"
     r"|gh api)\b"
 )
 CODE = re.compile(r"`([^`\n]+)`")  # a code span
