@@ -1881,3 +1881,31 @@ def test_a_gap_is_no_fact_once_a_later_edit_closes_it(said: str, edit: dict):
     assert gather(s).facts == []
     quiet = make_session(("user", "Why?"), ("assistant", said), cwd=CWD)
     assert gather(quiet).facts == [said]
+
+
+def test_a_failure_at_hand_a_commit_by_hash_a_runs_result_and_a_workers_prompt_are_no_facts():
+    """Unseen sets injected, once their sessions' first faults were out: "`git fetch origin` is
+    currently failing because …" (kept as what it breaks), "The commit `c384b36` intentionally
+    changed …" (history), "The eval never produced `…/summary.json`", "The prompt explicitly
+    requires report-only review …" (a worker's task) and "`checkGemini()` was skipping ALL …" before
+    the edit that stopped it."""
+    gone = [
+        "`git fetch origin` is currently failing because this checkout's `origin` URL resolves to `..git/`.",
+        "The commit `c384b36` intentionally changed `condense.go` to store full transcripts, not increments.",
+        "The eval never produced `.shop/results/<experiment>/<run-id>/summary.json` for the `smoke` target.",
+        "The prompt explicitly requires a report-only review plus E2E validation of `sync.ts`'s merge path.",
+    ]
+    kept = [
+        "`git fetch` fails in CI because `actions/checkout` clones with `fetch-depth: 1`, so tags are missing.",
+        "The `publish.yml` workflow fails when `NPM_TOKEN` is unset because `npm publish` needs it.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+    said = "`checkGemini()` in `hooks.go` was skipping ALL later `BeforeAgent` calls after the first warning."
+    s = make_session(
+        ("user", "Fix the hooks."),
+        ("assistant", said),
+        ("tool", "Edit", _edit("cmd/hooks.go", "return skip", "return nil"), "The file has been updated.", False),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert gather(s).facts == []

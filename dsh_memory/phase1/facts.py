@@ -102,8 +102,8 @@ NARRATION = re.compile(
     r"correct|robust|proper|minimal|generic|easiest|safest|cheapest|cheap|better|obvious|practical) "
     r"(?:plan|approach|idea|fix|option|solution|way)\s+(?:is to|is:|would be)\b"
     # one run's story: "The failed run then retried finalize and stopped …", "The first read wrote `/tmp/x`"
-    r"|^(?:The |This |That )?(?:[\w-]+ )?(?:run|job|build|workflow|pipeline|read|attempt|rerun|case)s? (?:then |also |"
-    r"first |just )?(?:ran|stopped|wrote|raced|retried|read|returned|produced|passed|succeeded|found|failed|"
+    r"|^(?:The |This |That )?(?:[\w-]+ )?(?:run|job|build|workflow|pipeline|read|attempt|rerun|case|eval)s? (?:then |also |"
+    r"first |just |never )?(?:ran|stopped|wrote|raced|retried|read|returned|produced|passed|succeeded|found|failed|"
     r"showed|reported|flagged|caught|finished|completed)\b"
     # how the agent got there: "After reviewing all the relevant code, the merge is handled"
     r"|^(?:After|Having|Upon) (?:reviewing|reading|checking|looking|investigating|examining|exploring|analy[sz]ing|"
@@ -153,7 +153,7 @@ STATE = re.compile(
     # stray `nul` file was left alone", "The `paths` trigger uses `packages/`, so it's unaffected"
     r"|\b(?:is|are|was|were) (?:now )?(?:staged|unstaged)\b|\bleft (?:alone|untouched|as is)\b"
     r"|\bso (?:it'?s|it is|they'?re|they are|this is|that'?s) (?:unaffected|untouched|fine)\b"
-    r"|(?:\b(?:is|are)|'s) (?:still )?failing\b"  # "…, but that's failing"
+    r"|(?:\b(?:is|are)|'s) (?:still |currently |now )?failing\b"  # "…, but that's failing"
     # a to-do: "README.md - Project Structure section needs major update", "needs both sections merged",
     # "The health check needs to be more resilient", "`x.md` - Has outdated URL", "… has the old configuration"
     r"|\bneeds? (?:\w+ ){0,2}(?:update|updating|clarification|clean-?up|rewrite|rework|merged|merging)\b"
@@ -215,6 +215,7 @@ DELEGATED = re.compile(
     r"confirmed|loaded|moving|running|executing|iterating|working|avoiding|updating|going|still|use|edit|read|"
     r"captured|wrote|ran|opened|closed|pushed|committed|merged|added|changed|fixed|returned|reports|said|says|"
     r"update|create)\b"
+    r"|^(?:the )?(?:[\w-]+ )?prompt (?:explicitly |also )?(?:requires|asks|says|tells|wants|instructs)\b"  # a worker's task
     r"|^(?:the )?(?:first|second|next|latest|last|initial|detailed) (?:pass|look|read|check|tail|scan|sweep)"
     r" (?:shows|confirms|found|says)\b",
     re.I,
@@ -231,6 +232,7 @@ WARNING = re.compile(r"(?:never|don'?t|do not|always|important|warning|caution|c
 OF_THAT_DAY = re.compile(
     r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}|\b(?:is|are|was|were)(?:n'?t| not)(?: yet)? (?:on|in) `?(?:origin|upstream)/"
     r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
+    r"|\bcommit `?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
@@ -246,6 +248,7 @@ GAP = re.compile(
     r"(?:updated|changed|removed|renamed|fixed)|must (?:change|update|be (?:updated|changed|removed|renamed))|"
     r"should (?:be (?:updated|changed|renamed|removed|x\b)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?|"
     r"(?:is|are) never (?:set|called|passed|used|read|written|created|initiali[sz]ed|cleared|updated)|"
+    r"(?:was|were) (?:still |always |silently )?(?:skipping|dropping|ignoring|overwriting|returning|calling|using)|"
     r"(?:has|have) only|today|currently)\b"  # "the drop is unconditional today": how it stands before the change
     r"|^the current\b(?! (?:x )?(?:checkout|branch)\b)"  # "The current `top_uploaders` tool only counts …"
     r"|^(?:The|So the) (?:root cause|issue|problem|bug|culprit)(?: of [^:,]{1,60})? is\b"  # "The root cause of the E2E …"
@@ -293,12 +296,21 @@ ABOUT_A_TEST = re.compile(
     r"|(?<![\w/.-])test_\w+(?![\w.])|`Test[A-Z]\w*`"  # … or a Go test by name: "`TestResume_LocalLogNewer` - …"
 )
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
-BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` instead of failing"), nor what
-    # fails at that moment ("…, but that's failing")
-    r"(?<!instead of )(?<!rather than )(?<!without )(?<!no longer )"
-    r"\b(fails?|(?<!\bis )(?<!'s )(?<!\bare )(?<!\bis still )(?<!\bare still )(?<!'s still )failing|breaks?|crash(?:es)?|errors? (?:out|with))\b",
+_BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` instead of failing")
+    r"(?<!instead of )(?<!rather than )(?<!without )(?<!no longer )\b(fails?|failing|breaks?|crash(?:es)?|errors? (?:out|with))\b",
     re.I,
 )
+_FAILING_NOW = re.compile(r"(?:\b(?:is|are)|'s)\s+(?:still\s+|currently\s+|now\s+)?$", re.I)
+
+
+def breaks(plain: str) -> bool:
+    """`plain` says what something breaks: a lesson. Not what fails at that moment ("…, but that's
+    failing", "`git fetch` is currently failing because …"): `STATE`."""
+    return any(
+        m[1].lower() != "failing" or not _FAILING_NOW.search(plain[: m.start()]) for m in _BREAKS.finditer(plain)
+    )
+
+
 HYPOTHETICAL = re.compile(r"\b(would|could|might|should|proposal|propose|option|plan|suggest|recommend)", re.I)
 # A sentence that introduces a list ("Version lives in 5 files to keep in sync:") and its items.
 _LEAD_LIST = re.compile(
@@ -402,7 +414,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
     if (
         cue is FACT_CUE
         and (STATE.search(plain) or OF_THAT_DAY.search(s))
-        and not (LIMIT.search(plain) or BREAKS.search(plain))
+        and not (LIMIT.search(plain) or breaks(plain))
     ):
         return 0  # how the worktree stood at that moment, or where one run's output went, not how the project works
     specific = len(named(s))
@@ -478,7 +490,7 @@ def fixed_later(assistant: list[tuple[int, str, bool]], changed: list[tuple[int,
     for seq, s, _ in assistant:
         plain = CODE.sub(" x ", s)
         gap = GAP.search(plain)
-        if not gap or (gap.start() and _CLAUSE.search(plain[: gap.start()])) or BREAKS.search(plain):
+        if not gap or (gap.start() and _CLAUSE.search(plain[: gap.start()])) or breaks(plain):
             continue  # … but what such a gap breaks is a lesson ("… still declares `X` — the CLI fails")
         if gap[0].lower() in ("today", "currently") and re.search(r"\balready\b", plain, re.I):
             continue  # "Already works today": nothing for the change to close
