@@ -1021,16 +1021,20 @@ def test_a_fact_keeps_its_files_but_not_their_line_numbers():
         "`plumbing` is still imported at lines 48, 58 and 61 for the `SetReference` calls in `refs.go`.",
         "If `InitializeSession` fails (line 81 - it only prints a warning), no `state.json` is written.",
         "The migration in `migrate.go` (lines 43, 52, 76) only updates `BaseCommit`, never `TreeHash`.",
+        "`trimAnsi` (writer.go / 295) is only called from `FormatTitle`, never from `writeBody`.",
+        "On `exit`, the `zshexit` handler runs `_omp_quit` (omp.zsh:363), which sends `quit` (git.go, 340-344).",
     ]
     s = make_session(("user", "Review the renderer."), ("assistant", "\n\n".join(said)), cwd=CWD)
     assert sorted(gather(s).facts) == [
         "If `InitializeSession` fails (it only prints a warning), no `state.json` is written.",
+        "On `exit`, the `zshexit` handler runs `_omp_quit` (omp.zsh), which sends `quit` (git.go).",
         "The dev server is configured in `vite.config.ts`: it only listens on `127.0.0.1:8080`.",
         "The drop is unconditional: `segment.go` returns early from `Render()`, so segments.go never writes it.",
         "The migration in `migrate.go` only updates `BaseCommit`, never `TreeHash`.",
         "The real problem is the assertions: the test asserts `Save the plan` is in `message`.",
         "`SetParentColors` (`src/terminal/writer.go`) only ever prepends to `ParentColors`, an O(n) copy.",
         "`plumbing` is still imported for the `SetReference` calls in `refs.go`.",
+        "`trimAnsi` (writer.go) is only called from `FormatTitle`, never from `writeBody`.",
     ]
 
 
