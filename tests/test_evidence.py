@@ -1913,3 +1913,14 @@ def test_a_failure_at_hand_a_commit_by_hash_a_runs_result_and_a_workers_prompt_a
         cwd=CWD,
     )
     assert gather(s).facts == []
+
+
+def test_a_change_said_as_one_and_a_reviews_verdict_are_no_facts():
+    """An unseen TypeScript set injected "`…/UserMenu.tsx`: Fallback changed from `'User'` to …" and
+    "The `cached_encrypted_hex` logic is actually correct as-is — …" once its first faults were out."""
+    gone = [
+        "`components/layout/Menu.tsx`: Fallback changed from `'User'` to `'[guest]'` for users without a name",
+        "The `cached_hex` logic in `keys.ts` is actually correct as-is — it keeps the original value in `meta.json`.",
+    ]
+    kept = ["`keys.ts` keeps a key that fails to decrypt as it was, so `metadata.json` never loses it."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

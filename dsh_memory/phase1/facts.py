@@ -171,6 +171,8 @@ STATE = re.compile(
     # transcript correctly identifies only `b.ts`", "The recent commit `c384b36` changed …"
     r"|\bneeds? to be (?:cleaned up|tidied|fixed|addressed|refactored|rewritten|reworked)\b|\bcorrectly [a-z]+s\b"
     r"|\bthe (?:recent|latest|previous) commit\b"
+    # … a change said as one ("Fallback changed from `'User'` to …"), a review's verdict ("… is actually correct as-is")
+    r"|\bchanged from\b|\bcorrect as[- ]is\b|\b(?:is|are) actually correct\b"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
     r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging|hitting|throwing|showing|getting|loading)\b"  # "is returning HTML"
@@ -390,6 +392,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
             or FRAGMENT.match(said)
             or WAS.match(rest)
             or DANGLING.match(rest)
+            or STATE.search(CODE.sub(" x ", rest))  # … nor the change said as one ("— Fallback changed from …")
         ):
             return 0
         if re.match(r"[+-]\d+ lines?\b|\(?new file\)?|\d+ (?:insertions|deletions)", rest):
