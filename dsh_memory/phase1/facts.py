@@ -102,7 +102,7 @@ NARRATION = re.compile(
     r"correct|robust|proper|minimal|generic|easiest|safest|cheapest|cheap|better|obvious|practical) "
     r"(?:plan|approach|idea|fix|option|solution|way)\s+(?:is to|is:|would be)\b"
     # one run's story: "The failed run then retried finalize and stopped …", "The first read wrote `/tmp/x`"
-    r"|^(?:The |This |That )?(?:[\w-]+ )?(?:run|job|build|workflow|pipeline|read|attempt|rerun|case|eval)s? (?:then |also |"
+    r"|^(?:The |This |That )?(?:[\w-]+ )?(?:run|job|build|workflow|pipeline|read|attempt|rerun|case|eval|deployment|deploy)s? (?:then |also |"
     r"first |just |never )?(?:ran|stopped|wrote|raced|retried|read|returned|produced|passed|succeeded|found|failed|"
     r"showed|reported|flagged|caught|finished|completed)\b"
     # how the agent got there: "After reviewing all the relevant code, the merge is handled"
