@@ -175,9 +175,8 @@ def informative_error(text: str) -> str:
     for n, ln in enumerate(output):
         if n + 1 < len(output) and _CARET.match(output[n + 1]):
             continue  # the source line a compiler marks ("return new TSError(…);" over "^"), not the error
-        s = re.sub(
-            r"^(?:E|\*|\^)\s+", "", ln.strip()
-        )  # pytest's "E   " (not the E of "EOFError"), "* " item, "^ " mark
+        # pytest's "E   " (not the E of "EOFError"), a "* " item, a parser's "^ " mark
+        s = re.sub(r"^(?:E|\*|\^)\s+", "", ln.strip())
         if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
             continue  # … and a package script's echo ("$ biome check --error-on-warnings")
         if _SOURCE_LINE.match(s):

@@ -89,12 +89,12 @@ def found_in(text: str) -> list[tuple[int, str]]:
             if more is None or _SHOUT.match(more):
                 break
             said.append(more)
-        text = " ".join(said).replace("**", "")
+        joined = " ".join(said).replace("**", "")
         after = lines[i + len(said)][1] if i + len(said) < len(lines) else ""
         if len(said) == 3 and _comment(after) and not _SHOUT.match(_comment(after) or ""):
-            text = re.sub(r"(?<=[.!?])\s+[^.!?]*$", "", text)  # it goes on: not "… These functions provide"
+            joined = re.sub(r"(?<=[.!?])\s+[^.!?]*$", "", joined)  # it goes on: not "… These functions provide"
         rank = 0 if head or (shout and shout.group(1).upper() in ("CRITICAL", "DANGER")) or "NOT" in body[:12] else 1
-        warning = _said_whole(clip_prose(text, MAX_WARNING_CHARS))
+        warning = _said_whole(clip_prose(joined, MAX_WARNING_CHARS))
         if warning:
             out.append((rank, warning))
         if head:
