@@ -1891,7 +1891,8 @@ def test_a_failure_at_hand_a_commit_by_hash_a_runs_result_and_a_workers_prompt_a
     """Unseen sets injected, once their sessions' first faults were out: "`git fetch origin` is
     currently failing because …" (kept as what it breaks), "The commit `c384b36` intentionally
     changed …" (history), "The eval never produced `…/summary.json`", "The deployment completed but
-    …" (one run's story), "The prompt explicitly
+    …" (one run's story), "The message says …" (an output of that day), "Without this change, …",
+    "The prompt explicitly
     requires report-only review …" (a worker's task) and "`checkGemini()` was skipping ALL …" before
     the edit that stopped it."""
     gone = [
@@ -1900,6 +1901,8 @@ def test_a_failure_at_hand_a_commit_by_hash_a_runs_result_and_a_workers_prompt_a
         "The eval never produced `.shop/results/<experiment>/<run-id>/summary.json` for the `smoke` target.",
         "The prompt explicitly requires a report-only review plus E2E validation of `sync.ts`'s merge path.",
         "The deployment completed but the health check fails because CloudFront returns 502 for `map.shop.dev`.",
+        "The message says sessions exist but aren't linked to commits on `main` in `shop status`.",
+        "Without this change, the `deploy.yml` run will fail because SSH can't connect through CloudFront.",
     ]
     kept = [
         "`git fetch` fails in CI because `actions/checkout` clones with `fetch-depth: 1`, so tags are missing.",

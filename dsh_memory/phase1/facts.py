@@ -80,6 +80,8 @@ NARRATION = re.compile(
     # what the analysis turned up: "Root cause found and fixed: …", "A real bug was found and deliberately not fixed: …"
     r"|^[^:]{0,60}\b(?:(?:found|fixed|identified|confirmed|resolved|addressed)|findings?\b[^:]{0,30})\s*:"
     r"|^[A-Z][\w-]*(?:'s)?(?: [\w-]+)? (?:also )?(?:said|answered|replied|reported)\b"  # "DeepWiki also said …"
+    # … and what an output said that day: "The message says sessions exist but aren't linked …"
+    r"|^(?:The|This|That) (?:error|message|output|log|response|warning)s? (?:says|said|shows|showed|reports|reported)\b"
     r"|^`[^`]+`\s*(?:—|–|-|:)\s+[A-Z][a-z]+ed\b"  # what the change did to it: "`x_test.go`: Updated test calls …"
     r"|^Given (?:the|a|an|that)\b"  # an acceptance criterion: "Given the manager fails to reconnect"
     r"|^(?:Should|Would|Could|Will|Might|May)\s"  # a guess without its subject: "Should now load after the fix"
@@ -125,6 +127,7 @@ DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solv
     r"|^(?:Currently|Today|Here|Again),?\s+(?:these|those|they|it|its|this|that)\b"  # "Currently it uses …"
     r"|^(?:In|For|With|Under|From|At) (?:that|those|these|such)\b"  # "In that system, …"
     r"|^(?:If|When|Once|Until|Unless|While) (?:this|that|these|those|it|they)\b"  # "If this grows, …"
+    r"|^(?:Without|Before|After|With) (?:this|that|the) (?:change|fix|commit|patch|edit)\b"  # "Without this change, …"
 )
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
