@@ -1892,9 +1892,8 @@ def test_a_failure_at_hand_a_commit_by_hash_a_runs_result_and_a_workers_prompt_a
     currently failing because …" (kept as what it breaks), "The commit `c384b36` intentionally
     changed …" (history), "The eval never produced `…/summary.json`", "The deployment completed but
     …" (one run's story), "The message says …" (an output of that day), "Without this change, …",
-    "The prompt explicitly
-    requires report-only review …" (a worker's task) and "`checkGemini()` was skipping ALL …" before
-    the edit that stopped it."""
+    "The prompt explicitly requires report-only review …" (a worker's task) and "`checkGemini()` was
+    skipping ALL …" before the edit that stopped it."""
     gone = [
         "`git fetch origin` is currently failing because this checkout's `origin` URL resolves to `..git/`.",
         "The commit `c384b36` intentionally changed `condense.go` to store full transcripts, not increments.",
