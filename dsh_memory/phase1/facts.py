@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from dsh_memory.phase1.clean import CODE, FENCED, TASK_VERB, TEST_FILE, clip_prose, is_table_row, why_not_memory
+from dsh_memory.phase1.near import restates
 
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 32
@@ -453,8 +454,7 @@ def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
             scored.append((score + bonus, n, whole))
     out: list[str] = []
     for _, _, s in sorted(scored, key=lambda t: (-t[0], t[1])):
-        words = set(re.findall(r"\w{4,}", s.lower()))
-        if any(len(words & set(re.findall(r"\w{4,}", o.lower()))) >= 0.6 * max(1, len(words)) for o in out):
+        if any(restates(s, o) for o in out):
             continue
         out.append(s)
         if len(out) >= MAX_RECAP_FACTS:

@@ -1,10 +1,12 @@
 """Near-duplicate lines: what Phase 1's clean-up (`postprocess.clean_text`, `unloop`) and Phase 2's
-handbook clean-up (`consolidation/apply.clean_handbook`) keep once.
+handbook clean-up (`consolidation/apply.clean_handbook`) keep once; and one sentence that restates
+another (`restates`: a session's facts, a file's tripwires).
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 NEAR_CONTAINED = 40  # a normalized line this long inside another is a near duplicate of it
 NEAR_WORDS, NEAR_JACCARD = 6, 0.85  # … and so are two lines of ≥ 6 words sharing 85 % of them
@@ -18,6 +20,12 @@ def near(a: str, b: str) -> bool:
     if len(short) >= NEAR_CONTAINED and short in long_:
         return True
     return _similar(set(a.split()), set(b.split()))
+
+
+def restates(a: str, b: str, share: float = 0.6) -> bool:
+    """Most of `a`'s words (of 4 characters or more) are `b`'s: `a` says again what `b` says."""
+    words = set(re.findall(r"\w{4,}", a.lower()))
+    return len(words & set(re.findall(r"\w{4,}", b.lower()))) >= share * max(1, len(words))
 
 
 def _similar(wa: set[str], wb: set[str]) -> bool:

@@ -14,6 +14,7 @@ import shlex
 
 from dsh_memory.phase1.clean import clip_prose
 from dsh_memory.phase1.commands import core
+from dsh_memory.phase1.near import restates
 from dsh_memory.phase1.paths import is_absolute
 
 MAX_TRIPWIRES = 3
@@ -147,23 +148,16 @@ def tripwires(reads: list[tuple[str, str]], edited: list[str]) -> list[str]:
     """The warnings of the project's files in `reads` ((relative path, text) in session order):
     generated-file banners and DO NOT / CRITICAL comments first, files the session also edited
     first within each, each warning once."""
-    pool: dict[str, tuple[int, int, int, str]] = {}  # each warning as its first read says it
+    pool: dict[str, tuple[int, int, int, str, str]] = {}  # each warning as its first read says it
     for n, (path, text) in enumerate(reads):
         if is_absolute(path) or _ELSEWHERE.search(path):
             continue  # not this project's file
         for rank, said in found_in(text):
             said = _STAMP.sub("", said).strip()  # a banner says when it was generated: the same warning
-            pool.setdefault(said, (rank, 0 if path in edited else 1, n, f"`{path}`: {said}"))
-    out: list[str] = []
-    for *_, w in sorted(pool.values()):
-        if not any(_restates(w, o) for o in out):
-            out.append(w)
-    return out[:MAX_TRIPWIRES]
-
-
-def _restates(a: str, b: str) -> bool:
-    """`a` says what `b` says of the same file: most of its words (4 letters or more) are `b`'s (two
-    comments of one file: "This reads from the worktree …", "We read from worktree … This ensures …")."""
-    (path_a, _, said_a), (path_b, _, said_b) = a.partition("`: "), b.partition("`: ")
-    words = set(re.findall(r"[a-z]{4,}", said_a.lower()))
-    return path_a == path_b and len(words & set(re.findall(r"[a-z]{4,}", said_b.lower()))) >= 0.6 * len(words)
+            pool.setdefault(said, (rank, 0 if path in edited else 1, n, path, said))
+    kept: list[tuple[str, str]] = []
+    for _, _, _, path, said in sorted(pool.values()):
+        # two comments of one file that say the same ("This reads from the worktree …", "We read from worktree …")
+        if not any(path == p and restates(said, s) for p, s in kept):
+            kept.append((path, said))
+    return [f"`{path}`: {said}" for path, said in kept[:MAX_TRIPWIRES]]
