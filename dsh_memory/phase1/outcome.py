@@ -145,7 +145,7 @@ _HEADING = re.compile(r"^\S+(?:\s+\S+){0,2}:$")  # "Collected errors:": what the
 
 
 _PS_AT = re.compile(r"^\s*At (?:line:\d+ char:\d+|[^\n]*:\d+ char:\d+)\s*$")  # where a PowerShell error record points
-_PS_MESSAGE = re.compile(r"^([A-Z][\w-]*(?: [\w-]+)?) : (\S.*)$")  # "Where-Object : The specified operator …"
+_PS_MESSAGE = re.compile(r"^[A-Z][\w-]*(?: [\w-]+)? : \S")  # "Where-Object : The specified operator …"
 
 
 def _powershell_error(output: list[str]) -> str:
@@ -155,11 +155,15 @@ def _powershell_error(output: list[str]) -> str:
         if not _PS_AT.match(ln):
             continue
         for k in range(n - 1, max(-1, n - 4), -1):
-            m = _PS_MESSAGE.match(output[k].strip())
-            if m:
-                said = " ".join(x.strip() for x in output[k:n])
-                return clip(said, 200)
+            if _PS_MESSAGE.match(output[k].strip()):
+                return clip(" ".join(x.strip() for x in output[k:n]), 200)
     return ""
+
+
+def _says_no_error(line: str) -> bool:
+    """A log line below an error ("INFO … failed_branches=0"), a test that passed or runs ("(pass) …
+    fails clearly when …"), a heading of the errors below it ("Collected errors:"): no error said."""
+    return bool(LOG_INFO.search(line) or PASSED.match(line) or _HEADING.match(line))
 
 
 def informative_error(text: str) -> str:
@@ -181,16 +185,12 @@ def informative_error(text: str) -> str:
             continue  # … and a package script's echo ("$ biome check --error-on-warnings")
         if _SOURCE_LINE.match(s):
             continue  # the source a test runner quotes ("273 |   name: 'x',", "1 | // … the error instance …")
-        if LOG_INFO.search(s) or PASSED.match(s):
-            continue  # "INFO … failed_branches=0", "(pass) … fails clearly when …": no error said
-        if _HEADING.match(s):
-            continue  # a heading of the errors below it ("Collected errors:"), not one
+        if _says_no_error(s):
+            continue
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
             return clip(s, 200)
     lines = [ln.strip() for ln in output if ln.strip() and not ln.strip().startswith("[")]
-    lines = [
-        re.sub(r"^\*\s+", "", ln) for ln in lines if not (PASSED.match(ln) or LOG_INFO.search(ln) or _HEADING.match(ln))
-    ]
+    lines = [re.sub(r"^\*\s+", "", ln) for ln in lines if not _says_no_error(ln)]
     if 0 < len(lines) <= 2 and len(re.findall(r"[A-Za-z]{2,}", lines[0])) >= 3 and not GENERIC_ERROR.match(lines[0]):
         return clip(lines[0], 200)  # a short output of a failed command is its message
     return ""

@@ -17,6 +17,7 @@ from dsh_memory.phase1.clean import CODE, EXPLORATION, TEST_FILE, clip_prose
 from dsh_memory.phase1.commands import (
     BUILD,
     EXPLORE,
+    FORMATS,
     MODIFY,
     SETUP,
     Run,
@@ -188,7 +189,6 @@ def _worked_later(runs: list[Run], i: int) -> Run | None:
     return None
 
 
-FORMATS = re.compile(r"(?<![\w-])(?:--fix|fix|format|fmt)(?![\w-])")  # a run that only reformats or autofixes
 # A linter's or type checker's run (and a test file, `clean.TEST_FILE`): a lint finding in new code, or a test the
 # session wrote and then corrected, is the check doing its job (a circular import the tests hit is not).
 LINT = re.compile(

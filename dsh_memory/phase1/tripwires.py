@@ -91,8 +91,8 @@ def found_in(text: str) -> list[tuple[int, str]]:
                 break
             said.append(more)
         joined = " ".join(said).replace("**", "")
-        after = lines[i + len(said)][1] if i + len(said) < len(lines) else ""
-        if len(said) == 3 and _comment(after) and not _SHOUT.match(_comment(after) or ""):
+        after = _comment(lines[i + len(said)][1]) if i + len(said) < len(lines) else None
+        if len(said) == 3 and after and not _SHOUT.match(after):
             joined = re.sub(r"(?<=[.!?])\s+[^.!?]*$", "", joined)  # it goes on: not "… These functions provide"
         rank = 0 if head or (shout and shout.group(1).upper() in ("CRITICAL", "DANGER")) or "NOT" in body[:12] else 1
         warning = _said_whole(clip_prose(joined, MAX_WARNING_CHARS))
