@@ -1928,3 +1928,23 @@ def test_a_change_said_as_one_and_a_reviews_verdict_are_no_facts():
     ]
     kept = ["`keys.ts` keeps a key that fails to decrypt as it was, so `metadata.json` never loses it."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
+    """Seen on an unseen Go CLI set: `go run ./cmd/entire explain abc123` (trying a fix on one
+    checkpoint) was injected as how to set up and run the project. A commit hash, checkpoint or
+    session id as an argument names one thing of that day; the same program run on a port or a
+    file is still how it runs."""
+    once = [
+        "go run ./cmd/entire explain abc123",
+        "npm run replay -- 3f9c2a1e-7b4d-4e21-9c3a-0d5e6f7a8b9c",
+        "uv run scripts/show_run.py 9f8e7d6c5b",
+    ]
+    kept = ["go run ./cmd/server --port 8080", "npm run dev -- --port 3000"]
+    s = make_session(
+        ("user", "Check the explain fix on the checkpoint and the replay."),
+        *(_bash(c, "ok") for c in once + kept),
+        cwd=CWD,
+    )
+    lines = [c.line for c in gather(s).commands]
+    assert not set(once) & set(lines) and set(kept) <= set(lines), lines

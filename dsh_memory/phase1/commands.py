@@ -346,6 +346,11 @@ def installs_once(cmd: str) -> bool:
 
 # A template, not a command that ran: `gofmt -l <files>`, `pytest -k <name>` (a subagent's prompt).
 PLACEHOLDER = re.compile(r"(?:^|\s)<[A-Za-z][\w .-]{0,30}>(?=\s|$)")
+# A run on one thing of that day: a commit hash, checkpoint or session id as an argument
+# (`go run ./cmd/x explain abc123`), not on a port or a file.
+ONE_ID = re.compile(
+    r"\s(?=[\w-]*\d)(?=[\w-]*[a-f])(?:[0-9a-f]{6,40}|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})(?=\s|$)"
+)
 
 
 def commands(runs: list[Run]) -> list[Command]:
@@ -355,7 +360,13 @@ def commands(runs: list[Run]) -> list[Command]:
     tries: dict[str, int] = {}  # runs per family: `… add URL --dry-run`, then `… add . --list`
     worked: dict[str, int] = {}  # the order the commands first succeeded: setup before what needs it
     for r in runs:
-        if not is_build_command(r.line) or len(r.line) > 200 or ELSEWHERE.match(r.line) or PLACEHOLDER.search(r.line):
+        if (
+            not is_build_command(r.line)
+            or len(r.line) > 200
+            or ELSEWHERE.match(r.line)
+            or PLACEHOLDER.search(r.line)
+            or ONE_ID.search(r.line)
+        ):
             continue
         if REMOTE.match(r.line) or any(installs_once(c) for c in re.split(r"&&|;", core(r.line))):
             continue  # the other machine's, this one's or the environment's change of that moment
