@@ -1948,3 +1948,18 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
     )
     lines = [c.line for c in gather(s).commands]
     assert not set(once) & set(lines) and set(kept) <= set(lines), lines
+
+
+def test_a_bugs_history_by_its_commit_and_a_past_verdict_are_no_facts():
+    """realq's memory kept "The bug existed because the earlier `remove …` commit (`08ab66e`) dropped
+    the file …" (the hash in parentheses) and "… the reporter correctly identified this gap …" (the
+    past of "correctly identifies", a verdict of that day); a rule with "correctly" stays."""
+    gone = [
+        "The bug existed because the earlier `drop old readme` commit (`1f3c9ab`) left the manifest entry.",
+        "`loader.ts` needs a `name:` field and the reporter correctly identified this gap in the issue.",
+    ]
+    kept = [
+        "Paths in `routes.yaml` must be correctly escaped, or the router rejects the whole file.",
+        "`manifest.json` must list every skill folder, or the installer skips the skill.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

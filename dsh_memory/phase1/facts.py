@@ -173,7 +173,7 @@ STATE = re.compile(
     r"|\b(?:is|are)(?:n'?t| not)(?: yet)? (?:merged|pushed|committed|released|deployed)\b"
     # … a to-do, a check of that day, a commit of that day: "has junk code that needs to be cleaned up", "The
     # transcript correctly identifies only `b.ts`", "The recent commit `c384b36` changed …"
-    r"|\bneeds? to be (?:cleaned up|tidied|fixed|addressed|refactored|rewritten|reworked)\b|\bcorrectly [a-z]+s\b"
+    r"|\bneeds? to be (?:cleaned up|tidied|fixed|addressed|refactored|rewritten|reworked)\b|(?<!\bbe )\bcorrectly [a-z]+(?:s|ed)\b"
     r"|\bthe (?:recent|latest|previous) commit\b"
     # … a change said as one ("Fallback changed from `'User'` to …"), a review's verdict ("… is actually correct as-is")
     r"|\bchanged from\b|\bcorrect as[- ]is\b|\b(?:is|are) actually correct\b"
@@ -238,7 +238,7 @@ WARNING = re.compile(r"(?:never|don'?t|do not|always|important|warning|caution|c
 OF_THAT_DAY = re.compile(
     r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}|\b(?:is|are|was|were)(?:n'?t| not)(?: yet)? (?:on|in) `?(?:origin|upstream)/"
     r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
-    r"|\bcommit `?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
+    r"|\bcommit \(?`?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
