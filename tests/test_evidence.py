@@ -1011,7 +1011,7 @@ def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_worker
 
 def test_a_fact_keeps_its_files_but_not_their_line_numbers():
     """A maintainer's code-review facts cited lines ("segment.go:229 returns early …", "(`src/terminal/
-    writer.go:221-229`)", "the test at line 392", "at lines 48, 58, 61", "(line 81 - …)"): true that day, wrong once the file changes. The
+    writer.go:221-229`)", "the test at line 392", "at lines 48, 58, 61", "(line 81 - …)", "(git.go:156, 340-344)"): true that day, wrong once the file changes. The
     fact keeps the file; a port or a time is no line number."""
     said = [
         "The drop is unconditional: `segment.go:229` returns early from `Render()`, so segments.go:186 never writes it.",
@@ -1022,7 +1022,7 @@ def test_a_fact_keeps_its_files_but_not_their_line_numbers():
         "If `InitializeSession` fails (line 81 - it only prints a warning), no `state.json` is written.",
         "The migration in `migrate.go` (lines 43, 52, 76) only updates `BaseCommit`, never `TreeHash`.",
         "`trimAnsi` (writer.go / 295) is only called from `FormatTitle`, never from `writeBody`.",
-        "On `exit`, the `zshexit` handler runs `_omp_quit` (omp.zsh:363), which sends `quit` (git.go, 340-344).",
+        "On `exit`, the `zshexit` handler runs `_omp_quit` (omp.zsh:363, 370-372), which sends `quit` (git.go, 340-344).",
     ]
     s = make_session(("user", "Review the renderer."), ("assistant", "\n\n".join(said)), cwd=CWD)
     assert sorted(gather(s).facts) == [

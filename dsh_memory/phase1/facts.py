@@ -431,12 +431,14 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
 
 # A line number: true of the file as it was that day, wrong once it changes ("load.go:119 loops …",
 # "`engine.ts:260-267`", "the call on line ~267", "`:702-705` `escape` only …").
-_LINES = r"lines? ~?\d+(?:[-–]\d+)?(?:(?:,\s*(?:and\s+)?|\s+and\s+)\d+(?:[-–]\d+)?)*"  # "lines 48, 58 and 61"
+_NUM = r"\d+(?:[-–]\d+)?"  # a line or a range
+_LINES = rf"lines? ~?{_NUM}(?:(?:,\s*(?:and\s+)?|\s+and\s+){_NUM})*"  # "lines 48, 58 and 61"
 _LINE_REF = re.compile(
     r"(\.(?:py|ts|tsx|js|jsx|mjs|go|rs|rb|java|kt|c|h|cc|cpp|cs|swift|php|md|mdx|ya?ml|toml|json|sh|bash|zsh|fish|nu|"
-    r"ps1|lua|sql|vue|svelte|css|scss))(?::\d+(?:[-–]\d+)?(?::\d+)?\b|\s*[/,]\s*\d+(?:[-–]\d+)?(?=\)))"  # "(git.go, 340-344)"
+    rf"ps1|lua|sql|vue|svelte|css|scss))(?::{_NUM}(?::\d+)?(?:(?:\s*,\s*{_NUM})+(?=\)))?\b"  # "(git.go:156, 340-344)"
+    rf"|\s*[/,]\s*{_NUM}(?=\)))"  # "(git.go, 340-344)"
     rf"|\s*\((?:at |on )?{_LINES}\)|(\()(?:at |on )?{_LINES}\s*[-–—:;,]\s*"  # "(line 81 - only warns)": "(only warns)"
-    rf"|\s+(?:at|on) {_LINES}\b|`:\d+(?:[-–]\d+)?`\s*"
+    rf"|\s+(?:at|on) {_LINES}\b|`:{_NUM}`\s*"
 )
 
 
