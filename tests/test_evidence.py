@@ -760,7 +760,7 @@ def test_a_short_pasted_plan_is_not_the_users_words():
     assert ev.rules == [] and ev.requests == ["Implement the following plan: Update the tour button color"]
 
 
-def test_an_emphasised_lead_ends_its_sentence():
+def test_an_emphasised_lead_or_a_files_name_starts_a_sentence():
     """ "**What's suspicious?** If you're worried about …" was one sentence (the split looked for a
     space right after the "?", and found "**"), so a question passed for a fact."""
     from dsh_memory.phase1.facts import sentences
@@ -771,6 +771,14 @@ def test_an_emphasised_lead_ends_its_sentence():
         "If the API call worries you, `capture` calls `get_pr` twice.",
         "Note.",
         "Fine.",
+    ]
+    # … and a sentence may start with a file's name (an unseen Windows set kept "Already works
+    # today. load.go loops …" as one fact); "e.g. config.yaml" goes on
+    text = "Already works today. load.go loops over `Extends`, e.g. config.yaml first. It merges."
+    assert sentences(text) == [
+        "Already works today.",
+        "load.go loops over `Extends`, e.g. config.yaml first.",
+        "It merges.",
     ]
 
 

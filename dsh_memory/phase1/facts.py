@@ -20,8 +20,10 @@ MAX_RECAP_FACTS = 32
 MAX_CONCLUSION_CHARS = 2600  # the recap's share of the turns' conclusions (recaps stay well under 4,000)
 MAX_FACT_CHARS = 260  # a longer fact ends at its last clause that fits (`clean.clip_prose`)
 
-_SENT = re.compile(  # not after "e.g."; after a closing quote too ('… create "checkpoints." The …')
-    r"(?:(?<=[.!?])|(?<=[.!?][\"'”)]))(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z`\"'(\[*])|\n+"
+# Sentence ends: not after "e.g."; after a closing quote too ('… create "checkpoints." The …'); before
+# a capital, a code span or a file's name ("Already works today. load.go loops …").
+_SENT = re.compile(
+    r"(?:(?<=[.!?])|(?<=[.!?][\"'”)]))(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z`\"'(\[*]|[a-z][\w-]*\.[a-z]{1,5}\b)|\n+"
 )
 BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")  # a list item's marker
 _EMPH = re.compile(r"\*\*([^*]+)\*\*|(?<![\w*/])\*(?=[A-Za-z])([^*\n`]+?)(?<=[\w:.!?)])\*(?![\w*/])")
