@@ -1971,3 +1971,19 @@ def test_a_bugs_history_by_its_commit_and_a_past_verdict_are_no_facts():
         "`manifest.json` must list every skill folder, or the installer skips the skill.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_quotation_cut_off_is_no_fact():
+    """The unseen Windows set injected '"routedEnvDataKeys are env-section keys the CLI layer
+    already routes into runtime.Flags before Init runs...' (a code comment quoted, cut, its quote
+    never closed): half of someone else's sentence. Whole quotations inside a fact stay."""
+    gone = [
+        '"routedKeys are the env keys the CLI layer already routes into `runtime.Flags` before Init runs...',
+        "The loader comment says “keys listed here are resolved by the CLI before `Init` runs, so the",
+        "The `overlay.go` loader always skips the keys that the CLI routes into `runtime.Flags`, such as...",
+    ]
+    kept = [
+        'The `overlay.go` loader never reads "routed" keys from the data file, only from `runtime.Flags`.',
+        '`gemini-extension.json` declares `"contextFileName": "GEMINI.md"`, so Gemini loads that file.',
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

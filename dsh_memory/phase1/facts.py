@@ -231,6 +231,8 @@ DELEGATED = re.compile(
 # A line ticked or crossed off, or cheered: a checklist's or an audit's report of that moment ("✅ Full
 # access to `~/.ssh`", "❌ Read LSASS memory", "… and pushed! 🚀"), not how the project works.
 STATUS_MARK = re.compile("[\u2705\u274c\u274e\u2713\u2714\u2717\u2718\u2611\u2612\U0001f680\U0001f389]")
+# Trailing off ("… before Init runs...") or a quotation never closed ('"keys the CLI … runs, so the').
+_CUT_OFF = re.compile(r"(?:\.\.\.|…)\W*$|“[^”]*$")
 _QUOTED = re.compile(r"[\"“][^\n]*[\"”]\.?")  # '"Every device id MUST be a map link."', quoted whole
 # A warning said with force ("Never run the migration twice!"), unlike an exclamation of the moment.
 WARNING = re.compile(r"(?:never|don'?t|do not|always|important|warning|caution|careful)\b", re.I)
@@ -383,8 +385,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0
     if s.endswith("!") and not WARNING.match(s):
         return 0  # the agent's excitement at what it just found, not a warning said with force
-    if STATUS_MARK.search(s) or _QUOTED.fullmatch(s):
-        return 0  # … or a quotation: a prompt's or a file's words, not the agent's
+    if STATUS_MARK.search(s) or _QUOTED.fullmatch(s) or _CUT_OFF.search(plain) or plain.count('"') % 2:
+        return 0  # … or a quotation: a prompt's or a file's words, not the agent's; or one cut off
     if WHERE_LED.match(s) and CODE.search(s):
         return 0 if STATE.search(plain) else 2  # not "Branch: `x` (27 commits ahead of main)"
     led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
