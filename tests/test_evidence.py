@@ -368,6 +368,7 @@ def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memo
             "- You couldn't inspect your already-open Chrome tab.",
             "- Feels concurrent to you because both are always active.",
             "- If you lose the vault key, you can follow the steps at https://example.com/restore",  # an offer
+            "- The `fan-boost` command will run your fans at full speed when you need cooling.",  # to the user
             "- ls ~/.cursor/skills/entire/skills # must show 4 dirs",
             "- [medium] `git hash-object -w` makes every draft revision durable",
             "- P1: the lock file leaks on a crash",
@@ -398,6 +399,7 @@ def test_no_omission_marker_exploration_table_or_second_person_line_reaches_memo
     ]
     for line in raw.splitlines()[1:-2]:
         assert why_not_memory(line), line
+    assert why_not_memory("- Never commit your `.env.local`: it holds the API keys.") is None  # a rule's "your"
     shield = (
         "- `erk exec setup-impl --issue 8124` failed: `TypeError: unexpected keyword argument 'branch_slug'`; "
         "fixed by `gh pr view 8124 --json headRefName,body`."

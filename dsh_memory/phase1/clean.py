@@ -37,11 +37,13 @@ TASK_VERB = re.compile(
 _SOURCE = re.compile(r"\[source:[^\]]*\]|\[scope:[^\]]*\]")
 _TABLE = re.compile(r"^\s*(?:[-*+]\s+)?\|[^|\n]*\||^\s*(?:[-*+]\s+)?\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
 _YOU = re.compile(r"\b(you|your|yours|yourself)\b", re.I)
-_RULE_YOU = re.compile(  # a rule's generic "you": it leads with the rule, or "… before you commit"
-    r"^\W*(?:always|never|don'?t|do not|must|make sure|you (?:should|must|need to|have to))\b"
-    r"|\b(?:before|when|if|unless|after|until) you\b",
-    re.I,
+_RULE_LEAD = re.compile(
+    r"^\W*(?:always|never|don'?t|do not|must|make sure|you (?:should|must|need to|have to))\b", re.I
 )
+_RULE_YOU = re.compile(  # a rule's generic "you": it leads with the rule, or "… before you commit"
+    _RULE_LEAD.pattern + r"|\b(?:before|when|if|unless|after|until) you\b", re.I
+)
+_YOURS = re.compile(r"\b(?:your|yours|yourself)\b", re.I)  # "will run your fans": the reader's own things
 _OFFER = re.compile(r"[,;:]\s*you (?:can|could|may|might)\b", re.I)  # "If you lose it, you can follow …": to the user
 _WORDS = re.compile(r"[A-Za-z]{2,}")
 
@@ -68,9 +70,14 @@ def says_little(text: str) -> bool:
 def second_person(line: str) -> bool:
     """Addressed to the reader, outside quotes and code (the user's quoted words may say "you"):
     a recap told to the user ("your already-open tab"), not a rule's generic "you" ("always run
-    the tests before you commit") unless it offers the reader a choice ("if you …, you can …")."""
+    the tests before you commit") unless it offers the reader a choice ("if you …, you can …") or
+    speaks of the reader's own things outside a rule ("… will run your fans … when you need …")."""
     plain = re.sub(r"\"[^\"]*\"|“[^”]*”|`[^`]*`", " ", line or "")
-    return bool(_YOU.search(plain)) and (not _RULE_YOU.search(plain) or bool(_OFFER.search(plain)))
+    if not _YOU.search(plain):
+        return False
+    return not _RULE_YOU.search(plain) or bool(
+        _OFFER.search(plain) or (_YOURS.search(plain) and not _RULE_LEAD.search(plain))
+    )
 
 
 _BARE = re.compile(r"^\s*(?:[-*+]\s+)?(?=\S+\s+[-~/.]|\S+\s+\S*/)")  # a command word, then a flag or a path
