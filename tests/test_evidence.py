@@ -1003,6 +1003,7 @@ def test_runs_and_prs_as_they_stood_the_change_described_and_the_sessions_worker
         "The worker captured the requested transcript evidence: the timeline and `details` cards.",
         "Branch: `fix/av-wkwg-dashboard-case-detail`",
         "Config: `commandLineOptions.maxConcurrency`",
+        "Location: `C:\\Users\\dev\\Documents\\shop-admin`",  # where what is? (an admin set: a list item without its lead)
         "New `skills/commit-push-pr/SKILL.md` (172 lines, within 120–180 target) with the `Entire Commit:` rule.",
         "New permitted command: `entire explain --commit <sha> --raw-transcript`, so the agent can read transcripts.",
         "The `get_pr_for_plan` command was changed to always do a direct PR lookup by `issue_number`.",

@@ -135,7 +135,7 @@ DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solv
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
 WHERE_LED = re.compile(
-    r"^(?:worktree|repo|repository|location|config|configuration|entry ?point|binary|source|docs?|"
+    r"^(?:worktree|repo|repository|config|configuration|entry ?point|binary|source|docs?|"
     r"package|module|manifest|settings|schema)s?\s*:\s*`[^`]*(?:[/\\]|\.\w{1,5}`)",  # … a path, not "Config: `opts.maxConcurrency`"
     re.I,
 )
