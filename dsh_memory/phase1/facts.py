@@ -143,6 +143,7 @@ WHERE_LED = re.compile(
 # fully gone", "no leftover conflict markers", "X now points at Y", "hasn't been merged to main",
 # "the tests now pass". (A state that says what it breaks is kept: "`A` is deleted but `B` still
 # loads it — B fails".)
+_AT_HAND = r"(?:\b(?:is|are)|'s)\s+(?:(?:still|currently|now)\s+)?"  # "… is currently failing"
 STATE = re.compile(
     r"\b(?:is|are) (?:now |fully |completely |all )*gone\b|\b(?:is|are) (?:now|fully|completely) "
     r"(?:deleted|removed|in place|done|resolved|fixed|merged|committed|pushed|staged)\b"
@@ -159,7 +160,7 @@ STATE = re.compile(
     # stray `nul` file was left alone", "The `paths` trigger uses `packages/`, so it's unaffected"
     r"|\b(?:is|are|was|were) (?:now )?(?:staged|unstaged)\b|\bleft (?:alone|untouched|as is)\b"
     r"|\bso (?:it'?s|it is|they'?re|they are|this is|that'?s) (?:unaffected|untouched|fine)\b"
-    r"|(?:\b(?:is|are)|'s) (?:still |currently |now )?failing\b"  # "…, but that's failing"
+    rf"|{_AT_HAND}failing\b"  # "…, but that's failing"
     # a to-do: "README.md - Project Structure section needs major update", "needs both sections merged",
     # "The health check needs to be more resilient", "`x.md` - Has outdated URL", "… has the old configuration"
     r"|\bneeds? (?:\w+ ){0,2}(?:update|updating|clarification|clean-?up|rewrite|rework|merged|merging)\b"
@@ -311,7 +312,7 @@ _BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` 
     r"(?<!instead of )(?<!rather than )(?<!without )(?<!no longer )\b(fails?|failing|breaks?|crash(?:es)?|errors? (?:out|with))\b",
     re.I,
 )
-_FAILING_NOW = re.compile(r"(?:\b(?:is|are)|'s)\s+(?:still\s+|currently\s+|now\s+)?$", re.I)
+_FAILING_NOW = re.compile(_AT_HAND + "$", re.I)
 
 
 def breaks(plain: str) -> bool:
