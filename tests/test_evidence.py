@@ -1990,3 +1990,20 @@ def test_a_quotation_cut_off_is_no_fact():
         '`gemini-extension.json` declares `"contextFileName": "GEMINI.md"`, so Gemini loads that file.',
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_what_a_change_under_review_wired_and_a_reviewers_verdict_are_no_facts():
+    """The unseen Windows set's PR review injected "… the new `.Interrupted` section is added
+    without any shell caveat — but only `omp.zsh` was wired to pass `--interrupted`" (the change
+    under review) and "… will see `.Interrupted` always `false` …, which reads as a bug rather than a
+    documented limitation" (the reviewer's verdict)."""
+    gone = [
+        "The docs banner says transient works in `fish` and `bash`, but only `omp.zsh` was wired to pass `--interrupted`.",
+        "Users on `fish` will see `.Interrupted` always `false` after a real Ctrl-C, which reads as a bug rather than a limit.",
+        "The `--status` flag reaches `pwsh` too, and only `omp.zsh` was hooked up to send `--interrupted`.",
+    ]
+    kept = [
+        "Only `omp.zsh` passes `--interrupted` to the binary; the `fish` and `bash` scripts never do.",
+        "`overlayEnvData` skips the keys listed in `routedEnvDataKeys`, because the CLI sets them first.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

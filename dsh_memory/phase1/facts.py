@@ -210,7 +210,10 @@ STATE = re.compile(
     r"were|contains?|shows?|adds?|includes?|remains?|touches|holds|looks)\b"
     r"|\b(?:was|were) not touched\b|\b(?:edits|changes|fixes) are (?:all )?in\b|\bonly [^.;]{0,60}\buntracked\b"
     r"|\b(?:in|into|for) (?:the|this) (?:pr|pull request|diff)\b(?! (?:body|title|description|template|comments?)\b)"
-    r"|(?:^|,\s*|\band\s+)only\b[^.;]{0,120}\b(?:was|were|are) (?:updated|changed|modified|edited|touched)\b|\bnow at\b"
+    r"|(?:^|,\s*|\b(?:and|but)\s+)only\b[^.;]{0,120}\b(?:was|were|are) (?:updated|changed|modified|edited|touched|"
+    r"wired|hooked up|implemented|added)\b|\bnow at\b"
+    # a reviewer's verdict on it: "… always `false`, which reads as a bug rather than a documented limitation"
+    r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
     r"|\b(?:was|were) (?:just )?(?:changed|updated|modified|rewritten|refactored) to\b"
     r"|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b|\bthis (?:is|was) an? [\w/ -]{0,40}\bchange\b",
     re.I,
