@@ -1817,7 +1817,7 @@ def test_what_a_change_did_a_go_test_a_check_of_that_day_and_a_tracker_status_ar
     change list's numbered lead), "`TestResume_LocalLogNewerTimestamp` - … requires `--force`" (what
     one test does), "… has junk code that needs to be cleaned up", "The transcript correctly
     identifies only file2.ts as modified" (a check of that day), "The recent commit `c384b36` …";
-    an unseen Codex set "Bead `av-wkwg` remains `in_progress` …"."""
+    an unseen Codex set "Bead `av-wkwg` remains `in_progress` …", also when it "cannot complete"."""
     said = (
         "Done.\n\n**Changes:**\n\n1. **`setup.go`**: Removed `newSetupHooksCmd()` and its registration\n\n"
         "2. **`setup_hooks_test.go`**: Updated test calls from:\n"
@@ -1830,6 +1830,7 @@ def test_what_a_change_did_a_go_test_a_check_of_that_day_and_a_tracker_status_ar
         "The transcript parser in `transcript.go` correctly identifies only `file2.ts` as modified.",
         "The recent commit `c384b36` in `condense.go` keeps full transcripts instead of only the prompts.",
         "Bead `shop-wkwg` remains `in_progress` because the live check in `probe.ts` needs fresh auth.",
+        "Bead `shop-qxrt` remains `in_progress` because the check in `probe.ts` cannot complete without auth.",
     ]
     kept = [
         "`resume.go` only restores the newest transcript because `RestoreLogsOnly()` reads the root folder.",

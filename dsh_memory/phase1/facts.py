@@ -427,12 +427,10 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0
     if cue is FACT_CUE and (HEDGE.search(plain) or DANGLING.match(s)):
         return 0  # a guess under investigation, or a sentence that needs the one before it
-    if (
-        cue is FACT_CUE
-        and (STATE.search(plain) or OF_THAT_DAY.search(s))
-        and not (LIMIT.search(plain) or breaks(plain))
-    ):
-        return 0  # how the worktree stood at that moment, or where one run's output went, not how the project works
+    if cue is FACT_CUE and STATE.search(plain) and not (LIMIT.search(plain) or breaks(plain)):
+        return 0  # how the worktree stood at that moment, not how the project works
+    if cue is FACT_CUE and OF_THAT_DAY.search(s):
+        return 0  # … or where one run's output went, a tracker's status: no limit or failure makes it last
     specific = len(named(s))
     return (1 + min(specific, 3)) if specific else 0
 
