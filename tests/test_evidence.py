@@ -2008,3 +2008,20 @@ def test_what_a_change_under_review_wired_and_a_reviewers_verdict_are_no_facts()
         "`overlayEnvData` skips the keys listed in `routedEnvDataKeys`, because the CLI sets them first.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_diagnosis_a_choice_made_here_and_a_worktree_made_that_day_are_no_facts():
+    """The unseen Codex set injected "The loader returns both … correctly, so the problem is in CLI
+    metadata/runtime policy layering, not YAML parsing" (a step of that day's diagnosis),
+    "DeepWiki's repo Q&A is the right fit here because …" (the agent's choice of tool) and
+    "Worktree `results-run-manifest` is created from `origin/main`" (the session's own checkout)."""
+    gone = [
+        "The loader returns both `threshold` values, so the problem is in the CLI's policy layering, not `yaml.ts`.",
+        "The `gh api` search is the right fit here because the question is how `promptfoo` loads its hooks.",
+        "Worktree `results-run-manifest` is created from `origin/main` for the `results.repo` fix.",
+    ]
+    kept = [
+        "The loader reads `defaultTest.threshold` only when a test sets none, so per-test values always win.",
+        "Worktrees live under `agentv__worktrees/`, one per branch, and share the main checkout's `.git`.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -212,6 +212,10 @@ STATE = re.compile(
     r"|\b(?:in|into|for) (?:the|this) (?:pr|pull request|diff)\b(?! (?:body|title|description|template|comments?)\b)"
     r"|(?:^|,\s*|\b(?:and|but)\s+)only\b[^.;]{0,120}\b(?:was|were|are) (?:updated|changed|modified|edited|touched|"
     r"wired|hooked up|implemented|added)\b|\bnow at\b"
+    # a step of that day's diagnosis, the agent's choice of that moment, the session's own checkout: "…, so the
+    # problem is in the CLI's layering", "DeepWiki is the right fit here because …", "Worktree `x` is created from …"
+    r"|\bso the (?:problem|issue|bug|culprit) (?:is|must be|lies)\b|\b(?:the right|a good|the best) (?:fit|choice|tool|call) here\b"
+    r"|^(?:the )?(?:new )?(?:worktree|branch)\s+x\s+(?:is|was|has been) (?:created|made|checked out|set up)\b"
     # a reviewer's verdict on it: "… always `false`, which reads as a bug rather than a documented limitation"
     r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
     r"|\b(?:was|were) (?:just )?(?:changed|updated|modified|rewritten|refactored) to\b"
