@@ -2025,3 +2025,15 @@ def test_a_diagnosis_a_choice_made_here_and_a_worktree_made_that_day_are_no_fact
         "Worktrees live under `agentv__worktrees/`, one per branch, and share the main checkout's `.git`.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_what_a_change_stopped_is_no_fact_and_what_a_tool_dropped_is():
+    """The unseen Go CLI set injected "The `DeleteShadowBranches` function no longer needs `repo`."
+    and "`initHookLogging()` no longer bails when there's no session …": the change of that session
+    said in the negative, as "now uses …" says it. What a tool no longer supports is a lesson."""
+    gone = [
+        "The `DeleteShadowBranches` function in `push.go` no longer needs `repo`.",
+        "`initHookLogging()` no longer bails when there's no session - it always initializes logging.",
+    ]
+    kept = ["Astro 5 no longer supports `output: hybrid` in `astro.config.mjs`, so it must use `static`."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

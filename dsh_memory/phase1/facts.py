@@ -155,6 +155,9 @@ STATE = re.compile(
     # "X now points at Y", "Human docs now state …" (what docs say: what the change wrote there)
     r"|\bnow (?:also |only |just )?(?:pass|use|state|say|mention|describe|document|explain|list|show|note|recommend|"
     r"tell|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
+    # … and said in the negative: "`X` no longer needs `repo`", "… no longer bails when …" (not what a tool dropped:
+    # "Astro 5 no longer supports `output: hybrid`")
+    r"|\bno longer (?!(?:supports|works|accepts|exists|ships|allows|includes|provides)\b)[a-z]+s\b"
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
     # what the commit holds, what it left alone, what it leaves be: "Only the script change is staged; the
     # stray `nul` file was left alone", "The `paths` trigger uses `packages/`, so it's unaffected"
