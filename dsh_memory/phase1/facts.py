@@ -221,6 +221,7 @@ STATE = re.compile(
     r"|^(?:the )?(?:new )?(?:worktree|branch)\s+x\s+(?:is|was|has been) (?:created|made|checked out|set up)\b"
     # a reviewer's verdict on it: "… always `false`, which reads as a bug rather than a documented limitation"
     r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
+    r"|\b(?:that|this|it)(?:'s| is) (?:misleading|wrong|incorrect)\b"
     r"|\b(?:was|were) (?:just )?(?:changed|updated|modified|rewritten|refactored) to\b"
     r"|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b|\bthis (?:is|was) an? [\w/ -]{0,40}\bchange\b",
     re.I,
@@ -310,6 +311,11 @@ FRAGMENT = re.compile(
     r"|^(?:New\s+)?(?:(?!(?:is|are|was|were|has|have|had|uses?)\b)\S+\s+){1,3}"
     r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped|"
     r"consolidated|converted|migrated|switched|simplified|refactored|inlined|triggered|queued|started|rendered|verified)\b"
+)
+# A review's finding named for its kind of fault: "Silent data loss when …", "Missing error check after …".
+FINDING = re.compile(
+    r"(?:Silent|Missing|Unused|Potential|Possible|Redundant|Duplicated?|Unchecked|Unhandled|Dead|Inconsistent|"
+    r"Incorrect|Wrong|Broken|Misleading)\b"
 )
 # What one test does or needs while the work is under way: "The test calls with `--branch P65`",
 # "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
@@ -417,6 +423,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
             return 0
         if re.match(r"[+-]\d+ lines?\b|\(?new file\)?|\d+ (?:insertions|deletions)", rest):
             return 0  # … nor its diff's size ("— +4 lines (font imports)")
+        if FINDING.match(rest):
+            return 0  # … nor a review's finding under its file ("— Silent data loss when marshalling fails")
         if len(rest) < 20 or TEST_FILE.search(path) or re.match(r"(?:Same|Also)\b|[^.]{0,60}→", rest):
             return 0  # … nor a plan's change to it ("`SetParentColors` → real push instead of …")
         return 2
