@@ -192,6 +192,7 @@ STATE = re.compile(
     r"|^(?:so )?only\b[^.;]{0,120}\b(?:should|needs? to|will) be (?:committed|staged|pushed|included)\b"
     r"|\bpre-?existing (?:issue|error|failure|warning|lint|problem|bug|test failure)s?\b"
     r"|\bwill now\b|\b(?:tests?|checks?|builds?|CI|suite) (?:now |all |both )*(?:pass(?:es)?|green|succeeds?)\b"
+    r"|^(?:all|both|the) (?:\w+ )?files (?:now )?pass\b(?! through)"  # "All files pass `markdownlint-cli2` …"
     # what is left of a clean-up, "right now": "Only three cases remain", "the only remaining hits are …"
     r"|\b(?:part of|for|in|during) (?:this|the current) (?:task|pr|pull request|session|change|commit)\b"
     r"|\bthe \d+ (?:failures|failing tests|errors|warnings)\b"  # "The 3 failures are in prompt-builder tests"
