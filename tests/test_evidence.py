@@ -535,6 +535,20 @@ def test_a_naming_scheme_is_a_convention_and_a_rule_said_of_the_sentence_before_
     assert [r.text for r in ev.rules] == ["can you make permissions tighter. only exactly whats needed"]
     said = ["Use pnpm, not npm.", "Never dispatch codex with full-auto.", "name it `env-311`, not env"]
     assert [with_context(["Fix the build.", s], 1) for s in said] == said  # each says what it is of
+    # a requirement without its subject (an unseen Go CLI set kept "must be controlled by
+    # configuration, default to 'off'" alone, from a list whose item before said what must be)
+    ev = gather(
+        make_session(
+            (
+                "user",
+                "brainstorm:\n- generate checkpoint summaries on commit\n- must be controlled by a setting, default off",
+            ),
+            cwd=CWD,
+        )
+    )
+    assert [r.text for r in ev.rules] == [
+        "generate checkpoint summaries on commit must be controlled by a setting, default off"
+    ]
 
 
 def test_edits_of_the_text_on_screen_are_not_rules_and_a_rule_in_a_chatty_prompt_is_found():

@@ -36,9 +36,14 @@ RULE_CUE = re.compile(
     r"|^(?:name|call|prefix|suffix)\s+(?:it|them|(?:each|every|all|the)\s+\w+|\w+s)\s+[^.!?]{0,40}?[\[<{][\w .-]{1,24}[\]>}]",
     re.I,
 )
-# "name it …", "put them …", "only exactly what's needed": a rule said of what the sentence before
-# names ("create a conda environment.", "can you make permissions tighter?").
-NEEDS_BEFORE = re.compile(r"^\w+\s+(?:it|them)\b|^(?:only|just|not|no|nothing|none|exactly)\b(?:\W+\w+){0,3}\W*$", re.I)
+# "name it …", "put them …", "only exactly what's needed", "must be controlled by …": a rule said of
+# what the sentence before names ("create a conda environment.", "can you make permissions tighter?",
+# a list's item before).
+NEEDS_BEFORE = re.compile(
+    r"^\w+\s+(?:it|them)\b|^(?:only|just|not|no|nothing|none|exactly)\b(?:\W+\w+){0,3}\W*$"
+    r"|^(?:must|should|needs? to|has to|have to)\b",
+    re.I,
+)
 MAX_BEFORE_CHARS = 120
 # The user restating what they want: a correction says a standing wish louder than the first time.
 CORRECTION = re.compile(
