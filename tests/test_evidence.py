@@ -2075,3 +2075,15 @@ def test_what_passed_that_day_is_no_fact():
     ]
     kept = ["Files under `docs/` must pass `markdownlint-cli2` because CI runs it on every push."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_design_proposed_with_would_is_no_fact_and_what_would_break_is():
+    """The unseen Go CLI set injected "The implementation would have `GetSessionLog` delegate to
+    `GetSessionLogByCheckpoint` …" and "Callers would use `checkpoint.GitStore` directly …": a
+    design the agent proposed, not how the code is. What a change would break is a lesson."""
+    gone = [
+        "The implementation would have `GetSessionLog` delegate to `GetSessionLogByCheckpoint` after validation.",
+        "Callers would use `checkpoint.GitStore` directly for lookups, and only use the strategy for shadow data.",
+    ]
+    kept = ["Removing `GEMINI.md` alone would break Gemini installs, because `gemini-extension.json` loads it."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -120,7 +120,9 @@ NARRATION = re.compile(
 LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won'?t work|requires?|must not)\b", re.I)
 HEDGE = re.compile(
     r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|could be|could potentially|"
-    r"worth investigating|seems|appears to)\b",
+    r"worth investigating|seems|appears to)\b"
+    # … or a design proposed ("The implementation would have `X` delegate to `Y`"), not what a change would break
+    r"|\bwould(?!\s+(?:\w+\s+)?(?:fail|break|crash|error|throw|hang|lose|corrupt|overwrite|leak)\b)\b",
     re.I,
 )
 DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solve the gap…"; not "This repo uses…"
