@@ -2087,3 +2087,14 @@ def test_a_design_proposed_with_would_is_no_fact_and_what_would_break_is():
     ]
     kept = ["Removing `GEMINI.md` alone would break Gemini installs, because `gemini-extension.json` loads it."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_plans_step_under_its_file_is_no_fact():
+    """The unseen Go CLI set's second user injected "`strategy/manual_commit_rewind.go` - Convert
+    JSON strings to typed ID when creating `RewindPoint`": a plan's step, not what the file is."""
+    gone = [
+        "`strategy/manual_commit_rewind.go` - Convert JSON strings to typed ID when creating `RewindPoint`",
+        "`cli/explain.go` - Introduce a typed `CheckpointID` for the lookup and pass it to `Get()`",
+    ]
+    kept = ["`cli/explain.go` - the `explain` command, which reads checkpoints from `entire/sessions`"]
+    assert [s for s in gone + kept if fact_score(s)] == kept

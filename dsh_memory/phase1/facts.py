@@ -301,7 +301,7 @@ FRAGMENT = re.compile(
     r"still|of|to|that|which|and|or)\b)"
     # a plan's item, "what - what to do with it": "`land_pr` tests - update from `X` to …"
     r"|^.{3,100}?(?:\s[-–—]|`:)\s(?i:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|"
-    r"make|set|extract|split|merge|need to|needs to)\b"  # … or "`app.module.ts`: remove the `x` conditional"
+    r"make|set|extract|split|merge|convert|introduce|wrap|migrate|inline|simplify|need to|needs to)\b"  # … or "`app.module.ts`: remove the `x` conditional"
     # an option of the agent's list, a review's comment or thread, a finding with its severity: "A) Only on
     # explicit …", "Comment 1 (id: 27566): Suggests …", "Thread 27635 (Copilot): …", "`X` doesn't update `Y` (Medium)"
     r"|^[A-H]\)\s|^(?:Comment|Thread|Review|Finding|Item)\s+#?\d+\b"
@@ -419,6 +419,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
             NARRATION.match(said)
             or TASK_VERB.match(rest)
             or FRAGMENT.match(said)
+            or FRAGMENT.match(s)  # … nor a plan's step for it ("— Convert JSON strings to typed ID …")
             or WAS.match(rest)
             or DANGLING.match(rest)
             or STATE.search(CODE.sub(" x ", rest))  # … nor the change said as one ("— Fallback changed from …")
