@@ -2098,3 +2098,18 @@ def test_a_plans_step_under_its_file_is_no_fact():
     ]
     kept = ["`cli/explain.go` - the `explain` command, which reads checkpoints from `entire/sessions`"]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_the_case_under_analysis_a_branch_by_its_hash_and_a_tests_expectation_are_no_facts():
+    """The unseen Go CLI set's second user injected "The cleanup logic preserves this session
+    because …" and "Since `checkpoint_count == 0`, this session is NOT cleaned up …" (the case the
+    agent was tracing), "Shadow branch `entire/765563b` was never deleted" (one branch of that day)
+    and "Only files touched by the session (just file2.ts) - what the test expects"."""
+    gone = [
+        "The cleanup logic in `clean.go` preserves this session because `CheckpointCount > 0` is false.",
+        "Since `checkpoint_count == 0`, this case is never cleaned up by `entire clean`, but the branch stays.",
+        "Shadow branch `entire/765563b` was never deleted by `DeleteShadowBranch` in `push.go`.",
+        "Only the files the session touched (just `file2.ts`) are checkpointed - what the test expects.",
+    ]
+    kept = ["Shadow branches `entire/<hash>` are only deleted by `entire clean`, never by `git gc`."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

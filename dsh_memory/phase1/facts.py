@@ -205,7 +205,7 @@ STATE = re.compile(
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
     r"|\b(?:remains?|stays?|is still) (?:in[_ ]progress|open|blocked|pending)\b|\bat this point\b|\bso far\b"
-    r"|\bcommitted locally\b|\bin sync with\s+(?:x|origin)\b"
+    r"|\bcommitted locally\b|\bin sync with\s+(?:x|origin)\b|\bthis (?:session|case|scenario)\b"  # the case traced
     r"|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis (?:branch|commit|diff|run|turn)\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
     # the change itself, described: "The staged diff is only …", "Main checkout was not touched", "`dist` is
     # not tracked, so it should not go into the PR", "Only … were updated", "X was changed to …", "all now at
@@ -258,6 +258,7 @@ OF_THAT_DAY = re.compile(
     r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}|\b(?:is|are|was|were)(?:n'?t| not)(?: yet)? (?:on|in) `?(?:origin|upstream)/"
     r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
     r"|\bcommit \(?`?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
+    r"|\b(?:branch|checkpoint|session)s? `[^`]*?\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # "branch `entire/765563b`"
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
@@ -325,6 +326,7 @@ FINDING = re.compile(
 ABOUT_A_TEST = re.compile(
     r"^(?:The|This|That|Each|Every|These|Those|One|Two|Three|Four|Five|\d+)(?: [\w-]+){0,2} (?:tests?|mocks?|stubs?)\b"
     r"|(?<![\w/.-])test_\w+(?![\w.])|`Test[A-Z]\w*`"  # … or a Go test by name: "`TestResume_LocalLogNewer` - …"
+    r"|\bwhat the tests? expects?\b"
 )
 WAS = re.compile(r"(?:was|were|is now|are now|now)\b", re.I)
 _BREAKS = re.compile(  # … not what no longer breaks ("now lands on `v4.40.1` instead of failing")
