@@ -2056,11 +2056,13 @@ def test_what_a_change_stopped_is_no_fact_and_what_a_tool_dropped_is():
 def test_a_finding_named_for_its_file_and_a_verdict_on_a_comment_are_no_facts():
     """The unseen Go CLI set injected "`geminicli/gemini.go` - Silent data loss when message
     marshalling fails" (a review's finding under its file) and "`temporary.go` passes `""` with
-    comment "…" — but that's misleading, the detection doesn't actually happen" (a verdict)."""
+    comment "…" — but that's misleading, the detection doesn't actually happen" (a verdict); cipher-box
+    "… but it's now used only in `onDoubleClick` and `onKeyDown` — that's correct"."""
     gone = [
         "`agent/geminicli/gemini.go` - Silent data loss when message marshalling fails",
         "`strategy/temporary.go` - Missing error check after `os.Rename` in the rollback path",
         '`temporary.go` passes `""` with the comment "auto-detected", but that\'s misleading: `Read()` never detects it.',
+        "`SharedListRow` still has `onOpen` as a prop, but it's now used only in `onDoubleClick` — that's correct.",
     ]
     kept = ["`agent/geminicli/gemini.go` - the Gemini CLI transcript reader, one JSON document per session"]
     assert [s for s in gone + kept if fact_score(s)] == kept

@@ -224,7 +224,7 @@ STATE = re.compile(
     r"|^(?:the )?(?:new )?(?:worktree|branch)\s+x\s+(?:is|was|has been) (?:created|made|checked out|set up)\b"
     # a reviewer's verdict on it: "… always `false`, which reads as a bug rather than a documented limitation"
     r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
-    r"|\b(?:that|this|it)(?:'s| is) (?:misleading|wrong|incorrect)\b"
+    r"|\b(?:that|this|it)(?:'s| is) (?:misleading|wrong|incorrect|correct)\b"
     r"|\b(?:was|were) (?:just )?(?:changed|updated|modified|rewritten|refactored) to\b"
     r"|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b|\bthis (?:is|was) an? [\w/ -]{0,40}\bchange\b",
     re.I,
