@@ -1595,11 +1595,13 @@ def test_a_musing_with_not_always_an_opinion_of_what_would_have_happened_and_a_s
 def test_a_guess_and_a_fact_of_the_pull_request_at_hand_are_no_user_facts():
     """An unseen set kept the user's "I had some 'old' state in .git/entire-sessions which is
     probably causing this" (a guess, its hedge mid-sentence) and "parent on the PR is
-    alex/ent-221-type-consolidation" (the branch of this PR) as project facts."""
+    alex/ent-221-type-consolidation" (the branch of this PR) as project facts; another "Current branch
+    entire/checkpoints/v1 is up to date." (how the checkout stood)."""
     for said in (
         "I had some stale state in `.cache/runs` which is probably causing this",
         "parent on the PR is `feat/ent-9-types`",
         "the base of this branch is `release/2.1`",
+        "Current branch entire/checkpoints/v1 is up to date.",  # git's output, pasted (the Go CLI set)
     ):
         assert gather(make_session(("user", said), cwd=CWD)).user_facts == [], said
     kept = "The PR template is `.github/pull_request_template.md`."
@@ -2114,4 +2116,16 @@ def test_the_case_under_analysis_a_branch_by_its_hash_and_a_tests_expectation_ar
         "Only the files the session touched (just `file2.ts`) are checkpointed - what the test expects.",
     ]
     kept = ["Shadow branches `entire/<hash>` are only deleted by `entire clean`, never by `git gc`."]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_change_list_under_its_file_is_no_fact():
+    """The unseen Go CLI set's second user injected "`strategy/auto_commit.go` - GetSessionLog method
+    deletion" and "`strategy/strategy.go` - interface method removal": what a plan changes there."""
+    gone = [
+        "`strategy/auto_commit.go` - `.IsEmpty()`, `.String()`, `.Path()` changes",
+        "`strategy/auto_commit.go` - GetSessionLog method deletion",
+        "`strategy/strategy.go` - interface method removal",
+    ]
+    kept = ["`strategy/strategy.go` - the `Strategy` interface every commit strategy implements"]
     assert [s for s in gone + kept if fact_score(s)] == kept

@@ -29,6 +29,7 @@ from dsh_memory.phase1.facts import (
     FIRST_PERSON,
     HEDGE,
     PROGRESS,
+    STATE,
     STATUS_MARK,
     best_facts,
     conclusions,
@@ -208,6 +209,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     and not TASK_VERB.match(s)  # "Confirm dashboard changes are complete": a task
                     and not GUESS.search(s)  # a guess, in a discussion ("… which is probably causing this")
                     and not OF_THE_WORK.search(s)
+                    and not STATE.search(CODE.sub(" x ", s))  # how the checkout stood ("… is up to date")
                     and len(s) <= MAX_RULE_CHARS
                     and (CODE.search(s) or _PATHLIKE.search(s))
                 ):

@@ -151,7 +151,8 @@ STATE = re.compile(
     r"(?:deleted|removed|in place|done|resolved|fixed|merged|committed|pushed|staged)\b"
     r"|\bno (?:remaining|more)\b|\bleftover\b|\bconflict markers?\b"
     r"|\b(?:has|have)(?:n'?t| not)(?: yet)? been (?:merged|pushed|committed|released|deployed)\b"
-    r"|\b(?:working tree|worktree|working directory|branch|checkout) is (?:now )?(?:clean|dirty|up to date|ahead|behind)\b"
+    r"|\b(?:working tree|worktree|working directory|branch|checkout)(?: \S+)? is (?:now )?(?:clean|dirty|up to date|ahead|"
+    r"behind)\b"
     r"|\b\d+ commits? (?:ahead|behind)\b"
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
     # "X now points at Y", "Human docs now state …" (what docs say: what the change wrote there)
@@ -316,6 +317,8 @@ FRAGMENT = re.compile(
     r"(?:rewritten|bumped|saved|added|updated|created|removed|renamed|moved|deleted|replaced|reworked|dropped|"
     r"consolidated|converted|migrated|switched|simplified|refactored|inlined|triggered|queued|started|rendered|verified)\b"
 )
+# What a plan changes there, said as a noun: "— GetSessionLog method deletion", "— `.Path()` changes".
+CHANGE_NOUN = re.compile(r"\b(?:changes|deletion|removal|addition|rename|clean-?up|refactor(?:ing)?)\W*$", re.I)
 # A review's finding named for its kind of fault: "Silent data loss when …", "Missing error check after …".
 FINDING = re.compile(
     r"(?:Silent|Missing|Unused|Potential|Possible|Redundant|Duplicated?|Unchecked|Unhandled|Dead|Inconsistent|"
@@ -429,8 +432,9 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
             return 0
         if re.match(r"[+-]\d+ lines?\b|\(?new file\)?|\d+ (?:insertions|deletions)", rest):
             return 0  # … nor its diff's size ("— +4 lines (font imports)")
-        if FINDING.match(rest):
-            return 0  # … nor a review's finding under its file ("— Silent data loss when marshalling fails")
+        if FINDING.match(rest) or CHANGE_NOUN.search(rest):
+            return 0  # … nor a review's finding or a plan's change under its file ("— Silent data loss …",
+            # "— interface method removal")
         if len(rest) < 20 or TEST_FILE.search(path) or re.match(r"(?:Same|Also)\b|[^.]{0,60}→", rest):
             return 0  # … nor a plan's change to it ("`SetParentColors` → real push instead of …")
         return 2
