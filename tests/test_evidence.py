@@ -1978,154 +1978,154 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
     assert not set(once) & set(lines) and set(kept) <= set(lines), lines
 
 
-def test_a_bugs_history_by_its_commit_and_a_past_verdict_are_no_facts():
-    """realq's memory kept "The bug existed because the earlier `remove …` commit (`08ab66e`) dropped
-    the file …" (the hash in parentheses) and "… the reporter correctly identified this gap …" (the
-    past of "correctly identifies", a verdict of that day); a rule with "correctly" stays."""
-    gone = [
-        "The bug existed because the earlier `drop old readme` commit (`1f3c9ab`) left the manifest entry.",
-        "`loader.ts` needs a `name:` field and the reporter correctly identified this gap in the issue.",
-    ]
-    kept = [
-        "Paths in `routes.yaml` must be correctly escaped, or the router rejects the whole file.",
-        "`manifest.json` must list every skill folder, or the installer skips the skill.",
-    ]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_a_quotation_cut_off_is_no_fact():
-    """The unseen Windows set injected '"routedEnvDataKeys are env-section keys the CLI layer
-    already routes into runtime.Flags before Init runs...' (a code comment quoted, cut, its quote
-    never closed): half of someone else's sentence. Whole quotations inside a fact stay."""
-    gone = [
-        '"routedKeys are the env keys the CLI layer already routes into `runtime.Flags` before Init runs...',
-        "The loader comment says “keys listed here are resolved by the CLI before `Init` runs, so the",
-        "The `overlay.go` loader always skips the keys that the CLI routes into `runtime.Flags`, such as...",
-    ]
-    kept = [
-        'The `overlay.go` loader never reads "routed" keys from the data file, only from `runtime.Flags`.',
-        '`gemini-extension.json` declares `"contextFileName": "GEMINI.md"`, so Gemini loads that file.',
-    ]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_what_a_change_under_review_wired_and_a_reviewers_verdict_are_no_facts():
-    """The unseen Windows set's PR review injected "… the new `.Interrupted` section is added
-    without any shell caveat — but only `omp.zsh` was wired to pass `--interrupted`" (the change
-    under review) and "… will see `.Interrupted` always `false` …, which reads as a bug rather than a
-    documented limitation" (the reviewer's verdict)."""
-    gone = [
-        "The docs banner says transient works in `fish` and `bash`, but only `omp.zsh` was wired to pass `--interrupted`.",
-        "Users on `fish` will see `.Interrupted` always `false` after a real Ctrl-C, which reads as a bug rather than a limit.",
-        "The `--status` flag reaches `pwsh` too, and only `omp.zsh` was hooked up to send `--interrupted`.",
-    ]
-    kept = [
-        "Only `omp.zsh` passes `--interrupted` to the binary; the `fish` and `bash` scripts never do.",
-        "`overlayEnvData` skips the keys listed in `routedEnvDataKeys`, because the CLI sets them first.",
-    ]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_a_diagnosis_a_choice_made_here_and_a_worktree_made_that_day_are_no_facts():
-    """The unseen Codex set injected "The loader returns both … correctly, so the problem is in CLI
-    metadata/runtime policy layering, not YAML parsing" (a step of that day's diagnosis),
-    "DeepWiki's repo Q&A is the right fit here because …" (the agent's choice of tool) and
-    "Worktree `results-run-manifest` is created from `origin/main`" (the session's own checkout)."""
-    gone = [
-        "The loader returns both `threshold` values, so the problem is in the CLI's policy layering, not `yaml.ts`.",
-        "The `gh api` search is the right fit here because the question is how `promptfoo` loads its hooks.",
-        "Worktree `results-run-manifest` is created from `origin/main` for the `results.repo` fix.",
-    ]
-    kept = [
-        "The loader reads `defaultTest.threshold` only when a test sets none, so per-test values always win.",
-        "Worktrees live under `agentv__worktrees/`, one per branch, and share the main checkout's `.git`.",
-    ]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_what_a_change_stopped_is_no_fact_and_what_a_tool_dropped_is():
-    """The unseen Go CLI set injected "The `DeleteShadowBranches` function no longer needs `repo`."
-    and "`initHookLogging()` no longer bails when there's no session …": the change of that session
-    said in the negative, as "now uses …" says it. What a tool no longer supports is a lesson."""
-    gone = [
-        "The `DeleteShadowBranches` function in `push.go` no longer needs `repo`.",
-        "`initHookLogging()` no longer bails when there's no session - it always initializes logging.",
-    ]
-    kept = ["Astro 5 no longer supports `output: hybrid` in `astro.config.mjs`, so it must use `static`."]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_a_finding_named_for_its_file_and_a_verdict_on_a_comment_are_no_facts():
-    """The unseen Go CLI set injected "`geminicli/gemini.go` - Silent data loss when message
-    marshalling fails" (a review's finding under its file) and "`temporary.go` passes `""` with
-    comment "…" — but that's misleading, the detection doesn't actually happen" (a verdict); cipher-box
-    "… but it's now used only in `onDoubleClick` and `onKeyDown` — that's correct"."""
-    gone = [
-        "`agent/geminicli/gemini.go` - Silent data loss when message marshalling fails",
-        "`strategy/temporary.go` - Missing error check after `os.Rename` in the rollback path",
-        '`temporary.go` passes `""` with the comment "auto-detected", but that\'s misleading: `Read()` never detects it.',
-        "`SharedListRow` still has `onOpen` as a prop, but it's now used only in `onDoubleClick` — that's correct.",
-    ]
-    kept = ["`agent/geminicli/gemini.go` - the Gemini CLI transcript reader, one JSON document per session"]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_what_passed_that_day_is_no_fact():
-    """The unseen Windows set injected "All files pass `markdownlint-cli2` with the repo config
-    (note: …)": a check of that day. What files must pass stays."""
-    gone = [
-        "All files pass `markdownlint-cli2` with the repo config (note: CI's lint never sees them anyway since globs "
-        "skip dot-directories).",
-    ]
-    kept = ["Files under `docs/` must pass `markdownlint-cli2` because CI runs it on every push."]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_a_design_proposed_with_would_is_no_fact_and_what_would_break_is():
-    """The unseen Go CLI set injected "The implementation would have `GetSessionLog` delegate to
-    `GetSessionLogByCheckpoint` …" and "Callers would use `checkpoint.GitStore` directly …": a
-    design the agent proposed, not how the code is. What a change would break is a lesson."""
-    gone = [
-        "The implementation would have `GetSessionLog` delegate to `GetSessionLogByCheckpoint` after validation.",
-        "Callers would use `checkpoint.GitStore` directly for lookups, and only use the strategy for shadow data.",
-    ]
-    kept = ["Removing `GEMINI.md` alone would break Gemini installs, because `gemini-extension.json` loads it."]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_a_plans_step_under_its_file_is_no_fact():
-    """The unseen Go CLI set's second user injected "`strategy/manual_commit_rewind.go` - Convert
-    JSON strings to typed ID when creating `RewindPoint`": a plan's step, not what the file is."""
-    gone = [
-        "`strategy/manual_commit_rewind.go` - Convert JSON strings to typed ID when creating `RewindPoint`",
-        "`cli/explain.go` - Introduce a typed `CheckpointID` for the lookup and pass it to `Get()`",
-    ]
-    kept = ["`cli/explain.go` - the `explain` command, which reads checkpoints from `entire/sessions`"]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_the_case_under_analysis_a_branch_by_its_hash_and_a_tests_expectation_are_no_facts():
-    """The unseen Go CLI set's second user injected "The cleanup logic preserves this session
-    because …" and "Since `checkpoint_count == 0`, this session is NOT cleaned up …" (the case the
-    agent was tracing), "Shadow branch `entire/765563b` was never deleted" (one branch of that day)
-    and "Only files touched by the session (just file2.ts) - what the test expects"."""
-    gone = [
-        "The cleanup logic in `clean.go` preserves this session because `CheckpointCount > 0` is false.",
-        "Since `checkpoint_count == 0`, this case is never cleaned up by `entire clean`, but the branch stays.",
-        "Shadow branch `entire/765563b` was never deleted by `DeleteShadowBranch` in `push.go`.",
-        "Only the files the session touched (just `file2.ts`) are checkpointed - what the test expects.",
-    ]
-    kept = ["Shadow branches `entire/<hash>` are only deleted by `entire clean`, never by `git gc`."]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
-def test_a_change_list_under_its_file_is_no_fact():
-    """The unseen Go CLI set's second user injected "`strategy/auto_commit.go` - GetSessionLog method
-    deletion" and "`strategy/strategy.go` - interface method removal": what a plan changes there."""
-    gone = [
-        "`strategy/auto_commit.go` - `.IsEmpty()`, `.String()`, `.Path()` changes",
-        "`strategy/auto_commit.go` - GetSessionLog method deletion",
-        "`strategy/strategy.go` - interface method removal",
-    ]
-    kept = ["`strategy/strategy.go` - the `Strategy` interface every commit strategy implements"]
+# (gone, kept): sentences of that day the unseen sets injected as facts, and lasting ones of the same
+# shape that stay.
+@pytest.mark.parametrize(
+    "gone, kept",
+    [
+        # realq's memory kept "The bug existed because the earlier `remove …` commit (`08ab66e`) dropped the
+        # file …" (the hash in parentheses) and "… the reporter correctly identified this gap …" (the past of
+        # "correctly identifies", a verdict of that day); a rule with "correctly" stays.
+        pytest.param(
+            [
+                "The bug existed because the earlier `drop old readme` commit (`1f3c9ab`) left the manifest entry.",
+                "`loader.ts` needs a `name:` field and the reporter correctly identified this gap in the issue.",
+            ],
+            [
+                "Paths in `routes.yaml` must be correctly escaped, or the router rejects the whole file.",
+                "`manifest.json` must list every skill folder, or the installer skips the skill.",
+            ],
+            id="bug-history-and-past-verdict",
+        ),
+        # The unseen Windows set injected '"routedEnvDataKeys are env-section keys the CLI layer already
+        # routes into runtime.Flags before Init runs...' (a code comment quoted, cut, its quote never closed):
+        # half of someone else's sentence. Whole quotations inside a fact stay.
+        pytest.param(
+            [
+                '"routedKeys are the env keys the CLI layer already routes into `runtime.Flags` before Init runs...',
+                "The loader comment says “keys listed here are resolved by the CLI before `Init` runs, so the",
+                "The `overlay.go` loader always skips the keys that the CLI routes into `runtime.Flags`, such as...",
+            ],
+            [
+                'The `overlay.go` loader never reads "routed" keys from the data file, only from `runtime.Flags`.',
+                '`gemini-extension.json` declares `"contextFileName": "GEMINI.md"`, so Gemini loads that file.',
+            ],
+            id="quotation-cut-off",
+        ),
+        # The unseen Windows set's PR review injected "… the new `.Interrupted` section is added without any
+        # shell caveat — but only `omp.zsh` was wired to pass `--interrupted`" (the change under review) and
+        # "… will see `.Interrupted` always `false` …, which reads as a bug rather than a documented
+        # limitation" (the reviewer's verdict).
+        pytest.param(
+            [
+                "The docs banner says transient works in `fish` and `bash`, but only `omp.zsh` was wired to pass `--interrupted`.",
+                "Users on `fish` will see `.Interrupted` always `false` after a real Ctrl-C, which reads as a bug rather than a limit.",
+                "The `--status` flag reaches `pwsh` too, and only `omp.zsh` was hooked up to send `--interrupted`.",
+            ],
+            [
+                "Only `omp.zsh` passes `--interrupted` to the binary; the `fish` and `bash` scripts never do.",
+                "`overlayEnvData` skips the keys listed in `routedEnvDataKeys`, because the CLI sets them first.",
+            ],
+            id="change-under-review",
+        ),
+        # The unseen Codex set injected "The loader returns both … correctly, so the problem is in CLI
+        # metadata/runtime policy layering, not YAML parsing" (a step of that day's diagnosis), "DeepWiki's
+        # repo Q&A is the right fit here because …" (the agent's choice of tool) and "Worktree
+        # `results-run-manifest` is created from `origin/main`" (the session's own checkout).
+        pytest.param(
+            [
+                "The loader returns both `threshold` values, so the problem is in the CLI's policy layering, not `yaml.ts`.",
+                "The `gh api` search is the right fit here because the question is how `promptfoo` loads its hooks.",
+                "Worktree `results-run-manifest` is created from `origin/main` for the `results.repo` fix.",
+            ],
+            [
+                "The loader reads `defaultTest.threshold` only when a test sets none, so per-test values always win.",
+                "Worktrees live under `agentv__worktrees/`, one per branch, and share the main checkout's `.git`.",
+            ],
+            id="diagnosis-choice-worktree",
+        ),
+        # The unseen Go CLI set injected "The `DeleteShadowBranches` function no longer needs `repo`." and
+        # "`initHookLogging()` no longer bails when there's no session …": the change of that session said in
+        # the negative, as "now uses …" says it. What a tool no longer supports is a lesson.
+        pytest.param(
+            [
+                "The `DeleteShadowBranches` function in `push.go` no longer needs `repo`.",
+                "`initHookLogging()` no longer bails when there's no session - it always initializes logging.",
+            ],
+            ["Astro 5 no longer supports `output: hybrid` in `astro.config.mjs`, so it must use `static`."],
+            id="no-longer",
+        ),
+        # The unseen Go CLI set injected "`geminicli/gemini.go` - Silent data loss when message marshalling
+        # fails" (a review's finding under its file) and "`temporary.go` passes `""` with comment "…" — but
+        # that's misleading, the detection doesn't actually happen" (a verdict); cipher-box "… but it's now
+        # used only in `onDoubleClick` and `onKeyDown` — that's correct".
+        pytest.param(
+            [
+                "`agent/geminicli/gemini.go` - Silent data loss when message marshalling fails",
+                "`strategy/temporary.go` - Missing error check after `os.Rename` in the rollback path",
+                '`temporary.go` passes `""` with the comment "auto-detected", but that\'s misleading: `Read()` never detects it.',
+                "`SharedListRow` still has `onOpen` as a prop, but it's now used only in `onDoubleClick` — that's correct.",
+            ],
+            ["`agent/geminicli/gemini.go` - the Gemini CLI transcript reader, one JSON document per session"],
+            id="finding-and-verdict",
+        ),
+        # The unseen Windows set injected "All files pass `markdownlint-cli2` with the repo config (note: …)":
+        # a check of that day. What files must pass stays.
+        pytest.param(
+            [
+                "All files pass `markdownlint-cli2` with the repo config (note: CI's lint never sees them anyway since globs "
+                "skip dot-directories).",
+            ],
+            ["Files under `docs/` must pass `markdownlint-cli2` because CI runs it on every push."],
+            id="passed-that-day",
+        ),
+        # The unseen Go CLI set injected "The implementation would have `GetSessionLog` delegate to
+        # `GetSessionLogByCheckpoint` …" and "Callers would use `checkpoint.GitStore` directly …": a design
+        # the agent proposed, not how the code is. What a change would break is a lesson.
+        pytest.param(
+            [
+                "The implementation would have `GetSessionLog` delegate to `GetSessionLogByCheckpoint` after validation.",
+                "Callers would use `checkpoint.GitStore` directly for lookups, and only use the strategy for shadow data.",
+            ],
+            ["Removing `GEMINI.md` alone would break Gemini installs, because `gemini-extension.json` loads it."],
+            id="would",
+        ),
+        # The unseen Go CLI set's second user injected "`strategy/manual_commit_rewind.go` - Convert JSON
+        # strings to typed ID when creating `RewindPoint`": a plan's step, not what the file is.
+        pytest.param(
+            [
+                "`strategy/manual_commit_rewind.go` - Convert JSON strings to typed ID when creating `RewindPoint`",
+                "`cli/explain.go` - Introduce a typed `CheckpointID` for the lookup and pass it to `Get()`",
+            ],
+            ["`cli/explain.go` - the `explain` command, which reads checkpoints from `entire/sessions`"],
+            id="plan-step-under-file",
+        ),
+        # The unseen Go CLI set's second user injected "The cleanup logic preserves this session because …"
+        # and "Since `checkpoint_count == 0`, this session is NOT cleaned up …" (the case the agent was
+        # tracing), "Shadow branch `entire/765563b` was never deleted" (one branch of that day) and "Only
+        # files touched by the session (just file2.ts) - what the test expects".
+        pytest.param(
+            [
+                "The cleanup logic in `clean.go` preserves this session because `CheckpointCount > 0` is false.",
+                "Since `checkpoint_count == 0`, this case is never cleaned up by `entire clean`, but the branch stays.",
+                "Shadow branch `entire/765563b` was never deleted by `DeleteShadowBranch` in `push.go`.",
+                "Only the files the session touched (just `file2.ts`) are checkpointed - what the test expects.",
+            ],
+            ["Shadow branches `entire/<hash>` are only deleted by `entire clean`, never by `git gc`."],
+            id="case-traced",
+        ),
+        # The unseen Go CLI set's second user injected "`strategy/auto_commit.go` - GetSessionLog method
+        # deletion" and "`strategy/strategy.go` - interface method removal": what a plan changes there.
+        pytest.param(
+            [
+                "`strategy/auto_commit.go` - `.IsEmpty()`, `.String()`, `.Path()` changes",
+                "`strategy/auto_commit.go` - GetSessionLog method deletion",
+                "`strategy/strategy.go` - interface method removal",
+            ],
+            ["`strategy/strategy.go` - the `Strategy` interface every commit strategy implements"],
+            id="change-noun-under-file",
+        ),
+    ],
+)
+def test_what_was_true_that_day_is_no_fact_and_what_lasts_stays(gone, kept):
     assert [s for s in gone + kept if fact_score(s)] == kept
