@@ -1947,17 +1947,6 @@ def test_a_failure_at_hand_a_commit_by_hash_a_runs_result_and_a_workers_prompt_a
     assert gather(s).facts == []
 
 
-def test_a_change_said_as_one_and_a_reviews_verdict_are_no_facts():
-    """An unseen TypeScript set injected "`…/UserMenu.tsx`: Fallback changed from `'User'` to …" and
-    "The `cached_encrypted_hex` logic is actually correct as-is — …" once its first faults were out."""
-    gone = [
-        "`components/layout/Menu.tsx`: Fallback changed from `'User'` to `'[guest]'` for users without a name",
-        "The `cached_hex` logic in `keys.ts` is actually correct as-is — it keeps the original value in `meta.json`.",
-    ]
-    kept = ["`keys.ts` keeps a key that fails to decrypt as it was, so `metadata.json` never loses it."]
-    assert [s for s in gone + kept if fact_score(s)] == kept
-
-
 def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
     """Seen on an unseen Go CLI set: `go run ./cmd/entire explain abc123` (trying a fix on one
     checkpoint) was injected as how to set up and run the project. A commit hash, checkpoint or
@@ -1983,6 +1972,16 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
 @pytest.mark.parametrize(
     "gone, kept",
     [
+        # An unseen TypeScript set injected "`…/UserMenu.tsx`: Fallback changed from `'User'` to …" and "The
+        # `cached_encrypted_hex` logic is actually correct as-is — …" once its first faults were out.
+        pytest.param(
+            [
+                "`components/layout/Menu.tsx`: Fallback changed from `'User'` to `'[guest]'` for users without a name",
+                "The `cached_hex` logic in `keys.ts` is actually correct as-is — it keeps the original value in `meta.json`.",
+            ],
+            ["`keys.ts` keeps a key that fails to decrypt as it was, so `metadata.json` never loses it."],
+            id="change-said-as-one",
+        ),
         # realq's memory kept "The bug existed because the earlier `remove …` commit (`08ab66e`) dropped the
         # file …" (the hash in parentheses) and "… the reporter correctly identified this gap …" (the past of
         # "correctly identifies", a verdict of that day); a rule with "correctly" stays.

@@ -184,8 +184,11 @@ STATE = re.compile(
     # transcript correctly identifies only `b.ts`", "The recent commit `c384b36` changed …"
     r"|\bneeds? to be (?:cleaned up|tidied|fixed|addressed|refactored|rewritten|reworked)\b|(?<!\bbe )\bcorrectly [a-z]+(?:s|ed)\b"
     r"|\bthe (?:recent|latest|previous) commit\b"
-    # … a change said as one ("Fallback changed from `'User'` to …"), a review's verdict ("… is actually correct as-is")
+    # … a change said as one ("Fallback changed from `'User'` to …"), a review's verdict ("… is actually correct as-is",
+    # "… always `false`, which reads as a bug rather than a documented limitation", "… — that's correct")
     r"|\bchanged from\b|\bcorrect as[- ]is\b|\b(?:is|are) actually correct\b"
+    r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
+    r"|\b(?:that|this|it)(?:'s| is) (?:misleading|wrong|incorrect|correct)\b"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
     r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging|hitting|throwing|showing|getting|loading)\b"  # "is returning HTML"
@@ -206,8 +209,9 @@ STATE = re.compile(
     r"|\b(?:is|are) (?:still |currently )(?:running|queued|in progress|pending)\b|\b(?:is|are) (?:queued|in progress)\b"
     r"|\b(?:pr|pull request) is (?:still )?(?:a )?(?:draft|open|closed|merged|approved)\b|\bmergeable\b"
     r"|\b(?:remains?|stays?|is still) (?:in[_ ]progress|open|blocked|pending)\b|\bat this point\b|\bso far\b"
-    r"|\bcommitted locally\b|\bin sync with\s+(?:x|origin)\b|\bthis (?:session|case|scenario)\b"  # the case traced
-    r"|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bthis (?:branch|commit|diff|run|turn)\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
+    r"|\bcommitted locally\b|\bin sync with\s+(?:x|origin)\b"
+    r"|\b(?:ahead of|behind)\s+(?:x|origin)\b|\bcurrent\s+(?:x\s+)?(?:checkout|branch)\b"
+    r"|\bthis (?:branch|commit|diff|run|turn|session|case|scenario)\b"  # … and the case the agent traced
     # the change itself, described: "The staged diff is only …", "Main checkout was not touched", "`dist` is
     # not tracked, so it should not go into the PR", "Only … were updated", "X was changed to …", "all now at
     # 0.5.0", "No tests run, since this is a README-only change" (what is unrelated to it stays: "The
@@ -223,9 +227,6 @@ STATE = re.compile(
     # problem is in the CLI's layering", "DeepWiki is the right fit here because …", "Worktree `x` is created from …"
     r"|\bso the (?:problem|issue|bug|culprit) (?:is|must be|lies)\b|\b(?:the right|a good|the best) (?:fit|choice|tool|call) here\b"
     r"|^(?:the )?(?:new )?(?:worktree|branch)\s+x\s+(?:is|was|has been) (?:created|made|checked out|set up)\b"
-    # a reviewer's verdict on it: "… always `false`, which reads as a bug rather than a documented limitation"
-    r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
-    r"|\b(?:that|this|it)(?:'s| is) (?:misleading|wrong|incorrect|correct)\b"
     r"|\b(?:was|were) (?:just )?(?:changed|updated|modified|rewritten|refactored) to\b"
     r"|^no (?:tests?|checks?) (?:were |was )?(?:run|ran|needed)\b|\bthis (?:is|was) an? [\w/ -]{0,40}\bchange\b",
     re.I,
@@ -319,8 +320,9 @@ FRAGMENT = re.compile(
 )
 # What a plan changes there, said as a noun: "— GetSessionLog method deletion", "— `.Path()` changes".
 CHANGE_NOUN = re.compile(r"\b(?:changes|deletion|removal|addition|rename|clean-?up|refactor(?:ing)?)\W*$", re.I)
-# A review's finding named for its kind of fault: "Silent data loss when …", "Missing error check after …".
-FINDING = re.compile(
+# A review's finding named for its kind of fault: "Silent data loss when …", "Missing error check after …"
+# (`user_words.FINDING` is a finding pasted by the user, said as what the code can do wrong).
+FAULT_NAMED = re.compile(
     r"(?:Silent|Missing|Unused|Potential|Possible|Redundant|Duplicated?|Unchecked|Unhandled|Dead|Inconsistent|"
     r"Incorrect|Wrong|Broken|Misleading)\b"
 )
@@ -432,7 +434,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
             return 0
         if re.match(r"[+-]\d+ lines?\b|\(?new file\)?|\d+ (?:insertions|deletions)", rest):
             return 0  # … nor its diff's size ("— +4 lines (font imports)")
-        if FINDING.match(rest) or CHANGE_NOUN.search(rest):
+        if FAULT_NAMED.match(rest) or CHANGE_NOUN.search(rest):
             return 0  # … nor a review's finding or a plan's change under its file ("— Silent data loss …",
             # "— interface method removal")
         if len(rest) < 20 or TEST_FILE.search(path) or re.match(r"(?:Same|Also)\b|[^.]{0,60}→", rest):
