@@ -33,7 +33,10 @@ _GENERAL = re.compile(
     rf"|{_ALL_PROJECTS})",
     re.I,
 )
-_EXPLICIT = re.compile(rf"every\s*where|globally|\b{_ALL_PROJECTS}", re.I)
+_EXPLICIT = re.compile(rf"globally|\b{_ALL_PROJECTS}", re.I)
+_EVERYWHERE = re.compile(r"every\s*where", re.I)
+# "let's make sure we're using US English everywhere": a team's "everywhere" is its codebase
+_TEAM = re.compile(r"\b(?:we|we're|we've|let's|let\s+us|our)\b", re.I)
 _LOCAL = re.compile(
     r"\b(in|for|of|inside)\s+(this|the\s+current|that)\s+(repo|repositor|project|codebase|code\s*base|package|service)\w*"
     r"|\b(this|that)\s+(repo|repository|codebase)\b|\bhere\b|\bin\s+here\b",
@@ -50,13 +53,14 @@ _PROJECT_THING = re.compile(r"`|(?<![\w~])/\w|\w/\w|\b[\w-]+\.(py|ts|tsx|js|json
 
 def stated_as_general(text: str) -> bool:
     """True when `text` (the user's words) states a rule for every project: it says so ("in every
-    repo", "everywhere", "globally"), or it is a habit of the user's ("I always…", "Always…",
+    repo", "globally", "everywhere" unless a team says it of its code: "let's make sure we're using
+    US English everywhere"), or it is a habit of the user's ("I always…", "Always…",
     "Never…" as the instruction itself) that names nothing of one project (no path, file or code)
     and no "here" / "this repo". "always" inside a task or a description ("hitting /clear always
     creates a file") makes no global rule."""
     if not text or not _GENERAL.search(text):
         return False
-    if _EXPLICIT.search(text):
+    if _EXPLICIT.search(text) or (_EVERYWHERE.search(text) and not _TEAM.search(text)):
         return True
     return bool(_HABIT.search(text)) and not _LOCAL.search(text) and not _PROJECT_THING.search(text)
 

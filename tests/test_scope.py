@@ -152,6 +152,9 @@ def test_matches_never_pulls_a_parent_folders_rules_into_its_projects(tmp_path):
         ("Always use pnpm in this repo.", False),
         ("Always run make check here before committing.", False),
         ("Everywhere, even in this repo, answer in English.", True),
+        # a team's "everywhere" is its own code
+        ("we are changing summarise to summarize - let's make sure we're using US English everywhere", False),
+        ("We use snake_case everywhere.", False),
         ("Use pnpm, not npm.", False),
         ("Never run migrations from a laptop.", False),
         ("Always squash commits before merging.", True),
