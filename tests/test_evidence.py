@@ -2124,6 +2124,26 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
             ["`strategy/strategy.go` - the `Strategy` interface every commit strategy implements"],
             id="change-noun-under-file",
         ),
+        # The unseen TypeScript set kept "The `cached_encrypted_hex` logic is actually correct as-is — when the
+        # encrypted key exists but fails to decrypt, …" (a verdict its "fails" let through), "Entropy sources
+        # correct: …" (a review checklist's line), "… and now the service will strip `0x` if present" (the
+        # change), "The `createTestImageFile` function should just return …" and "The only cost is a slightly
+        # larger `FilePointer` …" (options weighed).
+        pytest.param(
+            [
+                "The `cachedHex` logic in `keys.ts` is actually correct as-is — when the key fails to decrypt, it keeps the value.",
+                "Entropy sources correct: `generateKeypair()` uses `crypto.getRandomValues()`, Rust uses `OsRng`",
+                "The DTO uses the same bare hex as `user.dto.ts`, and now the service will strip `0x` if present.",
+                "The `createTestImage` helper should just return the fixture's path in `fixtures/` instead of generating bytes.",
+                "The only cost is a slightly larger `FilePointer` (an `ipnsKeyEncrypted` field), which is trivial.",
+            ],
+            [
+                "`generateKeypair()` must use `crypto.getRandomValues()`, never `Math.random()`, for key material.",
+                "The cost of a `FilePointer` lookup is one IPNS resolve, so `folder.service.ts` loads file metadata lazily.",
+                "Migrations must run before `pnpm --filter api dev`, or the API fails on the missing `users` table.",
+            ],
+            id="verdict-and-option-weighed",
+        ),
     ],
 )
 def test_what_was_true_that_day_is_no_fact_and_what_lasts_stays(gone, kept):

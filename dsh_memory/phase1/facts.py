@@ -122,7 +122,11 @@ HEDGE = re.compile(
     r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|could be|could potentially|"
     r"worth investigating|seems|appears to)\b"
     # … or a design proposed ("The implementation would have `X` delegate to `Y`"), not what a change would break
-    r"|\bwould(?!\s+(?:\w+\s+)?(?:fail|break|crash|error|throw|hang|lose|corrupt|overwrite|leak)\b)\b",
+    r"|\bwould(?!\s+(?:\w+\s+)?(?:fail|break|crash|error|throw|hang|lose|corrupt|overwrite|leak)\b)\b"
+    # … or an option weighed: "`createTestImageFile` should just return the fixture's path", "The only cost is …"
+    r"|\bshould (?:just|simply|instead|rather)\b"
+    r"|^(?:the )?(?:only|main|one|big|real) (?:cost|downside|drawback|trade-?off|catch)s? (?:is|are|here)\b"
+    r"|^the (?:downside|drawback|trade-?off|catch) (?:is|here)\b",
     re.I,
 )
 DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solve the gap…"; not "This repo uses…"
@@ -184,11 +188,8 @@ STATE = re.compile(
     # transcript correctly identifies only `b.ts`", "The recent commit `c384b36` changed …"
     r"|\bneeds? to be (?:cleaned up|tidied|fixed|addressed|refactored|rewritten|reworked)\b|(?<!\bbe )\bcorrectly [a-z]+(?:s|ed)\b"
     r"|\bthe (?:recent|latest|previous) commit\b"
-    # … a change said as one ("Fallback changed from `'User'` to …"), a review's verdict ("… is actually correct as-is",
-    # "… always `false`, which reads as a bug rather than a documented limitation", "… — that's correct")
-    r"|\bchanged from\b|\bcorrect as[- ]is\b|\b(?:is|are) actually correct\b"
-    r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
-    r"|\b(?:that|this|it)(?:'s| is) (?:misleading|wrong|incorrect|correct)\b"
+    # … a change said as one ("Fallback changed from `'User'` to …", "…, and now the service will strip `0x`")
+    r"|\bchanged from\b|\b(?:and|so) now\b"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
     r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging|hitting|throwing|showing|getting|loading)\b"  # "is returning HTML"
@@ -261,6 +262,13 @@ OF_THAT_DAY = re.compile(
     r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
     r"|\bcommit \(?`?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
     r"|\b(?:branch|checkpoint|session)s? `[^`]*?\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # "branch `entire/765563b`"
+    # a review's verdict, whatever the sentence says beside it: "… is actually correct as-is — when the key fails
+    # to decrypt, …", "…, which reads as a bug rather than a documented limitation", "… — that's correct",
+    # "Entropy sources correct: `generateEd25519Keypair()` uses …" (a checklist's line)
+    r"|(?i:\bcorrect as[- ]is\b|\b(?:is|are) actually correct\b"
+    r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
+    r"|\b(?:that|this|it)(?:'s| is) (?:misleading|wrong|incorrect|correct)\b)"
+    r"|^[A-Z][\w -]{2,40}? (?:is |are )?(?i:correct|verified|confirmed|ok|fine|sound)\s*(?::|—|–| - )"
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
