@@ -2144,6 +2144,22 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
             ],
             id="verdict-and-option-weighed",
         ),
+        # The unseen Go MCP set injected the rules the session wrote into its product's prompt ("EVERY device
+        # ID mention (e.g., `pointcast:10042`) MUST be a clickable map link", "… ALWAYS use `https://…` as the
+        # base URL — NEVER use …") and what that change should do ("Since the model reads tool descriptions
+        # as part of its context, this will steer it away from …"). A warning said plainly stays.
+        pytest.param(
+            [
+                "EVERY device ID mention (e.g., `pointcast:10042`) MUST be a clickable map link in `prompt.go`",
+                "When linking to tracks, ALWAYS use `https://simplemap.example.org` as the base URL — NEVER use `api.example.org`.",
+                "Since the model reads `tools.go` descriptions as part of its context, this will steer it away from `api.example.org`.",
+            ],
+            [
+                "Never run `make deploy` from a laptop: it reads `MAP_SERVER_HOST` from the shell, not from `.env`.",
+                "Since `nginx.conf` only proxies `/mcp`, requests to `/api/*` reach the map server on port 8765.",
+            ],
+            id="a-prompts-rules-and-the-change",
+        ),
     ],
 )
 def test_what_was_true_that_day_is_no_fact_and_what_lasts_stays(gone, kept):

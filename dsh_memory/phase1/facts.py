@@ -123,6 +123,8 @@ HEDGE = re.compile(
     r"worth investigating|seems|appears to)\b"
     # … or a design proposed ("The implementation would have `X` delegate to `Y`"), not what a change would break
     r"|\bwould(?!\s+(?:\w+\s+)?(?:fail|break|crash|error|throw|hang|lose|corrupt|overwrite|leak)\b)\b"
+    # … or what the change should do: "Since the model reads tool descriptions …, this will steer it away from …"
+    r"|^(?:Since|Because|As|Now that)\b[^.;]{0,200},\s*(?:this|that|it|these) (?:will|should)\b"
     # … or an option weighed: "`createTestImageFile` should just return the fixture's path", "The only cost is …"
     r"|\bshould (?:just|simply|instead|rather)\b"
     r"|^(?:the )?(?:only|main|one|big|real) (?:cost|downside|drawback|trade-?off|catch)s? (?:is|are|here)\b"
@@ -252,6 +254,9 @@ STATUS_MARK = re.compile("[\u2705\u274c\u274e\u2713\u2714\u2717\u2718\u2611\u261
 # Trailing off ("… before Init runs...") or a quotation never closed ('"keys the CLI … runs, so the').
 _CUT_OFF = re.compile(r"(?:\.\.\.|…)\W*$|“[^”]*$")
 _QUOTED = re.compile(r"[\"“][^\n]*[\"”]\.?")  # '"Every device id MUST be a map link."', quoted whole
+# … or unquoted: a rule shouted for a model to obey is a prompt's, written into the product ("EVERY device ID
+# mention … MUST be a clickable map link", "ALWAYS use `https://…` as the base URL — NEVER use …").
+_SHOUTED = re.compile(r"\b(?:MUST|NEVER|ALWAYS|EVERY|DO NOT)\b")
 # A warning said with force ("Never run the migration twice!"), unlike an exclamation of the moment.
 WARNING = re.compile(r"(?:never|don'?t|do not|always|important|warning|caution|careful)\b", re.I)
 # What `STATE` cannot see once code spans are blanked: a timestamp in a name, one run's output ("The failed rerun
@@ -420,8 +425,10 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0
     if s.endswith("!") and not WARNING.match(s):
         return 0  # the agent's excitement at what it just found, not a warning said with force
-    if STATUS_MARK.search(s) or _QUOTED.fullmatch(s) or _CUT_OFF.search(plain) or plain.count('"') % 2:
-        return 0  # … or a quotation: a prompt's or a file's words, not the agent's; or one cut off
+    if STATUS_MARK.search(s) or _QUOTED.fullmatch(s) or _SHOUTED.search(plain):
+        return 0  # … or a quotation: a prompt's or a file's words, not the agent's
+    if _CUT_OFF.search(plain) or plain.count('"') % 2:
+        return 0  # … or one cut off
     if WHERE_LED.match(s) and CODE.search(s):
         return 0 if STATE.search(plain) else 2  # not "Branch: `x` (27 commits ahead of main)"
     led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives
