@@ -2136,6 +2136,10 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
                 "The DTO uses the same bare hex as `user.dto.ts`, and now the service will strip `0x` if present.",
                 "The `createTestImage` helper should just return the fixture's path in `fixtures/` instead of generating bytes.",
                 "The only cost is a slightly larger `FilePointer` (an `ipnsKeyEncrypted` field), which is trivial.",
+                # … and the Codex set's "If `runs` is top-level, it reads as “this eval file …”" and "The current
+                # mitigation is reasonable: discovery walks for `/index.jsonl`, …"
+                "If `runs` is top-level in `eval.yaml`, it reads as “this eval file executes each case N times.”",
+                "The current mitigation is reasonable: discovery walks for `/index.jsonl` and never checks out `results/`.",
             ],
             [
                 "`generateKeypair()` must use `crypto.getRandomValues()`, never `Math.random()`, for key material.",

@@ -331,6 +331,22 @@ def test_what_a_thing_cannot_do_outranks_a_fact_that_only_names_more():
     assert limit[1] in best_facts([*named, limit])[:MAX_FACTS]
 
 
+def test_a_review_checklists_verdict_goes_and_what_it_checked_stays():
+    """The unseen TypeScript set injected "Entropy sources correct: `generateEd25519Keypair()` uses
+    `crypto.getRandomValues()`, Rust uses `OsRng`" (a review checklist's line); its verdict is that
+    day's, what it checked is how the code works."""
+    from dsh_memory.phase1.facts import best_facts
+
+    said = [
+        "Entropy sources correct: `generateKeypair()` uses `crypto.getRandomValues()`, Rust uses `OsRng`.",
+        "The current mitigation is reasonable: discovery walks for `/index.jsonl` instead of checking out `results/`.",
+    ]
+    assert best_facts([(n, s, True) for n, s in enumerate(said)]) == [
+        "`generateKeypair()` uses `crypto.getRandomValues()`, Rust uses `OsRng`.",
+        "Discovery walks for `/index.jsonl` instead of checking out `results/`.",
+    ]
+
+
 def test_a_fix_command_is_shown_whole_with_its_query_and_one_too_long_to_show_makes_no_shield():
     query = "{branch: .headRefName, body_length: (.body | length)}"
     s = make_session(
