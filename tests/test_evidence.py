@@ -2157,10 +2157,13 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
                 "EVERY device ID mention (e.g., `pointcast:10042`) MUST be a clickable map link in `prompt.go`",
                 "When linking to tracks, ALWAYS use `https://simplemap.example.org` as the base URL — NEVER use `api.example.org`.",
                 "Since the model reads `tools.go` descriptions as part of its context, this will steer it away from `api.example.org`.",
+                # (realq's memory: "For large files, instruct it to use `rg -n -F` on a distinctive snippet line …")
+                "For large files, instruct it to use `rg -n -F` on a distinctive line of `SKILL.md`, then read only the matching windows.",
             ],
             [
                 "Never run `make deploy` from a laptop: it reads `MAP_SERVER_HOST` from the shell, not from `.env`.",
                 "Since `nginx.conf` only proxies `/mcp`, requests to `/api/*` reach the map server on port 8765.",
+                "For large files, `SKILL.md` uses `rg -n -F` on one distinctive line, because whole reads time out.",
             ],
             id="a-prompts-rules-and-the-change",
         ),

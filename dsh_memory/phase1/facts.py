@@ -326,6 +326,8 @@ FRAGMENT = re.compile(
     # a plan's item, "what - what to do with it": "`land_pr` tests - update from `X` to …"
     r"|^.{3,100}?(?:\s[-–—]|`:)\s(?i:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|"
     r"make|set|extract|split|merge|convert|introduce|wrap|migrate|inline|simplify|need to|needs to)\b"  # … or "`app.module.ts`: remove the `x` conditional"
+    # … or what a prompt or a skill is to tell its model: "For large files, instruct it to use `rg -n -F` …"
+    r"|^(?:[^,]{1,60},\s+)?(?i:instruct|tell|ask|have) (?:it|them|the (?:agent|model|skill|prompt|llm|bot))\b"
     # an option of the agent's list, a review's comment or thread, a finding with its severity: "A) Only on
     # explicit …", "Comment 1 (id: 27566): Suggests …", "Thread 27635 (Copilot): …", "`X` doesn't update `Y` (Medium)"
     r"|^[A-H]\)\s|^(?:Comment|Thread|Review|Finding|Item)\s+#?\d+\b"
