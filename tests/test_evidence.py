@@ -2043,6 +2043,15 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
             ],
             id="diagnosis-choice-worktree",
         ),
+        # … and, once those were out, "Biome still wants one formatting change in `run-eval.ts`; the worker is
+        # iterating on formatter-only cleanup" (a helper of that session at work, after a semicolon).
+        pytest.param(
+            [
+                "Biome still wants one formatting change in `run-eval.ts`; the worker is iterating on formatter-only cleanup."
+            ],
+            ["Biome only formats `src/` and `run-eval.ts`; the `dist/` folder is ignored by `biome.json`."],
+            id="a-helper-at-work",
+        ),
         # The unseen Go CLI set injected "The `DeleteShadowBranches` function no longer needs `repo`." and
         # "`initHookLogging()` no longer bails when there's no session …": the change of that session said in
         # the negative, as "now uses …" says it. What a tool no longer supports is a lesson.

@@ -235,9 +235,10 @@ STATE = re.compile(
     re.I,
 )
 # The session's own helpers at work, not the project: "The worker is tasked with updating PR #1572",
-# "The dispatched agent was instructed to …", "Worker `x` is created at …", "The first pass shows …".
+# "The dispatched agent was instructed to …", "Worker `x` is created at …", "The first pass shows …",
+# "…; the worker is iterating on formatter-only cleanup".
 DELEGATED = re.compile(
-    r"^(?:the |one |each |both |a )?(?:[\w-]+ )?(?:workers?|sub-?agents?|spawned agents?|dispatched agents?)"
+    r"(?:^|[;:]\s+)(?:the |one |each |both |a )?(?:[\w-]+ )?(?:workers?|sub-?agents?|spawned agents?|dispatched agents?)"
     r"(?: `[^`]+`)?\s+(?:is |are |was |were |has |have |had |will |just |now |also )*(?:\w+ly )?"
     r"(?:tasked|instructed|asked|spawned|dispatched|created|started|finished|completed|consumed|found|reported|"
     r"confirmed|loaded|moving|running|executing|iterating|working|avoiding|updating|going|still|use|edit|read|"
@@ -469,7 +470,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         r"[\w-]+[./_]\w", s
     ):  # (a file or a name may lead: "gemini-extension.json loads …")
         return 0  # a list item without its lead ("right prompt via `YASH_PS1R` when …", "public `policy` examples …")
-    if NARRATION.match(s) or TASK_VERB.match(s) or FRAGMENT.match(s) or DELEGATED.match(s) or " — " in s[:60]:
+    if NARRATION.match(s) or TASK_VERB.match(s) or FRAGMENT.match(s) or DELEGATED.search(s) or " — " in s[:60]:
         return 0  # what was just done or is to do ("Reworked…", "Add X to Y"), a feature list item
     if FIRST_PERSON.search(plain) or why_not_memory(s) or s.count("`") % 2:
         return 0
