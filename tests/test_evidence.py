@@ -2122,6 +2122,16 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
             ["Shadow branches `entire/<hash>` are only deleted by `entire clean`, never by `git gc`."],
             id="case-traced",
         ),
+        # The unseen Go CLI set's second user injected "Session B creates `file2.ts` (does NOT modify file1.ts)":
+        # a step of the test scenario being written.
+        pytest.param(
+            [
+                "Session B creates `file2.ts` and never modifies `file1.ts` before the commit.",
+                "Agent 2 runs `entire collab join` and only reads `state.json`, because agent 1 holds the claim.",
+            ],
+            ["Each session uses the shadow branch `entire/<hash>` of its base commit, so two sessions can share one."],
+            id="a-scenarios-step",
+        ),
         # The unseen Go CLI set's second user injected "`strategy/auto_commit.go` - GetSessionLog method
         # deletion" and "`strategy/strategy.go` - interface method removal": what a plan changes there.
         pytest.param(

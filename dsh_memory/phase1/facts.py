@@ -139,6 +139,8 @@ DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solv
     r"|^(?:In|For|With|Under|From|At) (?:that|those|these|such)\b"  # "In that system, …"
     r"|^(?:If|When|Once|Until|Unless|While) (?:this|that|these|those|it|they)\b"  # "If this grows, …"
     r"|^(?:Without|Before|After|With) (?:this|that|the) (?:change|fix|commit|patch|edit)\b"  # "Without this change, …"
+    # a step of a scenario whose actors are named by a letter or a number: "Session B creates `file2.ts` …"
+    r"|^(?:Session|Agent|User|Client|Worker|Tab|Device|Turn|Commit) (?:[A-Z]|\d)\b(?![\w.-])"
 )
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
