@@ -2071,10 +2071,15 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
             [
                 "`agent/geminicli/gemini.go` - Silent data loss when message marshalling fails",
                 "`strategy/temporary.go` - Missing error check after `os.Rename` in the rollback path",
+                "`checkpoint/temporary.go` - Chunking errors silently ignored",  # (the same set, as a headline)
+                "`checkpoint/store.go` - File handles never closed on the early return in `Write`",
                 '`temporary.go` passes `""` with the comment "auto-detected", but that\'s misleading: `Read()` never detects it.',
                 "`SharedListRow` still has `onOpen` as a prop, but it's now used only in `onDoubleClick` — that's correct.",
             ],
-            ["`agent/geminicli/gemini.go` - the Gemini CLI transcript reader, one JSON document per session"],
+            [
+                "`agent/geminicli/gemini.go` - the Gemini CLI transcript reader, one JSON document per session",
+                "`checkpoint/temporary.go` - chunking errors are never fatal: a transcript too big to chunk is stored whole",
+            ],
             id="finding-and-verdict",
         ),
         # The unseen Windows set injected "All files pass `markdownlint-cli2` with the repo config (note: …)":

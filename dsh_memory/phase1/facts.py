@@ -351,6 +351,9 @@ CHANGE_NOUN = re.compile(r"\b(?:changes|deletion|removal|addition|rename|clean-?
 FAULT_NAMED = re.compile(
     r"(?:Silent|Missing|Unused|Potential|Possible|Redundant|Duplicated?|Unchecked|Unhandled|Dead|Inconsistent|"
     r"Incorrect|Wrong|Broken|Misleading)\b"
+    # … or as a headline, without its verb: "Chunking errors silently ignored"
+    r"|(?![^.;]*\b(?:is|are|was|were|gets?)\b)(?:[\w-]+ ){1,4}(?:silently|never|not) (?:ignored|dropped|swallowed|lost|"
+    r"leaked|checked|closed|handled|discarded|skipped|propagated|logged|released)\b"
 )
 # What one test does or needs while the work is under way: "The test calls with `--branch P65`",
 # "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
