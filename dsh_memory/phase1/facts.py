@@ -262,16 +262,16 @@ _QUOTED = re.compile(r"[\"“][^\n]*[\"”]\.?")  # '"Every device id MUST be a 
 _SHOUTED = re.compile(r"\b(?:MUST|NEVER|ALWAYS|EVERY|DO NOT)\b")
 # A warning said with force ("Never run the migration twice!"), unlike an exclamation of the moment.
 WARNING = re.compile(r"(?:never|don'?t|do not|always|important|warning|caution|careful)\b", re.I)
-# What `STATE` cannot see once code spans are blanked: a timestamp in a name, one run's output ("The failed rerun
-# artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`"); a commit not yet on the remote's branch ("… but it
-# is not on `origin/main`"; not "`~/go/bin` is not on `PATH`"); a tracker item's status ("remains `in_progress`").
 # A review checklist's verdict before what it checked: "Entropy sources correct: `generateEd25519Keypair()` uses
 # …", "Everything else looks structurally fine: Codex, Cursor, and OpenCode point at …" (`best_facts` keeps what
 # follows it).
-_VERDICT_LEAD = (
+_VERDICT_LEAD = re.compile(
     r"^[A-Z][\w -]{2,40}? (?:is |are |looks? |seems? )?(?:\w+ly )?(?i:correct|verified|confirmed|ok|fine|sound|"
     r"reasonable)\s*(?::|—|–| - )\s*"
 )
+# What `STATE` cannot see once code spans are blanked: a timestamp in a name, one run's output ("The failed rerun
+# artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`"); a commit not yet on the remote's branch ("… but it
+# is not on `origin/main`"; not "`~/go/bin` is not on `PATH`"); a tracker item's status ("remains `in_progress`").
 OF_THAT_DAY = re.compile(
     r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}|\b(?:is|are|was|were)(?:n'?t| not)(?: yet)? (?:on|in) `?(?:origin|upstream)/"
     r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
@@ -284,7 +284,7 @@ OF_THAT_DAY = re.compile(
     r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
     r"|\b(?:that|this|it)(?:'s| is) (?:misleading|wrong|incorrect|correct)\b"
     r"|\b(?:it|this|that) (?:reads|would read) (?:as|like)\b)"  # an option's reading: "If `runs` is top-level, it reads as …"
-    r"|" + _VERDICT_LEAD
+    r"|" + _VERDICT_LEAD.pattern
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
@@ -513,7 +513,7 @@ def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
     scored = []
     for n, (_seq, said, last) in enumerate(assistant):
         s = _LINE_REF.sub(lambda m: m[1] or m[2] or "", said)
-        verdict = re.match(_VERDICT_LEAD, s)
+        verdict = _VERDICT_LEAD.match(s)
         if verdict:  # … what the verdict checked, said as a sentence of its own
             s = s[verdict.end() : verdict.end() + 1].upper() + s[verdict.end() + 1 :]
         score = fact_score(s)
