@@ -2052,6 +2052,16 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
             ["Biome only formats `src/` and `run-eval.ts`; the `dist/` folder is ignored by `biome.json`."],
             id="a-helper-at-work",
         ),
+        # An unseen admin's set injected "1Password CLI (`op`) - Not found in PATH (may need a new terminal, or it
+        # wasn't installed)": a check's status line of that day. What a tool needs stays.
+        pytest.param(
+            [
+                "1Password CLI (`op`) - Not found in PATH (may need a new terminal, or it wasn't installed)",
+                "Docker Desktop (`docker`) - Installed, but the daemon only starts after login",
+            ],
+            ["The 1Password CLI (`op`) needs the desktop app's CLI integration turned on, or `op read` fails."],
+            id="a-checks-status-line",
+        ),
         # The unseen Go CLI set injected "The `DeleteShadowBranches` function no longer needs `repo`." and
         # "`initHookLogging()` no longer bails when there's no session …": the change of that session said in
         # the negative, as "now uses …" says it. What a tool no longer supports is a lesson.

@@ -277,6 +277,9 @@ OF_THAT_DAY = re.compile(
     r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
     r"|\bcommit \(?`?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
     r"|\b(?:branch|checkpoint|session)s? `[^`]*?\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # "branch `entire/765563b`"
+    # … or a check's status line: "1Password CLI (`op`) - Not found in PATH (may need a new terminal, …)"
+    r"|^[^:—–]{2,60}?\s[-—–:]\s+(?:Not (?:found|installed|available|running|set|present)|Installed|Found|Available|"
+    r"Running|Present|Absent)\b"
     # a review's verdict, whatever the sentence says beside it: "… is actually correct as-is — when the key fails
     # to decrypt, …", "…, which reads as a bug rather than a documented limitation", "… — that's correct",
     # "Entropy sources correct: `generateEd25519Keypair()` uses …" (a checklist's line)
