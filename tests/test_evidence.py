@@ -1602,6 +1602,7 @@ def test_a_guess_and_a_fact_of_the_pull_request_at_hand_are_no_user_facts():
         "parent on the PR is `feat/ent-9-types`",
         "the base of this branch is `release/2.1`",
         "Current branch entire/checkpoints/v1 is up to date.",  # git's output, pasted (the Go CLI set)
+        "Fork's entire/checkpoints/v1 is at b8d967c",  # … and where it stood (its next run)
     ):
         assert gather(make_session(("user", said), cwd=CWD)).user_facts == [], said
     kept = "The PR template is `.github/pull_request_template.md`."
@@ -2051,6 +2052,18 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
             ],
             ["Biome only formats `src/` and `run-eval.ts`; the `dist/` folder is ignored by `biome.json`."],
             id="a-helper-at-work",
+        ),
+        # The unseen Go CLI set's second user, once its change nouns were out: "The staged changes don't compile
+        # on their own because the type changes and GetSessionLog refactor are too intertwined …" (the diff of
+        # that moment) and "Falls back to `restoreSessionTranscript(transcriptFile, ...)` - reads from local
+        # filesystem" (a trace's step without its subject).
+        pytest.param(
+            [
+                "The staged changes don't compile on their own because `id.go` and the `GetSessionLog` refactor share imports.",
+                "Falls back to `restoreSessionTranscript(transcriptFile)` - reads from the local filesystem",
+            ],
+            ["`restoreSessionTranscript` falls back to `.entire/` only when no shadow branch exists."],
+            id="the-diff-and-a-traces-step",
         ),
         # An unseen admin's set injected "1Password CLI (`op`) - Not found in PATH (may need a new terminal, or it
         # wasn't installed)": a check's status line of that day. What a tool needs stays.

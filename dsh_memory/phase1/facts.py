@@ -223,7 +223,7 @@ STATE = re.compile(
     # worktree has unrelated changes in README.md and `.entire/logs/entire.log`")
     r"|^(?!.*\bunrelated\b)(?:the |main |this )?(?:only )?(?:final |staged |current |whole |working )?(?:diff|changes|worktree|"
     r"working tree|checkout|repo changes|modified (?:paths|files))\s+(?:now |still |only |also )*(?:is|are|has|have|was|"
-    r"were|contains?|shows?|adds?|includes?|remains?|touches|holds|looks)\b"
+    r"were|contains?|shows?|adds?|includes?|remains?|touches|holds|looks|don'?t|do not|doesn'?t|does not|won'?t)\b"
     r"|\b(?:was|were) not touched\b|\b(?:edits|changes|fixes) are (?:all )?in\b|\bonly [^.;]{0,60}\buntracked\b"
     r"|\b(?:in|into|for) (?:the|this) (?:pr|pull request|diff)\b(?! (?:body|title|description|template|comments?)\b)"
     r"|(?:^|,\s*|\b(?:and|but)\s+)only\b[^.;]{0,120}\b(?:was|were|are) (?:updated|changed|modified|edited|touched|"
@@ -277,6 +277,7 @@ OF_THAT_DAY = re.compile(
     r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
     r"|\bcommit \(?`?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
     r"|\b(?:branch|checkpoint|session)s? `[^`]*?\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # "branch `entire/765563b`"
+    r"|\b(?:is|are|was|were|now) at `?(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # "… v1 is at b8d967c"
     # … or a check's status line: "1Password CLI (`op`) - Not found in PATH (may need a new terminal, …)"
     r"|^[^:—–]{2,60}?\s[-—–:]\s+(?:Not (?:found|installed|available|running|set|present)|Installed|Found|Available|"
     r"Running|Present|Absent)\b"
@@ -319,6 +320,7 @@ _CLAUSE = re.compile(r"\b(?:whose|which|that|where|if|when|unless|once|whether|a
 # "Skill rewritten: …", "Plan complete and saved locally to …".
 FRAGMENT = re.compile(
     r"^[A-Z][a-z]+s\s+(?:(?:the|a|an|its|their|each|every|all|both|how|what|why|which|only|one)\b|`)"
+    r"|^[A-Z][a-z]+s (?:back|out|over|through) (?:to|on|into)\b"  # "Falls back to `restoreSessionTranscript(…)` - …"
     # … or any object: "Launches Terminal and runs `claude`", "Reads CPU power from …" (not "Reads are cached"),
     # also after a condition: "On user input, calls `claude -p` with …"
     r"|^(?:(?:On|When|After|Before|Once|If|While)\b[^,]{1,60},\s+)?"
