@@ -210,10 +210,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     and not TASK_VERB.match(s)  # "Confirm dashboard changes are complete": a task
                     and not GUESS.search(s)  # a guess, in a discussion ("… which is probably causing this")
                     and not OF_THE_WORK.search(s)
-                    and not STATE.search(CODE.sub(" x ", s))  # how the checkout stood ("… is up to date")
-                    and not OF_THAT_DAY.search(
-                        s
-                    )  # … or where a branch was ("Fork's entire/checkpoints/v1 is at b8d967c")
+                    # how the checkout stood ("… is up to date"), where a branch was ("… v1 is at b8d967c")
+                    and not STATE.search(CODE.sub(" x ", s))
+                    and not OF_THAT_DAY.search(s)
                     and len(s) <= MAX_RULE_CHARS
                     and (CODE.search(s) or _PATHLIKE.search(s))
                 ):

@@ -269,6 +269,7 @@ _VERDICT_LEAD = re.compile(
     r"^[A-Z][\w -]{2,40}? (?:is |are |looks? |seems? )?(?:\w+ly )?(?i:correct|verified|confirmed|ok|fine|sound|"
     r"reasonable)\s*(?::|—|–| - )\s*"
 )
+_HEX_ID = r"(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # a commit's short or full hash: a digit and a letter
 # What `STATE` cannot see once code spans are blanked: a timestamp in a name, one run's output ("The failed rerun
 # artifact is at `.agentv/results/2026-07-06T12-14-22-898Z`"); a commit not yet on the remote's branch ("… but it
 # is not on `origin/main`"; not "`~/go/bin` is not on `PATH`"); a tracker item's status ("remains `in_progress`").
@@ -276,8 +277,8 @@ OF_THAT_DAY = re.compile(
     r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}|\b(?:is|are|was|were)(?:n'?t| not)(?: yet)? (?:on|in) `?(?:origin|upstream)/"
     r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
     r"|\bcommit \(?`?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
-    r"|\b(?:branch|checkpoint|session)s? `[^`]*?\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # "branch `entire/765563b`"
-    r"|\b(?:is|are|was|were|now) at `?(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # "… v1 is at b8d967c"
+    rf"|\b(?:branch|checkpoint|session)s? `[^`]*?\b{_HEX_ID}"  # "branch `entire/765563b`"
+    rf"|\b(?:is|are|was|were|now) at `?{_HEX_ID}"  # "… v1 is at b8d967c"
     # … or a check's status line: "1Password CLI (`op`) - Not found in PATH (may need a new terminal, …)"
     r"|^[^:—–]{2,60}?\s[-—–:]\s+(?:Not (?:found|installed|available|running|set|present)|Installed|Found|Available|"
     r"Running|Present|Absent)\b"
