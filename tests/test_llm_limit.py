@@ -162,23 +162,23 @@ def _leases_through(monkeypatch, url: str) -> None:
     monkeypatch.setattr(limit, "_client", through_proxy)
 
 
-@pytest.fixture()
-def busy_once_api(prefect_api):
-    """A proxy that refuses the first lease request with a bare 503, as the server does when its
-    SQLite is busy (right after another run)."""
+@pytest.fixture(params=[1, 2], ids=["once", "twice"])
+def busy_api(request, prefect_api):
+    """A proxy that refuses the first one or two lease requests with a bare 503, as the server
+    does when its SQLite is busy (right after another run, or on a machine busy with others)."""
     refused: list[str] = []
     asked: list[str] = []  # each lease request that arrived
 
     def answer(path, forward):
         if path.endswith("/increment-with-lease"):
             asked.append(path)
-            if not refused:
+            if len(refused) < request.param:
                 refused.append(path.rsplit("/", 1)[-1])
                 return 503, b'{"exception_message": "Service Unavailable"}', "application/json"
         return forward()
 
     with prefect_proxy(prefect_api, answer) as url:
-        yield url, refused, asked
+        yield url, refused, asked, request.param
 
 
 class _PlannedWaits(logging.Handler):
@@ -195,12 +195,12 @@ class _PlannedWaits(logging.Handler):
             self.seconds.append(float(m.group(1)))
 
 
-def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_once_api, monkeypatch):
+def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_api, monkeypatch):
     """The Prefect client sends a refused request again after 2 s (±20% jitter: never before
     1.6 s); the run's lease request, after 0.1 s: the run gets its slots without that wait, holds
     them and returns them. The wait is the one the client planned (its debug line), so the test
-    holds on a machine of any speed."""
-    url, refused, asked = busy_once_api
+    holds on a machine of any speed, and on one whose server is busy too."""
+    url, refused, asked, times = busy_api
     _leases_through(monkeypatch, url)
     waits, client_log = _PlannedWaits(), logging.getLogger("prefect.client")
     monkeypatch.setattr(client_log, "level", logging.DEBUG)
@@ -213,9 +213,12 @@ def test_a_lease_the_busy_server_refused_is_asked_again_at_once(busy_once_api, m
     finally:
         client_log.removeHandler(waits)
     assert _active(name) == 0
-    assert refused == ["increment-with-lease"]
-    assert len(asked) == 2, asked
-    assert len(waits.seconds) == 1 and waits.seconds[0] < 1.0, waits.seconds  # its own back-off: ≥ 1.6 s
+    assert refused == ["increment-with-lease"] * times
+    # The real server behind the proxy may itself answer 503 on a busy machine (its SQLite locked),
+    # so the lease may be asked more than twice: each time again after the run's own short wait.
+    # (Another client's retry there plans its own ≥ 1.6 s back-off: not one of the lease's.)
+    soon = [s for s in waits.seconds if s < 1.0]
+    assert len(asked) >= times + 1 and len(soon) == len(asked) - 1, (asked, waits.seconds)
 
 
 @pytest.fixture()
