@@ -624,3 +624,31 @@ def test_broken_parent_chain_keeps_the_file(tmp_path: Path):
     s = claude.load(_ref(path))
     assert [e.text for e in s.human_prompts] == ["first prompt", "second prompt"]
     assert [e.text for e in s.events if e.kind is EventKind.ASSISTANT] == ["one", "two"]
+
+
+def test_the_built_in_tools_zeds_claude_code_calls_through_acp_are_the_built_ins(tmp_path: Path):
+    """Zed runs Claude Code through ACP, which names its shell and file tools `mcp__acp__Bash`,
+    `mcp__acp__Edit`…: they are Claude Code's own, and read as such (a real Zed session's commands
+    and edits were all lost); another MCP server's tool keeps its name."""
+    from dsh_memory.phase1.evidence import gather
+
+    bash = {"type": "tool_use", "id": "t1", "name": "mcp__acp__Bash", "input": {"command": "pnpm run test"}}
+    edit = {"type": "tool_use", "id": "t2", "name": "mcp__acp__Edit",
+            "input": {"file_path": f"{CWD}/src/a.ts", "old_string": "a", "new_string": "b"}}  # fmt: skip
+    other = {"type": "tool_use", "id": "t3", "name": "mcp__acp__Bashful", "input": {"command": "pnpm run lint"}}
+    path = _write(
+        tmp_path / "p",
+        [
+            _user(1, "fix the test"),
+            _assistant(2, "m1", bash, edit, other),
+            _user(
+                3, [{"type": "tool_result", "tool_use_id": "t1", "content": "Exited with code 0.Final output:\n\nok"}]
+            ),
+            _user(4, [{"type": "tool_result", "tool_use_id": "t2", "content": "Index: src/a.ts"}]),
+            _user(5, [{"type": "tool_result", "tool_use_id": "t3", "content": "ok"}]),
+        ],
+    )
+    s = claude.load(_ref(path))
+    assert [e.tool_name for e in s.events if e.kind is EventKind.TOOL_CALL] == ["Bash", "Edit", "mcp__acp__Bashful"]
+    ev = gather(s)
+    assert [c.line for c in ev.commands] == ["pnpm run test"] and ev.edited == ["src/a.ts"]

@@ -137,6 +137,7 @@ def typed_line(text: str) -> TextClass:
     return classify_text(text) if m is None else _command(m.group(1), (m.group(2) or "").strip())
 
 
+_ACP_BUILTIN = re.compile(r"^mcp__acp__(?=(?:Bash|BashOutput|KillShell|Read|Edit|MultiEdit|Write)$)")
 _TWIN_WINDOW = 12  # lines between a slash command's user wrapper and its system local_command twin
 
 
@@ -357,7 +358,8 @@ class EventBuilder(Events):
             elif btype in ("thinking", "redacted_thinking"):
                 self.add(seq, EventKind.REASONING, time)
             elif btype in ("tool_use", "server_tool_use"):
-                name = as_str(block.get("name")) or "tool"
+                # Zed's Claude Code (ACP) calls the built-ins through its own MCP server: the same tools
+                name = _ACP_BUILTIN.sub("", as_str(block.get("name")) or "tool")
                 # Claude's shell keeps the folder a `cd` took it to; each record says where it stood
                 where = obj.get("cwd")
                 where = where if isinstance(where, str) and where != self.cwd and 0 < len(where) <= 4096 else None
