@@ -672,6 +672,25 @@ def test_a_users_remark_on_the_work_at_hand_is_not_a_project_fact():
     assert gather(s).user_facts == ["The deploy script is `scripts/deploy.sh`."]
 
 
+def test_a_command_the_user_says_worked_on_their_machine_is_kept():
+    """Seen on a 3D-printer toolkit's sessions: after two launches exited at once, the user wrote "OK,
+    this worked:  QT_QPA_PLATFORM=xcb OPK_DEBUG=1 opk-gui" — how the GUI starts on their desktop,
+    a run the session never saw, and the memory did not keep it. Said of a thing that is no command
+    ("it works: the button is blue now"), of an exploration, or with no command, nothing is kept."""
+    s = make_session(
+        ("user", "python -m opk.ui.main_window exits immediately."),
+        ("user", "OK, this worked:  QT_QPA_PLATFORM=xcb OPK_DEBUG=1 opk-gui"),
+        ("user", "`npm run dev:all` works now, thanks!"),
+        ("user", "it works: the button is blue now"),
+        ("user", "that worked: ls -la build"),
+        ("user", "ok that worked."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.user_facts == ["this worked: `QT_QPA_PLATFORM=xcb OPK_DEBUG=1 opk-gui`", "this worked: `npm run dev:all`"]
+    assert '- The user: "this worked: `QT_QPA_PLATFORM=xcb OPK_DEBUG=1 opk-gui`"' in steps.raw_memory(ev, "x")
+
+
 def test_a_gap_the_session_then_closed_is_no_fact_and_a_plans_items_are_not_either():
     """ "`listOrders` doesn't include `parent_id`", then the edit that adds it: false in the next
     session. The same words with no edit after them stay a fact, and so does how a tool works that
@@ -813,6 +832,18 @@ def test_the_work_at_hand_weighed_handed_over_or_judged_is_no_rule():
     ):
         assert not is_rule(said), said
     assert is_rule("Do not rebuild the website on every run.")
+
+
+def test_what_never_happened_is_a_report_and_what_is_never_done_a_rule():
+    """Seen on a 3D-printer toolkit's sessions: "I tried to run the gui … But I never saw the gui
+    open." was injected as the user's preference: "never" with a past tense says what happened on
+    their machine, not how they want things done."""
+    for said in ("But I never saw the gui open.", "We always got a timeout from the staging API.",
+                 "I never received the confirmation email."):  # fmt: skip
+        assert not is_rule(said), said
+    for said in ("I never use tabs in Python files.", "Always run the linter before committing.",
+                 "Never use was-style names for booleans."):  # fmt: skip
+        assert is_rule(said), said
 
 
 def test_a_slash_command_with_only_an_argument_is_asked_as_the_command():

@@ -198,8 +198,11 @@ OF_THE_WORK = re.compile(  # … and where the work is now ("currently we are wo
     r"|\b(?:currently|right now|at the moment)\b|\bwe(?:'re| are) (?:now )?working (?:in|on)\b",
     re.I,
 )
-OBSERVATION = re.compile(
-    r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look|understand|get|know)\w*\b", re.I
+OBSERVATION = re.compile(  # … or what never (always) happened: "But I never saw the gui open."
+    r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look|understand|get|know)\w*\b"
+    r"|\b(?:never|always) (?:saw|got|had|did|was|were|heard|found|received|noticed|worked|opened|loaded|showed|"
+    r"appeared|happened|came|went)\b",
+    re.I,
 )
 STRONG_CUE = re.compile(r"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b", re.I)
 QUESTION = re.compile(  # "do not commit anything" is an order, not a question
