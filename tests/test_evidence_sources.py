@@ -215,6 +215,39 @@ def test_what_the_session_wrote_down_for_later_sessions_is_kept():
     assert "ls -la" not in raw
 
 
+def test_what_the_agent_saved_through_a_memory_tool_is_kept():
+    """Asked to remember, an agent may save a note through a memory server (Serena's
+    `write_memory`) rather than a file: its top-level items are notes for later sessions, without
+    the note's headings, bold and sub-items; a write the server refused, then made again, is one
+    note; reading a memory saves nothing."""
+    note = (
+        "# Workflow preferences\n\n## Pull requests\n\n- **Prefer the `/pr` skill** to open a pull request\n"
+        "- Never run `gh pr create` by hand; the skill handles:\n  - the title\n  - the reviewers\n\n"
+        "## Other skills\n\nCheck `~/.claude/skills/` for a skill that fits before doing it by hand.\n"
+    )
+    args = {"memory_file_name": "workflow-preferences.md", "content": note}
+    s = make_session(
+        ("user", "Is there a file you write to so that you remember this?"),
+        ("tool", "mcp__plugin_serena_serena__write_memory", args, '{"result":"Error: No active project."}', True),
+        ("tool", "mcp__plugin_serena_serena__write_memory", args, '{"result":"Memory written."}', False),
+        (
+            "tool",
+            "mcp__plugin_serena_serena__read_memory",
+            {"memory_file_name": "a.md", "content": "- old"},
+            "ok",
+            False,
+        ),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.agent_notes == [
+        "Prefer the `/pr` skill to open a pull request",
+        "Never run `gh pr create` by hand; the skill handles",
+        "Check `~/.claude/skills/` for a skill that fits before doing it by hand.",
+    ]
+    assert "- Noted for later sessions: Prefer the `/pr` skill to open a pull request" in steps.raw_memory(ev, "x")
+
+
 def test_a_documented_commands_trailing_comment_is_kept_without_its_padding():
     """A shell block lines its comments up in a column: the comment says why (kept), the padding
     is no part of the command; a documented command the session also ran is said once."""

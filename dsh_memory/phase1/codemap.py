@@ -46,6 +46,11 @@ _FENCE = re.compile(r"^```[ \t]*(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)^```"
 _TRAILING_COMMENT = re.compile(r"^(\S.*?)\s+#\s+(.+)$")
 _DESCRIPTION = re.compile(r"^description:[ \t]*(.+)$", re.M)
 _NAME = re.compile(r"^name:[ \t]*(.+)$", re.M)
+# A memory server's write (`mcp__serena__write_memory`, `save_memory`, basic-memory's `write_note`): the
+# agent saving what a later session should know, as Claude Code's own memory files do
+MEMORY_TOOL = re.compile(r"(?:^|_)(?:write|save|add|store|create)_?(?:memory|memories|note)$", re.I)
+_NOTE_FIELDS = ("content", "text", "memory", "note")
+MAX_NOTE_CHARS = 4000  # of one saved note read: a longer one is a document
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$")
 
 
@@ -213,3 +218,19 @@ def documented(edits: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
                 note = f"{title} — {said}" if len(title.split()) >= 3 and title.lower() not in said.lower() else said
                 notes.append(note)
     return commands, list(dict.fromkeys(notes))
+
+
+def saved_notes(tool: str, arguments: Any) -> list[str]:
+    """What a memory tool call (`MEMORY_TOOL`) saved: its note's top-level items and paragraphs,
+    without headings, sub-items (the detail of the item above) or the bold of a markdown note."""
+    if not MEMORY_TOOL.search(tool) or not isinstance(arguments, dict):
+        return []
+    text = next((v for k in _NOTE_FIELDS if isinstance(v := arguments.get(k), str) and v.strip()), "")
+    out = []
+    for line in text[:MAX_NOTE_CHARS].splitlines():
+        if not line.strip() or line[0] in " \t" or line.startswith(("#", "```", "|", ">")):
+            continue
+        item = re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", line).replace("**", "").strip().rstrip(":：").strip()
+        if item:
+            out.append(item)
+    return out

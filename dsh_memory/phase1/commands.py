@@ -397,3 +397,30 @@ def commands(runs: list[Run]) -> list[Command]:
         if kept is None or (len(c.line) < len(kept.line) and c.check == kept.check):  # a fixer's form is no check
             out[family(c.line)] = c
     return sorted(list(out.values())[:MAX_COMMANDS], key=lambda c: (not c.check, worked[c.line]))
+
+
+# The user saying a command worked on their machine: "OK, this worked: QT_QPA_PLATFORM=xcb opk-gui",
+# "`npm run dev:all` works now" (a run the session never saw)
+_SAID_TO_WORK = re.compile(
+    r"^(?:(?:ok(?:ay)?|yes|yep|great|nice|cool|perfect|thanks)\W+)*(?:this|that|it)(?: command| one)? "
+    r"(?:worked|works|did it|did the trick)(?: now)?\s*[:\u2014-]\s*(?P<cmd>\S.*)$"
+    r"|^`(?P<quoted>[^`\n]+)` (?:worked|works|did it|did the trick)\b",
+    re.I,
+)
+_COMMANDISH = re.compile(r"^(?:\w+=\S+\s+)*(?:\./|~/|/)?\w[\w.@/+:-]*(?:\s+\S+){0,15}$")
+
+
+def said_to_work(sentence: str) -> str:
+    """The command line a user's sentence says worked (`_SAID_TO_WORK`), or "": a line in backticks,
+    or one that reads as a command (a VAR=value, a flag, a path, a program named with - _ . /, a
+    known build tool), not an exploration."""
+    m = _SAID_TO_WORK.match(sentence.strip())
+    if not m:
+        return ""
+    cmd = (m["quoted"] or m["cmd"]).strip().rstrip(".!")
+    quoted = bool(m["quoted"]) or (cmd.startswith("`") and cmd.endswith("`") and cmd.count("`") == 2)
+    cmd = cmd.strip("`").strip()
+    if len(cmd) > 200 or not _COMMANDISH.match(cmd) or EXPLORE.match(core(cmd)):
+        return ""
+    looks = re.search(r"^\w+=|\s--?\w|/|^[\w.]+[-_.][\w.-]*(?:\s|$)", cmd) or is_build_command(cmd)
+    return cmd if quoted or looks else ""

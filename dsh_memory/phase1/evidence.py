@@ -20,8 +20,16 @@ from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
 from dsh_memory.phase1.clean import CODE, TASK_VERB, clip, clip_prose, is_table_row, says_little, second_person
-from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist
-from dsh_memory.phase1.commands import Command, Run, commands, in_folder, is_build_command, normalize_command
+from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist, saved_notes
+from dsh_memory.phase1.commands import (
+    Command,
+    Run,
+    commands,
+    in_folder,
+    is_build_command,
+    normalize_command,
+    said_to_work,
+)
 from dsh_memory.phase1.facts import (
     _PATHLIKE,
     ACK,
@@ -175,6 +183,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     reads: list[tuple[str, str]] = []  # (path, what a read of it returned)
     planned: list[str] = []  # the agent's task lists, plans and subagent tasks
     created: set[str] = set()  # the files the session created
+    saved: list[str] = []  # what it saved through a memory tool
     pending_rules: list[Rule] = []
     turns: list[tuple[bool, list[str]]] = [(False, [])]  # (asked for a procedure, its steps that worked)
     last_msg: dict[int, int] = {}  # turn index -> seq of its last assistant message
@@ -201,6 +210,9 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                     if all(r.text != o.text for o in ev.rules):
                         ev.rules.append(r)
                         pending_rules.append(r)
+                elif ran := said_to_work(s):  # a run on the user's machine the session never saw
+                    if len(ev.user_facts) < MAX_RULES and (fact := f"this worked: `{ran}`") not in ev.user_facts:
+                        ev.user_facts.append(fact)
                 elif (
                     USER_FACT.match(s)
                     and not DEICTIC.match(s)  # "This is not appropriate …": said of the work at hand
@@ -271,6 +283,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
                 cmds = dict.fromkeys(normalize_command(redact(s), cwd) for s in lines)
                 runs += [Run(e.seq, cmd, bad, "", False, via=via) for cmd in cmds if is_build_command(cmd)]
                 continue
+            if not failed(result):  # (a write refused, then made again, is one note)
+                saved += [redact(n) for n in saved_notes(name, arguments)]
             if name not in EDIT_TOOLS:
                 continue
             created.update(redact(relative(p.strip(), cwd)) for p in created_by(name, arguments, output))
@@ -292,7 +306,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
         for c in documented_commands
         if c.split(" # ")[0] not in ran and len(c) <= 160 and not RUNS_A_DOWNLOAD.search(c)
     ][:MAX_RULES]  # whole
-    ev.agent_notes = [n for n in (clip_prose(n, 320) for n in ev.agent_notes[:MAX_RULES]) if n]
+    notes = list(dict.fromkeys(ev.agent_notes + saved))[:MAX_RULES]
+    ev.agent_notes = [n for n in (clip_prose(n, 320) for n in notes) if n]
     ev.tripwires = [redact(w) for w in tripwires(reads, ev.edited)]
     ev.plan = [redact(p) for p in best_items(planned)]
 
