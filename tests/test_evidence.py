@@ -143,7 +143,16 @@ def test_commands_are_normalized_as_a_next_session_would_type_them():
     assert normalize_command(lint, CWD) == "bun run lint"
     assert normalize_command("make test | grep -v '^$' && bun run lint", CWD) == "make test && bun run lint"
     assert is_build_command("make fast-ci") and is_build_command("FOO=1 uv run pytest tests/")
-    for not_build in ("git diff", "ls", "python -c 'print(1)'", "npx create-next-app@latest app", "pip show x"):
+    # (an unseen Codex set kept "python3 -m json.tool ~/.codex/hooks.json && echo OK" as how to run it: a file checked)
+    json_ok = "python3 -m json.tool ~/.codex/hooks.json && echo OK"
+    for not_build in (
+        "git diff",
+        "ls",
+        "python -c 'print(1)'",
+        "npx create-next-app@latest app",
+        "pip show x",
+        json_ok,
+    ):
         assert not is_build_command(not_build), not_build
 
 
@@ -2244,6 +2253,21 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
                 "For large files, `SKILL.md` uses `rg -n -F` on one distinctive line, because whole reads time out.",
             ],
             id="a-prompts-rules-and-the-change",
+        ),
+        # An unseen Codex set (skills imported for Codex) injected "Diff check confirms requested dirs are mirrored
+        # (only expected differences: …)" and "Path refactor itself is complete and validations pass; the only failed
+        # runtime check is due sandbox write permission …": a check's result and the work's status, that day's.
+        pytest.param(
+            [
+                "Diff check confirms requested dirs are mirrored (only expected differences: `.DS_Store` and the registry).",
+                "Path refactor itself is complete and validations pass; the only failed check is due to `~/.codex` permissions.",
+                "The `lint` check shows no warnings in `src/`, because the rename to `skills/` updated every import.",
+            ],
+            [
+                "A diff of `Skills/` and `skills/` shows nothing on macOS, because its default filesystem ignores case.",
+                "The `check` script confirms each `SKILL.md` has a `name:`, so a skill without one never reaches the registry.",
+            ],
+            id="a-checks-result-and-the-works-status",
         ),
     ],
 )

@@ -187,7 +187,7 @@ def is_build_command(cmd: str) -> bool:
 
 def is_probe(cmd: str) -> bool:
     """A question to a tool, which changes nothing: `npm view x`, `marvin --help`, an inline script
-    (`python -c …`, `bun -e …`), `gh pr view 12`, `kubectl get pods`, `bun src/cli.ts skills get x`."""
+    (`python -c …`, `bun -e …`), a JSON file checked (`python -m json.tool x.json`), `gh pr view 12`, `kubectl get pods`, `bun src/cli.ts skills get x`."""
     c = core(cmd)
     return bool(
         re.match(
@@ -196,7 +196,7 @@ def is_probe(cmd: str) -> bool:
             c,
         )
         or re.match(r"^go (?:doc|env|version|list)\b", c)  # a question to the toolchain
-        or re.match(r"^(?:python3?\s+-c|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval))\b", c)
+        or re.match(r"^(?:python3?\s+(?:-c|-m\s+json\.tool)|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval))\b", c)
         or "--help" in c
         or "--version" in c
         or QUERY.intersection([w for w in c.split() if not w.startswith("-")][1:4])

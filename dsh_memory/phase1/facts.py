@@ -289,7 +289,13 @@ OF_THAT_DAY = re.compile(
     r"|\b(?:reads|looks|comes across) (?:as|like) an? (?:bug|regression|mistake|oversight)\b"
     r"|\b(?:that|this|it)(?:'s| is) (?:misleading|wrong|incorrect|correct)\b"
     r"|\b(?:it|this|that) (?:reads|would read) (?:as|like)\b)"  # an option's reading: "If `runs` is top-level, it reads as …"
-    r"|" + _VERDICT_LEAD.pattern
+    r"|"
+    + _VERDICT_LEAD.pattern
+    # a check's result, the work's status: "Diff check confirms requested dirs are mirrored", "Path refactor
+    # itself is complete and validations pass"
+    + r"|(?i:^(?:the |a )?[\w./`-]+(?: [\w./`-]+){0,3} (?:check|checks|diff|validation|verification|scan|audit)"
+    r" (?:confirms?|confirmed|shows?|showed|verifies|verified)\b"
+    r"|\b(?:itself |now |all )?(?:is|are) (?:now )?(?:complete|completed|finished)\b)"
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
