@@ -1643,6 +1643,9 @@ def test_a_guess_and_a_fact_of_the_pull_request_at_hand_are_no_user_facts():
         "the base of this branch is `release/2.1`",
         "Current branch entire/checkpoints/v1 is up to date.",  # git's output, pasted (the Go CLI set)
         "Fork's entire/checkpoints/v1 is at b8d967c",  # … and where it stood (its next run)
+        # an unseen build-system set: the user's diagnosis of the failure pasted above it
+        "also the src/modules this is the classic nspawn dns issue",
+        "`core_system.sh` is failing again, that's the same bug as yesterday",
     ):
         assert gather(make_session(("user", said), cwd=CWD)).user_facts == [], said
     kept = "The PR template is `.github/pull_request_template.md`."

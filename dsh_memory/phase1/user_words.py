@@ -195,7 +195,9 @@ USER_FACT = re.compile(  # "The deploy script is scripts/deploy.sh.", "Our API l
 # "parent on the PR is alex/ent-221": a fact of the work at hand (not "the PR template is …")
 OF_THE_WORK = re.compile(  # … and where the work is now ("currently we are working in @docs/prd.md")
     r"\b(?:the|this|that|my|your|our) (?:pr|pull request|branch|ticket)\b(?! (?:template|title|body|desc))"
-    r"|\b(?:currently|right now|at the moment)\b|\bwe(?:'re| are) (?:now )?working (?:in|on)\b",
+    r"|\b(?:currently|right now|at the moment)\b|\bwe(?:'re| are) (?:now )?working (?:in|on)\b"
+    # … and what the failure at hand is: "this is the classic nspawn dns issue", "that's the same bug as …"
+    r"|\b(?:this|that|it)(?:'s| is| was) (?:the|a|an|our|another) (?:[\w-]+ ){0,3}(?:issue|bug|problem|error|failure)\b",
     re.I,
 )
 OBSERVATION = re.compile(  # … or what never (always) happened: "But I never saw the gui open."
