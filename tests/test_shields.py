@@ -373,6 +373,34 @@ def test_a_fix_command_is_shown_whole_with_its_query_and_one_too_long_to_show_ma
     assert gather(s).shields == []  # a fix that cannot be shown whole is not written half
 
 
+def test_a_pull_requests_prose_is_said_as_its_shape_whatever_it_holds():
+    """Seen on an unseen Vue set: `gh pr create` on a fork failed ("Head sha can't be blank …") until
+    it named the upstream (`--repo acme/web --head me:branch`), and no shield was kept: the PR body
+    held a code span and a selector (`.go-back-button`), so it read as an expression, stayed whole
+    and made the fix too long to show. What a prose flag (`--body`, `--title`, `-m`) carries is
+    prose; a query (`--jq`) stays as typed."""
+    from dsh_memory.phase1.shields import shown
+
+    body = (
+        "## Problem\nThe hover background touches the title.\n\n## Fix\nAdded `margin-right: 8px` to `.go-back-button`."
+    )
+    title = "fix(portal): add spacing between the back button and the title"
+    failed = f'gh pr create --base main --head fix/back-button --title "{title}" --body "{body}"'
+    fixed = f'gh pr create --repo acme/web --base main --head me:fix/back-button --title "{title}" --body "{body}"'
+    assert shown(f"git commit -m '{body}'") == 'git commit -m "…"'
+    s = make_session(
+        ("user", "Open a PR for this fix."),
+        _bash(failed, "pull request create failed: GraphQL: Head sha can't be blank, Base sha can't be blank", True),
+        _bash("git remote -v", "origin git@github.com:me/web.git (fetch)"),
+        _bash(fixed, "https://github.com/acme/web/pull/6690"),
+        cwd=CWD,
+    )
+    (shield,) = gather(s).shields
+    assert shield.fix == '`gh pr create --repo acme/web --base main --head me:fix/back-button --title "…" --body "…"`'
+    query = "gh pr view 12 --jq '{branch: .headRefName, title: .title, body_length: (.body | length)}'"
+    assert shown(query) == query
+
+
 def test_a_call_the_user_turned_down_is_no_failure_and_a_destructive_fix_is_no_lesson():
     """A tool call the user rejected ("The user doesn't want to proceed with this tool use…") did
     not fail and did not run: it was a shield with that text as its error, and a rejected edit was

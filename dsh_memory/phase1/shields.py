@@ -74,15 +74,21 @@ _QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")  # an argument: its `;` chains nothi
 MAX_COMMAND_CHARS = 200  # a shield's command and fix are shown whole within this, or no shield
 _LONG_QUOTED = re.compile(r"(\"|')([^\"'\n]{41,})\1")
 _CODE_CHARS = re.compile(r"[{}\[\]|$=\\<>]|\.\w")  # a query or an expression, not prose
+# … but what a prose flag carries is prose, whatever it holds (a PR body's code span, a selector)
+_PROSE_ARG = re.compile(
+    r"""(\s(?:--body|--title|--message|--notes|--description|--subject|--comment|-m)(?:\s+|=))"""
+    r"""("(?:[^"\\]|\\.){41,}"|'[^']{41,}')"""
+)
 
 
 def shown(cmd: str) -> str:
     """`cmd` as a shield says it, whole: a long quoted prose argument (a comment body, a commit
-    message) becomes `"…"`, its shape being what a next session needs, while a query or an
+    message, what `--body` or `-m` carries) becomes `"…"`, its shape being what a next session needs, while a query or an
     expression (`--jq '{branch: .headRefName}'`) stays as typed; "" when it is still longer than
     MAX_COMMAND_CHARS (a command cut short is a wrong command to copy)."""
     s = " ".join(cmd.split())
     if not wrapped(s):  # (a wrapper's quoted script is the command itself: `ssh h "opkg remove a b c"`)
+        s = _PROSE_ARG.sub(lambda m: f'{m[1]}"…"', s)
         s = _LONG_QUOTED.sub(lambda m: m[0] if _CODE_CHARS.search(m[2]) else f"{m[1]}…{m[1]}", s)
     return s if len(s) <= MAX_COMMAND_CHARS else ""
 
