@@ -28,12 +28,14 @@ _ALL_PROJECTS = (
     r"(?!\s+(?:docs?|documentation|files?|code|folders?|director(?:y|ies)|config\w*|settings|scripts?|tests?|"
     r"structure|root|readme|dependenc(?:y|ies)|names?)\b))"
 )
+# … said in Chinese: "所有專案都…", "每个项目", "全局" (no word boundary between Han characters)
+_ALL_PROJECTS_ZH = r"(?:所有的?|每個|每个|任何)(?:專案|项目|項目|倉庫|仓库|repo)|全域|全局"
 _GENERAL = re.compile(
     r"\b(always|every\s*where|globally|in\s+general|no\s+matter\s+(the|which|what)\s+(repo|project)\w*"
-    rf"|{_ALL_PROJECTS})",
+    rf"|{_ALL_PROJECTS})|{_ALL_PROJECTS_ZH}",
     re.I,
 )
-_EXPLICIT = re.compile(rf"globally|\b{_ALL_PROJECTS}", re.I)
+_EXPLICIT = re.compile(rf"globally|\b{_ALL_PROJECTS}|{_ALL_PROJECTS_ZH}", re.I)
 _EVERYWHERE = re.compile(r"every\s*where", re.I)
 # "let's make sure we're using US English everywhere": a team's "everywhere" is its codebase
 _TEAM = re.compile(r"\b(?:we|we're|we've|let's|let\s+us|our)\b", re.I)

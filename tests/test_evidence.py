@@ -855,6 +855,30 @@ def test_what_never_happened_is_a_report_and_what_is_never_done_a_rule():
         assert is_rule(said), said
 
 
+def test_a_rule_said_in_chinese_is_a_rule_and_a_task_or_a_question_is_not():
+    """DSH is DeepSeek's harness: its users often type in Chinese. An unseen set's user wrote "我不希望
+    work tree skill 流程是用之前創建過的" (I don't want the worktree flow to reuse old ones) and no
+    rule was kept: the cues were English only, and a prompt's Chinese sentences (。！) were one."""
+    prompt = "以後都用 pnpm，不要用 npm。這個檔案先不要改！請幫我修正測試"
+    assert prompt_sentences(prompt) == ["以後都用 pnpm，不要用 npm。", "這個檔案先不要改！", "請幫我修正測試"]
+    kept = [
+        "以後都用 pnpm，不要用 npm。",
+        "我不希望 worktree 流程用之前創建過的",
+        "每次提交前先跑 pnpm lint",
+        "commit 訊息一律用英文",
+    ]
+    gone = [
+        "這個檔案先不要改！",  # the file at hand, this time
+        "請幫我修正測試",  # a task
+        "想問一下你剛為什麼沒有用 skill 發 pr?",  # a question
+        "是不是要在哪邊寫入檔案你才會記得",  # … without its mark
+        "我的 chrome 還是不讓我登入",  # a report
+    ]
+    assert [s for s in gone + kept if is_rule(s)] == kept
+    s = make_session(("user", prompt), ("user", "每个项目都先跑 lint 再提交"), cwd=CWD)
+    assert [r.text for r in gather(s).rules] == ["以後都用 pnpm，不要用 npm。", "每个项目都先跑 lint 再提交"]
+
+
 def test_a_slash_command_with_only_an_argument_is_asked_as_the_command():
     """`/erk:plan-implement 8107` left "8107" as the first prompt: the recap's task and the
     handbook's task line read "The user asked: "8107""."""

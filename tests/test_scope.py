@@ -167,6 +167,10 @@ def test_matches_never_pulls_a_parent_folders_rules_into_its_projects(tmp_path):
         ("Every project file must end with a newline.", False),
         ("Use the same license header in all of our repositories.", True),
         ("For any project, write the tests first.", True),
+        # said in Chinese: "all projects" says it ("commit messages in English in all projects"); a rule alone is here
+        ("所有專案的 commit 訊息一律用英文", True),
+        ("每个项目都先跑 lint 再提交", True),
+        ("commit 訊息一律用英文", False),
         ("", False),
     ],
 )

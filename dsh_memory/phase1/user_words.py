@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from dsh_memory.models import Event, EventKind
+from dsh_memory.phase1.chinese import is_chinese, is_chinese_rule
 from dsh_memory.phase1.clean import CODE, FENCED, TASK_VERB, clip, is_marker, is_table_row
 from dsh_memory.phase1.facts import sentences
 from dsh_memory.transcript.redact import redact
@@ -226,7 +227,10 @@ PURPOSE = re.compile(r"\bso (?:that )?(?:we|you|it|they|i|nothing) (?:don'?t|do 
 def is_rule(s: str) -> bool:
     """A standing wish of the user: a rule cue, short, not a question, not a one-off ("for now",
     "this time"), not a proposal or a remark about the work at hand ("I think we should…", "the name
-    will cause issues"), not a task instruction unless it says always / never / don't."""
+    will cause issues"), not a task instruction unless it says always / never / don't. Said in
+    Chinese, its own cues (`chinese`)."""
+    if is_chinese(s):
+        return is_chinese_rule(s, MAX_RULE_CHARS)
     if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s) or s.rstrip().endswith(":"):
         return False  # (… or the lead of what follows it: "this: Instead of one branch per commit, …:")
     body = TASK_LEAD.sub("", s)
