@@ -1031,9 +1031,11 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
         "Do not commit.",  # … and its files bounded (a worker's prompt)
         "Do not edit other files and do not commit.",
         "Do not edit README or any other file.",
+        "WE should have 6 parallel debugger agents at a time,to cover the 12 modules",  # (an unseen set) this run's
     ):
         assert not is_rule(said), said
     for said in (
+        "We should always have 2 reviewers on a PR.",
         "I want you to always run the tests first.",
         "Do not spawn standby workers without a concrete task.",
         "Do not commit docs in this repo.",

@@ -93,7 +93,8 @@ TASK_WISH = re.compile(
     r"|\bi['’]?d prefere? (?:if|that) (?:it|this|that|they|these|those)\b"  # "I'd prefer if it's moved to …"
     r"|\bwould be (?:great|nice|good) if (?:we|you) (?:can|could)\b"  # "would be great if we can validate …"
     r"|\blet'?s (?:make|add|create|try|write|build|move|put|rename|split|do)\b"  # "…, let's make an Agent class"
-    r"|\bwe should (?:have|create|add|make|open|file|write|build|spawn|start) (?:a|an|another|one|some)\b"
+    r"|\bwe should (?:have|create|add|make|open|file|write|build|spawn|start|run|use) (?:a|an|another|one|some|\d+"
+    r"|two|three|four|five|six|seven|eight|nine|ten)\b"  # "WE should have 6 parallel debugger agents at a time"
     r"|\bshould (?:be|look|feel|read) (?:a bit |a little |much )?(?:more|less)\b"
     r"|\bshould (?:be|stay|remain) (?:visible|shown|displayed|hidden|clickable|enabled|disabled|highlighted)\b",
     re.I,
