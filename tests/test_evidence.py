@@ -257,6 +257,17 @@ def test_standing_rules_are_kept_and_one_off_instructions_are_not():
         cwd=CWD,
     )
     assert [(r.text, r.agent) for r in gather(s).rules] == [("we use the GraphQL API directly, never the SDK.", "")]
+    # an item of the agent's report is what it did, not its word on the rule (an unseen set's rule rode with
+    # "— Tabbed main panel (PDL Editor + Logs)")
+    s = make_session(
+        ("user", "Each panel should have the fields grouped so similar settings are together."),
+        (
+            "assistant",
+            "Implemented it.\n\nWhat's new\n- Tabbed main panel (Editor + Logs)\n- Grouped settings per panel",
+        ),
+        cwd=CWD,
+    )
+    assert [r.agent for r in gather(s).rules] == [""]
     # the agent's next sentence rides on the user's rule into "User preferences" only when it restates
     # it: not when it shares a cue word alone ("never", "every"), nor with a command or a URL of its own
     for rule, said in (

@@ -33,6 +33,7 @@ from dsh_memory.phase1.commands import (
 from dsh_memory.phase1.facts import (
     _PATHLIKE,
     ACK,
+    BULLET,
     CAUSE,
     FIRST_PERSON,
     HEDGE,
@@ -153,7 +154,11 @@ def _agent_restatement(text: str, rule: str) -> str:
     the rule that is no cue ("never", "always", `STOP`), states something (no progress, no first or
     second person, no guess) and brings no command line or URL the rule does not hold."""
     said = {w.lower() for w in re.findall(r"[A-Za-z][\w.-]{3,}", rule)} - STOP
+    # a list's item is what the agent did or found ("- Tabbed main panel (PDL Editor + Logs)"), not its word on the rule
+    items = [ln for ln in text.splitlines() if BULLET.match(ln)]
     for s in sentences(text)[:3]:
+        if any(s[:40] in ln for ln in items):
+            continue
         if any(m.group(0) not in rule for m in _NOT_RESTATED.finditer(s)):
             continue
         s = ACK.sub("", s).strip()
