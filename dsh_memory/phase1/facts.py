@@ -296,7 +296,8 @@ OF_THAT_DAY = re.compile(
     # itself is complete and validations pass"
     + r"|(?i:^(?:the |a )?[\w./`-]+(?: [\w./`-]+){0,3} (?:check|checks|diff|validation|verification|scan|audit)"
     r" (?:confirms?|confirmed|shows?|showed|verifies|verified)\b"
-    r"|\b(?:itself |now |all )?(?:is|are) (?:now )?(?:complete|completed|finished)\b)"
+    r"|\b(?:itself |now |all )?(?:is|are) (?:now )?(?:complete|completed|finished)\b"
+    r"|^(?:previously|formerly|until now|before (?:this|the|my) (?:fix|change|patch)),)"  # how it was before the change
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
