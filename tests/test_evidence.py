@@ -1043,10 +1043,15 @@ def test_a_question_without_its_mark_a_clarification_and_the_task_wanted_are_no_
         "Do not edit other files and do not commit.",
         "Do not edit README or any other file.",
         "WE should have 6 parallel debugger agents at a time,to cover the 12 modules",  # (an unseen set) this run's
+        "Add a blank line after each heading.",  # a place in the text at hand
     ):
         assert not is_rule(said), said
     for said in (
         "We should always have 2 reviewers on a PR.",
+        # "every time" said of the work's steps (an unseen set: said three times, kept as no rule)
+        "Commit changes as each task is completed and tests pass.",
+        "After each device is added, update the changelog and help files, and commit changes as you go.",
+        "Update the changelog after each feature.",
         "I want you to always run the tests first.",
         "Do not spawn standby workers without a concrete task.",
         "Do not commit docs in this repo.",

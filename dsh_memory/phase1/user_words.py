@@ -21,6 +21,13 @@ from dsh_memory.transcript.redact import redact
 
 MAX_PASTE_CHARS = 1200  # a longer prompt is mostly pasted material: only its first line is the user's
 LOWER_SENT = re.compile(r"(?<=[a-z]{3}[.!?])\s+(?=[a-z])")  # typed prompts often go on in lower case
+# "every time" said of the work's steps: "commit changes as you go", "update the changelog after each feature",
+# "as each task is completed" (not "add a blank line after each heading": a place in the text at hand)
+_EACH_TIME = (
+    r"\bas (?:you|we) go\b|\b(?:after|as|once) each (?:\w+ ){0,2}?(?:is|are|gets?|has been)\b"
+    r"|\bafter (?:each|every) (?:task|step|change|feature|commit|fix|phase|session|iteration|milestone|release|merge"
+    r"|deploy)s?\b"
+)
 RULE_CUE = re.compile(
     # (… "to avoid these issues" is a purpose, no order; "remember to avoid …" is one)
     r"(^|[:;,]\s*|\b(?:please|and|but|so|just|i|we|you|should|(?:try|want|need|remember) to|to(?!\s+avoid\b))\s+)"
@@ -30,6 +37,7 @@ RULE_CUE = re.compile(
     r"|(?:^|[:;,]\s*|\b(?:i|we|you|i'?d|we'?d|please|always|generally|usually|strongly|really)\s+)prefer\b"
     r"|\bshould(?:n'?t)? (?:not |never |always )?(?:live|be|use|go|stay|run|have|include|start|keep)\b"
     r"|\bmust(?:n'?t)?\b|\bmake sure\b|\bfrom now on\b|\bevery time\b|\bwhenever\b|\binstead of\b|\brather than\b"
+    rf"|{_EACH_TIME}"
     r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
     r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b"
     r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b(?![\s-]+time)|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b"
@@ -208,7 +216,9 @@ OBSERVATION = re.compile(  # … or what never (always) happened: "But I never s
     r"appeared|happened|came|went)\b",
     re.I,
 )
-STRONG_CUE = re.compile(r"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b", re.I)
+STRONG_CUE = re.compile(
+    rf"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b|{_EACH_TIME}", re.I
+)
 QUESTION = re.compile(  # "do not commit anything" is an order, not a question
     r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b(?!\s+not\b)", re.I
 )
