@@ -2323,6 +2323,19 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
             ["`opk.ui.main_window` needs `QT_QPA_PLATFORM=offscreen` in CI, or Qt can't load a platform plugin."],
             id="how-it-was-before-the-change",
         ),
+        # The same set injected "On load, it infers the toggles from existing gcode.start/end (backward compatible), but
+        # saving uses machine_control as the canonical source.": which "it", the sentence never says.
+        pytest.param(
+            [
+                "On load, it infers the toggles from existing `gcode.start`/`gcode.end` (backward compatible), but saving "
+                "uses `machine_control` as the canonical source.",
+            ],
+            [
+                "On load, `PDLForm` infers the toggles from existing `gcode.start`/`gcode.end`, but saving uses "
+                "`machine_control` as the canonical source."
+            ],
+            id="a-lead-then-it",
+        ),
     ],
 )
 def test_what_was_true_that_day_is_no_fact_and_what_lasts_stays(gone, kept):

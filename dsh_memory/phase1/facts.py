@@ -137,6 +137,7 @@ DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solv
     r"|^(These|Those|They|It|Its|Both|Neither|Such|This|That)\b"
     r"(?!\s+(?:repo|repository|project|package|app|service|CLI|tool)\b)"  # "This file is …": which one?
     r"|^(?:Currently|Today|Here|Again),?\s+(?:these|those|they|it|its|this|that)\b"  # "Currently it uses …"
+    r"|^(?:On|Upon|At|After|During) [\w-]+(?: [\w-]+)?,\s+(?:these|those|they|it|its|this|that)\b"  # "On load, it infers …"
     r"|^(?:In|For|With|Under|From|At) (?:that|those|these|such)\b"  # "In that system, …"
     r"|^(?:If|When|Once|Until|Unless|While) (?:this|that|these|those|it|they)\b"  # "If this grows, …"
     r"|^(?:Without|Before|After|With) (?:this|that|the) (?:change|fix|commit|patch|edit)\b"  # "Without this change, …"
