@@ -40,7 +40,7 @@ RULE_CUE = re.compile(
     rf"|{_EACH_TIME}"
     r"|\bonly exactly\b|\bwill (?:cause|break)\b|\bbreaks\b|\bin this repo\b|\bwe use\b"
     r"|\bit would be (?:great|better|nice) if\b|^use\b[^.!?]{1,80},\s*not\b"
-    r"|^remember\b|,\s+not\s+(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b(?![\s-]+time)|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b"
+    r"|^remember\b|,\s+not\s+(?!sure\b|certain\b)(?:the\s+)?[`\w]|\bneeds? [^.!?]{1,60}\bfirst\b(?![\s-]+time)|\b(?:is|are) only\b|\bonly (?:done|run|used|deployed) by\b"
     # A naming scheme, a placeholder in it: "name it aie[xxx], [xxx] the python version", "call branches feat/<ticket>"
     r"|^(?:name|call|prefix|suffix)\s+(?:it|them|(?:each|every|all|the)\s+\w+|\w+s)\s+[^.!?]{0,40}?[\[<{][\w .-]{1,24}[\]>}]",
     re.I,
