@@ -70,8 +70,11 @@ ALTERNATIVES = re.compile(r"`[^`\n]+`(?:\s*(?:/|\bor\b)\s*`[^`\n]+`)+")  # "a qu
 
 MAX_RULES = 6
 MAX_TRIVIAL_USER_CHARS = 400  # the no-op gate: more user text than this may hold something
+# Asked for a procedure, not a word of the domain ("items from the checklist of recruitment", "a stored procedure")
 PROCEDURE_ASK = re.compile(
-    r"\b(remember (this|the) (steps|process)|for next time|procedure|the steps are|step by step|checklist)\b",
+    r"\b(?:remember (?:this|the|these) (?:steps|process|procedure)|for next time|the steps are|step by step"
+    r"|(?:write|save|record|make|give|keep|turn (?:this|it) into)(?: me| us)? (?:a|the) (?:procedure|checklist|runbook)"
+    r"|as a (?:checklist|procedure|runbook)|(?:the|this|that|a) procedure (?:for|to)\b)",
     re.I,
 )
 # A call that never ran: the user turned it down (Claude Code's answer; Codex's "… rejected by
