@@ -142,6 +142,14 @@ def test_commands_are_normalized_as_a_next_session_would_type_them():
     lint = 'bun run lint | grep -A 5 "EmptyState\\|styles.css" || echo "No issues in modified files"'
     assert normalize_command(lint, CWD) == "bun run lint"
     assert normalize_command("make test | grep -v '^$' && bun run lint", CWD) == "make test && bun run lint"
+    # a file of the project named by its absolute path is named from the folder the command runs in (an unseen
+    # Windows set kept `node "D:\ClaudeWorkspace\08_x\Okki\scripts\init.js"`); another folder's stays whole
+    assert normalize_command(f"python {CWD}/tools/run.py --x", CWD) == "python tools/run.py --x"
+    assert normalize_command('node "D:\\Work\\app\\scripts\\init.js"', "d:\\Work") == 'node "app/scripts/init.js"'
+    assert normalize_command(f"python {CWD}-old/run.py", CWD) == f"python {CWD}-old/run.py"
+    assert (
+        normalize_command(f"cd {CWD}/api && python {CWD}/tools/run.py", CWD) == f"cd api && python {CWD}/tools/run.py"
+    )
     assert is_build_command("make fast-ci") and is_build_command("FOO=1 uv run pytest tests/")
     # (an unseen Codex set kept "python3 -m json.tool ~/.codex/hooks.json && echo OK" as how to run it: a file checked)
     json_ok = "python3 -m json.tool ~/.codex/hooks.json && echo OK"

@@ -116,7 +116,8 @@ def in_folder(line: str, where: str | None) -> str:
 def normalize_command(line: str, cwd: str | None) -> str:
     """A command as a future agent would type it: no redirections of its output, no pager or
     `tail`, no search of a build's output, no `|| true` or `|| echo …`, no `cd` into the session's
-    own folder or another checkout of it (the folder as an argument is `.`), one line (`one_line`)."""
+    own folder or another checkout of it (the folder as an argument is `.`, a file in it relative),
+    one line (`one_line`)."""
     s = " ".join(one_line(line).split())
     if cwd and (m := _LEAD_CD.match(s)) and (target := m[1] or m[2] or m[3]) != (mapped := checkout(target, cwd)):
         s = f'cd "{mapped}" && {s[m.end() :]}'  # a cd into another checkout (a worktree) of the project
@@ -127,6 +128,11 @@ def normalize_command(line: str, cwd: str | None) -> str:
         sub = (lambda m: "cd " + m[1].replace("\\", "/")) if on_drive(cwd) else r"cd \1"
         s = re.sub(rf"^cd\s+['\"]?{root}[/\\]([^'\"\s]+)['\"]?", sub, s, flags=re.I)
         s = re.sub(rf"(?<=\s)['\"]?{root}[/\\]?['\"]?(?=\s|$)", ".", s, flags=re.I)  # the folder as an argument
+        if not s.startswith("cd "):  # … and a file in it, from the folder the command runs in
+            s = re.sub(
+                rf"(?<=\s)([\"']){root}[/\\]([^\"']+)\1", lambda m: m[1] + _slashed(m[2], cwd) + m[1], s, flags=re.I
+            )
+            s = re.sub(rf"(?<=\s){root}[/\\]([^\"'\s;&|]+)", lambda m: _slashed(m[1], cwd), s, flags=re.I)
     s = _cut(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*?(?=\s*(?:&&|;|\|\||$))", s)  # mid-chain too
     if BUILD.match(core(s)):  # a check's output searched (`bun run lint | grep -A3 "error"`): the check
         s = _cut(r"\s*\|\s*(?:grep|egrep|rg)\b(?:\"[^\"]*\"|'[^']*'|[^|&;\"'])*?(?=\s*(?:&&|;|\|\||$))", s)
@@ -137,6 +143,11 @@ def normalize_command(line: str, cwd: str | None) -> str:
     # a server started in the background to be probed (`npx astro dev & sleep 5; kill %1`): the server
     cut = re.sub(r"^((?:[^&;|]|&&)+?)\s+&(?!&)\s*sleep\s+[\d.]+\s*(?:(?:;|&&).*)?$", r"\1", cut)
     return (cut if cut.count("(") == cut.count(")") else s).strip()
+
+
+def _slashed(path: str, cwd: str) -> str:
+    """A relative path as a command names it: with `/` on Windows (`app/scripts/init.js`)."""
+    return path.replace("\\", "/") if on_drive(cwd) else path
 
 
 def _cut(pattern: str, s: str) -> str:
