@@ -173,6 +173,22 @@ def test_the_evidence_writer_scopes_by_the_users_words_never_by_an_agents_user_t
     assert not [ln for ln in lines if ("pnpm" in ln or "curl" in ln) and ln.endswith("[scope: global]")], lines
 
 
+def test_a_slug_that_names_nothing_is_made_from_the_request():
+    """On an unseen Codex set the local model named two sessions "coding-agent-session-1" and
+    "session-12345": words of every transcript, so they passed as grounded, and the recaps' files
+    and `[source: …]` tags said nothing of the work."""
+    s = make_session(
+        ("user", "Fix the CI badge for the docs workflow; the last coding agent session broke it."),
+        ("tool", "bash", {"command": "pnpm test"}, "3 passed", False),
+        cwd="/home/demo/src/shop",
+    )
+    for slug in ("coding-agent-session-1", "session-12345"):
+        with FakeOpenAIServer() as srv:
+            srv.script(Reply.tool({"summary": "The agent fixed the CI badge; `pnpm test` passes.", "slug": slug}))
+            out = extract_with(OpenAICompatLLM(srv.base_url, "fake-model"), s, writer="evidence")
+        assert out.rollout_slug == "Fix the CI badge for the", slug
+
+
 def test_a_cwd_with_line_breaks_puts_no_words_in_the_users_mouth_in_the_recap_step():
     """The model reads the digest; its working directory is the session's cwd, which a log may
     give with line breaks: it stays one line, no "- The user said: …" of its own."""

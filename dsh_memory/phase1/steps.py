@@ -236,10 +236,16 @@ def _fallback_task(ev: Evidence) -> str:
     return f"The user asked: {_quote(first)}"
 
 
+# Words that name no session ("coding-agent-session-1", "session-12345": a small model's placeholders)
+_GENERIC_SLUG = {"session", "sessions", "task", "agent", "coding", "chat", "conversation", "user", "work", "untitled"}
+
+
 def slug_ok(slug: str, src) -> bool:
-    """At least half of the slug's words (3+ letters) occur in the transcript."""
+    """At least half of the slug's words (3+ letters) occur in the transcript, and one names
+    something (not only `_GENERIC_SLUG` words)."""
     words = [w for w in re.split(r"[^a-z0-9]+", slug.lower()) if len(w) >= 3 and not w.isdigit()]
-    return bool(words) and sum(w in src.words for w in words) * 2 >= len(words)
+    named = set(words) - _GENERIC_SLUG
+    return bool(named) and sum(w in src.words for w in words) * 2 >= len(words)
 
 
 def check_recap(summary: str, src) -> str | None:
