@@ -2324,6 +2324,7 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
             [
                 "A diff of `Skills/` and `skills/` shows nothing on macOS, because its default filesystem ignores case.",
                 "The `check` script confirms each `SKILL.md` has a `name:`, so a skill without one never reaches the registry.",
+                "The `export` job is complete only after `manifest.json` is written, because readers poll for it.",
             ],
             id="a-checks-result-and-the-works-status",
         ),

@@ -198,7 +198,8 @@ def is_build_command(cmd: str) -> bool:
 
 def is_probe(cmd: str) -> bool:
     """A question to a tool, which changes nothing: `npm view x`, `marvin --help`, an inline script
-    (`python -c …`, `bun -e …`), a JSON file checked (`python -m json.tool x.json`), `gh pr view 12`, `kubectl get pods`, `bun src/cli.ts skills get x`."""
+    (`python -c …`, `bun -e …`), a JSON file checked (`python -m json.tool x.json`), `gh pr view 12`,
+    `kubectl get pods`, `bun src/cli.ts skills get x`."""
     c = core(cmd)
     return bool(
         re.match(

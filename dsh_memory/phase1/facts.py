@@ -297,7 +297,9 @@ OF_THAT_DAY = re.compile(
     # itself is complete and validations pass"
     + r"|(?i:^(?:the |a )?[\w./`-]+(?: [\w./`-]+){0,3} (?:check|checks|diff|validation|verification|scan|audit)"
     r" (?:confirms?|confirmed|shows?|showed|verifies|verified)\b"
-    r"|\b(?:itself |now |all )?(?:is|are) (?:now )?(?:complete|completed|finished)\b"
+    # (the work's own status, not a condition: "A run is finished when its state is Completed" stays)
+    r"|^(?![^,;:]*\b(?:when|once|if|after|until|before|whether)\b)[^,;:]{0,60}?\b(?:is|are) (?:now )?"
+    r"(?:complete|completed|finished)\b"
     r"|^(?:previously|formerly|until now|before (?:this|the|my) (?:fix|change|patch)),)"  # how it was before the change
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
