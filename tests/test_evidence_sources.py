@@ -219,7 +219,7 @@ def test_what_the_agent_saved_through_a_memory_tool_is_kept():
     """Asked to remember, an agent may save a note through a memory server (Serena's
     `write_memory`) rather than a file: its top-level items are notes for later sessions, without
     the note's headings, bold and sub-items; a write the server refused, then made again, is one
-    note; reading a memory saves nothing."""
+    note; reading a memory saves nothing, and a notes app's note is the user's document."""
     note = (
         "# Workflow preferences\n\n## Pull requests\n\n- **Prefer the `/pr` skill** to open a pull request\n"
         "- Never run `gh pr create` by hand; the skill handles:\n  - the title\n  - the reviewers\n\n"
@@ -237,6 +237,7 @@ def test_what_the_agent_saved_through_a_memory_tool_is_kept():
             "ok",
             False,
         ),
+        ("tool", "mcp__apple-notes__create_note", {"title": "Groceries", "content": "- milk"}, "ok", False),
         cwd=CWD,
     )
     ev = gather(s)

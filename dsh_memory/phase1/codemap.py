@@ -46,9 +46,10 @@ _FENCE = re.compile(r"^```[ \t]*(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)^```"
 _TRAILING_COMMENT = re.compile(r"^(\S.*?)\s+#\s+(.+)$")
 _DESCRIPTION = re.compile(r"^description:[ \t]*(.+)$", re.M)
 _NAME = re.compile(r"^name:[ \t]*(.+)$", re.M)
-# A memory server's write (`mcp__serena__write_memory`, `save_memory`, basic-memory's `write_note`): the
-# agent saving what a later session should know, as Claude Code's own memory files do
-MEMORY_TOOL = re.compile(r"(?:^|_)(?:write|save|add|store|create)_?(?:memory|memories|note)$", re.I)
+# A memory server's write (`mcp__serena__write_memory`, `save_memory`, `mcp__basic-memory__write_note`): the
+# agent saving what a later session should know, as Claude Code's own memory files do (a notes app's
+# `create_note` is the user's document, not the agent's memory)
+MEMORY_TOOL = re.compile(r"(?=.*memor).*(?:^|_)(?:write|save|add|store|create)_?(?:memory|memories|note)$", re.I)
 _NOTE_FIELDS = ("content", "text", "memory", "note")
 MAX_NOTE_CHARS = 4000  # of one saved note read: a longer one is a document
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$")
