@@ -162,6 +162,13 @@ def test_commands_are_normalized_as_a_next_session_would_type_them():
         json_ok,
     ):
         assert not is_build_command(not_build), not_build
+    # in a container, what runs there (an unseen Odoo set kept a health check, `psql -c "\l"` and a `cat` of the
+    # config as how to run it, and lost its module update to `--stop-after-init`, read as scaffolding)
+    for look in ("docker exec web-1 wget -O- -q http://web:8069/web/health", 'docker exec db-1 psql -U odoo -c "\\l"',
+                 "docker exec web-1 cat /etc/odoo/odoo.conf", "docker compose exec -u root web ls /app"):  # fmt: skip
+        assert not is_build_command(look), look
+    assert is_build_command("docker exec -it web-1 odoo -d odoo18 -u crm_custom --stop-after-init")
+    assert is_build_command("docker compose exec web pytest -q")
 
 
 def test_a_script_of_several_lines_is_the_one_line_that_runs_the_same():
@@ -1701,6 +1708,7 @@ def test_a_guess_and_a_fact_of_the_pull_request_at_hand_are_no_user_facts():
         # an unseen build-system set: the user's diagnosis of the failure pasted above it
         "also the src/modules this is the classic nspawn dns issue",
         "`core_system.sh` is failing again, that's the same bug as yesterday",
+        "the report week is from 04/27 to 05/03 and still not showing the done tasks",  # a date is no path (an Odoo set)
     ):
         assert gather(make_session(("user", said), cwd=CWD)).user_facts == [], said
     kept = "The PR template is `.github/pull_request_template.md`."

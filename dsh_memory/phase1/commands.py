@@ -56,7 +56,7 @@ FIXES = re.compile(
     r"|\b(?:ruff format|black|isort|cargo fmt|go fmt|rustfmt|terraform fmt|dotnet format)\b"
     r"(?![^&;|]*\s--?(?:check|diff|check-only|verify-no-changes)\b)"
 )
-SCAFFOLD = re.compile(r"\b(create-[\w-]+|init|new)\b(?!-)")
+SCAFFOLD = re.compile(r"(?<![\w-])(create-[\w-]+|init|new)\b(?!-)")  # not `--stop-after-init`
 _REFORMATS = r"--fix|fix|format|fmt"
 SETUP = re.compile(
     rf"(?<![\w-])(install|sync|add|activate|export|config|init|setup|login|auth|{_REFORMATS}|migrate)(?![\w-])"
@@ -196,11 +196,23 @@ def is_build_command(cmd: str) -> bool:
     return not SCAFFOLD.search(c)  # a one-off: the project it makes exists now
 
 
+# A command run in a container (`docker exec -it web …`, `docker compose exec db …`): judged by what it runs there
+_IN_CONTAINER = re.compile(
+    r"^(?:docker|podman)(?:\s+compose)?\s+exec\s+(?:(?:-[euw]|--(?:env|user|workdir))\s+\S+\s+|-\S+\s+)*[^\s-]\S*\s+"
+    r"(?P<cmd>.+)$"
+)
+# … a look there (`cat /etc/odoo/odoo.conf`, `wget -O- …/health`) or a query (`psql -U odoo -c "\l"`)
+_LOOK_INSIDE = re.compile(r"^(?:wget|psql\b.*\s-c|mysql\b.*\s-e|sqlite3\b.*\s['\"]|redis-cli|mongosh?\b.*--eval)\b")
+
+
 def is_probe(cmd: str) -> bool:
     """A question to a tool, which changes nothing: `npm view x`, `marvin --help`, an inline script
     (`python -c …`, `bun -e …`), a JSON file checked (`python -m json.tool x.json`), `gh pr view 12`,
-    `kubectl get pods`, `bun src/cli.ts skills get x`."""
+    `kubectl get pods`, `bun src/cli.ts skills get x`, a look or a query in a container (`_IN_CONTAINER`)."""
     c = core(cmd)
+    inside = _IN_CONTAINER.match(c)
+    if inside and (EXPLORE.match(inside["cmd"]) or _LOOK_INSIDE.match(inside["cmd"]) or is_probe(inside["cmd"])):
+        return True
     return bool(
         re.match(
             r"^(pip3?|npm|pnpm|yarn|bun) (show|list|ls|view|info|outdated|config|help|owner|whoami|search|ping|"
