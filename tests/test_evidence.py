@@ -145,6 +145,9 @@ def test_commands_are_normalized_as_a_next_session_would_type_them():
     # a file of the project named by its absolute path is named from the folder the command runs in (an unseen
     # Windows set kept `node "D:\ClaudeWorkspace\08_x\Okki\scripts\init.js"`); another folder's stays whole
     assert normalize_command(f"python {CWD}/tools/run.py --x", CWD) == "python tools/run.py --x"
+    # the page it made, opened (an unseen Windows set: `node scripts/gen_dashboard.js && start "" "D:/…/dashboard.html"`)
+    assert normalize_command('node scripts/gen.js && start "" "D:/W/out/dashboard.html"', CWD) == "node scripts/gen.js"
+    assert normalize_command("npm run build && open dist/index.html && npm test", CWD) == "npm run build && npm test"
     assert normalize_command('node "D:\\Work\\app\\scripts\\init.js"', "d:\\Work") == 'node "app/scripts/init.js"'
     assert normalize_command(f"python {CWD}-old/run.py", CWD) == f"python {CWD}-old/run.py"
     assert (

@@ -138,8 +138,8 @@ def normalize_command(line: str, cwd: str | None) -> str:
         s = _cut(r"\s*\|\s*(?:grep|egrep|rg)\b(?:\"[^\"]*\"|'[^']*'|[^|&;\"'])*?(?=\s*(?:&&|;|\|\||$))", s)
     s = _cut(r"\s+2>&1|\s+2>/dev/null|\s+&?>\s*/dev/null|\s*\|\|\s*(?:true|echo\b[^&;|]*)\s*$", s)
     # `…; echo "done"`, `… && echo BUILD_OK [&& …]`, `go build -o bin/x . && ls -la bin/` (a look at what it
-    # made), unless that cuts a `( … )` in two
-    cut = _cut(r"\s*;\s*echo\b.*$|\s*&&\s*(?:echo|ls)\b[^;&|]*?(?=\s*&&|\s*$)", s)
+    # made, or `&& start "" out/report.html` its page opened), unless that cuts a `( … )` in two
+    cut = _cut(r"\s*;\s*echo\b.*$|\s*&&\s*(?:echo|ls|open|xdg-open|start\s+\"\")(?!\S)[^;&|]*?(?=\s*&&|\s*$)", s)
     # a server started in the background to be probed (`npx astro dev & sleep 5; kill %1`): the server
     cut = re.sub(r"^((?:[^&;|]|&&)+?)\s+&(?!&)\s*sleep\s+[\d.]+\s*(?:(?:;|&&).*)?$", r"\1", cut)
     return (cut if cut.count("(") == cut.count(")") else s).strip()
