@@ -207,7 +207,9 @@ OF_THE_WORK = re.compile(  # … and where the work is now ("currently we are wo
     r"\b(?:the|this|that|my|your|our) (?:pr|pull request|branch|ticket)\b(?! (?:template|title|body|desc))"
     r"|\b(?:currently|right now|at the moment)\b|\bwe(?:'re| are) (?:now )?working (?:in|on)\b"
     # … and what the failure at hand is: "this is the classic nspawn dns issue", "that's the same bug as …"
-    r"|\b(?:this|that|it)(?:'s| is| was) (?:the|a|an|our|another) (?:[\w-]+ ){0,3}(?:issue|bug|problem|error|failure)\b",
+    r"|\b(?:this|that|it)(?:'s| is| was) (?:the|a|an|our|another) (?:[\w-]+ ){0,3}(?:issue|bug|problem|error|failure)\b"
+    # … or what the user sees: "this appear in My/applications when try with one user You are not allowed …"
+    r"|^(?:this|that|it)\s+(?:appears?|shows?|happens?|says?|throws?|pops? up)\b",
     re.I,
 )
 OBSERVATION = re.compile(  # … or what never (always) happened: "But I never saw the gui open."
