@@ -1712,7 +1712,7 @@ def test_a_guess_and_a_fact_of_the_pull_request_at_hand_are_no_user_facts():
         "also the src/modules this is the classic nspawn dns issue",
         "`core_system.sh` is failing again, that's the same bug as yesterday",
         "the report week is from 04/27 to 05/03 and still not showing the done tasks",  # a date is no path (an Odoo set)
-        "this appear in My/applications when I try with one user: You are not allowed to access 'Stages' records.",
+        "this appear in My/applications when try with one user You are not allowed to access 'Stages' (hr.stage) records.",
     ):
         assert gather(make_session(("user", said), cwd=CWD)).user_facts == [], said
     kept = "The PR template is `.github/pull_request_template.md`."
