@@ -83,9 +83,9 @@ _PROSE_ARG = re.compile(
 
 def shown(cmd: str) -> str:
     """`cmd` as a shield says it, whole: a long quoted prose argument (a comment body, a commit
-    message, what `--body` or `-m` carries) becomes `"…"`, its shape being what a next session needs, while a query or an
-    expression (`--jq '{branch: .headRefName}'`) stays as typed; "" when it is still longer than
-    MAX_COMMAND_CHARS (a command cut short is a wrong command to copy)."""
+    message, what `--body` or `-m` carries) becomes `"…"`, its shape being what a next session
+    needs, while a query or an expression (`--jq '{branch: .headRefName}'`) stays as typed; "" when
+    it is still longer than MAX_COMMAND_CHARS (a command cut short is a wrong command to copy)."""
     s = " ".join(cmd.split())
     if not wrapped(s):  # (a wrapper's quoted script is the command itself: `ssh h "opkg remove a b c"`)
         s = _PROSE_ARG.sub(lambda m: f'{m[1]}"…"', s)
