@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from dsh_memory.phase1.clean import TEST_FILE
 from dsh_memory.phase1.commands import is_build_command
+from dsh_memory.phase1.facts import BULLET
 from dsh_memory.phase1.paths import is_absolute, relative
 
 MAX_FILES = 6
@@ -231,7 +232,7 @@ def saved_notes(tool: str, arguments: Any) -> list[str]:
     for line in text[:MAX_NOTE_CHARS].splitlines():
         if not line.strip() or line[0] in " \t" or line.startswith(("#", "```", "|", ">")):
             continue
-        item = re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", line).replace("**", "").strip().rstrip(":：").strip()
+        item = BULLET.sub("", line).replace("**", "").strip().rstrip(":：").strip()
         if item:
             out.append(item)
     return out

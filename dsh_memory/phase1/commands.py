@@ -125,8 +125,7 @@ def normalize_command(line: str, cwd: str | None) -> str:
         root = re.escape(spelt)
         s = re.sub(rf"^cd\s+['\"]?{root}[/\\]?['\"]?\s*(&&|;)\s*", "", s, flags=re.I)
         # a subfolder: relative, with `/` on Windows (`cd website/src`, not `cd website\src`)
-        sub = (lambda m: "cd " + m[1].replace("\\", "/")) if on_drive(cwd) else r"cd \1"
-        s = re.sub(rf"^cd\s+['\"]?{root}[/\\]([^'\"\s]+)['\"]?", sub, s, flags=re.I)
+        s = re.sub(rf"^cd\s+['\"]?{root}[/\\]([^'\"\s]+)['\"]?", lambda m: "cd " + _slashed(m[1], cwd), s, flags=re.I)
         s = re.sub(rf"(?<=\s)['\"]?{root}[/\\]?['\"]?(?=\s|$)", ".", s, flags=re.I)  # the folder as an argument
         if not s.startswith("cd "):  # … and a file in it, from the folder the command runs in
             s = re.sub(
