@@ -12,7 +12,8 @@ from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
 from dsh_memory.phase1.facts import fact_score, lead_lists, prose, sentences
-from dsh_memory.phase1.user_words import is_rule, prompt_sentences, with_context
+from dsh_memory.phase1.typed import prompt_sentences
+from dsh_memory.phase1.user_words import is_rule, with_context
 from dsh_memory.replay import rules
 from tests.session_helpers import extract_with, make_session
 

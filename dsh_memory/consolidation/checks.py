@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.commands import NARROW, family, narrowed
+from dsh_memory.phase1.command_line import family
+from dsh_memory.phase1.commands import NARROW, narrowed
 
 _LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
 _IN_FOLDER = re.compile(r"\(in `[^`]+`\)")

@@ -28,7 +28,7 @@ from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.summary import render_summary, scope_of_group
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import clip_marked, why_not_memory
-from dsh_memory.phase1.commands import family
+from dsh_memory.phase1.command_line import family
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
 from dsh_memory.readpath.models import MAX_NOTE_CHARS
 from dsh_memory.scope import (

@@ -23,7 +23,7 @@ EXPLORATION = re.compile(
 )
 CODE = re.compile(r"`([^`\n]+)`")  # a code span
 # A fenced block (```, ~~~, or a longer fence around shorter ones), closed or open to the end of the
-# message: code, JSON or a sample shown, not said (facts.prose), or pasted, not typed (user_words.user_text)
+# message: code, JSON or a sample shown, not said (facts.prose), or pasted, not typed (typed.user_text)
 FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 # A test file, in the layouts languages use (`tests/`, `__tests__/`, `test_x.py`, `x.test.ts`, `x_test.go`).
 TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|[._-](test|spec)\.\w+$|_test\.\w+$")

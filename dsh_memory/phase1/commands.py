@@ -1,5 +1,5 @@
-"""Shell commands in a session: how the project is built and checked, how a command line reads
-(`core`, `family`: a shell wrapper or `ssh host '…'` is judged by the script inside it).
+"""Shell commands in a session: how the project is built and checked (how a command line reads,
+`core` and `family`: `phase1/command_line.py`).
 
 Used by `phase1/evidence.py`. A command is knowledge when it builds, tests, lints, formats, type
 checks or runs the project (`make fast-ci`, `bun run test`, `uv run pytest …`), as a next session
@@ -11,15 +11,13 @@ it: `phase1/shields.py`.
 
 from __future__ import annotations
 
-import functools
-import ntpath
-import posixpath
 import re
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from dsh_memory.phase1.paths import checkout, is_absolute, on_drive, spellings
+from dsh_memory.phase1.command_line import LEAD_CD, core, family, one_line
+from dsh_memory.phase1.paths import checkout, on_drive, spellings
 
 MAX_COMMANDS = 6
 
@@ -79,47 +77,13 @@ class Command(BaseModel):
     script: str = ""  # what the package script ran, as its tool echoed it
 
 
-def one_line(script: str) -> str:
-    """A script of several lines as the one line that runs the same: a line break is `; ` unless
-    the line before ends in an operator that joins it (`&&`, `|`, `&`, `\\`, `then`, …); comment
-    lines go. (`a &`, `sleep 5`, `curl …` is `a & sleep 5; curl …`, not `a & sleep 5 curl …`.)"""
-    out = ""
-    for raw in script.replace("\\\n", " ").splitlines():
-        ln = raw.strip()
-        if not ln or ln.startswith("#"):
-            continue
-        joined = not out or _JOINS.search(out) or _CONTINUES.match(ln)
-        out += (" " if out else "") + ln if joined else "; " + ln
-    return out
-
-
-_JOINS = re.compile(r"(?:&&|\|\||[|&;({]|\b(?:then|do|else|in))\s*$")
-_CONTINUES = re.compile(r"^(?:&&|\|\||\|)")  # (`done`, `fi`, `}` want the `;` a line break is)
-
-
-_LEAD_CD = re.compile(r"""^cd\s+(?:"([^"]+)"|'([^']+)'|([^\s;&|]+))\s*(?:&&|;)\s*""")
-
-
-def in_folder(line: str, where: str | None) -> str:
-    """`line` as run from `where`, the folder the log says the call ran in: `cd WHERE && line`, a
-    relative `cd` that leads it joined to WHERE; as it is when it leads with a `cd` from the root."""
-    m = _LEAD_CD.match(line)
-    target = m and (m[1] or m[2] or m[3])
-    if not where or (target and is_absolute(target)):
-        return line
-    if target:
-        norm = ntpath.normpath if on_drive(where) else posixpath.normpath
-        where, line = norm(f"{where}/{target}"), line[m.end() :]
-    return f'cd "{where}" && {line}' if re.search(r"\s", where) else f"cd {where} && {line}"
-
-
 def normalize_command(line: str, cwd: str | None) -> str:
     """A command as a future agent would type it: no redirections of its output, no pager or
     `tail`, no search of a build's output, no `|| true` or `|| echo …`, no `cd` into the session's
     own folder or another checkout of it (the folder as an argument is `.`, a file in it relative),
     one line (`one_line`)."""
     s = " ".join(one_line(line).split())
-    if cwd and (m := _LEAD_CD.match(s)) and (target := m[1] or m[2] or m[3]) != (mapped := checkout(target, cwd)):
+    if cwd and (m := LEAD_CD.match(s)) and (target := m[1] or m[2] or m[3]) != (mapped := checkout(target, cwd)):
         s = f'cd "{mapped}" && {s[m.end() :]}'  # a cd into another checkout (a worktree) of the project
     for spelt in spellings(cwd) if cwd else ():  # `D:\repo`, `D:/repo`, `/d/repo` on Windows
         root = re.escape(spelt)
@@ -154,35 +118,6 @@ def _cut(pattern: str, s: str) -> str:
     is not `ssh h "ls x`)."""
     cut = re.sub(pattern, "", s)
     return cut if all(cut.count(q) % 2 == s.count(q) % 2 for q in "\"'") else s
-
-
-# A shell run for one quoted script (`powershell.exe -NoProfile -Command "…"`, `bash -lc '…'`, `cmd /c …`,
-# `ssh -p 22 root@host '…'` on another machine): the script is the command. A quote of the same kind inside
-# it ends it, so a chain of two is no wrapper.
-_WRAPPER = re.compile(
-    r"""^(?:(?:powershell|pwsh)(?:\.exe)?\s+(?:-(?!c(?:ommand)?\s)\w+\s+(?:[A-Za-z]\w*\s+)?)*-c(?:ommand)?"""
-    r"""|(?:ba|z)?sh\s+-l?c|cmd(?:\.exe)?\s+/[ck]|ssh\s+(?:-[BbcDEeFIiJLlmOoPpQRSWw]\s*\S+\s+|-\w+\s+)*"""
-    r"""[^\s"'-]\S*)\s+(?:"(?P<d>(?:\\.|[^"\\])*)"|'(?P<s>[^']*)')\s*$""",
-    re.I,
-)
-
-
-def _bare(cmd: str) -> str:
-    """`cmd` without its leading `cd DIR &&` and VAR=value assignments."""
-    return re.sub(r"^(\w+=\S*\s+)+", "", re.sub(r"^(cd\s+\S+\s*(&&|;)\s*)+", "", cmd))
-
-
-def wrapped(cmd: str) -> bool:
-    """Does `cmd` run one quoted script through a shell or on another machine (`_WRAPPER`)?"""
-    return bool(_WRAPPER.match(_bare(cmd)))
-
-
-def core(cmd: str) -> str:
-    """The command a line runs once `cd DIR &&`, leading VAR=value assignments and a shell wrapper
-    (`_WRAPPER`) are taken off."""
-    s = _bare(cmd)
-    m = _WRAPPER.match(s)
-    return core(m["d"] if m["d"] is not None else m["s"]) if m else s
 
 
 def is_build_command(cmd: str) -> bool:
@@ -242,25 +177,6 @@ QUERY = {
     "help",
     "version",
 }
-_FOLDER = re.compile(r"(^|/)\.\.\.$|/$|^\.$")  # `./cmd/...`, `src/`, `.`: where, not what
-
-
-@functools.lru_cache(maxsize=4096)  # shields compare each failure with every later run
-def family(cmd: str) -> str:
-    """What a command runs, without its flags, package folders and arguments past the third word
-    (`erk exec setup-impl`, `bun run test`, `python app.py`): reruns with other flags are the same
-    command, and so are `go build ./cmd/x/...` and `go build ./cmd/x/cli/`."""
-    words = [w for w in core(cmd).split("|")[0].split() if not w.startswith("-") and not _FOLDER.search(w)]
-    return " ".join(words[:3])
-
-
-def first_command(cmd: str) -> str:
-    """The first command of a line, out of its subshell (`(sleep 180; gh api …)` → `sleep 180`)."""
-    return re.split(r"\s*(?:;|&&|\|\|?)\s*", core(cmd).lstrip("( "), maxsplit=1)[0].strip()
-
-
-def unpiped(cmd: str) -> str:
-    return core(cmd).split("|")[0].strip()
 
 
 @dataclass

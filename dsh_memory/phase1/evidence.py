@@ -21,26 +21,11 @@ from pydantic import BaseModel, Field
 from dsh_memory.models import EventKind, Session
 from dsh_memory.phase1.clean import CODE, TASK_VERB, clip, clip_prose, is_table_row, says_little, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist, saved_notes
-from dsh_memory.phase1.commands import (
-    Command,
-    Run,
-    commands,
-    in_folder,
-    is_build_command,
-    normalize_command,
-    said_to_work,
-)
+from dsh_memory.phase1.command_line import in_folder
+from dsh_memory.phase1.commands import Command, Run, commands, is_build_command, normalize_command, said_to_work
 from dsh_memory.phase1.facts import (
     _PATHLIKE,
-    ACK,
     BULLET,
-    CAUSE,
-    FIRST_PERSON,
-    HEDGE,
-    OF_THAT_DAY,
-    PROGRESS,
-    STATE,
-    STATUS_MARK,
     best_facts,
     conclusions,
     fact_score,
@@ -52,8 +37,10 @@ from dsh_memory.phase1.facts import (
 from dsh_memory.phase1.outcome import ESCALATED, failed, informative_error, ran_in, script_of, shell_line
 from dsh_memory.phase1.paths import relative
 from dsh_memory.phase1.postprocess import STOP
+from dsh_memory.phase1.sentence_kinds import ACK, CAUSE, FIRST_PERSON, HEDGE, OF_THAT_DAY, PROGRESS, STATE, STATUS_MARK
 from dsh_memory.phase1.shields import Shield, advised, shields
 from dsh_memory.phase1.tripwires import read_path, tripwires
+from dsh_memory.phase1.typed import own_sentences
 from dsh_memory.phase1.user_words import (
     DEICTIC,
     GUESS,
@@ -61,7 +48,6 @@ from dsh_memory.phase1.user_words import (
     OF_THE_WORK,
     QUESTION,
     USER_FACT,
-    own_sentences,
     rule_text,
 )
 from dsh_memory.transcript.redact import redact

@@ -13,7 +13,7 @@ from typing import Any
 
 from dsh_memory.models import Event
 from dsh_memory.phase1.clean import clip, is_marker
-from dsh_memory.phase1.commands import core
+from dsh_memory.phase1.command_line import core
 
 MAX_JSON_REPLY = 8192  # a JSON status reply longer than this is output, not a status
 SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_terminal_cmd", "terminal", "run_command"}

@@ -14,20 +14,8 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from dsh_memory.phase1.clean import CODE, EXPLORATION, TEST_FILE, clip_prose
-from dsh_memory.phase1.commands import (
-    BUILD,
-    EXPLORE,
-    FORMATS,
-    MODIFY,
-    SETUP,
-    Run,
-    core,
-    family,
-    first_command,
-    is_probe,
-    unpiped,
-    wrapped,
-)
+from dsh_memory.phase1.command_line import core, family, first_command, unpiped, wrapped
+from dsh_memory.phase1.commands import BUILD, EXPLORE, FORMATS, MODIFY, SETUP, Run, is_probe
 from dsh_memory.phase1.paths import is_absolute
 
 MAX_SHIELDS = 3

@@ -13,7 +13,7 @@ import re
 import shlex
 
 from dsh_memory.phase1.clean import clip_prose
-from dsh_memory.phase1.commands import core
+from dsh_memory.phase1.command_line import core
 from dsh_memory.phase1.near import restates
 from dsh_memory.phase1.paths import is_absolute
 

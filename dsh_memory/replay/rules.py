@@ -19,7 +19,8 @@ from typing import Any
 
 from dsh_memory.models import Session
 from dsh_memory.phase1.postprocess import STOP
-from dsh_memory.phase1.user_words import own_sentences, rule_text
+from dsh_memory.phase1.typed import own_sentences
+from dsh_memory.phase1.user_words import rule_text
 from dsh_memory.transcript.render import clean_surrogates
 
 MAX_RULES_PER_SESSION = 50  # a session is untrusted input: its rules are bounded
