@@ -2367,3 +2367,87 @@ def test_a_run_of_the_program_on_one_id_is_that_moments_not_how_to_run_it():
 )
 def test_what_was_true_that_day_is_no_fact_and_what_lasts_stays(gone, kept):
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_the_package_scripts_listed_are_no_way_to_run_the_project():
+    """An unseen Rails/TypeScript set said "Set up and run with: `yarn run`": with no script named,
+    `yarn run` lists the scripts."""
+    from dsh_memory.phase1.commands import is_build_command
+
+    assert [
+        c for c in ("yarn run", "npm run", "pnpm run", "yarn run test", "npm run build") if is_build_command(c)
+    ] == [
+        "yarn run test",
+        "npm run build",
+    ]
+
+
+def test_an_example_a_reaction_to_every_option_a_feature_wanted_and_the_things_on_screen_are_no_rules():
+    """Unseen sets kept "For example, 'x' should be 'y'." (an example of the correction at hand), "I
+    don't like any approach." (a reaction to the options), "We should be able to know when …" (the
+    feature wanted), a request typed as "canyou …" and what to do with the things on screen ("…,
+    that should be …", "…, we shouldn't include those buttons")."""
+    gone = [
+        "For example, 'orders' should be 'shop_orders'.",
+        "I don't like any approach.",
+        "We should be able to tell when the import has finished from that.",
+        "canyou check all the docs and make sure they match the code",
+        "Apart from export and import, that should live in the settings page.",
+        "If we're not able to run Preview or Publish, we shouldn't include those buttons.",
+    ]
+    kept = [
+        "Always prefix the tables with shop_, for example shop_orders.",
+        "Never edit those files by hand.",
+        "Don't add these kinds of comments to the code.",
+    ]
+    assert [s for s in gone + kept if is_rule(s)] == kept
+
+
+def test_a_graded_finding_a_plan_step_a_run_in_progress_and_sentences_set_against_the_one_before_are_no_facts():
+    """Unseen sets injected a review's findings led by their severity ("High: …", "Medium: …"), a
+    plan's step ("Switch the entry point to …", "spec/x.rb: Set …"), where the change went ("Updates
+    live in …"), what is left ("One fix needed in …"), a training run's progress (epoch 53/100, a loss
+    going from 0.338 to 0.322, a plateau after epoch 3), a test-first run's red step ("The tests are
+    currently expected to fail …"), "However, …" and "… instead.", a fix's expected effect ("… should
+    also be resolved since …"), a fix weighed after a lead ("Instead of X, a cleaner solution is to
+    …") and a cue said only in an aside ("`x` type (requires migration)")."""
+    gone = [
+        "High: `src/app/orders/page.tsx` calls `listOrders({ paid: false })`, but `listOrders` only filters when `paid` is true.",
+        "Medium: `src/lib/db/queries.ts` loads every `audit_log` row and sums them in JS, which will not scale.",
+        "Switch the entry point to `training/main.py`.",
+        "Compare this to `invoices`, which uses `emptyToUndefined()` to drop empty arrays.",
+        "spec/support/browser.rb: Set `Capybara.app_host` in the `:js` hooks to point at the test server",
+        "Updates live in `package.json`, `.nvmrc` and `eslint.config.mjs`, plus small lint fixes in the pages.",
+        "Docs and plan updates are in `docs/PLAN.md` and `README.md`.",
+        "One fix needed in `train.py`: the `data_dir` points at the old `dataset_v1` folder.",
+        "Training is at epoch 53/100, and `val_loss` keeps dropping because `ReduceLROnPlateau` lowered the rate.",
+        "The val loss in `train.py` went from 0.338 → 0.322 over 49 epochs because `lr` stays at `1e-4`.",
+        "Training in `train.py` plateaued after epoch 3 because the `lr` schedule only warms up.",
+        "The specs are currently expected to fail because `OrderSerializer` returns `null` for these fields.",
+        "However, `shop_budget` and `shop_income` are always included in `payload.ts`, even when they're `null`.",
+        "The `Signal` class in `signal.ts` uses `addHandler` and `removeHandler` instead.",
+        "The `WebMock` error about `127.0.0.1` should also be resolved since `allow_localhost` is set in `spec_helper.rb`.",
+        "Instead of setting `app_host`, a cleaner solution is to override `APP_URL` so the page uses the right host.",
+        "`order_sync_params` type (requires migration)",
+        "`upload_image`: `account_id`, `image_url` (URL only).",
+    ]
+    kept = [
+        "The `Capybara.server_port` isn't known when the `around` hook runs because the server hasn't started.",
+        "`ProcessPoolExecutor` workers inherit the parent's random state, but `random.seed()` only runs in the main process.",
+        "The `warmup` in `train.py` needs 5 epochs because `OneCycleLR` starts from a tenth of `max_lr`.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_heading_a_linters_finding_and_an_order_to_the_reader_are_no_facts():
+    """After the fixes above, the unseen sets' next best filled in: a comment line of code shown
+    unfenced ("# Response has …"), a linter's finding ("`page.tsx`: `A`, `B` unused."), the agent's
+    order to fold a plan into a file and to reply in short answers."""
+    gone = [
+        "# Response has extreme values like -700 dB for some inputs because `eq_response` clamps first",
+        "`src/app/orders/page.tsx`: `ChevronLeft`, `ChevronRight`, `Button` unused.",
+        "Fold this plan into `docs/PLAN.md` instead of keeping it in `docs/draft.md` alone.",
+        "Reply with short answers like `1: yes` or `2: only ids`, because `docs/PLAN.md` needs them in that form.",
+    ]
+    kept = ["`src/app/orders/page.tsx` imports `Button` from `ui/button.tsx` because the shared kit is not built."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

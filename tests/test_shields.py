@@ -848,3 +848,45 @@ def test_a_look_into_the_repository_that_failed_is_no_shield():
         cwd=CWD,
     )
     assert gather(s).shields == []
+
+
+def test_a_wait_and_a_look_that_failed_where_it_looked_is_no_shield():
+    """An unseen training set kept "`sleep 60 && tail -3 log.txt` failed: … No such file …; fixed by
+    `cd sub && sleep 60 && tail -15 /abs/sub/log.txt`": a look in the wrong folder, no lesson. A wait
+    refused in the foreground and run in the background stays one (the test above)."""
+    s = make_session(
+        ("user", "Start the training and tell me how it goes."),
+        _bash("sleep 60 && tail -3 train_log.txt", "tail: cannot open 'train_log.txt' for reading: No such file", True),
+        _bash(f"cd model && sleep 60 && tail -15 {CWD}/model/train_log.txt", "epoch 3 loss 0.41", False),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+
+
+def test_a_shells_start_up_file_complaining_is_not_the_error_of_the_command():
+    """An unseen set's shield said a run failed with "…/etc/profile.d/conda.sh:48: parse error near
+    `()`" (the machine's shell set-up, printed by every command), fixed by an unrelated edit."""
+    from dsh_memory.phase1.outcome import informative_error
+
+    out = "/opt/conda/etc/profile.d/conda.sh:48: parse error near `()'\nModuleNotFoundError: No module named 'torch'\n"
+    assert informative_error(out) == "ModuleNotFoundError: No module named 'torch'"
+    out = "bash: /home/dev/.bashrc: line 12: nvm: command not found\nError: Cannot find module 'vite'\n"
+    assert informative_error(out) == "Error: Cannot find module 'vite'"
+    assert informative_error("/opt/conda/etc/profile.d/conda.sh:48: parse error near `()'\n") == ""
+
+
+def test_a_zsh_eval_error_of_the_shells_set_up_is_not_the_error_of_the_command():
+    from dsh_memory.phase1.outcome import informative_error
+
+    out = "(eval):1: parse error near `()'\nTraceback (most recent call last):\nValueError: bad shape (3, 4)\n"
+    assert informative_error(out) == "ValueError: bad shape (3, 4)"
+
+
+def test_a_tracebacks_source_line_is_not_its_error():
+    from dsh_memory.phase1.outcome import informative_error
+
+    out = (
+        'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+        "    raise ValueError('weights and population differ')\nValueError: weights and population differ\n"
+    )
+    assert informative_error(out) == "ValueError: weights and population differ"

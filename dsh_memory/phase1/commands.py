@@ -154,6 +154,7 @@ def is_probe(cmd: str) -> bool:
             c,
         )
         or re.match(r"^go (?:doc|env|version|list)\b", c)  # a question to the toolchain
+        or re.match(r"^(?:npm|pnpm|yarn|bun) run$", c)  # the package's scripts listed
         or re.match(r"^(?:python3?\s+(?:-c|-m\s+json\.tool)|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval))\b", c)
         or "--help" in c
         or "--version" in c

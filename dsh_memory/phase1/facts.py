@@ -131,6 +131,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
     plain = CODE.sub(" x ", s)
     if not (40 <= len(s) <= 400) or s.endswith(("?", ":")) or PROGRESS.match(s) or is_table_row(s):
         return 0
+    if s.startswith("#"):
+        return 0  # a heading, or a comment of code shown unfenced ("# Response has extreme values …")
     if s.endswith("!") and not WARNING.match(s):
         return 0  # the agent's excitement at what it just found, not a warning said with force
     if STATUS_MARK.search(s) or QUOTED.fullmatch(s) or SHOUTED.search(plain):
@@ -153,6 +155,7 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
             or WAS.match(rest)
             or DANGLING.match(rest)
             or STATE.search(CODE.sub(" x ", rest))  # … nor the change said as one ("— Fallback changed from …")
+            or OF_THAT_DAY.search(s)  # … nor a linter's finding in it ("`page.tsx`: `A`, `B` unused.")
         ):
             return 0
         if re.match(r"[+-]\d+ lines?\b|\(?new file\)?|\d+ (?:insertions|deletions)", rest):
@@ -175,6 +178,9 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0  # … but why a test failed can be how the project works ("… because `BaseSettings` reads `.env`")
     if not cue.search(plain):
         return 0
+    outside = re.sub(r"\([^()]*\)", " ", plain)
+    if len(re.findall(r"[A-Za-z]{2,}", outside)) < 4 and not cue.search(outside):
+        return 0  # a name and its aside: "`sync_params` type (requires migration)", "`x`: `a`, `b` (URL only)"
     if cue is FACT_CUE and (HEDGE.search(plain) or DANGLING.match(s)):
         return 0  # a guess under investigation, or a sentence that needs the one before it
     if cue is FACT_CUE and STATE.search(plain) and not (LIMIT.search(plain) or breaks(plain)):

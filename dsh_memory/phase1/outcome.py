@@ -140,6 +140,12 @@ _TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")  # Claude Code's wrapper of 
 
 
 _CARET = re.compile(r"^\s*[~^]*\^[~^]*\s*$")  # a line that only marks a column of the line above
+# A shell's start-up file complaining in every command's output ("…/profile.d/conda.sh:48: parse error near …"):
+# the machine's, not the command's
+_STARTUP_FILE = re.compile(
+    r"(?:^|[\s/])(?:\.?(?:bash|zsh)(?:rc|_profile|env)|\.?profile|profile\.d/[\w.-]+)(?::| line)"
+    r"|^\(eval\):\d+: parse error"  # … or the code it evaluates (`eval "$(conda shell.zsh hook)"`)
+)
 _SOURCE_LINE = re.compile(r"^\d+\s*[|│](?:\s|$)")  # a numbered line of code an error quotes
 _HEADING = re.compile(r"^\S+(?:\s+\S+){0,2}:$")  # "Collected errors:": what the lines below it are
 
@@ -181,16 +187,16 @@ def informative_error(text: str) -> str:
             continue  # the source line a compiler marks ("return new TSError(…);" over "^"), not the error
         # pytest's "E   " (not the E of "EOFError"), a "* " item, a parser's "^ " mark
         s = re.sub(r"^(?:E|\*|\^)\s+", "", ln.strip())
-        if not s or s.startswith(("[", "at ", "File ", "$ ")) or is_marker(s) or GENERIC_ERROR.match(s):
-            continue  # … and a package script's echo ("$ biome check --error-on-warnings")
-        if _SOURCE_LINE.match(s):
+        if not s or s.startswith(("[", "at ", "File ", "$ ", "raise ")) or is_marker(s) or GENERIC_ERROR.match(s):
+            continue  # … and a package script's echo ("$ biome check --error-on-warnings"), a traceback's source line
+        if _SOURCE_LINE.match(s) or _STARTUP_FILE.search(s):
             continue  # the source a test runner quotes ("273 |   name: 'x',", "1 | // … the error instance …")
         if _says_no_error(s):
             continue
         if ERROR_WORD.search(s) and len(re.findall(r"[A-Za-z]{2,}", s)) >= 2:
             return clip(s, 200)
     lines = [ln.strip() for ln in output if ln.strip() and not ln.strip().startswith("[")]
-    lines = [re.sub(r"^\*\s+", "", ln) for ln in lines if not _says_no_error(ln)]
+    lines = [re.sub(r"^\*\s+", "", ln) for ln in lines if not _says_no_error(ln) and not _STARTUP_FILE.search(ln)]
     if 0 < len(lines) <= 2 and len(re.findall(r"[A-Za-z]{2,}", lines[0])) >= 3 and not GENERIC_ERROR.match(lines[0]):
         return clip(lines[0], 200)  # a short output of a failed command is its message
     return ""

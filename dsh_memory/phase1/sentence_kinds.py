@@ -70,7 +70,7 @@ NARRATION = re.compile(
     # … and an answer's framing: "The answer is nuanced: …", "The important distinction: …"
     r"|^(?:The|Short) (?:[\w-]+ )?(?:answer|distinction|difference|nuance|takeaway|upshot|bottom line)\b[^:]{0,20}:"
     # … and options weighed: "The cleanest fix is to use …", "A robust fix is to mark …", "The generic fix is: …"
-    r"|^(?:[^.;]{0,120}?,\s+(?:so\s+)?the|The|A|One|So the) (?:most )?(?:best|simplest|simpler|cleanest|cleaner|right|"
+    r"|^(?:[^.;]{0,120}?,\s+(?:so\s+)?(?:the|a|an)|The|A|One|So the) (?:most )?(?:best|simplest|simpler|cleanest|cleaner|right|"
     r"correct|robust|proper|minimal|generic|easiest|safest|cheapest|cheap|better|obvious|practical) "
     r"(?:plan|approach|idea|fix|option|solution|way)\s+(?:is to|is:|would be)\b"
     # one run's story: "The failed run then retried finalize and stopped …", "The first read wrote `/tmp/x`"
@@ -94,12 +94,17 @@ HEDGE = re.compile(
     r"|^(?:Since|Because|As|Now that)\b[^.;]{0,200},\s*(?:this|that|it|these) (?:will|should)\b"
     # … or an option weighed: "`createTestImageFile` should just return the fixture's path", "The only cost is …"
     r"|\bshould (?:just|simply|instead|rather)\b"
+    # … or what a fix is expected to do: "The WebMock error should also be resolved since …"
+    r"|\bshould (?:now |also |then )*(?:be (?:resolved|fixed|gone)|go away|disappear|work now)\b"
     r"|^(?:the )?(?:only|main|one|big|real) (?:cost|downside|drawback|trade-?off|catch)s? (?:is|are|here)\b"
     r"|^the (?:downside|drawback|trade-?off|catch) (?:is|here)\b",
     re.I,
 )
 DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solve the gap…"; not "This repo uses…"
     r"^(?:And|But|So|Or|Plus)\b"  # "And line 716 is hardcoded", "So it exists in this working tree"
+    # … "However, `x` is always included", "Instead, …": set against the sentence before
+    r"|^(?:However|Instead|Otherwise|Meanwhile|Likewise|Similarly|Conversely|Nevertheless|That said)\b"
+    r"|^.*\binstead\W*$"  # "The Signal class uses `addHandler` instead." (of what the sentence before said)
     r"|^(These|Those|They|It|Its|Both|Neither|Such|This|That)\b"
     r"(?!\s+(?:repo|repository|project|package|app|service|CLI|tool)\b)"  # "This file is …": which one?
     r"|^(?:Currently|Today|Here|Again),?\s+(?:these|those|they|it|its|this|that)\b"  # "Currently it uses …"
@@ -266,7 +271,21 @@ OF_THAT_DAY = re.compile(
     # (the work's own status, not a condition: "A run is finished when its state is Completed" stays)
     r"|^(?![^,;:]*\b(?:when|once|if|after|until|before|whether)\b)[^,;:]{0,60}?\b(?:is|are) (?:now )?"
     r"(?:complete|completed|finished)\b"
-    r"|^(?:previously|formerly|until now|before (?:this|the|my) (?:fix|change|patch)),)"  # how it was before the change
+    r"|^(?:previously|formerly|until now|before (?:this|the|my) (?:fix|change|patch)),"  # how it was before the change
+    # where the change went: "Updates live in `package.json`, …", "Plan and documentation updates are in …"
+    r"|^(?:the |all )?(?:[\w-]+ )?(?:(?:and|&) [\w-]+ )?(?:updates|changes|fixes|edits|tweaks) (?:live|are|went|sit)"
+    r" (?:in|under|into)\b"
+    r"|\b(?:is|are) (?:currently|now|still) expected to (?:fail|pass)\b"  # a test-first run's red step
+    # a linter's finding: "`src/app/page.tsx`: `ChevronLeft`, `Button` unused."
+    r"|^[^:]{1,120}:\s+`[^`]+`(?:(?:,\s*|,?\s+and\s+)`[^`]+`)*\s+(?:unused|undefined|not used|never used)\W*$"
+    # … what is left to do: "One fix needed in `train_cnn.py`: …"
+    r"|^(?:one|two|three|a|the) (?:more |last |remaining )?(?:fix|fixes|change|changes|thing|things) (?:still )?"
+    r"(?:needed|left|remaining)\b)"
+    # a training run's progress: "Training is at epoch 53/100", "val loss went from 0.150 → 0.056",
+    # "training plateaued after epoch 3"
+    r"|\b(?:is|was|are|were) (?:now |still |currently |just )?(?:at|on|past) (?i:epoch|step|iteration) \d"
+    r"|\b(?i:epoch) \d+\s*/\s*\d+|\bfrom ~?\d*\.\d+\s*(?:→|->|to) ~?\d*\.\d+"
+    r"|\b(?i:plateau(?:ed|s)?)\b[^.;]{0,40}\b(?:at|after) (?:(?i:epoch) )?~?\d"
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
@@ -287,7 +306,8 @@ GAP = re.compile(
     r"|^the current\b(?! (?:x )?(?:checkout|branch)\b)"  # "The current `top_uploaders` tool only counts …"
     # "The root cause of the E2E failures is …" (not "The issue was that X uses Y": how X works)
     r"|^(?:The|So the) (?:root cause|issue|problem|bug|culprit)(?: of [^:,]{1,60})? is\b"
-    r"|\bno longer (?:used|needed|called|read|referenced|imported)\b",  # dead code the session then removed
+    r"|\bno longer (?:used|needed|called|read|referenced|imported)\b"  # dead code the session then removed
+    r"|\b(?:is|are) (?:also )?(?:wrong|incorrect|in the wrong place)\b",  # "The `gain_weight` is also wrong (…)"
     re.I,
 )
 # … said of the thing itself, not in a condition or a relative clause ("it ignores any `SKILL.md`
@@ -310,7 +330,7 @@ FRAGMENT = re.compile(
     r"(?!(?:are|is|were|was|can|cannot|can't|must|should|will|would|may|might|need|live|have|do|don't|also|now|"
     r"still|of|to|that|which|and|or)\b)"
     # a plan's item, "what - what to do with it": "`land_pr` tests - update from `X` to …"
-    r"|^.{3,100}?(?:\s[-–—]|`:)\s(?i:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|"
+    r"|^.{3,100}?(?:\s[-–—]|`:|\.\w{1,5}:)\s(?i:remove|update|add|rename|move|drop|replace|delete|fix|use|keep|change|switch|"
     r"make|set|extract|split|merge|convert|introduce|wrap|migrate|inline|simplify|need to|needs to)\b"  # … or "`app.module.ts`: remove the `x` conditional"
     # … or what a prompt or a skill is to tell its model: "For large files, instruct it to use `rg -n -F` …"
     r"|^(?:[^,]{1,60},\s+)?(?i:instruct|tell|ask|have) (?:it|them|the (?:agent|model|skill|prompt|llm|bot))\b"
@@ -318,6 +338,12 @@ FRAGMENT = re.compile(
     # explicit …", "Comment 1 (id: 27566): Suggests …", "Thread 27635 (Copilot): …", "`X` doesn't update `Y` (Medium)"
     r"|^[A-H]\)\s|^(?:Comment|Thread|Review|Finding|Item)\s+#?\d+\b"
     r"|^.*\((?i:low|medium|high|critical|minor|major|nit|p[0-3])\)\W*$"
+    r"|^(?:\*\*)?(?:Low|Medium|High|Minor|Major|Nit|Blocker|P[0-3])(?: (?i:severity|priority))?(?:\*\*)?\s*(?::|—|–| - )\s"
+    # a step of the plan, said as an order: "Switch entry point to `training/train.py`.", "Compare this to …"
+    r"|^(?:Switch|Compare|Replace|Consider|Swap|Drop|Wrap|Extract|Split|Convert|Migrate|Bump|Revert|Re-?run|"
+    r"Increase|Decrease|Reduce|Lower|Raise|Enable|Disable|Mock|Stub|Rewrite|Patch|Adjust|Tweak|Restore|Fold|"
+    r"Reply|Answer|Pick|Choose)\s+"
+    r"(?!(?:in|of|is|are|was|were|to|for)\b)"
     # a plan's item under its subject: "CLI invocations using `--pr`: Must change to `--planned-pr`"
     r"|^[^:]{3,100}:\s+(?:Must|Should|Needs?|Has to|Have to)\b"
     # a list's item, a name and what it is for, no verb of its own: "`Bash(mkdir/rm)` for the shell commands it uses"

@@ -148,10 +148,19 @@ def _same_action(a: str, b: str) -> bool:
     return options[0] == options[1] != set()
 
 
+def _parts(cmd: str) -> list[str]:
+    return [p.strip() for p in _CHAINED.split(_QUOTED.sub('""', core(cmd))) if p.strip()]
+
+
 def _ends_in_a_look(cmd: str) -> bool:
     """A chain whose last command only looks (`git fetch origin main && git log origin/main -8`)."""
-    parts = [p.strip() for p in _CHAINED.split(_QUOTED.sub('""', core(cmd))) if p.strip()]
+    parts = _parts(cmd)
     return bool(parts) and bool(EXPLORATION.match(parts[-1]))
+
+
+def _only_looks(cmd: str) -> bool:
+    """A wait and a look (`sleep 60 && tail -3 train_log.txt`): what it failed on is where it looked."""
+    return all(EXPLORATION.match(p) or re.match(r"sleep\s+[\d.]+[smh]?$", p) for p in _parts(cmd))
 
 
 def _worked_later(runs: list[Run], i: int) -> Run | None:
@@ -230,6 +239,8 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
             fix = "running it with escalated sandbox permissions"
         elif later.background and not r.background:
             fix = "running it in the background (the shell tool's `run_in_background`)"
+        elif _only_looks(r.line):
+            continue  # … and a look elsewhere is no fix of a lasting kind
         elif _wrapped(later.line, r.line):
             fix = _run_fix(later.line)  # `rtk bun run test` → `bun run test`, whatever was edited between
         elif setup:

@@ -58,7 +58,8 @@ MAX_RULE_CHARS = 180  # a standing rule is said in a sentence; a longer one is a
 RULE_TEXT_CHARS = 220  # a kept rule, with the sentence before it when it needs one
 ONE_OFF = re.compile(
     r"\b(for now|this time|right now|for this (task|pr|change|one)|in this (pr|change|task|commit)|"
-    r"today|at the moment|temporarily|never ?mind|let'?s see (?:if|whether|how|what))\b",
+    r"today|at the moment|temporarily|never ?mind|let'?s see (?:if|whether|how|what))\b"
+    r"|^(?:for (?:example|instance)|e\.g\.),",  # an example of the thing at hand ("For example, 'a' should be 'b'.")
     re.I,
 )
 # The work at hand discussed, not a standing wish: "The question is if it should have a start
@@ -97,16 +98,19 @@ TASK_WISH = re.compile(
     r"|\bwe should (?:have|create|add|make|open|file|write|build|spawn|start|run|use) (?:a|an|another|one|some|\d+"
     r"|two|three|four|five|six|seven|eight|nine|ten)\b"  # "WE should have 6 parallel debugger agents at a time"
     r"|\bshould (?:be|look|feel|read) (?:a bit |a little |much )?(?:more|less)\b"
+    r"|\bwe should be able to\b"  # "We should be able to know when the sync is done with that."
     r"|\bshould (?:be|stay|remain) (?:visible|shown|displayed|hidden|clickable|enabled|disabled|highlighted)\b",
     re.I,
 )
 # "That line doesn't need to change": said of the thing at hand, not of how the project works
 # ("This repo doesn't need a lockfile" is a rule).
-DEICTIC = re.compile(
-    r"^(?:that|this|these|those)\s+(?!(?:repo|repository|project|codebase|workspace|team|company|package|app)s?\b)"
+DEICTIC = re.compile(  # (after a lead: "Besides publish and unpublish, that should be …")
+    r"^(?:[^,]{1,80},\s+)?(?:that|this|these|those)\s+(?!(?:repo|repository|project|codebase|workspace|team|company|package|app)s?\b)"
     r"(?:\w+\s+){0,2}?(?:doesn'?t|does not|don'?t|do not|isn'?t|is not|aren'?t|are not|should|needs?|must)\b"
     r"|^it\s+(?:should|needs?|must|doesn'?t|does not|isn'?t|is not)\b"  # "it should be separated to that"
-    r"|^they\s",  # "they are described in the doc …": what "they" are, the message before says
+    r"|^they\s"  # "they are described in the doc …": what "they" are, the message before says
+    # … or what not to do with the things on screen: "…, we shouldn't include those buttons"
+    r"|^[^.;]*?\b(?:shouldn'?t|should not|don'?t|do not|doesn'?t need to)\s+\w+\s+(?:those|these)\s+(?!(?:kinds?|types?|sorts?)\b)\w",
     re.I,
 )
 # "in fact, I prefer u dont", "avoid inventing our own.": the rule is the sentence before; alone it says nothing.
@@ -183,7 +187,7 @@ CONDITION = re.compile(r"\b(?:if|when|unless|because|whenever)\b", re.I)
 REACTION = re.compile(
     r"^i'?d (?:prefer|like|rather) (?:that|this|it|them)\W*$|"
     r"\b(?:don'?t|do not) (?:like|want|need) (?:it|this|that|these|those|them"
-    r"|(?:the|this|that|these|those|your) (?:[\w-]+ ){0,2}[\w-]+)\s*[.!]*$",
+    r"|(?:the|this|that|these|those|your|any|either) (?:[\w-]+ ){0,2}[\w-]+)\s*[.!]*$",
     re.I,
 )
 # "I told you the two lines belonged to another skill": a correction that reports how things were
@@ -214,7 +218,9 @@ STRONG_CUE = re.compile(
     rf"\b(always|never|don'?t|do not|from now on|every time|whenever|must(?:n'?t)?)\b|{_EACH_TIME}", re.I
 )
 QUESTION = re.compile(  # "do not commit anything" is an order, not a question
-    r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b(?!\s+not\b)", re.I
+    r"\?\s*$|^(how|what|why|which|where|when|who|can|could|would|is|are|do|does|did|should|will)\b(?!\s+not\b)"
+    r"|^(?:can|could|would)(?:you|u)\b",  # typed fast: "canyou review all …"
+    re.I,
 )
 TASK_LEAD = re.compile(  # "ahh ok …", "also …", "just …", "as part of the work, …": as many as lead
     r"^(?:(?:ok(?:ay)?|yes|yeah|yep|yup|no|nope|hmm+|ah+|oh+|great|cool|thanks|please|lets|let's|now|then|also|and|but|so|just"
