@@ -2451,3 +2451,24 @@ def test_a_heading_a_linters_finding_and_an_order_to_the_reader_are_no_facts():
     ]
     kept = ["`src/app/orders/page.tsx` imports `Button` from `ui/button.tsx` because the shared kit is not built."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_leaning_a_runs_verdict_the_thing_on_screen_and_praise_of_the_agents_work_are_not_the_users_rules_or_facts():
+    """An unseen training set kept "The … gap is a loss function scale difference, not a
+    regression." as a rule (a verdict on what a run showed), a Rails set "I'm leaning towards …" (a
+    design weighed), and as user facts "That … reset is the classic double-edged sword of `X`" (the
+    thing on screen) and "… it means your worker initialization … are incredibly efficient" (praise
+    of the agent's work)."""
+    gone_rules = [
+        "The 0.41 vs 0.12 gap in `val_loss` is a loss scale difference, not a regression.",
+        "I'm leaning towards using a 'sync type' parameter whenever the client syncs.",
+    ]
+    kept_rules = ["Use `uv run pytest`, not `pytest`."]
+    assert [s for s in gone_rules + kept_rules if is_rule(s)] == kept_rules
+    said = (
+        "That warm restart is the classic trap of `CosineAnnealingLR`. "
+        "Seeing 40 samples/sec from `gen.py` is great, it means your worker pool is efficient. "
+        "The deploy script is `scripts/deploy.sh`."
+    )
+    ev = gather(make_session(("user", said), cwd=CWD))
+    assert ev.user_facts == ["The deploy script is `scripts/deploy.sh`."]

@@ -187,7 +187,10 @@ CONDITION = re.compile(r"\b(?:if|when|unless|because|whenever)\b", re.I)
 REACTION = re.compile(
     r"^i'?d (?:prefer|like|rather) (?:that|this|it|them)\W*$|"
     r"\b(?:don'?t|do not) (?:like|want|need) (?:it|this|that|these|those|them"
-    r"|(?:the|this|that|these|those|your|any|either) (?:[\w-]+ ){0,2}[\w-]+)\s*[.!]*$",
+    r"|(?:the|this|that|these|those|your|any|either) (?:[\w-]+ ){0,2}[\w-]+)\s*[.!]*$"
+    r"|^i'?m (?:\w+ )?leaning (?:towards?|to)\b"  # … a design weighed: "I'm leaning towards a `sync_type` …"
+    # … or a verdict on what a run showed: "The gap is a scale difference, not a regression."
+    r"|,?\s+not an? (?:regression|bug|problem|issue|error|mistake|leak|flake)\W*$",
     re.I,
 )
 # "I told you the two lines belonged to another skill": a correction that reports how things were
@@ -205,7 +208,10 @@ OF_THE_WORK = re.compile(  # … and where the work is now ("currently we are wo
     # … and what the failure at hand is: "this is the classic nspawn dns issue", "that's the same bug as …"
     r"|\b(?:this|that|it)(?:'s| is| was) (?:the|a|an|our|another) (?:[\w-]+ ){0,3}(?:issue|bug|problem|error|failure)\b"
     # … or what the user sees: "this appear in My/applications when try with one user You are not allowed …"
-    r"|^(?:this|that|it)\s+(?:appears?|shows?|happens?|says?|throws?|pops? up)\b",
+    r"|^(?:this|that|it)\s+(?:appears?|shows?|happens?|says?|throws?|pops? up)\b"
+    # … or of the thing on screen, or the agent's work: "That reset is the classic …", "… your loader is fast"
+    r"|^(?:this|that|these|those)\s+(?!(?:repo|repository|project|codebase|workspace|package|app)s?\b)[\w-]+"
+    r"(?:\s+[\w-]+){0,2}\s+(?:is|are|was|were)\b|\byour\b",
     re.I,
 )
 OBSERVATION = re.compile(  # … or what never (always) happened: "But I never saw the gui open."
