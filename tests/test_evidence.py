@@ -2472,3 +2472,26 @@ def test_a_leaning_a_runs_verdict_the_thing_on_screen_and_praise_of_the_agents_w
     )
     ev = gather(make_session(("user", said), cwd=CWD))
     assert ev.user_facts == ["The deploy script is `scripts/deploy.sh`."]
+
+
+def test_codexs_shell_command_tool_is_a_shell_and_its_exit_code_header_is_no_output():
+    """Codex 0.7x runs commands through `shell_command` (a line and its `workdir`), its output headed
+    "Exit code: N / Wall time / [Total output lines] / Output:": an unseen set's four sessions lost
+    every command, check and shield."""
+
+    def run(cmd: str, code: int, out: str):
+        head = f"Exit code: {code}\nWall time: 0.4 seconds\nTotal output lines: 2\nOutput:\n"
+        return ("tool", "shell_command", {"command": cmd, "workdir": CWD}, head + out, False)
+
+    s = make_session(
+        ("user", "Make the tests pass."),
+        run("npm test", 1, "sh: vitest: command not found\n"),
+        run("npm install", 0, "added 212 packages\n"),
+        run("npm test", 0, "Test Files  4 passed (4)\n"),
+        cwd=CWD,
+        source="codex",
+    )
+    ev = gather(s)
+    assert sorted(c.line for c in ev.commands) == ["npm install", "npm test"]
+    (shield,) = ev.shields
+    assert (shield.command, shield.error, shield.fix) == ("npm test", "sh: vitest: command not found", "`npm install`")

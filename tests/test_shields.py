@@ -762,14 +762,14 @@ def test_a_merge_conflict_a_warning_a_running_test_and_a_formatter_are_no_shield
     s = make_session(
         ("user", "Run CI locally."),
         _bash("mise run test:ci", ci, True),
-        _edit("cmd/shop/logging.go"),
+        _edit("config/logging.toml"),  # (an edit of the code the tests failed on is the work: `_own`)
         _bash("mise run fmt && mise run lint", "ok"),
         _bash("mise run test:ci", "ok  	shop/cmd/shop	4.2s"),
         cwd=CWD,
     )
     (shield,) = gather(s).shields
     assert shield.error == "logging_test.go:40: expected log file, got none"
-    assert shield.fix.startswith("editing `cmd/shop/logging.go`")
+    assert shield.fix.startswith("editing `config/logging.toml`")
     lint = "cmd/shop/main.go:12: File is not `gofmt`-ed (gofmt)\nexit status 1"
     s = make_session(  # … while a formatter still fixes a linter's finding
         ("user", "Lint."),
@@ -890,3 +890,50 @@ def test_a_tracebacks_source_line_is_not_its_error():
         "    raise ValueError('weights and population differ')\nValueError: weights and population differ\n"
     )
     assert informative_error(out) == "ValueError: weights and population differ"
+
+
+def test_codexs_sandbox_wrapper_of_a_failed_command_is_not_its_error():
+    """An unseen Codex set's shield read "failed in sandbox LinuxSeccomp with execution error: sandbox
+    denied exec error, exit code: 1, stdout: .FF…" as the error: Codex wraps any failed command so;
+    what the command printed is the error."""
+    from dsh_memory.phase1.outcome import informative_error
+
+    wrapped = (
+        "failed in sandbox LinuxSeccomp with execution error: sandbox denied exec error, exit code: 2, stdout: , "
+        "stderr: bash: line 1: dist: command not found\n"
+    )
+    assert informative_error(wrapped) == "bash: line 1: dist: command not found"
+    wrapped = (
+        "failed in sandbox LinuxSeccomp with execution error: sandbox denied exec error, exit code: 1, stdout: "
+        "..F.   [100%]\nE   KeyError: 'hourly'\n1 failed, 3 passed\n, stderr: "
+    )
+    assert informative_error(wrapped) == "KeyError: 'hourly'"
+
+
+def test_a_test_suite_failing_on_the_code_the_session_then_edits_is_its_work_and_a_config_edit_a_lesson():
+    """An unseen Codex set kept four "`pytest -q` failed: `AssertionError …`; fixed by editing
+    `src/x.py`" shields (the tests failing on the code being written); a fix in how the project is
+    set up (`vitest.config.ts`, `conftest.py`) stays one, and so does a script's run fixed by an edit."""
+
+    def session(cmd: str, edited: str, out: str = "E   AssertionError: assert 'M240' in ''\n1 failed"):
+        return make_session(
+            ("user", "Make it pass."), _bash(cmd, out, True), _edit(edited), _bash(cmd, "4 passed"), cwd=CWD
+        )
+
+    assert gather(session("pytest -q", "src/gcode.py")).shields == []
+    assert gather(session("npm test", "src/handlers/posts.ts")).shields == []
+    assert [x.fix for x in gather(session("pytest -q", "conftest.py")).shields] == ["editing `conftest.py` (`a` → `b`)"]
+    assert [x.fix for x in gather(session("npm test", "vitest.config.ts")).shields] == [
+        "editing `vitest.config.ts` (`a` → `b`)"
+    ]
+    eof = "Traceback (most recent call last):\nEOFError: EOF when reading a line"
+    assert [x.error for x in gather(session("python make_music.py", "make_music.py", eof)).shields] == [
+        "EOFError: EOF when reading a line"
+    ]
+
+
+def test_a_test_runners_section_banner_is_not_the_error():
+    from dsh_memory.phase1.outcome import informative_error
+
+    out = "____ ERROR collecting tests/test_x.py ____\nImportError while importing test module 'tests/test_x.py'.\n"
+    assert informative_error(out) == "ImportError while importing test module 'tests/test_x.py'."

@@ -16,7 +16,16 @@ from dsh_memory.phase1.clean import clip, is_marker
 from dsh_memory.phase1.command_line import core
 
 MAX_JSON_REPLY = 8192  # a JSON status reply longer than this is output, not a status
-SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_terminal_cmd", "terminal", "run_command"}
+SHELL_TOOLS = {  # (Codex: `shell` takes an argv, `shell_command` a line since 0.7x)
+    "bash",
+    "shell",
+    "shell_command",
+    "exec_command",
+    "local_shell",
+    "run_terminal_cmd",
+    "terminal",
+    "run_command",
+}
 
 ERROR_WORD = re.compile(
     r"(error|exception|failed|fatal|denied|not found|cannot|can't|no such|traceback|refused|"
@@ -38,9 +47,10 @@ LOG_INFO = re.compile(
 # A test that passed or runs, whatever its name says: "(pass) grade > fails clearly when the manifest is
 # missing", go test's "=== RUN   TestRegistry/Get_unknown_agent_returns_error".
 PASSED = re.compile(r"(?:\(pass\)|✓|✔|PASS\b|ok\s|--- PASS\b|=== (?:RUN|PAUSE|CONT|NAME)\b)")
-EXIT = re.compile(r"(?:exit code|exited with code|\[exit code:)\s*(-?\d+)", re.I)
+EXIT = re.compile(r"(?:exit code:?|exited with code|\[exit code:)\s*(-?\d+)", re.I)  # Codex 0.7x: "Exit code: 1"
 _CODEX_HEAD = re.compile(
-    r"^(Chunk ID|Wall time|Process exited with code|Original token count|Output|Process running)\b.*$"
+    r"^(Chunk ID|Wall time|Process exited with code|Exit code|Original token count|Total output lines|Output|"
+    r"Process running)\b.*$"
 )
 CLI_ERROR = re.compile(r"^(error|fatal)(\[[\w-]+\])?: \S")  # `error: unrecognized subcommand 'bun'`, `fatal: …`
 ESCALATED = re.compile(r"require_escalated|with_escalated_permissions|sandbox_permissions", re.I)
@@ -137,6 +147,9 @@ def script_of(line: str, output: str) -> str:
 
 
 _TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")  # Claude Code's wrapper of a refused call's message
+# Codex's wrapper of any command that failed in its sandbox, whatever failed: "failed in sandbox LinuxSeccomp with
+# execution error: sandbox denied exec error, exit code: 1, stdout: ….F.., stderr: …" (the outputs are the error)
+_SANDBOX_WRAPPER = re.compile(r"^failed in sandbox \S+ with execution error: [^,\n]*, exit code: -?\d+, stdout: ?")
 
 
 _CARET = re.compile(r"^\s*[~^]*\^[~^]*\s*$")  # a line that only marks a column of the line above
@@ -146,6 +159,7 @@ _STARTUP_FILE = re.compile(
     r"(?:^|[\s/])(?:\.?(?:bash|zsh)(?:rc|_profile|env)|\.?profile|profile\.d/[\w.-]+)(?::| line)"
     r"|^\(eval\):\d+: parse error"  # … or the code it evaluates (`eval "$(conda shell.zsh hook)"`)
 )
+_BANNER = re.compile(r"^[_=-]{3,} .+ [_=-]{3,}$")  # a test runner's heading: "____ ERROR collecting tests/x.py ____"
 _SOURCE_LINE = re.compile(r"^\d+\s*[|│](?:\s|$)")  # a numbered line of code an error quotes
 _HEADING = re.compile(r"^\S+(?:\s+\S+){0,2}:$")  # "Collected errors:": what the lines below it are
 
@@ -175,6 +189,8 @@ def _says_no_error(line: str) -> bool:
 def informative_error(text: str) -> str:
     """The first line of an output that says what went wrong, or "" (nothing worth a shield)."""
     text = _TOOL_ERROR_TAG.sub("", text)
+    if _SANDBOX_WRAPPER.match(text):
+        text = _SANDBOX_WRAPPER.sub("", text).replace(", stderr: ", "\n", 1)
     said = _json_error(text)
     if said:
         return said
@@ -189,7 +205,7 @@ def informative_error(text: str) -> str:
         s = re.sub(r"^(?:E|\*|\^)\s+", "", ln.strip())
         if not s or s.startswith(("[", "at ", "File ", "$ ", "raise ")) or is_marker(s) or GENERIC_ERROR.match(s):
             continue  # … and a package script's echo ("$ biome check --error-on-warnings"), a traceback's source line
-        if _SOURCE_LINE.match(s) or _STARTUP_FILE.search(s):
+        if _SOURCE_LINE.match(s) or _STARTUP_FILE.search(s) or _BANNER.match(s):
             continue  # the source a test runner quotes ("273 |   name: 'x',", "1 | // … the error instance …")
         if _says_no_error(s):
             continue

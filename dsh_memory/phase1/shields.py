@@ -199,10 +199,23 @@ LINT = re.compile(
 )
 
 
+# A test suite's run, and a file that sets up how things build and run (not the code they build)
+_TESTS = re.compile(r"(?:\b|py|vi|unit|[_.:-])test|\b(?:spec|rspec|jest|mocha|phpunit)\b", re.I)
+_CONFIG_FILE = re.compile(
+    r"(?:^|/)(?:[^/]*config[^/]*|conftest\.py|setup\.cfg|package\.json|[^/]*\.(?:ini|toml|cfg)|\.[\w.-]*rc(?:\.\w+)?"
+    r"|Makefile|Dockerfile|\.env[\w.-]*)$",
+    re.I,
+)
+
+
 def _own(r: Run, edited: list[tuple[int, str, str]], edits: list[tuple[int, str, str]]) -> bool:
     """The failure of `r` is the check doing its job: every file the fix edited is a test file (a
-    test brought in line with the change), or a linter's finding in files the session had edited."""
+    test brought in line with the change), a test suite failed on the code the session edited next
+    (not on how the project is set up: a config file edited is a lesson), or a linter's finding in
+    files the session had edited."""
     if all(TEST_FILE.search(path) for _, path, _ in edited):
+        return True
+    if _TESTS.search(core(r.line)) and not any(_CONFIG_FILE.search(path) for _, path, _ in edited):
         return True
     before = {path for at, path, _ in edits if at < r.seq}
     return bool(LINT.search(core(r.line))) and all(path in before for _, path, _ in edited)
