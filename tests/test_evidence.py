@@ -11,7 +11,7 @@ import pytest
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import why_not_memory
 from dsh_memory.phase1.evidence import gather, informative_error, is_build_command, normalize_command
-from dsh_memory.phase1.facts import fact_score, lead_lists, prose, sentences
+from dsh_memory.phase1.facts import conclusions, fact_score, lead_lists, prose, sentences
 from dsh_memory.phase1.typed import prompt_sentences
 from dsh_memory.phase1.user_words import is_rule, with_context
 from dsh_memory.replay import rules
@@ -2495,3 +2495,15 @@ def test_codexs_shell_command_tool_is_a_shell_and_its_exit_code_header_is_no_out
     assert sorted(c.line for c in ev.commands) == ["npm install", "npm test"]
     (shield,) = ev.shields
     assert (shield.command, shield.error, shield.fix) == ("npm test", "sh: vitest: command not found", "`npm install`")
+
+
+def test_a_training_runs_progress_is_no_conclusion_of_the_recap():
+    """An unseen training set's recaps ran over 4,000 characters of the run's progress ("Epoch 13/80 —
+    …", "Type loss: 1.9 → 1.15 …", "`loss_gain` went from 33→13 …"), said in each turn's last words."""
+    said = [
+        (1, "Epoch 13/80 — the `type_learning` stage of `curriculum.py` runs until epoch 30.", True),
+        (2, "Type loss: 1.9 → 1.15 in `train.py`, so the `type_learning` stage is working.", True),
+        (3, "The `loss_gain` in `losses.py` went from 33→13 after the first epoch.", True),
+        (4, "The `val_dataset_size` in `conf/config.yaml` sets how many samples `dataset.py` holds out.", True),
+    ]
+    assert conclusions(said, set()) == [said[3][1]]

@@ -232,8 +232,8 @@ def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
 def conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[str]:
     """What the turns concluded, for the recap (searchable, not injected): the sentences of each
     turn's last message that name something (a code span, a path, an identifier), said of the
-    thing (no person, no narration, nothing that is never memory), the most specific first within
-    MAX_CONCLUSION_CHARS, then in session order."""
+    thing (no person, no narration, nothing that is never memory nor of that day), the most
+    specific first within MAX_CONCLUSION_CHARS, then in session order."""
     pool = []
     for n, (_seq, s, last) in enumerate(assistant):
         plain = CODE.sub(" x ", s)
@@ -243,6 +243,8 @@ def conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[
             r"(let me|now|next|ok(ay)?|sure|done|great|perfect|and|but|so)\b", s, re.I
         ):
             continue
+        if OF_THAT_DAY.search(s):
+            continue  # a run's progress ("Epoch 13/80 — …"), a check's result, a tracker's status
         specific = len(named(s))
         if specific and not why_not_memory(s) and s.count("`") % 2 == 0:
             pool.append((specific, n, s))

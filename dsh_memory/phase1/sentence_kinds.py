@@ -284,7 +284,8 @@ OF_THAT_DAY = re.compile(
     # a training run's progress: "Training is at epoch 53/100", "val loss went from 0.150 → 0.056",
     # "training plateaued after epoch 3"
     r"|\b(?:is|was|are|were) (?:now |still |currently |just )?(?:at|on|past) (?i:epoch|step|iteration) \d"
-    r"|\b(?i:epoch) \d+\s*/\s*\d+|\bfrom ~?\d*\.\d+\s*(?:→|->|to) ~?\d*\.\d+"
+    r"|\b(?i:epoch) \d+\s*/\s*\d+|\bfrom ~?\d*\.\d+\s*(?:→|->|to) ~?\d*\.\d+|\bfrom ~?\d+(?:\.\d+)?\s*(?:→|->)\s*~?\d"
+    r"|\b(?i:loss|accuracy|acc|f1|mse|mae|perplexity|ppl)\w*`?:? ~?\d*\.?\d+\s*(?:→|->)\s*~?\d"  # "Type loss: 1.9 → 1.15"
     r"|\b(?i:plateau(?:ed|s)?)\b[^.;]{0,40}\b(?:at|after) (?:(?i:epoch) )?~?\d"
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
