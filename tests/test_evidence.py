@@ -2507,3 +2507,16 @@ def test_a_training_runs_progress_is_no_conclusion_of_the_recap():
         (4, "The `val_dataset_size` in `conf/config.yaml` sets how many samples `dataset.py` holds out.", True),
     ]
     assert conclusions(said, set()) == [said[3][1]]
+
+
+def test_a_fixer_run_file_by_file_is_said_once():
+    """An unseen Go set said "Checks that passed: `go test ./...`, `gofmt -w a.go` (fixes what they
+    find), `gofmt -w a_test.go` (…), `gofmt -w b.go` (…), …": one per file the session touched."""
+    files = ["internal/ui/admin.go", "internal/ui/admin_test.go", "internal/ui/learner.go"]
+    s = make_session(
+        ("user", "Add the learner page."),
+        *[("tool", "Bash", {"command": f"gofmt -w {f}"}, "", False) for f in files * 2],  # (each after each edit)
+        ("tool", "Bash", {"command": "go test ./..."}, "ok  \tlms/internal/ui\t0.3s", False),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands] == ["go test ./...", "gofmt -w internal/ui/admin.go"]

@@ -295,7 +295,7 @@ ONE_ID = re.compile(
 
 def commands(runs: list[Run]) -> list[Command]:
     """The build/test/check commands that succeeded, the checks first, then the most run; a narrow
-    check (`NARROW`) only when its tool ran no broader one."""
+    check or fixer (`NARROW`: `gofmt -w a.go`) only when its tool ran no broader one, and once."""
     by: dict[str, Command] = {}
     tries: dict[str, int] = {}  # runs per family: `… add URL --dry-run`, then `… add . --list`
     worked: dict[str, int] = {}  # the order the commands first succeeded: setup before what needs it
@@ -329,7 +329,7 @@ def commands(runs: list[Run]) -> list[Command]:
         if c.ok
         and (c.check or ((RUNS_SOMETHING.search(c.line) or tries[family(c.line)] > 1) and not ONE_CASE.search(c.line)))
     ]
-    narrow = narrowed([(c.line, c.script) for c in sorted(ok, key=lambda c: -c.runs) if c.check])
+    narrow = narrowed([(c.line, c.script) for c in sorted(ok, key=lambda c: -c.runs) if c.check or c.fixes])
     ok = [c for c in ok if c.line not in narrow]
     out: dict[str, Command] = {}  # family → its shortest form, in order of importance
     for c in sorted(ok, key=lambda c: (not c.check, -c.runs)):
