@@ -167,3 +167,50 @@ def test_the_pipeline_never_branches_on_a_reason_text():
                 if isinstance(target, ast.Attribute) and target.attr == "reason":
                     offenders.append(f"{path.name}:{node.lineno}")
     assert not offenders, offenders
+
+
+def _worked_in(cwd: str, folder: str, n: int = 12, extra: int = 0) -> Session:
+    """A session started in `cwd` whose `n` commands ran in `folder` (Codex's `workdir`), with
+    `extra` more run in `cwd` itself."""
+    from tests.session_helpers import make_session
+
+    runs = [("tool", "shell_command", {"command": "npm test", "workdir": folder}, "Exit code: 0\nOutput:\nok", False)]
+    here = [("tool", "shell_command", {"command": "git status", "workdir": cwd}, "Exit code: 0\nOutput:\n", False)]
+    return make_session(("user", "Fix the dashboard."), *(runs * n), *(here * extra), cwd=cwd, source="codex")
+
+
+@pytest.mark.parametrize(
+    ("cwd", "folder", "extra", "filed_under", "commands"),
+    [
+        # all its work in a sibling repository, or in a project under the home it was started from
+        ("/work/ws/portfolio", "/work/ws/dashboard", 0, "/work/ws/dashboard", ["npm test"]),
+        ("/home/dev", "/home/dev/src/shop", 2, "/home/dev/src/shop", ["npm test"]),
+        # … not a project's own subfolder (a monorepo's package), nor a scratch folder, nor half of it
+        (
+            "/work/ws/portfolio",
+            "/work/ws/portfolio/packages/ui",
+            0,
+            "/work/ws/portfolio",
+            ["cd packages/ui && npm test"],
+        ),
+        ("/work/ws/portfolio", "/tmp/scratch", 0, "/work/ws/portfolio", []),
+        ("/work/ws/portfolio", "/work/ws/dashboard", 8, "/work/ws/portfolio", []),
+    ],
+)
+def test_a_session_whose_work_ran_in_another_folder_is_filed_under_it(cwd, folder, extra, filed_under, commands):
+    """An unseen Codex session started in one repository ran all its 248 commands in a sibling
+    (`workdir`), and two sessions started in `~` worked in one project under it: filed under the
+    folder they were started from, their memory landed in the wrong project and their commands read
+    as another repository's."""
+    d = _decide(session=_worked_in(cwd, folder, extra=extra))
+    assert d.action is Action.EXTRACT
+    assert d.session.cwd == filed_under
+    assert d.session.meta.get("started_in", cwd) == cwd
+    from dsh_memory.phase1.evidence import gather
+
+    assert [c.line for c in gather(d.session).commands] == commands  # (another repository's run is none)
+
+
+def test_a_session_filed_under_an_excluded_folder_it_worked_in_is_skipped():
+    d = _decide(session=_worked_in("/work/ws/portfolio", "/work/ws/private"), exclude_projects=["/work/ws/private"])
+    assert (d.action, d.kind) == (Action.SKIP, ReasonKind.EXCLUDED)

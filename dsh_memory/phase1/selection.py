@@ -1,7 +1,8 @@
 """Phase 1 candidate selection: which sessions to extract now, and why the others wait.
 
 Pure logic over discovery refs, claims and settings. Cheap checks (stat-derived times, claims)
-come first; a session log is read only when its file changed since the last look.
+come first; a session log is read only when its file changed since the last look. A session that
+did its work in another folder is filed under that folder (`work_folder`).
 
 Freshness by intent. A session NAMED by the caller (`only_ids`: the turn-end trigger's
 extract-session run, `dsh-memory extract SESSION`) is an explicit request:
@@ -29,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from dsh_memory.errors import SessionReadError
 from dsh_memory.models import Session, SessionRef
+from dsh_memory.phase1.work_folder import work_folder
 from dsh_memory.scope import excluded_by
 from dsh_memory.settings import MemorySettings
 from dsh_memory.storage.state_schema import owner_is_gone
@@ -198,6 +200,12 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, e
             watermark, part, base_slug = claim.last_seq, (claim.parts or 0) + 1, claim.slug
 
     sess = load(ref)
+    elsewhere = work_folder(sess)
+    if elsewhere:  # filed under the folder it worked in, where its commands ran and its edits wrote
+        sess = sess.model_copy(update={"cwd": elsewhere, "meta": {**sess.meta, "started_in": sess.cwd}})
+        pattern = excluded_by(elsewhere, settings.exclude_projects) if settings.exclude_projects else None
+        if pattern is not None:
+            return skip(ReasonKind.EXCLUDED, f"excluded: its project matches {pattern}", session=sess)
     if sess.meta.get("unknown_version") and override != "include":
         return skip(
             ReasonKind.UNKNOWN_VERSION,
