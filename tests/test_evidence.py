@@ -2520,3 +2520,14 @@ def test_a_fixer_run_file_by_file_is_said_once():
         cwd=CWD,
     )
     assert [c.line for c in gather(s).commands] == ["go test ./...", "gofmt -w internal/ui/admin.go"]
+
+
+def test_a_labelled_gain_is_a_list_item():
+    """An unseen Rails set injected "Better call tracking: Using Sinon's `getCalls()` …" and "Single
+    pass through data: No need to call …" (what a change gains, under its label)."""
+    gone = [
+        "Better call tracking: Using Sinon's `getCalls()` method to track the `sync` calls",
+        "Single pass through data: No need to call separate `get_*_for_response()` functions each time",
+    ]
+    kept = ["The `SyncManager` in `SyncManager.ts` uses `Signal.addHandler()` because `sync()` runs twice."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

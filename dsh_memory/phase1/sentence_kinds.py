@@ -345,6 +345,10 @@ FRAGMENT = re.compile(
     r"Increase|Decrease|Reduce|Lower|Raise|Enable|Disable|Mock|Stub|Rewrite|Patch|Adjust|Tweak|Restore|Fold|"
     r"Reply|Answer|Pick|Choose)\s+"
     r"(?!(?:in|of|is|are|was|were|to|for)\b)"
+    # a list's item under its label, what it gains: "Better call tracking: Using Sinon's `getCalls()` …",
+    # "Single pass through data: No need to call …"
+    r"|^[A-Z][\w -]{2,40}:\s+(?:Using|Uses|No need|No more|Now|Avoids?|Eliminates?|Reduces?|Improves?|Prevents?|"
+    r"Faster|Fewer|Less|More|Better|Simpler|Cleaner)\b"
     # a plan's item under its subject: "CLI invocations using `--pr`: Must change to `--planned-pr`"
     r"|^[^:]{3,100}:\s+(?:Must|Should|Needs?|Has to|Have to)\b"
     # a list's item, a name and what it is for, no verb of its own: "`Bash(mkdir/rm)` for the shell commands it uses"
