@@ -2531,3 +2531,14 @@ def test_a_labelled_gain_is_a_list_item():
     ]
     kept = ["The `SyncManager` in `SyncManager.ts` uses `Signal.addHandler()` because `sync()` runs twice."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_what_a_change_now_does_said_in_french_spanish_or_german_is_no_fact():
+    """An unseen Go set worked in French kept "`.gitignore` ignore désormais `node_modules/`." (the
+    change said with "now", as "X now ignores Y" is in English)."""
+    gone = [
+        "`.gitignore` ignore désormais `node_modules/` et le dossier `dist/` du front.",
+        "`docker-compose.yml` ignore maintenant le fichier `.env.local` du dossier `web/`.",
+    ]
+    kept = ["`config.go` reads `DATABASE_URL` from the environment because `docker-compose.yml` sets it."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -136,6 +136,7 @@ STATE = re.compile(
     r"behind)\b"
     r"|\b\d+ commits? (?:ahead|behind)\b"
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
+    r"|\b(?i:désormais|dorénavant|maintenant|ahora|jetzt)\b"  # … "now" in French, Spanish, German: the change said
     # "X now points at Y", "Human docs now state …" (what docs say: what the change wrote there)
     r"|\bnow (?:also |only |just )?(?:pass|use|state|say|mention|describe|document|explain|list|show|note|recommend|"
     r"tell|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
