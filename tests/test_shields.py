@@ -873,6 +873,9 @@ def test_a_shells_start_up_file_complaining_is_not_the_error_of_the_command():
     out = "bash: /home/dev/.bashrc: line 12: nvm: command not found\nError: Cannot find module 'vite'\n"
     assert informative_error(out) == "Error: Cannot find module 'vite'"
     assert informative_error("/opt/conda/etc/profile.d/conda.sh:48: parse error near `()'\n") == ""
+    assert (
+        informative_error("GET /api/profile: 404 Not Found\n") == "GET /api/profile: 404 Not Found"
+    )  # (no start-up file)
 
 
 def test_a_zsh_eval_error_of_the_shells_set_up_is_not_the_error_of_the_command():
