@@ -182,7 +182,7 @@ def test_a_slug_that_names_nothing_is_made_from_the_request():
         ("tool", "bash", {"command": "pnpm test"}, "3 passed", False),
         cwd="/home/demo/src/shop",
     )
-    for slug in ("coding-agent-session-1", "session-12345"):
+    for slug in ("coding-agent-session-1", "session-12345", "ci-badge-1234567890"):  # (a number it made up too)
         with FakeOpenAIServer() as srv:
             srv.script(Reply.tool({"summary": "The agent fixed the CI badge; `pnpm test` passes.", "slug": slug}))
             out = extract_with(OpenAICompatLLM(srv.base_url, "fake-model"), s, writer="evidence")

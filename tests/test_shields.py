@@ -915,8 +915,9 @@ def test_codexs_sandbox_wrapper_of_a_failed_command_is_not_its_error():
 
 def test_a_test_suite_failing_on_the_code_the_session_then_edits_is_its_work_and_a_config_edit_a_lesson():
     """An unseen Codex set kept four "`pytest -q` failed: `AssertionError …`; fixed by editing
-    `src/x.py`" shields (the tests failing on the code being written); a fix in how the project is
-    set up (`vitest.config.ts`, `conftest.py`) stays one, and so does a script's run fixed by an edit."""
+    `src/x.py`" shields (the tests failing on the code being written, the agent saying nothing of
+    why); a fix in how the project is set up (`vitest.config.ts`, `conftest.py`) stays one, and so
+    do a failure the agent explained and a script's run fixed by an edit."""
 
     def session(cmd: str, edited: str, out: str = "E   AssertionError: assert 'M240' in ''\n1 failed"):
         return make_session(
@@ -928,6 +929,17 @@ def test_a_test_suite_failing_on_the_code_the_session_then_edits_is_its_work_and
     assert [x.fix for x in gather(session("pytest -q", "conftest.py")).shields] == ["editing `conftest.py` (`a` → `b`)"]
     assert [x.fix for x in gather(session("npm test", "vitest.config.ts")).shields] == [
         "editing `vitest.config.ts` (`a` → `b`)"
+    ]
+    explained = make_session(  # … unless the agent says why it failed: how the code's world works
+        ("user", "Make it pass."),
+        _bash("pytest -q", "E   KeyError: 'hourly'\n1 failed", True),
+        ("assistant", "The API omits `hourly` when the location has no hourly model, so `forecast.py` fails."),
+        _edit("src/forecast.py"),
+        _bash("pytest -q", "4 passed"),
+        cwd=CWD,
+    )
+    assert [x.cause for x in gather(explained).shields] == [
+        "The API omits `hourly` when the location has no hourly model, so `forecast.py` fails."
     ]
     eof = "Traceback (most recent call last):\nEOFError: EOF when reading a line"
     assert [x.error for x in gather(session("python make_music.py", "make_music.py", eof)).shields] == [

@@ -208,14 +208,16 @@ _CONFIG_FILE = re.compile(
 )
 
 
+def _worked_on(r: Run, edited: list[tuple[int, str, str]]) -> bool:
+    """A test suite failed on the code the session edited next (not on how the project is set up: a
+    config file edited is a lesson): the work at hand, a lesson only where the agent said why."""
+    return bool(_TESTS.search(core(r.line))) and not any(_CONFIG_FILE.search(path) for _, path, _ in edited)
+
+
 def _own(r: Run, edited: list[tuple[int, str, str]], edits: list[tuple[int, str, str]]) -> bool:
     """The failure of `r` is the check doing its job: every file the fix edited is a test file (a
-    test brought in line with the change), a test suite failed on the code the session edited next
-    (not on how the project is set up: a config file edited is a lesson), or a linter's finding in
-    files the session had edited."""
+    test brought in line with the change), or a linter's finding in files the session had edited."""
     if all(TEST_FILE.search(path) for _, path, _ in edited):
-        return True
-    if _TESTS.search(core(r.line)) and not any(_CONFIG_FILE.search(path) for _, path, _ in edited):
         return True
     before = {path for at, path, _ in edits if at < r.seq}
     return bool(LINT.search(core(r.line))) and all(path in before for _, path, _ in edited)
@@ -248,6 +250,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
             if LINT.search(core(r.line)) or not FORMATS.search(core(x.line))  # a formatter fixes no failing test
         ]
         edited = [] if far else [e for e in edits if r.seq < e[0] < later.seq and not is_absolute(e[1])]
+        why = cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}")
         if later.escalated and not r.escalated:
             fix = "running it with escalated sandbox permissions"
         elif later.background and not r.background:
@@ -258,7 +261,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
             fix = _run_fix(later.line)  # `rtk bun run test` → `bun run test`, whatever was edited between
         elif setup:
             fix = _run_fix(setup[-1])
-        elif edited and (_TYPO.search(r.error) or _own(r, edited, edits)):
+        elif edited and (_TYPO.search(r.error) or _own(r, edited, edits) or (_worked_on(r, edited) and not why)):
             continue  # the agent's own mistake (a typo; a check failing on what it wrote), fixed where it made it
         elif edited:
             fix = "editing " + ", ".join(f"`{p}`" for p in dict.fromkeys(e[1] for e in edited[:3]))
@@ -267,7 +270,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
             fix = _run_fix(later.line)
         else:
             continue  # the same command passed on a bare rerun: flaky, not a shield
-        shield = _shield(r, cause(r.seq, runs[i + 1].seq if far else later.seq, f"{r.line} {r.error}"), fix)
+        shield = _shield(r, why, fix)
         if shield is not None and not any(family(o.command) == fam and o.fix == fix for o in out):
             seen.add((fam, _kind(r.error)))
             out.append(shield)

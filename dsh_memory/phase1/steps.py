@@ -241,11 +241,14 @@ _GENERIC_SLUG = {"session", "sessions", "task", "agent", "coding", "chat", "conv
 
 
 def slug_ok(slug: str, src) -> bool:
-    """At least half of the slug's words (3+ letters) occur in the transcript, and one names
-    something (not only `_GENERIC_SLUG` words)."""
-    words = [w for w in re.split(r"[^a-z0-9]+", slug.lower()) if len(w) >= 3 and not w.isdigit()]
+    """At least half of the slug's words (3+ letters) occur in the transcript, one names something
+    (not only `_GENERIC_SLUG` words), and a number in it (3+ digits) is the transcript's too (not
+    "code-review-1234567890")."""
+    parts = re.split(r"[^a-z0-9]+", slug.lower())
+    words = [w for w in parts if len(w) >= 3 and not w.isdigit()]
     named = set(words) - _GENERIC_SLUG
-    return bool(named) and sum(w in src.words for w in words) * 2 >= len(words)
+    numbers = [w for w in parts if len(w) >= 3 and w.isdigit()]
+    return bool(named) and sum(w in src.words for w in words) * 2 >= len(words) and all(n in src.flat for n in numbers)
 
 
 def check_recap(summary: str, src) -> str | None:
