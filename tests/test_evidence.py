@@ -2370,8 +2370,8 @@ def test_what_was_true_that_day_is_no_fact_and_what_lasts_stays(gone, kept):
 
 
 def test_the_package_scripts_listed_are_no_way_to_run_the_project():
-    """An unseen Rails/TypeScript set said "Set up and run with: `yarn run`": with no script named,
-    `yarn run` lists the scripts."""
+    """An unseen Rails/TypeScript set gave a bare `yarn run` as the way to set up and run the
+    project: with no script named, it only lists the scripts."""
     from dsh_memory.phase1.commands import is_build_command
 
     assert [
@@ -2383,17 +2383,16 @@ def test_the_package_scripts_listed_are_no_way_to_run_the_project():
 
 
 def test_an_example_a_reaction_to_every_option_a_feature_wanted_and_the_things_on_screen_are_no_rules():
-    """Unseen sets kept "For example, 'x' should be 'y'." (an example of the correction at hand), "I
-    don't like any approach." (a reaction to the options), "We should be able to know when …" (the
-    feature wanted), a request typed as "canyou …" and what to do with the things on screen ("…,
-    that should be …", "…, we shouldn't include those buttons")."""
+    """Unseen sets kept as rules an example of the correction at hand, a reaction to all the options
+    laid out, the feature wanted, a request typed with "can" and "you" run together, and what to do
+    with the things on screen (said with "that" after a lead, or "those" of the objects shown)."""
     gone = [
         "For example, 'orders' should be 'shop_orders'.",
-        "I don't like any approach.",
+        "I don't like either option.",
         "We should be able to tell when the import has finished from that.",
         "canyou check all the docs and make sure they match the code",
         "Apart from export and import, that should live in the settings page.",
-        "If we're not able to run Preview or Publish, we shouldn't include those buttons.",
+        "If we're unable to export the report, we shouldn't keep those icons.",
     ]
     kept = [
         "Always prefix the tables with shop_, for example shop_orders.",
@@ -2404,19 +2403,18 @@ def test_an_example_a_reaction_to_every_option_a_feature_wanted_and_the_things_o
 
 
 def test_a_graded_finding_a_plan_step_a_run_in_progress_and_sentences_set_against_the_one_before_are_no_facts():
-    """Unseen sets injected a review's findings led by their severity ("High: …", "Medium: …"), a
-    plan's step ("Switch the entry point to …", "spec/x.rb: Set …"), where the change went ("Updates
-    live in …"), what is left ("One fix needed in …"), a training run's progress (epoch 53/100, a loss
-    going from 0.338 to 0.322, a plateau after epoch 3), a test-first run's red step ("The tests are
-    currently expected to fail …"), "However, …" and "… instead.", a fix's expected effect ("… should
-    also be resolved since …"), a fix weighed after a lead ("Instead of X, a cleaner solution is to
-    …") and a cue said only in an aside ("`x` type (requires migration)")."""
+    """Unseen sets injected a review's findings led by their severity, a plan's step said as an order
+    (also after a file's name and a colon), where the change went, what is left to fix, a training
+    run's progress (an epoch of so many, a loss going from one value to another, a plateau after an
+    epoch), a test-first run's red step, sentences set against the one before ("However", a closing
+    "instead"), a fix's expected effect, a fix weighed after a lead, and a name whose only cue is in
+    its aside (as the crafted sentences below)."""
     gone = [
         "High: `src/app/orders/page.tsx` calls `listOrders({ paid: false })`, but `listOrders` only filters when `paid` is true.",
         "Medium: `src/lib/db/queries.ts` loads every `audit_log` row and sums them in JS, which will not scale.",
         "Switch the entry point to `training/main.py`.",
-        "Compare this to `invoices`, which uses `emptyToUndefined()` to drop empty arrays.",
-        "spec/support/browser.rb: Set `Capybara.app_host` in the `:js` hooks to point at the test server",
+        "Compare `invoices`, which uses `emptyToUndefined()` to drop empty arrays.",
+        "spec/support/browser.rb: Set `Capybara.server_host` to `0.0.0.0` because the `:js` specs run in a container",
         "Updates live in `package.json`, `.nvmrc` and `eslint.config.mjs`, plus small lint fixes in the pages.",
         "Docs and plan updates are in `docs/PLAN.md` and `README.md`.",
         "One fix needed in `train.py`: the `data_dir` points at the old `dataset_v1` folder.",
@@ -2441,8 +2439,8 @@ def test_a_graded_finding_a_plan_step_a_run_in_progress_and_sentences_set_agains
 
 def test_a_heading_a_linters_finding_and_an_order_to_the_reader_are_no_facts():
     """After the fixes above, the unseen sets' next best filled in: a comment line of code shown
-    unfenced ("# Response has …"), a linter's finding ("`page.tsx`: `A`, `B` unused."), the agent's
-    order to fold a plan into a file and to reply in short answers."""
+    unfenced, a linter's finding of unused names in a file, the agent's order to fold a plan into a
+    file and to reply in short answers."""
     gone = [
         "# Response has extreme values like -700 dB for some inputs because `eq_response` clamps first",
         "`src/app/orders/page.tsx`: `ChevronLeft`, `ChevronRight`, `Button` unused.",
@@ -2454,20 +2452,18 @@ def test_a_heading_a_linters_finding_and_an_order_to_the_reader_are_no_facts():
 
 
 def test_a_leaning_a_runs_verdict_the_thing_on_screen_and_praise_of_the_agents_work_are_not_the_users_rules_or_facts():
-    """An unseen training set kept "The … gap is a loss function scale difference, not a
-    regression." as a rule (a verdict on what a run showed), a Rails set "I'm leaning towards …" (a
-    design weighed), and as user facts "That … reset is the classic double-edged sword of `X`" (the
-    thing on screen) and "… it means your worker initialization … are incredibly efficient" (praise
-    of the agent's work)."""
+    """An unseen training set kept as a rule a verdict on what a run showed ("…, not a regression"), a
+    Rails set a design the user leaned towards, and as user facts what the user said of the thing on
+    screen ("That … is the classic …") and praise of the agent's work ("your …")."""
     gone_rules = [
-        "The 0.41 vs 0.12 gap in `val_loss` is a loss scale difference, not a regression.",
-        "I'm leaning towards using a 'sync type' parameter whenever the client syncs.",
+        "The jump in `val_loss` after the switch to SmoothL1 is a units change, not a regression.",
+        "I'm leaning towards a `mode` flag whenever the importer runs twice.",
     ]
     kept_rules = ["Use `uv run pytest`, not `pytest`."]
     assert [s for s in gone_rules + kept_rules if is_rule(s)] == kept_rules
     said = (
         "That warm restart is the classic trap of `CosineAnnealingLR`. "
-        "Seeing 40 samples/sec from `gen.py` is great, it means your worker pool is efficient. "
+        "The speed of `gen.py` is great because your worker pool is warm. "
         "The deploy script is `scripts/deploy.sh`."
     )
     ev = gather(make_session(("user", said), cwd=CWD))
@@ -2498,8 +2494,8 @@ def test_codexs_shell_command_tool_is_a_shell_and_its_exit_code_header_is_no_out
 
 
 def test_a_training_runs_progress_is_no_conclusion_of_the_recap():
-    """An unseen training set's recaps ran over 4,000 characters of the run's progress ("Epoch 13/80 —
-    …", "Type loss: 1.9 → 1.15 …", "`loss_gain` went from 33→13 …"), said in each turn's last words."""
+    """An unseen training set's recaps ran over 4,000 characters of the run's progress (epochs of so
+    many, losses going from one value to another), said in each turn's last words."""
     said = [
         (1, "Epoch 13/80 — the `type_learning` stage of `curriculum.py` runs until epoch 30.", True),
         (2, "Type loss: 1.9 → 1.15 in `train.py`, so the `type_learning` stage is working.", True),
@@ -2510,8 +2506,7 @@ def test_a_training_runs_progress_is_no_conclusion_of_the_recap():
 
 
 def test_a_fixer_run_file_by_file_is_said_once():
-    """An unseen Go set said "Checks that passed: `go test ./...`, `gofmt -w a.go` (fixes what they
-    find), `gofmt -w a_test.go` (…), `gofmt -w b.go` (…), …": one per file the session touched."""
+    """An unseen Go set listed `gofmt -w` among the checks once per file the session touched."""
     files = ["internal/ui/admin.go", "internal/ui/admin_test.go", "internal/ui/learner.go"]
     s = make_session(
         ("user", "Add the learner page."),
@@ -2523,21 +2518,21 @@ def test_a_fixer_run_file_by_file_is_said_once():
 
 
 def test_a_labelled_gain_is_a_list_item():
-    """An unseen Rails set injected "Better call tracking: Using Sinon's `getCalls()` …" and "Single
-    pass through data: No need to call …" (what a change gains, under its label)."""
+    """An unseen Rails set injected what a change gains, said under its label (a short title, a colon,
+    then "Using …" or "No need to …")."""
     gone = [
-        "Better call tracking: Using Sinon's `getCalls()` method to track the `sync` calls",
-        "Single pass through data: No need to call separate `get_*_for_response()` functions each time",
+        "Better error reporting: Using `pino`'s `child()` logger to tag the `worker` calls",
+        "Single read of the config: No need to call separate `load_*_settings()` helpers for each module",
     ]
     kept = ["The `SyncManager` in `SyncManager.ts` uses `Signal.addHandler()` because `sync()` runs twice."]
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
 def test_what_a_change_now_does_said_in_french_spanish_or_german_is_no_fact():
-    """An unseen Go set worked in French kept "`.gitignore` ignore désormais `node_modules/`." (the
-    change said with "now", as "X now ignores Y" is in English)."""
+    """An unseen Go set worked in French kept a change said with "désormais" (now), as "X now ignores
+    Y" is in English."""
     gone = [
-        "`.gitignore` ignore désormais `node_modules/` et le dossier `dist/` du front.",
+        "`.dockerignore` ignore désormais le dossier `coverage/` et les fichiers `*.log` du worker.",
         "`docker-compose.yml` ignore maintenant le fichier `.env.local` du dossier `web/`.",
     ]
     kept = ["`config.go` reads `DATABASE_URL` from the environment because `docker-compose.yml` sets it."]

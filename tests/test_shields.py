@@ -851,9 +851,9 @@ def test_a_look_into_the_repository_that_failed_is_no_shield():
 
 
 def test_a_wait_and_a_look_that_failed_where_it_looked_is_no_shield():
-    """An unseen training set kept "`sleep 60 && tail -3 log.txt` failed: … No such file …; fixed by
-    `cd sub && sleep 60 && tail -15 /abs/sub/log.txt`": a look in the wrong folder, no lesson. A wait
-    refused in the foreground and run in the background stays one (the test above)."""
+    """An unseen training set kept as a shield a wait and a look at a log that failed because the
+    log was in a subfolder, "fixed" by the same look there: no lesson. A wait refused in the
+    foreground and run in the background stays one (the test above)."""
     s = make_session(
         ("user", "Start the training and tell me how it goes."),
         _bash("sleep 60 && tail -3 train_log.txt", "tail: cannot open 'train_log.txt' for reading: No such file", True),

@@ -109,7 +109,7 @@ DEICTIC = re.compile(  # (after a lead: "Besides publish and unpublish, that sho
     r"(?:\w+\s+){0,2}?(?:doesn'?t|does not|don'?t|do not|isn'?t|is not|aren'?t|are not|should|needs?|must)\b"
     r"|^it\s+(?:should|needs?|must|doesn'?t|does not|isn'?t|is not)\b"  # "it should be separated to that"
     r"|^they\s"  # "they are described in the doc …": what "they" are, the message before says
-    # … or what not to do with the things on screen: "…, we shouldn't include those buttons"
+    # … or what not to do with the things on screen: "…, we shouldn't keep those icons"
     r"|^[^.;]*?\b(?:shouldn'?t|should not|don'?t|do not|doesn'?t need to)\s+\w+\s+(?:those|these)\s+(?!(?:kinds?|types?|sorts?)\b)\w",
     re.I,
 )
