@@ -127,17 +127,22 @@ def plan(
     for ref in refs:
         if only_ids is not None and ref.id not in only_ids:
             continue
-        if settings.exclude_projects:
-            pattern = excluded_by(session_cwd(ref), settings.exclude_projects)
-            if pattern is not None:
-                out.append(Decision(ref, SKIP, ReasonKind.EXCLUDED, f"excluded: its project matches {pattern}"))
-                continue
+        why = _excluded(session_cwd(ref), settings) if settings.exclude_projects else None
+        if why:
+            out.append(Decision(ref, SKIP, ReasonKind.EXCLUDED, why))
+            continue
         claim, override = claims.get(ref.id), overrides.get(ref.id)
         try:
             out.append(_decide(ref, claim, settings, now, load, backfill, respect_idle, override, explicit))
         except SessionReadError as exc:  # the log cannot be read: that claim fails alone
             out.append(Decision(ref, UNREADABLE, ReasonKind.UNREADABLE, f"unreadable: {exc.reason}"))
     return out
+
+
+def _excluded(cwd: str | None, settings: MemorySettings) -> str | None:
+    """Why a session of this folder is skipped (`settings.exclude_projects`), or None."""
+    pattern = excluded_by(cwd, settings.exclude_projects)
+    return None if pattern is None else f"excluded: its project matches {pattern}"
 
 
 def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, explicit) -> Decision:
@@ -203,9 +208,9 @@ def _decide(ref, claim, settings, now, load, backfill, respect_idle, override, e
     elsewhere = work_folder(sess)
     if elsewhere:  # filed under the folder it worked in, where its commands ran and its edits wrote
         sess = sess.model_copy(update={"cwd": elsewhere, "meta": {**sess.meta, "started_in": sess.cwd}})
-        pattern = excluded_by(elsewhere, settings.exclude_projects) if settings.exclude_projects else None
-        if pattern is not None:
-            return skip(ReasonKind.EXCLUDED, f"excluded: its project matches {pattern}", session=sess)
+        why = _excluded(elsewhere, settings)
+        if why:
+            return skip(ReasonKind.EXCLUDED, why, session=sess)
     if sess.meta.get("unknown_version") and override != "include":
         return skip(
             ReasonKind.UNKNOWN_VERSION,
