@@ -2537,3 +2537,63 @@ def test_what_a_change_now_does_said_in_french_spanish_or_german_is_no_fact():
     ]
     kept = ["`config.go` reads `DATABASE_URL` from the environment because `docker-compose.yml` sets it."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_prompt_sent_too_soon_and_then_sent_whole_is_read_once():
+    """Seen on a TypeScript monorepo's Codex sessions: the user pressed Enter mid-sentence, then sent
+    the same words again with the rest. The cut prompt was kept as the user's project fact, ending
+    in the middle of a clause. The whole one says it all; a prompt that only starts like an earlier
+    one is its own."""
+    s = make_session(
+        ("user", "Note that `docs/SETUP_LOG.md` is the record of how the dev stack was set up, that is what we"),
+        ("assistant", "Go on."),
+        ("user", "Note that  `docs/SETUP_LOG.md` is the record of how the dev stack was set up, that is what we did"),
+        ("user", "The deploy script is `scripts/deploy.sh`."),
+        ("user", "The deploy script is `scripts/deploy.sh`. It needs `AWS_PROFILE` set."),
+        cwd=CWD,
+    )
+    facts = gather(s).user_facts
+    assert not any(f.endswith("what we") for f in facts), facts
+    assert any(f.endswith("what we did") for f in facts), facts
+    assert facts.count("The deploy script is `scripts/deploy.sh`.") == 1, facts
+
+
+def test_what_is_not_built_yet_is_the_works_progress_not_a_fact():
+    """Seen on a TypeScript monorepo's Codex sessions: "Creating … posts is not implemented yet; …"
+    was kept as a project fact beside the fact, from later in the same session, that they now work.
+    What is not built yet is the progress of the work at hand; what a tool does not do stays."""
+    gone = [
+        "Exporting reports to `reports/export.ts` is not implemented yet; the button only logs a warning.",
+        "The `retry` flag hasn't been wired up yet in `src/cli.ts`, because the parser drops unknown flags.",
+        "Webhook signatures are not yet implemented in `src/webhooks.ts`, because the secret is missing.",
+    ]
+    kept = [
+        "`wrangler dev` does not support KV namespaces without `--local`, because it needs a preview id.",
+        "`src/queue.ts` retries a job 3 times, because the worker's `maxRetries` defaults to 3.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_sentence_with_a_bracket_left_open_or_closed_alone_is_garbled_not_a_fact():
+    """Seen on an audio model's training sessions: the agent's text came out garbled ("… which uses
+    values far 0 or1 normalized) that produce …") and passed as a fact for its cue and its name. A
+    parenthesis without its pair (outside code) is text cut or mangled; a balanced one stays."""
+    gone = [
+        "The loss depends on `score_db` which uses values far from 0 or1 scaled) that produce wide gains.",
+        "The cache is rebuilt because `build.py` (see the docs runs before the tests.",
+    ]
+    kept = ["The cache is rebuilt because `build.py` (run by `make`) deletes `dist/` first."]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_what_a_number_could_mean_and_when_a_fallback_should_kick_in_are_guesses():
+    """Seen on an audio model's training sessions: "… this early could mean the model is learning
+    well, or it could mean …" and "`ReduceLROnPlateau` should kick in around epoch 16 …" were kept as
+    facts: a reading of one run's numbers and a forecast of it. What a setting does stays."""
+    gone = [
+        "A loss of `0.002` this early could mean the model learns well, or that `scale.py` doesn't rescale the labels.",
+        "The `EarlyStopping` callback should kick in around epoch 20 if `val_loss` doesn't improve.",
+        "A 502 from `/api/sync` may indicate that the worker in `worker.ts` fails before it replies.",
+    ]
+    kept = ["`EarlyStopping` in `train.py` stops a run early because its `patience` is 5 epochs."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

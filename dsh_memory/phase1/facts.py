@@ -137,8 +137,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0  # the agent's excitement at what it just found, not a warning said with force
     if STATUS_MARK.search(s) or QUOTED.fullmatch(s) or SHOUTED.search(plain):
         return 0  # … or a quotation: a prompt's or a file's words, not the agent's
-    if CUT_OFF.search(plain) or plain.count('"') % 2:
-        return 0  # … or one cut off
+    if CUT_OFF.search(plain) or plain.count('"') % 2 or plain.count("(") != plain.count(")"):
+        return 0  # … or one cut off, or garbled ("… values far 0 or1 normalized) that produce …")
     if WHERE_LED.match(s) and CODE.search(s):
         return 0 if STATE.search(plain) else 2  # not "Branch: `x` (27 commits ahead of main)"
     led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives

@@ -87,7 +87,7 @@ NARRATION = re.compile(
 LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won'?t work|requires?|must not)\b", re.I)
 HEDGE = re.compile(
     r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|could be|could potentially|"
-    r"worth investigating|seems|appears to)\b"
+    r"worth investigating|seems|appears to|(?:could|may) (?:mean|indicate|suggest))\b"
     # … or a design proposed ("The implementation would have `X` delegate to `Y`"), not what a change would break
     r"|\bwould(?!\s+(?:\w+\s+)?(?:fail|break|crash|error|throw|hang|lose|corrupt|overwrite|leak)\b)\b"
     # … or what the change should do: "Since the model reads tool descriptions …, this will steer it away from …"
@@ -95,7 +95,7 @@ HEDGE = re.compile(
     # … or an option weighed: "`createTestImageFile` should just return the fixture's path", "The only cost is …"
     r"|\bshould (?:just|simply|instead|rather)\b"
     # … or what a fix is expected to do: "The WebMock error should also be resolved since …"
-    r"|\bshould (?:now |also |then )*(?:be (?:resolved|fixed|gone)|go away|disappear|work now)\b"
+    r"|\bshould (?:now |also |then )*(?:be (?:resolved|fixed|gone)|go away|disappear|work now|kick in)\b"
     r"|^(?:the )?(?:only|main|one|big|real) (?:cost|downside|drawback|trade-?off|catch)s? (?:is|are|here)\b"
     r"|^the (?:downside|drawback|trade-?off|catch) (?:is|here)\b",
     re.I,
@@ -144,6 +144,9 @@ STATE = re.compile(
     # "Astro 5 no longer supports `output: hybrid`")
     r"|\bno longer (?!(?:supports|works|accepts|exists|ships|allows|includes|provides)\b)[a-z]+s\b"
     r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
+    # the work's progress: "Scheduling posts is not implemented yet", "… hasn't been wired up yet"
+    r"|(?:\bnot|n't) (?:been )?(?:implemented|wired(?: up| in)?|hooked up|built|finished) yet\b"
+    r"|\bnot yet (?:implemented|wired|hooked up|built|finished)\b"
     # what the commit holds, what it left alone, what it leaves be: "Only the script change is staged; the
     # stray `nul` file was left alone", "The `paths` trigger uses `packages/`, so it's unaffected"
     r"|\b(?:is|are|was|were) (?:now )?(?:staged|unstaged)\b|\bleft (?:alone|untouched|as is)\b"
@@ -342,7 +345,8 @@ FRAGMENT = re.compile(
     r"|^.*\((?i:low|medium|high|critical|minor|major|nit|p[0-3])\)\W*$"
     r"|^(?:\*\*)?(?:Low|Medium|High|Minor|Major|Nit|Blocker|P[0-3])(?: (?i:severity|priority))?(?:\*\*)?\s*(?::|—|–| - )\s"
     # a step of the plan, said as an order: "Switch entry point to `training/train.py`.", "Compare this to …"
-    r"|^(?:Switch|Compare|Replace|Consider|Swap|Drop|Wrap|Extract|Split|Convert|Migrate|Bump|Revert|Re-?run|"
+    # (NARRATION, always read beside this, has the agent's instructions: "Replace", "Drop", "Re-run" …)
+    r"|^(?:Switch|Compare|Swap|Split|Convert|Migrate|Bump|Rerun|"
     r"Increase|Decrease|Reduce|Lower|Raise|Enable|Disable|Mock|Stub|Rewrite|Patch|Adjust|Tweak|Restore|Fold|"
     r"Reply|Answer|Pick|Choose)\s+"
     r"(?!(?:in|of|is|are|was|were|to|for)\b)"

@@ -140,12 +140,17 @@ class AgentWords:
 def own_sentences(events: list[Event]) -> dict[int, tuple[str, list[str]]]:
     """Each human prompt's words (`user_text`, redacted) and its sentences in the user's own words
     (quotes of the agent left out), by the prompt's seq: what Phase 1 reads rules, facts and
-    requests from, and replay too."""
+    requests from, and replay too. A prompt the next one repeats whole and goes on from is empty."""
     agent = AgentWords()
     out: dict[int, tuple[str, list[str]]] = {}
+    last: tuple[int, str] | None = None  # the previous prompt's seq and words, whitespace folded
     for e in events:
         if e.kind is EventKind.HUMAN:
             words = redact(user_text(e))
+            folded = " ".join(words.split())
+            if last and last[1] and len(folded) > len(last[1]) and folded.startswith(last[1]):
+                out[last[0]] = "", []  # sent too soon, cut mid-sentence ("… aka what we"), then sent whole
+            last = e.seq, folded
             said = prompt_sentences(words)
             # a quote comes with the user's own words around it ("what does this mean? <pasted>");
             # a prompt that is one line, even in the agent's words, is the user's ("Use pnpm, not npm.")
