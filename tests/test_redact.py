@@ -540,3 +540,38 @@ def test_looks_random_separates_keys_from_identifiers():
         "short1Xk9",
     ):
         assert not looks_random(token), token
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("The sudo password is 1234.", "1234"),
+        ("sudo password: 123, then run the installer", "123"),
+        ("the wifi passwd is hunter2", "hunter2"),
+        ("db password is 12345678", "12345678"),
+        ("password: s3cret!", "s3cret!"),
+    ],
+)
+def test_a_short_or_plain_password_said_to_be_one_is_redacted(text, secret):
+    """A user gave the agent its sudo password, three digits, in a prompt; the redaction wanted 8+
+    characters and letters, so it reached the session's recap. Said to be a password ("is", ":"),
+    a value of 3+ characters that is not a word is one."""
+    out = redact(text)
+    assert secret not in out and "[REDACTED:password]" in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password is required",
+        "password: str",
+        "password=self.pw",
+        "password: ${DB_PASS}",
+        "password: <your-password>",
+        "the password is v1.2.3 of the schema",
+        "password=pw1",
+        "a password is 8+ characters",
+    ],
+)
+def test_what_follows_password_but_is_no_password_survives(text):
+    assert redact(text) == text

@@ -120,7 +120,7 @@ _CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Z
 _DIGEST_PREFIX = re.compile(r"(?i)(?:sha\d*|md5|h1|base64|0x)[:=,-]?$")
 _TIGHT = re.compile(
     r"s?[\"'`]?(?P<link>[ \t]*(?:(?:is|was|are|now|becomes|equals|to|set to)[ \t]+|[:=→][ \t]*|->[ \t]*))"
-    r"(?:is[ \t]+)?[\"'`*]*(?P<value>[^\s\"'`()\[\]{}<>,;]{8,200})"
+    r"(?:is[ \t]+)?[\"'`*]*(?P<value>[^\s\"'`()\[\]{}<>,;]{3,200})"  # 8+ but for a password
 )
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _WEAK_WORDS = frozenset({"key", "auth"})
@@ -150,9 +150,13 @@ def _tight_value_ok(text: str, start: int, ident: str, parts: list[str], m: re.M
     if _names_digest(v):
         return False  # "the key is sha256:…" names a digest (and stays a veto word for the window)
     code_link = m.group("link").strip() in ("=", ":")
+    word = parts[-1]
+    if word in _PASSWORD_WORDS and _password_value(v, code_link):
+        return True  # "the sudo password is 1234", "password: s3cret!"
+    if len(v) < 8:
+        return False
     if code_link and SECRET_KEY_RE.search(ident):
         return False
-    word = parts[-1]
     if word in _PASSWORD_WORDS and not code_link:
         return secretish(v) or (len(v) >= 8 and not v.isalpha() and PLAIN_IDENT.fullmatch(v) is not None)
     if HEX.fullmatch(v) and _window_vetoed(sum(_window(text, start, m.end()), [])):
@@ -165,6 +169,23 @@ def _tight_value_ok(text: str, start: int, ident: str, parts: list[str], m: re.M
         if qualifier not in KEY_QUALIFIERS:
             return looks_random(v)
     return secretish(v)
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # `self.pw`, `args.password`: code
+
+
+def _password_value(v: str, code_link: bool) -> bool:
+    """A value said to be a password, however short or plain: "is 1234", "is hunter2", ": s3cret!".
+    Never a word ("is required"), a path (`pwd: /home/x`), a placeholder or an attribute read;
+    after `=` or `:` (code as often as prose) only digits or a value with a symbol."""
+    if len(v) < 3 or v.isalpha() or v.startswith(("/", "~", ".")) or "://" in v:
+        return False
+    if PLACEHOLDER.fullmatch(v) or _DOTTED.fullmatch(v) or _VERSIONISH.fullmatch(v):
+        return False
+    return not code_link or v.isdigit() or any(c in "!@#$%^&*+=?~" for c in v)
+
+
+_VERSIONISH = re.compile(r"v?\d+(?:\.\d+)+")  # "1.2.3": a version, not a password
 
 
 def _in_marker(text: str, start: int, end: int) -> bool:
