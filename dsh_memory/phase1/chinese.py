@@ -1,7 +1,13 @@
-"""Standing wishes said in Chinese. DSH is DeepSeek's harness, and its users often type their rules
-in Chinese, which the English cues of `user_words` never see ("以後都用 pnpm，不要用 npm"). A rule
-here has a cue (不要, 禁止, 一律, 務必, 每次, 以後, 記得, 不希望, 優先 …), asks nothing, and is not
-said of the thing at hand (這個, 這次, 現在, 先 …) unless it says its reach (一律, 每次, 以後, 所有 …).
+"""Standing wishes and lasting facts said in Chinese. DSH is DeepSeek's harness: its users often
+type their rules in Chinese, and the agent answers in it, where the English cues of `user_words`
+and `facts` never fire ("以後都用 pnpm，不要用 npm").
+
+A rule here has a cue (不要, 禁止, 一律, 務必, 每次, 以後, 記得, 不希望, 優先 …), asks nothing, and is
+not said of the thing at hand (這個, 這次, 現在, 先 …) unless it says its reach (一律, 每次, 以後, 所有 …).
+A fact (`is_chinese_fact`) says why, what must or cannot be, what a thing defaults to or depends on
+(因為, 必須, 無法, 預設, 依賴 …), and is none of: the agent's narration or a step it is taking or
+proposes (接下來, 我, 建議, 實作 …), a sentence that needs the one before it (這個, 它 …), the state of
+that day (今天, 目前, 尚未, 驗證通過 …), a guess (可能, 應該, 似乎 …) or a question.
 Traditional and simplified forms are both read.
 """
 
@@ -22,15 +28,19 @@ AT_HAND = re.compile(
 # … nor a question (是否: "whether"), nor the user unsure of what they see (不知道: "I don't know what it is")
 QUESTION = re.compile(
     r"[？?]|[嗎吗呢]\W*$|是不是|是否|為什麼|为什么|怎麼|怎么|如何|能不能|可不可以|要不要|有沒有|有没有"
-    r"|不知道|不清楚|不確定|不确定"
+    r"|不知道|不清楚|不確定|不确定|能否|可否"
 )
 MIN_CHARS = 6  # "不要用 npm" says a rule in 8
 
 
+KANA = re.compile(r"[\u3040-\u30ff]")  # Japanese writes Han characters too, with kana between
+
+
 def is_chinese(s: str) -> bool:
-    """Is `s` said in Chinese: more Han characters than Latin words (a command or a name may sit in it)?"""
+    """Is `s` said in Chinese: more Han characters than Latin words (a command or a name may sit in
+    it), and no kana (Japanese)?"""
     han = len(HAN.findall(s))
-    return han >= 2 and han > len(re.findall(r"[A-Za-z]+", s))
+    return han >= 2 and han > len(re.findall(r"[A-Za-z]+", s)) and not KANA.search(s)
 
 
 def is_chinese_rule(s: str, max_chars: int) -> bool:
@@ -38,3 +48,44 @@ def is_chinese_rule(s: str, max_chars: int) -> bool:
     if not (MIN_CHARS <= len(s) <= max_chars) or not CUE.search(s) or QUESTION.search(s):
         return False
     return not AT_HAND.search(s) or bool(REACH.search(s))
+
+
+# Facts (`is_chinese_fact`): a cue of why, of a limit or a requirement, of where a thing comes from …
+FACT_CUE = re.compile(
+    r"因為|因为|所以|導致|导致|造成|必須|必须|必需|只能|只有|只會|只会|不能|無法|无法|不會|不会|需要|預設|默認|默认"
+    r"|依賴|依赖|繼承|继承|位於|位于|定義在|定义在|存放在|來自|来自|取決於|取决于|否則|否则|才會|才会|就會|就会"
+    r"|不支援|不支持|一律|會被|会被|比 .{1,40}(?:安全|快|慢)"
+)
+_LEAD = (  # … not the agent's narration, its next step or proposal, a plan's step, nor one that needs the one before
+    r"接下來|接下来|然後|然后|首先|其次|最後|最后|接著|接着|同時|同时|另外|此外|總結|总结|結論|结论|建議|建议|可以"
+    r"|請|请|讓|让|要|先|再|已|剛|刚|繼續|继续|下一步|實作|實現|实现|編寫|编写|撰寫|撰写|新增|添加|加入|加上"
+    r"|修改|修正|修|更新|刪除|删除|移除|建立|创建|搭建|讀取|读取|同步|填充|補|补|改|把|將|将|用|執行|执行|跑|確認"
+    r"|确认|檢查|检查|看|查|找|所以|因此|於是|于是|但|不過|不过|而|也|還有|还有|或者|這|这|那|此|它|該|该"
+    r"|好的|好[，,]|了解|明白|收到|沒問題|没问题|是的|沒錯|没错|對[，,]|对[，,]"  # an answer's acknowledgement
+)
+_THAT_DAY = (  # … nor the work's state that day, what was done, a guess, the agent or the user in person
+    r"今天|昨天|這次|这次|本次|此次|這輪|这轮|上一輪|上一轮|這週|这周|當初|当初|剛才|刚才|剛剛|刚刚|目前|仍未|尚未|還沒"
+    r"|还没|仍在|還在|还在|實測|实测|已完成|完成了|通過了|通过了|驗證通過|验证通过|全綠|全绿|全部切|沒動|没动|沒碰"
+    r"|没碰|已(?:經|经)?(?:在|把|將|将|於|于|修|改|加|記|记|寫|写|標|标|確認|确认|設|设|切|移|刪|删|建|合|推|提交|落)"
+    r"|已(?:經|经)?(?:添加|新增|完成|更新|實作|实现|刪除|删除|移除|修好|改好|加上|加入|合併|合并|推送|寫入|写入|建立|创建)"
+    r"|之前|先前|原本|原來|原来|不再(?!支援|支持|提供|相容|兼容)|改成|改為|改为|第\s*\d+\s*行|worktree|工作樹|工作树"
+    r"|可能|也許|也许|大概|應該|应该|似乎|看起來|看起来|好像|猜|我|你|您|[？?]|[嗎吗呢]\W*$"
+)
+NOT_A_FACT = re.compile(
+    rf"^(?:{_LEAD})|{_THAT_DAY}"
+    r"|^[\[（()）」』，,、；;→⚠①-⑩]|[:：]$|\s\|$"  # a fragment, a marked item, a line that introduces more, a cell
+    r"|^[^，,。：:`]{1,30}(?:[：:]|\s[—-]\s)"  # a report's heading: "現況：…", "關鍵發現：…", "MR 發佈 — …"
+    rf"|^`[^`]+`\s*(?:—+|–|-|:|：)\s*(?:{_LEAD}|\d+\s*(?:個|个))"  # "`x.sh` — 修 …": what was done to it
+)
+QUOTES = (("「", "」"), ("『", "』"), ("“", "”"))
+CAUSE = re.compile(rf"{FACT_CUE.pattern}|沒有|没有|缺少|少了|找不到|不存在")  # why a command failed
+
+
+def is_chinese_fact(s: str, cause: bool = False) -> bool:
+    """A lasting fact said in Chinese (see the module docstring), or with `cause` a sentence that
+    says why something failed; what it names is `facts`' to count."""
+    if cause:
+        return bool(CAUSE.search(s)) and not QUESTION.search(s)
+    if any(s.count(a) != s.count(b) for a, b in QUOTES):
+        return False  # a quote cut in two: the sentence is a piece of one
+    return bool(FACT_CUE.search(s)) and not NOT_A_FACT.search(s)

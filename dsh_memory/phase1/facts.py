@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from dsh_memory.phase1.chinese import is_chinese, is_chinese_fact
 from dsh_memory.phase1.clean import CODE, FENCED, TASK_VERB, TEST_FILE, clip_prose, is_table_row, why_not_memory
 from dsh_memory.phase1.near import restates
 from dsh_memory.phase1.sentence_kinds import (
@@ -139,6 +140,9 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0  # … or a quotation: a prompt's or a file's words, not the agent's
     if CUT_OFF.search(plain) or plain.count('"') % 2 or plain.count("(") != plain.count(")"):
         return 0  # … or one cut off, or garbled ("… values far 0 or1 normalized) that produce …")
+    if is_chinese(plain):  # the agent answered in Chinese: its own cues and kinds
+        specific = len(named(s)) if is_chinese_fact(s, cause=cue is not FACT_CUE) else 0
+        return (1 + min(specific, 3)) if specific else 0
     if WHERE_LED.match(s) and CODE.search(s):
         return 0 if STATE.search(plain) else 2  # not "Branch: `x` (27 commits ahead of main)"
     led = PATH_LED.match(s)  # "`src/lib/tree.ts` — the tree builder": where something lives

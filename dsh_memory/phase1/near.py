@@ -22,10 +22,19 @@ def near(a: str, b: str) -> bool:
     return _similar(set(a.split()), set(b.split()))
 
 
+def _terms(s: str) -> set[str]:
+    """A sentence's words of 4 characters or more; in Chinese, which has no spaces, each pair of
+    characters in a row stands for a word."""
+    han = re.findall(r"[\u4e00-\u9fff]+", s)
+    return set(re.findall(r"[^\W\u4e00-\u9fff]{4,}", s.lower())) | {
+        r[i : i + 2] for r in han for i in range(len(r) - 1)
+    }
+
+
 def restates(a: str, b: str, share: float = 0.6) -> bool:
-    """Most of `a`'s words (of 4 characters or more) are `b`'s: `a` says again what `b` says."""
-    words = set(re.findall(r"\w{4,}", a.lower()))
-    return len(words & set(re.findall(r"\w{4,}", b.lower()))) >= share * max(1, len(words))
+    """Most of `a`'s words (`_terms`) are `b`'s: `a` says again what `b` says."""
+    words = _terms(a)
+    return len(words & _terms(b)) >= share * max(1, len(words))
 
 
 def _similar(wa: set[str], wb: set[str]) -> bool:

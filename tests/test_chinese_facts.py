@@ -1,0 +1,76 @@
+"""The agent's facts said in Chinese (`phase1.chinese.is_chinese_fact`, read by `facts.fact_score`).
+
+DSH is DeepSeek's harness, and the agent often answers its users in Chinese. Two unseen sets (an
+embedded firmware team's Claude Code sessions in Traditional Chinese, an Android tools team's in
+Simplified Chinese) kept 0–3 of the agent's Chinese sentences per session, and those by accident:
+the English cues fired on an English word inside ("fail", "only"). Lasting facts were lost ("X
+only lints workspace members, so …"); the narration, a status and a plan's step that happened to
+hold such a word were kept. The sentences below are this test's own.
+"""
+
+from __future__ import annotations
+
+from dsh_memory.phase1.facts import best_facts, fact_score
+from dsh_memory.phase1.near import restates
+
+KEPT = [
+    # why, what must be, what a setting defaults to, what a tool cannot do (Traditional, Simplified)
+    "`pnpm build` 必須先在 `packages/core` 跑，因為 `web` 依賴它的 `dist/` 輸出。",
+    "`config.yaml` 的 `timeout` 默认是 30 秒，超过就会被 `worker.py` 杀掉。",
+    "`docker compose` 不會讀 `.env.local`，只能讀 `.env`，否則變數都是空的。",
+    "`flash.sh` 只能在 `root` 下执行，因为它要写 `/dev/mtd0`。",
+]
+GONE = [
+    "接下來我會讀取 `src/app.ts`，確認路由需要的 `auth` 參數。",  # the agent's next step
+    "所以我用 `make defconfig` 重新產生了 `.config`，因為舊的已經壞掉。",  # what it did
+    "`npm test` 目前全部通过，因为 `fixtures/` 已经补齐。",  # the state of that day
+    "這個設定只會影響 `api/` 底下的路由，因為 `router.ts` 只掃那裡。",  # needs the sentence before it
+    "`build.sh` 可能需要 `bash 5`，因為它用了 `mapfile`。",  # a guess
+    "關鍵發現：`cache.db` 不能放在 NFS 上，否則 `sqlite` 的鎖會失效。",  # a report's heading
+    "`src/db.ts` — 新增 `retry` 參數，因為 `pg` 連線會被 proxy 斷掉。",  # what was done to a file
+    "實作 `cache.ts` 的 `get()`，因為 `api.ts` 需要它回傳 `null`。",  # a plan's step
+    "`api.ts` 的 `retry` 是不是因為 `fetch` 在 Node 18 不支援 `timeout` 才需要？",  # a question
+    "」所以 `sync.py` 必須在 `cron` 之前跑，否則 `cache/` 會是舊的。",  # a piece of a quote
+    "`src/gc/heap.h` —— 看 `Heap` 類的註解，確認 `kRegionSize` 的默認值需要多大。",  # a step of the look
+    "Chrome 的 DevTools MCP 連線問題 - 需要重新啟動 `mcp-server` 才會恢復",  # a report's heading
+]
+
+
+def test_a_lasting_fact_said_in_chinese_is_kept_and_narration_status_and_steps_are_not():
+    assert [s for s in KEPT + GONE if fact_score(s)] == KEPT
+
+
+def test_why_a_command_failed_said_in_chinese_is_its_cause():
+    """A shield's cause is read with the cause cue: a sentence naming what was missing is one."""
+    from dsh_memory.phase1.sentence_kinds import CAUSE
+
+    assert fact_score("`pytest` 找不到 `conftest.py`，因为 `rootdir` 设在了 `src/` 下面。", CAUSE)
+    assert not fact_score("`pytest` 找不到 `conftest.py` 吗？我再看一下 `rootdir` 的设定。", CAUSE)
+
+
+def test_a_chinese_fact_said_twice_in_other_words_is_kept_once():
+    """The agent says a finding again in its summary; Chinese has no spaces between words, so two
+    characters in a row stand for a word when sentences are compared."""
+    a = "`make` 必須在專案外面的資料夾執行否則產生的暫存檔案會混進原始碼的目錄裡。"
+    b = "`make` 必須在專案外面的目錄執行否則產生的暫存檔案就會混進原始碼的目錄裡。"
+    other = "`flash.sh` 只能在 `root` 下執行，因為它要寫 `/dev/mtd0`。"
+    assert restates(b, a) and not restates(other, a)
+    assert sorted(best_facts([(1, a, False), (2, b, True), (3, other, True)])) == sorted([b, other])
+
+
+def test_japanese_is_not_read_as_chinese():
+    """Japanese writes Han characters too: read with the Chinese cues, "保証不能" (cannot be
+    guaranteed) is "不能" (cannot). A sentence with kana is not Chinese."""
+    from dsh_memory.phase1.chinese import is_chinese
+
+    assert is_chinese("`teb_local_planner` 需要先安裝，因為 `catkin_make` 依賴它的標頭檔。")
+    assert not is_chinese("保証不能の理由は、`packages.ros.org` への取得がこの環境で不能だったためです。")
+
+
+def test_a_request_asked_as_a_question_in_chinese_is_no_rule():
+    """"能否" (could it …) asks; a rule says."""
+    from dsh_memory.phase1.chinese import is_chinese_rule
+
+    assert not is_chinese_rule("这两个项目能否合并到一个 solution 下，每次都一起编译？", 300)
+    assert not is_chinese_rule("这两个项目能否合并到一个 solution 下，每次都一起编译", 300)
+    assert is_chinese_rule("以后每次都用 pnpm，不要用 npm", 300)
