@@ -2597,3 +2597,29 @@ def test_what_a_number_could_mean_and_when_a_fallback_should_kick_in_are_guesses
     ]
     kept = ["`EarlyStopping` in `train.py` stops a run early because its `patience` is 5 epochs."]
     assert [s for s in gone + kept if fact_score(s)] == kept
+
+
+def test_a_question_to_the_package_manager_that_failed_is_no_shield():
+    """Seen on a robot's Codex sessions: `dpkg -l a b` exits 1 when one package is not installed,
+    and its table's header ("Desired=Unknown/Install/…") became a shield's error, "fixed" by the
+    install that followed. A question to a package manager changes nothing: no shield, no command."""
+
+    def run(cmd: str, out: str, code: int):
+        head = (
+            f"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code {code}\nOriginal token count: 3\nOutput:\n"
+        )
+        return ("tool", "exec_command", {"cmd": cmd, "workdir": CWD}, head + out, False)
+
+    listing = "dpkg-query: no packages found matching ibus-anthy\nDesired=Unknown/Install/Remove/Purge/Hold\n"
+    s = make_session(
+        ("user", "Set up Japanese input."),
+        run("dpkg -l ibus-anthy fonts-noto-cjk", listing, 1),
+        run("apt-cache policy ibus-anthy", "ibus-anthy:\n  Installed: (none)", 0),
+        run("sudo apt-get update && sudo apt-get install -y ibus-anthy", "Setting up ibus-anthy", 0),
+        run("dpkg -l ibus-anthy", "ii  ibus-anthy", 0),
+        ("assistant", "Installed."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.shields == [], ev.shields
+    assert not any("dpkg" in c.line or "apt-cache" in c.line for c in ev.commands), ev.commands

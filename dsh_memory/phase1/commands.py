@@ -154,6 +154,12 @@ def is_probe(cmd: str) -> bool:
             c,
         )
         or re.match(r"^go (?:doc|env|version|list)\b", c)  # a question to the toolchain
+        # … or to the system's package manager: `dpkg -l x` (exits 1 when one is not installed)
+        or re.match(
+            r"^(?:dpkg\s+(?:-[lsLS]|--list|--status|--listfiles|--search|--get-selections)|dpkg-query"
+            r"|apt(?:-cache)?\s+(?:list|show|search|policy|depends|rdepends|madison)|rpm\s+-q|brew\s+(?:list|info|search|deps))\b",
+            c,
+        )
         or re.match(r"^(?:npm|pnpm|yarn|bun) run$", c)  # the package's scripts listed
         or re.match(r"^(?:python3?\s+(?:-c|-m\s+json\.tool)|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval))\b", c)
         or "--help" in c
