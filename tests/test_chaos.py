@@ -234,25 +234,26 @@ def _load_harness():
 
 
 @pytest.mark.slow
-def test_chaos_harness_three_trials(tmp_path, new_prefect_home):
-    """Three kills (at start-up, at a Phase 1 file write, just after the Phase 2 answer), each
-    followed by a plain rerun: nothing torn, lost, doubled, orphaned, left behind or stuck.
+def test_chaos_harness_two_trials(tmp_path, new_prefect_home):
+    """Two kills (at a Phase 1 file write, just after the Phase 2 answer), each followed by a plain
+    rerun: nothing torn, lost, doubled, orphaned, left behind or stuck. (`bench/chaos.py` kills at
+    every point, start-up included; a CLI run killed at start-up: tests/test_no_orphans.py.)
     The harness's PREFECT_HOME (`work/prefect`) starts with a migrated database, so its warm-up
     run is an ordinary one instead of one that first migrates a new database."""
     new_prefect_home(tmp_path / "prefect")
     chaos = _load_harness()
     out = io.StringIO()
     result = chaos.run_chaos(
-        3,
+        2,
         seed=7,
         clones=1,
         latency=(0.1, 0.4),
         work=tmp_path,
-        modes=("startup", "p1-write", "p2-reply"),
+        modes=("p1-write", "p2-reply"),
         measure_clean=False,
         out=out,
     )
-    assert result["trials"] == 3
+    assert result["trials"] == 2
     assert result["counts"] == dict.fromkeys(chaos.COUNTERS, 0), out.getvalue()
 
 

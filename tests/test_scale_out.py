@@ -1,7 +1,7 @@
 """Scale-out on Prefect itself (issue 15): Phase 1's pure step on workers, one writer beside the
 memory root. A real server, the two deployments `dsh-memory deploy` made, three real process
 workers on the extract pool — one of them "remote": another HOME, no DSH_MEMORY_ROOT, no session
-logs, its own model — and 60 sessions in 6 runs: each is extracted exactly once (one model call,
+logs, its own model — and 24 sessions in 6 runs: each is extracted exactly once (one model call,
 one raw memory block, one summary, a done claim), none is lost, the results travel through a
 shared result storage block, and no planted secret reaches Prefect (parameters, results, logs)."""
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("own_prefect_api")
 # 6 runs of 10 sessions over three workers: more runs than workers, so runs wait in the pool and
 # each worker takes a second one. The size itself proves nothing more (one model call, one block,
 # one summary per session); bench/bench_scale_out.py measures 300.
-N_SESSIONS = 60
+N_SESSIONS = 24  # 6 runs of 4: two per worker
 
 
 def _session_of(request: dict) -> str:
@@ -82,7 +82,7 @@ def test_without_the_extract_deployment_phase1_waits_and_claims_nothing(monkeypa
     assert not StateStore(root).claims()
 
 
-def test_three_workers_one_remote_extract_60_sessions_exactly_once(monkeypatch, tmp_path, own_prefect_api):
+def test_three_workers_one_remote_extract_24_sessions_exactly_once(monkeypatch, tmp_path, own_prefect_api):
     from prefect.filesystems import LocalFileSystem
 
     from dsh_memory.serve.deployments import deploy
@@ -93,7 +93,7 @@ def test_three_workers_one_remote_extract_60_sessions_exactly_once(monkeypatch, 
     results = tmp_path / "shared-results"  # on other machines: an S3/GCS bucket or a remote fs
     LocalFileSystem(basepath=str(results)).save("dsh-results", overwrite=True)
     with FakeOpenAIServer(handler=memory_reply) as here, FakeOpenAIServer(handler=memory_reply) as gpu_box:
-        # 6 runs of 10 sessions, 2 per worker
+        # 6 runs of 4 sessions, 2 per worker
         root = model_writer_env(monkeypatch, tmp_path, here.base_url, 6, PREFECT_LOGGING_LEVEL="WARNING")
         report = deploy(MemorySettings.from_env(), result_storage="local-file-system/dsh-results")
         from datetime import UTC, datetime
