@@ -2623,3 +2623,21 @@ def test_a_question_to_the_package_manager_that_failed_is_no_shield():
     ev = gather(s)
     assert ev.shields == [], ev.shields
     assert not any("dpkg" in c.line or "apt-cache" in c.line for c in ev.commands), ev.commands
+
+
+def test_a_look_on_a_device_that_failed_is_no_shield_and_a_look_is_no_fix():
+    """Seen on an Android emulator's sessions: `adb shell "ls /data/data/…"` refused (Permission
+    denied), then `adb shell "dumpsys package …"` was kept as its fix. Both only look, on the
+    device as in a container (`docker exec web cat …`): no shield. An install there is no look."""
+    s = make_session(
+        ("user", "Root the emulator."),
+        _bash('adb -s emulator-5554 shell "ls /data/data/com.example.app/"', "ls: Permission denied", True),
+        _bash('adb -s emulator-5554 shell "dumpsys package com.example.app | head -50"', "Packages:", False),
+        ("assistant", "The app is installed."),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+    from dsh_memory.phase1.commands import is_probe
+
+    assert is_probe("adb shell getprop ro.debuggable") and not is_probe("adb -s emulator-5554 install app.apk")
+    assert not is_probe("adb shell pm install /sdcard/app.apk")

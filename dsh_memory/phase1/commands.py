@@ -132,11 +132,13 @@ def is_build_command(cmd: str) -> bool:
 
 # A command run in a container (`docker exec -it web …`, `docker compose exec db …`): judged by what it runs there
 _IN_CONTAINER = re.compile(
-    r"^(?:docker|podman)(?:\s+compose)?\s+exec\s+(?:(?:-[euw]|--(?:env|user|workdir))\s+\S+\s+|-\S+\s+)*[^\s-]\S*\s+"
-    r"(?P<cmd>.+)$"
+    r"^(?:(?:docker|podman)(?:\s+compose)?\s+exec\s+(?:(?:-[euw]|--(?:env|user|workdir))\s+\S+\s+|-\S+\s+)*[^\s-]\S*"
+    r"|adb(?:\s+-s\s+\S+|\s+-[de])*\s+shell)\s+(?P<cmd>.+)$"  # … or on a device (`adb -s emulator-5554 shell "ls …"`)
 )
 # … a look there (`cat /etc/odoo/odoo.conf`, `wget -O- …/health`) or a query (`psql -U odoo -c "\l"`)
-_LOOK_INSIDE = re.compile(r"^(?:wget|psql\b.*\s-c|mysql\b.*\s-e|sqlite3\b.*\s['\"]|redis-cli|mongosh?\b.*--eval)\b")
+_LOOK_INSIDE = re.compile(
+    r"^(?:wget|dumpsys|getprop|pm\s+(?:list|path|dump)|logcat\s+-d|psql\b.*\s-c|mysql\b.*\s-e|sqlite3\b.*\s['\"]|redis-cli|mongosh?\b.*--eval)\b"
+)
 
 
 def is_probe(cmd: str) -> bool:
@@ -145,7 +147,8 @@ def is_probe(cmd: str) -> bool:
     `kubectl get pods`, `bun src/cli.ts skills get x`, a look or a query in a container (`_IN_CONTAINER`)."""
     c = core(cmd)
     inside = _IN_CONTAINER.match(c)
-    if inside and (EXPLORE.match(inside["cmd"]) or _LOOK_INSIDE.match(inside["cmd"]) or is_probe(inside["cmd"])):
+    there = inside and inside["cmd"].strip("'\"")
+    if there and (EXPLORE.match(there) or _LOOK_INSIDE.match(there) or is_probe(there)):
         return True
     return bool(
         re.match(
