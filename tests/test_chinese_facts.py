@@ -74,3 +74,16 @@ def test_a_request_asked_as_a_question_in_chinese_is_no_rule():
     assert not is_chinese_rule("这两个项目能否合并到一个 solution 下，每次都一起编译？", 300)
     assert not is_chinese_rule("这两个项目能否合并到一个 solution 下，每次都一起编译", 300)
     assert is_chinese_rule("以后每次都用 pnpm，不要用 npm", 300)
+
+
+def test_a_chinese_prompt_typed_with_ascii_stops_is_split_before_its_rules_are_read():
+    """An unseen firmware set's user typed one prompt of three requests, separated by "; " and ". "
+    (not "；" and "。"): read as one sentence, its "每個" (each) in the last request counted as the
+    reach of the "不要" (do not) in the first, and the whole one-off prompt became a standing rule."""
+    from tests.session_helpers import make_session
+
+    from dsh_memory.phase1.evidence import gather
+
+    prompt = "不要動 release 分支, 我要保留目前的狀態 2) lint 暫時不跑; 不然太慢. 請詳細說明第三步的每個步驟"
+    s = make_session(("user", prompt), ("assistant", "好的。"), cwd="/home/dev/src/fw")
+    assert gather(s).rules == []

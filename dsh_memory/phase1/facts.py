@@ -54,6 +54,7 @@ MAX_FACT_CHARS = 260  # a longer fact ends at its last clause that fits (`clean.
 _SENT = re.compile(
     r"(?:(?<=[.!?])|(?<=[.!?][\"'”)]))(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z`\"'(\[*]|[a-z][\w-]*\.[a-z]{1,5}\b)|\n+"
     r"|(?<=[。！？；])\s*(?=\S)"  # Chinese (and Japanese) full stops, with no space after them
+    r"|(?<=[.!?;])\s+(?=[\u4e00-\u9fff])"  # … or typed as ASCII before a Chinese sentence ("不做; 不然 …")
 )
 BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")  # a list item's marker
 _EMPH = re.compile(r"\*\*([^*]+)\*\*|(?<![\w*/])\*(?=[A-Za-z])([^*\n`]+?)(?<=[\w:.!?)])\*(?![\w*/])")
