@@ -87,3 +87,16 @@ def test_a_chinese_prompt_typed_with_ascii_stops_is_split_before_its_rules_are_r
     prompt = "不要動 release 分支, 我要保留目前的狀態 2) lint 暫時不跑; 不然太慢. 請詳細說明第三步的每個步驟"
     s = make_session(("user", prompt), ("assistant", "好的。"), cwd="/home/dev/src/fw")
     assert gather(s).rules == []
+
+
+def test_a_recaps_conclusions_in_chinese_leave_the_days_state_and_the_agents_narration_out():
+    """The recap's conclusions (the turns' last words that name things) of the Chinese sets held
+    the checkout's state ("…，工作區乾淨"), a check confirmed and the agent speaking of itself."""
+    from dsh_memory.phase1.facts import conclusions
+
+    state = "`vendor/libfoo` 停在 `a1b2c3d4`，detached at `origin/main`，工作區乾淨。"
+    checked = "`test -d`、shell glob、`ls -la` 三種方法一致確認 `build/` 不存在。"
+    narration = "之後要我確認 `dist/` 存不存在時，我會用絕對路徑跑 `test -d`。"
+    kept = "`Config.in` 的 URL 預設值指向 `git@old-host:lib.git`，所以 `fetch.sh` 抓不到這四個套件。"
+    said = [(n, s, True) for n, s in enumerate([state, checked, narration, kept])]
+    assert conclusions(said, set()) == [kept]

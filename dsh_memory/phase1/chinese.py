@@ -68,7 +68,7 @@ _THAT_DAY = (  # … nor the work's state that day, what was done, a guess, the 
     r"|还没|仍在|還在|还在|實測|实测|已完成|完成了|通過了|通过了|驗證通過|验证通过|全綠|全绿|全部切|沒動|没动|沒碰"
     r"|没碰|已(?:經|经)?(?:在|把|將|将|於|于|修|改|加|記|记|寫|写|標|标|確認|确认|設|设|切|移|刪|删|建|合|推|提交|落)"
     r"|已(?:經|经)?(?:添加|新增|完成|更新|實作|实现|刪除|删除|移除|修好|改好|加上|加入|合併|合并|推送|寫入|写入|建立|创建)"
-    r"|之前|先前|原本|原來|原来|不再(?!支援|支持|提供|相容|兼容)|改成|改為|改为|第\s*\d+\s*行|worktree|工作樹|工作树"
+    r"|之前|先前|原本|原來|原来|不再(?!支援|支持|提供|相容|兼容)|改成|改為|改为|第\s*\d+\s*行|worktree|工作樹|工作树|工作區|工作区|確認|确认|證實|证实"
     r"|可能|也許|也许|大概|應該|应该|似乎|看起來|看起来|好像|猜|我|你|您|[？?]|[嗎吗呢]\W*$"
 )
 NOT_A_FACT = re.compile(
@@ -86,6 +86,10 @@ def is_chinese_fact(s: str, cause: bool = False) -> bool:
     says why something failed; what it names is `facts`' to count."""
     if cause:
         return bool(CAUSE.search(s)) and not QUESTION.search(s)
-    if any(s.count(a) != s.count(b) for a, b in QUOTES):
-        return False  # a quote cut in two: the sentence is a piece of one
-    return bool(FACT_CUE.search(s)) and not NOT_A_FACT.search(s)
+    return bool(FACT_CUE.search(s)) and said_of_the_thing(s)
+
+
+def said_of_the_thing(s: str) -> bool:
+    """A Chinese sentence that is none of the kinds of non-fact (`NOT_A_FACT`) nor a piece of a
+    quote cut in two: what a recap's conclusions may hold, with or without a fact's cue."""
+    return not NOT_A_FACT.search(s) and all(s.count(a) == s.count(b) for a, b in QUOTES)

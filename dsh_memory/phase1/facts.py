@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.chinese import is_chinese, is_chinese_fact
+from dsh_memory.phase1.chinese import is_chinese, is_chinese_fact, said_of_the_thing
 from dsh_memory.phase1.clean import CODE, FENCED, TASK_VERB, TEST_FILE, clip_prose, is_table_row, why_not_memory
 from dsh_memory.phase1.near import restates
 from dsh_memory.phase1.sentence_kinds import (
@@ -250,6 +250,8 @@ def conclusions(assistant: list[tuple[int, str, bool]], kept: set[str]) -> list[
             continue
         if OF_THAT_DAY.search(s):
             continue  # a run's progress ("Epoch 13/80 — …"), a check's result, a tracker's status
+        if is_chinese(plain) and not said_of_the_thing(s):
+            continue  # … said in Chinese: the agent's narration, the day's state ("工作區乾淨")
         specific = len(named(s))
         if specific and not why_not_memory(s) and s.count("`") % 2 == 0:
             pool.append((specific, n, s))
