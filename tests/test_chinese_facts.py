@@ -100,3 +100,20 @@ def test_a_recaps_conclusions_in_chinese_leave_the_days_state_and_the_agents_nar
     kept = "`Config.in` 的 URL 預設值指向 `git@old-host:lib.git`，所以 `fetch.sh` 抓不到這四個套件。"
     said = [(n, s, True) for n, s in enumerate([state, checked, narration, kept])]
     assert conclusions(said, set()) == [kept]
+
+
+def test_the_agents_next_step_in_chinese_is_no_restatement_of_a_rule():
+    """A rule typed in Chinese kept the agent's next step as its restatement ("先確認風險面在哪 ——
+    …": first, check where the risk is), for a branch name both said."""
+    from tests.session_helpers import make_session
+
+    from dsh_memory.phase1.evidence import gather
+
+    s = make_session(
+        ("user", "提醒一件事情, 這邊任何的改動請不要修改到 release-v2 分支"),
+        ("assistant", "先確認風險面在哪 —— 哪些 repo 真的停在 `release-v2` 分支上。"),
+        cwd="/home/dev/src/fw",
+    )
+    rules = gather(s).rules
+    assert [r.text for r in rules] == ["提醒一件事情, 這邊任何的改動請不要修改到 release-v2 分支"], rules
+    assert rules[0].agent == "", rules[0].agent

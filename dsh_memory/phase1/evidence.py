@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dsh_memory.models import EventKind, Session
+from dsh_memory.phase1.chinese import is_chinese, said_of_the_thing
 from dsh_memory.phase1.clean import CODE, TASK_VERB, clip, clip_prose, is_table_row, says_little, second_person
 from dsh_memory.phase1.codemap import Change, changes, created_by, documented, edits_of, gist, saved_notes
 from dsh_memory.phase1.command_line import in_folder
@@ -160,6 +161,8 @@ def _agent_restatement(text: str, rule: str) -> str:
             continue
         if second_person(s) or is_table_row(s) or s.startswith("#") or STATUS_MARK.search(s) or HEDGE.search(s):
             continue  # (a report's heading or ticked line says what was done: "## ✅ Commit created"; a guess)
+        if is_chinese(s) and not said_of_the_thing(s):
+            continue  # … said in Chinese: its next step ("先確認 …"), its narration
         return clip_prose(s[0].upper() + s[1:], 200)
     return ""
 
