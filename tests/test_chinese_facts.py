@@ -68,7 +68,7 @@ def test_japanese_is_not_read_as_chinese():
 
 
 def test_a_request_asked_as_a_question_in_chinese_is_no_rule():
-    """"能否" (could it …) asks; a rule says."""
+    """ "能否" (could it …) asks; a rule says."""
     from dsh_memory.phase1.chinese import is_chinese_rule
 
     assert not is_chinese_rule("这两个项目能否合并到一个 solution 下，每次都一起编译？", 300)
@@ -80,9 +80,8 @@ def test_a_chinese_prompt_typed_with_ascii_stops_is_split_before_its_rules_are_r
     """An unseen firmware set's user typed one prompt of three requests, separated by "; " and ". "
     (not "；" and "。"): read as one sentence, its "每個" (each) in the last request counted as the
     reach of the "不要" (do not) in the first, and the whole one-off prompt became a standing rule."""
-    from tests.session_helpers import make_session
-
     from dsh_memory.phase1.evidence import gather
+    from tests.session_helpers import make_session
 
     prompt = "不要動 release 分支, 我要保留目前的狀態 2) lint 暫時不跑; 不然太慢. 請詳細說明第三步的每個步驟"
     s = make_session(("user", prompt), ("assistant", "好的。"), cwd="/home/dev/src/fw")
@@ -105,9 +104,8 @@ def test_a_recaps_conclusions_in_chinese_leave_the_days_state_and_the_agents_nar
 def test_the_agents_next_step_in_chinese_is_no_restatement_of_a_rule():
     """A rule typed in Chinese kept the agent's next step as its restatement ("先確認風險面在哪 ——
     …": first, check where the risk is), for a branch name both said."""
-    from tests.session_helpers import make_session
-
     from dsh_memory.phase1.evidence import gather
+    from tests.session_helpers import make_session
 
     s = make_session(
         ("user", "提醒一件事情, 這邊任何的改動請不要修改到 release-v2 分支"),
