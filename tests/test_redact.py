@@ -575,3 +575,26 @@ def test_a_short_or_plain_password_said_to_be_one_is_redacted(text, secret):
 )
 def test_what_follows_password_but_is_no_password_survives(text):
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("sudo 密码是 123456，然后装 mozc", "123456"),
+        ("数据库密碼：abc123!", "abc123!"),
+        ("パスワードは hunter2 です", "hunter2"),
+        ("口令=s3cr3t", "s3cr3t"),
+    ],
+)
+def test_a_password_said_in_chinese_or_japanese_is_redacted(text, secret):
+    """DSH's users often write in Chinese: a password given to the agent in a prompt ("密码是 …")
+    had no English word for the context rule to find."""
+    out = redact(text)
+    assert secret not in out and "[REDACTED:password]" in out, out
+
+
+@pytest.mark.parametrize(
+    "text", ["密码是必需的", "请输入密码：", "密码长度至少 8 位", "密码: ${DB_PASS}", "密码是 <your-password>"]
+)
+def test_what_is_said_of_a_password_in_chinese_survives(text):
+    assert redact(text) == text

@@ -394,4 +394,16 @@ _CLI_RULES = [
     ),
 ]
 
-RULES: list[Rule] = [PEM_BLOCK, *_AWS_RULES, *_TOKEN_RULES, *_HEADER_RULES, *_URL_RULES, *_CLI_RULES]
+# A password said in Chinese or Japanese, typed in ASCII: "sudo 密码是 123456", "密碼：abc123!",
+# "パスワードは hunter2 です" (a word said of it, "密码是必需的", is no value).
+_CJK_RULES = [
+    _tok(
+        "password",
+        ("密码", "密碼", "口令", "パスワード"),
+        r"(?:密码|密碼|口令|パスワード)[ \t]*(?:是|为|為|は|：|:|=)[ \t]*"
+        + _NOT_REF
+        + r"(?P<tok>[A-Za-z0-9!@#$%^&*_+=~?/.-]{2,63}[A-Za-z0-9!@#$%^&*_+=~?])",
+    ),
+]
+
+RULES: list[Rule] = [PEM_BLOCK, *_AWS_RULES, *_TOKEN_RULES, *_HEADER_RULES, *_URL_RULES, *_CLI_RULES, *_CJK_RULES]
