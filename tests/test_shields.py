@@ -952,3 +952,27 @@ def test_a_test_runners_section_banner_is_not_the_error():
 
     out = "____ ERROR collecting tests/test_x.py ____\nImportError while importing test module 'tests/test_x.py'.\n"
     assert informative_error(out) == "ImportError while importing test module 'tests/test_x.py'."
+
+
+def test_advice_to_run_the_failed_command_again_is_no_fix():
+    """Seen on a TypeScript monorepo's Codex sessions: `npm install --cache …` failed, the agent
+    advised a `chown` (a bare command in a list) and "Then re-run: `npm install`", and the shield
+    kept the re-run as the fix. Running again what failed is the step after a fix, not one."""
+    s = make_session(
+        ("user", "Install the worker deps."),
+        _bash("cd worker && npm install --cache .npm-cache", "npm ERR! This is an error with npm itself.", True),
+        (
+            "assistant",
+            "The install failed twice.\n\nFix for npm install (you can run locally)\n"
+            '- `sudo chown -R 1000:1000 "/home/dev/.npm"`\n- Then re-run: `npm install`\n',
+        ),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+    s = make_session(
+        ("user", "Migrate the db."),
+        _bash("make migrate", "alembic.util.exc.CommandError: Can't locate revision identified by 'a1b2'", True),
+        ("assistant", "Run `alembic stamp head` once, then `make migrate` works."),
+        cwd=CWD,
+    )
+    assert [x.fix for x in gather(s).shields] == ["Run `alembic stamp head` once, then `make migrate` works."]

@@ -283,6 +283,16 @@ ADVICE = re.compile(
 )
 
 
+def _runs_again(advice: str, failed: str) -> bool:
+    """The advice's command is the one that failed, or the same with fewer words ("Then re-run:
+    `npm install`" after `npm install --cache .npm-cache` failed): the step after the fix, not one."""
+    code = CODE.search(advice)
+    if code is None:
+        return False
+    said, ran = core(code[1]).split(), core(failed).split()
+    return bool(said) and said[0] == ran[0] and set(said) <= set(ran)
+
+
 def advised(
     runs: list[Run], messages: list[tuple[int, str, bool]], cause: Callable[[int, int, str], str], have: list[Shield]
 ) -> list[Shield]:
@@ -298,7 +308,9 @@ def advised(
         if any(not x.failed and family(x.line) == fam for x in runs[i + 1 :]):
             continue  # it worked later: `shields` judged it
         until = next((x.seq for x in runs[i + 1 :]), 1 << 62)
-        said = next((s for seq, s, _ in messages if r.seq < seq < until and ADVICE.match(s)), "")
+        said = next(
+            (s for seq, s, _ in messages if r.seq < seq < until and ADVICE.match(s) and not _runs_again(s, r.line)), ""
+        )
         advice = clip_prose(said, 220)
         if not CODE.search(advice):
             continue  # no advice, or none left whole within the bound
