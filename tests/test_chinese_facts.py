@@ -115,3 +115,14 @@ def test_the_agents_next_step_in_chinese_is_no_restatement_of_a_rule():
     rules = gather(s).rules
     assert [r.text for r in rules] == ["提醒一件事情, 這邊任何的改動請不要修改到 release-v2 分支"], rules
     assert rules[0].agent == "", rules[0].agent
+
+
+def test_an_answer_to_the_agents_numbered_question_in_chinese_is_no_rule():
+    """A Chinese set's user answered the agent's numbered questions ("3.不要日志了。": 3. no logs
+    then): a choice for the work at hand, kept as a standing rule. Said with its reach, it is one."""
+    from dsh_memory.phase1.chinese import is_chinese_rule
+
+    assert not is_chinese_rule("3.不要日志了。", 300)
+    assert not is_chinese_rule("2、不要弹窗，直接写文件", 300)
+    assert is_chinese_rule("1. 以后都不要用 npm，用 pnpm", 300)
+    assert is_chinese_rule("不要用 npm，用 pnpm", 300)

@@ -47,7 +47,8 @@ def is_chinese_rule(s: str, max_chars: int) -> bool:
     """A standing wish said in Chinese (see the module docstring), at most `max_chars` long."""
     if not (MIN_CHARS <= len(s) <= max_chars) or not CUE.search(s) or QUESTION.search(s):
         return False
-    return not AT_HAND.search(s) or bool(REACH.search(s))
+    # said of the thing at hand, or an answer to the agent's numbered question ("3.不要日志了。")
+    return not (AT_HAND.search(s) or re.match(r"\d+\s*[.、)）]", s)) or bool(REACH.search(s))
 
 
 # Facts (`is_chinese_fact`): a cue of why, of a limit or a requirement, of where a thing comes from …
