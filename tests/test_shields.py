@@ -976,3 +976,29 @@ def test_advice_to_run_the_failed_command_again_is_no_fix():
         cwd=CWD,
     )
     assert [x.fix for x in gather(s).shields] == ["Run `alembic stamp head` once, then `make migrate` works."]
+
+
+def test_a_question_behind_a_sourced_environment_or_a_wrapper_with_options_is_a_look():
+    """Seen on a ROS robot's Codex sessions: `bash --noprofile --norc -lc 'source … && rosservice
+    info /x'` failed ("unknown service") and a `rosparam get` through the same wrapper was kept as
+    its fix: both only ask. The wrapper's options hid the script, the `source` lead the question.
+    `ip -brief addr` and `ip route` ask too; `ip addr add …` does not."""
+    from dsh_memory.phase1.commands import is_probe
+
+    def run(cmd: str, out: str, code: int):
+        head = (
+            f"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code {code}\nOriginal token count: 3\nOutput:\n"
+        )
+        return ("tool", "exec_command", {"cmd": cmd, "workdir": CWD}, head + out, False)
+
+    ros = "bash --noprofile --norc -lc 'source /opt/ros/noetic/setup.bash && source ws/devel/setup.bash && {}'"
+    s = make_session(
+        ("user", "Check the mapping node."),
+        run(ros.format("rosservice info /mapper/finish"), "ERROR: unknown service /mapper/finish", 1),
+        run(ros.format("rosparam get /mapper/mode"), "explore", 0),
+        ("assistant", "The node runs in explore mode."),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
+    assert is_probe("ip -brief addr") and is_probe("ip route")
+    assert not is_probe("ip addr add 10.0.0.1/24 dev eth0") and not is_probe("source env.sh && make build")

@@ -46,12 +46,12 @@ def in_folder(line: str, where: str | None) -> str:
     return f'cd "{where}" && {line}' if re.search(r"\s", where) else f"cd {where} && {line}"
 
 
-# A shell run for one quoted script (`powershell.exe -NoProfile -Command "…"`, `bash -lc '…'`, `cmd /c …`,
+# A shell run for one quoted script (`powershell.exe -NoProfile -Command "…"`, `bash --norc -lc '…'`, `cmd /c …`,
 # `ssh -p 22 root@host '…'` on another machine): the script is the command. A quote of the same kind inside
 # it ends it, so a chain of two is no wrapper.
 _WRAPPER = re.compile(
     r"""^(?:(?:powershell|pwsh)(?:\.exe)?\s+(?:-(?!c(?:ommand)?\s)\w+\s+(?:[A-Za-z]\w*\s+)?)*-c(?:ommand)?"""
-    r"""|(?:ba|z)?sh\s+-l?c|cmd(?:\.exe)?\s+/[ck]|ssh\s+(?:-[BbcDEeFIiJLlmOoPpQRSWw]\s*\S+\s+|-\w+\s+)*"""
+    r"""|(?:ba|z)?sh\s+(?:--[\w-]+\s+)*-l?c|cmd(?:\.exe)?\s+/[ck]|ssh\s+(?:-[BbcDEeFIiJLlmOoPpQRSWw]\s*\S+\s+|-\w+\s+)*"""
     r"""[^\s"'-]\S*)\s+(?:"(?P<d>(?:\\.|[^"\\])*)"|'(?P<s>[^']*)')\s*$""",
     re.I,
 )

@@ -141,11 +141,15 @@ _LOOK_INSIDE = re.compile(
 )
 
 
+_SOURCED = re.compile(r"^(?:(?:source|\.)\s+\S+\s*(?:&&|;)\s*)+")  # an environment read in first
+_IP_SHOW = r"^ip\s+(?:-\S+\s+)*(?:a|addr|address|r|route|l|link|n|neigh)\b(?!.*\b(?:add|del|delete|set|flush|change|replace)\b)"
+
+
 def is_probe(cmd: str) -> bool:
     """A question to a tool, which changes nothing: `npm view x`, `marvin --help`, an inline script
     (`python -c …`, `bun -e …`), a JSON file checked (`python -m json.tool x.json`), `gh pr view 12`,
     `kubectl get pods`, `bun src/cli.ts skills get x`, a look or a query in a container (`_IN_CONTAINER`)."""
-    c = core(cmd)
+    c = _SOURCED.sub("", core(cmd))  # (`source setup.bash && rosservice info x`: the question is the last part)
     inside = _IN_CONTAINER.match(c)
     there = inside and inside["cmd"].strip("'\"")
     if there and (EXPLORE.match(there) or _LOOK_INSIDE.match(there) or is_probe(there)):
@@ -163,6 +167,7 @@ def is_probe(cmd: str) -> bool:
             r"|apt(?:-cache)?\s+(?:list|show|search|policy|depends|rdepends|madison)|rpm\s+-q|brew\s+(?:list|info|search|deps))\b",
             c,
         )
+        or re.match(_IP_SHOW, c)  # the network as it is (`ip -brief addr`, `ip route`)
         or re.match(r"^(?:npm|pnpm|yarn|bun) run$", c)  # the package's scripts listed
         or re.match(r"^(?:python3?\s+(?:-c|-m\s+json\.tool)|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval))\b", c)
         or "--help" in c
