@@ -126,3 +126,12 @@ def test_an_answer_to_the_agents_numbered_question_in_chinese_is_no_rule():
     assert not is_chinese_rule("2、不要弹窗，直接写文件", 300)
     assert is_chinese_rule("1. 以后都不要用 npm，用 pnpm", 300)
     assert is_chinese_rule("不要用 npm，用 pnpm", 300)
+
+
+def test_an_item_of_a_pasted_spec_in_chinese_is_no_rule():
+    """A Chinese set's user pasted a spec's requirements ("FR-001: 程序必须 …", "P3 … 每次 …"): the
+    product's requirements, kept as the user's standing rules for every session."""
+    from dsh_memory.phase1.chinese import is_chinese_rule
+
+    assert not is_chinese_rule("FR-002: 程序必须在每次启动时读取配置文件。", 300)
+    assert not is_chinese_rule("P2 导出功能必须每次都写日志。", 300)

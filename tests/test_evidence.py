@@ -2641,3 +2641,16 @@ def test_a_look_on_a_device_that_failed_is_no_shield_and_a_look_is_no_fix():
 
     assert is_probe("adb shell getprop ro.debuggable") and not is_probe("adb -s emulator-5554 install app.apk")
     assert not is_probe("adb shell pm install /sdcard/app.apk")
+
+
+def test_what_docs_now_say_with_a_plural_subject_or_an_adverb_and_a_launch_order_are_no_facts():
+    """A Chinese-language Windows set's Codex sessions (spec-kit) kept "Plan template gates now
+    explicitly mirror …", "README build instructions now direct contributors to …" (the change the
+    session made) and a plan's "Launch `x.exe` …" as facts."""
+    gone = [
+        "Plan gates now explicitly mirror the three rules in `docs/rules.md`, because reviews need them.",
+        "The install docs now direct readers to `scripts/setup.ps1` instead of the old `setup.bat`.",
+        "Launch `Harness.exe` for the target architecture, then run `tests/smoke.ps1` because it needs the UI.",
+    ]
+    kept = ["From now on, `make lint` must run before `make test` because the generator needs the linted schema."]
+    assert [s for s in gone + kept if fact_score(s)] == kept

@@ -47,6 +47,8 @@ def is_chinese_rule(s: str, max_chars: int) -> bool:
     """A standing wish said in Chinese (see the module docstring), at most `max_chars` long."""
     if not (MIN_CHARS <= len(s) <= max_chars) or not CUE.search(s) or QUESTION.search(s):
         return False
+    if re.match(r"[A-Za-z]{1,5}-?\d+", s):
+        return False  # an item of a pasted spec by its id ("FR-001: 程序必须 …", "P3 测试程序每次 …")
     # said of the thing at hand, or an answer to the agent's numbered question ("3.不要日志了。")
     return not (AT_HAND.search(s) or re.match(r"\d+\s*[.、)）]", s)) or bool(REACH.search(s))
 

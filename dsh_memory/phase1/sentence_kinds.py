@@ -138,8 +138,9 @@ STATE = re.compile(
     r"|\bnothing to commit\b|\b(?:has|have|with) (?:\w+ )?(?:uncommitted|unstaged|staged) (?:changes|edits|files)\b"
     r"|\b(?i:désormais|dorénavant|maintenant|ahora|jetzt)\b"  # … "now" in French, Spanish, German: the change said
     # "X now points at Y", "Human docs now state …" (what docs say: what the change wrote there)
-    r"|\bnow (?:also |only |just )?(?:pass|use|state|say|mention|describe|document|explain|list|show|note|recommend|"
-    r"tell|(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
+    r"|\bnow (?:also |only |just |[a-z]+ly )?(?:pass|use|state|say|mention|describe|document|explain|list|show|"
+    r"note|recommend|tell|mirror|direct|point|match|reference|cover|link|include|"
+    r"(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
     # … and said in the negative: "`X` no longer needs `repo`", "… no longer bails when …" (not what a tool dropped:
     # "Astro 5 no longer supports `output: hybrid`")
     r"|\bno longer (?!(?:supports|works|accepts|exists|ships|allows|includes|provides)\b)[a-z]+s\b"
@@ -346,7 +347,7 @@ FRAGMENT = re.compile(
     r"|^(?:\*\*)?(?:Low|Medium|High|Minor|Major|Nit|Blocker|P[0-3])(?: (?i:severity|priority))?(?:\*\*)?\s*(?::|—|–| - )\s"
     # a step of the plan, said as an order: "Switch entry point to `training/train.py`.", "Compare this to …"
     # (NARRATION, always read beside this, has the agent's instructions: "Replace", "Drop", "Re-run" …)
-    r"|^(?:Switch|Compare|Swap|Split|Convert|Migrate|Bump|Rerun|"
+    r"|^(?:Switch|Compare|Swap|Split|Convert|Migrate|Bump|Rerun|Launch|"
     r"Increase|Decrease|Reduce|Lower|Raise|Enable|Disable|Mock|Stub|Rewrite|Patch|Adjust|Tweak|Restore|Fold|"
     r"Reply|Answer|Pick|Choose)\s+"
     r"(?!(?:in|of|is|are|was|were|to|for)\b)"
