@@ -135,3 +135,14 @@ def test_an_item_of_a_pasted_spec_in_chinese_is_no_rule():
 
     assert not is_chinese_rule("FR-002: 程序必须在每次启动时读取配置文件。", 300)
     assert not is_chinese_rule("P2 导出功能必须每次都写日志。", 300)
+
+
+def test_a_task_or_a_question_in_chinese_with_a_must_in_it_is_no_rule():
+    """An Android set's user asked for a task ("创建一个 … workflow …，结果必须进行验证": create …, the
+    result must be verified) and asked a question mid-prompt ("… 吗, 必须 …"): kept as standing
+    rules for their 必须 (must). A task said with its reach (以后每次 …) is one."""
+    from dsh_memory.phase1.chinese import is_chinese_rule
+
+    assert not is_chinese_rule("创建一个部署脚本，安装 nginx，结果必须进行验证", 300)
+    assert not is_chinese_rule("现在有官方的带 root 的镜像吗,必须找可靠的来源", 300)
+    assert is_chinese_rule("请帮我以后每次提交前都跑 lint", 300)

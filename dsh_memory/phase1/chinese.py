@@ -27,8 +27,13 @@ AT_HAND = re.compile(
 )
 # … nor a question (是否: "whether"), nor the user unsure of what they see (不知道: "I don't know what it is")
 QUESTION = re.compile(
-    r"[？?]|[嗎吗呢]\W*$|是不是|是否|為什麼|为什么|怎麼|怎么|如何|能不能|可不可以|要不要|有沒有|有没有"
+    r"[？?]|[嗎吗呢](?:\W|$)|是不是|是否|為什麼|为什么|怎麼|怎么|如何|能不能|可不可以|要不要|有沒有|有没有"
     r"|不知道|不清楚|不確定|不确定|能否|可否"
+)
+# … nor a task asked for: "创建 …", "帮我 …", "请帮我 …", "安装 …"
+TASK = re.compile(
+    r"(?:请|請)?(?:帮我|幫我|帮忙|幫忙)|(?:创建|建立|新建|实现|實現|實作|写一个|寫一個|做一个|做一個|探索|安装|安裝|修复|修復"
+    r"|部署|生成|设计|設計|分析|看一下|看看|检查|檢查|查看)"
 )
 MIN_CHARS = 6  # "不要用 npm" says a rule in 8
 
@@ -49,6 +54,8 @@ def is_chinese_rule(s: str, max_chars: int) -> bool:
         return False
     if re.match(r"[A-Za-z]{1,5}-?\d+", s):
         return False  # an item of a pasted spec by its id ("FR-001: 程序必须 …", "P3 测试程序每次 …")
+    if TASK.match(s) and not REACH.search(s):
+        return False  # a task asked for, with what it must do ("创建一个 workflow …，结果必须进行验证")
     # said of the thing at hand, or an answer to the agent's numbered question ("3.不要日志了。")
     return not (AT_HAND.search(s) or re.match(r"\d+\s*[.、)）]", s)) or bool(REACH.search(s))
 
