@@ -52,6 +52,13 @@ def make_session(*turns, cwd: str = "/home/demo/src/scraper", source: str = "cod
     return Session(id=sid, source=source, path=Path(f"/tmp/{sid}.jsonl"), cwd=cwd, events=events, last_seq=seq - 1)
 
 
+def codex_run(cmd: str, out: str, code: int, cwd: str) -> tuple:
+    """A Codex `exec_command` turn for `make_session`: the command run in `cwd`, its output under
+    the header Codex writes (the exit code is in the header, not an error flag)."""
+    head = f"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code {code}\nOriginal token count: 3\nOutput:\n"
+    return ("tool", "exec_command", {"cmd": cmd, "workdir": cwd}, head + out, False)
+
+
 def extract_with(llm, session: Session, writer: str = "model", **kw):
     """`extraction.call_model` on a session as Phase 1 prepares it (its evidence, and its
     transcript for the model writer), with the usual options."""

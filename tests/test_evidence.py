@@ -15,7 +15,7 @@ from dsh_memory.phase1.facts import conclusions, fact_score, lead_lists, prose, 
 from dsh_memory.phase1.typed import prompt_sentences
 from dsh_memory.phase1.user_words import is_rule, with_context
 from dsh_memory.replay import rules
-from tests.session_helpers import extract_with, make_session
+from tests.session_helpers import codex_run, extract_with, make_session
 
 CWD = "/home/dev/src/shop"
 CODEX_FAIL = (
@@ -2605,10 +2605,7 @@ def test_a_question_to_the_package_manager_that_failed_is_no_shield():
     install that followed. A question to a package manager changes nothing: no shield, no command."""
 
     def run(cmd: str, out: str, code: int):
-        head = (
-            f"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code {code}\nOriginal token count: 3\nOutput:\n"
-        )
-        return ("tool", "exec_command", {"cmd": cmd, "workdir": CWD}, head + out, False)
+        return codex_run(cmd, out, code, CWD)
 
     listing = "dpkg-query: no packages found matching ibus-anthy\nDesired=Unknown/Install/Remove/Purge/Hold\n"
     s = make_session(

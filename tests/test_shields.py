@@ -10,7 +10,7 @@ import pytest
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.commands import normalize_command
 from dsh_memory.phase1.evidence import gather
-from tests.session_helpers import make_session
+from tests.session_helpers import codex_run, make_session
 
 CWD = "/home/dev/src/shop"
 
@@ -986,10 +986,7 @@ def test_a_question_behind_a_sourced_environment_or_a_wrapper_with_options_is_a_
     from dsh_memory.phase1.commands import is_probe
 
     def run(cmd: str, out: str, code: int):
-        head = (
-            f"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code {code}\nOriginal token count: 3\nOutput:\n"
-        )
-        return ("tool", "exec_command", {"cmd": cmd, "workdir": CWD}, head + out, False)
+        return codex_run(cmd, out, code, CWD)
 
     ros = "bash --noprofile --norc -lc 'source /opt/ros/noetic/setup.bash && source ws/devel/setup.bash && {}'"
     s = make_session(
