@@ -73,3 +73,25 @@ def test_calls_given_up_at_their_deadline_let_go_of_their_connections(srv, stall
         srv.script(Reply.text("on time"))
         assert client.complete(MSGS).text == "on time"
     assert srv.request_count == POOL + 1
+
+
+def test_a_client_killed_mid_request_is_no_traceback_on_the_fake_models_stderr(capfd):
+    """The kill tests kill the CLI while it waits on the fake model; the reset connection printed
+    a socketserver traceback on the test run's stderr (four in one CI run), between the dots."""
+    import socket
+    import struct
+
+    with FakeOpenAIServer() as fake:
+        host, port = fake.base_url.split("//")[1].split("/")[0].split(":")
+        for _ in range(3):
+            s = socket.create_connection((host, int(port)))
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+            s.close()
+        # Each connection's handler thread gets the reset at once (the old code printed within
+        # milliseconds); watch its stderr for two seconds, then stop the server.
+        seen, until = "", time.monotonic() + 2
+        while time.monotonic() < until:
+            seen += capfd.readouterr().err
+            time.sleep(0.1)
+    assert "Traceback" not in seen + capfd.readouterr().err, seen
