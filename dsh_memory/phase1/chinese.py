@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 
-HAN = re.compile(r"[\u4e00-\u9fff]")
+HAN_RANGE = "\u4e00-\u9fff"  # the CJK Unified Ideographs: Chinese (and Japanese kanji)
+HAN = re.compile(f"[{HAN_RANGE}]")
 CUE = re.compile(
     r"不要|別再|别再|不准|禁止|請勿|请勿|一律|務必|务必|必須|必须|一定要|總是|总是|永遠|永远|每次|以後|以后"
     r"|從現在起|从现在起|(?<!我)記得|(?<!我)记得|不希望|偏好|優先|优先|習慣|习惯"  # (我记得: "I recall")

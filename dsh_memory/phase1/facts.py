@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.chinese import is_chinese, is_chinese_fact, said_of_the_thing
+from dsh_memory.phase1.chinese import HAN_RANGE, is_chinese, is_chinese_fact, said_of_the_thing
 from dsh_memory.phase1.clean import CODE, FENCED, TASK_VERB, TEST_FILE, clip_prose, is_table_row, why_not_memory
 from dsh_memory.phase1.near import restates
 from dsh_memory.phase1.sentence_kinds import (
@@ -54,7 +54,7 @@ MAX_FACT_CHARS = 260  # a longer fact ends at its last clause that fits (`clean.
 _SENT = re.compile(
     r"(?:(?<=[.!?])|(?<=[.!?][\"'”)]))(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z`\"'(\[*]|[a-z][\w-]*\.[a-z]{1,5}\b)|\n+"
     r"|(?<=[。！？；])\s*(?=\S)"  # Chinese (and Japanese) full stops, with no space after them
-    r"|(?<=[.!?;])\s+(?=[\u4e00-\u9fff])"  # … or typed as ASCII before a Chinese sentence ("不做; 不然 …")
+    rf"|(?<=[.!?;])\s+(?=[{HAN_RANGE}])"  # … or typed as ASCII before a Chinese sentence ("不做; 不然 …")
 )
 BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")  # a list item's marker
 _EMPH = re.compile(r"\*\*([^*]+)\*\*|(?<![\w*/])\*(?=[A-Za-z])([^*\n`]+?)(?<=[\w:.!?)])\*(?![\w*/])")

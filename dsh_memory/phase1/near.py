@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import re
 
+from dsh_memory.phase1.chinese import HAN_RANGE
+
 NEAR_CONTAINED = 40  # a normalized line this long inside another is a near duplicate of it
 NEAR_WORDS, NEAR_JACCARD = 6, 0.85  # … and so are two lines of ≥ 6 words sharing 85 % of them
 
@@ -22,13 +24,15 @@ def near(a: str, b: str) -> bool:
     return _similar(set(a.split()), set(b.split()))
 
 
+_HAN_RUN = re.compile(f"[{HAN_RANGE}]+")
+_WORD = re.compile(f"[^\\W{HAN_RANGE}]{{4,}}")  # a word of 4+ characters, not Chinese
+
+
 def _terms(s: str) -> set[str]:
     """A sentence's words of 4 characters or more; in Chinese, which has no spaces, each pair of
     characters in a row stands for a word."""
-    han = re.findall(r"[\u4e00-\u9fff]+", s)
-    return set(re.findall(r"[^\W\u4e00-\u9fff]{4,}", s.lower())) | {
-        r[i : i + 2] for r in han for i in range(len(r) - 1)
-    }
+    han = _HAN_RUN.findall(s)
+    return set(_WORD.findall(s.lower())) | {r[i : i + 2] for r in han for i in range(len(r) - 1)}
 
 
 def restates(a: str, b: str, share: float = 0.6) -> bool:

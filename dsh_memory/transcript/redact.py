@@ -42,6 +42,7 @@ from dsh_memory.transcript.secret_values import (
     ROOTS,
     ROOTS_ANYCASE,
     SECRET_KEY_RE,
+    SYMBOLS,
     TRAILING_PUNCT,
     WEAK_NAMES,
     kind_for_name,
@@ -172,6 +173,7 @@ def _tight_value_ok(text: str, start: int, ident: str, parts: list[str], m: re.M
 
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # `self.pw`, `args.password`: code
+_VERSIONISH = re.compile(r"v?\d+(?:\.\d+)+")  # "1.2.3": a version, not a password (`-rc1` may be one)
 
 
 def _password_value(v: str, code_link: bool) -> bool:
@@ -182,10 +184,7 @@ def _password_value(v: str, code_link: bool) -> bool:
         return False
     if PLACEHOLDER.fullmatch(v) or _DOTTED.fullmatch(v) or _VERSIONISH.fullmatch(v):
         return False
-    return not code_link or v.isdigit() or any(c in "!@#$%^&*+=?~" for c in v)
-
-
-_VERSIONISH = re.compile(r"v?\d+(?:\.\d+)+")  # "1.2.3": a version, not a password
+    return not code_link or v.isdigit() or any(c in SYMBOLS for c in v)
 
 
 def _in_marker(text: str, start: int, end: int) -> bool:

@@ -131,7 +131,7 @@ def looks_random(token: str) -> bool:
 PUBKEY_TYPES = ("ssh-", "ecdsa-", "sk-ssh-", "sk-ecdsa-")
 _VERSION = re.compile(r"v?\d+(?:\.\d+)+(?:[-+][\w.]+)?")
 PLAIN_IDENT = re.compile(r"[A-Za-z]+\d*(?:[_.-][A-Za-z]*\d*)*")  # user_profile_v2_20240501, phase2-x
-_SYMBOLS = frozenset("!@#$%^&*+=?~")
+SYMBOLS = frozenset("!@#$%^&*+=?~")  # the symbols that make a value more than a word
 
 
 def secretish(value: str) -> bool:
@@ -146,4 +146,4 @@ def secretish(value: str) -> bool:
     if "/" in v and _pathlike(v):
         return False
     has_alpha = any(c.isalpha() for c in v)
-    return has_alpha and (any(c.isdigit() for c in v) or any(c in _SYMBOLS for c in v) or looks_random(v))
+    return has_alpha and (any(c.isdigit() for c in v) or any(c in SYMBOLS for c in v) or looks_random(v))
