@@ -493,6 +493,16 @@ def test_a_log_pasted_after_the_users_words_on_their_first_line_is_not_theirs():
         # a quote opened on the user's line and the paste after it, or a drawn tree, unfenced
         'like this "  acme/shop (repo root)\n  ├── docs/   ← always edit here\n  │   └── never.md\n  └── README.md"',
         "fix the layout\n  ├── skills/   ← always keep agents here, never at the root\n  └── README.md",
+        # a linter's or compiler's findings, `docker compose` output, unfenced and with no lead
+        "I am seeing these lint errors. =====\n\n/home/u/shop/src/cart.ts\n  7:3  error  'total' is assigned a value "
+        "but never used  no-unused-vars\n  9:1  warning  Always use const  prefer-const",
+        "the build breaks\nsrc/cart.ts(12,5): error TS2322: Type 'string' must always be a number.",
+        "the build breaks\nsrc/cart.ts:12:5 - error TS2322: Type 'string' must always be a number.",
+        "the api says\nshop-api-1  | auth.denied: a token must always be sent, never empty",
+        # … or pasted on the end of the user's line
+        'Now this one (index):1 Uncaught TypeError: Failed to resolve module specifier "lodash". Relative '
+        'references must always start with "/", "./", or "../".',
+        "I get this when I run the build error TS6059: File 'src/x.ts' must always be under 'rootDir'.",
     ],
 )
 def test_a_short_paste_is_not_the_users_words(prompt):
@@ -1754,6 +1764,25 @@ def test_what_can_now_happen_and_a_fix_weighed_after_its_reason_are_no_facts():
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
+def test_one_errors_diagnosis_and_a_guess_from_its_trace_are_no_facts():
+    """A poker app's Codex sessions injected "The API is rejecting CORS preflight `OPTIONS` requests
+    because auth runs on all `/api` routes.", "The Keycloak error is because the UI uses the implicit
+    flow …" and "… the error stack paths (…) suggest an older Node version.": the cause of one error
+    that day, fixed in that session, and a guess."""
+    gone = [
+        "The API is rejecting preflight `OPTIONS` requests because `auth.ts` runs on all `/api` routes.",
+        "The gateway is refusing connections because `proxy.conf` listens on the wrong port.",
+        "The login error is because the UI uses the implicit flow (`response_type=token`) in `auth.ts`.",
+        "The build failure is because `tsconfig.json` sets `rootDir` to `src`.",
+        "The repo expects Node 20 (`.nvmrc`); the stack paths (`internal/modules/cjs/loader.js`) suggest an older one.",
+    ]
+    kept = [
+        "The API only accepts tokens signed with RS256 by the realm in `keycloak/realm.json`.",
+        "`auth.ts` uses the authorization-code flow because Keycloak disables the implicit flow.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
 def test_a_file_and_its_task_after_a_colon_is_no_fact():
     """The unseen cipher-box set still injected "`app.module.ts`: remove the `synchronize: true`
     conditional, set it to `false` always" (a plan's item for a file named without a folder); a Go
@@ -2648,6 +2677,11 @@ def test_what_docs_now_say_with_a_plural_subject_or_an_adverb_and_a_launch_order
         "Plan gates now explicitly mirror the three rules in `docs/rules.md`, because reviews need them.",
         "The install docs now direct readers to `scripts/setup.ps1` instead of the old `setup.bat`.",
         "Launch `Harness.exe` for the target architecture, then run `tests/smoke.ps1` because it needs the UI.",
+        # … a change said with any verb of a plural subject (a poker app's Codex session: "Side pots now pay out …")
+        "Refunds now pay out per order using `orderIds` instead of splitting the total in `src/refunds.ts`.",
     ]
-    kept = ["From now on, `make lint` must run before `make test` because the generator needs the linted schema."]
+    kept = [
+        "From now on, `make lint` must run before `make test` because the generator needs the linted schema.",
+        "Permissions now live in the skill's `allowed-tools` frontmatter, so `settings.json` is never touched.",
+    ]
     assert [s for s in gone + kept if fact_score(s)] == kept

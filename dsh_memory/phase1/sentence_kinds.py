@@ -87,7 +87,7 @@ NARRATION = re.compile(
 LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won'?t work|requires?|must not)\b", re.I)
 HEDGE = re.compile(
     r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|could be|could potentially|"
-    r"worth investigating|seems|appears to|(?:could|may) (?:mean|indicate|suggest))\b"
+    r"worth investigating|seems|appears to|(?:could|may) (?:mean|indicate|suggest)|suggests?)\b"
     # … or a design proposed ("The implementation would have `X` delegate to `Y`"), not what a change would break
     r"|\bwould(?!\s+(?:\w+\s+)?(?:fail|break|crash|error|throw|hang|lose|corrupt|overwrite|leak)\b)\b"
     # … or what the change should do: "Since the model reads tool descriptions …, this will steer it away from …"
@@ -141,6 +141,9 @@ STATE = re.compile(
     r"|\bnow (?:also |only |just |[a-z]+ly )?(?:pass|use|state|say|mention|describe|document|explain|list|show|"
     r"note|recommend|tell|mirror|direct|point|match|reference|cover|link|include|"
     r"(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
+    # … of a plural subject: "Side pots now pay out per-pot winners", "Both hooks now run first" (where
+    # things "now live" is where they are)
+    r"|\b(?:[a-z]+s|they|both|all) now (?!that\b|on\b|and\b|or\b|in\b|at\b|by\b|the\b|a\b|live\b)[a-z]+\b"
     # … and said in the negative: "`X` no longer needs `repo`", "… no longer bails when …" (not what a tool dropped:
     # "Astro 5 no longer supports `output: hybrid`")
     r"|\bno longer (?!(?:supports|works|accepts|exists|ships|allows|includes|provides)\b)[a-z]+s\b"
@@ -174,7 +177,12 @@ STATE = re.compile(
     r"|\bchanged from\b|\b(?:and|so) now\b"
     r"|\b(?:is|are) (?:now |still )?(?:stale|out of date|outdated)\b"  # "the local `dist` is stale"
     r"|\bcan now\b"  # "Wave 3 can now build on these endpoints"
-    r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging|hitting|throwing|showing|getting|loading)\b"  # "is returning HTML"
+    # "is returning HTML", "The API is rejecting preflight requests because …"
+    r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging|hitting|throwing|showing|getting|loading|"
+    r"rejecting|refusing|crashing|erroring|dropping)\b"
+    # … and the cause of one error found: "The login error is because the UI uses …", "This failure is due to …"
+    r"|^(?:the|this|that) (?:[\w`.'-]+ ){0,3}(?:error|failure|crash|issue|problem|bug|warning|exception)s? "
+    r"(?:is|was|are|were) (?:because|due to|caused by)\b"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
     r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
     # what to commit, and a failure that was there before the work: both of that day only

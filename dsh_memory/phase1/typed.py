@@ -36,7 +36,16 @@ _PASTED_DOC = re.compile(
 # "DeprecationWarning: …", "Traceback (most recent call last):").
 LOG_LINE = re.compile(
     r"\s*(?:npm (?:WARN|ERR!)|(?:WARN(?:ING)?|ERROR|FATAL|INFO|DEBUG|TRACE)\b\s*[:\]-]|\[(?:WARN(?:ING)?|ERROR|FATAL"
-    r"|INFO|DEBUG|TRACE)\]|[A-Z]\w*(?:Warning|Error|Exception):|Traceback \(most recent call last\))"
+    r"|INFO|DEBUG|TRACE)\]|[A-Z]\w*(?:Warning|Error|Exception):|Traceback \(most recent call last\)"
+    # … a linter's or compiler's finding ("  41:12  error  'x' is defined but never used", "a.ts(3,7): error
+    # TS2322", "a.c:3:7: warning"), a line of `docker compose` or BuildKit output ("api-1  | …", "#8 0.31 …")
+    r"|\d+:\d+\s+(?:error|warning)\s|[\w./\\-]+(?:\(\d+,\d+\)|:\d+:\d+):?\s+(?:-\s+)?(?:error|warning)\b"
+    r"|[\w.-]+-\d+\s+\|\s|#\d+ \d+\.\d+\s)"
+)
+# … and pasted on the end of the user's own line: "Now this one (index):1 Uncaught TypeError: …", "I get
+# this when I build error TS6059: File …" (the line is theirs up to the paste)
+_PASTED_ON = re.compile(
+    r"\s(?:\(index\):\d+|Uncaught [A-Z]\w*|error TS\d+:|[\w./-]+(?:\(\d+,\d+\)|:\d+:\d+):? (?:- )?error)"
 )
 
 
@@ -64,7 +73,7 @@ def user_text(e: Event) -> str:
             lines = [*lines[:n], ln[: ln.rfind('"')]]
             break
     lines = [
-        SHELL_PROMPT.split(ln)[0]
+        _PASTED_ON.split(SHELL_PROMPT.split(ln)[0])[0]
         for ln in lines
         if not re.match(r"^\s*(\S+\s+)?[$%#>]\s", ln) and not LOG_LINE.match(ln) and not _DRAWN.search(ln)
     ]
