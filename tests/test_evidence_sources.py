@@ -649,9 +649,14 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
         "npm owner ls agentv",
         "bun apps/cli/src/cli.ts skills get agentv-bench",
         "kubectl get pods",
+        # an Elixir project's Codex session: `mix run -e 'IO.inspect(…)'` was a "Set up and run with" line
+        "mix run -e 'IO.inspect(Shop.Cart.__info__(:functions))'",
+        "elixir -e 'IO.puts(System.version())'",
+        "ruby -e 'puts RUBY_VERSION'",
     ):
         assert not is_build_command(probe), probe
     assert is_build_command("bun run build") and is_build_command("bun apps/cli/src/cli.ts eval run a.yaml")
+    assert is_build_command("mix run priv/repo/seeds.exs")
     assert (
         normalize_command('go test ./... && echo "---" && gofmt -l . && echo OK', None) == "go test ./... && gofmt -l ."
     )
