@@ -25,6 +25,7 @@ from dsh_memory.phase1.extraction import ExtractionOutput, clean_output
 from dsh_memory.phase1.postprocess import scope_items
 from dsh_memory.readpath import list_dir, search, summary
 from dsh_memory.readpath.health import memory_health
+from dsh_memory.readpath.learned import SOURCE
 from dsh_memory.readpath.scoping import scope_of
 from dsh_memory.storage.store import MemoryStore
 from dsh_memory.storage.store_format import RawBlock, parse_raw_blocks
@@ -823,6 +824,39 @@ def test_one_shield_per_command_and_fix_and_a_projects_newest_code_map_lines_and
     archived = [f.bullet for f in out.archive]
     assert len(archived) == 32 - mechanical.MAX_CODE_MAP + 48 - mechanical.MAX_FACTS
     assert any("`src/m0.ts` defines" in b for b in archived) and any("conf0_0" in b for b in archived)
+
+
+def test_commands_that_failed_alike_and_were_fixed_alike_are_one_shield(tmp_path):
+    """An Elixir project's Codex sessions gave five shields of one lesson: every `mix` task failed in
+    the sandbox with the same socket error and was fixed by escalated permissions. One line names
+    the commands; a different error, or a different fix, stays its own line."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    err = "`** (RuntimeError) failed to start Mix.PubSub: failed to open a TCP socket`"
+    fix = "fixed by running it with escalated sandbox permissions."
+    lines = [
+        f"- `mix precommit` failed: {err}; {fix}",
+        f"- `mix format lib/a.ex` failed: {err}; {fix}",
+        f"- `mix precommit` failed: {err}; {fix}",
+        f"- `mix deps.get` failed: `** (Mix) failed to open a TCP socket while acquiring a lock`; {fix}",
+        f"- `mix test` failed: {err}; fixed by `mix deps.get`.",
+        f"- `mix ecto.migrate` failed: {err}; {fix}",
+    ]
+    for n, line in enumerate(lines):
+        store.append_raw(_block(n, "/r/app", f"{steps.SHIELDS}\n{line}\n", project="/r/app"))
+    settings = SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
+    out = mechanical.consolidate(store, _inputs(store), settings)
+    shields = [
+        SOURCE.sub("", s).strip()
+        for s in mechanical.parse_memory_md(out.memory_md)["/r/app"].sections["Failure shields"]
+    ]
+    assert sorted(shields) == sorted(
+        [
+            f"- `mix precommit`, `mix format lib/a.ex`, `mix ecto.migrate` failed: {err}; {fix}",
+            lines[3],
+            lines[4],
+        ]
+    ), shields
 
 
 def test_a_project_whose_path_holds_a_semicolon_is_its_own_group(tmp_path):

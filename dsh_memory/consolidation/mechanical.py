@@ -10,7 +10,8 @@ contradicts is set aside, and retired when also old (`consolidation/stale.py`); 
 bullet the MEMORY.md cap drops (oldest of the largest section; a whole project group, the
 longest-named then the emptiest first, while the groups' headings alone pass half the cap), or a
 project's code map line or fact past its newest MAX_CODE_MAP / MAX_FACTS, goes to
-MEMORY.archive.md (listed and read); one shield per command kind and fix.
+MEMORY.archive.md (listed and read); one shield per command kind and fix, and one line for
+commands that failed alike and were fixed alike.
 """
 
 from __future__ import annotations
@@ -92,6 +93,10 @@ class Group:
             if _key(section, old) == key:
                 items[i] = _with_source(old, source)
                 return
+        for i, old in enumerate(items if section == "Failure shields" else []):
+            if merged := _one_failure(SOURCE.sub("", old).strip(), text):
+                items[i] = with_sources(merged, [*sources_of(old), source])
+                return
         items.insert(0 if first else len(items), _with_source(text, source))
 
     def scope_lines(self) -> list[str]:
@@ -121,6 +126,21 @@ def _key(section: str, bullet: str) -> str:
     fixed by `bun run lint:fix`, is one shield, said as first learned)."""
     m = _SHIELD.match(BULLET.sub("", SOURCE.sub("", bullet)).strip()) if section == "Failure shields" else None
     return f"shield: {family(m['cmd'])}; {item_key(m['fix'])}" if m else item_key(bullet)
+
+
+_FAILED = re.compile(r"^(?P<commands>`[^`]+`(?:, `[^`]+`)*) failed: (?P<rest>.+)$")
+MAX_FAILED_COMMANDS = 6
+
+
+def _one_failure(old: str, new: str) -> str | None:
+    """One line for shields of different commands with the same error, cause and fix (Codex's
+    sandbox refuses every `mix` task's socket alike, and each was fixed by escalated permissions):
+    "`a`, `b` failed: …"; None when they differ or the line names MAX_FAILED_COMMANDS already."""
+    a, b = _FAILED.match(BULLET.sub("", old).strip()), _FAILED.match(BULLET.sub("", new).strip())
+    if not (a and b) or a["rest"] != b["rest"]:
+        return None
+    commands = list(dict.fromkeys(re.findall(r"`[^`]+`", a["commands"]) + re.findall(r"`[^`]+`", b["commands"])))
+    return None if len(commands) > MAX_FAILED_COMMANDS else f"- {', '.join(commands)} failed: {a['rest']}"
 
 
 def _with_source(bullet: str, source: str) -> str:
