@@ -1783,6 +1783,18 @@ def test_one_errors_diagnosis_and_a_guess_from_its_trace_are_no_facts():
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
+def test_a_compound_with_only_is_no_cue_of_a_fact():
+    """An Elixir set kept "LiveView/router guard (`on_mount`) to block navigation to staff/super-only
+    views." and a Qt set "“CI” failing unit tests: PySide6 import on headless runners and/or
+    source-only environments.": the "only" of "super-only" made them facts."""
+    gone = [
+        "Router guard (`on_mount`) to block navigation to admin/staff-only views.",
+        "Failing unit tests in CI: `PySide6` import on headless runners and/or source-only environments.",
+    ]
+    kept = ["`on_mount :require_staff` only lets staff and admins through to `/admin` routes."]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
 def test_a_file_and_its_task_after_a_colon_is_no_fact():
     """The unseen cipher-box set still injected "`app.module.ts`: remove the `synchronize: true`
     conditional, set it to `false` always" (a plan's item for a file named without a folder); a Go

@@ -65,7 +65,7 @@ _IDENT = re.compile(r"\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z]+[A-Z]\w
 
 FACT_CUE = re.compile(
     r"\b(lives? in|lives? under|is in|are in|is at|are at|defined in|located|handled (?:by|in)|comes? from|reads?|"
-    r"loads?|uses|requires?|needs?|must|only|never|always|cannot|can't|doesn't|does not|isn't|is not|aren't|"
+    r"loads?|uses|requires?|needs?|must|(?<!-)only|never|always|cannot|can't|doesn't|does not|isn't|is not|aren't|"
     r"ignores?|fails?|because|so that|instead of|is generated|auto-generated|gitignored|not on path|expects?|"
     r"is called|calls|runs|wraps|delegates?|mirrors?|points? (?:to|at)|is configured|configured in|is stored|stores?|"
     r"(?:is|are) (?:built|made|created|defined|implemented|rendered|generated|handled|loaded|written|set|kept|"
