@@ -33,6 +33,11 @@ GONE = [
     "」所以 `sync.py` 必須在 `cron` 之前跑，否則 `cache/` 會是舊的。",  # a piece of a quote
     "`src/gc/heap.h` —— 看 `Heap` 類的註解，確認 `kRegionSize` 的默認值需要多大。",  # a step of the look
     "Chrome 的 DevTools MCP 連線問題 - 需要重新啟動 `mcp-server` 才會恢復",  # a report's heading
+    # a count of that day, "already", a worktree named in English (a Go set in Simplified Chinese)
+    "有 3 个 handler 测试需要改，因为它们没有 mock `SendMail` 调用。",
+    "`pkg/` 有 12 個 `.mk` 匯出 `scan_result`，但只有 5 個會真的產出 json。",
+    "`deploy/` 的 chart 已经包含 `values.yaml`，所以不需要再 `helm dep update`。",
+    "Worktree 共享同一个 `.git`，所以 `feat/x` 分支在主仓库里可以直接合并。",
 ]
 
 
