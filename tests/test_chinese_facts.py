@@ -142,6 +142,16 @@ def test_an_item_of_a_pasted_spec_in_chinese_is_no_rule():
     assert not is_chinese_rule("P2 导出功能必须每次都写日志。", 300)
 
 
+def test_why_this_change_is_made_in_chinese_is_no_rule():
+    """A Go set's user said why the change was asked ("此需求的变更为了解决每个 … 都需 … 的问题": this
+    change is to solve the problem that every … needs …): kept as a rule for its 每个 … 都."""
+    from dsh_memory.phase1.chinese import is_chinese_rule
+
+    assert not is_chinese_rule("此需求的变更为了解决每个服务部署时都要单独建一个卷的问题。", 300)
+    assert not is_chinese_rule("本功能的改动是因为每个用户登录时都要重新拉取配置。", 300)
+    assert is_chinese_rule("以后每个服务部署时都要共用同一个卷。", 300)
+
+
 def test_a_task_or_a_question_in_chinese_with_a_must_in_it_is_no_rule():
     """An Android set's user asked for a task ("创建一个 … workflow …，结果必须进行验证": create …, the
     result must be verified) and asked a question mid-prompt ("… 吗, 必须 …"): kept as standing

@@ -26,6 +26,8 @@ REACH = re.compile(r"一律|總是|总是|永遠|永远|每次|以後|以后|從
 AT_HAND = re.compile(
     r"這個|这个|這裡|这里|那個|那个|這些|这些|那些|這次|这次|此次|現在|现在|剛剛|刚刚|剛才|刚才|暫時|暂时|今天|先"
 )
+# … nor what this change is for: "此需求的变更为了解决每个 … 都 … 的问题" (this request's change is to solve …)
+THIS_CHANGE = re.compile(r"^(?:此|本)(?:需求|功能|改動|改动|變更|变更|問題|问题|PR|MR|任務|任务)")
 # … nor a question (是否: "whether"), nor the user unsure of what they see (不知道: "I don't know what it is")
 QUESTION = re.compile(
     r"[？?]|[嗎吗呢](?:\W|$)|是不是|是否|為什麼|为什么|怎麼|怎么|如何|能不能|可不可以|要不要|有沒有|有没有"
@@ -55,6 +57,8 @@ def is_chinese_rule(s: str, max_chars: int) -> bool:
         return False
     if re.match(r"[A-Za-z]{1,5}-?\d+", s):
         return False  # an item of a pasted spec by its id ("FR-001: 程序必须 …", "P3 测试程序每次 …")
+    if THIS_CHANGE.match(s):
+        return False
     if TASK.match(s) and not REACH.search(s):
         return False  # a task asked for, with what it must do ("创建一个 workflow …，结果必须进行验证")
     # said of the thing at hand, or an answer to the agent's numbered question ("3.不要日志了。")
