@@ -1774,6 +1774,7 @@ def test_one_errors_diagnosis_and_a_guess_from_its_trace_are_no_facts():
         "The gateway is refusing connections because `proxy.conf` listens on the wrong port.",
         "The login error is because the UI uses the implicit flow (`response_type=token`) in `auth.ts`.",
         "The build failure is because `tsconfig.json` sets `rootDir` to `src`.",
+        "The panic is at `service.go` because `deployment.Spec.Selector` is nil in the test fixtures.",
         "The repo expects Node 20 (`.nvmrc`); the stack paths (`internal/modules/cjs/loader.js`) suggest an older one.",
     ]
     kept = [

@@ -180,9 +180,9 @@ STATE = re.compile(
     # "is returning HTML", "The API is rejecting preflight requests because …"
     r"|\b(?:is|are) (?:still |now |currently )?(?:returning|timing out|hanging|hitting|throwing|showing|getting|loading|"
     r"rejecting|refusing|crashing|erroring|dropping)\b"
-    # … and the cause of one error found: "The login error is because the UI uses …", "This failure is due to …"
-    r"|^(?:the|this|that) (?:[\w`.'-]+ ){0,3}(?:error|failure|crash|issue|problem|bug|warning|exception)s? "
-    r"(?:is|was|are|were) (?:because|due to|caused by)\b"
+    # … and the cause of one error found: "The login error is because the UI uses …", "This failure is due to …",
+    r"|^(?:the|this|that) (?:[\w`.'-]+ ){0,3}(?:error|failure|crash|panic|issue|problem|bug|warning|exception)s? "
+    r"(?:is|was|are|were) (?:because|due to|caused by|at\b[^.;]{1,80}\bbecause)\b"  # "The panic is at `x.go` because …"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
     r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
     # what to commit, and a failure that was there before the work: both of that day only
