@@ -215,6 +215,31 @@ def test_what_the_session_wrote_down_for_later_sessions_is_kept():
     assert "ls -la" not in raw
 
 
+def test_the_commands_a_projects_skill_says_to_run_are_kept_with_the_toolchain_first():
+    """A TypeScript set's user had Codex write a skill to run the tests and lint
+    (`.codex/skills/run-tests-lint/SKILL.md`, its steps in prose: "run `npm test`"), then add `nvm
+    use 20` before them. A project's skill is an agent instruction file; the commands its prose
+    says to run count, never one it says not to run, nor a look (`nvm ls`); the toolchain chosen
+    comes first, wherever an edit wrote it."""
+    skill = (
+        "---\nname: run-tests-lint\ndescription: Run the tests and lint.\n---\n\n1. From the repo root, run:\n"
+        "   - `npm test`\n   - `npm run lint`\n2. Never run `npm publish` from here.\n3. Check versions with `nvm ls`.\n"
+    )
+    patch = (
+        "*** Begin Patch\n*** Update File: .codex/skills/run-tests-lint/SKILL.md\n@@\n"
+        "-1. From the repo root, run:\n+1. From the repo root, run `nvm use 20` to select Node.js 20.\n+2. Then run:\n"
+        "*** End Patch"
+    )
+    s = make_session(
+        ("user", "can you make a skill to run tests and lint yourself?"),
+        ("tool", "Write", {"file_path": f"{CWD}/.codex/skills/run-tests-lint/SKILL.md", "content": skill}, "ok", False),
+        ("user", "Update the skill to run nvm use 20 first"),
+        ("tool", "apply_patch", {"input": patch}, "Success.", False),
+        cwd=CWD,
+    )
+    assert gather(s).documented == ["nvm use 20", "npm test", "npm run lint"]
+
+
 def test_what_the_agent_saved_through_a_memory_tool_is_kept():
     """Asked to remember, an agent may save a note through a memory server (Serena's
     `write_memory`) rather than a file: its top-level items are notes for later sessions, without
@@ -657,6 +682,9 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
         assert not is_build_command(probe), probe
     assert is_build_command("bun run build") and is_build_command("bun apps/cli/src/cli.ts eval run a.yaml")
     assert is_build_command("mix run priv/repo/seeds.exs")
+    # a version manager sets the toolchain up; asked what it has, it changes nothing
+    assert is_build_command("nvm use 20") and is_build_command("pyenv local 3.12")
+    assert not any(is_build_command(c) for c in ("pyenv versions", "asdf current", "mise which node", "nvm ls"))
     assert (
         normalize_command('go test ./... && echo "---" && gofmt -l . && echo OK', None) == "go test ./... && gofmt -l ."
     )

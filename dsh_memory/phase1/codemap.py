@@ -40,6 +40,17 @@ _DEF = re.compile(
 # Files an agent reads at the start of every session: what it writes there is meant to last.
 INSTRUCTION_FILE = re.compile(
     r"(^|/)(CLAUDE|AGENTS|GEMINI|CONVENTIONS)(\.local)?\.md$|(^|/)\.cursor/rules/|(^|/)\.github/copilot-instructions\.md$"
+    r"|(^|/)\.(?:claude|codex|agents|cursor|github)/skills/[^/]+/SKILL\.md$"  # a project's skill
+)
+# … and a command said in its prose: a list item that is the command (`- \`npm test\``), or one to
+# "run" ("1. From the repo root, run `nvm use 20`"; not "never run `x`")
+# … the toolchain chosen, which comes before the commands run with it (`nvm use 20`, `conda activate x`)
+_SELECTS_TOOLCHAIN = re.compile(
+    r"^(?:(?:nvm|fnm|volta|pyenv|rbenv|asdf|mise)\s+(?:use|local|shell|pin)|(?:conda|mamba)\s+activate|source\s+\S*activate)\b"
+)
+_SAID_TO_RUN = re.compile(
+    r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+`([^`\n]+)`|(?<![Nn]ever )(?<![Nn]ot )(?<!n't )\b(?i:run)\b:?[ \t]+`([^`\n]+)`",
+    re.M,
 )
 AGENT_MEMORY_FILE = re.compile(r"(^|/)\.claude/projects/[^/]+/memory/(?!MEMORY\.md$)[^/]+\.md$")
 _FENCE = re.compile(r"^```[ \t]*(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)^```", re.M | re.S)
@@ -198,19 +209,20 @@ def code_map_lines(changed: list[Change]) -> list[str]:
 
 def documented(edits: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
     """What the session wrote down for later sessions: (the build/run commands in the shell blocks
-    it wrote into an agent instruction file — CLAUDE.md, AGENTS.md, … —, each with its trailing
-    comment as `cmd # why`, the descriptions of the agent memory notes it saved)."""
+    it wrote into an agent instruction file — CLAUDE.md, AGENTS.md, a project's skill … —, each with
+    its trailing comment as `cmd # why`, then those its prose says to run, the descriptions of the
+    agent memory notes it saved)."""
     commands: list[str] = []
     notes: list[str] = []
     for path, text in edits:
         if INSTRUCTION_FILE.search(path):
-            for block in _FENCE.findall(text):
-                for line in block.splitlines():
-                    line = line.strip().removeprefix("$ ").strip()
-                    if m := _TRAILING_COMMENT.match(line):  # kept (it says why), the column's padding not
-                        line = f"{m.group(1)} # {m.group(2)}"
-                    if line and not line.startswith("#") and is_build_command(line) and line not in commands:
-                        commands.append(line)
+            said = [m[1] or m[2] for m in _SAID_TO_RUN.finditer(_FENCE.sub("", text))]
+            for line in [ln for block in _FENCE.findall(text) for ln in block.splitlines()] + said:
+                line = line.strip().removeprefix("$ ").strip()
+                if m := _TRAILING_COMMENT.match(line):  # kept (it says why), the column's padding not
+                    line = f"{m.group(1)} # {m.group(2)}"
+                if line and not line.startswith("#") and is_build_command(line) and line not in commands:
+                    commands.append(line)
         elif AGENT_MEMORY_FILE.search(path):
             m = _DESCRIPTION.search(text)
             if m:  # the note's name is its headline: "X must stay cross-agent compatible — <description>"
@@ -219,6 +231,7 @@ def documented(edits: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
                 title = name.group(1).strip().strip("\"'") if name else ""
                 note = f"{title} — {said}" if len(title.split()) >= 3 and title.lower() not in said.lower() else said
                 notes.append(note)
+    commands.sort(key=lambda c: not _SELECTS_TOOLCHAIN.match(c))  # (written after them in a later edit)
     return commands, list(dict.fromkeys(notes))
 
 

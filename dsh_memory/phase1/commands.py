@@ -33,7 +33,8 @@ BUILD = re.compile(
     r"python3?(?:\.\d+)?|pip3?(?:\.\d+)?|mypy|ruff|black|isort|flake8|pylint|pyright|ty|cargo|rustc|go|gofmt|golangci-lint|mvn|"
     r"gradle|\./gradlew|\./mvnw|dotnet|mix|rebar3|elixir|swift|xcodebuild|tsc|eslint|biome|prettier|jest|vitest|"
     r"playwright|tailwindcss|docker|docker-compose|conda|mamba|bazel|cmake|ctest|ninja|meson|rake|bundle|rspec|"
-    r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit)(?=\s|$)"
+    r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit"
+    r"|nvm|fnm|volta|pyenv|rbenv|asdf|mise|rustup)(?=\s|$)"  # … and the version managers (`nvm use 20`)
 )  # a program, not `node.plan` or `make_x`
 # the programs that build, test or check the project named alone (`make`, `pytest`, `yarn` installs)
 ALONE = re.compile(
@@ -195,6 +196,9 @@ QUERY = {
     "ps",
     "help",
     "version",
+    "versions",  # `pyenv versions`, `nvm current`, `mise which node`
+    "current",
+    "which",
 }
 
 
