@@ -327,8 +327,10 @@ def test_proposals_remarks_and_reactions_about_the_work_at_hand_are_not_rules():
         "This breaks the footer layout.",
         "I tried the new layout and don't like it.",
         "I told you that the three bullets under the intro heading went in the changelog.",
+        "Make a plan for this but don't execute, I want to review your plan first.",  # (an Elixir set)
     ]
     kept = [
+        "For this repo, never run the migrations by hand.",
         "I think we should always squash commits before merging.",
         "maybe we don't need mocks in this repo",
         "Committing the build folder will break the deploy.",
