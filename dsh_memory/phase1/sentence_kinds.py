@@ -265,6 +265,7 @@ OF_THAT_DAY = re.compile(
     r"|\bcommit \(?`?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
     rf"|\b(?:branch|checkpoint|session)s? `[^`]*?\b{_HEX_ID}"  # "branch `entire/765563b`"
     rf"|\b(?:is|are|was|were|now) at `?{_HEX_ID}"  # "… v1 is at b8d967c"
+    r"|^Lines? ~?\d+\b"  # a line of the file as it was: "Line 223 tries to position `x` after `y`, but …"
     # … or a check's status line: "1Password CLI (`op`) - Not found in PATH (may need a new terminal, …)"
     r"|^[^:—–]{2,60}?\s[-—–:]\s+(?:Not (?:found|installed|available|running|set|present)|Installed|Found|Available|"
     r"Running|Present|Absent)\b"
