@@ -1800,6 +1800,26 @@ def test_a_compound_with_only_is_no_cue_of_a_fact():
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
+def test_a_design_discussions_status_cases_pros_and_fragments_are_no_facts():
+    """A budget app's design session injected "⚠️ Still requires type migration for
+    `budget_sync_params`" and "Initial sync (critical): `knowledge=0`, … → Load critical data with
+    date filters"; as they went, the next of its kind came up ("⚠️ Need to use string literals
+    directly: …", "Easier to maintain: …", "Only entities with `x > y`")."""
+    gone = [
+        "⚠️ Still requires a type migration for `cart_params` because `schema.rb` lags.",
+        "⚠️ Need to use string literals directly: `sync_type: 'bootstrap'` is required.",
+        "Full sync (first run): `version=0`, `only_active=true` → Load every row with date filters",
+        "Easier to maintain: when the sync logic changes, only `load_initial` in `sync.rb` needs an edit.",
+        "Only entities with `server_version > client_version` (`delta.rb` only)",
+    ]
+    kept = [
+        "Only entities with `server_version > client_version` are sent by `delta.rb`.",
+        "The `sync_type` column must use string literals because `schema.rb` has no enum for it.",
+        "`delta.rb` only sends entities whose `server_version` is above the client's.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
 def test_a_file_and_its_task_after_a_colon_is_no_fact():
     """The unseen cipher-box set still injected "`app.module.ts`: remove the `synchronize: true`
     conditional, set it to `false` always" (a plan's item for a file named without a folder); a Go

@@ -266,6 +266,12 @@ OF_THAT_DAY = re.compile(
     rf"|\b(?:branch|checkpoint|session)s? `[^`]*?\b{_HEX_ID}"  # "branch `entire/765563b`"
     rf"|\b(?:is|are|was|were|now) at `?{_HEX_ID}"  # "… v1 is at b8d967c"
     r"|^Lines? ~?\d+\b"  # a line of the file as it was: "Line 223 tries to position `x` after `y`, but …"
+    # what is left to do, without its subject: "⚠️ Still requires type migration for `x`", "⚠️ Need to use …"
+    r"|^\W{0,4}Still\b|^⚠\ufe0f?\s*(?:Needs?|Requires?)\b"
+    r"|\s(?:→|->|=>)\s+[A-Z][a-z]+\s"  # a case and what to do then: "Delta sync: `knowledge>0` → Load only changed …"
+    # an option's pro or con ("Easier to maintain: when you …"), a noun phrase's item ("Only entities with `x > y`")
+    r"|^(?:Easier|Harder|Simpler|Cleaner|Faster|Slower|Safer|Riskier|Better|Worse|More|Less) [a-z]+(?: [a-z]+)?:\s"
+    r"|^Only [a-z]+s (?:with|whose|that|which|in|from|of)\b(?!.*\b(?:are|is|were|was|get|can|must|will)\b)"
     # … or a check's status line: "1Password CLI (`op`) - Not found in PATH (may need a new terminal, …)"
     r"|^[^:—–]{2,60}?\s[-—–:]\s+(?:Not (?:found|installed|available|running|set|present)|Installed|Found|Available|"
     r"Running|Present|Absent)\b"
