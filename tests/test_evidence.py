@@ -1809,6 +1809,7 @@ def test_a_design_discussions_status_cases_pros_and_fragments_are_no_facts():
         "⚠️ Still requires a type migration for `cart_params` because `schema.rb` lags.",
         "⚠️ Need to use string literals directly: `sync_type: 'bootstrap'` is required.",
         "Full sync (first run): `version=0`, `only_active=true` → Load every row with date filters",
+        "Player 2 calls while `seat 1` is all-in → it should immediately progress to `showdown`.",
         "Easier to maintain: when the sync logic changes, only `load_initial` in `sync.rb` needs an edit.",
         "Only entities with `server_version > client_version` (`delta.rb` only)",
     ]

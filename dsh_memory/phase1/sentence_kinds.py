@@ -268,7 +268,9 @@ OF_THAT_DAY = re.compile(
     r"|^Lines? ~?\d+\b"  # a line of the file as it was: "Line 223 tries to position `x` after `y`, but …"
     # what is left to do, without its subject: "⚠️ Still requires type migration for `x`", "⚠️ Need to use …"
     r"|^\W{0,4}Still\b|^⚠\ufe0f?\s*(?:Needs?|Requires?)\b"
-    r"|\s(?:→|->|=>)\s+[A-Z][a-z]+\s"  # a case and what to do then: "Delta sync: `knowledge>0` → Load only changed …"
+    # a case and what to do or expect then: "Delta sync: `knowledge>0` → Load only changed …", "Seat 1 folds → it
+    # should progress to showdown"
+    r"|\s(?:→|->|=>)\s+(?:[A-Z][a-z]+\s|(?:it|they|this|that) (?:should|must|will)\b)"
     # an option's pro or con ("Easier to maintain: when you …"), a noun phrase's item ("Only entities with `x > y`")
     r"|^(?:Easier|Harder|Simpler|Cleaner|Faster|Slower|Safer|Riskier|Better|Worse|More|Less) [a-z]+(?: [a-z]+)?:\s"
     r"|^Only [a-z]+s (?:with|whose|that|which|in|from|of)\b(?!.*\b(?:are|is|were|was|get|can|must|will)\b)"
