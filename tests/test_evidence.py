@@ -753,6 +753,8 @@ def test_a_gap_the_session_then_closed_is_no_fact_and_a_plans_items_are_not_eith
         "`src/cli/report.py` still calls `render_rows` with the old `new_pr` keyword.",
         "The installer ignores any `SKILL.md` whose frontmatter does not include both `name` and `description`.",
         "CLI invocations using `--pr`: Must change to `--order-pr` in `src/cli/report.py`.",
+        # … named with its line (an Elixir set: "`lib/…/user.ex:237` only has the … bypass policy")
+        "`src/db/orders.ex:237` only has the `AdminBypass` policy.",
     ]
     kept = "The `listTotals` query in `src/db/totals.ts` doesn't include refunds, so totals are gross."
     breaks = "`src/db/orders.ts` still declares `legacy_id`, so the migration fails on a fresh database."
@@ -767,6 +769,7 @@ def test_a_gap_the_session_then_closed_is_no_fact_and_a_plans_items_are_not_eith
             False,
         ),
         ("tool", "Edit", {"file_path": f"{CWD}/src/cli/report.py", "old_string": "a", "new_string": "b"}, "ok", False),
+        ("tool", "Edit", {"file_path": f"{CWD}/src/db/orders.ex", "old_string": "a", "new_string": "b"}, "ok", False),
         (
             "tool",
             "Edit",
@@ -1168,6 +1171,7 @@ def test_a_fact_keeps_its_files_but_not_their_line_numbers():
         "On `exit`, the `zshexit` handler runs `_omp_quit` (omp.zsh:363, 370-372), which sends `quit` (git.go, 340-344).",
         # … and a line as the subject (an Odoo set): nothing is left of the fact without it
         "Line 223 tries to position `mail_history` after `daily_reports` in `views.xml`, but it never moves.",
+        "The target role must be exactly `:user` (`lib/shop/staff_reset.ex:39`).",  # … in any language's file
     ]
     s = make_session(("user", "Review the renderer."), ("assistant", "\n\n".join(said)), cwd=CWD)
     assert sorted(gather(s).facts) == [
@@ -1177,6 +1181,7 @@ def test_a_fact_keeps_its_files_but_not_their_line_numbers():
         "The drop is unconditional: `segment.go` returns early from `Render()`, so segments.go never writes it.",
         "The migration in `migrate.go` only updates `BaseCommit`, never `TreeHash`.",
         "The real problem is the assertions: the test asserts `Save the plan` is in `message`.",
+        "The target role must be exactly `:user` (`lib/shop/staff_reset.ex`).",
         "`SetParentColors` (`src/terminal/writer.go`) only ever prepends to `ParentColors`, an O(n) copy.",
         "`plumbing` is still imported for the `SetReference` calls in `refs.go`.",
         "`trimAnsi` (writer.go) is only called from `FormatTitle`, never from `writeBody`.",

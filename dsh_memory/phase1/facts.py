@@ -202,7 +202,7 @@ _NUM = r"\d+(?:[-–]\d+)?"  # a line or a range
 _LINES = rf"lines? ~?{_NUM}(?:(?:,\s*(?:and\s+)?|\s+and\s+){_NUM})*"  # "lines 48, 58 and 61"
 _LINE_REF = re.compile(
     r"(\.(?:py|ts|tsx|js|jsx|mjs|go|rs|rb|java|kt|c|h|cc|cpp|cs|swift|php|md|mdx|ya?ml|toml|json|sh|bash|zsh|fish|nu|"
-    rf"ps1|lua|sql|vue|svelte|css|scss))(?::{_NUM}(?::\d+)?(?:(?:\s*,\s*{_NUM})+(?=\)))?\b"  # "(git.go:156, 340-344)"
+    rf"ps1|lua|sql|vue|svelte|css|scss|ex|exs|erl|heex|scala|dart|hs|ml|zig|xml|html))(?::{_NUM}(?::\d+)?(?:(?:\s*,\s*{_NUM})+(?=\)))?\b"  # "(git.go:156, 340-344)"
     rf"|\s*[/,]\s*{_NUM}(?=\)))"  # "(git.go, 340-344)"
     rf"|\s*\((?:at |on )?{_LINES}\)|(\()(?:at |on )?{_LINES}\s*[-–—:;,]\s*"  # "(line 81 - only warns)": "(only warns)"
     rf"|\s+(?:at|on) {_LINES}\b|`:{_NUM}`\s*"
@@ -277,7 +277,7 @@ def fixed_later(assistant: list[tuple[int, str, bool]], changed: list[tuple[int,
             continue  # … but what such a gap breaks is a lesson ("… still declares `X` — the CLI fails")
         if gap[0].lower() in ("today", "currently") and re.search(r"\balready\b", plain, re.I):
             continue  # "Already works today": nothing for the change to close
-        names = {n.strip() for n in named(s)}
+        names = {n.strip() for n in named(_LINE_REF.sub(lambda m: m[1] or m[2] or "", s))}  # (`user.ex:237`: `user.ex`)
         names = {n for n in names if len(n) >= 4}
         if names and any(n in text for q, text in changed if q > seq for n in names):
             out.add(s)

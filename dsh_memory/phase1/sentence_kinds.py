@@ -325,7 +325,7 @@ GAP = re.compile(
     r"should (?:be (?:updated|changed|renamed|removed|x\b)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?|"
     r"(?:is|are) never (?:set|called|passed|used|read|written|created|initiali[sz]ed|cleared|updated)|"
     r"(?:was|were) (?:still |always |silently )?(?:skipping|dropping|ignoring|overwriting|returning|calling|using)|"
-    r"(?:has|have) only|today|currently)\b"  # "the drop is unconditional today": how it stands before the change
+    r"(?:has|have) only|only (?:has|have)|today|currently)\b"  # "the drop is unconditional today": how it stands before the change
     r"|^the current\b(?! (?:x )?(?:checkout|branch)\b)"  # "The current `top_uploaders` tool only counts …"
     # "The root cause of the E2E failures is …" (not "The issue was that X uses Y": how X works)
     r"|^(?:The|So the) (?:root cause|issue|problem|bug|culprit)(?: of [^:,]{1,60})? is\b"
