@@ -836,6 +836,20 @@ def test_a_check_whose_exit_code_a_pipe_hid_failed_when_its_package_manager_says
     assert [(x.command, x.fix) for x in ev.shields] == [("bun run lint", "`bun run lint:fix`")]
 
 
+def test_a_program_the_shell_did_not_find_is_no_check_that_passed_whatever_the_pipe_says():
+    """A Go set's agent ran `python -m pytest --tb=short 2>&1 | head -100`: zsh answered "(eval):1:
+    command not found: python", the pipe exited 0, and "Checks that passed" named pytest for a Go
+    project."""
+    s = make_session(
+        ("user", "Fix the failing unit tests."),
+        _bash("python -m pytest --tb=short 2>&1 | head -100", "(eval):1: command not found: python"),
+        _bash("pytest -q | tail -5", "bash: pytest: command not found"),
+        _bash("go test ./...", "ok  \tshop/internal/cart\t0.01s"),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands if c.check] == ["go test ./..."]
+
+
 def test_a_short_pasted_plan_is_not_the_users_words():
     """A plan under 1,200 characters was read as the user's own words: its verification item
     "Visual: both buttons should render in slate gray instead of indigo" became their standing

@@ -119,7 +119,13 @@ def failed(result: Event | None) -> bool:
     # A pipe into `tail` hides the exit code: an output that opens with the tool's own error says it,
     # or ends with its package manager's ("error: script "lint" exited with code 1")
     first = next((ln.strip() for ln in _output(result.text or "").splitlines() if ln.strip()), "")
-    return bool(CLI_ERROR.match(first) or _SCRIPT_FAILED.search((result.text or "")[-400:]))
+    return bool(
+        CLI_ERROR.match(first) or _NO_PROGRAM.search(first) or _SCRIPT_FAILED.search((result.text or "")[-400:])
+    )
+
+
+# … or the shell's own: the program is not there ("(eval):1: command not found: python", "bash: x: command not found")
+_NO_PROGRAM = re.compile(r"\bcommand not found(?:: \S+)?$")
 
 
 _SCRIPT_FAILED = re.compile(
