@@ -38,6 +38,7 @@ GONE = [
     "`pkg/` 有 12 個 `.mk` 匯出 `scan_result`，但只有 5 個會真的產出 json。",
     "`deploy/` 的 chart 已经包含 `values.yaml`，所以不需要再 `helm dep update`。",
     "Worktree 共享同一个 `.git`，所以 `feat/x` 分支在主仓库里可以直接合并。",
+    "根本原因是 `a.md` 的摘要经过手工整理，而 `b.md` 的只有自动提取，所以评分不同。",  # one problem's cause
 ]
 
 
@@ -150,6 +151,16 @@ def test_why_this_change_is_made_in_chinese_is_no_rule():
     assert not is_chinese_rule("此需求的变更为了解决每个服务部署时都要单独建一个卷的问题。", 300)
     assert not is_chinese_rule("本功能的改动是因为每个用户登录时都要重新拉取配置。", 300)
     assert is_chinese_rule("以后每个服务部署时都要共用同一个卷。", 300)
+
+
+def test_what_the_user_will_do_later_in_chinese_is_no_rule():
+    """A Chinese set's user answered "2.…，我在以后，会在 … 删除某些客户" (I will later delete some
+    customers in …): their own future action, kept as a rule for its 以后 (from now on)."""
+    from dsh_memory.phase1.chinese import is_chinese_rule
+
+    assert not is_chinese_rule("2.合并代替覆盖，我在以后会在列表里删除某些订单。", 300)
+    assert not is_chinese_rule("我们以后会把旧的接口下线。", 300)
+    assert is_chinese_rule("以后都不要直接覆盖 `orders.json`。", 300)
 
 
 def test_a_task_or_a_question_in_chinese_with_a_must_in_it_is_no_rule():

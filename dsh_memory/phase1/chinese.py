@@ -17,12 +17,13 @@ import re
 
 HAN_RANGE = "\u4e00-\u9fff"  # the CJK Unified Ideographs: Chinese (and Japanese kanji)
 HAN = re.compile(f"[{HAN_RANGE}]")
+_LATER = r"(?<!我)(?<!我在)(?<!我們)(?<!我们)以[後后]"  # (not "我在以后会 …": what the user will do later)
 CUE = re.compile(
-    r"不要|別再|别再|不准|禁止|請勿|请勿|一律|務必|务必|必須|必须|一定要|總是|总是|永遠|永远|每次|以後|以后"
+    rf"不要|別再|别再|不准|禁止|請勿|请勿|一律|務必|务必|必須|必须|一定要|總是|总是|永遠|永远|每次|{_LATER}"
     r"|從現在起|从现在起|(?<!我)記得|(?<!我)记得|不希望|偏好|優先|优先|習慣|习惯"  # (我记得: "I recall")
     r"|(?:每個|每个|所有|任何)[^，,。；]{0,12}都"  # "每个项目都先跑 lint": every … (does)
 )
-REACH = re.compile(r"一律|總是|总是|永遠|永远|每次|以後|以后|從現在起|从现在起|所有|任何|一直|每個|每个")
+REACH = re.compile(_LATER + r"|一律|總是|总是|永遠|永远|每次|從現在起|从现在起|所有|任何|一直|每個|每个")
 AT_HAND = re.compile(
     r"這個|这个|這裡|这里|那個|那个|這些|这些|那些|這次|这次|此次|現在|现在|剛剛|刚刚|剛才|刚才|暫時|暂时|今天|先"
 )
@@ -80,6 +81,7 @@ _LEAD = (  # … not the agent's narration, its next step or proposal, a plan's 
 )
 _THAT_DAY = (  # … nor the work's state that day, what was done, a guess, the agent or the user in person
     r"今天|昨天|這次|这次|本次|此次|這輪|这轮|上一輪|上一轮|這週|这周|當初|当初|剛才|刚才|剛剛|刚刚|目前|仍未|尚未|還沒"
+    r"|^(?:根本)?原因(?:是|在於|在于)|^問題(?:是|在於)|^问题(?:是|在于)"  # the cause of one problem, found that day
     r"|还没|仍在|還在|还在|實測|实测|已完成|完成了|通過了|通过了|驗證通過|验证通过|全綠|全绿|全部切|沒動|没动|沒碰"
     r"|没碰|確認|确认|證實|证实|[Ww]orktree|工作樹|工作树|工作區|工作区|之前|先前|原本|原來|原来|改成|改為|改为"
     r"|已(?:經|经)?(?:在|把|將|将|於|于|修|改|加|記|记|寫|写|標|标|確認|确认|設|设|切|移|刪|删|建|合|推|提交|落"
