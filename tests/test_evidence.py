@@ -755,6 +755,8 @@ def test_a_gap_the_session_then_closed_is_no_fact_and_a_plans_items_are_not_eith
         "CLI invocations using `--pr`: Must change to `--order-pr` in `src/cli/report.py`.",
         # … named with its line (an Elixir set: "`lib/…/user.ex:237` only has the … bypass policy")
         "`src/db/orders.ex:237` only has the `AdminBypass` policy.",
+        # … a mismatch the session's edit then closed (an audio model's set)
+        "The `src/cli/report.py` loader passes `[1.0]` directly but the dataset expects five weights.",
     ]
     kept = "The `listTotals` query in `src/db/totals.ts` doesn't include refunds, so totals are gross."
     breaks = "`src/db/orders.ts` still declares `legacy_id`, so the migration fails on a fresh database."
@@ -1798,6 +1800,7 @@ def test_one_errors_diagnosis_and_a_guess_from_its_trace_are_no_facts():
         "The login error is because the UI uses the implicit flow (`response_type=token`) in `auth.ts`.",
         "The build failure is because `tsconfig.json` sets `rootDir` to `src`.",
         "The panic is at `service.go` because `deployment.Spec.Selector` is nil in the test fixtures.",
+        "Clear root cause: `dataset.py` samples from `range(5)` but `config.yaml` only lists 1 weight.",
         "The repo expects Node 20 (`.nvmrc`); the stack paths (`internal/modules/cjs/loader.js`) suggest an older one.",
     ]
     kept = [

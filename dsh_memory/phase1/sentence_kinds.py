@@ -47,6 +47,7 @@ NARRATION = re.compile(
     r"keep|wait|check|set|add|skip|send)\b"  # … or "While build runs: check remaining hunks"
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation|Verification"
     r"|Validation|Before|After|Previously|Old|Now|Reason)s?\s*:"  # "Before: `x` would only extract …": the change
+    r"|^(?!The\b)[A-Z][a-z]+ (?:root cause|culprit|cause|diagnosis)\s*:"  # "Clear root cause: `dataset.py` samples …"
     # what the analysis turned up: "Root cause found and fixed: …", "A real bug was found and deliberately not fixed: …"
     r"|^[^:]{0,60}\b(?:(?:found|fixed|identified|confirmed|resolved|addressed)|findings?\b[^:]{0,30})\s*:"
     r"|^[A-Z][\w-]*(?:'s)?(?: [\w-]+)? (?:also )?(?:said|answered|replied|reported)\b"  # "DeepWiki also said …"
@@ -325,7 +326,7 @@ GAP = re.compile(
     r"should (?:be (?:updated|changed|renamed|removed|x\b)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?|"
     r"(?:is|are) never (?:set|called|passed|used|read|written|created|initiali[sz]ed|cleared|updated)|"
     r"(?:was|were) (?:still |always |silently )?(?:skipping|dropping|ignoring|overwriting|returning|calling|using)|"
-    r"(?:has|have) only|only (?:has|have)|today|currently)\b"  # "the drop is unconditional today": how it stands before the change
+    r"(?:has|have) only|only (?:has|have)|today|currently|but (?:[\w`'.-]+ ){1,4}expects?)\b"  # "the drop is unconditional today": how it stands before the change
     r"|^the current\b(?! (?:x )?(?:checkout|branch)\b)"  # "The current `top_uploaders` tool only counts …"
     # "The root cause of the E2E failures is …" (not "The issue was that X uses Y": how X works)
     r"|^(?:The|So the) (?:root cause|issue|problem|bug|culprit)(?: of [^:,]{1,60})? is\b"
