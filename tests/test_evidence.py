@@ -1801,6 +1801,8 @@ def test_one_errors_diagnosis_and_a_guess_from_its_trace_are_no_facts():
         "The build failure is because `tsconfig.json` sets `rootDir` to `src`.",
         "The panic is at `service.go` because `deployment.Spec.Selector` is nil in the test fixtures.",
         "Clear root cause: `dataset.py` samples from `range(5)` but `config.yaml` only lists 1 weight.",
+        "The hang is the `DataLoader` spawning 44 workers per loader, which the in-memory dataset doesn't need.",
+        "The NaN is from `eq_response` because it gets `float16` inputs.",
         "The repo expects Node 20 (`.nvmrc`); the stack paths (`internal/modules/cjs/loader.js`) suggest an older one.",
     ]
     kept = [

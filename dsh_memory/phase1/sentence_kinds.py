@@ -184,6 +184,8 @@ STATE = re.compile(
     # … and the cause of one error found: "The login error is because the UI uses …", "This failure is due to …",
     r"|^(?:the|this|that) (?:[\w`.'-]+ ){0,3}(?:error|failure|crash|panic|issue|problem|bug|warning|exception)s? "
     r"(?:is|was|are|were) (?:because|due to|caused by|at\b[^.;]{1,80}\bbecause)\b"  # "The panic is at `x.go` because …"
+    # … and what one symptom was: "The hang is the DataLoader spawning 132 processes", "The NaN is from `f`"
+    r"|^(?:the|this|that) (?:hang|crash|panic|NaN|leak|slowdown|freeze|deadlock|segfault)s? (?:is|was)\b"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
     r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
     # what to commit, and a failure that was there before the work: both of that day only
