@@ -1851,6 +1851,7 @@ def test_a_file_and_its_task_after_a_colon_is_no_fact():
     set "Before: `extractSessionData` would only extract …" (the change, as it was)."""
     gone = [
         "`app.module.ts`: remove the `synchronize: true` conditional, set it to `false` always",
+        "`USER-GUIDE.md` - Uses the shop's admin as its example, because `docs/` needs one.",  # a file list's item
         "Before: `extractRows` would only read lines from `startLine` onwards, keeping the delta only",
     ]
     kept = ["`gemini-extension.json` – loads `GEMINI.md` as its context file for Gemini CLI sessions"]
