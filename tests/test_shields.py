@@ -823,12 +823,43 @@ def _errors(output: str) -> list[str]:
             "Where-Object : The specified operator requires both the -Property and -Value parameters. Provide values "
             "for both parameters, and then try the command again.",
         ),
+        (  # … nor a terminal's colours around it (a Rust compiler of one's own), nor cargo's test that passed
+            "\x1b[1m\x1b[91merror\x1b[0m \x1b[92m(type checker)\x1b[0m\x1b[1m: Variable not defined: x\x1b[0m",
+            "error (type checker): Variable not defined: x",
+        ),
+        (
+            "running 3 tests\ntest shell::tests::rejects_trailing_operator_parse_error ... ok\n"
+            "test shell::tests::detects_zsh ... FAILED\n\nfailures:\n",
+            "test shell::tests::detects_zsh ... FAILED",
+        ),
     ],
 )
 def test_the_error_is_what_the_output_says_went_wrong(output: str, error: str):
     """Seen on unseen sets: a bun test's quoted source line, ts-node's marked source line, go test's
     "=== RUN" line and a PowerShell record's category line were kept as a shield's error."""
     assert _errors(output) == [error]
+
+
+def test_a_try_on_a_scratch_file_is_no_way_to_run_the_project_and_no_shield():
+    """A compiler's author had the agent run the compiler on test programs it wrote to /tmp: each
+    run was a "check that passed", each failure a shield "fixed by" the agent's next edit or by
+    saving the output to /tmp. A scratch file's run is the work in progress; writing to /tmp
+    changes nothing in the project; an output written to /tmp (`-o /tmp/app`) is no scratch input."""
+    s = make_session(
+        ("user", "Imports across files crash the compiler."),
+        _bash("cargo run -- /tmp/t1/main.obs", "error (pre-transpiling): File does not exist!", True),
+        _edit("src/transpiler.rs"),
+        _bash("cargo run -- /tmp/t1/main.obs", "ok"),
+        _bash("./target/debug/obstruct /tmp/t2/main.obs", "error (type checker): Variable not defined: x", True),
+        _bash("./t2 > /tmp/out.txt; xxd /tmp/out.txt", "00000000: 4869"),
+        _bash("./target/debug/obstruct /tmp/t2/main.obs", "ok"),
+        _bash("go build -o /tmp/app ./cmd/app", ""),
+        _bash("cargo test", "test result: ok. 12 passed"),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.shields == []
+    assert sorted(c.line for c in ev.commands) == ["cargo test", "go build -o /tmp/app ./cmd/app"]
 
 
 def test_a_look_into_the_repository_that_failed_is_no_shield():

@@ -63,8 +63,8 @@ SETUP = re.compile(
 # … of which these only reformat or autofix (`mise run fmt`: no known fixer to `FIXES`, still no fix for a failing test)
 FORMATS = re.compile(rf"(?<![\w-])(?:{_REFORMATS})(?![\w-])")
 MODIFY = re.compile(
-    r"^(sed\s+-i|perl\s+-pi|patch\b|git (apply|checkout|restore|revert)\b|\S+\s*>>?\s*\S)"
-)  # edits a file
+    r"^(sed\s+-i|perl\s+-pi|patch\b|git (apply|checkout|restore|revert)\b|\S+\s*>>?\s*(?!/tmp/|/dev/null)\S)"
+)  # edits a file (not one in /tmp)
 RUNS_SOMETHING = re.compile(r"\b(run|dev|start|serve|exec|install|sync|activate|create|up)\b")
 
 
@@ -313,6 +313,14 @@ PLACEHOLDER = re.compile(r"(?:^|\s)<[A-Za-z][\w .-]{0,30}>(?=\s|$)")
 ONE_ID = re.compile(
     r"\s(?=[\w-]*\d)(?=[\w-]*[a-f])(?:[0-9a-f]{6,40}|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})(?=\s|$)"
 )
+# … or on a scratch file of that day: `cargo run -- /tmp/test_main.obs` (not `go build -o /tmp/app`, its output)
+_SCRATCH = re.compile(r"""["']?(?:/tmp/|/private/tmp/|/var/folders/|\$TMPDIR/)""")
+
+
+def on_scratch(cmd: str) -> bool:
+    """Does `cmd` run on a file in the system's temp folder, one the session wrote to try something?"""
+    words = core(cmd).split()
+    return any(_SCRATCH.match(w) and not re.match(r"-(?!-$)", words[n - 1]) for n, w in enumerate(words) if n)
 
 
 def commands(runs: list[Run]) -> list[Command]:
@@ -328,6 +336,7 @@ def commands(runs: list[Run]) -> list[Command]:
             or ELSEWHERE.match(r.line)
             or PLACEHOLDER.search(r.line)
             or ONE_ID.search(r.line)
+            or on_scratch(r.line)
         ):
             continue
         if REMOTE.match(r.line) or any(installs_once(c) for c in re.split(r"&&|;", core(r.line))):

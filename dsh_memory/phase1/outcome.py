@@ -46,7 +46,9 @@ LOG_INFO = re.compile(
 )
 # A test that passed or runs, whatever its name says: "(pass) grade > fails clearly when the manifest is
 # missing", go test's "=== RUN   TestRegistry/Get_unknown_agent_returns_error".
-PASSED = re.compile(r"(?:\(pass\)|✓|✔|PASS\b|ok\s|--- PASS\b|=== (?:RUN|PAUSE|CONT|NAME)\b)")
+PASSED = re.compile(  # … and cargo's "test parser::tests::parses_x ... ok"
+    r"(?:\(pass\)|✓|✔|PASS\b|ok\s|--- PASS\b|=== (?:RUN|PAUSE|CONT|NAME)\b|test\s+\S+\s+\.\.\.\s+(?:ok|ignored)\b)"
+)
 EXIT = re.compile(r"(?:exit code:?|exited with code|\[exit code:)\s*(-?\d+)", re.I)  # Codex 0.7x: "Exit code: 1"
 _CODEX_HEAD = re.compile(
     r"^(Chunk ID|Wall time|Process exited with code|Exit code|Original token count|Total output lines|Output|"
@@ -83,9 +85,14 @@ def argv_line(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")  # colours, titles, …
+
+
 def _output(text: str) -> str:
-    """A tool result without a Codex exec header (Chunk ID, Wall time, …)."""
-    return "\n".join(dropwhile(lambda ln: _CODEX_HEAD.match(ln.strip()) or not ln.strip(), (text or "").splitlines()))
+    """A tool result without a Codex exec header (Chunk ID, Wall time, …) nor a terminal's escape
+    sequences (a compiler's colours: "\x1b[1m\x1b[91merror\x1b[0m")."""
+    lines = _ANSI.sub("", text or "").splitlines()
+    return "\n".join(dropwhile(lambda ln: _CODEX_HEAD.match(ln.strip()) or not ln.strip(), lines))
 
 
 def _json_error(text: str) -> str | None:
