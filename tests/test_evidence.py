@@ -1803,11 +1803,17 @@ def test_one_errors_diagnosis_and_a_guess_from_its_trace_are_no_facts():
         "Clear root cause: `dataset.py` samples from `range(5)` but `config.yaml` only lists 1 weight.",
         "The hang is the `DataLoader` spawning 44 workers per loader, which the in-memory dataset doesn't need.",
         "The NaN is from `eq_response` because it gets `float16` inputs.",
+        # … a compiler's debugging (a Rust set): where the error is, what the issue is, the insight
+        "The error is raised from `to_c`, which is only called in the second loop.",
+        "The real issue is that `to_c()` calls `error()` during transpilation, but `SOURCES` still has the entry.",
+        "The issue is in `get_line`: the `SOURCES` stack only holds the text, not the file's name.",
+        "The key insight: the mangled name `v_0s_0CD` doesn't contain `add` literally.",
         "The repo expects Node 20 (`.nvmrc`); the stack paths (`internal/modules/cjs/loader.js`) suggest an older one.",
     ]
     kept = [
         "The API only accepts tokens signed with RS256 by the realm in `keycloak/realm.json`.",
         "`auth.ts` uses the authorization-code flow because Keycloak disables the implicit flow.",
+        "The issue was that `routes/*.ts` imported a `db` object that `lib/db.ts` never exports.",  # how it stood
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
 

@@ -48,6 +48,7 @@ NARRATION = re.compile(
     r"|^(Problem|Title|Issue|Summary|Result|Fix|Cause|Context|Goal|Plan|Status|Root cause|Recommendation|Verification"
     r"|Validation|Before|After|Previously|Old|Now|Reason)s?\s*:"  # "Before: `x` would only extract …": the change
     r"|^(?!The\b)[A-Z][a-z]+ (?:root cause|culprit|cause|diagnosis)\s*:"  # "Clear root cause: `dataset.py` samples …"
+    r"|^(?:The )?(?:[Kk]ey|[Mm]ain|[Rr]eal|[Bb]ig) (?:insight|finding|takeaway|realization)s?\s*:"  # "The key insight: …"
     # what the analysis turned up: "Root cause found and fixed: …", "A real bug was found and deliberately not fixed: …"
     r"|^[^:]{0,60}\b(?:(?:found|fixed|identified|confirmed|resolved|addressed)|findings?\b[^:]{0,30})\s*:"
     r"|^[A-Z][\w-]*(?:'s)?(?: [\w-]+)? (?:also )?(?:said|answered|replied|reported)\b"  # "DeepWiki also said …"
@@ -185,8 +186,12 @@ STATE = re.compile(
     # … and the cause of one error found: "The login error is because the UI uses …", "This failure is due to …",
     r"|^(?:the|this|that) (?:[\w`.'-]+ ){0,3}(?:error|failure|crash|panic|issue|problem|bug|warning|exception)s? "
     r"(?:is|was|are|were) (?:because|due to|caused by|at\b[^.;]{1,80}\bbecause)\b"  # "The panic is at `x.go` because …"
-    # … and what one symptom was: "The hang is the DataLoader spawning 132 processes", "The NaN is from `f`"
+    # … and what one symptom was: "The hang is the DataLoader spawning 132 processes", "The NaN is from `f`",
+    # "The error is raised from `to_c` …", "The real issue is that `SOURCES` gets popped …" (not "was that": how
+    # a thing works, said once the issue is behind)
     r"|^(?:the|this|that) (?:hang|crash|panic|NaN|leak|slowdown|freeze|deadlock|segfault)s? (?:is|was)\b"
+    r"|^(?:the|this|that) (?:error|exception|failure)s? (?:is|was) (?:at|in|from|raised|thrown)\b"
+    r"|^(?:the|so the) (?:real |actual |main |core |underlying )?(?:issue|problem|bug) is (?:that|in|at|with)\b"
     # … and what the change did to it: "The six blocks are now wrapped in a guard" (not "is now required")
     r"|\b(?:is|are) now (?!required\b|needed\b)\w+(?:ed|en)\b"
     # what to commit, and a failure that was there before the work: both of that day only
