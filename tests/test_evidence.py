@@ -1878,6 +1878,9 @@ def test_a_verb_without_its_subject_and_what_was_there_are_no_facts():
         "The router configuration had `server` set as a single option instead of a list in `dhcp`.",
         # … the same after a condition, and a prompt's words quoted (an unseen Go set)
         'On user input, calls `claude -p` with `--allowedTools "mcp__map__*"` — no bridge needed',
+        # … after an adverb, and a sentence taken back ("… no wait, …"; a Rust set)
+        "Always sets `SHOP_DISABLE_RATE_LIMITS=1` for the CLI runs of `shopctl`.",
+        "The `fail()` helper calls `std::process::exit(1)`... no wait, that's only in `main.rs` when `run()` errs.",
         '"Every `device_id` MUST be a clickable map link, never plain text in `chat.go` replies."',
         # … and a story's design notes (an unseen Astro set): "Publishes … to …", "Define …, then read …"
         "Publishes normalized `PriceTick` to `priceStore` (Nano Store) on every socket message",

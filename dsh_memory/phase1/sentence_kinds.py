@@ -90,7 +90,8 @@ NARRATION = re.compile(
 LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won'?t work|requires?|must not)\b", re.I)
 HEDGE = re.compile(
     r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|could be|could potentially|"
-    r"worth investigating|seems|appears to|(?:could|may) (?:mean|indicate|suggest)|suggests?)\b"
+    r"worth investigating|seems|appears to|(?:could|may) (?:mean|indicate|suggest)|suggests?"
+    r"|no,? wait|wait,? (?:no|actually)|actually,? no)\b"  # … or taken back: "… triggers `exit(1)`... no wait, …"
     # … or a design proposed ("The implementation would have `X` delegate to `Y`"), not what a change would break
     r"|\bwould(?!\s+(?:\w+\s+)?(?:fail|break|crash|error|throw|hang|lose|corrupt|overwrite|leak)\b)\b"
     # … or what the change should do: "Since the model reads tool descriptions …, this will steer it away from …"
@@ -353,7 +354,7 @@ FRAGMENT = re.compile(
     r"|^[A-Z][a-z]+s (?:back|out|over|through) (?:to|on|into)\b"  # "Falls back to `restoreSessionTranscript(…)` - …"
     # … or any object: "Launches Terminal and runs `claude`", "Reads CPU power from …" (not "Reads are cached"),
     # also after a condition: "On user input, calls `claude -p` with …"
-    r"|^(?:(?:On|When|After|Before|Once|If|While)\b[^,]{1,60},\s+)?"
+    r"|^(?:(?:On|When|After|Before|Once|If|While)\b[^,]{1,60},\s+)?(?:(?i:always|also|only|never|still|now) )?"
     r"(?i:Launches|Loads|Reads|Uses|Extracts|Creates|Writes|Returns|Sends|Generates|Parses|Renders|Displays|Shows|"
     r"Adds|Removes|Opens|Starts|Converts|Fetches|Validates|Accepts|Provides|Exposes|Supports|Defines|Implements|"
     r"Detects|Resolves|Prints|Emits|Spawns|Installs|Copies|Deletes|Downloads|Uploads|Syncs|Computes|Replaces|"
