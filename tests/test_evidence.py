@@ -385,6 +385,7 @@ def test_code_samples_review_findings_table_cells_and_steps_the_agent_shows_are_
             "Re-read `state.json` and verify that the version is unchanged.\n"
             "Codex: uses `--approval-mode full-auto` when dispatched via `dispatch.sh`.\n"
             "Everything else: manual trigger (the user runs `/collab check`).\n"
+            "Safety/Guardrails: keep approval auto-deny and require `interactive: true` in `dispatch.sh`.\n"
             "```sh\ncat state.json  # an unclosed fence runs to the end: the `x.go` file is loaded by `y.go`.",
         ),
         cwd=CWD,

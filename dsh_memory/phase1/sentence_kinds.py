@@ -84,7 +84,7 @@ NARRATION = re.compile(
     r"|^(?:After|Having|Upon) (?:reviewing|reading|checking|looking|investigating|examining|exploring|analy[sz]ing|"
     r"searching|digging|tracing|going)\b"
     # a list item under a lead the sentence does not carry: "Codex: uses `--yolo` when …", "Everything else: manual"
-    r"|^(?!(?:Important|Warning|Caution|Critical|Gotcha)\b)(?:[A-Z][\w-]*(?: [\w-]+)?|\d+(?:[-.]\d+)+)\s*:\s+(?!`)"
+    r"|^(?!(?:Important|Warning|Caution|Critical|Gotcha)\b)(?:[A-Z][\w/-]*(?: [\w/-]+)?|\d+(?:[-.]\d+)+)\s*:\s+(?!`)"
 )
 # What a thing cannot do or needs: the facts that keep a next session from a wrong turn.
 LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won'?t work|requires?|must not)\b", re.I)
