@@ -2752,6 +2752,7 @@ def test_what_docs_now_say_with_a_plural_subject_or_an_adverb_and_a_launch_order
         "Launch `Harness.exe` for the target architecture, then run `tests/smoke.ps1` because it needs the UI.",
         # … a change said with any verb of a plural subject (a poker app's Codex session: "Side pots now pay out …")
         "Refunds now pay out per order using `orderIds` instead of splitting the total in `src/refunds.ts`.",
+        "Fallback provider id now `oss` instead of `openai` in `config.rs`.",  # … or without a verb
     ]
     kept = [
         "From now on, `make lint` must run before `make test` because the generator needs the linted schema.",

@@ -148,6 +148,7 @@ STATE = re.compile(
     # … of a plural subject: "Side pots now pay out per-pot winners", "Both hooks now run first" (where
     # things "now live" is where they are)
     r"|\b(?:[a-z]+s|they|both|all) now (?!that\b|on\b|and\b|or\b|in\b|at\b|by\b|the\b|a\b|live\b)[a-z]+\b"
+    r"|\bnow\b[^.;]{1,40}\binstead of\b"  # … or without its verb: "Fallback provider id now `oss` instead of `openai`"
     # … and said in the negative: "`X` no longer needs `repo`", "… no longer bails when …" (not what a tool dropped:
     # "Astro 5 no longer supports `output: hybrid`")
     r"|\bno longer (?!(?:supports|works|accepts|exists|ships|allows|includes|provides)\b)[a-z]+s\b"
