@@ -152,7 +152,7 @@ STATE = re.compile(
     # … and said in the negative: "`X` no longer needs `repo`", "… no longer bails when …" (not what a tool dropped:
     # "Astro 5 no longer supports `output: hybrid`")
     r"|\bno longer (?!(?:supports|works|accepts|exists|ships|allows|includes|provides)\b)[a-z]+s\b"
-    r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable)\b"  # "Docker services aren't running"
+    r"|\b(?:is|are)(?:n'?t| not) (?:running|up|started|reachable|appearing|showing up)\b"  # "Docker services aren't running"
     # the work's progress: "Scheduling posts is not implemented yet", "… hasn't been wired up yet"
     r"|(?:\bnot|n't) (?:been )?(?:implemented|wired(?: up| in)?|hooked up|built|finished) yet\b"
     r"|\bnot yet (?:implemented|wired|hooked up|built|finished)\b"
