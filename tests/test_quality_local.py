@@ -182,11 +182,23 @@ def test_a_slug_that_names_nothing_is_made_from_the_request():
         ("tool", "bash", {"command": "pnpm test"}, "3 passed", False),
         cwd="/home/demo/src/shop",
     )
-    for slug in ("coding-agent-session-1", "session-12345", "ci-badge-1234567890"):  # (a number it made up too)
-        with FakeOpenAIServer() as srv:
+    for slug in ("coding-agent-session-1", "session-12345", "ci-badge-1234567890", "session-recap"):
+        with FakeOpenAIServer() as srv:  # (a number it made up too; a recap's name)
             srv.script(Reply.tool({"summary": "The agent fixed the CI badge; `pnpm test` passes.", "slug": slug}))
             out = extract_with(OpenAICompatLLM(srv.base_url, "fake-model"), s, writer="evidence")
         assert out.rollout_slug == "Fix the CI badge for the", slug
+    # a request in Chinese has no spaces between its words: the slug is made of the names it holds
+    s = make_session(
+        ("user", "修复文档工作流的 CI badge，上次 `pnpm test` 之后就坏了"),
+        ("tool", "bash", {"command": "pnpm test"}, "3 passed", False),
+        cwd="/home/demo/src/shop",
+    )
+    with FakeOpenAIServer() as srv:
+        srv.script(
+            Reply.tool({"summary": "The agent fixed the CI badge; `pnpm test` passes.", "slug": "session-recap"})
+        )
+        out = extract_with(OpenAICompatLLM(srv.base_url, "fake-model"), s, writer="evidence")
+    assert out.rollout_slug == "CI badge pnpm test"
 
 
 def test_a_cwd_with_line_breaks_puts_no_words_in_the_users_mouth_in_the_recap_step():

@@ -14,6 +14,7 @@ import re
 
 from dsh_memory.errors import LLMOutputError, LLMTruncatedError
 from dsh_memory.llm.base import ToolSpec
+from dsh_memory.phase1.chinese import is_chinese
 from dsh_memory.phase1.clean import says_little, why_not_memory
 from dsh_memory.phase1.codemap import SCRATCH, code_map_lines
 from dsh_memory.phase1.evidence import Command, Evidence, Shield
@@ -237,7 +238,10 @@ def _fallback_task(ev: Evidence) -> str:
 
 
 # Words that name no session ("coding-agent-session-1", "session-12345": a small model's placeholders)
-_GENERIC_SLUG = {"session", "sessions", "task", "agent", "coding", "chat", "conversation", "user", "work", "untitled"}
+_GENERIC_SLUG = {
+    *("session", "sessions", "task", "agent", "coding", "chat", "conversation", "user", "work", "untitled"),
+    *("recap", "summary", "rollout"),  # "session-recap"
+}
 
 
 def slug_ok(slug: str, src) -> bool:
@@ -297,7 +301,10 @@ def extract_in_steps(llm, ev: Evidence, ground: str, *, cwd: str | None, max_tok
     src = Source.of(ground)
     if not slug_ok(slug, src):
         notes.append(f"slug {slug[:60]!r} not from the transcript: made from the request")
-        slug = " ".join((ev.requests or [ev.first_prompt])[0].split()[:6])
+        asked = (ev.requests or [ev.first_prompt])[0]
+        slug = " ".join(asked.split()[:6])
+        if is_chinese(slug):  # (no spaces between its words: the names it holds, `pnpm test`, the CI badge)
+            slug = " ".join(re.findall(r"[A-Za-z][\w.-]+", asked)[:6]) or slug
     why = check_recap(summary, src)
     if why:
         notes.append(f"recap sentence not used ({why}): the user's request instead — {summary[:200]!r}")
