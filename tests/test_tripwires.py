@@ -158,6 +158,8 @@ def test_a_shouted_heading_and_a_lead_whose_list_is_not_kept_are_no_warnings():
         "IMPORTANT: Only output entries for VIOLATIONS.",
         "CRITICAL: Pass ALL nodes as `--node` flags in ONE command",
     ]
+    # … nor the shout alone, its matter on lines it does not carry (a Rust set's README: "<!-- IMPORTANT! -->")
+    assert found_in("     1→# Obstruct\n     2→<!-- IMPORTANT! -->\n     3→\n     4→The compiler …\n") == []
     # a banner is no heading
     assert found_in("     1→<!-- AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY -->\n") == [
         (0, "AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY")

@@ -115,6 +115,8 @@ def _said_whole(warning: str) -> str:
     heading = len(rest.split()) <= 8 and all(w[0].isupper() for w in words) and not re.search(r"[.!`]", rest)
     if warning.endswith(":") or (heading and not _RULE.search(rest) and not _BANNER.search(warning)):
         return ""  # (a banner is no heading: "AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY")
+    if len(re.findall(r"[A-Za-z]{2,}", _SHOUT.sub("", warning))) < 2 and not _BANNER.search(warning):
+        return ""  # the shout alone ("IMPORTANT!"): what to mind is in the lines it does not carry
     return warning
 
 
