@@ -1881,6 +1881,7 @@ def test_a_verb_without_its_subject_and_what_was_there_are_no_facts():
         'On user input, calls `claude -p` with `--allowedTools "mcp__map__*"` — no bridge needed',
         # … after an adverb, and a sentence taken back ("… no wait, …"; a Rust set)
         "Always sets `SHOP_DISABLE_RATE_LIMITS=1` for the CLI runs of `shopctl`.",
+        "Expect logs like `provider=serpapi` from `web_tools.rs` when the search only uses the fallback.",
         "The queue at start holds only `main.obs`, and `helper.obs` is not appearing after `pre_transpile`.",
         "The `fail()` helper calls `std::process::exit(1)`... no wait, that's only in `main.rs` when `run()` errs.",
         '"Every `device_id` MUST be a clickable map link, never plain text in `chat.go` replies."',

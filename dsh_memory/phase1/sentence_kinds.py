@@ -37,7 +37,7 @@ NARRATION = re.compile(
     r"|^Using `[^`]+`(?: skill)? (?:here )?(?:because|since|for|to)\b"  # the skill the agent picked: "Using `x` because …"
     r"|^(?:Kept|Made|Left|Put|Wrote|Built|Rebuilt|Ran|Took|Gave|Brought|Got|Held|Rewrote|Overrode|Undid|Redid|Split|Cut|Set)\s"
     # an instruction (a plan's or a skill's step), not a fact: "Read the `diff` from the response"
-    r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|"
+    r"|^(Read|Use|Call|Pass|See|Ensure|Keep|Wait|Send|Return|Replace|Copy|Click|Enter|Type|Select|Skip|Apply|Remember|Expect|"
     r"Verify|Avoid|Consider|Fall back|Stage|Unstage|Amend|Squash|Revert|Retry|Re-\w+|"
     # a plan's steps: "Filter to repos that have …", "Confirm + execute", "Resolve the root from …"
     r"Filter|Confirm|Detect|Resolve|Validate|Reject|Fetch|Parse|Load|Save|Store|Compute|Emit|Print|Drop|"
