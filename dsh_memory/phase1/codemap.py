@@ -42,12 +42,12 @@ INSTRUCTION_FILE = re.compile(
     r"(^|/)(CLAUDE|AGENTS|GEMINI|CONVENTIONS)(\.local)?\.md$|(^|/)\.cursor/rules/|(^|/)\.github/copilot-instructions\.md$"
     r"|(^|/)\.(?:claude|codex|agents|cursor|github)/skills/[^/]+/SKILL\.md$"  # a project's skill
 )
-# … and a command said in its prose: a list item that is the command (`- \`npm test\``), or one to
-# "run" ("1. From the repo root, run `nvm use 20`"; not "never run `x`")
-# … the toolchain chosen, which comes before the commands run with it (`nvm use 20`, `conda activate x`)
+# The toolchain chosen, said before the commands run with it (`nvm use 20`, `conda activate x`)
 _SELECTS_TOOLCHAIN = re.compile(
     r"^(?:(?:nvm|fnm|volta|pyenv|rbenv|asdf|mise)\s+(?:use|local|shell|pin)|(?:conda|mamba)\s+activate|source\s+\S*activate)\b"
 )
+# A command said in an instruction file's prose: a list item that is the command (`- \`npm test\``), or one to
+# "run" ("1. From the repo root, run `nvm use 20`"; not "never run `x`")
 _SAID_TO_RUN = re.compile(
     r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+`([^`\n]+)`|(?<![Nn]ever )(?<![Nn]ot )(?<!n't )\b(?i:run)\b:?[ \t]+`([^`\n]+)`",
     re.M,

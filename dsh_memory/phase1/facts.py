@@ -209,13 +209,18 @@ _LINE_REF = re.compile(
 )
 
 
+def without_lines(s: str) -> str:
+    """`s` without its line numbers (`_LINE_REF`): "`load.go:119` loops" → "`load.go` loops"."""
+    return _LINE_REF.sub(lambda m: m[1] or m[2] or "", s)
+
+
 def best_facts(assistant: list[tuple[int, str, bool]]) -> list[str]:
     """The agent's best fact sentences: specific ones first, those of a turn's last message (its
     conclusions) before its narration, one per subject, without line numbers (`_LINE_REF`); a long
     one up to its last whole clause within MAX_FACT_CHARS, or not at all."""
     scored = []
     for n, (_seq, said, last) in enumerate(assistant):
-        s = _LINE_REF.sub(lambda m: m[1] or m[2] or "", said)
+        s = without_lines(said)
         verdict = VERDICT_LEAD.match(s)
         if verdict:  # … what the verdict checked, said as a sentence of its own
             s = s[verdict.end() : verdict.end() + 1].upper() + s[verdict.end() + 1 :]
@@ -277,7 +282,7 @@ def fixed_later(assistant: list[tuple[int, str, bool]], changed: list[tuple[int,
             continue  # … but what such a gap breaks is a lesson ("… still declares `X` — the CLI fails")
         if gap[0].lower() in ("today", "currently") and re.search(r"\balready\b", plain, re.I):
             continue  # "Already works today": nothing for the change to close
-        names = {n.strip() for n in named(_LINE_REF.sub(lambda m: m[1] or m[2] or "", s))}  # (`user.ex:237`: `user.ex`)
+        names = {n.strip() for n in named(without_lines(s))}  # (`user.ex:237`: `user.ex`)
         names = {n for n in names if len(n) >= 4}
         if names and any(n in text for q, text in changed if q > seq for n in names):
             out.add(s)
