@@ -116,3 +116,22 @@ def prefect_proxy(prefect_api: str, answer):
         yield f"http://127.0.0.1:{server.server_address[1]}/api"
     finally:
         server.shutdown()
+
+
+def task_runs_of(flow_run_id, until=lambda tasks: True, timeout: float = 120.0) -> list:
+    """The task runs of one flow run (or of all runs when `flow_run_id` is None), read until
+    `until(tasks)` holds or `timeout` passes.
+
+    Prefect records task runs from events after the flow has returned, so on a busy machine the
+    last ones (and their last states) land a moment later than the flow's result."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    flows = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])) if flow_run_id else None
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while True:
+            tasks = client.read_task_runs(flow_run_filter=flows)
+            if until(tasks) or time.monotonic() > deadline:
+                return tasks
+            time.sleep(0.5)

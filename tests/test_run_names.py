@@ -11,7 +11,7 @@ import pytest
 
 from dsh_memory.flows.extract import short_id
 from dsh_memory.testing.fake_openai import FakeOpenAIServer, Reply
-from tests.flow_helpers import memory_reply, pipeline_env
+from tests.flow_helpers import memory_reply, pipeline_env, task_runs_of
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
@@ -31,16 +31,14 @@ def fake():
         yield srv
 
 
-def _run(state):
+def _run(state, until=lambda tasks: True):
     """(flow run, its task runs) from the server, for a flow called with return_state=True."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     run_id = state.state_details.flow_run_id
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(run_id)
-        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id])))
-    return run, tasks
+    return run, task_runs_of(run_id, until)
 
 
 def _subflow_runs(tasks) -> list:
@@ -66,12 +64,16 @@ def test_extract_session_run_is_named_for_its_session_and_holds_its_tasks(monkey
     state = extract_session_flow(session=f"dsh.session.{SESSION}", consolidate=False, return_state=True)
     assert state.is_completed()
     assert state.result().extracted
-    run, tasks = _run(state)
+    wanted = {"discover-sessions", "plan-extractions", "llm-extract", "finish-phase1"}
+
+    def verbs(tasks) -> set[str]:  # Prefect adds a suffix to each task run's name
+        return {t.name.rsplit("-", 1)[0] for t in tasks if not t.name.startswith("extract-")}
+
+    run, tasks = _run(state, until=lambda tasks: wanted <= verbs(tasks))
     assert run.name == "extract-session/3b8f2c1e"
     names = {t.name for t in tasks}
     assert f"extract-{SESSION}" in names, names  # the per-session task run is this run's own
-    verbs = {n.rsplit("-", 1)[0] for n in names if not n.startswith("extract-")}  # Prefect adds a suffix
-    assert {"discover-sessions", "plan-extractions", "llm-extract", "finish-phase1"} <= verbs, names
+    assert wanted <= verbs(tasks), names
     assert _subflow_runs(tasks) == []  # no subflow wrapped around the work
 
 
@@ -87,7 +89,7 @@ def test_extract_catch_up_and_consolidate_runs_are_named(monkeypatch, tmp_path, 
 
     state = catch_up_flow(return_state=True)
     assert state.is_completed() and state.result().phase2.outcome == "consolidated"
-    run, tasks = _run(state)
+    run, tasks = _run(state, until=lambda tasks: len(_subflow_runs(tasks)) >= 2)
     assert re.fullmatch(r"catch-up/\d{4}-\d\d-\d\dT\d\d:\d\dZ", run.name), run.name
     children = {r.name for r in _subflow_runs(tasks)}
     assert children == {"extract/all", "consolidate/init"}, children  # the mode, once known
