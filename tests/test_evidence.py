@@ -1898,6 +1898,30 @@ def test_a_verb_without_its_subject_and_what_was_there_are_no_facts():
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
+def test_a_bugs_symptoms_and_one_runs_trace_are_no_facts():
+    """An unseen Rust set (a compiler of one's own, debugged for hours) filled its facts with the
+    bug at hand: what should happen and does not, a name the code "can't find", a value where
+    another was expected, a call's path through one run, what a run returned. Each is false once
+    the bug is fixed; how the code is built (a limit, a lasting cause) stays."""
+    gone = [
+        "After loading `main.lang`, the loader should queue `util.lang` again, but it doesn't.",
+        "The path is just `util.lang`, which should resolve from the project root, but the files are in `/tmp/x/`.",
+        "The `make()` method in `window.lang` declares a local `#win`, but the `ret win;` can't find it.",
+        'The argument name is `"&"` instead of `"y"` in the parsed `Param` list.',
+        "`infer()` for `Call` tries to look up `double` in scope, doesn't find it, and falls back to `unit()`.",
+        "The `Let` for `total` asks the type of `double(7)`, which fails because `double` hasn't been declared yet.",
+        "The `resolve` method for `Call` calls `env.lookup(name)`, which doesn't find `double`.",
+        "Once the second module calls them, `lookup()` returned `None` because the table is empty.",
+        "For `#y: u8;` (a `Let` without a value), it should hit the `Stmt::Let` arm which calls `env.bind()`.",
+    ]
+    kept = [
+        "The loader must register every `use`d file before `check()` runs, because `lookup()` reads only the table.",
+        "`lookup()` cannot find names declared in a module that was never loaded by `use`.",
+        "Operators are lowered to calls (`_add`, `_less`) so that each type gets its own C function.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
 def test_a_to_do_a_failure_at_hand_and_an_old_config_are_no_facts():
     """An unseen Go set injected a review's to-dos ("README.md - Project Structure section needs
     major update", "`duckdb_client.go` - needs both sections merged", "The health check needs to be

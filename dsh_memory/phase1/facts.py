@@ -37,6 +37,7 @@ from dsh_memory.phase1.sentence_kinds import (
     SHOUTED,
     STATE,
     STATUS_MARK,
+    SYMPTOM,
     VERDICT_LEAD,
     WARNING,
     WAS,
@@ -190,6 +191,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0  # a guess under investigation, or a sentence that needs the one before it
     if cue is FACT_CUE and STATE.search(plain) and not (LIMIT.search(plain) or breaks(plain)):
         return 0  # how the worktree stood at that moment, not how the project works
+    if cue is FACT_CUE and SYMPTOM.search(s):
+        return 0  # … or a symptom of the bug at hand, a step of one run
     if cue is FACT_CUE and OF_THAT_DAY.search(s):
         return 0  # … or where one run's output went, a tracker's status: no limit or failure makes it last
     specific = len(named(s))

@@ -321,6 +321,23 @@ OF_THAT_DAY = re.compile(
     r"|\b(?i:loss|accuracy|acc|f1|mse|mae|perplexity|ppl)\w*`?:? ~?\d*\.?\d+\s*(?:→|->)\s*~?\d"  # "Type loss: 1.9 → 1.15"
     r"|\b(?i:plateau(?:ed|s)?)\b[^.;]{0,40}\b(?:at|after) (?:(?i:epoch) )?~?\d"
 )
+# One run's symptom or trace while a bug is hunted, false once it is fixed: what should happen and does not
+# ("After processing `a.obs`, it should see … again, but it doesn't", "… should exist here, but the files are
+# in …"), a name not found by the code at hand ("… but `ret x;` can't find it"), a value where another was
+# expected ("The name is `"@"` instead of `"x"`"), a call's path through that run ("`get_type()` tries to find
+# `x`, doesn't find it, …", "… which fails because `x` hasn't been registered yet", "… it should hit the
+# `Declare` handler"), what a run returned ("… `get_var()` returned `None`").
+SYMPTOM = re.compile(
+    r"\bshould\b[^.;]{0,160}?,? but\b"
+    r"|\bbut (?:it|they|this|that) (?:doesn'?t|does not|don'?t|do not|isn'?t|aren'?t|didn'?t|did not)\W*$"
+    r"|\b(?:can'?t|cannot|couldn'?t|doesn'?t|does not|didn'?t|did not|fails? to|failed to) find (?:it|them)\b"
+    r"|\bwhich (?:doesn'?t|does not|can'?t|cannot|didn'?t) find\b"
+    r"|\b(?:is|are|was|were) (?:just |still )?`[^`]+` instead of `[^`]+`"
+    r"|\btries to\b[^.;]{0,120}?\b(?:doesn'?t|does not|fails|which fails)\b"
+    r"|\bhas(?:n'?t| not) been \w+ yet\b"
+    r"|\b(?:it|this|that) should (?:hit|reach|go through|enter|trigger)\b"
+    r"|\breturned `[^`]+`"
+)
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
 # "`resolveParentColor` currently walks `parents` front-to-back".
