@@ -833,6 +833,38 @@ def test_a_run_narrowed_to_one_case_is_no_way_to_run_the_project():
     assert [c.line for c in gather(s).commands] == ["go run ./cmd/server"]
 
 
+def test_one_test_of_maven_gradle_cargo_or_pytest_is_said_by_the_whole_suite():
+    """An unseen Maven set listed `mvn test -Dtest=FooIT`, `mvn clean test -Dtest=A,B -q` beside
+    `mvn verify`; a Rust set `cargo test test_x -- --nocapture` beside `cargo test`. One test is
+    that moment's focus; a package (`-p x`) or the binary's options (`-- --nocapture`) are not."""
+    s = make_session(
+        ("user", "Fix the mapper tests."),
+        _bash("mvn test -Dtest=MapperIT", "BUILD SUCCESS"),
+        _bash("mvn clean test -Dtest=MapperTest,VisitorTest -q", "BUILD SUCCESS"),
+        _bash("mvn verify", "BUILD SUCCESS"),
+        _bash("gradle test --tests com.x.MapperTest", "BUILD SUCCESSFUL"),
+        _bash("gradle test", "BUILD SUCCESSFUL"),
+        _bash("cargo test parse_params -- --nocapture", "test result: ok. 1 passed"),
+        _bash("cargo test -p core", "test result: ok. 40 passed"),
+        _bash("cargo test -- --nocapture", "test result: ok. 52 passed"),
+        _bash("uv run pytest -k mapper", "3 passed"),
+        _bash("uv run pytest", "90 passed"),
+        _bash("composer analyse", "[OK] No errors"),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert sorted(c.line for c in ev.commands) == [
+        "cargo test -- --nocapture",
+        "cargo test -p core",
+        "composer analyse",
+        "gradle test",
+        "mvn verify",
+        "uv run pytest",
+    ]
+    assert all(c.check for c in ev.commands)  # PHPStan's `composer analyse` is a check too
+
+
 def test_latest_is_no_test_but_test_runners_are_checks():
     """`test` matched inside `x@latest`: `npm install left-pad@latest` would be a "check that passed",
     and `npm ci` (an install) too. Test runners, however spelt, and `make ci` stay checks."""

@@ -862,6 +862,26 @@ def test_a_try_on_a_scratch_file_is_no_way_to_run_the_project_and_no_shield():
     assert sorted(c.line for c in ev.commands) == ["cargo test", "go build -o /tmp/app ./cmd/app"]
 
 
+def test_a_run_on_a_file_the_session_removed_later_is_scratch():
+    """The same compiler's author, on another day: the agent wrote its test programs into the
+    project's folder, ran the compiler on them ("checks that passed" and shields), then `rm -f`
+    them. A file removed later was a try; a file that stays is the project's own."""
+    s = make_session(
+        ("user", "Imports across files crash the compiler."),
+        _bash("cargo run -- try_import.obs", "error (pre-transpiling): File does not exist!", True),
+        _edit("src/transpiler.rs"),
+        _bash("cargo run -- try_import.obs", "ok"),
+        _bash("cargo run -- examples/hello.obs", "Hello"),
+        _bash("cargo run -- examples/hello.obs", "Hello"),
+        _bash("cargo test", "test result: ok. 12 passed"),
+        _bash(f"rm -f {CWD}/try_import.obs {CWD}/try_debug.c", ""),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.shields == []
+    assert sorted(c.line for c in ev.commands) == ["cargo run -- examples/hello.obs", "cargo test"]
+
+
 def test_a_look_into_the_repository_that_failed_is_no_shield():
     """An unseen Go set kept "`git -C /x/cli fsck --full --unreachable | grep …` failed: `error: …
     invalid sha1 pointer in cache-tree …`; fixed by `git -C /x/cli fsck --full | grep "broken

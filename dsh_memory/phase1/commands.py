@@ -45,7 +45,8 @@ ALONE = re.compile(
 # `npm ci` (an install from the lockfile)
 CHECK = re.compile(
     r"(?:\b|py|vi|unit|nex|run|[_.:-])test|(?<!npm )\bci\b|\b(check|\w*lint|fmt|gofmt|format|typecheck|mypy|ruff|clippy|vet|biome|tsc|"
-    r"verify|validate|build|compile|quality|spec|rspec|jest|prettier)\b",
+    r"verify|validate|build|compile|quality|spec|rspec|jest|prettier|analy[sz]e|phpstan|psalm|flake8|pyright|"
+    r"shellcheck)\b",
     re.I,
 )
 # `gofmt -w .`, `ruff check --fix`, `biome check --write`, `bun run lint:fix`, a formatter that writes unless
@@ -217,10 +218,32 @@ class Run:
 
 
 # A check narrowed to one test or a few files (`pytest tests/a.py::test_b`, `go test ./x/... -run TestY`,
-# `ruff check --fix x.py`):
-# that moment's focus, said already by the same tool's broader run.
+# `mvn test -Dtest=FooTest`, `gradle test --tests x`, `pytest -k name`, `cargo test name -- --nocapture`,
+# `ruff check --fix x.py`): that moment's focus, said already by the same tool's broader run.
+_CARGO_VALUE = "".join(  # (cargo test's options that take a value: `-p codex-core` names a package, no test)
+    rf"(?<!\s{o}\s)"
+    for o in (
+        "-p",
+        "--package",
+        "-F",
+        "--features",
+        "--test",
+        "--bin",
+        "--example",
+        "--bench",
+        "--target",
+        "--target-dir",
+        "--manifest-path",
+        "-j",
+        "--jobs",
+        "--profile",
+        "--color",
+    )
+)
 ONE_CASE = re.compile(
-    r"::\w|\s(?:-run|--test-id|--testNamePattern|--grep)[\s=]\S"
+    r"::\w|\s(?:-run|--test-id|--testNamePattern|--grep|--tests|-Dtest|-Dit\.test)[\s=]\S"
+    r"|\bpytest\b[^|;&]*\s-k[\s=]?\S"
+    rf"|\bcargo\s+test\b[^|;&]*?\s{_CARGO_VALUE}(?!-)[A-Za-z_][\w:]*(?=\s|$)"
 )  # a run of one case, not a way to run
 NARROW = re.compile(
     ONE_CASE.pattern
@@ -317,10 +340,31 @@ ONE_ID = re.compile(
 _SCRATCH = re.compile(r"""["']?(?:/tmp/|/private/tmp/|/var/folders/|\$TMPDIR/)""")
 
 
-def on_scratch(cmd: str) -> bool:
-    """Does `cmd` run on a file in the system's temp folder, one the session wrote to try something?"""
+def on_scratch(cmd: str, removed: frozenset[str] = frozenset()) -> bool:
+    """Does `cmd` run on a file in the system's temp folder, or on one the session removed later
+    (`removed`, from `removed_later`): one it wrote to try something?"""
     words = core(cmd).split()
-    return any(_SCRATCH.match(w) and not re.match(r"-(?!-$)", words[n - 1]) for n, w in enumerate(words) if n)
+    return any(
+        (_SCRATCH.match(w) and not re.match(r"-(?!-$)", words[n - 1])) or w.strip("'\"") in removed
+        for n, w in enumerate(words)
+        if n
+    )
+
+
+_RM = re.compile(r"(?:^|&&|;)\s*rm\s+([^|;&]+)")
+_A_FILE = re.compile(r"[\w./-]*[\w-]\.[A-Za-z]\w{0,5}")  # a file's name with its extension (`t.obs`), no folder
+
+
+def removed_later(runs: list[Run]) -> dict[int, frozenset[str]]:
+    """For each run (by its index), the files a later `rm` removed: a file the session made to try
+    something (`cargo run -- t.obs`, then `rm -f t.obs`) is no way to run the project."""
+    out: dict[int, frozenset[str]] = {}
+    later: set[str] = set()
+    for n in range(len(runs) - 1, -1, -1):
+        out[n] = frozenset(later)
+        for m in _RM.finditer(core(runs[n].line)):
+            later.update(w.strip("'\"") for w in m[1].split() if _A_FILE.fullmatch(w.strip("'\"")))
+    return out
 
 
 def commands(runs: list[Run]) -> list[Command]:
@@ -329,14 +373,15 @@ def commands(runs: list[Run]) -> list[Command]:
     by: dict[str, Command] = {}
     tries: dict[str, int] = {}  # runs per family: `… add URL --dry-run`, then `… add . --list`
     worked: dict[str, int] = {}  # the order the commands first succeeded: setup before what needs it
-    for r in runs:
+    removed = removed_later(runs)
+    for n, r in enumerate(runs):
         if (
             not is_build_command(r.line)
             or len(r.line) > 200
             or ELSEWHERE.match(r.line)
             or PLACEHOLDER.search(r.line)
             or ONE_ID.search(r.line)
-            or on_scratch(r.line)
+            or on_scratch(r.line, removed[n])
         ):
             continue
         if REMOTE.match(r.line) or any(installs_once(c) for c in re.split(r"&&|;", core(r.line))):
