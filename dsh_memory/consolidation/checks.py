@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from dsh_memory.phase1.command_line import family
-from dsh_memory.phase1.commands import NARROW, narrowed
+from dsh_memory.phase1.narrow import NARROW, narrowed
 
 _LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
 _IN_FOLDER = re.compile(r"\(in `[^`]+`\)")

@@ -15,7 +15,8 @@ from pydantic import BaseModel
 
 from dsh_memory.phase1.clean import CODE, EXPLORATION, TEST_FILE, clip_prose
 from dsh_memory.phase1.command_line import core, family, first_command, unpiped, wrapped
-from dsh_memory.phase1.commands import BUILD, EXPLORE, FORMATS, MODIFY, SETUP, Run, is_probe, on_scratch, removed_later
+from dsh_memory.phase1.commands import BUILD, EXPLORE, FORMATS, MODIFY, SETUP, Run, is_probe
+from dsh_memory.phase1.narrow import on_scratch, removed_later
 from dsh_memory.phase1.paths import is_absolute
 
 MAX_SHIELDS = 3
@@ -230,7 +231,7 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
     agent's explanation in between of that failure (command and error)."""
     out: list[Shield] = []
     seen: set[tuple[str, str]] = set()
-    removed = removed_later(runs)
+    removed = removed_later([r.line for r in runs])
     for i, r in enumerate(runs):
         fam = family(r.line)
         if not r.failed or not r.error or (fam, _kind(r.error)) in seen or EXPLORATION.match(core(r.line)):
