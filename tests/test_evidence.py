@@ -964,6 +964,8 @@ def test_an_answer_that_picks_among_the_agents_options_is_a_choice_for_the_work_
         "big five, separate and don't couple./ I want you to build 1. and 2. (the recommendation) already here.",
         "Go with option B. Keep the parser separate and don't share state.",
         "do 2 and 3, skip the rest. we should not touch the cache layer.",
+        # … answers to its numbered questions (an unseen Go set: "1 yes ok i agree 4 ok that works 5 …")
+        "1 yes fine 3 ok that works 4 if the quota is 0 then it counts as empty and should be listed with that filter",
     ):
         ev = gather(make_session(("assistant", "Options: 1. … 2. … 3. …"), ("user", prompt), cwd=CWD))
         assert ev.rules == [], prompt
@@ -996,6 +998,7 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "open a session -> go to this branch and show me the resume command (make sure the logs are there)",
         "the ids are only used for state, so I think I'd prefer if it's moved to sessions too",
         "The logs should be in the checkpoint, would be great if we can validate this adds up",
+        "there should not be any changes",  # how the checkout should stand now (an unseen Go set)
     ):
         assert not is_rule(said), said
     for said in (

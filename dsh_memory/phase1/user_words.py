@@ -77,7 +77,9 @@ AT_WORK = re.compile(
     r"|^(?:it )?(?:(?:looks|sounds) like|seems|appears)\b"  # a finding: "looks like i dont need the token"
     r"|^(?:it|we|you|this|that|they)\s+(?:seems?|appears?) to\b|\b(?:we|you) (?:can|could) always\b|^q\s*:"
     # what should have been done, this time: "I should have checked both sensors before concluding"
-    r"|\bshould(?:n'?t)? have (?:\w+ed|been|done|seen|known|gone|made|taken|told|thought|written|run|read)\b",
+    r"|\bshould(?:n'?t)? have (?:\w+ed|been|done|seen|known|gone|made|taken|told|thought|written|run|read)\b"
+    # how the checkout should stand now: "there should not be any changes"
+    r"|^there should(?:n'?t| not)? be (?:any |no )?(?:changes|diffs?|differences|modifications|uncommitted)\b",
     re.I,
 )
 # A review's finding on the code at hand, often pasted from a review bot: what it can do wrong ("That
@@ -286,11 +288,12 @@ def is_rule(s: str) -> bool:
 
 
 # A pick among the options the agent laid out: "build 1. and 2.", "do 2 and 3", "option B", "(the
-# recommendation)", "go with …". The prompt then chooses for this task, and its words are rules only
+# recommendation)", "go with …", answers to its numbered questions ("1 yes ok 4 ok …"). The prompt then chooses for this task, and its words are rules only
 # where they say their reach.
 CHOICE = re.compile(
     r"\b\d[.)]?\s*(?:and|&|\+|,)\s*\d\b|\b(?:option|approach|variant|alternative|scenario)\s+(?:[A-D]|\d)\b"
-    r"|\bthe recommend(?:ation|ed (?:one|option|approach))\b|^(?:ok(?:ay)?,?\s+)?(?:let'?s\s+)?go with\b",
+    r"|\bthe recommend(?:ation|ed (?:one|option|approach))\b|^(?:ok(?:ay)?,?\s+)?(?:let'?s\s+)?go with\b"
+    r"|(?:^|\s)#?\d[.):]?\s+(?:yes|no|ok(?:ay)?|agreed?|sure|fine|skip|yep|nope|correct)\b",  # "1 yes 4 ok …": the answers
     re.I,
 )
 
