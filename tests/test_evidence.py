@@ -1901,6 +1901,36 @@ def test_a_verb_without_its_subject_and_what_was_there_are_no_facts():
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
+def test_a_reviews_grades_a_plans_mappings_and_clauses_without_their_subject_are_no_facts():
+    """Four unseen sets (Java, PHP, Go, TypeScript) injected a review's graded finding ("FINDING 6
+    [INFORMATIONAL]: …"), the diff's scope ("Only TypeScript/JS files changed - …"), what a review
+    still wants ("Biggest concrete fixes needed before ship: #1 …"), a design's mapping ("`X` uses
+    … → reuse for …"), a guess ("The issue must be in …"), a test's expectation against the output,
+    a plan's step ("… will become …"), a linter's finding under its file, and clauses without their
+    subject ("Because `x` only receives …", "Must be written when …"). A requirement said as an
+    instruction ("Must set both …") stays, and so do the same things said as lasting facts."""
+    gone = [
+        "FINDING 3 [LOW]: the upload retry logs the token's prefix but never the whole `token`",
+        "`api/session.ts` uses `Map` for the cache [MEDIUM] and never evicts entries",
+        "Only Go/YAML files changed - `buf generate` is not needed for `api/` because no proto moved.",
+        "Biggest fixes needed before merge: #1 (`price.go` must use `math.Round`) and #2 (skip empty `ids`).",
+        "`ToastBar` uses the portal pattern → reuse for the upload warnings in `UploadPanel`",
+        "The problem must be in how `Visitor` collects the `Annotation` nodes.",
+        "Mapper tests expect the key to be `unitCode` but the actual generated key is `hasUnit` in `out.json`.",
+        "Band codes - Using local names like `SensorAnalog` instead of the expected `notation` values.",
+        "The `DoAndReturn` stubs will become `Expect` calls inside the `BeforeEach` callback.",
+        "`src/routes/room.ts` — `reply` parameter declared but never used in the `GET /rooms` handler",
+        "Because `SaveOutcome` in `storage.go` only receives the `Outcome` struct.",
+        "Must be written when the status moves to `SHIPPED` (in the consumer of `OrderShipped`)",
+    ]
+    kept = [
+        "Must set both `SEARCH_API_KEY` and `SEARCH_ENGINE_ID` before `research` can call the engine.",
+        "`ToastBar` uses a portal so that toasts render above the modals in `UploadPanel`.",
+        "The retry loop never logs the `token` because `redact()` wraps every logger in `log.ts`.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
 def test_a_bugs_symptoms_and_one_runs_trace_are_no_facts():
     """An unseen Rust set (a compiler of one's own, debugged for hours) filled its facts with the
     bug at hand: what should happen and does not, a name the code "can't find", a value where

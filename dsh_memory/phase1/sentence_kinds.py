@@ -91,7 +91,8 @@ LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won
 HEDGE = re.compile(
     r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|could be|could potentially|"
     r"worth investigating|seems|appears to|(?:could|may) (?:mean|indicate|suggest)|suggests?"
-    r"|no,? wait|wait,? (?:no|actually)|actually,? no)\b"  # … or taken back: "… triggers `exit(1)`... no wait, …"
+    r"|no,? wait|wait,? (?:no|actually)|actually,? no|(?:issue|problem|bug|cause|culprit) must be"
+    r"|will (?:become|turn into|be (?:changed|moved|replaced|renamed|removed|rewritten)))\b"  # a plan's step  # … or taken back: "… triggers `exit(1)`... no wait, …"
     # … or a design proposed ("The implementation would have `X` delegate to `Y`"), not what a change would break
     r"|\bwould(?!\s+(?:\w+\s+)?(?:fail|break|crash|error|throw|hang|lose|corrupt|overwrite|leak)\b)\b"
     # … or what the change should do: "Since the model reads tool descriptions …, this will steer it away from …"
@@ -118,6 +119,9 @@ DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solv
     r"|^(?:Without|Before|After|With) (?:this|that|the) (?:change|fix|commit|patch|edit)\b"  # "Without this change, …"
     # a step of a scenario whose actors are named by a letter or a number: "Session B creates `file2.ts` …"
     r"|^(?:Session|Agent|User|Client|Worker|Tab|Device|Turn|Commit) (?:[A-Z]|\d)\b(?![\w.-])"
+    # an answer's clause without its question ("Because `x` only receives the struct."), a requirement
+    # without its subject ("Must be written when the status moves to …")
+    r"|^Because\b[^,;:—]*$|^(?:Must|Should|Needs? to|Has to|Have to) be\b"
 )
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
@@ -281,7 +285,8 @@ OF_THAT_DAY = re.compile(
     r"|^\W{0,4}Still\b|^⚠\ufe0f?\s*(?:Needs?|Requires?)\b"
     # a case and what to do or expect then: "Delta sync: `knowledge>0` → Load only changed …", "Seat 1 folds → it
     # should progress to showdown"
-    r"|\s(?:→|->|=>)\s+(?:[A-Z][a-z]+\s|(?:it|they|this|that) (?:should|must|will)\b)"
+    r"|\s(?:→|->|=>)\s+(?:[A-Z][a-z]+\s|(?:it|they|this|that) (?:should|must|will)\b"
+    r"|(?:align|reuse|extend|adopt|mirror|copy|move|replace|rename|split|merge)\b)"  # "`X` uses … → reuse for …"
     # an option's pro or con ("Easier to maintain: when you …"), a noun phrase's item ("Only entities with `x > y`")
     r"|^(?:Easier|Harder|Simpler|Cleaner|Faster|Slower|Safer|Riskier|Better|Worse|More|Less) [a-z]+(?: [a-z]+)?:\s"
     r"|^Only [a-z]+s (?:with|whose|that|which|in|from|of)\b(?!.*\b(?:are|is|were|was|get|can|must|will)\b)"
@@ -320,6 +325,11 @@ OF_THAT_DAY = re.compile(
     r"|\b(?i:epoch) \d+\s*/\s*\d+|\bfrom ~?\d*\.\d+\s*(?:→|->|to) ~?\d*\.\d+|\bfrom ~?\d+(?:\.\d+)?\s*(?:→|->)\s*~?\d"
     r"|\b(?i:loss|accuracy|acc|f1|mse|mae|perplexity|ppl)\w*`?:? ~?\d*\.?\d+\s*(?:→|->)\s*~?\d"  # "Type loss: 1.9 → 1.15"
     r"|\b(?i:plateau(?:ed|s)?)\b[^.;]{0,40}\b(?:at|after) (?:(?i:epoch) )?~?\d"
+    # a review's graded finding ("FINDING 6 [INFORMATIONAL]: …"), the diff's scope ("Only TypeScript files
+    # changed - …"), what it still needs ("Biggest concrete fixes needed before ship: …")
+    r"|\[(?:INFO(?:RMATIONAL)?|LOW|MEDIUM|HIGH|CRITICAL|BLOCKER|NIT|P[0-3])\]|^(?:FINDING|ISSUE) #?\d+\b"
+    r"|(?i:^only [\w/+ -]{1,40} files? (?:changed|modified|touched)\b"
+    r"|^(?:the )?(?:[a-z]+ ){0,3}(?:fix|fixes|change|changes) (?:still )?(?:needed|left|remaining)\b)"
 )
 # One run's symptom or trace while a bug is hunted, false once it is fixed: what should happen and does not
 # ("After processing `a.obs`, it should see … again, but it doesn't", "… should exist here, but the files are
@@ -337,6 +347,7 @@ SYMPTOM = re.compile(
     r"|\bhas(?:n'?t| not) been \w+ yet\b"
     r"|\b(?:it|this|that) should (?:hit|reach|go through|enter|trigger)\b"
     r"|\breturned `[^`]+`"
+    r"|\bbut the actual\b|\binstead of the expected\b"  # "Tests expect `A` but the actual name is `B`"
 )
 # What the code lacks or still does wrong, or what is to change: "`getRecentEvaluations` doesn't
 # include `parent_id`", "`plan_cmd.py` still calls `f` with the old kwargs", "needs to become `x`",
@@ -419,6 +430,7 @@ FAULT_NAMED = re.compile(
     # … or as a headline, without its verb: "Chunking errors silently ignored"
     r"|(?![^.;]*\b(?:is|are|was|were|gets?)\b)(?:[\w-]+ ){1,4}(?:silently|never|not) (?:ignored|dropped|swallowed|lost|"
     r"leaked|checked|closed|handled|discarded|skipped|propagated|logged|released)\b"
+    r"|(?:`[^`]+`|[\w-]+)(?: [\w-]+)? (?:declared|defined|imported|assigned) but (?:never|not) used\b"  # a linter's
 )
 # What one test does or needs while the work is under way: "The test calls with `--branch P65`",
 # "`test_close_plan` (line 22) uses …", "The tests `test_a` and `test_b` are testing …".
