@@ -287,10 +287,17 @@ def test_a_documented_commands_trailing_comment_is_kept_without_its_padding():
         _bash("make lint", "ok"),
         cwd=CWD,
     )
-    assert gather(s).documented == [
+    ev = gather(s)
+    assert ev.documented == [
         "bun install # worktrees do NOT share node_modules",
         "bun run release # patch bump (default)",
     ]
+    # … and a block of commands that say what each is for is a menu, not steps in order (an unseen
+    # Maven set's "… say to run: `mvn clean package # Build and package`, then `mvn verify # Run …`")
+    assert (
+        "- The project's agent instructions list: `bun install` — worktrees do NOT share node_modules; "
+        "`bun run release` — patch bump (default)"
+    ) in steps.raw_memory(ev, "x")
 
 
 def test_a_users_correction_is_a_rule_and_a_bare_complaint_is_not():
@@ -841,6 +848,7 @@ def test_one_test_of_maven_gradle_cargo_or_pytest_is_said_by_the_whole_suite():
         ("user", "Fix the mapper tests."),
         _bash("mvn test -Dtest=MapperIT", "BUILD SUCCESS"),
         _bash("mvn clean test -Dtest=MapperTest,VisitorTest -q", "BUILD SUCCESS"),
+        _bash("mvn clean verify", "BUILD SUCCESS"),  # (`clean` first: the same check)
         _bash("mvn verify", "BUILD SUCCESS"),
         _bash("gradle test --tests com.x.MapperTest", "BUILD SUCCESSFUL"),
         _bash("gradle test", "BUILD SUCCESSFUL"),

@@ -82,9 +82,17 @@ _FOLDER = re.compile(r"(^|/)\.\.\.$|/$|^\.$")  # `./cmd/...`, `src/`, `.`: where
 def family(cmd: str) -> str:
     """What a command runs, without its flags, package folders and arguments past the third word
     (`erk exec setup-impl`, `bun run test`, `python app.py`): reruns with other flags are the same
-    command, and so are `go build ./cmd/x/...` and `go build ./cmd/x/cli/`."""
+    command, and so are `go build ./cmd/x/...` and `go build ./cmd/x/cli/`, `mvn clean verify` and
+    `mvn verify`."""
     words = [w for w in core(cmd).split("|")[0].split() if not w.startswith("-") and not _FOLDER.search(w)]
+    if words and _CLEANS_FIRST.match(words[0]):
+        words = words[:1] + [w for w in words[1:] if w != "clean"] or words  # `mvn clean verify`: `mvn verify`
     return " ".join(words[:3])
+
+
+_CLEANS_FIRST = re.compile(
+    r"^(?:\./)?(?:mvnw?|gradlew?)$"
+)  # a build whose `clean` goal goes before the one that counts
 
 
 def first_command(cmd: str) -> str:

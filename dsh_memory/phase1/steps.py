@@ -148,6 +148,18 @@ def command_lines(commands: list[Command]) -> list[str]:
     return out
 
 
+def documented_line(commands: list[str]) -> str:
+    """The commands an agent instruction file gives: a sequence ("`nvm use 20`, then `npm test`"),
+    or, when they say what each is for (`cmd # why`), a menu to pick from ("`mvn verify` — build with
+    all tests; `mvn test -P fast` — no regression tests")."""
+    if not any(" # " in c for c in commands):
+        return "- The project's agent instructions say to run: " + ", then ".join(_code(c) for c in commands)
+    said = (c.split(" # ", 1) for c in commands)
+    return "- The project's agent instructions list: " + "; ".join(
+        _code(c[0].strip()) + (f" — {c[1].strip()}" if len(c) > 1 and c[1].strip() else "") for c in said
+    )
+
+
 def raw_memory(ev: Evidence, task: str) -> str:
     out: list[str] = []
     if ev.rules or ev.agent_notes:
@@ -161,9 +173,7 @@ def raw_memory(ev: Evidence, task: str) -> str:
     if ev.commands or ev.documented:
         out += [COMMANDS, *command_lines(ev.commands)]
         if ev.documented:
-            out.append(
-                "- The project's agent instructions say to run: " + ", then ".join(_code(c) for c in ev.documented)
-            )
+            out.append(documented_line(ev.documented))
     if ev.shields:
         out += [SHIELDS, *(_shield_line(s) for s in ev.shields)]
     if ev.tripwires:

@@ -59,7 +59,7 @@ RULE_TEXT_CHARS = 220  # a kept rule, with the sentence before it when it needs 
 ONE_OFF = re.compile(
     r"\b(for now|this time|right now|for this (task|pr|change|one)|in this (pr|change|task|commit)|"
     r"for this(?=\s*(?:[,.;!?]|$|but\b|and\b|first\b))|"  # "Make a plan for this but don't execute"
-    r"today|at the moment|temporarily|never ?mind|let'?s see (?:if|whether|how|what))\b"
+    r"today|at the moment|at this (?:point|stage)|temporarily|never ?mind|let'?s see (?:if|whether|how|what))\b"
     r"|^(?:for (?:example|instance)|e\.g\.),",  # an example of the thing at hand ("For example, 'a' should be 'b'.")
     re.I,
 )
