@@ -507,6 +507,9 @@ def test_a_log_pasted_after_the_users_words_on_their_first_line_is_not_theirs():
         'Now this one (index):1 Uncaught TypeError: Failed to resolve module specifier "lodash". Relative '
         'references must always start with "/", "./", or "../".',
         "I get this when I run the build error TS6059: File 'src/x.ts' must always be under 'rootDir'.",
+        # … a test runner's captured output (an unseen PHP/TypeScript set)
+        "the tests pass but i got this: stderr | tests/api.test.ts > API > a token must always be sent",
+        "the tests pass, but:\nstdout | tests/api.test.ts > API > never retry a 404, always fail fast",
     ],
 )
 def test_a_short_paste_is_not_the_users_words(prompt):

@@ -40,12 +40,14 @@ LOG_LINE = re.compile(
     # … a linter's or compiler's finding ("  41:12  error  'x' is defined but never used", "a.ts(3,7): error
     # TS2322", "a.c:3:7: warning"), a line of `docker compose` or BuildKit output ("api-1  | …", "#8 0.31 …")
     r"|\d+:\d+\s+(?:error|warning)\s|[\w./\\-]+(?:\(\d+,\d+\)|:\d+:\d+):?\s+(?:-\s+)?(?:error|warning)\b"
-    r"|[\w.-]+-\d+\s+\|\s|#\d+ \d+\.\d+\s)"
+    r"|[\w.-]+-\d+\s+\|\s|#\d+ \d+\.\d+\s"
+    r"|(?:stdout|stderr) \| [\w./-]+ > )"  # … a test runner's captured output ("stderr | a.test.ts > Suite > case")
 )
 # … and pasted on the end of the user's own line: "Now this one (index):1 Uncaught TypeError: …", "I get
 # this when I build error TS6059: File …" (the line is theirs up to the paste)
 _PASTED_ON = re.compile(
-    r"\s(?:\(index\):\d+|Uncaught [A-Z]\w*|error TS\d+:|[\w./-]+(?:\(\d+,\d+\)|:\d+:\d+):? (?:- )?error)"
+    r"\s(?:\(index\):\d+|Uncaught [A-Z]\w*|error TS\d+:|[\w./-]+(?:\(\d+,\d+\)|:\d+:\d+):? (?:- )?error"
+    r"|(?:stdout|stderr) \| [\w./-]+ > )"
 )
 
 
