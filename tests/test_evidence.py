@@ -1926,6 +1926,12 @@ def test_a_reviews_grades_a_plans_mappings_and_clauses_without_their_subject_are
         "`src/routes/room.ts` — `reply` parameter declared but never used in the `GET /rooms` handler",
         "Because `SaveOutcome` in `storage.go` only receives the `Outcome` struct.",
         "Must be written when the status moves to `SHIPPED` (in the consumer of `OrderShipped`)",
+        # … a review's findings under their file, and findings led by a label (a TypeScript set)
+        "`src/rooms/room.service.ts` — TOCTOU race between the `countSeats()` check and the INSERT",
+        "`src/rooms/room.service.ts` — Code catches the unique error (`23505`), but need to verify the index exists",
+        "`src/rooms/room.service.ts` — `getOrCreateUser` properly handles the unique error (`23505`) with a retry",
+        "No `package-lock.json` - `npm ci` requires a lock file, but `backend/` only has `package.json`",
+        "DevDependencies needed - The build step (`npm run build`) needs `tsc` and other dev tools",
     ]
     kept = [
         "Must set both `SEARCH_API_KEY` and `SEARCH_ENGINE_ID` before `research` can call the engine.",

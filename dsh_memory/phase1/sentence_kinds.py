@@ -329,7 +329,10 @@ OF_THAT_DAY = re.compile(
     # changed - …"), what it still needs ("Biggest concrete fixes needed before ship: …")
     r"|\[(?:INFO(?:RMATIONAL)?|LOW|MEDIUM|HIGH|CRITICAL|BLOCKER|NIT|P[0-3])\]|^(?:FINDING|ISSUE) #?\d+\b"
     r"|(?i:^only [\w/+ -]{1,40} files? (?:changed|modified|touched)\b"
-    r"|^(?:the )?(?:[a-z]+ ){0,3}(?:fix|fixes|change|changes) (?:still )?(?:needed|left|remaining)\b)"
+    r"|^(?:the )?(?:[a-z]+ ){0,3}(?:fix|fixes|change|changes) (?:still )?(?:needed|left|remaining)\b"
+    r"|\b(?:but )?(?:still )?need to (?:verify|check|confirm|investigate|test)\b|\bproperly (?:handles|validates|checks|closes)\b)"
+    # a finding's label before a dash: "No `package-lock.json` - …", "DevDependencies needed - …"
+    r"|^No `[^`]+`\s[-—–]\s|^[\w` -]{2,40}? needed\s[-—–]\s"
 )
 # One run's symptom or trace while a bug is hunted, false once it is fixed: what should happen and does not
 # ("After processing `a.obs`, it should see … again, but it doesn't", "… should exist here, but the files are
@@ -426,7 +429,8 @@ CHANGE_NOUN = re.compile(r"\b(?:changes|deletion|removal|addition|rename|clean-?
 # (`user_words.FINDING` is a finding pasted by the user, said as what the code can do wrong).
 FAULT_NAMED = re.compile(
     r"(?:Silent|Missing|Unused|Potential|Possible|Redundant|Duplicated?|Unchecked|Unhandled|Dead|Inconsistent|"
-    r"Incorrect|Wrong|Broken|Misleading)\b"
+    r"Incorrect|Wrong|Broken|Misleading|TOCTOU|Race(?: condition)?|Deadlock|Memory leak|Leak|Off-by-one|N\+1|"
+    r"(?:SQL |Command |Prompt )?[Ii]njection|XSS|CSRF|SSRF|Null (?:pointer|dereference)|Unbounded|Unvalidated)\b"
     # … or as a headline, without its verb: "Chunking errors silently ignored"
     r"|(?![^.;]*\b(?:is|are|was|were|gets?)\b)(?:[\w-]+ ){1,4}(?:silently|never|not) (?:ignored|dropped|swallowed|lost|"
     r"leaked|checked|closed|handled|discarded|skipped|propagated|logged|released)\b"
