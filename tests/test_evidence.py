@@ -1932,8 +1932,12 @@ def test_a_reviews_grades_a_plans_mappings_and_clauses_without_their_subject_are
         "`src/rooms/room.service.ts` — `getOrCreateUser` properly handles the unique error (`23505`) with a retry",
         "No `package-lock.json` - `npm ci` requires a lock file, but `backend/` only has `package.json`",
         "DevDependencies needed - The build step (`npm run build`) needs `tsc` and other dev tools",
+        # … graded in words (a poker set, a Go set)
+        "Critical: Payout ignores `eligibleIds` and splits the whole pot, which breaks all-in hands.",
+        "Low risk in practice since `termMonths` is always written when the `Contract` is created.",
     ]
     kept = [
+        "Critical: never run `make reset-db` against `prod.env`, because it drops every table.",
         "Must set both `SEARCH_API_KEY` and `SEARCH_ENGINE_ID` before `research` can call the engine.",
         "`ToastBar` uses a portal so that toasts render above the modals in `UploadPanel`.",
         "The retry loop never logs the `token` because `redact()` wraps every logger in `log.ts`.",

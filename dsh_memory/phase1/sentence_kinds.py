@@ -328,6 +328,10 @@ OF_THAT_DAY = re.compile(
     # a review's graded finding ("FINDING 6 [INFORMATIONAL]: …"), the diff's scope ("Only TypeScript files
     # changed - …"), what it still needs ("Biggest concrete fixes needed before ship: …")
     r"|\[(?:INFO(?:RMATIONAL)?|LOW|MEDIUM|HIGH|CRITICAL|BLOCKER|NIT|P[0-3])\]|^(?:FINDING|ISSUE) #?\d+\b"
+    # … graded in words ("Critical: Side-pot payout ignores …", "Low risk in practice since …"), not a
+    # warning said with force ("Critical: never run the migration twice")
+    r"|^(?:Critical|Major|Minor|Blocker|Nit|High|Medium|Low)(?: (?:risk|severity|priority|impact))?:\s+"
+    r"(?!(?i:always|never|do not|don'?t|must|make sure)\b)|^(?:High|Medium|Low) risk\b"
     r"|(?i:^only [\w/+ -]{1,40} files? (?:changed|modified|touched)\b"
     r"|^(?:the )?(?:[a-z]+ ){0,3}(?:fix|fixes|change|changes) (?:still )?(?:needed|left|remaining)\b"
     r"|\b(?:but )?(?:still )?need to (?:verify|check|confirm|investigate|test)\b|\bproperly (?:handles|validates|checks|closes)\b)"
