@@ -160,6 +160,14 @@ def test_a_shouted_heading_and_a_lead_whose_list_is_not_kept_are_no_warnings():
     ]
     # … nor the shout alone, its matter on lines it does not carry (a Rust set's README: "<!-- IMPORTANT! -->")
     assert found_in("     1→# Obstruct\n     2→<!-- IMPORTANT! -->\n     3→\n     4→The compiler …\n") == []
+    # … nor how the code came to be (a Rust set: "IMPORTANT: We used to ignore these events and …"), unless it
+    # says what to do
+    history = "    40→        // IMPORTANT: We used to drop these events and resend the whole `items` array.\n"
+    assert found_in(history) == []
+    rule = "    40→        // IMPORTANT: We used to resend `items`. Never resend them: the client dedupes nothing.\n"
+    assert [w for _, w in found_in(rule)] == [
+        "IMPORTANT: We used to resend `items`. Never resend them: the client dedupes nothing."
+    ]
     # a banner is no heading
     assert found_in("     1→<!-- AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY -->\n") == [
         (0, "AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY")

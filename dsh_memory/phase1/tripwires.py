@@ -117,7 +117,14 @@ def _said_whole(warning: str) -> str:
         return ""  # (a banner is no heading: "AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY")
     if len(re.findall(r"[A-Za-z]{2,}", _SHOUT.sub("", warning))) < 2 and not _BANNER.search(warning):
         return ""  # the shout alone ("IMPORTANT!"): what to mind is in the lines it does not carry
+    if _HISTORY.match(rest) and not _RULE.search(rest):
+        return ""  # how the code came to be ("IMPORTANT: We used to ignore these events …"): no warning
     return warning
+
+
+_HISTORY = re.compile(
+    r"(?:(?:we|this|it|they|the code) used to|previously|historically|in the past|originally)\b", re.I
+)
 
 
 def _docstring_rule(lines: list[tuple[int | None, str]]) -> str | None:
