@@ -300,6 +300,28 @@ def test_a_documented_commands_trailing_comment_is_kept_without_its_padding():
     ) in steps.raw_memory(ev, "x")
 
 
+def test_a_rule_said_again_in_other_words_of_its_own_is_one_rule():
+    """An unseen PHP set injected "Commit all, and do not add your signature to the commit message"
+    and, two prompts later, "commit all and do not add your signature". A rule said again (its
+    words within the other's) is one rule, the fuller wording kept; words that turn it round
+    ("do not" against "always") or that only share a few words make two."""
+    s = make_session(
+        ("user", "do not add your signature"),
+        ("assistant", "Committed."),
+        ("user", "Commit all, and do not add your signature to the commit message"),
+        ("assistant", "Committed."),
+        ("user", "commit all and do not add your signature"),
+        ("user", "never run the e2e suite before pushing"),
+        ("user", "always run the e2e suite before pushing to main"),
+        cwd=CWD,
+    )
+    assert [r.text for r in gather(s).rules] == [
+        "Commit all, and do not add your signature to the commit message",
+        "never run the e2e suite before pushing",
+        "always run the e2e suite before pushing to main",
+    ]
+
+
 def test_a_users_correction_is_a_rule_and_a_bare_complaint_is_not():
     s = make_session(
         ("user", "Commit it."),

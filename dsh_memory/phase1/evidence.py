@@ -50,6 +50,7 @@ from dsh_memory.phase1.user_words import (
     QUESTION,
     USER_FACT,
     rule_text,
+    said_again,
 )
 from dsh_memory.transcript.redact import redact
 
@@ -203,10 +204,12 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
             pending_rules = []
             for n, s in enumerate(prompt):
                 if text := rule_text(prompt, n):
-                    r = Rule(text=text)
-                    if all(r.text != o.text for o in ev.rules):
-                        ev.rules.append(r)
+                    said_before = next((o for o in ev.rules if said_again(text, o.text)), None)
+                    if said_before is None:
+                        ev.rules.append(r := Rule(text=text))
                         pending_rules.append(r)
+                    elif len(text) > len(said_before.text):  # the fuller wording of the same rule
+                        said_before.text = text
                 elif ran := said_to_work(s):  # a run on the user's machine the session never saw
                     if len(ev.user_facts) < MAX_RULES and (fact := f"this worked: `{ran}`") not in ev.user_facts:
                         ev.user_facts.append(fact)

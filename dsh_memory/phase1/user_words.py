@@ -298,6 +298,20 @@ CHOICE = re.compile(
 )
 
 
+_NEGATION = re.compile(r"\b(?:not|never|no|don'?t|dont|doesn'?t|won'?t|shouldn'?t|always|only)\b", re.I)
+
+
+def said_again(rule: str, before: str) -> bool:
+    """Does the user's `rule` say again what a rule of theirs `before` said: its words, in order, are
+    the other's or a part of them ("commit all and do not add your signature" after "Commit all,
+    and do not add your signature to the commit message"), with the same "not", "never", "always"?"""
+    a, b = (" ".join(re.findall(r"[\w'$-]+", s.lower())) for s in (rule, before))
+    short, long_ = sorted((a, b), key=len)
+    if len(short.split()) < 4 or f" {short} " not in f" {long_} ":
+        return a == b
+    return sorted(_NEGATION.findall(a)) == sorted(_NEGATION.findall(b))
+
+
 def rule_text(said: list[str], n: int) -> str:
     """The rule the prompt's sentence `said[n]` states, as memory keeps it (`with_context`, clipped
     to RULE_TEXT_CHARS), or "" when it states none (`is_rule`; in a prompt that picks among options,
