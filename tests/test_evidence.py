@@ -2185,6 +2185,11 @@ def _edit(path: str, old: str, new: str) -> dict:
             "The `multiSelectActive` prop in `FileList.tsx` is no longer used (it was only for the `--visible` class).",
             _edit("src/FileList.tsx", "multiSelectActive,", ""),
         ),
+        (  # … what is never applied, then the edit that applies it (an unseen Maven set)
+            "In `listSchema()`, `applyLimits()` runs on the `base` schema, but since `base` is no `ListSchema`, "
+            "the size limits are never applied.",
+            _edit("src/main/java/x/Mapper.java", "applyLimits(base)", "applyLimits(base.items())"),
+        ),
     ],
 )
 def test_a_gap_is_no_fact_once_a_later_edit_closes_it(said: str, edit: dict):

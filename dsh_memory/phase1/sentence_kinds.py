@@ -369,7 +369,7 @@ GAP = re.compile(
     r"update|remove|rename|pass|include|add|updated|changed|removed|renamed|fixed|added)|needs? \w+(?: \w+)? "
     r"(?:updated|changed|removed|renamed|fixed)|must (?:change|update|be (?:updated|changed|removed|renamed))|"
     r"should (?:be (?:updated|changed|renamed|removed|x\b)|use|include)|never (?:sets?|passes|calls?)|hardcode[sd]?|"
-    r"(?:is|are) never (?:set|called|passed|used|read|written|created|initiali[sz]ed|cleared|updated)|"
+    r"(?:is|are) never (?:set|called|passed|used|read|written|created|initiali[sz]ed|cleared|updated|applied|invoked|reached)|"
     r"(?:was|were) (?:still |always |silently )?(?:skipping|dropping|ignoring|overwriting|returning|calling|using)|"
     r"(?:has|have) only|only (?:has|have)|today|currently|but (?:[\w`'.-]+ ){1,4}expects?)\b"  # "the drop is unconditional today": how it stands before the change
     r"|^the current\b(?! (?:x )?(?:checkout|branch)\b)"  # "The current `top_uploaders` tool only counts …"
