@@ -519,6 +519,28 @@ def test_a_short_paste_is_not_the_users_words(prompt):
     assert ev.rules == [] and not [r for r in ev.requests if "always" in r], (ev.rules, ev.requests)
 
 
+def test_the_go_tools_git_and_a_shell_prompts_lines_pasted_are_not_the_users_request():
+    """An unseen Go set's session opened with a pasted `go build` log ("go: downloading
+    golang.org/x/sys v0.0.0-20220829200755-d48e67d00261 …"): it became the first prompt, and the
+    recap was named for it; a later paste's shell prompt line and git's "fatal: …" were requests."""
+    s = make_session(
+        (
+            "user",
+            "go: downloading golang.org/x/sys v0.0.0-20220829200755-d48e67d00261\ngo: downloading golang.org/x/mod v0.6.0",
+        ),
+        ("tool", "bash", {"command": "go build ./..."}, "ok", False),
+        ("user", "did you just modify generated files?"),
+        (
+            "user",
+            "[me@laptop ~/src/shop feature-x !19]\nfatal: Unable to create '/home/me/src/shop/.git/index.lock': File exists.",
+        ),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert ev.first_prompt == "did you just modify generated files?"
+    assert ev.requests == ["did you just modify generated files?"]
+
+
 def test_a_long_fact_ends_at_its_last_whole_clause_and_one_with_none_is_not_kept():
     aside = (
         "The root manifest `.shop-plugin/plugin.json` is read first and points at the skills in "

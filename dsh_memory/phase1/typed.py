@@ -41,7 +41,9 @@ LOG_LINE = re.compile(
     # TS2322", "a.c:3:7: warning"), a line of `docker compose` or BuildKit output ("api-1  | …", "#8 0.31 …")
     r"|\d+:\d+\s+(?:error|warning)\s|[\w./\\-]+(?:\(\d+,\d+\)|:\d+:\d+):?\s+(?:-\s+)?(?:error|warning)\b"
     r"|[\w.-]+-\d+\s+\|\s|#\d+ \d+\.\d+\s"
-    r"|(?:stdout|stderr) \| [\w./-]+ > )"  # … a test runner's captured output ("stderr | a.test.ts > Suite > case")
+    r"|(?:stdout|stderr) \| [\w./-]+ > "  # … a test runner's captured output ("stderr | a.test.ts > Suite > case")
+    r"|go: (?:downloading|finding|extracting|upgraded|added|found) \S"  # … the go tool's ("go: downloading x v1")
+    r"|fatal: |\[[\w.-]+@[\w.-]+ [^\]\n]*\]\s*$)"  # … git's, and a shell's prompt line ("[me@host ~/repo main !19]")
 )
 # … and pasted on the end of the user's own line: "Now this one (index):1 Uncaught TypeError: …", "I get
 # this when I build error TS6059: File …" (the line is theirs up to the paste)
@@ -56,7 +58,7 @@ _DRAWN = re.compile(r"[├└│┌┐┘┬┴┼]")  # a line of a drawn tree 
 
 def user_text(e: Event) -> str:
     """The user's own words of a prompt: a long paste keeps only its first lines; a slash command
-    keeps its arguments; shell-prompt lines and logs are not words."""
+    keeps its arguments; shell-prompt lines and logs (`LOG_LINE`) are not words."""
     text = e.text or ""
     pasted = _PASTED_DOC.match(text)
     if pasted:  # "Implement the following plan:" and the plan, however short: the plan is not theirs
