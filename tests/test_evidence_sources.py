@@ -210,7 +210,7 @@ def test_what_the_session_wrote_down_for_later_sessions_is_kept():
         "Schema changes go through migrations — Never edit db/schema.sql by hand; run make migrate."
     ]
     raw = steps.raw_memory(ev, "x")
-    assert "- The project's agent instructions say to run: `make setup`, then `make serve PORT=8080`" in raw
+    assert "- The project's agent instructions list: `make setup`; `make serve PORT=8080`" in raw
     assert "- Noted for later sessions: Schema changes go through migrations — Never edit db/schema.sql" in raw
     assert "ls -la" not in raw
 
@@ -292,7 +292,7 @@ def test_a_documented_commands_trailing_comment_is_kept_without_its_padding():
         "bun install # worktrees do NOT share node_modules",
         "bun run release # patch bump (default)",
     ]
-    # … and a block of commands that say what each is for is a menu, not steps in order (an unseen
+    # … and the commands, with what each is for, are a list to pick from, not steps in order (an unseen
     # Maven set's "… say to run: `mvn clean package # Build and package`, then `mvn verify # Run …`")
     assert (
         "- The project's agent instructions list: `bun install` — worktrees do NOT share node_modules; "

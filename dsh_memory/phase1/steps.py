@@ -149,11 +149,10 @@ def command_lines(commands: list[Command]) -> list[str]:
 
 
 def documented_line(commands: list[str]) -> str:
-    """The commands an agent instruction file gives: a sequence ("`nvm use 20`, then `npm test`"),
-    or, when they say what each is for (`cmd # why`), a menu to pick from ("`mvn verify` — build with
-    all tests; `mvn test -P fast` — no regression tests")."""
-    if not any(" # " in c for c in commands):
-        return "- The project's agent instructions say to run: " + ", then ".join(_code(c) for c in commands)
+    """The commands an agent instruction file gives, each with what it is for when the file says
+    (`cmd # why`): a list to pick from ("`mvn verify` — build with all tests; `mvn test -P fast` — no
+    regression tests"), not steps in order (a file's blocks list `dev`, `build`, `lint` alike); a
+    version manager's selection (`nvm use 20`) first."""
     said = (c.split(" # ", 1) for c in commands)
     return "- The project's agent instructions list: " + "; ".join(
         _code(c[0].strip()) + (f" — {c[1].strip()}" if len(c) > 1 and c[1].strip() else "") for c in said
