@@ -809,6 +809,11 @@ def _errors(output: str) -> list[str]:
             "src/shares/share.dto.ts(5,3): error TS2564: Property 'shareId' has no initializer.\n",
             "TSError: ⨯ Unable to compile TypeScript:",
         ),
+        (  # … nor the header of a case's captured output (vitest's "stderr | a.test.ts > … > case")
+            "stderr | src/__tests__/hooks.test.ts > signature check > rejects invalid signatures\n"
+            "Webhook error: ReferenceError: crypto is not defined\n Test Files  1 failed (1)",
+            "Webhook error: ReferenceError: crypto is not defined",
+        ),
         (  # … nor go test's "=== RUN   TestX/unknown_returns_error" line
             "=== RUN   TestRegistry/Get_unknown_agent_returns_error\n"
             "    registry_test.go:31: no agent type named claude-code\n--- FAIL",

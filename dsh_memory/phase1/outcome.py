@@ -173,7 +173,9 @@ _STARTUP_FILE = re.compile(
     r"|^\(eval\):\d+: parse error"  # … or the code it evaluates (`eval "$(conda shell.zsh hook)"`)
 )
 _BANNER = re.compile(r"^[_=-]{3,} .+ [_=-]{3,}$")  # a test runner's heading: "____ ERROR collecting tests/x.py ____"
-_SOURCE_LINE = re.compile(r"^\d+\s*[|│](?:\s|$)")  # a numbered line of code an error quotes
+_SOURCE_LINE = re.compile(  # a numbered line of code an error quotes; a test runner's header of a case's captured
+    r"^\d+\s*[|│](?:\s|$)|^(?:stdout|stderr) \| \S+ > "  # output ("stderr | a.test.ts > API > case"): its log
+)
 _HEADING = re.compile(r"^\S+(?:\s+\S+){0,2}:$")  # "Collected errors:": what the lines below it are
 
 
