@@ -1025,6 +1025,8 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "the ids are only used for state, so I think I'd prefer if it's moved to sessions too",
         "The logs should be in the checkpoint, would be great if we can validate this adds up",
         "there should not be any changes",  # how the checkout should stand now (an unseen Go set)
+        "Remember we are on a $TMP_COPY context, not in our main repo",  # where the work is now (a PHP set)
+        "we're in the release branch, so never force-push here",
     ):
         assert not is_rule(said), said
     for said in (

@@ -78,6 +78,9 @@ AT_WORK = re.compile(
     r"|^(?:it|we|you|this|that|they)\s+(?:seems?|appears?) to\b|\b(?:we|you) (?:can|could) always\b|^q\s*:"
     # what should have been done, this time: "I should have checked both sensors before concluding"
     r"|\bshould(?:n'?t)? have (?:\w+ed|been|done|seen|known|gone|made|taken|told|thought|written|run|read)\b"
+    # where the work is now: "remember we are on a $TEMP_DIR context", "we're in the release branch"
+    r"|\bwe(?:'re| are) (?:now |still )?(?:on|in) (?:a|an|the|this|that|our) [\w$./ -]{0,30}?(?:context|branch|worktree|"
+    r"checkout|directory|folder|dir|environment|env|sandbox|copy)\b"
     # how the checkout should stand now: "there should not be any changes"
     r"|^there should(?:n'?t| not)? be (?:any |no )?(?:changes|diffs?|differences|modifications|uncommitted)\b",
     re.I,
