@@ -859,6 +859,29 @@ def test_commands_that_failed_alike_and_were_fixed_alike_are_one_shield(tmp_path
     ), shields
 
 
+def test_a_file_two_sessions_changed_is_one_code_map_line(tmp_path):
+    """An unseen TypeScript set's MEMORY.md had two lines for `exam.js` (two sessions' edits of it,
+    each naming what it wrote). One line per file: the newer session's names first, then the
+    older's it does not name, their files used together; another file keeps its own line."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    older = "- `web/exam.js` defines `getRoom`, `clearRoom`, `isRoomSession`, `fetchRoom`, `loadExam` (+1 more)"
+    newer = "- `web/exam.js` defines `getRoom`, `clearRoom`, `submitExam`; uses `join.js`"
+    other = "- `web/join.js` defines `storeRoom`"
+    for n, line in enumerate([older, other, newer]):
+        store.append_raw(_block(n, "/r/app", f"{steps.CODE_MAP}\n{line}\n", project="/r/app"))
+    settings = SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
+    out = mechanical.consolidate(store, _inputs(store), settings)
+    code_map = [
+        SOURCE.sub("", s).strip() for s in mechanical.parse_memory_md(out.memory_md)["/r/app"].sections["Code map"]
+    ]
+    assert sorted(code_map) == [
+        "- `web/exam.js` defines `getRoom`, `clearRoom`, `submitExam`, `isRoomSession`, `fetchRoom` (+2 more); "
+        "uses `join.js`",
+        other,
+    ], code_map
+
+
 def test_a_project_whose_path_holds_a_semicolon_is_its_own_group(tmp_path):
     """`applies_to: cwd=/src/a;b; reuse_rule=…` was read up to the first `;`: a session recorded in
     `/src/a;b` was filed under project `/src/a` (another project's memory, injected there)."""

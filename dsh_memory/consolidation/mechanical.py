@@ -10,8 +10,8 @@ contradicts is set aside, and retired when also old (`consolidation/stale.py`); 
 bullet the MEMORY.md cap drops (oldest of the largest section; a whole project group, the
 longest-named then the emptiest first, while the groups' headings alone pass half the cap), or a
 project's code map line or fact past its newest MAX_CODE_MAP / MAX_FACTS, goes to
-MEMORY.archive.md (listed and read); one shield per command kind and fix, and one line for
-commands that failed alike and were fixed alike.
+MEMORY.archive.md (listed and read); one shield per command kind and fix, one line for commands
+that failed alike and were fixed alike, and one code map line per file.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.summary import render_summary, scope_of_group
 from dsh_memory.phase1 import steps
 from dsh_memory.phase1.clean import clip_marked, why_not_memory
+from dsh_memory.phase1.codemap import merged_map_line
 from dsh_memory.phase1.command_line import family
 from dsh_memory.readpath.learned import BULLET, SOURCE, dates_of, item_key, sources_of, with_sources
 from dsh_memory.readpath.models import MAX_NOTE_CHARS
@@ -93,8 +94,9 @@ class Group:
             if _key(section, old) == key:
                 items[i] = _with_source(old, source)
                 return
-        for i, old in enumerate(items if section == "Failure shields" else []):
-            if merged := _one_failure(SOURCE.sub("", old).strip(), text):
+        merge = {"Failure shields": _one_failure, "Code map": merged_map_line}.get(section)
+        for i, old in enumerate(items if merge else []):
+            if merged := merge(SOURCE.sub("", old).strip(), text):
                 items[i] = with_sources(merged, [*sources_of(old), source])
                 return
         items.insert(0 if first else len(items), _with_source(text, source))

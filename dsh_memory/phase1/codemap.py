@@ -194,17 +194,35 @@ def _link(changed: list[Change], written: dict[str, list[str]]) -> None:
 def code_map_lines(changed: list[Change]) -> list[str]:
     """One line per changed file that defines something (`path`: the names it defines), then one
     line listing the other files changed."""
-    out = []
-    for c in changed:
-        if c.symbols:
-            names = ", ".join(f"`{s}`" for s in c.symbols[:MAX_SYMBOLS])
-            more = f" (+{len(c.symbols) - MAX_SYMBOLS} more)" if len(c.symbols) > MAX_SYMBOLS else ""
-            uses = f"; uses {', '.join(f'`{u}`' for u in c.uses)}" if c.uses else ""
-            out.append(f"- `{c.path}` defines {names}{more}{uses}")
+    out = [_map_line(c.path, c.symbols, 0, c.uses) for c in changed if c.symbols]
     rest = [c.path for c in changed if not c.symbols]
     if rest:
         out.append("- Also changed: " + ", ".join(f"`{p}`" for p in rest))
     return out
+
+
+def _map_line(path: str, symbols: list[str], hidden: int, uses: list[str]) -> str:
+    names = ", ".join(f"`{s}`" for s in symbols[:MAX_SYMBOLS])
+    more = len(symbols) - MAX_SYMBOLS + hidden if len(symbols) > MAX_SYMBOLS else hidden
+    said_more = f" (+{more} more)" if more > 0 else ""
+    said_uses = f"; uses {', '.join(f'`{u}`' for u in uses)}" if uses else ""
+    return f"- `{path}` defines {names}{said_more}{said_uses}"
+
+
+_MAP_LINE = re.compile(
+    r"^- `(?P<path>[^`]+)` defines (?P<names>.+?)(?: \(\+(?P<more>\d+) more\))?(?:; uses (?P<uses>.+))?$"
+)
+
+
+def merged_map_line(old: str, new: str) -> str | None:
+    """One code map line for a file two sessions changed (Phase 2): the newer's names, then the
+    older's that it does not name, and both their files used; None for lines of two files."""
+    a, b = _MAP_LINE.match(old), _MAP_LINE.match(new)
+    if not (a and b) or a["path"] != b["path"]:
+        return None
+    names = list(dict.fromkeys(re.findall(r"`([^`]+)`", b["names"]) + re.findall(r"`([^`]+)`", a["names"])))
+    uses = list(dict.fromkeys(re.findall(r"`([^`]+)`", f"{b['uses'] or ''} {a['uses'] or ''}")))
+    return _map_line(b["path"], names, max(int(a["more"] or 0), int(b["more"] or 0)), uses)
 
 
 def documented(edits: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
