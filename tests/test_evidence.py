@@ -519,6 +519,27 @@ def test_a_short_paste_is_not_the_users_words(prompt):
     assert ev.rules == [] and not [r for r in ev.requests if "always" in r], (ev.rules, ev.requests)
 
 
+def test_a_prompt_templates_expansion_is_read_for_the_input_it_quotes():
+    """An unseen Codex set ran GitHub spec-kit's commands (`/speckit.plan …`): each prompt is the
+    template with the user's input quoted under "## User Input". The template's "You **MUST**
+    consider the user input …" and "All paths must be absolute." became the user's rules, and a
+    long template's input was lost (its first line, "## User Input", was read instead)."""
+    template = (
+        "## User Input\n\n```text\n{said}\n```\n\nYou **MUST** consider the user input before proceeding "
+        "(if not empty).\n\n## Outline\n\n1. Run `.specify/scripts/setup.sh --json`. All paths must be absolute.\n"
+    )
+    long_tail = "\n".join(f"{n}. Never skip step {n}; always report it." for n in range(80))
+    s = make_session(
+        ("user", template.format(said="")),
+        ("tool", "bash", {"command": "make test"}, "ok", False),
+        ("user", template.format(said="Use uv, never pip, in this repo.") + long_tail),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert [r.text for r in ev.rules] == ["Use uv, never pip, in this repo."]
+    assert ev.first_prompt == "Use uv, never pip, in this repo."
+
+
 def test_the_go_tools_git_and_a_shell_prompts_lines_pasted_are_not_the_users_request():
     """An unseen Go set's session opened with a pasted `go build` log ("go: downloading
     golang.org/x/sys v0.0.0-20220829200755-d48e67d00261 …"): it became the first prompt, and the

@@ -56,12 +56,21 @@ _PASTED_ON = re.compile(
 _DRAWN = re.compile(r"[├└│┌┐┘┬┴┼]")  # a line of a drawn tree or table, pasted: `├── skills/`
 
 
+# A prompt template's expansion that quotes what the user typed (GitHub spec-kit's `/speckit.plan …`:
+# "## User Input\n\n```text\n<their words>\n```\n\nYou **MUST** consider the user input …"): the template is
+# not theirs.
+_TEMPLATE_INPUT = re.compile(r"\s*#{1,3}[ \t]*User Input[ \t]*\n\s*```[\w-]*\n(?P<said>.*?)\n?```", re.S | re.I)
+
+
 def user_text(e: Event) -> str:
     """The user's own words of a prompt: a long paste keeps only its first lines; a slash command
-    keeps its arguments; shell-prompt lines and logs (`LOG_LINE`) are not words."""
+    keeps its arguments, a prompt template's expansion the input it quotes; shell-prompt lines and
+    logs (`LOG_LINE`) are not words."""
     text = e.text or ""
     pasted = _PASTED_DOC.match(text)
-    if pasted:  # "Implement the following plan:" and the plan, however short: the plan is not theirs
+    if template := _TEMPLATE_INPUT.match(text):
+        text = template["said"]
+    elif pasted:  # "Implement the following plan:" and the plan, however short: the plan is not theirs
         text = pasted.group(1)
     elif len(text) > MAX_PASTE_CHARS:
         first = text.strip().splitlines()[0][:MAX_PASTE_CHARS]
