@@ -707,6 +707,8 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
         "mix run -e 'IO.inspect(Shop.Cart.__info__(:functions))'",
         "elixir -e 'IO.puts(System.version())'",
         "ruby -e 'puts RUBY_VERSION'",
+        # … and a Python script fed on stdin (a spec-kit Codex set: a "check that passed" that read a file)
+        "python3 - <<'PY'; from pathlib import Path; print(Path('specs/spec.md').read_text()); PY",
     ):
         assert not is_build_command(probe), probe
     assert is_build_command("bun run build") and is_build_command("bun apps/cli/src/cli.ts eval run a.yaml")

@@ -929,6 +929,12 @@ def test_a_shells_start_up_file_complaining_is_not_the_error_of_the_command():
     out = "bash: /home/dev/.bashrc: line 12: nvm: command not found\nError: Cannot find module 'vite'\n"
     assert informative_error(out) == "Error: Cannot find module 'vite'"
     assert informative_error("/opt/conda/etc/profile.d/conda.sh:48: parse error near `()'\n") == ""
+    # … Homebrew's `shellenv.sh` (from `~/.zprofile`) in Codex's sandbox, before git's own error
+    out = (
+        "/opt/homebrew/Library/Homebrew/cmd/shellenv.sh: line 18: /bin/ps: Operation not permitted\n"
+        "fatal: Unable to create '/Users/me/shop/.git/index.lock': Operation not permitted\n"
+    )
+    assert informative_error(out) == "fatal: Unable to create '/Users/me/shop/.git/index.lock': Operation not permitted"
     assert (
         informative_error("GET /api/profile: 404 Not Found\n") == "GET /api/profile: 404 Not Found"
     )  # (no start-up file)

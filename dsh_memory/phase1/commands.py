@@ -150,7 +150,7 @@ _IP_SHOW = r"^ip\s+(?:-\S+\s+)*(?:a|addr|address|r|route|l|link|n|neigh)\b(?!.*\
 
 def is_probe(cmd: str) -> bool:
     """A question to a tool, which changes nothing: `npm view x`, `marvin --help`, an inline script
-    (`python -c …`, `bun -e …`, `mix run -e …`), a JSON file checked (`python -m json.tool x.json`), `gh pr view 12`,
+    (`python -c …`, `python3 - <<'PY' …`, `bun -e …`, `mix run -e …`), a JSON file checked (`python -m json.tool x.json`), `gh pr view 12`,
     `kubectl get pods`, `bun src/cli.ts skills get x`, a look or a query in a container (`_IN_CONTAINER`)."""
     c = _SOURCED.sub("", core(cmd))  # (`source setup.bash && rosservice info x`: the question is the last part)
     inside = _IN_CONTAINER.match(c)
@@ -173,7 +173,7 @@ def is_probe(cmd: str) -> bool:
         or re.match(_IP_SHOW, c)  # the network as it is (`ip -brief addr`, `ip route`)
         or re.match(r"^(?:npm|pnpm|yarn|bun) run$", c)  # the package's scripts listed
         or re.match(
-            r"^(?:python3?\s+(?:-c|-m\s+json\.tool)|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval)"
+            r"^(?:python3?\s+(?:-c|-m\s+json\.tool|-\s+<<\s*['\"]?\w+)|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval)"
             r"|(?:ruby|perl)\s+-e|php\s+-r|(?:mix\s+run|elixir)\s+(?:-e|--eval))\b",
             c,
         )

@@ -169,7 +169,7 @@ _CARET = re.compile(r"^\s*[~^]*\^[~^]*\s*$")  # a line that only marks a column 
 # A shell's start-up file complaining in every command's output ("…/profile.d/conda.sh:48: parse error near …"):
 # the machine's, not the command's
 _STARTUP_FILE = re.compile(
-    r"(?:^|[\s/])(?:\.?(?:bash|zsh)(?:rc|_profile|env)|\.?profile|profile\.d/[\w.-]+):\s?(?:line )?\d+:"
+    r"(?:^|[\s/])(?:\.?(?:bash|zsh)(?:rc|_profile|env)|\.?profile|profile\.d/[\w.-]+|Homebrew/cmd/shellenv\.sh):\s?(?:line )?\d+:"
     r"|^\(eval\):\d+: parse error"  # … or the code it evaluates (`eval "$(conda shell.zsh hook)"`)
 )
 _BANNER = re.compile(r"^[_=-]{3,} .+ [_=-]{3,}$")  # a test runner's heading: "____ ERROR collecting tests/x.py ____"
