@@ -1990,6 +1990,29 @@ def test_a_reviews_grades_a_plans_mappings_and_clauses_without_their_subject_are
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
+def test_a_sessions_own_report_and_one_builds_diagnosis_are_no_facts():
+    """An unseen C/C++ simulator set kept what the session wrote and did: a change counted under its
+    file (": 8 include-path references swapped"), a part of the document it wrote ("Design
+    Rationale section: …", "State Categories table: …"), a plan's step by its id ("S3 - …"), one
+    build's diagnosis ("The build error: …"), a hyphenated change ("… now bind-mounts …"), a commit
+    by its SHA and a line of a file without an extension ("`hsim:1000` …")."""
+    gone = [
+        "`cmake/SimConfig.cmake`: 8 include-path references swapped, and the stale comment about `Makefile` fixed",
+        "Design Rationale section: five paragraphs explaining why `sim_state_v1` must be one packed struct.",
+        "State Categories table: maps every part of `sim_state_v1` to its read and write primitive.",
+        "S3 - integration RED -> GREEN: extend `rt_regs.c`, which loads the seed before `drain()`.",
+        "The build error: it includes `sim/reg_names.h`, which lives in the parent repo at `include/sim/`.",
+        "`build_sim.sh` now bind-mounts `$ROOT/include` read-only at `/include` for the container build.",
+        "The parent can only record the committed SHA `62970b1`, so the dirty tree won't be captured.",
+        "`simctl:1000` `before = _read_cycles(state_q)` reads from the file QEMU wrote in `plugin.c`.",
+    ]
+    kept = [
+        "`build_sim.sh` mounts only `sim/` at `/work`, so headers under `include/` must be mounted too.",
+        "Always mark the phase boundaries with `rt_phase_drain()` before `rt_phase_resume()`.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
 def test_a_bugs_symptoms_and_one_runs_trace_are_no_facts():
     """An unseen Rust set (a compiler of one's own, debugged for hours) filled its facts with the
     bug at hand: what should happen and does not, a name the code "can't find", a value where

@@ -148,7 +148,7 @@ STATE = re.compile(
     # "X now points at Y", "Human docs now state …" (what docs say: what the change wrote there)
     r"|\bnow (?:also |only |just |[a-z]+ly )?(?:pass|use|state|say|mention|describe|document|explain|list|show|"
     r"note|recommend|tell|mirror|direct|point|match|reference|cover|link|include|"
-    r"(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+s)\b"
+    r"(?!always\b|its\b|this\b|has\b|is\b|was\b|as\b)[a-z]+(?:-[a-z]+)*s)\b"
     # … of a plural subject: "Side pots now pay out per-pot winners", "Both hooks now run first" (where
     # things "now live" is where they are)
     r"|\b(?:[a-z]+s|they|both|all) now (?!that\b|on\b|and\b|or\b|in\b|at\b|by\b|the\b|a\b|live\b)[a-z]+\b"
@@ -277,10 +277,14 @@ _HEX_ID = r"(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # a commit's sho
 OF_THAT_DAY = re.compile(
     r"\d{4}-\d{2}-\d{2}[T_]\d{2}[-:]\d{2}|\b(?:is|are|was|were)(?:n'?t| not)(?: yet)? (?:on|in) `?(?:origin|upstream)/"
     r"|\b(?:remains?|stays?|is still) `(?:in[_ ]progress|open|blocked|pending)`"
-    r"|\bcommit \(?`?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
+    r"|\b(?:commit|SHA) \(?`?[0-9a-f]{7,40}\b`?"  # a commit by its hash: history, in `git log` ("The commit `c384b36` changed …")
     rf"|\b(?:branch|checkpoint|session)s? `[^`]*?\b{_HEX_ID}"  # "branch `entire/765563b`"
     rf"|\b(?:is|are|was|were|now) at `?{_HEX_ID}"  # "… v1 is at b8d967c"
-    r"|^Lines? ~?\d+\b"  # a line of the file as it was: "Line 223 tries to position `x` after `y`, but …"
+    r"|^Lines? ~?\d+\b|^`[\w./-]+:\d+(?:-\d+)?`"  # a line of the file as it was: "Line 223 tries …", "`hsim:1000` …"
+    # a plan's step by its id ("S3 - integration RED -> GREEN: …"), one failure's diagnosis ("The build error: …")
+    r"|^[A-Z]{1,2}\d{1,3}\s+[-—–]\s|^(?:The|This) (?:build |test |compile |runtime |CI )?(?:error|failure|crash|hang)\s*:"
+    # a part of the document the session wrote: "Design Rationale section: five paragraphs explaining …"
+    r"|^[A-Z][\w -]{2,40} (?:table|section|diagram|paragraph|chapter|appendix):\s"
     # what is left to do, without its subject: "⚠️ Still requires type migration for `x`", "⚠️ Need to use …"
     r"|^\W{0,4}Still\b|^⚠\ufe0f?\s*(?:Needs?|Requires?)\b"
     # a case and what to do or expect then: "Delta sync: `knowledge>0` → Load only changed …", "Seat 1 folds → it
