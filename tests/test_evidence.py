@@ -1048,6 +1048,8 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "there should not be any changes",  # how the checkout should stand now (an unseen Go set)
         "Remember we are on a $TMP_COPY context, not in our main repo",  # where the work is now (a PHP set)
         "we're in the release branch, so never force-push here",
+        "i don't completely understand.",  # the agent's answer, not understood (a C/C++ set)
+        "I still don't get why the drain must run first",
     ):
         assert not is_rule(said), said
     for said in (

@@ -78,6 +78,8 @@ AT_WORK = re.compile(
     r"|^(?:it|we|you|this|that|they)\s+(?:seems?|appears?) to\b|\b(?:we|you) (?:can|could) always\b|^q\s*:"
     # what should have been done, this time: "I should have checked both sensors before concluding"
     r"|\bshould(?:n'?t)? have (?:\w+ed|been|done|seen|known|gone|made|taken|told|thought|written|run|read)\b"
+    # … not understanding the agent's answer: "i don't completely understand."
+    r"|\bi (?:still )?(?:don'?t|do not|dont) (?:\w+ly )?(?:understand|get (?:it|this|that|why)|follow)\b"
     # where the work is now: "remember we are on a $TEMP_DIR context", "we're in the release branch"
     r"|\bwe(?:'re| are) (?:now |still )?(?:on|in) (?:a|an|the|this|that|our) [\w$./ -]{0,30}?(?:context|branch|worktree|"
     r"checkout|directory|folder|dir|environment|env|sandbox|copy)\b"
