@@ -689,6 +689,14 @@ def test_a_projects_checks_are_its_standing_ones_and_come_first_in_the_injected_
     g.add("Reusable knowledge", "- Set up and run with: `npx markdownlint-cli2 docs/a.mdx`", "f")
     summary = render_summary({g.name: g}, [], 4000)
     assert "## Build and test\n- Checks that passed: `go test ./...`" in summary
+    # a chain of checks the line has one by one says nothing more (an unseen Rust set kept
+    # `cargo build && cargo test` beside both); a chain with a check of its own stays
+    g = Group("/home/dev/src/lang")
+    g.add("Reusable knowledge", "- Checks that passed: `cargo build`, `cargo build && cargo test`", "a")
+    g.add("Reusable knowledge", "- Checks that passed: `cargo test`, `cargo fmt --check && cargo clippy`", "b")
+    assert g.sections["Reusable knowledge"] == [
+        "- Checks that passed: `cargo test`, `cargo fmt --check && cargo clippy`, `cargo build` [source: a, b]"
+    ]
 
 
 def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check_is_said_once():

@@ -45,8 +45,25 @@ def merged_list(new: str, old: str) -> str:
     runs = {item: _RUNS.search(item) for item in merged.values()}
     narrow = narrowed([(item.split("`")[1], m.group(1) if m else "") for item, m in runs.items()])
     items = [item for item in merged.values() if item.split("`")[1] not in narrow]
+    # a chain of checks the line has one by one (`cargo build && cargo test` beside both) says nothing more
+    alone = {(_runs_family(item), _folder(item)) for item in items if not _CHAIN.search(item.split("`")[1])}
+    items = [item for item in items if not _chained_from(item, alone)]
     best = sorted(items, key=_plain_first)[:MAX_LIST_ITEMS]
     return f"{head}: " + ", ".join(item for item in items if item in best)
+
+
+_CHAIN = re.compile(r"\s*(?:&&|;)\s*")
+
+
+def _folder(item: str) -> str:
+    where = _IN_FOLDER.search(item)
+    return where.group(0) if where else ""
+
+
+def _chained_from(item: str, alone: set[tuple[str, str]]) -> bool:
+    """Is `item` a chain (`a && b`) whose every command the list has alone, in the same folder?"""
+    parts = _CHAIN.split(item.split("`")[1])
+    return len(parts) > 1 and all((family(_RUNNER.sub("", p)), _folder(item)) in alone for p in parts)
 
 
 # A package's own runner: `npx vitest run` runs what `npm test` (runs `vitest run`) does.
