@@ -905,6 +905,36 @@ def test_one_test_of_maven_gradle_cargo_or_pytest_is_said_by_the_whole_suite():
     assert all(c.check for c in ev.commands)  # PHPStan's `composer analyse` is a check too
 
 
+def test_a_projects_own_scripts_are_how_it_is_built_and_checked():
+    """An unseen C/C++ simulator set ran its end-to-end suite (`bash run_e2e.sh`), its tests
+    (`bash tests/sim/test_estimate.sh`) and its build script; a Codex set its smoke test
+    (`./scripts/smoke_test.sh`): none was a build command, so the memory said nothing of how the
+    project is tested. A script the session only parsed (`bash -n`), one in /tmp or another
+    repository, a release or a deploy, and a script name in a subagent's prompt stay out."""
+    s = make_session(
+        ("user", "Fix the hang."),
+        _bash("bash run_e2e.sh", "22 passed"),
+        _bash("JOBS=2 FILTER='^roundtrip$' bash run_e2e.sh", "1 passed"),  # (one case of the suite)
+        _bash("bash tests/sim/test_estimate.sh", "PASS"),
+        _bash("./scripts/smoke_test.sh", "smoke ok"),
+        _bash("bash build_sim.sh", "built"),
+        _bash("bash build_sim.sh", "built"),
+        _bash("bash -n scripts/run_all.sh", ""),
+        _bash("bash /tmp/try.sh", "ok"),
+        _bash("./utils/create-release.sh", "released 1.2.0"),
+        ("tool", "Task", {"prompt": "Look at scripts/bench/run_single.sh", "subagent_type": "Explore"}, "ok", False),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    ev = gather(s)
+    assert [(c.line, c.check) for c in ev.commands] == [
+        ("bash run_e2e.sh", True),
+        ("bash tests/sim/test_estimate.sh", True),
+        ("./scripts/smoke_test.sh", True),
+        ("bash build_sim.sh", False),  # (a build step: how it is set up)
+    ]
+
+
 def test_latest_is_no_test_but_test_runners_are_checks():
     """`test` matched inside `x@latest`: `npm install left-pad@latest` would be a "check that passed",
     and `npm ci` (an install) too. Test runners, however spelt, and `make ci` stay checks."""

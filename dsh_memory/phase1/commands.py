@@ -37,6 +37,13 @@ BUILD = re.compile(
     r"composer|phpunit|sbt|lein|stack|cabal|zig|nix|terraform|helm|kubectl|pre-commit"
     r"|nvm|fnm|volta|pyenv|rbenv|asdf|mise|rustup)(?=\s|$)"  # … and the version managers (`nvm use 20`)
 )  # a program, not `node.plan` or `make_x`
+# … or a script of the project's own, run by its relative path (`bash run_e2e.sh`, `./scripts/smoke_test.sh`,
+# `sh -e tests/x.sh`; not one in /tmp or elsewhere: `on_scratch`, `ELSEWHERE`), not only parsed (`bash -n x.sh`),
+# nor a release or a deploy (an act of that day)
+PROJECT_SCRIPT = re.compile(
+    r"^(?:(?:ba|z|da)?sh\s+(?!-n\b)(?:-\w+\s+)*|\./)(?![/~.])(?![\w./-]*(?:release|deploy|publish)[\w-]*\.sh\b)"
+    r"[\w./-]*[\w-]\.sh(?=\s|$)"
+)
 # the programs that build, test or check the project named alone (`make`, `pytest`, `yarn` installs)
 ALONE = re.compile(
     r"^(make|just|task|tox|nox|pytest|py\.test|yarn|tsc|jest|vitest|rspec|rake|ninja|ctest|pre-commit|flake8|pyright|"
@@ -47,7 +54,7 @@ ALONE = re.compile(
 CHECK = re.compile(
     r"(?:\b|py|vi|unit|nex|run|[_.:-])test|(?<!npm )\bci\b|\b(check|\w*lint|fmt|gofmt|format|typecheck|mypy|ruff|clippy|vet|biome|tsc|"
     r"verify|validate|build|compile|quality|spec|rspec|jest|prettier|analy[sz]e|phpstan|psalm|flake8|pyright|"
-    r"shellcheck)\b",
+    r"shellcheck)\b|(?:\b|[_.-])(?:e2e|smoke)(?:\b|_)",
     re.I,
 )
 # `gofmt -w .`, `ruff check --fix`, `biome check --write`, `bun run lint:fix`, a formatter that writes unless
@@ -126,6 +133,8 @@ def _cut(pattern: str, s: str) -> str:
 def is_build_command(cmd: str) -> bool:
     """How a project is built, tested, checked or run, as opposed to exploring it."""
     c = core(cmd)
+    if PROJECT_SCRIPT.match(c):
+        return True
     if not c or EXPLORE.match(c) or not BUILD.match(c) or is_probe(c):
         return False
     if " " not in c and not ALONE.match(c):  # `npm`, `cargo`, `docker` alone print their usage

@@ -34,7 +34,7 @@ _CARGO_VALUE = "".join(  # (cargo test's options that take a value: `-p codex-co
     )
 )
 ONE_CASE = re.compile(
-    r"::\w|\s(?:-run|--test-id|--testNamePattern|--grep|--tests|-Dtest|-Dit\.test)[\s=]\S"
+    r"::\w|\s(?:-run|--test-id|--testNamePattern|--grep|--tests|-Dtest|-Dit\.test)[\s=]\S|(?:^|\s)\w*FILTER=\S"
     r"|\bpytest\b[^|;&]*\s-k[\s=]?\S"
     rf"|\bcargo\s+test\b[^|;&]*?\s{_CARGO_VALUE}(?!-)[A-Za-z_][\w:]*(?=\s|$)"
 )  # a run of one case, not a way to run
