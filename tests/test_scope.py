@@ -882,6 +882,26 @@ def test_a_file_two_sessions_changed_is_one_code_map_line(tmp_path):
     ], code_map
 
 
+def test_a_projects_documented_commands_are_one_list(tmp_path):
+    """An unseen PHP set's summary had two "agent instructions list" lines, one per session that
+    wrote its CLAUDE.md: one list, the older line's first, each command once."""
+    store = MemoryStore(tmp_path / "mem")
+    store.ensure_layout()
+    lines = [
+        "- The project's agent instructions list: `composer install`; `composer test` — unit tests; `composer analyse`",
+        "- The project's agent instructions list: `npm run dev`; `npm run build`; `composer install`",
+    ]
+    for n, line in enumerate(lines):
+        store.append_raw(_block(n, "/r/app", f"{steps.COMMANDS}\n{line}\n", project="/r/app"))
+    settings = SimpleNamespace(max_memory_md_chars=60_000, max_summary_chars=CAP, stale_after_days=90)
+    out = mechanical.consolidate(store, _inputs(store), settings)
+    knowledge = mechanical.parse_memory_md(out.memory_md)["/r/app"].sections["Reusable knowledge"]
+    assert [SOURCE.sub("", k).strip() for k in knowledge] == [
+        "- The project's agent instructions list: `composer install`; `composer test` — unit tests; "
+        "`composer analyse`; `npm run dev`; `npm run build`"
+    ], knowledge
+
+
 def test_a_project_whose_path_holds_a_semicolon_is_its_own_group(tmp_path):
     """`applies_to: cwd=/src/a;b; reuse_rule=…` was read up to the first `;`: a session recorded in
     `/src/a;b` was filed under project `/src/a` (another project's memory, injected there)."""

@@ -1,6 +1,7 @@
 """A project's one "Checks that passed" line, merged from its sessions' lines: each check once
 per folder, however many ways sessions started it, said the plainest way, at most MAX_LIST_ITEMS;
-and its "Set up and run with" lines, one where one session's steps are among another's."""
+its "Set up and run with" lines, one where one session's steps are among another's; and its one
+list of the commands its agent instruction files give."""
 
 from __future__ import annotations
 
@@ -82,6 +83,23 @@ def _plain_first(item: str) -> tuple:
     package script that says what it runs, short."""
     cmd = item.split("`")[1]
     return (bool(NARROW.search(cmd)), bool(re.search(r"&&|;|\|\|", cmd)), "(runs " not in item, len(cmd))
+
+
+DOCUMENTED_LINE = "- The project's agent instructions list:"
+_DOCUMENTED_ITEM = re.compile(r"`[^`]+`(?: — [^;]*)?")
+MAX_DOCUMENTED = 10
+
+
+def merged_documented(old: str, new: str) -> str | None:
+    """One list of the commands a project's instruction files give (`steps.documented_line`), the
+    older line's first, each command once, at most MAX_DOCUMENTED; None unless both are such lines."""
+    if not (old.startswith(DOCUMENTED_LINE) and new.startswith(DOCUMENTED_LINE)):
+        return None
+    items: dict[str, str] = {}
+    for line in (old, new):
+        for item in _DOCUMENTED_ITEM.findall(line[len(DOCUMENTED_LINE) :]):
+            items.setdefault(item.split("`")[1], item.strip())
+    return f"{DOCUMENTED_LINE} " + "; ".join(list(items.values())[:MAX_DOCUMENTED])
 
 
 SETUP_LINE = "- Set up and run with:"

@@ -24,7 +24,7 @@ from datetime import date
 from typing import Any
 
 from dsh_memory.consolidation import stale
-from dsh_memory.consolidation.checks import SETUP_LINE, merged_list, wider
+from dsh_memory.consolidation.checks import SETUP_LINE, merged_documented, merged_list, wider
 from dsh_memory.consolidation.output import ConsolidationOutput
 from dsh_memory.consolidation.summary import render_summary, scope_of_group
 from dsh_memory.phase1 import steps
@@ -94,7 +94,7 @@ class Group:
             if _key(section, old) == key:
                 items[i] = _with_source(old, source)
                 return
-        merge = {"Failure shields": _one_failure, "Code map": merged_map_line}.get(section)
+        merge = _MERGES.get(section)
         for i, old in enumerate(items if merge else []):
             if merged := merge(SOURCE.sub("", old).strip(), text):
                 items[i] = with_sources(merged, [*sources_of(old), source])
@@ -143,6 +143,10 @@ def _one_failure(old: str, new: str) -> str | None:
         return None
     commands = list(dict.fromkeys(re.findall(r"`[^`]+`", a["commands"]) + re.findall(r"`[^`]+`", b["commands"])))
     return None if len(commands) > MAX_FAILED_COMMANDS else f"- {', '.join(commands)} failed: {a['rest']}"
+
+
+# Two bullets of a section that are one line: shields of one lesson, a file's code map, a project's documented commands
+_MERGES = {"Failure shields": _one_failure, "Code map": merged_map_line, "Reusable knowledge": merged_documented}
 
 
 def _with_source(bullet: str, source: str) -> str:
