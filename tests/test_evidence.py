@@ -1973,6 +1973,8 @@ def test_a_reviews_grades_a_plans_mappings_and_clauses_without_their_subject_are
         "`src/routes/room.ts` — `reply` parameter declared but never used in the `GET /rooms` handler",
         "Because `SaveOutcome` in `storage.go` only receives the `Outcome` struct.",
         "Must be written when the status moves to `SHIPPED` (in the consumer of `OrderShipped`)",
+        "Shouldn't happen in practice (the filter requires `expiresAt`), but if it does, `sync.go` fails.",
+        "The second one will need `accountClient` mocks in its own `BeforeEach`, apart from the first.",
         # … a review's findings under their file, and findings led by a label (a TypeScript set)
         "`src/rooms/room.service.ts` — TOCTOU race between the `countSeats()` check and the INSERT",
         "`src/rooms/room.service.ts` — Code catches the unique error (`23505`), but need to verify the index exists",

@@ -121,7 +121,8 @@ DANGLING = re.compile(  # "These are the same primitives…", "This doesn't solv
     r"|^(?:Session|Agent|User|Client|Worker|Tab|Device|Turn|Commit) (?:[A-Z]|\d)\b(?![\w.-])"
     # an answer's clause without its question ("Because `x` only receives the struct."), a requirement
     # without its subject ("Must be written when the status moves to …")
-    r"|^Because\b[^,;:—]*$|^(?:Must|Should|Needs? to|Has to|Have to) be\b"
+    r"|^Because\b[^,;:—]*$|^(?:Must|Should|Needs? to|Has to|Have to) be\b|^(?:Shouldn'?t|Won'?t|Doesn'?t|Can'?t) [a-z]+\b"
+    r"|^(?:The )?(?:first|second|third|last|other) one\b"  # "The second one will need …": of a list said before
 )
 PATH_LED = re.compile(r"^`[\w./-]+/[\w.-]+\.\w+`\s*(?:—|–|-|:)\s+")
 # "Worktree: `/src/wt/cli-collab` (branch: `collab`)": where something is, said as a label and a name.
