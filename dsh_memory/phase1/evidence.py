@@ -38,8 +38,9 @@ from dsh_memory.phase1.facts import (
 from dsh_memory.phase1.outcome import ESCALATED, failed, informative_error, ran_in, script_of, shell_line
 from dsh_memory.phase1.paths import relative
 from dsh_memory.phase1.postprocess import STOP
-from dsh_memory.phase1.sentence_kinds import ACK, CAUSE, FIRST_PERSON, HEDGE, OF_THAT_DAY, PROGRESS, STATE, STATUS_MARK
+from dsh_memory.phase1.sentence_kinds import ACK, CAUSE, FIRST_PERSON, HEDGE, PROGRESS, STATE, STATUS_MARK
 from dsh_memory.phase1.shields import Shield, advised, shields
+from dsh_memory.phase1.that_day import OF_THAT_DAY
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.typed import own_sentences
 from dsh_memory.phase1.user_words import (

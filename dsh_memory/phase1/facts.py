@@ -30,20 +30,18 @@ from dsh_memory.phase1.sentence_kinds import (
     HYPOTHETICAL,
     LIMIT,
     NARRATION,
-    OF_THAT_DAY,
     PATH_LED,
     PROGRESS,
     QUOTED,
     SHOUTED,
     STATE,
     STATUS_MARK,
-    SYMPTOM,
-    VERDICT_LEAD,
     WARNING,
     WAS,
     WHERE_LED,
     breaks,
 )
+from dsh_memory.phase1.that_day import OF_THAT_DAY, SYMPTOM, VERDICT_LEAD
 
 MAX_FACTS = 8  # in the raw memory (the handbook); the recap keeps up to MAX_RECAP_FACTS
 MAX_RECAP_FACTS = 32
