@@ -41,9 +41,9 @@ BUILD = re.compile(
 # `sh -e tests/x.sh`; not one in /tmp or elsewhere: `on_scratch`, `ELSEWHERE`), not only parsed (`bash -n x.sh`),
 # nor a release or a deploy (an act of that day)
 PROJECT_SCRIPT = re.compile(
-    r"^(?:(?:ba|z|da)?sh\s+(?!-n\b)(?:-\w+\s+)*|\./)(?![/~.])(?![\w./-]*(?:release|deploy|publish)[\w-]*\.sh\b)"
-    r"[\w./-]*[\w-]\.sh(?=\s|$)"
+    r"^(?:(?:ba|z|da)?sh\s+(?!-n\b)(?:-\w+\s+)*|\./)(?![/~.])(?P<path>[\w./-]*[\w-]\.sh)(?=\s|$)"
 )
+_ONE_ACT = re.compile(r"release|deploy|publish")
 # the programs that build, test or check the project named alone (`make`, `pytest`, `yarn` installs)
 ALONE = re.compile(
     r"^(make|just|task|tox|nox|pytest|py\.test|yarn|tsc|jest|vitest|rspec|rake|ninja|ctest|pre-commit|flake8|pyright|"
@@ -133,8 +133,8 @@ def _cut(pattern: str, s: str) -> str:
 def is_build_command(cmd: str) -> bool:
     """How a project is built, tested, checked or run, as opposed to exploring it."""
     c = core(cmd)
-    if PROJECT_SCRIPT.match(c):
-        return True
+    if script := PROJECT_SCRIPT.match(c):
+        return not _ONE_ACT.search(script["path"].rsplit("/", 1)[-1])
     if not c or EXPLORE.match(c) or not BUILD.match(c) or is_probe(c):
         return False
     if " " not in c and not ALONE.match(c):  # `npm`, `cargo`, `docker` alone print their usage
