@@ -9,6 +9,7 @@ import re
 
 from dsh_memory.phase1.command_line import family
 from dsh_memory.phase1.narrow import NARROW, narrowed
+from dsh_memory.phase1.steps import DOCUMENTED
 
 _LIST_ITEM = re.compile(r"`[^`]+`(?: \([^()]*(?:`[^`]*`[^()]*)*\))*")
 _IN_FOLDER = re.compile(r"\(in `[^`]+`\)")
@@ -35,8 +36,7 @@ def merged_list(new: str, old: str) -> str:
     for kind in (lambda item: family(item.split("`")[1]), _runs_family):
         merged = {}
         for item in found:
-            where = _IN_FOLDER.search(item)
-            key = (kind(item), "(fixes " in item, where.group(0) if where else "")
+            key = (kind(item), "(fixes " in item, _folder(item))
             if better(item, merged.get(key, "")):
                 merged[key] = item
         found = list(merged.values())
@@ -85,7 +85,6 @@ def _plain_first(item: str) -> tuple:
     return (bool(NARROW.search(cmd)), bool(re.search(r"&&|;|\|\|", cmd)), "(runs " not in item, len(cmd))
 
 
-DOCUMENTED_LINE = "- The project's agent instructions list:"
 _DOCUMENTED_ITEM = re.compile(r"`[^`]+`(?: — [^;]*)?")
 MAX_DOCUMENTED = 10
 
@@ -93,13 +92,13 @@ MAX_DOCUMENTED = 10
 def merged_documented(old: str, new: str) -> str | None:
     """One list of the commands a project's instruction files give (`steps.documented_line`), the
     older line's first, each command once, at most MAX_DOCUMENTED; None unless both are such lines."""
-    if not (old.startswith(DOCUMENTED_LINE) and new.startswith(DOCUMENTED_LINE)):
+    if not (old.startswith(DOCUMENTED) and new.startswith(DOCUMENTED)):
         return None
     items: dict[str, str] = {}
     for line in (old, new):
-        for item in _DOCUMENTED_ITEM.findall(line[len(DOCUMENTED_LINE) :]):
+        for item in _DOCUMENTED_ITEM.findall(line[len(DOCUMENTED) :]):
             items.setdefault(item.split("`")[1], item.strip())
-    return f"{DOCUMENTED_LINE} " + "; ".join(list(items.values())[:MAX_DOCUMENTED])
+    return f"{DOCUMENTED} " + "; ".join(list(items.values())[:MAX_DOCUMENTED])
 
 
 SETUP_LINE = "- Set up and run with:"
@@ -110,8 +109,7 @@ def _steps(line: str) -> set[tuple[str, str]]:
     flags, how often it ran, what a package script runs nor who ran it (a subagent)."""
     out = set()
     for item in _LIST_ITEM.findall(line.split(":", 1)[1]):
-        where = _IN_FOLDER.search(item)
-        out.add((family(item.split("`")[1]), where.group(0) if where else ""))
+        out.add((family(item.split("`")[1]), _folder(item)))
     return out
 
 

@@ -86,13 +86,12 @@ def family(cmd: str) -> str:
     `mvn verify`."""
     words = [w for w in core(cmd).split("|")[0].split() if not w.startswith("-") and not _FOLDER.search(w)]
     if words and _CLEANS_FIRST.match(words[0]):
-        words = words[:1] + [w for w in words[1:] if w != "clean"] or words  # `mvn clean verify`: `mvn verify`
+        words = [words[0], *(w for w in words[1:] if w != "clean")]  # `mvn clean verify`: `mvn verify`
     return " ".join(words[:3])
 
 
-_CLEANS_FIRST = re.compile(
-    r"^(?:\./)?(?:mvnw?|gradlew?)$"
-)  # a build whose `clean` goal goes before the one that counts
+# A build whose `clean` goal goes before the one that counts
+_CLEANS_FIRST = re.compile(r"^(?:\./)?(?:mvnw?|gradlew?)$")
 
 
 def first_command(cmd: str) -> str:

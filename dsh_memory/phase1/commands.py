@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from dsh_memory.phase1.command_line import LEAD_CD, core, family, one_line
-from dsh_memory.phase1.narrow import ONE_CASE, ONE_ID, PLACEHOLDER, narrowed, on_scratch, removed_later
+from dsh_memory.phase1.narrow import ONE_CASE, ONE_ID, PLACEHOLDER, narrowed
 from dsh_memory.phase1.paths import checkout, on_drive, spellings
 
 MAX_COMMANDS = 6
@@ -159,8 +159,9 @@ _IP_SHOW = r"^ip\s+(?:-\S+\s+)*(?:a|addr|address|r|route|l|link|n|neigh)\b(?!.*\
 
 def is_probe(cmd: str) -> bool:
     """A question to a tool, which changes nothing: `npm view x`, `marvin --help`, an inline script
-    (`python -c …`, `python3 - <<'PY' …`, `bun -e …`, `mix run -e …`), a JSON file checked (`python -m json.tool x.json`), `gh pr view 12`,
-    `kubectl get pods`, `bun src/cli.ts skills get x`, a look or a query in a container (`_IN_CONTAINER`)."""
+    (`python -c …`, `python3 - <<'PY' …`, `bun -e …`, `mix run -e …`), a JSON file checked
+    (`python -m json.tool x.json`), `gh pr view 12`, `kubectl get pods`, `bun src/cli.ts skills get x`,
+    a look or a query in a container (`_IN_CONTAINER`)."""
     c = _SOURCED.sub("", core(cmd))  # (`source setup.bash && rosservice info x`: the question is the last part)
     inside = _IN_CONTAINER.match(c)
     there = inside and inside["cmd"].strip("'\"")
@@ -225,6 +226,7 @@ class Run:
     via: str = ""  # the subagent that ran it ("devrun"), "" when the agent ran it itself
     script: str = ""  # what a package script ran (`bun run css:build` → `tailwindcss -i …`)
     background: bool = False  # the agent's tool ran it in the background (Claude Code's run_in_background)
+    scratch: bool = False  # it ran on a file the session tried things with (`narrow.scratch_runs`)
 
 
 # Run in a folder outside the project (`normalize_command` made the project's own relative): a temp
@@ -275,15 +277,14 @@ def commands(runs: list[Run]) -> list[Command]:
     by: dict[str, Command] = {}
     tries: dict[str, int] = {}  # runs per family: `… add URL --dry-run`, then `… add . --list`
     worked: dict[str, int] = {}  # the order the commands first succeeded: setup before what needs it
-    removed = removed_later([r.line for r in runs])
-    for n, r in enumerate(runs):
+    for r in runs:
         if (
             not is_build_command(r.line)
             or len(r.line) > 200
             or ELSEWHERE.match(r.line)
             or PLACEHOLDER.search(r.line)
             or ONE_ID.search(r.line)
-            or on_scratch(r.line, removed[n])
+            or r.scratch
         ):
             continue
         if REMOTE.match(r.line) or any(installs_once(c) for c in re.split(r"&&|;", core(r.line))):

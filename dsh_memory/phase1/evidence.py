@@ -35,6 +35,7 @@ from dsh_memory.phase1.facts import (
     prose,
     sentences,
 )
+from dsh_memory.phase1.narrow import scratch_runs
 from dsh_memory.phase1.outcome import ESCALATED, failed, informative_error, ran_in, script_of, shell_line
 from dsh_memory.phase1.paths import relative
 from dsh_memory.phase1.postprocess import STOP
@@ -298,6 +299,8 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
     ev.procedure = next((ok[:12] for asked, ok in turns if asked and len(ok) >= 3), [])
     assistant = [(seq, s, last_msg[t] == seq) for seq, s, t in spoken]  # (seq, sentence, in a turn's last message)
     ev.outcome = clip(ev.outcome, 1200)
+    for r, scratch in zip(runs, scratch_runs([r.line for r in runs]), strict=True):
+        r.scratch = scratch
     ev.commands = [c for c in commands(runs) if not RUNS_A_DOWNLOAD.search(c.line)]
     ev.changes = changes(texts, cwd, created)
     documented_commands, ev.agent_notes = documented(texts)

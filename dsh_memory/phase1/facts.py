@@ -126,8 +126,10 @@ def named(s: str) -> list[str]:
     return CODE.findall(s) + paths + _IDENT.findall(plain)
 
 
-_COUNTED_CHANGE = re.compile(
-    r"\d+ [\w-]+(?: [\w-]+){0,3} (?:swapped|updated|changed|removed|added|renamed|replaced|fixed|moved|deleted)\b"
+# A file's diff said under its name: "— +4 lines (font imports)", "(new file)", ": 8 include paths swapped"
+_DIFF_REPORT = re.compile(
+    r"[+-]\d+ lines?\b|\(?new file\)?|\d+ (?:insertions|deletions)"
+    r"|\d+ [\w-]+(?: [\w-]+){0,3} (?:swapped|updated|changed|removed|added|renamed|replaced|fixed|moved|deleted)\b"
 )
 
 
@@ -167,10 +169,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
             or OF_THAT_DAY.search(s)  # … nor a linter's finding in it ("`page.tsx`: `A`, `B` unused.")
         ):
             return 0
-        if re.match(r"[+-]\d+ lines?\b|\(?new file\)?|\d+ (?:insertions|deletions)", rest) or _COUNTED_CHANGE.match(
-            rest
-        ):
-            return 0  # … nor its diff's size ("— +4 lines (font imports)", ": 8 include paths swapped")
+        if _DIFF_REPORT.match(rest):
+            return 0  # … nor its diff's size or count
         if FAULT_NAMED.match(rest) or CHANGE_NOUN.search(rest):
             return 0  # … nor a review's finding or a plan's change under its file ("— Silent data loss …",
             # "— interface method removal")

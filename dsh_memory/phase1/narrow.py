@@ -91,9 +91,9 @@ ONE_ID = re.compile(
 _SCRATCH = re.compile(r"""["']?(?:/tmp/|/private/tmp/|/var/folders/|\$TMPDIR/)""")
 
 
-def on_scratch(cmd: str, removed: frozenset[str] = frozenset()) -> bool:
-    """Does `cmd` run on a file in the system's temp folder, or on one the session removed later
-    (`removed`, from `removed_later`): one it wrote to try something?"""
+def on_scratch(cmd: str, removed: set[str]) -> bool:
+    """Does `cmd` run on a file in the system's temp folder, or on one of `removed` (the files the
+    session removed later): one it wrote to try something?"""
     words = core(cmd).split()
     return any(
         (_SCRATCH.match(w) and not re.match(r"-(?!-$)", words[n - 1])) or w.strip("'\"") in removed
@@ -106,13 +106,14 @@ _RM = re.compile(r"(?:^|&&|;)\s*rm\s+([^|;&]+)")
 _A_FILE = re.compile(r"[\w./-]*[\w-]\.[A-Za-z]\w{0,5}")  # a file's name with its extension (`t.obs`), no folder
 
 
-def removed_later(lines: list[str]) -> dict[int, frozenset[str]]:
-    """For each command line (by its index), the files a later `rm` removed: a file the session made to try
-    something (`cargo run -- t.obs`, then `rm -f t.obs`) is no way to run the project."""
-    out: dict[int, frozenset[str]] = {}
+def scratch_runs(lines: list[str]) -> list[bool]:
+    """For each command line of a session, whether it runs on a scratch file (`on_scratch`): one in
+    the temp folder, or one a later `rm` removed (`cargo run -- t.obs`, then `rm -f t.obs`): a try,
+    no way to run the project and no lesson."""
+    out: list[bool] = []
     later: set[str] = set()
-    for n in range(len(lines) - 1, -1, -1):
-        out[n] = frozenset(later)
-        for m in _RM.finditer(core(lines[n])):
+    for line in reversed(lines):
+        out.append(on_scratch(line, later))
+        for m in _RM.finditer(core(line)):
             later.update(w.strip("'\"") for w in m[1].split() if _A_FILE.fullmatch(w.strip("'\"")))
-    return out
+    return out[::-1]

@@ -92,8 +92,9 @@ LIMIT = re.compile(r"\b(only works|can'?t|cannot|doesn'?t work|does not work|won
 HEDGE = re.compile(
     r"\b(likely|probably|possibly|perhaps|maybe|suspicion|suspect|might|may not|may be|could be|could potentially|"
     r"worth investigating|seems|appears to|(?:could|may) (?:mean|indicate|suggest)|suggests?"
-    r"|no,? wait|wait,? (?:no|actually)|actually,? no|(?:issue|problem|bug|cause|culprit) must be"
-    r"|will (?:become|turn into|be (?:changed|moved|replaced|renamed|removed|rewritten)))\b"  # a plan's step  # … or taken back: "… triggers `exit(1)`... no wait, …"
+    r"|no,? wait|wait,? (?:no|actually)|actually,? no"  # … or taken back: "… triggers `exit(1)`... no wait, …"
+    r"|(?:issue|problem|bug|cause|culprit) must be"  # … a guess at the cause: "The issue must be in …"
+    r"|will (?:become|turn into|be (?:changed|moved|replaced|renamed|removed|rewritten)))\b"  # … a plan's step
     # … or a design proposed ("The implementation would have `X` delegate to `Y`"), not what a change would break
     r"|\bwould(?!\s+(?:\w+\s+)?(?:fail|break|crash|error|throw|hang|lose|corrupt|overwrite|leak)\b)\b"
     # … or what the change should do: "Since the model reads tool descriptions …, this will steer it away from …"

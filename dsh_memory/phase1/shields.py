@@ -16,7 +16,6 @@ from pydantic import BaseModel
 from dsh_memory.phase1.clean import CODE, EXPLORATION, TEST_FILE, clip_prose
 from dsh_memory.phase1.command_line import core, family, first_command, unpiped, wrapped
 from dsh_memory.phase1.commands import BUILD, EXPLORE, FORMATS, MODIFY, SETUP, Run, is_probe
-from dsh_memory.phase1.narrow import on_scratch, removed_later
 from dsh_memory.phase1.paths import is_absolute
 
 MAX_SHIELDS = 3
@@ -231,12 +230,11 @@ def shields(runs: list[Run], edits: list[tuple[int, str, str]], cause: Callable[
     agent's explanation in between of that failure (command and error)."""
     out: list[Shield] = []
     seen: set[tuple[str, str]] = set()
-    removed = removed_later([r.line for r in runs])
     for i, r in enumerate(runs):
         fam = family(r.line)
         if not r.failed or not r.error or (fam, _kind(r.error)) in seen or EXPLORATION.match(core(r.line)):
             continue
-        if on_scratch(r.line, removed[i]):
+        if r.scratch:
             continue  # a try on a scratch file (`cargo run -- /tmp/t.obs`): the work in progress, not a lesson
         if is_probe(r.line) and not USAGE.search(r.error):
             continue  # a question's answer (`npm view x@1.2.0` → E404: not published), not a lesson

@@ -33,6 +33,7 @@ CODE_MAP = "## Code map (files the session changed)"
 TRIPWIRES = "## Warnings in the project's files"
 PROCEDURE = "## Procedure"
 CHECKS = "- Checks that passed:"  # the commands line a project's sessions merge into one
+DOCUMENTED = "- The project's agent instructions list:"  # … and the one of its instruction files' commands
 
 SUMMARY_MAX_CHARS = 200
 MAX_STEPS_SHOWN = 12
@@ -154,7 +155,7 @@ def documented_line(commands: list[str]) -> str:
     regression tests"), not steps in order (a file's blocks list `dev`, `build`, `lint` alike); a
     version manager's selection (`nvm use 20`) first."""
     said = (c.split(" # ", 1) for c in commands)
-    return "- The project's agent instructions list: " + "; ".join(
+    return f"{DOCUMENTED} " + "; ".join(
         _code(c[0].strip()) + (f" — {c[1].strip()}" if len(c) > 1 and c[1].strip() else "") for c in said
     )
 

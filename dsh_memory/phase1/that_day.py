@@ -65,9 +65,9 @@ OF_THAT_DAY = re.compile(
     r"|\b(?:is|are) (?:currently|now|still) expected to (?:fail|pass)\b"  # a test-first run's red step
     # a linter's finding: "`src/app/page.tsx`: `ChevronLeft`, `Button` unused."
     r"|^[^:]{1,120}:\s+`[^`]+`(?:(?:,\s*|,?\s+and\s+)`[^`]+`)*\s+(?:unused|undefined|not used|never used)\W*$"
-    # … what is left to do: "One fix needed in `train_cnn.py`: …"
-    r"|^(?:one|two|three|a|the) (?:more |last |remaining )?(?:fix|fixes|change|changes|thing|things) (?:still )?"
-    r"(?:needed|left|remaining)\b)"
+    # … what is left to do: "One fix needed in `train_cnn.py`: …", "Biggest concrete fixes needed before ship: …"
+    r"|^(?:(?:the )?(?:[a-z]+ ){0,3}(?:fix|fixes|change|changes)|(?:one|two|three|a|the) (?:more |last |remaining )?"
+    r"(?:thing|things)) (?:still )?(?:needed|left|remaining)\b)"
     # a training run's progress: "Training is at epoch 53/100", "val loss went from 0.150 → 0.056",
     # "training plateaued after epoch 3"
     r"|\b(?:is|was|are|were) (?:now |still |currently |just )?(?:at|on|past) (?i:epoch|step|iteration) \d"
@@ -75,14 +75,13 @@ OF_THAT_DAY = re.compile(
     r"|\b(?i:loss|accuracy|acc|f1|mse|mae|perplexity|ppl)\w*`?:? ~?\d*\.?\d+\s*(?:→|->)\s*~?\d"  # "Type loss: 1.9 → 1.15"
     r"|\b(?i:plateau(?:ed|s)?)\b[^.;]{0,40}\b(?:at|after) (?:(?i:epoch) )?~?\d"
     # a review's graded finding ("FINDING 6 [INFORMATIONAL]: …"), the diff's scope ("Only TypeScript files
-    # changed - …"), what it still needs ("Biggest concrete fixes needed before ship: …")
+    # changed - …"), what it still wants checked ("… but need to verify …") or approves ("properly handles")
     r"|\[(?:INFO(?:RMATIONAL)?|LOW|MEDIUM|HIGH|CRITICAL|BLOCKER|NIT|P[0-3])\]|^(?:FINDING|ISSUE) #?\d+\b"
     # … graded in words ("Critical: Side-pot payout ignores …", "Low risk in practice since …"), not a
     # warning said with force ("Critical: never run the migration twice")
     r"|^(?:Critical|Major|Minor|Blocker|Nit|High|Medium|Low)(?: (?:risk|severity|priority|impact))?:\s+"
     r"(?!(?i:always|never|do not|don'?t|must|make sure)\b)|^(?:High|Medium|Low) risk\b"
     r"|(?i:^only [\w/+ -]{1,40} files? (?:changed|modified|touched)\b"
-    r"|^(?:the )?(?:[a-z]+ ){0,3}(?:fix|fixes|change|changes) (?:still )?(?:needed|left|remaining)\b"
     r"|\b(?:but )?(?:still )?need to (?:verify|check|confirm|investigate|test)\b|\bproperly (?:handles|validates|checks|closes)\b)"
     # a finding's label before a dash: "No `package-lock.json` - …", "DevDependencies needed - …"
     r"|^No `[^`]+`\s[-—–]\s|^[\w` -]{2,40}? needed\s[-—–]\s"

@@ -293,8 +293,8 @@ def is_rule(s: str) -> bool:
 
 
 # A pick among the options the agent laid out: "build 1. and 2.", "do 2 and 3", "option B", "(the
-# recommendation)", "go with …", answers to its numbered questions ("1 yes ok 4 ok …"). The prompt then chooses for this task, and its words are rules only
-# where they say their reach.
+# recommendation)", "go with …", answers to its numbered questions ("1 yes ok 4 ok …"). The prompt then
+# chooses for this task, and its words are rules only where they say their reach.
 CHOICE = re.compile(
     r"\b\d[.)]?\s*(?:and|&|\+|,)\s*\d\b|\b(?:option|approach|variant|alternative|scenario)\s+(?:[A-D]|\d)\b"
     r"|\bthe recommend(?:ation|ed (?:one|option|approach))\b|^(?:ok(?:ay)?,?\s+)?(?:let'?s\s+)?go with\b"
