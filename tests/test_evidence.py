@@ -154,6 +154,13 @@ def test_commands_are_normalized_as_a_next_session_would_type_them():
     assert (
         normalize_command(f"cd {CWD}/api && python {CWD}/tools/run.py", CWD) == f"cd api && python {CWD}/tools/run.py"
     )
+    # a tool told its folder does not care where it ran (an unseen C/C++ set kept `make -C /home/…/test t.elf`
+    # "(in `vsim/build`)" beside `make -C vsim/test t.elf`): the folder from the root, no `cd`
+    assert normalize_command(f"cd {CWD}/vsim/build && make -C {CWD}/vsim/test t.elf", CWD) == "make -C vsim/test t.elf"
+    assert normalize_command(f"cd {CWD}/web && npm --prefix {CWD} run build", CWD) == "npm --prefix . run build"
+    assert normalize_command(f"cd {CWD}/a && git -C {CWD}/b log", CWD) == "git -C b log"
+    for kept in (f"cd {CWD}/a && make -C {CWD}/b t && make", f"cd {CWD}/a && make -C /opt/b t"):  # a chain, elsewhere
+        assert normalize_command(kept, CWD) == kept.replace(f"{CWD}/a", "a"), kept
     assert is_build_command("make fast-ci") and is_build_command("FOO=1 uv run pytest tests/")
     # (an unseen Codex set kept "python3 -m json.tool ~/.codex/hooks.json && echo OK" as how to run it: a file checked)
     json_ok = "python3 -m json.tool ~/.codex/hooks.json && echo OK"

@@ -87,6 +87,13 @@ class Command(BaseModel):
     script: str = ""  # what the package script ran, as its tool echoed it
 
 
+# A tool told the folder it works in (`make -C DIR`, `git -C DIR`, `npm --prefix DIR`, `cargo --manifest-path F`)
+_TOLD_FOLDER = (
+    r"(?:\w+=\S*\s+)*(?:(?:g?make|git|go|pnpm)\b[^&;|]*?\s-C|npm\b[^&;|]*?\s--prefix|yarn\b[^&;|]*?\s--cwd"
+    r"|cargo\b[^&;|]*?\s--manifest-path|cmake\s+--build)[=\s]\s*"
+)
+
+
 def normalize_command(line: str, cwd: str | None) -> str:
     """A command as a future agent would type it: no redirections of its output, no pager or
     `tail`, no search of a build's output, no `|| true` or `|| echo …`, no `cd` into the session's
@@ -95,21 +102,25 @@ def normalize_command(line: str, cwd: str | None) -> str:
     s = " ".join(one_line(line).split())
     if cwd and (m := LEAD_CD.match(s)) and (target := m[1] or m[2] or m[3]) != (mapped := checkout(target, cwd)):
         s = f'cd "{mapped}" && {s[m.end() :]}'  # a cd into another checkout (a worktree) of the project
+    s = _cut(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*?(?=\s*(?:&&|;|\|\||$))", s)  # mid-chain too
+    if BUILD.match(core(s)):  # a check's output searched (`bun run lint | grep -A3 "error"`): the check
+        s = _cut(r"\s*\|\s*(?:grep|egrep|rg)\b(?:\"[^\"]*\"|'[^']*'|[^|&;\"'])*?(?=\s*(?:&&|;|\|\||$))", s)
+    s = _cut(r"\s+2>&1|\s+2>/dev/null|\s+&?>\s*/dev/null|\s*\|\|\s*(?:true|echo\b[^&;|]*)\s*$", s)
     for spelt in spellings(cwd) if cwd else ():  # `D:\repo`, `D:/repo`, `/d/repo` on Windows
         root = re.escape(spelt)
         s = re.sub(rf"^cd\s+['\"]?{root}[/\\]?['\"]?\s*(&&|;)\s*", "", s, flags=re.I)
         # a subfolder: relative, with `/` on Windows (`cd website/src`, not `cd website\src`)
         s = re.sub(rf"^cd\s+['\"]?{root}[/\\]([^'\"\s]+)['\"]?", lambda m: "cd " + _slashed(m[1], cwd), s, flags=re.I)
+        if told := re.match(
+            rf"^cd\s+\S+\s*&&\s*(?=(?:{_TOLD_FOLDER})['\"]?{root}(?:[/\\'\"\s]|$)(?!.*(?:&&|;|\|)))", s, re.I
+        ):
+            s = s[told.end() :]  # a tool told its folder in the project: where it ran does not matter
         s = re.sub(rf"(?<=\s)['\"]?{root}[/\\]?['\"]?(?=\s|$)", ".", s, flags=re.I)  # the folder as an argument
         if not s.startswith("cd "):  # … and a file in it, from the folder the command runs in
             s = re.sub(
                 rf"(?<=\s)([\"']){root}[/\\]([^\"']+)\1", lambda m: m[1] + _slashed(m[2], cwd) + m[1], s, flags=re.I
             )
             s = re.sub(rf"(?<=\s){root}[/\\]([^\"'\s;&|]+)", lambda m: _slashed(m[1], cwd), s, flags=re.I)
-    s = _cut(r"\s*\|\s*(tail|head|less|more|cat|tee)\b[^|&;]*?(?=\s*(?:&&|;|\|\||$))", s)  # mid-chain too
-    if BUILD.match(core(s)):  # a check's output searched (`bun run lint | grep -A3 "error"`): the check
-        s = _cut(r"\s*\|\s*(?:grep|egrep|rg)\b(?:\"[^\"]*\"|'[^']*'|[^|&;\"'])*?(?=\s*(?:&&|;|\|\||$))", s)
-    s = _cut(r"\s+2>&1|\s+2>/dev/null|\s+&?>\s*/dev/null|\s*\|\|\s*(?:true|echo\b[^&;|]*)\s*$", s)
     # `…; echo "done"`, `… && echo BUILD_OK [&& …]`, `go build -o bin/x . && ls -la bin/` (a look at what it
     # made, or `&& start "" out/report.html` its page opened), unless that cuts a `( … )` in two
     cut = _cut(r"\s*;\s*echo\b.*$|\s*&&\s*(?:echo|ls|open|xdg-open|start\s+\"\")(?!\S)[^;&|]*?(?=\s*&&|\s*$)", s)
