@@ -717,8 +717,17 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
         "ruby -e 'puts RUBY_VERSION'",
         # … and a Python script fed on stdin (a spec-kit Codex set: a "check that passed" that read a file)
         "python3 - <<'PY'; from pathlib import Path; print(Path('specs/spec.md').read_text()); PY",
+        # a Rails set's `rails runner "puts …"` and a NixOS set's `nix eval --raw .#…` were how to run it
+        'DISABLE_SPRING=1 bundle exec rails runner "puts Account.count"',
+        "bin/rails runner 'pp User.first'",
+        "nix eval --raw .#nixosConfigurations.box.config.networking.hostName",
+        "nix flake show",
+        "nix-instantiate --eval -E '1 + 1'",
+        # … and a thesis set's import check in a conda environment
+        "conda run -n viv python -c \"import cv2; print('OK')\"",
     ):
         assert not is_build_command(probe), probe
+    assert is_build_command("bundle exec rails runner script/backfill.rb") and is_build_command("nix build .#app")
     assert is_build_command("bun run build") and is_build_command("bun apps/cli/src/cli.ts eval run a.yaml")
     assert is_build_command("mix run priv/repo/seeds.exs")
     # a version manager sets the toolchain up; asked what it has, it changes nothing
@@ -737,6 +746,20 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
     )
     checks = [c.line for c in gather(s).commands if c.check]
     assert checks == ["bunx prettier --check docs/a.mdx", "python -m pytest tests/test_a.py::test_0 -x"]
+    # a file's syntax checked (`node --check x.mjs`, a Codex set's "Set up and run with … (ran 4×)") is a check
+    s = make_session(
+        ("user", "Fix the proxy."),
+        *[_bash(c, "") for c in ("node --check server/proxy.mjs", "python -m py_compile a.py")],
+        _bash("conda run -n thesis pip install torchvision -q", ""),  # a package added to the environment, once
+        _bash("conda run -n thesis python train.py", ""),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert [(c.line, c.check) for c in gather(s).commands] == [
+        ("node --check server/proxy.mjs", True),
+        ("python -m py_compile a.py", True),
+        ("conda run -n thesis python train.py", False),
+    ]
 
 
 def test_a_long_sessions_recap_stays_within_its_bound_and_keeps_its_plan_and_outcome():

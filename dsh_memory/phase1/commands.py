@@ -74,6 +74,8 @@ FORMATS = re.compile(rf"(?<![\w-])(?:{_REFORMATS})(?![\w-])")
 MODIFY = re.compile(
     r"^(sed\s+-i|perl\s+-pi|patch\b|git (apply|checkout|restore|revert)\b|\S+\s*>>?\s*(?!/tmp/|/dev/null)\S)"
 )  # edits a file (not one in /tmp)
+# A file's syntax checked, nothing run (`node --check x.mjs`, `python -m py_compile a.py`)
+_SYNTAX = re.compile(r"^(?:(?:node|deno)\s+(?:--check|-c)|python3?\s+-m\s+(?:py_compile|compileall))\s")
 RUNS_SOMETHING = re.compile(r"\b(run|dev|start|serve|exec|install|sync|activate|create|up)\b")
 
 
@@ -165,6 +167,8 @@ _LOOK_INSIDE = re.compile(
 
 
 _SOURCED = re.compile(r"^(?:(?:source|\.)\s+\S+\s*(?:&&|;)\s*)+")  # an environment read in first
+# … or a run in a conda environment (`conda run -n viv python -c "import cv2"`: the question is Python's)
+_IN_ENV = re.compile(r"^(?:conda|mamba|micromamba)\s+run\s+(?:(?:-n|--name|-p|--prefix)\s+\S+\s+|--[\w-]+\s+)+")
 _IP_SHOW = r"^ip\s+(?:-\S+\s+)*(?:a|addr|address|r|route|l|link|n|neigh)\b(?!.*\b(?:add|del|delete|set|flush|change|replace)\b)"
 
 
@@ -173,7 +177,7 @@ def is_probe(cmd: str) -> bool:
     (`python -c …`, `python3 - <<'PY' …`, `bun -e …`, `mix run -e …`), a JSON file checked
     (`python -m json.tool x.json`), `gh pr view 12`, `kubectl get pods`, `bun src/cli.ts skills get x`,
     a look or a query in a container (`_IN_CONTAINER`)."""
-    c = _SOURCED.sub("", core(cmd))  # (`source setup.bash && rosservice info x`: the question is the last part)
+    c = _IN_ENV.sub("", _SOURCED.sub("", core(cmd)))  # (`source setup.bash && rosservice info x`: the last part)
     inside = _IN_CONTAINER.match(c)
     there = inside and inside["cmd"].strip("'\"")
     if there and (EXPLORE.match(there) or _LOOK_INSIDE.match(there) or is_probe(there)):
@@ -185,6 +189,7 @@ def is_probe(cmd: str) -> bool:
             c,
         )
         or re.match(r"^go (?:doc|env|version|list)\b", c)  # a question to the toolchain
+        or re.match(r"^(?:nix\s+(?:eval|search|flake\s+(?:show|metadata|info))|nix-instantiate\s+--eval)\b", c)
         # … or to the system's package manager: `dpkg -l x` (exits 1 when one is not installed)
         or re.match(
             r"^(?:dpkg\s+(?:-[lsLS]|--list|--status|--listfiles|--search|--get-selections)|dpkg-query"
@@ -195,7 +200,8 @@ def is_probe(cmd: str) -> bool:
         or re.match(r"^(?:npm|pnpm|yarn|bun) run$", c)  # the package's scripts listed
         or re.match(
             r"^(?:python3?\s+(?:-c|-m\s+json\.tool|-\s+<<\s*['\"]?\w+)|(?:node|bun|deno)\s+(?:-e|--eval|-p|--print|eval)"
-            r"|(?:ruby|perl)\s+-e|php\s+-r|(?:mix\s+run|elixir)\s+(?:-e|--eval))\b",
+            r"|(?:ruby|perl)\s+-e|php\s+-r|(?:mix\s+run|elixir)\s+(?:-e|--eval)"
+            r"|(?:bundle\s+exec\s+)?(?:bin/)?rails\s+runner\s+[\"'])",  # (`rails runner "puts …"`: Ruby inline)
             c,
         )
         or "--help" in c
@@ -298,12 +304,17 @@ def commands(runs: list[Run]) -> list[Command]:
             or r.scratch
         ):
             continue
-        if REMOTE.match(r.line) or any(installs_once(c) for c in re.split(r"&&|;", core(r.line))):
+        if REMOTE.match(r.line) or any(
+            installs_once(_IN_ENV.sub("", c.strip())) for c in re.split(r"&&|;", core(r.line))
+        ):
             continue  # the other machine's, this one's or the environment's change of that moment
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
         line = core(r.line)
         head = " ".join(w for w in line.split() if not w.startswith("-"))
-        checks, fixer = bool(CHECK.search(head)), bool(FIXES.search(line) or FIXES.search(r.script))
+        checks, fixer = (
+            bool(CHECK.search(head) or _SYNTAX.match(line)),
+            bool(FIXES.search(line) or FIXES.search(r.script)),
+        )
         c = by.setdefault(
             r.line, Command(line=r.line, ok=not r.failed, runs=0, check=checks and not fixer, fixes=checks and fixer)
         )
