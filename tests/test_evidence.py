@@ -1057,6 +1057,11 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "we're in the release branch, so never force-push here",
         "i don't completely understand.",  # the agent's answer, not understood (a C/C++ set)
         "I still don't get why the drain must run first",
+        "Nah, don't think so.",  # an answer to the agent's question (a Rails set)
+        "No, I do not believe so",
+        # a bug reported and a complaint about the turn before (a Rails set)
+        "we're not properly handling state where the record should never be nil: ActionView::Template::Error",
+        "wait now you're adding more tests, that's not what I told you to do",
     ):
         assert not is_rule(said), said
     for said in (

@@ -49,7 +49,7 @@ NEEDS_BEFORE = re.compile(
 MAX_BEFORE_CHARS = 120
 # The user restating what they want: a correction says a standing wish louder than the first time.
 CORRECTION = re.compile(
-    r"\b(what i (?:said|meant|asked for) (?:was|is)|i (?:told|asked) you|as i said|like i said|i said to)\b"
+    r"\b(what i (?:said|meant|asked for) (?:was|is)|(?<!not what )i (?:told|asked) you|as i said|like i said|i said to)\b"
     r"|\bmy (?:usual )?(?:flow|workflow|process|habit) is\b|\bon every (?:machine|computer|system|platform)\b"
     r"|\b(?:isn'?t|is not|aren'?t|are not|might not be|may not be) (?:always )?(?:available|installed) (?:on|in|everywhere)\b",
     re.I,
@@ -122,7 +122,10 @@ DEICTIC = re.compile(  # (after a lead: "Besides publish and unpublish, that sho
     re.I,
 )
 # "in fact, I prefer u dont", "avoid inventing our own.": the rule is the sentence before; alone it says nothing.
-ELLIPTIC = re.compile(r"\b(?:don'?t|not|won'?t|shouldn'?t|didn'?t|(?:our|your|their|my) own)\W*$", re.I)
+ELLIPTIC = re.compile(  # (… or an answer: "Nah, don't think so.")
+    r"\b(?:don'?t|not|won'?t|shouldn'?t|didn'?t|(?:our|your|their|my) own|(?:don'?t|not) (?:think|believe) so)\W*$",
+    re.I,
+)
 # "I think we should use green here", "maybe we don't need the flag": a proposal for the work at
 # hand. A hedged rule that says its reach ("I think we should always squash") stays one.
 HEDGE = re.compile(
@@ -198,7 +201,10 @@ REACTION = re.compile(
     r"|(?:the|this|that|these|those|your|any|either) (?:[\w-]+ ){0,2}[\w-]+)\s*[.!]*$"
     r"|^i'?m (?:\w+ )?leaning (?:towards?|to)\b"  # … a design weighed: "I'm leaning towards a `sync_type` …"
     # … or a verdict on what a run showed: "The gap is a scale difference, not a regression."
-    r"|,?\s+not an? (?:regression|bug|problem|issue|error|mistake|leak|flake)\W*$",
+    r"|,?\s+not an? (?:regression|bug|problem|issue|error|mistake|leak|flake)\W*$"
+    # … or on the turn before: "that's not what I told you to do"; a bug reported: "we're not properly handling …"
+    r"|\bthat'?s not what i (?:told|asked|said|meant|wanted)\b"
+    r"|^(?:\w+\W+){0,2}?(?:we'?re|we are|it'?s|it is|you'?re|you are) not (?:properly|correctly) \w+ing\b",
     re.I,
 )
 # "I told you the two lines belonged to another skill": a correction that reports how things were
