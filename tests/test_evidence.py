@@ -2044,6 +2044,9 @@ def test_a_bugs_symptoms_and_one_runs_trace_are_no_facts():
         "The `resolve` method for `Call` calls `env.lookup(name)`, which doesn't find `double`.",
         "Once the second module calls them, `lookup()` returned `None` because the table is empty.",
         "For `#y: u8;` (a `Let` without a value), it should hit the `Stmt::Let` arm which calls `env.bind()`.",
+        # … and where one run's error came from, pointed at in its output (a NixOS set)
+        "The error is coming from another `default.nix` file, the one inside the input (notice the store path).",
+        "The input flake didn't update - notice the hash in its store path is still the same.",
     ]
     kept = [
         "The loader must register every `use`d file before `check()` runs, because `lookup()` reads only the table.",

@@ -1003,6 +1003,18 @@ def test_a_test_suite_failing_on_the_code_the_session_then_edits_is_its_work_and
     assert [x.cause for x in gather(explained).shields] == [
         "The API omits `hourly` when the location has no hourly model, so `forecast.py` fails."
     ]
+    changed = make_session(  # … not the run narrated: "But now the error is different - …" (a NixOS set)
+        ("user", "Make the check pass."),
+        _bash("nix flake check", "error: function called without required argument 'lib'", True),
+        (
+            "assistant",
+            "But now the error is different - it's complaining about `lib` missing, which is likely in the flake.",
+        ),
+        _edit("home.nix"),
+        _bash("nix flake check", "all checks passed"),
+        cwd=CWD,
+    )
+    assert [x.cause for x in gather(changed).shields] == [""]
     eof = "Traceback (most recent call last):\nEOFError: EOF when reading a line"
     assert [x.error for x in gather(session("python make_music.py", "make_music.py", eof)).shields] == [
         "EOFError: EOF when reading a line"

@@ -41,7 +41,7 @@ from dsh_memory.phase1.paths import relative
 from dsh_memory.phase1.postprocess import STOP
 from dsh_memory.phase1.sentence_kinds import ACK, CAUSE, FIRST_PERSON, HEDGE, PROGRESS, STATE, STATUS_MARK
 from dsh_memory.phase1.shields import Shield, advised, shields
-from dsh_memory.phase1.that_day import OF_THAT_DAY
+from dsh_memory.phase1.that_day import NEXT_RUN, OF_THAT_DAY
 from dsh_memory.phase1.tripwires import read_path, tripwires
 from dsh_memory.phase1.typed import own_sentences
 from dsh_memory.phase1.user_words import (
@@ -322,7 +322,7 @@ def gather(session: Session, since_seq: int | None = None) -> Evidence:
         for seq, s, _ in assistant:
             # Addressed to the user, said of the thing: "Your ssh-agent has…" → "The ssh-agent has…"
             s = re.sub(r"\bYour\b", "The", re.sub(r"\byour\b", "the", s))
-            if failed_seq < seq <= worked_seq and fact_score(s, CAUSE) and named & _words(s):
+            if failed_seq < seq <= worked_seq and fact_score(s, CAUSE) and named & _words(s) and not NEXT_RUN.search(s):
                 return s
         return ""
 

@@ -103,4 +103,11 @@ SYMPTOM = re.compile(
     r"|\b(?:it|this|that) should (?:hit|reach|go through|enter|trigger)\b"
     r"|\breturned `[^`]+`"
     r"|\bbut the actual\b|\binstead of the expected\b"  # "Tests expect `A` but the actual name is `B`"
+    # … where that run's error came from, what its output shows ("… (notice the different store path)")
+    r"|\b(?:error|failure|crash|exception) (?:is|was) (?:now )?coming from\b|(?:^|[-(—–]\s*)notice (?:the|that|how)\b"
+)
+
+# The next run narrated, not the failure explained: "But now the error is different - it's complaining …"
+NEXT_RUN = re.compile(
+    r"\b(?:error|failure)(?:'s| is| has) (?:now )?(?:different|changed)\b|\b(?:a )?(?:different|new) error\b", re.I
 )
