@@ -8,9 +8,11 @@ import json
 import logging
 import os
 import re
+import select
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import suppress
@@ -284,3 +286,21 @@ def _writable_prefect_home() -> None:
             f"({exc.strerror or exc}): set PREFECT_HOME (or HOME) to a writable directory, or "
             "PREFECT_API_URL to a running Prefect server"
         ) from None
+
+
+def read_bounded(
+    fd: int, limit: int, timeout: float, done: Callable[[bytes], bool] | None = None
+) -> tuple[bytes, bool]:
+    """Up to `limit` bytes of `fd` (a hook's stdin): until its end, until `done(what came)`, or what
+    came by `timeout`, and whether the timeout ended it (a writer that leaves its pipe open)."""
+    deadline, raw = time.monotonic() + timeout, b""
+    while len(raw) < limit:
+        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            return raw, True
+        chunk = os.read(fd, limit - len(raw))
+        if not chunk:
+            break
+        raw += chunk
+        if done is not None and done(raw):
+            break
+    return raw, False

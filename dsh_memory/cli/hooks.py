@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import select
 import sys
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from datetime import UTC, datetime
 import typer
 from typer.core import TyperCommand
 
-from dsh_memory.cli._common import say
+from dsh_memory.cli._common import read_bounded, say
 from dsh_memory.errors import DshMemoryError
 
 DEFAULT_URL = "http://127.0.0.1:8765/hooks/turn-end"
@@ -48,16 +47,10 @@ def _read_payload(payload: str | None, max_bytes: int, timeout: float) -> bytes:
     except (AttributeError, OSError, ValueError):  # no file behind it (a test runner's stream)
         data = getattr(sys.stdin, "buffer", sys.stdin).read(max_bytes + 1)  # bytes, or text without a buffer
         return data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")
-    deadline, chunks, size = time.monotonic() + timeout, [], 0
-    while size <= max_bytes:
-        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            raise TimeoutError
-        chunk = os.read(fd, max_bytes + 1 - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
+    raw, late = read_bounded(fd, max_bytes + 1, timeout)
+    if late:
+        raise TimeoutError
+    return raw
 
 
 def notify_once(

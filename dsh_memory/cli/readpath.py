@@ -9,15 +9,13 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import select
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
 
-from dsh_memory.cli._common import show
+from dsh_memory.cli._common import read_bounded, show
 from dsh_memory.readpath import OPERATIONS, call
 from dsh_memory.readpath._common import visible
 from dsh_memory.readpath.params import fields, with_signature
@@ -110,16 +108,9 @@ def _hook_payload(stream: Any, timeout: float) -> str:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):  # no file behind it (a test runner's stream)
         return stream.read(HOOK_STDIN_MAX_BYTES)
-    deadline, raw = time.monotonic() + timeout, b""
-    while len(raw) < HOOK_STDIN_MAX_BYTES:
-        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            break
-        chunk = os.read(fd, HOOK_STDIN_MAX_BYTES - len(raw))
-        if not chunk:
-            break
-        raw += chunk
-        if raw.rstrip().endswith(b"}") and _whole_json(raw):
-            break
+    raw, _ = read_bounded(
+        fd, HOOK_STDIN_MAX_BYTES, timeout, lambda raw: raw.rstrip().endswith(b"}") and _whole_json(raw)
+    )
     return raw.decode("utf-8-sig", "surrogateescape")
 
 
