@@ -109,17 +109,18 @@ def _with_bar(fn, label: str):
             return fn()
 
 
-def with_count(fn, phase: str, noun: str, every: int = IMPORT_EVERY):
+def with_count(fn, phase: str, noun: str, every: int = IMPORT_EVERY, of_total: bool = False):
     """Run `fn`, counting `phase`'s reports on stderr: a live count on a terminal, else one line
-    every `every` items and one at the end (none for fewer: a short run stays quiet)."""
+    every `every` items and one at the end (none for fewer: a short run stays quiet). `of_total`:
+    a bar of done/total, else a line per report ("replay: 3/9 sessions")."""
     count = [0]
     bar = None
     if is_terminal(sys.stderr):
         from rich.console import Console
-        from rich.progress import Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        columns = (TextColumn(phase), TextColumn("{task.completed:,} " + noun), TimeElapsedColumn())
-        bar = Progress(*columns, console=Console(stderr=True), transient=True)
+        shown = (BarColumn(), MofNCompleteColumn()) if of_total else (TextColumn("{task.completed:,} " + noun),)
+        bar = Progress(TextColumn(phase), *shown, TimeElapsedColumn(), console=Console(stderr=True), transient=True)
         task = bar.add_task("", total=None)
 
     def on_item(reported: str, n: int, total: int, label: str) -> None:
@@ -127,13 +128,15 @@ def with_count(fn, phase: str, noun: str, every: int = IMPORT_EVERY):
             return
         count[0] += n
         if bar is not None:
-            bar.update(task, advance=n)
-        elif count[0] % every == 0:
-            sys.stderr.write(f"{LINE_PREFIX}{phase}: {count[0]:,} {noun}\n")
+            bar.update(task, advance=n, total=(total or None) if of_total else None)
+        elif of_total or count[0] % every == 0:
+            sys.stderr.write(
+                f"{LINE_PREFIX}{phase}: " + (f"{count[0]}/{total}" if of_total else f"{count[0]:,}") + f" {noun}\n"
+            )
             sys.stderr.flush()
 
     with progress.listening(on_item, lambda *_: None), bar or nullcontext():
         result = fn()
-    if bar is None and count[0] >= every:
+    if bar is None and not of_total and count[0] >= every:
         sys.stderr.write(f"{LINE_PREFIX}{phase}: {count[0]:,} {noun}, done\n")
     return result

@@ -4,16 +4,13 @@ parse the options, show one progress bar over the history, print the figures."""
 from __future__ import annotations
 
 import os
-import sys
-from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
 
-from dsh_memory import progress
-from dsh_memory.cli._common import is_terminal, prefect_env, show
-from dsh_memory.cli._progress import LINE_PREFIX, quiet_console
+from dsh_memory.cli._common import prefect_env, show
+from dsh_memory.cli._progress import quiet_console, with_count
 from dsh_memory.errors import UserInputError
 
 MAX_SHOWN = 20  # restated / new rules listed in the text output (all of them with --json)
@@ -28,36 +25,6 @@ def parse_since(value: str | None) -> datetime | None:
     except ValueError:
         raise UserInputError(f"--since {value!r}: not a date (use YYYY-MM-DD or an ISO date-time)") from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
-def _with_bar(fn):
-    """Run `fn` with one bar over the replayed sessions on a terminal, plain lines otherwise."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from dsh_memory.flows.extract import extract_flow  # noqa: F401 (Prefect's logging is set up from here on)
-    from dsh_memory.replay.core import PHASE
-
-    quiet_console()
-    bar = None
-    if is_terminal(sys.stderr):
-        columns = (TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        bar = Progress(*columns, console=Console(stderr=True), transient=True)
-        task = bar.add_task("", total=None)
-    done = [0]
-
-    def on_item(phase: str, n: int, total: int, label: str) -> None:
-        if phase != PHASE:
-            return
-        if bar is not None:
-            bar.update(task, advance=n, total=total or None)
-            return
-        done[0] += n
-        sys.stderr.write(f"{LINE_PREFIX}replay: {done[0]}/{total} sessions\n")
-        sys.stderr.flush()
-
-    with progress.listening(on_item, lambda *_: None), bar or nullcontext():
-        return fn()
 
 
 def _when(value: str | None) -> str:
@@ -148,7 +115,7 @@ def register(app: typer.Typer) -> None:
 
         def go() -> dict:
             from dsh_memory.context import memory_context
-            from dsh_memory.replay.core import replay
+            from dsh_memory.replay.core import PHASE, replay
 
             if all_ and cwd is not None:
                 raise UserInputError("give --cwd DIR or --all, not both")
@@ -156,7 +123,15 @@ def register(app: typer.Typer) -> None:
             where = None if all_ else str((cwd or Path(os.getcwd())).expanduser().resolve())
             prefect_env()
             with memory_context(writes=True) as ctx:
-                result = _with_bar(lambda: replay(ctx, cwd=where, since=when, last=last, workdir=keep))
+                from dsh_memory.flows.extract import extract_flow  # noqa: F401 (Prefect's logging set up from here on)
+
+                quiet_console()
+                result = with_count(
+                    lambda: replay(ctx, cwd=where, since=when, last=last, workdir=keep),
+                    PHASE,
+                    "sessions",
+                    of_total=True,
+                )
             return result.model_dump(mode="json")
 
         show(go, as_json, _print)
