@@ -1073,8 +1073,12 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "Like I said, never amend a commit that is already on the shared remote branch.",
         "always show me the diff before you commit",
         "I'd prefer if we always squash before merging.",
+        # how the user's commits are written, asked with a commit (twice in a Rails set's sessions)
+        "Write a commit message that doesn't have -signed by claude code on it",
+        "write a commit message without the co-authored-by line",
     ):
         assert is_rule(said), said
+    assert not is_rule("Write a short commit message") and not is_rule("write a commit message that explains the fix")
 
 
 def test_asides_purposes_and_this_tasks_steps_are_no_rules():

@@ -228,6 +228,13 @@ OF_THE_WORK = re.compile(  # … and where the work is now ("currently we are wo
     r"(?:\s+[\w-]+){0,2}\s+(?:is|are|was|were)\b|\byour\b",
     re.I,
 )
+# How the user's commits and PRs are written, asked with one ("Write a commit message that doesn't say 'signed
+# by Claude'", "… without the co-authored-by line"): a standing wish, though said as a task
+OF_COMMITS = re.compile(
+    r"\b(?:commit|PR|pull request)s?(?: (?:message|description|title|body)s?)? "
+    r"(?:(?:that|which) (?:doesn'?t|does not|don'?t|do not|never|won'?t)|without)\b",
+    re.I,
+)
 OBSERVATION = re.compile(  # … or what never (always) happened: "But I never saw the gui open."
     r"\b(don'?t|doesn'?t|does not|do not) (see|show|work|load|sound|appear|seem|look|understand|get|know)\w*\b"
     r"|\b(?:never|always) (?:saw|got|had|did|was|were|heard|found|received|noticed|worked|opened|loaded|showed|"
@@ -273,6 +280,8 @@ def is_rule(s: str) -> bool:
         return len(re.findall(r"[A-Za-z]{3,}", said)) >= 6 and not (PAST.search(said) and not WISH.search(said))
     if QUESTION.search(s) or QUESTION.search(body):  # "also can we configure …"
         return False
+    if OF_COMMITS.search(body):
+        return True
     if ONE_OFF.search(body) or FOR_ONE.search(body) or DEICTIC.match(body) or ELLIPTIC.search(body):
         return False
     if AT_WORK.search(body) or (FINDING.search(body) and not STRONG_CUE.search(body)):
