@@ -1076,8 +1076,14 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         # how the user's commits are written, asked with a commit (twice in a Rails set's sessions)
         "Write a commit message that doesn't have -signed by claude code on it",
         "write a commit message without the co-authored-by line",
+        # the language the agent answers in (a Chinese set's "中文回答我": "answer me in Chinese")
+        "中文回答我",
+        "请用中文回复",
+        "answer me in Chinese",
+        "Please reply in English",
     ):
         assert is_rule(said), said
+    assert not is_rule("write the summary in English and translate the README to Chinese")
     assert not is_rule("Write a short commit message") and not is_rule("write a commit message that explains the fix")
 
 

@@ -228,6 +228,14 @@ OF_THE_WORK = re.compile(  # … and where the work is now ("currently we are wo
     r"(?:\s+[\w-]+){0,2}\s+(?:is|are|was|were)\b|\byour\b",
     re.I,
 )
+# The language the agent answers in: "answer me in Chinese", "Please reply in English", "中文回答我", "请用中文回复"
+SAY_IN = re.compile(
+    r"(?:please,?\s+)?(?:always\s+)?(?:answer|reply|respond|talk|speak|write)(?:\s+to)?(?:\s+me)?\s+(?:only\s+)?in\s+"
+    r"(?:chinese|english|japanese|korean|french|german|spanish|russian|portuguese|italian|dutch|ukrainian)"
+    r"(?:\s+please)?\W*$"
+    r"|(?:请|請)?(?:用|以|使用)?(?:简体|簡體|繁体|繁體)?(?:中文|英文|日文)(?:来|來)?(?:回答|回复|回覆|答复|答覆|回应|回應|交流)我?\W*$",
+    re.I,
+)
 # How the user's commits and PRs are written, asked with one ("Write a commit message that doesn't say 'signed
 # by Claude'", "… without the co-authored-by line"): a standing wish, though said as a task
 OF_COMMITS = re.compile(
@@ -267,6 +275,8 @@ def is_rule(s: str) -> bool:
     "this time"), not a proposal or a remark about the work at hand ("I think we should…", "the name
     will cause issues"), not a task instruction unless it says always / never / don't. Said in
     Chinese, its own cues (`chinese`)."""
+    if SAY_IN.match(s.strip()):
+        return True
     if is_chinese(s):
         return is_chinese_rule(s, MAX_RULE_CHARS)
     if not (12 <= len(s) <= MAX_RULE_CHARS) or is_marker(s) or is_table_row(s) or s.rstrip().endswith(":"):
