@@ -1058,6 +1058,9 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "i don't completely understand.",  # the agent's answer, not understood (a C/C++ set)
         "I still don't get why the drain must run first",
         "Nah, don't think so.",  # an answer to the agent's question (a Rails set)
+        # … the ticket's behaviour and a feature asked for, said as wishes (the Rails set)
+        "I think the behavior they want is that a 0 in the blocks UI becomes 4 hours instead of 0 hours.",
+        "It would be helpful if we can at least search by the member's ID number, not their whole name",
         "No, I do not believe so",
         # a bug reported and a complaint about the turn before (a Rails set)
         "we're not properly handling state where the record should never be nil: ActionView::Template::Error",

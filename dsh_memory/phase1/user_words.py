@@ -101,7 +101,8 @@ FINDING = re.compile(
 TASK_WISH = re.compile(
     r"^(?:i (?:just |only |really )?(?:want|need|would like)|i['’]?d like) (?:a|an|the|to|you to)\b"
     r"|\bi['’]?d prefere? (?:if|that) (?:it|this|that|they|these|those)\b"  # "I'd prefer if it's moved to …"
-    r"|\bwould be (?:great|nice|good) if (?:we|you) (?:can|could)\b"  # "would be great if we can validate …"
+    r"|\bwould be (?:great|nice|good|helpful|useful) if (?:we|you) (?:can|could)\b"  # "would be great if we can …"
+    r"|\bthe (?:behaviou?r|feature|change|fix) (?:they|the client|the customer|product|design|users?) wants?\b"
     r"|\blet'?s (?:make|add|create|try|write|build|move|put|rename|split|do)\b"  # "…, let's make an Agent class"
     r"|\bwe should (?:have|create|add|make|open|file|write|build|spawn|start|run|use) (?:a|an|another|one|some|\d+"
     r"|two|three|four|five|six|seven|eight|nine|ten)\b"  # "WE should have 6 parallel debugger agents at a time"
