@@ -2069,6 +2069,24 @@ def test_a_bugs_symptoms_and_one_runs_trace_are_no_facts():
     assert [s for s in gone + kept if fact_score(s)] == kept
 
 
+def test_a_reviews_suggestion_the_place_for_this_change_and_a_line_by_number_are_no_facts():
+    """A Rails set's facts held a review's suggestion ("… - The `virtual?` method could be more
+    nil-safe."), where the change at hand would go ("The cleanest place to add this logic is in …")
+    and a call found on a line by its number ("… is called (77 in `assessment.rb`)")."""
+    gone = [
+        "`app/models/opportunity.rb` - The `virtual?` method could be more nil-safe.",
+        "The cleanest place to add this logic is in `template_block_type_service.rb`.",
+        "The best place to put this check is the `before_action` in `entries_controller.rb`.",
+        "`Assessment#complete!` is called (77 in `assessment.rb`)",
+        "`Assessment#complete!` is called (line 77 in `assessment.rb`) after the last step",
+    ]
+    kept = [
+        "`AppointmentType` has `mode` (from YAML config) and delegates `for_intake?` from `RootAppointmentType`.",
+        "The event is only published if `changes.any?` is true, so a save without changes sends nothing.",
+    ]
+    assert [s for s in gone + kept if fact_score(s)] == kept
+
+
 def test_a_to_do_a_failure_at_hand_and_an_old_config_are_no_facts():
     """An unseen Go set injected a review's to-dos ("README.md - Project Structure section needs
     major update", "`duckdb_client.go` - needs both sections merged", "The health check needs to be

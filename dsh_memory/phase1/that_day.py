@@ -83,6 +83,11 @@ OF_THAT_DAY = re.compile(
     r"(?!(?i:always|never|do not|don'?t|must|make sure)\b)|^(?:High|Medium|Low) risk\b"
     r"|(?i:^only [\w/+ -]{1,40} files? (?:changed|modified|touched)\b"
     r"|\b(?:but )?(?:still )?need to (?:verify|check|confirm|investigate|test)\b|\bproperly (?:handles|validates|checks|closes)\b)"
+    # a review's suggestion ("… - The `virtual?` method could be more nil-safe."), where the change at hand would
+    # go ("The cleanest place to add this logic is in …"), a line by its number ("… is called (77 in `a.rb`)")
+    r"|\bcould (?:be|get) (?:a bit |much |even )?(?:more|less|better|cleaner|simpler|safer|faster|clearer)\b"
+    r"|^(?:The|A) (?:cleanest|best|simplest|easiest|right|natural|obvious) (?:place|spot|way) to \w+ (?:this|that|these|the new)\b"
+    r"|\((?:line |L)?\d+(?:-\d+)? in `[^`]+`\)"
     # a finding's label before a dash: "No `package-lock.json` - …", "DevDependencies needed - …"
     r"|^No `[^`]+`\s[-—–]\s|^[\w` -]{2,40}? needed\s[-—–]\s"
 )
