@@ -746,6 +746,17 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
     )
     checks = [c.line for c in gather(s).commands if c.check]
     assert checks == ["bunx prettier --check docs/a.mdx", "python -m pytest tests/test_a.py::test_0 -x"]
+    # one tool under its runner and without (`DISABLE_SPRING=1 bundle exec rspec …`, `rspec …`: a Rails set)
+    s = make_session(
+        ("user", "Fix the search."),
+        *[_bash("DISABLE_SPRING=1 bundle exec rspec spec/requests/a_spec.rb -e search", "1 example") for _ in (1, 2)],
+        _bash('rspec spec/models/entry_spec.rb -e "with_id"', "1 example, 0 failures"),
+        ("assistant", "Done."),
+        cwd=CWD,
+    )
+    assert [c.line for c in gather(s).commands] == [
+        "DISABLE_SPRING=1 bundle exec rspec spec/requests/a_spec.rb -e search"
+    ]
     # a file's syntax checked (`node --check x.mjs`, a Codex set's "Set up and run with … (ran 4×)") is a check
     s = make_session(
         ("user", "Fix the proxy."),

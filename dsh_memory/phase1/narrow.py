@@ -43,7 +43,22 @@ NARROW = re.compile(
     + r"|(?<![\w/.-])[\w./-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|go|rs|rb|java|kt|php|cs|swift|c|cc|cpp|h|vue|svelte|"
     r"css|scss|md|mdx|ya?ml|json)(?![\w/-])"
 )
-_RUNNERS = {"uv", "uvx", "run", "python", "python3", "poetry", "pipenv", "pdm", "hatch", "npx", "bunx", "rtk", "exec"}
+_RUNNERS = {
+    "uv",
+    "uvx",
+    "run",
+    "python",
+    "python3",
+    "poetry",
+    "pipenv",
+    "pdm",
+    "hatch",
+    "npx",
+    "bunx",
+    "rtk",
+    "exec",
+    "bundle",
+}
 
 
 def _tool(cmd: str) -> str:
