@@ -1061,6 +1061,9 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         # … the ticket's behaviour and a feature asked for, said as wishes (the Rails set)
         "I think the behavior they want is that a 0 in the blocks UI becomes 4 hours instead of 0 hours.",
         "It would be helpful if we can at least search by the member's ID number, not their whole name",
+        # a guess about the bug at hand (a NixOS set)
+        "There may be other causes, and they should be found.",
+        "there could be more tests that must be updated",
         "No, I do not believe so",
         # a bug reported and a complaint about the turn before (a Rails set)
         "we're not properly handling state where the record should never be nil: ActionView::Template::Error",
@@ -1076,6 +1079,7 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "Like I said, never amend a commit that is already on the shared remote branch.",
         "always show me the diff before you commit",
         "I'd prefer if we always squash before merging.",
+        "There might be a race here, so we should always take the lock first",
         # how the user's commits are written, asked with a commit (twice in a Rails set's sessions)
         "Write a commit message that doesn't have -signed by claude code on it",
         "write a commit message without the co-authored-by line",

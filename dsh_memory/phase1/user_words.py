@@ -131,7 +131,8 @@ ELLIPTIC = re.compile(  # (… or an answer: "Nah, don't think so.")
 # hand. A hedged rule that says its reach ("I think we should always squash") stays one.
 HEDGE = re.compile(
     r"\b(?:i think|i don'?t think|i guess|i feel like|maybe|perhaps|probably),?\s+(?:\w+\s+){0,4}?"
-    r"(?:should|could|can|might|would|needs?|don'?t|do not|shouldn'?t)\b",
+    r"(?:should|could|can|might|would|needs?|don'?t|do not|shouldn'?t)\b"
+    r"|^there (?:may|might|could) be\b",  # a guess about the bug at hand: "There may be other causes, …"
     re.I,
 )
 # "I honestly feel that the risk is quite low": an opinion on the work at hand, unless it says its reach.
