@@ -2064,6 +2064,9 @@ def test_a_bugs_symptoms_and_one_runs_trace_are_no_facts():
         # … and where one run's error came from, pointed at in its output (a NixOS set)
         "The error is coming from another `default.nix` file, the one inside the input (notice the store path).",
         "The input flake didn't update - notice the hash in its store path is still the same.",
+        # … and the defect found, said as it stood (the NixOS set)
+        "The dotfiles flake is incorrectly passing the nixpkgs flake itself as `pkgs` instead of the package set.",
+        "The dotfiles flake's `home.nix` expects a `lib` parameter that isn't being provided.",
     ]
     kept = [
         "The loader must register every `use`d file before `check()` runs, because `lookup()` reads only the table.",

@@ -108,6 +108,9 @@ SYMPTOM = re.compile(
     r"|\b(?:it|this|that) should (?:hit|reach|go through|enter|trigger)\b"
     r"|\breturned `[^`]+`"
     r"|\bbut the actual\b|\binstead of the expected\b"  # "Tests expect `A` but the actual name is `B`"
+    # … the defect as it stood ("… is incorrectly passing …", "… a `lib` parameter that isn't being provided")
+    r"|\b(?:is|are|was|were) (?:incorrectly|wrongly|mistakenly) \w+ing\b"
+    r"|\b(?:isn'?t|aren'?t|is not|are not|wasn'?t|weren'?t) being (?:provided|passed|set|called|loaded|used|applied)\b"
     # … where that run's error came from, what its output shows ("… (notice the different store path)")
     r"|\b(?:error|failure|crash|exception) (?:is|was) (?:now )?coming from\b|(?:^|[-(—–]\s*)notice (?:the|that|how)\b"
 )
