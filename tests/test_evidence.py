@@ -2067,6 +2067,9 @@ def test_a_bugs_symptoms_and_one_runs_trace_are_no_facts():
         # … and the defect found, said as it stood (the NixOS set)
         "The dotfiles flake is incorrectly passing the nixpkgs flake itself as `pkgs` instead of the package set.",
         "The dotfiles flake's `home.nix` expects a `lib` parameter that isn't being provided.",
+        # (a Next.js set: the redirect as it stood, and what the fix left)
+        "When a signed-in user visited an auth page, the middleware always redirected to `/admin`, completely ignoring `callbackUrl`.",
+        "The landing page's button still redirects guests to `/sign-in?next=...` instead of going directly to the wizard.",
     ]
     kept = [
         "The loader must register every `use`d file before `check()` runs, because `lookup()` reads only the table.",

@@ -109,7 +109,8 @@ SYMPTOM = re.compile(
     r"|\breturned `[^`]+`"
     r"|\bbut the actual\b|\binstead of the expected\b"  # "Tests expect `A` but the actual name is `B`"
     # … the defect as it stood ("… is incorrectly passing …", "… a `lib` parameter that isn't being provided")
-    r"|\b(?:is|are|was|were) (?:incorrectly|wrongly|mistakenly) \w+ing\b"
+    r"|\b(?:is|are|was|were) (?:incorrectly|wrongly|mistakenly) \w+ing\b|\bcompletely ignor(?:ing|ed)\b"
+    r"|\bstill \w+s\b[^;]{0,160}?\binstead of\b"  # … what the fix left: "… still redirects … instead of …"
     r"|\b(?:isn'?t|aren'?t|is not|are not|wasn'?t|weren'?t) being (?:provided|passed|set|called|loaded|used|applied)\b"
     # … where that run's error came from, what its output shows ("… (notice the different store path)")
     r"|\b(?:error|failure|crash|exception) (?:is|was) (?:now )?coming from\b|(?:^|[-(—–]\s*)notice (?:the|that|how)\b"
