@@ -697,6 +697,13 @@ def test_a_projects_checks_are_its_standing_ones_and_come_first_in_the_injected_
     assert g.sections["Reusable knowledge"] == [
         "- Checks that passed: `cargo test`, `cargo fmt --check && cargo clippy`, `cargo build` [source: a, b]"
     ]
+    # a narrow check a session ran is said after the project's broad ones (a Codex set led with `node --check x.mjs`)
+    g = Group("/home/dev/src/ext")
+    g.add("Reusable knowledge", "- Checks that passed: `npm run build`, `npm test`", "a")
+    g.add("Reusable knowledge", "- Checks that passed: `node --check server/proxy.mjs`", "b")
+    assert g.sections["Reusable knowledge"] == [
+        "- Checks that passed: `npm run build`, `npm test`, `node --check server/proxy.mjs` [source: a, b]"
+    ]
 
 
 def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check_is_said_once():

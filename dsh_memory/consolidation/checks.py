@@ -49,8 +49,10 @@ def merged_list(new: str, old: str) -> str:
     # a chain of checks the line has one by one (`cargo build && cargo test` beside both) says nothing more
     alone = {(_runs_family(item), _folder(item)) for item in items if not _CHAIN.search(item.split("`")[1])}
     items = [item for item in items if not _chained_from(item, alone)]
-    best = sorted(items, key=_plain_first)[:MAX_LIST_ITEMS]
-    return f"{head}: " + ", ".join(item for item in items if item in best)
+    best = sorted(items, key=_plain_first)[:MAX_LIST_ITEMS]  # … said in the sessions' order, a narrow one last
+    return f"{head}: " + ", ".join(
+        sorted((i for i in items if i in best), key=lambda i: bool(NARROW.search(i.split("`")[1])))
+    )
 
 
 _CHAIN = re.compile(r"\s*(?:&&|;)\s*")
