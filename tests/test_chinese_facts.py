@@ -39,6 +39,9 @@ GONE = [
     "`deploy/` 的 chart 已经包含 `values.yaml`，所以不需要再 `helm dep update`。",
     "Worktree 共享同一个 `.git`，所以 `feat/x` 分支在主仓库里可以直接合并。",
     "根本原因是 `a.md` 的摘要经过手工整理，而 `b.md` 的只有自动提取，所以评分不同。",  # one problem's cause
+    # the way out picked that day, and the bug as it stood ("…, 这会导致 …": "this causes …"), a Python set
+    "最简单的解决方案是跳过 `test_b.py` 的边界测试，因为 `app.py` 的中间件已经处理这些情况。",
+    "`load()` 里读取配置时使用的是 `self._name` 而非 `kind`，这会导致 `report` 读不到数据。",
 ]
 
 
