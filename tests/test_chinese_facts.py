@@ -74,6 +74,10 @@ def test_japanese_is_not_read_as_chinese():
 
     assert is_chinese("`teb_local_planner` 需要先安裝，因為 `catkin_make` 依賴它的標頭檔。")
     assert not is_chinese("保証不能の理由は、`packages.ros.org` への取得がこの環境で不能だったためです。")
+    # … nor read with the English cues, which fire on a name inside it (a Codex set's change list kept as a fact)
+    assert not fact_score(
+        "`scripts/setup.sh` で `.envrc` 必須化、`.gitignore` の安全作成、`direnv allow` の自動実行を削除。"
+    )
 
 
 def test_a_request_asked_as_a_question_in_chinese_is_no_rule():

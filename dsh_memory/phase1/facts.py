@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from dsh_memory.phase1.chinese import HAN_RANGE, is_chinese, is_chinese_fact, said_of_the_thing
+from dsh_memory.phase1.chinese import HAN_RANGE, KANA, is_chinese, is_chinese_fact, said_of_the_thing
 from dsh_memory.phase1.clean import CODE, FENCED, TASK_VERB, TEST_FILE, clip_prose, is_table_row, why_not_memory
 from dsh_memory.phase1.near import restates
 from dsh_memory.phase1.sentence_kinds import (
@@ -147,6 +147,8 @@ def fact_score(s: str, cue: re.Pattern = FACT_CUE) -> int:
         return 0  # … or a quotation: a prompt's or a file's words, not the agent's
     if CUT_OFF.search(plain) or plain.count('"') % 2 or plain.count("(") != plain.count(")"):
         return 0  # … or one cut off, or garbled ("… values far 0 or1 normalized) that produce …")
+    if KANA.search(plain):
+        return 0  # Japanese: no cues of its own here, and the English ones fire by accident on a name in it
     if is_chinese(plain):  # the agent answered in Chinese: its own cues and kinds
         specific = len(named(s)) if is_chinese_fact(s, cause=cue is not FACT_CUE) else 0
         return (1 + min(specific, 3)) if specific else 0
