@@ -1050,6 +1050,18 @@ def test_advice_to_run_the_failed_command_again_is_no_fix():
         cwd=CWD,
     )
     assert [x.fix for x in gather(s).shields] == ["Run `alembic stamp head` once, then `make migrate` works."]
+    # … nor advice that leads into the command it shows next, which the recap does not have (a Go set:
+    # "Run this yourself in the prompt with the `!` prefix:" and a code block)
+    s = make_session(
+        ("user", "Install the export list."),
+        _bash("sudo cp exports /etc/exports", "sudo: a terminal is required to read the password", True),
+        (
+            "assistant",
+            "Run this yourself in the prompt with the `!` prefix:\n\n```\n! sudo cp exports /etc/exports\n```",
+        ),
+        cwd=CWD,
+    )
+    assert gather(s).shields == []
 
 
 def test_a_question_behind_a_sourced_environment_or_a_wrapper_with_options_is_a_look():

@@ -311,7 +311,12 @@ def advised(
             continue  # it worked later: `shields` judged it
         until = next((x.seq for x in runs[i + 1 :]), 1 << 62)
         said = next(
-            (s for seq, s, _ in messages if r.seq < seq < until and ADVICE.match(s) and not _runs_again(s, r.line)), ""
+            (
+                s
+                for seq, s, _ in messages
+                if r.seq < seq < until and ADVICE.match(s) and not _runs_again(s, r.line) and not s.endswith(":")
+            ),  # (advice that leads into what it shows next says nothing without it)
+            "",
         )
         advice = clip_prose(said, 220)
         if not CODE.search(advice):
