@@ -567,6 +567,14 @@ def test_the_go_tools_git_and_a_shell_prompts_lines_pasted_are_not_the_users_req
     ev = gather(s)
     assert ev.first_prompt == "did you just modify generated files?"
     assert ev.requests == ["did you just modify generated files?"]
+    # … nor a script's message that it left a file be (a Go set: "/etc/x already exists, not overwriting" a rule)
+    s = make_session(
+        ("user", "/etc/exports.d/dev already exists, not overwriting"),
+        ("tool", "bash", {"command": "make host-setup"}, "ok", False),
+        ("user", "I don't want snap on my hosts."),
+        cwd=CWD,
+    )
+    assert [r.text for r in gather(s).rules] == ["I don't want snap on my hosts."]
 
 
 def test_a_long_fact_ends_at_its_last_whole_clause_and_one_with_none_is_not_kept():

@@ -43,7 +43,8 @@ LOG_LINE = re.compile(
     r"|[\w.-]+-\d+\s+\|\s|#\d+ \d+\.\d+\s"
     r"|(?:stdout|stderr) \| [\w./-]+ > "  # … a test runner's captured output ("stderr | a.test.ts > Suite > case")
     r"|go: (?:downloading|finding|extracting|upgraded|added|found) \S"  # … the go tool's ("go: downloading x v1")
-    r"|fatal: |\[[\w.-]+@[\w.-]+ [^\]\n]*\]\s*$)"  # … git's, and a shell's prompt line ("[me@host ~/repo main !19]")
+    r"|fatal: |\[[\w.-]+@[\w.-]+ [^\]\n]*\]\s*$"  # … git's, and a shell's prompt line ("[me@host ~/repo main !19]")
+    r"|\S[^\n]{0,200}\balready exists,?\s+(?:not overwriting|skipping)\b)"  # … a script's ("x already exists, skipping")
 )
 # … and pasted on the end of the user's own line: "Now this one (index):1 Uncaught TypeError: …", "I get
 # this when I build error TS6059: File …" (the line is theirs up to the paste)
