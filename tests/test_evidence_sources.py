@@ -770,6 +770,9 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
         *[_bash(c, "") for c in ("node --check server/proxy.mjs", "python -m py_compile a.py")],
         _bash("conda run -n thesis pip install torchvision -q", ""),  # a package added to the environment, once
         _bash("conda run -n thesis python train.py", ""),
+        # … a script of that moment, with a look inside, and a manifest edited once (a Go set's "checks")
+        _bash('go mod tidy; grep -E "^go |^toolchain" go.mod; go build ./...', ""),
+        _bash("go mod edit -go=1.21 && go build ./...", ""),
         ("assistant", "Done."),
         cwd=CWD,
     )

@@ -246,6 +246,7 @@ class Run:
     scratch: bool = False  # it ran on a file the session tried things with (`narrow.scratch_runs`)
 
 
+_LOOK = re.compile(r"(?:ls|cat|head|tail|grep|egrep|rg|ag|wc|find|fd|stat|tree|diff|jq|yq)\b")  # a look in a chain
 # Run in a folder outside the project (`normalize_command` made the project's own relative): a temp
 # scratch folder, another repository.
 ELSEWHERE = re.compile(r"""^cd\s+["']?(?:/|~|\\\\|[A-Za-z]:[\\/])""")  # (`paths.is_absolute` as a pattern)
@@ -272,7 +273,7 @@ _SCAFFOLD = re.compile(
 def installs_once(cmd: str) -> bool:
     """Does `cmd` install packages it names, or for the whole machine, or make the project from a
     template, rather than set up what the project declares?"""
-    if _SCAFFOLD.match(cmd.strip()):
+    if _SCAFFOLD.match(cmd.strip()) or re.match(r"go\s+mod\s+edit\b", cmd.strip()):  # (the manifest edited once)
         return True
     m = _INSTALL.match(cmd.strip())
     if not m:
@@ -304,10 +305,11 @@ def commands(runs: list[Run]) -> list[Command]:
             or r.scratch
         ):
             continue
-        if REMOTE.match(r.line) or any(
-            installs_once(_IN_ENV.sub("", c.strip())) for c in re.split(r"&&|;", core(r.line))
-        ):
+        parts = [p.strip() for p in re.split(r"&&|;|\|\|", core(r.line))]
+        if REMOTE.match(r.line) or any(installs_once(_IN_ENV.sub("", p)) for p in parts):
             continue  # the other machine's, this one's or the environment's change of that moment
+        if len(parts) > 1 and any(_LOOK.match(p) for p in parts):
+            continue  # a script of that moment: `go mod tidy; grep "^go " go.mod; go build ./...`
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
         line = core(r.line)
         head = " ".join(w for w in line.split() if not w.startswith("-"))
