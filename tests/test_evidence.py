@@ -2097,6 +2097,8 @@ def test_a_reviews_suggestion_the_place_for_this_change_and_a_line_by_number_are
         "The best place to put this check is the `before_action` in `entries_controller.rb`.",
         "`Assessment#complete!` is called (77 in `assessment.rb`)",
         "`Assessment#complete!` is called (line 77 in `assessment.rb`) after the last step",
+        # a sentence cut where a list's next item began (a Go set: "List `a` instead of `b`, or")
+        "List `/home/dev/dotfiles/bash/.claude` instead of `/home/dev/.claude`, or",
     ]
     kept = [
         "`AppointmentType` has `mode` (from YAML config) and delegates `for_intake?` from `RootAppointmentType`.",

@@ -259,7 +259,9 @@ DELEGATED = re.compile(
 # access to `~/.ssh`", "❌ Read LSASS memory", "… and pushed! 🚀"), not how the project works.
 STATUS_MARK = re.compile("[\u2705\u274c\u274e\u2713\u2714\u2717\u2718\u2611\u2612\U0001f680\U0001f389]")
 # Trailing off ("… before Init runs...") or a quotation never closed ('"keys the CLI … runs, so the').
-CUT_OFF = re.compile(r"(?:\.\.\.|…)\W*$|“[^”]*$")
+CUT_OFF = re.compile(
+    r"(?:\.\.\.|…)\W*$|“[^”]*$|[\s,](?:or|and|but|because|the|an?)$"
+)  # (… or at its next item: ", or")
 QUOTED = re.compile(r"[\"“][^\n]*[\"”]\.?")  # '"Every device id MUST be a map link."', quoted whole
 # … or unquoted: a rule shouted for a model to obey is a prompt's, written into the product ("EVERY device ID
 # mention … MUST be a clickable map link", "ALWAYS use `https://…` as the base URL — NEVER use …").
