@@ -31,7 +31,8 @@ TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|[._-](te
 TASK_VERB = re.compile(
     r"^(finish|implement|fix|add|create|build|make|update|write|review|revise|change|rename|refactor|remove|delete|"
     r"move|put|set|run|try|look|find|check|investigate|research|help|show|give|explain|tell|open|commit|push|merge|"
-    r"rebase|deploy|install|test|debug|restart|continue|go|do|let|can|could|would|please|confirm|verify|read)\b",
+    r"rebase|deploy|install|test|debug|restart|continue|go|do|let|can|could|would|please|confirm|verify|read|"
+    r"flesh|draft|outline|summarize|summarise)\b",
     re.I,
 )
 _SOURCE = re.compile(r"\[source:[^\]]*\]|\[scope:[^\]]*\]")
