@@ -1068,6 +1068,9 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "Nah, don't think so.",  # an answer to the agent's question (a Rails set)
         "Flesh out the requirements for the same tool only using libvirt instead of multipass",  # a task (a Go set)
         "Draft a plan that only touches the API, not the web app",
+        # a requirement of the feature specified (a spec-kit Codex set: "Non-functional requirements: - …")
+        "Non-functional requirements: - Query plans must remain stable under seeded load.",
+        "Acceptance criteria: the export must never take more than 2 s",
         # … the ticket's behaviour and a feature asked for, said as wishes (the Rails set)
         "I think the behavior they want is that a 0 in the blocks UI becomes 4 hours instead of 0 hours.",
         "It would be helpful if we can at least search by the member's ID number, not their whole name",

@@ -238,6 +238,9 @@ SAY_IN = re.compile(
     r"|(?:请|請)?(?:用|以|使用)?(?:简体|簡體|繁体|繁體)?(?:中文|英文|日文)(?:来|來)?(?:回答|回复|回覆|答复|答覆|回应|回應|交流)我?\W*$",
     re.I,
 )
+SPEC_ITEM = re.compile(
+    r"(?:(?:non-)?functional |performance |acceptance |success )?(?:requirements?|criteria|goals?|scope):", re.I
+)
 # How the user's commits and PRs are written, asked with one ("Write a commit message that doesn't say 'signed
 # by Claude'", "… without the co-authored-by line"): a standing wish, though said as a task
 OF_COMMITS = re.compile(
@@ -294,6 +297,8 @@ def is_rule(s: str) -> bool:
         return False
     if OF_COMMITS.search(body):
         return True
+    if SPEC_ITEM.match(body):  # the feature's spec: "Non-functional requirements: - Query plans must …"
+        return False
     if ONE_OFF.search(body) or FOR_ONE.search(body) or DEICTIC.match(body) or ELLIPTIC.search(body):
         return False
     if AT_WORK.search(body) or (FINDING.search(body) and not STRONG_CUE.search(body)):
