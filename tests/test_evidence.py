@@ -2104,6 +2104,11 @@ def test_a_reviews_suggestion_the_place_for_this_change_and_a_line_by_number_are
         "`Assessment#complete!` is called (line 77 in `assessment.rb`) after the last step",
         # a sentence cut where a list's next item began (a Go set: "List `a` instead of `b`, or")
         "List `/home/dev/dotfiles/bash/.claude` instead of `/home/dev/.claude`, or",
+        # what a commit held, a check's one finding, a spec's stories by their ids (a spec-kit Codex set, MIT)
+        "Only the `.specify` constitution and template files were included; the unrelated worktree changes remain uncommitted.",
+        "The only flagged item is `ship/.specify/templates/commands/*.md`, which could not be checked because it is absent.",
+        "The batching scope in US2 should explicitly call out `checkWeeklyPersonAccountability()`, which does per-row lookups.",
+        "Tasks T014 and T015 cover the `document_associations` reads, so `weeks.ts` keeps its one query.",
     ]
     kept = [
         "`AppointmentType` has `mode` (from YAML config) and delegates `for_intake?` from `RootAppointmentType`.",

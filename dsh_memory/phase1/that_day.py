@@ -88,6 +88,11 @@ OF_THAT_DAY = re.compile(
     r"|\bcould (?:be|get) (?:a bit |much |even )?(?:more|less|better|cleaner|simpler|safer|faster|clearer)\b"
     r"|^(?:The|A) (?:cleanest|best|simplest|easiest|right|natural|obvious) (?:place|spot|way) to \w+ (?:this|that|these|the new)\b"
     r"|\((?:line |L)?\d+(?:-\d+)? in `[^`]+`\)"
+    # what a commit held ("Only … were included; … remain uncommitted"), a check's one finding ("The only flagged
+    # item is …"), a spec's stories and tasks by their ids ("… in US2 should …", "T014")
+    r"|\bremains? (?:uncommitted|unstaged|unpushed|untracked)\b|^Only [^;]{0,120}? (?:were|was) (?:included|committed|staged)\b"
+    r"|^The only (?:flagged|remaining|failing|open|skipped) (?:item|issue|finding|test|check|warning)s? (?:is|was)\b"
+    r"|\bUS\d{1,2}\b|\bT\d{3}\b|\b(?:FR|NFR|SC)-\d{3}\b"
     # a finding's label before a dash: "No `package-lock.json` - …", "DevDependencies needed - …"
     r"|^No `[^`]+`\s[-—–]\s|^[\w` -]{2,40}? needed\s[-—–]\s"
 )
