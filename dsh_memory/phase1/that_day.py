@@ -93,6 +93,12 @@ OF_THAT_DAY = re.compile(
     r"|\bremains? (?:uncommitted|unstaged|unpushed|untracked)\b|^Only [^;]{0,120}? (?:were|was) (?:included|committed|staged)\b"
     r"|^The only (?:flagged|remaining|failing|open|skipped) (?:item|issue|finding|test|check|warning)s? (?:is|was)\b"
     r"|\bUS\d{1,2}\b|\bT\d{3}\b|\b(?:FR|NFR|SC)-\d{3}\b"
+    # a review's bookkeeping ("Medium/low findings deferred …"), one run after another ("`x` then fails …"), the
+    # tree and the machine as they stood ("… (wrong name)", "… isn't installed either", "… was absent earlier")
+    r"|^(?:(?:Critical|High|Medium|Low)(?:/(?:critical|high|medium|low))* )findings? (?:deferred|fixed|addressed|left)\b"
+    r"|\bthen (?:fails|failed|errors|errored|crashes|crashed|hangs|hung)\b"
+    r"|\((?:wrong|incorrect|bad|stale|outdated) (?:name|path|value|command|flag|target)\)"
+    r"|\b(?:isn'?t|is not|aren'?t|are not) installed either\b|\b(?:was|were) (?:absent|missing|empty|broken) earlier\b"
     # a finding's label before a dash: "No `package-lock.json` - …", "DevDependencies needed - …"
     r"|^No `[^`]+`\s[-—–]\s|^[\w` -]{2,40}? needed\s[-—–]\s"
 )
