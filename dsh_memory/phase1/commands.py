@@ -11,6 +11,7 @@ it: `phase1/shields.py`.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -117,12 +118,16 @@ def normalize_command(line: str, cwd: str | None) -> str:
             rf"^cd\s+\S+\s*&&\s*(?=(?:{_TOLD_FOLDER})['\"]?{root}(?:[/\\'\"\s]|$)(?!.*(?:&&|;|\|)))", s, re.I
         ):
             s = s[told.end() :]  # a tool told its folder in the project: where it ran does not matter
-        s = re.sub(rf"(?<=\s)['\"]?{root}[/\\]?['\"]?(?=\s|$)", ".", s, flags=re.I)  # the folder as an argument
-        if not s.startswith("cd "):  # … and a file in it, from the folder the command runs in
-            s = re.sub(
-                rf"(?<=\s)([\"']){root}[/\\]([^\"']+)\1", lambda m: m[1] + _slashed(m[2], cwd) + m[1], s, flags=re.I
-            )
-            s = re.sub(rf"(?<=\s){root}[/\\]([^\"'\s;&|]+)", lambda m: _slashed(m[1], cwd), s, flags=re.I)
+        here = re.match(r"^cd\s+([\w][\w./-]*)\s*&&", s)  # … from the folder the command runs in (`cd api && …`)
+        sub = here[1] if here and not on_drive(cwd) and ".." not in here[1].split("/") else ""
+
+        def rel(path: str, sub: str = sub) -> str:
+            return posixpath.relpath(path or ".", sub) if sub else (_slashed(path, cwd) if path else ".")
+
+        s = re.sub(rf"(?<=\s)['\"]?{root}[/\\]?['\"]?(?=\s|$)", rel(""), s, flags=re.I)  # the folder as an argument
+        if sub or not s.startswith("cd "):  # … and a file in it
+            s = re.sub(rf"(?<=\s)([\"']){root}[/\\]([^\"']+)\1", lambda m: m[1] + rel(m[2]) + m[1], s, flags=re.I)
+            s = re.sub(rf"(?<=\s){root}[/\\]([^\"'\s;&|]+)", lambda m: rel(m[1]), s, flags=re.I)
     # `…; echo "done"`, `… && echo BUILD_OK [&& …]`, `go build -o bin/x . && ls -la bin/` (a look at what it
     # made, or `&& start "" out/report.html` its page opened), unless that cuts a `( … )` in two
     cut = _cut(r"\s*;\s*echo\b.*$|\s*&&\s*(?:echo|ls|open|xdg-open|start\s+\"\")(?!\S)[^;&|]*?(?=\s*&&|\s*$)", s)
