@@ -30,6 +30,7 @@ EXPLORE = re.compile(
     r"open|ps|kill|pkill|lsof|top|jq|yq|curl|wget|tee|touch|mkdir|rm|cp|mv|ln|chmod|chown|readlink|realpath|"
     r"basename|dirname|history|clear|exit|man|tldr|code|vim|vi|nano|git|gh|glab|gt|hg|svn)\b"
 )
+_LOOK = re.compile(r"(?:ls|cat|head|tail|grep|egrep|rg|ag|wc|find|fd|stat|tree|diff|jq|yq)\b")  # … a look in a chain
 BUILD = re.compile(
     r"^(make|just|task|npm|pnpm|yarn|bun|bunx|npx|deno|node|uv|uvx|poetry|pipenv|pdm|hatch|tox|nox|pytest|py\.test|"
     r"python3?(?:\.\d+)?|pip3?(?:\.\d+)?|mypy|ruff|black|isort|flake8|pylint|pyright|ty|cargo|rustc|go|gofmt|golangci-lint|mvn|"
@@ -100,8 +101,9 @@ _TOLD_FOLDER = (
 def normalize_command(line: str, cwd: str | None) -> str:
     """A command as a future agent would type it: no redirections of its output, no pager or
     `tail`, no search of a build's output, no `|| true` or `|| echo …`, no `cd` into the session's
-    own folder or another checkout of it (the folder as an argument is `.`, a file in it relative),
-    one line (`one_line`)."""
+    own folder or another checkout of it (the folder as an argument is `.`, a file in it relative, from
+    the subfolder the command runs in: `cd api && python ../tools/x.py`), no `cd` before a tool told its
+    folder (`make -C vsim/test t`), one line (`one_line`)."""
     s = " ".join(one_line(line).split())
     if cwd and (m := LEAD_CD.match(s)) and (target := m[1] or m[2] or m[3]) != (mapped := checkout(target, cwd)):
         s = f'cd "{mapped}" && {s[m.end() :]}'  # a cd into another checkout (a worktree) of the project
@@ -251,7 +253,6 @@ class Run:
     scratch: bool = False  # it ran on a file the session tried things with (`narrow.scratch_runs`)
 
 
-_LOOK = re.compile(r"(?:ls|cat|head|tail|grep|egrep|rg|ag|wc|find|fd|stat|tree|diff|jq|yq)\b")  # a look in a chain
 # Run in a folder outside the project (`normalize_command` made the project's own relative): a temp
 # scratch folder, another repository.
 ELSEWHERE = re.compile(r"""^cd\s+["']?(?:/|~|\\\\|[A-Za-z]:[\\/])""")  # (`paths.is_absolute` as a pattern)
