@@ -238,6 +238,7 @@ SAY_IN = re.compile(
     r"|(?:请|請)?(?:用|以|使用)?(?:简体|簡體|繁体|繁體)?(?:中文|英文|日文)(?:来|來)?(?:回答|回复|回覆|答复|答覆|回应|回應|交流)我?\W*$",
     re.I,
 )
+# A feature's spec, pasted or typed: "Non-functional requirements: - Query plans must …", "Acceptance criteria: …"
 SPEC_ITEM = re.compile(
     r"(?:(?:non-)?functional |performance |acceptance |success )?(?:requirements?|criteria|goals?|scope):", re.I
 )
