@@ -574,10 +574,10 @@ def test_the_go_tools_git_and_a_shell_prompts_lines_pasted_are_not_the_users_req
     s = make_session(
         ("user", "/etc/exports.d/dev already exists, not overwriting"),
         ("tool", "bash", {"command": "make host-setup"}, "ok", False),
-        ("user", "I don't want snap on my hosts."),
+        ("user", "I don't want flatpak on my machines."),
         cwd=CWD,
     )
-    assert [r.text for r in gather(s).rules] == ["I don't want snap on my hosts."]
+    assert [r.text for r in gather(s).rules] == ["I don't want flatpak on my machines."]
 
 
 def test_a_long_fact_ends_at_its_last_whole_clause_and_one_with_none_is_not_kept():
@@ -1068,22 +1068,22 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "we're in the release branch, so never force-push here",
         "i don't completely understand.",  # the agent's answer, not understood (a C/C++ set)
         "I still don't get why the drain must run first",
-        "Nah, don't think so.",  # an answer to the agent's question (a Rails set)
-        "Flesh out the requirements for the same tool only using libvirt instead of multipass",  # a task (a Go set)
+        "Nope, I don't think so.",  # an answer to the agent's question (a Rails set)
+        "Flesh out a new set of requirements for the same feature only using sqlite instead of postgres",  # a task (a Go set)
         "Draft a plan that only touches the API, not the web app",
         # a requirement of the feature specified (a spec-kit Codex set: "Non-functional requirements: - …")
         "Non-functional requirements: - Query plans must remain stable under seeded load.",
         "Acceptance criteria: the export must never take more than 2 s",
         # … the ticket's behaviour and a feature asked for, said as wishes (the Rails set)
-        "I think the behavior they want is that a 0 in the blocks UI becomes 4 hours instead of 0 hours.",
-        "It would be helpful if we can at least search by the member's ID number, not their whole name",
+        "I think the behavior they want is that a blank limit falls back to 30 days instead of none.",
+        "It would be helpful if we can at least filter by the order number It doesn't need to be the whole address",
         # a guess about the bug at hand (a NixOS set)
-        "There may be other causes, and they should be found.",
+        "There may be more reasons it breaks, and we should find them.",
         "there could be more tests that must be updated",
         "No, I do not believe so",
         # a bug reported and a complaint about the turn before (a Rails set)
-        "we're not properly handling state where the record should never be nil: ActionView::Template::Error",
-        "wait now you're adding more tests, that's not what I told you to do",
+        "we're not correctly handling the case where a plan should never be empty: NoMethodError",
+        "hold on, now you're rewriting the fixtures, that's not what I told you to do",
     ):
         assert not is_rule(said), said
     for said in (
@@ -1097,7 +1097,7 @@ def test_review_comments_pasted_and_edits_of_the_work_at_hand_are_no_rules():
         "I'd prefer if we always squash before merging.",
         "There might be a race here, so we should always take the lock first",
         # how the user's commits are written, asked with a commit (twice in a Rails set's sessions)
-        "Write a commit message that doesn't have -signed by claude code on it",
+        "Write a commit message that doesn't mention the assistant as a co-author",
         "write a commit message without the co-authored-by line",
         # the language the agent answers in (a Chinese set's "中文回答我": "answer me in Chinese")
         "中文回答我",
@@ -2078,14 +2078,14 @@ def test_a_bugs_symptoms_and_one_runs_trace_are_no_facts():
         "Once the second module calls them, `lookup()` returned `None` because the table is empty.",
         "For `#y: u8;` (a `Let` without a value), it should hit the `Stmt::Let` arm which calls `env.bind()`.",
         # … and where one run's error came from, pointed at in its output (a NixOS set)
-        "The error is coming from another `default.nix` file, the one inside the input (notice the store path).",
-        "The input flake didn't update - notice the hash in its store path is still the same.",
+        "The error is coming from a different `shell.nix` - the one inside the pinned input (notice the other store path).",
+        "The pinned input didn't update - notice the store path is still the same (`abc123-source`).",
         # … and the defect found, said as it stood (the NixOS set)
-        "The dotfiles flake is incorrectly passing the nixpkgs flake itself as `pkgs` instead of the package set.",
-        "The dotfiles flake's `home.nix` expects a `lib` parameter that isn't being provided.",
+        "The overlay is incorrectly passing the whole `inputs` attrset as `pkgs` instead of the evaluated package set.",
+        "The `profile.nix` module expects a `config` argument that isn't being passed by its caller.",
         # (a Next.js set: the redirect as it stood, and what the fix left)
-        "When a signed-in user visited an auth page, the middleware always redirected to `/admin`, completely ignoring `callbackUrl`.",
-        "The landing page's button still redirects guests to `/sign-in?next=...` instead of going directly to the wizard.",
+        "In `guard.ts`, when a signed-in user opened any login page, the guard always redirected to `homeFor()`, completely ignoring the `next` param.",
+        "The pricing page's link still sends visitors to `/login?next=...` instead of the public checkout.",
     ]
     kept = [
         "The loader must register every `use`d file before `check()` runs, because `lookup()` reads only the table.",
@@ -2100,28 +2100,28 @@ def test_a_reviews_suggestion_the_place_for_this_change_and_a_line_by_number_are
     nil-safe."), where the change at hand would go ("The cleanest place to add this logic is in …")
     and a call found on a line by its number ("… is called (77 in `assessment.rb`)")."""
     gone = [
-        "`app/models/opportunity.rb` - The `virtual?` method could be more nil-safe.",
-        "The cleanest place to add this logic is in `template_block_type_service.rb`.",
+        "`app/models/order.rb` - The `shipped?` helper could be more defensive about a missing carrier.",
+        "The cleanest place to add this rounding is in `price_calculator.rb`.",
         "The best place to put this check is the `before_action` in `entries_controller.rb`.",
-        "`Assessment#complete!` is called (77 in `assessment.rb`)",
-        "`Assessment#complete!` is called (line 77 in `assessment.rb`) after the last step",
+        "`Order#finalize!` is called (88 in `checkout.rb`)",
+        "`Order#finalize!` is called (line 88 in `checkout.rb`) after the payment step",
         # a sentence cut where a list's next item began (a Go set: "List `a` instead of `b`, or")
-        "List `/home/dev/dotfiles/bash/.claude` instead of `/home/dev/.claude`, or",
+        "Mount `/srv/data/cache` instead of `/var/cache/app` on the runner, or",
         # what a commit held, a check's one finding, a spec's stories by their ids (a spec-kit Codex set, MIT)
         "Only the `.specify` constitution and template files were included; the unrelated worktree changes remain uncommitted.",
         "The only flagged item is `ship/.specify/templates/commands/*.md`, which could not be checked because it is absent.",
         "The batching scope in US2 should explicitly call out `checkWeeklyPersonAccountability()`, which does per-row lookups.",
         "Tasks T014 and T015 cover the `document_associations` reads, so `weeks.ts` keeps its one query.",
         # a review's bookkeeping, one run after another, the tree and the machine as they stood (a Go set)
-        "Medium/low findings deferred with rationale in `.llm/reviews/deferred.md` (the AWS SDK needs `go 1.25`).",
-        "`exportfs` then fails because it can't stat the paths in `/etc/exports` that don't exist.",
-        "The `Makefile` references `localdev` (wrong name) and uses `delete` where the tool's command is `destroy`.",
-        "`multipass` isn't installed either (`command not found`), so the bridge address can't be read from it.",
-        "`snap` itself isn't installed (that's why `snapd` was absent earlier) on the `devbox` host.",
+        "Medium/low findings deferred with rationale in `notes/later.md` (e.g. cache fail-open is ticket-mandated; the `node 20` engine is required by the Stripe SDK).",
+        "`rsync` then fails because it cannot read the `backup/` folder the first step skipped.",
+        "The `justfile` calls `devstack` (wrong name) where the command line tool's own name is `stack`.",
+        "`podman` isn't installed either (`command not found`), so the socket check cannot run on it.",
+        "`redis-server` itself isn't installed (that's why port `6379` was empty earlier) on this runner.",
     ]
     kept = [
-        "`AppointmentType` has `mode` (from YAML config) and delegates `for_intake?` from `RootAppointmentType`.",
-        "The event is only published if `changes.any?` is true, so a save without changes sends nothing.",
+        "`Invoice` has `currency` (from the YAML config) and delegates `taxable?` to its `Customer`.",
+        "The webhook is only sent if `dirty_fields.any?` is true, so a save without changes sends nothing.",
     ]
     assert [s for s in gone + kept if fact_score(s)] == kept
 

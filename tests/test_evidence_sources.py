@@ -731,7 +731,7 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
         "nix flake show",
         "nix-instantiate --eval -E '1 + 1'",
         # … and a thesis set's import check in a conda environment
-        "conda run -n viv python -c \"import cv2; print('OK')\"",
+        "conda run -n env1 python -c \"import numpy; print('OK')\"",
     ):
         assert not is_build_command(probe), probe
     assert is_build_command("bundle exec rails runner script/backfill.rb") and is_build_command("nix build .#app")
@@ -768,18 +768,18 @@ def test_probes_and_questions_to_a_tool_are_no_build_commands_and_a_narrow_check
     s = make_session(
         ("user", "Fix the proxy."),
         *[_bash(c, "") for c in ("node --check server/proxy.mjs", "python -m py_compile a.py")],
-        _bash("conda run -n thesis pip install torchvision -q", ""),  # a package added to the environment, once
-        _bash("conda run -n thesis python train.py", ""),
+        _bash("conda run -n ml pip install scipy -q", ""),  # a package added to the environment, once
+        _bash("conda run -n ml python train.py", ""),
         # … a script of that moment, with a look inside, and a manifest edited once (a Go set's "checks")
-        _bash('go mod tidy; grep -E "^go |^toolchain" go.mod; go build ./...', ""),
-        _bash("go mod edit -go=1.21 && go build ./...", ""),
+        _bash("go mod tidy; grep toolchain go.mod; go build ./...", ""),
+        _bash("go mod edit -go=1.22 && go vet ./...", ""),
         ("assistant", "Done."),
         cwd=CWD,
     )
     assert [(c.line, c.check) for c in gather(s).commands] == [
         ("node --check server/proxy.mjs", True),
         ("python -m py_compile a.py", True),
-        ("conda run -n thesis python train.py", False),
+        ("conda run -n ml python train.py", False),
     ]
 
 

@@ -1008,7 +1008,7 @@ def test_a_test_suite_failing_on_the_code_the_session_then_edits_is_its_work_and
         _bash("nix flake check", "error: function called without required argument 'lib'", True),
         (
             "assistant",
-            "But now the error is different - it's complaining about `lib` missing, which is likely in the flake.",
+            "But now the error is different - it complains that `lib` is missing, probably from the wrapper module.",
         ),
         _edit("home.nix"),
         _bash("nix flake check", "all checks passed"),
@@ -1051,13 +1051,13 @@ def test_advice_to_run_the_failed_command_again_is_no_fix():
     )
     assert [x.fix for x in gather(s).shields] == ["Run `alembic stamp head` once, then `make migrate` works."]
     # … nor advice that leads into the command it shows next, which the recap does not have (a Go set:
-    # "Run this yourself in the prompt with the `!` prefix:" and a code block)
+    # advice to run it in the user's own terminal, then a code block)
     s = make_session(
         ("user", "Install the export list."),
         _bash("sudo cp exports /etc/exports", "sudo: a terminal is required to read the password", True),
         (
             "assistant",
-            "Run this yourself in the prompt with the `!` prefix:\n\n```\n! sudo cp exports /etc/exports\n```",
+            "Run it yourself in your own terminal with `sudo`:\n\n```\nsudo cp exports /etc/exports\n```",
         ),
         cwd=CWD,
     )
