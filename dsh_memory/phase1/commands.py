@@ -174,7 +174,7 @@ _LOOK_INSIDE = re.compile(
 
 
 _SOURCED = re.compile(r"^(?:(?:source|\.)\s+\S+\s*(?:&&|;)\s*)+")  # an environment read in first
-# … or a run in a conda environment (`conda run -n viv python -c "import cv2"`: the question is Python's)
+# … or a run in a conda environment (`conda run -n ml python -c "import numpy"`: the question is Python's)
 _IN_ENV = re.compile(r"^(?:conda|mamba|micromamba)\s+run\s+(?:(?:-n|--name|-p|--prefix)\s+\S+\s+|--[\w-]+\s+)+")
 _IP_SHOW = r"^ip\s+(?:-\S+\s+)*(?:a|addr|address|r|route|l|link|n|neigh)\b(?!.*\b(?:add|del|delete|set|flush|change|replace)\b)"
 
@@ -315,7 +315,7 @@ def commands(runs: list[Run]) -> list[Command]:
         if REMOTE.match(r.line) or any(installs_once(_IN_ENV.sub("", p)) for p in parts):
             continue  # the other machine's, this one's or the environment's change of that moment
         if len(parts) > 1 and any(_LOOK.match(p) for p in parts):
-            continue  # a script of that moment: `go mod tidy; grep "^go " go.mod; go build ./...`
+            continue  # a script of that moment: `go mod tidy; grep toolchain go.mod; go build ./...`
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
         line = core(r.line)
         head = " ".join(w for w in line.split() if not w.startswith("-"))

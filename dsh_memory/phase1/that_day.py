@@ -83,8 +83,8 @@ OF_THAT_DAY = re.compile(
     r"(?!(?i:always|never|do not|don'?t|must|make sure)\b)|^(?:High|Medium|Low) risk\b"
     r"|(?i:^only [\w/+ -]{1,40} files? (?:changed|modified|touched)\b"
     r"|\b(?:but )?(?:still )?need to (?:verify|check|confirm|investigate|test)\b|\bproperly (?:handles|validates|checks|closes)\b)"
-    # a review's suggestion ("… - The `virtual?` method could be more nil-safe."), where the change at hand would
-    # go ("The cleanest place to add this logic is in …"), a line by its number ("… is called (77 in `a.rb`)")
+    # a review's suggestion ("… - The `shipped?` helper could be more defensive …"), where the change at hand would
+    # go ("The cleanest place to add this rounding is in …"), a line by its number ("… is called (88 in `a.rb`)")
     r"|\bcould (?:be|get) (?:a bit |much |even )?(?:more|less|better|cleaner|simpler|safer|faster|clearer)\b"
     r"|^(?:The|A) (?:cleanest|best|simplest|easiest|right|natural|obvious) (?:place|spot|way) to \w+ (?:this|that|these|the new)\b"
     r"|\((?:line |L)?\d+(?:-\d+)? in `[^`]+`\)"
@@ -94,7 +94,7 @@ OF_THAT_DAY = re.compile(
     r"|^The only (?:flagged|remaining|failing|open|skipped) (?:item|issue|finding|test|check|warning)s? (?:is|was)\b"
     r"|\bUS\d{1,2}\b|\bT\d{3}\b|\b(?:FR|NFR|SC)-\d{3}\b"
     # a review's bookkeeping ("Medium/low findings deferred …"), one run after another ("`x` then fails …"), the
-    # tree and the machine as they stood ("… (wrong name)", "… isn't installed either", "… was absent earlier")
+    # tree and the machine as they stood ("… calls `x` (wrong name)", "… isn't installed either", "… was empty earlier")
     r"|^(?:(?:Critical|High|Medium|Low)(?:/(?:critical|high|medium|low))* )findings? (?:deferred|fixed|addressed|left)\b"
     r"|\bthen (?:fails|failed|errors|errored|crashes|crashed|hangs|hung)\b"
     r"|\((?:wrong|incorrect|bad|stale|outdated) (?:name|path|value|command|flag|target)\)"
@@ -119,15 +119,15 @@ SYMPTOM = re.compile(
     r"|\b(?:it|this|that) should (?:hit|reach|go through|enter|trigger)\b"
     r"|\breturned `[^`]+`"
     r"|\bbut the actual\b|\binstead of the expected\b"  # "Tests expect `A` but the actual name is `B`"
-    # … the defect as it stood ("… is incorrectly passing …", "… a `lib` parameter that isn't being provided")
+    # … the defect as it stood ("… is incorrectly passing …", "… a `config` argument that isn't being passed")
     r"|\b(?:is|are|was|were) (?:incorrectly|wrongly|mistakenly) \w+ing\b|\bcompletely ignor(?:ing|ed)\b"
-    r"|\bstill \w+s\b[^;]{0,160}?\binstead of\b"  # … what the fix left: "… still redirects … instead of …"
+    r"|\bstill \w+s\b[^;]{0,160}?\binstead of\b"  # … what the fix left: "… still sends … instead of …"
     r"|\b(?:isn'?t|aren'?t|is not|are not|wasn'?t|weren'?t) being (?:provided|passed|set|called|loaded|used|applied)\b"
-    # … where that run's error came from, what its output shows ("… (notice the different store path)")
+    # … where that run's error came from, what its output shows ("… (notice the other path)")
     r"|\b(?:error|failure|crash|exception) (?:is|was) (?:now )?coming from\b|(?:^|[-(—–]\s*)notice (?:the|that|how)\b"
 )
 
-# The next run narrated, not the failure explained: "But now the error is different - it's complaining …"
+# The next run narrated, not the failure explained: "But now the error is different - it complains …"
 NEXT_RUN = re.compile(
     r"\b(?:error|failure)(?:'s| is| has) (?:now )?(?:different|changed)\b|\b(?:a )?(?:different|new) error\b", re.I
 )

@@ -123,7 +123,7 @@ DEICTIC = re.compile(  # (after a lead: "Besides publish and unpublish, that sho
     re.I,
 )
 # "in fact, I prefer u dont", "avoid inventing our own.": the rule is the sentence before; alone it says nothing.
-ELLIPTIC = re.compile(  # (… or an answer: "Nah, don't think so.")
+ELLIPTIC = re.compile(  # (… or an answer: "Nope, I don't think so.")
     r"\b(?:don'?t|not|won'?t|shouldn'?t|didn'?t|(?:our|your|their|my) own|(?:don'?t|not) (?:think|believe) so)\W*$",
     re.I,
 )
@@ -132,7 +132,7 @@ ELLIPTIC = re.compile(  # (… or an answer: "Nah, don't think so.")
 HEDGE = re.compile(
     r"\b(?:i think|i don'?t think|i guess|i feel like|maybe|perhaps|probably),?\s+(?:\w+\s+){0,4}?"
     r"(?:should|could|can|might|would|needs?|don'?t|do not|shouldn'?t)\b"
-    r"|^there (?:may|might|could) be\b",  # a guess about the bug at hand: "There may be other causes, …"
+    r"|^there (?:may|might|could) be\b",  # a guess about the bug at hand: "There may be more reasons …"
     re.I,
 )
 # "I honestly feel that the risk is quite low": an opinion on the work at hand, unless it says its reach.
@@ -204,7 +204,7 @@ REACTION = re.compile(
     r"|^i'?m (?:\w+ )?leaning (?:towards?|to)\b"  # … a design weighed: "I'm leaning towards a `sync_type` …"
     # … or a verdict on what a run showed: "The gap is a scale difference, not a regression."
     r"|,?\s+not an? (?:regression|bug|problem|issue|error|mistake|leak|flake)\W*$"
-    # … or on the turn before: "that's not what I told you to do"; a bug reported: "we're not properly handling …"
+    # … or on the turn before: "that's not what I told you to do"; a bug reported: "we're not correctly handling …"
     r"|\bthat'?s not what i (?:told|asked|said|meant|wanted)\b"
     r"|^(?:\w+\W+){0,2}?(?:we'?re|we are|it'?s|it is|you'?re|you are) not (?:properly|correctly) \w+ing\b",
     re.I,
@@ -242,8 +242,8 @@ SAY_IN = re.compile(
 SPEC_ITEM = re.compile(
     r"(?:(?:non-)?functional |performance |acceptance |success )?(?:requirements?|criteria|goals?|scope):", re.I
 )
-# How the user's commits and PRs are written, asked with one ("Write a commit message that doesn't say 'signed
-# by Claude'", "… without the co-authored-by line"): a standing wish, though said as a task
+# How the user's commits and PRs are written, asked with one ("Write a commit message that doesn't mention
+# the assistant", "… without the co-authored-by line"): a standing wish, though said as a task
 OF_COMMITS = re.compile(
     r"\b(?:commit|PR|pull request)s?(?: (?:message|description|title|body)s?)? "
     r"(?:(?:that|which) (?:doesn'?t|does not|don'?t|do not|never|won'?t)|without)\b",
