@@ -1010,7 +1010,9 @@ def test_a_prefect_api_password_is_never_shown(hook_env, fixtures_dir):
         assert "s3cretpw" not in str(err.value) and "127.0.0.1" in str(err.value), err.value
     payload = (fixtures_dir / "webhooks/codex-notify.json").read_text()
     api = f"http://alice:s3cretpw@127.0.0.1:{_free_port()}/api"
-    r = _notify(["--direct", "--timeout", "0.5", "--api-url", api, payload], env={"DSH_MEMORY_IGNORE_BLOCKS": "1"})
+    # (a generous budget: at 0.5 s a loaded machine's first attempt did not end in time, and the line said
+    # "no answer within --timeout", naming no URL at all)
+    r = _notify(["--direct", "--timeout", "10", "--api-url", api, payload], env={"DSH_MEMORY_IGNORE_BLOCKS": "1"})
     assert r.exit_code == 1 and "could not reach" in r.stderr and "s3cretpw" not in r.stderr, r.stderr
 
 
