@@ -278,10 +278,11 @@ _SCAFFOLD = re.compile(
 
 def installs_once(cmd: str) -> bool:
     """Does `cmd` install packages it names, or for the whole machine, or make the project from a
-    template, rather than set up what the project declares?"""
-    if _SCAFFOLD.match(cmd.strip()) or re.match(r"go\s+mod\s+edit\b", cmd.strip()):  # (the manifest edited once)
+    template, rather than set up what the project declares? (Run in a conda environment too.)"""
+    cmd = _IN_ENV.sub("", cmd.strip())
+    if _SCAFFOLD.match(cmd) or re.match(r"go\s+mod\s+edit\b", cmd):  # (the manifest edited once)
         return True
-    m = _INSTALL.match(cmd.strip())
+    m = _INSTALL.match(cmd)
     if not m:
         return False
     words = next(g for g in m.groups() if g is not None).split()
@@ -311,13 +312,13 @@ def commands(runs: list[Run]) -> list[Command]:
             or r.scratch
         ):
             continue
-        parts = [p.strip() for p in re.split(r"&&|;|\|\|", core(r.line))]
-        if REMOTE.match(r.line) or any(installs_once(_IN_ENV.sub("", p)) for p in parts):
+        line = core(r.line)
+        parts = [p.strip() for p in re.split(r"&&|;|\|\|", line)]
+        if REMOTE.match(r.line) or any(installs_once(p) for p in parts):
             continue  # the other machine's, this one's or the environment's change of that moment
         if len(parts) > 1 and any(_LOOK.match(p) for p in parts):
             continue  # a script of that moment: `go mod tidy; grep toolchain go.mod; go build ./...`
         tries[family(r.line)] = tries.get(family(r.line), 0) + 1
-        line = core(r.line)
         head = " ".join(w for w in line.split() if not w.startswith("-"))
         checks, fixer = (
             bool(CHECK.search(head) or _SYNTAX.match(line)),
